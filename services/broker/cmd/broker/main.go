@@ -1,0 +1,45 @@
+// Command broker runs one tidemark broker.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"tidemark.io/services/broker"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/lifecycle"
+	"tidemark.io/services/platform/logging"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := broker.DefaultConfig()
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	fs.Usage = config.Usage(fs, "broker")
+	if err := config.Parse(fs, args, nil); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	log, err := logging.New(os.Stderr, cfg.Log, "broker", cfg.ID)
+	if err != nil {
+		return err
+	}
+	ctx, stop := lifecycle.SignalContext(context.Background())
+	defer stop()
+	b, err := broker.Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return lifecycle.WaitAndStop(ctx, log, b, b.Failed(), lifecycle.DefaultShutdownTimeout)
+}

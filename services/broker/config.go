@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"flag"
+	"net"
+
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/telemetry"
+)
+
+// Config is everything a broker needs to start. DefaultConfig gives a broker
+// that works on one machine next to an etcd on 127.0.0.1:2379.
+type Config struct {
+	// ID is the broker id (broker.id), unique in the cluster, >= 0.
+	ID int32
+	// Listen is the gRPC listen address.
+	Listen string
+	// Advertised is the address other nodes and clients dial; empty means
+	// the bound listen address.
+	Advertised string
+	// Rack is the broker's rack (broker.rack), for rack-aware placement and
+	// follower fetching.
+	Rack string
+	// DataDir holds the partition logs and checkpoints.
+	DataDir string
+	// EtcdEndpoints and EtcdPrefix locate the metadata store.
+	EtcdEndpoints config.StringList
+	EtcdPrefix    string
+	// FaultInjection enables the FaultInjectionService (off by default).
+	FaultInjection bool
+
+	Log       logging.Options
+	Telemetry telemetry.Options
+}
+
+// DefaultConfig returns the defaults for broker 1.
+func DefaultConfig() Config {
+	return Config{
+		ID:            1,
+		Listen:        "127.0.0.1:9092",
+		DataDir:       ".data/broker-1",
+		EtcdEndpoints: config.StringList{"127.0.0.1:2379"},
+		EtcdPrefix:    "/tidemark",
+		Log:           logging.DefaultOptions(),
+	}
+}
+
+// AddFlags registers the broker's flags on fs.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.Func("broker.id", "broker id, unique in the cluster (default 1)", func(s string) error {
+		return config.ParseInt32(s, &c.ID)
+	})
+	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC listen address (host:port)")
+	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address other nodes dial; empty uses the listen address")
+	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
+	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for partition logs and checkpoints")
+	fs.Var(&c.EtcdEndpoints, "etcd.endpoints", "comma-separated etcd endpoints (default 127.0.0.1:2379)")
+	fs.StringVar(&c.EtcdPrefix, "etcd.prefix", c.EtcdPrefix, "key prefix of tidemark's metadata in etcd")
+	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
+	c.Log.AddFlags(fs)
+	c.Telemetry.AddFlags(fs)
+}
+
+// Validate names the first flag whose value cannot work.
+func (c Config) Validate() error {
+	if c.ID < 0 {
+		return config.Invalid("broker.id", c.ID, "must be >= 0")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return config.Invalid("listen", c.Listen, "must be host:port")
+	}
+	if c.Advertised != "" {
+		if _, _, err := net.SplitHostPort(c.Advertised); err != nil {
+			return config.Invalid("advertised.address", c.Advertised, "must be host:port")
+		}
+	}
+	if c.DataDir == "" {
+		return config.Invalid("data.dir", c.DataDir, "must not be empty")
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		return config.Invalid("etcd.endpoints", "", "at least one endpoint is needed")
+	}
+	if c.EtcdPrefix == "" || c.EtcdPrefix[0] != '/' {
+		return config.Invalid("etcd.prefix", c.EtcdPrefix, "must start with /")
+	}
+	return c.Log.Validate()
+}

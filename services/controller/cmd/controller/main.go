@@ -1,0 +1,45 @@
+// Command controller runs one tidemark controller process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"tidemark.io/services/controller"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/lifecycle"
+	"tidemark.io/services/platform/logging"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := controller.DefaultConfig()
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	fs.Usage = config.Usage(fs, "controller")
+	if err := config.Parse(fs, args, nil); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	log, err := logging.New(os.Stderr, cfg.Log, "controller", cfg.ID)
+	if err != nil {
+		return err
+	}
+	ctx, stop := lifecycle.SignalContext(context.Background())
+	defer stop()
+	b, err := controller.Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return lifecycle.WaitAndStop(ctx, log, b, b.Failed(), lifecycle.DefaultShutdownTimeout)
+}

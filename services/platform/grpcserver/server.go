@@ -1,0 +1,187 @@
+// Package grpcserver is the one constructor for every tidemark gRPC server:
+// health, reflection, the OpenTelemetry stats handler, panic recovery,
+// Kafka-style error mapping, logging and message size limits, and an ordered
+// graceful stop with a deadline.
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/logging"
+)
+
+// DefaultMaxMessageBytes bounds requests and answers: large enough for a
+// replica fetch answer (replica.fetch.response.max.bytes, 10 MiB, plus one
+// oversized first batch), small enough that a bad client cannot make the
+// server buffer without limit.
+const DefaultMaxMessageBytes = 64 << 20
+
+// Options configures a server. Zero values pick the defaults.
+type Options struct {
+	Logger          *slog.Logger
+	MaxMessageBytes int
+	// TracerProvider for the otelgrpc stats handler; nil uses the global one.
+	TracerProvider trace.TracerProvider
+	// StatsFilter, when set, decides per call whether it is traced.
+	StatsFilter otelgrpc.Filter
+	Unary       []grpc.UnaryServerInterceptor
+	Stream      []grpc.StreamServerInterceptor
+}
+
+// Server wraps a *grpc.Server with its health service.
+type Server struct {
+	*grpc.Server
+	health *health.Server
+	log    *slog.Logger
+}
+
+// New builds a server with health and reflection registered. Register the
+// service implementations on it, then call Serve.
+func New(o Options) *Server {
+	log := logging.OrDiscard(o.Logger)
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	var handlerOpts []otelgrpc.Option
+	if o.TracerProvider != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(o.TracerProvider))
+	}
+	if o.StatsFilter != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithFilter(o.StatsFilter))
+	}
+	unary := append([]grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}, o.Unary...)
+	stream := append([]grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}, o.Stream...)
+	gs := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOpts...)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+		grpc.MaxRecvMsgSize(o.MaxMessageBytes),
+		grpc.MaxSendMsgSize(o.MaxMessageBytes),
+		// Brokers keep long-lived streams and fetch connections; allow
+		// their keepalive pings.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return &Server{Server: gs, health: hs, log: log}
+}
+
+// SetServing marks a service (or "" for the whole server) serving or not.
+func (s *Server) SetServing(service string, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus(service, st)
+}
+
+// MarkAllServing sets every registered service, and the server, to SERVING.
+func (s *Server) MarkAllServing() {
+	for name := range s.GetServiceInfo() {
+		s.SetServing(name, true)
+	}
+	s.SetServing("", true)
+}
+
+// Serve serves on lis until Stop. A listener closed by Stop is not an error.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.Server.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop reports NOT_SERVING, then drains in-flight calls until ctx ends, and
+// then closes what is left. Health goes first so that load balancers and
+// clients stop sending before the listener closes.
+func (s *Server) Stop(ctx context.Context) {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("graceful stop deadline passed; closing open calls")
+		s.Server.Stop()
+		<-done
+	}
+}
+
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in handler", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
+				err = status.Errorf(codes.Internal, "internal error in %s", info.FullMethod)
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in stream handler", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
+				err = status.Errorf(codes.Internal, "internal error in %s", info.FullMethod)
+			}
+		}()
+		return h(srv, ss)
+	}
+}
+
+// errorsUnary maps handler errors through the one error table, so handlers
+// return *kerr.Error and never build statuses themselves.
+func errorsUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		if err != nil {
+			st := kerr.ToStatus(err)
+			logCall(log, info.FullMethod, st)
+			return nil, st.Err()
+		}
+		return resp, nil
+	}
+}
+
+func errorsStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if err := h(srv, ss); err != nil {
+			st := kerr.ToStatus(err)
+			logCall(log, info.FullMethod, st)
+			return st.Err()
+		}
+		return nil
+	}
+}
+
+func logCall(log *slog.Logger, method string, st *status.Status) {
+	switch st.Code() {
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		log.Error("call failed", "method", method, "code", st.Code().String(), "err", st.Message())
+	default:
+		log.Debug("call refused", "method", method, "code", st.Code().String(), "err", st.Message())
+	}
+}

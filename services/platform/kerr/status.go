@@ -1,0 +1,112 @@
+package kerr
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+)
+
+// ToStatus turns err into the gRPC status a tidemark service answers with: the
+// table's gRPC code, and an ErrorDetail carrying the Kafka-style code, its
+// name, retriability, the bad field and leader or controller hints.
+// Context errors keep their gRPC meaning; other errors become
+// UNKNOWN_SERVER_ERROR.
+func ToStatus(err error) *status.Status {
+	if err == nil {
+		return status.New(codes.OK, "")
+	}
+	if s, ok := status.FromError(err); ok && !isKerr(err) {
+		return s
+	}
+	e := As(err)
+	switch {
+	case !isKerr(err) && errors.Is(err, context.DeadlineExceeded):
+		e = &Error{Code: RequestTimedOut, Message: err.Error()}
+	case !isKerr(err) && errors.Is(err, context.Canceled):
+		return status.New(codes.Canceled, err.Error())
+	}
+	info := Lookup(e.Code)
+	st := status.New(info.GRPC, e.Error())
+	withDetail, derr := st.WithDetails(Detail(e))
+	if derr != nil {
+		return st
+	}
+	return withDetail
+}
+
+func isKerr(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
+}
+
+// Detail renders e as the protobuf ErrorDetail.
+func Detail(e *Error) *commonv1.ErrorDetail {
+	info := Lookup(e.Code)
+	d := &commonv1.ErrorDetail{
+		Code:      commonv1.ErrorCode(e.Code),
+		Name:      info.Name,
+		Retriable: info.Retriable,
+		Message:   e.Message,
+		Field:     e.Field,
+	}
+	if e.Leader != nil {
+		d.Leader = &commonv1.LeaderHint{LeaderId: e.Leader.ID, Address: e.Leader.Address, LeaderEpoch: e.Leader.LeaderEpoch}
+	}
+	if e.Controller != nil {
+		d.Controller = &commonv1.Node{Id: e.Controller.ID, Address: e.Controller.Address}
+	}
+	return d
+}
+
+// FromDetail turns a protobuf ErrorDetail back into an *Error.
+func FromDetail(d *commonv1.ErrorDetail) *Error {
+	e := &Error{Code: Code(d.GetCode()), Message: d.GetMessage(), Field: d.GetField()}
+	if l := d.GetLeader(); l != nil {
+		e.Leader = &LeaderHint{ID: l.GetLeaderId(), Address: l.GetAddress(), LeaderEpoch: l.GetLeaderEpoch()}
+	}
+	if c := d.GetController(); c != nil {
+		e.Controller = &NodeHint{ID: c.GetId(), Address: c.GetAddress()}
+	}
+	return e
+}
+
+// FromStatus recovers the *Error a tidemark service sent. Statuses without an
+// ErrorDetail (transport failures, say) map to the nearest Kafka code:
+// unavailable and cancelled connections are NETWORK_EXCEPTION (retriable),
+// deadlines are REQUEST_TIMED_OUT.
+func FromStatus(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := err.(*Error); ok {
+		return e
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return As(err)
+	}
+	for _, d := range st.Details() {
+		if ed, ok := d.(*commonv1.ErrorDetail); ok {
+			return FromDetail(ed)
+		}
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		return &Error{Code: NetworkException, Message: st.Message()}
+	case codes.DeadlineExceeded:
+		return &Error{Code: RequestTimedOut, Message: st.Message()}
+	case codes.Unimplemented:
+		return &Error{Code: UnsupportedVersion, Message: st.Message()}
+	case codes.InvalidArgument:
+		return &Error{Code: InvalidRequest, Message: st.Message()}
+	case codes.NotFound:
+		return &Error{Code: UnknownTopicOrPartition, Message: st.Message()}
+	case codes.ResourceExhausted:
+		return &Error{Code: MessageTooLarge, Message: st.Message()}
+	}
+	return &Error{Code: UnknownServerError, Message: st.Message()}
+}
