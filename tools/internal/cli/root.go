@@ -49,7 +49,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), newHealthCmd())
+	root.AddCommand(newVersionCmd(), newHealthCmd(), newDevCmd())
 	return root
 }
 

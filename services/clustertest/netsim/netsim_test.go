@@ -1,0 +1,117 @@
+package netsim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func echoServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func roundTrip(c net.Conn) error {
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return err
+	}
+	buf := make([]byte, 4)
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err := io.ReadFull(c, buf)
+	return err
+}
+
+func TestCutClosesAndRefusesThenHeals(t *testing.T) {
+	n := New()
+	addr := echoServer(t)
+	n.Name(addr, "b")
+	dial := n.Dialer("a")
+	c, err := dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c); err != nil {
+		t.Fatalf("healthy link: %v", err)
+	}
+	n.Cut("a", "b")
+	if err := roundTrip(c); err == nil {
+		t.Fatal("round trip over a cut link succeeded")
+	}
+	if _, err := dial(context.Background(), addr); !errors.Is(err, ErrLinkCut) {
+		t.Fatalf("dial over a cut link: %v", err)
+	}
+	// The other direction is untouched.
+	if c2, err := n.Dialer("c")(context.Background(), addr); err != nil {
+		t.Fatalf("unrelated link refused: %v", err)
+	} else {
+		c2.Close()
+	}
+	n.Heal("a", "b")
+	c3, err := dial(context.Background(), addr)
+	if err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+	defer c3.Close()
+	if err := roundTrip(c3); err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+}
+
+func TestDelayAddsLatency(t *testing.T) {
+	n := New()
+	addr := echoServer(t)
+	n.Name(addr, "b")
+	c, err := n.Dialer("a")(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n.Delay("a", "b", 50*time.Millisecond)
+	start := time.Now()
+	if err := roundTrip(c); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 50*time.Millisecond {
+		t.Fatalf("round trip took %v, want >= 50ms", el)
+	}
+}
+
+func TestPauseStallsUntilResume(t *testing.T) {
+	n := New()
+	addr := echoServer(t)
+	n.Name(addr, "b")
+	c, err := n.Dialer("a")(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n.Pause("b")
+	done := make(chan error, 1)
+	go func() { done <- roundTrip(c) }()
+	select {
+	case err := <-done:
+		t.Fatalf("round trip to a paused node finished: %v", err)
+	case <-time.After(150 * time.Millisecond):
+	}
+	n.Resume("b")
+	if err := <-done; err != nil {
+		t.Fatalf("after resume: %v", err)
+	}
+}

@@ -1,0 +1,46 @@
+package topicconfig
+
+// Special values.
+const (
+	// Unlimited in retention.ms or retention.bytes keeps data forever / at any size.
+	Unlimited int64 = -1
+	// TruncateByLeaderEpoch and TruncateByHighWatermark are the values of
+	// replica.truncation.mode.
+	TruncateByLeaderEpoch   = "leader-epoch"
+	TruncateByHighWatermark = "high-watermark"
+)
+
+// TopicConfig is the effective configuration of one topic.
+type TopicConfig struct {
+	MinInsyncReplicas           int32
+	UncleanLeaderElectionEnable bool
+	RetentionMs                 int64 // Unlimited = keep forever
+	RetentionBytes              int64 // Unlimited = no size limit, per partition
+	SegmentBytes                int32
+	SegmentMs                   int64
+	MaxMessageBytes             int32
+	FlushMessages               int64
+	FlushMs                     int64
+	IndexIntervalBytes          int32
+}
+
+// BrokerConfig is the effective broker-level configuration.
+type BrokerConfig struct {
+	// TopicDefaults are the broker's defaults for topic-level settings.
+	TopicDefaults TopicConfig
+
+	ReplicaLagTimeMaxMs                 int64
+	ReplicaFetchWaitMaxMs               int32
+	ReplicaFetchMinBytes                int32
+	ReplicaFetchMaxBytes                int32
+	ReplicaFetchResponseMaxBytes        int32
+	NumReplicaFetchers                  int32
+	AutoLeaderRebalanceEnable           bool
+	LeaderImbalancePerBrokerPercentage  int32
+	LeaderImbalanceCheckIntervalSeconds int64
+	ReplicaTruncationMode               string // TruncateByLeaderEpoch or TruncateByHighWatermark
+	BrokerSessionTimeoutMs              int32
+	DefaultReplicationFactor            int32
+	NumPartitions                       int32
+	LogFlushFsyncEveryAppend            bool
+}

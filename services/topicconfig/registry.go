@@ -1,0 +1,179 @@
+package topicconfig
+
+import (
+	"math"
+	"strconv"
+)
+
+// Value ranges. segment.bytes has a minimum of 1 KiB: small enough for
+// tests that roll many segments, large enough to hold a batch header and an
+// index entry. Kafka allows 14 bytes (before 4.0) or 1 MiB (from 4.0, KIP-1030).
+const minSegmentBytes = 1024
+
+var (
+	maxLong = strconv.FormatInt(math.MaxInt64, 10)
+	week    = strconv.FormatInt(7*24*60*60*1000, 10)
+)
+
+// defs is the registry. Topic-level settings come first, then broker-only
+// ones; Definitions returns them sorted by name.
+var defs = []Def{
+	// Topic-level settings and their broker-level defaults.
+	{Name: "min.insync.replicas", BrokerName: "min.insync.replicas", TopicLevel: true, Dynamic: true,
+		Type: TypeInt, Default: "1", Min: 1,
+		Doc:      "Fewest ISR members for an acks=all write to succeed; fewer gives NOT_ENOUGH_REPLICAS.",
+		setTopic: tInt32(func(c *TopicConfig) *int32 { return &c.MinInsyncReplicas })},
+	{Name: "unclean.leader.election.enable", BrokerName: "unclean.leader.election.enable", TopicLevel: true, Dynamic: true,
+		Type: TypeBool, Default: "false",
+		Doc:      "Elect an out-of-sync replica when no ISR member is live, at the cost of losing acknowledged data.",
+		setTopic: tBool(func(c *TopicConfig) *bool { return &c.UncleanLeaderElectionEnable })},
+	{Name: "retention.ms", BrokerName: "log.retention.ms", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: week, Min: -1,
+		Doc:      "How long to keep a closed segment, by its newest record; -1 keeps data forever.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.RetentionMs })},
+	{Name: "retention.bytes", BrokerName: "log.retention.bytes", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: "-1", Min: -1,
+		Doc:      "Largest size of one partition's log before old segments are deleted; -1 sets no limit.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.RetentionBytes })},
+	{Name: "segment.bytes", BrokerName: "log.segment.bytes", TopicLevel: true, Dynamic: true,
+		Type: TypeInt, Default: "1073741824", Min: minSegmentBytes,
+		Doc:      "Size at which the active segment is closed and a new one started.",
+		setTopic: tInt32(func(c *TopicConfig) *int32 { return &c.SegmentBytes })},
+	{Name: "segment.ms", BrokerName: "log.roll.ms", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: week, Min: 1,
+		Doc:      "Age at which the active segment is closed even if not full, so retention can delete it.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.SegmentMs })},
+	{Name: "max.message.bytes", BrokerName: "message.max.bytes", TopicLevel: true, Dynamic: true,
+		Type: TypeInt, Default: "1048588", Min: 0,
+		Doc:      "Largest record batch the leader accepts, after compression.",
+		setTopic: tInt32(func(c *TopicConfig) *int32 { return &c.MaxMessageBytes })},
+	{Name: "flush.messages", BrokerName: "log.flush.interval.messages", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: maxLong, Min: 1,
+		Doc:      "Force an fsync after this many records; the default leaves durability to replication.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.FlushMessages })},
+	{Name: "flush.ms", BrokerName: "log.flush.interval.ms", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: maxLong, Min: 0,
+		Doc:      "Force an fsync when unflushed data is this old; the default leaves durability to replication.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.FlushMs })},
+	{Name: "index.interval.bytes", BrokerName: "log.index.interval.bytes", TopicLevel: true, Dynamic: true,
+		Type: TypeInt, Default: "4096", Min: 0,
+		Doc:      "Bytes of log between two entries of the sparse offset index.",
+		setTopic: tInt32(func(c *TopicConfig) *int32 { return &c.IndexIntervalBytes })},
+
+	// Broker-only settings.
+	{Name: "replica.lag.time.max.ms", BrokerName: "replica.lag.time.max.ms",
+		Type: TypeLong, Default: "30000", Min: 1,
+		Doc:       "A follower not caught up to the leader's end for this long leaves the ISR.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.ReplicaLagTimeMaxMs })},
+	{Name: "replica.fetch.wait.max.ms", BrokerName: "replica.fetch.wait.max.ms",
+		Type: TypeInt, Default: "500", Min: 0,
+		Doc:       "Longest a follower's fetch waits at the leader for data; at most replica.lag.time.max.ms.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicaFetchWaitMaxMs })},
+	{Name: "replica.fetch.min.bytes", BrokerName: "replica.fetch.min.bytes",
+		Type: TypeInt, Default: "1", Min: 0,
+		Doc:       "Bytes a follower's fetch waits for before the leader answers early.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicaFetchMinBytes })},
+	{Name: "replica.fetch.max.bytes", BrokerName: "replica.fetch.max.bytes",
+		Type: TypeInt, Default: "1048576", Min: 0,
+		Doc:       "Most bytes fetched per partition per follower fetch; a larger first batch is still returned.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicaFetchMaxBytes })},
+	{Name: "replica.fetch.response.max.bytes", BrokerName: "replica.fetch.response.max.bytes",
+		Type: TypeInt, Default: "10485760", Min: 0,
+		Doc:       "Most bytes in one follower fetch response over all partitions.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicaFetchResponseMaxBytes })},
+	{Name: "num.replica.fetchers", BrokerName: "num.replica.fetchers", Dynamic: true,
+		Type: TypeInt, Default: "1", Min: 1,
+		Doc:       "Fetcher goroutines per source broker.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.NumReplicaFetchers })},
+	{Name: "auto.leader.rebalance.enable", BrokerName: "auto.leader.rebalance.enable",
+		Type: TypeBool, Default: "true",
+		Doc:       "Let the controller move leadership back to preferred replicas when brokers are imbalanced.",
+		setBroker: bBool(func(c *BrokerConfig) *bool { return &c.AutoLeaderRebalanceEnable })},
+	{Name: "leader.imbalance.per.broker.percentage", BrokerName: "leader.imbalance.per.broker.percentage",
+		Type: TypeInt, Default: "10", Min: 0, Max: 100,
+		Doc:       "Percentage of a broker's preferred partitions led elsewhere above which the controller rebalances.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.LeaderImbalancePerBrokerPercentage })},
+	{Name: "leader.imbalance.check.interval.seconds", BrokerName: "leader.imbalance.check.interval.seconds",
+		Type: TypeLong, Default: "300", Min: 1,
+		Doc:       "How often the controller checks leader imbalance.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LeaderImbalanceCheckIntervalSeconds })},
+	{Name: "replica.truncation.mode", BrokerName: "replica.truncation.mode",
+		Type: TypeString, Default: TruncateByLeaderEpoch, Valid: []string{TruncateByLeaderEpoch, TruncateByHighWatermark},
+		Doc:       "How a follower finds where its log diverges: by leader epoch or, as before KIP-101, by high watermark.",
+		setBroker: bString(func(c *BrokerConfig) *string { return &c.ReplicaTruncationMode })},
+	{Name: "broker.session.timeout.ms", BrokerName: "broker.session.timeout.ms",
+		Type: TypeInt, Default: "6000", Min: 1000,
+		Doc:       "Time without a lease renewal after which a broker's registration expires and it is treated as failed; etcd lease TTLs are whole seconds.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.BrokerSessionTimeoutMs })},
+	{Name: "default.replication.factor", BrokerName: "default.replication.factor",
+		Type: TypeInt, Default: "1", Min: 1,
+		Doc:       "Replication factor of a topic created without one.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.DefaultReplicationFactor })},
+	{Name: "num.partitions", BrokerName: "num.partitions",
+		Type: TypeInt, Default: "1", Min: 1,
+		Doc:       "Partition count of a topic created without one.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.NumPartitions })},
+	{Name: "log.flush.fsync.every.append", BrokerName: "log.flush.fsync.every.append",
+		Type: TypeBool, Default: "false",
+		Doc:       "fsync the log after every append, before acknowledging it (a tidemark option; Kafka relies on replication).",
+		setBroker: bBool(func(c *BrokerConfig) *bool { return &c.LogFlushFsyncEveryAppend })},
+}
+
+// Indexes over defs, by topic-level key and by broker-level key.
+var (
+	byTopicName  = map[string]*Def{}
+	byBrokerName = map[string]*Def{}
+)
+
+func init() {
+	for i := range defs {
+		d := &defs[i]
+		if d.Max == 0 {
+			d.Max = typeMax(d.Type)
+		}
+		if d.TopicLevel {
+			byTopicName[d.Name] = d
+		}
+		if d.BrokerName != "" {
+			byBrokerName[d.BrokerName] = d
+		}
+	}
+}
+
+func typeMax(t Type) int64 {
+	switch t {
+	case TypeInt:
+		return math.MaxInt32
+	case TypeLong:
+		return math.MaxInt64
+	}
+	return 0
+}
+
+func tInt32(f func(*TopicConfig) *int32) func(*TopicConfig, value) {
+	return func(c *TopicConfig, v value) { *f(c) = int32(v.i) }
+}
+
+func tInt64(f func(*TopicConfig) *int64) func(*TopicConfig, value) {
+	return func(c *TopicConfig, v value) { *f(c) = v.i }
+}
+
+func tBool(f func(*TopicConfig) *bool) func(*TopicConfig, value) {
+	return func(c *TopicConfig, v value) { *f(c) = v.b }
+}
+
+func bInt32(f func(*BrokerConfig) *int32) func(*BrokerConfig, value) {
+	return func(c *BrokerConfig, v value) { *f(c) = int32(v.i) }
+}
+
+func bInt64(f func(*BrokerConfig) *int64) func(*BrokerConfig, value) {
+	return func(c *BrokerConfig, v value) { *f(c) = v.i }
+}
+
+func bBool(f func(*BrokerConfig) *bool) func(*BrokerConfig, value) {
+	return func(c *BrokerConfig, v value) { *f(c) = v.b }
+}
+
+func bString(f func(*BrokerConfig) *string) func(*BrokerConfig, value) {
+	return func(c *BrokerConfig, v value) { *f(c) = v.s }
+}

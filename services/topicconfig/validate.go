@@ -1,0 +1,65 @@
+package topicconfig
+
+import (
+	"cmp"
+	"slices"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// Definitions returns every setting, sorted by Name, for docs and the CLI.
+func Definitions() []Def {
+	out := slices.Clone(defs)
+	slices.SortFunc(out, func(a, b Def) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Lookup finds the setting key names at scope: a topic-level key for
+// ScopeTopic, a broker-level key otherwise.
+func Lookup(scope Scope, key string) (Def, bool) {
+	var d *Def
+	if scope == ScopeTopic {
+		d = byTopicName[key]
+	} else {
+		d = byBrokerName[key]
+	}
+	if d == nil {
+		return Def{}, false
+	}
+	return *d, true
+}
+
+// Validate checks that key may be set to value at scope. It returns an
+// INVALID_CONFIG error naming the key and saying why: unknown at that scope
+// (pointing to the right name when the key exists at the other level), not
+// changeable at runtime, unparsable, or out of range.
+func Validate(scope Scope, key, value string) error {
+	d, ok := Lookup(scope, key)
+	if !ok {
+		return unknownKey(scope, key)
+	}
+	if scope == ScopeBrokerDynamic && !d.Dynamic {
+		return kerr.BadField(kerr.InvalidConfig, key,
+			"cannot be changed at runtime; set it in the broker's static configuration")
+	}
+	if _, err := d.parse(value); err != nil {
+		return kerr.BadField(kerr.InvalidConfig, key, "%v", err)
+	}
+	return nil
+}
+
+func unknownKey(scope Scope, key string) error {
+	if scope == ScopeTopic {
+		if d := byBrokerName[key]; d != nil {
+			if d.TopicLevel {
+				return kerr.BadField(kerr.InvalidConfig, key,
+					"is a broker-level key; the topic-level key is %s", d.Name)
+			}
+			return kerr.BadField(kerr.InvalidConfig, key, "is a broker-level setting; topics cannot override it")
+		}
+	} else if d := byTopicName[key]; d != nil {
+		return kerr.BadField(kerr.InvalidConfig, key,
+			"is a topic-level key; the broker-level default is set with %s", d.BrokerName)
+	}
+	return kerr.BadField(kerr.InvalidConfig, key, "unknown %s config", scope)
+}

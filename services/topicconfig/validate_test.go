@@ -1,0 +1,159 @@
+package topicconfig
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		scope Scope
+		key   string
+		value string
+		why   string // empty: valid; else a fragment of the message
+	}{
+		{ScopeTopic, "min.insync.replicas", "1", ""},
+		{ScopeTopic, "min.insync.replicas", " 3 ", ""},
+		{ScopeTopic, "min.insync.replicas", "0", "out of range [1, ...]"},
+		{ScopeTopic, "min.insync.replicas", "two", `"two" is not a valid int`},
+		{ScopeTopic, "min.insync.replicas", "2147483648", "out of range"},
+		{ScopeTopic, "retention.ms", "-1", ""},
+		{ScopeTopic, "retention.ms", "-2", "out of range [-1, ...]"},
+		{ScopeTopic, "retention.ms", "9223372036854775807", ""},
+		{ScopeTopic, "retention.bytes", "-1", ""},
+		{ScopeTopic, "segment.bytes", "1024", ""},
+		{ScopeTopic, "segment.bytes", "1023", "out of range [1024, ...]"},
+		{ScopeTopic, "segment.ms", "0", "out of range"},
+		{ScopeTopic, "flush.messages", "0", "out of range"},
+		{ScopeTopic, "flush.ms", "0", ""},
+		{ScopeTopic, "max.message.bytes", "-1", "out of range"},
+		{ScopeTopic, "unclean.leader.election.enable", "TRUE", ""},
+		{ScopeTopic, "unclean.leader.election.enable", "yes", "not true or false"},
+		{ScopeTopic, "log.retention.ms", "1", "topic-level key is retention.ms"},
+		{ScopeTopic, "message.max.bytes", "1", "topic-level key is max.message.bytes"},
+		{ScopeTopic, "replica.lag.time.max.ms", "1", "topics cannot override it"},
+		{ScopeTopic, "no.such.key", "1", "unknown topic config"},
+		{ScopeBroker, "log.retention.ms", "1", ""},
+		{ScopeBroker, "log.roll.ms", "1", ""},
+		{ScopeBroker, "min.insync.replicas", "2", ""},
+		{ScopeBroker, "retention.ms", "1", "broker-level default is set with log.retention.ms"},
+		{ScopeBroker, "segment.ms", "1", "broker-level default is set with log.roll.ms"},
+		{ScopeBroker, "replica.truncation.mode", "high-watermark", ""},
+		{ScopeBroker, "replica.truncation.mode", "epoch", "not one of leader-epoch, high-watermark"},
+		{ScopeBroker, "leader.imbalance.per.broker.percentage", "100", ""},
+		{ScopeBroker, "leader.imbalance.per.broker.percentage", "101", "out of range [0, 100]"},
+		{ScopeBroker, "broker.session.timeout.ms", "999", "out of range [1000, ...]"},
+		{ScopeBroker, "replica.fetch.max.bytes", "1", ""},
+		{ScopeBroker, "no.such.key", "1", "unknown broker config"},
+		{ScopeBrokerDynamic, "log.retention.ms", "1", ""},
+		{ScopeBrokerDynamic, "unclean.leader.election.enable", "true", ""},
+		{ScopeBrokerDynamic, "num.replica.fetchers", "4", ""},
+		{ScopeBrokerDynamic, "num.replica.fetchers", "0", "out of range"},
+		{ScopeBrokerDynamic, "replica.fetch.max.bytes", "1", "cannot be changed at runtime"},
+		{ScopeBrokerDynamic, "auto.leader.rebalance.enable", "false", "cannot be changed at runtime"},
+	}
+	for _, tt := range tests {
+		err := Validate(tt.scope, tt.key, tt.value)
+		if tt.why == "" {
+			if err != nil {
+				t.Errorf("Validate(%v, %s, %q) = %v, want ok", tt.scope, tt.key, tt.value, err)
+			}
+			continue
+		}
+		e := kerr.As(err)
+		if e == nil || e.Code != kerr.InvalidConfig || e.Field != tt.key ||
+			!strings.Contains(e.Message, tt.key) || !strings.Contains(e.Message, tt.why) {
+			t.Errorf("Validate(%v, %s, %q) = %#v, want INVALID_CONFIG on field %s saying %q",
+				tt.scope, tt.key, tt.value, e, tt.key, tt.why)
+		}
+	}
+}
+
+func TestDefinitions(t *testing.T) {
+	all := Definitions()
+	if !slices.IsSortedFunc(all, func(a, b Def) int { return strings.Compare(a.Name, b.Name) }) {
+		t.Fatal("Definitions is not sorted by name")
+	}
+	topicNames, brokerNames := map[string]bool{}, map[string]bool{}
+	for _, d := range all {
+		if d.Doc == "" || d.BrokerName == "" {
+			t.Errorf("%s: missing doc or broker name", d.Name)
+		}
+		if d.TopicLevel != (d.setTopic != nil) || (d.setTopic == nil) == (d.setBroker == nil) {
+			t.Errorf("%s: needs exactly one setter, matching TopicLevel", d.Name)
+		}
+		if d.TopicLevel && !d.Dynamic {
+			t.Errorf("%s: topic-level settings are dynamic at broker level in Kafka", d.Name)
+		}
+		if topicNames[d.Name] || brokerNames[d.BrokerName] {
+			t.Errorf("%s: name used twice", d.Name)
+		}
+		topicNames[d.Name], brokerNames[d.BrokerName] = true, true
+		// Every default is valid wherever the setting may be set.
+		if d.TopicLevel {
+			if err := Validate(ScopeTopic, d.Name, d.Default); err != nil {
+				t.Errorf("default: %v", err)
+			}
+		}
+		if err := Validate(ScopeBroker, d.BrokerName, d.Default); err != nil {
+			t.Errorf("default: %v", err)
+		}
+	}
+	all[0].Name = "changed"
+	if Definitions()[0].Name == "changed" {
+		t.Fatal("Definitions exposes the registry to mutation")
+	}
+}
+
+func TestLookup(t *testing.T) {
+	if d, ok := Lookup(ScopeTopic, "segment.ms"); !ok || d.BrokerName != "log.roll.ms" || d.Type != TypeLong {
+		t.Fatalf("Lookup(topic, segment.ms) = %+v, %v", d, ok)
+	}
+	if d, ok := Lookup(ScopeBrokerDynamic, "log.roll.ms"); !ok || d.Name != "segment.ms" {
+		t.Fatalf("Lookup(dynamic broker, log.roll.ms) = %+v, %v", d, ok)
+	}
+	if _, ok := Lookup(ScopeTopic, "log.roll.ms"); ok {
+		t.Fatal("broker key found at topic scope")
+	}
+}
+
+func TestParseList(t *testing.T) {
+	d := Def{Name: "x", Type: TypeList, Valid: []string{"delete", "compact"}}
+	for raw, want := range map[string][]string{
+		"":                  nil,
+		"delete":            {"delete"},
+		" compact , delete": {"compact", "delete"},
+	} {
+		v, err := d.parse(raw)
+		if err != nil || !slices.Equal(v.l, want) {
+			t.Errorf("parse(%q) = %v, %v; want %v", raw, v.l, err, want)
+		}
+	}
+	if _, err := d.parse("delete,shred"); err == nil || !strings.Contains(err.Error(), `"shred"`) {
+		t.Errorf("parse of an invalid element = %v", err)
+	}
+	free := Def{Name: "y", Type: TypeList}
+	if v, err := free.parse("a,b"); err != nil || !slices.Equal(v.l, []string{"a", "b"}) {
+		t.Errorf("free list = %v, %v", v.l, err)
+	}
+}
+
+func TestRange(t *testing.T) {
+	for key, want := range map[string]string{
+		"segment.bytes":                  "[1024, ...]",
+		"unclean.leader.election.enable": "true|false",
+	} {
+		if d, _ := Lookup(ScopeTopic, key); d.Range() != want {
+			t.Errorf("%s range %q, want %q", key, d.Range(), want)
+		}
+	}
+	if d, _ := Lookup(ScopeBroker, "replica.truncation.mode"); d.Range() != "leader-epoch|high-watermark" {
+		t.Errorf("truncation mode range %q", d.Range())
+	}
+	if d, _ := Lookup(ScopeBroker, "leader.imbalance.per.broker.percentage"); d.Range() != "[0, 100]" {
+		t.Errorf("imbalance range %q", d.Range())
+	}
+}

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	"tidemark.io/tools/internal/devcluster"
+)
+
+func newDevCmd() *cobra.Command {
+	dev := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a whole cluster on this machine and stop, kill, pause or restart its nodes",
+	}
+	var controlAddr string
+	dev.PersistentFlags().StringVar(&controlAddr, "control", devcluster.DefaultControlAddr, "address of the running launcher's control API")
+	dev.AddCommand(newDevUpCmd())
+	dev.AddCommand(newDevStatusCmd(&controlAddr))
+	actions := []struct {
+		use, short string
+		action     devclusterv1.Action
+	}{
+		{"stop", "Stop a node gracefully (SIGTERM; a broker hands off its leaderships first)", devclusterv1.Action_ACTION_STOP},
+		{"kill", "Kill a node (SIGKILL: a crash)", devclusterv1.Action_ACTION_KILL},
+		{"pause", "Freeze a node (SIGSTOP), like a long GC pause", devclusterv1.Action_ACTION_PAUSE},
+		{"resume", "Continue a paused node (SIGCONT)", devclusterv1.Action_ACTION_RESUME},
+		{"start", "Start a stopped or killed node", devclusterv1.Action_ACTION_START},
+		{"restart", "Stop then start a node", devclusterv1.Action_ACTION_RESTART},
+	}
+	for _, a := range actions {
+		dev.AddCommand(newDevActionCmd(a.use, a.short, a.action, &controlAddr))
+	}
+	return dev
+}
+
+func newDevUpCmd() *cobra.Command {
+	o := devcluster.DefaultOptions()
+	var racks string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start etcd, the controllers, the brokers and the gateway; Ctrl-C stops them all",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if racks != "" {
+				o.Racks = strings.Split(racks, ",")
+			}
+			if o.BinDir == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.BinDir = filepath.Dir(exe)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			out := cmd.OutOrStdout()
+			c, err := devcluster.Up(ctx, o, out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out)
+			c.PrintTable(out)
+			fmt.Fprintf(out, "\ndata in %s, logs in %s. Try: tidemark dev kill broker-1 | tidemark dev start broker-1\nCtrl-C stops the cluster.\n",
+				o.DataDir, filepath.Join(o.DataDir, "logs"))
+			<-ctx.Done()
+			fmt.Fprintln(out, "\nstopping the cluster")
+			c.Down(out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", o.DataDir, "folder for etcd, broker data and logs")
+	f.StringVar(&o.BinDir, "bin-dir", "", "folder holding the broker, controller and gateway binaries (default: next to tidemark)")
+	f.IntVar(&o.Brokers, "brokers", o.Brokers, "number of brokers")
+	f.IntVar(&o.Controllers, "controllers", o.Controllers, "number of controllers")
+	f.StringVar(&racks, "racks", "", "comma-separated racks assigned to brokers round-robin, e.g. rack-a,rack-b,rack-c")
+	f.StringVar(&o.OTLPEndpoint, "otel-endpoint", os.Getenv("TIDEMARK_OTEL_ENDPOINT"), "OTLP gRPC endpoint for traces, e.g. 127.0.0.1:4317 (Jaeger)")
+	f.BoolVar(&o.FaultInjection, "fault-injection", o.FaultInjection, "enable the brokers' fault-injection API")
+	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for every broker, e.g. --broker-arg=--replica.lag.time.max.ms=10000")
+	return cmd
+}
+
+func devClient(addr string) (devclusterv1.DevClusterServiceClient, func(), error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return devclusterv1.NewDevClusterServiceClient(conn), func() { conn.Close() }, nil
+}
+
+func newDevStatusCmd(controlAddr *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "List the dev cluster's nodes and their states",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done, err := devClient(*controlAddr)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+			defer cancel()
+			resp, err := cl.ListNodes(ctx, &devclusterv1.ListNodesRequest{})
+			if err != nil {
+				return fmt.Errorf("no dev cluster answers on %s (start one with `make run`): %s", *controlAddr, status.Convert(err).Message())
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID")
+			for _, n := range resp.GetNodes() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", n.GetName(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), n.GetPid())
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newDevActionCmd(use, short string, action devclusterv1.Action, controlAddr *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " NODE",
+		Short: short,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("%s takes one node name, e.g. broker-1", use)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, done, err := devClient(*controlAddr)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Second)
+			defer cancel()
+			resp, err := cl.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: args[0], Action: action})
+			if err != nil {
+				return fmt.Errorf("%s %s: %s", use, args[0], status.Convert(err).Message())
+			}
+			n := resp.GetNode()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (pid %d)\n", n.GetName(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), n.GetPid())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,260 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	"tidemark.io/services/metastore/embedded"
+)
+
+// Options describe the cluster to launch. Ports are the documented defaults.
+type Options struct {
+	DataDir     string
+	BinDir      string
+	Brokers     int
+	Controllers int
+	// Racks are assigned to brokers round-robin; empty means no racks.
+	Racks []string
+	// EtcdClient is the embedded etcd's client address.
+	EtcdClient string
+	// ControlAddr serves the DevClusterService (`tidemark dev kill ...`).
+	ControlAddr string
+	// OTLPEndpoint, when set, sends every service's traces there.
+	OTLPEndpoint string
+	// FaultInjection turns on the brokers' fault-injection API.
+	FaultInjection bool
+	// Extra flags for every broker, e.g. --replica.lag.time.max.ms=10000.
+	BrokerArgs []string
+}
+
+// DefaultOptions is the README's dev cluster: 3 brokers on 9092-9094, 2
+// controllers on 9190-9191, the gateway on 8080 and etcd on 2379.
+func DefaultOptions() Options {
+	return Options{
+		DataDir:        ".data",
+		Brokers:        3,
+		Controllers:    2,
+		EtcdClient:     "127.0.0.1:2379",
+		ControlAddr:    DefaultControlAddr,
+		FaultInjection: true,
+	}
+}
+
+// DefaultControlAddr is where `tidemark dev` commands find the launcher.
+const DefaultControlAddr = "127.0.0.1:9299"
+
+// Cluster is a launched dev cluster.
+type Cluster struct {
+	opts  Options
+	etcd  *embedded.Server
+	nodes []*Node
+	ctl   *grpc.Server
+	mu    sync.Mutex
+}
+
+func (o Options) plan() ([]*Node, error) {
+	if o.Brokers < 1 || o.Brokers > 9 {
+		return nil, fmt.Errorf("--brokers must be 1..9, got %d", o.Brokers)
+	}
+	if o.Controllers < 1 || o.Controllers > 9 {
+		return nil, fmt.Errorf("--controllers must be 1..9, got %d", o.Controllers)
+	}
+	logs := filepath.Join(o.DataDir, "logs")
+	var nodes []*Node
+	common := func(args ...string) []string {
+		args = append(args, "--etcd.endpoints", o.EtcdClient)
+		if o.OTLPEndpoint != "" {
+			args = append(args, "--otel.endpoint", o.OTLPEndpoint)
+		}
+		return args
+	}
+	var controllers []string
+	for i := 1; i <= o.Controllers; i++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 9189+i)
+		controllers = append(controllers, addr)
+		nodes = append(nodes, &Node{
+			Name: fmt.Sprintf("controller-%d", i), Kind: "controller", ID: int32(i), Addr: addr,
+			Binary: filepath.Join(o.BinDir, "controller"),
+			Args: common("--controller.id", strconv.Itoa(i), "--listen", addr,
+				"--metrics.listen", fmt.Sprintf("127.0.0.1:%d", 9389+i)),
+			LogPath: filepath.Join(logs, fmt.Sprintf("controller-%d.log", i)),
+		})
+	}
+	var brokers []string
+	for i := 1; i <= o.Brokers; i++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 9091+i)
+		brokers = append(brokers, addr)
+		args := common("--broker.id", strconv.Itoa(i), "--listen", addr,
+			"--data.dir", filepath.Join(o.DataDir, fmt.Sprintf("broker-%d", i)),
+			"--metrics.listen", fmt.Sprintf("127.0.0.1:%d", 9291+i))
+		if len(o.Racks) > 0 {
+			args = append(args, "--broker.rack", o.Racks[(i-1)%len(o.Racks)])
+		}
+		if o.FaultInjection {
+			args = append(args, "--fault.injection.enable")
+		}
+		args = append(args, o.BrokerArgs...)
+		nodes = append(nodes, &Node{
+			Name: fmt.Sprintf("broker-%d", i), Kind: "broker", ID: int32(i), Addr: addr,
+			Binary: filepath.Join(o.BinDir, "broker"), Args: args,
+			LogPath: filepath.Join(logs, fmt.Sprintf("broker-%d.log", i)),
+		})
+	}
+	gwArgs := []string{"--listen", "127.0.0.1:8080",
+		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ",")}
+	if o.OTLPEndpoint != "" {
+		gwArgs = append(gwArgs, "--otel.endpoint", o.OTLPEndpoint)
+	}
+	nodes = append(nodes, &Node{
+		Name: "gateway", Kind: "gateway", ID: 0, Addr: "127.0.0.1:8080",
+		Binary: filepath.Join(o.BinDir, "gateway"), Args: gwArgs,
+		LogPath: filepath.Join(logs, "gateway.log"),
+	})
+	for _, n := range nodes {
+		if _, err := os.Stat(n.Binary); err != nil {
+			return nil, fmt.Errorf("%s: binary %s not found (run `make build`): %w", n.Name, n.Binary, err)
+		}
+	}
+	return nodes, nil
+}
+
+// Up starts etcd, then controllers, brokers and the gateway, and waits until
+// each answers its health check (or timeout).
+func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
+	nodes, err := o.plan()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(o.DataDir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	etcd, err := embedded.Start(embedded.Config{
+		Dir:       filepath.Join(o.DataDir, "etcd"),
+		ClientURL: "http://" + o.EtcdClient,
+		PeerURL:   "http://127.0.0.1:0",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd on %s: %w", o.EtcdClient, err)
+	}
+	c := &Cluster{opts: o, etcd: etcd, nodes: nodes}
+	if err := c.serveControl(); err != nil {
+		c.Down(out)
+		return nil, err
+	}
+	for _, n := range nodes {
+		if err := n.Start(); err != nil {
+			c.Down(out)
+			return nil, err
+		}
+	}
+	for _, n := range nodes {
+		if err := waitHealthy(ctx, n, 20*time.Second); err != nil {
+			fmt.Fprintf(out, "warning: %s: %v (see %s)\n", n.Name, err, n.LogPath)
+		}
+	}
+	return c, nil
+}
+
+func waitHealthy(ctx context.Context, n *Node, timeout time.Duration) error {
+	conn, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if n.State() == devclusterv1.NodeState_NODE_STATE_EXITED {
+			return errors.New("exited during start")
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not healthy after %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Node finds a node by name.
+func (c *Cluster) Node(name string) (*Node, error) {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	var names []string
+	for _, n := range c.nodes {
+		names = append(names, n.Name)
+	}
+	return nil, fmt.Errorf("no node %q (nodes: %s)", name, strings.Join(names, ", "))
+}
+
+// Nodes lists the launched nodes.
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// PrintTable writes what runs where.
+func (c *Cluster) PrintTable(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID\tLOG")
+	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(c.etcd.ClientURL(), "http://"))
+	for _, n := range c.nodes {
+		p := n.Proto()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, p.Address, strings.TrimPrefix(p.State.String(), "NODE_STATE_"), p.Pid, p.LogFile)
+	}
+	fmt.Fprintf(tw, "dev control\t%s\t\t\t\n", c.opts.ControlAddr)
+	tw.Flush()
+}
+
+// Down stops the gateway, brokers and controllers with SIGTERM (in that
+// order, so brokers can still reach a controller for a controlled
+// shutdown), then etcd.
+func (c *Cluster) Down(out io.Writer) {
+	for i := len(c.nodes) - 1; i >= 0; i-- {
+		n := c.nodes[i]
+		if _, _, err := n.running(); err != nil {
+			continue
+		}
+		if err := n.Stop(30 * time.Second); err != nil {
+			fmt.Fprintf(out, "%s: %v\n", n.Name, err)
+		} else {
+			fmt.Fprintf(out, "stopped %s\n", n.Name)
+		}
+	}
+	if c.ctl != nil {
+		c.ctl.Stop()
+	}
+	if c.etcd != nil {
+		c.etcd.Close()
+		fmt.Fprintln(out, "stopped etcd")
+	}
+}
+
+func (c *Cluster) serveControl() error {
+	lis, err := net.Listen("tcp", c.opts.ControlAddr)
+	if err != nil {
+		return fmt.Errorf("dev control %s: %w (is another `tidemark dev up` running?)", c.opts.ControlAddr, err)
+	}
+	c.ctl = grpc.NewServer()
+	devclusterv1.RegisterDevClusterServiceServer(c.ctl, &controlService{c: c})
+	go func() { _ = c.ctl.Serve(lis) }()
+	return nil
+}

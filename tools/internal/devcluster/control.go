@@ -1,0 +1,61 @@
+package devcluster
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+)
+
+// controlService serves DevClusterService for `tidemark dev <action> <node>`
+// and for the web console.
+type controlService struct {
+	devclusterv1.UnimplementedDevClusterServiceServer
+	c *Cluster
+}
+
+func (s *controlService) ListNodes(context.Context, *devclusterv1.ListNodesRequest) (*devclusterv1.ListNodesResponse, error) {
+	out := &devclusterv1.ListNodesResponse{}
+	for _, n := range s.c.nodes {
+		out.Nodes = append(out.Nodes, n.Proto())
+	}
+	return out, nil
+}
+
+func (s *controlService) NodeAction(_ context.Context, req *devclusterv1.NodeActionRequest) (*devclusterv1.NodeActionResponse, error) {
+	n, err := s.c.Node(req.GetName())
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	// One action at a time keeps start/stop races out of the launcher.
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	switch req.GetAction() {
+	case devclusterv1.Action_ACTION_STOP:
+		err = n.Stop(30 * time.Second)
+	case devclusterv1.Action_ACTION_KILL:
+		err = n.Kill()
+	case devclusterv1.Action_ACTION_PAUSE:
+		err = n.Pause()
+	case devclusterv1.Action_ACTION_RESUME:
+		err = n.Resume()
+	case devclusterv1.Action_ACTION_START:
+		err = n.Start()
+	case devclusterv1.Action_ACTION_RESTART:
+		if _, _, rerr := n.running(); rerr == nil {
+			if err = n.Stop(30 * time.Second); err != nil {
+				break
+			}
+		}
+		err = n.Start()
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "action: unknown action %v", req.GetAction())
+	}
+	if err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return &devclusterv1.NodeActionResponse{Node: n.Proto()}, nil
+}

@@ -1,0 +1,101 @@
+package devcluster
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+)
+
+func fakeBinDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []string{"broker", "controller", "gateway"} {
+		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// The plan must match the documented ports, or the README's commands and the
+// playbooks point at nothing.
+func TestPlanUsesDocumentedPorts(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = fakeBinDir(t)
+	o.Racks = []string{"rack-a", "rack-b"}
+	nodes, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"controller-1": "127.0.0.1:9190", "controller-2": "127.0.0.1:9191",
+		"broker-1": "127.0.0.1:9092", "broker-2": "127.0.0.1:9093", "broker-3": "127.0.0.1:9094",
+		"gateway": "127.0.0.1:8080",
+	}
+	if len(nodes) != len(want) {
+		t.Fatalf("%d nodes, want %d", len(nodes), len(want))
+	}
+	for _, n := range nodes {
+		if want[n.Name] != n.Addr {
+			t.Errorf("%s on %s, want %s", n.Name, n.Addr, want[n.Name])
+		}
+		args := strings.Join(n.Args, " ")
+		if n.Kind == "broker" {
+			if !strings.Contains(args, "--etcd.endpoints 127.0.0.1:2379") || !strings.Contains(args, "--fault.injection.enable") {
+				t.Errorf("%s args %q", n.Name, args)
+			}
+		}
+		if n.Name == "broker-3" && !slices.Contains(n.Args, "rack-a") {
+			t.Errorf("broker-3 should get rack-a round-robin: %q", args)
+		}
+	}
+	o.Brokers = 0
+	if _, err := o.plan(); err == nil || !strings.Contains(err.Error(), "--brokers") {
+		t.Errorf("0 brokers: %v", err)
+	}
+	o = DefaultOptions()
+	o.BinDir = t.TempDir()
+	if _, err := o.plan(); err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("missing binaries should say how to build them: %v", err)
+	}
+}
+
+func TestNodeStopKillPauseResume(t *testing.T) {
+	bin := "/bin/sleep"
+	if _, err := os.Stat(bin); err != nil {
+		t.Skip("no /bin/sleep")
+	}
+	n := &Node{Name: "sleeper", Binary: bin, Args: []string{"30"}, LogPath: filepath.Join(t.TempDir(), "log")}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err == nil {
+		t.Error("second Start of a running node should fail")
+	}
+	if err := n.Pause(); err != nil || n.State() != devclusterv1.NodeState_NODE_STATE_PAUSED {
+		t.Fatalf("pause: %v %v", err, n.State())
+	}
+	if err := n.Resume(); err != nil || n.State() != devclusterv1.NodeState_NODE_STATE_RUNNING {
+		t.Fatalf("resume: %v %v", err, n.State())
+	}
+	if err := n.Stop(5 * time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if n.State() != devclusterv1.NodeState_NODE_STATE_STOPPED || n.Proto().Pid != 0 {
+		t.Fatalf("after stop: %v pid %d", n.State(), n.Proto().Pid)
+	}
+	if err := n.Kill(); err == nil {
+		t.Error("kill of a stopped node should fail")
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+}

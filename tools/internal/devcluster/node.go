@@ -1,0 +1,167 @@
+// Package devcluster runs a whole tidemark cluster on one machine as separate
+// processes — an embedded etcd, controllers, brokers and the gateway — and
+// lets an operator stop, kill, pause and restart any one of them while the
+// rest keep running, so the learning note's playbooks can be played by hand.
+package devcluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+)
+
+// Node is one launched process.
+type Node struct {
+	Name    string // broker-1, controller-2, gateway
+	Kind    string // broker, controller, gateway
+	ID      int32
+	Addr    string // its gRPC (or HTTP) address
+	Binary  string
+	Args    []string
+	LogPath string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	state  devclusterv1.NodeState
+	exited chan struct{}
+	logf   *os.File
+}
+
+// Proto renders the node for the DevClusterService.
+func (n *Node) Proto() *devclusterv1.DevNode {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	pid := int32(0)
+	if n.cmd != nil && n.cmd.Process != nil && n.state != devclusterv1.NodeState_NODE_STATE_EXITED &&
+		n.state != devclusterv1.NodeState_NODE_STATE_STOPPED {
+		pid = int32(n.cmd.Process.Pid)
+	}
+	return &devclusterv1.DevNode{Name: n.Name, Kind: n.Kind, Id: n.ID, Address: n.Addr, State: n.state, Pid: pid, LogFile: n.LogPath}
+}
+
+// State reports the node's process state.
+func (n *Node) State() devclusterv1.NodeState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state
+}
+
+// Start launches the process, appending its output to its log file. The
+// child gets a process group of its own so a terminal's Ctrl-C reaches only
+// the launcher, which then stops everything in order.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state == devclusterv1.NodeState_NODE_STATE_RUNNING || n.state == devclusterv1.NodeState_NODE_STATE_PAUSED {
+		return fmt.Errorf("%s is already running", n.Name)
+	}
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "\n==== %s started by tidemark dev at %s ====\n", n.Name, time.Now().Format(time.RFC3339))
+	cmd := exec.Command(n.Binary, n.Args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	n.cmd, n.logf = cmd, f
+	n.state = devclusterv1.NodeState_NODE_STATE_RUNNING
+	n.exited = make(chan struct{})
+	go n.wait(cmd, n.exited, f)
+	return nil
+}
+
+func (n *Node) wait(cmd *exec.Cmd, exited chan struct{}, f *os.File) {
+	_ = cmd.Wait()
+	n.mu.Lock()
+	if n.cmd == cmd && n.state != devclusterv1.NodeState_NODE_STATE_STOPPED {
+		n.state = devclusterv1.NodeState_NODE_STATE_EXITED
+	}
+	n.mu.Unlock()
+	f.Close()
+	close(exited)
+}
+
+func (n *Node) running() (*exec.Cmd, chan struct{}, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.state == devclusterv1.NodeState_NODE_STATE_EXITED || n.state == devclusterv1.NodeState_NODE_STATE_STOPPED {
+		return nil, nil, fmt.Errorf("%s is not running", n.Name)
+	}
+	return n.cmd, n.exited, nil
+}
+
+// Stop sends SIGTERM (a graceful, controlled shutdown) and waits up to
+// timeout, then SIGKILL.
+func (n *Node) Stop(timeout time.Duration) error {
+	cmd, exited, err := n.running()
+	if err != nil {
+		return err
+	}
+	n.setState(devclusterv1.NodeState_NODE_STATE_STOPPED)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot handle SIGTERM
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("%s did not stop within %s; killed", n.Name, timeout)
+	}
+}
+
+// Kill sends SIGKILL: a crash, with no chance to hand anything off.
+func (n *Node) Kill() error {
+	cmd, exited, err := n.running()
+	if err != nil {
+		return err
+	}
+	n.setState(devclusterv1.NodeState_NODE_STATE_STOPPED)
+	_ = cmd.Process.Kill()
+	<-exited
+	return nil
+}
+
+// Pause freezes the process (SIGSTOP), like a long GC pause or a hung host.
+func (n *Node) Pause() error {
+	cmd, _, err := n.running()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	n.setState(devclusterv1.NodeState_NODE_STATE_PAUSED)
+	return nil
+}
+
+// Resume continues a paused process (SIGCONT).
+func (n *Node) Resume() error {
+	cmd, _, err := n.running()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	n.setState(devclusterv1.NodeState_NODE_STATE_RUNNING)
+	return nil
+}
+
+func (n *Node) setState(s devclusterv1.NodeState) {
+	n.mu.Lock()
+	n.state = s
+	n.mu.Unlock()
+}
