@@ -1,0 +1,237 @@
+// Package metadata is a broker's view of the cluster as the active controller
+// last described it (UpdateMetadata and LeaderAndIsr): live brokers, the
+// controller, every partition's leader and ISR, and topic configs. It answers
+// client Metadata requests and tells the replica fetchers where leaders are.
+//
+// It also keeps the controller-epoch fence: an UpdateMetadata or
+// LeaderAndIsr from a controller older than the newest one seen is refused
+// with STALE_CONTROLLER_EPOCH (Kafka's ZooKeeper-mode rule, F22).
+package metadata
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// TP names a partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// Broker is a live broker.
+type Broker struct {
+	ID      int32
+	Address string
+	Rack    string
+	Epoch   int64
+}
+
+// Cache is safe for concurrent use. Readers get copies.
+type Cache struct {
+	mu              sync.RWMutex
+	clusterID       string
+	controller      *commonv1.Node
+	controllerEpoch int32
+	brokers         map[int32]Broker
+	partitions      map[TP]*commonv1.PartitionState
+	topicConfigs    map[string]map[string]string
+	brokerConfigs   map[string]string
+}
+
+// New returns an empty cache.
+func New() *Cache {
+	return &Cache{
+		brokers:       map[int32]Broker{},
+		partitions:    map[TP]*commonv1.PartitionState{},
+		topicConfigs:  map[string]map[string]string{},
+		brokerConfigs: map[string]string{},
+	}
+}
+
+// CheckControllerEpoch admits a control request from controller epoch e and
+// records it as the newest seen. Older epochs are refused: that is how a
+// deposed controller is fenced.
+func (c *Cache) CheckControllerEpoch(e int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e < c.controllerEpoch {
+		return kerr.New(kerr.StaleControllerEpoch, "controller epoch %d is older than %d", e, c.controllerEpoch)
+	}
+	c.controllerEpoch = e
+	return nil
+}
+
+// ControllerEpoch is the newest controller epoch seen.
+func (c *Cache) ControllerEpoch() int32 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.controllerEpoch
+}
+
+// ApplyUpdate applies an UpdateMetadata request whose controller epoch has
+// already been admitted.
+func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.GetClusterId() != "" {
+		c.clusterID = req.GetClusterId()
+	}
+	if req.GetController() != nil {
+		c.controller = req.GetController()
+	}
+	if req.GetFull() {
+		c.brokers = map[int32]Broker{}
+		c.partitions = map[TP]*commonv1.PartitionState{}
+		c.topicConfigs = map[string]map[string]string{}
+	}
+	if req.GetFull() || len(req.GetBrokers()) > 0 {
+		c.brokers = map[int32]Broker{}
+		for _, b := range req.GetBrokers() {
+			n := b.GetNode()
+			c.brokers[n.GetId()] = Broker{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack(), Epoch: b.GetBrokerEpoch()}
+		}
+	}
+	for _, t := range req.GetDeletedTopics() {
+		for tp := range c.partitions {
+			if tp.Topic == t {
+				delete(c.partitions, tp)
+			}
+		}
+		delete(c.topicConfigs, t)
+	}
+	for _, p := range req.GetPartitions() {
+		c.putPartitionLocked(p)
+	}
+	for _, tc := range req.GetTopicConfigs() {
+		c.topicConfigs[tc.GetTopic()] = maps.Clone(tc.GetConfigs())
+	}
+	if req.GetBrokerConfigs() != nil {
+		c.brokerConfigs = maps.Clone(req.GetBrokerConfigs())
+	}
+}
+
+// PutPartition records one partition state (from LeaderAndIsr), unless the
+// cache already holds a newer leader epoch for it.
+func (c *Cache) PutPartition(p *commonv1.PartitionState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putPartitionLocked(p)
+}
+
+func (c *Cache) putPartitionLocked(p *commonv1.PartitionState) {
+	tp := TP{p.GetTopic(), p.GetPartition()}
+	if old, ok := c.partitions[tp]; ok && (old.GetLeaderEpoch() > p.GetLeaderEpoch() ||
+		(old.GetLeaderEpoch() == p.GetLeaderEpoch() && old.GetPartitionEpoch() > p.GetPartitionEpoch())) {
+		return
+	}
+	c.partitions[tp] = p
+}
+
+// PutTopicConfig records a topic's configs.
+func (c *Cache) PutTopicConfig(topic string, cfg map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.topicConfigs[topic] = maps.Clone(cfg)
+}
+
+// Partition returns a partition's state.
+func (c *Cache) Partition(tp TP) (*commonv1.PartitionState, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	p, ok := c.partitions[tp]
+	return p, ok
+}
+
+// Broker returns a live broker.
+func (c *Cache) Broker(id int32) (Broker, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	b, ok := c.brokers[id]
+	return b, ok
+}
+
+// Brokers lists live brokers by id.
+func (c *Cache) Brokers() []Broker {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := slices.Collect(maps.Values(c.brokers))
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Controller returns the active controller, or nil.
+func (c *Cache) Controller() *commonv1.Node {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.controller
+}
+
+// TopicConfig returns a topic's configs (nil when unknown).
+func (c *Cache) TopicConfig(topic string) map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return maps.Clone(c.topicConfigs[topic])
+}
+
+// BrokerConfigs returns the dynamic broker configs.
+func (c *Cache) BrokerConfigs() map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return maps.Clone(c.brokerConfigs)
+}
+
+// LeaderHint names the leader of tp for NOT_LEADER_OR_FOLLOWER answers.
+func (c *Cache) LeaderHint(tp TP) *kerr.LeaderHint {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	p, ok := c.partitions[tp]
+	if !ok {
+		return nil
+	}
+	h := &kerr.LeaderHint{ID: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch()}
+	if b, ok := c.brokers[p.GetLeader()]; ok {
+		h.Address = b.Address
+	}
+	return h
+}
+
+// Topics lists the topics with at least one known partition, sorted.
+func (c *Cache) Topics() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	seen := map[string]bool{}
+	for tp := range c.partitions {
+		seen[tp.Topic] = true
+	}
+	out := slices.Collect(maps.Keys(seen))
+	sort.Strings(out)
+	return out
+}
+
+// TopicPartitions returns a topic's partition states ordered by partition.
+func (c *Cache) TopicPartitions(topic string) []*commonv1.PartitionState {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []*commonv1.PartitionState
+	for tp, p := range c.partitions {
+		if tp.Topic == topic {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetPartition() < out[j].GetPartition() })
+	return out
+}
+
+// ClusterID is the cluster's id as the controller named it.
+func (c *Cache) ClusterID() string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.clusterID
+}

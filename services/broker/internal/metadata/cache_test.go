@@ -1,0 +1,78 @@
+package metadata
+
+import (
+	"testing"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+func TestStaleControllerEpochIsFenced(t *testing.T) {
+	c := New()
+	if err := c.CheckControllerEpoch(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckControllerEpoch(2); kerr.CodeOf(err) != kerr.StaleControllerEpoch {
+		t.Fatalf("epoch 2 after 3: %v", err)
+	}
+	if err := c.CheckControllerEpoch(3); err != nil {
+		t.Fatalf("same epoch again must pass: %v", err)
+	}
+	if err := c.CheckControllerEpoch(4); err != nil || c.ControllerEpoch() != 4 {
+		t.Fatalf("newer epoch: %v %d", err, c.ControllerEpoch())
+	}
+}
+
+func ps(topic string, p, leader, epoch, pe int32) *commonv1.PartitionState {
+	return &commonv1.PartitionState{Topic: topic, Partition: p, Leader: leader, LeaderEpoch: epoch, PartitionEpoch: pe, Isr: []int32{leader}}
+}
+
+func TestOlderPartitionStateIsIgnored(t *testing.T) {
+	c := New()
+	c.PutPartition(ps("t", 0, 1, 5, 7))
+	c.PutPartition(ps("t", 0, 2, 4, 9)) // older leader epoch
+	c.PutPartition(ps("t", 0, 3, 5, 6)) // same epoch, older partition epoch
+	got, _ := c.Partition(TP{"t", 0})
+	if got.GetLeader() != 1 {
+		t.Fatalf("leader %d, want 1 (older states must not win)", got.GetLeader())
+	}
+	c.PutPartition(ps("t", 0, 2, 6, 8))
+	if got, _ := c.Partition(TP{"t", 0}); got.GetLeader() != 2 {
+		t.Fatalf("newer epoch not applied: %v", got)
+	}
+}
+
+func TestUpdateMetadataFullAndDeletes(t *testing.T) {
+	c := New()
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{
+		Full:       true,
+		Controller: &commonv1.Node{Id: 1, Address: "c1"},
+		Brokers: []*controlv1.BrokerRegistration{
+			{Node: &commonv1.Node{Id: 2, Address: "b2", Rack: "r2"}, BrokerEpoch: 20},
+			{Node: &commonv1.Node{Id: 1, Address: "b1"}, BrokerEpoch: 10},
+		},
+		Partitions:   []*commonv1.PartitionState{ps("a", 0, 1, 1, 1), ps("a", 1, 2, 1, 1), ps("b", 0, 2, 1, 1)},
+		TopicConfigs: []*controlv1.TopicConfig{{Topic: "a", Configs: map[string]string{"min.insync.replicas": "2"}}},
+	})
+	if bs := c.Brokers(); len(bs) != 2 || bs[0].ID != 1 || bs[1].Rack != "r2" || bs[1].Epoch != 20 {
+		t.Fatalf("brokers %+v", bs)
+	}
+	if h := c.LeaderHint(TP{"a", 1}); h == nil || h.ID != 2 || h.Address != "b2" {
+		t.Fatalf("hint %+v", h)
+	}
+	if c.TopicConfig("a")["min.insync.replicas"] != "2" {
+		t.Fatal("topic config lost")
+	}
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{DeletedTopics: []string{"a"}})
+	if ts := c.Topics(); len(ts) != 1 || ts[0] != "b" {
+		t.Fatalf("topics after delete %v", ts)
+	}
+	if len(c.Brokers()) != 2 {
+		t.Fatal("a delta without brokers must keep the broker list")
+	}
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{Full: true})
+	if len(c.Topics()) != 0 || len(c.Brokers()) != 0 {
+		t.Fatal("a full update replaces everything")
+	}
+}

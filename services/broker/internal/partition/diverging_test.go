@@ -1,0 +1,70 @@
+package partition
+
+import (
+	"testing"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// TestDivergingEpoch is F13 on the leader: epochs 0@0, 2@10, 4@20, LEO 30.
+func TestDivergingEpoch(t *testing.T) {
+	leader := newFakeEpochs(30, "0@0,2@10,4@20")
+	tests := []struct {
+		name        string
+		cache       *fakeEpochs
+		lastEpoch   int32
+		fetchOffset int64
+		logStart    int64
+		want        EpochEndOffset
+		diverging   bool
+		err         kerr.Code
+	}{
+		{name: "no last fetched epoch sent", cache: leader, lastEpoch: NoEpoch, fetchOffset: 99},
+		{name: "latest epoch, inside", cache: leader, lastEpoch: 4, fetchOffset: 25},
+		{name: "latest epoch, at LEO", cache: leader, lastEpoch: 4, fetchOffset: 30},
+		{name: "older epoch, inside it", cache: leader, lastEpoch: 2, fetchOffset: 15},
+		{name: "older epoch, at its end", cache: leader, lastEpoch: 2, fetchOffset: 20},
+		{name: "older epoch, past its end", cache: leader, lastEpoch: 2, fetchOffset: 25,
+			want: EpochEndOffset{Epoch: 2, EndOffset: 20}, diverging: true},
+		{name: "epoch unknown to leader, inside the floor's end", cache: leader, lastEpoch: 3, fetchOffset: 18,
+			want: EpochEndOffset{Epoch: 2, EndOffset: 20}, diverging: true},
+		{name: "epoch unknown to leader, first epochs", cache: leader, lastEpoch: 1, fetchOffset: 5,
+			want: EpochEndOffset{Epoch: 0, EndOffset: 10}, diverging: true},
+		{name: "epoch newer than the leader's", cache: leader, lastEpoch: 5, fetchOffset: 30, err: kerr.OffsetOutOfRange},
+		{name: "empty cache", cache: newFakeEpochs(30, ""), lastEpoch: 1, fetchOffset: 3, err: kerr.OffsetOutOfRange},
+		{name: "below log start", cache: leader, lastEpoch: 4, fetchOffset: 3, logStart: 5, err: kerr.OffsetOutOfRange},
+		{name: "epoch older than the cache (deleted by retention)", cache: newFakeEpochs(30, "2@10,4@20"),
+			lastEpoch: 1, fetchOffset: 10, logStart: 10},
+		{name: "epoch older than the cache, past the first start", cache: newFakeEpochs(30, "2@10,4@20"),
+			lastEpoch: 1, fetchOffset: 12, logStart: 10, want: EpochEndOffset{Epoch: 1, EndOffset: 10}, diverging: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, diverging, err := DivergingEpoch(tt.lastEpoch, tt.fetchOffset, tt.logStart, tt.cache)
+			if kerr.CodeOf(err) != tt.err {
+				t.Fatalf("error %v, want %v", err, tt.err)
+			}
+			if diverging != tt.diverging || got != tt.want {
+				t.Fatalf("got (%v, %t), want (%v, %t)", got, diverging, tt.want, tt.diverging)
+			}
+		})
+	}
+}
+
+// TestDivergingFetchLeavesFollowerState checks that a diverging fetch is
+// not recorded: the broker skips UpdateFollowerFetch, and CheckDivergence
+// itself changes nothing.
+func TestDivergingFetchLeavesFollowerState(t *testing.T) {
+	p := New(Config{LocalID: 1}, LogState{LogEndOffset: 6})
+	if _, err := p.MakeLeader(LeaderAndISR{Leader: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 6, timeAt(0)); err != nil {
+		t.Fatal(err)
+	}
+	before := p.Snapshot(timeAt(0))
+	_, diverging, err := p.CheckDivergence(1, 5, newFakeEpochs(6, "0@0,2@3"))
+	if err != nil || !diverging {
+		t.Fatalf("diverging %t, err %v", diverging, err)
+	}
+	if after := p.Snapshot(timeAt(0)); after.Followers[0] != before.Followers[0] {
+		t.Fatalf("follower state changed: %+v -> %+v", before.Followers[0], after.Followers[0])
+	}
+}

@@ -1,0 +1,65 @@
+package partition
+
+import (
+	"slices"
+	"time"
+)
+
+// EffectiveMinISR is min(min.insync.replicas, replication factor): a topic
+// may set a min ISR its assignment can never reach (F16).
+func (p *Partition) EffectiveMinISR() int {
+	return min(p.cfg.MinInsyncReplicas, len(p.replicas))
+}
+
+// UnderMinISR reports whether this leader's committed ISR is smaller than
+// the effective min ISR. Like Kafka it counts the committed ISR, not the
+// maximal one: an expansion that may still be refused must not release the
+// HW, and a shrink in flight has not yet made the ISR smaller.
+func (p *Partition) UnderMinISR() bool {
+	return p.role == RoleLeader && len(p.isr) < p.EffectiveMinISR()
+}
+
+// OnLocalAppend records the local LEO after an append. On the leader the HW
+// is re-evaluated (F5: with a one-member ISR an append alone commits).
+func (p *Partition) OnLocalAppend(newLEO int64, now time.Time) HWUpdate {
+	p.leo = newLEO
+	if p.role != RoleLeader {
+		return HWUpdate{Before: p.hw, After: p.hw}
+	}
+	return p.maybeIncrementHW(now.UnixMilli())
+}
+
+// maybeIncrementHW is F5 (Kafka's maybeIncrementLeaderHW). The HW is the
+// smallest LEO among the leader and
+//   - every member of the maximal ISR, and
+//   - every follower that is caught up and ISR-eligible but not yet in the
+//     ISR, so a rejoining follower is not left forever behind the HW;
+//
+// it only ever moves up, and not at all while the committed ISR is smaller
+// than the effective min ISR (KAFKA-15583, KIP-966).
+func (p *Partition) maybeIncrementHW(nowMs int64) HWUpdate {
+	u := HWUpdate{Before: p.hw, After: p.hw}
+	if p.role != RoleLeader {
+		return u
+	}
+	if p.UnderMinISR() {
+		u.HeldByMinISR = true
+		return u
+	}
+	maximal := p.MaximalISR()
+	newHW := p.leo
+	for _, id := range p.replicas {
+		f := p.followers[id]
+		if f == nil || f.leo >= newHW {
+			continue
+		}
+		if slices.Contains(maximal, id) || (f.caughtUp(p.leo, nowMs, p.lagMs()) && p.isrEligible(f)) {
+			newHW = f.leo
+		}
+	}
+	if newHW > p.hw {
+		p.hw = newHW
+	}
+	u.After = p.hw
+	return u
+}

@@ -1,0 +1,76 @@
+package partition
+
+// follower is the leader's view of one follower (Kafka's Replica state).
+// Times are milliseconds; zero means "never".
+type follower struct {
+	id       int32
+	leo      int64 // UndefinedOffset until its first fetch in this leadership
+	logStart int64
+	// lastCaughtUpMs is the largest time t such that the follower's last
+	// fetch offset was >= the leader's LEO at t (F8).
+	lastCaughtUpMs int64
+	// lastFetchLeaderLEO and lastFetchMs remember the previous fetch, for
+	// F8's "caught up with the previous fetch" rule (KAFKA-4485).
+	lastFetchLeaderLEO int64
+	lastFetchMs        int64
+	// brokerEpoch is the epoch the follower's last fetch carried
+	// (-1: none sent); hasFetched tells a real -1 from "no fetch yet".
+	brokerEpoch int64
+	hasFetched  bool
+}
+
+func newFollower(id int32) *follower {
+	return &follower{id: id, leo: UndefinedOffset, logStart: UndefinedOffset, brokerEpoch: -1}
+}
+
+// recordFetch applies F8 (Kafka's Replica.updateFetchStateOrThrow).
+// leaderLEO is the leader's LEO read before the log read, so appends that
+// race with the read do not hold the follower back.
+func (f *follower) recordFetch(fetchOffset, logStart, leaderLEO, nowMs, brokerEpoch int64) {
+	switch {
+	case fetchOffset >= leaderLEO:
+		f.lastCaughtUpMs = max(f.lastCaughtUpMs, nowMs)
+	case fetchOffset >= f.lastFetchLeaderLEO:
+		// Caught up with what the leader had at the previous fetch: a
+		// follower under a steady stream of small produces never reaches
+		// the live LEO but is not lagging.
+		f.lastCaughtUpMs = max(f.lastCaughtUpMs, f.lastFetchMs)
+	}
+	f.leo = fetchOffset
+	f.logStart = logStart
+	f.lastFetchLeaderLEO = max(f.lastFetchLeaderLEO, leaderLEO)
+	f.lastFetchMs = nowMs
+	f.brokerEpoch = brokerEpoch
+	f.hasFetched = true
+}
+
+// reset is Kafka's resetReplicaState, run when this broker starts a new
+// leader epoch as leader (F8): ISR members start caught up "now", others at
+// zero, so they cannot rejoin before they fetch again.
+func (f *follower) reset(nowMs, leaderLEO int64, newLeader, inISR bool) {
+	var caughtUp int64
+	if inISR {
+		caughtUp = nowMs
+	}
+	if newLeader {
+		// Whatever we knew from an earlier leadership is stale.
+		*f = follower{
+			id:                 f.id,
+			leo:                UndefinedOffset,
+			logStart:           UndefinedOffset,
+			lastFetchLeaderLEO: UndefinedOffset,
+			lastCaughtUpMs:     caughtUp,
+			brokerEpoch:        -1,
+		}
+		return
+	}
+	f.lastFetchLeaderLEO = leaderLEO
+	f.lastFetchMs = caughtUp
+	f.lastCaughtUpMs = caughtUp
+}
+
+// caughtUp is Kafka's ReplicaState.isCaughtUp: at the leader's LEO, or
+// caught up within the last maxLagMs (F7).
+func (f *follower) caughtUp(leaderLEO, nowMs, maxLagMs int64) bool {
+	return f.leo == leaderLEO || nowMs-f.lastCaughtUpMs <= maxLagMs
+}

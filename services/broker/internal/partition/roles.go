@@ -1,0 +1,151 @@
+package partition
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// RoleChange is the outcome of MakeLeader or MakeFollower.
+type RoleChange struct {
+	// Ignored is set when the state was not newer than what this replica
+	// already has; Reason says why. Nothing changed.
+	Ignored bool
+	Reason  string
+	// NewLeaderEpoch is set when the leader epoch advanced. A leader must
+	// then record (LeaderEpoch, EpochStartOffset) in the log's epoch cache
+	// before any append (F12, KAFKA-7415); a follower must restart fetching
+	// (StartFetching).
+	NewLeaderEpoch bool
+	// EpochStartOffset is the first offset of the new epoch (the LEO at
+	// election), set for a leader with NewLeaderEpoch, else UndefinedOffset.
+	EpochStartOffset int64
+	// RoleChanged is set when this replica changed role.
+	RoleChanged bool
+	// HW is the leader's HW re-evaluation (the ISR may be down to the leader).
+	HW HWUpdate
+}
+
+// MakeLeader applies a state naming this broker as leader.
+//
+// A state older than the current one is ignored, and so is one with the same
+// leader epoch and no newer partition epoch (F22). A state with the same
+// leader epoch but a newer partition epoch refreshes the assignment and ISR
+// only: the controller (or a metadata update racing our own AlterPartition
+// answer) changed the ISR without a new leader.
+func (p *Partition) MakeLeader(s LeaderAndISR, localLEO int64, now time.Time) (RoleChange, error) {
+	if s.Leader != p.cfg.LocalID {
+		return RoleChange{}, kerr.New(kerr.InvalidRequest, "make-leader on broker %d names leader %d", p.cfg.LocalID, s.Leader)
+	}
+	if err := p.checkAssigned(s); err != nil {
+		return RoleChange{}, err
+	}
+	if why := p.staleReason(s, RoleLeader); why != "" {
+		return RoleChange{Ignored: true, Reason: why, EpochStartOffset: UndefinedOffset}, nil
+	}
+	nowMs := now.UnixMilli()
+	wasLeader := p.role == RoleLeader
+	newEpoch := s.LeaderEpoch > p.leaderEpoch
+
+	p.leo = localLEO
+	p.clampHW()
+	p.applyState(s, RoleLeader, !wasLeader)
+
+	rc := RoleChange{NewLeaderEpoch: newEpoch, RoleChanged: !wasLeader, EpochStartOffset: UndefinedOffset}
+	if newEpoch {
+		// F12/KAFKA-7415: the epoch starts at the LEO, recorded before any
+		// append so that followers holding later epochs can truncate.
+		p.epochStart = localLEO
+		rc.EpochStartOffset = localLEO
+		for _, f := range p.followers {
+			f.reset(nowMs, localLEO, !wasLeader, slices.Contains(p.isr, f.id))
+		}
+	}
+	rc.HW = p.maybeIncrementHW(nowMs)
+	return rc, nil
+}
+
+// MakeFollower applies a state naming another broker as leader. The broker
+// restarts fetching when NewLeaderEpoch is set (Kafka restarts fetchers on
+// every new leader epoch, whether or not the leader moved).
+func (p *Partition) MakeFollower(s LeaderAndISR, localLEO int64, now time.Time) (RoleChange, error) {
+	if s.Leader == p.cfg.LocalID {
+		return RoleChange{}, kerr.New(kerr.InvalidRequest, "make-follower on broker %d names itself as leader", p.cfg.LocalID)
+	}
+	if err := p.checkAssigned(s); err != nil {
+		return RoleChange{}, err
+	}
+	if why := p.staleReason(s, RoleFollower); why != "" {
+		return RoleChange{Ignored: true, Reason: why, EpochStartOffset: UndefinedOffset}, nil
+	}
+	wasFollower := p.role == RoleFollower
+	newEpoch := s.LeaderEpoch > p.leaderEpoch
+	p.leo = localLEO
+	p.clampHW()
+	p.applyState(s, RoleFollower, true)
+	p.epochStart = UndefinedOffset
+	return RoleChange{
+		NewLeaderEpoch:   newEpoch,
+		RoleChanged:      !wasFollower,
+		EpochStartOffset: UndefinedOffset,
+		HW:               HWUpdate{Before: p.hw, After: p.hw},
+	}, nil
+}
+
+func (p *Partition) checkAssigned(s LeaderAndISR) error {
+	if !slices.Contains(s.Replicas, p.cfg.LocalID) {
+		return kerr.New(kerr.UnknownTopicOrPartition, "broker %d is not in the assignment %s", p.cfg.LocalID, FormatIDs(s.Replicas))
+	}
+	return nil
+}
+
+// staleReason says why s is not newer than the current state, or "".
+func (p *Partition) staleReason(s LeaderAndISR, role Role) string {
+	switch {
+	case s.PartitionEpoch < p.partitionEpoch:
+		return fmt.Sprintf("partition epoch %d is older than the current %d", s.PartitionEpoch, p.partitionEpoch)
+	case s.LeaderEpoch < p.leaderEpoch:
+		return fmt.Sprintf("leader epoch %d is older than the current %d", s.LeaderEpoch, p.leaderEpoch)
+	case s.LeaderEpoch > p.leaderEpoch:
+		return ""
+	case s.PartitionEpoch == p.partitionEpoch:
+		return fmt.Sprintf("leader epoch %d and partition epoch %d are not newer than the current ones", s.LeaderEpoch, s.PartitionEpoch)
+	case p.role != role || s.Leader != p.leader:
+		return fmt.Sprintf("leader %d in leader epoch %d differs from the current leader %d without a new leader epoch", s.Leader, s.LeaderEpoch, p.leader)
+	}
+	return ""
+}
+
+// applyState installs assignment, ISR and epochs. Any AlterPartition in
+// flight is dropped: the new state supersedes it (Kafka overwrites its
+// partition state the same way), and a late answer is then ignored.
+func (p *Partition) applyState(s LeaderAndISR, role Role, freshFollowers bool) {
+	p.role = role
+	p.leader = s.Leader
+	p.leaderEpoch = s.LeaderEpoch
+	p.partitionEpoch = s.PartitionEpoch
+	p.replicas = slices.Clone(s.Replicas)
+	p.isr = sortedIDs(s.ISR)
+	p.pending = nil
+	p.awaitingMetadata = false
+
+	if role != RoleLeader {
+		p.followers = nil
+		return
+	}
+	if freshFollowers || p.followers == nil {
+		p.followers = make(map[int32]*follower, len(s.Replicas))
+	}
+	for id := range p.followers {
+		if !slices.Contains(s.Replicas, id) {
+			delete(p.followers, id)
+		}
+	}
+	for _, id := range s.Replicas {
+		if id != p.cfg.LocalID && p.followers[id] == nil {
+			p.followers[id] = newFollower(id)
+		}
+	}
+}
