@@ -31,7 +31,9 @@ type Config struct {
 	// Dir holds etcd's data (WAL and snapshots). It is created if missing.
 	Dir string
 	// ClientURL is where clients connect, e.g. http://127.0.0.1:2379.
-	// Port 0 picks a free port; Server.ClientURL reports the real one.
+	// Port 0 picks a free port and Server.ClientURL reports the real one;
+	// the member then advertises port 0, which is harmless for a single
+	// member whose clients dial Server.ClientURL (and do not auto-sync).
 	ClientURL string
 	// PeerURL is the raft peer address. Port 0 picks a free port.
 	PeerURL string

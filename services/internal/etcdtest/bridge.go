@@ -1,0 +1,187 @@
+package etcdtest
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Bridge is a TCP proxy between clients and the server. Pause blackholes the
+// traffic (connections stay open, bytes stop flowing) the way a stalled
+// process or a network partition does, so lease keepalives stop reaching
+// etcd; DropConnections cuts every connection so clients must redial.
+type Bridge struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	links  map[*link]struct{}
+	paused chan struct{} // non-nil while paused; closed by Resume
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+// link is one proxied client connection.
+type link struct {
+	client, server net.Conn
+	done           chan struct{}
+	once           sync.Once
+}
+
+func (l *link) close() {
+	l.once.Do(func() {
+		close(l.done)
+		_ = l.client.Close()
+		_ = l.server.Close()
+	})
+}
+
+// NewBridge starts a bridge in front of the server, closed when the test ends.
+func (s *Server) NewBridge(tb testing.TB) *Bridge {
+	tb.Helper()
+	u, err := url.Parse(s.Endpoint())
+	if err != nil {
+		tb.Fatalf("etcdtest: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("etcdtest: bridge listen: %v", err)
+	}
+	b := &Bridge{ln: ln, target: u.Host, links: map[*link]struct{}{}, closed: make(chan struct{})}
+	b.wg.Add(1)
+	go b.accept()
+	tb.Cleanup(b.Close)
+	return b
+}
+
+// Endpoint is the client URL that goes through the bridge.
+func (b *Bridge) Endpoint() string { return "http://" + b.ln.Addr().String() }
+
+// Client returns a client connected through the bridge, closed when the test ends.
+func (b *Bridge) Client(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	return NewClient(tb, b.Endpoint())
+}
+
+// Pause stops forwarding bytes in both directions until Resume.
+func (b *Bridge) Pause() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.paused == nil {
+		b.paused = make(chan struct{})
+	}
+}
+
+// Resume lets held and new traffic flow again.
+func (b *Bridge) Resume() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.paused != nil {
+		close(b.paused)
+		b.paused = nil
+	}
+}
+
+// DropConnections closes every proxied connection; new ones are accepted.
+func (b *Bridge) DropConnections() {
+	b.mu.Lock()
+	links := make([]*link, 0, len(b.links))
+	for l := range b.links {
+		links = append(links, l)
+	}
+	b.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+}
+
+// Close stops the bridge and cuts every connection. Safe to call twice.
+func (b *Bridge) Close() {
+	b.once.Do(func() {
+		close(b.closed)
+		_ = b.ln.Close()
+		b.DropConnections()
+		b.wg.Wait()
+	})
+}
+
+func (b *Bridge) accept() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		s, err := net.Dial("tcp", b.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		l := &link{client: c, server: s, done: make(chan struct{})}
+		b.mu.Lock()
+		select {
+		case <-b.closed:
+			b.mu.Unlock()
+			l.close()
+			return
+		default:
+		}
+		b.links[l] = struct{}{}
+		b.mu.Unlock()
+		b.wg.Add(2)
+		go b.pipe(l, l.server, l.client)
+		go b.pipe(l, l.client, l.server)
+	}
+}
+
+// pipe copies src to dst, holding each chunk while the bridge is paused.
+func (b *Bridge) pipe(l *link, dst, src net.Conn) {
+	defer b.wg.Done()
+	defer func() {
+		l.close()
+		b.mu.Lock()
+		delete(b.links, l)
+		b.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !b.waitResumed(l) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// waitResumed blocks while paused; false means the link or bridge is gone.
+func (b *Bridge) waitResumed(l *link) bool {
+	b.mu.Lock()
+	p := b.paused
+	b.mu.Unlock()
+	if p == nil {
+		return true
+	}
+	select {
+	case <-p:
+		return true
+	case <-l.done:
+		return false
+	case <-b.closed:
+		return false
+	}
+}

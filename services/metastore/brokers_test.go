@@ -1,0 +1,116 @@
+package metastore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/platform/kerr"
+)
+
+func TestBrokerEpochIsCreateRevisionAndGrowsAcrossIncarnations(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := testCtx(t)
+	bridge := srv.NewBridge(t)
+	first := newStore(t, bridge.Client(t))
+	other := newStore(t, srv.Client(t))
+
+	reg, err := first.RegisterBroker(ctx, BrokerInfo{ID: 1, Address: "127.0.0.1:9101", Rack: "a"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := srv.Client(t).Get(ctx, other.k.broker(1))
+	if err != nil || len(kv.Kvs) != 1 {
+		t.Fatalf("registration key: %v %v", kv, err)
+	}
+	if reg.Epoch() != kv.Kvs[0].CreateRevision {
+		t.Fatalf("broker epoch %d, key CreateRevision %d", reg.Epoch(), kv.Kvs[0].CreateRevision)
+	}
+
+	// While the first incarnation lives, a second registration is refused.
+	_, err = other.RegisterBroker(ctx, BrokerInfo{ID: 1, Address: "127.0.0.1:9999"}, shortTTL)
+	wantCode(t, err, kerr.DuplicateBrokerRegistration)
+
+	// The first incarnation stalls; its lease expires; re-registering (a
+	// fast bounce, waiting out the old lease) gets a larger epoch.
+	bridge.Pause()
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	again, err := other.RegisterBroker(wctx, BrokerInfo{ID: 1, Address: "127.0.0.1:9101"}, shortTTL, WaitForExpiry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("re-registration waited %s for the old lease", time.Since(start))
+	if again.Epoch() <= reg.Epoch() {
+		t.Fatalf("re-registered epoch %d, not above %d", again.Epoch(), reg.Epoch())
+	}
+	waitClosed(t, reg.Done(), 3*time.Second, "stalled registration's Done")
+	bridge.Resume()
+
+	brokers, _, err := other.Brokers(ctx)
+	if err != nil || len(brokers) != 1 || brokers[0].Epoch != again.Epoch() || brokers[0].Address != "127.0.0.1:9101" {
+		t.Fatalf("brokers = %+v, %v", brokers, err)
+	}
+	if err := again.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	brokers, _, _ = other.Brokers(ctx)
+	if len(brokers) != 0 {
+		t.Fatalf("brokers after Close = %+v", brokers)
+	}
+}
+
+func TestRevokeBrokerRemovesItAtOnceAndWatchReportsIt(t *testing.T) {
+	srv, ctrl := startStore(t)
+	ctx := testCtx(t)
+	brokerSide := newStore(t, srv.Client(t))
+	sess := elect(t, ctx, ctrl, 1, longTTL)
+
+	_, rev, err := ctrl.Brokers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := ctrl.WatchBrokers(ctx, rev+1)
+	reg, err := brokerSide.RegisterBroker(ctx, BrokerInfo{ID: 2, Address: "127.0.0.1:9102"}, longTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(context.Background())
+
+	wantCode(t, sess.RevokeBroker(ctx, 2, reg.Epoch()-1), kerr.StaleBrokerEpoch)
+	wantCode(t, sess.RevokeBroker(ctx, 3, 0), kerr.BrokerIDNotRegistered)
+
+	revoked := time.Now()
+	if err := sess.RevokeBroker(ctx, 2, reg.Epoch()); err != nil {
+		t.Fatal(err)
+	}
+	brokers, _, err := ctrl.Brokers(ctx)
+	if err != nil || len(brokers) != 0 {
+		t.Fatalf("brokers right after revoke = %+v, %v", brokers, err)
+	}
+	waitClosed(t, reg.Done(), 500*time.Millisecond, "revoked registration's Done")
+	t.Logf("revoke to broker noticing: %s", time.Since(revoked))
+
+	var events []Event
+	for len(events) < 2 {
+		select {
+		case wr := <-watch:
+			if wr.Err != nil {
+				t.Fatal(wr.Err)
+			}
+			events = append(events, wr.Events...)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("membership events = %+v", events)
+		}
+	}
+	join, leave := events[0], events[1]
+	if join.Type != EventPut || join.Broker == nil || join.Broker.Epoch != reg.Epoch() {
+		t.Fatalf("join event = %+v", join)
+	}
+	if leave.Type != EventDelete || leave.BrokerID != 2 || leave.Broker == nil ||
+		leave.Broker.Epoch != reg.Epoch() || leave.Revision <= join.Revision {
+		t.Fatalf("leave event = %+v", leave)
+	}
+}

@@ -1,0 +1,109 @@
+package metastore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultMaxTxnOps is etcd's default limit on operations per transaction.
+const DefaultMaxTxnOps = 128
+
+// Options configures a Store.
+type Options struct {
+	// Prefix is the root of every key; empty means DefaultPrefix. A trailing
+	// slash is dropped.
+	Prefix string
+	// MaxTxnOps must not exceed the server's --max-txn-ops; 0 means 128.
+	// Writes larger than one transaction are split (see UpdatePartitionStates).
+	MaxTxnOps int
+	// Logger receives elections, registrations and fencing failures; nil is silent.
+	Logger *slog.Logger
+	// Now stamps elected_at, registered_at and requested_at; nil is time.Now.
+	Now func() time.Time
+}
+
+// Store reads and writes tidemark's metadata in etcd. It is safe for
+// concurrent use. It does not own the client.
+type Store struct {
+	cli    *clientv3.Client
+	k      keys
+	maxOps int
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// minTxnOps leaves room for the fence, one key and its read-back.
+const minTxnOps = 8
+
+// New returns a Store over cli.
+func New(cli *clientv3.Client, opts Options) (*Store, error) {
+	p := strings.TrimRight(opts.Prefix, "/")
+	if opts.Prefix == "" {
+		p = DefaultPrefix
+	}
+	if !strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("metastore: prefix %q must start with /", opts.Prefix)
+	}
+	maxOps := opts.MaxTxnOps
+	if maxOps == 0 {
+		maxOps = DefaultMaxTxnOps
+	}
+	if maxOps < minTxnOps {
+		return nil, fmt.Errorf("metastore: MaxTxnOps %d is below %d", maxOps, minTxnOps)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{cli: cli, k: keys{p: p}, maxOps: maxOps, log: log, now: now}, nil
+}
+
+// Prefix is the root of the store's keys.
+func (s *Store) Prefix() string { return s.k.p }
+
+// pbResponseOp is one answer inside a transaction response.
+type pbResponseOp = pb.ResponseOp
+
+func (s *Store) stamp() time.Time { return s.now().UTC() }
+
+// scanPage bounds each range read, so a large cluster is read in pieces.
+const scanPage = 512
+
+// scan reads every key under prefix at revision rev (0: the latest) in pages
+// and returns them with the revision read. All pages come from that one
+// revision, so the result is a consistent snapshot.
+func (s *Store) scan(ctx context.Context, prefix string, rev int64) ([]*mvccpb.KeyValue, int64, error) {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	var out []*mvccpb.KeyValue
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(scanPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("metastore: read %s: %w", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		out = append(out, resp.Kvs...)
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}

@@ -1,0 +1,93 @@
+package metastore
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrCompacted is reported (errors.Is) by a watch that asked for revisions
+// etcd has already compacted away: reload with LoadCluster and watch again.
+var ErrCompacted = rpctypes.ErrCompacted
+
+// WatchResponse is one batch of changes, all at or below Revision. Changes
+// made by one transaction arrive in one batch.
+type WatchResponse struct {
+	Revision int64
+	Events   []Event
+	// Err ends the watch: the channel is closed after this response.
+	Err error
+}
+
+// Watch reports every change under the prefix from revision fromRev on (0:
+// from now). A controller calls it with LoadCluster's Revision+1 and applies
+// the events to its Cluster. The channel closes when ctx ends or the watch
+// fails (the last response then carries Err). The watch fails rather than
+// waits if etcd loses its raft leader.
+func (s *Store) Watch(ctx context.Context, fromRev int64) <-chan WatchResponse {
+	return s.watch(ctx, s.k.all(), fromRev)
+}
+
+// WatchBrokers reports broker registrations and departures from fromRev on.
+// A departure's event carries the departed registration (with its epoch).
+func (s *Store) WatchBrokers(ctx context.Context, fromRev int64) <-chan WatchResponse {
+	return s.watch(ctx, s.k.brokersDir(), fromRev)
+}
+
+// WatchConfigs reports topic and broker config changes from fromRev on.
+func (s *Store) WatchConfigs(ctx context.Context, fromRev int64) <-chan WatchResponse {
+	return s.watch(ctx, s.k.configDir(), fromRev)
+}
+
+// WatchController reports controller elections and departures from fromRev on.
+func (s *Store) WatchController(ctx context.Context, fromRev int64) <-chan WatchResponse {
+	return s.watch(ctx, s.k.controller(), fromRev)
+}
+
+func (s *Store) watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse {
+	opts := []clientv3.OpOption{clientv3.WithPrevKV()}
+	if prefix != s.k.controller() {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	if fromRev > 0 {
+		opts = append(opts, clientv3.WithRev(fromRev))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, opts...)
+	out := make(chan WatchResponse, 16)
+	go func() {
+		defer close(out)
+		defer cancel()
+		for wr := range wch {
+			resp := WatchResponse{Revision: wr.Header.Revision}
+			if err := wr.Err(); err != nil {
+				resp.Err = fmt.Errorf("metastore: watch %s: %w", prefix, err)
+			}
+			for _, ev := range wr.Events {
+				resp.Events = append(resp.Events, s.decodeEvent(ev))
+			}
+			if len(resp.Events) == 0 && resp.Err == nil {
+				continue // progress notification
+			}
+			select {
+			case out <- resp:
+			case <-ctx.Done():
+				return
+			}
+			if resp.Err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (s *Store) decodeEvent(ev *clientv3.Event) Event {
+	if ev.Type == mvccpb.DELETE {
+		return s.decodeKV(EventDelete, string(ev.Kv.Key), ev.Kv.ModRevision, ev.PrevKv)
+	}
+	return s.decodeKV(EventPut, string(ev.Kv.Key), ev.Kv.ModRevision, ev.Kv)
+}
