@@ -6,15 +6,22 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"sync"
+	"sync/atomic"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -23,16 +30,27 @@ import (
 
 // Broker is a running broker.
 type Broker struct {
-	cfg  Config
-	log  *slog.Logger
-	tel  *telemetry.Telemetry
-	srv  *grpcserver.Server
-	lis  net.Listener
-	done chan error
+	cfg   Config
+	log   *slog.Logger
+	tel   *telemetry.Telemetry
+	srv   *grpcserver.Server
+	lis   net.Listener
+	logs  *logstore.Manager
+	meta  *metadata.Cache
+	peers *replica.Peers
+	rm    *replica.Manager
+	reg   *registrar
+	done  chan error
+
+	epoch    atomic.Int64
+	stopOnce sync.Once
+	stopErr  error
 }
 
-// Start opens the data directory, binds the listener and serves. It returns
-// once the broker answers health checks.
+// Start opens the data directory (recovering logs after a crash), binds the
+// listener and serves. With etcd endpoints configured it registers with the
+// cluster and opens its session to the active controller; without, it waits
+// for a controller to push metadata to it (in-process tests).
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -47,39 +65,148 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	b := &Broker{cfg: cfg, log: log, tel: tel, meta: metadata.New(), done: make(chan error, 1)}
+	fail := func(err error) (*Broker, error) {
+		b.closeAll(context.Background())
+		return nil, err
+	}
+
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		_ = tel.Close(ctx)
-		return nil, fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+		return fail(fmt.Errorf("--listen %s: %w", cfg.Listen, err))
 	}
-	srv := grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.TracerProvider})
-	brokerv1.RegisterBrokerServiceServer(srv, brokerv1.UnimplementedBrokerServiceServer{})
-	replicationv1.RegisterReplicationServiceServer(srv, replicationv1.UnimplementedReplicationServiceServer{})
-	controlv1.RegisterBrokerControlServiceServer(srv, controlv1.UnimplementedBrokerControlServiceServer{})
-	faultv1.RegisterFaultInjectionServiceServer(srv, faultv1.UnimplementedFaultInjectionServiceServer{})
-	srv.MarkAllServing()
+	b.lis = lis
 
-	b := &Broker{cfg: cfg, log: log, tel: tel, srv: srv, lis: lis, done: make(chan error, 1)}
+	var rmRef atomic.Pointer[replica.Manager]
+	b.logs, err = logstore.OpenManager(logstore.ManagerOptions{
+		Dir: cfg.DataDir, Logger: log,
+		HighWatermark: func(tp logstore.TopicPartition) (int64, bool) {
+			if rm := rmRef.Load(); rm != nil {
+				return rm.HighWatermark(tp)
+			}
+			return 0, false
+		},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("--data.dir %s: %w", cfg.DataDir, err))
+	}
+	for tp, why := range b.logs.Offline() {
+		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
+	}
+
+	b.peers = replica.NewPeers(cfg.Dialer, tel.TracerProvider, nil)
+	events := newEventBuffer(512)
+	faults := replica.NewFaults(cfg.FaultInjection)
+	b.rm, err = replica.New(replica.Options{
+		BrokerID: cfg.ID, Rack: cfg.Rack, Logs: b.logs, Meta: b.meta, Peers: b.peers,
+		BrokerEpoch: b.epoch.Load, Static: cfg.Settings, Logger: log,
+		Tracer: tel.Tracer("tidemark/broker"), Events: events, Faults: faults,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	rmRef.Store(b.rm)
+
+	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.TracerProvider})
+	pids := &producerIDs{b: b}
+	brokerv1.RegisterBrokerServiceServer(b.srv, &grpcapi.Broker{RM: b.rm, ProducerIDs: pids})
+	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, BrokerEpochOf: func(id int32) (int64, bool) {
+		br, ok := b.meta.Broker(id)
+		return br.Epoch, ok && br.Epoch > 0
+	}})
+	controlv1.RegisterBrokerControlServiceServer(b.srv, &grpcapi.Control{RM: b.rm})
+	faultv1.RegisterFaultInjectionServiceServer(b.srv, &grpcapi.Faults{F: faults})
+	b.srv.MarkAllServing()
 	go func() {
-		if err := srv.Serve(lis); err != nil {
+		if err := b.srv.Serve(lis); err != nil {
 			b.done <- err
 		}
 	}()
-	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "rack", cfg.Rack, "data_dir", cfg.DataDir)
+
+	if len(cfg.EtcdEndpoints) > 0 {
+		b.reg, err = startRegistrar(ctx, b, events)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
+		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()))
 	return b, nil
 }
 
 // Addr is the bound gRPC address.
 func (b *Broker) Addr() string { return b.lis.Addr().String() }
 
+// Advertised is the address other nodes should dial.
+func (b *Broker) Advertised() string {
+	if b.cfg.Advertised != "" {
+		return b.cfg.Advertised
+	}
+	return b.Addr()
+}
+
+// ID is the broker id.
+func (b *Broker) ID() int32 { return b.cfg.ID }
+
+// Replicas gives tests and tools access to the replica manager.
+func (b *Broker) Replicas() *replica.Manager { return b.rm }
+
 // Failed reports a fatal serving error.
 func (b *Broker) Failed() <-chan error { return b.done }
 
-// Stop shuts the broker down in order: stop taking requests, then flush
-// telemetry. It returns when done or when ctx ends.
+// Stop shuts the broker down in order: a controlled shutdown first (the
+// controller moves this broker's leaderships away while it still serves),
+// then stop taking requests, stop replication, flush and checkpoint the logs
+// (writing the clean-shutdown marker), leave the cluster, flush telemetry.
 func (b *Broker) Stop(ctx context.Context) error {
-	return lifecycle.Sequence(
-		lifecycle.StopFunc(func(ctx context.Context) error { b.srv.Stop(ctx); return nil }),
-		lifecycle.StopFunc(b.tel.Close),
-	).Stop(ctx)
+	b.stopOnce.Do(func() {
+		if b.reg != nil {
+			b.reg.controlledShutdown(ctx)
+		}
+		b.stopErr = b.closeAll(ctx)
+	})
+	return b.stopErr
 }
+
+// Crash stops the broker the way kill -9 would, as far as an in-process test
+// can: no controlled shutdown, no final flush or checkpoint, no
+// clean-shutdown marker; the registration lease is left to expire.
+func (b *Broker) Crash() {
+	b.stopOnce.Do(func() {
+		if b.reg != nil {
+			b.reg.abandon()
+		}
+		b.srv.Server.Stop()
+		b.rm.Close()
+		b.peers.Close()
+		b.logs.Abandon()
+		_ = b.tel.Close(context.Background())
+		b.stopErr = errors.New("crashed")
+	})
+}
+
+func (b *Broker) closeAll(ctx context.Context) error {
+	var errs []error
+	if b.srv != nil {
+		b.srv.Stop(ctx)
+	}
+	if b.rm != nil {
+		b.rm.Close()
+	}
+	if b.reg != nil {
+		errs = append(errs, b.reg.close(ctx))
+	}
+	if b.peers != nil {
+		b.peers.Close()
+	}
+	if b.logs != nil {
+		errs = append(errs, b.logs.Close())
+	}
+	if b.lis != nil && b.srv == nil {
+		_ = b.lis.Close()
+	}
+	errs = append(errs, b.tel.Close(ctx))
+	return errors.Join(errs...)
+}
+
+var _ lifecycle.Stopper = (*Broker)(nil)

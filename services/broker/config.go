@@ -1,12 +1,17 @@
 package broker
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"net"
+	"strings"
+	"time"
 
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/topicconfig"
 )
 
 // Config is everything a broker needs to start. DefaultConfig gives a broker
@@ -29,6 +34,15 @@ type Config struct {
 	EtcdPrefix    string
 	// FaultInjection enables the FaultInjectionService (off by default).
 	FaultInjection bool
+	// Settings are static broker configs (Kafka's server.properties), e.g.
+	// replica.lag.time.max.ms; dynamic ones from the controller win.
+	Settings map[string]string
+	// SessionTimeout is broker.session.timeout.ms: the lease of the
+	// broker's registration in etcd.
+	SessionTimeout time.Duration
+	// Dialer, when set, replaces TCP dialing to peers (tests route through
+	// a network simulator). Not a flag.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	Log       logging.Options
 	Telemetry telemetry.Options
@@ -37,12 +51,14 @@ type Config struct {
 // DefaultConfig returns the defaults for broker 1.
 func DefaultConfig() Config {
 	return Config{
-		ID:            1,
-		Listen:        "127.0.0.1:9092",
-		DataDir:       ".data/broker-1",
-		EtcdEndpoints: config.StringList{"127.0.0.1:2379"},
-		EtcdPrefix:    "/tidemark",
-		Log:           logging.DefaultOptions(),
+		ID:             1,
+		Listen:         "127.0.0.1:9092",
+		DataDir:        ".data/broker-1",
+		EtcdEndpoints:  config.StringList{"127.0.0.1:2379"},
+		EtcdPrefix:     "/tidemark",
+		SessionTimeout: 6 * time.Second,
+		Settings:       map[string]string{},
+		Log:            logging.DefaultOptions(),
 	}
 }
 
@@ -57,6 +73,18 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for partition logs and checkpoints")
 	fs.Var(&c.EtcdEndpoints, "etcd.endpoints", "comma-separated etcd endpoints (default 127.0.0.1:2379)")
 	fs.StringVar(&c.EtcdPrefix, "etcd.prefix", c.EtcdPrefix, "key prefix of tidemark's metadata in etcd")
+	fs.Func("config", "a static broker config as key=value, repeatable, e.g. --config replica.lag.time.max.ms=10000", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", s)
+		}
+		if c.Settings == nil {
+			c.Settings = map[string]string{}
+		}
+		c.Settings[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		return nil
+	})
+	fs.DurationVar(&c.SessionTimeout, "broker.session.timeout", c.SessionTimeout, "lease of the broker's registration: how long a silent broker stays registered")
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
@@ -78,11 +106,19 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return config.Invalid("data.dir", c.DataDir, "must not be empty")
 	}
-	if len(c.EtcdEndpoints) == 0 {
-		return config.Invalid("etcd.endpoints", "", "at least one endpoint is needed")
-	}
 	if c.EtcdPrefix == "" || c.EtcdPrefix[0] != '/' {
 		return config.Invalid("etcd.prefix", c.EtcdPrefix, "must start with /")
+	}
+	if c.SessionTimeout < time.Second {
+		return config.Invalid("broker.session.timeout", c.SessionTimeout, "must be at least 1s (etcd leases are whole seconds)")
+	}
+	for k, v := range c.Settings {
+		if err := topicconfig.Validate(topicconfig.ScopeBroker, k, v); err != nil {
+			return config.Invalid("config", k+"="+v, "%v", err)
+		}
+	}
+	if _, err := topicconfig.ResolveBroker(c.Settings); err != nil {
+		return config.Invalid("config", c.Settings, "%v", err)
 	}
 	return c.Log.Validate()
 }

@@ -1,0 +1,317 @@
+// Package grpcapi holds the broker's thin gRPC handlers: validate the
+// request, call the replica manager, map the answer. Errors are returned as
+// *kerr.Error; the shared server interceptor turns them into statuses.
+package grpcapi
+
+import (
+	"context"
+	"time"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// ProducerIDs hands out producer ids (blocks come from the controller).
+type ProducerIDs interface {
+	Next(ctx context.Context) (int64, error)
+}
+
+// Broker serves BrokerService.
+type Broker struct {
+	brokerv1.UnimplementedBrokerServiceServer
+	RM          *replica.Manager
+	ProducerIDs ProducerIDs
+}
+
+var _ brokerv1.BrokerServiceServer = (*Broker)(nil)
+
+func checkTP(topic string, partition int32) (replica.TP, error) {
+	if topic == "" {
+		return replica.TP{}, kerr.BadField(kerr.InvalidTopicException, "topic", "must not be empty")
+	}
+	if partition < 0 {
+		return replica.TP{}, kerr.BadField(kerr.UnknownTopicOrPartition, "partition", "must be >= 0, got %d", partition)
+	}
+	return replica.TP{Topic: topic, Partition: partition}, nil
+}
+
+// Produce appends a batch on the partition leader.
+func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*brokerv1.ProduceResponse, error) {
+	tp, err := checkTP(req.GetTopic(), req.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	acks := req.GetAcks()
+	if acks != 0 && acks != 1 && acks != -1 {
+		return nil, kerr.BadField(kerr.InvalidRequiredAcks, "acks", "must be 0, 1 or -1 (all), got %d", acks)
+	}
+	if req.GetTimeoutMs() < 0 {
+		return nil, kerr.BadField(kerr.InvalidRequest, "timeout_ms", "must not be negative")
+	}
+	var batch []byte
+	switch p := req.GetPayload().(type) {
+	case *brokerv1.ProduceRequest_RecordBatch:
+		batch = p.RecordBatch
+		if len(batch) == 0 {
+			return nil, kerr.BadField(kerr.InvalidRecord, "record_batch", "is empty")
+		}
+	case *brokerv1.ProduceRequest_Records:
+		recs := p.Records.GetRecords()
+		if len(recs) == 0 {
+			return nil, kerr.BadField(kerr.InvalidRecord, "records", "at least one record is needed")
+		}
+		batch = encodeRecords(recs, req.GetProducerId(), req.GetProducerEpoch(), req.GetBaseSequence())
+	default:
+		return nil, kerr.BadField(kerr.InvalidRequest, "payload", "give record_batch or records")
+	}
+	res, err := b.RM.Produce(ctx, tp, int16(acks), batch, time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	out := &brokerv1.ProduceResponse{
+		BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, LogAppendTime: res.LogAppendTime,
+		LogStartOffset: res.LogStartOffset, Duplicate: res.Duplicate, LeaderEpoch: res.LeaderEpoch,
+	}
+	if acks == 0 {
+		out.BaseOffset, out.LastOffset = -1, -1
+	}
+	return out, nil
+}
+
+// encodeRecords builds one batch from structured records (REST and grpcurl
+// users); timestamp 0 means now.
+func encodeRecords(recs []*commonv1.Record, pid int64, epoch, seq int32) []byte {
+	var bld recordbatch.Builder
+	now := time.Now().UnixMilli()
+	for _, r := range recs {
+		ts := r.GetTimestamp()
+		if ts == 0 {
+			ts = now
+		}
+		rec := recordbatch.Record{Timestamp: ts, Key: r.GetKey(), Value: r.GetValue()}
+		for _, h := range r.GetHeaders() {
+			rec.Headers = append(rec.Headers, recordbatch.Header{Key: h.GetKey(), Value: h.GetValue()})
+		}
+		bld.Append(rec)
+	}
+	if pid <= 0 {
+		return bld.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)
+	}
+	return bld.Build(pid, int16(epoch), seq)
+}
+
+// Fetch reads records for a consumer.
+func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*brokerv1.FetchResponse, error) {
+	tp, err := checkTP(req.GetTopic(), req.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), req.GetMaxWaitMs(), req.GetMinBytes()); err != nil {
+		return nil, err
+	}
+	epoch := req.GetCurrentLeaderEpoch()
+	if epoch == 0 {
+		epoch = -1 // unset in JSON and grpcurl: skip the check
+	}
+	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
+		TP: tp, Offset: req.GetOffset(), MaxBytes: int(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
+		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fetchResponse(res, req.GetOffset(), req.GetRawBatches())
+}
+
+func checkFetchNumbers(offset int64, maxBytes, maxWait, minBytes int32) error {
+	switch {
+	case offset < 0:
+		return kerr.BadField(kerr.OffsetOutOfRange, "offset", "must be >= 0, got %d", offset)
+	case maxBytes < 0:
+		return kerr.BadField(kerr.InvalidRequest, "max_bytes", "must not be negative")
+	case maxWait < 0:
+		return kerr.BadField(kerr.InvalidRequest, "max_wait_ms", "must not be negative")
+	case maxWait > 60000:
+		return kerr.BadField(kerr.InvalidRequest, "max_wait_ms", "at most 60000, got %d", maxWait)
+	case minBytes < 0:
+		return kerr.BadField(kerr.InvalidRequest, "min_bytes", "must not be negative")
+	}
+	return nil
+}
+
+func fetchResponse(res replica.ConsumerFetchResult, from int64, raw bool) (*brokerv1.FetchResponse, error) {
+	out := &brokerv1.FetchResponse{
+		HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, LogEndOffset: res.LogEndOffset,
+		PreferredReadReplica: res.PreferredReadReplica, NextOffset: res.NextOffset,
+	}
+	if raw {
+		out.RecordBatches = res.Records
+		return out, nil
+	}
+	recs, err := DecodeRecords(res.Records, from)
+	if err != nil {
+		return nil, err
+	}
+	out.Records = recs
+	return out, nil
+}
+
+// DecodeRecords turns batches into structured records at or after from.
+func DecodeRecords(batches []byte, from int64) ([]*commonv1.Record, error) {
+	var out []*commonv1.Record
+	for batch, err := range recordbatch.All(batches) {
+		if err != nil {
+			return nil, kerr.New(kerr.CorruptMessage, "decoding fetched batches: %v", err)
+		}
+		epoch := batch.PartitionLeaderEpoch()
+		for r, err := range batch.Records() {
+			if err != nil {
+				return nil, kerr.New(kerr.CorruptMessage, "decoding records: %v", err)
+			}
+			if r.Offset < from {
+				continue
+			}
+			rec := &commonv1.Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, LeaderEpoch: epoch}
+			for _, h := range r.Headers {
+				rec.Headers = append(rec.Headers, &commonv1.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// Follow streams fetch answers as the HW moves, until the client leaves.
+func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerService_FollowServer) error {
+	tp, err := checkTP(req.GetTopic(), req.GetPartition())
+	if err != nil {
+		return err
+	}
+	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), 0, 0); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	offset := req.GetOffset()
+	for ctx.Err() == nil {
+		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
+			TP: tp, Offset: offset, MaxBytes: int(req.GetMaxBytes()), MinBytes: 1,
+			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
+		})
+		if err != nil {
+			return err
+		}
+		if len(res.Records) == 0 && res.PreferredReadReplica < 0 {
+			continue
+		}
+		out, err := fetchResponse(res, offset, req.GetRawBatches())
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&brokerv1.FollowResponse{Fetch: out}); err != nil {
+			return err
+		}
+		if res.PreferredReadReplica >= 0 {
+			return nil // the client should follow from that replica
+		}
+		offset = res.NextOffset
+	}
+	return nil
+}
+
+// ListOffsets answers earliest, latest and by-timestamp lookups.
+func (b *Broker) ListOffsets(_ context.Context, req *brokerv1.ListOffsetsRequest) (*brokerv1.ListOffsetsResponse, error) {
+	tp, err := checkTP(req.GetTopic(), req.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	var spec replica.OffsetSpec
+	switch req.GetSpec() {
+	case brokerv1.OffsetSpec_OFFSET_SPEC_EARLIEST:
+		spec = replica.OffsetEarliest
+	case brokerv1.OffsetSpec_OFFSET_SPEC_LATEST:
+		spec = replica.OffsetLatest
+	case brokerv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
+		spec = replica.OffsetTimestamp
+	default:
+		return nil, kerr.BadField(kerr.InvalidRequest, "spec", "must be OFFSET_SPEC_EARLIEST, OFFSET_SPEC_LATEST or OFFSET_SPEC_TIMESTAMP")
+	}
+	epoch := req.GetCurrentLeaderEpoch()
+	if epoch == 0 {
+		epoch = -1
+	}
+	off, ts, le, err := b.RM.ListOffsets(tp, spec, req.GetTimestamp(), epoch)
+	if err != nil {
+		return nil, err
+	}
+	return &brokerv1.ListOffsetsResponse{Offset: off, Timestamp: ts, LeaderEpoch: le}, nil
+}
+
+// Metadata answers from the controller-fed cache.
+func (b *Broker) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*brokerv1.MetadataResponse, error) {
+	meta := b.RM.Meta()
+	out := &brokerv1.MetadataResponse{ClusterId: meta.ClusterID(), Controller: &commonv1.Node{Id: -1}}
+	if c := meta.Controller(); c != nil {
+		out.Controller = c
+	}
+	live := map[int32]bool{}
+	for _, br := range meta.Brokers() {
+		live[br.ID] = true
+		out.Brokers = append(out.Brokers, &commonv1.Node{Id: br.ID, Address: br.Address, Rack: br.Rack})
+	}
+	topics := req.GetTopics()
+	if len(topics) == 0 {
+		topics = meta.Topics()
+	}
+	for _, t := range topics {
+		tm := &brokerv1.TopicMetadata{Name: t}
+		parts := meta.TopicPartitions(t)
+		if len(parts) == 0 {
+			tm.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+		}
+		for _, p := range parts {
+			pm := partitionMetadata(p, live)
+			tm.Partitions = append(tm.Partitions, pm)
+		}
+		out.Topics = append(out.Topics, tm)
+	}
+	return out, nil
+}
+
+func partitionMetadata(p *commonv1.PartitionState, live map[int32]bool) *brokerv1.PartitionMetadata {
+	pm := &brokerv1.PartitionMetadata{
+		Partition: p.GetPartition(), Leader: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch(),
+		Replicas: p.GetReplicas(), Isr: p.GetIsr(),
+	}
+	for _, r := range p.GetReplicas() {
+		if !live[r] {
+			pm.OfflineReplicas = append(pm.OfflineReplicas, r)
+		}
+	}
+	if p.GetLeader() < 0 || !live[p.GetLeader()] {
+		pm.ErrorCode = commonv1.ErrorCode_ERROR_CODE_LEADER_NOT_AVAILABLE
+	}
+	return pm
+}
+
+// InitProducerId hands out a new producer id (epoch 0), or bumps the epoch
+// of an existing one.
+func (b *Broker) InitProducerId(ctx context.Context, req *brokerv1.InitProducerIdRequest) (*brokerv1.InitProducerIdResponse, error) {
+	if pid := req.GetProducerId(); pid > 0 {
+		e := req.GetProducerEpoch()
+		if e < 0 || e >= 32767 {
+			return nil, kerr.BadField(kerr.InvalidProducerEpoch, "producer_epoch", "cannot bump epoch %d", e)
+		}
+		return &brokerv1.InitProducerIdResponse{ProducerId: pid, ProducerEpoch: e + 1}, nil
+	}
+	if b.ProducerIDs == nil {
+		return nil, kerr.New(kerr.BrokerNotAvailable, "no producer id source")
+	}
+	id, err := b.ProducerIDs.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &brokerv1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}, nil
+}

@@ -1,0 +1,156 @@
+package grpcapi
+
+import (
+	"context"
+	"time"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Replication serves ReplicationService: follower fetches and epoch lookups.
+type Replication struct {
+	replicationv1.UnimplementedReplicationServiceServer
+	RM *replica.Manager
+	// BrokerEpochOf returns the registered epoch of a broker, false when it
+	// is not known; a fetch from an older incarnation is refused (KIP-903).
+	BrokerEpochOf func(id int32) (int64, bool)
+}
+
+var _ replicationv1.ReplicationServiceServer = (*Replication)(nil)
+
+// ReplicaFetch serves one batched follower fetch.
+func (s *Replication) ReplicaFetch(ctx context.Context, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, error) {
+	if req.GetReplicaId() < 0 {
+		return nil, kerr.BadField(kerr.InvalidRequest, "replica_id", "must be a broker id >= 0")
+	}
+	if s.BrokerEpochOf != nil && req.GetBrokerEpoch() > 0 {
+		if known, ok := s.BrokerEpochOf(req.GetReplicaId()); ok && req.GetBrokerEpoch() < known {
+			return &replicationv1.ReplicaFetchResponse{ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH}, nil
+		}
+	}
+	f := replica.FollowerFetch{
+		ReplicaID: req.GetReplicaId(), BrokerEpoch: req.GetBrokerEpoch(),
+		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, MinBytes: int(req.GetMinBytes()), MaxBytes: int(req.GetMaxBytes()),
+	}
+	for _, p := range req.GetPartitions() {
+		f.Partitions = append(f.Partitions, replica.FollowerFetchPartition{
+			TP: replica.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}, FetchOffset: p.GetFetchOffset(),
+			CurrentLeaderEpoch: p.GetCurrentLeaderEpoch(), LastFetchedEpoch: p.GetLastFetchedEpoch(),
+			LogStartOffset: p.GetLogStartOffset(), MaxBytes: int(p.GetPartitionMaxBytes()),
+		})
+	}
+	answers := s.RM.ReplicaFetch(ctx, f)
+	resp := &replicationv1.ReplicaFetchResponse{}
+	for _, a := range answers {
+		pr := &replicationv1.ReplicaFetchPartitionResponse{
+			Topic: a.TP.Topic, Partition: a.TP.Partition, HighWatermark: a.HighWatermark,
+			LeaderLogEndOffset: a.LeaderLEO, LogStartOffset: a.LogStartOffset, Records: a.Records,
+		}
+		if a.Err != nil {
+			e := kerr.As(a.Err)
+			pr.ErrorCode = commonv1.ErrorCode(e.Code)
+			if e.Leader != nil {
+				pr.CurrentLeader = &commonv1.LeaderHint{LeaderId: e.Leader.ID, Address: e.Leader.Address, LeaderEpoch: e.Leader.LeaderEpoch}
+			}
+		}
+		if a.Diverging != nil {
+			pr.DivergingEpoch = &replicationv1.EpochEndOffset{Epoch: a.Diverging.Epoch, EndOffset: a.Diverging.EndOffset}
+		}
+		resp.Partitions = append(resp.Partitions, pr)
+	}
+	return resp, nil
+}
+
+// OffsetForLeaderEpoch answers where each asked epoch ends.
+func (s *Replication) OffsetForLeaderEpoch(_ context.Context, req *replicationv1.OffsetForLeaderEpochRequest) (*replicationv1.OffsetForLeaderEpochResponse, error) {
+	resp := &replicationv1.OffsetForLeaderEpochResponse{}
+	for _, p := range req.GetPartitions() {
+		tp := replica.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		r := &replicationv1.OffsetForLeaderEpochResult{Topic: tp.Topic, Partition: tp.Partition}
+		e, off, err := s.RM.EpochEndOffset(tp, p.GetCurrentLeaderEpoch(), p.GetLeaderEpoch())
+		if err != nil {
+			r.ErrorCode = commonv1.ErrorCode(kerr.CodeOf(err))
+			r.LeaderEpoch, r.EndOffset = -1, -1
+		} else {
+			r.LeaderEpoch, r.EndOffset = e, off
+		}
+		resp.Partitions = append(resp.Partitions, r)
+	}
+	return resp, nil
+}
+
+// Control serves BrokerControlService: the controller's pushes.
+type Control struct {
+	controlv1.UnimplementedBrokerControlServiceServer
+	RM *replica.Manager
+}
+
+var _ controlv1.BrokerControlServiceServer = (*Control)(nil)
+
+// LeaderAndIsr applies leadership decisions.
+func (s *Control) LeaderAndIsr(_ context.Context, req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
+	resp, err := s.RM.LeaderAndIsr(req)
+	if err != nil {
+		return &controlv1.LeaderAndIsrResponse{ErrorCode: commonv1.ErrorCode(kerr.CodeOf(err))}, nil
+	}
+	return resp, nil
+}
+
+// UpdateMetadata refreshes the broker's cluster view.
+func (s *Control) UpdateMetadata(_ context.Context, req *controlv1.UpdateMetadataRequest) (*controlv1.UpdateMetadataResponse, error) {
+	if err := s.RM.UpdateMetadata(req); err != nil {
+		return &controlv1.UpdateMetadataResponse{ErrorCode: commonv1.ErrorCode(kerr.CodeOf(err))}, nil
+	}
+	return &controlv1.UpdateMetadataResponse{}, nil
+}
+
+// StopReplica stops (and maybe deletes) replicas.
+func (s *Control) StopReplica(_ context.Context, req *controlv1.StopReplicaRequest) (*controlv1.StopReplicaResponse, error) {
+	resp, err := s.RM.StopReplica(req)
+	if err != nil {
+		return &controlv1.StopReplicaResponse{ErrorCode: commonv1.ErrorCode(kerr.CodeOf(err))}, nil
+	}
+	return resp, nil
+}
+
+// Faults serves FaultInjectionService.
+type Faults struct {
+	faultv1.UnimplementedFaultInjectionServiceServer
+	F *replica.Faults
+}
+
+func toProto(fs []replica.Fault) []*faultv1.FetchFault {
+	var out []*faultv1.FetchFault
+	for _, f := range fs {
+		out = append(out, &faultv1.FetchFault{Topic: f.Topic, Partition: f.Partition, DelayMs: int32(f.Delay / time.Millisecond), Stall: f.Stall})
+	}
+	return out
+}
+
+// SetFetchFault slows or stalls this broker's fetching of some partitions.
+func (s *Faults) SetFetchFault(_ context.Context, req *faultv1.SetFetchFaultRequest) (*faultv1.SetFetchFaultResponse, error) {
+	f := req.GetFault()
+	if f == nil {
+		return nil, kerr.BadField(kerr.InvalidRequest, "fault", "is required")
+	}
+	list, err := s.F.Set(replica.Fault{Topic: f.GetTopic(), Partition: f.GetPartition(), Delay: time.Duration(f.GetDelayMs()) * time.Millisecond, Stall: f.GetStall()})
+	if err != nil {
+		return nil, err
+	}
+	return &faultv1.SetFetchFaultResponse{Faults: toProto(list)}, nil
+}
+
+// ClearFaults removes every injected fault.
+func (s *Faults) ClearFaults(context.Context, *faultv1.ClearFaultsRequest) (*faultv1.ClearFaultsResponse, error) {
+	return &faultv1.ClearFaultsResponse{}, s.F.Clear()
+}
+
+// ListFaults lists the faults in force.
+func (s *Faults) ListFaults(context.Context, *faultv1.ListFaultsRequest) (*faultv1.ListFaultsResponse, error) {
+	return &faultv1.ListFaultsResponse{Faults: toProto(s.F.List())}, nil
+}

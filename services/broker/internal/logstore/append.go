@@ -1,0 +1,263 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// AppendInfo describes an append.
+type AppendInfo struct {
+	// FirstOffset and LastOffset span the appended records.
+	FirstOffset, LastOffset int64
+	// MaxTimestamp is the largest batch maxTimestamp appended.
+	MaxTimestamp int64
+	RecordCount  int
+	// Duplicate is set when the leader recognised a retried idempotent batch:
+	// nothing was appended and the offsets are those of the original.
+	Duplicate bool
+	// LogEndOffset is the LEO after the append.
+	LogEndOffset int64
+}
+
+// ErrNonContiguous is returned by AppendAsFollower for batches that do not
+// start exactly at the log end offset or do not follow on from each other.
+var ErrNonContiguous = errors.New("follower batches are not contiguous with the log")
+
+// AppendAsLeader appends one or more batches (concatenated, as produced)
+// as the leader of leaderEpoch. Each batch is validated (framing, CRC,
+// contents), checked against max.message.bytes and the idempotent producer
+// state, then given offsets from the LEO and stamped with leaderEpoch by
+// patching records in place: the caller's buffer is modified and must not
+// be reused until the call returns.
+//
+// A retry of one of a producer's last five batches returns the original
+// offsets with Duplicate set and appends nothing. Errors: CORRUPT_MESSAGE,
+// INVALID_RECORD, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
+// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+// DUPLICATE_SEQUENCE_NUMBER (a retried batch inside a multi-batch append),
+// FENCED_LEADER_EPOCH (leaderEpoch older than one already in the log) and
+// KAFKA_STORAGE_ERROR; on any error the log is unchanged.
+func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, error) {
+	if leaderEpoch < 0 {
+		return AppendInfo{}, kerr.New(kerr.InvalidRequest, "leader epoch %d is negative", leaderEpoch)
+	}
+	return l.append(records, leaderEpoch, true)
+}
+
+// AppendAsFollower appends batches fetched from the leader, keeping the
+// leader's offsets and epochs. The first batch must start at the LEO and
+// each must follow the previous one (ErrNonContiguous otherwise); each is
+// validated, and its epoch recorded in the leader-epoch cache.
+// max.message.bytes is not applied: the leader already accepted the batch.
+func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
+	return l.append(records, -1, false)
+}
+
+func splitBatches(records []byte) ([]recordbatch.Batch, error) {
+	if len(records) == 0 {
+		return nil, kerr.New(kerr.InvalidRecord, "no batches to append")
+	}
+	var out []recordbatch.Batch
+	for b, err := range recordbatch.All(records) {
+		if err != nil {
+			return nil, err
+		}
+		if err := b.Validate(); err != nil {
+			return nil, fmt.Errorf("batch %d: %w", len(out), err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, error) {
+	batches, err := splitBatches(records)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	cfg := l.Config()
+	if leader {
+		for i, b := range batches {
+			if len(b) > cfg.MaxMessageBytes {
+				return AppendInfo{}, kerr.New(kerr.MessageTooLarge, "batch %d is %d bytes, max.message.bytes is %d", i, len(b), cfg.MaxMessageBytes)
+			}
+		}
+		if int64(len(records)) > cfg.SegmentBytes {
+			return AppendInfo{}, kerr.New(kerr.RecordListTooLarge, "%d bytes exceed segment.bytes %d", len(records), cfg.SegmentBytes)
+		}
+	}
+
+	l.mu.Lock()
+	info, flushTo, err := l.appendLocked(records, batches, epoch, leader, cfg)
+	l.mu.Unlock()
+	if err != nil || flushTo < 0 {
+		return info, err
+	}
+	if err := l.flushUpTo(flushTo); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// appendLocked does the append under l.mu. flushTo >= 0 asks the caller to
+// flush up to that offset once the lock is released.
+func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch int32, leader bool, cfg Config) (info AppendInfo, flushTo int64, err error) {
+	flushTo = -1
+	if err := l.checkWritableLocked(); err != nil {
+		return info, flushTo, err
+	}
+	leo := l.leo.Load()
+	txn := l.producers.begin()
+	if leader {
+		if latest := l.epochs.LatestEpoch(); epoch < latest {
+			return info, flushTo, kerr.New(kerr.FencedLeaderEpoch, "leader epoch %d is older than epoch %d already in the log", epoch, latest)
+		}
+		next := leo
+		for i, b := range batches {
+			dup, err := txn.check(b)
+			if err != nil {
+				return info, flushTo, err
+			}
+			if dup != nil {
+				if len(batches) > 1 {
+					return info, flushTo, kerr.New(kerr.DuplicateSequenceNumber, "batch %d of %d repeats sequences %d..%d of producer %d", i, len(batches), dup.FirstSeq, dup.LastSeq, b.ProducerID())
+				}
+				return AppendInfo{FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset, MaxTimestamp: dup.Timestamp,
+					RecordCount: int(b.RecordCount()), Duplicate: true, LogEndOffset: leo}, flushTo, nil
+			}
+			b.SetBaseOffset(next)
+			b.SetPartitionLeaderEpoch(epoch)
+			next = b.NextOffset()
+			txn.update(b)
+		}
+	} else {
+		next := leo
+		for i, b := range batches {
+			if b.BaseOffset() != next {
+				kind := "a gap"
+				if b.BaseOffset() < next {
+					kind = "an overlap"
+				}
+				return info, flushTo, fmt.Errorf("%w: batch %d starts at offset %d, expected %d (%s); log end offset is %d",
+					ErrNonContiguous, i, b.BaseOffset(), next, kind, leo)
+			}
+			if b.PartitionLeaderEpoch() < 0 {
+				return info, flushTo, kerr.New(kerr.InvalidRecord, "batch %d at offset %d has no leader epoch", i, b.BaseOffset())
+			}
+			next = b.NextOffset()
+			txn.update(b)
+		}
+	}
+
+	// Epochs are recorded before the data, as in Kafka: an entry whose data
+	// never lands is harmless, data without its entry is not.
+	for _, b := range batches {
+		if _, err := l.epochs.Assign(b.PartitionLeaderEpoch(), b.BaseOffset()); err != nil {
+			return info, flushTo, err
+		}
+	}
+
+	last := batches[len(batches)-1]
+	rolledAt, err := l.maybeRollLocked(int64(len(records)), last.LastOffset(), cfg)
+	if err != nil {
+		return info, flushTo, err
+	}
+	act := l.active()
+	pos := act.size.Load()
+	if _, err := act.log.WriteAt(records, pos); err != nil {
+		// Drop whatever part was written; if that fails too, the next write
+		// overwrites it and readers never look past the committed size.
+		_ = act.log.Truncate(pos)
+		return info, flushTo, storageErr(err, "appending %d bytes to %s at position %d", len(records), act.logPath, pos)
+	}
+	if pos == 0 {
+		act.rollBase = l.now()
+	}
+	info = AppendInfo{FirstOffset: batches[0].BaseOffset(), LastOffset: last.LastOffset(), MaxTimestamp: -1, LogEndOffset: last.NextOffset()}
+	p := pos
+	for _, b := range batches {
+		act.indexBatch(b, p, cfg.IndexIntervalBytes)
+		p += int64(len(b))
+		info.RecordCount += int(b.RecordCount())
+		info.MaxTimestamp = max(info.MaxTimestamp, b.MaxTimestamp())
+	}
+	txn.commit()
+	// Publish: size before LEO, so a reader that sees the new LEO also sees
+	// the bytes.
+	act.size.Store(p)
+	l.leo.Store(info.LogEndOffset)
+
+	if rolledAt >= 0 {
+		flushTo = rolledAt
+	}
+	if cfg.FsyncEveryAppend || (cfg.FlushMessages > 0 && info.LogEndOffset-l.recoveryPoint.Load() >= cfg.FlushMessages) {
+		flushTo = info.LogEndOffset
+	}
+	return info, flushTo, nil
+}
+
+// maybeRollLocked starts a new segment at the LEO when n bytes ending at
+// offset last do not fit the active one, or it is older than segment.ms. It
+// returns the new segment's base, or -1.
+func (l *Log) maybeRollLocked(n, last int64, cfg Config) (int64, error) {
+	act := l.active()
+	if act.size.Load() == 0 {
+		return -1, nil
+	}
+	expired := !act.rollBase.IsZero() && l.now().Sub(act.rollBase) >= cfg.SegmentMs
+	if !expired && act.fits(n, last, cfg.SegmentBytes) {
+		return -1, nil
+	}
+	base := l.leo.Load()
+	return base, l.rollLocked(base)
+}
+
+// rollLocked seals the active segment and starts a new one at base. On
+// failure the old segment stays active and nothing new is left on disk. The
+// sealed segment is flushed by the caller, outside the lock.
+func (l *Log) rollLocked(base int64) error {
+	ns, err := createSegment(l.fs, l.dir, base)
+	if err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		ns.remove(l.fs)
+		return storageErr(err, "syncing %s", l.dir)
+	}
+	old := l.active()
+	if err := old.seal(); err != nil {
+		ns.remove(l.fs)
+		old.index.activate()
+		old.timeIndex.activate()
+		return err
+	}
+	l.publish(append(slices.Clip(l.segments()), ns))
+	l.stats.rolls.Add(1)
+	l.takeSnapshotLocked(base)
+	return nil
+}
+
+// takeSnapshotLocked writes the producer table as of offset and keeps only
+// the two newest snapshots. Snapshots only speed up loading, so a failure
+// is logged, not returned.
+func (l *Log) takeSnapshotLocked(offset int64) {
+	if err := writeSnapshot(l.fs, l.dir, offset, l.producers); err != nil {
+		l.logger.Warn("could not write producer snapshot", "offset", offset, "err", err)
+		return
+	}
+	snaps, err := listSnapshots(l.fs, l.dir)
+	if err != nil {
+		return
+	}
+	for len(snaps) > 2 {
+		if err := removeSnapshot(l.fs, l.dir, snaps[0]); err != nil {
+			l.logger.Warn("could not delete old producer snapshot", "err", err)
+			return
+		}
+		snaps = snaps[1:]
+	}
+}

@@ -1,0 +1,79 @@
+package logstore
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// Config is a partition log's configuration. Field names follow Kafka's topic
+// configs; DefaultConfig gives Kafka's defaults.
+type Config struct {
+	// SegmentBytes rolls a segment when the next append would exceed it
+	// (segment.bytes).
+	SegmentBytes int64
+	// SegmentMs rolls a segment this long after its first append (segment.ms).
+	SegmentMs time.Duration
+	// IndexIntervalBytes is how many log bytes separate offset-index entries
+	// (index.interval.bytes); 0 indexes every batch.
+	IndexIntervalBytes int64
+	// RetentionMs deletes segments whose newest record is older than this
+	// (retention.ms); negative keeps them forever.
+	RetentionMs time.Duration
+	// RetentionBytes deletes the oldest segments while the log is larger than
+	// this (retention.bytes); negative means no limit.
+	RetentionBytes int64
+	// MaxMessageBytes is the largest batch a leader accepts (max.message.bytes).
+	MaxMessageBytes int
+	// FlushMessages fsyncs after this many appended records (flush.messages);
+	// zero or negative never does, Kafka's default: durability comes from
+	// replication.
+	FlushMessages int64
+	// FlushInterval fsyncs data older than this (flush.ms), checked by the
+	// Manager; zero or negative never does.
+	FlushInterval time.Duration
+	// FsyncEveryAppend makes every append durable before it returns.
+	FsyncEveryAppend bool
+	// ProducerIDExpiration forgets idempotent producers idle this long
+	// (producer.id.expiration.ms); zero or negative never does.
+	ProducerIDExpiration time.Duration
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:         1 << 30,
+		SegmentMs:            7 * 24 * time.Hour,
+		IndexIntervalBytes:   4096,
+		RetentionMs:          7 * 24 * time.Hour,
+		RetentionBytes:       -1,
+		MaxMessageBytes:      1<<20 + 12,
+		ProducerIDExpiration: 24 * time.Hour,
+	}
+}
+
+// Validate reports the first unusable field, as INVALID_CONFIG.
+func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return kerr.BadField(kerr.InvalidConfig, field, format, args...)
+	}
+	switch {
+	case c.SegmentBytes < recordbatch.HeaderSize || c.SegmentBytes > math.MaxInt32:
+		return bad("segment.bytes", "%d is outside [%d, %d]", c.SegmentBytes, recordbatch.HeaderSize, math.MaxInt32)
+	case c.SegmentMs <= 0:
+		return bad("segment.ms", "%v must be positive", c.SegmentMs)
+	case c.IndexIntervalBytes < 0:
+		return bad("index.interval.bytes", "%d is negative", c.IndexIntervalBytes)
+	case c.MaxMessageBytes <= 0:
+		return bad("max.message.bytes", "%d must be positive", c.MaxMessageBytes)
+	}
+	return nil
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("segment.bytes=%d segment.ms=%v retention.ms=%v retention.bytes=%d max.message.bytes=%d flush.messages=%d flush.ms=%v fsync.every.append=%v",
+		c.SegmentBytes, c.SegmentMs, c.RetentionMs, c.RetentionBytes, c.MaxMessageBytes, c.FlushMessages, c.FlushInterval, c.FsyncEveryAppend)
+}

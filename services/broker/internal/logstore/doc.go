@@ -1,0 +1,49 @@
+// Package logstore is the broker's on-disk partition log: segments with
+// sparse offset and time indexes, leader-epoch cache, idempotent-producer
+// state, checkpoints, recovery, retention, and a Manager per data directory.
+// All I/O goes through vfs.FS.
+//
+// # Layout
+//
+// A partition replica lives in "<data dir>/<topic>-<partition>/":
+//
+//	00000000000000000000.log        batches, back to back (recordbatch format)
+//	00000000000000000000.index      relative base offset (u32) -> position (u32), one per index.interval.bytes
+//	00000000000000000000.timeindex  max timestamp so far (i64) -> relative offset (u32)
+//	00000000000000001234.snapshot   producer table as of offset 1234 (two newest kept)
+//	leader-epoch-checkpoint         "epoch startOffset" lines
+//
+// and the data directory holds replication-offset-checkpoint,
+// recovery-point-offset-checkpoint, log-start-offset-checkpoint and the
+// .tidemark_cleanshutdown marker.
+//
+// # Lock rules
+//
+// A Log has three locks, always taken in this order:
+//
+//   - mu serialises writers: appends, truncations, rolls, retention, epoch
+//     assignment, Close. It guards the producer table and the writer-owned
+//     segment fields.
+//   - fileMu is held for reading by Read, OffsetForTimestamp and flushes for
+//     their whole duration, and for writing (under mu) by anything that
+//     shrinks, deletes or closes files: truncation, segment deletion, Close.
+//     So a reader never sees a file change under it except by growth.
+//   - flushMu serialises flushes; it is taken before fileMu and never while
+//     mu is held, so fsync runs without blocking appends.
+//
+// Appends publish their data by storing the segment's committed size and
+// then the LEO, both atomically; the segment list is copy-on-write behind an
+// atomic pointer. A reader loads the LEO first and never returns bytes at or
+// above it, so it sees only whole batches written before it started.
+// Index entries of the active segment are guarded by the index's own
+// RWMutex, held only for the length of a lookup or an append.
+//
+// # Durability
+//
+// Appends reach the page cache with one positional write; fsync happens on
+// flush (flush.messages, flush.ms, Flush, Close), on every append with
+// FsyncEveryAppend, and for a sealed segment right after it is rolled. The
+// recovery point is the offset below which everything is known to be synced;
+// after a crash only what is above it is re-validated. Truncations are
+// synced before they return, so truncated data cannot come back.
+package logstore

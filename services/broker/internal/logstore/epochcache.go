@@ -1,0 +1,173 @@
+package logstore
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+)
+
+// UndefinedEpoch and UndefinedEpochOffset are EndOffsetFor's "unknown" answer.
+const (
+	UndefinedEpoch       int32 = -1
+	UndefinedEpochOffset int64 = -1
+)
+
+// EpochEntry says that leader epoch Epoch began at StartOffset.
+type EpochEntry struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// LeaderEpochCache maps leader epochs to the offsets where they began
+// (KIP-101). Entries are strictly increasing in epoch and non-decreasing in
+// start offset. Every change is persisted before it is visible; a failed
+// write leaves the cache as it was. Safe for concurrent use.
+type LeaderEpochCache struct {
+	mu      sync.RWMutex
+	entries []EpochEntry
+	persist func([]EpochEntry) error
+	logger  *slog.Logger
+}
+
+// NewLeaderEpochCache starts from entries (which must be ordered). persist,
+// if not nil, is called with the new entries on every change.
+func NewLeaderEpochCache(entries []EpochEntry, persist func([]EpochEntry) error, logger *slog.Logger) *LeaderEpochCache {
+	if logger == nil {
+		logger = discardLogger
+	}
+	return &LeaderEpochCache{entries: slices.Clone(entries), persist: persist, logger: logger}
+}
+
+// setLocked persists next and installs it.
+func (c *LeaderEpochCache) setLocked(next []EpochEntry) error {
+	if c.persist != nil {
+		if err := c.persist(next); err != nil {
+			return err
+		}
+	}
+	c.entries = next
+	return nil
+}
+
+// Assign records that epoch starts at startOffset. As in Kafka, an epoch not
+// above the latest one, or a start offset below the latest one's, is ignored
+// (with a warning when it is not simply the current epoch again); it reports
+// whether the cache changed.
+func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) (bool, error) {
+	if epoch < 0 || startOffset < 0 {
+		return false, fmt.Errorf("invalid leader epoch entry %d %d", epoch, startOffset)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.entries); n > 0 {
+		last := c.entries[n-1]
+		if epoch <= last.Epoch || startOffset < last.StartOffset {
+			if epoch != last.Epoch || startOffset < last.StartOffset {
+				c.logger.Warn("ignoring non-monotonic leader epoch entry",
+					"epoch", epoch, "start_offset", startOffset, "latest_epoch", last.Epoch, "latest_start_offset", last.StartOffset)
+			}
+			return false, nil
+		}
+	}
+	next := append(slices.Clip(c.entries), EpochEntry{epoch, startOffset})
+	return true, c.setLocked(next)
+}
+
+// EndOffsetFor answers OffsetsForLeaderEpoch for epoch on a log whose end is
+// leo: the largest known epoch <= epoch, and the start offset of the epoch
+// after it, or leo when it is the latest. It returns (UndefinedEpoch,
+// UndefinedEpochOffset) when epoch is undefined, below the first known epoch,
+// above the latest, or the cache is empty.
+func (c *LeaderEpochCache) EndOffsetFor(epoch int32, leo int64) (int32, int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := len(c.entries)
+	if epoch < 0 || n == 0 || epoch < c.entries[0].Epoch || epoch > c.entries[n-1].Epoch {
+		return UndefinedEpoch, UndefinedEpochOffset
+	}
+	// i is the first entry with Epoch > epoch; i >= 1 because entries[0].Epoch <= epoch.
+	i, _ := slices.BinarySearchFunc(c.entries, epoch+1, func(e EpochEntry, t int32) int { return cmpInt(e.Epoch, t) })
+	if i == n {
+		return c.entries[n-1].Epoch, leo
+	}
+	return c.entries[i-1].Epoch, c.entries[i].StartOffset
+}
+
+// TruncateFromEnd drops every entry starting at or after endOffset, after
+// the log was truncated to endOffset.
+func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.entries)
+	for i > 0 && c.entries[i-1].StartOffset >= endOffset {
+		i--
+	}
+	if i == len(c.entries) {
+		return nil
+	}
+	return c.setLocked(slices.Clone(c.entries[:i]))
+}
+
+// TruncateFromStart drops entries wholly below startOffset, the new log start:
+// the last entry starting at or below it is kept, moved to startOffset.
+func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := 0
+	for i < len(c.entries) && c.entries[i].StartOffset <= startOffset {
+		i++
+	}
+	if i == 0 || (i == 1 && c.entries[0].StartOffset == startOffset) {
+		return nil
+	}
+	next := append([]EpochEntry{{c.entries[i-1].Epoch, startOffset}}, c.entries[i:]...)
+	return c.setLocked(next)
+}
+
+// Clear drops every entry.
+func (c *LeaderEpochCache) Clear() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) == 0 {
+		return nil
+	}
+	return c.setLocked(nil)
+}
+
+// Latest returns the newest entry.
+func (c *LeaderEpochCache) Latest() (EpochEntry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.entries) == 0 {
+		return EpochEntry{}, false
+	}
+	return c.entries[len(c.entries)-1], true
+}
+
+// LatestEpoch returns the newest epoch, or UndefinedEpoch.
+func (c *LeaderEpochCache) LatestEpoch() int32 {
+	if e, ok := c.Latest(); ok {
+		return e.Epoch
+	}
+	return UndefinedEpoch
+}
+
+// Entries returns a copy of the entries, oldest first.
+func (c *LeaderEpochCache) Entries() []EpochEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.entries)
+}
+
+func cmpInt[T ~int32 | ~int64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)

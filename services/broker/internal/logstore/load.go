@@ -1,0 +1,525 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/recordbatch"
+)
+
+// Open opens (or creates) the partition log in opts.Dir, recovering it as
+// described in the package comment. A damaged tail is cut with a warning and
+// counted in Stats; an error is returned only when the log cannot be loaded
+// safely (unreadable directory or file, corrupt leader-epoch checkpoint), and
+// names the file and the reason.
+func Open(opts Options) (*Log, error) {
+	if opts.FS == nil {
+		opts.FS = vfs.OS
+	}
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{fs: opts.FS, dir: strings.TrimSuffix(opts.Dir, "/"), logger: opts.Logger, now: opts.Now,
+		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered}
+	if l.logger == nil {
+		l.logger = discardLogger
+	}
+	l.logger = l.logger.With("dir", l.dir)
+	if l.now == nil {
+		l.now = time.Now
+	}
+	cfg := opts.Config
+	l.cfg.Store(&cfg)
+
+	segs, err := l.load(opts)
+	if err != nil {
+		for _, s := range segs {
+			s.closeFiles()
+		}
+		return nil, err
+	}
+	l.lastFlush.Store(l.now().UnixNano())
+	return l, nil
+}
+
+func (l *Log) load(opts Options) ([]*segment, error) {
+	if err := l.fs.MkdirAll(l.dir); err != nil {
+		return nil, storageErr(err, "creating partition directory %s", l.dir)
+	}
+	bases, err := l.scanDir()
+	if err != nil {
+		return nil, err
+	}
+	epochEntries, epochFound, err := readEpochCheckpoint(l.fs, l.dir)
+	if err != nil {
+		return nil, storageErr(err, "loading leader epochs of %s", l.dir)
+	}
+
+	var segs []*segment
+	rebuild := map[*segment]bool{}
+	for _, base := range bases {
+		s, bad, err := openSegment(l.fs, l.dir, base)
+		if err != nil {
+			return segs, err
+		}
+		segs = append(segs, s)
+		rebuild[s] = bad
+	}
+	if segs, err = l.recoverSegments(segs, rebuild, opts); err != nil {
+		return segs, err
+	}
+	if len(segs) == 0 {
+		s, err := createSegment(l.fs, l.dir, max(opts.LogStartOffset, 0))
+		if err != nil {
+			return nil, err
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			s.closeFiles()
+			return nil, storageErr(err, "syncing %s", l.dir)
+		}
+		segs = []*segment{s}
+	}
+	for _, s := range segs[:len(segs)-1] {
+		if err := s.seal(); err != nil {
+			return segs, err
+		}
+		// Trusted indexes are covered by the recovery point; rebuilt ones
+		// were synced by recoverSegment.
+		s.indexesDurable.Store(true)
+	}
+	act := segs[len(segs)-1]
+	if err := act.index.activate(); err != nil {
+		return segs, storageErr(err, "reading index %s", act.index.path)
+	}
+	if err := act.timeIndex.activate(); err != nil {
+		return segs, storageErr(err, "reading time index %s", act.timeIndex.path)
+	}
+	l.initRollBase(act)
+	l.publish(segs)
+
+	leo := act.next
+	l.leo.Store(leo)
+	start := max(opts.LogStartOffset, segs[0].base)
+	if start > leo {
+		l.logger.Warn("log start offset checkpoint is beyond the log end; using the log end", "log_start_offset", start, "log_end_offset", leo)
+		start = leo
+	}
+	l.logStart.Store(start)
+	if opts.CleanShutdown {
+		l.recoveryPoint.Store(leo)
+	} else {
+		l.recoveryPoint.Store(min(max(opts.RecoveryPoint, 0), leo))
+	}
+
+	if err := l.loadEpochs(epochEntries, epochFound); err != nil {
+		return segs, err
+	}
+	trusted := l.recoveryPoint.Load()
+	if err := l.loadProducers(trusted); err != nil {
+		return segs, err
+	}
+	return segs, nil
+}
+
+// scanDir lists the segment bases and clears leftovers: temp files of
+// interrupted atomic writes and indexes whose log file is gone.
+func (l *Log) scanDir() ([]int64, error) {
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, storageErr(err, "listing partition directory %s", l.dir)
+	}
+	var bases []int64
+	indexes := map[int64][]string{}
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		if strings.HasSuffix(name, tmpSuffix) {
+			_ = l.fs.Remove(l.dir + "/" + name)
+			continue
+		}
+		if b, ok := parseOffsetName(name, logSuffix); ok {
+			bases = append(bases, b)
+			continue
+		}
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if b, ok := parseOffsetName(name, suf); ok {
+				indexes[b] = append(indexes[b], name)
+			}
+		}
+	}
+	slices.Sort(bases)
+	for b, names := range indexes {
+		if _, ok := slices.BinarySearch(bases, b); !ok {
+			for _, n := range names {
+				_ = l.fs.Remove(l.dir + "/" + n)
+			}
+		}
+	}
+	return bases, nil
+}
+
+// openSegment opens an existing segment. bad is true when an index was
+// missing or malformed and has been recreated empty, to be rebuilt.
+func openSegment(fsys vfs.FS, dir string, base int64) (s *segment, bad bool, err error) {
+	lp, ip, tp := segmentPaths(dir, base)
+	s = &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base}
+	s.maxTS.Store(-1)
+	if s.log, err = fsys.Open(lp); err != nil {
+		return nil, false, storageErr(err, "opening segment %s", lp)
+	}
+	size, err := s.log.Size()
+	if err != nil {
+		s.closeFiles()
+		return nil, false, storageErr(err, "reading the size of %s", lp)
+	}
+	s.size.Store(size)
+	open := func(path string, entry int) (*sparseIndex, error) {
+		ix, err := openIndex(fsys, path, entry, false)
+		if err == nil {
+			return ix, nil
+		}
+		bad = true
+		if ix, err = openIndex(fsys, path, entry, true); err != nil {
+			return nil, storageErr(err, "recreating index %s", path)
+		}
+		return ix, nil
+	}
+	if s.index, err = open(ip, offsetEntrySize); err != nil {
+		s.closeFiles()
+		return nil, false, err
+	}
+	if s.timeIndex, err = open(tp, timeEntrySize); err != nil {
+		s.closeFiles()
+		return nil, false, err
+	}
+	return s, bad, nil
+}
+
+// recoverSegments checks every segment and returns the ones kept: the
+// longest run of intact, contiguous segments, the last possibly cut short.
+func (l *Log) recoverSegments(segs []*segment, rebuild map[*segment]bool, opts Options) ([]*segment, error) {
+	from := len(segs) // first segment to re-validate in full
+	if !opts.CleanShutdown {
+		from = 0
+		for i, s := range segs {
+			if s.base <= opts.RecoveryPoint {
+				from = i
+			}
+		}
+	}
+	for i, s := range segs {
+		if i > 0 && segs[i-1].next != s.base {
+			l.truncated("segment does not follow on from the previous one", "segment", s.logPath,
+				"expected_base", segs[i-1].next)
+			return l.dropSegments(segs, i)
+		}
+		full := i >= from || rebuild[s]
+		if !full {
+			ok, err := l.checkSegment(s, i == len(segs)-1)
+			if err != nil {
+				return segs, err
+			}
+			if !ok {
+				l.stats.rebuiltIndexes.Add(1)
+				l.logger.Warn("rebuilding index that failed its sanity check", "segment", s.logPath)
+				full = true
+			}
+		} else if rebuild[s] {
+			l.stats.rebuiltIndexes.Add(1)
+			l.logger.Warn("rebuilding missing or malformed index", "segment", s.logPath)
+		}
+		if full {
+			cut, err := l.recoverSegment(s)
+			if err != nil {
+				return segs, err
+			}
+			if cut && i+1 < len(segs) {
+				return l.dropSegments(segs, i+1)
+			}
+		}
+	}
+	return segs, nil
+}
+
+// truncated logs and counts one recovery truncation.
+func (l *Log) truncated(msg string, args ...any) {
+	l.stats.recoveredTruncations.Add(1)
+	l.logger.Warn("recovery truncated the log: "+msg, args...)
+}
+
+// dropSegments deletes segs[from:], newest first, so a crash part-way still
+// leaves a prefix of the log.
+func (l *Log) dropSegments(segs []*segment, from int) ([]*segment, error) {
+	for i := len(segs) - 1; i >= from; i-- {
+		if err := segs[i].remove(l.fs); err != nil {
+			return segs[:i], err
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return segs[:from], storageErr(err, "syncing %s", l.dir)
+	}
+	return segs[:from], nil
+}
+
+// recoverSegment re-validates every batch of s (CRC, structure, contiguous
+// offsets from the segment base, a leader epoch), cuts the file at the first
+// bad or torn batch, and rebuilds both indexes. cut reports a truncation.
+func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
+	size, err := s.log.Size()
+	if err != nil {
+		return false, storageErr(err, "reading the size of %s", s.logPath)
+	}
+	if err := s.index.reset(); err != nil {
+		return false, storageErr(err, "resetting %s", s.index.path)
+	}
+	if err := s.timeIndex.reset(); err != nil {
+		return false, storageErr(err, "resetting %s", s.timeIndex.path)
+	}
+	s.maxTS.Store(-1)
+	s.next, s.offsetOfMaxTS, s.bytesSinceIndex = s.base, s.base, 0
+	interval := l.Config().IndexIntervalBytes
+
+	r := newBatchReader(s.log, s.logPath, size, recoveryWindow)
+	pos := int64(0)
+	var reason error
+	for pos < size {
+		_, bsize, err := r.header(pos)
+		if err != nil {
+			if !errors.Is(err, errTorn) {
+				return false, err
+			}
+			reason = err
+			break
+		}
+		b, err := r.whole(pos, bsize)
+		if err != nil {
+			return false, err
+		}
+		if reason = b.Validate(); reason != nil {
+			break
+		}
+		if b.BaseOffset() != s.next {
+			reason = fmt.Errorf("batch at position %d has offset %d, expected %d", pos, b.BaseOffset(), s.next)
+			break
+		}
+		if b.PartitionLeaderEpoch() < 0 {
+			reason = fmt.Errorf("batch at position %d has no leader epoch", pos)
+			break
+		}
+		s.indexBatch(b, pos, interval)
+		pos += bsize
+	}
+	s.size.Store(pos)
+	if pos < size {
+		l.truncated(reason.Error(), "segment", s.logPath, "position", pos, "dropped_bytes", size-pos)
+		if err := s.log.Truncate(pos); err != nil {
+			return true, storageErr(err, "truncating %s", s.logPath)
+		}
+		if err := s.log.Sync(); err != nil {
+			return true, storageErr(err, "syncing %s", s.logPath)
+		}
+		cut = true
+	}
+	s.maybeAppendTimeEntry()
+	for _, ix := range []*sparseIndex{s.index, s.timeIndex} {
+		if err := ix.flush(); err != nil {
+			return cut, storageErr(err, "writing %s", ix.path)
+		}
+		if err := ix.sync(); err != nil {
+			return cut, storageErr(err, "syncing %s", ix.path)
+		}
+	}
+	return cut, nil
+}
+
+// checkSegment sanity-checks a segment whose data is trusted: the last index
+// entries must point at real batches, and the batches after the last offset
+// index entry (validated in full for the last segment) must walk cleanly to
+// the end of the file. It sets next and the timestamp bookkeeping. ok=false
+// means the segment must be recovered in full.
+func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
+	size := s.size.Load()
+	if size > 0 && s.timeIndex.count == 0 {
+		return false, nil
+	}
+	from, expect := int64(0), s.base
+	if e, found, err := s.index.last(); err != nil {
+		return false, storageErr(err, "reading %s", s.index.path)
+	} else if found {
+		rel, pos := decodeOffsetEntry(e)
+		from, expect = int64(pos), s.base+int64(rel)
+		if from >= size {
+			return false, nil
+		}
+	}
+	r := newBatchReader(s.log, s.logPath, size, recoveryWindow)
+	maxTS := int64(-1)
+	for pos := from; pos < size; {
+		h, bsize, err := r.header(pos)
+		if errors.Is(err, errTorn) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if h.BaseOffset() != expect || h.LastOffsetDelta() < 0 {
+			return false, nil
+		}
+		if last {
+			b, err := r.whole(pos, bsize)
+			if err != nil {
+				return false, err
+			}
+			if b.Validate() != nil {
+				return false, nil
+			}
+		}
+		maxTS = max(maxTS, h.MaxTimestamp())
+		expect = h.NextOffset()
+		pos += bsize
+	}
+	s.next = expect
+	if s.timeIndex.count > 0 {
+		e, _, err := s.timeIndex.last()
+		if err != nil {
+			return false, storageErr(err, "reading %s", s.timeIndex.path)
+		}
+		// Sealing and Close end the time index with the segment's largest
+		// timestamp; a newer one in the tail means entries are missing.
+		ts, rel := decodeTimeEntry(e)
+		if s.base+int64(rel) >= s.next || ts < maxTS {
+			return false, nil
+		}
+		maxTS, s.offsetOfMaxTS = ts, s.base+int64(rel)
+	}
+	s.maxTS.Store(maxTS)
+	s.bytesSinceIndex = size - from
+	return true, nil
+}
+
+// initRollBase starts the active segment's segment.ms clock: the first
+// batch's timestamp if that is earlier than now (Kafka's rule), else now.
+func (l *Log) initRollBase(s *segment) {
+	if s.size.Load() == 0 {
+		return
+	}
+	now := l.now()
+	s.rollBase = now
+	r := newBatchReader(s.log, s.logPath, s.size.Load(), recordbatch.HeaderSize)
+	if h, _, err := r.header(0); err == nil {
+		if t := time.UnixMilli(h.MaxTimestamp()); t.Before(now) {
+			s.rollBase = t
+		}
+	}
+}
+
+// loadEpochs installs the leader-epoch cache. A missing checkpoint on a
+// non-empty log is rebuilt from the batches' epochs.
+func (l *Log) loadEpochs(entries []EpochEntry, found bool) error {
+	persist := func(e []EpochEntry) error { return writeEpochCheckpoint(l.fs, l.dir, e) }
+	if !found && l.LogEndOffset() > l.segments()[0].base {
+		l.logger.Warn("leader epoch checkpoint missing; rebuilding it from the log")
+		c := NewLeaderEpochCache(nil, nil, discardLogger)
+		err := l.walkLog(l.segments()[0].base, l.LogEndOffset(), func(h recordbatch.Batch) {
+			c.Assign(h.PartitionLeaderEpoch(), h.BaseOffset())
+		})
+		if err != nil {
+			return err
+		}
+		entries = c.Entries()
+		if err := persist(entries); err != nil {
+			return err
+		}
+	}
+	l.epochs = NewLeaderEpochCache(entries, persist, l.logger)
+	if err := l.epochs.TruncateFromEnd(l.LogEndOffset()); err != nil {
+		return err
+	}
+	return l.epochs.TruncateFromStart(l.LogStartOffset())
+}
+
+// loadProducers rebuilds the producer table from the newest usable snapshot
+// at or below trusted, then replays later batches. Snapshots beyond the log
+// end are deleted; unreadable ones are deleted with a warning.
+func (l *Log) loadProducers(trusted int64) error {
+	snaps, err := listSnapshots(l.fs, l.dir)
+	if err != nil {
+		return err
+	}
+	leo := l.LogEndOffset()
+	for _, off := range snaps {
+		if off > leo {
+			if err := removeSnapshot(l.fs, l.dir, off); err != nil {
+				return err
+			}
+		}
+	}
+	ps, from := newProducerState(), l.segments()[0].base
+	for i := len(snaps) - 1; i >= 0; i-- {
+		off := snaps[i]
+		if off > trusted {
+			continue
+		}
+		path := l.dir + "/" + offsetName(off, snapshotSuffix)
+		data, err := vfs.ReadFile(l.fs, path)
+		if err != nil {
+			return storageErr(err, "reading producer snapshot %s", path)
+		}
+		loaded, err := decodeSnapshot(data)
+		if err != nil {
+			l.logger.Warn("deleting unreadable producer snapshot", "file", path, "err", err)
+			if err := removeSnapshot(l.fs, l.dir, off); err != nil {
+				return err
+			}
+			continue
+		}
+		ps, from = loaded, max(off, from)
+		break
+	}
+	if err := l.walkLog(from, leo, ps.apply); err != nil {
+		return err
+	}
+	ps.evictBelow(l.LogStartOffset())
+	l.producers = ps
+	return nil
+}
+
+// walkLog calls fn with the header of every batch whose base offset is in
+// [from, to).
+func (l *Log) walkLog(from, to int64, fn func(h recordbatch.Batch)) error {
+	for _, s := range l.segments() {
+		if s.next <= from || s.base >= to {
+			continue
+		}
+		start := int64(0)
+		if from > s.base {
+			pos, _, found, err := findBatch(s, from, s.size.Load())
+			if err != nil {
+				return err
+			}
+			if !found {
+				continue
+			}
+			start = pos
+		}
+		err := walkHeaders(s, start, s.size.Load(), func(h recordbatch.Batch, _, _ int64) bool {
+			if h.BaseOffset() >= to {
+				return false
+			}
+			if h.BaseOffset() >= from {
+				fn(h)
+			}
+			return true
+		})
+		if err != nil {
+			return tornAsStorage(err, s.logPath)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,419 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+)
+
+// ManagerOptions configures the Manager of one data directory.
+type ManagerOptions struct {
+	FS     vfs.FS // nil is the OS
+	Dir    string // the data directory
+	Logger *slog.Logger
+	Now    func() time.Time
+	// ConfigFor returns the configuration of a topic's logs found on disk;
+	// nil uses DefaultConfig.
+	ConfigFor func(topic string) Config
+	// HighWatermark returns a partition's current high watermark, for the
+	// replication-offset-checkpoint and for retention. ok=false keeps the
+	// last known value and skips retention for the partition.
+	HighWatermark func(TopicPartition) (hw int64, ok bool)
+
+	// Intervals of the background work; zero picks the default shown.
+	HighWatermarkCheckpointInterval time.Duration // 5 s
+	RecoveryCheckpointInterval      time.Duration // 60 s (recovery points and log starts)
+	RetentionCheckInterval          time.Duration // 5 min (retention, producer expiry)
+	FlushCheckInterval              time.Duration // 1 s (flush.ms)
+	// NoBackground turns the periodic work off; tests call the methods.
+	NoBackground bool
+}
+
+// Manager owns the partition logs of one data directory and its per-dir
+// files: replication-offset-checkpoint, recovery-point-offset-checkpoint,
+// log-start-offset-checkpoint and the clean-shutdown marker. Safe for
+// concurrent use.
+type Manager struct {
+	opts   ManagerOptions
+	logger *slog.Logger
+	clean  bool
+
+	mu          sync.Mutex
+	logs        map[TopicPartition]*Log
+	offline     map[TopicPartition]error
+	recoveredHW map[TopicPartition]int64
+	// Checkpointed values kept for partitions that are not open, so a
+	// rewrite does not lose them.
+	keptHW, keptRecovery, keptStart map[TopicPartition]int64
+	lastHW                          map[TopicPartition]int64
+	closed                          bool
+
+	ckptMu sync.Mutex // serialises checkpoint writes
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// OpenManager opens every partition log in opts.Dir. A partition that cannot
+// be opened is reported by Offline and left alone; a corrupt
+// replication-offset or log-start checkpoint fails the whole directory, a
+// corrupt recovery-point checkpoint only forces full recovery.
+func OpenManager(opts ManagerOptions) (*Manager, error) {
+	if opts.FS == nil {
+		opts.FS = vfs.OS
+	}
+	if opts.Logger == nil {
+		opts.Logger = discardLogger
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ConfigFor == nil {
+		opts.ConfigFor = func(string) Config { return DefaultConfig() }
+	}
+	opts.Dir = strings.TrimSuffix(opts.Dir, "/")
+	m := &Manager{
+		opts: opts, logger: opts.Logger.With("data_dir", opts.Dir),
+		logs: map[TopicPartition]*Log{}, offline: map[TopicPartition]error{}, recoveredHW: map[TopicPartition]int64{},
+		lastHW: map[TopicPartition]int64{},
+	}
+	fsys, dir := opts.FS, opts.Dir
+	if err := fsys.MkdirAll(dir); err != nil {
+		return nil, storageErr(err, "creating data directory %s", dir)
+	}
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, storageErr(err, "listing data directory %s", dir)
+	}
+	_, err = fsys.Stat(dir + "/" + cleanShutdownMarkerFile)
+	m.clean = err == nil
+	recovery, err := ReadOffsetCheckpoint(fsys, dir, recoveryCheckpointFile)
+	if err != nil {
+		m.logger.Warn("recovery point checkpoint unreadable; recovering every log in full", "err", err)
+		recovery, m.clean = map[TopicPartition]int64{}, false
+	}
+	starts, err := ReadOffsetCheckpoint(fsys, dir, logStartCheckpointFile)
+	if err != nil {
+		return nil, storageErr(err, "loading data directory %s", dir)
+	}
+	hws, err := ReadOffsetCheckpoint(fsys, dir, hwCheckpointFile)
+	if err != nil {
+		return nil, storageErr(err, "loading data directory %s", dir)
+	}
+	// From here on a crash must count as unclean.
+	if m.clean {
+		if err := fsys.Remove(dir + "/" + cleanShutdownMarkerFile); err != nil {
+			return nil, storageErr(err, "removing %s/%s", dir, cleanShutdownMarkerFile)
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			return nil, storageErr(err, "syncing %s", dir)
+		}
+	}
+	m.keptHW, m.keptRecovery, m.keptStart = hws, recovery, starts
+
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() {
+			continue
+		}
+		if strings.HasSuffix(name, deletingSuffix) {
+			if err := fsys.RemoveAll(dir + "/" + name); err != nil {
+				m.logger.Warn("could not finish deleting a partition", "dir", name, "err", err)
+			}
+			continue
+		}
+		tp, err := ParseTopicPartition(name)
+		if err != nil {
+			m.logger.Warn("ignoring directory that is not a partition", "dir", name, "err", err)
+			continue
+		}
+		l, err := Open(Options{
+			FS: fsys, Dir: dir + "/" + name, Config: opts.ConfigFor(tp.Topic),
+			Logger: opts.Logger.With("partition", tp.String()), Now: opts.Now,
+			CleanShutdown: m.clean, RecoveryPoint: recovery[tp], LogStartOffset: starts[tp],
+			RecoveryPointLowered: m.persistRecoveryPoints,
+		})
+		if err != nil {
+			m.logger.Error("partition offline: its log cannot be opened", "partition", tp.String(), "err", err)
+			m.offline[tp] = err
+			continue
+		}
+		m.logs[tp] = l
+		m.recoveredHW[tp] = min(max(hws[tp], l.LogStartOffset()), l.LogEndOffset())
+	}
+	if !opts.NoBackground {
+		m.stop, m.done = make(chan struct{}), make(chan struct{})
+		go m.background()
+	}
+	return m, nil
+}
+
+// HadCleanShutdown reports whether the directory was shut down cleanly last time.
+func (m *Manager) HadCleanShutdown() bool { return m.clean }
+
+// Log returns an open partition log.
+func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.logs[tp]
+	return l, ok
+}
+
+// Partitions lists the open partitions, sorted.
+func (m *Manager) Partitions() []TopicPartition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(m.logs), func(a, b TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return cmpInt(a.Partition, b.Partition)
+	})
+}
+
+// Offline returns the partitions whose logs could not be opened, and why.
+func (m *Manager) Offline() map[TopicPartition]error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.offline)
+}
+
+// RecoveredHighWatermark is the checkpointed high watermark found at open,
+// clamped to [log start, LEO] of the recovered log; 0 clamped when none was
+// checkpointed. ok is false for partitions not opened at startup.
+func (m *Manager) RecoveredHighWatermark(tp TopicPartition) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hw, ok := m.recoveredHW[tp]
+	return hw, ok
+}
+
+// GetOrCreate returns the partition's log, creating it (empty) if absent.
+func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
+	if err := tp.Validate(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if l, ok := m.logs[tp]; ok {
+		return l, nil
+	}
+	if err, ok := m.offline[tp]; ok {
+		return nil, fmt.Errorf("partition %s is offline: %w", tp, err)
+	}
+	l, err := Open(Options{
+		FS: m.opts.FS, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
+		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
+		RecoveryPointLowered: m.persistRecoveryPoints,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.opts.FS.SyncDir(m.opts.Dir); err != nil {
+		l.Close()
+		return nil, storageErr(err, "syncing %s", m.opts.Dir)
+	}
+	m.logs[tp] = l
+	return l, nil
+}
+
+// Delete closes the partition's log and removes its directory: renamed
+// first, so a crash part-way leaves a directory the next open finishes
+// deleting rather than a damaged log.
+func (m *Manager) Delete(tp TopicPartition) error {
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	delete(m.logs, tp)
+	delete(m.offline, tp)
+	delete(m.recoveredHW, tp)
+	delete(m.keptHW, tp)
+	delete(m.keptRecovery, tp)
+	delete(m.keptStart, tp)
+	delete(m.lastHW, tp)
+	m.mu.Unlock()
+	if ok {
+		_ = l.Close()
+	}
+	fsys, dir := m.opts.FS, m.opts.Dir+"/"+tp.String()
+	if _, err := fsys.Stat(dir); vfs.IsNotExist(err) {
+		return nil
+	}
+	doomed := fmt.Sprintf("%s.%d%s", dir, m.opts.Now().UnixNano(), deletingSuffix)
+	if err := fsys.Rename(dir, doomed); err != nil {
+		return storageErr(err, "renaming %s for deletion", dir)
+	}
+	if err := fsys.SyncDir(m.opts.Dir); err != nil {
+		return storageErr(err, "syncing %s", m.opts.Dir)
+	}
+	if err := fsys.RemoveAll(doomed); err != nil {
+		return storageErr(err, "deleting %s", doomed)
+	}
+	return nil
+}
+
+// CheckpointHighWatermarks writes replication-offset-checkpoint from the
+// HighWatermark getter (the Manager does so every 5 s and at Close).
+func (m *Manager) CheckpointHighWatermarks() error {
+	m.ckptMu.Lock()
+	defer m.ckptMu.Unlock()
+	m.mu.Lock()
+	out := maps.Clone(m.keptHW)
+	for tp := range m.logs {
+		hw, ok := int64(0), false
+		if m.opts.HighWatermark != nil {
+			hw, ok = m.opts.HighWatermark(tp)
+		}
+		if !ok {
+			if hw, ok = m.lastHW[tp]; !ok {
+				hw, ok = m.recoveredHW[tp]
+			}
+		}
+		if ok {
+			out[tp] = hw
+			m.lastHW[tp] = hw
+		}
+	}
+	m.mu.Unlock()
+	return WriteOffsetCheckpoint(m.opts.FS, m.opts.Dir, hwCheckpointFile, out)
+}
+
+// CheckpointRecoveryPoints writes recovery-point-offset-checkpoint and
+// log-start-offset-checkpoint from the open logs.
+func (m *Manager) CheckpointRecoveryPoints() error {
+	m.ckptMu.Lock()
+	defer m.ckptMu.Unlock()
+	m.mu.Lock()
+	rps, starts := maps.Clone(m.keptRecovery), maps.Clone(m.keptStart)
+	for tp, l := range m.logs {
+		rps[tp], starts[tp] = l.RecoveryPoint(), l.LogStartOffset()
+	}
+	m.mu.Unlock()
+	return errors.Join(
+		WriteOffsetCheckpoint(m.opts.FS, m.opts.Dir, recoveryCheckpointFile, rps),
+		WriteOffsetCheckpoint(m.opts.FS, m.opts.Dir, logStartCheckpointFile, starts),
+	)
+}
+
+// persistRecoveryPoints is each Log's RecoveryPointLowered hook.
+func (m *Manager) persistRecoveryPoints() {
+	if err := m.CheckpointRecoveryPoints(); err != nil {
+		m.logger.Warn("recovery point checkpoint after truncation failed", "err", err)
+	}
+}
+
+// Close stops the background work, closes every log (flushing it), writes
+// the checkpoints and, if all of that succeeded and no partition is offline,
+// the clean-shutdown marker.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	logs := maps.Clone(m.logs)
+	offline := len(m.offline)
+	m.mu.Unlock()
+	if m.stop != nil {
+		close(m.stop)
+		<-m.done
+	}
+	var errs []error
+	for tp, l := range logs {
+		if err := l.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing %s: %w", tp, err))
+		}
+	}
+	errs = append(errs, m.CheckpointHighWatermarks(), m.CheckpointRecoveryPoints())
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if offline > 0 {
+		m.logger.Warn("not marking a clean shutdown: some partitions are offline", "offline", offline)
+		return nil
+	}
+	if err := vfs.WriteFileAtomic(m.opts.FS, m.opts.Dir, cleanShutdownMarkerFile, nil); err != nil {
+		return storageErr(err, "writing %s/%s", m.opts.Dir, cleanShutdownMarkerFile)
+	}
+	return nil
+}
+
+func (m *Manager) openLogs() map[TopicPartition]*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.logs)
+}
+
+// RunRetention applies retention and producer expiry to every log whose
+// high watermark is known.
+func (m *Manager) RunRetention() {
+	for tp, l := range m.openLogs() {
+		if m.opts.HighWatermark == nil {
+			break
+		}
+		hw, ok := m.opts.HighWatermark(tp)
+		if !ok {
+			continue
+		}
+		if n, err := l.DeleteOldSegments(hw); err != nil {
+			m.logger.Warn("retention failed", "partition", tp.String(), "err", err)
+		} else if n > 0 {
+			m.logger.Info("deleted old segments", "partition", tp.String(), "segments", n, "log_start_offset", l.LogStartOffset())
+		}
+		l.ExpireProducers()
+	}
+}
+
+// FlushDue applies flush.ms to every log.
+func (m *Manager) FlushDue() {
+	for tp, l := range m.openLogs() {
+		if err := l.FlushIfDue(); err != nil && !errors.Is(err, ErrClosed) {
+			m.logger.Warn("scheduled flush failed", "partition", tp.String(), "err", err)
+		}
+	}
+}
+
+func (m *Manager) background() {
+	defer close(m.done)
+	every := func(d, def time.Duration) *time.Ticker {
+		if d <= 0 {
+			d = def
+		}
+		return time.NewTicker(d)
+	}
+	hw := every(m.opts.HighWatermarkCheckpointInterval, 5*time.Second)
+	rp := every(m.opts.RecoveryCheckpointInterval, time.Minute)
+	ret := every(m.opts.RetentionCheckInterval, 5*time.Minute)
+	fl := every(m.opts.FlushCheckInterval, time.Second)
+	defer hw.Stop()
+	defer rp.Stop()
+	defer ret.Stop()
+	defer fl.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-hw.C:
+			if err := m.CheckpointHighWatermarks(); err != nil {
+				m.logger.Warn("high watermark checkpoint failed", "err", err)
+			}
+		case <-rp.C:
+			if err := m.CheckpointRecoveryPoints(); err != nil {
+				m.logger.Warn("recovery point checkpoint failed", "err", err)
+			}
+		case <-ret.C:
+			m.RunRetention()
+		case <-fl.C:
+			m.FlushDue()
+		}
+	}
+}

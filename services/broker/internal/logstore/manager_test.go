@@ -1,0 +1,292 @@
+package logstore
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/platform/kerr"
+)
+
+// hwTable is a settable HighWatermark getter.
+type hwTable struct {
+	mu sync.Mutex
+	m  map[TopicPartition]int64
+}
+
+func (h *hwTable) get(tp TopicPartition) (int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.m[tp]
+	return v, ok
+}
+
+func (h *hwTable) set(tp TopicPartition, v int64) {
+	h.mu.Lock()
+	h.m[tp] = v
+	h.mu.Unlock()
+}
+
+func openManager(t *testing.T, fsys vfs.FS, hw *hwTable) *Manager {
+	t.Helper()
+	m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: hw.get, NoBackground: true,
+		ConfigFor: func(string) Config { return smallConfig() }})
+	if err != nil {
+		t.Fatalf("OpenManager: %v", err)
+	}
+	return m
+}
+
+var (
+	tpA = TopicPartition{"orders", 0}
+	tpB = TopicPartition{"orders-eu", 3}
+)
+
+func TestManagerCleanShutdownRoundTrip(t *testing.T) {
+	fsys := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	m := openManager(t, fsys, hw)
+	if m.HadCleanShutdown() {
+		t.Fatal("a fresh directory reported a clean shutdown")
+	}
+	for _, tp := range []TopicPartition{tpA, tpB} {
+		l, err := m.GetOrCreate(tp, smallConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 20, 3, 40)
+	}
+	hw.set(tpA, 30)
+	hw.set(tpB, 9999) // beyond the LEO: clamped on recovery
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat("/data/" + cleanShutdownMarkerFile); err != nil {
+		t.Fatal("no clean-shutdown marker after Close")
+	}
+	hws, _ := ReadOffsetCheckpoint(fsys, "/data", hwCheckpointFile)
+	rps, _ := ReadOffsetCheckpoint(fsys, "/data", recoveryCheckpointFile)
+	if hws[tpA] != 30 || hws[tpB] != 9999 || rps[tpA] != 60 || rps[tpB] != 60 {
+		t.Fatalf("checkpoints hw %v rp %v", hws, rps)
+	}
+
+	m2 := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	defer m2.Close()
+	if !m2.HadCleanShutdown() {
+		t.Fatal("clean shutdown not seen")
+	}
+	if _, err := fsys.Stat("/data/" + cleanShutdownMarkerFile); err == nil {
+		t.Fatal("marker still present after open: a crash now would look clean")
+	}
+	if got := m2.Partitions(); len(got) != 2 || got[0] != tpA || got[1] != tpB {
+		t.Fatalf("partitions %v", got)
+	}
+	if h, _ := m2.RecoveredHighWatermark(tpA); h != 30 {
+		t.Fatalf("recovered hw A %d", h)
+	}
+	if h, _ := m2.RecoveredHighWatermark(tpB); h != 60 {
+		t.Fatalf("recovered hw B %d, want clamped to LEO 60", h)
+	}
+	l, _ := m2.Log(tpA)
+	if l.LogEndOffset() != 60 || l.Stats().RebuiltIndexes != 0 {
+		t.Fatalf("reopened log %+v", l.Stats())
+	}
+	// The HW checkpoint keeps the recovered value until the getter knows better.
+	if err := m2.CheckpointHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	if hws, _ := ReadOffsetCheckpoint(fsys, "/data", hwCheckpointFile); hws[tpA] != 30 {
+		t.Fatalf("hw checkpoint lost a value: %v", hws)
+	}
+}
+
+func TestManagerUncleanShutdownClampsHW(t *testing.T) {
+	fsys := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	m := openManager(t, fsys, hw)
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 10, 3, 40)
+	l.Flush()
+	hw.set(tpA, 30)
+	if err := m.CheckpointHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckpointRecoveryPoints(); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 10, 3, 40) // unflushed
+	crashed := fsys.CrashClone(3)
+	m.Close()
+
+	m2 := openManager(t, crashed, &hwTable{m: map[TopicPartition]int64{}})
+	defer m2.Close()
+	if m2.HadCleanShutdown() {
+		t.Fatal("crash reported as clean")
+	}
+	l2, _ := m2.Log(tpA)
+	if l2.LogEndOffset() < 30 {
+		t.Fatalf("flushed data lost: LEO %d", l2.LogEndOffset())
+	}
+	if h, _ := m2.RecoveredHighWatermark(tpA); h != min(30, l2.LogEndOffset()) {
+		t.Fatalf("recovered hw %d", h)
+	}
+}
+
+func TestManagerCorruptCheckpoints(t *testing.T) {
+	for _, name := range []string{hwCheckpointFile, logStartCheckpointFile} {
+		fsys := newMem(t)
+		f, _ := fsys.Create("/data/" + name)
+		f.WriteAt([]byte("0\n1\norders 0 zz\n"), 0)
+		f.Close()
+		_, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", NoBackground: true})
+		if kerr.CodeOf(err) != kerr.KafkaStorageError || !strings.Contains(err.Error(), name+":3") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// A corrupt recovery point checkpoint only costs a full recovery.
+	fsys := newMem(t)
+	m := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 10, 3, 40)
+	m.Close()
+	f, _ := fsys.Create("/data/" + recoveryCheckpointFile)
+	f.WriteAt([]byte("garbage"), 0)
+	f.Close()
+	var logs bytes.Buffer
+	m2, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", NoBackground: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if m2.HadCleanShutdown() || !strings.Contains(logs.String(), recoveryCheckpointFile) {
+		t.Fatalf("clean=%v, log:\n%s", m2.HadCleanShutdown(), logs.String())
+	}
+	if l2, ok := m2.Log(tpA); !ok || l2.LogEndOffset() != 30 {
+		t.Fatal("log not recovered")
+	}
+}
+
+func TestManagerOfflinePartition(t *testing.T) {
+	fsys := newMem(t)
+	m := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	for _, tp := range []TopicPartition{tpA, tpB} {
+		l, _ := m.GetOrCreate(tp, smallConfig())
+		fill(t, l, 3, 1, 1)
+	}
+	m.Close()
+	f, _ := fsys.Create("/data/" + tpB.String() + "/" + epochCheckpointFile)
+	f.WriteAt([]byte("0\n1\n1 x\n"), 0)
+	f.Close()
+	m2 := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	off := m2.Offline()
+	if len(off) != 1 || off[tpB] == nil || !strings.Contains(off[tpB].Error(), epochCheckpointFile) {
+		t.Fatalf("offline %v", off)
+	}
+	if _, ok := m2.Log(tpA); !ok {
+		t.Fatal("healthy partition not opened")
+	}
+	if _, err := m2.GetOrCreate(tpB, smallConfig()); err == nil {
+		t.Fatal("GetOrCreate reopened an offline partition")
+	}
+	if err := m2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat("/data/" + cleanShutdownMarkerFile); err == nil {
+		t.Fatal("clean marker written with a partition offline")
+	}
+	// The offline partition's checkpointed offsets survive rewrites.
+	if rps, _ := ReadOffsetCheckpoint(fsys, "/data", recoveryCheckpointFile); rps[tpB] != 3 {
+		t.Fatalf("offline partition's recovery point lost: %v", rps)
+	}
+}
+
+func TestManagerDelete(t *testing.T) {
+	fsys := newMem(t)
+	m := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 3, 1, 1)
+	if err := m.Delete(tpA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat("/data/" + tpA.String()); err == nil {
+		t.Fatal("directory still there")
+	}
+	if _, ok := m.Log(tpA); ok {
+		t.Fatal("log still listed")
+	}
+	// A deletion interrupted after the rename is finished at the next open.
+	fsys.MkdirAll("/data/" + tpB.String() + ".123" + deletingSuffix)
+	m.Close()
+	m2 := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	defer m2.Close()
+	ents, _ := fsys.ReadDir("/data")
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), deletingSuffix) {
+			t.Fatalf("%s left behind", e.Name())
+		}
+	}
+}
+
+func TestManagerTruncationPersistsRecoveryPoint(t *testing.T) {
+	fsys := newMem(t)
+	m := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	defer m.Close()
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 10, 3, 40)
+	l.Flush()
+	m.CheckpointRecoveryPoints()
+	if _, err := l.TruncateTo(9); err != nil {
+		t.Fatal(err)
+	}
+	if rps, _ := ReadOffsetCheckpoint(fsys, "/data", recoveryCheckpointFile); rps[tpA] != 9 {
+		t.Fatalf("recovery point checkpoint after truncation: %v", rps)
+	}
+}
+
+func TestManagerBackgroundWork(t *testing.T) {
+	fsys := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	cfg := smallConfig()
+	cfg.FlushInterval = time.Millisecond
+	cfg.RetentionBytes = 1000
+	m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: hw.get,
+		HighWatermarkCheckpointInterval: 5 * time.Millisecond, RecoveryCheckpointInterval: 5 * time.Millisecond,
+		RetentionCheckInterval: 5 * time.Millisecond, FlushCheckInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, _ := m.GetOrCreate(tpA, cfg)
+	leo := fill(t, l, 30, 3, 40)
+	hw.set(tpA, leo)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		hws, _ := ReadOffsetCheckpoint(fsys, "/data", hwCheckpointFile)
+		rps, _ := ReadOffsetCheckpoint(fsys, "/data", recoveryCheckpointFile)
+		if hws[tpA] == leo && rps[tpA] == leo && l.LogStartOffset() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("background work not done: hw %v rp %v log start %d", hws, rps, l.LogStartOffset())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestParseTopicPartition(t *testing.T) {
+	good := map[string]TopicPartition{"a-0": {"a", 0}, "a--1": {"a-", 1}, "my-topic-12": {"my-topic", 12}, "x.y_z-3": {"x.y_z", 3}}
+	for s, want := range good {
+		if got, err := ParseTopicPartition(s); err != nil || got != want || got.String() != s {
+			t.Errorf("%q: %v %v", s, got, err)
+		}
+	}
+	for _, s := range []string{"a", "-1", "a-", "a-x", "a b-1", "a-+1", "a-01", "..-1", strings.Repeat("t", 250) + "-0"} {
+		if _, err := ParseTopicPartition(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+}

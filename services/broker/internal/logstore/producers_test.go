@@ -1,0 +1,198 @@
+package logstore
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+func idem(pid int64, epoch int16, seq int32, records int) batchSpec {
+	return batchSpec{records: records, valueSize: 8, ts: 1000, pid: pid, epoch: epoch, seq: seq}
+}
+
+func TestIdempotentDuplicates(t *testing.T) {
+	l := openLog(t, newMem(t), smallConfig(), newClock())
+	var firsts []AppendInfo
+	seq := int32(0)
+	for range 6 {
+		firsts = append(firsts, appendLeader(t, l, idem(1, 0, seq, 2), 0))
+		seq += 2
+	}
+	leo := l.LogEndOffset()
+	// A retry of any of the last five returns the original offsets.
+	for i := 1; i < 6; i++ {
+		info, err := l.AppendAsLeader(idem(1, 0, int32(2*i), 2).build(), 0)
+		if err != nil {
+			t.Fatalf("retry of batch %d: %v", i, err)
+		}
+		if !info.Duplicate || info.FirstOffset != firsts[i].FirstOffset || info.LastOffset != firsts[i].LastOffset {
+			t.Fatalf("retry of batch %d: %+v, original %+v", i, info, firsts[i])
+		}
+	}
+	if l.LogEndOffset() != leo {
+		t.Fatal("a duplicate was appended")
+	}
+	// The sixth-oldest has been forgotten: it is out of order now.
+	_, err := l.AppendAsLeader(idem(1, 0, 0, 2).build(), 0)
+	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
+	// A duplicate inside a multi-batch append is refused.
+	set := append(idem(1, 0, 10, 2).build(), idem(1, 0, 12, 2).build()...)
+	_, err = l.AppendAsLeader(set, 0)
+	wantCode(t, err, kerr.DuplicateSequenceNumber)
+	if l.LogEndOffset() != leo {
+		t.Fatal("a refused append moved the LEO")
+	}
+}
+
+func TestIdempotentSequenceAndEpochRules(t *testing.T) {
+	l := openLog(t, newMem(t), smallConfig(), newClock())
+	appendLeader(t, l, idem(5, 3, 0, 3), 0) // seqs 0..2
+	steps := []struct {
+		name string
+		spec batchSpec
+		code kerr.Code
+	}{
+		{"gap", idem(5, 3, 4, 1), kerr.OutOfOrderSequenceNumber},
+		{"overlap that is not a retry", idem(5, 3, 1, 3), kerr.OutOfOrderSequenceNumber},
+		{"older epoch", idem(5, 2, 3, 1), kerr.InvalidProducerEpoch},
+		{"new epoch not at 0", idem(5, 4, 3, 1), kerr.OutOfOrderSequenceNumber},
+		{"next in sequence", idem(5, 3, 3, 2), kerr.None},
+		{"new epoch at 0", idem(5, 4, 0, 1), kerr.None},
+		{"old epoch after the bump", idem(5, 3, 5, 1), kerr.InvalidProducerEpoch},
+		{"unknown producer, any sequence", idem(6, 0, 77, 1), kerr.None},
+		{"then in sequence", idem(6, 0, 78, 1), kerr.None},
+		{"non-idempotent batch", plain(1, 1, 1), kerr.None},
+	}
+	for _, s := range steps {
+		leo := l.LogEndOffset()
+		_, err := l.AppendAsLeader(s.spec.build(), 0)
+		if got := kerr.CodeOf(err); got != s.code {
+			t.Fatalf("%s: %v (%v), want %v", s.name, err, got, s.code)
+		}
+		if err != nil && l.LogEndOffset() != leo {
+			t.Fatalf("%s: refused append moved the LEO", s.name)
+		}
+	}
+}
+
+func TestIdempotentSequenceWraps(t *testing.T) {
+	l := openLog(t, newMem(t), smallConfig(), newClock())
+	appendLeader(t, l, idem(9, 0, math.MaxInt32-2, 2), 0) // MaxInt32-2, MaxInt32-1
+	appendLeader(t, l, idem(9, 0, math.MaxInt32, 3), 0)   // MaxInt32, 0, 1
+	appendLeader(t, l, idem(9, 0, 2, 1), 0)
+	info, err := l.AppendAsLeader(idem(9, 0, math.MaxInt32, 3).build(), 0)
+	if err != nil || !info.Duplicate || info.FirstOffset != 2 {
+		t.Fatalf("retry across the wrap: %+v, %v", info, err)
+	}
+	_, err = l.AppendAsLeader(idem(9, 0, 4, 1).build(), 0)
+	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
+}
+
+func TestFollowerUpdatesProducerStateWithoutChecks(t *testing.T) {
+	leader := openLogOpts(t, Options{FS: newMem(t), Dir: "/data/l-0", Config: smallConfig()})
+	follower := openLogOpts(t, Options{FS: newMem(t), Dir: "/data/f-0", Config: smallConfig()})
+	for i := range 4 {
+		appendLeader(t, leader, idem(3, 0, int32(i*2), 2), 1)
+	}
+	res, _ := leader.Read(0, 1<<20, leader.LogEndOffset())
+	if _, err := follower.AppendAsFollower(res.Records); err != nil {
+		t.Fatal(err)
+	}
+	// After a failover the follower, now leader, recognises the retry.
+	info, err := follower.AppendAsLeader(idem(3, 0, 6, 2).build(), 2)
+	if err != nil || !info.Duplicate || info.FirstOffset != 6 {
+		t.Fatalf("retry on the new leader: %+v, %v", info, err)
+	}
+}
+
+func TestProducerStateSurvivesReopen(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		fsys := newMem(t)
+		cfg := smallConfig()
+		l, err := Open(Options{FS: fsys, Dir: testDir, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var infos []AppendInfo
+		for i := range 30 { // enough to roll several segments and snapshot
+			infos = append(infos, appendLeader(t, l, batchSpec{records: 2, valueSize: 60, ts: 1, pid: int64(i % 3), epoch: 0, seq: int32(i / 3 * 2)}, 0))
+		}
+		rp := int64(0)
+		if clean {
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rp = l.LogEndOffset()
+		} else {
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			rp = l.RecoveryPoint() / 2 // an older recovery point: snapshot + replay
+		}
+		r := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, CleanShutdown: clean, RecoveryPoint: rp})
+		for i := 25; i < 30; i++ {
+			info, err := r.AppendAsLeader(batchSpec{records: 2, valueSize: 60, ts: 1, pid: int64(i % 3), epoch: 0, seq: int32(i / 3 * 2)}.build(), 0)
+			if err != nil || !info.Duplicate || info.FirstOffset != infos[i].FirstOffset {
+				t.Fatalf("clean=%v: retry of batch %d after reopen: %+v, %v", clean, i, info, err)
+			}
+		}
+		if _, err := r.AppendAsLeader(idem(0, 0, 40, 1).build(), 0); kerr.CodeOf(err) != kerr.OutOfOrderSequenceNumber {
+			t.Fatalf("clean=%v: gap after reopen: %v", clean, err)
+		}
+		l.Close()
+	}
+}
+
+func TestSnapshotsKeptAndCorruptOnesIgnored(t *testing.T) {
+	fsys := newMem(t)
+	l := openLog(t, fsys, smallConfig(), newClock())
+	for i := range 40 {
+		appendLeader(t, l, idem(1, 0, int32(i), 1), 0)
+		appendLeader(t, l, plain(1, 150, 1), 0)
+	}
+	snaps, _ := listSnapshots(fsys, testDir)
+	if len(snaps) != 2 {
+		t.Fatalf("%d snapshots kept, want 2", len(snaps))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snaps, _ = listSnapshots(fsys, testDir)
+	last := snaps[len(snaps)-1]
+	if last != l.LogEndOffset() {
+		t.Fatalf("no snapshot at the LEO after Close: %v", snaps)
+	}
+	// Damage the newest snapshot: loading falls back and still knows producer 1.
+	f, _ := fsys.Open(testDir + "/" + offsetName(last, snapshotSuffix))
+	f.WriteAt([]byte{0xff, 0xff, 0xff}, 7)
+	f.Close()
+	r := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: smallConfig(), CleanShutdown: true})
+	info, err := r.AppendAsLeader(idem(1, 0, 39, 1).build(), 0)
+	if err != nil || !info.Duplicate {
+		t.Fatalf("retry after corrupt snapshot: %+v %v", info, err)
+	}
+	if _, err := fsys.Stat(testDir + "/" + offsetName(last, snapshotSuffix)); err == nil {
+		t.Fatal("corrupt snapshot not deleted")
+	}
+}
+
+func TestProducerExpiry(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.ProducerIDExpiration = time.Hour
+	l := openLog(t, newMem(t), cfg, clk)
+	now := clk.Now().UnixMilli()
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now - 2*time.Hour.Milliseconds(), pid: 1, epoch: 0, seq: 0}, 0)
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now, pid: 2, epoch: 0, seq: 0}, 0)
+	if n := l.ExpireProducers(); n != 1 {
+		t.Fatalf("expired %d", n)
+	}
+	// Producer 1 is unknown now, so any sequence goes; producer 2 is still checked.
+	if _, err := l.AppendAsLeader(idem(1, 0, 50, 1).build(), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.AppendAsLeader(idem(2, 0, 50, 1).build(), 0)
+	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
+}

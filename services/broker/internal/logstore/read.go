@@ -1,0 +1,149 @@
+package logstore
+
+import (
+	"errors"
+	"io"
+	"sort"
+
+	"tidemark.io/services/recordbatch"
+)
+
+// ReadResult is the outcome of a Read.
+type ReadResult struct {
+	// Records holds whole batches, concatenated, exactly as stored.
+	Records []byte
+	// NextOffset is where the next read should start: the offset after the
+	// last batch returned, or the requested offset when none was.
+	NextOffset int64
+}
+
+// Read returns whole batches starting with the one that contains offset
+// (which may begin before offset when offset is mid-batch), up to maxBytes
+// in total and only batches that end below upperBound (the caller passes the
+// HW for consumers, the LEO for followers). The first batch is returned even
+// when it is larger than maxBytes (KIP-74), so an oversized batch cannot stall
+// replication. A read never crosses a segment boundary.
+//
+// offset below the log start or above the LEO is OFFSET_OUT_OF_RANGE; offset
+// at or above upperBound, or at the LEO, gives an empty result. Read runs
+// concurrently with appends and sees only data below the LEO published when
+// it starts.
+func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
+	l.fileMu.RLock()
+	defer l.fileMu.RUnlock()
+	if l.filesClosed {
+		return ReadResult{}, ErrClosed
+	}
+	leo, start := l.leo.Load(), l.logStart.Load()
+	if offset < start || offset > leo {
+		return ReadResult{}, outOfRange("offset %d is outside the log [%d, %d]", offset, start, leo)
+	}
+	bound := min(upperBound, leo)
+	empty := ReadResult{NextOffset: offset}
+	if offset >= bound {
+		return empty, nil
+	}
+	s := l.segmentFor(offset)
+	limit := s.size.Load()
+	pos, first, found, err := findBatch(s, offset, limit)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	if !found {
+		return ReadResult{}, storageErr(errors.New("offset below the log end not found"), "reading offset %d from %s", offset, s.logPath)
+	}
+	if first.LastOffset() >= bound {
+		return empty, nil
+	}
+	firstSize, _ := recordbatch.PeekSize(first)
+	n := min(max(int64(maxBytes), firstSize), limit-pos)
+	buf := make([]byte, n)
+	if got, err := s.log.ReadAt(buf, pos); err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
+		return ReadResult{}, storageErr(err, "reading %s at position %d", s.logPath, pos)
+	}
+	kept, next := 0, offset
+	for b, err := range recordbatch.All(buf) {
+		if err != nil || b.LastOffset() >= bound {
+			break
+		}
+		kept += len(b)
+		next = b.NextOffset()
+	}
+	return ReadResult{Records: buf[:kept:kept], NextOffset: next}, nil
+}
+
+// segmentFor returns the segment whose range holds offset: the last one
+// with base <= offset.
+func (l *Log) segmentFor(offset int64) *segment {
+	segs := l.segments()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })
+	return segs[max(i-1, 0)]
+}
+
+// OffsetForTimestamp finds the first record, below upperBound and at or
+// after the log start, whose timestamp is at least ts (for LogAppendTime
+// batches, the batch's timestamp counts for every record). It uses the time
+// index to skip ahead, then scans.
+func (l *Log) OffsetForTimestamp(ts, upperBound int64) (offset, timestamp int64, found bool, err error) {
+	l.fileMu.RLock()
+	defer l.fileMu.RUnlock()
+	if l.filesClosed {
+		return 0, 0, false, ErrClosed
+	}
+	start := l.logStart.Load()
+	bound := min(upperBound, l.leo.Load())
+	for _, s := range l.segments() {
+		if s.base >= bound {
+			break
+		}
+		if s.maxTS.Load() < ts {
+			continue
+		}
+		from, err := s.timeLookup(ts)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		offset, timestamp, found, err = l.scanForTimestamp(s, max(from, start), start, bound, ts)
+		if err != nil || found {
+			return offset, timestamp, found, err
+		}
+	}
+	return 0, 0, false, nil
+}
+
+func (l *Log) scanForTimestamp(s *segment, from, start, bound, ts int64) (offset, timestamp int64, found bool, err error) {
+	limit := s.size.Load()
+	pos, _, ok, err := findBatch(s, from, limit)
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	r := newBatchReader(s.log, s.logPath, limit, headerWindow)
+	for pos < limit {
+		h, size, err := r.header(pos)
+		if err != nil {
+			return 0, 0, false, tornAsStorage(err, s.logPath)
+		}
+		if h.LastOffset() >= bound {
+			return 0, 0, false, nil
+		}
+		if h.LastOffset() >= start && h.MaxTimestamp() >= ts {
+			if h.TimestampType() == recordbatch.LogAppendTime {
+				return max(h.BaseOffset(), start), h.MaxTimestamp(), true, nil
+			}
+			b, err := r.whole(pos, size)
+			if err != nil {
+				return 0, 0, false, tornAsStorage(err, s.logPath)
+			}
+			for rec, err := range b.Records() {
+				if err != nil {
+					return 0, 0, false, storageErr(err, "decoding batch at %s position %d", s.logPath, pos)
+				}
+				if rec.Offset >= start && rec.Timestamp >= ts {
+					return rec.Offset, rec.Timestamp, true, nil
+				}
+			}
+		}
+		pos += size
+	}
+	return 0, 0, false, nil
+}

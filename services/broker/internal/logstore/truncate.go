@@ -1,0 +1,254 @@
+package logstore
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// TruncateTo removes every record at or after offset, in whole batches: when
+// offset falls inside a batch, that whole batch goes too, so the new LEO is
+// the batch's base offset, at or below offset. It returns the new LEO. An
+// offset at or beyond the LEO changes nothing; one below the first segment
+// empties the log and restarts it at offset (TruncateFullyAndStartAt).
+//
+// The leader-epoch cache loses entries starting at or after the new LEO, the
+// producer table is rebuilt as of the new LEO, the recovery point and log
+// start are lowered to it if above. The truncation is made durable before
+// returning. A failure part-way marks the log failed (KAFKA_STORAGE_ERROR on
+// every later write) since its files may no longer agree.
+func (l *Log) TruncateTo(offset int64) (int64, error) {
+	if offset < 0 {
+		return 0, kerr.New(kerr.InvalidRequest, "truncation offset %d is negative", offset)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritableLocked(); err != nil {
+		return 0, err
+	}
+	leo := l.leo.Load()
+	if offset >= leo {
+		return leo, nil
+	}
+	if offset < l.segments()[0].base {
+		if err := l.truncateFullyLocked(offset); err != nil {
+			return 0, err
+		}
+		l.recoveryPointLowered()
+		return offset, nil
+	}
+	newLEO, err := l.truncateLocked(offset)
+	if err != nil {
+		return 0, l.fail(err)
+	}
+	l.recoveryPointLowered()
+	return newLEO, nil
+}
+
+func (l *Log) recoveryPointLowered() {
+	if l.onRPLowered != nil {
+		l.onRPLowered()
+	}
+}
+
+func (l *Log) truncateLocked(offset int64) (int64, error) {
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	segs := l.segments()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	s := segs[i]
+	pos, h, found, err := findBatch(s, offset, s.size.Load())
+	if err != nil {
+		return 0, err
+	}
+	newLEO := offset
+	if found {
+		newLEO = h.BaseOffset()
+	}
+	for j := len(segs) - 1; j > i; j-- {
+		if err := segs[j].remove(l.fs); err != nil {
+			l.publish(slices.Clone(segs[:j]))
+			return 0, err
+		}
+		l.stats.deletedSegments.Add(1)
+	}
+	l.publish(slices.Clone(segs[:i+1]))
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return 0, storageErr(err, "syncing %s", l.dir)
+	}
+	if err := l.cutSegment(s, pos, newLEO); err != nil {
+		return 0, err
+	}
+	l.leo.Store(newLEO)
+	l.afterTruncateLocked(newLEO)
+	return newLEO, nil
+}
+
+// cutSegment truncates s, which becomes the active segment, to pos, where
+// the batch at offset next began, and trims its indexes to match.
+func (l *Log) cutSegment(s *segment, pos, next int64) error {
+	if err := s.log.Truncate(pos); err != nil {
+		return storageErr(err, "truncating %s to %d", s.logPath, pos)
+	}
+	if err := s.log.Sync(); err != nil {
+		return storageErr(err, "syncing %s", s.logPath)
+	}
+	rel := next - s.base
+	for _, ix := range []*sparseIndex{s.index, s.timeIndex} {
+		if err := ix.activate(); err != nil {
+			return storageErr(err, "reading %s", ix.path)
+		}
+	}
+	if err := s.index.truncateEntries(countWhere(s.index, func(e []byte) bool {
+		r, _ := decodeOffsetEntry(e)
+		return int64(r) < rel
+	})); err != nil {
+		return storageErr(err, "truncating %s", s.index.path)
+	}
+	if err := s.timeIndex.truncateEntries(countWhere(s.timeIndex, func(e []byte) bool {
+		_, r := decodeTimeEntry(e)
+		return int64(r) < rel
+	})); err != nil {
+		return storageErr(err, "truncating %s", s.timeIndex.path)
+	}
+	s.size.Store(pos)
+	s.next = next
+	return l.resetSegmentStats(s)
+}
+
+// countWhere returns how many leading entries of an active index satisfy
+// keep, which must hold for a prefix.
+func countWhere(ix *sparseIndex, keep func(e []byte) bool) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return sort.Search(ix.count, func(i int) bool {
+		return !keep(ix.mem[i*ix.entrySize : (i+1)*ix.entrySize])
+	})
+}
+
+// resetSegmentStats recomputes the timestamp and index-interval bookkeeping
+// of a segment after truncation: the last time-index entry covers what is
+// before it, and the batches from there on are walked.
+func (l *Log) resetSegmentStats(s *segment) error {
+	size := s.size.Load()
+	s.maxTS.Store(-1)
+	s.offsetOfMaxTS = s.base
+	from := int64(0)
+	if e, ok, _ := s.timeIndex.last(); ok {
+		ts, rel := decodeTimeEntry(e)
+		s.maxTS.Store(ts)
+		s.offsetOfMaxTS = s.base + int64(rel)
+		p, err := s.lookup(s.offsetOfMaxTS)
+		if err != nil {
+			return err
+		}
+		from = p
+	}
+	lastIndexed := int64(0)
+	if e, ok, _ := s.index.last(); ok {
+		_, p := decodeOffsetEntry(e)
+		lastIndexed = int64(p)
+	}
+	err := walkHeaders(s, from, size, func(h recordbatch.Batch, _, _ int64) bool {
+		if ts := h.MaxTimestamp(); ts > s.maxTS.Load() {
+			s.maxTS.Store(ts)
+			s.offsetOfMaxTS = h.LastOffset()
+		}
+		return true
+	})
+	if err != nil {
+		return tornAsStorage(err, s.logPath)
+	}
+	s.bytesSinceIndex = size - lastIndexed
+	switch {
+	case size == 0:
+		s.rollBase = time.Time{}
+	case s.rollBase.IsZero():
+		s.rollBase = l.now()
+	}
+	return nil
+}
+
+// afterTruncateLocked brings the epoch cache, producer table, recovery point
+// and log start in line with a new, lower LEO.
+func (l *Log) afterTruncateLocked(leo int64) {
+	if err := l.epochs.TruncateFromEnd(leo); err != nil {
+		l.fail(err)
+	}
+	if l.recoveryPoint.Load() > leo {
+		l.recoveryPoint.Store(leo)
+	}
+	if l.logStart.Load() > leo {
+		l.logStart.Store(leo)
+	}
+	if err := l.rebuildProducersLocked(leo); err != nil {
+		l.fail(err)
+	}
+}
+
+// rebuildProducersLocked reloads the producer table as of leo from the newest
+// snapshot at or below it plus a replay, deleting snapshots above it.
+func (l *Log) rebuildProducersLocked(leo int64) error {
+	return l.loadProducers(leo)
+}
+
+// TruncateFullyAndStartAt deletes the whole log and restarts it, empty, at
+// offset: log start, LEO and recovery point all become offset, the epoch
+// cache and producer table are cleared. A follower does this when its LEO is
+// below the leader's log start.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return kerr.New(kerr.InvalidRequest, "start offset %d is negative", offset)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritableLocked(); err != nil {
+		return err
+	}
+	if err := l.truncateFullyLocked(offset); err != nil {
+		return err
+	}
+	l.recoveryPointLowered()
+	return nil
+}
+
+func (l *Log) truncateFullyLocked(offset int64) error {
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	segs := l.segments()
+	for j := len(segs) - 1; j >= 0; j-- {
+		if err := segs[j].remove(l.fs); err != nil {
+			l.publish(slices.Clone(segs[:max(j, 1)]))
+			return l.fail(err)
+		}
+		l.stats.deletedSegments.Add(1)
+	}
+	snaps, err := listSnapshots(l.fs, l.dir)
+	if err != nil {
+		return l.fail(err)
+	}
+	for _, off := range snaps {
+		if err := removeSnapshot(l.fs, l.dir, off); err != nil {
+			return l.fail(err)
+		}
+	}
+	s, err := createSegment(l.fs, l.dir, offset)
+	if err != nil {
+		return l.fail(err)
+	}
+	l.publish([]*segment{s})
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail(storageErr(err, "syncing %s", l.dir))
+	}
+	l.leo.Store(offset)
+	l.logStart.Store(offset)
+	l.recoveryPoint.Store(offset)
+	l.producers = newProducerState()
+	if err := l.epochs.Clear(); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}

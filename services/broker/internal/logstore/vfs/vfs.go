@@ -1,0 +1,103 @@
+// Package vfs is the file-system seam of the partition log: every byte the
+// log stores or reads goes through FS, so tests can swap the operating
+// system for an in-memory file system that loses unsynced data on a simulated
+// crash (MemFS.CrashClone) or fails chosen operations (FaultFS).
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+)
+
+// File is an open file. Writes are positional: the log always knows where
+// its data ends, so a failed write never moves a hidden file offset.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync MUST NOT return until the file's data and size are on stable
+	// storage. Its name in a directory is durable only after SyncDir.
+	Sync() error
+	Truncate(size int64) error
+	Size() (int64, error)
+	Name() string
+}
+
+// FS is the set of file-system operations the log uses. Names are slash
+// separated; relative names are relative to the process's working directory
+// (OS) or to the root (MemFS).
+type FS interface {
+	// Create creates or truncates name and opens it for reading and writing.
+	Create(name string) (File, error)
+	// Open opens an existing file for reading and writing.
+	Open(name string) (File, error)
+	// OpenReadOnly opens an existing file for reading.
+	OpenReadOnly(name string) (File, error)
+	Rename(oldname, newname string) error
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll removes a directory tree; a missing name is not an error.
+	RemoveAll(name string) error
+	MkdirAll(dir string) error
+	// ReadDir lists the names in dir, sorted.
+	ReadDir(dir string) ([]fs.DirEntry, error)
+	// SyncDir makes the directory's entries (creations, renames, removals)
+	// durable.
+	SyncDir(dir string) error
+	Stat(name string) (fs.FileInfo, error)
+}
+
+// ReadFile reads a whole file.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenReadOnly(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, size)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// WriteFileAtomic replaces name with data so that after a crash either the
+// old or the new contents are found, never a mix: it writes name+".tmp",
+// syncs it, renames it over name and syncs the directory.
+func WriteFileAtomic(fsys FS, dir, name string, data []byte) (err error) {
+	path := dir + "/" + name
+	tmp := path + ".tmp"
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = fsys.Remove(tmp)
+		}
+	}()
+	if _, err = f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = fsys.Rename(tmp, path); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}
+
+// IsNotExist reports whether err says a file is missing.
+func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

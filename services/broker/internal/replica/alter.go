@@ -1,0 +1,171 @@
+package replica
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+)
+
+// alterBackoff spaces retries of AlterPartition after a failure.
+const alterBackoff = 200 * time.Millisecond
+
+// isrExpirationLoop runs F7 every replica.lag.time.max.ms / 2 on every
+// partition this broker leads.
+func (m *Manager) isrExpirationLoop() {
+	for {
+		lag := time.Duration(m.BrokerConfig().ReplicaLagTimeMaxMs) * time.Millisecond
+		if !m.sleep(context.Background(), max(lag/2, 10*time.Millisecond)) {
+			return
+		}
+		now := m.now()
+		for _, r := range m.Replicas() {
+			r.mu.Lock()
+			if !r.state.IsLeader() {
+				r.mu.Unlock()
+				continue
+			}
+			out := r.state.MaybeShrinkISR(now)
+			r.mu.Unlock()
+			if out.Proposal != nil {
+				m.submitAlter(r, *out.Proposal)
+			}
+		}
+	}
+}
+
+// submitAlter logs an ISR change proposal in Kafka's words and queues it for
+// the controller. The leader already uses the maximal ISR meanwhile.
+func (m *Manager) submitAlter(r *Replica, p partition.Proposal) {
+	kind := "isr-expand"
+	if p.Kind == partition.ShrinkISR {
+		kind = "isr-shrink"
+	}
+	m.log.Info(p.LogLine(), "topic", r.tp.Topic, "partition", r.tp.Partition,
+		"leader_epoch", p.Request.LeaderEpoch, "partition_epoch", p.Request.PartitionEpoch)
+	m.emit(Event{Kind: kind, TP: r.tp, Reason: p.LogLine(), LeaderEpoch: p.Request.LeaderEpoch, ISR: p.To})
+	m.alter.enqueue(r, p.Request)
+}
+
+type alterItem struct {
+	r   *Replica
+	req partition.AlterPartitionRequest
+}
+
+// alterSender sends queued ISR changes to the active controller, batched,
+// and feeds each answer back to its partition's state machine (F10).
+type alterSender struct {
+	m       *Manager
+	mu      sync.Mutex
+	pending []alterItem
+	kick    chan struct{}
+}
+
+func newAlterSender(m *Manager) *alterSender {
+	return &alterSender{m: m, kick: make(chan struct{}, 1)}
+}
+
+func (s *alterSender) enqueue(r *Replica, req partition.AlterPartitionRequest) {
+	s.mu.Lock()
+	s.pending = append(s.pending, alterItem{r, req})
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *alterSender) take() []alterItem {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.pending
+	s.pending = nil
+	return out
+}
+
+func (s *alterSender) run(stop <-chan struct{}) {
+	for {
+		select {
+		case <-s.kick:
+		case <-stop:
+			return
+		}
+		for items := s.take(); len(items) > 0; items = s.take() {
+			retry := s.send(items)
+			if len(retry) > 0 {
+				if !s.m.sleep(context.Background(), alterBackoff) {
+					return
+				}
+				s.mu.Lock()
+				s.pending = append(retry, s.pending...)
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+// send delivers one batch; it returns the items to retry.
+func (s *alterSender) send(items []alterItem) []alterItem {
+	m := s.m
+	ctrl := m.opts.Meta.Controller()
+	if ctrl == nil || ctrl.GetAddress() == "" {
+		return items
+	}
+	conn, err := m.opts.Peers.Conn(ctrl.GetAddress())
+	if err != nil {
+		return items
+	}
+	req := &controlv1.AlterPartitionRequest{BrokerId: m.opts.BrokerID, BrokerEpoch: m.opts.BrokerEpoch()}
+	for _, it := range items {
+		p := &controlv1.AlterPartitionItem{Topic: it.r.tp.Topic, Partition: it.r.tp.Partition,
+			LeaderEpoch: it.req.LeaderEpoch, PartitionEpoch: it.req.PartitionEpoch}
+		for _, b := range it.req.NewISR {
+			p.NewIsr = append(p.NewIsr, &controlv1.IsrMember{BrokerId: b.ID, BrokerEpoch: b.BrokerEpoch})
+		}
+		req.Partitions = append(req.Partitions, p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := controlv1.NewControllerServiceClient(conn).AlterPartition(ctx, req)
+	if err != nil {
+		m.log.Warn("AlterPartition failed; will retry", "controller", ctrl.GetId(), "err", kerr.FromStatus(err))
+		return items
+	}
+	if code := kerr.Code(resp.GetErrorCode()); code != kerr.None {
+		m.log.Warn("AlterPartition refused; will retry", "code", code.String())
+		return items
+	}
+	byTP := map[TP]*controlv1.AlterPartitionResult{}
+	for _, res := range resp.GetPartitions() {
+		byTP[TP{Topic: res.GetTopic(), Partition: res.GetPartition()}] = res
+	}
+	var retry []alterItem
+	now := m.now()
+	for _, it := range items {
+		res, ok := byTP[it.r.tp]
+		if !ok {
+			retry = append(retry, it)
+			continue
+		}
+		it.r.mu.Lock()
+		out := it.r.state.HandleAlterPartition(it.req, partition.AlterPartitionResult{
+			Error: kerr.Code(res.GetErrorCode()), LeaderEpoch: res.GetLeaderEpoch(),
+			PartitionEpoch: res.GetPartitionEpoch(), ISR: res.GetIsr(),
+		}, now)
+		it.r.mu.Unlock()
+		if out.Action != partition.AlterCommitted && out.Action != partition.AlterIgnored {
+			m.log.Info("ISR change not committed", "topic", it.r.tp.Topic, "partition", it.r.tp.Partition,
+				"action", out.Action.String(), "reason", out.Reason)
+		}
+		if out.HW.Advanced() {
+			m.hwAdvanced(context.Background(), it.r, out.HW, "ISR change committed")
+		}
+		if out.Action == partition.AlterRetry && out.Resend != nil {
+			retry = append(retry, alterItem{it.r, *out.Resend})
+		}
+	}
+	return retry
+}

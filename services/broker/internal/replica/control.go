@@ -1,0 +1,281 @@
+package replica
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
+)
+
+// checkControlRequest applies the fences every controller request passes:
+// the controller epoch (F22) and the target broker epoch (KIP-380: a request
+// meant for an earlier incarnation of this broker is refused).
+func (m *Manager) checkControlRequest(controllerEpoch int32, brokerEpoch int64) error {
+	if mine := m.opts.BrokerEpoch(); brokerEpoch != 0 && mine != 0 && brokerEpoch != mine {
+		return kerr.New(kerr.StaleBrokerEpoch, "request for broker epoch %d, this broker is at epoch %d", brokerEpoch, mine)
+	}
+	if err := m.opts.Meta.CheckControllerEpoch(controllerEpoch); err != nil {
+		m.log.Warn("refusing a request from a stale controller", "controller_epoch", controllerEpoch,
+			"latest", m.opts.Meta.ControllerEpoch())
+		m.emit(Event{Kind: "fenced", Reason: err.Error()})
+		return err
+	}
+	return nil
+}
+
+// LeaderAndIsr applies the controller's leadership decisions for this
+// broker's replicas: creating logs as needed, becoming leader or follower,
+// recording new leader epochs, and (re)starting fetchers.
+func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
+	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
+		return nil, err
+	}
+	configs := map[string]map[string]string{}
+	for _, tc := range req.GetTopicConfigs() {
+		configs[tc.GetTopic()] = tc.GetConfigs()
+		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs())
+	}
+	resp := &controlv1.LeaderAndIsrResponse{}
+	var followers []*Replica
+	for _, ps := range req.GetPartitions() {
+		tp := TP{Topic: ps.GetTopic(), Partition: ps.GetPartition()}
+		m.opts.Meta.PutPartition(ps)
+		res := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition}
+		r, err := m.becomeReplica(tp, ps, configs[tp.Topic])
+		if err != nil {
+			e := kerr.As(err)
+			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
+		} else if r != nil {
+			followers = append(followers, r)
+		}
+		resp.Partitions = append(resp.Partitions, res)
+	}
+	for _, r := range followers {
+		m.fetchers.add(r)
+	}
+	return resp, nil
+}
+
+// becomeReplica applies one partition state; it returns the replica when it
+// must (re)start fetching as a follower.
+func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides map[string]string) (*Replica, error) {
+	hosted := false
+	for _, id := range ps.GetReplicas() {
+		if id == m.opts.BrokerID {
+			hosted = true
+		}
+	}
+	if !hosted {
+		return nil, kerr.New(kerr.UnknownTopicOrPartition, "broker %d is not a replica of %s-%d", m.opts.BrokerID, tp.Topic, tp.Partition)
+	}
+	r, err := m.getOrCreate(tp, overrides)
+	if err != nil {
+		return nil, err
+	}
+	now := m.now()
+	s := partition.LeaderAndISR{
+		Leader: ps.GetLeader(), LeaderEpoch: ps.GetLeaderEpoch(), PartitionEpoch: ps.GetPartitionEpoch(),
+		Replicas: ps.GetReplicas(), ISR: ps.GetIsr(),
+	}
+	r.mu.Lock()
+	defer func() { r.wake() }() // parked produces and fetches re-check their leader
+	defer r.mu.Unlock()
+	if overrides != nil {
+		m.applyTopicConfigLocked(r, overrides, now)
+	}
+	if ps.GetLeader() == m.opts.BrokerID {
+		change, err := r.state.MakeLeader(s, r.log.LogEndOffset(), now)
+		if err != nil {
+			return nil, err
+		}
+		if change.Ignored {
+			m.log.Debug("ignoring partition state", "topic", tp.Topic, "partition", tp.Partition, "reason", change.Reason)
+			return nil, nil
+		}
+		m.fetchers.remove(tp)
+		if change.NewLeaderEpoch {
+			// KAFKA-7415: record where the new epoch starts before any append.
+			if err := r.log.AssignEpochStartOffset(s.LeaderEpoch); err != nil {
+				return nil, err
+			}
+			m.log.Info("became leader", "topic", tp.Topic, "partition", tp.Partition, "leader_epoch", s.LeaderEpoch,
+				"isr", partition.FormatIDs(s.ISR), "start_offset", change.EpochStartOffset)
+		}
+		return nil, nil
+	}
+	change, err := r.state.MakeFollower(s, r.log.LogEndOffset(), now)
+	if err != nil {
+		return nil, err
+	}
+	if change.Ignored {
+		return nil, nil
+	}
+	if change.NewLeaderEpoch || change.RoleChanged || r.fetchEpoch != s.LeaderEpoch {
+		m.log.Info("became follower", "topic", tp.Topic, "partition", tp.Partition, "leader", s.Leader, "leader_epoch", s.LeaderEpoch)
+		r.fetchEpoch = s.LeaderEpoch
+		m.fetchers.remove(tp)
+		if s.Leader < 0 {
+			return nil, nil
+		}
+		return r, nil
+	}
+	return nil, nil
+}
+
+// getOrCreate returns the hosted replica, opening (or creating) its log.
+func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.replicas[tp]; ok {
+		return r, nil
+	}
+	tc, err := m.topicConfig(overrides)
+	if err != nil {
+		return nil, err
+	}
+	lg, err := m.opts.Logs.GetOrCreate(tp, m.logConfig(tc))
+	if err != nil {
+		return nil, err
+	}
+	hw, _ := m.opts.Logs.RecoveredHighWatermark(tp)
+	st := partition.New(partition.Config{
+		LocalID:           m.opts.BrokerID,
+		ReplicaLagTimeMax: time.Duration(m.BrokerConfig().ReplicaLagTimeMaxMs) * time.Millisecond,
+		MinInsyncReplicas: int(tc.MinInsyncReplicas),
+		Truncation:        m.truncationMode(),
+		Brokers:           brokersView{m.opts.Meta},
+	}, partition.LogState{LogStartOffset: lg.LogStartOffset(), LogEndOffset: lg.LogEndOffset(), HighWatermark: hw})
+	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, fetchEpoch: -1}
+	m.replicas[tp] = r
+	return r, nil
+}
+
+// topicConfig resolves a topic's effective config: topic overrides, then
+// the dynamic broker defaults, then static flags, then built-in defaults.
+func (m *Manager) topicConfig(overrides map[string]string) (topicconfig.TopicConfig, error) {
+	return topicconfig.Resolve(overrides, m.opts.Meta.BrokerConfigs(), m.opts.Static)
+}
+
+func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
+	c := logstore.DefaultConfig()
+	c.SegmentBytes = int64(tc.SegmentBytes)
+	c.SegmentMs = time.Duration(tc.SegmentMs) * time.Millisecond
+	c.IndexIntervalBytes = int64(tc.IndexIntervalBytes)
+	c.RetentionMs = time.Duration(tc.RetentionMs) * time.Millisecond
+	c.RetentionBytes = tc.RetentionBytes
+	c.MaxMessageBytes = int(tc.MaxMessageBytes)
+	if tc.FlushMessages > 0 && tc.FlushMessages < 1<<62 {
+		c.FlushMessages = tc.FlushMessages
+	}
+	if tc.FlushMs > 0 && tc.FlushMs < 1<<40 {
+		c.FlushInterval = time.Duration(tc.FlushMs) * time.Millisecond
+	}
+	c.FsyncEveryAppend = m.BrokerConfig().LogFlushFsyncEveryAppend
+	return c
+}
+
+// applyTopicConfigLocked applies a topic's changed configs to a replica:
+// min.insync.replicas to the state machine, the rest to the log.
+func (m *Manager) applyTopicConfigLocked(r *Replica, overrides map[string]string, now time.Time) {
+	tc, err := m.topicConfig(overrides)
+	if err != nil {
+		m.log.Warn("ignoring invalid topic config", "topic", r.tp.Topic, "err", err)
+		return
+	}
+	if tc.MinInsyncReplicas != r.cfg.MinInsyncReplicas {
+		if upd := r.state.SetMinInsyncReplicas(int(tc.MinInsyncReplicas), now); upd.Advanced() {
+			defer r.wake()
+		}
+	}
+	if tc != r.cfg {
+		if err := r.log.SetConfig(m.logConfig(tc)); err != nil {
+			m.log.Warn("ignoring invalid log config", "topic", r.tp.Topic, "err", err)
+		}
+	}
+	r.cfg = tc
+}
+
+// UpdateMetadata refreshes the metadata cache and applies config changes.
+func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
+	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
+		return err
+	}
+	m.opts.Meta.ApplyUpdate(req)
+	if req.GetBrokerConfigs() != nil {
+		bc, err := topicconfig.ResolveBroker(req.GetBrokerConfigs(), m.opts.Static)
+		if err != nil {
+			m.log.Warn("ignoring invalid dynamic broker configs", "err", err)
+		} else {
+			m.broker.Store(&bc)
+		}
+	}
+	now := m.now()
+	for _, r := range m.Replicas() {
+		cfg := m.opts.Meta.TopicConfig(r.tp.Topic)
+		r.mu.Lock()
+		m.applyTopicConfigLocked(r, cfg, now)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// StopReplica stops replicas, deleting their logs for topic deletion.
+func (m *Manager) StopReplica(req *controlv1.StopReplicaRequest) (*controlv1.StopReplicaResponse, error) {
+	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
+		return nil, err
+	}
+	resp := &controlv1.StopReplicaResponse{}
+	for _, p := range req.GetPartitions() {
+		tp := TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		res := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition}
+		if err := m.stopReplica(tp, p.GetLeaderEpoch(), p.GetDelete()); err != nil {
+			e := kerr.As(err)
+			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
+		}
+		resp.Partitions = append(resp.Partitions, res)
+	}
+	return resp, nil
+}
+
+func (m *Manager) stopReplica(tp TP, leaderEpoch int32, del bool) error {
+	r, ok := m.Replica(tp)
+	if !ok {
+		if del {
+			return m.opts.Logs.Delete(tp)
+		}
+		return nil
+	}
+	r.mu.Lock()
+	cur := r.state.LeaderEpoch()
+	r.mu.Unlock()
+	if leaderEpoch >= 0 && leaderEpoch < cur {
+		return kerr.New(kerr.FencedLeaderEpoch, "StopReplica for leader epoch %d, replica is at %d", leaderEpoch, cur)
+	}
+	m.fetchers.remove(tp)
+	m.mu.Lock()
+	delete(m.replicas, tp)
+	m.mu.Unlock()
+	// Parked requests see the replica gone: the manager answers them
+	// NOT_LEADER_OR_FOLLOWER when they re-check.
+	r.mu.Lock()
+	_, _ = r.state.MakeFollower(partition.LeaderAndISR{Leader: -1, LeaderEpoch: cur + 1, PartitionEpoch: r.state.PartitionEpoch() + 1,
+		Replicas: r.state.Replicas(), ISR: r.state.ISR()}, r.log.LogEndOffset(), m.now())
+	r.mu.Unlock()
+	r.wake()
+	if del {
+		if err := m.opts.Logs.Delete(tp); err != nil {
+			return fmt.Errorf("delete %s-%d: %w", tp.Topic, tp.Partition, err)
+		}
+		m.log.Info("deleted replica", "topic", tp.Topic, "partition", tp.Partition)
+	}
+	return nil
+}
+
+// tpKey renders a partition for logs.
+func tpKey(tp TP) string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }

@@ -1,0 +1,177 @@
+package replica
+
+import (
+	"context"
+	"time"
+
+	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+)
+
+// DefaultFetchMaxBytes is a consumer fetch's limit when it gives none.
+const DefaultFetchMaxBytes = 1 << 20
+
+// ConsumerFetch is a client's fetch of one partition.
+type ConsumerFetch struct {
+	TP                 TP
+	Offset             int64
+	MaxBytes           int
+	MinBytes           int
+	MaxWait            time.Duration
+	Rack               string
+	CurrentLeaderEpoch int32 // -1 skips the check
+}
+
+// ConsumerFetchResult is what a consumer fetch returns.
+type ConsumerFetchResult struct {
+	Records              []byte // whole batches in the log's format
+	HighWatermark        int64
+	LogStartOffset       int64
+	LogEndOffset         int64
+	NextOffset           int64
+	PreferredReadReplica int32
+}
+
+// Fetch serves a consumer: records below the HW only (F6). A consumer that
+// sends no rack must fetch from the leader; one that sends a rack may read
+// from a follower, up to the follower's own HW, and the leader may point it
+// at an in-sync replica in its rack (KIP-392, F26). With nothing to return
+// it waits up to MaxWait for MinBytes (the fetch purgatory, F18).
+func (m *Manager) Fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResult, error) {
+	r, err := m.hosted(f.TP)
+	if err != nil {
+		return ConsumerFetchResult{}, err
+	}
+	if f.MaxBytes <= 0 {
+		f.MaxBytes = DefaultFetchMaxBytes
+	}
+	// Watch before reading so no HW move between the read and parking is missed.
+	w := newWaiter()
+	r.waiters.add(w)
+	defer r.waiters.remove(w)
+	var deadline <-chan time.Time
+	for {
+		res, err := m.readForConsumer(r, f)
+		if err != nil || res.PreferredReadReplica >= 0 || len(res.Records) >= max(f.MinBytes, 1) || f.MaxWait <= 0 {
+			return res, err
+		}
+		if deadline == nil {
+			t := time.NewTimer(f.MaxWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-w.ch:
+		case <-deadline:
+			return m.readForConsumer(r, f)
+		case <-ctx.Done():
+			return res, nil
+		case <-m.stop:
+			return res, nil
+		}
+	}
+}
+
+func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchResult, error) {
+	now := m.now()
+	r.mu.Lock()
+	if err := r.state.ValidateRead(f.CurrentLeaderEpoch, f.Rack == ""); err != nil {
+		r.mu.Unlock()
+		return ConsumerFetchResult{}, m.withLeaderHint(f.TP, err)
+	}
+	res := ConsumerFetchResult{
+		HighWatermark:        r.state.MaxReadableOffset(),
+		LogStartOffset:       r.log.LogStartOffset(),
+		LogEndOffset:         r.log.LogEndOffset(),
+		NextOffset:           f.Offset,
+		PreferredReadReplica: partition.NoReplica,
+	}
+	if f.Rack != "" && r.state.IsLeader() {
+		res.PreferredReadReplica = r.state.PreferredReadReplica(f.Rack, f.Offset, m.rackOf, now)
+		if res.PreferredReadReplica == m.opts.BrokerID {
+			res.PreferredReadReplica = partition.NoReplica
+		}
+	}
+	r.mu.Unlock()
+	if res.PreferredReadReplica >= 0 {
+		return res, nil
+	}
+	rr, err := r.log.Read(f.Offset, f.MaxBytes, res.HighWatermark)
+	if err != nil {
+		return res, err
+	}
+	res.Records, res.NextOffset = rr.Records, rr.NextOffset
+	return res, nil
+}
+
+func (m *Manager) rackOf(id int32) string {
+	if id == m.opts.BrokerID {
+		return m.opts.Rack
+	}
+	if b, ok := m.opts.Meta.Broker(id); ok {
+		return b.Rack
+	}
+	return ""
+}
+
+// ListOffsets answers earliest (log start), latest (the HW, what consumers
+// can read) and by timestamp (the first offset at or after it, below the HW).
+func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpoch int32) (offset, timestamp int64, epoch int32, err error) {
+	r, err := m.hosted(tp)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	r.mu.Lock()
+	if err := r.state.ValidateRead(currentLeaderEpoch, true); err != nil {
+		r.mu.Unlock()
+		return 0, 0, 0, m.withLeaderHint(tp, err)
+	}
+	hw, epoch := r.state.HighWatermark(), r.state.LeaderEpoch()
+	r.mu.Unlock()
+	switch spec {
+	case OffsetEarliest:
+		return r.log.LogStartOffset(), -1, epoch, nil
+	case OffsetLatest:
+		return hw, -1, epoch, nil
+	case OffsetTimestamp:
+		off, t, found, err := r.log.OffsetForTimestamp(ts, hw)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if !found {
+			return -1, -1, epoch, nil
+		}
+		return off, t, epoch, nil
+	}
+	return 0, 0, 0, kerr.BadField(kerr.InvalidRequest, "spec", "must be EARLIEST, LATEST or TIMESTAMP")
+}
+
+// OffsetSpec selects what ListOffsets looks up.
+type OffsetSpec int
+
+const (
+	OffsetEarliest OffsetSpec = iota + 1
+	OffsetLatest
+	OffsetTimestamp
+)
+
+// EpochEndOffset answers OffsetForLeaderEpoch on the leader: the largest
+// epoch <= the one asked and where it ends in this log (F12).
+func (m *Manager) EpochEndOffset(tp TP, currentLeaderEpoch, epoch int32) (int32, int64, error) {
+	r, err := m.hosted(tp)
+	if err != nil {
+		return -1, -1, err
+	}
+	r.mu.Lock()
+	err = r.state.ValidateRead(currentLeaderEpoch, true)
+	r.mu.Unlock()
+	if err != nil {
+		return -1, -1, m.withLeaderHint(tp, err)
+	}
+	e, off := r.log.EndOffsetForEpoch(epoch)
+	return e, off, nil
+}
+
+// Metadata views for handlers.
+func (m *Manager) Meta() *metadata.Cache { return m.opts.Meta }

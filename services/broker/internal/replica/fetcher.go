@@ -1,0 +1,477 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Backoffs of the follower fetchers.
+const (
+	// fetchBackoff is replica.fetch.backoff.ms: the pause after a failed
+	// round trip to the leader.
+	fetchBackoff = time.Second
+	// epochBackoff is the pause for a partition whose leader has not yet
+	// caught up with our leader epoch (UNKNOWN_LEADER_EPOCH): it will soon.
+	epochBackoff = 50 * time.Millisecond
+	// fetchRPCTimeout bounds one round trip beyond its max wait
+	// (replica.socket.timeout.ms).
+	fetchRPCTimeout = 10 * time.Second
+)
+
+// fetcherKey identifies a fetcher: num.replica.fetchers per source broker
+// (F1), each fetching all of its partitions in one request.
+type fetcherKey struct {
+	leader int32
+	index  int
+}
+
+type fetcherManager struct {
+	m        *Manager
+	mu       sync.Mutex
+	fetchers map[fetcherKey]*fetcher
+	assigned map[TP]fetcherKey
+	closed   bool
+}
+
+func newFetcherManager(m *Manager) *fetcherManager {
+	return &fetcherManager{m: m, fetchers: map[fetcherKey]*fetcher{}, assigned: map[TP]fetcherKey{}}
+}
+
+// fetchState is a partition's follower progress inside a fetcher.
+type fetchState struct {
+	r           *Replica
+	epoch       int32 // the leader epoch we follow
+	truncating  bool  // must settle truncation (KIP-279 loop) before fetching
+	delayedTill time.Time
+}
+
+// add hands a follower replica to the fetcher for its leader.
+func (fm *fetcherManager) add(r *Replica) {
+	r.mu.Lock()
+	leader, epoch := r.state.Leader(), r.state.LeaderEpoch()
+	r.mu.Unlock()
+	if leader < 0 || leader == fm.m.opts.BrokerID {
+		return
+	}
+	n := max(int(fm.m.BrokerConfig().NumReplicaFetchers), 1)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tpKey(r.tp)))
+	key := fetcherKey{leader: leader, index: int(h.Sum32() % uint32(n))}
+
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if fm.closed {
+		return
+	}
+	if old, ok := fm.assigned[r.tp]; ok {
+		fm.fetchers[old].remove(r.tp)
+	}
+	f, ok := fm.fetchers[key]
+	if !ok {
+		f = newFetcher(fm.m, key)
+		fm.fetchers[key] = f
+		go f.run()
+	}
+	fm.assigned[r.tp] = key
+	f.add(r.tp, &fetchState{r: r, epoch: epoch, truncating: true})
+}
+
+// remove stops fetching a partition (it became leader, was stopped, or was
+// fenced until new metadata arrives).
+func (fm *fetcherManager) remove(tp TP) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if key, ok := fm.assigned[tp]; ok {
+		fm.fetchers[key].remove(tp)
+		delete(fm.assigned, tp)
+	}
+}
+
+func (fm *fetcherManager) close() {
+	fm.mu.Lock()
+	fm.closed = true
+	fs := make([]*fetcher, 0, len(fm.fetchers))
+	for _, f := range fm.fetchers {
+		fs = append(fs, f)
+	}
+	fm.mu.Unlock()
+	for _, f := range fs {
+		f.close()
+	}
+}
+
+// fetcher is one ReplicaFetcherThread: a goroutine pulling every partition
+// it owns from one leader in one batched request per round.
+type fetcher struct {
+	m    *Manager
+	key  fetcherKey
+	mu   sync.Mutex
+	part map[TP]*fetchState
+	kick chan struct{}
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{}
+	// prevHW remembers the leader HW last seen per partition, so the
+	// follower can tell a round trip that moved it.
+	prevHW map[TP]int64
+}
+
+func newFetcher(m *Manager, key fetcherKey) *fetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fetcher{m: m, key: key, part: map[TP]*fetchState{}, kick: make(chan struct{}, 1),
+		ctx: ctx, stop: cancel, done: make(chan struct{}), prevHW: map[TP]int64{}}
+}
+
+func (f *fetcher) add(tp TP, st *fetchState) {
+	f.mu.Lock()
+	f.part[tp] = st
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) remove(tp TP) {
+	f.mu.Lock()
+	delete(f.part, tp)
+	delete(f.prevHW, tp)
+	f.mu.Unlock()
+}
+
+func (f *fetcher) close() {
+	f.stop()
+	<-f.done
+}
+
+// snapshot returns the partitions ready to work on, split by phase.
+func (f *fetcher) snapshot(now time.Time) (truncating, fetching map[TP]*fetchState, next time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	truncating, fetching = map[TP]*fetchState{}, map[TP]*fetchState{}
+	for tp, st := range f.part {
+		if now.Before(st.delayedTill) {
+			if next.IsZero() || st.delayedTill.Before(next) {
+				next = st.delayedTill
+			}
+			continue
+		}
+		if st.truncating {
+			truncating[tp] = st
+		} else {
+			fetching[tp] = st
+		}
+	}
+	return truncating, fetching, next
+}
+
+func (f *fetcher) delay(tp TP, d time.Duration) {
+	f.mu.Lock()
+	if st, ok := f.part[tp]; ok {
+		st.delayedTill = time.Now().Add(d)
+	}
+	f.mu.Unlock()
+}
+
+func (f *fetcher) leaderClient() (replicationv1.ReplicationServiceClient, error) {
+	b, ok := f.m.opts.Meta.Broker(f.key.leader)
+	if !ok {
+		return nil, kerr.New(kerr.BrokerNotAvailable, "leader broker %d is not in the metadata", f.key.leader)
+	}
+	conn, err := f.m.opts.Peers.Conn(b.Address)
+	if err != nil {
+		return nil, err
+	}
+	return replicationv1.NewReplicationServiceClient(conn), nil
+}
+
+func (f *fetcher) run() {
+	defer close(f.done)
+	for f.ctx.Err() == nil {
+		truncating, fetching, next := f.snapshot(time.Now())
+		if len(truncating) == 0 && len(fetching) == 0 {
+			var wait <-chan time.Time
+			if !next.IsZero() {
+				t := time.NewTimer(time.Until(next))
+				wait = t.C
+				defer t.Stop()
+			}
+			select {
+			case <-f.kick:
+			case <-wait:
+			case <-f.ctx.Done():
+			}
+			continue
+		}
+		client, err := f.leaderClient()
+		if err != nil {
+			f.m.log.Debug("fetcher has no leader address", "leader", f.key.leader, "err", err)
+			f.backoffAll(fetchBackoff)
+			continue
+		}
+		if len(truncating) > 0 {
+			f.truncate(client, truncating)
+		}
+		if len(fetching) > 0 {
+			f.fetch(client, fetching)
+		}
+	}
+}
+
+func (f *fetcher) backoffAll(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-f.ctx.Done():
+	}
+}
+
+// stillFollowing reports whether st is still the replica's current follower
+// state (no leadership change since the fetcher took it).
+func stillFollowing(st *fetchState) bool {
+	return st.r.state.Role() == partition.RoleFollower && st.r.state.LeaderEpoch() == st.epoch
+}
+
+// truncate settles where each new follower's log must be cut before it
+// fetches: to its HW in the legacy high-watermark mode, else by asking the
+// leader where our latest epoch ends (OffsetForLeaderEpoch, the KIP-279
+// loop). Fetching then also checks divergence on every round (F13).
+func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts map[TP]*fetchState) {
+	ask := map[TP]int32{}
+	for tp, st := range parts {
+		r := st.r
+		r.mu.Lock()
+		if !stillFollowing(st) {
+			r.mu.Unlock()
+			continue
+		}
+		fs := r.state.StartFetching(epochSource{r.log})
+		if fs.TruncateTo != partition.UndefinedOffset {
+			f.truncateLocked(st, fs.TruncateTo, "high watermark")
+		}
+		if fs.LastFetchedEpoch == partition.NoEpoch {
+			st.truncating = false
+		} else {
+			ask[tp] = fs.LastFetchedEpoch
+		}
+		r.mu.Unlock()
+	}
+	for round := 0; len(ask) > 0 && round < 8 && f.ctx.Err() == nil; round++ {
+		req := &replicationv1.OffsetForLeaderEpochRequest{ReplicaId: f.m.opts.BrokerID, BrokerEpoch: f.m.opts.BrokerEpoch()}
+		for tp, e := range ask {
+			req.Partitions = append(req.Partitions, &replicationv1.OffsetForLeaderEpochPartition{
+				Topic: tp.Topic, Partition: tp.Partition, CurrentLeaderEpoch: parts[tp].epoch, LeaderEpoch: e})
+		}
+		ctx, cancel := context.WithTimeout(f.ctx, fetchRPCTimeout)
+		resp, err := client.OffsetForLeaderEpoch(ctx, req)
+		cancel()
+		if err != nil {
+			f.m.log.Warn("OffsetForLeaderEpoch failed", "leader", f.key.leader, "err", kerr.FromStatus(err))
+			f.backoffAll(fetchBackoff)
+			return
+		}
+		next := map[TP]int32{}
+		for _, res := range resp.GetPartitions() {
+			tp := TP{Topic: res.GetTopic(), Partition: res.GetPartition()}
+			st, ok := parts[tp]
+			if !ok {
+				continue
+			}
+			if code := kerr.Code(res.GetErrorCode()); code != kerr.None {
+				f.delay(tp, epochBackoff)
+				continue
+			}
+			r := st.r
+			r.mu.Lock()
+			if stillFollowing(st) {
+				tr := r.state.OnDivergingEpoch(partition.EpochEndOffset{Epoch: res.GetLeaderEpoch(), EndOffset: res.GetEndOffset()}, epochSource{r.log})
+				f.truncateLocked(st, tr.Offset, "leader epoch")
+				if tr.Done {
+					st.truncating = false
+				} else {
+					next[tp] = r.log.LatestEpoch()
+				}
+			}
+			r.mu.Unlock()
+		}
+		ask = next
+	}
+}
+
+// truncateLocked cuts st's log to offset if it is below the LEO. r.mu held.
+func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
+	r := st.r
+	leo := r.log.LogEndOffset()
+	if offset >= leo || offset < 0 {
+		return
+	}
+	newLEO, err := r.log.TruncateTo(offset)
+	if err != nil {
+		f.m.log.Error("truncation failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "offset", offset, "err", err)
+		return
+	}
+	r.state.OnTruncated(newLEO)
+	msg := "Truncating to offset " + itoa(newLEO) + " (leader epoch " + itoa(int64(st.epoch)) + ")"
+	f.m.log.Info(msg, "topic", r.tp.Topic, "partition", r.tp.Partition, "from_leo", leo, "by", why)
+	f.m.emit(Event{Kind: "truncation", TP: r.tp, Reason: msg + " by " + why, LeaderEpoch: st.epoch})
+}
+
+// fetch runs one batched ReplicaFetch round and applies the answers.
+func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map[TP]*fetchState) {
+	cfg := f.m.BrokerConfig()
+	mode := f.m.truncationMode()
+	req := &replicationv1.ReplicaFetchRequest{
+		ReplicaId: f.m.opts.BrokerID, BrokerEpoch: f.m.opts.BrokerEpoch(),
+		MaxWaitMs: cfg.ReplicaFetchWaitMaxMs, MinBytes: cfg.ReplicaFetchMinBytes, MaxBytes: cfg.ReplicaFetchResponseMaxBytes,
+	}
+	var delay time.Duration
+	for tp, st := range parts {
+		fault := f.m.opts.Faults.For(tp)
+		if fault.Stall {
+			continue
+		}
+		delay = max(delay, fault.Delay)
+		r := st.r
+		r.mu.Lock()
+		if !stillFollowing(st) {
+			r.mu.Unlock()
+			continue
+		}
+		last := r.log.LatestEpoch()
+		if mode == partition.TruncateHighWatermark {
+			last = partition.NoEpoch // pre-0.11: no epoch checks
+		}
+		req.Partitions = append(req.Partitions, &replicationv1.ReplicaFetchPartition{
+			Topic: tp.Topic, Partition: tp.Partition, FetchOffset: r.log.LogEndOffset(),
+			CurrentLeaderEpoch: st.epoch, LastFetchedEpoch: last, LogStartOffset: r.log.LogStartOffset(),
+			PartitionMaxBytes: cfg.ReplicaFetchMaxBytes,
+		})
+		r.mu.Unlock()
+	}
+	if len(req.Partitions) == 0 {
+		// Everything is stalled by fault injection: idle a wait period.
+		f.backoffAll(time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond)
+		return
+	}
+	if delay > 0 {
+		f.backoffAll(delay)
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
+	resp, err := client.ReplicaFetch(ctx, req)
+	cancel()
+	if err != nil {
+		if f.ctx.Err() == nil {
+			f.m.log.Warn("fetch from leader failed", "leader", f.key.leader, "partitions", len(req.Partitions), "err", kerr.FromStatus(err))
+			f.backoffAll(fetchBackoff)
+		}
+		return
+	}
+	if code := kerr.Code(resp.GetErrorCode()); code != kerr.None {
+		f.m.log.Warn("leader refused the fetch", "leader", f.key.leader, "code", code.String())
+		f.backoffAll(fetchBackoff)
+		return
+	}
+	for _, a := range resp.GetPartitions() {
+		tp := TP{Topic: a.GetTopic(), Partition: a.GetPartition()}
+		if st, ok := parts[tp]; ok {
+			f.apply(st, a)
+		}
+	}
+}
+
+// apply handles one partition's answer on the follower.
+func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionResponse) {
+	r := st.r
+	switch code := kerr.Code(a.GetErrorCode()); code {
+	case kerr.None:
+	case kerr.OffsetOutOfRange:
+		r.mu.Lock()
+		if stillFollowing(st) {
+			f.outOfRangeLocked(st, a)
+		}
+		r.mu.Unlock()
+		return
+	case kerr.FencedLeaderEpoch:
+		// F3: our epoch is stale; stop until the controller tells us more.
+		f.m.log.Warn("fetch fenced: waiting for new metadata", "topic", r.tp.Topic, "partition", r.tp.Partition, "leader_epoch", st.epoch)
+		f.m.emit(Event{Kind: "fenced", TP: r.tp, Reason: "follower fetch fenced at leader epoch " + itoa(int64(st.epoch)), LeaderEpoch: st.epoch})
+		f.remove(r.tp)
+		return
+	case kerr.UnknownLeaderEpoch:
+		f.delay(r.tp, epochBackoff)
+		return
+	case kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition:
+		// Usually a leadership change in flight: the controller's next
+		// message settles it soon, so retry quickly.
+		f.delay(r.tp, epochBackoff)
+		return
+	default:
+		f.m.log.Debug("fetch error", "topic", r.tp.Topic, "partition", r.tp.Partition, "code", code.String())
+		f.delay(r.tp, fetchBackoff)
+		return
+	}
+
+	r.mu.Lock()
+	if !stillFollowing(st) {
+		r.mu.Unlock()
+		return
+	}
+	if d := a.GetDivergingEpoch(); d != nil {
+		tr := r.state.OnDivergingEpoch(partition.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()}, epochSource{r.log})
+		f.truncateLocked(st, tr.Offset, "diverging epoch")
+		r.mu.Unlock()
+		return
+	}
+	if recs := a.GetRecords(); len(recs) > 0 {
+		if _, err := r.log.AppendAsFollower(recs); err != nil {
+			r.mu.Unlock()
+			f.m.log.Error("follower append failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+			if errors.Is(err, logstore.ErrNonContiguous) {
+				st.truncating = true
+			}
+			f.delay(r.tp, fetchBackoff)
+			return
+		}
+	}
+	if ls := a.GetLogStartOffset(); ls > r.log.LogStartOffset() && ls <= r.log.LogEndOffset() {
+		// Follow the leader's retention.
+		if err := r.log.AdvanceLogStartOffset(ls, min(a.GetHighWatermark(), r.log.LogEndOffset())); err == nil {
+			r.state.SetLogStartOffset(r.log.LogStartOffset())
+		}
+	}
+	upd := r.state.OnFetchResponse(a.GetHighWatermark(), r.log.LogEndOffset())
+	r.mu.Unlock()
+	if upd.Changed() || len(a.GetRecords()) > 0 {
+		r.wake() // consumers reading from this follower (KIP-392)
+	}
+}
+
+// outOfRangeLocked is F14.
+func (f *fetcher) outOfRangeLocked(st *fetchState, a *replicationv1.ReplicaFetchPartitionResponse) {
+	r := st.r
+	act := partition.OutOfRange(r.log.LogEndOffset(), a.GetLeaderLogEndOffset(), a.GetLogStartOffset())
+	switch act.Kind {
+	case partition.TruncateToLeaderEnd:
+		f.truncateLocked(st, act.Offset, "out of range")
+	case partition.TruncateFully:
+		if err := r.log.TruncateFullyAndStartAt(act.Offset); err != nil {
+			f.m.log.Error("full truncation failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+			return
+		}
+		r.state.OnTruncated(r.log.LogEndOffset())
+		r.state.SetLogStartOffset(r.log.LogStartOffset())
+		f.m.log.Info("Truncating fully and starting at offset "+itoa(act.Offset), "topic", r.tp.Topic, "partition", r.tp.Partition)
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -1,0 +1,195 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+)
+
+// FollowerFetch is one follower's batched fetch (F2).
+type FollowerFetch struct {
+	ReplicaID   int32
+	BrokerEpoch int64
+	MaxWait     time.Duration
+	MinBytes    int
+	MaxBytes    int
+	Partitions  []FollowerFetchPartition
+}
+
+// FollowerFetchPartition is one partition of a follower fetch.
+type FollowerFetchPartition struct {
+	TP                 TP
+	FetchOffset        int64
+	CurrentLeaderEpoch int32
+	LastFetchedEpoch   int32 // -1: none, no divergence check
+	LogStartOffset     int64
+	MaxBytes           int
+}
+
+// FollowerFetchAnswer is the leader's answer for one partition (F4).
+type FollowerFetchAnswer struct {
+	TP             TP
+	Err            error
+	HighWatermark  int64
+	LeaderLEO      int64
+	LogStartOffset int64
+	Diverging      *partition.EpochEndOffset
+	Records        []byte
+	// HWBefore/HWAfter record what this fetch did to the leader's HW.
+	HWBefore, HWAfter int64
+	ISR               []int32
+}
+
+// ReplicaFetch serves a follower's batched fetch on the leader (F3, F8, F13,
+// F18): epoch checks, divergence detection, the read, the follower's LEO and
+// caught-up time, ISR expansion and the HW. With fewer than MinBytes ready
+// it parks until an append or HW move on any of its partitions, or MaxWait.
+func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerFetchAnswer {
+	answers := make([]FollowerFetchAnswer, len(f.Partitions))
+	// Watch before the first read, so an append between a read and parking
+	// cannot be missed (it would cost a whole max wait).
+	w := newWaiter()
+	for _, p := range f.Partitions {
+		if r, ok := m.Replica(p.TP); ok {
+			r.waiters.add(w)
+			defer r.waiters.remove(w)
+		}
+	}
+	var deadline <-chan time.Time
+	for {
+		total, final := 0, false
+		budget := f.MaxBytes
+		if budget <= 0 {
+			budget = 10 << 20
+		}
+		for i, p := range f.Partitions {
+			a := m.readForFollower(ctx, f, p, budget-total)
+			answers[i] = a
+			total += len(a.Records)
+			if a.Err != nil || a.Diverging != nil {
+				// Errors and divergence go back at once: the follower must
+				// act on them. A HW move alone does not end a parked follower
+				// fetch (as in Kafka): the follower learns it with the next
+				// records or at max wait, which saves a round trip per write.
+				final = true
+			}
+		}
+		if final || total >= max(f.MinBytes, 1) || f.MaxWait <= 0 {
+			return answers
+		}
+		if deadline == nil {
+			t := time.NewTimer(f.MaxWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-w.ch:
+		case <-deadline:
+			return answers
+		case <-ctx.Done():
+			return answers
+		case <-m.stop:
+			return answers
+		}
+	}
+}
+
+func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p FollowerFetchPartition, budget int) FollowerFetchAnswer {
+	a := FollowerFetchAnswer{TP: p.TP}
+	r, err := m.hosted(p.TP)
+	if err != nil {
+		a.Err = err
+		return a
+	}
+	now := m.now()
+	r.mu.Lock()
+	if err := r.state.ValidateFetch(f.ReplicaID, p.CurrentLeaderEpoch); err != nil {
+		r.mu.Unlock()
+		a.Err = m.withLeaderHint(p.TP, err)
+		return a
+	}
+	// F8: the leader LEO is read before the log read.
+	leaderLEO := r.log.LogEndOffset()
+	a.LeaderLEO, a.LogStartOffset = leaderLEO, r.log.LogStartOffset()
+	a.HWBefore = r.state.HighWatermark()
+	a.HighWatermark, a.HWAfter = a.HWBefore, a.HWBefore
+	if p.LastFetchedEpoch >= 0 {
+		div, diverged, err := r.state.CheckDivergence(p.LastFetchedEpoch, p.FetchOffset, epochSource{r.log})
+		if err != nil {
+			r.mu.Unlock()
+			a.Err = err
+			return a
+		}
+		if diverged {
+			// F13: no records and no follower-state update; the follower
+			// truncates and fetches again.
+			r.mu.Unlock()
+			a.Diverging = &div
+			return a
+		}
+	}
+	r.mu.Unlock()
+
+	maxBytes := p.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	if budget < maxBytes {
+		// The response budget is spent; KIP-74 still sends a first batch.
+		maxBytes = max(budget, 1)
+	}
+	rr, err := r.log.Read(p.FetchOffset, maxBytes, leaderLEO)
+	if err != nil {
+		a.Err = err
+		return a
+	}
+	a.Records = rr.Records
+
+	r.mu.Lock()
+	out, err := r.state.UpdateFollowerFetch(partition.FollowerFetch{
+		ReplicaID: f.ReplicaID, BrokerEpoch: f.BrokerEpoch, FetchOffset: p.FetchOffset,
+		LogStartOffset: p.LogStartOffset, LeaderLEO: leaderLEO,
+	}, now)
+	// The answer carries the HW as it was when the records were read, as
+	// Kafka's does: a follower learns the HW its own fetch moved on its next
+	// round trip. That lag is the window of KIP-101's scenarios.
+	a.HWAfter = r.state.HighWatermark()
+	a.ISR = r.state.MaximalISR()
+	r.mu.Unlock()
+	if err != nil {
+		a.Err = m.withLeaderHint(p.TP, err)
+		a.Records = nil
+		return a
+	}
+	if out.HW.Advanced() {
+		// This round trip committed records: record it on the fetch's span,
+		// which is why it is kept and exported (the trace of a commit).
+		span := trace.SpanFromContext(ctx)
+		span.SetAttributes(
+			attribute.String("tidemark.topic", p.TP.Topic), attribute.Int("tidemark.partition", int(p.TP.Partition)),
+			attribute.Int("tidemark.follower_id", int(f.ReplicaID)), attribute.Int64("tidemark.fetch_offset", p.FetchOffset),
+			attribute.Int64("tidemark.leader_leo", leaderLEO),
+			attribute.Int64("tidemark.hw.before", out.HW.Before), attribute.Int64("tidemark.hw.after", out.HW.After),
+			attribute.String("tidemark.isr", partition.FormatIDs(a.ISR)),
+		)
+		span.AddEvent("high watermark advanced", trace.WithAttributes(
+			attribute.Int64("hw.before", out.HW.Before), attribute.Int64("hw.after", out.HW.After)))
+		m.hwAdvanced(ctx, r, out.HW, "follower fetch")
+	}
+	if out.Proposal != nil {
+		m.submitAlter(r, *out.Proposal)
+	}
+	return a
+}
+
+// isOutOfRange reports an OFFSET_OUT_OF_RANGE answer.
+func isOutOfRange(err error) bool {
+	var e *kerr.Error
+	return errors.As(err, &e) && e.Code == kerr.OffsetOutOfRange
+}

@@ -1,0 +1,272 @@
+// Package replica is the broker's replica manager: the partitions this
+// broker hosts, the produce and fetch paths on leaders, the follower
+// fetchers, ISR maintenance and AlterPartition, and the control requests
+// from the controller. The replication decisions themselves are made by the
+// pure state machine in package partition; this package feeds it events and
+// carries out what it decides, with the log store and the network.
+//
+// Goroutines: one per follower fetcher (per source broker and fetcher index),
+// one ISR-expiration ticker, one AlterPartition sender; request handlers run
+// on gRPC's goroutines and park on a replica's waiters.
+//
+// Lock order: Manager.mu (the partition map) before Replica.mu; a Replica's
+// waiters and the fetchers' own locks are leaves, never held while taking
+// another. Network calls are made with no lock held.
+package replica
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/topicconfig"
+)
+
+// TP names a partition.
+type TP = logstore.TopicPartition
+
+// Options configures a Manager.
+type Options struct {
+	BrokerID int32
+	Rack     string
+	Logs     *logstore.Manager
+	Meta     *metadata.Cache
+	Peers    *Peers
+	// BrokerEpoch returns this broker's current registration epoch (0 when
+	// not registered, e.g. in tests without etcd).
+	BrokerEpoch func() int64
+	// Static broker settings (flags); dynamic ones arrive in UpdateMetadata
+	// and take precedence.
+	Static map[string]string
+	Logger *slog.Logger
+	Now    func() time.Time
+	Tracer trace.Tracer
+	Events EventSink
+	Faults *Faults
+}
+
+// EventSink receives replication events for dashboards (ISR changes,
+// truncations, HW advances); nil drops them.
+type EventSink interface {
+	Event(e Event)
+}
+
+// Event is one thing that happened to a replica, in the words an operator
+// greps for.
+type Event struct {
+	Time        time.Time
+	Kind        string // isr-shrink, isr-expand, truncation, hw-advance, fenced
+	TP          TP
+	Reason      string
+	LeaderEpoch int32
+	ISR         []int32
+	TraceID     string
+}
+
+// Manager hosts this broker's replicas.
+type Manager struct {
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	tracer trace.Tracer
+
+	mu       sync.RWMutex
+	replicas map[TP]*Replica
+
+	broker   atomic.Pointer[topicconfig.BrokerConfig]
+	fetchers *fetcherManager
+	alter    *alterSender
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// New builds a Manager and starts its background goroutines.
+func New(o Options) (*Manager, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.BrokerEpoch == nil {
+		o.BrokerEpoch = func() int64 { return 0 }
+	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if o.Faults == nil {
+		o.Faults = NewFaults(false)
+	}
+	m := &Manager{
+		opts:     o,
+		log:      logging.OrDiscard(o.Logger),
+		now:      o.Now,
+		tracer:   o.Tracer,
+		replicas: map[TP]*Replica{},
+		stop:     make(chan struct{}),
+	}
+	bc, err := topicconfig.ResolveBroker(o.Static)
+	if err != nil {
+		return nil, err
+	}
+	m.broker.Store(&bc)
+	m.fetchers = newFetcherManager(m)
+	m.alter = newAlterSender(m)
+	m.wg.Add(2)
+	go func() { defer m.wg.Done(); m.alter.run(m.stop) }()
+	go func() { defer m.wg.Done(); m.isrExpirationLoop() }()
+	return m, nil
+}
+
+// BrokerConfig is the effective broker configuration (static + dynamic).
+func (m *Manager) BrokerConfig() topicconfig.BrokerConfig { return *m.broker.Load() }
+
+// Close stops fetchers and background work. Parked requests are woken and
+// answer NOT_LEADER_OR_FOLLOWER.
+func (m *Manager) Close() {
+	m.stopOnce.Do(func() { close(m.stop) })
+	m.fetchers.close()
+	m.wg.Wait()
+	m.mu.RLock()
+	for _, r := range m.replicas {
+		r.wake()
+	}
+	m.mu.RUnlock()
+}
+
+// Replica returns a hosted replica.
+func (m *Manager) Replica(tp TP) (*Replica, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.replicas[tp]
+	return r, ok
+}
+
+// Replicas lists the hosted replicas ordered by topic and partition.
+func (m *Manager) Replicas() []*Replica {
+	m.mu.RLock()
+	out := make([]*Replica, 0, len(m.replicas))
+	for _, r := range m.replicas {
+		out = append(out, r)
+	}
+	m.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].tp.Topic != out[j].tp.Topic {
+			return out[i].tp.Topic < out[j].tp.Topic
+		}
+		return out[i].tp.Partition < out[j].tp.Partition
+	})
+	return out
+}
+
+// HighWatermark serves the log manager's checkpoint and retention.
+func (m *Manager) HighWatermark(tp TP) (int64, bool) {
+	r, ok := m.Replica(tp)
+	if !ok {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.HighWatermark(), true
+}
+
+// notHosted answers for a partition this broker does not host: the leader
+// hint when metadata knows the partition, else UNKNOWN_TOPIC_OR_PARTITION.
+func (m *Manager) notHosted(tp TP) error {
+	if hint := m.opts.Meta.LeaderHint(metadata.TP(tp)); hint != nil {
+		e := kerr.New(kerr.NotLeaderOrFollower, "broker %d does not host %s-%d; leader is %d", m.opts.BrokerID, tp.Topic, tp.Partition, hint.ID)
+		e.Leader = hint
+		return e
+	}
+	return kerr.New(kerr.UnknownTopicOrPartition, "%s-%d is not a known partition", tp.Topic, tp.Partition)
+}
+
+// hosted returns the replica or the error to answer with.
+func (m *Manager) hosted(tp TP) (*Replica, error) {
+	if r, ok := m.Replica(tp); ok {
+		return r, nil
+	}
+	return nil, m.notHosted(tp)
+}
+
+// withLeaderHint adds the current leader to NOT_LEADER answers.
+func (m *Manager) withLeaderHint(tp TP, err error) error {
+	e := kerr.As(err)
+	if e == nil || e.Leader != nil {
+		return err
+	}
+	switch e.Code {
+	case kerr.NotLeaderOrFollower, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch:
+		e.Leader = m.opts.Meta.LeaderHint(metadata.TP(tp))
+		return e
+	}
+	return err
+}
+
+// brokersView answers the state machine's ISR-eligibility questions from
+// the metadata cache: a broker is eligible when the controller lists it live.
+type brokersView struct{ meta *metadata.Cache }
+
+func (b brokersView) IsrEligible(id int32) bool {
+	_, ok := b.meta.Broker(id)
+	return ok
+}
+
+func (b brokersView) BrokerEpoch(id int32) (int64, bool) {
+	br, ok := b.meta.Broker(id)
+	if !ok || br.Epoch == 0 {
+		return 0, false
+	}
+	return br.Epoch, true
+}
+
+func (m *Manager) emit(e Event) {
+	if m.opts.Events != nil {
+		if e.Time.IsZero() {
+			e.Time = m.now()
+		}
+		m.opts.Events.Event(e)
+	}
+}
+
+func (m *Manager) truncationMode() partition.TruncationMode {
+	mode, err := partition.ParseTruncationMode(m.BrokerConfig().ReplicaTruncationMode)
+	if err != nil {
+		return partition.TruncateLeaderEpoch
+	}
+	return mode
+}
+
+// ctxDone reports whether the manager is closing.
+func (m *Manager) closing() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d or until the manager stops or ctx ends; false when stopped.
+func (m *Manager) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-m.stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,59 @@
+package replica
+
+import "sync"
+
+// waiter is one parked request (a delayed fetch or produce) waiting for
+// something to change on any of the partitions it watches. Kafka keeps such
+// requests in purgatories keyed by partition; here each partition holds the
+// set of waiters watching it, and a change pokes each one without blocking.
+type waiter struct {
+	ch chan struct{}
+}
+
+func newWaiter() *waiter { return &waiter{ch: make(chan struct{}, 1)} }
+
+// poke wakes the waiter; extra pokes before it runs are folded into one.
+func (w *waiter) poke() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// watchers is a partition's set of parked waiters. Its own mutex keeps
+// registration off the partition lock, so waking never nests locks.
+type watchers struct {
+	mu  sync.Mutex
+	set map[*waiter]struct{}
+}
+
+func (ws *watchers) add(w *waiter) {
+	ws.mu.Lock()
+	if ws.set == nil {
+		ws.set = map[*waiter]struct{}{}
+	}
+	ws.set[w] = struct{}{}
+	ws.mu.Unlock()
+}
+
+func (ws *watchers) remove(w *waiter) {
+	ws.mu.Lock()
+	delete(ws.set, w)
+	ws.mu.Unlock()
+}
+
+// wakeAll pokes every waiter; they re-check their own conditions.
+func (ws *watchers) wakeAll() {
+	ws.mu.Lock()
+	for w := range ws.set {
+		w.poke()
+	}
+	ws.mu.Unlock()
+}
+
+// size is the number of parked waiters, for the purgatory-size metric.
+func (ws *watchers) size() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.set)
+}

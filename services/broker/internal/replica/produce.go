@@ -1,0 +1,127 @@
+package replica
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+)
+
+// DefaultProduceTimeout bounds an acks=all wait when the request gives none.
+const DefaultProduceTimeout = 30 * time.Second
+
+// ProduceResult is a leader's answer to a produce.
+type ProduceResult struct {
+	BaseOffset     int64
+	LastOffset     int64
+	LogAppendTime  int64
+	LogStartOffset int64
+	LeaderEpoch    int32
+	Duplicate      bool
+}
+
+// Produce appends one record batch (in the log's format) on the leader and,
+// for acks=-1, waits until the high watermark covers it (F15–F17).
+func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (ProduceResult, error) {
+	if err := partition.CheckAcks(acks); err != nil {
+		return ProduceResult{}, err
+	}
+	r, err := m.hosted(tp)
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	now := m.now()
+	r.mu.Lock()
+	if !r.state.IsLeader() {
+		r.mu.Unlock()
+		return ProduceResult{}, m.withLeaderHint(tp, kerr.New(kerr.NotLeaderOrFollower,
+			"broker %d is not the leader of %s-%d", m.opts.BrokerID, tp.Topic, tp.Partition))
+	}
+	if err := r.state.BeforeAppend(acks); err != nil {
+		r.mu.Unlock()
+		return ProduceResult{}, err
+	}
+	epoch := r.state.LeaderEpoch()
+	info, err := r.log.AppendAsLeader(batch, epoch)
+	if err != nil {
+		r.mu.Unlock()
+		return ProduceResult{}, err
+	}
+	upd := r.state.OnLocalAppend(info.LogEndOffset, now)
+	res := ProduceResult{
+		BaseOffset: info.FirstOffset, LastOffset: info.LastOffset, LogAppendTime: now.UnixMilli(),
+		LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: epoch, Duplicate: info.Duplicate,
+	}
+	r.mu.Unlock()
+	// New data: parked follower fetches can answer at once (F18), which is
+	// what makes an acks=all write take about one follower round trip.
+	r.wake()
+	if upd.Advanced() {
+		m.hwAdvanced(ctx, r, upd, "leader append")
+	}
+	if acks != -1 {
+		return res, nil
+	}
+	if timeout <= 0 {
+		timeout = DefaultProduceTimeout
+	}
+	return res, m.awaitCommit(ctx, r, epoch, info.LastOffset+1, timeout)
+}
+
+// awaitCommit parks an acks=all produce until HW >= required (the produce
+// purgatory, F17). Leadership lost, or a new leader epoch, fails it with
+// NOT_LEADER_OR_FOLLOWER: its records may have been truncated away even if
+// a later HW passes their offsets.
+func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, required int64, timeout time.Duration) error {
+	span := trace.SpanFromContext(ctx)
+	w := newWaiter()
+	r.waiters.add(w)
+	defer r.waiters.remove(w)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	start := m.now()
+	for {
+		r.mu.Lock()
+		var done bool
+		var err error
+		if r.state.LeaderEpoch() != epoch || !r.state.IsLeader() {
+			done, err = true, kerr.New(kerr.NotLeaderOrFollower,
+				"leadership of %s-%d changed while waiting for replication (epoch %d -> %d)", r.tp.Topic, r.tp.Partition, epoch, r.state.LeaderEpoch())
+		} else {
+			done, err = r.state.ProduceDone(required)
+		}
+		hw := r.state.HighWatermark()
+		r.mu.Unlock()
+		if done {
+			span.AddEvent("committed", trace.WithAttributes(attribute.Int64("hw", hw),
+				attribute.Int64("wait_us", m.now().Sub(start).Microseconds())))
+			return m.withLeaderHint(r.tp, err)
+		}
+		select {
+		case <-w.ch:
+		case <-timer.C:
+			return kerr.New(kerr.RequestTimedOut, "%s-%d: high watermark %d did not reach %d within %s", r.tp.Topic, r.tp.Partition, hw, required, timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.stop:
+			return kerr.New(kerr.NotLeaderOrFollower, "broker %d is shutting down", m.opts.BrokerID)
+		}
+	}
+}
+
+// hwAdvanced wakes what waits on a HW move and records it.
+func (m *Manager) hwAdvanced(ctx context.Context, r *Replica, upd partition.HWUpdate, cause string) {
+	r.wake()
+	sc := trace.SpanContextFromContext(ctx)
+	ev := Event{Kind: "hw-advance", TP: r.tp, Reason: cause}
+	if sc.IsValid() {
+		ev.TraceID = sc.TraceID().String()
+	}
+	m.emit(ev)
+	m.log.Debug("high watermark advanced", "topic", r.tp.Topic, "partition", r.tp.Partition,
+		"from", upd.Before, "to", upd.After, "cause", cause)
+}

@@ -1,0 +1,63 @@
+package replica
+
+import (
+	"sync"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/topicconfig"
+)
+
+// Replica is one partition hosted on this broker: its log, its replication
+// state machine, and the requests parked on it.
+//
+// Lock rule: mu guards state and serialises every change of the log's
+// contents with role changes (appends as leader or follower, truncations,
+// MakeLeader/MakeFollower), so no append can land between a role change and
+// the epoch bookkeeping it requires. Log reads do not take mu: the log is
+// safe for concurrent readers. Never hold mu while waiting on the network.
+type Replica struct {
+	tp  TP
+	log *logstore.Log
+
+	mu    sync.Mutex
+	state *partition.Partition
+	cfg   topicconfig.TopicConfig
+	// fetchEpoch is the leader epoch this replica follows with, set when the
+	// fetcher took it over; a fetch answer for another epoch is dropped.
+	fetchEpoch int32
+
+	// waiters are parked fetches and acks=all produces; they are woken on
+	// every append, HW move and role change and re-check their condition.
+	waiters watchers
+}
+
+// epochSource adapts the log's leader-epoch cache to the state machine.
+type epochSource struct{ log *logstore.Log }
+
+func (e epochSource) EndOffsetFor(epoch int32) (int32, int64) { return e.log.EndOffsetForEpoch(epoch) }
+func (e epochSource) LatestEpoch() int32                      { return e.log.LatestEpoch() }
+
+// TP returns the partition's name.
+func (r *Replica) TP() TP { return r.tp }
+
+// Log returns the replica's log.
+func (r *Replica) Log() *logstore.Log { return r.log }
+
+// wake pokes every parked request on this replica.
+func (r *Replica) wake() { r.waiters.wakeAll() }
+
+// Snapshot returns the state machine's view for dashboards and metrics.
+func (r *Replica) Snapshot(now time.Time) partition.Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.Snapshot(now)
+}
+
+// IsLeader reports whether this replica leads its partition.
+func (r *Replica) IsLeader() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.IsLeader()
+}

@@ -1,0 +1,279 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Timings of the broker's link to the cluster.
+const (
+	sessionReportInterval = 500 * time.Millisecond
+	sessionRetry          = 200 * time.Millisecond
+	shutdownAttempts      = 5
+)
+
+// registrar keeps this broker registered in etcd (its lease is the broker's
+// liveness; the key's create revision its broker epoch) and keeps a session
+// stream open to the active controller, reporting replica progress and
+// events. A lost registration is renewed with a new epoch.
+type registrar struct {
+	b      *Broker
+	cli    *clientv3.Client
+	store  *metastore.Store
+	events *eventBuffer
+
+	mu  sync.Mutex
+	reg *metastore.Registration
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*registrar, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: b.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--etcd.endpoints %s: %w", b.cfg.EtcdEndpoints.String(), err)
+	}
+	store, err := metastore.New(cli, metastore.Options{Prefix: b.cfg.EtcdPrefix, Logger: b.log})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	r := &registrar{b: b, cli: cli, store: store, events: events}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if err := r.register(ctx); err != nil {
+		r.cancel()
+		cli.Close()
+		return nil, err
+	}
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); r.keepRegistered() }()
+	go func() { defer r.wg.Done(); r.sessionLoop() }()
+	return r, nil
+}
+
+// register creates the lease-bound registration, waiting out a previous
+// incarnation's lease if it is still live (a fast restart).
+func (r *registrar) register(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*r.b.cfg.SessionTimeout+10*time.Second)
+	defer cancel()
+	reg, err := r.store.RegisterBroker(ctx, metastore.BrokerInfo{
+		ID: r.b.cfg.ID, Address: r.b.Advertised(), Rack: r.b.cfg.Rack,
+	}, r.b.cfg.SessionTimeout, metastore.WaitForExpiry())
+	if err != nil {
+		return fmt.Errorf("registering broker %d in etcd: %w", r.b.cfg.ID, err)
+	}
+	r.mu.Lock()
+	r.reg = reg
+	r.mu.Unlock()
+	r.b.epoch.Store(reg.Epoch())
+	r.b.log.Info("registered", "broker_epoch", reg.Epoch(), "session_timeout", r.b.cfg.SessionTimeout)
+	return nil
+}
+
+func (r *registrar) current() *metastore.Registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reg
+}
+
+// keepRegistered re-registers after the lease is lost (a partition from
+// etcd, or the controller declaring this broker dead): the new epoch tells
+// the controller it is a new incarnation to be told its role again.
+func (r *registrar) keepRegistered() {
+	for {
+		reg := r.current()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-reg.Done():
+		}
+		if r.ctx.Err() != nil {
+			return
+		}
+		r.b.log.Warn("registration lost; registering again", "old_broker_epoch", reg.Epoch())
+		for r.ctx.Err() == nil {
+			if err := r.register(r.ctx); err == nil {
+				break
+			} else {
+				r.b.log.Warn("re-registration failed", "err", err)
+			}
+			sleepCtx(r.ctx, time.Second)
+		}
+	}
+}
+
+// controllerClient dials the active controller as the metadata cache or etcd
+// names it.
+func (r *registrar) controllerClient(ctx context.Context) (controlv1.ControllerServiceClient, string, error) {
+	addr := ""
+	if c := r.b.meta.Controller(); c != nil {
+		addr = c.GetAddress()
+	}
+	if addr == "" {
+		info, ok, err := r.store.ActiveController(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		if !ok {
+			return nil, "", kerr.New(kerr.NotController, "no active controller")
+		}
+		addr = info.Address
+	}
+	conn, err := r.b.peers.Conn(addr)
+	if err != nil {
+		return nil, "", err
+	}
+	return controlv1.NewControllerServiceClient(conn), addr, nil
+}
+
+// sessionLoop keeps a BrokerSession stream open to the active controller.
+// When the stream breaks the controller may declare this broker dead after
+// a short grace period, so it reconnects at once.
+func (r *registrar) sessionLoop() {
+	for r.ctx.Err() == nil {
+		err := r.runSession()
+		if r.ctx.Err() != nil {
+			return
+		}
+		r.b.log.Debug("controller session ended", "err", err)
+		sleepCtx(r.ctx, sessionRetry)
+	}
+}
+
+func (r *registrar) runSession() error {
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	client, addr, err := r.controllerClient(ctx)
+	if err != nil {
+		return err
+	}
+	stream, err := client.BrokerSession(ctx)
+	if err != nil {
+		return err
+	}
+	epoch := r.b.epoch.Load()
+	if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch}); err != nil {
+		return err
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				recvErr <- err
+				return
+			}
+		}
+	}()
+	r.b.log.Debug("controller session open", "controller", addr, "broker_epoch", epoch)
+	t := time.NewTicker(sessionReportInterval)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-recvErr:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-r.events.notify:
+		}
+		if r.b.epoch.Load() != epoch {
+			return errors.New("broker epoch changed")
+		}
+		msg := &controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch,
+			Replicas: r.b.progress(), Events: r.events.drain()}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+}
+
+// progress reports every hosted replica's positions.
+func (b *Broker) progress() []*controlv1.ReplicaProgress {
+	now := time.Now()
+	var out []*controlv1.ReplicaProgress
+	for _, rep := range b.rm.Replicas() {
+		s := rep.Snapshot(now)
+		p := &controlv1.ReplicaProgress{
+			Topic: rep.TP().Topic, Partition: rep.TP().Partition, BrokerId: b.cfg.ID,
+			LogEndOffset: s.LogEndOffset, HighWatermark: s.HighWatermark, LogStartOffset: s.LogStartOffset,
+			LeaderEpoch: s.LeaderEpoch, Leader: s.Role == partition.RoleLeader,
+		}
+		if p.Leader {
+			p.MaximalIsr = s.MaximalISR
+			for _, f := range s.Followers {
+				p.Followers = append(p.Followers, &controlv1.FollowerProgress{BrokerId: f.ID, LogEndOffset: f.LogEndOffset, LagMs: f.CaughtUpAgeMs})
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// controlledShutdown asks the controller to move this broker's leaderships
+// to other in-sync replicas before it stops, retrying while some remain.
+func (r *registrar) controlledShutdown(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for attempt := 1; attempt <= shutdownAttempts && ctx.Err() == nil; attempt++ {
+		client, _, err := r.controllerClient(ctx)
+		if err == nil {
+			var resp *controlv1.ControlledShutdownResponse
+			resp, err = client.ControlledShutdown(ctx, &controlv1.ControlledShutdownRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: r.b.epoch.Load()})
+			if err == nil && kerr.Code(resp.GetErrorCode()) == kerr.None {
+				if len(resp.GetRemainingPartitions()) == 0 {
+					r.b.log.Info("controlled shutdown complete: no leaderships left")
+					return
+				}
+				err = fmt.Errorf("%d partitions still led here", len(resp.GetRemainingPartitions()))
+			} else if err == nil {
+				err = kerr.New(kerr.Code(resp.GetErrorCode()), "controlled shutdown refused")
+			}
+		}
+		r.b.log.Warn("controlled shutdown attempt failed", "attempt", attempt, "err", err)
+		sleepCtx(ctx, time.Second)
+	}
+	r.b.log.Warn("proceeding with an uncontrolled shutdown")
+}
+
+// close leaves the cluster: the registration is revoked at once.
+func (r *registrar) close(ctx context.Context) error {
+	r.cancel()
+	r.wg.Wait()
+	var err error
+	if reg := r.current(); reg != nil {
+		err = reg.Close(ctx)
+	}
+	return errors.Join(err, r.cli.Close())
+}
+
+// abandon stops everything without revoking the lease, as a crash would:
+// the registration expires after broker.session.timeout.
+func (r *registrar) abandon() {
+	r.cancel()
+	r.wg.Wait()
+	_ = r.cli.Close()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
