@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
-	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/clustertest/netsim"
@@ -35,6 +34,12 @@ type cluster struct {
 
 func newCluster(t testing.TB, n int, settings map[string]string) *cluster {
 	t.Helper()
+	return newClusterWith(t, n, settings, false)
+}
+
+// newClusterWith also chooses whether the brokers serve fault injection.
+func newClusterWith(t testing.TB, n int, settings map[string]string, faults bool) *cluster {
+	t.Helper()
 	c := &cluster{t: t, net: netsim.New(), ctrl: newStandin(t), brokers: map[int32]*broker.Broker{},
 		cfgs: map[int32]broker.Config{}, conns: map[int32]*grpc.ClientConn{}}
 	for id := int32(1); id <= int32(n); id++ {
@@ -45,6 +50,7 @@ func newCluster(t testing.TB, n int, settings map[string]string) *cluster {
 		cfg.EtcdEndpoints = nil
 		cfg.Settings = maps.Clone(settings)
 		cfg.Dialer = c.net.Dialer(name(id))
+		cfg.FaultInjection = faults
 		c.net.Name(cfg.Listen, name(id))
 		c.cfgs[id] = cfg
 		c.start(id)
@@ -100,7 +106,7 @@ func (c *cluster) crash(id int32) {
 	delete(c.brokers, id)
 }
 
-func (c *cluster) client(id int32) brokerv1.BrokerServiceClient {
+func (c *cluster) conn(id int32) *grpc.ClientConn {
 	conn, ok := c.conns[id]
 	if !ok {
 		var err error
@@ -110,8 +116,14 @@ func (c *cluster) client(id int32) brokerv1.BrokerServiceClient {
 		}
 		c.conns[id] = conn
 	}
-	return brokerv1.NewBrokerServiceClient(conn)
+	return conn
 }
+
+func (c *cluster) client(id int32) brokerv1.BrokerServiceClient {
+	return brokerv1.NewBrokerServiceClient(c.conn(id))
+}
+
+func tpOf(topic string, part int32) replica.TP { return replica.TP{Topic: topic, Partition: part} }
 
 func batchOf(values ...string) []byte {
 	var b recordbatch.Builder
@@ -226,5 +238,3 @@ func (c *cluster) sameLogs(topic string, part int32, ids ...int32) []string {
 	})
 	return want
 }
-
-var _ = commonv1.ErrorCode(0)

@@ -43,6 +43,7 @@ type standin struct {
 	addr    string
 	epoch   int32
 	brokers map[int32]string // live brokers: id -> address
+	racks   map[int32]string
 	parts   map[tp]*pstate
 	configs map[string]map[string]string
 	nextPID int64
@@ -50,7 +51,7 @@ type standin struct {
 }
 
 func newStandin(t testing.TB) *standin {
-	s := &standin{t: t, epoch: 1, brokers: map[int32]string{}, parts: map[tp]*pstate{}, configs: map[string]map[string]string{}, nextPID: 1}
+	s := &standin{t: t, epoch: 1, brokers: map[int32]string{}, racks: map[int32]string{}, parts: map[tp]*pstate{}, configs: map[string]map[string]string{}, nextPID: 1}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func (s *standin) pushLocked(keys ...tp) {
 	um := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: s.epoch, Full: true,
 		Controller: &commonv1.Node{Id: 100, Address: s.addr}, ClusterId: "standin"}
 	for id, addr := range s.brokers {
-		um.Brokers = append(um.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: id, Address: addr}, BrokerEpoch: 0})
+		um.Brokers = append(um.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: id, Address: addr, Rack: s.racks[id]}, BrokerEpoch: 0})
 	}
 	for k, p := range s.parts {
 		um.Partitions = append(um.Partitions, s.psProto(k, p))
@@ -117,6 +118,16 @@ func (s *standin) pushLocked(keys ...tp) {
 			s.t.Logf("LeaderAndIsr to %d: %v", id, resp.GetErrorCode())
 		}
 	}
+}
+
+// pushRacks records brokers' racks and republishes metadata.
+func (s *standin) pushRacks(racks map[int32]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, r := range racks {
+		s.racks[id] = r
+	}
+	s.pushLocked()
 }
 
 func (s *standin) keysLocked() []tp {

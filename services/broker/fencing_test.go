@@ -1,0 +1,211 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// A deposed controller (older controller epoch) is refused by brokers with
+// STALE_CONTROLLER_EPOCH and cannot move leadership (F22).
+func TestStaleControllerEpochIsRefused(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	c.ctrl.createTopic("f", 1, 2, nil)
+	cl := c.ctrl.client(c.brokers[1].Addr())
+	ctx := context.Background()
+	// A newer controller speaks first.
+	if _, err := cl.UpdateMetadata(ctx, &controlv1.UpdateMetadataRequest{ControllerId: 7, ControllerEpoch: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// The old one (epoch 1) tries to make broker 2 the leader.
+	resp, err := cl.LeaderAndIsr(ctx, &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: 1,
+		Partitions: []*commonv1.PartitionState{{Topic: "f", Partition: 0, Leader: 2, LeaderEpoch: 9, Isr: []int32{2}, Replicas: []int32{1, 2}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kerr.Code(resp.GetErrorCode()) != kerr.StaleControllerEpoch {
+		t.Fatalf("stale controller answered %v, want STALE_CONTROLLER_EPOCH", resp.GetErrorCode())
+	}
+	if r, ok := c.brokers[1].Replicas().Replica(tpOf("f", 0)); !ok || !r.IsLeader() {
+		t.Fatal("a stale controller's request changed leadership")
+	}
+	um, _ := cl.UpdateMetadata(ctx, &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: 4})
+	if kerr.Code(um.GetErrorCode()) != kerr.StaleControllerEpoch {
+		t.Fatalf("stale UpdateMetadata answered %v", um.GetErrorCode())
+	}
+}
+
+// A LeaderAndIsr whose leader epoch is not newer than the replica's is
+// ignored (F22): replaying an old decision cannot demote the leader.
+func TestOldLeaderEpochIsIgnored(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	c.ctrl.createTopic("g", 1, 2, nil)
+	cl := c.ctrl.client(c.brokers[1].Addr())
+	_, err := cl.LeaderAndIsr(context.Background(), &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: 1,
+		Partitions: []*commonv1.PartitionState{{Topic: "g", Partition: 0, Leader: 2, LeaderEpoch: 0, Isr: []int32{1, 2}, Replicas: []int32{1, 2}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := c.brokers[1].Replicas().Replica(tpOf("g", 0)); !r.IsLeader() {
+		t.Fatal("a LeaderAndIsr with the same leader epoch demoted the leader")
+	}
+	if _, err := c.produce("g", 0, -1, "still-leader"); err != nil {
+		t.Fatalf("produce after the ignored request: %v", err)
+	}
+}
+
+// Produce validation names the bad field and never writes.
+func TestProduceBadInput(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.ctrl.createTopic("v", 1, 1, map[string]string{"max.message.bytes": "2048"})
+	cl := c.client(1)
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		req   *brokerv1.ProduceRequest
+		code  kerr.Code
+		field string
+	}{
+		{"acks 2", &brokerv1.ProduceRequest{Topic: "v", Acks: 2, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}}, kerr.InvalidRequiredAcks, "acks"},
+		{"no topic", &brokerv1.ProduceRequest{Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}}, kerr.InvalidTopicException, "topic"},
+		{"no payload", &brokerv1.ProduceRequest{Topic: "v", Acks: 1}, kerr.InvalidRequest, "payload"},
+		{"garbage batch", &brokerv1.ProduceRequest{Topic: "v", Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: []byte("not a batch at all, clearly")}}, kerr.CorruptMessage, ""},
+		{"too large", &brokerv1.ProduceRequest{Topic: "v", Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf(string(make([]byte, 4096)))}}, kerr.MessageTooLarge, ""},
+		{"unknown partition", &brokerv1.ProduceRequest{Topic: "v", Partition: 9, Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}}, kerr.UnknownTopicOrPartition, ""},
+	}
+	for _, tc := range cases {
+		_, err := cl.Produce(ctx, tc.req)
+		e := kerr.FromStatus(err)
+		if e == nil || e.Code != tc.code || e.Field != tc.field {
+			t.Errorf("%s: got %v (field %q), want %s field %q", tc.name, err, fieldOf(e), tc.code, tc.field)
+		}
+	}
+	if _, leo := c.replicaState(1, "v", 0); leo != 0 {
+		t.Fatalf("refused produces wrote %d records", leo)
+	}
+}
+
+func fieldOf(e *kerr.Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Field
+}
+
+// An idempotent producer's retry returns the original offsets and appends
+// nothing; a sequence gap is refused (F27), over the wire.
+func TestIdempotentRetryOverTheWire(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.ctrl.createTopic("idem", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	cl := c.client(1)
+	ctx := context.Background()
+	pid, err := cl.InitProducerId(ctx, &brokerv1.InitProducerIdRequest{ProducerId: -1})
+	if err != nil || pid.GetProducerId() < 1 {
+		t.Fatalf("InitProducerId: %v %v", pid, err)
+	}
+	build := func(seq int32, v string) []byte {
+		var b recordbatch.Builder
+		b.Append(recordbatch.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
+		return b.Build(pid.GetProducerId(), int16(pid.GetProducerEpoch()), seq)
+	}
+	send := func(batch []byte) (*brokerv1.ProduceResponse, error) {
+		return cl.Produce(ctx, &brokerv1.ProduceRequest{Topic: "idem", Acks: -1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batch}})
+	}
+	first, err := send(build(0, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := send(build(1, "b")); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := send(build(0, "a"))
+	if err != nil || !retry.GetDuplicate() || retry.GetBaseOffset() != first.GetBaseOffset() {
+		t.Fatalf("retry of seq 0: %v %v, want duplicate at offset %d", retry, err, first.GetBaseOffset())
+	}
+	if _, err := send(build(5, "gap")); kerr.FromStatus(err).Code != kerr.OutOfOrderSequenceNumber {
+		t.Fatalf("sequence gap: %v", err)
+	}
+	if got := fmt.Sprint(c.sameLogs("idem", 0, 1, 2, 3)); got != "[a b]" {
+		t.Fatalf("log %s, want [a b]", got)
+	}
+}
+
+// Fault injection stalls a follower: it falls out of the ISR after
+// replica.lag.time.max.ms and rejoins once the stall is cleared. The API is
+// refused on a broker started without it.
+func TestStalledFollowerLeavesISRAndFaultAPIIsGuarded(t *testing.T) {
+	c := newClusterWith(t, 3, map[string]string{"replica.lag.time.max.ms": "1000"}, true)
+	c.ctrl.createTopic("s", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	fc := faultv1.NewFaultInjectionServiceClient(c.conn(3))
+	ctx := context.Background()
+	if _, err := fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "s", Partition: -1, Stall: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := c.produce("s", 0, -1, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "stalled follower to leave the ISR", func() bool {
+		return fmt.Sprint(c.ctrl.state("s", 0).isr) == "[1 2]"
+	})
+	if _, err := fc.ClearFaults(ctx, &faultv1.ClearFaultsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "follower to rejoin", func() bool { return len(c.ctrl.state("s", 0).isr) == 3 })
+
+	off := newCluster(t, 1, nil)
+	_, err := faultv1.NewFaultInjectionServiceClient(off.conn(1)).SetFetchFault(ctx,
+		&faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Stall: true, Partition: -1}})
+	if kerr.FromStatus(err).Code != kerr.PolicyViolation {
+		t.Fatalf("fault injection on a broker without it: %v", err)
+	}
+}
+
+// KIP-392: a consumer in follower 2's rack is sent to broker 2 and reads
+// there, up to broker 2's HW.
+func TestFollowerFetchingByRack(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	for id, rack := range map[int32]string{1: "r1", 2: "r2", 3: "r3"} {
+		cfg := c.cfgs[id]
+		cfg.Rack = rack
+		c.cfgs[id] = cfg
+		c.crash(id)
+		c.start(id)
+	}
+	c.ctrl.pushRacks(map[int32]string{1: "r1", 2: "r2", 3: "r3"})
+	c.ctrl.createTopic("rack", 1, 3, nil)
+	for i := 0; i < 5; i++ {
+		if _, err := c.produce("rack", 0, -1, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	resp, err := c.client(1).Fetch(ctx, &brokerv1.FetchRequest{Topic: "rack", Offset: 0, RackId: "r2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetPreferredReadReplica() != 2 {
+		t.Fatalf("preferred read replica %d, want 2", resp.GetPreferredReadReplica())
+	}
+	waitFor(t, 5*time.Second, "follower 2's HW to reach 5", func() bool { hw, _ := c.replicaState(2, "rack", 0); return hw == 5 })
+	fr, err := c.client(2).Fetch(ctx, &brokerv1.FetchRequest{Topic: "rack", Offset: 0, RackId: "r2"})
+	if err != nil {
+		t.Fatalf("fetch from the follower: %v", err)
+	}
+	if len(fr.GetRecords()) != 5 || fr.GetHighWatermark() != 5 {
+		t.Fatalf("follower served %d records, hw %d", len(fr.GetRecords()), fr.GetHighWatermark())
+	}
+	// Without a rack a consumer must use the leader.
+	if _, err := c.client(2).Fetch(ctx, &brokerv1.FetchRequest{Topic: "rack", Offset: 0}); kerr.FromStatus(err).Code != kerr.NotLeaderOrFollower {
+		t.Fatalf("rackless fetch from a follower: %v", err)
+	}
+}
