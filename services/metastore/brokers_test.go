@@ -46,7 +46,7 @@ func TestBrokerEpochIsCreateRevisionAndGrowsAcrossIncarnations(t *testing.T) {
 	if again.Epoch() <= reg.Epoch() {
 		t.Fatalf("re-registered epoch %d, not above %d", again.Epoch(), reg.Epoch())
 	}
-	waitClosed(t, reg.Done(), 3*time.Second, "stalled registration's Done")
+	waitClosed(t, reg.Done(), 10*time.Second, "stalled registration's Done")
 	bridge.Resume()
 
 	brokers, _, err := other.Brokers(ctx)

@@ -72,7 +72,7 @@ func TestCampaignOneWinnerThenFailover(t *testing.T) {
 	if second.sess.EpochRevision() <= first.sess.EpochRevision() {
 		t.Fatalf("epoch revision did not grow: %d then %d", first.sess.EpochRevision(), second.sess.EpochRevision())
 	}
-	waitClosed(t, first.sess.Done(), 3*time.Second, "old session's Done")
+	waitClosed(t, first.sess.Done(), 10*time.Second, "old session's Done")
 	_ = second.sess.Resign(ctx)
 }
 
@@ -129,7 +129,7 @@ func TestZombieControllerIsFenced(t *testing.T) {
 	if after.Revision != before.Revision {
 		t.Fatalf("etcd changed under a zombie: revision %d -> %d", before.Revision, after.Revision)
 	}
-	waitClosed(t, zombie.Done(), 3*time.Second, "zombie session's Done")
+	waitClosed(t, zombie.Done(), 10*time.Second, "zombie session's Done")
 }
 
 func TestFencedOnceLeaseIsLostEvenWithoutSuccessor(t *testing.T) {
