@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
 
-	b.peers = replica.NewPeers(cfg.Dialer, tel.TracerProvider, nil)
+	b.peers = replica.NewPeers(cfg.Dialer, tel.TracerProvider)
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
 	b.rm, err = replica.New(replica.Options{

@@ -40,6 +40,12 @@ func newCluster(t testing.TB, n int, settings map[string]string) *cluster {
 // newClusterWith also chooses whether the brokers serve fault injection.
 func newClusterWith(t testing.TB, n int, settings map[string]string, faults bool) *cluster {
 	t.Helper()
+	return newClusterFn(t, n, settings, func(cfg *broker.Config) { cfg.FaultInjection = faults })
+}
+
+// newClusterFn lets a test adjust each broker's config before it starts.
+func newClusterFn(t testing.TB, n int, settings map[string]string, adjust func(*broker.Config)) *cluster {
+	t.Helper()
 	c := &cluster{t: t, net: netsim.New(), ctrl: newStandin(t), brokers: map[int32]*broker.Broker{},
 		cfgs: map[int32]broker.Config{}, conns: map[int32]*grpc.ClientConn{}}
 	for id := int32(1); id <= int32(n); id++ {
@@ -50,7 +56,7 @@ func newClusterWith(t testing.TB, n int, settings map[string]string, faults bool
 		cfg.EtcdEndpoints = nil
 		cfg.Settings = maps.Clone(settings)
 		cfg.Dialer = c.net.Dialer(name(id))
-		cfg.FaultInjection = faults
+		adjust(&cfg)
 		c.net.Name(cfg.Listen, name(id))
 		c.cfgs[id] = cfg
 		c.start(id)

@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 )
 
@@ -37,12 +38,29 @@ type Options struct {
 	OTLPEndpoint string
 	// MetricsListen is the address of the /metrics HTTP endpoint; empty = off.
 	MetricsListen string
+	// Fetches selects which follower fetch round trips are exported:
+	// advancing (those that moved a HW; default), all or none.
+	Fetches string
+	// Exporter, when set, receives spans instead of OTLP (in-process tests
+	// record spans with it). Not a flag.
+	Exporter sdktrace.SpanExporter
 }
 
 // AddFlags registers --otel.endpoint and --metrics.listen.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OTLPEndpoint, "otel.endpoint", o.OTLPEndpoint, "OTLP gRPC endpoint for traces (host:port); empty uses OTEL_EXPORTER_OTLP_ENDPOINT, else tracing is off")
 	fs.StringVar(&o.MetricsListen, "metrics.listen", o.MetricsListen, "address for the Prometheus /metrics endpoint; empty turns it off")
+	fs.StringVar(&o.Fetches, "trace.fetches", o.Fetches, "follower fetch round trips to export: advancing (those that moved a HW), all or none")
+}
+
+// Validate names the telemetry flag that is wrong.
+func (o Options) Validate() error {
+	if o.Fetches != "" {
+		if err := validFetchMode(o.Fetches); err != nil {
+			return config.Invalid("trace.fetches", o.Fetches, "%v", err)
+		}
+	}
+	return nil
 }
 
 // Identity names the process in traces and metrics.
@@ -82,18 +100,25 @@ func (o Options) endpoint() string {
 
 // Setup starts tracing and the metrics endpoint. Close stops both.
 func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Telemetry, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	t := &Telemetry{Registry: prometheus.NewRegistry(), log: logging.OrDiscard(log)}
 	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
-	if ep := o.endpoint(); ep != "" {
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithInsecure()}
-		if o.OTLPEndpoint != "" {
-			opts = append(opts, otlptracegrpc.WithEndpoint(o.OTLPEndpoint))
-		}
-		exp, err := otlptracegrpc.New(ctx, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("otlp exporter for %s: %w", ep, err)
+	if ep := o.endpoint(); ep != "" || o.Exporter != nil {
+		exp := o.Exporter
+		if exp == nil {
+			opts := []otlptracegrpc.Option{otlptracegrpc.WithInsecure()}
+			if o.OTLPEndpoint != "" {
+				opts = append(opts, otlptracegrpc.WithEndpoint(o.OTLPEndpoint))
+			}
+			var err error
+			exp, err = otlptracegrpc.New(ctx, opts...)
+			if err != nil {
+				return nil, fmt.Errorf("otlp exporter for %s: %w", ep, err)
+			}
 		}
 		attrs := append([]attribute.KeyValue{
 			semconv.ServiceName(id.Service),
@@ -108,7 +133,13 @@ func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Tele
 		if err != nil {
 			res = sdkresource.NewSchemaless(attrs...)
 		}
-		t.sdk = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		mode := o.Fetches
+		if mode == "" {
+			mode = FetchesAdvancing
+		}
+		t.sdk = sdktrace.NewTracerProvider(
+			sdktrace.WithSpanProcessor(fetchFilter{next: sdktrace.NewBatchSpanProcessor(exp), mode: mode}),
+			sdktrace.WithResource(res))
 		t.TracerProvider = t.sdk
 		t.log.Info("tracing on", "otlp_endpoint", ep, "service_name", id.Service)
 	} else {

@@ -2,7 +2,12 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -45,6 +50,16 @@ func (s *Replication) ReplicaFetch(ctx context.Context, req *replicationv1.Repli
 		})
 	}
 	answers := s.RM.ReplicaFetch(ctx, f)
+	var advanced []string
+	for _, a := range answers {
+		if a.HWAfter > a.HWBefore {
+			advanced = append(advanced, fmt.Sprintf("%s-%d:%d>%d", a.TP.Topic, a.TP.Partition, a.HWBefore, a.HWAfter))
+		}
+	}
+	if len(advanced) > 0 {
+		// Tells the follower's span that this round trip committed records.
+		_ = grpc.SetHeader(ctx, metadata.Pairs("tidemark-hw-advanced", strings.Join(advanced, ",")))
+	}
 	resp := &replicationv1.ReplicaFetchResponse{}
 	for _, a := range answers {
 		pr := &replicationv1.ReplicaFetchPartitionResponse{

@@ -168,7 +168,7 @@ func (l *Log) scanDir() ([]int64, error) {
 // missing or malformed and has been recreated empty, to be rebuilt.
 func openSegment(fsys vfs.FS, dir string, base int64) (s *segment, bad bool, err error) {
 	lp, ip, tp := segmentPaths(dir, base)
-	s = &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base}
+	s = &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
 	s.maxTS.Store(-1)
 	if s.log, err = fsys.Open(lp); err != nil {
 		return nil, false, storageErr(err, "opening segment %s", lp)
@@ -282,7 +282,7 @@ func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 		return false, storageErr(err, "resetting %s", s.timeIndex.path)
 	}
 	s.maxTS.Store(-1)
-	s.next, s.offsetOfMaxTS, s.bytesSinceIndex = s.base, s.base, 0
+	s.next, s.offsetOfMaxTS, s.bytesSinceIndex, s.lastTimeEntryTS = s.base, s.base, 0, -1
 	interval := l.Config().IndexIntervalBytes
 
 	r := newBatchReader(s.log, s.logPath, size, recoveryWindow)
@@ -396,7 +396,7 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		if s.base+int64(rel) >= s.next || ts < maxTS {
 			return false, nil
 		}
-		maxTS, s.offsetOfMaxTS = ts, s.base+int64(rel)
+		maxTS, s.offsetOfMaxTS, s.lastTimeEntryTS = ts, s.base+int64(rel), ts
 	}
 	s.maxTS.Store(maxTS)
 	s.bytesSinceIndex = size - from

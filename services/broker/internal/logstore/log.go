@@ -11,9 +11,9 @@ import (
 
 // Options opens one partition log.
 type Options struct {
-	FS  vfs.FS
-	Dir string // the partition's directory, "<data dir>/<topic>-<partition>"
-	Config
+	FS     vfs.FS
+	Dir    string // the partition's directory, "<data dir>/<topic>-<partition>"
+	Config Config
 	// Logger receives warnings (recovery truncations, rebuilt indexes); nil is silent.
 	Logger *slog.Logger
 	// Now is the clock for segment.ms, retention.ms and flush.ms; nil is time.Now.

@@ -265,13 +265,19 @@ func (m *Manager) Delete(tp TopicPartition) error {
 func (m *Manager) CheckpointHighWatermarks() error {
 	m.ckptMu.Lock()
 	defer m.ckptMu.Unlock()
+	// The getter is the caller's code: call it without holding m.mu.
+	fresh := map[TopicPartition]int64{}
+	if m.opts.HighWatermark != nil {
+		for tp := range m.openLogs() {
+			if hw, ok := m.opts.HighWatermark(tp); ok {
+				fresh[tp] = hw
+			}
+		}
+	}
 	m.mu.Lock()
 	out := maps.Clone(m.keptHW)
 	for tp := range m.logs {
-		hw, ok := int64(0), false
-		if m.opts.HighWatermark != nil {
-			hw, ok = m.opts.HighWatermark(tp)
-		}
+		hw, ok := fresh[tp]
 		if !ok {
 			if hw, ok = m.lastHW[tp]; !ok {
 				hw, ok = m.recoveredHW[tp]

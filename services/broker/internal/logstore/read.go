@@ -29,6 +29,13 @@ type ReadResult struct {
 // concurrently with appends and sees only data below the LEO published when
 // it starts.
 func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
+	return l.ReadInto(nil, offset, maxBytes, upperBound)
+}
+
+// ReadInto is Read reading into buf when it is large enough (its capacity
+// counts), so a caller that pools buffers avoids allocating, and faulting
+// in, fresh memory for every fetch. Records then aliases buf.
+func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
 	if l.filesClosed {
@@ -57,7 +64,11 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 	}
 	firstSize, _ := recordbatch.PeekSize(first)
 	n := min(max(int64(maxBytes), firstSize), limit-pos)
-	buf := make([]byte, n)
+	if int64(cap(buf)) >= n {
+		buf = buf[:n]
+	} else {
+		buf = make([]byte, n)
+	}
 	if got, err := s.log.ReadAt(buf, pos); err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
 		return ReadResult{}, storageErr(err, "reading %s at position %d", s.logPath, pos)
 	}

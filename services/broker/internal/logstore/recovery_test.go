@@ -244,3 +244,25 @@ func TestCleanReopenKeepsEverything(t *testing.T) {
 		t.Fatalf("epochs %v", e)
 	}
 }
+
+func TestAbandonThenRecover(t *testing.T) {
+	fsys := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	m := openManager(t, fsys, hw)
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	leo := fill(t, l, 20, 3, 40)
+	m.Abandon()
+	if _, err := l.AppendAsLeader(plain(1, 1, 1).build(), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after Abandon: %v", err)
+	}
+	if _, err := fsys.Stat("/data/" + cleanShutdownMarkerFile); err == nil {
+		t.Fatal("Abandon wrote a clean-shutdown marker")
+	}
+	m2 := openManager(t, fsys, hw)
+	defer m2.Close()
+	l2, _ := m2.Log(tpA)
+	if m2.HadCleanShutdown() || l2.LogEndOffset() != leo {
+		t.Fatalf("after abandon: clean %v, LEO %d, want %d", m2.HadCleanShutdown(), l2.LogEndOffset(), leo)
+	}
+	readAll(t, l2, 0, leo, 1<<20)
+}

@@ -21,11 +21,12 @@ type batchReader struct {
 	end    int64 // bytes that may be read
 	buf    []byte
 	bufPos int64
-	window int
+	// window is how much the next refill reads; it grows to maxWindow.
+	window, maxWindow int
 }
 
 func newBatchReader(f vfs.File, path string, end int64, window int) *batchReader {
-	return &batchReader{f: f, path: path, end: end, window: window, bufPos: -1}
+	return &batchReader{f: f, path: path, end: end, maxWindow: window, bufPos: -1}
 }
 
 // bytes returns the n bytes at pos, reading through the window.
@@ -36,6 +37,10 @@ func (r *batchReader) bytes(pos, n int64) ([]byte, error) {
 	if r.bufPos >= 0 && pos >= r.bufPos && pos+n <= r.bufPos+int64(len(r.buf)) {
 		off := pos - r.bufPos
 		return r.buf[off : off+n], nil
+	}
+	// Start small (an exact index hit needs one header) and grow while walking.
+	if r.window < r.maxWindow {
+		r.window = min(max(r.window*4, 512), r.maxWindow)
 	}
 	want := min(max(int64(r.window), n), r.end-pos)
 	if int64(cap(r.buf)) < want {

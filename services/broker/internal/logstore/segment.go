@@ -31,6 +31,7 @@ type segment struct {
 
 	next            int64 // offset after the last batch
 	offsetOfMaxTS   int64
+	lastTimeEntryTS int64 // timestamp of the last time-index entry, -1 when none
 	bytesSinceIndex int64
 	rollBase        time.Time // when segment.ms starts counting; zero until the first append
 }
@@ -43,7 +44,7 @@ func segmentPaths(dir string, base int64) (log, index, timeIndex string) {
 // left behind.
 func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 	lp, ip, tp := segmentPaths(dir, base)
-	s := &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base}
+	s := &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
 	s.maxTS.Store(-1)
 	fail := func(err error) (*segment, error) {
 		s.closeFiles()
@@ -125,15 +126,11 @@ func (s *segment) indexBatch(b recordbatch.Batch, pos int64, interval int64) {
 // time index forward.
 func (s *segment) maybeAppendTimeEntry() {
 	ts := s.maxTS.Load()
-	if ts < 0 {
+	if ts < 0 || ts <= s.lastTimeEntryTS {
 		return
 	}
-	if e, ok, _ := s.timeIndex.last(); ok {
-		if lts, _ := decodeTimeEntry(e); ts <= lts {
-			return
-		}
-	}
 	s.timeIndex.append(timeEntry(ts, uint32(s.offsetOfMaxTS-s.base)))
+	s.lastTimeEntryTS = ts
 }
 
 // seal makes the segment read-only: the final time-index entry is added and

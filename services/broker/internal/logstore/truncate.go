@@ -135,11 +135,12 @@ func countWhere(ix *sparseIndex, keep func(e []byte) bool) int {
 func (l *Log) resetSegmentStats(s *segment) error {
 	size := s.size.Load()
 	s.maxTS.Store(-1)
-	s.offsetOfMaxTS = s.base
+	s.offsetOfMaxTS, s.lastTimeEntryTS = s.base, -1
 	from := int64(0)
 	if e, ok, _ := s.timeIndex.last(); ok {
 		ts, rel := decodeTimeEntry(e)
 		s.maxTS.Store(ts)
+		s.lastTimeEntryTS = ts
 		s.offsetOfMaxTS = s.base + int64(rel)
 		p, err := s.lookup(s.offsetOfMaxTS)
 		if err != nil {
@@ -184,15 +185,11 @@ func (l *Log) afterTruncateLocked(leo int64) {
 	if l.logStart.Load() > leo {
 		l.logStart.Store(leo)
 	}
-	if err := l.rebuildProducersLocked(leo); err != nil {
+	// The producer table is reloaded as of the new LEO: newest snapshot at
+	// or below it plus a replay; snapshots above it are deleted.
+	if err := l.loadProducers(leo); err != nil {
 		l.fail(err)
 	}
-}
-
-// rebuildProducersLocked reloads the producer table as of leo from the newest
-// snapshot at or below it plus a replay, deleting snapshots above it.
-func (l *Log) rebuildProducersLocked(leo int64) error {
-	return l.loadProducers(leo)
 }
 
 // TruncateFullyAndStartAt deletes the whole log and restarts it, empty, at

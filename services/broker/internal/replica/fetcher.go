@@ -8,10 +8,18 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/telemetry"
 )
 
 // Backoffs of the follower fetchers.
@@ -367,7 +375,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		f.backoffAll(delay)
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
-	resp, err := client.ReplicaFetch(ctx, req)
+	resp, err := f.roundTrip(ctx, client, req)
 	cancel()
 	if err != nil {
 		if f.ctx.Err() == nil {
@@ -475,3 +483,50 @@ func (f *fetcher) outOfRangeLocked(st *fetchState, a *replicationv1.ReplicaFetch
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// hwAdvancedHeader is the response header a leader sets when a fetch moved
+// its HW ("topic-partition:before>after", comma separated).
+const hwAdvancedHeader = "tidemark-hw-advanced"
+
+// roundTrip sends one ReplicaFetch inside the follower's own client span, so
+// the span can be marked with what the leader reports (whether this round
+// trip moved the HW) and the exporter keeps only the round trips that did.
+// The trace context is injected by hand: the generic gRPC instrumentation
+// skips this method for that reason.
+func (f *fetcher) roundTrip(ctx context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, error) {
+	ctx, span := f.m.tracer.Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.Int("tidemark.follower_id", int(f.m.opts.BrokerID)),
+			attribute.Int("tidemark.leader_id", int(f.key.leader)), attribute.Int("tidemark.partitions", len(req.Partitions))))
+	defer span.End()
+	md := metadata.MD{}
+	otel.GetTextMapPropagator().Inject(ctx, metadataCarrier(md))
+	ctx = metadata.NewOutgoingContext(ctx, md)
+	var hdr metadata.MD
+	resp, err := client.ReplicaFetch(ctx, req, grpc.Header(&hdr))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
+	if v := hdr.Get(hwAdvancedHeader); len(v) > 0 {
+		span.SetAttributes(attribute.Bool(telemetry.AttrHWAdvanced, true), attribute.String("tidemark.hw.advances", v[0]))
+	}
+	return resp, nil
+}
+
+// metadataCarrier lets the OpenTelemetry propagator write gRPC metadata.
+type metadataCarrier metadata.MD
+
+func (c metadataCarrier) Get(k string) string {
+	if v := metadata.MD(c).Get(k); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+func (c metadataCarrier) Set(k, v string) { metadata.MD(c).Set(k, v) }
+func (c metadataCarrier) Keys() []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	return out
+}

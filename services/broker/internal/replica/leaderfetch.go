@@ -10,6 +10,7 @@ import (
 
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/telemetry"
 )
 
 // FollowerFetch is one follower's batched fetch (F2).
@@ -52,6 +53,14 @@ type FollowerFetchAnswer struct {
 // it parks until an append or HW move on any of its partitions, or MaxWait.
 func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerFetchAnswer {
 	answers := make([]FollowerFetchAnswer, len(f.Partitions))
+	// A parked fetch may read several times; what it did to each HW is
+	// the span from its first read's "before" to its last read's "after".
+	hwFrom := make([]int64, len(f.Partitions))
+	defer func() {
+		for i := range answers {
+			answers[i].HWBefore = min(answers[i].HWBefore, hwFrom[i])
+		}
+	}()
 	// Watch before the first read, so an append between a read and parking
 	// cannot be missed (it would cost a whole max wait).
 	w := newWaiter()
@@ -62,7 +71,7 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 		}
 	}
 	var deadline <-chan time.Time
-	for {
+	for pass := 0; ; pass++ {
 		total, final := 0, false
 		budget := f.MaxBytes
 		if budget <= 0 {
@@ -71,6 +80,9 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 		for i, p := range f.Partitions {
 			a := m.readForFollower(ctx, f, p, budget-total)
 			answers[i] = a
+			if pass == 0 {
+				hwFrom[i] = a.HWBefore
+			}
 			total += len(a.Records)
 			if a.Err != nil || a.Diverging != nil {
 				// Errors and divergence go back at once: the follower must
@@ -161,6 +173,9 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	// round trip. That lag is the window of KIP-101's scenarios.
 	a.HWAfter = r.state.HighWatermark()
 	a.ISR = r.state.MaximalISR()
+	if out.HW.Advanced() {
+		r.markCommitLocked(out.HW.After, trace.SpanContextFromContext(ctx))
+	}
 	r.mu.Unlock()
 	if err != nil {
 		a.Err = m.withLeaderHint(p.TP, err)
@@ -172,6 +187,7 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		// which is why it is kept and exported (the trace of a commit).
 		span := trace.SpanFromContext(ctx)
 		span.SetAttributes(
+			attribute.Bool(telemetry.AttrHWAdvanced, true),
 			attribute.String("tidemark.topic", p.TP.Topic), attribute.Int("tidemark.partition", int(p.TP.Partition)),
 			attribute.Int("tidemark.follower_id", int(f.ReplicaID)), attribute.Int64("tidemark.fetch_offset", p.FetchOffset),
 			attribute.Int64("tidemark.leader_leo", leaderLEO),

@@ -9,6 +9,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
+
+	"tidemark.io/services/platform/telemetry"
 )
 
 // Peers pools gRPC connections from this broker to other brokers and to
@@ -21,14 +24,14 @@ type Peers struct {
 }
 
 // NewPeers builds a pool. dial, when set, replaces the TCP dialer (tests
-// route through a network simulator with it); tp traces outgoing calls.
-func NewPeers(dial func(ctx context.Context, addr string) (net.Conn, error), tp trace.TracerProvider, filter otelgrpc.Filter) *Peers {
-	hopts := []otelgrpc.Option{}
+// route through a network simulator with it); tp traces outgoing calls,
+// except follower fetches, which the fetcher traces itself.
+func NewPeers(dial func(ctx context.Context, addr string) (net.Conn, error), tp trace.TracerProvider) *Peers {
+	hopts := []otelgrpc.Option{otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
+		return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan
+	})}
 	if tp != nil {
 		hopts = append(hopts, otelgrpc.WithTracerProvider(tp))
-	}
-	if filter != nil {
-		hopts = append(hopts, otelgrpc.WithFilter(filter))
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -95,8 +95,14 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 			done, err = r.state.ProduceDone(required)
 		}
 		hw := r.state.HighWatermark()
+		by, linked := r.committedByLocked(required)
 		r.mu.Unlock()
 		if done {
+			if err == nil && linked {
+				// Answers "which follower fetch committed my write".
+				span.AddLink(trace.Link{SpanContext: by, Attributes: []attribute.KeyValue{
+					attribute.String("tidemark.link", "committed by follower fetch")}})
+			}
 			span.AddEvent("committed", trace.WithAttributes(attribute.Int64("hw", hw),
 				attribute.Int64("wait_us", m.now().Sub(start).Microseconds())))
 			return m.withLeaderHint(r.tp, err)

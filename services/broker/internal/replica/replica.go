@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/topicconfig"
@@ -31,6 +33,38 @@ type Replica struct {
 	// waiters are parked fetches and acks=all produces; they are woken on
 	// every append, HW move and role change and re-check their condition.
 	waiters watchers
+
+	// commits remembers the last few follower fetches that moved the HW
+	// (guarded by mu), so an acks=all produce can link its trace to the
+	// fetch that committed it.
+	commits [8]commitMark
+	nextMark int
+}
+
+// commitMark is one HW advance and the fetch span that caused it.
+type commitMark struct {
+	hw   int64
+	span trace.SpanContext
+}
+
+func (r *Replica) markCommitLocked(hw int64, sc trace.SpanContext) {
+	if !sc.IsValid() {
+		return
+	}
+	r.commits[r.nextMark%len(r.commits)] = commitMark{hw, sc}
+	r.nextMark++
+}
+
+// committedByLocked returns the earliest remembered fetch whose HW advance
+// covered offset required-1.
+func (r *Replica) committedByLocked(required int64) (trace.SpanContext, bool) {
+	var best commitMark
+	for _, m := range r.commits {
+		if m.span.IsValid() && m.hw >= required && (!best.span.IsValid() || m.hw < best.hw) {
+			best = m
+		}
+	}
+	return best.span, best.span.IsValid()
 }
 
 // epochSource adapts the log's leader-epoch cache to the state machine.
