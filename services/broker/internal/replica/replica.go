@@ -37,7 +37,7 @@ type Replica struct {
 	// commits remembers the last few follower fetches that moved the HW
 	// (guarded by mu), so an acks=all produce can link its trace to the
 	// fetch that committed it.
-	commits [8]commitMark
+	commits  [8]commitMark
 	nextMark int
 }
 
