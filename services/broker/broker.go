@@ -100,7 +100,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	b.rm, err = replica.New(replica.Options{
 		BrokerID: cfg.ID, Rack: cfg.Rack, Logs: b.logs, Meta: b.meta, Peers: b.peers,
 		BrokerEpoch: b.epoch.Load, Static: cfg.Settings, Logger: log,
-		Tracer: tel.Tracer("tidemark/broker"), Events: events, Faults: faults,
+		Tracer: tel.Tracer("tidemark/broker"), Events: events, Faults: faults, Registry: tel.Registry,
 	})
 	if err != nil {
 		return fail(err)
@@ -210,3 +210,6 @@ func (b *Broker) closeAll(ctx context.Context) error {
 }
 
 var _ lifecycle.Stopper = (*Broker)(nil)
+
+// MetricsAddr is the bound address of /metrics, or "" when it is off.
+func (b *Broker) MetricsAddr() string { return b.tel.MetricsAddr() }

@@ -31,6 +31,10 @@
 //   - flushMu serialises flushes; it is taken before fileMu and never while
 //     mu is held, so fsync runs without blocking appends.
 //
+// The RecoveryPointLowered hook runs under mu; the Manager's hook takes only
+// its rpMu and map mutex, and the Manager calls the caller's HW getter with
+// none of its locks held.
+//
 // Appends publish their data by storing the segment's committed size and
 // then the LEO, both atomically; the segment list is copy-on-write behind an
 // atomic pointer. A reader loads the LEO first and never returns bytes at or

@@ -12,7 +12,7 @@ import (
 )
 
 // Open opens (or creates) the partition log in opts.Dir, recovering it as
-// described in the package comment. A damaged tail is cut with a warning and
+// DESIGN.md ("Storage: the partition log", Recovery) describes. A damaged tail is cut with a warning and
 // counted in Stats; an error is returned only when the log cannot be loaded
 // safely (unreadable directory or file, corrupt leader-epoch checkpoint), and
 // names the file and the reason.

@@ -55,8 +55,13 @@ type Manager struct {
 	lastHW                          map[TopicPartition]int64
 	closed                          bool
 
-	ckptMu sync.Mutex // serialises checkpoint writes
-	stop   chan struct{}
+	// hwMu and rpMu serialise the writes of the HW checkpoint and of the
+	// recovery-point and log-start checkpoints. They are separate because a
+	// Log's truncation hook takes rpMu while the caller may hold its own
+	// partition lock, and the HW getter (which may take that lock) runs
+	// before hwMu is taken, never under a Manager lock.
+	hwMu, rpMu sync.Mutex
+	stop       chan struct{}
 	done   chan struct{}
 }
 
@@ -263,9 +268,7 @@ func (m *Manager) Delete(tp TopicPartition) error {
 // CheckpointHighWatermarks writes replication-offset-checkpoint from the
 // HighWatermark getter (the Manager does so every 5 s and at Close).
 func (m *Manager) CheckpointHighWatermarks() error {
-	m.ckptMu.Lock()
-	defer m.ckptMu.Unlock()
-	// The getter is the caller's code: call it without holding m.mu.
+	// The getter is the caller's code: call it without any Manager lock.
 	fresh := map[TopicPartition]int64{}
 	if m.opts.HighWatermark != nil {
 		for tp := range m.openLogs() {
@@ -274,6 +277,8 @@ func (m *Manager) CheckpointHighWatermarks() error {
 			}
 		}
 	}
+	m.hwMu.Lock()
+	defer m.hwMu.Unlock()
 	m.mu.Lock()
 	out := maps.Clone(m.keptHW)
 	for tp := range m.logs {
@@ -295,8 +300,8 @@ func (m *Manager) CheckpointHighWatermarks() error {
 // CheckpointRecoveryPoints writes recovery-point-offset-checkpoint and
 // log-start-offset-checkpoint from the open logs.
 func (m *Manager) CheckpointRecoveryPoints() error {
-	m.ckptMu.Lock()
-	defer m.ckptMu.Unlock()
+	m.rpMu.Lock()
+	defer m.rpMu.Unlock()
 	m.mu.Lock()
 	rps, starts := maps.Clone(m.keptRecovery), maps.Clone(m.keptStart)
 	for tp, l := range m.logs {

@@ -290,3 +290,42 @@ func TestParseTopicPartition(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerHWGetterMayTakeCallerLock checks the lock order documented in
+// DESIGN.md: the HW getter takes the caller's partition lock, and a
+// truncation made while holding that lock persists its recovery point.
+func TestManagerHWGetterMayTakeCallerLock(t *testing.T) {
+	fsys := newMem(t)
+	var partitionMu sync.Mutex
+	m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", NoBackground: true,
+		HighWatermark: func(TopicPartition) (int64, bool) {
+			partitionMu.Lock()
+			defer partitionMu.Unlock()
+			return 1, true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 50, 3, 40)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 30 {
+			partitionMu.Lock()
+			l.TruncateTo(l.LogEndOffset() - 1)
+			partitionMu.Unlock()
+		}
+	}()
+	for range 30 {
+		if err := m.CheckpointHighWatermarks(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("deadlock between the HW getter and a truncation")
+	}
+}

@@ -43,6 +43,9 @@ func (m *Manager) submitAlter(r *Replica, p partition.Proposal) {
 	kind := "isr-expand"
 	if p.Kind == partition.ShrinkISR {
 		kind = "isr-shrink"
+		m.metrics.isrShrinks.Inc()
+	} else {
+		m.metrics.isrExpands.Inc()
 	}
 	m.log.Info(p.LogLine(), "topic", r.tp.Topic, "partition", r.tp.Partition,
 		"leader_epoch", p.Request.LeaderEpoch, "partition_epoch", p.Request.PartitionEpoch)

@@ -38,7 +38,16 @@ type ConsumerFetchResult struct {
 // from a follower, up to the follower's own HW, and the leader may point it
 // at an in-sync replica in its rack (KIP-392, F26). With nothing to return
 // it waits up to MaxWait for MinBytes (the fetch purgatory, F18).
-func (m *Manager) Fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResult, error) {
+func (m *Manager) Fetch(ctx context.Context, f ConsumerFetch) (res ConsumerFetchResult, err error) {
+	start := time.Now()
+	defer func() {
+		m.metrics.fetchLat.WithLabelValues("consumer").Observe(time.Since(start).Seconds())
+		m.metrics.bytesOut.WithLabelValues("consumer").Add(float64(len(res.Records)))
+	}()
+	return m.fetch(ctx, f)
+}
+
+func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResult, error) {
 	r, err := m.hosted(f.TP)
 	if err != nil {
 		return ConsumerFetchResult{}, err
@@ -60,6 +69,8 @@ func (m *Manager) Fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 			t := time.NewTimer(f.MaxWait)
 			defer t.Stop()
 			deadline = t.C
+			m.metrics.parkedFetch.Add(1)
+			defer m.metrics.parkedFetch.Add(-1)
 		}
 		select {
 		case <-w.ch:

@@ -329,6 +329,7 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 		return
 	}
 	r.state.OnTruncated(newLEO)
+	f.m.metrics.truncations.Inc()
 	msg := "Truncating to offset " + itoa(newLEO) + " (leader epoch " + itoa(int64(st.epoch)) + ")"
 	f.m.log.Info(msg, "topic", r.tp.Topic, "partition", r.tp.Partition, "from_leo", leo, "by", why)
 	f.m.emit(Event{Kind: "truncation", TP: r.tp, Reason: msg + " by " + why, LeaderEpoch: st.epoch})

@@ -52,7 +52,16 @@ type FollowerFetchAnswer struct {
 // caught-up time, ISR expansion and the HW. With fewer than MinBytes ready
 // it parks until an append or HW move on any of its partitions, or MaxWait.
 func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerFetchAnswer {
+	start := time.Now()
 	answers := make([]FollowerFetchAnswer, len(f.Partitions))
+	defer func() {
+		m.metrics.fetchLat.WithLabelValues("follower").Observe(time.Since(start).Seconds())
+		n := 0
+		for _, a := range answers {
+			n += len(a.Records)
+		}
+		m.metrics.bytesOut.WithLabelValues("follower").Add(float64(n))
+	}()
 	// A parked fetch may read several times; what it did to each HW is
 	// the span from its first read's "before" to its last read's "after".
 	hwFrom := make([]int64, len(f.Partitions))
@@ -99,6 +108,8 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 			t := time.NewTimer(f.MaxWait)
 			defer t.Stop()
 			deadline = t.C
+			m.metrics.parkedFetch.Add(1)
+			defer m.metrics.parkedFetch.Add(-1)
 		}
 		select {
 		case <-w.ch:

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -54,6 +55,9 @@ type Options struct {
 	Tracer trace.Tracer
 	Events EventSink
 	Faults *Faults
+	// Registry receives the broker's replication metrics; nil keeps them
+	// unregistered.
+	Registry prometheus.Registerer
 }
 
 // EventSink receives replication events for dashboards (ISR changes,
@@ -87,6 +91,7 @@ type Manager struct {
 	broker   atomic.Pointer[topicconfig.BrokerConfig]
 	fetchers *fetcherManager
 	alter    *alterSender
+	metrics  *metrics
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -120,6 +125,7 @@ func New(o Options) (*Manager, error) {
 		return nil, err
 	}
 	m.broker.Store(&bc)
+	m.metrics = newMetrics(m, o.Registry)
 	m.fetchers = newFetcherManager(m)
 	m.alter = newAlterSender(m)
 	m.wg.Add(2)

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,7 +27,18 @@ type ProduceResult struct {
 
 // Produce appends one record batch (in the log's format) on the leader and,
 // for acks=-1, waits until the high watermark covers it (F15–F17).
-func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (ProduceResult, error) {
+func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (res ProduceResult, err error) {
+	start := time.Now()
+	defer func() {
+		m.metrics.produceLat.WithLabelValues(strconv.Itoa(int(acks))).Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.metrics.refused.WithLabelValues(kerr.CodeOf(err).String()).Inc()
+		}
+	}()
+	return m.produce(ctx, tp, acks, batch, timeout)
+}
+
+func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (ProduceResult, error) {
 	if err := partition.CheckAcks(acks); err != nil {
 		return ProduceResult{}, err
 	}
@@ -52,6 +64,9 @@ func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 		return ProduceResult{}, err
 	}
 	upd := r.state.OnLocalAppend(info.LogEndOffset, now)
+	if !info.Duplicate {
+		m.metrics.bytesIn.Add(float64(len(batch)))
+	}
 	res := ProduceResult{
 		BaseOffset: info.FirstOffset, LastOffset: info.LastOffset, LogAppendTime: now.UnixMilli(),
 		LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: epoch, Duplicate: info.Duplicate,
@@ -81,6 +96,8 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 	w := newWaiter()
 	r.waiters.add(w)
 	defer r.waiters.remove(w)
+	m.metrics.parkedProd.Add(1)
+	defer m.metrics.parkedProd.Add(-1)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	start := m.now()
@@ -105,6 +122,9 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 			}
 			span.AddEvent("committed", trace.WithAttributes(attribute.Int64("hw", hw),
 				attribute.Int64("wait_us", m.now().Sub(start).Microseconds())))
+			if err == nil {
+				m.metrics.appendToHW.Observe(m.now().Sub(start).Seconds())
+			}
 			return m.withLeaderHint(r.tp, err)
 		}
 		select {

@@ -164,7 +164,7 @@ func (m *MemFS) RemoveAll(name string) error {
 	defer m.mu.Unlock()
 	dir, base, err := m.walk("removeall", name)
 	if err != nil {
-		if errorsIsNotExist(err) {
+		if IsNotExist(err) {
 			return nil
 		}
 		return err
@@ -175,8 +175,6 @@ func (m *MemFS) RemoveAll(name string) error {
 	delete(dir.synced, base)
 	return nil
 }
-
-func errorsIsNotExist(err error) bool { return IsNotExist(err) }
 
 func (m *MemFS) MkdirAll(name string) error {
 	m.mu.Lock()

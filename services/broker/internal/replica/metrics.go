@@ -1,0 +1,138 @@
+package replica
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tidemark.io/services/broker/internal/partition"
+)
+
+// metrics are the broker's replication metrics, named after Kafka's JMX
+// beans (kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions
+// is tidemark_broker_under_replicated_partitions) and documented in the
+// README.
+type metrics struct {
+	isrShrinks   prometheus.Counter
+	isrExpands   prometheus.Counter
+	produceLat   *prometheus.HistogramVec
+	fetchLat     *prometheus.HistogramVec
+	appendToHW   prometheus.Histogram
+	bytesIn      prometheus.Counter
+	bytesOut     *prometheus.CounterVec
+	truncations  prometheus.Counter
+	parkedProd   atomic.Int64
+	parkedFetch  atomic.Int64
+	refused *prometheus.CounterVec
+}
+
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
+	mt := &metrics{
+		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_isr_shrinks_total",
+			Help: "ISR shrinks proposed by this broker as leader (Kafka IsrShrinksPerSec)."}),
+		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_isr_expands_total",
+			Help: "ISR expansions proposed by this broker as leader (Kafka IsrExpandsPerSec)."}),
+		produceLat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_broker_produce_latency_seconds",
+			Help: "Produce request time on the leader, by acks.", Buckets: latencyBuckets}, []string{"acks"}),
+		fetchLat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_broker_fetch_latency_seconds",
+			Help: "Fetch request time, including any wait, by kind (consumer or follower).", Buckets: latencyBuckets}, []string{"kind"}),
+		appendToHW: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_broker_append_to_hw_seconds",
+			Help: "Time from a leader append to the HW covering it (acks=all produces).", Buckets: latencyBuckets}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_bytes_in_total",
+			Help: "Record bytes appended as leader."}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_bytes_out_total",
+			Help: "Record bytes sent, by kind (consumer or follower)."}, []string{"kind"}),
+		truncations: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_truncations_total",
+			Help: "Follower log truncations."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
+			Help: "Produce requests refused, by error code."}, []string{"code"}),
+	}
+	if reg == nil {
+		return mt
+	}
+	reg.MustRegister(mt.isrShrinks, mt.isrExpands, mt.produceLat, mt.fetchLat, mt.appendToHW,
+		mt.bytesIn, mt.bytesOut, mt.truncations, mt.refused, &stateCollector{m: m})
+	return mt
+}
+
+// stateCollector computes the partition-state gauges at scrape time from
+// each replica's state machine, so they can never drift from the truth.
+type stateCollector struct{ m *Manager }
+
+var (
+	descUnderReplicated = prometheus.NewDesc("tidemark_broker_under_replicated_partitions",
+		"Partitions led here whose ISR is smaller than their replica set (Kafka UnderReplicatedPartitions).", nil, nil)
+	descUnderMinISR = prometheus.NewDesc("tidemark_broker_under_min_isr_partitions",
+		"Partitions led here whose ISR is below min.insync.replicas (Kafka UnderMinIsrPartitionCount).", nil, nil)
+	descAtMinISR = prometheus.NewDesc("tidemark_broker_at_min_isr_partitions",
+		"Partitions led here whose ISR equals min.insync.replicas (Kafka AtMinIsrPartitionCount).", nil, nil)
+	descLeaders = prometheus.NewDesc("tidemark_broker_leader_partitions",
+		"Partitions this broker leads (Kafka LeaderCount).", nil, nil)
+	descReplicas = prometheus.NewDesc("tidemark_broker_partitions",
+		"Partition replicas this broker hosts (Kafka PartitionCount).", nil, nil)
+	descMaxLag = prometheus.NewDesc("tidemark_broker_replica_max_lag",
+		"Largest offset lag of any follower of a partition led here (Kafka ReplicaFetcherManager MaxLag).", nil, nil)
+	descFollowerLag = prometheus.NewDesc("tidemark_broker_follower_lag",
+		"A follower's offset lag behind this leader.", []string{"topic", "partition", "follower"}, nil)
+	descFollowerCaughtUp = prometheus.NewDesc("tidemark_broker_follower_last_caught_up_seconds",
+		"Seconds since a follower was last caught up with this leader (the ISR rule's clock).", []string{"topic", "partition", "follower"}, nil)
+	descPurgatory = prometheus.NewDesc("tidemark_broker_purgatory_size",
+		"Requests parked waiting: acks=all produces for the HW, fetches for data.", []string{"purgatory"}, nil)
+	descHW = prometheus.NewDesc("tidemark_broker_high_watermark",
+		"High watermark of each hosted replica.", []string{"topic", "partition"}, nil)
+	descLEO = prometheus.NewDesc("tidemark_broker_log_end_offset",
+		"Log end offset of each hosted replica.", []string{"topic", "partition"}, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descAtMinISR, descLeaders, descReplicas,
+		descMaxLag, descFollowerLag, descFollowerCaughtUp, descPurgatory, descHW, descLEO} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	var under, underMin, atMin, leaders, replicas int
+	var maxLag int64
+	for _, r := range c.m.Replicas() {
+		s := r.Snapshot(now)
+		replicas++
+		part := strconv.Itoa(int(r.tp.Partition))
+		ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(s.HighWatermark), r.tp.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(s.LogEndOffset), r.tp.Topic, part)
+		if s.Role != partition.RoleLeader {
+			continue
+		}
+		leaders++
+		if len(s.ISR) < len(s.Replicas) {
+			under++
+		}
+		switch {
+		case len(s.ISR) < s.MinInsyncReplicas:
+			underMin++
+		case len(s.ISR) == s.MinInsyncReplicas:
+			atMin++
+		}
+		for _, f := range s.Followers {
+			follower := strconv.Itoa(int(f.ID))
+			if f.OffsetLag >= 0 {
+				maxLag = max(maxLag, f.OffsetLag)
+				ch <- prometheus.MustNewConstMetric(descFollowerLag, prometheus.GaugeValue, float64(f.OffsetLag), r.tp.Topic, part, follower)
+			}
+			ch <- prometheus.MustNewConstMetric(descFollowerCaughtUp, prometheus.GaugeValue, float64(f.CaughtUpAgeMs)/1000, r.tp.Topic, part, follower)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descUnderReplicated, prometheus.GaugeValue, float64(under))
+	ch <- prometheus.MustNewConstMetric(descUnderMinISR, prometheus.GaugeValue, float64(underMin))
+	ch <- prometheus.MustNewConstMetric(descAtMinISR, prometheus.GaugeValue, float64(atMin))
+	ch <- prometheus.MustNewConstMetric(descLeaders, prometheus.GaugeValue, float64(leaders))
+	ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(replicas))
+	ch <- prometheus.MustNewConstMetric(descMaxLag, prometheus.GaugeValue, float64(maxLag))
+	ch <- prometheus.MustNewConstMetric(descPurgatory, prometheus.GaugeValue, float64(c.m.metrics.parkedProd.Load()), "produce")
+	ch <- prometheus.MustNewConstMetric(descPurgatory, prometheus.GaugeValue, float64(c.m.metrics.parkedFetch.Load()), "fetch")
+}

@@ -1,0 +1,76 @@
+package broker_test
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"tidemark.io/services/broker"
+)
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func metricValue(t *testing.T, body, series string) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`)
+	m := re.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("series %s not found in /metrics", series)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// The operator's view: /metrics shows under-replicated and at-min-ISR
+// partitions, ISR shrinks, produce latency by acks and follower lag as the
+// cluster changes.
+func TestMetricsFollowTheISR(t *testing.T) {
+	c := newClusterFn(t, 3, map[string]string{"replica.lag.time.max.ms": "1000"}, func(cfg *broker.Config) {
+		cfg.Telemetry.MetricsListen = "127.0.0.1:0"
+	})
+	c.ctrl.createTopic("m", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	if _, err := c.produce("m", 0, -1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	addr := c.brokers[1].MetricsAddr()
+	body := scrape(t, addr)
+	if v := metricValue(t, body, "tidemark_broker_under_replicated_partitions"); v != 0 {
+		t.Fatalf("under-replicated %v with a full ISR", v)
+	}
+	if v := metricValue(t, body, `tidemark_broker_produce_latency_seconds_count{acks="-1"}`); v < 1 {
+		t.Fatalf("acks=-1 produce latency count %v", v)
+	}
+	c.net.Partition(name(1), name(3))
+	// F7: a cut-off follower that is still caught up stays in the ISR; new
+	// data makes it fall behind.
+	if _, err := c.produce("m", 0, 1, "b"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "shrink to 1,2", func() bool { return len(c.ctrl.state("m", 0).isr) == 2 })
+	time.Sleep(100 * time.Millisecond)
+	body = scrape(t, addr)
+	if v := metricValue(t, body, "tidemark_broker_under_replicated_partitions"); v != 1 {
+		t.Fatalf("under-replicated %v after the shrink", v)
+	}
+	if v := metricValue(t, body, "tidemark_broker_at_min_isr_partitions"); v != 1 {
+		t.Fatalf("at-min-ISR %v with ISR 2 and min 2", v)
+	}
+	if v := metricValue(t, body, "tidemark_broker_isr_shrinks_total"); v < 1 {
+		t.Fatalf("isr shrinks %v", v)
+	}
+	if v := metricValue(t, body, `tidemark_broker_follower_last_caught_up_seconds{follower="3",partition="0",topic="m"}`); v < 1 {
+		t.Fatalf("cut-off follower last caught up %vs ago", v)
+	}
+}
