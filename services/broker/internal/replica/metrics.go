@@ -15,17 +15,17 @@ import (
 // is tidemark_broker_under_replicated_partitions) and documented in the
 // README.
 type metrics struct {
-	isrShrinks   prometheus.Counter
-	isrExpands   prometheus.Counter
-	produceLat   *prometheus.HistogramVec
-	fetchLat     *prometheus.HistogramVec
-	appendToHW   prometheus.Histogram
-	bytesIn      prometheus.Counter
-	bytesOut     *prometheus.CounterVec
-	truncations  prometheus.Counter
-	parkedProd   atomic.Int64
-	parkedFetch  atomic.Int64
-	refused *prometheus.CounterVec
+	isrShrinks  prometheus.Counter
+	isrExpands  prometheus.Counter
+	produceLat  *prometheus.HistogramVec
+	fetchLat    *prometheus.HistogramVec
+	appendToHW  prometheus.Histogram
+	bytesIn     prometheus.Counter
+	bytesOut    *prometheus.CounterVec
+	truncations prometheus.Counter
+	parkedProd  atomic.Int64
+	parkedFetch atomic.Int64
+	refused     *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
