@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
 
-	b.peers = replica.NewPeers(cfg.Dialer, tel.TracerProvider)
+	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing())
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
 	b.rm, err = replica.New(replica.Options{
@@ -107,7 +107,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	rmRef.Store(b.rm)
 
-	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.TracerProvider})
+	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing()})
 	pids := &producerIDs{b: b}
 	brokerv1.RegisterBrokerServiceServer(b.srv, &grpcapi.Broker{RM: b.rm, ProducerIDs: pids})
 	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, BrokerEpochOf: func(id int32) (int64, bool) {

@@ -164,6 +164,15 @@ func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Tele
 	return t, nil
 }
 
+// Tracing returns the tracer provider when traces are exported, nil when
+// tracing is off (callers then skip instrumentation altogether).
+func (t *Telemetry) Tracing() trace.TracerProvider {
+	if t.sdk == nil {
+		return nil
+	}
+	return t.sdk
+}
+
 // MetricsAddr is the bound address of /metrics, or "" when off.
 func (t *Telemetry) MetricsAddr() string { return t.metricsAddr }
 

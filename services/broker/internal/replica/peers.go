@@ -27,16 +27,16 @@ type Peers struct {
 // route through a network simulator with it); tp traces outgoing calls,
 // except follower fetches, which the fetcher traces itself.
 func NewPeers(dial func(ctx context.Context, addr string) (net.Conn, error), tp trace.TracerProvider) *Peers {
-	hopts := []otelgrpc.Option{otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
-		return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan
-	})}
-	if tp != nil {
-		hopts = append(hopts, otelgrpc.WithTracerProvider(tp))
-	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(hopts...)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}
+	if tp != nil {
+		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+			otelgrpc.WithTracerProvider(tp),
+			otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
+				return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan
+			}))))
 	}
 	if dial != nil {
 		opts = append(opts, grpc.WithContextDialer(dial))
