@@ -3,10 +3,14 @@ package controller
 import (
 	"flag"
 	"net"
+	"os"
+	"strconv"
+	"time"
 
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/topicconfig"
 )
 
 // Config is everything a controller needs to start.
@@ -21,6 +25,29 @@ type Config struct {
 	// EtcdEndpoints and EtcdPrefix locate the metadata store.
 	EtcdEndpoints config.StringList
 	EtcdPrefix    string
+	// EtcdUsername and EtcdPassword authenticate to etcd when set.
+	EtcdUsername, EtcdPassword string
+	// EtcdCA, EtcdCert and EtcdKey are PEM files for TLS to etcd: the CA
+	// alone for server verification, cert and key for client auth.
+	EtcdCA, EtcdCert, EtcdKey string
+
+	// SessionTTL is the lease of the <prefix>/controller key: how long a
+	// dead or partitioned controller keeps the role (whole seconds).
+	SessionTTL time.Duration
+	// BrokerSessionGrace is how long a broker whose BrokerSession broke has
+	// to come back before it is declared dead; 0 waits for its lease.
+	BrokerSessionGrace time.Duration
+	// RequestTimeout bounds one control request to a broker and one etcd write.
+	RequestTimeout time.Duration
+
+	// The controller's static broker-level settings (Kafka reads them from
+	// the controller broker's own config); dynamic broker configs in etcd
+	// override them.
+	AutoLeaderRebalance          bool
+	LeaderImbalancePercentage    int32
+	LeaderImbalanceCheckInterval time.Duration
+	DefaultReplicationFactor     int32
+	NumPartitions                int32
 
 	Log       logging.Options
 	Telemetry telemetry.Options
@@ -29,11 +56,19 @@ type Config struct {
 // DefaultConfig returns the defaults for controller 1.
 func DefaultConfig() Config {
 	return Config{
-		ID:            1,
-		Listen:        "127.0.0.1:9190",
-		EtcdEndpoints: config.StringList{"127.0.0.1:2379"},
-		EtcdPrefix:    "/tidemark",
-		Log:           logging.DefaultOptions(),
+		ID:                           1,
+		Listen:                       "127.0.0.1:9190",
+		EtcdEndpoints:                config.StringList{"127.0.0.1:2379"},
+		EtcdPrefix:                   "/tidemark",
+		SessionTTL:                   3 * time.Second,
+		BrokerSessionGrace:           500 * time.Millisecond,
+		RequestTimeout:               5 * time.Second,
+		AutoLeaderRebalance:          true,
+		LeaderImbalancePercentage:    10,
+		LeaderImbalanceCheckInterval: 300 * time.Second,
+		DefaultReplicationFactor:     1,
+		NumPartitions:                1,
+		Log:                          logging.DefaultOptions(),
 	}
 }
 
@@ -46,8 +81,43 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address brokers and clients dial; empty uses the listen address")
 	fs.Var(&c.EtcdEndpoints, "etcd.endpoints", "comma-separated etcd endpoints (default 127.0.0.1:2379)")
 	fs.StringVar(&c.EtcdPrefix, "etcd.prefix", c.EtcdPrefix, "key prefix of tidemark's metadata in etcd")
+	fs.StringVar(&c.EtcdUsername, "etcd.username", c.EtcdUsername, "etcd user name; empty for no authentication")
+	fs.StringVar(&c.EtcdPassword, "etcd.password", c.EtcdPassword, "etcd password")
+	fs.StringVar(&c.EtcdCA, "etcd.tls.ca", c.EtcdCA, "PEM CA file to verify etcd's certificate; enables TLS")
+	fs.StringVar(&c.EtcdCert, "etcd.tls.cert", c.EtcdCert, "PEM client certificate for etcd; needs --etcd.tls.key")
+	fs.StringVar(&c.EtcdKey, "etcd.tls.key", c.EtcdKey, "PEM client key for etcd")
+	durationMs(fs, &c.SessionTTL, "controller.session.ttl.ms", "lease of the active controller's key: a dead controller is replaced after this (ms, whole seconds)")
+	durationMs(fs, &c.BrokerSessionGrace, "broker.session.grace.ms", "time a broker whose session stream broke has to reconnect or answer a health check before it is declared dead (ms); 0 waits for its lease")
+	durationMs(fs, &c.RequestTimeout, "controller.request.timeout.ms", "timeout of one control request to a broker and of one etcd write (ms)")
+	fs.BoolVar(&c.AutoLeaderRebalance, "auto.leader.rebalance.enable", c.AutoLeaderRebalance, "move leadership back to preferred replicas when brokers are imbalanced")
+	fs.Func("leader.imbalance.per.broker.percentage", "imbalance above which a broker's preferred partitions are rebalanced (default 10)", func(s string) error {
+		return config.ParseInt32(s, &c.LeaderImbalancePercentage)
+	})
+	fs.Func("leader.imbalance.check.interval.seconds", "how often leader imbalance is checked (default 300)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		c.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
+		return err
+	})
+	fs.Func("default.replication.factor", "replication factor of topics created without one (default 1)", func(s string) error {
+		return config.ParseInt32(s, &c.DefaultReplicationFactor)
+	})
+	fs.Func("num.partitions", "partition count of topics created without one (default 1)", func(s string) error {
+		return config.ParseInt32(s, &c.NumPartitions)
+	})
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
+}
+
+// durationMs registers a flag holding a duration in whole milliseconds.
+func durationMs(fs *flag.FlagSet, d *time.Duration, name, usage string) {
+	fs.Func(name, usage+" (default "+strconv.FormatInt(d.Milliseconds(), 10)+")", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		*d = time.Duration(n) * time.Millisecond
+		return nil
+	})
 }
 
 // Validate names the first flag whose value cannot work.
@@ -69,5 +139,55 @@ func (c Config) Validate() error {
 	if c.EtcdPrefix == "" || c.EtcdPrefix[0] != '/' {
 		return config.Invalid("etcd.prefix", c.EtcdPrefix, "must start with /")
 	}
+	if c.EtcdPassword != "" && c.EtcdUsername == "" {
+		return config.Invalid("etcd.username", "", "is needed with --etcd.password")
+	}
+	if (c.EtcdCert == "") != (c.EtcdKey == "") {
+		return config.Invalid("etcd.tls.cert", c.EtcdCert, "--etcd.tls.cert and --etcd.tls.key go together")
+	}
+	for _, f := range []struct{ flag, path string }{
+		{"etcd.tls.ca", c.EtcdCA}, {"etcd.tls.cert", c.EtcdCert}, {"etcd.tls.key", c.EtcdKey},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return config.Invalid(f.flag, f.path, "cannot read: %v", err)
+		}
+	}
+	if c.SessionTTL < time.Second {
+		return config.Invalid("controller.session.ttl.ms", c.SessionTTL.Milliseconds(), "must be >= 1000 (etcd leases are whole seconds)")
+	}
+	if c.BrokerSessionGrace < 0 || c.BrokerSessionGrace > time.Minute {
+		return config.Invalid("broker.session.grace.ms", c.BrokerSessionGrace.Milliseconds(), "must be 0..60000")
+	}
+	if c.RequestTimeout < 100*time.Millisecond {
+		return config.Invalid("controller.request.timeout.ms", c.RequestTimeout.Milliseconds(), "must be >= 100")
+	}
+	for _, kv := range []struct{ flag, key, val string }{
+		{"leader.imbalance.per.broker.percentage", "leader.imbalance.per.broker.percentage", strconv.Itoa(int(c.LeaderImbalancePercentage))},
+		{"leader.imbalance.check.interval.seconds", "leader.imbalance.check.interval.seconds", strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10)},
+		{"default.replication.factor", "default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor))},
+		{"num.partitions", "num.partitions", strconv.Itoa(int(c.NumPartitions))},
+	} {
+		if err := topicconfig.Validate(topicconfig.ScopeBroker, kv.key, kv.val); err != nil {
+			return config.Invalid(kv.flag, kv.val, "%v", err)
+		}
+	}
+	if c.LeaderImbalanceCheckInterval%time.Second != 0 {
+		return config.Invalid("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval, "must be whole seconds")
+	}
 	return c.Log.Validate()
+}
+
+// staticBroker is the controller's static broker-level layer, in the
+// registry's keys.
+func (c Config) staticBroker() map[string]string {
+	return map[string]string{
+		"auto.leader.rebalance.enable":            strconv.FormatBool(c.AutoLeaderRebalance),
+		"leader.imbalance.per.broker.percentage":  strconv.Itoa(int(c.LeaderImbalancePercentage)),
+		"leader.imbalance.check.interval.seconds": strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10),
+		"default.replication.factor":              strconv.Itoa(int(c.DefaultReplicationFactor)),
+		"num.partitions":                          strconv.Itoa(int(c.NumPartitions)),
+	}
 }

@@ -1,7 +1,14 @@
 // Package controller is a tidemark controller: one of two or more processes
 // of which one, elected through etcd, is active. The active controller
 // decides leaders and ISRs, keeps them in etcd, and pushes them to brokers;
-// the others stand by. Start runs one in-process.
+// the others stand by and answer NOT_CONTROLLER naming it. Start runs one
+// in-process.
+//
+// Layout: office.go runs the campaign loop (campaign, hold a term, resign);
+// internal/ctrl is one term of office (the event loop and all its state);
+// internal/sender queues control requests per broker; internal/grpcapi has
+// the thin gRPC handlers; internal/election and internal/placement hold the
+// pure rules.
 package controller
 
 import (
@@ -9,9 +16,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/ctrl"
+	"tidemark.io/services/controller/internal/grpcapi"
+	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -20,16 +33,21 @@ import (
 
 // Controller is a running controller process.
 type Controller struct {
-	cfg  Config
-	log  *slog.Logger
-	tel  *telemetry.Telemetry
-	srv  *grpcserver.Server
-	lis  net.Listener
-	done chan error
+	cfg    Config
+	log    *slog.Logger
+	tel    *telemetry.Telemetry
+	srv    *grpcserver.Server
+	lis    net.Listener
+	cli    *clientv3.Client
+	office *office
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+	done   chan error
 }
 
-// Start binds the listener and serves; it returns once the controller
-// answers health checks.
+// Start binds the listener, serves, and starts campaigning for the
+// controller role; it returns once the controller answers health checks
+// (as a standby until it wins).
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -41,23 +59,49 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 	if err != nil {
 		return nil, err
 	}
+	cli, err := cfg.etcdClient()
+	if err != nil {
+		_ = tel.Close(ctx)
+		return nil, err
+	}
+	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.EtcdPrefix, Logger: log})
+	if err != nil {
+		_ = cli.Close()
+		_ = tel.Close(ctx)
+		return nil, err
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		_ = cli.Close()
 		_ = tel.Close(ctx)
 		return nil, fmt.Errorf("--listen %s: %w", cfg.Listen, err)
 	}
-	srv := grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.TracerProvider})
-	adminv1.RegisterAdminServiceServer(srv, adminv1.UnimplementedAdminServiceServer{})
-	controlv1.RegisterControllerServiceServer(srv, controlv1.UnimplementedControllerServiceServer{})
-	srv.MarkAllServing()
-
-	c := &Controller{cfg: cfg, log: log, tel: tel, srv: srv, lis: lis, done: make(chan error, 1)}
+	addr := cfg.Advertised
+	if addr == "" {
+		addr = lis.Addr().String()
+	}
+	c := &Controller{cfg: cfg, log: log, tel: tel, lis: lis, cli: cli, done: make(chan error, 1)}
+	c.office = &office{cfg: cfg, store: store, log: log, metrics: ctrl.NewMetrics(tel.Registry), addr: addr}
+	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.TracerProvider})
+	adminv1.RegisterAdminServiceServer(c.srv, grpcapi.NewAdmin(c.office))
+	controlv1.RegisterControllerServiceServer(c.srv, grpcapi.NewControl(c.office))
+	c.srv.MarkAllServing()
 	go func() {
-		if err := srv.Serve(lis); err != nil {
+		if err := c.srv.Serve(lis); err != nil {
 			c.done <- err
 		}
 	}()
-	log.Info("controller started", "id", cfg.ID, "listen", lis.Addr().String())
+
+	// The campaign outlives Start's ctx: it ends with Stop.
+	runCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.bg.Add(2)
+	go func() { defer c.bg.Done(); c.office.run(runCtx) }()
+	go func() {
+		defer c.bg.Done()
+		keepRegistered(runCtx, store, metastore.ControllerNode{ID: cfg.ID, Address: addr}, cfg.SessionTTL, log)
+	}()
+	log.Info("controller started", "id", cfg.ID, "listen", lis.Addr().String(), "advertised", addr)
 	return c, nil
 }
 
@@ -67,10 +111,46 @@ func (c *Controller) Addr() string { return c.lis.Addr().String() }
 // Failed reports a fatal serving error.
 func (c *Controller) Failed() <-chan error { return c.done }
 
-// Stop shuts the controller down: stop taking requests, then flush telemetry.
+// Active reports whether this process holds the controller role now, and
+// with which epoch.
+func (c *Controller) Active() (epoch int32, ok bool) {
+	if a := c.office.current(); a != nil {
+		return a.Epoch(), true
+	}
+	return 0, false
+}
+
+// Stop shuts the controller down: the active term resigns first (a standby
+// takes over at once instead of after the lease TTL), then the server stops,
+// then the etcd client and telemetry.
 func (c *Controller) Stop(ctx context.Context) error {
 	return lifecycle.Sequence(
+		lifecycle.StopFunc(func(ctx context.Context) error {
+			c.srv.SetServing("", false)
+			c.cancel()
+			waitGroup(ctx, &c.bg)
+			return nil
+		}),
 		lifecycle.StopFunc(func(ctx context.Context) error { c.srv.Stop(ctx); return nil }),
+		lifecycle.StopFunc(func(context.Context) error { return c.cli.Close() }),
 		lifecycle.StopFunc(c.tel.Close),
 	).Stop(ctx)
+}
+
+// waitGroup waits for wg or ctx, whichever comes first.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// crash stops the process's work without any goodbye, for tests that play
+// kill -9: they cut its etcd connection first (see the tests' harness),
+// so its leases expire on their own. Stop still releases the rest.
+func (c *Controller) crash() {
+	c.cancel()
+	c.srv.Server.Stop()
 }

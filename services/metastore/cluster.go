@@ -23,6 +23,10 @@ type Cluster struct {
 	BrokerConfigs map[string]map[string]string
 	// NextProducerID is the first producer id not yet handed out in a block.
 	NextProducerID int64
+	// Controllers are the running controller processes, active or standby.
+	Controllers map[int32]ControllerNode
+	// ClusterID is the cluster's id; empty until EnsureClusterID ran.
+	ClusterID string
 }
 
 func newCluster() *Cluster {
@@ -30,6 +34,7 @@ func newCluster() *Cluster {
 		Brokers:       map[int32]Broker{},
 		Topics:        map[string]*Topic{},
 		BrokerConfigs: map[string]map[string]string{},
+		Controllers:   map[int32]ControllerNode{},
 	}
 }
 
@@ -126,6 +131,16 @@ func (c *Cluster) Apply(ev Event) {
 	case KindProducerIDBlock:
 		if !del {
 			c.NextProducerID = ev.NextProducerID
+		}
+	case KindControllerNode:
+		if del {
+			delete(c.Controllers, ev.BrokerID)
+		} else if ev.ControllerNode != nil {
+			c.Controllers[ev.BrokerID] = *ev.ControllerNode
+		}
+	case KindClusterID:
+		if !del {
+			c.ClusterID = ev.ClusterID
 		}
 	}
 }

@@ -13,6 +13,8 @@
 //	<p>/config/brokers/<id> and /<default>           broker config overrides
 //	<p>/admin/delete_topics/<topic>                  pending topic deletions
 //	<p>/producer_id_block                            next free producer id
+//	<p>/controllers/<id>                             lease-bound; a running controller process
+//	<p>/cluster/id                                   the cluster id, written once
 //
 // Controllers elect themselves with Store.Campaign, which returns a Session.
 // Every metadata write a controller makes goes through its Session and is

@@ -31,7 +31,7 @@ type Event struct {
 
 	Topic     string // KindTopic, KindPartitionState, KindTopicConfig, KindTopicDeletion
 	Partition int32  // KindPartitionState
-	BrokerID  int32  // KindBroker; KindBrokerConfig (-1 for <default>)
+	BrokerID  int32  // KindBroker; KindBrokerConfig (-1 for <default>); KindControllerNode (the controller id)
 	Entity    string // KindBrokerConfig
 
 	Controller      *ControllerInfo   // KindController
@@ -42,6 +42,8 @@ type Event struct {
 	Config          map[string]string // KindTopicConfig, KindBrokerConfig
 	Deletion        *TopicDeletion    // KindTopicDeletion
 	NextProducerID  int64             // KindProducerIDBlock
+	ControllerNode  *ControllerNode   // KindControllerNode
+	ClusterID       string            // KindClusterID
 
 	// Err is set when the value could not be decoded; the value fields are then empty.
 	Err error
@@ -86,6 +88,14 @@ func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyVal
 		var v producerIDBlock
 		v, err = decode[producerIDBlock](key, kv.Value)
 		ev.NextProducerID = v.Next
+	case KindControllerNode:
+		var v ControllerNode
+		v, err = decode[ControllerNode](key, kv.Value)
+		ev.ControllerNode = &v
+	case KindClusterID:
+		var v clusterIDValue
+		v, err = decode[clusterIDValue](key, kv.Value)
+		ev.ClusterID = v.ID
 	}
 	if err != nil {
 		ev = Event{Type: typ, Kind: ki.Kind, Key: key, Revision: rev, Topic: ki.Topic,

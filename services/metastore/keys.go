@@ -29,10 +29,13 @@ const (
 	KindBrokerConfig
 	KindTopicDeletion
 	KindProducerIDBlock
+	KindControllerNode
+	KindClusterID
 )
 
 var kindNames = [...]string{"unknown", "controller", "controller_epoch", "broker", "topic",
-	"partition_state", "topic_config", "broker_config", "topic_deletion", "producer_id_block"}
+	"partition_state", "topic_config", "broker_config", "topic_deletion", "producer_id_block",
+	"controller_node", "cluster_id"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -64,13 +67,16 @@ func (k keys) brokerConfig(ent string) string { return k.configDir() + "brokers/
 func (k keys) deletionsDir() string           { return k.p + "/admin/delete_topics/" }
 func (k keys) topicDeletion(t string) string  { return k.deletionsDir() + t }
 func (k keys) producerIDBlock() string        { return k.p + "/producer_id_block" }
+func (k keys) controllersDir() string         { return k.p + "/controllers/" }
+func (k keys) controllerNode(id int32) string { return k.controllersDir() + BrokerEntity(id) }
+func (k keys) clusterID() string              { return k.p + "/cluster/id" }
 
 // keyInfo is what a key names.
 type keyInfo struct {
 	Kind      Kind
 	Topic     string
 	Partition int32
-	BrokerID  int32
+	BrokerID  int32  // also the controller id of a controller node
 	Entity    string // broker config entity
 }
 
@@ -88,6 +94,12 @@ func (k keys) parse(key string) keyInfo {
 		return keyInfo{Kind: KindControllerEpoch}
 	case rel == "producer_id_block":
 		return keyInfo{Kind: KindProducerIDBlock}
+	case rel == "cluster/id":
+		return keyInfo{Kind: KindClusterID}
+	case len(parts) == 2 && parts[0] == "controllers":
+		if id, ok := parseID(parts[1]); ok {
+			return keyInfo{Kind: KindControllerNode, BrokerID: id}
+		}
 	case len(parts) == 3 && parts[0] == "brokers" && parts[1] == "ids":
 		if id, ok := parseID(parts[2]); ok {
 			return keyInfo{Kind: KindBroker, BrokerID: id}

@@ -23,19 +23,46 @@ func View(buf []byte) (Batch, error) {
 	return Batch(buf), nil
 }
 
-func (b Batch) BaseOffset() int64           { return int64(be.Uint64(b[offBaseOffset:])) }
-func (b Batch) BatchLength() int32          { return int32(be.Uint32(b[offBatchLength:])) }
+// Header accessors, one per field of the fixed header.
+
+// BaseOffset is the offset of the first record (assigned by the leader).
+func (b Batch) BaseOffset() int64 { return int64(be.Uint64(b[offBaseOffset:])) }
+
+// BatchLength counts the bytes after the batchLength field.
+func (b Batch) BatchLength() int32 { return int32(be.Uint32(b[offBatchLength:])) }
+
+// PartitionLeaderEpoch is the epoch of the leader that appended the batch.
 func (b Batch) PartitionLeaderEpoch() int32 { return int32(be.Uint32(b[offPartitionLeaderEpoch:])) }
-func (b Batch) Magic() int8                 { return int8(b[offMagic]) }
-func (b Batch) CRC() uint32                 { return be.Uint32(b[offCRC:]) }
-func (b Batch) Attributes() int16           { return int16(be.Uint16(b[offAttributes:])) }
-func (b Batch) LastOffsetDelta() int32      { return int32(be.Uint32(b[offLastOffsetDelta:])) }
-func (b Batch) FirstTimestamp() int64       { return int64(be.Uint64(b[offFirstTimestamp:])) }
-func (b Batch) MaxTimestamp() int64         { return int64(be.Uint64(b[offMaxTimestamp:])) }
-func (b Batch) ProducerID() int64           { return int64(be.Uint64(b[offProducerID:])) }
-func (b Batch) ProducerEpoch() int16        { return int16(be.Uint16(b[offProducerEpoch:])) }
-func (b Batch) BaseSequence() int32         { return int32(be.Uint32(b[offBaseSequence:])) }
-func (b Batch) RecordCount() int32          { return int32(be.Uint32(b[offRecordCount:])) }
+
+// Magic is the format version (2).
+func (b Batch) Magic() int8 { return int8(b[offMagic]) }
+
+// CRC is the stored CRC-32C of bytes 21 to the end.
+func (b Batch) CRC() uint32 { return be.Uint32(b[offCRC:]) }
+
+// Attributes holds the compression codec and timestamp type bits.
+func (b Batch) Attributes() int16 { return int16(be.Uint16(b[offAttributes:])) }
+
+// LastOffsetDelta is the last record's offset minus BaseOffset.
+func (b Batch) LastOffsetDelta() int32 { return int32(be.Uint32(b[offLastOffsetDelta:])) }
+
+// FirstTimestamp is the timestamp record timestamp deltas are relative to.
+func (b Batch) FirstTimestamp() int64 { return int64(be.Uint64(b[offFirstTimestamp:])) }
+
+// MaxTimestamp is the largest record timestamp (or the broker's, LogAppendTime).
+func (b Batch) MaxTimestamp() int64 { return int64(be.Uint64(b[offMaxTimestamp:])) }
+
+// ProducerID is the idempotent producer's id, or NoProducerID.
+func (b Batch) ProducerID() int64 { return int64(be.Uint64(b[offProducerID:])) }
+
+// ProducerEpoch is the idempotent producer's epoch.
+func (b Batch) ProducerEpoch() int16 { return int16(be.Uint16(b[offProducerEpoch:])) }
+
+// BaseSequence is the first record's sequence number, or NoSequence.
+func (b Batch) BaseSequence() int32 { return int32(be.Uint32(b[offBaseSequence:])) }
+
+// RecordCount is the number of records.
+func (b Batch) RecordCount() int32 { return int32(be.Uint32(b[offRecordCount:])) }
 
 // Size is the number of bytes the batch occupies: LengthOverhead + batchLength.
 func (b Batch) Size() int { return LengthOverhead + int(b.BatchLength()) }

@@ -48,7 +48,7 @@ func TestSplitTornAtEveryCut(t *testing.T) {
 }
 
 func TestAllYieldsBatchesThenTornError(t *testing.T) {
-	buf, ends := chain(t, 3)
+	buf, _ := chain(t, 3)
 	var got []int64
 	var tornErr error
 	for b, err := range All(buf[:len(buf)-5]) {
@@ -64,7 +64,6 @@ func TestAllYieldsBatchesThenTornError(t *testing.T) {
 	if kerr.CodeOf(tornErr) != kerr.CorruptMessage {
 		t.Fatalf("torn tail error = %v", tornErr)
 	}
-	_ = ends
 }
 
 func TestValidPrefixStopsAtCorruptBatch(t *testing.T) {

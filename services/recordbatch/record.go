@@ -39,7 +39,7 @@ func (b Batch) Records() iter.Seq2[Record, error] {
 		n := b.RecordCount()
 		for i := int32(0); i < n; i++ {
 			var r rawRecord
-			if err := d.record(&r, true); err != nil {
+			if err := d.record(&r); err != nil {
 				yield(Record{}, err)
 				return
 			}
@@ -74,7 +74,18 @@ type decoder struct {
 	pos int
 }
 
+// varint reads a zigzag varint. One-byte values (most deltas and short
+// lengths) take a fast path the compiler can inline.
 func (d *decoder) varint(what string) (int64, error) {
+	if len(d.buf) > 0 && d.buf[0] < 0x80 {
+		u := int64(d.buf[0])
+		d.buf, d.pos = d.buf[1:], d.pos+1
+		return (u >> 1) ^ -(u & 1), nil
+	}
+	return d.varintSlow(what)
+}
+
+func (d *decoder) varintSlow(what string) (int64, error) {
 	v, n := binary.Varint(d.buf)
 	if n <= 0 {
 		return 0, corruptf("bad %s varint at byte %d", what, d.pos)
@@ -94,9 +105,10 @@ func (d *decoder) varint32(what string) (int32, error) {
 	return int32(v), nil
 }
 
-// bytes reads a length-prefixed byte string; length -1 is null.
+// bytes reads a length-prefixed byte string; length -1 is null. what names
+// the length field in errors (a constant, so the hot path never allocates).
 func (d *decoder) bytes(what string, nullable bool) ([]byte, error) {
-	n, err := d.varint32(what + " length")
+	n, err := d.varint32(what)
 	if err != nil {
 		return nil, err
 	}
@@ -104,16 +116,15 @@ func (d *decoder) bytes(what string, nullable bool) ([]byte, error) {
 		return nil, nil
 	}
 	if n < 0 || int(n) > len(d.buf) {
-		return nil, corruptf("%s length %d invalid at byte %d (%d bytes left)", what, n, d.pos, len(d.buf))
+		return nil, corruptf("%s %d invalid at byte %d (%d bytes left)", what, n, d.pos, len(d.buf))
 	}
 	v := d.buf[:n:n]
 	d.buf, d.pos = d.buf[n:], d.pos+int(n)
 	return v, nil
 }
 
-// record decodes one record. With wantHeaders false, headers are checked
-// but not materialised, so validation does not allocate.
-func (d *decoder) record(r *rawRecord, wantHeaders bool) error {
+// record decodes one record.
+func (d *decoder) record(r *rawRecord) error {
 	start := d.pos
 	length, err := d.varint32("record length")
 	if err != nil {
@@ -133,10 +144,10 @@ func (d *decoder) record(r *rawRecord, wantHeaders bool) error {
 	if r.offsetDelta, err = body.varint32("offset delta"); err != nil {
 		return err
 	}
-	if r.key, err = body.bytes("key", true); err != nil {
+	if r.key, err = body.bytes("key length", true); err != nil {
 		return err
 	}
-	if r.value, err = body.bytes("value", true); err != nil {
+	if r.value, err = body.bytes("value length", true); err != nil {
 		return err
 	}
 	count, err := body.varint32("header count")
@@ -147,21 +158,19 @@ func (d *decoder) record(r *rawRecord, wantHeaders bool) error {
 		return corruptf("header count %d invalid at byte %d", count, body.pos)
 	}
 	r.headers = nil
-	if wantHeaders && count > 0 {
+	if count > 0 {
 		r.headers = make([]Header, 0, count)
 	}
 	for range count {
-		k, err := body.bytes("header key", false)
+		k, err := body.bytes("header key length", false)
 		if err != nil {
 			return err
 		}
-		v, err := body.bytes("header value", true)
+		v, err := body.bytes("header value length", true)
 		if err != nil {
 			return err
 		}
-		if wantHeaders {
-			r.headers = append(r.headers, Header{Key: string(k), Value: v})
-		}
+		r.headers = append(r.headers, Header{Key: string(k), Value: v})
 	}
 	if len(body.buf) != 0 {
 		return corruptf("record at byte %d has %d trailing bytes", start, len(body.buf))

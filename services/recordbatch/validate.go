@@ -1,5 +1,10 @@
 package recordbatch
 
+import (
+	"encoding/binary"
+	"errors"
+)
+
 // checkFrame checks that buf holds exactly one batch by its length field.
 func checkFrame(buf []byte) error {
 	if len(buf) < HeaderSize {
@@ -63,29 +68,107 @@ func (b Batch) checkHeaderContents() error {
 	return nil
 }
 
+// checkRecords walks the records without decoding them into values: this is
+// on every append's path, so it is a flat loop over local slices.
 func (b Batch) checkRecords() error {
-	d := decoder{buf: b[HeaderSize:], pos: HeaderSize}
 	n := b.RecordCount()
 	first := b.FirstTimestamp()
 	maxTS := int64(-1 << 63)
-	var r rawRecord
+	p, pos := []byte(b[HeaderSize:]), HeaderSize
 	for i := range n {
-		if len(d.buf) == 0 {
+		if len(p) == 0 {
 			return corruptf("record count %d but records end after %d", n, i)
 		}
-		if err := d.record(&r, false); err != nil {
-			return err
+		length, k := varint(p)
+		if k <= 0 || length < 1 || length > int64(len(p)-k) {
+			return corruptf("record %d: bad length at byte %d", i, pos)
 		}
-		if r.offsetDelta != i {
-			return invalidf("record %d has offset delta %d (deltas must be dense)", i, r.offsetDelta)
+		body, end := p[k:k+int(length)], pos+k+int(length)
+		p, pos = p[k+int(length):], end
+		tsDelta, offDelta, err := skipRecordBody(body[1:])
+		if err != nil {
+			return corruptf("record %d at byte %d: %v", i, end-int(length)-k, err)
 		}
-		maxTS = max(maxTS, first+r.timestampDelta)
+		if offDelta != int64(i) {
+			return invalidf("record %d has offset delta %d (deltas must be dense)", i, offDelta)
+		}
+		maxTS = max(maxTS, first+tsDelta)
 	}
-	if len(d.buf) != 0 {
-		return corruptf("%d bytes after the last of %d records", len(d.buf), n)
+	if len(p) != 0 {
+		return corruptf("%d bytes after the last of %d records", len(p), n)
 	}
 	if b.TimestampType() == CreateTime && b.MaxTimestamp() != maxTS {
 		return invalidf("max timestamp %d does not match the largest record timestamp %d", b.MaxTimestamp(), maxTS)
 	}
 	return nil
 }
+
+// skipRecordBody checks a record body after its attributes byte: the
+// varints and lengths must be sane and consume it exactly.
+func skipRecordBody(p []byte) (tsDelta, offDelta int64, err error) {
+	var k int
+	if tsDelta, k = varint(p); k <= 0 {
+		return 0, 0, errBadVarint
+	}
+	p = p[k:]
+	if offDelta, k = varint(p); k <= 0 || offDelta > maxInt32 || offDelta < minInt32 {
+		return 0, 0, errBadVarint
+	}
+	p = p[k:]
+	for range 2 { // key, value
+		if p, err = skipBytes(p, true); err != nil {
+			return 0, 0, err
+		}
+	}
+	count, k := varint(p)
+	if k <= 0 || count < 0 || count > int64(len(p)) {
+		return 0, 0, errBadHeaders
+	}
+	p = p[k:]
+	for range count {
+		if p, err = skipBytes(p, false); err != nil {
+			return 0, 0, err
+		}
+		if p, err = skipBytes(p, true); err != nil {
+			return 0, 0, err
+		}
+	}
+	if len(p) != 0 {
+		return 0, 0, errTrailing
+	}
+	return tsDelta, offDelta, nil
+}
+
+func skipBytes(p []byte, nullable bool) ([]byte, error) {
+	n, k := varint(p)
+	switch {
+	case k <= 0:
+		return nil, errBadVarint
+	case n == -1 && nullable:
+		return p[k:], nil
+	case n < 0 || n > int64(len(p)-k):
+		return nil, errBadLength
+	}
+	return p[k+int(n):], nil
+}
+
+// varint reads a zigzag varint; one-byte values take an inlined fast path.
+func varint(p []byte) (int64, int) {
+	if len(p) > 0 && p[0] < 0x80 {
+		u := int64(p[0])
+		return (u >> 1) ^ -(u & 1), 1
+	}
+	return binary.Varint(p)
+}
+
+const (
+	maxInt32 = 1<<31 - 1
+	minInt32 = -1 << 31
+)
+
+var (
+	errBadVarint  = errors.New("bad varint")
+	errBadLength  = errors.New("bad length")
+	errBadHeaders = errors.New("bad header count")
+	errTrailing   = errors.New("trailing bytes")
+)

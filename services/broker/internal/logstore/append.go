@@ -104,7 +104,7 @@ func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, erro
 }
 
 // appendLocked does the append under l.mu. flushTo >= 0 asks the caller to
-// flush up to that offset once the lock is released.
+// flush up to that offset once the lock is released, before returning.
 func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch int32, leader bool, cfg Config) (info AppendInfo, flushTo int64, err error) {
 	flushTo = -1
 	if err := l.checkWritableLocked(); err != nil {
@@ -192,7 +192,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	l.leo.Store(info.LogEndOffset)
 
 	if rolledAt >= 0 {
-		flushTo = rolledAt
+		l.flushInBackgroundLocked(rolledAt)
 	}
 	if cfg.FsyncEveryAppend || (cfg.FlushMessages > 0 && info.LogEndOffset-l.recoveryPoint.Load() >= cfg.FlushMessages) {
 		flushTo = info.LogEndOffset
@@ -216,9 +216,22 @@ func (l *Log) maybeRollLocked(n, last int64, cfg Config) (int64, error) {
 	return base, l.rollLocked(base)
 }
 
+// flushInBackgroundLocked flushes up to offset (a just-sealed segment) in a
+// goroutine, as Kafka does after a roll: the append that rolled does not wait
+// for the fsync. Close waits for it.
+func (l *Log) flushInBackgroundLocked(offset int64) {
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		if err := l.flushUpTo(offset); err != nil && !errors.Is(err, ErrClosed) {
+			l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
+		}
+	}()
+}
+
 // rollLocked seals the active segment and starts a new one at base. On
 // failure the old segment stays active and nothing new is left on disk. The
-// sealed segment is flushed by the caller, outside the lock.
+// caller arranges the sealed segment's flush.
 func (l *Log) rollLocked(base int64) error {
 	ns, err := createSegment(l.fs, l.dir, base)
 	if err != nil {

@@ -47,8 +47,8 @@ func (s *side) run(n int, chunk int, opA, opB func()) {
 
 func (s *side) report(b *testing.B, bytesPerOp int, nameA, nameB string) {
 	mbps := func(d time.Duration) float64 { return float64(b.N) * float64(bytesPerOp) / d.Seconds() / (1 << 20) }
-	b.ReportMetric(mbps(s.a), nameA+"-MB/s")
-	b.ReportMetric(mbps(s.b), nameB+"-MB/s")
+	b.ReportMetric(mbps(s.a), nameA+"-MiB/s")
+	b.ReportMetric(mbps(s.b), nameB+"-MiB/s")
 	b.ReportMetric(s.a.Seconds()/s.b.Seconds()*100, nameB+"/"+nameA+"-%")
 }
 

@@ -13,6 +13,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.mu.Unlock()
+	l.bg.Wait() // no new ones: they start only from appends, which now fail
 	var errs []error
 	if p := l.failed.Load(); p != nil {
 		errs = append(errs, *p)

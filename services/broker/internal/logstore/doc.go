@@ -46,7 +46,8 @@
 //
 // Appends reach the page cache with one positional write; fsync happens on
 // flush (flush.messages, flush.ms, Flush, Close), on every append with
-// FsyncEveryAppend, and for a sealed segment right after it is rolled. The
+// FsyncEveryAppend, and for a sealed segment in the background right after
+// it is rolled (Close waits for it). The
 // recovery point is the offset below which everything is known to be synced;
 // after a crash only what is above it is re-validated. Truncations are
 // synced before they return, so truncated data cannot come back.

@@ -203,6 +203,7 @@ func TestFlushMessagesAndInterval(t *testing.T) {
 func TestRollFlushesTheSealedSegment(t *testing.T) {
 	l := openLog(t, newMem(t), smallConfig(), newClock())
 	fill(t, l, 25, 3, 40)
+	l.bg.Wait() // the flush after a roll runs in the background
 	segs := l.segments()
 	if len(segs) < 3 || l.RecoveryPoint() != segs[len(segs)-1].base {
 		t.Fatalf("recovery point %d, active segment base %d", l.RecoveryPoint(), segs[len(segs)-1].base)

@@ -45,9 +45,10 @@ type Log struct {
 	now    func() time.Time
 	cfg    atomic.Pointer[Config]
 
-	mu      sync.Mutex   // serialises writers; guards the fields below it
-	fileMu  sync.RWMutex // readers and flushes: R; shrinking, deleting, closing files: W
-	flushMu sync.Mutex   // serialises flushes
+	mu      sync.Mutex     // serialises writers; guards the fields below it
+	fileMu  sync.RWMutex   // readers and flushes: R; shrinking, deleting, closing files: W
+	flushMu sync.Mutex     // serialises flushes
+	bg      sync.WaitGroup // background flushes after rolls; Add under mu
 
 	segs          atomic.Pointer[[]*segment] // ascending base; the last is active
 	leo           atomic.Int64

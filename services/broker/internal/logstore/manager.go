@@ -62,7 +62,7 @@ type Manager struct {
 	// before hwMu is taken, never under a Manager lock.
 	hwMu, rpMu sync.Mutex
 	stop       chan struct{}
-	done   chan struct{}
+	done       chan struct{}
 }
 
 // OpenManager opens every partition log in opts.Dir. A partition that cannot

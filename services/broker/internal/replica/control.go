@@ -17,7 +17,9 @@ import (
 // the controller epoch (F22) and the target broker epoch (KIP-380: a request
 // meant for an earlier incarnation of this broker is refused).
 func (m *Manager) checkControlRequest(controllerEpoch int32, brokerEpoch int64) error {
-	if mine := m.opts.BrokerEpoch(); brokerEpoch != 0 && mine != 0 && brokerEpoch != mine {
+	// An older target epoch is for a previous incarnation; a newer one is
+	// fine (the controller may push before our registration call returns).
+	if mine := m.opts.BrokerEpoch(); brokerEpoch != 0 && mine != 0 && brokerEpoch < mine {
 		return kerr.New(kerr.StaleBrokerEpoch, "request for broker epoch %d, this broker is at epoch %d", brokerEpoch, mine)
 	}
 	if err := m.opts.Meta.CheckControllerEpoch(controllerEpoch); err != nil {
@@ -207,6 +209,29 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		return err
 	}
 	m.opts.Meta.ApplyUpdate(req)
+	if req.GetFull() {
+		// A full update lists every topic: a hosted replica of a topic it
+		// does not list belongs to a topic deleted while we were away.
+		live := map[string]bool{}
+		for _, p := range req.GetPartitions() {
+			live[p.GetTopic()] = true
+		}
+		for _, r := range m.Replicas() {
+			if !live[r.tp.Topic] {
+				m.log.Info("deleting replica of a topic that no longer exists", "topic", r.tp.Topic, "partition", r.tp.Partition)
+				if err := m.stopReplica(r.tp, -1, true); err != nil {
+					m.log.Warn("deleting replica failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+				}
+			}
+		}
+	}
+	for _, t := range req.GetDeletedTopics() {
+		for _, r := range m.Replicas() {
+			if r.tp.Topic == t {
+				_ = m.stopReplica(r.tp, -1, true)
+			}
+		}
+	}
 	if req.GetBrokerConfigs() != nil {
 		bc, err := topicconfig.ResolveBroker(req.GetBrokerConfigs(), m.opts.Static)
 		if err != nil {

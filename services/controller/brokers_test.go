@@ -1,0 +1,218 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+)
+
+// TestBrokerDeathAndReturn: when a broker dies its leaderships go to the
+// first live ISR member in assignment order (not id order), every change
+// bumps the leader epoch, dead replicas leave the ISR but never empty it,
+// and a partition with no live ISR member goes offline until one returns.
+// The returning broker is told its role again.
+func TestBrokerDeathAndReturn(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 3, 2}, {2, 1, 3}}, nil)
+	c.createTopic(c1, "solo", [][]int32{{1}}, nil)
+
+	c.brokers[1].deregister()
+	s0 := c.waitState("t", 0, 3*time.Second, "leader moves to 3", func(s metastore.PartitionState) bool { return s.Leader == 3 })
+	if s0.LeaderEpoch != 1 || !slices.Equal(s0.ISR, []int32{3, 2}) || s0.ControllerEpoch != 1 {
+		t.Fatalf("t-0 after broker 1 died = %+v; want leader 3 (next in assignment order), epoch 1, ISR [3 2]", s0)
+	}
+	s1 := c.state("t", 1)
+	if s1.Leader != 2 || s1.LeaderEpoch != 1 || !slices.Equal(s1.ISR, []int32{2, 3}) {
+		t.Fatalf("t-1 after its follower died = %+v; want leader 2, epoch 1, ISR [2 3]", s1)
+	}
+	s2 := c.state("solo", 0)
+	if s2.Leader != -1 || s2.LeaderEpoch != 1 || !slices.Equal(s2.ISR, []int32{1}) {
+		t.Fatalf("solo-0 (only replica died) = %+v; want offline with ISR [1] kept", s2)
+	}
+	// The surviving replicas were told.
+	eventually(t, 3*time.Second, "brokers 2 and 3 learn t-0's new leader", func() bool {
+		for _, id := range []int32{2, 3} {
+			if r := c.brokers[id].role("t", 0); r == nil || r.GetLeader() != 3 || r.GetLeaderEpoch() != 1 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// The next in line takes over when the new leader dies too.
+	c.brokers[3].deregister()
+	s0 = c.waitState("t", 0, 3*time.Second, "leader moves to 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
+	if s0.LeaderEpoch != 2 || !slices.Equal(s0.ISR, []int32{2}) {
+		t.Fatalf("t-0 after broker 3 died = %+v", s0)
+	}
+
+	// Broker 1 returns with a new epoch: the offline partition gets it back
+	// as leader, and it receives its whole role.
+	old := c.brokers[1].brokerEpoch()
+	c.brokers[1].register()
+	if e := c.brokers[1].brokerEpoch(); e <= old {
+		t.Fatalf("new broker epoch %d not above %d", e, old)
+	}
+	s2 = c.waitState("solo", 0, 3*time.Second, "offline partition led by its returning replica", func(s metastore.PartitionState) bool { return s.Leader == 1 })
+	if s2.LeaderEpoch != 2 || !slices.Equal(s2.ISR, []int32{1}) {
+		t.Fatalf("solo-0 after broker 1 returned = %+v", s2)
+	}
+	eventually(t, 3*time.Second, "returning broker knows all its replicas", func() bool {
+		b := c.brokers[1]
+		r0, r1, r2 := b.role("t", 0), b.role("t", 1), b.role("solo", 0)
+		return r0 != nil && r0.GetLeader() == 2 && r1 != nil && r1.GetLeader() == 2 && r2 != nil && r2.GetLeader() == 1 &&
+			b.fullUpdates(1) > 0
+	})
+	if s0 := c.state("t", 0); s0.Leader != 2 {
+		t.Fatalf("t-0 changed leader on broker 1's return: %+v (it rejoins the ISR through its leader)", s0)
+	}
+	resp, err := c.admin(c1).DescribeCluster(ctx(t), &adminv1.DescribeClusterRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := map[int32]bool{}
+	for _, b := range resp.GetBrokers() {
+		alive[b.GetNode().GetId()] = b.GetAlive()
+	}
+	if !alive[1] || !alive[2] || alive[3] || len(alive) != 3 {
+		t.Fatalf("DescribeCluster liveness = %v; want 1 and 2 alive, 3 dead but listed", alive)
+	}
+}
+
+// TestFastFailoverVersusSilentBroker: a killed broker's session breaks and
+// it cannot be reached, so it is declared dead well before its lease
+// expires; a silent broker whose session stays open is declared dead only
+// when its lease expires.
+func TestFastFailoverVersusSilentBroker(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 3, 1}}, nil)
+	eventually(t, 3*time.Second, "sessions open", func() bool {
+		return c.brokers[1].sessionOpen() && c.brokers[2].sessionOpen()
+	})
+
+	// A broken stream alone is not death: a broker that still answers its
+	// health check keeps its registration.
+	c.brokers[3].closeSession()
+	eventually(t, 3*time.Second, "health check answered", func() bool {
+		return c.logs.count("answers health checks", "broker_id=3") == 1
+	})
+	if rec, _, err := c.store.Brokers(ctx(t)); err != nil || len(rec) != 3 {
+		t.Fatalf("brokers after a broken session = %v, %v", rec, err)
+	}
+	c.brokers[3].openSession()
+
+	killed := time.Now()
+	c.brokers[1].kill()
+	c.waitState("t", 0, brokerTTL, "new leader after kill", func(s metastore.PartitionState) bool { return s.Leader == 2 })
+	fast := time.Since(killed)
+	t.Logf("killed leader replaced after %s (lease %s)", fast, brokerTTL)
+	if fast > brokerTTL/2 {
+		t.Fatalf("fast failover took %s; want well under the %s lease", fast, brokerTTL)
+	}
+	if c.logs.count("declaring it dead now") != 1 {
+		t.Fatal("no fast-failover log line")
+	}
+
+	// Its last renewal may be up to a third of the TTL old when it goes
+	// silent, so the lease can end as early as 2/3 TTL from now; well
+	// before that it must still lead.
+	silenced := time.Now()
+	c.brokers[2].silence()
+	time.Sleep(brokerTTL / 2)
+	if s := c.state("t", 1); s.Leader != 2 {
+		t.Fatalf("silent broker lost leadership after %s, before its lease could expire: %+v", time.Since(silenced), s)
+	}
+	c.waitState("t", 1, 2*brokerTTL, "new leader at lease expiry", func(s metastore.PartitionState) bool { return s.Leader == 3 })
+	t.Logf("silent leader replaced after %s (lease %s)", time.Since(silenced), brokerTTL)
+	if c.logs.count("declaring it dead now") != 1 {
+		t.Fatal("the silent broker was revoked through fast failover")
+	}
+}
+
+// TestBrokerBounceFasterThanItsLease re-registers a broker at once: the new
+// incarnation (new epoch) is told its role again, and everything carrying
+// the old epoch gets STALE_BROKER_EPOCH.
+func TestBrokerBounceFasterThanItsLease(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{2, 1, 3}, {1, 2, 3}}, nil)
+	b := c.brokers[2]
+	old := b.brokerEpoch()
+
+	b.deregister()
+	b.register()
+	fresh := b.brokerEpoch()
+	if fresh <= old {
+		t.Fatalf("epoch after bounce %d, before %d", fresh, old)
+	}
+	eventually(t, 3*time.Second, "new incarnation told its role", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		var gotFull, got0, got1 bool
+		for _, r := range b.um {
+			gotFull = gotFull || r.GetFull() && r.GetBrokerEpoch() == fresh
+		}
+		for _, r := range b.lai {
+			if r.GetBrokerEpoch() != fresh {
+				continue
+			}
+			for _, p := range r.GetPartitions() {
+				got0 = got0 || p.GetPartition() == 0
+				got1 = got1 || p.GetPartition() == 1
+			}
+		}
+		return gotFull && got0 && got1
+	})
+	// It lost t-0's leadership while it was gone, to broker 1.
+	if s := c.state("t", 0); s.Leader != 1 {
+		t.Fatalf("t-0 = %+v", s)
+	}
+
+	ctl := c.control(c1)
+	_, err := ctl.AlterPartition(ctx(t), &controlv1.AlterPartitionRequest{BrokerId: 2, BrokerEpoch: old,
+		Partitions: []*controlv1.AlterPartitionItem{{Topic: "t", Partition: 0, NewIsr: []*controlv1.IsrMember{{BrokerId: 2}}}}})
+	if d := detail(t, err); d.Code != kerr.StaleBrokerEpoch {
+		t.Fatalf("AlterPartition with the old epoch = %v", d)
+	}
+	_, err = ctl.ControlledShutdown(ctx(t), &controlv1.ControlledShutdownRequest{BrokerId: 2, BrokerEpoch: old})
+	if d := detail(t, err); d.Code != kerr.StaleBrokerEpoch {
+		t.Fatalf("ControlledShutdown with the old epoch = %v", d)
+	}
+	_, err = ctl.AllocateProducerIds(ctx(t), &controlv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: old})
+	if d := detail(t, err); d.Code != kerr.StaleBrokerEpoch {
+		t.Fatalf("AllocateProducerIds with the old epoch = %v", d)
+	}
+	stream, err := ctl.BrokerSession(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: 2, BrokerEpoch: old}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = stream.Recv()
+	if d := detail(t, err); d.Code != kerr.StaleBrokerEpoch {
+		t.Fatalf("BrokerSession with the old epoch = %v", d)
+	}
+	// The new epoch works.
+	resp, err := ctl.AllocateProducerIds(ctx(t), &controlv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: fresh})
+	if err != nil || resp.GetFirstProducerId() != 1 || resp.GetCount() != metastore.ProducerIDBlockSize-1 {
+		t.Fatalf("AllocateProducerIds = %v, %v; want ids from 1 (0 is never handed out)", resp, err)
+	}
+	resp, err = ctl.AllocateProducerIds(ctx(t), &controlv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: fresh})
+	if err != nil || resp.GetFirstProducerId() != metastore.ProducerIDBlockSize {
+		t.Fatalf("second block = %v, %v", resp, err)
+	}
+}

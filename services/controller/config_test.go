@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"tidemark.io/services/platform/config"
+)
+
+func TestConfigFlagsAndValidation(t *testing.T) {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.AddFlags(fs)
+	err := config.Parse(fs, []string{"--controller.id=2", "--controller.session.ttl.ms=2000", "--broker.session.grace.ms=0",
+		"--leader.imbalance.check.interval.seconds=5", "--auto.leader.rebalance.enable=false", "--num.partitions=3"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ID != 2 || cfg.SessionTTL != 2*time.Second || cfg.BrokerSessionGrace != 0 ||
+		cfg.LeaderImbalanceCheckInterval != 5*time.Second || cfg.AutoLeaderRebalance || cfg.NumPartitions != 3 {
+		t.Fatalf("parsed %+v", cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.staticBroker(); s["leader.imbalance.check.interval.seconds"] != "5" || s["auto.leader.rebalance.enable"] != "false" {
+		t.Fatalf("static broker layer = %v", s)
+	}
+
+	for flagName, mod := range map[string]func(*Config){
+		"controller.id":                           func(c *Config) { c.ID = -1 },
+		"controller.session.ttl.ms":               func(c *Config) { c.SessionTTL = 500 * time.Millisecond },
+		"broker.session.grace.ms":                 func(c *Config) { c.BrokerSessionGrace = -time.Millisecond },
+		"controller.request.timeout.ms":           func(c *Config) { c.RequestTimeout = time.Millisecond },
+		"leader.imbalance.per.broker.percentage":  func(c *Config) { c.LeaderImbalancePercentage = 101 },
+		"leader.imbalance.check.interval.seconds": func(c *Config) { c.LeaderImbalanceCheckInterval = 0 },
+		"default.replication.factor":              func(c *Config) { c.DefaultReplicationFactor = 0 },
+		"num.partitions":                          func(c *Config) { c.NumPartitions = 0 },
+		"etcd.tls.cert":                           func(c *Config) { c.EtcdCert = "/nonexistent.pem" },
+		"etcd.tls.ca":                             func(c *Config) { c.EtcdCA = "/nonexistent.pem" },
+		"etcd.username":                           func(c *Config) { c.EtcdPassword = "x" },
+		"etcd.prefix":                             func(c *Config) { c.EtcdPrefix = "tidemark" },
+	} {
+		c := DefaultConfig()
+		mod(&c)
+		var ce *config.Error
+		if err := c.Validate(); !errors.As(err, &ce) || ce.Flag != flagName {
+			t.Errorf("%s: Validate = %v; want an error naming --%s", flagName, err, flagName)
+		}
+	}
+}

@@ -1,0 +1,367 @@
+package ctrl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/logging"
+)
+
+// Settings are the knobs of a term.
+type Settings struct {
+	// RequestTimeout bounds one control request attempt to a broker and one
+	// etcd write.
+	RequestTimeout time.Duration
+	// SessionGrace is how long a broker whose BrokerSession broke has to
+	// reopen it (or answer a health check) before it is declared dead;
+	// 0 leaves broker failure to lease expiry alone.
+	SessionGrace time.Duration
+	// StaticBroker is the controller's static broker-level configuration
+	// (auto.leader.rebalance.enable, leader.imbalance.*,
+	// default.replication.factor, num.partitions...): the lowest layer under
+	// the dynamic broker configs in etcd.
+	StaticBroker map[string]string
+	// EventRing is how many recent ClusterEvents are kept; 0 means 512.
+	EventRing int
+}
+
+// Deps is what a term needs. Everything in it is safe for concurrent use.
+type Deps struct {
+	Store   *metastore.Store
+	Session *metastore.Session
+	Log     *slog.Logger
+	Metrics *Metrics
+	// Dial opens a connection to a broker; nil uses plain-text gRPC.
+	Dial func(address string) (*grpc.ClientConn, error)
+	// LostAt tells when this process last saw the previous controller go
+	// (its key deleted); zero when unknown. Failover time is measured from
+	// it. It is asked once the state is pushed, so a watch that reported the
+	// deletion a little after the election won still counts.
+	LostAt   func() time.Time
+	Settings Settings
+}
+
+// Active is one term of office. Its exported methods are safe for concurrent
+// use; they hand their work to the loop (see the package doc).
+type Active struct {
+	d     Deps
+	log   *slog.Logger
+	sess  *metastore.Session
+	epoch int32
+	self  *commonv1.Node
+	rng   *rand.Rand
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	events chan func()
+	quit   chan struct{} // closed when the loop has exited
+	done   chan struct{} // closed when every goroutine of the term is gone
+	wg     sync.WaitGroup
+	// exitErr says why the term ended. Written only by the loop before
+	// quit is closed; read by others only after quit.
+	exitErr   error
+	electedAt time.Time
+
+	failover atomic.Int64 // ns; 0 until the first full push completed
+	pushed   chan struct{}
+	gate     gate
+
+	// Loop-owned state (see the package doc).
+	clusterID     string
+	topics        map[string]*topic
+	brokers       map[int32]*broker
+	seen          map[int32]metastore.BrokerInfo
+	departedEpoch map[int32]int64
+	brokerConfigs map[string]map[string]string
+	controllers   map[int32]metastore.ControllerNode
+	sessions      map[int32]*session
+	failing       map[int32]*failCheck
+	progress      map[progressKey]*controlv1.ReplicaProgress
+	ring          *ring
+	subs          map[*subscriber]struct{}
+	rebalance     *time.Timer
+	stateDirty    bool // partitions or brokers changed: recount, notify
+	viewDirty     bool // only progress or events changed: notify
+}
+
+// Start begins a term for a session just won. It returns at once; the
+// loop loads the cluster first. The term ends (Done) when it steps down or
+// ctx ends; the caller then Waits and may campaign again.
+func Start(ctx context.Context, d Deps) *Active {
+	if d.Dial == nil {
+		d.Dial = func(addr string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		}
+	}
+	if d.Settings.RequestTimeout <= 0 {
+		d.Settings.RequestTimeout = 5 * time.Second
+	}
+	if d.Settings.EventRing <= 0 {
+		d.Settings.EventRing = 512
+	}
+	info := d.Session.Info()
+	log := logging.OrDiscard(d.Log).With("controller_epoch", info.Epoch)
+	ctx, cancel := context.WithCancel(ctx)
+	a := &Active{
+		d:             d,
+		log:           log,
+		sess:          d.Session,
+		epoch:         info.Epoch,
+		self:          &commonv1.Node{Id: info.ControllerID, Address: info.Address},
+		rng:           rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(info.Epoch))),
+		ctx:           ctx,
+		cancel:        cancel,
+		events:        make(chan func(), 256),
+		quit:          make(chan struct{}),
+		done:          make(chan struct{}),
+		electedAt:     time.Now(),
+		pushed:        make(chan struct{}),
+		topics:        map[string]*topic{},
+		brokers:       map[int32]*broker{},
+		seen:          map[int32]metastore.BrokerInfo{},
+		departedEpoch: map[int32]int64{},
+		brokerConfigs: map[string]map[string]string{},
+		controllers:   map[int32]metastore.ControllerNode{},
+		sessions:      map[int32]*session{},
+		failing:       map[int32]*failCheck{},
+		progress:      map[progressKey]*controlv1.ReplicaProgress{},
+		ring:          newRing(d.Settings.EventRing),
+		subs:          map[*subscriber]struct{}{},
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		select {
+		case <-a.sess.Done():
+			a.post(func() {
+				a.stepDown(errors.New("lost the controller lease (expired, revoked, or etcd unreachable for a whole TTL)"))
+			})
+		case <-a.quit:
+		}
+	}()
+	go a.run()
+	return a
+}
+
+// Done is closed when the term has ended: requests then get NOT_CONTROLLER.
+func (a *Active) Done() <-chan struct{} { return a.quit }
+
+// Wait blocks until every goroutine of the term has exited.
+func (a *Active) Wait() { <-a.done }
+
+// Err says why the term ended; nil while it is active.
+func (a *Active) Err() error {
+	select {
+	case <-a.quit:
+		return a.exitErr
+	default:
+		return nil
+	}
+}
+
+// Epoch is the controller epoch of this term.
+func (a *Active) Epoch() int32 { return a.epoch }
+
+// Pushed is closed once the state loaded at election has been delivered to
+// every live broker (or the wait for it timed out).
+func (a *Active) Pushed() <-chan struct{} { return a.pushed }
+
+// Failover is the time from the previous controller going (as this process
+// saw it) to this term having pushed its state; ok is false before that or
+// when there was no previous controller to measure from.
+func (a *Active) Failover() (d time.Duration, ok bool) {
+	n := a.failover.Load()
+	return time.Duration(n), n > 0
+}
+
+// run is the loop.
+func (a *Active) run() {
+	defer a.shutdown()
+	if err := a.load(); err != nil {
+		a.stepDown(err)
+		return
+	}
+	for a.exitErr == nil {
+		select {
+		case fn := <-a.events:
+			fn()
+			a.afterEvent()
+		case <-a.ctx.Done():
+			a.stepDown(errResigning)
+		}
+	}
+}
+
+// errResigning ends a term because the process is shutting down.
+var errResigning = errors.New("controller shutting down")
+
+// stepDown ends the term after the current event. It logs loudly: a
+// controller that stops being active is an operator-visible event.
+func (a *Active) stepDown(cause error) {
+	if a.exitErr != nil {
+		return
+	}
+	a.exitErr = cause
+	if errors.Is(cause, errResigning) {
+		a.log.Info("Resigning as the active controller", "controller_id", a.self.Id, "reason", cause.Error())
+		return
+	}
+	a.log.Error("Stepping down as the active controller", "controller_id", a.self.Id, "reason", cause.Error())
+}
+
+// fail ends the term after a failed write: the outcome in etcd is unknown or
+// the write was fenced, so the next controller must reload (F22).
+func (a *Active) fail(what string, err error) {
+	if a.ctx.Err() != nil {
+		a.stepDown(errResigning) // our own shutdown cancelled the write
+		return
+	}
+	if errors.Is(err, metastore.ErrControllerMoved) {
+		a.log.Error("Controller moved: fenced write refused; this controller is no longer active",
+			"write", what, "err", err)
+		a.stepDown(err)
+		return
+	}
+	a.stepDown(fmt.Errorf("%s: metadata write failed: %w", what, err))
+}
+
+// refusedOrFatal sorts a failed write: etcd's refusal of this one request
+// (a kerr code such as TOPIC_ALREADY_EXISTS) is returned as false and the
+// term goes on; anything else (fenced, timed out, unknown) ends the term
+// and returns true.
+func (a *Active) refusedOrFatal(what string, err error) bool {
+	switch kerr.CodeOf(err) {
+	case kerr.NotController, kerr.UnknownServerError:
+		a.fail(what, err)
+		return true
+	}
+	return false
+}
+
+// stopping reports whether the term is ending; handlers check it after a
+// write and stop before pushing.
+func (a *Active) stopping() bool { return a.exitErr != nil }
+
+// afterEvent refreshes gauges and wakes WatchCluster streams.
+func (a *Active) afterEvent() {
+	if a.stateDirty {
+		a.countOffline()
+	}
+	if a.stateDirty || a.viewDirty {
+		for s := range a.subs {
+			select {
+			case s.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	a.stateDirty, a.viewDirty = false, false
+}
+
+func (a *Active) countOffline() {
+	n := 0
+	for _, p := range a.allPartitions() {
+		if a.offline(p) {
+			n++
+		}
+	}
+	a.d.Metrics.offline.Set(float64(n))
+}
+
+// shutdown runs on the loop goroutine after the loop: it ends the term.
+func (a *Active) shutdown() {
+	close(a.quit)
+	a.cancel()
+	a.gate.open()
+	if a.rebalance != nil {
+		a.rebalance.Stop()
+	}
+	for _, fc := range a.failing {
+		fc.stopTimer()
+	}
+	var brokers []*broker
+	for _, b := range a.brokers {
+		b.out.Stop()
+		brokers = append(brokers, b)
+	}
+	a.d.Metrics.active.Set(0)
+	go func() {
+		a.wg.Wait()
+		for _, b := range brokers {
+			b.out.Wait()
+			_ = b.conn.Close()
+		}
+		close(a.done)
+	}()
+}
+
+// post queues fn for the loop; false once the loop has exited. The loop
+// itself must never call it.
+func (a *Active) post(fn func()) bool {
+	select {
+	case a.events <- fn:
+		return true
+	case <-a.quit:
+		return false
+	}
+}
+
+// call runs fn on the loop and returns its error, or NOT_CONTROLLER if the
+// term ends first, or ctx's error. Results fn writes to captured variables
+// may be read once call returned fn's own error.
+func (a *Active) call(ctx context.Context, fn func() error) error {
+	reply := make(chan error, 1)
+	select {
+	case a.events <- func() { reply <- fn() }:
+	case <-a.quit:
+		return a.notController()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-a.quit:
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return a.notController()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// notController is the answer once the term has ended, naming the new
+// controller when the fencing error told us.
+func (a *Active) notController() error { return a.notControllerFor(a.Err()) }
+
+// notControllerFor is NOT_CONTROLLER for a term ended by cause.
+func (a *Active) notControllerFor(cause error) error {
+	var moved *metastore.ControllerMovedError
+	if errors.As(cause, &moved) {
+		if ke := kerr.As(moved.Unwrap()); ke != nil {
+			return ke
+		}
+	}
+	return kerr.New(kerr.NotController, "controller %d is no longer active (epoch %d ended)", a.self.Id, a.epoch)
+}
+
+// writeCtx bounds one etcd write.
+func (a *Active) writeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(a.ctx, a.d.Settings.RequestTimeout)
+}

@@ -1,0 +1,124 @@
+package ctrl
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/election"
+	"tidemark.io/services/metastore"
+)
+
+// applyTopicConfig makes a topic's new overrides effective: every live
+// broker gets them, and offline partitions get the elections unclean
+// election may now allow.
+func (a *Active) applyTopicConfig(t *topic, cfg map[string]string) {
+	old := t.config
+	if len(cfg) == 0 {
+		cfg = nil
+	}
+	t.config = cfg
+	a.log.Info("Topic config changed", "topic", t.name, "from", old, "to", cfg)
+	a.event(controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, func(ev *controlv1.ClusterEvent) {
+		ev.Topic = t.name
+		ev.Reason = fmt.Sprintf("topic %s config now %v", t.name, cfg)
+	})
+	a.pushUpdateMetadata(t.parts, nil, false, nil)
+	a.electOfflineAfterConfigChange(t.parts)
+}
+
+// applyBrokerConfig makes a broker entity's new dynamic configs effective:
+// every live broker gets a full UpdateMetadata (topic defaults may have
+// changed), the rebalance timer is re-armed, and offline partitions get a
+// chance at an election.
+func (a *Active) applyBrokerConfig(entity string, cfg map[string]string) {
+	old := a.brokerConfigs[entity]
+	if len(cfg) == 0 {
+		delete(a.brokerConfigs, entity)
+	} else {
+		a.brokerConfigs[entity] = cfg
+	}
+	a.log.Info("Broker config changed", "entity", entity, "from", old, "to", cfg)
+	a.event(controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, func(ev *controlv1.ClusterEvent) {
+		ev.NodeId = -1
+		if id, err := strconv.ParseInt(entity, 10, 32); err == nil {
+			ev.NodeId = int32(id)
+		}
+		ev.Reason = fmt.Sprintf("broker config %s now %v", entity, cfg)
+	})
+	a.pushUpdateMetadata(nil, nil, true, nil)
+	a.armRebalance()
+	a.electOfflineAfterConfigChange(a.allPartitions())
+}
+
+// electOfflineAfterConfigChange re-runs the offline election for partitions
+// without a live leader: turning unclean.leader.election.enable on acts at
+// once instead of at the next broker event (F20; KRaft waits for a periodic
+// check).
+func (a *Active) electOfflineAfterConfigChange(parts []*partition) {
+	view := a.view()
+	var changes []change
+	for _, p := range parts {
+		if !p.hasState() || !a.offline(p) || p.t.deleting {
+			continue
+		}
+		if d, err := election.ElectOffline(p.view(), view, a.allowUnclean(p.t)); err == nil && d.Changed {
+			changes = append(changes, change{p: p, d: d, cause: causeConfigChange})
+		}
+	}
+	written, err := a.commit(changes)
+	if err != nil {
+		return
+	}
+	a.pushChanges(written)
+}
+
+// onConfigEvents notices config changes made behind the controller's back
+// (its own writes are already applied). A value that differs from the model
+// is re-read, so a late echo of an older write of ours cannot roll it back.
+func (a *Active) onConfigEvents(wr metastore.WatchResponse) {
+	for _, ev := range wr.Events {
+		if a.stopping() {
+			return
+		}
+		switch ev.Kind {
+		case metastore.KindTopicConfig:
+			t := a.topics[ev.Topic]
+			if t == nil || sameConfig(t.config, ev.Config, ev.Type) {
+				continue
+			}
+			ctx, cancel := a.writeCtx()
+			cur, err := a.d.Store.TopicConfig(ctx, ev.Topic)
+			cancel()
+			if err != nil {
+				a.log.Warn("cannot read changed topic config", "topic", ev.Topic, "err", err)
+				continue
+			}
+			if !maps.Equal(cur, t.config) {
+				a.applyTopicConfig(t, cur)
+			}
+		case metastore.KindBrokerConfig:
+			if sameConfig(a.brokerConfigs[ev.Entity], ev.Config, ev.Type) {
+				continue
+			}
+			ctx, cancel := a.writeCtx()
+			cur, err := a.d.Store.BrokerConfig(ctx, ev.Entity)
+			cancel()
+			if err != nil {
+				a.log.Warn("cannot read changed broker config", "entity", ev.Entity, "err", err)
+				continue
+			}
+			if !maps.Equal(cur, a.brokerConfigs[ev.Entity]) {
+				a.applyBrokerConfig(ev.Entity, cur)
+			}
+		}
+	}
+}
+
+func sameConfig(cur, ev map[string]string, typ metastore.EventType) bool {
+	if typ == metastore.EventDelete {
+		return len(cur) == 0
+	}
+	return maps.Equal(cur, ev)
+}

@@ -1,0 +1,200 @@
+package ctrl
+
+import (
+	"context"
+	"maps"
+	"strconv"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
+)
+
+// DescribeConfigs lists every setting of each resource with its effective
+// value and where it comes from (Kafka's precedence, topicconfig.Describe).
+func (a *Active) DescribeConfigs(ctx context.Context, req *adminv1.DescribeConfigsRequest) (*adminv1.DescribeConfigsResponse, error) {
+	resp := &adminv1.DescribeConfigsResponse{}
+	err := a.call(ctx, func() error {
+		for _, r := range req.GetResources() {
+			resp.Results = append(resp.Results, a.describeConfig(r))
+		}
+		return nil
+	})
+	return resp, err
+}
+
+func (a *Active) describeConfig(r *adminv1.ConfigResource) *adminv1.ConfigDescription {
+	out := &adminv1.ConfigDescription{Resource: r}
+	fail := func(err error) *adminv1.ConfigDescription {
+		ke := kerr.As(err)
+		out.ErrorCode, out.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
+		return out
+	}
+	switch r.GetType() {
+	case adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC:
+		t := a.topics[r.GetName()]
+		if t == nil {
+			return fail(kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", r.GetName()))
+		}
+		for _, e := range a.topicEntries(t, -1) {
+			src := adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT
+			switch {
+			case e.Source == topicconfig.SourceTopic:
+				src = adminv1.ConfigSource_CONFIG_SOURCE_TOPIC
+			case e.Source == topicconfig.SourceBroker && e.Layer == 0:
+				src = adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
+			}
+			d, _ := topicconfig.Lookup(topicconfig.ScopeTopic, e.Name)
+			out.Entries = append(out.Entries, &adminv1.ConfigEntry{Name: e.Name, Value: e.Value, Source: src, Dynamic: true, Doc: d.Doc})
+		}
+	case adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER:
+		entity, err := brokerEntity(r.GetName())
+		if err != nil {
+			return fail(err)
+		}
+		type layer struct {
+			m   map[string]string
+			src adminv1.ConfigSource
+		}
+		var layers []layer
+		if entity != metastore.DefaultBrokerEntity {
+			layers = append(layers, layer{a.brokerConfigs[entity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER})
+		}
+		layers = append(layers,
+			layer{a.brokerConfigs[metastore.DefaultBrokerEntity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER},
+			layer{a.d.Settings.StaticBroker, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT})
+		for _, d := range topicconfig.Definitions() {
+			e := &adminv1.ConfigEntry{Name: d.BrokerName, Value: d.Default,
+				Source: adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT, Dynamic: d.Dynamic, Doc: d.Doc}
+			for _, l := range layers {
+				if v, ok := l.m[d.BrokerName]; ok {
+					e.Value, e.Source = v, l.src
+					break
+				}
+			}
+			out.Entries = append(out.Entries, e)
+		}
+	default:
+		return fail(kerr.BadField(kerr.InvalidRequest, "type", "resource type must be TOPIC or BROKER"))
+	}
+	return out
+}
+
+// brokerEntity maps a broker resource name to its config entity: "" is the
+// cluster-wide default, otherwise a broker id.
+func brokerEntity(name string) (string, error) {
+	if name == "" {
+		return metastore.DefaultBrokerEntity, nil
+	}
+	n, err := strconv.ParseInt(name, 10, 32)
+	if err != nil || n < 0 {
+		return "", kerr.BadField(kerr.InvalidRequest, "name", "%q is not a broker id (empty names the cluster-wide default)", name)
+	}
+	return metastore.BrokerEntity(int32(n)), nil
+}
+
+// AlterConfigs changes topic overrides and dynamic broker configs. Each
+// resource is validated whole, written, and takes effect at once: brokers
+// get the new effective configs, and enabling unclean leader election runs
+// the offline elections it now allows (F20).
+func (a *Active) AlterConfigs(ctx context.Context, req *adminv1.AlterConfigsRequest) (*adminv1.AlterConfigsResponse, error) {
+	resp := &adminv1.AlterConfigsResponse{}
+	err := a.call(ctx, func() error {
+		for _, r := range req.GetResources() {
+			res := &adminv1.AlterConfigsResult{Resource: r.GetResource()}
+			resp.Results = append(resp.Results, res)
+			err := a.alterConfig(r, req.GetValidateOnly())
+			if a.stopping() {
+				return a.notControllerFor(err)
+			}
+			if err != nil {
+				ke := kerr.As(err)
+				res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (a *Active) alterConfig(r *adminv1.AlterConfigsResource, validateOnly bool) error {
+	res := r.GetResource()
+	var scope topicconfig.Scope
+	var cur map[string]string
+	var t *topic
+	var entity string
+	switch res.GetType() {
+	case adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC:
+		if t = a.topics[res.GetName()]; t == nil {
+			return kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", res.GetName())
+		}
+		scope, cur = topicconfig.ScopeTopic, t.config
+	case adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER:
+		var err error
+		if entity, err = brokerEntity(res.GetName()); err != nil {
+			return err
+		}
+		scope, cur = topicconfig.ScopeBrokerDynamic, a.brokerConfigs[entity]
+	default:
+		return kerr.BadField(kerr.InvalidRequest, "type", "resource type must be TOPIC or BROKER")
+	}
+	next := maps.Clone(cur)
+	if next == nil {
+		next = map[string]string{}
+	}
+	for _, op := range r.GetOps() {
+		switch op.GetOp() {
+		case adminv1.ConfigOpType_CONFIG_OP_TYPE_SET:
+			if err := topicconfig.Validate(scope, op.GetName(), op.GetValue()); err != nil {
+				return err
+			}
+			next[op.GetName()] = op.GetValue()
+		case adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE:
+			if _, ok := topicconfig.Lookup(scope, op.GetName()); !ok {
+				return kerr.BadField(kerr.InvalidConfig, op.GetName(), "unknown %s config", scope)
+			}
+			delete(next, op.GetName())
+		default:
+			return kerr.BadField(kerr.InvalidRequest, "op", "config %q: op must be SET or DELETE", op.GetName())
+		}
+	}
+	if t == nil {
+		// The broker layers together must still resolve (e.g.
+		// replica.fetch.wait.max.ms <= replica.lag.time.max.ms).
+		layers := maps.Clone(a.brokerConfigs)
+		layers[entity] = next
+		check := []map[string]string{layers[metastore.DefaultBrokerEntity], a.d.Settings.StaticBroker}
+		if entity != metastore.DefaultBrokerEntity {
+			check = append([]map[string]string{next}, check...)
+		}
+		if _, err := topicconfig.ResolveBroker(check...); err != nil {
+			return err
+		}
+	}
+	if validateOnly || maps.Equal(next, cur) {
+		return nil
+	}
+	ctx, cancel := a.writeCtx()
+	var err error
+	if t != nil {
+		err = a.sess.PutTopicConfig(ctx, t.name, next)
+	} else {
+		err = a.sess.PutBrokerConfig(ctx, entity, next)
+	}
+	cancel()
+	if err != nil {
+		a.refusedOrFatal("alter configs", err)
+		return err
+	}
+	if t != nil {
+		a.applyTopicConfig(t, next)
+	} else {
+		a.applyBrokerConfig(entity, next)
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+package ctrl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/election"
+	"tidemark.io/services/metastore"
+)
+
+// load is Kafka's onControllerFailover: read the cluster, start the
+// watches and senders, initialise partitions that have no state, elect
+// leaders where the recorded leader is gone, push everything to every live
+// broker, resume deletions and arm the rebalance timer.
+func (a *Active) load() error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(a.ctx, 2*a.d.Settings.RequestTimeout)
+	defer cancel()
+	id, err := a.d.Store.EnsureClusterID(ctx)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	cl, err := a.d.Store.LoadCluster(ctx)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if cl.ControllerEpoch != a.epoch {
+		return fmt.Errorf("load: controller epoch is %d in etcd, this term won %d: another controller was elected", cl.ControllerEpoch, a.epoch)
+	}
+	a.clusterID = id
+	a.d.Metrics.active.Set(1)
+	a.d.Metrics.epoch.Set(float64(a.epoch))
+	a.controllers = cl.Controllers
+	a.brokerConfigs = cl.BrokerConfigs
+	for _, b := range cl.Brokers {
+		a.addBroker(b)
+	}
+	for name, mt := range cl.Topics {
+		a.topics[name] = newTopic(mt)
+	}
+	a.watch("brokers", a.d.Store.WatchBrokers(a.ctx, cl.Revision+1), a.onBrokerEvents)
+	a.watch("configs", a.d.Store.WatchConfigs(a.ctx, cl.Revision+1), a.onConfigEvents)
+	a.watch("controllers", a.d.Store.WatchControllers(a.ctx, cl.Revision+1), a.onControllerNodeEvents)
+
+	a.log.Info("Controller elected: loaded the cluster from etcd", "controller_id", a.self.Id,
+		"epoch_revision", a.sess.EpochRevision(), "brokers", a.sortedBrokerIDs(), "topics", len(a.topics),
+		"took", time.Since(start).Round(time.Millisecond))
+	a.event(controlv1.EventKind_EVENT_KIND_CONTROLLER_CHANGE, func(ev *controlv1.ClusterEvent) {
+		ev.Reason = fmt.Sprintf("controller %d elected with epoch %d", a.self.Id, a.epoch)
+	})
+
+	if err := a.initNewPartitions(); err != nil {
+		return nil // the term is ending (fail was called)
+	}
+	// Partitions whose leader or ISR members died while no controller was
+	// active: Kafka's partition and replica state machines' startup.
+	view := a.view()
+	var changes []change
+	for _, p := range a.allPartitions() {
+		if !a.needsFailureHandling(p) {
+			continue
+		}
+		if d := election.OnBrokerFailure(p.view(), view, a.allowUnclean(p.t)); d.Changed {
+			changes = append(changes, change{p: p, d: d, cause: causeOffline})
+		}
+	}
+	if _, err := a.commit(changes); err != nil {
+		return nil
+	}
+
+	var acks []<-chan error
+	for _, id := range a.sortedBrokerIDs() {
+		acks = append(acks, a.pushUpdateMetadata(nil, nil, true, only(id))[id])
+		if ch, ok := a.pushLeaderAndIsr(a.partitionsOf(id), only(id))[id]; ok {
+			acks = append(acks, ch)
+		}
+	}
+	a.awaitPushed(acks)
+	for _, t := range a.sortedTopics() {
+		if t.deleting {
+			a.startDeletion(t)
+		}
+	}
+	a.armRebalance()
+	a.stateDirty = true
+	return nil
+}
+
+// needsFailureHandling reports whether a partition's leader or an ISR
+// member has no live registration.
+func (a *Active) needsFailureHandling(p *partition) bool {
+	s := p.rec.State
+	if s.Leader != election.NoLeader && !a.registered(s.Leader) {
+		return true
+	}
+	for _, r := range s.ISR {
+		if !a.registered(r) {
+			return true
+		}
+	}
+	return s.Leader == election.NoLeader
+}
+
+func newTopic(mt *metastore.Topic) *topic {
+	t := &topic{name: mt.Name, id: mt.Assignment.TopicID, modRev: mt.ModRevision,
+		config: mt.Config, deleting: mt.Deletion != nil}
+	if t.deleting {
+		t.done = make(chan struct{})
+	}
+	n := len(mt.Assignment.Partitions)
+	t.parts = make([]*partition, n)
+	for i := range int32(n) {
+		p := &partition{t: t, id: i, replicas: slices.Clone(mt.Assignment.Partitions[i])}
+		if rec, ok := mt.Partitions[i]; ok {
+			p.rec = rec
+		} else {
+			p.rec = metastore.PartitionRecord{Topic: mt.Name, Partition: i}
+		}
+		t.parts[i] = p
+	}
+	return t
+}
+
+// initNewPartitions writes a first state for partitions that have none (a
+// topic creation cut short by a failover): the first live replica leads and
+// the live replicas form the ISR. Partitions without a live replica wait for
+// one to register.
+func (a *Active) initNewPartitions() error {
+	var changes []change
+	for _, t := range a.sortedTopics() {
+		for _, p := range t.parts {
+			if p.hasState() {
+				continue
+			}
+			var live []int32
+			for _, r := range p.replicas {
+				if a.registered(r) {
+					live = append(live, r)
+				}
+			}
+			if len(live) == 0 {
+				a.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
+					"replicas", []int32(p.replicas))
+				continue
+			}
+			changes = append(changes, change{p: p, cause: causeNew, d: election.Decision{
+				State:   election.PartitionState{Leader: live[0], ISR: live},
+				Changed: true, Reason: "new partition"}})
+		}
+	}
+	written, err := a.commit(changes)
+	if err != nil {
+		return err
+	}
+	a.pushChanges(written)
+	return nil
+}
+
+// watch feeds an etcd watch into the loop. A watch that fails (compaction,
+// etcd without a leader) ends the term: the next one reloads.
+func (a *Active) watch(what string, ch <-chan metastore.WatchResponse, handle func(metastore.WatchResponse)) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		for wr := range ch {
+			if wr.Err != nil {
+				err := wr.Err
+				a.post(func() { a.stepDown(fmt.Errorf("%s watch failed: %w", what, err)) })
+				return
+			}
+			if !a.post(func() { handle(wr) }) {
+				return
+			}
+		}
+		if a.ctx.Err() == nil {
+			a.post(func() { a.stepDown(fmt.Errorf("%s watch ended", what)) })
+		}
+	}()
+}
+
+// awaitPushed waits, off the loop, for the election-time push to be
+// delivered, then reports the failover time.
+func (a *Active) awaitPushed(acks []<-chan error) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		timeout := time.NewTimer(2 * a.d.Settings.RequestTimeout)
+		defer timeout.Stop()
+		complete := true
+	wait:
+		for _, ch := range acks {
+			select {
+			case <-ch:
+			case <-timeout.C:
+				complete = false
+				break wait
+			case <-a.quit:
+				return
+			}
+		}
+		at := time.Now()
+		a.post(func() { a.onPushed(at, complete, len(acks)) })
+	}()
+}
+
+func (a *Active) onPushed(at time.Time, complete bool, requests int) {
+	attrs := []any{"since_election", at.Sub(a.electedAt).Round(time.Millisecond), "requests", requests,
+		"all_delivered", complete}
+	if lost := a.lostAt(); !lost.IsZero() {
+		d := at.Sub(lost)
+		a.failover.Store(int64(d))
+		a.d.Metrics.failover.Set(d.Seconds())
+		attrs = append(attrs, "failover", d.Round(time.Millisecond))
+	}
+	a.log.Info("Controller failover complete: state pushed to the live brokers", attrs...)
+	close(a.pushed)
+}
+
+// lostAt is when the previous controller went, if known and before this
+// term was won.
+func (a *Active) lostAt() time.Time {
+	if a.d.LostAt == nil {
+		return time.Time{}
+	}
+	if t := a.d.LostAt(); t.Before(a.electedAt) {
+		return t
+	}
+	return time.Time{}
+}
+
+// onControllerNodeEvents keeps the list of controller processes.
+func (a *Active) onControllerNodeEvents(wr metastore.WatchResponse) {
+	for _, ev := range wr.Events {
+		if ev.Kind != metastore.KindControllerNode {
+			continue
+		}
+		if ev.Type == metastore.EventDelete {
+			delete(a.controllers, ev.BrokerID)
+		} else if ev.ControllerNode != nil {
+			a.controllers[ev.BrokerID] = *ev.ControllerNode
+		}
+		a.viewDirty = true
+	}
+}

@@ -1,0 +1,49 @@
+package ctrl
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the controller's Prometheus metrics, named after Kafka's
+// kafka.controller:type=KafkaController and ControllerStats MBeans. One set
+// serves every term of a process.
+type Metrics struct {
+	active          prometheus.Gauge
+	epoch           prometheus.Gauge
+	offline         prometheus.Gauge
+	elections       *prometheus.CounterVec
+	unclean         prometheus.Counter
+	electionSeconds prometheus.Histogram
+	failover        prometheus.Gauge
+	fastFailovers   prometheus.Counter
+}
+
+// NewMetrics registers the metrics on reg (nil: not registered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "active_controller_count", Help: "1 on the active controller, 0 on standbys (Kafka's ActiveControllerCount)."}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "epoch", Help: "Controller epoch of the term this process holds or last held."}),
+		offline: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "offline_partitions_count", Help: "Partitions without a live leader (Kafka's OfflinePartitionsCount)."}),
+		elections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "leader_elections_total", Help: "Leader changes written by the controller, by cause."}, []string{"cause"}),
+		unclean: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "unclean_leader_elections_total", Help: "Leaders elected from outside the ISR (Kafka's UncleanLeaderElectionsPerSec)."}),
+		electionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "leader_election_seconds", Help: "Time to decide and write a batch of leader elections (Kafka's LeaderElectionRateAndTimeMs).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		failover: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "last_failover_seconds", Help: "Time from the previous controller going to this one having pushed its state."}),
+		fastFailovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "session_failovers_total", Help: "Brokers declared dead because their BrokerSession broke, before their lease expired."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers)
+	}
+	return m
+}
+
+// SetStandby marks this process as not the active controller.
+func (m *Metrics) SetStandby() { m.active.Set(0) }

@@ -1,0 +1,80 @@
+package ctrl
+
+import (
+	"context"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/election"
+)
+
+// ControlledShutdown is Kafka's doControlledShutdown: the broker is marked
+// shutting down (it may no longer lead or join an ISR), its leaderships move
+// to other live ISR members in assignment order, it leaves the ISRs it
+// follows in (and gets StopReplica for them), and the answer lists the
+// replicated partitions it still leads; the broker retries until none are
+// left. A later registration of the broker clears the mark.
+func (a *Active) ControlledShutdown(ctx context.Context, req *controlv1.ControlledShutdownRequest) (*controlv1.ControlledShutdownResponse, error) {
+	var resp *controlv1.ControlledShutdownResponse
+	err := a.call(ctx, func() (err error) { resp, err = a.controlledShutdown(req); return err })
+	return resp, err
+}
+
+func (a *Active) controlledShutdown(req *controlv1.ControlledShutdownRequest) (*controlv1.ControlledShutdownResponse, error) {
+	id := req.GetBrokerId()
+	if err := a.checkBrokerEpoch(id, req.GetBrokerEpoch()); err != nil {
+		return nil, err
+	}
+	b := a.brokers[id]
+	if !b.shuttingDown {
+		a.log.Info("Shutting down broker", "broker_id", id, "broker_epoch", b.info.Epoch)
+		b.shuttingDown = true
+		a.stateDirty = true
+	}
+	view := a.view()
+	var changes []change
+	followed := map[*partition]bool{}
+	for _, p := range a.partitionsOf(id) {
+		if p.t.deleting {
+			continue
+		}
+		d, err := election.OnControlledShutdown(p.view(), view, id)
+		if err != nil || !d.Changed {
+			continue // it stays leader; reported below as remaining
+		}
+		if p.rec.State.Leader != id {
+			followed[p] = true
+		}
+		changes = append(changes, change{p: p, d: d, cause: causeShutdown})
+	}
+	written, err := a.commit(changes)
+	if err != nil {
+		return nil, a.notControllerFor(err)
+	}
+	var led, stopped []*partition
+	for _, p := range written {
+		if followed[p] {
+			stopped = append(stopped, p)
+		} else {
+			led = append(led, p)
+		}
+	}
+	// The moved leaderships go to every replica, the shutting-down broker
+	// included (it becomes a follower); where it only followed, the others
+	// learn the smaller ISR and it stops its replica.
+	a.pushLeaderAndIsr(led, nil)
+	a.pushLeaderAndIsr(stopped, except(id))
+	a.pushStopReplica(id, stopped, false)
+	a.pushUpdateMetadata(written, nil, false, nil)
+
+	resp := &controlv1.ControlledShutdownResponse{}
+	for _, p := range a.partitionsOf(id) {
+		if p.rec.State.Leader == id && len(p.replicas) > 1 && !p.t.deleting {
+			resp.RemainingPartitions = append(resp.RemainingPartitions,
+				&commonv1.TopicPartition{Topic: p.t.name, Partition: p.id})
+		}
+	}
+	a.log.Info("Controlled shutdown step done", "broker_id", id, "moved", len(led), "left_isr", len(stopped),
+		"remaining", len(resp.RemainingPartitions))
+	return resp, nil
+}

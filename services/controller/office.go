@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"tidemark.io/services/controller/internal/ctrl"
+	"tidemark.io/services/controller/internal/grpcapi"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+)
+
+// office runs the controller's campaign loop: campaign, hold a term
+// (ctrl.Active) until it steps down, resign, campaign again. It also tells
+// the gRPC handlers which term, if any, is current.
+//
+// Concurrency: run is one goroutine; watchKey another. mu guards cur and
+// lostAt, which the handlers read.
+type office struct {
+	cfg     Config
+	store   *metastore.Store
+	log     *slog.Logger
+	metrics *ctrl.Metrics
+	addr    string
+
+	mu     sync.Mutex
+	cur    *ctrl.Active
+	lostAt time.Time // when the controller key was last seen deleted
+}
+
+var _ grpcapi.Office = (*office)(nil)
+
+// Active implements grpcapi.Office.
+func (o *office) Active(ctx context.Context) (grpcapi.Backend, error) {
+	if a := o.current(); a != nil {
+		return a, nil
+	}
+	return nil, o.notController(ctx)
+}
+
+func (o *office) current() *ctrl.Active {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cur == nil || o.cur.Err() != nil {
+		return nil
+	}
+	return o.cur
+}
+
+// notController answers for a standby, naming the active controller as
+// etcd has it.
+func (o *office) notController(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	info, ok, err := o.store.ActiveController(ctx)
+	if err != nil || !ok {
+		return kerr.New(kerr.NotController, "controller %d is not the active controller; none is active right now", o.cfg.ID)
+	}
+	e := kerr.New(kerr.NotController, "controller %d is not the active controller; controller %d (epoch %d) is",
+		o.cfg.ID, info.ControllerID, info.Epoch)
+	e.Controller = &kerr.NodeHint{ID: info.ControllerID, Address: info.Address}
+	return e
+}
+
+// run campaigns until ctx ends.
+func (o *office) run(ctx context.Context) {
+	go o.watchKey(ctx)
+	for ctx.Err() == nil {
+		o.metrics.SetStandby()
+		sess, err := o.store.Campaign(ctx, o.cfg.ID, o.addr, o.cfg.SessionTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("campaign failed; retrying", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		o.log.Info("Won the controller election", "controller_id", o.cfg.ID, "epoch", sess.Epoch())
+		a := ctrl.Start(ctx, ctrl.Deps{
+			Store: o.store, Session: sess, Log: o.log, Metrics: o.metrics, LostAt: o.lastLoss,
+			Settings: ctrl.Settings{
+				RequestTimeout: o.cfg.RequestTimeout,
+				SessionGrace:   o.cfg.BrokerSessionGrace,
+				StaticBroker:   o.cfg.staticBroker(),
+			},
+		})
+		o.mu.Lock()
+		o.cur = a
+		o.mu.Unlock()
+		<-a.Done()
+		a.Wait()
+		o.mu.Lock()
+		o.cur = nil
+		o.mu.Unlock()
+		// Hand the role over at once rather than after the lease TTL.
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := sess.Resign(rctx); err != nil {
+			o.log.Debug("resign", "err", err)
+		}
+		cancel()
+		o.log.Info("Controller term ended", "epoch", sess.Epoch(), "reason", a.Err())
+		sleep(ctx, 100*time.Millisecond) // do not spin if the term ended at once
+	}
+}
+
+func (o *office) lastLoss() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lostAt
+}
+
+// watchKey records when the controller key disappears, so a new term can
+// report its failover time from that moment.
+func (o *office) watchKey(ctx context.Context) {
+	for ctx.Err() == nil {
+		for wr := range o.store.WatchController(ctx, 0) {
+			for _, ev := range wr.Events {
+				if ev.Type == metastore.EventDelete {
+					o.mu.Lock()
+					o.lostAt = time.Now()
+					o.mu.Unlock()
+				}
+			}
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,96 @@
+package metastore
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestControllerNodesRegisterListWatchAndExpire(t *testing.T) {
+	srv, s := startStore(t)
+	ctx := testCtx(t)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch := s.WatchControllers(wctx, 0)
+
+	r1, err := s.RegisterController(ctx, ControllerNode{ID: 1, Address: "c1"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close(context.Background())
+	// A second process with its own client, so closing that client stops
+	// its keepalives without revoking (a crash).
+	crashCli := srv.Client(t)
+	r2, err := newStore(t, crashCli).RegisterController(ctx, ControllerNode{ID: 2, Address: "c2"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := s.Controllers(ctx)
+	if err != nil || len(nodes) != 2 || nodes[0].ID != 1 || nodes[1].Address != "c2" || nodes[0].StartedAt.IsZero() {
+		t.Fatalf("controllers = %+v, %v", nodes, err)
+	}
+	for range 2 {
+		select {
+		case wr := <-watch:
+			if len(wr.Events) != 1 || wr.Events[0].Kind != KindControllerNode || wr.Events[0].ControllerNode == nil {
+				t.Fatalf("watch = %+v", wr)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no watch event for a registration")
+		}
+	}
+
+	// A restarted controller 1 replaces its key; the old registration sees
+	// it lost the key.
+	r1b, err := s.RegisterController(ctx, ControllerNode{ID: 1, Address: "c1b"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1b.Close(context.Background())
+	waitClosed(t, r1.Done(), 3*time.Second, "old registration noticing the replacement")
+
+	_ = crashCli.Close()
+	waitClosed(t, r2.Done(), 3*time.Second, "crashed registration's keepalive ending")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		nodes, err = s.Controllers(ctx)
+		if err == nil && len(nodes) == 1 && nodes[0].Address == "c1b" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("controllers after expiry = %+v, %v", nodes, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cl, err := s.LoadCluster(ctx)
+	if err != nil || len(cl.Controllers) != 1 || cl.Controllers[1].Address != "c1b" {
+		t.Fatalf("loaded controllers = %+v, %v", cl.Controllers, err)
+	}
+	if err := r1b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _ := s.Controllers(ctx); len(nodes) != 0 {
+		t.Fatalf("controllers after close = %+v", nodes)
+	}
+}
+
+func TestEnsureClusterIDIsStable(t *testing.T) {
+	srv, s := startStore(t)
+	ctx := testCtx(t)
+	id, err := s.EnsureClusterID(ctx)
+	if err != nil || id == "" {
+		t.Fatalf("cluster id = %q, %v", id, err)
+	}
+	again, err := newStore(t, srv.Client(t)).EnsureClusterID(ctx)
+	if err != nil || again != id {
+		t.Fatalf("second cluster id = %q, %v; want %q", again, err, id)
+	}
+	cl, err := s.LoadCluster(ctx)
+	if err != nil || cl.ClusterID != id {
+		t.Fatalf("loaded cluster id = %q, %v", cl.ClusterID, err)
+	}
+	snap, err := s.Dump(ctx)
+	if err != nil || len(snap.Entries) != 1 || snap.Entries[0].Kind != KindClusterID {
+		t.Fatalf("dump = %+v, %v", snap, err)
+	}
+}
