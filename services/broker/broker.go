@@ -26,6 +26,7 @@ import (
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/recordbatch"
 )
 
 // Broker is a running broker.
@@ -213,3 +214,37 @@ var _ lifecycle.Stopper = (*Broker)(nil)
 
 // MetricsAddr is the bound address of /metrics, or "" when it is off.
 func (b *Broker) MetricsAddr() string { return b.tel.MetricsAddr() }
+
+// ReadLog returns the values of every record in a hosted replica's log, in
+// offset order, whether committed or not: what is on this broker's disk.
+// Tests and tools compare replicas with it.
+func (b *Broker) ReadLog(topic string, partition int32) ([]string, error) {
+	r, ok := b.rm.Replica(replica.TP{Topic: topic, Partition: partition})
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	lg := r.Log()
+	for off := lg.LogStartOffset(); off < lg.LogEndOffset(); {
+		rr, err := lg.Read(off, 1<<20, lg.LogEndOffset())
+		if err != nil {
+			return nil, err
+		}
+		if len(rr.Records) == 0 {
+			break
+		}
+		for batch, err := range recordbatch.All(rr.Records) {
+			if err != nil {
+				return nil, err
+			}
+			for rec, err := range batch.Records() {
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, string(rec.Value))
+			}
+		}
+		off = rr.NextOffset
+	}
+	return out, nil
+}

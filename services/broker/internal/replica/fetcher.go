@@ -156,6 +156,24 @@ func (f *fetcher) remove(tp TP) {
 	f.mu.Unlock()
 }
 
+// owns reports whether st is still the fetcher's state for tp.
+func (f *fetcher) owns(tp TP, st *fetchState) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.part[tp] == st
+}
+
+// removeIf stops fetching tp only if st is still its state: a newer state
+// (a new leader epoch handed over meanwhile) stays.
+func (f *fetcher) removeIf(tp TP, st *fetchState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.part[tp] == st {
+		delete(f.part, tp)
+		delete(f.prevHW, tp)
+	}
+}
+
 func (f *fetcher) close() {
 	f.stop()
 	<-f.done
@@ -398,9 +416,17 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 	}
 }
 
-// apply handles one partition's answer on the follower.
+// apply handles one partition's answer on the follower. An answer to a
+// fetch made for an older leader epoch is dropped: the replica has moved on
+// (and its new fetch state must not be touched by the old answer).
 func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionResponse) {
 	r := st.r
+	r.mu.Lock()
+	current := stillFollowing(st) && f.owns(r.tp, st)
+	r.mu.Unlock()
+	if !current {
+		return
+	}
 	switch code := kerr.Code(a.GetErrorCode()); code {
 	case kerr.None:
 	case kerr.OffsetOutOfRange:
@@ -414,7 +440,7 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 		// F3: our epoch is stale; stop until the controller tells us more.
 		f.m.log.Warn("fetch fenced: waiting for new metadata", "topic", r.tp.Topic, "partition", r.tp.Partition, "leader_epoch", st.epoch)
 		f.m.emit(Event{Kind: "fenced", TP: r.tp, Reason: "follower fetch fenced at leader epoch " + itoa(int64(st.epoch)), LeaderEpoch: st.epoch})
-		f.remove(r.tp)
+		f.removeIf(r.tp, st)
 		return
 	case kerr.UnknownLeaderEpoch:
 		f.delay(r.tp, epochBackoff)

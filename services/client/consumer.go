@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Consumer reads one partition from a position up to the high watermark,
+// following it as it grows. Its methods may be called from any goroutine
+// but run one at a time.
+type Consumer struct {
+	c    *Client
+	opts ConsumerOptions
+
+	mu        sync.Mutex // guards everything below; held for the whole of Poll
+	pos       int64      // the next offset to read; < 0 means OffsetEarliest/OffsetLatest, to resolve
+	hw        int64
+	logStart  int64
+	preferred int32 // the replica to fetch from (KIP-392), -1 for the leader
+	prefUntil time.Time
+	readFrom  int32 // the broker the last fetch went to
+	closed    bool
+}
+
+// NewConsumer returns a consumer of one partition. It makes no request
+// until the first Poll.
+func NewConsumer(c *Client, opts ConsumerOptions) (*Consumer, error) {
+	opts, err := opts.resolve(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{c: c, opts: opts, pos: opts.StartOffset, hw: -1, logStart: -1, preferred: -1, readFrom: -1}, nil
+}
+
+// Position is the offset of the next record Poll returns, or
+// OffsetEarliest/OffsetLatest before the first Poll resolves them.
+func (cs *Consumer) Position() int64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.pos
+}
+
+// SetPosition moves the position to offset, OffsetEarliest or OffsetLatest.
+func (cs *Consumer) SetPosition(offset int64) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.pos = max(offset, OffsetEarliest)
+}
+
+// HighWatermark is the high watermark the last fetch reported (-1 before).
+func (cs *Consumer) HighWatermark() int64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.hw
+}
+
+// LogStartOffset is the log start offset the last fetch reported (-1 before).
+func (cs *Consumer) LogStartOffset() int64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.logStart
+}
+
+// ReadReplica is the broker id the last fetch went to (-1 before any).
+func (cs *Consumer) ReadReplica() int32 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.readFrom
+}
+
+// Close ends the consumer; it holds no connection of its own.
+func (cs *Consumer) Close() error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.closed = true
+	return nil
+}
+
+// Poll fetches the records from the position up to the high watermark
+// (waiting up to MaxWait for some), advances the position past them, and
+// returns them; none is not an error. Retriable errors are retried with
+// backoff until ctx ends (or the API timeout, without a deadline). A fetch
+// from a preferred read replica that fails falls back to the leader at
+// once. OFFSET_OUT_OF_RANGE follows the Reset policy. Keys, values and
+// headers are the caller's; they share one buffer per fetch.
+func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	what := fmt.Sprintf("poll %s-%d", cs.opts.Topic, cs.opts.Partition)
+	if cs.closed {
+		return nil, fmt.Errorf("%s: %w", what, ErrClosed)
+	}
+	ctx, cancel := cs.c.opts.withAPITimeout(ctx)
+	defer cancel()
+	var last error
+	for attempt := 1; ; attempt++ {
+		if err := cs.resolveLocked(ctx); err != nil {
+			return nil, err
+		}
+		recs, follower, err := cs.fetchLocked(ctx)
+		if err == nil {
+			return recs, nil
+		}
+		ke := toKerr(err)
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, lastOr(last, ke), "%s", what)
+		}
+		last = lastOr(last, ke)
+		if follower {
+			// KIP-392: on any trouble with the read replica, go back to the leader.
+			cs.c.log.Debug("read replica failed; back to the leader", "replica", cs.preferred, "err", ke)
+			cs.preferred = -1
+			continue
+		}
+		if ke.Code == kerr.OffsetOutOfRange && cs.opts.Reset != ResetNone {
+			cs.c.log.Debug("offset out of range; resetting", "offset", cs.pos, "policy", cs.opts.Reset)
+			cs.pos = OffsetEarliest
+			if cs.opts.Reset == ResetLatest {
+				cs.pos = OffsetLatest
+			}
+			continue
+		}
+		if !ke.Code.Retriable() {
+			return nil, wrap(ke, "%s at offset %d", what, cs.pos)
+		}
+		if !sleep(ctx, backoff(cs.c.opts.RetryBackoff, cs.c.opts.RetryBackoffMax, attempt)) {
+			return nil, ctxError(ctx, last, "%s", what)
+		}
+	}
+}
+
+// resolveLocked turns OffsetEarliest/OffsetLatest into an offset.
+func (cs *Consumer) resolveLocked(ctx context.Context) error {
+	if cs.pos >= 0 {
+		return nil
+	}
+	spec := Earliest()
+	if cs.pos == OffsetLatest {
+		spec = Latest()
+	}
+	lo, err := cs.c.ListOffsets(ctx, cs.opts.Topic, cs.opts.Partition, spec)
+	if err != nil {
+		return err
+	}
+	cs.pos = lo.Offset
+	return nil
+}
+
+// fetchLocked makes one fetch, from the preferred read replica when there
+// is one, and reports whether it went to that replica.
+func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
+	o := cs.opts
+	r, err := cs.c.meta.leader(ctx, o.Topic, o.Partition)
+	if err != nil {
+		return nil, false, err
+	}
+	target, addr, follower := r.leader, r.addr, false
+	if cs.preferred >= 0 && cs.preferred != r.leader && time.Now().Before(cs.prefUntil) {
+		if a, ok := cs.c.meta.brokerAddr(cs.preferred); ok {
+			target, addr, follower = cs.preferred, a, true
+		}
+	}
+	wait := o.MaxWait
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave the broker time to answer (perhaps empty) before ctx ends.
+		wait = max(min(wait, time.Until(dl)*3/4), 0)
+	}
+	var resp *brokerv1.FetchResponse
+	cs.readFrom = target
+	err = cs.c.brokerCallTimeout(ctx, addr, o.RequestTimeout+wait, func(ctx context.Context, bc brokerv1.BrokerServiceClient) error {
+		var err error
+		resp, err = bc.Fetch(ctx, &brokerv1.FetchRequest{
+			Topic: o.Topic, Partition: o.Partition, Offset: cs.pos,
+			MaxBytes: o.MaxBytes, MaxWaitMs: int32(wait.Milliseconds()), MinBytes: o.MinBytes,
+			RackId: o.Rack, CurrentLeaderEpoch: r.leaderEpoch, RawBatches: true,
+		})
+		return err
+	})
+	if err != nil {
+		if !follower {
+			cs.c.meta.noteError(o.Topic, o.Partition, toKerr(err))
+		}
+		return nil, follower, err
+	}
+	cs.hw, cs.logStart = resp.GetHighWatermark(), resp.GetLogStartOffset()
+	recs, next, err := decodeRecords(o.Topic, o.Partition, resp.GetRecordBatches(), cs.pos)
+	if err != nil {
+		return nil, follower, err
+	}
+	cs.pos = next
+	cs.notePreferredLocked(resp.GetPreferredReadReplica(), r.leader)
+	return recs, follower, nil
+}
+
+// notePreferredLocked follows a leader's preferred_read_replica (KIP-392),
+// for metadata.max.age, as Kafka's consumer does.
+func (cs *Consumer) notePreferredLocked(pref, leader int32) {
+	switch {
+	case cs.opts.Rack == "" || pref < 0:
+	case pref == leader:
+		cs.preferred = -1
+	case pref != cs.preferred:
+		cs.preferred = pref
+		cs.prefUntil = time.Now().Add(cs.c.opts.MetadataMaxAge)
+		cs.c.log.Debug("fetching from preferred read replica", "topic", cs.opts.Topic, "partition", cs.opts.Partition, "replica", pref)
+	}
+}

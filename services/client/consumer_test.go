@@ -1,0 +1,264 @@
+package client_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"tidemark.io/services/client"
+	"tidemark.io/services/client/internal/fakebroker"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// appendValues writes values from..to-1 to t-0 as one batch.
+func appendValues(fc *fakebroker.Cluster, from, to int) {
+	var recs []recordbatch.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, recordbatch.Record{
+			Key: fmt.Appendf(nil, "k%d", i), Value: value(i), Timestamp: int64(1000 + i),
+			Headers: []recordbatch.Header{{Key: "i", Value: fmt.Appendf(nil, "%d", i)}},
+		})
+	}
+	fc.Append("t", 0, recs...)
+}
+
+func newConsumer(t *testing.T, c *client.Client, o client.ConsumerOptions) *client.Consumer {
+	t.Helper()
+	if o.Topic == "" {
+		o.Topic = "t"
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = 50 * time.Millisecond
+	}
+	cs, err := client.NewConsumer(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// checkRecords asserts that recs are the appended records from..to-1.
+func checkRecords(t *testing.T, recs []client.Record, from, to int) {
+	t.Helper()
+	if len(recs) != to-from {
+		t.Fatalf("got %d records, want offsets %d..%d", len(recs), from, to-1)
+	}
+	for j, r := range recs {
+		i := from + j
+		if r.Offset != int64(i) || string(r.Value) != string(value(i)) || string(r.Key) != fmt.Sprintf("k%d", i) ||
+			r.Timestamp.UnixMilli() != int64(1000+i) || len(r.Headers) != 1 || string(r.Headers[0].Value) != fmt.Sprint(i) ||
+			r.Topic != "t" || r.Partition != 0 {
+			t.Fatalf("record %d = %+v", i, r)
+		}
+	}
+}
+
+func TestConsumerFollowsHighWatermark(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 10*time.Second)
+
+	appendValues(fc, 0, 5)
+	fc.FreezeHW("t", 0, true)
+	appendValues(fc, 5, 10) // written but not committed
+	// Starting in the middle of the first batch skips its earlier records.
+	cs := newConsumer(t, c, client.ConsumerOptions{StartOffset: 2})
+	recs, err := cs.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 2, 5)
+	if cs.Position() != 5 || cs.HighWatermark() != 5 {
+		t.Fatalf("position %d, high watermark %d", cs.Position(), cs.HighWatermark())
+	}
+	// Nothing readable: an empty poll after MaxWait.
+	if recs, err := cs.Poll(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("poll at the high watermark: %d records, %v", len(recs), err)
+	}
+	// The high watermark moves while the consumer waits.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		fc.FreezeHW("t", 0, false)
+	}()
+	cs2 := newConsumer(t, c, client.ConsumerOptions{StartOffset: 5, MaxWait: 2 * time.Second})
+	recs, err = cs2.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 5, 10)
+	appendValues(fc, 10, 12)
+	recs, err = cs2.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 10, 12)
+}
+
+func TestConsumerStartsAtEarliestOrLatest(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	appendValues(fc, 0, 4)
+	fc.DeleteBefore("t", 0, 4)
+	appendValues(fc, 4, 6)
+
+	early := newConsumer(t, c, client.ConsumerOptions{StartOffset: client.OffsetEarliest})
+	recs, err := early.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 4, 6)
+
+	late := newConsumer(t, c, client.ConsumerOptions{StartOffset: client.OffsetLatest})
+	if recs, err := late.Poll(ctx); err != nil || len(recs) != 0 || late.Position() != 6 {
+		t.Fatalf("latest: %d records at %d, %v", len(recs), late.Position(), err)
+	}
+	appendValues(fc, 6, 7)
+	recs, err = late.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 6, 7)
+}
+
+func TestConsumerOffsetOutOfRange(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	appendValues(fc, 0, 3)
+	appendValues(fc, 3, 6)
+	fc.DeleteBefore("t", 0, 3)
+
+	strict := newConsumer(t, c, client.ConsumerOptions{})
+	_, err := strict.Poll(ctx)
+	var ke *kerr.Error
+	if !errors.As(err, &ke) || ke.Code != kerr.OffsetOutOfRange {
+		t.Fatalf("poll below the log start: %v", err)
+	}
+	reset := newConsumer(t, c, client.ConsumerOptions{Reset: client.ResetEarliest})
+	recs, err := reset.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 3, 6)
+	latest := newConsumer(t, c, client.ConsumerOptions{StartOffset: 100, Reset: client.ResetLatest})
+	if recs, err := latest.Poll(ctx); err != nil || len(recs) != 0 || latest.Position() != 6 {
+		t.Fatalf("reset to latest: %d records at %d, %v", len(recs), latest.Position(), err)
+	}
+}
+
+func TestConsumerFollowsLeaderMove(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2})
+	fc.CreateTopic("t", 1, 1, 2)
+	fc.SetLeaderHints(false)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	appendValues(fc, 0, 3)
+	cs := newConsumer(t, c, client.ConsumerOptions{})
+	recs, err := cs.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 0, 3)
+	// The consumer's leader epoch is now stale: FENCED_LEADER_EPOCH, then a
+	// metadata refresh finds broker 2.
+	fc.MoveLeader("t", 0, 2)
+	appendValues(fc, 3, 5)
+	recs, err = cs.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 3, 5)
+	if fc.NodeCalls(2, "Fetch") == 0 || cs.ReadReplica() != 2 {
+		t.Fatalf("fetches after the move went to broker %d", cs.ReadReplica())
+	}
+}
+
+func TestConsumerFetchesFromRackReplicaAndFallsBack(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2, Racks: []string{"a", "b"}})
+	fc.CreateTopic("t", 1, 1, 2)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	appendValues(fc, 0, 2)
+
+	cs := newConsumer(t, c, client.ConsumerOptions{Rack: "b"})
+	recs, err := cs.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 0, 2)
+	if cs.ReadReplica() != 1 {
+		t.Fatalf("first fetch went to %d, want the leader", cs.ReadReplica())
+	}
+	appendValues(fc, 2, 4)
+	recs, err = cs.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 2, 4)
+	if cs.ReadReplica() != 2 || fc.NodeCalls(2, "Fetch") != 1 {
+		t.Fatalf("second fetch went to %d (%d fetches on broker 2), want the rack-b replica", cs.ReadReplica(), fc.NodeCalls(2, "Fetch"))
+	}
+
+	// The replica fails: the consumer goes back to the leader at once.
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		if call.Method == "Fetch" && call.Node == 2 {
+			return &fakebroker.Fault{Code: kerr.ReplicaNotAvailable}
+		}
+		return nil
+	})
+	appendValues(fc, 4, 6)
+	recs, err = cs.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 4, 6)
+	if cs.ReadReplica() != 1 {
+		t.Fatalf("after the replica failed, the fetch went to %d, want the leader", cs.ReadReplica())
+	}
+
+	// Without a rack the leader never redirects.
+	plain := newConsumer(t, c, client.ConsumerOptions{})
+	for range 2 {
+		if _, err := plain.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if plain.ReadReplica() != 1 {
+			t.Fatalf("consumer without a rack read from %d", plain.ReadReplica())
+		}
+	}
+}
+
+func TestListOffsets(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	appendValues(fc, 0, 10) // timestamps 1000..1009
+	fc.DeleteBefore("t", 0, 0)
+	for _, tc := range []struct {
+		spec client.OffsetSpec
+		want int64
+	}{
+		{client.Earliest(), 0},
+		{client.Latest(), 10},
+		{client.AtTime(time.UnixMilli(1004)), 4},
+		{client.AtTime(time.UnixMilli(5000)), -1},
+	} {
+		got, err := c.ListOffsets(ctx, "t", 0, tc.spec)
+		if err != nil || got.Offset != tc.want {
+			t.Errorf("%+v: %+v %v, want %d", tc.spec, got, err, tc.want)
+		}
+	}
+	// Retriable: retried until the context ends, then reported with the last code.
+	_, err := c.ListOffsets(testCtx(t, 300*time.Millisecond), "nope", 0, client.Latest())
+	if codeOf(err) != kerr.UnknownTopicOrPartition {
+		t.Fatalf("unknown topic: %v", err)
+	}
+}

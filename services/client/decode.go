@@ -1,0 +1,53 @@
+package client
+
+import (
+	"time"
+
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// decodeRecords turns fetched batches into records at or after from, and
+// returns the offset after the last whole batch. A batch may start before
+// from (the broker sends whole batches); its earlier records are skipped. A
+// partial batch at the end (cut by the size limit) is ignored and fetched
+// again next time.
+func decodeRecords(topic string, partition int32, buf []byte, from int64) ([]Record, int64, error) {
+	whole, torn := recordbatch.SplitTorn(buf)
+	if len(whole) == 0 && len(torn) > 0 {
+		return nil, from, kerr.New(kerr.CorruptMessage, "%s-%d: fetched data at offset %d holds no whole batch", topic, partition, from)
+	}
+	next := from
+	var out []Record
+	for b, err := range recordbatch.All(whole) {
+		if err != nil {
+			return out, next, err
+		}
+		if b.NextOffset() <= from {
+			continue
+		}
+		if err := b.Validate(); err != nil {
+			return out, next, err
+		}
+		epoch := b.PartitionLeaderEpoch()
+		logAppend := b.TimestampType() == recordbatch.LogAppendTime
+		for r, err := range b.Records() {
+			if err != nil {
+				return out, next, err
+			}
+			if r.Offset < from {
+				continue
+			}
+			ts := r.Timestamp
+			if logAppend {
+				ts = b.MaxTimestamp()
+			}
+			out = append(out, Record{
+				Topic: topic, Partition: partition, Offset: r.Offset, LeaderEpoch: epoch,
+				Timestamp: time.UnixMilli(ts), Key: r.Key, Value: r.Value, Headers: r.Headers,
+			})
+		}
+		next = b.NextOffset()
+	}
+	return out, next, nil
+}

@@ -1,0 +1,114 @@
+// Package client is the Go client of tidemark: a Producer and a Consumer
+// over the brokers' BrokerService, and an Admin over the controllers'
+// AdminService. The CLI, the gateway, the tests and the benchmarks all use
+// it.
+//
+// # Connections and metadata
+//
+// A Client bootstraps from any of a list of broker addresses and keeps one
+// *grpc.ClientConn per address (insecure, with the otelgrpc client stats
+// handler so that traces propagate; Options.Dialer routes connections
+// through a network simulator in tests). It caches BrokerService.Metadata:
+// brokers, topics, partition leaders and leader epochs. An answer of
+// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH that
+// names the leader updates the cache in place; those codes without a hint,
+// and UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE and
+// NETWORK_EXCEPTION, mark the partition so that its next request looks the
+// leader up again. Concurrent lookups share one Metadata request.
+//
+// # Retries
+//
+// Only codes that kerr marks retriable are retried, after an exponential
+// backoff with ±20% jitter (retry.backoff.ms 100 to retry.backoff.max.ms
+// 1000). Each attempt is bounded by the request timeout (request.timeout.ms
+// 30000). A produced record is bounded by delivery.timeout.ms (120000);
+// other calls by their context, or Options.APITimeout (60000, Kafka's
+// default.api.timeout.ms) when the context has no deadline.
+//
+// # Errors
+//
+// Errors are *kerr.Error values wrapped with what was being done: use
+// kerr.CodeOf(err) or errors.As to switch on the code. A call abandoned
+// because its context ended also matches context.Canceled or
+// context.DeadlineExceeded, and carries the last error seen (or
+// REQUEST_TIMED_OUT). Calls on a closed Client, Producer, Consumer or Admin
+// match ErrClosed.
+//
+// # Producer
+//
+// ProduceAsync picks the partition (ManualPartition, else murmur2 of the
+// key as Kafka's default partitioner, else a sticky partition that moves on
+// when its batch fills), adds the record to that partition's open batch,
+// encoded in the log's format, and returns. A batch is sent when it is full
+// (batch.size, 16384 bytes), when it has waited linger.ms (5 ms, the Kafka
+// 4.0 default), or on Flush and Close, as the raw record_batch of one
+// ProduceRequest. Every record gets exactly one callback: its offset, or an
+// error with a code. Produce is the synchronous form.
+//
+// Defaults follow Kafka's producer: acks=all, enable.idempotence=true,
+// max.in.flight.requests.per.connection=5 (here per partition), retries
+// unlimited within delivery.timeout.ms, buffer.memory 32 MiB, max.block.ms
+// 60000. Setting IdempotenceOn together with acks other than all, or more
+// than 5 in flight, is an INVALID_CONFIG error naming the option; left at
+// IdempotenceDefault, such settings turn idempotence off, as in Kafka.
+//
+// With idempotence the producer takes a producer id once (InitProducerId)
+// and numbers each partition's records. Up to 5 batches per partition are
+// in flight; a retriable failure resends the batch, and the later ones, in
+// order with their original sequence numbers, and a DUPLICATE answer is
+// success with the original offsets. Concurrent gRPC calls may reach the
+// broker in any order; the broker refuses a batch that overtook an earlier
+// one with OUT_OF_ORDER_SEQUENCE_NUMBER, and the producer resends it in
+// turn. Until the leader has acknowledged one batch under the current
+// producer id and epoch it does not know the producer and would accept any
+// sequence, so only one batch is in flight until then. When a partition's
+// sequence is broken (the leader lost the producer's state, or a sent batch
+// failed for good) the partition restarts under a bumped epoch; see
+// partition_settle.go for the rules that keep this free of duplicates.
+// Within those rules the log holds each record once, in the order produced.
+//
+// Without idempotence a retry after an ambiguous failure (a timeout after
+// the append) writes the record twice. Nor does anything keep concurrent
+// requests in order (a gRPC server handles them in no particular order),
+// so without idempotence MaxInFlight defaults to 1; set higher, batches of
+// a partition may be appended out of order.
+//
+// # Consumer
+//
+// A Consumer reads one partition from its position up to the high
+// watermark: Poll fetches raw batches, decodes them client-side (checking
+// their CRC), skips the records of a batch below the position, and advances
+// the position. OFFSET_OUT_OF_RANGE is returned or, with a Reset policy,
+// moves the position to the earliest or latest offset. With Rack set, the
+// leader may name a replica in that rack (KIP-392); the consumer fetches
+// from it until it fails, then goes back to the leader.
+//
+// # Admin
+//
+// Admin wraps AdminService. It finds the active controller among the given
+// addresses, follows NOT_CONTROLLER answers to the controller they name
+// (or tries the next address when they name none) and retries retriable
+// codes. WatchCluster reconnects the same way.
+//
+// # Concurrency
+//
+// Client, Producer and Admin are safe for concurrent use. A Consumer
+// serializes its methods with its own lock; Poll holds it throughout.
+//
+// Goroutines: a Producer runs one goroutine per partition it has written
+// to (partitionProducer.run), which makes every sending decision and runs
+// the callbacks of that partition in order; one goroutine per produce
+// request in flight (at most MaxInFlight per partition); and, while it
+// runs, one per InitProducerId request. They all end in Close. Consumer
+// and Admin start none (WatchCluster runs in the caller's loop); gRPC runs
+// its own.
+//
+// Locks: Producer.mu guards the partition map and the sticky partitions;
+// partitionProducer.mu guards one partition's batches and sequence state;
+// metadata.mu the cache; producerIDs.mu the shared producer id; memLimiter.mu
+// the buffer budget; connPool.mu the connections; Admin.mu the active
+// controller; Consumer.mu the consumer's position. The only nesting is
+// Consumer.mu before metadata.mu; every other lock is held alone, never
+// across a network call, and no callback runs under a lock. Callbacks must
+// be quick and must not call Produce, Flush or Close.
+package client

@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// ErrClosed is returned (wrapped) by calls on a closed Client, Producer,
+// Consumer or Admin.
+var ErrClosed = kerr.New(kerr.InvalidRequest, "client is closed")
+
+// toKerr turns any error from a call into the *kerr.Error the server meant:
+// the ErrorDetail when there is one, else the nearest code for the
+// transport failure. The caller's own context ending is REQUEST_TIMED_OUT.
+func toKerr(err error) *kerr.Error {
+	if err == nil {
+		return nil
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.New(kerr.RequestTimedOut, "%v", err)
+	case errors.Is(err, context.Canceled):
+		return kerr.New(kerr.RequestTimedOut, "canceled: %v", err)
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Canceled && len(st.Details()) == 0 {
+		// A call cut off by the transport (the caller checks its own
+		// context first): worth another try, like a broken connection.
+		return kerr.New(kerr.NetworkException, "canceled: %s", st.Message())
+	}
+	return kerr.FromStatus(err)
+}
+
+// wrap adds what was being done to a call's error, keeping the *kerr.Error
+// reachable with errors.As and kerr.CodeOf.
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), toKerr(err))
+}
+
+// ctxError reports a call abandoned because ctx ended. It carries the last
+// error seen (or REQUEST_TIMED_OUT) and the context's own error, so both
+// kerr.CodeOf and errors.Is(err, context.Canceled) work.
+func ctxError(ctx context.Context, last error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	ke := toKerr(last)
+	if ke == nil {
+		ke = kerr.New(kerr.RequestTimedOut, "gave up")
+	}
+	return fmt.Errorf("%s: %w (%w)", what, ke, context.Cause(ctx))
+}
+
+// refreshCodes are the answers after which the client's idea of a
+// partition's leader is stale.
+func needsRefresh(c kerr.Code) bool {
+	switch c {
+	case kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
+		kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.NetworkException:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,158 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// route is where requests for one partition go.
+type route struct {
+	leader      int32
+	leaderEpoch int32
+	addr        string
+}
+
+type partMeta struct {
+	leader      int32
+	leaderEpoch int32
+	replicas    []int32
+	stale       bool // an answer said the leader moved; look it up again
+}
+
+// metadata is the client's cache of brokers, topics and partition leaders
+// (BrokerService.Metadata), corrected in place by leader hints.
+type metadata struct {
+	c *Client
+
+	mu        sync.Mutex // guards every field below
+	brokers   map[int32]string
+	topics    map[string][]partMeta
+	fetchedAt time.Time
+	inflight  *refreshCall // the running refresh, if any
+}
+
+// refreshCall lets concurrent callers share one Metadata request.
+type refreshCall struct {
+	topics []string // nil: every topic
+	done   chan struct{}
+	err    error
+}
+
+func newMetadata(c *Client) *metadata {
+	return &metadata{c: c, brokers: map[int32]string{}, topics: map[string][]partMeta{}}
+}
+
+// leader returns where to send requests for topic-partition, refreshing the
+// cache at most once when it does not know or no longer trusts the answer.
+func (m *metadata) leader(ctx context.Context, topic string, partition int32) (route, error) {
+	r, err := m.cachedLeader(topic, partition)
+	if err == nil {
+		return r, nil
+	}
+	if rerr := m.refresh(ctx, topic); rerr != nil {
+		return route{}, rerr
+	}
+	r, err = m.cachedLeader(topic, partition)
+	if err != nil {
+		return route{}, err
+	}
+	return r, nil
+}
+
+// cachedLeader answers from the cache, or says why it cannot.
+func (m *metadata) cachedLeader(topic string, partition int32) (route, *kerr.Error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if time.Since(m.fetchedAt) > m.c.opts.MetadataMaxAge {
+		return route{}, kerr.New(kerr.LeaderNotAvailable, "metadata is older than %v", m.c.opts.MetadataMaxAge)
+	}
+	parts, ok := m.topics[topic]
+	if !ok {
+		return route{}, kerr.New(kerr.UnknownTopicOrPartition, "topic %q is not known", topic)
+	}
+	if partition < 0 || int(partition) >= len(parts) {
+		return route{}, kerr.New(kerr.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, len(parts), partition)
+	}
+	p := parts[partition]
+	switch {
+	case p.stale:
+		return route{}, kerr.New(kerr.NotLeaderOrFollower, "leader of %s-%d moved", topic, partition)
+	case p.leader < 0:
+		return route{}, kerr.New(kerr.LeaderNotAvailable, "%s-%d has no leader", topic, partition)
+	}
+	addr, ok := m.brokers[p.leader]
+	if !ok {
+		return route{}, kerr.New(kerr.LeaderNotAvailable, "address of broker %d, leader of %s-%d, is not known", p.leader, topic, partition)
+	}
+	return route{leader: p.leader, leaderEpoch: p.leaderEpoch, addr: addr}, nil
+}
+
+// numPartitions returns how many partitions topic has.
+func (m *metadata) numPartitions(ctx context.Context, topic string) (int, error) {
+	if n := m.cachedCount(topic); n > 0 {
+		return n, nil
+	}
+	if err := m.refresh(ctx, topic); err != nil {
+		return 0, err
+	}
+	if n := m.cachedCount(topic); n > 0 {
+		return n, nil
+	}
+	return 0, kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", topic)
+}
+
+func (m *metadata) cachedCount(topic string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.topics[topic])
+}
+
+// brokerAddr returns the address of broker id, if known.
+func (m *metadata) brokerAddr(id int32) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.brokers[id]
+	return a, ok
+}
+
+// noteError updates the cache after a failed partition request: a leader
+// hint is applied directly (saving a Metadata round trip); other answers
+// that mean the leader moved mark the partition for a refresh.
+func (m *metadata) noteError(topic string, partition int32, e *kerr.Error) {
+	if e == nil {
+		return
+	}
+	if h := e.Leader; h != nil && h.ID >= 0 && h.Address != "" {
+		m.applyHint(topic, partition, h)
+		return
+	}
+	if !needsRefresh(e.Code) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if parts := m.topics[topic]; partition >= 0 && int(partition) < len(parts) {
+		parts[partition].stale = true
+	}
+}
+
+func (m *metadata) applyHint(topic string, partition int32, h *kerr.LeaderHint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parts := m.topics[topic]
+	if partition < 0 || int(partition) >= len(parts) {
+		return
+	}
+	p := &parts[partition]
+	if h.LeaderEpoch < p.leaderEpoch {
+		// Older news than ours: trust neither; look again.
+		p.stale = true
+		return
+	}
+	m.brokers[h.ID] = h.Address
+	p.leader, p.leaderEpoch, p.stale = h.ID, h.LeaderEpoch, false
+	m.c.log.Debug("leader hint", "topic", topic, "partition", partition, "leader", h.ID, "epoch", h.LeaderEpoch)
+}

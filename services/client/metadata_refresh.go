@@ -1,0 +1,165 @@
+package client
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// refresh asks a broker for the metadata of every cached topic plus topics.
+// Concurrent callers whose topics are covered share one request.
+func (m *metadata) refresh(ctx context.Context, topics ...string) error {
+	m.mu.Lock()
+	if call := m.inflight; call != nil && covers(call.topics, topics) {
+		m.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.err
+		case <-ctx.Done():
+			return ctxError(ctx, nil, "metadata")
+		}
+	}
+	want := m.topicsToAskLocked(topics)
+	call := &refreshCall{topics: want, done: make(chan struct{})}
+	m.inflight = call
+	addrs := m.candidatesLocked()
+	m.mu.Unlock()
+
+	resp, err := m.fetch(ctx, addrs, want)
+	m.mu.Lock()
+	if err == nil {
+		m.applyLocked(resp, want)
+	}
+	if m.inflight == call {
+		m.inflight = nil
+	}
+	m.mu.Unlock()
+	call.err = err
+	close(call.done)
+	return err
+}
+
+// covers reports whether a request for have answers for want (nil = all).
+func covers(have, want []string) bool {
+	if have == nil {
+		return true
+	}
+	for _, t := range want {
+		if !slices.Contains(have, t) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *metadata) topicsToAskLocked(extra []string) []string {
+	if len(m.topics) == 0 && len(extra) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m.topics)+len(extra))
+	for t := range m.topics {
+		out = append(out, t)
+	}
+	for _, t := range extra {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// candidatesLocked lists the addresses to ask, known brokers first in
+// random order (to spread the load), then the bootstrap list.
+func (m *metadata) candidatesLocked() []string {
+	var out []string
+	for _, a := range m.brokers {
+		out = append(out, a)
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	for _, a := range m.c.bootstrap {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// fetch tries each address in turn until one answers.
+func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (*brokerv1.MetadataResponse, error) {
+	var last error
+	for _, addr := range addrs {
+		var resp *brokerv1.MetadataResponse
+		err := m.c.brokerCall(ctx, addr, func(ctx context.Context, bc brokerv1.BrokerServiceClient) error {
+			var err error
+			resp, err = bc.Metadata(ctx, &brokerv1.MetadataRequest{Topics: topics})
+			return err
+		})
+		if err == nil {
+			return resp, nil
+		}
+		last = err
+		m.c.log.Debug("metadata request failed", "addr", addr, "err", err)
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, err, "metadata")
+		}
+	}
+	if last == nil {
+		last = kerr.New(kerr.NetworkException, "no broker address to ask")
+	}
+	return nil, wrap(last, "metadata from %d brokers", len(addrs))
+}
+
+// applyLocked merges an answer into the cache. A partition entry is only
+// replaced by one at least as new (by leader epoch), so a lagging broker
+// cannot undo a newer hint.
+func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) {
+	for _, b := range resp.GetBrokers() {
+		m.brokers[b.GetId()] = b.GetAddress()
+	}
+	seen := map[string]bool{}
+	for _, t := range resp.GetTopics() {
+		name := t.GetName()
+		seen[name] = true
+		if kerr.Code(t.GetErrorCode()) == kerr.UnknownTopicOrPartition {
+			delete(m.topics, name)
+			continue
+		}
+		m.topics[name] = mergeParts(m.topics[name], t.GetPartitions())
+	}
+	// A topic asked for (or any, when all were) but missing from the
+	// answer no longer exists.
+	for name := range m.topics {
+		if !seen[name] && (asked == nil || slices.Contains(asked, name)) {
+			delete(m.topics, name)
+		}
+	}
+	m.fetchedAt = time.Now()
+}
+
+func mergeParts(old []partMeta, fresh []*brokerv1.PartitionMetadata) []partMeta {
+	n := 0
+	for _, p := range fresh {
+		n = max(n, int(p.GetPartition())+1)
+	}
+	out := make([]partMeta, n)
+	for i := range out {
+		out[i] = partMeta{leader: -1, leaderEpoch: -1}
+	}
+	for _, p := range fresh {
+		np := partMeta{leader: p.GetLeader(), leaderEpoch: p.GetLeaderEpoch(), replicas: p.GetReplicas()}
+		if kerr.Code(p.GetErrorCode()) == kerr.LeaderNotAvailable {
+			np.leader = -1
+		}
+		i := p.GetPartition()
+		if int(i) < len(old) && old[i].leaderEpoch > np.leaderEpoch {
+			np = old[i] // our hint is newer than this broker's view
+		}
+		out[i] = np
+	}
+	return out
+}

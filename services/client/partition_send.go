@@ -1,0 +1,145 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+)
+
+// sendLocked starts requests for the sequenced batches, strictly in
+// sequence order: it stops at the first batch that must wait (backoff, a
+// final failure not yet settled, the in-flight limit, or a resend behind an
+// unacknowledged batch). Until the leader has acknowledged one batch under
+// the current identity it may not know the producer, and would accept any
+// sequence; so only one request is in flight until then, and order holds
+// even though concurrent requests may be handled in any order.
+func (pp *partitionProducer) sendLocked(now time.Time) {
+	if pp.resetting || (pp.p.idem && pp.needID) {
+		return
+	}
+	gap := false // an earlier batch is not yet acknowledged
+	for _, b := range pp.queue {
+		if !b.sequenced {
+			return
+		}
+		switch {
+		case b.inFlight:
+			gap = true
+			continue
+		case b.succeeded():
+			continue
+		case b.result != nil, b.expired, !now.Before(b.deadline), now.Before(b.retryAt):
+			return
+		case pp.inflight >= pp.p.opts.MaxInFlight:
+			return
+		case pp.p.idem && !pp.confirmed && pp.inflight > 0:
+			return
+		case b.sends > 0 && gap:
+			// A resend waits until it is the oldest unacknowledged batch, as
+			// in Kafka: sent behind an earlier one that is still unresolved it
+			// would only be refused again.
+			return
+		}
+		b.inFlight = true
+		b.sends++
+		b.sentWithGap = gap
+		pp.inflight++
+		pp.wire <- wireReq{b, b.data} // never blocks: it holds at most MaxInFlight
+		gap = true
+	}
+}
+
+// wireReq is one produce request handed to the partition's writer.
+type wireReq struct {
+	b    *batch
+	data []byte
+}
+
+// produceDesc makes Produce, a unary method, callable as a stream, so that
+// sending the request and waiting for the answer can be split.
+var produceDesc = &grpc.StreamDesc{StreamName: "Produce"}
+
+// writeLoop is the partition's writer goroutine. It puts requests on the
+// wire one after the other, in the order sendLocked chose, and leaves the
+// answers to one goroutine per request. A goroutine per request from the
+// start would race to the connection and reach the broker in random order,
+// and every batch that overtakes an earlier one is refused and resent.
+func (pp *partitionProducer) writeLoop() {
+	defer pp.p.wg.Done()
+	for w := range pp.wire {
+		pp.transmit(w.b, w.data)
+	}
+}
+
+// transmit sends one produce request for b (whose encoded bytes are data)
+// to the partition's leader and starts the goroutine awaiting the answer.
+func (pp *partitionProducer) transmit(b *batch, data []byte) {
+	p := pp.p
+	deadline := time.Now().Add(p.opts.RequestTimeout)
+	if b.deadline.Before(deadline) {
+		deadline = b.deadline
+	}
+	ctx, cancel := context.WithDeadline(p.ctx, deadline)
+	res := &attempt{}
+	stream, err := pp.openStream(ctx, res, data)
+	if err != nil {
+		cancel()
+		pp.record(b, res, err)
+		return
+	}
+	go func() {
+		defer cancel()
+		resp := new(brokerv1.ProduceResponse)
+		err := stream.RecvMsg(resp)
+		if err == nil {
+			res.resp = resp
+		}
+		pp.record(b, res, err)
+	}()
+}
+
+// openStream finds the leader and sends the request on a new stream.
+func (pp *partitionProducer) openStream(ctx context.Context, res *attempt, data []byte) (grpc.ClientStream, error) {
+	c := pp.p.c
+	r, err := c.meta.leader(ctx, pp.topic, pp.partition)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := c.pool.get(r.addr)
+	if err != nil {
+		return nil, err
+	}
+	res.sent = true
+	stream, err := cc.NewStream(ctx, produceDesc, brokerv1.BrokerService_Produce_FullMethodName)
+	if err != nil {
+		return nil, err
+	}
+	err = stream.SendMsg(&brokerv1.ProduceRequest{
+		Topic: pp.topic, Partition: pp.partition,
+		Acks:      pp.p.opts.Acks.wire(),
+		TimeoutMs: int32(pp.p.opts.RequestTimeout.Milliseconds()),
+		Payload:   &brokerv1.ProduceRequest_RecordBatch{RecordBatch: data},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stream, nil
+}
+
+// record files the outcome of one request and pokes the partition.
+func (pp *partitionProducer) record(b *batch, res *attempt, err error) {
+	if err != nil {
+		res.resp = nil
+		res.err = toKerr(err)
+		pp.p.c.meta.noteError(pp.topic, pp.partition, res.err)
+	}
+	pp.mu.Lock()
+	b.inFlight = false
+	b.result = res
+	pp.inflight--
+	pp.mu.Unlock()
+	pp.poke()
+}

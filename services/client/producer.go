@@ -1,0 +1,317 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// Producer writes records to tidemark partitions in batches. It is safe for
+// concurrent use. See the package documentation for its guarantees and its
+// goroutines.
+type Producer struct {
+	c    *Client
+	opts ProducerOptions
+	idem bool
+	ids  *producerIDs
+	mem  *memLimiter
+
+	// ctx is canceled when Close gives up waiting: in-flight requests end
+	// and every record still pending fails.
+	ctx   context.Context
+	abort context.CancelFunc
+
+	mu     sync.Mutex // guards parts, sticky and closed
+	parts  map[topicPartition]*partitionProducer
+	sticky map[string]int32
+	closed bool
+	wg     sync.WaitGroup // the partition goroutines
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// NewProducer returns a producer on c. Invalid options give INVALID_CONFIG
+// naming the option, as Kafka's ConfigException does.
+func NewProducer(c *Client, opts ProducerOptions) (*Producer, error) {
+	opts, idem, err := opts.resolve(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Producer{
+		c: c, opts: opts, idem: idem, mem: newMemLimiter(opts.BufferMemory),
+		ctx: ctx, abort: cancel,
+		parts: map[topicPartition]*partitionProducer{}, sticky: map[string]int32{},
+	}
+	if idem {
+		p.ids = newProducerIDs(c)
+	}
+	return p, nil
+}
+
+// Idempotent reports whether the producer runs with idempotence.
+func (p *Producer) Idempotent() bool { return p.idem }
+
+// Produce sends r and waits for its acknowledgement (or failure). If ctx
+// ends first, Produce returns at once; the record may still be delivered.
+func (p *Producer) Produce(ctx context.Context, r Record) (Result, error) {
+	type outcome struct {
+		res Result
+		err error
+	}
+	ch := make(chan outcome, 1)
+	p.produce(&blocker{parent: ctx, limit: p.opts.MaxBlock}, r, func(res Result, err error) { ch <- outcome{res, err} })
+	select {
+	case o := <-ch:
+		return o.res, o.err
+	case <-ctx.Done():
+		err := ctxError(ctx, nil, "produce to %s", r.Topic)
+		return Result{Topic: r.Topic, Partition: -1, Offset: -1, LeaderEpoch: -1, Code: kerr.CodeOf(err)}, err
+	}
+}
+
+// ProduceAsync hands r to the producer and returns; cb (which may be nil)
+// is called exactly once with the outcome, from a producer goroutine, in
+// order for the records of one partition. cb must be quick and must not
+// call Produce, Flush or Close. ProduceAsync blocks up to MaxBlock while the
+// topic's metadata is unknown or buffer memory is full. Key, value and
+// headers are copied before it returns.
+func (p *Producer) ProduceAsync(r Record, cb func(Result, error)) {
+	p.produce(&blocker{parent: p.ctx, limit: p.opts.MaxBlock}, r, cb)
+}
+
+// blocker makes the context bounding a blocking ProduceAsync only when it
+// has to block: most records need neither metadata nor buffer space, and a
+// timer per record would cost more than the rest of the call.
+type blocker struct {
+	parent context.Context
+	limit  time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (b *blocker) context() context.Context {
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithTimeout(b.parent, b.limit)
+	}
+	return b.ctx
+}
+
+func (b *blocker) release() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
+func (p *Producer) produce(blk *blocker, r Record, cb func(Result, error)) {
+	defer blk.release()
+	if cb == nil {
+		cb = func(Result, error) {}
+	}
+	ts := r.Timestamp
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	fail := func(partition int32, err error) {
+		cb(Result{Topic: r.Topic, Partition: partition, Offset: -1, Timestamp: ts, LeaderEpoch: -1, Code: kerr.CodeOf(err)}, err)
+	}
+	if p.isClosed() {
+		fail(-1, fmt.Errorf("produce to %s: %w", r.Topic, ErrClosed))
+		return
+	}
+	part, n, err := p.choosePartition(blk, &r)
+	if err != nil {
+		fail(-1, err)
+		return
+	}
+	size := memSize(&r)
+	if size > p.opts.BufferMemory {
+		fail(part, kerr.BadField(kerr.MessageTooLarge, "buffer.memory", "a record of %d bytes exceeds buffer.memory %d", size, p.opts.BufferMemory))
+		return
+	}
+	if !p.mem.tryAcquire(size) {
+		if ctx := blk.context(); p.mem.acquire(ctx, size) != nil {
+			fail(part, ctxError(ctx, kerr.New(kerr.RequestTimedOut, "no buffer memory free within max.block.ms %v", p.opts.MaxBlock), "produce to %s-%d", r.Topic, part))
+			return
+		}
+	}
+	rec := recordbatch.Record{Timestamp: ts.UnixMilli(), Key: r.Key, Value: r.Value, Headers: r.Headers}
+	if part, err := p.enqueue(&rec, pending{ts: ts, cb: cb, size: size}, r, part, n); err != nil {
+		p.mem.release(size)
+		fail(part, err)
+	}
+}
+
+// enqueue appends rec to partition part. A sticky keyless record that does
+// not fit moves on to the next partition (at most once round).
+func (p *Producer) enqueue(rec *recordbatch.Record, pend pending, r Record, part int32, n int) (int32, error) {
+	sticky := !r.ManualPartition && r.Key == nil
+	for try := 1; ; try++ {
+		pp, err := p.partitionFor(r.Topic, part)
+		if err != nil {
+			return part, err
+		}
+		switch pp.append(rec, pend, sticky && try < n) {
+		case appendClosed:
+			return part, fmt.Errorf("produce to %s-%d: %w", r.Topic, part, ErrClosed)
+		case sealedWithout:
+			part = p.rotateSticky(r.Topic, part, n)
+			continue
+		case appendedAndSealed:
+			if sticky {
+				p.rotateSticky(r.Topic, part, n)
+			}
+		}
+		return part, nil
+	}
+}
+
+// choosePartition applies the partitioning rule: the record's own partition
+// when ManualPartition is set; else murmur2 of the key, as Kafka's default
+// partitioner; else the topic's sticky partition, which moves on to the
+// next partition each time a batch fills, the record that did not fit
+// going there (Kafka's sticky partitioner, KIP-480, moving round-robin
+// rather than at random). It waits for the topic's metadata.
+func (p *Producer) choosePartition(blk *blocker, r *Record) (int32, int, error) {
+	n := p.c.meta.cachedCount(r.Topic)
+	var last error
+	for attempt := 1; n == 0; attempt++ {
+		ctx := blk.context()
+		var err error
+		n, err = p.c.meta.numPartitions(ctx, r.Topic)
+		if err == nil {
+			break
+		}
+		ke := toKerr(err)
+		if ctx.Err() != nil {
+			return -1, 0, ctxError(ctx, lastOr(last, ke), "produce to %s: no metadata within max.block.ms", r.Topic)
+		}
+		last = lastOr(last, ke)
+		if !ke.Code.Retriable() {
+			return -1, 0, wrap(ke, "produce to %s", r.Topic)
+		}
+		if !sleep(ctx, backoff(p.c.opts.RetryBackoff, p.c.opts.RetryBackoffMax, attempt)) {
+			return -1, 0, ctxError(ctx, last, "produce to %s: no metadata within max.block.ms", r.Topic)
+		}
+	}
+	switch {
+	case r.ManualPartition:
+		if r.Partition < 0 || int(r.Partition) >= n {
+			return -1, n, kerr.New(kerr.UnknownTopicOrPartition, "topic %s has %d partitions, no partition %d", r.Topic, n, r.Partition)
+		}
+		return r.Partition, n, nil
+	case r.Key != nil:
+		return keyPartition(r.Key, n), n, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	part, ok := p.sticky[r.Topic]
+	if !ok || int(part) >= n {
+		part = int32(rand.IntN(n))
+		p.sticky[r.Topic] = part
+	}
+	return part, n, nil
+}
+
+// rotateSticky moves the topic's sticky partition on from from (unless
+// another record already did) and returns the new one.
+func (p *Producer) rotateSticky(topic string, from int32, n int) int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sticky[topic] == from {
+		p.sticky[topic] = (from + 1) % int32(n)
+	}
+	return p.sticky[topic]
+}
+
+func (p *Producer) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// partitionFor returns the partition's state, starting its goroutine on
+// first use.
+func (p *Producer) partitionFor(topic string, partition int32) (*partitionProducer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := topicPartition{topic, partition}
+	if pp, ok := p.parts[key]; ok {
+		return pp, nil
+	}
+	if p.closed {
+		return nil, fmt.Errorf("produce to %s-%d: %w", topic, partition, ErrClosed)
+	}
+	pp := newPartitionProducer(p, topic, partition)
+	p.parts[key] = pp
+	p.wg.Add(2)
+	go pp.run()
+	go pp.writeLoop()
+	return pp, nil
+}
+
+func (p *Producer) partitionList() []*partitionProducer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*partitionProducer, 0, len(p.parts))
+	for _, pp := range p.parts {
+		out = append(out, pp)
+	}
+	return out
+}
+
+// Flush sends every buffered record at once (ignoring linger) and waits
+// until each record handed over before the call has its callback, or ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	var waits []chan struct{}
+	for _, pp := range p.partitionList() {
+		waits = append(waits, pp.flush()...)
+	}
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctxError(ctx, nil, "flush")
+		}
+	}
+	return nil
+}
+
+// Close stops accepting records, sends what is buffered and waits for
+// every outcome until ctx ends. Then it gives up: in-flight requests are
+// canceled and every record still pending fails (it may or may not have
+// been written). Close does not close the Client.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	already := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if !already {
+		for _, pp := range p.partitionList() {
+			pp.drain()
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctxError(ctx, nil, "close producer")
+		p.abort()
+		<-done
+	}
+	p.abort()
+	return err
+}

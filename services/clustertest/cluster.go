@@ -1,0 +1,392 @@
+// Package clustertest runs a whole tidemark cluster in one test process: a
+// real embedded etcd, real controllers and real brokers over real gRPC on
+// loopback with real logs on disk, the brokers' links to each other going
+// through a network simulator. Tests crash, restart, partition and pause
+// nodes and check what the protocol promises.
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/broker"
+	"tidemark.io/services/clustertest/netsim"
+	"tidemark.io/services/controller"
+	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/logging"
+)
+
+func record(v string) []*commonv1.Record {
+	return []*commonv1.Record{{Value: []byte(v)}}
+}
+
+// Options shape a test cluster.
+type Options struct {
+	Brokers     int
+	Controllers int
+	// BrokerSettings are static broker configs for every broker.
+	BrokerSettings map[string]string
+	// Racks, when set, are given to brokers round robin.
+	Racks []string
+	// Adjust, when set, changes a broker's config before each start.
+	Adjust func(*broker.Config)
+	// AdjustController, when set, changes a controller's config before start.
+	AdjustController func(*controller.Config)
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	T    testing.TB
+	Net  *netsim.Network
+	Etcd *etcdtest.Server
+
+	mu          sync.Mutex
+	brokers     map[int32]*broker.Broker
+	brokerCfg   map[int32]broker.Config
+	controllers map[int32]*controller.Controller
+	ctrlCfg     map[int32]controller.Config
+	conns       map[string]*grpc.ClientConn
+	log         *slog.Logger
+}
+
+// Start launches etcd, the controllers and the brokers, and waits until a
+// controller is active and knows every broker.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if o.Brokers == 0 {
+		o.Brokers = 3
+	}
+	if o.Controllers == 0 {
+		o.Controllers = 2
+	}
+	c := &Cluster{
+		T: t, Net: netsim.New(),
+		Etcd:    etcdtest.Start(t, etcdtest.WithTimings(50*time.Millisecond, 500*time.Millisecond)),
+		brokers: map[int32]*broker.Broker{}, brokerCfg: map[int32]broker.Config{},
+		controllers: map[int32]*controller.Controller{}, ctrlCfg: map[int32]controller.Config{},
+		conns: map[string]*grpc.ClientConn{},
+	}
+	c.log = logging.Discard()
+	if os.Getenv("TIDEMARK_TEST_LOGS") != "" {
+		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	ep := c.Etcd.Endpoint()
+	for id := int32(1); id <= int32(o.Controllers); id++ {
+		cfg := controller.DefaultConfig()
+		cfg.ID = id
+		cfg.Listen = freeAddr(t)
+		cfg.EtcdEndpoints = config.StringList{ep}
+		cfg.SessionTTL = time.Second
+		cfg.BrokerSessionGrace = 300 * time.Millisecond
+		cfg.LeaderImbalanceCheckInterval = time.Hour
+		if o.AdjustController != nil {
+			o.AdjustController(&cfg)
+		}
+		c.ctrlCfg[id] = cfg
+		c.StartController(id)
+	}
+	for id := int32(1); id <= int32(o.Brokers); id++ {
+		cfg := broker.DefaultConfig()
+		cfg.ID = id
+		cfg.Listen = freeAddr(t)
+		cfg.DataDir = t.TempDir()
+		cfg.EtcdEndpoints = config.StringList{ep}
+		cfg.SessionTimeout = 2 * time.Second
+		cfg.Settings = maps.Clone(o.BrokerSettings)
+		cfg.Dialer = c.Net.Dialer(BrokerName(id))
+		if len(o.Racks) > 0 {
+			cfg.Rack = o.Racks[int(id-1)%len(o.Racks)]
+		}
+		if o.Adjust != nil {
+			o.Adjust(&cfg)
+		}
+		c.Net.Name(cfg.Listen, BrokerName(id))
+		c.brokerCfg[id] = cfg
+		c.StartBroker(id)
+	}
+	t.Cleanup(c.shutdown)
+	c.WaitFor(20*time.Second, "every broker registered with the active controller", func() bool {
+		resp, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		alive := 0
+		for _, b := range resp.GetBrokers() {
+			if b.GetAlive() {
+				alive++
+			}
+		}
+		return alive == o.Brokers
+	})
+	return c
+}
+
+// BrokerName is a broker's node name in the network simulator.
+func BrokerName(id int32) string { return "broker-" + strconv.Itoa(int(id)) }
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (c *Cluster) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c.Net.HealAll()
+	c.mu.Lock()
+	brokers := maps.Clone(c.brokers)
+	ctrls := maps.Clone(c.controllers)
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, b := range brokers {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.Crash() }()
+	}
+	wg.Wait()
+	for _, ct := range ctrls {
+		_ = ct.Stop(ctx)
+	}
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+}
+
+// StartBroker (re)starts broker id on its address and data directory.
+func (c *Cluster) StartBroker(id int32) *broker.Broker {
+	c.T.Helper()
+	var b *broker.Broker
+	var err error
+	for i := 0; i < 100; i++ { // a crashed broker's port may linger briefly
+		b, err = broker.Start(context.Background(), c.brokerCfg[id], c.log.With("node", BrokerName(id)))
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		c.T.Fatalf("start broker %d: %v", id, err)
+	}
+	c.mu.Lock()
+	c.brokers[id] = b
+	c.mu.Unlock()
+	return b
+}
+
+// CrashBroker kills broker id as kill -9 would: no controlled shutdown, no
+// final checkpoint, its registration left to expire.
+func (c *Cluster) CrashBroker(id int32) {
+	c.mu.Lock()
+	b := c.brokers[id]
+	delete(c.brokers, id)
+	c.mu.Unlock()
+	b.Crash()
+}
+
+// StopBroker stops broker id gracefully (controlled shutdown first).
+func (c *Cluster) StopBroker(id int32) error {
+	c.mu.Lock()
+	b := c.brokers[id]
+	delete(c.brokers, id)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return b.Stop(ctx)
+}
+
+// Broker returns a running broker.
+func (c *Cluster) Broker(id int32) *broker.Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[id]
+}
+
+// StartController (re)starts controller id.
+func (c *Cluster) StartController(id int32) *controller.Controller {
+	c.T.Helper()
+	var ct *controller.Controller
+	var err error
+	for i := 0; i < 100; i++ {
+		ct, err = controller.Start(context.Background(), c.ctrlCfg[id], c.log.With("node", "controller-"+strconv.Itoa(int(id))))
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		c.T.Fatalf("start controller %d: %v", id, err)
+	}
+	c.mu.Lock()
+	c.controllers[id] = ct
+	c.mu.Unlock()
+	return ct
+}
+
+// StopController stops controller id.
+func (c *Cluster) StopController(id int32) {
+	c.mu.Lock()
+	ct := c.controllers[id]
+	delete(c.controllers, id)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = ct.Stop(ctx)
+}
+
+// ActiveController returns the active controller's id and epoch, or -1.
+func (c *Cluster) ActiveController() (int32, int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, ct := range c.controllers {
+		if e, ok := ct.Active(); ok {
+			return id, e
+		}
+	}
+	return -1, 0
+}
+
+func (c *Cluster) conn(addr string) *grpc.ClientConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn, ok := c.conns[addr]; ok {
+		return conn
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.conns[addr] = conn
+	return conn
+}
+
+// Admin returns an AdminService client on the active controller (the first
+// controller when none is active yet).
+func (c *Cluster) Admin() adminv1.AdminServiceClient {
+	id, _ := c.ActiveController()
+	if id < 0 {
+		id = 1
+	}
+	return adminv1.NewAdminServiceClient(c.conn(c.ctrlCfg[id].Listen))
+}
+
+// BrokerClient returns a BrokerService client on broker id.
+func (c *Cluster) BrokerClient(id int32) brokerv1.BrokerServiceClient {
+	return brokerv1.NewBrokerServiceClient(c.conn(c.brokerCfg[id].Listen))
+}
+
+// BrokerConfig returns the config broker id starts with.
+func (c *Cluster) BrokerConfig(id int32) broker.Config { return c.brokerCfg[id] }
+
+// CreateTopic creates a topic through the active controller and waits until
+// every partition has a leader.
+func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[string]string) {
+	c.T.Helper()
+	resp, err := c.Admin().CreateTopics(context.Background(), &adminv1.CreateTopicsRequest{
+		Topics: []*adminv1.TopicSpec{{Name: name, NumPartitions: partitions, ReplicationFactor: rf, Configs: configs}}})
+	if err != nil {
+		c.T.Fatalf("create %s: %v", name, err)
+	}
+	if r := resp.GetResults()[0]; r.GetErrorCode() != 0 {
+		c.T.Fatalf("create %s: %s", name, r.GetErrorMessage())
+	}
+	c.WaitFor(10*time.Second, "leaders for "+name, func() bool {
+		for p := int32(0); p < partitions; p++ {
+			if c.Partition(name, p).GetLeader() < 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Partition describes a partition as the active controller knows it.
+func (c *Cluster) Partition(topic string, p int32) *adminv1.PartitionDescription {
+	resp, err := c.Admin().DescribeTopics(context.Background(), &adminv1.DescribeTopicsRequest{Topics: []string{topic}})
+	if err != nil || len(resp.GetTopics()) == 0 {
+		return &adminv1.PartitionDescription{Leader: -1}
+	}
+	for _, pd := range resp.GetTopics()[0].GetPartitions() {
+		if pd.GetPartition() == p {
+			return pd
+		}
+	}
+	return &adminv1.PartitionDescription{Leader: -1}
+}
+
+// WaitFor polls cond until it holds or fails the test after timeout.
+func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool) {
+	c.T.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.T.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Produce sends one record to the partition's leader once (the leader as
+// the controller describes it).
+func (c *Cluster) Produce(ctx context.Context, topic string, p int32, acks int32, value string) (int64, error) {
+	leader := c.Partition(topic, p).GetLeader()
+	if leader < 0 {
+		return 0, kerr.New(kerr.LeaderNotAvailable, "%s-%d has no leader", topic, p)
+	}
+	resp, err := c.BrokerClient(leader).Produce(ctx, &brokerv1.ProduceRequest{Topic: topic, Partition: p, Acks: acks, TimeoutMs: 5000,
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record(value)}}})
+	if err != nil {
+		return 0, kerr.FromStatus(err)
+	}
+	return resp.GetBaseOffset(), nil
+}
+
+// Values reads every record of a replica's log (not bounded by the HW)
+// directly from broker id's log, in order.
+func (c *Cluster) Values(id int32, topic string, p int32) []string {
+	c.T.Helper()
+	b := c.Broker(id)
+	if b == nil {
+		c.T.Fatalf("broker %d is not running", id)
+	}
+	vals, err := b.ReadLog(topic, p)
+	if err != nil {
+		c.T.Fatalf("read broker %d's log: %v", id, err)
+	}
+	return vals
+}
+
+// SameLogs waits until the given brokers hold identical logs of a partition
+// and returns them.
+func (c *Cluster) SameLogs(topic string, p int32, ids ...int32) []string {
+	c.T.Helper()
+	var want []string
+	c.WaitFor(15*time.Second, fmt.Sprintf("replicas %v of %s-%d to converge", ids, topic, p), func() bool {
+		want = c.Values(ids[0], topic, p)
+		for _, id := range ids[1:] {
+			if fmt.Sprint(c.Values(id, topic, p)) != fmt.Sprint(want) {
+				return false
+			}
+		}
+		return true
+	})
+	return want
+}
