@@ -1,0 +1,122 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tidemark.io/services/client"
+)
+
+// The replication benchmarks: 3 brokers on loopback with the real
+// controller and etcd, replication factor 3, min.insync.replicas 2,
+// acks=all, the Go client. They print throughput and latency percentiles
+// side by side for 128 B and 1 KiB records, one synchronous producer and
+// one batching producer. For scale, NATS JetStream R3 on this kind of
+// machine: ~2,000 msg/s synchronous, ~33,000 msg/s batched
+// (../shared/reference/peers.md).
+
+func benchCluster(b *testing.B) (*Cluster, *client.Client) {
+	c := Start(b, Options{})
+	c.CreateTopic("bench", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	var boot []string
+	for id := int32(1); id <= 3; id++ {
+		boot = append(boot, c.BrokerConfig(id).Listen)
+	}
+	cl, err := client.New(boot, client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cl.Close() })
+	return c, cl
+}
+
+func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration, n int) {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(pct(0.999), "p99.9-µs")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkSyncProducer: one producer waiting for each acks=all write
+// before the next (linger off).
+func BenchmarkSyncProducer(b *testing.B) {
+	for _, size := range []int{128, 1024} {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			_, cl := benchCluster(b)
+			p, err := client.NewProducer(cl, client.ProducerOptions{Linger: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			value := make([]byte, size)
+			rec := client.Record{Topic: "bench", Partition: 0, ManualPartition: true, Value: value}
+			if _, err := p.Produce(context.Background(), rec); err != nil { // warm up: producer id, metadata
+				b.Fatal(err)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, err := p.Produce(context.Background(), rec); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatencies(b, lat, time.Since(start), b.N)
+		})
+	}
+}
+
+// BenchmarkBatchingProducer: one idempotent producer with batching (linger
+// 5 ms, batch.size 64 KiB, 5 batches in flight) sending b.N records
+// asynchronously; latency is per record, from send to acknowledgement.
+func BenchmarkBatchingProducer(b *testing.B) {
+	for _, size := range []int{128, 1024} {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			_, cl := benchCluster(b)
+			p, err := client.NewProducer(cl, client.ProducerOptions{BatchSize: 64 << 10})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			value := make([]byte, size)
+			if _, err := p.Produce(context.Background(), client.Record{Topic: "bench", Partition: 0, ManualPartition: true, Value: value}); err != nil {
+				b.Fatal(err)
+			}
+			lat := make([]time.Duration, b.N)
+			var failed atomic.Int64
+			var wg sync.WaitGroup
+			wg.Add(b.N)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				i := i
+				p.ProduceAsync(client.Record{Topic: "bench", Partition: 0, ManualPartition: true, Value: value}, func(_ client.Result, err error) {
+					if err != nil {
+						failed.Add(1)
+					}
+					lat[i] = time.Since(t0)
+					wg.Done()
+				})
+			}
+			wg.Wait()
+			el := time.Since(start)
+			if f := failed.Load(); f > 0 {
+				b.Fatalf("%d records failed", f)
+			}
+			reportLatencies(b, lat, el, b.N)
+		})
+	}
+}
