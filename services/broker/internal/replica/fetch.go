@@ -57,8 +57,8 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 	}
 	// Watch before reading so no HW move between the read and parking is missed.
 	w := newWaiter()
-	r.waiters.add(w)
-	defer r.waiters.remove(w)
+	r.hwWaiters.add(w)
+	defer r.hwWaiters.remove(w)
 	var deadline <-chan time.Time
 	for {
 		res, err := m.readForConsumer(r, f)

@@ -487,7 +487,7 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 	upd := r.state.OnFetchResponse(a.GetHighWatermark(), r.log.LogEndOffset())
 	r.mu.Unlock()
 	if upd.Changed() || len(a.GetRecords()) > 0 {
-		r.wake() // consumers reading from this follower (KIP-392)
+		r.wakeHW() // consumers reading from this follower (KIP-392)
 	}
 }
 

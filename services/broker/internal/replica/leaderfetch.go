@@ -75,8 +75,8 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 	w := newWaiter()
 	for _, p := range f.Partitions {
 		if r, ok := m.Replica(p.TP); ok {
-			r.waiters.add(w)
-			defer r.waiters.remove(w)
+			r.dataWaiters.add(w)
+			defer r.dataWaiters.remove(w)
 		}
 	}
 	var deadline <-chan time.Time

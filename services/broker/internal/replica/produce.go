@@ -74,7 +74,7 @@ func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 	r.mu.Unlock()
 	// New data: parked follower fetches can answer at once (F18), which is
 	// what makes an acks=all write take about one follower round trip.
-	r.wake()
+	r.wakeData()
 	if upd.Advanced() {
 		m.hwAdvanced(ctx, r, upd, "leader append")
 	}
@@ -94,8 +94,8 @@ func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, required int64, timeout time.Duration) error {
 	span := trace.SpanFromContext(ctx)
 	w := newWaiter()
-	r.waiters.add(w)
-	defer r.waiters.remove(w)
+	r.hwWaiters.add(w)
+	defer r.hwWaiters.remove(w)
 	m.metrics.parkedProd.Add(1)
 	defer m.metrics.parkedProd.Add(-1)
 	timer := time.NewTimer(timeout)
@@ -141,7 +141,7 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 
 // hwAdvanced wakes what waits on a HW move and records it.
 func (m *Manager) hwAdvanced(ctx context.Context, r *Replica, upd partition.HWUpdate, cause string) {
-	r.wake()
+	r.wakeHW()
 	sc := trace.SpanContextFromContext(ctx)
 	ev := Event{Kind: "hw-advance", TP: r.tp, Reason: cause}
 	if sc.IsValid() {

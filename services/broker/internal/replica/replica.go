@@ -30,9 +30,13 @@ type Replica struct {
 	// fetcher took it over; a fetch answer for another epoch is dropped.
 	fetchEpoch int32
 
-	// waiters are parked fetches and acks=all produces; they are woken on
-	// every append, HW move and role change and re-check their condition.
-	waiters watchers
+	// dataWaiters are parked follower fetches, woken by leader appends;
+	// hwWaiters are parked acks=all produces and consumer fetches, woken by
+	// HW moves. Both are woken by role changes. Woken requests re-check
+	// their own condition. Two sets keep a HW move from waking every
+	// follower fetch for nothing (and an append from waking produces).
+	dataWaiters watchers
+	hwWaiters   watchers
 
 	// commits remembers the last few follower fetches that moved the HW
 	// (guarded by mu), so an acks=all produce can link its trace to the
@@ -80,7 +84,16 @@ func (r *Replica) TP() TP { return r.tp }
 func (r *Replica) Log() *logstore.Log { return r.log }
 
 // wake pokes every parked request on this replica.
-func (r *Replica) wake() { r.waiters.wakeAll() }
+func (r *Replica) wake() {
+	r.dataWaiters.wakeAll()
+	r.hwWaiters.wakeAll()
+}
+
+// wakeData pokes parked follower fetches: new data to send.
+func (r *Replica) wakeData() { r.dataWaiters.wakeAll() }
+
+// wakeHW pokes parked produces and consumer fetches: the HW moved.
+func (r *Replica) wakeHW() { r.hwWaiters.wakeAll() }
 
 // Snapshot returns the state machine's view for dashboards and metrics.
 func (r *Replica) Snapshot(now time.Time) partition.Snapshot {
