@@ -248,3 +248,10 @@ func (b *Broker) ReadLog(topic string, partition int32) ([]string, error) {
 	}
 	return out, nil
 }
+
+// IsLeader reports whether this broker hosts the partition and acts as its
+// leader (it has applied the controller's decision).
+func (b *Broker) IsLeader(topic string, partition int32) bool {
+	r, ok := b.rm.Replica(replica.TP{Topic: topic, Partition: partition})
+	return ok && r.IsLeader()
+}

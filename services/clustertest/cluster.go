@@ -310,12 +310,22 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 	}
 	c.WaitFor(10*time.Second, "leaders for "+name, func() bool {
 		for p := int32(0); p < partitions; p++ {
-			if c.Partition(name, p).GetLeader() < 0 {
+			if !c.Leads(c.Partition(name, p).GetLeader(), name, p) {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// Leads reports whether broker id is running and acting as the leader of
+// the partition (it has applied the controller's decision).
+func (c *Cluster) Leads(id int32, topic string, p int32) bool {
+	b := c.Broker(id)
+	if b == nil {
+		return false
+	}
+	return b.IsLeader(topic, p)
 }
 
 // Partition describes a partition as the active controller knows it.
