@@ -89,6 +89,8 @@ func newDevUpCmd() *cobra.Command {
 	f.StringVar(&racks, "racks", "", "comma-separated racks assigned to brokers round-robin, e.g. rack-a,rack-b,rack-c")
 	f.StringVar(&o.OTLPEndpoint, "otel-endpoint", os.Getenv("TIDEMARK_OTEL_ENDPOINT"), "OTLP gRPC endpoint for traces, e.g. 127.0.0.1:4317 (Jaeger)")
 	f.BoolVar(&o.FaultInjection, "fault-injection", o.FaultInjection, "enable the brokers' fault-injection API")
+	f.BoolVar(&o.Jaeger, "jaeger", os.Getenv("JAEGER") == "1", "also run Jaeger (OTLP 127.0.0.1:4317, API 127.0.0.1:16686) and trace every service into it")
+	f.StringVar(&o.JaegerBin, "jaeger-bin", "", "the Jaeger binary (default: .bin/jaeger beside bin/, built by make thirdparty)")
 	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for every broker, e.g. --broker-arg=--replica.lag.time.max.ms=10000")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,6 +37,10 @@ type Options struct {
 	ControlAddr string
 	// OTLPEndpoint, when set, sends every service's traces there.
 	OTLPEndpoint string
+	// Jaeger starts a Jaeger (OTLP on 4317, API on 16686) and sends every
+	// service's traces to it.
+	Jaeger    bool
+	JaegerBin string
 	// FaultInjection turns on the brokers' fault-injection API.
 	FaultInjection bool
 	// Extra flags for every broker, e.g. --replica.lag.time.max.ms=10000.
@@ -68,6 +73,17 @@ type Cluster struct {
 }
 
 func (o Options) plan() ([]*Node, error) {
+	var nodes []*Node
+	if o.Jaeger {
+		j, err := o.jaegerNode()
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, j)
+		if o.OTLPEndpoint == "" {
+			o.OTLPEndpoint = JaegerOTLP
+		}
+	}
 	if o.Brokers < 1 || o.Brokers > 9 {
 		return nil, fmt.Errorf("--brokers must be 1..9, got %d", o.Brokers)
 	}
@@ -75,7 +91,6 @@ func (o Options) plan() ([]*Node, error) {
 		return nil, fmt.Errorf("--controllers must be 1..9, got %d", o.Controllers)
 	}
 	logs := filepath.Join(o.DataDir, "logs")
-	var nodes []*Node
 	common := func(args ...string) []string {
 		args = append(args, "--etcd.endpoints", o.EtcdClient)
 		if o.OTLPEndpoint != "" {
@@ -171,6 +186,9 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 }
 
 func waitHealthy(ctx context.Context, n *Node, timeout time.Duration) error {
+	if n.Kind == "jaeger" {
+		return waitHTTP(ctx, n, "http://"+n.Addr+"/api/services", timeout)
+	}
 	conn, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
@@ -257,4 +275,24 @@ func (c *Cluster) serveControl() error {
 	devclusterv1.RegisterDevClusterServiceServer(c.ctl, &controlService{c: c})
 	go func() { _ = c.ctl.Serve(lis) }()
 	return nil
+}
+
+func waitHTTP(ctx context.Context, n *Node, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if n.State() == devclusterv1.NodeState_NODE_STATE_EXITED {
+			return errors.New("exited during start")
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not answering %s after %s", url, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
