@@ -116,3 +116,41 @@ func TestHWAdvancingFetchesAreTracedAndLinked(t *testing.T) {
 		})
 	}
 }
+
+// ISR changes appear in traces with their reasons and outcomes.
+func TestISRChangesAreSpans(t *testing.T) {
+	exp := keptSpans{tracetest.NewInMemoryExporter()}
+	c := newClusterFn(t, 3, map[string]string{"replica.lag.time.max.ms": "1000"}, func(cfg *broker.Config) {
+		cfg.Telemetry.Exporter = exp
+	})
+	c.ctrl.createTopic("isr", 1, 3, nil)
+	if _, err := c.produce("isr", 0, -1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	c.net.Partition(name(1), name(3))
+	if _, err := c.produce("isr", 0, 1, "b"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "shrink", func() bool { return len(c.ctrl.state("isr", 0).isr) == 2 })
+	c.net.HealAll()
+	waitFor(t, 5*time.Second, "expand", func() bool { return len(c.ctrl.state("isr", 0).isr) == 3 })
+	time.Sleep(200 * time.Millisecond)
+	for id, b := range c.brokers {
+		_ = b.Stop(context.Background())
+		delete(c.brokers, id)
+	}
+	found := map[string]string{}
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.Name() == "broker.isr_shrink" || s.Name() == "broker.isr_expand" {
+			reason, _ := attr(s, "tidemark.reason")
+			outcome, _ := attr(s, "tidemark.outcome")
+			found[s.Name()] = reason.AsString() + " / " + outcome.AsString()
+		}
+	}
+	if want := "Shrinking ISR from 1,2,3 to 1,2 / committed"; found["broker.isr_shrink"] != want {
+		t.Errorf("shrink span %q, want %q", found["broker.isr_shrink"], want)
+	}
+	if want := "Expanding ISR from 1,2 to 1,2,3 / committed"; found["broker.isr_expand"] != want {
+		t.Errorf("expand span %q, want %q", found["broker.isr_expand"], want)
+	}
+}

@@ -82,7 +82,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 	}
 	c := &Controller{cfg: cfg, log: log, tel: tel, lis: lis, cli: cli, done: make(chan error, 1)}
 	c.office = &office{cfg: cfg, store: store, log: log, metrics: ctrl.NewMetrics(tel.Registry), addr: addr}
-	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.TracerProvider})
+	if tp := tel.Tracing(); tp != nil {
+		c.office.tracer = tp.Tracer("tidemark/controller")
+	}
+	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing()})
 	adminv1.RegisterAdminServiceServer(c.srv, grpcapi.NewAdmin(c.office))
 	controlv1.RegisterControllerServiceServer(c.srv, grpcapi.NewControl(c.office))
 	c.srv.MarkAllServing()

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ type office struct {
 	store   *metastore.Store
 	log     *slog.Logger
 	metrics *ctrl.Metrics
+	tracer  trace.Tracer
 	addr    string
 
 	mu     sync.Mutex
@@ -79,7 +81,7 @@ func (o *office) run(ctx context.Context) {
 		}
 		o.log.Info("Won the controller election", "controller_id", o.cfg.ID, "epoch", sess.Epoch())
 		a := ctrl.Start(ctx, ctrl.Deps{
-			Store: o.store, Session: sess, Log: o.log, Metrics: o.metrics, LostAt: o.lastLoss,
+			Store: o.store, Session: sess, Log: o.log, Metrics: o.metrics, LostAt: o.lastLoss, Tracer: o.tracer,
 			Settings: ctrl.Settings{
 				RequestTimeout: o.cfg.RequestTimeout,
 				SessionGrace:   o.cfg.BrokerSessionGrace,

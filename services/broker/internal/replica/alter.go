@@ -2,8 +2,12 @@ package replica
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/partition"
@@ -50,12 +54,19 @@ func (m *Manager) submitAlter(r *Replica, p partition.Proposal) {
 	m.log.Info(p.LogLine(), "topic", r.tp.Topic, "partition", r.tp.Partition,
 		"leader_epoch", p.Request.LeaderEpoch, "partition_epoch", p.Request.PartitionEpoch)
 	m.emit(Event{Kind: kind, TP: r.tp, Reason: p.LogLine(), LeaderEpoch: p.Request.LeaderEpoch, ISR: p.To})
-	m.alter.enqueue(r, p.Request)
+	// The span lasts until the controller answers: a trace shows how long
+	// the ISR change took to commit, and how it ended.
+	_, span := m.tracer.Start(context.Background(), "broker."+strings.ReplaceAll(kind, "-", "_"), trace.WithAttributes(
+		attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
+		attribute.String("tidemark.isr.before", partition.FormatIDs(p.From)), attribute.String("tidemark.isr.after", partition.FormatIDs(p.To)),
+		attribute.Int("tidemark.leader_epoch", int(p.Request.LeaderEpoch)), attribute.String("tidemark.reason", p.LogLine())))
+	m.alter.enqueue(r, p.Request, span)
 }
 
 type alterItem struct {
-	r   *Replica
-	req partition.AlterPartitionRequest
+	r    *Replica
+	req  partition.AlterPartitionRequest
+	span trace.Span
 }
 
 // alterSender sends queued ISR changes to the active controller, batched,
@@ -71,9 +82,9 @@ func newAlterSender(m *Manager) *alterSender {
 	return &alterSender{m: m, kick: make(chan struct{}, 1)}
 }
 
-func (s *alterSender) enqueue(r *Replica, req partition.AlterPartitionRequest) {
+func (s *alterSender) enqueue(r *Replica, req partition.AlterPartitionRequest, span trace.Span) {
 	s.mu.Lock()
-	s.pending = append(s.pending, alterItem{r, req})
+	s.pending = append(s.pending, alterItem{r, req, span})
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -167,8 +178,12 @@ func (s *alterSender) send(items []alterItem) []alterItem {
 			m.hwAdvanced(context.Background(), it.r, out.HW, "ISR change committed")
 		}
 		if out.Action == partition.AlterRetry && out.Resend != nil {
-			retry = append(retry, alterItem{it.r, *out.Resend})
+			retry = append(retry, alterItem{it.r, *out.Resend, it.span})
+			continue
 		}
+		it.span.SetAttributes(attribute.String("tidemark.outcome", out.Action.String()), attribute.String("tidemark.outcome_reason", out.Reason),
+			attribute.Int("tidemark.partition_epoch", int(res.GetPartitionEpoch())))
+		it.span.End()
 	}
 	return retry
 }

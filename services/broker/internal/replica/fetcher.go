@@ -348,6 +348,11 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 	}
 	r.state.OnTruncated(newLEO)
 	f.m.metrics.truncations.Inc()
+	_, span := f.m.tracer.Start(context.Background(), "broker.truncate", trace.WithAttributes(
+		attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
+		attribute.Int64("tidemark.leo.before", leo), attribute.Int64("tidemark.leo.after", newLEO),
+		attribute.Int("tidemark.leader_epoch", int(st.epoch)), attribute.String("tidemark.reason", why)))
+	span.End()
 	msg := "Truncating to offset " + itoa(newLEO) + " (leader epoch " + itoa(int64(st.epoch)) + ")"
 	f.m.log.Info(msg, "topic", r.tp.Topic, "partition", r.tp.Partition, "from_leo", leo, "by", why)
 	f.m.emit(Event{Kind: "truncation", TP: r.tp, Reason: msg + " by " + why, LeaderEpoch: st.epoch})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -52,6 +53,9 @@ type Deps struct {
 	// deletion a little after the election won still counts.
 	LostAt   func() time.Time
 	Settings Settings
+	// Tracer records elections, ISR changes and failovers as spans; nil
+	// records nothing.
+	Tracer trace.Tracer
 }
 
 // Active is one term of office. Its exported methods are safe for concurrent

@@ -117,6 +117,7 @@ func (a *Active) record(c change, old metastore.PartitionState) bool {
 		a.log.Info("Removed replicas from ISR", append(attrs, "cause", string(c.cause))...)
 		kind = controlv1.EventKind_EVENT_KIND_ISR_SHRINK
 	}
+	a.traceDecision(kind, c, old)
 	a.event(kind, func(ev *controlv1.ClusterEvent) {
 		ev.Topic, ev.Partition = p.t.name, p.id
 		ev.LeaderEpoch, ev.Isr = s.LeaderEpoch, append([]int32(nil), s.ISR...)

@@ -216,6 +216,7 @@ func (a *Active) onPushed(at time.Time, complete bool, requests int) {
 		attrs = append(attrs, "failover", d.Round(time.Millisecond))
 	}
 	a.log.Info("Controller failover complete: state pushed to the live brokers", attrs...)
+	a.traceFailover(at, complete, requests)
 	close(a.pushed)
 }
 
