@@ -39,7 +39,7 @@ func TestAlterPartitionErrors(t *testing.T) {
 	if r.GetPartitionEpoch() != 1 || !slices.Equal(r.GetIsr(), []int32{1, 2}) || r.GetLeaderEpoch() != 0 || r.GetLeader() != 1 {
 		t.Fatalf("shrink answer = %v", r)
 	}
-	eventually(t, 3*time.Second, "broker 3 learns the ISR", func() bool {
+	eventually(t, 10*time.Second, "broker 3 learns the ISR", func() bool {
 		um := c.brokers[3].lastUpdate()
 		return um != nil && len(um.GetPartitions()) == 1 && um.GetPartitions()[0].GetPartitionEpoch() == 1
 	})

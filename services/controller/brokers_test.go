@@ -38,7 +38,7 @@ func TestBrokerDeathAndReturn(t *testing.T) {
 		t.Fatalf("solo-0 (only replica died) = %+v; want offline with ISR [1] kept", s2)
 	}
 	// The surviving replicas were told.
-	eventually(t, 3*time.Second, "brokers 2 and 3 learn t-0's new leader", func() bool {
+	eventually(t, 10*time.Second, "brokers 2 and 3 learn t-0's new leader", func() bool {
 		for _, id := range []int32{2, 3} {
 			if r := c.brokers[id].role("t", 0); r == nil || r.GetLeader() != 3 || r.GetLeaderEpoch() != 1 {
 				return false
@@ -65,7 +65,7 @@ func TestBrokerDeathAndReturn(t *testing.T) {
 	if s2.LeaderEpoch != 2 || !slices.Equal(s2.ISR, []int32{1}) {
 		t.Fatalf("solo-0 after broker 1 returned = %+v", s2)
 	}
-	eventually(t, 3*time.Second, "returning broker knows all its replicas", func() bool {
+	eventually(t, 10*time.Second, "returning broker knows all its replicas", func() bool {
 		b := c.brokers[1]
 		r0, r1, r2 := b.role("t", 0), b.role("t", 1), b.role("solo", 0)
 		return r0 != nil && r0.GetLeader() == 2 && r1 != nil && r1.GetLeader() == 2 && r2 != nil && r2.GetLeader() == 1 &&
@@ -97,14 +97,14 @@ func TestFastFailoverVersusSilentBroker(t *testing.T) {
 	c.waitActive(c1, 5*time.Second)
 	c.startBrokers(c1, 3)
 	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 3, 1}}, nil)
-	eventually(t, 3*time.Second, "sessions open", func() bool {
+	eventually(t, 10*time.Second, "sessions open", func() bool {
 		return c.brokers[1].sessionOpen() && c.brokers[2].sessionOpen()
 	})
 
 	// A broken stream alone is not death: a broker that still answers its
 	// health check keeps its registration.
 	c.brokers[3].closeSession()
-	eventually(t, 3*time.Second, "health check answered", func() bool {
+	eventually(t, 10*time.Second, "health check answered", func() bool {
 		return c.logs.count("answers health checks", "broker_id=3") == 1
 	})
 	if rec, _, err := c.store.Brokers(ctx(t)); err != nil || len(rec) != 3 {
@@ -158,7 +158,7 @@ func TestBrokerBounceFasterThanItsLease(t *testing.T) {
 	if fresh <= old {
 		t.Fatalf("epoch after bounce %d, before %d", fresh, old)
 	}
-	eventually(t, 3*time.Second, "new incarnation told its role", func() bool {
+	eventually(t, 10*time.Second, "new incarnation told its role", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		var gotFull, got0, got1 bool

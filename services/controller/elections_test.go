@@ -74,7 +74,7 @@ func TestUncleanLeaderElection(t *testing.T) {
 			t.Fatalf("%s-0 = %+v; want leader -1 with the ISR keeping [1]", topic, s)
 		}
 	}
-	eventually(t, 3*time.Second, "replicas told the partition is offline", func() bool {
+	eventually(t, 10*time.Second, "replicas told the partition is offline", func() bool {
 		r := c.brokers[3].role("off", 0)
 		return r != nil && r.GetLeader() == -1 && r.GetLeaderEpoch() == 1
 	})
@@ -109,7 +109,7 @@ func TestUncleanLeaderElection(t *testing.T) {
 	c.waitState("bydefault", 0, 2*time.Second, "unclean election by the broker default", func(s metastore.PartitionState) bool {
 		return s.Leader == 3 && slices.Equal(s.ISR, []int32{3})
 	})
-	eventually(t, 3*time.Second, "replica 3 told it leads", func() bool {
+	eventually(t, 10*time.Second, "replica 3 told it leads", func() bool {
 		r := c.brokers[3].role("bydefault", 0)
 		return r != nil && r.GetLeader() == 3
 	})
@@ -139,7 +139,7 @@ func TestPreferredLeaderElection(t *testing.T) {
 	c.brokers[1].deregister()
 	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
 	c.brokers[1].register()
-	eventually(t, 3*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
+	eventually(t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
 
 	elect := func(typ adminv1.ElectionType, parts ...*commonv1.TopicPartition) []*adminv1.ElectLeadersResult {
 		resp, err := c.admin(c1).ElectLeaders(ctx(t), &adminv1.ElectLeadersRequest{ElectionType: typ, Partitions: parts})
@@ -168,7 +168,7 @@ func TestPreferredLeaderElection(t *testing.T) {
 	if r[0].GetLeader() != 1 || after.Leader != 1 || after.LeaderEpoch != before.LeaderEpoch+1 || !slices.Equal(after.ISR, before.ISR) {
 		t.Fatalf("after preferred election %+v (was %+v), result %v", after, before, r[0])
 	}
-	eventually(t, 3*time.Second, "brokers told", func() bool {
+	eventually(t, 10*time.Second, "brokers told", func() bool {
 		for _, b := range c.brokers {
 			if r := b.role("t", 0); r == nil || r.GetLeader() != 1 {
 				return false
@@ -199,7 +199,7 @@ func TestAutoLeaderRebalance(t *testing.T) {
 	c.brokers[1].deregister()
 	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
 	c.brokers[1].register()
-	eventually(t, 3*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
+	eventually(t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
 	c.alterISR(c1, "t", 0, kerr.None, 2, 3, 1)
 	s := c.waitState("t", 0, 3*time.Second, "rebalanced to the preferred replica", func(s metastore.PartitionState) bool { return s.Leader == 1 })
 	if s.LeaderEpoch != 2 {
@@ -239,7 +239,7 @@ func TestControlledShutdown(t *testing.T) {
 	if s := c.state("solo", 0); s.Leader != 1 {
 		t.Fatalf("solo-0 = %+v", s)
 	}
-	eventually(t, 3*time.Second, "stopping broker told", func() bool {
+	eventually(t, 10*time.Second, "stopping broker told", func() bool {
 		r := b1.role("t", 0)
 		var stopped bool
 		for _, sr := range b1.stopReplicas() {
@@ -263,7 +263,7 @@ func TestControlledShutdown(t *testing.T) {
 	// Coming back clears the mark.
 	b1.deregister()
 	b1.register()
-	eventually(t, 3*time.Second, "shutting-down mark cleared", func() bool {
+	eventually(t, 10*time.Second, "shutting-down mark cleared", func() bool {
 		cl, err := c.admin(c1).DescribeCluster(ctx(t), &adminv1.DescribeClusterRequest{})
 		return err == nil && cl.GetBrokers()[0].GetAlive() && !cl.GetBrokers()[0].GetShuttingDown()
 	})

@@ -25,7 +25,7 @@ import (
 // Test timings: 1 s leases (etcdtest's minimum) keep failovers short.
 const (
 	ctrlTTL   = time.Second
-	brokerTTL = 2 * time.Second
+	brokerTTL = 4 * time.Second
 )
 
 // logBuffer collects every log line of a test's controllers; it is printed
@@ -117,7 +117,7 @@ func (c *cluster) startController(id int32, mods ...func(*Config)) *testControll
 	cfg.Listen = "127.0.0.1:0"
 	cfg.EtcdEndpoints = []string{br.Endpoint()}
 	cfg.SessionTTL = ctrlTTL
-	cfg.BrokerSessionGrace = 300 * time.Millisecond
+	cfg.BrokerSessionGrace = 600 * time.Millisecond
 	cfg.RequestTimeout = 2 * time.Second
 	cfg.Log.Level = "debug"
 	for _, m := range mods {

@@ -203,7 +203,7 @@ func TestTopicsConfigsAndWatch(t *testing.T) {
 		values["2/num.partitions"] != "6" {
 		t.Fatalf("config sources = %v values = %v", sources, values)
 	}
-	eventually(t, 3*time.Second, "brokers got the new configs", func() bool {
+	eventually(t, 10*time.Second, "brokers got the new configs", func() bool {
 		for _, b := range c.brokers {
 			um := b.lastUpdate()
 			if um == nil || um.GetBrokerConfigs()["log.retention.ms"] != "5000" {
@@ -279,7 +279,7 @@ func TestTopicsConfigsAndWatch(t *testing.T) {
 			t.Errorf("broker %d deleted %d replicas, hosts %d", id, deleted, want)
 		}
 	}
-	eventually(t, 3*time.Second, "brokers told the topic is gone", func() bool {
+	eventually(t, 10*time.Second, "brokers told the topic is gone", func() bool {
 		for _, b := range c.brokers {
 			if um := b.lastUpdate(); um == nil || !slices.Contains(um.GetDeletedTopics(), "t") {
 				return false

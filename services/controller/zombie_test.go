@@ -58,7 +58,7 @@ func TestPausedControllerIsFenced(t *testing.T) {
 	if e := c.waitActive(c2, ctrlTTL+3*time.Second); e != 2 {
 		t.Fatalf("standby epoch = %d, want 2", e)
 	}
-	eventually(t, 3*time.Second, "brokers saw controller epoch 2", func() bool {
+	eventually(t, 10*time.Second, "brokers saw controller epoch 2", func() bool {
 		for _, b := range c.brokers {
 			if b.seenControllerEpoch() != 2 {
 				return false
@@ -70,7 +70,7 @@ func TestPausedControllerIsFenced(t *testing.T) {
 	// Resume: first the requests in flight, then the loop.
 	c1.bridge.Resume()
 	releaseSenders()
-	eventually(t, 3*time.Second, "brokers refused the zombie's epoch-1 requests", func() bool {
+	eventually(t, 10*time.Second, "brokers refused the zombie's epoch-1 requests", func() bool {
 		for _, b := range c.brokers {
 			if !slices.Contains(b.staleRejections(), 1) {
 				return false
@@ -88,7 +88,7 @@ func TestPausedControllerIsFenced(t *testing.T) {
 	if d := detail(t, got.err); d.Code != kerr.NotController || d.Controller == nil || d.Controller.ID != 2 {
 		t.Fatalf("zombie's answer = %+v, want NOT_CONTROLLER naming controller 2", d)
 	}
-	eventually(t, 3*time.Second, "zombie stepped down", func() bool { _, ok := c1.Active(); return !ok })
+	eventually(t, 10*time.Second, "zombie stepped down", func() bool { _, ok := c1.Active(); return !ok })
 	if c.logs.count("node=1", "fenced write refused") == 0 || c.logs.count("node=1", "Controller moved") == 0 {
 		t.Error("the zombie did not log its fencing")
 	}

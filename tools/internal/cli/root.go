@@ -3,9 +3,13 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -22,16 +26,47 @@ const (
 type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
 
-// Main runs the CLI with args and returns the process exit code.
+// usagef builds a usageError; name the flag in the message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// Streams are the command's standard input and outputs.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// Getenv looks up environment twins of flags; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Main runs the CLI with args and returns the process exit code. The first
+// interrupt (Ctrl-C) or SIGTERM cancels the command, which stops following
+// and reports what it did; a second one ends the process at once.
 func Main(args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	return Run(ctx, args, Streams{In: os.Stdin, Out: stdout, Err: stderr})
+}
+
+// Run runs the CLI under ctx and returns the exit code; tests use it to
+// give a command its input and to cancel commands that follow.
+func Run(ctx context.Context, args []string, s Streams) int {
+	if s.In == nil {
+		s.In = eofReader{}
+	}
+	if s.Getenv == nil {
+		s.Getenv = os.Getenv
+	}
+	root := newRoot(s)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "tidemark:", err)
+	fmt.Fprintln(s.Err, "tidemark:", err)
 	var ue usageError
 	if errors.As(err, &ue) {
 		return ExitUsage
@@ -39,18 +74,52 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitFailed
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+func newRoot(s Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tidemark",
 		Short:         "Operate a tidemark cluster: Kafka's partition replication, run for real",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	root.SetIn(s.In)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), newHealthCmd(), newDevCmd())
+	g := addGlobals(root, s.Getenv)
+	root.AddCommand(newVersionCmd(), newHealthCmd(), newDevCmd(),
+		newTopicsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
+		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newPerfCmd(g))
+	strictArgs(root)
 	return root
+}
+
+// strictArgs makes argument mistakes usage errors (exit 2) everywhere, and
+// makes a command group refuse an unknown subcommand instead of printing
+// its help and succeeding.
+func strictArgs(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				var ue usageError
+				if errors.As(err, &ue) {
+					return err
+				}
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
 }
 
 func newVersionCmd() *cobra.Command {

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/client"
+)
+
+// newAlterConfigCmd is kafka-configs --alter for one topic, one broker or
+// the cluster-wide broker defaults.
+func newAlterConfigCmd(g *globals) *cobra.Command {
+	var (
+		topic          string
+		broker         int32
+		brokerDefaults bool
+		add            []string
+		del            []string
+	)
+	cmd := &cobra.Command{
+		Use:   "alter-config (--topic T | --broker N | --broker-defaults) [--add-config k=v]... [--delete-config k]...",
+		Short: "Set or remove topic overrides or dynamic broker configs (kafka-configs --alter)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res := &adminv1.ConfigResource{}
+			var what string
+			targets := 0
+			if topic != "" {
+				targets++
+				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, topic, "topic "+topic
+			}
+			if cmd.Flags().Changed("broker") {
+				targets++
+				if broker < 0 {
+					return usagef("--broker must be a broker id, got %d", broker)
+				}
+				name := strconv.Itoa(int(broker))
+				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, name, "broker "+name
+			}
+			if brokerDefaults {
+				targets++
+				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "broker defaults"
+			}
+			if targets != 1 {
+				return usagef("give exactly one of --topic, --broker or --broker-defaults")
+			}
+			sets, err := parseConfigs("--add-config", add)
+			if err != nil {
+				return err
+			}
+			dels := splitList(del)
+			if len(sets) == 0 && len(dels) == 0 {
+				return usagef("nothing to change: give --add-config and/or --delete-config")
+			}
+			var ops []*adminv1.ConfigOp
+			for _, k := range slices.Sorted(maps.Keys(sets)) {
+				ops = append(ops, &adminv1.ConfigOp{Name: k, Value: sets[k], Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET})
+			}
+			for _, k := range dels {
+				if _, ok := sets[k]; ok {
+					return usagef("--delete-config %s: also given in --add-config", k)
+				}
+				ops = append(ops, &adminv1.ConfigOp{Name: k, Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE})
+			}
+			return g.withAdmin(cmd, func(ctx context.Context, a *client.Admin) error {
+				resp, err := a.AlterConfigs(ctx, &adminv1.AlterConfigsRequest{
+					Resources: []*adminv1.AlterConfigsResource{{Resource: res, Ops: ops}}})
+				if err != nil {
+					return err
+				}
+				for _, r := range resp.GetResults() {
+					if err := client.ItemError(r.GetErrorCode(), r.GetErrorMessage(), "alter config of %s", what); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Completed updating config for %s.\n", what)
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "the topic to configure")
+	f.Int32Var(&broker, "broker", -1, "the broker id to configure")
+	f.BoolVar(&brokerDefaults, "broker-defaults", false, "configure the cluster-wide default for every broker")
+	f.StringArrayVar(&add, "add-config", nil, "config to set, key=value (repeatable; several may be comma-separated)")
+	f.StringSliceVar(&del, "delete-config", nil, "config to remove, back to its default (repeatable or comma-separated)")
+	return cmd
+}

@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Defaults match `make run`'s dev cluster.
+var (
+	defaultBootstrap   = []string{"127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"}
+	defaultControllers = []string{"127.0.0.1:9190", "127.0.0.1:9191"}
+)
+
+const (
+	// reachTimeout bounds the check that a cluster answers at all, so that a
+	// cluster that is down fails fast instead of after the client's retries.
+	reachTimeout = 3 * time.Second
+	// envAnnotation marks flags that have a TIDEMARK_* environment twin.
+	envAnnotation = "tidemark_env"
+)
+
+// globals are the flags every cluster command shares.
+type globals struct {
+	bootstrap      []string
+	controllers    []string
+	commandTimeout time.Duration
+}
+
+func addGlobals(root *cobra.Command, getenv func(string) string) *globals {
+	g := &globals{}
+	f := root.PersistentFlags()
+	f.StringSliceVar(&g.bootstrap, "bootstrap-server", defaultBootstrap, "broker addresses (host:port, comma-separated)")
+	f.StringSliceVar(&g.controllers, "controller", defaultControllers, "controller addresses (host:port, comma-separated)")
+	f.DurationVar(&g.commandTimeout, "command-timeout", 30*time.Second, "how long an admin or metadata operation may take before the command gives up")
+	withEnv(f, "bootstrap-server", "controller", "command-timeout")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applyEnv(cmd.Flags(), getenv); err != nil {
+			return err
+		}
+		if g.commandTimeout <= 0 {
+			return usagef("--command-timeout must be positive, got %v", g.commandTimeout)
+		}
+		return nil
+	}
+	return g
+}
+
+// withEnv gives flags an environment twin, named as the services name
+// theirs: --bootstrap-server is TIDEMARK_BOOTSTRAP_SERVER.
+func withEnv(fs *pflag.FlagSet, names ...string) {
+	for _, n := range names {
+		f := fs.Lookup(n)
+		env := config.EnvName(n)
+		_ = fs.SetAnnotation(n, envAnnotation, []string{env})
+		f.Usage += " (env " + env + ")"
+	}
+}
+
+// applyEnv sets every flag with an environment twin that the command line
+// left alone: flags win over the environment, which wins over defaults.
+func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		env, ok := f.Annotations[envAnnotation]
+		if !ok || f.Changed {
+			return
+		}
+		if v := getenv(env[0]); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, usagef("invalid value %q for --%s from %s: %v", v, f.Name, env[0], err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// opContext bounds one admin or metadata operation by --command-timeout.
+func (g *globals) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.commandTimeout)
+}
+
+func (g *globals) clientOptions() client.Options {
+	return client.Options{APITimeout: g.commandTimeout, RequestTimeout: min(g.commandTimeout, client.DefaultRequestTimeout)}
+}
+
+// admin returns an admin client on the controllers once one of them answers.
+func (g *globals) admin(ctx context.Context) (*client.Admin, error) {
+	if err := reach(ctx, "controller", "--controller", g.controllers); err != nil {
+		return nil, err
+	}
+	a, err := client.NewAdmin(g.controllers, g.clientOptions())
+	if err != nil {
+		return nil, usagef("--controller: %v", err)
+	}
+	return a, nil
+}
+
+// client returns a broker client once one of the brokers answers.
+func (g *globals) client(ctx context.Context) (*client.Client, error) {
+	if err := reach(ctx, "broker", "--bootstrap-server", g.bootstrap); err != nil {
+		return nil, err
+	}
+	c, err := client.New(g.bootstrap, g.clientOptions())
+	if err != nil {
+		return nil, usagef("--bootstrap-server: %v", err)
+	}
+	return c, nil
+}
+
+// reach checks that at least one of addrs answers the gRPC health check
+// (with any status: standby controllers count), so that a cluster that is
+// down, or an address that is not a tidemark node, fails within seconds
+// with the addresses named, instead of after the client's retries run out.
+func reach(ctx context.Context, what, flag string, addrs []string) error {
+	if len(addrs) == 0 {
+		return usagef("%s: no address given", flag)
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	type answer struct {
+		addr string
+		err  error
+	}
+	ch := make(chan answer, len(addrs))
+	for _, a := range addrs {
+		go func() {
+			_, err := checkHealth(ctx, hostPort(a), "")
+			ch <- answer{a, err}
+		}()
+	}
+	why := map[string]string{}
+	for range addrs {
+		a := <-ch
+		if a.err == nil {
+			return nil
+		}
+		why[a.addr] = dialReason(a.err)
+	}
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	var parts []string
+	for _, a := range addrs {
+		parts = append(parts, a+": "+why[a])
+	}
+	return fmt.Errorf("cannot reach any %s (%s %s): %s", what, flag, strings.Join(addrs, ","), strings.Join(parts, "; "))
+}
+
+// hostPort strips a URL scheme (etcd endpoints are often written as URLs).
+func hostPort(addr string) string {
+	if i := strings.Index(addr, "://"); i >= 0 {
+		addr = addr[i+3:]
+	}
+	return strings.TrimSuffix(addr, "/")
+}
+
+// dialReason shortens a failed dial to what an operator needs to read.
+func dialReason(err error) string {
+	msg := status.Convert(err).Message()
+	for _, s := range []string{"connection refused", "no such host", "i/o timeout", "network is unreachable", "connection reset"} {
+		if strings.Contains(msg, s) {
+			return s
+		}
+	}
+	switch status.Code(err) {
+	case codes.DeadlineExceeded:
+		return fmt.Sprintf("no answer within %v", reachTimeout)
+	case codes.Unimplemented:
+		return "answers, but not as a tidemark node (" + msg + ")"
+	}
+	return msg
+}
+
+// topicInfo is what the data commands need to know about a topic.
+type topicInfo struct {
+	partitions int32
+	racks      map[int32]string // broker id to rack
+}
+
+// checkTopic makes sure the topic (and partition, when >= 0) exists, so that
+// a typo fails at once with UNKNOWN_TOPIC_OR_PARTITION rather than after
+// the producer's metadata wait.
+func (g *globals) checkTopic(ctx context.Context, c *client.Client, topic string, partition int32) (topicInfo, error) {
+	ctx, cancel := g.opContext(ctx)
+	defer cancel()
+	resp, err := c.Metadata(ctx, topic)
+	if err != nil {
+		return topicInfo{}, err
+	}
+	info := topicInfo{racks: map[int32]string{}}
+	for _, b := range resp.GetBrokers() {
+		info.racks[b.GetId()] = b.GetRack()
+	}
+	for _, t := range resp.GetTopics() {
+		if t.GetName() != topic {
+			continue
+		}
+		if code := kerr.Code(t.GetErrorCode()); code != kerr.None {
+			return info, &kerr.Error{Code: code, Message: fmt.Sprintf("topic %q does not exist", topic)}
+		}
+		info.partitions = int32(len(t.GetPartitions()))
+	}
+	if info.partitions == 0 {
+		return info, kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", topic)
+	}
+	if partition >= info.partitions {
+		return info, kerr.New(kerr.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, info.partitions, partition)
+	}
+	return info, nil
+}
+
+// needTopic is the check for the many commands that require --topic.
+func needTopic(topic string) error {
+	if strings.TrimSpace(topic) == "" {
+		return usagef("--topic is required")
+	}
+	return nil
+}
+
+// checkPartitionFlag refuses partition numbers below -1 (which means "all"
+// or "chosen by the producer").
+func checkPartitionFlag(p int32) error {
+	if p < -1 {
+		return usagef("--partition must be a partition number, or -1, got %d", p)
+	}
+	return nil
+}

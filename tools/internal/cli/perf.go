@@ -1,0 +1,274 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/tools/internal/perfstat"
+)
+
+func newPerfCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "perf",
+		Short: "Measure produce and consume throughput and latency (kafka-producer-perf-test, kafka-consumer-perf-test)",
+	}
+	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g))
+	return c
+}
+
+// progress prints rec's window figures every interval until stop is
+// called; stop waits for the printer to finish so lines never interleave.
+func progress(w io.Writer, rec *perfstat.Recorder, every time.Duration, what, latency string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				fmt.Fprintln(w, rec.Window(now).Line(what, latency))
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// payload is a record value of size random capital letters.
+func payload(size int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = 'A' + byte(rand.IntN(26))
+	}
+	return b
+}
+
+func newPerfProduceCmd(g *globals) *cobra.Command {
+	var (
+		topic      string
+		partition  int32
+		numRecords int64
+		recordSize int
+		throughput float64
+		syncSend   bool
+		timeout    time.Duration
+		report     time.Duration
+		pf         producerFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "produce --topic T --num-records N --record-size S [--acks all] [--throughput R] [--linger-ms L] [--batch-size B] [--sync]",
+		Short: "Produce N records of S bytes and report records/s, MB/s and latency avg, p50, p95, p99, p99.9, max",
+		Long: "Produce N records of S bytes as fast as allowed (--throughput caps records/s) and report\n" +
+			"throughput and the latency from hand-over to acknowledgement: a progress line every\n" +
+			"--reporting-interval, then a summary. --sync waits for each record before sending the\n" +
+			"next. The run ends after N records or --timeout, whichever comes first; the exit code\n" +
+			"is 1 when a record failed or the timeout cut the run short.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case topic == "":
+				return usagef("--topic is required")
+			case partition < -1:
+				return checkPartitionFlag(partition)
+			case numRecords <= 0:
+				return usagef("--num-records must be positive, got %d", numRecords)
+			case recordSize <= 0:
+				return usagef("--record-size must be positive, got %d", recordSize)
+			case timeout <= 0:
+				return usagef("--timeout must be positive, got %v", timeout)
+			case report <= 0:
+				return usagef("--reporting-interval must be positive, got %v", report)
+			}
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := g.checkTopic(ctx, c, topic, partition); err != nil {
+				return err
+			}
+			opts.MaxBlock = min(timeout, client.DefaultMaxBlock)
+			p, err := newProducer(c, opts)
+			if err != nil {
+				return err
+			}
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			value := payload(recordSize)
+			start := time.Now()
+			rec := perfstat.New(numRecords, start)
+			outcome := func(began time.Time, err error) {
+				if err != nil {
+					rec.Fail(kerr.CodeOf(err).String())
+					return
+				}
+				rec.Record(time.Since(began), recordSize)
+			}
+			out := cmd.OutOrStdout()
+			stop := progress(out, rec, report, "sent", "latency")
+			th := perfstat.NewThrottle(throughput, start)
+			sent := int64(0)
+			for ; sent < numRecords && rctx.Err() == nil; sent++ {
+				if d := th.Wait(sent, time.Now()); d > 0 && !sleepCtx(rctx, d) {
+					break
+				}
+				r := client.Record{Topic: topic, Value: value}
+				if partition >= 0 {
+					r.Partition, r.ManualPartition = partition, true
+				}
+				began := time.Now()
+				if syncSend {
+					_, err := p.Produce(rctx, r)
+					outcome(began, err)
+					continue
+				}
+				p.ProduceAsync(r, func(_ client.Result, err error) { outcome(began, err) })
+			}
+			_ = p.Flush(rctx)
+			// After the timeout, Close gives up at once and fails what is pending.
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			if rctx.Err() == nil {
+				cctx, ccancel = context.WithTimeout(context.WithoutCancel(ctx), opts.DeliveryTimeout)
+			}
+			_ = p.Close(cctx)
+			ccancel()
+			stop()
+			sum := rec.Summary(time.Now())
+			fmt.Fprintln(out, sum.Line("sent", "latency"))
+			if n := sum.FailedCount(); n > 0 {
+				return fmt.Errorf("%d of %d records failed", n, numRecords)
+			}
+			if sum.Records < numRecords {
+				return fmt.Errorf("stopped after %v with %d of %d records acknowledged (--timeout)", timeout, sum.Records, numRecords)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "the topic to write to")
+	f.Int32Var(&partition, "partition", -1, "write to this partition only; -1 spreads the records over all")
+	f.Int64Var(&numRecords, "num-records", 0, "how many records to send")
+	f.IntVar(&recordSize, "record-size", 0, "each record's size in bytes")
+	f.Float64Var(&throughput, "throughput", -1, "cap on records per second (-1: none)")
+	f.BoolVar(&syncSend, "sync", false, "wait for each record's acknowledgement before sending the next")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "stop the run after this long")
+	f.DurationVar(&report, "reporting-interval", 5*time.Second, "how often to print a progress line")
+	pf.register(cmd)
+	return cmd
+}
+
+func newPerfConsumeCmd(g *globals) *cobra.Command {
+	var (
+		topic     string
+		partition int32
+		messages  int64
+		timeout   time.Duration
+		report    time.Duration
+		rack      string
+	)
+	cmd := &cobra.Command{
+		Use:   "consume --topic T --messages N [--partition P] [--timeout 1m]",
+		Short: "Consume N records from the beginning and report records/s, MB/s and fetch latency",
+		Long: "Consume N records from the start of the topic's partitions (waiting for more when\n" +
+			"fewer are there) and report throughput and fetch latency: how long the poll that\n" +
+			"returned each record took. The run ends after N records or --timeout; the exit code\n" +
+			"is 1 when the timeout cut it short.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case topic == "":
+				return usagef("--topic is required")
+			case partition < -1:
+				return checkPartitionFlag(partition)
+			case messages <= 0:
+				return usagef("--messages must be positive, got %d", messages)
+			case timeout <= 0:
+				return usagef("--timeout must be positive, got %v", timeout)
+			case report <= 0:
+				return usagef("--reporting-interval must be positive, got %v", report)
+			}
+			ctx := cmd.Context()
+			c, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			info, err := g.checkTopic(ctx, c, topic, partition)
+			if err != nil {
+				return err
+			}
+			parts := []int32{partition}
+			if partition < 0 {
+				parts = parts[:0]
+				for p := range info.partitions {
+					parts = append(parts, p)
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			readers, err := openReaders(rctx, c, topic, parts, client.OffsetEarliest, true, rack)
+			if err != nil {
+				return err
+			}
+			rec := perfstat.New(messages, time.Now())
+			out := cmd.OutOrStdout()
+			stop := progress(out, rec, report, "consumed", "fetch latency")
+			n := int64(0)
+			err = readAll(rctx, readers, func(b batch) bool {
+				for _, r := range b.recs {
+					rec.Record(b.took, len(r.Key)+len(r.Value))
+					if n++; n >= messages {
+						return false
+					}
+				}
+				return true
+			})
+			stop()
+			fmt.Fprintln(out, rec.Summary(time.Now()).Line("consumed", "fetch latency"))
+			if err != nil {
+				return err
+			}
+			if n < messages {
+				return fmt.Errorf("stopped after %v with %d of %d records consumed (--timeout)", timeout, n, messages)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "the topic to read")
+	f.Int32Var(&partition, "partition", -1, "read this partition only; -1 reads them all")
+	f.Int64Var(&messages, "messages", 0, "how many records to consume")
+	f.DurationVar(&timeout, "timeout", time.Minute, "stop the run after this long")
+	f.DurationVar(&report, "reporting-interval", 5*time.Second, "how often to print a progress line")
+	f.StringVar(&rack, "rack", "", "client.rack: read from an in-sync replica in this rack (KIP-392)")
+	return cmd
+}
+
+// sleepCtx sleeps for d unless ctx ends first; it reports whether it slept.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

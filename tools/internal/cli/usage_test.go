@@ -1,0 +1,109 @@
+package cli_test
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"tidemark.io/tools/internal/cli"
+)
+
+func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topics", "describe", "--bogus"}, "--bogus"},
+		{[]string{"topics", "create"}, "--topic"},
+		{[]string{"topics", "create", "--topic", "t", "--partitions", "x"}, "--partitions"},
+		{[]string{"topics", "create", "--topic", "t", "--replica-assignment", "1:a"}, "--replica-assignment"},
+		{[]string{"topics", "create", "--topic", "t", "--replica-assignment", "1:2,3"}, "--replica-assignment"},
+		{[]string{"topics", "create", "--topic", "t", "--config", "nokey"}, "--config"},
+		{[]string{"topics", "alter-config", "--add-config", "a=b"}, "--topic"},
+		{[]string{"topics", "alter-config", "--topic", "t"}, "--add-config"},
+		{[]string{"topics", "nosuch"}, `unknown command "nosuch"`},
+		{[]string{"nosuch"}, `unknown command "nosuch"`},
+		{[]string{"leader-election", "--topic", "t", "--partition", "0"}, "--election-type"},
+		{[]string{"leader-election", "--election-type", "sideways", "--all-topic-partitions"}, "--election-type"},
+		{[]string{"leader-election", "--election-type", "preferred", "--topic", "t"}, "--partition"},
+		{[]string{"produce", "--topic", "t", "--acks", "2"}, "--acks"},
+		{[]string{"produce", "--topic", "t", "--linger-ms", "-1"}, "--linger-ms"},
+		{[]string{"produce", "--topic", "t", "--partition", "-5"}, "--partition"},
+		{[]string{"produce", "--topic", "t", "--retries", "-1"}, "--retries"},
+		{[]string{"produce", "--topic", "t", "--linger-ms", "50", "--delivery-timeout", "10ms"}, "--delivery-timeout"},
+		{[]string{"produce", "--topic", "t", "--key", "k", "--key-separator", ":"}, "--key-separator"},
+		{[]string{"produce", "--topic", "t", "--acks", "1", "--idempotence"}, "acks"},
+		{[]string{"consume", "--topic", "t", "--offset", "3"}, "--partition"},
+		{[]string{"consume", "--topic", "t", "--partition", "0", "--offset", "3", "--from-beginning"}, "--from-beginning"},
+		{[]string{"watch", "--interval", "0s"}, "--interval"},
+		{[]string{"watch", "--color", "pink"}, "--color"},
+		{[]string{"perf", "produce", "--topic", "t", "--record-size", "10"}, "--num-records"},
+		{[]string{"perf", "consume", "--topic", "t"}, "--messages"},
+		{[]string{"cluster", "describe", "--command-timeout", "-1s"}, "--command-timeout"},
+	}
+	for _, c := range cases {
+		r := runCLI(t, "", c.args...)
+		if r.code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr %q", c.args, r.code, cli.ExitUsage, r.err)
+			continue
+		}
+		if !strings.Contains(r.err, c.want) {
+			t.Errorf("%v: stderr %q does not name %q", c.args, r.err, c.want)
+		}
+	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestUnreachableClusterFailsFastNamingTheAddress(t *testing.T) {
+	dead := closedAddr(t)
+	cases := [][]string{
+		{"topics", "list", "--controller", dead},
+		{"cluster", "describe", "--controller", dead},
+		{"watch", "--once", "--controller", dead},
+		{"leader-election", "--election-type", "preferred", "--all-topic-partitions", "--controller", dead},
+		{"produce", "--topic", "t", "--bootstrap-server", dead},
+		{"consume", "--topic", "t", "--bootstrap-server", dead},
+		{"perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1", "--bootstrap-server", dead},
+		{"metadata", "dump", "--etcd-endpoints", "http://" + dead},
+	}
+	for _, args := range cases {
+		r := runCLI(t, "x\n", args...)
+		if r.code != cli.ExitFailed || !strings.Contains(r.err, dead) {
+			t.Errorf("%v: exit %d, want 1 naming %s; stderr %q", args, r.code, dead, r.err)
+		}
+		if r.took > 5*time.Second {
+			t.Errorf("%v: took %v to fail", args, r.took)
+		}
+	}
+}
+
+func TestEnvironmentTwins(t *testing.T) {
+	dead := closedAddr(t)
+	env := map[string]string{"TIDEMARK_CONTROLLER": dead}
+	r := runEnv(t, env, "topics", "list")
+	if r.code != cli.ExitFailed || !strings.Contains(r.err, dead) {
+		t.Fatalf("TIDEMARK_CONTROLLER ignored: exit %d, stderr %q", r.code, r.err)
+	}
+	// The flag wins over the environment.
+	other := closedAddr(t)
+	r = runEnv(t, env, "topics", "list", "--controller", other)
+	if !strings.Contains(r.err, other) || strings.Contains(r.err, dead) {
+		t.Fatalf("--controller should win over TIDEMARK_CONTROLLER: stderr %q", r.err)
+	}
+	r = runEnv(t, map[string]string{"TIDEMARK_COMMAND_TIMEOUT": "soon"}, "topics", "list")
+	if r.code != cli.ExitUsage || !strings.Contains(r.err, "TIDEMARK_COMMAND_TIMEOUT") {
+		t.Fatalf("bad environment value: exit %d, stderr %q", r.code, r.err)
+	}
+}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+)
+
+// snapshot has a healthy partition, an under-replicated one at min ISR
+// whose third replica is down, and one without a leader.
+func snapshot() *adminv1.WatchClusterResponse {
+	rv := func(id int32, alive, isr, leader bool, leo, hw int64) *adminv1.ReplicaView {
+		return &adminv1.ReplicaView{BrokerId: id, Alive: alive, InIsr: isr, Leader: leader, LogEndOffset: leo, HighWatermark: hw}
+	}
+	return &adminv1.WatchClusterResponse{
+		Cluster: &adminv1.DescribeClusterResponse{ClusterId: "cid", Controller: &commonv1.Node{Id: 1}, ControllerEpoch: 3,
+			Brokers: []*adminv1.BrokerInfo{{Node: &commonv1.Node{Id: 1}, Alive: true}, {Node: &commonv1.Node{Id: 2}, Alive: true}, {Node: &commonv1.Node{Id: 3}}}},
+		Partitions: []*adminv1.PartitionView{
+			{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 2, Replicas: []int32{1, 2}, Isr: []int32{1, 2}, HighWatermark: 10, MinInsyncReplicas: 1,
+				ReplicaViews: []*adminv1.ReplicaView{rv(1, true, true, true, 10, 10), rv(2, true, true, false, 10, 9)}},
+			{Topic: "orders", Partition: 1, Leader: 2, LeaderEpoch: 5, Replicas: []int32{1, 2, 3}, Isr: []int32{2, 1}, HighWatermark: 7, MinInsyncReplicas: 2,
+				UnderReplicated: true, AtMinIsr: true,
+				ReplicaViews: []*adminv1.ReplicaView{rv(1, true, true, false, 7, 7), rv(2, true, true, true, 8, 7), rv(3, false, false, false, 3, 3)}},
+			{Topic: "orders", Partition: 2, Leader: -1, LeaderEpoch: 9, Replicas: []int32{3}, Isr: []int32{3}, MinInsyncReplicas: 1, Offline: true,
+				ReplicaViews: []*adminv1.ReplicaView{rv(3, false, true, false, 0, 0)}},
+		},
+		Events: []*controlv1.ClusterEvent{
+			{Kind: controlv1.EventKind_EVENT_KIND_ISR_SHRINK, Topic: "orders", Partition: 1, Reason: "Shrinking ISR from 2,1,3 to 2,1"},
+			{Kind: controlv1.EventKind_EVENT_KIND_HW_ADVANCE, Topic: "orders", Partition: 1, Reason: "hw 7"},
+			{Kind: controlv1.EventKind_EVENT_KIND_ISR_SHRINK, Topic: "other", Partition: 0, Reason: "not watched"},
+			{Kind: controlv1.EventKind_EVENT_KIND_BROKER_DOWN, NodeId: 3, Reason: "broker 3 down"},
+		},
+	}
+}
+
+func TestWatchViewPlain(t *testing.T) {
+	v := &watchView{topics: map[string]bool{"orders": true}}
+	msg := snapshot()
+	v.addEvents(msg.GetEvents())
+	var b strings.Builder
+	v.render(&b, msg)
+	out := b.String()
+	if strings.Contains(out, "\033") {
+		t.Fatalf("plain output has escape codes:\n%q", out)
+	}
+	for _, want := range []string{
+		"cluster cid  controller 1  controller_epoch 3\nbrokers: 1 up 2 up 3 down\n",
+		"3 partitions, 1 under-replicated, 1 without a leader",
+		"ISR_SHRINK", "orders-1", "Shrinking ISR from 2,1,3 to 2,1", "BROKER_DOWN", "node 3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "not watched") || strings.Contains(out, "HW_ADVANCE") {
+		t.Errorf("events of other topics or HW advances shown:\n%s", out)
+	}
+	rows := []string{
+		`(?m)^orders  0          1       2      1,2  10  1\*:10/10  2:10/9 +ok$`,
+		`(?m)^orders  1          2       5      2,1  7   1:7/7  2\*:8/7  3:down +at min ISR, ! under-replicated$`,
+		`(?m)^orders  2          none    9      3    -   3:down +! NO LEADER$`,
+	}
+	for _, re := range rows {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("no row matching %s:\n%s", re, out)
+		}
+	}
+}
+
+func TestWatchViewColour(t *testing.T) {
+	v := &watchView{color: true, clear: true}
+	var b strings.Builder
+	v.render(&b, snapshot())
+	out := b.String()
+	for _, want := range []string{
+		ansiClear,
+		ansiYellow + "1*:10/10" + ansiReset, // leader
+		ansiGreen + "2:10/9" + ansiReset,    // in sync
+		ansiRed + "3:down" + ansiReset,      // out of sync
+		ansiRed + "! NO LEADER" + ansiReset, // leaderless
+		ansiYellow + "! under-replicated" + ansiReset,
+		"Ctrl-C to quit",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%q", want, out)
+		}
+	}
+	// Colour must not break the alignment: stripped of escapes, the table
+	// is the plain one.
+	plainView := &watchView{}
+	var p strings.Builder
+	plainView.render(&p, snapshot())
+	stripped := regexp.MustCompile("\033\\[[0-9;]*[A-Za-z]").ReplaceAllString(out, "")
+	table := func(s string) string { return s[strings.Index(s, "TOPIC"):strings.Index(s, "3 partitions")] }
+	if table(stripped) != table(p.String()) {
+		t.Errorf("coloured table misaligned:\n%s\nvs\n%s", table(stripped), table(p.String()))
+	}
+}
+
+func TestWatchViewKeepsRecentEvents(t *testing.T) {
+	v := &watchView{}
+	for i := range 20 {
+		v.addEvents([]*controlv1.ClusterEvent{{Kind: controlv1.EventKind_EVENT_KIND_BROKER_UP, NodeId: int32(i + 1)}})
+	}
+	if len(v.events) != maxWatchEvents || v.events[len(v.events)-1].GetNodeId() != 20 {
+		t.Fatalf("kept %d events, last %v", len(v.events), v.events[len(v.events)-1])
+	}
+}

@@ -1,0 +1,82 @@
+package perfstat
+
+import (
+	"regexp"
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	var s []time.Duration
+	for i := 1; i <= 1000; i++ {
+		s = append(s, time.Duration(i)*time.Millisecond)
+	}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, 501 * time.Millisecond}, {0.99, 991 * time.Millisecond}, {0.999, 1000 * time.Millisecond}, {1, 1000 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := Percentile(s, c.p); got != c.want {
+			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if Percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	r := New(4, t0)
+	for _, ms := range []int{1, 2, 3, 10} {
+		r.Record(time.Duration(ms)*time.Millisecond, 1<<19)
+	}
+	r.Fail("NOT_ENOUGH_REPLICAS")
+	if r.Done() != 5 {
+		t.Fatalf("done = %d", r.Done())
+	}
+	w := r.Window(t0.Add(2 * time.Second))
+	if w.Records != 4 || w.RecordsPerSec() != 2 || w.MBPerSec() != 1 || w.Avg != 4*time.Millisecond || w.Max != 10*time.Millisecond {
+		t.Fatalf("window %+v", w)
+	}
+	if w2 := r.Window(t0.Add(3 * time.Second)); w2.Records != 0 || w2.Elapsed != time.Second {
+		t.Fatalf("second window %+v", w2)
+	}
+	s := r.Summary(t0.Add(4 * time.Second))
+	if s.Records != 4 || s.P50 != 3*time.Millisecond || s.P999 != 10*time.Millisecond || s.FailedCount() != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	want := `^4 records sent, 1\.0 records/s \(0\.50 MB/s\), 4\.00 ms avg latency, 10\.00 ms max, 3\.00 ms p50, 10\.00 ms p95, 10\.00 ms p99, 10\.00 ms p99\.9; 1 failed: NOT_ENOUGH_REPLICAS x1$`
+	if line := s.Line("sent", "latency"); !regexp.MustCompile(want).MatchString(line) {
+		t.Fatalf("line %q", line)
+	}
+	if line := w.Line("sent", "latency"); line != "4 records sent, 2.0 records/s (1.00 MB/s), 4.00 ms avg latency, 10.00 ms max" {
+		t.Fatalf("progress line %q", line)
+	}
+}
+
+func TestRecorderSamplesLongRuns(t *testing.T) {
+	r := New(maxSamples*3, time.Now())
+	for i := range maxSamples * 3 {
+		r.Record(time.Duration(i), 1)
+	}
+	if len(r.samples) != maxSamples {
+		t.Fatalf("kept %d samples, want %d", len(r.samples), maxSamples)
+	}
+	if p := r.Summary(time.Now()).P50; p < maxSamples*3/2-10 || p > maxSamples*3/2+10 {
+		t.Fatalf("p50 of a sampled uniform run = %v", p)
+	}
+}
+
+func TestThrottle(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	th := NewThrottle(100, t0)
+	if d := th.Wait(50, t0.Add(100*time.Millisecond)); d != 400*time.Millisecond {
+		t.Errorf("ahead of the rate: wait %v, want 400ms", d)
+	}
+	if d := th.Wait(10, t0.Add(time.Second)); d != 0 {
+		t.Errorf("behind the rate: wait %v, want 0", d)
+	}
+	if d := NewThrottle(-1, t0).Wait(1e9, t0); d != 0 {
+		t.Errorf("unlimited: wait %v", d)
+	}
+}
