@@ -209,3 +209,42 @@ func TestFollowerFetchingByRack(t *testing.T) {
 		t.Fatalf("rackless fetch from a follower: %v", err)
 	}
 }
+
+// Batches of one idempotent producer that reach the leader out of order
+// (five may be in flight) are put back in order, not bounced.
+func TestIdempotentBatchesArrivingOutOfOrderAreReordered(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.ctrl.createTopic("ord", 1, 1, nil)
+	cl := c.client(1)
+	ctx := context.Background()
+	pid, err := cl.InitProducerId(ctx, &brokerv1.InitProducerIdRequest{ProducerId: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(seq int32, v string) []byte {
+		var b recordbatch.Builder
+		b.Append(recordbatch.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
+		return b.Build(pid.GetProducerId(), int16(pid.GetProducerEpoch()), seq)
+	}
+	send := func(seq int32, v string) error {
+		_, err := cl.Produce(ctx, &brokerv1.ProduceRequest{Topic: "ord", Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: build(seq, v)}})
+		return err
+	}
+	// The leader knows the producer once a first batch is in (before that
+	// any first sequence is accepted, as in Kafka).
+	if err := send(0, "first"); err != nil {
+		t.Fatal(err)
+	}
+	third := make(chan error, 1)
+	go func() { third <- send(2, "third") }()
+	time.Sleep(10 * time.Millisecond) // the later batch arrives first
+	if err := send(1, "second"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-third; err != nil {
+		t.Fatalf("the early batch was refused: %v", err)
+	}
+	if got := fmt.Sprint(c.logValues(1, "ord", 0)); got != "[first second third]" {
+		t.Fatalf("log %s, want [first second third]", got)
+	}
+}

@@ -46,6 +46,42 @@ func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 	if err != nil {
 		return ProduceResult{}, err
 	}
+	var reorder *waiter
+	var reorderDeadline time.Time
+	for {
+		res, err := m.appendAsLeader(ctx, r, tp, acks, batch, timeout)
+		if kerr.CodeOf(err) != kerr.OutOfOrderSequenceNumber || ctx.Err() != nil {
+			return res, err
+		}
+		// An idempotent producer keeps up to five batches in flight, and
+		// gRPC may hand them to handlers out of order: a batch one ahead of
+		// its predecessor waits briefly for it instead of bouncing back
+		// (a real gap still fails once the wait is over).
+		if reorder == nil {
+			reorder = newWaiter()
+			r.dataWaiters.add(reorder)
+			defer r.dataWaiters.remove(reorder)
+			reorderDeadline = time.Now().Add(reorderWait)
+		}
+		left := time.Until(reorderDeadline)
+		if left <= 0 {
+			return res, err
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-reorder.ch:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// reorderWait bounds how long an out-of-order idempotent batch waits for
+// the batches before it.
+const reorderWait = 50 * time.Millisecond
+
+func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks int16, batch []byte, timeout time.Duration) (ProduceResult, error) {
 	now := m.now()
 	r.mu.Lock()
 	if !r.state.IsLeader() {
