@@ -1,5 +1,5 @@
 // Package netsim simulates the network between in-process tidemark nodes: each
-// node dials its peers through a Network, which can drop, delay, cut or
+// node dials its peers through a Network, which can make lossy, delay, cut or
 // pause any directed link while real gRPC runs over real loopback sockets.
 //
 // A link is directed: from the dialing node to the dialed address. Cutting a
@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -23,7 +24,9 @@ type Network struct {
 	names  map[string]string // address -> node name
 	cut    map[link]bool
 	delay  map[link]time.Duration
+	drop   map[link]float64
 	paused map[string]bool // node name -> paused
+	rng    *rand.Rand
 	conns  map[*conn]struct{}
 	resume *sync.Cond
 }
@@ -36,7 +39,9 @@ func New() *Network {
 		names:  map[string]string{},
 		cut:    map[link]bool{},
 		delay:  map[link]time.Duration{},
+		drop:   map[link]float64{},
 		paused: map[string]bool{},
+		rng:    rand.New(rand.NewPCG(1, 2)),
 		conns:  map[*conn]struct{}{},
 	}
 	n.resume = sync.NewCond(&n.mu)
@@ -128,6 +133,22 @@ func (n *Network) Delay(from, to string, d time.Duration) {
 	n.delay[link{from, to}] = d
 }
 
+// ErrDropped is the error of a write lost by a lossy link.
+var ErrDropped = errors.New("netsim: connection dropped by a lossy link")
+
+// Drop makes the link from -> to lossy: each write fails with probability p
+// and breaks its connection, as a reset after packet loss would (TCP does
+// not lose bytes silently, it stalls or resets). p <= 0 heals it.
+func (n *Network) Drop(from, to string, p float64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p <= 0 {
+		delete(n.drop, link{from, to})
+		return
+	}
+	n.drop[link{from, to}] = p
+}
+
 // Pause stalls every connection from or to node until Resume, without
 // closing them.
 func (n *Network) Pause(node string) {
@@ -150,6 +171,7 @@ func (n *Network) HealAll() {
 	defer n.mu.Unlock()
 	n.cut = map[link]bool{}
 	n.delay = map[link]time.Duration{}
+	n.drop = map[link]float64{}
 	n.paused = map[string]bool{}
 	n.resume.Broadcast()
 }
@@ -173,6 +195,9 @@ func (n *Network) gate(l link) (time.Duration, error) {
 	if n.cut[l] {
 		return 0, ErrLinkCut
 	}
+	if p := n.drop[l]; p > 0 && n.rng.Float64() < p {
+		return 0, ErrDropped
+	}
 	return n.delay[l], nil
 }
 
@@ -186,6 +211,7 @@ type conn struct {
 func (c *conn) Write(p []byte) (int, error) {
 	d, err := c.net.gate(c.l)
 	if err != nil {
+		_ = c.Close()
 		return 0, err
 	}
 	if d > 0 {

@@ -115,3 +115,33 @@ func TestPauseStallsUntilResume(t *testing.T) {
 		t.Fatalf("after resume: %v", err)
 	}
 }
+
+func TestLossyLinkBreaksSomeConnections(t *testing.T) {
+	n := New()
+	addr := echoServer(t)
+	n.Name(addr, "b")
+	n.Drop("a", "b", 0.5)
+	broken := 0
+	for i := 0; i < 40; i++ {
+		c, err := n.Dialer("a")(context.Background(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := roundTrip(c); err != nil {
+			if !errors.Is(err, ErrDropped) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			broken++
+		}
+		c.Close()
+	}
+	if broken == 0 || broken == 40 {
+		t.Fatalf("%d of 40 round trips broken on a 50%% lossy link", broken)
+	}
+	n.Drop("a", "b", 0)
+	c, _ := n.Dialer("a")(context.Background(), addr)
+	defer c.Close()
+	if err := roundTrip(c); err != nil {
+		t.Fatalf("healed link: %v", err)
+	}
+}
