@@ -159,34 +159,11 @@ func (c *cluster) produce(topic string, part int32, acks int32, value string) (i
 // logValues reads a replica's whole log (not bounded by the HW) directly.
 func (c *cluster) logValues(id int32, topic string, part int32) []string {
 	c.t.Helper()
-	r, ok := c.brokers[id].Replicas().Replica(replica.TP{Topic: topic, Partition: part})
-	if !ok {
-		return nil
+	vals, err := c.brokers[id].ReadLog(topic, part)
+	if err != nil {
+		c.t.Fatalf("read broker %d: %v", id, err)
 	}
-	var out []string
-	lg := r.Log()
-	for off := lg.LogStartOffset(); off < lg.LogEndOffset(); {
-		rr, err := lg.Read(off, 1<<20, lg.LogEndOffset())
-		if err != nil {
-			c.t.Fatalf("read broker %d: %v", id, err)
-		}
-		if len(rr.Records) == 0 {
-			break
-		}
-		for b, err := range recordbatch.All(rr.Records) {
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			for rec, err := range b.Records() {
-				if err != nil {
-					c.t.Fatal(err)
-				}
-				out = append(out, string(rec.Value))
-			}
-		}
-		off = rr.NextOffset
-	}
-	return out
+	return vals
 }
 
 // consume reads what a consumer sees on the leader: records below the HW.
