@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -17,25 +19,43 @@ type errorBody struct {
 	Code      int    `json:"code"`
 	Name      string `json:"name"`
 	Message   string `json:"message"`
-	Field     string `json:"field,omitempty"`
+	Field     string `json:"field"`
 	Retriable bool   `json:"retriable"`
 }
+
+func bodyOf(e *kerr.Error) errorBody {
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code.String()
+	}
+	return errorBody{Code: int(e.Code), Name: e.Code.String(), Message: msg, Field: e.Field, Retriable: e.Code.Retriable()}
+}
+
+// statusClientClosed is what nginx and grpc-gateway answer when the caller
+// went away first; nobody reads it.
+const statusClientClosed = 499
+
+// errStopped answers calls that arrive while the gateway stops.
+var errStopped = kerr.New(kerr.BrokerNotAvailable, "the gateway is stopping")
 
 // httpStatus picks the HTTP status that fits a Kafka-style code.
 func httpStatus(c kerr.Code) int {
 	switch c {
 	case kerr.UnknownTopicOrPartition:
 		return http.StatusNotFound
-	case kerr.TopicAlreadyExists:
+	case kerr.TopicAlreadyExists, kerr.FencedLeaderEpoch:
 		return http.StatusConflict
 	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.LeaderNotAvailable,
 		kerr.NotLeaderOrFollower, kerr.NotController, kerr.NetworkException, kerr.BrokerNotAvailable,
-		kerr.EligibleLeadersNotAvailable, kerr.PreferredLeaderNotAvailable, kerr.KafkaStorageError:
+		kerr.ReplicaNotAvailable, kerr.UnknownLeaderEpoch, kerr.EligibleLeadersNotAvailable,
+		kerr.PreferredLeaderNotAvailable, kerr.KafkaStorageError:
 		return http.StatusServiceUnavailable
 	case kerr.RequestTimedOut:
 		return http.StatusGatewayTimeout
+	case kerr.PolicyViolation:
+		return http.StatusForbidden
 	case kerr.UnsupportedVersion:
 		return http.StatusNotImplemented
 	case kerr.UnknownServerError:
@@ -44,26 +64,70 @@ func httpStatus(c kerr.Code) int {
 	return http.StatusBadRequest
 }
 
-// errorHandler renders gRPC errors as JSON with the Kafka-style code name and
-// an HTTP status that fits; retriable unavailability carries Retry-After.
-func errorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		writeError(w, http.StatusRequestEntityTooLarge, errorBody{
-			Code: int(kerr.RecordListTooLarge), Name: kerr.RecordListTooLarge.String(),
-			Message: "request body is larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes"})
-		return
+// restError turns whatever failed on the REST path into the *kerr.Error
+// to render: a service's ErrorDetail, a bad input found before any call
+// (input.go), or the nearest code for a transport failure.
+func restError(err error) *kerr.Error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke
 	}
-	e := kerr.FromStatus(err)
-	status := httpStatus(e.Code)
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+	if st, ok := status.FromError(err); ok {
+		for _, d := range st.Details() {
+			if ed, ok := d.(*commonv1.ErrorDetail); ok {
+				return kerr.FromDetail(ed)
+			}
+		}
+		if st.Code() == codes.InvalidArgument {
+			return inputErrorOf(st.Message())
+		}
 	}
-	writeError(w, status, errorBody{Code: int(e.Code), Name: e.Code.String(), Message: e.Error(), Field: e.Field, Retriable: e.Code.Retriable()})
+	return asKerr(err)
 }
 
-func writeError(w http.ResponseWriter, status int, body errorBody) {
-	w.Header().Set("Content-Type", "application/json")
+// errorHandler renders errors as JSON with the Kafka-style code name and
+// an HTTP status that fits; 503s carry Retry-After.
+func errorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if limit, ok := bodyTooLarge(r); ok {
+		writeError(w, http.StatusRequestEntityTooLarge, tooLarge(limit))
+		return
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		writeError(w, statusClientClosed, kerr.New(kerr.RequestTimedOut, "the caller went away"))
+		return
+	}
+	e := restError(err)
+	writeError(w, httpStatus(e.Code), e)
+}
+
+// streamErrorHandler ends a stream after its first answer: the error line
+// carries the ErrorDetail, which the marshaler renders as an errorBody.
+func streamErrorHandler(_ context.Context, err error) *status.Status {
+	return kerr.ToStatus(restError(err))
+}
+
+// routingErrorHandler answers requests no REST route matches.
+func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+	switch code {
+	case http.StatusNotFound:
+		writeError(w, code, kerr.New(kerr.InvalidRequest, "no route for %s %s", r.Method, r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		writeError(w, code, kerr.New(kerr.InvalidRequest, "%s is not allowed on %s", r.Method, r.URL.Path))
+	default:
+		writeError(w, code, kerr.New(kerr.InvalidRequest, "%s %s: %s", r.Method, r.URL.Path, http.StatusText(code)))
+	}
+}
+
+func tooLarge(limit int64) *kerr.Error {
+	return kerr.New(kerr.RecordListTooLarge, "request body is larger than %d bytes", limit)
+}
+
+func writeError(w http.ResponseWriter, status int, e *kerr.Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+	_ = json.NewEncoder(w).Encode(bodyOf(e)) // fails only when the caller is gone
 }

@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+)
+
+// brokerService is the BrokerServiceClient behind the REST routes: partition
+// calls go to the partition's leader wherever it is now (router), Metadata
+// and InitProducerId to any broker. REST users never name a broker.
+type brokerService struct{ r *router }
+
+var _ brokerv1.BrokerServiceClient = brokerService{}
+
+// Produce retries on the new leader when the leader moved. Without
+// producer_id a retried request may be written twice, as with Kafka's
+// producer without idempotence; with producer_id, producer_epoch and
+// base_sequence the leader answers a retry as a duplicate.
+func (b brokerService) Produce(ctx context.Context, req *brokerv1.ProduceRequest, opts ...grpc.CallOption) (*brokerv1.ProduceResponse, error) {
+	wait := time.Duration(0)
+	if req.GetAcks() == -1 {
+		wait = time.Duration(req.GetTimeoutMs()) * time.Millisecond
+		if wait <= 0 {
+			wait = 30 * time.Second // the broker's default for timeout_ms 0
+		}
+	}
+	var resp *brokerv1.ProduceResponse
+	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout+wait)
+		defer cancel()
+		var err error
+		resp, err = bc.Produce(actx, req, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (b brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest, opts ...grpc.CallOption) (*brokerv1.FetchResponse, error) {
+	wait := time.Duration(max(req.GetMaxWaitMs(), 0)) * time.Millisecond
+	var resp *brokerv1.FetchResponse
+	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout+wait)
+		defer cancel()
+		var err error
+		resp, err = bc.Fetch(actx, req, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (b brokerService) Follow(ctx context.Context, req *brokerv1.FollowRequest, _ ...grpc.CallOption) (brokerv1.BrokerService_FollowClient, error) {
+	return b.r.follow(ctx, req)
+}
+
+func (b brokerService) ListOffsets(ctx context.Context, req *brokerv1.ListOffsetsRequest, opts ...grpc.CallOption) (*brokerv1.ListOffsetsResponse, error) {
+	var resp *brokerv1.ListOffsetsResponse
+	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		var err error
+		resp, err = bc.ListOffsets(actx, req, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (b brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataRequest, _ ...grpc.CallOption) (*brokerv1.MetadataResponse, error) {
+	return b.r.cl.Metadata(ctx, req.GetTopics()...)
+}
+
+func (b brokerService) InitProducerId(ctx context.Context, req *brokerv1.InitProducerIdRequest, opts ...grpc.CallOption) (*brokerv1.InitProducerIdResponse, error) {
+	var resp *brokerv1.InitProducerIdResponse
+	err := b.r.onAny(ctx, func(bc brokerv1.BrokerServiceClient) error {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		var err error
+		resp, err = bc.InitProducerId(actx, req, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}

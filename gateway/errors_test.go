@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+func TestHTTPStatus(t *testing.T) {
+	for code, want := range map[kerr.Code]int{
+		kerr.InvalidRequiredAcks:          400,
+		kerr.InvalidRequest:               400,
+		kerr.UnknownTopicOrPartition:      404,
+		kerr.TopicAlreadyExists:           409,
+		kerr.MessageTooLarge:              413,
+		kerr.RecordListTooLarge:           413,
+		kerr.NotEnoughReplicas:            503,
+		kerr.NotEnoughReplicasAfterAppend: 503,
+		kerr.LeaderNotAvailable:           503,
+		kerr.NotController:                503,
+		kerr.RequestTimedOut:              504,
+		kerr.UnknownServerError:           500,
+	} {
+		if got := httpStatus(code); got != want {
+			t.Errorf("%s: %d, want %d", code, got, want)
+		}
+	}
+}
+
+func TestErrorHandler(t *testing.T) {
+	cases := []struct {
+		err    error
+		status int
+		name   string
+		field  string
+	}{
+		{kerr.ToStatus(kerr.BadField(kerr.InvalidRequiredAcks, "acks", "must be 0, 1 or -1")).Err(), 400, "INVALID_REQUIRED_ACKS", "acks"},
+		{kerr.ToStatus(kerr.New(kerr.NotEnoughReplicas, "isr 1 < 2")).Err(), 503, "NOT_ENOUGH_REPLICAS", ""},
+		{fmt.Errorf("create topics: %w", kerr.New(kerr.TopicAlreadyExists, "exists")), 409, "TOPIC_ALREADY_EXISTS", ""},
+		{status.Error(codes.Unavailable, "connection refused"), 503, "NETWORK_EXCEPTION", ""},
+		{status.Error(codes.DeadlineExceeded, "late"), 504, "REQUEST_TIMED_OUT", ""},
+		{context.DeadlineExceeded, 504, "REQUEST_TIMED_OUT", ""},
+		{status.Errorf(codes.InvalidArgument, "%v", &inputError{field: "offset", msg: "bad"}), 400, "INVALID_REQUEST", "offset"},
+		{errors.New("boom"), 500, "UNKNOWN_SERVER_ERROR", ""},
+	}
+	for _, c := range cases {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/v1/x", nil)
+		errorHandler(r.Context(), nil, nil, w, r, c.err)
+		var body errorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%v: %v", c.err, err)
+		}
+		if w.Code != c.status || body.Name != c.name || body.Field != c.field || body.Code != int(kerr.CodeOf(restError(c.err))) {
+			t.Errorf("%v: %d %+v; want %d %s field %q", c.err, w.Code, body, c.status, c.name, c.field)
+		}
+		if (w.Code == 503) != (w.Header().Get("Retry-After") != "") {
+			t.Errorf("%v: status %d with Retry-After %q", c.err, w.Code, w.Header().Get("Retry-After"))
+		}
+	}
+}
+
+// TestStreamErrorLine checks the error line of a broken stream: the same
+// errorBody as any other error.
+func TestStreamErrorLine(t *testing.T) {
+	st := streamErrorHandler(context.Background(), kerr.New(kerr.NotLeaderOrFollower, "moved"))
+	line, err := newJSONMarshaler().Marshal(map[string]proto.Message{"error": proto.Message(st.Proto())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Error errorBody }
+	if err := json.Unmarshal(line, &got); err != nil || got.Error.Name != "NOT_LEADER_OR_FOLLOWER" || !got.Error.Retriable {
+		t.Fatalf("%s: %v", line, err)
+	}
+}

@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// followStream is a Follow call that outlives leader moves: when the stream
+// breaks with an answer a new route may fix, it reopens on the current
+// leader from the next offset, within the retry budget.
+type followStream struct {
+	ctx   context.Context
+	r     *router
+	req   *brokerv1.FollowRequest // its offset advances with each answer
+	cur   brokerv1.BrokerService_FollowClient
+	hint  string
+	first *brokerv1.FollowResponse
+}
+
+var _ brokerv1.BrokerService_FollowClient = (*followStream)(nil)
+
+// follow opens the stream and waits for its first answer, so that an error
+// before any record (unknown topic, bad offset) is an ordinary REST error
+// with its HTTP status rather than an error line in a 200 stream.
+func (r *router) follow(ctx context.Context, req *brokerv1.FollowRequest) (brokerv1.BrokerService_FollowClient, error) {
+	s := &followStream{ctx: untilStop(ctx, r.stopping), r: r, req: proto.CloneOf(req)}
+	first, err := s.Recv()
+	if err != nil {
+		return nil, err
+	}
+	s.first = first
+	return s, nil
+}
+
+func (s *followStream) Recv() (*brokerv1.FollowResponse, error) {
+	if m := s.first; m != nil {
+		s.first = nil
+		return m, nil
+	}
+	p := newPacer(s.r.budget)
+	for {
+		m, retry, err := s.attempt()
+		if err == nil {
+			return m, nil
+		}
+		if !retry || s.ctx.Err() != nil || !p.wait(s.ctx) {
+			return nil, err
+		}
+	}
+}
+
+// attempt reads the next answer, opening the stream on the leader first
+// when there is none, and says whether a failure may be retried.
+func (s *followStream) attempt() (*brokerv1.FollowResponse, bool, error) {
+	if s.cur == nil {
+		bc, err := s.r.leader(s.ctx, s.req.GetTopic(), s.req.GetPartition(), s.hint)
+		if err != nil {
+			ke := asKerr(err)
+			return nil, reroutable(ke.Code), ke
+		}
+		cur, err := bc.Follow(s.ctx, s.req)
+		if err != nil {
+			retry, ke := s.broke(err)
+			return nil, retry, ke
+		}
+		s.cur = cur
+	}
+	m, err := s.cur.Recv()
+	if err != nil {
+		retry, ke := s.broke(err)
+		return nil, retry, ke
+	}
+	s.req.Offset = m.GetFetch().GetNextOffset()
+	return m, false, nil
+}
+
+// broke forgets the broken stream and judges its error. io.EOF (the
+// broker ended the stream) is passed on as it is: the REST stream ends too.
+func (s *followStream) broke(err error) (bool, error) {
+	s.cur = nil
+	if s.ctx.Err() != nil || isEOF(err) {
+		return false, err
+	}
+	ke := asKerr(err)
+	s.hint = hintAddr(ke)
+	return reroutable(ke.Code) || ke.Code == kerr.UnknownTopicOrPartition, ke
+}
+
+func (s *followStream) Header() (metadata.MD, error) { return nil, nil }
+func (s *followStream) Trailer() metadata.MD         { return nil }
+func (s *followStream) CloseSend() error             { return nil }
+func (s *followStream) Context() context.Context     { return s.ctx }
+func (s *followStream) SendMsg(any) error {
+	return errors.New("follow: the request was sent when the stream opened")
+}
+
+func (s *followStream) RecvMsg(m any) error {
+	resp, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	proto.Merge(m.(proto.Message), resp)
+	return nil
+}

@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// newHTTPHandler lays out the gateway's HTTP side: the REST API under /v1
+// (bodies limited), the OpenAPI document, /healthz, and / for the console.
+// With tracing on (tp != nil) requests join the caller's W3C trace, which
+// the upstream gRPC calls carry on.
+func newHTTPHandler(api http.Handler, maxBody int64, tp trace.TracerProvider, log *slog.Logger) http.Handler {
+	root := http.NewServeMux()
+	root.Handle("/v1/", limitBody(maxBody, api))
+	root.HandleFunc("GET /openapi.json", serveOpenAPI)
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	root.HandleFunc("GET /{$}", serveConsole)
+	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	var h http.Handler = root
+	if tp != nil {
+		h = traced(h, tp)
+	}
+	return recoverPanics(h, log)
+}
+
+// routeKey holds, in a request's context, where nameSpan leaves the REST
+// route: only grpc-gateway's router knows it, and otelhttp names the span
+// after the handler has run.
+type routeKey struct{}
+
+// traced joins requests to the caller's W3C trace (otelhttp) and names
+// their spans after the route, not the path, which holds topic names.
+func traced(h http.Handler, tp trace.TracerProvider) http.Handler {
+	inner := otelhttp.NewHandler(h, "tidemark-gateway", otelhttp.WithTracerProvider(tp),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if route, _ := r.Context().Value(routeKey{}).(*string); route != nil && *route != "" {
+				return r.Method + " " + *route
+			}
+			if _, p, ok := strings.Cut(r.Pattern, " "); ok {
+				return r.Method + " " + p
+			}
+			return strings.TrimSpace(r.Method + " " + r.Pattern)
+		}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, new(string))))
+	})
+}
+
+// recoverPanics turns a panic in a handler into a logged 500 instead of a
+// dropped connection.
+func recoverPanics(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			log.Error("panic serving HTTP", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			writeError(w, http.StatusInternalServerError, kerr.New(kerr.UnknownServerError, "internal error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

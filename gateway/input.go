@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// inputError is a bad value in the request itself, found before any call:
+// in the JSON body, a path parameter or a query parameter. The generated
+// handlers turn decoder and query parser errors into InvalidArgument
+// statuses by their text alone ("%v"), so the field travels in the text
+// and inputErrorOf reads it back.
+type inputError struct {
+	field string // as the caller wrote it, e.g. records.records[2].value; "" for none
+	msg   string
+}
+
+func (e *inputError) Error() string {
+	if e.field == "" {
+		return e.msg
+	}
+	return "invalid field " + strconv.Quote(e.field) + ": " + e.msg
+}
+
+var (
+	// Our own inputError text.
+	ownInputText = regexp.MustCompile(`(?s)^invalid field ("(?:[^"\\]|\\.)*"): (.*)$`)
+	// The generated handlers' path parameter errors.
+	pathTypeText    = regexp.MustCompile(`(?s)^type mismatch, parameter: ([^,]+), error: (.*)$`)
+	pathMissingText = regexp.MustCompile(`^missing parameter (\S+)$`)
+)
+
+// inputErrorOf turns the text of a local InvalidArgument status into
+// INVALID_REQUEST naming the bad field when the text names one.
+func inputErrorOf(text string) *kerr.Error {
+	if m := ownInputText.FindStringSubmatch(text); m != nil {
+		if field, err := strconv.Unquote(m[1]); err == nil {
+			return &kerr.Error{Code: kerr.InvalidRequest, Field: field, Message: field + ": " + m[2]}
+		}
+	}
+	if m := pathTypeText.FindStringSubmatch(text); m != nil {
+		return &kerr.Error{Code: kerr.InvalidRequest, Field: m[1], Message: fmt.Sprintf("%s: %s", m[1], m[2])}
+	}
+	if m := pathMissingText.FindStringSubmatch(text); m != nil {
+		return &kerr.Error{Code: kerr.InvalidRequest, Field: m[1], Message: m[1] + ": missing"}
+	}
+	return kerr.New(kerr.InvalidRequest, "%s", text)
+}
+
+var protojsonNoise = regexp.MustCompile(`^proto:\s*|\(line \d+:\d+\):\s*`)
+
+// protojsonReason strips protojson's prefix and the position within a
+// fragment (which would mislead: it is not the caller's position).
+func protojsonReason(err error) string {
+	return strings.TrimSpace(protojsonNoise.ReplaceAllString(err.Error(), ""))
+}

@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+func TestDecodeBodyNamesTheBadField(t *testing.T) {
+	cases := []struct {
+		msg   proto.Message
+		body  string
+		field string
+		why   string
+	}{
+		{&brokerv1.ProduceRequest{}, `{"acks": "all"}`, "acks", "int32"},
+		{&brokerv1.ProduceRequest{}, `{"timeout_ms": 1.5}`, "timeout_ms", "int32"},
+		{&brokerv1.ProduceRequest{}, `{"acks": 1, "recods": {}}`, "recods", "unknown field"},
+		{&brokerv1.ProduceRequest{}, `{"records": {"records": [{}, {"key": "%%%"}]}}`, "records.records[1].key", "bytes"},
+		{&brokerv1.ProduceRequest{}, `{"records": {"records": [{}, 7]}}`, "records.records[1]", "object"},
+		{&brokerv1.ProduceRequest{}, `{"records": {"records": [{"headers": [{"key": 1}]}]}}`, "records.records[0].headers[0].key", "string"},
+		{&brokerv1.ProduceRequest{}, `{"recordBatch": "eA==", "records": {}}`, "records", "oneof"},
+		{&brokerv1.ProduceRequest{}, `{"acks": 1, "acks": 1}`, "acks", "duplicate"},
+		{&brokerv1.MetadataRequest{}, `{"topics": ["a", 2]}`, "topics[1]", "string"},
+		{&adminv1.CreateTopicsRequest{}, `{"topics": [{"name": "t", "configs": {"a": 1}}]}`, "topics[0].configs", "string"},
+		{&adminv1.ElectLeadersRequest{}, `{"electionType": "SOMETIMES"}`, "electionType", "enum"},
+		{&adminv1.CreateTopicsRequest{}, `"topics"`, "body", "object"},
+	}
+	m := newJSONMarshaler()
+	for _, c := range cases {
+		err := m.NewDecoder(strings.NewReader(c.body)).Decode(c.msg)
+		var ie *inputError
+		if !errors.As(err, &ie) {
+			t.Errorf("%s: %v, want an inputError", c.body, err)
+			continue
+		}
+		if ie.field != c.field || !strings.Contains(ie.msg, c.why) {
+			t.Errorf("%s: field %q (%s); want %q mentioning %q", c.body, ie.field, ie.msg, c.field, c.why)
+		}
+		// What the REST caller sees once the generated handler has turned
+		// the error into a status by its text.
+		ke := restError(status.Errorf(codes.InvalidArgument, "%v", err))
+		if ke.Code != kerr.InvalidRequest || ke.Field != c.field {
+			t.Errorf("%s: rendered as %v field %q", c.body, ke, ke.Field)
+		}
+	}
+}
+
+func TestDecodeBody(t *testing.T) {
+	m := newJSONMarshaler()
+	var req brokerv1.ProduceRequest
+	if err := m.NewDecoder(strings.NewReader(" \n")).Decode(&req); err != io.EOF {
+		t.Fatalf("empty body: %v, want io.EOF (the empty request)", err)
+	}
+	if err := m.NewDecoder(strings.NewReader(`{"acks": -1, "timeout_ms": 5}`)).Decode(&req); err != nil || req.GetTimeoutMs() != 5 {
+		t.Fatalf("valid body: %v %v", err, &req)
+	}
+	err := m.NewDecoder(strings.NewReader(`{"acks": -1} trailing`)).Decode(&req)
+	var ie *inputError
+	if !errors.As(err, &ie) || ie.field != "" || !strings.Contains(ie.msg, "not valid JSON") {
+		t.Fatalf("trailing garbage: %v", err)
+	}
+}
+
+func TestQueryParser(t *testing.T) {
+	filter := utilities.NewDoubleArray([][]string{{"topic"}, {"partition"}})
+	parse := func(q string) (*brokerv1.FetchRequest, error) {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &brokerv1.FetchRequest{}
+		return req, queryParser{}.Parse(req, v, filter)
+	}
+	req, err := parse("offset=5&max_bytes=10&maxWaitMs=20&raw_batches=true&rackId=r1")
+	if err != nil || req.GetOffset() != 5 || req.GetMaxBytes() != 10 || req.GetMaxWaitMs() != 20 || !req.GetRawBatches() || req.GetRackId() != "r1" {
+		t.Fatalf("%v %v", req, err)
+	}
+	if _, err := parse("topic=x"); err != nil {
+		t.Fatalf("a path parameter in the query is ignored, as grpc-gateway does: %v", err)
+	}
+	for q, field := range map[string]string{
+		"offset=x":                       "offset",
+		"offest=5":                       "offest",
+		"maxBytes=1&max_bytes=2":         "max_bytes",
+		"raw_batches=perhaps":            "raw_batches",
+		"offset=1&maxWaitMs=99999999999": "maxWaitMs",
+	} {
+		_, err := parse(q)
+		var ie *inputError
+		if !errors.As(err, &ie) || ie.field != field {
+			t.Errorf("%s: %v, want an error naming %s", q, err, field)
+		}
+	}
+}
+
+func TestInputErrorOfGeneratedText(t *testing.T) {
+	for text, field := range map[string]string{
+		`type mismatch, parameter: partition, error: strconv.ParseInt: parsing "x": invalid syntax`: "partition",
+		`missing parameter topic`:                     "topic",
+		`invalid field "records[0].value": bad bytes`: "records[0].value",
+		`invalid field "we\"ird": unknown field`:      `we"ird`,
+		`something else`:                              "",
+	} {
+		e := inputErrorOf(text)
+		if e.Code != kerr.InvalidRequest || e.Field != field {
+			t.Errorf("%q: %v field %q, want %q", text, e, e.Field, field)
+		}
+	}
+}

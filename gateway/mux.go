@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// newRESTMux registers the generated REST handlers (the routes of
+// gateway.yaml) over the given service clients.
+func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, admin adminv1.AdminServiceClient, traced bool) (*runtime.ServeMux, error) {
+	opts := []runtime.ServeMuxOption{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, newJSONMarshaler()),
+		runtime.WithErrorHandler(errorHandler),
+		runtime.WithStreamErrorHandler(streamErrorHandler),
+		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		// grpc-gateway keeps the query parser process-wide; every gateway
+		// sets the same one.
+		runtime.SetQueryParameterParser(queryParser{}),
+		runtime.WithMiddlewares(bodyOnly),
+	}
+	if traced {
+		opts = append(opts, runtime.WithMiddlewares(nameSpan))
+	}
+	mux := runtime.NewServeMux(opts...)
+	if err := adminv1.RegisterAdminServiceHandlerClient(ctx, mux, admin); err != nil {
+		return nil, err
+	}
+	if err := brokerv1.RegisterBrokerServiceHandlerClient(ctx, mux, brokers); err != nil {
+		return nil, err
+	}
+	return mux, nil
+}
+
+// bodyOnly refuses query parameters on POST routes. Every POST rule in
+// gateway.yaml takes its whole request from the body (body: "*"), and
+// grpc-gateway would ignore the query silently: ?validateOnly=true must
+// not create the topic.
+func bodyOnly(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
+		if r.Method == http.MethodPost && r.URL.RawQuery != "" {
+			first, _, _ := strings.Cut(r.URL.RawQuery, "&")
+			field, _, _ := strings.Cut(first, "=")
+			if f, err := url.QueryUnescape(field); err == nil {
+				field = f
+			}
+			writeError(w, http.StatusBadRequest, kerr.BadField(kerr.InvalidRequest, field,
+				"query parameters are not read on POST routes; put the field in the JSON body"))
+			return
+		}
+		next(w, r, params)
+	}
+}
+
+// nameSpan tells the HTTP span which route matched (see traced).
+func nameSpan(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
+		if p, ok := runtime.HTTPPattern(r.Context()); ok {
+			route := p.String()
+			if holder, _ := r.Context().Value(routeKey{}).(*string); holder != nil {
+				*holder = route
+			}
+			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("http.route", route))
+		}
+		next(w, r, params)
+	}
+}

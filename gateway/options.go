@@ -1,0 +1,87 @@
+package gateway
+
+import (
+	"flag"
+	"net"
+	"strconv"
+	"time"
+
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/telemetry"
+)
+
+// Options configures the gateway.
+type Options struct {
+	// Listen is the HTTP address (REST, console, and gRPC health/reflection).
+	Listen string
+	// Controllers and Brokers are the gRPC addresses the gateway starts
+	// from: it finds the active controller and each partition's leader itself.
+	Controllers config.StringList
+	Brokers     config.StringList
+	// MaxBodyBytes refuses larger request bodies before reading them whole.
+	MaxBodyBytes int64
+	// RetryTimeout is how long a REST call keeps retrying when its
+	// partition's leader moved or could not be reached, before it answers
+	// with the last error.
+	RetryTimeout time.Duration
+
+	Log       logging.Options
+	Telemetry telemetry.Options
+}
+
+// DefaultOptions matches the dev cluster's default ports.
+func DefaultOptions() Options {
+	return Options{
+		Listen:       "127.0.0.1:8080",
+		Controllers:  config.StringList{"127.0.0.1:9190", "127.0.0.1:9191"},
+		Brokers:      config.StringList{"127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"},
+		MaxBodyBytes: 8 << 20,
+		RetryTimeout: 10 * time.Second,
+		Log:          logging.DefaultOptions(),
+	}
+}
+
+// AddFlags registers the gateway's flags.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Listen, "listen", o.Listen, "HTTP listen address for REST, the console and gRPC health")
+	fs.Var(&o.Controllers, "controllers", "comma-separated controller gRPC addresses")
+	fs.Var(&o.Brokers, "brokers", "comma-separated bootstrap broker gRPC addresses")
+	fs.Int64Var(&o.MaxBodyBytes, "http.max.body.bytes", o.MaxBodyBytes, "largest request body accepted")
+	fs.Func("retry.timeout.ms",
+		"how long a REST call keeps retrying when its partition's leader moved or is unreachable (ms) (default "+
+			strconv.FormatInt(o.RetryTimeout.Milliseconds(), 10)+")",
+		func(s string) error {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return err
+			}
+			o.RetryTimeout = time.Duration(n) * time.Millisecond
+			return nil
+		})
+	o.Log.AddFlags(fs)
+	o.Telemetry.AddFlags(fs)
+}
+
+// Validate names the first flag whose value cannot work.
+func (o Options) Validate() error {
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return config.Invalid("listen", o.Listen, "must be host:port")
+	}
+	if len(o.Controllers) == 0 {
+		return config.Invalid("controllers", "", "at least one controller address is needed")
+	}
+	if len(o.Brokers) == 0 {
+		return config.Invalid("brokers", "", "at least one broker address is needed")
+	}
+	if o.MaxBodyBytes <= 0 {
+		return config.Invalid("http.max.body.bytes", o.MaxBodyBytes, "must be > 0")
+	}
+	if o.RetryTimeout < 0 {
+		return config.Invalid("retry.timeout.ms", o.RetryTimeout.Milliseconds(), "must be >= 0")
+	}
+	if err := o.Telemetry.Validate(); err != nil {
+		return err
+	}
+	return o.Log.Validate()
+}

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+)
+
+// filters are the describe filters, by their query parameter names.
+var filters = []string{"underReplicated", "atMinIsr", "underMinIsr", "unavailable"}
+
+// describe lists the topics a describe query returns.
+func describe(t testing.TB, e *env, query string) *adminv1.DescribeTopicsResponse {
+	t.Helper()
+	var d adminv1.DescribeTopicsResponse
+	e.call(http.MethodGet, "/v1/topics?"+query, nil, &d)
+	return &d
+}
+
+// names lists "topic-partition" for every partition of a describe answer.
+func names(d *adminv1.DescribeTopicsResponse) []string {
+	var out []string
+	for _, td := range d.GetTopics() {
+		for _, p := range td.GetPartitions() {
+			out = append(out, td.GetName()+"-"+strconv.Itoa(int(p.GetPartition())))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// expectFiltered requires each filter to list exactly the given partitions
+// of the given topics.
+func expectFiltered(t testing.TB, e *env, topics string, want map[string][]string) {
+	t.Helper()
+	for _, f := range filters {
+		got := names(describe(t, e, "topics="+topics+"&"+f+"=true"))
+		if !slices.Equal(got, want[f]) {
+			t.Errorf("describe %s with %s: %v, want %v", topics, f, got, want[f])
+		}
+	}
+}
+
+func testDescribeHealthy(t *testing.T, e *env) {
+	all := describe(t, e, "")
+	if got := names(all); !slices.Contains(got, "orders-0") || !slices.Contains(got, "small-0") {
+		t.Fatalf("describe all: %v", got)
+	}
+	d := describe(t, e, "topics=orders&include_configs=true")
+	p := d.GetTopics()[0].GetPartitions()[0]
+	if len(p.GetReplicas()) != 3 || len(p.GetIsr()) != 3 || p.GetMinInsyncReplicas() != 2 || p.GetLeader() != p.GetReplicas()[0] ||
+		d.GetTopics()[0].GetConfigs()["min.insync.replicas"] != "2" {
+		t.Fatalf("describe orders: %v", d)
+	}
+	// The POST form takes the same request as a body.
+	var viaPost adminv1.DescribeTopicsResponse
+	e.call(http.MethodPost, "/v1/topics:describe", `{"topics": ["orders"]}`, &viaPost)
+	if !slices.Equal(names(&viaPost), []string{"orders-0"}) {
+		t.Fatalf("describe by POST: %v", &viaPost)
+	}
+	expectFiltered(t, e, "orders", nil)
+	e.r.fails(http.MethodGet, "/v1/topics?topics=nope", nil, http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION")
+}
+
+func testConfigs(t *testing.T, e *env) {
+	var alt adminv1.AlterConfigsResponse
+	e.call(http.MethodPost, "/v1/configs:alter", `{"resources": [{
+		"resource": {"type": "CONFIG_RESOURCE_TYPE_TOPIC", "name": "orders"},
+		"ops": [{"name": "retention.ms", "value": "3600000", "op": "CONFIG_OP_TYPE_SET"}]}]}`, &alt)
+	if r := alt.GetResults(); len(r) != 1 || r[0].GetErrorCode() != 0 {
+		t.Fatalf("alter configs: %v", &alt)
+	}
+	var desc adminv1.DescribeConfigsResponse
+	e.call(http.MethodPost, "/v1/configs:describe",
+		`{"resources": [{"type": "CONFIG_RESOURCE_TYPE_TOPIC", "name": "orders"}]}`, &desc)
+	found := false
+	for _, c := range desc.GetResults()[0].GetEntries() {
+		if c.GetName() == "retention.ms" {
+			found = c.GetValue() == "3600000" && c.GetSource() == adminv1.ConfigSource_CONFIG_SOURCE_TOPIC
+		}
+	}
+	if !found {
+		t.Fatalf("retention.ms not set on orders: %v", &desc)
+	}
+	e.r.fails(http.MethodPost, "/v1/configs:alter", `{"resources": [{
+		"resource": {"type": "CONFIG_RESOURCE_TYPE_TOPIC", "name": "orders"},
+		"ops": [{"name": "retention.ms", "value": "soon", "op": "CONFIG_OP_TYPE_SET"}]}]}`,
+		http.StatusBadRequest, "INVALID_CONFIG")
+	e.r.fails(http.MethodPost, "/v1/configs:describe", `{"resources": [{"type": "CONFIG_RESOURCE_TYPE_TOPIC", "name": "nope"}]}`,
+		http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION")
+}
+
+// electPreferred runs a preferred election for orders-0.
+func electPreferred(e *env) answer {
+	return e.r.do(http.MethodPost, "/v1/elect-leaders",
+		`{"electionType": "ELECTION_TYPE_PREFERRED", "partitions": [{"topic": "orders", "partition": 0}], "timeoutMs": 5000}`)
+}
+
+func testElectLeaders(t *testing.T, e *env) {
+	// The preferred replica leads already: 200, with the code in the item.
+	var el adminv1.ElectLeadersResponse
+	e.call(http.MethodPost, "/v1/elect-leaders",
+		`{"electionType": "ELECTION_TYPE_PREFERRED", "partitions": [{"topic": "orders", "partition": 0}]}`, &el)
+	if r := el.GetResults(); len(r) != 1 || r[0].GetErrorCode() != commonv1.ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED {
+		t.Fatalf("preferred election on a healthy partition: %v", &el)
+	}
+	e.call(http.MethodPost, "/v1/elect-leaders", `{"electionType": "ELECTION_TYPE_PREFERRED", "allPartitions": true}`, &el)
+	e.r.fails(http.MethodPost, "/v1/elect-leaders",
+		`{"electionType": "ELECTION_TYPE_PREFERRED", "partitions": [{"topic": "nope", "partition": 0}]}`,
+		http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION")
+}

@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
+)
+
+// ordersPartition describes orders-0 through the gateway.
+func ordersPartition(t testing.TB, e *env) *adminv1.PartitionDescription {
+	t.Helper()
+	return describe(t, e, "topics=orders").GetTopics()[0].GetPartitions()[0]
+}
+
+// testLeaderCrash kills the leader of orders-0: a REST produce right after
+// still succeeds, because the gateway finds the new leader. Then the old
+// leader comes back and a preferred election moves leadership to it, and
+// the gateway follows again.
+func testLeaderCrash(t *testing.T, e *env) {
+	before := fetchValues(t, e, ordersPath)
+	old := ordersPartition(t, e)
+	preferred := old.GetReplicas()[0]
+	if old.GetLeader() != preferred {
+		t.Fatalf("orders-0 is led by %d, not its preferred replica %d", old.GetLeader(), preferred)
+	}
+	// A follower of the partition waits on the old leader for the next record.
+	follow := followAsync(e.r, fmt.Sprintf("%s/records:follow?offset=%d", ordersPath, len(before)))
+	time.Sleep(200 * time.Millisecond)
+	e.tc.CrashBroker(old.GetLeader())
+
+	var p brokerv1.ProduceResponse
+	e.call(http.MethodPost, ordersPath+"/records", produceBody(-1, "after-crash"), &p)
+	now := ordersPartition(t, e)
+	if now.GetLeader() == old.GetLeader() || p.GetLeaderEpoch() <= old.GetLeaderEpoch() {
+		t.Fatalf("produced in epoch %d; partition now %v, was %v", p.GetLeaderEpoch(), now, old)
+	}
+	if got := fetchValues(t, e, ordersPath); !slices.Equal(got, append(before, "after-crash")) {
+		t.Fatalf("after the crash the log holds %q, want %q", got, append(before, "after-crash"))
+	}
+	select {
+	case f := <-follow:
+		if recs := f.resp.GetFetch().GetRecords(); f.err != nil || len(recs) == 0 || string(recs[0].GetValue()) != "after-crash" {
+			t.Fatalf("the follow stream across the crash: %v %v", f.resp, f.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the follow stream got nothing after the leader crashed")
+	}
+
+	// Two replicas left in sync, min.insync.replicas=2: under-replicated and at min ISR.
+	waitFor(t, 10*time.Second, "the dead replica out of the ISR", func() bool { return len(ordersPartition(t, e).GetIsr()) == 2 })
+	expectFiltered(t, e, "orders", map[string][]string{"underReplicated": {"orders-0"}, "atMinIsr": {"orders-0"}})
+	var c adminv1.DescribeClusterResponse
+	e.call(http.MethodGet, "/v1/cluster", nil, &c)
+	for _, b := range c.GetBrokers() {
+		if b.GetNode().GetId() == old.GetLeader() && b.GetAlive() {
+			t.Fatalf("cluster still shows broker %d alive: %v", old.GetLeader(), &c)
+		}
+	}
+
+	// The preferred leader is down: nothing to elect.
+	expectError(t, electPreferred(e), "preferred election without the preferred replica",
+		http.StatusServiceUnavailable, "PREFERRED_LEADER_NOT_AVAILABLE")
+
+	e.tc.StartBroker(preferred)
+	waitFor(t, 20*time.Second, fmt.Sprintf("broker %d back in the ISR", preferred), func() bool {
+		return len(ordersPartition(t, e).GetIsr()) == 3
+	})
+	var el adminv1.ElectLeadersResponse
+	a := electPreferred(e)
+	if a.status != http.StatusOK {
+		t.Fatalf("preferred election: %d %s", a.status, a.body)
+	}
+	decode(t, a.body, &el)
+	if r := el.GetResults()[0]; r.GetErrorCode() != 0 || r.GetLeader() != preferred {
+		t.Fatalf("preferred election: %v", &el)
+	}
+	// Leadership moved without a crash: the gateway follows.
+	e.call(http.MethodPost, ordersPath+"/records", produceBody(-1, "back-home"), &p)
+	if n := fetchValues(t, e, ordersPath); n[len(n)-1] != "back-home" {
+		t.Fatalf("log ends with %q", n[len(n)-1])
+	}
+	checkLeaderHint(t, e)
+}
+
+// checkLeaderHint sends a partition call to a follower, as a route from
+// stale metadata would: the answer is NOT_LEADER_OR_FOLLOWER, worth a
+// retry, and the next attempt reaches the leader (the one the answer
+// names when it carries an address, else the one the metadata names).
+func checkLeaderHint(t *testing.T, e *env) {
+	cl, err := client.New(e.tc.brokers, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r := &router{cl: cl, conns: newConnSet(nil), bootstrap: e.tc.brokers, budget: 5 * time.Second, stopping: context.Background()}
+	defer r.conns.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	listLatest := func(bc brokerv1.BrokerServiceClient) error {
+		_, err := bc.ListOffsets(ctx, &brokerv1.ListOffsetsRequest{Topic: "orders", Spec: brokerv1.OffsetSpec_OFFSET_SPEC_LATEST})
+		return err
+	}
+	leader := ordersPartition(t, e).GetLeader()
+	hint := e.tc.brokers[leader%3] // broker leader%3+1, a follower
+	retry, err := r.leaderAttempt(ctx, "orders", 0, &hint, listLatest)
+	if !retry || kerr.CodeOf(err) != kerr.NotLeaderOrFollower || (hint != "" && hint != e.tc.brokers[leader-1]) {
+		t.Fatalf("call on a follower: retry %v, %v, next %q; want NOT_LEADER_OR_FOLLOWER naming %s",
+			retry, err, hint, e.tc.brokers[leader-1])
+	}
+	if _, err := r.leaderAttempt(ctx, "orders", 0, &hint, listLatest); err != nil {
+		t.Fatalf("call on the leader named: %v", err)
+	}
+}
+
+// testNotEnoughReplicas crashes two of three brokers: with
+// min.insync.replicas=2 an acks=all produce is 503 NOT_ENOUGH_REPLICAS with
+// Retry-After, while acks=1 still works; a topic whose only replica died
+// is unavailable.
+func testNotEnoughReplicas(t *testing.T, e *env) {
+	leader := ordersPartition(t, e).GetLeader()
+	var others []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != leader {
+			others = append(others, id)
+		}
+	}
+	var created adminv1.CreateTopicsResponse
+	e.call(http.MethodPost, "/v1/topics", fmt.Sprintf(`{"topics": [{"name": "solo",
+		"assignments": [{"partition": 0, "replicas": [%d]}]}], "timeoutMs": 10000}`, others[0]), &created)
+
+	for _, id := range others {
+		e.tc.CrashBroker(id)
+	}
+	waitFor(t, 10*time.Second, "the ISR of orders-0 down to its leader", func() bool {
+		return len(ordersPartition(t, e).GetIsr()) == 1
+	})
+	// solo-0 keeps its dead replica as its ISR (an ISR is never emptied),
+	// which is min.insync.replicas (1) for it.
+	expectFiltered(t, e, "orders&topics=solo", map[string][]string{
+		"underReplicated": {"orders-0"},
+		"atMinIsr":        {"solo-0"},
+		"underMinIsr":     {"orders-0"},
+		"unavailable":     {"solo-0"},
+	})
+
+	e.r.fails(http.MethodPost, ordersPath+"/records", produceBody(-1, "lost?"), http.StatusServiceUnavailable, "NOT_ENOUGH_REPLICAS")
+	e.call(http.MethodPost, ordersPath+"/records", produceBody(1, "acks-one"), nil)
+
+	// No leader for solo-0: after its retry budget the gateway says so.
+	quick := newREST(t, startGateway(t, e.tc, func(o *Options) { o.RetryTimeout = 300 * time.Millisecond }))
+	quick.fails(http.MethodGet, "/v1/topics/solo/partitions/0/records?offset=0", nil, http.StatusServiceUnavailable, "LEADER_NOT_AVAILABLE")
+}
+
+type followed struct {
+	resp *brokerv1.FollowResponse
+	err  error
+}
+
+// followAsync opens a follow stream in the background and delivers its
+// first answer.
+func followAsync(api *rest, path string) <-chan followed {
+	out := make(chan followed, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.base+path, nil)
+		if err != nil {
+			out <- followed{err: err}
+			return
+		}
+		resp, err := api.hc.Do(req)
+		if err != nil {
+			out <- followed{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var line struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&line); err != nil {
+			out <- followed{err: fmt.Errorf("status %d: %w", resp.StatusCode, err)}
+			return
+		}
+		f := &brokerv1.FollowResponse{}
+		out <- followed{resp: f, err: protojson.Unmarshal(line.Result, f)}
+	}()
+	return out
+}

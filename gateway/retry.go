@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
+)
+
+// requestTimeout bounds one upstream attempt beyond the time the broker
+// may hold it on purpose (acks=all, a fetch's max wait): Kafka's
+// request.timeout.ms, which the client package uses too.
+const requestTimeout = client.DefaultRequestTimeout
+
+// reroutable reports whether another look at the partition's leader may
+// fix an answer: the leader moved, has not been elected yet, or could not
+// be reached. Other retriable answers (NOT_ENOUGH_REPLICAS, timeouts) go
+// back to the REST caller at once, with Retry-After: retrying them here
+// would only hide the cluster's state, and a produce that timed out after
+// its append would be written twice.
+func reroutable(c kerr.Code) bool {
+	switch c {
+	case kerr.NotLeaderOrFollower, kerr.LeaderNotAvailable, kerr.UnknownLeaderEpoch,
+		kerr.NetworkException, kerr.ReplicaNotAvailable, kerr.KafkaStorageError:
+		return true
+	}
+	return false
+}
+
+// pacer spaces the retries of one call and ends them when the retry
+// budget is spent: exponential backoff from 100 ms to 1 s with ±20%
+// jitter, like the client package's retry.backoff.ms.
+type pacer struct {
+	budget  time.Duration
+	began   time.Time
+	attempt int
+}
+
+func newPacer(budget time.Duration) *pacer { return &pacer{budget: budget, began: time.Now()} }
+
+// wait sleeps before the next attempt; false means give up (budget spent
+// or ctx done).
+func (p *pacer) wait(ctx context.Context) bool {
+	p.attempt++
+	d := client.DefaultRetryBackoff << min(p.attempt-1, 4)
+	d = time.Duration(float64(min(d, client.DefaultRetryBackoffMax)) * (0.8 + 0.4*rand.Float64()))
+	if time.Since(p.began)+d > p.budget {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// asKerr turns an upstream error into the *kerr.Error it stands for: the
+// ErrorDetail a service sent, or the nearest code for a transport failure
+// or an ended context.
+func asKerr(err error) *kerr.Error {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ke):
+		return ke
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.New(kerr.RequestTimedOut, "%v", err)
+	case errors.Is(err, context.Canceled):
+		return kerr.New(kerr.RequestTimedOut, "canceled: %v", err)
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Canceled && len(st.Details()) == 0 {
+		// Cut off by the transport (callers check their own context
+		// first): like a broken connection.
+		return kerr.New(kerr.NetworkException, "canceled: %s", st.Message())
+	}
+	return kerr.FromStatus(err)
+}
+
+// hintAddr is the leader address a NOT_LEADER_OR_FOLLOWER answer named,
+// or "" when it named none.
+func hintAddr(e *kerr.Error) string {
+	if h := e.Leader; h != nil && h.ID >= 0 {
+		return h.Address
+	}
+	return ""
+}
