@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"tidemark.io/gateway/console"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
@@ -29,6 +30,7 @@ type Gateway struct {
 	client  *client.Client
 	admin   *client.Admin
 	conns   *connSet
+	console *console.Console
 	stopAll context.CancelFunc // ends the streams
 	done    chan error
 	log     *slog.Logger
@@ -84,7 +86,15 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	g.handler = newHTTPHandler(mux, o.MaxBodyBytes, tp, g.log)
+	g.console, err = console.New(console.Options{
+		Admin: g.admin, Client: g.client, ClientOptions: copts,
+		EnableActions: o.Console.Actions, DevControl: o.Console.DevControl, JaegerUI: o.Console.JaegerUI,
+		Logger: g.log,
+	})
+	if err != nil {
+		return err
+	}
+	g.handler = newHTTPHandler(mux, g.console, o.MaxBodyBytes, tp, g.log)
 
 	g.grpc = grpcserver.New(grpcserver.Options{Logger: g.log, TracerProvider: tp})
 	g.grpc.MarkAllServing()
@@ -123,6 +133,11 @@ func (g *Gateway) Failed() <-chan error { return g.done }
 // upstream connections and telemetry.
 func (g *Gateway) Stop(ctx context.Context) error {
 	g.stopAll()
+	// The console's event streams never go idle: end them first, or
+	// Shutdown would wait its whole deadline for them.
+	if g.console != nil {
+		_ = g.console.Close()
+	}
 	err := g.http.Shutdown(ctx)
 	g.grpc.Stop(ctx)
 	return errors.Join(err, g.closeUpstreams(ctx))
@@ -131,6 +146,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 // closeUpstreams closes whatever build made, in reverse order.
 func (g *Gateway) closeUpstreams(ctx context.Context) error {
 	var errs []error
+	if g.console != nil {
+		errs = append(errs, g.console.Close())
+	}
 	if g.stopAll != nil {
 		g.stopAll()
 	}

@@ -17,14 +17,17 @@ import (
 // (bodies limited), the OpenAPI document, /healthz, and / for the console.
 // With tracing on (tp != nil) requests join the caller's W3C trace, which
 // the upstream gRPC calls carry on.
-func newHTTPHandler(api http.Handler, maxBody int64, tp trace.TracerProvider, log *slog.Logger) http.Handler {
+func newHTTPHandler(api http.Handler, consoleUI http.Handler, maxBody int64, tp trace.TracerProvider, log *slog.Logger) http.Handler {
 	root := http.NewServeMux()
 	root.Handle("/v1/", limitBody(maxBody, api))
 	root.HandleFunc("GET /openapi.json", serveOpenAPI)
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	root.HandleFunc("GET /{$}", serveConsole)
+	// The console owns its page, its assets, events and API, and the icon.
+	root.Handle("GET /{$}", consoleUI)
+	root.Handle("/console/", consoleUI)
+	root.Handle("GET /favicon.ico", consoleUI)
 	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no route for %s %s", r.Method, r.URL.Path))
 	})

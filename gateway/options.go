@@ -25,6 +25,8 @@ type Options struct {
 	// partition's leader moved or could not be reached, before it answers
 	// with the last error.
 	RetryTimeout time.Duration
+	// Console configures the web console served at /.
+	Console ConsoleOptions
 
 	Log       logging.Options
 	Telemetry telemetry.Options
@@ -59,8 +61,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 			o.RetryTimeout = time.Duration(n) * time.Millisecond
 			return nil
 		})
+	fs.BoolVar(&o.Console.Actions, "console.actions", o.Console.Actions,
+		"let the console act on the cluster (produce, configs, elections, faults, node actions); off it only watches")
+	fs.StringVar(&o.Console.DevControl, "console.dev.control", o.Console.DevControl,
+		"address of the dev launcher's control API (tidemark dev up: 127.0.0.1:9299) for stopping, killing and starting nodes")
+	fs.StringVar(&o.Console.JaegerUI, "console.jaeger.ui", o.Console.JaegerUI,
+		"Jaeger UI base URL; the console links HW-advancing fetches to their traces there")
 	o.Log.AddFlags(fs)
 	o.Telemetry.AddFlags(fs)
+}
+
+// ConsoleOptions are the web console's settings.
+type ConsoleOptions struct {
+	Actions    bool
+	DevControl string
+	JaegerUI   string
 }
 
 // Validate names the first flag whose value cannot work.

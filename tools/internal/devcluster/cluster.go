@@ -130,8 +130,13 @@ func (o Options) plan() ([]*Node, error) {
 			LogPath: filepath.Join(logs, fmt.Sprintf("broker-%d.log", i)),
 		})
 	}
+	// The dev console may act on the cluster: it is a playground.
 	gwArgs := []string{"--listen", "127.0.0.1:8080",
-		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ",")}
+		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ","),
+		"--console.actions", "--console.dev.control", o.ControlAddr}
+	if o.Jaeger {
+		gwArgs = append(gwArgs, "--console.jaeger.ui", "http://"+JaegerQuery)
+	}
 	if o.OTLPEndpoint != "" {
 		gwArgs = append(gwArgs, "--otel.endpoint", o.OTLPEndpoint)
 	}

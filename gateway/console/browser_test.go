@@ -1,0 +1,296 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"tidemark.io/gateway/console"
+)
+
+// chromiumPath finds a Chromium to drive. Without one the test is skipped,
+// unless CI is set: there a missing browser is a failure.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("TIDEMARK_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no chromium binary found (install Debian's: apt-get install -y chromium, or set TIDEMARK_CHROMIUM)"
+	if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// artifactDir is where screenshots go: $TIDEMARK_ARTIFACTS/console, or a
+// temporary directory.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("TIDEMARK_ARTIFACTS")
+	if root == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(root, "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// page drives one headless Chromium tab.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+	dir string
+
+	mu       sync.Mutex
+	problems []string // uncaught exceptions and console errors
+}
+
+func openBrowser(t *testing.T, exe string) *page {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900), // a laptop screen
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 100*time.Second)
+	t.Cleanup(func() {
+		cancelTime()
+		cancelTab()
+		cancelAlloc() // stops the browser process
+	})
+	p := &page{t: t, ctx: ctx, dir: artifactDir(t)}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			// Refused actions answer 4xx/5xx by design; the browser logs those.
+			if strings.Contains(m.URL, "/console/api/") && strings.HasPrefix(m.Text, "Failed to load resource") {
+				continue
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError {
+				p.mu.Lock()
+				p.problems = append(p.problems, m.String())
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return p
+}
+
+func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.screenshot("failed")
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (p *page) eval(expr string) string {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition; on a timeout it saves a screenshot
+// and reports the page's view of the partitions.
+func (p *page) waitFor(timeout time.Duration, what, cond string) time.Duration {
+	p.t.Helper()
+	start := time.Now()
+	for {
+		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`(() => { try { return !!(`+cond+`); } catch (e) { return false; } })()`))
+		if err != nil {
+			p.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			p.screenshot("timeout")
+			p.t.Fatalf("the page did not show %s within %s; it shows: %s", what, timeout, p.eval(pageSummary))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pageSummary is what the page shows of brokers and partitions, in words.
+const pageSummary = `(() => {
+  const b = [...document.querySelectorAll('[data-broker]')].map(e => 'B' + e.dataset.broker + '=' + e.dataset.state + '/' + e.dataset.process);
+  const p = [...document.querySelectorAll('[data-partition]')].map(e => e.dataset.partition + ' leader ' + e.dataset.leader + ' isr [' + e.dataset.isr + '] ' +
+    [...e.querySelectorAll('[data-replica]')].map(r => r.dataset.replica + ':' + r.dataset.status).join(' '));
+  const o = [...document.querySelectorAll('#outcomes li')].map(e => e.textContent);
+  return 'conn=' + document.getElementById('conn').dataset.state + '; ' + b.join(' ') + '; ' + p.join('; ') + '; outcomes: ' + o.join(' | ');
+})()`
+
+func (p *page) screenshot(name string) string {
+	// From the top, so that the sticky header is where it belongs.
+	_ = chromedp.Do(p.ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	buf, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Logf("screenshot %s: %v", name, err)
+		return ""
+	}
+	path := filepath.Join(p.dir, name+".png")
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		p.t.Logf("screenshot %s: %v", name, err)
+		return ""
+	}
+	p.t.Logf("screenshot: %s", path)
+	return path
+}
+
+func (p *page) click(sel string) {
+	p.t.Helper()
+	p.waitFor(5*time.Second, "an enabled "+sel, `(e => e && !e.disabled)(document.querySelector(`+jsString(sel)+`))`)
+	p.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+}
+
+func (p *page) checkNoProblems() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.problems {
+		// The event stream breaking while the test tears down is not an error of the page.
+		if strings.Contains(m, "/console/events") {
+			continue
+		}
+		p.t.Errorf("page console: %s", m)
+	}
+}
+
+func jsString(s string) string { return fmt.Sprintf("%q", s) }
+
+// The page in headless Chromium against a live in-process cluster: it shows
+// the brokers and partitions; killing a partition's leader with its button
+// shows the new leader and the shrunk ISR; stalling a follower with its
+// button shows it leave the ISR.
+func TestBrowser(t *testing.T) {
+	exe := chromiumPath(t)
+	tc := startCluster(t)
+	tc.CreateTopic("orders", 3, 3, map[string]string{"min.insync.replicas": "2"})
+	dev := serveDevCluster(t, tc)
+	_, srv := serveConsole(t, tc, console.Options{EnableActions: true, DevControl: dev, JaegerUI: "http://127.0.0.1:16686"})
+
+	p := openBrowser(t, exe)
+	p.do("open the console", chromedp.Navigate(srv.URL+"/"))
+	took := p.waitFor(15*time.Second, "three live brokers and three partitions",
+		`document.getElementById('conn').dataset.state === 'live' &&
+		 document.querySelectorAll('[data-broker][data-state="up"]').length === 3 &&
+		 [...document.querySelectorAll('[data-partition]')].filter(e => e.dataset.isr.split(',').length === 3).length === 3`)
+	t.Logf("page live after %s: %s", took.Round(time.Millisecond), p.eval(pageSummary))
+
+	// Some records, so that the logs have something to draw.
+	for _, part := range []string{"orders-0", "orders-1", "orders-2"} {
+		p.click(`[data-partition="` + part + `"] button[data-action="produce"]`)
+	}
+	p.waitFor(10*time.Second, "three successful produces and the HW moved",
+		`document.querySelectorAll('#outcomes li[data-ok="true"]').length === 3 &&
+		 [...document.querySelectorAll('[data-partition] [data-replica]')].every(r => r.dataset.leo === '10' && r.dataset.hw === '10')`)
+	p.screenshot("1-healthy")
+
+	// A refusal is shown by its Kafka name.
+	p.click(`[data-partition="orders-0"] button[data-action="elect-preferred"]`)
+	p.waitFor(5*time.Second, "the refused preferred election",
+		`document.querySelector('#outcomes li[data-ok="false"][data-name="ELECTION_NOT_NEEDED"]') !== null`)
+
+	// Kill the leader of orders-0 with its broker's button.
+	leader := p.eval(`document.querySelector('[data-partition="orders-0"]').dataset.leader`)
+	p.click(`[data-broker="` + leader + `"] button[data-action="kill"]`)
+	took = p.waitFor(8*time.Second, "the killed leader down, a new leader and the ISR without it",
+		`(() => {
+		  const p = document.querySelector('[data-partition="orders-0"]');
+		  const L = `+jsString(leader)+`;
+		  return document.querySelector('[data-broker="' + L + '"]').dataset.state === 'down' &&
+		    p.dataset.leader !== L && p.dataset.leader !== '-1' && !p.dataset.isr.split(',').includes(L) &&
+		    p.querySelector('[data-replica="' + L + '"]').dataset.status === 'down' &&
+		    p.querySelector('[data-badge="under-replicated"]') !== null;
+		})()`)
+	t.Logf("after killing B%s the page showed the new leader within %s: %s", leader, took.Round(time.Millisecond), p.eval(pageSummary))
+	p.waitFor(5*time.Second, "the kill's outcome and the election in the timeline",
+		`document.querySelector('#outcomes li[data-ok="true"]').textContent.includes('kill broker') &&
+		 document.querySelector('#timeline li[data-kind="election"], #timeline li[data-kind="isr-shrink"]') !== null`)
+	p.screenshot("2-leader-killed")
+
+	// acks=all still works with two in-sync replicas of min ISR 2.
+	p.click(`[data-partition="orders-0"] button[data-action="produce"]`)
+	p.waitFor(10*time.Second, "a produce to the new leader", `document.querySelector('#outcomes li').dataset.ok === 'true' &&
+		document.querySelector('#outcomes li').textContent.includes('orders-0')`)
+
+	// Bring it back.
+	p.click(`[data-broker="` + leader + `"] button[data-action="start"]`)
+	p.waitFor(15*time.Second, "the restarted broker up and back in every ISR",
+		`document.querySelector('[data-broker="`+leader+`"]').dataset.state === 'up' &&
+		 [...document.querySelectorAll('[data-partition]')].every(e => e.dataset.isr.split(',').length === 3)`)
+
+	// Stall a follower of orders-1 and write to it: the follower leaves the ISR.
+	follower := p.eval(`(() => {
+	  const p = document.querySelector('[data-partition="orders-1"]');
+	  return p.dataset.replicas.split(',').find(r => r !== p.dataset.leader && r !== ` + jsString(leader) + `) ||
+	         p.dataset.replicas.split(',').find(r => r !== p.dataset.leader);
+	})()`)
+	row := `[data-partition="orders-1"] [data-replica="` + follower + `"]`
+	p.click(row + ` button[data-action="stall"]`)
+	p.waitFor(5*time.Second, "the stall shown on the follower", `document.querySelector('`+row+` [data-fault="stall"]') !== null`)
+	p.do("choose acks=1", chromedp.SetValue(chromedp.CSS(`[data-partition="orders-1"] select[name="acks"]`), "1"))
+	p.click(`[data-partition="orders-1"] button[data-action="produce"]`)
+	took = p.waitFor(12*time.Second, "the stalled follower out of the ISR",
+		`(() => {
+		  const p = document.querySelector('[data-partition="orders-1"]');
+		  return !p.dataset.isr.split(',').includes(`+jsString(follower)+`) &&
+		    document.querySelector('`+row+`').dataset.status === 'out-of-sync';
+		})()`)
+	t.Logf("stalled B%s left the ISR of orders-1 on the page %s after the produce: %s", follower, took.Round(time.Millisecond), p.eval(pageSummary))
+	p.waitFor(5*time.Second, "the ISR shrink in the timeline", `document.querySelector('#timeline li[data-kind="isr-shrink"]') !== null`)
+	p.screenshot("3-follower-stalled")
+
+	p.click(row + ` button[data-action="clear"]`)
+	p.waitFor(12*time.Second, "the follower back in the ISR",
+		`document.querySelector('[data-partition="orders-1"]').dataset.isr.split(',').includes(`+jsString(follower)+`) &&
+		 document.querySelector('`+row+` [data-fault]') === null`)
+
+	// A console whose controllers cannot be reached says so.
+	down, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, StaleAfter: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = down.Close() })
+	downURL := newServer(t, down)
+	p.do("open a console of an unreachable cluster", chromedp.Navigate(downURL+"/"))
+	p.waitFor(8*time.Second, "the unreachable message",
+		`document.getElementById('conn').dataset.state === 'unreachable' &&
+		 !document.getElementById('banner').hidden &&
+		 document.getElementById('banner').textContent.includes('Cluster unreachable') &&
+		 document.getElementById('empty').textContent.includes('127.0.0.1:1')`)
+	p.screenshot("4-unreachable")
+	p.checkNoProblems()
+}

@@ -1,0 +1,268 @@
+// Package console is tidemark's web console: a live picture of the cluster
+// (brokers, the active controller, every partition's replicas with their log
+// end offsets and high watermarks, the ISR, health badges and a timeline of
+// replication events) and, when enabled, buttons that break and repair it.
+//
+// The page is static HTML, CSS and JavaScript modules embedded in the binary
+// (no build step). It draws with SVG and follows the cluster through
+// Server-Sent Events fed by AdminService.WatchCluster. Every call the console
+// makes to the cluster goes through tidemark.io/services/client, except the
+// two demonstration-only services the client does not cover: a broker's
+// FaultInjectionService and the dev launcher's DevClusterService.
+//
+// Paths served by the handler:
+//
+//	GET  /                       the page
+//	GET  /console/static/...     its scripts, styles and icon
+//	GET  /console/events         Server-Sent Events: hello, status, snapshot, events
+//	GET  /console/api/config     what the console offers (actions, node actions, Jaeger)
+//	GET  /console/api/state      the latest snapshot as JSON
+//	POST /console/api/...        actions (see actions.go), refused with 403 unless enabled
+//
+// Errors are JSON objects {code, name, message, field, retriable}: the Kafka
+// error code and name from the ErrorDetail when the cluster refused, with an
+// HTTP status that fits. Errors of the dev launcher, which answers plain gRPC
+// statuses, are named after the gRPC code (FAILED_PRECONDITION, NOT_FOUND).
+//
+// # Mounting
+//
+// The handler owns "/" and the "/console/" tree; mount it at "/" beside the
+// REST API, whose more specific patterns win:
+//
+//	c, err := console.New(console.Options{Controllers: ..., Brokers: ..., EnableActions: ...})
+//	mux.Handle("/", c)
+//	srv.RegisterOnShutdown(func() { _ = c.Close() }) // ends the event streams
+//
+// Event streams never go idle, so call Close before (or as part of)
+// http.Server.Shutdown, or Shutdown waits for its deadline. The server must
+// not set a WriteTimeout shorter than the life of a page.
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Options configures a Console.
+type Options struct {
+	// Admin reaches the controllers. When nil, one is made from Controllers
+	// (and closed by Close).
+	Admin       *client.Admin
+	Controllers []string
+
+	// Client reaches the brokers (produce). When nil, one is made from
+	// Brokers, or, when Brokers is empty too, from the live brokers of the
+	// latest snapshot on first use (and closed by Close).
+	Client  *client.Client
+	Brokers []string
+
+	// ClientOptions are used for the Admin and Client the console makes
+	// itself (tracing, timeouts).
+	ClientOptions client.Options
+
+	// DevControl is the address of a DevClusterService (the dev launcher
+	// of `tidemark dev up` serves one on 127.0.0.1:9299). Empty: no stop,
+	// kill, restart, pause or resume of brokers.
+	DevControl string
+
+	// EnableActions turns on the buttons and the POST endpoints: node
+	// actions, fetch faults, produce, topic configs and elections. Off, the
+	// console only watches and every action answers 403.
+	EnableActions bool
+
+	// JaegerUI is the base URL of a Jaeger UI (e.g. http://127.0.0.1:16686);
+	// events that carry a trace id link to <JaegerUI>/trace/<id>. Empty: no
+	// links.
+	JaegerUI string
+
+	// WatchInterval is how often the controller sends a snapshot without
+	// changes (default 1s); StaleAfter is how long without one before the
+	// page says the cluster is unreachable (default 3s).
+	WatchInterval time.Duration
+	StaleAfter    time.Duration
+
+	Logger *slog.Logger
+}
+
+// Console serves the web console. It is an http.Handler.
+type Console struct {
+	opts   Options
+	log    *slog.Logger
+	admin  *client.Admin
+	mux    *http.ServeMux
+	hub    *hub
+	conns  *connSet
+	owned  []func() error // clients made here, closed by Close
+	jaeger string
+
+	mu        sync.Mutex // guards cl, producers, closed
+	cl        *client.Client
+	producers map[client.Acks]*client.Producer
+	closed    bool
+}
+
+// New checks the options and returns a console. It dials nothing: the
+// cluster is watched while at least one page is open.
+func New(o Options) (*Console, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.WatchInterval <= 0 {
+		o.WatchInterval = time.Second
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 3 * time.Second
+	}
+	c := &Console{opts: o, log: log, conns: newConnSet(), producers: map[client.Acks]*client.Producer{}}
+	if o.JaegerUI != "" {
+		u, err := url.Parse(o.JaegerUI)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, kerr.BadField(kerr.InvalidConfig, "console.jaeger.ui", "%q is not an http(s) URL", o.JaegerUI)
+		}
+		c.jaeger = strings.TrimRight(o.JaegerUI, "/")
+	}
+	if o.DevControl != "" && !strings.Contains(o.DevControl, ":") {
+		return nil, kerr.BadField(kerr.InvalidConfig, "console.dev.control", "%q must be host:port", o.DevControl)
+	}
+	c.admin = o.Admin
+	if c.admin == nil {
+		a, err := client.NewAdmin(o.Controllers, o.ClientOptions)
+		if err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		c.admin = a
+		c.owned = append(c.owned, a.Close)
+	}
+	c.cl = o.Client
+	if c.cl == nil && len(o.Brokers) > 0 {
+		cl, err := client.New(o.Brokers, o.ClientOptions)
+		if err != nil {
+			c.closeOwned()
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		c.cl = cl
+		c.owned = append(c.owned, cl.Close)
+	}
+	c.hub = newHub(c)
+	c.routes()
+	return c, nil
+}
+
+func (c *Console) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", c.servePage)
+	m.HandleFunc("GET /index.html", c.servePage)
+	m.Handle("GET /console/static/", http.StripPrefix("/console/static/", staticHandler()))
+	m.HandleFunc("GET /favicon.ico", serveFavicon)
+	m.HandleFunc("GET /favicon.svg", serveFavicon)
+	m.HandleFunc("GET /console/events", c.serveEvents)
+	m.HandleFunc("GET /console/api/config", c.serveConfig)
+	m.HandleFunc("GET /console/api/state", c.serveState)
+
+	m.HandleFunc("POST /console/api/produce", c.action(c.produce))
+	m.HandleFunc("POST /console/api/brokers/{id}/{action}", c.action(c.nodeAction))
+	m.HandleFunc("POST /console/api/faults", c.action(c.setFault))
+	m.HandleFunc("POST /console/api/faults/clear", c.action(c.clearFaults))
+	m.HandleFunc("POST /console/api/topics/{topic}/configs", c.action(c.alterConfigs))
+	m.HandleFunc("POST /console/api/elections", c.action(c.elect))
+
+	m.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, errorBody{Code: int(kerr.InvalidRequest), Name: kerr.InvalidRequest.String(),
+			Message: "no console API at " + r.Method + " " + r.URL.Path})
+	})
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "404 page not found: "+r.URL.Path+" (the console is at /)", http.StatusNotFound)
+	})
+	c.mux = m
+}
+
+// ServeHTTP implements http.Handler.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+// Close ends every event stream, stops watching and closes the clients
+// the console made. Call it before shutting the HTTP server down (event
+// streams never go idle by themselves), e.g. with
+// http.Server.RegisterOnShutdown.
+func (c *Console) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	prods := c.producers
+	c.producers = nil
+	c.mu.Unlock()
+	c.hub.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	for _, p := range prods {
+		errs = append(errs, p.Close(ctx))
+	}
+	c.conns.close()
+	errs = append(errs, c.closeOwned())
+	return errors.Join(errs...)
+}
+
+func (c *Console) closeOwned() error {
+	var errs []error
+	for _, f := range slices.Backward(c.owned) {
+		errs = append(errs, f())
+	}
+	c.owned = nil
+	return errors.Join(errs...)
+}
+
+// features is what the page may offer; the hello event and
+// /console/api/config carry it.
+type features struct {
+	Actions     bool   `json:"actions"`
+	NodeActions bool   `json:"nodeActions"`
+	DevControl  string `json:"devControl,omitempty"`
+	JaegerUI    string `json:"jaegerUI,omitempty"`
+	StaleAfter  int64  `json:"staleAfterMs"`
+}
+
+func (c *Console) features() features {
+	f := features{Actions: c.opts.EnableActions, JaegerUI: c.jaeger, StaleAfter: c.opts.StaleAfter.Milliseconds()}
+	if c.opts.EnableActions && c.opts.DevControl != "" {
+		f.NodeActions, f.DevControl = true, c.opts.DevControl
+	}
+	return f
+}
+
+func (c *Console) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, c.features())
+}
+
+// serveState answers the latest snapshot (watching for a moment first when
+// no page is open).
+func (c *Console) serveState(w http.ResponseWriter, r *http.Request) {
+	s := c.hub.subscribe()
+	defer c.hub.unsubscribe(s)
+	ctx, cancel := context.WithTimeout(r.Context(), c.opts.StaleAfter)
+	defer cancel()
+	snap, st := c.hub.waitSnapshot(ctx)
+	if snap == nil {
+		writeError(w, http.StatusServiceUnavailable, errorBody{Code: int(kerr.NetworkException),
+			Name: kerr.NetworkException.String(), Message: st.Message, Retriable: true})
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Status   statusView `json:"status"`
+		Snapshot *snapshot  `json:"snapshot"`
+	}{st, snap})
+}

@@ -1,0 +1,399 @@
+package console_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tidemark.io/gateway/console"
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	"tidemark.io/services/broker"
+	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
+	"tidemark.io/services/controller"
+)
+
+// testCluster is an in-process cluster whose brokers serve the fault
+// injection API and drop a silent follower from the ISR after 2 s.
+type testCluster struct {
+	*clustertest.Cluster
+	controllers []string
+	brokers     []string
+}
+
+func startCluster(t *testing.T) *testCluster {
+	t.Helper()
+	tc := &testCluster{}
+	var mu sync.Mutex
+	tc.Cluster = clustertest.Start(t, clustertest.Options{
+		BrokerSettings: map[string]string{"replica.lag.time.max.ms": "2000"},
+		Adjust:         func(cfg *broker.Config) { cfg.FaultInjection = true },
+		AdjustController: func(cfg *controller.Config) {
+			mu.Lock()
+			defer mu.Unlock()
+			tc.controllers = append(tc.controllers, cfg.Listen)
+		},
+	})
+	for id := int32(1); id <= 3; id++ {
+		tc.brokers = append(tc.brokers, tc.BrokerConfig(id).Listen)
+	}
+	return tc
+}
+
+// serveConsole runs a console for the cluster on a loopback port.
+func serveConsole(t *testing.T, tc *testCluster, o console.Options) (*console.Console, *httptest.Server) {
+	t.Helper()
+	if o.Admin == nil && len(o.Controllers) == 0 {
+		a, err := client.NewAdmin(tc.controllers, client.Options{RequestTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Close() })
+		o.Admin = a
+	}
+	if o.Client == nil && tc != nil {
+		cl, err := client.New(tc.brokers, client.Options{RequestTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.Close() })
+		o.Client = cl
+	}
+	c, err := console.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() {
+		_ = c.Close()
+		srv.Close()
+	})
+	return c, srv
+}
+
+// --- the JSON the console sends (the fields the tests look at) ---
+
+type snapshot struct {
+	Time       int64 `json:"time"`
+	Controller struct {
+		ID    int32 `json:"id"`
+		Epoch int32 `json:"epoch"`
+	} `json:"controller"`
+	Brokers []struct {
+		ID      int32  `json:"id"`
+		State   string `json:"state"`
+		Alive   bool   `json:"alive"`
+		Epoch   int64  `json:"epoch"`
+		Process string `json:"process"`
+		Faults  []struct {
+			Stall bool `json:"stall"`
+		} `json:"faults"`
+	} `json:"brokers"`
+	Topics []struct {
+		Name    string `json:"name"`
+		MinISR  int32  `json:"minIsr"`
+		Unclean *bool  `json:"unclean"`
+	} `json:"topics"`
+	Partitions []partition `json:"partitions"`
+}
+
+type partition struct {
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leaderEpoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	MinISR      int32   `json:"minIsr"`
+	HW          int64   `json:"hw"`
+	UnderMinISR bool    `json:"underMinIsr"`
+	Views       []struct {
+		Broker int32 `json:"broker"`
+		Alive  bool  `json:"alive"`
+		InISR  bool  `json:"inIsr"`
+		LEO    int64 `json:"leo"`
+		HW     int64 `json:"hw"`
+		Fault  *struct {
+			Stall bool `json:"stall"`
+		} `json:"fault"`
+	} `json:"views"`
+}
+
+func (s *snapshot) partition(topic string, p int32) *partition {
+	for i := range s.Partitions {
+		if s.Partitions[i].Topic == topic && s.Partitions[i].Partition == p {
+			return &s.Partitions[i]
+		}
+	}
+	return nil
+}
+
+func (s *snapshot) brokerState(id int32) string {
+	for _, b := range s.Brokers {
+		if b.ID == id {
+			return b.State
+		}
+	}
+	return ""
+}
+
+type apiErr struct {
+	Code    int    `json:"code"`
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
+// --- Server-Sent Events ---
+
+type sseEvent struct {
+	name string
+	data []byte
+}
+
+// sseStream reads /console/events.
+type sseStream struct {
+	t      *testing.T
+	events chan sseEvent
+	cancel context.CancelFunc
+}
+
+func openSSE(t *testing.T, base string) *sseStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/console/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		cancel()
+		t.Fatalf("events: status %d, content type %q", resp.StatusCode, ct)
+	}
+	s := &sseStream{t: t, events: make(chan sseEvent, 1024), cancel: cancel}
+	go func() {
+		defer resp.Body.Close()
+		defer close(s.events)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 1<<20), 8<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" {
+					s.events <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = []byte(strings.TrimPrefix(line, "data: "))
+			}
+		}
+	}()
+	t.Cleanup(cancel)
+	return s
+}
+
+// next returns the next event called name, failing after timeout.
+func (s *sseStream) next(name string, timeout time.Duration) sseEvent {
+	s.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				s.t.Fatalf("event stream ended waiting for %q", name)
+			}
+			if ev.name == name {
+				return ev
+			}
+		case <-deadline:
+			s.t.Fatalf("no %q event within %s", name, timeout)
+		}
+	}
+}
+
+// waitSnapshot returns the first snapshot for which cond holds.
+func (s *sseStream) waitSnapshot(timeout time.Duration, what string, cond func(*snapshot) bool) *snapshot {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *snapshot
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			s.t.Fatalf("no snapshot with %s within %s; last: %s", what, timeout, describe(last))
+		}
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				s.t.Fatalf("event stream ended waiting for %s", what)
+			}
+			if ev.name != "snapshot" {
+				continue
+			}
+			var snap snapshot
+			if err := json.Unmarshal(ev.data, &snap); err != nil {
+				s.t.Fatalf("snapshot JSON: %v", err)
+			}
+			last = &snap
+			if cond(&snap) {
+				return &snap
+			}
+		case <-time.After(left):
+		}
+	}
+}
+
+func describe(s *snapshot) string {
+	if s == nil {
+		return "none"
+	}
+	var b strings.Builder
+	for _, br := range s.Brokers {
+		fmt.Fprintf(&b, "B%d=%s ", br.ID, br.State)
+	}
+	for _, p := range s.Partitions {
+		fmt.Fprintf(&b, "%s-%d leader %d isr %v hw %d; ", p.Topic, p.Partition, p.Leader, p.ISR, p.HW)
+	}
+	return b.String()
+}
+
+// --- actions ---
+
+// post calls an action and decodes the answer into out (when given).
+func post(t *testing.T, base, path string, body any, out any) (int, apiErr) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("POST %s: content type %q, body %s", path, ct, raw)
+	}
+	var e apiErr
+	if resp.StatusCode != http.StatusOK {
+		if err := json.Unmarshal(raw, &e); err != nil || e.Name == "" {
+			t.Fatalf("POST %s: status %d with a body that is not an error object: %s", path, resp.StatusCode, raw)
+		}
+		return resp.StatusCode, e
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("POST %s: %v in %s", path, err, raw)
+		}
+	}
+	return resp.StatusCode, e
+}
+
+// --- a DevClusterService over the in-process cluster ---
+
+type devCluster struct {
+	devclusterv1.UnimplementedDevClusterServiceServer
+	c       *testCluster
+	mu      sync.Mutex
+	stopped map[int32]devclusterv1.NodeState
+}
+
+// serveDevCluster serves the launcher API for the cluster's brokers on a
+// loopback port and returns its address.
+func serveDevCluster(t *testing.T, tc *testCluster) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	devclusterv1.RegisterDevClusterServiceServer(srv, &devCluster{c: tc, stopped: map[int32]devclusterv1.NodeState{}})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+func (d *devCluster) node(id int32) *devclusterv1.DevNode {
+	n := &devclusterv1.DevNode{Name: clustertest.BrokerName(id), Kind: "broker", Id: id,
+		Address: d.c.BrokerConfig(id).Listen, State: devclusterv1.NodeState_NODE_STATE_RUNNING}
+	if d.c.Broker(id) == nil {
+		n.State = devclusterv1.NodeState_NODE_STATE_EXITED
+		if st, ok := d.stopped[id]; ok {
+			n.State = st
+		}
+	}
+	return n
+}
+
+func (d *devCluster) ListNodes(context.Context, *devclusterv1.ListNodesRequest) (*devclusterv1.ListNodesResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := &devclusterv1.ListNodesResponse{}
+	for id := int32(1); id <= 3; id++ {
+		out.Nodes = append(out.Nodes, d.node(id))
+	}
+	return out, nil
+}
+
+func (d *devCluster) NodeAction(_ context.Context, req *devclusterv1.NodeActionRequest) (*devclusterv1.NodeActionResponse, error) {
+	id64, err := strconv.ParseInt(strings.TrimPrefix(req.GetName(), "broker-"), 10, 32)
+	id := int32(id64)
+	if err != nil || !strings.HasPrefix(req.GetName(), "broker-") || id < 1 || id > 3 {
+		return nil, status.Errorf(codes.NotFound, "no node %q", req.GetName())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	running := d.c.Broker(id) != nil
+	switch req.GetAction() {
+	case devclusterv1.Action_ACTION_KILL:
+		if !running {
+			return nil, status.Errorf(codes.FailedPrecondition, "%s is not running", req.GetName())
+		}
+		d.c.CrashBroker(id)
+		d.stopped[id] = devclusterv1.NodeState_NODE_STATE_EXITED
+	case devclusterv1.Action_ACTION_STOP:
+		if !running {
+			return nil, status.Errorf(codes.FailedPrecondition, "%s is not running", req.GetName())
+		}
+		if err := d.c.StopBroker(id); err != nil {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		d.stopped[id] = devclusterv1.NodeState_NODE_STATE_STOPPED
+	case devclusterv1.Action_ACTION_START:
+		if running {
+			return nil, status.Errorf(codes.FailedPrecondition, "%s is already running", req.GetName())
+		}
+		d.c.StartBroker(id)
+	case devclusterv1.Action_ACTION_RESTART:
+		if running {
+			if err := d.c.StopBroker(id); err != nil {
+				return nil, status.Error(codes.FailedPrecondition, err.Error())
+			}
+		}
+		d.c.StartBroker(id)
+	default:
+		return nil, status.Errorf(codes.Unimplemented, "%v is not supported by the in-process cluster", req.GetAction())
+	}
+	return &devclusterv1.NodeActionResponse{Node: d.node(id)}, nil
+}
+
+func contains(s []int32, v int32) bool { return slices.Contains(s, v) }

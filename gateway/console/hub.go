@@ -1,0 +1,514 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+)
+
+// Retention of timeline events and the idle time before watching stops.
+const (
+	keepEvents    = 300 // events other than HW advances
+	keepHWEvents  = 100 // HW advances (frequent under load)
+	idleStop      = 30 * time.Second
+	auxEvery      = time.Second // dev launcher and fault polling
+	auxTimeout    = time.Second
+	configTimeout = 2 * time.Second
+	subBuffer     = 256
+)
+
+// message is one Server-Sent Event.
+type message struct {
+	event string
+	data  []byte
+}
+
+// sub is one event stream. The hub drops a stream that falls behind (its
+// buffer fills); the browser reconnects and starts from a fresh snapshot.
+type sub struct {
+	ch   chan message
+	gone chan struct{}
+}
+
+// hub follows the cluster with one WatchCluster stream shared by every open
+// page, while at least one is open (and idleStop after the last closes).
+type hub struct {
+	c *Console
+
+	mu      sync.Mutex
+	subs    map[*sub]struct{}
+	running bool
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	idle    *time.Timer
+	closed  bool
+	updated chan struct{} // closed and replaced on every snapshot
+
+	last     *adminv1.WatchClusterResponse
+	snap     *snapshot
+	snapJSON []byte
+	status   statusView
+	started  time.Time
+	lastMsg  time.Time
+
+	seq    uint64
+	events []eventView // oldest first
+	hws    []eventView
+	seen   map[string]bool
+	keys   map[uint64]string // seq -> key, to forget evicted events
+
+	topics       map[string]topicConfig
+	topicsStale  bool
+	topicsLoaded time.Time
+	process      map[int32]string
+	faults       map[int32][]faultView
+	poke         chan struct{}
+}
+
+func newHub(c *Console) *hub {
+	return &hub{c: c, subs: map[*sub]struct{}{}, updated: make(chan struct{}), seen: map[string]bool{},
+		keys: map[uint64]string{}, topics: map[string]topicConfig{}, topicsStale: true,
+		process: map[int32]string{}, faults: map[int32][]faultView{},
+		poke: make(chan struct{}, 1)}
+}
+
+// subscribe opens a stream: it starts watching if needed and queues the
+// hello, the status, the latest snapshot and the retained events.
+func (h *hub) subscribe() *sub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := &sub{ch: make(chan message, subBuffer), gone: make(chan struct{})}
+	if h.closed {
+		close(s.gone)
+		return s
+	}
+	h.subs[s] = struct{}{}
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	if !h.running {
+		h.startLocked()
+	}
+	s.ch <- message{"hello", mustJSON(h.c.features())}
+	s.ch <- message{"status", mustJSON(h.status)}
+	if h.snapJSON != nil {
+		s.ch <- message{"snapshot", h.snapJSON}
+	}
+	if all := h.retainedLocked(); len(all) > 0 {
+		s.ch <- message{"events", mustJSON(all)}
+	}
+	return s
+}
+
+func (h *hub) unsubscribe(s *sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs, s)
+	if len(h.subs) == 0 && h.running && h.idle == nil && !h.closed {
+		h.idle = time.AfterFunc(idleStop, h.stopIfIdle)
+	}
+}
+
+func (h *hub) stopIfIdle() {
+	h.mu.Lock()
+	if len(h.subs) > 0 || !h.running {
+		h.mu.Unlock()
+		return
+	}
+	h.stopLocked() // its goroutines end on their own; close waits for them
+	h.mu.Unlock()
+}
+
+func (h *hub) startLocked() {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.running, h.stop = true, cancel
+	now := time.Now()
+	h.started = now
+	h.status = statusView{Connected: false, Message: "connecting to the cluster", Since: now.UnixMilli()}
+	h.topicsStale = true
+	h.wg.Add(2)
+	go func() { defer h.wg.Done(); h.watch(ctx) }()
+	go func() { defer h.wg.Done(); h.watchdog(ctx) }()
+	if h.c.opts.EnableActions {
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); h.aux(ctx) }()
+	}
+}
+
+// stopLocked stops watching and forgets the snapshot (a later page must not
+// see old state as current); the timeline is kept.
+func (h *hub) stopLocked() {
+	h.stop()
+	h.running = false
+	h.last, h.snap, h.snapJSON = nil, nil, nil
+}
+
+func (h *hub) close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	if h.idle != nil {
+		h.idle.Stop()
+	}
+	if h.running {
+		h.stopLocked()
+	}
+	for s := range h.subs {
+		close(s.gone)
+	}
+	h.subs = map[*sub]struct{}{}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// broadcastLocked queues m on every stream, dropping those that lag.
+func (h *hub) broadcastLocked(m message) {
+	for s := range h.subs {
+		select {
+		case s.ch <- m:
+		default:
+			delete(h.subs, s)
+			close(s.gone)
+		}
+	}
+}
+
+// waitSnapshot returns the latest snapshot, waiting for the first one until
+// ctx ends.
+func (h *hub) waitSnapshot(ctx context.Context) (*snapshot, statusView) {
+	for {
+		h.mu.Lock()
+		snap, st, ch := h.snap, h.status, h.updated
+		h.mu.Unlock()
+		if snap != nil {
+			return snap, st
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if st.Message == "" {
+				st.Message = "no snapshot from the cluster yet"
+			}
+			return nil, st
+		}
+	}
+}
+
+// current returns the latest snapshot, or nil.
+func (h *hub) current() *snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.snap
+}
+
+// refresh asks the aux loop to poll the launcher and faults now.
+func (h *hub) refresh() {
+	select {
+	case h.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (h *hub) watch(ctx context.Context) {
+	req := &adminv1.WatchClusterRequest{IntervalMs: int32(h.c.opts.WatchInterval / time.Millisecond)}
+	for ctx.Err() == nil {
+		for m, err := range h.c.admin.WatchCluster(ctx, req) {
+			if err != nil {
+				h.mu.Lock()
+				if ctx.Err() == nil {
+					h.setStatusLocked(false, "the watch on the controllers failed: "+err.Error())
+				}
+				h.mu.Unlock()
+				break
+			}
+			h.apply(ctx, m)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// watchdog reports a silent stream: the client retries unreachable
+// controllers quietly, and the page should say so.
+func (h *hub) watchdog(ctx context.Context) {
+	t := time.NewTicker(h.c.opts.StaleAfter / 6)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		if ctx.Err() != nil {
+			h.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		since := h.lastMsg
+		if since.Before(h.started) {
+			since = h.started
+		}
+		if now.Sub(since) > h.c.opts.StaleAfter && (h.status.Connected || h.status.Message == "connecting to the cluster") {
+			var msg string
+			if h.lastMsg.Before(h.started) {
+				msg = fmt.Sprintf("cannot reach the cluster: no answer from the active controller for %s%s; retrying",
+					h.c.opts.StaleAfter, h.controllerList())
+			} else {
+				msg = fmt.Sprintf("the cluster stopped answering: no snapshot from the active controller since %s%s; retrying",
+					h.lastMsg.Format("15:04:05"), h.controllerList())
+			}
+			h.setStatusLocked(false, msg)
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) controllerList() string {
+	if len(h.c.opts.Controllers) > 0 {
+		return " (controllers " + strings.Join(h.c.opts.Controllers, ", ") + ")"
+	}
+	if a := h.c.admin.ActiveController(); a != "" {
+		return " (last active controller " + a + ")"
+	}
+	return ""
+}
+
+func (h *hub) setStatusLocked(connected bool, msg string) {
+	if h.status.Connected == connected && h.status.Message == msg {
+		return
+	}
+	if h.status.Connected != connected {
+		h.status.Since = time.Now().UnixMilli()
+	}
+	h.status.Connected, h.status.Message = connected, msg
+	if !connected {
+		h.c.log.Warn("console: cluster unreachable", "reason", msg)
+	}
+	h.broadcastLocked(message{"status", mustJSON(h.status)})
+}
+
+// apply takes one WatchCluster message: new events go to the timeline and
+// every stream gets the events and the new snapshot.
+func (h *hub) apply(ctx context.Context, m *adminv1.WatchClusterResponse) {
+	h.maybeLoadTopics(ctx, m)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ctx.Err() != nil { // stopped meanwhile; a later run owns the state
+		return
+	}
+	h.lastMsg = time.Now()
+	var fresh []eventView
+	for _, e := range m.GetEvents() {
+		k := eventKey(e)
+		if h.seen[k] {
+			continue
+		}
+		h.seq++
+		h.seen[k], h.keys[h.seq] = true, k
+		v := toEventView(e, h.c.jaeger)
+		v.Seq = h.seq
+		fresh = append(fresh, v)
+		if e.GetKind() == controlv1.EventKind_EVENT_KIND_HW_ADVANCE {
+			h.hws = h.appendBounded(h.hws, v, keepHWEvents)
+		} else {
+			h.events = h.appendBounded(h.events, v, keepEvents)
+		}
+		switch e.GetKind() {
+		case controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, controlv1.EventKind_EVENT_KIND_TOPIC_CREATED,
+			controlv1.EventKind_EVENT_KIND_TOPIC_DELETED:
+			h.topicsStale = true
+		}
+	}
+	h.last = m
+	h.status.LastSnapshot = m.GetTime()
+	h.rebuildLocked()
+	if len(fresh) > 0 {
+		h.broadcastLocked(message{"events", mustJSON(fresh)})
+	}
+	h.broadcastLocked(message{"snapshot", h.snapJSON})
+	h.setStatusLocked(true, "live")
+}
+
+func (h *hub) appendBounded(list []eventView, v eventView, n int) []eventView {
+	list = append(list, v)
+	if len(list) > n {
+		for _, old := range list[:len(list)-n] {
+			delete(h.seen, h.keys[old.Seq])
+			delete(h.keys, old.Seq)
+		}
+		list = slices.Clone(list[len(list)-n:])
+	}
+	return list
+}
+
+// retainedLocked is the whole timeline, oldest first.
+func (h *hub) retainedLocked() []eventView {
+	all := append(slices.Clone(h.events), h.hws...)
+	slices.SortFunc(all, func(a, b eventView) int { return int(a.Seq) - int(b.Seq) })
+	return all
+}
+
+// rebuildLocked remakes the snapshot from the last message and the extras.
+func (h *hub) rebuildLocked() {
+	if h.last == nil {
+		return
+	}
+	h.snap = buildSnapshot(h.last, extras{topics: h.topics, process: h.process, faults: h.faults})
+	h.snapJSON = mustJSON(h.snap)
+	close(h.updated)
+	h.updated = make(chan struct{})
+}
+
+// maybeLoadTopics fetches topic configs (replication factor,
+// min.insync.replicas, unclean.leader.election.enable) when they may have
+// changed: at the start, after config and topic events, or when the set of
+// topics differs.
+func (h *hub) maybeLoadTopics(ctx context.Context, m *adminv1.WatchClusterResponse) {
+	h.mu.Lock()
+	need := h.topicsStale
+	names := map[string]bool{}
+	for _, p := range m.GetPartitions() {
+		names[p.GetTopic()] = true
+	}
+	if len(names) != len(h.topics) {
+		need = true
+	}
+	for n := range names {
+		if _, ok := h.topics[n]; !ok {
+			need = true
+		}
+	}
+	for _, e := range m.GetEvents() {
+		switch e.GetKind() {
+		case controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, controlv1.EventKind_EVENT_KIND_TOPIC_CREATED,
+			controlv1.EventKind_EVENT_KIND_TOPIC_DELETED:
+			need = true
+		}
+	}
+	if need && time.Since(h.topicsLoaded) < 500*time.Millisecond {
+		h.topicsStale = true // try again with a later message
+		need = false
+	}
+	h.mu.Unlock()
+	if !need {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, configTimeout)
+	defer cancel()
+	resp, err := h.c.admin.DescribeTopics(cctx, &adminv1.DescribeTopicsRequest{IncludeConfigs: true})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.topicsLoaded = time.Now()
+	if err != nil {
+		h.topicsStale = true
+		h.c.log.Debug("console: describe topics", "err", err)
+		return
+	}
+	topics := map[string]topicConfig{}
+	for _, t := range resp.GetTopics() {
+		if t.GetErrorCode() != 0 {
+			continue
+		}
+		topics[t.GetName()] = topicConfig{rf: int(t.GetReplicationFactor()), configs: maps.Clone(t.GetConfigs())}
+	}
+	h.topics, h.topicsStale = topics, false
+}
+
+// aux polls, while actions are enabled, the dev launcher for process
+// states and each live broker for injected fetch faults.
+func (h *hub) aux(ctx context.Context) {
+	t := time.NewTicker(auxEvery)
+	defer t.Stop()
+	for {
+		process := h.pollProcesses(ctx)
+		faults := h.pollFaults(ctx)
+		h.mu.Lock()
+		if !maps.Equal(process, h.process) || !maps.EqualFunc(faults, h.faults, slices.Equal) {
+			h.process, h.faults = process, faults
+			if h.last != nil && ctx.Err() == nil {
+				h.rebuildLocked()
+				h.broadcastLocked(message{"snapshot", h.snapJSON})
+			}
+		}
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-h.poke:
+		}
+	}
+}
+
+func (h *hub) pollProcesses(ctx context.Context) map[int32]string {
+	out := map[int32]string{}
+	if h.c.opts.DevControl == "" {
+		return out
+	}
+	dc, err := h.c.devClient()
+	if err != nil {
+		return out
+	}
+	cctx, cancel := context.WithTimeout(ctx, auxTimeout)
+	defer cancel()
+	resp, err := dc.ListNodes(cctx, &devclusterv1.ListNodesRequest{})
+	if err != nil {
+		return out
+	}
+	for _, n := range resp.GetNodes() {
+		if n.GetKind() == "broker" {
+			out[n.GetId()] = processState(n.GetState())
+		}
+	}
+	return out
+}
+
+func (h *hub) pollFaults(ctx context.Context) map[int32][]faultView {
+	out := map[int32][]faultView{}
+	snap := h.current()
+	if snap == nil {
+		return out
+	}
+	for _, b := range snap.Brokers {
+		if !b.Alive || b.Address == "" {
+			continue
+		}
+		fc, err := h.c.faultClient(b.Address)
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, auxTimeout)
+		resp, err := fc.ListFaults(cctx, &faultv1.ListFaultsRequest{})
+		cancel()
+		if err != nil || len(resp.GetFaults()) == 0 {
+			continue
+		}
+		out[b.ID] = toFaultViews(resp.GetFaults())
+	}
+	return out
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs are marshalled
+	}
+	return b
+}

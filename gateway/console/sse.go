@@ -1,0 +1,79 @@
+package console
+
+import (
+	"bufio"
+	"net/http"
+	"time"
+)
+
+// heartbeat keeps idle event streams open through proxies.
+const heartbeat = 15 * time.Second
+
+// serveEvents streams the cluster as Server-Sent Events:
+//
+//	hello     {actions, nodeActions, devControl, jaegerUI, staleAfterMs}
+//	status    {connected, message, since, lastSnapshot}
+//	snapshot  the whole cluster view (see snapshot in view.go)
+//	events    new timeline entries, oldest first (the retained ones on connect)
+//
+// A stream that falls behind is closed; EventSource reconnects by itself
+// and gets a fresh snapshot.
+func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	s := c.hub.subscribe()
+	defer c.hub.unsubscribe(s)
+
+	bw := bufio.NewWriterSize(w, 32<<10)
+	if _, err := bw.WriteString("retry: 1000\n\n"); err != nil {
+		return
+	}
+	send := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
+	if !send() {
+		return
+	}
+	hb := time.NewTicker(heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case m := <-s.ch:
+			writeEvent(bw, m)
+			// Write whatever else is queued before flushing once.
+			for more := true; more; {
+				select {
+				case m := <-s.ch:
+					writeEvent(bw, m)
+				default:
+					more = false
+				}
+			}
+			if !send() {
+				return
+			}
+		case <-hb.C:
+			_, _ = bw.WriteString(": keep-alive\n\n")
+			if !send() {
+				return
+			}
+		case <-s.gone:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// writeEvent writes one event; data is JSON, which has no raw newlines.
+func writeEvent(w *bufio.Writer, m message) {
+	_, _ = w.WriteString("event: ")
+	_, _ = w.WriteString(m.event)
+	_, _ = w.WriteString("\ndata: ")
+	_, _ = w.Write(m.data)
+	_, _ = w.WriteString("\n\n")
+}

@@ -1,0 +1,33 @@
+// Calls to the console's action API. Every call resolves (never throws)
+// to {ok, status, data}: data is the JSON answer, for a refusal
+// {code, name, message}.
+
+export async function post(path, body) {
+  let res;
+  try {
+    res = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(body ?? {}),
+      credentials: "same-origin",
+    });
+  } catch (err) {
+    return { ok: false, status: 0, data: { code: -1, name: "NETWORK_ERROR", message: `the console server did not answer: ${err.message}` } };
+  }
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    data = { code: -1, name: `HTTP_${res.status}`, message: res.statusText || "answer was not JSON" };
+  }
+  return { ok: res.ok, status: res.status, data };
+}
+
+export const actions = {
+  node: (broker, action) => post(`/console/api/brokers/${encodeURIComponent(broker)}/${encodeURIComponent(action)}`, {}),
+  produce: (topic, partition, count, acks) => post("/console/api/produce", { topic, partition, count, acks }),
+  fault: (broker, topic, partition, fault) => post("/console/api/faults", { broker, topic, partition, ...fault }),
+  clearFaults: (broker) => post("/console/api/faults/clear", { broker }),
+  configs: (topic, configs) => post(`/console/api/topics/${encodeURIComponent(topic)}/configs`, { configs }),
+  elect: (type, topic, partition) => post("/console/api/elections", { type, topic, partition }),
+};
