@@ -248,3 +248,15 @@ func TestIdempotentBatchesArrivingOutOfOrderAreReordered(t *testing.T) {
 		t.Fatalf("log %s, want [first second third]", got)
 	}
 }
+
+// A follower's NOT_LEADER_OR_FOLLOWER names the leader's id and address.
+func TestNotLeaderNamesTheLeader(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	c.ctrl.createTopic("h", 1, 2, nil)
+	_, err := c.client(2).Produce(context.Background(), &brokerv1.ProduceRequest{Topic: "h", Acks: 1,
+		Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}})
+	e := kerr.FromStatus(err)
+	if e.Code != kerr.NotLeaderOrFollower || e.Leader == nil || e.Leader.ID != 1 || e.Leader.Address != c.brokers[1].Addr() {
+		t.Fatalf("answer %v leader %+v, want NOT_LEADER_OR_FOLLOWER naming broker 1 at %s", e, e.Leader, c.brokers[1].Addr())
+	}
+}

@@ -208,15 +208,26 @@ func (m *Manager) hosted(tp TP) (*Replica, error) {
 // withLeaderHint adds the current leader to NOT_LEADER answers.
 func (m *Manager) withLeaderHint(tp TP, err error) error {
 	e := kerr.As(err)
-	if e == nil || e.Leader != nil {
+	if e == nil {
 		return err
 	}
 	switch e.Code {
 	case kerr.NotLeaderOrFollower, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch:
-		e.Leader = m.opts.Meta.LeaderHint(metadata.TP(tp))
-		return e
+	default:
+		return err
 	}
-	return err
+	hint := m.opts.Meta.LeaderHint(metadata.TP(tp))
+	switch {
+	case e.Leader == nil:
+		e.Leader = hint
+	case e.Leader.Address == "":
+		// The state machine knows the leader's id and epoch; the address
+		// comes from the cluster metadata.
+		if b, ok := m.opts.Meta.Broker(e.Leader.ID); ok {
+			e.Leader.Address = b.Address
+		}
+	}
+	return e
 }
 
 // brokersView answers the state machine's ISR-eligibility questions from

@@ -72,9 +72,17 @@ func RandomOptions(r *rand.Rand, brokers int) Options {
 // It fails with INVALID_PARTITIONS for partitions < 1 and
 // INVALID_REPLICATION_FACTOR for a factor below 1 or above the number of
 // brokers.
+// MaxPartitions bounds one topic's partition count: every partition costs
+// etcd keys, a state on every replica and a place in every metadata answer,
+// so an absurd count is refused rather than attempted.
+const MaxPartitions = 10000
+
 func AssignReplicas(brokers []Broker, partitions, replicationFactor int, opts Options) ([][]int32, error) {
 	if partitions < 1 {
 		return nil, kerr.New(kerr.InvalidPartitions, "number of partitions must be at least 1, got %d", partitions)
+	}
+	if partitions > MaxPartitions {
+		return nil, kerr.New(kerr.InvalidPartitions, "number of partitions must be at most %d, got %d", MaxPartitions, partitions)
 	}
 	if replicationFactor < 1 {
 		return nil, kerr.New(kerr.InvalidReplicationFactor, "replication factor must be at least 1, got %d", replicationFactor)

@@ -189,6 +189,7 @@ func TestAssignErrors(t *testing.T) {
 	}{
 		{"zero partitions", plain(1, 2), 0, 1, RackEnforced, kerr.InvalidPartitions, []string{"0"}},
 		{"negative partitions", plain(1, 2), -3, 1, RackEnforced, kerr.InvalidPartitions, []string{"-3"}},
+		{"too many partitions", plain(1, 2), MaxPartitions + 1, 1, RackEnforced, kerr.InvalidPartitions, []string{"10001", "10000"}},
 		{"zero replication factor", plain(1, 2), 1, 0, RackEnforced, kerr.InvalidReplicationFactor, []string{"0"}},
 		{"factor above brokers", plain(1, 2, 3, 4, 5), 1, 6, RackEnforced, kerr.InvalidReplicationFactor, []string{"6", "5"}},
 		{"no brokers", nil, 1, 1, RackEnforced, kerr.InvalidReplicationFactor, []string{"1", "0"}},

@@ -16,6 +16,9 @@ func ValidateAssignment(assignment map[int32][]int32, brokers []Broker) ([][]int
 	if len(assignment) == 0 {
 		return nil, kerr.New(kerr.InvalidReplicaAssignment, "assignment has no partitions")
 	}
+	if len(assignment) > MaxPartitions {
+		return nil, kerr.New(kerr.InvalidPartitions, "number of partitions must be at most %d, got %d", MaxPartitions, len(assignment))
+	}
 	known := make(map[int32]bool, len(brokers))
 	for _, b := range brokers {
 		known[b.ID] = true
