@@ -9,6 +9,9 @@ MODULES      := proto services gateway tools
 BIN          := bin
 TOOLBIN      := .bin
 GO_TEST_FLAGS ?= -timeout 20m
+# `make test` runs the end-to-end tier (`make e2e`) when a Docker engine
+# answers; E2E=1 requires it (no engine is an error), E2E=0 skips it.
+E2E          ?= auto
 DOCKER_COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
 
 export PATH := $(CURDIR)/$(TOOLBIN):$(PATH)
@@ -66,8 +69,14 @@ build: ## static binaries into bin/: broker, controller, gateway, tidemark
 		tidemark.io/tools/cmd/tidemark
 
 .PHONY: test
-test: ## run every module's tests (go test ./... stops at module boundaries)
+test: tools thirdparty ## run every module's tests (go test ./... stops at module boundaries), then `make e2e` when a Docker engine answers
 	@for m in $(MODULES); do echo "== go test ($$m)"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+	@case "$(E2E)" in \
+	0) echo "== e2e skipped (E2E=0)";; \
+	1) $(MAKE) --no-print-directory e2e;; \
+	*) if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory e2e; \
+	   else echo "== e2e skipped: no Docker engine answers 'docker info' (E2E=1 makes that an error)"; fi;; \
+	esac
 
 .PHONY: bench
 bench: ## run the benchmarks and print their figures side by side (about 2 minutes)
@@ -83,13 +92,65 @@ bench: ## run the benchmarks and print their figures side by side (about 2 minut
 run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in the foreground
 	$(BIN)/tidemark dev up
 
+# ---- The docker compose stack (deploy/) -----------------------------------
+# Images are built here FROM scratch from static binaries: tidemark's from
+# bin/, etcd's and Jaeger's from the pinned modules `make thirdparty` builds
+# into .bin/. `make up UPSTREAM_IMAGES=1` runs the official etcd and Jaeger
+# images instead (for machines that can pull them).
+COMPOSE_FILES   := $(CURDIR)/deploy/compose.yml
+TIDEMARK_IMAGE  ?= tidemark/tidemark:local
+UPSTREAM_IMAGES ?=
+ifeq ($(UPSTREAM_IMAGES),1)
+ETCD_IMAGE      ?= gcr.io/etcd-development/etcd:v3.7.3
+JAEGER_IMAGE    ?= jaegertracing/jaeger:2.13.0
+COMPOSE_FILES   := $(COMPOSE_FILES):$(CURDIR)/deploy/compose.upstream.yml
+else
+ETCD_IMAGE      ?= tidemark/etcd:v3.7.3
+JAEGER_IMAGE    ?= tidemark/jaeger:v1.76.0
+endif
+IMAGE_CONTEXT   := $(TOOLBIN)/docker
+COMPOSE_ENV     := COMPOSE_FILE=$(COMPOSE_FILES) TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) JAEGER_IMAGE=$(JAEGER_IMAGE)
+E2E_PROJECT     := tidemark-e2e
+E2E_TIMEOUT     ?= 15m
+
+.PHONY: compose-check
+compose-check:
+	@if [ -z "$(DOCKER_COMPOSE)" ]; then echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; fi
+	@docker info >/dev/null 2>&1 || { echo "no Docker engine answers 'docker info'"; exit 1; }
+
+.PHONY: images
+images: build compose-check ## build the stack's images FROM scratch: tidemark (bin/), etcd and Jaeger (.bin/)
+	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark
+	@for f in broker controller gateway tidemark; do ln -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/ 2>/dev/null || cp -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/; done
+	docker build -q -t $(TIDEMARK_IMAGE) -f deploy/tidemark.Dockerfile $(IMAGE_CONTEXT)/tidemark
+ifneq ($(UPSTREAM_IMAGES),1)
+	@if [ ! -x $(TOOLBIN)/etcd ] || [ ! -x $(TOOLBIN)/etcdctl ] || [ ! -x $(TOOLBIN)/jaeger ]; then $(MAKE) --no-print-directory thirdparty; fi
+	@mkdir -p $(IMAGE_CONTEXT)/etcd $(IMAGE_CONTEXT)/jaeger
+	@for f in etcd etcdctl; do ln -f $(TOOLBIN)/$$f $(IMAGE_CONTEXT)/etcd/ 2>/dev/null || cp -f $(TOOLBIN)/$$f $(IMAGE_CONTEXT)/etcd/; done
+	@ln -f $(TOOLBIN)/jaeger $(IMAGE_CONTEXT)/jaeger/ 2>/dev/null || cp -f $(TOOLBIN)/jaeger $(IMAGE_CONTEXT)/jaeger/
+	@ln -f $(BIN)/tidemark $(IMAGE_CONTEXT)/jaeger/ 2>/dev/null || cp -f $(BIN)/tidemark $(IMAGE_CONTEXT)/jaeger/
+	docker build -q -t $(ETCD_IMAGE) -f deploy/etcd.Dockerfile $(IMAGE_CONTEXT)/etcd
+	docker build -q -t $(JAEGER_IMAGE) -f deploy/jaeger.Dockerfile $(IMAGE_CONTEXT)/jaeger
+endif
+	@rm -rf $(IMAGE_CONTEXT)
+
 .PHONY: up
-up: ## start the docker compose stack (deploy/)
-	@echo "make up: the compose stack in deploy/ is not built yet (etcd, 2 controllers, 3 brokers, gateway, Jaeger)"; exit 1
+up: images ## build binaries and images, start the compose stack (project tidemark; ports in README)
+	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark up -d --remove-orphans
+	@$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark ps
 
 .PHONY: down
-down: ## stop the docker compose stack
-	@echo "make down: the compose stack in deploy/ is not built yet"; exit 1
+down: compose-check ## stop the compose stack (project tidemark); `make down WIPE=1` also removes its volumes
+	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark down --remove-orphans $(if $(filter 1,$(WIPE)),-v,)
+
+.PHONY: e2e
+e2e: images ## the failure playbooks as end-to-end tests against a stack of their own (project tidemark-e2e)
+	@rc=0; \
+	cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" \
+		TIDEMARK_E2E_LOG_DIR=$(CURDIR)/.data/e2e-logs \
+		go test -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e/ || rc=$$?; \
+	cd $(CURDIR) && $(COMPOSE_ENV) $(DOCKER_COMPOSE) -p $(E2E_PROJECT) down -v --remove-orphans -t 5 >/dev/null 2>&1 || true; \
+	exit $$rc
 
 .PHONY: clean
 clean: ## remove built binaries and dev-cluster data

@@ -20,6 +20,7 @@ import (
 const (
 	sessionReportInterval = 500 * time.Millisecond
 	sessionRetry          = 200 * time.Millisecond
+	sessionHelloTimeout   = 2 * time.Second
 	shutdownAttempts      = 5
 )
 
@@ -117,22 +118,26 @@ func (r *registrar) keepRegistered() {
 	}
 }
 
-// controllerClient dials the active controller as the metadata cache or etcd
-// names it.
+// controllerClient dials the active controller as etcd names it (the
+// truth right after a failover, when the metadata cache may still name the
+// dead one), falling back to the metadata cache when etcd does not answer.
 func (r *registrar) controllerClient(ctx context.Context) (controlv1.ControllerServiceClient, string, error) {
 	addr := ""
-	if c := r.b.meta.Controller(); c != nil {
-		addr = c.GetAddress()
-	}
-	if addr == "" {
-		info, ok, err := r.store.ActiveController(ctx)
-		if err != nil {
+	lookup, cancel := context.WithTimeout(ctx, 2*time.Second)
+	info, ok, err := r.store.ActiveController(lookup)
+	cancel()
+	switch {
+	case err == nil && ok:
+		addr = info.Address
+	case err == nil:
+		return nil, "", kerr.New(kerr.NotController, "no active controller")
+	default:
+		if c := r.b.meta.Controller(); c != nil {
+			addr = c.GetAddress()
+		}
+		if addr == "" {
 			return nil, "", err
 		}
-		if !ok {
-			return nil, "", kerr.New(kerr.NotController, "no active controller")
-		}
-		addr = info.Address
 	}
 	conn, err := r.b.peers.Conn(addr)
 	if err != nil {
@@ -162,9 +167,23 @@ func (r *registrar) runSession() error {
 	if err != nil {
 		return err
 	}
+	// The controller answers the hello at once. Without that answer soon
+	// the address is stale (a dead controller's, whose host may not even
+	// refuse the connection): give up and look again, rather than sit in a
+	// connection attempt while the new controller counts this broker's
+	// session as broken.
+	greeted := make(chan struct{})
+	hello := time.AfterFunc(sessionHelloTimeout, func() {
+		select {
+		case <-greeted:
+		default:
+			cancel()
+		}
+	})
+	defer hello.Stop()
 	stream, err := client.BrokerSession(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("opening a session to controller %s: %w", addr, err)
 	}
 	epoch := r.b.epoch.Load()
 	if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch}); err != nil {
@@ -172,13 +191,21 @@ func (r *registrar) runSession() error {
 	}
 	recvErr := make(chan error, 1)
 	go func() {
-		for {
+		for first := true; ; first = false {
 			if _, err := stream.Recv(); err != nil {
 				recvErr <- err
 				return
 			}
+			if first {
+				close(greeted)
+			}
 		}
 	}()
+	select {
+	case <-greeted:
+	case err := <-recvErr:
+		return fmt.Errorf("controller %s did not answer the session hello within %s: %w", addr, sessionHelloTimeout, err)
+	}
 	r.b.log.Debug("controller session open", "controller", addr, "broker_epoch", epoch)
 	t := time.NewTicker(sessionReportInterval)
 	defer t.Stop()

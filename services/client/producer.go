@@ -204,8 +204,19 @@ func (p *Producer) choosePartition(blk *blocker, r *Record) (int32, int, error) 
 	}
 	switch {
 	case r.ManualPartition:
-		if r.Partition < 0 || int(r.Partition) >= n {
-			return -1, n, kerr.New(kerr.UnknownTopicOrPartition, "topic %s has %d partitions, no partition %d", r.Topic, n, r.Partition)
+		if r.Partition < 0 {
+			return -1, n, kerr.New(kerr.UnknownTopicOrPartition, "topic %s has no partition %d", r.Topic, r.Partition)
+		}
+		// Metadata right after a topic's creation may not list every
+		// partition yet: refresh until it does, within max.block.ms.
+		for attempt := 1; int(r.Partition) >= n; attempt++ {
+			ctx := blk.context()
+			if !sleep(ctx, backoff(p.c.opts.RetryBackoff, p.c.opts.RetryBackoffMax, attempt)) {
+				return -1, n, kerr.New(kerr.UnknownTopicOrPartition, "topic %s has %d partitions, no partition %d", r.Topic, n, r.Partition)
+			}
+			if err := p.c.meta.refresh(ctx, r.Topic); err == nil {
+				n = p.c.meta.cachedCount(r.Topic)
+			}
 		}
 		return r.Partition, n, nil
 	case r.Key != nil:

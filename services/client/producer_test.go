@@ -126,9 +126,16 @@ func TestKeysPickPartitionsByMurmur2(t *testing.T) {
 	if err != nil || res.Partition != 7 {
 		t.Fatalf("manual partition: %+v %v", res, err)
 	}
-	_, err = p.Produce(ctx, client.Record{Topic: "t", Partition: 8, ManualPartition: true})
+	// A partition the metadata does not list may be one just created: the
+	// producer waits for it up to max.block.ms, as Kafka's does.
+	quick := newProducer(t, c, client.ProducerOptions{MaxBlock: 300 * time.Millisecond})
+	start := time.Now()
+	_, err = quick.Produce(ctx, client.Record{Topic: "t", Partition: 8, ManualPartition: true})
 	if codeOf(err) != kerr.UnknownTopicOrPartition {
 		t.Fatalf("partition 8 of 8: %v", err)
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Fatalf("gave up on partition 8 after %v, before max.block.ms", waited)
 	}
 }
 

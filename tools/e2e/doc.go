@@ -1,0 +1,27 @@
+// Package e2e plays tidemark's failure playbooks against real containers:
+// the docker compose stack in deploy/ (etcd, two controllers, three brokers,
+// the gateway and Jaeger), started under a compose project of its own,
+// tidemark-e2e, so that a stack started with `make up` is never touched.
+//
+// The tests are skipped unless TIDEMARK_E2E=1, so `go test ./...` stays
+// fast. `make e2e` builds the binaries and images, sets the variable and runs
+// them; `make test` calls it when a Docker engine answers.
+//
+// TestMain removes whatever an earlier run left behind (`down -v
+// --remove-orphans`), starts the stack with its own host ports (brokers on
+// 19092-19094, controllers on 19190-19191, the gateway on 18080, Jaeger on
+// 26686 and 14317) and a short replica.lag.time.max.ms, waits until it is
+// healthy, runs the tests in order and takes the stack down again, also when
+// a test fails. Brokers advertise broker-N:<port>, the name their containers
+// have on the compose network; on the host the tests' gRPC dialer sends those
+// names to 127.0.0.1, where each broker is published on the same port.
+//
+// Every test brings back what it broke (containers stopped or cut off) when
+// it ends, prints a timeline of what it saw, and bounds every wait.
+//
+// Environment: TIDEMARK_E2E_COMPOSE names the compose command ("docker
+// compose" or "docker-compose"; found when unset), COMPOSE_FILE the compose
+// files (deploy/compose.yml when unset), TIDEMARK_IMAGE, ETCD_IMAGE and
+// JAEGER_IMAGE the images, and TIDEMARK_E2E_LOG_DIR where the containers'
+// logs and the timelines are saved at the end.
+package e2e
