@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"tidemark.io/services/metastore/embedded"
 )
 
 // repoRoot finds the workspace root (the directory holding go.work).
@@ -64,18 +66,25 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 		t.Skip("builds binaries")
 	}
 	bin := buildBinaries(t)
+	// Brokers and controllers register in etcd: give them a real one.
+	etcd, err := embedded.Start(embedded.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	endpoints := strings.TrimPrefix(etcd.ClientURL(), "http://")
 	cases := []struct {
 		name     string
 		args     func(addr string) []string
 		services []string
 	}{
 		{"broker", func(a string) []string {
-			return []string{"--listen", a, "--data.dir", t.TempDir(), "--broker.id", "7"}
+			return []string{"--listen", a, "--data.dir", t.TempDir(), "--broker.id", "7", "--etcd.endpoints", endpoints}
 		}, []string{"tidemark.broker.v1.BrokerService", "tidemark.replication.v1.ReplicationService",
 			"tidemark.control.v1.BrokerControlService", "tidemark.fault.v1.FaultInjectionService",
 			"grpc.health.v1.Health"}},
 		{"controller", func(a string) []string {
-			return []string{"--listen", a, "--controller.id", "2"}
+			return []string{"--listen", a, "--controller.id", "2", "--etcd.endpoints", endpoints}
 		}, []string{"tidemark.admin.v1.AdminService", "tidemark.control.v1.ControllerService", "grpc.health.v1.Health"}},
 		{"gateway", func(a string) []string {
 			return []string{"--listen", a}

@@ -39,6 +39,12 @@ func run(args []string) error {
 	defer stop()
 	b, err := broker.Start(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Asked to stop while still starting (etcd not reachable yet,
+			// say): that is a clean stop, not a failure.
+			log.Info("stopped before startup completed", "reason", err)
+			return nil
+		}
 		return err
 	}
 	return lifecycle.WaitAndStop(ctx, log, b, b.Failed(), lifecycle.DefaultShutdownTimeout)
