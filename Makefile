@@ -81,7 +81,7 @@ test: tools thirdparty ## run every module's tests (go test ./... stops at modul
 .PHONY: bench
 bench: ## run the benchmarks and print their figures side by side (about 2 minutes)
 	@echo "== log store: append and catch-up read against raw file I/O on the same disk"
-	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead' -benchtime 1s ./broker/internal/logstore/
+	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead' -benchtime 3s ./broker/internal/logstore/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
 	cd services && go test -run '^$$' -bench 'SyncProducer' -benchtime 5000x ./clustertest/
 	cd services && go test -run '^$$' -bench 'BatchingProducer' -benchtime 200000x ./clustertest/
@@ -89,7 +89,8 @@ bench: ## run the benchmarks and print their figures side by side (about 2 minut
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 
 .PHONY: run
-run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in the foreground
+run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in the foreground; JAEGER=1 adds Jaeger
+	@if [ "$(JAEGER)" = "1" ] && [ ! -x $(TOOLBIN)/jaeger ]; then $(MAKE) --no-print-directory thirdparty; fi
 	$(BIN)/tidemark dev up
 
 # ---- The docker compose stack (deploy/) -----------------------------------
