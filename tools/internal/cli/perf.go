@@ -95,6 +95,11 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if syncSend && !cmd.Flags().Changed("linger-ms") {
+				// One record at a time: waiting for more records to batch
+				// would only add linger.ms to every write.
+				opts.Linger = -1
+			}
 			ctx := cmd.Context()
 			c, err := g.client(ctx)
 			if err != nil {
