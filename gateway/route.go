@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,8 +13,8 @@ import (
 )
 
 // router finds where a BrokerService call belongs: a partition's calls go
-// to its leader, as the brokers' metadata (client.Client.Metadata) names it
-// at the time of the call; other calls go to any broker. The client package
+// to its leader, as the brokers' metadata (client.Client.Metadata) named it
+// (cached until an answer says it moved); other calls go to any broker. The client package
 // keeps its per-partition calls to itself, so the gateway makes the call
 // over its own connection to the broker the metadata named.
 type router struct {
@@ -23,6 +25,22 @@ type router struct {
 	budget    time.Duration
 	// stopping ends when the gateway stops; streams end with it.
 	stopping context.Context
+	// leaders caches each partition's leader address between calls, so a
+	// steady stream of REST calls costs no metadata round trip each. An
+	// answer a new route may fix drops the entry; entries also age out.
+	leaders sync.Map // "topic/partition" -> cachedLeader
+}
+
+type cachedLeader struct {
+	addr string
+	at   time.Time
+}
+
+// leaderTTL bounds how long a cached leader is trusted without an error.
+const leaderTTL = 10 * time.Second
+
+func leaderKey(topic string, partition int32) string {
+	return topic + "/" + strconv.Itoa(int(partition))
 }
 
 // onLeader runs call against the leader of topic-partition, looking the
@@ -57,6 +75,9 @@ func (r *router) leaderAttempt(ctx context.Context, topic string, partition int3
 	if ke == nil {
 		return false, nil
 	}
+	if reroutable(ke.Code) || ke.Code == kerr.UnknownTopicOrPartition {
+		r.leaders.Delete(leaderKey(topic, partition))
+	}
 	*hint = hintAddr(ke)
 	// A leader the metadata named that does not know the partition has
 	// not caught up with the controller yet.
@@ -64,14 +85,24 @@ func (r *router) leaderAttempt(ctx context.Context, topic string, partition int3
 }
 
 // leader returns a client on the leader of topic-partition: the broker at
-// hint when one is given, else the leader the metadata names.
+// hint when one is given, else the cached leader, else the leader the
+// metadata names.
 func (r *router) leader(ctx context.Context, topic string, partition int32, hint string) (brokerv1.BrokerServiceClient, error) {
 	addr := hint
+	key := leaderKey(topic, partition)
+	if addr == "" {
+		if c, ok := r.leaders.Load(key); ok && time.Since(c.(cachedLeader).at) < leaderTTL {
+			addr = c.(cachedLeader).addr
+		}
+	}
 	if addr == "" {
 		var err error
 		if addr, err = r.lookup(ctx, topic, partition); err != nil {
 			return nil, err
 		}
+		r.leaders.Store(key, cachedLeader{addr: addr, at: time.Now()})
+	} else if hint != "" {
+		r.leaders.Store(key, cachedLeader{addr: addr, at: time.Now()})
 	}
 	cc, err := r.conns.get(addr)
 	if err != nil {
