@@ -174,22 +174,29 @@ func (c *Cluster) shutdown() {
 // StartBroker (re)starts broker id on its address and data directory.
 func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	c.T.Helper()
-	var b *broker.Broker
-	var err error
-	for i := 0; i < 100; i++ { // a crashed broker's port may linger briefly
-		b, err = broker.Start(context.Background(), c.brokerCfg[id], c.log.With("node", BrokerName(id)))
-		if err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		c.T.Fatalf("start broker %d: %v", id, err)
-	}
+	b := startRetrying(c.T, fmt.Sprintf("start broker %d", id), func() (*broker.Broker, error) {
+		return broker.Start(context.Background(), c.brokerCfg[id], c.log.With("node", BrokerName(id)))
+	})
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()
 	return b
+}
+
+// startRetrying retries a node's start for a few seconds: a crashed node's
+// port may linger briefly before it can be bound again.
+func startRetrying[T any](t testing.TB, what string, start func() (T, error)) T {
+	t.Helper()
+	var v T
+	var err error
+	for i := 0; i < 100; i++ {
+		if v, err = start(); err == nil {
+			return v
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+	return v
 }
 
 // CrashBroker kills broker id as kill -9 would: no controlled shutdown, no
@@ -223,18 +230,9 @@ func (c *Cluster) Broker(id int32) *broker.Broker {
 // StartController (re)starts controller id.
 func (c *Cluster) StartController(id int32) *controller.Controller {
 	c.T.Helper()
-	var ct *controller.Controller
-	var err error
-	for i := 0; i < 100; i++ {
-		ct, err = controller.Start(context.Background(), c.ctrlCfg[id], c.log.With("node", "controller-"+strconv.Itoa(int(id))))
-		if err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		c.T.Fatalf("start controller %d: %v", id, err)
-	}
+	ct := startRetrying(c.T, fmt.Sprintf("start controller %d", id), func() (*controller.Controller, error) {
+		return controller.Start(context.Background(), c.ctrlCfg[id], c.log.With("node", "controller-"+strconv.Itoa(int(id))))
+	})
 	c.mu.Lock()
 	c.controllers[id] = ct
 	c.mu.Unlock()
