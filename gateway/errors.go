@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tidemark.io/gateway/internal/httpstatus"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/kerr"
 )
@@ -39,30 +40,7 @@ const statusClientClosed = 499
 var errStopped = kerr.New(kerr.BrokerNotAvailable, "the gateway is stopping")
 
 // httpStatus picks the HTTP status that fits a Kafka-style code.
-func httpStatus(c kerr.Code) int {
-	switch c {
-	case kerr.UnknownTopicOrPartition:
-		return http.StatusNotFound
-	case kerr.TopicAlreadyExists, kerr.FencedLeaderEpoch:
-		return http.StatusConflict
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.LeaderNotAvailable,
-		kerr.NotLeaderOrFollower, kerr.NotController, kerr.NetworkException, kerr.BrokerNotAvailable,
-		kerr.ReplicaNotAvailable, kerr.UnknownLeaderEpoch, kerr.EligibleLeadersNotAvailable,
-		kerr.PreferredLeaderNotAvailable, kerr.KafkaStorageError:
-		return http.StatusServiceUnavailable
-	case kerr.RequestTimedOut:
-		return http.StatusGatewayTimeout
-	case kerr.PolicyViolation:
-		return http.StatusForbidden
-	case kerr.UnsupportedVersion:
-		return http.StatusNotImplemented
-	case kerr.UnknownServerError:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
-}
+func httpStatus(c kerr.Code) int { return httpstatus.For(c) }
 
 // restError turns whatever failed on the REST path into the *kerr.Error
 // to render: a service's ErrorDetail, a bad input found before any call

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tidemark.io/gateway/internal/httpstatus"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -45,30 +46,7 @@ func badRequest(field, format string, args ...any) *apiError {
 }
 
 // httpStatus picks the HTTP status that fits a Kafka-style code.
-func httpStatus(c kerr.Code) int {
-	switch c {
-	case kerr.UnknownTopicOrPartition:
-		return http.StatusNotFound
-	case kerr.TopicAlreadyExists, kerr.ElectionNotNeeded:
-		return http.StatusConflict
-	case kerr.PolicyViolation:
-		return http.StatusForbidden
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.LeaderNotAvailable,
-		kerr.NotLeaderOrFollower, kerr.NotController, kerr.NetworkException, kerr.BrokerNotAvailable,
-		kerr.EligibleLeadersNotAvailable, kerr.PreferredLeaderNotAvailable, kerr.KafkaStorageError,
-		kerr.ReplicaNotAvailable, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch:
-		return http.StatusServiceUnavailable
-	case kerr.RequestTimedOut:
-		return http.StatusGatewayTimeout
-	case kerr.UnsupportedVersion:
-		return http.StatusNotImplemented
-	case kerr.UnknownServerError:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
-}
+func httpStatus(c kerr.Code) int { return httpstatus.For(c) }
 
 // toAPIError turns an error from a tidemark call into its answer: the Kafka
 // code and name of the ErrorDetail.

@@ -41,8 +41,8 @@ type ConsumerFetchResult struct {
 func (m *Manager) Fetch(ctx context.Context, f ConsumerFetch) (res ConsumerFetchResult, err error) {
 	start := time.Now()
 	defer func() {
-		m.metrics.fetchLat.WithLabelValues("consumer").Observe(time.Since(start).Seconds())
-		m.metrics.bytesOut.WithLabelValues("consumer").Add(float64(len(res.Records)))
+		m.metrics.consumerFetchLat.Observe(time.Since(start).Seconds())
+		m.metrics.consumerOut.Add(float64(len(res.Records)))
 	}()
 	return m.fetch(ctx, f)
 }

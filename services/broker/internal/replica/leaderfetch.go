@@ -55,12 +55,12 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 	start := time.Now()
 	answers := make([]FollowerFetchAnswer, len(f.Partitions))
 	defer func() {
-		m.metrics.fetchLat.WithLabelValues("follower").Observe(time.Since(start).Seconds())
+		m.metrics.followerLat.Observe(time.Since(start).Seconds())
 		n := 0
 		for _, a := range answers {
 			n += len(a.Records)
 		}
-		m.metrics.bytesOut.WithLabelValues("follower").Add(float64(n))
+		m.metrics.followerOut.Add(float64(n))
 	}()
 	// A parked fetch may read several times; what it did to each HW is
 	// the span from its first read's "before" to its last read's "after".

@@ -23,6 +23,12 @@ type metrics struct {
 	bytesIn     prometheus.Counter
 	bytesOut    *prometheus.CounterVec
 	truncations prometheus.Counter
+	// Children looked up once: the produce and fetch paths observe them on
+	// every request.
+	produceByAcks                 map[int16]prometheus.Observer
+	consumerFetchLat, followerLat prometheus.Observer
+	consumerOut, followerOut      prometheus.Counter
+
 	parkedProd  atomic.Int64
 	parkedFetch atomic.Int64
 	refused     *prometheus.CounterVec
@@ -51,6 +57,12 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
 	}
+	mt.produceByAcks = map[int16]prometheus.Observer{}
+	for _, acks := range []int16{-1, 0, 1} {
+		mt.produceByAcks[acks] = mt.produceLat.WithLabelValues(strconv.Itoa(int(acks)))
+	}
+	mt.consumerFetchLat, mt.followerLat = mt.fetchLat.WithLabelValues("consumer"), mt.fetchLat.WithLabelValues("follower")
+	mt.consumerOut, mt.followerOut = mt.bytesOut.WithLabelValues("consumer"), mt.bytesOut.WithLabelValues("follower")
 	if reg == nil {
 		return mt
 	}

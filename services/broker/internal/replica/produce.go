@@ -2,7 +2,6 @@ package replica
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -30,7 +29,9 @@ type ProduceResult struct {
 func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (res ProduceResult, err error) {
 	start := time.Now()
 	defer func() {
-		m.metrics.produceLat.WithLabelValues(strconv.Itoa(int(acks))).Observe(time.Since(start).Seconds())
+		if o, ok := m.metrics.produceByAcks[acks]; ok { // invalid acks are refused, not timed
+			o.Observe(time.Since(start).Seconds())
+		}
 		if err != nil {
 			m.metrics.refused.WithLabelValues(kerr.CodeOf(err).String()).Inc()
 		}
