@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
 )
@@ -176,7 +177,29 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 		c.Down(out)
 		return nil, err
 	}
-	for _, n := range nodes {
+	// The first controller starts alone and takes office before the others
+	// start, so the documented address (9190) is the active controller of a
+	// fresh cluster and the README's recipes can name it.
+	first := -1
+	for i, n := range nodes {
+		if n.Kind == "controller" {
+			first = i
+			break
+		}
+	}
+	if first >= 0 {
+		if err := nodes[first].Start(); err != nil {
+			c.Down(out)
+			return nil, err
+		}
+		if err := waitActiveController(ctx, nodes[first], 20*time.Second); err != nil {
+			fmt.Fprintf(out, "warning: %s: %v (see %s)\n", nodes[first].Name, err, nodes[first].LogPath)
+		}
+	}
+	for i, n := range nodes {
+		if i == first {
+			continue
+		}
 		if err := n.Start(); err != nil {
 			c.Down(out)
 			return nil, err
@@ -212,6 +235,36 @@ func waitHealthy(ctx context.Context, n *Node, timeout time.Duration) error {
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("not healthy after %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitActiveController waits until the controller answers DescribeCluster
+// itself, that is, until it has won the election. An earlier run's lease
+// left in etcd (a kill -9, say) delays this by up to the lease TTL.
+func waitActiveController(ctx context.Context, n *Node, timeout time.Duration) error {
+	conn, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	admin := adminv1.NewAdminServiceClient(conn)
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := admin.DescribeCluster(cctx, &adminv1.DescribeClusterRequest{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		if n.State() == devclusterv1.NodeState_NODE_STATE_EXITED {
+			return errors.New("exited during start")
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not the active controller after %s: %v", timeout, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
