@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc/stats"
+
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
@@ -42,6 +44,11 @@ type Broker struct {
 	rm    *replica.Manager
 	reg   *registrar
 	done  chan error
+	// draining is cancelled when the broker starts to stop: open follower
+	// fetch streams end after their current round trip, so the server's
+	// graceful stop does not wait on streams that would otherwise live on.
+	draining context.Context
+	drain    context.CancelFunc
 
 	epoch    atomic.Int64
 	stopOnce sync.Once
@@ -108,13 +115,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	rmRef.Store(b.rm)
 
-	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing()})
+	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(),
+		// The fetch stream lives for many round trips; grpcapi traces each
+		// round trip itself instead of one span for the whole stream.
+		StatsFilter: func(info *stats.RPCTagInfo) bool { return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan },
+	})
 	pids := &producerIDs{b: b}
 	brokerv1.RegisterBrokerServiceServer(b.srv, &grpcapi.Broker{RM: b.rm, ProducerIDs: pids})
-	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, BrokerEpochOf: func(id int32) (int64, bool) {
-		br, ok := b.meta.Broker(id)
-		return br.Epoch, ok && br.Epoch > 0
-	}})
+	b.draining, b.drain = context.WithCancel(context.Background())
+	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, TracerProvider: tel.Tracing(), Draining: b.draining,
+		BrokerEpochOf: func(id int32) (int64, bool) {
+			br, ok := b.meta.Broker(id)
+			return br.Epoch, ok && br.Epoch > 0
+		}})
 	controlv1.RegisterBrokerControlServiceServer(b.srv, &grpcapi.Control{RM: b.rm})
 	faultv1.RegisterFaultInjectionServiceServer(b.srv, &grpcapi.Faults{F: faults})
 	b.srv.MarkAllServing()
@@ -188,8 +201,19 @@ func (b *Broker) Crash() {
 
 func (b *Broker) closeAll(ctx context.Context) error {
 	var errs []error
+	if b.drain != nil {
+		b.drain()
+	}
 	if b.srv != nil {
-		b.srv.Stop(ctx)
+		// A follower that vanished mid-stream never sends the request its
+		// stream handler waits for; bound the wait when the caller did not.
+		sctx := ctx
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			sctx, cancel = context.WithTimeout(ctx, lifecycle.DefaultShutdownTimeout/2)
+			defer cancel()
+		}
+		b.srv.Stop(sctx)
 	}
 	if b.rm != nil {
 		b.rm.Close()

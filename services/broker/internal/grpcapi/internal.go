@@ -2,12 +2,14 @@ package grpcapi
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"io"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -15,6 +17,7 @@ import (
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/telemetry"
 )
 
 // Replication serves ReplicationService: follower fetches and epoch lookups.
@@ -24,15 +27,57 @@ type Replication struct {
 	// BrokerEpochOf returns the registered epoch of a broker, false when it
 	// is not known; a fetch from an older incarnation is refused (KIP-903).
 	BrokerEpochOf func(id int32) (int64, bool)
+	// TracerProvider makes the per-round-trip fetch spans; nil: none.
+	TracerProvider trace.TracerProvider
+	// Draining, once done, ends every fetch stream after its current round
+	// trip (a parked fetch answers at once), so the broker can stop.
+	Draining context.Context
 }
 
 var _ replicationv1.ReplicationServiceServer = (*Replication)(nil)
 
-// ReplicaFetch serves one batched follower fetch.
-func (s *Replication) ReplicaFetch(ctx context.Context, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, error) {
+// ReplicaFetch serves a follower fetcher's stream: one batched fetch per
+// request, answered in order. Each round trip gets its own server span,
+// joined to the follower's round-trip span through the trace context the
+// request carries (one stream lives for many round trips, many traces).
+func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_ReplicaFetchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	if s.Draining != nil {
+		defer context.AfterFunc(s.Draining, cancel)()
+	}
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := s.fetchOnce(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return kerr.New(kerr.BrokerNotAvailable, "the leader is shutting down")
+		}
+	}
+}
+
+// fetchOnce serves one request of a fetch stream inside its server span.
+func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, error) {
 	if req.GetReplicaId() < 0 {
 		return nil, kerr.BadField(kerr.InvalidRequest, "replica_id", "must be a broker id >= 0")
 	}
+	if tc := req.GetTraceContext(); len(tc) > 0 {
+		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(tc))
+	}
+	ctx, span := s.tracer().Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(rpcSystem, rpcService, rpcMethod, attribute.Int("tidemark.follower_id", int(req.GetReplicaId()))))
+	defer span.End()
 	if s.BrokerEpochOf != nil && req.GetBrokerEpoch() > 0 {
 		if known, ok := s.BrokerEpochOf(req.GetReplicaId()); ok && req.GetBrokerEpoch() < known {
 			return &replicationv1.ReplicaFetchResponse{ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH}, nil
@@ -41,6 +86,7 @@ func (s *Replication) ReplicaFetch(ctx context.Context, req *replicationv1.Repli
 	f := replica.FollowerFetch{
 		ReplicaID: req.GetReplicaId(), BrokerEpoch: req.GetBrokerEpoch(),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, MinBytes: int(req.GetMinBytes()), MaxBytes: int(req.GetMaxBytes()),
+		Partitions: make([]replica.FollowerFetchPartition, 0, len(req.GetPartitions())),
 	}
 	for _, p := range req.GetPartitions() {
 		f.Partitions = append(f.Partitions, replica.FollowerFetchPartition{
@@ -50,18 +96,13 @@ func (s *Replication) ReplicaFetch(ctx context.Context, req *replicationv1.Repli
 		})
 	}
 	answers := s.RM.ReplicaFetch(ctx, f)
-	var advanced []string
+	resp := &replicationv1.ReplicaFetchResponse{Partitions: make([]*replicationv1.ReplicaFetchPartitionResponse, 0, len(answers))}
 	for _, a := range answers {
 		if a.HWAfter > a.HWBefore {
-			advanced = append(advanced, fmt.Sprintf("%s-%d:%d>%d", a.TP.Topic, a.TP.Partition, a.HWBefore, a.HWAfter))
+			// Tells the follower's span that this round trip committed records.
+			resp.HwAdvances = append(resp.HwAdvances, &replicationv1.HighWatermarkAdvance{
+				Topic: a.TP.Topic, Partition: a.TP.Partition, Before: a.HWBefore, After: a.HWAfter})
 		}
-	}
-	if len(advanced) > 0 {
-		// Tells the follower's span that this round trip committed records.
-		_ = grpc.SetHeader(ctx, metadata.Pairs("tidemark-hw-advanced", strings.Join(advanced, ",")))
-	}
-	resp := &replicationv1.ReplicaFetchResponse{}
-	for _, a := range answers {
 		pr := &replicationv1.ReplicaFetchPartitionResponse{
 			Topic: a.TP.Topic, Partition: a.TP.Partition, HighWatermark: a.HighWatermark,
 			LeaderLogEndOffset: a.LeaderLEO, LogStartOffset: a.LogStartOffset, Records: a.Records,
@@ -79,6 +120,21 @@ func (s *Replication) ReplicaFetch(ctx context.Context, req *replicationv1.Repli
 		resp.Partitions = append(resp.Partitions, pr)
 	}
 	return resp, nil
+}
+
+// The attributes otelgrpc puts on its spans, so per-round-trip spans of the
+// stream look like those of any other call.
+var (
+	rpcSystem  = attribute.String("rpc.system", "grpc")
+	rpcService = attribute.String("rpc.service", "tidemark.replication.v1.ReplicationService")
+	rpcMethod  = attribute.String("rpc.method", "ReplicaFetch")
+)
+
+func (s *Replication) tracer() trace.Tracer {
+	if s.TracerProvider == nil {
+		return noop.NewTracerProvider().Tracer("")
+	}
+	return s.TracerProvider.Tracer("tidemark.io/services/broker/grpcapi")
 }
 
 // OffsetForLeaderEpoch answers where each asked epoch ends.

@@ -5,15 +5,16 @@ import (
 	"errors"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/logstore"
@@ -128,6 +129,8 @@ type fetcher struct {
 	ctx  context.Context
 	stop context.CancelFunc
 	done chan struct{}
+	// stream is the long-lived ReplicaFetch stream to the leader.
+	stream fetchStream
 	// prevHW remembers the leader HW last seen per partition, so the
 	// follower can tell a round trip that moved it.
 	prevHW map[TP]int64
@@ -208,25 +211,27 @@ func (f *fetcher) delay(tp TP, d time.Duration) {
 	f.mu.Unlock()
 }
 
-func (f *fetcher) leaderClient() (replicationv1.ReplicationServiceClient, error) {
+func (f *fetcher) leaderConn() (*grpc.ClientConn, error) {
 	b, ok := f.m.opts.Meta.Broker(f.key.leader)
 	if !ok {
 		return nil, kerr.New(kerr.BrokerNotAvailable, "leader broker %d is not in the metadata", f.key.leader)
 	}
-	conn, err := f.m.opts.Peers.Conn(b.Address)
-	if err != nil {
-		return nil, err
-	}
-	return replicationv1.NewReplicationServiceClient(conn), nil
+	return f.m.opts.Peers.Conn(b.Address)
 }
 
 func (f *fetcher) run() {
 	defer close(f.done)
+	defer f.stream.close()
 	for f.ctx.Err() == nil {
 		truncating, fetching, next := f.snapshot(time.Now())
 		if len(truncating) == 0 && len(fetching) == 0 {
 			var wait <-chan time.Time
-			if !next.IsZero() {
+			if next.IsZero() {
+				// Nothing left to fetch from this leader: end the stream,
+				// or the leader's handler would wait on it for good (and
+				// hold up that broker's graceful stop).
+				f.stream.close()
+			} else {
 				t := time.NewTimer(time.Until(next))
 				wait = t.C
 				defer t.Stop()
@@ -238,17 +243,17 @@ func (f *fetcher) run() {
 			}
 			continue
 		}
-		client, err := f.leaderClient()
+		conn, err := f.leaderConn()
 		if err != nil {
 			f.m.log.Debug("fetcher has no leader address", "leader", f.key.leader, "err", err)
 			f.backoffAll(fetchBackoff)
 			continue
 		}
 		if len(truncating) > 0 {
-			f.truncate(client, truncating)
+			f.truncate(replicationv1.NewReplicationServiceClient(conn), truncating)
 		}
 		if len(fetching) > 0 {
-			f.fetch(client, fetching)
+			f.fetch(conn, fetching)
 		}
 	}
 }
@@ -359,7 +364,7 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 }
 
 // fetch runs one batched ReplicaFetch round and applies the answers.
-func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map[TP]*fetchState) {
+func (f *fetcher) fetch(conn *grpc.ClientConn, parts map[TP]*fetchState) {
 	cfg := f.m.BrokerConfig()
 	mode := f.m.truncationMode()
 	req := &replicationv1.ReplicaFetchRequest{
@@ -398,9 +403,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 	if delay > 0 {
 		f.backoffAll(delay)
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
-	resp, err := f.roundTrip(ctx, client, req)
-	cancel()
+	resp, err := f.roundTrip(f.ctx, conn, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
 	if err != nil {
 		if f.ctx.Err() == nil {
 			f.m.log.Warn("fetch from leader failed", "leader", f.key.leader, "partitions", len(req.Partitions), "err", kerr.FromStatus(err))
@@ -516,49 +519,31 @@ func (f *fetcher) outOfRangeLocked(st *fetchState, a *replicationv1.ReplicaFetch
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
-// hwAdvancedHeader is the response header a leader sets when a fetch moved
-// its HW ("topic-partition:before>after", comma separated).
-const hwAdvancedHeader = "tidemark-hw-advanced"
-
-// roundTrip sends one ReplicaFetch inside the follower's own client span, so
-// the span can be marked with what the leader reports (whether this round
-// trip moved the HW) and the exporter keeps only the round trips that did.
-// The trace context is injected by hand: the generic gRPC instrumentation
-// skips this method for that reason.
-func (f *fetcher) roundTrip(ctx context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, error) {
+// roundTrip sends one fetch on the fetcher's stream to the leader and
+// waits for its answer, inside the follower's own client span, so the span
+// can be marked with what the leader reports (whether this round trip moved
+// the HW) and the exporter keeps only the round trips that did. The trace
+// context travels in the request: the stream outlives any one trace.
+func (f *fetcher) roundTrip(ctx context.Context, conn *grpc.ClientConn, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
 	ctx, span := f.m.tracer.Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.Int("tidemark.follower_id", int(f.m.opts.BrokerID)),
 			attribute.Int("tidemark.leader_id", int(f.key.leader)), attribute.Int("tidemark.partitions", len(req.Partitions))))
 	defer span.End()
-	md := metadata.MD{}
-	otel.GetTextMapPropagator().Inject(ctx, metadataCarrier(md))
-	ctx = metadata.NewOutgoingContext(ctx, md)
-	var hdr metadata.MD
-	resp, err := client.ReplicaFetch(ctx, req, grpc.Header(&hdr))
+	if span.SpanContext().IsValid() {
+		req.TraceContext = map[string]string{}
+		otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(req.TraceContext))
+	}
+	resp, err := f.stream.exchange(f.ctx, conn, req, timeout)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
-	if v := hdr.Get(hwAdvancedHeader); len(v) > 0 {
-		span.SetAttributes(attribute.Bool(telemetry.AttrHWAdvanced, true), attribute.String("tidemark.hw.advances", v[0]))
+	if adv := resp.GetHwAdvances(); len(adv) > 0 {
+		parts := make([]string, 0, len(adv))
+		for _, a := range adv {
+			parts = append(parts, a.GetTopic()+"-"+itoa(int64(a.GetPartition()))+":"+itoa(a.GetBefore())+">"+itoa(a.GetAfter()))
+		}
+		span.SetAttributes(attribute.Bool(telemetry.AttrHWAdvanced, true), attribute.String("tidemark.hw.advances", strings.Join(parts, ",")))
 	}
 	return resp, nil
-}
-
-// metadataCarrier lets the OpenTelemetry propagator write gRPC metadata.
-type metadataCarrier metadata.MD
-
-func (c metadataCarrier) Get(k string) string {
-	if v := metadata.MD(c).Get(k); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-func (c metadataCarrier) Set(k, v string) { metadata.MD(c).Set(k, v) }
-func (c metadataCarrier) Keys() []string {
-	out := make([]string, 0, len(c))
-	for k := range c {
-		out = append(out, k)
-	}
-	return out
 }

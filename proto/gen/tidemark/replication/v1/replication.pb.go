@@ -35,8 +35,12 @@ type ReplicaFetchRequest struct {
 	// replica.fetch.min.bytes
 	MinBytes int32 `protobuf:"varint,4,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
 	// replica.fetch.response.max.bytes
-	MaxBytes      int32                    `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	Partitions    []*ReplicaFetchPartition `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	MaxBytes   int32                    `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Partitions []*ReplicaFetchPartition `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// W3C trace context of the follower's round-trip span (traceparent,
+	// tracestate), carried per request because one stream serves many round
+	// trips, each its own trace.
+	TraceContext  map[string]string `protobuf:"bytes,7,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -109,6 +113,13 @@ func (x *ReplicaFetchRequest) GetMaxBytes() int32 {
 func (x *ReplicaFetchRequest) GetPartitions() []*ReplicaFetchPartition {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ReplicaFetchRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -214,8 +225,11 @@ type ReplicaFetchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A request-level failure (STALE_BROKER_EPOCH, say); per-partition errors
 	// are in each partition's answer.
-	ErrorCode     v1.ErrorCode                     `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
-	Partitions    []*ReplicaFetchPartitionResponse `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	ErrorCode  v1.ErrorCode                     `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	Partitions []*ReplicaFetchPartitionResponse `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The partitions whose high watermark this round trip moved, so the
+	// follower's span can say it committed records.
+	HwAdvances    []*HighWatermarkAdvance `protobuf:"bytes,3,rep,name=hw_advances,json=hwAdvances,proto3" json:"hw_advances,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -264,6 +278,82 @@ func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionResponse 
 	return nil
 }
 
+func (x *ReplicaFetchResponse) GetHwAdvances() []*HighWatermarkAdvance {
+	if x != nil {
+		return x.HwAdvances
+	}
+	return nil
+}
+
+// HighWatermarkAdvance is one partition's HW move caused by a fetch.
+type HighWatermarkAdvance struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Before        int64                  `protobuf:"varint,3,opt,name=before,proto3" json:"before,omitempty"`
+	After         int64                  `protobuf:"varint,4,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HighWatermarkAdvance) Reset() {
+	*x = HighWatermarkAdvance{}
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HighWatermarkAdvance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HighWatermarkAdvance) ProtoMessage() {}
+
+func (x *HighWatermarkAdvance) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HighWatermarkAdvance.ProtoReflect.Descriptor instead.
+func (*HighWatermarkAdvance) Descriptor() ([]byte, []int) {
+	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HighWatermarkAdvance) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *HighWatermarkAdvance) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *HighWatermarkAdvance) GetBefore() int64 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+func (x *HighWatermarkAdvance) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
 type ReplicaFetchPartitionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -288,7 +378,7 @@ type ReplicaFetchPartitionResponse struct {
 
 func (x *ReplicaFetchPartitionResponse) Reset() {
 	*x = ReplicaFetchPartitionResponse{}
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[3]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +390,7 @@ func (x *ReplicaFetchPartitionResponse) String() string {
 func (*ReplicaFetchPartitionResponse) ProtoMessage() {}
 
 func (x *ReplicaFetchPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[3]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +403,7 @@ func (x *ReplicaFetchPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPartitionResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{3}
+	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReplicaFetchPartitionResponse) GetTopic() string {
@@ -390,7 +480,7 @@ type EpochEndOffset struct {
 
 func (x *EpochEndOffset) Reset() {
 	*x = EpochEndOffset{}
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[4]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +492,7 @@ func (x *EpochEndOffset) String() string {
 func (*EpochEndOffset) ProtoMessage() {}
 
 func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[4]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +505,7 @@ func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochEndOffset.ProtoReflect.Descriptor instead.
 func (*EpochEndOffset) Descriptor() ([]byte, []int) {
-	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{4}
+	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EpochEndOffset) GetEpoch() int32 {
@@ -443,7 +533,7 @@ type OffsetForLeaderEpochRequest struct {
 
 func (x *OffsetForLeaderEpochRequest) Reset() {
 	*x = OffsetForLeaderEpochRequest{}
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[5]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +545,7 @@ func (x *OffsetForLeaderEpochRequest) String() string {
 func (*OffsetForLeaderEpochRequest) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[5]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +558,7 @@ func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{5}
+	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OffsetForLeaderEpochRequest) GetReplicaId() int32 {
@@ -505,7 +595,7 @@ type OffsetForLeaderEpochPartition struct {
 
 func (x *OffsetForLeaderEpochPartition) Reset() {
 	*x = OffsetForLeaderEpochPartition{}
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[6]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +607,7 @@ func (x *OffsetForLeaderEpochPartition) String() string {
 func (*OffsetForLeaderEpochPartition) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[6]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +620,7 @@ func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochPartition.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartition) Descriptor() ([]byte, []int) {
-	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{6}
+	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OffsetForLeaderEpochPartition) GetTopic() string {
@@ -570,7 +660,7 @@ type OffsetForLeaderEpochResponse struct {
 
 func (x *OffsetForLeaderEpochResponse) Reset() {
 	*x = OffsetForLeaderEpochResponse{}
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[7]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +672,7 @@ func (x *OffsetForLeaderEpochResponse) String() string {
 func (*OffsetForLeaderEpochResponse) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[7]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +685,7 @@ func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{7}
+	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OffsetForLeaderEpochResponse) GetPartitions() []*OffsetForLeaderEpochResult {
@@ -620,7 +710,7 @@ type OffsetForLeaderEpochResult struct {
 
 func (x *OffsetForLeaderEpochResult) Reset() {
 	*x = OffsetForLeaderEpochResult{}
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[8]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +722,7 @@ func (x *OffsetForLeaderEpochResult) String() string {
 func (*OffsetForLeaderEpochResult) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[8]
+	mi := &file_tidemark_replication_v1_replication_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +735,7 @@ func (x *OffsetForLeaderEpochResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResult.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{8}
+	return file_tidemark_replication_v1_replication_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OffsetForLeaderEpochResult) GetTopic() string {
@@ -687,7 +777,7 @@ var File_tidemark_replication_v1_replication_proto protoreflect.FileDescriptor
 
 const file_tidemark_replication_v1_replication_proto_rawDesc = "" +
 	"\n" +
-	")tidemark/replication/v1/replication.proto\x12\x17tidemark.replication.v1\x1a\x1ftidemark/common/v1/common.proto\"\x81\x02\n" +
+	")tidemark/replication/v1/replication.proto\x12\x17tidemark.replication.v1\x1a\x1ftidemark/common/v1/common.proto\"\xa7\x03\n" +
 	"\x13ReplicaFetchRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12!\n" +
@@ -697,7 +787,11 @@ const file_tidemark_replication_v1_replication_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\x12N\n" +
 	"\n" +
 	"partitions\x18\x06 \x03(\v2..tidemark.replication.v1.ReplicaFetchPartitionR\n" +
-	"partitions\"\xa8\x02\n" +
+	"partitions\x12c\n" +
+	"\rtrace_context\x18\a \x03(\v2>.tidemark.replication.v1.ReplicaFetchRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x02\n" +
 	"\x15ReplicaFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
@@ -705,13 +799,20 @@ const file_tidemark_replication_v1_replication_proto_rawDesc = "" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12,\n" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12.\n" +
-	"\x13partition_max_bytes\x18\a \x01(\x05R\x11partitionMaxBytes\"\xac\x01\n" +
+	"\x13partition_max_bytes\x18\a \x01(\x05R\x11partitionMaxBytes\"\xfc\x01\n" +
 	"\x14ReplicaFetchResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12V\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v26.tidemark.replication.v1.ReplicaFetchPartitionResponseR\n" +
-	"partitions\"\xc8\x03\n" +
+	"partitions\x12N\n" +
+	"\vhw_advances\x18\x03 \x03(\v2-.tidemark.replication.v1.HighWatermarkAdvanceR\n" +
+	"hwAdvances\"x\n" +
+	"\x14HighWatermarkAdvance\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06before\x18\x03 \x01(\x03R\x06before\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\x03R\x05after\"\xc8\x03\n" +
 	"\x1dReplicaFetchPartitionResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12<\n" +
@@ -750,9 +851,9 @@ const file_tidemark_replication_v1_replication_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x05 \x01(\x03R\tendOffset2\x87\x02\n" +
-	"\x12ReplicationService\x12k\n" +
-	"\fReplicaFetch\x12,.tidemark.replication.v1.ReplicaFetchRequest\x1a-.tidemark.replication.v1.ReplicaFetchResponse\x12\x83\x01\n" +
+	"end_offset\x18\x05 \x01(\x03R\tendOffset2\x8b\x02\n" +
+	"\x12ReplicationService\x12o\n" +
+	"\fReplicaFetch\x12,.tidemark.replication.v1.ReplicaFetchRequest\x1a-.tidemark.replication.v1.ReplicaFetchResponse(\x010\x01\x12\x83\x01\n" +
 	"\x14OffsetForLeaderEpoch\x124.tidemark.replication.v1.OffsetForLeaderEpochRequest\x1a5.tidemark.replication.v1.OffsetForLeaderEpochResponseB=Z;tidemark.io/proto/gen/tidemark/replication/v1;replicationv1b\x06proto3"
 
 var (
@@ -767,39 +868,43 @@ func file_tidemark_replication_v1_replication_proto_rawDescGZIP() []byte {
 	return file_tidemark_replication_v1_replication_proto_rawDescData
 }
 
-var file_tidemark_replication_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tidemark_replication_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_tidemark_replication_v1_replication_proto_goTypes = []any{
 	(*ReplicaFetchRequest)(nil),           // 0: tidemark.replication.v1.ReplicaFetchRequest
 	(*ReplicaFetchPartition)(nil),         // 1: tidemark.replication.v1.ReplicaFetchPartition
 	(*ReplicaFetchResponse)(nil),          // 2: tidemark.replication.v1.ReplicaFetchResponse
-	(*ReplicaFetchPartitionResponse)(nil), // 3: tidemark.replication.v1.ReplicaFetchPartitionResponse
-	(*EpochEndOffset)(nil),                // 4: tidemark.replication.v1.EpochEndOffset
-	(*OffsetForLeaderEpochRequest)(nil),   // 5: tidemark.replication.v1.OffsetForLeaderEpochRequest
-	(*OffsetForLeaderEpochPartition)(nil), // 6: tidemark.replication.v1.OffsetForLeaderEpochPartition
-	(*OffsetForLeaderEpochResponse)(nil),  // 7: tidemark.replication.v1.OffsetForLeaderEpochResponse
-	(*OffsetForLeaderEpochResult)(nil),    // 8: tidemark.replication.v1.OffsetForLeaderEpochResult
-	(v1.ErrorCode)(0),                     // 9: tidemark.common.v1.ErrorCode
-	(*v1.LeaderHint)(nil),                 // 10: tidemark.common.v1.LeaderHint
+	(*HighWatermarkAdvance)(nil),          // 3: tidemark.replication.v1.HighWatermarkAdvance
+	(*ReplicaFetchPartitionResponse)(nil), // 4: tidemark.replication.v1.ReplicaFetchPartitionResponse
+	(*EpochEndOffset)(nil),                // 5: tidemark.replication.v1.EpochEndOffset
+	(*OffsetForLeaderEpochRequest)(nil),   // 6: tidemark.replication.v1.OffsetForLeaderEpochRequest
+	(*OffsetForLeaderEpochPartition)(nil), // 7: tidemark.replication.v1.OffsetForLeaderEpochPartition
+	(*OffsetForLeaderEpochResponse)(nil),  // 8: tidemark.replication.v1.OffsetForLeaderEpochResponse
+	(*OffsetForLeaderEpochResult)(nil),    // 9: tidemark.replication.v1.OffsetForLeaderEpochResult
+	nil,                                   // 10: tidemark.replication.v1.ReplicaFetchRequest.TraceContextEntry
+	(v1.ErrorCode)(0),                     // 11: tidemark.common.v1.ErrorCode
+	(*v1.LeaderHint)(nil),                 // 12: tidemark.common.v1.LeaderHint
 }
 var file_tidemark_replication_v1_replication_proto_depIdxs = []int32{
 	1,  // 0: tidemark.replication.v1.ReplicaFetchRequest.partitions:type_name -> tidemark.replication.v1.ReplicaFetchPartition
-	9,  // 1: tidemark.replication.v1.ReplicaFetchResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	3,  // 2: tidemark.replication.v1.ReplicaFetchResponse.partitions:type_name -> tidemark.replication.v1.ReplicaFetchPartitionResponse
-	9,  // 3: tidemark.replication.v1.ReplicaFetchPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	4,  // 4: tidemark.replication.v1.ReplicaFetchPartitionResponse.diverging_epoch:type_name -> tidemark.replication.v1.EpochEndOffset
-	10, // 5: tidemark.replication.v1.ReplicaFetchPartitionResponse.current_leader:type_name -> tidemark.common.v1.LeaderHint
-	6,  // 6: tidemark.replication.v1.OffsetForLeaderEpochRequest.partitions:type_name -> tidemark.replication.v1.OffsetForLeaderEpochPartition
-	8,  // 7: tidemark.replication.v1.OffsetForLeaderEpochResponse.partitions:type_name -> tidemark.replication.v1.OffsetForLeaderEpochResult
-	9,  // 8: tidemark.replication.v1.OffsetForLeaderEpochResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	0,  // 9: tidemark.replication.v1.ReplicationService.ReplicaFetch:input_type -> tidemark.replication.v1.ReplicaFetchRequest
-	5,  // 10: tidemark.replication.v1.ReplicationService.OffsetForLeaderEpoch:input_type -> tidemark.replication.v1.OffsetForLeaderEpochRequest
-	2,  // 11: tidemark.replication.v1.ReplicationService.ReplicaFetch:output_type -> tidemark.replication.v1.ReplicaFetchResponse
-	7,  // 12: tidemark.replication.v1.ReplicationService.OffsetForLeaderEpoch:output_type -> tidemark.replication.v1.OffsetForLeaderEpochResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 1: tidemark.replication.v1.ReplicaFetchRequest.trace_context:type_name -> tidemark.replication.v1.ReplicaFetchRequest.TraceContextEntry
+	11, // 2: tidemark.replication.v1.ReplicaFetchResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	4,  // 3: tidemark.replication.v1.ReplicaFetchResponse.partitions:type_name -> tidemark.replication.v1.ReplicaFetchPartitionResponse
+	3,  // 4: tidemark.replication.v1.ReplicaFetchResponse.hw_advances:type_name -> tidemark.replication.v1.HighWatermarkAdvance
+	11, // 5: tidemark.replication.v1.ReplicaFetchPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	5,  // 6: tidemark.replication.v1.ReplicaFetchPartitionResponse.diverging_epoch:type_name -> tidemark.replication.v1.EpochEndOffset
+	12, // 7: tidemark.replication.v1.ReplicaFetchPartitionResponse.current_leader:type_name -> tidemark.common.v1.LeaderHint
+	7,  // 8: tidemark.replication.v1.OffsetForLeaderEpochRequest.partitions:type_name -> tidemark.replication.v1.OffsetForLeaderEpochPartition
+	9,  // 9: tidemark.replication.v1.OffsetForLeaderEpochResponse.partitions:type_name -> tidemark.replication.v1.OffsetForLeaderEpochResult
+	11, // 10: tidemark.replication.v1.OffsetForLeaderEpochResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	0,  // 11: tidemark.replication.v1.ReplicationService.ReplicaFetch:input_type -> tidemark.replication.v1.ReplicaFetchRequest
+	6,  // 12: tidemark.replication.v1.ReplicationService.OffsetForLeaderEpoch:input_type -> tidemark.replication.v1.OffsetForLeaderEpochRequest
+	2,  // 13: tidemark.replication.v1.ReplicationService.ReplicaFetch:output_type -> tidemark.replication.v1.ReplicaFetchResponse
+	8,  // 14: tidemark.replication.v1.ReplicationService.OffsetForLeaderEpoch:output_type -> tidemark.replication.v1.OffsetForLeaderEpochResponse
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_replication_v1_replication_proto_init() }
@@ -813,7 +918,7 @@ func file_tidemark_replication_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_replication_v1_replication_proto_rawDesc), len(file_tidemark_replication_v1_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

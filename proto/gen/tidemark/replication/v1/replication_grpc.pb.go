@@ -32,10 +32,14 @@ const (
 // ReplicationService is served by every broker for its followers. It is
 // internal: not exposed through the gateway.
 type ReplicationServiceClient interface {
-	// ReplicaFetch is one batched pull of a follower's fetcher: every partition
-	// the fetcher replicates from this leader, in one round trip. It waits up to
-	// max_wait_ms for min_bytes unless something changes first.
-	ReplicaFetch(ctx context.Context, in *ReplicaFetchRequest, opts ...grpc.CallOption) (*ReplicaFetchResponse, error)
+	// ReplicaFetch carries a follower fetcher's pulls from this leader: each
+	// request is one batched fetch of every partition the fetcher replicates
+	// from here, answered by exactly one response before the next request is
+	// sent. A request waits up to max_wait_ms for min_bytes unless something
+	// changes first. One long-lived stream per fetcher saves the per-call
+	// setup of a unary RPC on every round trip, which is on the critical
+	// path of every acks=all write.
+	ReplicaFetch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse], error)
 	// OffsetForLeaderEpoch answers "where does epoch E end in your log" so a
 	// follower can truncate exactly what diverged (KIP-101, KIP-279).
 	OffsetForLeaderEpoch(ctx context.Context, in *OffsetForLeaderEpochRequest, opts ...grpc.CallOption) (*OffsetForLeaderEpochResponse, error)
@@ -49,15 +53,18 @@ func NewReplicationServiceClient(cc grpc.ClientConnInterface) ReplicationService
 	return &replicationServiceClient{cc}
 }
 
-func (c *replicationServiceClient) ReplicaFetch(ctx context.Context, in *ReplicaFetchRequest, opts ...grpc.CallOption) (*ReplicaFetchResponse, error) {
+func (c *replicationServiceClient) ReplicaFetch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ReplicaFetchResponse)
-	err := c.cc.Invoke(ctx, ReplicationService_ReplicaFetch_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ReplicationService_ServiceDesc.Streams[0], ReplicationService_ReplicaFetch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[ReplicaFetchRequest, ReplicaFetchResponse]{ClientStream: stream}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationService_ReplicaFetchClient = grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse]
 
 func (c *replicationServiceClient) OffsetForLeaderEpoch(ctx context.Context, in *OffsetForLeaderEpochRequest, opts ...grpc.CallOption) (*OffsetForLeaderEpochResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -76,10 +83,14 @@ func (c *replicationServiceClient) OffsetForLeaderEpoch(ctx context.Context, in 
 // ReplicationService is served by every broker for its followers. It is
 // internal: not exposed through the gateway.
 type ReplicationServiceServer interface {
-	// ReplicaFetch is one batched pull of a follower's fetcher: every partition
-	// the fetcher replicates from this leader, in one round trip. It waits up to
-	// max_wait_ms for min_bytes unless something changes first.
-	ReplicaFetch(context.Context, *ReplicaFetchRequest) (*ReplicaFetchResponse, error)
+	// ReplicaFetch carries a follower fetcher's pulls from this leader: each
+	// request is one batched fetch of every partition the fetcher replicates
+	// from here, answered by exactly one response before the next request is
+	// sent. A request waits up to max_wait_ms for min_bytes unless something
+	// changes first. One long-lived stream per fetcher saves the per-call
+	// setup of a unary RPC on every round trip, which is on the critical
+	// path of every acks=all write.
+	ReplicaFetch(grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]) error
 	// OffsetForLeaderEpoch answers "where does epoch E end in your log" so a
 	// follower can truncate exactly what diverged (KIP-101, KIP-279).
 	OffsetForLeaderEpoch(context.Context, *OffsetForLeaderEpochRequest) (*OffsetForLeaderEpochResponse, error)
@@ -93,8 +104,8 @@ type ReplicationServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedReplicationServiceServer struct{}
 
-func (UnimplementedReplicationServiceServer) ReplicaFetch(context.Context, *ReplicaFetchRequest) (*ReplicaFetchResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ReplicaFetch not implemented")
+func (UnimplementedReplicationServiceServer) ReplicaFetch(grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReplicaFetch not implemented")
 }
 func (UnimplementedReplicationServiceServer) OffsetForLeaderEpoch(context.Context, *OffsetForLeaderEpochRequest) (*OffsetForLeaderEpochResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OffsetForLeaderEpoch not implemented")
@@ -120,23 +131,12 @@ func RegisterReplicationServiceServer(s grpc.ServiceRegistrar, srv ReplicationSe
 	s.RegisterService(&ReplicationService_ServiceDesc, srv)
 }
 
-func _ReplicationService_ReplicaFetch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ReplicaFetchRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(ReplicationServiceServer).ReplicaFetch(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: ReplicationService_ReplicaFetch_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ReplicationServiceServer).ReplicaFetch(ctx, req.(*ReplicaFetchRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+func _ReplicationService_ReplicaFetch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ReplicationServiceServer).ReplicaFetch(&grpc.GenericServerStream[ReplicaFetchRequest, ReplicaFetchResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationService_ReplicaFetchServer = grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]
 
 func _ReplicationService_OffsetForLeaderEpoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(OffsetForLeaderEpochRequest)
@@ -164,14 +164,17 @@ var ReplicationService_ServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*ReplicationServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
-			MethodName: "ReplicaFetch",
-			Handler:    _ReplicationService_ReplicaFetch_Handler,
-		},
-		{
 			MethodName: "OffsetForLeaderEpoch",
 			Handler:    _ReplicationService_OffsetForLeaderEpoch_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReplicaFetch",
+			Handler:       _ReplicationService_ReplicaFetch_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "tidemark/replication/v1/replication.proto",
 }

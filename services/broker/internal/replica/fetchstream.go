@@ -1,0 +1,75 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+)
+
+// fetchStream is a fetcher's long-lived ReplicaFetch stream to its leader.
+// Requests and answers alternate on it, one round trip at a time, so it
+// needs no lock: only the fetcher's goroutine uses it. Any failure closes
+// it and the next round trip opens a new one (on the leader's current
+// address, which may have changed).
+type fetchStream struct {
+	conn   *grpc.ClientConn
+	stream replicationv1.ReplicationService_ReplicaFetchClient
+	cancel context.CancelFunc
+}
+
+// exchange sends req and waits for its answer, at most timeout; on a
+// timeout the stream is cancelled, which ends the wait.
+func (s *fetchStream) exchange(parent context.Context, conn *grpc.ClientConn, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
+	if s.stream != nil && s.conn != conn {
+		s.close()
+	}
+	if s.stream == nil {
+		ctx, cancel := context.WithCancel(parent)
+		st, err := replicationv1.NewReplicationServiceClient(conn).ReplicaFetch(ctx)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		s.conn, s.stream, s.cancel = conn, st, cancel
+	}
+	var timedOut atomic.Bool
+	cancel := s.cancel
+	t := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	resp, err := s.roundTrip(req)
+	if !t.Stop() && timedOut.Load() {
+		err = status.Errorf(codes.DeadlineExceeded, "no fetch answer from the leader within %s", timeout)
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (s *fetchStream) roundTrip(req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, error) {
+	if err := s.stream.Send(req); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	// After a failed Send (io.EOF) Recv returns the stream's real error.
+	resp, err := s.stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil, status.Error(codes.Unavailable, "the leader closed the fetch stream")
+	}
+	return resp, err
+}
+
+// close ends the stream; the next exchange opens a new one.
+func (s *fetchStream) close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.conn, s.stream, s.cancel = nil, nil, nil
+}
