@@ -84,7 +84,7 @@ bench: ## run the benchmarks and print their figures side by side (about 2 minut
 	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead' -benchtime 3s ./broker/internal/logstore/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
 	cd services && go test -run '^$$' -bench 'SyncProducer' -benchtime 5000x ./clustertest/
-	cd services && go test -run '^$$' -bench 'BatchingProducer' -benchtime 200000x ./clustertest/
+	cd services && go test -run '^$$' -bench 'BatchingProducer|TracingOverhead' -benchtime 200000x ./clustertest/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,6 +187,52 @@ func TestPreferredLeaderElection(t *testing.T) {
 	if d := detail(t, err); d.Code != kerr.InvalidRequest || d.Field != "election_type" {
 		t.Fatalf("missing election type = %+v", d)
 	}
+}
+
+// TestElectLeadersTimeout: with timeout_ms, an election whose new leader
+// does not confirm in time is answered REQUEST_TIMED_OUT, and stands.
+func TestElectLeadersTimeout(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1, func(cfg *Config) { cfg.AutoLeaderRebalance = false })
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 3, 1}}, nil)
+	c.brokers[1].deregister()
+	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
+	c.brokers[1].register()
+	eventually(t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
+	c.alterISR(c1, "t", 0, kerr.None, 2, 3, 1)
+
+	c.brokers[1].stalled.Store(true)
+	resp, err := c.admin(c1).ElectLeaders(ctx(t), &adminv1.ElectLeadersRequest{
+		ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED, TimeoutMs: 300,
+		Partitions: []*commonv1.TopicPartition{{Topic: "t", Partition: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.GetResults()[0]
+	wantCode(t, r.GetErrorCode(), kerr.RequestTimedOut, "new leader silent")
+	if !strings.Contains(r.GetErrorMessage(), "broker 1") {
+		t.Errorf("timeout message %q does not name the leader", r.GetErrorMessage())
+	}
+	if s := c.state("t", 0); s.Leader != 1 {
+		t.Fatalf("the timed-out election did not stand: %+v", s)
+	}
+
+	// A confirmed election answers without error within the timeout.
+	c.brokers[1].stalled.Store(false)
+	c.brokers[2].deregister()
+	c.waitState("t", 1, 3*time.Second, "leader 3", func(s metastore.PartitionState) bool { return s.Leader == 3 })
+	c.brokers[2].register()
+	eventually(t, 10*time.Second, "broker 2 back", func() bool { return c.brokers[2].fullUpdates(1) > 1 })
+	c.alterISR(c1, "t", 1, kerr.None, 3, 1, 2)
+	resp, err = c.admin(c1).ElectLeaders(ctx(t), &adminv1.ElectLeadersRequest{
+		ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED, TimeoutMs: 5000,
+		Partitions: []*commonv1.TopicPartition{{Topic: "t", Partition: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, resp.GetResults()[0].GetErrorCode(), kerr.None, "confirmed election")
 }
 
 // TestAutoLeaderRebalance: leadership returns to the preferred replica on

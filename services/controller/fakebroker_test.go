@@ -55,6 +55,7 @@ type fakeBroker struct {
 	sessEpoch int64 // the broker epoch of the open session, 0 if none
 
 	silent   atomic.Bool
+	stalled  atomic.Bool // LeaderAndIsr hangs until the caller gives up
 	stopSess context.CancelFunc
 	sessDone chan struct{}
 }
@@ -293,7 +294,11 @@ func (b *fakeBroker) admit(ctrlEpoch int32, brokerEpoch int64) error {
 	return nil
 }
 
-func (b *fakeBroker) LeaderAndIsr(_ context.Context, req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
+func (b *fakeBroker) LeaderAndIsr(ctx context.Context, req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
+	if b.stalled.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if err := b.admit(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}

@@ -299,3 +299,32 @@ func (b *fakeBroker) hosted(asg []*adminv1.ReplicaAssignment) int {
 	}
 	return n
 }
+
+// TestCreateTopicsTimeout: with timeout_ms, a topic whose leaders do not
+// confirm in time is answered REQUEST_TIMED_OUT; the topic is created all
+// the same (Kafka's semantics), and a second create finds it.
+func TestCreateTopicsTimeout(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	for _, b := range c.brokers {
+		b.stalled.Store(true)
+	}
+	admin := c.admin(c1)
+	resp, err := admin.CreateTopics(ctx(t), &adminv1.CreateTopicsRequest{TimeoutMs: 300,
+		Topics: []*adminv1.TopicSpec{{Name: "slow", NumPartitions: 1, ReplicationFactor: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, resp.GetResults()[0].GetErrorCode(), kerr.RequestTimedOut, "leaders silent")
+	for _, b := range c.brokers {
+		b.stalled.Store(false)
+	}
+	resp, err = admin.CreateTopics(ctx(t), &adminv1.CreateTopicsRequest{
+		Topics: []*adminv1.TopicSpec{{Name: "slow", NumPartitions: 1, ReplicationFactor: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, resp.GetResults()[0].GetErrorCode(), kerr.TopicAlreadyExists, "the timed-out create stood")
+}

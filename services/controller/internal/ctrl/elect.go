@@ -2,6 +2,9 @@ package ctrl
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -13,13 +16,41 @@ import (
 // ElectLeaders runs preferred or unclean elections on request (KIP-460).
 // With all_partitions, partitions that need no election are left out of the
 // answer, as Kafka does.
+//
+// With timeout_ms it also waits, outside the loop, for each new leader to
+// accept its LeaderAndIsr; a partition whose leader did not confirm in time
+// is answered REQUEST_TIMED_OUT (the election itself is written and stands).
 func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, error) {
 	var resp *adminv1.ElectLeadersResponse
-	err := a.call(ctx, func() (err error) { resp, err = a.electLeaders(req); return err })
-	return resp, err
+	var confirm map[int32]leaderConfirmation
+	err := a.call(ctx, func() (err error) { resp, confirm, err = a.electLeaders(req); return err })
+	if err != nil {
+		return nil, err
+	}
+	if req.GetTimeoutMs() > 0 {
+		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)
+		defer deadline.Stop()
+		for _, id := range slices.Sorted(maps.Keys(confirm)) {
+			c := confirm[id]
+			if !waitAll(ctx, deadline.C, []<-chan error{c.ack}) {
+				for _, r := range c.results {
+					r.ErrorCode = commonv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT
+					r.ErrorMessage = fmt.Sprintf("broker %d was elected, but did not confirm its leadership within timeout_ms", id)
+				}
+			}
+		}
+	}
+	return resp, nil
 }
 
-func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, error) {
+// leaderConfirmation is one new leader's LeaderAndIsr outcome and the
+// election results that wait for it.
+type leaderConfirmation struct {
+	ack     <-chan error
+	results []*adminv1.ElectLeadersResult
+}
+
+func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, map[int32]leaderConfirmation, error) {
 	var decide func(election.Partition, election.Brokers) (election.Decision, error)
 	c := causePreferred
 	switch req.GetElectionType() {
@@ -28,7 +59,7 @@ func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectL
 	case adminv1.ElectionType_ELECTION_TYPE_UNCLEAN:
 		decide, c = election.ElectUnclean, causeUnclean
 	default:
-		return nil, kerr.BadField(kerr.InvalidRequest, "election_type", "must be PREFERRED or UNCLEAN")
+		return nil, nil, kerr.BadField(kerr.InvalidRequest, "election_type", "must be PREFERRED or UNCLEAN")
 	}
 	var targets []election.TopicPartition
 	if req.GetAllPartitions() && len(req.GetPartitions()) == 0 {
@@ -67,9 +98,29 @@ func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectL
 	}
 	written, err := a.commit(changes)
 	if err != nil {
-		return nil, a.notControllerFor(err)
+		return nil, nil, a.notControllerFor(err)
 	}
-	a.pushChanges(written)
+	var acks map[int32]<-chan error
+	if len(written) > 0 {
+		acks = a.pushLeaderAndIsr(written, nil)
+		a.pushUpdateMetadata(written, nil, false, nil)
+	}
+	confirm := map[int32]leaderConfirmation{}
+	for _, p := range written {
+		leader := p.rec.State.Leader
+		c, ok := confirm[leader]
+		if !ok {
+			ack, sent := acks[leader]
+			if !sent {
+				continue // no live leader to wait for
+			}
+			c.ack = ack
+		}
+		if r := results[p.tp()]; r != nil {
+			c.results = append(c.results, r)
+		}
+		confirm[leader] = c
+	}
 	resp := &adminv1.ElectLeadersResponse{}
 	for _, tp := range targets {
 		res := results[tp]
@@ -81,7 +132,7 @@ func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectL
 		}
 		resp.Results = append(resp.Results, res)
 	}
-	return resp, nil
+	return resp, confirm, nil
 }
 
 func setElectErr(res *adminv1.ElectLeadersResult, err error) {

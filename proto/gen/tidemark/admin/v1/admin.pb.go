@@ -1864,7 +1864,10 @@ type ElectLeadersRequest struct {
 	// means every partition.
 	Partitions    []*v1.TopicPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	AllPartitions bool                 `protobuf:"varint,3,opt,name=all_partitions,json=allPartitions,proto3" json:"all_partitions,omitempty"`
-	TimeoutMs     int32                `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// When > 0, wait up to this long for each new leader to accept its
+	// leadership; a partition whose leader did not confirm in time is answered
+	// REQUEST_TIMED_OUT (the election stands). 0 answers once it is written.
+	TimeoutMs     int32 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
