@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
-	"tidemark.io/services/platform/kerr"
 )
 
 // followStream is a Follow call that outlives leader moves: when the stream
@@ -19,7 +18,6 @@ type followStream struct {
 	r     *router
 	req   *brokerv1.FollowRequest // its offset advances with each answer
 	cur   brokerv1.BrokerService_FollowClient
-	hint  string
 	first *brokerv1.FollowResponse
 }
 
@@ -59,7 +57,7 @@ func (s *followStream) Recv() (*brokerv1.FollowResponse, error) {
 // when there is none, and says whether a failure may be retried.
 func (s *followStream) attempt() (*brokerv1.FollowResponse, bool, error) {
 	if s.cur == nil {
-		bc, err := s.r.leader(s.ctx, s.req.GetTopic(), s.req.GetPartition(), s.hint)
+		bc, err := s.r.leader(s.ctx, s.req.GetTopic(), s.req.GetPartition())
 		if err != nil {
 			ke := asKerr(err)
 			return nil, reroutable(ke.Code), ke
@@ -88,8 +86,7 @@ func (s *followStream) broke(err error) (bool, error) {
 		return false, err
 	}
 	ke := asKerr(err)
-	s.hint = hintAddr(ke)
-	return reroutable(ke.Code) || ke.Code == kerr.UnknownTopicOrPartition, ke
+	return s.r.noteError(s.req.GetTopic(), s.req.GetPartition(), ke), ke
 }
 
 func (s *followStream) Header() (metadata.MD, error) { return nil, nil }

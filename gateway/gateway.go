@@ -29,7 +29,6 @@ type Gateway struct {
 	tel     *telemetry.Telemetry
 	client  *client.Client
 	admin   *client.Admin
-	conns   *connSet
 	console *console.Console
 	stopAll context.CancelFunc // ends the streams
 	done    chan error
@@ -80,8 +79,7 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	}
 	stopping, stopAll := context.WithCancel(context.Background())
 	g.stopAll = stopAll
-	g.conns = newConnSet(tp)
-	r := &router{cl: g.client, conns: g.conns, bootstrap: o.Brokers, budget: o.RetryTimeout, stopping: stopping}
+	r := &router{cl: g.client, budget: o.RetryTimeout, stopping: stopping}
 	mux, err := newRESTMux(ctx, brokerService{r}, adminService{a: g.admin, stopping: stopping}, tp != nil)
 	if err != nil {
 		return err
@@ -151,9 +149,6 @@ func (g *Gateway) closeUpstreams(ctx context.Context) error {
 	}
 	if g.stopAll != nil {
 		g.stopAll()
-	}
-	if g.conns != nil {
-		g.conns.close()
 	}
 	if g.admin != nil {
 		errs = append(errs, g.admin.Close())

@@ -95,16 +95,15 @@ func testLeaderCrash(t *testing.T, e *env) {
 
 // checkLeaderHint sends a partition call to a follower, as a route from
 // stale metadata would: the answer is NOT_LEADER_OR_FOLLOWER, worth a
-// retry, and the next attempt reaches the leader (the one the answer
-// names when it carries an address, else the one the metadata names).
+// retry, and once the client's metadata has taken the answer in, the next
+// attempt reaches the leader.
 func checkLeaderHint(t *testing.T, e *env) {
 	cl, err := client.New(e.tc.brokers, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	r := &router{cl: cl, conns: newConnSet(nil), bootstrap: e.tc.brokers, budget: 5 * time.Second, stopping: context.Background()}
-	defer r.conns.close()
+	r := &router{cl: cl, budget: 5 * time.Second, stopping: context.Background()}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	listLatest := func(bc brokerv1.BrokerServiceClient) error {
@@ -112,14 +111,19 @@ func checkLeaderHint(t *testing.T, e *env) {
 		return err
 	}
 	leader := ordersPartition(t, e).GetLeader()
-	hint := e.tc.brokers[leader%3] // broker leader%3+1, a follower
-	retry, err := r.leaderAttempt(ctx, "orders", 0, &hint, listLatest)
-	if !retry || kerr.CodeOf(err) != kerr.NotLeaderOrFollower || (hint != "" && hint != e.tc.brokers[leader-1]) {
-		t.Fatalf("call on a follower: retry %v, %v, next %q; want NOT_LEADER_OR_FOLLOWER naming %s",
-			retry, err, hint, e.tc.brokers[leader-1])
+	follower, err := cl.Broker(e.tc.brokers[leader%3]) // broker leader%3+1
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := r.leaderAttempt(ctx, "orders", 0, &hint, listLatest); err != nil {
-		t.Fatalf("call on the leader named: %v", err)
+	ke := asKerr(listLatest(follower))
+	if ke.Code != kerr.NotLeaderOrFollower || ke.Leader == nil || ke.Leader.ID != leader {
+		t.Fatalf("call on a follower: %v; want NOT_LEADER_OR_FOLLOWER naming broker %d", ke, leader)
+	}
+	if !r.noteError("orders", 0, ke) {
+		t.Fatal("NOT_LEADER_OR_FOLLOWER judged not worth a retry")
+	}
+	if retry, err := r.leaderAttempt(ctx, "orders", 0, listLatest); err != nil {
+		t.Fatalf("call on the leader: %v (retry %v)", err, retry)
 	}
 }
 

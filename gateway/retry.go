@@ -85,12 +85,3 @@ func asKerr(err error) *kerr.Error {
 	}
 	return kerr.FromStatus(err)
 }
-
-// hintAddr is the leader address a NOT_LEADER_OR_FOLLOWER answer named,
-// or "" when it named none.
-func hintAddr(e *kerr.Error) string {
-	if h := e.Leader; h != nil && h.ID >= 0 {
-		return h.Address
-	}
-	return ""
-}

@@ -2,8 +2,7 @@ package gateway
 
 import (
 	"context"
-	"strconv"
-	"sync"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -13,34 +12,16 @@ import (
 )
 
 // router finds where a BrokerService call belongs: a partition's calls go
-// to its leader, as the brokers' metadata (client.Client.Metadata) named it
-// (cached until an answer says it moved); other calls go to any broker. The client package
-// keeps its per-partition calls to itself, so the gateway makes the call
-// over its own connection to the broker the metadata named.
+// to its leader as the client's metadata cache names it (corrected by the
+// answers, see client.Client.NoteError); other calls go to any broker. The
+// gateway passes each request through as it came and makes its own retry
+// decisions (see reroutable).
 type router struct {
-	cl        *client.Client
-	conns     *connSet
-	bootstrap []string
-	next      atomic.Uint32 // spreads any-broker calls over bootstrap
-	budget    time.Duration
+	cl     *client.Client
+	next   atomic.Uint32 // spreads any-broker calls over the bootstrap brokers
+	budget time.Duration
 	// stopping ends when the gateway stops; streams end with it.
 	stopping context.Context
-	// leaders caches each partition's leader address between calls, so a
-	// steady stream of REST calls costs no metadata round trip each. An
-	// answer a new route may fix drops the entry; entries also age out.
-	leaders sync.Map // "topic/partition" -> cachedLeader
-}
-
-type cachedLeader struct {
-	addr string
-	at   time.Time
-}
-
-// leaderTTL bounds how long a cached leader is trusted without an error.
-const leaderTTL = 10 * time.Second
-
-func leaderKey(topic string, partition int32) string {
-	return topic + "/" + strconv.Itoa(int(partition))
 }
 
 // onLeader runs call against the leader of topic-partition, looking the
@@ -48,9 +29,8 @@ func leaderKey(topic string, partition int32) string {
 // while the answer is one a new route may fix, within the retry budget.
 func (r *router) onLeader(ctx context.Context, topic string, partition int32, call func(brokerv1.BrokerServiceClient) error) error {
 	p := newPacer(r.budget)
-	hint := ""
 	for {
-		retry, err := r.leaderAttempt(ctx, topic, partition, &hint, call)
+		retry, err := r.leaderAttempt(ctx, topic, partition, call)
 		if err == nil {
 			return nil
 		}
@@ -61,10 +41,9 @@ func (r *router) onLeader(ctx context.Context, topic string, partition int32, ca
 }
 
 // leaderAttempt makes one attempt and says whether another may succeed.
-// hint carries a leader address from one attempt to the next.
-func (r *router) leaderAttempt(ctx context.Context, topic string, partition int32, hint *string,
+func (r *router) leaderAttempt(ctx context.Context, topic string, partition int32,
 	call func(brokerv1.BrokerServiceClient) error) (bool, error) {
-	bc, err := r.leader(ctx, topic, partition, *hint)
+	bc, err := r.leader(ctx, topic, partition)
 	if err != nil {
 		// The metadata's own UNKNOWN_TOPIC_OR_PARTITION is final: the
 		// topic or partition does not exist.
@@ -75,82 +54,39 @@ func (r *router) leaderAttempt(ctx context.Context, topic string, partition int3
 	if ke == nil {
 		return false, nil
 	}
-	if reroutable(ke.Code) || ke.Code == kerr.UnknownTopicOrPartition {
-		r.leaders.Delete(leaderKey(topic, partition))
-	}
-	*hint = hintAddr(ke)
-	// A leader the metadata named that does not know the partition has
-	// not caught up with the controller yet.
-	return reroutable(ke.Code) || ke.Code == kerr.UnknownTopicOrPartition, ke
+	return r.noteError(topic, partition, ke), ke
 }
 
-// leader returns a client on the leader of topic-partition: the broker at
-// hint when one is given, else the cached leader, else the leader the
-// metadata names.
-func (r *router) leader(ctx context.Context, topic string, partition int32, hint string) (brokerv1.BrokerServiceClient, error) {
-	addr := hint
-	key := leaderKey(topic, partition)
-	if addr == "" {
-		if c, ok := r.leaders.Load(key); ok && time.Since(c.(cachedLeader).at) < leaderTTL {
-			addr = c.(cachedLeader).addr
-		}
-	}
-	if addr == "" {
-		var err error
-		if addr, err = r.lookup(ctx, topic, partition); err != nil {
-			return nil, err
-		}
-		r.leaders.Store(key, cachedLeader{addr: addr, at: time.Now()})
-	} else if hint != "" {
-		r.leaders.Store(key, cachedLeader{addr: addr, at: time.Now()})
-	}
-	cc, err := r.conns.get(addr)
-	if err != nil {
-		return nil, err
-	}
-	return brokerv1.NewBrokerServiceClient(cc), nil
+// noteError lets the client's metadata follow the answer and says whether
+// a new route may fix it. A leader the metadata named that does not know
+// the partition has not caught up with the controller yet.
+func (r *router) noteError(topic string, partition int32, ke *kerr.Error) bool {
+	r.cl.NoteError(topic, partition, ke)
+	return reroutable(ke.Code) || ke.Code == kerr.UnknownTopicOrPartition
 }
 
-// lookup asks the brokers' metadata for the address of the partition's leader.
-func (r *router) lookup(ctx context.Context, topic string, partition int32) (string, error) {
-	md, err := r.cl.Metadata(ctx, topic)
-	if err != nil {
-		return "", err
+// leader returns a client on the leader of topic-partition.
+func (r *router) leader(ctx context.Context, topic string, partition int32) (brokerv1.BrokerServiceClient, error) {
+	bc, err := r.cl.Leader(ctx, topic, partition)
+	if errors.Is(err, client.ErrClosed) {
+		return nil, errStopped
 	}
-	for _, t := range md.GetTopics() {
-		if t.GetName() != topic || kerr.Code(t.GetErrorCode()) == kerr.UnknownTopicOrPartition {
-			continue
-		}
-		for _, p := range t.GetPartitions() {
-			if p.GetPartition() != partition {
-				continue
-			}
-			if p.GetLeader() < 0 || kerr.Code(p.GetErrorCode()) == kerr.LeaderNotAvailable {
-				return "", kerr.New(kerr.LeaderNotAvailable, "%s-%d has no live leader", topic, partition)
-			}
-			for _, b := range md.GetBrokers() {
-				if b.GetId() == p.GetLeader() {
-					return b.GetAddress(), nil
-				}
-			}
-			return "", kerr.New(kerr.LeaderNotAvailable, "broker %d, leader of %s-%d, is not live", p.GetLeader(), topic, partition)
-		}
-		return "", kerr.BadField(kerr.UnknownTopicOrPartition, "partition", "topic %q has %d partitions, no partition %d",
-			topic, len(t.GetPartitions()), partition)
-	}
-	return "", kerr.BadField(kerr.UnknownTopicOrPartition, "topic", "topic %q does not exist", topic)
+	return bc, err
 }
 
 // onAny runs call against a broker, moving on to the next bootstrap
 // address while brokers cannot be reached, within the retry budget.
 func (r *router) onAny(ctx context.Context, call func(brokerv1.BrokerServiceClient) error) error {
 	p := newPacer(r.budget)
+	bootstrap := r.cl.Bootstrap()
 	start := int(r.next.Add(1))
 	for i := 0; ; i++ {
-		addr := r.bootstrap[(start+i)%len(r.bootstrap)]
-		cc, err := r.conns.get(addr)
+		bc, err := r.cl.Broker(bootstrap[(start+i)%len(bootstrap)])
+		if errors.Is(err, client.ErrClosed) {
+			return errStopped
+		}
 		if err == nil {
-			err = call(brokerv1.NewBrokerServiceClient(cc))
+			err = call(bc)
 		}
 		ke := asKerr(err)
 		if ke == nil {
@@ -160,7 +96,7 @@ func (r *router) onAny(ctx context.Context, call func(brokerv1.BrokerServiceClie
 			return ke
 		}
 		// Pause only after every address has been tried.
-		if (i+1)%len(r.bootstrap) == 0 && !p.wait(ctx) {
+		if (i+1)%len(bootstrap) == 0 && !p.wait(ctx) {
 			return ke
 		}
 	}

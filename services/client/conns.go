@@ -3,9 +3,11 @@ package client
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -24,8 +26,13 @@ func newConnPool(o Options) *connPool {
 	if o.TracerProvider != nil {
 		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(o.TracerProvider))
 	}
+	bo := grpcbackoff.DefaultConfig
+	// A restarted broker comes back on the same address; reconnect soon
+	// rather than after gRPC's default backoff of up to two minutes.
+	bo.MaxDelay = time.Second
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(handlerOpts...)),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(o.MaxMessageBytes),

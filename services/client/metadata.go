@@ -71,10 +71,10 @@ func (m *metadata) cachedLeader(topic string, partition int32) (route, *kerr.Err
 	}
 	parts, ok := m.topics[topic]
 	if !ok {
-		return route{}, kerr.New(kerr.UnknownTopicOrPartition, "topic %q is not known", topic)
+		return route{}, kerr.BadField(kerr.UnknownTopicOrPartition, "topic", "topic %q does not exist", topic)
 	}
 	if partition < 0 || int(partition) >= len(parts) {
-		return route{}, kerr.New(kerr.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, len(parts), partition)
+		return route{}, kerr.BadField(kerr.UnknownTopicOrPartition, "partition", "topic %q has %d partitions, no partition %d", topic, len(parts), partition)
 	}
 	p := parts[partition]
 	switch {

@@ -98,7 +98,7 @@ func TestFastFailoverVersusSilentBroker(t *testing.T) {
 	c.startBrokers(c1, 3)
 	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 3, 1}}, nil)
 	eventually(t, 10*time.Second, "sessions open", func() bool {
-		return c.brokers[1].sessionOpen() && c.brokers[2].sessionOpen()
+		return c.brokers[1].sessionOpen() && c.brokers[2].sessionOpen() && c.brokers[3].sessionOpen()
 	})
 
 	// A broken stream alone is not death: a broker that still answers its

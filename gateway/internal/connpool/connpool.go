@@ -1,5 +1,6 @@
-// Package connpool keeps one gRPC connection per address for the calls the
-// gateway and its console make themselves (the Go client keeps its own).
+// Package connpool keeps one gRPC connection per address for the services
+// the Go client does not wrap, which the console calls itself: the brokers'
+// FaultInjectionService and the dev launcher's DevClusterService.
 // Connections are lazy, reconnect soon after a node restarts on the same
 // address, and are traced only when tracing is on.
 package connpool

@@ -1,0 +1,49 @@
+package client
+
+import (
+	"context"
+	"slices"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+)
+
+// The calls below are for programs that pass requests through to the
+// brokers as they are (the REST gateway): they route with the client's
+// metadata cache and connections, and make their own calls, timeouts and
+// retry decisions.
+
+// Leader returns a BrokerService client on the leader of topic-partition as
+// the metadata cache names it, refreshing the cache when it does not know
+// or no longer trusts it. An UNKNOWN_TOPIC_OR_PARTITION here comes from the
+// cluster's metadata, so the topic or partition does not exist. Report a
+// failed answer of a call made with it through NoteError.
+func (c *Client) Leader(ctx context.Context, topic string, partition int32) (brokerv1.BrokerServiceClient, error) {
+	r, err := c.meta.leader(ctx, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return c.Broker(r.addr)
+}
+
+// NoteError updates the metadata cache after a call to a partition's
+// leader failed: a leader hint in the answer is taken at once; an answer
+// meaning the leader moved or is not known yet marks the partition to be
+// looked up again on its next call.
+func (c *Client) NoteError(topic string, partition int32, err error) {
+	if err != nil {
+		c.meta.noteError(topic, partition, toKerr(err))
+	}
+}
+
+// Broker returns a BrokerService client on the broker at addr, over the
+// client's pooled connection (made on first use, dialled lazily).
+func (c *Client) Broker(addr string) (brokerv1.BrokerServiceClient, error) {
+	cc, err := c.pool.get(addr)
+	if err != nil {
+		return nil, toKerr(err)
+	}
+	return brokerv1.NewBrokerServiceClient(cc), nil
+}
+
+// Bootstrap returns the broker addresses the client was given.
+func (c *Client) Bootstrap() []string { return slices.Clone(c.bootstrap) }
