@@ -396,7 +396,9 @@ func (f *fetcher) fetch(conn *grpc.ClientConn, parts map[TP]*fetchState) {
 		r.mu.Unlock()
 	}
 	if len(req.Partitions) == 0 {
-		// Everything is stalled by fault injection: idle a wait period.
+		// Everything is stalled by fault injection: idle a wait period,
+		// without a stream the leader would wait on meanwhile.
+		f.stream.close()
 		f.backoffAll(time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond)
 		return
 	}
