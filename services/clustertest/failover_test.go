@@ -188,9 +188,11 @@ func TestControllerFailoverThenElection(t *testing.T) {
 	}
 	leader := c.Partition("ctl", 0).GetLeader()
 	c.CrashBroker(leader)
+	// The election is written before the new leader hears of it: wait
+	// until the broker itself acts as leader.
 	c.WaitFor(10*time.Second, "an election by the new controller", func() bool {
 		l := c.Partition("ctl", 0).GetLeader()
-		return l >= 0 && l != leader
+		return l >= 0 && l != leader && c.Leads(l, "ctl", 0)
 	})
 	if _, err := c.Produce(context.Background(), "ctl", 0, -1, "after-election"); err != nil {
 		t.Fatalf("produce after the election: %v", err)
