@@ -31,15 +31,7 @@ func benchCluster(b *testing.B, opts ...Options) (*Cluster, *client.Client) {
 	}
 	c := Start(b, o)
 	c.CreateTopic("bench", 1, 3, map[string]string{"min.insync.replicas": "2"})
-	var boot []string
-	for id := int32(1); id <= 3; id++ {
-		boot = append(boot, c.BrokerConfig(id).Listen)
-	}
-	cl, err := client.New(boot, client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cl.Close() })
+	cl := c.Client()
 	return c, cl
 }
 

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker"
+	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest/netsim"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/internal/etcdtest"
@@ -218,6 +220,22 @@ func (c *Cluster) StopBroker(id int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return b.Stop(ctx)
+}
+
+// Client returns a Go client bootstrapping from every broker, closed when
+// the test ends.
+func (c *Cluster) Client() *client.Client {
+	c.T.Helper()
+	var boot []string
+	for _, id := range slices.Sorted(maps.Keys(c.brokerCfg)) {
+		boot = append(boot, c.brokerCfg[id].Listen)
+	}
+	cl, err := client.New(boot, client.Options{})
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.T.Cleanup(func() { _ = cl.Close() })
+	return cl
 }
 
 // Broker returns a running broker.

@@ -184,13 +184,18 @@ func (n *Network) Heal(a, b string) {
 	delete(n.cut, link{b, a})
 }
 
-// gate blocks while either end of l is paused and reports the link's delay,
-// or an error when the link has been cut meanwhile.
-func (n *Network) gate(l link) (time.Duration, error) {
+// gate blocks while either end of c's link is paused and reports the
+// link's delay, or an error when the link has been cut or c closed
+// meanwhile (closing a socket never waits for a stopped peer).
+func (n *Network) gate(c *conn) (time.Duration, error) {
+	l := c.l
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for n.paused[l.from] || n.paused[l.to] {
+	for (n.paused[l.from] || n.paused[l.to]) && !c.closed {
 		n.resume.Wait()
+	}
+	if c.closed {
+		return 0, net.ErrClosed
 	}
 	if n.cut[l] {
 		return 0, ErrLinkCut
@@ -203,13 +208,14 @@ func (n *Network) gate(l link) (time.Duration, error) {
 
 type conn struct {
 	net.Conn
-	net  *Network
-	l    link
-	once sync.Once
+	net    *Network
+	l      link
+	once   sync.Once
+	closed bool // guarded by net.mu
 }
 
 func (c *conn) Write(p []byte) (int, error) {
-	d, err := c.net.gate(c.l)
+	d, err := c.net.gate(c)
 	if err != nil {
 		_ = c.Close()
 		return 0, err
@@ -224,7 +230,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	// Hold data that arrived while paused until the pause ends, so a paused
 	// node neither sends nor receives.
-	if _, gerr := c.net.gate(c.l); gerr != nil && err == nil {
+	if _, gerr := c.net.gate(c); gerr != nil && err == nil {
 		return 0, gerr
 	}
 	return n, err
@@ -234,6 +240,8 @@ func (c *conn) Close() error {
 	c.once.Do(func() {
 		c.net.mu.Lock()
 		delete(c.net.conns, c)
+		c.closed = true
+		c.net.resume.Broadcast() // wake its reads and writes held by a pause
 		c.net.mu.Unlock()
 	})
 	return c.Conn.Close()

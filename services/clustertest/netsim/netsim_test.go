@@ -28,6 +28,20 @@ func echoServer(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// dialEcho makes a network with an echo server on node "b" and dials it
+// from node "a".
+func dialEcho(t *testing.T) (*Network, net.Conn) {
+	t.Helper()
+	n := New()
+	addr := echoServer(t)
+	n.Name(addr, "b")
+	c, err := n.Dialer("a")(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, c
+}
+
 func roundTrip(c net.Conn) error {
 	if _, err := c.Write([]byte("ping")); err != nil {
 		return err
@@ -75,13 +89,7 @@ func TestCutClosesAndRefusesThenHeals(t *testing.T) {
 }
 
 func TestDelayAddsLatency(t *testing.T) {
-	n := New()
-	addr := echoServer(t)
-	n.Name(addr, "b")
-	c, err := n.Dialer("a")(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, c := dialEcho(t)
 	defer c.Close()
 	n.Delay("a", "b", 50*time.Millisecond)
 	start := time.Now()
@@ -94,13 +102,7 @@ func TestDelayAddsLatency(t *testing.T) {
 }
 
 func TestPauseStallsUntilResume(t *testing.T) {
-	n := New()
-	addr := echoServer(t)
-	n.Name(addr, "b")
-	c, err := n.Dialer("a")(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, c := dialEcho(t)
 	defer c.Close()
 	n.Pause("b")
 	done := make(chan error, 1)
@@ -143,5 +145,34 @@ func TestLossyLinkBreaksSomeConnections(t *testing.T) {
 	defer c.Close()
 	if err := roundTrip(c); err != nil {
 		t.Fatalf("healed link: %v", err)
+	}
+}
+
+// Closing a connection whose peer is paused does not wait for the peer, as
+// closing a socket never does: a write held by the pause fails at once.
+func TestCloseDoesNotWaitForAPausedPeer(t *testing.T) {
+	n, c := dialEcho(t)
+	n.Pause("b")
+	defer n.Resume("b")
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Write([]byte("held"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("write to a paused node finished: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("held write ended with %v, want net.ErrClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("closing did not release the write held by the pause")
 	}
 }
