@@ -123,7 +123,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		c.StartBroker(id)
 	}
 	t.Cleanup(c.shutdown)
-	c.WaitFor(20*time.Second, "every broker registered with the active controller", func() bool {
+	c.WaitFor(20*time.Second, "every broker and controller registered with the active controller", func() bool {
 		resp, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
 		if err != nil {
 			return false
@@ -134,7 +134,7 @@ func Start(t testing.TB, o Options) *Cluster {
 				alive++
 			}
 		}
-		return alive == o.Brokers
+		return alive == o.Brokers && len(resp.GetControllers()) == o.Controllers
 	})
 	return c
 }
