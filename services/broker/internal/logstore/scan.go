@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/recordbatch"
@@ -88,10 +89,24 @@ const (
 	recoveryWindow = 1 << 20
 )
 
+// headerBufs recycles the windows of header walks: every fetch walks from
+// an index entry to its batch, and a fresh window per fetch was the largest
+// allocation on the replication path.
+var headerBufs = sync.Pool{New: func() any { b := make([]byte, 0, headerWindow); return &b }}
+
 // walkHeaders calls fn for each batch header in [from, to) of s, stopping at
-// the first error (errTorn for a damaged tail) or when fn returns false.
+// the first error (errTorn for a damaged tail) or when fn returns false. The
+// header passed to fn is only valid during the call.
 func walkHeaders(s *segment, from, to int64, fn func(h recordbatch.Batch, pos, size int64) bool) error {
 	r := newBatchReader(s.log, s.logPath, to, headerWindow)
+	bp := headerBufs.Get().(*[]byte)
+	r.buf = (*bp)[:0]
+	defer func() {
+		if cap(r.buf) <= headerWindow {
+			*bp = r.buf[:0]
+			headerBufs.Put(bp)
+		}
+	}()
 	for pos := from; pos < to; {
 		h, size, err := r.header(pos)
 		if err != nil {
