@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -27,7 +26,8 @@ type Replication struct {
 	// BrokerEpochOf returns the registered epoch of a broker, false when it
 	// is not known; a fetch from an older incarnation is refused (KIP-903).
 	BrokerEpochOf func(id int32) (int64, bool)
-	// TracerProvider makes the per-round-trip fetch spans; nil: none.
+	// TracerProvider makes the per-round-trip fetch spans; nil: none (and
+	// no work spent on them: this runs once per follower round trip).
 	TracerProvider trace.TracerProvider
 	// Draining, once done, ends every fetch stream after its current round
 	// trip (a parked fetch answers at once), so the broker can stop.
@@ -72,12 +72,15 @@ func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaF
 	if req.GetReplicaId() < 0 {
 		return nil, kerr.BadField(kerr.InvalidRequest, "replica_id", "must be a broker id >= 0")
 	}
-	if tc := req.GetTraceContext(); len(tc) > 0 {
-		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(tc))
+	if s.TracerProvider != nil {
+		if tc := req.GetTraceContext(); len(tc) > 0 {
+			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(tc))
+		}
+		var span trace.Span
+		ctx, span = s.TracerProvider.Tracer(tracerName).Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(rpcSystem, rpcService, rpcMethod, attribute.Int("tidemark.follower_id", int(req.GetReplicaId()))))
+		defer span.End()
 	}
-	ctx, span := s.tracer().Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(rpcSystem, rpcService, rpcMethod, attribute.Int("tidemark.follower_id", int(req.GetReplicaId()))))
-	defer span.End()
 	if s.BrokerEpochOf != nil && req.GetBrokerEpoch() > 0 {
 		if known, ok := s.BrokerEpochOf(req.GetReplicaId()); ok && req.GetBrokerEpoch() < known {
 			return &replicationv1.ReplicaFetchResponse{ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH}, nil
@@ -130,12 +133,7 @@ var (
 	rpcMethod  = attribute.String("rpc.method", "ReplicaFetch")
 )
 
-func (s *Replication) tracer() trace.Tracer {
-	if s.TracerProvider == nil {
-		return noop.NewTracerProvider().Tracer("")
-	}
-	return s.TracerProvider.Tracer("tidemark.io/services/broker/grpcapi")
-}
+const tracerName = "tidemark.io/services/broker/grpcapi"
 
 // OffsetForLeaderEpoch answers where each asked epoch ends.
 func (s *Replication) OffsetForLeaderEpoch(_ context.Context, req *replicationv1.OffsetForLeaderEpochRequest) (*replicationv1.OffsetForLeaderEpochResponse, error) {

@@ -527,10 +527,12 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 // the HW) and the exporter keeps only the round trips that did. The trace
 // context travels in the request: the stream outlives any one trace.
 func (f *fetcher) roundTrip(ctx context.Context, conn *grpc.ClientConn, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
-	ctx, span := f.m.tracer.Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.Int("tidemark.follower_id", int(f.m.opts.BrokerID)),
-			attribute.Int("tidemark.leader_id", int(f.key.leader)), attribute.Int("tidemark.partitions", len(req.Partitions))))
+	ctx, span := f.m.tracer.Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("tidemark.follower_id", int(f.m.opts.BrokerID)),
+			attribute.Int("tidemark.leader_id", int(f.key.leader)), attribute.Int("tidemark.partitions", len(req.Partitions)))
+	}
 	if span.SpanContext().IsValid() {
 		req.TraceContext = map[string]string{}
 		otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(req.TraceContext))
@@ -540,7 +542,7 @@ func (f *fetcher) roundTrip(ctx context.Context, conn *grpc.ClientConn, req *rep
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
-	if adv := resp.GetHwAdvances(); len(adv) > 0 {
+	if adv := resp.GetHwAdvances(); len(adv) > 0 && span.IsRecording() {
 		parts := make([]string, 0, len(adv))
 		for _, a := range adv {
 			parts = append(parts, a.GetTopic()+"-"+itoa(int64(a.GetPartition()))+":"+itoa(a.GetBefore())+">"+itoa(a.GetAfter()))

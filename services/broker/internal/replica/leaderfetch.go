@@ -196,17 +196,18 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	if out.HW.Advanced() {
 		// This round trip committed records: record it on the fetch's span,
 		// which is why it is kept and exported (the trace of a commit).
-		span := trace.SpanFromContext(ctx)
-		span.SetAttributes(
-			attribute.Bool(telemetry.AttrHWAdvanced, true),
-			attribute.String("tidemark.topic", p.TP.Topic), attribute.Int("tidemark.partition", int(p.TP.Partition)),
-			attribute.Int("tidemark.follower_id", int(f.ReplicaID)), attribute.Int64("tidemark.fetch_offset", p.FetchOffset),
-			attribute.Int64("tidemark.leader_leo", leaderLEO),
-			attribute.Int64("tidemark.hw.before", out.HW.Before), attribute.Int64("tidemark.hw.after", out.HW.After),
-			attribute.String("tidemark.isr", partition.FormatIDs(a.ISR)),
-		)
-		span.AddEvent("high watermark advanced", trace.WithAttributes(
-			attribute.Int64("hw.before", out.HW.Before), attribute.Int64("hw.after", out.HW.After)))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(
+				attribute.Bool(telemetry.AttrHWAdvanced, true),
+				attribute.String("tidemark.topic", p.TP.Topic), attribute.Int("tidemark.partition", int(p.TP.Partition)),
+				attribute.Int("tidemark.follower_id", int(f.ReplicaID)), attribute.Int64("tidemark.fetch_offset", p.FetchOffset),
+				attribute.Int64("tidemark.leader_leo", leaderLEO),
+				attribute.Int64("tidemark.hw.before", out.HW.Before), attribute.Int64("tidemark.hw.after", out.HW.After),
+				attribute.String("tidemark.isr", partition.FormatIDs(a.ISR)),
+			)
+			span.AddEvent("high watermark advanced", trace.WithAttributes(
+				attribute.Int64("hw.before", out.HW.Before), attribute.Int64("hw.after", out.HW.After)))
+		}
 		m.hwAdvanced(ctx, r, out.HW, "follower fetch")
 	}
 	if out.Proposal != nil {
