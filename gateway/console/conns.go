@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"tidemark.io/gateway/internal/connpool"
+	"tidemark.io/services/platform/connpool"
 
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
@@ -18,7 +18,7 @@ var errClosed = errors.New("console is closed")
 // launcher's DevClusterService.
 type connSet struct{ pool *connpool.Pool }
 
-func newConnSet() *connSet { return &connSet{pool: connpool.New(nil)} }
+func newConnSet() *connSet { return &connSet{pool: connpool.New()} }
 
 // get returns the connection to addr (dialed lazily on first use).
 func (s *connSet) get(addr string) (*grpc.ClientConn, error) {
@@ -29,7 +29,7 @@ func (s *connSet) get(addr string) (*grpc.ClientConn, error) {
 	return cc, err
 }
 
-func (s *connSet) close() { s.pool.Close() }
+func (s *connSet) close() { _ = s.pool.Close() }
 
 func (c *Console) devClient() (devclusterv1.DevClusterServiceClient, error) {
 	cc, err := c.conns.get(c.opts.DevControl)

@@ -20,7 +20,7 @@ import (
 type Admin struct {
 	opts  Options
 	addrs []string
-	pool  *connPool
+	pool  connPool
 
 	mu     sync.Mutex // guards active
 	active string     // the controller believed active; "" when unknown

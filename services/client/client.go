@@ -16,7 +16,7 @@ import (
 type Client struct {
 	opts      Options
 	bootstrap []string
-	pool      *connPool
+	pool      connPool
 	meta      *metadata
 	log       *slog.Logger
 }

@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"tidemark.io/services/broker"
+	"tidemark.io/services/platform/telemetry"
 )
 
 // jaegerBinary finds the Jaeger built by `make thirdparty`.
@@ -41,41 +41,7 @@ func jaegerBinary(t *testing.T) string {
 func startJaeger(t *testing.T) (otlp, api string) {
 	bin := jaegerBinary(t)
 	otlp, api, queryGRPC := freeAddr(t), freeAddr(t), freeAddr(t)
-	cfg := fmt.Sprintf(`service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-extensions:
-  jaeger_query:
-    storage:
-      traces: mem
-    http:
-      endpoint: %s
-    grpc:
-      endpoint: %s
-  jaeger_storage:
-    backends:
-      mem:
-        memory:
-          max_traces: 10000
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: %s
-processors:
-  batch:
-    timeout: 100ms
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: mem
-`, api, queryGRPC, otlp)
+	cfg := telemetry.LocalJaegerConfig(otlp, api, queryGRPC)
 	path := filepath.Join(t.TempDir(), "jaeger.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -185,13 +185,7 @@ func newConsumeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			parts := []int32{partition}
-			if partition < 0 {
-				parts = parts[:0]
-				for p := range info.partitions {
-					parts = append(parts, p)
-				}
-			}
+			parts := info.chosen(partition)
 			octx, cancel := g.opContext(ctx)
 			readers, err := openReaders(octx, c, topic, parts, start, follow, rack)
 			cancel()

@@ -190,6 +190,19 @@ type topicInfo struct {
 	racks      map[int32]string // broker id to rack
 }
 
+// chosen returns the partitions a --partition flag names: that one, or
+// every partition of the topic for -1.
+func (i topicInfo) chosen(partition int32) []int32 {
+	if partition >= 0 {
+		return []int32{partition}
+	}
+	parts := make([]int32, 0, i.partitions)
+	for p := range i.partitions {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
 // checkTopic makes sure the topic (and partition, when >= 0) exists, so that
 // a typo fails at once with UNKNOWN_TOPIC_OR_PARTITION rather than after
 // the producer's metadata wait.

@@ -219,13 +219,7 @@ func newPerfConsumeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			parts := []int32{partition}
-			if partition < 0 {
-				parts = parts[:0]
-				for p := range info.partitions {
-					parts = append(parts, p)
-				}
-			}
+			parts := info.chosen(partition)
 			rctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			readers, err := openReaders(rctx, c, topic, parts, client.OffsetEarliest, true, rack)

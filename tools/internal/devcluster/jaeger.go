@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"tidemark.io/services/platform/telemetry"
 )
 
 // Jaeger's documented ports on the dev machine: OTLP gRPC and the query
@@ -12,43 +14,6 @@ const (
 	JaegerOTLP  = "127.0.0.1:4317"
 	JaegerQuery = "127.0.0.1:16686"
 )
-
-// jaegerConfig runs Jaeger with in-memory storage, receiving OTLP over gRPC
-// and serving its query API, on loopback only.
-const jaegerConfig = `service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-extensions:
-  jaeger_query:
-    storage:
-      traces: mem
-    http:
-      endpoint: %s
-    grpc:
-      endpoint: 127.0.0.1:16685
-  jaeger_storage:
-    backends:
-      mem:
-        memory:
-          max_traces: 100000
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: %s
-processors:
-  batch:
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: mem
-`
 
 // jaegerNode plans a Jaeger process from the binary `make thirdparty`
 // builds, its config written under the data dir.
@@ -64,7 +29,7 @@ func (o Options) jaegerNode() (*Node, error) {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, jaegerConfig, JaegerQuery, JaegerOTLP), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(telemetry.LocalJaegerConfig(JaegerOTLP, JaegerQuery, "127.0.0.1:16685")), 0o644); err != nil {
 		return nil, err
 	}
 	return &Node{Name: "jaeger", Kind: "jaeger", Addr: JaegerQuery, Binary: bin,

@@ -1,8 +1,9 @@
-// Package connpool keeps one gRPC connection per address for the services
-// the Go client does not wrap, which the console calls itself: the brokers'
-// FaultInjectionService and the dev launcher's DevClusterService.
-// Connections are lazy, reconnect soon after a node restarts on the same
-// address, and are traced only when tracing is on.
+// Package connpool keeps one gRPC connection per address: the Go client's
+// connections to brokers and controllers, a broker's to its peers, the
+// console's to the services the client does not wrap. A ClientConn
+// multiplexes concurrent calls and reconnects by itself, so one per node is
+// enough. Connections are lazy (nothing is dialled until the first call) and
+// reconnect soon after a node restarts on the same address.
 package connpool
 
 import (
@@ -11,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,9 +29,9 @@ type Pool struct {
 	closed bool
 }
 
-// New makes a pool; tp non-nil instruments its connections, extra adds
-// dial options (message size limits, say).
-func New(tp trace.TracerProvider, extra ...grpc.DialOption) *Pool {
+// New makes a pool of plaintext connections; extra adds dial options
+// (tracing, message size limits, a dialer).
+func New(extra ...grpc.DialOption) *Pool {
 	bo := backoff.DefaultConfig
 	// A restarted node comes back on the same address; reconnect soon
 	// rather than after gRPC's default backoff of up to two minutes.
@@ -41,14 +40,10 @@ func New(tp trace.TracerProvider, extra ...grpc.DialOption) *Pool {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 	}
-	if tp != nil {
-		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp))))
-	}
 	return &Pool{opts: append(opts, extra...), conns: map[string]*grpc.ClientConn{}}
 }
 
-// Get returns the connection to addr, creating it on first use (nothing is
-// dialed until the first call).
+// Get returns the connection to addr, creating it on first use.
 func (p *Pool) Get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -58,6 +53,8 @@ func (p *Pool) Get(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := p.conns[addr]; ok {
 		return cc, nil
 	}
+	// passthrough hands the address to the dialer exactly as given, which a
+	// network simulator keyed by address relies on.
 	cc, err := grpc.NewClient("passthrough:///"+addr, p.opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
@@ -67,12 +64,14 @@ func (p *Pool) Get(addr string) (*grpc.ClientConn, error) {
 }
 
 // Close closes every connection; later Gets fail with ErrClosed.
-func (p *Pool) Close() {
+func (p *Pool) Close() error {
 	p.mu.Lock()
 	conns := p.conns
 	p.conns, p.closed = nil, true
 	p.mu.Unlock()
+	var errs []error
 	for _, cc := range conns {
-		_ = cc.Close()
+		errs = append(errs, cc.Close())
 	}
+	return errors.Join(errs...)
 }

@@ -1,0 +1,45 @@
+package telemetry
+
+import "fmt"
+
+// LocalJaegerConfig is the configuration tidemark runs a Jaeger v2 binary
+// with outside Docker (`make run` with Jaeger, the trace tests): spans kept
+// in memory, OTLP over gRPC received on otlpGRPC, the query API and UI on
+// queryHTTP, its gRPC query service on queryGRPC. Use loopback addresses.
+func LocalJaegerConfig(otlpGRPC, queryHTTP, queryGRPC string) string {
+	return fmt.Sprintf(`service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+extensions:
+  jaeger_query:
+    storage:
+      traces: mem
+    http:
+      endpoint: %s
+    grpc:
+      endpoint: %s
+  jaeger_storage:
+    backends:
+      mem:
+        memory:
+          max_traces: 100000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: %s
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: mem
+`, queryHTTP, queryGRPC, otlpGRPC)
+}
