@@ -50,41 +50,63 @@ func (c *LeaderEpochCache) setLocked(next []EpochEntry) error {
 	return nil
 }
 
-// Assign records that epoch starts at startOffset. As in Kafka, an epoch not
-// above the latest one, or a start offset below the latest one's, is ignored
-// (with a warning when it is not simply the current epoch again); it reports
-// whether the cache changed.
+// Assign records that epoch starts at startOffset and reports whether the
+// cache changed. A new epoch replaces the trailing entries that start at or
+// after startOffset, as Kafka's assign does: those are epochs in which
+// nothing was written before it (an empty epoch a broker led and then lost),
+// and keeping them would answer EndOffsetFor with an epoch no record has.
+// Only a replaced entry that started elsewhere is unexpected (a warning).
+// An epoch not above the latest is ignored (with a warning unless it is
+// simply the current epoch again): leaders are fenced before they append an
+// older epoch, and a follower's log is truncated, which trims the cache from
+// the end, before it takes the leader's records. Kafka would let an older
+// epoch rewrite the newer entries instead.
 func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) (bool, error) {
 	if epoch < 0 || startOffset < 0 {
 		return false, fmt.Errorf("invalid leader epoch entry %d %d", epoch, startOffset)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := len(c.entries); n > 0 {
-		last := c.entries[n-1]
-		if epoch <= last.Epoch || startOffset < last.StartOffset {
+	keep := len(c.entries)
+	if keep > 0 {
+		last := c.entries[keep-1]
+		if epoch <= last.Epoch {
 			if epoch != last.Epoch || startOffset < last.StartOffset {
-				c.logger.Warn("ignoring non-monotonic leader epoch entry",
+				c.logger.Warn("ignoring leader epoch entry not above the latest",
 					"epoch", epoch, "start_offset", startOffset, "latest_epoch", last.Epoch, "latest_start_offset", last.StartOffset)
 			}
 			return false, nil
 		}
+		for keep > 0 && c.entries[keep-1].StartOffset >= startOffset {
+			keep--
+		}
+		if dropped := c.entries[keep:]; len(dropped) > 1 || (len(dropped) == 1 && dropped[0].StartOffset != startOffset) {
+			c.logger.Warn("new leader epoch entry replaces conflicting entries",
+				"epoch", epoch, "start_offset", startOffset, "replaced", fmt.Sprint(dropped))
+		}
 	}
-	next := append(slices.Clip(c.entries), EpochEntry{epoch, startOffset})
+	next := append(slices.Clone(c.entries[:keep]), EpochEntry{epoch, startOffset})
 	return true, c.setLocked(next)
 }
 
 // EndOffsetFor answers OffsetsForLeaderEpoch for epoch on a log whose end is
-// leo: the largest known epoch <= epoch, and the start offset of the epoch
-// after it, or leo when it is the latest. It returns (UndefinedEpoch,
-// UndefinedEpochOffset) when epoch is undefined, below the first known epoch,
-// above the latest, or the cache is empty.
+// leo, as Kafka's LeaderEpochFileCache.endOffsetFor does: the largest known
+// epoch <= epoch, and the start offset of the epoch after it, or leo when it
+// is the latest. An epoch older than every entry (retention trimmed the
+// cache from the start) is answered with (epoch, start offset of the first
+// entry): whatever the asker wrote in that epoch ends where our oldest
+// known epoch begins, so it keeps what lies below and the fetch goes on from
+// there. It returns (UndefinedEpoch, UndefinedEpochOffset) when epoch is
+// undefined, above the latest, or the cache is empty.
 func (c *LeaderEpochCache) EndOffsetFor(epoch int32, leo int64) (int32, int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	n := len(c.entries)
-	if epoch < 0 || n == 0 || epoch < c.entries[0].Epoch || epoch > c.entries[n-1].Epoch {
+	if epoch < 0 || n == 0 || epoch > c.entries[n-1].Epoch {
 		return UndefinedEpoch, UndefinedEpochOffset
+	}
+	if epoch < c.entries[0].Epoch {
+		return epoch, c.entries[0].StartOffset
 	}
 	// i is the first entry with Epoch > epoch; i >= 1 because entries[0].Epoch <= epoch.
 	i, _ := slices.BinarySearchFunc(c.entries, epoch+1, func(e EpochEntry, t int32) int { return cmpInt(e.Epoch, t) })

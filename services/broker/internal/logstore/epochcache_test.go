@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"errors"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -14,7 +15,7 @@ func TestEndOffsetFor(t *testing.T) {
 		wantOffset int64
 	}{
 		{-1, UndefinedEpoch, UndefinedEpochOffset}, // undefined request
-		{0, UndefinedEpoch, UndefinedEpochOffset},  // below the first epoch
+		{0, 0, 0},  // below the first epoch: (epoch, first start), as Kafka
 		{1, 1, 10}, // start of the next epoch
 		{2, 1, 10}, // unknown epoch: largest below it
 		{3, 3, 10}, // an epoch with no data ends where it began
@@ -48,9 +49,12 @@ func TestAssign(t *testing.T) {
 		{"first", 2, 5, true, []EpochEntry{{2, 5}}},
 		{"same epoch again", 2, 9, false, []EpochEntry{{2, 5}}},
 		{"older epoch ignored", 1, 20, false, []EpochEntry{{2, 5}}},
-		{"newer epoch, lower offset ignored", 3, 4, false, []EpochEntry{{2, 5}}},
-		{"newer epoch at the same offset", 3, 5, true, []EpochEntry{{2, 5}, {3, 5}}},
-		{"newer epoch later", 6, 12, true, []EpochEntry{{2, 5}, {3, 5}, {6, 12}}},
+		{"newer epoch later", 3, 8, true, []EpochEntry{{2, 5}, {3, 8}}},
+		// Kafka's assign: epoch 3 was empty, epoch 4 replaces it.
+		{"newer epoch at the same offset replaces an empty one", 4, 8, true, []EpochEntry{{2, 5}, {4, 8}}},
+		{"newer epoch, lower offset replaces what starts after it", 5, 6, true, []EpochEntry{{2, 5}, {5, 6}}},
+		{"newer epoch later again", 6, 12, true, []EpochEntry{{2, 5}, {5, 6}, {6, 12}}},
+		{"older epoch ignored after several", 4, 20, false, []EpochEntry{{2, 5}, {5, 6}, {6, 12}}},
 	}
 	var persisted []EpochEntry
 	c := NewLeaderEpochCache(nil, func(e []EpochEntry) error { persisted = e; return nil }, nil)
@@ -134,5 +138,93 @@ func TestEpochCachePersistedOnEveryChange(t *testing.T) {
 	got, found, err := readEpochCheckpoint(fsys, testDir)
 	if err != nil || !found || !equalEntries(got, l.EpochEntries()) || !equalEntries(got, []EpochEntry{{1, 0}, {3, 2}}) {
 		t.Fatalf("checkpoint %v (%v %v), cache %v", got, found, err, l.EpochEntries())
+	}
+}
+
+// TestEndOffsetForBelowTrimmedCache is retention on an idle topic: the
+// leader's cache was trimmed from the start to an epoch the follower never
+// saw. The follower's older epoch ends where the leader's first one begins,
+// so its fetch at that offset is in range (Kafka's endOffsetFor), instead of
+// being refused for good.
+func TestEndOffsetForBelowTrimmedCache(t *testing.T) {
+	c := NewLeaderEpochCache([]EpochEntry{{0, 0}, {1, 2}}, nil, nil)
+	if err := c.TruncateFromStart(2); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Entries(); !equalEntries(got, []EpochEntry{{1, 2}}) {
+		t.Fatalf("entries after trimming to 2: %v", got)
+	}
+	if e, off := c.EndOffsetFor(0, 2); e != 0 || off != 2 {
+		t.Fatalf("EndOffsetFor(0) = (%d, %d), want (0, 2)", e, off)
+	}
+}
+
+// kafkaEndOffsetFor is Kafka's endOffsetFor written out naively over an
+// ordered entry list, the reference TestEndOffsetForMatchesKafka compares
+// the cache with.
+func kafkaEndOffsetFor(entries []EpochEntry, epoch int32, leo int64) (int32, int64) {
+	if epoch == UndefinedEpoch {
+		return UndefinedEpoch, UndefinedEpochOffset
+	}
+	if n := len(entries); n > 0 && entries[n-1].Epoch == epoch {
+		return epoch, leo
+	}
+	var floor, higher *EpochEntry
+	for i := range entries {
+		if entries[i].Epoch <= epoch {
+			floor = &entries[i]
+		} else if higher == nil {
+			higher = &entries[i]
+		}
+	}
+	switch {
+	case higher == nil:
+		return UndefinedEpoch, UndefinedEpochOffset
+	case floor == nil:
+		return epoch, higher.StartOffset
+	}
+	return floor.Epoch, higher.StartOffset
+}
+
+// TestEndOffsetForMatchesKafka drives the cache through random assignments
+// and truncations from both ends and compares every EndOffsetFor answer
+// with Kafka's rule.
+func TestEndOffsetForMatchesKafka(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for run := range 200 {
+		c := NewLeaderEpochCache(nil, nil, nil)
+		var leo int64
+		for step := range 60 {
+			switch op := rng.IntN(10); {
+			case op < 5:
+				latest := c.LatestEpoch()
+				_, _ = c.Assign(latest+1+int32(rng.IntN(3)), leo)
+				leo += int64(rng.IntN(4))
+			case op < 7:
+				leo -= int64(rng.IntN(int(leo) + 1))
+				if err := c.TruncateFromEnd(leo); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				first := int64(0)
+				if e := c.Entries(); len(e) > 0 {
+					first = e[0].StartOffset
+				}
+				if leo > first {
+					if err := c.TruncateFromStart(first + int64(rng.IntN(int(leo-first)+1))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			entries := c.Entries()
+			for e := int32(-1); e <= c.LatestEpoch()+2; e++ {
+				gotE, gotOff := c.EndOffsetFor(e, leo)
+				wantE, wantOff := kafkaEndOffsetFor(entries, e, leo)
+				if gotE != wantE || gotOff != wantOff {
+					t.Fatalf("run %d step %d: entries %v leo %d: EndOffsetFor(%d) = (%d, %d), Kafka (%d, %d)",
+						run, step, entries, leo, e, gotE, gotOff, wantE, wantOff)
+				}
+			}
+		}
 	}
 }

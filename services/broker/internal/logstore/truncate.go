@@ -12,8 +12,12 @@ import (
 // TruncateTo removes every record at or after offset, in whole batches: when
 // offset falls inside a batch, that whole batch goes too, so the new LEO is
 // the batch's base offset, at or below offset. It returns the new LEO. An
-// offset at or beyond the LEO changes nothing; one below the first segment
-// empties the log and restarts it at offset (TruncateFullyAndStartAt).
+// offset at or beyond the LEO removes no record, but the epoch cache still
+// loses the entries starting at or after the LEO, as Kafka's truncateTo
+// does: a replica that led an epoch without writing in it keeps that epoch's
+// entry at its LEO, and as a follower it would keep announcing an epoch the
+// leader's log does not have. One below the first segment empties the log
+// and restarts it at offset (TruncateFullyAndStartAt).
 //
 // The leader-epoch cache loses entries starting at or after the new LEO, the
 // producer table is rebuilt as of the new LEO, the recovery point and log
@@ -31,6 +35,11 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	}
 	leo := l.leo.Load()
 	if offset >= leo {
+		// A failed checkpoint write leaves the cache as it was, consistent
+		// with the log: the caller may retry.
+		if err := l.epochs.TruncateFromEnd(leo); err != nil {
+			return 0, err
+		}
 		return leo, nil
 	}
 	if offset < l.segments()[0].base {

@@ -133,3 +133,37 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 		t.Fatalf("TruncateTo below the log: %d, %v, %+v", got, err, l.Stats())
 	}
 }
+
+// TestTruncateAtLEODropsEmptyEpoch is a replica that led epoch 1 without
+// writing and then follows a leader whose log has no epoch 1: truncating to
+// its LEO removes no record, but must drop the epoch entry at the LEO (and
+// persist that), or it keeps fetching with last fetched epoch 1 and the
+// leader keeps answering with the same divergence.
+func TestTruncateAtLEODropsEmptyEpoch(t *testing.T) {
+	fsys := newMem(t)
+	l := openLog(t, fsys, smallConfig(), newClock())
+	appendLeader(t, l, plain(2, 10, 1), 0)
+	if err := l.AssignEpochStartOffset(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.EpochEntries(); !equalEntries(got, []EpochEntry{{0, 0}, {1, 2}}) {
+		t.Fatalf("entries %v", got)
+	}
+	for _, to := range []int64{2, 5} { // at the LEO, and beyond it
+		leo, err := l.TruncateTo(to)
+		if err != nil || leo != 2 {
+			t.Fatalf("TruncateTo(%d) = %d, %v; want 2", to, leo, err)
+		}
+		if got := l.EpochEntries(); !equalEntries(got, []EpochEntry{{0, 0}}) {
+			t.Fatalf("TruncateTo(%d): entries %v, want [{0 0}]", to, got)
+		}
+		got, found, err := readEpochCheckpoint(fsys, testDir)
+		if err != nil || !found || !equalEntries(got, []EpochEntry{{0, 0}}) {
+			t.Fatalf("TruncateTo(%d): checkpoint %v (%v %v)", to, got, found, err)
+		}
+	}
+	readAll(t, l, 0, 2, 1<<20)
+	if l.LatestEpoch() != 0 {
+		t.Fatalf("latest epoch %d", l.LatestEpoch())
+	}
+}

@@ -8,10 +8,10 @@ import (
 
 // TestDivergingEpoch is F13 on the leader: epochs 0@0, 2@10, 4@20, LEO 30.
 func TestDivergingEpoch(t *testing.T) {
-	leader := newFakeEpochs(30, "0@0,2@10,4@20")
+	leader := newTestEpochs(30, "0@0,2@10,4@20")
 	tests := []struct {
 		name        string
-		cache       *fakeEpochs
+		cache       *testEpochs
 		lastEpoch   int32
 		fetchOffset int64
 		logStart    int64
@@ -31,11 +31,11 @@ func TestDivergingEpoch(t *testing.T) {
 		{name: "epoch unknown to leader, first epochs", cache: leader, lastEpoch: 1, fetchOffset: 5,
 			want: EpochEndOffset{Epoch: 0, EndOffset: 10}, diverging: true},
 		{name: "epoch newer than the leader's", cache: leader, lastEpoch: 5, fetchOffset: 30, err: kerr.OffsetOutOfRange},
-		{name: "empty cache", cache: newFakeEpochs(30, ""), lastEpoch: 1, fetchOffset: 3, err: kerr.OffsetOutOfRange},
+		{name: "empty cache", cache: newTestEpochs(30, ""), lastEpoch: 1, fetchOffset: 3, err: kerr.OffsetOutOfRange},
 		{name: "below log start", cache: leader, lastEpoch: 4, fetchOffset: 3, logStart: 5, err: kerr.OffsetOutOfRange},
-		{name: "epoch older than the cache (deleted by retention)", cache: newFakeEpochs(30, "2@10,4@20"),
+		{name: "epoch older than the cache (deleted by retention)", cache: newTestEpochs(30, "2@10,4@20"),
 			lastEpoch: 1, fetchOffset: 10, logStart: 10},
-		{name: "epoch older than the cache, past the first start", cache: newFakeEpochs(30, "2@10,4@20"),
+		{name: "epoch older than the cache, past the first start", cache: newTestEpochs(30, "2@10,4@20"),
 			lastEpoch: 1, fetchOffset: 12, logStart: 10, want: EpochEndOffset{Epoch: 1, EndOffset: 10}, diverging: true},
 	}
 	for _, tt := range tests {
@@ -60,7 +60,7 @@ func TestDivergingFetchLeavesFollowerState(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := p.Snapshot(timeAt(0))
-	_, diverging, err := p.CheckDivergence(1, 5, newFakeEpochs(6, "0@0,2@3"))
+	_, diverging, err := p.CheckDivergence(1, 5, newTestEpochs(6, "0@0,2@3"))
 	if err != nil || !diverging {
 		t.Fatalf("diverging %t, err %v", diverging, err)
 	}

@@ -4,107 +4,76 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"tidemark.io/services/broker/internal/logstore"
 )
 
-// fakeEpochs is an in-memory leader-epoch cache with Kafka's endOffsetFor
-// semantics (LeaderEpochFileCache), standing in for the log store's.
-type fakeEpochs struct {
-	entries []epochEntry
-	leo     func() int64
+// testEpochs is the log store's real leader-epoch cache, in memory (no
+// checkpoint file), with the LEO it answers EndOffsetFor against: the
+// scripts and table tests see exactly what a broker's log would answer.
+type testEpochs struct {
+	cache *logstore.LeaderEpochCache
+	leo   func() int64
 }
 
-type epochEntry struct {
-	epoch int32
-	start int64
-}
-
-func newFakeEpochs(leo int64, spec string) *fakeEpochs {
-	c := &fakeEpochs{leo: func() int64 { return leo }}
+func newTestEpochs(leo int64, spec string) *testEpochs {
+	c := &testEpochs{leo: func() int64 { return leo }}
 	if err := c.set(spec); err != nil {
 		panic(err)
 	}
 	return c
 }
 
-func (c *fakeEpochs) LatestEpoch() int32 {
-	if len(c.entries) == 0 {
-		return UndefinedEpoch
-	}
-	return c.entries[len(c.entries)-1].epoch
+func (c *testEpochs) LatestEpoch() int32 { return c.cache.LatestEpoch() }
+
+func (c *testEpochs) EndOffsetFor(epoch int32) (int32, int64) {
+	return c.cache.EndOffsetFor(epoch, c.leo())
 }
 
-func (c *fakeEpochs) EndOffsetFor(epoch int32) (int32, int64) {
-	if epoch == UndefinedEpoch || len(c.entries) == 0 {
-		return UndefinedEpoch, UndefinedOffset
+// assign records the start of a new epoch (a new leader's
+// AssignEpochStartOffset).
+func (c *testEpochs) assign(epoch int32, start int64) {
+	if _, err := c.cache.Assign(epoch, start); err != nil {
+		panic(err)
 	}
-	if epoch == c.LatestEpoch() {
-		return epoch, c.leo()
-	}
-	var floor, higher *epochEntry
-	for i := range c.entries {
-		e := &c.entries[i]
-		if e.epoch <= epoch {
-			floor = e
-		} else if higher == nil {
-			higher = e
-		}
-	}
-	switch {
-	case higher == nil:
-		return UndefinedEpoch, UndefinedOffset
-	case floor == nil:
-		return epoch, higher.start
-	}
-	return floor.epoch, higher.start
-}
-
-// assign records the start of a new epoch, dropping entries it supersedes.
-func (c *fakeEpochs) assign(epoch int32, start int64) {
-	kept := c.entries[:0]
-	for _, e := range c.entries {
-		if e.epoch < epoch && e.start < start {
-			kept = append(kept, e)
-		}
-	}
-	c.entries = append(kept, epochEntry{epoch, start})
 }
 
 // truncateFromEnd drops the epochs that start at or after offset.
-func (c *fakeEpochs) truncateFromEnd(offset int64) {
-	kept := c.entries[:0]
-	for _, e := range c.entries {
-		if e.start < offset {
-			kept = append(kept, e)
-		}
+func (c *testEpochs) truncateFromEnd(offset int64) {
+	if err := c.cache.TruncateFromEnd(offset); err != nil {
+		panic(err)
 	}
-	c.entries = kept
 }
 
 // set parses "0@0,2@10" (epoch@startOffset); "" empties the cache.
-func (c *fakeEpochs) set(spec string) error {
-	c.entries = nil
-	if spec == "" || spec == "none" {
-		return nil
-	}
-	for _, part := range strings.Split(spec, ",") {
-		e, s, ok := strings.Cut(part, "@")
-		epoch, err1 := strconv.ParseInt(e, 10, 32)
-		start, err2 := strconv.ParseInt(s, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("bad epoch entry %q (want epoch@offset)", part)
+func (c *testEpochs) set(spec string) error {
+	var entries []logstore.EpochEntry
+	if spec != "" && spec != "none" {
+		for _, part := range strings.Split(spec, ",") {
+			e, s, ok := strings.Cut(part, "@")
+			epoch, err1 := strconv.ParseInt(e, 10, 32)
+			start, err2 := strconv.ParseInt(s, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				return fmt.Errorf("bad epoch entry %q (want epoch@offset)", part)
+			}
+			if n := len(entries); n > 0 && (int32(epoch) <= entries[n-1].Epoch || start < entries[n-1].StartOffset) {
+				return fmt.Errorf("epoch entry %q does not follow %d@%d", part, entries[n-1].Epoch, entries[n-1].StartOffset)
+			}
+			entries = append(entries, logstore.EpochEntry{Epoch: int32(epoch), StartOffset: start})
 		}
-		c.entries = append(c.entries, epochEntry{int32(epoch), start})
 	}
+	c.cache = logstore.NewLeaderEpochCache(entries, nil, nil)
 	return nil
 }
 
-func (c *fakeEpochs) String() string {
-	if len(c.entries) == 0 {
+func (c *testEpochs) String() string {
+	entries := c.cache.Entries()
+	if len(entries) == 0 {
 		return "empty"
 	}
-	parts := make([]string, len(c.entries))
-	for i, e := range c.entries {
-		parts[i] = fmt.Sprintf("%d@%d", e.epoch, e.start)
+	parts := make([]string, len(entries))
+	for i, e := range entries {
+		parts[i] = fmt.Sprintf("%d@%d", e.Epoch, e.StartOffset)
 	}
 	return strings.Join(parts, " ")
 }

@@ -16,7 +16,7 @@ type harness struct {
 	p       *Partition
 	nowMs   int64
 	brokers *fakeBrokers
-	epochs  *fakeEpochs
+	epochs  *testEpochs
 }
 
 func (h *harness) now() time.Time { return time.UnixMilli(h.nowMs) }
@@ -101,7 +101,7 @@ func cmdNew(h *harness, a *args) []string {
 		LogEndOffset:   a.int64("leo", 0),
 		HighWatermark:  a.int64("hw", 0),
 	})
-	h.epochs = &fakeEpochs{leo: h.p.LogEndOffset}
+	h.epochs = &testEpochs{leo: h.p.LogEndOffset}
 	if err := h.epochs.set(a.str("epochs", "")); err != nil {
 		a.fail(err)
 	}

@@ -41,7 +41,7 @@ func TestTruncationFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := TruncationFor(tt.leader, newFakeEpochs(tt.leo, tt.follower), tt.leo, tt.hw)
+			got := TruncationFor(tt.leader, newTestEpochs(tt.leo, tt.follower), tt.leo, tt.hw)
 			if got != tt.want {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
@@ -100,9 +100,9 @@ func TestKIP279TruncationLoop(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			leader := newFakeEpochs(tt.leaderLEO, tt.leader)
+			leader := newTestEpochs(tt.leaderLEO, tt.leader)
 			leo := tt.followerLEO
-			follower := &fakeEpochs{leo: func() int64 { return leo }}
+			follower := &testEpochs{leo: func() int64 { return leo }}
 			if err := follower.set(tt.follower); err != nil {
 				t.Fatal(err)
 			}
