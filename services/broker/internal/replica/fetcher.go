@@ -61,6 +61,42 @@ type fetchState struct {
 	epoch       int32 // the leader epoch we follow
 	truncating  bool  // must settle truncation (KIP-279 loop) before fetching
 	delayedTill time.Time
+	// stuck is the last divergence or out-of-range answer that left the
+	// log as it was, and the log's state then (fetcher goroutine only):
+	// the same answer again on the same log means the next fetch would be
+	// the same too, so the partition backs off instead of spinning (and
+	// ending the leader's long poll for every partition of the request).
+	stuck  *noProgress
+	warned bool
+}
+
+// noProgress is an answer from the leader and the log state it left.
+type noProgress struct {
+	answer      string
+	leo         int64
+	latestEpoch int32
+}
+
+// checkProgress records an answer that changed nothing in st's log (leo and
+// latest epoch as they are now) and reports whether the previous answer was
+// the same on the same log; it warns once per stuck spell. r.mu held.
+func (f *fetcher) checkProgress(st *fetchState, answer string) bool {
+	r := st.r
+	now := noProgress{answer: answer, leo: r.log.LogEndOffset(), latestEpoch: r.log.LatestEpoch()}
+	again := st.stuck != nil && *st.stuck == now
+	st.stuck = &now
+	if again && !st.warned {
+		st.warned = true
+		f.m.log.Warn("follower makes no progress: the leader keeps giving the same answer; backing off",
+			"topic", r.tp.Topic, "partition", r.tp.Partition, "leader", f.key.leader, "leader_epoch", st.epoch,
+			"answer", answer, "leo", now.leo, "latest_epoch", now.latestEpoch, "backoff", fetchBackoff)
+	}
+	return again
+}
+
+// progressed forgets a stuck spell once a fetch went through.
+func (st *fetchState) progressed() {
+	st.stuck, st.warned = nil, false
 }
 
 // add hands a follower replica to the fetcher for its leader.
@@ -337,18 +373,38 @@ func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts 
 		}
 		ask = next
 	}
+	for tp := range ask {
+		// Still asking after every round: the answers did not converge.
+		// Retry after a pause rather than at once.
+		if f.ctx.Err() == nil {
+			f.m.log.Warn("leader epoch truncation did not settle; backing off", "topic", tp.Topic, "partition", tp.Partition,
+				"leader", f.key.leader, "last_epoch_asked", ask[tp], "backoff", fetchBackoff)
+			f.delay(tp, fetchBackoff)
+		}
+	}
 }
 
-// truncateLocked cuts st's log to offset if it is below the LEO. r.mu held.
+// truncateLocked cuts st's log to offset. At or beyond the LEO no record
+// goes, but the log still drops epoch entries starting at the LEO (Kafka's
+// truncateTo): an epoch this replica led without writing, which the leader
+// does not have; kept, it would be sent as LastFetchedEpoch and draw the
+// same divergence answer for ever. r.mu held.
 func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 	r := st.r
-	leo := r.log.LogEndOffset()
-	if offset >= leo || offset < 0 {
+	if offset < 0 {
 		return
 	}
+	leo, epochBefore := r.log.LogEndOffset(), r.log.LatestEpoch()
 	newLEO, err := r.log.TruncateTo(offset)
 	if err != nil {
 		f.m.log.Error("truncation failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "offset", offset, "err", err)
+		return
+	}
+	if newLEO == leo {
+		if after := r.log.LatestEpoch(); after != epochBefore {
+			f.m.log.Info("Truncating to offset "+itoa(offset)+" removes no record; dropped leader epochs starting at the log end "+itoa(leo),
+				"topic", r.tp.Topic, "partition", r.tp.Partition, "latest_epoch_before", epochBefore, "latest_epoch", after, "by", why)
+		}
 		return
 	}
 	r.state.OnTruncated(newLEO)
@@ -472,11 +528,17 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 		return
 	}
 	if d := a.GetDivergingEpoch(); d != nil {
-		tr := r.state.OnDivergingEpoch(partition.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()}, epochSource{r.log})
+		div := partition.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()}
+		tr := r.state.OnDivergingEpoch(div, epochSource{r.log})
 		f.truncateLocked(st, tr.Offset, "diverging epoch")
+		stuck := f.checkProgress(st, "diverging "+div.String())
 		r.mu.Unlock()
+		if stuck {
+			f.delay(r.tp, fetchBackoff)
+		}
 		return
 	}
+	st.progressed()
 	if recs := a.GetRecords(); len(recs) > 0 {
 		if _, err := r.log.AppendAsFollower(recs); err != nil {
 			r.mu.Unlock()
@@ -516,6 +578,12 @@ func (f *fetcher) outOfRangeLocked(st *fetchState, a *replicationv1.ReplicaFetch
 		r.state.OnTruncated(r.log.LogEndOffset())
 		r.state.SetLogStartOffset(r.log.LogStartOffset())
 		f.m.log.Info("Truncating fully and starting at offset "+itoa(act.Offset), "topic", r.tp.Topic, "partition", r.tp.Partition)
+	case partition.ResumeAt:
+		// The next fetch is this one again: unless the leader's state
+		// moves, it gets the same answer, so do not ask at once.
+		if f.checkProgress(st, "out of range, "+act.String()) {
+			f.delay(r.tp, fetchBackoff)
+		}
 	}
 }
 
