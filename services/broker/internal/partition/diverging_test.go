@@ -37,6 +37,9 @@ func TestDivergingEpoch(t *testing.T) {
 			lastEpoch: 1, fetchOffset: 10, logStart: 10},
 		{name: "epoch older than the cache, past the first start", cache: newTestEpochs(30, "2@10,4@20"),
 			lastEpoch: 1, fetchOffset: 12, logStart: 10, want: EpochEndOffset{Epoch: 1, EndOffset: 10}, diverging: true},
+		// F14: the follower then truncates fully and starts at the log start.
+		{name: "epoch older than the cache, fetch below the log start", cache: newTestEpochs(30, "2@10,4@20"),
+			lastEpoch: 1, fetchOffset: 6, logStart: 10, err: kerr.OffsetOutOfRange},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
