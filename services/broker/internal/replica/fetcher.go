@@ -61,11 +61,12 @@ type fetchState struct {
 	epoch       int32 // the leader epoch we follow
 	truncating  bool  // must settle truncation (KIP-279 loop) before fetching
 	delayedTill time.Time
-	// stuck is the last divergence or out-of-range answer that left the
-	// log as it was, and the log's state then (fetcher goroutine only):
-	// the same answer again on the same log means the next fetch would be
-	// the same too, so the partition backs off instead of spinning (and
-	// ending the leader's long poll for every partition of the request).
+	// stuck is the last divergence (or out-of-range, resume) answer and
+	// the log's state after acting on it (fetcher goroutine only): the same
+	// answer again with the log unchanged means acting on it did nothing
+	// and the next fetch would be the same too, so the partition backs off
+	// instead of spinning (which also ended the leader's long poll for
+	// every partition of the request).
 	stuck  *noProgress
 	warned bool
 }
@@ -77,9 +78,10 @@ type noProgress struct {
 	latestEpoch int32
 }
 
-// checkProgress records an answer that changed nothing in st's log (leo and
-// latest epoch as they are now) and reports whether the previous answer was
-// the same on the same log; it warns once per stuck spell. r.mu held.
+// checkProgress records an answer with st's log state after acting on it
+// (LEO and latest epoch) and reports whether the previous answer was the
+// same and left the same state: no progress. It warns once per stuck
+// spell. r.mu held.
 func (f *fetcher) checkProgress(st *fetchState, answer string) bool {
 	r := st.r
 	now := noProgress{answer: answer, leo: r.log.LogEndOffset(), latestEpoch: r.log.LatestEpoch()}
