@@ -296,16 +296,13 @@ func partitionMetadata(p *commonv1.PartitionState, live map[int32]bool) *brokerv
 	return pm
 }
 
-// InitProducerId hands out a new producer id (epoch 0), or bumps the epoch
-// of an existing one.
+// InitProducerId hands out a fresh producer id at epoch 0, whatever id and
+// epoch the request names: tidemark has no transactional ids, and Kafka's
+// coordinator answers a request without one the same way. Bumping a named id
+// here would let any caller fence the producer that owns it; an idempotent
+// producer bumps its own epoch instead (KIP-360), and the partition leaders
+// check it.
 func (b *Broker) InitProducerId(ctx context.Context, req *brokerv1.InitProducerIdRequest) (*brokerv1.InitProducerIdResponse, error) {
-	if pid := req.GetProducerId(); pid > 0 {
-		e := req.GetProducerEpoch()
-		if e < 0 || e >= 32767 {
-			return nil, kerr.BadField(kerr.InvalidProducerEpoch, "producer_epoch", "cannot bump epoch %d", e)
-		}
-		return &brokerv1.InitProducerIdResponse{ProducerId: pid, ProducerEpoch: e + 1}, nil
-	}
 	if b.ProducerIDs == nil {
 		return nil, kerr.New(kerr.BrokerNotAvailable, "no producer id source")
 	}
