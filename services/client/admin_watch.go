@@ -35,7 +35,7 @@ func (a *Admin) WatchCluster(ctx context.Context, req *adminv1.WatchClusterReque
 				yield(nil, ctxError(ctx, ke, "watch cluster"))
 				return
 			}
-			retry, pause := a.redirect(&s, addr, ke)
+			retry, pause := a.redirect(&s, addr, ke, false)
 			if !retry {
 				yield(nil, wrap(ke, "watch cluster"))
 				return
