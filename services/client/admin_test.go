@@ -193,3 +193,47 @@ func TestAdminPassesOverAControllerThatDoesNotAnswer(t *testing.T) {
 		t.Fatalf("describe topics: %v; %d calls to the frozen controller", err, fc.NodeCalls(1001, "DescribeTopics")-frozenCalls)
 	}
 }
+
+// A watch on a controller that stops sending (frozen) is given up after the
+// interval plus the request timeout, and moves to the standby once it takes
+// office, rather than staying silent until the frozen one resumes.
+func TestAdminWatchLeavesASilentController(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Controllers: 2})
+	fc.CreateTopic("t", 1)
+	ctls := fc.ControllerAddrs()
+	o := testOptions()
+	o.RequestTimeout = 300 * time.Millisecond
+	a, err := client.NewAdmin(ctls, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	n := 0
+	var frozenAt time.Time
+	for resp, err := range a.WatchCluster(ctx, &adminv1.WatchClusterRequest{IntervalMs: 50}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if n == 2 {
+			// Controller 1001 freezes; 1002 takes office 500 ms later.
+			fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+				if call.Node == 1001 {
+					return &fakebroker.Fault{Delay: time.Minute}
+				}
+				return nil
+			})
+			frozenAt = time.Now()
+			takeover := time.AfterFunc(500*time.Millisecond, func() { fc.SetActiveController(1) })
+			defer takeover.Stop()
+		}
+		if resp.GetCluster().GetController().GetAddress() == ctls[1] {
+			if took := time.Since(frozenAt); took > 3*time.Second {
+				t.Fatalf("the watch reached the new controller %v after the old one froze", took)
+			}
+			return
+		}
+	}
+	t.Fatal("the watch ended before reaching the new controller")
+}
