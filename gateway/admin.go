@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -10,46 +11,70 @@ import (
 )
 
 // adminService is the AdminServiceClient behind the REST routes: the
-// client package's Admin, which finds the active controller and follows
-// NOT_CONTROLLER answers. A batched answer in which no item succeeded is
-// that item's error, so that REST callers get its HTTP status (items.go).
+// client package's Admin, which finds the active controller, follows
+// NOT_CONTROLLER answers and passes over a controller that does not answer
+// within the request timeout. A batched answer in which no item succeeded
+// is that item's error, so that REST callers get its HTTP status
+// (items.go). Every call ends within budget plus the wait its request asks
+// for (timeout_ms); past that it answers the last error the controllers
+// gave (NOT_CONTROLLER: 503) or REQUEST_TIMED_OUT (504).
 type adminService struct {
 	a        *client.Admin
 	stopping context.Context
+	budget   time.Duration
+}
+
+// bound gives a call its deadline: the budget plus the wait of timeout_ms.
+func (s adminService) bound(ctx context.Context, timeoutMs int32) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.budget+time.Duration(max(timeoutMs, 0))*time.Millisecond)
 }
 
 var _ adminv1.AdminServiceClient = adminService{}
 
 func (s adminService) CreateTopics(ctx context.Context, req *adminv1.CreateTopicsRequest, _ ...grpc.CallOption) (*adminv1.CreateTopicsResponse, error) {
+	ctx, cancel := s.bound(ctx, req.GetTimeoutMs())
+	defer cancel()
 	resp, err := s.a.CreateTopics(ctx, req)
 	return checked(resp, err, createOutcomes)
 }
 
 func (s adminService) DeleteTopics(ctx context.Context, req *adminv1.DeleteTopicsRequest, _ ...grpc.CallOption) (*adminv1.DeleteTopicsResponse, error) {
+	ctx, cancel := s.bound(ctx, req.GetTimeoutMs())
+	defer cancel()
 	resp, err := s.a.DeleteTopics(ctx, req)
 	return checked(resp, err, deleteOutcomes)
 }
 
 func (s adminService) DescribeTopics(ctx context.Context, req *adminv1.DescribeTopicsRequest, _ ...grpc.CallOption) (*adminv1.DescribeTopicsResponse, error) {
+	ctx, cancel := s.bound(ctx, 0)
+	defer cancel()
 	resp, err := s.a.DescribeTopics(ctx, req)
 	return checked(resp, err, describeOutcomes)
 }
 
 func (s adminService) DescribeCluster(ctx context.Context, _ *adminv1.DescribeClusterRequest, _ ...grpc.CallOption) (*adminv1.DescribeClusterResponse, error) {
+	ctx, cancel := s.bound(ctx, 0)
+	defer cancel()
 	return s.a.DescribeCluster(ctx)
 }
 
 func (s adminService) DescribeConfigs(ctx context.Context, req *adminv1.DescribeConfigsRequest, _ ...grpc.CallOption) (*adminv1.DescribeConfigsResponse, error) {
+	ctx, cancel := s.bound(ctx, 0)
+	defer cancel()
 	resp, err := s.a.DescribeConfigs(ctx, req)
 	return checked(resp, err, describeConfigOutcomes)
 }
 
 func (s adminService) AlterConfigs(ctx context.Context, req *adminv1.AlterConfigsRequest, _ ...grpc.CallOption) (*adminv1.AlterConfigsResponse, error) {
+	ctx, cancel := s.bound(ctx, 0)
+	defer cancel()
 	resp, err := s.a.AlterConfigs(ctx, req)
 	return checked(resp, err, alterConfigOutcomes)
 }
 
 func (s adminService) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequest, _ ...grpc.CallOption) (*adminv1.ElectLeadersResponse, error) {
+	ctx, cancel := s.bound(ctx, req.GetTimeoutMs())
+	defer cancel()
 	resp, err := s.a.ElectLeaders(ctx, req)
 	return checked(resp, err, electOutcomes)
 }

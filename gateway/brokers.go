@@ -30,7 +30,7 @@ func (b brokerService) Produce(ctx context.Context, req *brokerv1.ProduceRequest
 	}
 	var resp *brokerv1.ProduceResponse
 	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
-		actx, cancel := context.WithTimeout(ctx, requestTimeout+wait)
+		actx, cancel := context.WithTimeout(ctx, b.r.requestTimeout+wait)
 		defer cancel()
 		var err error
 		resp, err = bc.Produce(actx, req, opts...)
@@ -46,7 +46,7 @@ func (b brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest, op
 	wait := time.Duration(max(req.GetMaxWaitMs(), 0)) * time.Millisecond
 	var resp *brokerv1.FetchResponse
 	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
-		actx, cancel := context.WithTimeout(ctx, requestTimeout+wait)
+		actx, cancel := context.WithTimeout(ctx, b.r.requestTimeout+wait)
 		defer cancel()
 		var err error
 		resp, err = bc.Fetch(actx, req, opts...)
@@ -65,7 +65,7 @@ func (b brokerService) Follow(ctx context.Context, req *brokerv1.FollowRequest, 
 func (b brokerService) ListOffsets(ctx context.Context, req *brokerv1.ListOffsetsRequest, opts ...grpc.CallOption) (*brokerv1.ListOffsetsResponse, error) {
 	var resp *brokerv1.ListOffsetsResponse
 	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
-		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		actx, cancel := context.WithTimeout(ctx, b.r.requestTimeout)
 		defer cancel()
 		var err error
 		resp, err = bc.ListOffsets(actx, req, opts...)
@@ -84,7 +84,7 @@ func (b brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataReque
 func (b brokerService) InitProducerId(ctx context.Context, req *brokerv1.InitProducerIdRequest, opts ...grpc.CallOption) (*brokerv1.InitProducerIdResponse, error) {
 	var resp *brokerv1.InitProducerIdResponse
 	err := b.r.onAny(ctx, func(bc brokerv1.BrokerServiceClient) error {
-		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		actx, cancel := context.WithTimeout(ctx, b.r.requestTimeout)
 		defer cancel()
 		var err error
 		resp, err = bc.InitProducerId(actx, req, opts...)

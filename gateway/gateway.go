@@ -69,7 +69,11 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Gateway, error) {
 // build makes the upstream clients, the REST mux and the servers.
 func (g *Gateway) build(ctx context.Context, o Options) error {
 	tp := g.tel.Tracing()
-	copts := client.Options{TracerProvider: tp, Logger: g.log}
+	// The clients' own calls (metadata, admin) are bounded like the
+	// gateway's: one attempt by the request timeout, a call by the retry
+	// budget on top.
+	copts := client.Options{TracerProvider: tp, Logger: g.log, Dialer: o.Dialer,
+		RequestTimeout: o.RequestTimeout, APITimeout: o.RetryTimeout + o.RequestTimeout}
 	var err error
 	if g.client, err = client.New(o.Brokers, copts); err != nil {
 		return err
@@ -79,8 +83,9 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	}
 	stopping, stopAll := context.WithCancel(context.Background())
 	g.stopAll = stopAll
-	r := &router{cl: g.client, budget: o.RetryTimeout, stopping: stopping}
-	mux, err := newRESTMux(ctx, brokerService{r}, adminService{a: g.admin, stopping: stopping}, tp != nil)
+	r := &router{cl: g.client, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
+	admin := adminService{a: g.admin, stopping: stopping, budget: o.RetryTimeout + o.RequestTimeout}
+	mux, err := newRESTMux(ctx, brokerService{r}, admin, tp != nil)
 	if err != nil {
 		return err
 	}

@@ -24,17 +24,20 @@ type testCluster struct {
 	brokers     []string
 }
 
-func startCluster(t testing.TB) *testCluster {
+func startCluster(t testing.TB) *testCluster { return startClusterWith(t, clustertest.Options{}) }
+
+// startClusterWith starts a cluster with options o (their AdjustController
+// is replaced).
+func startClusterWith(t testing.TB, o clustertest.Options) *testCluster {
 	t.Helper()
 	tc := &testCluster{}
 	var mu sync.Mutex
-	tc.Cluster = clustertest.Start(t, clustertest.Options{
-		AdjustController: func(cfg *controller.Config) {
-			mu.Lock()
-			defer mu.Unlock()
-			tc.controllers = append(tc.controllers, cfg.Listen)
-		},
-	})
+	o.AdjustController = func(cfg *controller.Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		tc.controllers = append(tc.controllers, cfg.Listen)
+	}
+	tc.Cluster = clustertest.Start(t, o)
 	for id := int32(1); id <= 3; id++ {
 		tc.brokers = append(tc.brokers, tc.BrokerConfig(id).Listen)
 	}

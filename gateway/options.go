@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"flag"
 	"net"
 	"strconv"
@@ -22,11 +23,21 @@ type Options struct {
 	// MaxBodyBytes refuses larger request bodies before reading them whole.
 	MaxBodyBytes int64
 	// RetryTimeout is how long a REST call keeps retrying when its
-	// partition's leader moved or could not be reached, before it answers
-	// with the last error.
+	// partition's leader or the active controller moved or could not be
+	// reached, before it answers with the last error.
 	RetryTimeout time.Duration
+	// RequestTimeout bounds one upstream attempt beyond the time the
+	// request asks the node to wait (acks=all's timeout_ms, a fetch's max
+	// wait, an admin call's timeout_ms). A controller that does not answer
+	// within it is passed over for the others (a stopped process keeps its
+	// connections open, so only a deadline tells). A whole call ends within
+	// RetryTimeout + RequestTimeout + that wait.
+	RequestTimeout time.Duration
 	// Console configures the web console served at /.
 	Console ConsoleOptions
+	// Dialer, when set, replaces TCP dialing to controllers and brokers
+	// (tests route through a network simulator). Not a flag.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	Log       logging.Options
 	Telemetry telemetry.Options
@@ -35,12 +46,13 @@ type Options struct {
 // DefaultOptions matches the dev cluster's default ports.
 func DefaultOptions() Options {
 	return Options{
-		Listen:       "127.0.0.1:8080",
-		Controllers:  config.StringList{"127.0.0.1:9190", "127.0.0.1:9191"},
-		Brokers:      config.StringList{"127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"},
-		MaxBodyBytes: 8 << 20,
-		RetryTimeout: 10 * time.Second,
-		Log:          logging.DefaultOptions(),
+		Listen:         "127.0.0.1:8080",
+		Controllers:    config.StringList{"127.0.0.1:9190", "127.0.0.1:9191"},
+		Brokers:        config.StringList{"127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"},
+		MaxBodyBytes:   8 << 20,
+		RetryTimeout:   10 * time.Second,
+		RequestTimeout: 5 * time.Second,
+		Log:            logging.DefaultOptions(),
 	}
 }
 
@@ -50,17 +62,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Controllers, "controllers", "comma-separated controller gRPC addresses")
 	fs.Var(&o.Brokers, "brokers", "comma-separated bootstrap broker gRPC addresses")
 	fs.Int64Var(&o.MaxBodyBytes, "http.max.body.bytes", o.MaxBodyBytes, "largest request body accepted")
-	fs.Func("retry.timeout.ms",
-		"how long a REST call keeps retrying when its partition's leader moved or is unreachable (ms) (default "+
-			strconv.FormatInt(o.RetryTimeout.Milliseconds(), 10)+")",
-		func(s string) error {
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return err
-			}
-			o.RetryTimeout = time.Duration(n) * time.Millisecond
-			return nil
-		})
+	msFlag(fs, &o.RetryTimeout, "retry.timeout.ms",
+		"how long a REST call keeps retrying when its partition's leader or the active controller moved or is unreachable (ms)")
+	msFlag(fs, &o.RequestTimeout, "request.timeout.ms",
+		"bound on one call to a controller or broker, beyond the wait the request asks for (ms); a controller that does not answer within it is passed over")
 	fs.BoolVar(&o.Console.Actions, "console.actions", o.Console.Actions,
 		"let the console act on the cluster (produce, configs, elections, faults, node actions); off it only watches")
 	fs.StringVar(&o.Console.DevControl, "console.dev.control", o.Console.DevControl,
@@ -69,6 +74,19 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Jaeger UI base URL; the console links HW-advancing fetches to their traces there")
 	o.Log.AddFlags(fs)
 	o.Telemetry.AddFlags(fs)
+}
+
+// msFlag registers a duration flag given in milliseconds, as Kafka's *.ms
+// settings are.
+func msFlag(fs *flag.FlagSet, d *time.Duration, name, usage string) {
+	fs.Func(name, usage+" (default "+strconv.FormatInt(d.Milliseconds(), 10)+")", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		*d = time.Duration(n) * time.Millisecond
+		return nil
+	})
 }
 
 // ConsoleOptions are the web console's settings.
@@ -94,6 +112,9 @@ func (o Options) Validate() error {
 	}
 	if o.RetryTimeout < 0 {
 		return config.Invalid("retry.timeout.ms", o.RetryTimeout.Milliseconds(), "must be >= 0")
+	}
+	if o.RequestTimeout <= 0 {
+		return config.Invalid("request.timeout.ms", o.RequestTimeout.Milliseconds(), "must be > 0")
 	}
 	if err := o.Telemetry.Validate(); err != nil {
 		return err

@@ -13,11 +13,6 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
-// requestTimeout bounds one upstream attempt beyond the time the broker
-// may hold it on purpose (acks=all, a fetch's max wait): Kafka's
-// request.timeout.ms, which the client package uses too.
-const requestTimeout = client.DefaultRequestTimeout
-
 // reroutable reports whether another look at the partition's leader may
 // fix an answer: the leader moved, has not been elected yet, or could not
 // be reached. Other retriable answers (NOT_ENOUGH_REPLICAS, timeouts) go

@@ -20,6 +20,9 @@ type router struct {
 	cl     *client.Client
 	next   atomic.Uint32 // spreads any-broker calls over the bootstrap brokers
 	budget time.Duration
+	// requestTimeout bounds one attempt beyond the time the broker may
+	// hold it on purpose (acks=all, a fetch's max wait).
+	requestTimeout time.Duration
 	// stopping ends when the gateway stops; streams end with it.
 	stopping context.Context
 }

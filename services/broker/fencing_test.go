@@ -138,6 +138,49 @@ func TestIdempotentRetryOverTheWire(t *testing.T) {
 	}
 }
 
+// InitProducerId hands a caller that names someone else's producer id a
+// fresh id of its own, so it cannot fence the owner: the owner's next
+// idempotent write still succeeds (Kafka's rule without a transactional id).
+func TestInitProducerIdNamingAnotherIdCannotFenceIt(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.ctrl.createTopic("own", 1, 1, nil)
+	cl := c.client(1)
+	ctx := context.Background()
+	owner, err := cl.InitProducerId(ctx, &brokerv1.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1})
+	if err != nil || owner.GetProducerId() < 1 || owner.GetProducerEpoch() != 0 {
+		t.Fatalf("InitProducerId: %v %v", owner, err)
+	}
+	send := func(pid int64, epoch int32, seq int32, v string) error {
+		var b recordbatch.Builder
+		b.Append(recordbatch.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
+		_, err := cl.Produce(ctx, &brokerv1.ProduceRequest{Topic: "own", Acks: -1,
+			Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: b.Build(pid, int16(epoch), seq)}})
+		return err
+	}
+	if err := send(owner.GetProducerId(), owner.GetProducerEpoch(), 0, "owner-0"); err != nil {
+		t.Fatal(err)
+	}
+	// Another client names the owner's id and epoch and writes with
+	// whatever it is given.
+	other, err := cl.InitProducerId(ctx, &brokerv1.InitProducerIdRequest{ProducerId: owner.GetProducerId(), ProducerEpoch: owner.GetProducerEpoch()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send(other.GetProducerId(), other.GetProducerEpoch(), 0, "other-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(owner.GetProducerId(), owner.GetProducerEpoch(), 1, "owner-1"); err != nil {
+		t.Fatalf("the owner was fenced by a caller naming its id: %v", err)
+	}
+	if other.GetProducerId() == owner.GetProducerId() || other.GetProducerEpoch() != 0 {
+		t.Fatalf("a caller naming producer %d got %d epoch %d, want a fresh id at epoch 0",
+			owner.GetProducerId(), other.GetProducerId(), other.GetProducerEpoch())
+	}
+	if got := fmt.Sprint(c.logValues(1, "own", 0)); got != "[owner-0 other-0 owner-1]" {
+		t.Fatalf("log %s", got)
+	}
+}
+
 // Fault injection stalls a follower: it falls out of the ISR after
 // replica.lag.time.max.ms and rejoins once the stall is cleared. The API is
 // refused on a broker started without it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -17,13 +18,21 @@ import (
 // controller among the addresses it was given, follows NOT_CONTROLLER
 // answers to the controller they name, and retries retriable answers. It is
 // safe for concurrent use.
+//
+// A controller that does not answer an attempt within RequestTimeout (plus
+// the wait the request asks for) is passed over for a while: a stopped
+// process keeps its connections open, so only a deadline tells it apart,
+// and until the standby takes office the standby's NOT_CONTROLLER still
+// names it. The call moves on to the other controllers, ignores hints to
+// it, and lands on the new active controller once one is elected.
 type Admin struct {
 	opts  Options
 	addrs []string
 	pool  connPool
 
-	mu     sync.Mutex // guards active
-	active string     // the controller believed active; "" when unknown
+	mu     sync.Mutex           // guards active and silent
+	active string               // the controller believed active; "" when unknown
+	silent map[string]time.Time // controllers whose last attempt timed out, passed over until then
 }
 
 // NewAdmin returns an admin client for the controllers at addrs. It dials
@@ -34,7 +43,7 @@ func NewAdmin(controllerAddrs []string, opts Options) (*Admin, error) {
 		return nil, kerr.BadField(kerr.InvalidConfig, "controllers", "no controller address given")
 	}
 	opts = opts.withDefaults()
-	return &Admin{opts: opts, addrs: addrs, pool: newConnPool(opts)}, nil
+	return &Admin{opts: opts, addrs: addrs, pool: newConnPool(opts), silent: map[string]time.Time{}}, nil
 }
 
 // Close closes the connections.
@@ -56,20 +65,55 @@ type search struct {
 }
 
 // target is the controller to try: the one believed active, else the next
-// configured address.
+// configured address that is not passed over (any, when all are).
 func (a *Admin) target(s *search) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.active != "" {
 		return a.active
 	}
+	now := time.Now()
+	for i := range a.addrs {
+		addr := a.addrs[(s.next+i)%len(a.addrs)]
+		if !a.silentLocked(addr, now) {
+			s.next += i
+			return addr
+		}
+	}
 	return a.addrs[s.next%len(a.addrs)]
 }
 
+// setActive records the controller that answered (or "" for unknown).
 func (a *Admin) setActive(addr string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.active = addr
+	delete(a.silent, addr)
+}
+
+// passOver records that addr did not answer in time.
+func (a *Admin) passOver(addr string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.active == addr {
+		a.active = ""
+	}
+	a.silent[addr] = time.Now().Add(2 * a.opts.RequestTimeout)
+}
+
+func (a *Admin) silentLocked(addr string, now time.Time) bool {
+	until, ok := a.silent[addr]
+	if ok && !now.Before(until) {
+		delete(a.silent, addr)
+		return false
+	}
+	return ok
+}
+
+func (a *Admin) isSilent(addr string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.silentLocked(addr, time.Now())
 }
 
 // redirect acts on a failed attempt at addr: it follows a NOT_CONTROLLER
@@ -77,11 +121,14 @@ func (a *Admin) setActive(addr string) {
 // is unreachable), and says whether to retry and whether to back off
 // first: after a whole round of addresses, after several hints in a row,
 // and after other retriable errors.
-func (a *Admin) redirect(s *search, addr string, ke *kerr.Error) (retry, pause bool) {
-	if ke.Code != kerr.NotController && ke.Code != kerr.NetworkException {
+func (a *Admin) redirect(s *search, addr string, ke *kerr.Error, timedOut bool) (retry, pause bool) {
+	if timedOut {
+		a.passOver(addr)
+		a.opts.Logger.Info("controller did not answer in time; trying another", "controller", addr, "timeout", a.opts.RequestTimeout)
+	} else if ke.Code != kerr.NotController && ke.Code != kerr.NetworkException {
 		return ke.Code.Retriable(), true
 	}
-	if h := ke.Controller; h != nil && h.Address != "" && h.Address != addr {
+	if h := ke.Controller; !timedOut && h != nil && h.Address != "" && h.Address != addr && !a.isSilent(h.Address) {
 		a.setActive(h.Address)
 		a.opts.Logger.Debug("following controller hint", "from", addr, "to", h.Address)
 		s.hops++
@@ -91,7 +138,9 @@ func (a *Admin) redirect(s *search, addr string, ke *kerr.Error) (retry, pause b
 		}
 		return true, false
 	}
-	a.setActive("")
+	if !timedOut {
+		a.setActive("")
+	}
 	s.next++
 	s.misses++
 	if s.misses >= len(a.addrs) {
@@ -103,8 +152,9 @@ func (a *Admin) redirect(s *search, addr string, ke *kerr.Error) (retry, pause b
 
 // call runs fn against the active controller until it succeeds, fails with
 // a code that is not retriable, or ctx ends (the API timeout without a
-// deadline).
-func (a *Admin) call(ctx context.Context, what string, fn func(context.Context, adminv1.AdminServiceClient) error) error {
+// deadline). Each attempt may take RequestTimeout plus wait, the time the
+// request asks the controller to wait (its timeout_ms).
+func (a *Admin) call(ctx context.Context, what string, wait time.Duration, fn func(context.Context, adminv1.AdminServiceClient) error) error {
 	ctx, cancel := a.opts.withAPITimeout(ctx)
 	defer cancel()
 	var (
@@ -114,7 +164,7 @@ func (a *Admin) call(ctx context.Context, what string, fn func(context.Context, 
 	)
 	for {
 		addr := a.target(&s)
-		err := a.attempt(ctx, addr, fn)
+		timedOut, err := a.attempt(ctx, addr, wait, fn)
 		if err == nil {
 			a.setActive(addr)
 			return nil
@@ -124,7 +174,7 @@ func (a *Admin) call(ctx context.Context, what string, fn func(context.Context, 
 			return ctxError(ctx, lastOr(last, ke), "%s", what)
 		}
 		last = lastOr(last, ke)
-		retry, pause := a.redirect(&s, addr, ke)
+		retry, pause := a.redirect(&s, addr, ke, timedOut)
 		if !retry {
 			return wrap(ke, "%s", what)
 		}
@@ -138,21 +188,28 @@ func (a *Admin) call(ctx context.Context, what string, fn func(context.Context, 
 	}
 }
 
-func (a *Admin) attempt(ctx context.Context, addr string, fn func(context.Context, adminv1.AdminServiceClient) error) error {
+// attempt calls fn on addr; timedOut reports that the attempt's own
+// deadline ended it.
+func (a *Admin) attempt(ctx context.Context, addr string, wait time.Duration, fn func(context.Context, adminv1.AdminServiceClient) error) (timedOut bool, err error) {
 	cc, err := a.pool.get(addr)
 	if err != nil {
-		return err
+		return false, err
 	}
-	actx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout)
+	actx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout+wait)
 	defer cancel()
-	return fn(actx, adminv1.NewAdminServiceClient(cc))
+	err = fn(actx, adminv1.NewAdminServiceClient(cc))
+	return err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err
 }
 
 // unary adapts one AdminService method to call.
 func unary[Req, Resp any](a *Admin, ctx context.Context, what string, req Req,
 	m func(adminv1.AdminServiceClient, context.Context, Req) (Resp, error)) (Resp, error) {
+	var wait time.Duration
+	if w, ok := any(req).(interface{ GetTimeoutMs() int32 }); ok {
+		wait = time.Duration(max(w.GetTimeoutMs(), 0)) * time.Millisecond
+	}
 	var resp Resp
-	err := a.call(ctx, what, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+	err := a.call(ctx, what, wait, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
 		var err error
 		resp, err = m(ac, ctx, req)
 		return err

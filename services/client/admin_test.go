@@ -148,3 +148,92 @@ func TestAdminWatchClusterFollowsActiveController(t *testing.T) {
 		t.Fatal("watch ended without an error when its context ended")
 	}
 }
+
+// A stopped active controller keeps its connections open and never
+// answers. An attempt that passes the request timeout moves the call on:
+// hints still naming the stopped controller are ignored, and the call is
+// answered by the standby as soon as it takes office.
+func TestAdminPassesOverAControllerThatDoesNotAnswer(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 1, Controllers: 2})
+	ctls := fc.ControllerAddrs()
+	o := testOptions()
+	o.RequestTimeout = 300 * time.Millisecond
+	a, err := client.NewAdmin(ctls, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := a.DescribeCluster(ctx); err != nil || a.ActiveController() != ctls[0] {
+		t.Fatalf("describe: %v, active %s", err, a.ActiveController())
+	}
+
+	// Controller 1001 freezes; 1002 takes office 700 ms later and names
+	// 1001 as active until then.
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		if call.Node == 1001 {
+			return &fakebroker.Fault{Delay: time.Minute}
+		}
+		return nil
+	})
+	takeover := time.AfterFunc(700*time.Millisecond, func() { fc.SetActiveController(1) })
+	defer takeover.Stop()
+	start := time.Now()
+	desc, err := a.DescribeCluster(ctx)
+	took := time.Since(start)
+	if err != nil || desc.GetController().GetAddress() != ctls[1] || a.ActiveController() != ctls[1] {
+		t.Fatalf("describe with the active controller frozen: %v %v, active %s", desc.GetController(), err, a.ActiveController())
+	}
+	if took > 3*time.Second {
+		t.Fatalf("answered after %v, want soon after the standby took office (0.7 s)", took)
+	}
+	// Later calls go straight to the new controller.
+	frozenCalls := fc.NodeCalls(1001, "DescribeTopics")
+	if _, err := a.DescribeTopics(ctx, &adminv1.DescribeTopicsRequest{}); err != nil || fc.NodeCalls(1001, "DescribeTopics") != frozenCalls {
+		t.Fatalf("describe topics: %v; %d calls to the frozen controller", err, fc.NodeCalls(1001, "DescribeTopics")-frozenCalls)
+	}
+}
+
+// A watch on a controller that stops sending (frozen) is given up after the
+// interval plus the request timeout, and moves to the standby once it takes
+// office, rather than staying silent until the frozen one resumes.
+func TestAdminWatchLeavesASilentController(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Controllers: 2})
+	fc.CreateTopic("t", 1)
+	ctls := fc.ControllerAddrs()
+	o := testOptions()
+	o.RequestTimeout = 300 * time.Millisecond
+	a, err := client.NewAdmin(ctls, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	n := 0
+	var frozenAt time.Time
+	for resp, err := range a.WatchCluster(ctx, &adminv1.WatchClusterRequest{IntervalMs: 50}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if n == 2 {
+			// Controller 1001 freezes; 1002 takes office 500 ms later.
+			fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+				if call.Node == 1001 {
+					return &fakebroker.Fault{Delay: time.Minute}
+				}
+				return nil
+			})
+			frozenAt = time.Now()
+			takeover := time.AfterFunc(500*time.Millisecond, func() { fc.SetActiveController(1) })
+			defer takeover.Stop()
+		}
+		if resp.GetCluster().GetController().GetAddress() == ctls[1] {
+			if took := time.Since(frozenAt); took > 3*time.Second {
+				t.Fatalf("the watch reached the new controller %v after the old one froze", took)
+			}
+			return
+		}
+	}
+	t.Fatal("the watch ended before reaching the new controller")
+}

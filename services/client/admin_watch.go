@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"sync/atomic"
+	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/platform/kerr"
@@ -22,7 +24,7 @@ func (a *Admin) WatchCluster(ctx context.Context, req *adminv1.WatchClusterReque
 		retries := 0
 		for {
 			addr := a.target(&s)
-			err := a.watchOnce(ctx, addr, req, func(resp *adminv1.WatchClusterResponse) bool {
+			silent, err := a.watchOnce(ctx, addr, req, func(resp *adminv1.WatchClusterResponse) bool {
 				retries = 0
 				a.setActive(addr)
 				return yield(resp, nil)
@@ -35,7 +37,7 @@ func (a *Admin) WatchCluster(ctx context.Context, req *adminv1.WatchClusterReque
 				yield(nil, ctxError(ctx, ke, "watch cluster"))
 				return
 			}
-			retry, pause := a.redirect(&s, addr, ke)
+			retry, pause := a.redirect(&s, addr, ke, silent)
 			if !retry {
 				yield(nil, wrap(ke, "watch cluster"))
 				return
@@ -56,27 +58,62 @@ func (a *Admin) WatchCluster(ctx context.Context, req *adminv1.WatchClusterReque
 var errStopped = errors.New("watch stopped")
 
 // watchOnce follows one stream until it ends; a nil error never returns.
-func (a *Admin) watchOnce(ctx context.Context, addr string, req *adminv1.WatchClusterRequest, each func(*adminv1.WatchClusterResponse) bool) error {
+// A controller sends at least every interval, so a stream silent for the
+// interval plus the request timeout is ended and reported silent: the
+// controller is stopped or cut off, and is passed over like one whose call
+// timed out.
+func (a *Admin) watchOnce(ctx context.Context, addr string, req *adminv1.WatchClusterRequest, each func(*adminv1.WatchClusterResponse) bool) (silent bool, err error) {
 	cc, err := a.pool.get(addr)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	interval := time.Duration(req.GetIntervalMs()) * time.Millisecond
+	if interval <= 0 {
+		interval = time.Second // the controller's default
+	}
+	idle := interval + a.opts.RequestTimeout
+	// last is when the stream last delivered (0 while the caller holds a
+	// message: a slow consumer is not a silent controller).
+	var last atomic.Int64
+	var quiet atomic.Bool
+	last.Store(time.Now().UnixNano())
+	go func() {
+		tick := time.NewTicker(idle / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				if t := last.Load(); t != 0 && time.Since(time.Unix(0, t)) > idle {
+					quiet.Store(true)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 	stream, err := adminv1.NewAdminServiceClient(cc).WatchCluster(sctx, req)
 	if err != nil {
-		return err
+		return quiet.Load() && ctx.Err() == nil, err
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return kerr.New(kerr.NetworkException, "controller %s ended the watch", addr)
+			if quiet.Load() && ctx.Err() == nil {
+				return true, kerr.New(kerr.RequestTimedOut, "controller %s sent nothing on the watch for %v", addr, idle)
 			}
-			return err
+			if errors.Is(err, io.EOF) {
+				return false, kerr.New(kerr.NetworkException, "controller %s ended the watch", addr)
+			}
+			return false, err
 		}
+		last.Store(0)
 		if !each(resp) {
-			return errStopped
+			return false, errStopped
 		}
+		last.Store(time.Now().UnixNano())
 	}
 }

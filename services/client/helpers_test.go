@@ -144,4 +144,23 @@ func checkLog(t *testing.T, fc *fakebroker.Cluster, topic string, partition int3
 	return got
 }
 
+// checkEpochBump fails the test unless the log of topic-partition was
+// written under one producer id, epoch 0 and then epoch 1: the producer
+// bumped its epoch once, by itself, without asking for another id.
+func checkEpochBump(t *testing.T, fc *fakebroker.Cluster, topic string, partition int32) {
+	t.Helper()
+	if n := fc.Calls("InitProducerId"); n != 1 {
+		t.Fatalf("InitProducerId called %d times, want 1 (the producer bumps its epoch itself)", n)
+	}
+	ids := fc.BatchIdentities(topic, partition)
+	for i, id := range ids {
+		if id.PID != ids[0].PID || (i > 0 && id.Epoch < ids[i-1].Epoch) || id.Epoch > 1 {
+			t.Fatalf("batch identities %+v: want one producer id, epoch 0 then 1", ids)
+		}
+	}
+	if len(ids) == 0 || ids[0].Epoch != 0 || ids[len(ids)-1].Epoch != 1 {
+		t.Fatalf("batch identities %+v: want epoch 0 then 1", ids)
+	}
+}
+
 func codeOf(err error) kerr.Code { return kerr.CodeOf(err) }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"math"
 	"sync"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -18,8 +19,15 @@ var noIdentity = identity{pid: -1, epoch: -1}
 
 // producerIDs holds the producer's id and epoch, shared by its partitions.
 // Idempotence state lives per (producer id, partition) on the brokers, so a
-// partition that must restart its sequences asks for a bumped epoch and the
+// partition that must restart its sequences takes a bumped epoch and the
 // others move to it only when they restart theirs.
+//
+// Brokers only hand out fresh ids at epoch 0, as Kafka's do for a producer
+// without a transactional id; the epoch is bumped here, as Kafka's
+// idempotent producer does (KIP-360): a leader takes a newer epoch of a
+// producer id it knows when it starts at sequence 0, and from then on
+// refuses the older epoch's batches still in flight (INVALID_PRODUCER_EPOCH).
+// Only an exhausted epoch costs a new id.
 type producerIDs struct {
 	c *Client
 
@@ -37,8 +45,9 @@ func newProducerIDs(c *Client) *producerIDs { return &producerIDs{c: c, cur: noI
 
 // next returns the identity a partition should use, given the one it used
 // (noIdentity at first). When the current identity is the one the partition
-// is done with, it is bumped (InitProducerId with the old id and epoch);
-// concurrent callers share one request. One attempt: the caller retries.
+// is done with, its epoch is bumped, or a fresh id is asked for when there
+// is none yet or the epoch is exhausted; concurrent callers share one
+// request. One attempt: the caller retries.
 func (p *producerIDs) next(ctx context.Context, old identity) (identity, error) {
 	for {
 		p.mu.Lock()
@@ -47,13 +56,19 @@ func (p *producerIDs) next(ctx context.Context, old identity) (identity, error) 
 			p.mu.Unlock()
 			return id, nil
 		}
+		if p.cur.pid >= 0 && p.cur.epoch < math.MaxInt16 {
+			p.cur.epoch++
+			id := p.cur
+			p.mu.Unlock()
+			p.c.log.Debug("producer epoch bumped", "pid", id.pid, "epoch", id.epoch)
+			return id, nil
+		}
 		call := p.call
 		if call == nil {
 			call = &idCall{done: make(chan struct{})}
 			p.call = call
-			cur := p.cur
 			p.mu.Unlock()
-			id, err := p.request(ctx, cur)
+			id, err := p.ask(ctx)
 			p.mu.Lock()
 			if err == nil {
 				p.cur = id
@@ -79,17 +94,8 @@ func (p *producerIDs) next(ctx context.Context, old identity) (identity, error) 
 	}
 }
 
-// request asks any broker for a new id (cur has none) or a bumped epoch.
-// If the bump is refused, a fresh id serves just as well.
-func (p *producerIDs) request(ctx context.Context, cur identity) (identity, error) {
-	id, err := p.ask(ctx, cur)
-	if err != nil && cur.pid >= 0 && !toKerr(err).Code.Retriable() {
-		id, err = p.ask(ctx, noIdentity)
-	}
-	return id, err
-}
-
-func (p *producerIDs) ask(ctx context.Context, cur identity) (identity, error) {
+// ask asks any broker for a fresh producer id (epoch 0).
+func (p *producerIDs) ask(ctx context.Context) (identity, error) {
 	p.c.meta.mu.Lock()
 	addrs := p.c.meta.candidatesLocked()
 	p.c.meta.mu.Unlock()
@@ -97,7 +103,7 @@ func (p *producerIDs) ask(ctx context.Context, cur identity) (identity, error) {
 	for _, addr := range addrs {
 		var out identity
 		err := p.c.brokerCall(ctx, addr, func(ctx context.Context, bc brokerv1.BrokerServiceClient) error {
-			resp, err := bc.InitProducerId(ctx, &brokerv1.InitProducerIdRequest{ProducerId: cur.pid, ProducerEpoch: int32(cur.epoch)})
+			resp, err := bc.InitProducerId(ctx, &brokerv1.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1})
 			if err != nil {
 				return err
 			}

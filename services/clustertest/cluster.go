@@ -50,6 +50,10 @@ type Options struct {
 	Adjust func(*broker.Config)
 	// AdjustController, when set, changes a controller's config before start.
 	AdjustController func(*controller.Config)
+	// PausableControllers gives each controller its own etcd bridge and
+	// names its address in the network simulator, so that PauseController
+	// can freeze it as SIGSTOP would.
+	PausableControllers bool
 }
 
 // Cluster is a running test cluster.
@@ -63,6 +67,7 @@ type Cluster struct {
 	brokerCfg   map[int32]broker.Config
 	controllers map[int32]*controller.Controller
 	ctrlCfg     map[int32]controller.Config
+	ctrlEtcd    map[int32]*etcdtest.Bridge // with PausableControllers
 	conns       map[string]*grpc.ClientConn
 	log         *slog.Logger
 }
@@ -82,7 +87,8 @@ func Start(t testing.TB, o Options) *Cluster {
 		Etcd:    etcdtest.Start(t, etcdtest.WithTimings(50*time.Millisecond, 500*time.Millisecond)),
 		brokers: map[int32]*broker.Broker{}, brokerCfg: map[int32]broker.Config{},
 		controllers: map[int32]*controller.Controller{}, ctrlCfg: map[int32]controller.Config{},
-		conns: map[string]*grpc.ClientConn{},
+		ctrlEtcd: map[int32]*etcdtest.Bridge{},
+		conns:    map[string]*grpc.ClientConn{},
 	}
 	c.log = logging.Discard()
 	if os.Getenv("TIDEMARK_TEST_LOGS") != "" {
@@ -97,6 +103,12 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg.SessionTTL = time.Second
 		cfg.BrokerSessionGrace = 300 * time.Millisecond
 		cfg.LeaderImbalanceCheckInterval = time.Hour
+		if o.PausableControllers {
+			br := c.Etcd.NewBridge(t)
+			c.ctrlEtcd[id] = br
+			cfg.EtcdEndpoints = config.StringList{br.Endpoint()}
+			c.Net.Name(cfg.Listen, ControllerName(id))
+		}
 		if o.AdjustController != nil {
 			o.AdjustController(&cfg)
 		}
@@ -141,6 +153,34 @@ func Start(t testing.TB, o Options) *Cluster {
 
 // BrokerName is a broker's node name in the network simulator.
 func BrokerName(id int32) string { return "broker-" + strconv.Itoa(int(id)) }
+
+// ControllerName is a controller's node name in the network simulator
+// (named only with PausableControllers).
+func ControllerName(id int32) string { return "controller-" + strconv.Itoa(int(id)) }
+
+// PauseController freezes controller id as SIGSTOP would (it needs
+// PausableControllers): its etcd traffic and every connection dialled to it
+// through the network simulator (brokers', and those of a client given
+// Net.Dialer) stall without closing, so its lease runs out and a standby
+// takes office. Its own calls to brokers are not held; having lost its
+// lease it steps down and makes none that count.
+func (c *Cluster) PauseController(id int32) {
+	c.T.Helper()
+	br, ok := c.ctrlEtcd[id]
+	if !ok {
+		c.T.Fatalf("PauseController(%d) needs Options.PausableControllers", id)
+	}
+	c.Net.Pause(ControllerName(id))
+	br.Pause()
+}
+
+// ResumeController lets a paused controller run again.
+func (c *Cluster) ResumeController(id int32) {
+	if br, ok := c.ctrlEtcd[id]; ok {
+		br.Resume()
+		c.Net.Resume(ControllerName(id))
+	}
+}
 
 func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -91,7 +91,7 @@ func newDevUpCmd() *cobra.Command {
 	f.BoolVar(&o.FaultInjection, "fault-injection", o.FaultInjection, "enable the brokers' fault-injection API")
 	f.BoolVar(&o.Jaeger, "jaeger", os.Getenv("JAEGER") == "1", "also run Jaeger (OTLP 127.0.0.1:4317, API 127.0.0.1:16686) and trace every service into it")
 	f.StringVar(&o.JaegerBin, "jaeger-bin", "", "the Jaeger binary (default: .bin/jaeger beside bin/, built by make thirdparty)")
-	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for every broker, e.g. --broker-arg=--replica.lag.time.max.ms=10000")
+	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for every broker, repeatable; broker configs go through the broker's --config, e.g. --broker-arg=--config=replica.lag.time.max.ms=10000")
 	return cmd
 }
 

@@ -205,11 +205,19 @@ func (i topicInfo) chosen(partition int32) []int32 {
 
 // checkTopic makes sure the topic (and partition, when >= 0) exists, so that
 // a typo fails at once with UNKNOWN_TOPIC_OR_PARTITION rather than after
-// the producer's metadata wait.
+// the producer's metadata wait. A retriable failure (no broker answered, or
+// every one asked is still starting and has no metadata yet) is retried
+// within --command-timeout.
 func (g *globals) checkTopic(ctx context.Context, c *client.Client, topic string, partition int32) (topicInfo, error) {
 	ctx, cancel := g.opContext(ctx)
 	defer cancel()
 	resp, err := c.Metadata(ctx, topic)
+	for attempt := 0; err != nil && kerr.CodeOf(err).Retriable(); attempt++ {
+		if !sleepCtx(ctx, min(client.DefaultRetryBackoff<<min(attempt, 4), client.DefaultRetryBackoffMax)) {
+			break
+		}
+		resp, err = c.Metadata(ctx, topic)
+	}
 	if err != nil {
 		return topicInfo{}, err
 	}

@@ -5,6 +5,7 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -69,7 +70,7 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	}
 	res, err := b.RM.Produce(ctx, tp, int16(acks), batch, time.Duration(req.GetTimeoutMs())*time.Millisecond)
 	if err != nil {
-		return nil, err
+		return nil, b.unready(err)
 	}
 	out := &brokerv1.ProduceResponse{
 		BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, LogAppendTime: res.LogAppendTime,
@@ -121,7 +122,7 @@ func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*broker
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
 	})
 	if err != nil {
-		return nil, err
+		return nil, b.unready(err)
 	}
 	return fetchResponse(res, req.GetOffset(), req.GetRawBatches())
 }
@@ -201,7 +202,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
 		})
 		if err != nil {
-			return err
+			return b.unready(err)
 		}
 		if len(res.Records) == 0 && res.PreferredReadReplica < 0 {
 			continue
@@ -244,14 +245,34 @@ func (b *Broker) ListOffsets(_ context.Context, req *brokerv1.ListOffsetsRequest
 	}
 	off, ts, le, err := b.RM.ListOffsets(tp, spec, req.GetTimestamp(), epoch)
 	if err != nil {
-		return nil, err
+		return nil, b.unready(err)
 	}
 	return &brokerv1.ListOffsetsResponse{Offset: off, Timestamp: ts, LeaderEpoch: le}, nil
 }
 
-// Metadata answers from the controller-fed cache.
+// errNoMetadata answers while the broker has had no full UpdateMetadata
+// (it has just started): retriable, so clients ask another broker or retry
+// instead of taking an empty view as the cluster's.
+func errNoMetadata(what string) error {
+	return kerr.New(kerr.LeaderNotAvailable, "%sthis broker has no metadata from the controller yet (it is starting); ask another broker or retry", what)
+}
+
+// unready turns UNKNOWN_TOPIC_OR_PARTITION into errNoMetadata until the
+// broker's metadata is initialised: it does not yet know which topics exist.
+func (b *Broker) unready(err error) error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) && ke.Code == kerr.UnknownTopicOrPartition && !b.RM.Meta().Initialised() {
+		return errNoMetadata(ke.Message + ": ")
+	}
+	return err
+}
+
+// Metadata answers from the controller-fed cache, once it has been filled.
 func (b *Broker) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*brokerv1.MetadataResponse, error) {
 	meta := b.RM.Meta()
+	if !meta.Initialised() {
+		return nil, errNoMetadata("")
+	}
 	out := &brokerv1.MetadataResponse{ClusterId: meta.ClusterID(), Controller: &commonv1.Node{Id: -1}}
 	if c := meta.Controller(); c != nil {
 		out.Controller = c
@@ -296,16 +317,13 @@ func partitionMetadata(p *commonv1.PartitionState, live map[int32]bool) *brokerv
 	return pm
 }
 
-// InitProducerId hands out a new producer id (epoch 0), or bumps the epoch
-// of an existing one.
+// InitProducerId hands out a fresh producer id at epoch 0, whatever id and
+// epoch the request names: tidemark has no transactional ids, and Kafka's
+// coordinator answers a request without one the same way. Bumping a named id
+// here would let any caller fence the producer that owns it; an idempotent
+// producer bumps its own epoch instead (KIP-360), and the partition leaders
+// check it.
 func (b *Broker) InitProducerId(ctx context.Context, req *brokerv1.InitProducerIdRequest) (*brokerv1.InitProducerIdResponse, error) {
-	if pid := req.GetProducerId(); pid > 0 {
-		e := req.GetProducerEpoch()
-		if e < 0 || e >= 32767 {
-			return nil, kerr.BadField(kerr.InvalidProducerEpoch, "producer_epoch", "cannot bump epoch %d", e)
-		}
-		return &brokerv1.InitProducerIdResponse{ProducerId: pid, ProducerEpoch: e + 1}, nil
-	}
 	if b.ProducerIDs == nil {
 		return nil, kerr.New(kerr.BrokerNotAvailable, "no producer id source")
 	}

@@ -43,6 +43,7 @@ type Cache struct {
 	partitions      map[TP]*commonv1.PartitionState
 	topicConfigs    map[string]map[string]string
 	brokerConfigs   map[string]string
+	initialised     bool // a full UpdateMetadata has arrived
 }
 
 // New returns an empty cache.
@@ -90,6 +91,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 		c.brokers = map[int32]Broker{}
 		c.partitions = map[TP]*commonv1.PartitionState{}
 		c.topicConfigs = map[string]map[string]string{}
+		c.initialised = true
 	}
 	if req.GetFull() || len(req.GetBrokers()) > 0 {
 		c.brokers = map[int32]Broker{}
@@ -115,6 +117,16 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	if req.GetBrokerConfigs() != nil {
 		c.brokerConfigs = maps.Clone(req.GetBrokerConfigs())
 	}
+}
+
+// Initialised reports whether a full UpdateMetadata has arrived (every
+// controller term and every broker registration starts with one). Before
+// that the cache knows at most the partitions of a LeaderAndIsr, so it
+// cannot tell a topic that does not exist from one it has not heard of.
+func (c *Cache) Initialised() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.initialised
 }
 
 // PutPartition records one partition state (from LeaderAndIsr), unless the

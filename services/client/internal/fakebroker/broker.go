@@ -279,17 +279,8 @@ func (s *brokerService) InitProducerId(ctx context.Context, req *brokerv1.InitPr
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pid := req.GetProducerId()
-	if pid < 0 {
-		pid = c.nextPID
-		c.nextPID++
-		c.pidEpochs[pid] = 0
-		return &brokerv1.InitProducerIdResponse{ProducerId: pid, ProducerEpoch: 0}, nil
-	}
-	cur, ok := c.pidEpochs[pid]
-	if !ok || int32(cur) != req.GetProducerEpoch() {
-		return nil, kerr.New(kerr.InvalidProducerEpoch, "producer %d epoch %d is not current", pid, req.GetProducerEpoch())
-	}
-	c.pidEpochs[pid] = cur + 1
-	return &brokerv1.InitProducerIdResponse{ProducerId: pid, ProducerEpoch: int32(cur + 1)}, nil
+	// A fresh id whatever the request names, as a broker answers.
+	pid := c.nextPID
+	c.nextPID++
+	return &brokerv1.InitProducerIdResponse{ProducerId: pid, ProducerEpoch: 0}, nil
 }

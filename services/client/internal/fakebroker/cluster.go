@@ -68,7 +68,6 @@ type Cluster struct {
 	noHints     bool
 	topics      map[string]*topic
 	nextPID     int64
-	pidEpochs   map[int64]int16
 	control     ControlFunc
 	calls       map[string]int
 	nodeCalls   map[int32]map[string]int
@@ -94,7 +93,7 @@ func Start(cfg Config) (*Cluster, error) {
 		cfg.Brokers = 1
 	}
 	c := &Cluster{
-		topics: map[string]*topic{}, pidEpochs: map[int64]int16{}, nextPID: 1,
+		topics: map[string]*topic{}, nextPID: 1,
 		calls: map[string]int{}, nodeCalls: map[int32]map[string]int{},
 	}
 	for i := range cfg.Brokers {

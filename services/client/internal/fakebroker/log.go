@@ -220,3 +220,21 @@ func (c *Cluster) MaxInFlight(topicName string, partition int32) int {
 	defer c.mu.Unlock()
 	return c.mustPart(topicName, partition).maxInflight
 }
+
+// Identity is the producer id and epoch a batch was written under.
+type Identity struct {
+	PID   int64
+	Epoch int16
+}
+
+// BatchIdentities lists the producer id and epoch of each batch in the log
+// of topic-partition, oldest first.
+func (c *Cluster) BatchIdentities(topicName string, partition int32) []Identity {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Identity
+	for _, b := range c.mustPart(topicName, partition).batches {
+		out = append(out, Identity{PID: b.ProducerID(), Epoch: b.ProducerEpoch()})
+	}
+	return out
+}

@@ -1129,7 +1129,10 @@ func (x *PartitionMetadata) GetErrorCode() v1.ErrorCode {
 
 type InitProducerIdRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// To bump the epoch of an existing producer id; -1 for a new one.
+	// Ignored: the broker always hands out a fresh producer id at epoch 0, as
+	// Kafka does for a producer without a transactional id (tidemark has no
+	// transactions), so no caller can fence another producer's id. An
+	// idempotent producer bumps its own epoch (KIP-360). Send -1.
 	ProducerId    int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
