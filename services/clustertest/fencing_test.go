@@ -205,3 +205,47 @@ func TestControllerFailoverDoesNotFenceLeaders(t *testing.T) {
 	}
 	t.Logf("%d acks=1 writes to leader %d across the controller failover, none refused", len(acks), leader)
 }
+
+// TestPausedLeaderRefusesWritesWhenItResumes plays a leader process stopped
+// past its lease (SIGSTOP): every link of it stalls, etcd's included. Another
+// leader is elected meanwhile. When it resumes it still believes it leads
+// until the controller tells its new incarnation otherwise; every write it
+// is sent from the moment it resumes must be refused, none acknowledged and
+// then truncated.
+func TestPausedLeaderRefusesWritesWhenItResumes(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Controllers: 2})
+	c.CreateTopic("pause", 1, 3, nil)
+	old := c.Partition("pause", 0).GetLeader()
+	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("pause", 0).GetIsr()) == 3 })
+	if _, err := c.Produce(context.Background(), "pause", 0, -1, "before"); err != nil {
+		t.Fatal(err)
+	}
+
+	c.EtcdLink(old).Pause()
+	c.Net.Pause(BrokerName(old))
+	c.WaitFor(4*c.BrokerConfig(old).SessionTimeout, "another leader elected", func() bool {
+		l := c.Partition("pause", 0).GetLeader()
+		return l > 0 && l != old
+	})
+	if !c.Leads(old, "pause", 0) {
+		t.Fatal("the paused broker heard of the election: the pause leaks")
+	}
+	resumed := time.Now()
+	c.Net.Resume(BrokerName(old))
+	c.EtcdLink(old).Resume()
+	stop := make(chan struct{})
+	time.AfterFunc(2*time.Second, func() { close(stop) })
+	acks := produceLoop(c, old, "pause", "p", stop, 2000)
+	accepted := 0
+	for _, a := range acks {
+		if a.err == nil {
+			accepted++
+			t.Errorf("%s acknowledged at offset %d by the resumed old leader %s after it resumed", a.value, a.offset, a.done.Sub(resumed))
+		}
+	}
+	t.Logf("%d writes sent to the resumed old leader, %d acknowledged; it leads: %v", len(acks), accepted, c.Leads(old, "pause", 0))
+	c.WaitFor(20*time.Second, "the old leader back in the ISR", func() bool {
+		return slices.Contains(c.Partition("pause", 0).GetIsr(), old)
+	})
+	c.SameLogs("pause", 0, 1, 2, 3)
+}
