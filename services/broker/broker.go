@@ -209,11 +209,11 @@ func (b *Broker) Stop(ctx context.Context) error {
 // clean-shutdown marker; the registration lease is left to expire.
 func (b *Broker) Crash() {
 	b.stopOnce.Do(func() {
+		if b.fence != nil {
+			b.fence.close() // before the registration goes: no "Fencing myself" on the way out
+		}
 		if b.reg != nil {
 			b.reg.abandon()
-		}
-		if b.fence != nil {
-			b.fence.close()
 		}
 		b.srv.Server.Stop()
 		b.rm.Close()
@@ -243,11 +243,11 @@ func (b *Broker) closeAll(ctx context.Context) error {
 	if b.rm != nil {
 		b.rm.Close()
 	}
-	if b.reg != nil {
-		errs = append(errs, b.reg.close(ctx))
-	}
 	if b.fence != nil {
 		b.fence.close()
+	}
+	if b.reg != nil {
+		errs = append(errs, b.reg.close(ctx))
 	}
 	if b.peers != nil {
 		b.peers.Close()
