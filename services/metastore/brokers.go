@@ -182,12 +182,14 @@ func (r *Registration) lose(why string) {
 	})
 }
 
-// hold renews the lease every third of its TTL (etcd's own cadence) with
-// one keepalive at a time, remembering when each answered one was sent (see
-// LeaseHeldUntil), and watches the key so a revoke is noticed at once. The
-// registration is lost when etcd says the lease is gone, the key is deleted
-// or taken, no keepalive is answered before LeaseHeldUntil (the lease may
-// have expired: the broker cannot tell), the client closes, or ctx ends.
+// hold renews the lease every third of its TTL (etcd's own cadence),
+// remembering when each answered keepalive was sent (see LeaseHeldUntil),
+// and watches the key so a revoke is noticed at once. Each keepalive may
+// take up to a TTL, overlapping the next ones, so a slow etcd still renews.
+// The registration is lost when etcd says the lease is gone, the key is
+// deleted or taken, no keepalive is answered before LeaseHeldUntil (the
+// lease may have expired: the broker cannot tell), the client closes, or
+// ctx ends.
 func (r *Registration) hold(ctx context.Context, key string) {
 	cli := r.s.cli
 	ctx, cancel := context.WithCancel(ctx)
@@ -209,37 +211,34 @@ func (r *Registration) hold(ctx context.Context, key string) {
 			}
 		}
 	}()
+	renew := func(sent time.Time) {
+		kctx, kcancel := context.WithTimeout(ctx, r.TTL())
+		defer kcancel()
+		resp, err := cli.KeepAliveOnce(kctx, r.lease)
+		switch {
+		case err == nil:
+			r.confirm(sent, resp.TTL)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			lost("etcd says the lease is gone")
+		}
+	}
 	go func() {
+		t := time.NewTicker(r.TTL() / 3)
+		defer t.Stop()
 		for {
-			interval := r.TTL() / 3
-			sent := time.Now()
-			kctx, kcancel := context.WithTimeout(ctx, interval)
-			resp, err := cli.KeepAliveOnce(kctx, r.lease)
-			kcancel()
-			switch {
-			case err == nil:
-				r.confirm(sent, resp.TTL)
-			case errors.Is(err, rpctypes.ErrLeaseNotFound):
-				lost("etcd says the lease is gone")
-				return
-			case ctx.Err() != nil:
+			go renew(time.Now())
+			select {
+			case <-t.C:
+			case <-ctx.Done():
 				lost("registration closed")
 				return
-			case cli.Ctx().Err() != nil:
+			case <-cli.Ctx().Done():
 				lost("etcd client closed")
 				return
 			}
 			if now := time.Now(); now.After(r.LeaseHeldUntil()) {
 				lost(fmt.Sprintf("no keepalive answered for %s, the lease's TTL: it may have expired",
 					now.Sub(r.LeaseConfirmedAt()).Round(time.Millisecond)))
-				return
-			}
-			t := time.NewTimer(time.Until(sent.Add(interval)))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				lost("registration closed")
 				return
 			}
 		}
