@@ -13,6 +13,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/stats"
 
@@ -43,6 +44,7 @@ type Broker struct {
 	peers *replica.Peers
 	rm    *replica.Manager
 	reg   *registrar
+	fence *leaseFence // nil without etcd
 	done  chan error
 	// draining is cancelled when the broker starts to stop: open follower
 	// fetch streams end after their current round trip, so the server's
@@ -105,10 +107,26 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing())
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
+	var leaderFence func() error
+	if len(cfg.EtcdEndpoints) > 0 {
+		b.fence = newLeaseFence(log, tel.Registry, func() int {
+			n := 0
+			if rm := rmRef.Load(); rm != nil {
+				for _, r := range rm.Replicas() {
+					if r.IsLeader() {
+						n++
+					}
+				}
+			}
+			return n
+		})
+		leaderFence = b.fence.Check
+	}
 	b.rm, err = replica.New(replica.Options{
 		BrokerID: cfg.ID, Rack: cfg.Rack, Logs: b.logs, Meta: b.meta, Peers: b.peers,
 		BrokerEpoch: b.epoch.Load, Static: cfg.Settings, Logger: log,
 		Tracer: tel.Tracer("tidemark/broker"), Events: events, Faults: faults, Registry: tel.Registry,
+		LeaderFence: leaderFence,
 	})
 	if err != nil {
 		return fail(err)
@@ -128,7 +146,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 			br, ok := b.meta.Broker(id)
 			return br.Epoch, ok && br.Epoch > 0
 		}})
-	controlv1.RegisterBrokerControlServiceServer(b.srv, &grpcapi.Control{RM: b.rm})
+	if b.fence != nil {
+		controlv1.RegisterBrokerControlServiceServer(b.srv, fencedControl{Control: &grpcapi.Control{RM: b.rm}, f: b.fence})
+	} else {
+		controlv1.RegisterBrokerControlServiceServer(b.srv, &grpcapi.Control{RM: b.rm})
+	}
 	faultv1.RegisterFaultInjectionServiceServer(b.srv, &grpcapi.Faults{F: faults})
 	b.srv.MarkAllServing()
 	go func() {
@@ -187,6 +209,9 @@ func (b *Broker) Stop(ctx context.Context) error {
 // clean-shutdown marker; the registration lease is left to expire.
 func (b *Broker) Crash() {
 	b.stopOnce.Do(func() {
+		if b.fence != nil {
+			b.fence.close() // before the registration goes: no "Fencing myself" on the way out
+		}
 		if b.reg != nil {
 			b.reg.abandon()
 		}
@@ -217,6 +242,9 @@ func (b *Broker) closeAll(ctx context.Context) error {
 	}
 	if b.rm != nil {
 		b.rm.Close()
+	}
+	if b.fence != nil {
+		b.fence.close()
 	}
 	if b.reg != nil {
 		errs = append(errs, b.reg.close(ctx))
@@ -279,3 +307,19 @@ func (b *Broker) IsLeader(topic string, partition int32) bool {
 	r, ok := b.rm.Replica(replica.TP{Topic: topic, Partition: partition})
 	return ok && r.IsLeader()
 }
+
+// ReplicaOffsets returns a hosted replica's high watermark and log end
+// offset, as this broker knows them.
+func (b *Broker) ReplicaOffsets(topic string, partition int32) (hw, leo int64, ok bool) {
+	r, ok := b.rm.Replica(replica.TP{Topic: topic, Partition: partition})
+	if !ok {
+		return 0, 0, false
+	}
+	s := r.Snapshot(time.Now())
+	return s.HighWatermark, s.LogEndOffset, true
+}
+
+// Fenced reports whether this broker has fenced itself as leader (the
+// tidemark_broker_fenced gauge): its registration lease is unconfirmed or
+// lost, or its new incarnation has not yet been told its roles.
+func (b *Broker) Fenced() bool { return b.fence != nil && b.fence.fenced.Load() }

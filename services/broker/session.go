@@ -61,6 +61,7 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 		cli.Close()
 		return nil, err
 	}
+	b.fence.start()
 	r.wg.Add(2)
 	go func() { defer r.wg.Done(); r.keepRegistered() }()
 	go func() { defer r.wg.Done(); r.sessionLoop() }()
@@ -78,10 +79,12 @@ func (r *registrar) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registering broker %d in etcd: %w", r.b.cfg.ID, err)
 	}
-	r.mu.Lock()
-	r.reg = reg
-	r.mu.Unlock()
-	r.b.epoch.Store(reg.Epoch())
+	r.b.fence.registered(reg, func() {
+		r.mu.Lock()
+		r.reg = reg
+		r.mu.Unlock()
+		r.b.epoch.Store(reg.Epoch())
+	})
 	r.b.log.Info("registered", "broker_epoch", reg.Epoch(), "session_timeout", r.b.cfg.SessionTimeout)
 	return nil
 }
@@ -106,7 +109,8 @@ func (r *registrar) keepRegistered() {
 		if r.ctx.Err() != nil {
 			return
 		}
-		r.b.log.Warn("registration lost; registering again", "old_broker_epoch", reg.Epoch())
+		r.b.fence.lost(reg)
+		r.b.log.Warn("registration lost; registering again", "old_broker_epoch", reg.Epoch(), "why", reg.LostReason())
 		for r.ctx.Err() == nil {
 			if err := r.register(r.ctx); err == nil {
 				break

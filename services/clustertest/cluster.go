@@ -69,6 +69,7 @@ type Cluster struct {
 	ctrlCfg     map[int32]controller.Config
 	ctrlEtcd    map[int32]*etcdtest.Bridge // with PausableControllers
 	conns       map[string]*grpc.ClientConn
+	etcdLinks   map[int32]*etcdtest.Bridge
 	log         *slog.Logger
 }
 
@@ -88,7 +89,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		brokers: map[int32]*broker.Broker{}, brokerCfg: map[int32]broker.Config{},
 		controllers: map[int32]*controller.Controller{}, ctrlCfg: map[int32]controller.Config{},
 		ctrlEtcd: map[int32]*etcdtest.Bridge{},
-		conns:    map[string]*grpc.ClientConn{},
+		conns:    map[string]*grpc.ClientConn{}, etcdLinks: map[int32]*etcdtest.Bridge{},
 	}
 	c.log = logging.Discard()
 	if os.Getenv("TIDEMARK_TEST_LOGS") != "" {
@@ -103,6 +104,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg.SessionTTL = time.Second
 		cfg.BrokerSessionGrace = 300 * time.Millisecond
 		cfg.LeaderImbalanceCheckInterval = time.Hour
+		cfg.Dialer = c.Net.Dialer(ControllerName(id))
 		if o.PausableControllers {
 			br := c.Etcd.NewBridge(t)
 			c.ctrlEtcd[id] = br
@@ -112,6 +114,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		if o.AdjustController != nil {
 			o.AdjustController(&cfg)
 		}
+		c.Net.Name(cfg.Listen, ControllerName(id))
 		c.ctrlCfg[id] = cfg
 		c.StartController(id)
 	}
@@ -120,7 +123,10 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg.ID = id
 		cfg.Listen = freeAddr(t)
 		cfg.DataDir = t.TempDir()
-		cfg.EtcdEndpoints = config.StringList{ep}
+		// Each broker reaches etcd through its own bridge, so a test can
+		// cut one broker off from etcd.
+		c.etcdLinks[id] = c.Etcd.NewBridge(t)
+		cfg.EtcdEndpoints = config.StringList{c.etcdLinks[id].Endpoint()}
 		cfg.SessionTimeout = 2 * time.Second
 		cfg.Settings = maps.Clone(o.BrokerSettings)
 		cfg.Dialer = c.Net.Dialer(BrokerName(id))
@@ -154,8 +160,9 @@ func Start(t testing.TB, o Options) *Cluster {
 // BrokerName is a broker's node name in the network simulator.
 func BrokerName(id int32) string { return "broker-" + strconv.Itoa(int(id)) }
 
-// ControllerName is a controller's node name in the network simulator
-// (named only with PausableControllers).
+// ControllerName is a controller's node name in the network simulator: its
+// own connections to brokers always go through it; connections to it only
+// with PausableControllers.
 func ControllerName(id int32) string { return "controller-" + strconv.Itoa(int(id)) }
 
 // PauseController freezes controller id as SIGSTOP would (it needs
@@ -181,6 +188,10 @@ func (c *Cluster) ResumeController(id int32) {
 		c.Net.Resume(ControllerName(id))
 	}
 }
+
+// EtcdLink is broker id's connection to etcd: Pause holds its traffic (a
+// partition from etcd), Resume lets it through again.
+func (c *Cluster) EtcdLink(id int32) *etcdtest.Bridge { return c.etcdLinks[id] }
 
 func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

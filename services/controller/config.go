@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"flag"
 	"net"
 	"os"
@@ -48,6 +49,11 @@ type Config struct {
 	LeaderImbalanceCheckInterval time.Duration
 	DefaultReplicationFactor     int32
 	NumPartitions                int32
+
+	// Dialer, when set, replaces TCP dialing to brokers, for the control
+	// connections and the fast-failover probe (tests route through a
+	// network simulator). Not a flag.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	Log       logging.Options
 	Telemetry telemetry.Options

@@ -82,6 +82,7 @@ func (o *office) run(ctx context.Context) {
 		o.log.Info("Won the controller election", "controller_id", o.cfg.ID, "epoch", sess.Epoch())
 		a := ctrl.Start(ctx, ctrl.Deps{
 			Store: o.store, Session: sess, Log: o.log, Metrics: o.metrics, LostAt: o.lastLoss, Tracer: o.tracer,
+			DialContext: o.cfg.Dialer,
 			Settings: ctrl.Settings{
 				RequestTimeout: o.cfg.RequestTimeout,
 				SessionGrace:   o.cfg.BrokerSessionGrace,

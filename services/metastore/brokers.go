@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -34,6 +37,15 @@ type Registration struct {
 	lease  clientv3.LeaseID
 	stop   context.CancelFunc
 	done   chan struct{}
+
+	// base anchors the two durations below on this process's monotonic
+	// clock; confirmed is when (after base) the newest keepalive that etcd
+	// answered was sent, ttl the lease's TTL as etcd granted it.
+	base      time.Time
+	confirmed atomic.Int64
+	ttl       atomic.Int64
+	lostOnce  sync.Once
+	why       atomic.Pointer[string]
 }
 
 // RegisterBroker creates the lease-bound key <p>/brokers/ids/<id> if no live
@@ -58,6 +70,7 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 	}
 	key := s.k.broker(info.ID)
 	for {
+		sent := time.Now()
 		lease, err := s.cli.Grant(ctx, ttlSeconds(sessionTimeout))
 		if err != nil {
 			return nil, fmt.Errorf("metastore: grant broker lease: %w", err)
@@ -69,10 +82,11 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 			Commit()
 		if err == nil && resp.Succeeded {
 			r := &Registration{s: s, broker: Broker{BrokerInfo: info, Epoch: resp.Header.Revision},
-				lease: lease.ID, done: make(chan struct{})}
+				lease: lease.ID, done: make(chan struct{}), base: sent}
+			r.ttl.Store(int64(time.Duration(lease.TTL) * time.Second))
 			kctx, stop := context.WithCancel(context.Background())
 			r.stop = stop
-			holdLease(kctx, s.cli, lease.ID, key, r.broker.Epoch, r.done)
+			r.hold(kctx, key)
 			s.log.Info("registered broker", slog.Int("broker_id", int(info.ID)),
 				slog.Int64("broker_epoch", r.broker.Epoch))
 			return r, nil
@@ -118,6 +132,118 @@ func (r *Registration) Lease() clientv3.LeaseID { return r.lease }
 // revoked (the controller declared the broker dead), or it was closed. The
 // broker must register again, and gets a new epoch.
 func (r *Registration) Done() <-chan struct{} { return r.done }
+
+// LeaseConfirmedAt is when the newest keepalive that etcd answered was sent
+// (at first, when the lease was requested), on this process's monotonic
+// clock. etcd renewed the lease no earlier than that.
+func (r *Registration) LeaseConfirmedAt() time.Time {
+	return r.base.Add(time.Duration(r.confirmed.Load()))
+}
+
+// TTL is the lease's time to live as etcd granted it.
+func (r *Registration) TTL() time.Duration { return time.Duration(r.ttl.Load()) }
+
+// LeaseHeldUntil is the earliest moment etcd can expire the registration's
+// lease, on this process's monotonic clock: LeaseConfirmedAt plus the TTL.
+// etcd sets a lease's expiry to the time it handles a renewal plus the TTL,
+// and that renewal was handled after it was sent, so until this moment
+// (give or take the two clocks' rate difference) the registration can be
+// gone only if it was revoked. The broker fences its leaderships on it.
+func (r *Registration) LeaseHeldUntil() time.Time {
+	return r.LeaseConfirmedAt().Add(r.TTL())
+}
+
+// LostReason says why Done closed, or "" while the registration lives.
+func (r *Registration) LostReason() string {
+	if p := r.why.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// confirm records an answered keepalive sent at sent, if it is the newest.
+func (r *Registration) confirm(sent time.Time, ttlSeconds int64) {
+	at := int64(sent.Sub(r.base))
+	for {
+		cur := r.confirmed.Load()
+		if at <= cur || r.confirmed.CompareAndSwap(cur, at) {
+			break
+		}
+	}
+	if ttlSeconds > 0 {
+		r.ttl.Store(int64(time.Duration(ttlSeconds) * time.Second))
+	}
+}
+
+func (r *Registration) lose(why string) {
+	r.lostOnce.Do(func() {
+		r.why.Store(&why)
+		close(r.done)
+	})
+}
+
+// hold renews the lease every third of its TTL (etcd's own cadence),
+// remembering when each answered keepalive was sent (see LeaseHeldUntil),
+// and watches the key so a revoke is noticed at once. Each keepalive may
+// take up to a TTL, overlapping the next ones, so a slow etcd still renews.
+// The registration is lost when etcd says the lease is gone, the key is
+// deleted or taken, no keepalive is answered before LeaseHeldUntil (the
+// lease may have expired: the broker cannot tell), the client closes, or
+// ctx ends.
+func (r *Registration) hold(ctx context.Context, key string) {
+	cli := r.s.cli
+	ctx, cancel := context.WithCancel(ctx)
+	lost := func(why string) {
+		r.lose(why)
+		cancel()
+	}
+	wch := cli.Watch(ctx, key, clientv3.WithRev(r.broker.Epoch+1))
+	go func() {
+		for wr := range wch {
+			if wr.Err() != nil {
+				return // keep relying on the keepalives alone
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(r.lease) {
+					lost("registration key deleted (lease expired or revoked)")
+					return
+				}
+			}
+		}
+	}()
+	renew := func(sent time.Time) {
+		kctx, kcancel := context.WithTimeout(ctx, r.TTL())
+		defer kcancel()
+		resp, err := cli.KeepAliveOnce(kctx, r.lease)
+		switch {
+		case err == nil:
+			r.confirm(sent, resp.TTL)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			lost("etcd says the lease is gone")
+		}
+	}
+	go func() {
+		t := time.NewTicker(r.TTL() / 3)
+		defer t.Stop()
+		for {
+			go renew(time.Now())
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				lost("registration closed")
+				return
+			case <-cli.Ctx().Done():
+				lost("etcd client closed")
+				return
+			}
+			if now := time.Now(); now.After(r.LeaseHeldUntil()) {
+				lost(fmt.Sprintf("no keepalive answered for %s, the lease's TTL: it may have expired",
+					now.Sub(r.LeaseConfirmedAt()).Round(time.Millisecond)))
+				return
+			}
+		}
+	}()
+}
 
 // Close deregisters the broker at once by revoking its lease.
 func (r *Registration) Close(ctx context.Context) error {

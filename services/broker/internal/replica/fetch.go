@@ -91,6 +91,12 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 		r.mu.Unlock()
 		return ConsumerFetchResult{}, m.withLeaderHint(f.TP, err)
 	}
+	if r.state.IsLeader() {
+		if err := m.fenced(); err != nil {
+			r.mu.Unlock()
+			return ConsumerFetchResult{}, err
+		}
+	}
 	res := ConsumerFetchResult{
 		HighWatermark:        r.state.MaxReadableOffset(),
 		LogStartOffset:       r.log.LogStartOffset(),

@@ -58,6 +58,11 @@ type Options struct {
 	// Registry receives the broker's replication metrics; nil keeps them
 	// unregistered.
 	Registry prometheus.Registerer
+	// LeaderFence, when set, is asked on every leader append (before it and
+	// again before the answer) and consumer read; an error refuses them.
+	// The broker fences itself while its registration lease is unconfirmed
+	// (see the broker package); it reads the clock itself, at the call.
+	LeaderFence func() error
 }
 
 // EventSink receives replication events for dashboards (ISR changes,
@@ -132,6 +137,14 @@ func New(o Options) (*Manager, error) {
 	go func() { defer m.wg.Done(); m.alter.run(m.stop) }()
 	go func() { defer m.wg.Done(); m.isrExpirationLoop() }()
 	return m, nil
+}
+
+// fenced is the LeaderFence's verdict, nil when there is no fence.
+func (m *Manager) fenced() error {
+	if f := m.opts.LeaderFence; f != nil {
+		return f()
+	}
+	return nil
 }
 
 // BrokerConfig is the effective broker configuration (static + dynamic).

@@ -90,6 +90,10 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 		return ProduceResult{}, m.withLeaderHint(tp, kerr.New(kerr.NotLeaderOrFollower,
 			"broker %d is not the leader of %s-%d", m.opts.BrokerID, tp.Topic, tp.Partition))
 	}
+	if err := m.fenced(); err != nil {
+		r.mu.Unlock()
+		return ProduceResult{}, err
+	}
 	if err := r.state.BeforeAppend(acks); err != nil {
 		r.mu.Unlock()
 		return ProduceResult{}, err
@@ -116,7 +120,9 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 		m.hwAdvanced(ctx, r, upd, "leader append")
 	}
 	if acks != -1 {
-		return res, nil
+		// A pause after the check above must not end in an ack from a
+		// broker that has since lost its lease.
+		return res, m.fenced()
 	}
 	if timeout <= 0 {
 		timeout = DefaultProduceTimeout

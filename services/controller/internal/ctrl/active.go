@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,10 @@ type Deps struct {
 	Metrics *Metrics
 	// Dial opens a connection to a broker; nil uses plain-text gRPC.
 	Dial func(address string) (*grpc.ClientConn, error)
+	// DialContext opens a raw connection to a broker: under Dial's gRPC
+	// connections when Dial is nil, and for the fast-failover probe. nil
+	// dials TCP.
+	DialContext func(ctx context.Context, address string) (net.Conn, error)
 	// LostAt tells when this process last saw the previous controller go
 	// (its key deleted); zero when unknown. Failover time is measured from
 	// it. It is asked once the state is pushed, so a watch that reported the
@@ -105,9 +110,14 @@ type Active struct {
 // loop loads the cluster first. The term ends (Done) when it steps down or
 // ctx ends; the caller then Waits and may campaign again.
 func Start(ctx context.Context, d Deps) *Active {
+	if d.DialContext == nil {
+		var nd net.Dialer
+		d.DialContext = func(ctx context.Context, addr string) (net.Conn, error) { return nd.DialContext(ctx, "tcp", addr) }
+	}
 	if d.Dial == nil {
 		d.Dial = func(addr string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithContextDialer(d.DialContext))
 		}
 	}
 	if d.Settings.RequestTimeout <= 0 {

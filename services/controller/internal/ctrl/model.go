@@ -70,12 +70,14 @@ type session struct {
 }
 
 // failCheck is a pending fast-failover decision for a broker whose session
-// broke: it is declared dead when the grace period has passed and the health
-// probe failed, unless it reopened a session meanwhile.
+// broke: it is declared dead when the grace period has passed, the health
+// probe failed and its address refused a connection, unless it reopened a
+// session meanwhile.
 type failCheck struct {
 	epoch            int64
 	expired, probed  bool
 	healthy          bool
+	refused          bool // the probe's connection was refused: the process is gone
 	stopTimer        func() bool
 	healthCheckError string
 }

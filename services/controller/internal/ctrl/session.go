@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"syscall"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -151,8 +152,10 @@ func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
 
 // sessionClosed starts fast failover (F23 leases stay the safety net): if
 // the broker's live incarnation does not reopen a session within the grace
-// period and does not answer a gRPC health check, its lease is revoked at
-// once. A broker whose stream is open but silent is left to lease expiry.
+// period, does not answer a gRPC health check, and its address refuses
+// connections (the process is gone), its lease is revoked at once. Any
+// other broker, one whose stream is open but silent included, is left to
+// lease expiry, on which it fences itself.
 func (a *Active) sessionClosed(s *session, cause error) {
 	if a.sessions[s.brokerID] != s {
 		return
@@ -172,7 +175,7 @@ func (a *Active) sessionClosed(s *session, cause error) {
 		a.post(func() { fc.expired = true; a.decideFailure(id, fc) })
 	})
 	fc.stopTimer = t.Stop
-	conn := b.conn
+	conn, addr := b.conn, b.info.Address
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -187,8 +190,35 @@ func (a *Active) sessionClosed(s *session, cause error) {
 				why = resp.GetStatus().String()
 			}
 		}
-		a.post(func() { fc.probed, fc.healthy, fc.healthCheckError = true, healthy, why; a.decideFailure(id, fc) })
+		refused := false
+		if !healthy {
+			refused, why = a.refused(addr, grace, why)
+		}
+		a.post(func() {
+			fc.probed, fc.healthy, fc.refused, fc.healthCheckError = true, healthy, refused, why
+			a.decideFailure(id, fc)
+		})
 	}()
+}
+
+// refused dials the broker's address afresh and reports whether the
+// connection was refused: nothing listens there, so the broker process is
+// gone (or its host rebooted) and cannot be serving as leader. Any other
+// outcome (a timeout, an unreachable network, a cut link, or a connection
+// that opens: a paused process's kernel still accepts) may hide a live
+// broker that holds its lease and serves; only its lease can end that.
+func (a *Active) refused(addr string, timeout time.Duration, why string) (bool, string) {
+	ctx, cancel := context.WithTimeout(a.ctx, timeout)
+	defer cancel()
+	c, err := a.d.DialContext(ctx, addr)
+	if err == nil {
+		_ = c.Close()
+		return false, why + "; but its address accepts connections"
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true, why + "; connection refused: " + err.Error()
+	}
+	return false, why + "; probe: " + err.Error()
 }
 
 // decideFailure revokes a broker's registration once its grace period has
@@ -206,7 +236,16 @@ func (a *Active) decideFailure(id int32, fc *failCheck) {
 		a.log.Info("Broker answers health checks; its lease decides its liveness", "broker_id", id, "broker_epoch", fc.epoch)
 		return
 	}
-	a.log.Warn("Broker did not reopen its session or answer a health check: declaring it dead now by revoking its registration lease",
+	if !fc.refused {
+		// A partitioned or paused broker looks like this. It may still
+		// hold its lease and serve as leader until it fences itself just
+		// before the lease can expire; electing others now would give the
+		// partitions two leaders (DESIGN.md, "Broker liveness").
+		a.log.Warn("Broker did not reopen its session or answer a health check, but it is not known to be dead; its lease decides its liveness",
+			"broker_id", id, "broker_epoch", fc.epoch, "health_check", fc.healthCheckError)
+		return
+	}
+	a.log.Warn("Broker did not reopen its session and refuses connections: declaring it dead now by revoking its registration lease",
 		"broker_id", id, "broker_epoch", fc.epoch, "grace", a.d.Settings.SessionGrace, "health_check", fc.healthCheckError)
 	ctx, cancel := a.writeCtx()
 	err := a.sess.RevokeBroker(ctx, id, fc.epoch)

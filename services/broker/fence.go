@@ -1,0 +1,205 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+)
+
+// fenceCheckInterval is how often the fence's state is logged and exported
+// when it changes. Produce and fetch do not wait for it: they ask the fence
+// with the clock read at the call.
+const fenceCheckInterval = 50 * time.Millisecond
+
+// leaseMargin is how long before LeaseHeldUntil the broker stops acting as
+// leader: it covers a difference in clock rate between this broker and the
+// etcd leader of up to 5 % of the TTL (NTP keeps it under 0.05 %), and the
+// moments between the fence check and the answer leaving the process.
+func leaseMargin(ttl time.Duration) time.Duration {
+	return max(ttl/20, 100*time.Millisecond)
+}
+
+// leaseFence decides whether this broker may act as a partition leader.
+// Leaderships are held under the registration lease: once etcd may have
+// expired the lease (the controller then elects other leaders) the broker
+// refuses produce and consumer fetches on every partition it leads, until
+// etcd confirms the lease again or, when the registration was lost, until
+// it has registered again and the controller has told the new incarnation
+// its roles (a LeaderAndIsr for the new broker epoch). See DESIGN.md,
+// "Broker liveness".
+type leaseFence struct {
+	log   *slog.Logger
+	gauge prometheus.Gauge
+	led   func() int
+
+	// mu orders registration changes with LeaderAndIsr application, so a
+	// request of the old incarnation cannot slip in between the new
+	// registration and the count of leaderships it starts with. The check
+	// itself takes no lock.
+	mu        sync.Mutex
+	reg       atomic.Pointer[metastore.Registration]
+	confirmed atomic.Int64 // newest broker epoch whose roles the controller confirmed
+
+	fenced    atomic.Bool // as last logged and exported
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+func newLeaseFence(log *slog.Logger, reg prometheus.Registerer, led func() int) *leaseFence {
+	f := &leaseFence{log: log, led: led, stop: make(chan struct{}),
+		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_broker_fenced",
+			Help: "1 while this broker refuses to act as leader because its registration lease is unconfirmed or lost."})}
+	if reg != nil {
+		reg.MustRegister(f.gauge)
+	}
+	return f
+}
+
+// start begins logging and exporting the fence's changes from its present
+// state (after the first registration, so a starting broker logs nothing).
+func (f *leaseFence) start() {
+	fenced := f.reason(time.Now()) != ""
+	f.fenced.Store(fenced)
+	f.gauge.Set(b2f(fenced))
+	f.wg.Add(1)
+	go f.watch()
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Check is the replica manager's LeaderFence: nil while the broker may act
+// as leader, else a retriable NOT_LEADER_OR_FOLLOWER without a leader hint
+// (the client refreshes its metadata and finds the new leader).
+func (f *leaseFence) Check() error {
+	if why := f.reason(time.Now()); why != "" {
+		return kerr.New(kerr.NotLeaderOrFollower, "this broker has fenced itself as leader: %s", why)
+	}
+	return nil
+}
+
+// reason says why the broker is fenced at now, or "".
+func (f *leaseFence) reason(now time.Time) string {
+	reg := f.reg.Load()
+	if reg == nil {
+		return "not registered"
+	}
+	select {
+	case <-reg.Done():
+		return "registration lost (" + reg.LostReason() + ")"
+	default:
+	}
+	if c := f.confirmed.Load(); c < reg.Epoch() {
+		return fmt.Sprintf("registered again as broker epoch %d; waiting for the controller to confirm its roles", reg.Epoch())
+	}
+	if now.After(reg.LeaseHeldUntil().Add(-leaseMargin(reg.TTL()))) {
+		return fmt.Sprintf("registration lease unconfirmed for %.1f s (TTL %s)",
+			now.Sub(reg.LeaseConfirmedAt()).Seconds(), reg.TTL())
+	}
+	return ""
+}
+
+// registered installs a new registration. A broker that leads nothing has
+// no roles to be told again: it acts on the LeaderAndIsr requests that come
+// for the new epoch. One that still leads partitions from its previous
+// incarnation waits for the controller's LeaderAndIsr of the new epoch,
+// which tells it which of them it still leads.
+func (f *leaseFence) registered(reg *metastore.Registration, storeEpoch func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	storeEpoch()
+	f.reg.Store(reg)
+	if f.led() == 0 {
+		f.confirm(reg.Epoch())
+	}
+}
+
+// lost drops the registration: fenced until the next one.
+func (f *leaseFence) lost(reg *metastore.Registration) {
+	f.reg.CompareAndSwap(reg, nil)
+}
+
+func (f *leaseFence) confirm(epoch int64) {
+	for {
+		cur := f.confirmed.Load()
+		if epoch <= cur || f.confirmed.CompareAndSwap(cur, epoch) {
+			return
+		}
+	}
+}
+
+// watch logs and exports every change of the fence.
+func (f *leaseFence) watch() {
+	defer f.wg.Done()
+	t := time.NewTicker(fenceCheckInterval)
+	defer t.Stop()
+	since := time.Now()
+	var epoch int64 // the registration's epoch when the fence went up
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		}
+		if reg := f.reg.Load(); reg != nil && !f.fenced.Load() {
+			epoch = reg.Epoch()
+		}
+		why := f.reason(time.Now())
+		fenced := why != ""
+		if fenced == f.fenced.Load() {
+			continue
+		}
+		f.fenced.Store(fenced)
+		if fenced {
+			f.gauge.Set(1)
+			f.log.Warn(fmt.Sprintf("Fencing myself as leader of %d partitions: %s", f.led(), why))
+			since = time.Now()
+			continue
+		}
+		f.gauge.Set(0)
+		reg := f.reg.Load()
+		how := "etcd confirmed the registration lease again"
+		if reg.Epoch() != epoch {
+			how = fmt.Sprintf("registered as broker epoch %d and the controller told it its roles", reg.Epoch())
+		}
+		f.log.Info(fmt.Sprintf("Unfencing: acting as leader of %d partitions again after %.1f s: %s",
+			f.led(), time.Since(since).Seconds(), how))
+	}
+}
+
+func (f *leaseFence) close() {
+	f.closeOnce.Do(func() { close(f.stop) })
+	f.wg.Wait()
+}
+
+// fencedControl applies the controller's pushes, noting when the controller
+// has told this incarnation its roles.
+type fencedControl struct {
+	*grpcapi.Control
+	f *leaseFence
+}
+
+func (c fencedControl) LeaderAndIsr(ctx context.Context, req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	resp, err := c.Control.LeaderAndIsr(ctx, req)
+	if err == nil && resp.GetErrorCode() == 0 {
+		c.f.confirm(req.GetBrokerEpoch())
+	}
+	return resp, err
+}

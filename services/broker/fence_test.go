@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/logging"
+)
+
+func register(t *testing.T, s *metastore.Store) *metastore.Registration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg, err := s.RegisterBroker(ctx, metastore.BrokerInfo{ID: 1, Address: "127.0.0.1:1"}, 2*time.Second, metastore.WaitForExpiry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	return reg
+}
+
+func wantFenced(t *testing.T, f *leaseFence, what string) {
+	t.Helper()
+	if err := f.Check(); kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("%s: Check = %v, want NOT_LEADER_OR_FOLLOWER", what, err)
+	}
+}
+
+// TestLeaseFenceReadsTheClockAtTheCheck plays a process that stalls (its
+// etcd traffic stops) and resumes just after the moment its lease could
+// expire: the very first check refuses, with no background goroutine having
+// had a chance to notice anything (none runs here), and before the
+// registration's own Done has closed. Then the new incarnation stays fenced
+// while it still holds an old leadership, until the controller's
+// LeaderAndIsr for its epoch.
+func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bridge := srv.NewBridge(t)
+	s, err := metastore.New(bridge.Client(t), metastore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := 1
+	f := newLeaseFence(logging.Discard(), nil, func() int { return led })
+	wantFenced(t, f, "before any registration")
+
+	reg := register(t, s)
+	f.registered(reg, func() {})
+	wantFenced(t, f, "registered while leading partitions of no confirmed epoch")
+	f.confirm(reg.Epoch())
+	if err := f.Check(); err != nil {
+		t.Fatalf("registered and confirmed: %v", err)
+	}
+
+	bridge.Pause()
+	fenceAt := reg.LeaseHeldUntil().Add(-leaseMargin(reg.TTL()))
+	time.Sleep(time.Until(fenceAt.Add(-200 * time.Millisecond)))
+	if err := f.Check(); err != nil {
+		t.Fatalf("fenced %s before the margin: %v", time.Until(fenceAt), err)
+	}
+	time.Sleep(time.Until(fenceAt) + time.Millisecond)
+	wantFenced(t, f, "just past LeaseHeldUntil - margin")
+	select {
+	case <-reg.Done():
+		t.Fatal("the registration was already given up: the check did not decide on its own")
+	default:
+	}
+	if !reg.LeaseHeldUntil().After(time.Now()) {
+		t.Fatal("the fence went up only after the lease could already have expired")
+	}
+
+	// The lease ends; a new incarnation registers while the replica still
+	// thinks it leads.
+	select {
+	case <-reg.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the unrenewed registration was not given up")
+	}
+	f.lost(reg)
+	wantFenced(t, f, "registration lost")
+	bridge.Resume()
+	again := register(t, s)
+	f.registered(again, func() {})
+	wantFenced(t, f, "registered again, old leadership not yet re-confirmed")
+	f.confirm(reg.Epoch()) // a late LeaderAndIsr of the old incarnation
+	wantFenced(t, f, "old epoch confirmed")
+	f.confirm(again.Epoch())
+	if err := f.Check(); err != nil {
+		t.Fatalf("after the LeaderAndIsr of the new epoch: %v", err)
+	}
+
+	// A broker that leads nothing needs no confirmation.
+	led = 0
+	f.lost(again)
+	_ = again.Close(context.Background())
+	third := register(t, s)
+	f.registered(third, func() {})
+	if err := f.Check(); err != nil {
+		t.Fatalf("registered with no leaderships: %v", err)
+	}
+}

@@ -1,0 +1,53 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"tidemark.io/services/metastore"
+)
+
+// freeze plays a broker process that is alive but wedged (a stalled disk, a
+// long pause on a busy host): its session stream breaks, its lease is no
+// longer renewed, its health check fails, and its address still accepts
+// connections.
+func (b *fakeBroker) freeze() {
+	b.srv.SetServing("", false)
+	b.silence()
+	b.closeSession()
+}
+
+// TestFastFailoverNeedsARefusedConnection: a broker whose session broke and
+// whose health check times out may be alive behind a partition or paused,
+// holding its lease and serving as leader; the controller must leave it to
+// its lease (on which the broker fences itself) instead of revoking it and
+// electing a second leader beside it.
+func TestFastFailoverNeedsARefusedConnection(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 2, 3}}, nil)
+	eventually(t, 10*time.Second, "sessions open", func() bool {
+		return c.brokers[1].sessionOpen() && c.brokers[2].sessionOpen() && c.brokers[3].sessionOpen()
+	})
+
+	c.brokers[1].mu.Lock()
+	reg := c.brokers[1].reg
+	c.brokers[1].mu.Unlock()
+	frozen := time.Now()
+	c.brokers[1].freeze()
+	heldUntil := reg.LeaseHeldUntil()
+	s := c.waitState("t", 0, 3*brokerTTL, "new leader at lease expiry", func(s metastore.PartitionState) bool { return s.Leader != 1 && s.Leader > 0 })
+	elected := time.Now()
+	t.Logf("frozen leader replaced after %s (lease %s, held until %s)", elected.Sub(frozen), brokerTTL, heldUntil.Sub(frozen))
+	if elected.Before(heldUntil) {
+		t.Fatalf("leader %d elected %s before the frozen broker's lease could expire", s.Leader, heldUntil.Sub(elected))
+	}
+	if n := c.logs.count("declaring it dead now"); n != 0 {
+		t.Fatalf("the frozen broker was revoked through fast failover (%d log lines)", n)
+	}
+	if c.logs.count("not known to be dead", "broker_id=1") != 1 {
+		t.Fatal("no log line saying the broker was left to its lease")
+	}
+}
