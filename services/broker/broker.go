@@ -30,6 +30,7 @@ import (
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/recordbatch"
+	"tidemark.io/services/topicconfig"
 )
 
 // Broker is a running broker.
@@ -87,6 +88,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	b.lis = lis
 
+	static, err := topicconfig.ResolveBroker(cfg.Settings)
+	if err != nil {
+		return fail(err)
+	}
 	var rmRef atomic.Pointer[replica.Manager]
 	b.logs, err = logstore.OpenManager(logstore.ManagerOptions{
 		Dir: cfg.DataDir, Logger: log,
@@ -96,6 +101,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 			}
 			return 0, false
 		},
+		// Retention moved a log's start: the replica's state machine must
+		// see it (divergence checks, preferred read replica, dashboards).
+		LogStartMoved: func(tp logstore.TopicPartition) {
+			if rm := rmRef.Load(); rm != nil {
+				rm.SyncLogStartOffset(tp)
+			}
+		},
+		RetentionCheckInterval: time.Duration(static.LogRetentionCheckIntervalMs) * time.Millisecond,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("--data.dir %s: %w", cfg.DataDir, err))
@@ -166,7 +179,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		}
 	}
 	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
-		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()))
+		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
+		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs)
 	return b, nil
 }
 

@@ -43,4 +43,5 @@ type BrokerConfig struct {
 	DefaultReplicationFactor            int32
 	NumPartitions                       int32
 	LogFlushFsyncEveryAppend            bool
+	LogRetentionCheckIntervalMs         int64
 }

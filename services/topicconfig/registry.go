@@ -10,6 +10,11 @@ import (
 // index entry. Kafka allows 14 bytes (before 4.0) or 1 MiB (from 4.0, KIP-1030).
 const minSegmentBytes = 1024
 
+// minRetentionCheckIntervalMs bounds log.retention.check.interval.ms: short
+// enough for tests and demonstrations to see retention act within a second,
+// long enough that a typo does not turn the check into a busy loop.
+const minRetentionCheckIntervalMs = 100
+
 var (
 	maxLong = strconv.FormatInt(math.MaxInt64, 10)
 	week    = strconv.FormatInt(7*24*60*60*1000, 10)
@@ -113,6 +118,10 @@ var defs = []Def{
 		Type: TypeInt, Default: "1", Min: 1,
 		Doc:       "Partition count of a topic created without one.",
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.NumPartitions })},
+	{Name: "log.retention.check.interval.ms", BrokerName: "log.retention.check.interval.ms",
+		Type: TypeLong, Default: "300000", Min: minRetentionCheckIntervalMs,
+		Doc:       "How often the broker looks for segments retention.ms or retention.bytes lets it delete (and expires idle producer ids).",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LogRetentionCheckIntervalMs })},
 	{Name: "log.flush.fsync.every.append", BrokerName: "log.flush.fsync.every.append",
 		Type: TypeBool, Default: "false",
 		Doc:       "fsync the log after every append, before acknowledging it (a tidemark option; Kafka relies on replication).",

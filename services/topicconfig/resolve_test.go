@@ -43,6 +43,7 @@ func TestDefaultBroker(t *testing.T) {
 		DefaultReplicationFactor:            1,
 		NumPartitions:                       1,
 		LogFlushFsyncEveryAppend:            false,
+		LogRetentionCheckIntervalMs:         300000,
 	}
 	if got := DefaultBroker(); got != want {
 		t.Fatalf("DefaultBroker() = %+v\nwant %+v", got, want)

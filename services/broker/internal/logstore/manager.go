@@ -26,11 +26,15 @@ type ManagerOptions struct {
 	// replication-offset-checkpoint and for retention. ok=false keeps the
 	// last known value and skips retention for the partition.
 	HighWatermark func(TopicPartition) (hw int64, ok bool)
+	// LogStartMoved, when set, is called after retention raised a log's
+	// start offset, with no Manager or Log lock held, so the owner of the
+	// partition's replication state can record the new start.
+	LogStartMoved func(TopicPartition)
 
 	// Intervals of the background work; zero picks the default shown.
 	HighWatermarkCheckpointInterval time.Duration // 5 s
 	RecoveryCheckpointInterval      time.Duration // 60 s (recovery points and log starts)
-	RetentionCheckInterval          time.Duration // 5 min (retention, producer expiry)
+	RetentionCheckInterval          time.Duration // 5 min (log.retention.check.interval.ms: retention, producer expiry)
 	FlushCheckInterval              time.Duration // 1 s (flush.ms)
 	// NoBackground turns the periodic work off; tests call the methods.
 	NoBackground bool
@@ -375,10 +379,17 @@ func (m *Manager) RunRetention() {
 		if !ok {
 			continue
 		}
-		if n, err := l.DeleteOldSegments(hw); err != nil {
+		before := l.LogStartOffset()
+		n, err := l.DeleteOldSegments(hw)
+		if err != nil {
 			m.logger.Warn("retention failed", "partition", tp.String(), "err", err)
 		} else if n > 0 {
-			m.logger.Info("deleted old segments", "partition", tp.String(), "segments", n, "log_start_offset", l.LogStartOffset())
+			m.logger.Info("deleted old segments", "partition", tp.String(), "segments", n,
+				"log_start_offset_before", before, "log_start_offset", l.LogStartOffset(), "high_watermark", hw)
+		}
+		// Even a failed deletion may have removed some segments first.
+		if l.LogStartOffset() != before && m.opts.LogStartMoved != nil {
+			m.opts.LogStartMoved(tp)
 		}
 		l.ExpireProducers()
 	}

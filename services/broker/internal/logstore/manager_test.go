@@ -329,3 +329,35 @@ func TestManagerHWGetterMayTakeCallerLock(t *testing.T) {
 		t.Fatal("deadlock between the HW getter and a truncation")
 	}
 }
+
+// RunRetention tells the log's owner when it moved a log start, and only
+// then, so the replica's state machine can record it.
+func TestManagerRetentionReportsLogStartMoved(t *testing.T) {
+	fsys := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	var moved []TopicPartition
+	m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: hw.get, NoBackground: true,
+		LogStartMoved: func(tp TopicPartition) { moved = append(moved, tp) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := smallConfig()
+	cfg.RetentionBytes = 1000
+	l, _ := m.GetOrCreate(tpA, cfg)
+	leo := fill(t, l, 30, 3, 40)
+	hw.set(tpA, 0)
+	m.RunRetention()
+	if len(moved) != 0 || l.LogStartOffset() != 0 {
+		t.Fatalf("nothing below the HW to delete, yet log start %d and reports %v", l.LogStartOffset(), moved)
+	}
+	hw.set(tpA, leo)
+	m.RunRetention()
+	if l.LogStartOffset() == 0 || len(moved) != 1 || moved[0] != tpA {
+		t.Fatalf("retention to log start %d reported %v, want [%v]", l.LogStartOffset(), moved, tpA)
+	}
+	m.RunRetention()
+	if len(moved) != 1 {
+		t.Fatalf("a retention pass that deleted nothing reported %v", moved)
+	}
+}
