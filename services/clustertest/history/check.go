@@ -331,7 +331,8 @@ func (c *checker) checkAcked() {
 }
 
 // checkReplicas is check 2: readable replicas agree on every offset they
-// both hold below their HWs, each replica's HW reached its LEO, and no
+// both hold below their HWs, each replica's HW reached its LEO (unless the
+// ISR is below min.insync.replicas, where the HW may not move), and no
 // replica holds fewer committed records than another's HW.
 func (c *checker) checkReplicas() {
 	for _, ps := range c.final.Partitions {
@@ -342,7 +343,7 @@ func (c *checker) checkReplicas() {
 			}
 		}
 		for _, r := range rs {
-			if r.HW != r.LEO {
+			if r.HW != r.LEO && int(ps.MinInsyncReplicas) <= len(ps.ISR) {
 				c.add(Violation{Kind: HWBelowLEO, TP: ps.TP, Offset: r.HW,
 					Message: fmt.Sprintf("replica %d has HW %d but LEO %d once quiet (leader %d, ISR %v)", r.Broker, r.HW, r.LEO, ps.Leader, ps.ISR)})
 			}

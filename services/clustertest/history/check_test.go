@@ -175,6 +175,10 @@ func TestReplicasDivergeOrKeepHWBelowLEO(t *testing.T) {
 	ps.LiveAt = time.Time{}
 	r = Check(clean().h, final(ps), durableA)
 	mustKinds(t, r, HWBelowLEO, NotLive)
+	// Under min.insync.replicas the HW may not move (KAFKA-15583).
+	ps.ISR, ps.MinInsyncReplicas = []int32{1}, 2
+	mustKinds(t, Check(clean().h, final(ps), durableA), NotLive)
+	mustKinds(t, Check(clean().h, final(ps), Options{Durable: durableA.Durable}))
 	// An unreadable replica is not compared, but the partition is not whole.
 	ps = whole(tpA, "v0", "v1", "v2")
 	ps.Replicas[2] = ReplicaState{Broker: 3}
