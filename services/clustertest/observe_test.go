@@ -40,7 +40,7 @@ func (c *Cluster) replicaState(id int32, tp history.TP) history.ReplicaState {
 			snap := r.Snapshot(time.Now())
 			vals, err := b.ReadLog(tp.Topic, tp.Partition)
 			if err != nil || lg.LogStartOffset() != start || lg.LogEndOffset() != snap.LogEndOffset ||
-				snap.LogStartOffset != start || int64(len(vals)) != snap.LogEndOffset-start {
+				int64(len(vals)) != snap.LogEndOffset-start {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
@@ -50,7 +50,10 @@ func (c *Cluster) replicaState(id int32, tp history.TP) history.ReplicaState {
 			}
 			return rs
 		}
-		c.T.Logf("broker %d's replica of %s never held still long enough to read", id, tp)
+		snap := r.Snapshot(time.Now())
+		vals, err := b.ReadLog(tp.Topic, tp.Partition)
+		c.T.Logf("broker %d's replica of %s never held still long enough to read: start %d/%d leo %d/%d, %d values, %v", id, tp,
+			lg.LogStartOffset(), snap.LogStartOffset, lg.LogEndOffset(), snap.LogEndOffset, len(vals), err)
 		return rs
 	}
 	return rs
@@ -141,7 +144,7 @@ type recordingProducer struct {
 }
 
 func newRecordingProducer(t testing.TB, c *Cluster, rec *history.Recorder, name string, acks client.Acks) *recordingProducer {
-	opts := client.ProducerOptions{Acks: acks, DeliveryTimeout: 20 * time.Second, Linger: time.Millisecond}
+	opts := client.ProducerOptions{Acks: acks, DeliveryTimeout: 20 * time.Second, RequestTimeout: 5 * time.Second, Linger: time.Millisecond}
 	if acks != client.AcksAll {
 		opts.Idempotence = client.IdempotenceOff
 	}
