@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -54,10 +55,11 @@ func chaosLength(t *testing.T, def time.Duration) time.Duration {
 // TIDEMARK_CHAOS_ALL=1 (make chaos sets it); delete an entry once its fix
 // has landed so every run includes the fault again.
 var knownOpen = map[string]string{
-	// TODO: delete once the fix lands. Seeds 3 and 9 (TIDEMARK_CHAOS_SECONDS=10)
-	// leave a follower of ret-0 short of the leader's log start, out of the
-	// ISR for good.
-	"retention": "retention deleting an idle topic's segments strands a follower out of the ISR",
+	// TODO: delete once the fix lands. With retention applied during the
+	// run, seeds 3 and 9 (TIDEMARK_CHAOS_SECONDS=10) leave a follower of
+	// ret-0 below the leader's log start, out of the ISR for good; seed 12
+	// (TIDEMARK_CHAOS_SECONDS=15), retention off, leaves one at LEO 0.
+	"retention": "the topic with 1 KiB segments, segment.ms 500 and retention.ms 1500: a follower of it stays out of the ISR for good once it is idle",
 }
 
 // faultEnabled reports whether the run includes a fault kind, logging why
@@ -115,7 +117,11 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 	var tps, promised []history.TP
 	durable := map[string]bool{}
 	producers := map[string]*recordingProducer{}
+	retention := faultEnabled(t, "retention")
 	for _, tc := range quietTopics {
+		if tc.name == "ret" && !retention {
+			continue
+		}
 		c.CreateTopic(tc.name, tc.partitions, 3, tc.configs)
 		minISR, _ := strconv.Atoi(tc.configs["min.insync.replicas"])
 		durable[tc.name] = history.Promised(minISR, tc.configs["unclean.leader.election.enable"] == "true")
@@ -132,7 +138,7 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 		}
 	}
 	stopRetention := func() {}
-	if faultEnabled(t, "retention") {
+	if retention {
 		stopRetention = c.runRetention("ret", 300*time.Millisecond)
 	}
 	consumers := startConsumers(t, c, rec, tps)
@@ -457,4 +463,83 @@ func (n *quietNemesis) healAll() {
 		n.ctrlDown = 0
 	}
 	n.c.Net.HealAll()
+}
+
+// TestQuietScheduleAfterFailover is the nemesis's quiet path without the
+// dice: after a burst of writes the leader is killed, the partitions go
+// idle, the old leader returns (its log whole, its HW checkpoint stale) and
+// a preferred election hands leadership back while nothing is produced,
+// and retention empties the idle retention topic; then the checker,
+// liveness included.
+func TestQuietScheduleAfterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a nemesis schedule takes half a minute")
+	}
+	const bound = 15 * time.Second
+	c := Start(t, Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	rec := history.NewRecorder()
+	var tps []history.TP
+	durable := map[string]bool{}
+	retention := faultEnabled(t, "retention")
+	for _, tc := range quietTopics[:2] {
+		if tc.name == "ret" && !retention {
+			continue
+		}
+		c.CreateTopic(tc.name, tc.partitions, 3, tc.configs)
+		durable[tc.name] = true
+		tps = append(tps, partitionsOf(tc.name, tc.partitions)...)
+	}
+	stopRetention := func() {}
+	if retention {
+		stopRetention = c.runRetention("ret", 300*time.Millisecond)
+	}
+	p := newRecordingProducer(t, c, rec, "acks-all", client.AcksAll)
+	consumers := startConsumers(t, c, rec, tps)
+	burst := func(n int) {
+		for i := 0; i < n; i++ {
+			for _, tp := range tps {
+				p.send(tp, nil)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := p.p.Flush(ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+	}
+	burst(30)
+	// The leader dies before its HW checkpoint (every 5s) and comes back
+	// while nothing is written: its log is whole, its HW is not.
+	leader := c.Partition("dur", 0).GetLeader()
+	rec.Event(history.Fault, "leader %d of dur-0 crashed", leader)
+	c.CrashBroker(leader)
+	c.WaitFor(20*time.Second, "a new leader of dur-0", func() bool {
+		l := c.Partition("dur", 0).GetLeader()
+		return l > 0 && l != leader && c.Leads(l, "dur", 0)
+	})
+	c.StartBroker(leader)
+	rec.Event(history.Heal, "broker %d restarted", leader)
+	c.WaitFor(20*time.Second, "every ISR whole", func() bool {
+		for _, tp := range tps {
+			if len(c.Partition(tp.Topic, tp.Partition).GetIsr()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	rec.Event(history.Note, "idle")
+	time.Sleep(2 * time.Second)
+	err := c.electPreferred(tps)
+	rec.Event(history.Fault, "preferred election of every partition while idle (err %v)", err)
+	stopped := rec.Event(history.Heal, "faults over")
+	p.close(t)
+	liveAt := c.awaitLive(tps, bound+time.Second)
+	time.Sleep(time.Second)
+	consumers.close()
+	stopRetention()
+	rep := history.Check(rec.History(), c.final(tps, stopped, liveAt), history.Options{Durable: durable, LivenessBound: bound})
+	if !rep.OK() {
+		t.Fatalf("history checker:\n%s", rep)
+	}
+	t.Logf("history checker: %s", rep)
 }
