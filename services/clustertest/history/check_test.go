@@ -333,3 +333,16 @@ func TestRecorderIsConcurrentAndMarshals(t *testing.T) {
 		t.Fatalf("JSON round trip lost data")
 	}
 }
+
+func TestNoReadableReplica(t *testing.T) {
+	ps := whole(tpA)
+	for i := range ps.Replicas {
+		ps.Replicas[i] = ReplicaState{Broker: ps.Replicas[i].Broker}
+	}
+	ps.LiveAt = time.Time{}
+	r := Check(clean().h, final(ps), Options{Durable: durableA.Durable})
+	mustKinds(t, r, NoFinalLog)
+	if r.Count(NoFinalLog) != 1 {
+		t.Fatalf("want one no-readable-replica violation per partition, got\n%s", r)
+	}
+}
