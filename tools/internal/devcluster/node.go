@@ -18,13 +18,15 @@ import (
 
 // Node is one launched process.
 type Node struct {
-	Name    string // broker-1, controller-2, gateway
-	Kind    string // broker, controller, gateway
-	ID      int32
-	Addr    string // its gRPC (or HTTP) address
-	Binary  string
-	Args    []string
-	LogPath string
+	Name string // broker-1, controller-2, gateway
+	Kind string // broker, controller, gateway
+	ID   int32
+	Addr string // its gRPC (or HTTP) address
+	// MetricsAddr serves /metrics (brokers and controllers).
+	MetricsAddr string
+	Binary      string
+	Args        []string
+	LogPath     string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
