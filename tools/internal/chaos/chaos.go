@@ -215,6 +215,11 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	r.w = r.startWorkload(ctx)
+	stopWatch, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		r.watch(ctx, stopWatch, time.Second)
+	}()
 	faultsStopped := r.nemesis(ctx)
 	r.note("stopping the producers (bounded by %s)", producerCloseBound)
 	r.w.stopProducing()
@@ -222,8 +227,11 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := sleep(ctx, o.Quiet); err != nil {
 		return res, err
 	}
+	close(stopWatch)
+	<-watched
 	last := r.pollLive(ctx, faultsStopped)
 	r.w.stopReading()
+	r.dumpStuck(last)
 	final, err := r.readFinal(ctx, faultsStopped, last)
 	if err != nil {
 		return res, err
@@ -395,6 +403,36 @@ func (r *runner) pollLive(ctx context.Context, faultsStopped time.Time) observat
 			return last
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// dumpStuck sends SIGQUIT to the brokers of the replicas that kept a
+// partition from being whole: each prints its goroutines' stacks into its
+// log (where a fetcher or a purgatory is stuck) and exits. Its log on disk
+// is read like the others'; its HW checkpoint is at most 5s old, and the
+// cluster has been quiet for longer.
+func (r *runner) dumpStuck(last observation) {
+	stuck := map[int32]bool{}
+	for _, ps := range last.partitions {
+		if !ps.LiveAt.IsZero() {
+			continue
+		}
+		for _, rs := range ps.Replicas {
+			if !slices.Contains(ps.ISR, rs.Broker) || rs.HW != rs.LEO || (rs.Readable && rs.LEO != ps.Replicas[0].LEO) {
+				stuck[rs.Broker] = true
+			}
+		}
+	}
+	for _, id := range sortedIDs(stuck) {
+		n, err := r.cl.Node(fmt.Sprintf("broker-%d", id))
+		if err != nil {
+			continue
+		}
+		if err := n.Quit(10 * time.Second); err != nil {
+			r.note("SIGQUIT %s: %v", n.Name, err)
+			continue
+		}
+		r.note("SIGQUIT %s: its goroutine stacks are at the end of %s", n.Name, n.LogPath)
 	}
 }
 

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,12 @@ import (
 )
 
 // binaries returns a directory holding broker, controller and gateway:
-// TIDEMARK_CHAOS_BIN_DIR when set (make chaos-procs passes bin/), else
-// freshly built from this checkout with go build, so a stale bin/ can
-// never be what is tested. A build that fails fails the test under CI=true
-// and skips it, saying why, otherwise.
+// TIDEMARK_CHAOS_BIN_DIR when set, else the checkout's bin/ when every
+// binary there is newer than every Go source, go.mod and go.sum of the
+// modules they are built from, else freshly built from this checkout with
+// go build into a temporary dir, so a stale bin/ is never what is tested.
+// A build that fails fails the test under CI=true and skips it, saying
+// why, otherwise.
 func binaries(t *testing.T) string {
 	t.Helper()
 	if dir := os.Getenv("TIDEMARK_CHAOS_BIN_DIR"); dir != "" {
@@ -29,6 +32,14 @@ func binaries(t *testing.T) string {
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err == nil {
 		_, err = os.Stat(filepath.Join(root, "go.work"))
+	}
+	if err == nil {
+		fresh, why := binFresh(root)
+		if fresh {
+			t.Logf("using %s", filepath.Join(root, "bin"))
+			return filepath.Join(root, "bin")
+		}
+		t.Logf("building the binaries: %s", why)
 	}
 	dir := t.TempDir()
 	if err == nil {
@@ -48,6 +59,41 @@ func binaries(t *testing.T) string {
 		t.Skipf("SKIPPED the process chaos run: cannot build the binaries (%v); CI=true makes this a failure", err)
 	}
 	return dir
+}
+
+// binFresh reports whether root/bin holds broker, controller and gateway
+// built after the last change to their sources.
+func binFresh(root string) (bool, string) {
+	oldest := time.Time{}
+	for _, b := range []string{"broker", "controller", "gateway"} {
+		fi, err := os.Stat(filepath.Join(root, "bin", b))
+		if err != nil {
+			return false, "bin/" + b + " is absent"
+		}
+		if oldest.IsZero() || fi.ModTime().Before(oldest) {
+			oldest = fi.ModTime()
+		}
+	}
+	newer := ""
+	for _, m := range []string{"services", "gateway", "proto"} {
+		_ = filepath.WalkDir(filepath.Join(root, m), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || newer != "" {
+				return filepath.SkipAll
+			}
+			name := d.Name()
+			if d.IsDir() || !(strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum") {
+				return nil
+			}
+			if fi, err := d.Info(); err == nil && fi.ModTime().After(oldest) {
+				newer = path
+			}
+			return nil
+		})
+	}
+	if newer != "" {
+		return false, "bin/ is older than " + newer
+	}
+	return true, ""
 }
 
 type buildError struct {

@@ -153,3 +153,28 @@ func stateLine(ps history.PartitionState) string {
 	}
 	return b.String()
 }
+
+// watch observes the cluster every interval until stop is closed and puts
+// each change of a partition's leader or ISR on the timeline, so a report
+// shows what the faults did (and a stuck ISR shows when it got stuck).
+func (r *runner) watch(ctx context.Context, stop <-chan struct{}, interval time.Duration) {
+	prev := map[history.TP]string{}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(interval):
+		}
+		obs, err := r.observe(ctx)
+		if err != nil {
+			continue
+		}
+		for _, ps := range obs.partitions {
+			now := fmt.Sprintf("leader %d ISR %v", ps.Leader, ps.ISR)
+			if was, ok := prev[ps.TP]; ok && was != now {
+				r.note("observed %s: %s -> %s", ps.TP, was, now)
+			}
+			prev[ps.TP] = now
+		}
+	}
+}
