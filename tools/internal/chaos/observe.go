@@ -169,12 +169,22 @@ func (r *runner) watch(ctx context.Context, stop <-chan struct{}, interval time.
 		if err != nil {
 			continue
 		}
+		// One line per distinct change, naming the partitions it hit.
+		var changes []string
+		hit := map[string][]string{}
 		for _, ps := range obs.partitions {
 			now := fmt.Sprintf("leader %d ISR %v", ps.Leader, ps.ISR)
 			if was, ok := prev[ps.TP]; ok && was != now {
-				r.note("observed %s: %s -> %s", ps.TP, was, now)
+				c := was + " -> " + now
+				if hit[c] == nil {
+					changes = append(changes, c)
+				}
+				hit[c] = append(hit[c], ps.TP.String())
 			}
 			prev[ps.TP] = now
+		}
+		for _, c := range changes {
+			r.note("observed %s: %s", strings.Join(hit[c], ","), c)
 		}
 	}
 }

@@ -99,6 +99,7 @@ prints its seed, the command that replays it and the data dir it kept (node logs
 	f.StringVar(&o.DataDir, "data-dir", "", "the cluster's data dir (default: a temporary one, removed after a passing run)")
 	f.BoolVar(&o.KeepData, "keep-data", false, "keep the data dir of a passing run too")
 	f.IntVar(&o.PortBase, "port-base", 0, "first of the ports the cluster takes (default: a free range from 20000)")
+	f.BoolVar(&o.DumpStuck, "dump-stuck", false, "before stopping the cluster, SIGQUIT the brokers that kept a partition from being whole, so their goroutine stacks are in their logs (disturbs the final state read from disk)")
 	f.DurationVar(&o.LagTime, "lag-time", 2500*time.Millisecond, "the brokers' replica.lag.time.max.ms")
 	return cmd
 }
