@@ -201,12 +201,14 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	defer func() {
 		r.shutdown()
 		res.Timeline = r.rec.History().Events
-		if err == nil && res.OK() && temp && !o.KeepData {
+		// A passing run leaves nothing; neither does one whose cluster never
+		// started (there is nothing to read in its data dir).
+		if temp && !o.KeepData && ((err == nil && res.OK()) || r.cl == nil) {
 			if os.RemoveAll(o.DataDir) == nil {
 				res.DataKept = false
 			}
 		}
-		if err != nil || !res.OK() {
+		if res.DataKept && (err != nil || !res.OK()) {
 			r.printf("data dir kept: %s (node logs in %s)\n", o.DataDir, filepath.Join(o.DataDir, "logs"))
 			r.printf("seed %d; replay: %s\n", o.Seed, res.Replay)
 		}
