@@ -117,7 +117,10 @@ func (w *workload) write(tp history.TP, idempotent bool, rng *rand.Rand) {
 		case slots <- struct{}{}:
 		}
 		w.produce(p, name, idempotent, acks, tp, fmt.Sprintf("%s/%s/%d", tp, name, seq), func() { <-slots })
-		if !w.pause(time.Duration(2+rng.IntN(15)) * time.Millisecond) {
+		// About 50 records a second per partition while the gate is open:
+		// enough to keep batches and replication busy, few enough that
+		// the linearizability check covers a minute's run.
+		if !w.pause(time.Duration(5+rng.IntN(30)) * time.Millisecond) {
 			return
 		}
 	}

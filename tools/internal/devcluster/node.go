@@ -54,9 +54,8 @@ func (n *Node) State() devclusterv1.NodeState {
 	return n.state
 }
 
-// Start launches the process, appending its output to its log file. The
-// child gets a process group of its own so a terminal's Ctrl-C reaches only
-// the launcher, which then stops everything in order.
+// Start launches the process, appending its output to its log file (see
+// procAttr for its process group and parent-death signal).
 func (n *Node) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -70,7 +69,7 @@ func (n *Node) Start() error {
 	fmt.Fprintf(f, "\n==== %s started by tidemark dev at %s ====\n", n.Name, time.Now().Format(time.RFC3339))
 	cmd := exec.Command(n.Binary, n.Args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", n.Name, err)
