@@ -20,6 +20,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -249,8 +250,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	for _, t := range r.topics {
 		durable[t.name] = t.durable()
 	}
-	res.Report = history.Check(r.rec.History(), final, history.Options{Durable: durable, LivenessBound: o.LivenessBound})
+	h := r.rec.History()
+	res.Report = history.Check(h, final, history.Options{Durable: durable, LivenessBound: o.LivenessBound})
 	r.printf("\n%s\n", res.Report)
+	if !res.OK() {
+		r.saveHistory(h, final, res.Report)
+	}
 	return res, nil
 }
 
@@ -483,6 +488,26 @@ func (r *runner) readFinal(ctx context.Context, faultsStopped time.Time, last ob
 		}
 	}
 	return final, nil
+}
+
+// saveHistory writes what the checker judged into the data dir
+// (history.json), so a failed run can be examined, or checked again, after
+// the fact.
+func (r *runner) saveHistory(h history.History, final history.Final, report history.Report) {
+	b, err := json.Marshal(struct {
+		Seed    uint64          `json:"seed"`
+		History history.History `json:"history"`
+		Final   history.Final   `json:"final"`
+		Report  history.Report  `json:"report"`
+	}{r.o.Seed, h, final, report})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.o.DataDir, "history.json"), b, 0o644)
+	}
+	if err != nil {
+		r.printf("saving the history: %v\n", err)
+		return
+	}
+	r.printf("history, final state and report in %s\n", filepath.Join(r.o.DataDir, "history.json"))
 }
 
 // stopCluster stops every node gracefully and etcd; the launcher's output
