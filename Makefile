@@ -78,6 +78,56 @@ test: tools thirdparty ## run every module's tests (go test ./... stops at modul
 	   else echo "== e2e skipped: no Docker engine answers 'docker info' (E2E=1 makes that an error)"; fi;; \
 	esac
 
+# ---- Seeded nemesis runs ------------------------------------------------------
+# `make chaos SEEDS=200` runs the in-process quiet nemesis
+# (services/clustertest TestNemesisWithQuietMoments) once per seed, seeds
+# CHAOS_FIRST_SEED.. one after another, CHAOS_SECONDS of faults each, every
+# fault kind included (TIDEMARK_CHAOS_ALL=1: also those that find defects
+# still open), and stops starting new seeds once CHAOS_BUDGET seconds have
+# passed. It prints each failing seed with the line that replays it; each
+# seed's log is kept in .data/chaos/. `make test` runs one short seed.
+SEEDS            ?= 20
+CHAOS_FIRST_SEED ?= 1
+CHAOS_SECONDS    ?= 6
+CHAOS_BUDGET     ?= 3600
+
+.PHONY: chaos
+chaos: chaos-inprocess ## seeded nemesis runs: SEEDS seeds of CHAOS_SECONDS each (CHAOS_BUDGET seconds at most), printing each failing seed
+# The separate-process runner (tools) adds its own target to chaos's
+# prerequisites here, e.g. `chaos: chaos-inprocess chaos-procs`.
+
+# The separate-process nemesis (tools/internal/chaos, `tidemark chaos run`):
+# SEEDS runs, seeds CHAOS_FIRST_SEED.., CHAOS_PROCS_SECONDS of faults each,
+# against a dev cluster of real processes on free ports and a temporary data
+# dir of its own (never make run's), no new run started once CHAOS_BUDGET
+# seconds have passed. A failing run prints its seed, the command that
+# replays it and the data dir it kept (node logs, history.json).
+CHAOS_PROCS_SECONDS ?= 60
+
+.PHONY: chaos-procs
+chaos-procs: build ## the separate-process nemesis for SEEDS seeds (CHAOS_PROCS_SECONDS of faults each, CHAOS_BUDGET seconds at most)
+	$(BIN)/tidemark chaos run --runs $(SEEDS) --seed $(CHAOS_FIRST_SEED) --seconds $(CHAOS_PROCS_SECONDS) --budget $(CHAOS_BUDGET)s --bin-dir $(BIN)
+
+.PHONY: chaos-inprocess
+chaos-inprocess: ## the in-process quiet nemesis for SEEDS seeds (see chaos)
+	@mkdir -p .data/chaos
+	cd services && go test -c -o ../.data/chaos/clustertest.test ./clustertest/
+	@failed=""; start=$$(date +%s); last=$$(( $(CHAOS_FIRST_SEED) + $(SEEDS) - 1 )); \
+	for seed in $$(seq $(CHAOS_FIRST_SEED) $$last); do \
+	  if [ $$(( $$(date +%s) - start )) -ge $(CHAOS_BUDGET) ]; then \
+	    echo "== CHAOS_BUDGET of $(CHAOS_BUDGET)s spent: stopped before seed $$seed"; break; fi; \
+	  log=$(CURDIR)/.data/chaos/seed-$$seed.log; \
+	  if (cd services/clustertest && TIDEMARK_CHAOS_SEED=$$seed TIDEMARK_CHAOS_SECONDS=$(CHAOS_SECONDS) TIDEMARK_CHAOS_ALL=1 \
+	      $(CURDIR)/.data/chaos/clustertest.test -test.run '^TestNemesisWithQuietMoments$$' -test.count=1 -test.v -test.timeout 5m) >$$log 2>&1; then \
+	    echo "seed $$seed ok"; \
+	  else \
+	    echo "seed $$seed FAILED: replay with TIDEMARK_CHAOS_SEED=$$seed TIDEMARK_CHAOS_SECONDS=$(CHAOS_SECONDS) TIDEMARK_CHAOS_ALL=1 (log $$log)"; \
+	    failed="$$failed $$seed"; \
+	  fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== failing seeds:$$failed"; exit 1; fi; \
+	echo "== every seed passed"
+
 .PHONY: bench
 bench: ## run the benchmarks and print their figures side by side (about 2 minutes)
 	@echo "== log store: append and catch-up read against raw file I/O on the same disk"
@@ -92,17 +142,6 @@ bench: ## run the benchmarks and print their figures side by side (about 2 minut
 run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in the foreground; JAEGER=1 adds Jaeger
 	@if [ "$(JAEGER)" = "1" ] && [ ! -x $(TOOLBIN)/jaeger ]; then $(MAKE) --no-print-directory thirdparty; fi
 	$(BIN)/tidemark dev up
-
-# The process nemesis (tools/internal/chaos): SEEDS runs with consecutive
-# seeds from SEED (default: from the clock), CHAOS_SECONDS of faults each, against
-# a dev cluster of real processes on ports of its own (never make run's).
-SEEDS   ?= 1
-CHAOS_SECONDS ?= 60
-SEED    ?=
-
-.PHONY: chaos-procs
-chaos-procs: build ## seeded faults on a cluster of real processes, checked: make chaos-procs SEEDS=3 [CHAOS_SECONDS=60 SEED=42]
-	$(BIN)/tidemark chaos run --runs $(SEEDS) --seconds $(CHAOS_SECONDS) $(if $(SEED),--seed $(SEED),) --bin-dir $(BIN)
 
 # ---- The docker compose stack (deploy/) -----------------------------------
 # Images are built here FROM scratch from static binaries: tidemark's from

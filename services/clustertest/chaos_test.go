@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,22 +31,8 @@ func TestRandomFaultsKeepEveryAckedWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a nemesis run takes half a minute")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TIDEMARK_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("TIDEMARK_CHAOS_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	length := 12 * time.Second
-	if s := os.Getenv("TIDEMARK_CHAOS_SECONDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			t.Fatalf("TIDEMARK_CHAOS_SECONDS=%q: want a positive number", s)
-		}
-		length = time.Duration(v) * time.Second
-	}
+	seed := chaosSeed(t, uint64(time.Now().UnixNano()))
+	length := chaosLength(t, 12*time.Second)
 	t.Logf("nemesis seed %d (TIDEMARK_CHAOS_SEED=%d replays it), %s of faults", seed, seed, length)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 

@@ -250,14 +250,28 @@ func (c *checker) add(v Violation) {
 	c.rep.Violations = append(c.rep.Violations, v)
 }
 
-// around lists the events within the window around t (at most 16, the
-// nearest ones).
+// around lists the events within the window around t: at most 16, notes
+// dropped before faults and heals, then the farthest first.
 func (c *checker) around(t time.Time) []Event {
 	var out []Event
+	notes := 0
 	for _, e := range c.events {
 		if d := e.Time.Sub(t); d >= -c.opts.EventWindow && d <= c.opts.EventWindow {
 			out = append(out, e)
+			if e.Kind == Note {
+				notes++
+			}
 		}
+	}
+	for drop := len(out) - 16; drop > 0 && notes > 0; drop-- {
+		far := -1
+		for i, e := range out {
+			if e.Kind == Note && (far < 0 || absDur(e.Time.Sub(t)) > absDur(out[far].Time.Sub(t))) {
+				far = i
+			}
+		}
+		out = slices.Delete(out, far, far+1)
+		notes--
 	}
 	for len(out) > 16 {
 		if t.Sub(out[0].Time) > out[len(out)-1].Time.Sub(t) {
@@ -331,7 +345,8 @@ func (c *checker) checkAcked() {
 }
 
 // checkReplicas is check 2: readable replicas agree on every offset they
-// both hold below their HWs, each replica's HW reached its LEO, and no
+// both hold below their HWs, each replica's HW reached its LEO (unless the
+// ISR is below min.insync.replicas, where the HW may not move), and no
 // replica holds fewer committed records than another's HW.
 func (c *checker) checkReplicas() {
 	for _, ps := range c.final.Partitions {
@@ -342,7 +357,7 @@ func (c *checker) checkReplicas() {
 			}
 		}
 		for _, r := range rs {
-			if r.HW != r.LEO {
+			if r.HW != r.LEO && int(ps.MinInsyncReplicas) <= len(ps.ISR) {
 				c.add(Violation{Kind: HWBelowLEO, TP: ps.TP, Offset: r.HW,
 					Message: fmt.Sprintf("replica %d has HW %d but LEO %d once quiet (leader %d, ISR %v)", r.Broker, r.HW, r.LEO, ps.Leader, ps.ISR)})
 			}
@@ -491,4 +506,11 @@ func (c *checker) checkDuplicatesAndPhantoms() {
 				Message: fmt.Sprintf("%q was read but never produced to %s", r.Value, r.TP)})
 		}
 	}
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }

@@ -175,6 +175,10 @@ func TestReplicasDivergeOrKeepHWBelowLEO(t *testing.T) {
 	ps.LiveAt = time.Time{}
 	r = Check(clean().h, final(ps), durableA)
 	mustKinds(t, r, HWBelowLEO, NotLive)
+	// Under min.insync.replicas the HW may not move (KAFKA-15583).
+	ps.ISR, ps.MinInsyncReplicas = []int32{1}, 2
+	mustKinds(t, Check(clean().h, final(ps), durableA), NotLive)
+	mustKinds(t, Check(clean().h, final(ps), Options{Durable: durableA.Durable}))
 	// An unreadable replica is not compared, but the partition is not whole.
 	ps = whole(tpA, "v0", "v1", "v2")
 	ps.Replicas[2] = ReplicaState{Broker: 3}
@@ -327,5 +331,18 @@ func TestRecorderIsConcurrentAndMarshals(t *testing.T) {
 	}
 	if len(back.H.Produces) != 400 || back.F.Partitions[0].Replicas[0].Records[0].Value != "v0" || !back.H.Produces[0].Start.Equal(h.Produces[0].Start) {
 		t.Fatalf("JSON round trip lost data")
+	}
+}
+
+func TestNoReadableReplica(t *testing.T) {
+	ps := whole(tpA)
+	for i := range ps.Replicas {
+		ps.Replicas[i] = ReplicaState{Broker: ps.Replicas[i].Broker}
+	}
+	ps.LiveAt = time.Time{}
+	r := Check(clean().h, final(ps), Options{Durable: durableA.Durable})
+	mustKinds(t, r, NoFinalLog)
+	if r.Count(NoFinalLog) != 1 {
+		t.Fatalf("want one no-readable-replica violation per partition, got\n%s", r)
 	}
 }

@@ -34,6 +34,10 @@ type PartitionState struct {
 	Leader   int32          `json:"leader"`
 	ISR      []int32        `json:"isr"`
 	Replicas []ReplicaState `json:"replicas"` // one per assigned replica
+	// MinInsyncReplicas is the topic's min.insync.replicas, when known: a
+	// leader whose ISR is smaller may not advance its HW (KAFKA-15583), so
+	// HW < LEO there is no violation of its own.
+	MinInsyncReplicas int32 `json:"min_insync_replicas,omitempty"`
 	// LiveAt is when the runner first observed the partition whole after
 	// the faults stopped (Live held); zero when it never did.
 	LiveAt time.Time `json:"live_at,omitzero"`

@@ -229,7 +229,9 @@ func (c *checker) linearViolation(tp TP, list []porcupine.Operation, info porcup
 		v.Records = append(v.Records, fmt.Sprintf("unplaceable: %s sent %s", logModel.DescribeOperation(op.Input, nil), clock(time.Unix(0, op.Call))))
 		if i == 0 {
 			v.At = time.Unix(0, op.Call)
-			v.Offset = op.Input.(logOp).offset
+			if lo := op.Input.(logOp); !lo.final {
+				v.Offset = lo.offset
+			}
 		}
 	}
 	return v

@@ -27,6 +27,7 @@ func newChaosRunCmd() *cobra.Command {
 		seed    uint64
 		seconds int
 		runs    int
+		budget  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run [--seed N] [--seconds S] [--runs K]",
@@ -65,7 +66,12 @@ prints its seed, the command that replays it and the data dir it kept (node logs
 			o.Out = cmd.OutOrStdout()
 			o.Replay = fmt.Sprintf("bin/tidemark chaos run --seed %%d --seconds %d", seconds)
 			var failed []string
+			start := time.Now()
 			for i := range runs {
+				if budget > 0 && i > 0 && time.Since(start) >= budget {
+					fmt.Fprintf(o.Out, "--budget of %s spent: stopped before seed %d\n", budget, seed+uint64(i))
+					break
+				}
 				o.Seed = seed + uint64(i)
 				res, err := chaos.Run(cmd.Context(), o)
 				switch {
@@ -95,6 +101,7 @@ prints its seed, the command that replays it and the data dir it kept (node logs
 	f.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the traffic pattern (default: from the clock); with --runs, the first of consecutive seeds")
 	f.IntVar(&seconds, "seconds", 60, "how long faults are injected")
 	f.IntVar(&runs, "runs", 1, "how many runs, with consecutive seeds")
+	f.DurationVar(&budget, "budget", 0, "start no new run once this much time has passed (0: no bound)")
 	f.StringVar(&o.BinDir, "bin-dir", "", "folder holding the broker, controller and gateway binaries (default: next to tidemark)")
 	f.StringVar(&o.DataDir, "data-dir", "", "the cluster's data dir (default: a temporary one, removed after a passing run)")
 	f.BoolVar(&o.KeepData, "keep-data", false, "keep the data dir of a passing run too")
