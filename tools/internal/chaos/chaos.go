@@ -464,7 +464,7 @@ func (r *runner) readFinal(ctx context.Context, faultsStopped time.Time, last ob
 			obs, ok := observed[tp]
 			ps := history.PartitionState{TP: tp, Leader: -1}
 			if ok {
-				ps.Leader, ps.ISR, ps.LiveAt = obs.Leader, obs.ISR, obs.LiveAt
+				ps.Leader, ps.ISR, ps.LiveAt, ps.MinInsyncReplicas = obs.Leader, obs.ISR, obs.LiveAt, obs.MinInsyncReplicas
 			}
 			for id := int32(1); id <= 3; id++ {
 				rs, notes, err := readReplica(filepath.Join(r.o.DataDir, fmt.Sprintf("broker-%d", id)), id, tp)

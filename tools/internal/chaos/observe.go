@@ -122,7 +122,7 @@ func (r *runner) observe(ctx context.Context) (observation, error) {
 	for _, t := range desc.GetTopics() {
 		for _, p := range t.GetPartitions() {
 			ps := history.PartitionState{TP: history.TP{Topic: t.GetName(), Partition: p.GetPartition()},
-				Leader: p.GetLeader(), ISR: slices.Clone(p.GetIsr())}
+				Leader: p.GetLeader(), ISR: slices.Clone(p.GetIsr()), MinInsyncReplicas: p.GetMinInsyncReplicas()}
 			slices.Sort(ps.ISR)
 			for _, b := range p.GetReplicas() {
 				rs := history.ReplicaState{Broker: b}
