@@ -113,7 +113,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // TestProcessChaos is one short seeded nemesis run against a cluster of
 // separate processes (see the package comment): faults on the real
-// processes for 30s, then the quiet period, the liveness poll, the logs
+// processes for 25s, then the quiet period, the liveness poll, the logs
 // read from disk and the history checked. TIDEMARK_CHAOS_SEED picks the
 // seed (default 1), TIDEMARK_CHAOS_SECONDS the fault time. A failure
 // prints the seed, the replay command and the kept data dir (node logs in
@@ -130,7 +130,7 @@ func TestProcessChaos(t *testing.T) {
 		}
 		seed = v
 	}
-	faults := 30 * time.Second
+	faults := 25 * time.Second
 	if s := os.Getenv("TIDEMARK_CHAOS_SECONDS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v <= 0 {
