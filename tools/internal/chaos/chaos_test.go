@@ -14,8 +14,8 @@ import (
 
 // binaries returns a directory holding broker, controller and gateway:
 // TIDEMARK_CHAOS_BIN_DIR when set, else the checkout's bin/ when every
-// binary there is newer than every Go source, go.mod and go.sum of the
-// modules they are built from, else freshly built from this checkout with
+// binary there is newer than every non-test Go file, go.mod and go.sum of
+// the modules they are built from, else freshly built from this checkout with
 // go build into a temporary dir, so a stale bin/ is never what is tested.
 // A build that fails fails the test under CI=true and skips it, saying
 // why, otherwise.
@@ -81,7 +81,8 @@ func binFresh(root string) (bool, string) {
 				return filepath.SkipAll
 			}
 			name := d.Name()
-			if d.IsDir() || !(strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum") {
+			// Tests are not in the binaries.
+			if d.IsDir() || strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum") {
 				return nil
 			}
 			if fi, err := d.Info(); err == nil && fi.ModTime().After(oldest) {
@@ -101,7 +102,12 @@ type buildError struct {
 	out string
 }
 
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
+func (e *buildError) Error() string {
+	if e.out == "" {
+		return e.err.Error()
+	}
+	return e.err.Error() + ": " + e.out
+}
 
 // logWriter sends the timeline to the test log line by line.
 type logWriter struct{ t *testing.T }
