@@ -92,9 +92,19 @@ CHAOS_SECONDS    ?= 6
 CHAOS_BUDGET     ?= 3600
 
 .PHONY: chaos
-chaos: chaos-inprocess ## seeded nemesis runs: SEEDS seeds of CHAOS_SECONDS each (CHAOS_BUDGET seconds at most), printing each failing seed
-# The separate-process runner (tools) adds its own target to chaos's
-# prerequisites here, e.g. `chaos: chaos-inprocess chaos-procs`.
+chaos: chaos-inprocess chaos-procs ## seeded nemesis runs, in-process then separate processes: SEEDS seeds each (CHAOS_BUDGET seconds at most per kind), printing each failing seed
+
+# The separate-process nemesis (tools/internal/chaos, `tidemark chaos run`):
+# SEEDS runs, seeds CHAOS_FIRST_SEED.., CHAOS_PROCS_SECONDS of faults each,
+# against a dev cluster of real processes on free ports and a temporary data
+# dir of its own (never make run's), no new run started once CHAOS_BUDGET
+# seconds have passed. A failing run prints its seed, the command that
+# replays it and the data dir it kept (node logs, history.json).
+CHAOS_PROCS_SECONDS ?= 60
+
+.PHONY: chaos-procs
+chaos-procs: build ## the separate-process nemesis for SEEDS seeds (CHAOS_PROCS_SECONDS of faults each, CHAOS_BUDGET seconds at most)
+	$(BIN)/tidemark chaos run --runs $(SEEDS) --seed $(CHAOS_FIRST_SEED) --seconds $(CHAOS_PROCS_SECONDS) --budget $(CHAOS_BUDGET)s --bin-dir $(BIN)
 
 .PHONY: chaos-inprocess
 chaos-inprocess: ## the in-process quiet nemesis for SEEDS seeds (see chaos)

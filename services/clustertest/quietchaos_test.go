@@ -81,6 +81,14 @@ func faultEnabled(t *testing.T, kind string) bool {
 	return false
 }
 
+// quietBrokerSettings lets the brokers' own retention pass run every 300 ms,
+// so retention deletes the retention topic's segments during idle gaps
+// through the same path as in production (only that topic has a short
+// retention.ms).
+func quietBrokerSettings() map[string]string {
+	return map[string]string{"replica.lag.time.max.ms": "1000", "log.retention.check.interval.ms": "300"}
+}
+
 // The quiet nemesis's topics: two that promise acknowledged acks=all
 // writes (min.insync.replicas 2, unclean election off), one of them with
 // tiny segments and a short retention so that segments roll and retention
@@ -120,12 +128,12 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 	const bound = 15 * time.Second
 	t.Logf("quiet nemesis seed %d (TIDEMARK_CHAOS_SEED=%d replays it), %s of faults", seed, seed, length)
 
-	c := Start(t, Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	retention := faultEnabled(t, "retention")
+	c := Start(t, Options{BrokerSettings: quietBrokerSettings()})
 	rec := history.NewRecorder()
 	var tps, promised []history.TP
 	durable := map[string]bool{}
 	producers := map[string]*recordingProducer{}
-	retention := faultEnabled(t, "retention")
 	for _, tc := range quietTopics {
 		if tc.name == "ret" && !retention {
 			continue
@@ -144,10 +152,6 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 		if producers[name] == nil {
 			producers[name] = newRecordingProducer(t, c, rec, name, tc.acks)
 		}
-	}
-	stopRetention := func() {}
-	if retention {
-		stopRetention = c.runRetention("ret", 300*time.Millisecond)
 	}
 	consumers := startConsumers(t, c, rec, tps)
 
@@ -180,7 +184,6 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 	// Let the consumers read what became readable, then stop them.
 	time.Sleep(time.Second)
 	consumers.close()
-	stopRetention()
 	final := c.final(tps, stopped, liveAt)
 	rep := history.Check(rec.History(), final, history.Options{Durable: durable, LivenessBound: bound})
 	if !rep.OK() {
@@ -231,36 +234,6 @@ func quietWorkload(rng *rand.Rand, rec *history.Recorder, producers map[string]*
 	}
 }
 
-// runRetention applies retention to a topic's replicas every interval: the
-// brokers' own retention pass runs every five minutes, too rarely for a
-// test.
-func (c *Cluster) runRetention(topic string, every time.Duration) func() {
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			c.mu.Lock()
-			brokers := slices.Collect(maps.Values(c.brokers))
-			c.mu.Unlock()
-			for _, b := range brokers {
-				for _, r := range b.Replicas().Replicas() {
-					if r.TP().Topic == topic {
-						_, _ = r.Log().DeleteOldSegments(r.Snapshot(time.Now()).HighWatermark)
-					}
-				}
-			}
-		}
-	}()
-	return func() { close(stop); <-done }
-}
 
 // quietNemesis injects one fault or repair per step, recording each in the
 // history. Mostly one broker is impaired at a time, sometimes two, and for
@@ -484,11 +457,11 @@ func TestQuietScheduleAfterFailover(t *testing.T) {
 		t.Skip("a nemesis schedule takes half a minute")
 	}
 	const bound = 15 * time.Second
-	c := Start(t, Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	retention := faultEnabled(t, "retention")
+	c := Start(t, Options{BrokerSettings: quietBrokerSettings()})
 	rec := history.NewRecorder()
 	var tps []history.TP
 	durable := map[string]bool{}
-	retention := faultEnabled(t, "retention")
 	for _, tc := range quietTopics[:2] {
 		if tc.name == "ret" && !retention {
 			continue
@@ -496,10 +469,6 @@ func TestQuietScheduleAfterFailover(t *testing.T) {
 		c.CreateTopic(tc.name, tc.partitions, 3, tc.configs)
 		durable[tc.name] = true
 		tps = append(tps, partitionsOf(tc.name, tc.partitions)...)
-	}
-	stopRetention := func() {}
-	if retention {
-		stopRetention = c.runRetention("ret", 300*time.Millisecond)
 	}
 	p := newRecordingProducer(t, c, rec, "acks-all", client.AcksAll)
 	consumers := startConsumers(t, c, rec, tps)
@@ -544,7 +513,6 @@ func TestQuietScheduleAfterFailover(t *testing.T) {
 	liveAt := c.awaitLive(tps, bound+time.Second)
 	time.Sleep(time.Second)
 	consumers.close()
-	stopRetention()
 	rep := history.Check(rec.History(), c.final(tps, stopped, liveAt), history.Options{Durable: durable, LivenessBound: bound})
 	if !rep.OK() {
 		t.Fatalf("history checker:\n%s", rep)

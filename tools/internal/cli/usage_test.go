@@ -41,6 +41,8 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"perf", "produce", "--topic", "t", "--record-size", "10"}, "--num-records"},
 		{[]string{"perf", "consume", "--topic", "t"}, "--messages"},
 		{[]string{"cluster", "describe", "--command-timeout", "-1s"}, "--command-timeout"},
+		{[]string{"chaos", "run", "--seconds", "0"}, "--seconds"},
+		{[]string{"chaos", "run", "--runs", "2", "--data-dir", "x"}, "--data-dir"},
 	}
 	for _, c := range cases {
 		r := runCLI(t, "", c.args...)
@@ -51,6 +53,21 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		if !strings.Contains(r.err, c.want) {
 			t.Errorf("%v: stderr %q does not name %q", c.args, r.err, c.want)
 		}
+	}
+}
+
+// A chaos run without the binaries fails at once, saying how to build them,
+// and leaves no data dir behind.
+func TestChaosRunWithoutBinariesSaysHowToBuild(t *testing.T) {
+	r := runCLI(t, "", "chaos", "run", "--seed", "7", "--seconds", "1", "--bin-dir", t.TempDir())
+	if r.code != cli.ExitFailed || !strings.Contains(r.err, "make build") || !strings.Contains(r.err, "seed 7") {
+		t.Fatalf("exit %d, stderr %q: want exit 1 naming make build and the seed", r.code, r.err)
+	}
+	if r.took > 20*time.Second {
+		t.Errorf("took %s to find no binaries", r.took)
+	}
+	if strings.Contains(r.out, "data dir kept") {
+		t.Errorf("a run whose cluster never started kept its data dir:\n%s", r.out)
 	}
 }
 
