@@ -55,20 +55,10 @@ func chaosLength(t *testing.T, def time.Duration) time.Duration {
 // TIDEMARK_CHAOS_ALL=1 (make chaos sets it); delete an entry once its fix
 // has landed so every run includes the fault again.
 //
-// Open defects runs have found (TIDEMARK_CHAOS_ALL=1, TIDEMARK_CHAOS_SECONDS=10
-// unless noted; timing makes a replay likely, not certain):
-//   - a follower stranded out of the ISR for good once its partition is
-//     idle: at LEO 0 (ret-0: seeds 12 [15s], 31; dur-0: seed 21), behind
-//     the leader (one-0: seed 18 [15s]), short of the leader's log start
-//     after retention (ret-0: seeds 3, 9, 27), or caught up but never
-//     added back (dur-1: seed 18 [15s]);
-//   - an idempotent producer's records written twice on the retention topic
-//     after a follower restart and a leader crash (ret-0: seed 27).
-var knownOpen = map[string]string{
-	// TODO: delete once the fixes land. Most strandings and the duplicate
-	// were on this topic; the default run (make test) leaves it out.
-	"retention": "the topic with 1 KiB segments, segment.ms 500 and retention.ms 1500: a follower of it stays out of the ISR for good once idle, and an idempotent producer's records were written twice",
-}
+// It is empty: the defects these runs found (followers stranded out of the
+// ISR once their partition was idle, after preferred elections and after
+// retention emptied an idle topic) are fixed, and every fault kind runs.
+var knownOpen = map[string]string{}
 
 // faultEnabled reports whether the run includes a fault kind, logging why
 // not when it is a known-open one.
