@@ -41,9 +41,14 @@ type TP = logstore.TopicPartition
 type Options struct {
 	BrokerID int32
 	Rack     string
-	Logs     *logstore.Manager
-	Meta     *metadata.Cache
-	Peers    *Peers
+	// Logs holds the partition logs; Store, when set, replaces it (tests).
+	Logs  *logstore.Manager
+	Store LogStore
+	Meta  *metadata.Cache
+	// Peers reaches other brokers and the controller; Transport, when set,
+	// replaces it (tests).
+	Peers     *Peers
+	Transport Transport
 	// BrokerEpoch returns this broker's current registration epoch (0 when
 	// not registered, e.g. in tests without etcd).
 	BrokerEpoch func() int64
@@ -51,6 +56,9 @@ type Options struct {
 	// and take precedence.
 	Static map[string]string
 	Logger *slog.Logger
+	// Clock is the manager's time source (nil: the wall clock). Now, when
+	// set without a Clock, supplies the time only.
+	Clock  Clock
 	Now    func() time.Time
 	Tracer trace.Tracer
 	Events EventSink
@@ -80,10 +88,12 @@ type Event struct {
 
 // Manager hosts this broker's replicas.
 type Manager struct {
-	opts   Options
-	log    *slog.Logger
-	now    func() time.Time
-	tracer trace.Tracer
+	opts      Options
+	log       *slog.Logger
+	clock     Clock
+	logs      LogStore
+	transport Transport
+	tracer    trace.Tracer
 
 	mu       sync.RWMutex
 	replicas map[TP]*Replica
@@ -100,8 +110,17 @@ type Manager struct {
 
 // New builds a Manager and starts its background goroutines.
 func New(o Options) (*Manager, error) {
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = WallClock{}
+		if o.Now != nil {
+			o.Clock = funcClock{now: o.Now}
+		}
+	}
+	if o.Store == nil && o.Logs != nil {
+		o.Store = logManager{o.Logs}
+	}
+	if o.Transport == nil && o.Peers != nil {
+		o.Transport = peerTransport{o.Peers}
 	}
 	if o.BrokerEpoch == nil {
 		o.BrokerEpoch = func() int64 { return 0 }
@@ -113,12 +132,14 @@ func New(o Options) (*Manager, error) {
 		o.Faults = NewFaults(false)
 	}
 	m := &Manager{
-		opts:     o,
-		log:      logging.OrDiscard(o.Logger),
-		now:      o.Now,
-		tracer:   o.Tracer,
-		replicas: map[TP]*Replica{},
-		stop:     make(chan struct{}),
+		opts:      o,
+		log:       logging.OrDiscard(o.Logger),
+		clock:     o.Clock,
+		logs:      o.Store,
+		transport: o.Transport,
+		tracer:    o.Tracer,
+		replicas:  map[TP]*Replica{},
+		stop:      make(chan struct{}),
 	}
 	bc, err := topicconfig.ResolveBroker(o.Static)
 	if err != nil {
@@ -264,7 +285,10 @@ func (m *Manager) truncationMode() partition.TruncationMode {
 	return mode
 }
 
-// ctxDone reports whether the manager is closing.
+// now reads the manager's clock.
+func (m *Manager) now() time.Time { return m.clock.Now() }
+
+// closing reports whether the manager is closing.
 func (m *Manager) closing() bool {
 	select {
 	case <-m.stop:
@@ -276,10 +300,10 @@ func (m *Manager) closing() bool {
 
 // sleep waits d or until the manager stops or ctx ends; false when stopped.
 func (m *Manager) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+	t := m.clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-m.stop:
 		return false

@@ -27,10 +27,10 @@ type ProduceResult struct {
 // Produce appends one record batch (in the log's format) on the leader and,
 // for acks=-1, waits until the high watermark covers it (F15–F17).
 func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (res ProduceResult, err error) {
-	start := time.Now()
+	start := m.now()
 	defer func() {
 		if o, ok := m.metrics.produceByAcks[acks]; ok { // invalid acks are refused, not timed
-			o.Observe(time.Since(start).Seconds())
+			o.Observe(m.now().Sub(start).Seconds())
 		}
 		if err != nil {
 			m.metrics.refused.WithLabelValues(kerr.CodeOf(err).String()).Inc()
@@ -62,16 +62,16 @@ func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 			reorder = newWaiter()
 			r.dataWaiters.add(reorder)
 			defer r.dataWaiters.remove(reorder)
-			reorderDeadline = time.Now().Add(reorderWait)
+			reorderDeadline = m.now().Add(reorderWait)
 		}
-		left := time.Until(reorderDeadline)
+		left := reorderDeadline.Sub(m.now())
 		if left <= 0 {
 			return res, err
 		}
-		t := time.NewTimer(left)
+		t := m.clock.NewTimer(left)
 		select {
 		case <-reorder.ch:
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()
@@ -135,7 +135,7 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 	defer r.hwWaiters.remove(w)
 	m.metrics.parkedProd.Add(1)
 	defer m.metrics.parkedProd.Add(-1)
-	timer := time.NewTimer(timeout)
+	timer := m.clock.NewTimer(timeout)
 	defer timer.Stop()
 	start := m.now()
 	for {
@@ -166,7 +166,7 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 		}
 		select {
 		case <-w.ch:
-		case <-timer.C:
+		case <-timer.C():
 			return kerr.New(kerr.RequestTimedOut, "%s-%d: high watermark %d did not reach %d within %s", r.tp.Topic, r.tp.Partition, hw, required, timeout)
 		case <-ctx.Done():
 			return ctx.Err()

@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/topicconfig"
 )
@@ -21,7 +20,7 @@ import (
 // safe for concurrent readers. Never hold mu while waiting on the network.
 type Replica struct {
 	tp  TP
-	log *logstore.Log
+	log Log
 
 	mu    sync.Mutex
 	state *partition.Partition
@@ -72,7 +71,7 @@ func (r *Replica) committedByLocked(required int64) (trace.SpanContext, bool) {
 }
 
 // epochSource adapts the log's leader-epoch cache to the state machine.
-type epochSource struct{ log *logstore.Log }
+type epochSource struct{ log Log }
 
 func (e epochSource) EndOffsetFor(epoch int32) (int32, int64) { return e.log.EndOffsetForEpoch(epoch) }
 func (e epochSource) LatestEpoch() int32                      { return e.log.LatestEpoch() }
@@ -81,7 +80,7 @@ func (e epochSource) LatestEpoch() int32                      { return e.log.Lat
 func (r *Replica) TP() TP { return r.tp }
 
 // Log returns the replica's log.
-func (r *Replica) Log() *logstore.Log { return r.log }
+func (r *Replica) Log() Log { return r.log }
 
 // wake pokes every parked request on this replica.
 func (r *Replica) wake() {
