@@ -107,6 +107,9 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, over
 			m.log.Debug("ignoring partition state", "topic", tp.Topic, "partition", tp.Partition, "reason", change.Reason)
 			return nil, nil
 		}
+		if change.RoleChanged {
+			r.leaderSince = s.LeaderEpoch
+		}
 		m.fetchers.remove(tp)
 		if change.NewLeaderEpoch {
 			// KAFKA-7415: record where the new epoch starts before any append.
@@ -160,7 +163,7 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 		Truncation:        m.truncationMode(),
 		Brokers:           brokersView{m.opts.Meta},
 	}, partition.LogState{LogStartOffset: lg.LogStartOffset(), LogEndOffset: lg.LogEndOffset(), HighWatermark: hw})
-	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, fetchEpoch: -1}
+	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, fetchEpoch: -1, leaderSince: -1}
 	m.replicas[tp] = r
 	return r, nil
 }

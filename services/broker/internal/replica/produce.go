@@ -125,9 +125,15 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 }
 
 // awaitCommit parks an acks=all produce until HW >= required (the produce
-// purgatory, F17). Leadership lost, or a new leader epoch, fails it with
-// NOT_LEADER_OR_FOLLOWER: its records may have been truncated away even if
-// a later HW passes their offsets.
+// purgatory, F17; Kafka's DelayedProduce). It fails with
+// NOT_LEADER_OR_FOLLOWER when this broker is no longer the leader, or has
+// not been leader without a break since the append's epoch: leadership that
+// moved away and came back may have seen the records truncated and their
+// offsets reused, even if a later HW passes them. A new leader epoch of the
+// same, continuous leader (the controller bumps it on every write, an ISR
+// shrink included) does not end the wait: the leader recorded the new
+// epoch's start after these records (KAFKA-7415), so no follower truncates
+// them.
 func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, required int64, timeout time.Duration) error {
 	span := trace.SpanFromContext(ctx)
 	w := newWaiter()
@@ -142,10 +148,16 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 		r.mu.Lock()
 		var done bool
 		var err error
-		if r.state.LeaderEpoch() != epoch || !r.state.IsLeader() {
+		switch {
+		case !r.state.IsLeader():
 			done, err = true, kerr.New(kerr.NotLeaderOrFollower,
-				"leadership of %s-%d changed while waiting for replication (epoch %d -> %d)", r.tp.Topic, r.tp.Partition, epoch, r.state.LeaderEpoch())
-		} else {
+				"broker %d lost leadership of %s-%d while waiting for replication (appended in leader epoch %d, now epoch %d)",
+				m.opts.BrokerID, r.tp.Topic, r.tp.Partition, epoch, r.state.LeaderEpoch())
+		case r.leaderSince > epoch:
+			done, err = true, kerr.New(kerr.NotLeaderOrFollower,
+				"broker %d lost and regained leadership of %s-%d while waiting for replication (appended in leader epoch %d, leader again since epoch %d): the records may have been truncated",
+				m.opts.BrokerID, r.tp.Topic, r.tp.Partition, epoch, r.leaderSince)
+		default:
 			done, err = r.state.ProduceDone(required)
 		}
 		hw := r.state.HighWatermark()

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/platform/kerr"
 )
@@ -108,5 +109,54 @@ func TestProduceNotEnoughReplicasWritesNothing(t *testing.T) {
 	}
 	if leo := e.replica().Log().LogEndOffset(); leo != 0 {
 		t.Fatalf("LEO %d after a refused produce, want 0", leo)
+	}
+}
+
+// The controller bumps the leader epoch on every write it makes, an ISR
+// shrink included, while the leader stays. A produce parked before the bump
+// must keep waiting: its records were appended by this same leader, which
+// recorded where the new epoch starts after them (KAFKA-7415), so no
+// follower truncates them. Failing it made a producer without idempotence
+// write the record twice.
+func TestProduceSurvivesLeaderEpochBumpOfTheSameLeader(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	out := e.produceAsync(produceTimeout, "a")
+
+	e.state(1, 2, 2, []int32{1, 2}, nil) // the controller removed 3
+	e.followerFetch(2, 2, 1)
+	o := e.result(out)
+	if o.err != nil || o.res.BaseOffset != 0 || o.res.LeaderEpoch != 1 {
+		t.Fatalf("produce across a leader epoch bump of the same leader: %+v %v", o.res, o.err)
+	}
+	if hw := e.hw(); hw != 1 {
+		t.Fatalf("HW %d, want 1", hw)
+	}
+}
+
+// If leadership moved away and came back while the produce was parked, its
+// records may have been truncated by the other leader and the offsets
+// reused: the produce fails even though this broker leads again, and even
+// when it never saw the interval in which it was a follower.
+func TestProduceFailsWhenLeadershipLeavesAndComesBack(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	out := e.produceAsync(produceTimeout, "a")
+
+	r := e.replica()
+	r.mu.Lock()
+	for _, ps := range []*commonv1.PartitionState{
+		partitionState(tp0, 2, 2, 2, []int32{1, 2, 3}),
+		partitionState(tp0, 1, 3, 3, []int32{1, 2, 3}),
+	} {
+		if _, err := e.m.applyStateLocked(r, ps, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Unlock()
+	r.wake()
+	o := e.result(out)
+	if kerr.CodeOf(o.err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("want NOT_LEADER_OR_FOLLOWER after leadership left and came back, got %+v %v", o.res, o.err)
 	}
 }

@@ -28,6 +28,10 @@ type Replica struct {
 	// fetchEpoch is the leader epoch this replica follows with, set when the
 	// fetcher took it over; a fetch answer for another epoch is dropped.
 	fetchEpoch int32
+	// leaderSince is the leader epoch in which this broker last became
+	// leader (-1: never). Leadership held continuously since an append's
+	// epoch keeps that append valid across later epochs of the same leader.
+	leaderSince int32
 
 	// dataWaiters are parked follower fetches, woken by leader appends;
 	// hwWaiters are parked acks=all produces and consumer fetches, woken by
