@@ -300,6 +300,10 @@ func TestControlledShutdown(t *testing.T) {
 	if err != nil || !cl.GetBrokers()[0].GetShuttingDown() || cl.GetBrokers()[1].GetShuttingDown() {
 		t.Fatalf("DescribeCluster = %v, %v", cl, err)
 	}
+	// The other brokers learn the mark, so their leaders do not propose it.
+	eventually(t, 10*time.Second, "shutting-down mark sent to the other brokers", func() bool {
+		return shuttingDownIn(c.brokers[2].lastUpdate(), 1)
+	})
 	// It may not rejoin an ISR while shutting down (KIP-841).
 	c.alterISR(c1, "t", 1, kerr.IneligibleReplica, 2, 3, 1)
 	// A retry changes nothing more.
@@ -312,7 +316,19 @@ func TestControlledShutdown(t *testing.T) {
 	b1.register()
 	eventually(t, 10*time.Second, "shutting-down mark cleared", func() bool {
 		cl, err := c.admin(c1).DescribeCluster(ctx(t), &adminv1.DescribeClusterRequest{})
-		return err == nil && cl.GetBrokers()[0].GetAlive() && !cl.GetBrokers()[0].GetShuttingDown()
+		return err == nil && cl.GetBrokers()[0].GetAlive() && !cl.GetBrokers()[0].GetShuttingDown() &&
+			!shuttingDownIn(c.brokers[2].lastUpdate(), 1)
 	})
 	c.alterISR(c1, "t", 1, kerr.None, 2, 3, 1)
+}
+
+// shuttingDownIn reports whether an UpdateMetadata lists broker id as
+// registered and in controlled shutdown.
+func shuttingDownIn(um *controlv1.UpdateMetadataRequest, id int32) bool {
+	for _, b := range um.GetBrokers() {
+		if b.GetNode().GetId() == id {
+			return b.GetShuttingDown()
+		}
+	}
+	return false
 }

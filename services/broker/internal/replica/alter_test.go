@@ -194,3 +194,40 @@ func TestAlterPartitionFencedLeaderEpochParksUntilMetadata(t *testing.T) {
 		t.Fatalf("proposed ISR %v after new metadata, want 1,2", got)
 	}
 }
+
+// A broker in controlled shutdown stays registered but may not join an ISR
+// (KIP-841): the controller refuses it with INELIGIBLE_REPLICA. The leader
+// keeps the same rule, so the shutting-down broker's fetches propose
+// nothing; once its shutdown is over (it registers again) it may rejoin.
+func TestShuttingDownFollowerIsNotProposedIntoISR(t *testing.T) {
+	e := newEnv(t)
+	e.updateMetadata(3)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.ctrl.setAnswer(answerEach(kerr.IneligibleReplica))
+	for i := 0; i < 3; i++ {
+		e.followerFetch(3, 1, 0)
+		if _, pending, _ := e.isr(tp0); pending {
+			e.ctrl.call(t)
+			t.Fatal("broker 3 is shutting down, yet its fetch proposed it into the ISR")
+		}
+	}
+	e.ctrl.noCall(t)
+
+	// Nor does the HW wait for it as a caught-up candidate: follower 2 alone
+	// commits.
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.followerFetch(3, 1, 0)
+	e.followerFetch(2, 1, 1)
+	if hw := e.hw(); hw != 1 {
+		t.Fatalf("HW %d, want 1", hw)
+	}
+
+	e.ctrl.setAnswer(commitAll)
+	e.updateMetadata()
+	e.followerFetch(3, 1, 1)
+	if got := isrOf(e.ctrl.call(t), 0); !slices.Equal(got, []int32{1, 2, 3}) {
+		t.Fatalf("proposed ISR %v once the shutdown is over, want 1,2,3", got)
+	}
+}

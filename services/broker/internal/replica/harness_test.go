@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -73,14 +74,16 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// updateMetadata sends an UpdateMetadata listing brokers 1-3 as live.
-func (e *env) updateMetadata() {
+// updateMetadata sends an UpdateMetadata listing brokers 1-3 as live;
+// shutting marks those in controlled shutdown.
+func (e *env) updateMetadata(shutting ...int32) {
 	e.t.Helper()
 	req := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch,
 		Controller: &commonv1.Node{Id: 100, Address: ctrlAddr}}
 	for _, id := range []int32{1, 2, 3} {
 		req.Brokers = append(req.Brokers, &controlv1.BrokerRegistration{
-			Node: &commonv1.Node{Id: id, Address: "broker" + itoa(int64(id))}, BrokerEpoch: brokerEpochs[id]})
+			Node: &commonv1.Node{Id: id, Address: "broker" + itoa(int64(id))}, BrokerEpoch: brokerEpochs[id],
+			ShuttingDown: slices.Contains(shutting, id)})
 	}
 	if err := e.m.UpdateMetadata(req); err != nil {
 		e.t.Fatal(err)

@@ -252,12 +252,16 @@ func (m *Manager) withLeaderHint(tp TP, err error) error {
 }
 
 // brokersView answers the state machine's ISR-eligibility questions from
-// the metadata cache: a broker is eligible when the controller lists it live.
+// the metadata cache, with the controller's rule (KIP-841): a broker is
+// eligible when it is registered and not in controlled shutdown. Proposing
+// a shutting-down broker would only be refused (INELIGIBLE_REPLICA), on
+// every one of its fetches, and each refused proposal blocks a shrink while
+// it is in flight.
 type brokersView struct{ meta *metadata.Cache }
 
 func (b brokersView) IsrEligible(id int32) bool {
-	_, ok := b.meta.Broker(id)
-	return ok
+	br, ok := b.meta.Broker(id)
+	return ok && !br.ShuttingDown
 }
 
 func (b brokersView) BrokerEpoch(id int32) (int64, bool) {
