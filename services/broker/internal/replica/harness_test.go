@@ -10,7 +10,6 @@ import (
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
-	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/broker/internal/metadata"
@@ -38,8 +37,8 @@ type env struct {
 	t     *testing.T
 	clock *manualClock
 	ctrl  *fakeController
+	net   *memNet
 	meta  *metadata.Cache
-	logs  *logstore.Manager
 	m     *Manager
 	// controller epoch of the control requests the test sends.
 	ctrlEpoch int32
@@ -47,45 +46,61 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	clock := newManualClock()
-	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", Now: clock.Now, NoBackground: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, clock: clock, ctrl: newFakeController(), meta: metadata.New(), logs: logs, ctrlEpoch: 1}
-	m, err := New(Options{
-		BrokerID:    1,
-		Store:       logManager{logs},
-		Meta:        e.meta,
-		Transport:   e.ctrl,
-		Clock:       clock,
-		BrokerEpoch: func() int64 { return brokerEpochs[1] },
-		Static:      map[string]string{"replica.lag.time.max.ms": "10000"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
-	t.Cleanup(func() {
-		m.Close()
-		_ = logs.Close()
-	})
+	e := &env{t: t, clock: newManualClock(), ctrl: newFakeController(), ctrlEpoch: 1}
+	e.net = &memNet{ctrl: e.ctrl, managers: map[string]*Manager{}}
+	e.m, e.meta = e.newManager(1)
 	e.updateMetadata()
 	return e
 }
 
-// updateMetadata sends an UpdateMetadata listing brokers 1-3 as live;
-// shutting marks those in controlled shutdown.
+// newManager starts broker id's manager over its own in-memory data
+// directory, on the env's clock and network.
+func (e *env) newManager(id int32) (*Manager, *metadata.Cache) {
+	e.t.Helper()
+	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", Now: e.clock.Now, NoBackground: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	meta := metadata.New()
+	m, err := New(Options{
+		BrokerID:    id,
+		Store:       logManager{logs},
+		Meta:        meta,
+		Transport:   e.net,
+		Clock:       e.clock,
+		BrokerEpoch: func() int64 { return brokerEpochs[id] },
+		Static:      map[string]string{"replica.lag.time.max.ms": "10000"},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.net.add(brokerAddr(id), m)
+	e.t.Cleanup(func() {
+		m.Close()
+		_ = logs.Close()
+	})
+	return m, meta
+}
+
+func brokerAddr(id int32) string { return "broker" + itoa(int64(id)) }
+
+// updateMetadata sends an UpdateMetadata listing brokers 1-3 as live to
+// broker 1; shutting marks those in controlled shutdown.
 func (e *env) updateMetadata(shutting ...int32) {
+	e.t.Helper()
+	e.updateMetadataOn(e.m, shutting...)
+}
+
+func (e *env) updateMetadataOn(m *Manager, shutting ...int32) {
 	e.t.Helper()
 	req := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch,
 		Controller: &commonv1.Node{Id: 100, Address: ctrlAddr}}
 	for _, id := range []int32{1, 2, 3} {
 		req.Brokers = append(req.Brokers, &controlv1.BrokerRegistration{
-			Node: &commonv1.Node{Id: id, Address: "broker" + itoa(int64(id))}, BrokerEpoch: brokerEpochs[id],
+			Node: &commonv1.Node{Id: id, Address: brokerAddr(id)}, BrokerEpoch: brokerEpochs[id],
 			ShuttingDown: slices.Contains(shutting, id)})
 	}
-	if err := e.m.UpdateMetadata(req); err != nil {
+	if err := m.UpdateMetadata(req); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -100,12 +115,18 @@ func (e *env) state(leader, leaderEpoch, partitionEpoch int32, isr []int32, conf
 
 func (e *env) stateOf(tp TP, leader, leaderEpoch, partitionEpoch int32, isr []int32, configs map[string]string) {
 	e.t.Helper()
-	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[1],
+	e.stateOn(e.m, tp, leader, leaderEpoch, partitionEpoch, isr, configs)
+}
+
+// stateOn sends a LeaderAndIsr for tp to manager m.
+func (e *env) stateOn(m *Manager, tp TP, leader, leaderEpoch, partitionEpoch int32, isr []int32, configs map[string]string) {
+	e.t.Helper()
+	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[m.opts.BrokerID],
 		Partitions: []*commonv1.PartitionState{partitionState(tp, leader, leaderEpoch, partitionEpoch, isr)}}
 	if configs != nil {
 		req.TopicConfigs = []*controlv1.TopicConfig{{Topic: tp.Topic, Configs: configs}}
 	}
-	resp, err := e.m.LeaderAndIsr(req)
+	resp, err := m.LeaderAndIsr(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -203,11 +224,9 @@ func (e *env) result(out <-chan produceOutcome) produceOutcome {
 	}
 }
 
-// fakeController is the in-memory controller end of the Transport: it
-// records every AlterPartition and answers with answer (by default it
-// commits each proposed ISR with the next partition epoch, as the
-// controller does). Replication calls fail: these tests run no follower
-// fetcher on broker 1.
+// fakeController is the in-memory controller: it records every
+// AlterPartition and answers with answer (by default it commits each
+// proposed ISR with the next partition epoch, as the controller does).
 type fakeController struct {
 	mu     sync.Mutex
 	answer func(*controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error)
@@ -250,10 +269,6 @@ func (c *fakeController) setAnswer(f func(*controlv1.AlterPartitionRequest) (*co
 	c.mu.Lock()
 	c.answer = f
 	c.mu.Unlock()
-}
-
-func (c *fakeController) Replication(addr string) (replicationv1.ReplicationServiceClient, error) {
-	return nil, errors.New("no replication transport in this test")
 }
 
 func (c *fakeController) AlterPartition(ctx context.Context, addr string, req *controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error) {
