@@ -56,10 +56,8 @@ type Options struct {
 	// and take precedence.
 	Static map[string]string
 	Logger *slog.Logger
-	// Clock is the manager's time source (nil: the wall clock). Now, when
-	// set without a Clock, supplies the time only.
+	// Clock is the manager's time source (nil: the wall clock).
 	Clock  Clock
-	Now    func() time.Time
 	Tracer trace.Tracer
 	Events EventSink
 	Faults *Faults
@@ -112,9 +110,6 @@ type Manager struct {
 func New(o Options) (*Manager, error) {
 	if o.Clock == nil {
 		o.Clock = WallClock{}
-		if o.Now != nil {
-			o.Clock = funcClock{now: o.Now}
-		}
 	}
 	if o.Store == nil && o.Logs != nil {
 		o.Store = logManager{o.Logs}

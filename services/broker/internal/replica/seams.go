@@ -142,12 +142,3 @@ type wallTimer struct{ t *time.Timer }
 
 func (w wallTimer) C() <-chan time.Time { return w.t.C }
 func (w wallTimer) Stop() bool          { return w.t.Stop() }
-
-// funcClock keeps the old Options.Now (a time source without timers) working:
-// times come from now, timers from the wall clock.
-type funcClock struct {
-	WallClock
-	now func() time.Time
-}
-
-func (c funcClock) Now() time.Time { return c.now() }
