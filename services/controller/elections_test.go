@@ -300,10 +300,14 @@ func TestControlledShutdown(t *testing.T) {
 	if err != nil || !cl.GetBrokers()[0].GetShuttingDown() || cl.GetBrokers()[1].GetShuttingDown() {
 		t.Fatalf("DescribeCluster = %v, %v", cl, err)
 	}
-	// The other brokers learn the mark, so their leaders do not propose it.
+	// The other brokers learn the mark, so their leaders do not propose it,
+	// and the new leader of t-0 learns it before its leadership.
 	eventually(t, 10*time.Second, "shutting-down mark sent to the other brokers", func() bool {
 		return shuttingDownIn(c.brokers[2].lastUpdate(), 1)
 	})
+	if !c.brokers[3].markedBeforeLeading("t", 0, 1) {
+		t.Fatal("broker 3 became leader of t-0 before it learnt that broker 1 is shutting down")
+	}
 	// It may not rejoin an ISR while shutting down (KIP-841).
 	c.alterISR(c1, "t", 1, kerr.IneligibleReplica, 2, 3, 1)
 	// A retry changes nothing more.
