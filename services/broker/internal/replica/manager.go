@@ -12,6 +12,10 @@
 // Lock order: Manager.mu (the partition map) before Replica.mu; a Replica's
 // waiters and the fetchers' own locks are leaves, never held while taking
 // another. Network calls are made with no lock held.
+//
+// Seams (seams.go): the logs (LogStore, Log), the network to peers and the
+// controller (Transport) and time (Clock). Decision paths read time only
+// from the Clock, so the package's tests drive every timeout by hand.
 package replica
 
 import (

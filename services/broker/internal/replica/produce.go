@@ -131,9 +131,10 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 // moved away and came back may have seen the records truncated and their
 // offsets reused, even if a later HW passes them. A new leader epoch of the
 // same, continuous leader (the controller bumps it on every write, an ISR
-// shrink included) does not end the wait: the leader recorded the new
-// epoch's start after these records (KAFKA-7415), so no follower truncates
-// them.
+// shrink included) does not end the wait: a replica truncates only as a
+// follower, so the records at those offsets are still the ones appended,
+// and the leader recorded the new epoch's start after them (KAFKA-7415),
+// so no follower truncates them either.
 func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, required int64, timeout time.Duration) error {
 	span := trace.SpanFromContext(ctx)
 	w := newWaiter()
