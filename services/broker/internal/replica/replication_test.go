@@ -59,3 +59,42 @@ func TestFollowerFetcherCommitsAcksAllProduce(t *testing.T) {
 	}
 	waitFor(t, "the follower to learn the HW", func() bool { return hwOf(t, m2) == 1 })
 }
+
+// fetching reports whether m's fetchers hold tp0.
+func fetching(m *Manager) bool {
+	m.fetchers.mu.Lock()
+	defer m.fetchers.mu.Unlock()
+	key, ok := m.fetchers.assigned[tp0]
+	if !ok {
+		return false
+	}
+	f := m.fetchers.fetchers[key]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok = f.part[tp0]
+	return ok
+}
+
+// A follower whose leader epoch is older than the leader's is fenced
+// (FENCED_LEADER_EPOCH, F3): it stops fetching until the controller tells
+// it more, then follows the new epoch.
+func TestFencedFollowerWaitsForNewMetadata(t *testing.T) {
+	e := newEnv(t)
+	m2, _ := e.newManager(2)
+	e.updateMetadataOn(m2)
+	e.state(1, 2, 2, []int32{1, 2}, nil)
+	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, nil) // a LeaderAndIsr it missed
+	waitFor(t, "the fenced follower to stop fetching", func() bool { return !fetching(m2) })
+
+	e.stateOn(m2, tp0, 1, 2, 2, []int32{1, 2}, nil)
+	if !fetching(m2) {
+		t.Fatal("new metadata did not restart fetching")
+	}
+	if _, err := e.m.Produce(t.Context(), tp0, -1, batch("a"), produceTimeout); err != nil {
+		t.Fatalf("acks=all produce with the follower back: %v", err)
+	}
+	r2, _ := m2.Replica(tp0)
+	if leo := r2.Log().LogEndOffset(); leo != 1 {
+		t.Fatalf("follower LEO %d, want 1", leo)
+	}
+}
