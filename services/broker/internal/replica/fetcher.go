@@ -225,20 +225,23 @@ func (f *fetcher) run() {
 		truncating, fetching, next := f.snapshot(f.m.now())
 		if len(truncating) == 0 && len(fetching) == 0 {
 			var wait <-chan time.Time
+			var t Timer
 			if next.IsZero() {
 				// Nothing left to fetch from this leader: end the stream,
 				// or the leader's handler would wait on it for good (and
 				// hold up that broker's graceful stop).
 				f.stream.close()
 			} else {
-				t := f.m.clock.NewTimer(next.Sub(f.m.now()))
+				t = f.m.clock.NewTimer(next.Sub(f.m.now()))
 				wait = t.C()
-				defer t.Stop()
 			}
 			select {
 			case <-f.kick:
 			case <-wait:
 			case <-f.ctx.Done():
+			}
+			if t != nil {
+				t.Stop() // not deferred: this loop lives as long as the fetcher
 			}
 			continue
 		}
