@@ -300,6 +300,14 @@ func TestControlledShutdown(t *testing.T) {
 	if err != nil || !cl.GetBrokers()[0].GetShuttingDown() || cl.GetBrokers()[1].GetShuttingDown() {
 		t.Fatalf("DescribeCluster = %v, %v", cl, err)
 	}
+	// The other brokers learn the mark, so their leaders do not propose it,
+	// and the new leader of t-0 learns it before its leadership.
+	eventually(t, 10*time.Second, "shutting-down mark sent to the other brokers", func() bool {
+		return shuttingDownIn(c.brokers[2].lastUpdate(), 1)
+	})
+	if !c.brokers[3].markedBeforeLeading("t", 0, 1) {
+		t.Fatal("broker 3 became leader of t-0 before it learnt that broker 1 is shutting down")
+	}
 	// It may not rejoin an ISR while shutting down (KIP-841).
 	c.alterISR(c1, "t", 1, kerr.IneligibleReplica, 2, 3, 1)
 	// A retry changes nothing more.
@@ -312,7 +320,19 @@ func TestControlledShutdown(t *testing.T) {
 	b1.register()
 	eventually(t, 10*time.Second, "shutting-down mark cleared", func() bool {
 		cl, err := c.admin(c1).DescribeCluster(ctx(t), &adminv1.DescribeClusterRequest{})
-		return err == nil && cl.GetBrokers()[0].GetAlive() && !cl.GetBrokers()[0].GetShuttingDown()
+		return err == nil && cl.GetBrokers()[0].GetAlive() && !cl.GetBrokers()[0].GetShuttingDown() &&
+			!shuttingDownIn(c.brokers[2].lastUpdate(), 1)
 	})
 	c.alterISR(c1, "t", 1, kerr.None, 2, 3, 1)
+}
+
+// shuttingDownIn reports whether an UpdateMetadata lists broker id as
+// registered and in controlled shutdown.
+func shuttingDownIn(um *controlv1.UpdateMetadataRequest, id int32) bool {
+	for _, b := range um.GetBrokers() {
+		if b.GetNode().GetId() == id {
+			return b.GetShuttingDown()
+		}
+	}
+	return false
 }

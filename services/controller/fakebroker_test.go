@@ -48,6 +48,7 @@ type fakeBroker struct {
 	epoch     int64
 	maxCtrl   int32
 	lai       []*controlv1.LeaderAndIsrRequest
+	laiAfter  []int // how many UpdateMetadata had arrived before each LeaderAndIsr
 	um        []*controlv1.UpdateMetadataRequest
 	sr        []*controlv1.StopReplicaRequest
 	rejected  []int32 // controller epochs refused as stale
@@ -305,6 +306,7 @@ func (b *fakeBroker) LeaderAndIsr(ctx context.Context, req *controlv1.LeaderAndI
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lai = append(b.lai, req)
+	b.laiAfter = append(b.laiAfter, len(b.um))
 	resp := &controlv1.LeaderAndIsrResponse{}
 	for _, ps := range req.GetPartitions() {
 		k := tpKey(ps.GetTopic(), ps.GetPartition())
@@ -392,4 +394,26 @@ func (b *fakeBroker) stopReplicas() []*controlv1.StopReplicaRequest {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.sr)
+}
+
+// markedBeforeLeading reports whether an UpdateMetadata marking broker
+// shutting as shutting down arrived before the LeaderAndIsr that made this
+// broker leader of topic-p.
+func (b *fakeBroker) markedBeforeLeading(topic string, p int32, shutting int32) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, req := range b.lai {
+		for _, ps := range req.GetPartitions() {
+			if ps.GetTopic() != topic || ps.GetPartition() != p || ps.GetLeader() != b.id {
+				continue
+			}
+			for _, um := range b.um[:b.laiAfter[i]] {
+				if shuttingDownIn(um, shutting) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
 }

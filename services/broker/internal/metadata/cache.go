@@ -31,6 +31,9 @@ type Broker struct {
 	Address string
 	Rack    string
 	Epoch   int64
+	// ShuttingDown is set while the broker is in controlled shutdown: it is
+	// still registered (and may still serve) but may not join an ISR.
+	ShuttingDown bool
 }
 
 // Cache is safe for concurrent use. Readers get copies.
@@ -97,7 +100,8 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 		c.brokers = map[int32]Broker{}
 		for _, b := range req.GetBrokers() {
 			n := b.GetNode()
-			c.brokers[n.GetId()] = Broker{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack(), Epoch: b.GetBrokerEpoch()}
+			c.brokers[n.GetId()] = Broker{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack(), Epoch: b.GetBrokerEpoch(),
+				ShuttingDown: b.GetShuttingDown()}
 		}
 	}
 	for _, t := range req.GetDeletedTopics() {

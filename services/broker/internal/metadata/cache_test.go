@@ -49,13 +49,13 @@ func TestUpdateMetadataFullAndDeletes(t *testing.T) {
 		Full:       true,
 		Controller: &commonv1.Node{Id: 1, Address: "c1"},
 		Brokers: []*controlv1.BrokerRegistration{
-			{Node: &commonv1.Node{Id: 2, Address: "b2", Rack: "r2"}, BrokerEpoch: 20},
+			{Node: &commonv1.Node{Id: 2, Address: "b2", Rack: "r2"}, BrokerEpoch: 20, ShuttingDown: true},
 			{Node: &commonv1.Node{Id: 1, Address: "b1"}, BrokerEpoch: 10},
 		},
 		Partitions:   []*commonv1.PartitionState{ps("a", 0, 1, 1, 1), ps("a", 1, 2, 1, 1), ps("b", 0, 2, 1, 1)},
 		TopicConfigs: []*controlv1.TopicConfig{{Topic: "a", Configs: map[string]string{"min.insync.replicas": "2"}}},
 	})
-	if bs := c.Brokers(); len(bs) != 2 || bs[0].ID != 1 || bs[1].Rack != "r2" || bs[1].Epoch != 20 {
+	if bs := c.Brokers(); len(bs) != 2 || bs[0].ID != 1 || bs[1].Rack != "r2" || bs[1].Epoch != 20 || bs[0].ShuttingDown || !bs[1].ShuttingDown {
 		t.Fatalf("brokers %+v", bs)
 	}
 	if h := c.LeaderHint(TP{"a", 1}); h == nil || h.ID != 2 || h.Address != "b2" {

@@ -128,10 +128,6 @@ func (s *alterSender) send(items []alterItem) []alterItem {
 	if ctrl == nil || ctrl.GetAddress() == "" {
 		return items
 	}
-	conn, err := m.opts.Peers.Conn(ctrl.GetAddress())
-	if err != nil {
-		return items
-	}
 	req := &controlv1.AlterPartitionRequest{BrokerId: m.opts.BrokerID, BrokerEpoch: m.opts.BrokerEpoch()}
 	for _, it := range items {
 		p := &controlv1.AlterPartitionItem{Topic: it.r.tp.Topic, Partition: it.r.tp.Partition,
@@ -143,7 +139,7 @@ func (s *alterSender) send(items []alterItem) []alterItem {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := controlv1.NewControllerServiceClient(conn).AlterPartition(ctx, req)
+	resp, err := m.transport.AlterPartition(ctx, ctrl.GetAddress(), req)
 	if err != nil {
 		m.log.Warn("AlterPartition failed; will retry", "controller", ctrl.GetId(), "err", kerr.FromStatus(err))
 		return items

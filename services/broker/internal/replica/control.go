@@ -80,14 +80,21 @@ func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides ma
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	defer func() { r.wake() }() // parked produces and fetches re-check their leader
+	defer r.mu.Unlock()
+	return m.applyStateLocked(r, ps, overrides)
+}
+
+// applyStateLocked is becomeReplica's work on a replica whose mu is held;
+// the caller wakes its parked requests after unlocking.
+func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, overrides map[string]string) (*Replica, error) {
+	tp := r.tp
 	now := m.now()
 	s := partition.LeaderAndISR{
 		Leader: ps.GetLeader(), LeaderEpoch: ps.GetLeaderEpoch(), PartitionEpoch: ps.GetPartitionEpoch(),
 		Replicas: ps.GetReplicas(), ISR: ps.GetIsr(),
 	}
-	r.mu.Lock()
-	defer func() { r.wake() }() // parked produces and fetches re-check their leader
-	defer r.mu.Unlock()
 	if overrides != nil {
 		m.applyTopicConfigLocked(r, overrides, now)
 	}
@@ -99,6 +106,9 @@ func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides ma
 		if change.Ignored {
 			m.log.Debug("ignoring partition state", "topic", tp.Topic, "partition", tp.Partition, "reason", change.Reason)
 			return nil, nil
+		}
+		if change.RoleChanged {
+			r.leaderSince = s.LeaderEpoch
 		}
 		m.fetchers.remove(tp)
 		if change.NewLeaderEpoch {
@@ -141,11 +151,11 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 	if err != nil {
 		return nil, err
 	}
-	lg, err := m.opts.Logs.GetOrCreate(tp, m.logConfig(tc))
+	lg, err := m.logs.GetOrCreate(tp, m.logConfig(tc))
 	if err != nil {
 		return nil, err
 	}
-	hw, _ := m.opts.Logs.RecoveredHighWatermark(tp)
+	hw, _ := m.logs.RecoveredHighWatermark(tp)
 	st := partition.New(partition.Config{
 		LocalID:           m.opts.BrokerID,
 		ReplicaLagTimeMax: time.Duration(m.BrokerConfig().ReplicaLagTimeMaxMs) * time.Millisecond,
@@ -153,7 +163,7 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 		Truncation:        m.truncationMode(),
 		Brokers:           brokersView{m.opts.Meta},
 	}, partition.LogState{LogStartOffset: lg.LogStartOffset(), LogEndOffset: lg.LogEndOffset(), HighWatermark: hw})
-	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, fetchEpoch: -1}
+	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, fetchEpoch: -1, leaderSince: -1}
 	m.replicas[tp] = r
 	return r, nil
 }
@@ -272,7 +282,7 @@ func (m *Manager) stopReplica(tp TP, leaderEpoch int32, del bool) error {
 	r, ok := m.Replica(tp)
 	if !ok {
 		if del {
-			return m.opts.Logs.Delete(tp)
+			return m.logs.Delete(tp)
 		}
 		return nil
 	}
@@ -294,7 +304,7 @@ func (m *Manager) stopReplica(tp TP, leaderEpoch int32, del bool) error {
 	r.mu.Unlock()
 	r.wake()
 	if del {
-		if err := m.opts.Logs.Delete(tp); err != nil {
+		if err := m.logs.Delete(tp); err != nil {
 			return fmt.Errorf("delete %s-%d: %w", tp.Topic, tp.Partition, err)
 		}
 		m.log.Info("deleted replica", "topic", tp.Topic, "partition", tp.Partition)

@@ -39,9 +39,9 @@ type ConsumerFetchResult struct {
 // at an in-sync replica in its rack (KIP-392, F26). With nothing to return
 // it waits up to MaxWait for MinBytes (the fetch purgatory, F18).
 func (m *Manager) Fetch(ctx context.Context, f ConsumerFetch) (res ConsumerFetchResult, err error) {
-	start := time.Now()
+	start := m.now()
 	defer func() {
-		m.metrics.consumerFetchLat.Observe(time.Since(start).Seconds())
+		m.metrics.consumerFetchLat.Observe(m.now().Sub(start).Seconds())
 		m.metrics.consumerOut.Add(float64(len(res.Records)))
 	}()
 	return m.fetch(ctx, f)
@@ -66,9 +66,9 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 			return res, err
 		}
 		if deadline == nil {
-			t := time.NewTimer(f.MaxWait)
+			t := m.clock.NewTimer(f.MaxWait)
 			defer t.Stop()
-			deadline = t.C
+			deadline = t.C()
 			m.metrics.parkedFetch.Add(1)
 			defer m.metrics.parkedFetch.Add(-1)
 		}

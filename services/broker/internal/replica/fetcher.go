@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
 
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/logstore"
@@ -177,7 +176,7 @@ type fetcher struct {
 func newFetcher(m *Manager, key fetcherKey) *fetcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &fetcher{m: m, key: key, part: map[TP]*fetchState{}, kick: make(chan struct{}, 1),
-		ctx: ctx, stop: cancel, done: make(chan struct{}), prevHW: map[TP]int64{}}
+		ctx: ctx, stop: cancel, done: make(chan struct{}), prevHW: map[TP]int64{}, stream: fetchStream{clock: m.clock}}
 }
 
 func (f *fetcher) add(tp TP, st *fetchState) {
@@ -244,63 +243,66 @@ func (f *fetcher) snapshot(now time.Time) (truncating, fetching map[TP]*fetchSta
 func (f *fetcher) delay(tp TP, d time.Duration) {
 	f.mu.Lock()
 	if st, ok := f.part[tp]; ok {
-		st.delayedTill = time.Now().Add(d)
+		st.delayedTill = f.m.now().Add(d)
 	}
 	f.mu.Unlock()
 }
 
-func (f *fetcher) leaderConn() (*grpc.ClientConn, error) {
+func (f *fetcher) leaderClient() (replicationv1.ReplicationServiceClient, error) {
 	b, ok := f.m.opts.Meta.Broker(f.key.leader)
 	if !ok {
 		return nil, kerr.New(kerr.BrokerNotAvailable, "leader broker %d is not in the metadata", f.key.leader)
 	}
-	return f.m.opts.Peers.Conn(b.Address)
+	return f.m.transport.Replication(b.Address)
 }
 
 func (f *fetcher) run() {
 	defer close(f.done)
 	defer f.stream.close()
 	for f.ctx.Err() == nil {
-		truncating, fetching, next := f.snapshot(time.Now())
+		truncating, fetching, next := f.snapshot(f.m.now())
 		if len(truncating) == 0 && len(fetching) == 0 {
 			var wait <-chan time.Time
+			var t Timer
 			if next.IsZero() {
 				// Nothing left to fetch from this leader: end the stream,
 				// or the leader's handler would wait on it for good (and
 				// hold up that broker's graceful stop).
 				f.stream.close()
 			} else {
-				t := time.NewTimer(time.Until(next))
-				wait = t.C
-				defer t.Stop()
+				t = f.m.clock.NewTimer(next.Sub(f.m.now()))
+				wait = t.C()
 			}
 			select {
 			case <-f.kick:
 			case <-wait:
 			case <-f.ctx.Done():
 			}
+			if t != nil {
+				t.Stop() // not deferred: this loop lives as long as the fetcher
+			}
 			continue
 		}
-		conn, err := f.leaderConn()
+		client, err := f.leaderClient()
 		if err != nil {
 			f.m.log.Debug("fetcher has no leader address", "leader", f.key.leader, "err", err)
 			f.backoffAll(fetchBackoff)
 			continue
 		}
 		if len(truncating) > 0 {
-			f.truncate(replicationv1.NewReplicationServiceClient(conn), truncating)
+			f.truncate(client, truncating)
 		}
 		if len(fetching) > 0 {
-			f.fetch(conn, fetching)
+			f.fetch(client, fetching)
 		}
 	}
 }
 
 func (f *fetcher) backoffAll(d time.Duration) {
-	t := time.NewTimer(d)
+	t := f.m.clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 	case <-f.ctx.Done():
 	}
 }
@@ -422,7 +424,7 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 }
 
 // fetch runs one batched ReplicaFetch round and applies the answers.
-func (f *fetcher) fetch(conn *grpc.ClientConn, parts map[TP]*fetchState) {
+func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map[TP]*fetchState) {
 	cfg := f.m.BrokerConfig()
 	mode := f.m.truncationMode()
 	req := &replicationv1.ReplicaFetchRequest{
@@ -463,7 +465,7 @@ func (f *fetcher) fetch(conn *grpc.ClientConn, parts map[TP]*fetchState) {
 	if delay > 0 {
 		f.backoffAll(delay)
 	}
-	resp, err := f.roundTrip(f.ctx, conn, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
+	resp, err := f.roundTrip(f.ctx, client, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
 	if err != nil {
 		if f.ctx.Err() == nil {
 			f.m.log.Warn("fetch from leader failed", "leader", f.key.leader, "partitions", len(req.Partitions), "err", kerr.FromStatus(err))
@@ -596,7 +598,7 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 // can be marked with what the leader reports (whether this round trip moved
 // the HW) and the exporter keeps only the round trips that did. The trace
 // context travels in the request: the stream outlives any one trace.
-func (f *fetcher) roundTrip(ctx context.Context, conn *grpc.ClientConn, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
+func (f *fetcher) roundTrip(ctx context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
 	ctx, span := f.m.tracer.Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	if span.IsRecording() {
@@ -607,7 +609,7 @@ func (f *fetcher) roundTrip(ctx context.Context, conn *grpc.ClientConn, req *rep
 		req.TraceContext = map[string]string{}
 		otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(req.TraceContext))
 	}
-	resp, err := f.stream.exchange(f.ctx, conn, req, timeout)
+	resp, err := f.stream.exchange(f.ctx, client, req, timeout)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err

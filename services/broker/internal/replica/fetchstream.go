@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,29 +19,30 @@ import (
 // it and the next round trip opens a new one (on the leader's current
 // address, which may have changed).
 type fetchStream struct {
-	conn   *grpc.ClientConn
+	clock  Clock
+	client replicationv1.ReplicationServiceClient
 	stream replicationv1.ReplicationService_ReplicaFetchClient
 	cancel context.CancelFunc
 }
 
 // exchange sends req and waits for its answer, at most timeout; on a
 // timeout the stream is cancelled, which ends the wait.
-func (s *fetchStream) exchange(parent context.Context, conn *grpc.ClientConn, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
-	if s.stream != nil && s.conn != conn {
+func (s *fetchStream) exchange(parent context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
+	if s.stream != nil && !samePeer(s.client, client) {
 		s.close()
 	}
 	if s.stream == nil {
 		ctx, cancel := context.WithCancel(parent)
-		st, err := replicationv1.NewReplicationServiceClient(conn).ReplicaFetch(ctx)
+		st, err := client.ReplicaFetch(ctx)
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		s.conn, s.stream, s.cancel = conn, st, cancel
+		s.client, s.stream, s.cancel = client, st, cancel
 	}
 	var timedOut atomic.Bool
 	cancel := s.cancel
-	t := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	t := s.clock.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	resp, err := s.roundTrip(req)
 	if !t.Stop() && timedOut.Load() {
 		err = status.Errorf(codes.DeadlineExceeded, "no fetch answer from the leader within %s", timeout)
@@ -71,5 +71,5 @@ func (s *fetchStream) close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	s.conn, s.stream, s.cancel = nil, nil, nil
+	s.client, s.stream, s.cancel = nil, nil, nil
 }

@@ -52,10 +52,10 @@ type FollowerFetchAnswer struct {
 // caught-up time, ISR expansion and the HW. With fewer than MinBytes ready
 // it parks until an append or HW move on any of its partitions, or MaxWait.
 func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerFetchAnswer {
-	start := time.Now()
+	start := m.now()
 	answers := make([]FollowerFetchAnswer, len(f.Partitions))
 	defer func() {
-		m.metrics.followerLat.Observe(time.Since(start).Seconds())
+		m.metrics.followerLat.Observe(m.now().Sub(start).Seconds())
 		n := 0
 		for _, a := range answers {
 			n += len(a.Records)
@@ -105,9 +105,9 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 			return answers
 		}
 		if deadline == nil {
-			t := time.NewTimer(f.MaxWait)
+			t := m.clock.NewTimer(f.MaxWait)
 			defer t.Stop()
-			deadline = t.C
+			deadline = t.C()
 			m.metrics.parkedFetch.Add(1)
 			defer m.metrics.parkedFetch.Add(-1)
 		}

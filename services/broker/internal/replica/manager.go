@@ -12,6 +12,10 @@
 // Lock order: Manager.mu (the partition map) before Replica.mu; a Replica's
 // waiters and the fetchers' own locks are leaves, never held while taking
 // another. Network calls are made with no lock held.
+//
+// Seams (seams.go): the logs (LogStore, Log), the network to peers and the
+// controller (Transport) and time (Clock). Decision paths read time only
+// from the Clock, so the package's tests drive every timeout by hand.
 package replica
 
 import (
@@ -41,9 +45,14 @@ type TP = logstore.TopicPartition
 type Options struct {
 	BrokerID int32
 	Rack     string
-	Logs     *logstore.Manager
-	Meta     *metadata.Cache
-	Peers    *Peers
+	// Logs holds the partition logs; Store, when set, replaces it (tests).
+	Logs  *logstore.Manager
+	Store LogStore
+	Meta  *metadata.Cache
+	// Peers reaches other brokers and the controller; Transport, when set,
+	// replaces it (tests).
+	Peers     *Peers
+	Transport Transport
 	// BrokerEpoch returns this broker's current registration epoch (0 when
 	// not registered, e.g. in tests without etcd).
 	BrokerEpoch func() int64
@@ -51,7 +60,8 @@ type Options struct {
 	// and take precedence.
 	Static map[string]string
 	Logger *slog.Logger
-	Now    func() time.Time
+	// Clock is the manager's time source (nil: the wall clock).
+	Clock  Clock
 	Tracer trace.Tracer
 	Events EventSink
 	Faults *Faults
@@ -85,10 +95,12 @@ type Event struct {
 
 // Manager hosts this broker's replicas.
 type Manager struct {
-	opts   Options
-	log    *slog.Logger
-	now    func() time.Time
-	tracer trace.Tracer
+	opts      Options
+	log       *slog.Logger
+	clock     Clock
+	logs      LogStore
+	transport Transport
+	tracer    trace.Tracer
 
 	mu       sync.RWMutex
 	replicas map[TP]*Replica
@@ -105,8 +117,14 @@ type Manager struct {
 
 // New builds a Manager and starts its background goroutines.
 func New(o Options) (*Manager, error) {
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = WallClock{}
+	}
+	if o.Store == nil && o.Logs != nil {
+		o.Store = logManager{o.Logs}
+	}
+	if o.Transport == nil && o.Peers != nil {
+		o.Transport = peerTransport{o.Peers}
 	}
 	if o.BrokerEpoch == nil {
 		o.BrokerEpoch = func() int64 { return 0 }
@@ -118,12 +136,14 @@ func New(o Options) (*Manager, error) {
 		o.Faults = NewFaults(false)
 	}
 	m := &Manager{
-		opts:     o,
-		log:      logging.OrDiscard(o.Logger),
-		now:      o.Now,
-		tracer:   o.Tracer,
-		replicas: map[TP]*Replica{},
-		stop:     make(chan struct{}),
+		opts:      o,
+		log:       logging.OrDiscard(o.Logger),
+		clock:     o.Clock,
+		logs:      o.Store,
+		transport: o.Transport,
+		tracer:    o.Tracer,
+		replicas:  map[TP]*Replica{},
+		stop:      make(chan struct{}),
 	}
 	bc, err := topicconfig.ResolveBroker(o.Static)
 	if err != nil {
@@ -244,12 +264,16 @@ func (m *Manager) withLeaderHint(tp TP, err error) error {
 }
 
 // brokersView answers the state machine's ISR-eligibility questions from
-// the metadata cache: a broker is eligible when the controller lists it live.
+// the metadata cache, with the controller's rule (KIP-841): a broker is
+// eligible when it is registered and not in controlled shutdown. Proposing
+// a shutting-down broker would only be refused (INELIGIBLE_REPLICA), on
+// every one of its fetches, and each refused proposal blocks a shrink while
+// it is in flight.
 type brokersView struct{ meta *metadata.Cache }
 
 func (b brokersView) IsrEligible(id int32) bool {
-	_, ok := b.meta.Broker(id)
-	return ok
+	br, ok := b.meta.Broker(id)
+	return ok && !br.ShuttingDown
 }
 
 func (b brokersView) BrokerEpoch(id int32) (int64, bool) {
@@ -277,7 +301,10 @@ func (m *Manager) truncationMode() partition.TruncationMode {
 	return mode
 }
 
-// ctxDone reports whether the manager is closing.
+// now reads the manager's clock.
+func (m *Manager) now() time.Time { return m.clock.Now() }
+
+// closing reports whether the manager is closing.
 func (m *Manager) closing() bool {
 	select {
 	case <-m.stop:
@@ -289,10 +316,10 @@ func (m *Manager) closing() bool {
 
 // sleep waits d or until the manager stops or ctx ends; false when stopped.
 func (m *Manager) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+	t := m.clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-m.stop:
 		return false

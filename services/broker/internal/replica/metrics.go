@@ -3,7 +3,6 @@ package replica
 import (
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -108,7 +107,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now()
+	now := c.m.now()
 	var under, underMin, atMin, leaders, replicas int
 	var maxLag int64
 	for _, r := range c.m.Replicas() {

@@ -27,10 +27,10 @@ type ProduceResult struct {
 // Produce appends one record batch (in the log's format) on the leader and,
 // for acks=-1, waits until the high watermark covers it (F15–F17).
 func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (res ProduceResult, err error) {
-	start := time.Now()
+	start := m.now()
 	defer func() {
 		if o, ok := m.metrics.produceByAcks[acks]; ok { // invalid acks are refused, not timed
-			o.Observe(time.Since(start).Seconds())
+			o.Observe(m.now().Sub(start).Seconds())
 		}
 		if err != nil {
 			m.metrics.refused.WithLabelValues(kerr.CodeOf(err).String()).Inc()
@@ -62,16 +62,16 @@ func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 			reorder = newWaiter()
 			r.dataWaiters.add(reorder)
 			defer r.dataWaiters.remove(reorder)
-			reorderDeadline = time.Now().Add(reorderWait)
+			reorderDeadline = m.now().Add(reorderWait)
 		}
-		left := time.Until(reorderDeadline)
+		left := reorderDeadline.Sub(m.now())
 		if left <= 0 {
 			return res, err
 		}
-		t := time.NewTimer(left)
+		t := m.clock.NewTimer(left)
 		select {
 		case <-reorder.ch:
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()
@@ -131,9 +131,16 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 }
 
 // awaitCommit parks an acks=all produce until HW >= required (the produce
-// purgatory, F17). Leadership lost, or a new leader epoch, fails it with
-// NOT_LEADER_OR_FOLLOWER: its records may have been truncated away even if
-// a later HW passes their offsets.
+// purgatory, F17; Kafka's DelayedProduce). It fails with
+// NOT_LEADER_OR_FOLLOWER when this broker is no longer the leader, or has
+// not been leader without a break since the append's epoch: leadership that
+// moved away and came back may have seen the records truncated and their
+// offsets reused, even if a later HW passes them. A new leader epoch of the
+// same, continuous leader (the controller bumps it on every write, an ISR
+// shrink included) does not end the wait: a replica truncates only as a
+// follower, so the records at those offsets are still the ones appended,
+// and the leader recorded the new epoch's start after them (KAFKA-7415),
+// so no follower truncates them either.
 func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, required int64, timeout time.Duration) error {
 	span := trace.SpanFromContext(ctx)
 	w := newWaiter()
@@ -141,17 +148,23 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 	defer r.hwWaiters.remove(w)
 	m.metrics.parkedProd.Add(1)
 	defer m.metrics.parkedProd.Add(-1)
-	timer := time.NewTimer(timeout)
+	timer := m.clock.NewTimer(timeout)
 	defer timer.Stop()
 	start := m.now()
 	for {
 		r.mu.Lock()
 		var done bool
 		var err error
-		if r.state.LeaderEpoch() != epoch || !r.state.IsLeader() {
+		switch {
+		case !r.state.IsLeader():
 			done, err = true, kerr.New(kerr.NotLeaderOrFollower,
-				"leadership of %s-%d changed while waiting for replication (epoch %d -> %d)", r.tp.Topic, r.tp.Partition, epoch, r.state.LeaderEpoch())
-		} else {
+				"broker %d lost leadership of %s-%d while waiting for replication (appended in leader epoch %d, now epoch %d)",
+				m.opts.BrokerID, r.tp.Topic, r.tp.Partition, epoch, r.state.LeaderEpoch())
+		case r.leaderSince > epoch:
+			done, err = true, kerr.New(kerr.NotLeaderOrFollower,
+				"broker %d lost and regained leadership of %s-%d while waiting for replication (appended in leader epoch %d, leader again since epoch %d): the records may have been truncated",
+				m.opts.BrokerID, r.tp.Topic, r.tp.Partition, epoch, r.leaderSince)
+		default:
 			done, err = r.state.ProduceDone(required)
 		}
 		hw := r.state.HighWatermark()
@@ -172,7 +185,7 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 		}
 		select {
 		case <-w.ch:
-		case <-timer.C:
+		case <-timer.C():
 			return kerr.New(kerr.RequestTimedOut, "%s-%d: high watermark %d did not reach %d within %s", r.tp.Topic, r.tp.Partition, hw, required, timeout)
 		case <-ctx.Done():
 			return ctx.Err()

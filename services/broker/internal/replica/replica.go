@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/topicconfig"
 )
@@ -21,7 +20,7 @@ import (
 // safe for concurrent readers. Never hold mu while waiting on the network.
 type Replica struct {
 	tp  TP
-	log *logstore.Log
+	log Log
 
 	mu    sync.Mutex
 	state *partition.Partition
@@ -29,6 +28,10 @@ type Replica struct {
 	// fetchEpoch is the leader epoch this replica follows with, set when the
 	// fetcher took it over; a fetch answer for another epoch is dropped.
 	fetchEpoch int32
+	// leaderSince is the leader epoch in which this broker last became
+	// leader (-1: never). Leadership held continuously since an append's
+	// epoch keeps that append valid across later epochs of the same leader.
+	leaderSince int32
 
 	// dataWaiters are parked follower fetches, woken by leader appends;
 	// hwWaiters are parked acks=all produces and consumer fetches, woken by
@@ -72,7 +75,7 @@ func (r *Replica) committedByLocked(required int64) (trace.SpanContext, bool) {
 }
 
 // epochSource adapts the log's leader-epoch cache to the state machine.
-type epochSource struct{ log *logstore.Log }
+type epochSource struct{ log Log }
 
 func (e epochSource) EndOffsetFor(epoch int32) (int32, int64) { return e.log.EndOffsetForEpoch(epoch) }
 func (e epochSource) LatestEpoch() int32                      { return e.log.LatestEpoch() }
@@ -81,7 +84,7 @@ func (e epochSource) LatestEpoch() int32                      { return e.log.Lat
 func (r *Replica) TP() TP { return r.tp }
 
 // Log returns the replica's log.
-func (r *Replica) Log() *logstore.Log { return r.log }
+func (r *Replica) Log() Log { return r.log }
 
 // wake pokes every parked request on this replica.
 func (r *Replica) wake() {

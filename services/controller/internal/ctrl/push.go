@@ -169,7 +169,8 @@ func (a *Active) updateMetadata(id int32, parts []*partition, deleted []string, 
 	}
 	for _, bid := range a.sortedBrokerIDs() {
 		b := a.brokers[bid]
-		req.Brokers = append(req.Brokers, &controlv1.BrokerRegistration{Node: a.node(bid), BrokerEpoch: b.info.Epoch})
+		req.Brokers = append(req.Brokers, &controlv1.BrokerRegistration{Node: a.node(bid), BrokerEpoch: b.info.Epoch,
+			ShuttingDown: b.shuttingDown})
 	}
 	topics := map[string]*topic{}
 	for _, p := range parts {

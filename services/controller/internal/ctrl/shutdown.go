@@ -30,6 +30,10 @@ func (a *Active) controlledShutdown(req *controlv1.ControlledShutdownRequest) (*
 		a.log.Info("Shutting down broker", "broker_id", id, "broker_epoch", b.info.Epoch)
 		b.shuttingDown = true
 		a.stateDirty = true
+		// Every broker learns the mark before a leadership moves (the
+		// senders keep each broker's order): a new leader must not propose
+		// the stopping broker, which now fetches from it, into the ISR.
+		a.pushUpdateMetadata(nil, nil, false, nil)
 	}
 	view := a.view()
 	var changes []change

@@ -376,7 +376,10 @@ type BrokerRegistration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  *v1.Node               `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// The etcd create revision of its registration (broker epoch).
-	BrokerEpoch   int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	BrokerEpoch int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// True while the broker is in controlled shutdown: it is still registered
+	// but may not join an ISR (KIP-841), so leaders do not propose it.
+	ShuttingDown  bool `protobuf:"varint,3,opt,name=shutting_down,json=shuttingDown,proto3" json:"shutting_down,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +426,13 @@ func (x *BrokerRegistration) GetBrokerEpoch() int64 {
 		return x.BrokerEpoch
 	}
 	return 0
+}
+
+func (x *BrokerRegistration) GetShuttingDown() bool {
+	if x != nil {
+		return x.ShuttingDown
+	}
+	return false
 }
 
 type UpdateMetadataRequest struct {
@@ -1791,10 +1801,11 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\aconfigs\x18\x02 \x03(\v2-.tidemark.control.v1.TopicConfig.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x01\n" +
 	"\x12BrokerRegistration\x12,\n" +
 	"\x04node\x18\x01 \x01(\v2\x18.tidemark.common.v1.NodeR\x04node\x12!\n" +
-	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\x94\x05\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12#\n" +
+	"\rshutting_down\x18\x03 \x01(\bR\fshuttingDown\"\x94\x05\n" +
 	"\x15UpdateMetadataRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +

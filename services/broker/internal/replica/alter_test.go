@@ -1,0 +1,233 @@
+package replica
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+const tick = lagMax / 2
+
+// expire runs one pass of the ISR expiration timer and waits until it is
+// done (it has armed its next timer).
+func (e *env) expire() {
+	e.t.Helper()
+	e.clock.WaitTimer(e.t, tick, 1)
+	e.clock.Advance(tick)
+	e.clock.WaitTimer(e.t, tick, 1)
+}
+
+// isr returns tp's committed ISR and whether a change is in flight, and
+// whether that change is parked until new metadata.
+func (e *env) isr(tp TP) (isr []int32, pending, parkedForMetadata bool) {
+	r, ok := e.m.Replica(tp)
+	if !ok {
+		e.t.Fatalf("%v is not hosted", tp)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, awaiting, pending := r.state.Pending()
+	return r.state.ISR(), pending, awaiting
+}
+
+func TestISRExpirationShrinksAfterLagTimeMax(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	e.followerFetch(2, 1, 0) // at the LEO: caught up for good
+	e.followerFetch(3, 1, 0)
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.followerFetch(2, 1, 1) // 3 stays behind from now on
+
+	e.expire() // 5 s
+	e.expire() // 10 s: exactly lag time max, still in sync
+	e.ctrl.noCall(t)
+	e.expire() // 15 s
+	req := e.ctrl.call(t)
+	if got := isrOf(req, 0); !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("proposed ISR %v, want 1,2", got)
+	}
+	if p := req.GetPartitions()[0]; p.GetLeaderEpoch() != 1 || p.GetPartitionEpoch() != 1 || req.GetBrokerEpoch() != brokerEpochs[1] {
+		t.Fatalf("request %v", req)
+	}
+	waitFor(t, "the shrink to commit", func() bool {
+		isr, pending, _ := e.isr(tp0)
+		return !pending && slices.Equal(isr, []int32{1, 2})
+	})
+}
+
+func TestISRExpirationKeepsFollowersThatFetch(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	for i := 0; i < 6; i++ {
+		if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a"), 0); err != nil {
+			t.Fatal(err)
+		}
+		leo := e.replica().Log().LogEndOffset()
+		e.followerFetch(2, 1, leo)
+		e.followerFetch(3, 1, leo)
+		e.expire()
+	}
+	e.ctrl.noCall(t)
+}
+
+// expandAll makes follower 3 join the ISR 1,2 of each partition: one
+// expansion proposal each.
+func (e *env) expandAll(tps ...TP) {
+	e.t.Helper()
+	for _, tp := range tps {
+		e.followerFetchOf(tp, 3, 1, 0)
+	}
+}
+
+func TestAlterPartitionSenderBatchesWhileACallIsInFlight(t *testing.T) {
+	e := newEnv(t)
+	tps := []TP{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}, {Topic: "t", Partition: 2}}
+	for _, tp := range tps {
+		e.stateOf(tp, 1, 1, 1, []int32{1, 2}, nil)
+	}
+	hold := make(chan struct{})
+	e.ctrl.mu.Lock()
+	e.ctrl.hold = hold
+	e.ctrl.mu.Unlock()
+
+	e.expandAll(tps[0])
+	first := e.ctrl.call(t)
+	e.expandAll(tps[1], tps[2])
+	close(hold)
+	second := e.ctrl.call(t)
+	if len(first.GetPartitions()) != 1 || len(second.GetPartitions()) != 2 {
+		t.Fatalf("batches of %d and %d partitions, want 1 and 2", len(first.GetPartitions()), len(second.GetPartitions()))
+	}
+	for _, tp := range tps {
+		waitFor(t, "the expansions to commit", func() bool {
+			isr, pending, _ := e.isr(tp)
+			return !pending && slices.Equal(isr, []int32{1, 2, 3})
+		})
+	}
+}
+
+func TestAlterPartitionSenderRetriesAfterBackoff(t *testing.T) {
+	for name, fail := range map[string]func(*controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error){
+		"NOT_CONTROLLER": func(*controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error) {
+			return &controlv1.AlterPartitionResponse{ErrorCode: commonv1.ErrorCode(kerr.NotController)}, nil
+		},
+		"transport error": func(*controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error) {
+			return nil, errors.New("connection refused")
+		},
+		"partition NOT_CONTROLLER": answerEach(kerr.NotController),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.state(1, 1, 1, []int32{1, 2}, nil)
+			e.ctrl.setAnswer(fail)
+			e.expandAll(tp0)
+			first := e.ctrl.call(t)
+			e.clock.WaitTimer(t, alterBackoff, 1)
+			e.ctrl.noCall(t)
+			if _, pending, _ := e.isr(tp0); !pending {
+				t.Fatal("the failed change is no longer in flight")
+			}
+			e.ctrl.setAnswer(commitAll)
+			e.clock.Advance(alterBackoff)
+			again := e.ctrl.call(t)
+			if !slices.Equal(isrOf(first, 0), isrOf(again, 0)) || first.GetPartitions()[0].GetPartitionEpoch() != again.GetPartitions()[0].GetPartitionEpoch() {
+				t.Fatalf("retry %v differs from %v", again, first)
+			}
+			waitFor(t, "the retried expansion to commit", func() bool {
+				isr, pending, _ := e.isr(tp0)
+				return !pending && slices.Equal(isr, []int32{1, 2, 3})
+			})
+		})
+	}
+}
+
+func TestAlterPartitionIneligibleReplicaReverts(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.ctrl.setAnswer(answerEach(kerr.IneligibleReplica))
+	e.expandAll(tp0)
+	e.ctrl.call(t)
+	waitFor(t, "the refused expansion to be reverted", func() bool {
+		isr, pending, _ := e.isr(tp0)
+		return !pending && slices.Equal(isr, []int32{1, 2})
+	})
+	if e.clock.pending(alterBackoff) != 0 {
+		t.Fatal("a refused change must not be retried")
+	}
+	e.ctrl.noCall(t)
+}
+
+func TestAlterPartitionFencedLeaderEpochParksUntilMetadata(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	e.ctrl.setAnswer(answerEach(kerr.FencedLeaderEpoch))
+	e.followerFetch(2, 1, 0)
+	e.expire()
+	e.expire()
+	e.expire() // 3 is out of sync: shrink proposed and fenced
+	e.ctrl.call(t)
+	waitFor(t, "the fenced change to park", func() bool {
+		_, pending, parked := e.isr(tp0)
+		return pending && parked
+	})
+	if e.clock.pending(alterBackoff) != 0 {
+		t.Fatal("a fenced change must not be retried")
+	}
+	// Parked, it blocks further changes: the next expiration proposes nothing.
+	e.expire()
+	e.ctrl.noCall(t)
+
+	// New metadata ends it; the next expiration proposes again.
+	e.ctrl.setAnswer(commitAll)
+	e.state(1, 2, 2, []int32{1, 2, 3}, nil)
+	e.followerFetch(2, 2, 0)
+	e.expire()
+	e.expire()
+	e.expire()
+	if got := isrOf(e.ctrl.call(t), 0); !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("proposed ISR %v after new metadata, want 1,2", got)
+	}
+}
+
+// A broker in controlled shutdown stays registered but may not join an ISR
+// (KIP-841): the controller refuses it with INELIGIBLE_REPLICA. The leader
+// keeps the same rule, so the shutting-down broker's fetches propose
+// nothing; once its shutdown is over (it registers again) it may rejoin.
+func TestShuttingDownFollowerIsNotProposedIntoISR(t *testing.T) {
+	e := newEnv(t)
+	e.updateMetadata(3)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.ctrl.setAnswer(answerEach(kerr.IneligibleReplica))
+	for i := 0; i < 3; i++ {
+		e.followerFetch(3, 1, 0)
+		if _, pending, _ := e.isr(tp0); pending {
+			e.ctrl.call(t)
+			t.Fatal("broker 3 is shutting down, yet its fetch proposed it into the ISR")
+		}
+	}
+	e.ctrl.noCall(t)
+
+	// Nor does the HW wait for it as a caught-up candidate: follower 2 alone
+	// commits.
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.followerFetch(3, 1, 0)
+	e.followerFetch(2, 1, 1)
+	if hw := e.hw(); hw != 1 {
+		t.Fatalf("HW %d, want 1", hw)
+	}
+
+	e.ctrl.setAnswer(commitAll)
+	e.updateMetadata()
+	e.followerFetch(3, 1, 1)
+	if got := isrOf(e.ctrl.call(t), 0); !slices.Equal(got, []int32{1, 2, 3}) {
+		t.Fatalf("proposed ISR %v once the shutdown is over, want 1,2,3", got)
+	}
+}

@@ -1,0 +1,162 @@
+package replica
+
+import (
+	"testing"
+	"time"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
+)
+
+const produceTimeout = 7 * time.Second
+
+func TestProduceAcksAllAnswersWhenHWCoversIt(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	out := e.produceAsync(produceTimeout, "a")
+
+	e.followerFetch(2, 1, 1)
+	if o, waiting := parked(out); !waiting {
+		t.Fatalf("answered with follower 3 still behind: %+v", o)
+	}
+	if hw := e.hw(); hw != 0 {
+		t.Fatalf("HW %d with follower 3 at 0, want 0", hw)
+	}
+	e.followerFetch(3, 1, 1)
+	o := e.result(out)
+	if o.err != nil || o.res.BaseOffset != 0 || o.res.LastOffset != 0 || o.res.LeaderEpoch != 1 {
+		t.Fatalf("produce: %+v %v", o.res, o.err)
+	}
+}
+
+func TestProduceFailsWhenLeadershipMoves(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	out := e.produceAsync(produceTimeout, "a")
+
+	e.state(2, 2, 2, []int32{1, 2, 3}, nil)
+	o := e.result(out)
+	ke := kerr.As(o.err)
+	if ke == nil || ke.Code != kerr.NotLeaderOrFollower {
+		t.Fatalf("want NOT_LEADER_OR_FOLLOWER, got %v", o.err)
+	}
+	if ke.Leader == nil || ke.Leader.ID != 2 || ke.Leader.Address != "broker2" {
+		t.Fatalf("leader hint %+v, want broker 2 at broker2", ke.Leader)
+	}
+}
+
+func TestProduceTimesOut(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	out := e.produceAsync(produceTimeout, "a")
+
+	e.clock.Advance(produceTimeout - time.Millisecond)
+	e.followerFetch(2, 1, 1) // a fetch wakes it; it must wait on
+	if o, waiting := parked(out); !waiting {
+		t.Fatalf("answered before its timeout: %+v", o)
+	}
+	e.clock.Advance(time.Millisecond)
+	o := e.result(out)
+	if kerr.CodeOf(o.err) != kerr.RequestTimedOut {
+		t.Fatalf("want REQUEST_TIMED_OUT, got %v", o.err)
+	}
+	// The record stays in the log: a timeout is not a rollback.
+	if leo := e.replica().Log().LogEndOffset(); leo != 1 {
+		t.Fatalf("LEO %d after a timed-out produce, want 1", leo)
+	}
+}
+
+// When the HW covers the records but the ISR has meanwhile shrunk below
+// min.insync.replicas, the records are in the log and the producer is told
+// so (F16): NOT_ENOUGH_REPLICAS_AFTER_APPEND, not success.
+func TestProduceNotEnoughReplicasAfterAppend(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2}, map[string]string{"min.insync.replicas": "2"})
+	out := e.produceAsync(produceTimeout, "a")
+
+	// The HW passes the record and the controller shrinks the ISR to the
+	// leader before the parked produce looks again.
+	r := e.replica()
+	r.mu.Lock()
+	if _, err := r.state.UpdateFollowerFetch(partition.FollowerFetch{ReplicaID: 2, BrokerEpoch: brokerEpochs[2],
+		FetchOffset: 1, LeaderLEO: 1}, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.applyStateLocked(r, partitionState(tp0, 1, 1, 2, []int32{1}), nil); err != nil {
+		t.Fatal(err)
+	}
+	hw := r.state.HighWatermark()
+	r.mu.Unlock()
+	r.wake()
+	if hw != 1 {
+		t.Fatalf("HW %d, want 1", hw)
+	}
+	o := e.result(out)
+	if kerr.CodeOf(o.err) != kerr.NotEnoughReplicasAfterAppend {
+		t.Fatalf("want NOT_ENOUGH_REPLICAS_AFTER_APPEND, got %v", o.err)
+	}
+}
+
+// A produce refused before the append (ISR below min.insync.replicas)
+// writes nothing.
+func TestProduceNotEnoughReplicasWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1}, map[string]string{"min.insync.replicas": "2"})
+	_, err := e.m.Produce(t.Context(), tp0, -1, batch("a"), produceTimeout)
+	if kerr.CodeOf(err) != kerr.NotEnoughReplicas {
+		t.Fatalf("want NOT_ENOUGH_REPLICAS, got %v", err)
+	}
+	if leo := e.replica().Log().LogEndOffset(); leo != 0 {
+		t.Fatalf("LEO %d after a refused produce, want 0", leo)
+	}
+}
+
+// The controller bumps the leader epoch on every write it makes, an ISR
+// shrink included, while the leader stays. A produce parked before the bump
+// must keep waiting: its records were appended by this same leader, which
+// recorded where the new epoch starts after them (KAFKA-7415), so no
+// follower truncates them. Failing it made a producer without idempotence
+// write the record twice.
+func TestProduceSurvivesLeaderEpochBumpOfTheSameLeader(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	out := e.produceAsync(produceTimeout, "a")
+
+	e.state(1, 2, 2, []int32{1, 2}, nil) // the controller removed 3
+	e.followerFetch(2, 2, 1)
+	o := e.result(out)
+	if o.err != nil || o.res.BaseOffset != 0 || o.res.LeaderEpoch != 1 {
+		t.Fatalf("produce across a leader epoch bump of the same leader: %+v %v", o.res, o.err)
+	}
+	if hw := e.hw(); hw != 1 {
+		t.Fatalf("HW %d, want 1", hw)
+	}
+}
+
+// If leadership moved away and came back while the produce was parked, its
+// records may have been truncated by the other leader and the offsets
+// reused: the produce fails even though this broker leads again, and even
+// when it never saw the interval in which it was a follower.
+func TestProduceFailsWhenLeadershipLeavesAndComesBack(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	out := e.produceAsync(produceTimeout, "a")
+
+	r := e.replica()
+	r.mu.Lock()
+	for _, ps := range []*commonv1.PartitionState{
+		partitionState(tp0, 2, 2, 2, []int32{1, 2, 3}),
+		partitionState(tp0, 1, 3, 3, []int32{1, 2, 3}),
+	} {
+		if _, err := e.m.applyStateLocked(r, ps, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Unlock()
+	r.wake()
+	o := e.result(out)
+	if kerr.CodeOf(o.err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("want NOT_LEADER_OR_FOLLOWER after leadership left and came back, got %+v %v", o.res, o.err)
+	}
+}

@@ -1,0 +1,92 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+)
+
+// A broker in controlled shutdown that cannot give up every leadership
+// retries for seconds, following meanwhile the partitions it did give up.
+// The new leader must not propose it back into the ISR on its fetches:
+// the controller would refuse each proposal (INELIGIBLE_REPLICA, KIP-841),
+// and each one would block a shrink while in flight.
+func TestShuttingDownBrokerIsNotProposedIntoISR(t *testing.T) {
+	c := Start(t, Options{Brokers: 3})
+	ctx := context.Background()
+	for name, replicas := range map[string][]int32{"moved": {1, 2}, "stuck": {1, 3}} {
+		resp, err := c.Admin().CreateTopics(ctx, &adminv1.CreateTopicsRequest{Topics: []*adminv1.TopicSpec{{Name: name,
+			Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: replicas}}}}})
+		if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+			t.Fatalf("create %s: %v %v", name, resp, err)
+		}
+	}
+	c.WaitFor(10*time.Second, "broker 1 leading both topics with full ISRs", func() bool {
+		m, s := c.Partition("moved", 0), c.Partition("stuck", 0)
+		return c.Leads(1, "moved", 0) && c.Leads(1, "stuck", 0) && len(m.GetIsr()) == 2 && len(s.GetIsr()) == 2
+	})
+	// Records in leader epoch 0, so that broker 1, once a follower, fetches
+	// from broker 2 from where both logs agree.
+	for i := 0; i < 3; i++ {
+		if _, err := c.Produce(ctx, "moved", 0, -1, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// stuck-0 can only stay on broker 1 once broker 3 is gone.
+	c.CrashBroker(3)
+	c.WaitFor(10*time.Second, "broker 3 out of stuck-0's ISR", func() bool {
+		return fmt.Sprint(c.Partition("stuck", 0).GetIsr()) == "[1]"
+	})
+
+	watch, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.Admin().WatchCluster(watch, &adminv1.WatchClusterRequest{Topics: []string{"moved"}, IntervalMs: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var proposals []string
+	seen := make(chan struct{})
+	go func() {
+		defer close(seen)
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			for _, ev := range msg.GetEvents() {
+				if ev.GetKind() == controlv1.EventKind_EVENT_KIND_ISR_EXPAND && ev.GetTopic() == "moved" && slices.Contains(ev.GetIsr(), 1) {
+					mu.Lock()
+					proposals = append(proposals, fmt.Sprintf("%s (leader epoch %d)", ev.GetReason(), ev.GetLeaderEpoch()))
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+
+	start := time.Now()
+	if err := c.StopBroker(1); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Fatalf("broker 1 stopped after %s: the shutdown did not retry for stuck-0, so this test shows nothing", d)
+	}
+	if pd := c.Partition("moved", 0); pd.GetLeader() != 2 {
+		t.Fatalf("moved-0 is led by %d, want 2", pd.GetLeader())
+	}
+	// Events travel on broker 2's session; give the last ones time to land.
+	time.Sleep(time.Second)
+	cancel()
+	<-seen
+	mu.Lock()
+	defer mu.Unlock()
+	if len(proposals) > 0 {
+		t.Fatalf("broker 2 proposed the shutting-down broker 1 into moved-0's ISR %d times: %v", len(proposals), proposals)
+	}
+}
