@@ -224,7 +224,6 @@ func quietWorkload(rng *rand.Rand, rec *history.Recorder, producers map[string]*
 	}
 }
 
-
 // quietNemesis injects one fault or repair per step, recording each in the
 // history. Mostly one broker is impaired at a time, sometimes two, and for
 // an unclean election all three (the out-of-sync one only cut off).
