@@ -93,6 +93,17 @@ run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in t
 	@if [ "$(JAEGER)" = "1" ] && [ ! -x $(TOOLBIN)/jaeger ]; then $(MAKE) --no-print-directory thirdparty; fi
 	$(BIN)/tidemark dev up
 
+# The process nemesis (tools/internal/chaos): SEEDS runs with consecutive
+# seeds from SEED (default: from the clock), CHAOS_SECONDS of faults each, against
+# a dev cluster of real processes on ports of its own (never make run's).
+SEEDS   ?= 1
+CHAOS_SECONDS ?= 60
+SEED    ?=
+
+.PHONY: chaos-procs
+chaos-procs: build ## seeded faults on a cluster of real processes, checked: make chaos-procs SEEDS=3 [CHAOS_SECONDS=60 SEED=42]
+	$(BIN)/tidemark chaos run --runs $(SEEDS) --seconds $(CHAOS_SECONDS) $(if $(SEED),--seed $(SEED),) --bin-dir $(BIN)
+
 # ---- The docker compose stack (deploy/) -----------------------------------
 # Images are built here FROM scratch from static binaries: tidemark's from
 # bin/, etcd's and Jaeger's from the pinned modules `make thirdparty` builds

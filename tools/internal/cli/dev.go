@@ -92,6 +92,8 @@ func newDevUpCmd() *cobra.Command {
 	f.BoolVar(&o.Jaeger, "jaeger", os.Getenv("JAEGER") == "1", "also run Jaeger (OTLP 127.0.0.1:4317, API 127.0.0.1:16686) and trace every service into it")
 	f.StringVar(&o.JaegerBin, "jaeger-bin", "", "the Jaeger binary (default: .bin/jaeger beside bin/, built by make thirdparty)")
 	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for every broker, e.g. --broker-arg=--replica.lag.time.max.ms=10000")
+	f.StringArrayVar(&o.ControllerArgs, "controller-arg", nil, "extra flag for every controller, e.g. --controller-arg=--auto.leader.rebalance.enable=false")
+	f.IntVar(&o.PortBase, "port-base", 0, fmt.Sprintf("run on %d consecutive ports from this one (etcd, control, gateway, then controllers +10, brokers +20, metrics +30/+40) instead of the documented ones; `tidemark dev` commands then need --control 127.0.0.1:<base+1>", devcluster.PortSpan))
 	return cmd
 }
 

@@ -46,6 +46,58 @@ type Options struct {
 	FaultInjection bool
 	// Extra flags for every broker, e.g. --replica.lag.time.max.ms=10000.
 	BrokerArgs []string
+	// Extra flags for every controller, e.g. --auto.leader.rebalance.enable=false.
+	ControllerArgs []string
+	// PortBase, when set, moves every port of the cluster into
+	// [PortBase, PortBase+PortSpan) (see Ports), so that several clusters,
+	// or a test's cluster beside a developer's `make run`, never collide.
+	// It overrides EtcdClient and ControlAddr. Zero keeps the documented
+	// ports.
+	PortBase int
+}
+
+// PortSpan is how many consecutive ports a cluster with a PortBase takes.
+const PortSpan = 50
+
+// Ports are the addresses a planned cluster listens on.
+type Ports struct {
+	EtcdClient, Control, Gateway string
+	// Indexed from 0: controller-1 is Controllers[0].
+	Controllers, ControllerMetrics []string
+	Brokers, BrokerMetrics         []string
+}
+
+// Ports lays out the cluster's addresses: the documented ones (brokers
+// 9092.., controllers 9190.., metrics 9292.. and 9390.., gateway 8080),
+// or, with a PortBase b: etcd b, control b+1, gateway b+2, controllers
+// b+10.., brokers b+20.., controller metrics b+30.., broker metrics b+40...
+func (o Options) Ports() Ports {
+	at := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	p := Ports{EtcdClient: o.EtcdClient, Control: o.ControlAddr, Gateway: at(8080)}
+	ctl, ctlMetrics, brk, brkMetrics := 9190, 9390, 9092, 9292
+	if o.PortBase > 0 {
+		b := o.PortBase
+		p.EtcdClient, p.Control, p.Gateway = at(b), at(b+1), at(b+2)
+		ctl, brk, ctlMetrics, brkMetrics = b+10, b+20, b+30, b+40
+	}
+	for i := range o.Controllers {
+		p.Controllers = append(p.Controllers, at(ctl+i))
+		p.ControllerMetrics = append(p.ControllerMetrics, at(ctlMetrics+i))
+	}
+	for i := range o.Brokers {
+		p.Brokers = append(p.Brokers, at(brk+i))
+		p.BrokerMetrics = append(p.BrokerMetrics, at(brkMetrics+i))
+	}
+	return p
+}
+
+// withPorts resolves the PortBase into EtcdClient and ControlAddr.
+func (o Options) withPorts() Options {
+	if o.PortBase > 0 {
+		p := o.Ports()
+		o.EtcdClient, o.ControlAddr = p.EtcdClient, p.Control
+	}
+	return o
 }
 
 // DefaultOptions is the README's dev cluster: 3 brokers on 9092-9094, 2
@@ -74,6 +126,7 @@ type Cluster struct {
 }
 
 func (o Options) plan() ([]*Node, error) {
+	o = o.withPorts()
 	var nodes []*Node
 	if o.Jaeger {
 		j, err := o.jaegerNode()
@@ -91,6 +144,13 @@ func (o Options) plan() ([]*Node, error) {
 	if o.Controllers < 1 || o.Controllers > 9 {
 		return nil, fmt.Errorf("--controllers must be 1..9, got %d", o.Controllers)
 	}
+	if o.PortBase < 0 || o.PortBase+PortSpan > 65536 || (o.PortBase > 0 && o.PortBase < 1024) {
+		return nil, fmt.Errorf("--port-base must be 1024..%d (or 0 for the documented ports), got %d", 65536-PortSpan, o.PortBase)
+	}
+	if o.Jaeger && o.PortBase > 0 {
+		return nil, errors.New("--jaeger runs on Jaeger's documented ports and cannot be combined with --port-base")
+	}
+	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
 	common := func(args ...string) []string {
 		args = append(args, "--etcd.endpoints", o.EtcdClient)
@@ -101,23 +161,25 @@ func (o Options) plan() ([]*Node, error) {
 	}
 	var controllers []string
 	for i := 1; i <= o.Controllers; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 9189+i)
+		addr := ports.Controllers[i-1]
 		controllers = append(controllers, addr)
+		args := common("--controller.id", strconv.Itoa(i), "--listen", addr,
+			"--metrics.listen", ports.ControllerMetrics[i-1])
+		args = append(args, o.ControllerArgs...)
 		nodes = append(nodes, &Node{
 			Name: fmt.Sprintf("controller-%d", i), Kind: "controller", ID: int32(i), Addr: addr,
-			Binary: filepath.Join(o.BinDir, "controller"),
-			Args: common("--controller.id", strconv.Itoa(i), "--listen", addr,
-				"--metrics.listen", fmt.Sprintf("127.0.0.1:%d", 9389+i)),
-			LogPath: filepath.Join(logs, fmt.Sprintf("controller-%d.log", i)),
+			Binary: filepath.Join(o.BinDir, "controller"), Args: args,
+			MetricsAddr: ports.ControllerMetrics[i-1],
+			LogPath:     filepath.Join(logs, fmt.Sprintf("controller-%d.log", i)),
 		})
 	}
 	var brokers []string
 	for i := 1; i <= o.Brokers; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 9091+i)
+		addr := ports.Brokers[i-1]
 		brokers = append(brokers, addr)
 		args := common("--broker.id", strconv.Itoa(i), "--listen", addr,
 			"--data.dir", filepath.Join(o.DataDir, fmt.Sprintf("broker-%d", i)),
-			"--metrics.listen", fmt.Sprintf("127.0.0.1:%d", 9291+i))
+			"--metrics.listen", ports.BrokerMetrics[i-1])
 		if len(o.Racks) > 0 {
 			args = append(args, "--broker.rack", o.Racks[(i-1)%len(o.Racks)])
 		}
@@ -128,11 +190,12 @@ func (o Options) plan() ([]*Node, error) {
 		nodes = append(nodes, &Node{
 			Name: fmt.Sprintf("broker-%d", i), Kind: "broker", ID: int32(i), Addr: addr,
 			Binary: filepath.Join(o.BinDir, "broker"), Args: args,
-			LogPath: filepath.Join(logs, fmt.Sprintf("broker-%d.log", i)),
+			MetricsAddr: ports.BrokerMetrics[i-1],
+			LogPath:     filepath.Join(logs, fmt.Sprintf("broker-%d.log", i)),
 		})
 	}
 	// The dev console may act on the cluster: it is a playground.
-	gwArgs := []string{"--listen", "127.0.0.1:8080",
+	gwArgs := []string{"--listen", ports.Gateway,
 		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ","),
 		"--console.actions", "--console.dev.control", o.ControlAddr}
 	if o.Jaeger {
@@ -142,7 +205,7 @@ func (o Options) plan() ([]*Node, error) {
 		gwArgs = append(gwArgs, "--otel.endpoint", o.OTLPEndpoint)
 	}
 	nodes = append(nodes, &Node{
-		Name: "gateway", Kind: "gateway", ID: 0, Addr: "127.0.0.1:8080",
+		Name: "gateway", Kind: "gateway", ID: 0, Addr: ports.Gateway,
 		Binary: filepath.Join(o.BinDir, "gateway"), Args: gwArgs,
 		LogPath: filepath.Join(logs, "gateway.log"),
 	})
@@ -157,6 +220,7 @@ func (o Options) plan() ([]*Node, error) {
 // Up starts etcd, then controllers, brokers and the gateway, and waits until
 // each answers its health check (or timeout).
 func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
+	o = o.withPorts()
 	nodes, err := o.plan()
 	if err != nil {
 		return nil, err
@@ -287,6 +351,9 @@ func (c *Cluster) Node(name string) (*Node, error) {
 // Nodes lists the launched nodes.
 func (c *Cluster) Nodes() []*Node { return c.nodes }
 
+// Options are the options the cluster was launched with, ports resolved.
+func (c *Cluster) Options() Options { return c.opts }
+
 // PrintTable writes what runs where.
 func (c *Cluster) PrintTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
@@ -315,11 +382,14 @@ func (c *Cluster) Down(out io.Writer) {
 			fmt.Fprintf(out, "stopped %s\n", n.Name)
 		}
 	}
+	// Down may run twice (a failed run's cleanup after an explicit Down).
 	if c.ctl != nil {
 		c.ctl.Stop()
+		c.ctl = nil
 	}
 	if c.etcd != nil {
 		c.etcd.Close()
+		c.etcd = nil
 		fmt.Fprintln(out, "stopped etcd")
 	}
 }

@@ -65,6 +65,46 @@ func TestPlanUsesDocumentedPorts(t *testing.T) {
 	}
 }
 
+// A port base moves every port, so a test's cluster never meets a
+// developer's `make run` on the documented ones.
+func TestPlanWithPortBase(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = fakeBinDir(t)
+	o.PortBase = 31000
+	nodes, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{
+		"controller-1": {"127.0.0.1:31010", "127.0.0.1:31030"}, "controller-2": {"127.0.0.1:31011", "127.0.0.1:31031"},
+		"broker-1": {"127.0.0.1:31020", "127.0.0.1:31040"}, "broker-3": {"127.0.0.1:31022", "127.0.0.1:31042"},
+		"gateway": {"127.0.0.1:31002", ""},
+	}
+	for _, n := range nodes {
+		args := strings.Join(n.Args, " ")
+		if strings.Contains(args, ":2379") || strings.Contains(args, ":9299") || strings.Contains(args, ":909") || strings.Contains(args, ":919") {
+			t.Errorf("%s still names a documented port: %q", n.Name, args)
+		}
+		if n.Kind != "gateway" && !strings.Contains(args, "--etcd.endpoints 127.0.0.1:31000") {
+			t.Errorf("%s does not use the moved etcd: %q", n.Name, args)
+		}
+		if n.Kind == "gateway" && !strings.Contains(args, "--console.dev.control 127.0.0.1:31001") {
+			t.Errorf("gateway does not use the moved control address: %q", args)
+		}
+		w, ok := want[n.Name]
+		if !ok {
+			continue
+		}
+		if n.Addr != w[0] || n.MetricsAddr != w[1] {
+			t.Errorf("%s on %s (metrics %s), want %s (metrics %s)", n.Name, n.Addr, n.MetricsAddr, w[0], w[1])
+		}
+	}
+	o.PortBase = 65500
+	if _, err := o.plan(); err == nil || !strings.Contains(err.Error(), "--port-base") {
+		t.Errorf("a port base past 65535: %v", err)
+	}
+}
+
 func TestNodeStopKillPauseResume(t *testing.T) {
 	bin := "/bin/sleep"
 	if _, err := os.Stat(bin); err != nil {

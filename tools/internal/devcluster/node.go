@@ -18,13 +18,15 @@ import (
 
 // Node is one launched process.
 type Node struct {
-	Name    string // broker-1, controller-2, gateway
-	Kind    string // broker, controller, gateway
-	ID      int32
-	Addr    string // its gRPC (or HTTP) address
-	Binary  string
-	Args    []string
-	LogPath string
+	Name string // broker-1, controller-2, gateway
+	Kind string // broker, controller, gateway
+	ID   int32
+	Addr string // its gRPC (or HTTP) address
+	// MetricsAddr serves /metrics (brokers and controllers).
+	MetricsAddr string
+	Binary      string
+	Args        []string
+	LogPath     string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -132,6 +134,28 @@ func (n *Node) Kill() error {
 	_ = cmd.Process.Kill()
 	<-exited
 	return nil
+}
+
+// Quit sends SIGQUIT: a Go process prints every goroutine's stack to its
+// log and exits, which shows where a stuck node is stuck.
+func (n *Node) Quit(timeout time.Duration) error {
+	cmd, exited, err := n.running()
+	if err != nil {
+		return err
+	}
+	n.setState(devclusterv1.NodeState_NODE_STATE_STOPPED)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("%s did not exit on SIGQUIT within %s; killed", n.Name, timeout)
+	}
 }
 
 // Pause freezes the process (SIGSTOP), like a long GC pause or a hung host.

@@ -1,0 +1,158 @@
+package chaos
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// binaries returns a directory holding broker, controller and gateway:
+// TIDEMARK_CHAOS_BIN_DIR when set, else the checkout's bin/ when every
+// binary there is newer than every Go source, go.mod and go.sum of the
+// modules they are built from, else freshly built from this checkout with
+// go build into a temporary dir, so a stale bin/ is never what is tested.
+// A build that fails fails the test under CI=true and skips it, saying
+// why, otherwise.
+func binaries(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("TIDEMARK_CHAOS_BIN_DIR"); dir != "" {
+		for _, b := range []string{"broker", "controller", "gateway"} {
+			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+				t.Fatalf("TIDEMARK_CHAOS_BIN_DIR=%s: %v (run make build)", dir, err)
+			}
+		}
+		return dir
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err == nil {
+		_, err = os.Stat(filepath.Join(root, "go.work"))
+	}
+	if err == nil {
+		fresh, why := binFresh(root)
+		if fresh {
+			t.Logf("using %s", filepath.Join(root, "bin"))
+			return filepath.Join(root, "bin")
+		}
+		t.Logf("building the binaries: %s", why)
+	}
+	dir := t.TempDir()
+	if err == nil {
+		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+			"tidemark.io/services/broker/cmd/broker", "tidemark.io/services/controller/cmd/controller", "tidemark.io/gateway/cmd/gateway")
+		cmd.Dir = root
+		var out []byte
+		out, err = cmd.CombinedOutput()
+		if err != nil {
+			err = &buildError{err: err, out: strings.TrimSpace(string(out))}
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("building the broker, controller and gateway binaries: %v", err)
+		}
+		t.Skipf("SKIPPED the process chaos run: cannot build the binaries (%v); CI=true makes this a failure", err)
+	}
+	return dir
+}
+
+// binFresh reports whether root/bin holds broker, controller and gateway
+// built after the last change to their sources.
+func binFresh(root string) (bool, string) {
+	oldest := time.Time{}
+	for _, b := range []string{"broker", "controller", "gateway"} {
+		fi, err := os.Stat(filepath.Join(root, "bin", b))
+		if err != nil {
+			return false, "bin/" + b + " is absent"
+		}
+		if oldest.IsZero() || fi.ModTime().Before(oldest) {
+			oldest = fi.ModTime()
+		}
+	}
+	newer := ""
+	for _, m := range []string{"services", "gateway", "proto"} {
+		_ = filepath.WalkDir(filepath.Join(root, m), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || newer != "" {
+				return filepath.SkipAll
+			}
+			name := d.Name()
+			if d.IsDir() || !(strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum") {
+				return nil
+			}
+			if fi, err := d.Info(); err == nil && fi.ModTime().After(oldest) {
+				newer = path
+			}
+			return nil
+		})
+	}
+	if newer != "" {
+		return false, "bin/ is older than " + newer
+	}
+	return true, ""
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
+
+// logWriter sends the timeline to the test log line by line.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestProcessChaos is one short seeded nemesis run against a cluster of
+// separate processes (see the package comment): faults on the real
+// processes for 30s, then the quiet period, the liveness poll, the logs
+// read from disk and the history checked. TIDEMARK_CHAOS_SEED picks the
+// seed (default 1), TIDEMARK_CHAOS_SECONDS the fault time. A failure
+// prints the seed, the replay command and the kept data dir (node logs in
+// its logs/).
+func TestProcessChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED the process chaos run in -short mode: it takes about a minute and a half")
+	}
+	seed := uint64(1)
+	if s := os.Getenv("TIDEMARK_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("TIDEMARK_CHAOS_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	faults := 30 * time.Second
+	if s := os.Getenv("TIDEMARK_CHAOS_SECONDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			t.Fatalf("TIDEMARK_CHAOS_SECONDS=%q: want a positive number", s)
+		}
+		faults = time.Duration(v) * time.Second
+	}
+	bin := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), faults+4*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := Run(ctx, Options{Seed: seed, Faults: faults, BinDir: bin, Out: logWriter{t},
+		Replay: "cd tools && TIDEMARK_CHAOS_SEED=%d TIDEMARK_CHAOS_SECONDS=" + strconv.Itoa(int(faults.Seconds())) +
+			" go test -count=1 -v -run TestProcessChaos ./internal/chaos/"})
+	if err != nil {
+		t.Fatalf("the run could not be carried out: %v (data dir %s)", err, res.DataDir)
+	}
+	t.Logf("run took %s", time.Since(start).Round(time.Second))
+	if res.Report.Stats.Acked == 0 {
+		t.Fatalf("no write was acknowledged: the run tested nothing (data dir %s)", res.DataDir)
+	}
+	if !res.OK() {
+		t.Fatalf("%d promises broken (seed %d); replay: %s; data dir %s", len(res.Report.Violations), seed, res.Replay, res.DataDir)
+	}
+}

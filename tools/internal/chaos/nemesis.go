@@ -1,0 +1,350 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	"tidemark.io/services/clustertest/history"
+)
+
+// A fault step injects one fault (or a quick combination) and heals it
+// before it returns, so the run has mostly one broker impaired at a time;
+// the combinations are where two are.
+type step struct {
+	name   string
+	weight int
+	run    func(r *runner, ctx context.Context, rng *rand.Rand)
+}
+
+var steps = []step{
+	{"kill", 4, (*runner).stepKill},
+	{"sigterm", 3, (*runner).stepSigterm},
+	{"pause", 3, (*runner).stepPause},
+	{"double-restart", 2, (*runner).stepDoubleRestart},
+	{"follower-restart-leader-kill", 2, (*runner).stepFollowerThenLeader},
+	{"controller-kill", 2, (*runner).stepControllerKill},
+	{"preferred-election", 3, (*runner).stepPreferred},
+	{"fetch-stall", 3, (*runner).stepFetchStall},
+	{"unclean-election", 1, (*runner).stepUnclean},
+	{"rest", 2, (*runner).stepRest},
+}
+
+// nemesis runs seeded fault steps for the run's fault duration, then heals
+// everything and returns when the last heal was done.
+func (r *runner) nemesis(ctx context.Context) time.Time {
+	rng := rand.New(rand.NewPCG(r.o.Seed, 0xfa17))
+	total := 0
+	for _, s := range steps {
+		total += s.weight
+	}
+	deadline := time.Now().Add(r.o.Faults)
+	for n := 0; n < r.o.MaxFaults && time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+		r.restartCrashed()
+		pick := rng.IntN(total)
+		for _, s := range steps {
+			if pick -= s.weight; pick < 0 {
+				s.run(r, ctx, rng)
+				break
+			}
+		}
+		_ = sleep(ctx, time.Duration(300+rng.IntN(1500))*time.Millisecond)
+	}
+	return r.healAll(ctx)
+}
+
+// act applies a devcluster action to a node and records it.
+func (r *runner) act(kind history.EventKind, name, what string) {
+	n, err := r.cl.Node(name)
+	if err != nil {
+		r.note("%v", err)
+		return
+	}
+	switch what {
+	case "kill -9":
+		err = n.Kill()
+	case "SIGTERM":
+		err = n.Stop(30 * time.Second)
+	case "SIGSTOP":
+		err = n.Pause()
+	case "SIGCONT":
+		err = n.Resume()
+	case "start":
+		err = n.Start()
+	}
+	if err != nil {
+		r.note("%s %s failed: %v", what, name, err)
+		return
+	}
+	r.event(kind, "%s %s", what, name)
+}
+
+// restartCrashed starts a node that exited without being told to: the
+// run notes it (a crash is worth reading the node's log for) and goes on.
+func (r *runner) restartCrashed() {
+	for _, n := range r.cl.Nodes() {
+		if n.State() == devclusterv1.NodeState_NODE_STATE_EXITED {
+			r.note("%s EXITED on its own (see %s)", n.Name, n.LogPath)
+			r.act(history.Heal, n.Name, "start")
+		}
+	}
+}
+
+func pickBroker(rng *rand.Rand) int32 { return int32(1 + rng.IntN(3)) }
+
+func ms(rng *rand.Rand, lo, hi int) time.Duration {
+	return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond
+}
+
+func (r *runner) stepKill(ctx context.Context, rng *rand.Rand) {
+	b := fmt.Sprintf("broker-%d", pickBroker(rng))
+	r.act(history.Fault, b, "kill -9")
+	_ = sleep(ctx, ms(rng, 300, 4000))
+	r.act(history.Heal, b, "start")
+}
+
+func (r *runner) stepSigterm(ctx context.Context, rng *rand.Rand) {
+	b := fmt.Sprintf("broker-%d", pickBroker(rng))
+	r.act(history.Fault, b, "SIGTERM")
+	_ = sleep(ctx, ms(rng, 300, 3000))
+	r.act(history.Heal, b, "start")
+}
+
+// stepPause freezes a broker, sometimes for longer than the lag time (its
+// session lease may expire too: the controller fences it while frozen).
+func (r *runner) stepPause(ctx context.Context, rng *rand.Rand) {
+	b := fmt.Sprintf("broker-%d", pickBroker(rng))
+	r.act(history.Fault, b, "SIGSTOP")
+	_ = sleep(ctx, ms(rng, 500, int(r.o.LagTime.Milliseconds())*2))
+	r.act(history.Heal, b, "SIGCONT")
+}
+
+// stepDoubleRestart restarts the same broker twice within a second.
+func (r *runner) stepDoubleRestart(ctx context.Context, rng *rand.Rand) {
+	b := fmt.Sprintf("broker-%d", pickBroker(rng))
+	r.act(history.Fault, b, "kill -9")
+	r.act(history.Heal, b, "start")
+	_ = sleep(ctx, ms(rng, 100, 900))
+	r.act(history.Fault, b, "kill -9")
+	r.act(history.Heal, b, "start")
+}
+
+// stepFollowerThenLeader restarts a follower of a partition and kills its
+// leader at once, while the follower is still catching up.
+func (r *runner) stepFollowerThenLeader(ctx context.Context, rng *rand.Rand) {
+	tp := r.pickPartition(rng, true)
+	p, err := r.describe(ctx, tp)
+	if err != nil || p.GetLeader() < 0 {
+		r.note("%s: no leader to kill (%v)", tp, err)
+		return
+	}
+	var followers []int32
+	for _, id := range p.GetReplicas() {
+		if id != p.GetLeader() {
+			followers = append(followers, id)
+		}
+	}
+	f := followers[rng.IntN(len(followers))]
+	leader := fmt.Sprintf("broker-%d", p.GetLeader())
+	r.note("%s: leader %d, ISR %v; restarting follower %d then killing the leader", tp, p.GetLeader(), p.GetIsr(), f)
+	r.act(history.Fault, fmt.Sprintf("broker-%d", f), "kill -9")
+	r.act(history.Heal, fmt.Sprintf("broker-%d", f), "start")
+	r.act(history.Fault, leader, "kill -9")
+	_ = sleep(ctx, ms(rng, 500, 3000))
+	r.act(history.Heal, leader, "start")
+}
+
+func (r *runner) stepControllerKill(ctx context.Context, rng *rand.Rand) {
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	d, err := r.admin.DescribeCluster(dctx)
+	cancel()
+	if err != nil {
+		r.note("no active controller found: %v", err)
+		return
+	}
+	c := fmt.Sprintf("controller-%d", d.GetController().GetId())
+	how := "kill -9"
+	if rng.IntN(3) == 0 {
+		how = "SIGTERM"
+	}
+	r.note("%s is the active controller", c)
+	r.act(history.Fault, c, how)
+	_ = sleep(ctx, ms(rng, 500, 4000))
+	r.act(history.Heal, c, "start")
+}
+
+func (r *runner) stepPreferred(ctx context.Context, _ *rand.Rand) {
+	r.elect(ctx, adminv1.ElectionType_ELECTION_TYPE_PREFERRED, nil)
+}
+
+func (r *runner) elect(ctx context.Context, kind adminv1.ElectionType, tps []*commonv1.TopicPartition) {
+	ectx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	resp, err := r.admin.ElectLeaders(ectx, &adminv1.ElectLeadersRequest{ElectionType: kind, Partitions: tps,
+		AllPartitions: len(tps) == 0, TimeoutMs: 5000})
+	if err != nil {
+		r.event(history.Fault, "%s election failed: %v", kind, err)
+		return
+	}
+	var moved, not []string
+	for _, res := range resp.GetResults() {
+		if res.GetErrorCode() == commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			moved = append(moved, fmt.Sprintf("%s-%d→%d", res.GetTopic(), res.GetPartition(), res.GetLeader()))
+		} else {
+			not = append(not, fmt.Sprintf("%s-%d %s", res.GetTopic(), res.GetPartition(),
+				strings.TrimPrefix(res.GetErrorCode().String(), "ERROR_CODE_")))
+		}
+	}
+	what := strings.ToLower(strings.TrimPrefix(kind.String(), "ELECTION_TYPE_"))
+	r.event(history.Fault, "%s election: %d of %d partitions elected %v; not elected %v", what, len(moved), len(resp.GetResults()), moved, not)
+}
+
+// stepFetchStall stalls one broker's fetching (all topics, or one) until it
+// leaves the ISR of what it follows, then clears the fault.
+func (r *runner) stepFetchStall(ctx context.Context, rng *rand.Rand) {
+	id := pickBroker(rng)
+	f := &faultv1.FetchFault{Partition: -1, Stall: true}
+	if rng.IntN(2) == 0 {
+		f.Topic = r.topics[rng.IntN(len(r.topics))].name
+	}
+	if !r.setFetchFault(ctx, id, f) {
+		return
+	}
+	_ = sleep(ctx, r.o.LagTime+ms(rng, 500, 3000))
+	r.clearFaults(ctx, id)
+}
+
+func (r *runner) setFetchFault(ctx context.Context, id int32, f *faultv1.FetchFault) bool {
+	fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := r.faults[id].SetFetchFault(fctx, &faultv1.SetFetchFaultRequest{Fault: f}); err != nil {
+		r.note("stall broker-%d fetching failed: %v", id, err)
+		return false
+	}
+	topic := f.Topic
+	if topic == "" {
+		topic = "every topic"
+	}
+	r.event(history.Fault, "stall broker-%d fetching of %s", id, topic)
+	return true
+}
+
+func (r *runner) clearFaults(ctx context.Context, id int32) {
+	fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := r.faults[id].ClearFaults(fctx, &faultv1.ClearFaultsRequest{}); err != nil {
+		r.note("clear broker-%d faults failed: %v", id, err)
+		return
+	}
+	r.event(history.Heal, "clear broker-%d fetch faults", id)
+}
+
+// stepUnclean drives topic "unclean" (unclean.leader.election.enable) to an
+// unclean election: its followers stall and fall out of the ISR behind a
+// few writes, the leader is killed, an unclean election is asked for (the
+// controller may already have made one), then everything heals.
+func (r *runner) stepUnclean(ctx context.Context, rng *rand.Rand) {
+	tp := history.TP{Topic: "unclean", Partition: 0}
+	p, err := r.describe(ctx, tp)
+	if err != nil || p.GetLeader() < 0 {
+		r.note("%s: no leader (%v)", tp, err)
+		return
+	}
+	leader := p.GetLeader()
+	var stalled []int32
+	for _, id := range p.GetReplicas() {
+		if id != leader && r.setFetchFault(ctx, id, &faultv1.FetchFault{Topic: tp.Topic, Partition: -1, Stall: true}) {
+			stalled = append(stalled, id)
+		}
+	}
+	defer func() {
+		for _, id := range stalled {
+			r.clearFaults(ctx, id)
+		}
+	}()
+	r.w.produceSome(tp, 5, fmt.Sprintf("unclean%d", rng.Uint32()))
+	err = waitFor(ctx, 4*r.o.LagTime, "ISR shrunk to the leader", func() error {
+		p, err := r.describe(ctx, tp)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(p.GetIsr(), []int32{leader}) {
+			return fmt.Errorf("ISR %v", p.GetIsr())
+		}
+		return nil
+	})
+	if err != nil {
+		r.note("%s: %v; no unclean election this time", tp, err)
+		return
+	}
+	name := fmt.Sprintf("broker-%d", leader)
+	r.act(history.Fault, name, "kill -9")
+	r.elect(ctx, adminv1.ElectionType_ELECTION_TYPE_UNCLEAN, []*commonv1.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}})
+	_ = sleep(ctx, ms(rng, 500, 2000))
+	r.act(history.Heal, name, "start")
+}
+
+// stepRest injects nothing for a while: faults stop while traffic goes on
+// or idles.
+func (r *runner) stepRest(ctx context.Context, rng *rand.Rand) {
+	_ = sleep(ctx, ms(rng, 1000, 4000))
+}
+
+// healAll clears every fetch fault, resumes paused nodes and starts
+// stopped ones; it returns when that was done.
+func (r *runner) healAll(ctx context.Context) time.Time {
+	for _, id := range sortedIDs(r.faults) {
+		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, _ = r.faults[id].ClearFaults(fctx, &faultv1.ClearFaultsRequest{})
+		cancel()
+	}
+	for _, n := range r.cl.Nodes() {
+		switch n.State() {
+		case devclusterv1.NodeState_NODE_STATE_PAUSED:
+			r.act(history.Heal, n.Name, "SIGCONT")
+		case devclusterv1.NodeState_NODE_STATE_EXITED:
+			r.note("%s EXITED on its own (see %s)", n.Name, n.LogPath)
+			r.act(history.Heal, n.Name, "start")
+		case devclusterv1.NodeState_NODE_STATE_STOPPED:
+			r.act(history.Heal, n.Name, "start")
+		}
+	}
+	return r.event(history.Heal, "faults stopped: every fetch fault cleared, every node running")
+}
+
+func (r *runner) pickPartition(rng *rand.Rand, durableOnly bool) history.TP {
+	var tps []history.TP
+	for _, t := range r.topics {
+		if durableOnly && !t.durable() {
+			continue
+		}
+		for p := range t.partitions {
+			tps = append(tps, history.TP{Topic: t.name, Partition: p})
+		}
+	}
+	return tps[rng.IntN(len(tps))]
+}
+
+func (r *runner) describe(ctx context.Context, tp history.TP) (*adminv1.PartitionDescription, error) {
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	resp, err := r.admin.DescribeTopics(dctx, &adminv1.DescribeTopicsRequest{Topics: []string{tp.Topic}})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range resp.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			if p.GetPartition() == tp.Partition {
+				return p, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s not described", tp)
+}

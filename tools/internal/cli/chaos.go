@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"tidemark.io/tools/internal/chaos"
+)
+
+func newChaosCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "chaos",
+		Short: "Seeded fault runs against a cluster of real processes, checked against Kafka's promises",
+	}
+	c.AddCommand(newChaosRunCmd())
+	return c
+}
+
+func newChaosRunCmd() *cobra.Command {
+	var (
+		o       chaos.Options
+		seed    uint64
+		seconds int
+		runs    int
+	)
+	cmd := &cobra.Command{
+		Use:   "run [--seed N] [--seconds S] [--runs K]",
+		Short: "Start a dev cluster on ports of its own, inject seeded faults into its processes while producing and consuming, then check every record",
+		Long: `Starts a dev cluster (embedded etcd, 2 controllers, 3 brokers, the gateway) as separate
+processes on a free port range and a data dir of its own, never on the ports of a running
+'make run'. While an idempotent acks=all producer, a plain acks=1 producer and a consumer per
+partition run (bursts and idle gaps), it kills (SIGKILL), stops (SIGTERM), freezes (SIGSTOP)
+and restarts brokers, kills the active controller, asks for preferred and unclean elections
+and stalls followers through the fault API. Then it heals everything, waits through a quiet
+period without produce, polls until every partition is whole, stops the cluster, reads every
+replica's log from disk and checks the history. A run that breaks a promise exits 1 and
+prints its seed, the command that replays it and the data dir it kept (node logs in logs/).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if seconds <= 0 {
+				return usagef("--seconds must be positive, got %d", seconds)
+			}
+			if runs < 1 || runs > 1000 {
+				return usagef("--runs must be 1..1000, got %d", runs)
+			}
+			if runs > 1 && o.DataDir != "" {
+				return usagef("--data-dir holds one run's cluster: leave it out with --runs %d", runs)
+			}
+			if o.BinDir == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.BinDir = filepath.Dir(exe)
+			}
+			if !cmd.Flags().Changed("seed") {
+				seed = uint64(time.Now().UnixNano())
+			}
+			o.Faults = time.Duration(seconds) * time.Second
+			o.Out = cmd.OutOrStdout()
+			o.Replay = fmt.Sprintf("bin/tidemark chaos run --seed %%d --seconds %d", seconds)
+			var failed []string
+			for i := range runs {
+				o.Seed = seed + uint64(i)
+				res, err := chaos.Run(cmd.Context(), o)
+				switch {
+				case err != nil:
+					failed = append(failed, fmt.Sprintf("seed %d: could not run: %v", o.Seed, err))
+				case !res.OK():
+					kinds := map[string]int{}
+					for _, v := range res.Report.Violations {
+						kinds[string(v.Kind)]++
+					}
+					failed = append(failed, fmt.Sprintf("seed %d: %d promises broken %v (replay: %s; data: %s)",
+						o.Seed, len(res.Report.Violations), kinds, res.Replay, res.DataDir))
+				default:
+					fmt.Fprintf(o.Out, "seed %d: every promise kept\n", o.Seed)
+				}
+				if cmd.Context().Err() != nil {
+					break
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d runs failed:\n  %s", len(failed), runs, strings.Join(failed, "\n  "))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the traffic pattern (default: from the clock); with --runs, the first of consecutive seeds")
+	f.IntVar(&seconds, "seconds", 60, "how long faults are injected")
+	f.IntVar(&runs, "runs", 1, "how many runs, with consecutive seeds")
+	f.StringVar(&o.BinDir, "bin-dir", "", "folder holding the broker, controller and gateway binaries (default: next to tidemark)")
+	f.StringVar(&o.DataDir, "data-dir", "", "the cluster's data dir (default: a temporary one, removed after a passing run)")
+	f.BoolVar(&o.KeepData, "keep-data", false, "keep the data dir of a passing run too")
+	f.IntVar(&o.PortBase, "port-base", 0, "first of the ports the cluster takes (default: a free range from 20000)")
+	f.BoolVar(&o.DumpStuck, "dump-stuck", false, "before stopping the cluster, SIGQUIT the brokers that kept a partition from being whole, so their goroutine stacks are in their logs (disturbs the final state read from disk)")
+	f.DurationVar(&o.LagTime, "lag-time", 2500*time.Millisecond, "the brokers' replica.lag.time.max.ms")
+	return cmd
+}
