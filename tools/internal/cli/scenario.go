@@ -37,6 +37,7 @@ func newScenarioCmd() *cobra.Command {
 		explain bool
 		noColor bool
 		wait    time.Duration
+		lag     time.Duration
 	)
 	run := &cobra.Command{
 		Use:   "run NAME [--explain]",
@@ -61,7 +62,10 @@ func newScenarioCmd() *cobra.Command {
 				return err
 			}
 			v := &watchView{color: !noColor && isTerminal(out) && os.Getenv("NO_COLOR") == ""}
-			res, err := scenario.Run(cmd.Context(), args[0], env, scenario.Options{Out: out, Explain: explain, Wait: wait,
+			if lag < 0 {
+				return usagef("--lag-time must not be negative, got %v", lag)
+			}
+			res, err := scenario.Run(cmd.Context(), args[0], env, scenario.Options{Out: out, Explain: explain, Wait: wait, LagTime: lag,
 				Table: func(w io.Writer, msg *adminv1.WatchClusterResponse) { v.render(w, msg) }})
 			if err != nil {
 				return fmt.Errorf("scenario %s: %w", args[0], err)
@@ -77,6 +81,7 @@ func newScenarioCmd() *cobra.Command {
 	f.BoolVar(&explain, "explain", false, "answer the note's questions the scenario bears on with the run's figures")
 	f.BoolVar(&noColor, "no-color", false, "no colours (they are off anyway when standard output is not a terminal or NO_COLOR is set)")
 	f.DurationVar(&wait, "wait", time.Minute, "longest wait for the cluster to reach each step's state")
+	f.DurationVar(&lag, "lag-time", 0, "the brokers' replica.lag.time.max.ms when `tidemark dev up` gave it as --broker-arg (the controller reports only cluster-wide and dynamic values); 0 asks the controller")
 	cmd.AddCommand(run)
 	return cmd
 }

@@ -101,6 +101,9 @@ func (f hwFacts) Verdict() []string {
 		if s.LeaderHW < f.Records && slices.Contains(s.LEO, f.Records) {
 			sawLag = true
 		}
+		if len(s.ISR) < len(f.Followers)+1 {
+			out = append(out, fmt.Sprintf("step %d: the ISR shrank to %v during the walk: replica.lag.time.max.ms is too short for its steps (give it 5s or more, and --lag-time when the brokers got it as a flag)", i+1, s.ISR))
+		}
 		for j, leo := range s.LEO {
 			if s.LeaderHW > leo && slices.Contains(s.ISR, f.Followers[j]) {
 				out = append(out, fmt.Sprintf("step %d: the leader's HW %d is above in-sync follower %d's LEO %d: HW is not the min LEO of the ISR", i+1, s.LeaderHW, f.Followers[j], leo))
@@ -145,7 +148,7 @@ func (f hwFacts) Explain() string {
 	b.WriteString("Q2: HW vs LEO, and how does the HW advance? / Why is HW the min LEO of the ISR?\n")
 	fmt.Fprintf(&b, "  This run saw %d distinct states. The leader (broker %d) had LEO %d right after the two appends while its HW stayed 0;\n", len(f.States), f.Leader, f.Records)
 	for i, s := range f.States {
-		fmt.Fprintf(&b, "    %d. leader LEO %d HW %d; followers %v LEO %v HW %v\n", i+1, s.LeaderLEO, s.LeaderHW, f.Followers, s.LEO, s.HW)
+		fmt.Fprintf(&b, "    %d. leader LEO %d HW %d; followers %v LEO %v HW %v; ISR %v\n", i+1, s.LeaderLEO, s.LeaderHW, f.Followers, s.LEO, s.HW, s.ISR)
 	}
 	b.WriteString("  the HW moved only once every in-sync follower's fetch offset showed the records: a record below the HW is on every ISR\n" +
 		"  member, so whichever of them becomes leader has it; that is why consumers read only up to the HW and why the HW must be the\n" +
@@ -163,25 +166,36 @@ func playHW(r *run) (facts, error) {
 		return f, err
 	}
 	f.Leader, f.Followers = p.GetLeader(), followers(p)
-	// Different delays make the followers fetch one after the other, as in
-	// the note's steps ② and ③.
-	for i, id := range f.Followers {
-		d := time.Duration(500*(i+1)) * time.Millisecond
-		if err := r.fetchFault(id, false, d); err != nil {
+	a, b := f.Followers[0], f.Followers[1]
+	// Both followers stalled, so step ① stays on screen until the leader
+	// has reported it; then each is let go in turn, b with a slowed next
+	// fetch so step ③ (both copied, the leader not yet told) lasts.
+	for _, id := range f.Followers {
+		if err := r.fetchFault(id, true, 0); err != nil {
 			return f, err
 		}
-		r.step("fault API: broker %d's fetches of %s slowed by %s per round trip", id, r.topic, d)
 	}
-	// Let each follower's slowed fetch be in flight before the appends.
-	if err := sleep(r.ctx, 1500*time.Millisecond); err != nil {
+	r.step("fault API: followers %d and %d hold their fetches of %s", a, b, r.topic)
+	// A fetch already waiting at the leader (up to replica.fetch.wait.max.ms)
+	// would still bring the records back: let those end first.
+	if err := sleep(r.ctx, 700*time.Millisecond); err != nil {
 		return f, err
 	}
-	pr, err := r.produce(int(f.Records), client.AcksLeader, "m")
+	n, err := r.produceBatch("m0", "m1")
 	if err != nil {
-		return f, err
+		return f, fmt.Errorf("produce m0, m1: %w", err)
 	}
-	r.step("step ①: produced m0, m1 with acks=1 to leader %d (acknowledged: %d)", f.Leader, len(pr.acked))
+	r.step("step ①: produced m0, m1 in one batch with acks=1 to leader %d (acknowledged: %d)", f.Leader, n)
+	// A follower's lag clock runs from its last caught-up fetch, before
+	// the hold, and the slowed follower takes two slowed round trips: the
+	// whole walk must fit in replica.lag.time.max.ms.
+	slow := 1500 * time.Millisecond
+	if lag := r.lagTimeOr(); lag > 0 {
+		slow = min(slow, lag/6)
+	}
 	var last string
+	phase := 0
+	var faultErr error
 	err = r.watch(r.o.Wait, func(msg *adminv1.WatchClusterResponse) bool {
 		ps := msg.GetPartitions()
 		if len(ps) == 0 {
@@ -194,15 +208,27 @@ func playHW(r *run) (facts, error) {
 			rv := replica(p, id)
 			s.LEO, s.HW = append(s.LEO, rv.GetLogEndOffset()), append(s.HW, rv.GetHighWatermark())
 		}
-		key := fmt.Sprint(s)
-		if key != last {
+		if key := fmt.Sprint(s); key != last {
 			last = key
 			f.States = append(f.States, s)
 			r.step("%s", hwNarrate(f, s))
 			r.table(msg)
 		}
-		return !(s.LeaderHW == f.Records && allEqual(s.HW, f.Records))
+		switch {
+		case phase == 0 && s.LeaderLEO == f.Records:
+			phase++
+			faultErr = r.clearFault(a)
+			r.step("step ②: broker %d fetches again", a)
+		case phase == 1 && s.LEO[0] == f.Records:
+			phase++
+			faultErr = r.fetchFault(b, false, slow)
+			r.step("step ③: broker %d fetches again, each round trip slowed by %s", b, slow)
+		}
+		return faultErr == nil && !(s.LeaderHW == f.Records && allEqual(s.HW, f.Records))
 	})
+	if faultErr != nil {
+		return f, faultErr
+	}
 	if err != nil && !errors.Is(err, errTimeout) {
 		return f, err
 	}
@@ -284,10 +310,7 @@ func (f lagFacts) Explain() string {
 }
 
 func playFollowerLag(r *run) (facts, error) {
-	f := lagFacts{LagTime: r.lagTime()}
-	if r.o.LagTime > 0 {
-		f.LagTime = r.o.LagTime
-	}
+	f := lagFacts{LagTime: r.lagTimeOr()}
 	p, err := r.createTopic(map[string]string{"min.insync.replicas": "2"})
 	if err != nil {
 		return f, err

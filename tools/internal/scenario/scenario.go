@@ -504,6 +504,9 @@ func (r *run) fetchFault(id int32, stall bool, delay time.Duration) error {
 	return nil
 }
 
+// clearFault lifts broker id's fetch fault on the topic.
+func (r *run) clearFault(id int32) error { return r.fetchFault(id, false, 0) }
+
 func (r *run) clearFaults(id int32) error {
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
@@ -583,6 +586,39 @@ func (r *run) produce(n int, acks client.Acks, tag string) (produced, error) {
 		out.acked[v] = res.Offset
 	}
 	return out, nil
+}
+
+// produceBatch writes values in one batch (as one produce request) with
+// acks=1 and returns how many were acknowledged.
+func (r *run) produceBatch(values ...string) (int, error) {
+	p, err := client.NewProducer(r.client, client.ProducerOptions{Acks: client.AcksLeader, Idempotence: client.IdempotenceOff,
+		Linger: 100 * time.Millisecond, Retries: -1, RequestTimeout: 5 * time.Second, DeliveryTimeout: 10 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close(context.Background())
+	var mu sync.Mutex
+	acked := 0
+	var errs []error
+	for _, v := range values {
+		p.ProduceAsync(client.Record{Topic: r.topic, Partition: 0, ManualPartition: true, Value: []byte(v)}, func(_ client.Result, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			acked++
+		})
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, 12*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		return acked, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return acked, errors.Join(errs...)
 }
 
 // background is a producer writing acks=all records until stopped, as in
@@ -730,6 +766,15 @@ func (r *run) brokerConfig(id int32, key string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("broker %d has no config %s", id, key)
+}
+
+// lagTimeOr is Options.LagTime when set, else what the controller says
+// broker 1's replica.lag.time.max.ms is.
+func (r *run) lagTimeOr() time.Duration {
+	if r.o.LagTime > 0 {
+		return r.o.LagTime
+	}
+	return r.lagTime()
 }
 
 // lagTime is the brokers' replica.lag.time.max.ms (broker 1's).

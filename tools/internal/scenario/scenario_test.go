@@ -64,7 +64,7 @@ func TestScenarios(t *testing.T) {
 	data := t.TempDir()
 	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: 3, Controllers: 2, PortBase: freePortBase(t),
 		FaultInjection: true,
-		BrokerArgs: []string{"--broker.session.timeout=3s", "--config=replica.lag.time.max.ms=2000",
+		BrokerArgs: []string{"--broker.session.timeout=3s", "--config=replica.lag.time.max.ms=5000",
 			"--config=replica.fetch.wait.max.ms=250"},
 		// No automatic rebalance: preferred-election shows the manual one.
 		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"}}
@@ -104,7 +104,7 @@ func TestScenarios(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			res, err := Run(ctx, name, env, Options{Out: logWriter{t}, Explain: true, Wait: 45 * time.Second, LagTime: 2 * time.Second})
+			res, err := Run(ctx, name, env, Options{Out: logWriter{t}, Explain: true, Wait: 45 * time.Second, LagTime: 5 * time.Second})
 			t.Logf("%s took %s", name, time.Since(start).Round(100*time.Millisecond))
 			if name == "kip101" {
 				if !errors.Is(err, ErrNeedsLauncher) {
