@@ -663,7 +663,10 @@ func playMinISR(r *run) (facts, error) {
 		return f, err
 	}
 	f.ISRDown = p.GetIsr()
-	r.step("ISR %v, below min.insync.replicas=2", f.ISRDown)
+	if err := r.waitLeaderView(p); err != nil {
+		return f, err
+	}
+	r.step("ISR %v, below min.insync.replicas=2 (the leader knows: its metadata says so)", f.ISRDown)
 	r.show()
 	f.LEOBefore = replica(p, f.Leader).GetLogEndOffset()
 	refused, err := r.produce(3, client.AcksAll, "refused")

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/client"
@@ -477,6 +478,44 @@ func followers(p *adminv1.PartitionView) []int32 {
 }
 
 func inISR(p *adminv1.PartitionView, id int32) bool { return slices.Contains(p.GetIsr(), id) }
+
+// waitLeaderView waits until the leader's own metadata shows the
+// partition as the controller does (leader epoch and ISR): the
+// controller's view runs ahead of what the leader has applied.
+func (r *run) waitLeaderView(p *adminv1.PartitionView) error {
+	addr := r.env.Brokers[p.GetLeader()-1]
+	want := slices.Sorted(slices.Values(p.GetIsr()))
+	deadline := time.Now().Add(r.o.Wait)
+	var last string
+	for {
+		bc, err := r.client.Broker(addr)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+		md, err := bc.Metadata(ctx, &brokerv1.MetadataRequest{Topics: []string{r.topic}})
+		cancel()
+		if err == nil {
+			for _, t := range md.GetTopics() {
+				for _, mp := range t.GetPartitions() {
+					isr := slices.Sorted(slices.Values(mp.GetIsr()))
+					if mp.GetLeaderEpoch() == p.GetLeaderEpoch() && slices.Equal(isr, want) {
+						return nil
+					}
+					last = fmt.Sprintf("leader epoch %d, ISR %v", mp.GetLeaderEpoch(), isr)
+				}
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker %d's metadata never showed leader epoch %d, ISR %v (last: %s)", p.GetLeader(), p.GetLeaderEpoch(), want, last)
+		}
+		if err := sleep(r.ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
 
 // node acts on a node through the launcher.
 func (r *run) node(action devclusterv1.Action, name string) error {
