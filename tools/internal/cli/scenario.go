@@ -56,15 +56,15 @@ func newScenarioCmd() *cobra.Command {
 			if wait <= 0 {
 				return usagef("--wait must be positive, got %v", wait)
 			}
+			if lag < 0 {
+				return usagef("--lag-time must not be negative, got %v", lag)
+			}
 			out := cmd.OutOrStdout()
 			env, err := scenario.Discover(cmd.Context(), control)
 			if err != nil {
 				return err
 			}
 			v := &watchView{color: !noColor && isTerminal(out) && os.Getenv("NO_COLOR") == ""}
-			if lag < 0 {
-				return usagef("--lag-time must not be negative, got %v", lag)
-			}
 			res, err := scenario.Run(cmd.Context(), args[0], env, scenario.Options{Out: out, Explain: explain, Wait: wait, LagTime: lag,
 				Table: func(w io.Writer, msg *adminv1.WatchClusterResponse) { v.render(w, msg) }})
 			if err != nil {

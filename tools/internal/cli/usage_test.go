@@ -41,6 +41,10 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"perf", "produce", "--topic", "t", "--record-size", "10"}, "--num-records"},
 		{[]string{"perf", "consume", "--topic", "t"}, "--messages"},
 		{[]string{"cluster", "describe", "--command-timeout", "-1s"}, "--command-timeout"},
+		{[]string{"scenario", "run", "nosuch"}, `no scenario "nosuch"`},
+		{[]string{"scenario", "run"}, "accepts 1 arg"},
+		{[]string{"scenario", "run", "min-isr", "--wait", "0s"}, "--wait"},
+		{[]string{"scenario", "run", "min-isr", "--lag-time", "-1s"}, "--lag-time"},
 	}
 	for _, c := range cases {
 		r := runCLI(t, "", c.args...)
