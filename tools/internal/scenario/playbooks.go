@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/client"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // All lists the scenarios in the note's order.
@@ -1098,6 +1099,9 @@ type controllerFacts struct {
 	Refused             int
 	RefusedLogs         string
 	WritesAfterFailover int
+	// ZombieAnswer is how the resumed old controller answered a request
+	// sent to it directly ("ok" if it acted).
+	ZombieAnswer string
 }
 
 func (f controllerFacts) Verdict() []string {
@@ -1115,15 +1119,19 @@ func (f controllerFacts) Verdict() []string {
 	if f.WritesAfterFailover == 0 {
 		out = append(out, "no write succeeded after the failover")
 	}
+	if f.ZombieAnswer == "ok" {
+		out = append(out, fmt.Sprintf("the resumed old controller %d acted on a request after its term ended", f.Old))
+	}
 	return out
 }
 
 func (f controllerFacts) Explain() string {
 	return fmt.Sprintf("Why controller_epoch?\n"+
 		"  Controller %d (controller_epoch %d) was frozen; controller %d took office with controller_epoch %d. Resumed, the old one\n"+
-		"  found its term over (active still %d, epoch %d); brokers refused %d request(s) stamped with a stale epoch %s.\n"+
+		"  found its term over (active still %d, epoch %d); asked to act at once it answered %s; brokers refused %d request(s)\n"+
+		"  stamped with a stale epoch %s.\n"+
 		"  Brokers act only on the highest controller_epoch they have seen, so a zombie controller cannot move a leader.\n",
-		f.Old, f.OldEpoch, f.New, f.NewEpoch, f.ActiveAfterResume, f.EpochAfterResume, f.Refused, f.RefusedLogs)
+		f.Old, f.OldEpoch, f.New, f.NewEpoch, f.ActiveAfterResume, f.EpochAfterResume, f.ZombieAnswer, f.Refused, f.RefusedLogs)
 }
 
 func controllerName(id int32) string { return fmt.Sprintf("controller-%d", id) }
@@ -1169,6 +1177,10 @@ func playControllerFailover(r *run) (facts, error) {
 		return f, err
 	}
 	r.step("SIGCONT controller %d: it wakes up believing it leads with controller_epoch %d", f.Old, f.OldEpoch)
+	// At once, before it can notice its lost lease, ask the zombie itself
+	// to act: it must refuse, or its write must be fenced.
+	f.ZombieAnswer = r.askZombie(f.Old)
+	r.step("asked controller %d directly to create topic %s-zombie: %s", f.Old, r.topic, f.ZombieAnswer)
 	if err := sleep(r.ctx, 3*time.Second); err != nil {
 		return f, err
 	}
@@ -1188,6 +1200,29 @@ func playControllerFailover(r *run) (facts, error) {
 	r.step("3 writes with acks=all under the new controller: %d acknowledged", f.WritesAfterFailover)
 	r.show()
 	return f, nil
+}
+
+// askZombie sends controller id a CreateTopics directly (no redirect) and
+// says how it answered: "ok", or the error it refused with.
+func (r *run) askZombie(id int32) string {
+	conn, err := grpc.NewClient(r.env.Controllers[id-1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := adminv1.NewAdminServiceClient(conn).CreateTopics(ctx, &adminv1.CreateTopicsRequest{Topics: []*adminv1.TopicSpec{{
+		Name: r.topic + "-zombie", NumPartitions: 1, ReplicationFactor: 3}}})
+	if err != nil {
+		return "refused: " + status.Convert(err).Message()
+	}
+	for _, t := range resp.GetResults() {
+		if t.GetErrorCode() != 0 {
+			return "refused: " + t.GetErrorCode().String() + " (" + t.GetErrorMessage() + ")"
+		}
+	}
+	return "ok"
 }
 
 type active struct{ id, epoch int32 }

@@ -29,6 +29,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/client"
@@ -335,7 +336,7 @@ func (r *run) watch(timeout time.Duration, each func(*adminv1.WatchClusterRespon
 			return err
 		}
 		for _, e := range msg.GetEvents() {
-			if e.GetTopic() == r.topic && e.GetTraceId() != "" && strings.Contains(e.GetKind().String(), "HW_ADVANCE") {
+			if e.GetTopic() == r.topic && e.GetTraceId() != "" && e.GetKind() == controlv1.EventKind_EVENT_KIND_HW_ADVANCE {
 				r.hwTraces = append(r.hwTraces, e.GetTraceId())
 			}
 		}
