@@ -182,6 +182,11 @@ func Run(ctx context.Context, name string, env Env, o Options) (Result, error) {
 	r.printf("scenario %s: %s (%s)\n", s.Name, s.Title, s.Note)
 	r.printf("topic %s; console http://%s/\n\n", r.topic, env.Gateway)
 	f, playErr := s.play(r)
+	// Healing goes on after a Ctrl-C: a scenario must not leave a node
+	// killed or paused, or a follower stalled.
+	healCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*o.Wait)
+	defer cancel()
+	r.ctx = healCtx
 	healErr := r.heal()
 	res.Elapsed = time.Since(r.t0)
 	if playErr != nil {

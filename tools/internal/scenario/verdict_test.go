@@ -79,6 +79,8 @@ func TestVerdicts(t *testing.T) {
 	ctlZombie, ctlSameEpoch := ctlGood, ctlGood
 	ctlZombie.ActiveAfterResume, ctlZombie.EpochAfterResume = 1, 1
 	ctlSameEpoch.NewEpoch = 1
+	ctlActed := ctlGood
+	ctlActed.ZombieAnswer = "ok"
 
 	cases := []struct {
 		name string
@@ -118,6 +120,7 @@ func TestVerdicts(t *testing.T) {
 		{"controller as the note says", ctlGood, ""},
 		{"controller: the zombie back in office", ctlZombie, "after the old controller 1 resumed"},
 		{"controller: epoch unchanged", ctlSameEpoch, "controller_epoch did not move"},
+		{"controller: the zombie acted", ctlActed, "acted on a request after its term ended"},
 	}
 	for _, c := range cases {
 		got := c.f.Verdict()
