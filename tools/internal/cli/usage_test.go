@@ -43,6 +43,10 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"cluster", "describe", "--command-timeout", "-1s"}, "--command-timeout"},
 		{[]string{"chaos", "run", "--seconds", "0"}, "--seconds"},
 		{[]string{"chaos", "run", "--runs", "2", "--data-dir", "x"}, "--data-dir"},
+		{[]string{"scenario", "run", "nosuch"}, `no scenario "nosuch"`},
+		{[]string{"scenario", "run"}, "accepts 1 arg"},
+		{[]string{"scenario", "run", "min-isr", "--wait", "0s"}, "--wait"},
+		{[]string{"scenario", "run", "min-isr", "--lag-time", "-1s"}, "--lag-time"},
 	}
 	for _, c := range cases {
 		r := runCLI(t, "", c.args...)

@@ -1,0 +1,125 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tidemark.io/tools/internal/devcluster"
+	"tidemark.io/tools/internal/testbin"
+)
+
+// logWriter sends the narration to the test log line by line.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// freePortBase finds devcluster.PortSpan consecutive free loopback ports
+// above the documented ones.
+func freePortBase(t *testing.T) int {
+	t.Helper()
+	start := 30000 + int(time.Now().UnixNano()%400)*devcluster.PortSpan
+	for try := range 40 {
+		base := 30000 + (start-30000+try*devcluster.PortSpan)%(20000)
+		var held []net.Listener
+		ok := true
+		for p := base; p < base+devcluster.PortSpan; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, l)
+		}
+		for _, l := range held {
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free range of loopback ports in 30000-50000")
+	return 0
+}
+
+// TestScenarios plays every scenario against a dev cluster of separate
+// processes started on its own ports, with a short replica.lag.time.max.ms
+// and broker session, and fails when one does not go as the note says or
+// leaves the cluster unhealthy. TIDEMARK_SCENARIOS names a subset
+// (comma-separated).
+func TestScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED the scenarios in -short mode: they take about two minutes against a cluster of real processes")
+	}
+	bin := testbin.Dir(t, filepath.Join("..", "..", ".."), "TIDEMARK_SCENARIO_BIN_DIR")
+	data := t.TempDir()
+	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: 3, Controllers: 2, PortBase: freePortBase(t),
+		FaultInjection: true,
+		BrokerArgs: []string{"--broker.session.timeout=3s", "--config=replica.lag.time.max.ms=5000",
+			"--config=replica.fetch.wait.max.ms=250"},
+		// No automatic rebalance: preferred-election shows the manual one.
+		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"}}
+	launcherLog, err := os.Create(filepath.Join(data, "launcher.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer launcherLog.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cl, err := devcluster.Up(ctx, opts, launcherLog)
+	if err != nil {
+		t.Fatalf("starting the cluster: %v", err)
+	}
+	defer cl.Down(launcherLog)
+	env, err := Discover(ctx, cl.Options().Ports().Control)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	if s := os.Getenv("TIDEMARK_SCENARIOS"); s != "" {
+		for _, n := range strings.Split(s, ",") {
+			if _, err := Find(n); err != nil {
+				t.Fatalf("TIDEMARK_SCENARIOS: %v", err)
+			}
+			want[n] = true
+		}
+	}
+	failed := false
+	for _, name := range Names() {
+		if len(want) > 0 && !want[name] {
+			continue
+		}
+		if failed {
+			t.Logf("skipping %s: an earlier scenario failed (node logs in %s)", name, filepath.Join(data, "logs"))
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			res, err := Run(ctx, name, env, Options{Out: logWriter{t}, Explain: true, Wait: 45 * time.Second, LagTime: 5 * time.Second})
+			t.Logf("%s took %s", name, time.Since(start).Round(100*time.Millisecond))
+			if name == "kip101" {
+				if !errors.Is(err, ErrNeedsLauncher) {
+					t.Fatalf("kip101: want it to say it needs the launcher, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				failed = true
+				t.Fatalf("the run could not be carried out: %v (node logs in %s)", err, filepath.Join(data, "logs"))
+			}
+			if !res.OK() {
+				failed = true
+				t.Fatalf("not as the note says: %v (node logs in %s)", res.Failures, filepath.Join(data, "logs"))
+			}
+		})
+	}
+}

@@ -1,0 +1,160 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Each scenario's verdict on a recorded trace that goes as the note says,
+// and on traces that contradict it: the check must be able to fail.
+func TestVerdicts(t *testing.T) {
+	hwGood := hwFacts{Leader: 1, Followers: []int32{2, 3}, Records: 2, States: []hwState{
+		{LeaderLEO: 2, LeaderHW: 0, LEO: []int64{0, 0}, HW: []int64{0, 0}, ISR: []int32{1, 2, 3}},
+		{LeaderLEO: 2, LeaderHW: 0, LEO: []int64{2, 0}, HW: []int64{0, 0}, ISR: []int32{1, 2, 3}},
+		{LeaderLEO: 2, LeaderHW: 0, LEO: []int64{2, 2}, HW: []int64{0, 0}, ISR: []int32{1, 2, 3}},
+		{LeaderLEO: 2, LeaderHW: 2, LEO: []int64{2, 2}, HW: []int64{0, 0}, ISR: []int32{1, 2, 3}},
+		{LeaderLEO: 2, LeaderHW: 2, LEO: []int64{2, 2}, HW: []int64{2, 2}, ISR: []int32{1, 2, 3}},
+	}}
+	// The HW at the leader's LEO while follower 3 had nothing: a max-LEO HW.
+	hwMax := hwGood
+	hwMax.States = []hwState{
+		{LeaderLEO: 2, LeaderHW: 0, LEO: []int64{0, 0}, HW: []int64{0, 0}, ISR: []int32{1, 2, 3}},
+		{LeaderLEO: 2, LeaderHW: 2, LEO: []int64{2, 0}, HW: []int64{2, 0}, ISR: []int32{1, 2, 3}},
+		{LeaderLEO: 2, LeaderHW: 2, LEO: []int64{2, 2}, HW: []int64{2, 2}, ISR: []int32{1, 2, 3}},
+	}
+	// The slowed follower left the ISR: the HW moved by the shrink.
+	hwShrunk := hwGood
+	hwShrunk.States = append([]hwState(nil), hwGood.States...)
+	hwShrunk.States[3].ISR = []int32{1, 2}
+	// Never committed.
+	hwStuck := hwGood
+	hwStuck.States = hwGood.States[:3]
+
+	lagGood := lagFacts{Leader: 1, Follower: 3, LagTime: 2 * time.Second, ShrunkAfter: 2500 * time.Millisecond,
+		ISRWhileOut: []int32{1, 2}, AckedWhileOut: 50, HWAtShrink: 10, HWBeforeRejoin: 60, Rejoined: true, Acked: 100}
+	lagEarly, lagNever, lagLost := lagGood, lagGood, lagGood
+	lagEarly.ShrunkAfter = 300 * time.Millisecond
+	lagNever.ShrunkAfter, lagNever.Rejoined = 0, false
+	lagLost.Lost = 3
+
+	crashGood := crashFacts{OldLeader: 1, NewLeader: 2, OldISR: []int32{1, 2, 3}, OldEpoch: 0, NewEpoch: 1, AckedAfter: 40, Acked: 100, Rejoined: true}
+	crashLost, crashOutside, crashEpoch := crashGood, crashGood, crashGood
+	crashLost.Lost, crashLost.LostSample = 2, []string{"v-7", "v-8"}
+	crashOutside.OldISR = []int32{1, 3}
+	crashEpoch.NewEpoch = 0
+
+	partGood := partitionFacts{Leader: 1, Follower: 2, Left: true, AckedWhileOut: 30, Leaders: []int32{1}, CaughtUp: true, Acked: 90}
+	partBrain, partStuck := partGood, partGood
+	partBrain.Leaders = []int32{1, 2}
+	partStuck.AckedWhileOut = 0
+
+	minGood := minISRFacts{Leader: 1, Down: []int32{2, 3}, ISRDown: []int32{1}, Refused: 3, RefusedCodes: map[string]int{"NOT_ENOUGH_REPLICAS": 3},
+		LEOBefore: 3, LEOAfterRefusal: 3, AckedAfter: 3, Recovered: true}
+	minAcked, minAppended, minOtherCode := minGood, minGood, minGood
+	minAcked.AckedWhileDown, minAcked.Refused, minAcked.RefusedCodes = 3, 0, map[string]int{}
+	minAppended.LEOAfterRefusal, minAppended.ReadRefused = 6, 3
+	minOtherCode.RefusedCodes = map[string]int{"REQUEST_TIMED_OUT": 3}
+
+	uncleanGood := uncleanFacts{OldLeader: 1, OfflineHeld: 4 * time.Second, LeaderWhileOff: -1, NewLeader: 2, OutOfSync: []int32{2, 3},
+		AckedReplicated: 5, AckedLeaderOnly: 5, Lost: 5}
+	uncleanLedOff, uncleanNoLoss, uncleanLostAll := uncleanGood, uncleanGood, uncleanGood
+	uncleanLedOff.LeaderWhileOff, uncleanLedOff.OfflineHeld = 2, 0
+	uncleanNoLoss.Lost = 0
+	uncleanLostAll.LostReplicated = 5
+
+	fastGood := fastFacts{Leaders: []int32{1, 2, 1, 2}, Epochs: []int32{0, 1, 2, 3}, Acked: 100, FinalLEOs: []int64{100, 100, 100}, FinalHW: 100,
+		ChangesWanted: 3, AckedMeanwhile: 80}
+	fastDiverged, fastEpoch, fastLost := fastGood, fastGood, fastGood
+	fastDiverged.FinalLEOs = []int64{100, 98, 100}
+	fastEpoch.Epochs = []int32{0, 1, 1, 2}
+	fastLost.Lost, fastLost.LostSample = 1, []string{"v-3"}
+
+	prefGood := preferredFacts{Preferred: 1, MovedTo: 2, AfterRestart: 2, Final: 1, EpochBefore: 1, EpochAfter: 2, ElectionResult: "ok"}
+	prefStayed, prefNeverMoved := prefGood, prefGood
+	prefStayed.Final, prefStayed.EpochAfter = 2, 1
+	prefNeverMoved.MovedTo = 1
+
+	ctlGood := controllerFacts{Old: 1, New: 2, OldEpoch: 1, NewEpoch: 2, ActiveAfterResume: 2, EpochAfterResume: 2, WritesAfterFailover: 3}
+	ctlZombie, ctlSameEpoch := ctlGood, ctlGood
+	ctlZombie.ActiveAfterResume, ctlZombie.EpochAfterResume = 1, 1
+	ctlSameEpoch.NewEpoch = 1
+	ctlActed := ctlGood
+	ctlActed.ZombieAnswer = "ok"
+
+	cases := []struct {
+		name string
+		f    facts
+		want string // "" for as the note says, else a piece of a finding
+	}{
+		{"hw as the note says", hwGood, ""},
+		{"hw beyond an in-sync follower's LEO", hwMax, "not the min LEO of the ISR"},
+		{"hw never reached the records", hwStuck, "never reached"},
+		{"hw moved by an ISR shrink", hwShrunk, "the ISR shrank"},
+		{"lag as the note says", lagGood, ""},
+		{"lag: removed before the lag time", lagEarly, "before replica.lag.time.max.ms"},
+		{"lag: never removed", lagNever, "never left the ISR"},
+		{"lag: lost writes", lagLost, "not read back"},
+		{"crash as the note says", crashGood, ""},
+		{"crash: acked writes lost", crashLost, "lost"},
+		{"crash: leader from outside the ISR", crashOutside, "not in the ISR"},
+		{"crash: epoch unchanged", crashEpoch, "epoch did not increase"},
+		{"partition as the note says", partGood, ""},
+		{"partition: a second leader", partBrain, "leadership moved"},
+		{"partition: writes stopped", partStuck, "no write was acknowledged"},
+		{"min isr as the note says", minGood, ""},
+		{"min isr: acked under min ISR", minAcked, "acknowledged with ISR"},
+		{"min isr: refused writes appended", minAppended, "were appended"},
+		{"min isr: refused with another error", minOtherCode, "NOT_ENOUGH_REPLICAS"},
+		{"unclean as the note says", uncleanGood, ""},
+		{"unclean: led while off", uncleanLedOff, "led while unclean election was off"},
+		{"unclean: nothing lost", uncleanNoLoss, "no acknowledged write was lost"},
+		{"unclean: replicated writes lost", uncleanLostAll, "while the ISR was full were lost"},
+		{"fast changes as the note says", fastGood, ""},
+		{"fast changes: replicas diverged", fastDiverged, "did not converge"},
+		{"fast changes: epoch not bumped", fastEpoch, "epoch did not increase"},
+		{"fast changes: lost", fastLost, "lost"},
+		{"preferred as the note says", prefGood, ""},
+		{"preferred: leadership not handed back", prefStayed, "not the preferred"},
+		{"preferred: never moved", prefNeverMoved, "did not move off"},
+		{"controller as the note says", ctlGood, ""},
+		{"controller: the zombie back in office", ctlZombie, "after the old controller 1 resumed"},
+		{"controller: epoch unchanged", ctlSameEpoch, "controller_epoch did not move"},
+		{"controller: the zombie acted", ctlActed, "acted on a request after its term ended"},
+	}
+	for _, c := range cases {
+		got := c.f.Verdict()
+		switch {
+		case c.want == "" && len(got) > 0:
+			t.Errorf("%s: findings %q, want none", c.name, got)
+		case c.want != "" && !strings.Contains(strings.Join(got, "\n"), c.want):
+			t.Errorf("%s: findings %q, want one saying %q", c.name, got, c.want)
+		}
+		if c.f.Explain() == "" {
+			t.Errorf("%s: empty explanation", c.name)
+		}
+	}
+}
+
+// Every scenario is listed, findable, and explains its rule.
+func TestCatalogue(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range All() {
+		if seen[s.Name] {
+			t.Errorf("scenario %s listed twice", s.Name)
+		}
+		seen[s.Name] = true
+		if s.Title == "" || s.Note == "" || len(s.Rule) < 100 || s.play == nil {
+			t.Errorf("scenario %s lacks a title, a note section, a rule or a play", s.Name)
+		}
+	}
+	for _, n := range []string{"hw-walkthrough", "follower-lag", "leader-crash", "network-partition", "min-isr", "unclean-election",
+		"kip101", "fast-leader-changes", "preferred-election", "controller-failover"} {
+		if !seen[n] {
+			t.Errorf("scenario %s missing", n)
+		}
+	}
+	if _, err := Find("nosuch"); err == nil || !strings.Contains(err.Error(), "hw-walkthrough") {
+		t.Errorf("Find(nosuch) = %v, want an error listing the scenarios", err)
+	}
+}
