@@ -22,6 +22,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/tools/internal/devcluster/links"
 )
 
 // Options describe the cluster to launch. Ports are the documented defaults.
@@ -54,23 +55,46 @@ type Options struct {
 	// It overrides EtcdClient and ControlAddr. Zero keeps the documented
 	// ports.
 	PortBase int
+	// Links puts a TCP proxy (tools/internal/devcluster/links) in front of
+	// every broker and controller, which listen on ports of their own and
+	// advertise the proxy's, and gives each of them its own proxy to etcd,
+	// so a test can cut any node from the others or from etcd
+	// (Cluster.Links). Needs a PortBase; the cluster then takes
+	// 2*PortSpan ports (see Ports). Off by default.
+	Links bool
 }
 
 // PortSpan is how many consecutive ports a cluster with a PortBase takes.
 const PortSpan = 50
 
+// Span is how many consecutive ports from PortBase the cluster takes.
+func (o Options) Span() int {
+	if o.Links {
+		return 2 * PortSpan
+	}
+	return PortSpan
+}
+
 // Ports are the addresses a planned cluster listens on.
 type Ports struct {
 	EtcdClient, Control, Gateway string
-	// Indexed from 0: controller-1 is Controllers[0].
+	// Indexed from 0: controller-1 is Controllers[0]. Controllers and
+	// Brokers are the addresses the nodes advertise and everyone dials.
 	Controllers, ControllerMetrics []string
 	Brokers, BrokerMetrics         []string
+	// Where the processes listen and reach etcd: with Links, ports behind
+	// the proxies (the proxies listen on Controllers and Brokers); without,
+	// Controllers, Brokers and EtcdClient.
+	ControllerListen, BrokerListen []string
+	ControllerEtcd, BrokerEtcd     []string
 }
 
 // Ports lays out the cluster's addresses: the documented ones (brokers
 // 9092.., controllers 9190.., metrics 9292.. and 9390.., gateway 8080),
 // or, with a PortBase b: etcd b, control b+1, gateway b+2, controllers
 // b+10.., brokers b+20.., controller metrics b+30.., broker metrics b+40...
+// With Links, the brokers listen on b+50.., the controllers on b+60.., and
+// the brokers' and controllers' etcd proxies are b+70.. and b+80...
 func (o Options) Ports() Ports {
 	at := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	p := Ports{EtcdClient: o.EtcdClient, Control: o.ControlAddr, Gateway: at(8080)}
@@ -80,13 +104,28 @@ func (o Options) Ports() Ports {
 		p.EtcdClient, p.Control, p.Gateway = at(b), at(b+1), at(b+2)
 		ctl, brk, ctlMetrics, brkMetrics = b+10, b+20, b+30, b+40
 	}
+	linked := o.Links && o.PortBase > 0
 	for i := range o.Controllers {
 		p.Controllers = append(p.Controllers, at(ctl+i))
 		p.ControllerMetrics = append(p.ControllerMetrics, at(ctlMetrics+i))
+		if linked {
+			p.ControllerListen = append(p.ControllerListen, at(o.PortBase+60+i))
+			p.ControllerEtcd = append(p.ControllerEtcd, at(o.PortBase+80+i))
+		} else {
+			p.ControllerListen = append(p.ControllerListen, at(ctl+i))
+			p.ControllerEtcd = append(p.ControllerEtcd, p.EtcdClient)
+		}
 	}
 	for i := range o.Brokers {
 		p.Brokers = append(p.Brokers, at(brk+i))
 		p.BrokerMetrics = append(p.BrokerMetrics, at(brkMetrics+i))
+		if linked {
+			p.BrokerListen = append(p.BrokerListen, at(o.PortBase+50+i))
+			p.BrokerEtcd = append(p.BrokerEtcd, at(o.PortBase+70+i))
+		} else {
+			p.BrokerListen = append(p.BrokerListen, at(brk+i))
+			p.BrokerEtcd = append(p.BrokerEtcd, p.EtcdClient)
+		}
 	}
 	return p
 }
@@ -122,6 +161,7 @@ type Cluster struct {
 	etcd  *embedded.Server
 	nodes []*Node
 	ctl   *grpc.Server
+	links *links.Net
 	mu    sync.Mutex
 }
 
@@ -144,16 +184,19 @@ func (o Options) plan() ([]*Node, error) {
 	if o.Controllers < 1 || o.Controllers > 9 {
 		return nil, fmt.Errorf("--controllers must be 1..9, got %d", o.Controllers)
 	}
-	if o.PortBase < 0 || o.PortBase+PortSpan > 65536 || (o.PortBase > 0 && o.PortBase < 1024) {
-		return nil, fmt.Errorf("--port-base must be 1024..%d (or 0 for the documented ports), got %d", 65536-PortSpan, o.PortBase)
+	if o.PortBase < 0 || o.PortBase+o.Span() > 65536 || (o.PortBase > 0 && o.PortBase < 1024) {
+		return nil, fmt.Errorf("--port-base must be 1024..%d (or 0 for the documented ports), got %d", 65536-o.Span(), o.PortBase)
+	}
+	if o.Links && o.PortBase == 0 {
+		return nil, errors.New("links need a port base (the proxies take the documented ports' places and the nodes listen behind them)")
 	}
 	if o.Jaeger && o.PortBase > 0 {
 		return nil, errors.New("--jaeger runs on Jaeger's documented ports and cannot be combined with --port-base")
 	}
 	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
-	common := func(args ...string) []string {
-		args = append(args, "--etcd.endpoints", o.EtcdClient)
+	common := func(etcd string, args ...string) []string {
+		args = append(args, "--etcd.endpoints", etcd)
 		if o.OTLPEndpoint != "" {
 			args = append(args, "--otel.endpoint", o.OTLPEndpoint)
 		}
@@ -163,8 +206,11 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Controllers; i++ {
 		addr := ports.Controllers[i-1]
 		controllers = append(controllers, addr)
-		args := common("--controller.id", strconv.Itoa(i), "--listen", addr,
+		args := common(ports.ControllerEtcd[i-1], "--controller.id", strconv.Itoa(i), "--listen", ports.ControllerListen[i-1],
 			"--metrics.listen", ports.ControllerMetrics[i-1])
+		if o.Links {
+			args = append(args, "--advertised.address", addr)
+		}
 		args = append(args, o.ControllerArgs...)
 		nodes = append(nodes, &Node{
 			Name: fmt.Sprintf("controller-%d", i), Kind: "controller", ID: int32(i), Addr: addr,
@@ -177,9 +223,12 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Brokers; i++ {
 		addr := ports.Brokers[i-1]
 		brokers = append(brokers, addr)
-		args := common("--broker.id", strconv.Itoa(i), "--listen", addr,
+		args := common(ports.BrokerEtcd[i-1], "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
 			"--data.dir", filepath.Join(o.DataDir, fmt.Sprintf("broker-%d", i)),
 			"--metrics.listen", ports.BrokerMetrics[i-1])
+		if o.Links {
+			args = append(args, "--advertised.address", addr)
+		}
 		if len(o.Racks) > 0 {
 			args = append(args, "--broker.rack", o.Racks[(i-1)%len(o.Racks)])
 		}
@@ -237,6 +286,12 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 		return nil, fmt.Errorf("embedded etcd on %s: %w", o.EtcdClient, err)
 	}
 	c := &Cluster{opts: o, etcd: etcd, nodes: nodes}
+	if o.Links {
+		if err := c.startLinks(); err != nil {
+			c.Down(out)
+			return nil, err
+		}
+	}
 	if err := c.serveControl(); err != nil {
 		c.Down(out)
 		return nil, err
@@ -387,12 +442,60 @@ func (c *Cluster) Down(out io.Writer) {
 		c.ctl.Stop()
 		c.ctl = nil
 	}
+	if c.links != nil {
+		c.links.Close()
+		c.links = nil
+	}
 	if c.etcd != nil {
 		c.etcd.Close()
 		c.etcd = nil
 		fmt.Fprintln(out, "stopped etcd")
 	}
 }
+
+// startLinks starts the proxies of Options.Links: one in front of each
+// broker and controller, on its advertised address, and one from each to
+// etcd. Connections are named by the node process they come from.
+func (c *Cluster) startLinks() error {
+	ports := c.opts.Ports()
+	identify := links.ProcIdentifier(func() map[int]string {
+		pids := map[int]string{}
+		for _, n := range c.nodes {
+			if pid := n.Proto().GetPid(); pid > 0 {
+				pids[int(pid)] = n.Name
+			}
+		}
+		return pids
+	})
+	c.links = links.NewNet()
+	add := func(name, advertised, listen, etcd string) error {
+		in, err := links.Listen(name, advertised, listen, identify)
+		if err != nil {
+			return err
+		}
+		c.links.AddInbound(name, in)
+		e, err := links.Listen(name+"→etcd", etcd, c.opts.EtcdClient, nil)
+		if err != nil {
+			return err
+		}
+		c.links.AddEtcd(name, e)
+		return nil
+	}
+	for i := range ports.Controllers {
+		if err := add(fmt.Sprintf("controller-%d", i+1), ports.Controllers[i], ports.ControllerListen[i], ports.ControllerEtcd[i]); err != nil {
+			return err
+		}
+	}
+	for i := range ports.Brokers {
+		if err := add(fmt.Sprintf("broker-%d", i+1), ports.Brokers[i], ports.BrokerListen[i], ports.BrokerEtcd[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Links are the cluster's cuttable links (nil unless Options.Links).
+func (c *Cluster) Links() *links.Net { return c.links }
 
 func (c *Cluster) serveControl() error {
 	lis, err := net.Listen("tcp", c.opts.ControlAddr)

@@ -105,6 +105,40 @@ func TestPlanWithPortBase(t *testing.T) {
 	}
 }
 
+// With links, every broker and controller listens behind the proxy on its
+// advertised address and reaches etcd through a proxy of its own.
+func TestPlanWithLinks(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = fakeBinDir(t)
+	o.Links = true
+	if _, err := o.plan(); err == nil || !strings.Contains(err.Error(), "port base") {
+		t.Errorf("links without a port base: %v", err)
+	}
+	o.PortBase = 31000
+	nodes, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{
+		"controller-1": {"--etcd.endpoints 127.0.0.1:31080", "--listen 127.0.0.1:31060"},
+		"controller-2": {"--etcd.endpoints 127.0.0.1:31081", "--listen 127.0.0.1:31061"},
+		"broker-1":     {"--etcd.endpoints 127.0.0.1:31070", "--listen 127.0.0.1:31050"},
+		"broker-3":     {"--etcd.endpoints 127.0.0.1:31072", "--listen 127.0.0.1:31052"},
+	}
+	for _, n := range nodes {
+		args := strings.Join(n.Args, " ")
+		if w, ok := want[n.Name]; ok {
+			if !strings.Contains(args, w[0]) || !strings.Contains(args, w[1]) || !strings.Contains(args, "--advertised.address "+n.Addr) {
+				t.Errorf("%s (address %s) args %q, want %q, %q and the address advertised", n.Name, n.Addr, args, w[0], w[1])
+			}
+		}
+	}
+	o.PortBase = 65500 - PortSpan
+	if _, err := o.plan(); err == nil || !strings.Contains(err.Error(), "--port-base") {
+		t.Errorf("a port base whose linked span passes 65535: %v", err)
+	}
+}
+
 func TestNodeStopKillPauseResume(t *testing.T) {
 	bin := "/bin/sleep"
 	if _, err := os.Stat(bin); err != nil {

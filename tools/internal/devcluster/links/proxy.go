@@ -194,11 +194,12 @@ func (p *Proxy) connect(pp *pipe) {
 	if held {
 		return // cut while dialing: stays held until the heal closes it
 	}
-	reset(pp.client)
-	pp.close()
+	// The listener closes before the client sees its connection end.
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		p.targetRefused()
 	}
+	reset(pp.client)
+	pp.close()
 }
 
 // pump copies src to dst one buffer at a time; a buffer read while the
@@ -231,9 +232,39 @@ func (p *Proxy) pump(pp *pipe, dst, src net.Conn) {
 				<-pp.done // a cut link shows no close either
 				return
 			}
+			// The target hung up: if its process is gone, stop listening
+			// before the client learns of it, so the client's next dial
+			// is refused as it would be without the proxy.
+			if src == pp.server {
+				select {
+				case <-pp.done:
+				default:
+					p.probeTarget()
+				}
+			}
 			pp.close()
 			return
 		}
+	}
+}
+
+// probeTarget dials the target and closes the listener if it refuses;
+// twice, since a dying process's connections may close just before its
+// listener does.
+func (p *Proxy) probeTarget() {
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		c, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			p.targetRefused()
+		}
+		return
 	}
 }
 

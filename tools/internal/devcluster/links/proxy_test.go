@@ -224,10 +224,12 @@ func TestDeadTargetIsRefused(t *testing.T) {
 	lis.Close()
 	p := proxy(t, target, nil)
 	// The first connection finds the target gone and is reset.
-	c := dial(t, p.Addr())
-	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err == nil || timedOut(err) {
-		t.Fatalf("connection to a dead target: %v, want it closed", err)
+	if c, err := net.DialTimeout("tcp", p.Addr(), 2*time.Second); err == nil {
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || timedOut(err) {
+			t.Fatalf("connection to a dead target: %v, want it closed", err)
+		}
+		c.Close()
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -268,5 +270,37 @@ func TestDeadTargetIsRefused(t *testing.T) {
 			t.Fatalf("the target listens again but the proxy does not forward: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTargetDeathIsRefusedAtOnce: when the target's process dies, its
+// peers' next dial through the proxy is refused, as without the proxy: the
+// proxy stops listening before it closes their connections (the
+// controller's fast failover revokes a broker only on a refused dial made
+// right after its session broke).
+func TestTargetDeathIsRefusedAtOnce(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	p := proxy(t, lis.Addr().String(), nil)
+	c := dial(t, p.Addr())
+	srv := <-accepted
+	// The process dies: its listener and its connections go.
+	lis.Close()
+	srv.Close()
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || timedOut(err) {
+		t.Fatalf("connection to a dead target: %v, want it closed", err)
+	}
+	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("first dial after the target died: %v, want connection refused", err)
 	}
 }
