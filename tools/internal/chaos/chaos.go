@@ -43,6 +43,7 @@ import (
 	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest/history"
 	"tidemark.io/tools/internal/devcluster"
+	"tidemark.io/tools/internal/devcluster/links"
 )
 
 // Options configure one run. Zero values pick the defaults shown.
@@ -74,6 +75,12 @@ type Options struct {
 	DumpStuck bool
 	// MaxFaults bounds the fault steps (200).
 	MaxFaults int
+	// NoLinks launches the cluster without the proxies of
+	// devcluster.Options.Links, and so without the network-cut steps.
+	NoLinks bool
+	// Steps, when set, are the only fault steps the nemesis picks from
+	// (by name, see steps).
+	Steps []string
 	// Out receives the timeline as it happens and the report.
 	Out io.Writer
 	// Replay is the command that replays this run, printed on failure; %d
@@ -117,10 +124,26 @@ type Result struct {
 	Timeline []history.Event
 	// Replay is the command that runs the same seed again.
 	Replay string
+	// Fences are the isolated leaders (isolate-leader) and what their
+	// acknowledgements show.
+	Fences []Fence
+	// AcksOneLost counts, per topic, acknowledged acks=1 writes missing
+	// from the final log: nothing promises them in general (a leader
+	// killed before its followers copied them), only the fence promises
+	// that an isolated leader acknowledges none after the new leader's
+	// election (Fence.OK).
+	AcksOneLost map[string]int
 }
 
 // OK reports whether the run kept every promise.
-func (r Result) OK() bool { return r.Report.OK() }
+func (r Result) OK() bool {
+	for _, f := range r.Fences {
+		if !f.OK() {
+			return false
+		}
+	}
+	return r.Report.OK()
+}
 
 // topicPlan is one topic of the workload.
 type topicPlan struct {
@@ -179,6 +202,9 @@ type runner struct {
 	http          *http.Client
 	topics        []topicPlan
 	w             *workload
+	links         *links.Net
+	epochs        ackEpochs
+	fences        []Fence
 }
 
 // Run runs one seeded schedule. The error is for a run that could not be
@@ -191,6 +217,11 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		http: &http.Client{Timeout: 3 * time.Second}}
 	res = Result{Seed: o.Seed, Replay: strings.ReplaceAll(o.Replay, "%d", fmt.Sprint(o.Seed))}
 
+	for _, name := range o.Steps {
+		if !slices.Contains(StepNames(), name) {
+			return res, fmt.Errorf("unknown fault step %q (steps: %s)", name, strings.Join(StepNames(), ", "))
+		}
+	}
 	temp := o.DataDir == ""
 	if temp {
 		if o.DataDir, err = os.MkdirTemp("", fmt.Sprintf("tidemark-chaos-%d-", o.Seed)); err != nil {
@@ -253,6 +284,16 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	h := r.rec.History()
 	res.Report = history.Check(h, final, history.Options{Durable: durable, LivenessBound: o.LivenessBound})
 	r.printf("\n%s\n", res.Report)
+	res.AcksOneLost = acksOneLost(h, final)
+	r.printf("acknowledged acks=1 writes lost (promised by no topic; the isolated leaders' below): %v\n", res.AcksOneLost)
+	res.Fences = r.judgeFences(h, final)
+	for _, f := range res.Fences {
+		verdict := "fence held"
+		if !f.OK() {
+			verdict = "FENCE BROKEN"
+		}
+		r.printf("%s: %s\n", verdict, f)
+	}
 	if !res.OK() {
 		r.saveHistory(h, final, res.Report)
 	}
@@ -264,16 +305,16 @@ func (r *runner) start(ctx context.Context) error {
 	base := r.o.PortBase
 	if base == 0 {
 		var err error
-		if base, err = freePortBase(r.o.Seed); err != nil {
+		if base, err = freePortBase(r.o.Seed, r.span()); err != nil {
 			return err
 		}
 	}
 	lag := r.o.LagTime.Milliseconds()
 	opts := devcluster.Options{
 		DataDir: r.o.DataDir, BinDir: r.o.BinDir, Brokers: 3, Controllers: 2, PortBase: base,
-		FaultInjection: true,
+		FaultInjection: true, Links: !r.o.NoLinks,
 		BrokerArgs: []string{
-			"--broker.session.timeout=3s",
+			fmt.Sprintf("--broker.session.timeout=%s", leaseTTL),
 			fmt.Sprintf("--config=replica.lag.time.max.ms=%d", lag),
 			fmt.Sprintf("--config=replica.fetch.wait.max.ms=%d", min(250, lag)),
 			// Retention runs every second, so it empties the short-retention
@@ -297,9 +338,10 @@ func (r *runner) start(ctx context.Context) error {
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
 	r.cl = cl
+	r.links = cl.Links()
 	ports := cl.Options().Ports()
-	r.note("cluster up on ports %d-%d (etcd %s, controllers %s, brokers %s)", base, base+devcluster.PortSpan-1,
-		ports.EtcdClient, strings.Join(ports.Controllers, ","), strings.Join(ports.Brokers, ","))
+	r.note("cluster up on ports %d-%d (etcd %s, controllers %s, brokers %s; links: %v)", base, base+r.span()-1,
+		ports.EtcdClient, strings.Join(ports.Controllers, ","), strings.Join(ports.Brokers, ","), r.links != nil)
 	if r.admin, err = client.NewAdmin(ports.Controllers, client.Options{RequestTimeout: 5 * time.Second}); err != nil {
 		return err
 	}
@@ -560,16 +602,21 @@ func (r *runner) event(kind history.EventKind, format string, args ...any) time.
 
 func (r *runner) note(format string, args ...any) { _ = r.event(history.Note, format, args...) }
 
-// freePortBase finds PortSpan consecutive free loopback ports above the
+// span is how many ports the run's cluster takes.
+func (r *runner) span() int {
+	return devcluster.Options{Links: !r.o.NoLinks}.Span()
+}
+
+// freePortBase finds span consecutive free loopback ports above the
 // documented ones, starting from a place the seed picks, so parallel runs
 // rarely probe the same range.
-func freePortBase(seed uint64) (int, error) {
+func freePortBase(seed uint64, span int) (int, error) {
 	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	for range 40 {
-		base := 20000 + rng.IntN(800)*devcluster.PortSpan
+		base := 20000 + rng.IntN(40000/span)*span
 		var held []net.Listener
 		ok := true
-		for p := base; p < base+devcluster.PortSpan; p++ {
+		for p := base; p < base+span; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 			if err != nil {
 				ok = false

@@ -22,34 +22,59 @@ type step struct {
 	name   string
 	weight int
 	run    func(r *runner, ctx context.Context, rng *rand.Rand)
+	// links: the step cuts the network, so it needs the cluster's links.
+	links bool
 }
 
 var steps = []step{
-	{"kill", 4, (*runner).stepKill},
-	{"sigterm", 3, (*runner).stepSigterm},
-	{"pause", 3, (*runner).stepPause},
-	{"double-restart", 2, (*runner).stepDoubleRestart},
-	{"follower-restart-leader-kill", 2, (*runner).stepFollowerThenLeader},
-	{"controller-kill", 2, (*runner).stepControllerKill},
-	{"preferred-election", 3, (*runner).stepPreferred},
-	{"fetch-stall", 3, (*runner).stepFetchStall},
-	{"unclean-election", 1, (*runner).stepUnclean},
-	{"rest", 2, (*runner).stepRest},
+	{"kill", 4, (*runner).stepKill, false},
+	{"sigterm", 3, (*runner).stepSigterm, false},
+	{"pause", 3, (*runner).stepPause, false},
+	{"double-restart", 2, (*runner).stepDoubleRestart, false},
+	{"follower-restart-leader-kill", 2, (*runner).stepFollowerThenLeader, false},
+	{"controller-kill", 2, (*runner).stepControllerKill, false},
+	{"preferred-election", 3, (*runner).stepPreferred, false},
+	{"fetch-stall", 3, (*runner).stepFetchStall, false},
+	{"unclean-election", 1, (*runner).stepUnclean, false},
+	{"rest", 2, (*runner).stepRest, false},
+	{"isolate-leader", 2, (*runner).stepIsolateLeader, true},
+	{"isolate-follower", 2, (*runner).stepIsolateFollower, true},
+	{"isolate-broker", 1, (*runner).stepIsolateBroker, true},
+	{"etcd-cut-broker", 2, (*runner).stepEtcdCutBroker, true},
+	{"etcd-cut-controller", 1, (*runner).stepEtcdCutController, true},
+}
+
+// StepNames lists the nemesis's fault steps.
+func StepNames() []string {
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.name)
+	}
+	return names
 }
 
 // nemesis runs seeded fault steps for the run's fault duration, then heals
 // everything and returns when the last heal was done.
 func (r *runner) nemesis(ctx context.Context) time.Time {
 	rng := rand.New(rand.NewPCG(r.o.Seed, 0xfa17))
+	var pool []step
 	total := 0
 	for _, s := range steps {
+		if (s.links && r.links == nil) || (len(r.o.Steps) > 0 && !slices.Contains(r.o.Steps, s.name)) {
+			continue
+		}
+		pool = append(pool, s)
 		total += s.weight
+	}
+	if total == 0 {
+		r.note("no fault step to run (steps %v, links %v)", r.o.Steps, r.links != nil)
+		return r.healAll(ctx)
 	}
 	deadline := time.Now().Add(r.o.Faults)
 	for n := 0; n < r.o.MaxFaults && time.Now().Before(deadline) && ctx.Err() == nil; n++ {
 		r.restartCrashed()
 		pick := rng.IntN(total)
-		for _, s := range steps {
+		for _, s := range pool {
 			if pick -= s.weight; pick < 0 {
 				s.run(r, ctx, rng)
 				break
@@ -300,6 +325,12 @@ func (r *runner) stepRest(ctx context.Context, rng *rand.Rand) {
 // healAll clears every fetch fault, resumes paused nodes and starts
 // stopped ones; it returns when that was done.
 func (r *runner) healAll(ctx context.Context) time.Time {
+	if r.links != nil {
+		if cuts := r.links.Cuts(); len(cuts) > 0 {
+			r.links.HealAll()
+			r.event(history.Heal, "heal every link (%s)", strings.Join(cuts, ", "))
+		}
+	}
 	for _, id := range sortedIDs(r.faults) {
 		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, _ = r.faults[id].ClearFaults(fctx, &faultv1.ClearFaultsRequest{})
@@ -316,7 +347,7 @@ func (r *runner) healAll(ctx context.Context) time.Time {
 			r.act(history.Heal, n.Name, "start")
 		}
 	}
-	return r.event(history.Heal, "faults stopped: every fetch fault cleared, every node running")
+	return r.event(history.Heal, "faults stopped: every fetch fault cleared, every link healed, every node running")
 }
 
 func (r *runner) pickPartition(rng *rand.Rand, durableOnly bool) history.TP {

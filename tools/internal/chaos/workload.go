@@ -136,6 +136,7 @@ func (w *workload) produce(p *client.Producer, name string, idempotent bool, ack
 			switch code := kerr.CodeOf(err); {
 			case err == nil:
 				rec.Acked(id, res.Offset)
+				w.r.epochs.set(id, res.LeaderEpoch)
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 				code == kerr.RequestTimedOut, code == kerr.NetworkException, code == kerr.UnknownServerError:
 				// No answer: the record may or may not have been appended.
@@ -155,6 +156,27 @@ func (w *workload) produceSome(tp history.TP, n int, tag string) {
 		w.produce(w.plain, plainProducer, false, history.AcksLeader, tp, fmt.Sprintf("%s/%s/%s-%d", tp, plainProducer, tag, i), wg.Done)
 	}
 	wg.Wait()
+}
+
+// drive writes tp with the plain producer, gate or no gate, until stop
+// (the isolated-leader step keeps writes coming while its leader is cut).
+func (w *workload) drive(tp history.TP, stop <-chan struct{}) {
+	slots := make(chan struct{}, window)
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		case <-w.stopWrite:
+			return
+		case slots <- struct{}{}:
+		}
+		w.produce(w.plain, plainProducer, false, history.AcksLeader, tp, fmt.Sprintf("%s/%s/fence-%d", tp, plainProducer, seq), func() { <-slots })
+		select {
+		case <-stop:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // read consumes one partition from offset 0 up to the HW until stopped.
