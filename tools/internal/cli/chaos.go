@@ -36,8 +36,11 @@ func newChaosRunCmd() *cobra.Command {
 processes on a free port range and a data dir of its own, never on the ports of a running
 'make run'. While an idempotent acks=all producer, a plain acks=1 producer and a consumer per
 partition run (bursts and idle gaps), it kills (SIGKILL), stops (SIGTERM), freezes (SIGSTOP)
-and restarts brokers, kills the active controller, asks for preferred and unclean elections
-and stalls followers through the fault API. Then it heals everything, waits through a quiet
+and restarts brokers, kills the active controller, asks for preferred and unclean elections,
+stalls followers through the fault API, and cuts the network through loopback proxies in front
+of every node (a leader cut from etcd and the controllers past its lease, whose acks=1 writes
+the leader fence must stop; a broker cut from everything; a broker or the active controller
+cut from etcd). Then it heals everything, waits through a quiet
 period without produce, polls until every partition is whole, stops the cluster, reads every
 replica's log from disk and checks the history. A run that breaks a promise exits 1 and
 prints its seed, the command that replays it and the data dir it kept (node logs in logs/).`,
@@ -82,8 +85,17 @@ prints its seed, the command that replays it and the data dir it kept (node logs
 					for _, v := range res.Report.Violations {
 						kinds[string(v.Kind)]++
 					}
+					for _, f := range res.Fences {
+						if !f.OK() {
+							kinds["leader-fence"]++
+						}
+					}
+					n := 0
+					for _, k := range kinds {
+						n += k
+					}
 					failed = append(failed, fmt.Sprintf("seed %d: %d promises broken %v (replay: %s; data: %s)",
-						o.Seed, len(res.Report.Violations), kinds, res.Replay, res.DataDir))
+						o.Seed, n, kinds, res.Replay, res.DataDir))
 				default:
 					fmt.Fprintf(o.Out, "seed %d: every promise kept\n", o.Seed)
 				}
@@ -108,5 +120,7 @@ prints its seed, the command that replays it and the data dir it kept (node logs
 	f.IntVar(&o.PortBase, "port-base", 0, "first of the ports the cluster takes (default: a free range from 20000)")
 	f.BoolVar(&o.DumpStuck, "dump-stuck", false, "before stopping the cluster, SIGQUIT the brokers that kept a partition from being whole, so their goroutine stacks are in their logs (disturbs the final state read from disk)")
 	f.DurationVar(&o.LagTime, "lag-time", 2500*time.Millisecond, "the brokers' replica.lag.time.max.ms")
+	f.BoolVar(&o.NoLinks, "no-links", false, "no proxies in front of the nodes, and so no network cuts")
+	f.StringSliceVar(&o.Steps, "steps", nil, "only these fault steps (default: all): "+strings.Join(chaos.StepNames(), ", "))
 	return cmd
 }
