@@ -37,6 +37,7 @@ type grpcCaller interface {
 func testGRPC(t *testing.T, e *env) {
 	t.Run("reflection", func(t *testing.T) { grpcScript(t, e, reflectionCaller{}, "grpc-reflection") })
 	t.Run("grpcurl", func(t *testing.T) {
+		testenv.SkipIfShort(t, "the reflection leg runs the same script without a built grpcurl")
 		bin := testenv.RequireFile(t, grpcurlBin, "grpcurl", "`make tools` builds it (`make test` does)")
 		grpcScript(t, e, grpcurl{bin: bin}, "grpc-grpcurl")
 	})
