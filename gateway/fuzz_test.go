@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/platform/testenv"
 )
 
 // FuzzREST sends random requests through the gateway's HTTP handler, in
@@ -35,7 +36,7 @@ func FuzzREST(f *testing.F) {
 	})
 	f.Fuzz(func(t *testing.T, method, target string, body []byte) {
 		if tooCostly(method, target, body) {
-			t.Skip("would make the shared cluster slow for the inputs after it")
+			testenv.Skip(t, "by design: this input would make the shared cluster slow for the inputs after it")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/testenv"
 )
 
 // grpcurlBin is where `make tools` builds grpcurl.
@@ -31,18 +31,16 @@ type grpcCaller interface {
 }
 
 // testGRPC makes the REST calls' gRPC equivalents against the controller
-// and the brokers directly: with the grpcurl binary when `make tools` has
-// built it, and always with a reflection client that works the same way.
+// and the brokers directly: with a reflection client that works the way
+// grpcurl does, and with the grpcurl binary `make tools` builds (missing:
+// a failure under CI, a reported skip elsewhere).
 func testGRPC(t *testing.T, e *env) {
-	callers := map[string]grpcCaller{"reflection": reflectionCaller{}}
-	if _, err := os.Stat(grpcurlBin); err == nil {
-		callers["grpcurl"] = grpcurl{bin: grpcurlBin}
-	} else {
-		t.Logf("no %s (make tools builds it): reflection client only", grpcurlBin)
-	}
-	for name, c := range callers {
-		t.Run(name, func(t *testing.T) { grpcScript(t, e, c, "grpc-"+name) })
-	}
+	t.Run("reflection", func(t *testing.T) { grpcScript(t, e, reflectionCaller{}, "grpc-reflection") })
+	t.Run("grpcurl", func(t *testing.T) {
+		testenv.SkipIfShort(t, "the reflection leg runs the same script without a built grpcurl")
+		bin := testenv.RequireFile(t, grpcurlBin, "grpcurl", "`make tools` builds it (`make test` does)")
+		grpcScript(t, e, grpcurl{bin: bin}, "grpc-grpcurl")
+	})
 }
 
 // grpcScript creates a topic, produces with acks=all, fetches and

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"tidemark.io/gateway/console"
+	"tidemark.io/services/platform/testenv"
 )
 
 // firefoxPath finds a Firefox to drive (Debian's firefox-esr). Without one
@@ -31,11 +32,7 @@ func firefoxPath(t *testing.T) string {
 			return p
 		}
 	}
-	msg := "no firefox binary found (install Debian's: apt-get install -y firefox-esr, or set TIDEMARK_FIREFOX)"
-	if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Unavailable(t, "a Firefox (firefox-esr or firefox on PATH)", "apt-get install -y firefox-esr, or set TIDEMARK_FIREFOX")
 	return ""
 }
 
@@ -208,6 +205,7 @@ func (b *bidi) screenshot(t *testing.T, dir, name string) {
 // three brokers and the partitions, and after the leader of a partition is
 // killed through its button shows the new leader and the shrunk ISR.
 func TestFirefox(t *testing.T) {
+	testenv.SkipIfShort(t, "drives a headless Firefox")
 	exe := firefoxPath(t)
 	tc := startCluster(t)
 	tc.CreateTopic("orders", 3, 3, map[string]string{"min.insync.replicas": "2"})

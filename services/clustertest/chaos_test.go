@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tidemark.io/services/client"
+	"tidemark.io/services/platform/testenv"
 )
 
 // TestRandomFaultsKeepEveryAckedWrite is a seeded nemesis run: while an
@@ -29,7 +30,7 @@ import (
 // lengthens it (default 12).
 func TestRandomFaultsKeepEveryAckedWrite(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a nemesis run takes half a minute")
+		testenv.Skip(t, "-short: a nemesis run takes half a minute")
 	}
 	seed := chaosSeed(t, uint64(time.Now().UnixNano()))
 	length := chaosLength(t, 12*time.Second)

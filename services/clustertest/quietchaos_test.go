@@ -15,6 +15,7 @@ import (
 
 	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest/history"
+	"tidemark.io/services/platform/testenv"
 )
 
 // chaosSeed is TIDEMARK_CHAOS_SEED, or def when unset; every failure of
@@ -111,7 +112,7 @@ var quietTopics = []struct {
 // 1); TIDEMARK_CHAOS_SECONDS sets the length of the faults (default 8).
 func TestNemesisWithQuietMoments(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a nemesis run takes half a minute")
+		testenv.Skip(t, "-short: a nemesis run takes half a minute")
 	}
 	seed := chaosSeed(t, 1)
 	length := chaosLength(t, 8*time.Second)
@@ -443,7 +444,7 @@ func (n *quietNemesis) healAll() {
 // liveness included.
 func TestQuietScheduleAfterFailover(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a nemesis schedule takes half a minute")
+		testenv.Skip(t, "-short: a nemesis schedule takes half a minute")
 	}
 	const bound = 15 * time.Second
 	retention := faultEnabled(t, "retention")

@@ -12,6 +12,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/clustertest"
+	"tidemark.io/services/platform/testenv"
 	"tidemark.io/tools/internal/cli"
 )
 
@@ -77,7 +78,7 @@ func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"),
 
 func TestCLIAgainstCluster(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a cluster")
+		testenv.Skip(t, "-short: starts a cluster")
 	}
 	c := startCluster(t)
 

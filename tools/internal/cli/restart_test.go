@@ -10,6 +10,7 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/testenv"
 )
 
 // Right after a partition's leader is killed and restarted, `tidemark
@@ -18,7 +19,7 @@ import (
 // a retriable error (not UNKNOWN_TOPIC_OR_PARTITION), and the CLI retries.
 func TestProduceBootstrappingFromARestartedBroker(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a cluster")
+		testenv.Skip(t, "-short: starts a cluster")
 	}
 	c := startCluster(t)
 	c.CreateTopic("restart", 1, 3, nil)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	"tidemark.io/services/platform/testenv"
 )
 
 func fakeBinDir(t *testing.T) string {
@@ -140,10 +141,7 @@ func TestPlanWithLinks(t *testing.T) {
 }
 
 func TestNodeStopKillPauseResume(t *testing.T) {
-	bin := "/bin/sleep"
-	if _, err := os.Stat(bin); err != nil {
-		t.Skip("no /bin/sleep")
-	}
+	bin := testenv.RequireFile(t, "/bin/sleep", "sleep", "install coreutils")
 	n := &Node{Name: "sleeper", Binary: bin, Args: []string{"30"}, LogPath: filepath.Join(t.TempDir(), "log")}
 	if err := n.Start(); err != nil {
 		t.Fatal(err)

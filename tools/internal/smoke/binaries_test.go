@@ -22,6 +22,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/platform/testenv"
 )
 
 // repoRoot finds the workspace root (the directory holding go.work).
@@ -29,7 +30,7 @@ func repoRoot(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOWORK").Output()
 	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == "off" {
-		t.Skip("needs the go.work workspace to build the binaries")
+		testenv.Unavailable(t, "the go.work workspace (to build the binaries)", "run from a clone of the repository with GOWORK unset")
 	}
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
@@ -63,7 +64,7 @@ func freeAddr(t *testing.T) string {
 
 func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds binaries")
+		testenv.Skip(t, "-short: builds binaries")
 	}
 	bin := buildBinaries(t)
 	// Brokers and controllers register in etcd: give them a real one.
@@ -144,7 +145,7 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 
 func TestBadFlagIsNamedAndExitsNonZero(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds binaries")
+		testenv.Skip(t, "-short: builds binaries")
 	}
 	bin := buildBinaries(t)
 	out, err := exec.Command(filepath.Join(bin, "broker"), "--listen", "nonsense").CombinedOutput()

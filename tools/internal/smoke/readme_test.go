@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tidemark.io/services/platform/testenv"
 )
 
 // readmeCommands returns the grpcurl recipes of the README, between its
@@ -41,16 +43,11 @@ func readmeCommands(t *testing.T, root string) []string {
 // cluster (the real binaries, on the documented ports), so they never rot.
 func TestReadmeGrpcurlRecipes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts the dev cluster")
+		testenv.Skip(t, "-short: starts the dev cluster")
 	}
 	root := repoRoot(t)
 	grpcurl := filepath.Join(root, ".bin", "grpcurl")
-	if _, err := os.Stat(grpcurl); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no .bin/grpcurl (make tools builds it): %v", err)
-		}
-		t.Skip("no .bin/grpcurl: run make tools")
-	}
+	testenv.RequireFile(t, grpcurl, "grpcurl", "`make tools` builds it (`make test` does)")
 	for _, addr := range []string{"127.0.0.1:9092", "127.0.0.1:9190", "127.0.0.1:2379", "127.0.0.1:8080", "127.0.0.1:9299"} {
 		if l, err := net.Listen("tcp", addr); err != nil {
 			t.Fatalf("%s is taken (is a dev cluster running?): the README recipes need the documented ports", addr)

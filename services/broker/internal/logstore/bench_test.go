@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/platform/testenv"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -168,7 +169,7 @@ func benchRead(b *testing.B, pooled bool) {
 // sparse indexes.
 func TestAppendRSSStaysFlat(t *testing.T) {
 	if os.Getenv("TIDEMARK_BENCH_RSS") != "1" {
-		t.Skip("set TIDEMARK_BENCH_RSS=1 to append 2 GiB and watch the RSS")
+		testenv.Skip(t, "opt-in: set TIDEMARK_BENCH_RSS=1 to append 2 GiB and watch the RSS (make bench)")
 	}
 	l, err := Open(Options{Dir: t.TempDir() + "/rss-0", Config: DefaultConfig()})
 	if err != nil {
@@ -201,7 +202,7 @@ func TestAppendRSSStaysFlat(t *testing.T) {
 func vmRSS(t *testing.T) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		t.Skip("no /proc/self/status")
+		testenv.Unavailable(t, "/proc/self/status", "the RSS measurement reads Linux's procfs")
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -211,6 +212,6 @@ func vmRSS(t *testing.T) int64 {
 			return kb << 10
 		}
 	}
-	t.Skip("VmRSS not found")
+	testenv.Unavailable(t, "VmRSS in /proc/self/status", "the RSS measurement reads Linux's procfs")
 	return 0
 }
