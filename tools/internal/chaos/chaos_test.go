@@ -175,11 +175,9 @@ func TestProcessChaos(t *testing.T) {
 // again and the history clean.
 func TestProcessIsolatedLeader(t *testing.T) {
 	if testing.Short() {
-		t.Skip("SKIPPED the isolated-leader process run in -short mode: it takes about 45s")
+		testenv.Skip(t, "the isolated-leader process run in -short mode: it takes about 45s")
 	}
-	if _, err := os.Stat("/proc/net/tcp"); err != nil {
-		t.Skip("SKIPPED: the links name connections' processes through /proc, which this system lacks")
-	}
+	testenv.RequireFile(t, "/proc/net/tcp", "/proc/net/tcp (the links name a connection's process through it)", "run on Linux with /proc mounted")
 	bin := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

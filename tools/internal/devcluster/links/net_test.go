@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tidemark.io/services/platform/testenv"
 )
 
 // TestNetCutIsSymmetric: cutting a node holds what reaches it, its etcd
@@ -12,9 +14,7 @@ import (
 // through /proc: this test process plays node "a"); CutBetween cuts one
 // pair only; Heal and HealAll undo them.
 func TestNetCutIsSymmetric(t *testing.T) {
-	if _, err := os.Stat("/proc/net/tcp"); err != nil {
-		t.Skip("SKIPPED: no /proc/net/tcp to identify sources with")
-	}
+	testenv.RequireFile(t, "/proc/net/tcp", "/proc/net/tcp (the links name a connection's process through it)", "run on Linux with /proc mounted")
 	ident := ProcIdentifier(func() map[int]string { return map[int]string{os.Getpid(): "a"} })
 	n := NewNet()
 	defer n.Close()

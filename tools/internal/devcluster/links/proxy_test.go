@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tidemark.io/services/platform/testenv"
 )
 
 // echoServer echoes every connection until the test ends.
@@ -138,9 +140,7 @@ func TestRefuseRefusesAndHealListens(t *testing.T) {
 // TestBlockOneSource: connections identified as another source's pass
 // while one source is cut; this process is identified through /proc.
 func TestBlockOneSource(t *testing.T) {
-	if _, err := os.Stat("/proc/net/tcp"); err != nil {
-		t.Skip("SKIPPED: no /proc/net/tcp to identify sources with")
-	}
+	testenv.RequireFile(t, "/proc/net/tcp", "/proc/net/tcp (the links name a connection's process through it)", "run on Linux with /proc mounted")
 	ident := ProcIdentifier(func() map[int]string { return map[int]string{os.Getpid(): "self"} })
 	p := proxy(t, echoServer(t), ident)
 	if err := p.Block("other", Blackhole); err != nil {
