@@ -149,6 +149,14 @@ func testNotEnoughReplicas(t *testing.T, e *env) {
 	waitFor(t, 10*time.Second, "the ISR of orders-0 down to its leader", func() bool {
 		return len(ordersPartition(t, e).GetIsr()) == 1
 	})
+	// The leader must know it too before the acks=all write: had it still
+	// counted two in-sync replicas, the write would be appended and wait for
+	// a HW that cannot move below min.insync.replicas (REQUEST_TIMED_OUT,
+	// as in Kafka) instead of being refused up front.
+	waitFor(t, 10*time.Second, "the leader of orders-0 acting on the shrunk ISR", func() bool {
+		isr, ok := e.tc.ReplicaISR(leader, "orders", 0)
+		return ok && len(isr) == 1
+	})
 	// solo-0 keeps its dead replica as its ISR (an ISR is never emptied),
 	// which is min.insync.replicas (1) for it.
 	expectFiltered(t, e, "orders&topics=solo", map[string][]string{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/clustertest/netsim"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/loopback"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -77,13 +77,15 @@ func newClusterFn(t testing.TB, n int, settings map[string]string, adjust func(*
 
 func name(id int32) string { return "broker-" + strconv.Itoa(int(id)) }
 
+// freeAddr is a free loopback address below the ephemeral port range, so a
+// node restarted on it finds it free again (see platform/loopback).
 func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // start (re)starts broker id on its address and data dir, then tells the

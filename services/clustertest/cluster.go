@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -32,6 +31,7 @@ import (
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/loopback"
 )
 
 func record(v string) []*commonv1.Record {
@@ -193,13 +193,15 @@ func (c *Cluster) ResumeController(id int32) {
 // partition from etcd), Resume lets it through again.
 func (c *Cluster) EtcdLink(id int32) *etcdtest.Bridge { return c.etcdLinks[id] }
 
+// freeAddr is a free loopback address below the ephemeral port range, so a
+// node restarted on it finds it free again (see platform/loopback).
 func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func (c *Cluster) shutdown() {
@@ -294,6 +296,23 @@ func (c *Cluster) Broker(id int32) *broker.Broker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.brokers[id]
+}
+
+// ReplicaISR is the committed ISR of topic-p as broker id's own replica
+// holds it (ok=false when the broker is down or does not host it). The
+// controller's view runs ahead of a leader's: a test that needs the leader
+// to act on a shrunk ISR waits for this, not for DescribeTopics.
+func (c *Cluster) ReplicaISR(id int32, topic string, p int32) ([]int32, bool) {
+	b := c.Broker(id)
+	if b == nil {
+		return nil, false
+	}
+	for _, r := range b.Replicas().Replicas() {
+		if tp := r.TP(); tp.Topic == topic && tp.Partition == p {
+			return r.Snapshot(time.Now()).ISR, true
+		}
+	}
+	return nil, false
 }
 
 // StartController (re)starts controller id.

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,6 +41,7 @@ import (
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest/history"
+	"tidemark.io/services/platform/loopback"
 	"tidemark.io/tools/internal/devcluster"
 	"tidemark.io/tools/internal/devcluster/links"
 )
@@ -607,31 +607,11 @@ func (r *runner) span() int {
 	return devcluster.Options{Links: !r.o.NoLinks}.Span()
 }
 
-// freePortBase finds span consecutive free loopback ports above the
-// documented ones, starting from a place the seed picks, so parallel runs
-// rarely probe the same range.
+// freePortBase finds span consecutive free loopback ports below the
+// ephemeral range (platform/loopback), starting from a place the seed picks,
+// so parallel runs rarely probe the same range.
 func freePortBase(seed uint64, span int) (int, error) {
-	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
-	for range 40 {
-		base := 20000 + rng.IntN(40000/span)*span
-		var held []net.Listener
-		ok := true
-		for p := base; p < base+span; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l)
-		}
-		for _, l := range held {
-			l.Close()
-		}
-		if ok {
-			return base, nil
-		}
-	}
-	return 0, errors.New("no free range of loopback ports found in 20000-60000")
+	return loopback.FreeRange(rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))), span)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

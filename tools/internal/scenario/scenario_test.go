@@ -3,14 +3,14 @@ package scenario
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"tidemark.io/services/platform/loopback"
 	"tidemark.io/tools/internal/devcluster"
 	"tidemark.io/tools/internal/testbin"
 )
@@ -24,31 +24,14 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // freePortBase finds devcluster.PortSpan consecutive free loopback ports
-// above the documented ones.
+// below the ephemeral range (platform/loopback).
 func freePortBase(t *testing.T) int {
 	t.Helper()
-	start := 30000 + int(time.Now().UnixNano()%400)*devcluster.PortSpan
-	for try := range 40 {
-		base := 30000 + (start-30000+try*devcluster.PortSpan)%(20000)
-		var held []net.Listener
-		ok := true
-		for p := base; p < base+devcluster.PortSpan; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l)
-		}
-		for _, l := range held {
-			l.Close()
-		}
-		if ok {
-			return base
-		}
+	base, err := loopback.FreeRange(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)), devcluster.PortSpan)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free range of loopback ports in 30000-50000")
-	return 0
+	return base
 }
 
 // TestScenarios plays every scenario against a dev cluster of separate

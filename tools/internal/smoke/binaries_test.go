@@ -6,7 +6,6 @@ package smoke
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/platform/loopback"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -52,14 +52,15 @@ func buildBinaries(t *testing.T) string {
 	return dir
 }
 
+// freeAddr is a free loopback address below the ephemeral port range, so a
+// node restarted on it finds it free again (see platform/loopback).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
