@@ -143,3 +143,27 @@ func TestStreamErrorLine(t *testing.T) {
 		t.Fatalf("%s: %v", line, err)
 	}
 }
+
+// TestFencedLeaderEpochIsOnePolicy: a stale leader epoch means the sender's
+// metadata is behind (F3). The client refreshes, the gateway reroutes, and
+// a REST caller who still sees it gets 503 with Retry-After and the leader
+// hint, not a 409 conflict.
+func TestFencedLeaderEpochIsOnePolicy(t *testing.T) {
+	c := kerr.FencedLeaderEpoch
+	if !c.RefreshMetadata() || !reroutable(c) || httpStatus(c) != http.StatusServiceUnavailable {
+		t.Fatalf("%s: refresh %v, reroute %v, HTTP %d; want true, true, 503", c, c.RefreshMetadata(), reroutable(c), httpStatus(c))
+	}
+	e := kerr.New(c, "request leader epoch 4 is older than the current leader epoch 5")
+	e.Leader = &kerr.LeaderHint{ID: 2, Address: "127.0.0.1:9092", LeaderEpoch: 5}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/v1/x", nil)
+	errorHandler(r.Context(), nil, nil, w, r, kerr.ToStatus(e).Err())
+	var body errorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !body.Retriable ||
+		body.Leader == nil || body.Leader.LeaderEpoch != 5 {
+		t.Fatalf("FENCED_LEADER_EPOCH over REST: %d Retry-After %q %s", w.Code, w.Header().Get("Retry-After"), w.Body.Bytes())
+	}
+}
