@@ -19,9 +19,10 @@
 //	GET  /console/api/state      the latest snapshot as JSON
 //	POST /console/api/...        actions (see actions.go), refused with 403 unless enabled
 //
-// Errors are JSON objects {code, name, message, field, retriable}: the Kafka
-// error code and name from the ErrorDetail when the cluster refused, with an
-// HTTP status that fits. Errors of the dev launcher, which answers plain gRPC
+// Errors are the REST API's JSON body (resterr.Body: code, name, message,
+// field, retriable, leader/controller hints): the Kafka error code and name
+// from the ErrorDetail when the cluster refused, at the kerr table's HTTP
+// status. Errors of the dev launcher, which answers plain gRPC
 // statuses, are named after the gRPC code (FAILED_PRECONDITION, NOT_FOUND).
 //
 // # Mounting
