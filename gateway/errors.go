@@ -10,27 +10,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"tidemark.io/gateway/internal/httpstatus"
+	"tidemark.io/gateway/internal/resterr"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/kerr"
 )
 
-// errorBody is the JSON every REST error answers with.
-type errorBody struct {
-	Code      int    `json:"code"`
-	Name      string `json:"name"`
-	Message   string `json:"message"`
-	Field     string `json:"field"`
-	Retriable bool   `json:"retriable"`
-}
+// errorBody is the JSON every REST error answers with (resterr.Body, shared
+// with the console).
+type errorBody = resterr.Body
 
-func bodyOf(e *kerr.Error) errorBody {
-	msg := e.Message
-	if msg == "" {
-		msg = e.Code.String()
-	}
-	return errorBody{Code: int(e.Code), Name: e.Code.String(), Message: msg, Field: e.Field, Retriable: e.Code.Retriable()}
-}
+func bodyOf(e *kerr.Error) errorBody { return resterr.Of(e) }
 
 // statusClientClosed is what nginx and grpc-gateway answer when the caller
 // went away first; nobody reads it.
@@ -39,8 +28,8 @@ const statusClientClosed = 499
 // errStopped answers calls that arrive while the gateway stops.
 var errStopped = kerr.New(kerr.BrokerNotAvailable, "the gateway is stopping")
 
-// httpStatus picks the HTTP status that fits a Kafka-style code.
-func httpStatus(c kerr.Code) int { return httpstatus.For(c) }
+// httpStatus is the kerr table's HTTP status for a code.
+func httpStatus(c kerr.Code) int { return c.HTTPStatus() }
 
 // restError turns whatever failed on the REST path into the *kerr.Error
 // to render: a service's ErrorDetail, a bad input found before any call

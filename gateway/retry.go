@@ -13,20 +13,9 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
-// reroutable reports whether another look at the partition's leader may
-// fix an answer: the leader moved, has not been elected yet, or could not
-// be reached. Other retriable answers (NOT_ENOUGH_REPLICAS, timeouts) go
-// back to the REST caller at once, with Retry-After: retrying them here
-// would only hide the cluster's state, and a produce that timed out after
-// its append would be written twice.
-func reroutable(c kerr.Code) bool {
-	switch c {
-	case kerr.NotLeaderOrFollower, kerr.LeaderNotAvailable, kerr.UnknownLeaderEpoch,
-		kerr.NetworkException, kerr.ReplicaNotAvailable, kerr.KafkaStorageError:
-		return true
-	}
-	return false
-}
+// reroutable reports whether another look at the partition's leader (or
+// the controller) may fix an answer: the kerr table's Reroute column.
+func reroutable(c kerr.Code) bool { return c.Reroute() }
 
 // pacer spaces the retries of one call and ends them when the retry
 // budget is spent: exponential backoff from 100 ms to 1 s with ±20%

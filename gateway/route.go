@@ -61,8 +61,10 @@ func (r *router) leaderAttempt(ctx context.Context, topic string, partition int3
 }
 
 // noteError lets the client's metadata follow the answer and says whether
-// a new route may fix it. A leader the metadata named that does not know
-// the partition has not caught up with the controller yet.
+// a new route may fix it. Besides the table's Reroute codes, one more: a
+// leader the metadata named that does not know the partition has not
+// caught up with the controller yet (UNKNOWN_TOPIC_OR_PARTITION is not
+// rerouted in general because the metadata's own answer is final).
 func (r *router) noteError(topic string, partition int32, ke *kerr.Error) bool {
 	r.cl.NoteError(topic, partition, ke)
 	return reroutable(ke.Code) || ke.Code == kerr.UnknownTopicOrPartition

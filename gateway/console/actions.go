@@ -39,24 +39,23 @@ const (
 
 // action wraps an action endpoint: refused (403) unless actions are
 // enabled, JSON only, same origin only, bounded body and time. The result
-// is answered as JSON; an error as {code, name, message}.
+// is answered as JSON; an error as a resterr.Body.
 func (c *Console) action(fn func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !c.opts.EnableActions {
-			writeError(w, http.StatusForbidden, errorBody{Code: int(kerr.PolicyViolation), Name: kerr.PolicyViolation.String(),
-				Message: "console actions are disabled; the gateway enables them with --console.actions"})
+			writeRefusal(w, http.StatusForbidden, kerr.New(kerr.PolicyViolation,
+				"console actions are disabled; the gateway enables them with --console.actions"))
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" {
 			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-				writeError(w, http.StatusForbidden, errorBody{Code: int(kerr.PolicyViolation), Name: kerr.PolicyViolation.String(),
-					Message: "cross-origin action refused (origin " + o + ")"})
+				writeRefusal(w, http.StatusForbidden, kerr.New(kerr.PolicyViolation, "cross-origin action refused (origin %s)", o))
 				return
 			}
 		}
 		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, errorBody{Code: int(kerr.InvalidRequest), Name: kerr.InvalidRequest.String(),
-				Message: "actions take a JSON body (Content-Type: application/json)"})
+			writeRefusal(w, http.StatusUnsupportedMediaType, kerr.New(kerr.InvalidRequest,
+				"actions take a JSON body (Content-Type: application/json)"))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxActionBody)
@@ -82,7 +81,7 @@ func decode(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return refuse(http.StatusRequestEntityTooLarge, kerr.RecordListTooLarge, "request body is larger than %d bytes", mbe.Limit)
+			return refuse(kerr.RecordListTooLarge, "request body is larger than %d bytes", mbe.Limit)
 		}
 		return badRequest("", "bad JSON body: %v", err)
 	}
@@ -101,7 +100,7 @@ func (c *Console) partitionKnown(topic string, partition int32) error {
 			return nil
 		}
 	}
-	return refuse(http.StatusNotFound, kerr.UnknownTopicOrPartition, "no partition %s-%d in the cluster", topic, partition)
+	return refuse(kerr.UnknownTopicOrPartition, "no partition %s-%d in the cluster", topic, partition)
 }
 
 // --- produce ---
@@ -219,7 +218,7 @@ func (c *Console) produce(ctx context.Context, r *http.Request) (any, error) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return nil, refuse(http.StatusGatewayTimeout, kerr.RequestTimedOut, "records still unacknowledged after %s", actionTimeout)
+		return nil, refuse(kerr.RequestTimedOut, "records still unacknowledged after %s", actionTimeout)
 	}
 	res.TookMs = time.Since(start).Milliseconds()
 	if firstErr != nil {
@@ -255,7 +254,7 @@ func (c *Console) producer(acks client.Acks) (*client.Producer, error) {
 			}
 		}
 		if len(addrs) == 0 {
-			return nil, refuse(http.StatusServiceUnavailable, kerr.BrokerNotAvailable, "no live broker known yet to produce through")
+			return nil, refuse(kerr.BrokerNotAvailable, "no live broker known yet to produce through")
 		}
 		cl, err := client.New(addrs, c.opts.ClientOptions)
 		if err != nil {
@@ -301,7 +300,7 @@ type nodeResult struct {
 // process through the dev launcher.
 func (c *Console) nodeAction(ctx context.Context, r *http.Request) (any, error) {
 	if c.opts.DevControl == "" {
-		return nil, refuse(http.StatusForbidden, kerr.PolicyViolation,
+		return nil, refuse(kerr.PolicyViolation,
 			"broker actions need the dev launcher's control address (--console.dev.control, e.g. 127.0.0.1:9299)")
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 32)
@@ -355,17 +354,17 @@ type faultResult struct {
 func (c *Console) brokerAddress(id int32) (string, error) {
 	snap := c.hub.current()
 	if snap == nil {
-		return "", refuse(http.StatusServiceUnavailable, kerr.NetworkException, "no snapshot of the cluster yet")
+		return "", refuse(kerr.NetworkException, "no snapshot of the cluster yet")
 	}
 	for _, b := range snap.Brokers {
 		if b.ID == id {
 			if !b.Alive || b.Address == "" {
-				return "", refuse(http.StatusServiceUnavailable, kerr.BrokerNotAvailable, "broker %d is down", id)
+				return "", refuse(kerr.BrokerNotAvailable, "broker %d is down", id)
 			}
 			return b.Address, nil
 		}
 	}
-	return "", refuse(http.StatusNotFound, kerr.BrokerNotAvailable, "no broker %d in the cluster", id)
+	return "", refuseAt(http.StatusNotFound, kerr.BrokerNotAvailable, "no broker %d in the cluster", id)
 }
 
 // setFault stalls or slows one broker's fetching of a partition (its
@@ -546,5 +545,5 @@ func (c *Console) elect(ctx context.Context, r *http.Request) (any, error) {
 		}
 		return electionResult{Type: req.Type, Topic: req.Topic, Partition: *req.Partition, Leader: res.GetLeader(), LeaderEpoch: res.GetLeaderEpoch()}, nil
 	}
-	return nil, refuse(http.StatusInternalServerError, kerr.UnknownServerError, "no result for %s-%d in the answer", req.Topic, *req.Partition)
+	return nil, refuse(kerr.UnknownServerError, "no result for %s-%d in the answer", req.Topic, *req.Partition)
 }

@@ -19,9 +19,10 @@
 //	GET  /console/api/state      the latest snapshot as JSON
 //	POST /console/api/...        actions (see actions.go), refused with 403 unless enabled
 //
-// Errors are JSON objects {code, name, message, field, retriable}: the Kafka
-// error code and name from the ErrorDetail when the cluster refused, with an
-// HTTP status that fits. Errors of the dev launcher, which answers plain gRPC
+// Errors are the REST API's JSON body (resterr.Body: code, name, message,
+// field, retriable, leader/controller hints): the Kafka error code and name
+// from the ErrorDetail when the cluster refused, at the kerr table's HTTP
+// status. Errors of the dev launcher, which answers plain gRPC
 // statuses, are named after the gRPC code (FAILED_PRECONDITION, NOT_FOUND).
 //
 // # Mounting
@@ -179,8 +180,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/api/elections", c.action(c.elect))
 
 	m.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, errorBody{Code: int(kerr.InvalidRequest), Name: kerr.InvalidRequest.String(),
-			Message: "no console API at " + r.Method + " " + r.URL.Path})
+		writeRefusal(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no console API at %s %s", r.Method, r.URL.Path))
 	})
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found: "+r.URL.Path+" (the console is at /)", http.StatusNotFound)
@@ -257,8 +257,7 @@ func (c *Console) serveState(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	snap, st := c.hub.waitSnapshot(ctx)
 	if snap == nil {
-		writeError(w, http.StatusServiceUnavailable, errorBody{Code: int(kerr.NetworkException),
-			Name: kerr.NetworkException.String(), Message: st.Message, Retriable: true})
+		writeRefusal(w, http.StatusServiceUnavailable, kerr.New(kerr.NetworkException, "%s", st.Message))
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {

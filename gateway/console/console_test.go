@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tidemark.io/gateway/console"
+	"tidemark.io/gateway/internal/resterr"
 )
 
 // Without EnableActions every action is refused with 403 and a JSON error;
@@ -125,6 +126,56 @@ func TestUnreachableCluster(t *testing.T) {
 	var e apiErr
 	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusServiceUnavailable || e.Name == "" {
 		t.Fatalf("state of an unreachable cluster: %d %+v %v", resp.StatusCode, e, err)
+	}
+}
+
+// TestErrorsShareTheRESTShape checks that the console's errors, of every
+// kind (refused by policy, bad media type, unknown API, bad input, no
+// cluster), have the REST API's one body, resterr.Body.
+func TestErrorsShareTheRESTShape(t *testing.T) {
+	c, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, StaleAfter: 300 * time.Millisecond, EnableActions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	srv := newServer(t, c)
+	check := func(what string, resp *http.Response, wantStatus int) {
+		t.Helper()
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != wantStatus {
+			t.Errorf("%s: status %d, want %d: %s", what, resp.StatusCode, wantStatus, raw)
+		}
+		if err := resterr.CheckShape(raw); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	resp, err := http.Post(srv+"/console/api/produce", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("text body", resp, http.StatusUnsupportedMediaType)
+	resp, err = http.Get(srv + "/console/api/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("unknown API", resp, http.StatusNotFound)
+	resp, err = http.Get(srv + "/console/api/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("no cluster", resp, http.StatusServiceUnavailable)
+	req, _ := http.NewRequest(http.MethodPost, srv+"/console/api/produce", strings.NewReader(`{"topic":""}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "http://elsewhere.example")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("cross origin", resp, http.StatusForbidden)
+	code, _ := post(t, srv, "/console/api/produce", map[string]any{"topic": ""}, nil) // post checks the shape
+	if code < 400 {
+		t.Errorf("produce with no topic: %d", code)
 	}
 }
 

@@ -10,19 +10,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"tidemark.io/gateway/internal/httpstatus"
+	"tidemark.io/gateway/internal/resterr"
 	"tidemark.io/services/platform/kerr"
 )
 
-// errorBody is the JSON every console API error answers with: code and name
-// are Kafka's (from the ErrorDetail) when the cluster refused.
-type errorBody struct {
-	Code      int    `json:"code"`
-	Name      string `json:"name"`
-	Message   string `json:"message"`
-	Field     string `json:"field,omitempty"`
-	Retriable bool   `json:"retriable"`
-}
+// errorBody is the JSON every console API error answers with: the same
+// resterr.Body as the REST API's, so one client reads both.
+type errorBody = resterr.Body
 
 // apiError is an error with the HTTP status and body to answer it with.
 type apiError struct {
@@ -32,21 +26,27 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.body.Name + ": " + e.body.Message }
 
-// refuse builds an apiError from a Kafka-style code.
-func refuse(status int, code kerr.Code, format string, args ...any) *apiError {
-	ke := kerr.New(code, format, args...)
-	return &apiError{status: status, body: errorBody{Code: int(code), Name: code.String(), Message: ke.Message, Retriable: code.Retriable()}}
+// refuse builds an apiError from a Kafka-style code, at the kerr table's
+// HTTP status.
+func refuse(code kerr.Code, format string, args ...any) *apiError {
+	return refuseAt(code.HTTPStatus(), code, format, args...)
+}
+
+// refuseAt is refuse at another status, where HTTP says it better (404 for
+// a broker id the cluster does not have).
+func refuseAt(status int, code kerr.Code, format string, args ...any) *apiError {
+	return &apiError{status: status, body: resterr.Of(kerr.New(code, format, args...))}
 }
 
 // badRequest is an INVALID_REQUEST naming the field that was wrong.
 func badRequest(field, format string, args ...any) *apiError {
-	e := refuse(http.StatusBadRequest, kerr.InvalidRequest, format, args...)
+	e := refuse(kerr.InvalidRequest, format, args...)
 	e.body.Field = field
 	return e
 }
 
-// httpStatus picks the HTTP status that fits a Kafka-style code.
-func httpStatus(c kerr.Code) int { return httpstatus.For(c) }
+// httpStatus is the kerr table's HTTP status for a code.
+func httpStatus(c kerr.Code) int { return c.HTTPStatus() }
 
 // toAPIError turns an error from a tidemark call into its answer: the Kafka
 // code and name of the ErrorDetail.
@@ -65,16 +65,17 @@ func toAPIError(err error) *apiError {
 		}
 	}
 	// The server's own words; the name travels beside them.
-	msg := ke.Message
-	if msg == "" {
-		msg = err.Error()
+	body := resterr.Of(ke)
+	if ke.Message == "" {
+		body.Message = err.Error()
 	}
-	return &apiError{status: httpStatus(ke.Code), body: errorBody{
-		Code: int(ke.Code), Name: ke.Code.String(), Message: msg, Field: ke.Field, Retriable: ke.Code.Retriable()}}
+	return &apiError{status: httpStatus(ke.Code), body: body}
 }
 
 // devError turns an error from the dev launcher (plain gRPC statuses) into
-// an answer named after the gRPC code.
+// an answer named after the gRPC code. It switches on gRPC codes, not on
+// Kafka codes: the dev launcher is not a tidemark service and sends no
+// ErrorDetail, so the kerr table has no row to look up.
 func devError(err error) *apiError {
 	st, ok := status.FromError(err)
 	if !ok {
@@ -113,6 +114,13 @@ func codeName(c codes.Code) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// writeRefusal answers e at status, which may differ from the table's where
+// the refusal is about HTTP itself (403 for a disabled action, 415, 404 for
+// no such API).
+func writeRefusal(w http.ResponseWriter, status int, e *kerr.Error) {
+	writeError(w, status, resterr.Of(e))
 }
 
 func writeError(w http.ResponseWriter, status int, body errorBody) {

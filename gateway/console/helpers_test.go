@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"tidemark.io/gateway/console"
+	"tidemark.io/gateway/internal/resterr"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/client"
@@ -297,6 +298,9 @@ func post(t *testing.T, base, path string, body any, out any) (int, apiErr) {
 	if resp.StatusCode != http.StatusOK {
 		if err := json.Unmarshal(raw, &e); err != nil || e.Name == "" {
 			t.Fatalf("POST %s: status %d with a body that is not an error object: %s", path, resp.StatusCode, raw)
+		}
+		if err := resterr.CheckShape(raw); err != nil {
+			t.Errorf("POST %s: %v", path, err)
 		}
 		return resp.StatusCode, e
 	}

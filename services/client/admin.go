@@ -126,6 +126,9 @@ func (a *Admin) redirect(s *search, addr string, ke *kerr.Error, timedOut bool) 
 		a.passOver(addr)
 		a.opts.Logger.Info("controller did not answer in time; trying another", "controller", addr, "timeout", a.opts.RequestTimeout)
 	} else if ke.Code != kerr.NotController && ke.Code != kerr.NetworkException {
+		// Narrower than the table's Reroute: a controller's other answers
+		// (a partition's LEADER_NOT_AVAILABLE, say) are about the cluster,
+		// not about this node, so another controller would say the same.
 		return ke.Code.Retriable(), true
 	}
 	if h := ke.Controller; !timedOut && h != nil && h.Address != "" && h.Address != addr && !a.isSilent(h.Address) {

@@ -60,14 +60,3 @@ func ctxError(ctx context.Context, last error, format string, args ...any) error
 	}
 	return fmt.Errorf("%s: %w (%w)", what, ke, context.Cause(ctx))
 }
-
-// refreshCodes are the answers after which the client's idea of a
-// partition's leader is stale.
-func needsRefresh(c kerr.Code) bool {
-	switch c {
-	case kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
-		kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.NetworkException:
-		return true
-	}
-	return false
-}

@@ -120,7 +120,7 @@ func (m *metadata) brokerAddr(id int32) (string, bool) {
 
 // noteError updates the cache after a failed partition request: a leader
 // hint is applied directly (saving a Metadata round trip); other answers
-// that mean the leader moved mark the partition for a refresh.
+// the kerr table marks RefreshMetadata mark the partition for a refresh.
 func (m *metadata) noteError(topic string, partition int32, e *kerr.Error) {
 	if e == nil {
 		return
@@ -129,7 +129,7 @@ func (m *metadata) noteError(topic string, partition int32, e *kerr.Error) {
 		m.applyHint(topic, partition, h)
 		return
 	}
-	if !needsRefresh(e.Code) {
+	if !e.Code.RefreshMetadata() {
 		return
 	}
 	m.mu.Lock()

@@ -59,7 +59,10 @@ func failure(b *batch, err *kerr.Error) completion {
 }
 
 // notWritten lists the answers after which the batch is certainly not in
-// the log: the leader refused it before appending.
+// the log: the leader refused it before appending. This stays here rather
+// than in the kerr table: it is what the produce path proves about one
+// batch (it decides whether the idempotent sequence may be reused), not a
+// property of the code wherever it appears.
 func notWritten(c kerr.Code) bool {
 	switch c {
 	case kerr.OutOfOrderSequenceNumber, kerr.NotEnoughReplicas, kerr.MessageTooLarge,

@@ -1,5 +1,7 @@
-// Package kerr is tidemark's one error table: Kafka-style error codes, whether a
-// client may retry them, and the gRPC status code each one travels as.
+// Package kerr is tidemark's one error table: Kafka-style error codes and,
+// for each, whether a client may retry it, whether to refresh metadata
+// first, whether the gateway reroutes it, and the HTTP and gRPC statuses it
+// travels as.
 //
 // The numeric values are Kafka's own protocol error codes, so an operator who
 // knows Kafka recognises them; the protobuf enum tidemark.common.v1.ErrorCode
@@ -9,6 +11,7 @@ package kerr
 import (
 	"errors"
 	"fmt"
+	"net/http"
 
 	"google.golang.org/grpc/codes"
 )
@@ -65,62 +68,123 @@ const (
 	NewLeaderElected             Code = 108
 )
 
-// Info describes one code: its Kafka name, whether a client may retry the
-// request as it is, and the gRPC status code the error travels as.
+// Info is one row of the table: every decision about a code is made here,
+// and the client, gateway, console and CLI look it up rather than keep
+// their own lists.
 type Info struct {
-	Name      string
+	Name string
+	// Retriable: the same request may succeed if sent again (Kafka's
+	// RetriableException).
 	Retriable bool
-	GRPC      codes.Code
+	// RefreshMetadata: the sender's idea of who leads (or which controller
+	// is active) is probably stale; refresh it before retrying (Kafka's
+	// InvalidMetadataException, plus NOT_CONTROLLER, after which Kafka's
+	// admin client also refreshes).
+	RefreshMetadata bool
+	// Reroute: the gateway looks up the leader or controller again and
+	// retries within its budget, because the leader moved, the controller
+	// changed or the node could not be reached. Other retriable answers
+	// (NOT_ENOUGH_REPLICAS, timeouts) go back to the REST caller at once
+	// with Retry-After: retrying them inside the gateway would hide the
+	// cluster's state, and a produce that timed out after its append would
+	// be written twice.
+	Reroute bool
+	// HTTP is the status REST and the console answer with.
+	HTTP int
+	// GRPC is the status code the error travels as.
+	GRPC codes.Code
 }
 
-// table is the single mapping from code to name, retriability and gRPC code.
-// Retriable follows Kafka's RetriableException hierarchy.
+// Shorthands for the table's boolean columns.
+const (
+	final   = 0         // not retriable
+	retry   = 1 << iota // retriable as it is
+	refresh             // retriable after a metadata refresh
+	reroute             // the gateway retries on a fresh route
+)
+
+func row(name string, policy int, httpStatus int, grpc codes.Code) Info {
+	return Info{
+		Name:            name,
+		Retriable:       policy&(retry|refresh|reroute) != 0,
+		RefreshMetadata: policy&refresh != 0,
+		Reroute:         policy&reroute != 0,
+		HTTP:            httpStatus,
+		GRPC:            grpc,
+	}
+}
+
+// table is the single mapping from code to policy. Retriable and
+// RefreshMetadata follow Kafka's exception classes (noted where tidemark
+// differs). HTTP: 404 unknown topic or partition, 409 a conflict with the
+// cluster's state, 413 too large, 503 (with Retry-After) what a retry may
+// fix, 504 timed out, 400 the rest of bad input.
 var table = map[Code]Info{
-	UnknownServerError:           {"UNKNOWN_SERVER_ERROR", false, codes.Internal},
-	None:                         {"NONE", false, codes.OK},
-	OffsetOutOfRange:             {"OFFSET_OUT_OF_RANGE", false, codes.OutOfRange},
-	CorruptMessage:               {"CORRUPT_MESSAGE", true, codes.DataLoss},
-	UnknownTopicOrPartition:      {"UNKNOWN_TOPIC_OR_PARTITION", true, codes.NotFound},
-	LeaderNotAvailable:           {"LEADER_NOT_AVAILABLE", true, codes.Unavailable},
-	NotLeaderOrFollower:          {"NOT_LEADER_OR_FOLLOWER", true, codes.FailedPrecondition},
-	RequestTimedOut:              {"REQUEST_TIMED_OUT", true, codes.DeadlineExceeded},
-	BrokerNotAvailable:           {"BROKER_NOT_AVAILABLE", false, codes.Unavailable},
-	ReplicaNotAvailable:          {"REPLICA_NOT_AVAILABLE", true, codes.Unavailable},
-	MessageTooLarge:              {"MESSAGE_TOO_LARGE", false, codes.InvalidArgument},
-	StaleControllerEpoch:         {"STALE_CONTROLLER_EPOCH", false, codes.FailedPrecondition},
-	NetworkException:             {"NETWORK_EXCEPTION", true, codes.Unavailable},
-	InvalidTopicException:        {"INVALID_TOPIC_EXCEPTION", false, codes.InvalidArgument},
-	RecordListTooLarge:           {"RECORD_LIST_TOO_LARGE", false, codes.InvalidArgument},
-	NotEnoughReplicas:            {"NOT_ENOUGH_REPLICAS", true, codes.Unavailable},
-	NotEnoughReplicasAfterAppend: {"NOT_ENOUGH_REPLICAS_AFTER_APPEND", true, codes.Unavailable},
-	InvalidRequiredAcks:          {"INVALID_REQUIRED_ACKS", false, codes.InvalidArgument},
-	InvalidTimestamp:             {"INVALID_TIMESTAMP", false, codes.InvalidArgument},
-	UnsupportedVersion:           {"UNSUPPORTED_VERSION", false, codes.Unimplemented},
-	TopicAlreadyExists:           {"TOPIC_ALREADY_EXISTS", false, codes.AlreadyExists},
-	InvalidPartitions:            {"INVALID_PARTITIONS", false, codes.InvalidArgument},
-	InvalidReplicationFactor:     {"INVALID_REPLICATION_FACTOR", false, codes.InvalidArgument},
-	InvalidReplicaAssignment:     {"INVALID_REPLICA_ASSIGNMENT", false, codes.InvalidArgument},
-	InvalidConfig:                {"INVALID_CONFIG", false, codes.InvalidArgument},
-	NotController:                {"NOT_CONTROLLER", true, codes.FailedPrecondition},
-	InvalidRequest:               {"INVALID_REQUEST", false, codes.InvalidArgument},
-	PolicyViolation:              {"POLICY_VIOLATION", false, codes.PermissionDenied},
-	OutOfOrderSequenceNumber:     {"OUT_OF_ORDER_SEQUENCE_NUMBER", false, codes.FailedPrecondition},
-	DuplicateSequenceNumber:      {"DUPLICATE_SEQUENCE_NUMBER", false, codes.AlreadyExists},
-	InvalidProducerEpoch:         {"INVALID_PRODUCER_EPOCH", false, codes.FailedPrecondition},
-	KafkaStorageError:            {"KAFKA_STORAGE_ERROR", true, codes.Unavailable},
-	UnknownProducerID:            {"UNKNOWN_PRODUCER_ID", false, codes.FailedPrecondition},
-	FencedLeaderEpoch:            {"FENCED_LEADER_EPOCH", true, codes.FailedPrecondition},
-	UnknownLeaderEpoch:           {"UNKNOWN_LEADER_EPOCH", true, codes.FailedPrecondition},
-	StaleBrokerEpoch:             {"STALE_BROKER_EPOCH", false, codes.FailedPrecondition},
-	PreferredLeaderNotAvailable:  {"PREFERRED_LEADER_NOT_AVAILABLE", true, codes.Unavailable},
-	EligibleLeadersNotAvailable:  {"ELIGIBLE_LEADERS_NOT_AVAILABLE", true, codes.Unavailable},
-	ElectionNotNeeded:            {"ELECTION_NOT_NEEDED", false, codes.FailedPrecondition},
-	InvalidRecord:                {"INVALID_RECORD", false, codes.InvalidArgument},
-	InvalidUpdateVersion:         {"INVALID_UPDATE_VERSION", false, codes.FailedPrecondition},
-	DuplicateBrokerRegistration:  {"DUPLICATE_BROKER_REGISTRATION", false, codes.AlreadyExists},
-	BrokerIDNotRegistered:        {"BROKER_ID_NOT_REGISTERED", false, codes.FailedPrecondition},
-	IneligibleReplica:            {"INELIGIBLE_REPLICA", false, codes.FailedPrecondition},
-	NewLeaderElected:             {"NEW_LEADER_ELECTED", false, codes.FailedPrecondition},
+	UnknownServerError: row("UNKNOWN_SERVER_ERROR", final, http.StatusInternalServerError, codes.Internal),
+	None:               row("NONE", final, http.StatusOK, codes.OK),
+	OffsetOutOfRange:   row("OFFSET_OUT_OF_RANGE", final, http.StatusBadRequest, codes.OutOfRange),
+	// CorruptRecordException is retriable: the batch was damaged on the way.
+	CorruptMessage: row("CORRUPT_MESSAGE", retry, http.StatusServiceUnavailable, codes.DataLoss),
+	// Retriable and a metadata error in Kafka; the gateway does not reroute
+	// on it because the metadata's own answer is final (route.go retries
+	// only when a named leader has not heard of the partition yet).
+	UnknownTopicOrPartition: row("UNKNOWN_TOPIC_OR_PARTITION", refresh, http.StatusNotFound, codes.NotFound),
+	LeaderNotAvailable:      row("LEADER_NOT_AVAILABLE", refresh|reroute, http.StatusServiceUnavailable, codes.Unavailable),
+	NotLeaderOrFollower:     row("NOT_LEADER_OR_FOLLOWER", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),
+	RequestTimedOut:         row("REQUEST_TIMED_OUT", retry, http.StatusGatewayTimeout, codes.DeadlineExceeded),
+	// BrokerNotAvailableException is not retriable in Kafka; tidemark uses
+	// it for a stopping gateway, which a caller retries elsewhere: 503.
+	BrokerNotAvailable:           row("BROKER_NOT_AVAILABLE", final, http.StatusServiceUnavailable, codes.Unavailable),
+	ReplicaNotAvailable:          row("REPLICA_NOT_AVAILABLE", refresh|reroute, http.StatusServiceUnavailable, codes.Unavailable),
+	MessageTooLarge:              row("MESSAGE_TOO_LARGE", final, http.StatusRequestEntityTooLarge, codes.InvalidArgument),
+	StaleControllerEpoch:         row("STALE_CONTROLLER_EPOCH", final, http.StatusConflict, codes.FailedPrecondition),
+	NetworkException:             row("NETWORK_EXCEPTION", refresh|reroute, http.StatusServiceUnavailable, codes.Unavailable),
+	InvalidTopicException:        row("INVALID_TOPIC_EXCEPTION", final, http.StatusBadRequest, codes.InvalidArgument),
+	RecordListTooLarge:           row("RECORD_LIST_TOO_LARGE", final, http.StatusRequestEntityTooLarge, codes.InvalidArgument),
+	NotEnoughReplicas:            row("NOT_ENOUGH_REPLICAS", retry, http.StatusServiceUnavailable, codes.Unavailable),
+	NotEnoughReplicasAfterAppend: row("NOT_ENOUGH_REPLICAS_AFTER_APPEND", retry, http.StatusServiceUnavailable, codes.Unavailable),
+	InvalidRequiredAcks:          row("INVALID_REQUIRED_ACKS", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidTimestamp:             row("INVALID_TIMESTAMP", final, http.StatusBadRequest, codes.InvalidArgument),
+	UnsupportedVersion:           row("UNSUPPORTED_VERSION", final, http.StatusNotImplemented, codes.Unimplemented),
+	TopicAlreadyExists:           row("TOPIC_ALREADY_EXISTS", final, http.StatusConflict, codes.AlreadyExists),
+	InvalidPartitions:            row("INVALID_PARTITIONS", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidReplicationFactor:     row("INVALID_REPLICATION_FACTOR", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidReplicaAssignment:     row("INVALID_REPLICA_ASSIGNMENT", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidConfig:                row("INVALID_CONFIG", final, http.StatusBadRequest, codes.InvalidArgument),
+	// NotControllerException is a plain RetriableException; Kafka's admin
+	// client still clears its controller and refreshes, and so do we.
+	NotController:            row("NOT_CONTROLLER", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),
+	InvalidRequest:           row("INVALID_REQUEST", final, http.StatusBadRequest, codes.InvalidArgument),
+	PolicyViolation:          row("POLICY_VIOLATION", final, http.StatusForbidden, codes.PermissionDenied),
+	OutOfOrderSequenceNumber: row("OUT_OF_ORDER_SEQUENCE_NUMBER", final, http.StatusConflict, codes.FailedPrecondition),
+	DuplicateSequenceNumber:  row("DUPLICATE_SEQUENCE_NUMBER", final, http.StatusConflict, codes.AlreadyExists),
+	InvalidProducerEpoch:     row("INVALID_PRODUCER_EPOCH", final, http.StatusConflict, codes.FailedPrecondition),
+	KafkaStorageError:        row("KAFKA_STORAGE_ERROR", refresh|reroute, http.StatusServiceUnavailable, codes.Unavailable),
+	UnknownProducerID:        row("UNKNOWN_PRODUCER_ID", final, http.StatusConflict, codes.FailedPrecondition),
+	// The sender's leader epoch is older than the leader's: its metadata is
+	// stale (F3), so refresh and go again.
+	FencedLeaderEpoch: row("FENCED_LEADER_EPOCH", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),
+	// UnknownLeaderEpochException is a RetriableException but not a
+	// metadata error in Kafka: the sender is ahead of the broker. tidemark
+	// refreshes anyway: the sender's newer epoch may have come from a view
+	// the cluster has since left (a broker that crashed, a hint), and
+	// without a refresh the gateway kept producing on it after an ISR
+	// shrink (TestREST/NotEnoughReplicas timed out instead of answering
+	// NOT_ENOUGH_REPLICAS). A refresh costs one Metadata call.
+	UnknownLeaderEpoch:          row("UNKNOWN_LEADER_EPOCH", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),
+	StaleBrokerEpoch:            row("STALE_BROKER_EPOCH", final, http.StatusConflict, codes.FailedPrecondition),
+	PreferredLeaderNotAvailable: row("PREFERRED_LEADER_NOT_AVAILABLE", refresh, http.StatusServiceUnavailable, codes.Unavailable),
+	EligibleLeadersNotAvailable: row("ELIGIBLE_LEADERS_NOT_AVAILABLE", refresh, http.StatusServiceUnavailable, codes.Unavailable),
+	// ElectionNotNeededException extends InvalidMetadataException in Kafka,
+	// hence retriable there; it is a final per-partition answer to an
+	// election (the leader is already the one asked for), so not here.
+	ElectionNotNeeded:           row("ELECTION_NOT_NEEDED", final, http.StatusConflict, codes.FailedPrecondition),
+	InvalidRecord:               row("INVALID_RECORD", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidUpdateVersion:        row("INVALID_UPDATE_VERSION", final, http.StatusConflict, codes.FailedPrecondition),
+	DuplicateBrokerRegistration: row("DUPLICATE_BROKER_REGISTRATION", final, http.StatusConflict, codes.AlreadyExists),
+	BrokerIDNotRegistered:       row("BROKER_ID_NOT_REGISTERED", final, http.StatusConflict, codes.FailedPrecondition),
+	IneligibleReplica:           row("INELIGIBLE_REPLICA", final, http.StatusConflict, codes.FailedPrecondition),
+	NewLeaderElected:            row("NEW_LEADER_ELECTED", final, http.StatusConflict, codes.FailedPrecondition),
 }
 
 // Lookup returns the table entry for c. Unknown codes are reported as
@@ -129,7 +193,7 @@ func Lookup(c Code) Info {
 	if in, ok := table[c]; ok {
 		return in
 	}
-	return Info{Name: fmt.Sprintf("UNKNOWN_CODE_%d", int(c)), GRPC: codes.Internal}
+	return Info{Name: fmt.Sprintf("UNKNOWN_CODE_%d", int(c)), HTTP: http.StatusInternalServerError, GRPC: codes.Internal}
 }
 
 // Codes returns every code in the table, for tests and documentation.
@@ -143,6 +207,16 @@ func Codes() []Code {
 
 func (c Code) String() string  { return Lookup(c).Name }
 func (c Code) Retriable() bool { return Lookup(c).Retriable }
+
+// RefreshMetadata reports whether the sender should refresh its metadata
+// before retrying (see Info).
+func (c Code) RefreshMetadata() bool { return Lookup(c).RefreshMetadata }
+
+// Reroute reports whether the gateway retries on a fresh route (see Info).
+func (c Code) Reroute() bool { return Lookup(c).Reroute }
+
+// HTTPStatus is the status REST and the console answer c with.
+func (c Code) HTTPStatus() int { return Lookup(c).HTTP }
 
 // Error is an error carrying a Kafka-style code. Leader and Controller hints
 // are filled in where the answer is NOT_LEADER_OR_FOLLOWER or NOT_CONTROLLER,

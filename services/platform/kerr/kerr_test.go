@@ -40,7 +40,8 @@ func TestTableMatchesProtoEnum(t *testing.T) {
 func TestRetriableMatchesKafka(t *testing.T) {
 	retriable := []Code{NotLeaderOrFollower, LeaderNotAvailable, NotEnoughReplicas,
 		NotEnoughReplicasAfterAppend, RequestTimedOut, UnknownTopicOrPartition,
-		FencedLeaderEpoch, UnknownLeaderEpoch, NotController, CorruptMessage, KafkaStorageError}
+		FencedLeaderEpoch, UnknownLeaderEpoch, NotController, CorruptMessage, KafkaStorageError,
+		NetworkException, ReplicaNotAvailable, PreferredLeaderNotAvailable, EligibleLeadersNotAvailable}
 	for _, c := range retriable {
 		if !c.Retriable() {
 			t.Errorf("%s should be retriable", c)
@@ -48,11 +49,91 @@ func TestRetriableMatchesKafka(t *testing.T) {
 	}
 	fatal := []Code{OffsetOutOfRange, MessageTooLarge, InvalidRequiredAcks, OutOfOrderSequenceNumber,
 		InvalidProducerEpoch, StaleControllerEpoch, StaleBrokerEpoch, TopicAlreadyExists,
-		InvalidReplicationFactor, InvalidTopicException, ElectionNotNeeded, IneligibleReplica}
+		InvalidReplicationFactor, InvalidTopicException, ElectionNotNeeded, IneligibleReplica,
+		BrokerNotAvailable, UnknownServerError, UnknownProducerID, DuplicateSequenceNumber,
+		InvalidUpdateVersion, StaleBrokerEpoch, NewLeaderElected, PolicyViolation}
 	for _, c := range fatal {
 		if c.Retriable() {
 			t.Errorf("%s should not be retriable", c)
 		}
+	}
+}
+
+// Kafka's InvalidMetadataException family (plus NOT_CONTROLLER, after which
+// Kafka's admin client refreshes too): the sender's routing is stale.
+func TestRefreshMetadataMatchesKafka(t *testing.T) {
+	refresh := []Code{NotLeaderOrFollower, UnknownTopicOrPartition, LeaderNotAvailable,
+		FencedLeaderEpoch, NotController, KafkaStorageError, NetworkException,
+		ReplicaNotAvailable, PreferredLeaderNotAvailable, EligibleLeadersNotAvailable,
+		UnknownLeaderEpoch} // tidemark's departure from Kafka: see the table
+	for _, c := range refresh {
+		if !c.RefreshMetadata() {
+			t.Errorf("%s should refresh metadata before a retry", c)
+		}
+	}
+	// Retriable, but the sender's routing is right: retry as it is.
+	for _, c := range []Code{NotEnoughReplicas, NotEnoughReplicasAfterAppend, RequestTimedOut, CorruptMessage} {
+		if c.RefreshMetadata() {
+			t.Errorf("%s should be retried without a metadata refresh", c)
+		}
+	}
+}
+
+// Every code in the table carries every column, the columns agree with
+// each other, and the code survives the trip through a gRPC status.
+func TestEveryCodeHasAConsistentPolicy(t *testing.T) {
+	for _, c := range Codes() {
+		in := Lookup(c)
+		if in.Name == "" || strings.HasPrefix(in.Name, "UNKNOWN_CODE_") {
+			t.Errorf("code %d has no name", c)
+		}
+		if in.HTTP < 200 || in.HTTP > 599 {
+			t.Errorf("%s: HTTP status %d", c, in.HTTP)
+		}
+		if in.Reroute && !in.Retriable {
+			t.Errorf("%s: rerouted by the gateway but not retriable", c)
+		}
+		if in.RefreshMetadata && !in.Retriable {
+			t.Errorf("%s: refreshes metadata but not retriable", c)
+		}
+		if c == None {
+			if in.GRPC != codes.OK || in.HTTP != 200 {
+				t.Errorf("NONE: grpc %s http %d", in.GRPC, in.HTTP)
+			}
+			continue
+		}
+		if in.GRPC == codes.OK {
+			t.Errorf("%s: an error must not travel as gRPC OK", c)
+		}
+		if in.HTTP < 400 {
+			t.Errorf("%s: an error must not answer HTTP %d", c, in.HTTP)
+		}
+		// A retriable answer tells a REST caller to come back (5xx,
+		// Retry-After on 503), except a topic not (yet) known: 404.
+		if in.Retriable && in.HTTP < 500 && c != UnknownTopicOrPartition {
+			t.Errorf("%s: retriable but HTTP %d", c, in.HTTP)
+		}
+		if in.Reroute && in.HTTP != 503 {
+			t.Errorf("%s: rerouted but HTTP %d, want 503", c, in.HTTP)
+		}
+		st := ToStatus(New(c, "test %d", c))
+		if st.Code() != in.GRPC {
+			t.Errorf("%s: status code %s, table says %s", c, st.Code(), in.GRPC)
+		}
+		back := FromStatus(st.Err())
+		if back.Code != c || back.Message != fmt.Sprintf("test %d", c) {
+			t.Errorf("%s: round trip gave %s %q", c, back.Code, back.Message)
+		}
+		var d *commonv1.ErrorDetail
+		for _, x := range st.Details() {
+			d, _ = x.(*commonv1.ErrorDetail)
+		}
+		if d == nil || d.GetName() != in.Name || d.GetRetriable() != in.Retriable {
+			t.Errorf("%s: detail %v does not carry the table's name and retriability", c, d)
+		}
+	}
+	if got := Lookup(Code(9999)); got.HTTP != 500 || got.GRPC != codes.Internal || got.Retriable {
+		t.Errorf("unknown code: %+v", got)
 	}
 }
 

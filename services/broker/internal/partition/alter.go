@@ -75,6 +75,10 @@ func (p *Partition) HandleAlterPartition(req AlterPartitionRequest, res AlterPar
 	if res.Error == kerr.None {
 		return p.commitAlter(res, now)
 	}
+	// Kafka's AlterPartition rules (revert, wait for metadata, resend),
+	// not the kerr table's client retry policy: INVALID_UPDATE_VERSION and
+	// NEW_LEADER_ELECTED are final to a client but mean "wait for the
+	// controller's push" here.
 	switch res.Error {
 	case kerr.IneligibleReplica:
 		// The controller says our partition epoch is right and the request

@@ -497,6 +497,9 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 	if !current {
 		return
 	}
+	// The follower's reactions are protocol steps (truncate, stop until the
+	// controller speaks, back off), finer than the kerr table's retry and
+	// refresh columns, so they stay here.
 	switch code := kerr.Code(a.GetErrorCode()); code {
 	case kerr.None:
 	case kerr.OffsetOutOfRange:

@@ -244,6 +244,8 @@ func (m *Manager) withLeaderHint(tp TP, err error) error {
 	if e == nil {
 		return err
 	}
+	// Which answers carry a leader hint (kerr.Error.Leader's contract), not
+	// a retry decision.
 	switch e.Code {
 	case kerr.NotLeaderOrFollower, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch:
 	default:

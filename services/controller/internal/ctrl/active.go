@@ -257,6 +257,8 @@ func (a *Active) fail(what string, err error) {
 // term goes on; anything else (fenced, timed out, unknown) ends the term
 // and returns true.
 func (a *Active) refusedOrFatal(what string, err error) bool {
+	// About the controller's own term, not about a caller's retry: kept
+	// out of the kerr table.
 	switch kerr.CodeOf(err) {
 	case kerr.NotController, kerr.UnknownServerError:
 		a.fail(what, err)

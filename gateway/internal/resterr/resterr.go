@@ -1,0 +1,100 @@
+// Package resterr is the one JSON error body of tidemark's HTTP surfaces:
+// the REST handlers, grpc-gateway's error handlers and the console's API
+// all answer failures with a Body, at the HTTP status the kerr table gives
+// the code.
+package resterr
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"tidemark.io/services/platform/kerr"
+)
+
+// Body is the JSON every REST and console error answers with. Code and name
+// are Kafka's; retriable is the kerr table's; field names the request field
+// that was wrong ("" when none); leader and controller say where to go
+// instead on NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH and
+// NOT_CONTROLLER when the answering node knew.
+type Body struct {
+	Code       int         `json:"code"`
+	Name       string      `json:"name"`
+	Message    string      `json:"message"`
+	Field      string      `json:"field"`
+	Retriable  bool        `json:"retriable"`
+	Leader     *LeaderHint `json:"leader,omitempty"`
+	Controller *NodeHint   `json:"controller,omitempty"`
+}
+
+// LeaderHint is the partition leader the answering node knows.
+type LeaderHint struct {
+	ID          int32  `json:"id"`
+	Address     string `json:"address,omitempty"`
+	LeaderEpoch int32  `json:"leaderEpoch"`
+}
+
+// NodeHint is a node (the active controller) the answering node knows.
+type NodeHint struct {
+	ID      int32  `json:"id"`
+	Address string `json:"address,omitempty"`
+}
+
+// Of renders e. A message-less error is described by its name.
+func Of(e *kerr.Error) Body {
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code.String()
+	}
+	b := Body{Code: int(e.Code), Name: e.Code.String(), Message: msg, Field: e.Field, Retriable: e.Code.Retriable()}
+	if l := e.Leader; l != nil {
+		b.Leader = &LeaderHint{ID: l.ID, Address: l.Address, LeaderEpoch: l.LeaderEpoch}
+	}
+	if c := e.Controller; c != nil {
+		b.Controller = &NodeHint{ID: c.ID, Address: c.Address}
+	}
+	return b
+}
+
+// Status is the HTTP status e answers with (the kerr table's column).
+func Status(e *kerr.Error) int { return e.Code.HTTPStatus() }
+
+// required are the keys every error body has; hints are the optional ones.
+var (
+	required = []string{"code", "name", "message", "field", "retriable"}
+	hints    = []string{"leader", "controller"}
+)
+
+// CheckShape reports how raw differs from a Body: a missing required key,
+// a key a Body does not have, an empty name or message, or a retriable
+// flag the kerr table disagrees with. Tests of every surface that answers
+// errors use it.
+func CheckShape(raw []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("error body %q is not a JSON object: %w", raw, err)
+	}
+	for _, k := range required {
+		if _, ok := m[k]; !ok {
+			return fmt.Errorf("error body %s has no %q", raw, k)
+		}
+	}
+	for k := range m {
+		if !slices.Contains(required, k) && !slices.Contains(hints, k) {
+			return fmt.Errorf("error body %s has an unexpected key %q", raw, k)
+		}
+	}
+	var b Body
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return fmt.Errorf("error body %s: %w", raw, err)
+	}
+	// The name is usually the code's; the console names dev-launcher
+	// errors (plain gRPC, no Kafka code) after their gRPC code instead.
+	if b.Name == "" || b.Message == "" {
+		return fmt.Errorf("error body %s: empty name or message", raw)
+	}
+	if b.Retriable != kerr.Code(b.Code).Retriable() {
+		return fmt.Errorf("error body %s: retriable %v, the table says %v", raw, b.Retriable, !b.Retriable)
+	}
+	return nil
+}
