@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 // followStream is a Follow call that outlives leader moves: when the stream
@@ -29,6 +30,16 @@ var _ brokerv1.BrokerService_FollowClient = (*followStream)(nil)
 func (r *router) follow(ctx context.Context, req *brokerv1.FollowRequest) (brokerv1.BrokerService_FollowClient, error) {
 	s := &followStream{ctx: untilStop(ctx, r.stopping), r: r, req: proto.CloneOf(req)}
 	first, err := s.Recv()
+	if isEOF(err) {
+		// A stream that ends before its first answer has told the caller
+		// nothing: our deadline ran out on the broker's side first, or the
+		// broker is stopping. Either way it is an error to retry, never a
+		// success with no body nor an unknown 500.
+		if ctx.Err() != nil {
+			return nil, kerr.New(kerr.RequestTimedOut, "%s-%d: no answer to follow before the deadline", req.GetTopic(), req.GetPartition())
+		}
+		return nil, kerr.New(kerr.NetworkException, "%s-%d: the broker ended the follow stream before its first answer", req.GetTopic(), req.GetPartition())
+	}
 	if err != nil {
 		return nil, err
 	}

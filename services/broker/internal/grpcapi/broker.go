@@ -8,6 +8,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker/internal/replica"
@@ -219,7 +221,10 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		}
 		offset = res.NextOffset
 	}
-	return nil
+	// The call's context ended (its deadline, or the client left): say so,
+	// rather than end the stream cleanly, which a client cannot tell from
+	// "nothing more to follow".
+	return status.FromContextError(ctx.Err()).Err()
 }
 
 // ListOffsets answers earliest, latest and by-timestamp lookups.
