@@ -23,6 +23,11 @@ type BrokerInfo struct {
 	RegisteredAt time.Time `json:"registered_at"`
 	// Endpoints holds further named listeners (e.g. "http"), if any.
 	Endpoints map[string]string `json:"endpoints,omitempty"`
+	// StaticConfigs are the broker's static settings (its `--config=k=v`
+	// flags, Kafka's server.properties), so the controller can describe a
+	// broker's configuration as the broker runs it (STATIC_BROKER_CONFIG).
+	// Only the keys given at startup; the rest are defaults.
+	StaticConfigs map[string]string `json:"static_configs,omitempty"`
 }
 
 // Broker is a live broker registration.

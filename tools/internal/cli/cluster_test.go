@@ -254,6 +254,14 @@ func TestCLIAgainstCluster(t *testing.T) {
 		if !found {
 			t.Fatalf("broker 1 does not see the new default: %v", resp)
 		}
+		r = c.run(t, "", "topics", "describe-config", "--broker", "1").ok(t)
+		if !regexp.MustCompile(`(?m)^log\.retention\.ms +3600000 +DYNAMIC_DEFAULT_BROKER$`).MatchString(r.out) ||
+			!regexp.MustCompile(`(?m)^replica\.lag\.time\.max\.ms +30000 +DEFAULT$`).MatchString(r.out) {
+			t.Fatalf("describe-config --broker 1:\n%s", r.out)
+		}
+		contains(t, c.run(t, "", "topics", "describe-config", "--topic", "orders").ok(t).out, "min.insync.replicas")
+		c.run(t, "", "topics", "describe-config", "--topic", "ghost").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
+		c.run(t, "", "topics", "describe-config", "--topic", "orders", "--broker", "1").fails(t, cli.ExitUsage, "exactly one")
 		c.run(t, "", "topics", "alter-config", "--broker-defaults", "--delete-config", "log.retention.ms").ok(t)
 		c.run(t, "", "topics", "alter-config", "--topic", "ghost", "--add-config", "retention.ms=1").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
 	})

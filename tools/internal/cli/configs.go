@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -90,5 +92,67 @@ func newAlterConfigCmd(g *globals) *cobra.Command {
 	f.BoolVar(&brokerDefaults, "broker-defaults", false, "configure the cluster-wide default for every broker")
 	f.StringArrayVar(&add, "add-config", nil, "config to set, key=value (repeatable; several may be comma-separated)")
 	f.StringSliceVar(&del, "delete-config", nil, "config to remove, back to its default (repeatable or comma-separated)")
+	return cmd
+}
+
+// newDescribeConfigCmd is kafka-configs --describe --all for one topic, one
+// broker or the cluster-wide broker defaults: every setting with its
+// effective value and where it comes from.
+func newDescribeConfigCmd(g *globals) *cobra.Command {
+	var (
+		topic          string
+		broker         int32
+		brokerDefaults bool
+	)
+	cmd := &cobra.Command{
+		Use:   "describe-config (--topic T | --broker N | --broker-defaults)",
+		Short: "Show every setting of a topic or broker with its value and source (kafka-configs --describe --all)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res := &adminv1.ConfigResource{}
+			var what string
+			targets := 0
+			if topic != "" {
+				targets++
+				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, topic, "topic "+topic
+			}
+			if cmd.Flags().Changed("broker") {
+				targets++
+				if broker < 0 {
+					return usagef("--broker must be a broker id, got %d", broker)
+				}
+				name := strconv.Itoa(int(broker))
+				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, name, "broker "+name
+			}
+			if brokerDefaults {
+				targets++
+				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "broker defaults"
+			}
+			if targets != 1 {
+				return usagef("give exactly one of --topic, --broker or --broker-defaults")
+			}
+			return g.withAdmin(cmd, func(ctx context.Context, a *client.Admin) error {
+				resp, err := a.DescribeConfigs(ctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{res}})
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tVALUE\tSOURCE")
+				for _, r := range resp.GetResults() {
+					if err := client.ItemError(r.GetErrorCode(), r.GetErrorMessage(), "describe config of %s", what); err != nil {
+						return err
+					}
+					for _, e := range r.GetEntries() {
+						fmt.Fprintf(tw, "%s\t%s\t%s\n", e.GetName(), e.GetValue(), strings.TrimPrefix(e.GetSource().String(), "CONFIG_SOURCE_"))
+					}
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "the topic to describe")
+	f.Int32Var(&broker, "broker", -1, "the broker id to describe (its static flags show as STATIC_BROKER_CONFIG)")
+	f.BoolVar(&brokerDefaults, "broker-defaults", false, "describe the cluster-wide broker defaults")
 	return cmd
 }

@@ -123,9 +123,9 @@ func newDevStatusCmd(controlAddr *string) *cobra.Command {
 				return fmt.Errorf("no dev cluster answers on %s (start one with `make run`): %s", *controlAddr, status.Convert(err).Message())
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID")
+			fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID\tEXTRA ARGS")
 			for _, n := range resp.GetNodes() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", n.GetName(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), n.GetPid())
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", n.GetName(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), n.GetPid(), strings.Join(n.GetExtraArgs(), " "))
 			}
 			return tw.Flush()
 		},
@@ -133,7 +133,8 @@ func newDevStatusCmd(controlAddr *string) *cobra.Command {
 }
 
 func newDevActionCmd(use, short string, action devclusterv1.Action, controlAddr *string) *cobra.Command {
-	return &cobra.Command{
+	var extra []string
+	c := &cobra.Command{
 		Use:   use + " NODE",
 		Short: short,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -150,13 +151,22 @@ func newDevActionCmd(use, short string, action devclusterv1.Action, controlAddr 
 			defer done()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Second)
 			defer cancel()
-			resp, err := cl.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: args[0], Action: action})
+			resp, err := cl.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: args[0], Action: action, ExtraArgs: extra})
 			if err != nil {
 				return fmt.Errorf("%s %s: %s", use, args[0], status.Convert(err).Message())
 			}
 			n := resp.GetNode()
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (pid %d)\n", n.GetName(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), n.GetPid())
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (pid %d)", n.GetName(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), n.GetPid())
+			if len(n.GetExtraArgs()) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), " with %s", strings.Join(n.GetExtraArgs(), " "))
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
 			return nil
 		},
 	}
+	if action == devclusterv1.Action_ACTION_START || action == devclusterv1.Action_ACTION_RESTART {
+		c.Flags().StringArrayVar(&extra, "arg", nil, "an argument added to the node's launch flags for this start only, repeatable "+
+			"(e.g. --arg=--config=replica.truncation.mode=high-watermark); a later start without --arg uses the original flags")
+	}
+	return c
 }

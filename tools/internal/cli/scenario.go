@@ -81,7 +81,7 @@ func newScenarioCmd() *cobra.Command {
 	f.BoolVar(&explain, "explain", false, "answer the note's questions the scenario bears on with the run's figures")
 	f.BoolVar(&noColor, "no-color", false, "no colours (they are off anyway when standard output is not a terminal or NO_COLOR is set)")
 	f.DurationVar(&wait, "wait", time.Minute, "longest wait for the cluster to reach each step's state")
-	f.DurationVar(&lag, "lag-time", 0, "the brokers' replica.lag.time.max.ms when `tidemark dev up` gave it as --broker-arg (the controller reports only cluster-wide and dynamic values); 0 asks the controller")
+	f.DurationVar(&lag, "lag-time", 0, "override the brokers' replica.lag.time.max.ms the scenarios time their steps by; 0 reads broker 1's (its --config flag included) from DescribeConfigs")
 	cmd.AddCommand(run)
 	return cmd
 }

@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -31,6 +32,15 @@ func (s *controlService) NodeAction(_ context.Context, req *devclusterv1.NodeAct
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	// One action at a time keeps start/stop races out of the launcher.
+	extra := req.GetExtraArgs()
+	if act := req.GetAction(); len(extra) > 0 && act != devclusterv1.Action_ACTION_START && act != devclusterv1.Action_ACTION_RESTART {
+		return nil, status.Errorf(codes.InvalidArgument, "extra_args: only a start or restart takes extra arguments, not %v", act)
+	}
+	for i, a := range extra {
+		if strings.TrimSpace(a) == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "extra_args[%d]: empty argument", i)
+		}
+	}
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	switch req.GetAction() {
@@ -43,14 +53,14 @@ func (s *controlService) NodeAction(_ context.Context, req *devclusterv1.NodeAct
 	case devclusterv1.Action_ACTION_RESUME:
 		err = n.Resume()
 	case devclusterv1.Action_ACTION_START:
-		err = n.Start()
+		err = n.StartWith(extra)
 	case devclusterv1.Action_ACTION_RESTART:
 		if _, _, rerr := n.running(); rerr == nil {
 			if err = n.Stop(30 * time.Second); err != nil {
 				break
 			}
 		}
-		err = n.Start()
+		err = n.StartWith(extra)
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "action: unknown action %v", req.GetAction())
 	}

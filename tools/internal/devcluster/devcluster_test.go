@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/platform/testenv"
 )
@@ -169,5 +172,73 @@ func TestNodeStopKillPauseResume(t *testing.T) {
 	}
 	if err := n.Kill(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A start with extra arguments launches the node with its original flags plus
+// those, reports them, and the next start without any goes back to the
+// original flags: a broker restarted in another mode for a scenario returns to
+// its normal mode with a plain restart.
+func TestNodeActionStartWithExtraArgs(t *testing.T) {
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	script := filepath.Join(dir, "node")
+	// Records its arguments (one per line), then waits to be stopped.
+	body := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argsFile + ".tmp && mv " + argsFile + ".tmp " + argsFile + "\nexec sleep 30\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{Name: "broker-2", Binary: script, Args: []string{"--broker.id", "2"}, LogPath: filepath.Join(dir, "log")}
+	svc := &controlService{c: &Cluster{nodes: []*Node{n}}}
+	t.Cleanup(func() { _ = n.Kill() })
+	ctx := t.Context()
+	launchedWith := func() []string {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if b, err := os.ReadFile(argsFile); err == nil {
+				_ = os.Remove(argsFile)
+				return strings.Fields(string(b))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("the node never recorded its arguments")
+		return nil
+	}
+	act := func(a devclusterv1.Action, extra ...string) (*devclusterv1.DevNode, error) {
+		resp, err := svc.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: "broker-2", Action: a, ExtraArgs: extra})
+		return resp.GetNode(), err
+	}
+
+	mode := "--config=replica.truncation.mode=high-watermark"
+	got, err := act(devclusterv1.Action_ACTION_START, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.GetExtraArgs(), []string{mode}) {
+		t.Errorf("start reports extra args %q, want [%s]", got.GetExtraArgs(), mode)
+	}
+	if a := launchedWith(); !slices.Equal(a, []string{"--broker.id", "2", mode}) {
+		t.Errorf("launched with %q, want the original flags then %s", a, mode)
+	}
+	if l, _ := svc.ListNodes(ctx, &devclusterv1.ListNodesRequest{}); !slices.Equal(l.GetNodes()[0].GetExtraArgs(), []string{mode}) {
+		t.Errorf("status shows extra args %q, want [%s]", l.GetNodes()[0].GetExtraArgs(), mode)
+	}
+	// Extra arguments belong to a start: any other action refuses them.
+	if _, err := act(devclusterv1.Action_ACTION_KILL, mode); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "extra_args") {
+		t.Errorf("kill with extra args: %v, want InvalidArgument naming extra_args", err)
+	}
+	if _, err := act(devclusterv1.Action_ACTION_RESTART, " "); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("restart with an empty argument: %v, want InvalidArgument", err)
+	}
+	got, err = act(devclusterv1.Action_ACTION_RESTART)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.GetExtraArgs()) != 0 {
+		t.Errorf("a restart without extra args still reports %q", got.GetExtraArgs())
+	}
+	if a := launchedWith(); !slices.Equal(a, []string{"--broker.id", "2"}) {
+		t.Errorf("restart without extra args launched with %q, want the original flags only", a)
 	}
 }

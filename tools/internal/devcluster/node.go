@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,11 +29,14 @@ type Node struct {
 	Args        []string
 	LogPath     string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	state  devclusterv1.NodeState
-	exited chan struct{}
-	logf   *os.File
+	mu sync.Mutex
+	// extraArgs were appended to Args for the current (or last) process; a
+	// start without any goes back to Args alone.
+	extraArgs []string
+	cmd       *exec.Cmd
+	state     devclusterv1.NodeState
+	exited    chan struct{}
+	logf      *os.File
 }
 
 // Proto renders the node for the DevClusterService.
@@ -44,7 +48,8 @@ func (n *Node) Proto() *devclusterv1.DevNode {
 		n.state != devclusterv1.NodeState_NODE_STATE_STOPPED {
 		pid = int32(n.cmd.Process.Pid)
 	}
-	return &devclusterv1.DevNode{Name: n.Name, Kind: n.Kind, Id: n.ID, Address: n.Addr, State: n.state, Pid: pid, LogFile: n.LogPath}
+	return &devclusterv1.DevNode{Name: n.Name, Kind: n.Kind, Id: n.ID, Address: n.Addr, State: n.state, Pid: pid, LogFile: n.LogPath,
+		ExtraArgs: append([]string(nil), n.extraArgs...)}
 }
 
 // State reports the node's process state.
@@ -54,9 +59,14 @@ func (n *Node) State() devclusterv1.NodeState {
 	return n.state
 }
 
-// Start launches the process, appending its output to its log file (see
-// procAttr for its process group and parent-death signal).
-func (n *Node) Start() error {
+// Start launches the process with its original flags, appending its output to
+// its log file (see procAttr for its process group and parent-death signal).
+func (n *Node) Start() error { return n.StartWith(nil) }
+
+// StartWith launches the process with extra appended to its original flags
+// (a later flag wins, so "--config=k=v" overrides the launch's own value).
+// They hold for this process only: the next start without any drops them.
+func (n *Node) StartWith(extra []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.state == devclusterv1.NodeState_NODE_STATE_RUNNING || n.state == devclusterv1.NodeState_NODE_STATE_PAUSED {
@@ -67,7 +77,11 @@ func (n *Node) Start() error {
 		return err
 	}
 	fmt.Fprintf(f, "\n==== %s started by tidemark dev at %s ====\n", n.Name, time.Now().Format(time.RFC3339))
-	cmd := exec.Command(n.Binary, n.Args...)
+	if len(extra) > 0 {
+		fmt.Fprintf(f, "==== extra arguments for this start: %s ====\n", strings.Join(extra, " "))
+	}
+	args := append(append([]string(nil), n.Args...), extra...)
+	cmd := exec.Command(n.Binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
@@ -75,6 +89,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("start %s: %w", n.Name, err)
 	}
 	n.cmd, n.logf = cmd, f
+	n.extraArgs = append([]string(nil), extra...)
 	n.state = devclusterv1.NodeState_NODE_STATE_RUNNING
 	n.exited = make(chan struct{})
 	go n.wait(cmd, n.exited, f)

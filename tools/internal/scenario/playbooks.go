@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/client"
 )
@@ -103,7 +105,7 @@ func (f hwFacts) Verdict() []string {
 			sawLag = true
 		}
 		if len(s.ISR) < len(f.Followers)+1 {
-			out = append(out, fmt.Sprintf("step %d: the ISR shrank to %v during the walk: replica.lag.time.max.ms is too short for its steps (give it 5s or more, and --lag-time when the brokers got it as a flag)", i+1, s.ISR))
+			out = append(out, fmt.Sprintf("step %d: the ISR shrank to %v during the walk: replica.lag.time.max.ms is too short for its steps (give it 5s or more)", i+1, s.ISR))
 		}
 		for j, leo := range s.LEO {
 			if s.LeaderHW > leo && slices.Contains(s.ISR, f.Followers[j]) {
@@ -860,22 +862,288 @@ func playUnclean(r *run) (facts, error) {
 
 // ---- kip101 ----
 
-// ErrNeedsLauncher says a scenario needs what the dev cluster's launcher
-// cannot do yet.
-var ErrNeedsLauncher = errors.New("needs the launcher to restart brokers with other flags")
+// kip101Run is one half of the kip101 scenario: broker Last restarted in
+// Mode, the window opened, the leader and then the next leader killed.
+type kip101Run struct {
+	Mode               string
+	Topic              string
+	Leader, Next, Last int32
+	FetchWait          time.Duration
+	Value              string
+	Acked              bool
+	AckedAt            int64
+	LastLEO, LastHW    int64 // Last's reported position after the ack, before its new epoch
+	LeaderHW           int64
+	EpochBefore        int32
+	EpochNext          int32
+	LEOAfterChange     int64 // Last's reported LEO as follower of Next
+	Truncation         string
+	NewLeader          int32
+	NewLeaderEpoch     int32
+	NewLeaderLEO       int64
+	Read               []string
+	Kept               bool
+}
+
+type kip101Facts struct {
+	Runs []kip101Run
+}
+
+func (f kip101Facts) Verdict() []string {
+	var out []string
+	if len(f.Runs) != 2 {
+		return append(out, fmt.Sprintf("%d of the 2 runs were played", len(f.Runs)))
+	}
+	for _, r := range f.Runs {
+		switch {
+		case !r.Acked:
+			out = append(out, fmt.Sprintf("%s: the write %s was not acknowledged", r.Mode, r.Value))
+		case r.NewLeader != r.Last:
+			out = append(out, fmt.Sprintf("%s: broker %d, not the restarted follower %d, ended as leader", r.Mode, r.NewLeader, r.Last))
+		case r.Mode == "high-watermark" && r.Kept:
+			out = append(out, fmt.Sprintf("high-watermark: the acknowledged %s at offset %d survived (follower %d's HW %d, LEO %d after the ack): "+
+				"the restarted follower did not truncate below it", r.Value, r.AckedAt, r.Last, r.LastHW, r.LastLEO))
+		case r.Mode == "leader-epoch" && !r.Kept:
+			out = append(out, fmt.Sprintf("leader-epoch: the acknowledged %s at offset %d was lost (read back %v)", r.Value, r.AckedAt, r.Read))
+		}
+	}
+	return out
+}
+
+func (f kip101Facts) Explain() string {
+	var b strings.Builder
+	b.WriteString("Q1/Q2: why did Kafka 0.11 replace HW truncation with leader epochs? (KIP-101 scenario 1)\n")
+	row := func(label string, get func(kip101Run) string) {
+		fmt.Fprintf(&b, "  %-44s", label)
+		for _, r := range f.Runs {
+			fmt.Fprintf(&b, " %-26s", get(r))
+		}
+		b.WriteString("\n")
+	}
+	row("replica.truncation.mode of the follower", func(r kip101Run) string { return r.Mode })
+	row("replicas (leader, next, restarted follower)", func(r kip101Run) string { return fmt.Sprintf("%d, %d, %d", r.Leader, r.Next, r.Last) })
+	row("acks=all write", func(r kip101Run) string { return fmt.Sprintf("%s at offset %d, acked=%v", r.Value, r.AckedAt, r.Acked) })
+	row("leader's HW after the ack", func(r kip101Run) string { return fmt.Sprint(r.LeaderHW) })
+	row("follower's LEO / HW then (its HW lags)", func(r kip101Run) string { return fmt.Sprintf("%d / %d", r.LastLEO, r.LastHW) })
+	row("leader killed: next leads with epoch", func(r kip101Run) string { return fmt.Sprintf("%d (was %d)", r.EpochNext, r.EpochBefore) })
+	row("follower's LEO in the new epoch", func(r kip101Run) string { return fmt.Sprint(r.LEOAfterChange) })
+	row("next leader killed: leader, epoch, LEO", func(r kip101Run) string {
+		return fmt.Sprintf("%d, %d, %d", r.NewLeader, r.NewLeaderEpoch, r.NewLeaderLEO)
+	})
+	row("read back after everyone rejoined", func(r kip101Run) string { return fmt.Sprint(r.Read) })
+	row("acknowledged write", func(r kip101Run) string {
+		if r.Kept {
+			return "KEPT"
+		}
+		return "LOST"
+	})
+	for _, r := range f.Runs {
+		if r.Truncation != "" {
+			fmt.Fprintf(&b, "  broker %d's log (%s): %s\n", r.Last, r.Mode, r.Truncation)
+		}
+	}
+	b.WriteString("  The follower's HW lags the leader's by one fetch round trip (§3.3): it had the record but not yet the HW that\n" +
+		"  covers it. Truncating to its own HW on a new epoch (pre-0.11) cut an acknowledged record, and once it was elected\n" +
+		"  nobody had it any more: the other replicas truncated to the new leader's log. With leader epochs the follower\n" +
+		"  keeps its log and asks the leader where its epoch ended (OffsetForLeaderEpoch); the leader had the same record in\n" +
+		"  that epoch, so nothing was cut and the record survived the same two leader changes (§4.2-4.3).\n")
+	return b.String()
+}
+
+// kip101FetchWait is how long the restarted follower's fetches park at the
+// leader once caught up, which is how long its HW lags the leader's after
+// an ack: long enough to kill the leader inside the window, well inside
+// replica.lag.time.max.ms so no ISR shrinks meanwhile.
+func kip101FetchWait(lag time.Duration) time.Duration {
+	if lag <= 0 {
+		lag = 30 * time.Second
+	}
+	return min(5*time.Second, lag*6/10)
+}
 
 func playKIP101(r *run) (facts, error) {
-	mode, err := r.brokerConfig(1, "replica.truncation.mode")
-	if err != nil {
-		return nil, err
+	var f kip101Facts
+	base := r.topic
+	lag := r.lagTimeOr()
+	// Broker 3 is the follower that is restarted in each mode, then elected
+	// after brokers 1 and 2 (the assignment's order) died.
+	for _, mode := range []string{partitionModeHW, partitionModeLE} {
+		r.topic = base + "-" + mode
+		run, err := r.kip101Half(mode, lag)
+		f.Runs = append(f.Runs, run)
+		if err != nil {
+			return f, err
+		}
 	}
-	r.step("the brokers run with replica.truncation.mode=%s", mode)
-	return nil, fmt.Errorf("kip101 %w: replica.truncation.mode is a static broker setting, and showing the acknowledged write "+
-		"lost (high-watermark) beside kept (leader-epoch) takes two clusters, or restarting every broker with "+
-		"--config=replica.truncation.mode=... between the halves, plus a follower restart timed between the leader's HW "+
-		"advance and the follower's next fetch; the launcher's control API restarts a node only with its original flags. "+
-		"The in-process test TestKIP101AckedRecordLostOnlyWithHighWatermarkTruncation (services/broker) plays it side by side; "+
-		"by hand: `tidemark dev up --broker-arg=--config=replica.truncation.mode=high-watermark`", ErrNeedsLauncher)
+	return f, nil
+}
+
+const (
+	partitionModeHW = "high-watermark"
+	partitionModeLE = "leader-epoch"
+)
+
+func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
+	const leader, next, last = 1, 2, 3
+	fr := kip101Run{Mode: mode, Topic: r.topic, Leader: leader, Next: next, Last: last, FetchWait: kip101FetchWait(lag), Value: "acked-" + mode}
+	r.printf("\n== replica.truncation.mode=%s ==\n", mode)
+	args := []string{"--config=replica.truncation.mode=" + mode,
+		fmt.Sprintf("--config=replica.fetch.wait.max.ms=%d", fr.FetchWait.Milliseconds())}
+	epoch := r.brokerEpoch(last)
+	if err := r.nodeWith(devclusterv1.Action_ACTION_RESTART, brokerName(last), args...); err != nil {
+		return fr, err
+	}
+	if err := r.waitBrokerAlive(last, epoch); err != nil {
+		return fr, err
+	}
+	if v, err := r.brokerConfig(last, "replica.truncation.mode"); err != nil || v != mode {
+		return fr, fmt.Errorf("broker %d was restarted with replica.truncation.mode=%s, but describes it as %q (%v)", last, mode, v, err)
+	}
+	r.step("restarted broker %d with %s: its fetches park %s at the leader once caught up, so its HW learns of an ack that late",
+		last, strings.Join(args, " "), fr.FetchWait)
+	p, err := r.createTopicOn([]int32{leader, next, last}, map[string]string{"min.insync.replicas": "2"})
+	if err != nil {
+		return fr, err
+	}
+	fr.EpochBefore = p.GetLeaderEpoch()
+	// Let broker 3's fetch that was parked before the topic existed return,
+	// and its next one, which includes the topic, reach the log end and park
+	// there.
+	if err := sleep(r.ctx, fr.FetchWait+300*time.Millisecond); err != nil {
+		return fr, err
+	}
+	res, err := r.produceValue(fr.Value, 2*fr.FetchWait+5*time.Second)
+	if err != nil {
+		return fr, err
+	}
+	fr.Acked, fr.AckedAt = true, res
+	// The window is open now: broker 3 has the record, its HW does not.
+	// Stall its fetching (no refetch from the next leader after it
+	// truncated) and kill the leader before its parked fetch returns.
+	if err := r.fetchFault(last, true, 0); err != nil {
+		return fr, err
+	}
+	// Evidence of the window, as broker 3 reports its position (every
+	// half second; bounded well inside the window).
+	fr.LastLEO, fr.LastHW = -1, -1
+	_ = r.watch(fr.FetchWait/3, func(msg *adminv1.WatchClusterResponse) bool {
+		if ps := msg.GetPartitions(); len(ps) > 0 {
+			fr.LeaderHW = ps[0].GetHighWatermark()
+			if rv := replicaView(ps[0], last); rv != nil {
+				fr.LastLEO, fr.LastHW = rv.GetLogEndOffset(), rv.GetHighWatermark()
+			}
+		}
+		return fr.LastLEO <= fr.AckedAt
+	})
+	// The ack itself says the leader's HW passed the record; its report
+	// may not show it yet.
+	fr.LeaderHW = max(fr.LeaderHW, fr.AckedAt+1)
+	if err := r.node(devclusterv1.Action_ACTION_KILL, brokerName(leader)); err != nil {
+		return fr, err
+	}
+	r.step("acks=all write %s acknowledged at offset %d (leader's HW %d); broker %d reports LEO %d, HW %d: it has the record, "+
+		"not the HW that covers it. Its fetching stalled, leader %d killed (kill -9) inside the window",
+		fr.Value, fr.AckedAt, fr.LeaderHW, last, fr.LastLEO, fr.LastHW, leader)
+	p, err = r.waitFor(fmt.Sprintf("broker %d to lead", next), func(p *adminv1.PartitionView) bool { return p.GetLeader() == next })
+	if err != nil {
+		return fr, err
+	}
+	fr.EpochNext = p.GetLeaderEpoch()
+	r.step("broker %d leads in epoch %d (was %d)", next, fr.EpochNext, fr.EpochBefore)
+	// In high-watermark mode broker 3 truncates to its HW as it follows
+	// the new epoch: wait (bounded) for its truncation event and its
+	// report. In leader-epoch mode it keeps its log and asks the leader
+	// where its epoch ended; watch a moment for a truncation that should
+	// not come.
+	wait := 1500 * time.Millisecond
+	if mode == partitionModeHW {
+		wait = 5 * time.Second
+	}
+	fr.LEOAfterChange = -1
+	_ = r.watch(wait, func(msg *adminv1.WatchClusterResponse) bool {
+		for _, e := range msg.GetEvents() {
+			if e.GetKind() == controlv1.EventKind_EVENT_KIND_TRUNCATION && e.GetTopic() == r.topic && e.GetNodeId() == last {
+				fr.Truncation = fmt.Sprintf("broker %d: %s", last, e.GetReason())
+			}
+		}
+		if ps := msg.GetPartitions(); len(ps) > 0 {
+			if rv := replicaView(ps[0], last); rv != nil {
+				fr.LEOAfterChange = rv.GetLogEndOffset()
+			}
+		}
+		return !(mode == partitionModeHW && fr.Truncation != "" && fr.LEOAfterChange == 0)
+	})
+	if line := r.lastLogLine(brokerName(last), "Truncating to offset"); line != "" {
+		fr.Truncation = line
+	}
+	r.step("broker %d follows %d in epoch %d with LEO %d", last, next, fr.EpochNext, fr.LEOAfterChange)
+	if err := r.node(devclusterv1.Action_ACTION_KILL, brokerName(next)); err != nil {
+		return fr, err
+	}
+	r.step("killed broker %d (kill -9): broker %d, the one ISR member left, is elected", next, last)
+	var newLeader *adminv1.PartitionView
+	_ = r.watch(r.o.Wait, func(msg *adminv1.WatchClusterResponse) bool {
+		if ps := msg.GetPartitions(); len(ps) > 0 && ps[0].GetLeader() > 0 && ps[0].GetLeaderEpoch() > fr.EpochNext {
+			newLeader = ps[0]
+			return false
+		}
+		return true
+	})
+	if newLeader == nil {
+		return fr, fmt.Errorf("no leader elected after brokers %d and %d died", leader, next)
+	}
+	fr.NewLeader, fr.NewLeaderEpoch = newLeader.GetLeader(), newLeader.GetLeaderEpoch()
+	if rv := replicaView(newLeader, fr.NewLeader); rv != nil {
+		fr.NewLeaderLEO = rv.GetLogEndOffset()
+	}
+	r.show()
+	// Everyone back: the old leaders follow broker 3 and truncate to its log.
+	for _, id := range []int32{leader, next} {
+		if err := r.node(devclusterv1.Action_ACTION_START, brokerName(id)); err != nil {
+			return fr, err
+		}
+	}
+	if err := r.clearFault(last); err != nil {
+		return fr, err
+	}
+	if _, err := r.waitFor("every replica back in the ISR, at the HW", func(p *adminv1.PartitionView) bool {
+		return len(p.GetIsr()) == 3 && settledAll(p)
+	}); err != nil {
+		return fr, err
+	}
+	r.step("brokers %d and %d restarted and back in the ISR as followers of %d", leader, next, fr.NewLeader)
+	r.show()
+	read, _, err := r.readAll()
+	if err != nil {
+		return fr, err
+	}
+	fr.Read = slices.Sorted(maps.Keys(read))
+	_, fr.Kept = read[fr.Value]
+	verdict := "LOST"
+	if fr.Kept {
+		verdict = "kept"
+	}
+	r.step("read back %v: the acknowledged %s is %s", fr.Read, fr.Value, verdict)
+	return fr, nil
+}
+
+// settledAll says every replica is alive with its reported LEO at the HW.
+func settledAll(p *adminv1.PartitionView) bool {
+	for _, rv := range p.GetReplicaViews() {
+		if !rv.GetAlive() || rv.GetLogEndOffset() != p.GetHighWatermark() {
+			return false
+		}
+	}
+	return p.GetLeader() > 0
+}
+
+func replicaView(p *adminv1.PartitionView, id int32) *adminv1.ReplicaView {
+	for _, rv := range p.GetReplicaViews() {
+		if rv.GetBrokerId() == id {
+			return rv
+		}
+	}
+	return nil
 }
 
 // ---- fast-leader-changes ----

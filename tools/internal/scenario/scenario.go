@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,9 +104,8 @@ type Options struct {
 	Table func(io.Writer, *adminv1.WatchClusterResponse)
 	// Wait bounds each wait for the cluster to reach a state (60s).
 	Wait time.Duration
-	// LagTime is the brokers' replica.lag.time.max.ms when they were
-	// started with it as a flag: the controller reports only the
-	// cluster-wide and dynamic values. 0 asks the controller.
+	// LagTime overrides the brokers' replica.lag.time.max.ms; 0 reads
+	// broker 1's from DescribeConfigs (its startup flag included).
 	LagTime time.Duration
 }
 
@@ -310,8 +310,19 @@ func (r *run) links() {
 // createTopic creates the scenario's topic (one partition, RF 3) and waits
 // until it is led with its full ISR.
 func (r *run) createTopic(configs map[string]string) (*adminv1.PartitionView, error) {
+	return r.createTopicOn(nil, configs)
+}
+
+// createTopicOn is createTopic with the replicas given in preference order
+// (nil: the controller places them).
+func (r *run) createTopicOn(replicas []int32, configs map[string]string) (*adminv1.PartitionView, error) {
+	spec := &adminv1.TopicSpec{Name: r.topic, NumPartitions: 1, ReplicationFactor: 3, Configs: configs}
+	if replicas != nil {
+		spec.NumPartitions, spec.ReplicationFactor = 0, 0
+		spec.Assignments = []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: replicas}}
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, 15*time.Second)
-	_, err := r.admin.CreateTopic(ctx, &adminv1.TopicSpec{Name: r.topic, NumPartitions: 1, ReplicationFactor: 3, Configs: configs})
+	_, err := r.admin.CreateTopic(ctx, spec)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", r.topic, err)
@@ -524,10 +535,14 @@ func (r *run) waitLeaderView(p *adminv1.PartitionView) error {
 }
 
 // node acts on a node through the launcher.
-func (r *run) node(action devclusterv1.Action, name string) error {
+func (r *run) node(action devclusterv1.Action, name string) error { return r.nodeWith(action, name) }
+
+// nodeWith starts or restarts a node with extra arguments on top of its
+// launch flags, for that start only.
+func (r *run) nodeWith(action devclusterv1.Action, name string, extra ...string) error {
 	ctx, cancel := context.WithTimeout(r.ctx, 40*time.Second)
 	defer cancel()
-	_, err := r.dev.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: name, Action: action})
+	_, err := r.dev.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: name, Action: action, ExtraArgs: extra})
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", strings.ToLower(strings.TrimPrefix(action.String(), "ACTION_")), name, err)
 	}
@@ -535,6 +550,59 @@ func (r *run) node(action devclusterv1.Action, name string) error {
 }
 
 func brokerName(id int32) string { return fmt.Sprintf("broker-%d", id) }
+
+// brokerEpoch is broker id's registration epoch as the controller knows it
+// (0: not alive).
+func (r *run) brokerEpoch(id int32) int64 {
+	d, err := r.describeCluster()
+	if err != nil {
+		return 0
+	}
+	for _, b := range d.GetBrokers() {
+		if b.GetNode().GetId() == id && b.GetAlive() {
+			return b.GetBrokerEpoch()
+		}
+	}
+	return 0
+}
+
+// waitBrokerAlive waits until the controller lists broker id as alive with
+// a registration newer than epoch: a restarted process registers a moment
+// after it starts, and until then the controller may still list the old one.
+func (r *run) waitBrokerAlive(id int32, epoch int64) error {
+	deadline := time.Now().Add(r.o.Wait)
+	for {
+		if e := r.brokerEpoch(id); e > epoch {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker %d not registered with the controller again after %s", id, r.o.Wait)
+		}
+		if err := sleep(r.ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// lastLogLine is the last line of node's log file about the topic that
+// contains what, or "" (the log is not on this machine, or has none).
+func (r *run) lastLogLine(node, what string) string {
+	path := r.env.Logs[node]
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], what) && strings.Contains(lines[i], r.topic) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return ""
+}
 
 // fetchFault sets a fetch fault on broker id's fetchers for the topic:
 // stall stops its fetching, delay slows each round trip.
@@ -569,6 +637,7 @@ func (r *run) heal() error {
 		return fmt.Errorf("list nodes: %w", err)
 	}
 	var errs []error
+	restarted := map[string]bool{}
 	for _, n := range resp.GetNodes() {
 		switch n.GetState() {
 		case devclusterv1.NodeState_NODE_STATE_PAUSED:
@@ -577,9 +646,20 @@ func (r *run) heal() error {
 		case devclusterv1.NodeState_NODE_STATE_STOPPED, devclusterv1.NodeState_NODE_STATE_EXITED:
 			r.step("healing: start %s", n.GetName())
 			errs = append(errs, r.node(devclusterv1.Action_ACTION_START, n.GetName()))
+		case devclusterv1.NodeState_NODE_STATE_RUNNING:
+			// A node the scenario started in another mode goes back to its
+			// own flags.
+			if len(n.GetExtraArgs()) > 0 {
+				r.step("healing: restart %s with its own flags (it ran with %s)", n.GetName(), strings.Join(n.GetExtraArgs(), " "))
+				errs = append(errs, r.node(devclusterv1.Action_ACTION_RESTART, n.GetName()))
+				restarted[n.GetName()] = true
+			}
 		}
 	}
 	for i := range r.faults {
+		if restarted[brokerName(int32(i+1))] {
+			continue // a new process has no faults (and may not listen yet)
+		}
 		if err := r.clearFaults(int32(i + 1)); err != nil {
 			errs = append(errs, fmt.Errorf("clear the faults of broker %d: %w", i+1, err))
 		}
@@ -631,6 +711,24 @@ func (r *run) produce(n int, acks client.Acks, tag string) (produced, error) {
 		out.acked[v] = res.Offset
 	}
 	return out, nil
+}
+
+// produceValue writes one record with acks=all, retries off, waiting up to
+// timeout for the answer, and returns its offset.
+func (r *run) produceValue(v string, timeout time.Duration) (int64, error) {
+	p, err := client.NewProducer(r.client, client.ProducerOptions{Acks: client.AcksAll, Idempotence: client.IdempotenceOff,
+		Linger: -1, Retries: -1, RequestTimeout: timeout, DeliveryTimeout: timeout + time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(r.ctx, timeout+2*time.Second)
+	defer cancel()
+	res, err := p.Produce(ctx, client.Record{Topic: r.topic, Partition: 0, ManualPartition: true, Value: []byte(v)})
+	if err != nil {
+		return 0, fmt.Errorf("produce %s with acks=all: %w", v, err)
+	}
+	return res.Offset, nil
 }
 
 // produceBatch writes values in one batch (as one produce request) with

@@ -158,3 +158,29 @@ func TestCatalogue(t *testing.T) {
 		t.Errorf("Find(nosuch) = %v, want an error listing the scenarios", err)
 	}
 }
+
+// kip101 fails unless the high-watermark run lost the acknowledged write
+// and the leader-epoch run kept it, with the restarted follower elected.
+func TestKIP101Verdict(t *testing.T) {
+	run := func(mode string, kept bool) kip101Run {
+		return kip101Run{Mode: mode, Leader: 1, Next: 2, Last: 3, Value: "acked-" + mode, Acked: true, NewLeader: 3, Kept: kept}
+	}
+	good := kip101Facts{Runs: []kip101Run{run(partitionModeHW, false), run(partitionModeLE, true)}}
+	if v := good.Verdict(); len(v) != 0 {
+		t.Errorf("lost with high-watermark, kept with leader-epoch: %v", v)
+	}
+	if !strings.Contains(good.Explain(), "LOST") || !strings.Contains(good.Explain(), "KEPT") {
+		t.Errorf("the side-by-side table shows no LOST/KEPT:\n%s", good.Explain())
+	}
+	for name, f := range map[string]kip101Facts{
+		"high-watermark kept":      {Runs: []kip101Run{run(partitionModeHW, true), run(partitionModeLE, true)}},
+		"leader-epoch lost":        {Runs: []kip101Run{run(partitionModeHW, false), run(partitionModeLE, false)}},
+		"one run only":             {Runs: []kip101Run{run(partitionModeHW, false)}},
+		"another broker elected":   {Runs: []kip101Run{func() kip101Run { r := run(partitionModeHW, false); r.NewLeader = 1; return r }(), run(partitionModeLE, true)}},
+		"write never acknowledged": {Runs: []kip101Run{func() kip101Run { r := run(partitionModeHW, false); r.Acked = false; return r }(), run(partitionModeLE, true)}},
+	} {
+		if v := f.Verdict(); len(v) == 0 {
+			t.Errorf("%s: no finding", name)
+		}
+	}
+}

@@ -63,8 +63,13 @@ func (a *Active) describeConfig(r *adminv1.ConfigResource) *adminv1.ConfigDescri
 			layers = append(layers, layer{a.brokerConfigs[entity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER})
 		}
 		layers = append(layers,
-			layer{a.brokerConfigs[metastore.DefaultBrokerEntity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER},
-			layer{a.d.Settings.StaticBroker, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT})
+			layer{a.brokerConfigs[metastore.DefaultBrokerEntity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER})
+		if entity != metastore.DefaultBrokerEntity {
+			// Under the dynamic layers, the broker's own startup flags as it
+			// registered them (Kafka answers this from the broker itself).
+			layers = append(layers, layer{a.brokerStatic(entity), adminv1.ConfigSource_CONFIG_SOURCE_STATIC_BROKER_CONFIG})
+		}
+		layers = append(layers, layer{a.d.Settings.StaticBroker, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT})
 		for _, d := range topicconfig.Definitions() {
 			e := &adminv1.ConfigEntry{Name: d.BrokerName, Value: d.Default,
 				Source: adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT, Dynamic: d.Dynamic, Doc: d.Doc}
@@ -93,6 +98,17 @@ func brokerEntity(name string) (string, error) {
 		return "", kerr.BadField(kerr.InvalidRequest, "name", "%q is not a broker id (empty names the cluster-wide default)", name)
 	}
 	return metastore.BrokerEntity(int32(n)), nil
+}
+
+// brokerStatic is a broker's static settings from its live registration, or
+// from its last one while it is down; nil for a broker never registered
+// under this controller.
+func (a *Active) brokerStatic(entity string) map[string]string {
+	id, err := strconv.ParseInt(entity, 10, 32)
+	if err != nil {
+		return nil
+	}
+	return a.seen[int32(id)].StaticConfigs
 }
 
 // AlterConfigs changes topic overrides and dynamic broker configs. Each
@@ -170,7 +186,7 @@ func (a *Active) alterConfig(r *adminv1.AlterConfigsResource, validateOnly bool)
 		layers[entity] = next
 		check := []map[string]string{layers[metastore.DefaultBrokerEntity], a.d.Settings.StaticBroker}
 		if entity != metastore.DefaultBrokerEntity {
-			check = append([]map[string]string{next}, check...)
+			check = []map[string]string{next, layers[metastore.DefaultBrokerEntity], a.brokerStatic(entity), a.d.Settings.StaticBroker}
 		}
 		if _, err := topicconfig.ResolveBroker(check...); err != nil {
 			return err

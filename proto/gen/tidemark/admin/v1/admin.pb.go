@@ -85,6 +85,9 @@ const (
 	ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER ConfigSource = 2
 	ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER         ConfigSource = 3
 	ConfigSource_CONFIG_SOURCE_TOPIC                  ConfigSource = 4
+	// The broker's own startup flags (`--config=key=value`), as it published
+	// them in its registration: Kafka's STATIC_BROKER_CONFIG.
+	ConfigSource_CONFIG_SOURCE_STATIC_BROKER_CONFIG ConfigSource = 5
 )
 
 // Enum value maps for ConfigSource.
@@ -95,6 +98,7 @@ var (
 		2: "CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER",
 		3: "CONFIG_SOURCE_DYNAMIC_BROKER",
 		4: "CONFIG_SOURCE_TOPIC",
+		5: "CONFIG_SOURCE_STATIC_BROKER_CONFIG",
 	}
 	ConfigSource_value = map[string]int32{
 		"CONFIG_SOURCE_UNSPECIFIED":            0,
@@ -102,6 +106,7 @@ var (
 		"CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER": 2,
 		"CONFIG_SOURCE_DYNAMIC_BROKER":         3,
 		"CONFIG_SOURCE_TOPIC":                  4,
+		"CONFIG_SOURCE_STATIC_BROKER_CONFIG":   5,
 	}
 )
 
@@ -2632,13 +2637,14 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x12ConfigResourceType\x12$\n" +
 	" CONFIG_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aCONFIG_RESOURCE_TYPE_TOPIC\x10\x01\x12\x1f\n" +
-	"\x1bCONFIG_RESOURCE_TYPE_BROKER\x10\x02*\xad\x01\n" +
+	"\x1bCONFIG_RESOURCE_TYPE_BROKER\x10\x02*\xd5\x01\n" +
 	"\fConfigSource\x12\x1d\n" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12(\n" +
 	"$CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER\x10\x02\x12 \n" +
 	"\x1cCONFIG_SOURCE_DYNAMIC_BROKER\x10\x03\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x04*a\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x04\x12&\n" +
+	"\"CONFIG_SOURCE_STATIC_BROKER_CONFIG\x10\x05*a\n" +
 	"\fConfigOpType\x12\x1e\n" +
 	"\x1aCONFIG_OP_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CONFIG_OP_TYPE_SET\x10\x01\x12\x19\n" +

@@ -149,13 +149,17 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 type DevNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// e.g. "broker-1", "controller-2", "etcd", "gateway".
-	Name          string    `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Kind          string    `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Id            int32     `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string    `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
-	State         NodeState `protobuf:"varint,5,opt,name=state,proto3,enum=tidemark.devcluster.v1.NodeState" json:"state,omitempty"`
-	Pid           int32     `protobuf:"varint,6,opt,name=pid,proto3" json:"pid,omitempty"`
-	LogFile       string    `protobuf:"bytes,7,opt,name=log_file,json=logFile,proto3" json:"log_file,omitempty"`
+	Name    string    `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Kind    string    `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id      int32     `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	Address string    `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	State   NodeState `protobuf:"varint,5,opt,name=state,proto3,enum=tidemark.devcluster.v1.NodeState" json:"state,omitempty"`
+	Pid     int32     `protobuf:"varint,6,opt,name=pid,proto3" json:"pid,omitempty"`
+	LogFile string    `protobuf:"bytes,7,opt,name=log_file,json=logFile,proto3" json:"log_file,omitempty"`
+	// Arguments the running (or last) process got on top of its original
+	// launch flags (NodeActionRequest.extra_args of its start); empty when it
+	// runs with its original flags.
+	ExtraArgs     []string `protobuf:"bytes,8,rep,name=extra_args,json=extraArgs,proto3" json:"extra_args,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +243,13 @@ func (x *DevNode) GetLogFile() string {
 	return ""
 }
 
+func (x *DevNode) GetExtraArgs() []string {
+	if x != nil {
+		return x.ExtraArgs
+	}
+	return nil
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -320,9 +331,14 @@ func (x *ListNodesResponse) GetNodes() []*DevNode {
 }
 
 type NodeActionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Action        Action                 `protobuf:"varint,2,opt,name=action,proto3,enum=tidemark.devcluster.v1.Action" json:"action,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Action Action                 `protobuf:"varint,2,opt,name=action,proto3,enum=tidemark.devcluster.v1.Action" json:"action,omitempty"`
+	// For ACTION_START and ACTION_RESTART only: arguments appended to the node's
+	// original launch flags for this start (e.g.
+	// "--config=replica.truncation.mode=high-watermark"; a later flag wins). A
+	// start with none launches the node with its original flags again.
+	ExtraArgs     []string `protobuf:"bytes,3,rep,name=extra_args,json=extraArgs,proto3" json:"extra_args,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +385,13 @@ func (x *NodeActionRequest) GetAction() Action {
 		return x.Action
 	}
 	return Action_ACTION_UNSPECIFIED
+}
+
+func (x *NodeActionRequest) GetExtraArgs() []string {
+	if x != nil {
+		return x.ExtraArgs
+	}
+	return nil
 }
 
 type NodeActionResponse struct {
@@ -419,7 +442,7 @@ var File_tidemark_devcluster_v1_devcluster_proto protoreflect.FileDescriptor
 
 const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\n" +
-	"'tidemark/devcluster/v1/devcluster.proto\x12\x16tidemark.devcluster.v1\"\xc1\x01\n" +
+	"'tidemark/devcluster/v1/devcluster.proto\x12\x16tidemark.devcluster.v1\"\xe0\x01\n" +
 	"\aDevNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x0e\n" +
@@ -427,13 +450,17 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x127\n" +
 	"\x05state\x18\x05 \x01(\x0e2!.tidemark.devcluster.v1.NodeStateR\x05state\x12\x10\n" +
 	"\x03pid\x18\x06 \x01(\x05R\x03pid\x12\x19\n" +
-	"\blog_file\x18\a \x01(\tR\alogFile\"\x12\n" +
+	"\blog_file\x18\a \x01(\tR\alogFile\x12\x1d\n" +
+	"\n" +
+	"extra_args\x18\b \x03(\tR\textraArgs\"\x12\n" +
 	"\x10ListNodesRequest\"J\n" +
 	"\x11ListNodesResponse\x125\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1f.tidemark.devcluster.v1.DevNodeR\x05nodes\"_\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1f.tidemark.devcluster.v1.DevNodeR\x05nodes\"~\n" +
 	"\x11NodeActionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
-	"\x06action\x18\x02 \x01(\x0e2\x1e.tidemark.devcluster.v1.ActionR\x06action\"I\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1e.tidemark.devcluster.v1.ActionR\x06action\x12\x1d\n" +
+	"\n" +
+	"extra_args\x18\x03 \x03(\tR\textraArgs\"I\n" +
 	"\x12NodeActionResponse\x123\n" +
 	"\x04node\x18\x01 \x01(\v2\x1f.tidemark.devcluster.v1.DevNodeR\x04node*\x85\x01\n" +
 	"\tNodeState\x12\x1a\n" +
