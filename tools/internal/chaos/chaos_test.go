@@ -2,9 +2,7 @@ package chaos
 
 import (
 	"context"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,100 +10,14 @@ import (
 	"time"
 
 	"tidemark.io/services/platform/testenv"
+	"tidemark.io/tools/internal/testbin"
 )
 
-// binaries returns a directory holding broker, controller and gateway:
-// TIDEMARK_CHAOS_BIN_DIR when set, else the checkout's bin/ when every
-// binary there is newer than every non-test Go file, go.mod and go.sum of
-// the modules they are built from, else freshly built from this checkout with
-// go build into a temporary dir, so a stale bin/ is never what is tested.
-// A build that fails fails the test under CI=true and skips it, saying
-// why, otherwise.
+// binaries returns a directory holding broker, controller and gateway
+// (TIDEMARK_CHAOS_BIN_DIR, a fresh bin/, or a build: see testbin.Dir).
 func binaries(t *testing.T) string {
 	t.Helper()
-	if dir := os.Getenv("TIDEMARK_CHAOS_BIN_DIR"); dir != "" {
-		for _, b := range []string{"broker", "controller", "gateway"} {
-			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-				t.Fatalf("TIDEMARK_CHAOS_BIN_DIR=%s: %v (run make build)", dir, err)
-			}
-		}
-		return dir
-	}
-	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err == nil {
-		_, err = os.Stat(filepath.Join(root, "go.work"))
-	}
-	if err == nil {
-		fresh, why := binFresh(root)
-		if fresh {
-			t.Logf("using %s", filepath.Join(root, "bin"))
-			return filepath.Join(root, "bin")
-		}
-		t.Logf("building the binaries: %s", why)
-	}
-	dir := t.TempDir()
-	if err == nil {
-		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-			"tidemark.io/services/broker/cmd/broker", "tidemark.io/services/controller/cmd/controller", "tidemark.io/gateway/cmd/gateway")
-		cmd.Dir = root
-		var out []byte
-		out, err = cmd.CombinedOutput()
-		if err != nil {
-			err = &buildError{err: err, out: strings.TrimSpace(string(out))}
-		}
-	}
-	if err != nil {
-		testenv.Unavailable(t, "the broker, controller and gateway binaries", "building them from the go.work workspace failed: "+err.Error())
-	}
-	return dir
-}
-
-// binFresh reports whether root/bin holds broker, controller and gateway
-// built after the last change to their sources.
-func binFresh(root string) (bool, string) {
-	oldest := time.Time{}
-	for _, b := range []string{"broker", "controller", "gateway"} {
-		fi, err := os.Stat(filepath.Join(root, "bin", b))
-		if err != nil {
-			return false, "bin/" + b + " is absent"
-		}
-		if oldest.IsZero() || fi.ModTime().Before(oldest) {
-			oldest = fi.ModTime()
-		}
-	}
-	newer := ""
-	for _, m := range []string{"services", "gateway", "proto"} {
-		_ = filepath.WalkDir(filepath.Join(root, m), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || newer != "" {
-				return filepath.SkipAll
-			}
-			name := d.Name()
-			// Tests are not in the binaries.
-			if d.IsDir() || strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum") {
-				return nil
-			}
-			if fi, err := d.Info(); err == nil && fi.ModTime().After(oldest) {
-				newer = path
-			}
-			return nil
-		})
-	}
-	if newer != "" {
-		return false, "bin/ is older than " + newer
-	}
-	return true, ""
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string {
-	if e.out == "" {
-		return e.err.Error()
-	}
-	return e.err.Error() + ": " + e.out
+	return testbin.Dir(t, filepath.Join("..", "..", ".."), "TIDEMARK_CHAOS_BIN_DIR")
 }
 
 // logWriter sends the timeline to the test log line by line.
