@@ -206,7 +206,15 @@ func (pp *partitionProducer) nextWakeLocked(now time.Time) time.Duration {
 		}
 	}
 	if pp.open != nil {
-		earlier(pp.open.created.Add(pp.p.opts.Linger))
+		lingerEnd := pp.open.created.Add(pp.p.opts.Linger)
+		// This step may have emptied the queue (expired or completed
+		// batches) after the open batch was judged still filling: seal it
+		// now, or it would wait for the next record however long that is.
+		if !lingerEnd.After(now) && pp.lingeredLocked(now) {
+			return 0
+		}
+		earlier(lingerEnd)
+		earlier(pp.open.deadline)
 	}
 	if pp.needID && !pp.idBusy {
 		earlier(pp.idRetryAt)

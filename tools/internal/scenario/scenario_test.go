@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tidemark.io/services/platform/loopback"
+	"tidemark.io/services/platform/testenv"
 	"tidemark.io/tools/internal/devcluster"
 	"tidemark.io/tools/internal/testbin"
 )
@@ -39,9 +40,7 @@ func freePortBase(t *testing.T) int {
 // leaves the cluster unhealthy. TIDEMARK_SCENARIOS names a subset
 // (comma-separated).
 func TestScenarios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("SKIPPED the scenarios in -short mode: they take about two minutes against a cluster of real processes")
-	}
+	testenv.SkipIfShort(t, "the scenarios take about two minutes against a cluster of real processes")
 	bin := testbin.Dir(t, filepath.Join("..", "..", ".."), "TIDEMARK_SCENARIO_BIN_DIR")
 	data := t.TempDir()
 	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: 3, Controllers: 2, PortBase: freePortBase(t),

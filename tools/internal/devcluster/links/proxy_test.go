@@ -244,7 +244,7 @@ func TestDeadTargetIsRefused(t *testing.T) {
 	}
 	lis2, err := net.Listen("tcp", target)
 	if err != nil {
-		t.Skipf("SKIPPED the restart half: the target's port was taken meanwhile: %v", err)
+		testenv.Skipf(t, "the restart half: the target's port was taken meanwhile: %v", err)
 	}
 	defer lis2.Close()
 	go func() {
