@@ -989,6 +989,17 @@ func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
 	r.printf("\n== replica.truncation.mode=%s ==\n", mode)
 	args := []string{"--config=replica.truncation.mode=" + mode,
 		fmt.Sprintf("--config=replica.fetch.wait.max.ms=%d", fr.FetchWait.Milliseconds())}
+	// The topic exists before broker 3 restarts, so the restarted broker
+	// fetches it from its first round trip on, in the same request as the
+	// rest of what it follows from broker 1. Created after the restart, it
+	// would join broker 3's fetch session only once a parked round trip
+	// returned, seconds later: long enough, with other topics on broker 3,
+	// for the leader to drop broker 3 from the ISR before the write.
+	p, err := r.createTopicOn([]int32{leader, next, last}, map[string]string{"min.insync.replicas": "2"})
+	if err != nil {
+		return fr, err
+	}
+	fr.EpochBefore = p.GetLeaderEpoch()
 	epoch := r.brokerEpoch(last)
 	if err := r.nodeWith(devclusterv1.Action_ACTION_RESTART, brokerName(last), args...); err != nil {
 		return fr, err
@@ -1001,15 +1012,13 @@ func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
 	}
 	r.step("restarted broker %d with %s: its fetches park %s at the leader once caught up, so its HW learns of an ack that late",
 		last, strings.Join(args, " "), fr.FetchWait)
-	p, err := r.createTopicOn([]int32{leader, next, last}, map[string]string{"min.insync.replicas": "2"})
-	if err != nil {
+	if _, err := r.waitFor(fmt.Sprintf("broker %d back in the ISR", last), func(p *adminv1.PartitionView) bool {
+		return p.GetLeader() == leader && len(p.GetIsr()) == 3
+	}); err != nil {
 		return fr, err
 	}
-	fr.EpochBefore = p.GetLeaderEpoch()
-	// Let broker 3's fetch that was parked before the topic existed return,
-	// and its next one, which includes the topic, reach the log end and park
-	// there.
-	if err := sleep(r.ctx, fr.FetchWait+300*time.Millisecond); err != nil {
+	// Let broker 3's fetch reach the log end and park there.
+	if err := sleep(r.ctx, fr.FetchWait/2); err != nil {
 		return fr, err
 	}
 	res, err := r.produceValue(fr.Value, 2*fr.FetchWait+5*time.Second)
@@ -1055,9 +1064,13 @@ func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
 	// report. In leader-epoch mode it keeps its log and asks the leader
 	// where its epoch ended; watch a moment for a truncation that should
 	// not come.
-	wait := 1500 * time.Millisecond
+	// Broker 3's fetching stays stalled, so broker 2 drops it from the ISR
+	// once replica.lag.time.max.ms passes: it must be killed well before,
+	// or broker 3 cannot be elected. Its own log says at once when it
+	// truncated; the reports through the controller come later.
+	wait := min(1500*time.Millisecond, lag/4)
 	if mode == partitionModeHW {
-		wait = 5 * time.Second
+		wait = min(5*time.Second, lag/2)
 	}
 	fr.LEOAfterChange = -1
 	_ = r.watch(wait, func(msg *adminv1.WatchClusterResponse) bool {
@@ -1071,7 +1084,13 @@ func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
 				fr.LEOAfterChange = rv.GetLogEndOffset()
 			}
 		}
-		return !(mode == partitionModeHW && fr.Truncation != "" && fr.LEOAfterChange == 0)
+		if mode != partitionModeHW {
+			return true
+		}
+		if fr.Truncation == "" {
+			fr.Truncation = r.lastLogLine(brokerName(last), "Truncating to offset")
+		}
+		return fr.Truncation == ""
 	})
 	if line := r.lastLogLine(brokerName(last), "Truncating to offset"); line != "" {
 		fr.Truncation = line
