@@ -485,7 +485,6 @@ func (l *Log) loadProducers(trusted int64) error {
 	if err := l.walkLog(from, leo, ps.apply); err != nil {
 		return err
 	}
-	ps.evictBelow(l.LogStartOffset())
 	l.producers = ps
 	return nil
 }

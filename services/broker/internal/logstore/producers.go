@@ -161,11 +161,6 @@ func (ps *producerState) apply(b recordbatch.Batch) {
 	e.apply(b)
 }
 
-// evictBelow forgets producers with no batch at or above logStart.
-func (ps *producerState) evictBelow(logStart int64) {
-	maps.DeleteFunc(ps.producers, func(_ int64, e *producerEntry) bool { return e.lastOffset() < logStart })
-}
-
 // expire forgets producers whose last batch is older than cutoff (ms).
 func (ps *producerState) expire(cutoffMs int64) int {
 	n := len(ps.producers)

@@ -196,3 +196,51 @@ func TestProducerExpiry(t *testing.T) {
 	_, err := l.AppendAsLeader(idem(2, 0, 50, 1).build(), 0)
 	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
 }
+
+// A producer whose batches retention deleted is remembered (Kafka since
+// KIP-360): a retry of its last batch, e.g. after a leader change lost the
+// acknowledgement, is a duplicate, not a second copy; also after a restart.
+func TestRetentionKeepsProducersWhoseBatchesItDeleted(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	fsys := newMem(t)
+	l := openLog(t, fsys, cfg, clk)
+	first := appendLeader(t, l, idem(7, 0, 0, 2), 0) // timestamps in 1970: past retention
+	for i := range 20 { // more old records: the first segments hold only old ones
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0)
+	}
+	now := clk.Now().UnixMilli()
+	for i := range 40 {
+		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
+	}
+	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() <= first.LastOffset {
+		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
+	}
+	retry := func(l *Log, when string) {
+		t.Helper()
+		leo := l.LogEndOffset()
+		info, err := l.AppendAsLeader(idem(7, 0, 0, 2).build(), 0)
+		if err != nil {
+			t.Fatalf("%s: retry: %v", when, err)
+		}
+		if !info.Duplicate || l.LogEndOffset() != leo {
+			t.Fatalf("%s: retry of a batch retention deleted was written again at %d (LEO %d -> %d)", when, info.FirstOffset, leo, l.LogEndOffset())
+		}
+	}
+	retry(l, "after retention")
+	// A roll writes a snapshot that must still hold the producer.
+	for i := range 40 {
+		appendLeader(t, l, plain(3, 40, now+100+int64(i)), 0)
+	}
+	leo := l.LogEndOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A clean restart, as the manager opens it after its clean-shutdown
+	// marker: the producer comes back from the Close snapshot.
+	retry(openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, Now: clk.Now, CleanShutdown: true, RecoveryPoint: leo}), "after a restart")
+}

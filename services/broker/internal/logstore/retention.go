@@ -99,14 +99,15 @@ func (l *Log) deleteLeadingLocked(n int) error {
 	return l.afterLogStartMovedLocked()
 }
 
-// afterLogStartMovedLocked trims the epoch cache, producers and snapshots
-// below the new log start.
+// afterLogStartMovedLocked trims the epoch cache and snapshots below the new
+// log start. Producers are kept, as Kafka keeps them since KIP-360, until
+// ProducerIDExpiration: a producer whose batches retention deleted may still
+// retry its last batch, and forgetting it would write that batch twice.
 func (l *Log) afterLogStartMovedLocked() error {
 	start := l.logStart.Load()
 	if err := l.epochs.TruncateFromStart(start); err != nil {
 		return err
 	}
-	l.producers.evictBelow(start)
 	snaps, err := listSnapshots(l.fs, l.dir)
 	if err != nil {
 		return err
