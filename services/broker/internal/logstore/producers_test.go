@@ -206,8 +206,10 @@ func TestRetentionKeepsProducersWhoseBatchesItDeleted(t *testing.T) {
 	cfg.RetentionMs = time.Hour
 	fsys := newMem(t)
 	l := openLog(t, fsys, cfg, clk)
-	first := appendLeader(t, l, idem(7, 0, 0, 2), 0) // timestamps in 1970: past retention
-	for i := range 20 {                              // more old records: the first segments hold only old ones
+	// Timestamps in 1970, past retention; then more old records, so the
+	// first segments hold only old ones.
+	first := appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	for i := range 20 {
 		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0)
 	}
 	now := clk.Now().UnixMilli()
