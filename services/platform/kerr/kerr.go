@@ -39,6 +39,8 @@ const (
 	NotEnoughReplicas            Code = 19
 	NotEnoughReplicasAfterAppend Code = 20
 	InvalidRequiredAcks          Code = 21
+	TopicAuthorizationFailed     Code = 29
+	ClusterAuthorizationFailed   Code = 31
 	InvalidTimestamp             Code = 32
 	UnsupportedVersion           Code = 35
 	TopicAlreadyExists           Code = 36
@@ -53,6 +55,7 @@ const (
 	DuplicateSequenceNumber      Code = 46
 	InvalidProducerEpoch         Code = 47
 	KafkaStorageError            Code = 56
+	SaslAuthenticationFailed     Code = 58
 	UnknownProducerID            Code = 59
 	FencedLeaderEpoch            Code = 74
 	UnknownLeaderEpoch           Code = 75
@@ -61,6 +64,7 @@ const (
 	EligibleLeadersNotAvailable  Code = 83
 	ElectionNotNeeded            Code = 84
 	InvalidRecord                Code = 87
+	ThrottlingQuotaExceeded      Code = 89
 	InvalidUpdateVersion         Code = 95
 	DuplicateBrokerRegistration  Code = 101
 	BrokerIDNotRegistered        Code = 102
@@ -144,13 +148,19 @@ var table = map[Code]Info{
 	NotEnoughReplicas:            row("NOT_ENOUGH_REPLICAS", retry, http.StatusServiceUnavailable, codes.Unavailable),
 	NotEnoughReplicasAfterAppend: row("NOT_ENOUGH_REPLICAS_AFTER_APPEND", retry, http.StatusServiceUnavailable, codes.Unavailable),
 	InvalidRequiredAcks:          row("INVALID_REQUIRED_ACKS", final, http.StatusBadRequest, codes.InvalidArgument),
-	InvalidTimestamp:             row("INVALID_TIMESTAMP", final, http.StatusBadRequest, codes.InvalidArgument),
-	UnsupportedVersion:           row("UNSUPPORTED_VERSION", final, http.StatusNotImplemented, codes.Unimplemented),
-	TopicAlreadyExists:           row("TOPIC_ALREADY_EXISTS", final, http.StatusConflict, codes.AlreadyExists),
-	InvalidPartitions:            row("INVALID_PARTITIONS", final, http.StatusBadRequest, codes.InvalidArgument),
-	InvalidReplicationFactor:     row("INVALID_REPLICATION_FACTOR", final, http.StatusBadRequest, codes.InvalidArgument),
-	InvalidReplicaAssignment:     row("INVALID_REPLICA_ASSIGNMENT", final, http.StatusBadRequest, codes.InvalidArgument),
-	InvalidConfig:                row("INVALID_CONFIG", final, http.StatusBadRequest, codes.InvalidArgument),
+	// Authorization failures: the caller is known but not allowed (403).
+	TopicAuthorizationFailed:   row("TOPIC_AUTHORIZATION_FAILED", final, http.StatusForbidden, codes.PermissionDenied),
+	ClusterAuthorizationFailed: row("CLUSTER_AUTHORIZATION_FAILED", final, http.StatusForbidden, codes.PermissionDenied),
+	// tidemark's name for "no valid credentials" on every link (Kafka's
+	// closest code): no certificate, a rejected one, a wrong token (401).
+	SaslAuthenticationFailed: row("SASL_AUTHENTICATION_FAILED", final, http.StatusUnauthorized, codes.Unauthenticated),
+	InvalidTimestamp:         row("INVALID_TIMESTAMP", final, http.StatusBadRequest, codes.InvalidArgument),
+	UnsupportedVersion:       row("UNSUPPORTED_VERSION", final, http.StatusNotImplemented, codes.Unimplemented),
+	TopicAlreadyExists:       row("TOPIC_ALREADY_EXISTS", final, http.StatusConflict, codes.AlreadyExists),
+	InvalidPartitions:        row("INVALID_PARTITIONS", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidReplicationFactor: row("INVALID_REPLICATION_FACTOR", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidReplicaAssignment: row("INVALID_REPLICA_ASSIGNMENT", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidConfig:            row("INVALID_CONFIG", final, http.StatusBadRequest, codes.InvalidArgument),
 	// NotControllerException is a plain RetriableException; Kafka's admin
 	// client still clears its controller and refreshes, and so do we.
 	NotController:            row("NOT_CONTROLLER", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),
@@ -178,7 +188,9 @@ var table = map[Code]Info{
 	// ElectionNotNeededException extends InvalidMetadataException in Kafka,
 	// hence retriable there; it is a final per-partition answer to an
 	// election (the leader is already the one asked for), so not here.
-	ElectionNotNeeded:           row("ELECTION_NOT_NEEDED", final, http.StatusConflict, codes.FailedPrecondition),
+	ElectionNotNeeded: row("ELECTION_NOT_NEEDED", final, http.StatusConflict, codes.FailedPrecondition),
+	// A quota's bucket is empty: retry after the throttle time (429).
+	ThrottlingQuotaExceeded:     row("THROTTLING_QUOTA_EXCEEDED", retry, http.StatusTooManyRequests, codes.ResourceExhausted),
 	InvalidRecord:               row("INVALID_RECORD", final, http.StatusBadRequest, codes.InvalidArgument),
 	InvalidUpdateVersion:        row("INVALID_UPDATE_VERSION", final, http.StatusConflict, codes.FailedPrecondition),
 	DuplicateBrokerRegistration: row("DUPLICATE_BROKER_REGISTRATION", final, http.StatusConflict, codes.AlreadyExists),

@@ -109,8 +109,9 @@ func TestEveryCodeHasAConsistentPolicy(t *testing.T) {
 			t.Errorf("%s: an error must not answer HTTP %d", c, in.HTTP)
 		}
 		// A retriable answer tells a REST caller to come back (5xx,
-		// Retry-After on 503), except a topic not (yet) known: 404.
-		if in.Retriable && in.HTTP < 500 && c != UnknownTopicOrPartition {
+		// Retry-After on 503), except a topic not (yet) known: 404, and a
+		// throttled caller: 429 with Retry-After.
+		if in.Retriable && in.HTTP < 500 && c != UnknownTopicOrPartition && c != ThrottlingQuotaExceeded {
 			t.Errorf("%s: retriable but HTTP %d", c, in.HTTP)
 		}
 		if in.Reroute && in.HTTP != 503 {
