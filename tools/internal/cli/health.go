@@ -7,13 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // newHealthCmd checks a node with the standard gRPC health protocol; compose
 // health checks and scripts use it (the images have no shell).
-func newHealthCmd() *cobra.Command {
+func newHealthCmd(g *globals) *cobra.Command {
 	var addr, service string
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -23,7 +22,11 @@ func newHealthCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			st, err := checkHealth(ctx, addr, service)
+			dial, err := g.dialOption()
+			if err != nil {
+				return err
+			}
+			st, err := checkHealth(ctx, addr, service, dial)
 			if err != nil {
 				return fmt.Errorf("%s: %w", addr, err)
 			}
@@ -40,8 +43,8 @@ func newHealthCmd() *cobra.Command {
 	return cmd
 }
 
-func checkHealth(ctx context.Context, addr, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func checkHealth(ctx context.Context, addr, service string, dial grpc.DialOption) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	conn, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		return 0, err
 	}

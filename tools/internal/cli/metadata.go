@@ -30,7 +30,7 @@ func newMetadataCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := g.opContext(cmd.Context())
 			defer cancel()
-			if err := reach(ctx, "etcd endpoint", "--etcd-endpoints", endpoints); err != nil {
+			if err := reach(ctx, "etcd endpoint", "--etcd-endpoints", endpoints, plainDial()); err != nil {
 				return err
 			}
 			cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: reachTimeout, Logger: zap.NewNop(), Context: ctx})

@@ -1,0 +1,157 @@
+package devcluster
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"tidemark.io/services/platform/pki"
+	"tidemark.io/services/platform/tlsconf"
+)
+
+// Certificate names besides the nodes' own (controller-N, broker-N).
+const (
+	// AdminName is the operator's identity: the CLI, grpcurl and curl.
+	AdminName = "admin"
+	// GatewayName is the REST gateway's identity.
+	GatewayName = "gateway"
+	// LauncherName is the identity of the launcher's control API server.
+	LauncherName = "launcher"
+)
+
+// gatewaySpeaksTLS says whether the gateway binary takes --tls.ca,
+// --tls.cert, --tls.key, --plaintext and --rest.tokens.file. Until it does,
+// the launcher starts it without them (it then cannot reach brokers and
+// controllers that require TLS); turn this on with the gateway's flags.
+const gatewaySpeaksTLS = false
+
+// GatewayTLS reports whether the launcher gives the gateway its TLS and
+// token flags (see gatewaySpeaksTLS).
+func GatewayTLS() bool { return gatewaySpeaksTLS }
+
+// PKIDir is where the cluster's CA and certificates live: <data dir>/pki.
+func (o Options) PKIDir() string { return filepath.Join(o.DataDir, "pki") }
+
+// TokensPath is the gateway's bearer token file: lines of "<token> <user>".
+func (o Options) TokensPath() string { return filepath.Join(o.PKIDir(), "tokens") }
+
+// Security is how a client reaches the cluster: mutual TLS with the admin
+// certificate, or plaintext with Options.Plaintext.
+func (o Options) Security() tlsconf.Options {
+	if o.Plaintext {
+		return tlsconf.Plain()
+	}
+	return pki.Options(o.PKIDir(), AdminName)
+}
+
+// tlsArgs are the flags that give the process named name its certificate,
+// or --plaintext.
+func (o Options) tlsArgs(name string) []string {
+	if o.Plaintext {
+		return []string{"--plaintext"}
+	}
+	t := pki.Options(o.PKIDir(), name)
+	return []string{"--tls.ca", t.CA, "--tls.cert", t.Cert, "--tls.key", t.Key}
+}
+
+// gatewayTLSArgs are the gateway's TLS and token flags (none while the
+// gateway cannot take them, see gatewaySpeaksTLS).
+func (o Options) gatewayTLSArgs() []string {
+	if !gatewaySpeaksTLS {
+		return nil
+	}
+	args := o.tlsArgs(GatewayName)
+	if !o.Plaintext {
+		args = append(args, "--rest.tokens.file", o.TokensPath())
+	}
+	return args
+}
+
+// certNames are the certificates a cluster of o's size needs.
+func (o Options) certNames() []string {
+	var names []string
+	for i := 1; i <= o.Controllers; i++ {
+		names = append(names, fmt.Sprintf("controller-%d", i))
+	}
+	for i := 1; i <= o.Brokers; i++ {
+		names = append(names, fmt.Sprintf("broker-%d", i))
+	}
+	return append(names, GatewayName, AdminName, LauncherName)
+}
+
+// ensurePKI makes the CA, every certificate and the admin's REST token on
+// the first start, and keeps them on later ones (issuing only what is
+// missing or near expiry), so exported paths and tokens stay valid.
+func (o Options) ensurePKI() (issued []string, err error) {
+	var leaves []pki.Leaf
+	for _, n := range o.certNames() {
+		leaves = append(leaves, pki.Leaf{Name: n})
+	}
+	if issued, err = pki.Ensure(o.PKIDir(), leaves...); err != nil {
+		return issued, err
+	}
+	if _, err := EnsureToken(o.TokensPath(), AdminName); err != nil {
+		return issued, err
+	}
+	return issued, nil
+}
+
+// EnsureToken returns user's bearer token from the token file at path,
+// adding a random one (32 bytes, hex) when the file has none for user. The
+// file is kept at mode 0600: it holds secrets.
+func EnsureToken(path, user string) (string, error) {
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(old))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[1] == user {
+			return f[0], os.Chmod(path, 0o600)
+		}
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(b)
+	if len(old) > 0 && !bytes.HasSuffix(old, []byte("\n")) {
+		old = append(old, '\n')
+	}
+	data := append(old, []byte(token+" "+user+"\n")...)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", err
+	}
+	return token, os.Chmod(path, 0o600)
+}
+
+// dialOption is how the launcher itself dials node n (health checks, the
+// first controller's election): with the admin certificate, except a
+// gateway that does not speak TLS yet.
+func (o Options) dialOption(n *Node) (grpc.DialOption, error) {
+	if n.Kind == "gateway" && !gatewaySpeaksTLS {
+		return grpc.WithTransportCredentials(insecure.NewCredentials()), nil
+	}
+	return o.Security().DialOption()
+}
+
+// controlServerOption serves the launcher's control API with mutual TLS
+// under the launcher's certificate.
+func (o Options) controlServerOption() (grpc.ServerOption, error) {
+	if o.Plaintext {
+		return grpc.EmptyServerOption{}, nil
+	}
+	return pki.Options(o.PKIDir(), LauncherName).ServerOption()
+}
