@@ -525,12 +525,12 @@ func (c *Cluster) serveControl() error {
 	if err != nil {
 		return fmt.Errorf("dev control %s: %w (is another `tidemark dev up` running?)", c.opts.ControlAddr, err)
 	}
-	creds, err := c.opts.controlServerOption()
+	opts, err := c.opts.controlServerOptions()
 	if err != nil {
 		lis.Close()
 		return fmt.Errorf("dev control %s: %w", c.opts.ControlAddr, err)
 	}
-	c.ctl = grpc.NewServer(creds)
+	c.ctl = grpc.NewServer(opts...)
 	devclusterv1.RegisterDevClusterServiceServer(c.ctl, &controlService{c: c})
 	go func() { _ = c.ctl.Serve(lis) }()
 	return nil

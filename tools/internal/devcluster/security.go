@@ -3,6 +3,7 @@ package devcluster
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -11,8 +12,11 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/tlsconf"
 )
@@ -147,11 +151,26 @@ func (o Options) dialOption(n *Node) (grpc.DialOption, error) {
 	return o.Security().DialOption()
 }
 
-// controlServerOption serves the launcher's control API with mutual TLS
-// under the launcher's certificate.
-func (o Options) controlServerOption() (grpc.ServerOption, error) {
+// controlServerOptions serve the launcher's control API with mutual TLS
+// under the launcher's certificate, to the operator (admin) and the
+// gateway's console only: a broker or controller has no business killing
+// nodes.
+func (o Options) controlServerOptions() ([]grpc.ServerOption, error) {
 	if o.Plaintext {
-		return grpc.EmptyServerOption{}, nil
+		return nil, nil
 	}
-	return pki.Options(o.PKIDir(), LauncherName).ServerOption()
+	creds, err := pki.Options(o.PKIDir(), LauncherName).ServerOption()
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.ServerOption{creds, grpc.UnaryInterceptor(onlyOperators)}, nil
+}
+
+func onlyOperators(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	p := identity.FromPeer(ctx)
+	if p.Name != AdminName && p.Role != identity.Gateway {
+		return nil, status.Errorf(codes.PermissionDenied, "%s: the dev cluster's control API answers %s and the gateway only, not %s",
+			info.FullMethod, AdminName, p)
+	}
+	return handler(ctx, req)
 }

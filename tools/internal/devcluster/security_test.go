@@ -1,0 +1,177 @@
+package devcluster
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	"tidemark.io/services/platform/pki"
+	"tidemark.io/services/platform/tlsconf"
+)
+
+// Every broker and controller gets its own certificate, the CA and key
+// from <data dir>/pki, and no --plaintext; with Plaintext, only that.
+func TestPlanGivesEveryNodeItsCertificate(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = fakeBinDir(t)
+	o.DataDir = t.TempDir()
+	nodes, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(o.DataDir, "pki")
+	for _, n := range nodes {
+		args := strings.Join(n.Args, " ")
+		if n.Kind == "gateway" {
+			if GatewayTLS() != strings.Contains(args, "--tls.cert "+filepath.Join(dir, "gateway.pem")) {
+				t.Errorf("gateway args %q with GatewayTLS() %v", args, GatewayTLS())
+			}
+			continue
+		}
+		want := "--tls.ca " + filepath.Join(dir, "ca.pem") + " --tls.cert " + filepath.Join(dir, n.Name+".pem") +
+			" --tls.key " + filepath.Join(dir, n.Name+"-key.pem")
+		if !strings.Contains(args, want) || strings.Contains(args, "--plaintext") {
+			t.Errorf("%s args %q, want %q and no --plaintext", n.Name, args, want)
+		}
+	}
+	o.Plaintext = true
+	if nodes, err = o.plan(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		args := strings.Join(n.Args, " ")
+		if strings.Contains(args, "--tls.") || (n.Kind != "gateway" && !slices.Contains(n.Args, "--plaintext")) {
+			t.Errorf("plaintext: %s args %q", n.Name, args)
+		}
+	}
+	if o.Security() != tlsconf.Plain() {
+		t.Errorf("plaintext cluster's client settings %+v", o.Security())
+	}
+}
+
+// The first start makes the CA, a certificate for each node, the gateway,
+// the operator and the launcher, and the admin's REST token; a later start
+// keeps all of them, so exported paths and tokens stay good.
+func TestEnsurePKIOnceAndKeepsIt(t *testing.T) {
+	o := DefaultOptions()
+	o.DataDir = t.TempDir()
+	issued, err := o.ensurePKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "gateway", "admin", "launcher"}
+	if !slices.Equal(issued, want) {
+		t.Fatalf("issued %v, want %v", issued, want)
+	}
+	tokens := filepath.Join(o.DataDir, "pki", "tokens")
+	b, err := os.ReadFile(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 || f[1] != "admin" || len(f[0]) != 64 || strings.Trim(f[0], "0123456789abcdef") != "" {
+		t.Fatalf("tokens file %q, want one line \"<64 hex digits> admin\"", b)
+	}
+	if st, _ := os.Stat(tokens); st.Mode().Perm() != 0o600 {
+		t.Fatalf("tokens file mode %v, want 0600", st.Mode().Perm())
+	}
+	cert, _ := os.ReadFile(filepath.Join(o.DataDir, "pki", "broker-2.pem"))
+	if issued, err = o.ensurePKI(); err != nil || len(issued) != 0 {
+		t.Fatalf("second start issued %v, %v; want nothing", issued, err)
+	}
+	again, _ := os.ReadFile(tokens)
+	cert2, _ := os.ReadFile(filepath.Join(o.DataDir, "pki", "broker-2.pem"))
+	if string(again) != string(b) || string(cert2) != string(cert) {
+		t.Fatal("a second start changed the token or a certificate")
+	}
+}
+
+func TestEnsureTokenAddsAUserAndKeepsOthers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("s3cret alice"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := EnsureToken(path, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if string(b) != "s3cret alice\n"+tok+" admin\n" {
+		t.Fatalf("tokens file %q", b)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
+	}
+	if again, err := EnsureToken(path, "alice"); err != nil || again != "s3cret" {
+		t.Fatalf("alice's token %q, %v", again, err)
+	}
+}
+
+// The launcher's control API takes the operator's and the gateway's
+// certificates, and refuses no certificate, a stranger's, and a broker's.
+func TestControlAPIOnlyForOperators(t *testing.T) {
+	o := DefaultOptions()
+	o.DataDir = t.TempDir()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ControlAddr = lis.Addr().String()
+	lis.Close()
+	if _, err := o.ensurePKI(); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{opts: o}
+	if err := c.serveControl(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ctl.Stop()
+	other := t.TempDir()
+	if _, err := pki.Ensure(other, pki.Leaf{Name: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(dial grpc.DialOption) error {
+		conn, err := grpc.NewClient(o.ControlAddr, dial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = devclusterv1.NewDevClusterServiceClient(conn).ListNodes(ctx, &devclusterv1.ListNodesRequest{})
+		return err
+	}
+	withCert := func(dir, name string) grpc.DialOption {
+		d, err := pki.Options(dir, name).DialOption()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, ok := range []string{"admin", "gateway"} {
+		if err := list(withCert(o.PKIDir(), ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	if err := list(withCert(o.PKIDir(), "broker-1")); status.Code(err) != codes.PermissionDenied ||
+		!strings.Contains(err.Error(), "User:broker-1") {
+		t.Errorf("broker-1: %v, want PermissionDenied naming User:broker-1", err)
+	}
+	if err := list(withCert(other, "admin")); status.Code(err) != codes.Unavailable {
+		t.Errorf("another CA's admin: %v, want the handshake refused", err)
+	}
+	if err := list(grpc.WithTransportCredentials(insecure.NewCredentials())); status.Code(err) != codes.Unavailable {
+		t.Errorf("plaintext: %v, want the connection refused", err)
+	}
+}
