@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
@@ -55,6 +56,9 @@ type Config struct {
 	// network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
+	// Authz is the ACL file and super users (--acl.file, --super.users).
+	Authz authz.Config
+
 	Log       logging.Options
 	Telemetry telemetry.Options
 }
@@ -74,6 +78,7 @@ func DefaultConfig() Config {
 		LeaderImbalanceCheckInterval: 300 * time.Second,
 		DefaultReplicationFactor:     1,
 		NumPartitions:                1,
+		Authz:                        authz.DefaultConfig(),
 		Log:                          logging.DefaultOptions(),
 	}
 }
@@ -110,6 +115,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("num.partitions", "partition count of topics created without one (default 1)", func(s string) error {
 		return config.ParseInt32(s, &c.NumPartitions)
 	})
+	c.Authz.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -182,6 +188,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderImbalanceCheckInterval%time.Second != 0 {
 		return config.Invalid("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval, "must be whole seconds")
+	}
+	if err := c.Authz.Validate(); err != nil {
+		return err
 	}
 	return c.Log.Validate()
 }

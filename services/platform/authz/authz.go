@@ -199,12 +199,14 @@ func (a *Authorizer) deny(method string, p identity.Principal, err error) error 
 }
 
 // Unary is the unary interceptor: it decides the request, stores the
-// principal in the context, and trims answers a policy filters.
+// principal in the context, and trims answers a policy filters. Refusals
+// leave it as gRPC statuses already, so it works on a server without
+// grpcserver's error mapping (the dev cluster's control API).
 func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		p, err := a.Authorize(ctx, info.FullMethod, req)
 		if err != nil {
-			return nil, err
+			return nil, kerr.ToStatus(err).Err()
 		}
 		ctx = identity.With(ctx, p)
 		resp, err := h(ctx, req)
@@ -224,12 +226,12 @@ func (a *Authorizer) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		p, err := a.Authorize(ss.Context(), info.FullMethod, nil)
 		if err != nil {
-			return err
+			return kerr.ToStatus(err).Err()
 		}
 		s := &checkedStream{ServerStream: ss, ctx: identity.With(ss.Context(), p), a: a, method: info.FullMethod}
 		err = h(srv, s)
 		if refused := s.refusal(); refused != nil {
-			return refused
+			return kerr.ToStatus(refused).Err()
 		}
 		return err
 	}
