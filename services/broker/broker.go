@@ -119,7 +119,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
 
-	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing())
+	peerCreds, err := cfg.TLS.DialOption()
+	if err != nil {
+		return fail(err)
+	}
+	serverCreds, err := cfg.TLS.ServerCredentials()
+	if err != nil {
+		return fail(err)
+	}
+	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing(), peerCreds)
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
 	var leaderFence func() error
@@ -148,11 +156,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	rmRef.Store(b.rm)
 
-	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: false, FaultInjection: cfg.FaultInjection, Logger: log, Registry: tel.Registry})
+	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), FaultInjection: cfg.FaultInjection, Logger: log, Registry: tel.Registry})
 	if err != nil {
 		return fail(err)
 	}
-	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az,
+	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.
 		StatsFilter: func(info *stats.RPCTagInfo) bool { return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan },

@@ -61,6 +61,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 	if err != nil {
 		return nil, err
 	}
+	serverCreds, err := cfg.TLS.ServerCredentials()
+	if err != nil {
+		_ = tel.Close(ctx)
+		return nil, err
+	}
+	brokerCreds, err := cfg.TLS.DialOption()
+	if err != nil {
+		_ = tel.Close(ctx)
+		return nil, err
+	}
 	cli, err := cfg.etcdClient()
 	if err != nil {
 		_ = tel.Close(ctx)
@@ -83,18 +93,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		addr = lis.Addr().String()
 	}
 	c := &Controller{cfg: cfg, log: log, tel: tel, lis: lis, cli: cli, done: make(chan error, 1)}
-	c.office = &office{cfg: cfg, store: store, log: log, metrics: ctrl.NewMetrics(tel.Registry), addr: addr}
+	c.office = &office{cfg: cfg, store: store, log: log, metrics: ctrl.NewMetrics(tel.Registry), addr: addr, creds: brokerCreds}
 	if tp := tel.Tracing(); tp != nil {
 		c.office.tracer = tp.Tracer("tidemark/controller")
 	}
-	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: false, Logger: log, Registry: tel.Registry})
+	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), Logger: log, Registry: tel.Registry})
 	if err != nil {
 		_ = lis.Close()
 		_ = cli.Close()
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az})
+	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds})
 	adminv1.RegisterAdminServiceServer(c.srv, grpcapi.NewAdmin(c.office))
 	controlv1.RegisterControllerServiceServer(c.srv, grpcapi.NewControl(c.office))
 	if err := authz.Covers(c.srv.GetServiceInfo()); err != nil {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -43,12 +44,17 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// StatsFilter, when set, decides per call whether it is traced.
 	StatsFilter otelgrpc.Filter
+	Unary       []grpc.UnaryServerInterceptor
+	Stream      []grpc.StreamServerInterceptor
+	// Credentials secures the listener (tlsconf.Options.ServerCredentials:
+	// mutual TLS); nil serves plaintext.
+	Credentials credentials.TransportCredentials
 	// Authorizer decides every call after panic recovery and error
 	// mapping and before the handler; Serve refuses to start when a
-	// registered method has no policy.
+	// registered method has no policy. With Credentials and no
+	// Authorizer, the server authorizes with the defaults (super user
+	// User:admin, no ACLs): TLS never runs without authorization.
 	Authorizer *authz.Authorizer
-	Unary      []grpc.UnaryServerInterceptor
-	Stream     []grpc.StreamServerInterceptor
 }
 
 // Server wraps a *grpc.Server with its health service.
@@ -66,6 +72,13 @@ func New(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if o.Credentials != nil && o.Authorizer == nil {
+		// No ACL file: cannot fail.
+		o.Authorizer, _ = authz.New(authz.Options{Config: authz.DefaultConfig(), TLS: true, Logger: log})
+	}
+	if o.Credentials != nil && !o.Authorizer.Enabled() {
+		panic("grpcserver: a TLS listener with an authorizer built for plaintext (give authz.Options.TLS the same setting)")
+	}
 	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}
 	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
 	if o.Authorizer != nil {
@@ -75,6 +88,9 @@ func New(o Options) *Server {
 	unary = append(unary, o.Unary...)
 	stream = append(stream, o.Stream...)
 	var opts []grpc.ServerOption
+	if o.Credentials != nil {
+		opts = append(opts, grpc.Creds(o.Credentials))
+	}
 	if o.TracerProvider != nil {
 		handlerOpts := []otelgrpc.Option{otelgrpc.WithTracerProvider(o.TracerProvider)}
 		if o.StatsFilter != nil {
