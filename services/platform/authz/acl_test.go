@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +155,36 @@ func TestSuperUsersFlag(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "super.users") {
 			t.Errorf("super user %q: %v, want an error naming --super.users", bad, err)
 		}
+	}
+}
+
+func TestSuperUsersFlagTakesKafkasSeparator(t *testing.T) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--super.users=User:root; User:ops,User:sre", "--acl.file=/etc/tidemark/acl"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.SuperUsers, "|"); got != "User:root|User:ops|User:sre" || c.ACLFile != "/etc/tidemark/acl" {
+		t.Fatalf("super users %q, acl file %q", got, c.ACLFile)
+	}
+}
+
+func TestDenialLogsAreRateLimitedPerPrincipalAndMethod(t *testing.T) {
+	l := newDenialLog(time.Hour)
+	if _, ok := l.should("User:a /m"); !ok {
+		t.Fatal("first denial not logged")
+	}
+	for range 3 {
+		if _, ok := l.should("User:a /m"); ok {
+			t.Fatal("repeated denial logged within the interval")
+		}
+	}
+	if _, ok := l.should("User:b /m"); !ok {
+		t.Fatal("another principal's first denial not logged")
+	}
+	l.every = 0 // the interval has passed
+	if n, ok := l.should("User:a /m"); !ok || n != 3 {
+		t.Fatalf("after the interval: logged=%v suppressed=%d, want true and 3", ok, n)
 	}
 }
