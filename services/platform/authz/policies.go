@@ -355,7 +355,7 @@ func (d decider) denyCluster(format string, args ...any) error {
 	return kerr.New(kerr.ClusterAuthorizationFailed, format, args...)
 }
 
-// Policies lists every guarded method with its rule in words, sorted, for
+// Policies maps every guarded method to its rule in words, for
 // documentation and tests.
 func Policies() map[string]string {
 	out := make(map[string]string, len(policies))
