@@ -9,6 +9,7 @@ import (
 
 	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/tlsconf"
+	"tidemark.io/tools/internal/devcluster"
 )
 
 // devPKI makes a dev cluster's CA and admin certificate in a fresh dir.
@@ -99,5 +100,33 @@ func TestResolveTLSRefusesBadFlagCombinations(t *testing.T) {
 			_, err := resolveTLS(c.given, filepath.Join(t.TempDir(), "none"))
 			wantUsage(t, err, c.wants...)
 		})
+	}
+}
+
+// `dev up` ends by saying where the certificates and the token are and how
+// the CLI, grpcurl and curl use them, with paths that work from anywhere.
+func TestDevUpPrintsWhereTheCertificatesAre(t *testing.T) {
+	o := devcluster.DefaultOptions()
+	o.DataDir = t.TempDir()
+	var b strings.Builder
+	printSecurity(&b, o)
+	dir := filepath.Join(o.DataDir, "pki")
+	for _, w := range []string{
+		"mutual TLS",
+		"export TIDEMARK_TLS_CA=" + filepath.Join(dir, "ca.pem") + " TIDEMARK_TLS_CERT=" + filepath.Join(dir, "admin.pem") +
+			" TIDEMARK_TLS_KEY=" + filepath.Join(dir, "admin-key.pem"),
+		"grpcurl -cacert " + filepath.Join(dir, "ca.pem") + " -cert " + filepath.Join(dir, "admin.pem") + " -key " +
+			filepath.Join(dir, "admin-key.pem") + " 127.0.0.1:9092 list",
+		filepath.Join(dir, "tokens"),
+	} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("dev up's security note lacks %q:\n%s", w, b.String())
+		}
+	}
+	o.Plaintext = true
+	b.Reset()
+	printSecurity(&b, o)
+	if !strings.Contains(b.String(), "--plaintext") || strings.Contains(b.String(), "export") {
+		t.Errorf("plaintext note:\n%s", b.String())
 	}
 }

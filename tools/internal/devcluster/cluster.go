@@ -21,6 +21,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/tools/internal/devcluster/links"
 )
 
@@ -66,6 +67,10 @@ type Options struct {
 	// node, the launcher's control API and the launcher's own calls use
 	// mutual TLS.
 	Plaintext bool
+	// Authorizer guards the DevClusterService (Describe on Cluster to list,
+	// Alter on Cluster to act). Nil with TLS on: the operator (admin) and
+	// the gateway's console only; with Plaintext, nil serves it unguarded.
+	Authorizer *authz.Authorizer
 }
 
 // PortSpan is how many consecutive ports a cluster with a PortBase takes.

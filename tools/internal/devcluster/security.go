@@ -3,20 +3,18 @@ package devcluster
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
-	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/tlsconf"
 )
@@ -152,25 +150,28 @@ func (o Options) dialOption(n *Node) (grpc.DialOption, error) {
 }
 
 // controlServerOptions serve the launcher's control API with mutual TLS
-// under the launcher's certificate, to the operator (admin) and the
-// gateway's console only: a broker or controller has no business killing
-// nodes.
+// under the launcher's certificate, guarded by Options.Authorizer or, when
+// there is none, by one whose super users are the operator (admin) and the
+// gateway (the console's dev actions): a broker or controller has no
+// business killing nodes.
 func (o Options) controlServerOptions() ([]grpc.ServerOption, error) {
-	if o.Plaintext {
-		return nil, nil
+	var opts []grpc.ServerOption
+	a := o.Authorizer
+	if !o.Plaintext {
+		creds, err := pki.Options(o.PKIDir(), LauncherName).ServerOption()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, creds)
+		if a == nil {
+			cfg := authz.Config{SuperUsers: []string{"User:" + AdminName, "User:" + GatewayName}}
+			if a, err = authz.New(authz.Options{Config: cfg, TLS: true, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+				return nil, err
+			}
+		}
 	}
-	creds, err := pki.Options(o.PKIDir(), LauncherName).ServerOption()
-	if err != nil {
-		return nil, err
+	if a != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(a.Unary()), grpc.ChainStreamInterceptor(a.Stream()))
 	}
-	return []grpc.ServerOption{creds, grpc.UnaryInterceptor(onlyOperators)}, nil
-}
-
-func onlyOperators(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	p := identity.FromPeer(ctx)
-	if p.Name != AdminName && p.Role != identity.Gateway {
-		return nil, status.Errorf(codes.PermissionDenied, "%s: the dev cluster's control API answers %s and the gateway only, not %s",
-			info.FullMethod, AdminName, p)
-	}
-	return handler(ctx, req)
+	return opts, nil
 }

@@ -165,8 +165,8 @@ func TestControlAPIOnlyForOperators(t *testing.T) {
 		}
 	}
 	if err := list(withCert(o.PKIDir(), "broker-1")); status.Code(err) != codes.PermissionDenied ||
-		!strings.Contains(err.Error(), "User:broker-1") {
-		t.Errorf("broker-1: %v, want PermissionDenied naming User:broker-1", err)
+		!strings.Contains(err.Error(), "User:broker-1 is not allowed Describe on Cluster") {
+		t.Errorf("broker-1: %v, want PermissionDenied: User:broker-1 is not allowed Describe on Cluster", err)
 	}
 	if err := list(withCert(other, "admin")); status.Code(err) != codes.Unavailable {
 		t.Errorf("another CA's admin: %v, want the handshake refused", err)
