@@ -123,8 +123,18 @@ func TestCLIAgainstCluster(t *testing.T) {
 		contains(t, r.out, "orders")
 		r = runCLI(t, "", "health", "--addr", c.BrokerConfig(1).Listen).ok(t)
 		contains(t, r.out, "SERVING")
-		// Plaintext against a TLS cluster fails, naming the address.
-		runCLI(t, "", append([]string{"topics", "list", "--plaintext"}, c.flags[:4]...)...).fails(t, cli.ExitFailed, "cannot reach any controller")
+		// Plaintext against a TLS cluster fails, saying what to change.
+		runCLI(t, "", append([]string{"topics", "list", "--plaintext"}, c.flags[:4]...)...).
+			fails(t, cli.ExitFailed, "cannot reach any controller").fails(t, cli.ExitFailed, "the node may require TLS (drop --plaintext)")
+		runCLI(t, "", "health", "--addr", c.BrokerConfig(1).Listen, "--plaintext").fails(t, cli.ExitFailed, "drop --plaintext")
+		// Another CA's certificate is refused, and the message says so.
+		other := t.TempDir()
+		if _, err := pki.Ensure(other, pki.Leaf{Name: "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		o := pki.Options(other, "admin")
+		runCLI(t, "", "health", "--addr", c.BrokerConfig(1).Listen, "--tls.ca", o.CA, "--tls.cert", o.Cert, "--tls.key", o.Key).
+			fails(t, cli.ExitFailed, "not signed by the CA of --tls.ca")
 	})
 
 	t.Run("produce then consume", func(t *testing.T) {

@@ -197,7 +197,11 @@ func printSecurity(out io.Writer, o devcluster.Options) {
 	ca, cert, key, tokens := abs(sec.CA), abs(sec.Cert), abs(sec.Key), abs(o.TokensPath())
 	fmt.Fprintf(out, "security: mutual TLS on every link; CA, certificates and keys in %s\n", abs(o.PKIDir()))
 	fmt.Fprintf(out, "  CA %s, admin certificate %s, key %s, REST bearer token (user admin) in %s\n", ca, cert, key, tokens)
-	fmt.Fprintf(out, "  the CLI finds them by itself when run from here; elsewhere:\n")
+	if filepath.Clean(o.PKIDir()) == devPKIDir {
+		fmt.Fprintf(out, "  the CLI finds them by itself when run from here; elsewhere:\n")
+	} else {
+		fmt.Fprintf(out, "  give the CLI (and `tidemark dev` commands --control %s):\n", o.ControlAddr)
+	}
 	fmt.Fprintf(out, "    export TIDEMARK_TLS_CA=%s TIDEMARK_TLS_CERT=%s TIDEMARK_TLS_KEY=%s\n", ca, cert, key)
 	fmt.Fprintf(out, "  grpcurl -cacert %s -cert %s -key %s %s list\n", ca, cert, key, o.Ports().Brokers[0])
 	if devcluster.GatewayTLS() {

@@ -197,6 +197,20 @@ func dialReason(err error) string {
 			return s
 		}
 	}
+	// TLS mismatches: say which side to change.
+	switch {
+	case strings.Contains(msg, "server preface"):
+		return "no plaintext answer: the node may require TLS (drop --plaintext)"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "it answers without TLS: the cluster may run with --plaintext (give --plaintext)"
+	case strings.Contains(msg, "certificate signed by unknown authority"):
+		return "its certificate is not signed by the CA of --tls.ca"
+	case strings.Contains(msg, "certificate is valid for"):
+		return "its certificate does not name this host (" + msg + "); --tls.server.name names the one to expect"
+	case strings.Contains(msg, "bad certificate"), strings.Contains(msg, "certificate required"), strings.Contains(msg, "unknown certificate authority"),
+		strings.Contains(msg, "expired certificate"):
+		return "it refused our certificate (--tls.cert: another CA's, or expired?): " + msg
+	}
 	switch status.Code(err) {
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("no answer within %v", reachTimeout)

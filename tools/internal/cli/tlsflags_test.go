@@ -1,11 +1,17 @@
 package cli_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/tools/internal/cli"
 )
 
@@ -36,6 +42,30 @@ func TestCommandsWithoutCertificatesNameTheTLSFlags(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TLS against a plaintext node says the cluster may run with --plaintext.
+func TestTLSAgainstAPlaintextNodeSaysSo(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(lis)
+	defer srv.Stop()
+	dir := t.TempDir()
+	if _, err := pki.Ensure(dir, pki.Leaf{Name: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	o := pki.Options(dir, "admin")
+	addr := lis.Addr().String()
+	runCLI(t, "", "health", "--addr", addr, "--tls.ca", o.CA, "--tls.cert", o.Cert, "--tls.key", o.Key).
+		fails(t, cli.ExitFailed, addr+": it answers without TLS: the cluster may run with --plaintext (give --plaintext)")
+	runCLI(t, "", "topics", "list", "--controller", addr, "--tls.ca", o.CA, "--tls.cert", o.Cert, "--tls.key", o.Key).
+		fails(t, cli.ExitFailed, "give --plaintext")
+	r := runCLI(t, "", "health", "--addr", addr, "--plaintext").ok(t)
+	contains(t, r.out, "SERVING")
 }
 
 func TestTLSFlagMistakesAreUsageErrors(t *testing.T) {
