@@ -121,7 +121,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
 	var leaderFence func() error
-	if len(cfg.EtcdEndpoints) > 0 {
+	if len(cfg.Etcd.Endpoints) > 0 {
 		b.fence = newLeaseFence(log, tel.Registry, func() int {
 			n := 0
 			if rm := rmRef.Load(); rm != nil {
@@ -172,7 +172,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		}
 	}()
 
-	if len(cfg.EtcdEndpoints) > 0 {
+	if len(cfg.Etcd.Endpoints) > 0 {
 		b.reg, err = startRegistrar(ctx, b, events)
 		if err != nil {
 			return fail(err)

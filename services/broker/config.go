@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/topicconfig"
@@ -29,9 +30,9 @@ type Config struct {
 	Rack string
 	// DataDir holds the partition logs and checkpoints.
 	DataDir string
-	// EtcdEndpoints and EtcdPrefix locate the metadata store.
-	EtcdEndpoints config.StringList
-	EtcdPrefix    string
+	// Etcd locates the metadata store and says who the broker is to it;
+	// no endpoints runs the broker alone (tests).
+	Etcd etcdconn.Options
 	// FaultInjection enables the FaultInjectionService (off by default).
 	FaultInjection bool
 	// Settings are static broker configs (Kafka's server.properties), e.g.
@@ -54,8 +55,7 @@ func DefaultConfig() Config {
 		ID:             1,
 		Listen:         "127.0.0.1:9092",
 		DataDir:        ".data/broker-1",
-		EtcdEndpoints:  config.StringList{"127.0.0.1:2379"},
-		EtcdPrefix:     "/tidemark",
+		Etcd:           etcdconn.Defaults(),
 		SessionTimeout: 6 * time.Second,
 		Settings:       map[string]string{},
 		Log:            logging.DefaultOptions(),
@@ -71,8 +71,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address other nodes dial; empty uses the listen address")
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for partition logs and checkpoints")
-	fs.Var(&c.EtcdEndpoints, "etcd.endpoints", "comma-separated etcd endpoints (default 127.0.0.1:2379)")
-	fs.StringVar(&c.EtcdPrefix, "etcd.prefix", c.EtcdPrefix, "key prefix of tidemark's metadata in etcd")
+	c.Etcd.AddFlags(fs)
 	fs.Func("config", "a static broker config as key=value, repeatable, e.g. --config replica.lag.time.max.ms=10000", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok || k == "" {
@@ -106,8 +105,10 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return config.Invalid("data.dir", c.DataDir, "must not be empty")
 	}
-	if c.EtcdPrefix == "" || c.EtcdPrefix[0] != '/' {
-		return config.Invalid("etcd.prefix", c.EtcdPrefix, "must start with /")
+	if len(c.Etcd.Endpoints) > 0 {
+		if err := c.Etcd.Validate(); err != nil {
+			return err
+		}
 	}
 	if c.SessionTimeout < time.Second {
 		return config.Invalid("broker.session.timeout", c.SessionTimeout, "must be at least 1s (etcd leases are whole seconds)")

@@ -100,7 +100,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg := controller.DefaultConfig()
 		cfg.ID = id
 		cfg.Listen = freeAddr(t)
-		cfg.EtcdEndpoints = config.StringList{ep}
+		cfg.Etcd.Endpoints = config.StringList{ep}
 		cfg.SessionTTL = time.Second
 		cfg.BrokerSessionGrace = 300 * time.Millisecond
 		cfg.LeaderImbalanceCheckInterval = time.Hour
@@ -108,7 +108,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		if o.PausableControllers {
 			br := c.Etcd.NewBridge(t)
 			c.ctrlEtcd[id] = br
-			cfg.EtcdEndpoints = config.StringList{br.Endpoint()}
+			cfg.Etcd.Endpoints = config.StringList{br.Endpoint()}
 			c.Net.Name(cfg.Listen, ControllerName(id))
 		}
 		if o.AdjustController != nil {
@@ -126,7 +126,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		// Each broker reaches etcd through its own bridge, so a test can
 		// cut one broker off from etcd.
 		c.etcdLinks[id] = c.Etcd.NewBridge(t)
-		cfg.EtcdEndpoints = config.StringList{c.etcdLinks[id].Endpoint()}
+		cfg.Etcd.Endpoints = config.StringList{c.etcdLinks[id].Endpoint()}
 		cfg.SessionTimeout = 2 * time.Second
 		cfg.Settings = maps.Clone(o.BrokerSettings)
 		cfg.Dialer = c.Net.Dialer(BrokerName(id))

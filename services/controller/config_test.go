@@ -40,10 +40,10 @@ func TestConfigFlagsAndValidation(t *testing.T) {
 		"leader.imbalance.check.interval.seconds": func(c *Config) { c.LeaderImbalanceCheckInterval = 0 },
 		"default.replication.factor":              func(c *Config) { c.DefaultReplicationFactor = 0 },
 		"num.partitions":                          func(c *Config) { c.NumPartitions = 0 },
-		"etcd.tls.cert":                           func(c *Config) { c.EtcdCert = "/nonexistent.pem" },
-		"etcd.tls.ca":                             func(c *Config) { c.EtcdCA = "/nonexistent.pem" },
-		"etcd.username":                           func(c *Config) { c.EtcdPassword = "x" },
-		"etcd.prefix":                             func(c *Config) { c.EtcdPrefix = "tidemark" },
+		"etcd.tls.cert":                           func(c *Config) { c.Etcd.Cert = "/nonexistent.pem" },
+		"etcd.tls.ca":                             func(c *Config) { c.Etcd.CA = "/nonexistent.pem" },
+		"etcd.username":                           func(c *Config) { c.Etcd.Password = "x" },
+		"etcd.prefix":                             func(c *Config) { c.Etcd.Prefix = "tidemark" },
 	} {
 		c := DefaultConfig()
 		mod(&c)

@@ -13,6 +13,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,6 +26,7 @@ import (
 	"tidemark.io/services/controller/internal/ctrl"
 	"tidemark.io/services/controller/internal/grpcapi"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -59,12 +61,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 	if err != nil {
 		return nil, err
 	}
-	cli, err := cfg.etcdClient()
+	cli, err := dialEtcd(ctx, cfg.Etcd)
 	if err != nil {
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.EtcdPrefix, Logger: log})
+	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.Etcd.Prefix, Logger: log})
 	if err != nil {
 		_ = cli.Close()
 		_ = tel.Close(ctx)
@@ -156,4 +158,16 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
 func (c *Controller) crash() {
 	c.cancel()
 	c.srv.Server.Stop()
+}
+
+// dialEtcd dials etcd so that a refusal (credentials, certificate,
+// permissions) stops the controller with the reason, while an etcd that does
+// not answer yet is waited for: the controller campaigns once it does.
+func dialEtcd(ctx context.Context, o etcdconn.Options) (*clientv3.Client, error) {
+	cli, err := o.Dial(ctx)
+	var e *etcdconn.Error
+	if errors.As(err, &e) && e.Kind == etcdconn.Unreachable {
+		return o.Client(ctx)
+	}
+	return cli, err
 }
