@@ -28,10 +28,14 @@ import (
 	"tidemark.io/services/clustertest/netsim"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/metastore/etcdauth"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/loopback"
+	"tidemark.io/services/platform/pki"
 )
 
 func record(v string) []*commonv1.Record {
@@ -54,6 +58,10 @@ type Options struct {
 	// names its address in the network simulator, so that PauseController
 	// can freeze it as SIGSTOP would.
 	PausableControllers bool
+	// SecureEtcd runs etcd with TLS, client-certificate authentication and
+	// tidemark's roles on (see metastore/etcdauth); every node dials it
+	// with its own certificate from PKIDir.
+	SecureEtcd bool
 }
 
 // Cluster is a running test cluster.
@@ -61,6 +69,9 @@ type Cluster struct {
 	T    testing.TB
 	Net  *netsim.Network
 	Etcd *etcdtest.Server
+	// PKIDir holds the certificates of a SecureEtcd cluster: etcd, root,
+	// broker-<id>, controller-<id> and admin.
+	PKIDir string
 
 	mu          sync.Mutex
 	brokers     map[int32]*broker.Broker
@@ -83,9 +94,15 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.Controllers == 0 {
 		o.Controllers = 2
 	}
+	etcdOpts := []etcdtest.Option{etcdtest.WithTimings(50*time.Millisecond, 500*time.Millisecond)}
+	pkiDir := ""
+	if o.SecureEtcd {
+		pkiDir = t.TempDir()
+		etcdOpts = append(etcdOpts, etcdtest.WithClientTLS(t, pkiDir, true))
+	}
 	c := &Cluster{
-		T: t, Net: netsim.New(),
-		Etcd:    etcdtest.Start(t, etcdtest.WithTimings(50*time.Millisecond, 500*time.Millisecond)),
+		T: t, Net: netsim.New(), PKIDir: pkiDir,
+		Etcd:    etcdtest.Start(t, etcdOpts...),
 		brokers: map[int32]*broker.Broker{}, brokerCfg: map[int32]broker.Config{},
 		controllers: map[int32]*controller.Controller{}, ctrlCfg: map[int32]controller.Config{},
 		ctrlEtcd: map[int32]*etcdtest.Bridge{},
@@ -95,12 +112,15 @@ func Start(t testing.TB, o Options) *Cluster {
 	if os.Getenv("TIDEMARK_TEST_LOGS") != "" {
 		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	if o.SecureEtcd {
+		c.secureEtcd(o)
+	}
 	ep := c.Etcd.Endpoint()
 	for id := int32(1); id <= int32(o.Controllers); id++ {
 		cfg := controller.DefaultConfig()
 		cfg.ID = id
 		cfg.Listen = freeAddr(t)
-		cfg.Etcd.Endpoints = config.StringList{ep}
+		cfg.Etcd = c.EtcdAs(ControllerName(id), ep)
 		cfg.SessionTTL = time.Second
 		cfg.BrokerSessionGrace = 300 * time.Millisecond
 		cfg.LeaderImbalanceCheckInterval = time.Hour
@@ -126,7 +146,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		// Each broker reaches etcd through its own bridge, so a test can
 		// cut one broker off from etcd.
 		c.etcdLinks[id] = c.Etcd.NewBridge(t)
-		cfg.Etcd.Endpoints = config.StringList{c.etcdLinks[id].Endpoint()}
+		cfg.Etcd = c.EtcdAs(BrokerName(id), c.etcdLinks[id].Endpoint())
 		cfg.SessionTimeout = 2 * time.Second
 		cfg.Settings = maps.Clone(o.BrokerSettings)
 		cfg.Dialer = c.Net.Dialer(BrokerName(id))
@@ -485,4 +505,44 @@ func (c *Cluster) SameLogs(topic string, p int32, ids ...int32) []string {
 		return true
 	})
 	return want
+}
+
+// secureEtcd issues the certificates of o's nodes and admin, and sets up
+// etcd's users and roles as root, which turns auth on.
+func (c *Cluster) secureEtcd(o Options) {
+	c.T.Helper()
+	leaves := []pki.Leaf{{Name: etcdauth.RootUser}, {Name: "admin"}}
+	plan := etcdauth.Plan{Prefix: metastore.DefaultPrefix, Admins: []string{"admin"}}
+	for id := int32(1); id <= int32(o.Brokers); id++ {
+		leaves = append(leaves, pki.Leaf{Name: BrokerName(id)})
+		plan.Brokers = append(plan.Brokers, id)
+	}
+	for id := int32(1); id <= int32(o.Controllers); id++ {
+		leaves = append(leaves, pki.Leaf{Name: ControllerName(id)})
+		plan.Controllers = append(plan.Controllers, id)
+	}
+	if _, err := pki.Ensure(c.PKIDir, leaves...); err != nil {
+		c.T.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	root, err := c.EtcdAs(etcdauth.RootUser, c.Etcd.Endpoint()).Dial(ctx)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	defer root.Close()
+	if err := etcdauth.Setup(ctx, root, plan); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// EtcdAs is how name dials etcd at endpoint: with name's certificate in a
+// SecureEtcd cluster, plaintext otherwise.
+func (c *Cluster) EtcdAs(name, endpoint string) etcdconn.Options {
+	o := etcdconn.Defaults()
+	o.Endpoints = config.StringList{endpoint}
+	if c.PKIDir != "" {
+		o.CA, o.Cert, o.Key = pki.CAPath(c.PKIDir), pki.CertPath(c.PKIDir, name), pki.KeyPath(c.PKIDir, name)
+	}
+	return o
 }

@@ -328,6 +328,9 @@ func (o Options) explain(err error) error {
 	case errors.Is(err, rpctypes.ErrAuthFailed):
 		return &Error{AuthFailed, fmt.Sprintf("etcd at %s refused user %q: wrong --%s or --%s/--%s",
 			eps, o.Username, n("etcd.username"), n("etcd.password"), n("etcd.password.file")), err}
+	case strings.Contains(err.Error(), "password was given for no password user"):
+		return &Error{AuthFailed, fmt.Sprintf("etcd at %s refused user %q: it has no password in etcd (it authenticates by client certificate): drop --%s and --%s/--%s",
+			eps, o.Username, n("etcd.username"), n("etcd.password"), n("etcd.password.file")), err}
 	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthToken):
 		return &Error{NotAuthenticated, fmt.Sprintf("etcd at %s requires authentication: give --%s and --%s, or a client certificate with --%s/--%s",
 			eps, n("etcd.username"), n("etcd.password.file"), n("etcd.tls.cert"), n("etcd.tls.key")), err}
