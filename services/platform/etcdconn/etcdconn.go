@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -232,9 +233,53 @@ func (o Options) Dial(ctx context.Context) (*clientv3.Client, error) {
 	}
 	if _, err := cli.Get(pctx, o.KeyPrefix()+"/controller", clientv3.WithCountOnly()); err != nil {
 		_ = cli.Close()
-		return nil, o.explain(err)
+		err = o.explain(err)
+		var e *Error
+		if errors.As(err, &e) && e.Kind == Unreachable && !o.TLS() {
+			if ep := o.speaksTLS(ctx); ep != "" {
+				return nil, &Error{TLSFailed, fmt.Sprintf("etcd at %s wants TLS: give --%s (and, if it wants client certificates, --%s and --%s)",
+					ep, o.flag("etcd.tls.ca"), o.flag("etcd.tls.cert"), o.flag("etcd.tls.key")), e.err}
+			}
+		}
+		return nil, err
 	}
 	return cli, nil
+}
+
+// speaksTLS returns the first endpoint that accepts a connection but does
+// not answer HTTP/2 in plaintext with HTTP/2's settings frame: most likely a
+// TLS-only etcd. "" when none.
+func (o Options) speaksTLS(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, ep := range o.Endpoints {
+		addr := ep
+		if _, rest, ok := strings.Cut(ep, "://"); ok {
+			addr = rest
+		}
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			continue
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			_ = conn.SetDeadline(dl)
+		}
+		head := make([]byte, 9) // an HTTP/2 frame header
+		_, err = conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+		if err == nil {
+			_, err = io.ReadFull(conn, head)
+		}
+		_ = conn.Close()
+		var nerr net.Error
+		if errors.As(err, &nerr) && nerr.Timeout() {
+			continue
+		}
+		if err != nil || head[3] != 0x4 { // closed, or not a SETTINGS frame
+			return ep
+		}
+	}
+	return ""
 }
 
 // handshake opens a TLS connection to each endpoint and sends HTTP/2's
@@ -266,6 +311,10 @@ func (o Options) handshake(ctx context.Context) error {
 			var nerr *net.OpError
 			if errors.As(err, &nerr) && nerr.Op == "dial" {
 				continue // not listening: unreachable, not refused
+			}
+			if errors.Is(err, io.EOF) {
+				return &Error{TLSFailed, fmt.Sprintf("etcd at %s hung up on the TLS handshake: it may serve plaintext only (then drop --%s, --%s and --%s)",
+					ep, o.flag("etcd.tls.ca"), o.flag("etcd.tls.cert"), o.flag("etcd.tls.key")), err}
 			}
 			return &Error{TLSFailed, o.tlsFailed(ep), err}
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -218,6 +219,12 @@ func TestSecureEtcdRefusals(t *testing.T) {
 			o.CA = pki.CAPath(other)
 			return o
 		}, etcdconn.TLSFailed, []string{"TLS with etcd", "--etcd.tls.ca"}},
+		{"plaintext client", func() etcdconn.Options {
+			o := etcdconn.Defaults()
+			o.Endpoints = []string{strings.TrimPrefix(srv.Endpoint(), "https://")}
+			o.DialTimeout = time.Second
+			return o
+		}, etcdconn.TLSFailed, []string{"wants TLS: give --etcd.tls.ca"}},
 		{"wrong password", func() etcdconn.Options {
 			o := as(srv, dir, "admin")
 			o.Username, o.Password = "admin", "wrong"
@@ -236,7 +243,6 @@ func TestSecureEtcdRefusals(t *testing.T) {
 			if !errors.As(err, &e) || e.Kind != tc.kind {
 				t.Fatalf("Dial() = %v (%T), want an etcdconn.Error of kind %d", err, err, tc.kind)
 			}
-			t.Log(err)
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Fatalf("Dial() = %v, want it to contain %q", err, w)
@@ -259,4 +265,19 @@ func TestSecureEtcdRefusals(t *testing.T) {
 		}
 		cli.Close()
 	})
+}
+
+func TestTLSClientOfPlaintextEtcd(t *testing.T) {
+	srv := etcdtest.Start(t)
+	dir := t.TempDir()
+	if _, err := pki.Ensure(dir, pki.Leaf{Name: "broker-1"}); err != nil {
+		t.Fatal(err)
+	}
+	o := as(srv, dir, "broker-1")
+	o.Endpoints = []string{strings.TrimPrefix(srv.Endpoint(), "http://")}
+	_, err := o.Dial(context.Background())
+	var e *etcdconn.Error
+	if !errors.As(err, &e) || e.Kind != etcdconn.TLSFailed || !strings.Contains(err.Error(), "hung up on the TLS handshake: it may serve plaintext only (then drop --etcd.tls.ca") {
+		t.Fatalf("Dial() = %v, want a TLS failure", err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/tools/internal/devcluster/links"
 )
 
@@ -62,6 +63,12 @@ type Options struct {
 	// (Cluster.Links). Needs a PortBase; the cluster then takes
 	// 2*PortSpan ports (see Ports). Off by default.
 	Links bool
+	// PlaintextEtcd runs etcd without TLS and without authentication. By
+	// default etcd serves TLS only, wants a client certificate (its Common
+	// Name is the etcd user) and has auth on, with the roles of
+	// metastore/etcdauth; the certificates are in <DataDir>/pki. A data
+	// dir whose etcd has auth on cannot go back to plaintext.
+	PlaintextEtcd bool
 }
 
 // PortSpan is how many consecutive ports a cluster with a PortBase takes.
@@ -195,8 +202,13 @@ func (o Options) plan() ([]*Node, error) {
 	}
 	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
-	common := func(etcd string, args ...string) []string {
+	common := func(etcd, name string, args ...string) []string {
 		args = append(args, "--etcd.endpoints", etcd)
+		if !o.PlaintextEtcd {
+			dir := o.PKIDir()
+			args = append(args, "--etcd.tls.ca", pki.CAPath(dir),
+				"--etcd.tls.cert", pki.CertPath(dir, name), "--etcd.tls.key", pki.KeyPath(dir, name))
+		}
 		if o.OTLPEndpoint != "" {
 			args = append(args, "--otel.endpoint", o.OTLPEndpoint)
 		}
@@ -206,7 +218,7 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Controllers; i++ {
 		addr := ports.Controllers[i-1]
 		controllers = append(controllers, addr)
-		args := common(ports.ControllerEtcd[i-1], "--controller.id", strconv.Itoa(i), "--listen", ports.ControllerListen[i-1],
+		args := common(ports.ControllerEtcd[i-1], fmt.Sprintf("controller-%d", i), "--controller.id", strconv.Itoa(i), "--listen", ports.ControllerListen[i-1],
 			"--metrics.listen", ports.ControllerMetrics[i-1])
 		if o.Links {
 			args = append(args, "--advertised.address", addr)
@@ -223,7 +235,7 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Brokers; i++ {
 		addr := ports.Brokers[i-1]
 		brokers = append(brokers, addr)
-		args := common(ports.BrokerEtcd[i-1], "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
+		args := common(ports.BrokerEtcd[i-1], fmt.Sprintf("broker-%d", i), "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
 			"--data.dir", filepath.Join(o.DataDir, fmt.Sprintf("broker-%d", i)),
 			"--metrics.listen", ports.BrokerMetrics[i-1])
 		if o.Links {
@@ -277,13 +289,9 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 	if err := os.MkdirAll(filepath.Join(o.DataDir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	etcd, err := embedded.Start(embedded.Config{
-		Dir:       filepath.Join(o.DataDir, "etcd"),
-		ClientURL: "http://" + o.EtcdClient,
-		PeerURL:   "http://127.0.0.1:0",
-	})
+	etcd, err := o.startEtcd(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("embedded etcd on %s: %w", o.EtcdClient, err)
+		return nil, err
 	}
 	c := &Cluster{opts: o, etcd: etcd, nodes: nodes}
 	if o.Links {
@@ -413,7 +421,7 @@ func (c *Cluster) Options() Options { return c.opts }
 func (c *Cluster) PrintTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID\tLOG")
-	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(c.etcd.ClientURL(), "http://"))
+	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(strings.TrimPrefix(c.etcd.ClientURL(), "http://"), "https://"))
 	for _, n := range c.nodes {
 		p := n.Proto()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, p.Address, strings.TrimPrefix(p.State.String(), "NODE_STATE_"), p.Pid, p.LogFile)
