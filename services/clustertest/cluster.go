@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -36,6 +35,7 @@ import (
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/loopback"
 	"tidemark.io/services/platform/pki"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 func record(v string) []*commonv1.Record {
@@ -58,9 +58,15 @@ type Options struct {
 	// names its address in the network simulator, so that PauseController
 	// can freeze it as SIGSTOP would.
 	PausableControllers bool
+	// Secure runs every gRPC link with mutual TLS: Start makes a CA and
+	// certificates in Cluster.PKIDir for broker-N, controller-N and admin
+	// (the test's own calls, a super user). Authorization follows the
+	// nodes' defaults.
+	Secure bool
 	// SecureEtcd runs etcd with TLS, client-certificate authentication and
 	// tidemark's roles on (see metastore/etcdauth); every node dials it
-	// with its own certificate from PKIDir.
+	// with its own certificate from PKIDir (etcd's and root's are there
+	// too).
 	SecureEtcd bool
 }
 
@@ -69,9 +75,10 @@ type Cluster struct {
 	T    testing.TB
 	Net  *netsim.Network
 	Etcd *etcdtest.Server
-	// PKIDir holds the certificates of a SecureEtcd cluster: etcd, root,
-	// broker-<id>, controller-<id> and admin.
-	PKIDir string
+	// PKIDir holds the CA and certificates with Options.Secure or
+	// SecureEtcd (issue more with pki.LoadCA(PKIDir)).
+	PKIDir     string
+	etcdSecure bool
 
 	mu          sync.Mutex
 	brokers     map[int32]*broker.Broker
@@ -82,6 +89,7 @@ type Cluster struct {
 	conns       map[string]*grpc.ClientConn
 	etcdLinks   map[int32]*etcdtest.Bridge
 	log         *slog.Logger
+	tls         tlsconf.Options // the test's own calls
 }
 
 // Start launches etcd, the controllers and the brokers, and waits until a
@@ -96,12 +104,14 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	etcdOpts := []etcdtest.Option{etcdtest.WithTimings(50*time.Millisecond, 500*time.Millisecond)}
 	pkiDir := ""
-	if o.SecureEtcd {
+	if o.Secure || o.SecureEtcd {
 		pkiDir = t.TempDir()
+	}
+	if o.SecureEtcd {
 		etcdOpts = append(etcdOpts, etcdtest.WithClientTLS(t, pkiDir, true))
 	}
 	c := &Cluster{
-		T: t, Net: netsim.New(), PKIDir: pkiDir,
+		T: t, Net: netsim.New(), PKIDir: pkiDir, etcdSecure: o.SecureEtcd,
 		Etcd:    etcdtest.Start(t, etcdOpts...),
 		brokers: map[int32]*broker.Broker{}, brokerCfg: map[int32]broker.Config{},
 		controllers: map[int32]*controller.Controller{}, ctrlCfg: map[int32]controller.Config{},
@@ -115,10 +125,27 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.SecureEtcd {
 		c.secureEtcd(o)
 	}
+	c.tls = tlsconf.Plain()
+	nodeTLS := func(string) tlsconf.Options { return tlsconf.Plain() }
+	if o.Secure {
+		leaves := []pki.Leaf{{Name: "admin"}}
+		for id := int32(1); id <= int32(o.Controllers); id++ {
+			leaves = append(leaves, pki.Leaf{Name: ControllerName(id)})
+		}
+		for id := int32(1); id <= int32(o.Brokers); id++ {
+			leaves = append(leaves, pki.Leaf{Name: BrokerName(id)})
+		}
+		if _, err := pki.Ensure(c.PKIDir, leaves...); err != nil {
+			t.Fatal(err)
+		}
+		c.tls = pki.Options(c.PKIDir, "admin")
+		nodeTLS = func(name string) tlsconf.Options { return pki.Options(c.PKIDir, name) }
+	}
 	ep := c.Etcd.Endpoint()
 	for id := int32(1); id <= int32(o.Controllers); id++ {
 		cfg := controller.DefaultConfig()
 		cfg.ID = id
+		cfg.TLS = nodeTLS(ControllerName(id))
 		cfg.Listen = freeAddr(t)
 		cfg.Etcd = c.EtcdAs(ControllerName(id), ep)
 		cfg.SessionTTL = time.Second
@@ -141,6 +168,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	for id := int32(1); id <= int32(o.Brokers); id++ {
 		cfg := broker.DefaultConfig()
 		cfg.ID = id
+		cfg.TLS = nodeTLS(BrokerName(id))
 		cfg.Listen = freeAddr(t)
 		cfg.DataDir = t.TempDir()
 		// Each broker reaches etcd through its own bridge, so a test can
@@ -303,7 +331,11 @@ func (c *Cluster) Client() *client.Client {
 	for _, id := range slices.Sorted(maps.Keys(c.brokerCfg)) {
 		boot = append(boot, c.brokerCfg[id].Listen)
 	}
-	cl, err := client.New(boot, client.Options{})
+	tc, err := c.tls.ClientOrNil()
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	cl, err := client.New(boot, client.Options{TLS: tc})
 	if err != nil {
 		c.T.Fatal(err)
 	}
@@ -376,7 +408,11 @@ func (c *Cluster) conn(addr string) *grpc.ClientConn {
 	if conn, ok := c.conns[addr]; ok {
 		return conn
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := c.tls.DialOption()
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, creds)
 	if err != nil {
 		c.T.Fatal(err)
 	}
@@ -541,7 +577,7 @@ func (c *Cluster) secureEtcd(o Options) {
 func (c *Cluster) EtcdAs(name, endpoint string) etcdconn.Options {
 	o := etcdconn.Defaults()
 	o.Endpoints = config.StringList{endpoint}
-	if c.PKIDir != "" {
+	if c.etcdSecure {
 		o.CA, o.Cert, o.Key = pki.CAPath(c.PKIDir), pki.CertPath(c.PKIDir, name), pki.KeyPath(c.PKIDir, name)
 	}
 	return o

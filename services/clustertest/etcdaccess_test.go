@@ -10,13 +10,14 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"tidemark.io/services/broker"
+	"tidemark.io/services/platform/tlsconf"
 )
 
-// With etcd's TLS, client-certificate auth and roles on, brokers and a
-// controller run on their own certificates, and each certificate can do
-// only what its role allows.
+// With mutual TLS between the nodes and etcd's TLS, client-certificate auth
+// and roles on, brokers and a controller run on their own certificates, and
+// each certificate can do only what its role allows.
 func TestSecureEtcd(t *testing.T) {
-	c := Start(t, Options{Brokers: 2, Controllers: 1, SecureEtcd: true})
+	c := Start(t, Options{Brokers: 2, Controllers: 1, Secure: true, SecureEtcd: true})
 	c.CreateTopic("secure", 1, 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -58,6 +59,7 @@ func TestSecureEtcd(t *testing.T) {
 		cfg.Listen = freeAddr(t)
 		cfg.DataDir = t.TempDir()
 		cfg.SessionTimeout = 2 * time.Second
+		cfg.TLS = tlsconf.Plain()
 		cfg.Etcd = c.EtcdAs("broker-1", c.Etcd.Endpoint())
 		b, err := broker.Start(ctx, cfg, nil)
 		if err == nil {

@@ -203,7 +203,7 @@ func (o Options) plan() ([]*Node, error) {
 	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
 	common := func(etcd, name string, args ...string) []string {
-		args = append(args, "--etcd.endpoints", etcd)
+		args = append(args, "--etcd.endpoints", etcd, "--plaintext")
 		if !o.PlaintextEtcd {
 			dir := o.PKIDir()
 			args = append(args, "--etcd.tls.ca", pki.CAPath(dir),
