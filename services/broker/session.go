@@ -43,7 +43,7 @@ type registrar struct {
 }
 
 func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*registrar, error) {
-	cli, err := b.cfg.Etcd.Dial(ctx)
+	cli, err := b.cfg.Etcd.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", b.cfg.ID, err)
 	}

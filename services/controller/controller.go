@@ -13,7 +13,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,7 +25,6 @@ import (
 	"tidemark.io/services/controller/internal/ctrl"
 	"tidemark.io/services/controller/internal/grpcapi"
 	"tidemark.io/services/metastore"
-	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -71,7 +69,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	cli, err := dialEtcd(ctx, cfg.Etcd)
+	cli, err := cfg.Etcd.Connect(ctx)
 	if err != nil {
 		_ = tel.Close(ctx)
 		return nil, err
@@ -168,16 +166,4 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
 func (c *Controller) crash() {
 	c.cancel()
 	c.srv.Server.Stop()
-}
-
-// dialEtcd dials etcd so that a refusal (credentials, certificate,
-// permissions) stops the controller with the reason, while an etcd that does
-// not answer yet is waited for: the controller campaigns once it does.
-func dialEtcd(ctx context.Context, o etcdconn.Options) (*clientv3.Client, error) {
-	cli, err := o.Dial(ctx)
-	var e *etcdconn.Error
-	if errors.As(err, &e) && e.Kind == etcdconn.Unreachable {
-		return o.Client(ctx)
-	}
-	return cli, err
 }

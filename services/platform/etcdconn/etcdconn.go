@@ -339,6 +339,20 @@ func (o Options) tlsFailed(ep string) string {
 	return fmt.Sprintf("TLS with etcd at %s failed (check --%s, --%s and --%s)", ep, n("etcd.tls.ca"), n("etcd.tls.cert"), n("etcd.tls.key"))
 }
 
+// Connect is Dial for a long-running process: a refusal (credentials,
+// certificate, permissions) fails at once, with the reason, while an etcd
+// that does not answer within DialTimeout is left to the client, which
+// keeps trying: the process's first request waits for etcd, as it would
+// have without the check.
+func (o Options) Connect(ctx context.Context) (*clientv3.Client, error) {
+	cli, err := o.Dial(ctx)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == Unreachable {
+		return o.Client(ctx)
+	}
+	return cli, err
+}
+
 // Error is a refusal or failure of etcd, explained.
 type Error struct {
 	// Kind is what went wrong.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -280,4 +281,28 @@ func TestTLSClientOfPlaintextEtcd(t *testing.T) {
 	if !errors.As(err, &e) || e.Kind != etcdconn.TLSFailed || !strings.Contains(err.Error(), "hung up on the TLS handshake: it may serve plaintext only (then drop --etcd.tls.ca") {
 		t.Fatalf("Dial() = %v, want a TLS failure", err)
 	}
+}
+
+// An etcd that does not answer fails Dial, naming the endpoints, but not
+// Connect: a server process starts and waits for it.
+func TestUnreachableEtcd(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	o := etcdconn.Defaults()
+	o.Endpoints = []string{dead}
+	o.DialTimeout = 300 * time.Millisecond
+	_, err = o.Dial(context.Background())
+	var e *etcdconn.Error
+	if !errors.As(err, &e) || e.Kind != etcdconn.Unreachable || !strings.Contains(err.Error(), "etcd at "+dead+" (--etcd.endpoints) did not answer") {
+		t.Fatalf("Dial() = %v, want Unreachable naming %s", err, dead)
+	}
+	cli, err := o.Connect(context.Background())
+	if err != nil {
+		t.Fatalf("Connect() = %v, want a client that keeps trying", err)
+	}
+	cli.Close()
 }
