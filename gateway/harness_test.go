@@ -14,6 +14,7 @@ import (
 	"tidemark.io/services/clustertest"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // testCluster is a real in-process cluster (embedded etcd, 2 controllers,
@@ -44,11 +45,13 @@ func startClusterWith(t testing.TB, o clustertest.Options) *testCluster {
 	return tc
 }
 
-// startGateway runs a gateway on a free port against tc.
+// startGateway runs a plaintext gateway on a free port against tc (the
+// in-process cluster speaks plaintext).
 func startGateway(t testing.TB, tc *testCluster, adjust func(*Options)) *Gateway {
 	t.Helper()
 	o := DefaultOptions()
 	o.Listen = "127.0.0.1:0"
+	o.TLS = tlsconf.Plain()
 	o.Controllers = config.StringList(tc.controllers)
 	o.Brokers = config.StringList(tc.brokers)
 	if adjust != nil {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tidemark.io/gateway/internal/resterr"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 )
@@ -67,5 +68,5 @@ func asKerr(err error) *kerr.Error {
 		// first): like a broken connection.
 		return kerr.New(kerr.NetworkException, "canceled: %s", st.Message())
 	}
-	return kerr.FromStatus(err)
+	return resterr.FromStatus(err)
 }

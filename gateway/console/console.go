@@ -69,7 +69,8 @@ type Options struct {
 	Brokers []string
 
 	// ClientOptions are used for the Admin and Client the console makes
-	// itself (tracing, timeouts).
+	// itself (tracing, timeouts, TLS); their DialOptions also serve the
+	// connections to the fault-injection and dev launcher services.
 	ClientOptions client.Options
 
 	// DevControl is the address of a DevClusterService (the dev launcher
@@ -107,10 +108,11 @@ type Console struct {
 	owned  []func() error // clients made here, closed by Close
 	jaeger string
 
-	mu        sync.Mutex // guards cl, producers, closed
-	cl        *client.Client
-	producers map[client.Acks]*client.Producer
-	closed    bool
+	mu          sync.Mutex // guards cl, userClients, producers, closed
+	cl          *client.Client
+	userClients map[string]*client.Client // produce for a REST user (see producer)
+	producers   map[producerKey]*client.Producer
+	closed      bool
 }
 
 // New checks the options and returns a console. It dials nothing: the
@@ -126,7 +128,8 @@ func New(o Options) (*Console, error) {
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = 3 * time.Second
 	}
-	c := &Console{opts: o, log: log, conns: newConnSet(), producers: map[client.Acks]*client.Producer{}}
+	c := &Console{opts: o, log: log, conns: newConnSet(o.ClientOptions.DialOptions...),
+		userClients: map[string]*client.Client{}, producers: map[producerKey]*client.Producer{}}
 	if o.JaegerUI != "" {
 		u, err := url.Parse(o.JaegerUI)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

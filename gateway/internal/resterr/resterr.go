@@ -7,7 +7,11 @@ package resterr
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"tidemark.io/services/platform/kerr"
 )
@@ -97,4 +101,34 @@ func CheckShape(raw []byte) error {
 		return fmt.Errorf("error body %s: retriable %v, the table says %v", raw, b.Retriable, !b.Retriable)
 	}
 	return nil
+}
+
+// Write answers e as a Body at status (503s with Retry-After).
+func Write(w http.ResponseWriter, status int, e *kerr.Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Of(e)) // fails only when the caller is gone
+}
+
+// FromStatus is kerr.FromStatus, with the two refusals a service may answer
+// as a plain gRPC status (no ErrorDetail) kept as refusals: PermissionDenied
+// is CLUSTER_AUTHORIZATION_FAILED (403), Unauthenticated is
+// SASL_AUTHENTICATION_FAILED (401), rather than an unknown 500.
+func FromStatus(err error) *kerr.Error {
+	ke := kerr.FromStatus(err)
+	if ke == nil || ke.Code != kerr.UnknownServerError {
+		return ke
+	}
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		return &kerr.Error{Code: kerr.ClusterAuthorizationFailed, Message: ke.Message}
+	case codes.Unauthenticated:
+		return &kerr.Error{Code: kerr.SaslAuthenticationFailed, Message: ke.Message}
+	}
+	return ke
 }
