@@ -15,11 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"tidemark.io/gateway/internal/restauth"
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
-	"tidemark.io/gateway/internal/restauth"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 )
