@@ -117,7 +117,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
 
-	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing())
+	peerCreds, err := cfg.TLS.DialOption()
+	if err != nil {
+		return fail(err)
+	}
+	serverCreds, err := cfg.TLS.ServerCredentials()
+	if err != nil {
+		return fail(err)
+	}
+	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing(), peerCreds)
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
 	var leaderFence func() error
@@ -146,7 +154,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	rmRef.Store(b.rm)
 
-	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(),
+	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Credentials: serverCreds,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.
 		StatsFilter: func(info *stats.RPCTagInfo) bool { return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan },

@@ -11,6 +11,7 @@ import (
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/platform/tlsconf"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -43,6 +44,12 @@ type Config struct {
 	// Dialer, when set, replaces TCP dialing to peers (tests route through
 	// a network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// TLS secures every link: the listener (mutual TLS: callers must show a
+	// certificate the CA signed) and the connections to peers and
+	// controllers. Its zero value is refused: choose certificates or
+	// Plaintext.
+	TLS tlsconf.Options
 
 	Log       logging.Options
 	Telemetry telemetry.Options
@@ -86,6 +93,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.SessionTimeout, "broker.session.timeout", c.SessionTimeout, "lease of the broker's registration: how long a silent broker stays registered")
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
+	c.TLS.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -119,6 +127,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := topicconfig.ResolveBroker(c.Settings); err != nil {
 		return config.Invalid("config", c.Settings, "%v", err)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	return c.Log.Validate()
 }

@@ -11,6 +11,7 @@ import (
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/platform/tlsconf"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	// connections and the fast-failover probe (tests route through a
 	// network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// TLS secures the listener (mutual TLS) and the connections to
+	// brokers. Its zero value is refused: choose certificates or Plaintext.
+	TLS tlsconf.Options
 
 	Log       logging.Options
 	Telemetry telemetry.Options
@@ -110,6 +115,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("num.partitions", "partition count of topics created without one (default 1)", func(s string) error {
 		return config.ParseInt32(s, &c.NumPartitions)
 	})
+	c.TLS.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -182,6 +188,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderImbalanceCheckInterval%time.Second != 0 {
 		return config.Invalid("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval, "must be whole seconds")
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	return c.Log.Validate()
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -44,6 +45,9 @@ type Options struct {
 	StatsFilter otelgrpc.Filter
 	Unary       []grpc.UnaryServerInterceptor
 	Stream      []grpc.StreamServerInterceptor
+	// Credentials secures the listener (tlsconf.Options.ServerCredentials:
+	// mutual TLS); nil serves plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // Server wraps a *grpc.Server with its health service.
@@ -63,6 +67,9 @@ func New(o Options) *Server {
 	unary := append([]grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}, o.Unary...)
 	stream := append([]grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}, o.Stream...)
 	var opts []grpc.ServerOption
+	if o.Credentials != nil {
+		opts = append(opts, grpc.Creds(o.Credentials))
+	}
 	if o.TracerProvider != nil {
 		handlerOpts := []otelgrpc.Option{otelgrpc.WithTracerProvider(o.TracerProvider)}
 		if o.StatsFilter != nil {
