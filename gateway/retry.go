@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"tidemark.io/gateway/internal/resterr"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 )
@@ -68,5 +67,5 @@ func asKerr(err error) *kerr.Error {
 		// first): like a broken connection.
 		return kerr.New(kerr.NetworkException, "canceled: %s", st.Message())
 	}
-	return resterr.FromStatus(err)
+	return kerr.FromStatus(err)
 }

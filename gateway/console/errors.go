@@ -61,7 +61,7 @@ func toAPIError(err error) *apiError {
 		case errors.Is(err, context.DeadlineExceeded):
 			ke = kerr.New(kerr.RequestTimedOut, "%v", err)
 		default:
-			ke = resterr.FromStatus(err)
+			ke = kerr.FromStatus(err)
 		}
 	}
 	// The server's own words; the name travels beside them.

@@ -10,9 +10,6 @@ import (
 	"net/http"
 	"slices"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -115,20 +112,3 @@ func Write(w http.ResponseWriter, status int, e *kerr.Error) {
 	_ = json.NewEncoder(w).Encode(Of(e)) // fails only when the caller is gone
 }
 
-// FromStatus is kerr.FromStatus, with the two refusals a service may answer
-// as a plain gRPC status (no ErrorDetail) kept as refusals: PermissionDenied
-// is CLUSTER_AUTHORIZATION_FAILED (403), Unauthenticated is
-// SASL_AUTHENTICATION_FAILED (401), rather than an unknown 500.
-func FromStatus(err error) *kerr.Error {
-	ke := kerr.FromStatus(err)
-	if ke == nil || ke.Code != kerr.UnknownServerError {
-		return ke
-	}
-	switch status.Code(err) {
-	case codes.PermissionDenied:
-		return &kerr.Error{Code: kerr.ClusterAuthorizationFailed, Message: ke.Message}
-	case codes.Unauthenticated:
-		return &kerr.Error{Code: kerr.SaslAuthenticationFailed, Message: ke.Message}
-	}
-	return ke
-}
