@@ -111,4 +111,3 @@ func Write(w http.ResponseWriter, status int, e *kerr.Error) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(Of(e)) // fails only when the caller is gone
 }
-
