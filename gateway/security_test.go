@@ -26,6 +26,7 @@ import (
 
 	"tidemark.io/gateway/internal/restauth"
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
@@ -638,5 +639,40 @@ func TestRESTAuthOnAPlaintextClusterProtectsTopics(t *testing.T) {
 	}
 	if a := api.do("POST", "/v1/topics:delete", map[string]any{"topics": []string{"kept"}}, "Authorization", "Bearer "+aliceToken); a.status != http.StatusOK {
 		t.Fatalf("delete with the token: %d %s", a.status, a.body)
+	}
+}
+
+// The whole path over mutual TLS: a cluster whose nodes require
+// certificates, a gateway with its own (Common Name gateway) serving HTTPS.
+func TestRESTOverHTTPSToAMutualTLSCluster(t *testing.T) {
+	tc := startClusterWith(t, clustertest.Options{Secure: true})
+	tc.CreateTopic("kept", 1, 3, nil)
+	tc.CreateTopic("orders", 1, 3, nil)
+	if _, err := pki.Ensure(tc.PKIDir, pki.Leaf{Name: "gateway"}); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	writeTokens(t, tokens, aliceToken+" alice\n")
+	g := startGateway(t, tc, func(o *Options) {
+		o.TLS = pki.Options(tc.PKIDir, "gateway")
+		o.Auth.TokensFile = tokens
+	})
+	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
+	hc := s.client(t, "", "")
+	a := s.req(t, hc, "POST", "/v1/topics:delete", `{"topics":["kept"]}`, jsonCT...)
+	expectError(t, a, "delete without a token", http.StatusUnauthorized, "SASL_AUTHENTICATION_FAILED")
+	a = s.req(t, hc, "GET", "/v1/topics?topics=kept", "", bearer(aliceToken)...)
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"name":"kept"`) {
+		t.Fatalf("topic kept after an unauthenticated delete: %d %s", a.status, a.body)
+	}
+	a = s.req(t, hc, "POST", "/v1/topics:delete", `{"topics":["kept"]}`, hdrs(jsonCT, bearer(aliceToken))...)
+	if a.status != http.StatusOK {
+		t.Fatalf("delete with the token over mutual TLS: %d %s", a.status, a.body)
+	}
+	// A produce goes to the partition's leader, over mutual TLS too.
+	a = s.req(t, hc, "POST", "/v1/topics/orders/partitions/0/records",
+		`{"acks":-1,"records":{"records":[{"value":"cGFpZA=="}]}}`, hdrs(jsonCT, bearer(aliceToken))...)
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"baseOffset"`) {
+		t.Fatalf("produce with the token over mutual TLS: %d %s", a.status, a.body)
 	}
 }
