@@ -371,9 +371,11 @@ func TestRESTTokenAndCertificateAuthenticateAndForwardTheUser(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("a certificate of another CA was accepted: %d", resp.StatusCode)
 	}
-	if !strings.Contains(err.Error(), "certificate") {
-		t.Fatalf("another CA's certificate: %v, want a TLS certificate error", err)
-	}
+	// The client may see the server's alert or just a closed connection;
+	// the server says why.
+	waitFor(t, 10*time.Second, "the gateway's log of the refused handshake", func() bool {
+		return strings.Contains(s.logs.String(), "certificate signed by unknown authority")
+	})
 	if calls := s.admin.seen(); len(calls) != 0 || !s.admin.hasTopic("payments") {
 		t.Fatalf("another CA's certificate reached the controller: %+v", calls)
 	}

@@ -41,29 +41,32 @@ func ForwardFixedUser(user string) []grpc.DialOption {
 }
 
 func forwardAs(who func(context.Context) (string, bool)) []grpc.DialOption {
-	prepare := func(ctx context.Context) context.Context {
-		md, _ := metadata.FromOutgoingContext(ctx)
-		user, ok := who(ctx)
-		if !ok && len(md.Get(identity.OnBehalfOf)) == 0 && len(md.Get("authorization")) == 0 {
-			return ctx
-		}
-		md = md.Copy()
-		md.Delete(identity.OnBehalfOf)
-		md.Delete("authorization")
-		ctx = metadata.NewOutgoingContext(ctx, md)
-		if ok {
-			ctx = identity.Forward(ctx, user)
-		}
-		return ctx
-	}
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
 			cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return invoker(prepare(ctx), method, req, reply, cc, opts...)
+			return invoker(outgoing(ctx, who), method, req, reply, cc, opts...)
 		}),
 		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
 			method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			return streamer(prepare(ctx), desc, cc, method, opts...)
+			return streamer(outgoing(ctx, who), desc, cc, method, opts...)
 		}),
 	}
+}
+
+// outgoing is ctx with its outgoing metadata naming exactly the user who
+// gives, and no authorization.
+func outgoing(ctx context.Context, who func(context.Context) (string, bool)) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	user, ok := who(ctx)
+	if !ok && len(md.Get(identity.OnBehalfOf)) == 0 && len(md.Get("authorization")) == 0 {
+		return ctx
+	}
+	md = md.Copy()
+	md.Delete(identity.OnBehalfOf)
+	md.Delete("authorization")
+	ctx = metadata.NewOutgoingContext(ctx, md)
+	if ok {
+		ctx = identity.Forward(ctx, user)
+	}
+	return ctx
 }
