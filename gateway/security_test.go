@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -331,6 +332,22 @@ func TestRESTRefusesWhatIsNotAuthenticated(t *testing.T) {
 		if a := s.req(t, anon, "GET", path, ""); a.status != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", path, a.status, a.body)
 		}
+	}
+	// gRPC health on the same port, over TLS (ALPN h2).
+	dial, err := pki.Options(s.dir, "carol").DialOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(s.g.Addr(), dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hr, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health over TLS: %v %v", hr, err)
 	}
 }
 
