@@ -28,12 +28,16 @@ type testCluster struct {
 func startCluster(t testing.TB) *testCluster { return startClusterWith(t, clustertest.Options{}) }
 
 // startClusterWith starts a cluster with options o (their AdjustController
-// is replaced).
+// runs before the harness notes the controller's address).
 func startClusterWith(t testing.TB, o clustertest.Options) *testCluster {
 	t.Helper()
 	tc := &testCluster{}
 	var mu sync.Mutex
+	adjust := o.AdjustController
 	o.AdjustController = func(cfg *controller.Config) {
+		if adjust != nil {
+			adjust(cfg)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		tc.controllers = append(tc.controllers, cfg.Listen)

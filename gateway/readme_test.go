@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/pki"
 )
 
@@ -18,16 +17,7 @@ import (
 // of .data/pki read from the test's CA directory and $TOKEN its token.
 func TestREADME(t *testing.T) {
 	cmds := readmeCurls(t)
-	tc := startClusterWith(t, clustertest.Options{Secure: true})
-	if _, err := pki.Ensure(tc.PKIDir, pki.Leaf{Name: "gateway"}); err != nil {
-		t.Fatal(err)
-	}
-	tokens := filepath.Join(tc.PKIDir, "tokens")
-	writeTokens(t, tokens, "# token user\n"+aliceToken+" alice\n")
-	g := startGateway(t, tc, func(o *Options) {
-		o.TLS = pki.Options(tc.PKIDir, "gateway")
-		o.Auth.TokensFile = tokens
-	})
+	tc, g := startSecureCluster(t, aliceMayDoAll, "# token user\n"+aliceToken+" alice\n")
 	base := "https://" + g.Addr()
 	file := func(p string) string { return strings.Replace(p, ".data/pki/", tc.PKIDir+"/", 1) }
 	for _, args := range cmds {

@@ -27,7 +27,9 @@ import (
 
 	"tidemark.io/gateway/internal/restauth"
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/broker"
 	"tidemark.io/services/clustertest"
+	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
@@ -661,37 +663,65 @@ func TestRESTAuthOnAPlaintextClusterProtectsTopics(t *testing.T) {
 	}
 }
 
-// The whole path over mutual TLS: a cluster whose nodes require
-// certificates, a gateway with its own (Common Name gateway) serving HTTPS.
-func TestRESTOverHTTPSToAMutualTLSCluster(t *testing.T) {
-	tc := startClusterWith(t, clustertest.Options{Secure: true})
-	tc.CreateTopic("kept", 1, 3, nil)
-	tc.CreateTopic("orders", 1, 3, nil)
+// startSecureCluster starts a cluster over mutual TLS whose nodes read
+// acl (the ACL file's lines), and a gateway with HTTPS, its certificate of
+// the cluster's CA and tokens (the tokens file's lines).
+func startSecureCluster(t *testing.T, acl, tokens string) (*testCluster, *Gateway) {
+	t.Helper()
+	aclFile := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc := startClusterWith(t, clustertest.Options{Secure: true,
+		Adjust:           func(cfg *broker.Config) { cfg.Authz.ACLFile = aclFile },
+		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = aclFile },
+	})
 	if _, err := pki.Ensure(tc.PKIDir, pki.Leaf{Name: "gateway"}); err != nil {
 		t.Fatal(err)
 	}
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	writeTokens(t, tokens, aliceToken+" alice\n")
+	tokensFile := filepath.Join(tc.PKIDir, "tokens")
+	writeTokens(t, tokensFile, tokens)
 	g := startGateway(t, tc, func(o *Options) {
 		o.TLS = pki.Options(tc.PKIDir, "gateway")
-		o.Auth.TokensFile = tokens
+		o.Auth.TokensFile = tokensFile
 	})
+	return tc, g
+}
+
+// aliceMayDoAll lets alice do anything, and nobody else anything.
+const aliceMayDoAll = "allow User:alice All Topic:*\nallow User:alice All Cluster\n"
+
+// The whole path over mutual TLS: a cluster whose nodes require
+// certificates and check ACLs, a gateway with its own certificate (Common
+// Name gateway) serving HTTPS and speaking for the REST user.
+func TestRESTOverHTTPSToAMutualTLSCluster(t *testing.T) {
+	tc, g := startSecureCluster(t, aliceMayDoAll, aliceToken+" alice\n"+eveToken+" eve\n")
+	tc.CreateTopic("kept", 1, 3, nil)
+	tc.CreateTopic("orders", 1, 3, nil)
 	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
 	hc := s.client(t, "", "")
 	a := s.req(t, hc, "POST", "/v1/topics:delete", `{"topics":["kept"]}`, jsonCT...)
 	expectError(t, a, "delete without a token", http.StatusUnauthorized, "SASL_AUTHENTICATION_FAILED")
+	// The brokers and controllers decide on the forwarded user: eve has no ACL.
+	a = s.req(t, hc, "POST", "/v1/topics:delete", `{"topics":["kept"]}`, hdrs(jsonCT, bearer(eveToken))...)
+	e := expectError(t, a, "delete by eve", http.StatusForbidden, "TOPIC_AUTHORIZATION_FAILED")
+	if !strings.Contains(e.Message, "User:eve") {
+		t.Fatalf("eve's refusal does not name her: %q", e.Message)
+	}
 	a = s.req(t, hc, "GET", "/v1/topics?topics=kept", "", bearer(aliceToken)...)
 	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"name":"kept"`) {
-		t.Fatalf("topic kept after an unauthenticated delete: %d %s", a.status, a.body)
+		t.Fatalf("topic kept after refused deletes: %d %s", a.status, a.body)
 	}
 	a = s.req(t, hc, "POST", "/v1/topics:delete", `{"topics":["kept"]}`, hdrs(jsonCT, bearer(aliceToken))...)
 	if a.status != http.StatusOK {
-		t.Fatalf("delete with the token over mutual TLS: %d %s", a.status, a.body)
+		t.Fatalf("delete with alice's token over mutual TLS: %d %s", a.status, a.body)
 	}
 	// A produce goes to the partition's leader, over mutual TLS too.
-	a = s.req(t, hc, "POST", "/v1/topics/orders/partitions/0/records",
-		`{"acks":-1,"records":{"records":[{"value":"cGFpZA=="}]}}`, hdrs(jsonCT, bearer(aliceToken))...)
+	produce := `{"acks":-1,"records":{"records":[{"value":"cGFpZA=="}]}}`
+	a = s.req(t, hc, "POST", "/v1/topics/orders/partitions/0/records", produce, hdrs(jsonCT, bearer(aliceToken))...)
 	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"baseOffset"`) {
-		t.Fatalf("produce with the token over mutual TLS: %d %s", a.status, a.body)
+		t.Fatalf("produce with alice's token over mutual TLS: %d %s", a.status, a.body)
 	}
+	a = s.req(t, hc, "POST", "/v1/topics/orders/partitions/0/records", produce, hdrs(jsonCT, bearer(eveToken))...)
+	expectError(t, a, "produce by eve", http.StatusForbidden, "TOPIC_AUTHORIZATION_FAILED")
 }
