@@ -725,3 +725,40 @@ func TestRESTOverHTTPSToAMutualTLSCluster(t *testing.T) {
 	a = s.req(t, hc, "POST", "/v1/topics/orders/partitions/0/records", produce, hdrs(jsonCT, bearer(eveToken))...)
 	expectError(t, a, "produce by eve", http.StatusForbidden, "TOPIC_AUTHORIZATION_FAILED")
 }
+
+// The console's view is one watch the gateway makes as itself (its ACL
+// allows Describe on the cluster); a page's user sees it only when the
+// services let that user describe the cluster.
+func TestConsoleViewNeedsTheUsersOwnRight(t *testing.T) {
+	tc, g := startSecureCluster(t, aliceMayDoAll+"allow User:gateway Describe Cluster\n",
+		aliceToken+" alice\n"+eveToken+" eve\n")
+	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
+	hc := s.client(t, "", "")
+
+	e := expectError(t, s.req(t, hc, "GET", "/console/events", "", bearer(eveToken)...), "eve's console events",
+		http.StatusForbidden, "CLUSTER_AUTHORIZATION_FAILED")
+	if !strings.Contains(e.Message, "User:eve") {
+		t.Fatalf("eve's refusal does not name her: %q", e.Message)
+	}
+	expectError(t, s.req(t, hc, "GET", "/console/api/state", "", bearer(eveToken)...), "eve's console state",
+		http.StatusForbidden, "CLUSTER_AUTHORIZATION_FAILED")
+
+	resp, err := s.send(hc, "GET", "/console/events", "", bearer(aliceToken)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's console events: %d", resp.StatusCode)
+	}
+	events := bufio.NewReader(resp.Body)
+	for {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatalf("alice's console events ended before a snapshot: %v", err)
+		}
+		if line == "event: snapshot\n" {
+			break
+		}
+	}
+}
