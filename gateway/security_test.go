@@ -329,6 +329,15 @@ func TestRESTRefusesWhatIsNotAuthenticated(t *testing.T) {
 	}
 	s.nothingChanged(t, "reads without credentials")
 
+	// A certificate of the cluster's own roles is not a REST user.
+	node := s.client(t, s.dir, "controller-1")
+	e = expectError(t, s.req(t, node, "POST", "/v1/topics:delete", deleteOrders, jsonCT...), "delete with a controller's certificate",
+		http.StatusUnauthorized, "SASL_AUTHENTICATION_FAILED")
+	if !strings.Contains(e.Message, `"controller-1" is the name of a cluster controller`) {
+		t.Fatalf("controller certificate: %q", e.Message)
+	}
+	s.nothingChanged(t, "delete with a controller's certificate")
+
 	// The page, its assets and the health check stay open.
 	for _, path := range []string{"/", "/console/static/app.js", "/healthz", "/openapi.json"} {
 		if a := s.req(t, anon, "GET", path, ""); a.status != http.StatusOK {

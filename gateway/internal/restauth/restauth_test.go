@@ -33,6 +33,8 @@ func TestTokensFileErrorsNameTheLineNotTheToken(t *testing.T) {
 		{"short alice\n", "line 1: the token is shorter than 16 characters"},
 		{token + " al\x01ice\n", "line 1: user name"},
 		{token + " alice\n\n" + token + " bob\n", "line 3: the token is also on an earlier line"},
+		{token + " broker-2\n", `line 1: "broker-2" is the name of a cluster broker, not a user`},
+		{token + " gateway\n", `line 1: "gateway" is the name of a cluster gateway, not a user`},
 	} {
 		_, err := LoadTokens(tokensFile(t, tc.content), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

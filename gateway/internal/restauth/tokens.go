@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"tidemark.io/services/platform/identity"
 )
 
 // MinTokenLength refuses tokens short enough to guess.
@@ -173,10 +175,15 @@ func readTokens(path string) ([]tokenEntry, error) {
 }
 
 // CheckUserName accepts the names the gateway can forward: printable ASCII
-// without spaces (a gRPC metadata value, a Kafka principal name).
+// without spaces (a gRPC metadata value, a Kafka principal name), and not
+// a name of the cluster's own roles (broker-N, controller-N, gateway),
+// which a REST caller must never appear to be.
 func CheckUserName(name string) error {
 	if name == "" {
 		return fmt.Errorf("empty user name")
+	}
+	if p := identity.Parse(name); p.Role != identity.User {
+		return fmt.Errorf("%q is the name of a cluster %s, not a user", name, p.Role)
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c <= ' ' || c > '~' {
