@@ -17,7 +17,7 @@ import (
 // of .data/pki read from the test's CA directory and $TOKEN its token.
 func TestREADME(t *testing.T) {
 	cmds := readmeCurls(t)
-	tc, g := startSecureCluster(t, aliceMayDoAll, "# token user\n"+aliceToken+" alice\n")
+	tc, g := startSecureCluster(t, aliceMayDoAll, "# token user\n"+aliceToken+" alice\n", nil)
 	base := "https://" + g.Addr()
 	file := func(p string) string { return strings.Replace(p, ".data/pki/", tc.PKIDir+"/", 1) }
 	for _, args := range cmds {

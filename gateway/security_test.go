@@ -675,7 +675,7 @@ func TestRESTAuthOnAPlaintextClusterProtectsTopics(t *testing.T) {
 // startSecureCluster starts a cluster over mutual TLS whose nodes read
 // acl (the ACL file's lines), and a gateway with HTTPS, its certificate of
 // the cluster's CA and tokens (the tokens file's lines).
-func startSecureCluster(t *testing.T, acl, tokens string) (*testCluster, *Gateway) {
+func startSecureCluster(t *testing.T, acl, tokens string, adjust func(*Options)) (*testCluster, *Gateway) {
 	t.Helper()
 	aclFile := filepath.Join(t.TempDir(), "acl")
 	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
@@ -693,6 +693,9 @@ func startSecureCluster(t *testing.T, acl, tokens string) (*testCluster, *Gatewa
 	g := startGateway(t, tc, func(o *Options) {
 		o.TLS = pki.Options(tc.PKIDir, "gateway")
 		o.Auth.TokensFile = tokensFile
+		if adjust != nil {
+			adjust(o)
+		}
 	})
 	return tc, g
 }
@@ -704,7 +707,7 @@ const aliceMayDoAll = "allow User:alice All Topic:*\nallow User:alice All Cluste
 // certificates and check ACLs, a gateway with its own certificate (Common
 // Name gateway) serving HTTPS and speaking for the REST user.
 func TestRESTOverHTTPSToAMutualTLSCluster(t *testing.T) {
-	tc, g := startSecureCluster(t, aliceMayDoAll, aliceToken+" alice\n"+eveToken+" eve\n")
+	tc, g := startSecureCluster(t, aliceMayDoAll, aliceToken+" alice\n"+eveToken+" eve\n", nil)
 	tc.CreateTopic("kept", 1, 3, nil)
 	tc.CreateTopic("orders", 1, 3, nil)
 	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
@@ -740,7 +743,7 @@ func TestRESTOverHTTPSToAMutualTLSCluster(t *testing.T) {
 // services let that user describe the cluster.
 func TestConsoleViewNeedsTheUsersOwnRight(t *testing.T) {
 	tc, g := startSecureCluster(t, aliceMayDoAll+"allow User:gateway Describe Cluster\n",
-		aliceToken+" alice\n"+eveToken+" eve\n")
+		aliceToken+" alice\n"+eveToken+" eve\n", nil)
 	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
 	hc := s.client(t, "", "")
 
@@ -769,5 +772,30 @@ func TestConsoleViewNeedsTheUsersOwnRight(t *testing.T) {
 		if line == "event: snapshot\n" {
 			break
 		}
+	}
+}
+
+// The console's producers send in the background: each user's run on
+// connections that speak for that user, so the services judge the user,
+// not the gateway.
+func TestConsoleProducesAsTheUser(t *testing.T) {
+	tc, g := startSecureCluster(t, aliceMayDoAll+"allow User:gateway Describe Cluster\nallow User:eve Describe Cluster\nallow User:eve IdempotentWrite Cluster\n",
+		aliceToken+" alice\n"+eveToken+" eve\n", func(o *Options) { o.Console.Actions = true })
+	tc.CreateTopic("orders", 1, 3, nil)
+	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
+	hc := s.client(t, "", "")
+	produce := `{"topic":"orders","partition":0,"count":3,"acks":"all"}`
+	// The console checks the partition against its view: wait for it.
+	waitFor(t, 20*time.Second, "the console's first snapshot", func() bool {
+		return s.req(t, hc, "GET", "/console/api/state", "", bearer(aliceToken)...).status == http.StatusOK
+	})
+	a := s.req(t, hc, "POST", "/console/api/produce", produce, hdrs(jsonCT, bearer(eveToken))...)
+	e := expectError(t, a, "eve produces from the console", http.StatusForbidden, "TOPIC_AUTHORIZATION_FAILED")
+	if !strings.Contains(e.Message, "User:eve") {
+		t.Fatalf("eve's refusal does not name her: %q", e.Message)
+	}
+	a = s.req(t, hc, "POST", "/console/api/produce", produce, hdrs(jsonCT, bearer(aliceToken))...)
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"succeeded":3`) {
+		t.Fatalf("alice produces from the console: %d %s", a.status, a.body)
 	}
 }
