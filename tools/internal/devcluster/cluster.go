@@ -262,7 +262,7 @@ func (o Options) plan() ([]*Node, error) {
 	// The dev console may act on the cluster: it is a playground.
 	gwArgs := []string{"--listen", ports.Gateway,
 		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ","),
-		"--console.actions", "--console.dev.control", o.ControlAddr}
+		"--console.actions", "--console.dev.control", o.ControlAddr, "--plaintext"}
 	if o.Jaeger {
 		gwArgs = append(gwArgs, "--console.jaeger.ui", "http://"+JaegerQuery)
 	}
