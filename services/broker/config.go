@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/topicconfig"
@@ -44,6 +45,10 @@ type Config struct {
 	// a network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
+	// Limits bound streams per connection and connections per client
+	// address on the gRPC listener.
+	Limits grpcserver.Limits
+
 	Log       logging.Options
 	Telemetry telemetry.Options
 }
@@ -58,6 +63,7 @@ func DefaultConfig() Config {
 		EtcdPrefix:     "/tidemark",
 		SessionTimeout: 6 * time.Second,
 		Settings:       map[string]string{},
+		Limits:         grpcserver.DefaultLimits(),
 		Log:            logging.DefaultOptions(),
 	}
 }
@@ -86,6 +92,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.SessionTimeout, "broker.session.timeout", c.SessionTimeout, "lease of the broker's registration: how long a silent broker stays registered")
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
+	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -119,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := topicconfig.ResolveBroker(c.Settings); err != nil {
 		return config.Invalid("config", c.Settings, "%v", err)
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return err
 	}
 	return c.Log.Validate()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/topicconfig"
@@ -55,6 +56,10 @@ type Config struct {
 	// network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
+	// Limits bound streams per connection and connections per client
+	// address on the gRPC listener.
+	Limits grpcserver.Limits
+
 	Log       logging.Options
 	Telemetry telemetry.Options
 }
@@ -74,6 +79,7 @@ func DefaultConfig() Config {
 		LeaderImbalanceCheckInterval: 300 * time.Second,
 		DefaultReplicationFactor:     1,
 		NumPartitions:                1,
+		Limits:                       grpcserver.DefaultLimits(),
 		Log:                          logging.DefaultOptions(),
 	}
 }
@@ -110,6 +116,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("num.partitions", "partition count of topics created without one (default 1)", func(s string) error {
 		return config.ParseInt32(s, &c.NumPartitions)
 	})
+	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -182,6 +189,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderImbalanceCheckInterval%time.Second != 0 {
 		return config.Invalid("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval, "must be whole seconds")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return err
 	}
 	return c.Log.Validate()
 }

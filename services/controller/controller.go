@@ -85,7 +85,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 	if tp := tel.Tracing(); tp != nil {
 		c.office.tracer = tp.Tracer("tidemark/controller")
 	}
-	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing()})
+	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Limits: cfg.Limits, Registerer: tel.Registry})
 	adminv1.RegisterAdminServiceServer(c.srv, grpcapi.NewAdmin(c.office))
 	controlv1.RegisterControllerServiceServer(c.srv, grpcapi.NewControl(c.office))
 	c.srv.MarkAllServing()

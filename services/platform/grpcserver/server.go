@@ -1,6 +1,7 @@
 // Package grpcserver is the one constructor for every tidemark gRPC server:
 // health, reflection, the OpenTelemetry stats handler, panic recovery,
-// Kafka-style error mapping, logging and message size limits, and an ordered
+// Kafka-style error mapping, logging, message size, stream and connection
+// limits, a look at request bytes before decoding (Admit), and an ordered
 // graceful stop with a deadline.
 package grpcserver
 
@@ -12,6 +13,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -44,13 +46,22 @@ type Options struct {
 	StatsFilter otelgrpc.Filter
 	Unary       []grpc.UnaryServerInterceptor
 	Stream      []grpc.StreamServerInterceptor
+	// Limits bound streams per connection and connections per address; the
+	// zero value means DefaultLimits.
+	Limits Limits
+	// Admit, when set, sees every request's bytes before they are decoded.
+	Admit Admit
+	// Registerer, when set, gets tidemark_connections_refused_total.
+	Registerer prometheus.Registerer
 }
 
 // Server wraps a *grpc.Server with its health service.
 type Server struct {
 	*grpc.Server
-	health *health.Server
-	log    *slog.Logger
+	health  *health.Server
+	log     *slog.Logger
+	limits  Limits
+	refused *prometheus.CounterVec
 }
 
 // New builds a server with health and reflection registered. Register the
@@ -60,9 +71,23 @@ func New(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	unary := append([]grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}, o.Unary...)
-	stream := append([]grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}, o.Stream...)
+	if o.Limits == (Limits{}) {
+		o.Limits = DefaultLimits()
+	}
+	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}
+	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
 	var opts []grpc.ServerOption
+	if o.Admit != nil {
+		// Right after error mapping, before any other interceptor: a parked
+		// refusal must be collected for every decoded request.
+		ac := newAdmitCodec(o.Admit)
+		opts = append(opts, grpc.ForceServerCodecV2(ac))
+		unary, stream = append(unary, ac.unary()), append(stream, ac.stream())
+	}
+	unary, stream = append(unary, o.Unary...), append(stream, o.Stream...)
+	if o.Limits.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(o.Limits.MaxConcurrentStreams))
+	}
 	if o.TracerProvider != nil {
 		handlerOpts := []otelgrpc.Option{otelgrpc.WithTracerProvider(o.TracerProvider)}
 		if o.StatsFilter != nil {
@@ -82,7 +107,15 @@ func New(o Options) *Server {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{Server: gs, health: hs, log: log}
+	srv := &Server{Server: gs, health: hs, log: log, limits: o.Limits}
+	if o.Registerer != nil {
+		srv.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_connections_refused_total",
+			Help: "Client connections closed at accept because a limit was reached, by limit.",
+		}, []string{"limit"})
+		o.Registerer.MustRegister(srv.refused)
+	}
+	return srv
 }
 
 // SetServing marks a service (or "" for the whole server) serving or not.
@@ -103,8 +136,9 @@ func (s *Server) MarkAllServing() {
 }
 
 // Serve serves on lis until Stop. A listener closed by Stop is not an error.
+// Connections over max.connections.per.ip are closed as they are accepted.
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.Server.Serve(lis)
+	err := s.Server.Serve(limitListener(lis, s.limits, s.log, s.refused))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
