@@ -51,8 +51,8 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	if acks != 0 && acks != 1 && acks != -1 {
 		return nil, kerr.BadField(kerr.InvalidRequiredAcks, "acks", "must be 0, 1 or -1 (all), got %d", acks)
 	}
-	if req.GetTimeoutMs() < 0 {
-		return nil, kerr.BadField(kerr.InvalidRequest, "timeout_ms", "must not be negative")
+	if err := b.checkTimeout(req.GetTimeoutMs()); err != nil {
+		return nil, err
 	}
 	var batch []byte
 	switch p := req.GetPayload().(type) {
@@ -120,7 +120,7 @@ func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*broker
 		epoch = -1 // unset in JSON and grpcurl: skip the check
 	}
 	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
-		TP: tp, Offset: req.GetOffset(), MaxBytes: int(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
+		TP: tp, Offset: req.GetOffset(), MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
 	})
 	if err != nil {
@@ -200,7 +200,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	offset := req.GetOffset()
 	for ctx.Err() == nil {
 		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
-			TP: tp, Offset: offset, MaxBytes: int(req.GetMaxBytes()), MinBytes: 1,
+			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
 			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
 		})
 		if err != nil {
