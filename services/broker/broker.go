@@ -24,6 +24,7 @@ import (
 	"tidemark.io/services/broker/internal/grpcapi"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
@@ -146,7 +147,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	rmRef.Store(b.rm)
 
-	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: &producerIDs{b: b}}
+	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: &producerIDs{b: b}, Quotas: quota.New(tel.Registry, nil)}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Limits: cfg.Limits, Registerer: tel.Registry,
 		Admit: api.Admit,
 		// The fetch stream lives for many round trips; grpcapi traces each

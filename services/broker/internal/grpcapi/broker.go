@@ -12,6 +12,7 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
@@ -27,6 +28,8 @@ type Broker struct {
 	brokerv1.UnimplementedBrokerServiceServer
 	RM          *replica.Manager
 	ProducerIDs ProducerIDs
+	// Quotas holds answers of principals over their byte rates; nil: none.
+	Quotas *quota.Manager
 }
 
 var _ brokerv1.BrokerServiceServer = (*Broker)(nil)
@@ -81,6 +84,9 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	if acks == 0 {
 		out.BaseOffset, out.LastOffset = -1, -1
 	}
+	if !res.Duplicate {
+		out.ThrottleTimeMs = b.throttle(ctx, quota.Produce, len(batch))
+	}
 	return out, nil
 }
 
@@ -126,7 +132,12 @@ func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*broker
 	if err != nil {
 		return nil, b.unready(err)
 	}
-	return fetchResponse(res, req.GetOffset(), req.GetRawBatches())
+	out, err := fetchResponse(res, req.GetOffset(), req.GetRawBatches())
+	if err != nil {
+		return nil, err
+	}
+	out.ThrottleTimeMs = b.throttle(ctx, quota.Fetch, len(res.Records))
+	return out, nil
 }
 
 func checkFetchNumbers(offset int64, maxBytes, maxWait, minBytes int32) error {
@@ -213,6 +224,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		if err != nil {
 			return err
 		}
+		out.ThrottleTimeMs = b.throttle(ctx, quota.Fetch, len(res.Records))
 		if err := stream.Send(&brokerv1.FollowResponse{Fetch: out}); err != nil {
 			return err
 		}
