@@ -86,7 +86,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		c.office.tracer = tp.Tracer("tidemark/controller")
 	}
 	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Limits: cfg.Limits, Registerer: tel.Registry})
-	adminv1.RegisterAdminServiceServer(c.srv, grpcapi.NewAdmin(c.office))
+	admin := grpcapi.NewAdmin(c.office)
+	admin.TimeoutMaxMs = int32(cfg.RequestTimeoutMax.Milliseconds())
+	adminv1.RegisterAdminServiceServer(c.srv, admin)
 	controlv1.RegisterControllerServiceServer(c.srv, grpcapi.NewControl(c.office))
 	c.srv.MarkAllServing()
 	go func() {
