@@ -118,7 +118,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
 
-	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing())
+	peerCreds, err := cfg.TLS.DialOption()
+	if err != nil {
+		return fail(err)
+	}
+	serverCreds, err := cfg.TLS.ServerCredentials()
+	if err != nil {
+		return fail(err)
+	}
+	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing(), peerCreds)
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
 	var leaderFence func() error
@@ -148,7 +156,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	rmRef.Store(b.rm)
 
 	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: &producerIDs{b: b}, Quotas: quota.New(tel.Registry, nil)}
-	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Limits: cfg.Limits, Registerer: tel.Registry,
+	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Limits: cfg.Limits, Registerer: tel.Registry, Credentials: serverCreds,
 		Admit: api.Admit,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.

@@ -12,6 +12,7 @@ import (
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/platform/tlsconf"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -45,6 +46,11 @@ type Config struct {
 	// a network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
+	// TLS secures every link: the listener (mutual TLS: callers must show a
+	// certificate the CA signed) and the connections to peers and
+	// controllers. Its zero value is refused: choose certificates or
+	// Plaintext.
+	TLS tlsconf.Options
 	// Limits bound streams per connection and connections per client
 	// address on the gRPC listener.
 	Limits grpcserver.Limits
@@ -92,6 +98,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.SessionTimeout, "broker.session.timeout", c.SessionTimeout, "lease of the broker's registration: how long a silent broker stays registered")
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
+	c.TLS.AddFlags(fs)
 	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
@@ -126,6 +133,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := topicconfig.ResolveBroker(c.Settings); err != nil {
 		return config.Invalid("config", c.Settings, "%v", err)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err

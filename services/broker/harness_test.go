@@ -17,6 +17,7 @@ import (
 	"tidemark.io/services/clustertest/netsim"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/loopback"
+	"tidemark.io/services/platform/tlsconf"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -50,6 +51,7 @@ func newClusterFn(t testing.TB, n int, settings map[string]string, adjust func(*
 		cfgs: map[int32]broker.Config{}, conns: map[int32]*grpc.ClientConn{}}
 	for id := int32(1); id <= int32(n); id++ {
 		cfg := broker.DefaultConfig()
+		cfg.TLS = tlsconf.Plain()
 		cfg.ID = id
 		cfg.Listen = freeAddr(t)
 		cfg.DataDir = t.TempDir()

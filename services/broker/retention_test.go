@@ -11,6 +11,7 @@ import (
 	"tidemark.io/services/broker"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // bumpLeaderEpoch re-elects the same leader at a leader epoch by higher, as
@@ -186,6 +187,7 @@ func TestRetentionCheckIntervalSetting(t *testing.T) {
 func TestRetentionCheckIntervalInvalid(t *testing.T) {
 	for _, v := range []string{"99", "0", "5s"} {
 		cfg := broker.DefaultConfig()
+		cfg.TLS = tlsconf.Plain()
 		cfg.Listen = "127.0.0.1:0"
 		cfg.DataDir = t.TempDir()
 		cfg.EtcdEndpoints = nil

@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"tidemark.io/services/platform/connpool"
 )
@@ -27,6 +28,9 @@ func newConnPool(o Options) connPool {
 	}
 	if o.Dialer != nil {
 		opts = append(opts, grpc.WithContextDialer(o.Dialer))
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
 	}
 	return connPool{connpool.New(append(opts, o.DialOptions...)...)}
 }

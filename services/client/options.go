@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"time"
@@ -40,6 +41,10 @@ type Options struct {
 	// made as streams (to keep them in order on the wire), so they pass
 	// through stream interceptors, not unary ones.
 	DialOptions []grpc.DialOption
+	// TLS, when set, secures every connection (mutual TLS when it carries a
+	// client certificate: tlsconf.Options.Client builds one); nil dials
+	// plaintext.
+	TLS *tls.Config
 	// TracerProvider for the otelgrpc stats handler; nil uses the global one.
 	TracerProvider trace.TracerProvider
 

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -32,6 +31,8 @@ import (
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/loopback"
+	"tidemark.io/services/platform/pki"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 func record(v string) []*commonv1.Record {
@@ -54,6 +55,11 @@ type Options struct {
 	// names its address in the network simulator, so that PauseController
 	// can freeze it as SIGSTOP would.
 	PausableControllers bool
+	// Secure runs every gRPC link with mutual TLS: Start makes a CA and
+	// certificates in Cluster.PKIDir for broker-N, controller-N and admin
+	// (the test's own calls, a super user). Authorization follows the
+	// nodes' defaults.
+	Secure bool
 }
 
 // Cluster is a running test cluster.
@@ -61,6 +67,9 @@ type Cluster struct {
 	T    testing.TB
 	Net  *netsim.Network
 	Etcd *etcdtest.Server
+	// PKIDir holds the CA and certificates with Options.Secure (issue more
+	// with pki.LoadCA(PKIDir)).
+	PKIDir string
 
 	mu          sync.Mutex
 	brokers     map[int32]*broker.Broker
@@ -71,6 +80,7 @@ type Cluster struct {
 	conns       map[string]*grpc.ClientConn
 	etcdLinks   map[int32]*etcdtest.Bridge
 	log         *slog.Logger
+	tls         tlsconf.Options // the test's own calls
 }
 
 // Start launches etcd, the controllers and the brokers, and waits until a
@@ -95,10 +105,28 @@ func Start(t testing.TB, o Options) *Cluster {
 	if os.Getenv("TIDEMARK_TEST_LOGS") != "" {
 		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	c.tls = tlsconf.Plain()
+	nodeTLS := func(string) tlsconf.Options { return tlsconf.Plain() }
+	if o.Secure {
+		c.PKIDir = t.TempDir()
+		leaves := []pki.Leaf{{Name: "admin"}}
+		for id := int32(1); id <= int32(o.Controllers); id++ {
+			leaves = append(leaves, pki.Leaf{Name: ControllerName(id)})
+		}
+		for id := int32(1); id <= int32(o.Brokers); id++ {
+			leaves = append(leaves, pki.Leaf{Name: BrokerName(id)})
+		}
+		if _, err := pki.Ensure(c.PKIDir, leaves...); err != nil {
+			t.Fatal(err)
+		}
+		c.tls = pki.Options(c.PKIDir, "admin")
+		nodeTLS = func(name string) tlsconf.Options { return pki.Options(c.PKIDir, name) }
+	}
 	ep := c.Etcd.Endpoint()
 	for id := int32(1); id <= int32(o.Controllers); id++ {
 		cfg := controller.DefaultConfig()
 		cfg.ID = id
+		cfg.TLS = nodeTLS(ControllerName(id))
 		cfg.Listen = freeAddr(t)
 		cfg.EtcdEndpoints = config.StringList{ep}
 		cfg.SessionTTL = time.Second
@@ -121,6 +149,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	for id := int32(1); id <= int32(o.Brokers); id++ {
 		cfg := broker.DefaultConfig()
 		cfg.ID = id
+		cfg.TLS = nodeTLS(BrokerName(id))
 		cfg.Listen = freeAddr(t)
 		cfg.DataDir = t.TempDir()
 		// Each broker reaches etcd through its own bridge, so a test can
@@ -283,7 +312,11 @@ func (c *Cluster) Client() *client.Client {
 	for _, id := range slices.Sorted(maps.Keys(c.brokerCfg)) {
 		boot = append(boot, c.brokerCfg[id].Listen)
 	}
-	cl, err := client.New(boot, client.Options{})
+	tc, err := c.tls.ClientOrNil()
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	cl, err := client.New(boot, client.Options{TLS: tc})
 	if err != nil {
 		c.T.Fatal(err)
 	}
@@ -356,7 +389,11 @@ func (c *Cluster) conn(addr string) *grpc.ClientConn {
 	if conn, ok := c.conns[addr]; ok {
 		return conn
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := c.tls.DialOption()
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, creds)
 	if err != nil {
 		c.T.Fatal(err)
 	}

@@ -97,7 +97,17 @@ func assertAllPresent(t testing.TB, acked, log []string) {
 // record lost; the old leader returns, truncates if needed, rejoins the
 // ISR; a preferred election hands leadership back.
 func TestLeaderCrashFailoverAndPreferredElection(t *testing.T) {
-	c := Start(t, Options{})
+	leaderCrashFailoverAndPreferredElection(t, Options{})
+}
+
+// The same playbook with mutual TLS on every link (node to node, node to
+// controller, the test's client as admin).
+func TestLeaderCrashFailoverAndPreferredElectionOverMutualTLS(t *testing.T) {
+	leaderCrashFailoverAndPreferredElection(t, Options{Secure: true})
+}
+
+func leaderCrashFailoverAndPreferredElection(t *testing.T, o Options) {
+	c := Start(t, o)
 	c.CreateTopic("orders", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	pd := c.Partition("orders", 0)
 	leader, replicas := pd.GetLeader(), pd.GetReplicas()

@@ -13,6 +13,7 @@ import (
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/platform/tlsconf"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -60,6 +61,9 @@ type Config struct {
 	// network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
+	// TLS secures the listener (mutual TLS) and the connections to
+	// brokers. Its zero value is refused: choose certificates or Plaintext.
+	TLS tlsconf.Options
 	// Limits bound streams per connection and connections per client
 	// address on the gRPC listener.
 	Limits grpcserver.Limits
@@ -122,6 +126,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("num.partitions", "partition count of topics created without one (default 1)", func(s string) error {
 		return config.ParseInt32(s, &c.NumPartitions)
 	})
+	c.TLS.AddFlags(fs)
 	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
@@ -198,6 +203,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderImbalanceCheckInterval%time.Second != 0 {
 		return config.Invalid("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval, "must be whole seconds")
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err

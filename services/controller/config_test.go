@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 func TestConfigFlagsAndValidation(t *testing.T) {
@@ -16,7 +17,7 @@ func TestConfigFlagsAndValidation(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	cfg.AddFlags(fs)
 	err := config.Parse(fs, []string{"--controller.id=2", "--controller.session.ttl.ms=2000", "--broker.session.grace.ms=0",
-		"--leader.imbalance.check.interval.seconds=5", "--auto.leader.rebalance.enable=false", "--num.partitions=3"}, func(string) string { return "" })
+		"--leader.imbalance.check.interval.seconds=5", "--auto.leader.rebalance.enable=false", "--num.partitions=3", "--plaintext"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +45,11 @@ func TestConfigFlagsAndValidation(t *testing.T) {
 		"etcd.tls.ca":                             func(c *Config) { c.EtcdCA = "/nonexistent.pem" },
 		"etcd.username":                           func(c *Config) { c.EtcdPassword = "x" },
 		"etcd.prefix":                             func(c *Config) { c.EtcdPrefix = "tidemark" },
+		"tls.ca":                                  func(c *Config) { c.TLS = tlsconf.Options{} },
+		"plaintext":                               func(c *Config) { c.TLS.CA = "ca.pem" },
 	} {
 		c := DefaultConfig()
+		c.TLS = tlsconf.Plain()
 		mod(&c)
 		var ce *config.Error
 		if err := c.Validate(); !errors.As(err, &ce) || ce.Flag != flagName {

@@ -59,6 +59,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 	if err != nil {
 		return nil, err
 	}
+	serverCreds, err := cfg.TLS.ServerCredentials()
+	if err != nil {
+		_ = tel.Close(ctx)
+		return nil, err
+	}
+	brokerCreds, err := cfg.TLS.DialOption()
+	if err != nil {
+		_ = tel.Close(ctx)
+		return nil, err
+	}
 	cli, err := cfg.etcdClient()
 	if err != nil {
 		_ = tel.Close(ctx)
@@ -81,11 +91,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		addr = lis.Addr().String()
 	}
 	c := &Controller{cfg: cfg, log: log, tel: tel, lis: lis, cli: cli, done: make(chan error, 1)}
-	c.office = &office{cfg: cfg, store: store, log: log, metrics: ctrl.NewMetrics(tel.Registry), addr: addr}
+	c.office = &office{cfg: cfg, store: store, log: log, metrics: ctrl.NewMetrics(tel.Registry), addr: addr, creds: brokerCreds}
 	if tp := tel.Tracing(); tp != nil {
 		c.office.tracer = tp.Tracer("tidemark/controller")
 	}
-	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Limits: cfg.Limits, Registerer: tel.Registry})
+	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Limits: cfg.Limits, Registerer: tel.Registry, Credentials: serverCreds})
 	admin := grpcapi.NewAdmin(c.office)
 	admin.TimeoutMaxMs = int32(cfg.RequestTimeoutMax.Milliseconds())
 	adminv1.RegisterAdminServiceServer(c.srv, admin)

@@ -20,6 +20,7 @@ import (
 	"tidemark.io/services/internal/etcdtest"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // Test timings: 1 s leases (etcdtest's minimum) keep failovers short.
@@ -113,6 +114,7 @@ func (c *cluster) startController(id int32, mods ...func(*Config)) *testControll
 	c.t.Helper()
 	br := c.etcd.NewBridge(c.t)
 	cfg := DefaultConfig()
+	cfg.TLS = tlsconf.Plain()
 	cfg.ID = id
 	cfg.Listen = "127.0.0.1:0"
 	cfg.EtcdEndpoints = []string{br.Endpoint()}

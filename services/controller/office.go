@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 
 	"tidemark.io/services/controller/internal/ctrl"
 	"tidemark.io/services/controller/internal/grpcapi"
@@ -26,6 +28,7 @@ type office struct {
 	metrics *ctrl.Metrics
 	tracer  trace.Tracer
 	addr    string
+	creds   grpc.DialOption // to brokers
 
 	mu     sync.Mutex
 	cur    *ctrl.Active
@@ -82,7 +85,7 @@ func (o *office) run(ctx context.Context) {
 		o.log.Info("Won the controller election", "controller_id", o.cfg.ID, "epoch", sess.Epoch())
 		a := ctrl.Start(ctx, ctrl.Deps{
 			Store: o.store, Session: sess, Log: o.log, Metrics: o.metrics, LostAt: o.lastLoss, Tracer: o.tracer,
-			DialContext: o.cfg.Dialer,
+			DialContext: o.cfg.Dialer, Creds: o.creds,
 			Settings: ctrl.Settings{
 				RequestTimeout: o.cfg.RequestTimeout,
 				SessionGrace:   o.cfg.BrokerSessionGrace,

@@ -29,8 +29,10 @@ type Pool struct {
 	closed bool
 }
 
-// New makes a pool of plaintext connections; extra adds dial options
-// (tracing, message size limits, a dialer).
+// New makes a pool of connections; extra adds dial options (tracing,
+// message size limits, a dialer, and transport credentials: a
+// grpc.WithTransportCredentials in extra replaces the plaintext default,
+// since later dial options win).
 func New(extra ...grpc.DialOption) *Pool {
 	bo := backoff.DefaultConfig
 	// A restarted node comes back on the same address; reconnect soon

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -46,6 +47,9 @@ type Options struct {
 	StatsFilter otelgrpc.Filter
 	Unary       []grpc.UnaryServerInterceptor
 	Stream      []grpc.StreamServerInterceptor
+	// Credentials secures the listener (tlsconf.Options.ServerCredentials:
+	// mutual TLS); nil serves plaintext.
+	Credentials credentials.TransportCredentials
 	// Limits bound streams per connection and connections per address; the
 	// zero value means DefaultLimits.
 	Limits Limits
@@ -77,6 +81,9 @@ func New(o Options) *Server {
 	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}
 	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
 	var opts []grpc.ServerOption
+	if o.Credentials != nil {
+		opts = append(opts, grpc.Creds(o.Credentials))
+	}
 	if o.Admit != nil {
 		// Right after error mapping, before any other interceptor: a parked
 		// refusal must be collected for every decoded request.

@@ -112,9 +112,9 @@ func (o Options) Client() (*tls.Config, error) {
 	}, nil
 }
 
-// ServerOption is the gRPC server's transport credentials; nil with
+// ServerCredentials is the gRPC server's transport credentials; nil with
 // Plaintext.
-func (o Options) ServerOption() (grpc.ServerOption, error) {
+func (o Options) ServerCredentials() (credentials.TransportCredentials, error) {
 	if o.Plaintext {
 		return nil, nil
 	}
@@ -122,7 +122,26 @@ func (o Options) ServerOption() (grpc.ServerOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	return grpc.Creds(credentials.NewTLS(c)), nil
+	return credentials.NewTLS(c), nil
+}
+
+// ServerOption is ServerCredentials as a grpc.ServerOption (a no-op with
+// Plaintext).
+func (o Options) ServerOption() (grpc.ServerOption, error) {
+	c, err := o.ServerCredentials()
+	if err != nil || c == nil {
+		return grpc.EmptyServerOption{}, err
+	}
+	return grpc.Creds(c), nil
+}
+
+// ClientOrNil is Client, or nil with Plaintext: the form the Go client's
+// Options.TLS takes.
+func (o Options) ClientOrNil() (*tls.Config, error) {
+	if o.Plaintext {
+		return nil, nil
+	}
+	return o.Client()
 }
 
 // DialOption is a gRPC client's transport credentials: mutual TLS, or

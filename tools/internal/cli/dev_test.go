@@ -8,6 +8,7 @@ import (
 
 	"tidemark.io/services/broker"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // Every --broker-arg example in `tidemark dev up --help` must be accepted by
@@ -22,6 +23,7 @@ func TestDevUpBrokerArgExamplesParse(t *testing.T) {
 	for _, ex := range examples {
 		arg := ex[1]
 		cfg := broker.DefaultConfig()
+		cfg.TLS = tlsconf.Plain()
 		fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		cfg.AddFlags(fs)

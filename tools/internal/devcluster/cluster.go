@@ -196,7 +196,7 @@ func (o Options) plan() ([]*Node, error) {
 	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
 	common := func(etcd string, args ...string) []string {
-		args = append(args, "--etcd.endpoints", etcd)
+		args = append(args, "--etcd.endpoints", etcd, "--plaintext")
 		if o.OTLPEndpoint != "" {
 			args = append(args, "--otel.endpoint", o.OTLPEndpoint)
 		}

@@ -81,12 +81,12 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 		services []string
 	}{
 		{"broker", func(a string) []string {
-			return []string{"--listen", a, "--data.dir", t.TempDir(), "--broker.id", "7", "--etcd.endpoints", endpoints}
+			return []string{"--listen", a, "--data.dir", t.TempDir(), "--broker.id", "7", "--etcd.endpoints", endpoints, "--plaintext"}
 		}, []string{"tidemark.broker.v1.BrokerService", "tidemark.replication.v1.ReplicationService",
 			"tidemark.control.v1.BrokerControlService", "tidemark.fault.v1.FaultInjectionService",
 			"grpc.health.v1.Health"}},
 		{"controller", func(a string) []string {
-			return []string{"--listen", a, "--controller.id", "2", "--etcd.endpoints", endpoints}
+			return []string{"--listen", a, "--controller.id", "2", "--etcd.endpoints", endpoints, "--plaintext"}
 		}, []string{"tidemark.admin.v1.AdminService", "tidemark.control.v1.ControllerService", "grpc.health.v1.Health"}},
 		{"gateway", func(a string) []string {
 			return []string{"--listen", a}

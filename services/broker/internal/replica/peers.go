@@ -19,9 +19,10 @@ type Peers struct{ pool *connpool.Pool }
 
 // NewPeers builds a pool. dial, when set, replaces the TCP dialer (tests
 // route through a network simulator with it); tp traces outgoing calls,
-// except follower fetches, which the fetcher traces itself.
-func NewPeers(dial func(ctx context.Context, addr string) (net.Conn, error), tp trace.TracerProvider) *Peers {
-	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+// except follower fetches, which the fetcher traces itself; creds are the
+// transport credentials (tlsconf: mutual TLS as this broker's certificate).
+func NewPeers(dial func(ctx context.Context, addr string) (net.Conn, error), tp trace.TracerProvider, creds grpc.DialOption) *Peers {
+	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)), creds}
 	if tp != nil {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
 			otelgrpc.WithTracerProvider(tp),

@@ -46,8 +46,11 @@ type Deps struct {
 	Session *metastore.Session
 	Log     *slog.Logger
 	Metrics *Metrics
-	// Dial opens a connection to a broker; nil uses plain-text gRPC.
+	// Dial opens a connection to a broker; nil uses gRPC with Creds.
 	Dial func(address string) (*grpc.ClientConn, error)
+	// Creds are the transport credentials of the default Dial (mutual TLS
+	// as this controller's certificate); nil is plaintext.
+	Creds grpc.DialOption
 	// DialContext opens a raw connection to a broker: under Dial's gRPC
 	// connections when Dial is nil, and for the fast-failover probe. nil
 	// dials TCP.
@@ -114,10 +117,12 @@ func Start(ctx context.Context, d Deps) *Active {
 		var nd net.Dialer
 		d.DialContext = func(ctx context.Context, addr string) (net.Conn, error) { return nd.DialContext(ctx, "tcp", addr) }
 	}
+	if d.Creds == nil {
+		d.Creds = grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
 	if d.Dial == nil {
 		d.Dial = func(addr string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithContextDialer(d.DialContext))
+			return grpc.NewClient(addr, d.Creds, grpc.WithContextDialer(d.DialContext))
 		}
 	}
 	if d.Settings.RequestTimeout <= 0 {
