@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -23,11 +24,12 @@ type Admit func(wire []byte, msg any) error
 type admitCodec struct {
 	admit   Admit
 	proto   encoding.CodecV2
-	refused *sync.Map // message pointer -> error
+	refused *sync.Map     // message pointer -> error
+	parked  *atomic.Int64 // entries in refused: most calls skip the map
 }
 
 func newAdmitCodec(a Admit) admitCodec {
-	return admitCodec{admit: a, proto: encoding.GetCodecV2("proto"), refused: &sync.Map{}}
+	return admitCodec{admit: a, proto: encoding.GetCodecV2("proto"), refused: &sync.Map{}, parked: &atomic.Int64{}}
 }
 
 func (c admitCodec) Name() string { return "proto" }
@@ -38,6 +40,7 @@ func (c admitCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	if err := c.admit(buf.ReadOnlyData(), v); err != nil {
+		c.parked.Add(1)
 		c.refused.Store(v, err)
 		return nil
 	}
@@ -50,7 +53,11 @@ func (c admitCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // take returns and forgets the refusal of msg, if any.
 func (c admitCodec) take(msg any) error {
+	if c.parked.Load() == 0 {
+		return nil
+	}
 	if err, ok := c.refused.LoadAndDelete(msg); ok {
+		c.parked.Add(-1)
 		return err.(error)
 	}
 	return nil
