@@ -192,6 +192,21 @@ func TestTopicsConfigsAndWatch(t *testing.T) {
 			t.Fatalf("bad alter accepted: %v, %v", r, err)
 		}
 	}
+	// Limits and quotas are bounded like every other key, naming key, value and bound.
+	for _, tc := range []struct{ key, value, says string }{
+		{"fetch.max.bytes", "10", "fetch.max.bytes: value 10 is out of range [1024, ...]"},
+		{"quota.producer.overrides", "alice", `quota.producer.overrides: "alice" is not principal:bytesPerSecond`},
+		{"quota.window.num", "5", "quota.window.num: cannot be changed at runtime"},
+	} {
+		r, err := admin.AlterConfigs(ctx(t), setConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", tc.key, tc.value))
+		if err != nil || len(r.GetResults()) != 1 {
+			t.Fatalf("alter %s: %v, %v", tc.key, r, err)
+		}
+		wantCode(t, r.GetResults()[0].GetErrorCode(), kerr.InvalidConfig, tc.says)
+		if msg := r.GetResults()[0].GetErrorMessage(); !strings.Contains(msg, tc.says) {
+			t.Fatalf("alter %s=%s: message %q does not say %q", tc.key, tc.value, msg, tc.says)
+		}
+	}
 	dc, err := admin.DescribeConfigs(ctx(t), &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{
 		{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: "t"},
 		{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, Name: "2"},
