@@ -2,6 +2,8 @@ package clustertest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/broker"
 	"tidemark.io/services/platform/pki"
 )
 
@@ -19,10 +22,14 @@ import (
 // with no quota, is not, until a quota for him is set at run time through
 // the controller's AlterConfigs on the cluster-wide broker resource.
 func TestProduceQuotaFollowsThePrincipal(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(acl, []byte("allow User:alice Write Topic:q\nallow User:bob Write Topic:q\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c := Start(t, Options{Brokers: 1, Controllers: 1, Secure: true, BrokerSettings: map[string]string{
 		"quota.producer.overrides": "alice:1000",
 		"quota.window.num":         "2", "quota.window.size.seconds": "1",
-	}})
+	}, Adjust: func(cfg *broker.Config) { cfg.Authz.ACLFile = acl }})
 	ca, err := pki.LoadCA(c.PKIDir)
 	if err != nil {
 		t.Fatal(err)

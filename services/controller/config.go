@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
@@ -68,6 +69,9 @@ type Config struct {
 	// address on the gRPC listener.
 	Limits grpcserver.Limits
 
+	// Authz is the ACL file and super users (--acl.file, --super.users).
+	Authz authz.Config
+
 	Log       logging.Options
 	Telemetry telemetry.Options
 }
@@ -88,6 +92,7 @@ func DefaultConfig() Config {
 		LeaderImbalanceCheckInterval: 300 * time.Second,
 		DefaultReplicationFactor:     1,
 		NumPartitions:                1,
+		Authz:                        authz.DefaultConfig(),
 		Limits:                       grpcserver.DefaultLimits(),
 		Log:                          logging.DefaultOptions(),
 	}
@@ -127,6 +132,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		return config.ParseInt32(s, &c.NumPartitions)
 	})
 	c.TLS.AddFlags(fs)
+	c.Authz.AddFlags(fs)
 	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
@@ -205,6 +211,9 @@ func (c Config) Validate() error {
 		return config.Invalid("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval, "must be whole seconds")
 	}
 	if err := c.TLS.Validate(); err != nil {
+		return err
+	}
+	if err := c.Authz.Validate(); err != nil {
 		return err
 	}
 	if err := c.Limits.Validate(); err != nil {

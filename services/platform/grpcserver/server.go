@@ -1,7 +1,7 @@
 // Package grpcserver is the one constructor for every tidemark gRPC server:
 // health, reflection, the OpenTelemetry stats handler, panic recovery,
-// Kafka-style error mapping, logging, message size, stream and connection
-// limits, a look at request bytes before decoding (Admit), and an ordered
+// Kafka-style error mapping, authorization, logging, message size, stream and
+// connection limits, a look at request bytes before decoding (Admit), and an ordered
 // graceful stop with a deadline.
 package grpcserver
 
@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 )
@@ -50,6 +51,12 @@ type Options struct {
 	// Credentials secures the listener (tlsconf.Options.ServerCredentials:
 	// mutual TLS); nil serves plaintext.
 	Credentials credentials.TransportCredentials
+	// Authorizer decides every call after panic recovery and error
+	// mapping and before the handler; Serve refuses to start when a
+	// registered method has no policy. With Credentials and no
+	// Authorizer, the server authorizes with the defaults (super user
+	// User:admin, no ACLs): TLS never runs without authorization.
+	Authorizer *authz.Authorizer
 	// Limits bound streams per connection and connections per address; the
 	// zero value means DefaultLimits.
 	Limits Limits
@@ -64,6 +71,7 @@ type Server struct {
 	*grpc.Server
 	health  *health.Server
 	log     *slog.Logger
+	authz   *authz.Authorizer
 	limits  Limits
 	refused *prometheus.CounterVec
 }
@@ -78,20 +86,33 @@ func New(o Options) *Server {
 	if o.Limits == (Limits{}) {
 		o.Limits = DefaultLimits()
 	}
+	if o.Credentials != nil && o.Authorizer == nil {
+		// No ACL file: cannot fail.
+		o.Authorizer, _ = authz.New(authz.Options{Config: authz.DefaultConfig(), TLS: true, Logger: log})
+	}
+	if o.Credentials != nil && !o.Authorizer.Enabled() {
+		panic("grpcserver: a TLS listener with an authorizer built for plaintext (give authz.Options.TLS the same setting)")
+	}
 	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}
 	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
 	var opts []grpc.ServerOption
-	if o.Credentials != nil {
-		opts = append(opts, grpc.Creds(o.Credentials))
-	}
 	if o.Admit != nil {
-		// Right after error mapping, before any other interceptor: a parked
-		// refusal must be collected for every decoded request.
+		// Right after error mapping, before authorization and any other
+		// interceptor: a parked refusal must be collected for every decoded
+		// request, whatever a later interceptor decides.
 		ac := newAdmitCodec(o.Admit)
 		opts = append(opts, grpc.ForceServerCodecV2(ac))
 		unary, stream = append(unary, ac.unary()), append(stream, ac.stream())
 	}
-	unary, stream = append(unary, o.Unary...), append(stream, o.Stream...)
+	if o.Authorizer != nil {
+		unary = append(unary, o.Authorizer.Unary())
+		stream = append(stream, o.Authorizer.Stream())
+	}
+	unary = append(unary, o.Unary...)
+	stream = append(stream, o.Stream...)
+	if o.Credentials != nil {
+		opts = append(opts, grpc.Creds(o.Credentials))
+	}
 	if o.Limits.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(o.Limits.MaxConcurrentStreams))
 	}
@@ -114,7 +135,7 @@ func New(o Options) *Server {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	srv := &Server{Server: gs, health: hs, log: log, limits: o.Limits}
+	srv := &Server{Server: gs, health: hs, log: log, authz: o.Authorizer, limits: o.Limits}
 	if o.Registerer != nil {
 		srv.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tidemark_connections_refused_total",
@@ -145,6 +166,12 @@ func (s *Server) MarkAllServing() {
 // Serve serves on lis until Stop. A listener closed by Stop is not an error.
 // Connections over max.connections.per.ip are closed as they are accepted.
 func (s *Server) Serve(lis net.Listener) error {
+	if s.authz != nil {
+		if err := authz.Covers(s.GetServiceInfo()); err != nil {
+			_ = lis.Close()
+			return err
+		}
+	}
 	err := s.Server.Serve(limitListener(lis, s.limits, s.log, s.refused))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
