@@ -108,7 +108,22 @@ func TestProduceRecordCountIsCheckedBeforeDecoding(t *testing.T) {
 	if used > 24<<20 {
 		t.Fatalf("refusing a million records allocated %d bytes", used)
 	}
-	wantRefusal(t, err, kerr.RecordListTooLarge, "records", "more than 1000 records; produce.max.records.per.request is 1000")
+	wantRefusal(t, err, kerr.RecordListTooLarge, "records", "the request holds 1000000 records; produce.max.records.per.request is 1000")
+
+	// The decoder merges a message field given several times: 1001
+	// occurrences of one record each are 1001 records.
+	var split []byte
+	for range 1001 {
+		split = append(split, produceWire("l", 6, []byte{0x0a, 0x00})...)
+	}
+	wantRefusal(t, call(split), kerr.RecordListTooLarge, "records", "the request holds 1001 records; produce.max.records.per.request is 1000")
+
+	// Headers decode into objects too: one record with a million empty ones.
+	oneRecord := protowire.AppendBytes([]byte{0x0a}, bytes.Repeat([]byte{0x2a, 0x00}, 1_000_000))
+	if used := heapDuring(func() { err = call(produceWire("l", 6, oneRecord)) }); used > 24<<20 {
+		t.Fatalf("refusing a million headers allocated %d bytes", used)
+	}
+	wantRefusal(t, err, kerr.RecordListTooLarge, "records", "the request holds 1000000 record headers; produce.max.records.per.request is 1000")
 
 	batch := bytes.Clone(batchOf("x"))
 	binary.BigEndian.PutUint32(batch[57:], 1<<30) // the header's record count

@@ -16,6 +16,7 @@ const (
 	produceRecordBatch = 5
 	produceRecords     = 6
 	recordsRecord      = 1
+	recordHeaders      = 5
 )
 
 // Admit judges a request from its encoded bytes, before the server decodes
@@ -29,42 +30,43 @@ func (b *Broker) Admit(wire []byte, msg any) error {
 	}
 	var topic string
 	partition := int32(0)
-	var batch, records []byte
-	haveRecords := false
+	var batch []byte
+	// A message field given several times is merged by the decoder, so the
+	// structured records of every occurrence count together.
+	var records, headers, recordBytes int64
+	structured := false
 	for p := wire; len(p) > 0; {
 		num, typ, n := protowire.ConsumeTag(p)
 		if n < 0 {
 			return nil // malformed: the decoder says so
 		}
 		p = p[n:]
-		switch {
-		case num == produceTopic && typ == protowire.BytesType:
+		if typ == protowire.BytesType && (num == produceTopic || num == produceRecordBatch || num == produceRecords) {
 			v, m := protowire.ConsumeBytes(p)
 			if m < 0 {
 				return nil
 			}
-			topic, p = string(v), p[m:]
+			p = p[m:]
+			switch num {
+			case produceTopic:
+				topic = string(v)
+			case produceRecordBatch:
+				batch, structured = v, false // the last oneof member wins
+			case produceRecords:
+				r, h, ok := countRecords(v)
+				if !ok {
+					return nil
+				}
+				records, headers, recordBytes, structured = records+r, headers+h, recordBytes+int64(len(v)), true
+			}
 			continue
-		case num == producePartition && typ == protowire.VarintType:
+		}
+		if num == producePartition && typ == protowire.VarintType {
 			v, m := protowire.ConsumeVarint(p)
 			if m < 0 {
 				return nil
 			}
 			partition, p = int32(v), p[m:]
-			continue
-		case num == produceRecordBatch && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(p)
-			if m < 0 {
-				return nil
-			}
-			batch, records, haveRecords, p = v, nil, false, p[m:] // the last oneof member wins
-			continue
-		case num == produceRecords && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(p)
-			if m < 0 {
-				return nil
-			}
-			batch, records, haveRecords, p = nil, v, true, p[m:]
 			continue
 		}
 		m := protowire.ConsumeFieldValue(num, typ, p)
@@ -74,34 +76,67 @@ func (b *Broker) Admit(wire []byte, msg any) error {
 		p = p[m:]
 	}
 	maxRecords := int64(b.RM.BrokerConfig().ProduceMaxRecordsPerRequest)
-	if !haveRecords {
+	if !structured {
 		if n := recordbatch.ClaimedRecords(batch); n > maxRecords {
 			return kerr.BadField(kerr.RecordListTooLarge, "record_batch",
 				"the batch headers claim %d records; produce.max.records.per.request is %d", n, maxRecords)
 		}
 		return nil
 	}
-	n, ok := countField(records, recordsRecord, maxRecords)
-	if !ok {
-		return nil
-	}
-	if n > maxRecords {
+	if records > maxRecords {
 		return kerr.BadField(kerr.RecordListTooLarge, "records",
-			"the request holds more than %d records; produce.max.records.per.request is %d", maxRecords, maxRecords)
+			"the request holds %d records; produce.max.records.per.request is %d", records, maxRecords)
+	}
+	if headers > maxRecords {
+		return kerr.BadField(kerr.RecordListTooLarge, "records",
+			"the request holds %d record headers; produce.max.records.per.request is %d", headers, maxRecords)
 	}
 	if r, hosted := b.RM.Replica(replica.TP{Topic: topic, Partition: partition}); hosted {
-		if limit := r.Log().Config().MaxMessageBytes; len(records) > limit {
+		if limit := r.Log().Config().MaxMessageBytes; recordBytes > int64(limit) {
 			return kerr.BadField(kerr.MessageTooLarge, "records",
-				"the structured records take %d bytes encoded; max.message.bytes of %s is %d", len(records), topic, limit)
+				"the structured records take %d bytes encoded; max.message.bytes of %s is %d", recordBytes, topic, limit)
 		}
 	}
 	return nil
 }
 
-// countField counts the occurrences of field num in an encoded message,
-// stopping once past limit; ok is false when p is malformed.
-func countField(p []byte, num protowire.Number, limit int64) (n int64, ok bool) {
-	for len(p) > 0 && n <= limit {
+// countRecords counts the records of an encoded Records message and the
+// headers they carry (each decodes into an object of its own); ok is false
+// when p is malformed.
+func countRecords(p []byte) (records, headers int64, ok bool) {
+	for len(p) > 0 {
+		num, typ, k := protowire.ConsumeTag(p)
+		if k < 0 {
+			return 0, 0, false
+		}
+		p = p[k:]
+		if num == recordsRecord && typ == protowire.BytesType {
+			rec, m := protowire.ConsumeBytes(p)
+			if m < 0 {
+				return 0, 0, false
+			}
+			p = p[m:]
+			records++
+			h, ok := countField(rec, recordHeaders)
+			if !ok {
+				return 0, 0, false
+			}
+			headers += h
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, p)
+		if m < 0 {
+			return 0, 0, false
+		}
+		p = p[m:]
+	}
+	return records, headers, true
+}
+
+// countField counts the occurrences of field num in an encoded message; ok
+// is false when p is malformed.
+func countField(p []byte, num protowire.Number) (n int64, ok bool) {
+	for len(p) > 0 {
 		got, typ, k := protowire.ConsumeTag(p)
 		if k < 0 {
 			return n, false
