@@ -11,6 +11,7 @@ import (
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/platform/tlsconf"
@@ -52,6 +53,9 @@ type Config struct {
 	// controllers. Its zero value is refused: choose certificates or
 	// Plaintext.
 	TLS tlsconf.Options
+	// Limits bound streams per connection and connections per client
+	// address on the gRPC listener.
+	Limits grpcserver.Limits
 
 	// Authz is the ACL file and super users (--acl.file, --super.users).
 	Authz authz.Config
@@ -70,6 +74,7 @@ func DefaultConfig() Config {
 		SessionTimeout: 6 * time.Second,
 		Settings:       map[string]string{},
 		Authz:          authz.DefaultConfig(),
+		Limits:         grpcserver.DefaultLimits(),
 		Log:            logging.DefaultOptions(),
 	}
 }
@@ -99,6 +104,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
 	c.TLS.AddFlags(fs)
 	c.Authz.AddFlags(fs)
+	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -139,6 +145,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Authz.Validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.Validate(); err != nil {
 		return err
 	}
 	return c.Log.Validate()

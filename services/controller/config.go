@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"flag"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/platform/tlsconf"
@@ -36,6 +38,9 @@ type Config struct {
 	BrokerSessionGrace time.Duration
 	// RequestTimeout bounds one control request to a broker and one etcd write.
 	RequestTimeout time.Duration
+	// RequestTimeoutMax is request.timeout.max.ms: the largest timeout_ms
+	// an admin request may ask the controller to wait.
+	RequestTimeoutMax time.Duration
 
 	// The controller's static broker-level settings (Kafka reads them from
 	// the controller broker's own config); dynamic broker configs in etcd
@@ -54,6 +59,9 @@ type Config struct {
 	// TLS secures the listener (mutual TLS) and the connections to
 	// brokers. Its zero value is refused: choose certificates or Plaintext.
 	TLS tlsconf.Options
+	// Limits bound streams per connection and connections per client
+	// address on the gRPC listener.
+	Limits grpcserver.Limits
 
 	// Authz is the ACL file and super users (--acl.file, --super.users).
 	Authz authz.Config
@@ -71,12 +79,14 @@ func DefaultConfig() Config {
 		SessionTTL:                   3 * time.Second,
 		BrokerSessionGrace:           500 * time.Millisecond,
 		RequestTimeout:               5 * time.Second,
+		RequestTimeoutMax:            5 * time.Minute,
 		AutoLeaderRebalance:          true,
 		LeaderImbalancePercentage:    10,
 		LeaderImbalanceCheckInterval: 300 * time.Second,
 		DefaultReplicationFactor:     1,
 		NumPartitions:                1,
 		Authz:                        authz.DefaultConfig(),
+		Limits:                       grpcserver.DefaultLimits(),
 		Log:                          logging.DefaultOptions(),
 	}
 }
@@ -92,6 +102,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	durationMs(fs, &c.SessionTTL, "controller.session.ttl.ms", "lease of the active controller's key: a dead controller is replaced after this (ms, whole seconds)")
 	durationMs(fs, &c.BrokerSessionGrace, "broker.session.grace.ms", "time a broker whose session stream broke has to reconnect or answer a health check before it is declared dead (ms); 0 waits for its lease")
 	durationMs(fs, &c.RequestTimeout, "controller.request.timeout.ms", "timeout of one control request to a broker and of one etcd write (ms)")
+	durationMs(fs, &c.RequestTimeoutMax, "request.timeout.max.ms", "largest timeout_ms an admin request may ask for (ms)")
 	fs.BoolVar(&c.AutoLeaderRebalance, "auto.leader.rebalance.enable", c.AutoLeaderRebalance, "move leadership back to preferred replicas when brokers are imbalanced")
 	fs.Func("leader.imbalance.per.broker.percentage", "imbalance above which a broker's preferred partitions are rebalanced (default 10)", func(s string) error {
 		return config.ParseInt32(s, &c.LeaderImbalancePercentage)
@@ -109,6 +120,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	c.TLS.AddFlags(fs)
 	c.Authz.AddFlags(fs)
+	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -147,6 +159,9 @@ func (c Config) Validate() error {
 	if c.BrokerSessionGrace < 0 || c.BrokerSessionGrace > time.Minute {
 		return config.Invalid("broker.session.grace.ms", c.BrokerSessionGrace.Milliseconds(), "must be 0..60000")
 	}
+	if c.RequestTimeoutMax < time.Millisecond || c.RequestTimeoutMax > math.MaxInt32*time.Millisecond {
+		return config.Invalid("request.timeout.max.ms", c.RequestTimeoutMax.Milliseconds(), "must be in [1, 2147483647]")
+	}
 	if c.RequestTimeout < 100*time.Millisecond {
 		return config.Invalid("controller.request.timeout.ms", c.RequestTimeout.Milliseconds(), "must be >= 100")
 	}
@@ -167,6 +182,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Authz.Validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.Validate(); err != nil {
 		return err
 	}
 	return c.Log.Validate()
