@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/pki"
@@ -121,6 +120,3 @@ func (g *globals) clientOptions() (client.Options, error) {
 	}
 	return client.Options{APITimeout: g.commandTimeout, RequestTimeout: min(g.commandTimeout, client.DefaultRequestTimeout), TLS: tc}, nil
 }
-
-// plainDial is for etcd, which the CLI reaches without TLS.
-func plainDial() grpc.DialOption { return grpc.WithTransportCredentials(insecure.NewCredentials()) }

@@ -22,6 +22,7 @@ import (
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
 	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/tools/internal/devcluster/links"
 )
 
@@ -67,6 +68,12 @@ type Options struct {
 	// node, the launcher's control API and the launcher's own calls use
 	// mutual TLS.
 	Plaintext bool
+	// PlaintextEtcd runs etcd without TLS and without authentication. By
+	// default etcd serves TLS only, wants a client certificate (its Common
+	// Name is the etcd user) and has auth on, with the roles of
+	// metastore/etcdauth; the certificates are in <DataDir>/pki. A data
+	// dir whose etcd has auth on cannot go back to plaintext.
+	PlaintextEtcd bool
 	// Authorizer guards the DevClusterService (Describe on Cluster to list,
 	// Alter on Cluster to act). Nil with TLS on: the operator (admin) and
 	// the gateway's console only; with Plaintext, nil serves it unguarded.
@@ -207,6 +214,11 @@ func (o Options) plan() ([]*Node, error) {
 	common := func(name, etcd string, args ...string) []string {
 		args = append(args, "--etcd.endpoints", etcd)
 		args = append(args, o.tlsArgs(name)...)
+		if !o.PlaintextEtcd {
+			dir := o.PKIDir()
+			args = append(args, "--etcd.tls.ca", pki.CAPath(dir),
+				"--etcd.tls.cert", pki.CertPath(dir, name), "--etcd.tls.key", pki.KeyPath(dir, name))
+		}
 		if o.OTLPEndpoint != "" {
 			args = append(args, "--otel.endpoint", o.OTLPEndpoint)
 		}
@@ -297,13 +309,9 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 			fmt.Fprintf(out, "issued certificates in %s: %s\n", o.PKIDir(), strings.Join(issued, ", "))
 		}
 	}
-	etcd, err := embedded.Start(embedded.Config{
-		Dir:       filepath.Join(o.DataDir, "etcd"),
-		ClientURL: "http://" + o.EtcdClient,
-		PeerURL:   "http://127.0.0.1:0",
-	})
+	etcd, err := o.startEtcd(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("embedded etcd on %s: %w", o.EtcdClient, err)
+		return nil, err
 	}
 	c := &Cluster{opts: o, etcd: etcd, nodes: nodes}
 	if o.Links {
@@ -441,7 +449,7 @@ func (c *Cluster) Options() Options { return c.opts }
 func (c *Cluster) PrintTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID\tLOG")
-	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(c.etcd.ClientURL(), "http://"))
+	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(strings.TrimPrefix(c.etcd.ClientURL(), "http://"), "https://"))
 	for _, n := range c.nodes {
 		p := n.Proto()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, p.Address, strings.TrimPrefix(p.State.String(), "NODE_STATE_"), p.Pid, p.LogFile)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,10 +18,9 @@ import (
 	"tidemark.io/services/platform/tlsconf"
 )
 
-// Certificate names besides the nodes' own (controller-N, broker-N).
+// Certificate names besides the nodes' own (controller-N, broker-N) and
+// AdminUser, the operator's (the CLI, grpcurl and curl).
 const (
-	// AdminName is the operator's identity: the CLI, grpcurl and curl.
-	AdminName = "admin"
 	// GatewayName is the REST gateway's identity.
 	GatewayName = "gateway"
 	// LauncherName is the identity of the launcher's control API server.
@@ -33,14 +31,11 @@ const (
 // --tls.cert, --tls.key, --plaintext and --rest.tokens.file. Until it does,
 // the launcher starts it without them (it then cannot reach brokers and
 // controllers that require TLS); turn this on with the gateway's flags.
-const gatewaySpeaksTLS = false
+const gatewaySpeaksTLS = true
 
 // GatewayTLS reports whether the launcher gives the gateway its TLS and
 // token flags (see gatewaySpeaksTLS).
 func GatewayTLS() bool { return gatewaySpeaksTLS }
-
-// PKIDir is where the cluster's CA and certificates live: <data dir>/pki.
-func (o Options) PKIDir() string { return filepath.Join(o.DataDir, "pki") }
 
 // TokensPath is the gateway's bearer token file: lines of "<token> <user>".
 func (o Options) TokensPath() string { return filepath.Join(o.PKIDir(), "tokens") }
@@ -51,7 +46,7 @@ func (o Options) Security() tlsconf.Options {
 	if o.Plaintext {
 		return tlsconf.Plain()
 	}
-	return pki.Options(o.PKIDir(), AdminName)
+	return pki.Options(o.PKIDir(), AdminUser)
 }
 
 // tlsArgs are the flags that give the process named name its certificate,
@@ -77,30 +72,15 @@ func (o Options) gatewayTLSArgs() []string {
 	return args
 }
 
-// certNames are the certificates a cluster of o's size needs.
-func (o Options) certNames() []string {
-	var names []string
-	for i := 1; i <= o.Controllers; i++ {
-		names = append(names, fmt.Sprintf("controller-%d", i))
-	}
-	for i := 1; i <= o.Brokers; i++ {
-		names = append(names, fmt.Sprintf("broker-%d", i))
-	}
-	return append(names, GatewayName, AdminName, LauncherName)
-}
-
 // ensurePKI makes the CA, every certificate and the admin's REST token on
 // the first start, and keeps them on later ones (issuing only what is
 // missing or near expiry), so exported paths and tokens stay valid.
 func (o Options) ensurePKI() (issued []string, err error) {
-	var leaves []pki.Leaf
-	for _, n := range o.certNames() {
-		leaves = append(leaves, pki.Leaf{Name: n})
-	}
+	leaves := append(o.leaves(), pki.Leaf{Name: LauncherName})
 	if issued, err = pki.Ensure(o.PKIDir(), leaves...); err != nil {
 		return issued, err
 	}
-	if _, err := EnsureToken(o.TokensPath(), AdminName); err != nil {
+	if _, err := EnsureToken(o.TokensPath(), AdminUser); err != nil {
 		return issued, err
 	}
 	return issued, nil
@@ -164,7 +144,7 @@ func (o Options) controlServerOptions() ([]grpc.ServerOption, error) {
 		}
 		opts = append(opts, creds)
 		if a == nil {
-			cfg := authz.Config{SuperUsers: []string{"User:" + AdminName, "User:" + GatewayName}}
+			cfg := authz.Config{SuperUsers: []string{"User:" + AdminUser, "User:" + GatewayName}}
 			if a, err = authz.New(authz.Options{Config: cfg, TLS: true, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 				return nil, err
 			}

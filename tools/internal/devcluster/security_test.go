@@ -34,7 +34,8 @@ func TestPlanGivesEveryNodeItsCertificate(t *testing.T) {
 	for _, n := range nodes {
 		args := strings.Join(n.Args, " ")
 		if n.Kind == "gateway" {
-			if GatewayTLS() != strings.Contains(args, "--tls.cert "+filepath.Join(dir, "gateway.pem")) {
+			if GatewayTLS() != strings.Contains(args, "--tls.cert "+filepath.Join(dir, "gateway.pem")) ||
+				GatewayTLS() != strings.Contains(args, "--rest.tokens.file "+filepath.Join(dir, "tokens")) {
 				t.Errorf("gateway args %q with GatewayTLS() %v", args, GatewayTLS())
 			}
 			continue
@@ -51,7 +52,7 @@ func TestPlanGivesEveryNodeItsCertificate(t *testing.T) {
 	}
 	for _, n := range nodes {
 		args := strings.Join(n.Args, " ")
-		if strings.Contains(args, "--tls.") || (n.Kind != "gateway" && !slices.Contains(n.Args, "--plaintext")) {
+		if strings.Contains(args, " --tls.") || strings.Contains(args, "--rest.tokens.file") || !slices.Contains(n.Args, "--plaintext") {
 			t.Errorf("plaintext: %s args %q", n.Name, args)
 		}
 	}
@@ -70,7 +71,7 @@ func TestEnsurePKIOnceAndKeepsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "gateway", "admin", "launcher"}
+	want := []string{"etcd", "root", "admin", "gateway", "broker-1", "broker-2", "broker-3", "controller-1", "controller-2", "launcher"}
 	if !slices.Equal(issued, want) {
 		t.Fatalf("issued %v, want %v", issued, want)
 	}

@@ -104,7 +104,7 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 			return append([]string{"--listen", a, "--controller.id", "2", "--etcd.endpoints", endpoints}, tlsArgs("controller-2")...)
 		}, admin, adminArgs, []string{"tidemark.admin.v1.AdminService", "tidemark.control.v1.ControllerService", "grpc.health.v1.Health"}},
 		{"gateway", func(a string) []string {
-			return []string{"--listen", a}
+			return []string{"--listen", a, "--plaintext"}
 		}, tlsconf.Plain(), []string{"--plaintext"}, []string{"grpc.health.v1.Health"}},
 	}
 	for _, tc := range cases {
