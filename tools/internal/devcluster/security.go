@@ -49,14 +49,29 @@ func (o Options) Security() tlsconf.Options {
 	return pki.Options(o.PKIDir(), AdminUser)
 }
 
-// tlsArgs are the flags that give the process named name its certificate,
-// or --plaintext.
+// ACLPath is the brokers' and controllers' ACL file, made on the first
+// start and kept afterwards, so a developer can edit it (it is read again
+// when it changes).
+func (o Options) ACLPath() string { return filepath.Join(o.DataDir, "acl") }
+
+// devACL lets the gateway make the console's shared view and fault buttons
+// work as itself (README, "Who may call it"); admin is a super user by the
+// services' default.
+const devACL = `# The dev cluster's ACLs (principal operation resource); read again when it changes.
+# User:admin, the operator's certificate and REST token, is a super user (--super.users).
+allow User:gateway Describe        Cluster
+allow User:gateway DescribeConfigs Topic:*
+allow User:gateway InjectFault     Cluster
+`
+
+// tlsArgs are the flags that give the node named name its certificate and
+// the cluster's ACL file, or --plaintext.
 func (o Options) tlsArgs(name string) []string {
 	if o.Plaintext {
 		return []string{"--plaintext"}
 	}
 	t := pki.Options(o.PKIDir(), name)
-	return []string{"--tls.ca", t.CA, "--tls.cert", t.Cert, "--tls.key", t.Key}
+	return []string{"--tls.ca", t.CA, "--tls.cert", t.Cert, "--tls.key", t.Key, "--acl.file", o.ACLPath()}
 }
 
 // gatewayTLSArgs are the gateway's TLS and token flags (none while the
@@ -65,16 +80,16 @@ func (o Options) gatewayTLSArgs() []string {
 	if !gatewaySpeaksTLS {
 		return nil
 	}
-	args := o.tlsArgs(GatewayName)
-	if !o.Plaintext {
-		args = append(args, "--rest.tokens.file", o.TokensPath())
+	if o.Plaintext {
+		return []string{"--plaintext"}
 	}
-	return args
+	t := pki.Options(o.PKIDir(), GatewayName)
+	return []string{"--tls.ca", t.CA, "--tls.cert", t.Cert, "--tls.key", t.Key, "--rest.tokens.file", o.TokensPath()}
 }
 
-// ensurePKI makes the CA, every certificate and the admin's REST token on
-// the first start, and keeps them on later ones (issuing only what is
-// missing or near expiry), so exported paths and tokens stay valid.
+// ensurePKI makes the CA, every certificate, the admin's REST token and the
+// ACL file on the first start, and keeps them on later ones (issuing only
+// what is missing or near expiry), so exported paths and tokens stay valid.
 func (o Options) ensurePKI() (issued []string, err error) {
 	leaves := append(o.leaves(), pki.Leaf{Name: LauncherName})
 	if issued, err = pki.Ensure(o.PKIDir(), leaves...); err != nil {
@@ -82,6 +97,11 @@ func (o Options) ensurePKI() (issued []string, err error) {
 	}
 	if _, err := EnsureToken(o.TokensPath(), AdminUser); err != nil {
 		return issued, err
+	}
+	if _, err := os.Stat(o.ACLPath()); os.IsNotExist(err) {
+		if err := os.WriteFile(o.ACLPath(), []byte(devACL), 0o644); err != nil {
+			return issued, err
+		}
 	}
 	return issued, nil
 }

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/tlsconf"
 )
@@ -41,7 +43,7 @@ func TestPlanGivesEveryNodeItsCertificate(t *testing.T) {
 			continue
 		}
 		want := "--tls.ca " + filepath.Join(dir, "ca.pem") + " --tls.cert " + filepath.Join(dir, n.Name+".pem") +
-			" --tls.key " + filepath.Join(dir, n.Name+"-key.pem")
+			" --tls.key " + filepath.Join(dir, n.Name+"-key.pem") + " --acl.file " + filepath.Join(o.DataDir, "acl")
 		if !strings.Contains(args, want) || strings.Contains(args, "--plaintext") {
 			t.Errorf("%s args %q, want %q and no --plaintext", n.Name, args, want)
 		}
@@ -52,7 +54,8 @@ func TestPlanGivesEveryNodeItsCertificate(t *testing.T) {
 	}
 	for _, n := range nodes {
 		args := strings.Join(n.Args, " ")
-		if strings.Contains(args, " --tls.") || strings.Contains(args, "--rest.tokens.file") || !slices.Contains(n.Args, "--plaintext") {
+		if strings.Contains(args, " --tls.") || strings.Contains(args, "--rest.tokens.file") || strings.Contains(args, "--acl.file") ||
+			!slices.Contains(n.Args, "--plaintext") {
 			t.Errorf("plaintext: %s args %q", n.Name, args)
 		}
 	}
@@ -87,6 +90,14 @@ func TestEnsurePKIOnceAndKeepsIt(t *testing.T) {
 	if st, _ := os.Stat(tokens); st.Mode().Perm() != 0o600 {
 		t.Fatalf("tokens file mode %v, want 0600", st.Mode().Perm())
 	}
+	acl, err := os.ReadFile(filepath.Join(o.DataDir, "acl"))
+	if err != nil || !strings.Contains(string(acl), "allow User:gateway Describe        Cluster") {
+		t.Fatalf("ACL file %q, %v: want the gateway's rules", acl, err)
+	}
+	// A developer's edit of the ACL file survives a restart.
+	if err := os.WriteFile(filepath.Join(o.DataDir, "acl"), []byte("allow User:alice Read Topic:*\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cert, _ := os.ReadFile(filepath.Join(o.DataDir, "pki", "broker-2.pem"))
 	if issued, err = o.ensurePKI(); err != nil || len(issued) != 0 {
 		t.Fatalf("second start issued %v, %v; want nothing", issued, err)
@@ -95,6 +106,9 @@ func TestEnsurePKIOnceAndKeepsIt(t *testing.T) {
 	cert2, _ := os.ReadFile(filepath.Join(o.DataDir, "pki", "broker-2.pem"))
 	if string(again) != string(b) || string(cert2) != string(cert) {
 		t.Fatal("a second start changed the token or a certificate")
+	}
+	if acl, _ := os.ReadFile(filepath.Join(o.DataDir, "acl")); string(acl) != "allow User:alice Read Topic:*\n" {
+		t.Fatalf("a second start replaced the edited ACL file: %q", acl)
 	}
 }
 
@@ -174,5 +188,21 @@ func TestControlAPIOnlyForOperators(t *testing.T) {
 	}
 	if err := list(grpc.WithTransportCredentials(insecure.NewCredentials())); status.Code(err) != codes.Unavailable {
 		t.Errorf("plaintext: %v, want the connection refused", err)
+	}
+}
+
+// The ACL file the dev cluster writes is one the services accept.
+func TestDevACLParses(t *testing.T) {
+	acl, err := authz.Parse(strings.NewReader(devACL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := identity.Parse("gateway")
+	if !acl.Allows(gw, authz.Describe, authz.TheCluster) || !acl.Allows(gw, authz.InjectFault, authz.TheCluster) ||
+		!acl.Allows(gw, authz.DescribeConfigs, authz.TopicNamed("orders")) {
+		t.Fatalf("the dev ACL does not let the gateway run the console: %+v", acl)
+	}
+	if acl.Allows(gw, authz.Delete, authz.TopicNamed("orders")) {
+		t.Fatal("the dev ACL lets the gateway delete topics as itself")
 	}
 }
