@@ -9,12 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"tidemark.io/services/metastore/etcdauth"
 	"tidemark.io/services/platform/pki"
 )
 
 // defaultPKINames are the identities of the compose stack and `make run`:
-// every node, the gateway, the operator and the dev launcher.
-var defaultPKINames = []string{"controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "gateway", "admin", "launcher"}
+// every node, the gateway, the operator, the dev launcher, and etcd's
+// server and root user (metastore/etcdauth).
+var defaultPKINames = []string{"controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "gateway", "admin", "launcher",
+	"etcd", etcdauth.RootUser}
 
 // maxCertDays bounds --days: the CA itself lasts ten years.
 const maxCertDays = 3650

@@ -62,7 +62,7 @@ func verify(t *testing.T, dir, name, host string) *x509.Certificate {
 func TestPKIInitMakesTheClusterCertificatesOnce(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	r := runCLI(t, "", "pki", "init", "--dir", dir).ok(t)
-	names := []string{"controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "gateway", "admin", "launcher"}
+	names := []string{"controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "gateway", "admin", "launcher", "etcd", "root"}
 	for _, n := range names {
 		contains(t, r.out, "issued "+n+": "+pki.CertPath(dir, n))
 		for _, host := range []string{"localhost", "127.0.0.1", "::1", n} {
