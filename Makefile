@@ -196,12 +196,12 @@ compose-check:
 
 .PHONY: images
 images: build compose-check ## build the stack's images FROM scratch: tidemark (bin/), etcd and Jaeger (.bin/)
-	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark
+	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark/owned
 	@for f in broker controller gateway tidemark; do ln -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/ 2>/dev/null || cp -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/; done
 	docker build -q -t $(TIDEMARK_IMAGE) -f deploy/tidemark.Dockerfile $(IMAGE_CONTEXT)/tidemark
 ifneq ($(UPSTREAM_IMAGES),1)
 	@if [ ! -x $(TOOLBIN)/etcd ] || [ ! -x $(TOOLBIN)/etcdctl ] || [ ! -x $(TOOLBIN)/jaeger ]; then $(MAKE) --no-print-directory thirdparty; fi
-	@mkdir -p $(IMAGE_CONTEXT)/etcd $(IMAGE_CONTEXT)/jaeger
+	@mkdir -p $(IMAGE_CONTEXT)/etcd/owned $(IMAGE_CONTEXT)/jaeger/owned
 	@for f in etcd etcdctl; do ln -f $(TOOLBIN)/$$f $(IMAGE_CONTEXT)/etcd/ 2>/dev/null || cp -f $(TOOLBIN)/$$f $(IMAGE_CONTEXT)/etcd/; done
 	@ln -f $(TOOLBIN)/jaeger $(IMAGE_CONTEXT)/jaeger/ 2>/dev/null || cp -f $(TOOLBIN)/jaeger $(IMAGE_CONTEXT)/jaeger/
 	@ln -f $(BIN)/tidemark $(IMAGE_CONTEXT)/jaeger/ 2>/dev/null || cp -f $(BIN)/tidemark $(IMAGE_CONTEXT)/jaeger/

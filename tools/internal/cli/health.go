@@ -9,13 +9,19 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // newHealthCmd checks a node with the standard gRPC health protocol; compose
-// health checks and scripts use it (the images have no shell).
+// health checks and scripts use it (the images have no shell). With
+// --tls.ca it speaks mutual TLS with --tls.cert; inside a container the
+// environment twins are the service's own, so a node's health check
+// presents the node's certificate.
 func newHealthCmd() *cobra.Command {
 	var addr, service string
 	var timeout time.Duration
+	var tlsOpts tlsconf.Options
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Check that a broker, controller or gateway answers its gRPC health check",
@@ -23,7 +29,11 @@ func newHealthCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			st, err := checkHealth(ctx, addr, service)
+			creds, err := healthCreds(tlsOpts)
+			if err != nil {
+				return err
+			}
+			st, err := checkHealthWith(ctx, addr, service, creds)
 			if err != nil {
 				return fmt.Errorf("%s: %w", addr, err)
 			}
@@ -37,11 +47,38 @@ func newHealthCmd() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9092", "node address (host:port)")
 	cmd.Flags().StringVar(&service, "service", "", "service name to check; empty checks the whole node")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for an answer")
+	cmd.Flags().StringVar(&tlsOpts.CA, "tls.ca", "", "PEM CA file the node's certificate chains to; turns TLS on (empty: plaintext)")
+	cmd.Flags().StringVar(&tlsOpts.Cert, "tls.cert", "", "PEM client certificate to present (with --tls.ca)")
+	cmd.Flags().StringVar(&tlsOpts.Key, "tls.key", "", "PEM private key of --tls.cert")
+	cmd.Flags().StringVar(&tlsOpts.ServerName, "tls.server.name", "", "name expected in the node's certificate; empty uses the host of --addr")
+	withEnv(cmd.Flags(), "tls.ca", "tls.cert", "tls.key", "tls.server.name")
 	return cmd
 }
 
+// healthCreds is mutual TLS when a CA is given, plaintext otherwise.
+func healthCreds(o tlsconf.Options) (grpc.DialOption, error) {
+	if o.CA == "" {
+		if o.Cert != "" || o.Key != "" {
+			return nil, usagef("--tls.cert and --tls.key need --tls.ca")
+		}
+		return grpc.WithTransportCredentials(insecure.NewCredentials()), nil
+	}
+	if o.Cert == "" || o.Key == "" {
+		return nil, usagef("--tls.ca needs --tls.cert and --tls.key (nodes require a client certificate)")
+	}
+	opt, err := o.DialOption()
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return opt, nil
+}
+
 func checkHealth(ctx context.Context, addr, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return checkHealthWith(ctx, addr, service, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func checkHealthWith(ctx context.Context, addr, service string, creds grpc.DialOption) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	conn, err := grpc.NewClient(addr, creds)
 	if err != nil {
 		return 0, err
 	}
