@@ -176,6 +176,12 @@ run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in t
 COMPOSE_FILES   := $(CURDIR)/deploy/compose.yml
 TIDEMARK_IMAGE  ?= tidemark/tidemark:local
 UPSTREAM_IMAGES ?=
+# The stack runs with TLS and authentication on; PLAINTEXT=1 adds the
+# override that turns them off (make up PLAINTEXT=1, make e2e PLAINTEXT=1).
+PLAINTEXT       ?=
+ifeq ($(PLAINTEXT),1)
+COMPOSE_FILES   := $(COMPOSE_FILES):$(CURDIR)/deploy/compose.plaintext.yml
+endif
 ifeq ($(UPSTREAM_IMAGES),1)
 ETCD_IMAGE      ?= gcr.io/etcd-development/etcd:v3.7.3
 JAEGER_IMAGE    ?= jaegertracing/jaeger:2.13.0
@@ -222,7 +228,7 @@ down: compose-check ## stop the compose stack (project tidemark); `make down WIP
 .PHONY: e2e
 e2e: images testreport ## the failure playbooks as end-to-end tests against a stack of their own (project tidemark-e2e)
 	@rc=0; \
-	(cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" \
+	(cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" TIDEMARK_E2E_PLAINTEXT=$(PLAINTEXT) \
 		TIDEMARK_E2E_LOG_DIR=$(CURDIR)/.data/e2e-logs \
 		go test -json -count=1 -timeout $(E2E_TIMEOUT) ./e2e/ 2>&1 | tee $(CURDIR)/$(TEST_LOGS)/e2e.json | $(CURDIR)/$(TESTREPORT) -v) || rc=$$?; \
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p $(E2E_PROJECT) down -v --remove-orphans -t 5 >/dev/null 2>&1 || true; \
