@@ -17,7 +17,7 @@ import (
 
 func TestPKIInitIssuesOnceAndKeepsValidCertificates(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	r := runCLI(t, "", "pki", "init", "--dir", dir, "broker-1", "etcd", "--rest-token", "admin").ok(t)
+	r := runCLI(t, "", "pki", "init", "--dir", dir, "--name", "broker-1,etcd", "--rest-token", "admin").ok(t)
 	contains(t, r.out, "issued broker-1, etcd", "new REST token for admin")
 	for _, f := range []string{"ca.pem", "ca-key.pem", "broker-1.pem", "broker-1-key.pem", "etcd.pem", "etcd-key.pem", "rest.tokens"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -39,7 +39,7 @@ func TestPKIInitIssuesOnceAndKeepsValidCertificates(t *testing.T) {
 
 	// A second run keeps the certificates and the token, and adds only
 	// what is missing.
-	r = runCLI(t, "", "pki", "init", "--dir", dir, "broker-1", "etcd", "admin", "--rest-token", "admin,ops").ok(t)
+	r = runCLI(t, "", "pki", "init", "--dir", dir, "--name", "broker-1,etcd,admin", "--rest-token", "admin,ops").ok(t)
 	contains(t, r.out, "issued admin", "new REST token for ops")
 	if strings.Contains(r.out, "broker-1") {
 		t.Fatalf("second run issued broker-1 again:\n%s", r.out)
@@ -60,8 +60,8 @@ func TestPKIInitIssuesOnceAndKeepsValidCertificates(t *testing.T) {
 func TestPKIInitRefusesBadInput(t *testing.T) {
 	dir := t.TempDir()
 	runCLI(t, "", "pki", "init").fails(t, cli.ExitUsage, "--dir is required")
-	runCLI(t, "", "pki", "init", "--dir", dir, "../x").fails(t, cli.ExitUsage, `invalid name "../x"`)
-	runCLI(t, "", "pki", "init", "--dir", dir, "ca").fails(t, cli.ExitUsage, `invalid name "ca"`)
+	runCLI(t, "", "pki", "init", "--dir", dir, "--name", "../x").fails(t, cli.ExitUsage, `invalid name "../x"`)
+	runCLI(t, "", "pki", "init", "--dir", dir, "--name", "ca").fails(t, cli.ExitUsage, `invalid name "ca"`)
 	runCLI(t, "", "pki", "init", "--dir", dir, "--rest-token", "a b").fails(t, cli.ExitUsage, "--rest-token: invalid name")
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("refused runs wrote %d files", len(entries))
