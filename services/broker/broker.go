@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -25,6 +26,7 @@ import (
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -154,7 +156,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	rmRef.Store(b.rm)
 
-	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Credentials: serverCreds,
+	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), FaultInjection: cfg.FaultInjection, Logger: log, Registry: tel.Registry})
+	if err != nil {
+		return fail(err)
+	}
+	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.
 		StatsFilter: func(info *stats.RPCTagInfo) bool { return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan },
@@ -173,6 +179,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		controlv1.RegisterBrokerControlServiceServer(b.srv, &grpcapi.Control{RM: b.rm})
 	}
 	faultv1.RegisterFaultInjectionServiceServer(b.srv, &grpcapi.Faults{F: faults})
+	if err := authz.Covers(b.srv.GetServiceInfo()); err != nil {
+		return fail(err)
+	}
 	b.srv.MarkAllServing()
 	go func() {
 		if err := b.srv.Serve(lis); err != nil {
@@ -205,6 +214,10 @@ func (b *Broker) Advertised() string {
 
 // ID is the broker id.
 func (b *Broker) ID() int32 { return b.cfg.ID }
+
+// Services lists the gRPC services and methods the broker serves (the
+// authorization tests check each has a policy).
+func (b *Broker) Services() map[string]grpc.ServiceInfo { return b.srv.GetServiceInfo() }
 
 // Replicas gives tests and tools access to the replica manager.
 func (b *Broker) Replicas() *replica.Manager { return b.rm }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
@@ -51,6 +52,9 @@ type Config struct {
 	// Plaintext.
 	TLS tlsconf.Options
 
+	// Authz is the ACL file and super users (--acl.file, --super.users).
+	Authz authz.Config
+
 	Log       logging.Options
 	Telemetry telemetry.Options
 }
@@ -65,6 +69,7 @@ func DefaultConfig() Config {
 		EtcdPrefix:     "/tidemark",
 		SessionTimeout: 6 * time.Second,
 		Settings:       map[string]string{},
+		Authz:          authz.DefaultConfig(),
 		Log:            logging.DefaultOptions(),
 	}
 }
@@ -94,6 +99,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SessionTimeout, "broker.session.timeout", c.SessionTimeout, "lease of the broker's registration: how long a silent broker stays registered")
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
 	c.TLS.AddFlags(fs)
+	c.Authz.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -129,6 +135,9 @@ func (c Config) Validate() error {
 		return config.Invalid("config", c.Settings, "%v", err)
 	}
 	if err := c.TLS.Validate(); err != nil {
+		return err
+	}
+	if err := c.Authz.Validate(); err != nil {
 		return err
 	}
 	return c.Log.Validate()

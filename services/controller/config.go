@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
@@ -60,6 +61,9 @@ type Config struct {
 	// brokers. Its zero value is refused: choose certificates or Plaintext.
 	TLS tlsconf.Options
 
+	// Authz is the ACL file and super users (--acl.file, --super.users).
+	Authz authz.Config
+
 	Log       logging.Options
 	Telemetry telemetry.Options
 }
@@ -79,6 +83,7 @@ func DefaultConfig() Config {
 		LeaderImbalanceCheckInterval: 300 * time.Second,
 		DefaultReplicationFactor:     1,
 		NumPartitions:                1,
+		Authz:                        authz.DefaultConfig(),
 		Log:                          logging.DefaultOptions(),
 	}
 }
@@ -116,6 +121,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		return config.ParseInt32(s, &c.NumPartitions)
 	})
 	c.TLS.AddFlags(fs)
+	c.Authz.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -190,6 +196,9 @@ func (c Config) Validate() error {
 		return config.Invalid("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval, "must be whole seconds")
 	}
 	if err := c.TLS.Validate(); err != nil {
+		return err
+	}
+	if err := c.Authz.Validate(); err != nil {
 		return err
 	}
 	return c.Log.Validate()

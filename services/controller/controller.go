@@ -19,12 +19,14 @@ import (
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/ctrl"
 	"tidemark.io/services/controller/internal/grpcapi"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -95,9 +97,22 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 	if tp := tel.Tracing(); tp != nil {
 		c.office.tracer = tp.Tracer("tidemark/controller")
 	}
-	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Credentials: serverCreds})
+	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), Logger: log, Registry: tel.Registry})
+	if err != nil {
+		_ = lis.Close()
+		_ = cli.Close()
+		_ = tel.Close(ctx)
+		return nil, err
+	}
+	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds})
 	adminv1.RegisterAdminServiceServer(c.srv, grpcapi.NewAdmin(c.office))
 	controlv1.RegisterControllerServiceServer(c.srv, grpcapi.NewControl(c.office))
+	if err := authz.Covers(c.srv.GetServiceInfo()); err != nil {
+		_ = lis.Close()
+		_ = cli.Close()
+		_ = tel.Close(ctx)
+		return nil, err
+	}
 	c.srv.MarkAllServing()
 	go func() {
 		if err := c.srv.Serve(lis); err != nil {
@@ -120,6 +135,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 
 // Addr is the bound gRPC address.
 func (c *Controller) Addr() string { return c.lis.Addr().String() }
+
+// Services lists the gRPC services and methods the controller serves (the
+// authorization tests check each has a policy).
+func (c *Controller) Services() map[string]grpc.ServiceInfo { return c.srv.GetServiceInfo() }
 
 // Failed reports a fatal serving error.
 func (c *Controller) Failed() <-chan error { return c.done }

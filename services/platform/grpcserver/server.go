@@ -1,6 +1,6 @@
 // Package grpcserver is the one constructor for every tidemark gRPC server:
 // health, reflection, the OpenTelemetry stats handler, panic recovery,
-// Kafka-style error mapping, logging and message size limits, and an ordered
+// Kafka-style error mapping, authorization, logging and message size limits, and an ordered
 // graceful stop with a deadline.
 package grpcserver
 
@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 )
@@ -48,6 +49,12 @@ type Options struct {
 	// Credentials secures the listener (tlsconf.Options.ServerCredentials:
 	// mutual TLS); nil serves plaintext.
 	Credentials credentials.TransportCredentials
+	// Authorizer decides every call after panic recovery and error
+	// mapping and before the handler; Serve refuses to start when a
+	// registered method has no policy. With Credentials and no
+	// Authorizer, the server authorizes with the defaults (super user
+	// User:admin, no ACLs): TLS never runs without authorization.
+	Authorizer *authz.Authorizer
 }
 
 // Server wraps a *grpc.Server with its health service.
@@ -55,6 +62,7 @@ type Server struct {
 	*grpc.Server
 	health *health.Server
 	log    *slog.Logger
+	authz  *authz.Authorizer
 }
 
 // New builds a server with health and reflection registered. Register the
@@ -64,8 +72,21 @@ func New(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	unary := append([]grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}, o.Unary...)
-	stream := append([]grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}, o.Stream...)
+	if o.Credentials != nil && o.Authorizer == nil {
+		// No ACL file: cannot fail.
+		o.Authorizer, _ = authz.New(authz.Options{Config: authz.DefaultConfig(), TLS: true, Logger: log})
+	}
+	if o.Credentials != nil && !o.Authorizer.Enabled() {
+		panic("grpcserver: a TLS listener with an authorizer built for plaintext (give authz.Options.TLS the same setting)")
+	}
+	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}
+	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
+	if o.Authorizer != nil {
+		unary = append(unary, o.Authorizer.Unary())
+		stream = append(stream, o.Authorizer.Stream())
+	}
+	unary = append(unary, o.Unary...)
+	stream = append(stream, o.Stream...)
 	var opts []grpc.ServerOption
 	if o.Credentials != nil {
 		opts = append(opts, grpc.Creds(o.Credentials))
@@ -89,7 +110,7 @@ func New(o Options) *Server {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{Server: gs, health: hs, log: log}
+	return &Server{Server: gs, health: hs, log: log, authz: o.Authorizer}
 }
 
 // SetServing marks a service (or "" for the whole server) serving or not.
@@ -111,6 +132,12 @@ func (s *Server) MarkAllServing() {
 
 // Serve serves on lis until Stop. A listener closed by Stop is not an error.
 func (s *Server) Serve(lis net.Listener) error {
+	if s.authz != nil {
+		if err := authz.Covers(s.GetServiceInfo()); err != nil {
+			_ = lis.Close()
+			return err
+		}
+	}
 	err := s.Server.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil

@@ -2,7 +2,9 @@ package grpcserver
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/authz/authztest"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -92,4 +97,36 @@ func TestHealthAndGracefulStop(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Serve after Stop: %v", err)
 	}
+}
+
+// A TLS listener always authorizes: given no authorizer, the server uses
+// the defaults (no ACLs, super user admin), and an authorizer built for
+// plaintext is a programming error caught at construction.
+func TestTLSNeverRunsWithoutAuthorization(t *testing.T) {
+	certs := authztest.New(t, "broker-1")
+	creds, err := certs.Options("broker-1").ServerCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Credentials: creds})
+	controlv1.RegisterBrokerControlServiceServer(s, controlv1.UnimplementedBrokerControlServiceServer{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Server.Stop)
+	_, err = controlv1.NewBrokerControlServiceClient(certs.Dial(t, lis.Addr().String(), "broker-2")).StopReplica(context.Background(), &controlv1.StopReplicaRequest{ControllerId: 1})
+	authztest.WantRefused(t, err, kerr.ClusterAuthorizationFailed, "User:broker-2 may not send StopReplica as controller 1")
+
+	plain, err := authz.New(authz.Options{Config: authz.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "authorizer built for plaintext") {
+			t.Fatalf("TLS with a plaintext authorizer: recovered %v, want a panic naming the mismatch", r)
+		}
+	}()
+	New(Options{Credentials: creds, Authorizer: plain})
 }

@@ -22,6 +22,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/tools/internal/devcluster/links"
 )
 
@@ -62,6 +63,9 @@ type Options struct {
 	// (Cluster.Links). Needs a PortBase; the cluster then takes
 	// 2*PortSpan ports (see Ports). Off by default.
 	Links bool
+	// Authorizer guards the DevClusterService (Describe on Cluster to list,
+	// Alter on Cluster to act); nil serves it unguarded.
+	Authorizer *authz.Authorizer
 }
 
 // PortSpan is how many consecutive ports a cluster with a PortBase takes.
@@ -502,7 +506,11 @@ func (c *Cluster) serveControl() error {
 	if err != nil {
 		return fmt.Errorf("dev control %s: %w (is another `tidemark dev up` running?)", c.opts.ControlAddr, err)
 	}
-	c.ctl = grpc.NewServer()
+	var opts []grpc.ServerOption
+	if a := c.opts.Authorizer; a != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(a.Unary()), grpc.ChainStreamInterceptor(a.Stream()))
+	}
+	c.ctl = grpc.NewServer(opts...)
 	devclusterv1.RegisterDevClusterServiceServer(c.ctl, &controlService{c: c})
 	go func() { _ = c.ctl.Serve(lis) }()
 	return nil

@@ -1,0 +1,310 @@
+// Package authz decides who may call what on a tidemark server: the roles a
+// certificate proves (a controller may send control requests as itself, a
+// broker may fetch and report as itself) and, for everything users do, an
+// ACL file in Kafka's principal/operation/resource shape.
+//
+// Every gRPC method of every tidemark service has exactly one policy
+// (policies.go); a method without one is refused, and Covers makes a server
+// with such a method fail to start. Authorization is on exactly when TLS is:
+// over plaintext no caller can be identified, so every call passes and the
+// server says so once at start.
+package authz
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/logging"
+)
+
+// Config is what an operator sets: the ACL file and the super users.
+type Config struct {
+	// ACLFile holds the ACL rules; empty means none (only super users and
+	// the cluster's own roles pass).
+	ACLFile string
+	// SuperUsers bypass ACLs (not the role checks: a super user is still
+	// not broker 2). Kafka's form, User:NAME.
+	SuperUsers []string
+}
+
+// DefaultConfig has User:admin as the one super user.
+func DefaultConfig() Config { return Config{SuperUsers: []string{"User:admin"}} }
+
+// AddFlags registers --acl.file and --super.users.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ACLFile, "acl.file", c.ACLFile, "ACL file (lines like 'allow User:alice Write Topic:orders-*'); read again when it changes")
+	fs.Func("super.users", "principals that bypass ACLs, separated by ';' or ',' (default User:admin)", func(s string) error {
+		c.SuperUsers = nil
+		for _, u := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' }) {
+			if u = strings.TrimSpace(u); u != "" {
+				c.SuperUsers = append(c.SuperUsers, u)
+			}
+		}
+		return nil
+	})
+}
+
+// Validate names the first setting that cannot work.
+func (c Config) Validate() error {
+	for _, u := range c.SuperUsers {
+		if name, ok := strings.CutPrefix(u, "User:"); !ok || name == "" || strings.Contains(name, "*") {
+			return config.Invalid("super.users", u, "want User:NAME")
+		}
+	}
+	return nil
+}
+
+// Options build an Authorizer.
+type Options struct {
+	Config
+	// TLS: callers are identified by their certificates and authorization
+	// is on. There is no other way to turn it on or off.
+	TLS bool
+	// FaultInjection: the broker serves the fault-injection API.
+	FaultInjection bool
+	// ReloadEvery is how often the ACL file is looked at, at most (1s).
+	ReloadEvery time.Duration
+	Logger      *slog.Logger
+	// Registry, when set, gets tidemark_authz_denied_total.
+	Registry prometheus.Registerer
+}
+
+// Authorizer is one server's authorization.
+type Authorizer struct {
+	opts   Options
+	log    *slog.Logger
+	super  map[string]bool
+	acls   *aclFile // nil without an ACL file
+	denied *prometheus.CounterVec
+	logged *denialLog
+}
+
+// New reads the ACL file (an error names its bad line) and, over
+// plaintext, logs the one warning that nothing is authorized.
+func New(o Options) (*Authorizer, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.ReloadEvery <= 0 {
+		o.ReloadEvery = time.Second
+	}
+	a := &Authorizer{opts: o, log: logging.OrDiscard(o.Logger), super: map[string]bool{}, logged: newDenialLog(10 * time.Second)}
+	for _, u := range o.SuperUsers {
+		a.super[u] = true
+	}
+	if o.ACLFile != "" {
+		f, err := loadACLFile(o.ACLFile, o.ReloadEvery, a.log)
+		if err != nil {
+			return nil, err
+		}
+		a.acls = f
+	}
+	a.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidemark_authz_denied_total",
+		Help: "Calls refused by authorization, by gRPC method and the caller's role.",
+	}, []string{"method", "principal_role"})
+	if o.Registry != nil {
+		if err := o.Registry.Register(a.denied); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+			a.denied = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
+	if !o.TLS {
+		a.log.Warn("authorization is OFF: plaintext listener, every caller is anonymous and may call every RPC (control, replication, admin); use TLS for anything but development")
+	} else {
+		rules := 0
+		if a.acls != nil {
+			rules = len(a.acls.current().Rules)
+		}
+		a.log.Info("authorization on", "acl_file", o.ACLFile, "acl_rules", rules, "super_users", strings.Join(o.SuperUsers, ";"))
+	}
+	return a, nil
+}
+
+// Enabled reports whether calls are checked (TLS is on).
+func (a *Authorizer) Enabled() bool { return a.opts.TLS }
+
+func (a *Authorizer) acl() *ACL {
+	if a.acls == nil {
+		return nil
+	}
+	return a.acls.current()
+}
+
+func (a *Authorizer) isSuper(p identity.Principal) bool {
+	return p.Role != identity.Anonymous && a.super[p.String()]
+}
+
+// Covers fails when a registered method has no policy: a new RPC must be
+// given one before the server starts.
+func Covers(services map[string]grpc.ServiceInfo) error {
+	var missing []string
+	for name, svc := range services {
+		for _, m := range svc.Methods {
+			full := "/" + name + "/" + m.Name
+			if _, ok := policies[full]; !ok && !isOpen(full) {
+				missing = append(missing, full)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("authz: no policy for %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Authorize decides one message of method for the caller in ctx (req nil:
+// the opening of a stream). It returns the decided principal.
+func (a *Authorizer) Authorize(ctx context.Context, method string, req any) (identity.Principal, error) {
+	p := identity.FromContext(ctx)
+	if !a.opts.TLS || isOpen(method) {
+		return p, nil
+	}
+	if p.Role == identity.Anonymous {
+		return p, a.deny(method, p, kerr.New(kerr.SaslAuthenticationFailed, "not authenticated: %s needs a client certificate signed by the cluster's CA", method))
+	}
+	pol, ok := policies[method]
+	if !ok {
+		return p, a.deny(method, p, kerr.New(kerr.ClusterAuthorizationFailed, "%s may not call %s: the method has no authorization policy", p, method))
+	}
+	if err := pol.check(decider{a: a, p: p}, req); err != nil {
+		return p, a.deny(method, p, err)
+	}
+	return p, nil
+}
+
+func (a *Authorizer) deny(method string, p identity.Principal, err error) error {
+	a.denied.WithLabelValues(method, p.Role.String()).Inc()
+	if n, ok := a.logged.should(p.String() + " " + method); ok {
+		a.log.Info("call refused by authorization", "principal", p.Describe(), "method", method, "err", err.Error(), "suppressed_since_last", n)
+	}
+	return err
+}
+
+// Unary is the unary interceptor: it decides the request, stores the
+// principal in the context, and trims answers a policy filters. Refusals
+// leave it as gRPC statuses already, so it works on a server without
+// grpcserver's error mapping (the dev cluster's control API).
+func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		p, err := a.Authorize(ctx, info.FullMethod, req)
+		if err != nil {
+			return nil, kerr.ToStatus(err).Err()
+		}
+		ctx = identity.With(ctx, p)
+		resp, err := h(ctx, req)
+		if err == nil && a.opts.TLS {
+			if pol, ok := policies[info.FullMethod]; ok && pol.filter != nil {
+				resp = pol.filter(decider{a: a, p: p}, resp)
+			}
+		}
+		return resp, err
+	}
+}
+
+// Stream is the stream interceptor: it decides the opening, then every
+// message received. A refused message ends the stream with the refusal,
+// whatever the handler makes of the failed receive.
+func (a *Authorizer) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		p, err := a.Authorize(ss.Context(), info.FullMethod, nil)
+		if err != nil {
+			return kerr.ToStatus(err).Err()
+		}
+		s := &checkedStream{ServerStream: ss, ctx: identity.With(ss.Context(), p), a: a, method: info.FullMethod}
+		err = h(srv, s)
+		if refused := s.refusal(); refused != nil {
+			return kerr.ToStatus(refused).Err()
+		}
+		return err
+	}
+}
+
+type checkedStream struct {
+	grpc.ServerStream
+	ctx    context.Context
+	a      *Authorizer
+	method string
+
+	mu      sync.Mutex
+	refused error
+}
+
+func (s *checkedStream) Context() context.Context { return s.ctx }
+
+func (s *checkedStream) RecvMsg(m any) error {
+	if err := s.refusal(); err != nil {
+		return err
+	}
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if _, err := s.a.Authorize(s.ctx, s.method, m); err != nil {
+		s.mu.Lock()
+		s.refused = err
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (s *checkedStream) refusal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// denialLog rate-limits denial logs: one line per principal and method
+// per interval, with the count of those left out.
+type denialLog struct {
+	every time.Duration
+	mu    sync.Mutex
+	last  map[string]*denialEntry
+}
+
+type denialEntry struct {
+	at         time.Time
+	suppressed int
+}
+
+func newDenialLog(every time.Duration) *denialLog {
+	return &denialLog{every: every, last: map[string]*denialEntry{}}
+}
+
+func (l *denialLog) should(key string) (suppressed int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	e := l.last[key]
+	if e != nil && now.Sub(e.at) < l.every {
+		e.suppressed++
+		return 0, false
+	}
+	if e == nil {
+		if len(l.last) >= 4096 { // a caller cycling names cannot grow this without bound
+			clear(l.last)
+		}
+		e = &denialEntry{}
+		l.last[key] = e
+	}
+	n := e.suppressed
+	e.at, e.suppressed = now, 0
+	return n, true
+}

@@ -1,0 +1,366 @@
+package authz
+
+import (
+	"strings"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/kerr"
+)
+
+// policy decides one gRPC method. check runs on the unary request, and on a
+// stream once when it opens (req nil: only who may call at all) and again on
+// every message received, because each message of a stream carries its own
+// claims (a replica id, a broker id) that the first one does not vouch for.
+type policy struct {
+	// describe is the rule in words, for the refusal catalogue in DESIGN.md.
+	describe string
+	check    func(d decider, req any) error
+	// filter, when set, trims a unary answer to what the caller may see
+	// (listing every topic shows only those it may describe).
+	filter func(d decider, resp any) any
+}
+
+// openPrefixes are the services every caller may use: health checks (load
+// balancers, the controller's liveness probe) and reflection (grpcurl).
+var openPrefixes = []string{
+	"/grpc.health.v1.Health/",
+	"/grpc.reflection.v1.ServerReflection/",
+	"/grpc.reflection.v1alpha.ServerReflection/",
+}
+
+func isOpen(method string) bool {
+	for _, p := range openPrefixes {
+		if strings.HasPrefix(method, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// policies is the one table: every method of every tidemark service, and
+// nothing else. A method missing here is refused (and Covers fails the
+// server's start), never allowed by default.
+var policies = map[string]policy{
+	// Control requests: only the controller that signs them. Who is active
+	// is the broker's own business (controller epochs); the certificate
+	// proves the request comes from a controller at all, and from the one
+	// it names.
+	controlv1.BrokerControlService_LeaderAndIsr_FullMethodName: controllerOnly("LeaderAndIsr", func(m any) int32 {
+		return m.(*controlv1.LeaderAndIsrRequest).GetControllerId()
+	}),
+	controlv1.BrokerControlService_UpdateMetadata_FullMethodName: controllerOnly("UpdateMetadata", func(m any) int32 {
+		return m.(*controlv1.UpdateMetadataRequest).GetControllerId()
+	}),
+	controlv1.BrokerControlService_StopReplica_FullMethodName: controllerOnly("StopReplica", func(m any) int32 {
+		return m.(*controlv1.StopReplicaRequest).GetControllerId()
+	}),
+
+	// Replication: a follower only as itself; replica_id < 0 is a
+	// consumer-style read governed by topic ACLs.
+	replicationv1.ReplicationService_ReplicaFetch_FullMethodName: {
+		describe: "replica_id >= 0: broker-N with N = replica_id, on every message; replica_id < 0: Read on each topic",
+		check: func(d decider, m any) error {
+			if m == nil {
+				return d.authenticated()
+			}
+			req := m.(*replicationv1.ReplicaFetchRequest)
+			if req.GetReplicaId() >= 0 {
+				return d.asReplica("fetch", req.GetReplicaId())
+			}
+			for _, p := range req.GetPartitions() {
+				if err := d.need(Read, TopicNamed(p.GetTopic())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	replicationv1.ReplicationService_OffsetForLeaderEpoch_FullMethodName: {
+		describe: "replica_id >= 0: broker-N with N = replica_id; replica_id < 0: Describe on each topic",
+		check: func(d decider, m any) error {
+			req := m.(*replicationv1.OffsetForLeaderEpochRequest)
+			if req.GetReplicaId() >= 0 {
+				return d.asReplica("ask leader epochs", req.GetReplicaId())
+			}
+			for _, p := range req.GetPartitions() {
+				if err := d.need(Describe, TopicNamed(p.GetTopic())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+
+	// A broker's requests to the controller: only as itself.
+	controlv1.ControllerService_BrokerSession_FullMethodName: {
+		describe: "broker-N with N = broker_id, on every message",
+		check: func(d decider, m any) error {
+			if m == nil {
+				return d.anyBroker("open a broker session")
+			}
+			return d.asBroker("BrokerSession", m.(*controlv1.BrokerSessionRequest).GetBrokerId())
+		},
+	},
+	controlv1.ControllerService_AlterPartition_FullMethodName: brokerOnly("AlterPartition", func(m any) int32 {
+		return m.(*controlv1.AlterPartitionRequest).GetBrokerId()
+	}),
+	controlv1.ControllerService_ControlledShutdown_FullMethodName: brokerOnly("ControlledShutdown", func(m any) int32 {
+		return m.(*controlv1.ControlledShutdownRequest).GetBrokerId()
+	}),
+	controlv1.ControllerService_AllocateProducerIds_FullMethodName: brokerOnly("AllocateProducerIds", func(m any) int32 {
+		return m.(*controlv1.AllocateProducerIdsRequest).GetBrokerId()
+	}),
+
+	// Admin: by ACL.
+	adminv1.AdminService_CreateTopics_FullMethodName: {
+		describe: "Create on each Topic:NAME (or Create on Cluster)",
+		check: func(d decider, m any) error {
+			if d.allowed(Create, TheCluster) {
+				return nil
+			}
+			for _, t := range m.(*adminv1.CreateTopicsRequest).GetTopics() {
+				if err := d.need(Create, TopicNamed(t.GetName())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	adminv1.AdminService_DeleteTopics_FullMethodName: {
+		describe: "Delete on each Topic:NAME",
+		check: func(d decider, m any) error {
+			for _, t := range m.(*adminv1.DeleteTopicsRequest).GetTopics() {
+				if err := d.need(Delete, TopicNamed(t)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	adminv1.AdminService_DescribeTopics_FullMethodName: {
+		describe: "Describe on each named Topic; listing all shows only the topics the caller may Describe",
+		check: func(d decider, m any) error {
+			for _, t := range m.(*adminv1.DescribeTopicsRequest).GetTopics() {
+				if err := d.need(Describe, TopicNamed(t)); err != nil {
+					return err
+				}
+			}
+			return d.authenticated()
+		},
+		filter: func(d decider, resp any) any {
+			r := resp.(*adminv1.DescribeTopicsResponse)
+			kept := r.Topics[:0]
+			for _, t := range r.Topics {
+				if d.allowed(Describe, TopicNamed(t.GetName())) {
+					kept = append(kept, t)
+				}
+			}
+			r.Topics = kept
+			return r
+		},
+	},
+	adminv1.AdminService_DescribeCluster_FullMethodName: clusterACL(Describe),
+	adminv1.AdminService_WatchCluster_FullMethodName:    clusterACL(Describe),
+	adminv1.AdminService_ElectLeaders_FullMethodName:    clusterACL(Alter),
+	adminv1.AdminService_DescribeConfigs_FullMethodName: {
+		describe: "DescribeConfigs on each Topic:NAME, or on Cluster for broker configs",
+		check: func(d decider, m any) error {
+			for _, r := range m.(*adminv1.DescribeConfigsRequest).GetResources() {
+				if err := d.need(DescribeConfigs, configResource(r)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	adminv1.AdminService_AlterConfigs_FullMethodName: {
+		describe: "AlterConfigs on each Topic:NAME, or on Cluster for broker configs",
+		check: func(d decider, m any) error {
+			for _, r := range m.(*adminv1.AlterConfigsRequest).GetResources() {
+				if err := d.need(AlterConfigs, configResource(r.GetResource())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+
+	// Clients of a broker.
+	brokerv1.BrokerService_Produce_FullMethodName: topicACL(Write, func(m any) string {
+		return m.(*brokerv1.ProduceRequest).GetTopic()
+	}),
+	brokerv1.BrokerService_Fetch_FullMethodName: topicACL(Read, func(m any) string {
+		return m.(*brokerv1.FetchRequest).GetTopic()
+	}),
+	brokerv1.BrokerService_Follow_FullMethodName: topicACL(Read, func(m any) string {
+		return m.(*brokerv1.FollowRequest).GetTopic()
+	}),
+	brokerv1.BrokerService_ListOffsets_FullMethodName: topicACL(Describe, func(m any) string {
+		return m.(*brokerv1.ListOffsetsRequest).GetTopic()
+	}),
+	brokerv1.BrokerService_Metadata_FullMethodName: {
+		describe: "any authenticated caller",
+		check:    func(d decider, _ any) error { return d.authenticated() },
+	},
+	brokerv1.BrokerService_InitProducerId_FullMethodName: {
+		describe: "IdempotentWrite on Cluster, or Write on some Topic",
+		check: func(d decider, _ any) error {
+			if d.allowed(IdempotentWrite, TheCluster) || d.allowedAny(Write, Topic) {
+				return nil
+			}
+			return d.refuse(IdempotentWrite, TheCluster)
+		},
+	},
+
+	// Fault injection: only on a broker started with it, and only for
+	// callers allowed InjectFault.
+	faultv1.FaultInjectionService_SetFetchFault_FullMethodName: faultPolicy(),
+	faultv1.FaultInjectionService_ClearFaults_FullMethodName:   faultPolicy(),
+	faultv1.FaultInjectionService_ListFaults_FullMethodName:    faultPolicy(),
+
+	// The dev cluster launcher's control API.
+	devclusterv1.DevClusterService_ListNodes_FullMethodName:  clusterACL(Describe),
+	devclusterv1.DevClusterService_NodeAction_FullMethodName: clusterACL(Alter),
+}
+
+func controllerOnly(what string, id func(any) int32) policy {
+	return policy{
+		describe: "controller-N with N = controller_id",
+		check: func(d decider, m any) error {
+			if m == nil {
+				return nil
+			}
+			want := id(m)
+			if d.p.Role == identity.Controller && d.p.ID == want {
+				return nil
+			}
+			return d.denyCluster("%s may not send %s as controller %d", d.p, what, want)
+		},
+	}
+}
+
+func brokerOnly(what string, id func(any) int32) policy {
+	return policy{
+		describe: "broker-N with N = broker_id",
+		check: func(d decider, m any) error {
+			if m == nil {
+				return nil
+			}
+			return d.asBroker(what, id(m))
+		},
+	}
+}
+
+func clusterACL(op Operation) policy {
+	return policy{
+		describe: op.String() + " on Cluster",
+		check:    func(d decider, _ any) error { return d.need(op, TheCluster) },
+	}
+}
+
+func topicACL(op Operation, topic func(any) string) policy {
+	return policy{
+		describe: op.String() + " on Topic:NAME",
+		check: func(d decider, m any) error {
+			if m == nil {
+				return d.authenticated()
+			}
+			return d.need(op, TopicNamed(topic(m)))
+		},
+	}
+}
+
+func faultPolicy() policy {
+	return policy{
+		describe: "only with --fault.injection.enable, and InjectFault on Cluster",
+		check: func(d decider, _ any) error {
+			if !d.a.opts.FaultInjection {
+				return d.denyCluster("%s may not use the fault-injection API: it is disabled on this broker (start it with --fault.injection.enable)", d.p)
+			}
+			return d.need(InjectFault, TheCluster)
+		},
+	}
+}
+
+// configResource is the ACL resource of a config resource: the topic, or
+// the cluster for broker configs (Kafka guards broker configs by the
+// Cluster resource too).
+func configResource(r *adminv1.ConfigResource) Resource {
+	if r.GetType() == adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC {
+		return TopicNamed(r.GetName())
+	}
+	return TheCluster
+}
+
+// decider is one call's principal and the authorizer that judges it.
+type decider struct {
+	a *Authorizer
+	p identity.Principal
+}
+
+func (d decider) allowed(op Operation, res Resource) bool {
+	return d.a.isSuper(d.p) || d.a.acl().Allows(d.p, op, res)
+}
+
+func (d decider) allowedAny(op Operation, t ResourceType) bool {
+	return d.a.isSuper(d.p) || d.a.acl().AllowsAny(d.p, op, t)
+}
+
+// need refuses unless p may do op on res.
+func (d decider) need(op Operation, res Resource) error {
+	if d.allowed(op, res) {
+		return nil
+	}
+	return d.refuse(op, res)
+}
+
+func (d decider) refuse(op Operation, res Resource) error {
+	code := kerr.ClusterAuthorizationFailed
+	if res.Type == Topic {
+		code = kerr.TopicAuthorizationFailed
+	}
+	return kerr.New(code, "%s is not allowed %s on %s", d.p, op, res)
+}
+
+func (d decider) authenticated() error { return nil } // the interceptor refuses anonymous callers first
+
+func (d decider) asReplica(what string, replica int32) error {
+	if d.p.Role == identity.Broker && d.p.ID == replica {
+		return nil
+	}
+	return d.denyCluster("%s may not %s as replica %d", d.p, what, replica)
+}
+
+func (d decider) asBroker(what string, broker int32) error {
+	if d.p.Role == identity.Broker && d.p.ID == broker {
+		return nil
+	}
+	return d.denyCluster("%s may not send %s as broker %d", d.p, what, broker)
+}
+
+func (d decider) anyBroker(what string) error {
+	if d.p.Role == identity.Broker {
+		return nil
+	}
+	return d.denyCluster("%s may not %s: only brokers may", d.p, what)
+}
+
+func (d decider) denyCluster(format string, args ...any) error {
+	return kerr.New(kerr.ClusterAuthorizationFailed, format, args...)
+}
+
+// Policies maps every guarded method to its rule in words, for
+// documentation and tests.
+func Policies() map[string]string {
+	out := make(map[string]string, len(policies))
+	for m, p := range policies {
+		out[m] = p.describe
+	}
+	return out
+}
