@@ -192,7 +192,7 @@ JAEGER_IMAGE    ?= tidemark/jaeger:v1.76.0
 endif
 IMAGE_CONTEXT   := $(TOOLBIN)/docker
 COMPOSE_ENV     := COMPOSE_FILE=$(COMPOSE_FILES) TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) JAEGER_IMAGE=$(JAEGER_IMAGE)
-E2E_PROJECT     := tidemark-e2e
+E2E_PROJECT     ?= tidemark-e2e
 E2E_TIMEOUT     ?= 15m
 
 .PHONY: compose-check
@@ -228,7 +228,7 @@ down: compose-check ## stop the compose stack (project tidemark); `make down WIP
 .PHONY: e2e
 e2e: images testreport ## the failure playbooks as end-to-end tests against a stack of their own (project tidemark-e2e)
 	@rc=0; \
-	(cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" TIDEMARK_E2E_PLAINTEXT=$(PLAINTEXT) \
+	(cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" TIDEMARK_E2E_PLAINTEXT=$(PLAINTEXT) TIDEMARK_E2E_PROJECT=$(E2E_PROJECT) \
 		TIDEMARK_E2E_LOG_DIR=$(CURDIR)/.data/e2e-logs \
 		go test -json -count=1 -timeout $(E2E_TIMEOUT) ./e2e/ 2>&1 | tee $(CURDIR)/$(TEST_LOGS)/e2e.json | $(CURDIR)/$(TESTREPORT) -v) || rc=$$?; \
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p $(E2E_PROJECT) down -v --remove-orphans -t 5 >/dev/null 2>&1 || true; \

@@ -101,7 +101,7 @@ func TestNodesRefuseClientsWithoutTheStackCertificate(t *testing.T) {
 		}{
 			{"plain text", grpc.WithTransportCredentials(insecure.NewCredentials()), ""},
 			{"no client certificate", grpc.WithTransportCredentials(credentials.NewTLS(caOnlyTLS)), "certificate required"},
-			{"another CA's certificate", grpc.WithTransportCredentials(credentials.NewTLS(foreign)), "bad certificate"},
+			{"another CA's certificate", grpc.WithTransportCredentials(credentials.NewTLS(foreign)), "unknown certificate authority"},
 		} {
 			_, err := healthCheck(addr, c.creds)
 			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), c.want) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -23,8 +24,9 @@ import (
 )
 
 // project is the compose project of the end-to-end stack. `make up` uses
-// "tidemark"; nothing here ever names that one.
-const project = "tidemark-e2e"
+// "tidemark"; nothing here ever names that one. TIDEMARK_E2E_PROJECT picks
+// another (two checkouts on one engine; the ports stay the same).
+var project = cmp.Or(os.Getenv("TIDEMARK_E2E_PROJECT"), "tidemark-e2e")
 
 // Host ports of the stack under test: each is the default plus 10000 (Jaeger's
 // UI 16686 becomes 26686), so the tier runs beside `make up` and `make run`.
