@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"tidemark.io/gateway/console"
+	"tidemark.io/gateway/internal/restauth"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
@@ -58,11 +62,18 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Gateway, error) {
 	}
 	g.lis = lis
 	go func() {
-		if err := g.http.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if g.http.TLSConfig != nil {
+			err = g.http.ServeTLS(lis, "", "") // the certificate comes from TLSConfig
+		} else {
+			err = g.http.Serve(lis)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.done <- err
 		}
 	}()
-	log.Info("gateway started", "listen", lis.Addr().String(), "controllers", o.Controllers.String(), "brokers", o.Brokers.String())
+	log.Info("gateway started", "listen", lis.Addr().String(), "tls", o.TLS.Enabled(), "rest.auth", o.authOn(),
+		"controllers", o.Controllers.String(), "brokers", o.Brokers.String())
 	return g, nil
 }
 
@@ -72,9 +83,15 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	// The clients' own calls (metadata, admin) are bounded like the
 	// gateway's: one attempt by the request timeout, a call by the retry
 	// budget on top.
+	// Every connection is mutual TLS with the gateway's certificate (or
+	// plaintext) and speaks for the REST user of the call's context.
+	tlsDial, err := o.TLS.DialOption()
+	if err != nil {
+		return err
+	}
 	copts := client.Options{TracerProvider: tp, Logger: g.log, Dialer: o.Dialer,
+		DialOptions:    append([]grpc.DialOption{tlsDial}, restauth.ForwardUser()...),
 		RequestTimeout: o.RequestTimeout, APITimeout: o.RetryTimeout + o.RequestTimeout}
-	var err error
 	if g.client, err = client.New(o.Brokers, copts); err != nil {
 		return err
 	}
@@ -97,7 +114,11 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	g.handler = newHTTPHandler(mux, g.console, o.MaxBodyBytes, tp, g.log)
+	authn, hosts, err := g.restSecurity(o)
+	if err != nil {
+		return err
+	}
+	g.handler = newHTTPHandler(mux, g.console, o.MaxBodyBytes, authn, hosts, tp, g.log)
 
 	g.grpc = grpcserver.New(grpcserver.Options{Logger: g.log, TracerProvider: tp})
 	g.grpc.MarkAllServing()
@@ -107,11 +128,45 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
-	// One port serves both: gRPC needs HTTP/2 without TLS (h2c).
+	// One port serves both: gRPC needs HTTP/2, over TLS (ALPN h2) or,
+	// with --plaintext, without (h2c).
 	g.http.Protocols = new(http.Protocols)
 	g.http.Protocols.SetHTTP1(true)
-	g.http.Protocols.SetUnencryptedHTTP2(true)
+	if o.TLS.Plaintext {
+		g.http.Protocols.SetUnencryptedHTTP2(true)
+		return nil
+	}
+	g.http.Protocols.SetHTTP2(true)
+	if g.http.TLSConfig, err = o.TLS.Server(); err != nil {
+		return err
+	}
+	// A client certificate is one way to authenticate among others (a
+	// token, a session): asked for, verified against the CA when sent,
+	// not required.
+	g.http.TLSConfig.ClientAuth = tls.VerifyClientCertIfGiven
 	return nil
+}
+
+// restSecurity makes the authenticator and the Host names of the HTTP side.
+func (g *Gateway) restSecurity(o Options) (*restauth.Authenticator, *hostSet, error) {
+	var tokens *restauth.Tokens
+	if o.Auth.TokensFile != "" {
+		t, err := restauth.LoadTokens(o.Auth.TokensFile, g.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		tokens = t
+	}
+	certFile := ""
+	if o.TLS.Enabled() {
+		certFile = o.TLS.Cert
+	}
+	hosts, err := allowedHosts(o.Listen, certFile, o.Auth.AllowedHosts)
+	if err != nil {
+		return nil, nil, err
+	}
+	authn := restauth.New(restauth.Options{Required: o.authOn(), Tokens: tokens, SessionTTL: o.Auth.SessionTTL, Log: g.log})
+	return authn, hosts, nil
 }
 
 // grpcOrHTTP sends gRPC calls (HTTP/2 with a gRPC content type) to the gRPC

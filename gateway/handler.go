@@ -10,28 +10,37 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"tidemark.io/gateway/internal/restauth"
 	"tidemark.io/services/platform/kerr"
 )
 
 // newHTTPHandler lays out the gateway's HTTP side: the REST API under /v1
-// (bodies limited), the OpenAPI document, /healthz, and / for the console.
+// (bodies limited), login and logout, the OpenAPI document, /healthz, and /
+// for the console. Every request passes the guard (Host, Origin, JSON
+// writes) first; the REST API and the console's data (events, state,
+// actions) then need an authenticated caller when authentication is on,
+// while the page, its assets, the OpenAPI document and /healthz stay open.
 // With tracing on (tp != nil) requests join the caller's W3C trace, which
 // the upstream gRPC calls carry on.
-func newHTTPHandler(api http.Handler, consoleUI http.Handler, maxBody int64, tp trace.TracerProvider, log *slog.Logger) http.Handler {
+func newHTTPHandler(api http.Handler, consoleUI http.Handler, maxBody int64, authn *restauth.Authenticator,
+	hosts *hostSet, tp trace.TracerProvider, log *slog.Logger) http.Handler {
 	root := http.NewServeMux()
-	root.Handle("/v1/", limitBody(maxBody, api))
+	root.Handle("/v1/", authn.Protect(limitBody(maxBody, api)))
+	root.HandleFunc("POST /v1/login", authn.Login)
+	root.HandleFunc("POST /v1/logout", authn.Logout)
 	root.HandleFunc("GET /openapi.json", serveOpenAPI)
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	// The console owns its page, its assets, events and API, and the icon.
 	root.Handle("GET /{$}", consoleUI)
-	root.Handle("/console/", consoleUI)
+	root.Handle("GET /console/static/", consoleUI)
+	root.Handle("/console/", authn.Protect(consoleUI))
 	root.Handle("GET /favicon.ico", consoleUI)
 	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no route for %s %s", r.Method, r.URL.Path))
 	})
-	var h http.Handler = root
+	var h http.Handler = guard(hosts, root)
 	if tp != nil {
 		h = traced(h, tp)
 	}

@@ -14,6 +14,7 @@ import (
 	"tidemark.io/services/clustertest"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // testCluster is a real in-process cluster (embedded etcd, 2 controllers,
@@ -27,12 +28,16 @@ type testCluster struct {
 func startCluster(t testing.TB) *testCluster { return startClusterWith(t, clustertest.Options{}) }
 
 // startClusterWith starts a cluster with options o (their AdjustController
-// is replaced).
+// runs before the harness notes the controller's address).
 func startClusterWith(t testing.TB, o clustertest.Options) *testCluster {
 	t.Helper()
 	tc := &testCluster{}
 	var mu sync.Mutex
+	adjust := o.AdjustController
 	o.AdjustController = func(cfg *controller.Config) {
+		if adjust != nil {
+			adjust(cfg)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		tc.controllers = append(tc.controllers, cfg.Listen)
@@ -44,11 +49,13 @@ func startClusterWith(t testing.TB, o clustertest.Options) *testCluster {
 	return tc
 }
 
-// startGateway runs a gateway on a free port against tc.
+// startGateway runs a plaintext gateway on a free port against tc (the
+// in-process cluster speaks plaintext).
 func startGateway(t testing.TB, tc *testCluster, adjust func(*Options)) *Gateway {
 	t.Helper()
 	o := DefaultOptions()
 	o.Listen = "127.0.0.1:0"
+	o.TLS = tlsconf.Plain()
 	o.Controllers = config.StringList(tc.controllers)
 	o.Brokers = config.StringList(tc.brokers)
 	if adjust != nil {

@@ -27,6 +27,10 @@ func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, admin
 		// sets the same one.
 		runtime.SetQueryParameterParser(queryParser{}),
 		runtime.WithMiddlewares(bodyOnly),
+		// No HTTP header becomes gRPC metadata: Grpc-Metadata-* headers
+		// could otherwise name another user to the services (the
+		// on-behalf-of key). The user goes by restauth.ForwardUser.
+		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 	}
 	if traced {
 		opts = append(opts, runtime.WithMiddlewares(nameSpan))

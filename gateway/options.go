@@ -10,6 +10,7 @@ import (
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // Options configures the gateway.
@@ -35,6 +36,12 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Console configures the web console served at /.
 	Console ConsoleOptions
+	// TLS is HTTPS on Listen and mutual TLS on every gRPC connection the
+	// gateway makes (its certificate, Common Name gateway, serves both);
+	// Plaintext turns both off.
+	TLS tlsconf.Options
+	// Auth is who may call the REST API and the console's data.
+	Auth AuthOptions
 	// Dialer, when set, replaces TCP dialing to controllers and brokers
 	// (tests route through a network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
@@ -53,6 +60,7 @@ func DefaultOptions() Options {
 		RetryTimeout:   10 * time.Second,
 		RequestTimeout: 5 * time.Second,
 		Log:            logging.DefaultOptions(),
+		Auth:           AuthOptions{SessionTTL: 8 * time.Hour},
 	}
 }
 
@@ -72,6 +80,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"address of the dev launcher's control API (tidemark dev up: 127.0.0.1:9299) for stopping, killing and starting nodes")
 	fs.StringVar(&o.Console.JaegerUI, "console.jaeger.ui", o.Console.JaegerUI,
 		"Jaeger UI base URL; the console links HW-advancing fetches to their traces there")
+	o.TLS.AddFlags(fs)
+	fs.StringVar(&o.Auth.TokensFile, "rest.tokens.file", o.Auth.TokensFile,
+		"file of REST bearer tokens, one `TOKEN USER` per line (# comments); read again when it changes")
+	fs.BoolVar(&o.Auth.Required, "rest.auth.required", o.Auth.Required,
+		"authenticate REST and console callers even with --plaintext (always on with TLS); needs --rest.tokens.file then")
+	msFlag(fs, &o.Auth.SessionTTL, "rest.session.ttl.ms", "how long a console login (POST /v1/login) lasts (ms)")
+	fs.Var(&o.Auth.AllowedHosts, "rest.allowed.hosts",
+		"comma-separated extra names the REST API and console answer to in the Host header, beside localhost, 127.0.0.1, ::1, the listen host and the certificate's names; * allows any")
 	o.Log.AddFlags(fs)
 	o.Telemetry.AddFlags(fs)
 }
@@ -96,6 +112,23 @@ type ConsoleOptions struct {
 	JaegerUI   string
 }
 
+// AuthOptions configures REST authentication.
+type AuthOptions struct {
+	// TokensFile holds the bearer tokens (restauth.Tokens describes it).
+	TokensFile string
+	// Required turns authentication on with --plaintext; with TLS it is
+	// always on.
+	Required bool
+	// SessionTTL is how long a console login lasts.
+	SessionTTL time.Duration
+	// AllowedHosts are names accepted in Host beside the defaults.
+	AllowedHosts config.StringList
+}
+
+// authOn reports whether REST callers must authenticate: always with TLS,
+// and with --plaintext when --rest.auth.required says so.
+func (o Options) authOn() bool { return o.TLS.Enabled() || o.Auth.Required }
+
 // Validate names the first flag whose value cannot work.
 func (o Options) Validate() error {
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
@@ -115,6 +148,20 @@ func (o Options) Validate() error {
 	}
 	if o.RequestTimeout <= 0 {
 		return config.Invalid("request.timeout.ms", o.RequestTimeout.Milliseconds(), "must be > 0")
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return err
+	}
+	if o.TLS.Plaintext && !o.Auth.Required && o.Auth.TokensFile != "" {
+		return config.Invalid("rest.tokens.file", o.Auth.TokensFile,
+			"with --plaintext REST authentication is off unless --rest.auth.required is set too")
+	}
+	if o.TLS.Plaintext && o.Auth.Required && o.Auth.TokensFile == "" {
+		return config.Invalid("rest.auth.required", true,
+			"with --plaintext callers have no certificates: give --rest.tokens.file")
+	}
+	if o.Auth.SessionTTL <= 0 {
+		return config.Invalid("rest.session.ttl.ms", o.Auth.SessionTTL.Milliseconds(), "must be > 0")
 	}
 	if err := o.Telemetry.Validate(); err != nil {
 		return err

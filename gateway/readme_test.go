@@ -4,53 +4,89 @@ import (
 	"bufio"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"tidemark.io/services/platform/pki"
 )
 
 // TestREADME runs the curl commands of README.md's REST section, in order,
-// against a gateway in front of a fresh cluster, so that they never rot.
+// against a gateway in front of a fresh cluster, so that they never rot:
+// over HTTPS, with the cluster's mutual TLS and a tokens file, the files
+// of .data/pki read from the test's CA directory and $TOKEN its token.
 func TestREADME(t *testing.T) {
 	cmds := readmeCurls(t)
-	tc := startCluster(t)
-	g := startGateway(t, tc, nil)
-	api := newREST(t, g)
+	tc, g := startSecureCluster(t, aliceMayDoAll, "# token user\n"+aliceToken+" alice\n", nil)
+	base := "https://" + g.Addr()
+	file := func(p string) string { return strings.Replace(p, ".data/pki/", tc.PKIDir+"/", 1) }
 	for _, args := range cmds {
-		method, url, body, stream := http.MethodGet, "", "", false
+		var (
+			method, url, body, ca, cert, key = http.MethodGet, "", "", "", "", ""
+			stream                           bool
+			hdr                              []string
+		)
 		for i := 0; i < len(args); i++ {
+			next := func() string {
+				i++
+				if i == len(args) {
+					t.Fatalf("README: %q: %s without its value", args, args[i-1])
+				}
+				return args[i]
+			}
 			switch a := args[i]; {
 			case a == "-d":
-				i++
-				method, body = http.MethodPost, args[i]
+				method, body = http.MethodPost, next()
+			case a == "-H":
+				k, v, _ := strings.Cut(strings.ReplaceAll(next(), "$TOKEN", aliceToken), ":")
+				hdr = append(hdr, k, strings.TrimSpace(v))
+			case a == "--cacert":
+				ca = file(next())
+			case a == "--cert":
+				cert = file(next())
+			case a == "--key":
+				key = file(next())
 			case a == "-sN":
 				stream = true
-			case strings.HasPrefix(a, "127.0.0.1:8080/"):
-				url = strings.TrimPrefix(a, "127.0.0.1:8080")
+			case strings.HasPrefix(a, "https://127.0.0.1:8080/"):
+				url = strings.TrimPrefix(a, "https://127.0.0.1:8080")
 			case a != "curl" && a != "-s":
 				t.Fatalf("README: curl option %q is not understood here: %q", a, args)
 			}
 		}
+		if ca != pki.CAPath(tc.PKIDir) {
+			t.Fatalf("README: %q does not trust the dev cluster's CA", args)
+		}
+		s := &secureSetup{dir: tc.PKIDir, base: base}
+		hc := s.client(t, "", "")
+		if cert != "" {
+			name := strings.TrimSuffix(filepath.Base(cert), ".pem")
+			if cert != pki.CertPath(tc.PKIDir, name) || key != pki.KeyPath(tc.PKIDir, name) {
+				t.Fatalf("README: %q: --cert and --key are not one pair of .data/pki", args)
+			}
+			hc = s.client(t, tc.PKIDir, name)
+		}
 		if stream {
-			resp, closeBody := api.open(method, url, nil)
+			resp, err := s.send(hc, method, url, body, hdr...)
+			if err != nil {
+				t.Fatalf("README: %q: %v", args, err)
+			}
 			line, err := bufio.NewReader(resp.Body).ReadString('\n')
-			closeBody()
+			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(line, `{"result":`) || err != nil {
 				t.Fatalf("README: %q: %d %q %v", args, resp.StatusCode, line, err)
 			}
 			continue
 		}
-		var b any
-		if body != "" {
-			b = body
-		}
-		if a := api.do(method, url, b); a.status != http.StatusOK {
+		if a := s.req(t, hc, method, url, body, hdr...); a.status != http.StatusOK {
 			t.Fatalf("README: %q: %d %s", args, a.status, a.body)
 		}
 	}
 }
 
 // readmeCurls returns the curl commands of the README's REST section, as
-// argument lists (single quotes as the shell reads them; # starts a comment).
+// argument lists (quotes as the shell reads them, $TOKEN left for the test;
+// # starts a comment).
 func readmeCurls(t *testing.T) [][]string {
 	raw, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -76,15 +112,19 @@ func readmeCurls(t *testing.T) [][]string {
 func shellWords(line string) []string {
 	var words []string
 	var cur strings.Builder
-	inWord, quoted := false, false
+	inWord, quoted, dquoted := false, false, false
 	for _, r := range line {
 		switch {
 		case quoted && r == '\'':
 			quoted = false
-		case quoted:
+		case dquoted && r == '"':
+			dquoted = false
+		case quoted || dquoted:
 			cur.WriteRune(r)
 		case r == '\'':
 			quoted, inWord = true, true
+		case r == '"':
+			dquoted, inWord = true, true
 		case r == '#' && !inWord:
 			return words
 		case r == ' ' || r == '\t':

@@ -9,11 +9,13 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"tidemark.io/gateway/internal/restauth"
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
@@ -173,7 +175,8 @@ func (c *Console) produce(ctx context.Context, r *http.Request) (any, error) {
 	if err := c.partitionKnown(req.Topic, part); err != nil {
 		return nil, err
 	}
-	p, err := c.producer(acks)
+	user, _ := restauth.UserFrom(r.Context())
+	p, err := c.producer(user, acks)
 	if err != nil {
 		return nil, err
 	}
@@ -232,38 +235,32 @@ func (c *Console) produce(ctx context.Context, r *http.Request) (any, error) {
 	return res, nil
 }
 
-// producer returns the console's producer for acks, made on first use:
-// short timeouts and few retries, so a refusal is reported rather than
-// retried for minutes.
-func (c *Console) producer(acks client.Acks) (*client.Producer, error) {
+// producerKey: one producer per REST user and acks.
+type producerKey struct {
+	user string
+	acks client.Acks
+}
+
+// producer returns the console's producer for user and acks, made on first
+// use: short timeouts and few retries, so a refusal is reported rather
+// than retried for minutes. A producer sends its batches in the
+// background, with no request's context, so a user's producer runs on a
+// client whose connections always speak for that user.
+func (c *Console) producer(user string, acks client.Acks) (*client.Producer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, errClosed
 	}
-	if p := c.producers[acks]; p != nil {
+	key := producerKey{user, acks}
+	if p := c.producers[key]; p != nil {
 		return p, nil
 	}
-	if c.cl == nil {
-		var addrs []string
-		if snap := c.hub.current(); snap != nil {
-			for _, b := range snap.Brokers {
-				if b.Alive && b.Address != "" {
-					addrs = append(addrs, b.Address)
-				}
-			}
-		}
-		if len(addrs) == 0 {
-			return nil, refuse(kerr.BrokerNotAvailable, "no live broker known yet to produce through")
-		}
-		cl, err := client.New(addrs, c.opts.ClientOptions)
-		if err != nil {
-			return nil, err
-		}
-		c.cl = cl
-		c.owned = append(c.owned, cl.Close)
+	cl, err := c.clientForLocked(user)
+	if err != nil {
+		return nil, err
 	}
-	p, err := client.NewProducer(c.cl, client.ProducerOptions{
+	p, err := client.NewProducer(cl, client.ProducerOptions{
 		Acks:            acks,
 		Retries:         2,
 		RequestTimeout:  5 * time.Second,
@@ -273,8 +270,52 @@ func (c *Console) producer(acks client.Acks) (*client.Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.producers[acks] = p
+	c.producers[key] = p
 	return p, nil
+}
+
+// clientForLocked is the client to produce through for user ("" when
+// authentication is off).
+func (c *Console) clientForLocked(user string) (*client.Client, error) {
+	if user == "" && c.cl != nil {
+		return c.cl, nil
+	}
+	if cl := c.userClients[user]; user != "" && cl != nil {
+		return cl, nil
+	}
+	var addrs []string
+	switch {
+	case c.cl != nil:
+		addrs = c.cl.Bootstrap()
+	case len(c.opts.Brokers) > 0:
+		addrs = c.opts.Brokers
+	default:
+		if snap := c.hub.current(); snap != nil {
+			for _, b := range snap.Brokers {
+				if b.Alive && b.Address != "" {
+					addrs = append(addrs, b.Address)
+				}
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, refuse(kerr.BrokerNotAvailable, "no live broker known yet to produce through")
+	}
+	opts := c.opts.ClientOptions
+	if user != "" {
+		opts.DialOptions = append(slices.Clone(opts.DialOptions), restauth.ForwardFixedUser(user)...)
+	}
+	cl, err := client.New(addrs, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.owned = append(c.owned, cl.Close)
+	if user == "" {
+		c.cl = cl
+	} else {
+		c.userClients[user] = cl
+	}
+	return cl, nil
 }
 
 // --- broker processes (dev launcher) ---

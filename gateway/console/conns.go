@@ -18,7 +18,9 @@ var errClosed = errors.New("console is closed")
 // launcher's DevClusterService.
 type connSet struct{ pool *connpool.Pool }
 
-func newConnSet() *connSet { return &connSet{pool: connpool.New()} }
+// newConnSet dials with opts (TLS credentials, the user forwarding of
+// restauth.ForwardUser).
+func newConnSet(opts ...grpc.DialOption) *connSet { return &connSet{pool: connpool.New(opts...)} }
 
 // get returns the connection to addr (dialed lazily on first use).
 func (s *connSet) get(addr string) (*grpc.ClientConn, error) {

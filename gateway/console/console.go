@@ -51,6 +51,7 @@ import (
 	"sync"
 	"time"
 
+	"tidemark.io/gateway/internal/restauth"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 )
@@ -69,7 +70,8 @@ type Options struct {
 	Brokers []string
 
 	// ClientOptions are used for the Admin and Client the console makes
-	// itself (tracing, timeouts).
+	// itself (tracing, timeouts, TLS); their DialOptions also serve the
+	// connections to the fault-injection and dev launcher services.
 	ClientOptions client.Options
 
 	// DevControl is the address of a DevClusterService (the dev launcher
@@ -107,10 +109,11 @@ type Console struct {
 	owned  []func() error // clients made here, closed by Close
 	jaeger string
 
-	mu        sync.Mutex // guards cl, producers, closed
-	cl        *client.Client
-	producers map[client.Acks]*client.Producer
-	closed    bool
+	mu          sync.Mutex // guards cl, userClients, producers, closed
+	cl          *client.Client
+	userClients map[string]*client.Client // produce for a REST user (see producer)
+	producers   map[producerKey]*client.Producer
+	closed      bool
 }
 
 // New checks the options and returns a console. It dials nothing: the
@@ -126,7 +129,8 @@ func New(o Options) (*Console, error) {
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = 3 * time.Second
 	}
-	c := &Console{opts: o, log: log, conns: newConnSet(), producers: map[client.Acks]*client.Producer{}}
+	c := &Console{opts: o, log: log, conns: newConnSet(o.ClientOptions.DialOptions...),
+		userClients: map[string]*client.Client{}, producers: map[producerKey]*client.Producer{}}
 	if o.JaegerUI != "" {
 		u, err := url.Parse(o.JaegerUI)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -168,9 +172,9 @@ func (c *Console) routes() {
 	m.Handle("GET /console/static/", http.StripPrefix("/console/static/", staticHandler()))
 	m.HandleFunc("GET /favicon.ico", serveFavicon)
 	m.HandleFunc("GET /favicon.svg", serveFavicon)
-	m.HandleFunc("GET /console/events", c.serveEvents)
+	m.HandleFunc("GET /console/events", c.viewer(c.serveEvents))
 	m.HandleFunc("GET /console/api/config", c.serveConfig)
-	m.HandleFunc("GET /console/api/state", c.serveState)
+	m.HandleFunc("GET /console/api/state", c.viewer(c.serveState))
 
 	m.HandleFunc("POST /console/api/produce", c.action(c.produce))
 	m.HandleFunc("POST /console/api/brokers/{id}/{action}", c.action(c.nodeAction))
@@ -246,6 +250,33 @@ func (c *Console) features() features {
 
 func (c *Console) serveConfig(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, c.features())
+}
+
+// viewerTimeout bounds the check of a viewer's rights.
+const viewerTimeout = 5 * time.Second
+
+// viewer checks, before a page's user sees the cluster, that the services
+// let that user describe it: the view is one watch made by the gateway
+// itself and shared by every page, so it is the user's own DescribeCluster
+// (forwarded, as every call with the request's context) that says whether
+// the user may see it. Only a refusal refuses: an unreachable cluster is
+// what the view shows. Without authentication (no user) there is nothing
+// to check.
+func (c *Console) viewer(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := restauth.UserFrom(r.Context()); ok {
+			ctx, cancel := context.WithTimeout(r.Context(), viewerTimeout)
+			_, err := c.admin.DescribeCluster(ctx)
+			cancel()
+			if code := kerr.CodeOf(err); code == kerr.ClusterAuthorizationFailed ||
+				code == kerr.TopicAuthorizationFailed || code == kerr.SaslAuthenticationFailed {
+				ae := toAPIError(err)
+				writeError(w, ae.status, ae.body)
+				return
+			}
+		}
+		next(w, r)
+	}
 }
 
 // serveState answers the latest snapshot (watching for a moment first when

@@ -25,6 +25,7 @@ import (
 	"tidemark.io/services/broker/internal/grpcapi"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/grpcserver"
@@ -131,7 +132,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
 	var leaderFence func() error
-	if len(cfg.EtcdEndpoints) > 0 {
+	if len(cfg.Etcd.Endpoints) > 0 {
 		b.fence = newLeaseFence(log, tel.Registry, func() int {
 			n := 0
 			if rm := rmRef.Load(); rm != nil {
@@ -160,13 +161,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return fail(err)
 	}
+	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: &producerIDs{b: b}, Quotas: quota.New(tel.Registry, nil)}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
+		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.
 		StatsFilter: func(info *stats.RPCTagInfo) bool { return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan },
 	})
-	pids := &producerIDs{b: b}
-	brokerv1.RegisterBrokerServiceServer(b.srv, &grpcapi.Broker{RM: b.rm, ProducerIDs: pids})
+	brokerv1.RegisterBrokerServiceServer(b.srv, api)
 	b.draining, b.drain = context.WithCancel(context.Background())
 	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, TracerProvider: tel.Tracing(), Draining: b.draining,
 		BrokerEpochOf: func(id int32) (int64, bool) {
@@ -189,7 +191,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		}
 	}()
 
-	if len(cfg.EtcdEndpoints) > 0 {
+	if len(cfg.Etcd.Endpoints) > 0 {
 		b.reg, err = startRegistrar(ctx, b, events)
 		if err != nil {
 			return fail(err)

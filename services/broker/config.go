@@ -10,6 +10,8 @@ import (
 
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/platform/tlsconf"
@@ -31,9 +33,9 @@ type Config struct {
 	Rack string
 	// DataDir holds the partition logs and checkpoints.
 	DataDir string
-	// EtcdEndpoints and EtcdPrefix locate the metadata store.
-	EtcdEndpoints config.StringList
-	EtcdPrefix    string
+	// Etcd locates the metadata store and says who the broker is to it;
+	// no endpoints runs the broker alone (tests).
+	Etcd etcdconn.Options
 	// FaultInjection enables the FaultInjectionService (off by default).
 	FaultInjection bool
 	// Settings are static broker configs (Kafka's server.properties), e.g.
@@ -51,6 +53,9 @@ type Config struct {
 	// controllers. Its zero value is refused: choose certificates or
 	// Plaintext.
 	TLS tlsconf.Options
+	// Limits bound streams per connection and connections per client
+	// address on the gRPC listener.
+	Limits grpcserver.Limits
 
 	// Authz is the ACL file and super users (--acl.file, --super.users).
 	Authz authz.Config
@@ -65,11 +70,11 @@ func DefaultConfig() Config {
 		ID:             1,
 		Listen:         "127.0.0.1:9092",
 		DataDir:        ".data/broker-1",
-		EtcdEndpoints:  config.StringList{"127.0.0.1:2379"},
-		EtcdPrefix:     "/tidemark",
+		Etcd:           etcdconn.Defaults(),
 		SessionTimeout: 6 * time.Second,
 		Settings:       map[string]string{},
 		Authz:          authz.DefaultConfig(),
+		Limits:         grpcserver.DefaultLimits(),
 		Log:            logging.DefaultOptions(),
 	}
 }
@@ -83,8 +88,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address other nodes dial; empty uses the listen address")
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for partition logs and checkpoints")
-	fs.Var(&c.EtcdEndpoints, "etcd.endpoints", "comma-separated etcd endpoints (default 127.0.0.1:2379)")
-	fs.StringVar(&c.EtcdPrefix, "etcd.prefix", c.EtcdPrefix, "key prefix of tidemark's metadata in etcd")
+	c.Etcd.AddFlags(fs)
 	fs.Func("config", "a static broker config as key=value, repeatable, e.g. --config replica.lag.time.max.ms=10000", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok || k == "" {
@@ -100,6 +104,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
 	c.TLS.AddFlags(fs)
 	c.Authz.AddFlags(fs)
+	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -120,8 +125,10 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return config.Invalid("data.dir", c.DataDir, "must not be empty")
 	}
-	if c.EtcdPrefix == "" || c.EtcdPrefix[0] != '/' {
-		return config.Invalid("etcd.prefix", c.EtcdPrefix, "must start with /")
+	if len(c.Etcd.Endpoints) > 0 {
+		if err := c.Etcd.Validate(); err != nil {
+			return err
+		}
 	}
 	if c.SessionTimeout < time.Second {
 		return config.Invalid("broker.session.timeout", c.SessionTimeout, "must be at least 1s (etcd leases are whole seconds)")
@@ -138,6 +145,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Authz.Validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.Validate(); err != nil {
 		return err
 	}
 	return c.Log.Validate()

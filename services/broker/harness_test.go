@@ -55,7 +55,7 @@ func newClusterFn(t testing.TB, n int, settings map[string]string, adjust func(*
 		cfg.ID = id
 		cfg.Listen = freeAddr(t)
 		cfg.DataDir = t.TempDir()
-		cfg.EtcdEndpoints = nil
+		cfg.Etcd.Endpoints = nil
 		cfg.Settings = maps.Clone(settings)
 		cfg.Dialer = c.net.Dialer(name(id))
 		adjust(&cfg)

@@ -190,7 +190,7 @@ func TestRetentionCheckIntervalInvalid(t *testing.T) {
 		cfg.TLS = tlsconf.Plain()
 		cfg.Listen = "127.0.0.1:0"
 		cfg.DataDir = t.TempDir()
-		cfg.EtcdEndpoints = nil
+		cfg.Etcd.Endpoints = nil
 		cfg.Settings = map[string]string{"log.retention.check.interval.ms": v}
 		b, err := broker.Start(context.Background(), cfg, nil)
 		if err == nil {

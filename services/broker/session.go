@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/partition"
@@ -44,13 +43,11 @@ type registrar struct {
 }
 
 func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*registrar, error) {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: b.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-	})
+	cli, err := b.cfg.Etcd.Connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("--etcd.endpoints %s: %w", b.cfg.EtcdEndpoints.String(), err)
+		return nil, fmt.Errorf("broker %d: %w", b.cfg.ID, err)
 	}
-	store, err := metastore.New(cli, metastore.Options{Prefix: b.cfg.EtcdPrefix, Logger: b.log})
+	store, err := metastore.New(cli, metastore.Options{Prefix: b.cfg.Etcd.Prefix, Logger: b.log})
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -27,7 +27,10 @@ import (
 	"tidemark.io/services/clustertest/netsim"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/metastore/etcdauth"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/loopback"
@@ -60,6 +63,11 @@ type Options struct {
 	// (the test's own calls, a super user). Authorization follows the
 	// nodes' defaults.
 	Secure bool
+	// SecureEtcd runs etcd with TLS, client-certificate authentication and
+	// tidemark's roles on (see metastore/etcdauth); every node dials it
+	// with its own certificate from PKIDir (etcd's and root's are there
+	// too).
+	SecureEtcd bool
 }
 
 // Cluster is a running test cluster.
@@ -67,9 +75,10 @@ type Cluster struct {
 	T    testing.TB
 	Net  *netsim.Network
 	Etcd *etcdtest.Server
-	// PKIDir holds the CA and certificates with Options.Secure (issue more
-	// with pki.LoadCA(PKIDir)).
-	PKIDir string
+	// PKIDir holds the CA and certificates with Options.Secure or
+	// SecureEtcd (issue more with pki.LoadCA(PKIDir)).
+	PKIDir     string
+	etcdSecure bool
 
 	mu          sync.Mutex
 	brokers     map[int32]*broker.Broker
@@ -93,9 +102,17 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.Controllers == 0 {
 		o.Controllers = 2
 	}
+	etcdOpts := []etcdtest.Option{etcdtest.WithTimings(50*time.Millisecond, 500*time.Millisecond)}
+	pkiDir := ""
+	if o.Secure || o.SecureEtcd {
+		pkiDir = t.TempDir()
+	}
+	if o.SecureEtcd {
+		etcdOpts = append(etcdOpts, etcdtest.WithClientTLS(t, pkiDir, true))
+	}
 	c := &Cluster{
-		T: t, Net: netsim.New(),
-		Etcd:    etcdtest.Start(t, etcdtest.WithTimings(50*time.Millisecond, 500*time.Millisecond)),
+		T: t, Net: netsim.New(), PKIDir: pkiDir, etcdSecure: o.SecureEtcd,
+		Etcd:    etcdtest.Start(t, etcdOpts...),
 		brokers: map[int32]*broker.Broker{}, brokerCfg: map[int32]broker.Config{},
 		controllers: map[int32]*controller.Controller{}, ctrlCfg: map[int32]controller.Config{},
 		ctrlEtcd: map[int32]*etcdtest.Bridge{},
@@ -105,10 +122,12 @@ func Start(t testing.TB, o Options) *Cluster {
 	if os.Getenv("TIDEMARK_TEST_LOGS") != "" {
 		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	if o.SecureEtcd {
+		c.secureEtcd(o)
+	}
 	c.tls = tlsconf.Plain()
 	nodeTLS := func(string) tlsconf.Options { return tlsconf.Plain() }
 	if o.Secure {
-		c.PKIDir = t.TempDir()
 		leaves := []pki.Leaf{{Name: "admin"}}
 		for id := int32(1); id <= int32(o.Controllers); id++ {
 			leaves = append(leaves, pki.Leaf{Name: ControllerName(id)})
@@ -128,7 +147,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg.ID = id
 		cfg.TLS = nodeTLS(ControllerName(id))
 		cfg.Listen = freeAddr(t)
-		cfg.EtcdEndpoints = config.StringList{ep}
+		cfg.Etcd = c.EtcdAs(ControllerName(id), ep)
 		cfg.SessionTTL = time.Second
 		cfg.BrokerSessionGrace = 300 * time.Millisecond
 		cfg.LeaderImbalanceCheckInterval = time.Hour
@@ -136,7 +155,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		if o.PausableControllers {
 			br := c.Etcd.NewBridge(t)
 			c.ctrlEtcd[id] = br
-			cfg.EtcdEndpoints = config.StringList{br.Endpoint()}
+			cfg.Etcd.Endpoints = config.StringList{br.Endpoint()}
 			c.Net.Name(cfg.Listen, ControllerName(id))
 		}
 		if o.AdjustController != nil {
@@ -155,7 +174,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		// Each broker reaches etcd through its own bridge, so a test can
 		// cut one broker off from etcd.
 		c.etcdLinks[id] = c.Etcd.NewBridge(t)
-		cfg.EtcdEndpoints = config.StringList{c.etcdLinks[id].Endpoint()}
+		cfg.Etcd = c.EtcdAs(BrokerName(id), c.etcdLinks[id].Endpoint())
 		cfg.SessionTimeout = 2 * time.Second
 		cfg.Settings = maps.Clone(o.BrokerSettings)
 		cfg.Dialer = c.Net.Dialer(BrokerName(id))
@@ -522,4 +541,44 @@ func (c *Cluster) SameLogs(topic string, p int32, ids ...int32) []string {
 		return true
 	})
 	return want
+}
+
+// secureEtcd issues the certificates of o's nodes and admin, and sets up
+// etcd's users and roles as root, which turns auth on.
+func (c *Cluster) secureEtcd(o Options) {
+	c.T.Helper()
+	leaves := []pki.Leaf{{Name: etcdauth.RootUser}, {Name: "admin"}}
+	plan := etcdauth.Plan{Prefix: metastore.DefaultPrefix, Admins: []string{"admin"}}
+	for id := int32(1); id <= int32(o.Brokers); id++ {
+		leaves = append(leaves, pki.Leaf{Name: BrokerName(id)})
+		plan.Brokers = append(plan.Brokers, id)
+	}
+	for id := int32(1); id <= int32(o.Controllers); id++ {
+		leaves = append(leaves, pki.Leaf{Name: ControllerName(id)})
+		plan.Controllers = append(plan.Controllers, id)
+	}
+	if _, err := pki.Ensure(c.PKIDir, leaves...); err != nil {
+		c.T.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	root, err := c.EtcdAs(etcdauth.RootUser, c.Etcd.Endpoint()).Dial(ctx)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	defer root.Close()
+	if err := etcdauth.Setup(ctx, root, plan); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// EtcdAs is how name dials etcd at endpoint: with name's certificate in a
+// SecureEtcd cluster, plaintext otherwise.
+func (c *Cluster) EtcdAs(name, endpoint string) etcdconn.Options {
+	o := etcdconn.Defaults()
+	o.Endpoints = config.StringList{endpoint}
+	if c.etcdSecure {
+		o.CA, o.Cert, o.Key = pki.CAPath(c.PKIDir), pki.CertPath(c.PKIDir, name), pki.KeyPath(c.PKIDir, name)
+	}
+	return o
 }

@@ -3,13 +3,15 @@ package controller
 import (
 	"context"
 	"flag"
+	"math"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/platform/tlsconf"
@@ -25,14 +27,8 @@ type Config struct {
 	// Advertised is the address brokers and clients dial; empty means the
 	// bound listen address.
 	Advertised string
-	// EtcdEndpoints and EtcdPrefix locate the metadata store.
-	EtcdEndpoints config.StringList
-	EtcdPrefix    string
-	// EtcdUsername and EtcdPassword authenticate to etcd when set.
-	EtcdUsername, EtcdPassword string
-	// EtcdCA, EtcdCert and EtcdKey are PEM files for TLS to etcd: the CA
-	// alone for server verification, cert and key for client auth.
-	EtcdCA, EtcdCert, EtcdKey string
+	// Etcd locates the metadata store and says who the controller is to it.
+	Etcd etcdconn.Options
 
 	// SessionTTL is the lease of the <prefix>/controller key: how long a
 	// dead or partitioned controller keeps the role (whole seconds).
@@ -42,6 +38,9 @@ type Config struct {
 	BrokerSessionGrace time.Duration
 	// RequestTimeout bounds one control request to a broker and one etcd write.
 	RequestTimeout time.Duration
+	// RequestTimeoutMax is request.timeout.max.ms: the largest timeout_ms
+	// an admin request may ask the controller to wait.
+	RequestTimeoutMax time.Duration
 
 	// The controller's static broker-level settings (Kafka reads them from
 	// the controller broker's own config); dynamic broker configs in etcd
@@ -60,6 +59,9 @@ type Config struct {
 	// TLS secures the listener (mutual TLS) and the connections to
 	// brokers. Its zero value is refused: choose certificates or Plaintext.
 	TLS tlsconf.Options
+	// Limits bound streams per connection and connections per client
+	// address on the gRPC listener.
+	Limits grpcserver.Limits
 
 	// Authz is the ACL file and super users (--acl.file, --super.users).
 	Authz authz.Config
@@ -73,17 +75,18 @@ func DefaultConfig() Config {
 	return Config{
 		ID:                           1,
 		Listen:                       "127.0.0.1:9190",
-		EtcdEndpoints:                config.StringList{"127.0.0.1:2379"},
-		EtcdPrefix:                   "/tidemark",
+		Etcd:                         etcdconn.Defaults(),
 		SessionTTL:                   3 * time.Second,
 		BrokerSessionGrace:           500 * time.Millisecond,
 		RequestTimeout:               5 * time.Second,
+		RequestTimeoutMax:            5 * time.Minute,
 		AutoLeaderRebalance:          true,
 		LeaderImbalancePercentage:    10,
 		LeaderImbalanceCheckInterval: 300 * time.Second,
 		DefaultReplicationFactor:     1,
 		NumPartitions:                1,
 		Authz:                        authz.DefaultConfig(),
+		Limits:                       grpcserver.DefaultLimits(),
 		Log:                          logging.DefaultOptions(),
 	}
 }
@@ -95,16 +98,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC listen address (host:port)")
 	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address brokers and clients dial; empty uses the listen address")
-	fs.Var(&c.EtcdEndpoints, "etcd.endpoints", "comma-separated etcd endpoints (default 127.0.0.1:2379)")
-	fs.StringVar(&c.EtcdPrefix, "etcd.prefix", c.EtcdPrefix, "key prefix of tidemark's metadata in etcd")
-	fs.StringVar(&c.EtcdUsername, "etcd.username", c.EtcdUsername, "etcd user name; empty for no authentication")
-	fs.StringVar(&c.EtcdPassword, "etcd.password", c.EtcdPassword, "etcd password")
-	fs.StringVar(&c.EtcdCA, "etcd.tls.ca", c.EtcdCA, "PEM CA file to verify etcd's certificate; enables TLS")
-	fs.StringVar(&c.EtcdCert, "etcd.tls.cert", c.EtcdCert, "PEM client certificate for etcd; needs --etcd.tls.key")
-	fs.StringVar(&c.EtcdKey, "etcd.tls.key", c.EtcdKey, "PEM client key for etcd")
+	c.Etcd.AddFlags(fs)
 	durationMs(fs, &c.SessionTTL, "controller.session.ttl.ms", "lease of the active controller's key: a dead controller is replaced after this (ms, whole seconds)")
 	durationMs(fs, &c.BrokerSessionGrace, "broker.session.grace.ms", "time a broker whose session stream broke has to reconnect or answer a health check before it is declared dead (ms); 0 waits for its lease")
 	durationMs(fs, &c.RequestTimeout, "controller.request.timeout.ms", "timeout of one control request to a broker and of one etcd write (ms)")
+	durationMs(fs, &c.RequestTimeoutMax, "request.timeout.max.ms", "largest timeout_ms an admin request may ask for (ms)")
 	fs.BoolVar(&c.AutoLeaderRebalance, "auto.leader.rebalance.enable", c.AutoLeaderRebalance, "move leadership back to preferred replicas when brokers are imbalanced")
 	fs.Func("leader.imbalance.per.broker.percentage", "imbalance above which a broker's preferred partitions are rebalanced (default 10)", func(s string) error {
 		return config.ParseInt32(s, &c.LeaderImbalancePercentage)
@@ -122,6 +120,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	c.TLS.AddFlags(fs)
 	c.Authz.AddFlags(fs)
+	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -151,33 +150,17 @@ func (c Config) Validate() error {
 			return config.Invalid("advertised.address", c.Advertised, "must be host:port")
 		}
 	}
-	if len(c.EtcdEndpoints) == 0 {
-		return config.Invalid("etcd.endpoints", "", "at least one endpoint is needed")
-	}
-	if c.EtcdPrefix == "" || c.EtcdPrefix[0] != '/' {
-		return config.Invalid("etcd.prefix", c.EtcdPrefix, "must start with /")
-	}
-	if c.EtcdPassword != "" && c.EtcdUsername == "" {
-		return config.Invalid("etcd.username", "", "is needed with --etcd.password")
-	}
-	if (c.EtcdCert == "") != (c.EtcdKey == "") {
-		return config.Invalid("etcd.tls.cert", c.EtcdCert, "--etcd.tls.cert and --etcd.tls.key go together")
-	}
-	for _, f := range []struct{ flag, path string }{
-		{"etcd.tls.ca", c.EtcdCA}, {"etcd.tls.cert", c.EtcdCert}, {"etcd.tls.key", c.EtcdKey},
-	} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			return config.Invalid(f.flag, f.path, "cannot read: %v", err)
-		}
+	if err := c.Etcd.Validate(); err != nil {
+		return err
 	}
 	if c.SessionTTL < time.Second {
 		return config.Invalid("controller.session.ttl.ms", c.SessionTTL.Milliseconds(), "must be >= 1000 (etcd leases are whole seconds)")
 	}
 	if c.BrokerSessionGrace < 0 || c.BrokerSessionGrace > time.Minute {
 		return config.Invalid("broker.session.grace.ms", c.BrokerSessionGrace.Milliseconds(), "must be 0..60000")
+	}
+	if c.RequestTimeoutMax < time.Millisecond || c.RequestTimeoutMax > math.MaxInt32*time.Millisecond {
+		return config.Invalid("request.timeout.max.ms", c.RequestTimeoutMax.Milliseconds(), "must be in [1, 2147483647]")
 	}
 	if c.RequestTimeout < 100*time.Millisecond {
 		return config.Invalid("controller.request.timeout.ms", c.RequestTimeout.Milliseconds(), "must be >= 100")
@@ -199,6 +182,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Authz.Validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.Validate(); err != nil {
 		return err
 	}
 	return c.Log.Validate()

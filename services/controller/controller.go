@@ -71,12 +71,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	cli, err := cfg.etcdClient()
+	cli, err := cfg.Etcd.Connect(ctx)
 	if err != nil {
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.EtcdPrefix, Logger: log})
+	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.Etcd.Prefix, Logger: log})
 	if err != nil {
 		_ = cli.Close()
 		_ = tel.Close(ctx)
@@ -104,8 +104,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds})
-	adminv1.RegisterAdminServiceServer(c.srv, grpcapi.NewAdmin(c.office))
+	c.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
+		Limits: cfg.Limits, Registerer: tel.Registry})
+	admin := grpcapi.NewAdmin(c.office)
+	admin.TimeoutMaxMs = int32(cfg.RequestTimeoutMax.Milliseconds())
+	adminv1.RegisterAdminServiceServer(c.srv, admin)
 	controlv1.RegisterControllerServiceServer(c.srv, grpcapi.NewControl(c.office))
 	if err := authz.Covers(c.srv.GetServiceInfo()); err != nil {
 		_ = lis.Close()

@@ -117,7 +117,7 @@ func (c *cluster) startController(id int32, mods ...func(*Config)) *testControll
 	cfg.TLS = tlsconf.Plain()
 	cfg.ID = id
 	cfg.Listen = "127.0.0.1:0"
-	cfg.EtcdEndpoints = []string{br.Endpoint()}
+	cfg.Etcd.Endpoints = []string{br.Endpoint()}
 	cfg.SessionTTL = ctrlTTL
 	cfg.BrokerSessionGrace = 600 * time.Millisecond
 	cfg.RequestTimeout = 2 * time.Second

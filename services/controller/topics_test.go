@@ -38,6 +38,10 @@ func TestCreateTopicValidation(t *testing.T) {
 		{spec("cfg1", 1, 1, map[string]string{"min.insync.replicas": "0"}), kerr.InvalidConfig, "min.insync.replicas"},
 		{spec("cfg2", 1, 1, map[string]string{"no.such.key": "1"}), kerr.InvalidConfig, "no.such.key"},
 		{spec("cfg3", 1, 1, map[string]string{"log.retention.ms": "1"}), kerr.InvalidConfig, "retention.ms"},
+		{spec("cfg4", 1, 1, map[string]string{"segment.ms": "0"}), kerr.InvalidConfig, "segment.ms: value 0 is out of range [1, ...]"},
+		{spec("cfg5", 1, 1, map[string]string{"segment.bytes": "100"}), kerr.InvalidConfig, "segment.bytes: value 100 is out of range [1024, ...]"},
+		{spec("cfg6", 1, 1, map[string]string{"index.interval.bytes": "-1"}), kerr.InvalidConfig, "index.interval.bytes: value -1 is out of range [0, ...]"},
+		{spec("cfg7", 1, 1, map[string]string{"message.timestamp.after.max.ms": "-5"}), kerr.InvalidConfig, "message.timestamp.after.max.ms: value -5 is out of range [0, ...]"},
 		{&adminv1.TopicSpec{Name: "asg", Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: []int32{1, 9}}}},
 			kerr.InvalidReplicaAssignment, "9"},
 		{spec("dup", 1, 1, nil), kerr.InvalidRequest, "more than once"},
@@ -66,6 +70,13 @@ func TestCreateTopicValidation(t *testing.T) {
 	if r := resp.GetResults()[0]; r.GetErrorCode() != 0 || r.GetNumPartitions() != 4 || r.GetReplicationFactor() != 3 ||
 		len(r.GetAssignments()) != 4 || r.GetConfigs()["min.insync.replicas"] != "2" || r.GetConfigs()["retention.ms"] == "" {
 		t.Fatalf("validate_only = %v", r)
+	}
+	// timeout_ms is bounded before anything is done.
+	for ms, says := range map[int32]string{-1: "must not be negative, got -1", 300_001: "300001 is above request.timeout.max.ms 300000"} {
+		_, err = c.admin(c1).CreateTopics(ctx(t), &adminv1.CreateTopicsRequest{TimeoutMs: ms, Topics: []*adminv1.TopicSpec{spec("late", 1, 1, nil)}})
+		if e := kerr.FromStatus(err); e == nil || e.Code != kerr.InvalidRequest || e.Field != "timeout_ms" || !strings.Contains(e.Message, says) {
+			t.Fatalf("timeout_ms %d: %v, want INVALID_REQUEST on timeout_ms saying %q", ms, err, says)
+		}
 	}
 	topics, _, err := c.store.Topics(ctx(t))
 	if err != nil || len(topics) != 1 {
@@ -179,6 +190,21 @@ func TestTopicsConfigsAndWatch(t *testing.T) {
 		r, err := admin.AlterConfigs(ctx(t), bad)
 		if err != nil || r.GetResults()[0].GetErrorCode() == 0 {
 			t.Fatalf("bad alter accepted: %v, %v", r, err)
+		}
+	}
+	// Limits and quotas are bounded like every other key, naming key, value and bound.
+	for _, tc := range []struct{ key, value, says string }{
+		{"fetch.max.bytes", "10", "fetch.max.bytes: value 10 is out of range [1024, ...]"},
+		{"quota.producer.overrides", "alice", `quota.producer.overrides: "alice" is not principal:bytesPerSecond`},
+		{"quota.window.num", "5", "quota.window.num: cannot be changed at runtime"},
+	} {
+		r, err := admin.AlterConfigs(ctx(t), setConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", tc.key, tc.value))
+		if err != nil || len(r.GetResults()) != 1 {
+			t.Fatalf("alter %s: %v, %v", tc.key, r, err)
+		}
+		wantCode(t, r.GetResults()[0].GetErrorCode(), kerr.InvalidConfig, tc.says)
+		if msg := r.GetResults()[0].GetErrorMessage(); !strings.Contains(msg, tc.says) {
+			t.Fatalf("alter %s=%s: message %q does not say %q", tc.key, tc.value, msg, tc.says)
 		}
 	}
 	dc, err := admin.DescribeConfigs(ctx(t), &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{

@@ -65,3 +65,23 @@ func ValidPrefix(buf []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// ClaimedRecords sums the record counts the batch headers in buf claim,
+// reading headers only (no record is looked at), so a request's size can be
+// judged before any work proportional to it. It stops at the first batch
+// whose header is not wholly present; validation reports that one later.
+func ClaimedRecords(buf []byte) int64 {
+	var n int64
+	for len(buf) >= HeaderSize {
+		size, _ := PeekSize(buf)
+		if size < HeaderSize {
+			break
+		}
+		n += int64(Batch(buf).RecordCount())
+		if size > int64(len(buf)) {
+			break
+		}
+		buf = buf[size:]
+	}
+	return n
+}

@@ -172,3 +172,24 @@ var (
 	errBadHeaders = errors.New("bad header count")
 	errTrailing   = errors.New("trailing bytes")
 )
+
+// MinTimestamp is the smallest record timestamp of a validated batch (the
+// header keeps only the first and the largest), walking the record headers
+// without decoding keys or values.
+func (b Batch) MinTimestamp() int64 {
+	first := b.FirstTimestamp()
+	lo := first
+	p := []byte(b[HeaderSize:])
+	for range b.RecordCount() {
+		length, k := varint(p)
+		if k <= 0 || length < 1 || length > int64(len(p)-k) {
+			break
+		}
+		body := p[k+1 : k+int(length)] // after the attributes byte
+		p = p[k+int(length):]
+		if d, n := varint(body); n > 0 {
+			lo = min(lo, first+d)
+		}
+	}
+	return lo
+}

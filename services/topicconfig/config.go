@@ -22,6 +22,11 @@ type TopicConfig struct {
 	FlushMessages               int64
 	FlushMs                     int64
 	IndexIntervalBytes          int32
+	// MessageTimestampBeforeMaxMs and MessageTimestampAfterMaxMs bound how
+	// far a CreateTime record's timestamp may lie behind or ahead of the
+	// leader's clock (KIP-937).
+	MessageTimestampBeforeMaxMs int64
+	MessageTimestampAfterMaxMs  int64
 }
 
 // BrokerConfig is the effective broker-level configuration.
@@ -44,4 +49,18 @@ type BrokerConfig struct {
 	NumPartitions                       int32
 	LogFlushFsyncEveryAppend            bool
 	LogRetentionCheckIntervalMs         int64
+
+	// Limits on what one client may ask of the broker.
+	FetchMaxBytes               int32
+	ProduceMaxRecordsPerRequest int32
+	RequestTimeoutMaxMs         int32
+
+	// Byte-rate quotas (bytes/s) per principal: the defaults, and
+	// overrides as "principal:rate,..." (see ParseRateOverrides).
+	QuotaProducerDefault   int64
+	QuotaConsumerDefault   int64
+	QuotaProducerOverrides string
+	QuotaConsumerOverrides string
+	QuotaWindowNum         int32
+	QuotaWindowSizeSeconds int32
 }

@@ -89,6 +89,9 @@ type Def struct {
 	Min, Max int64
 	// Valid, when set, lists the allowed TypeString values or TypeList elements.
 	Valid []string
+	// Check, when set, checks a TypeString value's form (a list of
+	// principal:rate pairs, say) and says what is wrong.
+	Check func(string) error
 	// Dynamic is set when the broker-level key may change at runtime
 	// (ScopeBrokerDynamic). Topic-level overrides may always change.
 	Dynamic bool
@@ -132,6 +135,11 @@ func (d Def) parse(raw string) (value, error) {
 	case TypeString:
 		if err := d.checkValid(s); err != nil {
 			return value{}, err
+		}
+		if d.Check != nil {
+			if err := d.Check(s); err != nil {
+				return value{}, err
+			}
 		}
 		return value{s: s}, nil
 	case TypeList:

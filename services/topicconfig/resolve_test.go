@@ -20,6 +20,8 @@ func TestDefaultTopic(t *testing.T) {
 		FlushMessages:               math.MaxInt64,
 		FlushMs:                     math.MaxInt64,
 		IndexIntervalBytes:          4096,
+		MessageTimestampBeforeMaxMs: math.MaxInt64,
+		MessageTimestampAfterMaxMs:  math.MaxInt64,
 	}
 	if got := DefaultTopic(); got != want {
 		t.Fatalf("DefaultTopic() = %+v\nwant %+v", got, want)
@@ -44,6 +46,13 @@ func TestDefaultBroker(t *testing.T) {
 		NumPartitions:                       1,
 		LogFlushFsyncEveryAppend:            false,
 		LogRetentionCheckIntervalMs:         300000,
+		FetchMaxBytes:                       57671680,
+		ProduceMaxRecordsPerRequest:         100000,
+		RequestTimeoutMaxMs:                 300000,
+		QuotaProducerDefault:                math.MaxInt64,
+		QuotaConsumerDefault:                math.MaxInt64,
+		QuotaWindowNum:                      11,
+		QuotaWindowSizeSeconds:              1,
 	}
 	if got := DefaultBroker(); got != want {
 		t.Fatalf("DefaultBroker() = %+v\nwant %+v", got, want)

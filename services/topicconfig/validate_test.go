@@ -59,6 +59,23 @@ func TestValidate(t *testing.T) {
 		{ScopeBrokerDynamic, "num.replica.fetchers", "0", "out of range"},
 		{ScopeBrokerDynamic, "replica.fetch.max.bytes", "1", "cannot be changed at runtime"},
 		{ScopeBrokerDynamic, "auto.leader.rebalance.enable", "false", "cannot be changed at runtime"},
+		{ScopeTopic, "index.interval.bytes", "-1", "value -1 is out of range [0, ...]"},
+		{ScopeTopic, "segment.ms", "-5", "value -5 is out of range [1, ...]"},
+		{ScopeTopic, "message.timestamp.before.max.ms", "3600000", ""},
+		{ScopeTopic, "message.timestamp.after.max.ms", "-1", "value -1 is out of range [0, ...]"},
+		{ScopeBroker, "log.message.timestamp.after.max.ms", "3600000", ""},
+		{ScopeBroker, "fetch.max.bytes", "1023", "value 1023 is out of range [1024, ...]"},
+		{ScopeBrokerDynamic, "fetch.max.bytes", "1048576", ""},
+		{ScopeBroker, "produce.max.records.per.request", "0", "value 0 is out of range [1, ...]"},
+		{ScopeBroker, "request.timeout.max.ms", "0", "value 0 is out of range [1, ...]"},
+		{ScopeBrokerDynamic, "quota.producer.default", "1048576", ""},
+		{ScopeBroker, "quota.consumer.default", "0", "value 0 is out of range [1, ...]"},
+		{ScopeBrokerDynamic, "quota.producer.overrides", "alice:1024, ANONYMOUS:1", ""},
+		{ScopeBroker, "quota.producer.overrides", "alice", `"alice" is not principal:bytesPerSecond`},
+		{ScopeBroker, "quota.consumer.overrides", "alice:0", `rate "0" of alice is not a whole number of bytes per second >= 1`},
+		{ScopeBroker, "quota.consumer.overrides", "bob:1,bob:2", "principal bob is listed twice"},
+		{ScopeBroker, "quota.window.num", "1", "value 1 is out of range [2, ...]"},
+		{ScopeBrokerDynamic, "quota.window.size.seconds", "2", "cannot be changed at runtime"},
 	}
 	for _, tt := range tests {
 		err := Validate(tt.scope, tt.key, tt.value)

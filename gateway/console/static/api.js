@@ -23,6 +23,21 @@ export async function post(path, body) {
   return { ok: res.ok, status: res.status, data };
 }
 
+// signedIn asks the server whether this page may read the cluster: false
+// when it answers 401 (authentication on, no session yet or an expired one).
+export async function signedIn() {
+  try {
+    const res = await fetch("/console/api/config", { credentials: "same-origin", headers: { Accept: "application/json" } });
+    return res.status !== 401;
+  } catch {
+    return true; // the server is down: the stream says so
+  }
+}
+
+// login opens a session with a REST token (POST /v1/login); the server
+// answers with an HttpOnly cookie, which EventSource sends.
+export const login = (token) => post("/v1/login", { token });
+
 export const actions = {
   node: (broker, action) => post(`/console/api/brokers/${encodeURIComponent(broker)}/${encodeURIComponent(action)}`, {}),
   produce: (topic, partition, count, acks) => post("/console/api/produce", { topic, partition, count, acks }),

@@ -3,7 +3,7 @@
 // timeline; with actions enabled, its buttons call /console/api/*.
 
 import { h, fill, keyed, fmtTime, fmtLag, setList } from "./dom.js";
-import { actions } from "./api.js";
+import { actions, login, signedIn } from "./api.js";
 import { scaleFor, replicaBar, axis } from "./bars.js";
 
 const MAX_EVENTS = 600;
@@ -34,9 +34,15 @@ function connect() {
     state.everOpen = true;
     schedule();
   });
-  es.addEventListener("error", () => {
+  es.addEventListener("error", async () => {
     state.streamOpen = false;
     schedule();
+    // EventSource gives up for good on a 401 (the session expired): ask
+    // for a token, then reconnect.
+    if (es.readyState === EventSource.CLOSED && !(await signedIn())) {
+      es.close();
+      showLogin("The session ended. Log in again.");
+    }
   });
   es.addEventListener("hello", (e) => {
     const f = JSON.parse(e.data);
@@ -551,6 +557,7 @@ function timelineItem(ev) {
 // ---------------------------------------------------------------- outcomes
 
 function outcome(what, res, describe) {
+  afterAction(res);
   const list = $("outcomes");
   $("outcomes-section").hidden = false;
   const ok = res.ok;
@@ -568,6 +575,36 @@ function outcome(what, res, describe) {
   while (list.children.length > MAX_OUTCOMES) list.lastElementChild.remove();
 }
 
+// ---------------------------------------------------------------- login
+
+// showLogin asks for a REST token when the gateway requires authentication
+// (a client certificate, when the browser has one, needs no login).
+function showLogin(message) {
+  const form = $("login");
+  $("login-message").textContent = message || "";
+  form.hidden = false;
+  $("login-token").focus();
+}
+
+$("login").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const input = $("login-token");
+  const res = await login(input.value);
+  if (!res.ok) {
+    $("login-message").textContent = `${res.data.name || `HTTP ${res.status}`}: ${res.data.message || "login refused"}`;
+    return;
+  }
+  input.value = "";
+  $("login").hidden = true;
+  connect();
+});
+
+// afterAction shows the login form when an action was refused for want of
+// authentication.
+function afterAction(res) {
+  if (res.status === 401) showLogin("Log in to act on the cluster.");
+}
+
 // ---------------------------------------------------------------- start
 
 $("show-hw").addEventListener("change", () => {
@@ -579,5 +616,5 @@ $("clear-outcomes").addEventListener("click", () => {
   $("outcomes-section").hidden = true;
 });
 setInterval(renderConnection, 1000);
-connect();
 render();
+signedIn().then((ok) => (ok ? connect() : showLogin("This gateway requires authentication.")));

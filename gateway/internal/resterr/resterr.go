@@ -7,6 +7,7 @@ package resterr
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"tidemark.io/services/platform/kerr"
@@ -97,4 +98,16 @@ func CheckShape(raw []byte) error {
 		return fmt.Errorf("error body %s: retriable %v, the table says %v", raw, b.Retriable, !b.Retriable)
 	}
 	return nil
+}
+
+// Write answers e as a Body at status (503s with Retry-After).
+func Write(w http.ResponseWriter, status int, e *kerr.Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Of(e)) // fails only when the caller is gone
 }

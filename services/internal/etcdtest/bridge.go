@@ -16,6 +16,7 @@ import (
 // etcd; DropConnections cuts every connection so clients must redial.
 type Bridge struct {
 	ln     net.Listener
+	scheme string // the server's: http or https
 	target string
 
 	mu     sync.Mutex
@@ -52,7 +53,7 @@ func (s *Server) NewBridge(tb testing.TB) *Bridge {
 	if err != nil {
 		tb.Fatalf("etcdtest: bridge listen: %v", err)
 	}
-	b := &Bridge{ln: ln, target: u.Host, links: map[*link]struct{}{}, closed: make(chan struct{})}
+	b := &Bridge{ln: ln, scheme: u.Scheme, target: u.Host, links: map[*link]struct{}{}, closed: make(chan struct{})}
 	b.wg.Add(1)
 	go b.accept()
 	tb.Cleanup(b.Close)
@@ -60,7 +61,7 @@ func (s *Server) NewBridge(tb testing.TB) *Bridge {
 }
 
 // Endpoint is the client URL that goes through the bridge.
-func (b *Bridge) Endpoint() string { return "http://" + b.ln.Addr().String() }
+func (b *Bridge) Endpoint() string { return b.scheme + "://" + b.ln.Addr().String() }
 
 // Client returns a client connected through the bridge, closed when the test ends.
 func (b *Bridge) Client(tb testing.TB) *clientv3.Client {

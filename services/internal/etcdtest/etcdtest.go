@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/platform/pki"
 )
 
 // Test timings: with a 100 ms election timeout etcd's minimum lease TTL is
@@ -99,4 +100,22 @@ func NewClient(tb testing.TB, endpoint string) *clientv3.Client {
 	}
 	tb.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// WithClientTLS serves clients over TLS only, with the server certificate
+// "etcd" from the pki directory dir (created there if missing) and, with
+// clientCertAuth, client certificates required and their Common Name taken
+// as the etcd user. Endpoint is then https://.
+func WithClientTLS(tb testing.TB, dir string, clientCertAuth bool) Option {
+	tb.Helper()
+	if _, err := pki.Ensure(dir, pki.Leaf{Name: "etcd"}); err != nil {
+		tb.Fatalf("etcdtest: %v", err)
+	}
+	return func(c *embedded.Config) {
+		c.ClientURL = "https://127.0.0.1:0"
+		c.ClientTLS = &embedded.TLS{
+			CA: pki.CAPath(dir), Cert: pki.CertPath(dir, "etcd"), Key: pki.KeyPath(dir, "etcd"),
+			ClientCertAuth: clientCertAuth,
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -50,6 +51,22 @@ type Config struct {
 	StartTimeout time.Duration
 	// Logger receives etcd's own logs; nil discards them.
 	Logger *slog.Logger
+	// ClientTLS, when set, serves clients over TLS only: ClientURL must
+	// then be https://.
+	ClientTLS *TLS
+}
+
+// TLS are the PEM files of etcd's client listener.
+type TLS struct {
+	// Cert and Key are the server's certificate (its host names must
+	// include the address clients dial) and key.
+	Cert, Key string
+	// CA verifies client certificates.
+	CA string
+	// ClientCertAuth requires a client certificate signed by CA; with
+	// auth enabled, its Common Name is the etcd user (etcd's
+	// --client-cert-auth).
+	ClientCertAuth bool
 }
 
 // Server is a running embedded etcd member.
@@ -89,9 +106,13 @@ func Start(cfg Config) (*Server, error) {
 		e.Close()
 		return nil, errors.New("embedded etcd: no client or peer listener")
 	}
+	scheme := "http://"
+	if cfg.ClientTLS != nil {
+		scheme = "https://"
+	}
 	return &Server{
 		etcd:      e,
-		clientURL: "http://" + e.Clients[0].Addr().String(),
+		clientURL: scheme + e.Clients[0].Addr().String(),
 		peerURL:   "http://" + e.Peers[0].Listener.Addr().String(),
 	}, nil
 }
@@ -119,11 +140,15 @@ func (cfg Config) embedConfig() (*embed.Config, error) {
 	if name == "" {
 		name = DefaultName
 	}
-	curl, err := parseURL("ClientURL", cfg.ClientURL, DefaultClientURL)
+	clientScheme := "http"
+	if cfg.ClientTLS != nil {
+		clientScheme = "https"
+	}
+	curl, err := parseURL("ClientURL", cfg.ClientURL, DefaultClientURL, clientScheme)
 	if err != nil {
 		return nil, err
 	}
-	purl, err := parseURL("PeerURL", cfg.PeerURL, DefaultPeerURL)
+	purl, err := parseURL("PeerURL", cfg.PeerURL, DefaultPeerURL, "http")
 	if err != nil {
 		return nil, err
 	}
@@ -152,12 +177,18 @@ func (cfg Config) embedConfig() (*embed.Config, error) {
 		ec.MaxTxnOps = cfg.MaxTxnOps
 	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if t := cfg.ClientTLS; t != nil {
+		if t.Cert == "" || t.Key == "" || (t.ClientCertAuth && t.CA == "") {
+			return nil, errors.New("embedded etcd: ClientTLS needs Cert and Key, and CA with ClientCertAuth")
+		}
+		ec.ClientTLSInfo = transport.TLSInfo{CertFile: t.Cert, KeyFile: t.Key, TrustedCAFile: t.CA, ClientCertAuth: t.ClientCertAuth}
+	}
 	ec.Logger = "zap"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapToSlog(cfg.Logger))
 	return ec, nil
 }
 
-func parseURL(field, raw, def string) (*url.URL, error) {
+func parseURL(field, raw, def, scheme string) (*url.URL, error) {
 	if raw == "" {
 		raw = def
 	}
@@ -165,8 +196,11 @@ func parseURL(field, raw, def string) (*url.URL, error) {
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("embedded etcd: Config.%s %q is not a URL like %s", field, raw, def)
 	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("embedded etcd: Config.%s %q: only http is supported", field, raw)
+	if raw == def {
+		u.Scheme = scheme
+	}
+	if u.Scheme != scheme {
+		return nil, fmt.Errorf("embedded etcd: Config.%s %q: must be %s://", field, raw, scheme)
 	}
 	return u, nil
 }

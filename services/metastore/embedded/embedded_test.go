@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,14 +52,28 @@ func TestStartServesOnFreePorts(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	for name, cfg := range map[string]Config{
-		"no dir":        {},
-		"bad url":       {Dir: "x", ClientURL: "::"},
-		"https":         {Dir: "x", ClientURL: "https://127.0.0.1:0"},
-		"short timeout": {Dir: "x", HeartbeatInterval: 100 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond},
+	tlsFiles := &TLS{CA: "ca.pem", Cert: "etcd.pem", Key: "etcd-key.pem", ClientCertAuth: true}
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"no dir":             {Config{}, "Config.Dir is required"},
+		"bad url":            {Config{Dir: "x", ClientURL: "::"}, "is not a URL"},
+		"https without TLS":  {Config{Dir: "x", ClientURL: "https://127.0.0.1:0"}, "must be http://"},
+		"http with TLS":      {Config{Dir: "x", ClientURL: "http://127.0.0.1:0", ClientTLS: tlsFiles}, "must be https://"},
+		"TLS without key":    {Config{Dir: "x", ClientURL: "https://127.0.0.1:0", ClientTLS: &TLS{Cert: "etcd.pem"}}, "ClientTLS needs Cert and Key"},
+		"client auth, no CA": {Config{Dir: "x", ClientURL: "https://127.0.0.1:0", ClientTLS: &TLS{Cert: "c", Key: "k", ClientCertAuth: true}}, "CA with ClientCertAuth"},
+		"short timeout":      {Config{Dir: "x", HeartbeatInterval: 100 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond}, "at least 5"},
 	} {
-		if _, err := cfg.embedConfig(); err == nil {
-			t.Errorf("%s: accepted", name)
+		if _, err := tc.cfg.embedConfig(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", name, err, tc.want)
 		}
+	}
+	ec, err := Config{Dir: "x", ClientTLS: tlsFiles}.embedConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ec.ListenClientUrls[0].String(); got != "https://127.0.0.1:2379" || !ec.ClientTLSInfo.ClientCertAuth || ec.ClientTLSInfo.TrustedCAFile != "ca.pem" {
+		t.Fatalf("default TLS config: %s, %+v", got, ec.ClientTLSInfo)
 	}
 }

@@ -97,3 +97,6 @@ func (l *StringList) Set(v string) error {
 	*l = out
 	return nil
 }
+
+// Type names the value in pflag's help (the CLI registers Go flags there).
+func (l *StringList) Type() string { return "strings" }

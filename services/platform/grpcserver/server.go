@@ -1,6 +1,7 @@
 // Package grpcserver is the one constructor for every tidemark gRPC server:
 // health, reflection, the OpenTelemetry stats handler, panic recovery,
-// Kafka-style error mapping, authorization, logging and message size limits, and an ordered
+// Kafka-style error mapping, authorization, logging, message size, stream and
+// connection limits, a look at request bytes before decoding (Admit), and an ordered
 // graceful stop with a deadline.
 package grpcserver
 
@@ -12,6 +13,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -55,14 +57,23 @@ type Options struct {
 	// Authorizer, the server authorizes with the defaults (super user
 	// User:admin, no ACLs): TLS never runs without authorization.
 	Authorizer *authz.Authorizer
+	// Limits bound streams per connection and connections per address; the
+	// zero value means DefaultLimits.
+	Limits Limits
+	// Admit, when set, sees every request's bytes before they are decoded.
+	Admit Admit
+	// Registerer, when set, gets tidemark_connections_refused_total.
+	Registerer prometheus.Registerer
 }
 
 // Server wraps a *grpc.Server with its health service.
 type Server struct {
 	*grpc.Server
-	health *health.Server
-	log    *slog.Logger
-	authz  *authz.Authorizer
+	health  *health.Server
+	log     *slog.Logger
+	authz   *authz.Authorizer
+	limits  Limits
+	refused *prometheus.CounterVec
 }
 
 // New builds a server with health and reflection registered. Register the
@@ -71,6 +82,9 @@ func New(o Options) *Server {
 	log := logging.OrDiscard(o.Logger)
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.Limits == (Limits{}) {
+		o.Limits = DefaultLimits()
 	}
 	if o.Credentials != nil && o.Authorizer == nil {
 		// No ACL file: cannot fail.
@@ -81,15 +95,26 @@ func New(o Options) *Server {
 	}
 	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}
 	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
+	var opts []grpc.ServerOption
+	if o.Admit != nil {
+		// Right after error mapping, before authorization and any other
+		// interceptor: a parked refusal must be collected for every decoded
+		// request, whatever a later interceptor decides.
+		ac := newAdmitCodec(o.Admit)
+		opts = append(opts, grpc.ForceServerCodecV2(ac))
+		unary, stream = append(unary, ac.unary()), append(stream, ac.stream())
+	}
 	if o.Authorizer != nil {
 		unary = append(unary, o.Authorizer.Unary())
 		stream = append(stream, o.Authorizer.Stream())
 	}
 	unary = append(unary, o.Unary...)
 	stream = append(stream, o.Stream...)
-	var opts []grpc.ServerOption
 	if o.Credentials != nil {
 		opts = append(opts, grpc.Creds(o.Credentials))
+	}
+	if o.Limits.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(o.Limits.MaxConcurrentStreams))
 	}
 	if o.TracerProvider != nil {
 		handlerOpts := []otelgrpc.Option{otelgrpc.WithTracerProvider(o.TracerProvider)}
@@ -110,7 +135,15 @@ func New(o Options) *Server {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{Server: gs, health: hs, log: log, authz: o.Authorizer}
+	srv := &Server{Server: gs, health: hs, log: log, authz: o.Authorizer, limits: o.Limits}
+	if o.Registerer != nil {
+		srv.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_connections_refused_total",
+			Help: "Client connections closed at accept because a limit was reached, by limit.",
+		}, []string{"limit"})
+		o.Registerer.MustRegister(srv.refused)
+	}
+	return srv
 }
 
 // SetServing marks a service (or "" for the whole server) serving or not.
@@ -131,6 +164,7 @@ func (s *Server) MarkAllServing() {
 }
 
 // Serve serves on lis until Stop. A listener closed by Stop is not an error.
+// Connections over max.connections.per.ip are closed as they are accepted.
 func (s *Server) Serve(lis net.Listener) error {
 	if s.authz != nil {
 		if err := authz.Covers(s.GetServiceInfo()); err != nil {
@@ -138,7 +172,7 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 	}
-	err := s.Server.Serve(lis)
+	err := s.Server.Serve(limitListener(lis, s.limits, s.log, s.refused))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

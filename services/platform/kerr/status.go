@@ -107,6 +107,10 @@ func FromStatus(err error) *Error {
 		return &Error{Code: UnknownTopicOrPartition, Message: st.Message()}
 	case codes.ResourceExhausted:
 		return &Error{Code: MessageTooLarge, Message: st.Message()}
+	case codes.PermissionDenied:
+		return &Error{Code: ClusterAuthorizationFailed, Message: st.Message()}
+	case codes.Unauthenticated:
+		return &Error{Code: SaslAuthenticationFailed, Message: st.Message()}
 	}
 	return &Error{Code: UnknownServerError, Message: st.Message()}
 }

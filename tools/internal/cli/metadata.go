@@ -7,8 +7,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"tidemark.io/services/metastore"
 )
@@ -19,26 +17,22 @@ func newMetadataCmd(g *globals) *cobra.Command {
 		Short: "Read the cluster metadata kept in etcd",
 	}
 	var (
-		endpoints []string
-		prefix    string
-		asJSON    bool
+		etcd   etcdFlags
+		asJSON bool
 	)
 	dump := &cobra.Command{
-		Use:   "dump [--etcd-endpoints host:port,...] [--etcd-prefix /tidemark] [--json]",
+		Use:   "dump [--etcd-endpoints host:port,...] [--etcd-prefix /tidemark] [--etcd-tls-ca ... --etcd-tls-cert ... --etcd-tls-key ...] [--json]",
 		Short: "Print every etcd key under the prefix, decoded: controller, controller_epoch, brokers, topics, partition states, configs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := g.opContext(cmd.Context())
 			defer cancel()
-			if err := reach(ctx, "etcd endpoint", "--etcd-endpoints", endpoints); err != nil {
+			cli, err := dialEtcd(ctx, etcd.options())
+			if err != nil {
 				return err
 			}
-			cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: reachTimeout, Logger: zap.NewNop(), Context: ctx})
-			if err != nil {
-				return fmt.Errorf("--etcd-endpoints %v: %w", endpoints, err)
-			}
 			defer cli.Close()
-			store, err := metastore.New(cli, metastore.Options{Prefix: prefix})
+			store, err := metastore.New(cli, metastore.Options{Prefix: etcd.Prefix})
 			if err != nil {
 				return usagef("--etcd-prefix: %v", err)
 			}
@@ -56,10 +50,8 @@ func newMetadataCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := dump.Flags()
-	f.StringSliceVar(&endpoints, "etcd-endpoints", []string{"127.0.0.1:2379"}, "etcd client endpoints (comma-separated)")
-	f.StringVar(&prefix, "etcd-prefix", metastore.DefaultPrefix, "the root of tidemark's keys")
+	addEtcdFlags(f, &etcd)
 	f.BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
-	withEnv(f, "etcd-endpoints", "etcd-prefix")
 	c.AddCommand(dump)
 	return c
 }

@@ -92,7 +92,7 @@ func newRoot(s Streams) *cobra.Command {
 	g := addGlobals(root, s.Getenv)
 	root.AddCommand(newVersionCmd(), newHealthCmd(), newDevCmd(),
 		newTopicsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
-		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newPerfCmd(g), newChaosCmd(), newScenarioCmd(), newPKICmd())
+		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newChaosCmd(), newScenarioCmd(), newPKICmd())
 	strictArgs(root)
 	return root
 }

@@ -23,6 +23,7 @@ import (
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
 	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/tools/internal/devcluster/links"
 )
 
@@ -63,6 +64,12 @@ type Options struct {
 	// (Cluster.Links). Needs a PortBase; the cluster then takes
 	// 2*PortSpan ports (see Ports). Off by default.
 	Links bool
+	// PlaintextEtcd runs etcd without TLS and without authentication. By
+	// default etcd serves TLS only, wants a client certificate (its Common
+	// Name is the etcd user) and has auth on, with the roles of
+	// metastore/etcdauth; the certificates are in <DataDir>/pki. A data
+	// dir whose etcd has auth on cannot go back to plaintext.
+	PlaintextEtcd bool
 	// Authorizer guards the DevClusterService (Describe on Cluster to list,
 	// Alter on Cluster to act); nil serves it unguarded.
 	Authorizer *authz.Authorizer
@@ -199,8 +206,13 @@ func (o Options) plan() ([]*Node, error) {
 	}
 	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
-	common := func(etcd string, args ...string) []string {
+	common := func(etcd, name string, args ...string) []string {
 		args = append(args, "--etcd.endpoints", etcd, "--plaintext")
+		if !o.PlaintextEtcd {
+			dir := o.PKIDir()
+			args = append(args, "--etcd.tls.ca", pki.CAPath(dir),
+				"--etcd.tls.cert", pki.CertPath(dir, name), "--etcd.tls.key", pki.KeyPath(dir, name))
+		}
 		if o.OTLPEndpoint != "" {
 			args = append(args, "--otel.endpoint", o.OTLPEndpoint)
 		}
@@ -210,7 +222,7 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Controllers; i++ {
 		addr := ports.Controllers[i-1]
 		controllers = append(controllers, addr)
-		args := common(ports.ControllerEtcd[i-1], "--controller.id", strconv.Itoa(i), "--listen", ports.ControllerListen[i-1],
+		args := common(ports.ControllerEtcd[i-1], fmt.Sprintf("controller-%d", i), "--controller.id", strconv.Itoa(i), "--listen", ports.ControllerListen[i-1],
 			"--metrics.listen", ports.ControllerMetrics[i-1])
 		if o.Links {
 			args = append(args, "--advertised.address", addr)
@@ -227,7 +239,7 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Brokers; i++ {
 		addr := ports.Brokers[i-1]
 		brokers = append(brokers, addr)
-		args := common(ports.BrokerEtcd[i-1], "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
+		args := common(ports.BrokerEtcd[i-1], fmt.Sprintf("broker-%d", i), "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
 			"--data.dir", filepath.Join(o.DataDir, fmt.Sprintf("broker-%d", i)),
 			"--metrics.listen", ports.BrokerMetrics[i-1])
 		if o.Links {
@@ -250,7 +262,7 @@ func (o Options) plan() ([]*Node, error) {
 	// The dev console may act on the cluster: it is a playground.
 	gwArgs := []string{"--listen", ports.Gateway,
 		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ","),
-		"--console.actions", "--console.dev.control", o.ControlAddr}
+		"--console.actions", "--console.dev.control", o.ControlAddr, "--plaintext"}
 	if o.Jaeger {
 		gwArgs = append(gwArgs, "--console.jaeger.ui", "http://"+JaegerQuery)
 	}
@@ -281,13 +293,9 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 	if err := os.MkdirAll(filepath.Join(o.DataDir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	etcd, err := embedded.Start(embedded.Config{
-		Dir:       filepath.Join(o.DataDir, "etcd"),
-		ClientURL: "http://" + o.EtcdClient,
-		PeerURL:   "http://127.0.0.1:0",
-	})
+	etcd, err := o.startEtcd(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("embedded etcd on %s: %w", o.EtcdClient, err)
+		return nil, err
 	}
 	c := &Cluster{opts: o, etcd: etcd, nodes: nodes}
 	if o.Links {
@@ -417,7 +425,7 @@ func (c *Cluster) Options() Options { return c.opts }
 func (c *Cluster) PrintTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID\tLOG")
-	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(c.etcd.ClientURL(), "http://"))
+	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(strings.TrimPrefix(c.etcd.ClientURL(), "http://"), "https://"))
 	for _, n := range c.nodes {
 		p := n.Proto()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, p.Address, strings.TrimPrefix(p.State.String(), "NODE_STATE_"), p.Pid, p.LogFile)

@@ -89,7 +89,7 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 			return []string{"--listen", a, "--controller.id", "2", "--etcd.endpoints", endpoints, "--plaintext"}
 		}, []string{"tidemark.admin.v1.AdminService", "tidemark.control.v1.ControllerService", "grpc.health.v1.Health"}},
 		{"gateway", func(a string) []string {
-			return []string{"--listen", a}
+			return []string{"--listen", a, "--plaintext"}
 		}, []string{"grpc.health.v1.Health"}},
 	}
 	for _, tc := range cases {

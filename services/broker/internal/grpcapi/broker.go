@@ -12,6 +12,7 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
@@ -27,6 +28,8 @@ type Broker struct {
 	brokerv1.UnimplementedBrokerServiceServer
 	RM          *replica.Manager
 	ProducerIDs ProducerIDs
+	// Quotas holds answers of principals over their byte rates; nil: none.
+	Quotas *quota.Manager
 }
 
 var _ brokerv1.BrokerServiceServer = (*Broker)(nil)
@@ -51,8 +54,8 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	if acks != 0 && acks != 1 && acks != -1 {
 		return nil, kerr.BadField(kerr.InvalidRequiredAcks, "acks", "must be 0, 1 or -1 (all), got %d", acks)
 	}
-	if req.GetTimeoutMs() < 0 {
-		return nil, kerr.BadField(kerr.InvalidRequest, "timeout_ms", "must not be negative")
+	if err := b.checkTimeout(req.GetTimeoutMs()); err != nil {
+		return nil, err
 	}
 	var batch []byte
 	switch p := req.GetPayload().(type) {
@@ -80,6 +83,9 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	}
 	if acks == 0 {
 		out.BaseOffset, out.LastOffset = -1, -1
+	}
+	if !res.Duplicate {
+		out.ThrottleTimeMs = b.throttle(ctx, quota.Produce, len(batch))
 	}
 	return out, nil
 }
@@ -120,13 +126,18 @@ func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*broker
 		epoch = -1 // unset in JSON and grpcurl: skip the check
 	}
 	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
-		TP: tp, Offset: req.GetOffset(), MaxBytes: int(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
+		TP: tp, Offset: req.GetOffset(), MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
 	})
 	if err != nil {
 		return nil, b.unready(err)
 	}
-	return fetchResponse(res, req.GetOffset(), req.GetRawBatches())
+	out, err := fetchResponse(res, req.GetOffset(), req.GetRawBatches())
+	if err != nil {
+		return nil, err
+	}
+	out.ThrottleTimeMs = b.throttle(ctx, quota.Fetch, len(res.Records))
+	return out, nil
 }
 
 func checkFetchNumbers(offset int64, maxBytes, maxWait, minBytes int32) error {
@@ -200,7 +211,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	offset := req.GetOffset()
 	for ctx.Err() == nil {
 		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
-			TP: tp, Offset: offset, MaxBytes: int(req.GetMaxBytes()), MinBytes: 1,
+			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
 			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
 		})
 		if err != nil {
@@ -213,6 +224,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		if err != nil {
 			return err
 		}
+		out.ThrottleTimeMs = b.throttle(ctx, quota.Fetch, len(res.Records))
 		if err := stream.Send(&brokerv1.FollowResponse{Fetch: out}); err != nil {
 			return err
 		}

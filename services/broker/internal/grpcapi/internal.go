@@ -86,16 +86,20 @@ func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaF
 			return &replicationv1.ReplicaFetchResponse{ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH}, nil
 		}
 	}
+	// The follower's sizes are capped by this leader's
+	// replica.fetch.response.max.bytes before any buffer is sized by them.
+	limit := s.RM.BrokerConfig().ReplicaFetchResponseMaxBytes
+	capped := func(asked int32) int { return int(min(asked, limit)) } // <= 0 keeps the default
 	f := replica.FollowerFetch{
 		ReplicaID: req.GetReplicaId(), BrokerEpoch: req.GetBrokerEpoch(),
-		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, MinBytes: int(req.GetMinBytes()), MaxBytes: int(req.GetMaxBytes()),
+		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, MinBytes: int(req.GetMinBytes()), MaxBytes: capped(req.GetMaxBytes()),
 		Partitions: make([]replica.FollowerFetchPartition, 0, len(req.GetPartitions())),
 	}
 	for _, p := range req.GetPartitions() {
 		f.Partitions = append(f.Partitions, replica.FollowerFetchPartition{
 			TP: replica.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}, FetchOffset: p.GetFetchOffset(),
 			CurrentLeaderEpoch: p.GetCurrentLeaderEpoch(), LastFetchedEpoch: p.GetLastFetchedEpoch(),
-			LogStartOffset: p.GetLogStartOffset(), MaxBytes: int(p.GetPartitionMaxBytes()),
+			LogStartOffset: p.GetLogStartOffset(), MaxBytes: capped(p.GetPartitionMaxBytes()),
 		})
 	}
 	answers := s.RM.ReplicaFetch(ctx, f)

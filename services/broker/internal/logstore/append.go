@@ -3,6 +3,7 @@ package logstore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"tidemark.io/services/platform/kerr"
@@ -88,6 +89,9 @@ func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, erro
 		}
 		if int64(len(records)) > cfg.SegmentBytes {
 			return AppendInfo{}, kerr.New(kerr.RecordListTooLarge, "%d bytes exceed segment.bytes %d", len(records), cfg.SegmentBytes)
+		}
+		if err := l.checkTimestamps(batches, cfg); err != nil {
+			return AppendInfo{}, err
 		}
 	}
 
@@ -273,4 +277,30 @@ func (l *Log) takeSnapshotLocked(offset int64) {
 		}
 		snaps = snaps[1:]
 	}
+}
+
+// checkTimestamps refuses CreateTime batches with a record timestamp too far
+// behind or ahead of the log's clock (KIP-937). LogAppendTime batches get the
+// broker's time, so their own timestamps do not matter.
+func (l *Log) checkTimestamps(batches []recordbatch.Batch, cfg Config) error {
+	if cfg.TimestampBeforeMaxMs == math.MaxInt64 && cfg.TimestampAfterMaxMs == math.MaxInt64 {
+		return nil
+	}
+	now := l.now().UnixMilli()
+	for i, b := range batches {
+		if b.TimestampType() != recordbatch.CreateTime {
+			continue
+		}
+		// Written so that no subtraction overflows: now >= 0 and both
+		// bounds are below math.MaxInt64 when checked.
+		if lo := b.MinTimestamp(); cfg.TimestampBeforeMaxMs != math.MaxInt64 && lo < now-cfg.TimestampBeforeMaxMs {
+			return kerr.New(kerr.InvalidTimestamp, "batch %d: record timestamp %d is earlier than the broker's time %d minus message.timestamp.before.max.ms %d",
+				i, lo, now, cfg.TimestampBeforeMaxMs)
+		}
+		if hi := b.MaxTimestamp(); hi > now && hi-now > cfg.TimestampAfterMaxMs {
+			return kerr.New(kerr.InvalidTimestamp, "batch %d: record timestamp %d is later than the broker's time %d plus message.timestamp.after.max.ms %d",
+				i, hi, now, cfg.TimestampAfterMaxMs)
+		}
+	}
+	return nil
 }

@@ -35,6 +35,12 @@ type Config struct {
 	// FlushInterval fsyncs data older than this (flush.ms), checked by the
 	// Manager; zero or negative never does.
 	FlushInterval time.Duration
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs refuse a leader append
+	// whose CreateTime record timestamps lie further behind or ahead of the
+	// log's clock (message.timestamp.before.max.ms / after.max.ms, KIP-937);
+	// math.MaxInt64 checks nothing.
+	TimestampBeforeMaxMs int64
+	TimestampAfterMaxMs  int64
 	// FsyncEveryAppend makes every append durable before it returns.
 	FsyncEveryAppend bool
 	// ProducerIDExpiration forgets idempotent producers idle this long
@@ -52,6 +58,8 @@ func DefaultConfig() Config {
 		RetentionBytes:       -1,
 		MaxMessageBytes:      1<<20 + 12,
 		ProducerIDExpiration: 24 * time.Hour,
+		TimestampBeforeMaxMs: math.MaxInt64,
+		TimestampAfterMaxMs:  math.MaxInt64,
 	}
 }
 
@@ -69,6 +77,10 @@ func (c Config) Validate() error {
 		return bad("index.interval.bytes", "%d is negative", c.IndexIntervalBytes)
 	case c.MaxMessageBytes <= 0:
 		return bad("max.message.bytes", "%d must be positive", c.MaxMessageBytes)
+	case c.TimestampBeforeMaxMs < 0:
+		return bad("message.timestamp.before.max.ms", "%d is negative", c.TimestampBeforeMaxMs)
+	case c.TimestampAfterMaxMs < 0:
+		return bad("message.timestamp.after.max.ms", "%d is negative", c.TimestampAfterMaxMs)
 	}
 	return nil
 }

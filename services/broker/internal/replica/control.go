@@ -182,6 +182,8 @@ func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
 	c.RetentionMs = time.Duration(tc.RetentionMs) * time.Millisecond
 	c.RetentionBytes = tc.RetentionBytes
 	c.MaxMessageBytes = int(tc.MaxMessageBytes)
+	c.TimestampBeforeMaxMs = tc.MessageTimestampBeforeMaxMs
+	c.TimestampAfterMaxMs = tc.MessageTimestampAfterMaxMs
 	if tc.FlushMessages > 0 && tc.FlushMessages < 1<<62 {
 		c.FlushMessages = tc.FlushMessages
 	}

@@ -35,6 +35,9 @@ type Log interface {
 	TruncateTo(offset int64) (int64, error)
 	TruncateFullyAndStartAt(offset int64) error
 	SetConfig(c logstore.Config) error
+	// Config is the configuration in force (max.message.bytes for checks
+	// made before a request is decoded).
+	Config() logstore.Config
 }
 
 // LogStore is the part of the log manager (logstore.Manager) the replica

@@ -10,6 +10,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 // Admin is what AdminService needs from the active controller.
@@ -49,14 +50,36 @@ type Office interface {
 type AdminServer struct {
 	adminv1.UnsafeAdminServiceServer
 	office Office
+	// TimeoutMaxMs is request.timeout.max.ms: the largest timeout_ms taken.
+	TimeoutMaxMs int32
 }
 
+// DefaultTimeoutMaxMs is request.timeout.max.ms when not set (5 minutes).
+const DefaultTimeoutMaxMs = 300_000
+
 // NewAdmin returns the AdminService handlers.
-func NewAdmin(o Office) *AdminServer { return &AdminServer{office: o} }
+func NewAdmin(o Office) *AdminServer {
+	return &AdminServer{office: o, TimeoutMaxMs: DefaultTimeoutMaxMs}
+}
+
+// checkTimeout refuses a negative or too long timeout_ms before anything is
+// done, so a refused request changes nothing.
+func (s *AdminServer) checkTimeout(ms int32) error {
+	if ms < 0 {
+		return kerr.BadField(kerr.InvalidRequest, "timeout_ms", "must not be negative, got %d", ms)
+	}
+	if ms > s.TimeoutMaxMs {
+		return kerr.BadField(kerr.InvalidRequest, "timeout_ms", "%d is above request.timeout.max.ms %d", ms, s.TimeoutMaxMs)
+	}
+	return nil
+}
 
 var _ adminv1.AdminServiceServer = (*AdminServer)(nil)
 
 func (s *AdminServer) CreateTopics(ctx context.Context, req *adminv1.CreateTopicsRequest) (*adminv1.CreateTopicsResponse, error) {
+	if err := s.checkTimeout(req.GetTimeoutMs()); err != nil {
+		return nil, err
+	}
 	b, err := s.office.Active(ctx)
 	if err != nil {
 		return nil, err
@@ -65,6 +88,9 @@ func (s *AdminServer) CreateTopics(ctx context.Context, req *adminv1.CreateTopic
 }
 
 func (s *AdminServer) DeleteTopics(ctx context.Context, req *adminv1.DeleteTopicsRequest) (*adminv1.DeleteTopicsResponse, error) {
+	if err := s.checkTimeout(req.GetTimeoutMs()); err != nil {
+		return nil, err
+	}
 	b, err := s.office.Active(ctx)
 	if err != nil {
 		return nil, err
@@ -105,6 +131,9 @@ func (s *AdminServer) AlterConfigs(ctx context.Context, req *adminv1.AlterConfig
 }
 
 func (s *AdminServer) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, error) {
+	if err := s.checkTimeout(req.GetTimeoutMs()); err != nil {
+		return nil, err
+	}
 	b, err := s.office.Active(ctx)
 	if err != nil {
 		return nil, err

@@ -292,9 +292,13 @@ type ProduceResponse struct {
 	// producer): the offsets are the original ones and nothing was appended.
 	Duplicate bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	// The leader epoch the batch was written in.
-	LeaderEpoch   int32 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderEpoch int32 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// How long the answer was held back because the caller's principal was
+	// over its produce byte-rate quota (ms); 0 when it was not (Kafka's
+	// throttle_time_ms).
+	ThrottleTimeMs int32 `protobuf:"varint,8,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
@@ -372,6 +376,13 @@ func (x *ProduceResponse) GetDuplicate() bool {
 func (x *ProduceResponse) GetLeaderEpoch() int32 {
 	if x != nil {
 		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ProduceResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
 	}
 	return 0
 }
@@ -506,9 +517,12 @@ type FetchResponse struct {
 	// The offset to fetch next.
 	NextOffset int64 `protobuf:"varint,6,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	// The log end offset of the answering replica.
-	LogEndOffset  int64 `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogEndOffset int64 `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	// How long the answer was held back because the caller's principal was
+	// over its fetch byte-rate quota (ms); 0 when it was not.
+	ThrottleTimeMs int32 `protobuf:"varint,8,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -586,6 +600,13 @@ func (x *FetchResponse) GetNextOffset() int64 {
 func (x *FetchResponse) GetLogEndOffset() int64 {
 	if x != nil {
 		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *FetchResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
 	}
 	return 0
 }
@@ -1254,7 +1275,7 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\rbase_sequence\x18\t \x01(\x05R\fbaseSequenceB\t\n" +
 	"\apayload\"?\n" +
 	"\aRecords\x124\n" +
-	"\arecords\x18\x01 \x03(\v2\x1a.tidemark.common.v1.RecordR\arecords\"\xa4\x02\n" +
+	"\arecords\x18\x01 \x03(\v2\x1a.tidemark.common.v1.RecordR\arecords\"\xce\x02\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12\x1f\n" +
@@ -1265,7 +1286,8 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x05 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12\x1c\n" +
 	"\tduplicate\x18\x06 \x01(\bR\tduplicate\x12!\n" +
-	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\"\xa0\x02\n" +
+	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12(\n" +
+	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\xa0\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1276,7 +1298,7 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\arack_id\x18\a \x01(\tR\x06rackId\x120\n" +
 	"\x14current_leader_epoch\x18\b \x01(\x05R\x12currentLeaderEpoch\x12\x1f\n" +
 	"\vraw_batches\x18\t \x01(\bR\n" +
-	"rawBatches\"\xba\x02\n" +
+	"rawBatches\"\xe4\x02\n" +
 	"\rFetchResponse\x12%\n" +
 	"\x0ehigh_watermark\x18\x01 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x124\n" +
@@ -1285,7 +1307,8 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\x0erecord_batches\x18\x05 \x01(\fR\rrecordBatches\x12\x1f\n" +
 	"\vnext_offset\x18\x06 \x01(\x03R\n" +
 	"nextOffset\x12$\n" +
-	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\"\xb2\x01\n" +
+	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\x12(\n" +
+	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\xb2\x01\n" +
 	"\rFollowRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

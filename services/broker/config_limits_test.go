@@ -1,0 +1,42 @@
+package broker_test
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"testing"
+
+	"tidemark.io/services/broker"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/tlsconf"
+)
+
+func TestLimitFlagsParseAndBadOnesAreNamed(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.AddFlags(fs)
+	err := config.Parse(fs, []string{"--plaintext", "--max.connections.per.ip=7", "--max.connections.per.ip.overrides=::1:3",
+		"--max.concurrent.streams.per.connection=50", "--config=quota.producer.overrides=alice:1024"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Limits; l.MaxConnectionsPerIP != 7 || l.MaxConnectionsPerIPOverrides != "::1:3" || l.MaxConcurrentStreams != 50 {
+		t.Fatalf("parsed limits %+v", l)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for flagName, mod := range map[string]func(*broker.Config){
+		"max.connections.per.ip.overrides": func(c *broker.Config) { c.Limits.MaxConnectionsPerIPOverrides = "10.0.0.1" },
+		"config":                           func(c *broker.Config) { c.Settings["quota.consumer.overrides"] = "bob:-1" },
+	} {
+		c := broker.DefaultConfig()
+		c.TLS = tlsconf.Plain()
+		mod(&c)
+		var ce *config.Error
+		if err := c.Validate(); !errors.As(err, &ce) || ce.Flag != flagName {
+			t.Errorf("%s: Validate = %v; want an error naming --%s", flagName, err, flagName)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+// Package quota is the broker's byte-rate quotas per principal, after
+// Kafka's model: each principal's produce and fetch bytes are measured over
+// a sliding window of samples, and a principal over its rate has its answers
+// held back by the time that brings it back to the rate. Requests are never
+// refused for being over quota, only delayed.
+package quota
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tidemark.io/services/topicconfig"
+)
+
+// Kind is what a quota limits.
+type Kind string
+
+const (
+	Produce Kind = "produce" // producer_byte_rate: bytes appended
+	Fetch   Kind = "fetch"   // consumer_byte_rate: bytes answered
+)
+
+// Unlimited is the rate of a principal without a quota.
+const Unlimited = math.MaxInt64
+
+// Config is the quota settings in force for one kind.
+type Config struct {
+	// Default is the rate (bytes/s) of a principal without an override.
+	Default int64
+	// Overrides is the "principal:rate,..." text of quota.*.overrides.
+	Overrides string
+	// Samples and Window are quota.window.num and quota.window.size.seconds.
+	Samples int
+	Window  time.Duration
+}
+
+// FromBroker reads the settings of kind from the broker configuration.
+func FromBroker(kind Kind, bc topicconfig.BrokerConfig) Config {
+	c := Config{Samples: int(bc.QuotaWindowNum), Window: time.Duration(bc.QuotaWindowSizeSeconds) * time.Second}
+	if kind == Produce {
+		c.Default, c.Overrides = bc.QuotaProducerDefault, bc.QuotaProducerOverrides
+	} else {
+		c.Default, c.Overrides = bc.QuotaConsumerDefault, bc.QuotaConsumerOverrides
+	}
+	return c
+}
+
+// Manager tracks every principal's rates.
+type Manager struct {
+	now func() time.Time
+
+	mu        sync.Mutex
+	rates     map[key]*rate
+	parsed    map[string]map[string]int64 // overrides text -> parsed
+	sinceScan int
+
+	throttled *prometheus.CounterVec
+	delay     *prometheus.CounterVec
+}
+
+type key struct {
+	kind      Kind
+	principal string
+}
+
+// New makes a manager; reg, when set, gets its metrics; now nil is time.Now.
+func New(reg prometheus.Registerer, now func() time.Time) *Manager {
+	if now == nil {
+		now = time.Now
+	}
+	m := &Manager{now: now, rates: map[key]*rate{}, parsed: map[string]map[string]int64{},
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_quota_throttled_total",
+			Help: "Answers held back because their principal was over its byte-rate quota, by kind (produce, fetch)."}, []string{"kind"}),
+		delay: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_quota_throttle_seconds_total",
+			Help: "Time answers were held back for byte-rate quotas, by kind (produce, fetch)."}, []string{"kind"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.throttled, m.delay)
+	}
+	return m
+}
+
+// Limit is principal's rate (bytes/s) under c.
+func (m *Manager) Limit(c Config, principal string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.limitLocked(c, principal)
+}
+
+func (m *Manager) limitLocked(c Config, principal string) int64 {
+	if c.Overrides != "" {
+		ov, ok := m.parsed[c.Overrides]
+		if !ok {
+			ov, _ = topicconfig.ParseRateOverrides(c.Overrides) // validated when set
+			if len(m.parsed) > 16 {
+				clear(m.parsed)
+			}
+			m.parsed[c.Overrides] = ov
+		}
+		if r, ok := ov[principal]; ok {
+			return r
+		}
+	}
+	return c.Default
+}
+
+// Record adds n bytes to principal's kind and returns how long its answer
+// should be held back: zero within the quota, else Kafka's
+// (rate - quota) / quota × measured window, at most one full window of
+// samples.
+func (m *Manager) Record(kind Kind, c Config, principal string, n int) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	limit := m.limitLocked(c, principal)
+	if limit == Unlimited || c.Samples < 2 || c.Window <= 0 {
+		return 0
+	}
+	now := m.now()
+	k := key{kind, principal}
+	r := m.rates[k]
+	if r == nil {
+		r = &rate{}
+		m.rates[k] = r
+	}
+	r.record(now, float64(n), c)
+	m.forgetIdleLocked(now, c)
+	value, window := r.measure(now, c)
+	if value <= float64(limit) {
+		return 0
+	}
+	// Capped in floating point: a huge excess would overflow a Duration.
+	capped := time.Duration(c.Samples) * c.Window
+	d := capped
+	if f := (value - float64(limit)) / float64(limit) * float64(window); f < float64(capped) {
+		d = time.Duration(f)
+	}
+	m.throttled.WithLabelValues(string(kind)).Inc()
+	m.delay.WithLabelValues(string(kind)).Add(d.Seconds())
+	return d
+}
+
+// forgetIdleLocked drops, now and then, the rates of principals silent for
+// a whole window, so the map does not grow with every principal ever seen.
+func (m *Manager) forgetIdleLocked(now time.Time, c Config) {
+	if m.sinceScan++; m.sinceScan < 1024 {
+		return
+	}
+	m.sinceScan = 0
+	span := time.Duration(c.Samples) * c.Window
+	for k, r := range m.rates {
+		if now.Sub(r.last) > span {
+			delete(m.rates, k)
+		}
+	}
+}
+
+// rate is one principal's samples: Samples windows of Window each, the
+// newest being filled.
+type rate struct {
+	starts []time.Time
+	sums   []float64
+	cur    int
+	last   time.Time
+}
+
+func (r *rate) record(now time.Time, v float64, c Config) {
+	if len(r.starts) != c.Samples {
+		r.starts, r.sums, r.cur = make([]time.Time, c.Samples), make([]float64, c.Samples), 0
+		r.starts[0] = now
+	}
+	if now.Sub(r.starts[r.cur]) >= c.Window {
+		r.cur = (r.cur + 1) % c.Samples
+		r.starts[r.cur], r.sums[r.cur] = now, 0
+	}
+	r.sums[r.cur] += v
+	r.last = now
+}
+
+// measure is the rate over the live samples and the window it is measured
+// over: from the oldest live sample to now, but at least Samples-1 windows
+// so a first burst is not judged over a few milliseconds (as Kafka does).
+func (r *rate) measure(now time.Time, c Config) (float64, time.Duration) {
+	span := time.Duration(c.Samples) * c.Window
+	var total float64
+	oldest := now
+	for i, s := range r.starts {
+		if s.IsZero() || now.Sub(s) >= span {
+			continue
+		}
+		total += r.sums[i]
+		if s.Before(oldest) {
+			oldest = s
+		}
+	}
+	window := max(now.Sub(oldest), time.Duration(c.Samples-1)*c.Window)
+	return total / window.Seconds(), window
+}

@@ -1,0 +1,71 @@
+package quota
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func cfg(def int64, overrides string) Config {
+	return Config{Default: def, Overrides: overrides, Samples: 11, Window: time.Second}
+}
+
+func TestOverQuotaPrincipalIsThrottledOthersAreNot(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(prometheus.NewRegistry(), clk.now)
+	c := cfg(Unlimited, "alice:1000")
+	// alice: 20,000 bytes judged over the minimum window of 10 s is
+	// 2,000 B/s, twice her 1,000 B/s: held back (2000-1000)/1000 × 10 s.
+	if d := m.Record(Produce, c, "alice", 20_000); d != 10*time.Second {
+		t.Fatalf("alice throttle = %v, want 10s", d)
+	}
+	// bob has no override and the default is unlimited.
+	if d := m.Record(Produce, c, "bob", 1<<30); d != 0 {
+		t.Fatalf("bob throttle = %v, want 0", d)
+	}
+	// Fetch bytes are a separate quota.
+	if d := m.Record(Fetch, c, "alice", 1); d != 0 {
+		t.Fatalf("alice fetch throttle = %v, want 0 (fetch has no quota here)", d)
+	}
+	if n := testutil.ToFloat64(m.throttled.WithLabelValues("produce")); n != 1 {
+		t.Fatalf("throttled_total{produce} = %v, want 1", n)
+	}
+	if s := testutil.ToFloat64(m.delay.WithLabelValues("produce")); s != 10 {
+		t.Fatalf("throttle_seconds_total{produce} = %v, want 10", s)
+	}
+}
+
+func TestWithinQuotaIsNotThrottledAndOldSamplesExpire(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(nil, clk.now)
+	c := cfg(1000, "")
+	for range 10 { // 1,000 B/s exactly, one sample a second
+		if d := m.Record(Fetch, c, "ANONYMOUS", 1000); d != 0 {
+			t.Fatalf("at the rate: throttle %v", d)
+		}
+		clk.t = clk.t.Add(time.Second)
+	}
+	// A burst over the rate is throttled...
+	if d := m.Record(Fetch, c, "ANONYMOUS", 50_000); d == 0 {
+		t.Fatal("burst not throttled")
+	}
+	// ...and forgotten once it has left the window.
+	clk.t = clk.t.Add(12 * time.Second)
+	if d := m.Record(Fetch, c, "ANONYMOUS", 10); d != 0 {
+		t.Fatalf("after the window: throttle %v", d)
+	}
+}
+
+func TestThrottleIsCappedAtTheWindow(t *testing.T) {
+	m := New(nil, (&clock{t: time.Unix(1, 0)}).now)
+	c := Config{Default: 1, Samples: 2, Window: time.Second}
+	if d := m.Record(Produce, c, "x", 1<<40); d != 2*time.Second {
+		t.Fatalf("throttle = %v, want the cap 2s (quota.window.num × quota.window.size.seconds)", d)
+	}
+}

@@ -1,0 +1,97 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/metastore/etcdauth"
+	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/pki"
+)
+
+// PKIDir holds the cluster's CA and certificates: etcd, root, admin,
+// gateway, broker-N and controller-N (see services/platform/pki).
+func (o Options) PKIDir() string { return filepath.Join(o.DataDir, "pki") }
+
+// AdminUser is the certificate the CLI reads etcd with
+// (`tidemark metadata dump --etcd-tls-cert <data>/pki/admin.pem ...`).
+const AdminUser = "admin"
+
+// leaves are the certificates of o's cluster.
+func (o Options) leaves() []pki.Leaf {
+	leaves := []pki.Leaf{{Name: "etcd"}, {Name: etcdauth.RootUser}, {Name: AdminUser}, {Name: "gateway"}}
+	for i := 1; i <= o.Brokers; i++ {
+		leaves = append(leaves, pki.Leaf{Name: etcdauth.BrokerUser(int32(i))})
+	}
+	for i := 1; i <= o.Controllers; i++ {
+		leaves = append(leaves, pki.Leaf{Name: etcdauth.ControllerUser(int32(i))})
+	}
+	return leaves
+}
+
+// EtcdAs is how name (a certificate in PKIDir) dials the cluster's etcd.
+func (o Options) EtcdAs(name string) etcdconn.Options {
+	e := etcdconn.Defaults()
+	e.Endpoints = []string{o.withPorts().EtcdClient}
+	if !o.PlaintextEtcd {
+		dir := o.PKIDir()
+		e.CA, e.Cert, e.Key = pki.CAPath(dir), pki.CertPath(dir, name), pki.KeyPath(dir, name)
+	}
+	return e
+}
+
+// startEtcd starts the embedded etcd and, unless PlaintextEtcd, makes the
+// certificates it needs and turns its authentication on with a user per
+// node (etcdauth.Setup, as root; idempotent on a restart).
+func (o Options) startEtcd(ctx context.Context) (*embedded.Server, error) {
+	cfg := embedded.Config{
+		Dir:       filepath.Join(o.DataDir, "etcd"),
+		ClientURL: "http://" + o.EtcdClient,
+		PeerURL:   "http://127.0.0.1:0",
+	}
+	if !o.PlaintextEtcd {
+		dir := o.PKIDir()
+		if _, err := pki.Ensure(dir, o.leaves()...); err != nil {
+			return nil, fmt.Errorf("certificates in %s: %w", dir, err)
+		}
+		cfg.ClientURL = "https://" + o.EtcdClient
+		cfg.ClientTLS = &embedded.TLS{CA: pki.CAPath(dir), Cert: pki.CertPath(dir, "etcd"), Key: pki.KeyPath(dir, "etcd"), ClientCertAuth: true}
+	}
+	etcd, err := embedded.Start(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd on %s: %w", o.EtcdClient, err)
+	}
+	if o.PlaintextEtcd {
+		return etcd, nil
+	}
+	if err := o.setupEtcdAuth(ctx); err != nil {
+		etcd.Close()
+		return nil, err
+	}
+	return etcd, nil
+}
+
+func (o Options) setupEtcdAuth(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	root, err := o.EtcdAs(etcdauth.RootUser).Dial(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd auth setup: %w", err)
+	}
+	defer root.Close()
+	plan := etcdauth.Plan{Prefix: metastore.DefaultPrefix, Admins: []string{AdminUser}}
+	for i := 1; i <= o.Brokers; i++ {
+		plan.Brokers = append(plan.Brokers, int32(i))
+	}
+	for i := 1; i <= o.Controllers; i++ {
+		plan.Controllers = append(plan.Controllers, int32(i))
+	}
+	if err := etcdauth.Setup(ctx, root, plan); err != nil {
+		return fmt.Errorf("etcd auth setup: %w", err)
+	}
+	return nil
+}
