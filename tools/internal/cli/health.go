@@ -51,12 +51,17 @@ func newHealthCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tlsOpts.Cert, "tls.cert", "", "PEM client certificate to present (with --tls.ca)")
 	cmd.Flags().StringVar(&tlsOpts.Key, "tls.key", "", "PEM private key of --tls.cert")
 	cmd.Flags().StringVar(&tlsOpts.ServerName, "tls.server.name", "", "name expected in the node's certificate; empty uses the host of --addr")
-	withEnv(cmd.Flags(), "tls.ca", "tls.cert", "tls.key", "tls.server.name")
+	cmd.Flags().BoolVar(&tlsOpts.Plaintext, "plaintext", false, "no TLS, whatever the --tls.* flags or their environment twins say (Jaeger's health endpoint; a stack started with --plaintext)")
+	withEnv(cmd.Flags(), "tls.ca", "tls.cert", "tls.key", "tls.server.name", "plaintext")
 	return cmd
 }
 
-// healthCreds is mutual TLS when a CA is given, plaintext otherwise.
+// healthCreds is mutual TLS when a CA is given, plaintext with --plaintext
+// or without a CA.
 func healthCreds(o tlsconf.Options) (grpc.DialOption, error) {
+	if o.Plaintext {
+		return grpc.WithTransportCredentials(insecure.NewCredentials()), nil
+	}
 	if o.CA == "" {
 		if o.Cert != "" || o.Key != "" {
 			return nil, usagef("--tls.cert and --tls.key need --tls.ca")

@@ -105,6 +105,13 @@ func TestHealthOverMutualTLS(t *testing.T) {
 	}
 	runEnv(t, map[string]string{"TIDEMARK_TLS_CA": pki.CAPath(dir)}, "health", "--addr", addr).
 		fails(t, cli.ExitUsage, "--tls.ca needs --tls.cert and --tls.key")
+	// --plaintext wins over the environment (Jaeger's plaintext health
+	// endpoint probed from a container whose environment may hold TLS
+	// settings): here it fails against the TLS node.
+	r = runEnv(t, env, "health", "--plaintext", "--addr", addr, "--timeout", "2s")
+	if r.code != cli.ExitFailed || !strings.Contains(r.err, addr) {
+		t.Fatalf("--plaintext probe of a TLS node: exit %d, stderr %q; want exit 1 naming %s", r.code, r.err, addr)
+	}
 	runEnv(t, nil, "health", "--addr", addr, "--tls.cert", pki.CertPath(dir, "admin")).
 		fails(t, cli.ExitUsage, "--tls.cert and --tls.key need --tls.ca")
 }
