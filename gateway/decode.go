@@ -21,10 +21,12 @@ import (
 // stream errors (the same errorBody as every other error).
 type jsonMarshaler struct {
 	runtime.JSONPb
+	// maxObjects bounds the objects and arrays of a body; 0 is no bound.
+	maxObjects int
 }
 
 func newJSONMarshaler() *jsonMarshaler {
-	return &jsonMarshaler{runtime.JSONPb{
+	return &jsonMarshaler{JSONPb: runtime.JSONPb{
 		MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
 		// Unknown fields are refused: a misspelt option must not be
 		// silently ignored.
@@ -51,6 +53,9 @@ func (m *jsonMarshaler) decodeBody(r io.Reader, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return io.EOF // no body: the empty request, as grpc-gateway has it
 	}
+	if n := countContainers(data, m.maxObjects); m.maxObjects > 0 && n > m.maxObjects {
+		return &inputError{msg: fmt.Sprintf("request body has more than %d JSON objects and arrays (--http.max.json.objects); send fewer records per request", m.maxObjects)}
+	}
 	err = m.UnmarshalOptions.Unmarshal(data, msg)
 	if err == nil {
 		return nil
@@ -62,6 +67,34 @@ func (m *jsonMarshaler) decodeBody(r io.Reader, v any) error {
 		return &inputError{field: field, msg: why}
 	}
 	return &inputError{msg: protojsonReason(err)}
+}
+
+// countContainers counts the objects and arrays in a JSON text, outside
+// strings, stopping past limit (a limit <= 0 counts them all). It allocates
+// nothing: it runs before the body is decoded into messages.
+func countContainers(data []byte, limit int) int {
+	n, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			n++
+			if limit > 0 && n > limit {
+				return n
+			}
+		}
+	}
+	return n
 }
 
 // syntaxError says where the JSON went wrong.

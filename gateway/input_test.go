@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -117,5 +118,51 @@ func TestInputErrorOfGeneratedText(t *testing.T) {
 		if e.Code != kerr.InvalidRequest || e.Field != field {
 			t.Errorf("%q: %v field %q, want %q", text, e, e.Field, field)
 		}
+	}
+}
+
+// A body of many tiny records is refused before it is decoded: 8 MiB of
+// `{},` would become millions of messages. The refusal costs about the
+// body's own size, not the decoded size.
+func TestManyTinyRecordsAreRefusedBeforeDecoding(t *testing.T) {
+	m := newJSONMarshaler()
+	m.maxObjects = 200000
+	var body strings.Builder
+	body.WriteString(`{"records": {"records": [`)
+	for i := 0; i < 2_500_000; i++ {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.WriteString("{}")
+	}
+	body.WriteString(`]}}`)
+	data := body.String()
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var req brokerv1.ProduceRequest
+	err := m.NewDecoder(strings.NewReader(data)).Decode(&req)
+	runtime.ReadMemStats(&after)
+	var ie *inputError
+	if !errors.As(err, &ie) || !strings.Contains(ie.msg, "--http.max.json.objects") || !strings.Contains(ie.msg, "200000") {
+		t.Fatalf("2.5M records: %v, want a refusal naming --http.max.json.objects and its value", err)
+	}
+	if n := len(req.GetRecords().GetRecords()); n != 0 {
+		t.Fatalf("%d records decoded before the refusal", n)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("body %d bytes; refusal allocated %d bytes", len(data), allocated)
+	if allocated > 4*uint64(len(data)) {
+		t.Fatalf("refusing a %d-byte body allocated %d bytes: decoded before counting?", len(data), allocated)
+	}
+
+	// Braces inside strings are not objects; under the bound it decodes.
+	if n := countContainers([]byte(`{"a": "{[{[\"}", "b": [1, {}]}`), 0); n != 3 {
+		t.Fatalf("countContainers = %d, want 3 (braces in strings do not count)", n)
+	}
+	ok := `{"records": {"records": [{"value": "e30="}, {"key": "W10="}]}}`
+	if err := m.NewDecoder(strings.NewReader(ok)).Decode(&req); err != nil || len(req.GetRecords().GetRecords()) != 2 {
+		t.Fatalf("two records: %v %v", err, &req)
 	}
 }

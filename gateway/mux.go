@@ -17,9 +17,11 @@ import (
 
 // newRESTMux registers the generated REST handlers (the routes of
 // gateway.yaml) over the given service clients.
-func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, admin adminv1.AdminServiceClient, traced bool) (*runtime.ServeMux, error) {
+func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, admin adminv1.AdminServiceClient, traced bool, maxObjects int) (*runtime.ServeMux, error) {
+	m := newJSONMarshaler()
+	m.maxObjects = maxObjects
 	opts := []runtime.ServeMuxOption{
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, newJSONMarshaler()),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, m),
 		runtime.WithErrorHandler(errorHandler),
 		runtime.WithStreamErrorHandler(streamErrorHandler),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),

@@ -23,6 +23,11 @@ type Options struct {
 	Brokers     config.StringList
 	// MaxBodyBytes refuses larger request bodies before reading them whole.
 	MaxBodyBytes int64
+	// MaxJSONObjects refuses a request body with more JSON objects and
+	// arrays than this before decoding it: each becomes a message in
+	// memory, so a body of many tiny records ({},{},...) would otherwise
+	// cost far more than its size.
+	MaxJSONObjects int
 	// RetryTimeout is how long a REST call keeps retrying when its
 	// partition's leader or the active controller moved or could not be
 	// reached, before it answers with the last error.
@@ -57,6 +62,7 @@ func DefaultOptions() Options {
 		Controllers:    config.StringList{"127.0.0.1:9190", "127.0.0.1:9191"},
 		Brokers:        config.StringList{"127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"},
 		MaxBodyBytes:   8 << 20,
+		MaxJSONObjects: 200000,
 		RetryTimeout:   10 * time.Second,
 		RequestTimeout: 5 * time.Second,
 		Log:            logging.DefaultOptions(),
@@ -70,6 +76,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Controllers, "controllers", "comma-separated controller gRPC addresses")
 	fs.Var(&o.Brokers, "brokers", "comma-separated bootstrap broker gRPC addresses")
 	fs.Int64Var(&o.MaxBodyBytes, "http.max.body.bytes", o.MaxBodyBytes, "largest request body accepted")
+	fs.IntVar(&o.MaxJSONObjects, "http.max.json.objects", o.MaxJSONObjects, "most JSON objects and arrays in one request body (each record is one), counted before decoding")
 	msFlag(fs, &o.RetryTimeout, "retry.timeout.ms",
 		"how long a REST call keeps retrying when its partition's leader or the active controller moved or is unreachable (ms)")
 	msFlag(fs, &o.RequestTimeout, "request.timeout.ms",
@@ -142,6 +149,9 @@ func (o Options) Validate() error {
 	}
 	if o.MaxBodyBytes <= 0 {
 		return config.Invalid("http.max.body.bytes", o.MaxBodyBytes, "must be > 0")
+	}
+	if o.MaxJSONObjects <= 0 {
+		return config.Invalid("http.max.json.objects", o.MaxJSONObjects, "must be > 0")
 	}
 	if o.RetryTimeout < 0 {
 		return config.Invalid("retry.timeout.ms", o.RetryTimeout.Milliseconds(), "must be >= 0")

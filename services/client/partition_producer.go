@@ -34,6 +34,7 @@ type partitionProducer struct {
 	idRetryAt time.Time
 	idFails   int
 	idErr     error
+	idErrAt   time.Time // when idErr came back
 	nextSeq   int32
 	confirmed bool // a batch was acknowledged under id, so the leader knows the producer
 	resetting bool // a sequenced batch failed for good: wait for the in-flight ones, then restart
@@ -166,6 +167,7 @@ func (pp *partitionProducer) step() (time.Duration, bool) {
 		out = pp.abortLocked(out)
 	} else {
 		out = pp.expireUnsequencedLocked(now, out)
+		out = pp.failOnFatalIdentityLocked(out)
 		out = pp.settleLocked(now, out)
 		pp.identityLocked(now)
 		pp.sequenceLocked()
@@ -271,6 +273,30 @@ func (pp *partitionProducer) expireUnsequencedLocked(now time.Time, out []comple
 	if end > first {
 		pp.queue = slices.Delete(pp.queue, first, end)
 	}
+	return out
+}
+
+// failOnFatalIdentityLocked fails the batches waiting for a producer id
+// when the last InitProducerId answer was final (CLUSTER_AUTHORIZATION_FAILED
+// for a principal without IdempotentWrite, say): Kafka's producer treats it
+// as fatal, and retrying until delivery.timeout.ms only hides the cause. The
+// identity is asked for again after its backoff, and a batch fails only on
+// an answer that came after it was created, so every record waits for one
+// attempt of its own and records sent once the cause is fixed go through.
+func (pp *partitionProducer) failOnFatalIdentityLocked(out []completion) []completion {
+	if pp.idErr == nil || !pp.needID || toKerr(pp.idErr).Code.Retriable() {
+		return out
+	}
+	keep := pp.queue[:0]
+	for _, b := range pp.queue {
+		if b.sequenced || b.inFlight || b.created.After(pp.idErrAt) {
+			keep = append(keep, b)
+			continue
+		}
+		out = append(out, failure(b, toKerr(pp.idErr)))
+	}
+	clear(pp.queue[len(keep):])
+	pp.queue = keep
 	return out
 }
 

@@ -27,7 +27,7 @@ func (pp *partitionProducer) identityLocked(now time.Time) {
 			pp.idFails, pp.idErr = 0, nil
 		} else {
 			pp.idFails++
-			pp.idErr = err
+			pp.idErr, pp.idErrAt = err, time.Now()
 			pp.idRetryAt = time.Now().Add(backoff(pp.p.c.opts.RetryBackoff, pp.p.c.opts.RetryBackoffMax, pp.idFails))
 		}
 		pp.mu.Unlock()

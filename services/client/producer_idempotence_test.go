@@ -294,3 +294,34 @@ func TestFatalBatchFailsAloneAndLaterBatchesGoOn(t *testing.T) {
 	}
 	checkEpochBump(t, fc, "t", 0)
 }
+
+// A final answer to InitProducerId (a principal without IdempotentWrite)
+// fails the waiting records with that answer at once, as Kafka's producer
+// does, instead of retrying until delivery.timeout.ms; once the cause is
+// gone, later records go through.
+func TestFinalProducerIDRefusalFailsRecordsAtOnce(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	p := newProducer(t, c, client.ProducerOptions{Linger: -1, DeliveryTimeout: 30 * time.Second})
+	var refuse atomic.Bool
+	refuse.Store(true)
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		if call.Method == "InitProducerId" && refuse.Load() {
+			return &fakebroker.Fault{Code: kerr.ClusterAuthorizationFailed}
+		}
+		return nil
+	})
+	ctx := testCtx(t, 20*time.Second)
+	_, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0)})
+	if codeOf(err) != kerr.ClusterAuthorizationFailed {
+		t.Fatalf("produce while InitProducerId is refused: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if n := fc.Calls("Produce"); n != 0 {
+		t.Fatalf("%d produce calls without a producer id", n)
+	}
+	refuse.Store(false)
+	if res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1)}); err != nil || res.Offset != 0 {
+		t.Fatalf("produce once allowed: %+v %v", res, err)
+	}
+}

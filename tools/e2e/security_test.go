@@ -251,7 +251,7 @@ func TestGatewayServesHTTPSWithTokens(t *testing.T) {
 // restToken is user's token in the tokens file of the pki volume.
 func restToken(t *testing.T, s *stack, user string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.pkiDir, "rest.tokens"))
+	b, err := os.ReadFile(filepath.Join(s.pkiDir, "tokens"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +260,6 @@ func restToken(t *testing.T, s *stack, user string) string {
 			return f[0]
 		}
 	}
-	t.Fatalf("no token for %s in rest.tokens", user)
+	t.Fatalf("no token for %s in the tokens file", user)
 	return ""
 }

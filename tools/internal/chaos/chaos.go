@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
@@ -78,6 +77,8 @@ type Options struct {
 	// NoLinks launches the cluster without the proxies of
 	// devcluster.Options.Links, and so without the network-cut steps.
 	NoLinks bool
+	// Plaintext runs the cluster without TLS (devcluster.Options.Plaintext).
+	Plaintext bool
 	// Steps, when set, are the only fault steps the nemesis picks from
 	// (by name, see steps).
 	Steps []string
@@ -312,7 +313,7 @@ func (r *runner) start(ctx context.Context) error {
 	lag := r.o.LagTime.Milliseconds()
 	opts := devcluster.Options{
 		DataDir: r.o.DataDir, BinDir: r.o.BinDir, Brokers: 3, Controllers: 2, PortBase: base,
-		FaultInjection: true, Links: !r.o.NoLinks,
+		FaultInjection: true, Links: !r.o.NoLinks, Plaintext: r.o.Plaintext,
 		BrokerArgs: []string{
 			fmt.Sprintf("--broker.session.timeout=%s", leaseTTL),
 			fmt.Sprintf("--config=replica.lag.time.max.ms=%d", lag),
@@ -342,14 +343,23 @@ func (r *runner) start(ctx context.Context) error {
 	ports := cl.Options().Ports()
 	r.note("cluster up on ports %d-%d (etcd %s, controllers %s, brokers %s; links: %v)", base, base+r.span()-1,
 		ports.EtcdClient, strings.Join(ports.Controllers, ","), strings.Join(ports.Brokers, ","), r.links != nil)
-	if r.admin, err = client.NewAdmin(ports.Controllers, client.Options{RequestTimeout: 5 * time.Second}); err != nil {
+	sec := cl.Options().Security()
+	tc, err := sec.ClientOrNil()
+	if err != nil {
 		return err
 	}
-	if r.client, err = client.New(ports.Brokers, client.Options{RequestTimeout: 5 * time.Second, RetryBackoffMax: 500 * time.Millisecond}); err != nil {
+	dial, err := sec.DialOption()
+	if err != nil {
+		return err
+	}
+	if r.admin, err = client.NewAdmin(ports.Controllers, client.Options{RequestTimeout: 5 * time.Second, TLS: tc}); err != nil {
+		return err
+	}
+	if r.client, err = client.New(ports.Brokers, client.Options{RequestTimeout: 5 * time.Second, RetryBackoffMax: 500 * time.Millisecond, TLS: tc}); err != nil {
 		return err
 	}
 	for i, addr := range ports.Brokers {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, dial)
 		if err != nil {
 			return err
 		}

@@ -12,16 +12,16 @@ import (
 	"tidemark.io/tools/internal/chaos"
 )
 
-func newChaosCmd() *cobra.Command {
+func newChaosCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "chaos",
 		Short: "Seeded fault runs against a cluster of real processes, checked against Kafka's promises",
 	}
-	c.AddCommand(newChaosRunCmd())
+	c.AddCommand(newChaosRunCmd(g))
 	return c
 }
 
-func newChaosRunCmd() *cobra.Command {
+func newChaosRunCmd(g *globals) *cobra.Command {
 	var (
 		o       chaos.Options
 		seed    uint64
@@ -43,7 +43,8 @@ the leader fence must stop; a broker cut from everything; a broker or the active
 cut from etcd). Then it heals everything, waits through a quiet
 period without produce, polls until every partition is whole, stops the cluster, reads every
 replica's log from disk and checks the history. A run that breaks a promise exits 1 and
-prints its seed, the command that replays it and the data dir it kept (node logs in logs/).`,
+prints its seed, the command that replays it and the data dir it kept (node logs in logs/).
+Every link runs with mutual TLS on certificates made in the data dir, unless --plaintext.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seconds <= 0 {
@@ -65,6 +66,9 @@ prints its seed, the command that replays it and the data dir it kept (node logs
 			if !cmd.Flags().Changed("seed") {
 				seed = uint64(time.Now().UnixNano())
 			}
+			// The run's cluster makes its own certificates: only --plaintext
+			// of the TLS flags applies.
+			o.Plaintext = g.tlsFlags.Plaintext
 			o.Faults = time.Duration(seconds) * time.Second
 			o.Out = cmd.OutOrStdout()
 			o.Replay = fmt.Sprintf("bin/tidemark chaos run --seed %%d --seconds %d", seconds)

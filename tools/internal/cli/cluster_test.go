@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,20 +13,23 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/clustertest"
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/testenv"
 	"tidemark.io/tools/internal/cli"
 )
 
-// tcluster is an in-process cluster with the CLI flags that reach it.
+// tcluster is an in-process cluster with mutual TLS and the CLI flags
+// that reach it.
 type tcluster struct {
 	*clustertest.Cluster
-	flags []string // --bootstrap-server and --controller
+	flags []string // --bootstrap-server, --controller, then the admin's --tls.* flags
 	etcd  string
 }
 
 func startCluster(t *testing.T) *tcluster {
 	t.Helper()
-	c := clustertest.Start(t, clustertest.Options{Racks: []string{"rack-a", "rack-b", "rack-c"}})
+	c := clustertest.Start(t, clustertest.Options{Racks: []string{"rack-a", "rack-b", "rack-c"}, Secure: true})
+	admin := pki.Options(c.PKIDir, "admin")
 	var brokers []string
 	for id := int32(1); id <= 3; id++ {
 		brokers = append(brokers, c.BrokerConfig(id).Listen)
@@ -41,7 +45,8 @@ func startCluster(t *testing.T) *tcluster {
 		ctrls = append(ctrls, ci.GetNode().GetAddress())
 	}
 	return &tcluster{Cluster: c, etcd: c.Etcd.Endpoint(),
-		flags: []string{"--bootstrap-server", strings.Join(brokers, ","), "--controller", strings.Join(ctrls, ",")}}
+		flags: []string{"--bootstrap-server", strings.Join(brokers, ","), "--controller", strings.Join(ctrls, ","),
+			"--tls.ca", admin.CA, "--tls.cert", admin.Cert, "--tls.key", admin.Key}}
 }
 
 func (c *tcluster) run(t *testing.T, stdin string, args ...string) result {
@@ -101,6 +106,35 @@ func TestCLIAgainstCluster(t *testing.T) {
 		r = c.run(t, "", "topics", "describe", "--topic", "pinned").ok(t)
 		contains(t, r.out, "Partition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3", "Partition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,3,1")
 		c.run(t, "", "topics", "describe", "--topic", "ghost").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
+	})
+
+	t.Run("the dev cluster's certificates are found without TLS flags", func(t *testing.T) {
+		// Where `make run` ran, .data/pki holds the CA and the admin's
+		// certificate: the CLI uses them when given no TLS flag.
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, ".data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(c.PKIDir, filepath.Join(dir, ".data", "pki")); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(dir)
+		r := runCLI(t, "", append([]string{"topics", "list"}, c.flags[:4]...)...).ok(t)
+		contains(t, r.out, "orders")
+		r = runCLI(t, "", "health", "--addr", c.BrokerConfig(1).Listen).ok(t)
+		contains(t, r.out, "SERVING")
+		// Plaintext against a TLS cluster fails, saying what to change.
+		runCLI(t, "", append([]string{"topics", "list", "--plaintext"}, c.flags[:4]...)...).
+			fails(t, cli.ExitFailed, "cannot reach any controller").fails(t, cli.ExitFailed, "the node may require TLS (drop --plaintext)")
+		runCLI(t, "", "health", "--addr", c.BrokerConfig(1).Listen, "--plaintext").fails(t, cli.ExitFailed, "drop --plaintext")
+		// Another CA's certificate is refused, and the message says so.
+		other := t.TempDir()
+		if _, err := pki.Ensure(other, pki.Leaf{Name: "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		o := pki.Options(other, "admin")
+		runCLI(t, "", "health", "--addr", c.BrokerConfig(1).Listen, "--tls.ca", o.CA, "--tls.cert", o.Cert, "--tls.key", o.Key).
+			fails(t, cli.ExitFailed, "not signed by the CA of --tls.ca")
 	})
 
 	t.Run("produce then consume", func(t *testing.T) {

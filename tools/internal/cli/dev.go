@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,22 +14,21 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/tools/internal/devcluster"
 )
 
-func newDevCmd() *cobra.Command {
+func newDevCmd(g *globals) *cobra.Command {
 	dev := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a whole cluster on this machine and stop, kill, pause or restart its nodes",
 	}
 	var controlAddr string
 	dev.PersistentFlags().StringVar(&controlAddr, "control", devcluster.DefaultControlAddr, "address of the running launcher's control API")
-	dev.AddCommand(newDevUpCmd())
-	dev.AddCommand(newDevStatusCmd(&controlAddr))
+	dev.AddCommand(newDevUpCmd(g))
+	dev.AddCommand(newDevStatusCmd(g, &controlAddr))
 	actions := []struct {
 		use, short string
 		action     devclusterv1.Action
@@ -41,12 +41,12 @@ func newDevCmd() *cobra.Command {
 		{"restart", "Stop then start a node", devclusterv1.Action_ACTION_RESTART},
 	}
 	for _, a := range actions {
-		dev.AddCommand(newDevActionCmd(a.use, a.short, a.action, &controlAddr))
+		dev.AddCommand(newDevActionCmd(g, a.use, a.short, a.action, &controlAddr))
 	}
 	return dev
 }
 
-func newDevUpCmd() *cobra.Command {
+func newDevUpCmd(g *globals) *cobra.Command {
 	o := devcluster.DefaultOptions()
 	var racks string
 	cmd := &cobra.Command{
@@ -64,6 +64,9 @@ func newDevUpCmd() *cobra.Command {
 				}
 				o.BinDir = filepath.Dir(exe)
 			}
+			// The cluster makes its own certificates: only --plaintext of the
+			// TLS flags applies.
+			o.Plaintext = g.tlsFlags.Plaintext
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()
@@ -73,6 +76,8 @@ func newDevUpCmd() *cobra.Command {
 			}
 			fmt.Fprintln(out)
 			c.PrintTable(out)
+			fmt.Fprintln(out)
+			printSecurity(out, c.Options())
 			fmt.Fprintf(out, "\ndata in %s, logs in %s. Try: tidemark dev kill broker-1 | tidemark dev start broker-1\nCtrl-C stops the cluster.\n",
 				o.DataDir, filepath.Join(o.DataDir, "logs"))
 			<-ctx.Done()
@@ -98,21 +103,25 @@ func newDevUpCmd() *cobra.Command {
 	return cmd
 }
 
-func devClient(addr string) (devclusterv1.DevClusterServiceClient, func(), error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func devClient(g *globals, addr string) (devclusterv1.DevClusterServiceClient, func(), error) {
+	dial, err := g.dialOption()
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		return nil, nil, err
 	}
 	return devclusterv1.NewDevClusterServiceClient(conn), func() { conn.Close() }, nil
 }
 
-func newDevStatusCmd(controlAddr *string) *cobra.Command {
+func newDevStatusCmd(g *globals, controlAddr *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "List the dev cluster's nodes and their states",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, done, err := devClient(*controlAddr)
+			cl, done, err := devClient(g, *controlAddr)
 			if err != nil {
 				return err
 			}
@@ -133,7 +142,7 @@ func newDevStatusCmd(controlAddr *string) *cobra.Command {
 	}
 }
 
-func newDevActionCmd(use, short string, action devclusterv1.Action, controlAddr *string) *cobra.Command {
+func newDevActionCmd(g *globals, use, short string, action devclusterv1.Action, controlAddr *string) *cobra.Command {
 	var extra []string
 	c := &cobra.Command{
 		Use:   use + " NODE",
@@ -145,7 +154,7 @@ func newDevActionCmd(use, short string, action devclusterv1.Action, controlAddr 
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, done, err := devClient(*controlAddr)
+			cl, done, err := devClient(g, *controlAddr)
 			if err != nil {
 				return err
 			}
@@ -170,4 +179,35 @@ func newDevActionCmd(use, short string, action devclusterv1.Action, controlAddr 
 			"(e.g. --arg=--config=replica.truncation.mode=high-watermark); a later start without --arg uses the original flags")
 	}
 	return c
+}
+
+// printSecurity says where the dev cluster's certificates and REST token
+// are and how the CLI, grpcurl and curl use them.
+func printSecurity(out io.Writer, o devcluster.Options) {
+	if o.Plaintext {
+		fmt.Fprintln(out, "security: OFF (--plaintext): every link is plaintext; give the CLI --plaintext (or TIDEMARK_PLAINTEXT=true) and grpcurl -plaintext")
+		return
+	}
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	sec := o.Security()
+	ca, cert, key, tokens := abs(sec.CA), abs(sec.Cert), abs(sec.Key), abs(o.TokensPath())
+	fmt.Fprintf(out, "security: mutual TLS on every link; CA, certificates and keys in %s\n", abs(o.PKIDir()))
+	fmt.Fprintf(out, "  CA %s, admin certificate %s, key %s, REST bearer token (user admin) in %s\n", ca, cert, key, tokens)
+	if filepath.Clean(o.PKIDir()) == devPKIDir {
+		fmt.Fprintf(out, "  the CLI finds them by itself when run from here; elsewhere:\n")
+	} else {
+		fmt.Fprintf(out, "  give the CLI (and `tidemark dev` commands --control %s):\n", o.ControlAddr)
+	}
+	fmt.Fprintf(out, "    export TIDEMARK_TLS_CA=%s TIDEMARK_TLS_CERT=%s TIDEMARK_TLS_KEY=%s\n", ca, cert, key)
+	fmt.Fprintf(out, "  grpcurl -cacert %s -cert %s -key %s %s list\n", ca, cert, key, o.Ports().Brokers[0])
+	if devcluster.GatewayTLS() {
+		fmt.Fprintf(out, "  curl --cacert %s -H \"Authorization: Bearer $(cut -d' ' -f1 %s)\" https://%s/v1/cluster\n", ca, tokens, o.Ports().Gateway)
+	} else {
+		fmt.Fprintf(out, "  the gateway (http://%s) runs without TLS settings in this build, and so cannot reach the nodes\n", o.Ports().Gateway)
+	}
 }

@@ -9,12 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // Defaults match `make run`'s dev cluster.
@@ -36,6 +38,13 @@ type globals struct {
 	bootstrap      []string
 	controllers    []string
 	commandTimeout time.Duration
+
+	// tlsFlags are the TLS flags as given; tls is what they resolve to
+	// (see security), once.
+	tlsFlags    tlsconf.Options
+	tls         tlsconf.Options
+	tlsErr      error
+	tlsResolved bool
 }
 
 func addGlobals(root *cobra.Command, getenv func(string) string) *globals {
@@ -45,6 +54,7 @@ func addGlobals(root *cobra.Command, getenv func(string) string) *globals {
 	f.StringSliceVar(&g.controllers, "controller", defaultControllers, "controller addresses (host:port, comma-separated)")
 	f.DurationVar(&g.commandTimeout, "command-timeout", 30*time.Second, "how long an admin or metadata operation may take before the command gives up")
 	withEnv(f, "bootstrap-server", "controller", "command-timeout")
+	addTLSFlags(f, &g.tlsFlags)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := applyEnv(cmd.Flags(), getenv); err != nil {
 			return err
@@ -91,16 +101,20 @@ func (g *globals) opContext(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, g.commandTimeout)
 }
 
-func (g *globals) clientOptions() client.Options {
-	return client.Options{APITimeout: g.commandTimeout, RequestTimeout: min(g.commandTimeout, client.DefaultRequestTimeout)}
-}
-
 // admin returns an admin client on the controllers once one of them answers.
 func (g *globals) admin(ctx context.Context) (*client.Admin, error) {
-	if err := reach(ctx, "controller", "--controller", g.controllers); err != nil {
+	dial, err := g.dialOption()
+	if err != nil {
 		return nil, err
 	}
-	a, err := client.NewAdmin(g.controllers, g.clientOptions())
+	if err := reach(ctx, "controller", "--controller", g.controllers, dial); err != nil {
+		return nil, err
+	}
+	opts, err := g.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	a, err := client.NewAdmin(g.controllers, opts)
 	if err != nil {
 		return nil, usagef("--controller: %v", err)
 	}
@@ -109,10 +123,18 @@ func (g *globals) admin(ctx context.Context) (*client.Admin, error) {
 
 // client returns a broker client once one of the brokers answers.
 func (g *globals) client(ctx context.Context) (*client.Client, error) {
-	if err := reach(ctx, "broker", "--bootstrap-server", g.bootstrap); err != nil {
+	dial, err := g.dialOption()
+	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(g.bootstrap, g.clientOptions())
+	if err := reach(ctx, "broker", "--bootstrap-server", g.bootstrap, dial); err != nil {
+		return nil, err
+	}
+	opts, err := g.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(g.bootstrap, opts)
 	if err != nil {
 		return nil, usagef("--bootstrap-server: %v", err)
 	}
@@ -123,7 +145,7 @@ func (g *globals) client(ctx context.Context) (*client.Client, error) {
 // (with any status: standby controllers count), so that a cluster that is
 // down, or an address that is not a tidemark node, fails within seconds
 // with the addresses named, instead of after the client's retries run out.
-func reach(ctx context.Context, what, flag string, addrs []string) error {
+func reach(ctx context.Context, what, flag string, addrs []string, dial grpc.DialOption) error {
 	if len(addrs) == 0 {
 		return usagef("%s: no address given", flag)
 	}
@@ -137,7 +159,7 @@ func reach(ctx context.Context, what, flag string, addrs []string) error {
 	ch := make(chan answer, len(addrs))
 	for _, a := range addrs {
 		go func() {
-			_, err := checkHealth(ctx, hostPort(a), "")
+			_, err := checkHealth(ctx, hostPort(a), "", dial)
 			ch <- answer{a, err}
 		}()
 	}
@@ -174,6 +196,20 @@ func dialReason(err error) string {
 		if strings.Contains(msg, s) {
 			return s
 		}
+	}
+	// TLS mismatches: say which side to change.
+	switch {
+	case strings.Contains(msg, "server preface"):
+		return "no plaintext answer: the node may require TLS (drop --plaintext)"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "it answers without TLS: the cluster may run with --plaintext (give --plaintext)"
+	case strings.Contains(msg, "certificate signed by unknown authority"):
+		return "its certificate is not signed by the CA of --tls.ca"
+	case strings.Contains(msg, "certificate is valid for"):
+		return "its certificate does not name this host (" + msg + "); --tls.server.name names the one to expect"
+	case strings.Contains(msg, "bad certificate"), strings.Contains(msg, "certificate required"), strings.Contains(msg, "unknown certificate authority"),
+		strings.Contains(msg, "expired certificate"):
+		return "it refused our certificate (--tls.cert: another CA's, or expired?): " + msg
 	}
 	switch status.Code(err) {
 	case codes.DeadlineExceeded:

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -33,7 +33,11 @@ func TestProduceBootstrappingFromARestartedBroker(t *testing.T) {
 	go func() { defer close(started); c.StartBroker(leader) }()
 	defer func() { <-started }()
 
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial, err := pki.Options(c.PKIDir, "admin").DialOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +60,7 @@ func TestProduceBootstrappingFromARestartedBroker(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	r := runCLI(t, "after-restart\n", "produce", "--topic", "restart", "--bootstrap-server", addr, "--controller", c.flags[3])
+	r := runCLI(t, "after-restart\n", append([]string{"produce", "--topic", "restart", "--bootstrap-server", addr}, c.flags[2:]...)...)
 	if r.code != 0 {
 		t.Fatalf("produce bootstrapping from the restarted broker %d: exit %d\n%s%s", leader, r.code, r.out, r.err)
 	}

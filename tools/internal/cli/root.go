@@ -90,9 +90,9 @@ func newRoot(s Streams) *cobra.Command {
 	root.SetIn(s.In)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g := addGlobals(root, s.Getenv)
-	root.AddCommand(newVersionCmd(), newHealthCmd(), newDevCmd(),
+	root.AddCommand(newVersionCmd(), newHealthCmd(g), newDevCmd(g), newPKICmd(),
 		newTopicsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
-		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newChaosCmd(), newScenarioCmd(), newPKICmd())
+		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newChaosCmd(g), newScenarioCmd(g))
 	strictArgs(root)
 	return root
 }

@@ -14,7 +14,7 @@ import (
 	"tidemark.io/tools/internal/scenario"
 )
 
-func newScenarioCmd() *cobra.Command {
+func newScenarioCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scenario",
 		Short: "Play the learning note's playbooks on the dev cluster, narrated, and check they go as the note says",
@@ -60,7 +60,11 @@ func newScenarioCmd() *cobra.Command {
 				return usagef("--lag-time must not be negative, got %v", lag)
 			}
 			out := cmd.OutOrStdout()
-			env, err := scenario.Discover(cmd.Context(), control)
+			sec, err := g.security()
+			if err != nil {
+				return err
+			}
+			env, err := scenario.Discover(cmd.Context(), control, sec)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func TestScenarioListNamesEveryScenario(t *testing.T) {
 // With no launcher at --control the run fails at once, naming the address.
 func TestScenarioRunWithoutDevClusterNamesTheLauncher(t *testing.T) {
 	addr := closedAddr(t)
-	r := runCLI(t, "", "scenario", "run", "min-isr", "--control", addr)
+	r := runCLI(t, "", "scenario", "run", "min-isr", "--control", addr, "--plaintext")
 	if r.code != cli.ExitFailed || !strings.Contains(r.err, addr) || !strings.Contains(r.err, "tidemark dev up") {
 		t.Fatalf("exit %d, stderr %q: want 1 naming %s and tidemark dev up", r.code, r.err, addr)
 	}

@@ -100,7 +100,7 @@ func TestUnreachableClusterFailsFastNamingTheAddress(t *testing.T) {
 		{"metadata", "dump", "--etcd-endpoints", "http://" + dead},
 	}
 	for _, args := range cases {
-		r := runCLI(t, "x\n", args...)
+		r := runCLI(t, "x\n", append(args, "--plaintext")...)
 		if r.code != cli.ExitFailed || !strings.Contains(r.err, dead) {
 			t.Errorf("%v: exit %d, want 1 naming %s; stderr %q", args, r.code, dead, r.err)
 		}
@@ -112,7 +112,7 @@ func TestUnreachableClusterFailsFastNamingTheAddress(t *testing.T) {
 
 func TestEnvironmentTwins(t *testing.T) {
 	dead := closedAddr(t)
-	env := map[string]string{"TIDEMARK_CONTROLLER": dead}
+	env := map[string]string{"TIDEMARK_CONTROLLER": dead, "TIDEMARK_PLAINTEXT": "true"}
 	r := runEnv(t, env, "topics", "list")
 	if r.code != cli.ExitFailed || !strings.Contains(r.err, dead) {
 		t.Fatalf("TIDEMARK_CONTROLLER ignored: exit %d, stderr %q", r.code, r.err)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -64,6 +63,11 @@ type Options struct {
 	// (Cluster.Links). Needs a PortBase; the cluster then takes
 	// 2*PortSpan ports (see Ports). Off by default.
 	Links bool
+	// Plaintext runs every link without TLS (`tidemark dev up
+	// --plaintext`). Off, Up makes a CA and certificates in PKIDir and every
+	// node, the launcher's control API and the launcher's own calls use
+	// mutual TLS.
+	Plaintext bool
 	// PlaintextEtcd runs etcd without TLS and without authentication. By
 	// default etcd serves TLS only, wants a client certificate (its Common
 	// Name is the etcd user) and has auth on, with the roles of
@@ -71,7 +75,8 @@ type Options struct {
 	// dir whose etcd has auth on cannot go back to plaintext.
 	PlaintextEtcd bool
 	// Authorizer guards the DevClusterService (Describe on Cluster to list,
-	// Alter on Cluster to act); nil serves it unguarded.
+	// Alter on Cluster to act). Nil with TLS on: the operator (admin) and
+	// the gateway's console only; with Plaintext, nil serves it unguarded.
 	Authorizer *authz.Authorizer
 }
 
@@ -206,8 +211,9 @@ func (o Options) plan() ([]*Node, error) {
 	}
 	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
-	common := func(etcd, name string, args ...string) []string {
-		args = append(args, "--etcd.endpoints", etcd, "--plaintext")
+	common := func(name, etcd string, args ...string) []string {
+		args = append(args, "--etcd.endpoints", etcd)
+		args = append(args, o.tlsArgs(name)...)
 		if !o.PlaintextEtcd {
 			dir := o.PKIDir()
 			args = append(args, "--etcd.tls.ca", pki.CAPath(dir),
@@ -222,7 +228,7 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Controllers; i++ {
 		addr := ports.Controllers[i-1]
 		controllers = append(controllers, addr)
-		args := common(ports.ControllerEtcd[i-1], fmt.Sprintf("controller-%d", i), "--controller.id", strconv.Itoa(i), "--listen", ports.ControllerListen[i-1],
+		args := common(fmt.Sprintf("controller-%d", i), ports.ControllerEtcd[i-1], "--controller.id", strconv.Itoa(i), "--listen", ports.ControllerListen[i-1],
 			"--metrics.listen", ports.ControllerMetrics[i-1])
 		if o.Links {
 			args = append(args, "--advertised.address", addr)
@@ -239,7 +245,7 @@ func (o Options) plan() ([]*Node, error) {
 	for i := 1; i <= o.Brokers; i++ {
 		addr := ports.Brokers[i-1]
 		brokers = append(brokers, addr)
-		args := common(ports.BrokerEtcd[i-1], fmt.Sprintf("broker-%d", i), "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
+		args := common(fmt.Sprintf("broker-%d", i), ports.BrokerEtcd[i-1], "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
 			"--data.dir", filepath.Join(o.DataDir, fmt.Sprintf("broker-%d", i)),
 			"--metrics.listen", ports.BrokerMetrics[i-1])
 		if o.Links {
@@ -262,7 +268,8 @@ func (o Options) plan() ([]*Node, error) {
 	// The dev console may act on the cluster: it is a playground.
 	gwArgs := []string{"--listen", ports.Gateway,
 		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ","),
-		"--console.actions", "--console.dev.control", o.ControlAddr, "--plaintext"}
+		"--console.actions", "--console.dev.control", o.ControlAddr}
+	gwArgs = append(gwArgs, o.gatewayTLSArgs()...)
 	if o.Jaeger {
 		gwArgs = append(gwArgs, "--console.jaeger.ui", "http://"+JaegerQuery)
 	}
@@ -292,6 +299,15 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(o.DataDir, "logs"), 0o755); err != nil {
 		return nil, err
+	}
+	if !o.Plaintext {
+		issued, err := o.ensurePKI()
+		if err != nil {
+			return nil, fmt.Errorf("certificates in %s: %w", o.PKIDir(), err)
+		}
+		if len(issued) > 0 {
+			fmt.Fprintf(out, "issued certificates in %s: %s\n", o.PKIDir(), strings.Join(issued, ", "))
+		}
 	}
 	etcd, err := o.startEtcd(ctx)
 	if err != nil {
@@ -323,7 +339,7 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 			c.Down(out)
 			return nil, err
 		}
-		if err := waitActiveController(ctx, nodes[first], 20*time.Second); err != nil {
+		if err := c.waitActiveController(ctx, nodes[first], 20*time.Second); err != nil {
 			fmt.Fprintf(out, "warning: %s: %v (see %s)\n", nodes[first].Name, err, nodes[first].LogPath)
 		}
 	}
@@ -337,18 +353,22 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 		}
 	}
 	for _, n := range nodes {
-		if err := waitHealthy(ctx, n, 20*time.Second); err != nil {
+		if err := c.waitHealthy(ctx, n, 20*time.Second); err != nil {
 			fmt.Fprintf(out, "warning: %s: %v (see %s)\n", n.Name, err, n.LogPath)
 		}
 	}
 	return c, nil
 }
 
-func waitHealthy(ctx context.Context, n *Node, timeout time.Duration) error {
+func (c *Cluster) waitHealthy(ctx context.Context, n *Node, timeout time.Duration) error {
 	if n.Kind == "jaeger" {
 		return waitHTTP(ctx, n, "http://"+n.Addr+"/api/services", timeout)
 	}
-	conn, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial, err := c.opts.dialOption(n)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(n.Addr, dial)
 	if err != nil {
 		return err
 	}
@@ -374,8 +394,12 @@ func waitHealthy(ctx context.Context, n *Node, timeout time.Duration) error {
 // waitActiveController waits until the controller answers DescribeCluster
 // itself, that is, until it has won the election. An earlier run's lease
 // left in etcd (a kill -9, say) delays this by up to the lease TTL.
-func waitActiveController(ctx context.Context, n *Node, timeout time.Duration) error {
-	conn, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func (c *Cluster) waitActiveController(ctx context.Context, n *Node, timeout time.Duration) error {
+	dial, err := c.opts.dialOption(n)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(n.Addr, dial)
 	if err != nil {
 		return err
 	}
@@ -514,9 +538,10 @@ func (c *Cluster) serveControl() error {
 	if err != nil {
 		return fmt.Errorf("dev control %s: %w (is another `tidemark dev up` running?)", c.opts.ControlAddr, err)
 	}
-	var opts []grpc.ServerOption
-	if a := c.opts.Authorizer; a != nil {
-		opts = append(opts, grpc.ChainUnaryInterceptor(a.Unary()), grpc.ChainStreamInterceptor(a.Stream()))
+	opts, err := c.opts.controlServerOptions()
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("dev control %s: %w", c.opts.ControlAddr, err)
 	}
 	c.ctl = grpc.NewServer(opts...)
 	devclusterv1.RegisterDevClusterServiceServer(c.ctl, &controlService{c: c})

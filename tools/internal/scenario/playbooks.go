@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -1492,7 +1490,7 @@ func playControllerFailover(r *run) (facts, error) {
 // askZombie sends controller id a CreateTopics directly (no redirect) and
 // says how it answered: "ok", or the error it refused with.
 func (r *run) askZombie(id int32) string {
-	conn, err := grpc.NewClient(r.env.Controllers[id-1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := r.env.dial(r.env.Controllers[id-1])
 	if err != nil {
 		return err.Error()
 	}
@@ -1524,7 +1522,7 @@ func (r *run) activeController(skip map[int32]bool) (active, error) {
 		if skip[int32(i+1)] {
 			continue
 		}
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := r.env.dial(addr)
 		if err != nil {
 			return active{}, err
 		}

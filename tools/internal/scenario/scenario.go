@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -34,6 +33,7 @@ import (
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // Env is where the dev cluster runs.
@@ -49,12 +49,23 @@ type Env struct {
 	JaegerUI string
 	// Logs are the nodes' log files by node name.
 	Logs map[string]string
+	// TLS is how every node and the launcher are dialled.
+	TLS tlsconf.Options
 }
 
-// Discover asks the launcher at control for its nodes.
-func Discover(ctx context.Context, control string) (Env, error) {
-	env := Env{Control: control, Logs: map[string]string{}}
-	conn, err := grpc.NewClient(control, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dial connects to one of the cluster's gRPC addresses with env.TLS.
+func (env Env) dial(addr string) (*grpc.ClientConn, error) {
+	d, err := env.TLS.DialOption()
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient(addr, d)
+}
+
+// Discover asks the launcher at control, dialled with sec, for its nodes.
+func Discover(ctx context.Context, control string, sec tlsconf.Options) (Env, error) {
+	env := Env{Control: control, Logs: map[string]string{}, TLS: sec}
+	conn, err := env.dial(control)
 	if err != nil {
 		return env, err
 	}
@@ -238,16 +249,19 @@ type run struct {
 func newRun(ctx context.Context, s Scenario, env Env, o Options) (*run, error) {
 	r := &run{ctx: ctx, s: s, env: env, o: o, t0: time.Now(), http: &http.Client{Timeout: 2 * time.Second},
 		topic: fmt.Sprintf("scenario-%s-%s", s.Name, strconv.FormatInt(time.Now().UnixMilli(), 36))}
-	var err error
-	if r.admin, err = client.NewAdmin(env.Controllers, client.Options{RequestTimeout: 5 * time.Second}); err != nil {
+	tc, err := env.TLS.ClientOrNil()
+	if err != nil {
 		return nil, err
 	}
-	if r.client, err = client.New(env.Brokers, client.Options{RequestTimeout: 5 * time.Second, RetryBackoffMax: 300 * time.Millisecond}); err != nil {
+	if r.admin, err = client.NewAdmin(env.Controllers, client.Options{RequestTimeout: 5 * time.Second, TLS: tc}); err != nil {
+		return nil, err
+	}
+	if r.client, err = client.New(env.Brokers, client.Options{RequestTimeout: 5 * time.Second, RetryBackoffMax: 300 * time.Millisecond, TLS: tc}); err != nil {
 		r.close()
 		return nil, err
 	}
 	dial := func(addr string) (*grpc.ClientConn, error) {
-		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := env.dial(addr)
 		if err == nil {
 			r.conns = append(r.conns, c)
 		}

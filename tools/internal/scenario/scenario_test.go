@@ -61,7 +61,7 @@ func TestScenarios(t *testing.T) {
 		t.Fatalf("starting the cluster: %v", err)
 	}
 	defer cl.Down(launcherLog)
-	env, err := Discover(ctx, cl.Options().Ports().Control)
+	env, err := Discover(ctx, cl.Options().Ports().Control, cl.Options().Security())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"tidemark.io/services/metastore/embedded"
 	"tidemark.io/services/platform/loopback"
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/testenv"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // repoRoot finds the workspace root (the directory holding go.work).
@@ -75,22 +76,36 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 	}
 	defer etcd.Close()
 	endpoints := strings.TrimPrefix(etcd.ClientURL(), "http://")
+	// Brokers and controllers run with mutual TLS, as `make run` starts
+	// them; the callers below present the operator's certificate.
+	certs := t.TempDir()
+	if _, err := pki.Ensure(certs, pki.Leaf{Name: "broker-7"}, pki.Leaf{Name: "controller-2"}, pki.Leaf{Name: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	tlsArgs := func(name string) []string {
+		o := pki.Options(certs, name)
+		return []string{"--tls.ca", o.CA, "--tls.cert", o.Cert, "--tls.key", o.Key}
+	}
+	admin := pki.Options(certs, "admin")
+	adminArgs := tlsArgs("admin")
 	cases := []struct {
 		name     string
 		args     func(addr string) []string
+		caller   tlsconf.Options
+		cliArgs  []string
 		services []string
 	}{
 		{"broker", func(a string) []string {
-			return []string{"--listen", a, "--data.dir", t.TempDir(), "--broker.id", "7", "--etcd.endpoints", endpoints, "--plaintext"}
-		}, []string{"tidemark.broker.v1.BrokerService", "tidemark.replication.v1.ReplicationService",
+			return append([]string{"--listen", a, "--data.dir", t.TempDir(), "--broker.id", "7", "--etcd.endpoints", endpoints}, tlsArgs("broker-7")...)
+		}, admin, adminArgs, []string{"tidemark.broker.v1.BrokerService", "tidemark.replication.v1.ReplicationService",
 			"tidemark.control.v1.BrokerControlService", "tidemark.fault.v1.FaultInjectionService",
 			"grpc.health.v1.Health"}},
 		{"controller", func(a string) []string {
-			return []string{"--listen", a, "--controller.id", "2", "--etcd.endpoints", endpoints, "--plaintext"}
-		}, []string{"tidemark.admin.v1.AdminService", "tidemark.control.v1.ControllerService", "grpc.health.v1.Health"}},
+			return append([]string{"--listen", a, "--controller.id", "2", "--etcd.endpoints", endpoints}, tlsArgs("controller-2")...)
+		}, admin, adminArgs, []string{"tidemark.admin.v1.AdminService", "tidemark.control.v1.ControllerService", "grpc.health.v1.Health"}},
 		{"gateway", func(a string) []string {
 			return []string{"--listen", a, "--plaintext"}
-		}, []string{"grpc.health.v1.Health"}},
+		}, tlsconf.Plain(), []string{"--plaintext"}, []string{"grpc.health.v1.Health"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,8 +124,12 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 				}
 			}()
 
-			waitHealthy(t, addr, exited, &logs)
-			got := listServices(t, addr)
+			dial, err := tc.caller.DialOption()
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitHealthy(t, addr, dial, exited, &logs)
+			got := listServices(t, addr, dial)
 			for _, want := range tc.services {
 				if !slices.Contains(got, want) {
 					t.Errorf("reflection lists %v, missing %s", got, want)
@@ -121,7 +140,7 @@ func TestBinariesAnswerReflectionHealthAndStopOnSIGTERM(t *testing.T) {
 			}
 
 			// The CLI's health command is what compose health checks run.
-			out, err := exec.Command(filepath.Join(bin, "tidemark"), "health", "--addr", addr).CombinedOutput()
+			out, err := exec.Command(filepath.Join(bin, "tidemark"), append([]string{"health", "--addr", addr}, tc.cliArgs...)...).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "SERVING") {
 				t.Errorf("tidemark health: %v: %s", err, out)
 			}
@@ -168,9 +187,9 @@ func TestBadFlagIsNamedAndExitsNonZero(t *testing.T) {
 	}
 }
 
-func waitHealthy(t *testing.T, addr string, exited <-chan error, logs fmt.Stringer) {
+func waitHealthy(t *testing.T, addr string, dial grpc.DialOption, exited <-chan error, logs fmt.Stringer) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +212,9 @@ func waitHealthy(t *testing.T, addr string, exited <-chan error, logs fmt.String
 	t.Fatalf("%s never became healthy\n%s", addr, logs.String())
 }
 
-func listServices(t *testing.T, addr string) []string {
+func listServices(t *testing.T, addr string, dial grpc.DialOption) []string {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		t.Fatal(err)
 	}

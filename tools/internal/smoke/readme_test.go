@@ -40,7 +40,9 @@ func readmeCommands(t *testing.T, root string) []string {
 }
 
 // The README's grpcurl recipes, run as written against `make run`'s dev
-// cluster (the real binaries, on the documented ports), so they never rot.
+// cluster (the real binaries, on the documented ports, with mutual TLS on
+// the certificates it makes), so they never rot. The recipes name
+// .data/pki, `make run`'s; the test's cluster keeps its own in its data dir.
 func TestReadmeGrpcurlRecipes(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: starts the dev cluster")
@@ -74,8 +76,10 @@ func TestReadmeGrpcurlRecipes(t *testing.T) {
 			<-done
 		}
 	}()
+	pkiDir := filepath.Join(data, "pki")
 	run := func(cmd string) (string, error) {
-		c := exec.Command("bash", "-c", strings.Replace(cmd, ".bin/grpcurl", grpcurl, 1))
+		cmd = strings.ReplaceAll(strings.Replace(cmd, ".bin/grpcurl", grpcurl, 1), ".data/pki", pkiDir)
+		c := exec.Command("bash", "-c", cmd)
 		c.Dir = root
 		out, err := c.CombinedOutput()
 		return string(out), err
@@ -83,7 +87,7 @@ func TestReadmeGrpcurlRecipes(t *testing.T) {
 	// Wait until the cluster is up and every broker is registered.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		out, err := run(`.bin/grpcurl -plaintext 127.0.0.1:9190 tidemark.admin.v1.AdminService/DescribeCluster`)
+		out, err := run(`.bin/grpcurl -cacert .data/pki/ca.pem -cert .data/pki/admin.pem -key .data/pki/admin-key.pem 127.0.0.1:9190 tidemark.admin.v1.AdminService/DescribeCluster`)
 		if err == nil && strings.Count(out, `"alive": true`) == 3 {
 			break
 		}
@@ -101,6 +105,10 @@ func TestReadmeGrpcurlRecipes(t *testing.T) {
 		"DescribeCluster": `"controllerEpoch"`,
 	}
 	for _, cmd := range readmeCommands(t, root) {
+		if strings.Contains(cmd, "-plaintext") {
+			t.Errorf("README recipe %q uses -plaintext: make run's cluster runs with mutual TLS", cmd)
+			continue
+		}
 		var out string
 		var err error
 		// Produce right after CreateTopics may meet a leader still taking
