@@ -217,7 +217,7 @@ endif
 	@rm -rf $(IMAGE_CONTEXT)
 
 .PHONY: up
-up: images ## build binaries and images, start the compose stack (project tidemark; ports in README)
+up: images ## build binaries and images, start the compose stack with TLS and auth on (project tidemark; PLAINTEXT=1 without; ports in README)
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark up -d --remove-orphans
 	@$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark ps
 
@@ -226,7 +226,7 @@ down: compose-check ## stop the compose stack (project tidemark); `make down WIP
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark down --remove-orphans $(if $(filter 1,$(WIPE)),-v,)
 
 .PHONY: e2e
-e2e: images testreport ## the failure playbooks as end-to-end tests against a stack of their own (project tidemark-e2e)
+e2e: images testreport ## the failure playbooks and security checks against a secure stack of their own (project tidemark-e2e; PLAINTEXT=1)
 	@rc=0; \
 	(cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" TIDEMARK_E2E_PLAINTEXT=$(PLAINTEXT) TIDEMARK_E2E_PROJECT=$(E2E_PROJECT) \
 		TIDEMARK_E2E_LOG_DIR=$(CURDIR)/.data/e2e-logs \
