@@ -176,6 +176,12 @@ run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in t
 COMPOSE_FILES   := $(CURDIR)/deploy/compose.yml
 TIDEMARK_IMAGE  ?= tidemark/tidemark:local
 UPSTREAM_IMAGES ?=
+# The stack runs with TLS and authentication on; PLAINTEXT=1 adds the
+# override that turns them off (make up PLAINTEXT=1, make e2e PLAINTEXT=1).
+PLAINTEXT       ?=
+ifeq ($(PLAINTEXT),1)
+COMPOSE_FILES   := $(COMPOSE_FILES):$(CURDIR)/deploy/compose.plaintext.yml
+endif
 ifeq ($(UPSTREAM_IMAGES),1)
 ETCD_IMAGE      ?= gcr.io/etcd-development/etcd:v3.7.3
 JAEGER_IMAGE    ?= jaegertracing/jaeger:2.13.0
@@ -186,7 +192,7 @@ JAEGER_IMAGE    ?= tidemark/jaeger:v1.76.0
 endif
 IMAGE_CONTEXT   := $(TOOLBIN)/docker
 COMPOSE_ENV     := COMPOSE_FILE=$(COMPOSE_FILES) TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) JAEGER_IMAGE=$(JAEGER_IMAGE)
-E2E_PROJECT     := tidemark-e2e
+E2E_PROJECT     ?= tidemark-e2e
 E2E_TIMEOUT     ?= 15m
 
 .PHONY: compose-check
@@ -196,12 +202,12 @@ compose-check:
 
 .PHONY: images
 images: build compose-check ## build the stack's images FROM scratch: tidemark (bin/), etcd and Jaeger (.bin/)
-	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark
+	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark/owned
 	@for f in broker controller gateway tidemark; do ln -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/ 2>/dev/null || cp -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/; done
 	docker build -q -t $(TIDEMARK_IMAGE) -f deploy/tidemark.Dockerfile $(IMAGE_CONTEXT)/tidemark
 ifneq ($(UPSTREAM_IMAGES),1)
 	@if [ ! -x $(TOOLBIN)/etcd ] || [ ! -x $(TOOLBIN)/etcdctl ] || [ ! -x $(TOOLBIN)/jaeger ]; then $(MAKE) --no-print-directory thirdparty; fi
-	@mkdir -p $(IMAGE_CONTEXT)/etcd $(IMAGE_CONTEXT)/jaeger
+	@mkdir -p $(IMAGE_CONTEXT)/etcd/owned $(IMAGE_CONTEXT)/jaeger/owned
 	@for f in etcd etcdctl; do ln -f $(TOOLBIN)/$$f $(IMAGE_CONTEXT)/etcd/ 2>/dev/null || cp -f $(TOOLBIN)/$$f $(IMAGE_CONTEXT)/etcd/; done
 	@ln -f $(TOOLBIN)/jaeger $(IMAGE_CONTEXT)/jaeger/ 2>/dev/null || cp -f $(TOOLBIN)/jaeger $(IMAGE_CONTEXT)/jaeger/
 	@ln -f $(BIN)/tidemark $(IMAGE_CONTEXT)/jaeger/ 2>/dev/null || cp -f $(BIN)/tidemark $(IMAGE_CONTEXT)/jaeger/
@@ -211,7 +217,7 @@ endif
 	@rm -rf $(IMAGE_CONTEXT)
 
 .PHONY: up
-up: images ## build binaries and images, start the compose stack (project tidemark; ports in README)
+up: images ## build binaries and images, start the compose stack with TLS and auth on (project tidemark; PLAINTEXT=1 without; ports in README)
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark up -d --remove-orphans
 	@$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark ps
 
@@ -220,9 +226,9 @@ down: compose-check ## stop the compose stack (project tidemark); `make down WIP
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p tidemark down --remove-orphans $(if $(filter 1,$(WIPE)),-v,)
 
 .PHONY: e2e
-e2e: images testreport ## the failure playbooks as end-to-end tests against a stack of their own (project tidemark-e2e)
+e2e: images testreport ## the failure playbooks and security checks against a secure stack of their own (project tidemark-e2e; PLAINTEXT=1)
 	@rc=0; \
-	(cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" \
+	(cd tools && $(COMPOSE_ENV) TIDEMARK_E2E=1 TIDEMARK_E2E_COMPOSE="$(DOCKER_COMPOSE)" TIDEMARK_E2E_PLAINTEXT=$(PLAINTEXT) TIDEMARK_E2E_PROJECT=$(E2E_PROJECT) \
 		TIDEMARK_E2E_LOG_DIR=$(CURDIR)/.data/e2e-logs \
 		go test -json -count=1 -timeout $(E2E_TIMEOUT) ./e2e/ 2>&1 | tee $(CURDIR)/$(TEST_LOGS)/e2e.json | $(CURDIR)/$(TESTREPORT) -v) || rc=$$?; \
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p $(E2E_PROJECT) down -v --remove-orphans -t 5 >/dev/null 2>&1 || true; \

@@ -10,6 +10,10 @@ COPY jaeger /cmd/jaeger/jaeger-linux
 COPY tidemark /usr/local/bin/tidemark
 ENV PATH=/usr/local/bin \
     JAEGER_LISTEN_HOST=0.0.0.0
+# Jaeger keeps its spans in memory and needs nothing of its own on disk
+# but a writable /tmp; it runs as an unprivileged user.
+COPY --chown=65532:65532 owned /tmp
+USER 65532:65532
 WORKDIR /tmp
 EXPOSE 4317 4318 16686 13132 13133
 ENTRYPOINT ["/cmd/jaeger/jaeger-linux"]

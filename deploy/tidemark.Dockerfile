@@ -1,11 +1,19 @@
 # The tidemark services in one image: broker, controller, gateway and the
 # tidemark CLI (whose `tidemark health` is the image's health probe: there is
 # no shell). Built FROM scratch from the static binaries `make build` puts in
-# bin/; `make images` stages them as this build's context.
+# bin/; `make images` stages them as this build's context, with the empty
+# directory owned/ that the volume mount points below are copied from.
 FROM scratch
 COPY broker controller gateway tidemark /usr/local/bin/
 ENV PATH=/usr/local/bin
-# Brokers keep their partition logs here (a named volume per broker).
+# Every process runs as this unprivileged user (no passwd file: a number).
+# The directories volumes mount on belong to it in the image, so a named
+# volume created from them belongs to it too: brokers keep their partition
+# logs in /data, and the stack's one-shot pki service writes the CA and
+# the certificates into /pki, which the others mount read-only.
+COPY --chown=65532:65532 owned /data
+COPY --chown=65532:65532 owned /pki
+USER 65532:65532
 WORKDIR /data
 LABEL org.opencontainers.image.title="tidemark" \
       org.opencontainers.image.description="tidemark broker, controller, gateway and CLI"

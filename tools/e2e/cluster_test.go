@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -42,9 +43,16 @@ func dialStack(ctx context.Context, addr string) (net.Conn, error) {
 }
 
 // clientOptions: short request timeouts and reconnect backoff, so that the
-// client notices a dead or restarted broker within a second or two.
-func clientOptions() client.Options {
+// client notices a dead or restarted broker within a second or two; on a
+// secure stack the client presents the admin certificate.
+func clientOptions(t *testing.T) client.Options {
+	t.Helper()
+	tc, err := st.clientTLS("admin")
+	if err != nil {
+		t.Fatalf("admin certificate: %v", err)
+	}
 	return client.Options{
+		TLS:             tc,
 		Dialer:          dialStack,
 		RequestTimeout:  5 * time.Second,
 		RetryBackoff:    100 * time.Millisecond,
@@ -55,6 +63,20 @@ func clientOptions() client.Options {
 			MinConnectTimeout: 3 * time.Second,
 		})},
 	}
+}
+
+// transportCreds is the gRPC dial option of a client presenting name's
+// certificate (insecure on a plaintext stack).
+func (s *stack) transportCreds(t *testing.T, name string) grpc.DialOption {
+	t.Helper()
+	tc, err := s.clientTLS(name)
+	if err != nil {
+		t.Fatalf("%s certificate: %v", name, err)
+	}
+	if tc == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(tc))
 }
 
 // cluster is one test's view of the stack: a broker client and an admin
@@ -68,11 +90,11 @@ type cluster struct {
 
 func newCluster(t *testing.T, s *stack) *cluster {
 	t.Helper()
-	cl, err := client.New(brokerAddrs, clientOptions())
+	cl, err := client.New(brokerAddrs, clientOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := client.NewAdmin(controllerAddrs, clientOptions())
+	admin, err := client.NewAdmin(controllerAddrs, clientOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,9 +303,9 @@ func (c *cluster) createTopic(tl *timeline, topic string, assignment [][]int32) 
 func (c *cluster) waitMetadata(topic string, parts []*adminv1.PartitionDescription, timeout time.Duration) time.Duration {
 	c.t.Helper()
 	begin := time.Now()
+	creds := c.s.transportCreds(c.t, "admin")
 	for _, addr := range brokerAddrs {
-		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(dialStack))
+		cc, err := grpc.NewClient("passthrough:///"+addr, creds, grpc.WithContextDialer(dialStack))
 		if err != nil {
 			c.t.Fatal(err)
 		}

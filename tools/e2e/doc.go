@@ -16,12 +16,21 @@
 // have on the compose network; on the host the tests' gRPC dialer sends those
 // names to 127.0.0.1, where each broker is published on the same port.
 //
+// The stack runs as deploy/compose.yml defines it: mutual TLS on every
+// gRPC link, etcd with client certificates and roles, HTTPS and tokens on
+// the gateway, every container as user 65532. After it is healthy the
+// harness copies the pki volume out of the exited pki container, and the
+// tests' clients present its admin certificate; security_test.go checks the
+// refusals and the processes' users on the running stack.
+//
 // Every test brings back what it broke (containers stopped or cut off) when
 // it ends, prints a timeline of what it saw, and bounds every wait.
 //
 // Environment: TIDEMARK_E2E_COMPOSE names the compose command ("docker
 // compose" or "docker-compose"; found when unset), COMPOSE_FILE the compose
 // files (deploy/compose.yml when unset), TIDEMARK_IMAGE, ETCD_IMAGE and
-// JAEGER_IMAGE the images, and TIDEMARK_E2E_LOG_DIR where the containers'
-// logs and the timelines are saved at the end.
+// JAEGER_IMAGE the images, TIDEMARK_E2E_LOG_DIR where the containers'
+// logs and the timelines are saved at the end, TIDEMARK_E2E_PROJECT another
+// compose project name, and TIDEMARK_E2E_PLAINTEXT=1 runs the stack with
+// deploy/compose.plaintext.yml (the security tests then skip, saying so).
 package e2e

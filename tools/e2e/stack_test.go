@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,12 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/testenv"
 )
 
 // project is the compose project of the end-to-end stack. `make up` uses
-// "tidemark"; nothing here ever names that one.
-const project = "tidemark-e2e"
+// "tidemark"; nothing here ever names that one. TIDEMARK_E2E_PROJECT picks
+// another (two checkouts on one engine; the ports stay the same).
+var project = cmp.Or(os.Getenv("TIDEMARK_E2E_PROJECT"), "tidemark-e2e")
 
 // Host ports of the stack under test: each is the default plus 10000 (Jaeger's
 // UI 16686 becomes 26686), so the tier runs beside `make up` and `make run`.
@@ -53,6 +57,9 @@ var (
 	controllerAddrs = []string{"controller-1:19190", "controller-2:19191"}
 	jaegerURL       = "http://127.0.0.1:26686"
 	services        = []string{"etcd", "jaeger", "controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "gateway"}
+	// oneShots run once before the others and exit: pki writes the
+	// certificates, etcd-init turns etcd's auth on.
+	oneShots = []string{"pki", "etcd-init"}
 )
 
 // stack is the running compose project.
@@ -60,6 +67,12 @@ type stack struct {
 	compose []string // "docker compose" or "docker-compose", split
 	env     []string
 	logDir  string
+	// secure: the stack runs with TLS and authentication (the default);
+	// TIDEMARK_E2E_PLAINTEXT=1 runs it with compose.plaintext.yml.
+	secure bool
+	// pkiDir is a copy of the stack's pki volume (CA, certificates, REST
+	// tokens) on the host, for the tests' clients.
+	pkiDir string
 
 	mu      sync.Mutex
 	ids     map[string]string // service -> container id
@@ -113,7 +126,7 @@ func need(t *testing.T) *stack {
 }
 
 func newStack() (*stack, error) {
-	s := &stack{ids: map[string]string{}}
+	s := &stack{ids: map[string]string{}, secure: os.Getenv("TIDEMARK_E2E_PLAINTEXT") != "1"}
 	if c := strings.Fields(os.Getenv("TIDEMARK_E2E_COMPOSE")); len(c) > 0 {
 		s.compose = c
 	} else if exec.Command("docker", "compose", "version").Run() == nil {
@@ -125,11 +138,15 @@ func newStack() (*stack, error) {
 	}
 	env := os.Environ()
 	if os.Getenv("COMPOSE_FILE") == "" {
-		f, err := filepath.Abs(filepath.Join("..", "..", "deploy", "compose.yml"))
+		dir, err := filepath.Abs(filepath.Join("..", "..", "deploy"))
 		if err != nil {
 			return nil, err
 		}
-		env = append(env, "COMPOSE_FILE="+f)
+		files := filepath.Join(dir, "compose.yml")
+		if !s.secure {
+			files += string(filepath.ListSeparator) + filepath.Join(dir, "compose.plaintext.yml")
+		}
+		env = append(env, "COMPOSE_FILE="+files)
 	}
 	for k, v := range stackPorts {
 		env = append(env, k+"="+v)
@@ -199,13 +216,20 @@ func (s *stack) start() error {
 	if err := s.waitHealthy(services, 2*time.Minute); err != nil {
 		return err
 	}
-	fmt.Printf("e2e: stack up and healthy in %.1fs (network %s)\n", time.Since(begin).Seconds(), s.network)
+	if err := s.copyPKI(); err != nil {
+		return err
+	}
+	mode := "TLS and authentication on"
+	if !s.secure {
+		mode = "plaintext"
+	}
+	fmt.Printf("e2e: stack up and healthy in %.1fs (network %s, %s)\n", time.Since(begin).Seconds(), s.network, mode)
 	return nil
 }
 
 // discover finds the containers of the project and its network.
 func (s *stack) discover() error {
-	for _, svc := range services {
+	for _, svc := range append(slices.Clone(services), oneShots...) {
 		out, err := s.docker(30*time.Second, "ps", "-a", "-q", "--no-trunc",
 			"--filter", "label=com.docker.compose.project="+project,
 			"--filter", "label=com.docker.compose.service="+svc)
@@ -230,6 +254,31 @@ func (s *stack) discover() error {
 		s.network = n
 	}
 	return nil
+}
+
+// copyPKI copies the pki volume out of the pki service's container (it
+// exited, but its files stay readable with docker cp) into a temporary
+// directory: the tests' clients present the admin certificate.
+func (s *stack) copyPKI() error {
+	dir, err := os.MkdirTemp("", "tidemark-e2e-pki-")
+	if err != nil {
+		return err
+	}
+	if _, err := s.docker(60*time.Second, "cp", s.id("pki")+":/pki", dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("copying the certificates out of the pki service: %w", err)
+	}
+	s.pkiDir = filepath.Join(dir, "pki")
+	return nil
+}
+
+// clientTLS is the mutual TLS configuration of a client presenting name's
+// certificate; nil on a plaintext stack.
+func (s *stack) clientTLS(name string) (*tls.Config, error) {
+	if !s.secure {
+		return nil, nil
+	}
+	return pki.Options(s.pkiDir, name).Client()
 }
 
 // id is the container of a service.
@@ -356,10 +405,24 @@ func (s *stack) logsSince(svc string, since time.Time) string {
 	return out
 }
 
-// etcdGet reads one key with the etcdctl inside the etcd container.
+// etcdctl runs etcdctl inside the etcd container, as the etcd user whose
+// certificate it presents on a secure stack (the certificate's Common Name
+// is the etcd user); user is ignored on a plaintext one.
+func (s *stack) etcdctl(user string, args ...string) (string, error) {
+	full := []string{"exec", s.id("etcd"), "/usr/local/bin/etcdctl"}
+	if s.secure {
+		full = append(full, "--endpoints=https://127.0.0.1:2379", "--cacert=/pki/ca.pem",
+			"--cert=/pki/"+user+".pem", "--key=/pki/"+user+"-key.pem")
+	} else {
+		full = append(full, "--endpoints=127.0.0.1:2379")
+	}
+	return s.docker(30*time.Second, append(full, args...)...)
+}
+
+// etcdGet reads one key with the etcdctl inside the etcd container, as the
+// admin user (read access to tidemark's keys).
 func (s *stack) etcdGet(key string) (string, error) {
-	return s.docker(30*time.Second, "exec", s.id("etcd"), "/usr/local/bin/etcdctl",
-		"--endpoints=127.0.0.1:2379", "get", key, "--print-value-only")
+	return s.etcdctl("admin", "get", key, "--print-value-only")
 }
 
 // saveLogs writes every container's log into the log directory.
@@ -387,6 +450,9 @@ func (s *stack) down() {
 	}
 	s.downed = true
 	s.mu.Unlock()
+	if s.pkiDir != "" {
+		_ = os.RemoveAll(filepath.Dir(s.pkiDir))
+	}
 	begin := time.Now()
 	if out, err := s.composeCmd(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: down: %v\n%s\n", err, out)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"tidemark.io/services/metastore/etcdauth"
 	"tidemark.io/services/platform/pki"
+	"tidemark.io/tools/internal/devcluster"
 )
 
 // defaultPKINames are the identities of the compose stack and `make run`:
@@ -21,6 +23,10 @@ var defaultPKINames = []string{"controller-1", "controller-2", "broker-1", "brok
 
 // maxCertDays bounds --days: the CA itself lasts ten years.
 const maxCertDays = 3650
+
+// restTokensFile is the gateway's tokens file in a pki directory, the name
+// the dev cluster gives it too.
+const restTokensFile = "tokens"
 
 var certNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
@@ -54,16 +60,19 @@ func checkCertName(name string) error {
 
 func newPKIInitCmd() *cobra.Command {
 	var (
-		dir   string
-		names []string
-		hosts []string
+		dir        string
+		names      []string
+		hosts      []string
+		tokenUsers []string
 	)
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR [--name NAME ...] [--host HOST ...]",
+		Use:   "init --dir DIR [--name NAME ...] [--host HOST ...] [--rest-token USER ...]",
 		Short: "Make the CA in DIR if it has none, and a certificate for each name that has no valid one",
 		Long: "Makes the CA in DIR if it has none, and a certificate for each --name that has none, one the CA did not\n" +
 			"sign, or one that expires within 30 days; valid ones are kept, so it is safe to run on every start.\n" +
-			"Each certificate serves on localhost, 127.0.0.1, ::1, its name and every --host.",
+			"Each certificate serves on localhost, 127.0.0.1, ::1, its name and every --host.\n" +
+			"--rest-token USER also gives USER a random REST bearer token in DIR/" + restTokensFile + " (the gateway's\n" +
+			"--rest.tokens.file, lines `TOKEN USER`, mode 0600) unless USER has one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
@@ -84,6 +93,11 @@ func newPKIInitCmd() *cobra.Command {
 				seen[n] = true
 				leaves = append(leaves, pki.Leaf{Name: n, Hosts: leafHosts(n, hosts)})
 			}
+			for _, u := range tokenUsers {
+				if !certNameRE.MatchString(u) {
+					return usagef("--rest-token %q: a user name is letters, digits, '.', '_' and '-', starting with a letter or digit", u)
+				}
+			}
 			issued, err := pki.Ensure(dir, leaves...)
 			if err != nil {
 				return err
@@ -101,6 +115,13 @@ func newPKIInitCmd() *cobra.Command {
 				}
 				fmt.Fprintf(out, "%s %s: %s %s\n", verb, n, pki.CertPath(dir, n), pki.KeyPath(dir, n))
 			}
+			for _, u := range tokenUsers {
+				path := filepath.Join(dir, restTokensFile)
+				if _, err := devcluster.EnsureToken(path, u); err != nil {
+					return fmt.Errorf("REST token for %s: %w", u, err)
+				}
+				fmt.Fprintf(out, "token  %s: %s\n", u, path)
+			}
 			return nil
 		},
 	}
@@ -108,6 +129,7 @@ func newPKIInitCmd() *cobra.Command {
 	f.StringVar(&dir, "dir", "", "folder for ca.pem, ca-key.pem and each NAME.pem, NAME-key.pem (required)")
 	f.StringSliceVar(&names, "name", defaultPKINames, "identities to issue certificates for (repeatable or comma-separated)")
 	f.StringSliceVar(&hosts, "host", nil, "extra DNS name or IP address every certificate serves on (repeatable)")
+	f.StringSliceVar(&tokenUsers, "rest-token", nil, "users that get a REST bearer token in DIR/"+restTokensFile+" unless they have one (repeatable or comma-separated)")
 	return cmd
 }
 
