@@ -44,7 +44,6 @@ type BrokerConfig struct {
 	LeaderImbalancePerBrokerPercentage  int32
 	LeaderImbalanceCheckIntervalSeconds int64
 	ReplicaTruncationMode               string // TruncateByLeaderEpoch or TruncateByHighWatermark
-	BrokerSessionTimeoutMs              int32
 	DefaultReplicationFactor            int32
 	NumPartitions                       int32
 	LogFlushFsyncEveryAppend            bool

@@ -41,7 +41,6 @@ func TestDefaultBroker(t *testing.T) {
 		LeaderImbalancePerBrokerPercentage:  10,
 		LeaderImbalanceCheckIntervalSeconds: 300,
 		ReplicaTruncationMode:               TruncateByLeaderEpoch,
-		BrokerSessionTimeoutMs:              6000,
 		DefaultReplicationFactor:            1,
 		NumPartitions:                       1,
 		LogFlushFsyncEveryAppend:            false,

@@ -45,7 +45,6 @@ func TestValidate(t *testing.T) {
 		{ScopeBroker, "replica.truncation.mode", "epoch", "not one of leader-epoch, high-watermark"},
 		{ScopeBroker, "leader.imbalance.per.broker.percentage", "100", ""},
 		{ScopeBroker, "leader.imbalance.per.broker.percentage", "101", "out of range [0, 100]"},
-		{ScopeBroker, "broker.session.timeout.ms", "999", "out of range [1000, ...]"},
 		{ScopeBroker, "replica.fetch.max.bytes", "1", ""},
 		{ScopeBroker, "no.such.key", "1", "unknown broker config"},
 		{ScopeBroker, "log.retention.check.interval.ms", "100", ""},
