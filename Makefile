@@ -95,9 +95,23 @@ endef
 test-unit: testreport ## the fast tier: every module with -race -short (no etcd/Jaeger/grpcurl builds, no Docker)
 	$(call go-test,-race -short $(GO_TEST_FLAGS),unit)
 
+# The lock-order invariant mode (services/broker/LOCKORDER.md): the broker's
+# mutexes check every acquisition against the ones their goroutine holds.
+# A few focused tests keep it to about half a minute.
+LOCKCHECK_BROKER_TESTS := TestAcksAllCommitsOnEveryReplica|TestPartitionedFollowerLeavesAndRejoinsISR|TestKIP101DivergenceOnlyWithHighWatermarkTruncation|TestRetentionOnLeaderMovesReplicaLogStart|TestIdempotentRetryOverTheWire|TestStaleControllerEpochIsRefused|TestRestartedBrokerWithoutMetadataAnswersRetriably|TestLeaderCrashLosesNoAckedWrite
+
+.PHONY: test-lockcheck
+test-lockcheck: testreport ## the broker's lock order checked (-tags lockcheck) over its replica, log store and a few whole-broker tests
+	@echo "== go test -tags lockcheck (broker lock order)"
+	@{ rc=0; go test -json -tags lockcheck -count=1 ./services/broker/internal/lockorder/ ./services/broker/internal/replica/ || rc=1; \
+	   go test -json -tags lockcheck -count=1 -run '^(TestConcurrentAppendReadFlushTruncate|TestManager.*)$$' ./services/broker/internal/logstore/ || rc=1; \
+	   go test -json -tags lockcheck -count=1 -run '^($(LOCKCHECK_BROKER_TESTS))$$' ./services/broker/ || rc=1; exit $$rc; } 2>&1 | \
+	   tee $(TEST_LOGS)/lockcheck.json | $(TESTREPORT)
+
 .PHONY: test
-test: tools thirdparty testreport ## every module's tests (the skipped ones listed at the end), then `make e2e` when a Docker engine answers
+test: tools thirdparty testreport ## every module's tests (the skipped ones listed at the end), the lock-order mode, then `make e2e` when a Docker engine answers
 	$(call go-test,$(GO_TEST_FLAGS),test)
+	@$(MAKE) --no-print-directory test-lockcheck
 	@case "$(E2E)" in \
 	0) echo "== e2e skipped (E2E=0)";; \
 	1) $(MAKE) --no-print-directory e2e;; \

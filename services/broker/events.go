@@ -1,9 +1,8 @@
 package broker
 
 import (
-	"sync"
-
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/replica"
 )
 
@@ -12,7 +11,7 @@ import (
 // HW advances (frequent under load) are folded to one per partition between
 // reports.
 type eventBuffer struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.Leaf]
 	max    int
 	list   []*controlv1.ClusterEvent
 	hwSeen map[replica.TP]bool

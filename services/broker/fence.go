@@ -12,6 +12,7 @@ import (
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
 )
@@ -46,7 +47,7 @@ type leaseFence struct {
 	// request of the old incarnation cannot slip in between the new
 	// registration and the count of leaderships it starts with. The check
 	// itself takes no lock.
-	mu        sync.Mutex
+	mu        lockorder.Mutex[lockorder.Fence]
 	reg       atomic.Pointer[metastore.Registration]
 	confirmed atomic.Int64 // newest broker epoch whose roles the controller confirmed
 

@@ -2,9 +2,9 @@ package broker
 
 import (
 	"context"
-	"sync"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -13,7 +13,7 @@ import (
 // never handed out: tidemark producer ids start at 1.
 type producerIDs struct {
 	b    *Broker
-	mu   sync.Mutex
+	mu   lockorder.Mutex[lockorder.ProducerIDs]
 	next int64
 	end  int64 // exclusive
 }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
@@ -34,7 +35,7 @@ type registrar struct {
 	store  *metastore.Store
 	events *eventBuffer
 
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.Registrar]
 	reg *metastore.Registration
 
 	ctx    context.Context

@@ -19,17 +19,22 @@
 //
 // # Lock rules
 //
-// A Log has three locks, always taken in this order:
+// A Log has three locks. Their order is partial: mu before fileMu, flushMu
+// before fileMu, and mu and flushMu never held together.
 //
 //   - mu serialises writers: appends, truncations, rolls, retention, epoch
 //     assignment, Close. It guards the producer table and the writer-owned
 //     segment fields.
+//   - flushMu serialises flushes. It is taken before fileMu and never while
+//     mu is held (an append that must fsync releases mu first), so fsync runs
+//     without blocking appends.
 //   - fileMu is held for reading by Read, OffsetForTimestamp and flushes for
 //     their whole duration, and for writing (under mu) by anything that
 //     shrinks, deletes or closes files: truncation, segment deletion, Close.
 //     So a reader never sees a file change under it except by growth.
-//   - flushMu serialises flushes; it is taken before fileMu and never while
-//     mu is held, so fsync runs without blocking appends.
+//
+// The indexes' and the epoch cache's locks are leaves. The whole broker's
+// order, and the build tag that checks it, are in services/broker/LOCKORDER.md.
 //
 // The RecoveryPointLowered hook runs under mu; the Manager's hook takes only
 // its rpMu and map mutex, and the Manager calls the caller's HW getter with

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
+
+	"tidemark.io/services/broker/internal/lockorder"
 )
 
 // UndefinedEpoch and UndefinedEpochOffset are EndOffsetFor's "unknown" answer.
@@ -24,7 +25,7 @@ type EpochEntry struct {
 // start offset. Every change is persisted before it is visible; a failed
 // write leaves the cache as it was. Safe for concurrent use.
 type LeaderEpochCache struct {
-	mu      sync.RWMutex
+	mu      lockorder.RWMutex[lockorder.Leaf]
 	entries []EpochEntry
 	persist func([]EpochEntry) error
 	logger  *slog.Logger

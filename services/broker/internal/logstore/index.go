@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"sync"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore/vfs"
 )
 
@@ -21,7 +21,7 @@ type sparseIndex struct {
 	f         vfs.File
 	entrySize int
 
-	mu      sync.RWMutex
+	mu      lockorder.RWMutex[lockorder.Leaf]
 	mem     []byte // all entries, encoded; nil when sealed
 	count   int    // entries in total
 	written int    // entries already in the file

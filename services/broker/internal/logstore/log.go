@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore/vfs"
 )
 
@@ -45,10 +46,10 @@ type Log struct {
 	now    func() time.Time
 	cfg    atomic.Pointer[Config]
 
-	mu      sync.Mutex     // serialises writers; guards the fields below it
-	fileMu  sync.RWMutex   // readers and flushes: R; shrinking, deleting, closing files: W
-	flushMu sync.Mutex     // serialises flushes
-	bg      sync.WaitGroup // background flushes after rolls; Add under mu
+	mu      lockorder.Mutex[lockorder.LogWriter]  // serialises writers; guards the fields below it
+	fileMu  lockorder.RWMutex[lockorder.LogFiles] // readers and flushes: R; shrinking, deleting, closing files: W
+	flushMu lockorder.Mutex[lockorder.LogFlush]   // serialises flushes
+	bg      sync.WaitGroup                        // background flushes after rolls; Add under mu
 
 	segs          atomic.Pointer[[]*segment] // ascending base; the last is active
 	leo           atomic.Int64

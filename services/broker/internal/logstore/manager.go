@@ -7,9 +7,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore/vfs"
 )
 
@@ -49,7 +49,7 @@ type Manager struct {
 	logger *slog.Logger
 	clean  bool
 
-	mu          sync.Mutex
+	mu          lockorder.Mutex[lockorder.LogManager]
 	logs        map[TopicPartition]*Log
 	offline     map[TopicPartition]error
 	recoveredHW map[TopicPartition]int64
@@ -64,7 +64,7 @@ type Manager struct {
 	// Log's truncation hook takes rpMu while the caller may hold its own
 	// partition lock, and the HW getter (which may take that lock) runs
 	// before hwMu is taken, never under a Manager lock.
-	hwMu, rpMu sync.Mutex
+	hwMu, rpMu lockorder.Mutex[lockorder.LogCheckpoint]
 	stop       chan struct{}
 	done       chan struct{}
 }

@@ -12,10 +12,10 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"sync"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -38,7 +38,7 @@ type Broker struct {
 
 // Cache is safe for concurrent use. Readers get copies.
 type Cache struct {
-	mu              sync.RWMutex
+	mu              lockorder.RWMutex[lockorder.Leaf]
 	clusterID       string
 	controller      *commonv1.Node
 	controllerEpoch int32

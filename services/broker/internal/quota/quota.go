@@ -7,11 +7,11 @@ package quota
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -52,7 +52,7 @@ func FromBroker(kind Kind, bc topicconfig.BrokerConfig) Config {
 type Manager struct {
 	now func() time.Time
 
-	mu        sync.Mutex
+	mu        lockorder.Mutex[lockorder.Leaf]
 	rates     map[key]*rate
 	parsed    map[string]map[string]int64 // overrides text -> parsed
 	sinceScan int

@@ -3,13 +3,13 @@ package replica
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/platform/kerr"
 )
@@ -73,7 +73,7 @@ type alterItem struct {
 // and feeds each answer back to its partition's state machine (F10).
 type alterSender struct {
 	m       *Manager
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.Leaf]
 	pending []alterItem
 	kick    chan struct{}
 }

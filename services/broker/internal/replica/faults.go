@@ -1,9 +1,9 @@
 package replica
 
 import (
-	"sync"
 	"time"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -24,7 +24,7 @@ func (f Fault) matches(tp TP) bool {
 // slowed through its API.
 type Faults struct {
 	enabled bool
-	mu      sync.RWMutex
+	mu      lockorder.RWMutex[lockorder.Leaf]
 	list    []Fault
 }
 

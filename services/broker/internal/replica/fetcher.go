@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -16,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/platform/kerr"
@@ -44,7 +44,7 @@ type fetcherKey struct {
 
 type fetcherManager struct {
 	m        *Manager
-	mu       sync.Mutex
+	mu       lockorder.Mutex[lockorder.FetcherManager]
 	fetchers map[fetcherKey]*fetcher
 	assigned map[TP]fetcherKey
 	closed   bool
@@ -160,7 +160,7 @@ func (fm *fetcherManager) close() {
 type fetcher struct {
 	m    *Manager
 	key  fetcherKey
-	mu   sync.Mutex
+	mu   lockorder.Mutex[lockorder.Fetcher]
 	part map[TP]*fetchState
 	kick chan struct{}
 	ctx  context.Context

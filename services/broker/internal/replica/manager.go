@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/partition"
@@ -102,7 +103,7 @@ type Manager struct {
 	transport Transport
 	tracer    trace.Tracer
 
-	mu       sync.RWMutex
+	mu       lockorder.RWMutex[lockorder.ReplicaManager]
 	replicas map[TP]*Replica
 
 	broker   atomic.Pointer[topicconfig.BrokerConfig]

@@ -1,6 +1,6 @@
 package replica
 
-import "sync"
+import "tidemark.io/services/broker/internal/lockorder"
 
 // waiter is one parked request (a delayed fetch or produce) waiting for
 // something to change on any of the partitions it watches. Kafka keeps such
@@ -23,7 +23,7 @@ func (w *waiter) poke() {
 // watchers is a partition's set of parked waiters. Its own mutex keeps
 // registration off the partition lock, so waking never nests locks.
 type watchers struct {
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.Leaf]
 	set map[*waiter]struct{}
 }
 

@@ -1,11 +1,11 @@
 package replica
 
 import (
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/topicconfig"
 )
@@ -22,7 +22,7 @@ type Replica struct {
 	tp  TP
 	log Log
 
-	mu    sync.Mutex
+	mu    lockorder.Mutex[lockorder.Replica]
 	state *partition.Partition
 	cfg   topicconfig.TopicConfig
 	// fetchEpoch is the leader epoch this replica follows with, set when the
