@@ -3,43 +3,21 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"os"
+	"log/slog"
 
 	"tidemark.io/gateway"
-	"tidemark.io/services/platform/config"
-	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/service"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
-	}
-}
-
-func run(args []string) error {
 	cfg := gateway.DefaultOptions()
-	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	cfg.AddFlags(fs)
-	fs.Usage = config.Usage(fs, "gateway")
-	if err := config.Parse(fs, args, nil); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return err
-	}
-	log, err := logging.New(os.Stderr, cfg.Log, "gateway", -1)
-	if err != nil {
-		return err
-	}
-	ctx, stop := lifecycle.SignalContext(context.Background())
-	defer stop()
-	g, err := gateway.Start(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	return lifecycle.WaitAndStop(ctx, log, g, g.Failed(), lifecycle.DefaultShutdownTimeout)
+	service.Main(service.Program[*gateway.Gateway]{
+		Name:     "gateway",
+		AddFlags: cfg.AddFlags,
+		Logging:  func() (logging.Options, int32) { return cfg.Log, -1 },
+		Start: func(ctx context.Context, log *slog.Logger) (*gateway.Gateway, error) {
+			return gateway.Start(ctx, cfg, log)
+		},
+	})
 }

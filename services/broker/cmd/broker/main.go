@@ -3,49 +3,21 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"os"
+	"log/slog"
 
 	"tidemark.io/services/broker"
-	"tidemark.io/services/platform/config"
-	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/service"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "broker:", err)
-		os.Exit(1)
-	}
-}
-
-func run(args []string) error {
 	cfg := broker.DefaultConfig()
-	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
-	cfg.AddFlags(fs)
-	fs.Usage = config.Usage(fs, "broker")
-	if err := config.Parse(fs, args, nil); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return err
-	}
-	log, err := logging.New(os.Stderr, cfg.Log, "broker", cfg.ID)
-	if err != nil {
-		return err
-	}
-	ctx, stop := lifecycle.SignalContext(context.Background())
-	defer stop()
-	b, err := broker.Start(ctx, cfg, log)
-	if err != nil {
-		if ctx.Err() != nil {
-			// Asked to stop while still starting (etcd not reachable yet,
-			// say): that is a clean stop, not a failure.
-			log.Info("stopped before startup completed", "reason", err)
-			return nil
-		}
-		return err
-	}
-	return lifecycle.WaitAndStop(ctx, log, b, b.Failed(), lifecycle.DefaultShutdownTimeout)
+	service.Main(service.Program[*broker.Broker]{
+		Name:     "broker",
+		AddFlags: cfg.AddFlags,
+		Logging:  func() (logging.Options, int32) { return cfg.Log, cfg.ID },
+		Start: func(ctx context.Context, log *slog.Logger) (*broker.Broker, error) {
+			return broker.Start(ctx, cfg, log)
+		},
+	})
 }

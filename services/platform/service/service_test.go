@@ -1,0 +1,125 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"tidemark.io/services/platform/logging"
+)
+
+type fake struct {
+	failed  chan error
+	stopped chan struct{}
+}
+
+func (f *fake) Failed() <-chan error { return f.failed }
+
+func (f *fake) Stop(context.Context) error { close(f.stopped); return nil }
+
+// program is a binary with one flag, --fake.name (env TIDEMARK_FAKE_NAME),
+// whose Start is start.
+func program(out *bytes.Buffer, env map[string]string, name *string,
+	start func(ctx context.Context, log *slog.Logger) (*fake, error)) Program[*fake] {
+	return Program[*fake]{
+		Name:     "fake",
+		AddFlags: func(fs *flag.FlagSet) { fs.StringVar(name, "fake.name", "default", "a name") },
+		Logging:  func() (logging.Options, int32) { return logging.DefaultOptions(), 7 },
+		Start:    start,
+		Stderr:   out,
+		Getenv:   func(k string) string { return env[k] },
+	}
+}
+
+func notStarted(t *testing.T) func(context.Context, *slog.Logger) (*fake, error) {
+	return func(context.Context, *slog.Logger) (*fake, error) {
+		t.Error("started")
+		return nil, errors.New("started")
+	}
+}
+
+func TestHelpPrintsEveryFlagWithItsVariableAndSucceeds(t *testing.T) {
+	var out bytes.Buffer
+	var name string
+	if err := Run(context.Background(), program(&out, nil, &name, notStarted(t)), []string{"-h"}); err != nil {
+		t.Fatalf("-h: %v", err)
+	}
+	if !strings.Contains(out.String(), "Usage of fake:") || !strings.Contains(out.String(), "--fake.name (env TIDEMARK_FAKE_NAME") {
+		t.Fatalf("usage:\n%s", out.String())
+	}
+}
+
+func TestBadFlagAndBadEnvValueAreErrors(t *testing.T) {
+	var out bytes.Buffer
+	var name string
+	err := Run(context.Background(), program(&out, nil, &name, notStarted(t)), []string{"--no.such"})
+	if err == nil || !strings.Contains(err.Error(), "flag provided but not defined: -no.such") {
+		t.Fatalf("unknown flag: %v", err)
+	}
+	p := program(&out, nil, &name, notStarted(t))
+	p.AddFlags = func(fs *flag.FlagSet) { fs.Int("fake.count", 0, "a count") }
+	p.Getenv = func(k string) string { return map[string]string{"TIDEMARK_FAKE_COUNT": "x"}[k] }
+	err = Run(context.Background(), p, nil)
+	if err == nil || !strings.Contains(err.Error(), `invalid value "x" for --fake.count (TIDEMARK_FAKE_COUNT)`) {
+		t.Fatalf("bad env value: %v", err)
+	}
+}
+
+func TestEnvTwinSetsTheFlagAndTheCommandLineWins(t *testing.T) {
+	var out bytes.Buffer
+	var name string
+	env := map[string]string{"TIDEMARK_FAKE_NAME": "from-env"}
+	started := errors.New("start refused")
+	start := func(context.Context, *slog.Logger) (*fake, error) { return nil, started }
+	if err := Run(context.Background(), program(&out, env, &name, start), nil); !errors.Is(err, started) || name != "from-env" {
+		t.Fatalf("env: err %v, name %q", err, name)
+	}
+	if err := Run(context.Background(), program(&out, env, &name, start), []string{"--fake.name=flag"}); !errors.Is(err, started) || name != "flag" {
+		t.Fatalf("flag over env: err %v, name %q", err, name)
+	}
+}
+
+func TestStopAskedForDuringStartupIsClean(t *testing.T) {
+	var out bytes.Buffer
+	var name string
+	ctx, cancel := context.WithCancel(context.Background())
+	start := func(ctx context.Context, _ *slog.Logger) (*fake, error) {
+		cancel() // the signal arrives while etcd is still out of reach
+		<-ctx.Done()
+		return nil, errors.New("connecting to etcd: context canceled")
+	}
+	if err := Run(ctx, program(&out, nil, &name, start), nil); err != nil {
+		t.Fatalf("stop during startup: %v", err)
+	}
+	if !strings.Contains(out.String(), "stopped before startup completed") {
+		t.Fatalf("log:\n%s", out.String())
+	}
+}
+
+func TestStopsOnCancelAndReportsAFailure(t *testing.T) {
+	var out bytes.Buffer
+	var name string
+	f := &fake{failed: make(chan error, 1), stopped: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	start := func(context.Context, *slog.Logger) (*fake, error) { cancel(); return f, nil }
+	if err := Run(ctx, program(&out, nil, &name, start), nil); err != nil {
+		t.Fatalf("stop on signal: %v", err)
+	}
+	<-f.stopped
+
+	f = &fake{failed: make(chan error, 1), stopped: make(chan struct{})}
+	lost := errors.New("registration lost")
+	f.failed <- lost
+	start = func(context.Context, *slog.Logger) (*fake, error) { return f, nil }
+	if err := Run(context.Background(), program(&out, nil, &name, start), nil); !errors.Is(err, lost) {
+		t.Fatalf("failure: %v", err)
+	}
+	<-f.stopped
+	if !strings.Contains(out.String(), `msg="shutting down" service=fake node=7 reason="registration lost"`) {
+		t.Fatalf("log lines do not carry the node id:\n%s", out.String())
+	}
+}
