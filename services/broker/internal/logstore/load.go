@@ -34,6 +34,9 @@ func Open(opts Options) (*Log, error) {
 	}
 	cfg := opts.Config
 	l.cfg.Store(&cfg)
+	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil || cfg.Compacted() {
+		l.gapsAllowed.Store(true)
+	}
 
 	segs, err := l.load(opts)
 	if err != nil {
@@ -49,6 +52,9 @@ func Open(opts Options) (*Log, error) {
 func (l *Log) load(opts Options) ([]*segment, error) {
 	if err := l.fs.MkdirAll(l.dir); err != nil {
 		return nil, storageErr(err, "creating partition directory %s", l.dir)
+	}
+	if err := l.finishSwaps(); err != nil {
+		return nil, err
 	}
 	bases, err := l.scanDir()
 	if err != nil {
@@ -214,7 +220,8 @@ func (l *Log) recoverSegments(segs []*segment, rebuild map[*segment]bool, opts O
 		}
 	}
 	for i, s := range segs {
-		if i > 0 && segs[i-1].next != s.base {
+		// Compaction may leave a gap between segments, never an overlap.
+		if i > 0 && (segs[i-1].next > s.base || (segs[i-1].next != s.base && !l.gapsAllowed.Load())) {
 			l.truncated("segment does not follow on from the previous one", "segment", s.logPath,
 				"expected_base", segs[i-1].next)
 			return l.dropSegments(segs, i)
@@ -267,8 +274,9 @@ func (l *Log) dropSegments(segs []*segment, from int) ([]*segment, error) {
 	return segs[:from], nil
 }
 
-// recoverSegment re-validates every batch of s (CRC, structure, contiguous
-// offsets from the segment base, a leader epoch), cuts the file at the first
+// recoverSegment re-validates every batch of s (CRC, structure, offsets
+// contiguous from the segment base, or only increasing where compaction may
+// have left gaps, a leader epoch), cuts the file at the first
 // bad or torn batch, and rebuilds both indexes. cut reports a truncation.
 func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 	size, err := s.log.Size()
@@ -301,10 +309,11 @@ func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		if reason = b.Validate(); reason != nil {
+		if reason = b.ValidateStored(); reason != nil {
 			break
 		}
-		if b.BaseOffset() != s.next {
+		// Offsets increase; compaction may leave gaps between batches.
+		if b.BaseOffset() < s.next || (b.BaseOffset() != s.next && !l.gapsAllowed.Load()) {
 			reason = fmt.Errorf("batch at position %d has offset %d, expected %d", pos, b.BaseOffset(), s.next)
 			break
 		}
@@ -368,7 +377,8 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		if h.BaseOffset() != expect || h.LastOffsetDelta() < 0 {
+		gapOK := l.gapsAllowed.Load() && pos != from
+		if h.BaseOffset() < expect || (h.BaseOffset() != expect && !gapOK) || h.LastOffsetDelta() < 0 {
 			return false, nil
 		}
 		if last {
@@ -376,7 +386,7 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 			if err != nil {
 				return false, err
 			}
-			if b.Validate() != nil {
+			if b.ValidateStored() != nil {
 				return false, nil
 			}
 		}

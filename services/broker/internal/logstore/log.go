@@ -62,6 +62,14 @@ type Log struct {
 	// Guarded by mu.
 	producers *producerState
 
+	cleanMu sync.Mutex   // one cleaning pass at a time; taken before mu
+	cleaner cleanerState // guarded by cleanMu
+	// gapsAllowed: offsets may skip between batches and segments, as the
+	// cleaner leaves them. Set for compacted logs and logs holding cleaned
+	// data (a cleaner checkpoint exists); otherwise a gap found by recovery
+	// is damage and ends the log there.
+	gapsAllowed atomic.Bool
+
 	filesClosed bool                  // guarded by fileMu
 	lastFlush   atomic.Int64          // unix nanoseconds of the last flush
 	failed      atomic.Pointer[error] // sticky: after a failed fsync or truncation durability is unknown
@@ -72,6 +80,8 @@ type Log struct {
 		deletedSegments      atomic.Int64
 		rolls                atomic.Int64
 		flushes              atomic.Int64
+		cleanedSegments      atomic.Int64
+		completedSwaps       atomic.Int64
 	}
 }
 
@@ -97,6 +107,9 @@ func (l *Log) SetConfig(c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if c.Compacted() {
+		l.gapsAllowed.Store(true)
+	}
 	l.cfg.Store(&c)
 	return nil
 }
@@ -121,6 +134,10 @@ type Stats struct {
 	DeletedSegments int64
 	Rolls           int64
 	Flushes         int64
+	// CleanedSegments counts segments the cleaner rewrote; CompletedSwaps
+	// counts cleaner swaps that loading finished after a crash.
+	CleanedSegments int64
+	CompletedSwaps  int64
 	Segments        int
 	SizeBytes       int64
 	LogStartOffset  int64
@@ -136,6 +153,8 @@ func (l *Log) Stats() Stats {
 		DeletedSegments:      l.stats.deletedSegments.Load(),
 		Rolls:                l.stats.rolls.Load(),
 		Flushes:              l.stats.flushes.Load(),
+		CleanedSegments:      l.stats.cleanedSegments.Load(),
+		CompletedSwaps:       l.stats.completedSwaps.Load(),
 		LogStartOffset:       l.LogStartOffset(),
 		LogEndOffset:         l.LogEndOffset(),
 		RecoveryPoint:        l.RecoveryPoint(),

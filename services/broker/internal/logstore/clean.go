@@ -1,0 +1,770 @@
+package logstore
+
+import (
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/recordbatch"
+)
+
+// Compaction (the log cleaner) for logs with cleanup.policy=compact. See
+// DESIGN.md, "Storage: the partition log", Compaction.
+//
+// A pass keeps the latest record of every key: it maps key -> last offset
+// over the dirty section (from the first dirty offset up to the first
+// uncleanable one, or where the bounded map fills), then rewrites every
+// sealed segment below the map's end, group by group, into "<base>.log.cleaned"
+// with its indexes, and swaps the group in:
+//
+//	1. write and fsync <base>.{log,index,timeindex}.cleaned
+//	2. rename the indexes to .swap, sync the directory, rename the log to
+//	   .swap, sync the directory: the swap is now committed
+//	3. delete the group's old segments, sync the directory
+//	4. rename the .swap files to their final names, sync the directory
+//
+// Loading completes a committed swap (a "<base>.log.swap" exists: every
+// segment in [base, end of the swap file) is deleted and the swap renamed
+// into place) and discards an uncommitted one (.cleaned files, index .swap
+// files without a log .swap). Offsets never change; the last batch of a
+// group is always kept (emptied if need be), so the cleaned segment ends
+// where the group did and recovery knows what a swap replaces.
+
+const (
+	cleanedSuffix      = ".cleaned"
+	swapSuffix         = ".swap"
+	cleanerCheckpoint  = "cleaner-offset-checkpoint"
+	firstDirtyKey      = "first-dirty"
+	offsetMapEntrySize = 24 // Kafka's accounting: a 16-byte key hash and an 8-byte offset
+)
+
+// ErrCleanAborted is returned by Clean when the log changed under the pass
+// (truncation, retention, close); nothing was swapped in.
+var ErrCleanAborted = errors.New("cleaning aborted: the log changed under it")
+
+// CleanOptions bound one cleaning pass.
+type CleanOptions struct {
+	// UpperBound is the first offset that may not be cleaned: the high
+	// watermark (tidemark has no transactions, so it is the last stable
+	// offset too).
+	UpperBound int64
+	// MapBytes is log.cleaner.dedupe.buffer.size: the key map holds at most
+	// MapBytes/24 keys.
+	MapBytes int64
+}
+
+// CleanResult says what a pass did.
+type CleanResult struct {
+	// FirstDirty and MapEnd delimit the dirty section this pass deduplicated.
+	FirstDirty, MapEnd int64
+	DirtyRatio         float64
+	BytesRead          int64
+	BytesWritten       int64
+	SegmentsBefore     int // segments rewritten
+	SegmentsAfter      int // segments they became
+	RecordsRemoved     int64
+	TombstonesRemoved  int64
+	Duration           time.Duration
+}
+
+// cleanerState is the cleaner's persistent bookkeeping for one log, guarded
+// by Log.cleanMu: where the dirty section starts and when each cleaned
+// segment was cleaned (for delete.retention.ms).
+type cleanerState struct {
+	loaded     bool
+	firstDirty int64
+	cleanedAt  map[int64]int64 // segment base -> unix ms of its cleaning
+}
+
+// Cleanability is how much of a log a pass could clean now.
+type Cleanability struct {
+	FirstDirty      int64
+	CleanBytes      int64
+	DirtyBytes      int64
+	Ratio           float64
+	MaxLagExceeded  bool // a dirty segment is older than max.compaction.lag.ms
+	cleanableCount  int  // sealed segments a pass may read
+	firstDirtyIndex int
+}
+
+// Cleanable reports the log's dirty ratio below upperBound: the bytes of
+// sealed segments wholly below it (and, with min.compaction.lag.ms, old
+// enough) that hold offsets at or after the first dirty offset, over all
+// such cleanable bytes.
+func (l *Log) Cleanable(upperBound int64) (Cleanability, error) {
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
+	if err := l.loadCleanerStateLocked(); err != nil {
+		return Cleanability{}, err
+	}
+	return l.cleanabilityLocked(upperBound), nil
+}
+
+func (l *Log) cleanabilityLocked(upper int64) Cleanability {
+	cfg := l.Config()
+	now := l.now()
+	segs := l.segments()
+	c := Cleanability{FirstDirty: max(l.cleaner.firstDirty, l.logStart.Load())}
+	k := 0
+	for k < len(segs)-1 && segs[k+1].base <= upper {
+		if cfg.MinCompactionLag > 0 && now.Sub(l.segmentTime(segs[k])) < cfg.MinCompactionLag {
+			break
+		}
+		k++
+	}
+	c.cleanableCount = k
+	c.firstDirtyIndex = k
+	for i := 0; i < k; i++ {
+		size := segs[i].size.Load()
+		if segs[i+1].base <= c.FirstDirty {
+			c.CleanBytes += size
+			continue
+		}
+		if c.firstDirtyIndex == k {
+			c.firstDirtyIndex = i
+		}
+		c.DirtyBytes += size
+		if cfg.MaxCompactionLag > 0 && size > 0 && now.Sub(l.segmentTime(segs[i])) > cfg.MaxCompactionLag {
+			c.MaxLagExceeded = true
+		}
+	}
+	if total := c.CleanBytes + c.DirtyBytes; total > 0 {
+		c.Ratio = float64(c.DirtyBytes) / float64(total)
+	}
+	return c
+}
+
+// NeedsCleaning reports whether a compacted log's dirty ratio reached
+// min.cleanable.dirty.ratio (or max.compaction.lag.ms forces it).
+func (c Cleanability) NeedsCleaning(cfg Config) bool {
+	if c.DirtyBytes == 0 {
+		return false
+	}
+	return c.Ratio >= cfg.MinCleanableDirtyRatio || c.MaxLagExceeded
+}
+
+type keyHash [16]byte
+
+// offsetMap is the bounded key -> last offset map of one pass.
+type offsetMap struct {
+	m   map[keyHash]int64
+	cap int
+}
+
+func hashKey(k []byte) keyHash { return md5.Sum(k) }
+
+// Clean runs one pass over a compacted log whatever its dirty ratio (the
+// Manager decides when). It returns ErrCleanAborted when a truncation,
+// retention or Close changed the segments it was working on.
+func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
+	start := l.now()
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return CleanResult{}, err
+	}
+	if err := l.loadCleanerStateLocked(); err != nil {
+		return CleanResult{}, err
+	}
+	cfg := l.Config()
+	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err != nil {
+		// Loading must know this log may have gaps before the first swap,
+		// whatever its cleanup.policy by then.
+		if err := l.saveCleanerStateLocked(); err != nil {
+			return CleanResult{}, err
+		}
+		l.gapsAllowed.Store(true)
+	}
+	c := l.cleanabilityLocked(opts.UpperBound)
+	res := CleanResult{FirstDirty: c.FirstDirty, MapEnd: c.FirstDirty, DirtyRatio: c.Ratio}
+	if c.DirtyBytes == 0 {
+		return res, nil
+	}
+	segs := l.segments()[:c.cleanableCount]
+	om := &offsetMap{m: map[keyHash]int64{}, cap: int(max(opts.MapBytes/offsetMapEntrySize, 1))}
+	mapEnd, read, err := l.buildOffsetMap(segs[c.firstDirtyIndex:], c.FirstDirty, om)
+	res.BytesRead += read
+	if err != nil {
+		return res, err
+	}
+	if mapEnd <= c.FirstDirty {
+		return res, fmt.Errorf("log.cleaner.dedupe.buffer.size %d holds %d keys: too few for one batch of %s at offset %d",
+			opts.MapBytes, om.cap, l.dir, c.FirstDirty)
+	}
+	res.MapEnd = mapEnd
+
+	// The segments to rewrite: every cleanable one holding offsets below
+	// the map's end; their data past mapEnd is kept as it is.
+	n := 0
+	for n < len(segs) && segs[n].base < mapEnd {
+		n++
+	}
+	lastOfProducer := l.lastBatchOfProducers()
+	now := l.now()
+	for _, group := range groupSegments(segs[:n], cfg.SegmentBytes) {
+		out, err := l.cleanGroup(group, om, mapEnd, lastOfProducer, cfg, now, &res)
+		if err != nil {
+			return res, err
+		}
+		res.SegmentsBefore += len(group)
+		if out {
+			res.SegmentsAfter++
+		} else {
+			res.SegmentsAfter += len(group)
+		}
+	}
+	l.cleaner.firstDirty = mapEnd
+	if err := l.saveCleanerStateLocked(); err != nil {
+		return res, err
+	}
+	res.Duration = l.now().Sub(start)
+	return res, nil
+}
+
+func (l *Log) checkWritable() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkWritableLocked()
+}
+
+// lastBatchOfProducers maps each idempotent producer to the last offset of
+// its newest batch: that batch is kept even when cleaning empties it, so the
+// producer's last sequence stays in the log (Kafka does the same).
+func (l *Log) lastBatchOfProducers() map[int64]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[int64]int64, len(l.producers.producers))
+	for pid, e := range l.producers.producers {
+		out[pid] = e.lastOffset()
+	}
+	return out
+}
+
+// groupSegments splits segs into runs whose total size fits segment.bytes
+// and whose offsets fit a 32-bit relative index, so small cleaned segments
+// are merged.
+func groupSegments(segs []*segment, limit int64) [][]*segment {
+	var groups [][]*segment
+	for i := 0; i < len(segs); {
+		j, size := i+1, segs[i].size.Load()
+		for j < len(segs) && size+segs[j].size.Load() <= limit && segs[j].size.Load() > 0 &&
+			lastOffsetBound(segs, j)-segs[i].base <= 1<<31-1 {
+			size += segs[j].size.Load()
+			j++
+		}
+		groups = append(groups, segs[i:j])
+		i = j
+	}
+	return groups
+}
+
+// lastOffsetBound is an upper bound of the offsets in segs[j].
+func lastOffsetBound(segs []*segment, j int) int64 {
+	if j+1 < len(segs) {
+		return segs[j+1].base
+	}
+	return segs[j].next
+}
+
+// segmentLiveLocked reports whether s is still one of the log's segments
+// (fileMu held): retention and truncation remove segments under fileMu.
+func (l *Log) segmentLiveLocked(s *segment) bool {
+	return !l.filesClosed && slices.Contains(l.segments(), s)
+}
+
+// forEachBatch calls fn with every whole batch of sealed segment s, reading
+// chunks under fileMu (released between chunks, so truncation and retention
+// wait for one read at most). It returns the bytes read.
+func (l *Log) forEachBatch(s *segment, fn func(b recordbatch.Batch) error) (int64, error) {
+	const chunk = 1 << 20
+	size := s.size.Load()
+	var buf []byte
+	var read int64
+	need := int64(chunk)
+	for pos := int64(0); pos < size; {
+		want := min(need, size-pos)
+		if int64(cap(buf)) < want {
+			buf = make([]byte, want)
+		}
+		buf = buf[:want]
+		l.fileMu.RLock()
+		if !l.segmentLiveLocked(s) {
+			l.fileMu.RUnlock()
+			return read, ErrCleanAborted
+		}
+		got, err := s.log.ReadAt(buf, pos)
+		l.fileMu.RUnlock()
+		if err != nil && !(errors.Is(err, io.EOF) && got == len(buf)) {
+			return read, storageErr(err, "reading %s at %d", s.logPath, pos)
+		}
+		whole, _ := recordbatch.SplitTorn(buf)
+		if len(whole) == 0 {
+			n, ok := recordbatch.PeekSize(buf)
+			if !ok || n <= want || pos+n > size {
+				return read, storageErr(errTorn, "reading %s at %d", s.logPath, pos)
+			}
+			need = n // one batch larger than the chunk
+			continue
+		}
+		need = chunk
+		for b, err := range recordbatch.All(whole) {
+			if err != nil {
+				return read, storageErr(err, "reading %s at %d", s.logPath, pos)
+			}
+			if err := fn(b); err != nil {
+				return read, err
+			}
+		}
+		pos += int64(len(whole))
+		read += int64(len(whole))
+	}
+	return read, nil
+}
+
+var errMapFull = errors.New("offset map full")
+
+// buildOffsetMap maps key -> last offset for the records of segs from
+// firstDirty on, stopping before the first batch that might not fit. It
+// returns the offset where the map stops (the dirty section's end).
+func (l *Log) buildOffsetMap(segs []*segment, firstDirty int64, om *offsetMap) (end int64, read int64, err error) {
+	end = firstDirty
+	for _, s := range segs {
+		n, err := l.forEachBatch(s, func(b recordbatch.Batch) error {
+			if b.LastOffset() < firstDirty {
+				return nil
+			}
+			if len(om.m)+int(b.RecordCount()) > om.cap {
+				return errMapFull
+			}
+			for r, err := range b.Records() {
+				if err != nil {
+					return storageErr(err, "decoding batch at offset %d of %s", b.BaseOffset(), s.logPath)
+				}
+				if r.Key != nil && r.Offset >= firstDirty {
+					om.m[hashKey(r.Key)] = r.Offset
+				}
+			}
+			end = b.NextOffset()
+			return nil
+		})
+		read += n
+		if errors.Is(err, errMapFull) {
+			return end, read, nil
+		}
+		if err != nil {
+			return end, read, err
+		}
+		// The section ends at a segment's end, or where the map filled.
+		end = max(end, lastOffsetBound(segs, slices.Index(segs, s)))
+	}
+	return end, read, nil
+}
+
+// cleanGroup rewrites one group of segments and swaps the result in. out
+// reports whether the swap happened (false: nothing to gain, or the group
+// holds no batch).
+func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfProducer map[int64]int64,
+	cfg Config, now time.Time, res *CleanResult) (out bool, err error) {
+	base := group[0].base
+	lp, ip, tp := segmentPaths(l.dir, base)
+	ns, err := createSegmentFiles(l.fs, l.dir, base, lp+cleanedSuffix, ip+cleanedSuffix, tp+cleanedSuffix)
+	if err != nil {
+		return false, err
+	}
+	discard := func(err error) (bool, error) {
+		ns.closeFiles()
+		for _, p := range []string{lp, ip, tp} {
+			_ = l.fs.Remove(p + cleanedSuffix)
+			_ = l.fs.Remove(p + swapSuffix)
+		}
+		return false, err
+	}
+
+	// Pass over the group: find its last batch, then rewrite.
+	var lastBatch int64 = -1
+	for _, s := range group {
+		n, err := l.forEachBatch(s, func(b recordbatch.Batch) error { lastBatch = b.BaseOffset(); return nil })
+		res.BytesRead += n
+		if err != nil {
+			return discard(err)
+		}
+	}
+	if lastBatch < 0 {
+		return discard(nil)
+	}
+	// The cleaned segment's clock for delete.retention.ms: the latest
+	// cleaning of its parts, now for a part cleaned for the first time.
+	cleanedAt := int64(math.MinInt64)
+	var buf []byte
+	var pos, oldSize int64
+	for _, s := range group {
+		oldSize += s.size.Load()
+		at, wasCleaned := l.cleaner.cleanedAt[s.base]
+		dropTombstones := wasCleaned && now.Sub(time.UnixMilli(at)) >= cfg.DeleteRetention
+		if wasCleaned {
+			cleanedAt = max(cleanedAt, at)
+		} else {
+			cleanedAt = max(cleanedAt, now.UnixMilli())
+		}
+		n, err := l.forEachBatch(s, func(b recordbatch.Batch) error {
+			if err := b.ValidateStored(); err != nil {
+				return storageErr(err, "cleaning %s at offset %d", s.logPath, b.BaseOffset())
+			}
+			keepEmpty := b.BaseOffset() == lastBatch ||
+				(b.HasProducerID() && lastOfProducer[b.ProducerID()] == b.LastOffset())
+			var removed, tombs int64
+			var err error
+			buf, _, err = b.Retain(buf[:0], keepEmpty, func(r recordbatch.Record) bool {
+				if r.Offset >= mapEnd || r.Key == nil {
+					return true
+				}
+				if last, ok := om.m[hashKey(r.Key)]; ok && last > r.Offset {
+					removed++
+					return false
+				}
+				if r.Value == nil && dropTombstones {
+					tombs++
+					return false
+				}
+				return true
+			})
+			if err != nil {
+				return storageErr(err, "cleaning %s at offset %d", s.logPath, b.BaseOffset())
+			}
+			res.RecordsRemoved += removed
+			res.TombstonesRemoved += tombs
+			if len(buf) == 0 {
+				return nil
+			}
+			if _, err := ns.log.WriteAt(buf, pos); err != nil {
+				return storageErr(err, "writing %s", ns.logPath)
+			}
+			ns.indexBatch(recordbatch.Batch(buf), pos, cfg.IndexIntervalBytes)
+			pos += int64(len(buf))
+			ns.size.Store(pos)
+			return nil
+		})
+		res.BytesRead += n
+		if err != nil {
+			return discard(err)
+		}
+	}
+	if len(group) == 1 && pos == oldSize {
+		return discard(nil) // nothing removed: leave the segment alone
+	}
+	if err := ns.seal(); err != nil {
+		return discard(err)
+	}
+	if err := ns.syncLog(); err != nil {
+		return discard(err)
+	}
+	if err := ns.syncIndexes(); err != nil {
+		return discard(err)
+	}
+	if err := ns.closeFiles(); err != nil {
+		return discard(storageErr(err, "closing %s", ns.logPath))
+	}
+	// Commit: indexes to .swap, then the log; each step durable before the next.
+	for _, p := range []string{ip, tp} {
+		if err := l.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
+			return discard(storageErr(err, "renaming %s", p+cleanedSuffix))
+		}
+	}
+	if err := l.syncDir(); err != nil {
+		return discard(err)
+	}
+	if err := l.fs.Rename(lp+cleanedSuffix, lp+swapSuffix); err != nil {
+		return discard(storageErr(err, "renaming %s", lp+cleanedSuffix))
+	}
+	if err := l.syncDir(); err != nil {
+		// Whether the rename is durable is unknown: loading decides.
+		return false, l.fail(err)
+	}
+	if err := l.swapIn(group, ns, pos); err != nil {
+		return false, err
+	}
+	for _, s := range group {
+		delete(l.cleaner.cleanedAt, s.base)
+	}
+	l.cleaner.cleanedAt[base] = cleanedAt
+	res.BytesWritten += pos
+	l.stats.cleanedSegments.Add(int64(len(group)))
+	return true, nil
+}
+
+func (l *Log) syncDir() error {
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return storageErr(err, "syncing %s", l.dir)
+	}
+	return nil
+}
+
+// swapIn replaces group by the committed swap segment, under mu and fileMu:
+// appends wait only for deletions and renames, readers never see a file
+// closed under them. If the group changed since it was read (truncation,
+// retention), the swap is undone instead.
+func (l *Log) swapIn(group []*segment, built *segment, size int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	base := group[0].base
+	lp, ip, tp := segmentPaths(l.dir, base)
+	segs := l.segments()
+	i := slices.Index(segs, group[0])
+	intact := l.checkWritableLocked() == nil && !l.filesClosed && i >= 0 && i+len(group) < len(segs)
+	for j, s := range group {
+		if !intact || segs[i+j] != s {
+			intact = false
+			break
+		}
+	}
+	if !intact {
+		for _, p := range []string{lp, ip, tp} {
+			if err := l.fs.Remove(p + swapSuffix); err != nil && !vfs.IsNotExist(err) {
+				return l.fail(storageErr(err, "discarding %s", p+swapSuffix))
+			}
+		}
+		if err := l.syncDir(); err != nil {
+			return l.fail(err)
+		}
+		return ErrCleanAborted
+	}
+	for _, s := range group {
+		if err := s.remove(l.fs); err != nil {
+			return l.fail(err)
+		}
+	}
+	if err := l.syncDir(); err != nil {
+		return l.fail(err)
+	}
+	for _, p := range []string{ip, tp, lp} {
+		if err := l.fs.Rename(p+swapSuffix, p); err != nil {
+			return l.fail(storageErr(err, "renaming %s", p+swapSuffix))
+		}
+	}
+	if err := l.syncDir(); err != nil {
+		return l.fail(err)
+	}
+	ns, _, err := openSegment(l.fs, l.dir, base)
+	if err != nil {
+		return l.fail(err)
+	}
+	ns.next, ns.offsetOfMaxTS, ns.lastTimeEntryTS = built.next, built.offsetOfMaxTS, built.lastTimeEntryTS
+	ns.maxTS.Store(built.maxTS.Load())
+	ns.indexesDurable.Store(true)
+	ns.size.Store(size)
+	out := make([]*segment, 0, len(segs)-len(group)+1)
+	out = append(out, segs[:i]...)
+	out = append(out, ns)
+	out = append(out, segs[i+len(group):]...)
+	l.publish(out)
+	return nil
+}
+
+// createSegmentFiles is createSegment with explicit file names.
+func createSegmentFiles(fsys vfs.FS, dir string, base int64, lp, ip, tp string) (*segment, error) {
+	s := &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
+	s.maxTS.Store(-1)
+	var err error
+	if s.log, err = fsys.Create(lp); err != nil {
+		return nil, storageErr(err, "creating %s", lp)
+	}
+	if s.index, err = openIndex(fsys, ip, offsetEntrySize, true); err != nil {
+		s.closeFiles()
+		return nil, storageErr(err, "creating %s", ip)
+	}
+	if s.timeIndex, err = openIndex(fsys, tp, timeEntrySize, true); err != nil {
+		s.closeFiles()
+		return nil, storageErr(err, "creating %s", tp)
+	}
+	s.index.mem = make([]byte, 0, 1024)
+	s.timeIndex.mem = make([]byte, 0, 1024)
+	return s, nil
+}
+
+// loadCleanerStateLocked reads the cleaner checkpoint once. An unreadable
+// one is replaced by a fresh start: everything counts as dirty and no
+// segment as cleaned, which only delays tombstone removal.
+func (l *Log) loadCleanerStateLocked() error {
+	if l.cleaner.loaded {
+		return nil
+	}
+	l.cleaner = cleanerState{loaded: true, cleanedAt: map[int64]int64{}}
+	path := l.dir + "/" + cleanerCheckpoint
+	rows, _, err := readCheckpoint(l.fs, path, 2)
+	if err != nil {
+		l.logger.Warn("cleaner checkpoint unreadable; treating the whole log as dirty", "err", err)
+		return nil
+	}
+	for i, r := range rows {
+		v, err := strconv.ParseInt(r[1], 10, 64)
+		if err != nil {
+			l.logger.Warn("cleaner checkpoint unreadable; treating the whole log as dirty", "file", path, "line", i+3)
+			l.cleaner = cleanerState{loaded: true, cleanedAt: map[int64]int64{}}
+			return nil
+		}
+		if r[0] == firstDirtyKey {
+			l.cleaner.firstDirty = v
+			continue
+		}
+		b, err := strconv.ParseInt(r[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		l.cleaner.cleanedAt[b] = v
+	}
+	return nil
+}
+
+// saveCleanerStateLocked persists the first dirty offset and the cleaning
+// times of segments that still exist.
+func (l *Log) saveCleanerStateLocked() error {
+	live := map[int64]bool{}
+	for _, s := range l.segments() {
+		live[s.base] = true
+	}
+	rows := []string{firstDirtyKey + " " + strconv.FormatInt(l.cleaner.firstDirty, 10)}
+	bases := slices.Sorted(func(yield func(int64) bool) {
+		for b := range l.cleaner.cleanedAt {
+			if !yield(b) {
+				return
+			}
+		}
+	})
+	for _, b := range bases {
+		if !live[b] {
+			delete(l.cleaner.cleanedAt, b)
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("%d %d", b, l.cleaner.cleanedAt[b]))
+	}
+	return writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, rows)
+}
+
+// finishSwaps runs before the segments are listed at load: it completes a
+// cleaner swap that was committed (a "<base>.log.swap" exists) and removes
+// the leftovers of one that was not (.cleaned files, index .swap files).
+func (l *Log) finishSwaps() error {
+	names, err := l.listNames()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		base, ok := parseOffsetName(name, logSuffix+swapSuffix)
+		if !ok {
+			continue
+		}
+		swapPath := l.dir + "/" + name
+		end, err := swapEnd(l.fs, swapPath)
+		if err != nil {
+			return err
+		}
+		replaced := 0
+		for _, other := range names {
+			b, ok := parseOffsetName(other, logSuffix)
+			if !ok || b < base || b >= end {
+				continue
+			}
+			lp, ip, tp := segmentPaths(l.dir, b)
+			for _, p := range []string{lp, ip, tp} {
+				if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+					return storageErr(err, "deleting %s", p)
+				}
+			}
+			replaced++
+		}
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+		lp, ip, tp := segmentPaths(l.dir, base)
+		for _, p := range []string{ip, tp} {
+			if err := l.fs.Rename(p+swapSuffix, p); err != nil && !vfs.IsNotExist(err) {
+				return storageErr(err, "renaming %s", p+swapSuffix)
+			}
+			// A missing index is rebuilt by loading.
+		}
+		if err := l.fs.Rename(swapPath, lp); err != nil {
+			return storageErr(err, "renaming %s", swapPath)
+		}
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+		l.stats.completedSwaps.Add(1)
+		l.logger.Warn("completed a cleaner swap interrupted by a crash", "segment", lp, "replaced_segments", replaced, "end_offset", end)
+	}
+	if names, err = l.listNames(); err != nil {
+		return err
+	}
+	removed := false
+	for _, name := range names {
+		if strings.HasSuffix(name, cleanedSuffix) || strings.HasSuffix(name, swapSuffix) {
+			if err := l.fs.Remove(l.dir + "/" + name); err != nil && !vfs.IsNotExist(err) {
+				return storageErr(err, "deleting %s/%s", l.dir, name)
+			}
+			removed = true
+		}
+	}
+	if removed {
+		l.logger.Info("discarded an uncommitted cleaner pass")
+		return l.syncDir()
+	}
+	return nil
+}
+
+func (l *Log) listNames() ([]string, error) {
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, storageErr(err, "listing partition directory %s", l.dir)
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if !e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// swapEnd returns the offset after the last batch of a committed swap file,
+// which was synced before it was committed and so must be whole.
+func swapEnd(fsys vfs.FS, path string) (int64, error) {
+	data, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		return 0, storageErr(err, "reading %s", path)
+	}
+	end := int64(-1)
+	for b, err := range recordbatch.All(data) {
+		if err == nil {
+			err = b.ValidateStored()
+		}
+		if err != nil {
+			return 0, storageErr(err, "reading committed cleaner swap %s", path)
+		}
+		end = b.NextOffset()
+	}
+	if end < 0 {
+		return 0, storageErr(errors.New("no batch"), "reading committed cleaner swap %s", path)
+	}
+	return end, nil
+}
+
+// allowGapsLocked records, before a follower stores the first batch that
+// skips offsets (its leader's log was compacted), that this log may have
+// gaps: an empty cleaner checkpoint, which loading looks for.
+func (l *Log) allowGapsLocked() error {
+	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err != nil {
+		if err := writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, []string{firstDirtyKey + " 0"}); err != nil {
+			return err
+		}
+	}
+	l.gapsAllowed.Store(true)
+	return nil
+}
