@@ -101,6 +101,11 @@ func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, erro
 		if err := l.checkTimestamps(batches, cfg); err != nil {
 			return AppendInfo{}, err
 		}
+		if cfg.Compacted() {
+			if err := checkKeys(batches); err != nil {
+				return AppendInfo{}, err
+			}
+		}
 	}
 
 	l.mu.Lock()
@@ -311,6 +316,25 @@ func (l *Log) checkTimestamps(batches []recordbatch.Batch, cfg Config) error {
 		if hi := b.MaxTimestamp(); hi > now && hi-now > cfg.TimestampAfterMaxMs {
 			return kerr.New(kerr.InvalidTimestamp, "batch %d: record timestamp %d is later than the broker's time %d plus message.timestamp.after.max.ms %d",
 				i, hi, now, cfg.TimestampAfterMaxMs)
+		}
+	}
+	return nil
+}
+
+// checkKeys refuses records without a key, as Kafka does for a compacted
+// topic: the cleaner keeps the latest record per key, and a keyless one has
+// none.
+func checkKeys(batches []recordbatch.Batch) error {
+	for i, b := range batches {
+		n := 0
+		for r, err := range b.Records() {
+			if err != nil {
+				return err
+			}
+			if r.Key == nil {
+				return kerr.New(kerr.InvalidRecord, "batch %d, record %d has no key: a topic with cleanup.policy=compact needs one on every record", i, n)
+			}
+			n++
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -80,17 +81,27 @@ type CleanResult struct {
 type cleanerState struct {
 	loaded     bool
 	firstDirty int64
-	cleanedAt  map[int64]int64 // segment base -> unix ms of its cleaning
+	cleaned    map[int64]cleanedSegment // by segment base
+}
+
+// cleanedSegment is what the cleaner remembers of a segment it wrote.
+type cleanedSegment struct {
+	at         int64 // unix ms of the cleaning (delete.retention.ms counts from it)
+	tombstones int64 // tombstones it kept
 }
 
 // Cleanability is how much of a log a pass could clean now.
 type Cleanability struct {
-	FirstDirty      int64
-	CleanBytes      int64
-	DirtyBytes      int64
-	Ratio           float64
-	MaxLagExceeded  bool // a dirty segment is older than max.compaction.lag.ms
-	cleanableCount  int  // sealed segments a pass may read
+	FirstDirty     int64
+	CleanBytes     int64
+	DirtyBytes     int64
+	Ratio          float64
+	MaxLagExceeded bool // a dirty segment is older than max.compaction.lag.ms
+	// TombstonesDue: a cleaned segment kept tombstones whose
+	// delete.retention.ms has passed, so a pass would remove them even on
+	// an idle log.
+	TombstonesDue   bool
+	cleanableCount  int // sealed segments a pass may read
 	firstDirtyIndex int
 }
 
@@ -125,6 +136,9 @@ func (l *Log) cleanabilityLocked(upper int64) Cleanability {
 		size := segs[i].size.Load()
 		if segs[i+1].base <= c.FirstDirty {
 			c.CleanBytes += size
+			if cs, ok := l.cleaner.cleaned[segs[i].base]; ok && cs.tombstones > 0 && now.Sub(time.UnixMilli(cs.at)) >= cfg.DeleteRetention {
+				c.TombstonesDue = true
+			}
 			continue
 		}
 		if c.firstDirtyIndex == k {
@@ -144,6 +158,9 @@ func (l *Log) cleanabilityLocked(upper int64) Cleanability {
 // NeedsCleaning reports whether a compacted log's dirty ratio reached
 // min.cleanable.dirty.ratio (or max.compaction.lag.ms forces it).
 func (c Cleanability) NeedsCleaning(cfg Config) bool {
+	if c.TombstonesDue {
+		return true
+	}
 	if c.DirtyBytes == 0 {
 		return false
 	}
@@ -184,7 +201,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	}
 	c := l.cleanabilityLocked(opts.UpperBound)
 	res := CleanResult{FirstDirty: c.FirstDirty, MapEnd: c.FirstDirty, DirtyRatio: c.Ratio}
-	if c.DirtyBytes == 0 {
+	if c.DirtyBytes == 0 && !c.TombstonesDue {
 		return res, nil
 	}
 	segs := l.segments()[:c.cleanableCount]
@@ -194,7 +211,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if mapEnd <= c.FirstDirty {
+	if mapEnd <= c.FirstDirty && c.DirtyBytes > 0 {
 		return res, fmt.Errorf("log.cleaner.dedupe.buffer.size %d holds %d keys: too few for one batch of %s at offset %d",
 			opts.MapBytes, om.cap, l.dir, c.FirstDirty)
 	}
@@ -403,13 +420,13 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 	// cleaning of its parts, now for a part cleaned for the first time.
 	cleanedAt := int64(math.MinInt64)
 	var buf []byte
-	var pos, oldSize int64
+	var pos, oldSize, keptTombstones int64
 	for _, s := range group {
 		oldSize += s.size.Load()
-		at, wasCleaned := l.cleaner.cleanedAt[s.base]
-		dropTombstones := wasCleaned && now.Sub(time.UnixMilli(at)) >= cfg.DeleteRetention
+		cs, wasCleaned := l.cleaner.cleaned[s.base]
+		dropTombstones := wasCleaned && now.Sub(time.UnixMilli(cs.at)) >= cfg.DeleteRetention
 		if wasCleaned {
-			cleanedAt = max(cleanedAt, at)
+			cleanedAt = max(cleanedAt, cs.at)
 		} else {
 			cleanedAt = max(cleanedAt, now.UnixMilli())
 		}
@@ -429,9 +446,12 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 					removed++
 					return false
 				}
-				if r.Value == nil && dropTombstones {
-					tombs++
-					return false
+				if r.Value == nil {
+					if dropTombstones {
+						tombs++
+						return false
+					}
+					keptTombstones++
 				}
 				return true
 			})
@@ -491,9 +511,9 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 		return false, err
 	}
 	for _, s := range group {
-		delete(l.cleaner.cleanedAt, s.base)
+		delete(l.cleaner.cleaned, s.base)
 	}
-	l.cleaner.cleanedAt[base] = cleanedAt
+	l.cleaner.cleaned[base] = cleanedSegment{at: cleanedAt, tombstones: keptTombstones}
 	res.BytesWritten += pos
 	l.stats.cleanedSegments.Add(int64(len(group)))
 	return true, nil
@@ -590,61 +610,56 @@ func createSegmentFiles(fsys vfs.FS, dir string, base int64, lp, ip, tp string) 
 	return s, nil
 }
 
-// loadCleanerStateLocked reads the cleaner checkpoint once. An unreadable
-// one is replaced by a fresh start: everything counts as dirty and no
-// segment as cleaned, which only delays tombstone removal.
+// loadCleanerStateLocked reads the cleaner checkpoint once: lines
+// "first-dirty <offset> 0" and "<segment base> <cleaned at, unix ms>
+// <tombstones kept>". An unreadable one is replaced by a fresh start:
+// everything counts as dirty and no segment as cleaned, which only delays
+// tombstone removal.
 func (l *Log) loadCleanerStateLocked() error {
 	if l.cleaner.loaded {
 		return nil
 	}
-	l.cleaner = cleanerState{loaded: true, cleanedAt: map[int64]int64{}}
+	fresh := cleanerState{loaded: true, cleaned: map[int64]cleanedSegment{}}
+	l.cleaner = fresh
 	path := l.dir + "/" + cleanerCheckpoint
-	rows, _, err := readCheckpoint(l.fs, path, 2)
+	rows, _, err := readCheckpoint(l.fs, path, 3)
 	if err != nil {
 		l.logger.Warn("cleaner checkpoint unreadable; treating the whole log as dirty", "err", err)
 		return nil
 	}
 	for i, r := range rows {
-		v, err := strconv.ParseInt(r[1], 10, 64)
-		if err != nil {
+		v, err1 := strconv.ParseInt(r[1], 10, 64)
+		n, err2 := strconv.ParseInt(r[2], 10, 64)
+		b, err3 := strconv.ParseInt(r[0], 10, 64)
+		switch {
+		case err1 != nil || err2 != nil || (err3 != nil && r[0] != firstDirtyKey):
 			l.logger.Warn("cleaner checkpoint unreadable; treating the whole log as dirty", "file", path, "line", i+3)
-			l.cleaner = cleanerState{loaded: true, cleanedAt: map[int64]int64{}}
+			l.cleaner = fresh
 			return nil
-		}
-		if r[0] == firstDirtyKey {
+		case r[0] == firstDirtyKey:
 			l.cleaner.firstDirty = v
-			continue
+		default:
+			l.cleaner.cleaned[b] = cleanedSegment{at: v, tombstones: n}
 		}
-		b, err := strconv.ParseInt(r[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		l.cleaner.cleanedAt[b] = v
 	}
 	return nil
 }
 
-// saveCleanerStateLocked persists the first dirty offset and the cleaning
-// times of segments that still exist.
+// saveCleanerStateLocked persists the first dirty offset and what is known
+// of the cleaned segments that still exist.
 func (l *Log) saveCleanerStateLocked() error {
 	live := map[int64]bool{}
 	for _, s := range l.segments() {
 		live[s.base] = true
 	}
-	rows := []string{firstDirtyKey + " " + strconv.FormatInt(l.cleaner.firstDirty, 10)}
-	bases := slices.Sorted(func(yield func(int64) bool) {
-		for b := range l.cleaner.cleanedAt {
-			if !yield(b) {
-				return
-			}
-		}
-	})
-	for _, b := range bases {
+	rows := []string{fmt.Sprintf("%s %d 0", firstDirtyKey, l.cleaner.firstDirty)}
+	for _, b := range slices.Sorted(maps.Keys(l.cleaner.cleaned)) {
 		if !live[b] {
-			delete(l.cleaner.cleanedAt, b)
+			delete(l.cleaner.cleaned, b)
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("%d %d", b, l.cleaner.cleanedAt[b]))
+		cs := l.cleaner.cleaned[b]
+		rows = append(rows, fmt.Sprintf("%d %d %d", b, cs.at, cs.tombstones))
 	}
 	return writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, rows)
 }
@@ -761,7 +776,7 @@ func swapEnd(fsys vfs.FS, path string) (int64, error) {
 // gaps: an empty cleaner checkpoint, which loading looks for.
 func (l *Log) allowGapsLocked() error {
 	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err != nil {
-		if err := writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, []string{firstDirtyKey + " 0"}); err != nil {
+		if err := writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, []string{firstDirtyKey + " 0 0"}); err != nil {
 			return err
 		}
 	}
