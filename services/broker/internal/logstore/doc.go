@@ -12,6 +12,7 @@
 //	00000000000000000000.timeindex  max timestamp so far (i64) -> relative offset (u32)
 //	00000000000000001234.snapshot   producer table as of offset 1234 (two newest kept)
 //	leader-epoch-checkpoint         "epoch startOffset" lines
+//	cleaner-offset-checkpoint       compacted logs: first dirty offset, cleaned segments
 //
 // and the data directory holds replication-offset-checkpoint,
 // recovery-point-offset-checkpoint, log-start-offset-checkpoint and the
@@ -19,7 +20,8 @@
 //
 // # Lock rules
 //
-// A Log has three locks, always taken in this order:
+// A Log has three locks, always taken in this order (the log cleaner's
+// cleanMu, one pass at a time, comes before all of them):
 //
 //   - mu serialises writers: appends, truncations, rolls, retention, epoch
 //     assignment, Close. It guards the producer table and the writer-owned
