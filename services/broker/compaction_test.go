@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,6 +72,30 @@ func TestCompactedTopicAcrossReplicas(t *testing.T) {
 	}
 	if n != keys {
 		t.Fatalf("consumer read %d latest values, want %d: %v", n, keys, got)
+	}
+	// A replica that lost its copy fetches the leader's compacted log,
+	// gaps and emptied batches included, and ends with the same latest
+	// values.
+	c.crash(3)
+	if err := os.RemoveAll(filepath.Join(c.cfgs[3].DataDir, "cmp-0")); err != nil {
+		t.Fatal(err)
+	}
+	c.start(3)
+	leaderLEO := c.replicaOf(1, "cmp", 0).Log().LogEndOffset()
+	waitFor(t, 20*time.Second, "the wiped replica to catch up", func() bool {
+		return c.replicaOf(3, "cmp", 0).Log().LogEndOffset() == leaderLEO
+	})
+	copied := map[string]bool{}
+	for _, v := range c.logValues(3, "cmp", 0) {
+		copied[v] = true
+	}
+	for _, v := range got {
+		if strings.HasPrefix(v, last) && !copied[v] {
+			t.Fatalf("the re-fetched replica lacks %q: %v", v, c.logValues(3, "cmp", 0))
+		}
+	}
+	if n := len(c.logValues(3, "cmp", 0)); n >= total/2 {
+		t.Fatalf("the re-fetched replica holds %d records", n)
 	}
 	body := scrape(t, c.brokers[1].MetricsAddr())
 	if v := metricValue(t, body, "tidemark_log_cleaner_passes_total"); v < 1 {

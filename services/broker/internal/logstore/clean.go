@@ -205,6 +205,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		return res, nil
 	}
 	segs := l.segments()[:c.cleanableCount]
+	truncations := l.truncations.Load()
 	om := &offsetMap{m: map[keyHash]int64{}, cap: int(max(opts.MapBytes/offsetMapEntrySize, 1))}
 	mapEnd, read, err := l.buildOffsetMap(segs[c.firstDirtyIndex:], c.FirstDirty, om)
 	res.BytesRead += read
@@ -226,7 +227,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	lastOfProducer := l.lastBatchOfProducers()
 	now := l.now()
 	for _, group := range groupSegments(segs[:n], cfg.SegmentBytes) {
-		out, err := l.cleanGroup(group, om, mapEnd, lastOfProducer, cfg, now, &res)
+		out, err := l.cleanGroup(group, om, mapEnd, lastOfProducer, cfg, now, truncations, &res)
 		if err != nil {
 			return res, err
 		}
@@ -388,7 +389,7 @@ func (l *Log) buildOffsetMap(segs []*segment, firstDirty int64, om *offsetMap) (
 // reports whether the swap happened (false: nothing to gain, or the group
 // holds no batch).
 func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfProducer map[int64]int64,
-	cfg Config, now time.Time, res *CleanResult) (out bool, err error) {
+	cfg Config, now time.Time, truncations int64, res *CleanResult) (out bool, err error) {
 	base := group[0].base
 	lp, ip, tp := segmentPaths(l.dir, base)
 	ns, err := createSegmentFiles(l.fs, l.dir, base, lp+cleanedSuffix, ip+cleanedSuffix, tp+cleanedSuffix)
@@ -507,7 +508,7 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 		// Whether the rename is durable is unknown: loading decides.
 		return false, l.fail(err)
 	}
-	if err := l.swapIn(group, ns, pos); err != nil {
+	if err := l.swapIn(group, ns, pos, truncations); err != nil {
 		return false, err
 	}
 	for _, s := range group {
@@ -528,9 +529,11 @@ func (l *Log) syncDir() error {
 
 // swapIn replaces group by the committed swap segment, under mu and fileMu:
 // appends wait only for deletions and renames, readers never see a file
-// closed under them. If the group changed since it was read (truncation,
-// retention), the swap is undone instead.
-func (l *Log) swapIn(group []*segment, built *segment, size int64) error {
+// closed under them. If the group changed since it was read (retention), or
+// any truncation happened since the pass built its key map (which may then
+// name records that no longer exist, so the cleaned data could lack a key's
+// only surviving value), the swap is undone instead.
+func (l *Log) swapIn(group []*segment, built *segment, size int64, truncations int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.fileMu.Lock()
@@ -539,7 +542,8 @@ func (l *Log) swapIn(group []*segment, built *segment, size int64) error {
 	lp, ip, tp := segmentPaths(l.dir, base)
 	segs := l.segments()
 	i := slices.Index(segs, group[0])
-	intact := l.checkWritableLocked() == nil && !l.filesClosed && i >= 0 && i+len(group) < len(segs)
+	intact := l.checkWritableLocked() == nil && !l.filesClosed && i >= 0 && i+len(group) < len(segs) &&
+		l.truncations.Load() == truncations
 	for j, s := range group {
 		if !intact || segs[i+j] != s {
 			intact = false

@@ -69,6 +69,9 @@ type Log struct {
 	// data (a cleaner checkpoint exists); otherwise a gap found by recovery
 	// is damage and ends the log there.
 	gapsAllowed atomic.Bool
+	// truncations counts truncations (under mu): a cleaning pass whose key
+	// map saw records a truncation then removed must not swap anything in.
+	truncations atomic.Int64
 
 	filesClosed bool                  // guarded by fileMu
 	lastFlush   atomic.Int64          // unix nanoseconds of the last flush

@@ -64,6 +64,7 @@ func (l *Log) recoveryPointLowered() {
 }
 
 func (l *Log) truncateLocked(offset int64) (int64, error) {
+	l.truncations.Add(1)
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	segs := l.segments()
@@ -222,6 +223,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 }
 
 func (l *Log) truncateFullyLocked(offset int64) error {
+	l.truncations.Add(1)
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	segs := l.segments()
