@@ -621,8 +621,10 @@ func createSegmentFiles(fsys vfs.FS, dir string, base int64, lp, ip, tp string) 
 // tombstone removal.
 func (l *Log) loadCleanerStateLocked() error {
 	if l.cleaner.loaded {
+		l.applyTruncationsLocked()
 		return nil
 	}
+	defer l.applyTruncationsLocked()
 	fresh := cleanerState{loaded: true, cleaned: map[int64]cleanedSegment{}}
 	l.cleaner = fresh
 	path := l.dir + "/" + cleanerCheckpoint
@@ -786,4 +788,24 @@ func (l *Log) allowGapsLocked() error {
 	}
 	l.gapsAllowed.Store(true)
 	return nil
+}
+
+// applyTruncationsLocked makes the cleaner state follow truncations: data
+// from the truncation point on is new, so it is dirty again, and the segment
+// cut there (and any later one) no longer counts as cleaned, which would
+// let tombstones appended to it go early. Loading clamps to the LEO too.
+func (l *Log) applyTruncationsLocked() {
+	t, leo := l.truncatedTo.Swap(math.MaxInt64), l.leo.Load()
+	if t == math.MaxInt64 && l.cleaner.firstDirty <= leo {
+		return
+	}
+	to := max(min(t, leo), 0)
+	l.cleaner.firstDirty = min(l.cleaner.firstDirty, to)
+	segs := l.segments()
+	for base := range l.cleaner.cleaned {
+		i := slices.IndexFunc(segs, func(s *segment) bool { return s.base == base })
+		if i < 0 || i+1 >= len(segs) || segs[i+1].base > to {
+			delete(l.cleaner.cleaned, base)
+		}
+	}
 }

@@ -211,3 +211,41 @@ func TestCleanConcurrentWithAppendsAndReads(t *testing.T) {
 		t.Fatalf("final state %v, want %v", got, latest)
 	}
 }
+
+// After a truncation the data from the truncation point is dirty again: a
+// key rewritten there supersedes its older values at the next pass, and a
+// tombstone appended to the cut segment waits its full delete.retention.ms.
+func TestTruncationMakesDataDirtyAgain(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	l := openLog(t, mem, cfg, clk)
+	leo := writeKeys(t, l, clk, 40, "a", "b")
+	mustClean(t, l, leo)
+	c, _ := l.Cleanable(leo)
+	cut := c.FirstDirty - 10
+	if _, err := l.TruncateTo(cut); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := l.Cleanable(l.LogEndOffset()); c.FirstDirty > l.LogEndOffset() {
+		t.Fatalf("first dirty offset %d beyond the truncated log end %d", c.FirstDirty, l.LogEndOffset())
+	}
+	if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{"a", nil}), 0); err != nil {
+		t.Fatal(err)
+	}
+	leo = writeKeys(t, l, clk, 40, "b")
+	clk.Advance(cfg.DeleteRetention + time.Second)
+	mustClean(t, l, leo)
+	recs := readRecords(t, l)
+	if _, ok := state(recs)["a"]; ok {
+		t.Fatal("key a survived its tombstone")
+	}
+	n := 0
+	for _, r := range recs {
+		if r.tomb {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d tombstones after the first cleaning of their segment, want 1", n)
+	}
+}

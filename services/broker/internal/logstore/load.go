@@ -3,6 +3,7 @@ package logstore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	cfg := opts.Config
 	l.cfg.Store(&cfg)
+	l.truncatedTo.Store(math.MaxInt64)
 	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil || cfg.Compacted() {
 		l.gapsAllowed.Store(true)
 	}

@@ -72,6 +72,10 @@ type Log struct {
 	// truncations counts truncations (under mu): a cleaning pass whose key
 	// map saw records a truncation then removed must not swap anything in.
 	truncations atomic.Int64
+	// truncatedTo is the lowest offset truncated to since the cleaner last
+	// looked (math.MaxInt64: none); the cleaner lowers its first dirty
+	// offset to it and forgets the cleaning time of segments from there.
+	truncatedTo atomic.Int64
 
 	filesClosed bool                  // guarded by fileMu
 	lastFlush   atomic.Int64          // unix nanoseconds of the last flush
