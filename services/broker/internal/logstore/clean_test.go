@@ -208,6 +208,9 @@ func TestCleanKeepsLatestPerKey(t *testing.T) {
 		if got := readRecords(t, l); !slicesEqual(got, after) || l.Stats().RecoveredTruncations != 0 || l.LogEndOffset() != leo {
 			t.Fatalf("reopened (clean=%v): %d records, truncations %d, LEO %d", clean, len(got), l.Stats().RecoveredTruncations, l.LogEndOffset())
 		}
+		if clean && l.Stats().RebuiltIndexes != 0 {
+			t.Fatalf("a clean reopen rebuilt %d indexes of cleaned segments", l.Stats().RebuiltIndexes)
+		}
 	}
 }
 

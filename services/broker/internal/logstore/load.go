@@ -360,9 +360,11 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		return false, nil
 	}
 	from, expect := int64(0), s.base
+	indexed := false // the walk starts at an index entry, which names its batch's offset exactly
 	if e, found, err := s.index.last(); err != nil {
 		return false, storageErr(err, "reading %s", s.index.path)
 	} else if found {
+		indexed = true
 		rel, pos := decodeOffsetEntry(e)
 		from, expect = int64(pos), s.base+int64(rel)
 		if from >= size {
@@ -379,7 +381,7 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		gapOK := l.gapsAllowed.Load() && pos != from
+		gapOK := l.gapsAllowed.Load() && (pos != from || !indexed)
 		if h.BaseOffset() < expect || (h.BaseOffset() != expect && !gapOK) || h.LastOffsetDelta() < 0 {
 			return false, nil
 		}
