@@ -59,6 +59,9 @@ type CleanOptions struct {
 	// MapBytes is log.cleaner.dedupe.buffer.size: the key map holds at most
 	// MapBytes/24 keys.
 	MapBytes int64
+	// Stop, when closed, ends the pass at its next read (ErrCleanAborted),
+	// so a broker shutting down does not wait for a whole pass.
+	Stop <-chan struct{}
 }
 
 // CleanResult says what a pass did.
@@ -190,6 +193,8 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	if err := l.loadCleanerStateLocked(); err != nil {
 		return CleanResult{}, err
 	}
+	l.cleanStop = opts.Stop
+	defer func() { l.cleanStop = nil }()
 	cfg := l.Config()
 	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err != nil {
 		// Loading must know this log may have gaps before the first swap,
@@ -312,6 +317,11 @@ func (l *Log) forEachBatch(s *segment, fn func(b recordbatch.Batch) error) (int6
 			buf = make([]byte, want)
 		}
 		buf = buf[:want]
+		select {
+		case <-l.cleanStop:
+			return read, ErrCleanAborted
+		default:
+		}
 		l.fileMu.RLock()
 		if !l.segmentLiveLocked(s) {
 			l.fileMu.RUnlock()

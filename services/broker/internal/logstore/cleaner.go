@@ -106,7 +106,7 @@ func (m *Manager) RunCleaner() bool {
 	if mapBytes <= 0 {
 		mapBytes = 128 << 20
 	}
-	res, err := best.Clean(CleanOptions{UpperBound: bestHW, MapBytes: mapBytes})
+	res, err := best.Clean(CleanOptions{UpperBound: bestHW, MapBytes: mapBytes, Stop: m.stop})
 	st := &m.cleaner
 	st.bytesRead.Add(res.BytesRead)
 	st.bytesWritten.Add(res.BytesWritten)

@@ -249,3 +249,20 @@ func TestTruncationMakesDataDirtyAgain(t *testing.T) {
 		t.Fatalf("%d tombstones after the first cleaning of their segment, want 1", n)
 	}
 }
+
+// A pass told to stop (the broker shutting down) ends at its next read and
+// changes nothing.
+func TestCleanStops(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	l := openLog(t, mem, compactConfig(), clk)
+	leo := writeKeys(t, l, clk, 40, "a", "b")
+	before, stats := readRecords(t, l), l.Stats()
+	stop := make(chan struct{})
+	close(stop)
+	if _, err := l.Clean(CleanOptions{UpperBound: leo, MapBytes: 1 << 20, Stop: stop}); !errors.Is(err, ErrCleanAborted) {
+		t.Fatalf("stopped pass: %v", err)
+	}
+	if got := readRecords(t, l); !slicesEqual(got, before) || l.Stats() != stats {
+		t.Fatalf("a stopped pass changed the log: %d records (was %d), stats %+v", len(got), len(before), l.Stats())
+	}
+}

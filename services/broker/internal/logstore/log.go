@@ -62,8 +62,9 @@ type Log struct {
 	// Guarded by mu.
 	producers *producerState
 
-	cleanMu sync.Mutex   // one cleaning pass at a time; taken before mu
-	cleaner cleanerState // guarded by cleanMu
+	cleanMu   sync.Mutex      // one cleaning pass at a time; taken before mu
+	cleaner   cleanerState    // guarded by cleanMu
+	cleanStop <-chan struct{} // the running pass's CleanOptions.Stop; guarded by cleanMu
 	// gapsAllowed: offsets may skip between batches and segments, as the
 	// cleaner leaves them. Set for compacted logs and logs holding cleaned
 	// data (a cleaner checkpoint exists); otherwise a gap found by recovery
