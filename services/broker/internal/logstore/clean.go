@@ -104,8 +104,9 @@ type Cleanability struct {
 	// delete.retention.ms has passed, so a pass would remove them even on
 	// an idle log.
 	TombstonesDue   bool
-	cleanableCount  int // sealed segments a pass may read
-	firstDirtyIndex int
+	cleanableCount  int        // sealed segments a pass may read
+	firstDirtyIndex int        // the first of them holding dirty offsets
+	segs            []*segment // the segment list these figures are about
 }
 
 // Cleanable reports the log's dirty ratio below upperBound: the bytes of
@@ -135,6 +136,7 @@ func (l *Log) cleanabilityLocked(upper int64) Cleanability {
 	}
 	c.cleanableCount = k
 	c.firstDirtyIndex = k
+	c.segs = segs
 	for i := 0; i < k; i++ {
 		size := segs[i].size.Load()
 		if segs[i+1].base <= c.FirstDirty {
@@ -209,7 +211,9 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	if c.DirtyBytes == 0 && !c.TombstonesDue {
 		return res, nil
 	}
-	segs := l.segments()[:c.cleanableCount]
+	// The list the figures were computed on: retention may have removed
+	// leading segments since, which would shift indexes into a newer list.
+	segs := c.segs[:c.cleanableCount]
 	truncations := l.truncations.Load()
 	om := &offsetMap{m: map[keyHash]int64{}, cap: int(max(opts.MapBytes/offsetMapEntrySize, 1))}
 	mapEnd, read, err := l.buildOffsetMap(segs[c.firstDirtyIndex:], c.FirstDirty, om)
@@ -234,6 +238,11 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	for _, group := range groupSegments(segs[:n], cfg.SegmentBytes) {
 		out, err := l.cleanGroup(group, om, mapEnd, lastOfProducer, cfg, now, truncations, &res)
 		if err != nil {
+			// Keep what the groups swapped so far taught (their cleaning
+			// times); the first dirty offset stays for the next pass.
+			if serr := l.saveCleanerStateLocked(); serr != nil {
+				l.logger.Warn("could not save the cleaner checkpoint", "err", serr)
+			}
 			return res, err
 		}
 		res.SegmentsBefore += len(group)
