@@ -109,8 +109,8 @@ type Cleanability struct {
 	segs            []*segment // the segment list these figures are about
 }
 
-// Cleanable reports the log's dirty ratio below upperBound: the bytes of
-// sealed segments wholly below it (and, with min.compaction.lag.ms, old
+// Cleanable reports the log's dirty ratio below upperBound (and the
+// recovery point): the bytes of sealed segments wholly below it (and, with min.compaction.lag.ms, old
 // enough) that hold offsets at or after the first dirty offset, over all
 // such cleanable bytes.
 func (l *Log) Cleanable(upperBound int64) (Cleanability, error) {
@@ -123,6 +123,11 @@ func (l *Log) Cleanable(upperBound int64) (Cleanability, error) {
 }
 
 func (l *Log) cleanabilityLocked(upper int64) Cleanability {
+	// Only durable data: a cleaned segment is synced, and must not outlive
+	// (after a power loss) the newer records that let it drop older ones.
+	// Rolled segments are flushed right after the roll, so this costs
+	// little.
+	upper = min(upper, l.recoveryPoint.Load())
 	cfg := l.Config()
 	now := l.now()
 	segs := l.segments()

@@ -116,6 +116,7 @@ func writeKeys(t testing.TB, l *Log, clk *clock, rounds int, keys ...string) int
 
 func mustClean(t testing.TB, l *Log, hw int64) CleanResult {
 	t.Helper()
+	flush(t, l)
 	res, err := l.Clean(CleanOptions{UpperBound: hw, MapBytes: 1 << 20})
 	if err != nil {
 		t.Fatalf("Clean: %v", err)
@@ -285,6 +286,7 @@ func TestCleanDirtyRatio(t *testing.T) {
 	writeKeys(t, l, clk, 1, "e")
 	clk.Advance(cfg.SegmentMs)
 	leo = writeKeys(t, l, clk, 1, "e")
+	flush(t, l)
 	c, err := l.Cleanable(leo)
 	if err != nil {
 		t.Fatal(err)
@@ -335,6 +337,7 @@ func TestCleanBoundedMapTakesSeveralPasses(t *testing.T) {
 	leo := l.LogEndOffset()
 	before := readRecords(t, l)
 	small := CleanOptions{UpperBound: leo, MapBytes: 12 * offsetMapEntrySize}
+	flush(t, l)
 	res, err := l.Clean(small)
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +356,7 @@ func TestCleanBoundedMapTakesSeveralPasses(t *testing.T) {
 	}
 	// A map too small for one batch says so, and changes nothing.
 	leo = writeKeys(t, l, clk, 30, "q", "r", "s", "t")
+	flush(t, l)
 	_, err = l.Clean(CleanOptions{UpperBound: leo, MapBytes: 3 * offsetMapEntrySize})
 	if err == nil || !strings.Contains(err.Error(), "log.cleaner.dedupe.buffer.size 72 holds 3 keys: too few for one batch") {
 		t.Fatalf("tiny map: %v", err)
@@ -571,5 +575,14 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 			}
 			r.Close()
 		}
+	}
+}
+
+// flush makes everything durable: the cleaner works only below the recovery
+// point, which rolls move forward in the background.
+func flush(t testing.TB, l *Log) {
+	t.Helper()
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
 	}
 }

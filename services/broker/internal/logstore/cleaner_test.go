@@ -36,6 +36,7 @@ func TestManagerCleansIdleCompactedLog(t *testing.T) {
 	plainBefore := logShape(plainLog)
 
 	clk.Advance(time.Hour) // no traffic for a while
+	flush(t, compacted)
 	if !m.RunCleaner() {
 		t.Fatal("the idle compacted log was not cleaned")
 	}
@@ -63,6 +64,7 @@ func TestManagerCleansIdleCompactedLog(t *testing.T) {
 	}
 	// Above the HW nothing is cleaned.
 	leo2 := writeKeys(t, compacted, clk, 40, "a", "b", "c")
+	flush(t, compacted)
 	if m.RunCleaner() {
 		t.Fatalf("cleaned above the HW %d (LEO %d)", leo, leo2)
 	}
@@ -123,6 +125,7 @@ func TestCleanAbortedByTruncation(t *testing.T) {
 		}
 		want = readRecords(t, l)
 	}
+	flush(t, l)
 	_, err := l.Clean(CleanOptions{UpperBound: leo, MapBytes: 1 << 20})
 	if !errors.Is(err, ErrCleanAborted) {
 		t.Fatalf("Clean after a truncation under it: %v", err)
@@ -259,6 +262,7 @@ func TestCleanStops(t *testing.T) {
 	before, stats := readRecords(t, l), logShape(l)
 	stop := make(chan struct{})
 	close(stop)
+	flush(t, l)
 	if _, err := l.Clean(CleanOptions{UpperBound: leo, MapBytes: 1 << 20, Stop: stop}); !errors.Is(err, ErrCleanAborted) {
 		t.Fatalf("stopped pass: %v", err)
 	}
