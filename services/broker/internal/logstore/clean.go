@@ -516,6 +516,13 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 	if err := ns.closeFiles(); err != nil {
 		return discard(storageErr(err, "closing %s", ns.logPath))
 	}
+	// Loading accepts gaps only below the checkpointed recovery point: make
+	// sure it covers this group before the swap can be committed.
+	if l.persistRPs != nil {
+		if err := l.persistRPs(); err != nil {
+			return discard(err)
+		}
+	}
 	// Commit: indexes to .swap, then the log; each step durable before the next.
 	for _, p := range []string{ip, tp} {
 		if err := l.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {

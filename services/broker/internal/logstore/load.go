@@ -25,7 +25,7 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: opts.FS, dir: strings.TrimSuffix(opts.Dir, "/"), logger: opts.Logger, now: opts.Now,
-		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered}
+		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered, persistRPs: opts.PersistRecoveryPoints}
 	if l.logger == nil {
 		l.logger = discardLogger
 	}
@@ -38,6 +38,10 @@ func Open(opts Options) (*Log, error) {
 	l.truncatedTo.Store(math.MaxInt64)
 	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil || cfg.Compacted() {
 		l.gapsAllowed.Store(true)
+	}
+	l.gapsTrustedTo = math.MaxInt64
+	if !opts.CleanShutdown {
+		l.gapsTrustedTo = opts.RecoveryPoint
 	}
 
 	segs, err := l.load(opts)
@@ -223,7 +227,7 @@ func (l *Log) recoverSegments(segs []*segment, rebuild map[*segment]bool, opts O
 	}
 	for i, s := range segs {
 		// Compaction may leave a gap between segments, never an overlap.
-		if i > 0 && (segs[i-1].next > s.base || (segs[i-1].next != s.base && !l.gapsAllowed.Load())) {
+		if i > 0 && (segs[i-1].next > s.base || (segs[i-1].next != s.base && !l.gapOK(s.base))) {
 			l.truncated("segment does not follow on from the previous one", "segment", s.logPath,
 				"expected_base", segs[i-1].next)
 			return l.dropSegments(segs, i)
@@ -315,7 +319,7 @@ func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 			break
 		}
 		// Offsets increase; compaction may leave gaps between batches.
-		if b.BaseOffset() < s.next || (b.BaseOffset() != s.next && !l.gapsAllowed.Load()) {
+		if b.BaseOffset() < s.next || (b.BaseOffset() != s.next && !l.gapOK(b.BaseOffset())) {
 			reason = fmt.Errorf("batch at position %d has offset %d, expected %d", pos, b.BaseOffset(), s.next)
 			break
 		}
@@ -381,7 +385,7 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		gapOK := l.gapsAllowed.Load() && (pos != from || !indexed)
+		gapOK := l.gapOK(h.BaseOffset()) && (pos != from || !indexed)
 		if h.BaseOffset() < expect || (h.BaseOffset() != expect && !gapOK) || h.LastOffsetDelta() < 0 {
 			return false, nil
 		}
@@ -535,4 +539,16 @@ func (l *Log) walkLog(from, to int64, fn func(h recordbatch.Batch)) error {
 		}
 	}
 	return nil
+}
+
+// gapOK says whether recovery may accept offsets skipping to off. Only on a
+// log that may have gaps (compacted, or holding cleaned data), and only
+// where the data was durable before the crash: below the recovery point (or
+// anywhere after a clean shutdown). Above it a gap is what a power loss
+// leaves when a segment's unsynced tail is lost but a later segment's data
+// survives, and the log must end there (a follower refetches what was cut,
+// gaps and all). The cleaner persists the recovery point before it commits
+// a swap, so cleaned segments always lie below it.
+func (l *Log) gapOK(off int64) bool {
+	return l.gapsAllowed.Load() && off <= l.gapsTrustedTo
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// persist it at once: a stale, higher recovery point would let data
 	// written after the truncation skip re-validation after a crash.
 	RecoveryPointLowered func()
+	// PersistRecoveryPoints, if set, checkpoints the recovery points now
+	// (called with no Log lock held): the cleaner needs the checkpoint to
+	// cover a cleaned segment before it commits the swap (see gapOK).
+	PersistRecoveryPoints func() error
 }
 
 // Log is one partition replica's segmented log. See the package comment for
@@ -58,6 +62,7 @@ type Log struct {
 
 	epochs      *LeaderEpochCache
 	onRPLowered func()
+	persistRPs  func() error
 
 	// Guarded by mu.
 	producers *producerState
@@ -70,6 +75,9 @@ type Log struct {
 	// data (a cleaner checkpoint exists); otherwise a gap found by recovery
 	// is damage and ends the log there.
 	gapsAllowed atomic.Bool
+	// gapsTrustedTo: while loading, gaps are accepted only at offsets up to
+	// this (see gapOK).
+	gapsTrustedTo int64
 	// truncations counts truncations (under mu): a cleaning pass whose key
 	// map saw records a truncation then removed must not swap anything in.
 	truncations atomic.Int64

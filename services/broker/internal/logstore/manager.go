@@ -154,7 +154,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			FS: fsys, Dir: dir + "/" + name, Config: opts.ConfigFor(tp.Topic),
 			Logger: opts.Logger.With("partition", tp.String()), Now: opts.Now,
 			CleanShutdown: m.clean, RecoveryPoint: recovery[tp], LogStartOffset: starts[tp],
-			RecoveryPointLowered: m.persistRecoveryPoints,
+			RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
 		})
 		if err != nil {
 			m.logger.Error("partition offline: its log cannot be opened", "partition", tp.String(), "err", err)
@@ -234,7 +234,7 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 	l, err := Open(Options{
 		FS: m.opts.FS, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
-		RecoveryPointLowered: m.persistRecoveryPoints,
+		RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
 	})
 	if err != nil {
 		return nil, err
