@@ -5,7 +5,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strings"
+
 	"testing"
+	"tidemark.io/services/recordbatch"
 	"time"
 )
 
@@ -115,11 +117,15 @@ func cleanCrashRun(t *testing.T, seed uint64) int64 {
 		}
 	}
 	cleaned := l.Stats().CleanedSegments
+	// Read before the crash image: a background flush finishing after it
+	// would claim data the image does not hold. The checkpoint may also
+	// have been written later than the last swap, by the periodic task.
+	l.mu.Lock()
+	lo, hi := min(persisted, l.RecoveryPoint()), max(persisted, l.RecoveryPoint())
+	l.mu.Unlock()
+	rp := lo + rng.Int64N(hi-lo+1)
 	crashed := mem.CrashClone(seed)
 	l.Abandon()
-	// The checkpoint may also have been written later, by the periodic task.
-	lo, hi := min(persisted, l.RecoveryPoint()), max(persisted, l.RecoveryPoint())
-	rp := lo + rng.Int64N(hi-lo+1)
 	r, err := Open(Options{FS: crashed, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp})
 	if err != nil {
 		t.Fatalf("seed %d: reopen: %v", seed, err)
@@ -128,6 +134,16 @@ func cleanCrashRun(t *testing.T, seed uint64) int64 {
 	leo := r.LogEndOffset()
 	if leo < cleanedUpTo {
 		t.Fatalf("seed %d: LEO %d after the crash is below the cleaned range %d", seed, leo, cleanedUpTo)
+	}
+	if testing.Verbose() {
+		for _, sg := range r.segments() {
+			var hs []string
+			walkHeaders(sg, 0, sg.size.Load(), func(h recordbatch.Batch, _, _ int64) bool {
+				hs = append(hs, fmt.Sprintf("[%d,%d]n%d", h.BaseOffset(), h.LastOffset(), h.RecordCount()))
+				return true
+			})
+			t.Logf("seed %d: segment %d next %d: %v", seed, sg.base, sg.next, hs)
+		}
 	}
 	got := readRecords(t, r)
 	for _, rec := range got {
