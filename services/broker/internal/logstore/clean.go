@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -25,7 +21,8 @@ import (
 // sealed segment below the map's end, group by group, into "<base>.log.cleaned"
 // with its indexes, and swaps the group in:
 //
-//	1. write and fsync <base>.{log,index,timeindex}.cleaned
+//	1. write and fsync <base>.{log,index,timeindex}.cleaned; have the owner
+//	   checkpoint the recovery points (loading trusts gaps only below it)
 //	2. rename the indexes to .swap, sync the directory, rename the log to
 //	   .swap, sync the directory: the swap is now committed
 //	3. delete the group's old segments, sync the directory
@@ -37,6 +34,8 @@ import (
 // files without a log .swap). Offsets never change; the last batch of a
 // group is always kept (emptied if need be), so the cleaned segment ends
 // where the group did and recovery knows what a swap replaces.
+// cleanswap.go has the swap and its recovery, cleanstate.go the cleaner's
+// checkpoint.
 
 const (
 	cleanedSuffix      = ".cleaned"
@@ -76,21 +75,6 @@ type CleanResult struct {
 	RecordsRemoved     int64
 	TombstonesRemoved  int64
 	Duration           time.Duration
-}
-
-// cleanerState is the cleaner's persistent bookkeeping for one log, guarded
-// by Log.cleanMu: where the dirty section starts and when each cleaned
-// segment was cleaned (for delete.retention.ms).
-type cleanerState struct {
-	loaded     bool
-	firstDirty int64
-	cleaned    map[int64]cleanedSegment // by segment base
-}
-
-// cleanedSegment is what the cleaner remembers of a segment it wrote.
-type cleanedSegment struct {
-	at         int64 // unix ms of the cleaning (delete.retention.ms counts from it)
-	tombstones int64 // tombstones it kept
 }
 
 // Cleanability is how much of a log a pass could clean now.
@@ -549,294 +533,4 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 	res.BytesWritten += pos
 	l.stats.cleanedSegments.Add(int64(len(group)))
 	return true, nil
-}
-
-func (l *Log) syncDir() error {
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		return storageErr(err, "syncing %s", l.dir)
-	}
-	return nil
-}
-
-// swapIn replaces group by the committed swap segment, under mu and fileMu:
-// appends wait only for deletions and renames, readers never see a file
-// closed under them. If the group changed since it was read (retention), or
-// any truncation happened since the pass built its key map (which may then
-// name records that no longer exist, so the cleaned data could lack a key's
-// only surviving value), the swap is undone instead.
-func (l *Log) swapIn(group []*segment, built *segment, size int64, truncations int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.fileMu.Lock()
-	defer l.fileMu.Unlock()
-	base := group[0].base
-	lp, ip, tp := segmentPaths(l.dir, base)
-	segs := l.segments()
-	i := slices.Index(segs, group[0])
-	intact := l.checkWritableLocked() == nil && !l.filesClosed && i >= 0 && i+len(group) < len(segs) &&
-		l.truncations.Load() == truncations
-	for j, s := range group {
-		if !intact || segs[i+j] != s {
-			intact = false
-			break
-		}
-	}
-	if !intact {
-		for _, p := range []string{lp, ip, tp} {
-			if err := l.fs.Remove(p + swapSuffix); err != nil && !vfs.IsNotExist(err) {
-				return l.fail(storageErr(err, "discarding %s", p+swapSuffix))
-			}
-		}
-		if err := l.syncDir(); err != nil {
-			return l.fail(err)
-		}
-		return ErrCleanAborted
-	}
-	for _, s := range group {
-		if err := s.remove(l.fs); err != nil {
-			return l.fail(err)
-		}
-	}
-	if err := l.syncDir(); err != nil {
-		return l.fail(err)
-	}
-	for _, p := range []string{ip, tp, lp} {
-		if err := l.fs.Rename(p+swapSuffix, p); err != nil {
-			return l.fail(storageErr(err, "renaming %s", p+swapSuffix))
-		}
-	}
-	if err := l.syncDir(); err != nil {
-		return l.fail(err)
-	}
-	ns, _, err := openSegment(l.fs, l.dir, base)
-	if err != nil {
-		return l.fail(err)
-	}
-	ns.next, ns.offsetOfMaxTS, ns.lastTimeEntryTS = built.next, built.offsetOfMaxTS, built.lastTimeEntryTS
-	ns.maxTS.Store(built.maxTS.Load())
-	ns.indexesDurable.Store(true)
-	ns.size.Store(size)
-	out := make([]*segment, 0, len(segs)-len(group)+1)
-	out = append(out, segs[:i]...)
-	out = append(out, ns)
-	out = append(out, segs[i+len(group):]...)
-	l.publish(out)
-	return nil
-}
-
-// createSegmentFiles is createSegment with explicit file names.
-func createSegmentFiles(fsys vfs.FS, dir string, base int64, lp, ip, tp string) (*segment, error) {
-	s := &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
-	s.maxTS.Store(-1)
-	var err error
-	if s.log, err = fsys.Create(lp); err != nil {
-		return nil, storageErr(err, "creating %s", lp)
-	}
-	if s.index, err = openIndex(fsys, ip, offsetEntrySize, true); err != nil {
-		s.closeFiles()
-		return nil, storageErr(err, "creating %s", ip)
-	}
-	if s.timeIndex, err = openIndex(fsys, tp, timeEntrySize, true); err != nil {
-		s.closeFiles()
-		return nil, storageErr(err, "creating %s", tp)
-	}
-	s.index.mem = make([]byte, 0, 1024)
-	s.timeIndex.mem = make([]byte, 0, 1024)
-	return s, nil
-}
-
-// loadCleanerStateLocked reads the cleaner checkpoint once: lines
-// "first-dirty <offset> 0" and "<segment base> <cleaned at, unix ms>
-// <tombstones kept>". An unreadable one is replaced by a fresh start:
-// everything counts as dirty and no segment as cleaned, which only delays
-// tombstone removal.
-func (l *Log) loadCleanerStateLocked() error {
-	if l.cleaner.loaded {
-		l.applyTruncationsLocked()
-		return nil
-	}
-	defer l.applyTruncationsLocked()
-	fresh := cleanerState{loaded: true, cleaned: map[int64]cleanedSegment{}}
-	l.cleaner = fresh
-	path := l.dir + "/" + cleanerCheckpoint
-	rows, _, err := readCheckpoint(l.fs, path, 3)
-	if err != nil {
-		l.logger.Warn("cleaner checkpoint unreadable; treating the whole log as dirty", "err", err)
-		return nil
-	}
-	for i, r := range rows {
-		v, err1 := strconv.ParseInt(r[1], 10, 64)
-		n, err2 := strconv.ParseInt(r[2], 10, 64)
-		b, err3 := strconv.ParseInt(r[0], 10, 64)
-		switch {
-		case err1 != nil || err2 != nil || (err3 != nil && r[0] != firstDirtyKey):
-			l.logger.Warn("cleaner checkpoint unreadable; treating the whole log as dirty", "file", path, "line", i+3)
-			l.cleaner = fresh
-			return nil
-		case r[0] == firstDirtyKey:
-			l.cleaner.firstDirty = v
-		default:
-			l.cleaner.cleaned[b] = cleanedSegment{at: v, tombstones: n}
-		}
-	}
-	return nil
-}
-
-// saveCleanerStateLocked persists the first dirty offset and what is known
-// of the cleaned segments that still exist.
-func (l *Log) saveCleanerStateLocked() error {
-	live := map[int64]bool{}
-	for _, s := range l.segments() {
-		live[s.base] = true
-	}
-	rows := []string{fmt.Sprintf("%s %d 0", firstDirtyKey, l.cleaner.firstDirty)}
-	for _, b := range slices.Sorted(maps.Keys(l.cleaner.cleaned)) {
-		if !live[b] {
-			delete(l.cleaner.cleaned, b)
-			continue
-		}
-		cs := l.cleaner.cleaned[b]
-		rows = append(rows, fmt.Sprintf("%d %d %d", b, cs.at, cs.tombstones))
-	}
-	return writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, rows)
-}
-
-// finishSwaps runs before the segments are listed at load: it completes a
-// cleaner swap that was committed (a "<base>.log.swap" exists) and removes
-// the leftovers of one that was not (.cleaned files, index .swap files).
-func (l *Log) finishSwaps() error {
-	names, err := l.listNames()
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		base, ok := parseOffsetName(name, logSuffix+swapSuffix)
-		if !ok {
-			continue
-		}
-		swapPath := l.dir + "/" + name
-		end, err := swapEnd(l.fs, swapPath)
-		if err != nil {
-			return err
-		}
-		replaced := 0
-		for _, other := range names {
-			b, ok := parseOffsetName(other, logSuffix)
-			if !ok || b < base || b >= end {
-				continue
-			}
-			lp, ip, tp := segmentPaths(l.dir, b)
-			for _, p := range []string{lp, ip, tp} {
-				if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
-					return storageErr(err, "deleting %s", p)
-				}
-			}
-			replaced++
-		}
-		if err := l.syncDir(); err != nil {
-			return err
-		}
-		lp, ip, tp := segmentPaths(l.dir, base)
-		for _, p := range []string{ip, tp} {
-			if err := l.fs.Rename(p+swapSuffix, p); err != nil && !vfs.IsNotExist(err) {
-				return storageErr(err, "renaming %s", p+swapSuffix)
-			}
-			// A missing index is rebuilt by loading.
-		}
-		if err := l.fs.Rename(swapPath, lp); err != nil {
-			return storageErr(err, "renaming %s", swapPath)
-		}
-		if err := l.syncDir(); err != nil {
-			return err
-		}
-		l.stats.completedSwaps.Add(1)
-		l.logger.Warn("completed a cleaner swap interrupted by a crash", "segment", lp, "replaced_segments", replaced, "end_offset", end)
-	}
-	if names, err = l.listNames(); err != nil {
-		return err
-	}
-	removed := false
-	for _, name := range names {
-		if strings.HasSuffix(name, cleanedSuffix) || strings.HasSuffix(name, swapSuffix) {
-			if err := l.fs.Remove(l.dir + "/" + name); err != nil && !vfs.IsNotExist(err) {
-				return storageErr(err, "deleting %s/%s", l.dir, name)
-			}
-			removed = true
-		}
-	}
-	if removed {
-		l.logger.Info("discarded an uncommitted cleaner pass")
-		return l.syncDir()
-	}
-	return nil
-}
-
-func (l *Log) listNames() ([]string, error) {
-	ents, err := l.fs.ReadDir(l.dir)
-	if err != nil {
-		return nil, storageErr(err, "listing partition directory %s", l.dir)
-	}
-	names := make([]string, 0, len(ents))
-	for _, e := range ents {
-		if !e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	return names, nil
-}
-
-// swapEnd returns the offset after the last batch of a committed swap file,
-// which was synced before it was committed and so must be whole.
-func swapEnd(fsys vfs.FS, path string) (int64, error) {
-	data, err := vfs.ReadFile(fsys, path)
-	if err != nil {
-		return 0, storageErr(err, "reading %s", path)
-	}
-	end := int64(-1)
-	for b, err := range recordbatch.All(data) {
-		if err == nil {
-			err = b.ValidateStored()
-		}
-		if err != nil {
-			return 0, storageErr(err, "reading committed cleaner swap %s", path)
-		}
-		end = b.NextOffset()
-	}
-	if end < 0 {
-		return 0, storageErr(errors.New("no batch"), "reading committed cleaner swap %s", path)
-	}
-	return end, nil
-}
-
-// allowGapsLocked records, before a follower stores the first batch that
-// skips offsets (its leader's log was compacted), that this log may have
-// gaps: an empty cleaner checkpoint, which loading looks for.
-func (l *Log) allowGapsLocked() error {
-	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err != nil {
-		if err := writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, []string{firstDirtyKey + " 0 0"}); err != nil {
-			return err
-		}
-	}
-	l.gapsAllowed.Store(true)
-	return nil
-}
-
-// applyTruncationsLocked makes the cleaner state follow truncations: data
-// from the truncation point on is new, so it is dirty again, and the segment
-// cut there (and any later one) no longer counts as cleaned, which would
-// let tombstones appended to it go early. Loading clamps to the LEO too.
-func (l *Log) applyTruncationsLocked() {
-	t, leo := l.truncatedTo.Swap(math.MaxInt64), l.leo.Load()
-	if t == math.MaxInt64 && l.cleaner.firstDirty <= leo {
-		return
-	}
-	to := max(min(t, leo), 0)
-	l.cleaner.firstDirty = min(l.cleaner.firstDirty, to)
-	segs := l.segments()
-	for base := range l.cleaner.cleaned {
-		i := slices.IndexFunc(segs, func(s *segment) bool { return s.base == base })
-		if i < 0 || i+1 >= len(segs) || segs[i+1].base > to {
-			delete(l.cleaner.cleaned, base)
-		}
-	}
 }
