@@ -486,7 +486,11 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 		}
 	}
 	if len(group) == 1 && pos == oldSize {
-		return discard(nil) // nothing removed: leave the segment alone
+		// Nothing removed: the segment is its own cleaned form. It counts
+		// as cleaned from now (if it was not already), so the tombstones
+		// it holds start their delete.retention.ms.
+		l.cleaner.cleaned[base] = cleanedSegment{at: cleanedAt, tombstones: keptTombstones}
+		return discard(nil)
 	}
 	if err := ns.seal(); err != nil {
 		return discard(err)

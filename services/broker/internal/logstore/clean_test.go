@@ -614,3 +614,37 @@ func flush(t testing.TB, l *Log) {
 		t.Fatal(err)
 	}
 }
+
+// A segment from which nothing is removed still starts its tombstones'
+// clock: they go delete.retention.ms after that pass.
+func TestCleanTombstoneInUntouchedSegment(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	l := openLog(t, mem, cfg, clk)
+	for i := range 8 {
+		if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{fmt.Sprint("u", i), val(strings.Repeat("v", 200))}), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{"gone", nil}), 0); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(cfg.SegmentMs)
+	leo := writeKeys(t, l, clk, 1, "x") // rolls: the unique keys and the tombstone are sealed
+	if res := mustClean(t, l, leo); res.RecordsRemoved != 0 || res.BytesWritten != 0 {
+		t.Fatalf("a segment of unique keys was rewritten: %+v", res)
+	}
+	clk.Advance(cfg.DeleteRetention)
+	c, _ := l.Cleanable(leo)
+	if !c.TombstonesDue || !c.NeedsCleaning(cfg) {
+		t.Fatalf("the untouched segment's tombstone is not due: %+v", c)
+	}
+	if res := mustClean(t, l, leo); res.TombstonesRemoved != 1 {
+		t.Fatalf("tombstone not removed: %+v", res)
+	}
+	for _, r := range readRecords(t, l) {
+		if r.tomb {
+			t.Fatalf("tombstone at %d still there", r.offset)
+		}
+	}
+}
