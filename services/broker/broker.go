@@ -112,10 +112,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 			}
 		},
 		RetentionCheckInterval: time.Duration(static.LogRetentionCheckIntervalMs) * time.Millisecond,
+		CleanerEnable:          static.LogCleanerEnable,
+		CleanerBackoff:         time.Duration(static.LogCleanerBackoffMs) * time.Millisecond,
+		CleanerDedupeBytes:     static.LogCleanerDedupeBufferSize,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("--data.dir %s: %w", cfg.DataDir, err))
 	}
+	tel.Registry.MustRegister(cleanerCollector{logs: b.logs})
 	for tp, why := range b.logs.Offline() {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
@@ -199,7 +203,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
-		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs)
+		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs,
+		"log_cleaner_enable", static.LogCleanerEnable, "log_cleaner_dedupe_buffer_size", static.LogCleanerDedupeBufferSize)
 	return b, nil
 }
 

@@ -42,6 +42,8 @@ func TestCreateTopicValidation(t *testing.T) {
 		{spec("cfg5", 1, 1, map[string]string{"segment.bytes": "100"}), kerr.InvalidConfig, "segment.bytes: value 100 is out of range [1024, ...]"},
 		{spec("cfg6", 1, 1, map[string]string{"index.interval.bytes": "-1"}), kerr.InvalidConfig, "index.interval.bytes: value -1 is out of range [0, ...]"},
 		{spec("cfg7", 1, 1, map[string]string{"message.timestamp.after.max.ms": "-5"}), kerr.InvalidConfig, "message.timestamp.after.max.ms: value -5 is out of range [0, ...]"},
+		{spec("cfg8", 1, 1, map[string]string{"cleanup.policy": "shred"}), kerr.InvalidConfig, `cleanup.policy: value "shred" is not one of delete, compact`},
+		{spec("cfg9", 1, 1, map[string]string{"min.cleanable.dirty.ratio": "2"}), kerr.InvalidConfig, "min.cleanable.dirty.ratio: value 2 is out of range [0, 1]"},
 		{&adminv1.TopicSpec{Name: "asg", Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: []int32{1, 9}}}},
 			kerr.InvalidReplicaAssignment, "9"},
 		{spec("dup", 1, 1, nil), kerr.InvalidRequest, "more than once"},

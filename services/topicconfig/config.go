@@ -1,5 +1,7 @@
 package topicconfig
 
+import "strings"
+
 // Special values.
 const (
 	// Unlimited in retention.ms or retention.bytes keeps data forever / at any size.
@@ -8,6 +10,9 @@ const (
 	// replica.truncation.mode.
 	TruncateByLeaderEpoch   = "leader-epoch"
 	TruncateByHighWatermark = "high-watermark"
+	// CleanupDelete and CleanupCompact are the elements of cleanup.policy.
+	CleanupDelete  = "delete"
+	CleanupCompact = "compact"
 )
 
 // TopicConfig is the effective configuration of one topic.
@@ -27,7 +32,22 @@ type TopicConfig struct {
 	// leader's clock (KIP-937).
 	MessageTimestampBeforeMaxMs int64
 	MessageTimestampAfterMaxMs  int64
+	// CleanupPolicy is cleanup.policy normalised: "delete", "compact" or
+	// "compact,delete".
+	CleanupPolicy string
+	// MinCleanableDirtyRatio, DeleteRetentionMs, MinCompactionLagMs and
+	// MaxCompactionLagMs steer the log cleaner of compacted topics.
+	MinCleanableDirtyRatio float64
+	DeleteRetentionMs      int64
+	MinCompactionLagMs     int64
+	MaxCompactionLagMs     int64
 }
+
+// Compact reports whether cleanup.policy includes compact.
+func (c TopicConfig) Compact() bool { return strings.Contains(c.CleanupPolicy, CleanupCompact) }
+
+// Delete reports whether cleanup.policy includes delete.
+func (c TopicConfig) Delete() bool { return strings.Contains(c.CleanupPolicy, CleanupDelete) }
 
 // BrokerConfig is the effective broker-level configuration.
 type BrokerConfig struct {
@@ -48,6 +68,12 @@ type BrokerConfig struct {
 	NumPartitions                       int32
 	LogFlushFsyncEveryAppend            bool
 	LogRetentionCheckIntervalMs         int64
+
+	// The log cleaner (compaction of cleanup.policy=compact topics).
+	LogCleanerEnable           bool
+	LogCleanerThreads          int32
+	LogCleanerBackoffMs        int64
+	LogCleanerDedupeBufferSize int64
 
 	// Limits on what one client may ask of the broker.
 	FetchMaxBytes               int32

@@ -14,6 +14,7 @@ package topicconfig
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -28,6 +29,7 @@ const (
 	TypeBool                   // "true" or "false", any case
 	TypeString                 // free text, or one of Def.Valid
 	TypeList                   // comma-separated strings, each one of Def.Valid if set
+	TypeDouble                 // a decimal number, within [MinF, MaxF]
 )
 
 func (t Type) String() string {
@@ -42,6 +44,8 @@ func (t Type) String() string {
 		return "string"
 	case TypeList:
 		return "list"
+	case TypeDouble:
+		return "double"
 	}
 	return fmt.Sprintf("Type(%d)", int(t))
 }
@@ -87,10 +91,12 @@ type Def struct {
 	Default string
 	// Min and Max bound TypeInt and TypeLong values, inclusive.
 	Min, Max int64
+	// MinF and MaxF bound TypeDouble values, inclusive.
+	MinF, MaxF float64
 	// Valid, when set, lists the allowed TypeString values or TypeList elements.
 	Valid []string
-	// Check, when set, checks a TypeString value's form (a list of
-	// principal:rate pairs, say) and says what is wrong.
+	// Check, when set, checks a TypeString or TypeList value's form (a list
+	// of principal:rate pairs, say) and says what is wrong.
 	Check func(string) error
 	// Dynamic is set when the broker-level key may change at runtime
 	// (ScopeBrokerDynamic). Topic-level overrides may always change.
@@ -105,6 +111,7 @@ type Def struct {
 // value is a parsed config value; the field used depends on the Type.
 type value struct {
 	i int64
+	f float64
 	b bool
 	s string
 	l []string
@@ -153,7 +160,21 @@ func (d Def) parse(raw string) (value, error) {
 				l = append(l, e)
 			}
 		}
+		if d.Check != nil {
+			if err := d.Check(s); err != nil {
+				return value{}, err
+			}
+		}
 		return value{l: l}, nil
+	case TypeDouble:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return value{}, fmt.Errorf("value %q is not a valid %s", raw, d.Type)
+		}
+		if f < d.MinF || f > d.MaxF {
+			return value{}, fmt.Errorf("value %v is out of range [%v, %v]", f, d.MinF, d.MaxF)
+		}
+		return value{f: f}, nil
 	}
 	return value{}, fmt.Errorf("unsupported type %s", d.Type)
 }
@@ -188,6 +209,8 @@ func (d Def) Range() string {
 		return d.rangeText()
 	case TypeBool:
 		return "true|false"
+	case TypeDouble:
+		return fmt.Sprintf("[%v, %v]", d.MinF, d.MaxF)
 	}
 	return strings.Join(d.Valid, "|")
 }

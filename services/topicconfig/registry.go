@@ -1,8 +1,11 @@
 package topicconfig
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Value ranges. segment.bytes has a minimum of 1 KiB: small enough for
@@ -72,6 +75,26 @@ var defs = []Def{
 		Type: TypeLong, Default: maxLong, Min: 0,
 		Doc:      "Largest allowed distance of a CreateTime record's timestamp ahead of the leader's clock; later gives INVALID_TIMESTAMP.",
 		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.MessageTimestampAfterMaxMs })},
+	{Name: "cleanup.policy", BrokerName: "log.cleanup.policy", TopicLevel: true, Dynamic: true,
+		Type: TypeList, Default: CleanupDelete, Valid: []string{CleanupDelete, CleanupCompact}, Check: checkCleanupPolicy,
+		Doc:      "delete: retention.ms and retention.bytes delete old segments; compact: the log cleaner keeps the latest record per key; compact,delete: both.",
+		setTopic: func(c *TopicConfig, v value) { c.CleanupPolicy = normalisePolicy(v.l) }},
+	{Name: "min.cleanable.dirty.ratio", BrokerName: "log.cleaner.min.cleanable.ratio", TopicLevel: true, Dynamic: true,
+		Type: TypeDouble, Default: "0.5", MinF: 0, MaxF: 1,
+		Doc:      "Share of a compacted log not yet cleaned above which the cleaner cleans it.",
+		setTopic: func(c *TopicConfig, v value) { c.MinCleanableDirtyRatio = v.f }},
+	{Name: "delete.retention.ms", BrokerName: "log.cleaner.delete.retention.ms", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: "86400000", Min: 0,
+		Doc:      "How long a tombstone (a record with a null value) of a compacted topic is kept after its segment was cleaned.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.DeleteRetentionMs })},
+	{Name: "min.compaction.lag.ms", BrokerName: "log.cleaner.min.compaction.lag.ms", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: "0", Min: 0,
+		Doc:      "Youngest a record may be and still be compacted away.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.MinCompactionLagMs })},
+	{Name: "max.compaction.lag.ms", BrokerName: "log.cleaner.max.compaction.lag.ms", TopicLevel: true, Dynamic: true,
+		Type: TypeLong, Default: maxLong, Min: 1,
+		Doc:      "Oldest an uncompacted record may get: its log is cleaned then whatever its dirty ratio.",
+		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.MaxCompactionLagMs })},
 
 	// Broker-only settings.
 	{Name: "replica.lag.time.max.ms", BrokerName: "replica.lag.time.max.ms",
@@ -130,6 +153,22 @@ var defs = []Def{
 		Type: TypeBool, Default: "false",
 		Doc:       "fsync the log after every append, before acknowledging it (a tidemark option; Kafka relies on replication).",
 		setBroker: bBool(func(c *BrokerConfig) *bool { return &c.LogFlushFsyncEveryAppend })},
+	{Name: "log.cleaner.enable", BrokerName: "log.cleaner.enable",
+		Type: TypeBool, Default: "true",
+		Doc:       "Run the log cleaner, which compacts topics with cleanup.policy=compact.",
+		setBroker: bBool(func(c *BrokerConfig) *bool { return &c.LogCleanerEnable })},
+	{Name: "log.cleaner.threads", BrokerName: "log.cleaner.threads",
+		Type: TypeInt, Default: "1", Min: 1, Max: 1,
+		Doc:       "Cleaner goroutines; tidemark runs one.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.LogCleanerThreads })},
+	{Name: "log.cleaner.backoff.ms", BrokerName: "log.cleaner.backoff.ms",
+		Type: TypeLong, Default: "15000", Min: minRetentionCheckIntervalMs,
+		Doc:       "How long the cleaner sleeps when no log needs cleaning.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LogCleanerBackoffMs })},
+	{Name: "log.cleaner.dedupe.buffer.size", BrokerName: "log.cleaner.dedupe.buffer.size",
+		Type: TypeLong, Default: "134217728", Min: 1 << 10,
+		Doc:       "Memory for the cleaner's key-to-offset map; a dirty section with more keys than fit is cleaned in several passes.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LogCleanerDedupeBufferSize })},
 
 	// Limits against a hostile or broken client.
 	{Name: "fetch.max.bytes", BrokerName: "fetch.max.bytes", Dynamic: true,
@@ -227,4 +266,24 @@ func bBool(f func(*BrokerConfig) *bool) func(*BrokerConfig, value) {
 
 func bString(f func(*BrokerConfig) *string) func(*BrokerConfig, value) {
 	return func(c *BrokerConfig, v value) { *f(c) = v.s }
+}
+
+// checkCleanupPolicy refuses an empty cleanup.policy: a log must be cleaned
+// one way or the other.
+func checkCleanupPolicy(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return fmt.Errorf("value is empty; use delete, compact or compact,delete")
+	}
+	return nil
+}
+
+// normalisePolicy orders and deduplicates cleanup.policy's elements.
+func normalisePolicy(l []string) string {
+	var out []string
+	for _, p := range []string{CleanupCompact, CleanupDelete} {
+		if slices.Contains(l, p) {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ",")
 }

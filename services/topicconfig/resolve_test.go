@@ -22,6 +22,10 @@ func TestDefaultTopic(t *testing.T) {
 		IndexIntervalBytes:          4096,
 		MessageTimestampBeforeMaxMs: math.MaxInt64,
 		MessageTimestampAfterMaxMs:  math.MaxInt64,
+		CleanupPolicy:               "delete",
+		MinCleanableDirtyRatio:      0.5,
+		DeleteRetentionMs:           86400000,
+		MaxCompactionLagMs:          math.MaxInt64,
 	}
 	if got := DefaultTopic(); got != want {
 		t.Fatalf("DefaultTopic() = %+v\nwant %+v", got, want)
@@ -45,6 +49,10 @@ func TestDefaultBroker(t *testing.T) {
 		NumPartitions:                       1,
 		LogFlushFsyncEveryAppend:            false,
 		LogRetentionCheckIntervalMs:         300000,
+		LogCleanerEnable:                    true,
+		LogCleanerThreads:                   1,
+		LogCleanerBackoffMs:                 15000,
+		LogCleanerDedupeBufferSize:          128 << 20,
 		FetchMaxBytes:                       57671680,
 		ProduceMaxRecordsPerRequest:         100000,
 		RequestTimeoutMaxMs:                 300000,
@@ -153,5 +161,21 @@ func TestResolveBroker(t *testing.T) {
 	}
 	if _, err := ResolveBroker(map[string]string{"replica.lag.time.max.ms": "500"}); err != nil {
 		t.Fatalf("fetch wait equal to lag time must be allowed: %v", err)
+	}
+}
+
+func TestResolveCleanupPolicy(t *testing.T) {
+	for raw, want := range map[string]string{"delete": "delete", "compact": "compact", "delete,compact": "compact,delete", "compact,compact": "compact"} {
+		tc, err := Resolve(map[string]string{"cleanup.policy": raw})
+		if err != nil || tc.CleanupPolicy != want {
+			t.Errorf("cleanup.policy=%q resolved to %q, %v; want %q", raw, tc.CleanupPolicy, err, want)
+		}
+	}
+	tc, _ := Resolve(map[string]string{"cleanup.policy": "compact,delete"})
+	if !tc.Compact() || !tc.Delete() {
+		t.Errorf("compact,delete: Compact()=%v Delete()=%v", tc.Compact(), tc.Delete())
+	}
+	if tc := DefaultTopic(); tc.Compact() || !tc.Delete() {
+		t.Errorf("default policy %q is not delete only", tc.CleanupPolicy)
 	}
 }

@@ -35,6 +35,9 @@ func (m *Manager) Abandon() {
 	if m.stop != nil {
 		close(m.stop)
 		<-m.done
+		if m.cleanerDone != nil {
+			<-m.cleanerDone
+		}
 	}
 	for _, l := range logs {
 		l.Abandon()

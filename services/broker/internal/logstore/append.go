@@ -24,8 +24,9 @@ type AppendInfo struct {
 	LogEndOffset int64
 }
 
-// ErrNonContiguous is returned by AppendAsFollower for batches that do not
-// start exactly at the log end offset or do not follow on from each other.
+// ErrNonContiguous is returned by AppendAsFollower for batches that start
+// below the log end offset or overlap each other. Gaps are accepted: a
+// compacted leader log has them.
 var ErrNonContiguous = errors.New("follower batches are not contiguous with the log")
 
 // AppendAsLeader appends one or more batches (concatenated, as produced)
@@ -50,15 +51,16 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 }
 
 // AppendAsFollower appends batches fetched from the leader, keeping the
-// leader's offsets and epochs. The first batch must start at the LEO and
-// each must follow the previous one (ErrNonContiguous otherwise); each is
+// leader's offsets and epochs. No batch may start below the LEO or the end of
+// the previous one (ErrNonContiguous otherwise; gaps left by compaction are
+// fine); each is
 // validated, and its epoch recorded in the leader-epoch cache.
 // max.message.bytes is not applied: the leader already accepted the batch.
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 	return l.append(records, -1, false)
 }
 
-func splitBatches(records []byte) ([]recordbatch.Batch, error) {
+func splitBatches(records []byte, leader bool) ([]recordbatch.Batch, error) {
 	if len(records) == 0 {
 		return nil, kerr.New(kerr.InvalidRecord, "no batches to append")
 	}
@@ -67,7 +69,13 @@ func splitBatches(records []byte) ([]recordbatch.Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := b.Validate(); err != nil {
+		// A leader takes dense batches from clients; a follower stores the
+		// leader's, which compaction may have thinned.
+		validate := b.Validate
+		if !leader {
+			validate = b.ValidateStored
+		}
+		if err := validate(); err != nil {
 			return nil, fmt.Errorf("batch %d: %w", len(out), err)
 		}
 		out = append(out, b)
@@ -76,7 +84,7 @@ func splitBatches(records []byte) ([]recordbatch.Batch, error) {
 }
 
 func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, error) {
-	batches, err := splitBatches(records)
+	batches, err := splitBatches(records, leader)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -92,6 +100,11 @@ func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, erro
 		}
 		if err := l.checkTimestamps(batches, cfg); err != nil {
 			return AppendInfo{}, err
+		}
+		if cfg.Compacted() {
+			if err := checkKeys(batches); err != nil {
+				return AppendInfo{}, err
+			}
 		}
 	}
 
@@ -141,13 +154,16 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	} else {
 		next := leo
 		for i, b := range batches {
-			if b.BaseOffset() != next {
-				kind := "a gap"
-				if b.BaseOffset() < next {
-					kind = "an overlap"
+			// A gap is legal: the leader's cleaner may have removed whole
+			// batches (Kafka accepts it too); an overlap never is.
+			if b.BaseOffset() < next {
+				return info, flushTo, fmt.Errorf("%w: batch %d starts at offset %d, expected at least %d (an overlap); log end offset is %d",
+					ErrNonContiguous, i, b.BaseOffset(), next, leo)
+			}
+			if b.BaseOffset() > next && !l.gapsAllowed.Load() {
+				if err := l.allowGapsLocked(); err != nil {
+					return info, flushTo, err
 				}
-				return info, flushTo, fmt.Errorf("%w: batch %d starts at offset %d, expected %d (%s); log end offset is %d",
-					ErrNonContiguous, i, b.BaseOffset(), next, kind, leo)
 			}
 			if b.PartitionLeaderEpoch() < 0 {
 				return info, flushTo, kerr.New(kerr.InvalidRecord, "batch %d at offset %d has no leader epoch", i, b.BaseOffset())
@@ -300,6 +316,25 @@ func (l *Log) checkTimestamps(batches []recordbatch.Batch, cfg Config) error {
 		if hi := b.MaxTimestamp(); hi > now && hi-now > cfg.TimestampAfterMaxMs {
 			return kerr.New(kerr.InvalidTimestamp, "batch %d: record timestamp %d is later than the broker's time %d plus message.timestamp.after.max.ms %d",
 				i, hi, now, cfg.TimestampAfterMaxMs)
+		}
+	}
+	return nil
+}
+
+// checkKeys refuses records without a key, as Kafka does for a compacted
+// topic: the cleaner keeps the latest record per key, and a keyless one has
+// none.
+func checkKeys(batches []recordbatch.Batch) error {
+	for i, b := range batches {
+		n := 0
+		for r, err := range b.Records() {
+			if err != nil {
+				return err
+			}
+			if r.Key == nil {
+				return kerr.New(kerr.InvalidRecord, "batch %d, record %d has no key: a topic with cleanup.policy=compact needs one on every record", i, n)
+			}
+			n++
 		}
 	}
 	return nil

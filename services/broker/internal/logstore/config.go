@@ -3,6 +3,7 @@ package logstore
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"tidemark.io/services/platform/kerr"
@@ -46,20 +47,48 @@ type Config struct {
 	// ProducerIDExpiration forgets idempotent producers idle this long
 	// (producer.id.expiration.ms); zero or negative never does.
 	ProducerIDExpiration time.Duration
+
+	// CleanupPolicy is cleanup.policy: "delete" (also ""), "compact" or
+	// "compact,delete". Retention applies only with delete, the log cleaner
+	// only with compact.
+	CleanupPolicy string
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: the cleaner picks
+	// a compacted log only when this share of its cleanable bytes is dirty.
+	MinCleanableDirtyRatio float64
+	// DeleteRetention is delete.retention.ms: how long a tombstone is kept
+	// after the segment holding it was cleaned.
+	DeleteRetention time.Duration
+	// MinCompactionLag (min.compaction.lag.ms) keeps segments with records
+	// younger than this out of cleaning; MaxCompactionLag
+	// (max.compaction.lag.ms, zero = none) makes a log with a dirty segment
+	// older than this cleanable whatever its dirty ratio.
+	MinCompactionLag time.Duration
+	MaxCompactionLag time.Duration
+}
+
+// Compacted reports whether the log cleaner compacts this log.
+func (c Config) Compacted() bool { return strings.Contains(c.CleanupPolicy, "compact") }
+
+// RetentionDeletes reports whether retention.ms and retention.bytes apply.
+func (c Config) RetentionDeletes() bool {
+	return c.CleanupPolicy == "" || strings.Contains(c.CleanupPolicy, "delete")
 }
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{
-		SegmentBytes:         1 << 30,
-		SegmentMs:            7 * 24 * time.Hour,
-		IndexIntervalBytes:   4096,
-		RetentionMs:          7 * 24 * time.Hour,
-		RetentionBytes:       -1,
-		MaxMessageBytes:      1<<20 + 12,
-		ProducerIDExpiration: 24 * time.Hour,
-		TimestampBeforeMaxMs: math.MaxInt64,
-		TimestampAfterMaxMs:  math.MaxInt64,
+		SegmentBytes:           1 << 30,
+		SegmentMs:              7 * 24 * time.Hour,
+		IndexIntervalBytes:     4096,
+		RetentionMs:            7 * 24 * time.Hour,
+		RetentionBytes:         -1,
+		MaxMessageBytes:        1<<20 + 12,
+		ProducerIDExpiration:   24 * time.Hour,
+		TimestampBeforeMaxMs:   math.MaxInt64,
+		TimestampAfterMaxMs:    math.MaxInt64,
+		CleanupPolicy:          "delete",
+		MinCleanableDirtyRatio: 0.5,
+		DeleteRetention:        24 * time.Hour,
 	}
 }
 
@@ -81,11 +110,29 @@ func (c Config) Validate() error {
 		return bad("message.timestamp.before.max.ms", "%d is negative", c.TimestampBeforeMaxMs)
 	case c.TimestampAfterMaxMs < 0:
 		return bad("message.timestamp.after.max.ms", "%d is negative", c.TimestampAfterMaxMs)
+	case !validPolicy(c.CleanupPolicy):
+		return bad("cleanup.policy", "%q is not delete, compact or compact,delete", c.CleanupPolicy)
+	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
+		return bad("min.cleanable.dirty.ratio", "%v is outside [0, 1]", c.MinCleanableDirtyRatio)
+	case c.DeleteRetention < 0:
+		return bad("delete.retention.ms", "%v is negative", c.DeleteRetention)
+	case c.MinCompactionLag < 0:
+		return bad("min.compaction.lag.ms", "%v is negative", c.MinCompactionLag)
+	case c.MaxCompactionLag < 0:
+		return bad("max.compaction.lag.ms", "%v is negative", c.MaxCompactionLag)
 	}
 	return nil
 }
 
+func validPolicy(p string) bool {
+	switch p {
+	case "", "delete", "compact", "compact,delete", "delete,compact":
+		return true
+	}
+	return false
+}
+
 func (c Config) String() string {
-	return fmt.Sprintf("segment.bytes=%d segment.ms=%v retention.ms=%v retention.bytes=%d max.message.bytes=%d flush.messages=%d flush.ms=%v fsync.every.append=%v",
-		c.SegmentBytes, c.SegmentMs, c.RetentionMs, c.RetentionBytes, c.MaxMessageBytes, c.FlushMessages, c.FlushInterval, c.FsyncEveryAppend)
+	return fmt.Sprintf("segment.bytes=%d segment.ms=%v retention.ms=%v retention.bytes=%d max.message.bytes=%d flush.messages=%d flush.ms=%v fsync.every.append=%v cleanup.policy=%s",
+		c.SegmentBytes, c.SegmentMs, c.RetentionMs, c.RetentionBytes, c.MaxMessageBytes, c.FlushMessages, c.FlushInterval, c.FsyncEveryAppend, c.CleanupPolicy)
 }

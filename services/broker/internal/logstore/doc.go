@@ -12,6 +12,7 @@
 //	00000000000000000000.timeindex  max timestamp so far (i64) -> relative offset (u32)
 //	00000000000000001234.snapshot   producer table as of offset 1234 (two newest kept)
 //	leader-epoch-checkpoint         "epoch startOffset" lines
+//	cleaner-offset-checkpoint       compacted logs: first dirty offset, cleaned segments
 //
 // and the data directory holds replication-offset-checkpoint,
 // recovery-point-offset-checkpoint, log-start-offset-checkpoint and the
@@ -20,7 +21,8 @@
 // # Lock rules
 //
 // A Log has three locks. Their order is partial: mu before fileMu, flushMu
-// before fileMu, and mu and flushMu never held together.
+// before fileMu, and mu and flushMu never held together. The log cleaner's
+// cleanMu (one pass at a time) comes before all of them.
 //
 //   - mu serialises writers: appends, truncations, rolls, retention, epoch
 //     assignment, Close. It guards the producer table and the writer-owned

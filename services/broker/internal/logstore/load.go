@@ -3,6 +3,7 @@ package logstore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: opts.FS, dir: strings.TrimSuffix(opts.Dir, "/"), logger: opts.Logger, now: opts.Now,
-		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered}
+		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered, persistRPs: opts.PersistRecoveryPoints}
 	if l.logger == nil {
 		l.logger = discardLogger
 	}
@@ -34,6 +35,14 @@ func Open(opts Options) (*Log, error) {
 	}
 	cfg := opts.Config
 	l.cfg.Store(&cfg)
+	l.truncatedTo.Store(math.MaxInt64)
+	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil || cfg.Compacted() {
+		l.gapsAllowed.Store(true)
+	}
+	l.gapsTrustedTo = math.MaxInt64
+	if !opts.CleanShutdown {
+		l.gapsTrustedTo = opts.RecoveryPoint
+	}
 
 	segs, err := l.load(opts)
 	if err != nil {
@@ -49,6 +58,9 @@ func Open(opts Options) (*Log, error) {
 func (l *Log) load(opts Options) ([]*segment, error) {
 	if err := l.fs.MkdirAll(l.dir); err != nil {
 		return nil, storageErr(err, "creating partition directory %s", l.dir)
+	}
+	if err := l.finishSwaps(); err != nil {
+		return nil, err
 	}
 	bases, err := l.scanDir()
 	if err != nil {
@@ -214,7 +226,8 @@ func (l *Log) recoverSegments(segs []*segment, rebuild map[*segment]bool, opts O
 		}
 	}
 	for i, s := range segs {
-		if i > 0 && segs[i-1].next != s.base {
+		// Compaction may leave a gap between segments, never an overlap.
+		if i > 0 && (segs[i-1].next > s.base || (segs[i-1].next != s.base && !l.gapOK(s.base))) {
 			l.truncated("segment does not follow on from the previous one", "segment", s.logPath,
 				"expected_base", segs[i-1].next)
 			return l.dropSegments(segs, i)
@@ -267,8 +280,9 @@ func (l *Log) dropSegments(segs []*segment, from int) ([]*segment, error) {
 	return segs[:from], nil
 }
 
-// recoverSegment re-validates every batch of s (CRC, structure, contiguous
-// offsets from the segment base, a leader epoch), cuts the file at the first
+// recoverSegment re-validates every batch of s (CRC, structure, offsets
+// contiguous from the segment base, or only increasing where compaction may
+// have left gaps, a leader epoch), cuts the file at the first
 // bad or torn batch, and rebuilds both indexes. cut reports a truncation.
 func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 	size, err := s.log.Size()
@@ -301,10 +315,11 @@ func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		if reason = b.Validate(); reason != nil {
+		if reason = b.ValidateStored(); reason != nil {
 			break
 		}
-		if b.BaseOffset() != s.next {
+		// Offsets increase; compaction may leave gaps between batches.
+		if b.BaseOffset() < s.next || (b.BaseOffset() != s.next && !l.gapOK(b.BaseOffset())) {
 			reason = fmt.Errorf("batch at position %d has offset %d, expected %d", pos, b.BaseOffset(), s.next)
 			break
 		}
@@ -349,9 +364,11 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		return false, nil
 	}
 	from, expect := int64(0), s.base
+	indexed := false // the walk starts at an index entry, which names its batch's offset exactly
 	if e, found, err := s.index.last(); err != nil {
 		return false, storageErr(err, "reading %s", s.index.path)
 	} else if found {
+		indexed = true
 		rel, pos := decodeOffsetEntry(e)
 		from, expect = int64(pos), s.base+int64(rel)
 		if from >= size {
@@ -368,7 +385,8 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		if h.BaseOffset() != expect || h.LastOffsetDelta() < 0 {
+		gapOK := l.gapOK(h.BaseOffset()) && (pos != from || !indexed)
+		if h.BaseOffset() < expect || (h.BaseOffset() != expect && !gapOK) || h.LastOffsetDelta() < 0 {
 			return false, nil
 		}
 		if last {
@@ -376,7 +394,7 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 			if err != nil {
 				return false, err
 			}
-			if b.Validate() != nil {
+			if b.ValidateStored() != nil {
 				return false, nil
 			}
 		}
@@ -521,4 +539,16 @@ func (l *Log) walkLog(from, to int64, fn func(h recordbatch.Batch)) error {
 		}
 	}
 	return nil
+}
+
+// gapOK says whether recovery may accept offsets skipping to off. Only on a
+// log that may have gaps (compacted, or holding cleaned data), and only
+// where the data was durable before the crash: below the recovery point (or
+// anywhere after a clean shutdown). Above it a gap is what a power loss
+// leaves when a segment's unsynced tail is lost but a later segment's data
+// survives, and the log must end there (a follower refetches what was cut,
+// gaps and all). The cleaner persists the recovery point before it commits
+// a swap, so cleaned segments always lie below it.
+func (l *Log) gapOK(off int64) bool {
+	return l.gapsAllowed.Load() && off <= l.gapsTrustedTo
 }

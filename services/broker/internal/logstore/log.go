@@ -35,6 +35,10 @@ type Options struct {
 	// persist it at once: a stale, higher recovery point would let data
 	// written after the truncation skip re-validation after a crash.
 	RecoveryPointLowered func()
+	// PersistRecoveryPoints, if set, checkpoints the recovery points now
+	// (called with no Log lock held): the cleaner needs the checkpoint to
+	// cover a cleaned segment before it commits the swap (see gapOK).
+	PersistRecoveryPoints func() error
 }
 
 // Log is one partition replica's segmented log. See the package comment for
@@ -59,9 +63,29 @@ type Log struct {
 
 	epochs      *LeaderEpochCache
 	onRPLowered func()
+	persistRPs  func() error
 
 	// Guarded by mu.
 	producers *producerState
+
+	cleanMu   sync.Mutex      // one cleaning pass at a time; taken before mu
+	cleaner   cleanerState    // guarded by cleanMu
+	cleanStop <-chan struct{} // the running pass's CleanOptions.Stop; guarded by cleanMu
+	// gapsAllowed: offsets may skip between batches and segments, as the
+	// cleaner leaves them. Set for compacted logs and logs holding cleaned
+	// data (a cleaner checkpoint exists); otherwise a gap found by recovery
+	// is damage and ends the log there.
+	gapsAllowed atomic.Bool
+	// gapsTrustedTo: while loading, gaps are accepted only at offsets up to
+	// this (see gapOK).
+	gapsTrustedTo int64
+	// truncations counts truncations (under mu): a cleaning pass whose key
+	// map saw records a truncation then removed must not swap anything in.
+	truncations atomic.Int64
+	// truncatedTo is the lowest offset truncated to since the cleaner last
+	// looked (math.MaxInt64: none); the cleaner lowers its first dirty
+	// offset to it and forgets the cleaning time of segments from there.
+	truncatedTo atomic.Int64
 
 	filesClosed bool                  // guarded by fileMu
 	lastFlush   atomic.Int64          // unix nanoseconds of the last flush
@@ -73,6 +97,8 @@ type Log struct {
 		deletedSegments      atomic.Int64
 		rolls                atomic.Int64
 		flushes              atomic.Int64
+		cleanedSegments      atomic.Int64
+		completedSwaps       atomic.Int64
 	}
 }
 
@@ -98,6 +124,9 @@ func (l *Log) SetConfig(c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if c.Compacted() {
+		l.gapsAllowed.Store(true)
+	}
 	l.cfg.Store(&c)
 	return nil
 }
@@ -122,6 +151,10 @@ type Stats struct {
 	DeletedSegments int64
 	Rolls           int64
 	Flushes         int64
+	// CleanedSegments counts segments the cleaner rewrote; CompletedSwaps
+	// counts cleaner swaps that loading finished after a crash.
+	CleanedSegments int64
+	CompletedSwaps  int64
 	Segments        int
 	SizeBytes       int64
 	LogStartOffset  int64
@@ -137,6 +170,8 @@ func (l *Log) Stats() Stats {
 		DeletedSegments:      l.stats.deletedSegments.Load(),
 		Rolls:                l.stats.rolls.Load(),
 		Flushes:              l.stats.flushes.Load(),
+		CleanedSegments:      l.stats.cleanedSegments.Load(),
+		CompletedSwaps:       l.stats.completedSwaps.Load(),
 		LogStartOffset:       l.LogStartOffset(),
 		LogEndOffset:         l.LogEndOffset(),
 		RecoveryPoint:        l.RecoveryPoint(),

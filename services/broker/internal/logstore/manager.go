@@ -36,6 +36,12 @@ type ManagerOptions struct {
 	RecoveryCheckpointInterval      time.Duration // 60 s (recovery points and log starts)
 	RetentionCheckInterval          time.Duration // 5 min (log.retention.check.interval.ms: retention, producer expiry)
 	FlushCheckInterval              time.Duration // 1 s (flush.ms)
+	// The log cleaner of cleanup.policy=compact logs (log.cleaner.*): off
+	// unless CleanerEnable. CleanerBackoff (15 s) is the pause when no log
+	// needs cleaning; CleanerDedupeBytes (128 MiB) bounds the key map.
+	CleanerEnable      bool
+	CleanerBackoff     time.Duration
+	CleanerDedupeBytes int64
 	// NoBackground turns the periodic work off; tests call the methods.
 	NoBackground bool
 }
@@ -64,9 +70,11 @@ type Manager struct {
 	// Log's truncation hook takes rpMu while the caller may hold its own
 	// partition lock, and the HW getter (which may take that lock) runs
 	// before hwMu is taken, never under a Manager lock.
-	hwMu, rpMu lockorder.Mutex[lockorder.LogCheckpoint]
-	stop       chan struct{}
-	done       chan struct{}
+	hwMu, rpMu  lockorder.Mutex[lockorder.LogCheckpoint]
+	stop        chan struct{}
+	done        chan struct{}
+	cleanerDone chan struct{} // closed when the cleaner goroutine ends; nil when none runs
+	cleaner     cleanerStats
 }
 
 // OpenManager opens every partition log in opts.Dir. A partition that cannot
@@ -146,7 +154,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			FS: fsys, Dir: dir + "/" + name, Config: opts.ConfigFor(tp.Topic),
 			Logger: opts.Logger.With("partition", tp.String()), Now: opts.Now,
 			CleanShutdown: m.clean, RecoveryPoint: recovery[tp], LogStartOffset: starts[tp],
-			RecoveryPointLowered: m.persistRecoveryPoints,
+			RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
 		})
 		if err != nil {
 			m.logger.Error("partition offline: its log cannot be opened", "partition", tp.String(), "err", err)
@@ -159,6 +167,10 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if !opts.NoBackground {
 		m.stop, m.done = make(chan struct{}), make(chan struct{})
 		go m.background()
+		if opts.CleanerEnable {
+			m.cleanerDone = make(chan struct{})
+			go m.cleanerLoop()
+		}
 	}
 	return m, nil
 }
@@ -222,7 +234,7 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 	l, err := Open(Options{
 		FS: m.opts.FS, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
-		RecoveryPointLowered: m.persistRecoveryPoints,
+		RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
 	})
 	if err != nil {
 		return nil, err
@@ -341,6 +353,9 @@ func (m *Manager) Close() error {
 	if m.stop != nil {
 		close(m.stop)
 		<-m.done
+		if m.cleanerDone != nil {
+			<-m.cleanerDone
+		}
 	}
 	var errs []error
 	for tp, l := range logs {

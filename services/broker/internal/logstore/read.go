@@ -50,14 +50,29 @@ func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64)
 	if offset >= bound {
 		return empty, nil
 	}
-	s := l.segmentFor(offset)
-	limit := s.size.Load()
-	pos, first, found, err := findBatch(s, offset, limit)
-	if err != nil {
-		return ReadResult{}, err
-	}
-	if !found {
-		return ReadResult{}, storageErr(errors.New("offset below the log end not found"), "reading offset %d from %s", offset, s.logPath)
+	// The batch holding offset, or the next one: compaction may have
+	// removed offset, even the rest of its segment.
+	var (
+		s     *segment
+		limit int64
+		pos   int64
+		first recordbatch.Batch
+		found bool
+	)
+	segs := l.segments() // grows only at the end while fileMu is held
+	for i := l.segmentIndex(offset); !found; i++ {
+		if i >= len(segs) || segs[i].base >= bound {
+			return empty, nil
+		}
+		s = segs[i]
+		limit = s.size.Load()
+		var err error
+		if pos, first, found, err = findBatch(s, offset, limit); err != nil {
+			return ReadResult{}, err
+		}
+		if !found && i == len(segs)-1 {
+			return ReadResult{}, storageErr(errors.New("offset below the log end not found"), "reading offset %d from %s", offset, s.logPath)
+		}
 	}
 	if first.LastOffset() >= bound {
 		return empty, nil
@@ -83,12 +98,12 @@ func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64)
 	return ReadResult{Records: buf[:kept:kept], NextOffset: next}, nil
 }
 
-// segmentFor returns the segment whose range holds offset: the last one
-// with base <= offset.
-func (l *Log) segmentFor(offset int64) *segment {
+// segmentIndex returns the position of the segment whose range holds
+// offset: the last one with base <= offset.
+func (l *Log) segmentIndex(offset int64) int {
 	segs := l.segments()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })
-	return segs[max(i-1, 0)]
+	return max(i-1, 0)
 }
 
 // OffsetForTimestamp finds the first record, below upperBound and at or

@@ -14,6 +14,9 @@ import (
 // LEO first so the log always has one. It returns how many it deleted.
 func (l *Log) DeleteOldSegments(hw int64) (int, error) {
 	cfg := l.Config()
+	if !cfg.RetentionDeletes() {
+		return 0, nil // cleanup.policy=compact: the cleaner, not retention, bounds the log
+	}
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -64,6 +64,7 @@ func (l *Log) recoveryPointLowered() {
 }
 
 func (l *Log) truncateLocked(offset int64) (int64, error) {
+	l.truncations.Add(1)
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	segs := l.segments()
@@ -92,6 +93,7 @@ func (l *Log) truncateLocked(offset int64) (int64, error) {
 		return 0, err
 	}
 	l.leo.Store(newLEO)
+	l.noteTruncation(newLEO)
 	l.afterTruncateLocked(newLEO)
 	return newLEO, nil
 }
@@ -222,6 +224,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 }
 
 func (l *Log) truncateFullyLocked(offset int64) error {
+	l.truncations.Add(1)
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	segs := l.segments()
@@ -252,9 +255,20 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.leo.Store(offset)
 	l.logStart.Store(offset)
 	l.recoveryPoint.Store(offset)
+	l.noteTruncation(-1)
 	l.producers = newProducerState()
 	if err := l.epochs.Clear(); err != nil {
 		return l.fail(err)
 	}
 	return nil
+}
+
+// noteTruncation lowers truncatedTo to offset (-1: everything went).
+func (l *Log) noteTruncation(offset int64) {
+	for {
+		cur := l.truncatedTo.Load()
+		if offset >= cur || l.truncatedTo.CompareAndSwap(cur, offset) {
+			return
+		}
+	}
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -191,6 +192,13 @@ func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
 		c.FlushInterval = time.Duration(tc.FlushMs) * time.Millisecond
 	}
 	c.FsyncEveryAppend = m.BrokerConfig().LogFlushFsyncEveryAppend
+	c.CleanupPolicy = tc.CleanupPolicy
+	c.MinCleanableDirtyRatio = tc.MinCleanableDirtyRatio
+	c.DeleteRetention = msDuration(tc.DeleteRetentionMs)
+	c.MinCompactionLag = msDuration(tc.MinCompactionLagMs)
+	if tc.MaxCompactionLagMs > 0 && tc.MaxCompactionLagMs < 1<<40 {
+		c.MaxCompactionLag = time.Duration(tc.MaxCompactionLagMs) * time.Millisecond
+	}
 	return c
 }
 
@@ -316,3 +324,12 @@ func (m *Manager) stopReplica(tp TP, leaderEpoch int32, del bool) error {
 
 // tpKey renders a partition for logs.
 func tpKey(tp TP) string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
+
+// msDuration converts milliseconds, saturating where a Duration would
+// overflow (Long.MAX_VALUE-style "forever" settings).
+func msDuration(ms int64) time.Duration {
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}

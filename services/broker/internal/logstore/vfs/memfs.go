@@ -25,6 +25,10 @@ type memNode struct {
 	dir bool
 	// Directories: live entries, and the entries as of the last SyncDir.
 	children, synced map[string]*memNode
+	// renames maps a new name to the old one for renames within this
+	// directory since the last SyncDir: a crash keeps a rename whole or
+	// not at all, as journaling file systems do (never neither name).
+	renames map[string]string
 	// Files: live contents; durable contents; the lowest byte changed since
 	// the last Sync (len(data) when clean is not enough, see dirty).
 	data, durable []byte
@@ -138,6 +142,21 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	}
 	delete(od.children, ob)
 	nd.children[nb] = n
+	if od == nd && ob != nb {
+		origin := ob
+		if o, ok := od.renames[ob]; ok {
+			origin = o
+			delete(od.renames, ob)
+		}
+		if od.renames == nil {
+			od.renames = map[string]string{}
+		}
+		if origin == nb {
+			delete(od.renames, nb)
+		} else {
+			od.renames[nb] = origin
+		}
+	}
 	return nil
 }
 
@@ -223,6 +242,7 @@ func (m *MemFS) SyncDir(name string) error {
 		return &fs.PathError{Op: "syncdir", Path: name, Err: fs.ErrInvalid}
 	}
 	n.synced = make(map[string]*memNode, len(n.children))
+	n.renames = nil
 	for k, c := range n.children {
 		n.synced[k] = c
 	}

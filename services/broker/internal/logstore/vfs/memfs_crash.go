@@ -10,7 +10,8 @@ const sectorSize = 512
 
 // CrashClone returns the file system as it could be found after a power
 // loss now. What was synced survives. For everything else the seed decides:
-// each unsynced directory entry change is kept or lost, and each file with
+// each unsynced directory entry change is kept or lost (a rename as a whole:
+// the file keeps its old name or has its new one), and each file with
 // unsynced changes comes back with none of them, all of them, or a torn mix
 // (a random length between the synced and live sizes, each 512-byte sector
 // taken from the live or the synced contents, zeros where neither exists).
@@ -39,10 +40,25 @@ func (c *crasher) dir(d *memNode) *memNode {
 		}
 	}
 	slices.Sort(names) // deterministic for a given seed
+	// A rename is kept or lost as a whole: both its names decided at once.
+	decided := map[string]bool{} // name -> take the live entry
+	news := make([]string, 0, len(d.renames))
+	for nb := range d.renames {
+		news = append(news, nb)
+	}
+	slices.Sort(news)
+	for _, nb := range news {
+		happened := c.rng.IntN(2) == 0
+		decided[nb], decided[d.renames[nb]] = happened, happened
+	}
 	for _, k := range names {
 		live, durable := d.children[k], d.synced[k]
 		pick := live
-		if live != durable && (live == nil || !live.dir) && c.rng.IntN(2) == 0 {
+		if take, ok := decided[k]; ok {
+			if !take {
+				pick = durable
+			}
+		} else if live != durable && (live == nil || !live.dir) && c.rng.IntN(2) == 0 {
 			pick = durable
 		}
 		if pick == nil {

@@ -248,3 +248,34 @@ func TestFaultFS(t *testing.T) {
 		t.Fatalf("sync after Clear: %v", err)
 	}
 }
+
+// A crash keeps an unsynced rename whole or not at all: the file is found
+// under its old name or its new one, never under neither or both.
+func TestCrashKeepsRenamesWhole(t *testing.T) {
+	before, after := 0, 0
+	for seed := range uint64(100) {
+		m := NewMem()
+		m.MkdirAll("/d")
+		f, _ := m.Create("/d/a.swap")
+		f.WriteAt([]byte("data"), 0)
+		f.Sync()
+		m.SyncDir("/d")
+		if err := m.Rename("/d/a.swap", "/d/a"); err != nil {
+			t.Fatal(err)
+		}
+		c := m.CrashClone(seed)
+		_, errOld := c.Stat("/d/a.swap")
+		_, errNew := c.Stat("/d/a")
+		switch {
+		case errOld == nil && errNew != nil:
+			before++
+		case errOld != nil && errNew == nil:
+			after++
+		default:
+			t.Fatalf("seed %d: old name there: %v, new name there: %v", seed, errOld == nil, errNew == nil)
+		}
+	}
+	if before == 0 || after == 0 {
+		t.Fatalf("%d crashes kept the old name, %d the new: no variety", before, after)
+	}
+}

@@ -1,0 +1,650 @@
+package logstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// kv is one record of a compacted topic; a nil value is a tombstone.
+type kv struct {
+	key   string
+	value []byte
+}
+
+func val(s string) []byte { return []byte(s) }
+
+func kvBatch(ts int64, recs ...kv) []byte {
+	var b recordbatch.Builder
+	for i, r := range recs {
+		b.Append(recordbatch.Record{Timestamp: ts + int64(i), Key: []byte(r.key), Value: r.value})
+	}
+	return bytes.Clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+}
+
+func compactConfig() Config {
+	c := smallConfig()
+	c.CleanupPolicy = "compact"
+	c.DeleteRetention = time.Hour
+	return c
+}
+
+// stored is a record as read back, with its offset.
+type stored struct {
+	offset int64
+	key    string
+	value  string
+	tomb   bool
+}
+
+// readRecords reads every record from the log start to the LEO, checking
+// each batch validates as stored and offsets only increase.
+func readRecords(t testing.TB, l *Log) []stored {
+	t.Helper()
+	var out []stored
+	next := l.LogStartOffset()
+	last := int64(-1)
+	for next < l.LogEndOffset() {
+		res, err := l.Read(next, 1000, l.LogEndOffset())
+		if err != nil {
+			t.Fatalf("Read(%d): %v", next, err)
+		}
+		if len(res.Records) == 0 {
+			t.Fatalf("Read(%d) returned nothing below %d", next, l.LogEndOffset())
+		}
+		for b, err := range recordbatch.All(res.Records) {
+			if err == nil {
+				err = b.ValidateStored()
+			}
+			if err != nil {
+				t.Fatalf("Read(%d): %v", next, err)
+			}
+			if b.BaseOffset() <= last {
+				t.Fatalf("batch at %d does not follow %d", b.BaseOffset(), last)
+			}
+			last = b.LastOffset()
+			for r, err := range b.Records() {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Offset >= next {
+					out = append(out, stored{offset: r.Offset, key: string(r.Key), value: string(r.Value), tomb: r.Value == nil})
+				}
+			}
+		}
+		next = res.NextOffset
+	}
+	return out
+}
+
+// state replays records into key -> latest value (tombstones delete).
+func state(recs []stored) map[string]string {
+	m := map[string]string{}
+	for _, r := range recs {
+		if r.tomb {
+			delete(m, r.key)
+		} else {
+			m[r.key] = r.value
+		}
+	}
+	return m
+}
+
+// writeKeys appends n single-batch rounds cycling over keys, every value
+// naming its round, and returns the LEO.
+func writeKeys(t testing.TB, l *Log, clk *clock, rounds int, keys ...string) int64 {
+	t.Helper()
+	for i := range rounds {
+		var recs []kv
+		for _, k := range keys {
+			recs = append(recs, kv{k, val(fmt.Sprintf("%s-%d-%s", k, i, strings.Repeat("x", 40)))})
+		}
+		if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), recs...), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l.LogEndOffset()
+}
+
+func mustClean(t testing.TB, l *Log, hw int64) CleanResult {
+	t.Helper()
+	flush(t, l)
+	res, err := l.Clean(CleanOptions{UpperBound: hw, MapBytes: 1 << 20})
+	if err != nil {
+		t.Fatalf("Clean: %v", err)
+	}
+	return res
+}
+
+func TestCleanKeepsLatestPerKey(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	l := openLog(t, mem, compactConfig(), clk)
+	leo := writeKeys(t, l, clk, 40, "a", "b", "c", "d")
+	before := readRecords(t, l)
+	byOffset := map[int64]stored{}
+	for _, r := range before {
+		byOffset[r.offset] = r
+	}
+	segsBefore := len(l.segments())
+
+	res := mustClean(t, l, leo)
+	if res.RecordsRemoved == 0 || res.BytesWritten >= res.BytesRead || res.SegmentsBefore != segsBefore-1 {
+		t.Fatalf("nothing compacted: %+v, %d segments", res, segsBefore)
+	}
+	after := readRecords(t, l)
+	if !maps.Equal(state(before), state(after)) {
+		t.Fatalf("state changed:\nbefore %v\nafter  %v", state(before), state(after))
+	}
+	// Offsets never change: every surviving record is the one written there.
+	seen := map[string]int{}
+	for _, r := range after {
+		if byOffset[r.offset] != r {
+			t.Fatalf("record at %d is %+v, was %+v", r.offset, r, byOffset[r.offset])
+		}
+		seen[r.key]++
+	}
+	if len(after) >= len(before) {
+		t.Fatalf("%d records before, %d after", len(before), len(after))
+	}
+	if l.LogEndOffset() != leo || l.LogStartOffset() != 0 {
+		t.Fatalf("LEO %d (want %d), log start %d", l.LogEndOffset(), leo, l.LogStartOffset())
+	}
+	// A fetch from any offset gets the next record still there.
+	for off := int64(0); off < leo; off++ {
+		res, err := l.Read(off, 1, leo)
+		if err != nil || len(res.Records) == 0 {
+			t.Fatalf("Read(%d) = %d bytes, %v", off, len(res.Records), err)
+		}
+		var first int64 = -1
+		for r := range recordbatch.Batch(res.Records).Records() {
+			if r.Offset >= off {
+				first = r.Offset
+				break
+			}
+		}
+		want := int64(-1)
+		for _, r := range after {
+			if r.offset >= off {
+				want = r.offset
+				break
+			}
+		}
+		if b := recordbatch.Batch(res.Records); first != want && !(first == -1 && b.NextOffset() > off) {
+			t.Fatalf("Read(%d) starts at record %d, want %d", off, first, want)
+		}
+	}
+	// The next pass merges the small cleaned segments.
+	leo = writeKeys(t, l, clk, 40, "a", "b", "c", "d")
+	after = readRecords(t, l)
+	for _, r := range after {
+		byOffset[r.offset] = r
+	}
+	segsBefore = len(l.segments())
+	res = mustClean(t, l, leo)
+	if res.SegmentsAfter >= res.SegmentsBefore || len(l.segments()) >= segsBefore {
+		t.Fatalf("small cleaned segments not merged: %+v, %d segments before, %d after", res, segsBefore, len(l.segments()))
+	}
+	if got := readRecords(t, l); !maps.Equal(state(got), state(after)) {
+		t.Fatal("merging changed the state")
+	}
+	after = readRecords(t, l)
+	// Reopened, cleanly and after a crash, it reads the same.
+	for _, clean := range []bool{true, false} {
+		rp := l.RecoveryPoint() // what the Manager's checkpoint holds: cleaning persists it before each swap
+		if clean {
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			l.Abandon()
+		}
+		l = openLogOpts(t, Options{FS: mem, Dir: testDir, Config: compactConfig(), Now: clk.Now, CleanShutdown: clean, RecoveryPoint: rp})
+		if got := readRecords(t, l); !slicesEqual(got, after) || l.Stats().RecoveredTruncations != 0 || l.LogEndOffset() != leo {
+			t.Fatalf("reopened (clean=%v): %d records, truncations %d, LEO %d", clean, len(got), l.Stats().RecoveredTruncations, l.LogEndOffset())
+		}
+		if clean && l.Stats().RebuiltIndexes != 0 {
+			t.Fatalf("a clean reopen rebuilt %d indexes of cleaned segments", l.Stats().RebuiltIndexes)
+		}
+	}
+}
+
+func slicesEqual(a, b []stored) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestCleanTombstonesAfterDeleteRetention(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	l := openLog(t, mem, cfg, clk)
+	writeKeys(t, l, clk, 10, "a", "b")
+	if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{"a", nil}), 0); err != nil {
+		t.Fatal(err)
+	}
+	leo := writeKeys(t, l, clk, 30, "c", "d") // seals the tombstone's segment
+	tombstones := func() int {
+		n := 0
+		for _, r := range readRecords(t, l) {
+			if r.tomb {
+				n++
+			}
+		}
+		return n
+	}
+
+	mustClean(t, l, leo)
+	if n := tombstones(); n != 1 {
+		t.Fatalf("first cleaning left %d tombstones, want 1 (it is kept for delete.retention.ms)", n)
+	}
+	if _, ok := state(readRecords(t, l))["a"]; ok {
+		t.Fatal("key a is back")
+	}
+	clk.Advance(cfg.DeleteRetention - time.Second)
+	c, err := l.Cleanable(leo)
+	if err != nil || c.TombstonesDue || c.NeedsCleaning(cfg) {
+		t.Fatalf("before delete.retention.ms: %+v, %v", c, err)
+	}
+	if res := mustClean(t, l, leo); res.TombstonesRemoved != 0 || tombstones() != 1 {
+		t.Fatalf("tombstone removed %s before delete.retention.ms: %+v", time.Second, res)
+	}
+	clk.Advance(time.Second)
+	if c, _ := l.Cleanable(leo); !c.TombstonesDue || !c.NeedsCleaning(cfg) {
+		t.Fatalf("an idle log with an expired tombstone does not ask for cleaning: %+v", c)
+	}
+	res := mustClean(t, l, leo)
+	if res.TombstonesRemoved != 1 || tombstones() != 0 {
+		t.Fatalf("after delete.retention.ms: %+v, %d tombstones left", res, tombstones())
+	}
+	if _, ok := state(readRecords(t, l))["a"]; ok {
+		t.Fatal("key a is back after its tombstone went")
+	}
+}
+
+func TestCleanDirtyRatio(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	l := openLog(t, mem, cfg, clk)
+	writeKeys(t, l, clk, 40, "a", "b", "c", "d")
+	clk.Advance(cfg.SegmentMs) // segment.ms rolls the active segment at the next append
+	leo := writeKeys(t, l, clk, 1, "e")
+	mustClean(t, l, leo)
+	// A little new dirty data over a larger clean part: below the ratio.
+	writeKeys(t, l, clk, 1, "e")
+	clk.Advance(cfg.SegmentMs)
+	leo = writeKeys(t, l, clk, 1, "e")
+	flush(t, l)
+	c, err := l.Cleanable(leo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DirtyBytes == 0 || c.Ratio >= cfg.MinCleanableDirtyRatio || c.NeedsCleaning(cfg) {
+		t.Fatalf("expected a dirty ratio below %v: %+v", cfg.MinCleanableDirtyRatio, c)
+	}
+	cfg.MinCleanableDirtyRatio = c.Ratio
+	if !c.NeedsCleaning(cfg) {
+		t.Fatalf("ratio %v does not reach min %v", c.Ratio, cfg.MinCleanableDirtyRatio)
+	}
+	// Nothing at or above the upper bound (the HW) is cleanable.
+	c0, _ := l.Cleanable(0)
+	if c0.DirtyBytes != 0 || c0.CleanBytes != 0 {
+		t.Fatalf("cleanable below HW 0: %+v", c0)
+	}
+}
+
+func TestCleanMinCompactionLag(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	cfg.MinCompactionLag = time.Hour
+	l := openLog(t, mem, cfg, clk)
+	leo := writeKeys(t, l, clk, 40, "a", "b")
+	if res := mustClean(t, l, leo); res.SegmentsBefore != 0 || res.RecordsRemoved != 0 {
+		t.Fatalf("records younger than min.compaction.lag.ms were cleaned: %+v", res)
+	}
+	clk.Advance(2 * time.Hour)
+	if res := mustClean(t, l, leo); res.RecordsRemoved == 0 {
+		t.Fatalf("old enough records were not cleaned: %+v", res)
+	}
+}
+
+func TestCleanBoundedMapTakesSeveralPasses(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	l := openLog(t, mem, compactConfig(), clk)
+	// Six new keys a round, each round's keys rewritten by the next round
+	// but one: the map fills after two rounds.
+	for i := range 20 {
+		var recs []kv
+		for j := range 6 {
+			recs = append(recs, kv{fmt.Sprint("k", i%10, "-", j), val(fmt.Sprint(i, strings.Repeat("z", 30)))})
+		}
+		if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), recs...), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leo := l.LogEndOffset()
+	before := readRecords(t, l)
+	small := CleanOptions{UpperBound: leo, MapBytes: 12 * offsetMapEntrySize}
+	flush(t, l)
+	res, err := l.Clean(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MapEnd != 12 {
+		t.Fatalf("map end %d, want 12 (two batches of six keys)", res.MapEnd)
+	}
+	for range 20 {
+		if res, err = l.Clean(small); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := readRecords(t, l)
+	if !maps.Equal(state(before), state(after)) || len(after) >= len(before) {
+		t.Fatalf("state changed or nothing removed: %d records before, %d after", len(before), len(after))
+	}
+	// A map too small for one batch says so, and changes nothing.
+	leo = writeKeys(t, l, clk, 30, "q", "r", "s", "t")
+	flush(t, l)
+	_, err = l.Clean(CleanOptions{UpperBound: leo, MapBytes: 3 * offsetMapEntrySize})
+	if err == nil || !strings.Contains(err.Error(), "log.cleaner.dedupe.buffer.size 72 holds 3 keys: too few for one batch") {
+		t.Fatalf("tiny map: %v", err)
+	}
+}
+
+func TestCompactedTopicRefusesRecordsWithoutKey(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	l := openLog(t, mem, compactConfig(), clk)
+	var b recordbatch.Builder
+	b.Append(recordbatch.Record{Timestamp: 1, Key: []byte("k"), Value: val("v")})
+	b.Append(recordbatch.Record{Timestamp: 2, Value: val("no key")})
+	_, err := l.AppendAsLeader(bytes.Clone(b.Build(-1, -1, -1)), 0)
+	wantCode(t, err, kerr.InvalidRecord)
+	if !strings.Contains(err.Error(), "batch 0, record 1 has no key: a topic with cleanup.policy=compact needs one on every record") {
+		t.Fatalf("message: %v", err)
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatalf("LEO %d after a refused append", l.LogEndOffset())
+	}
+	// The same batch goes into a delete-policy log.
+	d := openLogOpts(t, Options{FS: mem, Dir: "/data/d-0", Config: smallConfig()})
+	if _, err := d.AppendAsLeader(bytes.Clone(b.Build(-1, -1, -1)), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCompactOnlyPolicySkipsRetention(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	cfg.RetentionMs = time.Millisecond
+	cfg.RetentionBytes = 0
+	l := openLog(t, mem, cfg, clk)
+	leo := writeKeys(t, l, clk, 40, "a")
+	clk.Advance(time.Hour)
+	if n, err := l.DeleteOldSegments(leo); err != nil || n != 0 {
+		t.Fatalf("retention deleted %d segments of a compact-only log: %v", n, err)
+	}
+	cfg.CleanupPolicy = "compact,delete"
+	l.SetConfig(cfg)
+	if n, err := l.DeleteOldSegments(leo); err != nil || n == 0 {
+		t.Fatalf("compact,delete: retention deleted %d segments: %v", n, err)
+	}
+}
+
+func TestCleanIdempotentProducerKeepsLastBatch(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	l := openLog(t, mem, compactConfig(), clk)
+	var seq int32
+	for i := range 30 {
+		var b recordbatch.Builder
+		b.Append(recordbatch.Record{Timestamp: clk.Now().UnixMilli(), Key: []byte("p"), Value: val(fmt.Sprint("v", i, strings.Repeat("y", 60)))})
+		if _, err := l.AppendAsLeader(bytes.Clone(b.Build(9, 0, seq)), 0); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+	// Another producer's record supersedes producer 9's last one.
+	leo := writeKeys(t, l, clk, 30, "p")
+	mustClean(t, l, leo)
+	// Producer 9's last batch (sequence 29) is kept, empty if need be.
+	found := false
+	for _, s := range l.segments() {
+		walkHeaders(s, 0, s.size.Load(), func(h recordbatch.Batch, _, _ int64) bool {
+			if h.ProducerID() == 9 && h.LastSequence() == 29 {
+				found = true
+			}
+			return true
+		})
+	}
+	if !found {
+		t.Fatal("the last batch of producer 9 was removed")
+	}
+	// Its retry is still recognised after a restart.
+	l.Close()
+	l = openLog(t, mem, compactConfig(), clk)
+	var b recordbatch.Builder
+	b.Append(recordbatch.Record{Timestamp: clk.Now().UnixMilli(), Key: []byte("p"), Value: val("next")})
+	if _, err := l.AppendAsLeader(bytes.Clone(b.Build(9, 0, 30)), 0); err != nil {
+		t.Fatalf("producer 9's next sequence: %v", err)
+	}
+}
+
+// TestFollowerFetchesCompactedLeader: compaction is per replica; a new
+// follower copies the leader's compacted log, gaps and all, and reads the
+// same; the follower's own cleaner works on its own copy.
+func TestFollowerFetchesCompactedLeader(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	leader := openLog(t, mem, compactConfig(), clk)
+	leo := writeKeys(t, leader, clk, 40, "a", "b", "c")
+	mustClean(t, leader, leo)
+	want := readRecords(t, leader)
+
+	fcfg := compactConfig()
+	fcfg.CleanupPolicy = "delete" // even a follower that does not know the policy yet takes the gaps
+	follower := openLogOpts(t, Options{FS: mem, Dir: "/data/f-0", Config: fcfg, Now: clk.Now})
+	for next := int64(0); next < leo; {
+		res, err := leader.Read(next, 700, leo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := follower.AppendAsFollower(bytes.Clone(res.Records)); err != nil {
+			t.Fatalf("follower append at %d: %v", next, err)
+		}
+		next = res.NextOffset
+	}
+	if got := readRecords(t, follower); !slicesEqual(got, want) || follower.LogEndOffset() != leo {
+		t.Fatalf("follower has %d records (leader %d), LEO %d", len(got), len(want), follower.LogEndOffset())
+	}
+	// A crash before the copy was flushed: a gap above the recovery point
+	// may be a lost unsynced tail, so recovery ends the log at the first
+	// one (the follower fetches the rest again); once flushed, gaps stand.
+	follower.Abandon()
+	follower = openLogOpts(t, Options{FS: mem, Dir: "/data/f-0", Config: fcfg, Now: clk.Now})
+	firstGap := int64(0)
+	for _, r := range want {
+		if r.offset != firstGap {
+			break
+		}
+		firstGap++
+	}
+	if follower.LogEndOffset() > firstGap || follower.Stats().RecoveredTruncations != 1 {
+		t.Fatalf("unflushed gapped copy after a crash: LEO %d (first gap at %d), %d truncations", follower.LogEndOffset(), firstGap, follower.Stats().RecoveredTruncations)
+	}
+	for next := follower.LogEndOffset(); next < leo; {
+		res, err := leader.Read(next, 700, leo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := follower.AppendAsFollower(bytes.Clone(res.Records)); err != nil {
+			t.Fatalf("follower refetch at %d: %v", next, err)
+		}
+		next = res.NextOffset
+	}
+	flush(t, follower)
+	rp := follower.RecoveryPoint()
+	follower.Abandon()
+	follower = openLogOpts(t, Options{FS: mem, Dir: "/data/f-0", Config: fcfg, Now: clk.Now, RecoveryPoint: rp})
+	if got := readRecords(t, follower); !slicesEqual(got, want) || follower.Stats().RecoveredTruncations != 0 {
+		t.Fatalf("follower after a crash: %d records, %d truncations", len(got), follower.Stats().RecoveredTruncations)
+	}
+	// An overlap is still refused.
+	res, _ := leader.Read(0, 1, leo)
+	if _, err := follower.AppendAsFollower(bytes.Clone(res.Records)); !errors.Is(err, ErrNonContiguous) {
+		t.Fatalf("overlap: %v", err)
+	}
+	// The follower's own cleaning pass keeps the same state.
+	follower.SetConfig(compactConfig())
+	mustClean(t, follower, leo)
+	if !maps.Equal(state(readRecords(t, follower)), state(want)) {
+		t.Fatal("follower's cleaning changed its state")
+	}
+}
+
+// TestCleanCrashAtEveryStep fails the file system at every mutating
+// operation of a cleaning pass in turn, takes what a power loss could leave
+// (several seeds each), reopens, and checks the log reads exactly the same
+// keys and values, at the same offsets as before or a subset of them, with
+// indexes that find every offset.
+func TestCleanCrashAtEveryStep(t *testing.T) {
+	build := func() (*vfs.MemFS, *vfs.FaultFS, *Log, *clock, []stored, int64) {
+		mem, clk := newMem(t), newClock()
+		ffs := vfs.NewFaultFS(mem)
+		l, err := Open(Options{FS: ffs, Dir: testDir, Config: compactConfig(), Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeKeys(t, l, clk, 30, "a", "b", "c")
+		if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{"b", nil}), 0); err != nil {
+			t.Fatal(err)
+		}
+		leo := writeKeys(t, l, clk, 20, "c", "d")
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return mem, ffs, l, clk, readRecords(t, l), leo
+	}
+	errCrash := errors.New("power lost")
+	mutating := vfs.OpCreate | vfs.OpWrite | vfs.OpSync | vfs.OpTruncate | vfs.OpRename | vfs.OpRemove | vfs.OpSyncDir | vfs.OpMkdir
+	completed, discarded := 0, 0
+	for step := 0; ; step++ {
+		mem, ffs, l, clk, before, leo := build()
+		byOffset := map[int64]stored{}
+		for _, r := range before {
+			byOffset[r.offset] = r
+		}
+		ffs.Inject(vfs.Fault{Ops: mutating, Skip: step, Err: errCrash})
+		_, err := l.Clean(CleanOptions{UpperBound: leo, MapBytes: 1 << 20})
+		l.Abandon()
+		if err == nil {
+			if step < 10 {
+				t.Fatalf("a pass needs more than %d file operations", step)
+			}
+			t.Logf("%d crash points: %d recoveries completed a swap, %d discarded one", step, completed, discarded)
+			if completed == 0 || discarded == 0 {
+				t.Fatal("the crash points missed the committed or the uncommitted case")
+			}
+			return
+		}
+		if !errors.Is(err, errCrash) {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		for seed := uint64(1); seed <= 4; seed++ {
+			crashed := mem.CrashClone(seed + uint64(step)*10)
+			r, err := Open(Options{FS: crashed, Dir: testDir, Config: compactConfig(), Now: clk.Now, RecoveryPoint: leo})
+			if err != nil {
+				t.Fatalf("step %d seed %d: reopen: %v", step, seed, err)
+			}
+			got := readRecords(t, r)
+			if !maps.Equal(state(got), state(before)) {
+				t.Fatalf("step %d seed %d: state changed:\nbefore %v\nafter  %v", step, seed, state(before), state(got))
+			}
+			for _, rec := range got {
+				if byOffset[rec.offset] != rec {
+					t.Fatalf("step %d seed %d: record at %d is %+v, was %+v", step, seed, rec.offset, rec, byOffset[rec.offset])
+				}
+			}
+			if r.LogEndOffset() != leo || r.Stats().RecoveredTruncations != 0 {
+				t.Fatalf("step %d seed %d: LEO %d (want %d), truncations %d", step, seed, r.LogEndOffset(), leo, r.Stats().RecoveredTruncations)
+			}
+			for off := int64(0); off < leo; off += 7 {
+				if res, err := r.Read(off, 1, leo); err != nil || len(res.Records) == 0 {
+					t.Fatalf("step %d seed %d: Read(%d): %d bytes, %v", step, seed, off, len(res.Records), err)
+				}
+			}
+			ents, _ := crashed.ReadDir(testDir)
+			for _, e := range ents {
+				if strings.HasSuffix(e.Name(), cleanedSuffix) || strings.HasSuffix(e.Name(), swapSuffix) {
+					t.Fatalf("step %d seed %d: %s left behind", step, seed, e.Name())
+				}
+			}
+			if r.Stats().CompletedSwaps > 0 {
+				completed++
+			} else {
+				discarded++
+			}
+			// And the next pass finishes the job.
+			if _, err := r.Clean(CleanOptions{UpperBound: leo, MapBytes: 1 << 20}); err != nil {
+				t.Fatalf("step %d seed %d: cleaning after recovery: %v", step, seed, err)
+			}
+			if !maps.Equal(state(readRecords(t, r)), state(before)) {
+				t.Fatalf("step %d seed %d: state changed by the pass after recovery", step, seed)
+			}
+			r.Close()
+		}
+	}
+}
+
+// flush makes everything durable: the cleaner works only below the recovery
+// point, which rolls move forward in the background.
+func flush(t testing.TB, l *Log) {
+	t.Helper()
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A segment from which nothing is removed still starts its tombstones'
+// clock: they go delete.retention.ms after that pass.
+func TestCleanTombstoneInUntouchedSegment(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	l := openLog(t, mem, cfg, clk)
+	for i := range 8 {
+		if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{fmt.Sprint("u", i), val(strings.Repeat("v", 200))}), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{"gone", nil}), 0); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(cfg.SegmentMs)
+	leo := writeKeys(t, l, clk, 1, "x") // rolls: the unique keys and the tombstone are sealed
+	if res := mustClean(t, l, leo); res.RecordsRemoved != 0 || res.BytesWritten != 0 {
+		t.Fatalf("a segment of unique keys was rewritten: %+v", res)
+	}
+	clk.Advance(cfg.DeleteRetention)
+	c, _ := l.Cleanable(leo)
+	if !c.TombstonesDue || !c.NeedsCleaning(cfg) {
+		t.Fatalf("the untouched segment's tombstone is not due: %+v", c)
+	}
+	if res := mustClean(t, l, leo); res.TombstonesRemoved != 1 {
+		t.Fatalf("tombstone not removed: %+v", res)
+	}
+	for _, r := range readRecords(t, l) {
+		if r.tomb {
+			t.Fatalf("tombstone at %d still there", r.offset)
+		}
+	}
+}
