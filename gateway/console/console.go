@@ -77,7 +77,7 @@ type Options struct {
 
 	// DevControl is the address of a DevClusterService (the dev launcher
 	// of `tidemark dev up` serves one on 127.0.0.1:9299). Empty: no stop,
-	// kill, restart, pause or resume of brokers.
+	// kill, restart, pause or resume of brokers, and no scenarios.
 	DevControl string
 
 	// EnableActions turns on the buttons and the POST endpoints: node
