@@ -43,7 +43,7 @@ type Env struct {
 	Controllers []string
 	// Brokers are indexed by id-1: broker-1 is Brokers[0].
 	Brokers []string
-	// Gateway serves the console (http://Gateway/).
+	// Gateway serves the console (https://Gateway/, or http:// in plaintext).
 	Gateway string
 	// JaegerUI, when set, is where traces are shown.
 	JaegerUI string
@@ -51,6 +51,15 @@ type Env struct {
 	Logs map[string]string
 	// TLS is how every node and the launcher are dialled.
 	TLS tlsconf.Options
+}
+
+// consoleURL is the gateway's console: HTTPS unless the cluster runs
+// plaintext.
+func (env Env) consoleURL() string {
+	if env.TLS.Plaintext {
+		return "http://" + env.Gateway + "/"
+	}
+	return "https://" + env.Gateway + "/"
 }
 
 // dial connects to one of the cluster's gRPC addresses with env.TLS.
@@ -197,7 +206,7 @@ func Run(ctx context.Context, name string, env Env, o Options) (Result, error) {
 	r.emit(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED,
 		Text: s.Title, Topic: r.topic, Rule: s.Rule})
 	r.printf("scenario %s: %s (%s)\n", s.Name, s.Title, s.Note)
-	r.printf("topic %s; console http://%s/\n\n", r.topic, env.Gateway)
+	r.printf("topic %s; console %s (its Scenarios panel plays this too)\n\n", r.topic, env.consoleURL())
 	f, playErr := s.play(r)
 	// Healing goes on after a Ctrl-C: a scenario must not leave a node
 	// killed or paused, or a follower stalled.
@@ -364,7 +373,7 @@ func (r *run) emit(e *devclusterv1.ScenarioEvent) {
 // links names where to look further: the console and, when Jaeger runs,
 // the trace of a fetch that advanced the HW.
 func (r *run) links() {
-	r.printf("\nsee it in the console: http://%s/ (topic %s)\n", r.env.Gateway, r.topic)
+	r.printf("\nsee it in the console: %s (topic %s)\n", r.env.consoleURL(), r.topic)
 	if r.env.JaegerUI == "" {
 		return
 	}
