@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"tidemark.io/services/platform/kerr"
 
@@ -182,10 +183,16 @@ func (c *Console) runScenario(ctx context.Context, r *http.Request) (any, error)
 	// The run outlives the request but keeps its user, whom the launcher
 	// authorizes (Alter on Cluster).
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The answer waits for the run's first event, not for ever.
+	late := time.AfterFunc(actionTimeout, cancel)
 	stream, err := dc.RunScenario(runCtx, &devclusterv1.RunScenarioRequest{Name: name})
 	var first *devclusterv1.ScenarioEvent
 	if err == nil {
 		first, err = stream.Recv()
+	}
+	if !late.Stop() {
+		cancel()
+		return nil, refuse(kerr.RequestTimedOut, "dev launcher: scenario %s did not begin within %s", name, actionTimeout)
 	}
 	if err != nil {
 		cancel()
