@@ -84,7 +84,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Console.Actions, "console.actions", o.Console.Actions,
 		"let the console act on the cluster (produce, configs, elections, faults, node actions); off it only watches")
 	fs.StringVar(&o.Console.DevControl, "console.dev.control", o.Console.DevControl,
-		"address of the dev launcher's control API (tidemark dev up: 127.0.0.1:9299) for stopping, killing and starting nodes")
+		"address of the dev launcher's control API (tidemark dev up: 127.0.0.1:9299) for stopping, killing and starting nodes and for running the scenarios")
 	fs.StringVar(&o.Console.JaegerUI, "console.jaeger.ui", o.Console.JaegerUI,
 		"Jaeger UI base URL; the console links HW-advancing fetches to their traces there")
 	o.TLS.AddFlags(fs)

@@ -216,6 +216,37 @@ func TestBrowser(t *testing.T) {
 		 [...document.querySelectorAll('[data-partition] [data-replica]')].every(r => r.dataset.leo === '10' && r.dataset.hw === '10')`)
 	p.screenshot("1-healthy")
 
+	// Each follower's LEO twice: the tick it reports and the triangle of
+	// what its leader knows.
+	p.waitFor(5*time.Second, "both LEO marks on every follower of orders-0, none from the leader on the leader",
+		`(() => {
+		  const rows = [...document.querySelectorAll('[data-partition="orders-0"] [data-replica]')];
+		  const f = rows.filter(r => r.dataset.status !== 'leader'), l = rows.filter(r => r.dataset.status === 'leader');
+		  return f.length === 2 && l.length === 1 &&
+		    f.every(r => r.querySelector('svg [data-mark="leo-own"]') && r.querySelector('svg [data-mark="leo-leader"]') &&
+		      r.querySelector('.leader-knows').textContent.includes('leader knows 10')) &&
+		    l[0].querySelector('svg [data-mark="leo-own"]') && !l[0].querySelector('svg [data-mark="leo-leader"]');
+		})()`)
+
+	// The Scenarios panel lists the launcher's scenarios; one runs with its
+	// steps beside the replicas, and is cancelled.
+	p.waitFor(5*time.Second, "the scenarios listed",
+		`!document.getElementById('scenarios-section').hidden &&
+		 [...document.querySelectorAll('#scenarios li[data-scenario]')].map(e => e.dataset.scenario).join(',') === 'walk,lag' &&
+		 document.querySelector('#scenarios li[data-scenario="walk"]').textContent.includes('§3.3')`)
+	p.click(`#scenarios li[data-scenario="walk"] button[data-action="run-scenario"]`)
+	p.waitFor(5*time.Second, "the run's steps and its passed check",
+		`document.getElementById('scenario-run').dataset.running === 'true' &&
+		 document.querySelector('#scenario-steps li[data-kind="step"]').textContent.includes('step ①') &&
+		 document.querySelector('#scenario-steps li[data-kind="check"][data-passed="true"]') !== null &&
+		 document.querySelector('#scenarios button[data-action="run-scenario"]').disabled`)
+	p.screenshot("1b-scenario-running")
+	p.click(`#cancel-scenario`)
+	p.waitFor(5*time.Second, "the cancelled run ended",
+		`document.getElementById('scenario-run').dataset.running === 'false' &&
+		 document.querySelector('#scenario-steps li[data-kind="finished"][data-passed="false"]').textContent.includes('cancelled') &&
+		 !document.querySelector('#scenarios button[data-action="run-scenario"]').disabled`)
+
 	// A refusal is shown by its Kafka name.
 	p.click(`[data-partition="orders-0"] button[data-action="elect-preferred"]`)
 	p.waitFor(5*time.Second, "the refused preferred election",

@@ -58,13 +58,15 @@ func TestLiveCluster(t *testing.T) {
 		if code != http.StatusOK || res.Succeeded != 5 || res.Failed != 0 || res.FirstOffset < 0 || res.LastOffset != res.FirstOffset+4 {
 			t.Fatalf("produce: %d %+v %+v", code, e, res)
 		}
-		s.waitSnapshot(5*time.Second, "the HW and every replica's LEO past the records", func(s *snapshot) bool {
+		// Each follower's LEO twice: as it reports it and as the leader
+		// knows it (its last fetch offset); the leader has only its own.
+		s.waitSnapshot(5*time.Second, "the HW and every replica's LEO past the records, as each follower and its leader see it", func(s *snapshot) bool {
 			p := s.partition("orders", 0)
 			if p == nil || p.HW <= res.LastOffset {
 				return false
 			}
 			for _, v := range p.Views {
-				if v.LEO <= res.LastOffset {
+				if v.LEO <= res.LastOffset || (v.Leader != (v.LeaderLEO == nil)) || (!v.Leader && *v.LeaderLEO <= res.LastOffset) {
 					return false
 				}
 			}

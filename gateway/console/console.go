@@ -18,6 +18,7 @@
 //	GET  /console/api/config     what the console offers (actions, node actions, Jaeger)
 //	GET  /console/api/state      the latest snapshot as JSON
 //	POST /console/api/...        actions (see actions.go), refused with 403 unless enabled
+//	GET  /console/api/scenarios  the dev launcher's scenarios and the run started here (scenarios.go)
 //
 // Errors are the REST API's JSON body (resterr.Body: code, name, message,
 // field, retriable, leader/controller hints): the Kafka error code and name
@@ -76,7 +77,7 @@ type Options struct {
 
 	// DevControl is the address of a DevClusterService (the dev launcher
 	// of `tidemark dev up` serves one on 127.0.0.1:9299). Empty: no stop,
-	// kill, restart, pause or resume of brokers.
+	// kill, restart, pause or resume of brokers, and no scenarios.
 	DevControl string
 
 	// EnableActions turns on the buttons and the POST endpoints: node
@@ -106,6 +107,7 @@ type Console struct {
 	mux    *http.ServeMux
 	hub    *hub
 	conns  *connSet
+	scen   scenarios
 	owned  []func() error // clients made here, closed by Close
 	jaeger string
 
@@ -182,6 +184,9 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/api/faults/clear", c.action(c.clearFaults))
 	m.HandleFunc("POST /console/api/topics/{topic}/configs", c.action(c.alterConfigs))
 	m.HandleFunc("POST /console/api/elections", c.action(c.elect))
+	m.HandleFunc("GET /console/api/scenarios", c.viewer(c.serveScenarios))
+	m.HandleFunc("POST /console/api/scenarios/cancel", c.action(c.cancelScenario))
+	m.HandleFunc("POST /console/api/scenarios/{name}/run", c.action(c.runScenario))
 
 	m.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no console API at %s %s", r.Method, r.URL.Path))
@@ -209,6 +214,7 @@ func (c *Console) Close() error {
 	prods := c.producers
 	c.producers = nil
 	c.mu.Unlock()
+	c.scen.stop()
 	c.hub.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -233,17 +239,19 @@ func (c *Console) closeOwned() error {
 // features is what the page may offer; the hello event and
 // /console/api/config carry it.
 type features struct {
-	Actions     bool   `json:"actions"`
-	NodeActions bool   `json:"nodeActions"`
-	DevControl  string `json:"devControl,omitempty"`
-	JaegerUI    string `json:"jaegerUI,omitempty"`
-	StaleAfter  int64  `json:"staleAfterMs"`
+	Actions     bool `json:"actions"`
+	NodeActions bool `json:"nodeActions"`
+	// Scenarios: the page may start the dev launcher's scenarios.
+	Scenarios  bool   `json:"scenarios"`
+	DevControl string `json:"devControl,omitempty"`
+	JaegerUI   string `json:"jaegerUI,omitempty"`
+	StaleAfter int64  `json:"staleAfterMs"`
 }
 
 func (c *Console) features() features {
 	f := features{Actions: c.opts.EnableActions, JaegerUI: c.jaeger, StaleAfter: c.opts.StaleAfter.Milliseconds()}
 	if c.opts.EnableActions && c.opts.DevControl != "" {
-		f.NodeActions, f.DevControl = true, c.opts.DevControl
+		f.NodeActions, f.Scenarios, f.DevControl = true, true, c.opts.DevControl
 	}
 	return f
 }

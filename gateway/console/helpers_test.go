@@ -128,9 +128,12 @@ type partition struct {
 		Broker int32 `json:"broker"`
 		Alive  bool  `json:"alive"`
 		InISR  bool  `json:"inIsr"`
+		Leader bool  `json:"leader"`
 		LEO    int64 `json:"leo"`
 		HW     int64 `json:"hw"`
-		Fault  *struct {
+		// LeaderLEO is a follower's LEO as its leader knows it.
+		LeaderLEO *int64 `json:"leaderLeo"`
+		Fault     *struct {
 			Stall bool `json:"stall"`
 		} `json:"fault"`
 	} `json:"views"`
@@ -319,18 +322,91 @@ type devCluster struct {
 	c       *testCluster
 	mu      sync.Mutex
 	stopped map[int32]devclusterv1.NodeState
+	scen    *fakeScenarios
+}
+
+// fakeScenarios plays "walk": started, a step and a check, then it waits
+// for release (and ends as the note says) or for its call to be cancelled
+// (and closes cancelled). One run at a time, as the launcher.
+type fakeScenarios struct {
+	mu        sync.Mutex
+	running   string
+	release   chan struct{}
+	cancelled chan struct{}
+}
+
+func newFakeScenarios() *fakeScenarios {
+	return &fakeScenarios{release: make(chan struct{}), cancelled: make(chan struct{})}
+}
+
+var fakeScenarioList = []*devclusterv1.ScenarioInfo{
+	{Name: "walk", Title: "the HW walks after the followers' next fetch", Note: "§3.3", Rule: "HW is the min LEO of the ISR"},
+	{Name: "lag", Title: "a stalled follower leaves the ISR", Note: "§7.1", Rule: "replica.lag.time.max.ms"},
+}
+
+func (d *devCluster) ListScenarios(context.Context, *devclusterv1.ListScenariosRequest) (*devclusterv1.ListScenariosResponse, error) {
+	d.scen.mu.Lock()
+	defer d.scen.mu.Unlock()
+	return &devclusterv1.ListScenariosResponse{Scenarios: fakeScenarioList, Running: d.scen.running}, nil
+}
+
+func (d *devCluster) RunScenario(req *devclusterv1.RunScenarioRequest, stream devclusterv1.DevClusterService_RunScenarioServer) error {
+	f := d.scen
+	if !slices.ContainsFunc(fakeScenarioList, func(i *devclusterv1.ScenarioInfo) bool { return i.GetName() == req.GetName() }) {
+		return status.Errorf(codes.NotFound, "name: no scenario %q (scenarios: walk, lag)", req.GetName())
+	}
+	f.mu.Lock()
+	if f.running != "" {
+		defer f.mu.Unlock()
+		return status.Errorf(codes.FailedPrecondition, "scenario %s is running: one scenario at a time (cancel it, or wait for it to end)", f.running)
+	}
+	f.running = req.GetName()
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.running = ""
+		f.mu.Unlock()
+	}()
+	i := int32(0)
+	send := func(e *devclusterv1.ScenarioEvent) error {
+		e.Index, e.Scenario, e.TimeUnixMs, e.ElapsedMs = i, req.GetName(), time.Now().UnixMilli(), int64(i)*100
+		i++
+		return stream.Send(e)
+	}
+	for _, e := range []*devclusterv1.ScenarioEvent{
+		{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED, Text: "the walk", Topic: "scenario-walk-1", Rule: "HW is the min LEO of the ISR"},
+		{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STEP, Text: "step ①: produced m0, m1"},
+		{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_CHECK, Check: "the topic led with its full ISR", Passed: true},
+	} {
+		if err := send(e); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-f.release:
+		return send(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED, Passed: true, Text: "as the note says"})
+	case <-stream.Context().Done():
+		close(f.cancelled)
+		return stream.Context().Err()
+	}
 }
 
 // serveDevCluster serves the launcher API for the cluster's brokers on a
 // loopback port and returns its address.
 func serveDevCluster(t *testing.T, tc *testCluster) string {
 	t.Helper()
+	return serveDevClusterWith(t, tc, newFakeScenarios())
+}
+
+// serveDevClusterWith is serveDevCluster with the given fake scenarios.
+func serveDevClusterWith(t *testing.T, tc *testCluster, scen *fakeScenarios) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	devclusterv1.RegisterDevClusterServiceServer(srv, &devCluster{c: tc, stopped: map[int32]devclusterv1.NodeState{}})
+	devclusterv1.RegisterDevClusterServiceServer(srv, &devCluster{c: tc, stopped: map[int32]devclusterv1.NodeState{}, scen: scen})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
@@ -352,6 +428,9 @@ func (d *devCluster) ListNodes(context.Context, *devclusterv1.ListNodesRequest) 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := &devclusterv1.ListNodesResponse{}
+	if d.c == nil {
+		return out, nil // scenarios only
+	}
 	for id := int32(1); id <= 3; id++ {
 		out.Nodes = append(out.Nodes, d.node(id))
 	}

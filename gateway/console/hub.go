@@ -108,6 +108,9 @@ func (h *hub) subscribe() *sub {
 	if all := h.retainedLocked(); len(all) > 0 {
 		s.ch <- message{"events", mustJSON(all)}
 	}
+	if run := h.c.scen.runJSON(); run != nil {
+		s.ch <- message{"scenario", run}
+	}
 	return s
 }
 
@@ -173,6 +176,13 @@ func (h *hub) close() {
 	h.subs = map[*sub]struct{}{}
 	h.mu.Unlock()
 	h.wg.Wait()
+}
+
+// broadcast queues m on every stream.
+func (h *hub) broadcast(m message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.broadcastLocked(m)
 }
 
 // broadcastLocked queues m on every stream, dropping those that lag.

@@ -15,6 +15,7 @@ const heartbeat = 15 * time.Second
 //	status    {connected, message, since, lastSnapshot}
 //	snapshot  the whole cluster view (see snapshot in view.go)
 //	events    new timeline entries, oldest first (the retained ones on connect)
+//	scenario  the scenario run started from the console, whole, at each step (scenarios.go)
 //
 // A stream that falls behind is closed; EventSource reconnects by itself
 // and gets a fresh snapshot.

@@ -107,6 +107,10 @@ type replicaView struct {
 	HW        int64 `json:"hw"`
 	LogStart  int64 `json:"logStart"`
 	LagMs     int64 `json:"lagMs"`
+	// LeaderLEO is a follower's LEO as its leader knows it (the offset of
+	// its last fetch); LEO is what the follower reports. Nil when the
+	// leader reports none.
+	LeaderLEO *int64 `json:"leaderLeo,omitempty"`
 	// Fault is the fetch fault injected on this replica's broker for this
 	// partition, if any.
 	Fault *faultView `json:"fault,omitempty"`
@@ -246,6 +250,10 @@ func buildSnapshot(m *adminv1.WatchClusterResponse, x extras) *snapshot {
 			rv := replicaView{Broker: r.GetBrokerId(), Alive: r.GetAlive(), InISR: r.GetInIsr(), Leader: r.GetLeader(),
 				Preferred: i == 0, LEO: r.GetLogEndOffset(), HW: r.GetHighWatermark(), LogStart: r.GetLogStartOffset(),
 				LagMs: r.GetLagMs()}
+			if r.LeaderKnownLogEndOffset != nil && !rv.Leader {
+				v := r.GetLeaderKnownLogEndOffset()
+				rv.LeaderLEO = &v
+			}
 			if !rv.Leader {
 				rv.Fault = faultFor(x.faults[rv.Broker], pv.Topic, pv.Partition)
 			}

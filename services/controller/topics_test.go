@@ -285,6 +285,13 @@ func TestTopicsConfigsAndWatch(t *testing.T) {
 		!view.GetReplicaViews()[0].GetLeader() || view.GetReplicaViews()[2].GetInIsr() || view.GetReplicaViews()[1].GetLagMs() != 7 {
 		t.Fatalf("watch view of t-1 = %v", view)
 	}
+	// A follower's LEO twice: as it reports it, and as its leader knows it
+	// (the fake leader reports follower r at 100+r); the leader has no such view.
+	if f := view.GetReplicaViews()[1]; f.LeaderKnownLogEndOffset == nil || f.GetLeaderKnownLogEndOffset() != 100+int64(f.GetBrokerId()) ||
+		view.GetReplicaViews()[0].LeaderKnownLogEndOffset != nil {
+		t.Fatalf("leader-known LEOs of t-1: follower %v, leader %v; want the follower's from its leader's report, none for the leader",
+			f, view.GetReplicaViews()[0])
+	}
 
 	// Deletion stops and deletes the replicas, then the metadata.
 	del, err := admin.DeleteTopics(ctx(t), &adminv1.DeleteTopicsRequest{Topics: []string{"t", "nope"}, TimeoutMs: 5000})

@@ -3,14 +3,22 @@
 // {code, name, message}.
 
 export async function post(path, body) {
+  return call(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify(body ?? {}),
+    credentials: "same-origin",
+  });
+}
+
+export async function get(path) {
+  return call(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+}
+
+async function call(path, init) {
   let res;
   try {
-    res = await fetch(path, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify(body ?? {}),
-      credentials: "same-origin",
-    });
+    res = await fetch(path, init);
   } catch (err) {
     return { ok: false, status: 0, data: { code: -1, name: "NETWORK_ERROR", message: `the console server did not answer: ${err.message}` } };
   }
@@ -45,4 +53,7 @@ export const actions = {
   clearFaults: (broker) => post("/console/api/faults/clear", { broker }),
   configs: (topic, configs) => post(`/console/api/topics/${encodeURIComponent(topic)}/configs`, { configs }),
   elect: (type, topic, partition) => post("/console/api/elections", { type, topic, partition }),
+  scenarios: () => get("/console/api/scenarios"),
+  runScenario: (name) => post(`/console/api/scenarios/${encodeURIComponent(name)}/run`, {}),
+  cancelScenario: () => post("/console/api/scenarios/cancel", {}),
 };

@@ -21,6 +21,12 @@ const state = {
   events: [],
   seqs: new Set(),
   eventsDirty: true,
+  // The dev launcher's scenarios (null until loaded) and the run started
+  // from a console (null: none yet).
+  scenarios: null,
+  scenariosError: "",
+  run: null,
+  scenariosDirty: true,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -55,6 +61,8 @@ function connect() {
       $("topics").replaceChildren();
     }
     document.body.dataset.actions = f.actions ? "on" : "off";
+    if (f.scenarios && !state.scenarios) loadScenarios();
+    state.scenariosDirty = true;
     // A new stream replays the retained timeline.
     state.events = [];
     state.seqs.clear();
@@ -68,6 +76,11 @@ function connect() {
   es.addEventListener("snapshot", (e) => {
     state.snap = JSON.parse(e.data);
     state.snapAt = Date.now();
+    schedule();
+  });
+  es.addEventListener("scenario", (e) => {
+    state.run = JSON.parse(e.data);
+    state.scenariosDirty = true;
     schedule();
   });
   es.addEventListener("events", (e) => {
@@ -111,6 +124,10 @@ function render() {
   if (state.eventsDirty) {
     state.eventsDirty = false;
     renderTimeline();
+  }
+  if (state.scenariosDirty) {
+    state.scenariosDirty = false;
+    renderScenarios();
   }
 }
 
@@ -273,7 +290,13 @@ function renderTopics(snap) {
     return;
   }
   if ($("topics").firstElementChild && !$("topics").firstElementChild.dataset.key) $("topics").replaceChildren();
-  keyed($("topics"), snap.topics, (t) => t.name, makeTopic, (el, t) => updateTopic(el, t, parts.get(t.name) || []));
+  // A scenario's topic comes first, beside its timeline.
+  const focus = state.run && state.run.topic;
+  const topics = focus ? [...snap.topics.filter((t) => t.name === focus), ...snap.topics.filter((t) => t.name !== focus)] : snap.topics;
+  keyed($("topics"), topics, (t) => t.name, makeTopic, (el, t) => {
+    el.classList.toggle("scenario-focus", t.name === focus);
+    updateTopic(el, t, parts.get(t.name) || []);
+  });
 }
 
 function makeTopic(t) {
@@ -483,6 +506,11 @@ function updateRow(row, v, p, sc, leaderView) {
     lines.push(h("div", { class: "sub" }, "not reporting"));
   } else if (!v.leader) {
     const behind = leaderView ? leaderView.leo - v.leo : 0;
+    if (v.leaderLeo !== undefined && v.leaderLeo !== null) {
+      lines.push(h("div", { class: "sub leader-knows", title: "this follower's LEO as its leader knows it: the offset of its last fetch; the HW can only follow this" },
+        "leader knows ", h("strong", {}, String(v.leaderLeo)),
+        v.leo > v.leaderLeo ? ` (${v.leo - v.leaderLeo} not yet told)` : ""));
+    }
     lines.push(h("div", { class: "sub" },
       behind > 0 ? `${behind} behind · ` : "",
       `caught up ${fmtLag(v.lagMs)} ago`));
@@ -497,6 +525,87 @@ function updateRow(row, v, p, sc, leaderView) {
   row.act.hidden = !follower;
   for (const b of Object.values(row.btns)) b.disabled = !v.alive || !follower;
   if (row.btns.clear) row.btns.clear.disabled = !v.alive;
+}
+
+// ---------------------------------------------------------------- scenarios
+
+async function loadScenarios() {
+  const res = await actions.scenarios();
+  if (res.ok) {
+    state.scenarios = res.data.scenarios || [];
+    state.scenariosError = "";
+    if (res.data.run && !state.run) state.run = res.data.run;
+  } else {
+    state.scenarios = [];
+    state.scenariosError = `${res.data.name || `HTTP ${res.status}`}: ${res.data.message || ""}`;
+  }
+  state.scenariosDirty = true;
+  schedule();
+}
+
+const STEP_KIND = { started: "start", step: "step", check: "check", finished: "verdict" };
+
+function renderScenarios() {
+  const section = $("scenarios-section");
+  section.hidden = !state.features.scenarios;
+  if (section.hidden) return;
+  const run = state.run;
+  const running = !!(run && run.running);
+  $("cancel-scenario").hidden = !running;
+  $("cancel-scenario").disabled = !!(run && run.cancelled);
+
+  const head = $("scenario-run");
+  head.hidden = !run;
+  if (run) {
+    const last = run.steps[run.steps.length - 1];
+    let verdict = h("span", { class: "running" }, run.cancelled ? "cancelling… (healing the cluster)" : "running…");
+    if (!running && last && last.kind === "finished") {
+      verdict = last.passed ? h("span", { class: "pass" }, "✓ as the note says")
+        : h("span", { class: "fail" }, last.error ? "✗ not carried out" : "✗ NOT as the note says");
+    }
+    fill(head,
+      h("div", { class: "sr-top" }, h("code", {}, run.scenario), " ", verdict),
+      run.topic ? h("div", { class: "muted" }, "topic ", h("code", {}, run.topic), " (first in Partitions)") : null,
+      run.rule ? h("p", { class: "sr-rule" }, run.rule) : null);
+    head.dataset.scenario = run.scenario;
+    head.dataset.running = String(running);
+  }
+
+  const steps = run ? run.steps.filter((st) => st.kind !== "started") : [];
+  fill($("scenario-steps"), steps.map((st) => {
+    const passed = st.kind === "check" || st.kind === "finished" ? String(st.passed) : "";
+    const mark = passed === "" ? "" : st.passed ? "✓ " : "✗ ";
+    const body = st.kind === "check" ? [h("span", { class: "st-check" }, mark, st.check), st.text ? h("div", { class: "st-detail muted" }, st.text) : null]
+      : st.kind === "finished" ? [h("strong", {}, mark, st.text), ...(st.failures || []).map((f) => h("div", { class: "st-detail" }, "– ", f))]
+        : [st.text];
+    return h("li", { class: `st st-${STEP_KIND[st.kind] || "step"}`, "data-index": st.index, "data-kind": st.kind, "data-passed": passed },
+      h("time", { title: fmtTime(st.time, false) }, `+${(st.elapsedMs / 1000).toFixed(1)}s`),
+      h("div", { class: "st-body" }, body));
+  }));
+  const ol = $("scenario-steps");
+  ol.scrollTop = ol.scrollHeight;
+
+  if (state.scenariosError) {
+    fill($("scenarios"), h("li", { class: "fail" }, state.scenariosError));
+    return;
+  }
+  if (!state.scenarios) {
+    fill($("scenarios"), h("li", { class: "muted" }, "loading…"));
+    return;
+  }
+  fill($("scenarios"), state.scenarios.map((sc) => {
+    const btn = h("button", { type: "button", class: "btn small", "data-action": "run-scenario", title: `run ${sc.name} on this cluster`,
+      disabled: running }, "Run");
+    btn.addEventListener("click", async () => {
+      btn.disabled = true;
+      const res = await actions.runScenario(sc.name);
+      outcome(`run scenario ${sc.name}`, res, (d) => `started on topic ${d.topic}`);
+      if (!res.ok) btn.disabled = false;
+    });
+    return h("li", { class: "scn", "data-scenario": sc.name, title: sc.rule },
+      h("div", { class: "scn-top" }, h("code", {}, sc.name), " ", h("span", { class: "scn-note muted" }, sc.note), btn),
+      h("div", { class: "scn-title" }, sc.title));
+  }));
 }
 
 // ---------------------------------------------------------------- timeline
@@ -610,6 +719,12 @@ function afterAction(res) {
 $("show-hw").addEventListener("change", () => {
   state.eventsDirty = true;
   schedule();
+});
+$("cancel-scenario").addEventListener("click", async () => {
+  $("cancel-scenario").disabled = true;
+  const res = await actions.cancelScenario();
+  outcome("cancel the scenario", res, (d) => `${d.cancelled} cancelled; the launcher heals the cluster`);
+  if (!res.ok) $("cancel-scenario").disabled = false;
 });
 $("clear-outcomes").addEventListener("click", () => {
   $("outcomes").replaceChildren();

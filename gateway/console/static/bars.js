@@ -43,10 +43,18 @@ export function replicaBar(v, sc, partHW, status) {
   parts.push(s("line", { class: "hw-line", x1: x(partHW, sc), x2: x(partHW, sc), y1: 0, y2: H, "vector-effect": "non-scaling-stroke" }));
   if (v.alive) {
     parts.push(s("line", { class: "hw-tick", x1: x(v.hw, sc), x2: x(v.hw, sc), y1: 2, y2: H - 2, "vector-effect": "non-scaling-stroke" }));
-    parts.push(s("line", { class: "leo-tick", x1: x(to, sc), x2: x(to, sc), y1: 2, y2: H - 2, "vector-effect": "non-scaling-stroke" }));
+    parts.push(s("line", { class: "leo-tick", "data-mark": "leo-own", x1: x(to, sc), x2: x(to, sc), y1: 2, y2: H - 2, "vector-effect": "non-scaling-stroke" }));
   }
-  const title = `broker ${v.broker} (${status}): LEO ${v.leo}, HW ${v.hw}, log start ${v.logStart}` +
-    (v.leader ? "" : `, last caught up ${v.lagMs} ms ago`);
+  // A follower's LEO as its leader knows it (its last fetch offset): a
+  // triangle under the bar, trailing the follower's own LEO tick by one
+  // fetch round trip.
+  const known = !v.leader && v.leaderLeo !== undefined && v.leaderLeo !== null;
+  if (known) {
+    const lx = x(v.leaderLeo, sc);
+    parts.push(s("path", { class: "leo-leader", "data-mark": "leo-leader", d: `M ${lx - 9} ${H} L ${lx + 9} ${H} L ${lx} ${H - 9} Z` }));
+  }
+  const title = `broker ${v.broker} (${status}): LEO ${v.leo}` + (known ? ` (the leader knows ${v.leaderLeo})` : "") +
+    `, HW ${v.hw}, log start ${v.logStart}` + (v.leader ? "" : `, last caught up ${v.lagMs} ms ago`);
   return s("svg", {
     class: `bar st-${status}`, viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none",
     role: "img", "aria-label": title,

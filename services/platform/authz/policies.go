@@ -227,6 +227,10 @@ var policies = map[string]policy{
 	// The dev cluster launcher's control API.
 	devclusterv1.DevClusterService_ListNodes_FullMethodName:  clusterACL(Describe),
 	devclusterv1.DevClusterService_NodeAction_FullMethodName: clusterACL(Alter),
+	// Listing the scenarios shows nothing of the cluster, but a run kills
+	// and pauses nodes as NodeAction does.
+	devclusterv1.DevClusterService_ListScenarios_FullMethodName: clusterACL(Describe),
+	devclusterv1.DevClusterService_RunScenario_FullMethodName:   clusterACL(Alter),
 }
 
 func controllerOnly(what string, id func(any) int32) policy {

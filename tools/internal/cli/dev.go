@@ -18,6 +18,7 @@ import (
 
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/tools/internal/devcluster"
+	"tidemark.io/tools/internal/scenario"
 )
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -67,6 +68,8 @@ func newDevUpCmd(g *globals) *cobra.Command {
 			// The cluster makes its own certificates: only --plaintext of the
 			// TLS flags applies.
 			o.Plaintext = g.tlsFlags.Plaintext
+			// The console's Scenarios panel plays them through the launcher.
+			o.Scenarios = scenario.Launcher{}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()

@@ -172,7 +172,8 @@ func (v *watchView) table(b *strings.Builder, rows [][]cell) {
 	}
 }
 
-// replicaChips shows each assigned replica with its LEO and HW: the leader
+// replicaChips shows each assigned replica with its LEO and HW (and a
+// follower's LEO as the leader knows it when the two differ): the leader
 // yellow and starred, in-sync followers green, the others red.
 func replicaChips(p *adminv1.PartitionView) cell {
 	var c cell
@@ -189,6 +190,11 @@ func replicaChips(p *adminv1.PartitionView) cell {
 			style = ansiGreen
 		}
 		text := fmt.Sprintf("%s:%d/%d", id, r.GetLogEndOffset(), r.GetHighWatermark())
+		// A follower's LEO as its leader knows it, when it trails the
+		// follower's own: the fetch round trip the HW waits for.
+		if k := r.LeaderKnownLogEndOffset; k != nil && *k != r.GetLogEndOffset() {
+			text += fmt.Sprintf(" (leader: %d)", *k)
+		}
 		if !r.GetAlive() {
 			text = id + ":down"
 		}

@@ -16,15 +16,20 @@ func snapshot() *adminv1.WatchClusterResponse {
 	rv := func(id int32, alive, isr, leader bool, leo, hw int64) *adminv1.ReplicaView {
 		return &adminv1.ReplicaView{BrokerId: id, Alive: alive, InIsr: isr, Leader: leader, LogEndOffset: leo, HighWatermark: hw}
 	}
+	// known sets a follower's LEO as its leader knows it.
+	known := func(v *adminv1.ReplicaView, leo int64) *adminv1.ReplicaView {
+		v.LeaderKnownLogEndOffset = &leo
+		return v
+	}
 	return &adminv1.WatchClusterResponse{
 		Cluster: &adminv1.DescribeClusterResponse{ClusterId: "cid", Controller: &commonv1.Node{Id: 1}, ControllerEpoch: 3,
 			Brokers: []*adminv1.BrokerInfo{{Node: &commonv1.Node{Id: 1}, Alive: true}, {Node: &commonv1.Node{Id: 2}, Alive: true}, {Node: &commonv1.Node{Id: 3}}}},
 		Partitions: []*adminv1.PartitionView{
 			{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 2, Replicas: []int32{1, 2}, Isr: []int32{1, 2}, HighWatermark: 10, MinInsyncReplicas: 1,
-				ReplicaViews: []*adminv1.ReplicaView{rv(1, true, true, true, 10, 10), rv(2, true, true, false, 10, 9)}},
+				ReplicaViews: []*adminv1.ReplicaView{rv(1, true, true, true, 10, 10), known(rv(2, true, true, false, 10, 9), 8)}},
 			{Topic: "orders", Partition: 1, Leader: 2, LeaderEpoch: 5, Replicas: []int32{1, 2, 3}, Isr: []int32{2, 1}, HighWatermark: 7, MinInsyncReplicas: 2,
 				UnderReplicated: true, AtMinIsr: true,
-				ReplicaViews: []*adminv1.ReplicaView{rv(1, true, true, false, 7, 7), rv(2, true, true, true, 8, 7), rv(3, false, false, false, 3, 3)}},
+				ReplicaViews: []*adminv1.ReplicaView{known(rv(1, true, true, false, 7, 7), 7), rv(2, true, true, true, 8, 7), rv(3, false, false, false, 3, 3)}},
 			{Topic: "orders", Partition: 2, Leader: -1, LeaderEpoch: 9, Replicas: []int32{3}, Isr: []int32{3}, MinInsyncReplicas: 1, Offline: true,
 				ReplicaViews: []*adminv1.ReplicaView{rv(3, false, true, false, 0, 0)}},
 		},
@@ -60,7 +65,8 @@ func TestWatchViewPlain(t *testing.T) {
 		t.Errorf("events of other topics or HW advances shown:\n%s", out)
 	}
 	rows := []string{
-		`(?m)^orders  0          1       2      1,2  10  1\*:10/10  2:10/9 +ok$`,
+		// The leader knows follower 2 at 8 (shown), follower 1 at its own 7 (not).
+		`(?m)^orders  0          1       2      1,2  10  1\*:10/10  2:10/9 \(leader: 8\) +ok$`,
 		`(?m)^orders  1          2       5      2,1  7   1:7/7  2\*:8/7  3:down +at min ISR, ! under-replicated$`,
 		`(?m)^orders  2          none    9      3    -   3:down +! NO LEADER$`,
 	}
@@ -78,10 +84,10 @@ func TestWatchViewColour(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		ansiClear,
-		ansiYellow + "1*:10/10" + ansiReset, // leader
-		ansiGreen + "2:10/9" + ansiReset,    // in sync
-		ansiRed + "3:down" + ansiReset,      // out of sync
-		ansiRed + "! NO LEADER" + ansiReset, // leaderless
+		ansiYellow + "1*:10/10" + ansiReset,          // leader
+		ansiGreen + "2:10/9 (leader: 8)" + ansiReset, // in sync, the leader a fetch behind
+		ansiRed + "3:down" + ansiReset,               // out of sync
+		ansiRed + "! NO LEADER" + ansiReset,          // leaderless
 		ansiYellow + "! under-replicated" + ansiReset,
 		"Ctrl-C to quit",
 	} {

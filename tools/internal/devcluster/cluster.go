@@ -78,6 +78,10 @@ type Options struct {
 	// Alter on Cluster to act). Nil with TLS on: the operator (admin) and
 	// the gateway's console only; with Plaintext, nil serves it unguarded.
 	Authorizer *authz.Authorizer
+	// Scenarios plays the learning note's scenarios for the control API's
+	// ListScenarios and RunScenario (the console's Scenarios panel). Nil:
+	// the launcher offers none (UNIMPLEMENTED).
+	Scenarios Scenarios
 }
 
 // PortSpan is how many consecutive ports a cluster with a PortBase takes.
@@ -179,6 +183,8 @@ type Cluster struct {
 	ctl   *grpc.Server
 	links *links.Net
 	mu    sync.Mutex
+	// runs is the scenario running through the control API.
+	runs scenarioRuns
 }
 
 func (o Options) plan() ([]*Node, error) {

@@ -82,7 +82,10 @@ type hwState struct {
 	LeaderLEO, LeaderHW int64
 	// Followers' LEO and HW, in the order of hwFacts.Followers.
 	LEO, HW []int64
-	ISR     []int32
+	// Known are the followers' LEOs as the leader knows them (their last
+	// fetch offsets), in the same order.
+	Known []int64
+	ISR   []int32
 }
 
 type hwFacts struct {
@@ -208,6 +211,7 @@ func playHW(r *run) (facts, error) {
 		for _, id := range f.Followers {
 			rv := replica(p, id)
 			s.LEO, s.HW = append(s.LEO, rv.GetLogEndOffset()), append(s.HW, rv.GetHighWatermark())
+			s.Known = append(s.Known, rv.GetLeaderKnownLogEndOffset())
 		}
 		if key := fmt.Sprint(s); key != last {
 			last = key
@@ -250,9 +254,10 @@ func hwNarrate(f hwFacts, s hwState) string {
 	}
 	switch {
 	case s.LeaderHW < f.Records && have == 0:
-		return fmt.Sprintf("the leader has LEO %d, HW %d = min(%d, %v): consumers cannot see m0, m1 yet", s.LeaderLEO, s.LeaderHW, s.LeaderLEO, s.LEO)
+		return fmt.Sprintf("the leader has LEO %d, HW %d = min(%d, %v): consumers cannot see m0, m1 yet", s.LeaderLEO, s.LeaderHW, s.LeaderLEO, s.Known)
 	case s.LeaderHW < f.Records:
-		return fmt.Sprintf("%d of %d followers copied m0, m1 (LEO %v) but the leader's HW is still %d: it learns their LEO from their next fetch", have, len(s.LEO), s.LEO, s.LeaderHW)
+		return fmt.Sprintf("%d of %d followers copied m0, m1 (LEO %v; the leader knows %v) but the leader's HW is still %d: it learns their LEO from their next fetch",
+			have, len(s.LEO), s.LEO, s.Known, s.LeaderHW)
 	case !allEqual(s.HW, f.Records):
 		return fmt.Sprintf("the followers' next fetch (offset %d) moved the leader's HW to %d; the followers' HWs %v follow in the fetch response", f.Records, s.LeaderHW, s.HW)
 	default:

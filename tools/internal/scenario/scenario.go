@@ -43,7 +43,7 @@ type Env struct {
 	Controllers []string
 	// Brokers are indexed by id-1: broker-1 is Brokers[0].
 	Brokers []string
-	// Gateway serves the console (http://Gateway/).
+	// Gateway serves the console (https://Gateway/, or http:// in plaintext).
 	Gateway string
 	// JaegerUI, when set, is where traces are shown.
 	JaegerUI string
@@ -51,6 +51,15 @@ type Env struct {
 	Logs map[string]string
 	// TLS is how every node and the launcher are dialled.
 	TLS tlsconf.Options
+}
+
+// consoleURL is the gateway's console: HTTPS unless the cluster runs
+// plaintext.
+func (env Env) consoleURL() string {
+	if env.TLS.Plaintext {
+		return "http://" + env.Gateway + "/"
+	}
+	return "https://" + env.Gateway + "/"
 }
 
 // dial connects to one of the cluster's gRPC addresses with env.TLS.
@@ -118,6 +127,10 @@ type Options struct {
 	// LagTime overrides the brokers' replica.lag.time.max.ms; 0 reads
 	// broker 1's from DescribeConfigs (its startup flag included).
 	LagTime time.Duration
+	// Events, when set, gets the timeline as structured events (what the
+	// launcher's RunScenario streams to the console), besides the text on
+	// Out. It is called from the run's goroutines, one call at a time.
+	Events func(*devclusterv1.ScenarioEvent)
 }
 
 // Scenario is one playbook.
@@ -190,8 +203,10 @@ func Run(ctx context.Context, name string, env Env, o Options) (Result, error) {
 	}
 	defer r.close()
 	res := Result{Scenario: name, Topic: r.topic}
+	r.emit(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED,
+		Text: s.Title, Topic: r.topic, Rule: s.Rule})
 	r.printf("scenario %s: %s (%s)\n", s.Name, s.Title, s.Note)
-	r.printf("topic %s; console http://%s/\n\n", r.topic, env.Gateway)
+	r.printf("topic %s; console %s (its Scenarios panel plays this too)\n\n", r.topic, env.consoleURL())
 	f, playErr := s.play(r)
 	// Healing goes on after a Ctrl-C: a scenario must not leave a node
 	// killed or paused, or a follower stalled.
@@ -201,14 +216,19 @@ func Run(ctx context.Context, name string, env Env, o Options) (Result, error) {
 	healErr := r.heal()
 	res.Elapsed = time.Since(r.t0)
 	if playErr != nil {
-		return res, errors.Join(playErr, healErr)
+		err := errors.Join(playErr, healErr)
+		r.finish(nil, err)
+		return res, err
 	}
 	if healErr != nil {
-		return res, fmt.Errorf("the cluster was not healthy again after the scenario: %w", healErr)
+		err := fmt.Errorf("the cluster was not healthy again after the scenario: %w", healErr)
+		r.finish(nil, err)
+		return res, err
 	}
 	r.printf("\nthe rule: %s\n", s.Rule)
 	r.links()
 	res.Failures = f.Verdict()
+	r.finish(res.Failures, nil)
 	if o.Explain {
 		r.printf("\n%s", f.Explain())
 	}
@@ -244,6 +264,8 @@ type run struct {
 	created bool
 	// hwTraces are the trace ids of the scenario topic's HW advances seen.
 	hwTraces []string
+	// events counts the structured events sent to Options.Events.
+	events int32
 }
 
 func newRun(ctx context.Context, s Scenario, env Env, o Options) (*run, error) {
@@ -304,13 +326,54 @@ func (r *run) printf(format string, args ...any) {
 
 // step puts an event on the timeline.
 func (r *run) step(format string, args ...any) {
-	r.printf("[%7.3fs] %s\n", time.Since(r.t0).Seconds(), fmt.Sprintf(format, args...))
+	text := fmt.Sprintf(format, args...)
+	r.printf("[%7.3fs] %s\n", time.Since(r.t0).Seconds(), text)
+	r.emit(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STEP, Text: text})
+}
+
+// check puts on the timeline a state waited for or a point of the note
+// checked, and whether it held.
+func (r *run) check(what string, passed bool, detail string) {
+	r.emit(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_CHECK,
+		Check: what, Passed: passed, Text: detail})
+}
+
+// finish ends the structured timeline: the verdict's failures, or the
+// error that kept the run from one.
+func (r *run) finish(failures []string, err error) {
+	e := &devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED,
+		Failures: failures, Passed: err == nil && len(failures) == 0}
+	switch {
+	case err != nil:
+		e.Error = err.Error()
+		e.Text = "the run could not be carried out: " + err.Error()
+	case len(failures) == 0:
+		e.Text = "as the note says"
+	default:
+		e.Text = "NOT as the note says: " + strings.Join(failures, "; ")
+	}
+	r.emit(e)
+}
+
+// emit stamps e with its index, time and scenario and hands it to
+// Options.Events.
+func (r *run) emit(e *devclusterv1.ScenarioEvent) {
+	if r.o.Events == nil {
+		return
+	}
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	now := time.Now()
+	e.Index, e.Scenario = r.events, r.s.Name
+	e.TimeUnixMs, e.ElapsedMs = now.UnixMilli(), now.Sub(r.t0).Milliseconds()
+	r.events++
+	r.o.Events(e)
 }
 
 // links names where to look further: the console and, when Jaeger runs,
 // the trace of a fetch that advanced the HW.
 func (r *run) links() {
-	r.printf("\nsee it in the console: http://%s/ (topic %s)\n", r.env.Gateway, r.topic)
+	r.printf("\nsee it in the console: %s (topic %s)\n", r.env.consoleURL(), r.topic)
 	if r.env.JaegerUI == "" {
 		return
 	}
@@ -396,12 +459,16 @@ func (r *run) waitFor(what string, cond func(*adminv1.PartitionView) bool) (*adm
 		return true
 	})
 	if got != nil {
+		r.check(what, true, describe(got))
 		return got, nil
 	}
 	if errors.Is(err, errTimeout) {
-		return nil, fmt.Errorf("waiting for %s: not after %s (last seen: %s)", what, r.o.Wait, describe(last))
+		err = fmt.Errorf("waiting for %s: not after %s (last seen: %s)", what, r.o.Wait, describe(last))
+	} else {
+		err = fmt.Errorf("waiting for %s: %w", what, err)
 	}
-	return nil, fmt.Errorf("waiting for %s: %w", what, err)
+	r.check(what, false, err.Error())
+	return nil, err
 }
 
 // show prints the topic's current table. Brokers report their replicas'

@@ -41,30 +41,9 @@ func freePortBase(t *testing.T) int {
 // (comma-separated).
 func TestScenarios(t *testing.T) {
 	testenv.SkipIfShort(t, "the scenarios take about two minutes against a cluster of real processes")
-	bin := testbin.Dir(t, filepath.Join("..", "..", ".."), "TIDEMARK_SCENARIO_BIN_DIR")
-	data := t.TempDir()
-	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: 3, Controllers: 2, PortBase: freePortBase(t),
-		FaultInjection: true,
-		BrokerArgs: []string{"--broker.session.timeout=3s", "--config=replica.lag.time.max.ms=8000",
-			"--config=replica.fetch.wait.max.ms=250"},
-		// No automatic rebalance: preferred-election shows the manual one.
-		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"}}
-	launcherLog, err := os.Create(filepath.Join(data, "launcher.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer launcherLog.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cl, err := devcluster.Up(ctx, opts, launcherLog)
-	if err != nil {
-		t.Fatalf("starting the cluster: %v", err)
-	}
-	defer cl.Down(launcherLog)
-	env, err := Discover(ctx, cl.Options().Ports().Control, cl.Options().Security())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, env, data := startCluster(ctx, t, nil)
 	want := map[string]bool{}
 	if s := os.Getenv("TIDEMARK_SCENARIOS"); s != "" {
 		for _, n := range strings.Split(s, ",") {
@@ -108,4 +87,35 @@ func TestScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startCluster starts a dev cluster of separate processes on its own ports,
+// with a short replica.lag.time.max.ms and broker session, and scenarios
+// (may be nil) behind its control API; it is stopped when the test ends.
+func startCluster(ctx context.Context, t *testing.T, scenarios devcluster.Scenarios) (*devcluster.Cluster, Env, string) {
+	t.Helper()
+	bin := testbin.Dir(t, filepath.Join("..", "..", ".."), "TIDEMARK_SCENARIO_BIN_DIR")
+	data := t.TempDir()
+	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: 3, Controllers: 2, PortBase: freePortBase(t),
+		FaultInjection: true,
+		BrokerArgs: []string{"--broker.session.timeout=3s", "--config=replica.lag.time.max.ms=8000",
+			"--config=replica.fetch.wait.max.ms=250"},
+		// No automatic rebalance: preferred-election shows the manual one.
+		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"},
+		Scenarios:      scenarios}
+	launcherLog, err := os.Create(filepath.Join(data, "launcher.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { launcherLog.Close() })
+	cl, err := devcluster.Up(ctx, opts, launcherLog)
+	if err != nil {
+		t.Fatalf("starting the cluster: %v", err)
+	}
+	t.Cleanup(func() { cl.Down(launcherLog) })
+	env, err := Discover(ctx, cl.Options().Ports().Control, cl.Options().Security())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, env, data
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 )
 
@@ -91,6 +93,7 @@ func (a *Active) partitionView(p *partition, minISR int32) *adminv1.PartitionVie
 			for _, f := range lp.GetFollowers() {
 				if f.GetBrokerId() == r {
 					rv.LagMs = f.GetLagMs()
+					rv.LeaderKnownLogEndOffset = proto.Int64(f.GetLogEndOffset())
 				}
 			}
 		}

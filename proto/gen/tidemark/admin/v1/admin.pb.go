@@ -2351,9 +2351,14 @@ type ReplicaView struct {
 	HighWatermark  int64                  `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogStartOffset int64                  `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// ms since the leader last saw it caught up (followers only).
-	LagMs         int64 `protobuf:"varint,8,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LagMs int64 `protobuf:"varint,8,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	// Followers only: this follower's LEO as its leader knows it, i.e. the
+	// fetch offset of its last fetch (unset while the leader reports none).
+	// log_end_offset is what the follower itself reports; the leader's view
+	// trails it by one fetch round trip, and so does the HW.
+	LeaderKnownLogEndOffset *int64 `protobuf:"varint,9,opt,name=leader_known_log_end_offset,json=leaderKnownLogEndOffset,proto3,oneof" json:"leader_known_log_end_offset,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *ReplicaView) Reset() {
@@ -2438,6 +2443,13 @@ func (x *ReplicaView) GetLogStartOffset() int64 {
 func (x *ReplicaView) GetLagMs() int64 {
 	if x != nil {
 		return x.LagMs
+	}
+	return 0
+}
+
+func (x *ReplicaView) GetLeaderKnownLogEndOffset() int64 {
+	if x != nil && x.LeaderKnownLogEndOffset != nil {
+		return *x.LeaderKnownLogEndOffset
 	}
 	return 0
 }
@@ -2624,7 +2636,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"at_min_isr\x18\v \x01(\bR\batMinIsr\x12\"\n" +
 	"\runder_min_isr\x18\f \x01(\bR\vunderMinIsr\x12\x18\n" +
 	"\aoffline\x18\r \x01(\bR\aoffline\x12%\n" +
-	"\x0ehigh_watermark\x18\x0e \x01(\x03R\rhighWatermark\"\xfd\x01\n" +
+	"\x0ehigh_watermark\x18\x0e \x01(\x03R\rhighWatermark\"\xe0\x02\n" +
 	"\vReplicaView\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\bR\x05alive\x12\x15\n" +
@@ -2633,7 +2645,9 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x0elog_end_offset\x18\x05 \x01(\x03R\flogEndOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12\x15\n" +
-	"\x06lag_ms\x18\b \x01(\x03R\x05lagMs*{\n" +
+	"\x06lag_ms\x18\b \x01(\x03R\x05lagMs\x12A\n" +
+	"\x1bleader_known_log_end_offset\x18\t \x01(\x03H\x00R\x17leaderKnownLogEndOffset\x88\x01\x01B\x1e\n" +
+	"\x1c_leader_known_log_end_offset*{\n" +
 	"\x12ConfigResourceType\x12$\n" +
 	" CONFIG_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aCONFIG_RESOURCE_TYPE_TOPIC\x10\x01\x12\x1f\n" +
@@ -2792,6 +2806,7 @@ func file_tidemark_admin_v1_admin_proto_init() {
 	if File_tidemark_admin_v1_admin_proto != nil {
 		return
 	}
+	file_tidemark_admin_v1_admin_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

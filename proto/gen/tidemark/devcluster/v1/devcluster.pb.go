@@ -146,6 +146,68 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{1}
 }
 
+// ScenarioEventKind names what a ScenarioEvent reports.
+type ScenarioEventKind int32
+
+const (
+	ScenarioEventKind_SCENARIO_EVENT_KIND_UNSPECIFIED ScenarioEventKind = 0
+	// The run began: scenario, topic and rule are set.
+	ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED ScenarioEventKind = 1
+	// Something the scenario did or saw (text).
+	ScenarioEventKind_SCENARIO_EVENT_KIND_STEP ScenarioEventKind = 2
+	// A state the scenario waited for or a point of the note it checked
+	// (check), and whether it held (passed).
+	ScenarioEventKind_SCENARIO_EVENT_KIND_CHECK ScenarioEventKind = 3
+	// The run ended: passed says whether it went as the note says;
+	// failures list what did not, error why the run could not be carried out.
+	ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED ScenarioEventKind = 4
+)
+
+// Enum value maps for ScenarioEventKind.
+var (
+	ScenarioEventKind_name = map[int32]string{
+		0: "SCENARIO_EVENT_KIND_UNSPECIFIED",
+		1: "SCENARIO_EVENT_KIND_STARTED",
+		2: "SCENARIO_EVENT_KIND_STEP",
+		3: "SCENARIO_EVENT_KIND_CHECK",
+		4: "SCENARIO_EVENT_KIND_FINISHED",
+	}
+	ScenarioEventKind_value = map[string]int32{
+		"SCENARIO_EVENT_KIND_UNSPECIFIED": 0,
+		"SCENARIO_EVENT_KIND_STARTED":     1,
+		"SCENARIO_EVENT_KIND_STEP":        2,
+		"SCENARIO_EVENT_KIND_CHECK":       3,
+		"SCENARIO_EVENT_KIND_FINISHED":    4,
+	}
+)
+
+func (x ScenarioEventKind) Enum() *ScenarioEventKind {
+	p := new(ScenarioEventKind)
+	*p = x
+	return p
+}
+
+func (x ScenarioEventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScenarioEventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_tidemark_devcluster_v1_devcluster_proto_enumTypes[2].Descriptor()
+}
+
+func (ScenarioEventKind) Type() protoreflect.EnumType {
+	return &file_tidemark_devcluster_v1_devcluster_proto_enumTypes[2]
+}
+
+func (x ScenarioEventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ScenarioEventKind.Descriptor instead.
+func (ScenarioEventKind) EnumDescriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{2}
+}
+
 type DevNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// e.g. "broker-1", "controller-2", "etcd", "gateway".
@@ -438,6 +500,352 @@ func (x *NodeActionResponse) GetNode() *DevNode {
 	return nil
 }
 
+// ScenarioInfo describes one scenario of the learning note.
+type ScenarioInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// e.g. "follower-lag".
+	Name  string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// The note's section, e.g. "§7.1".
+	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// The one-paragraph explanation of the rule at work.
+	Rule          string `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScenarioInfo) Reset() {
+	*x = ScenarioInfo{}
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScenarioInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScenarioInfo) ProtoMessage() {}
+
+func (x *ScenarioInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScenarioInfo.ProtoReflect.Descriptor instead.
+func (*ScenarioInfo) Descriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ScenarioInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScenarioInfo) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ScenarioInfo) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ScenarioInfo) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+type ListScenariosRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScenariosRequest) Reset() {
+	*x = ListScenariosRequest{}
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScenariosRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScenariosRequest) ProtoMessage() {}
+
+func (x *ListScenariosRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScenariosRequest.ProtoReflect.Descriptor instead.
+func (*ListScenariosRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{6}
+}
+
+type ListScenariosResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Scenarios []*ScenarioInfo        `protobuf:"bytes,1,rep,name=scenarios,proto3" json:"scenarios,omitempty"`
+	// The scenario running now, if any.
+	Running       string `protobuf:"bytes,2,opt,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScenariosResponse) Reset() {
+	*x = ListScenariosResponse{}
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScenariosResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScenariosResponse) ProtoMessage() {}
+
+func (x *ListScenariosResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScenariosResponse.ProtoReflect.Descriptor instead.
+func (*ListScenariosResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListScenariosResponse) GetScenarios() []*ScenarioInfo {
+	if x != nil {
+		return x.Scenarios
+	}
+	return nil
+}
+
+func (x *ListScenariosResponse) GetRunning() string {
+	if x != nil {
+		return x.Running
+	}
+	return ""
+}
+
+type RunScenarioRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScenarioRequest) Reset() {
+	*x = RunScenarioRequest{}
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScenarioRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScenarioRequest) ProtoMessage() {}
+
+func (x *RunScenarioRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScenarioRequest.ProtoReflect.Descriptor instead.
+func (*RunScenarioRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RunScenarioRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ScenarioEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position in the run's timeline, from 0.
+	Index int32             `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Kind  ScenarioEventKind `protobuf:"varint,2,opt,name=kind,proto3,enum=tidemark.devcluster.v1.ScenarioEventKind" json:"kind,omitempty"`
+	// When it happened: ms since the Unix epoch, and ms since the run began.
+	TimeUnixMs int64  `protobuf:"varint,3,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	ElapsedMs  int64  `protobuf:"varint,4,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
+	Text       string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	// CHECK: what was checked.
+	Check string `protobuf:"bytes,6,opt,name=check,proto3" json:"check,omitempty"`
+	// CHECK: whether it held; FINISHED: whether the run went as the note says.
+	Passed   bool   `protobuf:"varint,7,opt,name=passed,proto3" json:"passed,omitempty"`
+	Scenario string `protobuf:"bytes,8,opt,name=scenario,proto3" json:"scenario,omitempty"`
+	// STARTED: the scenario's own topic.
+	Topic string `protobuf:"bytes,9,opt,name=topic,proto3" json:"topic,omitempty"`
+	// STARTED: the rule at work.
+	Rule string `protobuf:"bytes,10,opt,name=rule,proto3" json:"rule,omitempty"`
+	// FINISHED: what did not happen as the note says.
+	Failures []string `protobuf:"bytes,11,rep,name=failures,proto3" json:"failures,omitempty"`
+	// FINISHED: why the run could not be carried out (cancelled, cluster
+	// unreachable, a wait that timed out); empty when it ran to its verdict.
+	Error         string `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScenarioEvent) Reset() {
+	*x = ScenarioEvent{}
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScenarioEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScenarioEvent) ProtoMessage() {}
+
+func (x *ScenarioEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScenarioEvent.ProtoReflect.Descriptor instead.
+func (*ScenarioEvent) Descriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ScenarioEvent) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ScenarioEvent) GetKind() ScenarioEventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ScenarioEventKind_SCENARIO_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *ScenarioEvent) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *ScenarioEvent) GetElapsedMs() int64 {
+	if x != nil {
+		return x.ElapsedMs
+	}
+	return 0
+}
+
+func (x *ScenarioEvent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ScenarioEvent) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *ScenarioEvent) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *ScenarioEvent) GetScenario() string {
+	if x != nil {
+		return x.Scenario
+	}
+	return ""
+}
+
+func (x *ScenarioEvent) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ScenarioEvent) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ScenarioEvent) GetFailures() []string {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+func (x *ScenarioEvent) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_tidemark_devcluster_v1_devcluster_proto protoreflect.FileDescriptor
 
 const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
@@ -462,7 +870,34 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\n" +
 	"extra_args\x18\x03 \x03(\tR\textraArgs\"I\n" +
 	"\x12NodeActionResponse\x123\n" +
-	"\x04node\x18\x01 \x01(\v2\x1f.tidemark.devcluster.v1.DevNodeR\x04node*\x85\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x1f.tidemark.devcluster.v1.DevNodeR\x04node\"`\n" +
+	"\fScenarioInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\"\x16\n" +
+	"\x14ListScenariosRequest\"u\n" +
+	"\x15ListScenariosResponse\x12B\n" +
+	"\tscenarios\x18\x01 \x03(\v2$.tidemark.devcluster.v1.ScenarioInfoR\tscenarios\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\tR\arunning\"(\n" +
+	"\x12RunScenarioRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xdf\x02\n" +
+	"\rScenarioEvent\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12=\n" +
+	"\x04kind\x18\x02 \x01(\x0e2).tidemark.devcluster.v1.ScenarioEventKindR\x04kind\x12 \n" +
+	"\ftime_unix_ms\x18\x03 \x01(\x03R\n" +
+	"timeUnixMs\x12\x1d\n" +
+	"\n" +
+	"elapsed_ms\x18\x04 \x01(\x03R\telapsedMs\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12\x14\n" +
+	"\x05check\x18\x06 \x01(\tR\x05check\x12\x16\n" +
+	"\x06passed\x18\a \x01(\bR\x06passed\x12\x1a\n" +
+	"\bscenario\x18\b \x01(\tR\bscenario\x12\x14\n" +
+	"\x05topic\x18\t \x01(\tR\x05topic\x12\x12\n" +
+	"\x04rule\x18\n" +
+	" \x01(\tR\x04rule\x12\x1a\n" +
+	"\bfailures\x18\v \x03(\tR\bfailures\x12\x14\n" +
+	"\x05error\x18\f \x01(\tR\x05error*\x85\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_RUNNING\x10\x01\x12\x16\n" +
@@ -476,11 +911,19 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\fACTION_PAUSE\x10\x03\x12\x11\n" +
 	"\rACTION_RESUME\x10\x04\x12\x10\n" +
 	"\fACTION_START\x10\x05\x12\x12\n" +
-	"\x0eACTION_RESTART\x10\x062\xda\x01\n" +
+	"\x0eACTION_RESTART\x10\x06*\xb8\x01\n" +
+	"\x11ScenarioEventKind\x12#\n" +
+	"\x1fSCENARIO_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bSCENARIO_EVENT_KIND_STARTED\x10\x01\x12\x1c\n" +
+	"\x18SCENARIO_EVENT_KIND_STEP\x10\x02\x12\x1d\n" +
+	"\x19SCENARIO_EVENT_KIND_CHECK\x10\x03\x12 \n" +
+	"\x1cSCENARIO_EVENT_KIND_FINISHED\x10\x042\xac\x03\n" +
 	"\x11DevClusterService\x12`\n" +
 	"\tListNodes\x12(.tidemark.devcluster.v1.ListNodesRequest\x1a).tidemark.devcluster.v1.ListNodesResponse\x12c\n" +
 	"\n" +
-	"NodeAction\x12).tidemark.devcluster.v1.NodeActionRequest\x1a*.tidemark.devcluster.v1.NodeActionResponseB;Z9tidemark.io/proto/gen/tidemark/devcluster/v1;devclusterv1b\x06proto3"
+	"NodeAction\x12).tidemark.devcluster.v1.NodeActionRequest\x1a*.tidemark.devcluster.v1.NodeActionResponse\x12l\n" +
+	"\rListScenarios\x12,.tidemark.devcluster.v1.ListScenariosRequest\x1a-.tidemark.devcluster.v1.ListScenariosResponse\x12b\n" +
+	"\vRunScenario\x12*.tidemark.devcluster.v1.RunScenarioRequest\x1a%.tidemark.devcluster.v1.ScenarioEvent0\x01B;Z9tidemark.io/proto/gen/tidemark/devcluster/v1;devclusterv1b\x06proto3"
 
 var (
 	file_tidemark_devcluster_v1_devcluster_proto_rawDescOnce sync.Once
@@ -494,31 +937,43 @@ func file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP() []byte {
 	return file_tidemark_devcluster_v1_devcluster_proto_rawDescData
 }
 
-var file_tidemark_devcluster_v1_devcluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tidemark_devcluster_v1_devcluster_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_tidemark_devcluster_v1_devcluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_tidemark_devcluster_v1_devcluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_tidemark_devcluster_v1_devcluster_proto_goTypes = []any{
-	(NodeState)(0),             // 0: tidemark.devcluster.v1.NodeState
-	(Action)(0),                // 1: tidemark.devcluster.v1.Action
-	(*DevNode)(nil),            // 2: tidemark.devcluster.v1.DevNode
-	(*ListNodesRequest)(nil),   // 3: tidemark.devcluster.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),  // 4: tidemark.devcluster.v1.ListNodesResponse
-	(*NodeActionRequest)(nil),  // 5: tidemark.devcluster.v1.NodeActionRequest
-	(*NodeActionResponse)(nil), // 6: tidemark.devcluster.v1.NodeActionResponse
+	(NodeState)(0),                // 0: tidemark.devcluster.v1.NodeState
+	(Action)(0),                   // 1: tidemark.devcluster.v1.Action
+	(ScenarioEventKind)(0),        // 2: tidemark.devcluster.v1.ScenarioEventKind
+	(*DevNode)(nil),               // 3: tidemark.devcluster.v1.DevNode
+	(*ListNodesRequest)(nil),      // 4: tidemark.devcluster.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 5: tidemark.devcluster.v1.ListNodesResponse
+	(*NodeActionRequest)(nil),     // 6: tidemark.devcluster.v1.NodeActionRequest
+	(*NodeActionResponse)(nil),    // 7: tidemark.devcluster.v1.NodeActionResponse
+	(*ScenarioInfo)(nil),          // 8: tidemark.devcluster.v1.ScenarioInfo
+	(*ListScenariosRequest)(nil),  // 9: tidemark.devcluster.v1.ListScenariosRequest
+	(*ListScenariosResponse)(nil), // 10: tidemark.devcluster.v1.ListScenariosResponse
+	(*RunScenarioRequest)(nil),    // 11: tidemark.devcluster.v1.RunScenarioRequest
+	(*ScenarioEvent)(nil),         // 12: tidemark.devcluster.v1.ScenarioEvent
 }
 var file_tidemark_devcluster_v1_devcluster_proto_depIdxs = []int32{
-	0, // 0: tidemark.devcluster.v1.DevNode.state:type_name -> tidemark.devcluster.v1.NodeState
-	2, // 1: tidemark.devcluster.v1.ListNodesResponse.nodes:type_name -> tidemark.devcluster.v1.DevNode
-	1, // 2: tidemark.devcluster.v1.NodeActionRequest.action:type_name -> tidemark.devcluster.v1.Action
-	2, // 3: tidemark.devcluster.v1.NodeActionResponse.node:type_name -> tidemark.devcluster.v1.DevNode
-	3, // 4: tidemark.devcluster.v1.DevClusterService.ListNodes:input_type -> tidemark.devcluster.v1.ListNodesRequest
-	5, // 5: tidemark.devcluster.v1.DevClusterService.NodeAction:input_type -> tidemark.devcluster.v1.NodeActionRequest
-	4, // 6: tidemark.devcluster.v1.DevClusterService.ListNodes:output_type -> tidemark.devcluster.v1.ListNodesResponse
-	6, // 7: tidemark.devcluster.v1.DevClusterService.NodeAction:output_type -> tidemark.devcluster.v1.NodeActionResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: tidemark.devcluster.v1.DevNode.state:type_name -> tidemark.devcluster.v1.NodeState
+	3,  // 1: tidemark.devcluster.v1.ListNodesResponse.nodes:type_name -> tidemark.devcluster.v1.DevNode
+	1,  // 2: tidemark.devcluster.v1.NodeActionRequest.action:type_name -> tidemark.devcluster.v1.Action
+	3,  // 3: tidemark.devcluster.v1.NodeActionResponse.node:type_name -> tidemark.devcluster.v1.DevNode
+	8,  // 4: tidemark.devcluster.v1.ListScenariosResponse.scenarios:type_name -> tidemark.devcluster.v1.ScenarioInfo
+	2,  // 5: tidemark.devcluster.v1.ScenarioEvent.kind:type_name -> tidemark.devcluster.v1.ScenarioEventKind
+	4,  // 6: tidemark.devcluster.v1.DevClusterService.ListNodes:input_type -> tidemark.devcluster.v1.ListNodesRequest
+	6,  // 7: tidemark.devcluster.v1.DevClusterService.NodeAction:input_type -> tidemark.devcluster.v1.NodeActionRequest
+	9,  // 8: tidemark.devcluster.v1.DevClusterService.ListScenarios:input_type -> tidemark.devcluster.v1.ListScenariosRequest
+	11, // 9: tidemark.devcluster.v1.DevClusterService.RunScenario:input_type -> tidemark.devcluster.v1.RunScenarioRequest
+	5,  // 10: tidemark.devcluster.v1.DevClusterService.ListNodes:output_type -> tidemark.devcluster.v1.ListNodesResponse
+	7,  // 11: tidemark.devcluster.v1.DevClusterService.NodeAction:output_type -> tidemark.devcluster.v1.NodeActionResponse
+	10, // 12: tidemark.devcluster.v1.DevClusterService.ListScenarios:output_type -> tidemark.devcluster.v1.ListScenariosResponse
+	12, // 13: tidemark.devcluster.v1.DevClusterService.RunScenario:output_type -> tidemark.devcluster.v1.ScenarioEvent
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_devcluster_v1_devcluster_proto_init() }
@@ -531,8 +986,8 @@ func file_tidemark_devcluster_v1_devcluster_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_devcluster_v1_devcluster_proto_rawDesc), len(file_tidemark_devcluster_v1_devcluster_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   5,
+			NumEnums:      3,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

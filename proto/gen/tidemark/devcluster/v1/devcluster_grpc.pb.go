@@ -22,8 +22,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DevClusterService_ListNodes_FullMethodName  = "/tidemark.devcluster.v1.DevClusterService/ListNodes"
-	DevClusterService_NodeAction_FullMethodName = "/tidemark.devcluster.v1.DevClusterService/NodeAction"
+	DevClusterService_ListNodes_FullMethodName     = "/tidemark.devcluster.v1.DevClusterService/ListNodes"
+	DevClusterService_NodeAction_FullMethodName    = "/tidemark.devcluster.v1.DevClusterService/NodeAction"
+	DevClusterService_ListScenarios_FullMethodName = "/tidemark.devcluster.v1.DevClusterService/ListScenarios"
+	DevClusterService_RunScenario_FullMethodName   = "/tidemark.devcluster.v1.DevClusterService/RunScenario"
 )
 
 // DevClusterServiceClient is the client API for DevClusterService service.
@@ -35,6 +37,15 @@ const (
 type DevClusterServiceClient interface {
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	NodeAction(ctx context.Context, in *NodeActionRequest, opts ...grpc.CallOption) (*NodeActionResponse, error)
+	// ListScenarios lists the learning note's scenarios the launcher can play.
+	ListScenarios(ctx context.Context, in *ListScenariosRequest, opts ...grpc.CallOption) (*ListScenariosResponse, error)
+	// RunScenario plays one scenario on the launched cluster and streams its
+	// timeline; the last event is a SCENARIO_EVENT_KIND_FINISHED. One run at
+	// a time: while one runs, another is refused (FAILED_PRECONDITION,
+	// naming it).
+	// Cancelling the call stops the run; the scenario then heals the cluster
+	// (every node running, no fault left) before the launcher takes another.
+	RunScenario(ctx context.Context, in *RunScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScenarioEvent], error)
 }
 
 type devClusterServiceClient struct {
@@ -65,6 +76,35 @@ func (c *devClusterServiceClient) NodeAction(ctx context.Context, in *NodeAction
 	return out, nil
 }
 
+func (c *devClusterServiceClient) ListScenarios(ctx context.Context, in *ListScenariosRequest, opts ...grpc.CallOption) (*ListScenariosResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListScenariosResponse)
+	err := c.cc.Invoke(ctx, DevClusterService_ListScenarios_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *devClusterServiceClient) RunScenario(ctx context.Context, in *RunScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScenarioEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DevClusterService_ServiceDesc.Streams[0], DevClusterService_RunScenario_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RunScenarioRequest, ScenarioEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DevClusterService_RunScenarioClient = grpc.ServerStreamingClient[ScenarioEvent]
+
 // DevClusterServiceServer is the server API for DevClusterService service.
 // All implementations must embed UnimplementedDevClusterServiceServer
 // for forward compatibility.
@@ -74,6 +114,15 @@ func (c *devClusterServiceClient) NodeAction(ctx context.Context, in *NodeAction
 type DevClusterServiceServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	NodeAction(context.Context, *NodeActionRequest) (*NodeActionResponse, error)
+	// ListScenarios lists the learning note's scenarios the launcher can play.
+	ListScenarios(context.Context, *ListScenariosRequest) (*ListScenariosResponse, error)
+	// RunScenario plays one scenario on the launched cluster and streams its
+	// timeline; the last event is a SCENARIO_EVENT_KIND_FINISHED. One run at
+	// a time: while one runs, another is refused (FAILED_PRECONDITION,
+	// naming it).
+	// Cancelling the call stops the run; the scenario then heals the cluster
+	// (every node running, no fault left) before the launcher takes another.
+	RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[ScenarioEvent]) error
 	mustEmbedUnimplementedDevClusterServiceServer()
 }
 
@@ -89,6 +138,12 @@ func (UnimplementedDevClusterServiceServer) ListNodes(context.Context, *ListNode
 }
 func (UnimplementedDevClusterServiceServer) NodeAction(context.Context, *NodeActionRequest) (*NodeActionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeAction not implemented")
+}
+func (UnimplementedDevClusterServiceServer) ListScenarios(context.Context, *ListScenariosRequest) (*ListScenariosResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListScenarios not implemented")
+}
+func (UnimplementedDevClusterServiceServer) RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[ScenarioEvent]) error {
+	return status.Error(codes.Unimplemented, "method RunScenario not implemented")
 }
 func (UnimplementedDevClusterServiceServer) mustEmbedUnimplementedDevClusterServiceServer() {}
 func (UnimplementedDevClusterServiceServer) testEmbeddedByValue()                           {}
@@ -147,6 +202,35 @@ func _DevClusterService_NodeAction_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DevClusterService_ListScenarios_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListScenariosRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DevClusterServiceServer).ListScenarios(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DevClusterService_ListScenarios_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DevClusterServiceServer).ListScenarios(ctx, req.(*ListScenariosRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DevClusterService_RunScenario_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RunScenarioRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DevClusterServiceServer).RunScenario(m, &grpc.GenericServerStream[RunScenarioRequest, ScenarioEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DevClusterService_RunScenarioServer = grpc.ServerStreamingServer[ScenarioEvent]
+
 // DevClusterService_ServiceDesc is the grpc.ServiceDesc for DevClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -162,7 +246,17 @@ var DevClusterService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "NodeAction",
 			Handler:    _DevClusterService_NodeAction_Handler,
 		},
+		{
+			MethodName: "ListScenarios",
+			Handler:    _DevClusterService_ListScenarios_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "RunScenario",
+			Handler:       _DevClusterService_RunScenario_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "tidemark/devcluster/v1/devcluster.proto",
 }
