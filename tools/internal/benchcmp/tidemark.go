@@ -1,0 +1,149 @@
+package benchcmp
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"tidemark.io/services/platform/loopback"
+	"tidemark.io/tools/internal/devcluster"
+)
+
+// toolTimeout bounds one tool run; the shapes are sized to take seconds.
+const toolTimeout = 90 * time.Second
+
+// tidemarkSide runs the shapes against a dev cluster of its own: etcd in
+// the harness (as in `tidemark dev up`), 2 controllers, 3 brokers and the
+// gateway as separate processes, mutual TLS on every link.
+type tidemarkSide struct {
+	binDir string
+	dir    string
+	log    *os.File
+	cl     *devcluster.Cluster
+	flags  []string
+}
+
+func (t *tidemarkSide) start(ctx context.Context) error {
+	base, err := loopback.FreeRange(rand.New(rand.NewPCG(rand.Uint64(), 1)), devcluster.PortSpan)
+	if err != nil {
+		return err
+	}
+	opts := devcluster.Options{
+		DataDir: filepath.Join(t.dir, "data"), BinDir: t.binDir, Brokers: 3, Controllers: 2, PortBase: base,
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return err
+	}
+	cl, err := devcluster.Up(ctx, opts, t.log)
+	if err != nil {
+		return fmt.Errorf("starting tidemark's dev cluster: %w", err)
+	}
+	t.cl = cl
+	ports := cl.Options().Ports()
+	sec := cl.Options().Security()
+	t.flags = []string{
+		"--bootstrap-server", strings.Join(ports.Brokers, ","),
+		"--controller", strings.Join(ports.Controllers, ","),
+		"--tls.ca", sec.CA, "--tls.cert", sec.Cert, "--tls.key", sec.Key,
+	}
+	return nil
+}
+
+func (t *tidemarkSide) stop() {
+	if t.cl != nil {
+		t.cl.Down(t.log)
+		t.cl = nil
+	}
+}
+
+func (t *tidemarkSide) cli(ctx context.Context, args ...string) (string, error) {
+	return runTool(ctx, toolTimeout, t.log, nil, filepath.Join(t.binDir, "tidemark"), append(slices.Clone(t.flags), args...)...)
+}
+
+func topicOf(s Shape) string { return "bench-" + s.Name }
+
+// run measures one shape; a consume shape reads the topic of ReadsFrom.
+func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure {
+	if s.Mode == Consume {
+		out, err := t.cli(ctx, "perf", "consume", "--topic", "bench-"+s.ReadsFrom, "--messages", strconv.FormatInt(s.Records, 10),
+			"--timeout", "60s", "--reporting-interval", "1h")
+		return parsed(ParseTidemark, out, err)
+	}
+	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
+		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
+		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
+	}
+	per := s.Records / int64(s.Producers)
+	args := []string{"perf", "produce", "--topic", topicOf(s), "--num-records", strconv.FormatInt(per, 10),
+		"--record-size", strconv.Itoa(s.Size), "--acks", "all", "--timeout", "60s", "--reporting-interval", "1h"}
+	if s.Mode == Sync {
+		args = append(args, "--sync")
+	}
+	figs := make([]Figure, s.Producers)
+	var wg sync.WaitGroup
+	for i := range s.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := t.cli(ctx, args...)
+			figs[i] = parsed(ParseTidemark, out, err)
+		}()
+	}
+	wg.Wait()
+	return combine(figs)
+}
+
+// parsed is the figure a tool printed, kept even when the tool exited
+// non-zero (failed records are counted in it), or why there is none.
+func parsed(parse func(string) (Figure, error), out string, runErr error) Figure {
+	f, err := parse(out)
+	if err == nil {
+		return f
+	}
+	if runErr != nil {
+		return Figure{Err: fmt.Sprintf("%v; %s", runErr, lastLine(out))}
+	}
+	return Figure{Err: err.Error()}
+}
+
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
+}
+
+// combine merges the figures of producers that ran side by side (separate
+// processes, each timing its own run): the records of all over the
+// longest run, the median of their p50s and the worst p99.
+func combine(figs []Figure) Figure {
+	if len(figs) == 1 {
+		return figs[0]
+	}
+	var out Figure
+	var longest float64
+	var p50s []time.Duration
+	for _, f := range figs {
+		if f.Err != "" {
+			return f
+		}
+		out.Records += f.Records
+		out.Failed += f.Failed
+		if f.MsgsPerSec > 0 {
+			longest = max(longest, float64(f.Records)/f.MsgsPerSec)
+		}
+		p50s = append(p50s, f.P50)
+		out.P99 = max(out.P99, f.P99)
+	}
+	if longest > 0 {
+		out.MsgsPerSec = float64(out.Records) / longest
+	}
+	slices.Sort(p50s)
+	out.P50 = p50s[len(p50s)/2]
+	return out
+}
