@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -80,6 +81,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	return res, nil
 }
 
+// profiled are the shapes run once more, unrecorded, while the partition
+// leader's profiles are taken: the synchronous path and the 1 KiB path.
+var profiled = []string{"sync1-128", "batch-1k"}
+
+// profiler is a side that can profile its processes under a shape.
+type profiler interface {
+	profile(ctx context.Context, s Shape, dir string) ([]string, error)
+}
+
 // side is one system under measurement.
 type side interface {
 	start(ctx context.Context) error
@@ -131,6 +141,19 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 		fmt.Fprintf(out, "%s  %-30s %s  (%.1fs)\n", name, s.Label(), f.brief(), time.Since(began).Seconds())
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+	}
+	if p, ok := sd.(profiler); ok {
+		for _, s := range res.Rows {
+			if !slices.Contains(profiled, s.Shape.Name) {
+				continue
+			}
+			files, err := p.profile(ctx, s.Shape, logDir)
+			if err != nil {
+				fmt.Fprintf(out, "%s  profiling %s: %v\n", name, s.Shape.Label(), err)
+				continue
+			}
+			fmt.Fprintf(out, "%s  profiled %s again (not in the table): %s\n", name, s.Shape.Label(), strings.Join(files, ", "))
 		}
 	}
 	sd.stop()

@@ -2,10 +2,14 @@ package benchcmp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +41,7 @@ func (t *tidemarkSide) start(ctx context.Context) error {
 	}
 	opts := devcluster.Options{
 		DataDir: filepath.Join(t.dir, "data"), BinDir: t.binDir, Brokers: 3, Controllers: 2, PortBase: base,
+		Profiles: true,
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return err
@@ -146,4 +151,69 @@ func combine(figs []Figure) Figure {
 	slices.Sort(p50s)
 	out.P50 = p50s[len(p50s)/2]
 	return out
+}
+
+var leaderLine = regexp.MustCompile(`Partition: 0\s+Leader: (\d+)`)
+
+// profile runs shape s once more, unrecorded, on a topic of its own and
+// saves the partition leader's CPU profile over profileSeconds of the run
+// and its allocation profile after it into dir; it returns the files.
+func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]string, error) {
+	s.Name += "-profiled"
+	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
+		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
+		return nil, err
+	}
+	desc, err := t.cli(ctx, "topics", "describe", "--topic", topicOf(s))
+	if err != nil {
+		return nil, err
+	}
+	m := leaderLine.FindStringSubmatch(desc)
+	if m == nil {
+		return nil, fmt.Errorf("no leader in %q", desc)
+	}
+	leader, err := t.cl.Node("broker-" + m[1])
+	if err != nil {
+		return nil, err
+	}
+	if leader.ProfileAddr == "" {
+		return nil, fmt.Errorf("%s serves no profiles", leader.Name)
+	}
+	done := make(chan Figure, 1)
+	go func() { done <- t.run(ctx, s) }()
+	base := filepath.Join(dir, fmt.Sprintf("tidemark-%s-%s", s.Name, leader.Name))
+	// The producer needs a moment to start and connect before the profile
+	// window opens.
+	time.Sleep(500 * time.Millisecond)
+	cpuErr := fetch(ctx, "http://"+leader.ProfileAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(profileSeconds), base+".cpu.pprof")
+	f := <-done
+	allocErr := fetch(ctx, "http://"+leader.ProfileAddr+"/debug/pprof/allocs", base+".allocs.pprof")
+	if f.Err != "" {
+		return nil, errors.New(f.Err)
+	}
+	if err := errors.Join(cpuErr, allocErr); err != nil {
+		return nil, err
+	}
+	return []string{base + ".cpu.pprof", base + ".allocs.pprof"}, nil
+}
+
+// profileSeconds is how long a CPU profile samples: within the shortest
+// profiled shape's run.
+const profileSeconds = 4
+
+func fetch(ctx context.Context, url, path string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

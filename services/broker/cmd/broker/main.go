@@ -11,6 +11,7 @@ import (
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/pprofserve"
 )
 
 func main() {
@@ -24,6 +25,7 @@ func run(args []string) error {
 	cfg := broker.DefaultConfig()
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	cfg.AddFlags(fs)
+	pprofAddr := pprofserve.AddFlag(fs)
 	fs.Usage = config.Usage(fs, "broker")
 	if err := config.Parse(fs, args, nil); err != nil {
 		if err == flag.ErrHelp {
@@ -35,6 +37,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	stopProfiles, err := pprofserve.Start(*pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
 	ctx, stop := lifecycle.SignalContext(context.Background())
 	defer stop()
 	b, err := broker.Start(ctx, cfg, log)
