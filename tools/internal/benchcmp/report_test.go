@@ -6,23 +6,6 @@ import (
 	"time"
 )
 
-// Producers that ran side by side: all their records over the longest
-// run, the median p50, the worst p99, failures added up.
-func TestCombineProducersThatRanSideBySide(t *testing.T) {
-	got := combine([]Figure{
-		{Records: 1000, MsgsPerSec: 500, P50: 2 * time.Millisecond, P99: 5 * time.Millisecond},
-		{Records: 1000, MsgsPerSec: 250, P50: 4 * time.Millisecond, P99: 9 * time.Millisecond, Failed: 1},
-		{Records: 1000, MsgsPerSec: 1000, P50: 1 * time.Millisecond, P99: 3 * time.Millisecond},
-	})
-	want := Figure{Records: 3000, MsgsPerSec: 750, P50: 2 * time.Millisecond, P99: 9 * time.Millisecond, Failed: 1}
-	if got != want {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	if f := combine([]Figure{{Records: 5, MsgsPerSec: 5}, {Err: "exit status 1"}}); f.Err != "exit status 1" {
-		t.Fatalf("a failed producer's error was lost: %+v", f)
-	}
-}
-
 func TestMarkdownRowAndRatios(t *testing.T) {
 	r := &Result{Started: time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC), Machine: "2 × test CPU", Rows: []Row{
 		{Shape: Shape{Mode: Sync, Size: 1024, Producers: 1},

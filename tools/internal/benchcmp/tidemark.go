@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"tidemark.io/services/platform/loopback"
@@ -85,24 +84,14 @@ func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure {
 		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
 		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
 	}
-	per := s.Records / int64(s.Producers)
-	args := []string{"perf", "produce", "--topic", topicOf(s), "--num-records", strconv.FormatInt(per, 10),
-		"--record-size", strconv.Itoa(s.Size), "--acks", "all", "--timeout", "60s", "--reporting-interval", "1h"}
+	args := []string{"perf", "produce", "--topic", topicOf(s), "--num-records", strconv.FormatInt(s.Records, 10),
+		"--producers", strconv.Itoa(s.Producers), "--record-size", strconv.Itoa(s.Size), "--acks", "all",
+		"--timeout", "60s", "--reporting-interval", "1h"}
 	if s.Mode == Sync {
 		args = append(args, "--sync")
 	}
-	figs := make([]Figure, s.Producers)
-	var wg sync.WaitGroup
-	for i := range s.Producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := t.cli(ctx, args...)
-			figs[i] = parsed(ParseTidemark, out, err)
-		}()
-	}
-	wg.Wait()
-	return combine(figs)
+	out, err := t.cli(ctx, args...)
+	return parsed(ParseTidemark, out, err)
 }
 
 // parsed is the figure a tool printed, kept even when the tool exited
@@ -121,36 +110,6 @@ func parsed(parse func(string) (Figure, error), out string, runErr error) Figure
 func lastLine(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	return lines[len(lines)-1]
-}
-
-// combine merges the figures of producers that ran side by side (separate
-// processes, each timing its own run): the records of all over the
-// longest run, the median of their p50s and the worst p99.
-func combine(figs []Figure) Figure {
-	if len(figs) == 1 {
-		return figs[0]
-	}
-	var out Figure
-	var longest float64
-	var p50s []time.Duration
-	for _, f := range figs {
-		if f.Err != "" {
-			return f
-		}
-		out.Records += f.Records
-		out.Failed += f.Failed
-		if f.MsgsPerSec > 0 {
-			longest = max(longest, float64(f.Records)/f.MsgsPerSec)
-		}
-		p50s = append(p50s, f.P50)
-		out.P99 = max(out.P99, f.P99)
-	}
-	if longest > 0 {
-		out.MsgsPerSec = float64(out.Records) / longest
-	}
-	slices.Sort(p50s)
-	out.P50 = p50s[len(p50s)/2]
-	return out
 }
 
 var leaderLine = regexp.MustCompile(`Partition: 0\s+Leader: (\d+)`)

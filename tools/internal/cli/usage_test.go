@@ -41,6 +41,8 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"watch", "--color", "pink"}, "--color"},
 		{[]string{"perf", "produce", "--topic", "t", "--record-size", "10"}, "--num-records"},
 		{[]string{"perf", "consume", "--topic", "t"}, "--messages"},
+		{[]string{"perf", "produce", "--topic", "t", "--num-records", "4", "--record-size", "10", "--producers", "0"}, "--producers"},
+		{[]string{"perf", "produce", "--topic", "t", "--num-records", "4", "--record-size", "10", "--producers", "5"}, "--producers"},
 		{[]string{"cluster", "describe", "--command-timeout", "-1s"}, "--command-timeout"},
 		{[]string{"chaos", "run", "--seconds", "0"}, "--seconds"},
 		{[]string{"chaos", "run", "--runs", "2", "--data-dir", "x"}, "--data-dir"},
