@@ -178,9 +178,9 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 BENCH_SCALE ?= 1
 
 .PHONY: bench-compare
-bench-compare: build ## tidemark's dev cluster, then a 3-node NATS JetStream cluster, same shapes: figures and ratios into .data/bench/
+bench-compare: build ## tidemark's dev cluster, then a 3-node NATS JetStream cluster, same shapes: figures and ratios into .data/bench/ and README
 	@if [ ! -x $(TOOLBIN)/nats-server ] || [ ! -x $(TOOLBIN)/nats ]; then $(MAKE) --no-print-directory thirdparty-nats; fi
-	$(BIN)/tidemark bench compare --bin-dir $(BIN) --nats-bin-dir $(TOOLBIN) --out-dir .data/bench --scale $(BENCH_SCALE)
+	$(BIN)/tidemark bench compare --bin-dir $(BIN) --nats-bin-dir $(TOOLBIN) --out-dir .data/bench --scale $(BENCH_SCALE) $(if $(filter 1,$(BENCH_SCALE)),--readme README.md,)
 
 .PHONY: run
 run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in the foreground; JAEGER=1 adds Jaeger

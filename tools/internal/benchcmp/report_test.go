@@ -25,3 +25,18 @@ func TestMarkdownRowAndRatios(t *testing.T) {
 		}
 	}
 }
+
+func TestSpliceReplacesOnlyTheBlock(t *testing.T) {
+	readme := "# x\n\nbefore\n" + readmeBegin + "\nold table\n" + readmeEnd + "\nafter\n"
+	got, err := Splice(readme, "| new |\n\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# x\n\nbefore\n" + readmeBegin + "\n| new |\n" + readmeEnd + "\nafter\n"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if _, err := Splice("# no markers\n", "| new |"); err == nil || err.Error() != "no "+readmeBegin+" ... "+readmeEnd+" block" {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -24,6 +24,7 @@ func newBenchCmd() *cobra.Command {
 func newBenchCompareCmd() *cobra.Command {
 	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench")}
 	scale := 1.0
+	readme := ""
 	cmd := &cobra.Command{
 		Use:   "compare [--out-dir .data/bench] [--scale 1]",
 		Short: "Measure tidemark's dev cluster and a 3-node NATS JetStream cluster one after the other, same shapes, and print the ratios",
@@ -65,8 +66,15 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 			o.Shapes = benchcmp.DefaultShapes(scale)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			_, err := benchcmp.Run(ctx, o, cmd.OutOrStdout())
-			return err
+			res, err := benchcmp.Run(ctx, o, cmd.OutOrStdout())
+			if err != nil || readme == "" {
+				return err
+			}
+			if err := benchcmp.UpdateReadme(readme, res); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "table written into %s\n", readme)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -75,5 +83,6 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.StringVar(&o.OutDir, "out-dir", o.OutDir, "where the tables and the tools' output go")
 	f.Float64Var(&scale, "scale", scale, "multiply every shape's record count (0.1 for a quick look)")
 	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
+	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
 	return cmd
 }
