@@ -228,15 +228,22 @@ func (o Options) plan() ([]*Node, error) {
 		}
 		return args
 	}
+	profileAddrs := map[string]bool{}
 	profile := func(args []string) ([]string, string, error) {
 		if !o.Profiles {
 			return args, "", nil
 		}
-		addr, err := loopback.FreeAddr()
-		if err != nil {
-			return nil, "", err
+		// Each probe is free on its own; no two nodes may get the same one.
+		for {
+			addr, err := loopback.FreeAddr()
+			if err != nil {
+				return nil, "", err
+			}
+			if !profileAddrs[addr] {
+				profileAddrs[addr] = true
+				return append(args, "--pprof.listen", addr), addr, nil
+			}
 		}
-		return append(args, "--pprof.listen", addr), addr, nil
 	}
 	var controllers []string
 	for i := 1; i <= o.Controllers; i++ {
