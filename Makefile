@@ -40,6 +40,15 @@ thirdparty: ## build etcd, etcdctl and Jaeger from their pinned modules into .bi
 	cd tools/thirdparty/etcd && GOWORK=off CGO_ENABLED=0 go build -trimpath -o ../../../$(TOOLBIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 	cd tools/thirdparty/jaeger && GOWORK=off CGO_ENABLED=0 go build -trimpath -o ../../../$(TOOLBIN)/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
+# NATS JetStream, the peer `make bench-compare` measures tidemark beside,
+# from its own pinned module (tools/thirdparty/nats, kept out of go.work);
+# built on demand, not by `make thirdparty`.
+.PHONY: thirdparty-nats
+thirdparty-nats: ## build nats-server and the nats CLI from their pinned module into .bin/
+	@mkdir -p $(TOOLBIN)
+	cd tools/thirdparty/nats && GOWORK=off CGO_ENABLED=0 go build -trimpath -o ../../../$(TOOLBIN)/nats-server github.com/nats-io/nats-server/v2
+	cd tools/thirdparty/nats && GOWORK=off CGO_ENABLED=0 go build -trimpath -o ../../../$(TOOLBIN)/nats github.com/nats-io/natscli/nats
+
 .PHONY: generate
 generate: tools ## regenerate the protobuf, gRPC, gateway and OpenAPI code (offline)
 	buf generate
@@ -168,7 +177,7 @@ chaos-inprocess: ## the in-process quiet nemesis for SEEDS seeds (see chaos)
 	echo "== every seed passed"
 
 .PHONY: bench
-bench: ## run the benchmarks and print their figures side by side (about 2 minutes)
+bench: ## in-process benchmarks, for regressions (brokers, controller and client in one process; about 2 minutes)
 	@echo "== log store: append and catch-up read against raw file I/O on the same disk"
 	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead' -benchtime 3s ./broker/internal/logstore/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
@@ -176,6 +185,16 @@ bench: ## run the benchmarks and print their figures side by side (about 2 minut
 	cd services && go test -run '^$$' -bench 'BatchingProducer|TracingOverhead' -benchtime 200000x ./clustertest/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
+
+# `make bench-compare` measures what users run: separate processes, beside
+# NATS JetStream, one system after the other in the same run (about 3
+# minutes; not part of `make test`). BENCH_SCALE multiplies the record counts.
+BENCH_SCALE ?= 1
+
+.PHONY: bench-compare
+bench-compare: build ## tidemark's dev cluster, then a 3-node NATS JetStream cluster, same shapes: figures and ratios into .data/bench/ and README
+	@if [ ! -x $(TOOLBIN)/nats-server ] || [ ! -x $(TOOLBIN)/nats ]; then $(MAKE) --no-print-directory thirdparty-nats; fi
+	$(BIN)/tidemark bench compare --bin-dir $(BIN) --nats-bin-dir $(TOOLBIN) --out-dir .data/bench --scale $(BENCH_SCALE) $(if $(filter 1,$(BENCH_SCALE)),--readme README.md,)
 
 .PHONY: run
 run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in the foreground; JAEGER=1 adds Jaeger

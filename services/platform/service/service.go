@@ -16,6 +16,7 @@ import (
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/pprofserve"
 )
 
 // Running is a started service: it reports a fatal error on Failed and
@@ -41,6 +42,8 @@ type Program[S Running] struct {
 	Stderr io.Writer
 	// Getenv reads the flags' environment twins; nil is os.Getenv.
 	Getenv func(string) string
+	// Profiles adds --pprof.listen (off by default, loopback only).
+	Profiles bool
 }
 
 // Main runs p with the process's arguments and exits: 0 after -h or a clean
@@ -60,6 +63,10 @@ func Run[S Running](ctx context.Context, p Program[S], args []string) error {
 	fs := flag.NewFlagSet(p.Name, flag.ContinueOnError)
 	fs.SetOutput(p.stderr())
 	p.AddFlags(fs)
+	var pprofAddr *string
+	if p.Profiles {
+		pprofAddr = pprofserve.AddFlag(fs)
+	}
 	fs.Usage = config.Usage(fs, p.Name)
 	if err := config.Parse(fs, args, p.Getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -71,6 +78,13 @@ func Run[S Running](ctx context.Context, p Program[S], args []string) error {
 	log, err := logging.New(p.stderr(), opts, p.Name, id)
 	if err != nil {
 		return err
+	}
+	if pprofAddr != nil {
+		stopProfiles, err := pprofserve.Start(*pprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopProfiles()
 	}
 	ctx, stop := lifecycle.SignalContext(ctx)
 	defer stop()

@@ -260,6 +260,9 @@ func TestCLIAgainstCluster(t *testing.T) {
 		}
 		r = c.run(t, "", "perf", "produce", "--topic", "orders", "--num-records", "20", "--record-size", "10", "--sync").ok(t)
 		contains(t, r.out, "20 records sent")
+		// Four producers side by side share 21 records, all acknowledged.
+		r = c.run(t, "", "perf", "produce", "--topic", "orders", "--num-records", "21", "--record-size", "10", "--sync", "--producers", "4").ok(t)
+		contains(t, r.out, "21 records sent")
 		r = c.run(t, "", "perf", "consume", "--topic", "orders", "--messages", "300", "--timeout", "20s").ok(t)
 		contains(t, r.out, "300 records consumed", "fetch latency", "p99.9")
 		c.run(t, "", "perf", "consume", "--topic", "orders", "--messages", "100000", "--timeout", "500ms").fails(t, cli.ExitFailed, "--timeout")

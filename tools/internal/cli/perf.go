@@ -63,6 +63,7 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 		recordSize int
 		throughput float64
 		syncSend   bool
+		producers  int
 		timeout    time.Duration
 		report     time.Duration
 		pf         producerFlags
@@ -73,7 +74,8 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 		Long: "Produce N records of S bytes as fast as allowed (--throughput caps records/s) and report\n" +
 			"throughput and the latency from hand-over to acknowledgement: a progress line every\n" +
 			"--reporting-interval, then a summary. --sync waits for each record before sending the\n" +
-			"next. The run ends after N records or --timeout, whichever comes first; the exit code\n" +
+			"next. --producers runs several producers side by side, each with its share of the records.\n" +
+			"The run ends after N records or --timeout, whichever comes first; the exit code\n" +
 			"is 1 when a record failed or the timeout cut the run short.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,6 +92,8 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 				return usagef("--timeout must be positive, got %v", timeout)
 			case report <= 0:
 				return usagef("--reporting-interval must be positive, got %v", report)
+			case producers < 1 || int64(producers) > numRecords:
+				return usagef("--producers must be 1..--num-records, got %d", producers)
 			}
 			opts, err := pf.options(cmd)
 			if err != nil {
@@ -110,9 +114,14 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 				return err
 			}
 			opts.MaxBlock = min(timeout, client.DefaultMaxBlock)
-			p, err := newProducer(c, opts)
-			if err != nil {
-				return err
+			ps := make([]*client.Producer, producers)
+			for i := range ps {
+				if ps[i], err = newProducer(c, opts); err != nil {
+					for _, p := range ps[:i] {
+						_ = p.Close(context.WithoutCancel(ctx))
+					}
+					return err
+				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
@@ -128,32 +137,45 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			stop := progress(out, rec, report, "sent", "latency")
-			th := perfstat.NewThrottle(throughput, start)
-			sent := int64(0)
-			for ; sent < numRecords && rctx.Err() == nil; sent++ {
-				if d := th.Wait(sent, time.Now()); d > 0 && !sleepCtx(rctx, d) {
-					break
+			// Each producer sends its share of the records at its share of
+			// the throughput, side by side with the others.
+			send := func(p *client.Producer, share int64) {
+				th := perfstat.NewThrottle(throughput/float64(producers), start)
+				for sent := int64(0); sent < share && rctx.Err() == nil; sent++ {
+					if d := th.Wait(sent, time.Now()); d > 0 && !sleepCtx(rctx, d) {
+						break
+					}
+					r := client.Record{Topic: topic, Value: value}
+					if partition >= 0 {
+						r.Partition, r.ManualPartition = partition, true
+					}
+					began := time.Now()
+					if syncSend {
+						_, err := p.Produce(rctx, r)
+						outcome(began, err)
+						continue
+					}
+					p.ProduceAsync(r, func(_ client.Result, err error) { outcome(began, err) })
 				}
-				r := client.Record{Topic: topic, Value: value}
-				if partition >= 0 {
-					r.Partition, r.ManualPartition = partition, true
+				_ = p.Flush(rctx)
+				// After the timeout, Close gives up at once and fails what is pending.
+				cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				if rctx.Err() == nil {
+					cctx, ccancel = context.WithTimeout(context.WithoutCancel(ctx), opts.DeliveryTimeout)
 				}
-				began := time.Now()
-				if syncSend {
-					_, err := p.Produce(rctx, r)
-					outcome(began, err)
-					continue
-				}
-				p.ProduceAsync(r, func(_ client.Result, err error) { outcome(began, err) })
+				_ = p.Close(cctx)
+				ccancel()
 			}
-			_ = p.Flush(rctx)
-			// After the timeout, Close gives up at once and fails what is pending.
-			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			if rctx.Err() == nil {
-				cctx, ccancel = context.WithTimeout(context.WithoutCancel(ctx), opts.DeliveryTimeout)
+			var wg sync.WaitGroup
+			for i, p := range ps {
+				share := numRecords / int64(producers)
+				if int64(i) < numRecords%int64(producers) {
+					share++
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); send(p, share) }()
 			}
-			_ = p.Close(cctx)
-			ccancel()
+			wg.Wait()
 			stop()
 			sum := rec.Summary(time.Now())
 			fmt.Fprintln(out, sum.Line("sent", "latency"))
@@ -173,6 +195,7 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 	f.IntVar(&recordSize, "record-size", 0, "each record's size in bytes")
 	f.Float64Var(&throughput, "throughput", -1, "cap on records per second (-1: none)")
 	f.BoolVar(&syncSend, "sync", false, "wait for each record's acknowledgement before sending the next")
+	f.IntVar(&producers, "producers", 1, "producers sending side by side, each its share of the records (one client, a producer id each)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "stop the run after this long")
 	f.DurationVar(&report, "reporting-interval", 5*time.Second, "how often to print a progress line")
 	pf.register(cmd)

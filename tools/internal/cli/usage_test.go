@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -40,9 +41,13 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"watch", "--color", "pink"}, "--color"},
 		{[]string{"perf", "produce", "--topic", "t", "--record-size", "10"}, "--num-records"},
 		{[]string{"perf", "consume", "--topic", "t"}, "--messages"},
+		{[]string{"perf", "produce", "--topic", "t", "--num-records", "4", "--record-size", "10", "--producers", "0"}, "--producers"},
+		{[]string{"perf", "produce", "--topic", "t", "--num-records", "4", "--record-size", "10", "--producers", "5"}, "--producers"},
 		{[]string{"cluster", "describe", "--command-timeout", "-1s"}, "--command-timeout"},
 		{[]string{"chaos", "run", "--seconds", "0"}, "--seconds"},
 		{[]string{"chaos", "run", "--runs", "2", "--data-dir", "x"}, "--data-dir"},
+		{[]string{"bench", "compare", "--scale", "0"}, "--scale"},
+		{[]string{"bench", "compare", "--only", "kafka"}, "--only"},
 		{[]string{"scenario", "run", "nosuch"}, `no scenario "nosuch"`},
 		{[]string{"scenario", "run"}, "accepts 1 arg"},
 		{[]string{"scenario", "run", "min-isr", "--wait", "0s"}, "--wait"},
@@ -72,6 +77,19 @@ func TestChaosRunWithoutBinariesSaysHowToBuild(t *testing.T) {
 	}
 	if strings.Contains(r.out, "data dir kept") {
 		t.Errorf("a run whose cluster never started kept its data dir:\n%s", r.out)
+	}
+}
+
+// A comparison without the peer's binaries fails before starting anything,
+// saying how to build them, and writes no table.
+func TestBenchCompareWithoutNatsSaysHowToBuild(t *testing.T) {
+	out := t.TempDir()
+	r := runCLI(t, "", "bench", "compare", "--bin-dir", t.TempDir(), "--nats-bin-dir", t.TempDir(), "--out-dir", out)
+	if r.code != cli.ExitFailed || !strings.Contains(r.err, "nats-server not in") || !strings.Contains(r.err, "make thirdparty-nats") {
+		t.Fatalf("exit %d, stderr %q: want exit 1 naming nats-server and make thirdparty-nats", r.code, r.err)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Fatalf("the out dir holds %d entries, want none", len(entries))
 	}
 }
 

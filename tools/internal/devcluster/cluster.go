@@ -22,6 +22,7 @@ import (
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/metastore/embedded"
 	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/loopback"
 	"tidemark.io/services/platform/pki"
 	"tidemark.io/tools/internal/devcluster/links"
 )
@@ -74,6 +75,9 @@ type Options struct {
 	// metastore/etcdauth; the certificates are in <DataDir>/pki. A data
 	// dir whose etcd has auth on cannot go back to plaintext.
 	PlaintextEtcd bool
+	// Profiles gives every broker and controller a --pprof.listen on a free
+	// loopback port (Node.ProfileAddr), for profiling under load.
+	Profiles bool
 	// Authorizer guards the DevClusterService (Describe on Cluster to list,
 	// Alter on Cluster to act). Nil with TLS on: the operator (admin) and
 	// the gateway's console only; with Plaintext, nil serves it unguarded.
@@ -230,6 +234,23 @@ func (o Options) plan() ([]*Node, error) {
 		}
 		return args
 	}
+	profileAddrs := map[string]bool{}
+	profile := func(args []string) ([]string, string, error) {
+		if !o.Profiles {
+			return args, "", nil
+		}
+		// Each probe is free on its own; no two nodes may get the same one.
+		for {
+			addr, err := loopback.FreeAddr()
+			if err != nil {
+				return nil, "", err
+			}
+			if !profileAddrs[addr] {
+				profileAddrs[addr] = true
+				return append(args, "--pprof.listen", addr), addr, nil
+			}
+		}
+	}
 	var controllers []string
 	for i := 1; i <= o.Controllers; i++ {
 		addr := ports.Controllers[i-1]
@@ -240,11 +261,15 @@ func (o Options) plan() ([]*Node, error) {
 			args = append(args, "--advertised.address", addr)
 		}
 		args = append(args, o.ControllerArgs...)
+		args, prof, err := profile(args)
+		if err != nil {
+			return nil, err
+		}
 		nodes = append(nodes, &Node{
 			Name: fmt.Sprintf("controller-%d", i), Kind: "controller", ID: int32(i), Addr: addr,
 			Binary: filepath.Join(o.BinDir, "controller"), Args: args,
-			MetricsAddr: ports.ControllerMetrics[i-1],
-			LogPath:     filepath.Join(logs, fmt.Sprintf("controller-%d.log", i)),
+			MetricsAddr: ports.ControllerMetrics[i-1], ProfileAddr: prof,
+			LogPath: filepath.Join(logs, fmt.Sprintf("controller-%d.log", i)),
 		})
 	}
 	var brokers []string
@@ -264,11 +289,15 @@ func (o Options) plan() ([]*Node, error) {
 			args = append(args, "--fault.injection.enable")
 		}
 		args = append(args, o.BrokerArgs...)
+		args, prof, err := profile(args)
+		if err != nil {
+			return nil, err
+		}
 		nodes = append(nodes, &Node{
 			Name: fmt.Sprintf("broker-%d", i), Kind: "broker", ID: int32(i), Addr: addr,
 			Binary: filepath.Join(o.BinDir, "broker"), Args: args,
-			MetricsAddr: ports.BrokerMetrics[i-1],
-			LogPath:     filepath.Join(logs, fmt.Sprintf("broker-%d.log", i)),
+			MetricsAddr: ports.BrokerMetrics[i-1], ProfileAddr: prof,
+			LogPath: filepath.Join(logs, fmt.Sprintf("broker-%d.log", i)),
 		})
 	}
 	// The dev console may act on the cluster: it is a playground.

@@ -109,6 +109,48 @@ func TestPlanWithPortBase(t *testing.T) {
 	}
 }
 
+// With Profiles, every broker and controller serves its profiles on a
+// loopback address of its own; without, none does.
+func TestPlanWithProfiles(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = fakeBinDir(t)
+	o.PortBase = 31000
+	nodes, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.ProfileAddr != "" || slices.Contains(n.Args, "--pprof.listen") {
+			t.Errorf("%s serves profiles without Profiles: %q", n.Name, n.Args)
+		}
+	}
+	o.Profiles = true
+	if nodes, err = o.plan(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, n := range nodes {
+		i := slices.Index(n.Args, "--pprof.listen")
+		if n.Kind == "gateway" {
+			if i >= 0 || n.ProfileAddr != "" {
+				t.Errorf("the gateway got --pprof.listen: %q", n.Args)
+			}
+			continue
+		}
+		if i < 0 || n.Args[i+1] != n.ProfileAddr || !strings.HasPrefix(n.ProfileAddr, "127.0.0.1:") {
+			t.Errorf("%s: --pprof.listen in %q, ProfileAddr %q: want one loopback address, the same in both", n.Name, n.Args, n.ProfileAddr)
+			continue
+		}
+		if other, dup := seen[n.ProfileAddr]; dup {
+			t.Errorf("%s and %s share %s", other, n.Name, n.ProfileAddr)
+		}
+		seen[n.ProfileAddr] = n.Name
+	}
+	if len(seen) != 5 {
+		t.Errorf("%d nodes serve profiles, want the 2 controllers and 3 brokers", len(seen))
+	}
+}
+
 // With links, every broker and controller listens behind the proxy on its
 // advertised address and reaches etcd through a proxy of its own.
 func TestPlanWithLinks(t *testing.T) {

@@ -25,6 +25,8 @@ type Node struct {
 	Addr string // its gRPC (or HTTP) address
 	// MetricsAddr serves /metrics (brokers and controllers).
 	MetricsAddr string
+	// ProfileAddr serves /debug/pprof/ (Options.Profiles), or "".
+	ProfileAddr string
 	Binary      string
 	Args        []string
 	LogPath     string

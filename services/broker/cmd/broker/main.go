@@ -14,6 +14,7 @@ func main() {
 	cfg := broker.DefaultConfig()
 	service.Main(service.Program[*broker.Broker]{
 		Name:     "broker",
+		Profiles: true,
 		AddFlags: cfg.AddFlags,
 		Logging:  func() (logging.Options, int32) { return cfg.Log, cfg.ID },
 		Start: func(ctx context.Context, log *slog.Logger) (*broker.Broker, error) {

@@ -14,6 +14,7 @@ func main() {
 	cfg := controller.DefaultConfig()
 	service.Main(service.Program[*controller.Controller]{
 		Name:     "controller",
+		Profiles: true,
 		AddFlags: cfg.AddFlags,
 		Logging:  func() (logging.Options, int32) { return cfg.Log, cfg.ID },
 		Start: func(ctx context.Context, log *slog.Logger) (*controller.Controller, error) {

@@ -1,0 +1,192 @@
+package benchcmp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Options say where the binaries are and where the results go.
+type Options struct {
+	// BinDir holds tidemark, broker, controller and gateway.
+	BinDir string
+	// NatsBinDir holds nats-server and nats (make's .bin/).
+	NatsBinDir string
+	// OutDir receives compare-<time>.md and .json and the run's logs.
+	OutDir string
+	Shapes []Shape
+	// Only runs just one system ("tidemark" or "jetstream"); empty runs both.
+	Only string
+}
+
+// Row is one shape's figures on both systems.
+type Row struct {
+	Shape     Shape  `json:"shape"`
+	Tidemark  Figure `json:"tidemark"`
+	JetStream Figure `json:"jetstream"`
+}
+
+// Result is one run of the comparison.
+type Result struct {
+	Started time.Time `json:"started"`
+	Machine string    `json:"machine"`
+	Rows    []Row     `json:"rows"`
+}
+
+// Run measures every shape on tidemark, stops it, then on JetStream, and
+// writes the table. Progress and the table go to out.
+func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
+	res := &Result{Started: time.Now().UTC(), Machine: Machine()}
+	stamp := res.Started.Format("20060102-150405")
+	logDir := filepath.Join(o.OutDir, "compare-"+stamp+"-logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, s := range o.Shapes {
+		res.Rows = append(res.Rows, Row{Shape: s})
+	}
+	if o.Only != "jetstream" {
+		if err := measure(ctx, out, "tidemark", logDir, res, func(dir string, log *os.File) (side, error) {
+			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log}, nil
+		}, func(r *Row, f Figure) { r.Tidemark = f }); err != nil {
+			return nil, err
+		}
+	}
+	if o.Only != "tidemark" {
+		if err := measure(ctx, out, "jetstream", logDir, res, func(dir string, log *os.File) (side, error) {
+			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log}, nil
+		}, func(r *Row, f Figure) { r.JetStream = f }); err != nil {
+			return nil, err
+		}
+	}
+	md := res.Markdown()
+	fmt.Fprintln(out)
+	fmt.Fprint(out, md)
+	base := filepath.Join(o.OutDir, "compare-"+stamp)
+	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
+		return res, err
+	}
+	js, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(out, "\nwritten: %s.md, %s.json (tool output in %s)\n", base, base, logDir)
+	return res, nil
+}
+
+// profiled are the shapes run once more, unrecorded, while the partition
+// leader's profiles are taken: the synchronous path and the 1 KiB path.
+var profiled = []string{"sync1-128", "batch-1k"}
+
+// profiler is a side that can profile its processes under a shape.
+type profiler interface {
+	profile(ctx context.Context, s Shape, dir string) ([]string, error)
+}
+
+// side is one system under measurement.
+type side interface {
+	start(ctx context.Context) error
+	run(ctx context.Context, s Shape) Figure
+	stop()
+}
+
+// measure starts one system in a temporary directory, runs every shape,
+// stops every process it started and removes the directory.
+func measure(ctx context.Context, out io.Writer, name, logDir string, res *Result,
+	mk func(dir string, log *os.File) (side, error), set func(*Row, Figure)) error {
+	dir, err := os.MkdirTemp("", "tidemark-benchcmp-"+name+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	log, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	sd, err := mk(dir, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "== %s: starting (log %s)\n", name, log.Name())
+	defer sd.stop()
+	if err := sd.start(ctx); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	// A short unrecorded run first: connections, leaders and stream or
+	// topic creation settle before the first figure.
+	warm := Shape{Name: "warmup", Mode: Sync, Size: 128, Producers: 1, Records: 200}
+	for attempt := 1; ; attempt++ {
+		f := sd.run(ctx, warm)
+		if f.Err == "" {
+			break
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			return fmt.Errorf("%s: warm-up run: %s", name, f.Err)
+		}
+		fmt.Fprintf(out, "%s  warm-up failed (%s), again\n", name, f.Err)
+	}
+	for i := range res.Rows {
+		s := res.Rows[i].Shape
+		began := time.Now()
+		f := sd.run(ctx, s)
+		set(&res.Rows[i], f)
+		fmt.Fprintf(out, "%s  %-30s %s  (%.1fs)\n", name, s.Label(), f.brief(), time.Since(began).Seconds())
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if p, ok := sd.(profiler); ok {
+		for _, s := range res.Rows {
+			if !slices.Contains(profiled, s.Shape.Name) {
+				continue
+			}
+			files, err := p.profile(ctx, s.Shape, logDir)
+			if err != nil {
+				fmt.Fprintf(out, "%s  profiling %s: %v\n", name, s.Shape.Label(), err)
+				continue
+			}
+			fmt.Fprintf(out, "%s  profiled %s again (not in the table): %s\n", name, s.Shape.Label(), strings.Join(files, ", "))
+		}
+	}
+	sd.stop()
+	fmt.Fprintf(out, "== %s: stopped\n", name)
+	return nil
+}
+
+func (f Figure) brief() string {
+	if f.Err != "" {
+		return "error: " + f.Err
+	}
+	s := fmt.Sprintf("%.0f msgs/s", f.MsgsPerSec)
+	if f.P99 > 0 {
+		s += fmt.Sprintf(", p50 %s, p99 %s", ms(f.P50), ms(f.P99))
+	}
+	if f.Failed > 0 {
+		s += fmt.Sprintf(", %d FAILED", f.Failed)
+	}
+	return s
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// Machine describes where the run happened: CPU model and count, OS.
+func Machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d × %s, %s/%s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH)
+}

@@ -1,0 +1,165 @@
+package benchcmp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"tidemark.io/services/platform/loopback"
+)
+
+// jetStreamSide runs the shapes against a 3-node JetStream cluster on
+// loopback (file storage, R3 streams), each node a separate nats-server.
+type jetStreamSide struct {
+	binDir string // holds nats-server and nats
+	dir    string
+	log    *os.File
+	nodes  []*daemon
+	urls   []string
+}
+
+// jetStreamConfig is one node's configuration: clients, routes and
+// monitoring on ports of the run's own range, store in the run's temp dir.
+func jetStreamConfig(name, dir string, client, route, monitor int, routes []string) string {
+	return fmt.Sprintf(`server_name: %s
+listen: 127.0.0.1:%d
+http: 127.0.0.1:%d
+jetstream { store_dir: %q }
+cluster { name: bench, listen: 127.0.0.1:%d, routes: [%s] }
+`, name, client, monitor, dir, route, strings.Join(routes, ", "))
+}
+
+func (j *jetStreamSide) start(ctx context.Context) error {
+	base, err := loopback.FreeRange(rand.New(rand.NewPCG(rand.Uint64(), 2)), 9)
+	if err != nil {
+		return err
+	}
+	var routes []string
+	for i := range 3 {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", base+3+i))
+		j.urls = append(j.urls, fmt.Sprintf("nats://127.0.0.1:%d", base+i))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("nats-%d", i+1)
+		store := filepath.Join(j.dir, name)
+		if err := os.MkdirAll(store, 0o755); err != nil {
+			return err
+		}
+		conf := filepath.Join(j.dir, name+".conf")
+		if err := os.WriteFile(conf, []byte(jetStreamConfig(name, store, base+i, base+3+i, base+6+i, routes)), 0o644); err != nil {
+			return err
+		}
+		d, err := startDaemon(name, filepath.Join(j.dir, name+".log"), filepath.Join(j.binDir, "nats-server"), "-c", conf)
+		if err != nil {
+			return err
+		}
+		j.nodes = append(j.nodes, d)
+		fmt.Fprintf(j.log, "started %s pid %d (client %s)\n", name, d.cmd.Process.Pid, j.urls[i])
+	}
+	for i := range 3 {
+		if err := waitJetStream(ctx, fmt.Sprintf("http://127.0.0.1:%d", base+6+i)); err != nil {
+			return fmt.Errorf("nats-%d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// metaLeader is the part of /jsz that says whether the cluster has elected
+// the leader that creates streams.
+type metaLeader struct {
+	Meta struct {
+		Leader string `json:"leader"`
+	} `json:"meta_cluster"`
+}
+
+// waitJetStream polls a node's monitoring endpoint until it is healthy
+// and knows the cluster's meta leader (before that, creating a stream
+// times out).
+func waitJetStream(ctx context.Context, monitor string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := jetStreamReady(ctx, monitor)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("JetStream not healthy after 30s: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func jetStreamReady(ctx context.Context, monitor string) error {
+	get := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, monitor+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("%s answered %s", path, resp.Status)
+		}
+		return resp, err
+	}
+	resp, err := get("/healthz")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp, err = get("/jsz"); err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var m metaLeader
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return fmt.Errorf("/jsz: %v", err)
+	}
+	if m.Meta.Leader == "" {
+		return errors.New("no JetStream meta leader yet")
+	}
+	return nil
+}
+
+func (j *jetStreamSide) stop() {
+	for _, d := range j.nodes {
+		if err := d.stop(10 * time.Second); err != nil {
+			fmt.Fprintln(j.log, err)
+		} else {
+			fmt.Fprintf(j.log, "stopped %s\n", d.name)
+		}
+	}
+	j.nodes = nil
+}
+
+func streamOf(s Shape) string { return "bench_" + strings.ReplaceAll(s.Name, "-", "_") }
+
+// run measures one shape with `nats bench js`.
+func (j *jetStreamSide) run(ctx context.Context, s Shape) Figure {
+	args := []string{"-s", strings.Join(j.urls, ","), "bench", "js"}
+	switch s.Mode {
+	case Consume:
+		// An ordered consumer reads the stream from the start without acks,
+		// as `tidemark perf consume` reads a partition.
+		args = append(args, "ordered", "--stream", streamOf(Shape{Name: s.ReadsFrom}))
+	default:
+		mode := "sync"
+		if s.Mode == Batch {
+			mode = "async"
+		}
+		args = append(args, "pub", mode, "bench."+s.Name, "--stream", streamOf(s), "--create", "--replicas", "3",
+			"--storage", "file", "--purge", "--clients", strconv.Itoa(s.Producers))
+	}
+	args = append(args, "--msgs", strconv.FormatInt(s.Records, 10), "--size", strconv.Itoa(s.Size), "--no-progress")
+	out, err := runTool(ctx, toolTimeout, j.log, nil, filepath.Join(j.binDir, "nats"), args...)
+	return parsed(ParseNats, out, err)
+}

@@ -1,0 +1,111 @@
+package benchcmp
+
+import (
+	"bufio"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Figure is what one tool reported for one shape.
+type Figure struct {
+	Records    int64   `json:"records,omitempty"`
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+	// P50 and P99 are zero when the tool reported no latency.
+	P50 time.Duration `json:"p50_ns,omitempty"`
+	P99 time.Duration `json:"p99_ns,omitempty"`
+	// Failed counts records the tool reported as failed.
+	Failed int64 `json:"failed,omitempty"`
+	// Err says why the shape has no figure (the tool failed to run).
+	Err string `json:"error,omitempty"`
+}
+
+// tidemarkSummary matches the summary line of `tidemark perf produce` and
+// `tidemark perf consume` (perfstat.Report.Line with percentiles).
+var tidemarkSummary = regexp.MustCompile(`^(\d+) records (?:sent|consumed), ([\d.]+) records/s \([\d.]+ MB/s\), .* ([\d.]+) ms p50, .* ([\d.]+) ms p99, [\d.]+ ms p99\.9(?:; (\d+) failed)?`)
+
+// ParseTidemark reads the summary line out of a `tidemark perf` run's output.
+func ParseTidemark(out string) (Figure, error) {
+	var f Figure
+	found := false
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		m := tidemarkSummary.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		found = true
+		f = Figure{}
+		f.Records, _ = strconv.ParseInt(m[1], 10, 64)
+		f.MsgsPerSec, _ = strconv.ParseFloat(m[2], 64)
+		f.P50 = msDuration(m[3])
+		f.P99 = msDuration(m[4])
+		if m[5] != "" {
+			f.Failed, _ = strconv.ParseInt(m[5], 10, 64)
+		}
+	}
+	if !found {
+		return f, fmt.Errorf("no summary line (\"N records sent, R records/s ... p99 ...\") in the tidemark perf output")
+	}
+	return f, nil
+}
+
+func msDuration(s string) time.Duration {
+	v, _ := strconv.ParseFloat(s, 64)
+	return time.Duration(v * float64(time.Millisecond))
+}
+
+var (
+	// natsStats is the summary of one client ("NATS JetStream ... stats:
+	// 1,105 msgs/sec ~ ...") or of all of them ("... aggregated stats:").
+	natsStats = regexp.MustCompile(`^NATS JetStream .*?(aggregated )?stats: ([\d,.]+) msgs/sec`)
+	// natsPercentile finds "P50: 816.86us" (one client) or "P50 2,295.21us"
+	// (the aggregated latencies line).
+	natsP50 = regexp.MustCompile(`\bP50:? ([\d,.]+)(ns|us|µs|ms|s)\b`)
+	natsP99 = regexp.MustCompile(`\bP99:? ([\d,.]+)(ns|us|µs|ms|s)\b`)
+)
+
+// ParseNats reads throughput and, when printed, the p50 and p99 latency
+// out of a `nats bench js ...` run's output. With several clients it takes
+// the aggregated figures, not one client's.
+func ParseNats(out string) (Figure, error) {
+	var f Figure
+	found, aggregated := false, false
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if m := natsStats.FindStringSubmatch(line); m != nil {
+			rate, err := strconv.ParseFloat(strings.ReplaceAll(m[2], ",", ""), 64)
+			if err != nil {
+				return f, fmt.Errorf("nats bench rate %q: %v", m[2], err)
+			}
+			found, aggregated = true, m[1] != ""
+			f = Figure{MsgsPerSec: rate}
+			f.P50, f.P99 = natsLatency(natsP50, line), natsLatency(natsP99, line)
+			continue
+		}
+		// The aggregated summary puts latencies on a line of their own.
+		if aggregated && strings.HasPrefix(line, "latencies per operation") {
+			f.P50, f.P99 = natsLatency(natsP50, line), natsLatency(natsP99, line)
+		}
+	}
+	if !found {
+		return f, fmt.Errorf("no \"NATS JetStream ... stats: N msgs/sec\" line in the nats bench output")
+	}
+	return f, nil
+}
+
+func natsLatency(re *regexp.Regexp, line string) time.Duration {
+	m := re.FindStringSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
+	if err != nil {
+		return 0
+	}
+	unit := map[string]time.Duration{"ns": time.Nanosecond, "us": time.Microsecond, "µs": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[m[2]]
+	return time.Duration(v * float64(unit))
+}

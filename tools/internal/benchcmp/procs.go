@@ -1,0 +1,75 @@
+package benchcmp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// runTool runs one benchmark tool to the end (or until timeout) and
+// returns everything it printed; log gets the command line and output.
+func runTool(ctx context.Context, timeout time.Duration, log *os.File, env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if log != nil {
+		fmt.Fprintf(log, "$ %s %q\n%s\n", name, args, out.String())
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("%s did not finish within %v", name, timeout)
+	}
+	return out.String(), err
+}
+
+// daemon is a server process the harness started and must stop.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startDaemon(name string, logPath string, bin string, args ...string) (*daemon, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	d := &daemon{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(d.done) }()
+	return d, nil
+}
+
+// stop ends the process by its PID: SIGTERM, then SIGKILL after timeout.
+func (d *daemon) stop(timeout time.Duration) error {
+	select {
+	case <-d.done:
+		return nil
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		return nil
+	case <-time.After(timeout):
+	}
+	if err := d.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("killing %s (pid %d): %w", d.name, d.cmd.Process.Pid, err)
+	}
+	<-d.done
+	return nil
+}

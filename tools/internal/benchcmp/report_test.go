@@ -1,0 +1,42 @@
+package benchcmp
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMarkdownRowAndRatios(t *testing.T) {
+	r := &Result{Started: time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC), Machine: "2 × test CPU", Rows: []Row{
+		{Shape: Shape{Mode: Sync, Size: 1024, Producers: 1},
+			Tidemark:  Figure{MsgsPerSec: 2000, P50: time.Millisecond, P99: 2 * time.Millisecond},
+			JetStream: Figure{MsgsPerSec: 1000, P50: time.Millisecond, P99: 4 * time.Millisecond}},
+		{Shape: Shape{Mode: Batch, Size: 128, Producers: 1},
+			Tidemark: Figure{Err: "exit status 1"}, JetStream: Figure{MsgsPerSec: 30000}},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"Measured 2026-12-01 07:00 UTC on 2 × test CPU",
+		"| sync, 1 producer, 1 KiB | 2000 | 1000 | 2.00 | 1.95 | 0.98 | 1.00 ms / 2.00 ms | 1.00 ms / 4.00 ms | 0.50 |",
+		"| batching producer, 128 B | error | 30000 | – | – | 3.66 | – | – | – |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestSpliceReplacesOnlyTheBlock(t *testing.T) {
+	readme := "# x\n\nbefore\n" + readmeBegin + "\nold table\n" + readmeEnd + "\nafter\n"
+	got, err := Splice(readme, "| new |\n\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# x\n\nbefore\n" + readmeBegin + "\n| new |\n" + readmeEnd + "\nafter\n"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if _, err := Splice("# no markers\n", "| new |"); err == nil || err.Error() != "no "+readmeBegin+" ... "+readmeEnd+" block" {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,67 @@
+// Package benchcmp measures tidemark and NATS JetStream side by side on one
+// machine, in one run, one system after the other, each as separate
+// processes the way users run them: tidemark's dev cluster driven by
+// `tidemark perf`, a 3-node JetStream R3 file-store cluster driven by
+// `nats bench`. It reports each figure and the ratio tidemark/JetStream.
+package benchcmp
+
+import "fmt"
+
+// Mode is how a shape's producers send.
+type Mode string
+
+const (
+	// Sync waits for each write's acknowledgement before the next.
+	Sync Mode = "sync"
+	// Batch lets the producer batch (tidemark's linger.ms and batch.size;
+	// `nats bench js pub async`, batches of 500 acks waited for together).
+	Batch Mode = "batch"
+	// Consume reads back what the shape before it wrote.
+	Consume Mode = "consume"
+)
+
+// Shape is one workload both systems run: acks=all on RF 3 (tidemark) and
+// R3 file storage (JetStream), one partition / one stream.
+type Shape struct {
+	Name      string `json:"name"`
+	Mode      Mode   `json:"mode"`
+	Size      int    `json:"size"`
+	Producers int    `json:"producers"`
+	Records   int64  `json:"records"`
+	// ReadsFrom names the shape whose records a Consume shape reads.
+	ReadsFrom string `json:"reads_from,omitempty"`
+}
+
+// Label is the shape as the table shows it.
+func (s Shape) Label() string {
+	size := fmt.Sprintf("%d B", s.Size)
+	if s.Size%1024 == 0 {
+		size = fmt.Sprintf("%d KiB", s.Size/1024)
+	}
+	switch s.Mode {
+	case Sync:
+		if s.Producers == 1 {
+			return "sync, 1 producer, " + size
+		}
+		return fmt.Sprintf("sync, %d producers, %s", s.Producers, size)
+	case Batch:
+		return "batching producer, " + size
+	default:
+		return "consumer, " + size
+	}
+}
+
+// DefaultShapes are the shapes of `make bench-compare`, sized so each
+// takes a few seconds on a 2-core machine. scale multiplies the counts.
+func DefaultShapes(scale float64) []Shape {
+	n := func(v int64) int64 { return max(8, int64(float64(v)*scale)) }
+	return []Shape{
+		{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1, Records: n(4000)},
+		{Name: "sync1-1k", Mode: Sync, Size: 1024, Producers: 1, Records: n(4000)},
+		{Name: "sync8-128", Mode: Sync, Size: 128, Producers: 8, Records: n(8000)},
+		{Name: "sync8-1k", Mode: Sync, Size: 1024, Producers: 8, Records: n(8000)},
+		{Name: "batch-128", Mode: Batch, Size: 128, Producers: 1, Records: n(200000)},
+		{Name: "batch-1k", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000)},
+		{Name: "consume-1k", Mode: Consume, Size: 1024, Producers: 1, Records: n(100000), ReadsFrom: "batch-1k"},
+	}
+}

@@ -1,0 +1,178 @@
+package benchcmp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"tidemark.io/services/platform/loopback"
+	"tidemark.io/tools/internal/devcluster"
+)
+
+// toolTimeout bounds one tool run; the shapes are sized to take seconds.
+const toolTimeout = 90 * time.Second
+
+// tidemarkSide runs the shapes against a dev cluster of its own: etcd in
+// the harness (as in `tidemark dev up`), 2 controllers, 3 brokers and the
+// gateway as separate processes, mutual TLS on every link.
+type tidemarkSide struct {
+	binDir string
+	dir    string
+	log    *os.File
+	cl     *devcluster.Cluster
+	flags  []string
+}
+
+func (t *tidemarkSide) start(ctx context.Context) error {
+	base, err := loopback.FreeRange(rand.New(rand.NewPCG(rand.Uint64(), 1)), devcluster.PortSpan)
+	if err != nil {
+		return err
+	}
+	opts := devcluster.Options{
+		DataDir: filepath.Join(t.dir, "data"), BinDir: t.binDir, Brokers: 3, Controllers: 2, PortBase: base,
+		Profiles: true,
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return err
+	}
+	cl, err := devcluster.Up(ctx, opts, t.log)
+	if err != nil {
+		return fmt.Errorf("starting tidemark's dev cluster: %w", err)
+	}
+	t.cl = cl
+	ports := cl.Options().Ports()
+	sec := cl.Options().Security()
+	t.flags = []string{
+		"--bootstrap-server", strings.Join(ports.Brokers, ","),
+		"--controller", strings.Join(ports.Controllers, ","),
+		"--tls.ca", sec.CA, "--tls.cert", sec.Cert, "--tls.key", sec.Key,
+	}
+	return nil
+}
+
+func (t *tidemarkSide) stop() {
+	if t.cl != nil {
+		t.cl.Down(t.log)
+		t.cl = nil
+	}
+}
+
+func (t *tidemarkSide) cli(ctx context.Context, args ...string) (string, error) {
+	return runTool(ctx, toolTimeout, t.log, nil, filepath.Join(t.binDir, "tidemark"), append(slices.Clone(t.flags), args...)...)
+}
+
+func topicOf(s Shape) string { return "bench-" + s.Name }
+
+// run measures one shape; a consume shape reads the topic of ReadsFrom.
+func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure {
+	if s.Mode == Consume {
+		out, err := t.cli(ctx, "perf", "consume", "--topic", "bench-"+s.ReadsFrom, "--messages", strconv.FormatInt(s.Records, 10),
+			"--timeout", "60s", "--reporting-interval", "1h")
+		return parsed(ParseTidemark, out, err)
+	}
+	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
+		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
+		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
+	}
+	args := []string{"perf", "produce", "--topic", topicOf(s), "--num-records", strconv.FormatInt(s.Records, 10),
+		"--producers", strconv.Itoa(s.Producers), "--record-size", strconv.Itoa(s.Size), "--acks", "all",
+		"--timeout", "60s", "--reporting-interval", "1h"}
+	if s.Mode == Sync {
+		args = append(args, "--sync")
+	}
+	out, err := t.cli(ctx, args...)
+	return parsed(ParseTidemark, out, err)
+}
+
+// parsed is the figure a tool printed, kept even when the tool exited
+// non-zero (failed records are counted in it), or why there is none.
+func parsed(parse func(string) (Figure, error), out string, runErr error) Figure {
+	f, err := parse(out)
+	if err == nil {
+		return f
+	}
+	if runErr != nil {
+		return Figure{Err: fmt.Sprintf("%v; %s", runErr, lastLine(out))}
+	}
+	return Figure{Err: err.Error()}
+}
+
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
+}
+
+var leaderLine = regexp.MustCompile(`Partition: 0\s+Leader: (\d+)`)
+
+// profile runs shape s once more, unrecorded, on a topic of its own and
+// saves the partition leader's CPU profile over profileSeconds of the run
+// and its allocation profile after it into dir; it returns the files.
+func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]string, error) {
+	s.Name += "-profiled"
+	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
+		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
+		return nil, err
+	}
+	desc, err := t.cli(ctx, "topics", "describe", "--topic", topicOf(s))
+	if err != nil {
+		return nil, err
+	}
+	m := leaderLine.FindStringSubmatch(desc)
+	if m == nil {
+		return nil, fmt.Errorf("no leader in %q", desc)
+	}
+	leader, err := t.cl.Node("broker-" + m[1])
+	if err != nil {
+		return nil, err
+	}
+	if leader.ProfileAddr == "" {
+		return nil, fmt.Errorf("%s serves no profiles", leader.Name)
+	}
+	done := make(chan Figure, 1)
+	go func() { done <- t.run(ctx, s) }()
+	base := filepath.Join(dir, fmt.Sprintf("tidemark-%s-%s", s.Name, leader.Name))
+	// The producer needs a moment to start and connect before the profile
+	// window opens.
+	time.Sleep(500 * time.Millisecond)
+	cpuErr := fetch(ctx, "http://"+leader.ProfileAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(profileSeconds), base+".cpu.pprof")
+	f := <-done
+	allocErr := fetch(ctx, "http://"+leader.ProfileAddr+"/debug/pprof/allocs", base+".allocs.pprof")
+	if f.Err != "" {
+		return nil, errors.New(f.Err)
+	}
+	if err := errors.Join(cpuErr, allocErr); err != nil {
+		return nil, err
+	}
+	return []string{base + ".cpu.pprof", base + ".allocs.pprof"}, nil
+}
+
+// profileSeconds is how long a CPU profile samples: within the shortest
+// profiled shape's run.
+const profileSeconds = 4
+
+func fetch(ctx context.Context, url, path string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

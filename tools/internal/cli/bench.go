@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"tidemark.io/tools/internal/benchcmp"
+)
+
+func newBenchCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks of the deployed shape, beside a peer system",
+	}
+	c.AddCommand(newBenchCompareCmd())
+	return c
+}
+
+func newBenchCompareCmd() *cobra.Command {
+	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench")}
+	scale := 1.0
+	readme := ""
+	cmd := &cobra.Command{
+		Use:   "compare [--out-dir .data/bench] [--scale 1]",
+		Short: "Measure tidemark's dev cluster and a 3-node NATS JetStream cluster one after the other, same shapes, and print the ratios",
+		Long: `Starts a dev cluster (etcd, 2 controllers, 3 brokers, the gateway; mutual TLS) as separate
+processes on free ports and a temporary data dir, runs each shape with 'tidemark perf'
+(acks=all, RF 3, one partition): one synchronous producer, 8 synchronous producers,
+a batching producer, at 128 B and 1 KiB, then a consumer; stops it; then starts a
+3-node NATS JetStream cluster (file storage) the same way and runs the same shapes
+with 'nats bench js' on an R3 stream. Prints each figure and the ratio tidemark/JetStream
+and writes them to <out-dir>/compare-<time>.md and .json, the tools' output beside them.
+nats-server and nats come from --nats-bin-dir (make builds them from tools/thirdparty/nats).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scale <= 0 {
+				return usagef("--scale must be positive, got %v", scale)
+			}
+			switch o.Only {
+			case "", "tidemark", "jetstream":
+			default:
+				return usagef("--only must be tidemark or jetstream, got %q", o.Only)
+			}
+			if o.BinDir == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.BinDir = filepath.Dir(exe)
+			}
+			if o.NatsBinDir == "" {
+				o.NatsBinDir = filepath.Join(filepath.Dir(o.BinDir), ".bin")
+			}
+			if o.Only != "tidemark" {
+				for _, b := range []string{"nats-server", "nats"} {
+					if _, err := os.Stat(filepath.Join(o.NatsBinDir, b)); err != nil {
+						return fmt.Errorf("%s not in %s (make thirdparty-nats builds it): %w", b, o.NatsBinDir, err)
+					}
+				}
+			}
+			o.Shapes = benchcmp.DefaultShapes(scale)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := benchcmp.Run(ctx, o, cmd.OutOrStdout())
+			if err != nil || readme == "" {
+				return err
+			}
+			if err := benchcmp.UpdateReadme(readme, res); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "table written into %s\n", readme)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.BinDir, "bin-dir", "", "folder holding tidemark, broker, controller and gateway (default: next to tidemark)")
+	f.StringVar(&o.NatsBinDir, "nats-bin-dir", "", "folder holding nats-server and nats (default: .bin beside the bin dir)")
+	f.StringVar(&o.OutDir, "out-dir", o.OutDir, "where the tables and the tools' output go")
+	f.Float64Var(&scale, "scale", scale, "multiply every shape's record count (0.1 for a quick look)")
+	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
+	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
+	return cmd
+}
