@@ -368,12 +368,12 @@ func (d *devCluster) RunScenario(req *devclusterv1.RunScenarioRequest, stream de
 		f.mu.Unlock()
 	}()
 	i := int32(0)
-	send := func(e *devclusterv1.ScenarioEvent) error {
+	send := func(e *devclusterv1.RunScenarioResponse) error {
 		e.Index, e.Scenario, e.TimeUnixMs, e.ElapsedMs = i, req.GetName(), time.Now().UnixMilli(), int64(i)*100
 		i++
 		return stream.Send(e)
 	}
-	for _, e := range []*devclusterv1.ScenarioEvent{
+	for _, e := range []*devclusterv1.RunScenarioResponse{
 		{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED, Text: "the walk", Topic: "scenario-walk-1", Rule: "HW is the min LEO of the ISR"},
 		{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STEP, Text: "step ①: produced m0, m1"},
 		{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_CHECK, Check: "the topic led with its full ISR", Passed: true},
@@ -384,7 +384,7 @@ func (d *devCluster) RunScenario(req *devclusterv1.RunScenarioRequest, stream de
 	}
 	select {
 	case <-f.release:
-		return send(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED, Passed: true, Text: "as the note says"})
+		return send(&devclusterv1.RunScenarioResponse{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED, Passed: true, Text: "as the note says"})
 	case <-stream.Context().Done():
 		close(f.cancelled)
 		return stream.Context().Err()

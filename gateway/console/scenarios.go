@@ -186,7 +186,7 @@ func (c *Console) runScenario(ctx context.Context, r *http.Request) (any, error)
 	// The answer waits for the run's first event, not for ever.
 	late := time.AfterFunc(actionTimeout, cancel)
 	stream, err := dc.RunScenario(runCtx, &devclusterv1.RunScenarioRequest{Name: name})
-	var first *devclusterv1.ScenarioEvent
+	var first *devclusterv1.RunScenarioResponse
 	if err == nil {
 		first, err = stream.Recv()
 	}
@@ -223,7 +223,7 @@ func (c *Console) runScenario(ctx context.Context, r *http.Request) (any, error)
 }
 
 // addStep appends e to run and sends the run to every page.
-func (c *Console) addStep(run *scenarioRun, e *devclusterv1.ScenarioEvent) {
+func (c *Console) addStep(run *scenarioRun, e *devclusterv1.RunScenarioResponse) {
 	c.scen.mu.Lock()
 	if e.GetTopic() != "" {
 		run.Topic = e.GetTopic()

@@ -22,7 +22,7 @@ type Scenarios interface {
 	// the control API at control, dialled with o.Security(), sending its
 	// timeline to emit (one call at a time). It returns when the scenario
 	// has healed the cluster, also after ctx is cancelled.
-	Run(ctx context.Context, name, control string, o Options, emit func(*devclusterv1.ScenarioEvent)) error
+	Run(ctx context.Context, name, control string, o Options, emit func(*devclusterv1.RunScenarioResponse)) error
 }
 
 // scenarioRuns lets one scenario run at a time.
@@ -85,7 +85,7 @@ func (s *controlService) RunScenario(req *devclusterv1.RunScenarioRequest, strea
 	var sendErr error
 	finished := false
 	last := int32(-1)
-	emit := func(e *devclusterv1.ScenarioEvent) {
+	emit := func(e *devclusterv1.RunScenarioResponse) {
 		last = e.GetIndex()
 		finished = e.GetKind() == devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED
 		if sendErr == nil {
@@ -96,7 +96,7 @@ func (s *controlService) RunScenario(req *devclusterv1.RunScenarioRequest, strea
 	if err != nil && !finished && sendErr == nil {
 		// The run failed before its timeline could end it (the cluster
 		// unreachable): end it here.
-		sendErr = stream.Send(&devclusterv1.ScenarioEvent{Index: last + 1, Scenario: req.GetName(),
+		sendErr = stream.Send(&devclusterv1.RunScenarioResponse{Index: last + 1, Scenario: req.GetName(),
 			Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED, Error: err.Error(),
 			Text: "the run could not be carried out: " + err.Error()})
 	}

@@ -27,14 +27,14 @@ func (fakeScenarios) List() []*devclusterv1.ScenarioInfo {
 	return []*devclusterv1.ScenarioInfo{{Name: "block", Title: "runs until cancelled", Note: "§1"}, {Name: "broken"}}
 }
 
-func (f fakeScenarios) Run(ctx context.Context, name, _ string, _ Options, emit func(*devclusterv1.ScenarioEvent)) error {
+func (f fakeScenarios) Run(ctx context.Context, name, _ string, _ Options, emit func(*devclusterv1.RunScenarioResponse)) error {
 	if name == "broken" {
 		return errors.New("the cluster's launcher does not answer")
 	}
-	emit(&devclusterv1.ScenarioEvent{Index: 0, Scenario: name, Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED})
+	emit(&devclusterv1.RunScenarioResponse{Index: 0, Scenario: name, Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED})
 	<-ctx.Done()
 	close(f.cancelled)
-	emit(&devclusterv1.ScenarioEvent{Index: 1, Scenario: name, Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED, Error: ctx.Err().Error()})
+	emit(&devclusterv1.RunScenarioResponse{Index: 1, Scenario: name, Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED, Error: ctx.Err().Error()})
 	return ctx.Err()
 }
 

@@ -29,7 +29,7 @@ func (Launcher) List() []*devclusterv1.ScenarioInfo {
 
 // Run discovers the cluster through the launcher's own control API and
 // plays the named scenario, sending its timeline to emit.
-func (l Launcher) Run(ctx context.Context, name, control string, o devcluster.Options, emit func(*devclusterv1.ScenarioEvent)) error {
+func (l Launcher) Run(ctx context.Context, name, control string, o devcluster.Options, emit func(*devclusterv1.RunScenarioResponse)) error {
 	env, err := Discover(ctx, control, o.Security())
 	if err != nil {
 		return err

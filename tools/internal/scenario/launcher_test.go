@@ -54,7 +54,7 @@ func TestRunScenarioThroughLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []*devclusterv1.ScenarioEvent
+	var events []*devclusterv1.RunScenarioResponse
 	first, err := stream.Recv()
 	if err != nil {
 		t.Fatalf("first event: %v", err)

@@ -130,7 +130,7 @@ type Options struct {
 	// Events, when set, gets the timeline as structured events (what the
 	// launcher's RunScenario streams to the console), besides the text on
 	// Out. It is called from the run's goroutines, one call at a time.
-	Events func(*devclusterv1.ScenarioEvent)
+	Events func(*devclusterv1.RunScenarioResponse)
 }
 
 // Scenario is one playbook.
@@ -203,7 +203,7 @@ func Run(ctx context.Context, name string, env Env, o Options) (Result, error) {
 	}
 	defer r.close()
 	res := Result{Scenario: name, Topic: r.topic}
-	r.emit(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED,
+	r.emit(&devclusterv1.RunScenarioResponse{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STARTED,
 		Text: s.Title, Topic: r.topic, Rule: s.Rule})
 	r.printf("scenario %s: %s (%s)\n", s.Name, s.Title, s.Note)
 	r.printf("topic %s; console %s (its Scenarios panel plays this too)\n\n", r.topic, env.consoleURL())
@@ -328,20 +328,20 @@ func (r *run) printf(format string, args ...any) {
 func (r *run) step(format string, args ...any) {
 	text := fmt.Sprintf(format, args...)
 	r.printf("[%7.3fs] %s\n", time.Since(r.t0).Seconds(), text)
-	r.emit(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STEP, Text: text})
+	r.emit(&devclusterv1.RunScenarioResponse{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_STEP, Text: text})
 }
 
 // check puts on the timeline a state waited for or a point of the note
 // checked, and whether it held.
 func (r *run) check(what string, passed bool, detail string) {
-	r.emit(&devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_CHECK,
+	r.emit(&devclusterv1.RunScenarioResponse{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_CHECK,
 		Check: what, Passed: passed, Text: detail})
 }
 
 // finish ends the structured timeline: the verdict's failures, or the
 // error that kept the run from one.
 func (r *run) finish(failures []string, err error) {
-	e := &devclusterv1.ScenarioEvent{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED,
+	e := &devclusterv1.RunScenarioResponse{Kind: devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED,
 		Failures: failures, Passed: err == nil && len(failures) == 0}
 	switch {
 	case err != nil:
@@ -357,7 +357,7 @@ func (r *run) finish(failures []string, err error) {
 
 // emit stamps e with its index, time and scenario and hands it to
 // Options.Events.
-func (r *run) emit(e *devclusterv1.ScenarioEvent) {
+func (r *run) emit(e *devclusterv1.RunScenarioResponse) {
 	if r.o.Events == nil {
 		return
 	}

@@ -146,7 +146,7 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{1}
 }
 
-// ScenarioEventKind names what a ScenarioEvent reports.
+// ScenarioEventKind names what a RunScenarioResponse (one event of a run) reports.
 type ScenarioEventKind int32
 
 const (
@@ -705,7 +705,7 @@ func (x *RunScenarioRequest) GetName() string {
 	return ""
 }
 
-type ScenarioEvent struct {
+type RunScenarioResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Position in the run's timeline, from 0.
 	Index int32             `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -732,20 +732,20 @@ type ScenarioEvent struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ScenarioEvent) Reset() {
-	*x = ScenarioEvent{}
+func (x *RunScenarioResponse) Reset() {
+	*x = RunScenarioResponse{}
 	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ScenarioEvent) String() string {
+func (x *RunScenarioResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ScenarioEvent) ProtoMessage() {}
+func (*RunScenarioResponse) ProtoMessage() {}
 
-func (x *ScenarioEvent) ProtoReflect() protoreflect.Message {
+func (x *RunScenarioResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -757,89 +757,89 @@ func (x *ScenarioEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ScenarioEvent.ProtoReflect.Descriptor instead.
-func (*ScenarioEvent) Descriptor() ([]byte, []int) {
+// Deprecated: Use RunScenarioResponse.ProtoReflect.Descriptor instead.
+func (*RunScenarioResponse) Descriptor() ([]byte, []int) {
 	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *ScenarioEvent) GetIndex() int32 {
+func (x *RunScenarioResponse) GetIndex() int32 {
 	if x != nil {
 		return x.Index
 	}
 	return 0
 }
 
-func (x *ScenarioEvent) GetKind() ScenarioEventKind {
+func (x *RunScenarioResponse) GetKind() ScenarioEventKind {
 	if x != nil {
 		return x.Kind
 	}
 	return ScenarioEventKind_SCENARIO_EVENT_KIND_UNSPECIFIED
 }
 
-func (x *ScenarioEvent) GetTimeUnixMs() int64 {
+func (x *RunScenarioResponse) GetTimeUnixMs() int64 {
 	if x != nil {
 		return x.TimeUnixMs
 	}
 	return 0
 }
 
-func (x *ScenarioEvent) GetElapsedMs() int64 {
+func (x *RunScenarioResponse) GetElapsedMs() int64 {
 	if x != nil {
 		return x.ElapsedMs
 	}
 	return 0
 }
 
-func (x *ScenarioEvent) GetText() string {
+func (x *RunScenarioResponse) GetText() string {
 	if x != nil {
 		return x.Text
 	}
 	return ""
 }
 
-func (x *ScenarioEvent) GetCheck() string {
+func (x *RunScenarioResponse) GetCheck() string {
 	if x != nil {
 		return x.Check
 	}
 	return ""
 }
 
-func (x *ScenarioEvent) GetPassed() bool {
+func (x *RunScenarioResponse) GetPassed() bool {
 	if x != nil {
 		return x.Passed
 	}
 	return false
 }
 
-func (x *ScenarioEvent) GetScenario() string {
+func (x *RunScenarioResponse) GetScenario() string {
 	if x != nil {
 		return x.Scenario
 	}
 	return ""
 }
 
-func (x *ScenarioEvent) GetTopic() string {
+func (x *RunScenarioResponse) GetTopic() string {
 	if x != nil {
 		return x.Topic
 	}
 	return ""
 }
 
-func (x *ScenarioEvent) GetRule() string {
+func (x *RunScenarioResponse) GetRule() string {
 	if x != nil {
 		return x.Rule
 	}
 	return ""
 }
 
-func (x *ScenarioEvent) GetFailures() []string {
+func (x *RunScenarioResponse) GetFailures() []string {
 	if x != nil {
 		return x.Failures
 	}
 	return nil
 }
 
-func (x *ScenarioEvent) GetError() string {
+func (x *RunScenarioResponse) GetError() string {
 	if x != nil {
 		return x.Error
 	}
@@ -881,8 +881,8 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\tscenarios\x18\x01 \x03(\v2$.tidemark.devcluster.v1.ScenarioInfoR\tscenarios\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\tR\arunning\"(\n" +
 	"\x12RunScenarioRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xdf\x02\n" +
-	"\rScenarioEvent\x12\x14\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xe5\x02\n" +
+	"\x13RunScenarioResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12=\n" +
 	"\x04kind\x18\x02 \x01(\x0e2).tidemark.devcluster.v1.ScenarioEventKindR\x04kind\x12 \n" +
 	"\ftime_unix_ms\x18\x03 \x01(\x03R\n" +
@@ -917,13 +917,13 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\x1bSCENARIO_EVENT_KIND_STARTED\x10\x01\x12\x1c\n" +
 	"\x18SCENARIO_EVENT_KIND_STEP\x10\x02\x12\x1d\n" +
 	"\x19SCENARIO_EVENT_KIND_CHECK\x10\x03\x12 \n" +
-	"\x1cSCENARIO_EVENT_KIND_FINISHED\x10\x042\xac\x03\n" +
+	"\x1cSCENARIO_EVENT_KIND_FINISHED\x10\x042\xb2\x03\n" +
 	"\x11DevClusterService\x12`\n" +
 	"\tListNodes\x12(.tidemark.devcluster.v1.ListNodesRequest\x1a).tidemark.devcluster.v1.ListNodesResponse\x12c\n" +
 	"\n" +
 	"NodeAction\x12).tidemark.devcluster.v1.NodeActionRequest\x1a*.tidemark.devcluster.v1.NodeActionResponse\x12l\n" +
-	"\rListScenarios\x12,.tidemark.devcluster.v1.ListScenariosRequest\x1a-.tidemark.devcluster.v1.ListScenariosResponse\x12b\n" +
-	"\vRunScenario\x12*.tidemark.devcluster.v1.RunScenarioRequest\x1a%.tidemark.devcluster.v1.ScenarioEvent0\x01B;Z9tidemark.io/proto/gen/tidemark/devcluster/v1;devclusterv1b\x06proto3"
+	"\rListScenarios\x12,.tidemark.devcluster.v1.ListScenariosRequest\x1a-.tidemark.devcluster.v1.ListScenariosResponse\x12h\n" +
+	"\vRunScenario\x12*.tidemark.devcluster.v1.RunScenarioRequest\x1a+.tidemark.devcluster.v1.RunScenarioResponse0\x01B;Z9tidemark.io/proto/gen/tidemark/devcluster/v1;devclusterv1b\x06proto3"
 
 var (
 	file_tidemark_devcluster_v1_devcluster_proto_rawDescOnce sync.Once
@@ -952,7 +952,7 @@ var file_tidemark_devcluster_v1_devcluster_proto_goTypes = []any{
 	(*ListScenariosRequest)(nil),  // 9: tidemark.devcluster.v1.ListScenariosRequest
 	(*ListScenariosResponse)(nil), // 10: tidemark.devcluster.v1.ListScenariosResponse
 	(*RunScenarioRequest)(nil),    // 11: tidemark.devcluster.v1.RunScenarioRequest
-	(*ScenarioEvent)(nil),         // 12: tidemark.devcluster.v1.ScenarioEvent
+	(*RunScenarioResponse)(nil),   // 12: tidemark.devcluster.v1.RunScenarioResponse
 }
 var file_tidemark_devcluster_v1_devcluster_proto_depIdxs = []int32{
 	0,  // 0: tidemark.devcluster.v1.DevNode.state:type_name -> tidemark.devcluster.v1.NodeState
@@ -960,7 +960,7 @@ var file_tidemark_devcluster_v1_devcluster_proto_depIdxs = []int32{
 	1,  // 2: tidemark.devcluster.v1.NodeActionRequest.action:type_name -> tidemark.devcluster.v1.Action
 	3,  // 3: tidemark.devcluster.v1.NodeActionResponse.node:type_name -> tidemark.devcluster.v1.DevNode
 	8,  // 4: tidemark.devcluster.v1.ListScenariosResponse.scenarios:type_name -> tidemark.devcluster.v1.ScenarioInfo
-	2,  // 5: tidemark.devcluster.v1.ScenarioEvent.kind:type_name -> tidemark.devcluster.v1.ScenarioEventKind
+	2,  // 5: tidemark.devcluster.v1.RunScenarioResponse.kind:type_name -> tidemark.devcluster.v1.ScenarioEventKind
 	4,  // 6: tidemark.devcluster.v1.DevClusterService.ListNodes:input_type -> tidemark.devcluster.v1.ListNodesRequest
 	6,  // 7: tidemark.devcluster.v1.DevClusterService.NodeAction:input_type -> tidemark.devcluster.v1.NodeActionRequest
 	9,  // 8: tidemark.devcluster.v1.DevClusterService.ListScenarios:input_type -> tidemark.devcluster.v1.ListScenariosRequest
@@ -968,7 +968,7 @@ var file_tidemark_devcluster_v1_devcluster_proto_depIdxs = []int32{
 	5,  // 10: tidemark.devcluster.v1.DevClusterService.ListNodes:output_type -> tidemark.devcluster.v1.ListNodesResponse
 	7,  // 11: tidemark.devcluster.v1.DevClusterService.NodeAction:output_type -> tidemark.devcluster.v1.NodeActionResponse
 	10, // 12: tidemark.devcluster.v1.DevClusterService.ListScenarios:output_type -> tidemark.devcluster.v1.ListScenariosResponse
-	12, // 13: tidemark.devcluster.v1.DevClusterService.RunScenario:output_type -> tidemark.devcluster.v1.ScenarioEvent
+	12, // 13: tidemark.devcluster.v1.DevClusterService.RunScenario:output_type -> tidemark.devcluster.v1.RunScenarioResponse
 	10, // [10:14] is the sub-list for method output_type
 	6,  // [6:10] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name

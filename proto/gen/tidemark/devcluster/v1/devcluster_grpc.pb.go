@@ -45,7 +45,7 @@ type DevClusterServiceClient interface {
 	// naming it).
 	// Cancelling the call stops the run; the scenario then heals the cluster
 	// (every node running, no fault left) before the launcher takes another.
-	RunScenario(ctx context.Context, in *RunScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScenarioEvent], error)
+	RunScenario(ctx context.Context, in *RunScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunScenarioResponse], error)
 }
 
 type devClusterServiceClient struct {
@@ -86,13 +86,13 @@ func (c *devClusterServiceClient) ListScenarios(ctx context.Context, in *ListSce
 	return out, nil
 }
 
-func (c *devClusterServiceClient) RunScenario(ctx context.Context, in *RunScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScenarioEvent], error) {
+func (c *devClusterServiceClient) RunScenario(ctx context.Context, in *RunScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunScenarioResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &DevClusterService_ServiceDesc.Streams[0], DevClusterService_RunScenario_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[RunScenarioRequest, ScenarioEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[RunScenarioRequest, RunScenarioResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (c *devClusterServiceClient) RunScenario(ctx context.Context, in *RunScenar
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type DevClusterService_RunScenarioClient = grpc.ServerStreamingClient[ScenarioEvent]
+type DevClusterService_RunScenarioClient = grpc.ServerStreamingClient[RunScenarioResponse]
 
 // DevClusterServiceServer is the server API for DevClusterService service.
 // All implementations must embed UnimplementedDevClusterServiceServer
@@ -122,7 +122,7 @@ type DevClusterServiceServer interface {
 	// naming it).
 	// Cancelling the call stops the run; the scenario then heals the cluster
 	// (every node running, no fault left) before the launcher takes another.
-	RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[ScenarioEvent]) error
+	RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[RunScenarioResponse]) error
 	mustEmbedUnimplementedDevClusterServiceServer()
 }
 
@@ -142,7 +142,7 @@ func (UnimplementedDevClusterServiceServer) NodeAction(context.Context, *NodeAct
 func (UnimplementedDevClusterServiceServer) ListScenarios(context.Context, *ListScenariosRequest) (*ListScenariosResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListScenarios not implemented")
 }
-func (UnimplementedDevClusterServiceServer) RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[ScenarioEvent]) error {
+func (UnimplementedDevClusterServiceServer) RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[RunScenarioResponse]) error {
 	return status.Error(codes.Unimplemented, "method RunScenario not implemented")
 }
 func (UnimplementedDevClusterServiceServer) mustEmbedUnimplementedDevClusterServiceServer() {}
@@ -225,11 +225,11 @@ func _DevClusterService_RunScenario_Handler(srv interface{}, stream grpc.ServerS
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(DevClusterServiceServer).RunScenario(m, &grpc.GenericServerStream[RunScenarioRequest, ScenarioEvent]{ServerStream: stream})
+	return srv.(DevClusterServiceServer).RunScenario(m, &grpc.GenericServerStream[RunScenarioRequest, RunScenarioResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type DevClusterService_RunScenarioServer = grpc.ServerStreamingServer[ScenarioEvent]
+type DevClusterService_RunScenarioServer = grpc.ServerStreamingServer[RunScenarioResponse]
 
 // DevClusterService_ServiceDesc is the grpc.ServiceDesc for DevClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
