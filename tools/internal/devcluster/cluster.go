@@ -41,7 +41,8 @@ type Options struct {
 	ControlAddr string
 	// OTLPEndpoint, when set, sends every service's traces there.
 	OTLPEndpoint string
-	// Jaeger starts a Jaeger (OTLP on 4317, API on 16686) and sends every
+	// Jaeger starts a Jaeger (OTLP on 4317, API on 16686, or PortBase+3 and
+	// +4) and sends every
 	// service's traces to it.
 	Jaeger    bool
 	JaegerBin string
@@ -102,6 +103,9 @@ func (o Options) Span() int {
 // Ports are the addresses a planned cluster listens on.
 type Ports struct {
 	EtcdClient, Control, Gateway string
+	// Jaeger's OTLP receiver, query API/UI and gRPC query service (used
+	// with Options.Jaeger).
+	JaegerOTLP, JaegerQuery, JaegerQueryGRPC string
 	// Indexed from 0: controller-1 is Controllers[0]. Controllers and
 	// Brokers are the addresses the nodes advertise and everyone dials.
 	Controllers, ControllerMetrics []string
@@ -121,11 +125,13 @@ type Ports struct {
 // the brokers' and controllers' etcd proxies are b+70.. and b+80...
 func (o Options) Ports() Ports {
 	at := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
-	p := Ports{EtcdClient: o.EtcdClient, Control: o.ControlAddr, Gateway: at(8080)}
+	p := Ports{EtcdClient: o.EtcdClient, Control: o.ControlAddr, Gateway: at(8080),
+		JaegerOTLP: JaegerOTLP, JaegerQuery: JaegerQuery, JaegerQueryGRPC: at(16685)}
 	ctl, ctlMetrics, brk, brkMetrics := 9190, 9390, 9092, 9292
 	if o.PortBase > 0 {
 		b := o.PortBase
 		p.EtcdClient, p.Control, p.Gateway = at(b), at(b+1), at(b+2)
+		p.JaegerOTLP, p.JaegerQuery, p.JaegerQueryGRPC = at(b+3), at(b+4), at(b+5)
 		ctl, brk, ctlMetrics, brkMetrics = b+10, b+20, b+30, b+40
 	}
 	linked := o.Links && o.PortBase > 0
@@ -201,7 +207,7 @@ func (o Options) plan() ([]*Node, error) {
 		}
 		nodes = append(nodes, j)
 		if o.OTLPEndpoint == "" {
-			o.OTLPEndpoint = JaegerOTLP
+			o.OTLPEndpoint = o.Ports().JaegerOTLP
 		}
 	}
 	if o.Brokers < 1 || o.Brokers > 9 {
@@ -215,9 +221,6 @@ func (o Options) plan() ([]*Node, error) {
 	}
 	if o.Links && o.PortBase == 0 {
 		return nil, errors.New("links need a port base (the proxies take the documented ports' places and the nodes listen behind them)")
-	}
-	if o.Jaeger && o.PortBase > 0 {
-		return nil, errors.New("--jaeger runs on Jaeger's documented ports and cannot be combined with --port-base")
 	}
 	ports := o.Ports()
 	logs := filepath.Join(o.DataDir, "logs")
@@ -306,7 +309,7 @@ func (o Options) plan() ([]*Node, error) {
 		"--console.actions", "--console.dev.control", o.ControlAddr}
 	gwArgs = append(gwArgs, o.gatewayTLSArgs()...)
 	if o.Jaeger {
-		gwArgs = append(gwArgs, "--console.jaeger.ui", "http://"+JaegerQuery)
+		gwArgs = append(gwArgs, "--console.jaeger.ui", "http://"+ports.JaegerQuery)
 	}
 	if o.OTLPEndpoint != "" {
 		gwArgs = append(gwArgs, "--otel.endpoint", o.OTLPEndpoint)

@@ -9,7 +9,7 @@ import (
 )
 
 // Jaeger's documented ports on the dev machine: OTLP gRPC and the query
-// API/UI.
+// API/UI. With a PortBase b it takes b+3 (OTLP), b+4 (UI) and b+5.
 const (
 	JaegerOTLP  = "127.0.0.1:4317"
 	JaegerQuery = "127.0.0.1:16686"
@@ -29,9 +29,10 @@ func (o Options) jaegerNode() (*Node, error) {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(cfg, []byte(telemetry.LocalJaegerConfig(JaegerOTLP, JaegerQuery, "127.0.0.1:16685")), 0o644); err != nil {
+	ports := o.Ports()
+	if err := os.WriteFile(cfg, []byte(telemetry.LocalJaegerConfig(ports.JaegerOTLP, ports.JaegerQuery, ports.JaegerQueryGRPC)), 0o644); err != nil {
 		return nil, err
 	}
-	return &Node{Name: "jaeger", Kind: "jaeger", Addr: JaegerQuery, Binary: bin,
+	return &Node{Name: "jaeger", Kind: "jaeger", Addr: ports.JaegerQuery, Binary: bin,
 		Args: []string{"--config", cfg}, LogPath: filepath.Join(o.DataDir, "logs", "jaeger.log")}, nil
 }

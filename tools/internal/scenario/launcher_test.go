@@ -23,7 +23,7 @@ func TestRunScenarioThroughLauncher(t *testing.T) {
 	testenv.SkipIfShort(t, "plays a scenario against a cluster of real processes")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, env, _ := startCluster(ctx, t, Launcher{Options: Options{Wait: 45 * time.Second}})
+	_, env, _ := startCluster(ctx, t, Launcher{Options: Options{Wait: 45 * time.Second}}, "")
 	conn, err := env.dial(env.Control)
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,14 @@
 package scenario
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,69 @@ import (
 	"tidemark.io/tools/internal/devcluster"
 	"tidemark.io/tools/internal/testbin"
 )
+
+// jaegerBinary is the Jaeger `make thirdparty` builds, or "" when this
+// machine has none.
+func jaegerBinary() string {
+	if p := os.Getenv("TIDEMARK_JAEGER_BIN"); p != "" {
+		return p
+	}
+	dir, _ := os.Getwd()
+	for ; dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, ".bin", "jaeger")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// hwTraceLink is the narration's link to the trace of the fetch that
+// advanced the HW last.
+var hwTraceLink = regexp.MustCompile(`the fetch that advanced the HW last: (http://\S+)/trace/([0-9a-f]{32})`)
+
+// checkHWTraceLink follows the narration's trace link into the cluster's
+// Jaeger: the trace must be there, with the fetch's span in it.
+func checkHWTraceLink(ctx context.Context, t *testing.T, jaegerBin, narration string) {
+	t.Helper()
+	if jaegerBin == "" {
+		testenv.Unavailable(t, "Jaeger (.bin/jaeger)", "`make thirdparty` builds it (`make test` does), or set TIDEMARK_JAEGER_BIN")
+		return
+	}
+	m := hwTraceLink.FindStringSubmatch(narration)
+	if m == nil {
+		t.Fatalf("the narration links no trace of an HW-advancing fetch:\n%s", narration)
+	}
+	api := m[1] + "/api/traces/" + m[2]
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		body, status, err := httpGet(ctx, api)
+		if err == nil && status == http.StatusOK && strings.Contains(body, m[2]) && strings.Contains(body, "ReplicaFetch") {
+			t.Logf("trace %s is in Jaeger (%s)", m[2], api)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the linked trace is not in Jaeger: GET %s: status %d, err %v, body %.300s", api, status, err, body)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func httpGet(ctx context.Context, url string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode, err
+}
 
 // logWriter sends the narration to the test log line by line.
 type logWriter struct{ t *testing.T }
@@ -43,7 +110,8 @@ func TestScenarios(t *testing.T) {
 	testenv.SkipIfShort(t, "the scenarios take about two minutes against a cluster of real processes")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cl, env, data := startCluster(ctx, t, nil)
+	jaeger := jaegerBinary()
+	cl, env, data := startCluster(ctx, t, nil, jaeger)
 	want := map[string]bool{}
 	if s := os.Getenv("TIDEMARK_SCENARIOS"); s != "" {
 		for _, n := range strings.Split(s, ",") {
@@ -66,7 +134,8 @@ func TestScenarios(t *testing.T) {
 			start := time.Now()
 			// No LagTime: the scenarios read the brokers' own
 			// replica.lag.time.max.ms (5s, a startup flag) from DescribeConfigs.
-			res, err := Run(ctx, name, env, Options{Out: logWriter{t}, Explain: true, Wait: 45 * time.Second})
+			var out bytes.Buffer
+			res, err := Run(ctx, name, env, Options{Out: io.MultiWriter(logWriter{t}, &out), Explain: true, Wait: 45 * time.Second})
 			t.Logf("%s took %s", name, time.Since(start).Round(100*time.Millisecond))
 			if err == nil {
 				// Every scenario leaves each broker in its own mode.
@@ -85,6 +154,9 @@ func TestScenarios(t *testing.T) {
 				failed = true
 				t.Fatalf("not as the note says: %v (node logs in %s)", res.Failures, filepath.Join(data, "logs"))
 			}
+			if name == "hw-walkthrough" {
+				checkHWTraceLink(ctx, t, jaeger, out.String())
+			}
 		})
 	}
 }
@@ -92,7 +164,7 @@ func TestScenarios(t *testing.T) {
 // startCluster starts a dev cluster of separate processes on its own ports,
 // with a short replica.lag.time.max.ms and broker session, and scenarios
 // (may be nil) behind its control API; it is stopped when the test ends.
-func startCluster(ctx context.Context, t *testing.T, scenarios devcluster.Scenarios) (*devcluster.Cluster, Env, string) {
+func startCluster(ctx context.Context, t *testing.T, scenarios devcluster.Scenarios, jaegerBin string) (*devcluster.Cluster, Env, string) {
 	t.Helper()
 	bin := testbin.Dir(t, filepath.Join("..", "..", ".."), "TIDEMARK_SCENARIO_BIN_DIR")
 	data := t.TempDir()
@@ -102,7 +174,8 @@ func startCluster(ctx context.Context, t *testing.T, scenarios devcluster.Scenar
 			"--config=replica.fetch.wait.max.ms=250"},
 		// No automatic rebalance: preferred-election shows the manual one.
 		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"},
-		Scenarios:      scenarios}
+		Scenarios:      scenarios,
+		Jaeger:         jaegerBin != "", JaegerBin: jaegerBin}
 	launcherLog, err := os.Create(filepath.Join(data, "launcher.log"))
 	if err != nil {
 		t.Fatal(err)
