@@ -224,6 +224,9 @@ ETCD_IMAGE      ?= tidemark/etcd:v3.7.3
 JAEGER_IMAGE    ?= tidemark/jaeger:v1.76.0
 endif
 IMAGE_CONTEXT   := $(TOOLBIN)/docker
+# The compose stack's per-service pki volumes (deploy/compose.yml): the
+# image has a folder owned by the services' user for each to mount on.
+PKI_EXPORTS     := controller-1 controller-2 broker-1 broker-2 broker-3 gateway etcd etcd-init
 COMPOSE_ENV     := COMPOSE_FILE=$(COMPOSE_FILES) TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) JAEGER_IMAGE=$(JAEGER_IMAGE)
 E2E_PROJECT     ?= tidemark-e2e
 E2E_TIMEOUT     ?= 15m
@@ -235,7 +238,7 @@ compose-check:
 
 .PHONY: images
 images: build compose-check ## build the stack's images FROM scratch: tidemark (bin/), etcd and Jaeger (.bin/)
-	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark/owned
+	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark/owned $(addprefix $(IMAGE_CONTEXT)/tidemark/export/,$(PKI_EXPORTS))
 	@for f in broker controller gateway tidemark; do ln -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/ 2>/dev/null || cp -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/; done
 	docker build -q -t $(TIDEMARK_IMAGE) -f deploy/tidemark.Dockerfile $(IMAGE_CONTEXT)/tidemark
 ifneq ($(UPSTREAM_IMAGES),1)

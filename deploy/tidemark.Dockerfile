@@ -10,9 +10,12 @@ ENV PATH=/usr/local/bin
 # The directories volumes mount on belong to it in the image, so a named
 # volume created from them belongs to it too: brokers keep their partition
 # logs in /data, and the stack's one-shot pki service writes the CA and
-# the certificates into /pki, which the others mount read-only.
+# the certificates into /pki and each service's own files into
+# /export/NAME (one volume per service, which that service mounts read-only
+# at /pki). `make images` stages export/ with an empty folder per name.
 COPY --chown=65532:65532 owned /data
 COPY --chown=65532:65532 owned /pki
+COPY --chown=65532:65532 export /export
 USER 65532:65532
 WORKDIR /data
 LABEL org.opencontainers.image.title="tidemark" \

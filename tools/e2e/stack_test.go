@@ -405,18 +405,23 @@ func (s *stack) logsSince(svc string, since time.Time) string {
 	return out
 }
 
-// etcdctl runs etcdctl inside the etcd container, as the etcd user whose
-// certificate it presents on a secure stack (the certificate's Common Name
-// is the etcd user); user is ignored on a plaintext one.
+// etcdctl runs the host's etcdctl (.bin, on make's PATH) against the
+// stack's published etcd port, as the etcd user whose certificate it
+// presents from the host copy of the pki on a secure stack (the
+// certificate's Common Name is the etcd user); user is ignored on a
+// plaintext one. The etcd container holds only etcd's own and root's
+// certificates, so other users cannot run from inside it.
 func (s *stack) etcdctl(user string, args ...string) (string, error) {
-	full := []string{"exec", s.id("etcd"), "/usr/local/bin/etcdctl"}
+	var full []string
 	if s.secure {
-		full = append(full, "--endpoints=https://127.0.0.1:2379", "--cacert=/pki/ca.pem",
-			"--cert=/pki/"+user+".pem", "--key=/pki/"+user+"-key.pem")
+		full = append(full, "--endpoints=https://127.0.0.1:"+stackPorts["ETCD_PORT"], "--cacert="+pki.CAPath(s.pkiDir))
+		if user != "" {
+			full = append(full, "--cert="+pki.CertPath(s.pkiDir, user), "--key="+pki.KeyPath(s.pkiDir, user))
+		}
 	} else {
-		full = append(full, "--endpoints=127.0.0.1:2379")
+		full = append(full, "--endpoints=127.0.0.1:"+stackPorts["ETCD_PORT"])
 	}
-	return s.docker(30*time.Second, append(full, args...)...)
+	return s.run(30*time.Second, "etcdctl", append(full, args...)...)
 }
 
 // etcdGet reads one key with the etcdctl inside the etcd container, as the

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,15 +65,18 @@ func newPKIInitCmd() *cobra.Command {
 		names      []string
 		hosts      []string
 		tokenUsers []string
+		exports    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR [--name NAME ...] [--host HOST ...] [--rest-token USER ...]",
+		Use:   "init --dir DIR [--name NAME ...] [--host HOST ...] [--rest-token USER ...] [--export TO=NAME,... ...]",
 		Short: "Make the CA in DIR if it has none, and a certificate for each name that has no valid one",
 		Long: "Makes the CA in DIR if it has none, and a certificate for each --name that has none, one the CA did not\n" +
 			"sign, or one that expires within 30 days; valid ones are kept, so it is safe to run on every start.\n" +
 			"Each certificate serves on localhost, 127.0.0.1, ::1, its name and every --host.\n" +
 			"--rest-token USER also gives USER a random REST bearer token in DIR/" + restTokensFile + " (the gateway's\n" +
-			"--rest.tokens.file, lines `TOKEN USER`, mode 0600) unless USER has one.",
+			"--rest.tokens.file, lines `TOKEN USER`, mode 0600) unless USER has one.\n" +
+			"--export TO=NAME,... copies ca.pem (not the CA's key) and each NAME's certificate and key into the folder TO,\n" +
+			"so a process can be given only its own files; the item `" + restTokensFile + "` copies the REST tokens file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
@@ -98,6 +102,10 @@ func newPKIInitCmd() *cobra.Command {
 					return usagef("--rest-token %q: a user name is letters, digits, '.', '_' and '-', starting with a letter or digit", u)
 				}
 			}
+			plan, err := parseExports(exports, seen)
+			if err != nil {
+				return err
+			}
 			issued, err := pki.Ensure(dir, leaves...)
 			if err != nil {
 				return err
@@ -122,6 +130,12 @@ func newPKIInitCmd() *cobra.Command {
 				}
 				fmt.Fprintf(out, "token  %s: %s\n", u, path)
 			}
+			for _, e := range plan {
+				if err := pki.Export(dir, e.to, e.names, e.extra...); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "export %s: %s\n", strings.Join(append(e.names, e.extra...), ","), e.to)
+			}
 			return nil
 		},
 	}
@@ -129,8 +143,41 @@ func newPKIInitCmd() *cobra.Command {
 	f.StringVar(&dir, "dir", "", "folder for ca.pem, ca-key.pem and each NAME.pem, NAME-key.pem (required)")
 	f.StringSliceVar(&names, "name", defaultPKINames, "identities to issue certificates for (repeatable or comma-separated)")
 	f.StringSliceVar(&hosts, "host", nil, "extra DNS name or IP address every certificate serves on (repeatable)")
+	f.StringArrayVar(&exports, "export", nil, "TO=NAME,...: copy ca.pem and these identities' files (or `"+restTokensFile+"`) into the folder TO (repeatable)")
 	f.StringSliceVar(&tokenUsers, "rest-token", nil, "users that get a REST bearer token in DIR/"+restTokensFile+" unless they have one (repeatable or comma-separated)")
 	return cmd
+}
+
+// pkiExport is one --export: a folder and what goes in it.
+type pkiExport struct {
+	to    string
+	names []string
+	extra []string
+}
+
+// parseExports reads --export TO=NAME,...; each NAME must be one of this
+// run's --name identities (known), or the tokens file.
+func parseExports(flags []string, known map[string]bool) ([]pkiExport, error) {
+	var out []pkiExport
+	for _, f := range flags {
+		to, list, ok := strings.Cut(f, "=")
+		if !ok || to == "" || list == "" {
+			return nil, usagef("--export %q: want TO=NAME,... (a folder, then the identities whose files go there)", f)
+		}
+		e := pkiExport{to: to}
+		for _, n := range strings.Split(list, ",") {
+			switch {
+			case n == restTokensFile:
+				e.extra = append(e.extra, n)
+			case known[n]:
+				e.names = append(e.names, n)
+			default:
+				return nil, usagef("--export %q: %q is not one of the --name identities (nor %q)", f, n, restTokensFile)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 func newPKIIssueCmd() *cobra.Command {

@@ -169,3 +169,35 @@ func TestPKIRefusesBadInputAndChangesNothing(t *testing.T) {
 	}
 	runCLI(t, "", "pki", "issue", "--dir", empty, "--name", "bob").fails(t, cli.ExitFailed, "tidemark pki init --dir "+empty)
 }
+
+// TestPKIInitExportsEachProcessItsOwnFiles: --export gives each folder the
+// CA's certificate and its identities' files only (how the compose stack
+// keeps the CA's key and other nodes' keys out of every container), and
+// refuses a name it was not asked to issue.
+func TestPKIInitExportsEachProcessItsOwnFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	out := t.TempDir()
+	b1, gw := filepath.Join(out, "broker-1"), filepath.Join(out, "gateway")
+	r := runCLI(t, "", "pki", "init", "--dir", dir, "--name", "broker-1,broker-2,gateway", "--rest-token", "admin",
+		"--export", b1+"=broker-1", "--export", gw+"=gateway,tokens").ok(t)
+	contains(t, r.out, "export broker-1: "+b1)
+	for folder, want := range map[string][]string{
+		b1: {"broker-1-key.pem", "broker-1.pem", "ca.pem"},
+		gw: {"ca.pem", "gateway-key.pem", "gateway.pem", "tokens"},
+	} {
+		entries, err := os.ReadDir(folder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range entries {
+			got = append(got, e.Name())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s holds %v, want %v", folder, got, want)
+		}
+	}
+	verify(t, b1, "broker-1", "broker-1")
+	runCLI(t, "", "pki", "init", "--dir", dir, "--name", "broker-1", "--export", b1+"=broker-2").
+		fails(t, 2, `"broker-2" is not one of the --name identities`)
+}
