@@ -226,7 +226,7 @@ endif
 IMAGE_CONTEXT   := $(TOOLBIN)/docker
 # The compose stack's per-service pki volumes (deploy/compose.yml): the
 # image has a folder owned by the services' user for each to mount on.
-PKI_EXPORTS     := controller-1 controller-2 broker-1 broker-2 broker-3 gateway etcd etcd-init
+PKI_EXPORTS     := controller-1 controller-2 broker-1 broker-2 broker-3 gateway etcd etcd-init jaeger
 COMPOSE_ENV     := COMPOSE_FILE=$(COMPOSE_FILES) TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) JAEGER_IMAGE=$(JAEGER_IMAGE)
 E2E_PROJECT     ?= tidemark-e2e
 E2E_TIMEOUT     ?= 15m

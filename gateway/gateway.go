@@ -46,6 +46,7 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Gateway, error) {
 		return nil, err
 	}
 	log = logging.OrDiscard(log)
+	o.Telemetry.TLS = o.TLS // an https:// OTLP endpoint is dialled with the gateway's certificate
 	tel, err := telemetry.Setup(ctx, o.Telemetry, telemetry.Identity{Service: "tidemark-gateway", Kind: "gateway", NodeID: -1}, log)
 	if err != nil {
 		return nil, err

@@ -73,6 +73,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data.dir %s: %w", cfg.DataDir, err)
 	}
+	cfg.Telemetry.TLS = cfg.TLS // an https:// OTLP endpoint is dialled with the broker's certificate
 	tel, err := telemetry.Setup(ctx, cfg.Telemetry, telemetry.Identity{
 		Service: fmt.Sprintf("tidemark-broker-%d", cfg.ID), Kind: "broker", NodeID: cfg.ID, Rack: cfg.Rack,
 	}, log)

@@ -39,7 +39,7 @@ func jaegerBinary(t *testing.T) string {
 func startJaeger(t *testing.T) (otlp, api string) {
 	bin := jaegerBinary(t)
 	otlp, api, queryGRPC := freeAddr(t), freeAddr(t), freeAddr(t)
-	cfg := telemetry.LocalJaegerConfig(otlp, api, queryGRPC)
+	cfg := telemetry.LocalJaegerConfig(otlp, api, queryGRPC, nil)
 	path := filepath.Join(t.TempDir(), "jaeger.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		return nil, err
 	}
 	log = logging.OrDiscard(log)
+	cfg.Telemetry.TLS = cfg.TLS // an https:// OTLP endpoint is dialled with the controller's certificate
 	tel, err := telemetry.Setup(ctx, cfg.Telemetry, telemetry.Identity{
 		Service: fmt.Sprintf("tidemark-controller-%d", cfg.ID), Kind: "controller", NodeID: cfg.ID,
 	}, log)

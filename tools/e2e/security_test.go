@@ -51,6 +51,7 @@ func TestEachContainerHoldsOnlyItsOwnKeys(t *testing.T) {
 		"etcd":      {"ca.pem", "etcd-key.pem", "etcd.pem", "root-key.pem", "root.pem"},
 		"etcd-init": {"ca.pem", "root-key.pem", "root.pem"},
 		"gateway":   {"ca.pem", "gateway-key.pem", "gateway.pem", "tokens"},
+		"jaeger":    {"ca.pem", "jaeger-key.pem", "jaeger.pem"},
 	}
 	for _, svc := range []string{"controller-1", "controller-2", "broker-1", "broker-2", "broker-3"} {
 		want[svc] = []string{"ca.pem", svc + "-key.pem", svc + ".pem"}
@@ -138,16 +139,30 @@ func TestNodesRefuseClientsWithoutTheStackCertificate(t *testing.T) {
 	}
 	foreign.RootCAs = caOnlyTLS.RootCAs // trust the stack, present another CA's certificate
 
+	refused := []struct {
+		name  string
+		creds grpc.DialOption
+		want  string
+	}{
+		{"plain text", grpc.WithTransportCredentials(insecure.NewCredentials()), ""},
+		{"no client certificate", grpc.WithTransportCredentials(credentials.NewTLS(caOnlyTLS)), "certificate required"},
+		{"another CA's certificate", grpc.WithTransportCredentials(credentials.NewTLS(foreign)), "unknown certificate authority"},
+	}
+	// Jaeger's OTLP receiver, which the services export spans to, is held
+	// to the same rule; past the handshake it has no health service, so the
+	// admin certificate gets Unimplemented, not Unavailable.
+	otlp := "127.0.0.1:" + stackPorts["JAEGER_OTLP_PORT"]
+	for _, c := range refused {
+		if _, err := healthCheck(otlp, c.creds); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Jaeger's OTLP port with %s: %v, want Unavailable naming %q", c.name, err, c.want)
+		}
+	}
+	if _, err := healthCheck(otlp, s.transportCreds(t, "admin")); status.Code(err) != codes.Unimplemented {
+		t.Errorf("Jaeger's OTLP port with the admin certificate: %v, want Unimplemented (the handshake passed)", err)
+	}
+
 	for _, addr := range []string{brokerAddrs[0], controllerAddrs[0]} {
-		for _, c := range []struct {
-			name  string
-			creds grpc.DialOption
-			want  string
-		}{
-			{"plain text", grpc.WithTransportCredentials(insecure.NewCredentials()), ""},
-			{"no client certificate", grpc.WithTransportCredentials(credentials.NewTLS(caOnlyTLS)), "certificate required"},
-			{"another CA's certificate", grpc.WithTransportCredentials(credentials.NewTLS(foreign)), "unknown certificate authority"},
-		} {
+		for _, c := range refused {
 			_, err := healthCheck(addr, c.creds)
 			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s with %s: %v, want Unavailable naming %q", addr, c.name, err, c.want)

@@ -2,11 +2,24 @@ package telemetry
 
 import "fmt"
 
+// JaegerTLS is the OTLP receiver's mutual TLS: Jaeger's certificate and
+// key, and the CA its callers' certificates must come from.
+type JaegerTLS struct{ Cert, Key, ClientCA string }
+
 // LocalJaegerConfig is the configuration tidemark runs a Jaeger v2 binary
 // with outside Docker (`make run` with Jaeger, the trace tests): spans kept
-// in memory, OTLP over gRPC received on otlpGRPC, the query API and UI on
-// queryHTTP, its gRPC query service on queryGRPC. Use loopback addresses.
-func LocalJaegerConfig(otlpGRPC, queryHTTP, queryGRPC string) string {
+// in memory, OTLP over gRPC received on otlpGRPC (with mutual TLS when tls
+// is set), the query API and UI on queryHTTP, its gRPC query service on
+// queryGRPC. Use loopback addresses.
+func LocalJaegerConfig(otlpGRPC, queryHTTP, queryGRPC string, tls *JaegerTLS) string {
+	receiverTLS := ""
+	if tls != nil {
+		receiverTLS = fmt.Sprintf(`
+        tls:
+          cert_file: %q
+          key_file: %q
+          client_ca_file: %q`, tls.Cert, tls.Key, tls.ClientCA)
+	}
 	return fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -34,12 +47,12 @@ receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: %s
+        endpoint: %s%s
 processors:
   batch:
     timeout: 100ms
 exporters:
   jaeger_storage_exporter:
     trace_storage: mem
-`, queryHTTP, queryGRPC, otlpGRPC)
+`, queryHTTP, queryGRPC, otlpGRPC, receiverTLS)
 }

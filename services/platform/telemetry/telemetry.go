@@ -28,11 +28,13 @@ import (
 
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // Options configures tracing and metrics.
 type Options struct {
-	// OTLPEndpoint (host:port of an OTLP gRPC receiver, e.g. Jaeger's 4317).
+	// OTLPEndpoint (host:port of an OTLP gRPC receiver, e.g. Jaeger's 4317;
+	// https://host:port for mutual TLS with TLS's certificate).
 	// Empty means: use OTEL_EXPORTER_OTLP_ENDPOINT or
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no tracing.
 	OTLPEndpoint string
@@ -44,11 +46,14 @@ type Options struct {
 	// Exporter, when set, receives spans instead of OTLP (in-process tests
 	// record spans with it). Not a flag.
 	Exporter sdktrace.SpanExporter
+	// TLS is the process's own TLS settings, which an https:// endpoint is
+	// dialled with. Not a flag: each service sets it from its --tls.*.
+	TLS tlsconf.Options
 }
 
 // AddFlags registers --otel.endpoint and --metrics.listen.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.OTLPEndpoint, "otel.endpoint", o.OTLPEndpoint, "OTLP gRPC endpoint for traces (host:port); empty uses OTEL_EXPORTER_OTLP_ENDPOINT, else tracing is off")
+	fs.StringVar(&o.OTLPEndpoint, "otel.endpoint", o.OTLPEndpoint, "OTLP gRPC endpoint for traces: https://host:port (mutual TLS with this process's certificate) or host:port (plain text); empty uses OTEL_EXPORTER_OTLP_ENDPOINT, else tracing is off")
 	fs.StringVar(&o.MetricsListen, "metrics.listen", o.MetricsListen, "address for the Prometheus /metrics endpoint; empty turns it off")
 	fs.StringVar(&o.Fetches, "trace.fetches", o.Fetches, "follower fetch round trips to export: advancing (those that moved a HW), all or none")
 }
@@ -110,11 +115,10 @@ func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Tele
 	if ep := o.endpoint(); ep != "" || o.Exporter != nil {
 		exp := o.Exporter
 		if exp == nil {
-			opts := []otlptracegrpc.Option{otlptracegrpc.WithInsecure()}
-			if o.OTLPEndpoint != "" {
-				opts = append(opts, otlptracegrpc.WithEndpoint(o.OTLPEndpoint))
+			opts, err := o.exporterOptions(ep)
+			if err != nil {
+				return nil, err
 			}
-			var err error
 			exp, err = otlptracegrpc.New(ctx, opts...)
 			if err != nil {
 				return nil, fmt.Errorf("otlp exporter for %s: %w", ep, err)

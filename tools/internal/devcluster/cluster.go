@@ -208,6 +208,9 @@ func (o Options) plan() ([]*Node, error) {
 		nodes = append(nodes, j)
 		if o.OTLPEndpoint == "" {
 			o.OTLPEndpoint = o.Ports().JaegerOTLP
+			if !o.Plaintext {
+				o.OTLPEndpoint = "https://" + o.OTLPEndpoint // mutual TLS, each service's own certificate
+			}
 		}
 	}
 	if o.Brokers < 1 || o.Brokers > 9 {

@@ -5,8 +5,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/telemetry"
 )
+
+// JaegerName is Jaeger's certificate in the dev cluster's PKI.
+const JaegerName = "jaeger"
 
 // Jaeger's documented ports on the dev machine: OTLP gRPC and the query
 // API/UI. With a PortBase b it takes b+3 (OTLP), b+4 (UI) and b+5.
@@ -30,7 +34,14 @@ func (o Options) jaegerNode() (*Node, error) {
 		return nil, err
 	}
 	ports := o.Ports()
-	if err := os.WriteFile(cfg, []byte(telemetry.LocalJaegerConfig(ports.JaegerOTLP, ports.JaegerQuery, ports.JaegerQueryGRPC)), 0o644); err != nil {
+	var tls *telemetry.JaegerTLS
+	if !o.Plaintext {
+		// The services export over mutual TLS (OTLPEndpoint is https://),
+		// to Jaeger's own certificate from the dev cluster's CA.
+		dir := o.PKIDir()
+		tls = &telemetry.JaegerTLS{Cert: pki.CertPath(dir, JaegerName), Key: pki.KeyPath(dir, JaegerName), ClientCA: pki.CAPath(dir)}
+	}
+	if err := os.WriteFile(cfg, []byte(telemetry.LocalJaegerConfig(ports.JaegerOTLP, ports.JaegerQuery, ports.JaegerQueryGRPC, tls)), 0o644); err != nil {
 		return nil, err
 	}
 	return &Node{Name: "jaeger", Kind: "jaeger", Addr: ports.JaegerQuery, Binary: bin,

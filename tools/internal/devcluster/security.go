@@ -91,7 +91,7 @@ func (o Options) gatewayTLSArgs() []string {
 // ACL file on the first start, and keeps them on later ones (issuing only
 // what is missing or near expiry), so exported paths and tokens stay valid.
 func (o Options) ensurePKI() (issued []string, err error) {
-	leaves := append(o.leaves(), pki.Leaf{Name: LauncherName})
+	leaves := append(o.leaves(), pki.Leaf{Name: LauncherName}, pki.Leaf{Name: JaegerName})
 	if issued, err = pki.Ensure(o.PKIDir(), leaves...); err != nil {
 		return issued, err
 	}

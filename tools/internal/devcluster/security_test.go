@@ -74,7 +74,7 @@ func TestEnsurePKIOnceAndKeepsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"etcd", "root", "admin", "gateway", "broker-1", "broker-2", "broker-3", "controller-1", "controller-2", "launcher"}
+	want := []string{"etcd", "root", "admin", "gateway", "broker-1", "broker-2", "broker-3", "controller-1", "controller-2", "launcher", "jaeger"}
 	if !slices.Equal(issued, want) {
 		t.Fatalf("issued %v, want %v", issued, want)
 	}
