@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -103,6 +105,35 @@ func TestIsolatedLeaderFencesItself(t *testing.T) {
 	cancel()
 	if ferr == nil || kerr.CodeOf(kerr.FromStatus(ferr)) != kerr.NotLeaderOrFollower {
 		t.Errorf("consumer fetch from the fenced leader: %v, want NOT_LEADER_OR_FOLLOWER", ferr)
+	}
+	// Its metadata is stale (it hears from no controller), so it refuses
+	// Metadata rather than name itself leader: a client whose bootstrap
+	// list starts with it moves on and finds the new leader.
+	mctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, merr := c.BrokerClient(old).Metadata(mctx, &brokerv1.MetadataRequest{Topics: []string{"fence"}})
+	cancel()
+	if merr == nil || kerr.CodeOf(kerr.FromStatus(merr)) != kerr.BrokerNotAvailable || !strings.Contains(merr.Error(), "fenced") {
+		t.Errorf("metadata from the fenced leader: %v, want BROKER_NOT_AVAILABLE naming the fence", merr)
+	}
+	c.mu.Lock()
+	boot := []string{c.brokerCfg[old].Listen, c.brokerCfg[newLeader].Listen}
+	c.mu.Unlock()
+	tc, err := c.tls.ClientOrNil()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(boot, client.Options{TLS: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	mctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	md, err := cl.Metadata(mctx, "fence")
+	cancel()
+	if err != nil {
+		t.Errorf("a client bootstrapping from the fenced leader first: %v", err)
+	} else if l := md.GetTopics()[0].GetPartitions()[0].GetLeader(); l != newLeader {
+		t.Errorf("a client bootstrapping from the fenced leader first sees leader %d, want %d", l, newLeader)
 	}
 	time.Sleep(500 * time.Millisecond) // keep writing to the old leader a while
 	close(stop)

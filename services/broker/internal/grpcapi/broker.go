@@ -285,10 +285,17 @@ func (b *Broker) unready(err error) error {
 }
 
 // Metadata answers from the controller-fed cache, once it has been filled.
+// A fenced broker refuses: it hears from no controller, so its cache may
+// still name it leader of partitions the controller has moved, and a
+// client that believed it would send every write back to it. Refused, the
+// client asks the next broker on its list.
 func (b *Broker) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*brokerv1.MetadataResponse, error) {
 	meta := b.RM.Meta()
 	if !meta.Initialised() {
 		return nil, errNoMetadata("")
+	}
+	if err := b.RM.Fenced(); err != nil {
+		return nil, kerr.New(kerr.BrokerNotAvailable, "this broker's metadata may be stale (%v); ask another broker", err)
 	}
 	out := &brokerv1.MetadataResponse{ClusterId: meta.ClusterID(), Controller: &commonv1.Node{Id: -1}}
 	if c := meta.Controller(); c != nil {

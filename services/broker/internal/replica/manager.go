@@ -160,6 +160,10 @@ func New(o Options) (*Manager, error) {
 	return m, nil
 }
 
+// Fenced is the LeaderFence's verdict, nil when there is no fence: a
+// fenced broker hears from no controller, so what it knows is stale.
+func (m *Manager) Fenced() error { return m.fenced() }
+
 // fenced is the LeaderFence's verdict, nil when there is no fence.
 func (m *Manager) fenced() error {
 	if f := m.opts.LeaderFence; f != nil {
