@@ -349,3 +349,49 @@ func TestQuotaThrottlesThePrincipalOverItsRate(t *testing.T) {
 		})
 	}
 }
+
+// TestThrottledFetchReadsAfterItsWait: a consumer over its quota waits out
+// what it owes before its next fetch reads anything, so the broker holds
+// no records while it waits: a record appended during the wait is in that
+// fetch's answer (had the fetch read first and then waited, it would have
+// answered without it).
+func TestThrottledFetchReadsAfterItsWait(t *testing.T) {
+	quotas := map[string]string{"quota.window.num": "2", "quota.window.size.seconds": "1",
+		"quota.consumer.overrides": "ANONYMOUS:100"}
+	c := newClusterFn(t, 1, quotas, func(*broker.Config) {})
+	c.ctrl.createTopic("fq", 1, 1, nil)
+	if _, err := c.produce("fq", 0, 1, strings.Repeat("a", 1500)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.client(1).Fetch(context.Background(), &brokerv1.FetchRequest{Topic: "fq", RawBatches: true})
+	if err != nil || len(first.GetRecordBatches()) == 0 {
+		t.Fatalf("first fetch: %v, %v", first, err)
+	}
+	// 1,500 B against 100 B/s over a 1 s window: the cap, 2 s, is owed.
+	if ms := first.GetThrottleTimeMs(); ms < 1000 {
+		t.Fatalf("first fetch throttle_time_ms = %d, want the capped 2000", ms)
+	}
+	type answer struct {
+		resp *brokerv1.FetchResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := c.client(1).Fetch(context.Background(), &brokerv1.FetchRequest{Topic: "fq", Offset: first.GetNextOffset()})
+		done <- answer{r, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the second fetch is waiting out its 2 s
+	if _, err := c.produce("fq", 0, 1, "during the wait"); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if len(a.resp.GetRecords()) != 1 || string(a.resp.GetRecords()[0].GetValue()) != "during the wait" {
+		t.Fatalf("throttled fetch answered %v: it read before its wait", a.resp.GetRecords())
+	}
+	if a.resp.GetThrottleTimeMs() <= 0 {
+		t.Fatalf("throttled fetch throttle_time_ms = %d, want > 0", a.resp.GetThrottleTimeMs())
+	}
+}

@@ -125,6 +125,7 @@ func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*broker
 	if epoch == 0 {
 		epoch = -1 // unset in JSON and grpcurl: skip the check
 	}
+	waited := b.fetchThrottle(ctx)
 	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
 		TP: tp, Offset: req.GetOffset(), MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
@@ -136,7 +137,7 @@ func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*broker
 	if err != nil {
 		return nil, err
 	}
-	out.ThrottleTimeMs = b.throttle(ctx, quota.Fetch, len(res.Records))
+	out.ThrottleTimeMs = max(waited, b.fetchRecorded(ctx, len(res.Records)))
 	return out, nil
 }
 
@@ -210,6 +211,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	ctx := stream.Context()
 	offset := req.GetOffset()
 	for ctx.Err() == nil {
+		waited := b.fetchThrottle(ctx)
 		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
 			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
 			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
@@ -224,7 +226,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		if err != nil {
 			return err
 		}
-		out.ThrottleTimeMs = b.throttle(ctx, quota.Fetch, len(res.Records))
+		out.ThrottleTimeMs = max(waited, b.fetchRecorded(ctx, len(res.Records)))
 		if err := stream.Send(&brokerv1.FollowResponse{Fetch: out}); err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"tidemark.io/services/platform/identity"
 )
 
-// throttle records n bytes of kind against the caller's principal and, when
+// throttle records n bytes of kind (a produce) against the caller's principal and, when
 // that puts it over its byte-rate quota, holds the answer back for the
 // throttle time (as Kafka delays a throttled client's response) and returns
 // it in ms for the answer's throttle_time_ms. The request itself has been
@@ -22,11 +22,46 @@ func (b *Broker) throttle(ctx context.Context, kind quota.Kind, n int) int32 {
 	if d <= 0 {
 		return 0
 	}
+	wait(ctx, d)
+	return int32(max(d.Milliseconds(), 1))
+}
+
+// fetchThrottle waits out what the caller owes for earlier fetches over its
+// consumer quota, before this one reads anything (Kafka answers a throttled
+// fetch without records and mutes the connection for as long: either way
+// nothing is held in memory while the client is slowed down). It returns
+// the wait in ms.
+func (b *Broker) fetchThrottle(ctx context.Context) int32 {
+	if b.Quotas == nil {
+		return 0
+	}
+	d := b.Quotas.Owed(quota.Fetch, quota.FromBroker(quota.Fetch, b.RM.BrokerConfig()), identity.FromContext(ctx).Name)
+	if d <= 0 {
+		return 0
+	}
+	wait(ctx, d)
+	return int32(max(d.Milliseconds(), 1))
+}
+
+// fetchRecorded counts a fetch's bytes against the caller's consumer quota
+// and returns, in ms, how long the caller is now over it (for the answer's
+// throttle_time_ms; the next fetch waits it out, this answer does not).
+func (b *Broker) fetchRecorded(ctx context.Context, n int) int32 {
+	if b.Quotas == nil || n == 0 {
+		return 0
+	}
+	d := b.Quotas.Record(quota.Fetch, quota.FromBroker(quota.Fetch, b.RM.BrokerConfig()), identity.FromContext(ctx).Name, n)
+	if d <= 0 {
+		return 0
+	}
+	return int32(max(d.Milliseconds(), 1))
+}
+
+func wait(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return int32(max(d.Milliseconds(), 1))
 }

@@ -110,10 +110,29 @@ func (m *Manager) limitLocked(c Config, principal string) int64 {
 // Record adds n bytes to principal's kind and returns how long its answer
 // should be held back: zero within the quota, else Kafka's
 // (rate - quota) / quota × measured window, at most one full window of
-// samples.
+// samples. An answer over quota is counted in the throttle metrics.
 func (m *Manager) Record(kind Kind, c Config, principal string, n int) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	d := m.recordLocked(kind, c, principal, n)
+	if d > 0 {
+		m.throttled.WithLabelValues(string(kind)).Inc()
+		m.delay.WithLabelValues(string(kind)).Add(d.Seconds())
+	}
+	return d
+}
+
+// Owed is the delay principal's kind is over quota by now, recording
+// nothing: a consumer fetch waits it out before reading, so a throttled
+// fetch holds no records while it waits (the bytes were counted, and the
+// throttle reported, by the fetch that went over).
+func (m *Manager) Owed(kind Kind, c Config, principal string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.recordLocked(kind, c, principal, 0)
+}
+
+func (m *Manager) recordLocked(kind Kind, c Config, principal string, n int) time.Duration {
 	limit := m.limitLocked(c, principal)
 	if limit == Unlimited || c.Samples < 2 || c.Window <= 0 {
 		return 0
@@ -122,24 +141,26 @@ func (m *Manager) Record(kind Kind, c Config, principal string, n int) time.Dura
 	k := key{kind, principal}
 	r := m.rates[k]
 	if r == nil {
+		if n == 0 {
+			return 0
+		}
 		r = &rate{}
 		m.rates[k] = r
 	}
-	r.record(now, float64(n), c)
-	m.forgetIdleLocked(now, c)
+	if n > 0 {
+		r.record(now, float64(n), c)
+		m.forgetIdleLocked(now, c)
+	}
 	value, window := r.measure(now, c)
 	if value <= float64(limit) {
 		return 0
 	}
 	// Capped in floating point: a huge excess would overflow a Duration.
 	capped := time.Duration(c.Samples) * c.Window
-	d := capped
 	if f := (value - float64(limit)) / float64(limit) * float64(window); f < float64(capped) {
-		d = time.Duration(f)
+		return time.Duration(f)
 	}
-	m.throttled.WithLabelValues(string(kind)).Inc()
-	m.delay.WithLabelValues(string(kind)).Add(d.Seconds())
-	return d
+	return capped
 }
 
 // forgetIdleLocked drops, now and then, the rates of principals silent for

@@ -69,3 +69,37 @@ func TestThrottleIsCappedAtTheWindow(t *testing.T) {
 		t.Fatalf("throttle = %v, want the cap 2s (quota.window.num × quota.window.size.seconds)", d)
 	}
 }
+
+// TestOwedRecordsNothing: Owed reports what a principal over quota owes
+// now, shrinking as time passes, without adding to its rate or to the
+// throttle metrics; a principal never seen owes nothing and is not kept.
+func TestOwedRecordsNothing(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(prometheus.NewRegistry(), clk.now)
+	c := cfg(Unlimited, "alice:1000")
+	if d := m.Owed(Fetch, c, "alice"); d != 0 {
+		t.Fatalf("owed before any fetch = %v, want 0", d)
+	}
+	if len(m.rates) != 0 {
+		t.Fatalf("Owed kept a rate for a principal never recorded: %v", m.rates)
+	}
+	if d := m.Record(Fetch, c, "alice", 20_000); d != 10*time.Second {
+		t.Fatalf("record = %v, want 10s", d)
+	}
+	for range 3 {
+		if d := m.Owed(Fetch, c, "alice"); d != 10*time.Second {
+			t.Fatalf("owed = %v, want 10s (asking must not add bytes)", d)
+		}
+	}
+	clk.t = clk.t.Add(5 * time.Second) // 20,000 B over 10 s: still over
+	if d := m.Owed(Fetch, c, "alice"); d != 10*time.Second {
+		t.Fatalf("owed after 5 s = %v, want 10s", d)
+	}
+	clk.t = clk.t.Add(15 * time.Second) // the samples have expired
+	if d := m.Owed(Fetch, c, "alice"); d != 0 {
+		t.Fatalf("owed after the window = %v, want 0", d)
+	}
+	if n := testutil.ToFloat64(m.throttled.WithLabelValues("fetch")); n != 1 {
+		t.Fatalf("throttled_total{fetch} = %v, want 1 (Owed counts nothing)", n)
+	}
+}
