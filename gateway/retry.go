@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -11,6 +10,7 @@ import (
 
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/retry"
 )
 
 // reroutable reports whether another look at the partition's leader (or
@@ -32,19 +32,11 @@ func newPacer(budget time.Duration) *pacer { return &pacer{budget: budget, began
 // or ctx done).
 func (p *pacer) wait(ctx context.Context) bool {
 	p.attempt++
-	d := client.DefaultRetryBackoff << min(p.attempt-1, 4)
-	d = time.Duration(float64(min(d, client.DefaultRetryBackoffMax)) * (0.8 + 0.4*rand.Float64()))
+	d := retry.Backoff{Base: client.DefaultRetryBackoff, Max: client.DefaultRetryBackoffMax}.Delay(p.attempt)
 	if time.Since(p.began)+d > p.budget {
 		return false
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return retry.Sleep(ctx, d)
 }
 
 // asKerr turns an upstream error into the *kerr.Error it stands for: the

@@ -15,6 +15,7 @@ import (
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/retry"
 )
 
 // Timings of the broker's link to the cluster.
@@ -117,7 +118,7 @@ func (r *registrar) keepRegistered() {
 			} else {
 				r.b.log.Warn("re-registration failed", "err", err)
 			}
-			sleepCtx(r.ctx, time.Second)
+			_ = retry.Sleep(r.ctx, time.Second)
 		}
 	}
 }
@@ -160,7 +161,7 @@ func (r *registrar) sessionLoop() {
 			return
 		}
 		r.b.log.Debug("controller session ended", "err", err)
-		sleepCtx(r.ctx, sessionRetry)
+		_ = retry.Sleep(r.ctx, sessionRetry)
 	}
 }
 
@@ -276,7 +277,7 @@ func (r *registrar) controlledShutdown(ctx context.Context) {
 			}
 		}
 		r.b.log.Warn("controlled shutdown attempt failed", "attempt", attempt, "err", err)
-		sleepCtx(ctx, time.Second)
+		_ = retry.Sleep(ctx, time.Second)
 	}
 	r.b.log.Warn("proceeding with an uncontrolled shutdown")
 }
@@ -298,13 +299,4 @@ func (r *registrar) abandon() {
 	r.cancel()
 	r.wg.Wait()
 	_ = r.cli.Close()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

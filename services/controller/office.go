@@ -13,6 +13,7 @@ import (
 	"tidemark.io/services/controller/internal/grpcapi"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/retry"
 )
 
 // office runs the controller's campaign loop: campaign, hold a term
@@ -78,7 +79,7 @@ func (o *office) run(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				o.log.Warn("campaign failed; retrying", "err", err)
-				sleep(ctx, time.Second)
+				_ = retry.Sleep(ctx, time.Second)
 			}
 			continue
 		}
@@ -107,7 +108,7 @@ func (o *office) run(ctx context.Context) {
 		}
 		cancel()
 		o.log.Info("Controller term ended", "epoch", sess.Epoch(), "reason", a.Err())
-		sleep(ctx, 100*time.Millisecond) // do not spin if the term ended at once
+		_ = retry.Sleep(ctx, 100*time.Millisecond) // do not spin if the term ended at once
 	}
 }
 
@@ -130,13 +131,6 @@ func (o *office) watchKey(ctx context.Context) {
 				}
 			}
 		}
-		sleep(ctx, 100*time.Millisecond)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
+		_ = retry.Sleep(ctx, 100*time.Millisecond)
 	}
 }

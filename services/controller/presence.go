@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/retry"
 )
 
 // keepRegistered keeps this process's <prefix>/controllers/<id> key alive
@@ -17,7 +18,7 @@ func keepRegistered(ctx context.Context, store *metastore.Store, node metastore.
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Debug("register controller node; retrying", "err", err)
-				sleep(ctx, time.Second)
+				_ = retry.Sleep(ctx, time.Second)
 			}
 			continue
 		}

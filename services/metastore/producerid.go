@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"tidemark.io/services/platform/retry"
 )
 
 // ProducerIDBlockSize is how many producer ids one allocation hands out.
@@ -15,6 +15,9 @@ const ProducerIDBlockSize = 1000
 
 // maxAllocAttempts bounds the compare-and-set retries of one allocation.
 const maxAllocAttempts = 100
+
+// allocBackoff spaces an allocation's retries after lost compare-and-sets.
+var allocBackoff = retry.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}
 
 // AllocateProducerIDBlock reserves the next ProducerIDBlockSize producer ids
 // and returns the first and the count. It is a compare-and-set on the block
@@ -51,10 +54,7 @@ func (s *Store) AllocateProducerIDBlock(ctx context.Context) (first, count int64
 			return next, ProducerIDBlockSize, nil
 		}
 		// Lost the race: back off a little, more after each loss.
-		wait := time.Duration(rand.Int64N(int64(time.Millisecond) * int64(1+min(attempt, 20))))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, allocBackoff.Delay(attempt+1)) {
 			return 0, 0, ctx.Err()
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/retry"
 )
 
 // ErrStopped is what a request's Done receives when the sender stopped
@@ -216,7 +217,7 @@ func (s *Sender) next() (Request, bool) {
 // for as long as this sender lives (the controller replaces the sender when
 // the epoch changes), so the request is still meant for it.
 func (s *Sender) deliver(r Request) error {
-	backoff := s.o.MinBackoff
+	backoff := retry.Backoff{Base: s.o.MinBackoff, Max: s.o.MaxBackoff}
 	for attempt := 1; ; attempt++ {
 		if s.o.Gate != nil {
 			if err := s.o.Gate(s.ctx); err != nil {
@@ -247,12 +248,9 @@ func (s *Sender) deliver(r Request) error {
 			if attempt == 1 || attempt%20 == 0 {
 				s.log.Info("broker unreachable; retrying", "request", r.Kind(), "attempt", attempt, "err", err)
 			}
-			select {
-			case <-time.After(backoff):
-			case <-s.ctx.Done():
+			if !retry.Sleep(s.ctx, backoff.Delay(attempt)) {
 				return ErrStopped
 			}
-			backoff = min(2*backoff, s.o.MaxBackoff)
 		default:
 			s.log.Warn("broker refused a control request", "request", r.Kind(), "err", err)
 			return err
