@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"net"
-	"strconv"
 	"time"
 
 	"tidemark.io/services/platform/config"
@@ -77,9 +76,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Brokers, "brokers", "comma-separated bootstrap broker gRPC addresses")
 	fs.Int64Var(&o.MaxBodyBytes, "http.max.body.bytes", o.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&o.MaxJSONObjects, "http.max.json.objects", o.MaxJSONObjects, "most JSON objects and arrays in one request body (each record is one), counted before decoding")
-	msFlag(fs, &o.RetryTimeout, "retry.timeout.ms",
+	config.DurationMs(fs, &o.RetryTimeout, "retry.timeout.ms",
 		"how long a REST call keeps retrying when its partition's leader or the active controller moved or is unreachable (ms)")
-	msFlag(fs, &o.RequestTimeout, "request.timeout.ms",
+	config.DurationMs(fs, &o.RequestTimeout, "request.timeout.ms",
 		"bound on one call to a controller or broker, beyond the wait the request asks for (ms); a controller that does not answer within it is passed over")
 	fs.BoolVar(&o.Console.Actions, "console.actions", o.Console.Actions,
 		"let the console act on the cluster (produce, configs, elections, faults, node actions); off it only watches")
@@ -92,24 +91,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"file of REST bearer tokens, one `TOKEN USER` per line (# comments); read again when it changes")
 	fs.BoolVar(&o.Auth.Required, "rest.auth.required", o.Auth.Required,
 		"authenticate REST and console callers even with --plaintext (always on with TLS); needs --rest.tokens.file then")
-	msFlag(fs, &o.Auth.SessionTTL, "rest.session.ttl.ms", "how long a console login (POST /v1/login) lasts (ms)")
+	config.DurationMs(fs, &o.Auth.SessionTTL, "rest.session.ttl.ms", "how long a console login (POST /v1/login) lasts (ms)")
 	fs.Var(&o.Auth.AllowedHosts, "rest.allowed.hosts",
 		"comma-separated extra names the REST API and console answer to in the Host header, beside localhost, 127.0.0.1, ::1, the listen host and the certificate's names; * allows any")
 	o.Log.AddFlags(fs)
 	o.Telemetry.AddFlags(fs)
-}
-
-// msFlag registers a duration flag given in milliseconds, as Kafka's *.ms
-// settings are.
-func msFlag(fs *flag.FlagSet, d *time.Duration, name, usage string) {
-	fs.Func(name, usage+" (default "+strconv.FormatInt(d.Milliseconds(), 10)+")", func(s string) error {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return err
-		}
-		*d = time.Duration(n) * time.Millisecond
-		return nil
-	})
 }
 
 // ConsoleOptions are the web console's settings.

@@ -100,7 +100,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		c.Settings[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		return nil
 	})
-	fs.DurationVar(&c.SessionTimeout, "broker.session.timeout", c.SessionTimeout, "lease of the broker's registration: how long a silent broker stays registered")
+	config.DurationMs(fs, &c.SessionTimeout, "broker.session.timeout.ms", "lease of the broker's registration: how long a silent broker stays registered")
 	fs.BoolVar(&c.FaultInjection, "fault.injection.enable", c.FaultInjection, "serve the fault-injection API (demonstrations and tests only)")
 	c.TLS.AddFlags(fs)
 	c.Authz.AddFlags(fs)
@@ -131,7 +131,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.SessionTimeout < time.Second {
-		return config.Invalid("broker.session.timeout", c.SessionTimeout, "must be at least 1s (etcd leases are whole seconds)")
+		return config.Invalid("broker.session.timeout.ms", c.SessionTimeout.Milliseconds(), "must be at least 1000 (etcd leases are whole seconds)")
 	}
 	for k, v := range c.Settings {
 		if err := topicconfig.Validate(topicconfig.ScopeBroker, k, v); err != nil {

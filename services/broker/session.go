@@ -294,7 +294,7 @@ func (r *registrar) close(ctx context.Context) error {
 }
 
 // abandon stops everything without revoking the lease, as a crash would:
-// the registration expires after broker.session.timeout.
+// the registration expires after broker.session.timeout.ms.
 func (r *registrar) abandon() {
 	r.cancel()
 	r.wg.Wait()

@@ -99,10 +99,10 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC listen address (host:port)")
 	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address brokers and clients dial; empty uses the listen address")
 	c.Etcd.AddFlags(fs)
-	durationMs(fs, &c.SessionTTL, "controller.session.ttl.ms", "lease of the active controller's key: a dead controller is replaced after this (ms, whole seconds)")
-	durationMs(fs, &c.BrokerSessionGrace, "broker.session.grace.ms", "time a broker whose session stream broke has to reconnect or answer a health check before it is declared dead (ms); 0 waits for its lease")
-	durationMs(fs, &c.RequestTimeout, "controller.request.timeout.ms", "timeout of one control request to a broker and of one etcd write (ms)")
-	durationMs(fs, &c.RequestTimeoutMax, "request.timeout.max.ms", "largest timeout_ms an admin request may ask for (ms)")
+	config.DurationMs(fs, &c.SessionTTL, "controller.session.ttl.ms", "lease of the active controller's key: a dead controller is replaced after this (ms, whole seconds)")
+	config.DurationMs(fs, &c.BrokerSessionGrace, "broker.session.grace.ms", "time a broker whose session stream broke has to reconnect or answer a health check before it is declared dead (ms); 0 waits for its lease")
+	config.DurationMs(fs, &c.RequestTimeout, "controller.request.timeout.ms", "timeout of one control request to a broker and of one etcd write (ms)")
+	config.DurationMs(fs, &c.RequestTimeoutMax, "request.timeout.max.ms", "largest timeout_ms an admin request may ask for (ms)")
 	fs.BoolVar(&c.AutoLeaderRebalance, "auto.leader.rebalance.enable", c.AutoLeaderRebalance, "move leadership back to preferred replicas when brokers are imbalanced")
 	fs.Func("leader.imbalance.per.broker.percentage", "imbalance above which a broker's preferred partitions are rebalanced (default 10)", func(s string) error {
 		return config.ParseInt32(s, &c.LeaderImbalancePercentage)
@@ -123,18 +123,6 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.Limits.AddFlags(fs)
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
-}
-
-// durationMs registers a flag holding a duration in whole milliseconds.
-func durationMs(fs *flag.FlagSet, d *time.Duration, name, usage string) {
-	fs.Func(name, usage+" (default "+strconv.FormatInt(d.Milliseconds(), 10)+")", func(s string) error {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return err
-		}
-		*d = time.Duration(n) * time.Millisecond
-		return nil
-	})
 }
 
 // Validate names the first flag whose value cannot work.

@@ -19,10 +19,10 @@ const (
 	// electionBound: a crashed leader replaced. The controller declares a
 	// broker dead at once only when its address refuses connections; a
 	// killed container whose name Docker's DNS has already dropped is left
-	// to its registration lease (sessionTimeout), like a partitioned one,
+	// to its registration lease (sessionTimeoutMs), like a partitioned one,
 	// so that no second leader is elected beside a live one (DESIGN.md,
 	// "The leader fence").
-	electionBound = 20 * time.Second // sessionTimeout (15 s) and the election after it
+	electionBound = 20 * time.Second // sessionTimeoutMs (15 s) and the election after it
 	rejoinBound   = 60 * time.Second // a restarted or reconnected broker back in every ISR
 	takeoverBound = 20 * time.Second // a standby controller active
 	reportBound   = 30 * time.Second // a broker's session with a new controller open

@@ -46,10 +46,10 @@ const (
 	// lagTime is replica.lag.time.max.ms: short, so a cut-off follower
 	// leaves the ISR within seconds.
 	lagTime = 5 * time.Second
-	// sessionTimeout is the brokers' registration lease. It is longer than
+	// sessionTimeoutMs is the brokers' registration lease. It is longer than
 	// lagTime so that a silent follower leaves the ISR through the leader's
 	// lag check (playbook 2), not through its lease expiring first.
-	sessionTimeout = "15s"
+	sessionTimeoutMs = "15000"
 )
 
 var (
@@ -154,7 +154,7 @@ func newStack() (*stack, error) {
 	env = append(env,
 		"PUBLISH_ADDRESS=127.0.0.1",
 		fmt.Sprintf("REPLICA_LAG_TIME_MAX_MS=%d", lagTime.Milliseconds()),
-		"BROKER_SESSION_TIMEOUT="+sessionTimeout,
+		"BROKER_SESSION_TIMEOUT_MS="+sessionTimeoutMs,
 		"COMPOSE_PROJECT_NAME="+project)
 	s.env = env
 	s.logDir = os.Getenv("TIDEMARK_E2E_LOG_DIR")

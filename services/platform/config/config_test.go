@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEnvThenFlags(t *testing.T) {
@@ -53,5 +54,26 @@ func TestInvalidMessage(t *testing.T) {
 	want := `invalid value "nope" for --listen (TIDEMARK_LISTEN): must be host:port`
 	if err.Error() != want {
 		t.Fatalf("got %q", err.Error())
+	}
+}
+
+// TestDurationMsTakesMilliseconds: the one duration convention takes whole
+// milliseconds, from the flag or its environment twin, and names what is
+// wrong otherwise.
+func TestDurationMsTakesMilliseconds(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	d := 6 * time.Second
+	DurationMs(fs, &d, "x.timeout.ms", "a timeout")
+	if err := fs.Parse([]string{"--x.timeout.ms=2500"}); err != nil || d != 2500*time.Millisecond {
+		t.Fatalf("--x.timeout.ms=2500: %v, %v", d, err)
+	}
+	for _, bad := range []string{"6s", "-1", "1.5"} {
+		if err := fs.Parse([]string{"--x.timeout.ms=" + bad}); err == nil {
+			t.Errorf("--x.timeout.ms=%s accepted", bad)
+		}
+	}
+	if u := fs.Lookup("x.timeout.ms").Usage; !strings.Contains(u, "default 6000") {
+		t.Errorf("usage %q does not give the default in ms", u)
 	}
 }

@@ -315,7 +315,7 @@ func (r *runner) start(ctx context.Context) error {
 		DataDir: r.o.DataDir, BinDir: r.o.BinDir, Brokers: 3, Controllers: 2, PortBase: base,
 		FaultInjection: true, Links: !r.o.NoLinks, Plaintext: r.o.Plaintext,
 		BrokerArgs: []string{
-			fmt.Sprintf("--broker.session.timeout=%s", leaseTTL),
+			fmt.Sprintf("--broker.session.timeout.ms=%d", leaseTTL.Milliseconds()),
 			fmt.Sprintf("--config=replica.lag.time.max.ms=%d", lag),
 			fmt.Sprintf("--config=replica.fetch.wait.max.ms=%d", min(250, lag)),
 			// Retention runs every second, so it empties the short-retention

@@ -30,7 +30,7 @@ import (
 // (services/clustertest's TestIsolatedLeaderFencesItself, across real
 // processes).
 
-// leaseTTL is the brokers' --broker.session.timeout in the runner.
+// leaseTTL is the brokers' --broker.session.timeout.ms in the runner.
 const leaseTTL = 3 * time.Second
 
 // Fence is one isolated leader's window and what its acknowledgements

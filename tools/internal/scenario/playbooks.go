@@ -1215,7 +1215,7 @@ func (f fastFacts) Explain() string {
 		"  Leaders went %v with epochs %v. After each change the followers asked the new leader where their epoch ended and\n"+
 		"  truncated only past it, so after %d changes %d of %d acknowledged writes were lost and every replica ended at LEO %v = HW %d.\n"+
 		"  Truncating to a follower's own HW instead (pre-KIP-101) could throw away acknowledged records a fast second change then\n"+
-		"  made permanent. Frequent changes in production point at broker.session.timeout / GC pauses / replica.lag.time.max.ms.\n",
+		"  made permanent. Frequent changes in production point at broker.session.timeout.ms / GC pauses / replica.lag.time.max.ms.\n",
 		f.Leaders, f.Epochs, len(f.Leaders)-1, f.Lost, f.Acked, f.FinalLEOs, f.FinalHW)
 }
 

@@ -170,7 +170,7 @@ func startCluster(ctx context.Context, t *testing.T, scenarios devcluster.Scenar
 	data := t.TempDir()
 	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: 3, Controllers: 2, PortBase: freePortBase(t),
 		FaultInjection: true,
-		BrokerArgs: []string{"--broker.session.timeout=3s", "--config=replica.lag.time.max.ms=8000",
+		BrokerArgs: []string{"--broker.session.timeout.ms=3000", "--config=replica.lag.time.max.ms=8000",
 			"--config=replica.fetch.wait.max.ms=250"},
 		// No automatic rebalance: preferred-election shows the manual one.
 		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"},
