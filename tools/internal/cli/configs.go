@@ -30,27 +30,9 @@ func newAlterConfigCmd(g *globals) *cobra.Command {
 		Short: "Set or remove topic overrides or dynamic broker configs (kafka-configs --alter)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res := &adminv1.ConfigResource{}
-			var what string
-			targets := 0
-			if topic != "" {
-				targets++
-				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, topic, "topic "+topic
-			}
-			if cmd.Flags().Changed("broker") {
-				targets++
-				if broker < 0 {
-					return usagef("--broker must be a broker id, got %d", broker)
-				}
-				name := strconv.Itoa(int(broker))
-				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, name, "broker "+name
-			}
-			if brokerDefaults {
-				targets++
-				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "broker defaults"
-			}
-			if targets != 1 {
-				return usagef("give exactly one of --topic, --broker or --broker-defaults")
+			res, what, err := configTarget(cmd, topic, broker, brokerDefaults)
+			if err != nil {
+				return err
 			}
 			sets, err := parseConfigs("--add-config", add)
 			if err != nil {
@@ -95,6 +77,34 @@ func newAlterConfigCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// configTarget is the one resource --topic, --broker or --broker-defaults
+// names (exactly one of them), and how to say it in messages.
+func configTarget(cmd *cobra.Command, topic string, broker int32, brokerDefaults bool) (*adminv1.ConfigResource, string, error) {
+	res := &adminv1.ConfigResource{}
+	var what string
+	targets := 0
+	if topic != "" {
+		targets++
+		res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, topic, "topic "+topic
+	}
+	if cmd.Flags().Changed("broker") {
+		targets++
+		if broker < 0 {
+			return nil, "", usagef("--broker must be a broker id, got %d", broker)
+		}
+		name := strconv.Itoa(int(broker))
+		res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, name, "broker "+name
+	}
+	if brokerDefaults {
+		targets++
+		res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "broker defaults"
+	}
+	if targets != 1 {
+		return nil, "", usagef("give exactly one of --topic, --broker or --broker-defaults")
+	}
+	return res, what, nil
+}
+
 // newDescribeConfigCmd is kafka-configs --describe --all for one topic, one
 // broker or the cluster-wide broker defaults: every setting with its
 // effective value and where it comes from.
@@ -109,27 +119,9 @@ func newDescribeConfigCmd(g *globals) *cobra.Command {
 		Short: "Show every setting of a topic or broker with its value and source (kafka-configs --describe --all)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res := &adminv1.ConfigResource{}
-			var what string
-			targets := 0
-			if topic != "" {
-				targets++
-				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, topic, "topic "+topic
-			}
-			if cmd.Flags().Changed("broker") {
-				targets++
-				if broker < 0 {
-					return usagef("--broker must be a broker id, got %d", broker)
-				}
-				name := strconv.Itoa(int(broker))
-				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, name, "broker "+name
-			}
-			if brokerDefaults {
-				targets++
-				res.Type, res.Name, what = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "broker defaults"
-			}
-			if targets != 1 {
-				return usagef("give exactly one of --topic, --broker or --broker-defaults")
+			res, what, err := configTarget(cmd, topic, broker, brokerDefaults)
+			if err != nil {
+				return err
 			}
 			return g.withAdmin(cmd, func(ctx context.Context, a *client.Admin) error {
 				resp, err := a.DescribeConfigs(ctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{res}})
