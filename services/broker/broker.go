@@ -96,6 +96,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := checkBrokerID(cfg.DataDir, cfg.ID); err != nil {
+		return fail(err)
+	}
 	var rmRef atomic.Pointer[replica.Manager]
 	b.logs, err = logstore.OpenManager(logstore.ManagerOptions{
 		Dir: cfg.DataDir, Logger: log,

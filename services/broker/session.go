@@ -56,8 +56,15 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	}
 	r := &registrar{b: b, cli: cli, store: store, events: events}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if err := r.checkClusterID(ctx); err != nil {
+		r.cancel()
+		r.wg.Wait()
+		cli.Close()
+		return nil, err
+	}
 	if err := r.register(ctx); err != nil {
 		r.cancel()
+		r.wg.Wait()
 		cli.Close()
 		return nil, err
 	}

@@ -42,3 +42,22 @@ func (s *Store) EnsureClusterID(ctx context.Context) (string, error) {
 	}
 	return cur.ID, nil
 }
+
+// ClusterID reads the cluster id; ok is false while no controller has
+// created it yet. Brokers read it (they may not write it) to check that
+// their data dir belongs to this cluster.
+func (s *Store) ClusterID(ctx context.Context) (id string, ok bool, err error) {
+	key := s.k.clusterID()
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return "", false, fmt.Errorf("metastore: read cluster id: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", false, nil
+	}
+	cur, err := decode[clusterIDValue](key, resp.Kvs[0].Value)
+	if err != nil {
+		return "", false, err
+	}
+	return cur.ID, true, nil
+}
