@@ -54,6 +54,13 @@ type Config struct {
 	// ClientTLS, when set, serves clients over TLS only: ClientURL must
 	// then be https://.
 	ClientTLS *TLS
+	// CompactionRetention, when set, keeps that much history and compacts
+	// older revisions (etcd's --auto-compaction-mode=periodic): every
+	// metadata write adds a revision, and without compaction the store
+	// grows until etcd refuses writes at its backend quota. tidemark never
+	// watches from far back: a controller reloads and watches from the
+	// load's revision, and steps down if a watch fails.
+	CompactionRetention time.Duration
 }
 
 // TLS are the PEM files of etcd's client listener.
@@ -177,6 +184,10 @@ func (cfg Config) embedConfig() (*embed.Config, error) {
 		ec.MaxTxnOps = cfg.MaxTxnOps
 	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if cfg.CompactionRetention > 0 {
+		ec.AutoCompactionMode = "periodic"
+		ec.AutoCompactionRetention = cfg.CompactionRetention.String()
+	}
 	if t := cfg.ClientTLS; t != nil {
 		if t.Cert == "" || t.Key == "" || (t.ClientCertAuth && t.CA == "") {
 			return nil, errors.New("embedded etcd: ClientTLS needs Cert and Key, and CA with ClientCertAuth")

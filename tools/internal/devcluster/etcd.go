@@ -52,6 +52,8 @@ func (o Options) startEtcd(ctx context.Context) (*embedded.Server, error) {
 		Dir:       filepath.Join(o.DataDir, "etcd"),
 		ClientURL: "http://" + o.EtcdClient,
 		PeerURL:   "http://127.0.0.1:0",
+		// One hour of history, as the compose stack keeps (deploy/compose.yml).
+		CompactionRetention: time.Hour,
 	}
 	if !o.PlaintextEtcd {
 		dir := o.PKIDir()
