@@ -91,4 +91,3 @@ func (r *registrar) recordClusterIDWhenCreated() {
 		}
 	}
 }
-
