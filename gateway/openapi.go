@@ -16,7 +16,7 @@ var generatedOpenAPI []byte
 // sessionOpenAPI describes the routes the gateway serves by hand, not from
 // a proto: the console's login and logout.
 //
-//go:embed openapi/session.swagger.json
+//go:embed openapiextra/session.swagger.json
 var sessionOpenAPI []byte
 
 // openAPIDoc is the document /openapi.json serves: the generated one with

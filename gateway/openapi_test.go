@@ -87,7 +87,7 @@ func testOpenAPI(t *testing.T, e *env) {
 		t.Fatalf("/openapi.json is not JSON: %v", err)
 	}
 	routes := gatewayRoutes(t)
-	// The hand-written routes (openapi/session.swagger.json) are described
+	// The hand-written routes (openapiextra/session.swagger.json) are described
 	// and served too.
 	routes = append(routes, route{http.MethodPost, "/v1/login", "Session_Login"}, route{http.MethodPost, "/v1/logout", "Session_Logout"})
 	inYAML := map[string]bool{}
