@@ -64,8 +64,6 @@ type Coordinator struct {
 	mu     lockorder.Mutex[lockorder.Leaf]
 	shards map[int32]*shard
 
-	createMu sync.Mutex // one CreateOffsetsTopic at a time (never held with mu)
-
 	stop chan struct{}
 	wg   sync.WaitGroup
 }

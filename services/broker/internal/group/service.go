@@ -39,9 +39,9 @@ func (s *Service) FindCoordinator(ctx context.Context, req *groupv1.FindCoordina
 	c := s.C
 	n := c.host.PartitionCount(OffsetsTopic)
 	if n == 0 {
-		c.createMu.Lock()
+		// Concurrent first calls all ask: the controller creates the topic
+		// once and answers the others with what exists.
 		err := c.host.CreateOffsetsTopic(ctx)
-		c.createMu.Unlock()
 		if err != nil {
 			e := kerr.As(err)
 			if e.Code == kerr.NotController || e.Code.Retriable() {
