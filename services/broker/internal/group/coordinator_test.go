@@ -24,6 +24,9 @@ type fakeHost struct {
 	hw      map[int32]int64
 	holdHW  bool
 	appends int
+	// readGate, when set, holds every Read until it is closed (a slow
+	// disk: the coordinator is still loading).
+	readGate chan struct{}
 }
 
 func newFakeHost(n int32) *fakeHost {
@@ -67,6 +70,12 @@ func (h *fakeHost) LocalOffsets(tp TP) (PartitionOffsets, bool) {
 	return PartitionOffsets{LogStart: 0, HighWatermark: h.hw[tp.Partition], LogEnd: int64(len(h.logs[tp.Partition]))}, true
 }
 func (h *fakeHost) Read(tp TP, offset, upTo int64) ([]byte, int64, error) {
+	h.mu.Lock()
+	gate := h.readGate
+	h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var b recordbatch.Builder
@@ -123,9 +132,10 @@ func fetchErr(s *Service, group string) (*groupv1.OffsetFetchResponse, kerr.Code
 	return resp, kerr.CodeOf(err)
 }
 
-// A new leader answers COORDINATOR_LOAD_IN_PROGRESS until its high
-// watermark reaches the log end it had when it became leader, then serves
-// what the log holds; a broker that does not lead the group's partition
+// A new leader answers COORDINATOR_LOAD_IN_PROGRESS until it has replayed
+// its log to the end it had when it became leader, then serves what the
+// log holds, even above the high watermark (a commit there is stable only
+// once the high watermark covers it); a broker that does not lead the group's partition
 // answers NOT_COORDINATOR naming the leader; losing leadership unloads and
 // answers a parked JoinGroup with NOT_COORDINATOR.
 func TestCoordinatorLoadsAndUnloads(t *testing.T) {
@@ -138,6 +148,7 @@ func TestCoordinatorLoadsAndUnloads(t *testing.T) {
 	// covered by the high watermark.
 	h.logs[0] = []recordbatch.Record{{Key: OffsetKey(group, "orders", 0), Value: EncodeOffset(OffsetValue{Offset: 5, LeaderEpoch: -1, CommitTimestamp: time.Now().UnixMilli()})}}
 	h.leads[0] = 3
+	h.readGate = make(chan struct{})
 	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
 	defer c.Close()
 	s := &Service{C: c}
@@ -146,13 +157,13 @@ func TestCoordinatorLoadsAndUnloads(t *testing.T) {
 		_, code := fetchErr(s, group)
 		return code == kerr.CoordinatorLoadInProgress
 	})
-	// Still loading however often it is asked while the HW lags.
+	// Still loading however often it is asked while the log is read.
 	for i := 0; i < 20; i++ {
 		if _, code := fetchErr(s, group); code != kerr.CoordinatorLoadInProgress {
-			t.Fatalf("answer %s while the high watermark lags", code)
+			t.Fatalf("answer %s while loading", code)
 		}
 	}
-	h.set(func() { h.hw[0] = 1 })
+	h.set(func() { close(h.readGate); h.readGate = nil })
 	var resp *groupv1.OffsetFetchResponse
 	waitUntil(t, "the load", func() bool {
 		var code kerr.Code
@@ -161,6 +172,20 @@ func TestCoordinatorLoadsAndUnloads(t *testing.T) {
 	})
 	if ts := resp.GetTopics(); len(ts) != 1 || ts[0].GetPartitions()[0].GetCommittedOffset() != 5 {
 		t.Fatalf("loaded offsets %v", resp)
+	}
+	stable := func() *groupv1.OffsetFetchPartition {
+		r, err := s.OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: group, RequireStable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetTopics()[0].GetPartitions()[0]
+	}
+	if p := stable(); p.GetErrorCode().String() != "ERROR_CODE_UNSTABLE_OFFSET_COMMIT" {
+		t.Fatalf("require_stable above the high watermark: %v", p)
+	}
+	h.set(func() { h.hw[0] = 1 })
+	if p := stable(); p.GetErrorCode() != 0 || p.GetCommittedOffset() != 5 {
+		t.Fatalf("require_stable below the high watermark: %v", p)
 	}
 
 	// Partition 1 is led elsewhere.

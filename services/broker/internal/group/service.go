@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -367,6 +368,16 @@ func commitError(err error) error {
 // OffsetFetch returns committed offsets.
 func (s *Service) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
 	c := s.C
+	// A stable offset is one whose record the offsets partition has
+	// committed (below its high watermark).
+	stableBelow := int64(math.MaxInt64)
+	if req.GetRequireStable() {
+		if n := c.host.PartitionCount(OffsetsTopic); n > 0 {
+			if po, ok := c.host.LocalOffsets(TP{OffsetsTopic, PartitionFor(req.GetGroupId(), n)}); ok {
+				stableBelow = po.HighWatermark
+			}
+		}
+	}
 	sh, err := c.lockShard(req.GetGroupId())
 	if err != nil {
 		return nil, err
@@ -377,11 +388,12 @@ func (s *Service) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchReque
 	out := &groupv1.OffsetFetchResponse{}
 	row := func(tp TP) *groupv1.OffsetFetchPartition {
 		p := &groupv1.OffsetFetchPartition{Partition: tp.Partition, CommittedOffset: -1, CommittedLeaderEpoch: -1}
-		if req.GetRequireStable() && inflight[tp] > 0 {
+		o, has := offs[tp]
+		if req.GetRequireStable() && (inflight[tp] > 0 || (has && o.logOffset >= stableBelow)) {
 			p.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT
 			return p
 		}
-		if o, ok := offs[tp]; ok {
+		if has {
 			p.CommittedOffset, p.CommittedLeaderEpoch, p.Metadata = o.Offset, o.LeaderEpoch, o.Metadata
 		}
 		return p
