@@ -27,6 +27,8 @@ type fakeHost struct {
 	// readGate, when set, holds every Read until it is closed (a slow
 	// disk: the coordinator is still loading).
 	readGate chan struct{}
+	// retentionMinutes overrides offsets.retention.minutes when set.
+	retentionMinutes int64
 }
 
 func newFakeHost(n int32) *fakeHost {
@@ -38,6 +40,11 @@ func (h *fakeHost) Self() Node      { return Node{1, "b1:9092"} }
 func (h *fakeHost) Config() topicconfig.BrokerConfig {
 	c := topicconfig.DefaultBroker()
 	c.GroupMinSessionTimeoutMs, c.GroupInitialRebalanceDelayMs = 10, 0
+	h.mu.Lock()
+	if h.retentionMinutes > 0 {
+		c.OffsetsRetentionMinutes = h.retentionMinutes
+	}
+	h.mu.Unlock()
 	return c
 }
 func (h *fakeHost) PartitionCount(topic string) int32 {
@@ -273,4 +280,82 @@ func TestCoordinatorCommitsThroughTheLog(t *testing.T) {
 	if code != kerr.None || resp.GetTopics()[0].GetPartitions()[0].GetCommittedOffset() != 7 {
 		t.Fatalf("after reload: %v %s", resp, code)
 	}
+}
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (m *manualClock) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.now
+}
+
+func (m *manualClock) advance(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = m.now.Add(d)
+}
+
+// Offsets of a group without members expire offsets.retention.minutes
+// after their commit, with a tombstone in the log; a group with a member
+// keeps its offsets however old they are, and nothing expires early.
+func TestOffsetsExpireOnlyForGroupsWithoutMembers(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.retentionMinutes = 10
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond, Now: clock.Now})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "idle"); return code == kerr.None })
+	commit := func(group string, gen int32, member string) {
+		t.Helper()
+		_, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: gen, MemberId: member,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}}}})
+		if err != nil {
+			t.Fatalf("commit %s: %v", group, err)
+		}
+	}
+	commit("idle", -1, "")
+	// A member of "busy" commits and stays (its session is long).
+	_, err := s.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{"busy"}})
+	m := d.GetGroups()[0]
+	if _, err := s.SyncGroup(context.Background(), &groupv1.SyncGroupRequest{GroupId: "busy", GenerationId: m.GetGenerationId(),
+		MemberId: m.GetMembers()[0].GetMemberId(), GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	commit("busy", m.GetGenerationId(), m.GetMembers()[0].GetMemberId())
+	has := func(group string) bool {
+		r, code := fetchErr(s, group)
+		return code == kerr.None && len(r.GetTopics()) == 1
+	}
+	clock.advance(9 * time.Minute)
+	c.expire() // a tick at the new time, run here so nothing races it
+	if !has("idle") || !has("busy") {
+		t.Fatal("offsets expired before offsets.retention.minutes")
+	}
+	clock.advance(2 * time.Minute)
+	c.expire()
+	if has("idle") {
+		t.Fatal("the idle group's offsets outlived offsets.retention.minutes")
+	}
+	if !has("busy") {
+		t.Fatal("a group with a member lost its offsets")
+	}
+	waitUntil(t, "the idle group's tombstone", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		last := h.logs[0][len(h.logs[0])-1]
+		k, err := DecodeKey(last.Key)
+		return err == nil && k.Group == "idle" && k.IsOffset && last.Value == nil
+	})
 }

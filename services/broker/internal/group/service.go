@@ -164,6 +164,9 @@ func (s *Service) SyncGroup(ctx context.Context, req *groupv1.SyncGroupRequest) 
 	var ch chan SyncResult
 	if res == nil {
 		ch = make(chan SyncResult, 1)
+		if old, ok := sh.syncs[waitKey(g.ID, req.GetMemberId())]; ok {
+			old <- SyncResult{Err: kerr.New(kerr.UnknownMemberID, "a newer SyncGroup of member %q replaced this one", req.GetMemberId())}
+		}
 		sh.syncs[waitKey(g.ID, req.GetMemberId())] = ch
 	}
 	c.deliverLocked(sh, g.ID, eff)
