@@ -354,8 +354,11 @@ func TestOffsetsExpireOnlyForGroupsWithoutMembers(t *testing.T) {
 	waitUntil(t, "the idle group's tombstone", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		last := h.logs[0][len(h.logs[0])-1]
-		k, err := DecodeKey(last.Key)
-		return err == nil && k.Group == "idle" && k.IsOffset && last.Value == nil
+		for _, rec := range h.logs[0] {
+			if k, err := DecodeKey(rec.Key); err == nil && k.Group == "idle" && k.IsOffset && rec.Value == nil {
+				return true
+			}
+		}
+		return false
 	})
 }
