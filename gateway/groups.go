@@ -146,8 +146,20 @@ func (g groupService) DescribeGroupLag(ctx context.Context, req *groupv1.Describ
 }
 
 // DescribeGroups asks each group's coordinator; a group whose coordinator
-// cannot be found carries the error in its row.
+// cannot be found carries the error in its row. As with admin answers, when
+// every group failed the answer is the first one's error.
 func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
+	resp, err := g.describeGroups(ctx, req, opts...)
+	return checked(resp, err, func(r *groupv1.DescribeGroupsResponse) []outcome {
+		var items []outcome
+		for _, d := range r.GetGroups() {
+			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId()})
+		}
+		return items
+	})
+}
+
+func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
 	out := &groupv1.DescribeGroupsResponse{}
 	for _, id := range req.GetGroupIds() {
 		one := &groupv1.DescribeGroupsRequest{GroupIds: []string{id}}
@@ -168,8 +180,21 @@ func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeG
 	return out, nil
 }
 
-// DeleteGroups asks each group's coordinator.
+// DeleteGroups asks each group's coordinator; when every group failed the
+// answer is the first one's error (deleting one group that still has
+// members is 409 NON_EMPTY_GROUP), as with admin answers.
 func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
+	resp, err := g.deleteGroups(ctx, req, opts...)
+	return checked(resp, err, func(r *groupv1.DeleteGroupsResponse) []outcome {
+		var items []outcome
+		for _, d := range r.GetResults() {
+			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId()})
+		}
+		return items
+	})
+}
+
+func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
 	out := &groupv1.DeleteGroupsResponse{}
 	for _, id := range req.GetGroupIds() {
 		one := &groupv1.DeleteGroupsRequest{GroupIds: []string{id}}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -67,6 +68,34 @@ func testGroups(t *testing.T, e *env) {
 		`{"sessionTimeoutMs": 1, "protocolType": "consumer", "protocols": [{"name": "range"}]}`, http.StatusBadRequest, "INVALID_SESSION_TIMEOUT")
 	e.r.fails(http.MethodPost, "/v1/groups/rest-app/offsets:reset", `{"topics": [{"name": "lagged"}]}`, http.StatusBadRequest, "INVALID_REQUEST")
 	e.r.fails(http.MethodPost, "/v1/groups/rest-app/members:heartbeat", `{"generationId": 1, "memberId": "nobody"}`, http.StatusConflict, "UNKNOWN_MEMBER_ID")
+
+	// A member over REST: MEMBER_ID_REQUIRED carries the id to come back
+	// with (KIP-394), then join, sync, heartbeat, leave.
+	join := `{"sessionTimeoutMs": 10000, "protocolType": "consumer", "protocols": [{"name": "range", "metadata": "c3Vi"}], "clientId": "curl"}`
+	eb := e.r.fails(http.MethodPost, "/v1/groups/rest-member/members:join", join, http.StatusConflict, "MEMBER_ID_REQUIRED")
+	if eb.MemberID == "" {
+		t.Fatalf("MEMBER_ID_REQUIRED without memberId: %+v", eb)
+	}
+	var joined groupv1.JoinGroupResponse
+	e.call(http.MethodPost, "/v1/groups/rest-member/members:join",
+		`{"memberId": "`+eb.MemberID+`", "sessionTimeoutMs": 10000, "protocolType": "consumer", "protocols": [{"name": "range", "metadata": "c3Vi"}], "clientId": "curl"}`, &joined)
+	if joined.GetMemberId() != eb.MemberID || joined.GetLeader() != eb.MemberID || joined.GetGenerationId() != 1 {
+		t.Fatalf("join: %v", &joined)
+	}
+	gen := fmt.Sprint(joined.GetGenerationId())
+	var synced groupv1.SyncGroupResponse
+	e.call(http.MethodPost, "/v1/groups/rest-member/members:sync",
+		`{"generationId": `+gen+`, "memberId": "`+eb.MemberID+`", "assignments": [{"memberId": "`+eb.MemberID+`", "assignment": "YWxs"}]}`, &synced)
+	if string(synced.GetAssignment()) != "all" {
+		t.Fatalf("sync: %v", &synced)
+	}
+	e.call(http.MethodPost, "/v1/groups/rest-member/members:heartbeat", `{"generationId": `+gen+`, "memberId": "`+eb.MemberID+`"}`, nil)
+	e.r.fails(http.MethodPost, "/v1/groups:delete", `{"groupIds": ["rest-member"]}`, http.StatusConflict, "NON_EMPTY_GROUP")
+	var left groupv1.LeaveGroupResponse
+	e.call(http.MethodPost, "/v1/groups/rest-member/members:leave", `{"members": [{"memberId": "`+eb.MemberID+`"}]}`, &left)
+	if m := left.GetMembers(); len(m) != 1 || m[0].GetErrorCode() != 0 {
+		t.Fatalf("leave: %v", &left)
+	}
 
 	var deleted groupv1.DeleteGroupsResponse
 	e.call(http.MethodPost, "/v1/groups:delete", `{"groupIds": ["rest-app", "never-was"]}`, &deleted)
