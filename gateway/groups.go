@@ -28,28 +28,13 @@ var _ groupv1.GroupServiceClient = groupService{}
 // anyBroker runs call on a broker, moving on while brokers cannot be
 // reached.
 func (g groupService) anyBroker(ctx context.Context, call func(groupv1.GroupServiceClient) error) error {
-	p := newPacer(g.r.budget)
-	bootstrap := g.r.cl.Bootstrap()
-	start := int(g.r.next.Add(1))
-	for i := 0; ; i++ {
-		gc, err := g.r.cl.GroupCoordinator(bootstrap[(start+i)%len(bootstrap)])
-		if errors.Is(err, client.ErrClosed) {
-			return errStopped
+	return g.r.onAnyAddress(ctx, func(addr string) error {
+		gc, err := g.r.cl.GroupCoordinator(addr)
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			err = call(gc)
-		}
-		ke := asKerr(err)
-		if ke == nil {
-			return nil
-		}
-		if ke.Code != kerr.NetworkException || ctx.Err() != nil {
-			return ke
-		}
-		if (i+1)%len(bootstrap) == 0 && !p.wait(ctx) {
-			return ke
-		}
-	}
+		return call(gc)
+	})
 }
 
 // onCoordinator runs call on the group's coordinator. wait is how long the

@@ -116,15 +116,7 @@ func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) 
 		}
 		sh.joins[waitKey(g.ID, parked)] = ch
 	}
-	c.deliverLocked(sh, g.ID, eff)
-	var persist []byte
-	if eff.Persist {
-		persist = groupBatch(g, c.now())
-	}
-	c.mu.Unlock()
-	if persist != nil {
-		c.background(TP{OffsetsTopic, sh.partition}, persist)
-	}
+	c.finishLocked(sh, g, eff)
 	if res == nil {
 		select {
 		case r := <-ch:
@@ -142,6 +134,20 @@ func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) 
 		out.Members = append(out.Members, &groupv1.JoinGroupMember{MemberId: m.MemberID, GroupInstanceId: m.InstanceID, Metadata: m.Metadata})
 	}
 	return out, nil
+}
+
+// finishLocked ends a step on g: it answers the parked requests the step
+// released, unlocks, and writes the group's metadata when it changed.
+func (c *Coordinator) finishLocked(sh *shard, g *Group, eff Effects) {
+	c.deliverLocked(sh, g.ID, eff)
+	var persist []byte
+	if eff.Persist {
+		persist = groupBatch(g, c.now())
+	}
+	c.mu.Unlock()
+	if persist != nil {
+		c.background(TP{OffsetsTopic, sh.partition}, persist)
+	}
 }
 
 // SyncGroup hands out the leader's assignment.
@@ -169,15 +175,7 @@ func (s *Service) SyncGroup(ctx context.Context, req *groupv1.SyncGroupRequest) 
 		}
 		sh.syncs[waitKey(g.ID, req.GetMemberId())] = ch
 	}
-	c.deliverLocked(sh, g.ID, eff)
-	var persist []byte
-	if eff.Persist {
-		persist = groupBatch(g, c.now())
-	}
-	c.mu.Unlock()
-	if persist != nil {
-		c.background(TP{OffsetsTopic, sh.partition}, persist)
-	}
+	c.finishLocked(sh, g, eff)
 	if res == nil {
 		select {
 		case r := <-ch:
@@ -230,15 +228,7 @@ func (s *Service) LeaveGroup(ctx context.Context, req *groupv1.LeaveGroupRequest
 		who[i] = MemberIdentity{MemberID: m.GetMemberId(), InstanceID: m.GetGroupInstanceId()}
 	}
 	errs, eff := g.Leave(c.now(), who)
-	c.deliverLocked(sh, g.ID, eff)
-	var persist []byte
-	if eff.Persist {
-		persist = groupBatch(g, c.now())
-	}
-	c.mu.Unlock()
-	if persist != nil {
-		c.background(TP{OffsetsTopic, sh.partition}, persist)
-	}
+	c.finishLocked(sh, g, eff)
 	out := &groupv1.LeaveGroupResponse{}
 	for i, m := range req.GetMembers() {
 		out.Members = append(out.Members, &groupv1.LeaveGroupMemberResult{MemberId: m.GetMemberId(), GroupInstanceId: m.GetGroupInstanceId(), ErrorCode: code(errs[i])})
@@ -432,18 +422,23 @@ func (s *Service) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchReque
 	return out, nil
 }
 
-func sortedTPs(m map[TP]committed) []TP {
+func sortedTPs[V any](m map[TP]V) []TP {
 	out := make([]TP, 0, len(m))
 	for tp := range m {
 		out = append(out, tp)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	sortTPs(out)
 	return out
+}
+
+// sortTPs orders partitions by topic, then partition number.
+func sortTPs(tps []TP) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
 }
 
 // ListGroups lists the groups of every loaded offsets partition.
