@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -645,4 +646,71 @@ func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
 	if n := len(c.Partition(topicconfig.OffsetsTopic, 1).GetReplicas()); n != 1 {
 		t.Fatalf("replication factor %d on one broker", n)
 	}
+}
+
+// Commits keep coming while the coordinator's broker is killed: every
+// acknowledged commit survives (the offset fetched at the end is at least
+// the last acknowledged one and at most the last attempted), and commits
+// go on at the new coordinator.
+func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	g.coordinator("steady")
+	var acked, attempted atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	// commitOnce finds the coordinator and commits once; it never ends
+	// the test from this goroutine.
+	commitOnce := func(off int64) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		found, err := g.any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "steady"})
+		if err != nil {
+			return kerr.FromStatus(err)
+		}
+		api := groupv1.NewGroupServiceClient(c.conn(found.GetCoordinator().GetAddress()))
+		_, err = api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "steady", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: off}}}}})
+		if err != nil {
+			return kerr.FromStatus(err)
+		}
+		return nil
+	}
+	go func() {
+		for i := int64(1); ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			attempted.Store(i)
+			if err := commitOnce(i); err != nil {
+				if e := kerr.As(err); !e.Code.Retriable() {
+					done <- err
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			acked.Store(i)
+		}
+	}()
+	c.WaitFor(10*time.Second, "some commits", func() bool { return acked.Load() >= 20 })
+	victim := g.coordinator("steady")
+	c.CrashBroker(victim)
+	before := acked.Load()
+	c.WaitFor(30*time.Second, "commits at the new coordinator", func() bool { return acked.Load() >= before+20 })
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("committer: %v", err)
+	}
+	got := g.fetch("steady")[0]
+	if got < acked.Load() || got > attempted.Load() {
+		t.Fatalf("fetched offset %d; acknowledged up to %d, attempted up to %d", got, acked.Load(), attempted.Load())
+	}
+	if next := g.coordinator("steady"); next == victim {
+		t.Fatalf("the crashed broker %d still coordinates", victim)
+	}
+	c.StartBroker(victim)
 }
