@@ -8,6 +8,7 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
@@ -116,6 +117,9 @@ var policies = map[string]policy{
 	controlv1.ControllerService_AllocateProducerIds_FullMethodName: brokerOnly("AllocateProducerIds", func(m any) int32 {
 		return m.(*controlv1.AllocateProducerIdsRequest).GetBrokerId()
 	}),
+	controlv1.ControllerService_CreateOffsetsTopic_FullMethodName: brokerOnly("CreateOffsetsTopic", func(m any) int32 {
+		return m.(*controlv1.CreateOffsetsTopicRequest).GetBrokerId()
+	}),
 
 	// Admin: by ACL.
 	adminv1.AdminService_CreateTopics_FullMethodName: {
@@ -201,9 +205,21 @@ var policies = map[string]policy{
 	brokerv1.BrokerService_Follow_FullMethodName: topicACL(Read, func(m any) string {
 		return m.(*brokerv1.FollowRequest).GetTopic()
 	}),
-	brokerv1.BrokerService_ListOffsets_FullMethodName: topicACL(Describe, func(m any) string {
-		return m.(*brokerv1.ListOffsetsRequest).GetTopic()
-	}),
+	// A broker asks too: the group coordinator reads high watermarks and
+	// log start offsets of partitions led elsewhere for the lag view and
+	// offset resets (a broker already replicates every topic).
+	brokerv1.BrokerService_ListOffsets_FullMethodName: {
+		describe: "Describe on Topic:NAME, or any broker",
+		check: func(d decider, m any) error {
+			if d.p.Role == identity.Broker {
+				return nil
+			}
+			if m == nil {
+				return d.authenticated()
+			}
+			return d.need(Describe, TopicNamed(m.(*brokerv1.ListOffsetsRequest).GetTopic()))
+		},
+	},
 	brokerv1.BrokerService_Metadata_FullMethodName: {
 		describe: "any authenticated caller",
 		check:    func(d decider, _ any) error { return d.authenticated() },
@@ -215,6 +231,115 @@ var policies = map[string]policy{
 				return nil
 			}
 			return d.refuse(IdempotentWrite, TheCluster)
+		},
+	},
+
+	// Consumer groups, as Kafka's ACLs: Read on the group to take part in
+	// it or commit (and Read on each topic committed), Describe to look,
+	// Delete to delete. FindCoordinator needs Describe on the group.
+	groupv1.GroupService_FindCoordinator_FullMethodName: groupACL(Describe, func(m any) string {
+		return m.(*groupv1.FindCoordinatorRequest).GetKey()
+	}),
+	groupv1.GroupService_JoinGroup_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.JoinGroupRequest).GetGroupId()
+	}),
+	groupv1.GroupService_SyncGroup_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.SyncGroupRequest).GetGroupId()
+	}),
+	groupv1.GroupService_Heartbeat_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.HeartbeatRequest).GetGroupId()
+	}),
+	groupv1.GroupService_LeaveGroup_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.LeaveGroupRequest).GetGroupId()
+	}),
+	groupv1.GroupService_OffsetCommit_FullMethodName: {
+		describe: "Read on Group:ID and Read on each Topic committed",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.OffsetCommitRequest)
+			return d.needGroupAndTopics(Read, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.OffsetCommitTopic).GetName))
+		},
+	},
+	groupv1.GroupService_OffsetFetch_FullMethodName: {
+		describe: "Describe on Group:ID and Describe on each Topic named; all offsets show only the topics the caller may Describe",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.OffsetFetchRequest)
+			return d.needGroupAndTopics(Describe, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.OffsetFetchTopic).GetName))
+		},
+		filter: func(d decider, resp any) any {
+			r := resp.(*groupv1.OffsetFetchResponse)
+			kept := r.Topics[:0]
+			for _, t := range r.Topics {
+				if d.allowed(Describe, TopicNamed(t.GetName())) {
+					kept = append(kept, t)
+				}
+			}
+			r.Topics = kept
+			return r
+		},
+	},
+	groupv1.GroupService_ListGroups_FullMethodName: {
+		describe: "any authenticated caller; shows only the groups it may Describe (or all with Describe on Cluster)",
+		check:    func(d decider, _ any) error { return d.authenticated() },
+		filter: func(d decider, resp any) any {
+			r := resp.(*groupv1.ListGroupsResponse)
+			if d.allowed(Describe, TheCluster) {
+				return r
+			}
+			kept := r.Groups[:0]
+			for _, g := range r.Groups {
+				if d.allowed(Describe, GroupNamed(g.GetGroupId())) {
+					kept = append(kept, g)
+				}
+			}
+			r.Groups = kept
+			return r
+		},
+	},
+	groupv1.GroupService_DescribeGroups_FullMethodName: {
+		describe: "Describe on each Group:ID",
+		check: func(d decider, m any) error {
+			for _, g := range m.(*groupv1.DescribeGroupsRequest).GetGroupIds() {
+				if err := d.need(Describe, GroupNamed(g)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	groupv1.GroupService_DeleteGroups_FullMethodName: {
+		describe: "Delete on each Group:ID",
+		check: func(d decider, m any) error {
+			for _, g := range m.(*groupv1.DeleteGroupsRequest).GetGroupIds() {
+				if err := d.need(Delete, GroupNamed(g)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	groupv1.GroupService_ResetGroupOffsets_FullMethodName: {
+		describe: "Read on Group:ID and Read on each Topic named (as an offset commit; Kafka's AlterConsumerGroupOffsets)",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.ResetGroupOffsetsRequest)
+			return d.needGroupAndTopics(Read, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.ResetGroupOffsetsTopic).GetName))
+		},
+	},
+	groupv1.GroupService_DescribeGroupLag_FullMethodName: {
+		describe: "Describe on Group:ID and Describe on each Topic named; rows show only topics the caller may Describe",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.DescribeGroupLagRequest)
+			return d.needGroupAndTopics(Describe, req.GetGroupId(), req.GetTopics())
+		},
+		filter: func(d decider, resp any) any {
+			r := resp.(*groupv1.DescribeGroupLagResponse)
+			kept := r.Partitions[:0]
+			for _, p := range r.Partitions {
+				if d.allowed(Describe, TopicNamed(p.GetTopic())) {
+					kept = append(kept, p)
+				}
+			}
+			r.Partitions = kept
+			return r
 		},
 	},
 
@@ -280,6 +405,41 @@ func topicACL(op Operation, topic func(any) string) policy {
 	}
 }
 
+func groupACL(op Operation, group func(any) string) policy {
+	return policy{
+		describe: op.String() + " on Group:ID",
+		check: func(d decider, m any) error {
+			if m == nil {
+				return d.authenticated()
+			}
+			return d.need(op, GroupNamed(group(m)))
+		},
+	}
+}
+
+// needGroupAndTopics refuses unless the caller may do op on the group and
+// on each topic.
+func (d decider) needGroupAndTopics(op Operation, group string, topics []string) error {
+	if err := d.need(op, GroupNamed(group)); err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if err := d.need(op, TopicNamed(t)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// topicNames lists the names of a request's topic entries.
+func topicNames[T any](items []T, name func(T) string) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = name(it)
+	}
+	return out
+}
+
 func faultPolicy() policy {
 	return policy{
 		describe: "only with --fault.injection.enable, and InjectFault on Cluster",
@@ -326,8 +486,11 @@ func (d decider) need(op Operation, res Resource) error {
 
 func (d decider) refuse(op Operation, res Resource) error {
 	code := kerr.ClusterAuthorizationFailed
-	if res.Type == Topic {
+	switch res.Type {
+	case Topic:
 		code = kerr.TopicAuthorizationFailed
+	case Group:
+		code = kerr.GroupAuthorizationFailed
 	}
 	return kerr.New(code, "%s is not allowed %s on %s", d.p, op, res)
 }
