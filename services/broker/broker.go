@@ -23,6 +23,7 @@ import (
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/broker/internal/kafkaapi"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/quota"
@@ -43,6 +44,9 @@ type Broker struct {
 	tel   *telemetry.Telemetry
 	srv   *grpcserver.Server
 	lis   net.Listener
+	// kafka serves Kafka's wire protocol on kafkaLis; nil without --kafka.listen.
+	kafka    *kafkaapi.Server
+	kafkaLis net.Listener
 	logs  *logstore.Manager
 	meta  *metadata.Cache
 	peers *replica.Peers
@@ -90,6 +94,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return fail(fmt.Errorf("--listen %s: %w", cfg.Listen, err))
 	}
 	b.lis = lis
+	if cfg.KafkaListen != "" {
+		if b.kafkaLis, err = net.Listen("tcp", cfg.KafkaListen); err != nil {
+			return fail(fmt.Errorf("--kafka.listen %s: %w", cfg.KafkaListen, err))
+		}
+	}
 
 	static, err := topicconfig.ResolveBroker(cfg.Settings)
 	if err != nil {
@@ -188,6 +197,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := authz.Covers(b.srv.GetServiceInfo()); err != nil {
 		return fail(err)
 	}
+	if b.kafkaLis != nil {
+		if err := b.startKafka(api, az); err != nil {
+			return fail(err)
+		}
+	}
 	b.srv.MarkAllServing()
 	go func() {
 		if err := b.srv.Serve(lis); err != nil {
@@ -201,7 +215,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 			return fail(err)
 		}
 	}
-	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
+	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listen", b.KafkaAddr(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
 		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs,
 		"log_cleaner_enable", static.LogCleanerEnable, "log_cleaner_dedupe_buffer_size", static.LogCleanerDedupeBufferSize)
@@ -257,6 +271,9 @@ func (b *Broker) Crash() {
 		if b.reg != nil {
 			b.reg.abandon()
 		}
+		if b.kafka != nil {
+			b.kafka.Close()
+		}
 		b.srv.Server.Stop()
 		b.rm.Close()
 		b.peers.Close()
@@ -270,6 +287,11 @@ func (b *Broker) closeAll(ctx context.Context) error {
 	var errs []error
 	if b.drain != nil {
 		b.drain()
+	}
+	if b.kafka != nil {
+		b.kafka.Close()
+	} else if b.kafkaLis != nil {
+		_ = b.kafkaLis.Close()
 	}
 	if b.srv != nil {
 		// A follower that vanished mid-stream never sends the request its
