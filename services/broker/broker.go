@@ -39,21 +39,21 @@ import (
 
 // Broker is a running broker.
 type Broker struct {
-	cfg   Config
-	log   *slog.Logger
-	tel   *telemetry.Telemetry
-	srv   *grpcserver.Server
-	lis   net.Listener
+	cfg Config
+	log *slog.Logger
+	tel *telemetry.Telemetry
+	srv *grpcserver.Server
+	lis net.Listener
 	// kafka serves Kafka's wire protocol on kafkaLis; nil without --kafka.listen.
 	kafka    *kafkaapi.Server
 	kafkaLis net.Listener
-	logs  *logstore.Manager
-	meta  *metadata.Cache
-	peers *replica.Peers
-	rm    *replica.Manager
-	reg   *registrar
-	fence *leaseFence // nil without etcd
-	done  chan error
+	logs     *logstore.Manager
+	meta     *metadata.Cache
+	peers    *replica.Peers
+	rm       *replica.Manager
+	reg      *registrar
+	fence    *leaseFence // nil without etcd
+	done     chan error
 	// draining is cancelled when the broker starts to stop: open follower
 	// fetch streams end after their current round trip, so the server's
 	// graceful stop does not wait on streams that would otherwise live on.

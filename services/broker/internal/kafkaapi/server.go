@@ -41,7 +41,7 @@ type Options struct {
 	Authorizer *authz.Authorizer
 	// TLS, when set, makes the listener TLS with client certificates; the
 	// certificate's Common Name is the principal.
-	TLS *tls.Config
+	TLS    *tls.Config
 	Limits Limits
 	// Extension serves further APIs (consumer groups); nil: none.
 	Extension Extension
