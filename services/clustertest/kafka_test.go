@@ -3,11 +3,15 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"tidemark.io/services/broker"
+	"tidemark.io/services/recordbatch"
 )
 
 // kafkaClient is a franz-go client seeded with the cluster's Kafka
@@ -69,36 +73,84 @@ func consumeAll(t *testing.T, cl *kgo.Client, n int) map[int32][]string {
 	return out
 }
 
-// franz-go's producer (idempotent, acks=all, the default) and consumer
-// against the Kafka listener: topics made with kadm, every record back in
-// order, once.
+// franz-go's producer (idempotent, acks=all) with each codec and its
+// consumer against the Kafka listener: topics made with kadm, every record
+// back in order, once, and the batches kept compressed as sent.
 func TestKafkaProduceConsumeWithFranzGo(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Kafka: true})
 	adm := kadm.NewClient(c.kafkaClient())
-	c.kafkaCreate(adm, "kgo", 3, 3, nil)
-
-	prod := c.kafkaClient(kgo.DefaultProduceTopic("kgo"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	const n = 300
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i := range n {
-		r := &kgo.Record{Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprintf("v%03d", i))}
-		prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("produce: %v", err)
+	codecs := []struct {
+		name  string
+		codec kgo.CompressionCodec
+		want  recordbatch.Codec
+	}{
+		{"none", kgo.NoCompression(), recordbatch.None},
+		{"gzip", kgo.GzipCompression(), recordbatch.Gzip},
+		{"snappy", kgo.SnappyCompression(), recordbatch.Snappy},
+		{"lz4", kgo.Lz4Compression(), recordbatch.LZ4},
+		{"zstd", kgo.ZstdCompression(), recordbatch.Zstd},
+	}
+	for _, cc := range codecs {
+		t.Run(cc.name, func(t *testing.T) {
+			topic := "kgo-" + cc.name
+			c.kafkaCreate(adm, topic, 3, 3, nil)
+			prod := c.kafkaClient(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+				kgo.ProducerBatchCompression(cc.codec), kgo.ProducerLinger(5*time.Millisecond))
+			const n = 300
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for i := range n {
+				r := &kgo.Record{Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprintf("%s-%03d-%s", cc.name, i, strings.Repeat("x", 100)))}
+				prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
+					if err != nil {
+						t.Errorf("produce: %v", err)
+					}
+				})
+			}
+			if err := prod.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cons := c.kafkaClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			got := consumeAll(t, cons, n)
+			total := 0
+			for _, vs := range got {
+				total += len(vs)
+			}
+			if total != n {
+				t.Fatalf("consumed %d records, want %d", total, n)
+			}
+			// Stored as sent, on every replica.
+			for p := int32(0); p < 3; p++ {
+				same := c.SameLogs(topic, p, 1, 2, 3)
+				if len(same) != len(got[p]) {
+					t.Fatalf("partition %d: replicas hold %d records, consumer read %d", p, len(same), len(got[p]))
+				}
+			}
+			if codec := storedCodec(t, c.Broker(1), topic); codec != cc.want {
+				t.Fatalf("stored batches use %s, want %s as sent", codec, cc.want)
 			}
 		})
 	}
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatal(err)
+}
+
+// storedCodec is the codec of the first batch broker b holds of topic.
+func storedCodec(t *testing.T, b *broker.Broker, topic string) recordbatch.Codec {
+	t.Helper()
+	for _, r := range b.Replicas().Replicas() {
+		if r.TP().Topic != topic || r.Log().LogEndOffset() == 0 {
+			continue
+		}
+		rr, err := r.Log().Read(0, 1<<20, r.Log().LogEndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for batch, err := range recordbatch.All(rr.Records) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return batch.Codec()
+		}
 	}
-	cons := c.kafkaClient(kgo.ConsumeTopics("kgo"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	got := consumeAll(t, cons, n)
-	total := 0
-	for _, vs := range got {
-		total += len(vs)
-	}
-	if total != n {
-		t.Fatalf("consumed %d records, want %d", total, n)
-	}
+	t.Fatalf("broker %d holds no batch of %s", b.ID(), topic)
+	return 0
 }
