@@ -1,0 +1,264 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// produceSync writes values to topic with an idempotent acks=all client.
+func produceSync(t *testing.T, cl *kgo.Client, topic string, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		if err := cl.ProduceSync(ctxFor(t, 30*time.Second), &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+	}
+}
+
+// kadm's offsets and configs against the Kafka listener: ListOffsets
+// earliest, latest and by timestamp; DescribeConfigs; an
+// IncrementalAlterConfigs SET seen by the next describe, a bad value
+// refused with INVALID_CONFIG, a recompressing compression.type refused.
+func TestKafkaAdminOffsetsAndConfigs(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	cl := c.kafkaClient()
+	adm := kadm.NewClient(cl)
+	c.kafkaCreate(adm, "cfg", 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	before := time.Now().UnixMilli()
+	produceSync(t, cl, "cfg", "a", "b", "c")
+
+	ctx := ctxFor(t, 20*time.Second)
+	start, err := adm.ListStartOffsets(ctx, "cfg")
+	if err != nil || start.Error() != nil {
+		t.Fatalf("start offsets: %v %v", err, start.Error())
+	}
+	end, err := adm.ListEndOffsets(ctx, "cfg")
+	if err != nil || end.Error() != nil {
+		t.Fatalf("end offsets: %v %v", err, end.Error())
+	}
+	after, err := adm.ListOffsetsAfterMilli(ctx, before, "cfg")
+	if err != nil || after.Error() != nil {
+		t.Fatalf("offsets after %d: %v %v", before, err, after.Error())
+	}
+	s, _ := start.Lookup("cfg", 0)
+	e, _ := end.Lookup("cfg", 0)
+	a, _ := after.Lookup("cfg", 0)
+	if s.Offset != 0 || e.Offset != 3 || a.Offset != 0 {
+		t.Fatalf("earliest %d, latest %d, after the first timestamp %d; want 0, 3, 0", s.Offset, e.Offset, a.Offset)
+	}
+
+	describe := func() map[string]kadm.Config {
+		t.Helper()
+		rcs, err := adm.DescribeTopicConfigs(ctx, "cfg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On("cfg", nil)
+		if err != nil || rc.Err != nil {
+			t.Fatalf("describe cfg: %v %v", err, rc.Err)
+		}
+		out := map[string]kadm.Config{}
+		for _, cfg := range rc.Configs {
+			out[cfg.Key] = cfg
+		}
+		return out
+	}
+	cfgs := describe()
+	if v := cfgs["min.insync.replicas"]; v.MaybeValue() != "2" || v.Source != 1 {
+		t.Fatalf("min.insync.replicas = %q from source %v, want 2 from the topic", v.MaybeValue(), v.Source)
+	}
+	if v := cfgs["compression.type"]; v.MaybeValue() != "producer" {
+		t.Fatalf("compression.type = %q, want producer", v.MaybeValue())
+	}
+
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("3600000")}}, "cfg")
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter retention.ms: %v %v", err, res[0].Err)
+	}
+	if v := describe()["retention.ms"]; v.MaybeValue() != "3600000" {
+		t.Fatalf("retention.ms = %q after the alter", v.MaybeValue())
+	}
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "min.insync.replicas", Value: kadm.StringPtr("zero")}}, "cfg")
+	if err != nil || !errors.Is(res[0].Err, fkerr.InvalidConfig) {
+		t.Fatalf("bad min.insync.replicas: %v %v, want INVALID_CONFIG", err, res[0].Err)
+	}
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "compression.type", Value: kadm.StringPtr("zstd")}}, "cfg")
+	if err != nil || !errors.Is(res[0].Err, fkerr.InvalidConfig) {
+		t.Fatalf("compression.type=zstd: %v %v, want INVALID_CONFIG", err, res[0].Err)
+	}
+}
+
+// underReplicated is kafka-topics --describe --under-replicated-partitions
+// over kadm's metadata: partitions whose ISR is smaller than their replicas.
+func underReplicated(t *testing.T, adm *kadm.Client, topic string) map[int32]kadm.PartitionDetail {
+	t.Helper()
+	md, err := adm.Metadata(ctxFor(t, 10*time.Second), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]kadm.PartitionDetail{}
+	for p, pd := range md.Topics[topic].Partitions {
+		if len(pd.ISR) < len(pd.Replicas) {
+			out[p] = pd
+		}
+	}
+	return out
+}
+
+// The note's "watch the ISR" flow through Kafka's admin client: a stopped
+// broker's partitions show as under-replicated, with it offline; when it
+// returns and catches up, a preferred election gives every partition back
+// to its first replica.
+func TestKafkaAdminUnderReplicatedAndPreferredElection(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	cl := c.kafkaClient()
+	adm := kadm.NewClient(cl)
+	c.kafkaCreate(adm, "urp", 3, 3, nil)
+	produceSync(t, cl, "urp", "x", "y", "z")
+	if u := underReplicated(t, adm, "urp"); len(u) != 0 {
+		t.Fatalf("under-replicated before any fault: %v", u)
+	}
+
+	if err := c.StopBroker(3); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(20*time.Second, "every partition under-replicated with broker 3 offline", func() bool {
+		u := underReplicated(t, adm, "urp")
+		if len(u) != 3 {
+			return false
+		}
+		for _, pd := range u {
+			if !slices.Equal(pd.OfflineReplicas, []int32{3}) || slices.Contains(pd.ISR, 3) || pd.Leader == 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	c.StartBroker(3)
+	c.WaitFor(30*time.Second, "the full ISR back", func() bool { return len(underReplicated(t, adm, "urp")) == 0 })
+	res, err := adm.ElectLeaders(ctxFor(t, 20*time.Second), kadm.ElectPreferredReplica, kadm.TopicsSet{"urp": {0: {}, 1: {}, 2: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range res {
+		for p, r := range ps {
+			if r.Err != nil && !errors.Is(r.Err, fkerr.ElectionNotNeeded) {
+				t.Fatalf("elect urp-%d: %v", p, r.Err)
+			}
+		}
+	}
+	c.WaitFor(20*time.Second, "every partition led by its preferred replica", func() bool {
+		md, err := adm.Metadata(ctxFor(t, 10*time.Second), "urp")
+		if err != nil {
+			return false
+		}
+		for _, pd := range md.Topics["urp"].Partitions {
+			if pd.Leader != pd.Replicas[0] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// The note's "kill the leader while producing" flow with franz-go's
+// idempotent producer: the leader crashes mid-stream, kgo retries
+// NOT_LEADER_OR_FOLLOWER and the errors of the dead connection against the
+// new leader, and the log holds every record exactly once, in order.
+func TestKafkaLeaderKilledWhileProducingIdempotently(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	adm := kadm.NewClient(c.kafkaClient())
+	c.kafkaCreate(adm, "kill", 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	prod := c.kafkaClient(kgo.DefaultProduceTopic("kill"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(time.Millisecond))
+
+	const n = 2000
+	var (
+		mu     sync.Mutex
+		failed []error
+		acked  int
+	)
+	killAt := make(chan struct{})
+	ctx := ctxFor(t, 60*time.Second)
+	var wg sync.WaitGroup
+	for i := range n {
+		if i == n/2 {
+			close(killAt)
+		}
+		wg.Add(1)
+		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("v%05d", i))}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, err)
+			}
+			acked++
+		})
+		select {
+		case <-killAt:
+			killAt = nil
+			leader := c.Partition("kill", 0).GetLeader()
+			t.Logf("crashing leader %d after %d records queued", leader, i)
+			c.CrashBroker(leader)
+		default:
+		}
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
+	}
+	cons := c.kafkaClient(kgo.ConsumeTopics("kill"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := consumeAll(t, cons, n)[0]
+	for i, v := range got {
+		if want := fmt.Sprintf("v%05d", i); v != want {
+			t.Fatalf("record %d is %s, want %s (lost, duplicated or reordered)", i, v, want)
+		}
+	}
+}
+
+// The note's min.insync.replicas flow: with two of three brokers stopped,
+// an acks=all write is refused with NOT_ENOUGH_REPLICAS, and nothing is
+// written.
+func TestKafkaMinInsyncRefusal(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	cl := c.kafkaClient()
+	adm := kadm.NewClient(cl)
+	c.kafkaCreate(adm, "minisr", 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	produceSync(t, cl, "minisr", "before")
+	leader := c.Partition("minisr", 0).GetLeader()
+	for id := int32(1); id <= 3; id++ {
+		if id != leader {
+			if err := c.StopBroker(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.WaitFor(20*time.Second, "the ISR shrunk to the leader", func() bool {
+		isr, ok := c.ReplicaISR(leader, "minisr", 0)
+		return ok && len(isr) == 1
+	})
+	prod := c.kafkaClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(2))
+	err := prod.ProduceSync(ctxFor(t, 30*time.Second), &kgo.Record{Topic: "minisr", Value: []byte("refused")}).FirstErr()
+	if !errors.Is(err, fkerr.NotEnoughReplicas) {
+		t.Fatalf("acks=all with one in-sync replica: %v, want NOT_ENOUGH_REPLICAS", err)
+	}
+	if vals := c.Values(leader, "minisr", 0); !slices.Equal(vals, []string{"before"}) {
+		t.Fatalf("leader's log %q, want only the record written before", vals)
+	}
+}
