@@ -102,7 +102,7 @@ func newDevUpCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for every broker, repeatable; broker configs go through the broker's --config, e.g. --broker-arg=--config=replica.lag.time.max.ms=10000")
 	f.StringArrayVar(&o.ControllerArgs, "controller-arg", nil, "extra flag for every controller, e.g. --controller-arg=--auto.leader.rebalance.enable=false")
 	f.BoolVar(&o.PlaintextEtcd, "etcd-plaintext", false, "run etcd without TLS and without authentication (by default it serves TLS only, wants client certificates from <data-dir>/pki and has its roles on); needs a data dir whose etcd never had auth on")
-	f.IntVar(&o.PortBase, "port-base", 0, fmt.Sprintf("run on %d consecutive ports from this one (etcd, control, gateway, then controllers +10, brokers +20, metrics +30/+40) instead of the documented ones; `tidemark dev` commands then need --control 127.0.0.1:<base+1>", devcluster.PortSpan))
+	f.IntVar(&o.PortBase, "port-base", 0, fmt.Sprintf("run on %d consecutive ports from this one (etcd, control, gateway, then controllers +10, brokers +20, metrics +30/+40, Kafka listeners +50) instead of the documented ones; `tidemark dev` commands then need --control 127.0.0.1:<base+1>", devcluster.PortSpan))
 	return cmd
 }
 

@@ -27,7 +27,9 @@ type Node struct {
 	MetricsAddr string
 	// ProfileAddr serves /debug/pprof/ (Options.Profiles), or "".
 	ProfileAddr string
-	Binary      string
+	// KafkaAddr is a broker's Kafka wire protocol listener.
+	KafkaAddr string
+	Binary    string
 	Args        []string
 	LogPath     string
 
