@@ -30,8 +30,8 @@ type Node struct {
 	// KafkaAddr is a broker's Kafka wire protocol listener.
 	KafkaAddr string
 	Binary    string
-	Args        []string
-	LogPath     string
+	Args      []string
+	LogPath   string
 
 	mu sync.Mutex
 	// extraArgs were appended to Args for the current (or last) process; a
