@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,38 +189,46 @@ func TestKafkaLeaderKilledWhileProducingIdempotently(t *testing.T) {
 	prod := c.kafkaClient(kgo.DefaultProduceTopic("kill"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(time.Millisecond))
 
 	const n = 2000
+	// The first record gets the producer its id; the leader crashes once a
+	// quarter of the rest are acknowledged, with more in flight.
+	produceSync(t, prod, "kill", "v00000")
 	var (
 		mu     sync.Mutex
 		failed []error
-		acked  int
 	)
-	killAt := make(chan struct{})
+	var acked atomic.Int64
 	ctx := ctxFor(t, 60*time.Second)
 	var wg sync.WaitGroup
-	for i := range n {
-		if i == n/2 {
-			close(killAt)
+	crashedAt := make(chan int64, 1)
+	go func() { // crash the leader mid-stream, records still in flight
+		for acked.Load() < n/4 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
 		}
+		leader := c.Partition("kill", 0).GetLeader()
+		crashedAt <- acked.Load()
+		c.CrashBroker(leader)
+	}()
+	for i := 1; i < n; i++ {
 		wg.Add(1)
 		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("v%05d", i))}, func(_ *kgo.Record, err error) {
 			defer wg.Done()
-			mu.Lock()
-			defer mu.Unlock()
+			acked.Add(1)
 			if err != nil {
+				mu.Lock()
 				failed = append(failed, err)
+				mu.Unlock()
 			}
-			acked++
 		})
-		select {
-		case <-killAt:
-			killAt = nil
-			leader := c.Partition("kill", 0).GetLeader()
-			t.Logf("crashing leader %d after %d records queued", leader, i)
-			c.CrashBroker(leader)
-		default:
+		if i%10 == 0 {
+			time.Sleep(time.Millisecond) // a steady stream, not one burst
 		}
 	}
 	wg.Wait()
+	if at := <-crashedAt; at >= n-1 {
+		t.Fatalf("the leader crashed only after every record was acknowledged")
+	} else {
+		t.Logf("leader crashed with %d of %d records acknowledged", at, n)
+	}
 	if len(failed) > 0 {
 		t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
 	}

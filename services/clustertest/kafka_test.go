@@ -154,3 +154,32 @@ func storedCodec(t *testing.T, b *broker.Broker, topic string) recordbatch.Codec
 	t.Fatalf("broker %d holds no batch of %s", b.ID(), topic)
 	return 0
 }
+
+// Pipelined produce requests of one connection are appended in the order
+// sent, as Kafka does, so a producer without idempotence but with five
+// requests in flight still writes in order (its acks=all waits overlap).
+func TestKafkaPipelinedProducesKeepOrder(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	c.kafkaCreate(kadm.NewClient(c.kafkaClient()), "pipe", 1, 3, nil)
+	prod := c.kafkaClient(kgo.DefaultProduceTopic("pipe"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+		kgo.MaxProduceRequestsInflightPerBroker(5), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(2048))
+	const n = 2000
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range n {
+		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("p%05d-%s", i, strings.Repeat("y", 200)))}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons := c.kafkaClient(kgo.ConsumeTopics("pipe"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for i, v := range consumeAll(t, cons, n)[0] {
+		if want := fmt.Sprintf("p%05d-", i); !strings.HasPrefix(v, want) {
+			t.Fatalf("record %d is %.6s, want %s (reordered)", i, v, want)
+		}
+	}
+}

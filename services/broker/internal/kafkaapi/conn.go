@@ -30,6 +30,9 @@ type conn struct {
 	principal identity.Principal
 	queue     chan *pending
 	inFlight  atomic.Int32
+	// lastTurn is released when the last request read may let the next
+	// one start (readLoop only).
+	lastTurn chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -46,10 +49,21 @@ type pending struct {
 type reqCtx struct {
 	header    requestHeader
 	principal identity.Principal
+	// after is released when the previous request of the connection lets
+	// this one start; turn is this request's own, released by release.
+	after, turn chan struct{}
+	once        sync.Once
 }
 
+// release lets the connection's next request start. A produce releases
+// once its batches are appended (Kafka appends one connection's requests
+// in order: a producer's pipelined batches must not overtake each other);
+// every other request at once.
+func (rc *reqCtx) release() { rc.once.Do(func() { close(rc.turn) }) }
+
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight)}
+	c := &conn{s: s, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight), lastTurn: make(chan struct{})}
+	close(c.lastTurn)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -132,6 +146,8 @@ func (c *conn) readLoop() error {
 			close(p.done)
 			continue
 		}
+		rc.after, rc.turn = c.lastTurn, make(chan struct{})
+		c.lastTurn = rc.turn
 		go c.run(p, rc, req)
 	}
 }
@@ -177,6 +193,15 @@ func (c *conn) decode(body []byte) (*pending, *reqCtx, kmsg.Request, error) {
 // (the client retries elsewhere) instead of the broker.
 func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	defer close(p.done)
+	defer rc.release()
+	select {
+	case <-rc.after:
+	case <-c.ctx.Done():
+		return
+	}
+	if rc.header.Key != int16(kmsg.Produce) {
+		rc.release()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("kafka handler panicked; closing the connection", "api", kmsg.NameForKey(rc.header.Key),

@@ -3,10 +3,12 @@ package kafkaapi
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -15,7 +17,7 @@ import (
 // quotas), all partitions at once. acks=0 is answered with nothing, as
 // Kafka does. A request's timeout above request.timeout.max.ms is lowered
 // to it: Kafka's clients send their own request timeout here.
-func (s *Server) handleProduce(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	timeout := min(max(req.TimeoutMillis, 0), s.opts.RM.BrokerConfig().RequestTimeoutMaxMs)
@@ -24,6 +26,20 @@ func (s *Server) handleProduce(ctx context.Context, _ *reqCtx, kreq kmsg.Request
 		mu       sync.Mutex
 		throttle int32
 	)
+	// The next request on the connection may start once every partition
+	// has appended or failed.
+	var left atomic.Int32
+	for _, t := range req.Topics {
+		left.Add(int32(len(t.Partitions)))
+	}
+	if left.Load() == 0 {
+		rc.release()
+	}
+	partDone := func() {
+		if left.Add(-1) == 0 {
+			rc.release()
+		}
+	}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
@@ -36,7 +52,10 @@ func (s *Server) handleProduce(ctx context.Context, _ *reqCtx, kreq kmsg.Request
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ms := s.producePartition(ctx, req, t.Topic, p, timeout, rp)
+				var once sync.Once
+				done := func() { once.Do(partDone) }
+				defer done()
+				ms := s.producePartition(replica.WithAppended(ctx, done), req, t.Topic, p, timeout, rp)
 				mu.Lock()
 				throttle = max(throttle, ms)
 				mu.Unlock()
