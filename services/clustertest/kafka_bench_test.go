@@ -141,4 +141,3 @@ func kafkaBatched(b *testing.B, c *Cluster, value []byte) float64 {
 	}
 	return float64(b.N) / time.Since(start).Seconds()
 }
-
