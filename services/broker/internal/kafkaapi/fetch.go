@@ -63,6 +63,7 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
 			pmax := p.PartitionMaxBytes
 			if remaining := budget - total; remaining < int(pmax) {
 				pmax = int32(max(remaining, 1))
@@ -84,9 +85,9 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 				if req.Version < 11 && rp.PreferredReadReplica >= 0 {
 					rp.PreferredReadReplica = -1
 				}
-				if total < budget || total == 0 {
-					rp.RecordBatches = gresp.GetRecordBatches()
-					total += len(rp.RecordBatches)
+				if recs := gresp.GetRecordBatches(); len(recs) > 0 && (total < budget || total == 0) {
+					rp.RecordBatches = recs
+					total += len(recs)
 				}
 				throttle = max(throttle, gresp.GetThrottleTimeMs())
 			}
