@@ -517,7 +517,7 @@ func (c *Cluster) PrintTable(out io.Writer) {
 	fmt.Fprintf(tw, "dev control\t%s\t\t\t\n", c.opts.ControlAddr)
 	tw.Flush()
 	if boot := c.KafkaBootstrap(); boot != "" {
-		fmt.Fprintf(out, "Kafka bootstrap: %s  (e.g. kcat -b %s -L)\n", boot, boot)
+		fmt.Fprintf(out, "Kafka bootstrap: %s\n", boot)
 	}
 }
 
