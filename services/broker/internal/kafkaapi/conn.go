@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/kerr"
 )
 
 // conn is one client connection. A reader decodes requests and starts each
@@ -169,7 +170,7 @@ func (c *conn) decode(body []byte) (*pending, *reqCtx, kmsg.Request, error) {
 	if h.Version < a.versions.Min || h.Version > a.versions.Max {
 		if h.Key == int16(kmsg.ApiVersions) && h.Version > a.versions.Max {
 			resp := kmsg.NewPtrApiVersionsResponse()
-			resp.ErrorCode = 35 // UNSUPPORTED_VERSION
+			resp.ErrorCode = int16(kerr.UnsupportedVersion)
 			c.s.fillApiVersions(resp)
 			p.frame = finishFrame(resp.AppendTo(appendResponseHeader(nil, h.CorrelationID, false)))
 			return p, nil, nil, nil

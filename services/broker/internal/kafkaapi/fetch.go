@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 // handleFetch serves consumers through the gRPC Fetch handler, partition by
@@ -24,7 +25,7 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if req.SessionID != 0 || req.SessionEpoch > 0 {
-		resp.ErrorCode = 70 // FETCH_SESSION_ID_NOT_FOUND: no sessions are kept; start again sessionless
+		resp.ErrorCode = int16(kerr.FetchSessionIDNotFound) // no sessions are kept: start again sessionless
 		return resp
 	}
 	maxWait := time.Duration(min(max(req.MaxWaitMillis, 0), 60000)) * time.Millisecond // the gRPC fetch's bound

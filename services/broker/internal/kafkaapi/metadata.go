@@ -150,7 +150,7 @@ func (s *Server) handleDescribeCluster(ctx context.Context, _ *reqCtx, kreq kmsg
 		return resp
 	}
 	if req.EndpointType > 1 {
-		resp.ErrorCode = 35 // UNSUPPORTED_VERSION: tidemark's controllers do not speak Kafka
+		resp.ErrorCode = int16(kerr.UnsupportedVersion) // tidemark's controllers do not speak Kafka
 		m := "only broker endpoints are served"
 		resp.ErrorMessage = &m
 		return resp
