@@ -230,3 +230,21 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// max.connections.per.ip applies to the Kafka listener: the connection over
+// the limit is closed unread, the ones within it are served.
+func TestConnectionsPerIPAreLimited(t *testing.T) {
+	_, addr := serve(t, Limits{MaxConnectionsPerIP: 1})
+	first := dial(t, addr)
+	if _, err := first.Write(frame(apiVersions(3), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAnswer(t, first); err != nil {
+		t.Fatal(err)
+	}
+	second := dial(t, addr)
+	_, _ = second.Write(frame(apiVersions(3), 2))
+	if _, _, err := readAnswer(t, second); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("second connection from one address: %v, want it closed", err)
+	}
+}
