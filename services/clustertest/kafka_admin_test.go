@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -270,4 +271,61 @@ func TestKafkaMinInsyncRefusal(t *testing.T) {
 	if vals := c.Values(leader, "minisr", 0); !slices.Equal(vals, []string{"before"}) {
 		t.Fatalf("leader's log %q, want only the record written before", vals)
 	}
+}
+
+// The rest of the advertised APIs through real clients: acks=0 (no answer
+// on the wire, the records still written), OffsetForLeaderEpoch,
+// DescribeCluster and DeleteTopics.
+func TestKafkaAcksZeroEpochsClusterAndDelete(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	cl := c.kafkaClient()
+	adm := kadm.NewClient(cl)
+	c.kafkaCreate(adm, "misc", 1, 3, nil)
+
+	fire := c.kafkaClient(kgo.DefaultProduceTopic("misc"), kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	for _, v := range []string{"f0", "f1", "f2"} {
+		if err := fire.ProduceSync(ctxFor(t, 20*time.Second), &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("acks=0 produce: %v", err)
+		}
+	}
+	cons := c.kafkaClient(kgo.ConsumeTopics("misc"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if got := consumeAll(t, cons, 3)[0]; !slices.Equal(got, []string{"f0", "f1", "f2"}) {
+		t.Fatalf("acks=0 records read back as %q", got)
+	}
+
+	leader := c.Partition("misc", 0).GetLeader()
+	epoch := c.Partition("misc", 0).GetLeaderEpoch()
+	olReq := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	olReq.ReplicaID = -1
+	olp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	olp.Partition, olp.CurrentLeaderEpoch, olp.LeaderEpoch = 0, epoch, epoch
+	olt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	olt.Topic, olt.Partitions = "misc", []kmsg.OffsetForLeaderEpochRequestTopicPartition{olp}
+	olReq.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{olt}
+	olResp, err := olReq.RequestWith(ctxFor(t, 10*time.Second), cl.Broker(int(leader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := olResp.Topics[0].Partitions[0]; r.ErrorCode != 0 || r.LeaderEpoch != epoch || r.EndOffset != 3 {
+		t.Fatalf("OffsetForLeaderEpoch(%d): error %d, epoch %d, end %d; want epoch %d ending at 3", epoch, r.ErrorCode, r.LeaderEpoch, r.EndOffset, epoch)
+	}
+
+	dcResp, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctxFor(t, 10*time.Second), cl)
+	if err != nil || dcResp.ErrorCode != 0 || len(dcResp.Brokers) != 3 || dcResp.ClusterID == "" {
+		t.Fatalf("DescribeCluster: %v, error %d, %d brokers, cluster id %q", err, dcResp.ErrorCode, len(dcResp.Brokers), dcResp.ClusterID)
+	}
+	for _, b := range dcResp.Brokers {
+		if addr := fmt.Sprintf("%s:%d", b.Host, b.Port); !slices.Contains(c.KafkaAddrs(), addr) {
+			t.Fatalf("broker %d at %s, not a Kafka listener", b.NodeID, addr)
+		}
+	}
+
+	del, err := adm.DeleteTopics(ctxFor(t, 20*time.Second), "misc")
+	if err != nil || del["misc"].Err != nil {
+		t.Fatalf("delete misc: %v %v", err, del["misc"].Err)
+	}
+	c.WaitFor(20*time.Second, "misc gone from Kafka's metadata", func() bool {
+		md, err := adm.Metadata(ctxFor(t, 10*time.Second), "misc")
+		return err == nil && errors.Is(md.Topics["misc"].Err, fkerr.UnknownTopicOrPartition)
+	})
 }
