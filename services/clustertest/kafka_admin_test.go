@@ -329,3 +329,52 @@ func TestKafkaAcksZeroEpochsClusterAndDelete(t *testing.T) {
 		return err == nil && errors.Is(md.Topics["misc"].Err, fkerr.UnknownTopicOrPartition)
 	})
 }
+
+// An unclean election asked through Kafka's admin client (KIP-460): with
+// every in-sync replica dead and unclean.leader.election.enable off, the
+// partition stays offline until ElectLeaders(unclean) hands it to a live
+// out-of-sync replica.
+func TestKafkaUncleanElectLeaders(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	cl := c.kafkaClient()
+	adm := kadm.NewClient(cl)
+	c.kafkaCreate(adm, "uncl", 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("1")})
+	produceSync(t, cl, "uncl", "u0")
+	leader := c.Partition("uncl", 0).GetLeader()
+	var others []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != leader {
+			others = append(others, id)
+			if err := c.StopBroker(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.WaitFor(20*time.Second, "the ISR down to the leader", func() bool {
+		return slices.Equal(c.Partition("uncl", 0).GetIsr(), []int32{leader})
+	})
+	c.CrashBroker(leader)
+	for _, id := range others {
+		c.StartBroker(id)
+	}
+	c.WaitFor(20*time.Second, "the partition offline with its out-of-sync replicas back", func() bool {
+		md, err := adm.Metadata(ctxFor(t, 10*time.Second), "uncl")
+		if err != nil {
+			return false
+		}
+		pd := md.Topics["uncl"].Partitions[0]
+		return pd.Leader == -1 && len(md.Brokers) == 2
+	})
+	res, err := adm.ElectLeaders(ctxFor(t, 20*time.Second), kadm.ElectLiveReplica, kadm.TopicsSet{"uncl": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res["uncl"][0]; r.Err != nil {
+		t.Fatalf("unclean election: %v", r.Err)
+	}
+	c.WaitFor(20*time.Second, "an out-of-sync replica leading", func() bool {
+		l := c.Partition("uncl", 0).GetLeader()
+		return slices.Contains(others, l) && c.Leads(l, "uncl", 0)
+	})
+	produceSync(t, c.kafkaClient(), "uncl", "after")
+}
