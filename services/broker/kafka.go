@@ -26,7 +26,7 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 	limits.MaxConnectionsPerIPOverrides = b.cfg.Limits.MaxConnectionsPerIPOverrides
 	b.kafka = kafkaapi.New(kafkaapi.Options{
 		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
-		Admin: b.controllerAdmin, Authorizer: az, TLS: tlsCfg, Limits: limits, Logger: b.log,
+		Admin: b.controllerAdmin, Authorizer: az, TLS: tlsCfg, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
 	})
 	go func() {
 		if err := b.kafka.Serve(b.kafkaLis); err != nil {

@@ -120,12 +120,14 @@ func (c *conn) readLoop() error {
 				continue // waiting on its own answers is not idle
 			}
 			if errors.As(err, &ne) && ne.Timeout() {
+				c.s.metrics.closed.WithLabelValues("idle").Inc()
 				return fmt.Errorf("idle for %s (connections.max.idle.ms)", limits.IdleTimeout)
 			}
 			return err
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if n < 10 || n > limits.MaxRequestBytes {
+			c.s.metrics.closed.WithLabelValues("protocol").Inc()
 			return fmt.Errorf("request size %d is outside [10, %d] (socket.request.max.bytes)", n, limits.MaxRequestBytes)
 		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(limits.IdleTimeout))
@@ -135,6 +137,7 @@ func (c *conn) readLoop() error {
 		}
 		p, rc, req, err := c.decode(body)
 		if err != nil {
+			c.s.metrics.closed.WithLabelValues("protocol").Inc()
 			return err
 		}
 		c.inFlight.Add(1)
@@ -187,6 +190,7 @@ func (c *conn) decode(body []byte) (*pending, *reqCtx, kmsg.Request, error) {
 	if err := req.ReadFrom(rest); err != nil {
 		return nil, nil, nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}
+	c.s.metrics.requests.WithLabelValues(kmsg.NameForKey(h.Key)).Inc()
 	return p, &reqCtx{header: h, principal: c.principal}, req, nil
 }
 

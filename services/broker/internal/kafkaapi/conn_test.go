@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -246,5 +248,36 @@ func TestConnectionsPerIPAreLimited(t *testing.T) {
 	_, _ = second.Write(frame(apiVersions(3), 2))
 	if _, _, err := readAnswer(t, second); !errors.Is(err, io.EOF) && !isReset(err) {
 		t.Fatalf("second connection from one address: %v, want it closed", err)
+	}
+}
+
+// The listener counts requests by API and the connections it closes.
+func TestMetricsCountRequestsAndClosedConnections(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := New(Options{Registry: reg})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Close)
+	c := dial(t, lis.Addr().String())
+	if _, err := c.Write(frame(apiVersions(3), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAnswer(t, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(binary.BigEndian.AppendUint32(nil, 0xffffffff)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAnswer(t, c); err == nil {
+		t.Fatal("the connection survived a negative size")
+	}
+	if n := testutil.ToFloat64(s.metrics.requests.WithLabelValues("ApiVersions")); n != 1 {
+		t.Fatalf("ApiVersions counted %v times", n)
+	}
+	if n := testutil.ToFloat64(s.metrics.closed.WithLabelValues("protocol")); n != 1 {
+		t.Fatalf("protocol closes counted %v", n)
 	}
 }

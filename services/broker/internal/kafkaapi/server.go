@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -46,6 +47,8 @@ type Options struct {
 	// Extension serves further APIs (consumer groups); nil: none.
 	Extension Extension
 	Logger    *slog.Logger
+	// Registry, when set, gets the tidemark_kafka_* metrics.
+	Registry prometheus.Registerer
 }
 
 // Extension serves APIs beyond this package's on the same listener (the
@@ -59,9 +62,10 @@ type Extension interface {
 
 // Server serves Kafka's protocol on one listener.
 type Server struct {
-	opts  Options
-	log   *slog.Logger
-	table map[int16]api
+	opts    Options
+	log     *slog.Logger
+	table   map[int16]api
+	metrics *metrics
 
 	mu     sync.Mutex
 	lis    net.Listener
@@ -73,7 +77,7 @@ type Server struct {
 // New builds a server; Serve starts it.
 func New(o Options) *Server {
 	o.Limits = o.Limits.withDefaults()
-	s := &Server{opts: o, log: logging.OrDiscard(o.Logger).With("listener", "kafka"), conns: map[*conn]struct{}{}}
+	s := &Server{opts: o, log: logging.OrDiscard(o.Logger).With("listener", "kafka"), conns: map[*conn]struct{}{}, metrics: newMetrics(o.Registry)}
 	s.table = s.apis()
 	return s
 }
@@ -87,6 +91,7 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	lis = connlimit.Wrap(lis, connlimit.Options{PerIP: s.opts.Limits.MaxConnectionsPerIP, Overrides: overrides,
 		Refused: func(ip string, limit int) {
+			s.metrics.closed.WithLabelValues("refused").Inc()
 			s.log.Warn("connection refused: too many from one address", "ip", ip, "max_connections_per_ip", limit)
 		}})
 	s.mu.Lock()
@@ -122,8 +127,10 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.metrics.open.Inc()
 		go func() {
 			defer s.wg.Done()
+			defer s.metrics.open.Dec()
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
