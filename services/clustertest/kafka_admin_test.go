@@ -377,4 +377,25 @@ func TestKafkaUncleanElectLeaders(t *testing.T) {
 		return slices.Contains(others, l) && c.Leads(l, "uncl", 0)
 	})
 	produceSync(t, c.kafkaClient(), "uncl", "after")
+
+	// A client still at leader epoch 0 (0 is a real epoch to Kafka, not
+	// "unset") is fenced by the new leader.
+	pd := c.Partition("uncl", 0)
+	if pd.GetLeaderEpoch() < 1 {
+		t.Fatalf("leader epoch %d after two elections", pd.GetLeaderEpoch())
+	}
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.ReplicaID = -1
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.CurrentLeaderEpoch, lp.Timestamp = 0, 0, -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic, lt.Partitions = "uncl", []kmsg.ListOffsetsRequestTopicPartition{lp}
+	lo.Topics = []kmsg.ListOffsetsRequestTopic{lt}
+	resp, err := lo.RequestWith(ctxFor(t, 10*time.Second), c.kafkaClient().Broker(int(pd.GetLeader())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != fkerr.FencedLeaderEpoch.Code {
+		t.Fatalf("ListOffsets at epoch 0 against epoch %d: error %d, want FENCED_LEADER_EPOCH", pd.GetLeaderEpoch(), code)
+	}
 }

@@ -73,7 +73,7 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			var gresp *brokerv1.FetchResponse
 			err := s.authorize(ctx, brokerv1.BrokerService_Fetch_FullMethodName, greq)
 			if err == nil {
-				gresp, err = s.opts.Broker.Fetch(ctx, greq)
+				gresp, err = s.opts.Broker.FetchAtEpoch(ctx, greq, p.CurrentLeaderEpoch)
 			}
 			if err != nil {
 				rp.ErrorCode = code(err)
@@ -116,7 +116,7 @@ func (s *Server) waitForData(ctx context.Context, req *kmsg.FetchRequest, resp *
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				gresp, err := s.opts.Broker.Fetch(wctx, fetchRequest(req, t.Topic, p, 1, maxWait))
+				gresp, err := s.opts.Broker.FetchAtEpoch(wctx, fetchRequest(req, t.Topic, p, 1, maxWait), p.CurrentLeaderEpoch)
 				if err != nil || len(gresp.GetRecordBatches()) > 0 || gresp.GetPreferredReadReplica() >= 0 {
 					select {
 					case woke <- struct{}{}:

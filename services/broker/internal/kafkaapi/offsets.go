@@ -44,7 +44,7 @@ func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Req
 				err = kerr.BadField(kerr.InvalidRequest, "timestamp", "%d is not a timestamp, -1 (latest) or -2 (earliest)", p.Timestamp)
 			}
 			if err == nil {
-				gresp, err = s.opts.Broker.ListOffsets(ctx, greq)
+				gresp, err = s.opts.Broker.ListOffsetsAtEpoch(ctx, greq, p.CurrentLeaderEpoch)
 			}
 			if err != nil {
 				rp.ErrorCode = code(err)
