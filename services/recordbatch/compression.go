@@ -50,7 +50,10 @@ func (c Codec) String() string {
 // decompressed, so a small hostile batch cannot exhaust memory.
 const MaxDecompressedSize = 256 << 20
 
-var errTooLarge = fmt.Errorf("decompressed records exceed %d bytes", MaxDecompressedSize)
+// maxDecompressed is MaxDecompressedSize; tests lower it.
+var maxDecompressed = MaxDecompressedSize
+
+var errTooLarge = errors.New("decompressed records exceed the bound on a batch's size")
 
 // Codec is the batch's compression codec.
 func (b Batch) Codec() Codec { return Codec(b.Attributes() & compressionMask) }
@@ -100,17 +103,21 @@ func Decompress(c Codec, data []byte) ([]byte, error) {
 	case LZ4:
 		return readBounded(lz4.NewReader(bytes.NewReader(data)))
 	case Zstd:
-		return zstdDecoder().DecodeAll(data, nil)
+		out, err := zstdDecoder().DecodeAll(data, nil)
+		if err == nil && len(out) > maxDecompressed {
+			return nil, errTooLarge
+		}
+		return out, err
 	}
 	return nil, errUnknownCodec
 }
 
 func readBounded(r io.Reader) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, MaxDecompressedSize+1))
+	out, err := io.ReadAll(io.LimitReader(r, int64(maxDecompressed)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(out) > MaxDecompressedSize {
+	if len(out) > maxDecompressed {
 		return nil, errTooLarge
 	}
 	return out, nil
@@ -150,7 +157,7 @@ func decodeSnappyBlock(dst, block []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n < 0 || len(dst)+n > MaxDecompressedSize {
+	if n < 0 || len(dst)+n > maxDecompressed {
 		return nil, errTooLarge
 	}
 	out, err := snappy.Decode(nil, block)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
@@ -114,6 +115,24 @@ func TestDamagedCompressedRecordsAreCorrupt(t *testing.T) {
 			if err := Validate(d); err != nil && kerr.CodeOf(err) != kerr.CorruptMessage && kerr.CodeOf(err) != kerr.InvalidRecord {
 				t.Fatalf("%s, byte %d flipped: %v", c, i, err)
 			}
+		}
+	}
+}
+
+// A batch whose records decompress beyond the bound is refused, whatever
+// the codec, before it grows further (a small hostile batch cannot use up
+// memory).
+func TestDecompressionIsBounded(t *testing.T) {
+	plain := build(t, sampleRecords(), -1, -1, -1) // about 70 KB of records
+	defer func(m int) { maxDecompressed = m }(maxDecompressed)
+	maxDecompressed = 16 << 10
+	for _, c := range []Codec{Gzip, Snappy, LZ4, Zstd} {
+		b, err := plain.Compressed(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Validate(b); kerr.CodeOf(err) != kerr.CorruptMessage || !strings.Contains(err.Error(), "exceed") {
+			t.Fatalf("%s: %v, want CORRUPT_MESSAGE for records beyond the bound", c, err)
 		}
 	}
 }
