@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"tidemark.io/services/platform/kerr"
 )
 
 // serve runs a Server without a broker behind it (only ApiVersions can be
@@ -279,5 +281,31 @@ func TestMetricsCountRequestsAndClosedConnections(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(s.metrics.closed.WithLabelValues("protocol")); n != 1 {
 		t.Fatalf("protocol closes counted %v", n)
+	}
+}
+
+// A transactional producer is refused at InitProducerId: tidemark has no
+// transaction coordinator (and advertises none of the transaction APIs).
+func TestTransactionalInitProducerIDIsRefused(t *testing.T) {
+	_, addr := serve(t, Limits{})
+	c := dial(t, addr)
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.SetVersion(4)
+	txn := "txn-1"
+	req.TransactionalID = &txn
+	if _, err := c.Write(frame(req, 5)); err != nil {
+		t.Fatal(err)
+	}
+	_, body, err := readAnswer(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.SetVersion(4)
+	if err := resp.ReadFrom(body[1:]); err != nil { // flexible: an empty tag section leads
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != int16(kerr.InvalidRequest) || resp.ProducerID != -1 {
+		t.Fatalf("error %d, producer id %d; want INVALID_REQUEST and none", resp.ErrorCode, resp.ProducerID)
 	}
 }
