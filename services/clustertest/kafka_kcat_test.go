@@ -7,18 +7,17 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"tidemark.io/services/platform/testenv"
 )
 
 // kcat (librdkafka, a third client implementation, in C) lists the
 // cluster, produces idempotently with acks=all and zstd, and consumes to
 // the end of the partition and exits (which needs empty, not null, record
-// sets in fetch answers at the end). Skipped where kcat is not installed
-// (Debian package kcat).
+// sets in fetch answers at the end). Where kcat is not installed (Debian
+// package kcat) it skips, and fails under CI.
 func TestKcatListsProducesAndConsumes(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Skip("kcat is not installed (apt-get install kcat)")
-	}
+	kcat := testenv.RequireCommand(t, "kcat", "apt-get install kcat (CI installs it)", "kcat")
 	c := Start(t, Options{Brokers: 3, Kafka: true})
 	c.kafkaCreate(kadm.NewClient(c.kafkaClient()), "kcat", 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	boot := strings.Join(c.KafkaAddrs(), ",")
