@@ -185,6 +185,9 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'BatchingProducer|TracingOverhead' -benchtime 200000x ./clustertest/
 	@echo "== consumer groups: 10 members committing, one acks=all write to __consumer_offsets per commit"
 	cd services && go test -run '^$$' -bench 'GroupCommits' -benchtime 5000x ./clustertest/
+	@echo "== the Kafka front door against the gRPC one: franz-go vs the Go client, same shapes (kafka/grpc >= 0.8)"
+	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/sync' -benchtime 3000x ./clustertest/
+	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/batched' -benchtime 100000x ./clustertest/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 

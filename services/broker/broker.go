@@ -25,6 +25,7 @@ import (
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/group"
 	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/broker/internal/kafkaapi"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/quota"
@@ -40,17 +41,20 @@ import (
 
 // Broker is a running broker.
 type Broker struct {
-	cfg   Config
-	log   *slog.Logger
-	tel   *telemetry.Telemetry
-	srv   *grpcserver.Server
-	lis   net.Listener
-	logs  *logstore.Manager
-	meta  *metadata.Cache
-	peers *replica.Peers
-	rm    *replica.Manager
-	reg   *registrar
-	fence *leaseFence // nil without etcd
+	cfg Config
+	log *slog.Logger
+	tel *telemetry.Telemetry
+	srv *grpcserver.Server
+	lis net.Listener
+	// kafka serves Kafka's wire protocol on kafkaLis; nil without --kafka.listen.
+	kafka    *kafkaapi.Server
+	kafkaLis net.Listener
+	logs     *logstore.Manager
+	meta     *metadata.Cache
+	peers    *replica.Peers
+	rm       *replica.Manager
+	reg      *registrar
+	fence    *leaseFence // nil without etcd
 	// groups is the group coordinator of the __consumer_offsets
 	// partitions this broker leads.
 	groups *group.Coordinator
@@ -96,6 +100,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return fail(fmt.Errorf("--listen %s: %w", cfg.Listen, err))
 	}
 	b.lis = lis
+	if cfg.KafkaListen != "" {
+		if b.kafkaLis, err = net.Listen("tcp", cfg.KafkaListen); err != nil {
+			return fail(fmt.Errorf("--kafka.listen %s: %w", cfg.KafkaListen, err))
+		}
+	}
 
 	static, err := topicconfig.ResolveBroker(cfg.Settings)
 	if err != nil {
@@ -199,6 +208,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := authz.Covers(b.srv.GetServiceInfo()); err != nil {
 		return fail(err)
 	}
+	if b.kafkaLis != nil {
+		if err := b.startKafka(api, az); err != nil {
+			return fail(err)
+		}
+	}
 	b.srv.MarkAllServing()
 	go func() {
 		if err := b.srv.Serve(lis); err != nil {
@@ -212,7 +226,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 			return fail(err)
 		}
 	}
-	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
+	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listen", b.KafkaAddr(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
 		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs,
 		"log_cleaner_enable", static.LogCleanerEnable, "log_cleaner_dedupe_buffer_size", static.LogCleanerDedupeBufferSize)
@@ -268,6 +282,9 @@ func (b *Broker) Crash() {
 		if b.reg != nil {
 			b.reg.abandon()
 		}
+		if b.kafka != nil {
+			b.kafka.Close()
+		}
 		b.srv.Server.Stop()
 		b.groups.Close()
 		b.rm.Close()
@@ -287,6 +304,11 @@ func (b *Broker) closeAll(ctx context.Context) error {
 		// Parked JoinGroup and SyncGroup calls answer NOT_COORDINATOR now
 		// rather than hold up the server's graceful stop.
 		b.groups.Close()
+	}
+	if b.kafka != nil {
+		b.kafka.Close()
+	} else if b.kafkaLis != nil {
+		_ = b.kafkaLis.Close()
 	}
 	if b.srv != nil {
 		// A follower that vanished mid-stream never sends the request its

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"tidemark.io/services/broker/internal/kafkaapi"
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/etcdconn"
@@ -28,6 +29,14 @@ type Config struct {
 	// Advertised is the address other nodes and clients dial; empty means
 	// the bound listen address.
 	Advertised string
+	// KafkaListen is the Kafka wire protocol listener's address; empty: no
+	// Kafka listener.
+	KafkaListen string
+	// KafkaAdvertised is the address Kafka clients are told to dial (in
+	// Metadata); empty means the bound Kafka listen address.
+	KafkaAdvertised string
+	// KafkaLimits bound requests and connections on the Kafka listener.
+	KafkaLimits kafkaapi.Limits
 	// Rack is the broker's rack (broker.rack), for rack-aware placement and
 	// follower fetching.
 	Rack string
@@ -75,6 +84,7 @@ func DefaultConfig() Config {
 		Settings:       map[string]string{},
 		Authz:          authz.DefaultConfig(),
 		Limits:         grpcserver.DefaultLimits(),
+		KafkaLimits:    kafkaapi.DefaultLimits(),
 		Log:            logging.DefaultOptions(),
 	}
 }
@@ -86,6 +96,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC listen address (host:port)")
 	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address other nodes dial; empty uses the listen address")
+	fs.StringVar(&c.KafkaListen, "kafka.listen", c.KafkaListen, "Kafka wire protocol listen address (host:port), Kafka's listeners; empty: none")
+	fs.StringVar(&c.KafkaAdvertised, "kafka.advertised.address", c.KafkaAdvertised, "address Kafka clients are told to dial (Kafka's advertised.listeners); empty uses the Kafka listen address")
+	c.KafkaLimits.AddFlags(fs)
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for partition logs and checkpoints")
 	c.Etcd.AddFlags(fs)
@@ -120,6 +133,22 @@ func (c Config) Validate() error {
 	if c.Advertised != "" {
 		if _, _, err := net.SplitHostPort(c.Advertised); err != nil {
 			return config.Invalid("advertised.address", c.Advertised, "must be host:port")
+		}
+	}
+	if c.KafkaListen != "" {
+		if _, _, err := net.SplitHostPort(c.KafkaListen); err != nil {
+			return config.Invalid("kafka.listen", c.KafkaListen, "must be host:port")
+		}
+		if err := c.KafkaLimits.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.KafkaAdvertised != "" {
+		if c.KafkaListen == "" {
+			return config.Invalid("kafka.advertised.address", c.KafkaAdvertised, "needs --kafka.listen")
+		}
+		if _, _, err := net.SplitHostPort(c.KafkaAdvertised); err != nil {
+			return config.Invalid("kafka.advertised.address", c.KafkaAdvertised, "must be host:port")
 		}
 	}
 	if c.DataDir == "" {

@@ -40,3 +40,37 @@ func TestLimitFlagsParseAndBadOnesAreNamed(t *testing.T) {
 		}
 	}
 }
+
+func TestKafkaListenerFlagsParseAndBadOnesAreNamed(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.AddFlags(fs)
+	err := config.Parse(fs, []string{"--plaintext", "--kafka.listen=127.0.0.1:29092", "--kafka.advertised.address=broker-1:29092",
+		"--kafka.socket.request.max.bytes=1048576", "--kafka.max.in.flight.requests.per.connection=8", "--kafka.connections.max.idle=1m"},
+		func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.KafkaLimits; cfg.KafkaListen != "127.0.0.1:29092" || cfg.KafkaAdvertised != "broker-1:29092" ||
+		l.MaxRequestBytes != 1<<20 || l.MaxInFlight != 8 || l.IdleTimeout.Minutes() != 1 {
+		t.Fatalf("parsed %q %q %+v", cfg.KafkaListen, cfg.KafkaAdvertised, l)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for flagName, mod := range map[string]func(*broker.Config){
+		"kafka.listen":                   func(c *broker.Config) { c.KafkaListen = "29092" },
+		"kafka.advertised.address":       func(c *broker.Config) { c.KafkaListen, c.KafkaAdvertised = "", "b:1" },
+		"kafka.socket.request.max.bytes": func(c *broker.Config) { c.KafkaListen, c.KafkaLimits.MaxRequestBytes = ":1", 10 },
+		"kafka.connections.max.idle":     func(c *broker.Config) { c.KafkaListen, c.KafkaLimits.IdleTimeout = ":1", 1 },
+	} {
+		c := broker.DefaultConfig()
+		c.TLS = tlsconf.Plain()
+		mod(&c)
+		var ce *config.Error
+		if err := c.Validate(); !errors.As(err, &ce) || ce.Flag != flagName {
+			t.Errorf("%s: Validate = %v; want an error naming --%s", flagName, err, flagName)
+		}
+	}
+}

@@ -82,7 +82,7 @@ func (r *registrar) register(ctx context.Context) error {
 	defer cancel()
 	reg, err := r.store.RegisterBroker(ctx, metastore.BrokerInfo{
 		ID: r.b.cfg.ID, Address: r.b.Advertised(), Rack: r.b.cfg.Rack,
-		StaticConfigs: maps.Clone(r.b.cfg.Settings),
+		StaticConfigs: maps.Clone(r.b.cfg.Settings), Endpoints: r.b.endpoints(),
 	}, r.b.cfg.SessionTimeout, metastore.WaitForExpiry())
 	if err != nil {
 		return fmt.Errorf("registering broker %d in etcd: %w", r.b.cfg.ID, err)

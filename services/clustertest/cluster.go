@@ -68,6 +68,9 @@ type Options struct {
 	// with its own certificate from PKIDir (etcd's and root's are there
 	// too).
 	SecureEtcd bool
+	// Kafka gives every broker a Kafka wire protocol listener on a free
+	// port (KafkaAddrs), kept across restarts.
+	Kafka bool
 }
 
 // Cluster is a running test cluster.
@@ -170,6 +173,9 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg.ID = id
 		cfg.TLS = nodeTLS(BrokerName(id))
 		cfg.Listen = freeAddr(t)
+		if o.Kafka {
+			cfg.KafkaListen = freeAddr(t)
+		}
 		cfg.DataDir = t.TempDir()
 		// Each broker reaches etcd through its own bridge, so a test can
 		// cut one broker off from etcd.
@@ -321,6 +327,21 @@ func (c *Cluster) StopBroker(id int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return b.Stop(ctx)
+}
+
+// KafkaAddrs are the Kafka listener addresses of every configured broker
+// (running or not), for Kafka clients' seed lists.
+func (c *Cluster) KafkaAddrs() []string {
+	var out []string
+	for id := int32(1); ; id++ {
+		cfg, ok := c.brokerCfg[id]
+		if !ok {
+			return out
+		}
+		if cfg.KafkaListen != "" {
+			out = append(out, cfg.KafkaListen)
+		}
+	}
 }
 
 // Client returns a Go client bootstrapping from every broker, closed when

@@ -168,7 +168,8 @@ func TestValidateErrors(t *testing.T) {
 		{"truncated", func(b Batch) Batch { return b[:len(b)-1] }, kerr.CorruptMessage},
 		{"magic", func(b Batch) Batch { b[offMagic] = 1; return b }, kerr.CorruptMessage},
 		{"crc", func(b Batch) Batch { b[offCRC] ^= 1; return b }, kerr.CorruptMessage},
-		{"compression", func(b Batch) Batch { b[offAttributes+1] |= 1; fixCRC(b); return b }, kerr.InvalidRecord},
+		{"unknown codec", func(b Batch) Batch { b[offAttributes+1] |= 5; fixCRC(b); return b }, kerr.InvalidRecord},
+		{"not the codec it claims", func(b Batch) Batch { b[offAttributes+1] |= 1; fixCRC(b); return b }, kerr.CorruptMessage},
 		{"transactional", func(b Batch) Batch { b[offAttributes+1] |= transactionalBit; fixCRC(b); return b }, kerr.InvalidRecord},
 		{"count zero", func(b Batch) Batch {
 			be.PutUint32(b[offRecordCount:], 0)

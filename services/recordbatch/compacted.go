@@ -40,7 +40,7 @@ func ValidateStored(buf []byte) error { return Batch(buf).ValidateStored() }
 
 func (b Batch) checkCompacted() error {
 	attrs := b.Attributes()
-	if c := attrs & compressionMask; c != 0 {
+	if c := Codec(attrs & compressionMask); c > Zstd {
 		return invalidf("compression codec %d is not supported", c)
 	}
 	if attrs&(transactionalBit|controlBit) != 0 {
@@ -56,7 +56,11 @@ func (b Batch) checkCompacted() error {
 	first := b.FirstTimestamp()
 	maxTS := int64(-1 << 63)
 	prev := int64(-1)
-	p, pos := []byte(b[HeaderSize:]), HeaderSize
+	p, err := b.records()
+	if err != nil {
+		return err
+	}
+	pos := HeaderSize
 	for i := range n {
 		if len(p) == 0 {
 			return corruptf("record count %d but records end after %d", n, i)
@@ -91,13 +95,18 @@ func (b Batch) checkCompacted() error {
 // as they are, so offsets and timestamps stay what they were), and returns
 // the extended dst and how many records were kept. b must have passed
 // ValidateStored. With keepEmpty false a batch left with no record is not
-// written at all.
+// written at all. A compressed batch's kept records are compressed again
+// with its codec.
 func (b Batch) Retain(dst []byte, keepEmpty bool, keep func(r Record) bool) ([]byte, int, error) {
 	start := len(dst)
 	dst = append(dst, b[:HeaderSize]...)
-	p := []byte(b[HeaderSize:])
+	p, err := b.records()
+	if err != nil {
+		return dst[:start], 0, err
+	}
+	codec := b.Codec()
+	var plain []byte // the kept records of a compressed batch, before compression
 	kept := int32(0)
-	var err error
 	for r, rerr := range b.Records() {
 		if rerr != nil {
 			err = rerr
@@ -107,7 +116,11 @@ func (b Batch) Retain(dst []byte, keepEmpty bool, keep func(r Record) bool) ([]b
 		raw := p[:k+int(length)]
 		p = p[k+int(length):]
 		if keep(r) {
-			dst = append(dst, raw...)
+			if codec == None {
+				dst = append(dst, raw...)
+			} else {
+				plain = append(plain, raw...)
+			}
 			kept++
 		}
 	}
@@ -116,6 +129,13 @@ func (b Batch) Retain(dst []byte, keepEmpty bool, keep func(r Record) bool) ([]b
 	}
 	if kept == 0 && !keepEmpty {
 		return dst[:start], 0, nil
+	}
+	if codec != None {
+		z, cerr := Compress(codec, plain)
+		if cerr != nil {
+			return dst[:start], 0, cerr
+		}
+		dst = append(dst, z...)
 	}
 	out := dst[start:]
 	be.PutUint32(out[offBatchLength:], uint32(len(out)-LengthOverhead))

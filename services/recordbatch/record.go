@@ -34,7 +34,12 @@ func (b Batch) Records() iter.Seq2[Record, error] {
 			yield(Record{}, err)
 			return
 		}
-		d := decoder{buf: b[HeaderSize:], pos: HeaderSize}
+		recs, err := b.records()
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		d := decoder{buf: recs, pos: HeaderSize}
 		base, first := b.BaseOffset(), b.FirstTimestamp()
 		n := b.RecordCount()
 		for i := int32(0); i < n; i++ {

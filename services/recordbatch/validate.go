@@ -21,7 +21,8 @@ func checkFrame(buf []byte) error {
 }
 
 // Validate checks one whole batch: framing, magic, CRC, attributes, producer
-// fields, and that the records parse exactly to the end with dense offset
+// fields, and that the records (decompressed, for a compressed batch) parse
+// exactly to the end with dense offset
 // deltas matching recordCount and lastOffsetDelta, and (for CreateTime) a
 // maxTimestamp equal to the largest record timestamp. Damaged bytes give
 // CORRUPT_MESSAGE; well-formed but unacceptable contents give INVALID_RECORD.
@@ -46,7 +47,7 @@ func Validate(buf []byte) error { return Batch(buf).Validate() }
 
 func (b Batch) checkHeaderContents() error {
 	attrs := b.Attributes()
-	if c := attrs & compressionMask; c != 0 {
+	if c := Codec(attrs & compressionMask); c > Zstd {
 		return invalidf("compression codec %d is not supported", c)
 	}
 	if attrs&(transactionalBit|controlBit) != 0 {
@@ -74,7 +75,11 @@ func (b Batch) checkRecords() error {
 	n := b.RecordCount()
 	first := b.FirstTimestamp()
 	maxTS := int64(-1 << 63)
-	p, pos := []byte(b[HeaderSize:]), HeaderSize
+	p, err := b.records()
+	if err != nil {
+		return err
+	}
+	pos := HeaderSize
 	for i := range n {
 		if len(p) == 0 {
 			return corruptf("record count %d but records end after %d", n, i)
@@ -179,7 +184,10 @@ var (
 func (b Batch) MinTimestamp() int64 {
 	first := b.FirstTimestamp()
 	lo := first
-	p := []byte(b[HeaderSize:])
+	p, err := b.records()
+	if err != nil {
+		return first
+	}
 	for range b.RecordCount() {
 		length, k := varint(p)
 		if k <= 0 || length < 1 || length > int64(len(p)-k) {

@@ -13,6 +13,8 @@ const (
 	// CleanupDelete and CleanupCompact are the elements of cleanup.policy.
 	CleanupDelete  = "delete"
 	CleanupCompact = "compact"
+	// CompressionProducer is the one compression.type: keep the producer's.
+	CompressionProducer = "producer"
 )
 
 // TopicConfig is the effective configuration of one topic.
@@ -41,6 +43,9 @@ type TopicConfig struct {
 	DeleteRetentionMs      int64
 	MinCompactionLagMs     int64
 	MaxCompactionLagMs     int64
+	// CompressionType is compression.type; only "producer" (batches kept
+	// as the producer compressed them).
+	CompressionType string
 }
 
 // Compact reports whether cleanup.policy includes compact.

@@ -79,6 +79,10 @@ var defs = []Def{
 		Type: TypeList, Default: CleanupDelete, Valid: []string{CleanupDelete, CleanupCompact}, Check: checkCleanupPolicy,
 		Doc:      "delete: retention.ms and retention.bytes delete old segments; compact: the log cleaner keeps the latest record per key; compact,delete: both.",
 		setTopic: func(c *TopicConfig, v value) { c.CleanupPolicy = normalisePolicy(v.l) }},
+	{Name: "compression.type", BrokerName: "compression.type", TopicLevel: true, Dynamic: true,
+		Type: TypeString, Default: CompressionProducer, Check: checkCompressionType,
+		Doc:      "producer: batches are stored and served as the producer compressed them (none, gzip, snappy, lz4 or zstd). Recompressing to one codec is not supported.",
+		setTopic: func(c *TopicConfig, v value) { c.CompressionType = v.s }},
 	{Name: "min.cleanable.dirty.ratio", BrokerName: "log.cleaner.min.cleanable.ratio", TopicLevel: true, Dynamic: true,
 		Type: TypeDouble, Default: "0.5", MinF: 0, MaxF: 1,
 		Doc:      "Share of a compacted log not yet cleaned above which the cleaner cleans it.",
@@ -298,6 +302,19 @@ func bBool(f func(*BrokerConfig) *bool) func(*BrokerConfig, value) {
 
 func bString(f func(*BrokerConfig) *string) func(*BrokerConfig, value) {
 	return func(c *BrokerConfig, v value) { *f(c) = v.s }
+}
+
+// checkCompressionType accepts only producer: the broker stores batches as
+// sent. Kafka's other values (recompress to one codec) are refused by name,
+// so a config copied from Kafka fails loudly instead of being ignored.
+func checkCompressionType(s string) error {
+	switch s {
+	case CompressionProducer:
+		return nil
+	case "uncompressed", "gzip", "snappy", "lz4", "zstd":
+		return fmt.Errorf("%q is not supported: tidemark keeps batches as the producer compressed them; use producer", s)
+	}
+	return fmt.Errorf("%q is not a compression type; use producer", s)
 }
 
 // checkCleanupPolicy refuses an empty cleanup.policy: a log must be cleaned

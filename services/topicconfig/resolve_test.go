@@ -26,6 +26,7 @@ func TestDefaultTopic(t *testing.T) {
 		MinCleanableDirtyRatio:      0.5,
 		DeleteRetentionMs:           86400000,
 		MaxCompactionLagMs:          math.MaxInt64,
+		CompressionType:             "producer",
 	}
 	if got := DefaultTopic(); got != want {
 		t.Fatalf("DefaultTopic() = %+v\nwant %+v", got, want)

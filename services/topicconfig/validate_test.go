@@ -193,3 +193,17 @@ func TestRange(t *testing.T) {
 		t.Errorf("imbalance range %q", d.Range())
 	}
 }
+
+// compression.type takes only producer; Kafka's recompressing values are
+// refused by name.
+func TestCompressionTypeOnlyProducer(t *testing.T) {
+	if err := Validate(ScopeTopic, "compression.type", "producer"); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"gzip", "zstd", "uncompressed", "brotli"} {
+		err := Validate(ScopeTopic, "compression.type", v)
+		if err == nil || !strings.Contains(err.Error(), "producer") {
+			t.Fatalf("compression.type=%s: %v, want a refusal naming producer", v, err)
+		}
+	}
+}

@@ -386,6 +386,9 @@ func TestUserCallsFollowTheACL(t *testing.T) {
 	if _, err := gw.Produce(identity.Forward(ctx, "alice"), &brokerv1.ProduceRequest{Topic: "orders-9"}); err != nil {
 		t.Fatalf("gateway for alice: %v", err)
 	}
+	// A broker forwarding a Kafka client's call for alice is alice too.
+	_, err = brokerv1.NewBrokerServiceClient(f.dial(t, "broker-2")).Produce(identity.Forward(ctx, "alice"), &brokerv1.ProduceRequest{Topic: "other"})
+	authztest.WantRefused(t, err, kerr.TopicAuthorizationFailed, "User:alice is not allowed Write on Topic:other")
 	// The gateway forwarding a broker's name gets a user, not the broker.
 	_, err = controlv1.NewBrokerControlServiceClient(f.dial(t, "gateway")).LeaderAndIsr(identity.Forward(ctx, "controller-1"), &controlv1.LeaderAndIsrRequest{ControllerId: 1})
 	authztest.WantRefused(t, err, kerr.ClusterAuthorizationFailed, "User:controller-1 may not send LeaderAndIsr as controller 1")

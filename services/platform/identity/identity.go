@@ -6,9 +6,11 @@
 // every other name is a user. The CA that signs a certificate is the
 // authority: it must sign a broker-N name only for broker N.
 //
-// The gateway speaks for the REST user it authenticated: it sends the user's
-// name in the OnBehalfOf header, and FromContext believes that header only
-// from a caller whose certificate says gateway, and only as a user (a
+// The gateway speaks for the REST user it authenticated, and a broker for the
+// Kafka client whose admin request it forwards to the active controller (as
+// Kafka's brokers do with their envelope): each sends the user's name in the
+// OnBehalfOf header, and FromContext believes that header only from a caller
+// whose certificate says gateway or broker-N, and only as a user (a
 // forwarded name never gets a cluster role).
 package identity
 
@@ -144,13 +146,13 @@ func FromPeer(ctx context.Context) Principal {
 }
 
 // FromContext is the principal a gRPC call acts as: its certificate's, or,
-// when the gateway forwards a user, that user.
+// when the gateway or a broker forwards a user, that user.
 func FromContext(ctx context.Context) Principal {
 	if p, ok := ctx.Value(ctxKey{}).(Principal); ok {
 		return p
 	}
 	p := FromPeer(ctx)
-	if p.Role != Gateway {
+	if p.Role != Gateway && p.Role != Broker {
 		return p
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -170,8 +172,8 @@ func With(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, ctxKey{}, p)
 }
 
-// Forward adds the gateway's on-behalf-of header for user to an outgoing
-// context.
+// Forward adds the on-behalf-of header for user to an outgoing context (the
+// gateway's and a broker's forwarded calls).
 func Forward(ctx context.Context, user string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, OnBehalfOf, user)
 }

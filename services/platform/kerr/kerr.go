@@ -71,6 +71,7 @@ const (
 	UnknownProducerID            Code = 59
 	NonEmptyGroup                Code = 68
 	GroupIDNotFound              Code = 69
+	FetchSessionIDNotFound       Code = 70
 	FencedLeaderEpoch            Code = 74
 	UnknownLeaderEpoch           Code = 75
 	StaleBrokerEpoch             Code = 77
@@ -190,6 +191,9 @@ var table = map[Code]Info{
 	InvalidProducerEpoch:     row("INVALID_PRODUCER_EPOCH", final, http.StatusConflict, codes.FailedPrecondition),
 	KafkaStorageError:        row("KAFKA_STORAGE_ERROR", refresh|reroute, http.StatusServiceUnavailable, codes.Unavailable),
 	UnknownProducerID:        row("UNKNOWN_PRODUCER_ID", final, http.StatusConflict, codes.FailedPrecondition),
+	// Only the Kafka listener answers it: it keeps no fetch sessions, so a
+	// client that asks for one starts again with full requests.
+	FetchSessionIDNotFound: row("FETCH_SESSION_ID_NOT_FOUND", retry, http.StatusServiceUnavailable, codes.FailedPrecondition),
 	// The sender's leader epoch is older than the leader's: its metadata is
 	// stale (F3), so refresh and go again.
 	FencedLeaderEpoch: row("FENCED_LEADER_EPOCH", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),

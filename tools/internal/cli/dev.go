@@ -102,7 +102,7 @@ func newDevUpCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for every broker, repeatable; broker configs go through the broker's --config, e.g. --broker-arg=--config=replica.lag.time.max.ms=10000")
 	f.StringArrayVar(&o.ControllerArgs, "controller-arg", nil, "extra flag for every controller, e.g. --controller-arg=--auto.leader.rebalance.enable=false")
 	f.BoolVar(&o.PlaintextEtcd, "etcd-plaintext", false, "run etcd without TLS and without authentication (by default it serves TLS only, wants client certificates from <data-dir>/pki and has its roles on); needs a data dir whose etcd never had auth on")
-	f.IntVar(&o.PortBase, "port-base", 0, fmt.Sprintf("run on %d consecutive ports from this one (etcd, control, gateway, then controllers +10, brokers +20, metrics +30/+40) instead of the documented ones; `tidemark dev` commands then need --control 127.0.0.1:<base+1>", devcluster.PortSpan))
+	f.IntVar(&o.PortBase, "port-base", 0, fmt.Sprintf("run on %d consecutive ports from this one (etcd, control, gateway, then controllers +10, brokers +20, metrics +30/+40, Kafka listeners +50) instead of the documented ones; `tidemark dev` commands then need --control 127.0.0.1:<base+1>", devcluster.PortSpan))
 	return cmd
 }
 
@@ -189,6 +189,7 @@ func newDevActionCmd(g *globals, use, short string, action devclusterv1.Action, 
 func printSecurity(out io.Writer, o devcluster.Options) {
 	if o.Plaintext {
 		fmt.Fprintln(out, "security: OFF (--plaintext): every link is plaintext; give the CLI --plaintext (or TIDEMARK_PLAINTEXT=true) and grpcurl -plaintext")
+		fmt.Fprintf(out, "  kcat -b %s -L\n", o.Ports().BrokerKafka[0])
 		return
 	}
 	abs := func(p string) string {
@@ -208,6 +209,8 @@ func printSecurity(out io.Writer, o devcluster.Options) {
 	}
 	fmt.Fprintf(out, "    export TIDEMARK_TLS_CA=%s TIDEMARK_TLS_CERT=%s TIDEMARK_TLS_KEY=%s\n", ca, cert, key)
 	fmt.Fprintf(out, "  grpcurl -cacert %s -cert %s -key %s %s list\n", ca, cert, key, o.Ports().Brokers[0])
+	fmt.Fprintf(out, "  kcat -b %s -X security.protocol=ssl -X ssl.ca.location=%s -X ssl.certificate.location=%s -X ssl.key.location=%s -L\n",
+		o.Ports().BrokerKafka[0], ca, cert, key)
 	if devcluster.GatewayTLS() {
 		fmt.Fprintf(out, "  curl --cacert %s -H \"Authorization: Bearer $(cut -d' ' -f1 %s)\" https://%s/v1/cluster\n", ca, tokens, o.Ports().Gateway)
 	} else {

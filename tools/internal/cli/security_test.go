@@ -117,6 +117,7 @@ func TestDevUpPrintsWhereTheCertificatesAre(t *testing.T) {
 			" TIDEMARK_TLS_KEY=" + filepath.Join(dir, "admin-key.pem"),
 		"grpcurl -cacert " + filepath.Join(dir, "ca.pem") + " -cert " + filepath.Join(dir, "admin.pem") + " -key " +
 			filepath.Join(dir, "admin-key.pem") + " 127.0.0.1:9092 list",
+		"kcat -b 127.0.0.1:29092 -X security.protocol=ssl -X ssl.ca.location=" + filepath.Join(dir, "ca.pem"),
 		filepath.Join(dir, "tokens"),
 	} {
 		if !strings.Contains(b.String(), w) {

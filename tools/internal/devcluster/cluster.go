@@ -90,7 +90,7 @@ type Options struct {
 }
 
 // PortSpan is how many consecutive ports a cluster with a PortBase takes.
-const PortSpan = 50
+const PortSpan = 60
 
 // Span is how many consecutive ports from PortBase the cluster takes.
 func (o Options) Span() int {
@@ -110,6 +110,9 @@ type Ports struct {
 	// Brokers are the addresses the nodes advertise and everyone dials.
 	Controllers, ControllerMetrics []string
 	Brokers, BrokerMetrics         []string
+	// BrokerKafka are the brokers' Kafka wire protocol listeners: the
+	// bootstrap addresses for kcat, franz-go, sarama or librdkafka.
+	BrokerKafka []string
 	// Where the processes listen and reach etcd: with Links, ports behind
 	// the proxies (the proxies listen on Controllers and Brokers); without,
 	// Controllers, Brokers and EtcdClient.
@@ -118,23 +121,29 @@ type Ports struct {
 }
 
 // Ports lays out the cluster's addresses: the documented ones (brokers
-// 9092.., controllers 9190.., metrics 9292.. and 9390.., gateway 8080),
-// or, with a PortBase b: etcd b, control b+1, gateway b+2, controllers
-// b+10.., brokers b+20.., controller metrics b+30.., broker metrics b+40...
-// With Links, the brokers listen on b+50.., the controllers on b+60.., and
-// the brokers' and controllers' etcd proxies are b+70.. and b+80...
+// 9092.., controllers 9190.., metrics 9292.. and 9390.., Kafka listeners
+// 29092.., gateway 8080), or, with a PortBase b: etcd b, control b+1,
+// gateway b+2, controllers b+10.., brokers b+20.., controller metrics
+// b+30.., broker metrics b+40.., Kafka listeners b+50...
+// With Links, the brokers listen on b+50.., the controllers on b+60.., the
+// brokers' and controllers' etcd proxies are b+70.. and b+80.., and the
+// Kafka listeners (not behind the proxies: clients dial them directly)
+// move to b+90...
 func (o Options) Ports() Ports {
 	at := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	p := Ports{EtcdClient: o.EtcdClient, Control: o.ControlAddr, Gateway: at(8080),
 		JaegerOTLP: JaegerOTLP, JaegerQuery: JaegerQuery, JaegerQueryGRPC: at(16685)}
-	ctl, ctlMetrics, brk, brkMetrics := 9190, 9390, 9092, 9292
+	ctl, ctlMetrics, brk, brkMetrics, kafka := 9190, 9390, 9092, 9292, 29092
+	linked := o.Links && o.PortBase > 0
 	if o.PortBase > 0 {
 		b := o.PortBase
 		p.EtcdClient, p.Control, p.Gateway = at(b), at(b+1), at(b+2)
 		p.JaegerOTLP, p.JaegerQuery, p.JaegerQueryGRPC = at(b+3), at(b+4), at(b+5)
-		ctl, brk, ctlMetrics, brkMetrics = b+10, b+20, b+30, b+40
+		ctl, brk, ctlMetrics, brkMetrics, kafka = b+10, b+20, b+30, b+40, b+50
+		if linked {
+			kafka = b + 90
+		}
 	}
-	linked := o.Links && o.PortBase > 0
 	for i := range o.Controllers {
 		p.Controllers = append(p.Controllers, at(ctl+i))
 		p.ControllerMetrics = append(p.ControllerMetrics, at(ctlMetrics+i))
@@ -149,6 +158,7 @@ func (o Options) Ports() Ports {
 	for i := range o.Brokers {
 		p.Brokers = append(p.Brokers, at(brk+i))
 		p.BrokerMetrics = append(p.BrokerMetrics, at(brkMetrics+i))
+		p.BrokerKafka = append(p.BrokerKafka, at(kafka+i))
 		if linked {
 			p.BrokerListen = append(p.BrokerListen, at(o.PortBase+50+i))
 			p.BrokerEtcd = append(p.BrokerEtcd, at(o.PortBase+70+i))
@@ -284,7 +294,7 @@ func (o Options) plan() ([]*Node, error) {
 		brokers = append(brokers, addr)
 		args := common(fmt.Sprintf("broker-%d", i), ports.BrokerEtcd[i-1], "--broker.id", strconv.Itoa(i), "--listen", ports.BrokerListen[i-1],
 			"--data.dir", filepath.Join(o.DataDir, fmt.Sprintf("broker-%d", i)),
-			"--metrics.listen", ports.BrokerMetrics[i-1])
+			"--metrics.listen", ports.BrokerMetrics[i-1], "--kafka.listen", ports.BrokerKafka[i-1])
 		if o.Links {
 			args = append(args, "--advertised.address", addr)
 		}
@@ -302,7 +312,7 @@ func (o Options) plan() ([]*Node, error) {
 		nodes = append(nodes, &Node{
 			Name: fmt.Sprintf("broker-%d", i), Kind: "broker", ID: int32(i), Addr: addr,
 			Binary: filepath.Join(o.BinDir, "broker"), Args: args,
-			MetricsAddr: ports.BrokerMetrics[i-1], ProfileAddr: prof,
+			MetricsAddr: ports.BrokerMetrics[i-1], ProfileAddr: prof, KafkaAddr: ports.BrokerKafka[i-1],
 			LogPath: filepath.Join(logs, fmt.Sprintf("broker-%d.log", i)),
 		})
 	}
@@ -483,6 +493,18 @@ func (c *Cluster) Node(name string) (*Node, error) {
 // Nodes lists the launched nodes.
 func (c *Cluster) Nodes() []*Node { return c.nodes }
 
+// KafkaBootstrap is the brokers' Kafka listeners, comma-separated (Kafka's
+// bootstrap.servers).
+func (c *Cluster) KafkaBootstrap() string {
+	var addrs []string
+	for _, n := range c.nodes {
+		if n.KafkaAddr != "" {
+			addrs = append(addrs, n.KafkaAddr)
+		}
+	}
+	return strings.Join(addrs, ",")
+}
+
 // Options are the options the cluster was launched with, ports resolved.
 func (c *Cluster) Options() Options { return c.opts }
 
@@ -497,6 +519,9 @@ func (c *Cluster) PrintTable(out io.Writer) {
 	}
 	fmt.Fprintf(tw, "dev control\t%s\t\t\t\n", c.opts.ControlAddr)
 	tw.Flush()
+	if boot := c.KafkaBootstrap(); boot != "" {
+		fmt.Fprintf(out, "Kafka bootstrap: %s\n", boot)
+	}
 }
 
 // Down stops the gateway, brokers and controllers with SIGTERM (in that

@@ -102,6 +102,9 @@ func TestPlanWithPortBase(t *testing.T) {
 		if n.Addr != w[0] || n.MetricsAddr != w[1] {
 			t.Errorf("%s on %s (metrics %s), want %s (metrics %s)", n.Name, n.Addr, n.MetricsAddr, w[0], w[1])
 		}
+		if n.Name == "broker-3" && (n.KafkaAddr != "127.0.0.1:31052" || !strings.Contains(args, "--kafka.listen 127.0.0.1:31052")) {
+			t.Errorf("broker-3's Kafka listener on %s (%q), want 127.0.0.1:31052", n.KafkaAddr, args)
+		}
 	}
 	o.PortBase = 65500
 	if _, err := o.plan(); err == nil || !strings.Contains(err.Error(), "--port-base") {

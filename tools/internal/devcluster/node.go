@@ -27,9 +27,11 @@ type Node struct {
 	MetricsAddr string
 	// ProfileAddr serves /debug/pprof/ (Options.Profiles), or "".
 	ProfileAddr string
-	Binary      string
-	Args        []string
-	LogPath     string
+	// KafkaAddr is a broker's Kafka wire protocol listener.
+	KafkaAddr string
+	Binary    string
+	Args      []string
+	LogPath   string
 
 	mu sync.Mutex
 	// extraArgs were appended to Args for the current (or last) process; a

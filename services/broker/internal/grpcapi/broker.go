@@ -121,16 +121,23 @@ func encodeRecords(recs []*commonv1.Record, pid int64, epoch, seq int32) []byte 
 
 // Fetch reads records for a consumer.
 func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*brokerv1.FetchResponse, error) {
+	epoch := req.GetCurrentLeaderEpoch()
+	if epoch == 0 {
+		epoch = -1 // unset in JSON and grpcurl: skip the check
+	}
+	return b.FetchAtEpoch(ctx, req, epoch)
+}
+
+// FetchAtEpoch is Fetch with the caller's current leader epoch taken as
+// given, -1 skipping the check: Kafka's clients send 0 as a real epoch,
+// where protobuf cannot tell 0 from unset.
+func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, epoch int32) (*brokerv1.FetchResponse, error) {
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
 	}
 	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), req.GetMaxWaitMs(), req.GetMinBytes()); err != nil {
 		return nil, err
-	}
-	epoch := req.GetCurrentLeaderEpoch()
-	if epoch == 0 {
-		epoch = -1 // unset in JSON and grpcurl: skip the check
 	}
 	waited := b.fetchThrottle(ctx)
 	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
@@ -249,7 +256,17 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 }
 
 // ListOffsets answers earliest, latest and by-timestamp lookups.
-func (b *Broker) ListOffsets(_ context.Context, req *brokerv1.ListOffsetsRequest) (*brokerv1.ListOffsetsResponse, error) {
+func (b *Broker) ListOffsets(ctx context.Context, req *brokerv1.ListOffsetsRequest) (*brokerv1.ListOffsetsResponse, error) {
+	epoch := req.GetCurrentLeaderEpoch()
+	if epoch == 0 {
+		epoch = -1
+	}
+	return b.ListOffsetsAtEpoch(ctx, req, epoch)
+}
+
+// ListOffsetsAtEpoch is ListOffsets with the current leader epoch taken as
+// given (see FetchAtEpoch).
+func (b *Broker) ListOffsetsAtEpoch(_ context.Context, req *brokerv1.ListOffsetsRequest, epoch int32) (*brokerv1.ListOffsetsResponse, error) {
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
@@ -264,10 +281,6 @@ func (b *Broker) ListOffsets(_ context.Context, req *brokerv1.ListOffsetsRequest
 		spec = replica.OffsetTimestamp
 	default:
 		return nil, kerr.BadField(kerr.InvalidRequest, "spec", "must be OFFSET_SPEC_EARLIEST, OFFSET_SPEC_LATEST or OFFSET_SPEC_TIMESTAMP")
-	}
-	epoch := req.GetCurrentLeaderEpoch()
-	if epoch == 0 {
-		epoch = -1
 	}
 	off, ts, le, err := b.RM.ListOffsets(tp, spec, req.GetTimestamp(), epoch)
 	if err != nil {

@@ -34,6 +34,8 @@ type Broker struct {
 	// ShuttingDown is set while the broker is in controlled shutdown: it is
 	// still registered (and may still serve) but may not join an ISR.
 	ShuttingDown bool
+	// Endpoints are its further named listeners, e.g. "kafka".
+	Endpoints map[string]string
 }
 
 // Cache is safe for concurrent use. Readers get copies.
@@ -45,6 +47,7 @@ type Cache struct {
 	brokers         map[int32]Broker
 	partitions      map[TP]*commonv1.PartitionState
 	topicConfigs    map[string]map[string]string
+	topicIDs        map[string]string
 	brokerConfigs   map[string]string
 	initialised     bool // a full UpdateMetadata has arrived
 }
@@ -55,6 +58,7 @@ func New() *Cache {
 		brokers:       map[int32]Broker{},
 		partitions:    map[TP]*commonv1.PartitionState{},
 		topicConfigs:  map[string]map[string]string{},
+		topicIDs:      map[string]string{},
 		brokerConfigs: map[string]string{},
 	}
 }
@@ -94,6 +98,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 		c.brokers = map[int32]Broker{}
 		c.partitions = map[TP]*commonv1.PartitionState{}
 		c.topicConfigs = map[string]map[string]string{}
+		c.topicIDs = map[string]string{}
 		c.initialised = true
 	}
 	if req.GetFull() || len(req.GetBrokers()) > 0 {
@@ -101,7 +106,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 		for _, b := range req.GetBrokers() {
 			n := b.GetNode()
 			c.brokers[n.GetId()] = Broker{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack(), Epoch: b.GetBrokerEpoch(),
-				ShuttingDown: b.GetShuttingDown()}
+				ShuttingDown: b.GetShuttingDown(), Endpoints: maps.Clone(b.GetEndpoints())}
 		}
 	}
 	for _, t := range req.GetDeletedTopics() {
@@ -111,12 +116,16 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 			}
 		}
 		delete(c.topicConfigs, t)
+		delete(c.topicIDs, t)
 	}
 	for _, p := range req.GetPartitions() {
 		c.putPartitionLocked(p)
 	}
 	for _, tc := range req.GetTopicConfigs() {
 		c.topicConfigs[tc.GetTopic()] = maps.Clone(tc.GetConfigs())
+		if tc.GetTopicId() != "" {
+			c.topicIDs[tc.GetTopic()] = tc.GetTopicId()
+		}
 	}
 	if req.GetBrokerConfigs() != nil {
 		c.brokerConfigs = maps.Clone(req.GetBrokerConfigs())
@@ -150,11 +159,21 @@ func (c *Cache) putPartitionLocked(p *commonv1.PartitionState) {
 	c.partitions[tp] = p
 }
 
-// PutTopicConfig records a topic's configs.
-func (c *Cache) PutTopicConfig(topic string, cfg map[string]string) {
+// PutTopicConfig records a topic's configs and, when given, its id.
+func (c *Cache) PutTopicConfig(topic string, cfg map[string]string, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.topicConfigs[topic] = maps.Clone(cfg)
+	if id != "" {
+		c.topicIDs[topic] = id
+	}
+}
+
+// TopicID returns a topic's id ("" when unknown).
+func (c *Cache) TopicID(topic string) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.topicIDs[topic]
 }
 
 // Partition returns a partition's state.

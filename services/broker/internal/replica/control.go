@@ -42,7 +42,7 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 	configs := map[string]map[string]string{}
 	for _, tc := range req.GetTopicConfigs() {
 		configs[tc.GetTopic()] = tc.GetConfigs()
-		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs())
+		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs(), tc.GetTopicId())
 	}
 	resp := &controlv1.LeaderAndIsrResponse{}
 	var followers []*Replica

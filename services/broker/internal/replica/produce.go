@@ -78,6 +78,22 @@ func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 	}
 }
 
+type appendedKey struct{}
+
+// WithAppended returns ctx carrying fn, which Produce calls once the batch
+// is in the leader's log (before an acks=all wait; not on a refusal). The
+// Kafka listener starts one connection's appends in request order with it,
+// as Kafka does, while their acks=all waits overlap.
+func WithAppended(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, appendedKey{}, fn)
+}
+
+func appended(ctx context.Context) {
+	if fn, ok := ctx.Value(appendedKey{}).(func()); ok {
+		fn()
+	}
+}
+
 // reorderWait bounds how long an out-of-order idempotent batch waits for
 // the batches before it.
 const reorderWait = 50 * time.Millisecond
@@ -113,6 +129,7 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 		LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: epoch, Duplicate: info.Duplicate,
 	}
 	r.mu.Unlock()
+	appended(ctx)
 	// New data: parked follower fetches can answer at once (F18), which is
 	// what makes an acks=all write take about one follower round trip.
 	r.wakeData()

@@ -133,7 +133,7 @@ func (a *Active) leaderAndIsr(id int32, parts []*partition) *controlv1.LeaderAnd
 	}
 	for _, name := range slices.Sorted(maps.Keys(topics)) {
 		req.TopicConfigs = append(req.TopicConfigs,
-			&controlv1.TopicConfig{Topic: name, Configs: a.topicConfigMap(topics[name], id)})
+			&controlv1.TopicConfig{Topic: name, Configs: a.topicConfigMap(topics[name], id), TopicId: topics[name].id})
 	}
 	return req
 }
@@ -170,7 +170,7 @@ func (a *Active) updateMetadata(id int32, parts []*partition, deleted []string, 
 	for _, bid := range a.sortedBrokerIDs() {
 		b := a.brokers[bid]
 		req.Brokers = append(req.Brokers, &controlv1.BrokerRegistration{Node: a.node(bid), BrokerEpoch: b.info.Epoch,
-			ShuttingDown: b.shuttingDown})
+			ShuttingDown: b.shuttingDown, Endpoints: b.info.Endpoints})
 	}
 	topics := map[string]*topic{}
 	for _, p := range parts {
@@ -186,7 +186,7 @@ func (a *Active) updateMetadata(id int32, parts []*partition, deleted []string, 
 	}
 	for _, name := range slices.Sorted(maps.Keys(topics)) {
 		req.TopicConfigs = append(req.TopicConfigs,
-			&controlv1.TopicConfig{Topic: name, Configs: a.topicConfigMap(topics[name], id)})
+			&controlv1.TopicConfig{Topic: name, Configs: a.topicConfigMap(topics[name], id), TopicId: topics[name].id})
 	}
 	return req
 }

@@ -82,6 +82,7 @@ const (
 	ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID              ErrorCode = 59
 	ErrorCode_ERROR_CODE_NON_EMPTY_GROUP                  ErrorCode = 68
 	ErrorCode_ERROR_CODE_GROUP_ID_NOT_FOUND               ErrorCode = 69
+	ErrorCode_ERROR_CODE_FETCH_SESSION_ID_NOT_FOUND       ErrorCode = 70
 	ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH              ErrorCode = 74
 	ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
 	ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH               ErrorCode = 77
@@ -155,6 +156,7 @@ var (
 		59:  "ERROR_CODE_UNKNOWN_PRODUCER_ID",
 		68:  "ERROR_CODE_NON_EMPTY_GROUP",
 		69:  "ERROR_CODE_GROUP_ID_NOT_FOUND",
+		70:  "ERROR_CODE_FETCH_SESSION_ID_NOT_FOUND",
 		74:  "ERROR_CODE_FENCED_LEADER_EPOCH",
 		75:  "ERROR_CODE_UNKNOWN_LEADER_EPOCH",
 		77:  "ERROR_CODE_STALE_BROKER_EPOCH",
@@ -225,6 +227,7 @@ var (
 		"ERROR_CODE_UNKNOWN_PRODUCER_ID":              59,
 		"ERROR_CODE_NON_EMPTY_GROUP":                  68,
 		"ERROR_CODE_GROUP_ID_NOT_FOUND":               69,
+		"ERROR_CODE_FETCH_SESSION_ID_NOT_FOUND":       70,
 		"ERROR_CODE_FENCED_LEADER_EPOCH":              74,
 		"ERROR_CODE_UNKNOWN_LEADER_EPOCH":             75,
 		"ERROR_CODE_STALE_BROKER_EPOCH":               77,
@@ -866,7 +869,7 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12'\n" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\a \x03(\x05R\breplicas\x12)\n" +
-	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch*\xb0\x14\n" +
+	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch*\xdb\x14\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -918,7 +921,8 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"%ERROR_CODE_SASL_AUTHENTICATION_FAILED\x10:\x12\"\n" +
 	"\x1eERROR_CODE_UNKNOWN_PRODUCER_ID\x10;\x12\x1e\n" +
 	"\x1aERROR_CODE_NON_EMPTY_GROUP\x10D\x12!\n" +
-	"\x1dERROR_CODE_GROUP_ID_NOT_FOUND\x10E\x12\"\n" +
+	"\x1dERROR_CODE_GROUP_ID_NOT_FOUND\x10E\x12)\n" +
+	"%ERROR_CODE_FETCH_SESSION_ID_NOT_FOUND\x10F\x12\"\n" +
 	"\x1eERROR_CODE_FENCED_LEADER_EPOCH\x10J\x12#\n" +
 	"\x1fERROR_CODE_UNKNOWN_LEADER_EPOCH\x10K\x12!\n" +
 	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12!\n" +

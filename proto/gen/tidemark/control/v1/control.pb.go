@@ -320,9 +320,11 @@ func (x *PartitionResult) GetErrorMessage() string {
 
 // TopicConfig is a topic's effective configuration.
 type TopicConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Topic   string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Configs map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The topic's id (16 bytes, URL-safe base64), as Kafka's Metadata names it.
+	TopicId       string `protobuf:"bytes,3,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +373,13 @@ func (x *TopicConfig) GetConfigs() map[string]string {
 	return nil
 }
 
+func (x *TopicConfig) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
 // BrokerRegistration is a live broker as the controller knows it.
 type BrokerRegistration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -379,7 +388,10 @@ type BrokerRegistration struct {
 	BrokerEpoch int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	// True while the broker is in controlled shutdown: it is still registered
 	// but may not join an ISR (KIP-841), so leaders do not propose it.
-	ShuttingDown  bool `protobuf:"varint,3,opt,name=shutting_down,json=shuttingDown,proto3" json:"shutting_down,omitempty"`
+	ShuttingDown bool `protobuf:"varint,3,opt,name=shutting_down,json=shuttingDown,proto3" json:"shutting_down,omitempty"`
+	// Further named listeners the broker registered, e.g. "kafka" (its Kafka
+	// wire protocol listener, host:port).
+	Endpoints     map[string]string `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +445,13 @@ func (x *BrokerRegistration) GetShuttingDown() bool {
 		return x.ShuttingDown
 	}
 	return false
+}
+
+func (x *BrokerRegistration) GetEndpoints() map[string]string {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
 }
 
 type UpdateMetadataRequest struct {
@@ -1908,17 +1927,22 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12<\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xa8\x01\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xc3\x01\n" +
 	"\vTopicConfig\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12G\n" +
-	"\aconfigs\x18\x02 \x03(\v2-.tidemark.control.v1.TopicConfig.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\x02 \x03(\v2-.tidemark.control.v1.TopicConfig.ConfigsEntryR\aconfigs\x12\x19\n" +
+	"\btopic_id\x18\x03 \x01(\tR\atopicId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x02\n" +
 	"\x12BrokerRegistration\x12,\n" +
 	"\x04node\x18\x01 \x01(\v2\x18.tidemark.common.v1.NodeR\x04node\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12#\n" +
-	"\rshutting_down\x18\x03 \x01(\bR\fshuttingDown\"\x94\x05\n" +
+	"\rshutting_down\x18\x03 \x01(\bR\fshuttingDown\x12T\n" +
+	"\tendpoints\x18\x04 \x03(\v26.tidemark.control.v1.BrokerRegistration.EndpointsEntryR\tendpoints\x1a<\n" +
+	"\x0eEndpointsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x05\n" +
 	"\x15UpdateMetadataRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
@@ -2088,7 +2112,7 @@ func file_tidemark_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tidemark.control.v1.EventKind
 	(*LeaderAndIsrRequest)(nil),         // 1: tidemark.control.v1.LeaderAndIsrRequest
@@ -2118,62 +2142,64 @@ var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(*CreateOffsetsTopicRequest)(nil),   // 25: tidemark.control.v1.CreateOffsetsTopicRequest
 	(*CreateOffsetsTopicResponse)(nil),  // 26: tidemark.control.v1.CreateOffsetsTopicResponse
 	nil,                                 // 27: tidemark.control.v1.TopicConfig.ConfigsEntry
-	nil,                                 // 28: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	(*v1.PartitionState)(nil),           // 29: tidemark.common.v1.PartitionState
-	(*v1.Node)(nil),                     // 30: tidemark.common.v1.Node
-	(v1.ErrorCode)(0),                   // 31: tidemark.common.v1.ErrorCode
-	(*v1.TopicPartition)(nil),           // 32: tidemark.common.v1.TopicPartition
+	nil,                                 // 28: tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	nil,                                 // 29: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	(*v1.PartitionState)(nil),           // 30: tidemark.common.v1.PartitionState
+	(*v1.Node)(nil),                     // 31: tidemark.common.v1.Node
+	(v1.ErrorCode)(0),                   // 32: tidemark.common.v1.ErrorCode
+	(*v1.TopicPartition)(nil),           // 33: tidemark.common.v1.TopicPartition
 }
 var file_tidemark_control_v1_control_proto_depIdxs = []int32{
-	29, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
-	30, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
+	30, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	31, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
 	4,  // 2: tidemark.control.v1.LeaderAndIsrRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	31, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	32, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 4: tidemark.control.v1.LeaderAndIsrResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	31, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	32, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	27, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
-	30, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
-	30, // 8: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
-	5,  // 9: tidemark.control.v1.UpdateMetadataRequest.brokers:type_name -> tidemark.control.v1.BrokerRegistration
-	29, // 10: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
-	4,  // 11: tidemark.control.v1.UpdateMetadataRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	28, // 12: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	31, // 13: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	9,  // 14: tidemark.control.v1.StopReplicaRequest.partitions:type_name -> tidemark.control.v1.StopReplicaPartition
-	31, // 15: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	3,  // 16: tidemark.control.v1.StopReplicaResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	12, // 17: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
-	13, // 18: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
-	31, // 19: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	15, // 20: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
-	31, // 21: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	31, // 22: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	32, // 23: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
-	19, // 24: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
-	22, // 25: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
-	20, // 26: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
-	0,  // 27: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
-	1,  // 28: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
-	6,  // 29: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
-	8,  // 30: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
-	11, // 31: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
-	16, // 32: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
-	18, // 33: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
-	23, // 34: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
-	25, // 35: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
-	2,  // 36: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
-	7,  // 37: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
-	10, // 38: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
-	14, // 39: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
-	17, // 40: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
-	21, // 41: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
-	24, // 42: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
-	26, // 43: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	31, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
+	28, // 8: tidemark.control.v1.BrokerRegistration.endpoints:type_name -> tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	31, // 9: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
+	5,  // 10: tidemark.control.v1.UpdateMetadataRequest.brokers:type_name -> tidemark.control.v1.BrokerRegistration
+	30, // 11: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	4,  // 12: tidemark.control.v1.UpdateMetadataRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
+	29, // 13: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	32, // 14: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	9,  // 15: tidemark.control.v1.StopReplicaRequest.partitions:type_name -> tidemark.control.v1.StopReplicaPartition
+	32, // 16: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 17: tidemark.control.v1.StopReplicaResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
+	12, // 18: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
+	13, // 19: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
+	32, // 20: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	15, // 21: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
+	32, // 22: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	32, // 23: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	33, // 24: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
+	19, // 25: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
+	22, // 26: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
+	20, // 27: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
+	0,  // 28: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
+	1,  // 29: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
+	6,  // 30: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
+	8,  // 31: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
+	11, // 32: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
+	16, // 33: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
+	18, // 34: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
+	23, // 35: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
+	25, // 36: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
+	2,  // 37: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
+	7,  // 38: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
+	10, // 39: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
+	14, // 40: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
+	17, // 41: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
+	21, // 42: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
+	24, // 43: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
+	26, // 44: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_control_v1_control_proto_init() }
@@ -2187,7 +2213,7 @@ func file_tidemark_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_control_v1_control_proto_rawDesc), len(file_tidemark_control_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,0 +1,183 @@
+package kafkaapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/platform/identity"
+)
+
+// Controller-only requests (topics, configs, elections) are forwarded to the
+// active controller's AdminService by this broker, speaking for the Kafka
+// client's principal (identity.Forward): the controller authorizes the
+// client, not the broker, with the same ACLs as a gRPC caller, and does the
+// work in its one implementation. A controller that cannot be reached, or a
+// standby, gives each item NOT_CONTROLLER or the transport's code, which
+// Kafka's admin clients retry.
+
+// forwardTimeout bounds one forwarded call: the wait the request asks for
+// plus the request timeout the gateway uses for one attempt.
+func forwardTimeout(askedMs int32) time.Duration {
+	return time.Duration(max(askedMs, 0))*time.Millisecond + 5*time.Second
+}
+
+func (s *Server) admin(ctx context.Context, askedMs int32) (adminv1.AdminServiceClient, context.Context, context.CancelFunc, error) {
+	if p := identity.FromContext(ctx); p.Role != identity.Anonymous {
+		ctx = identity.Forward(ctx, p.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout(askedMs))
+	cli, err := s.opts.Admin(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return cli, ctx, cancel, nil
+}
+
+// handleCreateTopics forwards CreateTopics. -1 partitions or replication
+// factor mean the cluster's defaults, as 0 does in tidemark's request.
+func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	greq := &adminv1.CreateTopicsRequest{ValidateOnly: req.ValidateOnly, TimeoutMs: req.TimeoutMillis}
+	for _, t := range req.Topics {
+		spec := &adminv1.TopicSpec{Name: t.Topic, NumPartitions: max(t.NumPartitions, 0), ReplicationFactor: int32(max(t.ReplicationFactor, 0))}
+		for _, a := range t.ReplicaAssignment {
+			spec.Assignments = append(spec.Assignments, &adminv1.ReplicaAssignment{Partition: a.Partition, Replicas: a.Replicas})
+		}
+		for _, c := range t.Configs {
+			if spec.Configs == nil {
+				spec.Configs = map[string]string{}
+			}
+			if c.Value != nil {
+				spec.Configs[c.Name] = *c.Value
+			}
+		}
+		greq.Topics = append(greq.Topics, spec)
+	}
+	fail := func(err error) kmsg.Response {
+		for _, t := range req.Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code(err), message(err)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	cli, fctx, cancel, err := s.admin(ctx, req.TimeoutMillis)
+	if err != nil {
+		return fail(err)
+	}
+	defer cancel()
+	gresp, err := cli.CreateTopics(fctx, greq)
+	if err != nil {
+		return fail(err)
+	}
+	meta := s.opts.RM.Meta()
+	for _, r := range gresp.GetResults() {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode, rt.ErrorMessage = r.GetName(), protoCode(r.GetErrorCode()), optMessage(r.GetErrorMessage())
+		rt.TopicID = topicUUID(meta.TopicID(r.GetName()))
+		if rt.ErrorCode == 0 {
+			rt.NumPartitions, rt.ReplicationFactor = r.GetNumPartitions(), int16(r.GetReplicationFactor())
+			for k, v := range r.GetConfigs() {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.Value, c.Source = k, &v, -1 // UNKNOWN: the answer does not say which are overrides (DescribeConfigs does)
+				rt.Configs = append(rt.Configs, c)
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// handleDeleteTopics forwards DeleteTopics (by name; ids from v6 on are not
+// advertised).
+func (s *Server) handleDeleteTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	greq := &adminv1.DeleteTopicsRequest{Topics: req.TopicNames, TimeoutMs: req.TimeoutMillis}
+	fail := func(err error) kmsg.Response {
+		for _, t := range req.TopicNames {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			name := t
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = &name, code(err), message(err)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	cli, fctx, cancel, err := s.admin(ctx, req.TimeoutMillis)
+	if err != nil {
+		return fail(err)
+	}
+	defer cancel()
+	gresp, err := cli.DeleteTopics(fctx, greq)
+	if err != nil {
+		return fail(err)
+	}
+	for _, r := range gresp.GetResults() {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		name := r.GetName()
+		rt.Topic, rt.ErrorCode, rt.ErrorMessage = &name, protoCode(r.GetErrorCode()), optMessage(r.GetErrorMessage())
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// handleElectLeaders forwards a preferred or unclean election (KIP-460).
+func (s *Server) handleElectLeaders(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.ElectLeadersRequest)
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	greq := &adminv1.ElectLeadersRequest{ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED, TimeoutMs: req.TimeoutMillis}
+	if req.ElectionType == 1 {
+		greq.ElectionType = adminv1.ElectionType_ELECTION_TYPE_UNCLEAN
+	}
+	if req.Topics == nil {
+		greq.AllPartitions = true
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			greq.Partitions = append(greq.Partitions, &commonv1.TopicPartition{Topic: t.Topic, Partition: p})
+		}
+	}
+	cli, fctx, cancel, err := s.admin(ctx, req.TimeoutMillis)
+	if err == nil {
+		defer cancel()
+		var gresp *adminv1.ElectLeadersResponse
+		if gresp, err = cli.ElectLeaders(fctx, greq); err == nil {
+			byTopic := map[string]int{}
+			for _, r := range gresp.GetResults() {
+				i, ok := byTopic[r.GetTopic()]
+				if !ok {
+					rt := kmsg.NewElectLeadersResponseTopic()
+					rt.Topic = r.GetTopic()
+					resp.Topics = append(resp.Topics, rt)
+					i = len(resp.Topics) - 1
+					byTopic[r.GetTopic()] = i
+				}
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = r.GetPartition(), protoCode(r.GetErrorCode()), optMessage(r.GetErrorMessage())
+				resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+			}
+			return resp
+		}
+	}
+	if req.Version >= 1 {
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	for _, t := range req.Topics { // v0 has no top-level code
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code(err), message(err)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -1,0 +1,246 @@
+package kafkaapi
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/kerr"
+)
+
+// conn is one client connection. A reader decodes requests and starts each
+// in its own goroutine; a writer sends the answers strictly in the order the
+// requests arrived (Kafka's rule: clients match answers to requests by
+// order as well as correlation id), so pipelined requests run at once yet
+// answer in order. The queue between them holds at most MaxInFlight
+// requests: when it is full the reader stops reading.
+type conn struct {
+	s         *Server
+	nc        net.Conn
+	principal identity.Principal
+	queue     chan *pending
+	inFlight  atomic.Int32
+	// lastTurn is released when the last request read may let the next
+	// one start (readLoop only).
+	lastTurn chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+// pending is one request's place in the answer order.
+type pending struct {
+	done  chan struct{}
+	frame []byte // nil: no answer (acks=0)
+}
+
+// reqCtx is what a handler knows about its request beyond the body.
+type reqCtx struct {
+	header    requestHeader
+	principal identity.Principal
+	// after is released when the previous request of the connection lets
+	// this one start; turn is this request's own, released by release.
+	after, turn chan struct{}
+	once        sync.Once
+}
+
+// release lets the connection's next request start. A produce releases
+// once its batches are appended (Kafka appends one connection's requests
+// in order: a producer's pipelined batches must not overtake each other);
+// every other request at once.
+func (rc *reqCtx) release() { rc.once.Do(func() { close(rc.turn) }) }
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight), lastTurn: make(chan struct{})}
+	close(c.lastTurn)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		_ = c.nc.Close()
+	})
+}
+
+func (c *conn) serve() {
+	defer c.close()
+	if c.s.opts.TLS != nil {
+		tc := tls.Server(c.nc, c.s.opts.TLS)
+		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := tc.HandshakeContext(c.ctx); err != nil {
+			c.s.log.Debug("kafka TLS handshake failed", "remote", c.nc.RemoteAddr().String(), "err", err)
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+		cs := tc.ConnectionState()
+		c.principal = identity.FromTLS(&cs)
+		c.nc = tc
+	}
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
+		c.s.log.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "principal", c.principal.String(), "err", err)
+	}
+	// A client that left or broke the protocol gets no more answers: end
+	// its parked requests (long polls, acks=all waits) now.
+	c.close()
+	close(c.queue)
+	<-writerDone
+}
+
+// readLoop reads requests until the connection fails or a request is one
+// Kafka would close the connection for (bad size, unknown API or version,
+// undecodable body).
+func (c *conn) readLoop() error {
+	limits := c.s.opts.Limits
+	var size [4]byte
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(limits.IdleTimeout))
+		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && c.inFlight.Load() > 0 {
+				continue // waiting on its own answers is not idle
+			}
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.s.metrics.closed.WithLabelValues("idle").Inc()
+				return fmt.Errorf("idle for %s (connections.max.idle.ms)", limits.IdleTimeout)
+			}
+			return err
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 10 || n > limits.MaxRequestBytes {
+			c.s.metrics.closed.WithLabelValues("protocol").Inc()
+			return fmt.Errorf("request size %d is outside [10, %d] (socket.request.max.bytes)", n, limits.MaxRequestBytes)
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(limits.IdleTimeout))
+		body := make([]byte, n)
+		if _, err := io.ReadFull(c.nc, body); err != nil {
+			return err
+		}
+		p, rc, req, err := c.decode(body)
+		if err != nil {
+			c.s.metrics.closed.WithLabelValues("protocol").Inc()
+			return err
+		}
+		c.inFlight.Add(1)
+		select {
+		case c.queue <- p:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+		if p.frame != nil { // answered while decoding
+			close(p.done)
+			continue
+		}
+		rc.after, rc.turn = c.lastTurn, make(chan struct{})
+		c.lastTurn = rc.turn
+		go c.run(p, rc, req)
+	}
+}
+
+// decode parses a request. An ApiVersions of a version this listener does
+// not know is answered (v0, UNSUPPORTED_VERSION, the version list) so the
+// client can downgrade; any other unknown API or version closes the
+// connection, as Kafka does.
+func (c *conn) decode(body []byte) (*pending, *reqCtx, kmsg.Request, error) {
+	h, rest, err := parseHeaderStart(body)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p := &pending{done: make(chan struct{})}
+	a, ok := c.s.table[h.Key]
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("api key %d is not served", h.Key)
+	}
+	if h.Version < a.versions.Min || h.Version > a.versions.Max {
+		if h.Key == int16(kmsg.ApiVersions) && h.Version > a.versions.Max {
+			resp := kmsg.NewPtrApiVersionsResponse()
+			resp.ErrorCode = int16(kerr.UnsupportedVersion)
+			c.s.fillApiVersions(resp)
+			p.frame = finishFrame(resp.AppendTo(appendResponseHeader(nil, h.CorrelationID, false)))
+			return p, nil, nil, nil
+		}
+		return nil, nil, nil, fmt.Errorf("%s version %d is outside [%d, %d]", kmsg.NameForKey(h.Key), h.Version, a.versions.Min, a.versions.Max)
+	}
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	if req.IsFlexible() {
+		if rest, err = skipTags(rest); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s header: %w", kmsg.NameForKey(h.Key), err)
+		}
+	}
+	if err := req.ReadFrom(rest); err != nil {
+		return nil, nil, nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
+	}
+	c.s.metrics.requests.WithLabelValues(kmsg.NameForKey(h.Key)).Inc()
+	return p, &reqCtx{header: h, principal: c.principal}, req, nil
+}
+
+// run answers one request. A handler that panics closes the connection
+// (the client retries elsewhere) instead of the broker.
+func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
+	defer close(p.done)
+	defer rc.release()
+	select {
+	case <-rc.after:
+	case <-c.ctx.Done():
+		return
+	}
+	if rc.header.Key != int16(kmsg.Produce) {
+		rc.release()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("kafka handler panicked; closing the connection", "api", kmsg.NameForKey(rc.header.Key),
+				"version", rc.header.Version, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			p.frame = nil
+			c.close()
+		}
+	}()
+	ctx := identity.With(c.ctx, rc.principal)
+	resp := c.s.table[rc.header.Key].handle(ctx, rc, req)
+	if resp == nil {
+		return
+	}
+	resp.SetVersion(rc.header.Version)
+	flexible := resp.IsFlexible() && rc.header.Key != int16(kmsg.ApiVersions)
+	p.frame = finishFrame(resp.AppendTo(appendResponseHeader(nil, rc.header.CorrelationID, flexible)))
+}
+
+// writeLoop sends answers in request order.
+func (c *conn) writeLoop() {
+	for p := range c.queue {
+		select {
+		case <-p.done:
+		case <-c.ctx.Done():
+			c.inFlight.Add(-1)
+			continue
+		}
+		c.inFlight.Add(-1)
+		if p.frame == nil {
+			continue
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.Limits.IdleTimeout))
+		if _, err := c.nc.Write(p.frame); err != nil {
+			c.close()
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package kafkaapi
+
+import (
+	"context"
+	"encoding/base64"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/platform/kerr"
+)
+
+// EndpointName is the name under which a broker registers its Kafka
+// listener's advertised address (metastore.BrokerInfo.Endpoints).
+const EndpointName = "kafka"
+
+// kafkaBroker is a live broker as Kafka's Metadata names it: its Kafka
+// listener's advertised host and port. A broker without one is left out.
+func kafkaBroker(b metadata.Broker) (host string, port int32, ok bool) {
+	addr := b.Endpoints[EndpointName]
+	if addr == "" {
+		return "", 0, false
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(p, 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return h, int32(n), true
+}
+
+func rackOf(b metadata.Broker) *string {
+	if b.Rack == "" {
+		return nil
+	}
+	r := b.Rack
+	return &r
+}
+
+// topicUUID turns a tidemark topic id (16 bytes, URL-safe base64) into
+// Kafka's; an id of another shape is the zero UUID (Kafka's "none").
+func topicUUID(id string) [16]byte {
+	var out [16]byte
+	raw, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil {
+		raw, err = base64.URLEncoding.DecodeString(id)
+	}
+	if err == nil && len(raw) == 16 {
+		copy(out[:], raw)
+	}
+	return out
+}
+
+// handleMetadata answers from the gRPC Metadata handler (the same topics,
+// partitions, ISR, offline replicas and error codes), with each broker's
+// Kafka listener address and topic ids from the metadata cache. The
+// controller Kafka clients are told of is this broker: it forwards the
+// controller's requests (admin.go).
+func (s *Server) handleMetadata(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	meta := s.opts.RM.Meta()
+	cid := meta.ClusterID()
+	resp.ClusterID = &cid
+	resp.ControllerID = s.opts.BrokerID
+	for _, b := range meta.Brokers() {
+		if host, port, ok := kafkaBroker(b); ok {
+			resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: host, Port: port, Rack: rackOf(b)})
+		}
+	}
+	greq := &brokerv1.MetadataRequest{}
+	all := req.Topics == nil
+	for _, t := range req.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		} else {
+			name = s.topicByID(t.TopicID)
+		}
+		if name == "" {
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: int16(kerr.UnknownTopicOrPartition), TopicID: t.TopicID})
+			continue
+		}
+		greq.Topics = append(greq.Topics, name)
+	}
+	if !all && len(greq.Topics) == 0 {
+		return resp
+	}
+	if err := s.authorize(ctx, brokerv1.BrokerService_Metadata_FullMethodName, greq); err != nil {
+		for _, t := range greq.Topics {
+			name := t
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: code(err)})
+		}
+		return resp
+	}
+	gresp, err := s.opts.Broker.Metadata(ctx, greq)
+	if err != nil { // no metadata yet: every topic retriable
+		for _, t := range greq.Topics {
+			name := t
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: code(err)})
+		}
+		return resp
+	}
+	for _, t := range gresp.GetTopics() {
+		name := t.GetName()
+		kt := kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: protoCode(t.GetErrorCode()), TopicID: topicUUID(meta.TopicID(name))}
+		for _, p := range t.GetPartitions() {
+			kt.Partitions = append(kt.Partitions, kmsg.MetadataResponseTopicPartition{
+				Partition: p.GetPartition(), Leader: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch(), ErrorCode: protoCode(p.GetErrorCode()),
+				Replicas: p.GetReplicas(), ISR: p.GetIsr(), OfflineReplicas: orEmpty(p.GetOfflineReplicas()),
+			})
+		}
+		resp.Topics = append(resp.Topics, kt)
+	}
+	return resp
+}
+
+func orEmpty(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
+
+func (s *Server) topicByID(id [16]byte) string {
+	meta := s.opts.RM.Meta()
+	for _, t := range meta.Topics() {
+		if topicUUID(meta.TopicID(t)) == id {
+			return t
+		}
+	}
+	return ""
+}
+
+// handleDescribeCluster answers from the metadata cache, authorized as the
+// AdminService's DescribeCluster (Describe on Cluster).
+func (s *Server) handleDescribeCluster(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.ClusterAuthorizedOperations = -2147483648
+	if err := s.authorize(ctx, adminv1.AdminService_DescribeCluster_FullMethodName, &adminv1.DescribeClusterRequest{}); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
+		return resp
+	}
+	if req.EndpointType > 1 {
+		resp.ErrorCode = int16(kerr.UnsupportedVersion) // tidemark's controllers do not speak Kafka
+		m := "only broker endpoints are served"
+		resp.ErrorMessage = &m
+		return resp
+	}
+	resp.EndpointType = 1
+	meta := s.opts.RM.Meta()
+	resp.ClusterID = meta.ClusterID()
+	resp.ControllerID = s.opts.BrokerID
+	for _, b := range meta.Brokers() {
+		if host, port, ok := kafkaBroker(b); ok {
+			resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: b.ID, Host: host, Port: port, Rack: rackOf(b)})
+		}
+	}
+	return resp
+}

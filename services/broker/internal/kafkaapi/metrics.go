@@ -1,0 +1,52 @@
+package kafkaapi
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics count what the listener sees, by Kafka API name.
+type metrics struct {
+	requests *prometheus.CounterVec // api
+	closed   *prometheus.CounterVec // reason: protocol, idle, refused
+	open     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_kafka_requests_total",
+			Help: "Kafka wire protocol requests decoded, by API.",
+		}, []string{"api"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_kafka_connections_closed_total",
+			Help: "Kafka connections the broker closed: protocol (a frame Kafka closes for), idle (connections.max.idle), refused (max.connections.per.ip).",
+		}, []string{"reason"}),
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tidemark_kafka_connections",
+			Help: "Open Kafka wire protocol connections.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.requests = register(reg, m.requests)
+	m.closed = register(reg, m.closed)
+	m.open = register(reg, m.open)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name (a broker restarted in the same process).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}

@@ -1,0 +1,95 @@
+package kafkaapi
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Kafka's special ListOffsets timestamps.
+const (
+	listLatest   = -1
+	listEarliest = -2
+)
+
+// handleListOffsets looks each partition up through the gRPC ListOffsets
+// handler: earliest (log start), latest (the HW; with no transactions also
+// the last stable offset a read_committed consumer asks for) or the first
+// offset at or after a timestamp.
+func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = p.Partition
+			greq := &brokerv1.ListOffsetsRequest{Topic: t.Topic, Partition: p.Partition, Timestamp: p.Timestamp, CurrentLeaderEpoch: p.CurrentLeaderEpoch}
+			switch {
+			case p.Timestamp == listLatest:
+				greq.Spec = brokerv1.OffsetSpec_OFFSET_SPEC_LATEST
+			case p.Timestamp == listEarliest:
+				greq.Spec = brokerv1.OffsetSpec_OFFSET_SPEC_EARLIEST
+			case p.Timestamp >= 0:
+				greq.Spec = brokerv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP
+			}
+			var gresp *brokerv1.ListOffsetsResponse
+			err := s.authorize(ctx, brokerv1.BrokerService_ListOffsets_FullMethodName, greq)
+			if err == nil && greq.Spec == brokerv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED {
+				err = kerr.BadField(kerr.InvalidRequest, "timestamp", "%d is not a timestamp, -1 (latest) or -2 (earliest)", p.Timestamp)
+			}
+			if err == nil {
+				gresp, err = s.opts.Broker.ListOffsetsAtEpoch(ctx, greq, p.CurrentLeaderEpoch)
+			}
+			if err != nil {
+				rp.ErrorCode = code(err)
+			} else {
+				rp.Offset, rp.Timestamp, rp.LeaderEpoch = gresp.GetOffset(), gresp.GetTimestamp(), gresp.GetLeaderEpoch()
+				if req.Version == 0 {
+					rp.OldStyleOffsets = []int64{rp.Offset}
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// handleOffsetForLeaderEpoch answers through the replication service's
+// handler, as a consumer (replica id -1) checking for truncation after a
+// leader change (KIP-320).
+func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition = p.Partition
+			greq := &replicationv1.OffsetForLeaderEpochRequest{ReplicaId: -1, Partitions: []*replicationv1.OffsetForLeaderEpochPartition{{
+				Topic: t.Topic, Partition: p.Partition, CurrentLeaderEpoch: p.CurrentLeaderEpoch, LeaderEpoch: p.LeaderEpoch}}}
+			err := s.authorize(ctx, replicationv1.ReplicationService_OffsetForLeaderEpoch_FullMethodName, greq)
+			var gresp *replicationv1.OffsetForLeaderEpochResponse
+			if err == nil {
+				gresp, err = s.opts.Replication.OffsetForLeaderEpoch(ctx, greq)
+			}
+			switch {
+			case err != nil:
+				rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = code(err), -1, -1
+			case len(gresp.GetPartitions()) == 1:
+				r := gresp.GetPartitions()[0]
+				rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = protoCode(r.GetErrorCode()), r.GetLeaderEpoch(), r.GetEndOffset()
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

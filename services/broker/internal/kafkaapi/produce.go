@@ -1,0 +1,95 @@
+package kafkaapi
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/platform/kerr"
+)
+
+// handleProduce appends each partition's batch through the gRPC Produce
+// handler (validation, leader fence, idempotence, acks=all purgatory,
+// quotas), all partitions at once. acks=0 is answered with nothing, as
+// Kafka does. A request's timeout above request.timeout.max.ms is lowered
+// to it: Kafka's clients send their own request timeout here.
+func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	timeout := min(max(req.TimeoutMillis, 0), s.opts.RM.BrokerConfig().RequestTimeoutMaxMs)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		throttle int32
+	)
+	// The next request on the connection may start once every partition
+	// has appended or failed.
+	var left atomic.Int32
+	for _, t := range req.Topics {
+		left.Add(int32(len(t.Partitions)))
+	}
+	if left.Load() == 0 {
+		rc.release()
+	}
+	partDone := func() {
+		if left.Add(-1) == 0 {
+			rc.release()
+		}
+	}
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i, t := range req.Topics {
+		rt := &resp.Topics[i]
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for j, p := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var once sync.Once
+				done := func() { once.Do(partDone) }
+				defer done()
+				ms := s.producePartition(replica.WithAppended(ctx, done), req, t.Topic, p, timeout, rp)
+				mu.Lock()
+				throttle = max(throttle, ms)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	if req.Acks == 0 {
+		return nil
+	}
+	resp.ThrottleMillis = throttle
+	return resp
+}
+
+func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, p kmsg.ProduceRequestTopicPartition, timeout int32, rp *kmsg.ProduceResponseTopicPartition) int32 {
+	fail := func(err error) int32 {
+		rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
+		rp.BaseOffset = -1
+		return 0
+	}
+	if req.TransactionID != nil {
+		return fail(kerr.New(kerr.InvalidRequest, "transactional producers are not supported by tidemark"))
+	}
+	greq := &brokerv1.ProduceRequest{Topic: topic, Partition: p.Partition, Acks: int32(req.Acks), TimeoutMs: timeout,
+		Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: p.Records}}
+	if err := s.authorize(ctx, brokerv1.BrokerService_Produce_FullMethodName, greq); err != nil {
+		return fail(err)
+	}
+	gresp, err := s.opts.Broker.Produce(ctx, greq)
+	if err != nil {
+		return fail(err)
+	}
+	// LogAppendTime stays -1: tidemark's topics keep the producer's
+	// CreateTime, and Kafka answers -1 for those.
+	rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = gresp.GetBaseOffset(), -1, gresp.GetLogStartOffset()
+	return gresp.GetThrottleTimeMs()
+}

@@ -1,0 +1,76 @@
+package kafkaapi
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// VersionRange is the versions of one API the listener accepts.
+type VersionRange struct{ Min, Max int16 }
+
+// handler answers one decoded request; a nil response sends nothing
+// (acks=0 produce).
+type handler func(ctx context.Context, rc *reqCtx, req kmsg.Request) kmsg.Response
+
+type api struct {
+	versions VersionRange
+	handle   handler
+}
+
+// apis is what the listener advertises in ApiVersions, and nothing else: an
+// API or version outside it is refused. The upper bounds stop where Kafka
+// moves to topic ids in requests (Produce 13, Fetch 13, DeleteTopics 6) or
+// adds semantics tidemark does not have (ListOffsets 7's max timestamp,
+// InitProducerId 5's transactions v2, Metadata 13's top-level error).
+func (s *Server) apis() map[int16]api {
+	m := map[int16]api{
+		int16(kmsg.ApiVersions):             {VersionRange{0, 3}, s.handleApiVersions},
+		int16(kmsg.Metadata):                {VersionRange{1, 12}, s.handleMetadata},
+		int16(kmsg.Produce):                 {VersionRange{3, 11}, s.handleProduce},
+		int16(kmsg.Fetch):                   {VersionRange{4, 12}, s.handleFetch},
+		int16(kmsg.ListOffsets):             {VersionRange{1, 6}, s.handleListOffsets},
+		int16(kmsg.OffsetForLeaderEpoch):    {VersionRange{2, 4}, s.handleOffsetForLeaderEpoch},
+		int16(kmsg.InitProducerID):          {VersionRange{0, 4}, s.handleInitProducerID},
+		int16(kmsg.CreateTopics):            {VersionRange{2, 7}, s.handleCreateTopics},
+		int16(kmsg.DeleteTopics):            {VersionRange{1, 5}, s.handleDeleteTopics},
+		int16(kmsg.DescribeConfigs):         {VersionRange{1, 4}, s.handleDescribeConfigs},
+		int16(kmsg.IncrementalAlterConfigs): {VersionRange{0, 1}, s.handleIncrementalAlterConfigs},
+		int16(kmsg.ElectLeaders):            {VersionRange{0, 2}, s.handleElectLeaders},
+		int16(kmsg.DescribeCluster):         {VersionRange{0, 1}, s.handleDescribeCluster},
+	}
+	if ext := s.opts.Extension; ext != nil {
+		for key, vr := range ext.APIs() {
+			if _, taken := m[key]; !taken {
+				m[key] = api{vr, s.extensionHandler}
+			}
+		}
+	}
+	return m
+}
+
+func (s *Server) extensionHandler(ctx context.Context, rc *reqCtx, req kmsg.Request) kmsg.Response {
+	return s.opts.Extension.Handle(ctx, rc.principal, req)
+}
+
+// handleApiVersions lists s.table. An unsupported ApiVersions version is
+// answered at v0 with UNSUPPORTED_VERSION and the list (conn.go), as Kafka
+// does, so the client can retry with a version both know.
+func (s *Server) handleApiVersions(_ context.Context, _ *reqCtx, req kmsg.Request) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	s.fillApiVersions(resp)
+	return resp
+}
+
+func (s *Server) fillApiVersions(resp *kmsg.ApiVersionsResponse) {
+	keys := make([]int, 0, len(s.table))
+	for k := range s.table {
+		keys = append(keys, int(k))
+	}
+	sort.Ints(keys)
+	for _, k := range keys {
+		a := s.table[int16(k)]
+		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: int16(k), MinVersion: a.versions.Min, MaxVersion: a.versions.Max})
+	}
+}

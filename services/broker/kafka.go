@@ -1,0 +1,75 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/broker/internal/kafkaapi"
+	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/kerr"
+)
+
+// startKafka serves Kafka's wire protocol beside gRPC: the same handlers
+// behind it (api), the same authorizer, the same certificates.
+func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
+	var tlsCfg *tls.Config
+	if b.cfg.TLS.Enabled() {
+		var err error
+		if tlsCfg, err = b.cfg.TLS.Server(); err != nil {
+			return err
+		}
+	}
+	limits := b.cfg.KafkaLimits
+	limits.MaxConnectionsPerIP = b.cfg.Limits.MaxConnectionsPerIP
+	limits.MaxConnectionsPerIPOverrides = b.cfg.Limits.MaxConnectionsPerIPOverrides
+	b.kafka = kafkaapi.New(kafkaapi.Options{
+		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
+		Admin: b.controllerAdmin, Authorizer: az, TLS: tlsCfg, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
+	})
+	go func() {
+		if err := b.kafka.Serve(b.kafkaLis); err != nil {
+			b.done <- err
+		}
+	}()
+	return nil
+}
+
+// controllerAdmin is the active controller's AdminService, over this
+// broker's own connection to it (the one producer id blocks use).
+func (b *Broker) controllerAdmin(context.Context) (adminv1.AdminServiceClient, error) {
+	ctrl := b.meta.Controller()
+	if ctrl == nil || ctrl.GetAddress() == "" {
+		return nil, kerr.New(kerr.NotController, "no active controller known to this broker yet")
+	}
+	conn, err := b.peers.Conn(ctrl.GetAddress())
+	if err != nil {
+		return nil, kerr.New(kerr.NotController, "reaching the active controller %s: %v", ctrl.GetAddress(), err)
+	}
+	return adminv1.NewAdminServiceClient(conn), nil
+}
+
+// KafkaAddr is the bound Kafka listener address, or "" without one.
+func (b *Broker) KafkaAddr() string {
+	if b.kafkaLis == nil {
+		return ""
+	}
+	return b.kafkaLis.Addr().String()
+}
+
+// KafkaAdvertised is the Kafka address clients are told to dial.
+func (b *Broker) KafkaAdvertised() string {
+	if b.cfg.KafkaAdvertised != "" {
+		return b.cfg.KafkaAdvertised
+	}
+	return b.KafkaAddr()
+}
+
+// endpoints are the named listeners registered beside the gRPC address.
+func (b *Broker) endpoints() map[string]string {
+	if a := b.KafkaAdvertised(); a != "" {
+		return map[string]string{kafkaapi.EndpointName: a}
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package clustertest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"tidemark.io/services/broker"
+	"tidemark.io/services/controller"
+	"tidemark.io/services/platform/authz/authztest"
+)
+
+// With TLS on, the Kafka listener is TLS with the brokers' certificates,
+// the client certificate's Common Name is the principal, and the same ACLs
+// decide: on the broker for produce and fetch, on the controller for
+// forwarded admin requests (which act as the client, not as the broker).
+func TestKafkaListenerOverMutualTLSWithACLs(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(acl, []byte("allow User:alice Write Topic:orders-*\nallow User:alice Read Topic:orders-*\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := Start(t, Options{Secure: true, Kafka: true,
+		Adjust:           func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
+		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = acl },
+	})
+	certs := &authztest.PKI{Dir: c.PKIDir}
+	certs.Issue(t, "alice")
+	as := func(name string, opts ...kgo.Opt) *kgo.Client {
+		tlsCfg, err := certs.Options(name).Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.kafkaClient(append([]kgo.Opt{kgo.DialTLSConfig(tlsCfg), kgo.RecordRetries(2)}, opts...)...)
+	}
+
+	admin := kadm.NewClient(as("admin"))
+	c.kafkaCreate(admin, "orders-1", 1, 3, nil)
+	c.kafkaCreate(admin, "other", 1, 3, nil)
+
+	alice := as("alice")
+	produceSync(t, alice, "orders-1", "o1")
+	err := alice.ProduceSync(ctxFor(t, 20*time.Second), &kgo.Record{Topic: "other", Value: []byte("no")}).FirstErr()
+	if !errors.Is(err, fkerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice writing other: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	// Forwarded to the controller as alice: refused there.
+	resp, err := kadm.NewClient(alice).CreateTopic(ctxFor(t, 20*time.Second), 1, 1, nil, "orders-2")
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, fkerr.TopicAuthorizationFailed) && !errors.Is(err, fkerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice creating a topic: %v, want an authorization failure", err)
+	}
+	cons := as("alice", kgo.ConsumeTopics("orders-1"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if got := consumeAll(t, cons, 1)[0]; len(got) != 1 || got[0] != "o1" {
+		t.Fatalf("alice read %q", got)
+	}
+
+	// A plaintext client never gets an answer.
+	plain, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Ping(ctxFor(t, 10*time.Second)); err == nil {
+		t.Fatal("a plaintext client was answered by the TLS listener")
+	}
+}
