@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -233,12 +234,25 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		// A full update lists every topic: a hosted replica of a topic it
 		// does not list belongs to a topic deleted while we were away.
 		live := map[string]bool{}
+		assigned := map[TP][]int32{}
 		for _, p := range req.GetPartitions() {
 			live[p.GetTopic()] = true
+			assigned[TP{Topic: p.GetTopic(), Partition: p.GetPartition()}] = p.GetReplicas()
 		}
 		for _, r := range m.Replicas() {
 			if !live[r.tp.Topic] {
 				m.log.Info("deleting replica of a topic that no longer exists", "topic", r.tp.Topic, "partition", r.tp.Partition)
+				if err := m.stopReplica(r.tp, -1, true); err != nil {
+					m.log.Warn("deleting replica failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+				}
+				continue
+			}
+			// A replica reassigned away while this broker was gone (its
+			// StopReplica never arrived) is a stray: the full view no
+			// longer lists this broker among the partition's replicas.
+			if reps, ok := assigned[r.tp]; ok && len(reps) > 0 && !slices.Contains(reps, m.opts.BrokerID) {
+				m.log.Info("deleting stray replica: this broker is no longer assigned", "topic", r.tp.Topic,
+					"partition", r.tp.Partition, "replicas", partition.FormatIDs(reps))
 				if err := m.stopReplica(r.tp, -1, true); err != nil {
 					m.log.Warn("deleting replica failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
 				}

@@ -84,6 +84,7 @@ func (a *Active) load() error {
 			a.startDeletion(t)
 		}
 	}
+	a.resumeReassignments()
 	a.armRebalance()
 	a.stateDirty = true
 	return nil
@@ -113,7 +114,8 @@ func newTopic(mt *metastore.Topic) *topic {
 	n := len(mt.Assignment.Partitions)
 	t.parts = make([]*partition, n)
 	for i := range int32(n) {
-		p := &partition{t: t, id: i, replicas: slices.Clone(mt.Assignment.Partitions[i])}
+		p := &partition{t: t, id: i, replicas: slices.Clone(mt.Assignment.Partitions[i]),
+			adding: slices.Clone(mt.Assignment.AddingReplicas[i]), removing: slices.Clone(mt.Assignment.RemovingReplicas[i])}
 		if rec, ok := mt.Partitions[i]; ok {
 			p.rec = rec
 		} else {
