@@ -41,6 +41,11 @@ type TopicConfig struct {
 	DeleteRetentionMs      int64
 	MinCompactionLagMs     int64
 	MaxCompactionLagMs     int64
+	// LeaderReplicationThrottledReplicas and
+	// FollowerReplicationThrottledReplicas list the throttled replicas
+	// ("partition:broker,..." or "*"; see ParseThrottledReplicas).
+	LeaderReplicationThrottledReplicas   string
+	FollowerReplicationThrottledReplicas string
 }
 
 // Compact reports whether cleanup.policy includes compact.
@@ -88,4 +93,10 @@ type BrokerConfig struct {
 	QuotaConsumerOverrides string
 	QuotaWindowNum         int32
 	QuotaWindowSizeSeconds int32
+
+	// Replication throttles (bytes/s) and their rate's samples (KIP-73).
+	LeaderReplicationThrottledRate    int64
+	FollowerReplicationThrottledRate  int64
+	ReplicationQuotaWindowNum         int32
+	ReplicationQuotaWindowSizeSeconds int32
 }

@@ -68,6 +68,10 @@ type fetchState struct {
 	// every partition of the request).
 	stuck  *noProgress
 	warned bool
+	// inSync: the last answer found the log caught up to the leader's HW
+	// (Kafka's PartitionFetchState.isReplicaInSync); the follower throttle
+	// holds back only replicas that are not.
+	inSync bool
 }
 
 // noProgress is an answer from the leader and the log state it left.
@@ -444,6 +448,10 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 			r.mu.Unlock()
 			continue
 		}
+		if _, hold := f.m.followerThrottleLocked(r, st.inSync); hold {
+			r.mu.Unlock()
+			continue
+		}
 		last := r.log.LatestEpoch()
 		if mode == partition.TruncateHighWatermark {
 			last = partition.NoEpoch // pre-0.11: no epoch checks
@@ -456,7 +464,8 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		r.mu.Unlock()
 	}
 	if len(req.Partitions) == 0 {
-		// Everything is stalled by fault injection: idle a wait period,
+		// Everything is stalled by fault injection or held back by the
+		// follower throttle: idle a wait period,
 		// without a stream the leader would wait on meanwhile.
 		f.stream.close()
 		f.backoffAll(time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond)
@@ -556,7 +565,11 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 			f.delay(r.tp, fetchBackoff)
 			return
 		}
+		if listed, _ := f.m.followerThrottleLocked(r, true); listed {
+			f.m.followerQuota().Record(len(recs))
+		}
 	}
+	st.inSync = r.log.LogEndOffset() >= a.GetHighWatermark()
 	if ls := a.GetLogStartOffset(); ls > r.log.LogStartOffset() && ls <= r.log.LogEndOffset() {
 		// Follow the leader's retention.
 		if err := r.log.AdvanceLogStartOffset(ls, min(a.GetHighWatermark(), r.log.LogEndOffset())); err == nil {

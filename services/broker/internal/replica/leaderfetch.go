@@ -137,6 +137,7 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		a.Err = m.withLeaderHint(p.TP, err)
 		return a
 	}
+	throttled, hold := m.leaderThrottleLocked(r, f.ReplicaID)
 	// F8: the leader LEO is read before the log read.
 	leaderLEO := r.log.LogEndOffset()
 	a.LeaderLEO, a.LogStartOffset = leaderLEO, r.log.LogStartOffset()
@@ -167,12 +168,17 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		// The response budget is spent; KIP-74 still sends a first batch.
 		maxBytes = max(budget, 1)
 	}
-	rr, err := r.log.Read(p.FetchOffset, maxBytes, leaderLEO)
-	if err != nil {
-		a.Err = err
-		return a
+	if !hold {
+		rr, err := r.log.Read(p.FetchOffset, maxBytes, leaderLEO)
+		if err != nil {
+			a.Err = err
+			return a
+		}
+		a.Records = rr.Records
+		if throttled {
+			m.leaderQuota().Record(len(rr.Records))
+		}
 	}
-	a.Records = rr.Records
 
 	r.mu.Lock()
 	out, err := r.state.UpdateFollowerFetch(partition.FollowerFetch{
