@@ -98,7 +98,7 @@ func (w *moveWriter) finish(t *testing.T) map[int32]map[int64]string {
 
 // createAssigned creates a topic with an explicit assignment and waits for
 // its leaders.
-func createAssigned(t *testing.T, c *Cluster, name string, asg [][]int32, configs map[string]string) {
+func createAssigned(t testing.TB, c *Cluster, name string, asg [][]int32, configs map[string]string) {
 	t.Helper()
 	spec := &adminv1.TopicSpec{Name: name, Configs: configs}
 	for p, reps := range asg {
@@ -122,7 +122,7 @@ func createAssigned(t *testing.T, c *Cluster, name string, asg [][]int32, config
 }
 
 // reassign asks for targets (nil: cancel) and fails on any refusal.
-func reassign(t *testing.T, c *Cluster, topic string, targets map[int32][]int32) {
+func reassign(t testing.TB, c *Cluster, topic string, targets map[int32][]int32) {
 	t.Helper()
 	req := &adminv1.AlterPartitionReassignmentsRequest{}
 	for _, p := range slices.Sorted(maps.Keys(targets)) {
@@ -390,7 +390,7 @@ func TestCreatePartitionsThenProduce(t *testing.T) {
 }
 
 // throttle sets a broker's throttle rate and a topic's throttled replicas.
-func throttle(t *testing.T, c *Cluster, topic, brokerID, rateKey, rate, listKey, list string) {
+func throttle(t testing.TB, c *Cluster, topic, brokerID, rateKey, rate, listKey, list string) {
 	t.Helper()
 	resp, err := c.Admin().AlterConfigs(context.Background(), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{
 		{Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, Name: brokerID},

@@ -436,6 +436,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		MaxWaitMs: cfg.ReplicaFetchWaitMaxMs, MinBytes: cfg.ReplicaFetchMinBytes, MaxBytes: cfg.ReplicaFetchResponseMaxBytes,
 	}
 	var delay time.Duration
+	held := 0
 	for tp, st := range parts {
 		fault := f.m.opts.Faults.For(tp)
 		if fault.Stall {
@@ -450,6 +451,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		}
 		if _, hold := f.m.followerThrottleLocked(r, st.inSync); hold {
 			r.mu.Unlock()
+			held++
 			continue
 		}
 		last := r.log.LatestEpoch()
@@ -463,9 +465,15 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		})
 		r.mu.Unlock()
 	}
+	if len(req.Partitions) == 0 && held > 0 {
+		// Held back by the follower throttle: look again soon, so the rate
+		// does not fall far below the limit while waiting (the stream
+		// stays open: the leader waits on it only that long).
+		f.backoffAll(throttleBackoff)
+		return
+	}
 	if len(req.Partitions) == 0 {
-		// Everything is stalled by fault injection or held back by the
-		// follower throttle: idle a wait period,
+		// Everything is stalled by fault injection: idle a wait period,
 		// without a stream the leader would wait on meanwhile.
 		f.stream.close()
 		f.backoffAll(time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond)

@@ -20,6 +20,10 @@ import (
 // The bytes of every listed partition count towards the rate, in sync or
 // not; only replicas that are behind are held back, so the ISR's own
 // replication (and so the HW and acks=all writes) is never slowed.
+// throttleBackoff is the follower's pause when the throttle holds back
+// every partition of a fetch.
+const throttleBackoff = 50 * time.Millisecond
+
 type throttles struct {
 	leader, follower *quota.Replication
 }
