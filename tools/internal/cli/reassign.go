@@ -377,7 +377,6 @@ func alterConfigs(ctx context.Context, a *client.Admin, res []*adminv1.AlterConf
 	return errors.Join(errs...)
 }
 
-
 // alterReassignments sends the plan (cancel: empty targets) and reports
 // each partition.
 func alterReassignments(ctx context.Context, a *client.Admin, out io.Writer, plan reassignmentFile, cancel bool) error {
