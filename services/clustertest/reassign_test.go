@@ -407,3 +407,54 @@ func throttle(t testing.TB, c *Cluster, topic, brokerID, rateKey, rate, listKey,
 		}
 	}
 }
+
+// The active controller freezes (as under SIGSTOP) while the new replica's
+// copy is held back by a throttle; the standby takes office, the throttle
+// is lifted through it and the move finishes; the old controller, resumed,
+// is fenced and changes nothing.
+func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
+	c := Start(t, Options{Brokers: 4, PausableControllers: true, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024"}})
+	createAssigned(t, c, "pz", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	acked := map[int64]string{}
+	for i := range 300 {
+		v := fmt.Sprintf("value-%04d", i)
+		off, err := c.Produce(context.Background(), "pz", 0, -1, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[off] = v
+	}
+	throttle(t, c, "pz", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
+	reassign(t, c, "pz", map[int32][]int32{0: {2, 3, 4}})
+	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
+		_, leo, ok := c.Broker(4).ReplicaOffsets("pz", 0)
+		return ok && leo > 0
+	})
+	old, epoch := c.ActiveController()
+	c.PauseController(old)
+	c.WaitFor(20*time.Second, "the standby in office", func() bool {
+		id, e := c.ActiveController()
+		return id >= 0 && id != old && e > epoch
+	})
+	if _, leo, _ := c.Broker(4).ReplicaOffsets("pz", 0); leo >= 300 {
+		t.Fatalf("the copy finished before the failover (LEO %d)", leo)
+	}
+	if pd := c.Partition("pz", 0); !slices.Equal(pd.GetAddingReplicas(), []int32{4}) {
+		t.Fatalf("the new controller lost the move: %v", pd)
+	}
+	// The frozen controller may still believe it is active for a moment:
+	// NOT_CONTROLLER from it is retried, as a client would.
+	c.WaitFor(10*time.Second, "the throttle lifted", func() bool {
+		resp, err := c.Admin().AlterConfigs(context.Background(), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{
+			{Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, Name: "4"},
+				Ops: []*adminv1.ConfigOp{{Name: "follower.replication.throttled.rate", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE}}}}})
+		return err == nil && resp.GetResults()[0].GetErrorCode() == 0
+	})
+	c.WaitFor(30*time.Second, "pz-0 on 2,3,4", func() bool { return settledOn(c, "pz", 0, []int32{2, 3, 4}) })
+	c.ResumeController(old)
+	checkWholeAndLive(t, c, "pz", 0, []int32{2, 3, 4}, acked)
+	gone(t, c, 1, "pz", 0)
+	if !settledOn(c, "pz", 0, []int32{2, 3, 4}) {
+		t.Errorf("after the old controller resumed: %v", c.Partition("pz", 0))
+	}
+}

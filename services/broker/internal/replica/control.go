@@ -266,13 +266,12 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 			}
 		}
 	}
-	if req.GetBrokerConfigs() != nil {
-		bc, err := topicconfig.ResolveBroker(req.GetBrokerConfigs(), m.opts.Static)
-		if err != nil {
-			m.log.Warn("ignoring invalid dynamic broker configs", "err", err)
-		} else {
-			m.broker.Store(&bc)
-		}
+	// Every UpdateMetadata carries the whole dynamic broker config; an
+	// empty one (the last key deleted) arrives as nil and must apply too.
+	if bc, err := topicconfig.ResolveBroker(req.GetBrokerConfigs(), m.opts.Static); err != nil {
+		m.log.Warn("ignoring invalid dynamic broker configs", "err", err)
+	} else {
+		m.broker.Store(&bc)
 	}
 	now := m.now()
 	for _, r := range m.Replicas() {
