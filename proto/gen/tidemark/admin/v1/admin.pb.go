@@ -2998,10 +2998,13 @@ func (x *ReplicaMoveProgress) GetInIsr() bool {
 }
 
 type CreatePartitionsRequest struct {
-	state         protoimpl.MessageState   `protogen:"open.v1"`
-	Topics        []*CreatePartitionsTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
-	ValidateOnly  bool                     `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
-	TimeoutMs     int32                    `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	state  protoimpl.MessageState   `protogen:"open.v1"`
+	Topics []*CreatePartitionsTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Check everything, change nothing.
+	ValidateOnly bool `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// Bounds the call (at most request.timeout.max.ms). The answer comes once
+	// the new partitions are written; their leaders follow within moments.
+	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
