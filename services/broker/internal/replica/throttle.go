@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/topicconfig"
 )
@@ -26,10 +27,37 @@ const throttleBackoff = 50 * time.Millisecond
 
 type throttles struct {
 	leader, follower *quota.Replication
+	// parsed caches the throttled-replicas lists, read on every fetch.
+	parsed *listCache
 }
 
 func newThrottles(now func() time.Time) throttles {
-	return throttles{leader: quota.NewReplication(now), follower: quota.NewReplication(now)}
+	return throttles{leader: quota.NewReplication(now), follower: quota.NewReplication(now),
+		parsed: &listCache{m: map[string]topicconfig.ThrottledReplicas{}}}
+}
+
+// listCache maps a list's text to its parsed form; it holds the distinct
+// values of two topic configs, and starts over past a bound.
+type listCache struct {
+	mu lockorder.Mutex[lockorder.Leaf]
+	m  map[string]topicconfig.ThrottledReplicas
+}
+
+func (c *listCache) get(list string) (topicconfig.ThrottledReplicas, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.m[list]; ok {
+		return t, true
+	}
+	t, err := topicconfig.ParseThrottledReplicas(list)
+	if err != nil {
+		return t, false // validated before it was stored; never here
+	}
+	if len(c.m) >= 1024 {
+		c.m = map[string]topicconfig.ThrottledReplicas{}
+	}
+	c.m[list] = t
+	return t, true
 }
 
 // leaderQuota and followerQuota return the throttle with the broker's
@@ -54,8 +82,8 @@ func (m *Manager) listedLocked(r *Replica, list string) bool {
 	if list == "" {
 		return false
 	}
-	t, err := topicconfig.ParseThrottledReplicas(list)
-	return err == nil && t.Has(r.tp.Partition, m.opts.BrokerID)
+	t, ok := m.throttles.parsed.get(list)
+	return ok && t.Has(r.tp.Partition, m.opts.BrokerID)
 }
 
 // leaderThrottleLocked reports, for a follower's fetch on the leader,
