@@ -304,6 +304,16 @@ func TestCancelReassignmentDuringCatchUp(t *testing.T) {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("cx", 0)
 		return ok && leo > 0
 	})
+	// The progress view: broker 4's bytes left, from the brokers' reports.
+	c.WaitFor(10*time.Second, "progress of the copy reported", func() bool {
+		list, err := c.Admin().ListPartitionReassignments(context.Background(), &adminv1.ListPartitionReassignmentsRequest{})
+		if err != nil || len(list.GetReassignments()) != 1 {
+			return false
+		}
+		m := list.GetReassignments()[0].GetProgress()
+		return len(m) == 1 && m[0].GetBrokerId() == 4 && m[0].GetBytesLeft() > 0 && m[0].GetLeaderSizeBytes() > m[0].GetSizeBytes() &&
+			m[0].GetLeaderLogEndOffset() == 400 && !m[0].GetInIsr()
+	})
 	if _, leo, _ := c.Broker(4).ReplicaOffsets("cx", 0); leo >= 400 {
 		t.Fatalf("broker 4 caught up before the cancel (LEO %d)", leo)
 	}
@@ -456,5 +466,52 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 	gone(t, c, 1, "pz", 0)
 	if !settledOn(c, "pz", 0, []int32{2, 3, 4}) {
 		t.Errorf("after the old controller resumed: %v", c.Partition("pz", 0))
+	}
+}
+
+// A broker gone for good is reassigned away while it is down: the move
+// completes without it, the cluster stops listing it, and when it comes
+// back anyway its leftover replica is deleted as a stray (its StopReplica
+// could never be delivered).
+func TestReassignAwayFromADeadBroker(t *testing.T) {
+	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	createAssigned(t, c, "dead", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	acked := map[int64]string{}
+	for i := range 50 {
+		v := fmt.Sprintf("v%d", i)
+		off, err := c.Produce(context.Background(), "dead", 0, -1, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[off] = v
+	}
+	c.SameLogs("dead", 0, 1, 2, 3)
+	c.CrashBroker(3)
+	c.WaitFor(15*time.Second, "broker 3 out of the ISR", func() bool {
+		return !slices.Contains(c.Partition("dead", 0).GetIsr(), 3)
+	})
+	reassign(t, c, "dead", map[int32][]int32{0: {1, 2, 4}})
+	c.WaitFor(20*time.Second, "dead-0 on 1,2,4", func() bool { return settledOn(c, "dead", 0, []int32{1, 2, 4}) })
+	checkWholeAndLive(t, c, "dead", 0, []int32{1, 2, 4}, acked)
+	c.WaitFor(10*time.Second, "broker 3 no longer listed", func() bool {
+		cl, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		for _, b := range cl.GetBrokers() {
+			if b.GetNode().GetId() == 3 {
+				return false
+			}
+		}
+		return true
+	})
+	dir := filepath.Join(c.BrokerConfig(3).DataDir, "dead-0")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the dead broker's log should still be on its disk: %v", err)
+	}
+	c.StartBroker(3)
+	gone(t, c, 3, "dead", 0)
+	if !settledOn(c, "dead", 0, []int32{1, 2, 4}) {
+		t.Errorf("after broker 3 returned: %v", c.Partition("dead", 0))
 	}
 }

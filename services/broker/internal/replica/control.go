@@ -239,22 +239,22 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 			live[p.GetTopic()] = true
 			assigned[TP{Topic: p.GetTopic(), Partition: p.GetPartition()}] = p.GetReplicas()
 		}
-		for _, r := range m.Replicas() {
-			if !live[r.tp.Topic] {
-				m.log.Info("deleting replica of a topic that no longer exists", "topic", r.tp.Topic, "partition", r.tp.Partition)
-				if err := m.stopReplica(r.tp, -1, true); err != nil {
-					m.log.Warn("deleting replica failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+		for _, tp := range m.localPartitions() {
+			if !live[tp.Topic] {
+				m.log.Info("deleting replica of a topic that no longer exists", "topic", tp.Topic, "partition", tp.Partition)
+				if err := m.stopReplica(tp, -1, true); err != nil {
+					m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				}
 				continue
 			}
 			// A replica reassigned away while this broker was gone (its
 			// StopReplica never arrived) is a stray: the full view no
 			// longer lists this broker among the partition's replicas.
-			if reps, ok := assigned[r.tp]; ok && len(reps) > 0 && !slices.Contains(reps, m.opts.BrokerID) {
-				m.log.Info("deleting stray replica: this broker is no longer assigned", "topic", r.tp.Topic,
-					"partition", r.tp.Partition, "replicas", partition.FormatIDs(reps))
-				if err := m.stopReplica(r.tp, -1, true); err != nil {
-					m.log.Warn("deleting replica failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+			if reps, ok := assigned[tp]; ok && len(reps) > 0 && !slices.Contains(reps, m.opts.BrokerID) {
+				m.log.Info("deleting stray replica: this broker is no longer assigned", "topic", tp.Topic,
+					"partition", tp.Partition, "replicas", partition.FormatIDs(reps))
+				if err := m.stopReplica(tp, -1, true); err != nil {
+					m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				}
 			}
 		}
@@ -281,6 +281,25 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// localPartitions lists the hosted replicas and the logs on disk that no
+// LeaderAndIsr has claimed yet (opened at startup), once each.
+func (m *Manager) localPartitions() []TP {
+	seen := map[TP]bool{}
+	var out []TP
+	for _, r := range m.Replicas() {
+		seen[r.tp] = true
+		out = append(out, r.tp)
+	}
+	if lister, ok := m.logs.(interface{ Partitions() []TP }); ok {
+		for _, tp := range lister.Partitions() {
+			if !seen[tp] {
+				out = append(out, tp)
+			}
+		}
+	}
+	return out
 }
 
 // StopReplica stops replicas, deleting their logs for topic deletion.
