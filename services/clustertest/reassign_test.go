@@ -515,3 +515,32 @@ func TestReassignAwayFromADeadBroker(t *testing.T) {
 		t.Errorf("after broker 3 returned: %v", c.Partition("dead", 0))
 	}
 }
+
+// A topic deleted while one of its partitions is being moved goes away
+// whole: the adding replica's partial log too, and no move is left listed.
+func TestDeleteTopicDuringReassignment(t *testing.T) {
+	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024"}})
+	createAssigned(t, c, "del", [][]int32{{1, 2, 3}}, nil)
+	for i := range 200 {
+		if _, err := c.Produce(context.Background(), "del", 0, -1, fmt.Sprintf("value-%04d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	throttle(t, c, "del", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
+	reassign(t, c, "del", map[int32][]int32{0: {2, 3, 4}})
+	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
+		_, leo, ok := c.Broker(4).ReplicaOffsets("del", 0)
+		return ok && leo > 0
+	})
+	resp, err := c.Admin().DeleteTopics(context.Background(), &adminv1.DeleteTopicsRequest{Topics: []string{"del"}, TimeoutMs: 10000})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	for _, id := range []int32{1, 2, 3, 4} {
+		gone(t, c, id, "del", 0)
+	}
+	list, err := c.Admin().ListPartitionReassignments(context.Background(), &adminv1.ListPartitionReassignmentsRequest{})
+	if err != nil || len(list.GetReassignments()) != 0 {
+		t.Errorf("moves left after the deletion: %v %v", list, err)
+	}
+}
