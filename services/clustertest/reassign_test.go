@@ -350,6 +350,10 @@ func TestCancelReassignmentDuringCatchUp(t *testing.T) {
 			t.Errorf("target %v: %s (%s), want INVALID_REPLICA_ASSIGNMENT", bad, r.GetErrorCode(), r.GetErrorMessage())
 		}
 	}
+	if _, err := c.Admin().ListPartitionReassignments(context.Background(), &adminv1.ListPartitionReassignmentsRequest{
+		Partitions: []*commonv1.TopicPartition{{Topic: "ghost", Partition: 0}}}); kerr.CodeOf(kerr.FromStatus(err)) != kerr.UnknownTopicOrPartition {
+		t.Errorf("listing an unknown topic: %v", err)
+	}
 	if !settledOn(c, "cx", 0, []int32{2, 3, 1}) {
 		t.Errorf("refused requests changed cx-0: %v", c.Partition("cx", 0))
 	}

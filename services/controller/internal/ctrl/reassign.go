@@ -253,17 +253,23 @@ func (a *Active) refreshTopic(t *topic) {
 // ListPartitionReassignments lists the reassignments in flight.
 func (a *Active) ListPartitionReassignments(ctx context.Context, req *adminv1.ListPartitionReassignmentsRequest) (*adminv1.ListPartitionReassignmentsResponse, error) {
 	var resp *adminv1.ListPartitionReassignmentsResponse
-	err := a.call(ctx, func() error { resp = a.listReassignments(req); return nil })
+	err := a.call(ctx, func() (err error) { resp, err = a.listReassignments(req); return err })
 	return resp, err
 }
 
-func (a *Active) listReassignments(req *adminv1.ListPartitionReassignmentsRequest) *adminv1.ListPartitionReassignmentsResponse {
+// listReassignments answers for the partitions asked (all when none): an
+// unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an unknown partition of a
+// known topic is left out (KRaft's rule).
+func (a *Active) listReassignments(req *adminv1.ListPartitionReassignmentsRequest) (*adminv1.ListPartitionReassignmentsResponse, error) {
 	var parts []*partition
 	if len(req.GetPartitions()) == 0 {
 		parts = a.allPartitions()
 	} else {
 		for _, tp := range req.GetPartitions() {
-			if p := a.lookup(tp.GetTopic(), tp.GetPartition()); p != nil {
+			if a.topics[tp.GetTopic()] == nil {
+				return nil, kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", tp.GetTopic())
+			}
+			if p := a.lookup(tp.GetTopic(), tp.GetPartition()); p != nil && !slices.Contains(parts, p) {
 				parts = append(parts, p)
 			}
 		}
@@ -294,7 +300,7 @@ func (a *Active) listReassignments(req *adminv1.ListPartitionReassignmentsReques
 		}
 		resp.Reassignments = append(resp.Reassignments, o)
 	}
-	return resp
+	return resp, nil
 }
 
 // errReassigning refuses changes to a topic with partitions being moved.
