@@ -365,7 +365,7 @@ func TestCreatePartitionsThenProduce(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
 	c.CreateTopic("grow", 2, 3, nil)
 	resp, err := c.Admin().CreatePartitions(context.Background(), &adminv1.CreatePartitionsRequest{
-		Topics: []*adminv1.CreatePartitionsTopic{{Name: "grow", Count: 5}}})
+		Topics: []*adminv1.CreatePartitionsTopic{{Name: "grow", Count: 5}}, TimeoutMs: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

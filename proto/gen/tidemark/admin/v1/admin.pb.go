@@ -3002,8 +3002,8 @@ type CreatePartitionsRequest struct {
 	Topics []*CreatePartitionsTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
 	// Check everything, change nothing.
 	ValidateOnly bool `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
-	// Bounds the call (at most request.timeout.max.ms). The answer comes once
-	// the new partitions are written; their leaders follow within moments.
+	// How long to wait for the new partitions' leaders (ms, at most
+	// request.timeout.max.ms); 0 = answer once they are written.
 	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
