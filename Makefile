@@ -188,6 +188,8 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 	@echo "== the Kafka front door against the gRPC one: franz-go vs the Go client, same shapes (kafka/grpc >= 0.8)"
 	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/sync' -benchtime 3000x ./clustertest/
 	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/batched' -benchtime 100000x ./clustertest/
+	@echo "== replication throttle: a reassignment's copy rate against a 256 KiB/s throttle (follower and leader side)"
+	cd services && go test -run '^$$' -bench 'ReplicationThrottle' -benchtime 1x ./clustertest/ | grep -E 'B/s|ok|FAIL'
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 

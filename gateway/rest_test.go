@@ -38,6 +38,7 @@ func TestREST(t *testing.T) {
 		{"Describe", testDescribeHealthy},
 		{"Configs", testConfigs},
 		{"ElectLeaders", testElectLeaders},
+		{"Reassign", testReassign},
 		{"BadInput", testBadInput},
 		{"TooLarge", testTooLarge},
 		{"Tracing", testTracing},

@@ -95,6 +95,9 @@ type partitionView struct {
 	UnderMinISR     bool          `json:"underMinIsr"`
 	Offline         bool          `json:"offline"`
 	Views           []replicaView `json:"views"`
+	// Adding and Removing are a reassignment in flight.
+	Adding   []int32 `json:"adding,omitempty"`
+	Removing []int32 `json:"removing,omitempty"`
 }
 
 type replicaView struct {
@@ -245,7 +248,8 @@ func buildSnapshot(m *adminv1.WatchClusterResponse, x extras) *snapshot {
 			LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(),
 			Replicas: nonNil(p.GetReplicas()), ISR: nonNil(p.GetIsr()), MinISR: p.GetMinInsyncReplicas(),
 			HW: p.GetHighWatermark(), UnderReplicated: p.GetUnderReplicated(), AtMinISR: p.GetAtMinIsr(),
-			UnderMinISR: p.GetUnderMinIsr(), Offline: p.GetOffline(), Views: []replicaView{}}
+			UnderMinISR: p.GetUnderMinIsr(), Offline: p.GetOffline(), Views: []replicaView{},
+			Adding: p.GetAddingReplicas(), Removing: p.GetRemovingReplicas()}
 		for i, r := range p.GetReplicaViews() {
 			rv := replicaView{Broker: r.GetBrokerId(), Alive: r.GetAlive(), InISR: r.GetInIsr(), Leader: r.GetLeader(),
 				Preferred: i == 0, LEO: r.GetLogEndOffset(), HW: r.GetHighWatermark(), LogStart: r.GetLogStartOffset(),

@@ -12,6 +12,7 @@ import (
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/lockorder"
+	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
@@ -251,6 +252,11 @@ func (b *Broker) progress() []*controlv1.ReplicaProgress {
 			Topic: rep.TP().Topic, Partition: rep.TP().Partition, BrokerId: b.cfg.ID,
 			LogEndOffset: s.LogEndOffset, HighWatermark: s.HighWatermark, LogStartOffset: s.LogStartOffset,
 			LeaderEpoch: s.LeaderEpoch, Leader: s.Role == partition.RoleLeader,
+		}
+		// Reassignment progress compares an adding replica's bytes with
+		// its leader's (ListPartitionReassignments).
+		if st, ok := rep.Log().(interface{ Stats() logstore.Stats }); ok {
+			p.SizeBytes = st.Stats().SizeBytes
 		}
 		if p.Leader {
 			p.MaximalIsr = s.MaximalISR

@@ -46,6 +46,11 @@ type TopicConfig struct {
 	// CompressionType is compression.type; only "producer" (batches kept
 	// as the producer compressed them).
 	CompressionType string
+	// LeaderReplicationThrottledReplicas and
+	// FollowerReplicationThrottledReplicas list the throttled replicas
+	// ("partition:broker,..." or "*"; see ParseThrottledReplicas).
+	LeaderReplicationThrottledReplicas   string
+	FollowerReplicationThrottledReplicas string
 }
 
 // Compact reports whether cleanup.policy includes compact.
@@ -104,4 +109,10 @@ type BrokerConfig struct {
 	QuotaConsumerOverrides string
 	QuotaWindowNum         int32
 	QuotaWindowSizeSeconds int32
+
+	// Replication throttles (bytes/s) and their rate's samples (KIP-73).
+	LeaderReplicationThrottledRate    int64
+	FollowerReplicationThrottledRate  int64
+	ReplicationQuotaWindowNum         int32
+	ReplicationQuotaWindowSizeSeconds int32
 }

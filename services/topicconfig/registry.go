@@ -100,6 +100,18 @@ var defs = []Def{
 		Doc:      "Oldest an uncompacted record may get: its log is cleaned then whatever its dirty ratio.",
 		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.MaxCompactionLagMs })},
 
+	// Replication throttles (KIP-73). Kafka has no broker synonym for the
+	// lists; here the broker key of the same name sets a default for every
+	// topic (e.g. * cluster-wide while moving everything off a broker).
+	{Name: "leader.replication.throttled.replicas", BrokerName: "leader.replication.throttled.replicas", TopicLevel: true, Dynamic: true,
+		Type: TypeString, Default: "", Check: checkThrottledReplicas,
+		Doc:      "Replicas whose leader-side replication is throttled to leader.replication.throttled.rate, as partition:broker pairs (the broker leading) or *.",
+		setTopic: tString(func(c *TopicConfig) *string { return &c.LeaderReplicationThrottledReplicas })},
+	{Name: "follower.replication.throttled.replicas", BrokerName: "follower.replication.throttled.replicas", TopicLevel: true, Dynamic: true,
+		Type: TypeString, Default: "", Check: checkThrottledReplicas,
+		Doc:      "Replicas whose follower-side replication is throttled to follower.replication.throttled.rate, as partition:broker pairs (the broker following) or *.",
+		setTopic: tString(func(c *TopicConfig) *string { return &c.FollowerReplicationThrottledReplicas })},
+
 	// Broker-only settings.
 	{Name: "replica.lag.time.max.ms", BrokerName: "replica.lag.time.max.ms",
 		Type: TypeLong, Default: "30000", Min: 1,
@@ -235,6 +247,22 @@ var defs = []Def{
 		Type: TypeString, Default: "", Check: checkRateOverrides,
 		Doc:       "Per-principal fetch byte rates as principal:bytesPerSecond pairs, comma-separated.",
 		setBroker: bString(func(c *BrokerConfig) *string { return &c.QuotaConsumerOverrides })},
+	{Name: "leader.replication.throttled.rate", BrokerName: "leader.replication.throttled.rate", Dynamic: true,
+		Type: TypeLong, Default: maxLong, Min: 1,
+		Doc:       "Bytes/s this broker sends as leader to followers of throttled replicas (leader.replication.throttled.replicas) that are not in the ISR.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LeaderReplicationThrottledRate })},
+	{Name: "follower.replication.throttled.rate", BrokerName: "follower.replication.throttled.rate", Dynamic: true,
+		Type: TypeLong, Default: maxLong, Min: 1,
+		Doc:       "Bytes/s this broker fetches as follower for throttled replicas (follower.replication.throttled.replicas) that have not caught up.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.FollowerReplicationThrottledRate })},
+	{Name: "replication.quota.window.num", BrokerName: "replication.quota.window.num",
+		Type: TypeInt, Default: "11", Min: 2,
+		Doc:       "Samples kept to measure the replication throttles' byte rates.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicationQuotaWindowNum })},
+	{Name: "replication.quota.window.size.seconds", BrokerName: "replication.quota.window.size.seconds",
+		Type: TypeInt, Default: "1", Min: 1,
+		Doc:       "Length of one sample of the replication throttles' byte rates.",
+		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicationQuotaWindowSizeSeconds })},
 	{Name: "quota.window.num", BrokerName: "quota.window.num",
 		Type: TypeInt, Default: "11", Min: 2,
 		Doc:       "Samples kept to measure a principal's byte rate.",
@@ -286,6 +314,10 @@ func tInt64(f func(*TopicConfig) *int64) func(*TopicConfig, value) {
 
 func tBool(f func(*TopicConfig) *bool) func(*TopicConfig, value) {
 	return func(c *TopicConfig, v value) { *f(c) = v.b }
+}
+
+func tString(f func(*TopicConfig) *string) func(*TopicConfig, value) {
+	return func(c *TopicConfig, v value) { *f(c) = v.s }
 }
 
 func bInt32(f func(*BrokerConfig) *int32) func(*BrokerConfig, value) {

@@ -69,6 +69,10 @@ func TestDefaultBroker(t *testing.T) {
 		QuotaConsumerDefault:                math.MaxInt64,
 		QuotaWindowNum:                      11,
 		QuotaWindowSizeSeconds:              1,
+		LeaderReplicationThrottledRate:      math.MaxInt64,
+		FollowerReplicationThrottledRate:    math.MaxInt64,
+		ReplicationQuotaWindowNum:           11,
+		ReplicationQuotaWindowSizeSeconds:   1,
 	}
 	if got := DefaultBroker(); got != want {
 		t.Fatalf("DefaultBroker() = %+v\nwant %+v", got, want)

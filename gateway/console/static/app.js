@@ -408,6 +408,10 @@ function updatePartition(el, p) {
   if (p.underMinIsr) badges.push(h("span", { class: "badge b-under-min", "data-badge": "under-min-isr", title: "ISR smaller than min.insync.replicas: acks=all produces are refused (NOT_ENOUGH_REPLICAS)" }, "under min ISR"));
   else if (p.atMinIsr) badges.push(h("span", { class: "badge b-at-min", "data-badge": "at-min-isr", title: "ISR size equals min.insync.replicas: one more loss and acks=all produces are refused" }, "at min ISR"));
   if (p.underReplicated) badges.push(h("span", { class: "badge b-under-rep", "data-badge": "under-replicated", title: "ISR smaller than the assigned replicas" }, "under-replicated"));
+  if (p.adding || p.removing) {
+    badges.push(h("span", { class: "badge b-moving", "data-badge": "reassigning",
+      title: "reassignment in progress: adding " + setList(p.adding || []) + ", removing " + setList(p.removing || []) }, "moving"));
+  }
   if (!badges.length) badges.push(h("span", { class: "badge b-ok", "data-badge": "healthy" }, "fully replicated"));
   if (p.leader >= 0 && p.replicas.length && p.replicas[0] !== p.leader) {
     badges.push(h("span", { class: "badge b-not-preferred", "data-badge": "not-preferred",

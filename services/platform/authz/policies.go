@@ -172,6 +172,21 @@ var policies = map[string]policy{
 	adminv1.AdminService_DescribeCluster_FullMethodName: clusterACL(Describe),
 	adminv1.AdminService_WatchCluster_FullMethodName:    clusterACL(Describe),
 	adminv1.AdminService_ElectLeaders_FullMethodName:    clusterACL(Alter),
+	// Kafka: AlterPartitionReassignments needs ALTER on the cluster,
+	// ListPartitionReassignments DESCRIBE on the cluster.
+	adminv1.AdminService_AlterPartitionReassignments_FullMethodName: clusterACL(Alter),
+	adminv1.AdminService_ListPartitionReassignments_FullMethodName:  clusterACL(Describe),
+	adminv1.AdminService_CreatePartitions_FullMethodName: {
+		describe: "Alter on each Topic:NAME (Kafka's CreatePartitions)",
+		check: func(d decider, m any) error {
+			for _, t := range m.(*adminv1.CreatePartitionsRequest).GetTopics() {
+				if err := d.need(Alter, TopicNamed(t.GetName())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
 	adminv1.AdminService_DescribeConfigs_FullMethodName: {
 		describe: "DescribeConfigs on each Topic:NAME, or on Cluster for broker configs",
 		check: func(d decider, m any) error {

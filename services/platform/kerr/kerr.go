@@ -69,6 +69,7 @@ const (
 	KafkaStorageError            Code = 56
 	SaslAuthenticationFailed     Code = 58
 	UnknownProducerID            Code = 59
+	ReassignmentInProgress       Code = 60
 	NonEmptyGroup                Code = 68
 	GroupIDNotFound              Code = 69
 	FetchSessionIDNotFound       Code = 70
@@ -81,6 +82,7 @@ const (
 	FencedInstanceID             Code = 82
 	EligibleLeadersNotAvailable  Code = 83
 	ElectionNotNeeded            Code = 84
+	NoReassignmentInProgress     Code = 85
 	GroupSubscribedToTopic       Code = 86
 	InvalidRecord                Code = 87
 	UnstableOffsetCommit         Code = 88
@@ -212,6 +214,10 @@ var table = map[Code]Info{
 	// hence retriable there; it is a final per-partition answer to an
 	// election (the leader is already the one asked for), so not here.
 	ElectionNotNeeded: row("ELECTION_NOT_NEEDED", final, http.StatusConflict, codes.FailedPrecondition),
+	// A partition being moved cannot change shape (CreatePartitions of its
+	// topic); a cancel of a partition that is not moving. Both final, as in Kafka.
+	ReassignmentInProgress:   row("REASSIGNMENT_IN_PROGRESS", final, http.StatusConflict, codes.FailedPrecondition),
+	NoReassignmentInProgress: row("NO_REASSIGNMENT_IN_PROGRESS", final, http.StatusConflict, codes.FailedPrecondition),
 	// A quota's bucket is empty: retry after the throttle time (429).
 	ThrottlingQuotaExceeded:     row("THROTTLING_QUOTA_EXCEEDED", retry, http.StatusTooManyRequests, codes.ResourceExhausted),
 	InvalidRecord:               row("INVALID_RECORD", final, http.StatusBadRequest, codes.InvalidArgument),

@@ -92,7 +92,8 @@ func newRoot(s Streams) *cobra.Command {
 	g := addGlobals(root, s.Getenv)
 	root.AddCommand(newVersionCmd(), newHealthCmd(g), newDevCmd(g), newPKICmd(),
 		newTopicsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
-		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newBenchCmd(), newChaosCmd(g), newScenarioCmd(g))
+		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newBenchCmd(), newChaosCmd(g), newScenarioCmd(g),
+		newReassignCmd(g), newBrokersCmd(g))
 	strictArgs(root)
 	return root
 }

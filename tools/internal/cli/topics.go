@@ -23,7 +23,7 @@ func newTopicsCmd(g *globals) *cobra.Command {
 		Short: "Create, list, describe, delete and configure topics (kafka-topics, kafka-configs)",
 	}
 	c.AddCommand(newTopicsCreateCmd(g), newTopicsListCmd(g), newTopicsDescribeCmd(g),
-		newTopicsDeleteCmd(g), newAlterConfigCmd(g), newDescribeConfigCmd(g))
+		newTopicsDeleteCmd(g), newAlterConfigCmd(g), newDescribeConfigCmd(g), newTopicsAlterCmd(g))
 	return c
 }
 

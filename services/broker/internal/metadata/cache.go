@@ -127,8 +127,12 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 			c.topicIDs[tc.GetTopic()] = tc.GetTopicId()
 		}
 	}
-	if req.GetBrokerConfigs() != nil {
-		c.brokerConfigs = maps.Clone(req.GetBrokerConfigs())
+	// Every UpdateMetadata carries the whole dynamic broker config; an
+	// empty one arrives as nil (protobuf drops empty maps), and means the
+	// last key was deleted.
+	c.brokerConfigs = maps.Clone(req.GetBrokerConfigs())
+	if c.brokerConfigs == nil {
+		c.brokerConfigs = map[string]string{}
 	}
 }
 

@@ -76,3 +76,18 @@ func TestUpdateMetadataFullAndDeletes(t *testing.T) {
 		t.Fatal("a full update replaces everything")
 	}
 }
+
+// Deleting the last dynamic broker key sends an empty map, which protobuf
+// delivers as nil: the cache must empty, not keep the old keys (a lifted
+// replication throttle stayed in force).
+func TestEmptyBrokerConfigsClearTheCache(t *testing.T) {
+	c := New()
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{BrokerConfigs: map[string]string{"follower.replication.throttled.rate": "200"}})
+	if got := c.BrokerConfigs(); got["follower.replication.throttled.rate"] != "200" {
+		t.Fatalf("configs %v", got)
+	}
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{})
+	if got := c.BrokerConfigs(); len(got) != 0 {
+		t.Fatalf("configs after the last key was deleted: %v", got)
+	}
+}

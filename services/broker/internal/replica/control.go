@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -233,14 +234,27 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		// A full update lists every topic: a hosted replica of a topic it
 		// does not list belongs to a topic deleted while we were away.
 		live := map[string]bool{}
+		assigned := map[TP][]int32{}
 		for _, p := range req.GetPartitions() {
 			live[p.GetTopic()] = true
+			assigned[TP{Topic: p.GetTopic(), Partition: p.GetPartition()}] = p.GetReplicas()
 		}
-		for _, r := range m.Replicas() {
-			if !live[r.tp.Topic] {
-				m.log.Info("deleting replica of a topic that no longer exists", "topic", r.tp.Topic, "partition", r.tp.Partition)
-				if err := m.stopReplica(r.tp, -1, true); err != nil {
-					m.log.Warn("deleting replica failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+		for _, tp := range m.localPartitions() {
+			if !live[tp.Topic] {
+				m.log.Info("deleting replica of a topic that no longer exists", "topic", tp.Topic, "partition", tp.Partition)
+				if err := m.stopReplica(tp, -1, true); err != nil {
+					m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				}
+				continue
+			}
+			// A replica reassigned away while this broker was gone (its
+			// StopReplica never arrived) is a stray: the full view no
+			// longer lists this broker among the partition's replicas.
+			if reps, ok := assigned[tp]; ok && len(reps) > 0 && !slices.Contains(reps, m.opts.BrokerID) {
+				m.log.Info("deleting stray replica: this broker is no longer assigned", "topic", tp.Topic,
+					"partition", tp.Partition, "replicas", partition.FormatIDs(reps))
+				if err := m.stopReplica(tp, -1, true); err != nil {
+					m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				}
 			}
 		}
@@ -252,13 +266,12 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 			}
 		}
 	}
-	if req.GetBrokerConfigs() != nil {
-		bc, err := topicconfig.ResolveBroker(req.GetBrokerConfigs(), m.opts.Static)
-		if err != nil {
-			m.log.Warn("ignoring invalid dynamic broker configs", "err", err)
-		} else {
-			m.broker.Store(&bc)
-		}
+	// Every UpdateMetadata carries the whole dynamic broker config; an
+	// empty one (the last key deleted) arrives as nil and must apply too.
+	if bc, err := topicconfig.ResolveBroker(req.GetBrokerConfigs(), m.opts.Static); err != nil {
+		m.log.Warn("ignoring invalid dynamic broker configs", "err", err)
+	} else {
+		m.broker.Store(&bc)
 	}
 	now := m.now()
 	for _, r := range m.Replicas() {
@@ -268,6 +281,25 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// localPartitions lists the hosted replicas and the logs on disk that no
+// LeaderAndIsr has claimed yet (opened at startup), once each.
+func (m *Manager) localPartitions() []TP {
+	seen := map[TP]bool{}
+	var out []TP
+	for _, r := range m.Replicas() {
+		seen[r.tp] = true
+		out = append(out, r.tp)
+	}
+	if lister, ok := m.logs.(interface{ Partitions() []TP }); ok {
+		for _, tp := range lister.Partitions() {
+			if !seen[tp] {
+				out = append(out, tp)
+			}
+		}
+	}
+	return out
 }
 
 // StopReplica stops replicas, deleting their logs for topic deletion.

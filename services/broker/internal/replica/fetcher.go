@@ -68,6 +68,10 @@ type fetchState struct {
 	// every partition of the request).
 	stuck  *noProgress
 	warned bool
+	// inSync: the last answer found the log caught up to the leader's HW
+	// (Kafka's PartitionFetchState.isReplicaInSync); the follower throttle
+	// holds back only replicas that are not.
+	inSync bool
 }
 
 // noProgress is an answer from the leader and the log state it left.
@@ -432,6 +436,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		MaxWaitMs: cfg.ReplicaFetchWaitMaxMs, MinBytes: cfg.ReplicaFetchMinBytes, MaxBytes: cfg.ReplicaFetchResponseMaxBytes,
 	}
 	var delay time.Duration
+	held := 0
 	for tp, st := range parts {
 		fault := f.m.opts.Faults.For(tp)
 		if fault.Stall {
@@ -444,6 +449,11 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 			r.mu.Unlock()
 			continue
 		}
+		if _, hold := f.m.followerThrottleLocked(r, st.inSync); hold {
+			r.mu.Unlock()
+			held++
+			continue
+		}
 		last := r.log.LatestEpoch()
 		if mode == partition.TruncateHighWatermark {
 			last = partition.NoEpoch // pre-0.11: no epoch checks
@@ -454,6 +464,13 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 			PartitionMaxBytes: cfg.ReplicaFetchMaxBytes,
 		})
 		r.mu.Unlock()
+	}
+	if len(req.Partitions) == 0 && held > 0 {
+		// Held back by the follower throttle: look again soon, so the rate
+		// does not fall far below the limit while waiting (the stream
+		// stays open: the leader waits on it only that long).
+		f.backoffAll(throttleBackoff)
+		return
 	}
 	if len(req.Partitions) == 0 {
 		// Everything is stalled by fault injection: idle a wait period,
@@ -556,7 +573,11 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 			f.delay(r.tp, fetchBackoff)
 			return
 		}
+		if listed, _ := f.m.followerThrottleLocked(r, true); listed {
+			f.m.followerQuota().Record(len(recs))
+		}
 	}
+	st.inSync = r.log.LogEndOffset() >= a.GetHighWatermark()
 	if ls := a.GetLogStartOffset(); ls > r.log.LogStartOffset() && ls <= r.log.LogEndOffset() {
 		// Follow the leader's retention.
 		if err := r.log.AdvanceLogStartOffset(ls, min(a.GetHighWatermark(), r.log.LogEndOffset())); err == nil {

@@ -45,6 +45,8 @@ type FollowerFetchAnswer struct {
 	// HWBefore/HWAfter record what this fetch did to the leader's HW.
 	HWBefore, HWAfter int64
 	ISR               []int32
+	// Held: the leader's replication throttle kept the records back.
+	Held bool
 }
 
 // ReplicaFetch serves a follower's batched fetch on the leader (F3, F8, F13,
@@ -81,7 +83,7 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 	}
 	var deadline <-chan time.Time
 	for pass := 0; ; pass++ {
-		total, final := 0, false
+		total, final, held := 0, false, false
 		budget := f.MaxBytes
 		if budget <= 0 {
 			budget = 10 << 20
@@ -93,6 +95,7 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 				hwFrom[i] = a.HWBefore
 			}
 			total += len(a.Records)
+			held = held || a.Held
 			if a.Err != nil || a.Diverging != nil {
 				// Errors and divergence go back at once: the follower must
 				// act on them. A HW move alone does not end a parked follower
@@ -105,7 +108,13 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 			return answers
 		}
 		if deadline == nil {
-			t := m.clock.NewTimer(f.MaxWait)
+			wait := f.MaxWait
+			if held {
+				// A throttled partition may be let through again soon:
+				// park no longer than the follower's own throttle pause.
+				wait = min(wait, throttleBackoff)
+			}
+			t := m.clock.NewTimer(wait)
 			defer t.Stop()
 			deadline = t.C()
 			m.metrics.parkedFetch.Add(1)
@@ -137,6 +146,7 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		a.Err = m.withLeaderHint(p.TP, err)
 		return a
 	}
+	throttled, hold := m.leaderThrottleLocked(r, f.ReplicaID)
 	// F8: the leader LEO is read before the log read.
 	leaderLEO := r.log.LogEndOffset()
 	a.LeaderLEO, a.LogStartOffset = leaderLEO, r.log.LogStartOffset()
@@ -167,12 +177,18 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		// The response budget is spent; KIP-74 still sends a first batch.
 		maxBytes = max(budget, 1)
 	}
-	rr, err := r.log.Read(p.FetchOffset, maxBytes, leaderLEO)
-	if err != nil {
-		a.Err = err
-		return a
+	a.Held = hold
+	if !hold {
+		rr, err := r.log.Read(p.FetchOffset, maxBytes, leaderLEO)
+		if err != nil {
+			a.Err = err
+			return a
+		}
+		a.Records = rr.Records
+		if throttled {
+			m.leaderQuota().Record(len(rr.Records))
+		}
 	}
-	a.Records = rr.Records
 
 	r.mu.Lock()
 	out, err := r.state.UpdateFollowerFetch(partition.FollowerFetch{

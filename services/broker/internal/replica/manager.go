@@ -110,6 +110,8 @@ type Manager struct {
 	fetchers *fetcherManager
 	alter    *alterSender
 	metrics  *metrics
+	// throttles are the replication throttles (throttle.go).
+	throttles throttles
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -146,6 +148,7 @@ func New(o Options) (*Manager, error) {
 		replicas:  map[TP]*Replica{},
 		stop:      make(chan struct{}),
 	}
+	m.throttles = newThrottles(o.Clock.Now)
 	bc, err := topicconfig.ResolveBroker(o.Static)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,9 @@ type LogStore interface {
 // logManager adapts *logstore.Manager to LogStore.
 type logManager struct{ m *logstore.Manager }
 
+// Partitions lists the logs on disk, hosted as replicas or not.
+func (l logManager) Partitions() []TP { return l.m.Partitions() }
+
 func (l logManager) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
 	lg, err := l.m.GetOrCreate(tp, cfg)
 	if err != nil {

@@ -70,6 +70,8 @@ func (a *Active) alterPartition(req *controlv1.AlterPartitionRequest) (*controlv
 	}
 	// ZK mode answers an ISR change with UpdateMetadata to every broker.
 	a.pushUpdateMetadata(written, nil, false, nil)
+	// An ISR that now holds a reassignment's whole target lets it finish.
+	a.maybeCompleteReassignments(written)
 	return resp, nil
 }
 

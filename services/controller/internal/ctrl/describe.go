@@ -64,7 +64,7 @@ func (a *Active) describePartition(p *partition, minISR int32) *adminv1.Partitio
 	s := p.rec.State
 	pd := &adminv1.PartitionDescription{Partition: p.id, Leader: s.Leader, LeaderEpoch: s.LeaderEpoch,
 		PartitionEpoch: s.PartitionEpoch, Replicas: slices.Clone([]int32(p.replicas)), Isr: slices.Clone(s.ISR),
-		MinInsyncReplicas: minISR}
+		MinInsyncReplicas: minISR, AddingReplicas: slices.Clone(p.adding), RemovingReplicas: slices.Clone(p.removing)}
 	if !p.hasState() {
 		pd.Leader = -1
 	}
@@ -84,7 +84,9 @@ type health struct {
 func (a *Active) health(p *partition, minISR int32) health {
 	isr := int32(len(p.rec.State.ISR))
 	return health{
-		underReplicated: isr < int32(len(p.replicas)),
+		// Kafka's replication factor during a move leaves the adding
+		// replicas out (OngoingReassignmentState.replicationFactor).
+		underReplicated: isr < int32(len(p.replicas)-len(p.adding)),
 		atMinISR:        isr == minISR,
 		underMinISR:     isr < minISR,
 		offline:         !p.hasState() || a.offline(p),

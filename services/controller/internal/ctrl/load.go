@@ -84,6 +84,7 @@ func (a *Active) load() error {
 			a.startDeletion(t)
 		}
 	}
+	a.resumeReassignments()
 	a.armRebalance()
 	a.stateDirty = true
 	return nil
@@ -113,7 +114,8 @@ func newTopic(mt *metastore.Topic) *topic {
 	n := len(mt.Assignment.Partitions)
 	t.parts = make([]*partition, n)
 	for i := range int32(n) {
-		p := &partition{t: t, id: i, replicas: slices.Clone(mt.Assignment.Partitions[i])}
+		p := &partition{t: t, id: i, replicas: slices.Clone(mt.Assignment.Partitions[i]),
+			adding: slices.Clone(mt.Assignment.AddingReplicas[i]), removing: slices.Clone(mt.Assignment.RemovingReplicas[i])}
 		if rec, ok := mt.Partitions[i]; ok {
 			p.rec = rec
 		} else {
@@ -129,34 +131,42 @@ func newTopic(mt *metastore.Topic) *topic {
 // the live replicas form the ISR. Partitions without a live replica wait for
 // one to register.
 func (a *Active) initNewPartitions() error {
-	var changes []change
+	var parts []*partition
 	for _, t := range a.sortedTopics() {
-		for _, p := range t.parts {
-			if p.hasState() {
-				continue
-			}
-			var live []int32
-			for _, r := range p.replicas {
-				if a.registered(r) {
-					live = append(live, r)
-				}
-			}
-			if len(live) == 0 {
-				a.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
-					"replicas", []int32(p.replicas))
-				continue
-			}
-			changes = append(changes, change{p: p, cause: causeNew, d: election.Decision{
-				State:   election.PartitionState{Leader: live[0], ISR: live},
-				Changed: true, Reason: "new partition"}})
-		}
+		parts = append(parts, t.parts...)
 	}
-	written, err := a.commit(changes)
+	written, err := a.initStates(parts)
 	if err != nil {
 		return err
 	}
 	a.pushChanges(written)
 	return nil
+}
+
+// initStates writes a first state for those of parts that have none and
+// returns the partitions written.
+func (a *Active) initStates(parts []*partition) ([]*partition, error) {
+	var changes []change
+	for _, p := range parts {
+		if p.hasState() {
+			continue
+		}
+		var live []int32
+		for _, r := range p.replicas {
+			if a.registered(r) {
+				live = append(live, r)
+			}
+		}
+		if len(live) == 0 {
+			a.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
+				"replicas", []int32(p.replicas))
+			continue
+		}
+		changes = append(changes, change{p: p, cause: causeNew, d: election.Decision{
+			State:   election.PartitionState{Leader: live[0], ISR: live},
+			Changed: true, Reason: "new partition"}})
+	}
+	return a.commit(changes)
 }
 
 // watch feeds an etcd watch into the loop. A watch that fails (compaction,

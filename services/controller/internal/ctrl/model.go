@@ -32,6 +32,9 @@ type partition struct {
 	t        *topic
 	id       int32
 	replicas election.Assignment
+	// adding and removing are a reassignment in flight (KIP-455): replicas
+	// then holds the target and the original replicas (reassign.go).
+	adding, removing []int32
 	// rec is the stored state; rec.ModRevision 0 means it has none yet
 	// (Kafka's NewPartition).
 	rec metastore.PartitionRecord

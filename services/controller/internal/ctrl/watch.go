@@ -78,7 +78,8 @@ func (a *Active) partitionView(p *partition, minISR int32) *adminv1.PartitionVie
 	h := a.health(p, minISR)
 	v := &adminv1.PartitionView{Topic: p.t.name, Partition: p.id, Leader: pd.Leader, LeaderEpoch: pd.LeaderEpoch,
 		PartitionEpoch: pd.PartitionEpoch, Replicas: pd.Replicas, Isr: pd.Isr, MinInsyncReplicas: minISR,
-		UnderReplicated: h.underReplicated, AtMinIsr: h.atMinISR, UnderMinIsr: h.underMinISR, Offline: h.offline}
+		UnderReplicated: h.underReplicated, AtMinIsr: h.atMinISR, UnderMinIsr: h.underMinISR, Offline: h.offline,
+		AddingReplicas: pd.AddingReplicas, RemovingReplicas: pd.RemovingReplicas}
 	leader := p.rec.State.Leader
 	lp := a.progressOf(p, leader)
 	if lp != nil {

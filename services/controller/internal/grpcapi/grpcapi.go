@@ -23,6 +23,9 @@ type Admin interface {
 	AlterConfigs(context.Context, *adminv1.AlterConfigsRequest) (*adminv1.AlterConfigsResponse, error)
 	ElectLeaders(context.Context, *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, error)
 	WatchCluster(context.Context, *adminv1.WatchClusterRequest, func(*adminv1.WatchClusterResponse) error) error
+	AlterPartitionReassignments(context.Context, *adminv1.AlterPartitionReassignmentsRequest) (*adminv1.AlterPartitionReassignmentsResponse, error)
+	ListPartitionReassignments(context.Context, *adminv1.ListPartitionReassignmentsRequest) (*adminv1.ListPartitionReassignmentsResponse, error)
+	CreatePartitions(context.Context, *adminv1.CreatePartitionsRequest) (*adminv1.CreatePartitionsResponse, error)
 }
 
 // Control is what ControllerService needs from the active controller.

@@ -967,8 +967,12 @@ type PartitionDescription struct {
 	Isr               []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	OfflineReplicas   []int32 `protobuf:"varint,7,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
 	MinInsyncReplicas int32   `protobuf:"varint,8,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// During a reassignment: the replicas being added and removed (replicas
+	// holds both the target and the original ones).
+	AddingReplicas   []int32 `protobuf:"varint,9,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,10,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -1055,6 +1059,20 @@ func (x *PartitionDescription) GetMinInsyncReplicas() int32 {
 		return x.MinInsyncReplicas
 	}
 	return 0
+}
+
+func (x *PartitionDescription) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionDescription) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
 }
 
 type DescribeClusterRequest struct {
@@ -2208,8 +2226,11 @@ type PartitionView struct {
 	Offline         bool           `protobuf:"varint,13,opt,name=offline,proto3" json:"offline,omitempty"`
 	// The leader's high watermark.
 	HighWatermark int64 `protobuf:"varint,14,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// During a reassignment: the replicas being added and removed.
+	AddingReplicas   []int32 `protobuf:"varint,15,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,16,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionView) Reset() {
@@ -2340,6 +2361,20 @@ func (x *PartitionView) GetHighWatermark() int64 {
 	return 0
 }
 
+func (x *PartitionView) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionView) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 // ReplicaView is one replica's positions as its broker last reported them.
 type ReplicaView struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2454,6 +2489,753 @@ func (x *ReplicaView) GetLeaderKnownLogEndOffset() int64 {
 	return 0
 }
 
+type AlterPartitionReassignmentsRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Partitions    []*ReassignablePartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetPartitions() []*ReassignablePartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ReassignablePartition is one partition's new target. Empty replicas
+// cancels the partition's reassignment (Kafka's null target).
+type ReassignablePartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas      []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignablePartition) Reset() {
+	*x = ReassignablePartition{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignablePartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignablePartition) ProtoMessage() {}
+
+func (x *ReassignablePartition) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignablePartition.ProtoReflect.Descriptor instead.
+func (*ReassignablePartition) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReassignablePartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReassignablePartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReassignablePartition) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+type AlterPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*ReassignmentResult  `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetResults() []*ReassignmentResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type ReassignmentResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS,
+	// UNKNOWN_TOPIC_OR_PARTITION, ELIGIBLE_LEADERS_NOT_AVAILABLE, or none.
+	ErrorCode     v1.ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string       `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignmentResult) Reset() {
+	*x = ReassignmentResult{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignmentResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignmentResult) ProtoMessage() {}
+
+func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignmentResult.ProtoReflect.Descriptor instead.
+func (*ReassignmentResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ReassignmentResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReassignmentResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReassignmentResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *ReassignmentResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+type ListPartitionReassignmentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions to list; empty means every one with a reassignment in flight.
+	Partitions    []*v1.TopicPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsRequest) Reset() {
+	*x = ListPartitionReassignmentsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListPartitionReassignmentsRequest) GetPartitions() []*v1.TopicPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ListPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reassignments []*OngoingReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsResponse) Reset() {
+	*x = ListPartitionReassignmentsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+// OngoingReassignment is one partition being moved.
+type OngoingReassignment struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The target replicas followed by the original ones.
+	Replicas         []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32 `protobuf:"varint,4,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,5,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	Leader           int32   `protobuf:"varint,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	Isr              []int32 `protobuf:"varint,7,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	// One entry per adding replica.
+	Progress      []*ReplicaMoveProgress `protobuf:"bytes,8,rep,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OngoingReassignment) Reset() {
+	*x = OngoingReassignment{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OngoingReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OngoingReassignment) ProtoMessage() {}
+
+func (x *OngoingReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OngoingReassignment.ProtoReflect.Descriptor instead.
+func (*OngoingReassignment) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *OngoingReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OngoingReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OngoingReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *OngoingReassignment) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *OngoingReassignment) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
+func (x *OngoingReassignment) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *OngoingReassignment) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *OngoingReassignment) GetProgress() []*ReplicaMoveProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// ReplicaMoveProgress is how far an adding replica has to go, as the
+// brokers last reported it.
+type ReplicaMoveProgress struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId           int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	LogEndOffset       int64                  `protobuf:"varint,2,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	LeaderLogEndOffset int64                  `protobuf:"varint,3,opt,name=leader_log_end_offset,json=leaderLogEndOffset,proto3" json:"leader_log_end_offset,omitempty"`
+	// Bytes of log the adding replica holds and the leader holds.
+	SizeBytes       int64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	LeaderSizeBytes int64 `protobuf:"varint,5,opt,name=leader_size_bytes,json=leaderSizeBytes,proto3" json:"leader_size_bytes,omitempty"`
+	// leader_size_bytes - size_bytes, at least 0 (-1 while unreported).
+	BytesLeft     int64 `protobuf:"varint,6,opt,name=bytes_left,json=bytesLeft,proto3" json:"bytes_left,omitempty"`
+	InIsr         bool  `protobuf:"varint,7,opt,name=in_isr,json=inIsr,proto3" json:"in_isr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaMoveProgress) Reset() {
+	*x = ReplicaMoveProgress{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaMoveProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaMoveProgress) ProtoMessage() {}
+
+func (x *ReplicaMoveProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaMoveProgress.ProtoReflect.Descriptor instead.
+func (*ReplicaMoveProgress) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ReplicaMoveProgress) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *ReplicaMoveProgress) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *ReplicaMoveProgress) GetLeaderLogEndOffset() int64 {
+	if x != nil {
+		return x.LeaderLogEndOffset
+	}
+	return 0
+}
+
+func (x *ReplicaMoveProgress) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ReplicaMoveProgress) GetLeaderSizeBytes() int64 {
+	if x != nil {
+		return x.LeaderSizeBytes
+	}
+	return 0
+}
+
+func (x *ReplicaMoveProgress) GetBytesLeft() int64 {
+	if x != nil {
+		return x.BytesLeft
+	}
+	return 0
+}
+
+func (x *ReplicaMoveProgress) GetInIsr() bool {
+	if x != nil {
+		return x.InIsr
+	}
+	return false
+}
+
+type CreatePartitionsRequest struct {
+	state  protoimpl.MessageState   `protogen:"open.v1"`
+	Topics []*CreatePartitionsTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Check everything, change nothing.
+	ValidateOnly bool `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// How long to wait for the new partitions' leaders (ms, at most
+	// request.timeout.max.ms); 0 = answer once they are written.
+	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+func (x *CreatePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// CreatePartitionsTopic raises a topic's partition count to count.
+type CreatePartitionsTopic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Count int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Optional replicas of each new partition, in partition order.
+	Assignments   []*ReplicaAssignment `protobuf:"bytes,3,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsTopic) Reset() {
+	*x = CreatePartitionsTopic{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsTopic) ProtoMessage() {}
+
+func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsTopic.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsTopic) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CreatePartitionsTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsTopic) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *CreatePartitionsTopic) GetAssignments() []*ReplicaAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+type CreatePartitionsResponse struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Results       []*CreatePartitionsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *CreatePartitionsResponse) GetResults() []*CreatePartitionsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type CreatePartitionsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// INVALID_PARTITIONS, UNKNOWN_TOPIC_OR_PARTITION,
+	// INVALID_REPLICA_ASSIGNMENT, REASSIGNMENT_IN_PROGRESS, or none.
+	ErrorCode     v1.ErrorCode         `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string               `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Assignments   []*ReplicaAssignment `protobuf:"bytes,4,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResult) Reset() {
+	*x = CreatePartitionsResult{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResult) ProtoMessage() {}
+
+func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResult.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CreatePartitionsResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *CreatePartitionsResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *CreatePartitionsResult) GetAssignments() []*ReplicaAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
 var File_tidemark_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
@@ -2524,7 +3306,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x12replication_factor\x18\a \x01(\x05R\x11replicationFactor\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf7\x02\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -2533,7 +3315,10 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12)\n" +
 	"\x10offline_replicas\x18\a \x03(\x05R\x0fofflineReplicas\x12.\n" +
-	"\x13min_insync_replicas\x18\b \x01(\x05R\x11minInsyncReplicas\"\x18\n" +
+	"\x13min_insync_replicas\x18\b \x01(\x05R\x11minInsyncReplicas\x12'\n" +
+	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\n" +
+	" \x03(\x05R\x10removingReplicas\"\x18\n" +
 	"\x16DescribeClusterRequest\"\x9b\x02\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
@@ -2619,7 +3404,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2 .tidemark.admin.v1.PartitionViewR\n" +
 	"partitions\x129\n" +
-	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\xf8\x03\n" +
+	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\xce\x04\n" +
 	"\rPartitionView\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2636,7 +3421,9 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"at_min_isr\x18\v \x01(\bR\batMinIsr\x12\"\n" +
 	"\runder_min_isr\x18\f \x01(\bR\vunderMinIsr\x12\x18\n" +
 	"\aoffline\x18\r \x01(\bR\aoffline\x12%\n" +
-	"\x0ehigh_watermark\x18\x0e \x01(\x03R\rhighWatermark\"\xe0\x02\n" +
+	"\x0ehigh_watermark\x18\x0e \x01(\x03R\rhighWatermark\x12'\n" +
+	"\x0fadding_replicas\x18\x0f \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x10 \x03(\x05R\x10removingReplicas\"\xe0\x02\n" +
 	"\vReplicaView\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\bR\x05alive\x12\x15\n" +
@@ -2647,7 +3434,65 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12\x15\n" +
 	"\x06lag_ms\x18\b \x01(\x03R\x05lagMs\x12A\n" +
 	"\x1bleader_known_log_end_offset\x18\t \x01(\x03H\x00R\x17leaderKnownLogEndOffset\x88\x01\x01B\x1e\n" +
-	"\x1c_leader_known_log_end_offset*{\n" +
+	"\x1c_leader_known_log_end_offset\"n\n" +
+	"\"AlterPartitionReassignmentsRequest\x12H\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2(.tidemark.admin.v1.ReassignablePartitionR\n" +
+	"partitions\"g\n" +
+	"\x15ReassignablePartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\"f\n" +
+	"#AlterPartitionReassignmentsResponse\x12?\n" +
+	"\aresults\x18\x01 \x03(\v2%.tidemark.admin.v1.ReassignmentResultR\aresults\"\xab\x01\n" +
+	"\x12ReassignmentResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12<\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"g\n" +
+	"!ListPartitionReassignmentsRequest\x12B\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\".tidemark.common.v1.TopicPartitionR\n" +
+	"partitions\"r\n" +
+	"\"ListPartitionReassignmentsResponse\x12L\n" +
+	"\rreassignments\x18\x01 \x03(\v2&.tidemark.admin.v1.OngoingReassignmentR\rreassignments\"\xa9\x02\n" +
+	"\x13OngoingReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\x04 \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x05 \x03(\x05R\x10removingReplicas\x12\x16\n" +
+	"\x06leader\x18\x06 \x01(\x05R\x06leader\x12\x10\n" +
+	"\x03isr\x18\a \x03(\x05R\x03isr\x12B\n" +
+	"\bprogress\x18\b \x03(\v2&.tidemark.admin.v1.ReplicaMoveProgressR\bprogress\"\x8c\x02\n" +
+	"\x13ReplicaMoveProgress\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12$\n" +
+	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\x121\n" +
+	"\x15leader_log_end_offset\x18\x03 \x01(\x03R\x12leaderLogEndOffset\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12*\n" +
+	"\x11leader_size_bytes\x18\x05 \x01(\x03R\x0fleaderSizeBytes\x12\x1d\n" +
+	"\n" +
+	"bytes_left\x18\x06 \x01(\x03R\tbytesLeft\x12\x15\n" +
+	"\x06in_isr\x18\a \x01(\bR\x05inIsr\"\x9f\x01\n" +
+	"\x17CreatePartitionsRequest\x12@\n" +
+	"\x06topics\x18\x01 \x03(\v2(.tidemark.admin.v1.CreatePartitionsTopicR\x06topics\x12#\n" +
+	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"\x89\x01\n" +
+	"\x15CreatePartitionsTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12F\n" +
+	"\vassignments\x18\x03 \x03(\v2$.tidemark.admin.v1.ReplicaAssignmentR\vassignments\"_\n" +
+	"\x18CreatePartitionsResponse\x12C\n" +
+	"\aresults\x18\x01 \x03(\v2).tidemark.admin.v1.CreatePartitionsResultR\aresults\"\xd7\x01\n" +
+	"\x16CreatePartitionsResult\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12F\n" +
+	"\vassignments\x18\x04 \x03(\v2$.tidemark.admin.v1.ReplicaAssignmentR\vassignments*{\n" +
 	"\x12ConfigResourceType\x12$\n" +
 	" CONFIG_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aCONFIG_RESOURCE_TYPE_TOPIC\x10\x01\x12\x1f\n" +
@@ -2666,7 +3511,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xb0\x06\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xb8\t\n" +
 	"\fAdminService\x12_\n" +
 	"\fCreateTopics\x12&.tidemark.admin.v1.CreateTopicsRequest\x1a'.tidemark.admin.v1.CreateTopicsResponse\x12_\n" +
 	"\fDeleteTopics\x12&.tidemark.admin.v1.DeleteTopicsRequest\x1a'.tidemark.admin.v1.DeleteTopicsResponse\x12e\n" +
@@ -2675,7 +3520,10 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fDescribeConfigs\x12).tidemark.admin.v1.DescribeConfigsRequest\x1a*.tidemark.admin.v1.DescribeConfigsResponse\x12_\n" +
 	"\fAlterConfigs\x12&.tidemark.admin.v1.AlterConfigsRequest\x1a'.tidemark.admin.v1.AlterConfigsResponse\x12_\n" +
 	"\fElectLeaders\x12&.tidemark.admin.v1.ElectLeadersRequest\x1a'.tidemark.admin.v1.ElectLeadersResponse\x12a\n" +
-	"\fWatchCluster\x12&.tidemark.admin.v1.WatchClusterRequest\x1a'.tidemark.admin.v1.WatchClusterResponse0\x01B1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
+	"\fWatchCluster\x12&.tidemark.admin.v1.WatchClusterRequest\x1a'.tidemark.admin.v1.WatchClusterResponse0\x01\x12\x8c\x01\n" +
+	"\x1bAlterPartitionReassignments\x125.tidemark.admin.v1.AlterPartitionReassignmentsRequest\x1a6.tidemark.admin.v1.AlterPartitionReassignmentsResponse\x12\x89\x01\n" +
+	"\x1aListPartitionReassignments\x124.tidemark.admin.v1.ListPartitionReassignmentsRequest\x1a5.tidemark.admin.v1.ListPartitionReassignmentsResponse\x12k\n" +
+	"\x10CreatePartitions\x12*.tidemark.admin.v1.CreatePartitionsRequest\x1a+.tidemark.admin.v1.CreatePartitionsResponseB1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_tidemark_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2690,77 +3538,89 @@ func file_tidemark_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_tidemark_admin_v1_admin_proto_goTypes = []any{
-	(ConfigResourceType)(0),         // 0: tidemark.admin.v1.ConfigResourceType
-	(ConfigSource)(0),               // 1: tidemark.admin.v1.ConfigSource
-	(ConfigOpType)(0),               // 2: tidemark.admin.v1.ConfigOpType
-	(ElectionType)(0),               // 3: tidemark.admin.v1.ElectionType
-	(*CreateTopicsRequest)(nil),     // 4: tidemark.admin.v1.CreateTopicsRequest
-	(*TopicSpec)(nil),               // 5: tidemark.admin.v1.TopicSpec
-	(*ReplicaAssignment)(nil),       // 6: tidemark.admin.v1.ReplicaAssignment
-	(*CreateTopicsResponse)(nil),    // 7: tidemark.admin.v1.CreateTopicsResponse
-	(*CreateTopicResult)(nil),       // 8: tidemark.admin.v1.CreateTopicResult
-	(*DeleteTopicsRequest)(nil),     // 9: tidemark.admin.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),    // 10: tidemark.admin.v1.DeleteTopicsResponse
-	(*DeleteTopicResult)(nil),       // 11: tidemark.admin.v1.DeleteTopicResult
-	(*DescribeTopicsRequest)(nil),   // 12: tidemark.admin.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),  // 13: tidemark.admin.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),        // 14: tidemark.admin.v1.TopicDescription
-	(*PartitionDescription)(nil),    // 15: tidemark.admin.v1.PartitionDescription
-	(*DescribeClusterRequest)(nil),  // 16: tidemark.admin.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil), // 17: tidemark.admin.v1.DescribeClusterResponse
-	(*ControllerInfo)(nil),          // 18: tidemark.admin.v1.ControllerInfo
-	(*BrokerInfo)(nil),              // 19: tidemark.admin.v1.BrokerInfo
-	(*ConfigResource)(nil),          // 20: tidemark.admin.v1.ConfigResource
-	(*DescribeConfigsRequest)(nil),  // 21: tidemark.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil), // 22: tidemark.admin.v1.DescribeConfigsResponse
-	(*ConfigDescription)(nil),       // 23: tidemark.admin.v1.ConfigDescription
-	(*ConfigEntry)(nil),             // 24: tidemark.admin.v1.ConfigEntry
-	(*ConfigOp)(nil),                // 25: tidemark.admin.v1.ConfigOp
-	(*AlterConfigsRequest)(nil),     // 26: tidemark.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResource)(nil),    // 27: tidemark.admin.v1.AlterConfigsResource
-	(*AlterConfigsResponse)(nil),    // 28: tidemark.admin.v1.AlterConfigsResponse
-	(*AlterConfigsResult)(nil),      // 29: tidemark.admin.v1.AlterConfigsResult
-	(*ElectLeadersRequest)(nil),     // 30: tidemark.admin.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),    // 31: tidemark.admin.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),      // 32: tidemark.admin.v1.ElectLeadersResult
-	(*WatchClusterRequest)(nil),     // 33: tidemark.admin.v1.WatchClusterRequest
-	(*WatchClusterResponse)(nil),    // 34: tidemark.admin.v1.WatchClusterResponse
-	(*PartitionView)(nil),           // 35: tidemark.admin.v1.PartitionView
-	(*ReplicaView)(nil),             // 36: tidemark.admin.v1.ReplicaView
-	nil,                             // 37: tidemark.admin.v1.TopicSpec.ConfigsEntry
-	nil,                             // 38: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
-	nil,                             // 39: tidemark.admin.v1.TopicDescription.ConfigsEntry
-	(v1.ErrorCode)(0),               // 40: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                 // 41: tidemark.common.v1.Node
-	(*v1.TopicPartition)(nil),       // 42: tidemark.common.v1.TopicPartition
-	(*v11.ClusterEvent)(nil),        // 43: tidemark.control.v1.ClusterEvent
+	(ConfigResourceType)(0),                     // 0: tidemark.admin.v1.ConfigResourceType
+	(ConfigSource)(0),                           // 1: tidemark.admin.v1.ConfigSource
+	(ConfigOpType)(0),                           // 2: tidemark.admin.v1.ConfigOpType
+	(ElectionType)(0),                           // 3: tidemark.admin.v1.ElectionType
+	(*CreateTopicsRequest)(nil),                 // 4: tidemark.admin.v1.CreateTopicsRequest
+	(*TopicSpec)(nil),                           // 5: tidemark.admin.v1.TopicSpec
+	(*ReplicaAssignment)(nil),                   // 6: tidemark.admin.v1.ReplicaAssignment
+	(*CreateTopicsResponse)(nil),                // 7: tidemark.admin.v1.CreateTopicsResponse
+	(*CreateTopicResult)(nil),                   // 8: tidemark.admin.v1.CreateTopicResult
+	(*DeleteTopicsRequest)(nil),                 // 9: tidemark.admin.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 10: tidemark.admin.v1.DeleteTopicsResponse
+	(*DeleteTopicResult)(nil),                   // 11: tidemark.admin.v1.DeleteTopicResult
+	(*DescribeTopicsRequest)(nil),               // 12: tidemark.admin.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 13: tidemark.admin.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),                    // 14: tidemark.admin.v1.TopicDescription
+	(*PartitionDescription)(nil),                // 15: tidemark.admin.v1.PartitionDescription
+	(*DescribeClusterRequest)(nil),              // 16: tidemark.admin.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 17: tidemark.admin.v1.DescribeClusterResponse
+	(*ControllerInfo)(nil),                      // 18: tidemark.admin.v1.ControllerInfo
+	(*BrokerInfo)(nil),                          // 19: tidemark.admin.v1.BrokerInfo
+	(*ConfigResource)(nil),                      // 20: tidemark.admin.v1.ConfigResource
+	(*DescribeConfigsRequest)(nil),              // 21: tidemark.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),             // 22: tidemark.admin.v1.DescribeConfigsResponse
+	(*ConfigDescription)(nil),                   // 23: tidemark.admin.v1.ConfigDescription
+	(*ConfigEntry)(nil),                         // 24: tidemark.admin.v1.ConfigEntry
+	(*ConfigOp)(nil),                            // 25: tidemark.admin.v1.ConfigOp
+	(*AlterConfigsRequest)(nil),                 // 26: tidemark.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResource)(nil),                // 27: tidemark.admin.v1.AlterConfigsResource
+	(*AlterConfigsResponse)(nil),                // 28: tidemark.admin.v1.AlterConfigsResponse
+	(*AlterConfigsResult)(nil),                  // 29: tidemark.admin.v1.AlterConfigsResult
+	(*ElectLeadersRequest)(nil),                 // 30: tidemark.admin.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 31: tidemark.admin.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 32: tidemark.admin.v1.ElectLeadersResult
+	(*WatchClusterRequest)(nil),                 // 33: tidemark.admin.v1.WatchClusterRequest
+	(*WatchClusterResponse)(nil),                // 34: tidemark.admin.v1.WatchClusterResponse
+	(*PartitionView)(nil),                       // 35: tidemark.admin.v1.PartitionView
+	(*ReplicaView)(nil),                         // 36: tidemark.admin.v1.ReplicaView
+	(*AlterPartitionReassignmentsRequest)(nil),  // 37: tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	(*ReassignablePartition)(nil),               // 38: tidemark.admin.v1.ReassignablePartition
+	(*AlterPartitionReassignmentsResponse)(nil), // 39: tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	(*ReassignmentResult)(nil),                  // 40: tidemark.admin.v1.ReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),   // 41: tidemark.admin.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 42: tidemark.admin.v1.ListPartitionReassignmentsResponse
+	(*OngoingReassignment)(nil),                 // 43: tidemark.admin.v1.OngoingReassignment
+	(*ReplicaMoveProgress)(nil),                 // 44: tidemark.admin.v1.ReplicaMoveProgress
+	(*CreatePartitionsRequest)(nil),             // 45: tidemark.admin.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),               // 46: tidemark.admin.v1.CreatePartitionsTopic
+	(*CreatePartitionsResponse)(nil),            // 47: tidemark.admin.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),              // 48: tidemark.admin.v1.CreatePartitionsResult
+	nil,                                         // 49: tidemark.admin.v1.TopicSpec.ConfigsEntry
+	nil,                                         // 50: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	nil,                                         // 51: tidemark.admin.v1.TopicDescription.ConfigsEntry
+	(v1.ErrorCode)(0),                           // 52: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                             // 53: tidemark.common.v1.Node
+	(*v1.TopicPartition)(nil),                   // 54: tidemark.common.v1.TopicPartition
+	(*v11.ClusterEvent)(nil),                    // 55: tidemark.control.v1.ClusterEvent
 }
 var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	5,  // 0: tidemark.admin.v1.CreateTopicsRequest.topics:type_name -> tidemark.admin.v1.TopicSpec
 	6,  // 1: tidemark.admin.v1.TopicSpec.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	37, // 2: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
+	49, // 2: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
 	8,  // 3: tidemark.admin.v1.CreateTopicsResponse.results:type_name -> tidemark.admin.v1.CreateTopicResult
-	40, // 4: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 4: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	6,  // 5: tidemark.admin.v1.CreateTopicResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	38, // 6: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	50, // 6: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
 	11, // 7: tidemark.admin.v1.DeleteTopicsResponse.results:type_name -> tidemark.admin.v1.DeleteTopicResult
-	40, // 8: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 8: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	14, // 9: tidemark.admin.v1.DescribeTopicsResponse.topics:type_name -> tidemark.admin.v1.TopicDescription
-	40, // 10: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 10: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	15, // 11: tidemark.admin.v1.TopicDescription.partitions:type_name -> tidemark.admin.v1.PartitionDescription
-	39, // 12: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
-	41, // 13: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
+	51, // 12: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
+	53, // 13: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
 	18, // 14: tidemark.admin.v1.DescribeClusterResponse.controllers:type_name -> tidemark.admin.v1.ControllerInfo
 	19, // 15: tidemark.admin.v1.DescribeClusterResponse.brokers:type_name -> tidemark.admin.v1.BrokerInfo
-	41, // 16: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
-	41, // 17: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
+	53, // 16: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
+	53, // 17: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
 	0,  // 18: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
 	20, // 19: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
 	23, // 20: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
 	20, // 21: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
-	40, // 22: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 22: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	24, // 23: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
 	1,  // 24: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
 	2,  // 25: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
@@ -2769,36 +3629,53 @@ var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	25, // 28: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
 	29, // 29: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
 	20, // 30: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
-	40, // 31: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 31: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 32: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
-	42, // 33: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	54, // 33: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
 	32, // 34: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
-	40, // 35: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 35: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	17, // 36: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
 	35, // 37: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
-	43, // 38: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
+	55, // 38: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
 	36, // 39: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
-	4,  // 40: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
-	9,  // 41: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
-	12, // 42: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
-	16, // 43: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
-	21, // 44: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
-	26, // 45: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
-	30, // 46: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
-	33, // 47: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
-	7,  // 48: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
-	10, // 49: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
-	13, // 50: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
-	17, // 51: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
-	22, // 52: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
-	28, // 53: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
-	31, // 54: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
-	34, // 55: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
-	48, // [48:56] is the sub-list for method output_type
-	40, // [40:48] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	38, // 40: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
+	40, // 41: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
+	52, // 42: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	54, // 43: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	43, // 44: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
+	44, // 45: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
+	46, // 46: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
+	6,  // 47: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	48, // 48: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
+	52, // 49: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	6,  // 50: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	4,  // 51: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
+	9,  // 52: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
+	12, // 53: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
+	16, // 54: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
+	21, // 55: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
+	26, // 56: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
+	30, // 57: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
+	33, // 58: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
+	37, // 59: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	41, // 60: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
+	45, // 61: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
+	7,  // 62: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
+	10, // 63: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
+	13, // 64: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
+	17, // 65: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
+	22, // 66: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
+	28, // 67: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
+	31, // 68: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
+	34, // 69: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
+	39, // 70: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	42, // 71: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
+	47, // 72: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
+	62, // [62:73] is the sub-list for method output_type
+	51, // [51:62] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_admin_v1_admin_proto_init() }
@@ -2813,7 +3690,7 @@ func file_tidemark_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_admin_v1_admin_proto_rawDesc), len(file_tidemark_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   36,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

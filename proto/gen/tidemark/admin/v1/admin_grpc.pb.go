@@ -21,14 +21,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_CreateTopics_FullMethodName    = "/tidemark.admin.v1.AdminService/CreateTopics"
-	AdminService_DeleteTopics_FullMethodName    = "/tidemark.admin.v1.AdminService/DeleteTopics"
-	AdminService_DescribeTopics_FullMethodName  = "/tidemark.admin.v1.AdminService/DescribeTopics"
-	AdminService_DescribeCluster_FullMethodName = "/tidemark.admin.v1.AdminService/DescribeCluster"
-	AdminService_DescribeConfigs_FullMethodName = "/tidemark.admin.v1.AdminService/DescribeConfigs"
-	AdminService_AlterConfigs_FullMethodName    = "/tidemark.admin.v1.AdminService/AlterConfigs"
-	AdminService_ElectLeaders_FullMethodName    = "/tidemark.admin.v1.AdminService/ElectLeaders"
-	AdminService_WatchCluster_FullMethodName    = "/tidemark.admin.v1.AdminService/WatchCluster"
+	AdminService_CreateTopics_FullMethodName                = "/tidemark.admin.v1.AdminService/CreateTopics"
+	AdminService_DeleteTopics_FullMethodName                = "/tidemark.admin.v1.AdminService/DeleteTopics"
+	AdminService_DescribeTopics_FullMethodName              = "/tidemark.admin.v1.AdminService/DescribeTopics"
+	AdminService_DescribeCluster_FullMethodName             = "/tidemark.admin.v1.AdminService/DescribeCluster"
+	AdminService_DescribeConfigs_FullMethodName             = "/tidemark.admin.v1.AdminService/DescribeConfigs"
+	AdminService_AlterConfigs_FullMethodName                = "/tidemark.admin.v1.AdminService/AlterConfigs"
+	AdminService_ElectLeaders_FullMethodName                = "/tidemark.admin.v1.AdminService/ElectLeaders"
+	AdminService_WatchCluster_FullMethodName                = "/tidemark.admin.v1.AdminService/WatchCluster"
+	AdminService_AlterPartitionReassignments_FullMethodName = "/tidemark.admin.v1.AdminService/AlterPartitionReassignments"
+	AdminService_ListPartitionReassignments_FullMethodName  = "/tidemark.admin.v1.AdminService/ListPartitionReassignments"
+	AdminService_CreatePartitions_FullMethodName            = "/tidemark.admin.v1.AdminService/CreatePartitions"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -54,6 +57,15 @@ type AdminServiceClient interface {
 	// WatchCluster streams the cluster's state for dashboards: a full snapshot
 	// first, then one on every change (and at least every interval).
 	WatchCluster(ctx context.Context, in *WatchClusterRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchClusterResponse], error)
+	// AlterPartitionReassignments starts, replaces or cancels partition
+	// reassignments (KIP-455): a partition with target replicas moves to them,
+	// one with none given has its reassignment cancelled.
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments lists the reassignments in flight, with each
+	// moving replica's progress.
+	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
+	// CreatePartitions adds partitions to topics (never removes any).
+	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -153,6 +165,36 @@ func (c *adminServiceClient) WatchCluster(ctx context.Context, in *WatchClusterR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_WatchClusterClient = grpc.ServerStreamingClient[WatchClusterResponse]
 
+func (c *adminServiceClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, AdminService_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePartitionsResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreatePartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -176,6 +218,15 @@ type AdminServiceServer interface {
 	// WatchCluster streams the cluster's state for dashboards: a full snapshot
 	// first, then one on every change (and at least every interval).
 	WatchCluster(*WatchClusterRequest, grpc.ServerStreamingServer[WatchClusterResponse]) error
+	// AlterPartitionReassignments starts, replaces or cancels partition
+	// reassignments (KIP-455): a partition with target replicas moves to them,
+	// one with none given has its reassignment cancelled.
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments lists the reassignments in flight, with each
+	// moving replica's progress.
+	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
+	// CreatePartitions adds partitions to topics (never removes any).
+	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -209,6 +260,15 @@ func (UnimplementedAdminServiceServer) ElectLeaders(context.Context, *ElectLeade
 }
 func (UnimplementedAdminServiceServer) WatchCluster(*WatchClusterRequest, grpc.ServerStreamingServer[WatchClusterResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchCluster not implemented")
+}
+func (UnimplementedAdminServiceServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServiceServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServiceServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -368,6 +428,60 @@ func _AdminService_WatchCluster_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_WatchClusterServer = grpc.ServerStreamingServer[WatchClusterResponse]
 
+func _AdminService_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListPartitionReassignments(ctx, req.(*ListPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreatePartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreatePartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreatePartitions(ctx, req.(*CreatePartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -402,6 +516,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _AdminService_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _AdminService_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "ListPartitionReassignments",
+			Handler:    _AdminService_ListPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "CreatePartitions",
+			Handler:    _AdminService_CreatePartitions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1353,7 +1353,9 @@ type ReplicaProgress struct {
 	// On a leader: the ISR it uses including an in-flight expansion.
 	MaximalIsr []int32 `protobuf:"varint,9,rep,packed,name=maximal_isr,json=maximalIsr,proto3" json:"maximal_isr,omitempty"`
 	// On a leader: each follower's LEO as last fetched and its lag in ms.
-	Followers     []*FollowerProgress `protobuf:"bytes,10,rep,name=followers,proto3" json:"followers,omitempty"`
+	Followers []*FollowerProgress `protobuf:"bytes,10,rep,name=followers,proto3" json:"followers,omitempty"`
+	// Bytes of log this replica holds.
+	SizeBytes     int64 `protobuf:"varint,11,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1456,6 +1458,13 @@ func (x *ReplicaProgress) GetFollowers() []*FollowerProgress {
 		return x.Followers
 	}
 	return nil
+}
+
+func (x *ReplicaProgress) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
 }
 
 // FollowerProgress is the leader's view of one follower.
@@ -2027,7 +2036,7 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12@\n" +
 	"\breplicas\x18\x03 \x03(\v2$.tidemark.control.v1.ReplicaProgressR\breplicas\x129\n" +
-	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\xfa\x02\n" +
+	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\x99\x03\n" +
 	"\x0fReplicaProgress\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1b\n" +
@@ -2040,7 +2049,9 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\vmaximal_isr\x18\t \x03(\x05R\n" +
 	"maximalIsr\x12C\n" +
 	"\tfollowers\x18\n" +
-	" \x03(\v2%.tidemark.control.v1.FollowerProgressR\tfollowers\"l\n" +
+	" \x03(\v2%.tidemark.control.v1.FollowerProgressR\tfollowers\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\v \x01(\x03R\tsizeBytes\"l\n" +
 	"\x10FollowerProgress\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\x12\x15\n" +

@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/client"
+	"tidemark.io/services/controller/reassignplan"
+	"tidemark.io/services/platform/kerr"
+)
+
+func newBrokersCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "brokers", Short: "Manage brokers: decommission one"}
+	c.AddCommand(newDecommissionCmd(g))
+	return c
+}
+
+// newDecommissionCmd moves every replica off a broker by reassignment.
+func newDecommissionCmd(g *globals) *cobra.Command {
+	var (
+		id       int32
+		throttle int64
+		wait     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "decommission --broker N [--throttle BYTES_PER_SEC] [--wait]",
+		Short: "Move every replica off a broker (live or gone for good), so it can be stopped and leave the cluster",
+		Long: `Plans and starts a reassignment that replaces broker N in every replica list
+holding it, by a broker in its rack where possible, the least loaded first.
+The broker may be down for good: its replicas are rebuilt from the others.
+With --wait the command follows the moves until the broker holds nothing,
+then clears the throttles. Once it holds no replica, stop the broker: its
+registration ends with its lease and it no longer appears in the cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("broker") || id < 0 {
+				return usagef("--broker is required (a broker id)")
+			}
+			if throttle < 0 {
+				return usagef("--throttle must be at least 1 byte/s, got %d", throttle)
+			}
+			return g.withAdmin(cmd, func(ctx context.Context, a *client.Admin) error {
+				return decommission(ctx, a, cmd.OutOrStdout(), id, throttle, wait)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&id, "broker", 0, "the broker to empty")
+	f.Int64Var(&throttle, "throttle", 0, "replication rate limit in bytes/s for the moves")
+	f.BoolVar(&wait, "wait", false, "follow the moves until the broker holds no replica (bounded by --command-timeout)")
+	return cmd
+}
+
+func decommission(ctx context.Context, a *client.Admin, out io.Writer, id int32, throttle int64, wait bool) error {
+	cur, err := currentAssignment(ctx, a, nil)
+	if err != nil {
+		return err
+	}
+	cl, err := a.DescribeCluster(ctx)
+	if err != nil {
+		return err
+	}
+	var live []reassignplan.Broker
+	for _, b := range cl.GetBrokers() {
+		if b.GetAlive() && !b.GetShuttingDown() {
+			live = append(live, reassignplan.Broker{ID: b.GetNode().GetId(), Rack: b.GetNode().GetRack()})
+		}
+	}
+	plan, err := reassignplan.MoveOff(cur, live, id)
+	if err != nil {
+		return err
+	}
+	file := toFile(plan)
+	if len(file.Partitions) > 0 {
+		fmt.Fprintf(out, "Moving %d replicas off broker %d:\n%s\n", len(file.Partitions), id, jsonLine(file))
+		if err := reassignExecute(ctx, a, out, file, throttle); err != nil {
+			return err
+		}
+	}
+	if !wait {
+		if len(file.Partitions) == 0 {
+			fmt.Fprintf(out, "Broker %d holds no replica.\n", id)
+		}
+		return nil
+	}
+	for {
+		moving, err := a.ListPartitionReassignments(ctx, &adminv1.ListPartitionReassignmentsRequest{})
+		if err != nil {
+			return err
+		}
+		now, err := currentAssignment(ctx, a, nil)
+		if err != nil {
+			return err
+		}
+		left := 0
+		for _, t := range slices.Sorted(maps.Keys(now)) {
+			for _, reps := range now[t] {
+				if slices.Contains(reps, id) {
+					left++
+				}
+			}
+		}
+		if len(moving.GetReassignments()) == 0 && left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return kerr.New(kerr.RequestTimedOut, "broker %d still holds %d replicas (%d moves in progress)", id, left, len(moving.GetReassignments()))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if throttle > 0 && len(file.Partitions) > 0 {
+		if err := clearThrottles(ctx, a, out, file); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "Broker %d holds no replica; it can be stopped.\n", id)
+	return nil
+}
+
+// newTopicsAlterCmd is kafka-topics --alter --partitions.
+func newTopicsAlterCmd(g *globals) *cobra.Command {
+	var (
+		topic      string
+		partitions int32
+	)
+	cmd := &cobra.Command{
+		Use:   "alter --topic T --partitions N",
+		Short: "Add partitions to a topic (the count only grows; change the replication factor with tidemark reassign)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if topic == "" || partitions < 1 {
+				return usagef("--topic and --partitions (at least 1) are required")
+			}
+			return g.withAdmin(cmd, func(ctx context.Context, a *client.Admin) error {
+				resp, err := a.CreatePartitions(ctx, &adminv1.CreatePartitionsRequest{
+					Topics: []*adminv1.CreatePartitionsTopic{{Name: topic, Count: partitions}}})
+				if err != nil {
+					return err
+				}
+				r := resp.GetResults()[0]
+				if r.GetErrorCode() != 0 {
+					return kerr.New(kerr.Code(r.GetErrorCode()), "%s", r.GetErrorMessage())
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Topic %s now has %d partitions; the new ones:\n", topic, partitions)
+				for _, ra := range r.GetAssignments() {
+					fmt.Fprintf(cmd.OutOrStdout(), "  partition %d: replicas %s\n", ra.GetPartition(), joinIDs(ra.GetReplicas()))
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&topic, "topic", "", "the topic")
+	cmd.Flags().Int32Var(&partitions, "partitions", 0, "the new partition count, above the current one")
+	return cmd
+}
