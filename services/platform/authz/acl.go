@@ -47,6 +47,8 @@ type ResourceType int
 const (
 	Topic ResourceType = iota + 1
 	Cluster
+	// Group is a consumer group, named by its group id.
+	Group
 )
 
 func (t ResourceType) String() string {
@@ -55,6 +57,8 @@ func (t ResourceType) String() string {
 		return "Topic"
 	case Cluster:
 		return "Cluster"
+	case Group:
+		return "Group"
 	}
 	return fmt.Sprintf("ResourceType(%d)", int(t))
 }
@@ -65,6 +69,7 @@ func (t ResourceType) String() string {
 var validOps = map[ResourceType][]Operation{
 	Topic:   {Read, Write, Create, Delete, Alter, Describe, AlterConfigs, DescribeConfigs, All},
 	Cluster: {Create, Alter, Describe, AlterConfigs, DescribeConfigs, IdempotentWrite, InjectFault, All},
+	Group:   {Read, Delete, Describe, All},
 }
 
 // Resource is one named resource a request touches.
@@ -81,6 +86,9 @@ var TheCluster = Resource{Type: Cluster, Name: ClusterName}
 
 // TopicNamed is the Topic resource called name.
 func TopicNamed(name string) Resource { return Resource{Type: Topic, Name: name} }
+
+// GroupNamed is the Group resource of the consumer group id.
+func GroupNamed(id string) Resource { return Resource{Type: Group, Name: id} }
 
 func (r Resource) String() string { return r.Type.String() + ":" + r.Name }
 
@@ -285,21 +293,25 @@ func ParseOperation(s string) (Operation, error) {
 func parseResource(s string) (ResourceType, string, error) {
 	typ, pattern, _ := strings.Cut(s, ":")
 	switch {
-	case strings.EqualFold(typ, "Topic"):
+	case strings.EqualFold(typ, "Topic"), strings.EqualFold(typ, "Group"):
+		rt, name := Topic, "Topic"
+		if strings.EqualFold(typ, "Group") {
+			rt, name = Group, "Group"
+		}
 		if pattern == "" {
-			return 0, "", fmt.Errorf("resource %q: want Topic:NAME, Topic:PREFIX* or Topic:*", s)
+			return 0, "", fmt.Errorf("resource %q: want %s:NAME, %s:PREFIX* or %s:*", s, name, name, name)
 		}
 		if i := strings.Index(pattern, "*"); i >= 0 && i != len(pattern)-1 {
 			return 0, "", fmt.Errorf("resource %q: '*' may only end a prefix", s)
 		}
-		return Topic, pattern, nil
+		return rt, pattern, nil
 	case strings.EqualFold(typ, "Cluster"):
 		if pattern != "" && pattern != "*" && pattern != ClusterName {
 			return 0, "", fmt.Errorf("resource %q: the cluster is Cluster, Cluster:* or Cluster:%s", s, ClusterName)
 		}
 		return Cluster, "*", nil
 	}
-	return 0, "", fmt.Errorf("resource %q: want Topic:... or Cluster", s)
+	return 0, "", fmt.Errorf("resource %q: want Topic:..., Group:... or Cluster", s)
 }
 
 func opList(ops []Operation) string {

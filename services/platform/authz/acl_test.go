@@ -84,7 +84,9 @@ func TestACLParseErrorsNameTheLine(t *testing.T) {
 		{"allow User:a InjectFault Topic:x", "line 1: operation InjectFault does not apply to Topic resources"},
 		{"allow User:a Read Topic:a*b", `line 1: resource "Topic:a*b": '*' may only end a prefix`},
 		{"allow User:a Read Topic:", `line 1: resource "Topic:": want Topic:NAME`},
-		{"allow User:a Read Group:g", `line 1: resource "Group:g": want Topic:... or Cluster`},
+		{"allow User:a Read Widget:g", `line 1: resource "Widget:g": want Topic:..., Group:... or Cluster`},
+		{"allow User:a Write Group:g", "line 1: operation Write does not apply to Group resources"},
+		{"allow User:a Read Group:", `line 1: resource "Group:": want Group:NAME`},
 		{"allow User:a Alter Cluster:prod", `line 1: resource "Cluster:prod": the cluster is Cluster, Cluster:* or Cluster:cluster`},
 	} {
 		_, err := Parse(strings.NewReader(c.text))

@@ -24,6 +24,7 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/authz/authztest"
@@ -163,6 +164,7 @@ func serve(t *testing.T, aclText string, o authz.Options) *fixture {
 	adminv1.RegisterAdminServiceServer(s, f.rec)
 	brokerv1.RegisterBrokerServiceServer(s, f.rec)
 	faultv1.RegisterFaultInjectionServiceServer(s, f.rec)
+	groupv1.RegisterGroupServiceServer(s, groupStub{})
 	healthpb.RegisterHealthServer(s, healthAlways{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -172,6 +174,20 @@ func serve(t *testing.T, aclText string, o authz.Options) *fixture {
 	t.Cleanup(s.Stop)
 	f.addr = lis.Addr().String()
 	return f
+}
+
+// groupStub answers every group call with two offsets (orders-1, payroll)
+// and two groups, so a test sees what the filters trim.
+type groupStub struct {
+	groupv1.UnimplementedGroupServiceServer
+}
+
+func (groupStub) OffsetFetch(context.Context, *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
+	return &groupv1.OffsetFetchResponse{Topics: []*groupv1.OffsetFetchTopicResult{{Name: "orders-1"}, {Name: "payroll"}}}, nil
+}
+
+func (groupStub) ListGroups(context.Context, *groupv1.ListGroupsRequest) (*groupv1.ListGroupsResponse, error) {
+	return &groupv1.ListGroupsResponse{Groups: []*groupv1.ListedGroup{{GroupId: "app-1"}, {GroupId: "billing"}}}, nil
 }
 
 type healthAlways struct {
@@ -379,6 +395,50 @@ func TestUserCallsFollowTheACL(t *testing.T) {
 	}
 }
 
+// Group calls follow Kafka's group ACLs: Read on the group to take part and
+// commit (plus Read on each topic committed), Describe to look, Delete to
+// delete; lists show only what the caller may Describe.
+func TestGroupCallsFollowTheACL(t *testing.T) {
+	f := serve(t, "allow User:alice Read Group:app-*\nallow User:alice Read Topic:orders-*\n", authz.Options{TLS: true})
+	ctx := context.Background()
+	alice := groupv1.NewGroupServiceClient(f.dial(t, "alice"))
+	past := func(what string, err error) {
+		t.Helper()
+		if status.Code(err) != codes.Unimplemented {
+			t.Fatalf("%s: %v, want it past authorization", what, err)
+		}
+	}
+	_, err := alice.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "app-1"})
+	past("JoinGroup app-1", err)
+	_, err = alice.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "billing"})
+	authztest.WantRefused(t, err, kerr.GroupAuthorizationFailed, "User:alice is not allowed Read on Group:billing")
+	_, err = alice.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "app-1"})
+	past("FindCoordinator app-1 (Read implies Describe)", err)
+	_, err = alice.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "app-1", Topics: []*groupv1.OffsetCommitTopic{{Name: "orders-1"}}})
+	past("OffsetCommit orders-1", err)
+	_, err = alice.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "app-1", Topics: []*groupv1.OffsetCommitTopic{{Name: "payroll"}}})
+	authztest.WantRefused(t, err, kerr.TopicAuthorizationFailed, "User:alice is not allowed Read on Topic:payroll")
+	_, err = alice.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"app-1"}})
+	authztest.WantRefused(t, err, kerr.GroupAuthorizationFailed, "User:alice is not allowed Delete on Group:app-1")
+	_, err = alice.ResetGroupOffsets(ctx, &groupv1.ResetGroupOffsetsRequest{GroupId: "billing"})
+	authztest.WantRefused(t, err, kerr.GroupAuthorizationFailed, "User:alice is not allowed Read on Group:billing")
+
+	fetched, err := alice.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "app-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fetched.GetTopics()); n != 1 || fetched.GetTopics()[0].GetName() != "orders-1" {
+		t.Fatalf("alice fetched offsets of %v, want only orders-1", fetched.GetTopics())
+	}
+	listed, err := alice.ListGroups(ctx, &groupv1.ListGroupsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(listed.GetGroups()); n != 1 || listed.GetGroups()[0].GetGroupId() != "app-1" {
+		t.Fatalf("alice listed %v, want only app-1", listed.GetGroups())
+	}
+}
+
 func TestFaultInjectionNeedsTheSwitchAndTheACL(t *testing.T) {
 	ctx := context.Background()
 	acl := "allow User:chaos InjectFault Cluster\n"
@@ -438,6 +498,7 @@ func TestEveryTidemarkMethodHasAPolicy(t *testing.T) {
 	adminv1.RegisterAdminServiceServer(s, r)
 	brokerv1.RegisterBrokerServiceServer(s, r)
 	faultv1.RegisterFaultInjectionServiceServer(s, r)
+	groupv1.RegisterGroupServiceServer(s, groupv1.UnimplementedGroupServiceServer{})
 	devclusterv1.RegisterDevClusterServiceServer(s, devclusterv1.UnimplementedDevClusterServiceServer{})
 	if err := authz.Covers(s.GetServiceInfo()); err != nil {
 		t.Fatal(err)

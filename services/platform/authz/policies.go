@@ -8,6 +8,7 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
@@ -218,6 +219,147 @@ var policies = map[string]policy{
 		},
 	},
 
+	// Consumer groups, as Kafka's ACLs: Read on the group to take part in
+	// it or commit (and Read on each topic committed), Describe to look,
+	// Delete to delete. FindCoordinator needs Describe on the group.
+	groupv1.GroupService_FindCoordinator_FullMethodName: groupACL(Describe, func(m any) string {
+		return m.(*groupv1.FindCoordinatorRequest).GetKey()
+	}),
+	groupv1.GroupService_JoinGroup_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.JoinGroupRequest).GetGroupId()
+	}),
+	groupv1.GroupService_SyncGroup_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.SyncGroupRequest).GetGroupId()
+	}),
+	groupv1.GroupService_Heartbeat_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.HeartbeatRequest).GetGroupId()
+	}),
+	groupv1.GroupService_LeaveGroup_FullMethodName: groupACL(Read, func(m any) string {
+		return m.(*groupv1.LeaveGroupRequest).GetGroupId()
+	}),
+	groupv1.GroupService_OffsetCommit_FullMethodName: {
+		describe: "Read on Group:ID and Read on each Topic committed",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.OffsetCommitRequest)
+			if err := d.need(Read, GroupNamed(req.GetGroupId())); err != nil {
+				return err
+			}
+			for _, t := range req.GetTopics() {
+				if err := d.need(Read, TopicNamed(t.GetName())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	groupv1.GroupService_OffsetFetch_FullMethodName: {
+		describe: "Describe on Group:ID and Describe on each Topic named; all offsets show only the topics the caller may Describe",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.OffsetFetchRequest)
+			if err := d.need(Describe, GroupNamed(req.GetGroupId())); err != nil {
+				return err
+			}
+			for _, t := range req.GetTopics() {
+				if err := d.need(Describe, TopicNamed(t.GetName())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		filter: func(d decider, resp any) any {
+			r := resp.(*groupv1.OffsetFetchResponse)
+			kept := r.Topics[:0]
+			for _, t := range r.Topics {
+				if d.allowed(Describe, TopicNamed(t.GetName())) {
+					kept = append(kept, t)
+				}
+			}
+			r.Topics = kept
+			return r
+		},
+	},
+	groupv1.GroupService_ListGroups_FullMethodName: {
+		describe: "any authenticated caller; shows only the groups it may Describe (or all with Describe on Cluster)",
+		check:    func(d decider, _ any) error { return d.authenticated() },
+		filter: func(d decider, resp any) any {
+			r := resp.(*groupv1.ListGroupsResponse)
+			if d.allowed(Describe, TheCluster) {
+				return r
+			}
+			kept := r.Groups[:0]
+			for _, g := range r.Groups {
+				if d.allowed(Describe, GroupNamed(g.GetGroupId())) {
+					kept = append(kept, g)
+				}
+			}
+			r.Groups = kept
+			return r
+		},
+	},
+	groupv1.GroupService_DescribeGroups_FullMethodName: {
+		describe: "Describe on each Group:ID",
+		check: func(d decider, m any) error {
+			for _, g := range m.(*groupv1.DescribeGroupsRequest).GetGroupIds() {
+				if err := d.need(Describe, GroupNamed(g)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	groupv1.GroupService_DeleteGroups_FullMethodName: {
+		describe: "Delete on each Group:ID",
+		check: func(d decider, m any) error {
+			for _, g := range m.(*groupv1.DeleteGroupsRequest).GetGroupIds() {
+				if err := d.need(Delete, GroupNamed(g)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	groupv1.GroupService_ResetGroupOffsets_FullMethodName: {
+		describe: "Read on Group:ID and Read on each Topic named (as an offset commit; Kafka's AlterConsumerGroupOffsets)",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.ResetGroupOffsetsRequest)
+			if err := d.need(Read, GroupNamed(req.GetGroupId())); err != nil {
+				return err
+			}
+			for _, t := range req.GetTopics() {
+				if err := d.need(Read, TopicNamed(t.GetName())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
+	groupv1.GroupService_DescribeGroupLag_FullMethodName: {
+		describe: "Describe on Group:ID and Describe on each Topic named; rows show only topics the caller may Describe",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.DescribeGroupLagRequest)
+			if err := d.need(Describe, GroupNamed(req.GetGroupId())); err != nil {
+				return err
+			}
+			for _, t := range req.GetTopics() {
+				if err := d.need(Describe, TopicNamed(t)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		filter: func(d decider, resp any) any {
+			r := resp.(*groupv1.DescribeGroupLagResponse)
+			kept := r.Partitions[:0]
+			for _, p := range r.Partitions {
+				if d.allowed(Describe, TopicNamed(p.GetTopic())) {
+					kept = append(kept, p)
+				}
+			}
+			r.Partitions = kept
+			return r
+		},
+	},
+
 	// Fault injection: only on a broker started with it, and only for
 	// callers allowed InjectFault.
 	faultv1.FaultInjectionService_SetFetchFault_FullMethodName: faultPolicy(),
@@ -280,6 +422,18 @@ func topicACL(op Operation, topic func(any) string) policy {
 	}
 }
 
+func groupACL(op Operation, group func(any) string) policy {
+	return policy{
+		describe: op.String() + " on Group:ID",
+		check: func(d decider, m any) error {
+			if m == nil {
+				return d.authenticated()
+			}
+			return d.need(op, GroupNamed(group(m)))
+		},
+	}
+}
+
 func faultPolicy() policy {
 	return policy{
 		describe: "only with --fault.injection.enable, and InjectFault on Cluster",
@@ -326,8 +480,11 @@ func (d decider) need(op Operation, res Resource) error {
 
 func (d decider) refuse(op Operation, res Resource) error {
 	code := kerr.ClusterAuthorizationFailed
-	if res.Type == Topic {
+	switch res.Type {
+	case Topic:
 		code = kerr.TopicAuthorizationFailed
+	case Group:
+		code = kerr.GroupAuthorizationFailed
 	}
 	return kerr.New(code, "%s is not allowed %s on %s", d.p, op, res)
 }

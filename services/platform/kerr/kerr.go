@@ -33,13 +33,25 @@ const (
 	ReplicaNotAvailable          Code = 9
 	MessageTooLarge              Code = 10
 	StaleControllerEpoch         Code = 11
+	OffsetMetadataTooLarge       Code = 12
 	NetworkException             Code = 13
+	CoordinatorLoadInProgress    Code = 14
+	CoordinatorNotAvailable      Code = 15
+	NotCoordinator               Code = 16
 	InvalidTopicException        Code = 17
 	RecordListTooLarge           Code = 18
 	NotEnoughReplicas            Code = 19
 	NotEnoughReplicasAfterAppend Code = 20
 	InvalidRequiredAcks          Code = 21
+	IllegalGeneration            Code = 22
+	InconsistentGroupProtocol    Code = 23
+	InvalidGroupID               Code = 24
+	UnknownMemberID              Code = 25
+	InvalidSessionTimeout        Code = 26
+	RebalanceInProgress          Code = 27
+	InvalidCommitOffsetSize      Code = 28
 	TopicAuthorizationFailed     Code = 29
+	GroupAuthorizationFailed     Code = 30
 	ClusterAuthorizationFailed   Code = 31
 	InvalidTimestamp             Code = 32
 	UnsupportedVersion           Code = 35
@@ -57,13 +69,20 @@ const (
 	KafkaStorageError            Code = 56
 	SaslAuthenticationFailed     Code = 58
 	UnknownProducerID            Code = 59
+	NonEmptyGroup                Code = 68
+	GroupIDNotFound              Code = 69
 	FencedLeaderEpoch            Code = 74
 	UnknownLeaderEpoch           Code = 75
 	StaleBrokerEpoch             Code = 77
+	MemberIDRequired             Code = 79
 	PreferredLeaderNotAvailable  Code = 80
+	GroupMaxSizeReached          Code = 81
+	FencedInstanceID             Code = 82
 	EligibleLeadersNotAvailable  Code = 83
 	ElectionNotNeeded            Code = 84
+	GroupSubscribedToTopic       Code = 86
 	InvalidRecord                Code = 87
+	UnstableOffsetCommit         Code = 88
 	ThrottlingQuotaExceeded      Code = 89
 	InvalidUpdateVersion         Code = 95
 	DuplicateBrokerRegistration  Code = 101
@@ -197,6 +216,34 @@ var table = map[Code]Info{
 	BrokerIDNotRegistered:       row("BROKER_ID_NOT_REGISTERED", final, http.StatusConflict, codes.FailedPrecondition),
 	IneligibleReplica:           row("INELIGIBLE_REPLICA", final, http.StatusConflict, codes.FailedPrecondition),
 	NewLeaderElected:            row("NEW_LEADER_ELECTED", final, http.StatusConflict, codes.FailedPrecondition),
+
+	// Consumer groups. The coordinator codes are retriable: the group is
+	// moving with the leadership of its __consumer_offsets partition. On
+	// NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE a client finds the
+	// coordinator again (Kafka marks the coordinator unknown); the gateway
+	// does the same within its budget.
+	CoordinatorLoadInProgress: row("COORDINATOR_LOAD_IN_PROGRESS", retry, http.StatusServiceUnavailable, codes.Unavailable),
+	CoordinatorNotAvailable:   row("COORDINATOR_NOT_AVAILABLE", refresh|reroute, http.StatusServiceUnavailable, codes.Unavailable),
+	NotCoordinator:            row("NOT_COORDINATOR", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),
+	OffsetMetadataTooLarge:    row("OFFSET_METADATA_TOO_LARGE", final, http.StatusRequestEntityTooLarge, codes.InvalidArgument),
+	InvalidCommitOffsetSize:   row("INVALID_COMMIT_OFFSET_SIZE", final, http.StatusBadRequest, codes.InvalidArgument),
+	// The member's view of the group is stale: it rejoins (the client's
+	// business, not a retry of the same request).
+	IllegalGeneration:         row("ILLEGAL_GENERATION", final, http.StatusConflict, codes.FailedPrecondition),
+	UnknownMemberID:           row("UNKNOWN_MEMBER_ID", final, http.StatusConflict, codes.FailedPrecondition),
+	RebalanceInProgress:       row("REBALANCE_IN_PROGRESS", final, http.StatusConflict, codes.FailedPrecondition),
+	FencedInstanceID:          row("FENCED_INSTANCE_ID", final, http.StatusConflict, codes.FailedPrecondition),
+	MemberIDRequired:          row("MEMBER_ID_REQUIRED", final, http.StatusConflict, codes.FailedPrecondition),
+	InconsistentGroupProtocol: row("INCONSISTENT_GROUP_PROTOCOL", final, http.StatusConflict, codes.FailedPrecondition),
+	InvalidGroupID:            row("INVALID_GROUP_ID", final, http.StatusBadRequest, codes.InvalidArgument),
+	InvalidSessionTimeout:     row("INVALID_SESSION_TIMEOUT", final, http.StatusBadRequest, codes.InvalidArgument),
+	GroupAuthorizationFailed:  row("GROUP_AUTHORIZATION_FAILED", final, http.StatusForbidden, codes.PermissionDenied),
+	NonEmptyGroup:             row("NON_EMPTY_GROUP", final, http.StatusConflict, codes.FailedPrecondition),
+	GroupIDNotFound:           row("GROUP_ID_NOT_FOUND", final, http.StatusNotFound, codes.NotFound),
+	GroupMaxSizeReached:       row("GROUP_MAX_SIZE_REACHED", final, http.StatusConflict, codes.ResourceExhausted),
+	GroupSubscribedToTopic:    row("GROUP_SUBSCRIBED_TO_TOPIC", final, http.StatusConflict, codes.FailedPrecondition),
+	// A commit of the partition is being written; ask again (KIP-447).
+	UnstableOffsetCommit: row("UNSTABLE_OFFSET_COMMIT", retry, http.StatusServiceUnavailable, codes.Unavailable),
 }
 
 // Lookup returns the table entry for c. Unknown codes are reported as
@@ -242,6 +289,11 @@ type Error struct {
 	Leader *LeaderHint
 	// Controller is set on NOT_CONTROLLER.
 	Controller *NodeHint
+	// Coordinator is set on NOT_COORDINATOR when the answering broker
+	// knows the group's coordinator.
+	Coordinator *NodeHint
+	// MemberID is set on MEMBER_ID_REQUIRED: the id to join again with.
+	MemberID string
 }
 
 // LeaderHint names the current leader of a partition as the answering node knows it.

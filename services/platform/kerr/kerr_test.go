@@ -184,3 +184,17 @@ func TestForeignErrors(t *testing.T) {
 		t.Error("nil should be NONE")
 	}
 }
+
+// The group hints (the coordinator on NOT_COORDINATOR, the assigned member
+// id on MEMBER_ID_REQUIRED) survive the trip through a gRPC status.
+func TestGroupHintsRoundTrip(t *testing.T) {
+	nc := &Error{Code: NotCoordinator, Message: "broker 1 does not coordinate g", Coordinator: &NodeHint{ID: 2, Address: "127.0.0.1:9093"}}
+	out := FromStatus(ToStatus(nc).Err())
+	if out.Code != NotCoordinator || out.Coordinator == nil || out.Coordinator.ID != 2 || out.Coordinator.Address != "127.0.0.1:9093" {
+		t.Fatalf("NOT_COORDINATOR round trip lost the coordinator: %+v", out)
+	}
+	mr := &Error{Code: MemberIDRequired, Message: "join again", MemberID: "c-1-abc"}
+	if out := FromStatus(ToStatus(mr).Err()); out.Code != MemberIDRequired || out.MemberID != "c-1-abc" {
+		t.Fatalf("MEMBER_ID_REQUIRED round trip lost the member id: %+v", out)
+	}
+}

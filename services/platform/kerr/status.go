@@ -59,6 +59,10 @@ func Detail(e *Error) *commonv1.ErrorDetail {
 	if e.Controller != nil {
 		d.Controller = &commonv1.Node{Id: e.Controller.ID, Address: e.Controller.Address}
 	}
+	if e.Coordinator != nil {
+		d.Coordinator = &commonv1.Node{Id: e.Coordinator.ID, Address: e.Coordinator.Address}
+	}
+	d.MemberId = e.MemberID
 	return d
 }
 
@@ -71,6 +75,10 @@ func FromDetail(d *commonv1.ErrorDetail) *Error {
 	if c := d.GetController(); c != nil {
 		e.Controller = &NodeHint{ID: c.GetId(), Address: c.GetAddress()}
 	}
+	if c := d.GetCoordinator(); c != nil {
+		e.Coordinator = &NodeHint{ID: c.GetId(), Address: c.GetAddress()}
+	}
+	e.MemberID = d.GetMemberId()
 	return e
 }
 

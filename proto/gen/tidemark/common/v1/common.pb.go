@@ -44,13 +44,25 @@ const (
 	ErrorCode_ERROR_CODE_REPLICA_NOT_AVAILABLE            ErrorCode = 9
 	ErrorCode_ERROR_CODE_MESSAGE_TOO_LARGE                ErrorCode = 10
 	ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH           ErrorCode = 11
+	ErrorCode_ERROR_CODE_OFFSET_METADATA_TOO_LARGE        ErrorCode = 12
 	ErrorCode_ERROR_CODE_NETWORK_EXCEPTION                ErrorCode = 13
+	ErrorCode_ERROR_CODE_COORDINATOR_LOAD_IN_PROGRESS     ErrorCode = 14
+	ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE        ErrorCode = 15
+	ErrorCode_ERROR_CODE_NOT_COORDINATOR                  ErrorCode = 16
 	ErrorCode_ERROR_CODE_INVALID_TOPIC_EXCEPTION          ErrorCode = 17
 	ErrorCode_ERROR_CODE_RECORD_LIST_TOO_LARGE            ErrorCode = 18
 	ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS              ErrorCode = 19
 	ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND ErrorCode = 20
 	ErrorCode_ERROR_CODE_INVALID_REQUIRED_ACKS            ErrorCode = 21
+	ErrorCode_ERROR_CODE_ILLEGAL_GENERATION               ErrorCode = 22
+	ErrorCode_ERROR_CODE_INCONSISTENT_GROUP_PROTOCOL      ErrorCode = 23
+	ErrorCode_ERROR_CODE_INVALID_GROUP_ID                 ErrorCode = 24
+	ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID                ErrorCode = 25
+	ErrorCode_ERROR_CODE_INVALID_SESSION_TIMEOUT          ErrorCode = 26
+	ErrorCode_ERROR_CODE_REBALANCE_IN_PROGRESS            ErrorCode = 27
+	ErrorCode_ERROR_CODE_INVALID_COMMIT_OFFSET_SIZE       ErrorCode = 28
 	ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED       ErrorCode = 29
+	ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED       ErrorCode = 30
 	ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED     ErrorCode = 31
 	ErrorCode_ERROR_CODE_INVALID_TIMESTAMP                ErrorCode = 32
 	ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION              ErrorCode = 35
@@ -68,13 +80,20 @@ const (
 	ErrorCode_ERROR_CODE_KAFKA_STORAGE_ERROR              ErrorCode = 56
 	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED       ErrorCode = 58
 	ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID              ErrorCode = 59
+	ErrorCode_ERROR_CODE_NON_EMPTY_GROUP                  ErrorCode = 68
+	ErrorCode_ERROR_CODE_GROUP_ID_NOT_FOUND               ErrorCode = 69
 	ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH              ErrorCode = 74
 	ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
 	ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH               ErrorCode = 77
+	ErrorCode_ERROR_CODE_MEMBER_ID_REQUIRED               ErrorCode = 79
 	ErrorCode_ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
+	ErrorCode_ERROR_CODE_GROUP_MAX_SIZE_REACHED           ErrorCode = 81
+	ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID               ErrorCode = 82
 	ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE   ErrorCode = 83
 	ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED              ErrorCode = 84
+	ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC        ErrorCode = 86
 	ErrorCode_ERROR_CODE_INVALID_RECORD                   ErrorCode = 87
+	ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT           ErrorCode = 88
 	ErrorCode_ERROR_CODE_THROTTLING_QUOTA_EXCEEDED        ErrorCode = 89
 	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION           ErrorCode = 95
 	ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION    ErrorCode = 101
@@ -98,13 +117,25 @@ var (
 		9:   "ERROR_CODE_REPLICA_NOT_AVAILABLE",
 		10:  "ERROR_CODE_MESSAGE_TOO_LARGE",
 		11:  "ERROR_CODE_STALE_CONTROLLER_EPOCH",
+		12:  "ERROR_CODE_OFFSET_METADATA_TOO_LARGE",
 		13:  "ERROR_CODE_NETWORK_EXCEPTION",
+		14:  "ERROR_CODE_COORDINATOR_LOAD_IN_PROGRESS",
+		15:  "ERROR_CODE_COORDINATOR_NOT_AVAILABLE",
+		16:  "ERROR_CODE_NOT_COORDINATOR",
 		17:  "ERROR_CODE_INVALID_TOPIC_EXCEPTION",
 		18:  "ERROR_CODE_RECORD_LIST_TOO_LARGE",
 		19:  "ERROR_CODE_NOT_ENOUGH_REPLICAS",
 		20:  "ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND",
 		21:  "ERROR_CODE_INVALID_REQUIRED_ACKS",
+		22:  "ERROR_CODE_ILLEGAL_GENERATION",
+		23:  "ERROR_CODE_INCONSISTENT_GROUP_PROTOCOL",
+		24:  "ERROR_CODE_INVALID_GROUP_ID",
+		25:  "ERROR_CODE_UNKNOWN_MEMBER_ID",
+		26:  "ERROR_CODE_INVALID_SESSION_TIMEOUT",
+		27:  "ERROR_CODE_REBALANCE_IN_PROGRESS",
+		28:  "ERROR_CODE_INVALID_COMMIT_OFFSET_SIZE",
 		29:  "ERROR_CODE_TOPIC_AUTHORIZATION_FAILED",
+		30:  "ERROR_CODE_GROUP_AUTHORIZATION_FAILED",
 		31:  "ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED",
 		32:  "ERROR_CODE_INVALID_TIMESTAMP",
 		35:  "ERROR_CODE_UNSUPPORTED_VERSION",
@@ -122,13 +153,20 @@ var (
 		56:  "ERROR_CODE_KAFKA_STORAGE_ERROR",
 		58:  "ERROR_CODE_SASL_AUTHENTICATION_FAILED",
 		59:  "ERROR_CODE_UNKNOWN_PRODUCER_ID",
+		68:  "ERROR_CODE_NON_EMPTY_GROUP",
+		69:  "ERROR_CODE_GROUP_ID_NOT_FOUND",
 		74:  "ERROR_CODE_FENCED_LEADER_EPOCH",
 		75:  "ERROR_CODE_UNKNOWN_LEADER_EPOCH",
 		77:  "ERROR_CODE_STALE_BROKER_EPOCH",
+		79:  "ERROR_CODE_MEMBER_ID_REQUIRED",
 		80:  "ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE",
+		81:  "ERROR_CODE_GROUP_MAX_SIZE_REACHED",
+		82:  "ERROR_CODE_FENCED_INSTANCE_ID",
 		83:  "ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:  "ERROR_CODE_ELECTION_NOT_NEEDED",
+		86:  "ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC",
 		87:  "ERROR_CODE_INVALID_RECORD",
+		88:  "ERROR_CODE_UNSTABLE_OFFSET_COMMIT",
 		89:  "ERROR_CODE_THROTTLING_QUOTA_EXCEEDED",
 		95:  "ERROR_CODE_INVALID_UPDATE_VERSION",
 		101: "ERROR_CODE_DUPLICATE_BROKER_REGISTRATION",
@@ -149,13 +187,25 @@ var (
 		"ERROR_CODE_REPLICA_NOT_AVAILABLE":            9,
 		"ERROR_CODE_MESSAGE_TOO_LARGE":                10,
 		"ERROR_CODE_STALE_CONTROLLER_EPOCH":           11,
+		"ERROR_CODE_OFFSET_METADATA_TOO_LARGE":        12,
 		"ERROR_CODE_NETWORK_EXCEPTION":                13,
+		"ERROR_CODE_COORDINATOR_LOAD_IN_PROGRESS":     14,
+		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":        15,
+		"ERROR_CODE_NOT_COORDINATOR":                  16,
 		"ERROR_CODE_INVALID_TOPIC_EXCEPTION":          17,
 		"ERROR_CODE_RECORD_LIST_TOO_LARGE":            18,
 		"ERROR_CODE_NOT_ENOUGH_REPLICAS":              19,
 		"ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
 		"ERROR_CODE_INVALID_REQUIRED_ACKS":            21,
+		"ERROR_CODE_ILLEGAL_GENERATION":               22,
+		"ERROR_CODE_INCONSISTENT_GROUP_PROTOCOL":      23,
+		"ERROR_CODE_INVALID_GROUP_ID":                 24,
+		"ERROR_CODE_UNKNOWN_MEMBER_ID":                25,
+		"ERROR_CODE_INVALID_SESSION_TIMEOUT":          26,
+		"ERROR_CODE_REBALANCE_IN_PROGRESS":            27,
+		"ERROR_CODE_INVALID_COMMIT_OFFSET_SIZE":       28,
 		"ERROR_CODE_TOPIC_AUTHORIZATION_FAILED":       29,
+		"ERROR_CODE_GROUP_AUTHORIZATION_FAILED":       30,
 		"ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED":     31,
 		"ERROR_CODE_INVALID_TIMESTAMP":                32,
 		"ERROR_CODE_UNSUPPORTED_VERSION":              35,
@@ -173,13 +223,20 @@ var (
 		"ERROR_CODE_KAFKA_STORAGE_ERROR":              56,
 		"ERROR_CODE_SASL_AUTHENTICATION_FAILED":       58,
 		"ERROR_CODE_UNKNOWN_PRODUCER_ID":              59,
+		"ERROR_CODE_NON_EMPTY_GROUP":                  68,
+		"ERROR_CODE_GROUP_ID_NOT_FOUND":               69,
 		"ERROR_CODE_FENCED_LEADER_EPOCH":              74,
 		"ERROR_CODE_UNKNOWN_LEADER_EPOCH":             75,
 		"ERROR_CODE_STALE_BROKER_EPOCH":               77,
+		"ERROR_CODE_MEMBER_ID_REQUIRED":               79,
 		"ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE":   80,
+		"ERROR_CODE_GROUP_MAX_SIZE_REACHED":           81,
+		"ERROR_CODE_FENCED_INSTANCE_ID":               82,
 		"ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
 		"ERROR_CODE_ELECTION_NOT_NEEDED":              84,
+		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":        86,
 		"ERROR_CODE_INVALID_RECORD":                   87,
+		"ERROR_CODE_UNSTABLE_OFFSET_COMMIT":           88,
 		"ERROR_CODE_THROTTLING_QUOTA_EXCEEDED":        89,
 		"ERROR_CODE_INVALID_UPDATE_VERSION":           95,
 		"ERROR_CODE_DUPLICATE_BROKER_REGISTRATION":    101,
@@ -231,7 +288,13 @@ type ErrorDetail struct {
 	// the current leader as the answering node knows it.
 	Leader *LeaderHint `protobuf:"bytes,6,opt,name=leader,proto3" json:"leader,omitempty"`
 	// Set on NOT_CONTROLLER: the active controller.
-	Controller    *Node `protobuf:"bytes,7,opt,name=controller,proto3" json:"controller,omitempty"`
+	Controller *Node `protobuf:"bytes,7,opt,name=controller,proto3" json:"controller,omitempty"`
+	// Set on NOT_COORDINATOR when the answering broker knows the group's
+	// coordinator.
+	Coordinator *Node `protobuf:"bytes,8,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	// Set on MEMBER_ID_REQUIRED: the member id the coordinator assigned; the
+	// member joins again with it (KIP-394).
+	MemberId      string `protobuf:"bytes,9,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -313,6 +376,20 @@ func (x *ErrorDetail) GetController() *Node {
 		return x.Controller
 	}
 	return nil
+}
+
+func (x *ErrorDetail) GetCoordinator() *Node {
+	if x != nil {
+		return x.Coordinator
+	}
+	return nil
+}
+
+func (x *ErrorDetail) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
 }
 
 // LeaderHint names a partition's current leader.
@@ -746,7 +823,7 @@ var File_tidemark_common_v1_common_proto protoreflect.FileDescriptor
 
 const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftidemark/common/v1/common.proto\x12\x12tidemark.common.v1\"\x94\x02\n" +
+	"\x1ftidemark/common/v1/common.proto\x12\x12tidemark.common.v1\"\xed\x02\n" +
 	"\vErrorDetail\x121\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\x04code\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -756,7 +833,9 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x06leader\x18\x06 \x01(\v2\x1e.tidemark.common.v1.LeaderHintR\x06leader\x128\n" +
 	"\n" +
 	"controller\x18\a \x01(\v2\x18.tidemark.common.v1.NodeR\n" +
-	"controller\"f\n" +
+	"controller\x12:\n" +
+	"\vcoordinator\x18\b \x01(\v2\x18.tidemark.common.v1.NodeR\vcoordinator\x12\x1b\n" +
+	"\tmember_id\x18\t \x01(\tR\bmemberId\"f\n" +
 	"\n" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x18\n" +
@@ -787,7 +866,7 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12'\n" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\a \x03(\x05R\breplicas\x12)\n" +
-	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch*\xd8\x0e\n" +
+	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch*\xb0\x14\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -801,14 +880,26 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	" ERROR_CODE_REPLICA_NOT_AVAILABLE\x10\t\x12 \n" +
 	"\x1cERROR_CODE_MESSAGE_TOO_LARGE\x10\n" +
 	"\x12%\n" +
-	"!ERROR_CODE_STALE_CONTROLLER_EPOCH\x10\v\x12 \n" +
-	"\x1cERROR_CODE_NETWORK_EXCEPTION\x10\r\x12&\n" +
+	"!ERROR_CODE_STALE_CONTROLLER_EPOCH\x10\v\x12(\n" +
+	"$ERROR_CODE_OFFSET_METADATA_TOO_LARGE\x10\f\x12 \n" +
+	"\x1cERROR_CODE_NETWORK_EXCEPTION\x10\r\x12+\n" +
+	"'ERROR_CODE_COORDINATOR_LOAD_IN_PROGRESS\x10\x0e\x12(\n" +
+	"$ERROR_CODE_COORDINATOR_NOT_AVAILABLE\x10\x0f\x12\x1e\n" +
+	"\x1aERROR_CODE_NOT_COORDINATOR\x10\x10\x12&\n" +
 	"\"ERROR_CODE_INVALID_TOPIC_EXCEPTION\x10\x11\x12$\n" +
 	" ERROR_CODE_RECORD_LIST_TOO_LARGE\x10\x12\x12\"\n" +
 	"\x1eERROR_CODE_NOT_ENOUGH_REPLICAS\x10\x13\x12/\n" +
 	"+ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND\x10\x14\x12$\n" +
-	" ERROR_CODE_INVALID_REQUIRED_ACKS\x10\x15\x12)\n" +
-	"%ERROR_CODE_TOPIC_AUTHORIZATION_FAILED\x10\x1d\x12+\n" +
+	" ERROR_CODE_INVALID_REQUIRED_ACKS\x10\x15\x12!\n" +
+	"\x1dERROR_CODE_ILLEGAL_GENERATION\x10\x16\x12*\n" +
+	"&ERROR_CODE_INCONSISTENT_GROUP_PROTOCOL\x10\x17\x12\x1f\n" +
+	"\x1bERROR_CODE_INVALID_GROUP_ID\x10\x18\x12 \n" +
+	"\x1cERROR_CODE_UNKNOWN_MEMBER_ID\x10\x19\x12&\n" +
+	"\"ERROR_CODE_INVALID_SESSION_TIMEOUT\x10\x1a\x12$\n" +
+	" ERROR_CODE_REBALANCE_IN_PROGRESS\x10\x1b\x12)\n" +
+	"%ERROR_CODE_INVALID_COMMIT_OFFSET_SIZE\x10\x1c\x12)\n" +
+	"%ERROR_CODE_TOPIC_AUTHORIZATION_FAILED\x10\x1d\x12)\n" +
+	"%ERROR_CODE_GROUP_AUTHORIZATION_FAILED\x10\x1e\x12+\n" +
 	"'ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12 \n" +
 	"\x1cERROR_CODE_INVALID_TIMESTAMP\x10 \x12\"\n" +
 	"\x1eERROR_CODE_UNSUPPORTED_VERSION\x10#\x12#\n" +
@@ -825,14 +916,21 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"!ERROR_CODE_INVALID_PRODUCER_EPOCH\x10/\x12\"\n" +
 	"\x1eERROR_CODE_KAFKA_STORAGE_ERROR\x108\x12)\n" +
 	"%ERROR_CODE_SASL_AUTHENTICATION_FAILED\x10:\x12\"\n" +
-	"\x1eERROR_CODE_UNKNOWN_PRODUCER_ID\x10;\x12\"\n" +
+	"\x1eERROR_CODE_UNKNOWN_PRODUCER_ID\x10;\x12\x1e\n" +
+	"\x1aERROR_CODE_NON_EMPTY_GROUP\x10D\x12!\n" +
+	"\x1dERROR_CODE_GROUP_ID_NOT_FOUND\x10E\x12\"\n" +
 	"\x1eERROR_CODE_FENCED_LEADER_EPOCH\x10J\x12#\n" +
 	"\x1fERROR_CODE_UNKNOWN_LEADER_EPOCH\x10K\x12!\n" +
-	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12-\n" +
-	")ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE\x10P\x12-\n" +
+	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12!\n" +
+	"\x1dERROR_CODE_MEMBER_ID_REQUIRED\x10O\x12-\n" +
+	")ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE\x10P\x12%\n" +
+	"!ERROR_CODE_GROUP_MAX_SIZE_REACHED\x10Q\x12!\n" +
+	"\x1dERROR_CODE_FENCED_INSTANCE_ID\x10R\x12-\n" +
 	")ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\"\n" +
-	"\x1eERROR_CODE_ELECTION_NOT_NEEDED\x10T\x12\x1d\n" +
-	"\x19ERROR_CODE_INVALID_RECORD\x10W\x12(\n" +
+	"\x1eERROR_CODE_ELECTION_NOT_NEEDED\x10T\x12(\n" +
+	"$ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x1d\n" +
+	"\x19ERROR_CODE_INVALID_RECORD\x10W\x12%\n" +
+	"!ERROR_CODE_UNSTABLE_OFFSET_COMMIT\x10X\x12(\n" +
 	"$ERROR_CODE_THROTTLING_QUOTA_EXCEEDED\x10Y\x12%\n" +
 	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10_\x12,\n" +
 	"(ERROR_CODE_DUPLICATE_BROKER_REGISTRATION\x10e\x12'\n" +
@@ -868,12 +966,13 @@ var file_tidemark_common_v1_common_proto_depIdxs = []int32{
 	0, // 0: tidemark.common.v1.ErrorDetail.code:type_name -> tidemark.common.v1.ErrorCode
 	2, // 1: tidemark.common.v1.ErrorDetail.leader:type_name -> tidemark.common.v1.LeaderHint
 	3, // 2: tidemark.common.v1.ErrorDetail.controller:type_name -> tidemark.common.v1.Node
-	5, // 3: tidemark.common.v1.Record.headers:type_name -> tidemark.common.v1.RecordHeader
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 3: tidemark.common.v1.ErrorDetail.coordinator:type_name -> tidemark.common.v1.Node
+	5, // 4: tidemark.common.v1.Record.headers:type_name -> tidemark.common.v1.RecordHeader
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_common_v1_common_proto_init() }
