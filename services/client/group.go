@@ -280,10 +280,11 @@ func (gc *GroupConsumer) runEvent(ctx context.Context, ev *rebalanceEvent) {
 				gc.c.log.Warn("commit before revoking failed", "group", gc.opts.GroupID, "err", err)
 			}
 		}
-		gc.drop(ev.revoke)
+		// The callback still sees the positions (it may commit them).
 		if gc.opts.OnPartitionsRevoked != nil {
 			gc.opts.OnPartitionsRevoked(ctx, ev.revoke)
 		}
+		gc.drop(ev.revoke)
 	}
 	if len(ev.lost) > 0 {
 		gc.drop(ev.lost)
@@ -598,10 +599,10 @@ func (gc *GroupConsumer) Close(ctx context.Context) error {
 		if !gc.opts.DisableAutoCommit {
 			errs = append(errs, gc.commit(ctx, gc.Positions(), false))
 		}
-		gc.drop(owned)
 		if gc.opts.OnPartitionsRevoked != nil {
 			gc.opts.OnPartitionsRevoked(ctx, owned)
 		}
+		gc.drop(owned)
 	}
 	gc.stopFetch()
 	if m.id != "" && gc.opts.InstanceID == "" && fatal == nil {
