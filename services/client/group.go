@@ -334,6 +334,7 @@ func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
 		}
 	}
 	start, err := gc.startOffset(ctx, ps.tp)
+	gc.c.log.Debug("fetcher starts", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "offset", start, "err", err)
 	if err != nil {
 		if ctx.Err() == nil {
 			send(fetched{ps: ps, err: err})
