@@ -21,7 +21,9 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/broker/internal/group"
 	"tidemark.io/services/broker/internal/grpcapi"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
@@ -49,7 +51,10 @@ type Broker struct {
 	rm    *replica.Manager
 	reg   *registrar
 	fence *leaseFence // nil without etcd
-	done  chan error
+	// groups is the group coordinator of the __consumer_offsets
+	// partitions this broker leads.
+	groups *group.Coordinator
+	done   chan error
 	// draining is cancelled when the broker starts to stop: open follower
 	// fetch streams end after their current round trip, so the server's
 	// graceful stop does not wait on streams that would otherwise live on.
@@ -185,6 +190,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		controlv1.RegisterBrokerControlServiceServer(b.srv, &grpcapi.Control{RM: b.rm})
 	}
 	faultv1.RegisterFaultInjectionServiceServer(b.srv, &grpcapi.Faults{F: faults})
+	b.groups = group.New(group.Options{Host: groupHost{b: b}, Logger: log.With("component", "group-coordinator"), Registry: tel.Registry})
+	groupv1.RegisterGroupServiceServer(b.srv, &group.Service{C: b.groups})
 	if err := authz.Covers(b.srv.GetServiceInfo()); err != nil {
 		return fail(err)
 	}
@@ -258,6 +265,7 @@ func (b *Broker) Crash() {
 			b.reg.abandon()
 		}
 		b.srv.Server.Stop()
+		b.groups.Close()
 		b.rm.Close()
 		b.peers.Close()
 		b.logs.Abandon()
@@ -281,6 +289,9 @@ func (b *Broker) closeAll(ctx context.Context) error {
 			defer cancel()
 		}
 		b.srv.Stop(sctx)
+	}
+	if b.groups != nil {
+		b.groups.Close()
 	}
 	if b.rm != nil {
 		b.rm.Close()
@@ -336,6 +347,41 @@ func (b *Broker) ReadLog(topic string, partition int32) ([]string, error) {
 					return nil, err
 				}
 				out = append(out, string(rec.Value))
+			}
+		}
+		off = rr.NextOffset
+	}
+	return out, nil
+}
+
+// ReadLogKeys returns the keys of every record in a hosted replica's log,
+// tombstones included, in offset order (tests look for compacted keys).
+func (b *Broker) ReadLogKeys(topic string, partition int32) ([][]byte, error) {
+	r, ok := b.rm.Replica(replica.TP{Topic: topic, Partition: partition})
+	if !ok {
+		return nil, nil
+	}
+	var out [][]byte
+	lg := r.Log()
+	for off := lg.LogStartOffset(); off < lg.LogEndOffset(); {
+		rr, err := lg.Read(off, 1<<20, lg.LogEndOffset())
+		if err != nil {
+			return nil, err
+		}
+		if rr.NextOffset <= off {
+			break
+		}
+		for batch, err := range recordbatch.All(rr.Records) {
+			if err != nil {
+				return nil, err
+			}
+			for rec, err := range batch.Records() {
+				if err != nil {
+					return nil, err
+				}
+				if rec.Offset >= off {
+					out = append(out, append([]byte(nil), rec.Key...))
+				}
 			}
 		}
 		off = rr.NextOffset

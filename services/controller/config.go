@@ -50,6 +50,9 @@ type Config struct {
 	LeaderImbalanceCheckInterval time.Duration
 	DefaultReplicationFactor     int32
 	NumPartitions                int32
+	// The shape of __consumer_offsets when this controller creates it.
+	OffsetsTopicNumPartitions     int32
+	OffsetsTopicReplicationFactor int32
 
 	// Dialer, when set, replaces TCP dialing to brokers, for the control
 	// connections and the fast-failover probe (tests route through a
@@ -73,21 +76,23 @@ type Config struct {
 // DefaultConfig returns the defaults for controller 1.
 func DefaultConfig() Config {
 	return Config{
-		ID:                           1,
-		Listen:                       "127.0.0.1:9190",
-		Etcd:                         etcdconn.Defaults(),
-		SessionTTL:                   3 * time.Second,
-		BrokerSessionGrace:           500 * time.Millisecond,
-		RequestTimeout:               5 * time.Second,
-		RequestTimeoutMax:            5 * time.Minute,
-		AutoLeaderRebalance:          true,
-		LeaderImbalancePercentage:    10,
-		LeaderImbalanceCheckInterval: 300 * time.Second,
-		DefaultReplicationFactor:     1,
-		NumPartitions:                1,
-		Authz:                        authz.DefaultConfig(),
-		Limits:                       grpcserver.DefaultLimits(),
-		Log:                          logging.DefaultOptions(),
+		ID:                            1,
+		Listen:                        "127.0.0.1:9190",
+		Etcd:                          etcdconn.Defaults(),
+		SessionTTL:                    3 * time.Second,
+		BrokerSessionGrace:            500 * time.Millisecond,
+		RequestTimeout:                5 * time.Second,
+		RequestTimeoutMax:             5 * time.Minute,
+		AutoLeaderRebalance:           true,
+		LeaderImbalancePercentage:     10,
+		LeaderImbalanceCheckInterval:  300 * time.Second,
+		DefaultReplicationFactor:      1,
+		NumPartitions:                 1,
+		OffsetsTopicNumPartitions:     50,
+		OffsetsTopicReplicationFactor: 3,
+		Authz:                         authz.DefaultConfig(),
+		Limits:                        grpcserver.DefaultLimits(),
+		Log:                           logging.DefaultOptions(),
 	}
 }
 
@@ -117,6 +122,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.Func("num.partitions", "partition count of topics created without one (default 1)", func(s string) error {
 		return config.ParseInt32(s, &c.NumPartitions)
+	})
+	fs.Func("offsets.topic.num.partitions", "partitions of __consumer_offsets when it is created (default 50)", func(s string) error {
+		return config.ParseInt32(s, &c.OffsetsTopicNumPartitions)
+	})
+	fs.Func("offsets.topic.replication.factor", "replication factor of __consumer_offsets, capped at the live brokers (default 3)", func(s string) error {
+		return config.ParseInt32(s, &c.OffsetsTopicReplicationFactor)
 	})
 	c.TLS.AddFlags(fs)
 	c.Authz.AddFlags(fs)
@@ -170,6 +181,8 @@ func (c Config) Validate() error {
 		{"leader.imbalance.check.interval.seconds", "leader.imbalance.check.interval.seconds", strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10)},
 		{"default.replication.factor", "default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor))},
 		{"num.partitions", "num.partitions", strconv.Itoa(int(c.NumPartitions))},
+		{"offsets.topic.num.partitions", "offsets.topic.num.partitions", strconv.Itoa(int(c.OffsetsTopicNumPartitions))},
+		{"offsets.topic.replication.factor", "offsets.topic.replication.factor", strconv.Itoa(int(c.OffsetsTopicReplicationFactor))},
 	} {
 		if err := topicconfig.Validate(topicconfig.ScopeBroker, kv.key, kv.val); err != nil {
 			return config.Invalid(kv.flag, kv.val, "%v", err)
@@ -199,5 +212,7 @@ func (c Config) staticBroker() map[string]string {
 		"leader.imbalance.check.interval.seconds": strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10),
 		"default.replication.factor":              strconv.Itoa(int(c.DefaultReplicationFactor)),
 		"num.partitions":                          strconv.Itoa(int(c.NumPartitions)),
+		"offsets.topic.num.partitions":            strconv.Itoa(int(c.OffsetsTopicNumPartitions)),
+		"offsets.topic.replication.factor":        strconv.Itoa(int(c.OffsetsTopicReplicationFactor)),
 	}
 }

@@ -75,6 +75,17 @@ type BrokerConfig struct {
 	LogCleanerBackoffMs        int64
 	LogCleanerDedupeBufferSize int64
 
+	// Consumer groups: the internal __consumer_offsets topic (created by
+	// the controller on first use) and the group coordinator's limits.
+	OffsetsTopicNumPartitions     int32
+	OffsetsTopicReplicationFactor int32
+	OffsetsRetentionMinutes       int64
+	OffsetMetadataMaxBytes        int32
+	GroupInitialRebalanceDelayMs  int64
+	GroupMinSessionTimeoutMs      int64
+	GroupMaxSessionTimeoutMs      int64
+	GroupMaxSize                  int32
+
 	// Limits on what one client may ask of the broker.
 	FetchMaxBytes               int32
 	ProduceMaxRecordsPerRequest int32

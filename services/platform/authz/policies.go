@@ -117,6 +117,9 @@ var policies = map[string]policy{
 	controlv1.ControllerService_AllocateProducerIds_FullMethodName: brokerOnly("AllocateProducerIds", func(m any) int32 {
 		return m.(*controlv1.AllocateProducerIdsRequest).GetBrokerId()
 	}),
+	controlv1.ControllerService_CreateOffsetsTopic_FullMethodName: brokerOnly("CreateOffsetsTopic", func(m any) int32 {
+		return m.(*controlv1.CreateOffsetsTopicRequest).GetBrokerId()
+	}),
 
 	// Admin: by ACL.
 	adminv1.AdminService_CreateTopics_FullMethodName: {
@@ -202,9 +205,21 @@ var policies = map[string]policy{
 	brokerv1.BrokerService_Follow_FullMethodName: topicACL(Read, func(m any) string {
 		return m.(*brokerv1.FollowRequest).GetTopic()
 	}),
-	brokerv1.BrokerService_ListOffsets_FullMethodName: topicACL(Describe, func(m any) string {
-		return m.(*brokerv1.ListOffsetsRequest).GetTopic()
-	}),
+	// A broker asks too: the group coordinator reads high watermarks and
+	// log start offsets of partitions led elsewhere for the lag view and
+	// offset resets (a broker already replicates every topic).
+	brokerv1.BrokerService_ListOffsets_FullMethodName: {
+		describe: "Describe on Topic:NAME, or any broker",
+		check: func(d decider, m any) error {
+			if d.p.Role == identity.Broker {
+				return nil
+			}
+			if m == nil {
+				return d.authenticated()
+			}
+			return d.need(Describe, TopicNamed(m.(*brokerv1.ListOffsetsRequest).GetTopic()))
+		},
+	},
 	brokerv1.BrokerService_Metadata_FullMethodName: {
 		describe: "any authenticated caller",
 		check:    func(d decider, _ any) error { return d.authenticated() },

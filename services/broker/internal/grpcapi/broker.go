@@ -16,6 +16,7 @@ import (
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
+	"tidemark.io/services/topicconfig"
 )
 
 // ProducerIDs hands out producer ids (blocks come from the controller).
@@ -49,6 +50,12 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
+	}
+	if topicconfig.IsInternal(tp.Topic) {
+		// Only the group coordinator writes it, through the replica
+		// manager; Kafka answers a client's produce to an internal topic
+		// the same way.
+		return nil, kerr.BadField(kerr.InvalidTopicException, "topic", "%s is an internal topic: clients cannot produce to it", tp.Topic)
 	}
 	acks := req.GetAcks()
 	if acks != 0 && acks != 1 && acks != -1 {

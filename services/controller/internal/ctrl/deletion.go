@@ -59,6 +59,8 @@ func (a *Active) deleteTopics(req *adminv1.DeleteTopicsRequest) (*adminv1.Delete
 		switch {
 		case count[name] > 1:
 			err = kerr.BadField(kerr.InvalidRequest, "topics", "topic %q appears more than once in the request", name)
+		case name == OffsetsTopic:
+			err = internalTopicRefusal("deleted")
 		case t == nil:
 			err = kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
 		case t.deleting:

@@ -68,6 +68,10 @@ func (a *Active) createTopics(req *adminv1.CreateTopicsRequest) (*adminv1.Create
 	for i, spec := range req.GetTopics() {
 		res := &adminv1.CreateTopicResult{Name: spec.GetName()}
 		resp.Results = append(resp.Results, res)
+		if spec.GetName() == OffsetsTopic {
+			setTopicErr(res, internalTopicRefusal("created"))
+			continue
+		}
 		if count[spec.GetName()] > 1 {
 			setTopicErr(res, kerr.BadField(kerr.InvalidRequest, "topics", "topic %q appears more than once in the request", spec.GetName()))
 			continue

@@ -30,6 +30,7 @@ type Control interface {
 	AlterPartition(context.Context, *controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error)
 	ControlledShutdown(context.Context, *controlv1.ControlledShutdownRequest) (*controlv1.ControlledShutdownResponse, error)
 	AllocateProducerIds(context.Context, *controlv1.AllocateProducerIdsRequest) (*controlv1.AllocateProducerIdsResponse, error)
+	CreateOffsetsTopic(context.Context, *controlv1.CreateOffsetsTopicRequest) (*controlv1.CreateOffsetsTopicResponse, error)
 	BrokerSession(ctx context.Context, recv func() (*controlv1.BrokerSessionRequest, error), send func(*controlv1.BrokerSessionResponse) error) error
 }
 
@@ -182,6 +183,14 @@ func (s *ControlServer) AllocateProducerIds(ctx context.Context, req *controlv1.
 		return nil, err
 	}
 	return b.AllocateProducerIds(ctx, req)
+}
+
+func (s *ControlServer) CreateOffsetsTopic(ctx context.Context, req *controlv1.CreateOffsetsTopicRequest) (*controlv1.CreateOffsetsTopicResponse, error) {
+	b, err := s.office.Active(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.CreateOffsetsTopic(ctx, req)
 }
 
 func (s *ControlServer) BrokerSession(stream controlv1.ControllerService_BrokerSessionServer) error {

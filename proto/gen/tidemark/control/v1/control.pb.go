@@ -1770,6 +1770,119 @@ func (x *AllocateProducerIdsResponse) GetCount() int32 {
 	return 0
 }
 
+type CreateOffsetsTopicRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateOffsetsTopicRequest) Reset() {
+	*x = CreateOffsetsTopicRequest{}
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateOffsetsTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateOffsetsTopicRequest) ProtoMessage() {}
+
+func (x *CreateOffsetsTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateOffsetsTopicRequest.ProtoReflect.Descriptor instead.
+func (*CreateOffsetsTopicRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CreateOffsetsTopicRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *CreateOffsetsTopicRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+type CreateOffsetsTopicResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	NumPartitions     int32                  `protobuf:"varint,1,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
+	ReplicationFactor int32                  `protobuf:"varint,2,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	// False when the topic already existed.
+	Created       bool `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateOffsetsTopicResponse) Reset() {
+	*x = CreateOffsetsTopicResponse{}
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateOffsetsTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateOffsetsTopicResponse) ProtoMessage() {}
+
+func (x *CreateOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateOffsetsTopicResponse.ProtoReflect.Descriptor instead.
+func (*CreateOffsetsTopicResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CreateOffsetsTopicResponse) GetNumPartitions() int32 {
+	if x != nil {
+		return x.NumPartitions
+	}
+	return 0
+}
+
+func (x *CreateOffsetsTopicResponse) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *CreateOffsetsTopicResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 var File_tidemark_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_tidemark_control_v1_control_proto_rawDesc = "" +
@@ -1926,7 +2039,14 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"_\n" +
 	"\x1bAllocateProducerIdsResponse\x12*\n" +
 	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count*\xcf\x03\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"[\n" +
+	"\x19CreateOffsetsTopicRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\x8c\x01\n" +
+	"\x1aCreateOffsetsTopicResponse\x12%\n" +
+	"\x0enum_partitions\x18\x01 \x01(\x05R\rnumPartitions\x12-\n" +
+	"\x12replication_factor\x18\x02 \x01(\x05R\x11replicationFactor\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated*\xcf\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_ISR_SHRINK\x10\x01\x12\x19\n" +
@@ -1947,12 +2067,13 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x14BrokerControlService\x12c\n" +
 	"\fLeaderAndIsr\x12(.tidemark.control.v1.LeaderAndIsrRequest\x1a).tidemark.control.v1.LeaderAndIsrResponse\x12i\n" +
 	"\x0eUpdateMetadata\x12*.tidemark.control.v1.UpdateMetadataRequest\x1a+.tidemark.control.v1.UpdateMetadataResponse\x12`\n" +
-	"\vStopReplica\x12'.tidemark.control.v1.StopReplicaRequest\x1a(.tidemark.control.v1.StopReplicaResponse2\xdb\x03\n" +
+	"\vStopReplica\x12'.tidemark.control.v1.StopReplicaRequest\x1a(.tidemark.control.v1.StopReplicaResponse2\xd2\x04\n" +
 	"\x11ControllerService\x12i\n" +
 	"\x0eAlterPartition\x12*.tidemark.control.v1.AlterPartitionRequest\x1a+.tidemark.control.v1.AlterPartitionResponse\x12u\n" +
 	"\x12ControlledShutdown\x12..tidemark.control.v1.ControlledShutdownRequest\x1a/.tidemark.control.v1.ControlledShutdownResponse\x12j\n" +
 	"\rBrokerSession\x12).tidemark.control.v1.BrokerSessionRequest\x1a*.tidemark.control.v1.BrokerSessionResponse(\x010\x01\x12x\n" +
-	"\x13AllocateProducerIds\x12/.tidemark.control.v1.AllocateProducerIdsRequest\x1a0.tidemark.control.v1.AllocateProducerIdsResponseB5Z3tidemark.io/proto/gen/tidemark/control/v1;controlv1b\x06proto3"
+	"\x13AllocateProducerIds\x12/.tidemark.control.v1.AllocateProducerIdsRequest\x1a0.tidemark.control.v1.AllocateProducerIdsResponse\x12u\n" +
+	"\x12CreateOffsetsTopic\x12..tidemark.control.v1.CreateOffsetsTopicRequest\x1a/.tidemark.control.v1.CreateOffsetsTopicResponseB5Z3tidemark.io/proto/gen/tidemark/control/v1;controlv1b\x06proto3"
 
 var (
 	file_tidemark_control_v1_control_proto_rawDescOnce sync.Once
@@ -1967,7 +2088,7 @@ func file_tidemark_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tidemark.control.v1.EventKind
 	(*LeaderAndIsrRequest)(nil),         // 1: tidemark.control.v1.LeaderAndIsrRequest
@@ -1994,38 +2115,40 @@ var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(*ClusterEvent)(nil),                // 22: tidemark.control.v1.ClusterEvent
 	(*AllocateProducerIdsRequest)(nil),  // 23: tidemark.control.v1.AllocateProducerIdsRequest
 	(*AllocateProducerIdsResponse)(nil), // 24: tidemark.control.v1.AllocateProducerIdsResponse
-	nil,                                 // 25: tidemark.control.v1.TopicConfig.ConfigsEntry
-	nil,                                 // 26: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	(*v1.PartitionState)(nil),           // 27: tidemark.common.v1.PartitionState
-	(*v1.Node)(nil),                     // 28: tidemark.common.v1.Node
-	(v1.ErrorCode)(0),                   // 29: tidemark.common.v1.ErrorCode
-	(*v1.TopicPartition)(nil),           // 30: tidemark.common.v1.TopicPartition
+	(*CreateOffsetsTopicRequest)(nil),   // 25: tidemark.control.v1.CreateOffsetsTopicRequest
+	(*CreateOffsetsTopicResponse)(nil),  // 26: tidemark.control.v1.CreateOffsetsTopicResponse
+	nil,                                 // 27: tidemark.control.v1.TopicConfig.ConfigsEntry
+	nil,                                 // 28: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	(*v1.PartitionState)(nil),           // 29: tidemark.common.v1.PartitionState
+	(*v1.Node)(nil),                     // 30: tidemark.common.v1.Node
+	(v1.ErrorCode)(0),                   // 31: tidemark.common.v1.ErrorCode
+	(*v1.TopicPartition)(nil),           // 32: tidemark.common.v1.TopicPartition
 }
 var file_tidemark_control_v1_control_proto_depIdxs = []int32{
-	27, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
-	28, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
+	29, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	30, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
 	4,  // 2: tidemark.control.v1.LeaderAndIsrRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	29, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	31, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 4: tidemark.control.v1.LeaderAndIsrResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	29, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	25, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
-	28, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
-	28, // 8: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
+	31, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	27, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
+	30, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
+	30, // 8: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
 	5,  // 9: tidemark.control.v1.UpdateMetadataRequest.brokers:type_name -> tidemark.control.v1.BrokerRegistration
-	27, // 10: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	29, // 10: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
 	4,  // 11: tidemark.control.v1.UpdateMetadataRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	26, // 12: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	29, // 13: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	28, // 12: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	31, // 13: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	9,  // 14: tidemark.control.v1.StopReplicaRequest.partitions:type_name -> tidemark.control.v1.StopReplicaPartition
-	29, // 15: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	31, // 15: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 16: tidemark.control.v1.StopReplicaResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
 	12, // 17: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
 	13, // 18: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
-	29, // 19: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	31, // 19: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	15, // 20: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
-	29, // 21: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	29, // 22: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	30, // 23: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
+	31, // 21: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	31, // 22: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	32, // 23: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
 	19, // 24: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
 	22, // 25: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
 	20, // 26: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
@@ -2037,15 +2160,17 @@ var file_tidemark_control_v1_control_proto_depIdxs = []int32{
 	16, // 32: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
 	18, // 33: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
 	23, // 34: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
-	2,  // 35: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
-	7,  // 36: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
-	10, // 37: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
-	14, // 38: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
-	17, // 39: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
-	21, // 40: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
-	24, // 41: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
+	25, // 35: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
+	2,  // 36: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
+	7,  // 37: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
+	10, // 38: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
+	14, // 39: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
+	17, // 40: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
+	21, // 41: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
+	24, // 42: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
+	26, // 43: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -2062,7 +2187,7 @@ func file_tidemark_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_control_v1_control_proto_rawDesc), len(file_tidemark_control_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

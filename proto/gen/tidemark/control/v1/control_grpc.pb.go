@@ -225,6 +225,7 @@ const (
 	ControllerService_ControlledShutdown_FullMethodName  = "/tidemark.control.v1.ControllerService/ControlledShutdown"
 	ControllerService_BrokerSession_FullMethodName       = "/tidemark.control.v1.ControllerService/BrokerSession"
 	ControllerService_AllocateProducerIds_FullMethodName = "/tidemark.control.v1.ControllerService/AllocateProducerIds"
+	ControllerService_CreateOffsetsTopic_FullMethodName  = "/tidemark.control.v1.ControllerService/CreateOffsetsTopic"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -246,6 +247,11 @@ type ControllerServiceClient interface {
 	BrokerSession(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BrokerSessionRequest, BrokerSessionResponse], error)
 	// AllocateProducerIds hands a broker a block of producer ids (kept in etcd).
 	AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error)
+	// CreateOffsetsTopic creates the internal topic __consumer_offsets unless
+	// it exists (offsets.topic.num.partitions, offsets.topic.replication.factor
+	// capped at the live brokers, compacted); a broker asks on the first
+	// FindCoordinator. Answers once the partitions have leaders.
+	CreateOffsetsTopic(ctx context.Context, in *CreateOffsetsTopicRequest, opts ...grpc.CallOption) (*CreateOffsetsTopicResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -299,6 +305,16 @@ func (c *controllerServiceClient) AllocateProducerIds(ctx context.Context, in *A
 	return out, nil
 }
 
+func (c *controllerServiceClient) CreateOffsetsTopic(ctx context.Context, in *CreateOffsetsTopicRequest, opts ...grpc.CallOption) (*CreateOffsetsTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateOffsetsTopicResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CreateOffsetsTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -318,6 +334,11 @@ type ControllerServiceServer interface {
 	BrokerSession(grpc.BidiStreamingServer[BrokerSessionRequest, BrokerSessionResponse]) error
 	// AllocateProducerIds hands a broker a block of producer ids (kept in etcd).
 	AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error)
+	// CreateOffsetsTopic creates the internal topic __consumer_offsets unless
+	// it exists (offsets.topic.num.partitions, offsets.topic.replication.factor
+	// capped at the live brokers, compacted); a broker asks on the first
+	// FindCoordinator. Answers once the partitions have leaders.
+	CreateOffsetsTopic(context.Context, *CreateOffsetsTopicRequest) (*CreateOffsetsTopicResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -339,6 +360,9 @@ func (UnimplementedControllerServiceServer) BrokerSession(grpc.BidiStreamingServ
 }
 func (UnimplementedControllerServiceServer) AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AllocateProducerIds not implemented")
+}
+func (UnimplementedControllerServiceServer) CreateOffsetsTopic(context.Context, *CreateOffsetsTopicRequest) (*CreateOffsetsTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateOffsetsTopic not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -422,6 +446,24 @@ func _ControllerService_AllocateProducerIds_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_CreateOffsetsTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateOffsetsTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CreateOffsetsTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CreateOffsetsTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CreateOffsetsTopic(ctx, req.(*CreateOffsetsTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -440,6 +482,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AllocateProducerIds",
 			Handler:    _ControllerService_AllocateProducerIds_Handler,
+		},
+		{
+			MethodName: "CreateOffsetsTopic",
+			Handler:    _ControllerService_CreateOffsetsTopic_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,458 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+	"unicode/utf16"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tidemark.io/services/broker/internal/lockorder"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/recordbatch"
+)
+
+// PartitionFor is the __consumer_offsets partition of a group: Kafka's
+// abs(groupId.hashCode()) % n, with Java's String.hashCode over UTF-16
+// code units and Kafka's Utils.abs (MinInt32 maps to 0), so a Kafka client
+// and tidemark agree on where a group lives.
+func PartitionFor(group string, n int32) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(group)) {
+		h = 31*h + int32(u)
+	}
+	if h == math.MinInt32 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % n
+}
+
+// Options configure a Coordinator.
+type Options struct {
+	Host   Host
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Tick is how often sessions, rebalance deadlines and leadership of the
+	// offsets partitions are checked; 0 means 50ms.
+	Tick time.Duration
+	// Registry, when set, receives the group metrics.
+	Registry prometheus.Registerer
+}
+
+// Coordinator is a broker's group coordinator: for every __consumer_offsets
+// partition the broker leads, it loads the partition's groups and offsets
+// and serves them; when leadership goes, it unloads them.
+//
+// Its mu is a leaf in the broker's lock order: it is held only around the
+// pure state machine and maps, never across a call into the replica
+// manager, the metadata cache or the network.
+type Coordinator struct {
+	host Host
+	log  *slog.Logger
+	now  func() time.Time
+	tick time.Duration
+
+	mu     lockorder.Mutex[lockorder.Leaf]
+	shards map[int32]*shard
+
+	createMu sync.Mutex // one CreateOffsetsTopic at a time (never held with mu)
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// shard is one __consumer_offsets partition this broker leads.
+type shard struct {
+	partition int32
+	epoch     int32
+	loading   bool
+	groups    map[string]*Group
+	offsets   map[string]map[TP]committed
+	// inflight counts commits being written per group and partition
+	// (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT then).
+	inflight map[string]map[TP]int
+	joins    map[string]chan JoinResult
+	syncs    map[string]chan SyncResult
+	// abandon ends the loader when the shard goes.
+	abandon chan struct{}
+}
+
+// committed is one committed offset and where its record is in the log:
+// a commit is applied only over an older record, so two commits of one
+// partition finishing out of order keep the later write.
+type committed struct {
+	OffsetValue
+	logOffset int64
+}
+
+// New starts a coordinator.
+func New(o Options) *Coordinator {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Tick <= 0 {
+		o.Tick = 50 * time.Millisecond
+	}
+	c := &Coordinator{host: o.Host, log: logging.OrDiscard(o.Logger), now: o.Now, tick: o.Tick,
+		shards: map[int32]*shard{}, stop: make(chan struct{})}
+	if o.Registry != nil {
+		o.Registry.MustRegister(collector{c})
+	}
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.run() }()
+	return c
+}
+
+// Close stops the coordinator; parked requests get NOT_COORDINATOR.
+func (c *Coordinator) Close() {
+	select {
+	case <-c.stop:
+		return
+	default:
+	}
+	close(c.stop)
+	c.wg.Wait()
+	c.mu.Lock()
+	for p, s := range c.shards {
+		c.unloadLocked(p, s)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Coordinator) run() {
+	t := time.NewTicker(c.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.reconcile()
+		c.expire()
+	}
+}
+
+// reconcile loads the offsets partitions this broker has come to lead and
+// unloads those it no longer leads (or leads in a newer epoch: a new
+// leadership reloads, since another coordinator may have written between).
+func (c *Coordinator) reconcile() {
+	n := c.host.PartitionCount(OffsetsTopic)
+	lead := map[int32]int32{}
+	for p := int32(0); p < n; p++ {
+		if epoch, ok := c.host.Leads(TP{OffsetsTopic, p}); ok {
+			lead[p] = epoch
+		}
+	}
+	var load []*shard
+	c.mu.Lock()
+	for p, s := range c.shards {
+		if epoch, ok := lead[p]; !ok || epoch != s.epoch {
+			c.unloadLocked(p, s)
+		}
+	}
+	for p, epoch := range lead {
+		if _, ok := c.shards[p]; !ok {
+			s := &shard{partition: p, epoch: epoch, loading: true, groups: map[string]*Group{}, offsets: map[string]map[TP]committed{},
+				inflight: map[string]map[TP]int{}, joins: map[string]chan JoinResult{}, syncs: map[string]chan SyncResult{}, abandon: make(chan struct{})}
+			c.shards[p] = s
+			load = append(load, s)
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range load {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.load(s) }()
+	}
+}
+
+func (c *Coordinator) unloadLocked(p int32, s *shard) {
+	delete(c.shards, p)
+	close(s.abandon)
+	err := kerr.New(kerr.NotCoordinator, "broker %d no longer coordinates the groups of %s-%d", c.host.BrokerID(), OffsetsTopic, p)
+	for _, g := range s.groups {
+		c.deliverLocked(s, g.ID, g.Kill(c.now(), err))
+	}
+	for k, ch := range s.joins {
+		ch <- JoinResult{Err: err}
+		delete(s.joins, k)
+	}
+	for k, ch := range s.syncs {
+		ch <- SyncResult{Err: err}
+		delete(s.syncs, k)
+	}
+	if !s.loading {
+		c.log.Info("unloaded groups", "partition", p, "groups", len(s.groups))
+	}
+}
+
+// load reads the partition's groups and offsets. It first waits until the
+// high watermark reaches the log end the new leader had when loading
+// began: everything an acknowledged commit wrote is below that end, and
+// reading only committed records keeps the state the cluster agrees on.
+func (c *Coordinator) load(s *shard) {
+	tp := TP{OffsetsTopic, s.partition}
+	start := c.now()
+	target := int64(-1)
+	for {
+		offs, ok := c.host.LocalOffsets(tp)
+		if !ok {
+			return
+		}
+		if target < 0 {
+			target = offs.LogEnd
+		}
+		if offs.HighWatermark >= target {
+			break
+		}
+		select {
+		case <-s.abandon:
+			return
+		case <-c.stop:
+			return
+		case <-time.After(c.tick / 5):
+		}
+	}
+	groups := map[string]*Group{}
+	offsets := map[string]map[TP]committed{}
+	offs, _ := c.host.LocalOffsets(tp)
+	now := c.now()
+	records := 0
+	for off := offs.LogStart; off < target; {
+		buf, next, err := c.host.Read(tp, off, target)
+		if err != nil {
+			c.log.Error("loading groups failed; retrying on the next leadership check", "partition", s.partition, "err", err)
+			c.mu.Lock()
+			if c.shards[s.partition] == s {
+				c.unloadLocked(s.partition, s)
+			}
+			c.mu.Unlock()
+			return
+		}
+		if next <= off {
+			break
+		}
+		for batch, err := range recordbatch.All(buf) {
+			if err != nil {
+				break
+			}
+			for rec, err := range batch.Records() {
+				if err != nil || rec.Offset < off || rec.Offset >= target {
+					continue
+				}
+				records++
+				applyRecord(groups, offsets, rec, now)
+			}
+		}
+		off = next
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shards[s.partition] != s {
+		return
+	}
+	// Commits written while loading (none: writes wait for the load) and
+	// groups created by requests answered LOAD_IN_PROGRESS do not exist.
+	s.groups, s.offsets, s.loading = groups, offsets, false
+	c.log.Info("loaded groups", "partition", s.partition, "leader_epoch", s.epoch, "groups", len(groups), "records", records,
+		"took", c.now().Sub(start).Round(time.Millisecond).String())
+}
+
+// applyRecord replays one record of the log into the loaded state.
+func applyRecord(groups map[string]*Group, offsets map[string]map[TP]committed, rec recordbatch.Record, now time.Time) {
+	k, err := DecodeKey(rec.Key)
+	if err != nil {
+		return
+	}
+	if k.IsOffset {
+		tp := TP{k.Topic, k.Partition}
+		if rec.Value == nil {
+			delete(offsets[k.Group], tp)
+			if len(offsets[k.Group]) == 0 {
+				delete(offsets, k.Group)
+			}
+			return
+		}
+		v, err := DecodeOffset(rec.Value)
+		if err != nil {
+			return
+		}
+		if offsets[k.Group] == nil {
+			offsets[k.Group] = map[TP]committed{}
+		}
+		offsets[k.Group][tp] = committed{OffsetValue: v, logOffset: rec.Offset}
+		return
+	}
+	if rec.Value == nil {
+		delete(groups, k.Group)
+		return
+	}
+	v, err := DecodeGroup(rec.Value)
+	if err != nil {
+		return
+	}
+	groups[k.Group] = Restore(k.Group, v, now)
+}
+
+// expire runs every loaded group's clock: session timeouts, handed-out
+// member ids, rebalance deadlines; and empty groups' offset retention.
+func (c *Coordinator) expire() {
+	now := c.now()
+	type write struct {
+		tp    TP
+		batch []byte
+	}
+	var writes []write
+	retention := time.Duration(c.host.Config().OffsetsRetentionMinutes) * time.Minute
+	c.mu.Lock()
+	for _, s := range c.shards {
+		if s.loading {
+			continue
+		}
+		for id, g := range s.groups {
+			eff := g.Tick(now)
+			c.deliverLocked(s, id, eff)
+			if eff.Persist {
+				writes = append(writes, write{TP{OffsetsTopic, s.partition}, groupBatch(g, now)})
+			}
+			// A group that never got a member, or whose last member
+			// left, and has no offsets is forgotten (its metadata
+			// record says Empty; DeleteGroups is what tombstones it).
+			if g.State == Empty && g.Size() == 0 && !g.HasPending() && len(s.offsets[id]) == 0 && len(s.inflight[id]) == 0 {
+				delete(s.groups, id)
+			}
+		}
+		// Offsets of a group without members expire retention after
+		// their commit (Kafka's offsets.retention.minutes since KIP-211).
+		for id, offs := range s.offsets {
+			if g, ok := s.groups[id]; ok && g.Size() > 0 {
+				continue
+			}
+			var b recordbatch.Builder
+			for tp, o := range offs {
+				if s.inflight[id][tp] == 0 && now.Sub(time.UnixMilli(o.CommitTimestamp)) > retention {
+					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(id, tp.Topic, tp.Partition)})
+					delete(offs, tp)
+				}
+			}
+			if b.Count() > 0 {
+				writes = append(writes, write{TP{OffsetsTopic, s.partition}, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))})
+			}
+			if len(offs) == 0 {
+				delete(s.offsets, id)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range writes {
+		c.background(w.tp, w.batch)
+	}
+}
+
+// background writes a group's metadata or tombstones without a caller
+// waiting; a failed write is logged (the next change writes again, and a
+// coordinator that lost leadership unloads).
+func (c *Coordinator) background(tp TP, batch []byte) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.host.Append(ctx, tp, batch); err != nil {
+			c.log.Warn("writing group metadata failed", "partition", tp.Partition, "err", err)
+		}
+	}()
+}
+
+// deliverLocked hands the answers of a step to the parked requests.
+func (c *Coordinator) deliverLocked(s *shard, group string, eff Effects) {
+	for id, r := range eff.Joins {
+		if ch, ok := s.joins[waitKey(group, id)]; ok {
+			ch <- r
+			delete(s.joins, waitKey(group, id))
+		}
+	}
+	for id, r := range eff.Syncs {
+		if ch, ok := s.syncs[waitKey(group, id)]; ok {
+			ch <- r
+			delete(s.syncs, waitKey(group, id))
+		}
+	}
+}
+
+func waitKey(group, member string) string { return group + "\x00" + member }
+
+// groupBatch is the batch persisting g: its metadata, or a tombstone once
+// it is dead.
+func groupBatch(g *Group, now time.Time) []byte {
+	var b recordbatch.Builder
+	rec := recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(g.ID)}
+	if g.State != Dead {
+		rec.Value = EncodeGroup(g.Value())
+	}
+	b.Append(rec)
+	return clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// newMemberID is Kafka's clientId-uuid.
+func newMemberID(clientID string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	if clientID == "" {
+		clientID = "member"
+	}
+	return clientID + "-" + hex.EncodeToString(b[:])
+}
+
+// shardFor finds the loaded shard coordinating group, or the error to
+// answer: NOT_COORDINATOR (with the coordinator the metadata names) or
+// COORDINATOR_LOAD_IN_PROGRESS. Called without mu; returns with mu held
+// on success.
+func (c *Coordinator) lockShard(group string) (*shard, error) {
+	if group == "" {
+		return nil, kerr.BadField(kerr.InvalidGroupID, "group_id", "must not be empty")
+	}
+	n := c.host.PartitionCount(OffsetsTopic)
+	if n == 0 {
+		return nil, kerr.New(kerr.CoordinatorNotAvailable, "%s does not exist yet: call FindCoordinator first", OffsetsTopic)
+	}
+	p := PartitionFor(group, n)
+	hint, hasHint := c.host.PartitionLeader(TP{OffsetsTopic, p})
+	c.mu.Lock()
+	s, ok := c.shards[p]
+	if !ok {
+		c.mu.Unlock()
+		e := kerr.New(kerr.NotCoordinator, "broker %d is not the coordinator of group %q (%s-%d)", c.host.BrokerID(), group, OffsetsTopic, p)
+		if hasHint && hint.ID != c.host.BrokerID() {
+			e.Coordinator = &kerr.NodeHint{ID: hint.ID, Address: hint.Address}
+		}
+		return nil, e
+	}
+	if s.loading {
+		c.mu.Unlock()
+		return nil, kerr.New(kerr.CoordinatorLoadInProgress, "broker %d is loading the groups of %s-%d", c.host.BrokerID(), OffsetsTopic, p)
+	}
+	return s, nil
+}
+
+// limits reads the group settings in force.
+func (c *Coordinator) limits() Limits {
+	cfg := c.host.Config()
+	return Limits{
+		MinSessionTimeout:     time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
+		MaxSessionTimeout:     time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
+		InitialRebalanceDelay: time.Duration(cfg.GroupInitialRebalanceDelayMs) * time.Millisecond,
+		MaxSize:               int(min(cfg.GroupMaxSize, math.MaxInt32)),
+	}
+}

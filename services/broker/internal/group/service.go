@@ -1,0 +1,578 @@
+package group
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/peer"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// Service serves tidemark.group.v1.GroupService from a Coordinator.
+type Service struct {
+	groupv1.UnimplementedGroupServiceServer
+	C *Coordinator
+}
+
+var _ groupv1.GroupServiceServer = (*Service)(nil)
+
+func code(err *kerr.Error) commonv1.ErrorCode {
+	if err == nil {
+		return commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED
+	}
+	return commonv1.ErrorCode(err.Code)
+}
+
+// FindCoordinator names the leader of the group's offsets partition,
+// having the controller create __consumer_offsets on first use.
+func (s *Service) FindCoordinator(ctx context.Context, req *groupv1.FindCoordinatorRequest) (*groupv1.FindCoordinatorResponse, error) {
+	if req.GetKey() == "" {
+		return nil, kerr.BadField(kerr.InvalidGroupID, "key", "must not be empty")
+	}
+	c := s.C
+	n := c.host.PartitionCount(OffsetsTopic)
+	if n == 0 {
+		c.createMu.Lock()
+		err := c.host.CreateOffsetsTopic(ctx)
+		c.createMu.Unlock()
+		if err != nil {
+			e := kerr.As(err)
+			if e.Code == kerr.NotController || e.Code.Retriable() {
+				return nil, kerr.New(kerr.CoordinatorNotAvailable, "creating %s: %v", OffsetsTopic, err)
+			}
+			return nil, err
+		}
+		// The controller answered once the leaders accepted their roles;
+		// the metadata reaches this broker on its own path.
+		deadline := time.Now().Add(5 * time.Second)
+		for n = c.host.PartitionCount(OffsetsTopic); n == 0 && time.Now().Before(deadline); n = c.host.PartitionCount(OffsetsTopic) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if n == 0 {
+			return nil, kerr.New(kerr.CoordinatorNotAvailable, "%s was created but this broker has no metadata for it yet", OffsetsTopic)
+		}
+	}
+	p := PartitionFor(req.GetKey(), n)
+	leader, ok := c.host.PartitionLeader(TP{OffsetsTopic, p})
+	if !ok {
+		return nil, kerr.New(kerr.CoordinatorNotAvailable, "%s-%d has no leader", OffsetsTopic, p)
+	}
+	return &groupv1.FindCoordinatorResponse{Coordinator: &commonv1.Node{Id: leader.ID, Address: leader.Address}, Partition: p}, nil
+}
+
+func clientHost(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+			return "/" + h
+		}
+		return "/" + p.Addr.String()
+	}
+	return ""
+}
+
+// JoinGroup joins the group and waits for the join phase to end.
+func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) (*groupv1.JoinGroupResponse, error) {
+	c := s.C
+	lim := c.limits()
+	jr := JoinRequest{MemberID: req.GetMemberId(), InstanceID: req.GetGroupInstanceId(), ClientID: req.GetClientId(), ClientHost: clientHost(ctx),
+		SessionTimeout: time.Duration(req.GetSessionTimeoutMs()) * time.Millisecond, RebalanceTimeout: time.Duration(req.GetRebalanceTimeoutMs()) * time.Millisecond,
+		ProtocolType: req.GetProtocolType(), NewMemberID: newMemberID(req.GetClientId())}
+	for _, p := range req.GetProtocols() {
+		jr.Protocols = append(jr.Protocols, Protocol{Name: p.GetName(), Metadata: p.GetMetadata()})
+	}
+	sh, err := c.lockShard(req.GetGroupId())
+	if err != nil {
+		return nil, err
+	}
+	g := sh.groups[req.GetGroupId()]
+	if g == nil {
+		if req.GetMemberId() != "" && req.GetGroupInstanceId() == "" {
+			c.mu.Unlock()
+			return nil, kerr.New(kerr.UnknownMemberID, "group %q does not exist", req.GetGroupId())
+		}
+		g = NewGroup(req.GetGroupId(), c.now())
+	}
+	res, parked, eff := g.Join(c.now(), lim, jr)
+	if g.Size() > 0 || g.HasPending() || sh.groups[g.ID] != nil {
+		sh.groups[g.ID] = g
+	}
+	var ch chan JoinResult
+	if res == nil {
+		ch = make(chan JoinResult, 1)
+		if old, ok := sh.joins[waitKey(g.ID, parked)]; ok {
+			old <- JoinResult{Err: kerr.New(kerr.UnknownMemberID, "a newer JoinGroup of member %q replaced this one", parked)}
+		}
+		sh.joins[waitKey(g.ID, parked)] = ch
+	}
+	c.deliverLocked(sh, g.ID, eff)
+	var persist []byte
+	if eff.Persist {
+		persist = groupBatch(g, c.now())
+	}
+	c.mu.Unlock()
+	if persist != nil {
+		c.background(TP{OffsetsTopic, sh.partition}, persist)
+	}
+	if res == nil {
+		select {
+		case r := <-ch:
+			res = &r
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	out := &groupv1.JoinGroupResponse{GenerationId: res.Generation, ProtocolType: res.ProtocolType, ProtocolName: res.Protocol,
+		Leader: res.Leader, SkipAssignment: res.SkipAssignment, MemberId: res.MemberID}
+	for _, m := range res.Members {
+		out.Members = append(out.Members, &groupv1.JoinGroupMember{MemberId: m.MemberID, GroupInstanceId: m.InstanceID, Metadata: m.Metadata})
+	}
+	return out, nil
+}
+
+// SyncGroup hands out the leader's assignment.
+func (s *Service) SyncGroup(ctx context.Context, req *groupv1.SyncGroupRequest) (*groupv1.SyncGroupResponse, error) {
+	c := s.C
+	sh, err := c.lockShard(req.GetGroupId())
+	if err != nil {
+		return nil, err
+	}
+	g := sh.groups[req.GetGroupId()]
+	if g == nil {
+		c.mu.Unlock()
+		return nil, kerr.New(kerr.UnknownMemberID, "group %q does not exist", req.GetGroupId())
+	}
+	assign := map[string][]byte{}
+	for _, a := range req.GetAssignments() {
+		assign[a.GetMemberId()] = a.GetAssignment()
+	}
+	res, eff := g.Sync(c.now(), req.GetMemberId(), req.GetGroupInstanceId(), req.GetGenerationId(), req.GetProtocolType(), req.GetProtocolName(), assign)
+	var ch chan SyncResult
+	if res == nil {
+		ch = make(chan SyncResult, 1)
+		sh.syncs[waitKey(g.ID, req.GetMemberId())] = ch
+	}
+	c.deliverLocked(sh, g.ID, eff)
+	var persist []byte
+	if eff.Persist {
+		persist = groupBatch(g, c.now())
+	}
+	c.mu.Unlock()
+	if persist != nil {
+		c.background(TP{OffsetsTopic, sh.partition}, persist)
+	}
+	if res == nil {
+		select {
+		case r := <-ch:
+			res = &r
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return &groupv1.SyncGroupResponse{ProtocolType: res.ProtocolType, ProtocolName: res.Protocol, Assignment: res.Assignment}, nil
+}
+
+// Heartbeat keeps a member alive.
+func (s *Service) Heartbeat(ctx context.Context, req *groupv1.HeartbeatRequest) (*groupv1.HeartbeatResponse, error) {
+	c := s.C
+	sh, err := c.lockShard(req.GetGroupId())
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	g := sh.groups[req.GetGroupId()]
+	if g == nil {
+		return nil, kerr.New(kerr.UnknownMemberID, "group %q does not exist", req.GetGroupId())
+	}
+	if e := g.Heartbeat(c.now(), req.GetMemberId(), req.GetGroupInstanceId(), req.GetGenerationId()); e != nil {
+		return nil, e
+	}
+	return &groupv1.HeartbeatResponse{}, nil
+}
+
+// LeaveGroup removes members.
+func (s *Service) LeaveGroup(ctx context.Context, req *groupv1.LeaveGroupRequest) (*groupv1.LeaveGroupResponse, error) {
+	if len(req.GetMembers()) == 0 {
+		return nil, kerr.BadField(kerr.InvalidRequest, "members", "name at least one member")
+	}
+	c := s.C
+	sh, err := c.lockShard(req.GetGroupId())
+	if err != nil {
+		return nil, err
+	}
+	g := sh.groups[req.GetGroupId()]
+	if g == nil {
+		c.mu.Unlock()
+		return nil, kerr.New(kerr.UnknownMemberID, "group %q does not exist", req.GetGroupId())
+	}
+	who := make([]MemberIdentity, len(req.GetMembers()))
+	for i, m := range req.GetMembers() {
+		who[i] = MemberIdentity{MemberID: m.GetMemberId(), InstanceID: m.GetGroupInstanceId()}
+	}
+	errs, eff := g.Leave(c.now(), who)
+	c.deliverLocked(sh, g.ID, eff)
+	var persist []byte
+	if eff.Persist {
+		persist = groupBatch(g, c.now())
+	}
+	c.mu.Unlock()
+	if persist != nil {
+		c.background(TP{OffsetsTopic, sh.partition}, persist)
+	}
+	out := &groupv1.LeaveGroupResponse{}
+	for i, m := range req.GetMembers() {
+		out.Members = append(out.Members, &groupv1.LeaveGroupMemberResult{MemberId: m.GetMemberId(), GroupInstanceId: m.GetGroupInstanceId(), ErrorCode: code(errs[i])})
+	}
+	return out, nil
+}
+
+// commitEntry is one partition's offset to write.
+type commitEntry struct {
+	tp TP
+	v  OffsetValue
+}
+
+// OffsetCommit writes committed offsets with acks=all and answers once
+// they are acknowledged.
+func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
+	c := s.C
+	maxMeta := int(c.host.Config().OffsetMetadataMaxBytes)
+	out := &groupv1.OffsetCommitResponse{}
+	var entries []commitEntry
+	now := c.now()
+	for _, t := range req.GetTopics() {
+		if t.GetName() == "" {
+			return nil, kerr.BadField(kerr.InvalidTopicException, "topics.name", "must not be empty")
+		}
+		tr := &groupv1.OffsetCommitTopicResult{Name: t.GetName()}
+		out.Topics = append(out.Topics, tr)
+		for _, p := range t.GetPartitions() {
+			pr := &groupv1.OffsetCommitPartitionResult{Partition: p.GetPartition()}
+			tr.Partitions = append(tr.Partitions, pr)
+			switch {
+			case p.GetPartition() < 0:
+				pr.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+			case len(p.GetMetadata()) > maxMeta:
+				pr.ErrorCode = commonv1.ErrorCode_ERROR_CODE_OFFSET_METADATA_TOO_LARGE
+			default:
+				entries = append(entries, commitEntry{TP{t.GetName(), p.GetPartition()},
+					OffsetValue{Offset: p.GetCommittedOffset(), LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: p.GetMetadata(), CommitTimestamp: now.UnixMilli()}})
+			}
+		}
+	}
+	if err := c.commit(ctx, req.GetGroupId(), req.GetMemberId(), req.GetGroupInstanceId(), req.GetGenerationId(), entries); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// commit fences the committer, writes the offsets in one acks=all batch
+// through the produce path and applies them once acknowledged.
+func (c *Coordinator) commit(ctx context.Context, group, member, instance string, generation int32, entries []commitEntry) error {
+	sh, err := c.lockShard(group)
+	if err != nil {
+		return err
+	}
+	g := sh.groups[group]
+	created := g == nil
+	if created {
+		g = NewGroup(group, c.now())
+	}
+	if e := g.CheckCommit(c.now(), member, instance, generation); e != nil {
+		c.mu.Unlock()
+		return e
+	}
+	if len(entries) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	if created {
+		sh.groups[group] = g
+	}
+	if sh.inflight[group] == nil {
+		sh.inflight[group] = map[TP]int{}
+	}
+	var b recordbatch.Builder
+	for _, e := range entries {
+		sh.inflight[group][e.tp]++
+		b.Append(recordbatch.Record{Timestamp: e.v.CommitTimestamp, Key: OffsetKey(group, e.tp.Topic, e.tp.Partition), Value: EncodeOffset(e.v)})
+	}
+	batch := clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+	c.mu.Unlock()
+
+	last, werr := c.host.Append(ctx, TP{OffsetsTopic, sh.partition}, batch)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range entries {
+		if sh.inflight[group][e.tp]--; sh.inflight[group][e.tp] <= 0 {
+			delete(sh.inflight[group], e.tp)
+		}
+	}
+	if werr != nil {
+		return commitError(werr)
+	}
+	if c.shards[sh.partition] != sh {
+		// Written and acknowledged, but the shard moved on: the new
+		// coordinator loads it from the log.
+		return nil
+	}
+	if sh.offsets[group] == nil {
+		sh.offsets[group] = map[TP]committed{}
+	}
+	first := last - int64(len(entries)) + 1
+	for i, e := range entries {
+		at := first + int64(i)
+		if cur, ok := sh.offsets[group][e.tp]; !ok || cur.logOffset < at {
+			sh.offsets[group][e.tp] = committed{OffsetValue: e.v, logOffset: at}
+		}
+	}
+	return nil
+}
+
+// commitError maps a failed write of __consumer_offsets to what a committer
+// understands, as Kafka does: the coordinator moved, or is not available.
+func commitError(err error) error {
+	e := kerr.As(err)
+	switch e.Code {
+	case kerr.NotLeaderOrFollower, kerr.FencedLeaderEpoch, kerr.KafkaStorageError:
+		return kerr.New(kerr.NotCoordinator, "the coordinator lost its offsets partition: %s", e.Message)
+	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut, kerr.LeaderNotAvailable:
+		return kerr.New(kerr.CoordinatorNotAvailable, "the commit was not acknowledged by the offsets partition's replicas: %s", e.Error())
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+		return kerr.New(kerr.InvalidCommitOffsetSize, "%s", e.Message)
+	}
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return err
+	}
+	return kerr.New(kerr.UnknownServerError, "writing the commit: %v", err)
+}
+
+// OffsetFetch returns committed offsets.
+func (s *Service) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
+	c := s.C
+	sh, err := c.lockShard(req.GetGroupId())
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	offs := sh.offsets[req.GetGroupId()]
+	inflight := sh.inflight[req.GetGroupId()]
+	out := &groupv1.OffsetFetchResponse{}
+	row := func(tp TP) *groupv1.OffsetFetchPartition {
+		p := &groupv1.OffsetFetchPartition{Partition: tp.Partition, CommittedOffset: -1, CommittedLeaderEpoch: -1}
+		if req.GetRequireStable() && inflight[tp] > 0 {
+			p.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT
+			return p
+		}
+		if o, ok := offs[tp]; ok {
+			p.CommittedOffset, p.CommittedLeaderEpoch, p.Metadata = o.Offset, o.LeaderEpoch, o.Metadata
+		}
+		return p
+	}
+	if len(req.GetTopics()) == 0 {
+		byTopic := map[string]*groupv1.OffsetFetchTopicResult{}
+		for _, tp := range sortedTPs(offs) {
+			t := byTopic[tp.Topic]
+			if t == nil {
+				t = &groupv1.OffsetFetchTopicResult{Name: tp.Topic}
+				byTopic[tp.Topic] = t
+				out.Topics = append(out.Topics, t)
+			}
+			t.Partitions = append(t.Partitions, row(tp))
+		}
+		return out, nil
+	}
+	for _, t := range req.GetTopics() {
+		tr := &groupv1.OffsetFetchTopicResult{Name: t.GetName()}
+		parts := t.GetPartitions()
+		if len(parts) == 0 {
+			for _, tp := range sortedTPs(offs) {
+				if tp.Topic == t.GetName() {
+					parts = append(parts, tp.Partition)
+				}
+			}
+		}
+		for _, p := range parts {
+			tr.Partitions = append(tr.Partitions, row(TP{t.GetName(), p}))
+		}
+		out.Topics = append(out.Topics, tr)
+	}
+	return out, nil
+}
+
+func sortedTPs(m map[TP]committed) []TP {
+	out := make([]TP, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// ListGroups lists the groups of every loaded offsets partition.
+func (s *Service) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest) (*groupv1.ListGroupsResponse, error) {
+	c := s.C
+	var states []State
+	for _, f := range req.GetStatesFilter() {
+		st, ok := ParseState(f)
+		if !ok {
+			return nil, kerr.BadField(kerr.InvalidRequest, "states_filter", "unknown state %q (Empty, PreparingRebalance, CompletingRebalance, Stable, Dead)", f)
+		}
+		states = append(states, st)
+	}
+	id := c.host.BrokerID()
+	out := &groupv1.ListGroupsResponse{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]bool{}
+	add := func(gid, ptype string, st State) {
+		if seen[gid] {
+			return
+		}
+		seen[gid] = true
+		if len(states) > 0 && !slices.Contains(states, st) {
+			return
+		}
+		if len(req.GetTypesFilter()) > 0 && !slices.Contains(req.GetTypesFilter(), ptype) {
+			return
+		}
+		out.Groups = append(out.Groups, &groupv1.ListedGroup{GroupId: gid, ProtocolType: ptype, GroupState: st.String(), CoordinatorId: id})
+	}
+	for _, sh := range c.shards {
+		if sh.loading {
+			return nil, kerr.New(kerr.CoordinatorLoadInProgress, "broker %d is loading the groups of %s-%d", id, OffsetsTopic, sh.partition)
+		}
+		for gid, g := range sh.groups {
+			if g.State != Dead {
+				add(gid, g.ProtocolType, g.State)
+			}
+		}
+		for gid := range sh.offsets {
+			add(gid, "", Empty)
+		}
+	}
+	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].GroupId < out.Groups[j].GroupId })
+	return out, nil
+}
+
+// DescribeGroups describes groups this broker coordinates.
+func (s *Service) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest) (*groupv1.DescribeGroupsResponse, error) {
+	c := s.C
+	out := &groupv1.DescribeGroupsResponse{}
+	me := c.host.Self()
+	self := &commonv1.Node{Id: me.ID, Address: me.Address}
+	for _, gid := range req.GetGroupIds() {
+		d := &groupv1.DescribedGroup{GroupId: gid}
+		out.Groups = append(out.Groups, d)
+		sh, err := c.lockShard(gid)
+		if err != nil {
+			d.ErrorCode = code(kerr.As(err))
+			continue
+		}
+		d.Coordinator = self
+		g := sh.groups[gid]
+		if g == nil || g.State == Dead {
+			d.GroupState = Dead.String()
+			if _, ok := sh.offsets[gid]; ok {
+				d.GroupState = Empty.String()
+			}
+			c.mu.Unlock()
+			continue
+		}
+		d.GroupState, d.ProtocolType, d.ProtocolName, d.GenerationId, d.Leader = g.State.String(), g.ProtocolType, g.Protocol, g.Generation, g.Leader
+		for _, m := range g.Members() {
+			md, _ := m.metadataFor(g.Protocol)
+			d.Members = append(d.Members, &groupv1.DescribedGroupMember{MemberId: m.ID, GroupInstanceId: m.InstanceID, ClientId: m.ClientID,
+				ClientHost: m.ClientHost, MemberMetadata: md, MemberAssignment: m.Assignment})
+		}
+		c.mu.Unlock()
+	}
+	return out, nil
+}
+
+// DeleteGroups deletes groups without members: tombstones for the group
+// and each of its offsets, written with acks=all.
+func (s *Service) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest) (*groupv1.DeleteGroupsResponse, error) {
+	c := s.C
+	out := &groupv1.DeleteGroupsResponse{}
+	for _, gid := range req.GetGroupIds() {
+		r := &groupv1.DeletableGroupResult{GroupId: gid}
+		out.Results = append(out.Results, r)
+		if err := c.deleteGroup(ctx, gid); err != nil {
+			r.ErrorCode = code(kerr.As(err))
+		}
+	}
+	return out, nil
+}
+
+func (c *Coordinator) deleteGroup(ctx context.Context, gid string) error {
+	sh, err := c.lockShard(gid)
+	if err != nil {
+		return err
+	}
+	g := sh.groups[gid]
+	offs := sh.offsets[gid]
+	switch {
+	case g != nil && g.Size() > 0:
+		c.mu.Unlock()
+		return kerr.New(kerr.NonEmptyGroup, "group %q has %d members", gid, g.Size())
+	case (g == nil || g.State == Dead) && len(offs) == 0:
+		c.mu.Unlock()
+		return kerr.New(kerr.GroupIDNotFound, "group %q does not exist", gid)
+	case len(sh.inflight[gid]) > 0:
+		c.mu.Unlock()
+		return kerr.New(kerr.NonEmptyGroup, "group %q has commits being written", gid)
+	}
+	now := c.now()
+	if g == nil {
+		g = NewGroup(gid, now)
+		sh.groups[gid] = g
+	}
+	g.Kill(now, nil)
+	var b recordbatch.Builder
+	b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(gid)})
+	for _, tp := range sortedTPs(offs) {
+		b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(gid, tp.Topic, tp.Partition)})
+	}
+	batch := clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+	c.mu.Unlock()
+	_, werr := c.host.Append(ctx, TP{OffsetsTopic, sh.partition}, batch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shards[sh.partition] != sh {
+		if werr != nil {
+			return commitError(werr)
+		}
+		return nil
+	}
+	if werr != nil {
+		g.transition(Empty, c.now())
+		return commitError(werr)
+	}
+	delete(sh.groups, gid)
+	delete(sh.offsets, gid)
+	c.log.Info("deleted group", "group", gid, "offsets", len(offs))
+	return nil
+}

@@ -1,0 +1,567 @@
+package clustertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/controller"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
+)
+
+// groupSettings keep the group timings short for tests: sessions from
+// 100ms, no initial rebalance delay.
+var groupSettings = map[string]string{
+	"group.min.session.timeout.ms":     "100",
+	"group.initial.rebalance.delay.ms": "0",
+}
+
+// offsetsPartitions sets the controller's offsets.topic.num.partitions.
+func offsetsPartitions(n int32) func(*controller.Config) {
+	return func(cfg *controller.Config) { cfg.OffsetsTopicNumPartitions = n }
+}
+
+func startGroupCluster(t *testing.T) *Cluster {
+	t.Helper()
+	return Start(t, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
+}
+
+// groups is a test's handle on the group API: it finds the coordinator
+// and goes to it, retrying while the coordinator moves or loads.
+type groups struct {
+	c *Cluster
+}
+
+func (g groups) on(id int32) groupv1.GroupServiceClient {
+	return groupv1.NewGroupServiceClient(g.c.conn(g.c.brokerCfg[id].Listen))
+}
+
+// any returns the group API on some running broker.
+func (g groups) any() groupv1.GroupServiceClient {
+	for id := range g.c.brokerCfg {
+		if g.c.Broker(id) != nil {
+			return g.on(id)
+		}
+	}
+	g.c.T.Fatal("no broker is running")
+	return nil
+}
+
+// coordinator finds the group's coordinator, retrying while there is none.
+func (g groups) coordinator(group string) int32 {
+	g.c.T.Helper()
+	var id int32 = -1
+	g.c.WaitFor(30*time.Second, "a coordinator for "+group, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := g.any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: group})
+		if err != nil {
+			return false
+		}
+		id = resp.GetCoordinator().GetId()
+		return g.c.Broker(id) != nil
+	})
+	return id
+}
+
+// call runs fn against the group's coordinator until it answers something
+// other than a coordinator-moving error.
+func call[T any](g groups, group string, fn func(ctx context.Context, api groupv1.GroupServiceClient) (T, error)) (T, error) {
+	g.c.T.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		id := g.coordinator(group)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		v, err := fn(ctx, g.on(id))
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+		switch kerr.FromStatus(err).Code {
+		case kerr.NotCoordinator, kerr.CoordinatorLoadInProgress, kerr.CoordinatorNotAvailable, kerr.NetworkException:
+			if time.Now().Before(deadline) {
+				time.Sleep(25 * time.Millisecond)
+				continue
+			}
+		}
+		return v, kerr.FromStatus(err)
+	}
+}
+
+var rangeProtocol = []*groupv1.JoinGroupProtocol{{Name: "range", Metadata: []byte("sub")}}
+
+// join joins as a new member (both KIP-394 round trips) and returns the
+// join answer.
+func (g groups) join(group, instance string, session time.Duration) *groupv1.JoinGroupResponse {
+	g.c.T.Helper()
+	req := &groupv1.JoinGroupRequest{GroupId: group, SessionTimeoutMs: int32(session.Milliseconds()), GroupInstanceId: instance,
+		ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"}
+	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
+		return api.JoinGroup(ctx, req)
+	})
+	if e := kerr.As(err); e != nil && e.Code == kerr.MemberIDRequired {
+		if e.MemberID == "" {
+			g.c.T.Fatal("MEMBER_ID_REQUIRED without a member id")
+		}
+		req.MemberId = e.MemberID
+		resp, err = call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
+			return api.JoinGroup(ctx, req)
+		})
+	}
+	if err != nil {
+		g.c.T.Fatalf("join %s: %v", group, err)
+	}
+	return resp
+}
+
+// syncAlone syncs a one-member group whose leader assigns itself.
+func (g groups) syncAlone(group string, j *groupv1.JoinGroupResponse, instance string) {
+	g.c.T.Helper()
+	_, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.SyncGroupResponse, error) {
+		return api.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: group, GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(),
+			GroupInstanceId: instance, Assignments: []*groupv1.SyncGroupAssignment{{MemberId: j.GetMemberId(), Assignment: []byte("all")}}})
+	})
+	if err != nil {
+		g.c.T.Fatalf("sync %s: %v", group, err)
+	}
+}
+
+func (g groups) commit(group string, gen int32, member, instance string, offsets map[int32]int64) error {
+	t := &groupv1.OffsetCommitTopic{Name: "orders"}
+	for p, o := range offsets {
+		t.Partitions = append(t.Partitions, &groupv1.OffsetCommitPartition{Partition: p, CommittedOffset: o, CommittedLeaderEpoch: -1, Metadata: "m"})
+	}
+	_, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance,
+			Topics: []*groupv1.OffsetCommitTopic{t}})
+	})
+	return err
+}
+
+func (g groups) fetch(group string) map[int32]int64 {
+	g.c.T.Helper()
+	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+		return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group})
+	})
+	if err != nil {
+		g.c.T.Fatalf("offset fetch %s: %v", group, err)
+	}
+	out := map[int32]int64{}
+	for _, t := range resp.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			if p.GetCommittedOffset() >= 0 {
+				out[p.GetPartition()] = p.GetCommittedOffset()
+			}
+		}
+	}
+	return out
+}
+
+func (g groups) heartbeat(group string, gen int32, member, instance string) error {
+	_, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.HeartbeatResponse, error) {
+		return api.Heartbeat(ctx, &groupv1.HeartbeatRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance})
+	})
+	return err
+}
+
+func (g groups) describe(group string) *groupv1.DescribedGroup {
+	g.c.T.Helper()
+	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DescribeGroupsResponse, error) {
+		r, err := api.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
+		if err == nil && r.GetGroups()[0].GetErrorCode() != 0 {
+			return r, kerr.New(kerr.Code(r.GetGroups()[0].GetErrorCode()), "describe")
+		}
+		return r, err
+	})
+	if err != nil {
+		g.c.T.Fatalf("describe %s: %v", group, err)
+	}
+	return resp.GetGroups()[0]
+}
+
+func wantCode(t *testing.T, what string, err error, want kerr.Code) {
+	t.Helper()
+	if got := kerr.CodeOf(err); got != want {
+		t.Fatalf("%s: got %v, want %s", what, err, want)
+	}
+}
+
+func sameOffsets(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// A commit is written with acks=all to the group's __consumer_offsets
+// partition; killing the coordinator's broker moves the group to the new
+// leader of that partition, which loads it: nothing committed is lost, and
+// the member carries on in its generation (the group metadata was loaded
+// too). Then the new coordinator is restarted twice in quick succession,
+// with the same outcome.
+func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	j := g.join("billing", "", 10*time.Second)
+	if j.GetGenerationId() != 1 || j.GetLeader() != j.GetMemberId() || len(j.GetMembers()) != 1 {
+		t.Fatalf("join answer %v", j)
+	}
+	g.syncAlone("billing", j, "")
+	want := map[int32]int64{0: 10, 1: 20, 2: 30}
+	if err := g.commit("billing", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if got := g.fetch("billing"); !sameOffsets(got, want) {
+		t.Fatalf("fetched %v, want %v", got, want)
+	}
+
+	old := g.coordinator("billing")
+	c.CrashBroker(old)
+	next := g.coordinator("billing")
+	if next == old {
+		t.Fatalf("coordinator still %d after its crash", old)
+	}
+	if got := g.fetch("billing"); !sameOffsets(got, want) {
+		t.Fatalf("after the coordinator's crash fetched %v, want %v", got, want)
+	}
+	if err := g.heartbeat("billing", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
+		t.Fatalf("the member's heartbeat on the new coordinator: %v", err)
+	}
+	want[1] = 21
+	if err := g.commit("billing", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+		t.Fatalf("commit on the new coordinator: %v", err)
+	}
+	c.StartBroker(old)
+
+	// Two restarts of the coordinator in quick succession.
+	for i := 0; i < 2; i++ {
+		id := g.coordinator("billing")
+		c.CrashBroker(id)
+		c.StartBroker(id)
+	}
+	if got := g.fetch("billing"); !sameOffsets(got, want) {
+		t.Fatalf("after two quick restarts fetched %v, want %v", got, want)
+	}
+	// The cluster is whole again: every offsets partition has a leader and
+	// its full ISR.
+	c.WaitFor(30*time.Second, "full ISRs of "+topicconfig.OffsetsTopic, func() bool {
+		for p := int32(0); p < 3; p++ {
+			if len(c.Partition(topicconfig.OffsetsTopic, p).GetIsr()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A member is fenced by generation, member id and instance id; a static
+// member that rejoins with its instance id gets a new member id without a
+// rebalance, and its old id is fenced.
+func TestGroupFencing(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	j := g.join("fenced", "i-1", 10*time.Second)
+	g.syncAlone("fenced", j, "i-1")
+	gen, member := j.GetGenerationId(), j.GetMemberId()
+
+	wantCode(t, "commit with a stale generation", g.commit("fenced", gen-1, member, "i-1", map[int32]int64{0: 1}), kerr.IllegalGeneration)
+	wantCode(t, "commit from an unknown member", g.commit("fenced", gen, "nobody", "", map[int32]int64{0: 1}), kerr.UnknownMemberID)
+	wantCode(t, "commit from outside the group while it has members", g.commit("fenced", -1, "", "", map[int32]int64{0: 1}), kerr.UnknownMemberID)
+	wantCode(t, "heartbeat with a stale generation", g.heartbeat("fenced", gen+1, member, "i-1"), kerr.IllegalGeneration)
+
+	// The same instance restarts: no member id, same protocols.
+	again := g.join("fenced", "i-1", 10*time.Second)
+	if again.GetMemberId() == member || again.GetGenerationId() != gen {
+		t.Fatalf("static rejoin: member %q generation %d, want a new member id in generation %d", again.GetMemberId(), again.GetGenerationId(), gen)
+	}
+	if !again.GetSkipAssignment() {
+		t.Fatal("the static leader rejoining a stable group must be told to skip the assignment")
+	}
+	if d := g.describe("fenced"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 1 {
+		t.Fatalf("after the static rejoin: %v", d)
+	}
+	wantCode(t, "the replaced member's commit", g.commit("fenced", gen, member, "i-1", map[int32]int64{0: 1}), kerr.FencedInstanceID)
+	wantCode(t, "the replaced member's heartbeat", g.heartbeat("fenced", gen, member, "i-1"), kerr.FencedInstanceID)
+	if err := g.commit("fenced", gen, again.GetMemberId(), "i-1", map[int32]int64{0: 7}); err != nil {
+		t.Fatalf("the new member's commit: %v", err)
+	}
+
+	// A broker that does not coordinate the group says so and names the
+	// coordinator.
+	coord := g.coordinator("fenced")
+	for id := int32(1); id <= 3; id++ {
+		if id == coord {
+			continue
+		}
+		_, err := g.on(id).OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: "fenced"})
+		e := kerr.FromStatus(err)
+		if e.Code != kerr.NotCoordinator || e.Coordinator == nil || e.Coordinator.ID != coord {
+			t.Fatalf("broker %d: %v (coordinator hint %+v), want NOT_COORDINATOR naming %d", id, err, e.Coordinator, coord)
+		}
+		break
+	}
+}
+
+// A member that stops heartbeating is removed after its session timeout
+// and the group rebalances; the member that stays, heartbeating through a
+// quiet gap longer than its session, keeps its place.
+func TestGroupSessionTimeoutRebalances(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	const session = 1500 * time.Millisecond
+	req := func(member string) *groupv1.JoinGroupRequest {
+		return &groupv1.JoinGroupRequest{GroupId: "pair", SessionTimeoutMs: int32(session.Milliseconds()), MemberId: member,
+			ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"}
+	}
+	first := g.join("pair", "", session)
+	g.syncAlone("pair", first, "")
+
+	// A second member joins: the first learns of the rebalance from its
+	// heartbeat and rejoins; both get generation 2.
+	type joined struct {
+		r   *groupv1.JoinGroupResponse
+		err error
+	}
+	secondCh := make(chan joined, 1)
+	go func() {
+		api := g.on(g.coordinator("pair"))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := api.JoinGroup(ctx, req(""))
+		e := kerr.FromStatus(err)
+		if e == nil || e.Code != kerr.MemberIDRequired {
+			secondCh <- joined{nil, err}
+			return
+		}
+		r, err := api.JoinGroup(ctx, req(e.MemberID))
+		secondCh <- joined{r, err}
+	}()
+	c.WaitFor(10*time.Second, "the first member to see the rebalance", func() bool {
+		return kerr.CodeOf(g.heartbeat("pair", first.GetGenerationId(), first.GetMemberId(), "")) == kerr.RebalanceInProgress
+	})
+	rejoin, err := g.on(g.coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
+	if err != nil {
+		t.Fatalf("first member's rejoin: %v", err)
+	}
+	second := <-secondCh
+	if second.err != nil {
+		t.Fatalf("second member's join: %v", second.err)
+	}
+	if rejoin.GetGenerationId() != 2 || second.r.GetGenerationId() != 2 || len(rejoin.GetMembers())+len(second.r.GetMembers()) != 2 {
+		t.Fatalf("generation 2 answers: %v / %v", rejoin, second.r)
+	}
+	leader := rejoin
+	if second.r.GetLeader() == second.r.GetMemberId() {
+		leader = second.r
+	}
+	var assign []*groupv1.SyncGroupAssignment
+	for _, m := range leader.GetMembers() {
+		assign = append(assign, &groupv1.SyncGroupAssignment{MemberId: m.GetMemberId(), Assignment: []byte(m.GetMemberId())})
+	}
+	if _, err := g.on(g.coordinator("pair")).SyncGroup(context.Background(), &groupv1.SyncGroupRequest{GroupId: "pair", GenerationId: 2,
+		MemberId: leader.GetMemberId(), Assignments: assign}); err != nil {
+		t.Fatalf("leader sync: %v", err)
+	}
+
+	// The second member falls silent; the first heartbeats through a gap
+	// of three session timeouts.
+	gapEnd := time.Now().Add(3 * session)
+	sawRebalance := false
+	for time.Now().Before(gapEnd) && !sawRebalance {
+		err := g.heartbeat("pair", 2, first.GetMemberId(), "")
+		switch kerr.CodeOf(err) {
+		case kerr.None:
+		case kerr.RebalanceInProgress:
+			sawRebalance = true
+		default:
+			t.Fatalf("heartbeat: %v", err)
+		}
+		time.Sleep(session / 5)
+	}
+	if !sawRebalance {
+		t.Fatal("the silent member's session ended without a rebalance")
+	}
+	alone, err := g.on(g.coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
+	if err != nil {
+		t.Fatalf("rejoin after the silent member left: %v", err)
+	}
+	if alone.GetGenerationId() != 3 || len(alone.GetMembers()) != 1 || alone.GetMembers()[0].GetMemberId() != first.GetMemberId() {
+		t.Fatalf("generation 3: %v", alone)
+	}
+	g.syncAlone("pair", alone, "")
+
+	// Quiet: heartbeats only, for several sessions. Nothing expires, no
+	// rebalance.
+	quietEnd := time.Now().Add(3 * session)
+	for time.Now().Before(quietEnd) {
+		if err := g.heartbeat("pair", 3, first.GetMemberId(), ""); err != nil {
+			t.Fatalf("heartbeat in a quiet group: %v", err)
+		}
+		time.Sleep(session / 5)
+	}
+	if d := g.describe("pair"); d.GetGroupState() != "Stable" || d.GetGenerationId() != 3 || len(d.GetMembers()) != 1 {
+		t.Fatalf("after the quiet gap: %v", d)
+	}
+}
+
+// __consumer_offsets is created on first use, compacted, with
+// min.insync.replicas 2; clients can neither produce to it nor delete or
+// create it.
+func TestOffsetsTopicIsProtected(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	g.coordinator("any")
+	ctx := context.Background()
+	resp, err := c.Admin().DescribeConfigs(ctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{{
+		Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: topicconfig.OffsetsTopic}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]string{}
+	for _, e := range resp.GetResults()[0].GetEntries() {
+		cfg[e.GetName()] = e.GetValue()
+	}
+	if cfg["cleanup.policy"] != "compact" || cfg["min.insync.replicas"] != "2" {
+		t.Fatalf("%s configs %v", topicconfig.OffsetsTopic, cfg)
+	}
+	if n := len(c.Partition(topicconfig.OffsetsTopic, 0).GetReplicas()); n != 3 {
+		t.Fatalf("replication factor %d, want 3", n)
+	}
+	if p := c.Partition(topicconfig.OffsetsTopic, 2); p.GetLeader() < 0 || c.Partition(topicconfig.OffsetsTopic, 3).GetLeader() >= 0 {
+		t.Fatalf("%s should have exactly the 3 partitions offsets.topic.num.partitions asks for", topicconfig.OffsetsTopic)
+	}
+
+	_, err = c.BrokerClient(1).Produce(ctx, &brokerv1.ProduceRequest{Topic: topicconfig.OffsetsTopic, Partition: 0, Acks: -1,
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: []*commonv1.Record{{Key: []byte("k"), Value: []byte("v")}}}}})
+	wantCode(t, "produce to "+topicconfig.OffsetsTopic, kerr.FromStatus(err), kerr.InvalidTopicException)
+
+	del, err := c.Admin().DeleteTopics(ctx, &adminv1.DeleteTopicsRequest{Topics: []string{topicconfig.OffsetsTopic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kerr.Code(del.GetResults()[0].GetErrorCode()); got != kerr.InvalidTopicException {
+		t.Fatalf("delete %s: %s", topicconfig.OffsetsTopic, got)
+	}
+	cr, err := c.Admin().CreateTopics(ctx, &adminv1.CreateTopicsRequest{Topics: []*adminv1.TopicSpec{{Name: topicconfig.OffsetsTopic, NumPartitions: 1, ReplicationFactor: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kerr.Code(cr.GetResults()[0].GetErrorCode()); got != kerr.InvalidTopicException {
+		t.Fatalf("create %s: %s", topicconfig.OffsetsTopic, got)
+	}
+}
+
+// DeleteGroups refuses a group with members, then writes tombstones for
+// the group and its offsets; the cleaner removes them from the log.
+func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, AdjustController: offsetsPartitions(1), BrokerSettings: map[string]string{
+		"group.min.session.timeout.ms": "100", "group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100"}})
+	g := groups{c}
+	j := g.join("doomed", "", 10*time.Second)
+	g.syncAlone("doomed", j, "")
+	for i := int64(1); i <= 20; i++ {
+		if err := g.commit("doomed", j.GetGenerationId(), j.GetMemberId(), "", map[int32]int64{0: i, 1: i}); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+	}
+	del := func() kerr.Code {
+		r, err := call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DeleteGroupsResponse, error) {
+			return api.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"doomed"}})
+		})
+		if err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		return kerr.Code(r.GetResults()[0].GetErrorCode())
+	}
+	if code := del(); code != kerr.NonEmptyGroup {
+		t.Fatalf("delete with a member: %s", code)
+	}
+	if _, err := call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
+		return api.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "doomed", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId()}}})
+	}); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if code := del(); code != kerr.None {
+		t.Fatalf("delete: %s", code)
+	}
+	if code := del(); code != kerr.GroupIDNotFound {
+		t.Fatalf("second delete: %s", code)
+	}
+	if got := g.fetch("doomed"); len(got) != 0 {
+		t.Fatalf("offsets after delete: %v", got)
+	}
+
+	coord := g.coordinator("doomed")
+	if n := countGroupRecords(t, c, coord, "doomed"); n < 40+3 {
+		t.Fatalf("the log holds %d records of the deleted group, want its 40 commits and 3 tombstones", n)
+	}
+
+	// Compact now: small segments, tombstones kept for no time.
+	ar, err := c.Admin().AlterConfigs(context.Background(), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{{
+		Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: topicconfig.OffsetsTopic},
+		Ops: []*adminv1.ConfigOp{
+			{Name: "segment.bytes", Value: "1024", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET},
+			{Name: "delete.retention.ms", Value: "0", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET},
+			{Name: "min.cleanable.dirty.ratio", Value: "0.01", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET},
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ar.GetResults() {
+		if r.GetErrorCode() != 0 {
+			t.Fatalf("alter configs: %s", r.GetErrorMessage())
+		}
+	}
+	// Roll the active segment past the tombstones with another group's
+	// commits (the cleaner never touches the active segment).
+	other := g.join("filler", "", 10*time.Second)
+	g.syncAlone("filler", other, "")
+	c.WaitFor(60*time.Second, "the cleaner to remove the deleted group's records", func() bool {
+		_ = g.commit("filler", other.GetGenerationId(), other.GetMemberId(), "", map[int32]int64{0: time.Now().UnixNano()})
+		for _, id := range []int32{coord} {
+			if n := countGroupRecords(t, c, id, "doomed"); n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if n := countGroupRecords(t, c, coord, "filler"); n == 0 {
+		t.Fatal("compaction removed the live group's latest records too")
+	}
+}
+
+// countGroupRecords counts the records of a group in broker id's replica
+// of __consumer_offsets-0, tombstones included.
+func countGroupRecords(t *testing.T, c *Cluster, id int32, group string) int {
+	keys, err := c.Broker(id).ReadLogKeys(topicconfig.OffsetsTopic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range keys {
+		if containsGroup(k, group) {
+			n++
+		}
+	}
+	return n
+}
+
+func containsGroup(key []byte, group string) bool {
+	// Both key layouts start with int16 version, then the group as an
+	// int16-length string.
+	if len(key) < 4 {
+		return false
+	}
+	l := int(key[2])<<8 | int(key[3])
+	return len(key) >= 4+l && string(key[4:4+l]) == group
+}

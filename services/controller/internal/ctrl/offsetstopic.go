@@ -1,0 +1,87 @@
+package ctrl
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
+)
+
+// OffsetsTopic is the internal topic holding consumer groups' committed
+// offsets and metadata. Only the controller creates it (on a broker's
+// request) and nobody may delete it.
+const OffsetsTopic = topicconfig.OffsetsTopic
+
+// offsetsTopicSegmentBytes keeps its segments small so the cleaner, which
+// never touches the active segment, can compact it.
+const offsetsTopicSegmentBytes = 100 << 20
+
+// CreateOffsetsTopic creates __consumer_offsets unless it exists, with
+// offsets.topic.num.partitions partitions, offsets.topic.replication.factor
+// replicas capped at the live brokers, min.insync.replicas 2 (or the
+// replication factor when smaller) and cleanup.policy=compact. It answers
+// once the new partitions' leaders have accepted their LeaderAndIsr (or
+// after the request timeout, with the topic created all the same).
+func (a *Active) CreateOffsetsTopic(ctx context.Context, req *controlv1.CreateOffsetsTopicRequest) (*controlv1.CreateOffsetsTopicResponse, error) {
+	resp := &controlv1.CreateOffsetsTopicResponse{}
+	var acks []<-chan error
+	err := a.call(ctx, func() error {
+		if err := a.checkBrokerEpoch(req.GetBrokerId(), req.GetBrokerEpoch()); err != nil {
+			return err
+		}
+		if t := a.topics[OffsetsTopic]; t != nil {
+			if t.deleting {
+				return kerr.New(kerr.CoordinatorNotAvailable, "%s is being deleted", OffsetsTopic)
+			}
+			resp.NumPartitions = int32(len(t.parts))
+			if len(t.parts) > 0 {
+				resp.ReplicationFactor = int32(len(t.parts[0].replicas))
+			}
+			return nil
+		}
+		cfg := a.brokerConfig()
+		live := int32(0)
+		for _, b := range a.brokers {
+			if !b.shuttingDown {
+				live++
+			}
+		}
+		rf := min(cfg.OffsetsTopicReplicationFactor, live)
+		if rf < 1 {
+			return kerr.New(kerr.CoordinatorNotAvailable, "no live broker to host %s", OffsetsTopic)
+		}
+		spec := &adminv1.TopicSpec{Name: OffsetsTopic, NumPartitions: cfg.OffsetsTopicNumPartitions, ReplicationFactor: rf,
+			Configs: map[string]string{
+				"cleanup.policy":      "compact",
+				"min.insync.replicas": strconv.Itoa(int(min(2, rf))),
+				"segment.bytes":       strconv.Itoa(offsetsTopicSegmentBytes),
+			}}
+		res := &adminv1.CreateTopicResult{}
+		var err error
+		if acks, err = a.createTopic(spec, false, res); err != nil {
+			if a.stopping() {
+				return a.notControllerFor(err)
+			}
+			return err
+		}
+		resp.NumPartitions, resp.ReplicationFactor, resp.Created = res.NumPartitions, res.ReplicationFactor, true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.NewTimer(a.d.Settings.RequestTimeout)
+	defer deadline.Stop()
+	waitAll(ctx, deadline.C, acks)
+	return resp, nil
+}
+
+// internalTopicRefusal is the answer to a user creating or deleting the
+// internal topic (INVALID_TOPIC_EXCEPTION, as Kafka refuses writes to it).
+func internalTopicRefusal(verb string) error {
+	return kerr.New(kerr.InvalidTopicException, "%s is an internal topic: it cannot be %s by clients", OffsetsTopic, verb)
+}
