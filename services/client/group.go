@@ -50,7 +50,8 @@ type GroupConsumer struct {
 	parts          map[TopicPartition]*partState
 	pending        []*rebalanceEvent
 	fatal          error
-	closed         bool
+	closed         bool // Poll refuses
+	finished       bool // Close is over: commits refuse too
 	lastAutoCommit time.Time
 }
 
@@ -444,8 +445,14 @@ func (gc *GroupConsumer) committed(ctx context.Context, tps []TopicPartition, st
 // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS and
 // should let the rebalance finish (keep polling) before committing again.
 func (gc *GroupConsumer) CommitSync(ctx context.Context, offsets map[TopicPartition]int64) error {
-	if err := gc.usable(); err != nil {
-		return err
+	gc.mu.Lock()
+	finished, fatal := gc.finished, gc.fatal
+	gc.mu.Unlock()
+	if finished {
+		return fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	}
+	if fatal != nil {
+		return fatal
 	}
 	if offsets == nil {
 		offsets = gc.Positions()
@@ -606,6 +613,9 @@ func (gc *GroupConsumer) Close(ctx context.Context) error {
 		gc.drop(owned)
 	}
 	gc.stopFetch()
+	gc.mu.Lock()
+	gc.finished = true
+	gc.mu.Unlock()
 	if m.id != "" && gc.opts.InstanceID == "" && fatal == nil {
 		err := gc.coord.call(ctx, "leave group", gc.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
 			_, err := gs.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: gc.opts.GroupID,
@@ -624,7 +634,7 @@ func (gc *GroupConsumer) Close(ctx context.Context) error {
 // when its session times out; until then its partitions stay with it.
 func (gc *GroupConsumer) Abandon() {
 	gc.mu.Lock()
-	gc.closed = true
+	gc.closed, gc.finished = true, true
 	gc.mu.Unlock()
 	gc.loopStop()
 	gc.stopFetch()

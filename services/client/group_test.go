@@ -329,3 +329,40 @@ func TestGroupConsumerCloseCommitsAndLeaves(t *testing.T) {
 }
 
 func errorsIsClosed(err error) bool { return err != nil && kerr.CodeOf(err) == kerr.InvalidRequest }
+
+// With manual commits, OnPartitionsRevoked may commit during Close: the
+// consumer refuses Poll by then, not commits.
+func TestGroupConsumerRevokeCallbackCommitsOnClose(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	appendEach(fc, 1, 3)
+	c := newClient(t, fc)
+	o := groupOptions("g")
+	o.DisableAutoCommit = true
+	var gc *client.GroupConsumer
+	var commitErr error
+	o.OnPartitionsRevoked = func(ctx context.Context, tps []client.TopicPartition) {
+		commitErr = gc.CommitSync(ctx, nil)
+	}
+	gc, err := client.NewGroupConsumer(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	for n := 0; n < 3; {
+		recs, err := gc.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(recs)
+	}
+	if err := gc.Close(ctx); err != nil || commitErr != nil {
+		t.Fatalf("close: %v; commit in the callback: %v", err, commitErr)
+	}
+	if got := fc.Committed("g", "t", 0); got != 3 {
+		t.Fatalf("committed %d, want 3", got)
+	}
+	if err := gc.CommitSync(ctx, nil); err == nil {
+		t.Fatal("a commit after Close was accepted")
+	}
+}

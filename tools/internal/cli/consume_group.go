@@ -83,6 +83,9 @@ func (gcs groupConsume) run(ctx context.Context, c *client.Client, out io.Writer
 			break
 		}
 		if len(recs) == 0 {
+			if len(gc.Assignment()) == 0 {
+				last = time.Now() // silence counts from the assignment, not the join
+			}
 			if gcs.idle > 0 && time.Since(last) >= gcs.idle {
 				break
 			}
