@@ -183,6 +183,8 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
 	cd services && go test -run '^$$' -bench 'SyncProducer' -benchtime 5000x ./clustertest/
 	cd services && go test -run '^$$' -bench 'BatchingProducer|TracingOverhead' -benchtime 200000x ./clustertest/
+	@echo "== consumer groups (in-process): 10 members committing, one acks=all write each; target 1,000 commits/s"
+	cd services && go test -run '^$$' -bench 'GroupCommits' -benchtime 5000x ./clustertest/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 
