@@ -89,6 +89,14 @@ func TestConsumerGroupsFromTheCLI(t *testing.T) {
 		t.Fatalf("deleted group still listed:\n%s", r.out)
 	}
 	c.run(t, "", "groups", "delete", "pay").fails(t, cli.ExitFailed, "GROUP_ID_NOT_FOUND")
+
+	r = c.run(t, "", "perf", "commit", "--topic", "payments", "--members", "2", "--num-commits", "40").ok(t)
+	if !regexp.MustCompile(`(?m)^40 commits by 2 members, [\d.]+ commits/s, latency .* p99`).MatchString(r.out) {
+		t.Fatalf("perf commit:\n%s", r.out)
+	}
+	if r := c.run(t, "", "groups", "list").ok(t); strings.Contains(r.out, "tidemark-perf-commit-") {
+		t.Fatalf("perf commit left its group behind:\n%s", r.out)
+	}
 }
 
 func sameLetters(got, want string) bool {
