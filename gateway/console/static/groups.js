@@ -34,6 +34,14 @@ function memberRows(g) {
   );
 }
 
+// lagBar is a bar as long as lag against the group's largest; its width
+// is set through the CSSOM (the page's CSP forbids style attributes).
+function lagBar(lag, most) {
+  const bar = h("span", {});
+  bar.style.width = `${lag > 0 ? Math.max(2, (100 * lag) / most) : 0}%`;
+  return bar;
+}
+
 function lagRows(g) {
   if (!g.partitions.length) return h("p", { class: "muted" }, "No committed offsets or assignments yet.");
   const most = Math.max(1, ...g.partitions.map((p) => p.lag));
@@ -53,7 +61,7 @@ function lagRows(g) {
           h("td", { class: "num" }, num(p.committed)),
           h("td", { class: "num" }, num(p.hw)),
           h("td", { class: ["num", p.lag > 0 && "lagging"] }, num(p.lag)),
-          h("td", { class: "lagbar" }, h("span", { style: `width:${p.lag > 0 ? Math.max(2, (100 * p.lag) / most) : 0}%` })),
+          h("td", { class: "lagbar" }, lagBar(p.lag, most)),
           h("td", { class: "mono" }, p.member || "-"),
         ),
       ),
