@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -31,21 +30,8 @@ func startConsumerCluster(t *testing.T) *Cluster {
 // retries fast.
 func (c *Cluster) groupClient() *client.Client {
 	c.T.Helper()
-	var boot []string
-	for _, id := range slices.Sorted(maps.Keys(c.brokerCfg)) {
-		boot = append(boot, c.brokerCfg[id].Listen)
-	}
-	tc, err := c.tls.ClientOrNil()
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	cl, err := client.New(boot, client.Options{TLS: tc, RequestTimeout: 3 * time.Second,
+	return c.ClientWith(client.Options{RequestTimeout: 3 * time.Second,
 		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond, APITimeout: 20 * time.Second})
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	c.T.Cleanup(func() { _ = cl.Close() })
-	return cl
 }
 
 // groupOpts are the options of the tests' members: short sessions, small

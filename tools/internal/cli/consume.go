@@ -228,18 +228,7 @@ func newConsumeCmd(g *globals) *cobra.Command {
 			n := 0
 			err = readAll(ctx, readers, func(b batch) bool {
 				for _, r := range b.recs {
-					if printOffset {
-						fmt.Fprintf(out, "Partition:%d\tOffset:%d\t", r.Partition, r.Offset)
-					}
-					if printKey {
-						k := "null"
-						if r.Key != nil {
-							k = string(r.Key)
-						}
-						fmt.Fprintf(out, "%s\t", k)
-					}
-					out.Write(r.Value)
-					out.WriteByte('\n')
+					printRecord(out, r, printOffset, printKey)
 					n++
 					if maxMessages > 0 && n >= maxMessages {
 						break
@@ -279,4 +268,21 @@ func newConsumeCmd(g *globals) *cobra.Command {
 	f.StringVar(&group, "group", "", "read as a member of this consumer group, from its committed offsets, committing as it goes (--from-beginning: auto.offset.reset=earliest, else latest)")
 	f.Int64Var(&idleMs, "timeout-ms", 0, "with --group: stop after this long without a record (0: never)")
 	return cmd
+}
+
+// printRecord writes one record as consume prints it: the value on a line,
+// after its partition and offset and its key when asked.
+func printRecord(out *bufio.Writer, r client.Record, printOffset, printKey bool) {
+	if printOffset {
+		fmt.Fprintf(out, "Partition:%d\tOffset:%d\t", r.Partition, r.Offset)
+	}
+	if printKey {
+		k := "null"
+		if r.Key != nil {
+			k = string(r.Key)
+		}
+		fmt.Fprintf(out, "%s\t", k)
+	}
+	out.Write(r.Value)
+	out.WriteByte('\n')
 }

@@ -100,18 +100,7 @@ func (gcs groupConsume) run(ctx context.Context, c *client.Client, out io.Writer
 				}
 				continue
 			}
-			if gcs.printOffset {
-				fmt.Fprintf(w, "Partition:%d\tOffset:%d\t", r.Partition, r.Offset)
-			}
-			if gcs.printKey {
-				k := "null"
-				if r.Key != nil {
-					k = string(r.Key)
-				}
-				fmt.Fprintf(w, "%s\t", k)
-			}
-			w.Write(r.Value)
-			w.WriteByte('\n')
+			printRecord(w, r, gcs.printOffset, gcs.printKey)
 			n++
 		}
 		_ = w.Flush()
