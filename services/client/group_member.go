@@ -21,6 +21,9 @@ type membership struct {
 	memberID   string
 	generation int32
 	owned      []TopicPartition // the assignment Poll was last told to read
+	// counts are the partition counts the leader last assigned from (nil
+	// when this member does not lead): a change means a new assignment.
+	counts map[string]int32
 }
 
 // errRejoin asks the loop to join again at once.
@@ -170,6 +173,9 @@ func (m *membership) joinAndSync(ctx context.Context) error {
 	m.memberID, m.generation = join.GetMemberId(), join.GetGenerationId()
 	m.publish()
 	var assignments []*groupv1.SyncGroupAssignment
+	if join.GetLeader() != m.memberID {
+		m.counts = nil
+	}
 	if join.GetLeader() == m.memberID && !join.GetSkipAssignment() {
 		var err error
 		if assignments, err = m.assign(ctx, join); err != nil {
@@ -258,6 +264,7 @@ func (m *membership) assign(ctx context.Context, join *groupv1.JoinGroupResponse
 			delete(partitions, t) // unknown topics are not assigned
 		}
 	}
+	m.counts = partitions
 	result := asg.Assign(members, partitions)
 	var out []*groupv1.SyncGroupAssignment
 	for _, mem := range members {
@@ -272,9 +279,16 @@ func (m *membership) assign(ctx context.Context, join *groupv1.JoinGroupResponse
 func (m *membership) heartbeat(ctx context.Context) error {
 	o := m.gc.opts
 	wait := o.HeartbeatInterval
+	checked := time.Now()
 	for attempt := 1; ; {
 		if !sleep(ctx, wait) {
 			return ctx.Err()
+		}
+		if m.counts != nil && time.Since(checked) >= m.gc.c.opts.MetadataMaxAge {
+			checked = time.Now()
+			if m.partitionsChanged(ctx) {
+				return errRejoin
+			}
 		}
 		err := m.heartbeatOnce(ctx)
 		switch code := kerr.CodeOf(err); {
@@ -292,6 +306,23 @@ func (m *membership) heartbeat(ctx context.Context) error {
 			attempt++
 		}
 	}
+}
+
+// partitionsChanged reports, on the leader, whether a subscribed topic's
+// partition count moved since the last assignment (Kafka's leader rejoins
+// then, so that new partitions are read).
+func (m *membership) partitionsChanged(ctx context.Context) bool {
+	c := m.gc.c
+	for t, n := range m.counts {
+		if err := c.meta.refresh(ctx, t); err != nil {
+			continue
+		}
+		if now, err := c.meta.numPartitions(ctx, t); err == nil && int32(now) != n {
+			c.log.Info("partition count changed; rebalancing", "group", m.gc.opts.GroupID, "topic", t, "was", n, "now", now)
+			return true
+		}
+	}
+	return false
 }
 
 // heartbeatOnce sends one heartbeat, finding the coordinator first if

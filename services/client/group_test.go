@@ -366,3 +366,25 @@ func TestGroupConsumerRevokeCallbackCommitsOnClose(t *testing.T) {
 		t.Fatal("a commit after Close was accepted")
 	}
 }
+
+// The leader notices a subscribed topic grew and rebalances, so the new
+// partitions are read.
+func TestGroupConsumerRebalancesWhenPartitionsAreAdded(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 2)
+	o := testOptions()
+	o.MetadataMaxAge = 100 * time.Millisecond
+	c, err := client.New(fc.BrokerAddrs()[:1], o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	m := startPolling(t, c, groupOptions("g"))
+	eventually(t, "two partitions", func() bool { return len(m.gc.Assignment()) == 2 })
+	gen := m.gc.Generation()
+	fc.CreateTopic("t", 4) // the topic, now with four partitions
+	eventually(t, "four partitions", func() bool { return len(m.gc.Assignment()) == 4 })
+	if m.gc.Generation() <= gen {
+		t.Fatalf("generation %d, was %d", m.gc.Generation(), gen)
+	}
+}
