@@ -168,10 +168,14 @@ func (gc *GroupConsumer) positionsLocked(only []TopicPartition) map[TopicPartiti
 func (gc *GroupConsumer) Poll(ctx context.Context) ([]Record, error) {
 	gc.pollMu.Lock()
 	defer gc.pollMu.Unlock()
-	if err := gc.usable(); err != nil {
+	if gc.isClosed() {
+		return nil, fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	}
+	// Waiting events first: a fatal error comes with its partitions lost.
+	gc.runEvents(ctx)
+	if err := gc.failed(ctx); err != nil {
 		return nil, err
 	}
-	gc.runEvents(ctx)
 	gc.maybeAutoCommit()
 	wait := time.NewTimer(gc.opts.MaxWait)
 	defer wait.Stop()
@@ -198,9 +202,12 @@ func (gc *GroupConsumer) Poll(ctx context.Context) ([]Record, error) {
 			return out, nil
 		case <-gc.wake:
 			gc.runEvents(ctx)
+			if err := gc.failed(ctx); err != nil {
+				return out, err
+			}
 		case <-gc.loopDone:
 			gc.runEvents(ctx)
-			if err := gc.usable(); err != nil {
+			if err := gc.failed(ctx); err != nil {
 				return nil, err
 			}
 			return out, nil
@@ -210,6 +217,12 @@ func (gc *GroupConsumer) Poll(ctx context.Context) ([]Record, error) {
 			return out, ctxError(ctx, nil, "poll group %s", gc.opts.GroupID)
 		}
 	}
+}
+
+func (gc *GroupConsumer) isClosed() bool {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.closed
 }
 
 // usable is the error every call returns after Close or a fatal error.
@@ -232,7 +245,7 @@ func (gc *GroupConsumer) take(f fetched, out *[]Record) error {
 	}
 	if f.err != nil {
 		gc.fatal = f.err
-		return f.err
+		return f.err // the next Poll declares the partitions lost
 	}
 	*out = append(*out, f.recs...)
 	f.ps.consumed = f.next
@@ -288,10 +301,7 @@ func (gc *GroupConsumer) runEvent(ctx context.Context, ev *rebalanceEvent) {
 		gc.drop(ev.revoke)
 	}
 	if len(ev.lost) > 0 {
-		gc.drop(ev.lost)
-		if gc.opts.OnPartitionsLost != nil {
-			gc.opts.OnPartitionsLost(ctx, ev.lost)
-		}
+		gc.lose(ctx, ev.lost)
 	}
 	if len(ev.assign) > 0 {
 		gc.mu.Lock()
@@ -309,6 +319,39 @@ func (gc *GroupConsumer) runEvent(ctx context.Context, ev *rebalanceEvent) {
 			gc.opts.OnPartitionsAssigned(ctx, ev.assign)
 		}
 	}
+}
+
+// lose drops those of tps still assigned and tells OnPartitionsLost.
+func (gc *GroupConsumer) lose(ctx context.Context, tps []TopicPartition) {
+	gc.mu.Lock()
+	var held []TopicPartition
+	for _, tp := range tps {
+		if gc.parts[tp] != nil {
+			held = append(held, tp)
+		}
+	}
+	gc.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	gc.drop(held)
+	if gc.opts.OnPartitionsLost != nil {
+		gc.opts.OnPartitionsLost(ctx, held)
+	}
+}
+
+// failed returns the fatal error, if any, after the partitions still held
+// are declared lost: whoever learns of it first (a commit, a heartbeat)
+// the user hears of the loss before the error.
+func (gc *GroupConsumer) failed(ctx context.Context) error {
+	err := gc.usable()
+	gc.mu.Lock()
+	fatal := gc.fatal
+	gc.mu.Unlock()
+	if fatal != nil {
+		gc.lose(ctx, gc.Assignment())
+	}
+	return err
 }
 
 // drop stops fetching tps and forgets their positions.
@@ -611,6 +654,9 @@ func (gc *GroupConsumer) Close(ctx context.Context) error {
 			gc.opts.OnPartitionsRevoked(ctx, owned)
 		}
 		gc.drop(owned)
+	}
+	if fatal != nil {
+		gc.lose(ctx, gc.Assignment())
 	}
 	gc.stopFetch()
 	gc.mu.Lock()

@@ -18,7 +18,7 @@ import (
 func groupOptions(group string) client.GroupOptions {
 	return client.GroupOptions{
 		GroupID: group, Topics: []string{"t"}, AutoOffsetReset: "earliest",
-		SessionTimeout: 600 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
+		SessionTimeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		RebalanceTimeout: 2 * time.Second, MaxWait: 30 * time.Millisecond, MaxBytes: 1,
 		AutoCommitInterval: 50 * time.Millisecond,
 	}

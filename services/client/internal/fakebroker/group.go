@@ -59,6 +59,10 @@ type gmember struct {
 	lastSeen               time.Time
 	joined                 bool // has joined the current join phase
 	assignment             []byte
+	// joinResp is the answer to its JoinGroup, made when the join phase
+	// completes (as Kafka answers every waiting join at once), so a new
+	// join phase starting before the waiter wakes does not lose it.
+	joinResp *groupv1.JoinGroupResponse
 }
 
 func newGroups() *groups {
@@ -215,9 +219,23 @@ func (gs *groups) maybeCompleteJoinLocked(g *group) {
 			break
 		}
 	}
-	for _, m := range g.members {
+	for id, m := range g.members {
 		m.assignment = nil
 		m.lastSeen = time.Now()
+		m.joinResp = &groupv1.JoinGroupResponse{GenerationId: g.generation, ProtocolType: g.protoType, ProtocolName: g.protocol,
+			Leader: g.leader, MemberId: id}
+		if id == g.leader {
+			for _, mid := range ids {
+				mm := g.members[mid]
+				var meta []byte
+				for _, p := range mm.protocols {
+					if p.GetName() == g.protocol {
+						meta = p.GetMetadata()
+					}
+				}
+				m.joinResp.Members = append(m.joinResp.Members, &groupv1.JoinGroupMember{MemberId: mid, GroupInstanceId: mm.instance, Metadata: meta})
+			}
+		}
 	}
 	g.state = stateComplete
 	gs.broadcastLocked()
@@ -345,28 +363,15 @@ func (s *groupService) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequ
 	gs.rebalanceLocked(g)
 	m.joined = true
 	gs.broadcastLocked()
-	gen := g.generation
+	m.joinResp = nil
 	for {
 		gs.maybeCompleteJoinLocked(g)
+		if resp := m.joinResp; resp != nil {
+			m.joinResp = nil
+			return resp, nil
+		}
 		if g.members[id] != m {
 			return nil, errf(kerr.UnknownMemberID, "member %s was removed", id)
-		}
-		if g.generation > gen && g.state != statePreparing {
-			resp := &groupv1.JoinGroupResponse{GenerationId: g.generation, ProtocolType: g.protoType, ProtocolName: g.protocol,
-				Leader: g.leader, MemberId: id}
-			if id == g.leader {
-				for _, mid := range slices.Sorted(mapKeys(g.members)) {
-					mm := g.members[mid]
-					var meta []byte
-					for _, p := range mm.protocols {
-						if p.GetName() == g.protocol {
-							meta = p.GetMetadata()
-						}
-					}
-					resp.Members = append(resp.Members, &groupv1.JoinGroupMember{MemberId: mid, GroupInstanceId: mm.instance, Metadata: meta})
-				}
-			}
-			return resp, nil
 		}
 		if !gs.waitLocked(ctx, 20*time.Millisecond) {
 			return nil, ctx.Err()
