@@ -112,7 +112,7 @@ LOCKCHECK_BROKER_TESTS := TestAcksAllCommitsOnEveryReplica|TestPartitionedFollow
 .PHONY: test-lockcheck
 test-lockcheck: testreport ## the broker's lock order checked (-tags lockcheck) over its replica, log store and a few whole-broker tests
 	@echo "== go test -tags lockcheck (broker lock order)"
-	@{ rc=0; go test -json -tags lockcheck -count=1 ./services/broker/internal/lockorder/ ./services/broker/internal/replica/ || rc=1; \
+	@{ rc=0; go test -json -tags lockcheck -count=1 ./services/broker/internal/lockorder/ ./services/broker/internal/replica/ ./services/broker/internal/group/ || rc=1; \
 	   go test -json -tags lockcheck -count=1 -run '^(TestConcurrentAppendReadFlushTruncate|TestManager.*)$$' ./services/broker/internal/logstore/ || rc=1; \
 	   go test -json -tags lockcheck -count=1 -run '^($(LOCKCHECK_BROKER_TESTS))$$' ./services/broker/ || rc=1; exit $$rc; } 2>&1 | \
 	   tee $(TEST_LOGS)/lockcheck.json | $(TESTREPORT)
@@ -183,8 +183,10 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
 	cd services && go test -run '^$$' -bench 'SyncProducer' -benchtime 5000x ./clustertest/
 	cd services && go test -run '^$$' -bench 'BatchingProducer|TracingOverhead' -benchtime 200000x ./clustertest/
-	@echo "== consumer groups (in-process): 10 members committing, one acks=all write each; target 1,000 commits/s"
+	@echo "== consumer groups: 10 members committing, one acks=all write to __consumer_offsets per commit"
 	cd services && go test -run '^$$' -bench 'GroupCommits' -benchtime 5000x ./clustertest/
+	@echo "== the same through the Go client's GroupConsumer (CommitSync: coordinator lookup, retries)"
+	cd services && go test -run '^$$' -bench 'GroupConsumerCommits' -benchtime 5000x ./clustertest/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 

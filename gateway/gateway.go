@@ -102,7 +102,7 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	g.stopAll = stopAll
 	r := &router{cl: g.client, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
 	admin := adminService{a: g.admin, stopping: stopping, budget: o.RetryTimeout + o.RequestTimeout}
-	mux, err := newRESTMux(ctx, brokerService{r}, admin, tp != nil, o.MaxJSONObjects)
+	mux, err := newRESTMux(ctx, brokerService{r}, groupService{r}, admin, tp != nil, o.MaxJSONObjects)
 	if err != nil {
 		return err
 	}

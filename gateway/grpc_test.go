@@ -13,6 +13,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -93,6 +94,14 @@ func grpcScript(t *testing.T, e *env, c grpcCaller, topic string) {
 	out, ok = c.call(t, follower, "tidemark.broker.v1.BrokerService/Produce",
 		fmt.Sprintf(`{"topic": %q, "partition": 0, "acks": 1, "records": {"records": [{"value": "eA=="}]}}`, topic))
 	expectStatus(t, out, ok, "NOT_LEADER_OR_FOLLOWER", "")
+	// The group coordinator: found on any broker, NOT_COORDINATOR (with
+	// the coordinator named) from another.
+	var found groupv1.FindCoordinatorResponse
+	callOK(t, c, e.tc.brokers[0], "tidemark.group.v1.GroupService/FindCoordinator", fmt.Sprintf(`{"key": %q}`, topic), &found)
+	coord := found.GetCoordinator()
+	callOK(t, c, coord.GetAddress(), "tidemark.group.v1.GroupService/OffsetFetch", fmt.Sprintf(`{"groupId": %q}`, topic), &groupv1.OffsetFetchResponse{})
+	out, ok = c.call(t, e.tc.brokers[coord.GetId()%3], "tidemark.group.v1.GroupService/OffsetFetch", fmt.Sprintf(`{"groupId": %q}`, topic))
+	expectStatus(t, out, ok, "NOT_COORDINATOR", "")
 	out, ok = c.call(t, ctrl, "tidemark.admin.v1.AdminService/CreateTopics",
 		fmt.Sprintf(`{"topics": [{"name": %q, "numPartitions": 1}]}`, topic))
 	if !ok || !strings.Contains(out, "ERROR_CODE_TOPIC_ALREADY_EXISTS") {

@@ -12,12 +12,13 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/kerr"
 )
 
 // newRESTMux registers the generated REST handlers (the routes of
 // gateway.yaml) over the given service clients.
-func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, admin adminv1.AdminServiceClient, traced bool, maxObjects int) (*runtime.ServeMux, error) {
+func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, groups groupv1.GroupServiceClient, admin adminv1.AdminServiceClient, traced bool, maxObjects int) (*runtime.ServeMux, error) {
 	m := newJSONMarshaler()
 	m.maxObjects = maxObjects
 	opts := []runtime.ServeMuxOption{
@@ -42,6 +43,9 @@ func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, admin
 		return nil, err
 	}
 	if err := brokerv1.RegisterBrokerServiceHandlerClient(ctx, mux, brokers); err != nil {
+		return nil, err
+	}
+	if err := groupv1.RegisterGroupServiceHandlerClient(ctx, mux, groups); err != nil {
 		return nil, err
 	}
 	return mux, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 )
@@ -24,6 +25,29 @@ type httpRule struct {
 type route struct {
 	method, path string
 	operation    string // Service_Method, as the OpenAPI document names it
+}
+
+// jsonParams writes a path's parameters as the OpenAPI document does: by
+// their JSON names ({group_id} is {groupId}).
+func jsonParams(path string) string {
+	var b strings.Builder
+	inParam, upper := false, false
+	for _, c := range path {
+		switch {
+		case c == '{':
+			inParam = true
+		case c == '}':
+			inParam = false
+		case inParam && c == '_':
+			upper = true
+			continue
+		case upper:
+			c = unicode.ToUpper(c)
+			upper = false
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // gatewayRoutes reads the routes from gateway.yaml.
@@ -46,9 +70,9 @@ func gatewayRoutes(t testing.TB) []route {
 	add = func(op string, r httpRule) {
 		switch {
 		case r.Get != "":
-			out = append(out, route{http.MethodGet, r.Get, op})
+			out = append(out, route{http.MethodGet, jsonParams(r.Get), op})
 		case r.Post != "":
-			out = append(out, route{http.MethodPost, r.Post, op})
+			out = append(out, route{http.MethodPost, jsonParams(r.Post), op})
 		default:
 			t.Fatalf("gateway.yaml: rule %s has neither get nor post", op)
 		}
@@ -113,7 +137,7 @@ func testOpenAPI(t *testing.T, e *env) {
 // its handler, not from the router (404 "no route", 405).
 func checkServed(t *testing.T, api *rest, r route) {
 	t.Helper()
-	path := strings.NewReplacer("{topic}", "openapi-probe", "{partition}", "0").Replace(r.path)
+	path := strings.NewReplacer("{topic}", "openapi-probe", "{partition}", "0", "{groupId}", "openapi-probe", "{key}", "openapi-probe").Replace(r.path)
 	var body any
 	if r.method == http.MethodPost {
 		body = "{}"

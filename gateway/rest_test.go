@@ -42,6 +42,7 @@ func TestREST(t *testing.T) {
 		{"TooLarge", testTooLarge},
 		{"Tracing", testTracing},
 		{"GRPC", testGRPC},
+		{"Groups", testGroups},
 		{"LeaderCrash", testLeaderCrash},
 		{"NotEnoughReplicas", testNotEnoughReplicas},
 	}

@@ -82,16 +82,24 @@ func (r *router) leader(ctx context.Context, topic string, partition int32) (bro
 // onAny runs call against a broker, moving on to the next bootstrap
 // address while brokers cannot be reached, within the retry budget.
 func (r *router) onAny(ctx context.Context, call func(brokerv1.BrokerServiceClient) error) error {
+	return r.onAnyAddress(ctx, func(addr string) error {
+		bc, err := r.cl.Broker(addr)
+		if err != nil {
+			return err
+		}
+		return call(bc)
+	})
+}
+
+// onAnyAddress is onAny for any service: call gets a bootstrap address.
+func (r *router) onAnyAddress(ctx context.Context, call func(addr string) error) error {
 	p := newPacer(r.budget)
 	bootstrap := r.cl.Bootstrap()
 	start := int(r.next.Add(1))
 	for i := 0; ; i++ {
-		bc, err := r.cl.Broker(bootstrap[(start+i)%len(bootstrap)])
+		err := call(bootstrap[(start+i)%len(bootstrap)])
 		if errors.Is(err, client.ErrClosed) {
 			return errStopped
-		}
-		if err == nil {
-			err = call(bc)
 		}
 		ke := asKerr(err)
 		if ke == nil {

@@ -701,7 +701,7 @@ func startSecureCluster(t *testing.T, acl, tokens string, adjust func(*Options))
 }
 
 // aliceMayDoAll lets alice do anything, and nobody else anything.
-const aliceMayDoAll = "allow User:alice All Topic:*\nallow User:alice All Cluster\n"
+const aliceMayDoAll = "allow User:alice All Topic:*\nallow User:alice All Cluster\nallow User:alice All Group:*\n"
 
 // The whole path over mutual TLS: a cluster whose nodes require
 // certificates and check ACLs, a gateway with its own certificate (Common

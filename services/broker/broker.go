@@ -279,6 +279,11 @@ func (b *Broker) closeAll(ctx context.Context) error {
 	if b.drain != nil {
 		b.drain()
 	}
+	if b.groups != nil {
+		// Parked JoinGroup and SyncGroup calls answer NOT_COORDINATOR now
+		// rather than hold up the server's graceful stop.
+		b.groups.Close()
+	}
 	if b.srv != nil {
 		// A follower that vanished mid-stream never sends the request its
 		// stream handler waits for; bound the wait when the caller did not.
@@ -289,9 +294,6 @@ func (b *Broker) closeAll(ctx context.Context) error {
 			defer cancel()
 		}
 		b.srv.Stop(sctx)
-	}
-	if b.groups != nil {
-		b.groups.Close()
 	}
 	if b.rm != nil {
 		b.rm.Close()

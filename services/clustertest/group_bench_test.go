@@ -11,12 +11,13 @@ import (
 	"tidemark.io/services/client"
 )
 
-// BenchmarkGroupCommits: 10 members of one group, each committing its own
+// BenchmarkGroupConsumerCommits: BenchmarkGroupCommits through the Go
+// client: 10 GroupConsumers of one group, each committing its own
 // partition's offset in a loop (CommitSync: one OffsetCommit, one acks=all
 // write to __consumer_offsets RF 3). In-process: brokers, controllers and
 // the members share one process and its 2 cores. It prints commits/s and
 // the commit latency percentiles; the target is 1,000 commits/s.
-func BenchmarkGroupCommits(b *testing.B) {
+func BenchmarkGroupConsumerCommits(b *testing.B) {
 	const members = 10
 	c := Start(b, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
 	c.CreateTopic("bench-commits", members, 3, nil)

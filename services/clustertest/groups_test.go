@@ -2,6 +2,11 @@ package clustertest
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +14,7 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/broker"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/topicconfig"
@@ -287,8 +293,13 @@ func TestGroupFencing(t *testing.T) {
 	if !again.GetSkipAssignment() {
 		t.Fatal("the static leader rejoining a stable group must be told to skip the assignment")
 	}
-	if d := g.describe("fenced"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 1 {
+	d := g.describe("fenced")
+	if d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 1 {
 		t.Fatalf("after the static rejoin: %v", d)
+	}
+	if m := d.GetMembers()[0]; m.GetMemberId() != again.GetMemberId() || m.GetGroupInstanceId() != "i-1" || m.GetClientId() != "test" ||
+		m.GetClientHost() != "/127.0.0.1" || string(m.GetMemberAssignment()) != "all" || d.GetCoordinator().GetAddress() == "" {
+		t.Fatalf("described member %v of %v", m, d)
 	}
 	wantCode(t, "the replaced member's commit", g.commit("fenced", gen, member, "i-1", map[int32]int64{0: 1}), kerr.FencedInstanceID)
 	wantCode(t, "the replaced member's heartbeat", g.heartbeat("fenced", gen, member, "i-1"), kerr.FencedInstanceID)
@@ -564,4 +575,142 @@ func containsGroup(key []byte, group string) bool {
 	}
 	l := int(key[2])<<8 | int(key[3])
 	return len(key) >= 4+l && string(key[4:4+l]) == group
+}
+
+// The coordinator's /metrics shows each group's lag per partition (high
+// watermark minus committed offset), its members and the groups by state.
+func TestGroupMetrics(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, AdjustController: offsetsPartitions(3), BrokerSettings: groupSettings,
+		Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
+	c.CreateTopic("orders", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	for i := 0; i < 5; i++ {
+		if _, err := c.Produce(context.Background(), "orders", 0, -1, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := groups{c}
+	if err := g.commit("lagging", -1, "", "", map[int32]int64{0: 2}); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	j := g.join("busy", "", 10*time.Second)
+	g.syncAlone("busy", j, "")
+	metric := func(id int32, series string) (float64, bool) {
+		resp, err := http.Get("http://" + c.Broker(id).MetricsAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				return f, err == nil
+			}
+		}
+		return 0, false
+	}
+	lagging := g.coordinator("lagging")
+	c.WaitFor(10*time.Second, "the lag metric", func() bool {
+		v, ok := metric(lagging, `tidemark_group_lag{group="lagging",partition="0",topic="orders"}`)
+		return ok && v == 3
+	})
+	if v, ok := metric(g.coordinator("busy"), `tidemark_group_members{group="busy"}`); !ok || v != 1 {
+		t.Fatalf("members of busy: %v %v", v, ok)
+	}
+	if v, ok := metric(lagging, `tidemark_groups{state="Empty"}`); !ok || v < 1 {
+		t.Fatalf("empty groups on the coordinator of lagging: %v %v", v, ok)
+	}
+}
+
+// On a one-broker cluster __consumer_offsets gets one replica and
+// min.insync.replicas 1: commits still work.
+func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
+	c := Start(t, Options{Brokers: 1, AdjustController: offsetsPartitions(2), BrokerSettings: groupSettings})
+	g := groups{c}
+	if err := g.commit("solo", -1, "", "", map[int32]int64{0: 1}); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if got := g.fetch("solo"); !sameOffsets(got, map[int32]int64{0: 1}) {
+		t.Fatalf("fetched %v", got)
+	}
+	resp, err := c.Admin().DescribeConfigs(context.Background(), &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{{
+		Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: topicconfig.OffsetsTopic}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range resp.GetResults()[0].GetEntries() {
+		if e.GetName() == "min.insync.replicas" && e.GetValue() != "1" {
+			t.Fatalf("min.insync.replicas %s on one broker", e.GetValue())
+		}
+	}
+	if n := len(c.Partition(topicconfig.OffsetsTopic, 1).GetReplicas()); n != 1 {
+		t.Fatalf("replication factor %d on one broker", n)
+	}
+}
+
+// Commits keep coming while the coordinator's broker is killed: every
+// acknowledged commit survives (the offset fetched at the end is at least
+// the last acknowledged one and at most the last attempted), and commits
+// go on at the new coordinator.
+func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	g.coordinator("steady")
+	var acked, attempted atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	// commitOnce finds the coordinator and commits once; it never ends
+	// the test from this goroutine.
+	commitOnce := func(off int64) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		found, err := g.any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "steady"})
+		if err != nil {
+			return kerr.FromStatus(err)
+		}
+		api := groupv1.NewGroupServiceClient(c.conn(found.GetCoordinator().GetAddress()))
+		_, err = api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "steady", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: off}}}}})
+		if err != nil {
+			return kerr.FromStatus(err)
+		}
+		return nil
+	}
+	go func() {
+		for i := int64(1); ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			attempted.Store(i)
+			if err := commitOnce(i); err != nil {
+				if e := kerr.As(err); !e.Code.Retriable() {
+					done <- err
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			acked.Store(i)
+		}
+	}()
+	c.WaitFor(10*time.Second, "some commits", func() bool { return acked.Load() >= 20 })
+	victim := g.coordinator("steady")
+	c.CrashBroker(victim)
+	before := acked.Load()
+	c.WaitFor(30*time.Second, "commits at the new coordinator", func() bool { return acked.Load() >= before+20 })
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("committer: %v", err)
+	}
+	got := g.fetch("steady")[0]
+	if got < acked.Load() || got > attempted.Load() {
+		t.Fatalf("fetched offset %d; acknowledged up to %d, attempted up to %d", got, acked.Load(), attempted.Load())
+	}
+	if next := g.coordinator("steady"); next == victim {
+		t.Fatalf("the crashed broker %d still coordinates", victim)
+	}
+	c.StartBroker(victim)
 }

@@ -26,6 +26,11 @@ type Body struct {
 	Retriable  bool        `json:"retriable"`
 	Leader     *LeaderHint `json:"leader,omitempty"`
 	Controller *NodeHint   `json:"controller,omitempty"`
+	// Coordinator is set on NOT_COORDINATOR when the answering broker
+	// knew the group's coordinator; MemberID on MEMBER_ID_REQUIRED: the
+	// member id to join again with (KIP-394).
+	Coordinator *NodeHint `json:"coordinator,omitempty"`
+	MemberID    string    `json:"memberId,omitempty"`
 }
 
 // LeaderHint is the partition leader the answering node knows.
@@ -54,6 +59,10 @@ func Of(e *kerr.Error) Body {
 	if c := e.Controller; c != nil {
 		b.Controller = &NodeHint{ID: c.ID, Address: c.Address}
 	}
+	if c := e.Coordinator; c != nil {
+		b.Coordinator = &NodeHint{ID: c.ID, Address: c.Address}
+	}
+	b.MemberID = e.MemberID
 	return b
 }
 
@@ -63,7 +72,7 @@ func Status(e *kerr.Error) int { return e.Code.HTTPStatus() }
 // required are the keys every error body has; hints are the optional ones.
 var (
 	required = []string{"code", "name", "message", "field", "retriable"}
-	hints    = []string{"leader", "controller"}
+	hints    = []string{"leader", "controller", "coordinator", "memberId"}
 )
 
 // CheckShape reports how raw differs from a Body: a missing required key,

@@ -256,30 +256,14 @@ var policies = map[string]policy{
 		describe: "Read on Group:ID and Read on each Topic committed",
 		check: func(d decider, m any) error {
 			req := m.(*groupv1.OffsetCommitRequest)
-			if err := d.need(Read, GroupNamed(req.GetGroupId())); err != nil {
-				return err
-			}
-			for _, t := range req.GetTopics() {
-				if err := d.need(Read, TopicNamed(t.GetName())); err != nil {
-					return err
-				}
-			}
-			return nil
+			return d.needGroupAndTopics(Read, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.OffsetCommitTopic).GetName))
 		},
 	},
 	groupv1.GroupService_OffsetFetch_FullMethodName: {
 		describe: "Describe on Group:ID and Describe on each Topic named; all offsets show only the topics the caller may Describe",
 		check: func(d decider, m any) error {
 			req := m.(*groupv1.OffsetFetchRequest)
-			if err := d.need(Describe, GroupNamed(req.GetGroupId())); err != nil {
-				return err
-			}
-			for _, t := range req.GetTopics() {
-				if err := d.need(Describe, TopicNamed(t.GetName())); err != nil {
-					return err
-				}
-			}
-			return nil
+			return d.needGroupAndTopics(Describe, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.OffsetFetchTopic).GetName))
 		},
 		filter: func(d decider, resp any) any {
 			r := resp.(*groupv1.OffsetFetchResponse)
@@ -337,30 +321,14 @@ var policies = map[string]policy{
 		describe: "Read on Group:ID and Read on each Topic named (as an offset commit; Kafka's AlterConsumerGroupOffsets)",
 		check: func(d decider, m any) error {
 			req := m.(*groupv1.ResetGroupOffsetsRequest)
-			if err := d.need(Read, GroupNamed(req.GetGroupId())); err != nil {
-				return err
-			}
-			for _, t := range req.GetTopics() {
-				if err := d.need(Read, TopicNamed(t.GetName())); err != nil {
-					return err
-				}
-			}
-			return nil
+			return d.needGroupAndTopics(Read, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.ResetGroupOffsetsTopic).GetName))
 		},
 	},
 	groupv1.GroupService_DescribeGroupLag_FullMethodName: {
 		describe: "Describe on Group:ID and Describe on each Topic named; rows show only topics the caller may Describe",
 		check: func(d decider, m any) error {
 			req := m.(*groupv1.DescribeGroupLagRequest)
-			if err := d.need(Describe, GroupNamed(req.GetGroupId())); err != nil {
-				return err
-			}
-			for _, t := range req.GetTopics() {
-				if err := d.need(Describe, TopicNamed(t)); err != nil {
-					return err
-				}
-			}
-			return nil
+			return d.needGroupAndTopics(Describe, req.GetGroupId(), req.GetTopics())
 		},
 		filter: func(d decider, resp any) any {
 			r := resp.(*groupv1.DescribeGroupLagResponse)
@@ -447,6 +415,29 @@ func groupACL(op Operation, group func(any) string) policy {
 			return d.need(op, GroupNamed(group(m)))
 		},
 	}
+}
+
+// needGroupAndTopics refuses unless the caller may do op on the group and
+// on each topic.
+func (d decider) needGroupAndTopics(op Operation, group string, topics []string) error {
+	if err := d.need(op, GroupNamed(group)); err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if err := d.need(op, TopicNamed(t)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// topicNames lists the names of a request's topic entries.
+func topicNames[T any](items []T, name func(T) string) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = name(it)
+	}
+	return out
 }
 
 func faultPolicy() policy {

@@ -103,6 +103,7 @@ func TestReadmeGrpcurlRecipes(t *testing.T) {
 		"Fetch":           "cGFpZA==",
 		"DescribeTopics":  `"isr"`,
 		"DescribeCluster": `"controllerEpoch"`,
+		"FindCoordinator": `"coordinator"`,
 	}
 	for _, cmd := range readmeCommands(t, root) {
 		if strings.Contains(cmd, "-plaintext") {

@@ -64,10 +64,13 @@ type Coordinator struct {
 	mu     lockorder.Mutex[lockorder.Leaf]
 	shards map[int32]*shard
 
-	createMu sync.Mutex // one CreateOffsetsTopic at a time (never held with mu)
-
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop      chan struct{}
+	closeOnce sync.Once
+	// bg bounds the background writes; Close cancels it so a write
+	// waiting for acks=all does not hold up a stopping broker.
+	bg       context.Context
+	cancelBG context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // shard is one __consumer_offsets partition this broker leads.
@@ -104,6 +107,7 @@ func New(o Options) *Coordinator {
 	}
 	c := &Coordinator{host: o.Host, log: logging.OrDiscard(o.Logger), now: o.Now, tick: o.Tick,
 		shards: map[int32]*shard{}, stop: make(chan struct{})}
+	c.bg, c.cancelBG = context.WithCancel(context.Background())
 	if o.Registry != nil {
 		o.Registry.MustRegister(collector{c})
 	}
@@ -114,18 +118,16 @@ func New(o Options) *Coordinator {
 
 // Close stops the coordinator; parked requests get NOT_COORDINATOR.
 func (c *Coordinator) Close() {
-	select {
-	case <-c.stop:
-		return
-	default:
-	}
-	close(c.stop)
-	c.wg.Wait()
-	c.mu.Lock()
-	for p, s := range c.shards {
-		c.unloadLocked(p, s)
-	}
-	c.mu.Unlock()
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		c.cancelBG()
+		c.wg.Wait()
+		c.mu.Lock()
+		for p, s := range c.shards {
+			c.unloadLocked(p, s)
+		}
+		c.mu.Unlock()
+	})
 }
 
 func (c *Coordinator) run() {
@@ -195,48 +197,39 @@ func (c *Coordinator) unloadLocked(p int32, s *shard) {
 	}
 }
 
-// load reads the partition's groups and offsets. It first waits until the
-// high watermark reaches the log end the new leader had when loading
-// began: everything an acknowledged commit wrote is below that end, and
-// reading only committed records keeps the state the cluster agrees on.
+// load replays the partition's groups and offsets from its log start to
+// the log end the new leader has when loading begins. That end, not the
+// high watermark, bounds it: a new leader's high watermark may still lag
+// acknowledged commits (followers learn it a fetch late), and everything
+// in the leader's log at its election is what its epoch commits (a leader
+// never truncates; when it loses leadership the coordinator unloads, and
+// the next leader replays its own log). Kafka's coordinator loads to the
+// log end too. A commit whose record is not yet below the high watermark
+// is visible to OffsetFetch, except with require_stable.
 func (c *Coordinator) load(s *shard) {
 	tp := TP{OffsetsTopic, s.partition}
 	start := c.now()
-	target := int64(-1)
-	for {
-		offs, ok := c.host.LocalOffsets(tp)
-		if !ok {
-			return
-		}
-		if target < 0 {
-			target = offs.LogEnd
-		}
-		if offs.HighWatermark >= target {
-			break
-		}
-		select {
-		case <-s.abandon:
-			return
-		case <-c.stop:
-			return
-		case <-time.After(c.tick / 5):
-		}
+	offs, ok := c.host.LocalOffsets(tp)
+	if !ok {
+		c.abandonLoad(s)
+		return
 	}
+	target := offs.LogEnd
 	groups := map[string]*Group{}
 	offsets := map[string]map[TP]committed{}
-	offs, _ := c.host.LocalOffsets(tp)
 	now := c.now()
 	records := 0
 	for off := offs.LogStart; off < target; {
 		buf, next, err := c.host.Read(tp, off, target)
 		if err != nil {
 			c.log.Error("loading groups failed; retrying on the next leadership check", "partition", s.partition, "err", err)
-			c.mu.Lock()
-			if c.shards[s.partition] == s {
-				c.unloadLocked(s.partition, s)
-			}
-			c.mu.Unlock()
+			c.abandonLoad(s)
 			return
+		}
+		select {
+		case <-s.abandon:
+			return
+		default:
 		}
 		if next <= off {
 			break
@@ -265,6 +258,16 @@ func (c *Coordinator) load(s *shard) {
 	s.groups, s.offsets, s.loading = groups, offsets, false
 	c.log.Info("loaded groups", "partition", s.partition, "leader_epoch", s.epoch, "groups", len(groups), "records", records,
 		"took", c.now().Sub(start).Round(time.Millisecond).String())
+}
+
+// abandonLoad drops a shard whose load failed; the next leadership check
+// loads it again.
+func (c *Coordinator) abandonLoad(s *shard) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shards[s.partition] == s {
+		c.unloadLocked(s.partition, s)
+	}
 }
 
 // applyRecord replays one record of the log into the loaded state.
@@ -365,7 +368,7 @@ func (c *Coordinator) background(tp TP, batch []byte) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(c.bg, 30*time.Second)
 		defer cancel()
 		if _, err := c.host.Append(ctx, tp, batch); err != nil {
 			c.log.Warn("writing group metadata failed", "partition", tp.Partition, "err", err)

@@ -115,17 +115,7 @@ func (s *Service) DescribeGroupLag(ctx context.Context, req *groupv1.DescribeGro
 	}
 	c.mu.Unlock()
 
-	tps := make([]TP, 0, len(rows))
-	for tp := range rows {
-		tps = append(tps, tp)
-	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
-		}
-		return tps[i].Partition < tps[j].Partition
-	})
-	for _, tp := range tps {
+	for _, tp := range sortedTPs(rows) {
 		r := rows[tp]
 		o := owners[tp]
 		r.MemberId, r.GroupInstanceId, r.ClientId, r.ClientHost = o.member, o.instance, o.client, o.host
@@ -193,12 +183,7 @@ func (s *Service) ResetGroupOffsets(ctx context.Context, req *groupv1.ResetGroup
 			tps = append(tps, TP{t.GetName(), p})
 		}
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
-		}
-		return tps[i].Partition < tps[j].Partition
-	})
+	sortTPs(tps)
 	out := &groupv1.ResetGroupOffsetsResponse{}
 	var entries []commitEntry
 	now := c.now()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -39,9 +40,9 @@ func (s *Service) FindCoordinator(ctx context.Context, req *groupv1.FindCoordina
 	c := s.C
 	n := c.host.PartitionCount(OffsetsTopic)
 	if n == 0 {
-		c.createMu.Lock()
+		// Concurrent first calls all ask: the controller creates the topic
+		// once and answers the others with what exists.
 		err := c.host.CreateOffsetsTopic(ctx)
-		c.createMu.Unlock()
 		if err != nil {
 			e := kerr.As(err)
 			if e.Code == kerr.NotController || e.Code.Retriable() {
@@ -115,15 +116,7 @@ func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) 
 		}
 		sh.joins[waitKey(g.ID, parked)] = ch
 	}
-	c.deliverLocked(sh, g.ID, eff)
-	var persist []byte
-	if eff.Persist {
-		persist = groupBatch(g, c.now())
-	}
-	c.mu.Unlock()
-	if persist != nil {
-		c.background(TP{OffsetsTopic, sh.partition}, persist)
-	}
+	c.finishLocked(sh, g, eff)
 	if res == nil {
 		select {
 		case r := <-ch:
@@ -141,6 +134,20 @@ func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) 
 		out.Members = append(out.Members, &groupv1.JoinGroupMember{MemberId: m.MemberID, GroupInstanceId: m.InstanceID, Metadata: m.Metadata})
 	}
 	return out, nil
+}
+
+// finishLocked ends a step on g: it answers the parked requests the step
+// released, unlocks, and writes the group's metadata when it changed.
+func (c *Coordinator) finishLocked(sh *shard, g *Group, eff Effects) {
+	c.deliverLocked(sh, g.ID, eff)
+	var persist []byte
+	if eff.Persist {
+		persist = groupBatch(g, c.now())
+	}
+	c.mu.Unlock()
+	if persist != nil {
+		c.background(TP{OffsetsTopic, sh.partition}, persist)
+	}
 }
 
 // SyncGroup hands out the leader's assignment.
@@ -163,17 +170,12 @@ func (s *Service) SyncGroup(ctx context.Context, req *groupv1.SyncGroupRequest) 
 	var ch chan SyncResult
 	if res == nil {
 		ch = make(chan SyncResult, 1)
+		if old, ok := sh.syncs[waitKey(g.ID, req.GetMemberId())]; ok {
+			old <- SyncResult{Err: kerr.New(kerr.UnknownMemberID, "a newer SyncGroup of member %q replaced this one", req.GetMemberId())}
+		}
 		sh.syncs[waitKey(g.ID, req.GetMemberId())] = ch
 	}
-	c.deliverLocked(sh, g.ID, eff)
-	var persist []byte
-	if eff.Persist {
-		persist = groupBatch(g, c.now())
-	}
-	c.mu.Unlock()
-	if persist != nil {
-		c.background(TP{OffsetsTopic, sh.partition}, persist)
-	}
+	c.finishLocked(sh, g, eff)
 	if res == nil {
 		select {
 		case r := <-ch:
@@ -226,15 +228,7 @@ func (s *Service) LeaveGroup(ctx context.Context, req *groupv1.LeaveGroupRequest
 		who[i] = MemberIdentity{MemberID: m.GetMemberId(), InstanceID: m.GetGroupInstanceId()}
 	}
 	errs, eff := g.Leave(c.now(), who)
-	c.deliverLocked(sh, g.ID, eff)
-	var persist []byte
-	if eff.Persist {
-		persist = groupBatch(g, c.now())
-	}
-	c.mu.Unlock()
-	if persist != nil {
-		c.background(TP{OffsetsTopic, sh.partition}, persist)
-	}
+	c.finishLocked(sh, g, eff)
 	out := &groupv1.LeaveGroupResponse{}
 	for i, m := range req.GetMembers() {
 		out.Members = append(out.Members, &groupv1.LeaveGroupMemberResult{MemberId: m.GetMemberId(), GroupInstanceId: m.GetGroupInstanceId(), ErrorCode: code(errs[i])})
@@ -367,6 +361,16 @@ func commitError(err error) error {
 // OffsetFetch returns committed offsets.
 func (s *Service) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
 	c := s.C
+	// A stable offset is one whose record the offsets partition has
+	// committed (below its high watermark).
+	stableBelow := int64(math.MaxInt64)
+	if req.GetRequireStable() {
+		if n := c.host.PartitionCount(OffsetsTopic); n > 0 {
+			if po, ok := c.host.LocalOffsets(TP{OffsetsTopic, PartitionFor(req.GetGroupId(), n)}); ok {
+				stableBelow = po.HighWatermark
+			}
+		}
+	}
 	sh, err := c.lockShard(req.GetGroupId())
 	if err != nil {
 		return nil, err
@@ -377,11 +381,12 @@ func (s *Service) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchReque
 	out := &groupv1.OffsetFetchResponse{}
 	row := func(tp TP) *groupv1.OffsetFetchPartition {
 		p := &groupv1.OffsetFetchPartition{Partition: tp.Partition, CommittedOffset: -1, CommittedLeaderEpoch: -1}
-		if req.GetRequireStable() && inflight[tp] > 0 {
+		o, has := offs[tp]
+		if req.GetRequireStable() && (inflight[tp] > 0 || (has && o.logOffset >= stableBelow)) {
 			p.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT
 			return p
 		}
-		if o, ok := offs[tp]; ok {
+		if has {
 			p.CommittedOffset, p.CommittedLeaderEpoch, p.Metadata = o.Offset, o.LeaderEpoch, o.Metadata
 		}
 		return p
@@ -417,18 +422,23 @@ func (s *Service) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchReque
 	return out, nil
 }
 
-func sortedTPs(m map[TP]committed) []TP {
+func sortedTPs[V any](m map[TP]V) []TP {
 	out := make([]TP, 0, len(m))
 	for tp := range m {
 		out = append(out, tp)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	sortTPs(out)
 	return out
+}
+
+// sortTPs orders partitions by topic, then partition number.
+func sortTPs(tps []TP) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
 }
 
 // ListGroups lists the groups of every loaded offsets partition.

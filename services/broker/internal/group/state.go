@@ -355,9 +355,15 @@ func (g *Group) addAndPark(now time.Time, lim Limits, id string, req JoinRequest
 	case Empty:
 		// The delayed first rebalance: wait for more members to arrive.
 		g.transition(PreparingRebalance, now)
+		// Without a delay it is an ordinary join phase: it ends when
+		// everyone (handed-out ids included) joined, or at the rebalance
+		// timeout.
 		g.initialJoin = lim.InitialRebalanceDelay > 0
 		g.rebalanceStart = now
-		g.rebalanceDeadline = now.Add(min(lim.InitialRebalanceDelay, req.RebalanceTimeout))
+		g.rebalanceDeadline = now.Add(req.RebalanceTimeout)
+		if g.initialJoin {
+			g.rebalanceDeadline = now.Add(min(lim.InitialRebalanceDelay, req.RebalanceTimeout))
+		}
 	case PreparingRebalance:
 		if g.initialJoin {
 			// Each arrival extends the delay, up to the rebalance timeout.

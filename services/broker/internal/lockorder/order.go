@@ -55,7 +55,8 @@ type (
 	Fetcher struct{}
 	// Leaf is every lock that is held for a short step and never while
 	// taking another: indexes, the epoch cache, waiter sets,
-	// the AlterPartition queue, faults, the metadata cache, events, quotas.
+	// the AlterPartition queue, faults, the metadata cache, events, quotas,
+	// the group coordinator's state.
 	Leaf struct{}
 )
 

@@ -1,0 +1,228 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
+)
+
+// groupService is the GroupServiceClient behind the REST group routes: a
+// group's calls go to its coordinator, found with FindCoordinator on any
+// broker and found again when the answer says it moved (NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE, an unreachable broker), within the retry
+// budget. COORDINATOR_LOAD_IN_PROGRESS goes back to the caller at once
+// (503 with Retry-After), like every retriable answer the gateway does not
+// reroute. ListGroups asks every broker and merges.
+type groupService struct{ r *router }
+
+var _ groupv1.GroupServiceClient = groupService{}
+
+// anyBroker runs call on a broker, moving on while brokers cannot be
+// reached.
+func (g groupService) anyBroker(ctx context.Context, call func(groupv1.GroupServiceClient) error) error {
+	return g.r.onAnyAddress(ctx, func(addr string) error {
+		gc, err := g.r.cl.GroupCoordinator(addr)
+		if err != nil {
+			return err
+		}
+		return call(gc)
+	})
+}
+
+// onCoordinator runs call on the group's coordinator. wait is how long the
+// coordinator may hold the call on purpose (a JoinGroup waits for the
+// rebalance).
+func (g groupService) onCoordinator(ctx context.Context, group string, wait time.Duration, call func(context.Context, groupv1.GroupServiceClient) error) error {
+	p := newPacer(g.r.budget)
+	for {
+		ke := asKerr(g.coordinatorAttempt(ctx, group, wait, call))
+		if ke == nil {
+			return nil
+		}
+		if !(reroutable(ke.Code) || ke.Code == kerr.CoordinatorNotAvailable) || ctx.Err() != nil || !p.wait(ctx) {
+			return ke
+		}
+	}
+}
+
+func (g groupService) coordinatorAttempt(ctx context.Context, group string, wait time.Duration, call func(context.Context, groupv1.GroupServiceClient) error) error {
+	found, err := g.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: group})
+	if err != nil {
+		return err
+	}
+	gc, err := g.r.cl.GroupCoordinator(found.GetCoordinator().GetAddress())
+	if errors.Is(err, client.ErrClosed) {
+		return errStopped
+	}
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout+wait)
+	defer cancel()
+	return call(actx, gc)
+}
+
+func (g groupService) FindCoordinator(ctx context.Context, req *groupv1.FindCoordinatorRequest, opts ...grpc.CallOption) (*groupv1.FindCoordinatorResponse, error) {
+	var resp *groupv1.FindCoordinatorResponse
+	err := g.anyBroker(ctx, func(gc groupv1.GroupServiceClient) error {
+		actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout)
+		defer cancel()
+		var err error
+		resp, err = gc.FindCoordinator(actx, req, opts...)
+		return err
+	})
+	return resp, err
+}
+
+// grouped is the shape of every single-group call: the request, its group
+// and the extra time the coordinator may hold it.
+func grouped[Req any, Resp any](g groupService, ctx context.Context, group string, wait time.Duration, req Req,
+	fn func(groupv1.GroupServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error), opts []grpc.CallOption) (Resp, error) {
+	var resp Resp
+	err := g.onCoordinator(ctx, group, wait, func(actx context.Context, gc groupv1.GroupServiceClient) error {
+		var err error
+		resp, err = fn(gc, actx, req, opts...)
+		return err
+	})
+	return resp, err
+}
+
+func (g groupService) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest, opts ...grpc.CallOption) (*groupv1.JoinGroupResponse, error) {
+	wait := time.Duration(max(req.GetRebalanceTimeoutMs(), req.GetSessionTimeoutMs(), 0)) * time.Millisecond
+	return grouped(g, ctx, req.GetGroupId(), wait, req, groupv1.GroupServiceClient.JoinGroup, opts)
+}
+
+func (g groupService) SyncGroup(ctx context.Context, req *groupv1.SyncGroupRequest, opts ...grpc.CallOption) (*groupv1.SyncGroupResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 5*time.Minute, req, groupv1.GroupServiceClient.SyncGroup, opts)
+}
+
+func (g groupService) Heartbeat(ctx context.Context, req *groupv1.HeartbeatRequest, opts ...grpc.CallOption) (*groupv1.HeartbeatResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 0, req, groupv1.GroupServiceClient.Heartbeat, opts)
+}
+
+func (g groupService) LeaveGroup(ctx context.Context, req *groupv1.LeaveGroupRequest, opts ...grpc.CallOption) (*groupv1.LeaveGroupResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 0, req, groupv1.GroupServiceClient.LeaveGroup, opts)
+}
+
+// OffsetCommit is not retried by the gateway once sent: a commit is
+// idempotent, but a member whose generation moved on must learn it.
+func (g groupService) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitRequest, opts ...grpc.CallOption) (*groupv1.OffsetCommitResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 5*time.Second, req, groupv1.GroupServiceClient.OffsetCommit, opts)
+}
+
+func (g groupService) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchRequest, opts ...grpc.CallOption) (*groupv1.OffsetFetchResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 0, req, groupv1.GroupServiceClient.OffsetFetch, opts)
+}
+
+func (g groupService) ResetGroupOffsets(ctx context.Context, req *groupv1.ResetGroupOffsetsRequest, opts ...grpc.CallOption) (*groupv1.ResetGroupOffsetsResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 5*time.Second, req, groupv1.GroupServiceClient.ResetGroupOffsets, opts)
+}
+
+func (g groupService) DescribeGroupLag(ctx context.Context, req *groupv1.DescribeGroupLagRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupLagResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 5*time.Second, req, groupv1.GroupServiceClient.DescribeGroupLag, opts)
+}
+
+// DescribeGroups asks each group's coordinator; a group whose coordinator
+// cannot be found carries the error in its row. As with admin answers, when
+// every group failed the answer is the first one's error.
+func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
+	resp, err := g.describeGroups(ctx, req, opts...)
+	return checked(resp, err, func(r *groupv1.DescribeGroupsResponse) []outcome {
+		var items []outcome
+		for _, d := range r.GetGroups() {
+			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId()})
+		}
+		return items
+	})
+}
+
+func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
+	out := &groupv1.DescribeGroupsResponse{}
+	for _, id := range req.GetGroupIds() {
+		one := &groupv1.DescribeGroupsRequest{GroupIds: []string{id}}
+		resp, err := grouped(g, ctx, id, 0, one, func(gc groupv1.GroupServiceClient, actx context.Context, r *groupv1.DescribeGroupsRequest, o ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
+			resp, err := gc.DescribeGroups(actx, r, o...)
+			if err == nil && len(resp.GetGroups()) == 1 && resp.GetGroups()[0].GetErrorCode() != 0 {
+				// Moving coordinators answer per group: retry like a call.
+				return resp, kerr.New(kerr.Code(resp.GetGroups()[0].GetErrorCode()), "describe %s", id)
+			}
+			return resp, err
+		}, opts)
+		if err != nil {
+			out.Groups = append(out.Groups, &groupv1.DescribedGroup{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)})
+			continue
+		}
+		out.Groups = append(out.Groups, resp.GetGroups()...)
+	}
+	return out, nil
+}
+
+// DeleteGroups asks each group's coordinator; when every group failed the
+// answer is the first one's error (deleting one group that still has
+// members is 409 NON_EMPTY_GROUP), as with admin answers.
+func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
+	resp, err := g.deleteGroups(ctx, req, opts...)
+	return checked(resp, err, func(r *groupv1.DeleteGroupsResponse) []outcome {
+		var items []outcome
+		for _, d := range r.GetResults() {
+			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId()})
+		}
+		return items
+	})
+}
+
+func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
+	out := &groupv1.DeleteGroupsResponse{}
+	for _, id := range req.GetGroupIds() {
+		one := &groupv1.DeleteGroupsRequest{GroupIds: []string{id}}
+		resp, err := grouped(g, ctx, id, 5*time.Second, one, func(gc groupv1.GroupServiceClient, actx context.Context, r *groupv1.DeleteGroupsRequest, o ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
+			resp, err := gc.DeleteGroups(actx, r, o...)
+			if err == nil && len(resp.GetResults()) == 1 {
+				if c := kerr.Code(resp.GetResults()[0].GetErrorCode()); c == kerr.NotCoordinator || c == kerr.CoordinatorNotAvailable {
+					return resp, kerr.New(c, "delete %s", id)
+				}
+			}
+			return resp, err
+		}, opts)
+		if err != nil {
+			out.Results = append(out.Results, &groupv1.DeletableGroupResult{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)})
+			continue
+		}
+		out.Results = append(out.Results, resp.GetResults()...)
+	}
+	return out, nil
+}
+
+// ListGroups asks every live broker (each lists the groups it
+// coordinates) and merges; a broker that cannot answer fails the call, so
+// a list is never silently partial.
+func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest, opts ...grpc.CallOption) (*groupv1.ListGroupsResponse, error) {
+	md, err := g.r.cl.Metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &groupv1.ListGroupsResponse{}
+	for _, b := range md.GetBrokers() {
+		gc, err := g.r.cl.GroupCoordinator(b.GetAddress())
+		if err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout)
+		resp, err := gc.ListGroups(actx, req, opts...)
+		cancel()
+		if err != nil {
+			return nil, asKerr(err)
+		}
+		out.Groups = append(out.Groups, resp.GetGroups()...)
+	}
+	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].GetGroupId() < out.Groups[j].GetGroupId() })
+	return out, nil
+}

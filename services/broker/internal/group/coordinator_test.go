@@ -1,0 +1,364 @@
+package group
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+	"tidemark.io/services/topicconfig"
+)
+
+// fakeHost is one broker's view for the coordinator's own tests: an
+// in-memory log per offsets partition whose high watermark the test
+// moves, and leadership the test sets. Appends behave as acks=all on a
+// healthy ISR: the high watermark covers them when they return.
+type fakeHost struct {
+	mu      sync.Mutex
+	n       int32
+	leads   map[int32]int32 // partition -> leader epoch
+	logs    map[int32][]recordbatch.Record
+	hw      map[int32]int64
+	holdHW  bool
+	appends int
+	// readGate, when set, holds every Read until it is closed (a slow
+	// disk: the coordinator is still loading).
+	readGate chan struct{}
+	// retentionMinutes overrides offsets.retention.minutes when set.
+	retentionMinutes int64
+}
+
+func newFakeHost(n int32) *fakeHost {
+	return &fakeHost{n: n, leads: map[int32]int32{}, logs: map[int32][]recordbatch.Record{}, hw: map[int32]int64{}}
+}
+
+func (h *fakeHost) BrokerID() int32 { return 1 }
+func (h *fakeHost) Self() Node      { return Node{1, "b1:9092"} }
+func (h *fakeHost) Config() topicconfig.BrokerConfig {
+	c := topicconfig.DefaultBroker()
+	c.GroupMinSessionTimeoutMs, c.GroupInitialRebalanceDelayMs = 10, 0
+	h.mu.Lock()
+	if h.retentionMinutes > 0 {
+		c.OffsetsRetentionMinutes = h.retentionMinutes
+	}
+	h.mu.Unlock()
+	return c
+}
+func (h *fakeHost) PartitionCount(topic string) int32 {
+	if topic == OffsetsTopic {
+		return h.n
+	}
+	return 1
+}
+func (h *fakeHost) PartitionLeader(tp TP) (Node, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.leads[tp.Partition]; ok {
+		return Node{1, "b1:9092"}, true
+	}
+	return Node{2, "b2:9092"}, true
+}
+func (h *fakeHost) CreateOffsetsTopic(context.Context) error { return nil }
+func (h *fakeHost) Leads(tp TP) (int32, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.leads[tp.Partition]
+	return e, ok
+}
+func (h *fakeHost) LocalOffsets(tp TP) (PartitionOffsets, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if tp.Topic != OffsetsTopic {
+		return PartitionOffsets{}, false
+	}
+	return PartitionOffsets{LogStart: 0, HighWatermark: h.hw[tp.Partition], LogEnd: int64(len(h.logs[tp.Partition]))}, true
+}
+func (h *fakeHost) Read(tp TP, offset, upTo int64) ([]byte, int64, error) {
+	h.mu.Lock()
+	gate := h.readGate
+	h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b recordbatch.Builder
+	recs := h.logs[tp.Partition]
+	for i := offset; i < upTo && i < int64(len(recs)); i++ {
+		b.Append(recs[i])
+	}
+	if b.Count() == 0 {
+		return nil, offset, nil
+	}
+	batch := b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)
+	batch.SetBaseOffset(offset)
+	return append([]byte(nil), batch...), offset + int64(b.Count()), nil
+}
+func (h *fakeHost) Append(_ context.Context, tp TP, batch []byte) (int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.leads[tp.Partition]; !ok {
+		return 0, kerr.New(kerr.NotLeaderOrFollower, "not the leader")
+	}
+	for rec, err := range recordbatch.Batch(batch).Records() {
+		if err != nil {
+			return 0, err
+		}
+		h.logs[tp.Partition] = append(h.logs[tp.Partition], recordbatch.Record{Timestamp: rec.Timestamp, Key: rec.Key, Value: rec.Value})
+	}
+	h.appends++
+	if !h.holdHW {
+		h.hw[tp.Partition] = int64(len(h.logs[tp.Partition]))
+	}
+	return int64(len(h.logs[tp.Partition])) - 1, nil
+}
+func (h *fakeHost) ListOffsets(context.Context, TP, OffsetSpec, int64) (int64, error) { return 0, nil }
+
+func (h *fakeHost) set(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f()
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func fetchErr(s *Service, group string) (*groupv1.OffsetFetchResponse, kerr.Code) {
+	resp, err := s.OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: group})
+	return resp, kerr.CodeOf(err)
+}
+
+// A new leader answers COORDINATOR_LOAD_IN_PROGRESS until it has replayed
+// its log to the end it had when it became leader, then serves what the
+// log holds, even above the high watermark (a commit there is stable only
+// once the high watermark covers it); a broker that does not lead the group's partition
+// answers NOT_COORDINATOR naming the leader; losing leadership unloads and
+// answers a parked JoinGroup with NOT_COORDINATOR.
+func TestCoordinatorLoadsAndUnloads(t *testing.T) {
+	h := newFakeHost(2)
+	group := "hello" // PartitionFor("hello", 2) = 0
+	if PartitionFor(group, 2) != 0 {
+		t.Fatal("the test's group moved partitions")
+	}
+	// The log already holds a commit from a previous coordinator, not yet
+	// covered by the high watermark.
+	h.logs[0] = []recordbatch.Record{{Key: OffsetKey(group, "orders", 0), Value: EncodeOffset(OffsetValue{Offset: 5, LeaderEpoch: -1, CommitTimestamp: time.Now().UnixMilli()})}}
+	h.leads[0] = 3
+	h.readGate = make(chan struct{})
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
+	defer c.Close()
+	s := &Service{C: c}
+
+	waitUntil(t, "the coordinator to start loading", func() bool {
+		_, code := fetchErr(s, group)
+		return code == kerr.CoordinatorLoadInProgress
+	})
+	// Still loading however often it is asked while the log is read.
+	for i := 0; i < 20; i++ {
+		if _, code := fetchErr(s, group); code != kerr.CoordinatorLoadInProgress {
+			t.Fatalf("answer %s while loading", code)
+		}
+	}
+	h.set(func() { close(h.readGate); h.readGate = nil })
+	var resp *groupv1.OffsetFetchResponse
+	waitUntil(t, "the load", func() bool {
+		var code kerr.Code
+		resp, code = fetchErr(s, group)
+		return code == kerr.None
+	})
+	if ts := resp.GetTopics(); len(ts) != 1 || ts[0].GetPartitions()[0].GetCommittedOffset() != 5 {
+		t.Fatalf("loaded offsets %v", resp)
+	}
+	stable := func() *groupv1.OffsetFetchPartition {
+		r, err := s.OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: group, RequireStable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetTopics()[0].GetPartitions()[0]
+	}
+	if p := stable(); p.GetErrorCode().String() != "ERROR_CODE_UNSTABLE_OFFSET_COMMIT" {
+		t.Fatalf("require_stable above the high watermark: %v", p)
+	}
+	h.set(func() { h.hw[0] = 1 })
+	if p := stable(); p.GetErrorCode() != 0 || p.GetCommittedOffset() != 5 {
+		t.Fatalf("require_stable below the high watermark: %v", p)
+	}
+
+	// Partition 1 is led elsewhere.
+	var other string
+	for _, g := range []string{"a", "b", "c", "d", "e"} {
+		if PartitionFor(g, 2) == 1 {
+			other = g
+			break
+		}
+	}
+	_, err := s.OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: other})
+	if e := kerr.As(err); e.Code != kerr.NotCoordinator || e.Coordinator == nil || e.Coordinator.ID != 2 {
+		t.Fatalf("group on a partition led elsewhere: %v (hint %+v)", err, e.Coordinator)
+	}
+
+	// A member's JoinGroup parks: a second handed-out member id (KIP-394)
+	// keeps the join phase open.
+	_, err = s.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: group, SessionTimeoutMs: 1000, ProtocolType: "consumer",
+		Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	first := kerr.As(err)
+	_, err = s.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: group, SessionTimeoutMs: 1000, ProtocolType: "consumer",
+		Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	second := kerr.As(err)
+	if first.Code != kerr.MemberIDRequired || second.Code != kerr.MemberIDRequired {
+		t.Fatalf("first joins: %v / %v", first, second)
+	}
+	parked := make(chan error, 1)
+	go func() {
+		_, err := s.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: group, MemberId: first.MemberID, SessionTimeoutMs: 1000,
+			ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+		parked <- err
+	}()
+	waitUntil(t, "the join to park", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		sh := c.shards[0]
+		return sh != nil && len(sh.joins) == 1
+	})
+	h.set(func() { delete(h.leads, 0) })
+	if err := <-parked; kerr.CodeOf(err) != kerr.NotCoordinator {
+		t.Fatalf("parked join after losing leadership: %v", err)
+	}
+	waitUntil(t, "the unload", func() bool {
+		_, code := fetchErr(s, group)
+		return code == kerr.NotCoordinator
+	})
+}
+
+// A commit answers only once its write returned (acks=all), is fenced
+// first, and a new leadership in a new epoch reloads what was written.
+func TestCoordinatorCommitsThroughTheLog(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+
+	commit := func(gen int32, member string, off int64) error {
+		_, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: gen, MemberId: member,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: off}}}}})
+		return err
+	}
+	if err := commit(-1, "", 7); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if h.appends != 1 {
+		t.Fatalf("%d appends for one commit", h.appends)
+	}
+	if err := commit(3, "ghost", 8); kerr.CodeOf(err) != kerr.UnknownMemberID {
+		t.Fatalf("commit from an unknown member: %v", err)
+	}
+	if h.appends != 1 {
+		t.Fatal("a fenced commit was written")
+	}
+	// New leader epoch: the coordinator reloads from the log.
+	h.set(func() { h.leads[0] = 2 })
+	waitUntil(t, "the reload", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		sh := c.shards[0]
+		return sh != nil && sh.epoch == 2 && !sh.loading
+	})
+	resp, code := fetchErr(s, "g")
+	if code != kerr.None || resp.GetTopics()[0].GetPartitions()[0].GetCommittedOffset() != 7 {
+		t.Fatalf("after reload: %v %s", resp, code)
+	}
+}
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (m *manualClock) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.now
+}
+
+func (m *manualClock) advance(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = m.now.Add(d)
+}
+
+// Offsets of a group without members expire offsets.retention.minutes
+// after their commit, with a tombstone in the log; a group with a member
+// keeps its offsets however old they are, and nothing expires early.
+func TestOffsetsExpireOnlyForGroupsWithoutMembers(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.retentionMinutes = 10
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond, Now: clock.Now})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "idle"); return code == kerr.None })
+	commit := func(group string, gen int32, member string) {
+		t.Helper()
+		_, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: gen, MemberId: member,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}}}})
+		if err != nil {
+			t.Fatalf("commit %s: %v", group, err)
+		}
+	}
+	commit("idle", -1, "")
+	// A member of "busy" commits and stays (its session is long).
+	_, err := s.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{"busy"}})
+	m := d.GetGroups()[0]
+	if _, err := s.SyncGroup(context.Background(), &groupv1.SyncGroupRequest{GroupId: "busy", GenerationId: m.GetGenerationId(),
+		MemberId: m.GetMembers()[0].GetMemberId(), GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	commit("busy", m.GetGenerationId(), m.GetMembers()[0].GetMemberId())
+	has := func(group string) bool {
+		r, code := fetchErr(s, group)
+		return code == kerr.None && len(r.GetTopics()) == 1
+	}
+	clock.advance(9 * time.Minute)
+	c.expire() // a tick at the new time, run here so nothing races it
+	if !has("idle") || !has("busy") {
+		t.Fatal("offsets expired before offsets.retention.minutes")
+	}
+	clock.advance(2 * time.Minute)
+	c.expire()
+	if has("idle") {
+		t.Fatal("the idle group's offsets outlived offsets.retention.minutes")
+	}
+	if !has("busy") {
+		t.Fatal("a group with a member lost its offsets")
+	}
+	waitUntil(t, "the idle group's tombstone", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, rec := range h.logs[0] {
+			if k, err := DecodeKey(rec.Key); err == nil && k.Group == "idle" && k.IsOffset && rec.Value == nil {
+				return true
+			}
+		}
+		return false
+	})
+}
