@@ -100,9 +100,13 @@ func TestGroupsView(t *testing.T) {
 		}
 	}
 	startGroupMember(t, tc, "shipping", "orders", 6)
-	g := getGroups(t, srv.URL)
-	if len(g.Groups) != 1 {
-		t.Fatalf("groups: %+v", g)
+	var g groupsJSON
+	deadline := time.Now().Add(10 * time.Second)
+	for g = getGroups(t, srv.URL); len(g.Groups) != 1 || g.Groups[0].State != "Stable"; g = getGroups(t, srv.URL) {
+		if time.Now().After(deadline) {
+			t.Fatalf("groups: %+v", g)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	v := g.Groups[0]
 	if v.ID != "shipping" || v.State != "Stable" || len(v.Members) != 1 || len(v.Members[0].Assigned) != 2 ||
@@ -117,7 +121,11 @@ func TestGroupsView(t *testing.T) {
 	if _, err := tc.Produce(context.Background(), "orders", 1, -1, "y"); err != nil {
 		t.Fatal(err)
 	}
-	if g := getGroups(t, srv.URL); g.Groups[0].TotalLag != 1 {
-		t.Fatalf("after one more record: %+v", g.Groups[0])
+	deadline = time.Now().Add(10 * time.Second)
+	for g := getGroups(t, srv.URL); len(g.Groups) != 1 || g.Groups[0].TotalLag != 1; g = getGroups(t, srv.URL) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after one more record: %+v", g)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
