@@ -190,6 +190,8 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/batched' -benchtime 100000x ./clustertest/
 	@echo "== replication throttle: a reassignment's copy rate against a 256 KiB/s throttle (follower and leader side)"
 	cd services && go test -run '^$$' -bench 'ReplicationThrottle' -benchtime 1x ./clustertest/ | grep -E 'B/s|ok|FAIL'
+	@echo "== the same through the Go client's GroupConsumer (CommitSync: coordinator lookup, retries)"
+	cd services && go test -run '^$$' -bench 'GroupConsumerCommits' -benchtime 5000x ./clustertest/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 

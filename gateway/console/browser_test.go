@@ -216,6 +216,22 @@ func TestBrowser(t *testing.T) {
 		 [...document.querySelectorAll('[data-partition] [data-replica]')].every(r => r.dataset.leo === '10' && r.dataset.hw === '10')`)
 	p.screenshot("1-healthy")
 
+	// The Groups view: a member that read and committed everything, then
+	// the lag of a partition written to since.
+	startGroupMember(t, tc, "shipping", "orders", 30)
+	p.waitFor(10*time.Second, "the group, its member and no lag",
+		`(() => {
+		  const g = document.querySelector('[data-group="shipping"]');
+		  return g && g.querySelector('.badge').textContent === 'Stable' &&
+		    g.querySelectorAll('tr[data-member]').length === 1 &&
+		    g.querySelector('tr[data-member]').textContent.includes('orders-0') &&
+		    [...g.querySelectorAll('tr[data-group-partition]')].filter(r => r.dataset.lag === '0').length === 3;
+		})()`)
+	p.click(`[data-partition="orders-2"] button[data-action="produce"]`)
+	p.waitFor(10*time.Second, "the lag of orders-2",
+		`document.querySelector('[data-group="shipping"] tr[data-group-partition="orders-2"]').dataset.lag === '10'`)
+	p.screenshot("1a-groups")
+
 	// Each follower's LEO twice: the tick it reports and the triangle of
 	// what its leader knows.
 	p.waitFor(5*time.Second, "both LEO marks on every follower of orders-0, none from the leader on the leader",

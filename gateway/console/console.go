@@ -17,6 +17,7 @@
 //	GET  /console/events         Server-Sent Events: hello, status, snapshot, events
 //	GET  /console/api/config     what the console offers (actions, node actions, Jaeger)
 //	GET  /console/api/state      the latest snapshot as JSON
+//	GET  /console/api/groups     the consumer groups: state, members, assignments, lag (groups.go)
 //	POST /console/api/...        actions (see actions.go), refused with 403 unless enabled
 //	GET  /console/api/scenarios  the dev launcher's scenarios and the run started here (scenarios.go)
 //
@@ -177,6 +178,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/events", c.viewer(c.serveEvents))
 	m.HandleFunc("GET /console/api/config", c.serveConfig)
 	m.HandleFunc("GET /console/api/state", c.viewer(c.serveState))
+	m.HandleFunc("GET /console/api/groups", c.viewer(c.serveGroups))
 
 	m.HandleFunc("POST /console/api/produce", c.action(c.produce))
 	m.HandleFunc("POST /console/api/brokers/{id}/{action}", c.action(c.nodeAction))

@@ -83,6 +83,16 @@
 // leader may name a replica in that rack (KIP-392); the consumer fetches
 // from it until it fails, then goes back to the leader.
 //
+// # Group consumer
+//
+// A GroupConsumer is a member of a consumer group (Kafka's classic
+// protocol): a goroutine of its own finds the coordinator, joins, syncs
+// and heartbeats; the leader member computes the assignment with an
+// assign.Assignor. Partitions change hands only inside Poll and Close,
+// where the rebalance callbacks run and positions are committed before
+// partitions are revoked. See DESIGN.md, "Consumer groups: the client
+// side".
+//
 // # Admin
 //
 // Admin wraps AdminService. It finds the active controller among the given
@@ -99,7 +109,9 @@
 // to (partitionProducer.run), which makes every sending decision and runs
 // the callbacks of that partition in order; one goroutine per produce
 // request in flight (at most MaxInFlight per partition); and, while it
-// runs, one per InitProducerId request. They all end in Close. Consumer
+// runs, one per InitProducerId request. They all end in Close. A
+// GroupConsumer runs its membership goroutine, one fetcher per assigned
+// partition and one per CommitAsync, all ended by Close. Consumer
 // and Admin start none (WatchCluster runs in the caller's loop); gRPC runs
 // its own.
 //

@@ -348,6 +348,13 @@ func (c *Cluster) KafkaAddrs() []string {
 // the test ends.
 func (c *Cluster) Client() *client.Client {
 	c.T.Helper()
+	return c.ClientWith(client.Options{})
+}
+
+// ClientWith is Client with options of the test's own (its TLS is the
+// cluster's).
+func (c *Cluster) ClientWith(o client.Options) *client.Client {
+	c.T.Helper()
 	var boot []string
 	for _, id := range slices.Sorted(maps.Keys(c.brokerCfg)) {
 		boot = append(boot, c.brokerCfg[id].Listen)
@@ -356,7 +363,8 @@ func (c *Cluster) Client() *client.Client {
 	if err != nil {
 		c.T.Fatal(err)
 	}
-	cl, err := client.New(boot, client.Options{TLS: tc})
+	o.TLS = tc
+	cl, err := client.New(boot, o)
 	if err != nil {
 		c.T.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 import { h, fill, keyed, fmtTime, fmtLag, setList } from "./dom.js";
 import { actions, login, signedIn } from "./api.js";
 import { scaleFor, replicaBar, axis } from "./bars.js";
+import { startGroups } from "./groups.js";
 
 const MAX_EVENTS = 600;
 const SHOWN_EVENTS = 250;
@@ -737,3 +738,4 @@ $("clear-outcomes").addEventListener("click", () => {
 setInterval(renderConnection, 1000);
 render();
 signedIn().then((ok) => (ok ? connect() : showLogin("This gateway requires authentication.")));
+startGroups();

@@ -140,15 +140,19 @@ func newConsumeCmd(g *globals) *cobra.Command {
 		rack          string
 		printOffset   bool
 		printKey      bool
+		group         string
+		idleMs        int64
 	)
 	cmd := &cobra.Command{
-		Use:   "consume --topic T [--partition P] [--from-beginning | --offset N] [--follow] [--max-messages N] [--rack R]",
+		Use:   "consume --topic T [--partition P] [--from-beginning | --offset N] [--follow] [--max-messages N] [--rack R] | consume --topic T --group G [--from-beginning] [--timeout-ms N]",
 		Short: "Print a topic's records, one value per line (kafka-console-consumer)",
 		Long: "Print a topic's records, one value per line. Without --follow it prints what the\n" +
 			"partitions hold up to their high watermark, from the beginning, and exits. With --follow\n" +
 			"it starts at the end (or where --from-beginning/--offset say) and keeps printing as the\n" +
 			"high watermark moves, until Ctrl-C or --max-messages. --rack reads from an in-sync\n" +
-			"replica in that rack when the leader names one (KIP-392).",
+			"replica in that rack when the leader names one (KIP-392). With --group it is a member of a\n" +
+			"consumer group: it reads the partitions the group assigns it from the group's committed\n" +
+			"offsets and commits what it printed, until Ctrl-C, --max-messages or --timeout-ms.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needTopic(topic); err != nil {
@@ -158,6 +162,34 @@ func newConsumeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			hasOffset := cmd.Flags().Changed("offset")
+			if group != "" {
+				switch {
+				case hasOffset || partition >= 0:
+					return usagef("--group reads the partitions the group assigns: no --offset or --partition")
+				case maxMessages < 0:
+					return usagef("--max-messages must not be negative, got %d", maxMessages)
+				case idleMs < 0:
+					return usagef("--timeout-ms must not be negative, got %d", idleMs)
+				}
+				ctx := cmd.Context()
+				c, err := g.client(ctx)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				octx, cancel := g.opContext(ctx)
+				_, err = g.checkTopic(octx, c, topic, -1)
+				cancel()
+				if err != nil {
+					return err
+				}
+				return groupConsume{group: group, topic: topic, fromBeginning: fromBeginning, maxMessages: maxMessages,
+					idle: time.Duration(idleMs) * time.Millisecond, rack: rack, printOffset: printOffset, printKey: printKey,
+				}.run(ctx, c, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			if idleMs != 0 {
+				return usagef("--timeout-ms goes with --group")
+			}
 			switch {
 			case hasOffset && fromBeginning:
 				return usagef("--offset and --from-beginning exclude each other")
@@ -196,18 +228,7 @@ func newConsumeCmd(g *globals) *cobra.Command {
 			n := 0
 			err = readAll(ctx, readers, func(b batch) bool {
 				for _, r := range b.recs {
-					if printOffset {
-						fmt.Fprintf(out, "Partition:%d\tOffset:%d\t", r.Partition, r.Offset)
-					}
-					if printKey {
-						k := "null"
-						if r.Key != nil {
-							k = string(r.Key)
-						}
-						fmt.Fprintf(out, "%s\t", k)
-					}
-					out.Write(r.Value)
-					out.WriteByte('\n')
+					printRecord(out, r, printOffset, printKey)
 					n++
 					if maxMessages > 0 && n >= maxMessages {
 						break
@@ -244,5 +265,24 @@ func newConsumeCmd(g *globals) *cobra.Command {
 	f.StringVar(&rack, "rack", "", "client.rack: read from an in-sync replica in this rack (KIP-392)")
 	f.BoolVar(&printOffset, "print-offset", false, "prefix each record with its partition and offset")
 	f.BoolVar(&printKey, "print-key", false, "print each record's key before its value")
+	f.StringVar(&group, "group", "", "read as a member of this consumer group, from its committed offsets, committing as it goes (--from-beginning: auto.offset.reset=earliest, else latest)")
+	f.Int64Var(&idleMs, "timeout-ms", 0, "with --group: stop after this long without a record (0: never)")
 	return cmd
+}
+
+// printRecord writes one record as consume prints it: the value on a line,
+// after its partition and offset and its key when asked.
+func printRecord(out *bufio.Writer, r client.Record, printOffset, printKey bool) {
+	if printOffset {
+		fmt.Fprintf(out, "Partition:%d\tOffset:%d\t", r.Partition, r.Offset)
+	}
+	if printKey {
+		k := "null"
+		if r.Key != nil {
+			k = string(r.Key)
+		}
+		fmt.Fprintf(out, "%s\t", k)
+	}
+	out.Write(r.Value)
+	out.WriteByte('\n')
 }

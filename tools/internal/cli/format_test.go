@@ -7,6 +7,8 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/client/assign"
 )
 
 func TestParseAssignment(t *testing.T) {
@@ -108,5 +110,50 @@ BROKER  ADDRESS  RACK  STATE          EPOCH  LEADERS  REPLICAS
 `
 	if b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestGroupTablesHaveKafkasColumns(t *testing.T) {
+	var b strings.Builder
+	lag := &groupv1.DescribeGroupLagResponse{GroupId: "g", Partitions: []*groupv1.PartitionLag{
+		{Topic: "t", Partition: 0, CommittedOffset: 5, HighWatermark: 9, LogEndOffset: 9, Lag: 4, MemberId: "m-1", ClientHost: "/127.0.0.1", ClientId: "c"},
+		{Topic: "t", Partition: 1, CommittedOffset: -1, HighWatermark: 3, LogEndOffset: 3, Lag: -1},
+	}}
+	if err := writeGroupOffsets(&b, "g", lag); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if f := strings.Fields(got[0]); strings.Join(f, " ") != "GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID" {
+		t.Fatalf("header %q", got[0])
+	}
+	if f := strings.Fields(got[1]); strings.Join(f, " ") != "g t 0 5 9 4 m-1 /127.0.0.1 c" {
+		t.Fatalf("row %q", got[1])
+	}
+	if f := strings.Fields(got[2]); strings.Join(f, " ") != "g t 1 - 3 - - - -" {
+		t.Fatalf("row without a commit or owner %q", got[2])
+	}
+
+	d := &groupv1.DescribedGroup{GroupId: "g", GroupState: "Stable", ProtocolType: "consumer", ProtocolName: "range",
+		Coordinator: &commonv1.Node{Id: 2, Address: "127.0.0.1:9093"},
+		Members: []*groupv1.DescribedGroupMember{{MemberId: "m-1", ClientId: "c", ClientHost: "/127.0.0.1",
+			MemberAssignment: assign.Assignment{Partitions: []assign.TopicPartitions{{Topic: "t", Partitions: []int32{0, 1}}}}.Encode()}}}
+	b.Reset()
+	if err := writeGroupMembers(&b, d, true); err != nil {
+		t.Fatal(err)
+	}
+	got = strings.Split(strings.TrimSpace(b.String()), "\n")
+	if f := strings.Join(strings.Fields(got[1]), " "); f != "g m-1 - /127.0.0.1 c 2 t(0,1)" {
+		t.Fatalf("members row %q", f)
+	}
+	b.Reset()
+	if err := writeGroupState(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	got = strings.Split(strings.TrimSpace(b.String()), "\n")
+	if h := strings.Join(strings.Fields(got[0]), " "); h != "GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS" {
+		t.Fatalf("state header %q", h)
+	}
+	if f := strings.Join(strings.Fields(got[1]), " "); f != "g 127.0.0.1:9093 (2) range Stable 1" {
+		t.Fatalf("state row %q", f)
 	}
 }

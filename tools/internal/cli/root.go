@@ -91,7 +91,7 @@ func newRoot(s Streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g := addGlobals(root, s.Getenv)
 	root.AddCommand(newVersionCmd(), newHealthCmd(g), newDevCmd(g), newPKICmd(),
-		newTopicsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
+		newTopicsCmd(g), newGroupsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
 		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newBenchCmd(), newChaosCmd(g), newScenarioCmd(g),
 		newReassignCmd(g), newBrokersCmd(g))
 	strictArgs(root)

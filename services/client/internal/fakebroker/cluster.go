@@ -5,6 +5,10 @@
 // leader and leader epoch, and the idempotent-producer table (the last five
 // batches per producer), so retries and duplicates behave as on a broker.
 //
+// Every broker also serves GroupService (group.go): one of them coordinates
+// every group, with Kafka's classic membership protocol and offsets kept
+// in memory; MoveCoordinator moves it, state and all.
+//
 // Tests script failures with a ControlFunc that sees every call and may
 // fail it (optionally after the append), delay it, or drop the leader hint.
 package fakebroker
@@ -19,6 +23,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 )
@@ -36,7 +41,7 @@ type Config struct {
 
 // Call is what a ControlFunc sees of a request.
 type Call struct {
-	Method string // "Produce", "Fetch", "Metadata", "ListOffsets", "InitProducerId", or an AdminService method
+	Method string // "Produce", "Fetch", "Metadata", "ListOffsets", "InitProducerId", or an AdminService or GroupService method
 	Node   int32  // the broker or controller id answering
 	// N counts the calls of Method cluster-wide, from 1.
 	N         int
@@ -72,6 +77,7 @@ type Cluster struct {
 	calls       map[string]int
 	nodeCalls   map[int32]map[string]int
 	batchSizes  []int
+	groups      *groups // its own lock
 }
 
 type node struct {
@@ -95,6 +101,7 @@ func Start(cfg Config) (*Cluster, error) {
 	c := &Cluster{
 		topics: map[string]*topic{}, nextPID: 1,
 		calls: map[string]int{}, nodeCalls: map[int32]map[string]int{},
+		groups: newGroups(),
 	}
 	for i := range cfg.Brokers {
 		n := &node{id: int32(i + 1)}
@@ -103,6 +110,7 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 		if err := c.serve(n, func(s *grpcserver.Server) {
 			brokerv1.RegisterBrokerServiceServer(s, &brokerService{c: c, n: n})
+			groupv1.RegisterGroupServiceServer(s, &groupService{c: c, n: n})
 		}); err != nil {
 			c.Close()
 			return nil, err
@@ -139,6 +147,7 @@ func (c *Cluster) Close() {
 	c.mu.Lock()
 	nodes := append(slices.Clone(c.brokers), c.controllers...)
 	c.mu.Unlock()
+	c.groups.close()
 	for _, n := range nodes {
 		stopNow(n)
 	}

@@ -1,0 +1,712 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/client/assign"
+	"tidemark.io/services/platform/kerr"
+)
+
+// GroupConsumer reads the partitions a consumer group assigns it, from the
+// group's committed offsets, and commits its progress to the group's
+// coordinator. A goroutine of its own keeps it in the group (join, sync,
+// heartbeat, rejoin); the partitions it is given change hands only inside
+// Poll and Close, where the rebalance callbacks run.
+//
+// Delivery is at least once: a position is committed (automatically every
+// AutoCommitInterval at the start of a Poll, before partitions are revoked,
+// and on Close; or by CommitSync/CommitAsync) only after the Poll that
+// returned its records has been followed by another call, so a member that
+// dies re-reads, through the next owner, only what came after its last
+// commit.
+type GroupConsumer struct {
+	c         *Client
+	opts      GroupOptions
+	reset     ResetPolicy
+	protocol  assign.RebalanceProtocol
+	coord     *coordinator
+	records   chan fetched  // from the partition fetchers
+	wake      chan struct{} // one slot: a rebalance event is waiting
+	fetchBase context.Context
+	stopFetch context.CancelFunc
+	loopStop  context.CancelFunc
+	loopDone  chan struct{}
+
+	pollMu sync.Mutex // serializes Poll and Close
+
+	commitMu      sync.Mutex               // one commit at a time, so they reach the coordinator in order
+	lastCommitted map[TopicPartition]int64 // guarded by commitMu
+
+	mu             sync.Mutex // guards everything below; never held across a call or callback
+	member         memberState
+	parts          map[TopicPartition]*partState
+	pending        []*rebalanceEvent
+	fatal          error
+	closed         bool // Poll refuses
+	finished       bool // Close is over: commits refuse too
+	lastAutoCommit time.Time
+}
+
+// memberState is who the member is in which generation, as commits need it.
+type memberState struct {
+	id         string
+	generation int32
+}
+
+// partState is one assigned partition: its fetcher and the position of the
+// records handed to the user.
+type partState struct {
+	tp       TopicPartition
+	stop     context.CancelFunc
+	consumed int64 // the next offset after what Poll returned; -1 before it is known
+	epoch    int32 // the leader epoch of the last record returned
+}
+
+// fetched is what a partition fetcher hands to Poll.
+type fetched struct {
+	ps   *partState
+	recs []Record
+	next int64
+	err  error
+}
+
+// rebalanceEvent is a change of assignment the membership goroutine asks
+// Poll to carry out; done closes when it has.
+type rebalanceEvent struct {
+	revoke []TopicPartition // given up: committed, then OnPartitionsRevoked
+	lost   []TopicPartition // no longer ours: OnPartitionsLost, no commit
+	assign []TopicPartition // added: fetched from their committed offsets
+	done   chan struct{}
+}
+
+// NewGroupConsumer joins the group in the background and returns at once;
+// Poll returns records once partitions are assigned.
+func NewGroupConsumer(c *Client, opts GroupOptions) (*GroupConsumer, error) {
+	opts, reset, err := opts.resolve(c)
+	if err != nil {
+		return nil, err
+	}
+	gc := &GroupConsumer{
+		c: c, opts: opts, reset: reset, protocol: opts.rebalanceProtocol(),
+		coord:         &coordinator{c: c, group: opts.GroupID},
+		records:       make(chan fetched, 64),
+		wake:          make(chan struct{}, 1),
+		loopDone:      make(chan struct{}),
+		lastCommitted: map[TopicPartition]int64{},
+		member:        memberState{generation: -1},
+		parts:         map[TopicPartition]*partState{},
+	}
+	gc.fetchBase, gc.stopFetch = context.WithCancel(context.Background())
+	var loopCtx context.Context
+	loopCtx, gc.loopStop = context.WithCancel(context.Background())
+	m := &membership{gc: gc, generation: -1}
+	go func() {
+		defer close(gc.loopDone)
+		m.run(loopCtx)
+	}()
+	return gc, nil
+}
+
+// GroupID is the group's id.
+func (gc *GroupConsumer) GroupID() string { return gc.opts.GroupID }
+
+// MemberID is the id the coordinator gave this member ("" before it joined)
+// and Generation the generation it last synced (-1 before).
+func (gc *GroupConsumer) MemberID() string {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.member.id
+}
+
+func (gc *GroupConsumer) Generation() int32 {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.member.generation
+}
+
+// Assignment lists the partitions Poll reads now, sorted.
+func (gc *GroupConsumer) Assignment() []TopicPartition {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return sortedTPs(slices.Collect(maps.Keys(gc.parts)))
+}
+
+// Positions are the offsets the next commit of all positions would write:
+// for each assigned partition whose position is known, the offset after
+// the last record Poll returned.
+func (gc *GroupConsumer) Positions() map[TopicPartition]int64 {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.positionsLocked(nil)
+}
+
+func (gc *GroupConsumer) positionsLocked(only []TopicPartition) map[TopicPartition]int64 {
+	out := map[TopicPartition]int64{}
+	for tp, ps := range gc.parts {
+		if ps.consumed >= 0 && (only == nil || slices.Contains(only, tp)) {
+			out[tp] = ps.consumed
+		}
+	}
+	return out
+}
+
+// Poll returns the records fetched since the last call from the assigned
+// partitions, waiting up to MaxWait for some; none is not an error. It
+// first carries out any waiting rebalance (running the callbacks) and the
+// auto-commit when one is due. A fatal error (FENCED_INSTANCE_ID, an
+// unusable configuration, a partition with no committed offset under
+// auto.offset.reset=none) is returned by every later call. Poll must not
+// be called from several goroutines at once.
+func (gc *GroupConsumer) Poll(ctx context.Context) ([]Record, error) {
+	gc.pollMu.Lock()
+	defer gc.pollMu.Unlock()
+	if gc.isClosed() {
+		return nil, fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	}
+	// Waiting events first: a fatal error comes with its partitions lost.
+	gc.runEvents(ctx)
+	if err := gc.failed(ctx); err != nil {
+		return nil, err
+	}
+	gc.maybeAutoCommit()
+	wait := time.NewTimer(gc.opts.MaxWait)
+	defer wait.Stop()
+	var out []Record
+	for {
+		select {
+		case f := <-gc.records:
+			if err := gc.take(f, &out); err != nil {
+				return out, err
+			}
+			if len(out) == 0 {
+				continue
+			}
+			for more := true; more; { // whatever else is ready, without waiting
+				select {
+				case f := <-gc.records:
+					if err := gc.take(f, &out); err != nil {
+						return out, err
+					}
+				default:
+					more = false
+				}
+			}
+			return out, nil
+		case <-gc.wake:
+			gc.runEvents(ctx)
+			if err := gc.failed(ctx); err != nil {
+				return out, err
+			}
+		case <-gc.loopDone:
+			gc.runEvents(ctx)
+			if err := gc.failed(ctx); err != nil {
+				return nil, err
+			}
+			return out, nil
+		case <-wait.C:
+			return out, nil
+		case <-ctx.Done():
+			return out, ctxError(ctx, nil, "poll group %s", gc.opts.GroupID)
+		}
+	}
+}
+
+func (gc *GroupConsumer) isClosed() bool {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.closed
+}
+
+// usable is the error every call returns after Close or a fatal error.
+func (gc *GroupConsumer) usable() error {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if gc.closed {
+		return fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	}
+	return gc.fatal
+}
+
+// take adds a fetcher's records to out when the partition is still
+// assigned to the fetcher that read them, and moves its position.
+func (gc *GroupConsumer) take(f fetched, out *[]Record) error {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if gc.parts[f.ps.tp] != f.ps {
+		return nil // revoked since it was fetched
+	}
+	if f.err != nil {
+		gc.fatal = f.err
+		return f.err // the next Poll declares the partitions lost
+	}
+	*out = append(*out, f.recs...)
+	f.ps.consumed = f.next
+	if n := len(f.recs); n > 0 {
+		f.ps.epoch = f.recs[n-1].LeaderEpoch
+	}
+	return nil
+}
+
+// post queues a rebalance event for Poll and returns it.
+func (gc *GroupConsumer) post(ev *rebalanceEvent) *rebalanceEvent {
+	ev.done = make(chan struct{})
+	gc.mu.Lock()
+	gc.pending = append(gc.pending, ev)
+	gc.mu.Unlock()
+	select {
+	case gc.wake <- struct{}{}:
+	default:
+	}
+	return ev
+}
+
+// runEvents carries out the waiting rebalance events, in order.
+func (gc *GroupConsumer) runEvents(ctx context.Context) {
+	for {
+		gc.mu.Lock()
+		if len(gc.pending) == 0 {
+			gc.mu.Unlock()
+			return
+		}
+		ev := gc.pending[0]
+		gc.pending = gc.pending[1:]
+		gc.mu.Unlock()
+		gc.runEvent(ctx, ev)
+		close(ev.done)
+	}
+}
+
+func (gc *GroupConsumer) runEvent(ctx context.Context, ev *rebalanceEvent) {
+	if len(ev.revoke) > 0 {
+		if !gc.opts.DisableAutoCommit {
+			gc.mu.Lock()
+			offs := gc.positionsLocked(ev.revoke)
+			gc.mu.Unlock()
+			if err := gc.commit(ctx, offs, false); err != nil {
+				gc.c.log.Warn("commit before revoking failed", "group", gc.opts.GroupID, "err", err)
+			}
+		}
+		// The callback still sees the positions (it may commit them).
+		if gc.opts.OnPartitionsRevoked != nil {
+			gc.opts.OnPartitionsRevoked(ctx, ev.revoke)
+		}
+		gc.drop(ev.revoke)
+	}
+	if len(ev.lost) > 0 {
+		gc.lose(ctx, ev.lost)
+	}
+	if len(ev.assign) > 0 {
+		gc.mu.Lock()
+		for _, tp := range ev.assign {
+			if old := gc.parts[tp]; old != nil {
+				old.stop()
+			}
+			fctx, stop := context.WithCancel(gc.fetchBase)
+			ps := &partState{tp: tp, stop: stop, consumed: -1, epoch: -1}
+			gc.parts[tp] = ps
+			go gc.fetch(fctx, ps)
+		}
+		gc.mu.Unlock()
+		if gc.opts.OnPartitionsAssigned != nil {
+			gc.opts.OnPartitionsAssigned(ctx, ev.assign)
+		}
+	}
+}
+
+// lose drops those of tps still assigned and tells OnPartitionsLost.
+func (gc *GroupConsumer) lose(ctx context.Context, tps []TopicPartition) {
+	gc.mu.Lock()
+	var held []TopicPartition
+	for _, tp := range tps {
+		if gc.parts[tp] != nil {
+			held = append(held, tp)
+		}
+	}
+	gc.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	gc.drop(held)
+	if gc.opts.OnPartitionsLost != nil {
+		gc.opts.OnPartitionsLost(ctx, held)
+	}
+}
+
+// failed returns the fatal error, if any, after the partitions still held
+// are declared lost: whoever learns of it first (a commit, a heartbeat)
+// the user hears of the loss before the error.
+func (gc *GroupConsumer) failed(ctx context.Context) error {
+	err := gc.usable()
+	gc.mu.Lock()
+	fatal := gc.fatal
+	gc.mu.Unlock()
+	if fatal != nil {
+		gc.lose(ctx, gc.Assignment())
+	}
+	return err
+}
+
+// drop stops fetching tps and forgets their positions.
+func (gc *GroupConsumer) drop(tps []TopicPartition) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	for _, tp := range tps {
+		if ps := gc.parts[tp]; ps != nil {
+			ps.stop()
+			delete(gc.parts, tp)
+		}
+	}
+}
+
+// fetch is one assigned partition's fetcher: it starts at the group's
+// committed offset (or auto.offset.reset) and hands each fetch to Poll.
+func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
+	send := func(f fetched) bool {
+		select {
+		case gc.records <- f:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	start, err := gc.startOffset(ctx, ps.tp)
+	gc.c.log.Debug("fetcher starts", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "offset", start, "err", err)
+	if err != nil {
+		if ctx.Err() == nil {
+			send(fetched{ps: ps, err: err})
+		}
+		return
+	}
+	cs, err := NewConsumer(gc.c, ConsumerOptions{
+		Topic: ps.tp.Topic, Partition: ps.tp.Partition, StartOffset: start, Reset: gc.reset,
+		MaxBytes: gc.opts.MaxBytes, MaxWait: gc.opts.MaxWait, MinBytes: gc.opts.MinBytes,
+		Rack: gc.opts.Rack, RequestTimeout: gc.opts.RequestTimeout,
+	})
+	if err != nil {
+		send(fetched{ps: ps, err: err})
+		return
+	}
+	defer cs.Close()
+	known := false
+	for attempt := 1; ctx.Err() == nil; {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if kerr.CodeOf(err) == kerr.OffsetOutOfRange {
+				send(fetched{ps: ps, err: err}) // auto.offset.reset=none
+				return
+			}
+			gc.c.log.Debug("group fetch failed; retrying", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "err", err)
+			sleep(ctx, backoff(gc.c.opts.RetryBackoff, gc.c.opts.RetryBackoffMax, attempt))
+			attempt++
+			continue
+		}
+		attempt = 1
+		if pos := cs.Position(); len(recs) > 0 || (!known && pos >= 0) {
+			// The first resolved position is reported even without
+			// records, so that a reset to latest is committed too.
+			known = true
+			if !send(fetched{ps: ps, recs: recs, next: pos}) {
+				return
+			}
+		}
+	}
+}
+
+// startOffset is where a newly assigned partition starts: the group's
+// committed offset, else what auto.offset.reset says.
+func (gc *GroupConsumer) startOffset(ctx context.Context, tp TopicPartition) (int64, error) {
+	for {
+		got, err := gc.committed(ctx, []TopicPartition{tp}, true)
+		if err == nil {
+			if off, ok := got[tp]; ok && off >= 0 {
+				return off, nil
+			}
+			switch gc.reset {
+			case ResetEarliest:
+				return OffsetEarliest, nil
+			case ResetLatest:
+				return OffsetLatest, nil
+			}
+			return 0, kerr.New(kerr.OffsetOutOfRange, "group %s has no committed offset for %s-%d and auto.offset.reset is none", gc.opts.GroupID, tp.Topic, tp.Partition)
+		}
+		if ctx.Err() != nil || !kerr.CodeOf(err).Retriable() {
+			return 0, err
+		}
+		// The API timeout passed (the coordinator is moving): keep trying
+		// while the partition is ours.
+		gc.c.log.Debug("fetching the committed offset failed; retrying", "group", gc.opts.GroupID, "err", err)
+	}
+}
+
+// Committed returns the group's committed offsets for tps (all the group
+// has when tps is empty); a partition without one is absent.
+func (gc *GroupConsumer) Committed(ctx context.Context, tps ...TopicPartition) (map[TopicPartition]int64, error) {
+	return gc.committed(ctx, tps, true)
+}
+
+func (gc *GroupConsumer) committed(ctx context.Context, tps []TopicPartition, stable bool) (map[TopicPartition]int64, error) {
+	req := &groupv1.OffsetFetchRequest{GroupId: gc.opts.GroupID, RequireStable: stable}
+	for _, t := range groupTPs(tps) {
+		req.Topics = append(req.Topics, &groupv1.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
+	}
+	out := map[TopicPartition]int64{}
+	err := gc.coord.call(ctx, "offset fetch", gc.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		resp, err := gs.OffsetFetch(ctx, req)
+		if err != nil {
+			return err
+		}
+		clear(out)
+		for _, t := range resp.GetTopics() {
+			for _, p := range t.GetPartitions() {
+				if code := kerr.Code(p.GetErrorCode()); code != kerr.None {
+					return kerr.New(code, "offset of %s-%d", t.GetName(), p.GetPartition())
+				}
+				if p.GetCommittedOffset() >= 0 {
+					out[TopicPartition{t.GetName(), p.GetPartition()}] = p.GetCommittedOffset()
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CommitSync commits offsets (the next offset to read, per partition; nil
+// commits every known position) and returns once the coordinator has
+// written them with acks=all. A member whose generation is over gets
+// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS and
+// should let the rebalance finish (keep polling) before committing again.
+func (gc *GroupConsumer) CommitSync(ctx context.Context, offsets map[TopicPartition]int64) error {
+	gc.mu.Lock()
+	finished, fatal := gc.finished, gc.fatal
+	gc.mu.Unlock()
+	if finished {
+		return fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	}
+	if fatal != nil {
+		return fatal
+	}
+	if offsets == nil {
+		offsets = gc.Positions()
+	}
+	return gc.commit(ctx, offsets, false)
+}
+
+// CommitAsync commits offsets as CommitSync does, on a goroutine of its
+// own, and calls done (when not nil) with the outcome. Commits reach the
+// coordinator in the order they were made.
+func (gc *GroupConsumer) CommitAsync(offsets map[TopicPartition]int64, done func(map[TopicPartition]int64, error)) {
+	if offsets == nil {
+		offsets = gc.Positions()
+	}
+	gc.commitAsync(offsets, false, done)
+}
+
+func (gc *GroupConsumer) commitAsync(offsets map[TopicPartition]int64, auto bool, done func(map[TopicPartition]int64, error)) {
+	gc.commitMu.Lock() // taken here so that commits keep the callers' order
+	go func() {
+		defer gc.commitMu.Unlock()
+		err := gc.commitLocked(context.Background(), offsets, auto)
+		if done != nil {
+			done(offsets, err)
+		}
+	}()
+}
+
+// maybeAutoCommit starts the auto-commit of every position when one is due.
+func (gc *GroupConsumer) maybeAutoCommit() {
+	if gc.opts.DisableAutoCommit {
+		return
+	}
+	gc.mu.Lock()
+	due := time.Since(gc.lastAutoCommit) >= gc.opts.AutoCommitInterval
+	if due {
+		gc.lastAutoCommit = time.Now()
+	}
+	offs := gc.positionsLocked(nil)
+	gc.mu.Unlock()
+	if due && len(offs) > 0 {
+		gc.commitAsync(offs, true, func(_ map[TopicPartition]int64, err error) {
+			if err != nil {
+				gc.c.log.Debug("auto-commit failed", "group", gc.opts.GroupID, "err", err)
+			}
+		})
+	}
+}
+
+func (gc *GroupConsumer) commit(ctx context.Context, offsets map[TopicPartition]int64, auto bool) error {
+	gc.commitMu.Lock()
+	defer gc.commitMu.Unlock()
+	return gc.commitLocked(ctx, offsets, auto)
+}
+
+// commitLocked sends one OffsetCommit (retried on coordinator moves). An
+// auto-commit leaves out partitions whose position has not moved since
+// the last commit.
+func (gc *GroupConsumer) commitLocked(ctx context.Context, offsets map[TopicPartition]int64, auto bool) error {
+	if auto {
+		offsets = maps.Clone(offsets)
+		maps.DeleteFunc(offsets, func(tp TopicPartition, off int64) bool {
+			last, ok := gc.lastCommitted[tp]
+			return ok && off <= last
+		})
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	gc.mu.Lock()
+	m := gc.member
+	epochs := map[TopicPartition]int32{}
+	for tp := range offsets {
+		if ps := gc.parts[tp]; ps != nil && ps.consumed == offsets[tp] {
+			epochs[tp] = ps.epoch
+		}
+	}
+	gc.mu.Unlock()
+	req := &groupv1.OffsetCommitRequest{
+		GroupId: gc.opts.GroupID, GenerationId: m.generation, MemberId: m.id, GroupInstanceId: gc.opts.InstanceID,
+	}
+	for _, t := range groupTPs(slices.Collect(maps.Keys(offsets))) {
+		ct := &groupv1.OffsetCommitTopic{Name: t.Topic}
+		for _, p := range t.Partitions {
+			tp := TopicPartition{t.Topic, p}
+			epoch, ok := epochs[tp]
+			if !ok {
+				epoch = -1
+			}
+			ct.Partitions = append(ct.Partitions, &groupv1.OffsetCommitPartition{Partition: p, CommittedOffset: offsets[tp], CommittedLeaderEpoch: epoch})
+		}
+		req.Topics = append(req.Topics, ct)
+	}
+	err := gc.coord.call(ctx, "offset commit", gc.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		resp, err := gs.OffsetCommit(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.GetTopics() {
+			for _, p := range t.GetPartitions() {
+				if code := kerr.Code(p.GetErrorCode()); code != kerr.None {
+					return kerr.New(code, "commit of %s-%d", t.GetName(), p.GetPartition())
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if kerr.CodeOf(err) == kerr.FencedInstanceID {
+			gc.setFatal(err)
+		}
+		return err
+	}
+	for tp, off := range offsets {
+		gc.lastCommitted[tp] = off
+	}
+	return nil
+}
+
+func (gc *GroupConsumer) setFatal(err error) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if gc.fatal == nil {
+		gc.fatal = err
+	}
+}
+
+// Close leaves the group cleanly: it stops the membership goroutine,
+// commits every position (with auto-commit), calls OnPartitionsRevoked,
+// and sends LeaveGroup so the group rebalances at once (a static member
+// does not leave: its instance id keeps its place until the session
+// timeout). It does not close the Client.
+func (gc *GroupConsumer) Close(ctx context.Context) error {
+	gc.pollMu.Lock()
+	defer gc.pollMu.Unlock()
+	gc.mu.Lock()
+	if gc.closed {
+		gc.mu.Unlock()
+		return nil
+	}
+	gc.closed = true
+	gc.mu.Unlock()
+	gc.loopStop()
+	<-gc.loopDone
+	gc.runEvents(ctx)
+	owned := gc.Assignment()
+	var errs []error
+	gc.mu.Lock()
+	m, fatal := gc.member, gc.fatal
+	gc.mu.Unlock()
+	if len(owned) > 0 && fatal == nil && m.generation >= 0 {
+		if !gc.opts.DisableAutoCommit {
+			errs = append(errs, gc.commit(ctx, gc.Positions(), false))
+		}
+		if gc.opts.OnPartitionsRevoked != nil {
+			gc.opts.OnPartitionsRevoked(ctx, owned)
+		}
+		gc.drop(owned)
+	}
+	if fatal != nil {
+		gc.lose(ctx, gc.Assignment())
+	}
+	gc.stopFetch()
+	gc.mu.Lock()
+	gc.finished = true
+	gc.mu.Unlock()
+	if m.id != "" && gc.opts.InstanceID == "" && fatal == nil {
+		err := gc.coord.call(ctx, "leave group", gc.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+			_, err := gs.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: gc.opts.GroupID,
+				Members: []*groupv1.MemberIdentity{{MemberId: m.id, Reason: "the consumer is closing"}}})
+			return err
+		})
+		if c := kerr.CodeOf(err); c != kerr.UnknownMemberID {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Abandon stops the consumer at once, as if its process had died: no
+// commit, no callback, no LeaveGroup. The coordinator removes the member
+// when its session times out; until then its partitions stay with it.
+func (gc *GroupConsumer) Abandon() {
+	gc.mu.Lock()
+	gc.closed, gc.finished = true, true
+	gc.mu.Unlock()
+	gc.loopStop()
+	gc.stopFetch()
+	<-gc.loopDone
+}
+
+// groupTPs groups partitions by topic, sorted.
+func groupTPs(tps []TopicPartition) []assign.TopicPartitions {
+	var out []assign.TopicPartitions
+	for _, tp := range sortedTPs(tps) {
+		if n := len(out); n > 0 && out[n-1].Topic == tp.Topic {
+			out[n-1].Partitions = append(out[n-1].Partitions, tp.Partition)
+			continue
+		}
+		out = append(out, assign.TopicPartitions{Topic: tp.Topic, Partitions: []int32{tp.Partition}})
+	}
+	return out
+}
+
+func sortedTPs(tps []TopicPartition) []TopicPartition {
+	tps = slices.Clone(tps)
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
+	return slices.Compact(tps)
+}

@@ -1,0 +1,154 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"maps"
+	"slices"
+
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// The group admin calls: each goes to the group's coordinator (found with
+// FindCoordinator, followed when it moves), as Kafka's admin client does.
+
+// groupCoordinator returns a coordinator tracker for group.
+func (c *Client) groupCoordinator(group string) (*coordinator, error) {
+	if group == "" {
+		return nil, kerr.BadField(kerr.InvalidGroupID, "group", "no group id given")
+	}
+	return &coordinator{c: c, group: group}, nil
+}
+
+// ListGroups lists the groups of every broker (each lists the groups it
+// coordinates), sorted by id, filtered by state when states are given. A
+// broker that cannot be asked makes the list incomplete: its error is
+// returned beside what the others answered.
+func (c *Client) ListGroups(ctx context.Context, states ...string) ([]*groupv1.ListedGroup, error) {
+	ctx, cancel := c.opts.withAPITimeout(ctx)
+	defer cancel()
+	if _, err := c.Metadata(ctx); err != nil {
+		return nil, err
+	}
+	c.meta.mu.Lock()
+	addrs := make(map[int32]string, len(c.meta.brokers))
+	for id, a := range c.meta.brokers {
+		addrs[id] = a
+	}
+	c.meta.mu.Unlock()
+	var out []*groupv1.ListedGroup
+	var errs []error
+	seen := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(addrs)) {
+		var resp *groupv1.ListGroupsResponse
+		err := c.groupCall(ctx, addrs[id], c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+			var err error
+			resp, err = gs.ListGroups(ctx, &groupv1.ListGroupsRequest{StatesFilter: states})
+			return err
+		})
+		if err != nil {
+			errs = append(errs, wrap(err, "list groups on broker %d", id))
+			continue
+		}
+		for _, g := range resp.GetGroups() {
+			if !seen[g.GetGroupId()] { // a group moving may be listed twice
+				seen[g.GetGroupId()] = true
+				out = append(out, g)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *groupv1.ListedGroup) int { return cmp.Compare(a.GetGroupId(), b.GetGroupId()) })
+	return out, errors.Join(errs...)
+}
+
+// DescribeGroup describes one group: state, protocol, generation and
+// members with their assignments. An unknown group is Dead with no members.
+func (c *Client) DescribeGroup(ctx context.Context, group string) (*groupv1.DescribedGroup, error) {
+	co, err := c.groupCoordinator(group)
+	if err != nil {
+		return nil, err
+	}
+	var out *groupv1.DescribedGroup
+	err = co.call(ctx, "describe group", c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		resp, err := gs.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
+		if err != nil {
+			return err
+		}
+		if len(resp.GetGroups()) != 1 {
+			return kerr.New(kerr.UnknownServerError, "DescribeGroups answered %d groups for one", len(resp.GetGroups()))
+		}
+		out = resp.GetGroups()[0]
+		if code := kerr.Code(out.GetErrorCode()); code != kerr.None {
+			return kerr.New(code, "describe group %s", group)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// GroupLag is the per-partition view of a group's progress (committed
+// offset, high watermark, log end offset, lag, owner), for topics (all the
+// group has when none are given).
+func (c *Client) GroupLag(ctx context.Context, group string, topics ...string) (*groupv1.DescribeGroupLagResponse, error) {
+	co, err := c.groupCoordinator(group)
+	if err != nil {
+		return nil, err
+	}
+	var out *groupv1.DescribeGroupLagResponse
+	err = co.call(ctx, "describe group lag", c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		var err error
+		out, err = gs.DescribeGroupLag(ctx, &groupv1.DescribeGroupLagRequest{GroupId: group, Topics: topics})
+		return err
+	})
+	return out, err
+}
+
+// ResetGroupOffsets moves a group's committed offsets (only while it has
+// no members); with DryRun it only computes them.
+func (c *Client) ResetGroupOffsets(ctx context.Context, req *groupv1.ResetGroupOffsetsRequest) (*groupv1.ResetGroupOffsetsResponse, error) {
+	co, err := c.groupCoordinator(req.GetGroupId())
+	if err != nil {
+		return nil, err
+	}
+	var out *groupv1.ResetGroupOffsetsResponse
+	err = co.call(ctx, "reset group offsets", c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		var err error
+		out, err = gs.ResetGroupOffsets(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// GroupOffsets returns a group's committed offsets (all of them when no
+// partitions are given).
+func (c *Client) GroupOffsets(ctx context.Context, group string, partitions ...TopicPartition) (map[TopicPartition]int64, error) {
+	co, err := c.groupCoordinator(group)
+	if err != nil {
+		return nil, err
+	}
+	gc := &GroupConsumer{c: c, coord: co, opts: GroupOptions{GroupID: group, RequestTimeout: c.opts.RequestTimeout}}
+	return gc.committed(ctx, partitions, true)
+}
+
+// DeleteGroup deletes an empty group and its committed offsets
+// (NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when unknown).
+func (c *Client) DeleteGroup(ctx context.Context, group string) error {
+	co, err := c.groupCoordinator(group)
+	if err != nil {
+		return err
+	}
+	return co.call(ctx, "delete group", c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		resp, err := gs.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{group}})
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.GetResults() {
+			if code := kerr.Code(r.GetErrorCode()); code != kerr.None {
+				return kerr.New(code, "delete group %s", r.GetGroupId())
+			}
+		}
+		return nil
+	})
+}

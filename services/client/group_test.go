@@ -1,0 +1,390 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"tidemark.io/services/client"
+	"tidemark.io/services/client/assign"
+	"tidemark.io/services/client/internal/fakebroker"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+func groupOptions(group string) client.GroupOptions {
+	return client.GroupOptions{
+		GroupID: group, Topics: []string{"t"}, AutoOffsetReset: "earliest",
+		SessionTimeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
+		RebalanceTimeout: 2 * time.Second, MaxWait: 30 * time.Millisecond, MaxBytes: 1,
+		AutoCommitInterval: 50 * time.Millisecond,
+	}
+}
+
+// appendEach writes n records to every partition of t, one batch each.
+func appendEach(fc *fakebroker.Cluster, parts, n int) {
+	for p := range parts {
+		for i := range n {
+			fc.Append("t", int32(p), recordbatch.Record{Value: fmt.Appendf(nil, "%d-%d", p, i)})
+		}
+	}
+}
+
+// polled runs Poll on a goroutine until stopped, keeping what it returns.
+type polled struct {
+	gc   *client.GroupConsumer
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	got  map[int32][]int64
+	err  error
+}
+
+func startPolling(t *testing.T, c *client.Client, o client.GroupOptions) *polled {
+	t.Helper()
+	gc, err := client.NewGroupConsumer(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &polled{gc: gc, stop: make(chan struct{}), done: make(chan struct{}), got: map[int32][]int64{}}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			recs, err := gc.Poll(context.Background())
+			p.mu.Lock()
+			for _, r := range recs {
+				p.got[r.Partition] = append(p.got[r.Partition], r.Offset)
+			}
+			p.err = err
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { p.halt(); gc.Abandon() })
+	return p
+}
+
+func (p *polled) halt() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+func (p *polled) offsets(part int32) []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.got[part])
+}
+
+func (p *polled) failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestGroupOptionsAreChecked(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	c := newClient(t, fc)
+	for _, c2 := range []struct {
+		o    client.GroupOptions
+		code kerr.Code
+	}{
+		{client.GroupOptions{Topics: []string{"t"}}, kerr.InvalidGroupID},
+		{client.GroupOptions{GroupID: "g"}, kerr.InvalidConfig},
+		{client.GroupOptions{GroupID: "g", Topics: []string{"t"}, AutoOffsetReset: "smallest"}, kerr.InvalidConfig},
+		{client.GroupOptions{GroupID: "g", Topics: []string{"t"}, SessionTimeout: time.Second, HeartbeatInterval: time.Second}, kerr.InvalidConfig},
+		{client.GroupOptions{GroupID: "g", Topics: []string{"t"}, Assignors: []assign.Assignor{assign.Range{}, assign.Range{}}}, kerr.InvalidConfig},
+	} {
+		if _, err := client.NewGroupConsumer(c, c2.o); kerr.CodeOf(err) != c2.code {
+			t.Errorf("%+v: %v, want %v", c2.o, err, c2.code)
+		}
+	}
+}
+
+// Eager and cooperative: a member reads, commits, dies; the next member
+// starts at the commit.
+func TestGroupConsumerResumesFromTheCommit(t *testing.T) {
+	for _, coop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cooperative=%t", coop), func(t *testing.T) {
+			fc := startCluster(t, fakebroker.Config{})
+			fc.CreateTopic("t", 2)
+			appendEach(fc, 2, 10)
+			c := newClient(t, fc)
+			o := groupOptions("g")
+			o.DisableAutoCommit = true
+			if coop {
+				o.Assignors = []assign.Assignor{assign.CooperativeSticky{}}
+			}
+			first := startPolling(t, c, o)
+			eventually(t, "the first member to read everything", func() bool {
+				return len(first.offsets(0)) == 10 && len(first.offsets(1)) == 10
+			})
+			first.halt()
+			// It commits less than it read, then dies.
+			pos := map[client.TopicPartition]int64{{Topic: "t", Partition: 0}: 4, {Topic: "t", Partition: 1}: 6}
+			ctx := testCtx(t, 5*time.Second)
+			if err := first.gc.CommitSync(ctx, pos); err != nil {
+				t.Fatal(err)
+			}
+			first.gc.Abandon()
+			for p := range int32(2) {
+				if got := fc.Committed("g", "t", p); got != pos[client.TopicPartition{Topic: "t", Partition: p}] {
+					t.Fatalf("committed %d for partition %d, want %v", got, p, pos)
+				}
+			}
+			second := startPolling(t, c, o)
+			eventually(t, "the second member to read to the end", func() bool {
+				a, b := second.offsets(0), second.offsets(1)
+				return len(a) > 0 && a[len(a)-1] == 9 && len(b) > 0 && b[len(b)-1] == 9
+			})
+			for p := range int32(2) {
+				from := pos[client.TopicPartition{Topic: "t", Partition: p}]
+				want := []int64{}
+				for i := from; i < 10; i++ {
+					want = append(want, i)
+				}
+				if got := second.offsets(p); !slices.Equal(got, want) {
+					t.Fatalf("partition %d: second member read %v, want %v", p, got, want)
+				}
+			}
+		})
+	}
+}
+
+// The coordinator moves (NOT_COORDINATOR with a hint) and is loading for a
+// while (COORDINATOR_LOAD_IN_PROGRESS): the member follows, keeps its
+// place, and commits land on the new coordinator.
+func TestGroupConsumerFollowsTheCoordinator(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2})
+	fc.CreateTopic("t", 2)
+	appendEach(fc, 2, 5)
+	c := newClient(t, fc)
+	m := startPolling(t, c, groupOptions("g"))
+	eventually(t, "everything read and committed", func() bool {
+		return fc.Committed("g", "t", 0) == 5 && fc.Committed("g", "t", 1) == 5
+	})
+	_, gen, _ := fc.GroupState("g")
+	loading := 0
+	var mu sync.Mutex
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if call.Node == 2 && call.Method == "Heartbeat" && loading < 3 {
+			loading++
+			return &fakebroker.Fault{Code: kerr.CoordinatorLoadInProgress}
+		}
+		return nil
+	})
+	fc.MoveCoordinator(2)
+	appendEach(fc, 2, 1) // offset 5 of each partition
+	eventually(t, "the new records committed through the new coordinator", func() bool {
+		return fc.Committed("g", "t", 0) == 6 && fc.Committed("g", "t", 1) == 6
+	})
+	if _, now, _ := fc.GroupState("g"); now != gen {
+		t.Fatalf("generation %d → %d: the move cost a rebalance", gen, now)
+	}
+	if fc.NodeCalls(2, "Heartbeat") == 0 {
+		t.Fatal("no heartbeat reached the new coordinator")
+	}
+	if err := m.failure(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Cooperative-sticky: a second member takes half the partitions; the first
+// is told to revoke only those, commits them first, and keeps the rest.
+func TestGroupConsumerCooperativeRevokesOnlyWhatMoves(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 4)
+	appendEach(fc, 4, 3)
+	c := newClient(t, fc)
+	o := groupOptions("g")
+	o.Assignors = []assign.Assignor{assign.CooperativeSticky{}}
+	o.AutoCommitInterval = time.Hour
+	var mu sync.Mutex
+	var revoked [][]client.TopicPartition
+	o1 := o
+	o1.OnPartitionsRevoked = func(_ context.Context, tps []client.TopicPartition) {
+		mu.Lock()
+		revoked = append(revoked, tps)
+		mu.Unlock()
+	}
+	m1 := startPolling(t, c, o1)
+	eventually(t, "the first member to read everything", func() bool {
+		n := 0
+		for p := range int32(4) {
+			n += len(m1.offsets(p))
+		}
+		return n == 12
+	})
+	m2 := startPolling(t, c, o)
+	eventually(t, "two partitions each", func() bool {
+		return len(m1.gc.Assignment()) == 2 && len(m2.gc.Assignment()) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(revoked) != 1 || len(revoked[0]) != 2 {
+		t.Fatalf("revoked %v, want the two partitions that moved, once", revoked)
+	}
+	for _, tp := range revoked[0] {
+		if got := fc.Committed("g", "t", tp.Partition); got != 3 {
+			t.Fatalf("%v committed at %d before it moved, want 3", tp, got)
+		}
+		if slices.Contains(m1.gc.Assignment(), tp) {
+			t.Fatalf("%v revoked but still assigned", tp)
+		}
+	}
+	for p := range int32(4) {
+		if n := len(m2.offsets(p)); n != 0 {
+			t.Fatalf("the new member read %d records of partition %d: the commit on revoke was lost", n, p)
+		}
+	}
+}
+
+// A second consumer with the same instance id takes the static member's
+// place; the first learns FENCED_INSTANCE_ID, which is fatal.
+func TestGroupConsumerFencedIsFatal(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	o := groupOptions("g")
+	o.InstanceID = "i-1"
+	lost := make(chan []client.TopicPartition, 1)
+	o1 := o
+	o1.OnPartitionsLost = func(_ context.Context, tps []client.TopicPartition) { lost <- tps }
+	m1 := startPolling(t, c, o1)
+	eventually(t, "an assignment", func() bool { return len(m1.gc.Assignment()) == 1 })
+	m2 := startPolling(t, c, o)
+	eventually(t, "the first member fenced", func() bool { return m1.failure() != nil })
+	if code := kerr.CodeOf(m1.failure()); code != kerr.FencedInstanceID {
+		t.Fatalf("first member: %v", m1.failure())
+	}
+	select {
+	case tps := <-lost:
+		if len(tps) != 1 {
+			t.Fatalf("lost %v", tps)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnPartitionsLost never called")
+	}
+	if _, err := m1.gc.Poll(context.Background()); kerr.CodeOf(err) != kerr.FencedInstanceID {
+		t.Fatalf("a later Poll: %v", err)
+	}
+	eventually(t, "the replacement's assignment", func() bool { return len(m2.gc.Assignment()) == 1 })
+}
+
+// Close commits, calls OnPartitionsRevoked and leaves at once: the other
+// member gets every partition without waiting for a session timeout.
+func TestGroupConsumerCloseCommitsAndLeaves(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 2)
+	appendEach(fc, 2, 4)
+	c := newClient(t, fc)
+	o := groupOptions("g")
+	o.AutoCommitInterval = time.Hour
+	o.SessionTimeout = time.Minute
+	o.HeartbeatInterval = 50 * time.Millisecond
+	m1 := startPolling(t, c, o)
+	eventually(t, "everything read", func() bool { return len(m1.offsets(0))+len(m1.offsets(1)) == 8 })
+	m2 := startPolling(t, c, o)
+	eventually(t, "one partition each", func() bool { return len(m1.gc.Assignment()) == 1 && len(m2.gc.Assignment()) == 1 })
+	m1.halt()
+	if err := m1.gc.Close(testCtx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the other member to take both", func() bool { return len(m2.gc.Assignment()) == 2 })
+	if fc.Committed("g", "t", 0) != 4 || fc.Committed("g", "t", 1) != 4 {
+		t.Fatalf("committed %d, %d", fc.Committed("g", "t", 0), fc.Committed("g", "t", 1))
+	}
+	if n := len(m2.offsets(0)) + len(m2.offsets(1)); n != 0 {
+		t.Fatalf("the remaining member re-read %d records", n)
+	}
+	if _, err := m1.gc.Poll(context.Background()); !errorsIsClosed(err) {
+		t.Fatalf("Poll after Close: %v", err)
+	}
+}
+
+func errorsIsClosed(err error) bool { return err != nil && kerr.CodeOf(err) == kerr.InvalidRequest }
+
+// With manual commits, OnPartitionsRevoked may commit during Close: the
+// consumer refuses Poll by then, not commits.
+func TestGroupConsumerRevokeCallbackCommitsOnClose(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	appendEach(fc, 1, 3)
+	c := newClient(t, fc)
+	o := groupOptions("g")
+	o.DisableAutoCommit = true
+	var gc *client.GroupConsumer
+	var commitErr error
+	o.OnPartitionsRevoked = func(ctx context.Context, tps []client.TopicPartition) {
+		commitErr = gc.CommitSync(ctx, nil)
+	}
+	gc, err := client.NewGroupConsumer(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	for n := 0; n < 3; {
+		recs, err := gc.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(recs)
+	}
+	if err := gc.Close(ctx); err != nil || commitErr != nil {
+		t.Fatalf("close: %v; commit in the callback: %v", err, commitErr)
+	}
+	if got := fc.Committed("g", "t", 0); got != 3 {
+		t.Fatalf("committed %d, want 3", got)
+	}
+	if err := gc.CommitSync(ctx, nil); err == nil {
+		t.Fatal("a commit after Close was accepted")
+	}
+}
+
+// The leader notices a subscribed topic grew and rebalances, so the new
+// partitions are read.
+func TestGroupConsumerRebalancesWhenPartitionsAreAdded(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 2)
+	o := testOptions()
+	o.MetadataMaxAge = 100 * time.Millisecond
+	c, err := client.New(fc.BrokerAddrs()[:1], o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	m := startPolling(t, c, groupOptions("g"))
+	eventually(t, "two partitions", func() bool { return len(m.gc.Assignment()) == 2 })
+	gen := m.gc.Generation()
+	fc.CreateTopic("t", 4) // the topic, now with four partitions
+	eventually(t, "four partitions", func() bool { return len(m.gc.Assignment()) == 4 })
+	if m.gc.Generation() <= gen {
+		t.Fatalf("generation %d, was %d", m.gc.Generation(), gen)
+	}
+}

@@ -1,0 +1,561 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/client"
+	"tidemark.io/services/client/assign"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/testenv"
+)
+
+// startConsumerCluster starts a cluster whose coordinators accept the
+// short sessions these tests use and start a group's first rebalance at
+// once.
+func startConsumerCluster(t *testing.T) *Cluster {
+	t.Helper()
+	if testing.Short() {
+		testenv.Skip(t, "-short: consumer group tests start a cluster")
+	}
+	return Start(t, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
+}
+
+// groupClient is a client of its own (its connections die with it) that
+// retries fast.
+func (c *Cluster) groupClient() *client.Client {
+	c.T.Helper()
+	o := client.Options{RequestTimeout: 3 * time.Second,
+		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond, APITimeout: 20 * time.Second}
+	if os.Getenv("TIDEMARK_CLIENT_DEBUG") != "" {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return c.ClientWith(o)
+}
+
+// groupOpts are the options of the tests' members: short sessions, small
+// fetches (one produced batch each), earliest.
+func groupOpts(group string, topics ...string) client.GroupOptions {
+	return client.GroupOptions{
+		GroupID: group, Topics: topics, ClientID: "clustertest",
+		SessionTimeout: 1500 * time.Millisecond, HeartbeatInterval: 150 * time.Millisecond,
+		RebalanceTimeout: 4 * time.Second, AutoOffsetReset: "earliest",
+		MaxBytes: 1, MaxWait: 100 * time.Millisecond, AutoCommitInterval: 200 * time.Millisecond,
+	}
+}
+
+// member is a GroupConsumer polled on a goroutine, recording every offset
+// it is handed per partition.
+type member struct {
+	t    *testing.T
+	gc   *client.GroupConsumer
+	stop chan struct{}
+	done chan struct{}
+
+	mu   sync.Mutex
+	got  map[client.TopicPartition][]int64
+	lost int
+	err  error
+}
+
+func (c *Cluster) startMember(o client.GroupOptions) *member {
+	c.T.Helper()
+	m := &member{t: c.T.(*testing.T), stop: make(chan struct{}), done: make(chan struct{}), got: map[client.TopicPartition][]int64{}}
+	o.OnPartitionsLost = func(context.Context, []client.TopicPartition) {
+		m.mu.Lock()
+		m.lost++
+		m.mu.Unlock()
+	}
+	gc, err := client.NewGroupConsumer(c.groupClient(), o)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	m.gc = gc
+	go func() {
+		defer close(m.done)
+		for {
+			select {
+			case <-m.stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			recs, err := gc.Poll(ctx)
+			cancel()
+			m.mu.Lock()
+			for _, r := range recs {
+				tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+				m.got[tp] = append(m.got[tp], r.Offset)
+			}
+			if err != nil {
+				m.err = err
+			}
+			m.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	c.T.Cleanup(m.kill)
+	return m
+}
+
+// kill stops the member as kill -9 would: no commit, no LeaveGroup.
+func (m *member) kill() {
+	select {
+	case <-m.stop:
+		return
+	default:
+	}
+	close(m.stop)
+	<-m.done
+	m.gc.Abandon()
+}
+
+// close stops polling and closes the member cleanly.
+func (m *member) close() {
+	close(m.stop)
+	<-m.done
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.gc.Close(ctx); err != nil {
+		m.t.Errorf("close: %v", err)
+	}
+}
+
+func (m *member) offsets(tp client.TopicPartition) []int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.got[tp])
+}
+
+func (m *member) total() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, o := range m.got {
+		n += len(o)
+	}
+	return n
+}
+
+func (m *member) failure() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// produceEach writes n records to every partition of topic, one batch each.
+func (c *Cluster) produceEach(topic string, partitions int32, from, n int) {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for p := range partitions {
+		for i := from; i < from+n; i++ {
+			for {
+				_, err := c.Produce(ctx, topic, p, -1, fmt.Sprintf("%s-%d-%d", topic, p, i))
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					c.T.Fatalf("produce to %s-%d: %v", topic, p, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func tps(topic string, n int32) []client.TopicPartition {
+	var out []client.TopicPartition
+	for p := range n {
+		out = append(out, client.TopicPartition{Topic: topic, Partition: p})
+	}
+	return out
+}
+
+// balanced reports whether the members' assignments split all of want
+// between them, each holding between min and max partitions.
+func balanced(want []client.TopicPartition, lo, hi int, ms ...*member) bool {
+	seen := map[client.TopicPartition]int{}
+	for _, m := range ms {
+		a := m.gc.Assignment()
+		if len(a) < lo || len(a) > hi {
+			return false
+		}
+		for _, tp := range a {
+			seen[tp]++
+		}
+	}
+	if len(seen) != len(want) {
+		return false
+	}
+	for _, tp := range want {
+		if seen[tp] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// contiguous checks offsets are exactly from, from+1, ..., to-1.
+func contiguous(t *testing.T, what string, offsets []int64, from, to int64) {
+	t.Helper()
+	if int64(len(offsets)) != to-from {
+		t.Fatalf("%s: got %d offsets %v, want %d..%d", what, len(offsets), offsets, from, to-1)
+	}
+	for i, o := range offsets {
+		if o != from+int64(i) {
+			t.Fatalf("%s: offset %d at position %d, want %d..%d in order: %v", what, o, i, from, to-1, offsets)
+		}
+	}
+}
+
+// groupService is a GroupService client on the coordinator of group.
+func (c *Cluster) coordinatorOf(group string) (int32, groupv1.GroupServiceClient) {
+	c.T.Helper()
+	var id int32 = -1
+	c.WaitFor(20*time.Second, "the coordinator of "+group, func() bool {
+		for bid := range c.brokerCfg {
+			if c.Broker(bid) == nil {
+				continue
+			}
+			resp, err := groupv1.NewGroupServiceClient(c.conn(c.brokerCfg[bid].Listen)).FindCoordinator(context.Background(),
+				&groupv1.FindCoordinatorRequest{Key: group})
+			if err == nil && c.Broker(resp.GetCoordinator().GetId()) != nil {
+				id = resp.GetCoordinator().GetId()
+				return true
+			}
+		}
+		return false
+	})
+	return id, groupv1.NewGroupServiceClient(c.conn(c.brokerCfg[id].Listen))
+}
+
+// describe is the coordinator's DescribeGroups answer for group.
+func (c *Cluster) describe(group string) *groupv1.DescribedGroup {
+	c.T.Helper()
+	var out *groupv1.DescribedGroup
+	c.WaitFor(20*time.Second, "a description of "+group, func() bool {
+		_, gs := c.coordinatorOf(group)
+		resp, err := gs.DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
+		if err != nil || len(resp.GetGroups()) != 1 || resp.GetGroups()[0].GetErrorCode() != 0 {
+			return false
+		}
+		out = resp.GetGroups()[0]
+		return true
+	})
+	return out
+}
+
+// A member reads half a topic, commits, reads on without committing and
+// dies (no LeaveGroup, no final commit). A new member of the group starts
+// every partition exactly at the committed offset: nothing is skipped, and
+// only what came after the commit is read twice.
+func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 4, 50
+	c.CreateTopic("orders", parts, 3, nil)
+	c.produceEach("orders", parts, 0, n)
+
+	o := groupOpts("billing", "orders")
+	o.DisableAutoCommit = true
+	first, err := client.NewGroupConsumer(c.groupClient(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := map[client.TopicPartition][]int64{}
+	poll := func(until int) {
+		t.Helper()
+		for total := 0; total < until; {
+			recs, err := first.Poll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+				got[tp] = append(got[tp], r.Offset)
+			}
+			total = 0
+			for _, g := range got {
+				total += len(g)
+			}
+		}
+	}
+	poll(parts * n / 2)
+	committed := first.Positions()
+	if err := first.CommitSync(ctx, committed); err != nil {
+		t.Fatal(err)
+	}
+	poll(parts*n/2 + 20) // read on past the commit
+	first.Abandon()
+
+	for _, tp := range tps("orders", parts) {
+		contiguous(t, fmt.Sprintf("first member, %v", tp), got[tp][:committed[tp]], 0, committed[tp])
+	}
+	second := c.startMember(groupOpts("billing", "orders"))
+	c.WaitFor(time.Minute, "the second member to read to the end", func() bool {
+		if err := second.failure(); err != nil {
+			t.Fatalf("second member: %v", err)
+		}
+		for _, tp := range tps("orders", parts) {
+			off := second.offsets(tp)
+			if len(off) == 0 || off[len(off)-1] < n-1 {
+				return false
+			}
+		}
+		return second.failure() == nil
+	})
+	for _, tp := range tps("orders", parts) {
+		contiguous(t, fmt.Sprintf("second member, %v", tp), second.offsets(tp), committed[tp], n)
+	}
+	if err := second.failure(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two members share the partitions evenly, then three; a member that stops
+// heartbeating is removed after its session timeout and its partitions go
+// to the others; every record is read. Cooperative-sticky, so the real
+// coordinator carries KIP-429's two-step handover.
+func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 6, 10
+	c.CreateTopic("events", parts, 3, nil)
+	c.produceEach("events", parts, 0, n)
+	all := tps("events", parts)
+	o := groupOpts("audit", "events")
+	o.Assignors = []assign.Assignor{assign.CooperativeSticky{}}
+
+	m1, m2 := c.startMember(o), c.startMember(o)
+	c.WaitFor(time.Minute, "two members with 3 partitions each", func() bool { return balanced(all, 3, 3, m1, m2) })
+	m3 := c.startMember(o)
+	c.WaitFor(time.Minute, "three members with 2 partitions each", func() bool { return balanced(all, 2, 2, m1, m2, m3) })
+	gen := m1.gc.Generation()
+	m3.kill()
+	c.WaitFor(time.Minute, "the silent member's partitions to move", func() bool {
+		return balanced(all, 3, 3, m1, m2) && m1.gc.Generation() > gen
+	})
+	c.WaitFor(time.Minute, "every record read", func() bool {
+		for _, tp := range all {
+			seen := map[int64]bool{}
+			for _, m := range []*member{m1, m2, m3} {
+				for _, off := range m.offsets(tp) {
+					seen[off] = true
+				}
+			}
+			for i := range int64(n) {
+				if !seen[i] {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, m := range []*member{m1, m2, m3} {
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := c.describe("audit")
+	if d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 || d.GetProtocolName() != assign.CooperativeStickyName {
+		t.Fatalf("group after the member left: state %s, %d members, protocol %s", d.GetGroupState(), len(d.GetMembers()), d.GetProtocolName())
+	}
+}
+
+// A member that read everything gives a partition up when a second member
+// joins: it commits before revoking (auto-commit, whose interval never
+// comes), so the new owner starts at the end, reading nothing twice.
+func TestGroupRebalanceCommitsOnRevoke(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 2, 20
+	c.CreateTopic("ledger", parts, 3, nil)
+	c.produceEach("ledger", parts, 0, n)
+	o := groupOpts("reconcile", "ledger")
+	o.AutoCommitInterval = time.Hour
+	var revoked sync.WaitGroup
+	revoked.Add(1)
+	var once sync.Once
+	o.OnPartitionsRevoked = func(context.Context, []client.TopicPartition) { once.Do(revoked.Done) }
+	m1 := c.startMember(o)
+	c.WaitFor(time.Minute, "the first member to read everything", func() bool { return m1.total() == parts*n })
+	o.OnPartitionsRevoked = nil
+	m2 := c.startMember(o)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(tps("ledger", parts), 1, 1, m1, m2) })
+	revoked.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := m2.gc.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range tps("ledger", parts) {
+		if got[tp] != n {
+			t.Fatalf("committed %v, want %d for every partition", got, n)
+		}
+	}
+	c.produceEach("ledger", parts, n, 1)
+	c.WaitFor(time.Minute, "the new records", func() bool { return m1.total()+m2.total() == parts*(n+1) })
+	if m2.total() != 1 {
+		t.Fatalf("the new owner read %d records, want only the one written after the rebalance", m2.total())
+	}
+}
+
+// The broker coordinating the group dies mid-consumption: the members find
+// the new coordinator (the new leader of the group's __consumer_offsets
+// partition), which has every offset committed before (acks=all), and
+// consumption goes on with nothing skipped.
+func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 3, 20
+	c.CreateTopic("flow", parts, 3, nil)
+	c.produceEach("flow", parts, 0, n)
+	o := groupOpts("pipeline", "flow")
+	m1, m2 := c.startMember(o), c.startMember(o)
+	all := tps("flow", parts)
+	c.WaitFor(time.Minute, "the first records read", func() bool { return m1.total()+m2.total() >= parts*n })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var before map[client.TopicPartition]int64
+	c.WaitFor(time.Minute, "every read record committed", func() bool {
+		var err error
+		before, err = m1.gc.Committed(ctx)
+		if err != nil {
+			return false
+		}
+		for _, tp := range all {
+			if before[tp] != n {
+				return false
+			}
+		}
+		return true
+	})
+	dead, _ := c.coordinatorOf("pipeline")
+	c.CrashBroker(dead)
+	c.produceEach("flow", parts, n, n)
+	c.WaitFor(2*time.Minute, "every record read after the crash", func() bool {
+		for _, tp := range all {
+			seen := map[int64]bool{}
+			for _, off := range append(m1.offsets(tp), m2.offsets(tp)...) {
+				seen[off] = true
+			}
+			for i := range int64(2 * n) {
+				if !seen[i] {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	now, _ := c.coordinatorOf("pipeline")
+	if now == dead {
+		t.Fatalf("broker %d still coordinates the group", dead)
+	}
+	after, err := m2.gc.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range all {
+		if after[tp] < before[tp] {
+			t.Fatalf("%v: committed %d after the crash, %d before: a commit was lost", tp, after[tp], before[tp])
+		}
+	}
+	for _, m := range []*member{m1, m2} {
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A static member restarted within its session timeout takes its place
+// back: same partitions, no new generation for anyone (KIP-345).
+func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
+	testenv.Skip(t, "the coordinator rebalances when a returning static member's protocol metadata differs "+
+		"(group/state.go replaceStatic compares the bytes, which carry the subscription's generation); "+
+		"Kafka rebalances only when the selected protocol would change")
+	c := startConsumerCluster(t)
+	c.CreateTopic("stock", 4, 3, nil)
+	o := groupOpts("warehouse", "stock")
+	o.SessionTimeout = 20 * time.Second
+	o.HeartbeatInterval = 500 * time.Millisecond
+	o1, o2 := o, o
+	o1.InstanceID, o2.InstanceID = "shelf-1", "shelf-2"
+	s1, s2 := c.startMember(o1), c.startMember(o2)
+	all := tps("stock", 4)
+	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return balanced(all, 2, 2, s1, s2) })
+	gen, had := s2.gc.Generation(), s1.gc.Assignment()
+	s1.kill()
+	back := c.startMember(o1)
+	c.WaitFor(time.Minute, "the restarted member to get its partitions", func() bool { return len(back.gc.Assignment()) == 2 })
+	if got := back.gc.Assignment(); !slices.Equal(got, had) {
+		t.Fatalf("restarted member got %v, had %v", got, had)
+	}
+	if back.gc.Generation() != gen || s2.gc.Generation() != gen {
+		t.Fatalf("generation moved from %d to %d / %d: the restart rebalanced", gen, back.gc.Generation(), s2.gc.Generation())
+	}
+	if d := c.describe("warehouse"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen {
+		t.Fatalf("group %s generation %d, want Stable %d", d.GetGroupState(), d.GetGenerationId(), gen)
+	}
+}
+
+// A second consumer with a static member's instance id fences the first,
+// which stops with FENCED_INSTANCE_ID and is told its partitions are lost.
+func TestGroupStaticMemberIsFencedByItsReplacement(t *testing.T) {
+	c := startConsumerCluster(t)
+	c.CreateTopic("fence", 2, 3, nil)
+	o := groupOpts("fenced", "fence")
+	o.InstanceID = "only-one"
+	old := c.startMember(o)
+	c.WaitFor(time.Minute, "the first member's assignment", func() bool { return len(old.gc.Assignment()) == 2 })
+	replacement := c.startMember(o)
+	c.WaitFor(time.Minute, "the replacement's assignment", func() bool { return len(replacement.gc.Assignment()) == 2 })
+	c.WaitFor(time.Minute, "the old member fenced", func() bool { return old.failure() != nil })
+	if code := kerr.CodeOf(old.failure()); code != kerr.FencedInstanceID {
+		t.Fatalf("old member stopped with %v, want FENCED_INSTANCE_ID", old.failure())
+	}
+	old.mu.Lock()
+	lost := old.lost
+	old.mu.Unlock()
+	if lost == 0 {
+		t.Fatal("the fenced member was not told its partitions were lost")
+	}
+	if err := replacement.failure(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An idle group (no records for several session timeouts, heartbeats
+// only) stays Stable in the same generation.
+func TestGroupStaysStableThroughAQuietGap(t *testing.T) {
+	c := startConsumerCluster(t)
+	c.CreateTopic("quiet", 2, 3, nil)
+	o := groupOpts("idle", "quiet")
+	o.SessionTimeout = time.Second
+	o.HeartbeatInterval = 100 * time.Millisecond
+	m1, m2 := c.startMember(o), c.startMember(o)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(tps("quiet", 2), 1, 1, m1, m2) })
+	gen := m1.gc.Generation()
+	time.Sleep(5 * o.SessionTimeout) // the quiet gap itself
+	if m1.gc.Generation() != gen || m2.gc.Generation() != gen {
+		t.Fatalf("generation moved from %d to %d / %d during the quiet gap", gen, m1.gc.Generation(), m2.gc.Generation())
+	}
+	if d := c.describe("idle"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+		t.Fatalf("after the gap: %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
+	}
+	for _, m := range []*member{m1, m2} {
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m1.close()
+	c.WaitFor(time.Minute, "the remaining member to take both partitions", func() bool { return len(m2.gc.Assignment()) == 2 })
+}
