@@ -188,7 +188,8 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 
 # `make bench-compare` measures what users run: separate processes, beside
 # NATS JetStream, one system after the other in the same run (about 3
-# minutes; not part of `make test`). BENCH_SCALE multiplies the record counts.
+# minutes, and about 5 more for the failover run's 20 kills; not part of
+# `make test`). BENCH_SCALE multiplies the record counts.
 BENCH_SCALE ?= 1
 # BENCH_KILLS is how many times the failover run kills the leader on each system.
 BENCH_KILLS ?= 20
