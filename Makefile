@@ -197,13 +197,16 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 
 # `make bench-compare` measures what users run: separate processes, beside
 # NATS JetStream, one system after the other in the same run (about 3
-# minutes; not part of `make test`). BENCH_SCALE multiplies the record counts.
+# minutes, and about 5 more for the failover run's 20 kills; not part of
+# `make test`). BENCH_SCALE multiplies the record counts.
 BENCH_SCALE ?= 1
+# BENCH_KILLS is how many times the failover run kills the leader on each system.
+BENCH_KILLS ?= 20
 
 .PHONY: bench-compare
 bench-compare: build ## tidemark's dev cluster, then a 3-node NATS JetStream cluster, same shapes: figures and ratios into .data/bench/ and README
 	@if [ ! -x $(TOOLBIN)/nats-server ] || [ ! -x $(TOOLBIN)/nats ]; then $(MAKE) --no-print-directory thirdparty-nats; fi
-	$(BIN)/tidemark bench compare --bin-dir $(BIN) --nats-bin-dir $(TOOLBIN) --out-dir .data/bench --scale $(BENCH_SCALE) $(if $(filter 1,$(BENCH_SCALE)),--readme README.md,)
+	$(BIN)/tidemark bench compare --bin-dir $(BIN) --nats-bin-dir $(TOOLBIN) --out-dir .data/bench --scale $(BENCH_SCALE) --kills $(BENCH_KILLS) $(if $(and $(filter 1,$(BENCH_SCALE)),$(filter 20,$(BENCH_KILLS))),--readme README.md,)
 
 .PHONY: run
 run: build ## run the dev cluster (etcd, 2 controllers, 3 brokers, gateway) in the foreground; JAEGER=1 adds Jaeger

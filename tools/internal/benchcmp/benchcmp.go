@@ -24,6 +24,9 @@ type Options struct {
 	Shapes []Shape
 	// Only runs just one system ("tidemark" or "jetstream"); empty runs both.
 	Only string
+	// Kills is how many times the failover run kills the leader on each
+	// system (0 skips it).
+	Kills int
 }
 
 // Row is one shape's figures on both systems.
@@ -38,6 +41,8 @@ type Result struct {
 	Started time.Time `json:"started"`
 	Machine string    `json:"machine"`
 	Rows    []Row     `json:"rows"`
+	// Failover is nil when the run killed no leader.
+	Failover *Failover `json:"failover,omitempty"`
 }
 
 // Run measures every shape on tidemark, stops it, then on JetStream, and
@@ -52,17 +57,20 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	for _, s := range o.Shapes {
 		res.Rows = append(res.Rows, Row{Shape: s})
 	}
+	if o.Kills > 0 {
+		res.Failover = &Failover{}
+	}
 	if o.Only != "jetstream" {
-		if err := measure(ctx, out, "tidemark", logDir, res, func(dir string, log *os.File) (side, error) {
+		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
 			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log}, nil
-		}, func(r *Row, f Figure) { r.Tidemark = f }); err != nil {
+		}, func(r *Row, f Figure) { r.Tidemark = f }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }); err != nil {
 			return nil, err
 		}
 	}
 	if o.Only != "tidemark" {
-		if err := measure(ctx, out, "jetstream", logDir, res, func(dir string, log *os.File) (side, error) {
+		if err := measure(ctx, out, "jetstream", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
 			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log}, nil
-		}, func(r *Row, f Figure) { r.JetStream = f }); err != nil {
+		}, func(r *Row, f Figure) { r.JetStream = f }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }); err != nil {
 			return nil, err
 		}
 	}
@@ -90,6 +98,11 @@ type profiler interface {
 	profile(ctx context.Context, s Shape, dir string) ([]string, error)
 }
 
+// failoverer is a side that can run the failover measurement.
+type failoverer interface {
+	failover(ctx context.Context, out io.Writer, kills int) FailoverFigure
+}
+
 // side is one system under measurement.
 type side interface {
 	start(ctx context.Context) error
@@ -97,10 +110,11 @@ type side interface {
 	stop()
 }
 
-// measure starts one system in a temporary directory, runs every shape,
-// stops every process it started and removes the directory.
-func measure(ctx context.Context, out io.Writer, name, logDir string, res *Result,
-	mk func(dir string, log *os.File) (side, error), set func(*Row, Figure)) error {
+// measure starts one system in a temporary directory, runs every shape
+// and then the failover run (kills > 0), stops every process it started
+// and removes the directory.
+func measure(ctx context.Context, out io.Writer, name, logDir string, res *Result, kills int,
+	mk func(dir string, log *os.File) (side, error), set func(*Row, Figure), setFailover func(*Failover, FailoverFigure)) error {
 	dir, err := os.MkdirTemp("", "tidemark-benchcmp-"+name+"-")
 	if err != nil {
 		return err
@@ -156,6 +170,15 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 			fmt.Fprintf(out, "%s  profiled %s again (not in the table): %s\n", name, s.Shape.Label(), strings.Join(files, ", "))
 		}
 	}
+	if fo, ok := sd.(failoverer); ok && kills > 0 {
+		began := time.Now()
+		f := fo.failover(ctx, out, kills)
+		setFailover(res.Failover, f)
+		fmt.Fprintf(out, "%s  failover: %s  (%.1fs)\n", name, f.brief(), time.Since(began).Seconds())
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	sd.stop()
 	fmt.Fprintf(out, "== %s: stopped\n", name)
 	return nil
@@ -171,6 +194,15 @@ func (f Figure) brief() string {
 	}
 	if f.Failed > 0 {
 		s += fmt.Sprintf(", %d FAILED", f.Failed)
+	}
+	return s
+}
+
+func (f FailoverFigure) brief() string {
+	s := fmt.Sprintf("%d kills, writes again after min %s / median %s / max %s; %d acknowledged, %d failed, %d lost, %d duplicated",
+		f.Kills, ms(f.Min), ms(f.Median), ms(f.Max), f.Acked, f.Failed, f.Lost, f.Duplicated)
+	if f.Err != "" {
+		s += "; error: " + f.Err
 	}
 	return s
 }

@@ -24,6 +24,8 @@ type jetStreamSide struct {
 	log    *os.File
 	nodes  []*daemon
 	urls   []string
+	// monitors are the nodes' monitoring endpoints, in the order of nodes.
+	monitors []string
 }
 
 // jetStreamConfig is one node's configuration: clients, routes and
@@ -65,7 +67,8 @@ func (j *jetStreamSide) start(ctx context.Context) error {
 		fmt.Fprintf(j.log, "started %s pid %d (client %s)\n", name, d.cmd.Process.Pid, j.urls[i])
 	}
 	for i := range 3 {
-		if err := waitJetStream(ctx, fmt.Sprintf("http://127.0.0.1:%d", base+6+i)); err != nil {
+		j.monitors = append(j.monitors, fmt.Sprintf("http://127.0.0.1:%d", base+6+i))
+		if err := waitJetStream(ctx, j.monitors[i]); err != nil {
 			return fmt.Errorf("nats-%d: %w", i+1, err)
 		}
 	}

@@ -33,13 +33,15 @@ func runTool(ctx context.Context, timeout time.Duration, log *os.File, env []str
 
 // daemon is a server process the harness started and must stop.
 type daemon struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
 }
 
+// startDaemon starts bin, appending its output to logPath.
 func startDaemon(name string, logPath string, bin string, args ...string) (*daemon, error) {
-	f, err := os.Create(logPath)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +51,7 @@ func startDaemon(name string, logPath string, bin string, args ...string) (*daem
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	d := &daemon{name: name, cmd: cmd, done: make(chan struct{})}
+	d := &daemon{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); f.Close(); close(d.done) }()
 	return d, nil
 }
@@ -72,4 +74,18 @@ func (d *daemon) stop(timeout time.Duration) error {
 	}
 	<-d.done
 	return nil
+}
+
+// kill sends SIGKILL (a crash) and waits until the process is gone.
+func (d *daemon) kill() error {
+	if err := d.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("killing %s (pid %d): %w", d.name, d.cmd.Process.Pid, err)
+	}
+	<-d.done
+	return nil
+}
+
+// restarted starts the process again with the same command line and log.
+func (d *daemon) restarted() (*daemon, error) {
+	return startDaemon(d.name, d.logPath, d.cmd.Path, d.cmd.Args[1:]...)
 }

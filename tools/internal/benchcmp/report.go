@@ -3,6 +3,7 @@ package benchcmp
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Markdown is the side-by-side table with the ratio tidemark/JetStream.
@@ -24,7 +25,54 @@ func (r *Result) Markdown() string {
 - JetStream: 3 nats-server nodes on loopback (no TLS), R3 file-store stream, ` + "`nats bench js pub sync|async`" + ` (8 producers: ` + "`--clients 8`" + `, one process, 8 connections; async waits for acks in batches of 500; its latency is per batch, tidemark's per record), consumer: ` + "`nats bench js ordered`" + `.
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
 `)
+	if r.Failover != nil {
+		b.WriteString("\n")
+		r.Failover.markdown(&b)
+	}
 	return b.String()
+}
+
+// markdown is the failover table: recovery times with their ratio, then
+// the counts that must be zero.
+func (fo *Failover) markdown(b *strings.Builder) {
+	t, j := fo.Tidemark, fo.JetStream
+	fmt.Fprintf(b, "| failover: kill -9 of the leader under a synchronous idempotent writer | tidemark | JetStream | ratio |\n")
+	b.WriteString("|---|---:|---:|---:|\n")
+	fmt.Fprintf(b, "| leaders killed | %d | %d | |\n", t.Kills, j.Kills)
+	for _, row := range []struct {
+		name string
+		t, j time.Duration
+	}{{"writes succeed again after, min", t.Min, j.Min}, {"writes succeed again after, median", t.Median, j.Median},
+		{"writes succeed again after, max", t.Max, j.Max}} {
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", row.name, recovery(t, row.t), recovery(j, row.j), durRatio(row.t, row.j))
+	}
+	fmt.Fprintf(b, "| writes acknowledged | %d | %d | |\n", t.Acked, j.Acked)
+	fmt.Fprintf(b, "| writes failed (error after retries) | %d | %d | |\n", t.Failed, j.Failed)
+	fmt.Fprintf(b, "| acknowledged writes lost | %d | %d | |\n", t.Lost, j.Lost)
+	fmt.Fprintf(b, "| writes duplicated | %d | %d | |\n", t.Duplicated, j.Duplicated)
+	for _, e := range []struct{ who, err string }{{"tidemark", t.Err}, {"JetStream", j.Err}} {
+		if e.err != "" {
+			fmt.Fprintf(b, "| %s stopped early | %s | | |\n", e.who, strings.ReplaceAll(e.err, "|", "/"))
+		}
+	}
+	b.WriteString(`
+- Each system: a topic of 1 partition, RF 3, min.insync.replicas 2 (idempotent acks=all producer of tidemark's Go client) / an R3 file-store stream (nats.go, synchronous publish with a Nats-Msg-Id header); one writer in the harness sends numbered 128 B values one after the other, each attempt bounded by 2 s, retried for up to 30 s. Each time: every replica in sync, writes flowing, the leader's process killed with SIGKILL, then restarted once writes resume.
+- Recovery is the time from the SIGKILL until the first write begun after the process died is acknowledged (ratio tidemark / JetStream: below 1, tidemark's writes resume sooner). Lost: acknowledged values missing from the log read back at the end; duplicated: values the log holds more than once.
+`)
+}
+
+func recovery(f FailoverFigure, d time.Duration) string {
+	if len(f.Recoveries) == 0 {
+		return "–"
+	}
+	return ms(d)
+}
+
+func durRatio(a, b time.Duration) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", float64(a)/float64(b))
 }
 
 func rate(f Figure) string {

@@ -22,22 +22,29 @@ func newBenchCmd() *cobra.Command {
 }
 
 func newBenchCompareCmd() *cobra.Command {
-	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench")}
+	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench"), Kills: 20}
 	scale := 1.0
 	readme := ""
 	cmd := &cobra.Command{
-		Use:   "compare [--out-dir .data/bench] [--scale 1]",
+		Use:   "compare [--out-dir .data/bench] [--scale 1] [--kills 20]",
 		Short: "Measure tidemark's dev cluster and a 3-node NATS JetStream cluster one after the other, same shapes, and print the ratios",
 		Long: `Starts a dev cluster (etcd, 2 controllers, 3 brokers, the gateway; mutual TLS) as separate
 processes on free ports and a temporary data dir, runs each shape with 'tidemark perf'
 (acks=all, RF 3, one partition): one synchronous producer, 8 synchronous producers,
 a batching producer, at 128 B and 1 KiB, then a consumer; stops it; then starts a
 3-node NATS JetStream cluster (file storage) the same way and runs the same shapes
-with 'nats bench js' on an R3 stream. Prints each figure and the ratio tidemark/JetStream
+with 'nats bench js' on an R3 stream. On each system, after the shapes, the failover
+run: an idempotent synchronous writer in this process while the partition (stream)
+leader is killed with SIGKILL --kills times and restarted; it reports the time until
+writes succeed again (min/median/max) and the writes failed, lost and duplicated.
+Prints each figure and the ratio tidemark/JetStream
 and writes them to <out-dir>/compare-<time>.md and .json, the tools' output beside them.
 nats-server and nats come from --nats-bin-dir (make builds them from tools/thirdparty/nats).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Kills < 0 {
+				return usagef("--kills must not be negative, got %d", o.Kills)
+			}
 			if scale <= 0 {
 				return usagef("--scale must be positive, got %v", scale)
 			}
@@ -82,6 +89,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.StringVar(&o.NatsBinDir, "nats-bin-dir", "", "folder holding nats-server and nats (default: .bin beside the bin dir)")
 	f.StringVar(&o.OutDir, "out-dir", o.OutDir, "where the tables and the tools' output go")
 	f.Float64Var(&scale, "scale", scale, "multiply every shape's record count (0.1 for a quick look)")
+	f.IntVar(&o.Kills, "kills", o.Kills, "leader kill -9s of the failover run on each system (0 skips it)")
 	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
 	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
 	return cmd
