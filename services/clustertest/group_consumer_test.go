@@ -479,9 +479,6 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 // A static member restarted within its session timeout takes its place
 // back: same partitions, no new generation for anyone (KIP-345).
 func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
-	testenv.Skip(t, "the coordinator rebalances when a returning static member's protocol metadata differs "+
-		"(group/state.go replaceStatic compares the bytes, which carry the subscription's generation); "+
-		"Kafka rebalances only when the selected protocol would change")
 	c := startConsumerCluster(t)
 	c.CreateTopic("stock", 4, 3, nil)
 	o := groupOpts("warehouse", "stock")

@@ -292,9 +292,10 @@ func (g *Group) Join(now time.Time, lim Limits, req JoinRequest) (res *JoinResul
 
 // replaceStatic handles KIP-345's rejoin of a known group.instance.id
 // without a member id: the instance gets a new member id and the old one is
-// fenced. In a Stable group with unchanged protocols nothing rebalances:
-// the member gets its old assignment back (the leader is told to skip
-// computing one).
+// fenced. In a Stable group whose selected protocol the rejoin leaves as it
+// is, nothing rebalances (as Kafka decides: the protocol's name, not its
+// metadata bytes, which a restarted consumer always changes): the member
+// gets its old assignment back (the leader is told to skip computing one).
 func (g *Group) replaceStatic(now time.Time, lim Limits, oldID string, req JoinRequest) (*JoinResult, string, Effects) {
 	old := g.members[oldID]
 	newID := req.NewMemberID
@@ -305,7 +306,6 @@ func (g *Group) replaceStatic(now time.Time, lim Limits, oldID string, req JoinR
 	if old.awaitingSync {
 		eff.sync(oldID, SyncResult{Err: kerr.New(kerr.FencedInstanceID, "instance %q rejoined as a new member", req.InstanceID)})
 	}
-	unchanged := sameProtocols(old.Protocols, req.Protocols)
 	m := *old
 	m.ID, m.ClientID, m.ClientHost = newID, req.ClientID, req.ClientHost
 	m.Protocols, m.SessionTimeout, m.RebalanceTimeout = req.Protocols, req.SessionTimeout, req.RebalanceTimeout
@@ -318,7 +318,7 @@ func (g *Group) replaceStatic(now time.Time, lim Limits, oldID string, req JoinR
 	if g.Leader == oldID {
 		g.Leader = newID
 	}
-	if g.State == Stable && unchanged {
+	if g.State == Stable && g.selectProtocol() == g.Protocol {
 		r := g.joinResult(newID)
 		if newID == g.Leader {
 			r.SkipAssignment = true

@@ -255,13 +255,21 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 	if r, eff := h.g.Sync(at(70), a2, "i1", 1, "", "", nil); r == nil || r.Err != nil || string(r.Assignment) != "to-"+a {
 		t.Fatalf("the new id gets the old assignment: %+v %+v", r, eff)
 	}
-	// Changed protocols rebalance.
+	// New metadata for the same protocol (a restarted consumer's
+	// subscription bytes always differ) does not rebalance, as in Kafka.
 	res, a3 := h.join(80, "", "i1", []Protocol{{Name: "range", Metadata: []byte("other")}})
+	if res == nil || res.Err != nil || res.Generation != 1 || !res.SkipAssignment {
+		t.Fatalf("static rejoin with new metadata for the same protocol: %+v, want its old place at once", res)
+	}
+	h.wantState(Stable, 1)
+	// A rejoin that changes the selected protocol rebalances.
+	res, a4 := h.join(90, "", "i1", []Protocol{{Name: "sticky", Metadata: []byte("s")}, {Name: "range", Metadata: []byte("r")}})
 	if res != nil {
-		t.Fatalf("static rejoin with new metadata answered at once: %+v", res)
+		t.Fatalf("static rejoin changing the selected protocol answered at once: %+v", res)
 	}
 	h.wantState(CompletingRebalance, 2)
-	h.wantJoined(a3, 2)
+	h.wantJoined(a4, 2)
+	_ = a3
 }
 
 func TestLeaveAndEmpty(t *testing.T) {
