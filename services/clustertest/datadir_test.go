@@ -28,12 +28,15 @@ func TestDataDirBelongsToOneClusterAndBroker(t *testing.T) {
 	if idA == "" || idA == idB {
 		t.Fatalf("cluster a is %q, b is %q", idA, idB)
 	}
-	props, err := os.ReadFile(filepath.Join(dirA, "meta.properties"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(props), "broker.id=1\n") || !strings.Contains(string(props), "cluster.id="+idA+"\n") {
-		t.Fatalf("meta.properties of cluster a's broker 1:\n%s\nwant broker.id=1 and cluster.id=%s", props, idA)
+	// A broker that started before the controller created the cluster id
+	// records it once it appears.
+	var props []byte
+	a.WaitFor(10*time.Second, "cluster a's id in broker 1's meta.properties", func() bool {
+		props, _ = os.ReadFile(filepath.Join(dirA, "meta.properties"))
+		return strings.Contains(string(props), "cluster.id="+idA+"\n")
+	})
+	if !strings.Contains(string(props), "broker.id=1\n") {
+		t.Fatalf("meta.properties of cluster a's broker 1:\n%s\nwant broker.id=1", props)
 	}
 	if err := a.StopBroker(1); err != nil {
 		t.Fatal(err)
@@ -65,8 +68,12 @@ func TestDataDirBelongsToOneClusterAndBroker(t *testing.T) {
 	}
 	// Its own broker, against its own cluster, starts and still has its record.
 	a.StartBroker(1)
-	a.WaitFor(20*time.Second, "broker 1 back as leader of mine-0", func() bool { return a.Partition("mine", 0).GetLeader() == 1 })
-	if v := a.Values(1, "mine", 0); len(v) != 1 || v[0] != "a record of cluster a" {
+	var v []string
+	a.WaitFor(20*time.Second, "broker 1 back with its log of mine-0", func() bool {
+		v = a.Values(1, "mine", 0)
+		return len(v) > 0
+	})
+	if len(v) != 1 || v[0] != "a record of cluster a" {
 		t.Fatalf("after the refusals, broker 1's log holds %q", v)
 	}
 }
