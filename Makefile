@@ -177,7 +177,7 @@ chaos-inprocess: ## the in-process quiet nemesis for SEEDS seeds (see chaos)
 	echo "== every seed passed"
 
 .PHONY: bench
-bench: ## in-process benchmarks, for regressions (brokers, controller and client in one process; about 2 minutes)
+bench: ## benchmarks for regressions: in-process (brokers, controller and client in one process), and group commits on a dev cluster (about 4 minutes)
 	@echo "== log store: append and catch-up read against raw file I/O on the same disk"
 	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead' -benchtime 3s ./broker/internal/logstore/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
@@ -185,13 +185,15 @@ bench: ## in-process benchmarks, for regressions (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'BatchingProducer|TracingOverhead' -benchtime 200000x ./clustertest/
 	@echo "== consumer groups: 10 members committing, one acks=all write to __consumer_offsets per commit"
 	cd services && go test -run '^$$' -bench 'GroupCommits' -benchtime 5000x ./clustertest/
+	@echo "== the same through the Go client's GroupConsumer (CommitSync: coordinator lookup, retries)"
+	cd services && go test -run '^$$' -bench 'GroupConsumerCommits' -benchtime 5000x ./clustertest/
+	@echo "== the same on a dev cluster of separate processes (mutual TLS), through tidemark perf commit"
+	cd tools && TIDEMARK_BENCH_DEVCLUSTER=1 go test -count=1 -run 'GroupCommitsOnTheDevCluster' -v ./internal/scenario/ | grep -E 'dev cluster, 10 members|ok|FAIL'
 	@echo "== the Kafka front door against the gRPC one: franz-go vs the Go client, same shapes (kafka/grpc >= 0.8)"
 	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/sync' -benchtime 3000x ./clustertest/
 	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/batched' -benchtime 100000x ./clustertest/
 	@echo "== replication throttle: a reassignment's copy rate against a 256 KiB/s throttle (follower and leader side)"
 	cd services && go test -run '^$$' -bench 'ReplicationThrottle' -benchtime 1x ./clustertest/ | grep -E 'B/s|ok|FAIL'
-	@echo "== the same through the Go client's GroupConsumer (CommitSync: coordinator lookup, retries)"
-	cd services && go test -run '^$$' -bench 'GroupConsumerCommits' -benchtime 5000x ./clustertest/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 
