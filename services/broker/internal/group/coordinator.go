@@ -63,6 +63,9 @@ type Coordinator struct {
 
 	mu     lockorder.Mutex[lockorder.Leaf]
 	shards map[int32]*shard
+	// remote are the high watermarks of committed partitions this broker
+	// does not host, for tidemark_group_lag.
+	remote remoteHWs
 
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -111,8 +114,9 @@ func New(o Options) *Coordinator {
 	if o.Registry != nil {
 		o.Registry.MustRegister(collector{c})
 	}
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() { defer c.wg.Done(); c.run() }()
+	go func() { defer c.wg.Done(); c.refreshRemoteHWs() }()
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
@@ -29,6 +30,9 @@ type fakeHost struct {
 	readGate chan struct{}
 	// retentionMinutes overrides offsets.retention.minutes when set.
 	retentionMinutes int64
+	// latest is what ListOffsets answers for a partition's latest offset
+	// (the high watermark its leader reports).
+	latest map[TP]int64
 }
 
 func newFakeHost(n int32) *fakeHost {
@@ -115,7 +119,14 @@ func (h *fakeHost) Append(_ context.Context, tp TP, batch []byte) (int64, error)
 	}
 	return int64(len(h.logs[tp.Partition])) - 1, nil
 }
-func (h *fakeHost) ListOffsets(context.Context, TP, OffsetSpec, int64) (int64, error) { return 0, nil }
+func (h *fakeHost) ListOffsets(_ context.Context, tp TP, spec OffsetSpec, _ int64) (int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if spec == Latest {
+		return h.latest[tp], nil
+	}
+	return 0, nil
+}
 
 func (h *fakeHost) set(f func()) {
 	h.mu.Lock()
@@ -361,4 +372,45 @@ func TestOffsetsExpireOnlyForGroupsWithoutMembers(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestLagCoversPartitionsThisBrokerDoesNotHost: tidemark_group_lag of a
+// committed partition another broker leads comes from the high watermark
+// its leader reports (ListOffsets), refreshed in the background; before the
+// first answer the partition has no lag sample rather than a wrong one.
+func TestLagCoversPartitionsThisBrokerDoesNotHost(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.latest = map[TP]int64{{Topic: "orders", Partition: 0}: 42}
+	reg := prometheus.NewRegistry()
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond, Registry: reg})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	lag := func() (float64, bool) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "tidemark_group_lag" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	if v, ok := lag(); ok {
+		t.Fatalf("lag %v before the leader was asked: want no sample", v)
+	}
+	c.refreshRemoteHWsOnce(context.Background())
+	if v, ok := lag(); !ok || v != 35 {
+		t.Fatalf("lag %v (sampled %v), want 42 - 7 = 35", v, ok)
+	}
 }

@@ -13,7 +13,7 @@ type collector struct{ c *Coordinator }
 
 var (
 	lagDesc = prometheus.NewDesc("tidemark_group_lag",
-		"High watermark minus the group's committed offset, per partition; only partitions this broker hosts (the coordinator's own view).",
+		"High watermark minus the group's committed offset, per partition: the hosted replica's high watermark, or, for a partition this broker does not host, the one its leader reported last (refreshed every 15 s).",
 		[]string{"group", "topic", "partition"}, nil)
 	membersDesc = prometheus.NewDesc("tidemark_group_members",
 		"Members of each group this broker coordinates.", []string{"group"}, nil)
@@ -67,8 +67,14 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.Unlock()
 	for _, l := range lags {
-		if po, ok := c.host.LocalOffsets(l.tp); ok {
-			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(max(po.HighWatermark-l.off, 0)),
+		hw, ok := int64(0), false
+		if po, local := c.host.LocalOffsets(l.tp); local {
+			hw, ok = po.HighWatermark, true
+		} else {
+			hw, ok = c.remote.get(l.tp)
+		}
+		if ok {
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(max(hw-l.off, 0)),
 				l.group, l.tp.Topic, strconv.Itoa(int(l.tp.Partition)))
 		}
 	}
