@@ -1,5 +1,6 @@
 // Package testbin gives tests that launch a dev cluster of real processes
-// the broker, controller and gateway binaries built from this checkout.
+// the broker, controller, gateway and tidemark (CLI) binaries built from
+// this checkout.
 package testbin
 
 import (
@@ -14,9 +15,9 @@ import (
 	"tidemark.io/services/platform/testenv"
 )
 
-var names = []string{"broker", "controller", "gateway"}
+var names = []string{"broker", "controller", "gateway", "tidemark"}
 
-// Dir returns a directory holding broker, controller and gateway: env's
+// Dir returns a directory holding broker, controller, gateway and tidemark: env's
 // directory when that variable is set, else the checkout's bin/ when every
 // binary there is newer than every Go source, go.mod and go.sum of the
 // modules they are built from, else a fresh go build into a temporary dir,
@@ -46,7 +47,8 @@ func Dir(t *testing.T, root, env string) string {
 		t.Logf("building the binaries: %s", why)
 		dir := t.TempDir()
 		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-			"tidemark.io/services/broker/cmd/broker", "tidemark.io/services/controller/cmd/controller", "tidemark.io/gateway/cmd/gateway")
+			"tidemark.io/services/broker/cmd/broker", "tidemark.io/services/controller/cmd/controller", "tidemark.io/gateway/cmd/gateway",
+			"tidemark.io/tools/cmd/tidemark")
 		cmd.Dir = root
 		out, berr := cmd.CombinedOutput()
 		if berr == nil {
@@ -54,7 +56,7 @@ func Dir(t *testing.T, root, env string) string {
 		}
 		err = &buildError{err: berr, out: strings.TrimSpace(string(out))}
 	}
-	testenv.Unavailable(t, "the broker, controller and gateway binaries", "building them from the go.work workspace failed: "+err.Error())
+	testenv.Unavailable(t, "the broker, controller, gateway and tidemark binaries", "building them from the go.work workspace failed: "+err.Error())
 	return ""
 }
 
@@ -72,7 +74,7 @@ func fresh(root string) (bool, string) {
 		}
 	}
 	newer := ""
-	for _, m := range []string{"services", "gateway", "proto"} {
+	for _, m := range []string{"services", "gateway", "proto", "tools"} {
 		_ = filepath.WalkDir(filepath.Join(root, m), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || newer != "" {
 				return filepath.SkipAll
