@@ -13,7 +13,6 @@ import (
 	"tidemark.io/services/broker/internal/kafkaapi"
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/identity"
-	"tidemark.io/services/platform/kerr"
 )
 
 // Groups is the Extension.
@@ -92,25 +91,12 @@ func call[Req, Resp any](ctx context.Context, az *authz.Authorizer, method strin
 	return resp, nil
 }
 
-// code is err's Kafka error code: tidemark's codes are Kafka's.
-func code(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	return int16(kerr.FromStatus(err).Code)
-}
-
-func message(err error) *string {
-	if err == nil {
-		return nil
-	}
-	e := kerr.FromStatus(err)
-	m := e.Message
-	if m == "" {
-		m = e.Code.String()
-	}
-	return &m
-}
+// code and message are as the listener's own answers carry errors:
+// tidemark's codes are Kafka's.
+var (
+	code    = kafkaapi.ErrorCode
+	message = kafkaapi.ErrorMessage
+)
 
 func str(p *string) string {
 	if p == nil {
