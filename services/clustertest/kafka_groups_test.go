@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/client"
 )
 
 // groupConsumer is a kgo group member of group reading topic from the
@@ -170,5 +172,109 @@ func TestKafkaGroupConsumerResumesAtCommit(t *testing.T) {
 	}
 	if len(fcr.Coordinators) != 1 || fcr.Coordinators[0].ErrorCode != fkerr.InvalidRequest.Code {
 		t.Fatalf("transaction coordinator lookup: %+v", fcr.Coordinators)
+	}
+}
+
+// One group, two doors: a tidemark GroupConsumer over gRPC and a kgo
+// member over the Kafka listener share a group, each assigned half the
+// partitions in Kafka's consumer encoding, and the kgo member reads its
+// half.
+func TestKafkaAndGRPCMembersShareAGroup(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
+	cl := c.kafkaClient()
+	adm := kadm.NewClient(cl)
+	c.kafkaCreate(adm, "mix", 4, 3, nil)
+
+	grpcMember := c.startMember(groupOpts("shared", "mix"))
+	kafkaMember, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(30*time.Second), kgo.ClientID("kgo-member"),
+		kgo.ConsumerGroup("shared"), kgo.ConsumeTopics("mix"), kgo.Balancers(kgo.RangeBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kafkaMember.Close()
+	var mu sync.Mutex
+	kgoRead := map[int32]bool{}
+	go func() { // kgo rebalances while it is polled
+		for {
+			fs := kafkaMember.PollRecords(context.Background(), 10)
+			if fs.IsClientClosed() {
+				return
+			}
+			mu.Lock()
+			for _, r := range fs.Records() {
+				kgoRead[r.Partition] = true
+			}
+			mu.Unlock()
+		}
+	}()
+
+	ctx := ctxFor(t, 60*time.Second)
+	owner := map[int32]string{}
+	c.WaitFor(40*time.Second, "both members assigned two partitions each", func() bool {
+		ds, err := adm.DescribeGroups(ctx, "shared")
+		d := ds["shared"]
+		if err != nil || d.Err != nil || d.State != "Stable" || len(d.Members) != 2 {
+			return false
+		}
+		owner = map[int32]string{}
+		for _, m := range d.Members {
+			a, ok := m.Assigned.AsConsumer()
+			if !ok {
+				return false
+			}
+			n := 0
+			for _, tp := range a.Topics {
+				for _, p := range tp.Partitions {
+					owner[p] = m.ClientID
+					n++
+				}
+			}
+			if n != 2 {
+				return false
+			}
+		}
+		return len(owner) == 4
+	})
+	kgoOwns := 0
+	for _, who := range owner {
+		if who == "kgo-member" {
+			kgoOwns++
+		}
+	}
+	if kgoOwns != 2 {
+		t.Fatalf("owners %v: the kgo member should hold two partitions", owner)
+	}
+
+	// A record to every partition: each member reads exactly its own.
+	prod := c.kafkaClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(4) {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "mix", Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.WaitFor(30*time.Second, "every record read by its partition's owner", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for p, who := range owner {
+			read := kgoRead[p]
+			if who != "kgo-member" {
+				read = len(grpcMember.offsets(client.TopicPartition{Topic: "mix", Partition: p})) > 0
+			}
+			if !read {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for p := range kgoRead {
+		if owner[p] != "kgo-member" {
+			t.Fatalf("the kgo member read mix-%d, assigned to %s", p, owner[p])
+		}
+	}
+	if err := grpcMember.failure(); err != nil {
+		t.Fatalf("the gRPC member failed: %v", err)
 	}
 }
