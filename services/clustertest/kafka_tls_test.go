@@ -16,6 +16,21 @@ import (
 	"tidemark.io/services/platform/authz/authztest"
 )
 
+// kafkaClientsAs issues certificates for users and returns a maker of
+// Kafka clients over mTLS as any of them (or admin); sends are retried
+// twice, so a refusal shows.
+func (c *Cluster) kafkaClientsAs(users ...string) func(name string, opts ...kgo.Opt) *kgo.Client {
+	certs := &authztest.PKI{Dir: c.PKIDir}
+	certs.Issue(c.T, users...)
+	return func(name string, opts ...kgo.Opt) *kgo.Client {
+		tlsCfg, err := certs.Options(name).Client()
+		if err != nil {
+			c.T.Fatal(err)
+		}
+		return c.kafkaClient(append([]kgo.Opt{kgo.DialTLSConfig(tlsCfg), kgo.RecordRetries(2)}, opts...)...)
+	}
+}
+
 // With TLS on, the Kafka listener is TLS with the brokers' certificates,
 // the client certificate's Common Name is the principal, and the same ACLs
 // decide: on the broker for produce and fetch, on the controller for
@@ -29,15 +44,7 @@ func TestKafkaListenerOverMutualTLSWithACLs(t *testing.T) {
 		Adjust:           func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
 		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = acl },
 	})
-	certs := &authztest.PKI{Dir: c.PKIDir}
-	certs.Issue(t, "alice")
-	as := func(name string, opts ...kgo.Opt) *kgo.Client {
-		tlsCfg, err := certs.Options(name).Client()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.kafkaClient(append([]kgo.Opt{kgo.DialTLSConfig(tlsCfg), kgo.RecordRetries(2)}, opts...)...)
-	}
+	as := c.kafkaClientsAs("alice")
 
 	admin := kadm.NewClient(as("admin"))
 	c.kafkaCreate(admin, "orders-1", 1, 3, nil)
@@ -85,15 +92,7 @@ func TestKafkaGroupsAuthorizedAsGRPC(t *testing.T) {
 	c := Start(t, Options{Secure: true, Kafka: true, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3),
 		Adjust: func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
 	})
-	certs := &authztest.PKI{Dir: c.PKIDir}
-	certs.Issue(t, "alice")
-	as := func(name string, opts ...kgo.Opt) *kgo.Client {
-		tlsCfg, err := certs.Options(name).Client()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.kafkaClient(append([]kgo.Opt{kgo.DialTLSConfig(tlsCfg)}, opts...)...)
-	}
+	as := c.kafkaClientsAs("alice")
 	admCl := as("admin")
 	admin := kadm.NewClient(admCl)
 	c.kafkaCreate(admin, "orders-1", 1, 3, nil)
