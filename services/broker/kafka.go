@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/broker/internal/group"
 	"tidemark.io/services/broker/internal/grpcapi"
 	"tidemark.io/services/broker/internal/kafkaapi"
+	"tidemark.io/services/broker/internal/kafkagroups"
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/kerr"
 )
@@ -27,6 +29,7 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 	b.kafka = kafkaapi.New(kafkaapi.Options{
 		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
 		Admin: b.controllerAdmin, Authorizer: az, TLS: tlsCfg, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
+		Extension: &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},
 	})
 	go func() {
 		if err := b.kafka.Serve(b.kafkaLis); err != nil {
@@ -34,6 +37,16 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 		}
 	}()
 	return nil
+}
+
+// kafkaEndpoint is broker id's Kafka listener address, from the metadata
+// Kafka clients get in Metadata.
+func (b *Broker) kafkaEndpoint(id int32) (string, int32, bool) {
+	br, ok := b.rm.Meta().Broker(id)
+	if !ok {
+		return "", 0, false
+	}
+	return kafkaapi.KafkaEndpoint(br)
 }
 
 // controllerAdmin is the active controller's AdminService, over this

@@ -16,6 +16,21 @@ import (
 	"tidemark.io/services/platform/authz/authztest"
 )
 
+// kafkaClientsAs issues certificates for users and returns a maker of
+// Kafka clients over mTLS as any of them (or admin); sends are retried
+// twice, so a refusal shows.
+func (c *Cluster) kafkaClientsAs(users ...string) func(name string, opts ...kgo.Opt) *kgo.Client {
+	certs := &authztest.PKI{Dir: c.PKIDir}
+	certs.Issue(c.T, users...)
+	return func(name string, opts ...kgo.Opt) *kgo.Client {
+		tlsCfg, err := certs.Options(name).Client()
+		if err != nil {
+			c.T.Fatal(err)
+		}
+		return c.kafkaClient(append([]kgo.Opt{kgo.DialTLSConfig(tlsCfg), kgo.RecordRetries(2)}, opts...)...)
+	}
+}
+
 // With TLS on, the Kafka listener is TLS with the brokers' certificates,
 // the client certificate's Common Name is the principal, and the same ACLs
 // decide: on the broker for produce and fetch, on the controller for
@@ -29,15 +44,7 @@ func TestKafkaListenerOverMutualTLSWithACLs(t *testing.T) {
 		Adjust:           func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
 		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = acl },
 	})
-	certs := &authztest.PKI{Dir: c.PKIDir}
-	certs.Issue(t, "alice")
-	as := func(name string, opts ...kgo.Opt) *kgo.Client {
-		tlsCfg, err := certs.Options(name).Client()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.kafkaClient(append([]kgo.Opt{kgo.DialTLSConfig(tlsCfg), kgo.RecordRetries(2)}, opts...)...)
-	}
+	as := c.kafkaClientsAs("alice")
 
 	admin := kadm.NewClient(as("admin"))
 	c.kafkaCreate(admin, "orders-1", 1, 3, nil)
@@ -70,5 +77,59 @@ func TestKafkaListenerOverMutualTLSWithACLs(t *testing.T) {
 	defer plain.Close()
 	if err := plain.Ping(ctxFor(t, 10*time.Second)); err == nil {
 		t.Fatal("a plaintext client was answered by the TLS listener")
+	}
+}
+
+// Kafka's group requests are decided by the gRPC GroupService's policy:
+// alice, with Read on Group:team-* and Topic:orders-*, consumes in a group
+// of hers and commits; another group's offsets are refused her with
+// GROUP_AUTHORIZATION_FAILED, and ListGroups shows her only her own.
+func TestKafkaGroupsAuthorizedAsGRPC(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(acl, []byte("allow User:alice Read Topic:orders-*\nallow User:alice Read Group:team-*\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := Start(t, Options{Secure: true, Kafka: true, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3),
+		Adjust: func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
+	})
+	as := c.kafkaClientsAs("alice")
+	admCl := as("admin")
+	admin := kadm.NewClient(admCl)
+	c.kafkaCreate(admin, "orders-1", 1, 3, nil)
+	produceSync(t, admCl, "orders-1", "o1", "o2")
+	ctx := ctxFor(t, 30*time.Second)
+	if r, err := admin.CommitOffsets(ctx, "billing", kadm.OffsetsFromRecords(kgo.Record{Topic: "orders-1", Partition: 0, Offset: 0})); err != nil || r.Error() != nil {
+		t.Fatalf("admin committing for billing: %v %v", err, r.Error())
+	}
+
+	alice := as("alice", kgo.ConsumerGroup("team-a"), kgo.ConsumeTopics("orders-1"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	got := pollUntil(t, alice, nil, 2)
+	if err := alice.CommitRecords(ctx, got...); err != nil {
+		t.Fatalf("alice committing in her group: %v", err)
+	}
+	aliceAdm := kadm.NewClient(as("alice"))
+	own, err := aliceAdm.FetchOffsets(ctx, "team-a")
+	if err != nil || own.Error() != nil {
+		t.Fatalf("alice fetching her offsets: %v %v", err, own.Error())
+	}
+	if o, ok := own.Lookup("orders-1", 0); !ok || o.At != 2 {
+		t.Fatalf("team-a committed %+v, want 2", o)
+	}
+	other, err := aliceAdm.FetchOffsets(ctx, "billing")
+	if err == nil {
+		err = other.Error()
+	}
+	if !errors.Is(err, fkerr.GroupAuthorizationFailed) {
+		t.Fatalf("alice fetching billing's offsets: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	listed, err := aliceAdm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed["billing"]; ok {
+		t.Fatalf("alice listed billing: %+v", listed)
+	}
+	if _, ok := listed["team-a"]; !ok {
+		t.Fatalf("alice did not list her own group: %+v", listed)
 	}
 }

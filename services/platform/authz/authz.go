@@ -190,6 +190,18 @@ func (a *Authorizer) Authorize(ctx context.Context, method string, req any) (ide
 	return p, nil
 }
 
+// Filter trims resp, the answer to method for the principal in ctx, as
+// Unary does for gRPC answers: other front doors show exactly as much.
+func (a *Authorizer) Filter(ctx context.Context, method string, resp any) any {
+	if a == nil || !a.opts.TLS {
+		return resp
+	}
+	if pol, ok := policies[method]; ok && pol.filter != nil {
+		return pol.filter(decider{a: a, p: identity.FromContext(ctx)}, resp)
+	}
+	return resp
+}
+
 func (a *Authorizer) deny(method string, p identity.Principal, err error) error {
 	a.denied.WithLabelValues(method, p.Role.String()).Inc()
 	if n, ok := a.logged.should(p.String() + " " + method); ok {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/peer"
 
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
@@ -216,6 +217,10 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 		}
 	}()
 	ctx := identity.With(c.ctx, rc.principal)
+	// The client's address and id, as the group coordinator records them
+	// for its members (gRPC callers carry the same in their peer).
+	ctx = peer.NewContext(ctx, &peer.Peer{Addr: c.nc.RemoteAddr()})
+	ctx = context.WithValue(ctx, clientIDKey{}, rc.header.ClientID)
 	resp := c.s.table[rc.header.Key].handle(ctx, rc, req)
 	if resp == nil {
 		return
@@ -243,4 +248,12 @@ func (c *conn) writeLoop() {
 			c.close()
 		}
 	}
+}
+
+type clientIDKey struct{}
+
+// ClientID is the client.id of the Kafka request ctx answers, or "".
+func ClientID(ctx context.Context) string {
+	id, _ := ctx.Value(clientIDKey{}).(string)
+	return id
 }

@@ -38,3 +38,9 @@ func optMessage(s string) *string {
 	}
 	return &s
 }
+
+// ErrorCode is err's Kafka error code, for Extensions' answers.
+func ErrorCode(err error) int16 { return code(err) }
+
+// ErrorMessage is err's text, for Extensions' answers that carry one.
+func ErrorMessage(err error) *string { return message(err) }

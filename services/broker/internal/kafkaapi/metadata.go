@@ -36,6 +36,9 @@ func kafkaBroker(b metadata.Broker) (host string, port int32, ok bool) {
 	return h, int32(n), true
 }
 
+// KafkaEndpoint is b's Kafka listener address as Kafka clients are told it.
+func KafkaEndpoint(b metadata.Broker) (host string, port int32, ok bool) { return kafkaBroker(b) }
+
 func rackOf(b metadata.Broker) *string {
 	if b.Rack == "" {
 		return nil

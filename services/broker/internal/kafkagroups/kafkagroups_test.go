@@ -1,0 +1,132 @@
+package kafkagroups
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/kerr"
+)
+
+// refusing answers every call with err, as the coordinator does when the
+// request as a whole is refused.
+type refusing struct {
+	groupv1.UnimplementedGroupServiceServer
+	err error
+}
+
+func (r refusing) JoinGroup(context.Context, *groupv1.JoinGroupRequest) (*groupv1.JoinGroupResponse, error) {
+	return nil, r.err
+}
+
+func (r refusing) OffsetCommit(context.Context, *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
+	return nil, r.err
+}
+
+func (r refusing) OffsetFetch(context.Context, *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
+	return nil, r.err
+}
+
+func (r refusing) FindCoordinator(context.Context, *groupv1.FindCoordinatorRequest) (*groupv1.FindCoordinatorResponse, error) {
+	return &groupv1.FindCoordinatorResponse{Coordinator: &commonv1.Node{Id: 2, Address: "grpc:9092"}}, nil
+}
+
+func (r refusing) LeaveGroup(_ context.Context, req *groupv1.LeaveGroupRequest) (*groupv1.LeaveGroupResponse, error) {
+	out := &groupv1.LeaveGroupResponse{}
+	for _, m := range req.GetMembers() {
+		out.Members = append(out.Members, &groupv1.LeaveGroupMemberResult{MemberId: m.GetMemberId(), ErrorCode: commonv1.ErrorCode(kerr.UnknownMemberID)})
+	}
+	return out, nil
+}
+
+func handle[Resp kmsg.Response](t *testing.T, g *Groups, req kmsg.Request, version int16) Resp {
+	t.Helper()
+	req.SetVersion(version)
+	return g.Handle(context.Background(), identity.Anon, req).(Resp)
+}
+
+// A request-wide refusal reaches the client as the same Kafka code, where
+// the version carries it: top level, each partition, each group.
+func TestErrorsTravelAsTheirKafkaCode(t *testing.T) {
+	fenced := kerr.New(kerr.IllegalGeneration, "generation 3 is not 4")
+	g := &Groups{Service: refusing{err: fenced}}
+
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0}, {Partition: 1}}}}
+	ocr := handle[*kmsg.OffsetCommitResponse](t, g, oc, 8)
+	if len(ocr.Topics) != 1 || len(ocr.Topics[0].Partitions) != 2 {
+		t.Fatalf("commit answer %+v", ocr.Topics)
+	}
+	for _, p := range ocr.Topics[0].Partitions {
+		if p.ErrorCode != int16(kerr.IllegalGeneration) {
+			t.Fatalf("partition %d: code %d", p.Partition, p.ErrorCode)
+		}
+	}
+
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group = "g"
+	of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	if r := handle[*kmsg.OffsetFetchResponse](t, g, of, 1); len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != int16(kerr.IllegalGeneration) {
+		t.Fatalf("v1 fetch: %+v", r.Topics)
+	}
+	if r := handle[*kmsg.OffsetFetchResponse](t, g, of, 7); r.ErrorCode != int16(kerr.IllegalGeneration) {
+		t.Fatalf("v7 fetch: code %d", r.ErrorCode)
+	}
+	of8 := kmsg.NewPtrOffsetFetchRequest()
+	of8.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "a"}, {Group: "b"}}
+	if r := handle[*kmsg.OffsetFetchResponse](t, g, of8, 8); len(r.Groups) != 2 || r.Groups[1].ErrorCode != int16(kerr.IllegalGeneration) {
+		t.Fatalf("v8 fetch: %+v", r.Groups)
+	}
+
+	required := &kerr.Error{Code: kerr.MemberIDRequired, Message: "join again", MemberID: "m-1"}
+	jr := handle[*kmsg.JoinGroupResponse](t, &Groups{Service: refusing{err: required}}, kmsg.NewPtrJoinGroupRequest(), 9)
+	if jr.ErrorCode != int16(kerr.MemberIDRequired) || jr.MemberID != "m-1" {
+		t.Fatalf("join: code %d member %q, want MEMBER_ID_REQUIRED with m-1", jr.ErrorCode, jr.MemberID)
+	}
+}
+
+// FindCoordinator names the coordinator's Kafka address, one key or a
+// batch; a transaction key is refused, and a coordinator without a Kafka
+// listener is COORDINATOR_NOT_AVAILABLE.
+func TestFindCoordinatorAnswersKafkaAddresses(t *testing.T) {
+	g := &Groups{Service: refusing{}, KafkaEndpoint: func(id int32) (string, int32, bool) { return "k", 29090 + id, id == 2 }}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = "g"
+	if r := handle[*kmsg.FindCoordinatorResponse](t, g, fc, 3); r.ErrorCode != 0 || r.NodeID != 2 || r.Host != "k" || r.Port != 29092 {
+		t.Fatalf("v3: %+v", r)
+	}
+	fc4 := kmsg.NewPtrFindCoordinatorRequest()
+	fc4.CoordinatorKeys = []string{"a", "b"}
+	if r := handle[*kmsg.FindCoordinatorResponse](t, g, fc4, 4); len(r.Coordinators) != 2 || r.Coordinators[1].Key != "b" || r.Coordinators[1].Port != 29092 {
+		t.Fatalf("v4: %+v", r.Coordinators)
+	}
+	fc4.CoordinatorType = 1
+	if r := handle[*kmsg.FindCoordinatorResponse](t, g, fc4, 4); r.Coordinators[0].ErrorCode != int16(kerr.InvalidRequest) || r.Coordinators[0].ErrorMessage == nil {
+		t.Fatalf("transaction key: %+v", r.Coordinators)
+	}
+	none := &Groups{Service: refusing{}, KafkaEndpoint: func(int32) (string, int32, bool) { return "", 0, false }}
+	if r := handle[*kmsg.FindCoordinatorResponse](t, none, fc, 2); r.ErrorCode != int16(kerr.CoordinatorNotAvailable) {
+		t.Fatalf("no Kafka listener: code %d", r.ErrorCode)
+	}
+}
+
+// LeaveGroup: v0-2 name one member and answer at the top level; v3+ a
+// batch, each member with its own error.
+func TestLeaveGroupOneOrBatch(t *testing.T) {
+	g := &Groups{Service: refusing{}}
+	lg := kmsg.NewPtrLeaveGroupRequest()
+	lg.MemberID = "m"
+	if r := handle[*kmsg.LeaveGroupResponse](t, g, lg, 2); r.ErrorCode != int16(kerr.UnknownMemberID) {
+		t.Fatalf("v2: code %d", r.ErrorCode)
+	}
+	lg5 := kmsg.NewPtrLeaveGroupRequest()
+	lg5.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "a"}, {MemberID: "b"}}
+	r := handle[*kmsg.LeaveGroupResponse](t, g, lg5, 5)
+	if r.ErrorCode != 0 || len(r.Members) != 2 || r.Members[1].MemberID != "b" || r.Members[1].ErrorCode != int16(kerr.UnknownMemberID) {
+		t.Fatalf("v5: %+v", r)
+	}
+}

@@ -1,0 +1,118 @@
+package kafkagroups
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+)
+
+// offsetCommit commits through the gRPC handler; a refusal of the whole
+// request (fenced member, not the coordinator, no authorization) is every
+// partition's error, as Kafka answers it.
+func (g *Groups) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	greq := &groupv1.OffsetCommitRequest{GroupId: req.Group, GenerationId: req.Generation, MemberId: req.MemberID, GroupInstanceId: str(req.InstanceID)}
+	for _, t := range req.Topics {
+		gt := &groupv1.OffsetCommitTopic{Name: t.Topic}
+		for _, p := range t.Partitions {
+			gt.Partitions = append(gt.Partitions, &groupv1.OffsetCommitPartition{Partition: p.Partition, CommittedOffset: p.Offset,
+				CommittedLeaderEpoch: p.LeaderEpoch, Metadata: str(p.Metadata)})
+		}
+		greq.Topics = append(greq.Topics, gt)
+	}
+	gresp, err := call(ctx, g.Authorizer, groupv1.GroupService_OffsetCommit_FullMethodName, greq, g.Service.OffsetCommit)
+	if err != nil {
+		for _, t := range req.Topics {
+			rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(err)})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	for _, t := range gresp.GetTopics() {
+		rt := kmsg.OffsetCommitResponseTopic{Topic: t.GetName()}
+		for _, p := range t.GetPartitions() {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.GetPartition(), ErrorCode: int16(p.GetErrorCode())})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// fetchedGroup is one group's committed offsets, or its error.
+type fetchedGroup struct {
+	topics []*groupv1.OffsetFetchTopicResult
+	err    error
+}
+
+func (g *Groups) fetchGroup(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestTopic, stable bool) fetchedGroup {
+	greq := &groupv1.OffsetFetchRequest{GroupId: group, RequireStable: stable}
+	for _, t := range topics {
+		greq.Topics = append(greq.Topics, &groupv1.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
+	}
+	gresp, err := call(ctx, g.Authorizer, groupv1.GroupService_OffsetFetch_FullMethodName, greq, g.Service.OffsetFetch)
+	if err != nil {
+		return fetchedGroup{err: err}
+	}
+	return fetchedGroup{topics: gresp.GetTopics()}
+}
+
+// offsetFetch answers one group (v1-7; nil topics, from v2, is all of
+// them) or several (v8).
+func (g *Groups) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version >= 8 {
+		for _, rg := range req.Groups {
+			var topics []kmsg.OffsetFetchRequestTopic
+			for _, t := range rg.Topics {
+				topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
+			}
+			f := g.fetchGroup(ctx, rg.Group, topics, req.RequireStable)
+			out := kmsg.OffsetFetchResponseGroup{Group: rg.Group, ErrorCode: code(f.err)}
+			for _, t := range f.topics {
+				ot := kmsg.OffsetFetchResponseGroupTopic{Topic: t.GetName()}
+				for _, p := range t.GetPartitions() {
+					ot.Partitions = append(ot.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{Partition: p.GetPartition(), Offset: p.GetCommittedOffset(),
+						LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: metadataOf(p), ErrorCode: int16(p.GetErrorCode())})
+				}
+				out.Topics = append(out.Topics, ot)
+			}
+			resp.Groups = append(resp.Groups, out)
+		}
+		return resp
+	}
+	f := g.fetchGroup(ctx, req.Group, req.Topics, req.RequireStable)
+	if f.err != nil {
+		if req.Version >= 2 {
+			resp.ErrorCode = code(f.err)
+			return resp
+		}
+		// v1 has no top-level error: each partition asked carries it.
+		for _, t := range req.Topics {
+			rt := kmsg.OffsetFetchResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{Partition: p, Offset: -1, LeaderEpoch: -1, ErrorCode: code(f.err)})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	for _, t := range f.topics {
+		rt := kmsg.OffsetFetchResponseTopic{Topic: t.GetName()}
+		for _, p := range t.GetPartitions() {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{Partition: p.GetPartition(), Offset: p.GetCommittedOffset(),
+				LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: metadataOf(p), ErrorCode: int16(p.GetErrorCode())})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func metadataOf(p *groupv1.OffsetFetchPartition) *string {
+	m := p.GetMetadata()
+	return &m
+}
