@@ -144,7 +144,8 @@ func (p *page) waitFor(timeout time.Duration, what, cond string) time.Duration {
 const pageSummary = `(() => {
   const b = [...document.querySelectorAll('[data-broker]')].map(e => 'B' + e.dataset.broker + '=' + e.dataset.state + '/' + e.dataset.process);
   const p = [...document.querySelectorAll('[data-partition]')].map(e => e.dataset.partition + ' leader ' + e.dataset.leader + ' isr [' + e.dataset.isr + '] ' +
-    [...e.querySelectorAll('[data-replica]')].map(r => r.dataset.replica + ':' + r.dataset.status).join(' '));
+    [...e.querySelectorAll('[data-replica]')].map(r => r.dataset.replica + ':' + r.dataset.status).join(' ') +
+    ((b => b && b.disabled ? ' (produce in flight)' : '')(e.querySelector('button[data-action="produce"]'))));
   const o = [...document.querySelectorAll('#outcomes li')].map(e => e.textContent);
   return 'conn=' + document.getElementById('conn').dataset.state + '; ' + b.join(' ') + '; ' + p.join('; ') + '; outcomes: ' + o.join(' | ');
 })()`
@@ -166,10 +167,24 @@ func (p *page) screenshot(name string) string {
 	return path
 }
 
+// click scrolls to the element and clicks it in one step of the page's
+// event loop. A mouse event at coordinates measured a moment earlier (the
+// page re-renders on every snapshot, and a broker card's list of led
+// partitions can grow a line) sometimes landed beside the button, and the
+// click was silently lost.
 func (p *page) click(sel string) {
 	p.t.Helper()
 	p.waitFor(5*time.Second, "an enabled "+sel, `(e => e && !e.disabled)(document.querySelector(`+jsString(sel)+`))`)
-	p.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+	ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`(e => {
+	  if (!e || e.disabled) return false;
+	  e.scrollIntoView({block: 'center'});
+	  e.click();
+	  return true;
+	})(document.querySelector(`+jsString(sel)+`))`))
+	if err != nil || !ok {
+		p.screenshot("failed")
+		p.t.Fatalf("click %s: %v (clicked: %v)", sel, err, ok)
+	}
 }
 
 func (p *page) checkNoProblems() {

@@ -170,7 +170,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	b.rm, err = replica.New(replica.Options{
 		BrokerID: cfg.ID, Rack: cfg.Rack, Logs: b.logs, Meta: b.meta, Peers: b.peers,
-		BrokerEpoch: b.epoch.Load, Static: cfg.Settings, Logger: log,
+		BrokerEpoch: b.epoch.Load, AwaitRegistration: len(cfg.Etcd.Endpoints) > 0, Static: cfg.Settings, Logger: log,
 		Tracer: tel.Tracer("tidemark/broker"), Events: events, Faults: faults, Registry: tel.Registry,
 		LeaderFence: leaderFence,
 	})
@@ -213,7 +213,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 			return fail(err)
 		}
 	}
-	b.srv.MarkAllServing()
+	if len(cfg.Etcd.Endpoints) > 0 {
+		// Not serving until registered: a fast restart waits out its
+		// previous incarnation's lease, and the controller's health probe
+		// must not take this process for that incarnation.
+		b.srv.SetServing("", false)
+	} else {
+		b.srv.MarkAllServing()
+	}
 	go func() {
 		if err := b.srv.Serve(lis); err != nil {
 			b.done <- err
@@ -225,6 +232,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		if err != nil {
 			return fail(err)
 		}
+		b.srv.MarkAllServing()
 	}
 	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listen", b.KafkaAddr(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),

@@ -15,6 +15,7 @@ import (
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/retry"
 )
@@ -92,7 +93,11 @@ func (r *registrar) register(ctx context.Context) error {
 		r.mu.Lock()
 		r.reg = reg
 		r.mu.Unlock()
-		r.b.epoch.Store(reg.Epoch())
+		old := r.b.epoch.Swap(reg.Epoch())
+		if old != 0 {
+			r.b.srv.SetServing(grpcserver.IncarnationService(old), false)
+		}
+		r.b.srv.SetServing(grpcserver.IncarnationService(reg.Epoch()), true)
 	})
 	r.b.log.Info("registered", "broker_epoch", reg.Epoch(), "session_timeout", r.b.cfg.SessionTimeout)
 	return nil

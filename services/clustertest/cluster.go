@@ -206,7 +206,19 @@ func Start(t testing.TB, o Options) *Cluster {
 				alive++
 			}
 		}
-		return alive == o.Brokers && len(resp.GetControllers()) == o.Controllers
+		if alive != o.Brokers || len(resp.GetControllers()) != o.Controllers {
+			return false
+		}
+		// And each broker has been told the cluster's metadata (a push
+		// that raced its registration is retried a moment later).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for id := int32(1); id <= int32(o.Brokers); id++ {
+			if _, err := c.BrokerClient(id).Metadata(ctx, &brokerv1.MetadataRequest{}); err != nil {
+				return false
+			}
+		}
+		return true
 	})
 	return c
 }

@@ -102,9 +102,15 @@ func (b *fakeBroker) register() {
 		b.t.Fatalf("broker %d register: %v", b.id, err)
 	}
 	b.mu.Lock()
+	old := b.epoch
 	b.cli, b.store, b.reg, b.epoch = cli, store, reg, reg.Epoch()
 	b.clis = append(b.clis, cli)
 	b.mu.Unlock()
+	// As a broker does: its incarnation's health service (fast failover).
+	if old != 0 {
+		b.srv.SetServing(grpcserver.IncarnationService(old), false)
+	}
+	b.srv.SetServing(grpcserver.IncarnationService(reg.Epoch()), true)
 }
 
 func (b *fakeBroker) brokerEpoch() int64 {

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"net"
 	"testing"
 	"time"
 
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/grpcserver"
 )
 
 // freeze plays a broker process that is alive but wedged (a stalled disk, a
@@ -13,6 +15,7 @@ import (
 // connections.
 func (b *fakeBroker) freeze() {
 	b.srv.SetServing("", false)
+	b.srv.SetServing(grpcserver.IncarnationService(b.brokerEpoch()), false)
 	b.silence()
 	b.closeSession()
 }
@@ -49,5 +52,47 @@ func TestFastFailoverNeedsARefusedConnection(t *testing.T) {
 	}
 	if c.logs.count("not known to be dead", "broker_id=1") != 1 {
 		t.Fatal("no log line saying the broker was left to its lease")
+	}
+}
+
+// TestFastFailoverSeesARestartedProcess: a broker killed and started again
+// at once cannot register until its previous incarnation's lease expires,
+// and meanwhile it answers at the same address. It does not serve the old
+// incarnation's health service, so the controller knows that incarnation
+// is gone and elects new leaders at once instead of waiting for the lease.
+func TestFastFailoverSeesARestartedProcess(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 2, 3}}, nil)
+	eventually(t, 10*time.Second, "sessions open", func() bool {
+		return c.brokers[1].sessionOpen() && c.brokers[2].sessionOpen() && c.brokers[3].sessionOpen()
+	})
+
+	b := c.brokers[1]
+	b.mu.Lock()
+	reg := b.reg
+	b.mu.Unlock()
+	killed := time.Now()
+	b.kill()
+	heldUntil := reg.LeaseHeldUntil()
+	// The restarted process: serving, but not registered yet.
+	var lis net.Listener
+	eventually(t, 5*time.Second, "the address to be free again", func() bool {
+		var err error
+		lis, err = net.Listen("tcp", b.addr)
+		return err == nil
+	})
+	next := grpcserver.New(grpcserver.Options{})
+	next.MarkAllServing()
+	go func() { _ = next.Serve(lis) }()
+	t.Cleanup(next.Server.Stop)
+
+	c.waitState("t", 0, 3*brokerTTL, "new leader", func(s metastore.PartitionState) bool { return s.Leader != 1 && s.Leader > 0 })
+	elected := time.Now()
+	t.Logf("restarted leader replaced after %s (lease held until %s)", elected.Sub(killed), heldUntil.Sub(killed))
+	if c.logs.count("declaring it dead now", "broker_id=1") != 1 || c.logs.count("is not broker epoch") == 0 {
+		t.Fatal("the replaced incarnation was not declared dead through fast failover")
 	}
 }

@@ -8,6 +8,7 @@ package grpcserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -153,6 +154,15 @@ func (s *Server) SetServing(service string, serving bool) {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	s.health.SetServingStatus(service, st)
+}
+
+// IncarnationService is the health service a broker process serves for
+// its registration epoch. A health check of it tells "the incarnation I
+// mean answers" from "some process answers at its address": after a fast
+// restart the address is the new process's, which does not know the old
+// epoch (NOT_FOUND), so the old incarnation is gone.
+func IncarnationService(brokerEpoch int64) string {
+	return fmt.Sprintf("tidemark.broker.incarnation/%d", brokerEpoch)
 }
 
 // MarkAllServing sets every registered service, and the server, to SERVING.

@@ -51,6 +51,16 @@ func Open(opts Options) (*Log, error) {
 		}
 		return nil, err
 	}
+	id, err := readTopicID(l.fs, l.dir)
+	if err != nil {
+		for _, s := range segs {
+			s.closeFiles()
+		}
+		return nil, err
+	}
+	if id != "" {
+		l.topicID.Store(&id)
+	}
 	l.lastFlush.Store(l.now().UnixNano())
 	return l, nil
 }

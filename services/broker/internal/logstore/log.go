@@ -55,6 +55,7 @@ type Log struct {
 	flushMu lockorder.Mutex[lockorder.LogFlush]   // serialises flushes
 	bg      sync.WaitGroup                        // background flushes after rolls; Add under mu
 
+	topicID       atomic.Pointer[string]     // partition.metadata's topic id; nil: none recorded; written under mu
 	segs          atomic.Pointer[[]*segment] // ascending base; the last is active
 	leo           atomic.Int64
 	logStart      atomic.Int64

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +72,13 @@ type alterItem struct {
 
 // alterSender sends queued ISR changes to the active controller, batched,
 // and feeds each answer back to its partition's state machine (F10).
+//
+// It holds at most one change per partition, as Kafka's
+// AlterPartitionManager does: the controller refuses a request naming a
+// partition twice, and a partition has one proposal in flight at a time,
+// so a newer one replaces the queued one, and a queued change its
+// partition no longer waits for (new metadata replaced it) is dropped
+// rather than sent.
 type alterSender struct {
 	m       *Manager
 	mu      lockorder.Mutex[lockorder.Leaf]
@@ -84,12 +92,70 @@ func newAlterSender(m *Manager) *alterSender {
 
 func (s *alterSender) enqueue(r *Replica, req partition.AlterPartitionRequest, span trace.Span) {
 	s.mu.Lock()
+	var replaced []alterItem
+	s.pending, replaced = withoutReplica(s.pending, r)
 	s.pending = append(s.pending, alterItem{r, req, span})
 	s.mu.Unlock()
+	endSpans(replaced, "superseded", "a newer ISR change of the partition replaced it")
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+// requeue puts failed items back ahead of the queue, except those whose
+// partition queued a newer change meanwhile.
+func (s *alterSender) requeue(retry []alterItem) {
+	s.mu.Lock()
+	var keep, dropped []alterItem
+	for _, it := range retry {
+		if slices.ContainsFunc(s.pending, func(q alterItem) bool { return q.r == it.r }) {
+			dropped = append(dropped, it)
+			continue
+		}
+		keep = append(keep, it)
+	}
+	s.pending = append(keep, s.pending...)
+	s.mu.Unlock()
+	endSpans(dropped, "superseded", "a newer ISR change of the partition replaced it")
+}
+
+// withoutReplica splits items into those of other replicas and r's.
+func withoutReplica(items []alterItem, r *Replica) (rest, of []alterItem) {
+	for _, it := range items {
+		if it.r == r {
+			of = append(of, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	return rest, of
+}
+
+func endSpans(items []alterItem, outcome, reason string) {
+	for _, it := range items {
+		it.span.SetAttributes(attribute.String("tidemark.outcome", outcome), attribute.String("tidemark.outcome_reason", reason))
+		it.span.End()
+	}
+}
+
+// stillWanted keeps the items their partitions still wait for: a proposal
+// that new metadata replaced, or one parked until metadata arrives, is not
+// sent again.
+func stillWanted(items []alterItem) []alterItem {
+	var keep, stale []alterItem
+	for _, it := range items {
+		it.r.mu.Lock()
+		pr, parked, ok := it.r.state.Pending()
+		it.r.mu.Unlock()
+		if ok && !parked && pr.Request.Seq == it.req.Seq {
+			keep = append(keep, it)
+		} else {
+			stale = append(stale, it)
+		}
+	}
+	endSpans(stale, "abandoned", "the partition no longer waits for this change (new metadata)")
+	return keep
 }
 
 func (s *alterSender) take() []alterItem {
@@ -108,14 +174,16 @@ func (s *alterSender) run(stop <-chan struct{}) {
 			return
 		}
 		for items := s.take(); len(items) > 0; items = s.take() {
+			items = stillWanted(items)
+			if len(items) == 0 {
+				continue
+			}
 			retry := s.send(items)
 			if len(retry) > 0 {
 				if !s.m.sleep(context.Background(), alterBackoff) {
 					return
 				}
-				s.mu.Lock()
-				s.pending = append(retry, s.pending...)
-				s.mu.Unlock()
+				s.requeue(retry)
 			}
 		}
 	}

@@ -147,6 +147,61 @@ func TestAlterPartitionSenderRetriesAfterBackoff(t *testing.T) {
 	}
 }
 
+// A change that keeps failing while new metadata replaces it is dropped,
+// not sent beside its successor: the controller refuses a request naming
+// a partition twice, and the successor, refused with INVALID_REQUEST, would
+// park until metadata that never comes (an idle partition stuck without
+// its restarted follower).
+func TestAlterPartitionRetryIsReplacedByTheNewerProposal(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.ctrl.setAnswer(answerEach(kerr.StaleBrokerEpoch))
+	e.expandAll(tp0)
+	e.ctrl.call(t)
+	e.clock.WaitTimer(t, alterBackoff, 1)
+
+	// New metadata while the failed expansion waits for its retry; the
+	// follower's next fetch proposes it again on the new leader epoch.
+	e.state(1, 2, 2, []int32{1, 2}, nil)
+	e.followerFetch(3, 2, 0)
+	e.ctrl.setAnswer(commitAll)
+	e.clock.Advance(alterBackoff)
+
+	req := e.ctrl.call(t)
+	if n := len(req.GetPartitions()); n != 1 || req.GetPartitions()[0].GetLeaderEpoch() != 2 {
+		t.Fatalf("sent %v; want only the proposal on leader epoch 2", req)
+	}
+	waitFor(t, "the expansion to commit", func() bool {
+		isr, pending, _ := e.isr(tp0)
+		return !pending && slices.Equal(isr, []int32{1, 2, 3})
+	})
+	e.ctrl.noCall(t)
+}
+
+// A queued change that new metadata ended is not sent at all.
+func TestAlterPartitionSenderDropsAChangeNoLongerPending(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.ctrl.setAnswer(answerEach(kerr.StaleBrokerEpoch))
+	e.expandAll(tp0)
+	e.ctrl.call(t)
+	e.clock.WaitTimer(t, alterBackoff, 1)
+	e.state(1, 2, 2, []int32{1, 2, 3}, nil) // the controller already has 3 back
+	e.ctrl.setAnswer(commitAll)
+	e.clock.Advance(alterBackoff)
+	// The sender's next pass finds nothing to send; a fresh change goes
+	// alone.
+	e.stateOf(TP{Topic: "t", Partition: 1}, 1, 1, 1, []int32{1, 2}, nil)
+	e.expandAll(TP{Topic: "t", Partition: 1})
+	req := e.ctrl.call(t)
+	if n := len(req.GetPartitions()); n != 1 || req.GetPartitions()[0].GetPartition() != 1 {
+		t.Fatalf("sent %v; want only partition 1's change", req)
+	}
+	if isr, pending, _ := e.isr(tp0); pending || !slices.Equal(isr, []int32{1, 2, 3}) {
+		t.Fatalf("partition 0: ISR %v pending %v", isr, pending)
+	}
+}
+
 func TestAlterPartitionIneligibleReplicaReverts(t *testing.T) {
 	e := newEnv(t)
 	e.state(1, 1, 1, []int32{1, 2}, nil)

@@ -19,9 +19,17 @@ import (
 // the controller epoch (F22) and the target broker epoch (KIP-380: a request
 // meant for an earlier incarnation of this broker is refused).
 func (m *Manager) checkControlRequest(controllerEpoch int32, brokerEpoch int64) error {
+	mine := m.opts.BrokerEpoch()
+	if mine == 0 && m.opts.AwaitRegistration {
+		// Kafka serves no request before its registration either. The
+		// controller retries this answer: a push meant for the new
+		// registration lands once it is in place, one meant for the
+		// previous incarnation is then refused as stale.
+		return kerr.New(kerr.BrokerNotAvailable, "broker %d is not registered yet (request for broker epoch %d)", m.opts.BrokerID, brokerEpoch)
+	}
 	// An older target epoch is for a previous incarnation; a newer one is
 	// fine (the controller may push before our registration call returns).
-	if mine := m.opts.BrokerEpoch(); brokerEpoch != 0 && mine != 0 && brokerEpoch < mine {
+	if brokerEpoch != 0 && mine != 0 && brokerEpoch < mine {
 		return kerr.New(kerr.StaleBrokerEpoch, "request for broker epoch %d, this broker is at epoch %d", brokerEpoch, mine)
 	}
 	if err := m.opts.Meta.CheckControllerEpoch(controllerEpoch); err != nil {
@@ -82,10 +90,47 @@ func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides ma
 	if err != nil {
 		return nil, err
 	}
+	if r, err = m.checkTopicID(r, overrides); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer func() { r.wake() }() // parked produces and fetches re-check their leader
 	defer r.mu.Unlock()
 	return m.applyStateLocked(r, ps, overrides)
+}
+
+// checkTopicID makes sure the replica's log belongs to the topic the
+// controller means (KIP-516). A log without a recorded id adopts the
+// topic's. A log recorded under another id is a stray: its topic was
+// deleted while this broker was away and a topic of the same name created
+// since. Kafka's KRaft brokers set such logs aside too; serving them, or
+// following the new leader from them, would mix the old topic's records
+// into the new one's. It is deleted and the replica starts empty.
+func (m *Manager) checkTopicID(r *Replica, overrides map[string]string) (*Replica, error) {
+	want := m.opts.Meta.TopicID(r.tp.Topic)
+	if want == "" {
+		return r, nil
+	}
+	switch have := r.log.TopicID(); have {
+	case want:
+		return r, nil
+	case "":
+		return r, r.log.SetTopicID(want)
+	default:
+		m.log.Warn("Deleting a stray log: it belongs to a deleted topic of the same name",
+			"topic", r.tp.Topic, "partition", r.tp.Partition, "stray_topic_id", have, "topic_id", want,
+			"stray_log_end_offset", r.log.LogEndOffset())
+		m.emit(Event{Kind: "truncation", TP: r.tp,
+			Reason: fmt.Sprintf("stray log of deleted topic id %s removed; %s now has topic id %s", have, r.tp.Topic, want)})
+		if err := m.stopReplica(r.tp, -1, true); err != nil {
+			return nil, err
+		}
+		fresh, err := m.getOrCreate(r.tp, overrides)
+		if err != nil {
+			return nil, err
+		}
+		return fresh, fresh.log.SetTopicID(want)
+	}
 }
 
 // applyStateLocked is becomeReplica's work on a replica whose mu is held;

@@ -286,7 +286,21 @@ func (c *fakeController) AlterPartition(ctx context.Context, addr string, req *c
 			return nil, ctx.Err()
 		}
 	}
-	return answer(req)
+	resp, err := answer(req)
+	if err != nil || resp.GetErrorCode() != 0 {
+		return resp, err
+	}
+	// Like the controller, refuse a partition named twice in one request.
+	seen := map[TP]bool{}
+	for i, p := range req.GetPartitions() {
+		tp := TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		if seen[tp] && i < len(resp.GetPartitions()) {
+			resp.Partitions[i] = &controlv1.AlterPartitionResult{Topic: tp.Topic, Partition: tp.Partition,
+				ErrorCode: commonv1.ErrorCode(kerr.InvalidRequest)}
+		}
+		seen[tp] = true
+	}
+	return resp, nil
 }
 
 // call waits (bounded) for the next AlterPartition the broker sends.

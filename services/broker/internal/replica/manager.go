@@ -57,6 +57,12 @@ type Options struct {
 	// BrokerEpoch returns this broker's current registration epoch (0 when
 	// not registered, e.g. in tests without etcd).
 	BrokerEpoch func() int64
+	// AwaitRegistration refuses every controller request until BrokerEpoch
+	// is set. A restarted broker waits for its previous incarnation's lease
+	// to expire before it can register; meanwhile the controller still
+	// pushes to that incarnation's address, and acting on those pushes
+	// would make the new process lead on its predecessor's identity.
+	AwaitRegistration bool
 	// Static broker settings (flags); dynamic ones arrive in UpdateMetadata
 	// and take precedence.
 	Static map[string]string

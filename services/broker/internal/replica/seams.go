@@ -38,6 +38,10 @@ type Log interface {
 	// Config is the configuration in force (max.message.bytes for checks
 	// made before a request is decoded).
 	Config() logstore.Config
+	// TopicID is the topic id recorded with the log ("" if none);
+	// SetTopicID records one in a log that has none.
+	TopicID() string
+	SetTopicID(id string) error
 }
 
 // LogStore is the part of the log manager (logstore.Manager) the replica

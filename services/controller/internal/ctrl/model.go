@@ -81,6 +81,7 @@ type failCheck struct {
 	expired, probed  bool
 	healthy          bool
 	refused          bool // the probe's connection was refused: the process is gone
+	replaced         bool // another process answers at its address: this incarnation is gone
 	stopTimer        func() bool
 	healthCheckError string
 }

@@ -3,15 +3,19 @@ package ctrl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -152,10 +156,11 @@ func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
 
 // sessionClosed starts fast failover (F23 leases stay the safety net): if
 // the broker's live incarnation does not reopen a session within the grace
-// period, does not answer a gRPC health check, and its address refuses
-// connections (the process is gone), its lease is revoked at once. Any
-// other broker, one whose stream is open but silent included, is left to
-// lease expiry, on which it fences itself.
+// period, does not answer a gRPC health check of its incarnation's service,
+// and its process is gone (its address refuses connections, or another
+// process there, a restarted broker, does not know that incarnation), its
+// lease is revoked at once. Any other broker, one whose stream is open but
+// silent included, is left to lease expiry, on which it fences itself.
 func (a *Active) sessionClosed(s *session, cause error) {
 	if a.sessions[s.brokerID] != s {
 		return
@@ -179,23 +184,29 @@ func (a *Active) sessionClosed(s *session, cause error) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		healthy, why := false, "no connection"
+		healthy, replaced, why := false, false, "no connection"
 		if conn != nil {
+			// The incarnation's own health service: a restarted process at
+			// the same address does not serve it.
 			ctx, cancel := context.WithTimeout(a.ctx, grace)
-			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: grpcserver.IncarnationService(fc.epoch)})
 			cancel()
 			healthy = err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+			replaced = status.Code(err) == codes.NotFound
 			why = errText(err)
-			if err == nil && !healthy {
+			switch {
+			case replaced:
+				why = fmt.Sprintf("the process at %s is not broker epoch %d (a restarted broker waiting for this registration to expire)", addr, fc.epoch)
+			case err == nil && !healthy:
 				why = resp.GetStatus().String()
 			}
 		}
 		refused := false
-		if !healthy {
+		if !healthy && !replaced {
 			refused, why = a.refused(addr, grace, why)
 		}
 		a.post(func() {
-			fc.probed, fc.healthy, fc.refused, fc.healthCheckError = true, healthy, refused, why
+			fc.probed, fc.healthy, fc.refused, fc.replaced, fc.healthCheckError = true, healthy, refused, replaced, why
 			a.decideFailure(id, fc)
 		})
 	}()
@@ -236,7 +247,7 @@ func (a *Active) decideFailure(id int32, fc *failCheck) {
 		a.log.Info("Broker answers health checks; its lease decides its liveness", "broker_id", id, "broker_epoch", fc.epoch)
 		return
 	}
-	if !fc.refused {
+	if !fc.refused && !fc.replaced {
 		// A partitioned or paused broker looks like this. It may still
 		// hold its lease and serve as leader until it fences itself just
 		// before the lease can expire; electing others now would give the
@@ -245,7 +256,7 @@ func (a *Active) decideFailure(id int32, fc *failCheck) {
 			"broker_id", id, "broker_epoch", fc.epoch, "health_check", fc.healthCheckError)
 		return
 	}
-	a.log.Warn("Broker did not reopen its session and refuses connections: declaring it dead now by revoking its registration lease",
+	a.log.Warn("Broker did not reopen its session and its process is gone: declaring it dead now by revoking its registration lease",
 		"broker_id", id, "broker_epoch", fc.epoch, "grace", a.d.Settings.SessionGrace, "health_check", fc.healthCheckError)
 	ctx, cancel := a.writeCtx()
 	err := a.sess.RevokeBroker(ctx, id, fc.epoch)

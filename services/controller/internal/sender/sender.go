@@ -258,11 +258,13 @@ func (s *Sender) deliver(r Request) error {
 	}
 }
 
-// retriable says whether a failure is the transport's (retry) rather than
-// the broker's answer (give up on this request).
+// retriable says whether a failure is the transport's, or a broker process
+// not registered yet (retry), rather than the broker's answer (give up on
+// this request). A process that registers under another epoch then refuses
+// the request as stale.
 func retriable(c kerr.Code) bool {
 	switch c {
-	case kerr.NetworkException, kerr.RequestTimedOut:
+	case kerr.NetworkException, kerr.RequestTimedOut, kerr.BrokerNotAvailable:
 		return true
 	}
 	return false

@@ -1,0 +1,107 @@
+package replica
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/platform/kerr"
+)
+
+// A restarted broker waiting out its previous incarnation's lease is
+// reachable at that incarnation's address, and the controller keeps
+// pushing to it there. It refuses every push until it is registered (so
+// the controller retries), then refuses the old incarnation's as stale and
+// takes those for its own registration.
+func TestControlRequestsWaitForTheRegistration(t *testing.T) {
+	e := &env{t: t, clock: newManualClock(), ctrl: newFakeController(), ctrlEpoch: 1}
+	e.net = &memNet{ctrl: e.ctrl, managers: map[string]*Manager{}}
+	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", Now: e.clock.Now, NoBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var epoch atomic.Int64
+	m, err := New(Options{BrokerID: 1, Store: logManager{logs}, Meta: metadata.New(), Transport: e.net, Clock: e.clock,
+		BrokerEpoch: epoch.Load, AwaitRegistration: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		_ = logs.Close()
+	})
+	const previous, current = 8, 19
+	push := func(target int64) error {
+		_, err := m.LeaderAndIsr(&controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: 1, BrokerEpoch: target,
+			Partitions: []*commonv1.PartitionState{partitionState(tp0, 1, 2, 2, []int32{1})}})
+		return err
+	}
+	for _, target := range []int64{previous, current} {
+		if err := push(target); kerr.CodeOf(err) != kerr.BrokerNotAvailable {
+			t.Fatalf("push for broker epoch %d before registering: %v, want BROKER_NOT_AVAILABLE", target, err)
+		}
+	}
+	if _, ok := m.Replica(tp0); ok {
+		t.Fatal("an unregistered broker created a replica on a controller's push")
+	}
+	epoch.Store(current)
+	if err := push(previous); kerr.CodeOf(err) != kerr.StaleBrokerEpoch {
+		t.Fatalf("push for the previous incarnation: %v, want STALE_BROKER_EPOCH", err)
+	}
+	if err := push(current); err != nil {
+		t.Fatalf("push for this registration: %v", err)
+	}
+	r, ok := m.Replica(tp0)
+	if !ok || !r.IsLeader() {
+		t.Fatal("the push for this registration did not make the broker leader")
+	}
+}
+
+// leaderAndIsrWithID sends tp's state with the topic's id, as the
+// controller does.
+func (e *env) leaderAndIsrWithID(id string, leader, leaderEpoch int32) {
+	e.t.Helper()
+	resp, err := e.m.LeaderAndIsr(&controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[1],
+		TopicConfigs: []*controlv1.TopicConfig{{Topic: tp0.Topic, TopicId: id, Configs: map[string]string{}}},
+		Partitions:   []*commonv1.PartitionState{partitionState(tp0, leader, leaderEpoch, leaderEpoch, []int32{1, 2, 3})}})
+	if err != nil || kerr.Code(resp.GetPartitions()[0].GetErrorCode()) != kerr.None {
+		e.t.Fatalf("LeaderAndIsr: %v %v", resp, err)
+	}
+}
+
+// A log records its topic's id the first time the controller names it; a
+// LeaderAndIsr for a topic of the same name with another id finds a stray
+// of a deleted topic: it is deleted and the replica starts empty, instead
+// of serving (or following from) the old topic's records (KIP-516).
+func TestStrayLogOfADeletedTopicIsReplaced(t *testing.T) {
+	e := newEnv(t)
+	e.leaderAndIsrWithID("old-id", 1, 0)
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a", "b", "c"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.replica().Log().TopicID(); got != "old-id" {
+		t.Fatalf("the log records topic id %q, want old-id", got)
+	}
+	before := e.replica()
+
+	// Same name, new topic (its leader epochs start again at 0).
+	e.leaderAndIsrWithID("new-id", 1, 0)
+	r := e.replica()
+	if r == before || r.Log().LogEndOffset() != 0 || r.Log().TopicID() != "new-id" {
+		t.Fatalf("after the new topic's LeaderAndIsr: same replica %v, LEO %d, topic id %q; want a new, empty log of new-id",
+			r == before, r.Log().LogEndOffset(), r.Log().TopicID())
+	}
+	if !r.IsLeader() {
+		t.Fatal("the new replica does not lead")
+	}
+	// The same id again is the same log.
+	e.leaderAndIsrWithID("new-id", 1, 1)
+	if e.replica() != r {
+		t.Fatal("a LeaderAndIsr with the log's own topic id replaced the replica")
+	}
+}
