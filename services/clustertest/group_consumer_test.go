@@ -308,8 +308,10 @@ func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
 			t.Fatalf("second member: %v", err)
 		}
 		for _, tp := range tps("orders", parts) {
+			// A partition the first member read to the end before its
+			// commit has nothing left to read.
 			off := second.offsets(tp)
-			if len(off) == 0 || off[len(off)-1] < n-1 {
+			if committed[tp] < n && (len(off) == 0 || off[len(off)-1] < n-1) {
 				return false
 			}
 		}

@@ -50,7 +50,19 @@ type Cache struct {
 	topicIDs        map[string]string
 	brokerConfigs   map[string]string
 	initialised     bool // a full UpdateMetadata has arrived
+
+	// Config versions: each topic's configs and the dynamic broker configs
+	// carry the value of gen when they last changed, so the replica manager
+	// re-resolves a replica's effective config only when one of its inputs
+	// did, not on every UpdateMetadata for every hosted replica.
+	gen              uint64
+	topicCfgVersions map[string]uint64
+	brokerCfgVersion uint64
 }
+
+// ConfigVersion names the inputs a replica's effective config was resolved
+// from: its topic's configs and the dynamic broker configs.
+type ConfigVersion struct{ Topic, Broker uint64 }
 
 // New returns an empty cache.
 func New() *Cache {
@@ -60,7 +72,36 @@ func New() *Cache {
 		topicConfigs:  map[string]map[string]string{},
 		topicIDs:      map[string]string{},
 		brokerConfigs: map[string]string{},
+
+		topicCfgVersions: map[string]uint64{},
 	}
+}
+
+// setTopicConfigLocked records a topic's configs, moving its version only
+// when they changed.
+func (c *Cache) setTopicConfigLocked(topic string, cfg map[string]string) {
+	old, had := c.topicConfigs[topic]
+	c.topicConfigs[topic] = maps.Clone(cfg)
+	if !had || !maps.Equal(old, cfg) || c.topicCfgVersions[topic] == 0 {
+		c.gen++
+		c.topicCfgVersions[topic] = c.gen
+	}
+}
+
+// ConfigVersion returns the versions of a topic's configs and of the
+// dynamic broker configs.
+func (c *Cache) ConfigVersion(topic string) ConfigVersion {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return ConfigVersion{Topic: c.topicCfgVersions[topic], Broker: c.brokerCfgVersion}
+}
+
+// TopicConfigVersioned returns a topic's configs with the version they and
+// the broker configs are at, read together.
+func (c *Cache) TopicConfigVersioned(topic string) (map[string]string, ConfigVersion) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return maps.Clone(c.topicConfigs[topic]), ConfigVersion{Topic: c.topicCfgVersions[topic], Broker: c.brokerCfgVersion}
 }
 
 // CheckControllerEpoch admits a control request from controller epoch e and
@@ -97,7 +138,18 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	if req.GetFull() {
 		c.brokers = map[int32]Broker{}
 		c.partitions = map[TP]*commonv1.PartitionState{}
-		c.topicConfigs = map[string]map[string]string{}
+		// Topic configs are replaced below; those of topics the update
+		// does not list go (their versions too).
+		listed := map[string]bool{}
+		for _, tc := range req.GetTopicConfigs() {
+			listed[tc.GetTopic()] = true
+		}
+		for t := range c.topicConfigs {
+			if !listed[t] {
+				delete(c.topicConfigs, t)
+				delete(c.topicCfgVersions, t)
+			}
+		}
 		c.topicIDs = map[string]string{}
 		c.initialised = true
 	}
@@ -116,13 +168,14 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 			}
 		}
 		delete(c.topicConfigs, t)
+		delete(c.topicCfgVersions, t)
 		delete(c.topicIDs, t)
 	}
 	for _, p := range req.GetPartitions() {
 		c.putPartitionLocked(p)
 	}
 	for _, tc := range req.GetTopicConfigs() {
-		c.topicConfigs[tc.GetTopic()] = maps.Clone(tc.GetConfigs())
+		c.setTopicConfigLocked(tc.GetTopic(), tc.GetConfigs())
 		if tc.GetTopicId() != "" {
 			c.topicIDs[tc.GetTopic()] = tc.GetTopicId()
 		}
@@ -130,10 +183,15 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	// Every UpdateMetadata carries the whole dynamic broker config; an
 	// empty one arrives as nil (protobuf drops empty maps), and means the
 	// last key was deleted.
-	c.brokerConfigs = maps.Clone(req.GetBrokerConfigs())
-	if c.brokerConfigs == nil {
-		c.brokerConfigs = map[string]string{}
+	bc := maps.Clone(req.GetBrokerConfigs())
+	if bc == nil {
+		bc = map[string]string{}
 	}
+	if !maps.Equal(bc, c.brokerConfigs) || c.brokerCfgVersion == 0 {
+		c.gen++
+		c.brokerCfgVersion = c.gen
+	}
+	c.brokerConfigs = bc
 }
 
 // Initialised reports whether a full UpdateMetadata has arrived (every
@@ -167,7 +225,7 @@ func (c *Cache) putPartitionLocked(p *commonv1.PartitionState) {
 func (c *Cache) PutTopicConfig(topic string, cfg map[string]string, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.topicConfigs[topic] = maps.Clone(cfg)
+	c.setTopicConfigLocked(topic, cfg)
 	if id != "" {
 		c.topicIDs[topic] = id
 	}

@@ -124,7 +124,7 @@ func (c *manualClock) pending(d time.Duration) int {
 
 // WaitTimer waits (in real time, bounded) until at least n timers of
 // duration d are armed: the goroutines that arm them are parked.
-func (c *manualClock) WaitTimer(t *testing.T, d time.Duration, n int) {
+func (c *manualClock) WaitTimer(t testing.TB, d time.Duration, n int) {
 	t.Helper()
 	waitFor(t, "a timer of "+d.String()+" to be armed", func() bool { return c.pending(d) >= n })
 }
@@ -132,7 +132,7 @@ func (c *manualClock) WaitTimer(t *testing.T, d time.Duration, n int) {
 // waitFor polls cond until it holds; it fails the test after 10 s of real
 // time. It only waits for other goroutines to get somewhere: it never
 // stands in for the passage of the manager's time.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

@@ -34,7 +34,7 @@ const (
 var brokerEpochs = map[int32]int64{1: 101, 2: 102, 3: 103}
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	clock *manualClock
 	ctrl  *fakeController
 	net   *memNet
@@ -44,7 +44,7 @@ type env struct {
 	ctrlEpoch int32
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, clock: newManualClock(), ctrl: newFakeController(), ctrlEpoch: 1}
 	e.net = &memNet{ctrl: e.ctrl, managers: map[string]*Manager{}}

@@ -22,6 +22,9 @@ type metrics struct {
 	bytesIn     prometheus.Counter
 	bytesOut    *prometheus.CounterVec
 	truncations prometheus.Counter
+	// configResolutions counts topic config resolutions on UpdateMetadata
+	// (one per topic whose inputs changed).
+	configResolutions prometheus.Counter
 	// Children looked up once: the produce and fetch paths observe them on
 	// every request.
 	produceByAcks                 map[int16]prometheus.Observer
@@ -53,6 +56,8 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 			Help: "Record bytes sent, by kind (consumer or follower)."}, []string{"kind"}),
 		truncations: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_truncations_total",
 			Help: "Follower log truncations."}),
+		configResolutions: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_topic_config_resolutions_total",
+			Help: "Effective topic configs resolved after a metadata update changed a topic's or the broker's dynamic configs."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
 	}
@@ -66,7 +71,7 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 		return mt
 	}
 	reg.MustRegister(mt.isrShrinks, mt.isrExpands, mt.produceLat, mt.fetchLat, mt.appendToHW,
-		mt.bytesIn, mt.bytesOut, mt.truncations, mt.refused, &stateCollector{m: m})
+		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.refused, &stateCollector{m: m})
 	return mt
 }
 

@@ -105,3 +105,28 @@ func TestStrayLogOfADeletedTopicIsReplaced(t *testing.T) {
 		t.Fatal("a LeaderAndIsr with the log's own topic id replaced the replica")
 	}
 }
+
+// The full metadata a broker gets when it registers catches the same
+// stray: the topic exists, this broker is assigned, but the id differs.
+func TestFullMetadataDeletesAStrayOfAReusedTopicName(t *testing.T) {
+	e := newEnv(t)
+	e.leaderAndIsrWithID("old-id", 2, 0)
+	full := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, Full: true,
+		Controller:   &commonv1.Node{Id: 100, Address: ctrlAddr},
+		TopicConfigs: []*controlv1.TopicConfig{{Topic: tp0.Topic, TopicId: "new-id"}},
+		Partitions:   []*commonv1.PartitionState{partitionState(tp0, 2, 0, 0, []int32{1, 2, 3})}}
+	for _, id := range []int32{1, 2, 3} {
+		full.Brokers = append(full.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: id, Address: brokerAddr(id)}, BrokerEpoch: brokerEpochs[id]})
+	}
+	if err := e.m.UpdateMetadata(full); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.m.Replica(tp0); ok {
+		t.Fatal("the stray replica of old-id is still hosted")
+	}
+	// The new topic's LeaderAndIsr then starts it afresh.
+	e.leaderAndIsrWithID("new-id", 2, 0)
+	if got := e.replica().Log().TopicID(); got != "new-id" {
+		t.Fatalf("topic id %q, want new-id", got)
+	}
+}

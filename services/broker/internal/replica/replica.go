@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"tidemark.io/services/broker/internal/lockorder"
+	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/topicconfig"
 )
@@ -25,6 +26,9 @@ type Replica struct {
 	mu    lockorder.Mutex[lockorder.Replica]
 	state *partition.Partition
 	cfg   topicconfig.TopicConfig
+	// cfgVersion is what cfg was resolved from (metadata cache versions):
+	// UpdateMetadata skips replicas whose inputs did not change.
+	cfgVersion metadata.ConfigVersion
 	// fetchEpoch is the leader epoch this replica follows with, set when the
 	// fetcher took it over; a fetch answer for another epoch is dropped.
 	fetchEpoch int32

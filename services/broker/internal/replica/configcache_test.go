@@ -1,0 +1,115 @@
+package replica
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+)
+
+// configUpdate is an UpdateMetadata carrying topic configs and dynamic
+// broker configs, as the controller sends after a config change.
+func (e *env) configUpdate(topics map[string]map[string]string, broker map[string]string) {
+	e.t.Helper()
+	req := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch,
+		Controller: &commonv1.Node{Id: 100, Address: ctrlAddr}, BrokerConfigs: broker}
+	for t, cfg := range topics {
+		req.TopicConfigs = append(req.TopicConfigs, &controlv1.TopicConfig{Topic: t, Configs: cfg})
+	}
+	if err := e.m.UpdateMetadata(req); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) minISROf(tp TP) int32 {
+	e.t.Helper()
+	r, ok := e.m.Replica(tp)
+	if !ok {
+		e.t.Fatalf("%v not hosted", tp)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg.MinInsyncReplicas
+}
+
+// An UpdateMetadata that changes no config resolves none; a change of a
+// topic's configs resolves that topic once, however many partitions it
+// has, and reaches each of them; a change of the dynamic broker configs
+// resolves every topic again.
+func TestTopicConfigsAreResolvedOnlyWhenTheyChange(t *testing.T) {
+	e := newEnv(t)
+	var tps []TP
+	for _, topic := range []string{"a", "b"} {
+		for p := range int32(4) {
+			tp := TP{Topic: topic, Partition: p}
+			e.stateOf(tp, 1, 1, 1, []int32{1, 2, 3}, map[string]string{})
+			tps = append(tps, tp)
+		}
+	}
+	resolutions := func() int { return int(testutil.ToFloat64(e.m.metrics.configResolutions)) }
+	same := map[string]map[string]string{"a": {}, "b": {}}
+	e.configUpdate(same, nil)
+	base := resolutions()
+	for i := range 5 {
+		e.configUpdate(same, nil)
+		if got := resolutions() - base; got != 0 {
+			t.Fatalf("update %d without a config change resolved %d topic configs", i, got)
+		}
+	}
+
+	e.configUpdate(map[string]map[string]string{"a": {"min.insync.replicas": "2"}, "b": {}}, nil)
+	if got := resolutions() - base; got != 1 {
+		t.Fatalf("a change of topic a resolved %d topic configs, want 1", got)
+	}
+	for _, tp := range tps {
+		want := int32(1)
+		if tp.Topic == "a" {
+			want = 2
+		}
+		if got := e.minISROf(tp); got != want {
+			t.Fatalf("%v: min.insync.replicas %d, want %d", tp, got, want)
+		}
+	}
+
+	base = resolutions()
+	e.configUpdate(map[string]map[string]string{"a": {"min.insync.replicas": "2"}, "b": {}}, map[string]string{"min.insync.replicas": "3"})
+	if got := resolutions() - base; got != 2 {
+		t.Fatalf("a change of the broker configs resolved %d topic configs, want 2", got)
+	}
+	for _, tp := range tps {
+		want := int32(3)
+		if tp.Topic == "a" {
+			want = 2 // the topic's own setting wins
+		}
+		if got := e.minISROf(tp); got != want {
+			t.Fatalf("%v after the broker change: min.insync.replicas %d, want %d", tp, got, want)
+		}
+	}
+}
+
+// BenchmarkUpdateMetadataWithoutConfigChange is the cost of an
+// UpdateMetadata (e.g. a leader moved elsewhere) that changes no config,
+// per hosted replica count: it must not grow by a config resolution per
+// replica.
+func BenchmarkUpdateMetadataWithoutConfigChange(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			e := newEnv(b)
+			topics := map[string]map[string]string{}
+			for i := range n {
+				tp := TP{Topic: fmt.Sprintf("t%d", i/10), Partition: int32(i % 10)}
+				topics[tp.Topic] = map[string]string{"retention.ms": "3600000"}
+				e.stateOf(tp, 2, 1, 1, []int32{1, 2, 3}, topics[tp.Topic])
+			}
+			e.configUpdate(topics, nil)
+			b.ResetTimer()
+			for b.Loop() {
+				e.configUpdate(topics, nil)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/replica")
+		})
+	}
+}
