@@ -64,6 +64,10 @@ type Manager struct {
 	keptHW, keptRecovery, keptStart map[TopicPartition]int64
 	lastHW                          map[TopicPartition]int64
 	closed                          bool
+	// creating holds the partitions whose logs GetOrCreate is opening,
+	// outside mu (creating a log makes directories and syncs them); a
+	// second caller, Delete and Close wait for the channel to close.
+	creating map[TopicPartition]chan struct{}
 
 	// hwMu and rpMu serialise the writes of the HW checkpoint and of the
 	// recovery-point and log-start checkpoints. They are separate because a
@@ -98,7 +102,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
 		opts: opts, logger: opts.Logger.With("data_dir", opts.Dir),
 		logs: map[TopicPartition]*Log{}, offline: map[TopicPartition]error{}, recoveredHW: map[TopicPartition]int64{},
-		lastHW: map[TopicPartition]int64{},
+		lastHW: map[TopicPartition]int64{}, creating: map[TopicPartition]chan struct{}{},
 	}
 	fsys, dir := opts.FS, opts.Dir
 	if err := fsys.MkdirAll(dir); err != nil {
@@ -216,21 +220,55 @@ func (m *Manager) RecoveredHighWatermark(tp TopicPartition) (int64, bool) {
 }
 
 // GetOrCreate returns the partition's log, creating it (empty) if absent.
+// The creation's directory syncs run without the manager's lock, so other
+// partitions' lookups and creations do not wait for this one's disk.
 func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 	if err := tp.Validate(); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, ErrClosed
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if l, ok := m.logs[tp]; ok {
+			m.mu.Unlock()
+			return l, nil
+		}
+		if err, ok := m.offline[tp]; ok {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("partition %s is offline: %w", tp, err)
+		}
+		if wait, ok := m.creating[tp]; ok {
+			m.mu.Unlock()
+			<-wait
+			continue
+		}
+		done := make(chan struct{})
+		m.creating[tp] = done
+		m.mu.Unlock()
+
+		l, err := m.create(tp, cfg)
+		m.mu.Lock()
+		delete(m.creating, tp)
+		close(done)
+		if err == nil && m.closed {
+			// Close began meanwhile; it waited for us but does not know
+			// this log.
+			_ = l.Close()
+			l, err = nil, ErrClosed
+		}
+		if err == nil {
+			m.logs[tp] = l
+		}
+		m.mu.Unlock()
+		return l, err
 	}
-	if l, ok := m.logs[tp]; ok {
-		return l, nil
-	}
-	if err, ok := m.offline[tp]; ok {
-		return nil, fmt.Errorf("partition %s is offline: %w", tp, err)
-	}
+}
+
+// create opens a new partition log and makes its directory durable.
+func (m *Manager) create(tp TopicPartition, cfg Config) (*Log, error) {
 	l, err := Open(Options{
 		FS: m.opts.FS, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
@@ -243,8 +281,21 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 		l.Close()
 		return nil, storageErr(err, "syncing %s", m.opts.Dir)
 	}
-	m.logs[tp] = l
 	return l, nil
+}
+
+// waitCreatedLocked returns with mu held once no creation of tp is in
+// flight.
+func (m *Manager) waitCreatedLocked(tp TopicPartition) {
+	for {
+		wait, ok := m.creating[tp]
+		if !ok {
+			return
+		}
+		m.mu.Unlock()
+		<-wait
+		m.mu.Lock()
+	}
 }
 
 // Delete closes the partition's log and removes its directory: renamed
@@ -252,6 +303,7 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 // deleting rather than a damaged log.
 func (m *Manager) Delete(tp TopicPartition) error {
 	m.mu.Lock()
+	m.waitCreatedLocked(tp)
 	l, ok := m.logs[tp]
 	delete(m.logs, tp)
 	delete(m.offline, tp)
@@ -347,6 +399,12 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
+	for len(m.creating) > 0 {
+		for tp := range m.creating {
+			m.waitCreatedLocked(tp)
+			break
+		}
+	}
 	logs := maps.Clone(m.logs)
 	offline := len(m.offline)
 	m.mu.Unlock()

@@ -191,11 +191,14 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, over
 
 // getOrCreate returns the hosted replica, opening (or creating) its log.
 func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r, ok := m.replicas[tp]; ok {
+	if r, ok := m.Replica(tp); ok {
 		return r, nil
 	}
+	// Made without the manager's lock: creating a log syncs directories,
+	// and every produce, fetch and metadata answer looks replicas up under
+	// that lock. Control requests arrive one at a time, so nothing deletes
+	// tp meanwhile; a concurrent creator gets the same log and the first
+	// replica inserted wins.
 	tc, err := m.topicConfig(overrides)
 	if err != nil {
 		return nil, err
@@ -203,6 +206,11 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 	lg, err := m.logs.GetOrCreate(tp, m.logConfig(tc))
 	if err != nil {
 		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.replicas[tp]; ok {
+		return r, nil
 	}
 	hw, _ := m.logs.RecoveredHighWatermark(tp)
 	st := partition.New(partition.Config{
