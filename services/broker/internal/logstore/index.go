@@ -11,8 +11,11 @@ import (
 
 // sparseIndex is a file of fixed-size, sorted entries: the offset index
 // (relative offset -> position) or the time index (timestamp -> relative
-// offset). The active segment keeps all its entries in memory too (mem), and
-// buffers the ones not yet written; a sealed segment searches the file.
+// offset). The active segment keeps its newest entries in memory (mem, from
+// entry memFrom on: the tail, where producers and caught-up consumers
+// look) and buffers the ones not yet written; older entries and a sealed
+// segment's are searched in the file. The window is bounded (memEntries),
+// so an active segment's index memory does not grow with the segment.
 //
 // Writers hold the Log's mutex; mu only guards mem against concurrent
 // lookups. Files are read while the Log's fileMu is held for reading.
@@ -20,12 +23,21 @@ type sparseIndex struct {
 	path      string
 	f         vfs.File
 	entrySize int
+	// memEntries bounds the in-memory window of an active index
+	// (activeIndexMemEntries; smaller in tests).
+	memEntries int
 
 	mu      lockorder.RWMutex[lockorder.Leaf]
-	mem     []byte // all entries, encoded; nil when sealed
+	mem     []byte // entries memFrom..count-1, encoded; nil when sealed
+	memFrom int    // first entry in mem; every entry below it is in the file
 	count   int    // entries in total
 	written int    // entries already in the file
 }
+
+// activeIndexMemEntries is the in-memory window of an active index: 1,024
+// entries are 8 KiB (offset index) and 12 KiB (time index), and cover the
+// last 4 MiB of the log at the default index.interval.bytes.
+const activeIndexMemEntries = 1024
 
 func openIndex(fsys vfs.FS, path string, entrySize int, create bool) (*sparseIndex, error) {
 	var f vfs.File
@@ -38,7 +50,7 @@ func openIndex(fsys vfs.FS, path string, entrySize int, create bool) (*sparseInd
 	if err != nil {
 		return nil, err
 	}
-	ix := &sparseIndex{path: path, f: f, entrySize: entrySize}
+	ix := &sparseIndex{path: path, f: f, entrySize: entrySize, memEntries: activeIndexMemEntries}
 	if !create {
 		size, err := f.Size()
 		if err != nil {
@@ -57,13 +69,42 @@ func openIndex(fsys vfs.FS, path string, entrySize int, create bool) (*sparseInd
 
 // entry returns entry i (a copy for file-backed entries).
 func (ix *sparseIndex) entryLocked(i int, scratch []byte) ([]byte, error) {
-	if ix.mem != nil {
-		return ix.mem[i*ix.entrySize : (i+1)*ix.entrySize], nil
+	if ix.mem != nil && i >= ix.memFrom {
+		j := i - ix.memFrom
+		return ix.mem[j*ix.entrySize : (j+1)*ix.entrySize], nil
 	}
 	if _, err := ix.f.ReadAt(scratch[:ix.entrySize], int64(i*ix.entrySize)); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	return scratch[:ix.entrySize], nil
+}
+
+// countBeforeLocked returns how many leading entries before(entry) holds
+// for (it must hold for a prefix). A search that ends in the in-memory
+// window reads no file.
+func (ix *sparseIndex) countBeforeLocked(before func(e []byte) bool, scratch []byte) (int, error) {
+	lo, hi := 0, ix.count // invariant: entries < lo are before, entries >= hi are not
+	if ix.mem != nil && ix.memFrom > 0 && ix.memFrom < ix.count {
+		first, _ := ix.entryLocked(ix.memFrom, scratch)
+		if before(first) {
+			lo = ix.memFrom + 1
+		} else {
+			hi = ix.memFrom
+		}
+	}
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		me, err := ix.entryLocked(mid, scratch)
+		if err != nil {
+			return 0, err
+		}
+		if before(me) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
 }
 
 // search returns the last entry for which before(entry) is true, where before
@@ -72,18 +113,9 @@ func (ix *sparseIndex) search(before func(e []byte) bool) (e []byte, ok bool, er
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	scratch := make([]byte, ix.entrySize)
-	lo, hi := 0, ix.count // invariant: entries < lo are before, entries >= hi are not
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		me, err := ix.entryLocked(mid, scratch)
-		if err != nil {
-			return nil, false, err
-		}
-		if before(me) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	lo, err := ix.countBeforeLocked(before, scratch)
+	if err != nil {
+		return nil, false, err
 	}
 	if lo == 0 {
 		return nil, false, nil
@@ -116,12 +148,44 @@ func (ix *sparseIndex) active() bool {
 	return ix.mem != nil
 }
 
-// append adds an entry to an active (in-memory) index.
+// append adds an entry to an active index. When the in-memory window is
+// twice its bound, the entries not yet in the file are written (not
+// synced, as a flush does) and the older half of the window is dropped.
+// If that write fails the window is kept whole: the entries stay
+// searchable, and the next flush or seal reports the disk's error.
+// Only writers (holding the Log mutex) call it.
 func (ix *sparseIndex) append(e []byte) {
 	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	ix.mem = append(ix.mem, e...)
 	ix.count++
-	ix.mu.Unlock()
+	if ix.count-ix.memFrom < 2*ix.memEntries || ix.writePendingLocked() != nil {
+		return
+	}
+	drop := ix.count - ix.memFrom - ix.memEntries
+	ix.mem = append(ix.mem[:0:0], ix.mem[drop*ix.entrySize:]...)
+	ix.memFrom += drop
+}
+
+// writePendingLocked writes the entries not yet in the file; mu is held
+// (for reading at least) by a writer.
+func (ix *sparseIndex) writePendingLocked() error {
+	if ix.mem == nil || ix.written == ix.count {
+		return nil
+	}
+	pending := ix.mem[(ix.written-ix.memFrom)*ix.entrySize : (ix.count-ix.memFrom)*ix.entrySize]
+	if _, err := ix.f.WriteAt(pending, int64(ix.written*ix.entrySize)); err != nil {
+		return err
+	}
+	ix.written = ix.count // only writers (holding the Log mutex) change written
+	return nil
+}
+
+// countBefore is countBeforeLocked for callers not holding mu.
+func (ix *sparseIndex) countBefore(before func(e []byte) bool) (int, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.countBeforeLocked(before, make([]byte, ix.entrySize))
 }
 
 // truncateEntries keeps the first n entries, in memory and in the file.
@@ -132,7 +196,11 @@ func (ix *sparseIndex) truncateEntries(n int) error {
 		return nil
 	}
 	if ix.mem != nil {
-		ix.mem = ix.mem[:n*ix.entrySize]
+		if n >= ix.memFrom {
+			ix.mem = ix.mem[:(n-ix.memFrom)*ix.entrySize]
+		} else {
+			ix.mem, ix.memFrom = ix.mem[:0], n
+		}
 	}
 	ix.count = n
 	if ix.written > n {
@@ -146,15 +214,7 @@ func (ix *sparseIndex) truncateEntries(n int) error {
 func (ix *sparseIndex) flush() error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if ix.mem == nil || ix.written == ix.count {
-		return nil
-	}
-	pending := ix.mem[ix.written*ix.entrySize : ix.count*ix.entrySize]
-	if _, err := ix.f.WriteAt(pending, int64(ix.written*ix.entrySize)); err != nil {
-		return err
-	}
-	ix.written = ix.count // only writers (holding the Log mutex) change written
-	return nil
+	return ix.writePendingLocked()
 }
 
 // seal writes pending entries and drops the in-memory copy.
@@ -175,13 +235,15 @@ func (ix *sparseIndex) activate() error {
 	if ix.mem != nil {
 		return nil
 	}
-	buf := make([]byte, ix.count*ix.entrySize, max(ix.count*ix.entrySize, 1024))
+	from := max(ix.count-ix.memEntries, 0)
+	n := (ix.count - from) * ix.entrySize
+	buf := make([]byte, n, max(n, 1024))
 	if len(buf) > 0 {
-		if _, err := ix.f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		if _, err := ix.f.ReadAt(buf, int64(from*ix.entrySize)); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 	}
-	ix.mem = buf
+	ix.mem, ix.memFrom = buf, from
 	return nil
 }
 
@@ -189,7 +251,7 @@ func (ix *sparseIndex) activate() error {
 func (ix *sparseIndex) reset() error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.mem = make([]byte, 0, 1024)
+	ix.mem, ix.memFrom = make([]byte, 0, 1024), 0
 	ix.count, ix.written = 0, 0
 	return ix.f.Truncate(0)
 }

@@ -115,3 +115,62 @@ func TestTimeIndexEntriesAreMonotonic(t *testing.T) {
 		}
 	}
 }
+
+// An active index keeps only a bounded window of its newest entries in
+// memory; every lookup (in the window, below it, at the edges) answers as
+// a fully in-memory index would, before and after a truncation into the
+// part only the file holds, and after the segment is reopened.
+func TestActiveIndexMemoryIsBounded(t *testing.T) {
+	mem := newMem(t)
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	cfg.IndexIntervalBytes = 0 // an entry per batch
+	l := openLog(t, mem, cfg, newClock())
+	s := l.segments()[0]
+	const window = 16
+	s.index.memEntries, s.timeIndex.memEntries = window, window
+	fill(t, l, 200, 1, 20)
+	bs := batchesOf(t, s)
+	if n := s.index.count; n != len(bs)-1 {
+		t.Fatalf("%d entries for %d batches", n, len(bs))
+	}
+	if got := len(s.index.mem) / offsetEntrySize; got > 2*window {
+		t.Fatalf("the active offset index holds %d entries in memory, want at most %d", got, 2*window)
+	}
+	if s.index.memFrom == 0 {
+		t.Fatal("the window never moved: the test needs entries below it")
+	}
+	check := func(stage string, upTo int64) {
+		t.Helper()
+		for _, b := range bs {
+			if b.base >= upTo {
+				break
+			}
+			p, err := s.lookup(b.base)
+			if err != nil || p != b.pos {
+				t.Fatalf("%s: lookup(%d) = %d, %v; want %d", stage, b.base, p, err, b.pos)
+			}
+		}
+	}
+	check("active", l.LogEndOffset())
+
+	// Truncate to below the window: the entries left come from the file.
+	cut := bs[s.index.memFrom/2].base
+	if _, err := l.TruncateTo(cut); err != nil {
+		t.Fatal(err)
+	}
+	bs = batchesOf(t, s)
+	check("after truncating below the window", cut)
+	fill(t, l, 50, 1, 20) // the window fills and moves again
+	bs = batchesOf(t, s)
+	check("after appending again", l.LogEndOffset())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openLogOpts(t, Options{FS: mem, Dir: testDir, Config: cfg, CleanShutdown: true})
+	s = r.segments()[0]
+	check("reopened", r.LogEndOffset())
+	if got := len(s.index.mem) / offsetEntrySize; got > activeIndexMemEntries {
+		t.Fatalf("the reopened active index holds %d entries in memory", got)
+	}
+}

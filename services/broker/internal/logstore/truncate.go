@@ -113,31 +113,29 @@ func (l *Log) cutSegment(s *segment, pos, next int64) error {
 			return storageErr(err, "reading %s", ix.path)
 		}
 	}
-	if err := s.index.truncateEntries(countWhere(s.index, func(e []byte) bool {
+	keepOffsets, err := s.index.countBefore(func(e []byte) bool {
 		r, _ := decodeOffsetEntry(e)
 		return int64(r) < rel
-	})); err != nil {
+	})
+	if err != nil {
+		return storageErr(err, "reading %s", s.index.path)
+	}
+	if err := s.index.truncateEntries(keepOffsets); err != nil {
 		return storageErr(err, "truncating %s", s.index.path)
 	}
-	if err := s.timeIndex.truncateEntries(countWhere(s.timeIndex, func(e []byte) bool {
+	keepTimes, err := s.timeIndex.countBefore(func(e []byte) bool {
 		_, r := decodeTimeEntry(e)
 		return int64(r) < rel
-	})); err != nil {
+	})
+	if err != nil {
+		return storageErr(err, "reading %s", s.timeIndex.path)
+	}
+	if err := s.timeIndex.truncateEntries(keepTimes); err != nil {
 		return storageErr(err, "truncating %s", s.timeIndex.path)
 	}
 	s.size.Store(pos)
 	s.next = next
 	return l.resetSegmentStats(s)
-}
-
-// countWhere returns how many leading entries of an active index satisfy
-// keep, which must hold for a prefix.
-func countWhere(ix *sparseIndex, keep func(e []byte) bool) int {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return sort.Search(ix.count, func(i int) bool {
-		return !keep(ix.mem[i*ix.entrySize : (i+1)*ix.entrySize])
-	})
 }
 
 // resetSegmentStats recomputes the timestamp and index-interval bookkeeping
