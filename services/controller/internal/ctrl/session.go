@@ -180,12 +180,16 @@ func (a *Active) sessionClosed(s *session, cause error) {
 		a.post(func() { fc.expired = true; a.decideFailure(id, fc) })
 	})
 	fc.stopTimer = t.Stop
-	conn, addr := b.conn, b.info.Address
+	addr := b.info.Address
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		healthy, replaced, why := false, false, "no connection"
-		if conn != nil {
+		// A fresh connection: the sender's may be backing off after the
+		// old process's, and would not reach a new process at the address.
+		conn, err := a.d.Dial(addr)
+		if err == nil {
+			defer conn.Close()
 			// The incarnation's own health service: a restarted process at
 			// the same address does not serve it.
 			ctx, cancel := context.WithTimeout(a.ctx, grace)
