@@ -26,6 +26,7 @@ import (
 	"tidemark.io/services/broker/internal/group"
 	"tidemark.io/services/broker/internal/grpcapi"
 	"tidemark.io/services/broker/internal/kafkaapi"
+	"tidemark.io/services/broker/internal/logdirs"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/quota"
@@ -49,12 +50,14 @@ type Broker struct {
 	// kafka serves Kafka's wire protocol on kafkaLis; nil without --kafka.listen.
 	kafka    *kafkaapi.Server
 	kafkaLis net.Listener
-	logs     *logstore.Manager
-	meta     *metadata.Cache
-	peers    *replica.Peers
-	rm       *replica.Manager
-	reg      *registrar
-	fence    *leaseFence // nil without etcd
+	logs     *logdirs.Dirs
+	// logDirOffline counts log dirs gone offline (read by tests).
+	logDirOffline atomic.Int32
+	meta          *metadata.Cache
+	peers         *replica.Peers
+	rm            *replica.Manager
+	reg           *registrar
+	fence         *leaseFence // nil without etcd
 	// groups is the group coordinator of the __consumer_offsets
 	// partitions this broker leads.
 	groups *group.Coordinator
@@ -110,32 +113,45 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := checkBrokerID(cfg.DataDir, cfg.ID); err != nil {
-		return fail(err)
+	for _, dir := range append([]string{cfg.DataDir}, cfg.LogDirs...) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail(fmt.Errorf("log dir %s: %w", dir, err))
+		}
+		if err := checkBrokerID(dir, cfg.ID); err != nil {
+			return fail(err)
+		}
 	}
 	var rmRef atomic.Pointer[replica.Manager]
-	b.logs, err = logstore.OpenManager(logstore.ManagerOptions{
-		Dir: cfg.DataDir, Logger: log,
-		HighWatermark: func(tp logstore.TopicPartition) (int64, bool) {
+	managerOptions := func(dir string) logstore.ManagerOptions {
+		return logstore.ManagerOptions{Logger: log.With("log_dir", dir),
+			HighWatermark: func(tp logstore.TopicPartition) (int64, bool) {
+				if rm := rmRef.Load(); rm != nil {
+					return rm.HighWatermark(tp)
+				}
+				return 0, false
+			},
+			// Retention moved a log's start: the replica's state machine must
+			// see it (divergence checks, preferred read replica, dashboards).
+			LogStartMoved: func(tp logstore.TopicPartition) {
+				if rm := rmRef.Load(); rm != nil {
+					rm.SyncLogStartOffset(tp)
+				}
+			},
+			RetentionCheckInterval: time.Duration(static.LogRetentionCheckIntervalMs) * time.Millisecond,
+			CleanerEnable:          static.LogCleanerEnable,
+			CleanerBackoff:         time.Duration(static.LogCleanerBackoffMs) * time.Millisecond,
+			CleanerDedupeBytes:     static.LogCleanerDedupeBufferSize,
+		}
+	}
+	b.logs, err = logdirs.Open(cfg.logDirs(), logdirs.Options{Manager: managerOptions, Logger: log,
+		OnOffline: func(off logdirs.Offline) {
 			if rm := rmRef.Load(); rm != nil {
-				return rm.HighWatermark(tp)
+				rm.LogDirFailed(off.Partitions, off.Err)
 			}
-			return 0, false
-		},
-		// Retention moved a log's start: the replica's state machine must
-		// see it (divergence checks, preferred read replica, dashboards).
-		LogStartMoved: func(tp logstore.TopicPartition) {
-			if rm := rmRef.Load(); rm != nil {
-				rm.SyncLogStartOffset(tp)
-			}
-		},
-		RetentionCheckInterval: time.Duration(static.LogRetentionCheckIntervalMs) * time.Millisecond,
-		CleanerEnable:          static.LogCleanerEnable,
-		CleanerBackoff:         time.Duration(static.LogCleanerBackoffMs) * time.Millisecond,
-		CleanerDedupeBytes:     static.LogCleanerDedupeBufferSize,
-	})
+			b.logDirOffline.Add(1)
+		}})
 	if err != nil {
-		return fail(fmt.Errorf("--data.dir %s: %w", cfg.DataDir, err))
+		return fail(fmt.Errorf("log dirs %v: %w", cfg.logDirs(), err))
 	}
 	tel.Registry.MustRegister(cleanerCollector{logs: b.logs})
 	for tp, why := range b.logs.Offline() {
@@ -169,7 +185,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		leaderFence = b.fence.Check
 	}
 	b.rm, err = replica.New(replica.Options{
-		BrokerID: cfg.ID, Rack: cfg.Rack, Logs: b.logs, Meta: b.meta, Peers: b.peers,
+		BrokerID: cfg.ID, Rack: cfg.Rack, Store: replica.NewDirsStore(b.logs), Meta: b.meta, Peers: b.peers,
 		BrokerEpoch: b.epoch.Load, AwaitRegistration: len(cfg.Etcd.Endpoints) > 0, Static: cfg.Settings, Logger: log,
 		Tracer: tel.Tracer("tidemark/broker"), Events: events, Faults: faults, Registry: tel.Registry,
 		LeaderFence: leaderFence,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,8 +41,13 @@ type Config struct {
 	// Rack is the broker's rack (broker.rack), for rack-aware placement and
 	// follower fetching.
 	Rack string
-	// DataDir holds the partition logs and checkpoints.
+	// DataDir holds meta.properties and, unless LogDirs is set, the
+	// partition logs and checkpoints.
 	DataDir string
+	// LogDirs (Kafka's log.dirs) are the directories partition logs live
+	// in, each with its own checkpoints; a disk error takes one offline
+	// while the others serve. Empty: DataDir alone.
+	LogDirs config.StringList
 	// Etcd locates the metadata store and says who the broker is to it;
 	// no endpoints runs the broker alone (tests).
 	Etcd etcdconn.Options
@@ -100,7 +106,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KafkaAdvertised, "kafka.advertised.address", c.KafkaAdvertised, "address Kafka clients are told to dial (Kafka's advertised.listeners); empty uses the Kafka listen address")
 	c.KafkaLimits.AddFlags(fs)
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
-	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for partition logs and checkpoints")
+	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for meta.properties and, without --log.dirs, partition logs and checkpoints")
+	fs.Var(&c.LogDirs, "log.dirs", "comma-separated directories for partition logs (Kafka's log.dirs), e.g. one per disk; empty: --data.dir")
 	c.Etcd.AddFlags(fs)
 	fs.Func("config", "a static broker config as key=value, repeatable, e.g. --config replica.lag.time.max.ms=10000", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
@@ -154,6 +161,11 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return config.Invalid("data.dir", c.DataDir, "must not be empty")
 	}
+	for i, d := range c.LogDirs {
+		if d == "" || slices.Contains(c.LogDirs[:i], d) {
+			return config.Invalid("log.dirs", c.LogDirs.String(), "needs distinct, non-empty directories")
+		}
+	}
 	if len(c.Etcd.Endpoints) > 0 {
 		if err := c.Etcd.Validate(); err != nil {
 			return err
@@ -180,4 +192,12 @@ func (c Config) Validate() error {
 		return err
 	}
 	return c.Log.Validate()
+}
+
+// logDirs are the directories partition logs live in.
+func (c Config) logDirs() []string {
+	if len(c.LogDirs) == 0 {
+		return []string{c.DataDir}
+	}
+	return c.LogDirs
 }

@@ -28,6 +28,8 @@ var eventKinds = map[string]controlv1.EventKind{
 	"truncation": controlv1.EventKind_EVENT_KIND_TRUNCATION,
 	"hw-advance": controlv1.EventKind_EVENT_KIND_HW_ADVANCE,
 	"fenced":     controlv1.EventKind_EVENT_KIND_FENCED,
+
+	"log-dir-offline": controlv1.EventKind_EVENT_KIND_LOG_DIR_OFFLINE,
 }
 
 // Event implements replica.EventSink.

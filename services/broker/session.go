@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore"
@@ -240,11 +241,38 @@ func (r *registrar) runSession() error {
 			return errors.New("broker epoch changed")
 		}
 		msg := &controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch,
-			Replicas: r.b.progress(), Events: r.events.drain()}
+			Replicas: r.b.progress(), Events: r.events.drain(), OfflineLogDirs: r.b.offlineLogDirs()}
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
 	}
+}
+
+// offlineLogDirs lists the offline log dirs with the partitions each held:
+// the replica manager's record of the replicas it stopped or could not
+// create for want of their dir.
+func (b *Broker) offlineLogDirs() []*controlv1.OfflineLogDir {
+	offline := b.logs.OfflineDirs()
+	if len(offline) == 0 {
+		return nil
+	}
+	byDir := map[string]*controlv1.OfflineLogDir{}
+	var out []*controlv1.OfflineLogDir
+	for _, s := range offline {
+		d := &controlv1.OfflineLogDir{Path: s.Dir, Error: s.Err.Error()}
+		byDir[s.Dir] = d
+		out = append(out, d)
+	}
+	// A partition refused for want of its dir (a dir unreadable since
+	// startup holds logs nobody could list) goes under the first offline dir.
+	for _, tp := range b.rm.OfflineReplicas() {
+		d := byDir[b.logs.OfflineDirOf(tp)]
+		if d == nil {
+			d = out[0]
+		}
+		d.Partitions = append(d.Partitions, &commonv1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	return out
 }
 
 // progress reports every hosted replica's positions.

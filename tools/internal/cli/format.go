@@ -198,5 +198,24 @@ func writeCluster(w io.Writer, c *adminv1.DescribeClusterResponse) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", b.GetNode().GetId(), orDash(b.GetNode().GetAddress()),
 			orDash(b.GetNode().GetRack()), brokerState(b), epoch, b.GetLeaderCount(), b.GetReplicaCount())
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Offline log dirs (Kafka's kafka-log-dirs.sh shows them as errors).
+	var offline []string
+	for _, b := range c.GetBrokers() {
+		for _, d := range b.GetOfflineLogDirs() {
+			offline = append(offline, fmt.Sprintf("%d\t%s\t%d\t%s", b.GetNode().GetId(), d.GetPath(), d.GetReplicas(), d.GetError()))
+		}
+	}
+	if len(offline) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "BROKER\tOFFLINE LOG DIR\tREPLICAS\tERROR")
+	for _, l := range offline {
+		fmt.Fprintln(tw, l)
+	}
 	return tw.Flush()
 }

@@ -88,7 +88,8 @@ func TestWriteCluster(t *testing.T) {
 		ClusterId: "cid", Controller: &commonv1.Node{Id: 2, Address: "h:2"}, ControllerEpoch: 7,
 		Controllers: []*adminv1.ControllerInfo{{Node: &commonv1.Node{Id: 1, Address: "h:1"}}, {Node: &commonv1.Node{Id: 2, Address: "h:2"}, Active: true}},
 		Brokers: []*adminv1.BrokerInfo{
-			{Node: &commonv1.Node{Id: 1, Address: "b:1", Rack: "r1"}, Alive: true, BrokerEpoch: 12, LeaderCount: 2, ReplicaCount: 3},
+			{Node: &commonv1.Node{Id: 1, Address: "b:1", Rack: "r1"}, Alive: true, BrokerEpoch: 12, LeaderCount: 2, ReplicaCount: 3,
+				OfflineLogDirs: []*adminv1.OfflineLogDir{{Path: "/disk2", Replicas: 1, Error: "log dir /disk2 is offline: no space left on device"}}},
 			{Node: &commonv1.Node{Id: 2, Address: "b:2"}, Alive: true, ShuttingDown: true, BrokerEpoch: 13},
 			{Node: &commonv1.Node{Id: 3}, ReplicaCount: 3},
 		},
@@ -107,6 +108,9 @@ BROKER  ADDRESS  RACK  STATE          EPOCH  LEADERS  REPLICAS
 1       b:1      r1    alive          12     2        3
 2       b:2      -     shutting-down  13     0        0
 3       -        -     offline        -      0        3
+
+BROKER  OFFLINE LOG DIR  REPLICAS  ERROR
+1       /disk2           1         log dir /disk2 is offline: no space left on device
 `
 	if b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)

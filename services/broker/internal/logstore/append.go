@@ -47,7 +47,8 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 	if leaderEpoch < 0 {
 		return AppendInfo{}, kerr.New(kerr.InvalidRequest, "leader epoch %d is negative", leaderEpoch)
 	}
-	return l.append(records, leaderEpoch, true)
+	info, err := l.append(records, leaderEpoch, true)
+	return info, l.note(err)
 }
 
 // AppendAsFollower appends batches fetched from the leader, keeping the
@@ -57,7 +58,8 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 // validated, and its epoch recorded in the leader-epoch cache.
 // max.message.bytes is not applied: the leader already accepted the batch.
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
-	return l.append(records, -1, false)
+	info, err := l.append(records, -1, false)
+	return info, l.note(err)
 }
 
 func splitBatches(records []byte, leader bool) ([]recordbatch.Batch, error) {

@@ -174,7 +174,7 @@ func hashKey(k []byte) keyHash { return md5.Sum(k) }
 // Clean runs one pass over a compacted log whatever its dirty ratio (the
 // Manager decides when). It returns ErrCleanAborted when a truncation,
 // retention or Close changed the segments it was working on.
-func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
+func (l *Log) clean(opts CleanOptions) (CleanResult, error) {
 	start := l.now()
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()

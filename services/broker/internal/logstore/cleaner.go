@@ -28,6 +28,17 @@ type CleanerStats struct {
 	MaxDirtyRatio float64
 }
 
+// Add sums two directories' counters (the last duration and the dirty
+// ratio are the larger of the two).
+func (s CleanerStats) Add(o CleanerStats) CleanerStats {
+	return CleanerStats{
+		Passes: s.Passes + o.Passes, Aborted: s.Aborted + o.Aborted, Failures: s.Failures + o.Failures,
+		BytesRead: s.BytesRead + o.BytesRead, BytesWritten: s.BytesWritten + o.BytesWritten,
+		RecordsRemoved: s.RecordsRemoved + o.RecordsRemoved, TombstonesRemoved: s.TombstonesRemoved + o.TombstonesRemoved,
+		LastDuration: max(s.LastDuration, o.LastDuration), MaxDirtyRatio: max(s.MaxDirtyRatio, o.MaxDirtyRatio),
+	}
+}
+
 // CleanerStats returns the cleaner's counters.
 func (m *Manager) CleanerStats() CleanerStats {
 	c := &m.cleaner

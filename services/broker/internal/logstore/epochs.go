@@ -4,7 +4,7 @@ package logstore
 // A new leader calls it on election, before any append (KAFKA-7415), so the
 // epoch's start is known even if it never appends. Epochs not above the
 // latest are ignored, as in LeaderEpochCache.Assign.
-func (l *Log) AssignEpochStartOffset(leaderEpoch int32) error {
+func (l *Log) assignEpochStartOffset(leaderEpoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkWritableLocked(); err != nil {

@@ -4,11 +4,11 @@ import "time"
 
 // Flush makes everything appended so far durable and moves the recovery
 // point to the LEO read at the start of the call.
-func (l *Log) Flush() error { return l.flushUpTo(l.LogEndOffset()) }
+func (l *Log) Flush() error { return l.note(l.flushUpTo(l.LogEndOffset())) }
 
 // FlushIfDue flushes when flush.ms has passed since the last flush and
 // there is unflushed data; the Manager calls it periodically.
-func (l *Log) FlushIfDue() error {
+func (l *Log) flushIfDue() error {
 	iv := l.Config().FlushInterval
 	if iv <= 0 || l.LogEndOffset() <= l.RecoveryPoint() {
 		return nil
@@ -16,7 +16,7 @@ func (l *Log) FlushIfDue() error {
 	if l.now().Sub(time.Unix(0, l.lastFlush.Load())) < iv {
 		return nil
 	}
-	return l.Flush()
+	return l.flushUpTo(l.LogEndOffset())
 }
 
 // flushUpTo fsyncs the segments holding [recovery point, target), and the

@@ -25,7 +25,8 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: opts.FS, dir: strings.TrimSuffix(opts.Dir, "/"), logger: opts.Logger, now: opts.Now,
-		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered, persistRPs: opts.PersistRecoveryPoints}
+		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered, persistRPs: opts.PersistRecoveryPoints,
+		onStorageError: opts.OnStorageError}
 	if l.logger == nil {
 		l.logger = discardLogger
 	}

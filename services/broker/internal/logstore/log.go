@@ -35,6 +35,10 @@ type Options struct {
 	// persist it at once: a stale, higher recovery point would let data
 	// written after the truncation skip re-validation after a crash.
 	RecoveryPointLowered func()
+	// OnStorageError, if set, is told of every KAFKA_STORAGE_ERROR a public
+	// operation returns (its owner may take the directory offline). It is
+	// called with the log's locks possibly held: it must not call back.
+	OnStorageError func(error)
 	// PersistRecoveryPoints, if set, checkpoints the recovery points now
 	// (called with no Log lock held): the cleaner needs the checkpoint to
 	// cover a cleaned segment before it commits the swap (see gapOK).
@@ -64,6 +68,8 @@ type Log struct {
 
 	epochs      *LeaderEpochCache
 	onRPLowered func()
+	// onStorageError: Options.OnStorageError.
+	onStorageError func(error)
 	persistRPs  func() error
 
 	// Guarded by mu.
@@ -202,5 +208,5 @@ func (l *Log) checkWritableLocked() error {
 func (l *Log) fail(err error) error {
 	l.failed.CompareAndSwap(nil, &err)
 	l.logger.Error("partition log failed; refusing further writes", "err", err)
-	return err
+	return l.note(err)
 }

@@ -11,6 +11,7 @@ import (
 
 	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/platform/kerr"
 )
 
 // ManagerOptions configures the Manager of one data directory.
@@ -44,6 +45,10 @@ type ManagerOptions struct {
 	CleanerDedupeBytes int64
 	// NoBackground turns the periodic work off; tests call the methods.
 	NoBackground bool
+	// OnStorageError, if set, is told of every KAFKA_STORAGE_ERROR of this
+	// directory: a log operation's or a checkpoint's. It may be called with
+	// a log's or the Manager's locks held: it must not call back.
+	OnStorageError func(error)
 }
 
 // Manager owns the partition logs of one data directory and its per-dir
@@ -159,6 +164,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			Logger: opts.Logger.With("partition", tp.String()), Now: opts.Now,
 			CleanShutdown: m.clean, RecoveryPoint: recovery[tp], LogStartOffset: starts[tp],
 			RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
+			OnStorageError: opts.OnStorageError,
 		})
 		if err != nil {
 			m.logger.Error("partition offline: its log cannot be opened", "partition", tp.String(), "err", err)
@@ -267,19 +273,28 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 	}
 }
 
+// note passes a storage error of this directory to its owner.
+func (m *Manager) note(err error) error {
+	if err != nil && m.opts.OnStorageError != nil && kerr.CodeOf(err) == kerr.KafkaStorageError {
+		m.opts.OnStorageError(err)
+	}
+	return err
+}
+
 // create opens a new partition log and makes its directory durable.
 func (m *Manager) create(tp TopicPartition, cfg Config) (*Log, error) {
 	l, err := Open(Options{
 		FS: m.opts.FS, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
 		RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
+		OnStorageError: m.opts.OnStorageError,
 	})
 	if err != nil {
-		return nil, err
+		return nil, m.note(err)
 	}
 	if err := m.opts.FS.SyncDir(m.opts.Dir); err != nil {
 		l.Close()
-		return nil, storageErr(err, "syncing %s", m.opts.Dir)
+		return nil, m.note(storageErr(err, "syncing %s", m.opts.Dir))
 	}
 	return l, nil
 }
@@ -499,11 +514,11 @@ func (m *Manager) background() {
 			return
 		case <-hw.C:
 			if err := m.CheckpointHighWatermarks(); err != nil {
-				m.logger.Warn("high watermark checkpoint failed", "err", err)
+				m.logger.Warn("high watermark checkpoint failed", "err", m.note(err))
 			}
 		case <-rp.C:
 			if err := m.CheckpointRecoveryPoints(); err != nil {
-				m.logger.Warn("recovery point checkpoint failed", "err", err)
+				m.logger.Warn("recovery point checkpoint failed", "err", m.note(err))
 			}
 		case <-ret.C:
 			m.RunRetention()

@@ -32,10 +32,8 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 	return l.ReadInto(nil, offset, maxBytes, upperBound)
 }
 
-// ReadInto is Read reading into buf when it is large enough (its capacity
-// counts), so a caller that pools buffers avoids allocating, and faulting
-// in, fresh memory for every fetch. Records then aliases buf.
-func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
+// readInto is ReadInto's work.
+func (l *Log) readInto(buf []byte, offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
 	if l.filesClosed {
@@ -110,7 +108,7 @@ func (l *Log) segmentIndex(offset int64) int {
 // after the log start, whose timestamp is at least ts (for LogAppendTime
 // batches, the batch's timestamp counts for every record). It uses the time
 // index to skip ahead, then scans.
-func (l *Log) OffsetForTimestamp(ts, upperBound int64) (offset, timestamp int64, found bool, err error) {
+func (l *Log) offsetForTimestamp(ts, upperBound int64) (offset, timestamp int64, found bool, err error) {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
 	if l.filesClosed {

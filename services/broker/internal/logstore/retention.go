@@ -12,7 +12,7 @@ import (
 // caller's high watermark), and moves the log start to the first segment
 // kept. When every segment qualifies, a new empty segment is rolled at the
 // LEO first so the log always has one. It returns how many it deleted.
-func (l *Log) DeleteOldSegments(hw int64) (int, error) {
+func (l *Log) deleteOldSegments(hw int64) (int, error) {
 	cfg := l.Config()
 	if !cfg.RetentionDeletes() {
 		return 0, nil // cleanup.policy=compact: the cleaner, not retention, bounds the log
@@ -129,7 +129,7 @@ func (l *Log) afterLogStartMovedLocked() error {
 // AdvanceLogStartOffset raises the log start to offset (DeleteRecords, or a
 // follower following its leader's log start). It may not pass hw or the LEO.
 // Segments wholly below the new start are deleted.
-func (l *Log) AdvanceLogStartOffset(offset, hw int64) error {
+func (l *Log) advanceLogStartOffset(offset, hw int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkWritableLocked(); err != nil {

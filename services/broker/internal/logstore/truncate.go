@@ -24,7 +24,7 @@ import (
 // start are lowered to it if above. The truncation is made durable before
 // returning. A failure part-way marks the log failed (KAFKA_STORAGE_ERROR on
 // every later write) since its files may no longer agree.
-func (l *Log) TruncateTo(offset int64) (int64, error) {
+func (l *Log) truncateTo(offset int64) (int64, error) {
 	if offset < 0 {
 		return 0, kerr.New(kerr.InvalidRequest, "truncation offset %d is negative", offset)
 	}
@@ -205,7 +205,7 @@ func (l *Log) afterTruncateLocked(leo int64) {
 // offset: log start, LEO and recovery point all become offset, the epoch
 // cache and producer table are cleared. A follower does this when its LEO is
 // below the leader's log start.
-func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+func (l *Log) truncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return kerr.New(kerr.InvalidRequest, "start offset %d is negative", offset)
 	}

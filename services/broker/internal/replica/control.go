@@ -61,6 +61,13 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 		m.opts.Meta.PutPartition(ps)
 		res := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition}
 		r, err := m.becomeReplica(tp, ps, configs[tp.Topic])
+		if err != nil && kerr.CodeOf(err) == kerr.KafkaStorageError {
+			// Its log dir is offline (or may be): an offline replica the
+			// session reports, so the controller leaves it out.
+			m.mu.Lock()
+			m.offline[tp] = err
+			m.mu.Unlock()
+		}
 		if err != nil {
 			e := kerr.As(err)
 			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()

@@ -111,6 +111,9 @@ type Manager struct {
 
 	mu       lockorder.RWMutex[lockorder.ReplicaManager]
 	replicas map[TP]*Replica
+	// offline holds the partitions whose log dir went offline, and why
+	// (guarded by mu): they answer KAFKA_STORAGE_ERROR until a restart.
+	offline map[TP]error
 
 	broker   atomic.Pointer[topicconfig.BrokerConfig]
 	fetchers *fetcherManager
@@ -151,7 +154,7 @@ func New(o Options) (*Manager, error) {
 		logs:      o.Store,
 		transport: o.Transport,
 		tracer:    o.Tracer,
-		replicas:  map[TP]*Replica{},
+		replicas:  map[TP]*Replica{}, offline: map[TP]error{},
 		stop:      make(chan struct{}),
 	}
 	m.throttles = newThrottles(o.Clock.Now)
@@ -236,6 +239,14 @@ func (m *Manager) HighWatermark(tp TP) (int64, bool) {
 // notHosted answers for a partition this broker does not host: the leader
 // hint when metadata knows the partition, else UNKNOWN_TOPIC_OR_PARTITION.
 func (m *Manager) notHosted(tp TP) error {
+	m.mu.RLock()
+	cause, off := m.offline[tp]
+	m.mu.RUnlock()
+	if off {
+		e := kerr.New(kerr.KafkaStorageError, "broker %d cannot serve %s-%d: %v", m.opts.BrokerID, tp.Topic, tp.Partition, cause)
+		e.Leader = m.opts.Meta.LeaderHint(metadata.TP(tp))
+		return e
+	}
 	if hint := m.opts.Meta.LeaderHint(metadata.TP(tp)); hint != nil {
 		e := kerr.New(kerr.NotLeaderOrFollower, "broker %d does not host %s-%d; leader is %d", m.opts.BrokerID, tp.Topic, tp.Partition, hint.ID)
 		e.Leader = hint

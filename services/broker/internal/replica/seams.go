@@ -8,6 +8,7 @@ import (
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/broker/internal/logdirs"
 	"tidemark.io/services/broker/internal/logstore"
 )
 
@@ -69,6 +70,27 @@ func (l logManager) RecoveredHighWatermark(tp TP) (int64, bool) {
 	return l.m.RecoveredHighWatermark(tp)
 }
 func (l logManager) Delete(tp TP) error { return l.m.Delete(tp) }
+
+// NewDirsStore is the LogStore over a broker's log dirs.
+func NewDirsStore(d *logdirs.Dirs) LogStore { return logDirsStore{d} }
+
+// logDirsStore adapts *logdirs.Dirs to LogStore.
+type logDirsStore struct{ d *logdirs.Dirs }
+
+// Partitions lists the logs of the online dirs, hosted as replicas or not.
+func (l logDirsStore) Partitions() []TP { return l.d.Partitions() }
+
+func (l logDirsStore) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
+	lg, err := l.d.GetOrCreate(tp, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return lg, nil
+}
+func (l logDirsStore) RecoveredHighWatermark(tp TP) (int64, bool) {
+	return l.d.RecoveredHighWatermark(tp)
+}
+func (l logDirsStore) Delete(tp TP) error { return l.d.Delete(tp) }
 
 // Transport carries the manager's calls to other brokers and to the active
 // controller. Addresses come from the metadata cache.

@@ -102,6 +102,9 @@ type Active struct {
 	sessions      map[int32]*session
 	failing       map[int32]*failCheck
 	progress      map[progressKey]*controlv1.ReplicaProgress
+	// offlineDirs are each live broker's offline log dirs as its session
+	// last reported them; their replicas count as offline (logdirs.go).
+	offlineDirs map[int32][]*controlv1.OfflineLogDir
 	ring          *ring
 	subs          map[*subscriber]struct{}
 	rebalance     *time.Timer
@@ -157,6 +160,7 @@ func Start(ctx context.Context, d Deps) *Active {
 		sessions:      map[int32]*session{},
 		failing:       map[int32]*failCheck{},
 		progress:      map[progressKey]*controlv1.ReplicaProgress{},
+		offlineDirs:   map[int32][]*controlv1.OfflineLogDir{},
 		ring:          newRing(d.Settings.EventRing),
 		subs:          map[*subscriber]struct{}{},
 	}

@@ -44,7 +44,7 @@ func (a *Active) alterPartition(req *controlv1.AlterPartitionRequest) (*controlv
 			continue
 		}
 		seen[tp] = true
-		d, err := election.AlterPartition(p.view(), view, alterRequest(req, it))
+		d, err := election.AlterPartition(p.view(), a.viewFor(p, view), alterRequest(req, it))
 		if err != nil {
 			setErr(res, err)
 			continue

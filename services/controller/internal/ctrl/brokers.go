@@ -51,6 +51,7 @@ func (a *Active) brokerRegistered(info metastore.Broker) {
 		return // an old event
 	}
 	a.addBroker(info)
+	delete(a.offlineDirs, info.ID) // a new incarnation reports its own
 	if fc := a.failing[info.ID]; fc != nil {
 		fc.stopTimer()
 		delete(a.failing, info.ID)
@@ -70,7 +71,7 @@ func (a *Active) brokerRegistered(info metastore.Broker) {
 		if !a.offline(p) {
 			continue
 		}
-		if d := election.OnBrokerReturn(p.view(), view, a.allowUnclean(p.t)); d.Changed {
+		if d := election.OnBrokerReturn(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
 			changes = append(changes, change{p: p, d: d, cause: causeOffline})
 		}
 	}
@@ -95,6 +96,7 @@ func (a *Active) brokerDeparted(id int32, epoch int64, why string) {
 		return
 	}
 	a.removeBroker(b)
+	delete(a.offlineDirs, id)
 	if fc := a.failing[id]; fc != nil {
 		fc.stopTimer()
 		delete(a.failing, id)
@@ -112,7 +114,7 @@ func (a *Active) brokerDeparted(id int32, epoch int64, why string) {
 		if s.Leader != id && !p.state().InISR(id) {
 			continue
 		}
-		if d := election.OnBrokerFailure(p.view(), view, a.allowUnclean(p.t)); d.Changed {
+		if d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
 			changes = append(changes, change{p: p, d: d, cause: causeOffline})
 		}
 	}

@@ -63,7 +63,7 @@ func (a *Active) electOfflineAfterConfigChange(parts []*partition) {
 		if !p.hasState() || !a.offline(p) || p.t.deleting {
 			continue
 		}
-		if d, err := election.ElectOffline(p.view(), view, a.allowUnclean(p.t)); err == nil && d.Changed {
+		if d, err := election.ElectOffline(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); err == nil && d.Changed {
 			changes = append(changes, change{p: p, d: d, cause: causeConfigChange})
 		}
 	}

@@ -69,7 +69,7 @@ func (a *Active) describePartition(p *partition, minISR int32) *adminv1.Partitio
 		pd.Leader = -1
 	}
 	for _, r := range p.replicas {
-		if !a.registered(r) {
+		if !a.registered(r) || a.replicaOffline(p, r) {
 			pd.OfflineReplicas = append(pd.OfflineReplicas, r)
 		}
 	}
@@ -132,6 +132,9 @@ func (a *Active) describeCluster() *adminv1.DescribeClusterResponse {
 		bi := &adminv1.BrokerInfo{Node: a.node(id), LeaderCount: leaders[id], ReplicaCount: replicas[id]}
 		if b := a.brokers[id]; b != nil {
 			bi.Alive, bi.BrokerEpoch, bi.ShuttingDown = true, b.info.Epoch, b.shuttingDown
+			for _, d := range a.offlineDirsOf(id) {
+				bi.OfflineLogDirs = append(bi.OfflineLogDirs, &adminv1.OfflineLogDir{Path: d.GetPath(), Error: d.GetError(), Replicas: int32(len(d.GetPartitions()))})
+			}
 		}
 		resp.Brokers = append(resp.Brokers, bi)
 	}

@@ -89,7 +89,7 @@ func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectL
 			setElectErr(res, kerr.New(kerr.UnknownTopicOrPartition, "unknown partition %s", tp))
 			continue
 		}
-		d, err := decide(p.view(), view)
+		d, err := decide(p.view(), a.viewFor(p, view))
 		if err != nil {
 			setElectErr(res, err)
 			continue
@@ -179,7 +179,7 @@ func (a *Active) checkRebalance() {
 	var changes []change
 	for _, tp := range plan.Elect {
 		p := byTP[tp]
-		if d, err := election.ElectPreferred(p.view(), view); err == nil {
+		if d, err := election.ElectPreferred(p.view(), a.viewFor(p, view)); err == nil {
 			changes = append(changes, change{p: p, d: d, cause: causePreferred})
 		}
 	}

@@ -63,7 +63,7 @@ func (a *Active) load() error {
 		if !a.needsFailureHandling(p) {
 			continue
 		}
-		if d := election.OnBrokerFailure(p.view(), view, a.allowUnclean(p.t)); d.Changed {
+		if d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
 			changes = append(changes, change{p: p, d: d, cause: causeOffline})
 		}
 	}

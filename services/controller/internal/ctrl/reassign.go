@@ -109,7 +109,7 @@ func (a *Active) startReassignment(p *partition, target []int32) error {
 	if slices.Equal(next.Replicas, cur.Replicas) && slices.Equal(next.Adding, cur.Adding) && slices.Equal(next.Removing, cur.Removing) {
 		return nil
 	}
-	d, err := election.ReassignStart(p.state(), next.Replicas, view)
+	d, err := election.ReassignStart(p.state(), next.Replicas, a.viewFor(p, view))
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,7 @@ func (a *Active) maybeCompleteReassignments(parts []*partition) {
 		}
 		r := p.reassignment()
 		target := r.Target()
-		d, err := election.ShrinkToReplicas(p.state(), target, a.view(), "reassignment complete")
+		d, err := election.ShrinkToReplicas(p.state(), target, a.viewFor(p, a.view()), "reassignment complete")
 		if err != nil {
 			// Retried at the partition's next ISR change.
 			a.log.Warn("Reassignment cannot complete yet", "partition", p.tp().String(), "err", err)
@@ -171,7 +171,7 @@ func (a *Active) cancelReassignment(p *partition) error {
 		return kerr.New(kerr.NoReassignmentInProgress, "partition %s has no reassignment in progress", p.tp())
 	}
 	origin := r.Origin()
-	d, err := election.ShrinkToReplicas(p.state(), origin, a.view(), "reassignment cancelled")
+	d, err := election.ShrinkToReplicas(p.state(), origin, a.viewFor(p, a.view()), "reassignment cancelled")
 	if err != nil {
 		return err
 	}

@@ -141,6 +141,7 @@ func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
 		}
 		a.progress[progressKey{tp: tp, broker: bid}] = rp
 	}
+	a.noteOfflineDirs(s.brokerID, m.GetOfflineLogDirs())
 	now := time.Now().UnixMilli()
 	for _, ev := range m.GetEvents() {
 		if ev.GetNodeId() == 0 {

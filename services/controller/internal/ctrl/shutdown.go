@@ -42,7 +42,7 @@ func (a *Active) controlledShutdown(req *controlv1.ControlledShutdownRequest) (*
 		if p.t.deleting {
 			continue
 		}
-		d, err := election.OnControlledShutdown(p.view(), view, id)
+		d, err := election.OnControlledShutdown(p.view(), a.viewFor(p, view), id)
 		if err != nil || !d.Changed {
 			continue // it stays leader; reported below as remaining
 		}

@@ -1251,9 +1251,12 @@ type BrokerInfo struct {
 	// Partitions it leads.
 	LeaderCount int32 `protobuf:"varint,5,opt,name=leader_count,json=leaderCount,proto3" json:"leader_count,omitempty"`
 	// Replicas it hosts.
-	ReplicaCount  int32 `protobuf:"varint,6,opt,name=replica_count,json=replicaCount,proto3" json:"replica_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReplicaCount int32 `protobuf:"varint,6,opt,name=replica_count,json=replicaCount,proto3" json:"replica_count,omitempty"`
+	// Its log dirs taken offline by a storage error (Kafka's offline log
+	// dirs); their replicas count as offline.
+	OfflineLogDirs []*OfflineLogDir `protobuf:"bytes,7,rep,name=offline_log_dirs,json=offlineLogDirs,proto3" json:"offline_log_dirs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BrokerInfo) Reset() {
@@ -1328,6 +1331,75 @@ func (x *BrokerInfo) GetReplicaCount() int32 {
 	return 0
 }
 
+func (x *BrokerInfo) GetOfflineLogDirs() []*OfflineLogDir {
+	if x != nil {
+		return x.OfflineLogDirs
+	}
+	return nil
+}
+
+// OfflineLogDir is a broker log dir taken offline by a storage error.
+type OfflineLogDir struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Error string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// How many of the broker's replicas it held.
+	Replicas      int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfflineLogDir) Reset() {
+	*x = OfflineLogDir{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfflineLogDir) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfflineLogDir) ProtoMessage() {}
+
+func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfflineLogDir.ProtoReflect.Descriptor instead.
+func (*OfflineLogDir) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *OfflineLogDir) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OfflineLogDir) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *OfflineLogDir) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
 type ConfigResource struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          ConfigResourceType     `protobuf:"varint,1,opt,name=type,proto3,enum=tidemark.admin.v1.ConfigResourceType" json:"type,omitempty"`
@@ -1338,7 +1410,7 @@ type ConfigResource struct {
 
 func (x *ConfigResource) Reset() {
 	*x = ConfigResource{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1422,7 @@ func (x *ConfigResource) String() string {
 func (*ConfigResource) ProtoMessage() {}
 
 func (x *ConfigResource) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1435,7 @@ func (x *ConfigResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigResource.ProtoReflect.Descriptor instead.
 func (*ConfigResource) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigResource) GetType() ConfigResourceType {
@@ -1389,7 +1461,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1473,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1486,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeConfigsRequest) GetResources() []*ConfigResource {
@@ -1433,7 +1505,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1517,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1530,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeConfigsResponse) GetResults() []*ConfigDescription {
@@ -1480,7 +1552,7 @@ type ConfigDescription struct {
 
 func (x *ConfigDescription) Reset() {
 	*x = ConfigDescription{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1564,7 @@ func (x *ConfigDescription) String() string {
 func (*ConfigDescription) ProtoMessage() {}
 
 func (x *ConfigDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1577,7 @@ func (x *ConfigDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigDescription.ProtoReflect.Descriptor instead.
 func (*ConfigDescription) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConfigDescription) GetResource() *ConfigResource {
@@ -1549,7 +1621,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1633,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1646,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -1623,7 +1695,7 @@ type ConfigOp struct {
 
 func (x *ConfigOp) Reset() {
 	*x = ConfigOp{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1707,7 @@ func (x *ConfigOp) String() string {
 func (*ConfigOp) ProtoMessage() {}
 
 func (x *ConfigOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1720,7 @@ func (x *ConfigOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigOp.ProtoReflect.Descriptor instead.
 func (*ConfigOp) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ConfigOp) GetName() string {
@@ -1682,7 +1754,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1766,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1779,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AlterConfigsRequest) GetResources() []*AlterConfigsResource {
@@ -1734,7 +1806,7 @@ type AlterConfigsResource struct {
 
 func (x *AlterConfigsResource) Reset() {
 	*x = AlterConfigsResource{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1818,7 @@ func (x *AlterConfigsResource) String() string {
 func (*AlterConfigsResource) ProtoMessage() {}
 
 func (x *AlterConfigsResource) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1831,7 @@ func (x *AlterConfigsResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResource.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResource) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AlterConfigsResource) GetResource() *ConfigResource {
@@ -1785,7 +1857,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1869,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1882,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AlterConfigsResponse) GetResults() []*AlterConfigsResult {
@@ -1831,7 +1903,7 @@ type AlterConfigsResult struct {
 
 func (x *AlterConfigsResult) Reset() {
 	*x = AlterConfigsResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1915,7 @@ func (x *AlterConfigsResult) String() string {
 func (*AlterConfigsResult) ProtoMessage() {}
 
 func (x *AlterConfigsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1928,7 @@ func (x *AlterConfigsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResult.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AlterConfigsResult) GetResource() *ConfigResource {
@@ -1897,7 +1969,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1981,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +1994,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() ElectionType {
@@ -1962,7 +2034,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2046,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2059,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectLeadersResult {
@@ -2013,7 +2085,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2097,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2110,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -2095,7 +2167,7 @@ type WatchClusterRequest struct {
 
 func (x *WatchClusterRequest) Reset() {
 	*x = WatchClusterRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2179,7 @@ func (x *WatchClusterRequest) String() string {
 func (*WatchClusterRequest) ProtoMessage() {}
 
 func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2192,7 @@ func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterRequest.ProtoReflect.Descriptor instead.
 func (*WatchClusterRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchClusterRequest) GetTopics() []string {
@@ -2151,7 +2223,7 @@ type WatchClusterResponse struct {
 
 func (x *WatchClusterResponse) Reset() {
 	*x = WatchClusterResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2235,7 @@ func (x *WatchClusterResponse) String() string {
 func (*WatchClusterResponse) ProtoMessage() {}
 
 func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2248,7 @@ func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterResponse.ProtoReflect.Descriptor instead.
 func (*WatchClusterResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchClusterResponse) GetTime() int64 {
@@ -2235,7 +2307,7 @@ type PartitionView struct {
 
 func (x *PartitionView) Reset() {
 	*x = PartitionView{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2319,7 @@ func (x *PartitionView) String() string {
 func (*PartitionView) ProtoMessage() {}
 
 func (x *PartitionView) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2332,7 @@ func (x *PartitionView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionView.ProtoReflect.Descriptor instead.
 func (*PartitionView) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PartitionView) GetTopic() string {
@@ -2398,7 +2470,7 @@ type ReplicaView struct {
 
 func (x *ReplicaView) Reset() {
 	*x = ReplicaView{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2482,7 @@ func (x *ReplicaView) String() string {
 func (*ReplicaView) ProtoMessage() {}
 
 func (x *ReplicaView) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2495,7 @@ func (x *ReplicaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaView.ProtoReflect.Descriptor instead.
 func (*ReplicaView) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReplicaView) GetBrokerId() int32 {
@@ -2498,7 +2570,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2582,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2595,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetPartitions() []*ReassignablePartition {
@@ -2546,7 +2618,7 @@ type ReassignablePartition struct {
 
 func (x *ReassignablePartition) Reset() {
 	*x = ReassignablePartition{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2630,7 @@ func (x *ReassignablePartition) String() string {
 func (*ReassignablePartition) ProtoMessage() {}
 
 func (x *ReassignablePartition) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2643,7 @@ func (x *ReassignablePartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignablePartition.ProtoReflect.Descriptor instead.
 func (*ReassignablePartition) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReassignablePartition) GetTopic() string {
@@ -2604,7 +2676,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2688,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2701,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*ReassignmentResult {
@@ -2653,7 +2725,7 @@ type ReassignmentResult struct {
 
 func (x *ReassignmentResult) Reset() {
 	*x = ReassignmentResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2737,7 @@ func (x *ReassignmentResult) String() string {
 func (*ReassignmentResult) ProtoMessage() {}
 
 func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2750,7 @@ func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignmentResult.ProtoReflect.Descriptor instead.
 func (*ReassignmentResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReassignmentResult) GetTopic() string {
@@ -2719,7 +2791,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2803,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2816,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetPartitions() []*v1.TopicPartition {
@@ -2763,7 +2835,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2847,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2860,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingReassignment {
@@ -2817,7 +2889,7 @@ type OngoingReassignment struct {
 
 func (x *OngoingReassignment) Reset() {
 	*x = OngoingReassignment{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +2901,7 @@ func (x *OngoingReassignment) String() string {
 func (*OngoingReassignment) ProtoMessage() {}
 
 func (x *OngoingReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +2914,7 @@ func (x *OngoingReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OngoingReassignment.ProtoReflect.Descriptor instead.
 func (*OngoingReassignment) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OngoingReassignment) GetTopic() string {
@@ -2920,7 +2992,7 @@ type ReplicaMoveProgress struct {
 
 func (x *ReplicaMoveProgress) Reset() {
 	*x = ReplicaMoveProgress{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3004,7 @@ func (x *ReplicaMoveProgress) String() string {
 func (*ReplicaMoveProgress) ProtoMessage() {}
 
 func (x *ReplicaMoveProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3017,7 @@ func (x *ReplicaMoveProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMoveProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaMoveProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReplicaMoveProgress) GetBrokerId() int32 {
@@ -3011,7 +3083,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3095,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3108,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsTopic {
@@ -3073,7 +3145,7 @@ type CreatePartitionsTopic struct {
 
 func (x *CreatePartitionsTopic) Reset() {
 	*x = CreatePartitionsTopic{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3157,7 @@ func (x *CreatePartitionsTopic) String() string {
 func (*CreatePartitionsTopic) ProtoMessage() {}
 
 func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3170,7 @@ func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsTopic.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsTopic) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreatePartitionsTopic) GetName() string {
@@ -3131,7 +3203,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3215,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3228,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreatePartitionsResponse) GetResults() []*CreatePartitionsResult {
@@ -3180,7 +3252,7 @@ type CreatePartitionsResult struct {
 
 func (x *CreatePartitionsResult) Reset() {
 	*x = CreatePartitionsResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3264,7 @@ func (x *CreatePartitionsResult) String() string {
 func (*CreatePartitionsResult) ProtoMessage() {}
 
 func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3277,7 @@ func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResult.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreatePartitionsResult) GetName() string {
@@ -3331,7 +3403,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\abrokers\x18\x05 \x03(\v2\x1d.tidemark.admin.v1.BrokerInfoR\abrokers\"V\n" +
 	"\x0eControllerInfo\x12,\n" +
 	"\x04node\x18\x01 \x01(\v2\x18.tidemark.common.v1.NodeR\x04node\x12\x16\n" +
-	"\x06active\x18\x02 \x01(\bR\x06active\"\xe0\x01\n" +
+	"\x06active\x18\x02 \x01(\bR\x06active\"\xac\x02\n" +
 	"\n" +
 	"BrokerInfo\x12,\n" +
 	"\x04node\x18\x01 \x01(\v2\x18.tidemark.common.v1.NodeR\x04node\x12\x14\n" +
@@ -3339,7 +3411,12 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12#\n" +
 	"\rshutting_down\x18\x04 \x01(\bR\fshuttingDown\x12!\n" +
 	"\fleader_count\x18\x05 \x01(\x05R\vleaderCount\x12#\n" +
-	"\rreplica_count\x18\x06 \x01(\x05R\freplicaCount\"_\n" +
+	"\rreplica_count\x18\x06 \x01(\x05R\freplicaCount\x12J\n" +
+	"\x10offline_log_dirs\x18\a \x03(\v2 .tidemark.admin.v1.OfflineLogDirR\x0eofflineLogDirs\"U\n" +
+	"\rOfflineLogDir\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\"_\n" +
 	"\x0eConfigResource\x129\n" +
 	"\x04type\x18\x01 \x01(\x0e2%.tidemark.admin.v1.ConfigResourceTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"Y\n" +
@@ -3538,7 +3615,7 @@ func file_tidemark_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_tidemark_admin_v1_admin_proto_goTypes = []any{
 	(ConfigResourceType)(0),                     // 0: tidemark.admin.v1.ConfigResourceType
 	(ConfigSource)(0),                           // 1: tidemark.admin.v1.ConfigSource
@@ -3560,122 +3637,124 @@ var file_tidemark_admin_v1_admin_proto_goTypes = []any{
 	(*DescribeClusterResponse)(nil),             // 17: tidemark.admin.v1.DescribeClusterResponse
 	(*ControllerInfo)(nil),                      // 18: tidemark.admin.v1.ControllerInfo
 	(*BrokerInfo)(nil),                          // 19: tidemark.admin.v1.BrokerInfo
-	(*ConfigResource)(nil),                      // 20: tidemark.admin.v1.ConfigResource
-	(*DescribeConfigsRequest)(nil),              // 21: tidemark.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),             // 22: tidemark.admin.v1.DescribeConfigsResponse
-	(*ConfigDescription)(nil),                   // 23: tidemark.admin.v1.ConfigDescription
-	(*ConfigEntry)(nil),                         // 24: tidemark.admin.v1.ConfigEntry
-	(*ConfigOp)(nil),                            // 25: tidemark.admin.v1.ConfigOp
-	(*AlterConfigsRequest)(nil),                 // 26: tidemark.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResource)(nil),                // 27: tidemark.admin.v1.AlterConfigsResource
-	(*AlterConfigsResponse)(nil),                // 28: tidemark.admin.v1.AlterConfigsResponse
-	(*AlterConfigsResult)(nil),                  // 29: tidemark.admin.v1.AlterConfigsResult
-	(*ElectLeadersRequest)(nil),                 // 30: tidemark.admin.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 31: tidemark.admin.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),                  // 32: tidemark.admin.v1.ElectLeadersResult
-	(*WatchClusterRequest)(nil),                 // 33: tidemark.admin.v1.WatchClusterRequest
-	(*WatchClusterResponse)(nil),                // 34: tidemark.admin.v1.WatchClusterResponse
-	(*PartitionView)(nil),                       // 35: tidemark.admin.v1.PartitionView
-	(*ReplicaView)(nil),                         // 36: tidemark.admin.v1.ReplicaView
-	(*AlterPartitionReassignmentsRequest)(nil),  // 37: tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	(*ReassignablePartition)(nil),               // 38: tidemark.admin.v1.ReassignablePartition
-	(*AlterPartitionReassignmentsResponse)(nil), // 39: tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	(*ReassignmentResult)(nil),                  // 40: tidemark.admin.v1.ReassignmentResult
-	(*ListPartitionReassignmentsRequest)(nil),   // 41: tidemark.admin.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 42: tidemark.admin.v1.ListPartitionReassignmentsResponse
-	(*OngoingReassignment)(nil),                 // 43: tidemark.admin.v1.OngoingReassignment
-	(*ReplicaMoveProgress)(nil),                 // 44: tidemark.admin.v1.ReplicaMoveProgress
-	(*CreatePartitionsRequest)(nil),             // 45: tidemark.admin.v1.CreatePartitionsRequest
-	(*CreatePartitionsTopic)(nil),               // 46: tidemark.admin.v1.CreatePartitionsTopic
-	(*CreatePartitionsResponse)(nil),            // 47: tidemark.admin.v1.CreatePartitionsResponse
-	(*CreatePartitionsResult)(nil),              // 48: tidemark.admin.v1.CreatePartitionsResult
-	nil,                                         // 49: tidemark.admin.v1.TopicSpec.ConfigsEntry
-	nil,                                         // 50: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
-	nil,                                         // 51: tidemark.admin.v1.TopicDescription.ConfigsEntry
-	(v1.ErrorCode)(0),                           // 52: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                             // 53: tidemark.common.v1.Node
-	(*v1.TopicPartition)(nil),                   // 54: tidemark.common.v1.TopicPartition
-	(*v11.ClusterEvent)(nil),                    // 55: tidemark.control.v1.ClusterEvent
+	(*OfflineLogDir)(nil),                       // 20: tidemark.admin.v1.OfflineLogDir
+	(*ConfigResource)(nil),                      // 21: tidemark.admin.v1.ConfigResource
+	(*DescribeConfigsRequest)(nil),              // 22: tidemark.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),             // 23: tidemark.admin.v1.DescribeConfigsResponse
+	(*ConfigDescription)(nil),                   // 24: tidemark.admin.v1.ConfigDescription
+	(*ConfigEntry)(nil),                         // 25: tidemark.admin.v1.ConfigEntry
+	(*ConfigOp)(nil),                            // 26: tidemark.admin.v1.ConfigOp
+	(*AlterConfigsRequest)(nil),                 // 27: tidemark.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResource)(nil),                // 28: tidemark.admin.v1.AlterConfigsResource
+	(*AlterConfigsResponse)(nil),                // 29: tidemark.admin.v1.AlterConfigsResponse
+	(*AlterConfigsResult)(nil),                  // 30: tidemark.admin.v1.AlterConfigsResult
+	(*ElectLeadersRequest)(nil),                 // 31: tidemark.admin.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 32: tidemark.admin.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 33: tidemark.admin.v1.ElectLeadersResult
+	(*WatchClusterRequest)(nil),                 // 34: tidemark.admin.v1.WatchClusterRequest
+	(*WatchClusterResponse)(nil),                // 35: tidemark.admin.v1.WatchClusterResponse
+	(*PartitionView)(nil),                       // 36: tidemark.admin.v1.PartitionView
+	(*ReplicaView)(nil),                         // 37: tidemark.admin.v1.ReplicaView
+	(*AlterPartitionReassignmentsRequest)(nil),  // 38: tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	(*ReassignablePartition)(nil),               // 39: tidemark.admin.v1.ReassignablePartition
+	(*AlterPartitionReassignmentsResponse)(nil), // 40: tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	(*ReassignmentResult)(nil),                  // 41: tidemark.admin.v1.ReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),   // 42: tidemark.admin.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 43: tidemark.admin.v1.ListPartitionReassignmentsResponse
+	(*OngoingReassignment)(nil),                 // 44: tidemark.admin.v1.OngoingReassignment
+	(*ReplicaMoveProgress)(nil),                 // 45: tidemark.admin.v1.ReplicaMoveProgress
+	(*CreatePartitionsRequest)(nil),             // 46: tidemark.admin.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),               // 47: tidemark.admin.v1.CreatePartitionsTopic
+	(*CreatePartitionsResponse)(nil),            // 48: tidemark.admin.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),              // 49: tidemark.admin.v1.CreatePartitionsResult
+	nil,                                         // 50: tidemark.admin.v1.TopicSpec.ConfigsEntry
+	nil,                                         // 51: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	nil,                                         // 52: tidemark.admin.v1.TopicDescription.ConfigsEntry
+	(v1.ErrorCode)(0),                           // 53: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                             // 54: tidemark.common.v1.Node
+	(*v1.TopicPartition)(nil),                   // 55: tidemark.common.v1.TopicPartition
+	(*v11.ClusterEvent)(nil),                    // 56: tidemark.control.v1.ClusterEvent
 }
 var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	5,  // 0: tidemark.admin.v1.CreateTopicsRequest.topics:type_name -> tidemark.admin.v1.TopicSpec
 	6,  // 1: tidemark.admin.v1.TopicSpec.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	49, // 2: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
+	50, // 2: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
 	8,  // 3: tidemark.admin.v1.CreateTopicsResponse.results:type_name -> tidemark.admin.v1.CreateTopicResult
-	52, // 4: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	53, // 4: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	6,  // 5: tidemark.admin.v1.CreateTopicResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	50, // 6: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	51, // 6: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
 	11, // 7: tidemark.admin.v1.DeleteTopicsResponse.results:type_name -> tidemark.admin.v1.DeleteTopicResult
-	52, // 8: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	53, // 8: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	14, // 9: tidemark.admin.v1.DescribeTopicsResponse.topics:type_name -> tidemark.admin.v1.TopicDescription
-	52, // 10: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	53, // 10: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	15, // 11: tidemark.admin.v1.TopicDescription.partitions:type_name -> tidemark.admin.v1.PartitionDescription
-	51, // 12: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
-	53, // 13: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
+	52, // 12: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
+	54, // 13: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
 	18, // 14: tidemark.admin.v1.DescribeClusterResponse.controllers:type_name -> tidemark.admin.v1.ControllerInfo
 	19, // 15: tidemark.admin.v1.DescribeClusterResponse.brokers:type_name -> tidemark.admin.v1.BrokerInfo
-	53, // 16: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
-	53, // 17: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
-	0,  // 18: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
-	20, // 19: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
-	23, // 20: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
-	20, // 21: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
-	52, // 22: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
-	24, // 23: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
-	1,  // 24: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
-	2,  // 25: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
-	27, // 26: tidemark.admin.v1.AlterConfigsRequest.resources:type_name -> tidemark.admin.v1.AlterConfigsResource
-	20, // 27: tidemark.admin.v1.AlterConfigsResource.resource:type_name -> tidemark.admin.v1.ConfigResource
-	25, // 28: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
-	29, // 29: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
-	20, // 30: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
-	52, // 31: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	3,  // 32: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
-	54, // 33: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
-	32, // 34: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
-	52, // 35: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	17, // 36: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
-	35, // 37: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
-	55, // 38: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
-	36, // 39: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
-	38, // 40: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
-	40, // 41: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
-	52, // 42: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	54, // 43: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
-	43, // 44: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
-	44, // 45: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
-	46, // 46: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
-	6,  // 47: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	48, // 48: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
-	52, // 49: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	6,  // 50: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	4,  // 51: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
-	9,  // 52: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
-	12, // 53: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
-	16, // 54: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
-	21, // 55: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
-	26, // 56: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
-	30, // 57: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
-	33, // 58: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
-	37, // 59: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	41, // 60: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
-	45, // 61: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
-	7,  // 62: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
-	10, // 63: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
-	13, // 64: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
-	17, // 65: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
-	22, // 66: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
-	28, // 67: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
-	31, // 68: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
-	34, // 69: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
-	39, // 70: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	42, // 71: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
-	47, // 72: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
-	62, // [62:73] is the sub-list for method output_type
-	51, // [51:62] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	54, // 16: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
+	54, // 17: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
+	20, // 18: tidemark.admin.v1.BrokerInfo.offline_log_dirs:type_name -> tidemark.admin.v1.OfflineLogDir
+	0,  // 19: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
+	21, // 20: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
+	24, // 21: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
+	21, // 22: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
+	53, // 23: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	25, // 24: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
+	1,  // 25: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
+	2,  // 26: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
+	28, // 27: tidemark.admin.v1.AlterConfigsRequest.resources:type_name -> tidemark.admin.v1.AlterConfigsResource
+	21, // 28: tidemark.admin.v1.AlterConfigsResource.resource:type_name -> tidemark.admin.v1.ConfigResource
+	26, // 29: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
+	30, // 30: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
+	21, // 31: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
+	53, // 32: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 33: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
+	55, // 34: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	33, // 35: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
+	53, // 36: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	17, // 37: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
+	36, // 38: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
+	56, // 39: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
+	37, // 40: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
+	39, // 41: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
+	41, // 42: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
+	53, // 43: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	55, // 44: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	44, // 45: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
+	45, // 46: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
+	47, // 47: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
+	6,  // 48: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	49, // 49: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
+	53, // 50: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	6,  // 51: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	4,  // 52: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
+	9,  // 53: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
+	12, // 54: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
+	16, // 55: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
+	22, // 56: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
+	27, // 57: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
+	31, // 58: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
+	34, // 59: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
+	38, // 60: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	42, // 61: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
+	46, // 62: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
+	7,  // 63: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
+	10, // 64: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
+	13, // 65: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
+	17, // 66: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
+	23, // 67: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
+	29, // 68: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
+	32, // 69: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
+	35, // 70: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
+	40, // 71: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	43, // 72: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
+	48, // 73: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
+	63, // [63:74] is the sub-list for method output_type
+	52, // [52:63] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_admin_v1_admin_proto_init() }
@@ -3683,14 +3762,14 @@ func file_tidemark_admin_v1_admin_proto_init() {
 	if File_tidemark_admin_v1_admin_proto != nil {
 		return
 	}
-	file_tidemark_admin_v1_admin_proto_msgTypes[32].OneofWrappers = []any{}
+	file_tidemark_admin_v1_admin_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_admin_v1_admin_proto_rawDesc), len(file_tidemark_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

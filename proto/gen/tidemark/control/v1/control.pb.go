@@ -43,6 +43,8 @@ const (
 	EventKind_EVENT_KIND_TOPIC_CREATED             EventKind = 12
 	EventKind_EVENT_KIND_TOPIC_DELETED             EventKind = 13
 	EventKind_EVENT_KIND_CONFIG_CHANGED            EventKind = 14
+	// A broker's log dir went offline after a storage error.
+	EventKind_EVENT_KIND_LOG_DIR_OFFLINE EventKind = 15
 )
 
 // Enum value maps for EventKind.
@@ -63,6 +65,7 @@ var (
 		12: "EVENT_KIND_TOPIC_CREATED",
 		13: "EVENT_KIND_TOPIC_DELETED",
 		14: "EVENT_KIND_CONFIG_CHANGED",
+		15: "EVENT_KIND_LOG_DIR_OFFLINE",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":               0,
@@ -80,6 +83,7 @@ var (
 		"EVENT_KIND_TOPIC_CREATED":             12,
 		"EVENT_KIND_TOPIC_DELETED":             13,
 		"EVENT_KIND_CONFIG_CHANGED":            14,
+		"EVENT_KIND_LOG_DIR_OFFLINE":           15,
 	}
 )
 
@@ -1275,9 +1279,13 @@ type BrokerSessionRequest struct {
 	// Progress of this broker's replicas, sent periodically and on change.
 	Replicas []*ReplicaProgress `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// Events the broker saw since its last message.
-	Events        []*ClusterEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Events []*ClusterEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// Every log dir of this broker that is offline, with the partitions it
+	// held: the whole current list in every message (a state, not a change),
+	// so the controller moves leadership and ISR membership away from them.
+	OfflineLogDirs []*OfflineLogDir `protobuf:"bytes,10,rep,name=offline_log_dirs,json=offlineLogDirs,proto3" json:"offline_log_dirs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BrokerSessionRequest) Reset() {
@@ -1338,6 +1346,75 @@ func (x *BrokerSessionRequest) GetEvents() []*ClusterEvent {
 	return nil
 }
 
+func (x *BrokerSessionRequest) GetOfflineLogDirs() []*OfflineLogDir {
+	if x != nil {
+		return x.OfflineLogDirs
+	}
+	return nil
+}
+
+// OfflineLogDir is a broker log dir taken offline by a storage error.
+type OfflineLogDir struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The error that took it offline.
+	Error         string               `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions    []*v1.TopicPartition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfflineLogDir) Reset() {
+	*x = OfflineLogDir{}
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfflineLogDir) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfflineLogDir) ProtoMessage() {}
+
+func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfflineLogDir.ProtoReflect.Descriptor instead.
+func (*OfflineLogDir) Descriptor() ([]byte, []int) {
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *OfflineLogDir) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OfflineLogDir) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *OfflineLogDir) GetPartitions() []*v1.TopicPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 // ReplicaProgress is one replica's log positions as its broker sees them.
 type ReplicaProgress struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1362,7 +1439,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1451,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1464,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaProgress) GetTopic() string {
@@ -1480,7 +1557,7 @@ type FollowerProgress struct {
 
 func (x *FollowerProgress) Reset() {
 	*x = FollowerProgress{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1569,7 @@ func (x *FollowerProgress) String() string {
 func (*FollowerProgress) ProtoMessage() {}
 
 func (x *FollowerProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1582,7 @@ func (x *FollowerProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerProgress.ProtoReflect.Descriptor instead.
 func (*FollowerProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FollowerProgress) GetBrokerId() int32 {
@@ -1539,7 +1616,7 @@ type BrokerSessionResponse struct {
 
 func (x *BrokerSessionResponse) Reset() {
 	*x = BrokerSessionResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1628,7 @@ func (x *BrokerSessionResponse) String() string {
 func (*BrokerSessionResponse) ProtoMessage() {}
 
 func (x *BrokerSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1641,7 @@ func (x *BrokerSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerSessionResponse.ProtoReflect.Descriptor instead.
 func (*BrokerSessionResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BrokerSessionResponse) GetControllerId() int32 {
@@ -1603,7 +1680,7 @@ type ClusterEvent struct {
 
 func (x *ClusterEvent) Reset() {
 	*x = ClusterEvent{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1692,7 @@ func (x *ClusterEvent) String() string {
 func (*ClusterEvent) ProtoMessage() {}
 
 func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1705,7 @@ func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEvent.ProtoReflect.Descriptor instead.
 func (*ClusterEvent) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClusterEvent) GetTime() int64 {
@@ -1704,7 +1781,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1793,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1806,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -1756,7 +1833,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1845,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1858,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -1808,7 +1885,7 @@ type CreateOffsetsTopicRequest struct {
 
 func (x *CreateOffsetsTopicRequest) Reset() {
 	*x = CreateOffsetsTopicRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1897,7 @@ func (x *CreateOffsetsTopicRequest) String() string {
 func (*CreateOffsetsTopicRequest) ProtoMessage() {}
 
 func (x *CreateOffsetsTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1910,7 @@ func (x *CreateOffsetsTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOffsetsTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateOffsetsTopicRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateOffsetsTopicRequest) GetBrokerId() int32 {
@@ -1862,7 +1939,7 @@ type CreateOffsetsTopicResponse struct {
 
 func (x *CreateOffsetsTopicResponse) Reset() {
 	*x = CreateOffsetsTopicResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1951,7 @@ func (x *CreateOffsetsTopicResponse) String() string {
 func (*CreateOffsetsTopicResponse) ProtoMessage() {}
 
 func (x *CreateOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1964,7 @@ func (x *CreateOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOffsetsTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateOffsetsTopicResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateOffsetsTopicResponse) GetNumPartitions() int32 {
@@ -2031,12 +2108,20 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x1aControlledShutdownResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12U\n" +
-	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\xd3\x01\n" +
+	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\xa1\x02\n" +
 	"\x14BrokerSessionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12@\n" +
 	"\breplicas\x18\x03 \x03(\v2$.tidemark.control.v1.ReplicaProgressR\breplicas\x129\n" +
-	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\x99\x03\n" +
+	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\x12L\n" +
+	"\x10offline_log_dirs\x18\n" +
+	" \x03(\v2\".tidemark.control.v1.OfflineLogDirR\x0eofflineLogDirs\"}\n" +
+	"\rOfflineLogDir\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12B\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\".tidemark.common.v1.TopicPartitionR\n" +
+	"partitions\"\x99\x03\n" +
 	"\x0fReplicaProgress\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1b\n" +
@@ -2081,7 +2166,7 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x1aCreateOffsetsTopicResponse\x12%\n" +
 	"\x0enum_partitions\x18\x01 \x01(\x05R\rnumPartitions\x12-\n" +
 	"\x12replication_factor\x18\x02 \x01(\x05R\x11replicationFactor\x12\x18\n" +
-	"\acreated\x18\x03 \x01(\bR\acreated*\xcf\x03\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated*\xef\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_ISR_SHRINK\x10\x01\x12\x19\n" +
@@ -2098,7 +2183,8 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x11EVENT_KIND_FENCED\x10\v\x12\x1c\n" +
 	"\x18EVENT_KIND_TOPIC_CREATED\x10\f\x12\x1c\n" +
 	"\x18EVENT_KIND_TOPIC_DELETED\x10\r\x12\x1d\n" +
-	"\x19EVENT_KIND_CONFIG_CHANGED\x10\x0e2\xc8\x02\n" +
+	"\x19EVENT_KIND_CONFIG_CHANGED\x10\x0e\x12\x1e\n" +
+	"\x1aEVENT_KIND_LOG_DIR_OFFLINE\x10\x0f2\xc8\x02\n" +
 	"\x14BrokerControlService\x12c\n" +
 	"\fLeaderAndIsr\x12(.tidemark.control.v1.LeaderAndIsrRequest\x1a).tidemark.control.v1.LeaderAndIsrResponse\x12i\n" +
 	"\x0eUpdateMetadata\x12*.tidemark.control.v1.UpdateMetadataRequest\x1a+.tidemark.control.v1.UpdateMetadataResponse\x12`\n" +
@@ -2123,7 +2209,7 @@ func file_tidemark_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tidemark.control.v1.EventKind
 	(*LeaderAndIsrRequest)(nil),         // 1: tidemark.control.v1.LeaderAndIsrRequest
@@ -2144,73 +2230,76 @@ var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(*ControlledShutdownRequest)(nil),   // 16: tidemark.control.v1.ControlledShutdownRequest
 	(*ControlledShutdownResponse)(nil),  // 17: tidemark.control.v1.ControlledShutdownResponse
 	(*BrokerSessionRequest)(nil),        // 18: tidemark.control.v1.BrokerSessionRequest
-	(*ReplicaProgress)(nil),             // 19: tidemark.control.v1.ReplicaProgress
-	(*FollowerProgress)(nil),            // 20: tidemark.control.v1.FollowerProgress
-	(*BrokerSessionResponse)(nil),       // 21: tidemark.control.v1.BrokerSessionResponse
-	(*ClusterEvent)(nil),                // 22: tidemark.control.v1.ClusterEvent
-	(*AllocateProducerIdsRequest)(nil),  // 23: tidemark.control.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 24: tidemark.control.v1.AllocateProducerIdsResponse
-	(*CreateOffsetsTopicRequest)(nil),   // 25: tidemark.control.v1.CreateOffsetsTopicRequest
-	(*CreateOffsetsTopicResponse)(nil),  // 26: tidemark.control.v1.CreateOffsetsTopicResponse
-	nil,                                 // 27: tidemark.control.v1.TopicConfig.ConfigsEntry
-	nil,                                 // 28: tidemark.control.v1.BrokerRegistration.EndpointsEntry
-	nil,                                 // 29: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	(*v1.PartitionState)(nil),           // 30: tidemark.common.v1.PartitionState
-	(*v1.Node)(nil),                     // 31: tidemark.common.v1.Node
-	(v1.ErrorCode)(0),                   // 32: tidemark.common.v1.ErrorCode
-	(*v1.TopicPartition)(nil),           // 33: tidemark.common.v1.TopicPartition
+	(*OfflineLogDir)(nil),               // 19: tidemark.control.v1.OfflineLogDir
+	(*ReplicaProgress)(nil),             // 20: tidemark.control.v1.ReplicaProgress
+	(*FollowerProgress)(nil),            // 21: tidemark.control.v1.FollowerProgress
+	(*BrokerSessionResponse)(nil),       // 22: tidemark.control.v1.BrokerSessionResponse
+	(*ClusterEvent)(nil),                // 23: tidemark.control.v1.ClusterEvent
+	(*AllocateProducerIdsRequest)(nil),  // 24: tidemark.control.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 25: tidemark.control.v1.AllocateProducerIdsResponse
+	(*CreateOffsetsTopicRequest)(nil),   // 26: tidemark.control.v1.CreateOffsetsTopicRequest
+	(*CreateOffsetsTopicResponse)(nil),  // 27: tidemark.control.v1.CreateOffsetsTopicResponse
+	nil,                                 // 28: tidemark.control.v1.TopicConfig.ConfigsEntry
+	nil,                                 // 29: tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	nil,                                 // 30: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	(*v1.PartitionState)(nil),           // 31: tidemark.common.v1.PartitionState
+	(*v1.Node)(nil),                     // 32: tidemark.common.v1.Node
+	(v1.ErrorCode)(0),                   // 33: tidemark.common.v1.ErrorCode
+	(*v1.TopicPartition)(nil),           // 34: tidemark.common.v1.TopicPartition
 }
 var file_tidemark_control_v1_control_proto_depIdxs = []int32{
-	30, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
-	31, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
+	31, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	32, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
 	4,  // 2: tidemark.control.v1.LeaderAndIsrRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	32, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	33, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 4: tidemark.control.v1.LeaderAndIsrResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	32, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	27, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
-	31, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
-	28, // 8: tidemark.control.v1.BrokerRegistration.endpoints:type_name -> tidemark.control.v1.BrokerRegistration.EndpointsEntry
-	31, // 9: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
+	33, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	28, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
+	32, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
+	29, // 8: tidemark.control.v1.BrokerRegistration.endpoints:type_name -> tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	32, // 9: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
 	5,  // 10: tidemark.control.v1.UpdateMetadataRequest.brokers:type_name -> tidemark.control.v1.BrokerRegistration
-	30, // 11: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	31, // 11: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
 	4,  // 12: tidemark.control.v1.UpdateMetadataRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	29, // 13: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	32, // 14: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	30, // 13: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	33, // 14: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	9,  // 15: tidemark.control.v1.StopReplicaRequest.partitions:type_name -> tidemark.control.v1.StopReplicaPartition
-	32, // 16: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	33, // 16: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 17: tidemark.control.v1.StopReplicaResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
 	12, // 18: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
 	13, // 19: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
-	32, // 20: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	33, // 20: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	15, // 21: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
-	32, // 22: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	32, // 23: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	33, // 24: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
-	19, // 25: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
-	22, // 26: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
-	20, // 27: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
-	0,  // 28: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
-	1,  // 29: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
-	6,  // 30: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
-	8,  // 31: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
-	11, // 32: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
-	16, // 33: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
-	18, // 34: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
-	23, // 35: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
-	25, // 36: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
-	2,  // 37: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
-	7,  // 38: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
-	10, // 39: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
-	14, // 40: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
-	17, // 41: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
-	21, // 42: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
-	24, // 43: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
-	26, // 44: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	33, // 22: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	33, // 23: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	34, // 24: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
+	20, // 25: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
+	23, // 26: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
+	19, // 27: tidemark.control.v1.BrokerSessionRequest.offline_log_dirs:type_name -> tidemark.control.v1.OfflineLogDir
+	34, // 28: tidemark.control.v1.OfflineLogDir.partitions:type_name -> tidemark.common.v1.TopicPartition
+	21, // 29: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
+	0,  // 30: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
+	1,  // 31: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
+	6,  // 32: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
+	8,  // 33: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
+	11, // 34: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
+	16, // 35: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
+	18, // 36: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
+	24, // 37: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
+	26, // 38: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
+	2,  // 39: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
+	7,  // 40: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
+	10, // 41: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
+	14, // 42: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
+	17, // 43: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
+	22, // 44: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
+	25, // 45: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
+	27, // 46: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_control_v1_control_proto_init() }
@@ -2224,7 +2313,7 @@ func file_tidemark_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_control_v1_control_proto_rawDesc), len(file_tidemark_control_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
