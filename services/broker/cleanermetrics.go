@@ -8,7 +8,9 @@ import (
 
 // cleanerCollector exports the log cleaner's counters (Kafka's
 // kafka.log:type=LogCleaner beans) at scrape time.
-type cleanerCollector struct{ logs interface{ CleanerStats() logstore.CleanerStats } }
+type cleanerCollector struct {
+	logs interface{ CleanerStats() logstore.CleanerStats }
+}
 
 var (
 	descCleanerPasses = prometheus.NewDesc("tidemark_log_cleaner_passes_total",

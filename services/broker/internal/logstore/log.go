@@ -70,7 +70,7 @@ type Log struct {
 	onRPLowered func()
 	// onStorageError: Options.OnStorageError.
 	onStorageError func(error)
-	persistRPs  func() error
+	persistRPs     func() error
 
 	// Guarded by mu.
 	producers *producerState

@@ -155,7 +155,7 @@ func New(o Options) (*Manager, error) {
 		transport: o.Transport,
 		tracer:    o.Tracer,
 		replicas:  map[TP]*Replica{}, offline: map[TP]error{},
-		stop:      make(chan struct{}),
+		stop: make(chan struct{}),
 	}
 	m.throttles = newThrottles(o.Clock.Now)
 	bc, err := topicconfig.ResolveBroker(o.Static)

@@ -105,11 +105,11 @@ type Active struct {
 	// offlineDirs are each live broker's offline log dirs as its session
 	// last reported them; their replicas count as offline (logdirs.go).
 	offlineDirs map[int32][]*controlv1.OfflineLogDir
-	ring          *ring
-	subs          map[*subscriber]struct{}
-	rebalance     *time.Timer
-	stateDirty    bool // partitions or brokers changed: recount, notify
-	viewDirty     bool // only progress or events changed: notify
+	ring        *ring
+	subs        map[*subscriber]struct{}
+	rebalance   *time.Timer
+	stateDirty  bool // partitions or brokers changed: recount, notify
+	viewDirty   bool // only progress or events changed: notify
 }
 
 // Start begins a term for a session just won. It returns at once; the
