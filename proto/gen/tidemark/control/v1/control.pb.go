@@ -1273,9 +1273,19 @@ type BrokerSessionRequest struct {
 	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	// Progress of this broker's replicas, sent periodically and on change.
+	// With full_report every hosted replica; otherwise only the replicas whose
+	// progress changed since this session's previous message (a delta).
 	Replicas []*ReplicaProgress `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// Events the broker saw since its last message.
-	Events        []*ClusterEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*ClusterEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// True when replicas is the complete set this broker hosts: the
+	// controller drops its other entries for the broker. A session's first
+	// report is full, and so is one every few tens of seconds, so a report
+	// lost or dropped cannot leave the controller wrong for long.
+	FullReport bool `protobuf:"varint,5,opt,name=full_report,json=fullReport,proto3" json:"full_report,omitempty"`
+	// Replicas this broker stopped hosting since the session's previous
+	// message (only in a delta).
+	Removed       []*v1.TopicPartition `protobuf:"bytes,6,rep,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1334,6 +1344,20 @@ func (x *BrokerSessionRequest) GetReplicas() []*ReplicaProgress {
 func (x *BrokerSessionRequest) GetEvents() []*ClusterEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *BrokerSessionRequest) GetFullReport() bool {
+	if x != nil {
+		return x.FullReport
+	}
+	return false
+}
+
+func (x *BrokerSessionRequest) GetRemoved() []*v1.TopicPartition {
+	if x != nil {
+		return x.Removed
 	}
 	return nil
 }
@@ -2031,12 +2055,15 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x1aControlledShutdownResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12U\n" +
-	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\xd3\x01\n" +
+	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\xb2\x02\n" +
 	"\x14BrokerSessionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12@\n" +
 	"\breplicas\x18\x03 \x03(\v2$.tidemark.control.v1.ReplicaProgressR\breplicas\x129\n" +
-	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\x99\x03\n" +
+	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\x12\x1f\n" +
+	"\vfull_report\x18\x05 \x01(\bR\n" +
+	"fullReport\x12<\n" +
+	"\aremoved\x18\x06 \x03(\v2\".tidemark.common.v1.TopicPartitionR\aremoved\"\x99\x03\n" +
 	"\x0fReplicaProgress\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1b\n" +
@@ -2188,29 +2215,30 @@ var file_tidemark_control_v1_control_proto_depIdxs = []int32{
 	33, // 24: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
 	19, // 25: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
 	22, // 26: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
-	20, // 27: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
-	0,  // 28: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
-	1,  // 29: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
-	6,  // 30: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
-	8,  // 31: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
-	11, // 32: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
-	16, // 33: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
-	18, // 34: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
-	23, // 35: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
-	25, // 36: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
-	2,  // 37: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
-	7,  // 38: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
-	10, // 39: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
-	14, // 40: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
-	17, // 41: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
-	21, // 42: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
-	24, // 43: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
-	26, // 44: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	33, // 27: tidemark.control.v1.BrokerSessionRequest.removed:type_name -> tidemark.common.v1.TopicPartition
+	20, // 28: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
+	0,  // 29: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
+	1,  // 30: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
+	6,  // 31: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
+	8,  // 32: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
+	11, // 33: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
+	16, // 34: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
+	18, // 35: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
+	23, // 36: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
+	25, // 37: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
+	2,  // 38: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
+	7,  // 39: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
+	10, // 40: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
+	14, // 41: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
+	17, // 42: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
+	21, // 43: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
+	24, // 44: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
+	26, // 45: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
+	38, // [38:46] is the sub-list for method output_type
+	30, // [30:38] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_control_v1_control_proto_init() }
