@@ -68,10 +68,11 @@ func showsPositions(v *adminv1.PartitionView, replicas []int32, offset int64) bo
 
 // Brokers report only what changed (full reports only at a session's start
 // and every 30 s); the console's views must still follow every replica:
-// followers' positions after produces, replicas moved away and back, a
-// topic deleted and created again, and a dead follower's caught-up age.
+// followers' positions after produces and after a controller failover, a
+// replica moved, a topic deleted and created again, and a dead follower's
+// caught-up age.
 func TestConsoleViewsFollowDeltaReports(t *testing.T) {
-	c := Start(t, Options{Brokers: 4})
+	c := Start(t, Options{Brokers: 4, Controllers: 2})
 	views := watchViews(t, c, "views")
 	createAssigned(t, c, "views", [][]int32{{1, 2, 3}}, nil)
 	produce := func(n int) {
@@ -90,6 +91,16 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	produce(3)
 	c.WaitFor(10*time.Second, "every replica of views-0 at 8 in the console", func() bool {
+		return showsPositions(views.of("views", 0), []int32{1, 2, 3}, 8)
+	})
+
+	// A new controller hears of every replica from each broker's new
+	// session, the partition idle meanwhile.
+	old, _ := c.ActiveController()
+	c.StopController(old)
+	c.WaitFor(15*time.Second, "another controller active", func() bool { id, _ := c.ActiveController(); return id > 0 && id != old })
+	views = watchViews(t, c, "views")
+	c.WaitFor(10*time.Second, "every replica of views-0 at 8 in the new controller's console", func() bool {
 		return showsPositions(views.of("views", 0), []int32{1, 2, 3}, 8)
 	})
 
