@@ -1496,7 +1496,9 @@ type FollowerProgress struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId     int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	LogEndOffset int64                  `protobuf:"varint,2,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
-	// ms since the follower was last caught up.
+	// ms since the follower was last caught up. Alone it makes its leader's
+	// entry part of a delta report only when it moved by 1 s or more, or
+	// crossed 1 s either way, since the session last sent it.
 	LagMs         int64 `protobuf:"varint,3,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
