@@ -196,6 +196,8 @@ bench: ## benchmarks for regressions: in-process (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'ReplicationThrottle' -benchtime 1x ./clustertest/ | grep -E 'B/s|ok|FAIL'
 	@echo "== an UpdateMetadata that changes no config, per hosted replica (resolved configs cached by version)"
 	cd services && go test -run '^$$' -bench 'UpdateMetadataWithoutConfigChange' -benchtime 50x ./broker/internal/replica/
+	@echo "== broker progress reports to the controller, bytes per report: every replica each time (full) vs what changed (delta; amortized counts the full report every 30 s), idle vs one partition taking writes"
+	cd services && go test -run '^$$' -bench 'ProgressReportBytes' -benchtime 120x ./broker/ | grep -E 'B/report|ok|FAIL'
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 

@@ -228,6 +228,7 @@ func (r *registrar) runSession() error {
 	r.b.log.Debug("controller session open", "controller", addr, "broker_epoch", epoch)
 	t := time.NewTicker(sessionReportInterval)
 	defer t.Stop()
+	reporter := newProgressReporter()
 	for {
 		select {
 		case err := <-recvErr:
@@ -240,8 +241,10 @@ func (r *registrar) runSession() error {
 		if r.b.epoch.Load() != epoch {
 			return errors.New("broker epoch changed")
 		}
+		rep := reporter.next(time.Now(), r.b.progress())
 		msg := &controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch,
-			Replicas: r.b.progress(), Events: r.events.drain(), OfflineLogDirs: r.b.offlineLogDirs()}
+			Replicas: rep.replicas, FullReport: rep.full, Removed: rep.removed, Events: r.events.drain(),
+			OfflineLogDirs: r.b.offlineLogDirs()}
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
@@ -275,10 +278,11 @@ func (b *Broker) offlineLogDirs() []*controlv1.OfflineLogDir {
 	return out
 }
 
-// progress reports every hosted replica's positions.
-func (b *Broker) progress() []*controlv1.ReplicaProgress {
+// progress lists every hosted replica's positions; a progressReporter
+// picks what the controller has not heard yet.
+func (b *Broker) progress() []hostedProgress {
 	now := time.Now()
-	var out []*controlv1.ReplicaProgress
+	var out []hostedProgress
 	for _, rep := range b.rm.Replicas() {
 		s := rep.Snapshot(now)
 		p := &controlv1.ReplicaProgress{
@@ -297,7 +301,7 @@ func (b *Broker) progress() []*controlv1.ReplicaProgress {
 				p.Followers = append(p.Followers, &controlv1.FollowerProgress{BrokerId: f.ID, LogEndOffset: f.LogEndOffset, LagMs: f.CaughtUpAgeMs})
 			}
 		}
-		out = append(out, p)
+		out = append(out, hostedProgress{instance: rep, p: p})
 	}
 	return out
 }

@@ -257,7 +257,7 @@ func (b *fakeBroker) runSession(ctx context.Context) {
 		if err == nil && (!ok || cur.Epoch != info.Epoch) {
 			return // a new controller: follow it
 		}
-		if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: b.id, BrokerEpoch: epoch, Replicas: b.progress()}); err != nil {
+		if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: b.id, BrokerEpoch: epoch, FullReport: true, Replicas: b.progress()}); err != nil {
 			return
 		}
 	}

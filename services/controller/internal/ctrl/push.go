@@ -60,9 +60,13 @@ func (a *Active) removeBroker(b *broker) {
 			_ = b.conn.Close()
 		}
 	}()
-	for k := range a.progress {
-		if k.broker == b.info.ID {
-			delete(a.progress, k)
+	// A newer incarnation's session may already have reported (its full
+	// report comes only once): its progress is not this incarnation's.
+	if s := a.sessions[b.info.ID]; s == nil || s.epoch <= b.info.Epoch {
+		for k := range a.progress {
+			if k.broker == b.info.ID {
+				delete(a.progress, k)
+			}
 		}
 	}
 	a.stateDirty = true

@@ -125,10 +125,18 @@ func (a *Active) openSession(first *controlv1.BrokerSessionRequest) (*session, e
 	return s, nil
 }
 
-// report stores a session message's progress and events.
+// report stores a session message's progress and events. A full report
+// replaces everything the broker reported before; a delta updates the
+// replicas it lists and drops the ones it says are no longer hosted.
 func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
 	if a.sessions[s.brokerID] != s {
 		return
+	}
+	if m.GetFullReport() {
+		a.dropProgressOf(s.brokerID, m.GetReplicas())
+	}
+	for _, tp := range m.GetRemoved() {
+		delete(a.progress, progressKey{tp: election.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()}, broker: s.brokerID})
 	}
 	for _, rp := range m.GetReplicas() {
 		bid := rp.GetBrokerId()
@@ -142,6 +150,9 @@ func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
 		a.progress[progressKey{tp: tp, broker: bid}] = rp
 	}
 	a.noteOfflineDirs(s.brokerID, m.GetOfflineLogDirs())
+	if len(m.GetReplicas()) == 0 && len(m.GetRemoved()) == 0 && len(m.GetEvents()) == 0 && !m.GetFullReport() {
+		return // an idle broker's delta: watchers have nothing new
+	}
 	now := time.Now().UnixMilli()
 	for _, ev := range m.GetEvents() {
 		if ev.GetNodeId() == 0 {
@@ -153,6 +164,20 @@ func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
 		a.ring.add(ev)
 	}
 	a.viewDirty = true
+}
+
+// dropProgressOf forgets a broker's replicas that a full report does not
+// list: the broker no longer hosts them.
+func (a *Active) dropProgressOf(brokerID int32, listed []*controlv1.ReplicaProgress) {
+	keep := make(map[election.TopicPartition]struct{}, len(listed))
+	for _, rp := range listed {
+		keep[election.TopicPartition{Topic: rp.GetTopic(), Partition: rp.GetPartition()}] = struct{}{}
+	}
+	for k := range a.progress {
+		if _, ok := keep[k.tp]; k.broker == brokerID && !ok {
+			delete(a.progress, k)
+		}
+	}
 }
 
 // sessionClosed starts fast failover (F23 leases stay the safety net): if

@@ -1277,9 +1277,19 @@ type BrokerSessionRequest struct {
 	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	// Progress of this broker's replicas, sent periodically and on change.
+	// With full_report every hosted replica; otherwise only the replicas whose
+	// progress changed since this session's previous message (a delta).
 	Replicas []*ReplicaProgress `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// Events the broker saw since its last message.
 	Events []*ClusterEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// True when replicas is the complete set this broker hosts: the
+	// controller drops its other entries for the broker. A session's first
+	// report is full, and so is one every few tens of seconds, so a report
+	// lost or dropped cannot leave the controller wrong for long.
+	FullReport bool `protobuf:"varint,5,opt,name=full_report,json=fullReport,proto3" json:"full_report,omitempty"`
+	// Replicas this broker stopped hosting since the session's previous
+	// message (only in a delta).
+	Removed []*v1.TopicPartition `protobuf:"bytes,6,rep,name=removed,proto3" json:"removed,omitempty"`
 	// Every log dir of this broker that is offline, with the partitions it
 	// held: the whole current list in every message (a state, not a change),
 	// so the controller moves leadership and ISR membership away from them.
@@ -1342,6 +1352,20 @@ func (x *BrokerSessionRequest) GetReplicas() []*ReplicaProgress {
 func (x *BrokerSessionRequest) GetEvents() []*ClusterEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *BrokerSessionRequest) GetFullReport() bool {
+	if x != nil {
+		return x.FullReport
+	}
+	return false
+}
+
+func (x *BrokerSessionRequest) GetRemoved() []*v1.TopicPartition {
+	if x != nil {
+		return x.Removed
 	}
 	return nil
 }
@@ -1549,7 +1573,9 @@ type FollowerProgress struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId     int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	LogEndOffset int64                  `protobuf:"varint,2,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
-	// ms since the follower was last caught up.
+	// ms since the follower was last caught up. Alone it makes its leader's
+	// entry part of a delta report only when it moved by 1 s or more, or
+	// crossed 1 s either way, since the session last sent it.
 	LagMs         int64 `protobuf:"varint,3,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2108,12 +2134,15 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x1aControlledShutdownResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12U\n" +
-	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\xa1\x02\n" +
+	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\x80\x03\n" +
 	"\x14BrokerSessionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12@\n" +
 	"\breplicas\x18\x03 \x03(\v2$.tidemark.control.v1.ReplicaProgressR\breplicas\x129\n" +
-	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\x12L\n" +
+	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\x12\x1f\n" +
+	"\vfull_report\x18\x05 \x01(\bR\n" +
+	"fullReport\x12<\n" +
+	"\aremoved\x18\x06 \x03(\v2\".tidemark.common.v1.TopicPartitionR\aremoved\x12L\n" +
 	"\x10offline_log_dirs\x18\n" +
 	" \x03(\v2\".tidemark.control.v1.OfflineLogDirR\x0eofflineLogDirs\"}\n" +
 	"\rOfflineLogDir\x12\x12\n" +
@@ -2275,31 +2304,32 @@ var file_tidemark_control_v1_control_proto_depIdxs = []int32{
 	34, // 24: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
 	20, // 25: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
 	23, // 26: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
-	19, // 27: tidemark.control.v1.BrokerSessionRequest.offline_log_dirs:type_name -> tidemark.control.v1.OfflineLogDir
-	34, // 28: tidemark.control.v1.OfflineLogDir.partitions:type_name -> tidemark.common.v1.TopicPartition
-	21, // 29: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
-	0,  // 30: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
-	1,  // 31: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
-	6,  // 32: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
-	8,  // 33: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
-	11, // 34: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
-	16, // 35: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
-	18, // 36: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
-	24, // 37: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
-	26, // 38: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
-	2,  // 39: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
-	7,  // 40: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
-	10, // 41: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
-	14, // 42: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
-	17, // 43: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
-	22, // 44: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
-	25, // 45: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
-	27, // 46: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
-	39, // [39:47] is the sub-list for method output_type
-	31, // [31:39] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	34, // 27: tidemark.control.v1.BrokerSessionRequest.removed:type_name -> tidemark.common.v1.TopicPartition
+	19, // 28: tidemark.control.v1.BrokerSessionRequest.offline_log_dirs:type_name -> tidemark.control.v1.OfflineLogDir
+	34, // 29: tidemark.control.v1.OfflineLogDir.partitions:type_name -> tidemark.common.v1.TopicPartition
+	21, // 30: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
+	0,  // 31: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
+	1,  // 32: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
+	6,  // 33: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
+	8,  // 34: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
+	11, // 35: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
+	16, // 36: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
+	18, // 37: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
+	24, // 38: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
+	26, // 39: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
+	2,  // 40: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
+	7,  // 41: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
+	10, // 42: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
+	14, // 43: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
+	17, // 44: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
+	22, // 45: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
+	25, // 46: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
+	27, // 47: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
+	40, // [40:48] is the sub-list for method output_type
+	32, // [32:40] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_control_v1_control_proto_init() }

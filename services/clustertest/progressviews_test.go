@@ -1,0 +1,143 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+)
+
+// latestViews keeps the newest PartitionView of each partition a
+// WatchCluster stream sent, as a console draws it.
+type latestViews struct {
+	mu    sync.Mutex
+	views map[string]*adminv1.PartitionView
+}
+
+func watchViews(t *testing.T, c *Cluster, topics ...string) *latestViews {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := c.Admin().WatchCluster(ctx, &adminv1.WatchClusterRequest{Topics: topics, IntervalMs: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := &latestViews{views: map[string]*adminv1.PartitionView{}}
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			lv.mu.Lock()
+			clear(lv.views)
+			for _, v := range msg.GetPartitions() {
+				lv.views[fmt.Sprintf("%s-%d", v.GetTopic(), v.GetPartition())] = v
+			}
+			lv.mu.Unlock()
+		}
+	}()
+	return lv
+}
+
+func (lv *latestViews) of(topic string, p int32) *adminv1.PartitionView {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	return lv.views[fmt.Sprintf("%s-%d", topic, p)]
+}
+
+// showsPositions reports whether the view lists exactly replicas, each with
+// LEO and HW at offset, and the leader's view of each follower's LEO too.
+func showsPositions(v *adminv1.PartitionView, replicas []int32, offset int64) bool {
+	if v == nil || !slices.Equal(v.GetReplicas(), replicas) || v.GetHighWatermark() != offset {
+		return false
+	}
+	for _, rv := range v.GetReplicaViews() {
+		if rv.GetLogEndOffset() != offset || rv.GetHighWatermark() != offset {
+			return false
+		}
+		if !rv.GetLeader() && rv.GetLeaderKnownLogEndOffset() != offset {
+			return false
+		}
+	}
+	return len(v.GetReplicaViews()) == len(replicas)
+}
+
+// Brokers report only what changed (full reports only at a session's start
+// and every 30 s); the console's views must still follow every replica:
+// followers' positions after produces and after a controller failover, a
+// replica moved, a topic deleted and created again, and a dead follower's
+// caught-up age.
+func TestConsoleViewsFollowDeltaReports(t *testing.T) {
+	c := Start(t, Options{Brokers: 4, Controllers: 2})
+	views := watchViews(t, c, "views")
+	createAssigned(t, c, "views", [][]int32{{1, 2, 3}}, nil)
+	produce := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := c.Produce(context.Background(), "views", 0, -1, fmt.Sprint(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(5)
+	c.WaitFor(10*time.Second, "every replica of views-0 at 5 in the console", func() bool {
+		return showsPositions(views.of("views", 0), []int32{1, 2, 3}, 5)
+	})
+	// Idle reports carry nothing; the next change must still arrive.
+	time.Sleep(2 * time.Second)
+	produce(3)
+	c.WaitFor(10*time.Second, "every replica of views-0 at 8 in the console", func() bool {
+		return showsPositions(views.of("views", 0), []int32{1, 2, 3}, 8)
+	})
+
+	// A new controller hears of every replica from each broker's new
+	// session, the partition idle meanwhile.
+	old, _ := c.ActiveController()
+	c.StopController(old)
+	c.WaitFor(15*time.Second, "another controller active", func() bool { id, _ := c.ActiveController(); return id > 0 && id != old })
+	views = watchViews(t, c, "views")
+	c.WaitFor(10*time.Second, "every replica of views-0 at 8 in the new controller's console", func() bool {
+		return showsPositions(views.of("views", 0), []int32{1, 2, 3}, 8)
+	})
+
+	reassign(t, c, "views", map[int32][]int32{0: {1, 2, 4}})
+	c.WaitFor(20*time.Second, "views-0 moved to 1, 2, 4 in the console", func() bool {
+		return settledOn(c, "views", 0, []int32{1, 2, 4}) && showsPositions(views.of("views", 0), []int32{1, 2, 4}, 8)
+	})
+	produce(1)
+	c.WaitFor(10*time.Second, "the moved-in replica at 9 in the console", func() bool {
+		return showsPositions(views.of("views", 0), []int32{1, 2, 4}, 9)
+	})
+
+	resp, err := c.Admin().DeleteTopics(context.Background(), &adminv1.DeleteTopicsRequest{Topics: []string{"views"}, TimeoutMs: 10000})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	for _, id := range []int32{1, 2, 4} {
+		gone(t, c, id, "views", 0)
+	}
+	createAssigned(t, c, "views", [][]int32{{1, 2, 4}}, nil)
+	produce(2)
+	c.WaitFor(10*time.Second, "the recreated topic's replicas at 2 in the console", func() bool {
+		return showsPositions(views.of("views", 0), []int32{1, 2, 4}, 2)
+	})
+
+	// A dead follower's caught-up age keeps growing in the console.
+	c.CrashBroker(4)
+	lagOf4 := func() int64 {
+		v := views.of("views", 0)
+		for _, rv := range v.GetReplicaViews() {
+			if rv.GetBrokerId() == 4 {
+				return rv.GetLagMs()
+			}
+		}
+		return -1
+	}
+	var first int64
+	c.WaitFor(10*time.Second, "broker 4 shown lagging", func() bool { first = lagOf4(); return first >= 2000 })
+	c.WaitFor(5*time.Second, "broker 4's lag moving on in the console", func() bool { return lagOf4() >= first+2000 })
+}

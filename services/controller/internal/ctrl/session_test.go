@@ -1,0 +1,99 @@
+package ctrl
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/election"
+	"tidemark.io/services/controller/internal/sender"
+	"tidemark.io/services/metastore"
+)
+
+// reportingActive is a loop state with topic t of 3 partitions and an open
+// session of broker 1 epoch 5.
+func reportingActive() (*Active, *session) {
+	t := &topic{name: "t"}
+	for i := range int32(3) {
+		t.parts = append(t.parts, &partition{t: t, id: i, replicas: election.Assignment{1, 2}})
+	}
+	s := &session{brokerID: 1, epoch: 5, kick: make(chan struct{})}
+	a := &Active{topics: map[string]*topic{"t": t}, sessions: map[int32]*session{1: s},
+		brokers: map[int32]*broker{}, departedEpoch: map[int32]int64{},
+		progress: map[progressKey]*controlv1.ReplicaProgress{}, ring: newRing(8)}
+	return a, s
+}
+
+func rp(broker, part int32, leo int64) *controlv1.ReplicaProgress {
+	return &controlv1.ReplicaProgress{Topic: "t", Partition: part, BrokerId: broker, LogEndOffset: leo}
+}
+
+// held lists the progress entries as "broker/partition@leo", sorted.
+func held(a *Active) []string {
+	var out []string
+	for k, p := range a.progress {
+		out = append(out, fmt.Sprintf("%d/%d@%d", k.broker, k.tp.Partition, p.GetLogEndOffset()))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSessionReportsApplyFullDeltaAndRemoved(t *testing.T) {
+	a, s := reportingActive()
+	a.progress[progressKey{tp: election.TopicPartition{Topic: "t", Partition: 2}, broker: 1}] = rp(1, 2, 5)
+	a.progress[progressKey{tp: election.TopicPartition{Topic: "t", Partition: 0}, broker: 2}] = rp(2, 0, 7)
+	want := func(step string, w ...string) {
+		t.Helper()
+		if got := held(a); !slices.Equal(got, w) {
+			t.Fatalf("%s: progress %v, want %v", step, got, w)
+		}
+	}
+	full := &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true,
+		Replicas: []*controlv1.ReplicaProgress{rp(1, 0, 10), rp(1, 1, 10)}}
+	a.report(s, full)
+	want("a full report drops the broker's unlisted replicas, not other brokers'", "1/0@10", "1/1@10", "2/0@7")
+
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, Replicas: []*controlv1.ReplicaProgress{rp(1, 1, 11)}})
+	want("a delta updates what it lists and keeps the rest", "1/0@10", "1/1@11", "2/0@7")
+
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5,
+		Removed: []*commonv1.TopicPartition{{Topic: "t", Partition: 0}}})
+	want("removed replicas are dropped", "1/1@11", "2/0@7")
+
+	a.viewDirty = false
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5})
+	if a.viewDirty {
+		t.Fatal("an empty delta woke the watchers")
+	}
+	want("an empty delta changes nothing", "1/1@11", "2/0@7")
+
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true})
+	want("an empty full report: the broker hosts nothing", "2/0@7")
+}
+
+// A restarted broker's new session may report before the controller sees
+// the old incarnation depart: its one full report must survive that.
+func TestOldIncarnationDepartingKeepsTheNewSessionsProgress(t *testing.T) {
+	a, s := reportingActive()
+	old := &broker{info: metastore.Broker{BrokerInfo: metastore.BrokerInfo{ID: 1}, Epoch: 4},
+		out: sender.Start(sender.Options{Client: brokenClient{}, Target: sender.Target{ID: 1, Epoch: 4}})}
+	a.brokers[1] = old
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true,
+		Replicas: []*controlv1.ReplicaProgress{rp(1, 0, 10)}})
+	a.removeBroker(old)
+	a.wg.Wait()
+	if got := held(a); !slices.Equal(got, []string{"1/0@10"}) {
+		t.Fatalf("after the old incarnation departed: %v", got)
+	}
+
+	// Without a newer session the departed incarnation's progress goes.
+	s.epoch = 4
+	a.brokers[1] = old
+	a.removeBroker(old)
+	a.wg.Wait()
+	if got := held(a); len(got) != 0 {
+		t.Fatalf("after the reporting incarnation departed: %v", got)
+	}
+}
