@@ -149,6 +149,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 				rm.LogDirFailed(off.Partitions, off.Err)
 			}
 			b.logDirOffline.Add(1)
+			if len(b.logs.OfflineDirs()) == len(cfg.logDirs()) {
+				// Kafka's rule: a broker with no log dir left serves
+				// nothing; it stops (the process exits) so that an
+				// operator sees it down rather than half alive.
+				log.Error("Every log dir is offline; shutting down", "log_dirs", cfg.logDirs())
+				select {
+				case b.done <- fmt.Errorf("every log dir is offline (last: %w)", off.Err):
+				default:
+				}
+			}
 		}})
 	if err != nil {
 		return fail(fmt.Errorf("log dirs %v: %w", cfg.logDirs(), err))

@@ -190,3 +190,39 @@ func TestAFullDiskTakesItsLogDirOffline(t *testing.T) {
 		}
 	}
 }
+
+// A broker whose only log dir fills up has nothing left to serve: it
+// reports failure (the process exits, as Kafka's broker does), and the
+// controller moves its leaderships once it is gone.
+func TestABrokerWithEveryLogDirOfflineStops(t *testing.T) {
+	small := smallDisk(t, "256k")
+	c := Start(t, Options{Brokers: 3, Adjust: func(cfg *broker.Config) {
+		if cfg.ID == 2 {
+			cfg.LogDirs = []string{small}
+		}
+	}})
+	c.CreateTopic("full", 1, 3, nil)
+	value := strings.Repeat("y", 1024)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := c.Broker(2)
+	for i := 0; i < 600; i++ {
+		if _, err := c.Produce(ctx, "full", 0, 1, value); err != nil && ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-b.Failed():
+			if !strings.Contains(err.Error(), "every log dir is offline") {
+				t.Fatalf("broker 2 failed with %v", err)
+			}
+			c.CrashBroker(2) // what the process's exit amounts to
+			c.WaitFor(20*time.Second, "a leader other than broker 2", func() bool {
+				l := c.Partition("full", 0).GetLeader()
+				return l > 0 && l != 2
+			})
+			return
+		default:
+		}
+	}
+	t.Fatal("broker 2 kept running with its only log dir full")
+}
