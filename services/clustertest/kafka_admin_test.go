@@ -399,3 +399,58 @@ func TestKafkaUncleanElectLeaders(t *testing.T) {
 		t.Fatalf("ListOffsets at epoch 0 against epoch %d: error %d, want FENCED_LEADER_EPOCH", pd.GetLeaderEpoch(), code)
 	}
 }
+
+// Partitions added through Kafka's admin client (kafka-topics.sh --alter
+// --partitions): the count grows, the new partitions get leaders and take
+// writes, a smaller count is refused with INVALID_PARTITIONS and an
+// explicit assignment is used as given.
+func TestKafkaCreatePartitions(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true})
+	cl := c.kafkaClient()
+	adm := kadm.NewClient(cl)
+	c.kafkaCreate(adm, "grow", 2, 3, nil)
+
+	res, err := adm.UpdatePartitions(ctxFor(t, 20*time.Second), 4, "grow")
+	if err != nil || res["grow"].Err != nil {
+		t.Fatalf("grow to 4: %v %v", err, res["grow"].Err)
+	}
+	c.WaitFor(20*time.Second, "4 partitions with leaders in Kafka's metadata", func() bool {
+		md, err := adm.Metadata(ctxFor(t, 10*time.Second), "grow")
+		if err != nil || len(md.Topics["grow"].Partitions) != 4 {
+			return false
+		}
+		for _, p := range md.Topics["grow"].Partitions {
+			if p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for p := int32(2); p < 4; p++ {
+		if err := cl.ProduceSync(ctxFor(t, 20*time.Second), &kgo.Record{Topic: "grow", Partition: p, Value: []byte("new")}).FirstErr(); err != nil {
+			t.Fatalf("produce to new partition %d: %v", p, err)
+		}
+	}
+
+	res, err = adm.UpdatePartitions(ctxFor(t, 20*time.Second), 3, "grow")
+	if err != nil || !errors.Is(res["grow"].Err, fkerr.InvalidPartitions) {
+		t.Fatalf("shrink to 3: %v %v, want INVALID_PARTITIONS", err, res["grow"].Err)
+	}
+
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = "grow", 5
+	a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+	a.Replicas = []int32{3, 1, 2}
+	rt.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{a}
+	req.Topics = []kmsg.CreatePartitionsRequestTopic{rt}
+	resp, err := req.RequestWith(ctxFor(t, 20*time.Second), cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreatePartitions with an assignment: %v %+v", err, resp)
+	}
+	c.WaitFor(20*time.Second, "grow-4 on 3,1,2 led by 3", func() bool {
+		pd := c.Partition("grow", 4)
+		return slices.Equal(pd.GetReplicas(), []int32{3, 1, 2}) && pd.GetLeader() == 3
+	})
+}

@@ -181,3 +181,42 @@ func (s *Server) handleElectLeaders(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 	}
 	return resp
 }
+
+// handleCreatePartitions forwards CreatePartitions (kafka-topics.sh
+// --alter --partitions, kadm's CreatePartitions): each topic's new total
+// count, optionally the replicas of each new partition in order.
+func (s *Server) handleCreatePartitions(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	greq := &adminv1.CreatePartitionsRequest{ValidateOnly: req.ValidateOnly, TimeoutMs: req.TimeoutMillis}
+	for _, t := range req.Topics {
+		gt := &adminv1.CreatePartitionsTopic{Name: t.Topic, Count: t.Count}
+		for i, a := range t.Assignment {
+			gt.Assignments = append(gt.Assignments, &adminv1.ReplicaAssignment{Partition: int32(i), Replicas: a.Replicas})
+		}
+		greq.Topics = append(greq.Topics, gt)
+	}
+	fail := func(err error) kmsg.Response {
+		for _, t := range req.Topics {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code(err), message(err)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	cli, fctx, cancel, err := s.admin(ctx, req.TimeoutMillis)
+	if err != nil {
+		return fail(err)
+	}
+	defer cancel()
+	gresp, err := cli.CreatePartitions(fctx, greq)
+	if err != nil {
+		return fail(err)
+	}
+	for _, r := range gresp.GetResults() {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic, rt.ErrorCode, rt.ErrorMessage = r.GetName(), protoCode(r.GetErrorCode()), optMessage(r.GetErrorMessage())
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

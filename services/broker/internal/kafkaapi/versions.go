@@ -35,6 +35,7 @@ func (s *Server) apis() map[int16]api {
 		int16(kmsg.InitProducerID):          {VersionRange{0, 4}, s.handleInitProducerID},
 		int16(kmsg.CreateTopics):            {VersionRange{2, 7}, s.handleCreateTopics},
 		int16(kmsg.DeleteTopics):            {VersionRange{1, 5}, s.handleDeleteTopics},
+		int16(kmsg.CreatePartitions):        {VersionRange{0, 3}, s.handleCreatePartitions},
 		int16(kmsg.DescribeConfigs):         {VersionRange{1, 4}, s.handleDescribeConfigs},
 		int16(kmsg.IncrementalAlterConfigs): {VersionRange{0, 1}, s.handleIncrementalAlterConfigs},
 		int16(kmsg.ElectLeaders):            {VersionRange{0, 2}, s.handleElectLeaders},
