@@ -1,8 +1,10 @@
 package clustertest
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,5 +71,126 @@ func TestKafkaProduceConsumeWithSarama(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// saramaHandler records what a sarama group member is given and marks it
+// for commit.
+type saramaHandler struct {
+	mu     sync.Mutex
+	got    []string
+	claims map[int32]bool
+}
+
+func (h *saramaHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.claims = map[int32]bool{}
+	for _, ps := range s.Claims() {
+		for _, p := range ps {
+			h.claims[p] = true
+		}
+	}
+	return nil
+}
+func (h *saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for m := range c.Messages() {
+		h.mu.Lock()
+		h.got = append(h.got, string(m.Value))
+		h.mu.Unlock()
+		s.MarkMessage(m, "")
+	}
+	return nil
+}
+
+func (h *saramaHandler) count() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.got) }
+
+// saramaMember runs one sarama group member until the returned stop.
+func saramaMember(t *testing.T, c *Cluster, group, topic string) (*saramaHandler, func()) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	cfg.Consumer.Group.Session.Timeout = 6 * time.Second
+	cfg.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
+	cg, err := sarama.NewConsumerGroup(c.KafkaAddrs(), group, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &saramaHandler{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err := cg.Consume(ctx, []string{topic}, h); err != nil && ctx.Err() == nil {
+				t.Logf("sarama member: %v", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	stop := func() {
+		cancel()
+		<-done
+		if err := cg.Close(); err != nil { // commits what was marked
+			t.Errorf("close the sarama group member: %v", err)
+		}
+	}
+	return h, stop
+}
+
+// sarama's ConsumerGroup, an independent implementation of the classic
+// group protocol: two members split four partitions; one reads everything
+// and commits; a later member of the same group reads only what came
+// after the commit.
+func TestSaramaConsumerGroupSharesAndResumes(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Kafka: true, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
+	c.kafkaCreate(kadm.NewClient(c.kafkaClient()), "sgroup", 4, 3, nil)
+	cl := c.kafkaClient()
+	for i := range 40 {
+		produceSync(t, cl, "sgroup", fmt.Sprintf("r%02d", i))
+	}
+
+	a, stopA := saramaMember(t, c, "sarama-readers", "sgroup")
+	b, stopB := saramaMember(t, c, "sarama-readers", "sgroup")
+	c.WaitFor(60*time.Second, "two members with two partitions each and every record read", func() bool {
+		a.mu.Lock()
+		na := len(a.claims)
+		a.mu.Unlock()
+		b.mu.Lock()
+		nb := len(b.claims)
+		b.mu.Unlock()
+		return na == 2 && nb == 2 && a.count()+b.count() >= 40
+	})
+	stopA()
+	stopB()
+	seen := map[string]bool{}
+	for _, v := range append(slices.Clone(a.got), b.got...) {
+		seen[v] = true
+	}
+	if len(seen) != 40 {
+		t.Fatalf("the two members read %d distinct records, want 40", len(seen))
+	}
+
+	for i := 40; i < 50; i++ {
+		produceSync(t, cl, "sgroup", fmt.Sprintf("r%02d", i))
+	}
+	later, stopLater := saramaMember(t, c, "sarama-readers", "sgroup")
+	defer stopLater()
+	// Per partition, records come in offset order: a member that started
+	// before the commit would be handed old records first.
+	c.WaitFor(60*time.Second, "the later member to read 10 records", func() bool { return later.count() >= 10 })
+	later.mu.Lock()
+	got := slices.Clone(later.got)
+	later.mu.Unlock()
+	slices.Sort(got)
+	var want []string
+	for i := 40; i < 50; i++ {
+		want = append(want, fmt.Sprintf("r%02d", i))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the later member read %q; want only %q", got, want)
 	}
 }
