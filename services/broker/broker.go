@@ -316,6 +316,9 @@ func (b *Broker) Crash() {
 		if b.reg != nil {
 			b.reg.abandon()
 		}
+		if b.drain != nil {
+			b.drain() // a Kafka listener still waiting for metadata closes
+		}
 		if b.kafka != nil {
 			b.kafka.Close()
 		}

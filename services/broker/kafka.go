@@ -32,6 +32,19 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 		Extension: &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},
 	})
 	go func() {
+		// Kafka clients are served once the broker knows the cluster, as
+		// a KRaft broker opens its client listeners only after its first
+		// metadata catch-up: before that a Metadata answer would list no
+		// brokers and no leaders. Connections made meanwhile wait in the
+		// accept queue.
+		if len(b.cfg.Etcd.Endpoints) > 0 {
+			select {
+			case <-b.meta.Ready():
+			case <-b.draining.Done():
+				_ = b.kafkaLis.Close()
+				return
+			}
+		}
 		if err := b.kafka.Serve(b.kafkaLis); err != nil {
 			b.done <- err
 		}

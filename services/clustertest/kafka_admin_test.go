@@ -454,3 +454,36 @@ func TestKafkaCreatePartitions(t *testing.T) {
 		return slices.Equal(pd.GetReplicas(), []int32{3, 1, 2}) && pd.GetLeader() == 3
 	})
 }
+
+// A broker answers Kafka clients only once it knows the cluster: started
+// while no controller runs, its Kafka listener takes connections but
+// answers nothing (a Metadata answer would list no brokers and no leaders,
+// and clients would believe it), and it answers fully as soon as a
+// controller has told it the metadata.
+func TestKafkaListenerWaitsForTheFirstMetadata(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Controllers: 1, Kafka: true})
+	c.kafkaCreate(kadm.NewClient(c.kafkaClient()), "known", 1, 3, nil)
+	c.StopController(1)
+	c.CrashBroker(1)
+	c.StartBroker(1)
+	one := c.BrokerConfig(1).KafkaListen
+
+	quick, err := kgo.NewClient(kgo.SeedBrokers(one), kgo.RequestTimeoutOverhead(time.Second), kgo.RetryTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quick.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, quick)
+	cancel()
+	if err == nil {
+		t.Fatalf("a broker without metadata answered Metadata: %d brokers, %d topics", len(md.Brokers), len(md.Topics))
+	}
+
+	c.StartController(1)
+	cl := c.kafkaClient(kgo.SeedBrokers(one))
+	c.WaitFor(20*time.Second, "broker 1's Metadata listing 3 brokers and the topic", func() bool {
+		md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 5*time.Second), cl)
+		return err == nil && len(md.Brokers) == 3 && len(md.Topics) >= 1
+	})
+}

@@ -50,6 +50,7 @@ type Cache struct {
 	topicIDs        map[string]string
 	brokerConfigs   map[string]string
 	initialised     bool // a full UpdateMetadata has arrived
+	ready           chan struct{} // closed when initialised is set
 
 	// Config versions: each topic's configs and the dynamic broker configs
 	// carry the value of gen when they last changed, so the replica manager
@@ -74,8 +75,12 @@ func New() *Cache {
 		brokerConfigs: map[string]string{},
 
 		topicCfgVersions: map[string]uint64{},
+		ready:            make(chan struct{}),
 	}
 }
+
+// Ready is closed once the first full UpdateMetadata has arrived.
+func (c *Cache) Ready() <-chan struct{} { return c.ready }
 
 // setTopicConfigLocked records a topic's configs, moving its version only
 // when they changed.
@@ -151,6 +156,9 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 			}
 		}
 		c.topicIDs = map[string]string{}
+		if !c.initialised {
+			close(c.ready)
+		}
 		c.initialised = true
 	}
 	if req.GetFull() || len(req.GetBrokers()) > 0 {
