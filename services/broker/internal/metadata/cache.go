@@ -49,7 +49,7 @@ type Cache struct {
 	topicConfigs    map[string]map[string]string
 	topicIDs        map[string]string
 	brokerConfigs   map[string]string
-	initialised     bool // a full UpdateMetadata has arrived
+	initialised     bool          // a full UpdateMetadata has arrived
 	ready           chan struct{} // closed when initialised is set
 
 	// Config versions: each topic's configs and the dynamic broker configs
