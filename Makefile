@@ -198,6 +198,8 @@ bench: ## benchmarks for regressions: in-process (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'UpdateMetadataWithoutConfigChange' -benchtime 50x ./broker/internal/replica/
 	@echo "== broker progress reports to the controller, bytes per report: every replica each time (full) vs what changed (delta; amortized counts the full report every 30 s), idle vs one partition taking writes"
 	cd services && go test -run '^$$' -bench 'ProgressReportBytes' -benchtime 120x ./broker/ | grep -E 'B/report|ok|FAIL'
+	@echo "== the console: bytes per page per update, whole snapshot against patch (one partition's HW moved)"
+	cd gateway && go test -run '^$$' -bench 'ConsoleUpdateBytes' -benchtime 20x ./console/
 	@echo "== resident memory while appending 2 GiB (flat = does not grow with the log)"
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 

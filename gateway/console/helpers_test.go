@@ -175,6 +175,7 @@ type sseStream struct {
 	t      *testing.T
 	events chan sseEvent
 	cancel context.CancelFunc
+	cur    map[string]any // the view folded from snapshot and patches
 }
 
 func openSSE(t *testing.T, base string) *sseStream {
@@ -250,11 +251,11 @@ func (s *sseStream) waitSnapshot(timeout time.Duration, what string, cond func(*
 			if !ok {
 				s.t.Fatalf("event stream ended waiting for %s", what)
 			}
-			if ev.name != "snapshot" {
+			if ev.name != "snapshot" && ev.name != "patch" {
 				continue
 			}
 			var snap snapshot
-			if err := json.Unmarshal(ev.data, &snap); err != nil {
+			if err := json.Unmarshal(s.view(ev), &snap); err != nil {
 				s.t.Fatalf("snapshot JSON: %v", err)
 			}
 			last = &snap
@@ -480,3 +481,62 @@ func (d *devCluster) NodeAction(_ context.Context, req *devclusterv1.NodeActionR
 }
 
 func contains(s []int32, v int32) bool { return slices.Contains(s, v) }
+
+// view folds a snapshot or patch event into the stream's current view, as
+// the page's applyPatch does, and returns the view as JSON.
+func (s *sseStream) view(ev sseEvent) []byte {
+	s.t.Helper()
+	if ev.name == "snapshot" {
+		s.cur = nil
+		if err := json.Unmarshal(ev.data, &s.cur); err != nil {
+			s.t.Fatalf("snapshot JSON: %v", err)
+		}
+		return ev.data
+	}
+	var p map[string]any
+	if err := json.Unmarshal(ev.data, &p); err != nil {
+		s.t.Fatalf("patch JSON: %v", err)
+	}
+	if s.cur == nil {
+		s.cur = map[string]any{"partitions": []any{}}
+	}
+	for k, v := range p {
+		if k != "partitions" && k != "removed" {
+			s.cur[k] = v
+		}
+	}
+	key := func(x any) string {
+		m := x.(map[string]any)
+		return fmt.Sprintf("%v/%v", m["topic"], m["partition"])
+	}
+	parts, _ := s.cur["partitions"].([]any)
+	byKey := map[string]any{}
+	for _, x := range parts {
+		byKey[key(x)] = x
+	}
+	removed, _ := p["removed"].([]any)
+	for _, k := range removed {
+		delete(byKey, k.(string))
+	}
+	changed, _ := p["partitions"].([]any)
+	for _, x := range changed {
+		byKey[key(x)] = x
+	}
+	all := make([]any, 0, len(byKey))
+	for _, x := range byKey {
+		all = append(all, x)
+	}
+	slices.SortFunc(all, func(a, b any) int {
+		am, bm := a.(map[string]any), b.(map[string]any)
+		if c := strings.Compare(am["topic"].(string), bm["topic"].(string)); c != 0 {
+			return c
+		}
+		return int(am["partition"].(float64) - bm["partition"].(float64))
+	})
+	s.cur["partitions"] = all
+	out, err := json.Marshal(s.cur)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}

@@ -56,7 +56,9 @@ type hub struct {
 
 	last     *adminv1.WatchClusterResponse
 	snap     *snapshot
-	snapJSON []byte
+	snapJSON []byte // the whole snapshot, encoded when a stream opens
+	diff     differ // what streams already have (patch.go)
+	patch    []byte // the last rebuild's patch; nil if the snapshot did not change
 	status   statusView
 	started  time.Time
 	lastMsg  time.Time
@@ -102,7 +104,10 @@ func (h *hub) subscribe() *sub {
 	}
 	s.ch <- message{"hello", mustJSON(h.c.features())}
 	s.ch <- message{"status", mustJSON(h.status)}
-	if h.snapJSON != nil {
+	if h.snap != nil {
+		if h.snapJSON == nil {
+			h.snapJSON = mustJSON(h.snap)
+		}
 		s.ch <- message{"snapshot", h.snapJSON}
 	}
 	if all := h.retainedLocked(); len(all) > 0 {
@@ -155,6 +160,7 @@ func (h *hub) stopLocked() {
 	h.stop()
 	h.running = false
 	h.last, h.snap, h.snapJSON = nil, nil, nil
+	h.diff.reset()
 }
 
 func (h *hub) close() {
@@ -352,7 +358,7 @@ func (h *hub) apply(ctx context.Context, m *adminv1.WatchClusterResponse) {
 	if len(fresh) > 0 {
 		h.broadcastLocked(message{"events", mustJSON(fresh)})
 	}
-	h.broadcastLocked(message{"snapshot", h.snapJSON})
+	h.broadcastLocked(message{"patch", h.patch})
 	h.setStatusLocked(true, "live")
 }
 
@@ -381,7 +387,8 @@ func (h *hub) rebuildLocked() {
 		return
 	}
 	h.snap = buildSnapshot(h.last, extras{topics: h.topics, process: h.process, faults: h.faults})
-	h.snapJSON = mustJSON(h.snap)
+	h.snapJSON = nil
+	h.patch = mustJSON(h.diff.next(h.snap))
 	close(h.updated)
 	h.updated = make(chan struct{})
 }
@@ -454,7 +461,7 @@ func (h *hub) aux(ctx context.Context) {
 			h.process, h.faults = process, faults
 			if h.last != nil && ctx.Err() == nil {
 				h.rebuildLocked()
-				h.broadcastLocked(message{"snapshot", h.snapJSON})
+				h.broadcastLocked(message{"patch", h.patch})
 			}
 		}
 		h.mu.Unlock()

@@ -13,7 +13,8 @@ const heartbeat = 15 * time.Second
 //
 //	hello     {actions, nodeActions, devControl, jaegerUI, staleAfterMs}
 //	status    {connected, message, since, lastSnapshot}
-//	snapshot  the whole cluster view (see snapshot in view.go)
+//	snapshot  the whole cluster view (see snapshot in view.go), once, when the stream opens
+//	patch     what changed since the previous snapshot or patch (patch.go)
 //	events    new timeline entries, oldest first (the retained ones on connect)
 //	scenario  the scenario run started from the console, whole, at each step (scenarios.go)
 //

@@ -283,6 +283,13 @@ func buildSnapshot(m *adminv1.WatchClusterResponse, x extras) *snapshot {
 		}
 		s.Topics[i].Partitions++
 	}
+	// Topic, then partition: the order pages keep when they apply patches.
+	slices.SortFunc(s.Partitions, func(a, b partitionView) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
 	return s
 }
 

@@ -79,6 +79,12 @@ function connect() {
     state.snapAt = Date.now();
     schedule();
   });
+  // After the whole snapshot, only what changed (patch.go on the server).
+  es.addEventListener("patch", (e) => {
+    state.snap = applyPatch(state.snap, JSON.parse(e.data));
+    state.snapAt = Date.now();
+    schedule();
+  });
   es.addEventListener("scenario", (e) => {
     state.run = JSON.parse(e.data);
     state.scenariosDirty = true;
@@ -666,6 +672,28 @@ function timelineItem(ev) {
       ev.traceUrl ? h("a", { class: "trace", href: ev.traceUrl, target: "_blank", rel: "noopener", title: `trace ${ev.traceId}` }, "trace ↗") : null),
     ev.reason ? h("div", { class: "ev-reason" }, ev.reason) : null,
     details.length ? h("div", { class: "ev-details" }, details.join(" · ")) : null);
+}
+
+// ---------------------------------------------------------------- patches
+
+// applyPatch applies one patch to snap (null: none yet; the first patch
+// of a new watch then carries everything). Absent sections are unchanged;
+// partitions are replaced by key, removed ones dropped, the order kept as
+// the server's (topic, then partition).
+function applyPatch(snap, p) {
+  const s = snap || { controllers: [], brokers: [], topics: [], partitions: [] };
+  s.time = p.time;
+  for (const k of ["clusterId", "controller", "controllers", "brokers", "topics"]) {
+    if (p[k] !== undefined) s[k] = p[k];
+  }
+  if (p.partitions || p.removed) {
+    const key = (x) => `${x.topic}/${x.partition}`;
+    const byKey = new Map(s.partitions.map((x) => [key(x), x]));
+    for (const k of p.removed || []) byKey.delete(k);
+    for (const x of p.partitions || []) byKey.set(key(x), x);
+    s.partitions = [...byKey.values()].sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------- outcomes
