@@ -81,4 +81,3 @@ func (d *differ) next(s *snapshot) snapshotPatch {
 
 // reset forgets the last snapshot (the next patch carries everything).
 func (d *differ) reset() { *d = differ{} }
-
