@@ -13,6 +13,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/testenv"
@@ -159,6 +160,42 @@ func TestAFullDiskTakesItsLogDirOffline(t *testing.T) {
 	if code := kerr.FromStatus(err).Code; code != kerr.KafkaStorageError {
 		t.Fatalf("fetch of an offline dir's partition from broker 1: %v, want KAFKA_STORAGE_ERROR", err)
 	}
+
+	// A controller failover and a quiet minute later the new controller
+	// knows too: the dir is listed, and a preferred election cannot hand
+	// the full disk's partitions back to broker 1, their preferred leader.
+	active, _ := c.ActiveController()
+	c.StopController(active)
+	c.WaitFor(20*time.Second, "the other controller active and told of the offline dir", func() bool {
+		now, _ := c.ActiveController()
+		if now == active || now <= 0 {
+			return false
+		}
+		resp, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		for _, b := range resp.GetBrokers() {
+			if b.GetNode().GetId() == 1 && len(b.GetOfflineLogDirs()) == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(2 * time.Second) // a quiet gap: nothing may drift back
+	el := &adminv1.ElectLeadersRequest{ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED}
+	for _, p := range onSmall {
+		el.Partitions = append(el.Partitions, &commonv1.TopicPartition{Topic: "disk", Partition: p})
+	}
+	if _, err := c.Admin().ElectLeaders(ctx, el); err != nil {
+		t.Logf("preferred election: %v", err)
+	}
+	for _, p := range onSmall {
+		if pd := c.Partition("disk", p); pd.GetLeader() == 1 || slices.Contains(pd.GetIsr(), 1) {
+			t.Fatalf("after the controller failover disk-%d is %v: broker 1's offline replica is back", p, pd)
+		}
+	}
+	c.StartController(active)
 
 	// The operator replaces the disk (a new, larger, empty one) and
 	// restarts the broker: its replicas there start empty, catch up and
