@@ -29,6 +29,7 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 	b.kafka = kafkaapi.New(kafkaapi.Options{
 		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
 		Admin: b.controllerAdmin, Authorizer: az, TLS: tlsCfg, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
+		LogDirs:   b.kafkaLogDirs,
 		Extension: &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},
 	})
 	go func() {
@@ -98,4 +99,17 @@ func (b *Broker) endpoints() map[string]string {
 		return map[string]string{kafkaapi.EndpointName: a}
 	}
 	return nil
+}
+
+// kafkaLogDirs describes this broker's log dirs for DescribeLogDirs.
+func (b *Broker) kafkaLogDirs() []kafkaapi.LogDir {
+	var out []kafkaapi.LogDir
+	for _, d := range b.logs.Describe() {
+		kd := kafkaapi.LogDir{Path: d.Dir, Err: d.Err}
+		for _, l := range d.Logs {
+			kd.Logs = append(kd.Logs, kafkaapi.LogDirPartition{Topic: l.Topic, Partition: l.Partition, Bytes: l.Bytes})
+		}
+		out = append(out, kd)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -45,7 +49,7 @@ func smallDisk(t *testing.T, size string) string {
 // offline dir, and no acknowledged write is lost.
 func TestAFullDiskTakesItsLogDirOffline(t *testing.T) {
 	small := smallDisk(t, "512k")
-	c := Start(t, Options{Brokers: 3, Adjust: func(cfg *broker.Config) {
+	c := Start(t, Options{Brokers: 3, Kafka: true, Adjust: func(cfg *broker.Config) {
 		if cfg.ID == 1 {
 			cfg.LogDirs = []string{filepath.Join(cfg.DataDir, "logs"), small}
 		}
@@ -124,6 +128,18 @@ func TestAFullDiskTakesItsLogDirOffline(t *testing.T) {
 		}
 		return false
 	})
+	// Kafka's tools see it too (kafka-log-dirs.sh: DescribeLogDirs).
+	dirs, err := kadm.NewClient(c.kafkaClient()).DescribeBrokerLogDirs(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := dirs[small]; !ok || !errors.Is(d.Err, fkerr.KafkaStorageError) {
+		t.Fatalf("DescribeLogDirs of broker 1: %v; want %s offline with KAFKA_STORAGE_ERROR", dirs, small)
+	}
+	healthy := filepath.Join(c.BrokerConfig(1).DataDir, "logs")
+	if d, ok := dirs[healthy]; !ok || d.Err != nil || len(d.Topics["disk"]) != 4-len(onSmall) {
+		t.Fatalf("DescribeLogDirs of broker 1: %v; want %s serving the other %d logs", dirs, healthy, 4-len(onSmall))
+	}
 	for p := int32(0); p < 4; p++ {
 		pd := c.Partition("disk", p)
 		offline := slices.Contains(onSmall, p)

@@ -44,6 +44,9 @@ type Options struct {
 	// certificate's Common Name is the principal.
 	TLS    *tls.Config
 	Limits Limits
+	// LogDirs describes this broker's log dirs for DescribeLogDirs; nil:
+	// the API is not advertised.
+	LogDirs func() []LogDir
 	// Extension serves further APIs (consumer groups); nil: none.
 	Extension Extension
 	Logger    *slog.Logger

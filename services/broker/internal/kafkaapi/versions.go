@@ -41,6 +41,9 @@ func (s *Server) apis() map[int16]api {
 		int16(kmsg.ElectLeaders):            {VersionRange{0, 2}, s.handleElectLeaders},
 		int16(kmsg.DescribeCluster):         {VersionRange{0, 1}, s.handleDescribeCluster},
 	}
+	if s.opts.LogDirs != nil {
+		m[int16(kmsg.DescribeLogDirs)] = api{VersionRange{0, 3}, s.handleDescribeLogDirs}
+	}
 	if ext := s.opts.Extension; ext != nil {
 		for key, vr := range ext.APIs() {
 			if _, taken := m[key]; !taken {

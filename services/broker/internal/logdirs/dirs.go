@@ -295,6 +295,40 @@ func (ds *Dirs) States() []State {
 	return out
 }
 
+// PartitionSize is one log's size on disk.
+type PartitionSize struct {
+	TopicPartition
+	Bytes int64
+}
+
+// Described is one directory with its logs, for DescribeLogDirs.
+type Described struct {
+	State
+	Logs []PartitionSize // sorted; none for an offline directory
+}
+
+// Describe lists every directory with its logs and their sizes.
+func (ds *Dirs) Describe() []Described {
+	var out []Described
+	for _, s := range ds.States() {
+		d := Described{State: s}
+		if s.Err == nil {
+			for _, dd := range ds.dirs {
+				if dd.path != s.Dir {
+					continue
+				}
+				for _, tp := range dd.m.Partitions() {
+					if l, ok := dd.m.Log(tp); ok {
+						d.Logs = append(d.Logs, PartitionSize{TopicPartition: tp, Bytes: l.Stats().SizeBytes})
+					}
+				}
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // OfflineDirs lists the offline directories.
 func (ds *Dirs) OfflineDirs() []State {
 	var out []State
