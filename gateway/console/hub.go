@@ -38,6 +38,9 @@ type message struct {
 type sub struct {
 	ch   chan message
 	gone chan struct{}
+	// primed: the stream has had a whole snapshot, so patches apply
+	// (guarded by the hub's mu).
+	primed bool
 }
 
 // hub follows the cluster with one WatchCluster stream shared by every open
@@ -109,6 +112,7 @@ func (h *hub) subscribe() *sub {
 			h.snapJSON = mustJSON(h.snap)
 		}
 		s.ch <- message{"snapshot", h.snapJSON}
+		s.primed = true
 	}
 	if all := h.retainedLocked(); len(all) > 0 {
 		s.ch <- message{"events", mustJSON(all)}
@@ -194,12 +198,32 @@ func (h *hub) broadcast(m message) {
 // broadcastLocked queues m on every stream, dropping those that lag.
 func (h *hub) broadcastLocked(m message) {
 	for s := range h.subs {
-		select {
-		case s.ch <- m:
-		default:
-			delete(h.subs, s)
-			close(s.gone)
+		h.sendLocked(s, m)
+	}
+}
+
+func (h *hub) sendLocked(s *sub, m message) {
+	select {
+	case s.ch <- m:
+	default:
+		delete(h.subs, s)
+		close(s.gone)
+	}
+}
+
+// broadcastChangeLocked sends the last rebuild: the patch to streams that
+// have a snapshot, the whole snapshot to those opened before the first.
+func (h *hub) broadcastChangeLocked() {
+	for s := range h.subs {
+		if s.primed {
+			h.sendLocked(s, message{"patch", h.patch})
+			continue
 		}
+		if h.snapJSON == nil {
+			h.snapJSON = mustJSON(h.snap)
+		}
+		h.sendLocked(s, message{"snapshot", h.snapJSON})
+		s.primed = true
 	}
 }
 
@@ -358,7 +382,7 @@ func (h *hub) apply(ctx context.Context, m *adminv1.WatchClusterResponse) {
 	if len(fresh) > 0 {
 		h.broadcastLocked(message{"events", mustJSON(fresh)})
 	}
-	h.broadcastLocked(message{"patch", h.patch})
+	h.broadcastChangeLocked()
 	h.setStatusLocked(true, "live")
 }
 
@@ -461,7 +485,7 @@ func (h *hub) aux(ctx context.Context) {
 			h.process, h.faults = process, faults
 			if h.last != nil && ctx.Err() == nil {
 				h.rebuildLocked()
-				h.broadcastLocked(message{"patch", h.patch})
+				h.broadcastChangeLocked()
 			}
 		}
 		h.mu.Unlock()

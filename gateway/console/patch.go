@@ -5,8 +5,9 @@ import (
 	"strconv"
 )
 
-// A page gets the whole snapshot once, when its event stream opens, and
-// then patches: what changed since the previous snapshot. With thousands
+// A page gets the whole snapshot once (when its event stream opens, or
+// with the first snapshot if it opened before there was one), and then
+// patches: what changed since the previous snapshot. With thousands
 // of partitions a whole snapshot is megabytes, sent on every progress
 // report; a patch carries the partitions that moved (a produce touches
 // one) and the brokers, topics or controllers only when they changed.
