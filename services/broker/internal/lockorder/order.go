@@ -46,6 +46,9 @@ type (
 	// LogCheckpoint is the log Manager's hwMu or rpMu (one checkpoint
 	// file's writes); the two are never held together.
 	LogCheckpoint struct{}
+	// LogDirs is logdirs.Dirs.mu (placement of new logs, offline
+	// partitions); it looks logs up in the managers under it.
+	LogDirs struct{}
 	// LogManager is logstore.Manager.mu (the map of logs).
 	LogManager struct{}
 	// FetcherManager is the replica fetcher manager's mu (its map of
@@ -69,6 +72,7 @@ func (LogWriter) info() class      { return class{40, "log writer"} }
 func (LogFlush) info() class       { return class{40, "log flush"} }
 func (LogFiles) info() class       { return class{50, "log files"} }
 func (LogCheckpoint) info() class  { return class{60, "log checkpoint"} }
+func (LogDirs) info() class        { return class{65, "log dirs"} }
 func (LogManager) info() class     { return class{70, "log manager"} }
 func (FetcherManager) info() class { return class{80, "fetcher manager"} }
 func (Fetcher) info() class        { return class{90, "fetcher"} }
@@ -80,7 +84,7 @@ func Ranks() []struct {
 	Name string
 	Rank int
 } {
-	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogFiles{}, LogCheckpoint{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}}
+	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogFiles{}, LogCheckpoint{}, LogDirs{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}}
 	out := make([]struct {
 		Name string
 		Rank int

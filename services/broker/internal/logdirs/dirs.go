@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/platform/kerr"
 )
@@ -65,7 +66,7 @@ type Dirs struct {
 	log       *slog.Logger
 	onOffline func(Offline)
 
-	mu sync.Mutex
+	mu lockorder.Mutex[lockorder.LogDirs]
 	// offlineParts maps a partition whose directory went offline to it.
 	offlineParts map[TopicPartition]*dir
 	// placing holds partitions whose new log is being created, and where.
