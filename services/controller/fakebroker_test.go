@@ -137,9 +137,12 @@ func (b *fakeBroker) kill() {
 	b.mu.Lock()
 	cli := b.cli
 	b.mu.Unlock()
+	// The server first: a real process's death takes its listener with
+	// it, so the controller's probe after the broken session must not find
+	// the old incarnation still answering.
+	b.srv.Server.Stop()
 	_ = cli.Close()
 	b.closeSession()
-	b.srv.Server.Stop()
 }
 
 // silence plays a paused or partitioned broker: its lease stops being

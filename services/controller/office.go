@@ -85,7 +85,15 @@ func (o *office) run(ctx context.Context) {
 		}
 		o.log.Info("Won the controller election", "controller_id", o.cfg.ID, "epoch", sess.Epoch())
 		a := ctrl.Start(ctx, ctrl.Deps{
-			Store: o.store, Session: sess, Log: o.log, Metrics: o.metrics, LostAt: o.lastLoss, Tracer: o.tracer,
+			Store: o.store, Session: sess, Log: o.log, Metrics: o.metrics, Tracer: o.tracer,
+			LostAt: func() time.Time {
+				// The campaign's own sighting, which precedes the win; the
+				// watch's may arrive after it on a loaded machine.
+				if t := sess.PreviousGone(); !t.IsZero() {
+					return t
+				}
+				return o.lastLoss()
+			},
 			DialContext: o.cfg.Dialer, Creds: o.creds,
 			Settings: ctrl.Settings{
 				RequestTimeout: o.cfg.RequestTimeout,

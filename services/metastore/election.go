@@ -23,6 +23,7 @@ import (
 // waiting again. leaseTTL is rounded up to whole seconds; etcd raises it to
 // its own minimum (about 1.5 × its election timeout).
 func (s *Store) Campaign(ctx context.Context, id int32, address string, leaseTTL time.Duration) (*Session, error) {
+	var gone time.Time // when this campaign saw a previous controller go
 	for {
 		cur, err := s.readController(ctx)
 		if err != nil {
@@ -32,9 +33,13 @@ func (s *Store) Campaign(ctx context.Context, id int32, address string, leaseTTL
 			if err := s.waitDeleted(ctx, s.k.controller(), cur.rev); err != nil {
 				return nil, err
 			}
+			gone = time.Now()
 			continue
 		}
 		sess, err := s.tryElect(ctx, id, address, leaseTTL, cur)
+		if sess != nil {
+			sess.previousGone = gone
+		}
 		if err != nil || sess != nil {
 			return sess, err
 		}

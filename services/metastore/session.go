@@ -1,6 +1,8 @@
 package metastore
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +22,15 @@ type Session struct {
 	lease    clientv3.LeaseID
 	stop     context.CancelFunc
 	done     chan struct{}
+	// previousGone is when the campaign that won saw the previous
+	// controller's key go (zero: there was none while it waited).
+	previousGone time.Time
 }
+
+// PreviousGone is when the winning campaign saw the previous controller's
+// key deleted; zero when it found no controller to wait for. Unlike a
+// separate watch, it is always seen before the win.
+func (s *Session) PreviousGone() time.Time { return s.previousGone }
 
 func newSession(s *Store, info ControllerInfo, epochRev int64, lease clientv3.LeaseID) *Session {
 	sess := &Session{s: s, info: info, epochRev: epochRev, lease: lease, done: make(chan struct{})}
