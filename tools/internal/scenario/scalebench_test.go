@@ -135,6 +135,22 @@ func startScale(ctx context.Context, t *testing.T) *scale {
 	}
 	t.Cleanup(func() { s.client.Close() })
 	t.Logf("node logs in %s", filepath.Join(data, "logs"))
+	// A node that exits at start (a port taken, say) would spoil a figure.
+	s.until("both controllers and the 3 brokers up", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		d, err := s.admin.DescribeCluster(ctx)
+		cancel()
+		if err != nil {
+			return false, err.Error()
+		}
+		alive := 0
+		for _, b := range d.GetBrokers() {
+			if b.GetAlive() {
+				alive++
+			}
+		}
+		return len(d.GetControllers()) == 2 && alive == 3, fmt.Sprintf("%d controllers, %d brokers alive", len(d.GetControllers()), alive)
+	})
 	return s
 }
 
