@@ -51,14 +51,15 @@ func TestScaleOnTheDevCluster(t *testing.T) {
 	s.create("scale-0", 2000)
 	created := time.Since(start)
 	s.waitAllLed("scale-0", 2000, start, 2*time.Minute)
-	led := time.Since(start)
-	s.waitFullISR([]string{"scale-0"}, 2*time.Minute)
-	s.logf("create a topic of 2,000 partitions RF 3: every broker's metadata shows all led after %s (CreateTopics answered after %s; full ISR after %s)",
-		round(led), round(created), round(time.Since(start)))
+	s.logf("create a topic of 2,000 partitions RF 3: every broker's metadata shows all led after %s (CreateTopics answered after %s)",
+		round(time.Since(start)), round(created))
 
 	// 3. 3,000 idle replicas per broker (3,000 partitions RF 3 on 3 brokers).
+	// A broker's metadata shows a new topic once it has applied the
+	// topic's LeaderAndIsr (the UpdateMetadata comes after it), so its
+	// replicas exist by then.
 	s.create("scale-1", 1000)
-	s.waitFullISR([]string{"scale-0", "scale-1"}, 2*time.Minute)
+	s.waitAllLed("scale-1", 1000, time.Now(), 2*time.Minute)
 	time.Sleep(10 * time.Second) // idle: nothing written, followers parked
 	loaded := s.rss()
 	var perReplica []string
@@ -74,11 +75,14 @@ func TestScaleOnTheDevCluster(t *testing.T) {
 	s.leaderFailover([]string{"scale-0", "scale-1"})
 
 	// 2. Controller failover with 10,000 partitions.
+	start = time.Now()
 	for i, n := range []int32{2000, 2000, 2000, 1000} {
-		s.create(fmt.Sprintf("scale-%d", i+2), n)
+		topic := fmt.Sprintf("scale-%d", i+2)
+		s.create(topic, n)
+		s.waitAllLed(topic, int(n), start, 3*time.Minute)
 	}
+	s.logf("7,000 more partitions RF 3 (to 10,000) in 4 topics, one after another: every broker's metadata shows all led after %s", round(time.Since(start)))
 	topics := []string{"scale-0", "scale-1", "scale-2", "scale-3", "scale-4", "scale-5"}
-	s.waitFullISR(topics, 3*time.Minute)
 	s.controllerFailover(topics, 10000)
 }
 
