@@ -1,3 +1,5 @@
+//go:build linux
+
 package scenario
 
 import (
@@ -9,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +25,8 @@ import (
 
 // TestScaleOnTheDevCluster is a measurement, not a check (make bench runs
 // it with TIDEMARK_BENCH_SCALE=1): on a dev cluster of separate processes
-// (3 brokers, 2 controllers, mutual TLS) it grows to 10,000 partitions of
+// (3 brokers, more when the open-files limit cannot hold 10,000 replicas
+// each; 2 controllers; mutual TLS) it grows to 10,000 partitions of
 // RF 3 and prints, each on a line starting "scale:", with the goal beside it:
 //   - how long a topic of 2,000 partitions takes until every broker's
 //     metadata shows every partition led;
@@ -42,7 +46,19 @@ func TestScaleOnTheDevCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
-	s := startScale(ctx, t)
+	// Every replica holds about 3 open files (a segment's log and its two
+	// indexes). 10,000 partitions RF 3 on 3 brokers are 10,000 replicas
+	// each, 30,000 files: more brokers share them when the open-files
+	// limit (which the brokers inherit and raise to) cannot hold that.
+	brokers := 3
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		for brokers < 9 && 3.2*30000/float64(brokers) > 0.95*float64(lim.Max) {
+			brokers++
+		}
+	}
+	s := startScale(ctx, t, brokers)
+	s.logf("%d brokers (RF 3), 2 controllers; open-files limit %d", brokers, lim.Max)
 
 	// The brokers' RSS and open files before any topic, to subtract below.
 	time.Sleep(3 * time.Second)
@@ -57,12 +73,13 @@ func TestScaleOnTheDevCluster(t *testing.T) {
 	s.logf("create a topic of 2,000 partitions RF 3: every broker's metadata shows all led after %s (CreateTopics answered after %s)",
 		round(time.Since(start)), round(created))
 
-	// 3. 3,000 idle replicas per broker (3,000 partitions RF 3 on 3 brokers).
-	// A broker's metadata shows a new topic once it has applied the
-	// topic's LeaderAndIsr (the UpdateMetadata comes after it), so its
-	// replicas exist by then.
-	s.create("scale-1", 1000)
-	s.waitAllLed("scale-1", 1000, time.Now(), 2*time.Minute)
+	// 3. 3,000 idle replicas per broker (3,000 partitions RF 3 on 3
+	// brokers, 1,000 more per further broker). A broker's metadata shows a
+	// new topic once it has applied the topic's LeaderAndIsr (the
+	// UpdateMetadata comes after it), so its replicas exist by then.
+	idle := 1000 * brokers
+	s.create("scale-1", int32(idle-2000))
+	s.waitAllLed("scale-1", idle-2000, time.Now(), 2*time.Minute)
 	time.Sleep(10 * time.Second) // idle: nothing written, followers parked
 	loaded := s.rss()
 	var perReplica []string
@@ -86,16 +103,17 @@ func TestScaleOnTheDevCluster(t *testing.T) {
 	// descriptors takes its log dir offline, so the cluster grows only as
 	// far as the brokers' open-files limit allows, and says so.
 	total := 10000
-	if fit := int(float64(limit)*0.95-float64(bareFiles)) / int(filesPerReplica*1000+0.999) * 1000; fit < total {
-		s.logf("open files: %.1f per idle replica, %d with no topics; 10,000 replicas per broker need about %d, the brokers' limit is %d: NOT MEASURABLE at 10,000 on this machine, measuring at %d partitions",
-			filesPerReplica, bareFiles, bareFiles+int(filesPerReplica*10000), limit, fit)
+	need := bareFiles + int(filesPerReplica*float64(3*total/brokers))
+	if fit := int((float64(limit)*0.95-float64(bareFiles))/filesPerReplica*float64(brokers)/3) / 1000 * 1000; fit < total {
+		s.logf("open files: %.1f per idle replica, %d with no topics; %d replicas per broker need about %d, the brokers' limit is %d: NOT MEASURABLE at 10,000 partitions on this machine, measuring at %d",
+			filesPerReplica, bareFiles, 3*total/brokers, need, limit, fit)
 		total = fit
 	} else {
 		s.logf("open files: %.1f per idle replica, %d with no topics; the brokers' limit is %d", filesPerReplica, bareFiles, limit)
 	}
 	start = time.Now()
 	topics := []string{"scale-0", "scale-1"}
-	for n := 3000; n < total; {
+	for n := idle; n < total; {
 		size := min(2000, total-n)
 		topic := fmt.Sprintf("scale-%d", len(topics))
 		s.create(topic, int32(size))
@@ -103,8 +121,8 @@ func TestScaleOnTheDevCluster(t *testing.T) {
 		topics = append(topics, topic)
 		n += size
 	}
-	s.logf("%d more partitions RF 3 (to %d) in %d topics, one after another: every broker's metadata shows all led after %s", total-3000, total, len(topics)-2, round(time.Since(start)))
-	s.noOfflineLogDirs(fmt.Sprintf("%d replicas per broker", total))
+	s.logf("%d more partitions RF 3 (to %d) in %d topics, one after another: every broker's metadata shows all led after %s", total-idle, total, len(topics)-2, round(time.Since(start)))
+	s.noOfflineLogDirs(fmt.Sprintf("%d replicas per broker", 3*total/brokers))
 	s.controllerFailover(topics, total)
 	s.noOfflineLogDirs("the controller failover")
 }
@@ -121,7 +139,7 @@ type scale struct {
 
 // startScale starts a dev cluster on free ports in a temp dir, with the
 // launcher in this process (it kills nodes by their own PIDs).
-func startScale(ctx context.Context, t *testing.T) *scale {
+func startScale(ctx context.Context, t *testing.T, brokers int) *scale {
 	t.Helper()
 	bin := testbin.Dir(t, filepath.Join("..", "..", ".."), "TIDEMARK_SCENARIO_BIN_DIR")
 	// TIDEMARK_BENCH_SCALE_DIR keeps the data and logs for a look after.
@@ -131,7 +149,7 @@ func startScale(ctx context.Context, t *testing.T) *scale {
 	} else if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: 3, Controllers: 2, PortBase: freePortBase(t), Profiles: true,
+	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: brokers, Controllers: 2, PortBase: freePortBase(t), Profiles: true,
 		// Leaderships stay where the failover put them.
 		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"}}
 	launcherLog, err := os.Create(filepath.Join(data, "launcher.log"))
@@ -163,7 +181,7 @@ func startScale(ctx context.Context, t *testing.T) *scale {
 	t.Cleanup(func() { s.client.Close() })
 	t.Logf("node logs in %s", filepath.Join(data, "logs"))
 	// A node that exits at start (a port taken, say) would spoil a figure.
-	s.until("both controllers and the 3 brokers up", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+	s.until(fmt.Sprintf("both controllers and the %d brokers up", brokers), 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		d, err := s.admin.DescribeCluster(ctx)
 		cancel()
@@ -176,7 +194,7 @@ func startScale(ctx context.Context, t *testing.T) *scale {
 				alive++
 			}
 		}
-		return len(d.GetControllers()) == 2 && alive == 3, fmt.Sprintf("%d controllers, %d brokers alive", len(d.GetControllers()), alive)
+		return len(d.GetControllers()) == 2 && alive == brokers, fmt.Sprintf("%d controllers, %d brokers alive", len(d.GetControllers()), alive)
 	})
 	return s
 }
@@ -595,8 +613,8 @@ func (s *scale) controllerFailover(topics []string, total int) {
 		complete = s.failoverLine(fmt.Sprintf("controller-%d", now))
 		return complete != "", "no such line yet"
 	})
-	s.logf("controller failover with %d partitions (%d replicas): controller %d killed (SIGKILL), controller %d active after %s (goal < 5 s: %s; its lease TTL is 3 s); every broker converged after %s; its log: %q",
-		total, 3*total, old, now, round(elected), verdict(elected < 5*time.Second), round(converged), complete)
+	s.logf("controller failover with %d partitions (%d replicas, %d per broker): controller %d killed (SIGKILL), controller %d active after %s (goal < 5 s: %s; its lease TTL is 3 s); every broker converged after %s; its log: %q",
+		total, 3*total, 3*total/len(s.env.Brokers), old, now, round(elected), verdict(elected < 5*time.Second), round(converged), complete)
 	if !slices.Contains([]int32{1, 2}, now) {
 		s.t.Fatalf("controller id %d", now)
 	}
