@@ -150,7 +150,8 @@ func startScale(ctx context.Context, t *testing.T, brokers int) *scale {
 		t.Fatal(err)
 	}
 	opts := devcluster.Options{DataDir: data, BinDir: bin, Brokers: brokers, Controllers: 2, PortBase: freePortBase(t), Profiles: true,
-		// Leaderships stay where the failover put them.
+		// Leaderships stay where the failover put them; every broker and
+		// controller serves /debug/pprof (Node.ProfileAddr) for a look under load.
 		ControllerArgs: []string{"--auto.leader.rebalance.enable=false"}}
 	launcherLog, err := os.Create(filepath.Join(data, "launcher.log"))
 	if err != nil {
