@@ -177,7 +177,7 @@ chaos-inprocess: ## the in-process quiet nemesis for SEEDS seeds (see chaos)
 	echo "== every seed passed"
 
 .PHONY: bench
-bench: ## benchmarks for regressions: in-process (brokers, controller and client in one process), and group commits on a dev cluster (about 4 minutes)
+bench: ## benchmarks for regressions: in-process (brokers, controller and client in one process), group commits and scale on a dev cluster (about 7 minutes)
 	@echo "== log store: append and catch-up read against raw file I/O on the same disk"
 	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead' -benchtime 3s ./broker/internal/logstore/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
@@ -189,6 +189,8 @@ bench: ## benchmarks for regressions: in-process (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'GroupConsumerCommits' -benchtime 5000x ./clustertest/
 	@echo "== the same on a dev cluster of separate processes (mutual TLS), through tidemark perf commit"
 	cd tools && TIDEMARK_BENCH_DEVCLUSTER=1 go test -count=1 -run 'GroupCommitsOnTheDevCluster' -v ./internal/scenario/ | grep -E 'dev cluster, 10 members|ok|FAIL'
+	@echo "== scale on a dev cluster of separate processes: a 2,000-partition topic, RSS per idle replica, leader and controller failover at 10,000 partitions RF 3 (about 3 minutes)"
+	cd tools && TIDEMARK_BENCH_SCALE=1 go test -count=1 -run 'ScaleOnTheDevCluster' -v ./internal/scenario/ | grep -E 'scale:|ok|FAIL|not within|is offline'
 	@echo "== the Kafka front door against the gRPC one: franz-go vs the Go client, same shapes (kafka/grpc >= 0.8)"
 	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/sync' -benchtime 3000x ./clustertest/
 	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/batched' -benchtime 100000x ./clustertest/

@@ -1,6 +1,7 @@
 package topicconfig
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -292,6 +293,8 @@ func init() {
 			byBrokerName[d.BrokerName] = d
 		}
 	}
+	sortedDefs = slices.Clone(defs)
+	slices.SortFunc(sortedDefs, func(a, b Def) int { return cmp.Compare(a.Name, b.Name) })
 }
 
 func typeMax(t Type) int64 {

@@ -67,7 +67,7 @@ func Describe(topicOverrides map[string]string, brokerLayers ...map[string]strin
 		return nil, err
 	}
 	var out []Entry
-	for _, d := range Definitions() {
+	for _, d := range sortedDefs {
 		if !d.TopicLevel {
 			continue
 		}

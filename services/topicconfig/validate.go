@@ -1,18 +1,20 @@
 package topicconfig
 
 import (
-	"cmp"
 	"slices"
 
 	"tidemark.io/services/platform/kerr"
 )
 
-// Definitions returns every setting, sorted by Name, for docs and the CLI.
-func Definitions() []Def {
-	out := slices.Clone(defs)
-	slices.SortFunc(out, func(a, b Def) int { return cmp.Compare(a.Name, b.Name) })
-	return out
-}
+// Definitions returns every setting, sorted by Name, for docs and the CLI:
+// a copy of sortedDefs, the caller's to change.
+func Definitions() []Def { return slices.Clone(sortedDefs) }
+
+// sortedDefs is defs sorted by Name, once: Describe runs for every replica
+// a LeaderAndIsr names, and sorting the registry each time was most of a
+// broker's work applying a controller's full push of thousands of them.
+// It is made by init, after the registry's defaults are filled in.
+var sortedDefs []Def
 
 // Lookup finds the setting key names at scope: a topic-level key for
 // ScopeTopic, a broker-level key otherwise.

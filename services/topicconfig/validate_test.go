@@ -207,3 +207,25 @@ func TestCompressionTypeOnlyProducer(t *testing.T) {
 		}
 	}
 }
+
+// Definitions is sorted once, after the registry's defaults (each Max) are
+// filled in: every call returns the same sorted settings, with their
+// limits, and a caller changing its copy changes nobody else's.
+func TestDefinitionsSortedOnceWithLimits(t *testing.T) {
+	first := Definitions()
+	if !slices.IsSortedFunc(first, func(a, b Def) int { return strings.Compare(a.Name, b.Name) }) {
+		t.Fatal("Definitions is not sorted by name")
+	}
+	for _, d := range first {
+		if (d.Type == TypeInt || d.Type == TypeLong) && d.Max == 0 {
+			t.Errorf("%s has no Max: sorted before the registry's defaults were filled in", d.Name)
+		}
+	}
+	first[0].Name = "changed"
+	if again := Definitions(); again[0].Name == "changed" {
+		t.Fatal("a caller's change to its copy leaked into the next call")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Definitions() }); n > 1 {
+		t.Errorf("Definitions allocates %.0f times per call, want only its copy", n)
+	}
+}

@@ -170,6 +170,19 @@ func (o Options) Ports() Ports {
 	return p
 }
 
+// all lists every address of the layout.
+func (p Ports) all() []string {
+	out := []string{p.EtcdClient, p.Control, p.Gateway, p.JaegerOTLP, p.JaegerQuery, p.JaegerQueryGRPC}
+	for _, l := range [][]string{p.Controllers, p.ControllerMetrics, p.Brokers, p.BrokerMetrics, p.BrokerKafka,
+		p.ControllerListen, p.BrokerListen, p.ControllerEtcd, p.BrokerEtcd} {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// freeAddr probes for a free loopback address (a seam for tests).
+var freeAddr = loopback.FreeAddr
+
 // withPorts resolves the PortBase into EtcdClient and ControlAddr.
 func (o Options) withPorts() Options {
 	if o.PortBase > 0 {
@@ -250,14 +263,19 @@ func (o Options) plan() ([]*Node, error) {
 		}
 		return args
 	}
+	// A probed port is free now, but may be one the cluster's own nodes
+	// bind a moment later (a controller's metrics port, say): those are
+	// taken from the start, and no two nodes may get the same one.
 	profileAddrs := map[string]bool{}
+	for _, a := range ports.all() {
+		profileAddrs[a] = true
+	}
 	profile := func(args []string) ([]string, string, error) {
 		if !o.Profiles {
 			return args, "", nil
 		}
-		// Each probe is free on its own; no two nodes may get the same one.
 		for {
-			addr, err := loopback.FreeAddr()
+			addr, err := freeAddr()
 			if err != nil {
 				return nil, "", err
 			}

@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -285,5 +286,36 @@ func TestNodeActionStartWithExtraArgs(t *testing.T) {
 	}
 	if a := launchedWith(); !slices.Equal(a, []string{"--broker.id", "2"}) {
 		t.Errorf("restart without extra args launched with %q, want the original flags only", a)
+	}
+}
+
+// A profile address is probed free before any node binds, so the probe
+// may hand out a port the cluster's own nodes are about to take (it once
+// gave controller-1's metrics port, and controller-1 never started): those
+// are refused.
+func TestPlanProfilesAvoidTheClustersOwnPorts(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = fakeBinDir(t)
+	o.PortBase = 31000
+	o.Profiles = true
+	taken := o.withPorts().Ports().ControllerMetrics[0]
+	next := 32000
+	defer func(f func() (string, error)) { freeAddr = f }(freeAddr)
+	freeAddr = func() (string, error) {
+		if next%2 == 0 { // every other probe offers the taken port
+			next++
+			return taken, nil
+		}
+		next++
+		return fmt.Sprintf("127.0.0.1:%d", next), nil
+	}
+	nodes, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.ProfileAddr == taken {
+			t.Errorf("%s serves profiles on %s, controller-1's metrics port", n.Name, taken)
+		}
 	}
 }

@@ -215,7 +215,7 @@ func (ds *Dirs) leastLoaded() *dir {
 		if d.offline() != nil {
 			continue
 		}
-		n := len(d.m.Partitions())
+		n := d.m.Len()
 		for _, p := range ds.placing {
 			if p == d {
 				n++
@@ -289,7 +289,7 @@ func (ds *Dirs) States() []State {
 	for _, d := range ds.dirs {
 		s := State{Dir: d.path, Err: d.offline()}
 		if s.Err == nil {
-			s.Partitions = len(d.m.Partitions())
+			s.Partitions = d.m.Len()
 		}
 		out = append(out, s)
 	}

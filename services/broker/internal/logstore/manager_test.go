@@ -361,3 +361,24 @@ func TestManagerRetentionReportsLogStartMoved(t *testing.T) {
 		t.Fatalf("a retention pass that deleted nothing reported %v", moved)
 	}
 }
+
+// Len counts the open logs, as Partitions lists them (placing a new
+// partition weighs each directory by it), deletions included.
+func TestManagerLenCountsOpenLogs(t *testing.T) {
+	m, err := OpenManager(ManagerOptions{FS: vfs.NewMem(), Dir: "/data", NoBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for p := range int32(3) {
+		if _, err := m.GetOrCreate(TopicPartition{Topic: "t", Partition: p}, DefaultConfig()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Delete(TopicPartition{Topic: "t", Partition: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Len() != 2 || len(m.Partitions()) != 2 {
+		t.Fatalf("Len %d, Partitions %v: want 2 open logs", m.Len(), m.Partitions())
+	}
+}

@@ -54,9 +54,11 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 		configs[tc.GetTopic()] = tc.GetConfigs()
 		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs(), tc.GetTopicId())
 	}
-	resp := &controlv1.LeaderAndIsrResponse{}
-	var followers []*Replica
-	for _, ps := range req.GetPartitions() {
+	states := req.GetPartitions()
+	resp := &controlv1.LeaderAndIsrResponse{Partitions: make([]*controlv1.PartitionResult, len(states))}
+	followers := make([]*Replica, len(states))
+	eachPartitionState(states, controlParallelism, func(i int) {
+		ps := states[i]
 		tp := TP{Topic: ps.GetTopic(), Partition: ps.GetPartition()}
 		m.opts.Meta.PutPartition(ps)
 		res := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition}
@@ -71,13 +73,15 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 		if err != nil {
 			e := kerr.As(err)
 			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
-		} else if r != nil {
-			followers = append(followers, r)
+		} else {
+			followers[i] = r
 		}
-		resp.Partitions = append(resp.Partitions, res)
-	}
+		resp.Partitions[i] = res
+	})
 	for _, r := range followers {
-		m.fetchers.add(r)
+		if r != nil {
+			m.fetchers.add(r)
+		}
 	}
 	return resp, nil
 }

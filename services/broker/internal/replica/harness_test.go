@@ -57,14 +57,25 @@ func newEnv(t testing.TB) *env {
 // directory, on the env's clock and network.
 func (e *env) newManager(id int32) (*Manager, *metadata.Cache) {
 	e.t.Helper()
+	return e.newManagerWith(id, nil)
+}
+
+// newManagerWith is newManager with the log store wrapped by wrap (nil:
+// as it is).
+func (e *env) newManagerWith(id int32, wrap func(LogStore) LogStore) (*Manager, *metadata.Cache) {
+	e.t.Helper()
 	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", Now: e.clock.Now, NoBackground: true})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	var store LogStore = logManager{logs}
+	if wrap != nil {
+		store = wrap(store)
+	}
 	meta := metadata.New()
 	m, err := New(Options{
 		BrokerID:    id,
-		Store:       logManager{logs},
+		Store:       store,
 		Meta:        meta,
 		Transport:   e.net,
 		Clock:       e.clock,
