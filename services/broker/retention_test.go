@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tidemark.io/services/broker"
+	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/tlsconf"
@@ -102,11 +103,14 @@ func TestRetentionOnLeaderMovesReplicaLogStart(t *testing.T) {
 	cfgs["retention.bytes"] = "1500"
 	c.ctrl.setTopicConfig("ret", cfgs)
 	var start int64
-	waitFor(t, 10*time.Second, "the leader's retention to delete segments", func() bool {
+	var entries []logstore.EpochEntry
+	// The log start moves first and the epoch cache's start follows (as in
+	// Kafka's maybeIncrementLogStartOffset): wait for both.
+	waitFor(t, 10*time.Second, "the leader's retention to delete segments and trim its epoch cache", func() bool {
 		start = leader.Log().LogStartOffset()
-		return start > 0
+		entries = leader.Log().EpochEntries()
+		return start > 0 && len(entries) > 0 && entries[0].StartOffset == start
 	})
-	entries := leader.Log().EpochEntries()
 	if len(entries) != 2 || entries[0].Epoch != 0 || entries[0].StartOffset != start ||
 		entries[1].Epoch != 2 || entries[1].StartOffset != epoch0Records {
 		t.Fatalf("setup: leader's epoch cache %v after retention to %d, want epoch 0 from %d and epoch 2 from %d",
