@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"tidemark.io/services/broker/internal/lockorder"
@@ -270,9 +271,11 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 		close(done)
 		if err == nil && m.closed {
 			// Close began meanwhile; it waited for us but does not know
-			// this log.
+			// this log. Closed outside the manager's lock: a log's locks
+			// rank before it (LOCKORDER.md).
+			m.mu.Unlock()
 			_ = l.Close()
-			l, err = nil, ErrClosed
+			return nil, ErrClosed
 		}
 		if err == nil {
 			m.logs[tp] = l
@@ -439,12 +442,7 @@ func (m *Manager) Close() error {
 			<-m.cleanerDone
 		}
 	}
-	var errs []error
-	for tp, l := range logs {
-		if err := l.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing %s: %w", tp, err))
-		}
-	}
+	errs := closeLogs(logs)
 	errs = append(errs, m.CheckpointHighWatermarks(), m.CheckpointRecoveryPoints())
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -457,6 +455,37 @@ func (m *Manager) Close() error {
 		return storageErr(err, "writing %s/%s", m.opts.Dir, cleanShutdownMarkerFile)
 	}
 	return nil
+}
+
+// closeParallelism is how many logs Close closes at once. Each close
+// waits on fsyncs (the log's tail, both indexes, a producer snapshot) that
+// take milliseconds and barely use the CPU; one after another, a broker
+// with 2,000 partitions took 16 s to shut down (BenchmarkManagerCloseManyLogs).
+const closeParallelism = 16
+
+// closeLogs closes every log, closeParallelism at a time, and returns
+// their errors.
+func closeLogs(logs map[TopicPartition]*Log) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, closeParallelism)
+	for tp, l := range logs {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := l.Close(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("closing %s: %w", tp, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 func (m *Manager) openLogs() map[TopicPartition]*Log {
