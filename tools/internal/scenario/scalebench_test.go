@@ -450,14 +450,15 @@ func (s *scale) leaderFailover(topics []string) {
 	if err := n.Kill(); err != nil {
 		s.t.Fatalf("kill %s: %v", name, err)
 	}
-	var writes time.Duration
+	var writes, firstWrite time.Duration
 	var writeErr error
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		writeErr = s.produce(p, sample, "after")
-		writes = time.Since(start)
+		var first time.Time
+		first, writeErr = s.produceTimed(p, sample, "after")
+		writes, firstWrite = time.Since(start), first.Sub(start)
 	}()
 	isMoved := map[client.TopicPartition]bool{}
 	for _, tp := range moved {
@@ -503,8 +504,10 @@ func (s *scale) leaderFailover(topics []string) {
 	if writeErr != nil {
 		s.t.Fatalf("writing to %d of the moved partitions after the kill: %v", len(sample), writeErr)
 	}
-	s.logf("leader failover: broker %d killed (SIGKILL) while leading %d partitions: all re-elected after %s (goal < 5 s: %s); every surviving broker's metadata shows them after %s; acks=all writes to %d of them succeeded after %s",
-		victim, len(moved), round(elected), verdict(elected < 5*time.Second), round(known), len(sample), round(writes))
+	s.logf("leader failover: broker %d killed (SIGKILL) while leading %d partitions: all re-elected after %s (goal < 5 s: %s); every surviving broker's metadata shows them after %s (goal < 5 s: %s); acks=all writes to %d of them succeeded after %s (goal < 5 s: %s; the first after %s)",
+		victim, len(moved), round(elected), verdict(elected < 5*time.Second), round(known), verdict(known < 5*time.Second),
+		len(sample), round(writes), verdict(writes < 5*time.Second), round(firstWrite))
+	s.failoverPhases(start, victim, known+2*time.Second)
 
 	if err := n.Start(); err != nil {
 		s.t.Fatalf("start %s again: %v", name, err)
@@ -516,24 +519,140 @@ func (s *scale) leaderFailover(topics []string) {
 // produce writes one acks=all record to each partition of tps at once and
 // waits for them all.
 func (s *scale) produce(p *client.Producer, tps []client.TopicPartition, tag string) error {
+	_, err := s.produceTimed(p, tps, tag)
+	return err
+}
+
+// produceTimed is produce, also returning when the first write succeeded.
+func (s *scale) produceTimed(p *client.Producer, tps []client.TopicPartition, tag string) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 70*time.Second)
 	defer cancel()
 	errs := make([]error, len(tps))
+	var mu sync.Mutex
+	var first time.Time
 	var wg sync.WaitGroup
 	for i, tp := range tps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_, errs[i] = p.Produce(ctx, client.Record{Topic: tp.Topic, Partition: tp.Partition, ManualPartition: true, Value: []byte(tag)})
+			if errs[i] == nil {
+				mu.Lock()
+				if first.IsZero() {
+					first = time.Now()
+				}
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return fmt.Errorf("%s-%d: %w", tps[i].Topic, tps[i].Partition, err)
+			return first, fmt.Errorf("%s-%d: %w", tps[i].Topic, tps[i].Partition, err)
 		}
 	}
-	return nil
+	return first, nil
+}
+
+// failoverPhases prints, from the node logs, when each step of a broker
+// failover happened, counted from the kill at start: the active
+// controller declaring the broker failed and writing the elections, and
+// each surviving broker applying the controller's pushes (and how long
+// each took to apply) until `until` after the kill.
+func (s *scale) failoverPhases(start time.Time, victim int32, until time.Duration) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	d, err := s.admin.DescribeCluster(ctx)
+	cancel()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	at := func(l logLine) string { return fmt.Sprintf("+%.2fs", l.at.Sub(start).Seconds()) }
+	var ctrl []string
+	decisions := 0
+	var firstDecision logLine
+	for _, l := range s.logLines(fmt.Sprintf("controller-%d", d.GetController().GetId()), start, until) {
+		switch l.msg {
+		case "Broker failure", "Broker session broke; declaring the broker dead unless it reconnects or answers a health check",
+			"Broker did not reopen its session and its process is gone: declaring it dead now by revoking its registration lease":
+			ctrl = append(ctrl, fmt.Sprintf("%q %s", l.msg, at(l)))
+		case "Elected leader", "Removed replicas from ISR", "Partition offline: no live ISR member can lead; waiting for one to return":
+			if decisions == 0 {
+				firstDecision = l
+			}
+			decisions++
+		}
+	}
+	if decisions > 0 {
+		ctrl = append(ctrl, fmt.Sprintf("%d decisions written to etcd (first logged %s)", decisions, at(firstDecision)))
+	}
+	s.logf("leader failover phases, controller %d: %s", d.GetController().GetId(), strings.Join(ctrl, "; "))
+	for _, id := range s.brokerIDs() {
+		if id == victim {
+			continue
+		}
+		var applied []string
+		for _, l := range s.logLines(brokerName(id), start, until) {
+			if kind, ok := strings.CutPrefix(l.msg, "Applied "); ok {
+				took, _ := strconv.Atoi(l.attr("took_ms"))
+				applied = append(applied, fmt.Sprintf("%s of %s partitions received +%.2fs applied %s",
+					kind, l.attr("partitions"), l.at.Add(-time.Duration(took)*time.Millisecond).Sub(start).Seconds(), at(l)))
+			}
+		}
+		s.logf("leader failover phases, broker %d: %s", id, strings.Join(applied, "; "))
+	}
+}
+
+// logLine is one line of a node's text log.
+type logLine struct {
+	at   time.Time
+	msg  string
+	line string
+}
+
+// attr is the value of key=value in the line ("" when absent).
+func (l logLine) attr(key string) string {
+	i := strings.Index(l.line, " "+key+"=")
+	if i < 0 {
+		return ""
+	}
+	v := l.line[i+len(key)+2:]
+	if strings.HasPrefix(v, `"`) {
+		if q, err := strconv.QuotedPrefix(v); err == nil {
+			u, _ := strconv.Unquote(q)
+			return u
+		}
+	}
+	if j := strings.IndexByte(v, ' '); j >= 0 {
+		v = v[:j]
+	}
+	return v
+}
+
+// logLines are node name's log lines from start to start+until.
+func (s *scale) logLines(name string, start time.Time, until time.Duration) []logLine {
+	b, err := os.ReadFile(s.env.Logs[name])
+	if err != nil {
+		s.t.Logf("reading %s's log: %v", name, err)
+		return nil
+	}
+	var out []logLine
+	for _, raw := range strings.Split(string(b), "\n") {
+		l := logLine{line: raw}
+		ts, ok := strings.CutPrefix(raw, "time=")
+		if !ok {
+			continue
+		}
+		if i := strings.IndexByte(ts, ' '); i >= 0 {
+			ts = ts[:i]
+		}
+		if l.at, err = time.Parse(time.RFC3339Nano, ts); err != nil || l.at.Before(start) || l.at.Sub(start) > until {
+			continue
+		}
+		l.msg = l.attr("msg")
+		out = append(out, l)
+	}
+	return out
 }
 
 // controllerFailover kills (SIGKILL) the active controller and measures

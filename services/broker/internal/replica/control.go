@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -49,6 +51,7 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	configs := map[string]map[string]string{}
 	for _, tc := range req.GetTopicConfigs() {
 		configs[tc.GetTopic()] = tc.GetConfigs()
@@ -83,7 +86,20 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 			m.fetchers.add(r)
 		}
 	}
+	m.logApplied("LeaderAndIsr", req.GetControllerEpoch(), len(states), false, start)
 	return resp, nil
+}
+
+// logApplied notes a control request applied, at Info when it was large or
+// slow (a failover's push: its timing is the failover's), else at Debug.
+func (m *Manager) logApplied(kind string, controllerEpoch int32, partitions int, full bool, start time.Time) {
+	took := time.Since(start)
+	lvl := slog.LevelDebug
+	if full || partitions >= 100 || took >= 100*time.Millisecond {
+		lvl = slog.LevelInfo
+	}
+	m.log.Log(context.Background(), lvl, "Applied "+kind, "controller_epoch", controllerEpoch, "partitions", partitions,
+		"full", full, "took_ms", took.Milliseconds())
 }
 
 // becomeReplica applies one partition state; it returns the replica when it
@@ -296,6 +312,8 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return err
 	}
+	start := time.Now()
+	defer func() { m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start) }()
 	m.opts.Meta.ApplyUpdate(req)
 	if req.GetFull() {
 		// A full update lists every topic: a hosted replica of a topic it
