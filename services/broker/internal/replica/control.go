@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/logstore"
@@ -51,6 +53,58 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
+	m.laiMu.Lock()
+	last := m.lastLAI
+	if last != nil && proto.Equal(last.req, req) {
+		// The controller's resend of the request applied last (or still
+		// being applied): its attempt timed out, not the request. It gets
+		// the first application's answer once that is done; applying it
+		// again would repeat the work behind which the resend queued.
+		m.laiMu.Unlock()
+		m.metrics.leaderAndIsrResends.Inc()
+		<-last.done
+		return last.resp, last.err
+	}
+	cur := &leaderAndIsrCall{req: req, done: make(chan struct{})}
+	m.lastLAI = cur
+	m.laiMu.Unlock()
+	if last != nil {
+		<-last.done // one application at a time, in arrival order
+	}
+	cur.resp, cur.err = m.applyLeaderAndIsr(req)
+	close(cur.done)
+	return cur.resp, cur.err
+}
+
+// leaderAndIsrCall is one LeaderAndIsr being applied, or the last applied:
+// resp and err are set before done is closed.
+type leaderAndIsrCall struct {
+	req  *controlv1.LeaderAndIsrRequest
+	done chan struct{}
+	resp *controlv1.LeaderAndIsrResponse
+	err  error
+}
+
+// forgetAppliedLeaderAndIsr drops the last LeaderAndIsr once applied: the
+// controller sends another request only after that one was answered (one
+// queue per broker), so a LeaderAndIsr equal to it from now on is a new
+// request, to be applied (after a StopReplica it may create the replica
+// again).
+func (m *Manager) forgetAppliedLeaderAndIsr() {
+	m.laiMu.Lock()
+	defer m.laiMu.Unlock()
+	if last := m.lastLAI; last != nil {
+		select {
+		case <-last.done:
+			m.lastLAI = nil
+		default:
+		}
+	}
+}
+
+// applyLeaderAndIsr is LeaderAndIsr's work on a request that passed the
+// fences.
+func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
 	start := time.Now()
 	configs := map[string]map[string]string{}
 	for _, tc := range req.GetTopicConfigs() {
@@ -312,6 +366,7 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return err
 	}
+	m.forgetAppliedLeaderAndIsr()
 	start := time.Now()
 	defer func() { m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start) }()
 	m.opts.Meta.ApplyUpdate(req)
@@ -434,6 +489,7 @@ func (m *Manager) StopReplica(req *controlv1.StopReplicaRequest) (*controlv1.Sto
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
+	m.forgetAppliedLeaderAndIsr()
 	resp := &controlv1.StopReplicaResponse{}
 	for _, p := range req.GetPartitions() {
 		tp := TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
