@@ -368,7 +368,9 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 	}
 	m.forgetAppliedLeaderAndIsr()
 	start := time.Now()
-	defer func() { m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start) }()
+	defer func() {
+		m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start)
+	}()
 	m.opts.Meta.ApplyUpdate(req)
 	if req.GetFull() {
 		// A full update lists every topic: a hosted replica of a topic it
