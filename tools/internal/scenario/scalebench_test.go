@@ -480,26 +480,26 @@ func (s *scale) leaderFailover(topics []string) {
 		return left == 0, fmt.Sprintf("%d still without a new leader after %s", left, round(time.Since(start)))
 	})
 	elected := time.Since(start)
-	s.until("every surviving broker's metadata showing the new leaders", time.Minute, 20*time.Millisecond, func() (bool, string) {
-		for _, id := range s.brokerIDs() {
-			if id == victim {
-				continue
-			}
-			md, err := s.brokerMetadata(id, topics)
-			if err != nil {
-				return false, fmt.Sprintf("broker %d: %v", id, err)
-			}
-			for _, tm := range md.GetTopics() {
-				for _, p := range tm.GetPartitions() {
-					if isMoved[client.TopicPartition{Topic: tm.GetName(), Partition: p.GetPartition()}] && (p.GetLeader() <= 0 || p.GetLeader() == victim) {
-						return false, fmt.Sprintf("broker %d still shows %s-%d led by %d", id, tm.GetName(), p.GetPartition(), p.GetLeader())
-					}
+	var survivors []int32
+	for _, id := range s.brokerIDs() {
+		if id != victim {
+			survivors = append(survivors, id)
+		}
+	}
+	known := s.untilEach("every surviving broker's metadata showing the new leaders", survivors, start, time.Minute, 20*time.Millisecond, func(id int32) (bool, string) {
+		md, err := s.brokerMetadata(id, topics)
+		if err != nil {
+			return false, fmt.Sprintf("broker %d: %v", id, err)
+		}
+		for _, tm := range md.GetTopics() {
+			for _, p := range tm.GetPartitions() {
+				if isMoved[client.TopicPartition{Topic: tm.GetName(), Partition: p.GetPartition()}] && (p.GetLeader() <= 0 || p.GetLeader() == victim) {
+					return false, fmt.Sprintf("broker %d still shows %s-%d led by %d", id, tm.GetName(), p.GetPartition(), p.GetLeader())
 				}
 			}
 		}
 		return true, ""
 	})
-	known := time.Since(start)
 	wg.Wait()
 	if writeErr != nil {
 		s.t.Fatalf("writing to %d of the moved partitions after the kill: %v", len(sample), writeErr)
@@ -603,6 +603,88 @@ func (s *scale) failoverPhases(start time.Time, victim int32, until time.Duratio
 	}
 }
 
+// controllerFailoverPhases prints, from the node logs, when controller
+// now won the election and loaded the cluster, and when each broker
+// applied its first pushes, counted from the kill at start.
+func (s *scale) controllerFailoverPhases(start time.Time, now int32) {
+	s.t.Helper()
+	until := 30 * time.Second
+	at := func(l logLine) string { return fmt.Sprintf("+%.2fs", l.at.Sub(start).Seconds()) }
+	var ctrl []string
+	for _, l := range s.logLines(fmt.Sprintf("controller-%d", now), start, until) {
+		switch {
+		case l.msg == "Won the controller election":
+			ctrl = append(ctrl, "won the election "+at(l))
+		case strings.HasPrefix(l.msg, "Controller elected: loaded the cluster"):
+			ctrl = append(ctrl, fmt.Sprintf("loaded the cluster (%s) %s", l.attr("took"), at(l)))
+		case strings.HasPrefix(l.msg, "Controller failover complete"):
+			ctrl = append(ctrl, fmt.Sprintf("failover complete (all_delivered=%s) %s", l.attr("all_delivered"), at(l)))
+		case l.msg == "broker unreachable; retrying":
+			ctrl = append(ctrl, fmt.Sprintf("%s to broker %s resent (%s) %s", l.attr("request"), l.attr("broker_id"), l.attr("err"), at(l)))
+		}
+	}
+	s.logf("controller failover phases, controller %d: %s", now, strings.Join(ctrl, "; "))
+	for _, id := range s.brokerIDs() {
+		var applied []string
+		for _, l := range s.logLines(brokerName(id), start, until) {
+			if kind, ok := strings.CutPrefix(l.msg, "Applied "); ok && len(applied) < 4 {
+				took, _ := strconv.Atoi(l.attr("took_ms"))
+				if l.attr("full") == "true" {
+					kind += " (full)"
+				}
+				applied = append(applied, fmt.Sprintf("%s of %s partitions received +%.2fs applied %s",
+					kind, l.attr("partitions"), l.at.Add(-time.Duration(took)*time.Millisecond).Sub(start).Seconds(), at(l)))
+			}
+		}
+		s.logf("controller failover phases, broker %d: %s", id, strings.Join(applied, "; "))
+	}
+}
+
+// untilEach polls cond for every broker of ids on its own, each every
+// `every` until it holds, and returns how long after start the last of
+// them held, counted to the answer of the check that saw it: a slow
+// answer from one busy broker does not hold back the checks of the others,
+// as it did when one check went through every broker in turn. It fails the
+// test after timeout.
+func (s *scale) untilEach(what string, ids []int32, start time.Time, timeout, every time.Duration, cond func(id int32) (bool, string)) time.Duration {
+	s.t.Helper()
+	var mu sync.Mutex
+	var latest time.Duration
+	var failed []string
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(timeout)
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ok, last := cond(id)
+				if ok {
+					mu.Lock()
+					latest = max(latest, time.Since(start))
+					mu.Unlock()
+					return
+				}
+				if time.Now().After(deadline) || s.ctx.Err() != nil {
+					mu.Lock()
+					failed = append(failed, last)
+					mu.Unlock()
+					return
+				}
+				select {
+				case <-s.ctx.Done():
+				case <-time.After(every):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		s.t.Fatalf("%s: not within %s (last: %s; node logs in %s)", what, timeout, strings.Join(failed, "; "), filepath.Join(s.cl.Options().DataDir, "logs"))
+	}
+	return latest
+}
+
 // logLine is one line of a node's text log.
 type logLine struct {
 	at   time.Time
@@ -702,32 +784,29 @@ func (s *scale) controllerFailover(topics []string, total int) {
 	if len(want) != total {
 		s.t.Fatalf("the new controller describes %d partitions of %v, want %d", len(want), topics, total)
 	}
-	s.until("every broker's metadata naming the new controller and showing every partition's leader", 2*time.Minute, 50*time.Millisecond, func() (bool, string) {
-		for _, id := range s.brokerIDs() {
-			md, err := s.brokerMetadata(id, topics)
-			if err != nil {
-				return false, fmt.Sprintf("broker %d: %v", id, err)
-			}
-			if c := md.GetController().GetId(); c != now {
-				return false, fmt.Sprintf("broker %d names controller %d", id, c)
-			}
-			seen := 0
-			for _, tm := range md.GetTopics() {
-				for _, p := range tm.GetPartitions() {
-					tp := client.TopicPartition{Topic: tm.GetName(), Partition: p.GetPartition()}
-					if l := want[tp]; l <= 0 || p.GetLeader() != l {
-						return false, fmt.Sprintf("broker %d shows %s-%d led by %d, the controller by %d", id, tp.Topic, tp.Partition, p.GetLeader(), l)
-					}
-					seen++
+	converged := s.untilEach("every broker's metadata naming the new controller and showing every partition's leader", s.brokerIDs(), start, 2*time.Minute, 50*time.Millisecond, func(id int32) (bool, string) {
+		md, err := s.brokerMetadata(id, topics)
+		if err != nil {
+			return false, fmt.Sprintf("broker %d: %v", id, err)
+		}
+		if c := md.GetController().GetId(); c != now {
+			return false, fmt.Sprintf("broker %d names controller %d", id, c)
+		}
+		seen := 0
+		for _, tm := range md.GetTopics() {
+			for _, p := range tm.GetPartitions() {
+				tp := client.TopicPartition{Topic: tm.GetName(), Partition: p.GetPartition()}
+				if l := want[tp]; l <= 0 || p.GetLeader() != l {
+					return false, fmt.Sprintf("broker %d shows %s-%d led by %d, the controller by %d", id, tp.Topic, tp.Partition, p.GetLeader(), l)
 				}
+				seen++
 			}
-			if seen != total {
-				return false, fmt.Sprintf("broker %d shows %d of %d partitions", id, seen, total)
-			}
+		}
+		if seen != total {
+			return false, fmt.Sprintf("broker %d shows %d of %d partitions", id, seen, total)
 		}
 		return true, ""
 	})
-	converged := time.Since(start)
 	var complete string
 	s.until(fmt.Sprintf("controller %d logging its failover complete", now), time.Minute, 100*time.Millisecond, func() (bool, string) {
 		complete = s.failoverLine(fmt.Sprintf("controller-%d", now))
@@ -735,6 +814,7 @@ func (s *scale) controllerFailover(topics []string, total int) {
 	})
 	s.logf("controller failover with %d partitions (%d replicas, %d per broker): controller %d killed (SIGKILL), controller %d active after %s (goal < 5 s: %s; its lease TTL is 3 s); every broker converged after %s; its log: %q",
 		total, 3*total, 3*total/len(s.env.Brokers), old, now, round(elected), verdict(elected < 5*time.Second), round(converged), complete)
+	s.controllerFailoverPhases(start, now)
 	if !slices.Contains([]int32{1, 2}, now) {
 		s.t.Fatalf("controller id %d", now)
 	}
