@@ -106,10 +106,16 @@ func (m *Manager) forgetAppliedLeaderAndIsr() {
 // fences.
 func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
 	start := time.Now()
-	configs := map[string]map[string]string{}
 	for _, tc := range req.GetTopicConfigs() {
-		configs[tc.GetTopic()] = tc.GetConfigs()
 		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs(), tc.GetTopicId())
+	}
+	// Resolved once per topic, not per partition: tens of µs each, which
+	// a push of thousands of partitions of a few topics repeated for each.
+	configs := map[string]*topicResolution{}
+	for _, tc := range req.GetTopicConfigs() {
+		res := &topicResolution{overrides: tc.GetConfigs()}
+		res.tc, res.err = m.topicConfig(res.overrides)
+		configs[tc.GetTopic()] = res
 	}
 	states := req.GetPartitions()
 	resp := &controlv1.LeaderAndIsrResponse{Partitions: make([]*controlv1.PartitionResult, len(states))}
@@ -156,9 +162,22 @@ func (m *Manager) logApplied(kind string, controllerEpoch int32, partitions int,
 		"full", full, "took_ms", took.Milliseconds())
 }
 
+// topicResolution is a topic's configs as a LeaderAndIsr carries them and
+// the effective config resolved from them (or the error resolving gave).
+type topicResolution struct {
+	overrides map[string]string
+	tc        topicconfig.TopicConfig
+	err       error
+}
+
 // becomeReplica applies one partition state; it returns the replica when it
-// must (re)start fetching as a follower.
-func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides map[string]string) (*Replica, error) {
+// must (re)start fetching as a follower. cfg is the topic's configs from
+// the request, nil if it carried none.
+func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, cfg *topicResolution) (*Replica, error) {
+	var overrides map[string]string
+	if cfg != nil {
+		overrides = cfg.overrides
+	}
 	hosted := false
 	for _, id := range ps.GetReplicas() {
 		if id == m.opts.BrokerID {
@@ -178,7 +197,7 @@ func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides ma
 	r.mu.Lock()
 	defer func() { r.wake() }() // parked produces and fetches re-check their leader
 	defer r.mu.Unlock()
-	return m.applyStateLocked(r, ps, overrides)
+	return m.applyStateLocked(r, ps, cfg)
 }
 
 // checkTopicID makes sure the replica's log belongs to the topic the
@@ -217,16 +236,15 @@ func (m *Manager) checkTopicID(r *Replica, overrides map[string]string) (*Replic
 
 // applyStateLocked is becomeReplica's work on a replica whose mu is held;
 // the caller wakes its parked requests after unlocking.
-func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, overrides map[string]string) (*Replica, error) {
+func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg *topicResolution) (*Replica, error) {
 	tp := r.tp
 	now := m.now()
 	s := partition.LeaderAndISR{
 		Leader: ps.GetLeader(), LeaderEpoch: ps.GetLeaderEpoch(), PartitionEpoch: ps.GetPartitionEpoch(),
 		Replicas: ps.GetReplicas(), ISR: ps.GetIsr(),
 	}
-	if overrides != nil {
-		tc, err := m.topicConfig(overrides)
-		m.applyTopicConfigLocked(r, tc, err, m.opts.Meta.ConfigVersion(tp.Topic), now)
+	if cfg != nil && cfg.overrides != nil {
+		m.applyTopicConfigLocked(r, cfg.tc, cfg.err, m.opts.Meta.ConfigVersion(tp.Topic), now)
 	}
 	if ps.GetLeader() == m.opts.BrokerID {
 		change, err := r.state.MakeLeader(s, r.log.LogEndOffset(), now)
