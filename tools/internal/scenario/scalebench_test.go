@@ -5,6 +5,8 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -450,6 +452,12 @@ func (s *scale) leaderFailover(topics []string) {
 	if err := n.Kill(); err != nil {
 		s.t.Fatalf("kill %s: %v", name, err)
 	}
+	survivor := int32(1)
+	if victim == 1 {
+		survivor = 2
+	}
+	profiled := s.profile(brokerName(survivor), "leader-failover")
+	defer profiled()
 	var writes, firstWrite time.Duration
 	var writeErr error
 	var wg sync.WaitGroup
@@ -640,6 +648,45 @@ func (s *scale) controllerFailoverPhases(start time.Time, now int32) {
 	}
 }
 
+// profile, when TIDEMARK_BENCH_SCALE_PROFILE=1, records an 8 s CPU profile
+// of node name from now into profiles/<phase>-<name>.pprof in the data dir
+// (`go tool pprof` reads it); the returned func waits for it to be written.
+func (s *scale) profile(name, phase string) (wait func()) {
+	if os.Getenv("TIDEMARK_BENCH_SCALE_PROFILE") != "1" {
+		return func() {}
+	}
+	n, err := s.cl.Node(name)
+	if err != nil || n.ProfileAddr == "" {
+		s.t.Logf("no profile of %s: %v", name, err)
+		return func() {}
+	}
+	dir := filepath.Join(s.cl.Options().DataDir, "profiles")
+	path := filepath.Join(dir, phase+"-"+name+".pprof")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + n.ProfileAddr + "/debug/pprof/profile?seconds=8")
+		if err != nil {
+			s.t.Logf("profile of %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			s.t.Logf("profile of %s: %v", name, err)
+			return
+		}
+		s.t.Logf("CPU profile of %s during the %s: %s", name, phase, path)
+	}()
+	return func() { <-done }
+}
+
 // untilEach polls cond for every broker of ids on its own, each every
 // `every` until it holds, and returns how long after start the last of
 // them held, counted to the answer of the check that saw it: a slow
@@ -759,6 +806,8 @@ func (s *scale) controllerFailover(topics []string, total int) {
 	if err := n.Kill(); err != nil {
 		s.t.Fatalf("kill %s: %v", name, err)
 	}
+	profiled := s.profile(brokerName(1), "controller-failover")
+	defer profiled()
 	var now int32
 	s.until(fmt.Sprintf("a controller other than %d answering with an epoch after %d", old, oldEpoch), time.Minute, 20*time.Millisecond, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
