@@ -89,7 +89,8 @@ func (a *Active) brokerRegistered(info metastore.Broker) {
 // partition it led the first live ISR member in assignment order takes over
 // (or, with unclean election allowed and no live ISR member, the first live
 // replica), dead replicas leave the ISRs without emptying them, and the new
-// states go to the remaining replicas and to every live broker (F19, F20).
+// states go to the remaining replicas and to every live broker (F19, F20),
+// the elections before the ISR removals.
 func (a *Active) brokerDeparted(id int32, epoch int64, why string) {
 	b := a.brokers[id]
 	if b == nil || (epoch != 0 && b.info.Epoch != epoch) {
@@ -108,22 +109,37 @@ func (a *Active) brokerDeparted(id int32, epoch int64, why string) {
 		ev.Reason = fmt.Sprintf("broker %d (epoch %d): %s", id, b.info.Epoch, why)
 	})
 	view := a.view()
-	var changes []change
+	// Kafka's onReplicasBecomeOffline in two steps, each written then
+	// pushed: first the partitions it led (new leaders, or offline), then
+	// those where it only leaves the ISR. The first are unavailable until
+	// their new leaders act, so their LeaderAndIsr and UpdateMetadata must
+	// not queue behind the many ISR shrinks, each a new leader epoch the
+	// leader records with fsyncs.
+	var elections, shrinks []change
 	for _, p := range a.partitionsOf(id) {
 		s := p.rec.State
 		if s.Leader != id && !p.state().InISR(id) {
 			continue
 		}
-		if d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
-			changes = append(changes, change{p: p, d: d, cause: causeOffline})
+		d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t))
+		switch {
+		case !d.Changed:
+		case d.State.Leader != s.Leader:
+			elections = append(elections, change{p: p, d: d, cause: causeOffline})
+		default:
+			shrinks = append(shrinks, change{p: p, d: d, cause: causeOffline})
 		}
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return
+	pushed := 0
+	for _, changes := range [][]change{elections, shrinks} {
+		written, err := a.commit(changes)
+		if err != nil {
+			return
+		}
+		a.pushChanges(written)
+		pushed += len(written)
 	}
-	a.pushChanges(written)
-	if len(written) == 0 {
+	if pushed == 0 {
 		// Nobody's partitions changed, but every broker must learn that
 		// this one is gone.
 		a.pushUpdateMetadata(nil, nil, false, nil)
