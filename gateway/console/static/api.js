@@ -63,6 +63,16 @@ function records(count) {
   return Array.from({ length: count }, (_, i) => ({ value: btoa(`console ${stamp} #${i}`) }));
 }
 
+// itemRefusal turns a 200 whose one item was refused (REST answers
+// ELECTION_NOT_NEEDED so: the leader already is the one asked for) into a
+// refusal by that item's name.
+function itemRefusal(res) {
+  const r = res.ok && res.data.results && res.data.results[0];
+  if (!r || !r.errorCode || r.errorCode === "ERROR_CODE_UNSPECIFIED") return res;
+  const name = r.errorCode.replace(/^ERROR_CODE_/, "");
+  return { ok: false, status: res.status, data: { code: -1, name, message: r.errorMessage || name } };
+}
+
 // configOps sets each config, or deletes it (back to the default) when
 // its value is empty.
 const configOps = (configs) => Object.entries(configs).map(([name, value]) =>
@@ -76,8 +86,8 @@ export const actions = {
   clearFaults: (broker) => post(`/v1/brokers/${enc(broker)}/faults:clear`, {}),
   configs: (topic, configs) => post("/v1/configs:alter",
     { resources: [{ resource: { type: "CONFIG_RESOURCE_TYPE_TOPIC", name: topic }, ops: configOps(configs) }] }),
-  elect: (type, topic, partition) => post("/v1/elect-leaders",
-    { electionType: `ELECTION_TYPE_${type.toUpperCase()}`, partitions: [{ topic, partition }], timeoutMs: 5000 }),
+  elect: async (type, topic, partition) => itemRefusal(await post("/v1/elect-leaders",
+    { electionType: `ELECTION_TYPE_${type.toUpperCase()}`, partitions: [{ topic, partition }], timeoutMs: 5000 })),
   scenarios: () => get("/console/api/scenarios"),
   runScenario,
   cancelScenario,
