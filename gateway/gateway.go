@@ -35,7 +35,7 @@ type Gateway struct {
 	client  *client.Client
 	admin   *client.Admin
 	console *console.Console
-	demo    *connpool.Pool // connections to the brokers' fault injection and the dev launcher
+	demo    *connpool.Pool     // connections to the brokers' fault injection and the dev launcher
 	stopAll context.CancelFunc // ends the streams
 	done    chan error
 	log     *slog.Logger
