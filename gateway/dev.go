@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"tidemark.io/gateway/internal/resterr"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
@@ -130,20 +134,29 @@ func (d devService) RunScenario(ctx context.Context, req *devclusterv1.RunScenar
 	}
 	step, end := d.obs.FollowRun(req.GetName())
 	step(first)
-	return &relayedRun{DevClusterService_RunScenarioClient: stream, ctx: ctx, cancel: cancel,
-		first: first, step: step, end: end}, nil
+	r := &relayedRun{DevClusterService_RunScenarioClient: stream, first: first, step: step}
+	r.finish = func(err error, cancelled bool) {
+		r.once.Do(func() {
+			r.ended.Store(true)
+			cancel()
+			end(err, cancelled)
+		})
+	}
+	// The request's end ends the run too, even if grpc-gateway stops
+	// reading before the launcher's stream ends (the caller went away).
+	context.AfterFunc(ctx, func() { r.finish(ctx.Err(), true) })
+	return r, nil
 }
 
 // relayedRun is a run's stream as grpc-gateway reads it: the first event
 // (already received), then the launcher's, each shown to the observer.
 type relayedRun struct {
 	devclusterv1.DevClusterService_RunScenarioClient
-	ctx    context.Context // the REST request's
-	cancel context.CancelFunc
 	first  *devclusterv1.RunScenarioResponse
 	step   func(*devclusterv1.RunScenarioResponse)
-	end    func(error, bool)
-	ended  bool
+	once   sync.Once
+	ended  atomic.Bool                     // finish ran: later events are not the run's
+	finish func(err error, cancelled bool) // the run's end, once; cancels its call
 }
 
 func (r *relayedRun) Recv() (*devclusterv1.RunScenarioResponse, error) {
@@ -154,14 +167,12 @@ func (r *relayedRun) Recv() (*devclusterv1.RunScenarioResponse, error) {
 	}
 	e, err := r.DevClusterService_RunScenarioClient.Recv()
 	if err != nil {
-		if !r.ended {
-			r.ended = true
-			r.end(err, r.ctx.Err() != nil)
-			r.cancel()
-		}
+		r.finish(err, status.Code(err) == codes.Canceled)
 		return nil, err
 	}
-	r.step(e)
+	if !r.ended.Load() {
+		r.step(e)
+	}
 	return e, nil
 }
 
