@@ -77,7 +77,12 @@ type Broker struct {
 // listener and serves. With etcd endpoints configured it registers with the
 // cluster and opens its session to the active controller; without, it waits
 // for a controller to push metadata to it (in-process tests).
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err error) {
+	defer func() {
+		if err != nil {
+			closeGiven(cfg.Listener, cfg.KafkaListener)
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -98,13 +103,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := listen(cfg.Listener, cfg.Listen)
 	if err != nil {
 		return fail(fmt.Errorf("--listen %s: %w", cfg.Listen, err))
 	}
 	b.lis = lis
-	if cfg.KafkaListen != "" {
-		if b.kafkaLis, err = net.Listen("tcp", cfg.KafkaListen); err != nil {
+	if cfg.KafkaListener != nil || cfg.KafkaListen != "" {
+		if b.kafkaLis, err = listen(cfg.KafkaListener, cfg.KafkaListen); err != nil {
 			return fail(fmt.Errorf("--kafka.listen %s: %w", cfg.KafkaListen, err))
 		}
 	}
@@ -476,3 +481,21 @@ func (b *Broker) ReplicaOffsets(topic string, partition int32) (hw, leo int64, o
 // tidemark_broker_fenced gauge): its registration lease is unconfirmed or
 // lost, or its new incarnation has not yet been told its roles.
 func (b *Broker) Fenced() bool { return b.fence != nil && b.fence.fenced.Load() }
+
+// closeGiven closes the listeners Config gave when Start fails: Start took
+// them over.
+func closeGiven(ls ...net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// listen is the listener given, or a new one bound on addr.
+func listen(given net.Listener, addr string) (net.Listener, error) {
+	if given != nil {
+		return given, nil
+	}
+	return net.Listen("tcp", addr)
+}
