@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,6 +63,7 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 	for i := range base {
 		base[i] = 'A' + byte(i%26)
 	}
+	var waiting sync.WaitGroup // the goroutines timing acknowledgements
 	th := perfstat.NewThrottle(s.Rate, start)
 	for sent := int64(0); sent < s.Records && ctx.Err() == nil; sent++ {
 		if d := th.Wait(sent, time.Now()); d > 0 {
@@ -75,7 +77,9 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 			acks.Fail(err.Error())
 			continue
 		}
+		waiting.Add(1)
 		go func() {
+			defer waiting.Done()
 			select {
 			case <-f.Ok():
 				acks.Record(time.Since(began), len(msg))
@@ -94,6 +98,7 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 	case <-all:
 	case <-ctx.Done():
 	}
+	waiting.Wait() // each ends on its ack, its error or ctx
 	now := time.Now()
 	rep := acks.Summary(now)
 	if s.Mode == EndToEnd {
