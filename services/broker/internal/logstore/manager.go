@@ -275,16 +275,18 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 		m.mu.Lock()
 		delete(m.creating, tp)
 		close(done)
-		if err == nil && m.closed {
-			// Close began meanwhile; it waited for us but does not know
-			// this log.
-			_ = l.Close()
-			l, err = nil, ErrClosed
-		}
-		if err == nil {
+		// Close began meanwhile; it waited for us but does not know this
+		// log. It is closed after mu is released: a log's locks come
+		// before the Manager's.
+		orphan := err == nil && m.closed
+		if err == nil && !orphan {
 			m.logs[tp] = l
 		}
 		m.mu.Unlock()
+		if orphan {
+			_ = l.Close()
+			return nil, ErrClosed
+		}
 		return l, err
 	}
 }
