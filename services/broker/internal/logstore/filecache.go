@@ -34,9 +34,10 @@ const DefaultMaxOpenFiles = 8192
 // Its mutex ranks above the leaves: file operations happen under index
 // locks. Opening and closing run outside it.
 type FileCache struct {
-	mu   lockorder.Mutex[lockorder.FileCache]
-	max  int // 0: no bound
-	open int // handles open: pinned or idle
+	mu    lockorder.Mutex[lockorder.FileCache]
+	max   int // 0: no bound
+	open  int // handles open: pinned or idle
+	inUse int // handles pinned by operations
 	// idle is the sentinel of a circular list of open, unpinned files,
 	// most recently used first.
 	idle cachedFile
@@ -56,6 +57,7 @@ func NewFileCache(max int) *FileCache {
 // FileCacheStats is a snapshot of a cache's counters.
 type FileCacheStats struct {
 	Open      int   // handles open now
+	InUse     int   // of those, handles operations are using
 	Hits      int64 // operations that found their handle open
 	Misses    int64 // operations that had to open it again
 	Evictions int64 // handles closed to stay within the bound
@@ -64,9 +66,9 @@ type FileCacheStats struct {
 // Stats returns the cache's counters.
 func (c *FileCache) Stats() FileCacheStats {
 	c.mu.Lock()
-	open := c.open
+	open, inUse := c.open, c.inUse
 	c.mu.Unlock()
-	return FileCacheStats{Open: open, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
+	return FileCacheStats{Open: open, InUse: inUse, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
 }
 
 // create creates (or truncates) path and returns it as a cached file.
@@ -169,6 +171,7 @@ func (cf *cachedFile) acquire() (vfs.File, error) {
 	if cf.f != nil {
 		if cf.pins == 0 {
 			c.unlinkIdleLocked(cf)
+			c.inUse++
 		}
 		cf.pins++
 		c.mu.Unlock()
@@ -193,10 +196,12 @@ func (cf *cachedFile) acquire() (vfs.File, error) {
 		extra = f
 		if cf.pins == 0 {
 			c.unlinkIdleLocked(cf)
+			c.inUse++
 		}
 	default:
 		cf.f = f
 		c.open++
+		c.inUse++
 	}
 	cf.pins++
 	f = cf.f
@@ -219,6 +224,7 @@ func (cf *cachedFile) release() {
 		c.mu.Unlock()
 		return
 	}
+	c.inUse--
 	if cf.closed {
 		f := cf.f
 		cf.f = nil
