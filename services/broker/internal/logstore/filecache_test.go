@@ -55,7 +55,8 @@ func waitIdle(c *FileCache) {
 func taggedBatch(log, n, records, size int) []byte {
 	var b recordbatch.Builder
 	for r := range records {
-		v := bytes.Repeat([]byte(fmt.Sprintf("log %d batch %d record %d;", log, n, r)), size/24+1)[:size]
+		tag := fmt.Sprintf("log %d batch %d record %d;", log, n, r)
+		v := bytes.Repeat([]byte(tag), size/len(tag)+1)[:size]
 		b.Append(recordbatch.Record{Timestamp: int64(1_700_000_000_000 + n), Key: []byte{byte(r)}, Value: v})
 	}
 	return bytes.Clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
