@@ -50,6 +50,7 @@ func TestDefaultBroker(t *testing.T) {
 		NumPartitions:                       1,
 		LogFlushFsyncEveryAppend:            false,
 		LogRetentionCheckIntervalMs:         300000,
+		LogMaxOpenFiles:                     8192,
 		LogCleanerEnable:                    true,
 		LogCleanerThreads:                   1,
 		LogCleanerBackoffMs:                 15000,
