@@ -166,6 +166,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return fail(fmt.Errorf("log dirs %v: %w", cfg.logDirs(), err))
 	}
 	tel.Registry.MustRegister(cleanerCollector{logs: b.logs})
+	tel.Registry.MustRegister(fileCacheCollector{files: segmentFiles, max: int(static.LogMaxOpenFiles)})
 	for tp, why := range b.logs.Offline() {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
