@@ -127,8 +127,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		}
 	}
 	var rmRef atomic.Pointer[replica.Manager]
+	// One bound on open segment files for the whole broker, every log dir.
+	segmentFiles := logstore.NewFileCache(int(static.LogMaxOpenFiles))
 	managerOptions := func(dir string) logstore.ManagerOptions {
-		return logstore.ManagerOptions{Logger: log.With("log_dir", dir),
+		return logstore.ManagerOptions{Logger: log.With("log_dir", dir), Files: segmentFiles,
 			HighWatermark: func(tp logstore.TopicPartition) (int64, bool) {
 				if rm := rmRef.Load(); rm != nil {
 					return rm.HighWatermark(tp)
@@ -169,6 +171,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		return fail(fmt.Errorf("log dirs %v: %w", cfg.logDirs(), err))
 	}
 	tel.Registry.MustRegister(cleanerCollector{logs: b.logs})
+	tel.Registry.MustRegister(fileCacheCollector{files: segmentFiles, max: int(static.LogMaxOpenFiles)})
 	for tp, why := range b.logs.Offline() {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
@@ -267,7 +270,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	}
 	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listen", b.KafkaAddr(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
-		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs,
+		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs, "log_max_open_files", static.LogMaxOpenFiles,
 		"log_cleaner_enable", static.LogCleanerEnable, "log_cleaner_dedupe_buffer_size", static.LogCleanerDedupeBufferSize)
 	return b, nil
 }

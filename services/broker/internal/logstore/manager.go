@@ -44,6 +44,10 @@ type ManagerOptions struct {
 	CleanerEnable      bool
 	CleanerBackoff     time.Duration
 	CleanerDedupeBytes int64
+	// Files bounds the segment files held open (log.max.open.files); the
+	// broker passes one cache to every data directory's Manager. nil gives
+	// this Manager one of its own with DefaultMaxOpenFiles.
+	Files *FileCache
 	// NoBackground turns the periodic work off; tests call the methods.
 	NoBackground bool
 	// OnStorageError, if set, is told of every KAFKA_STORAGE_ERROR of this
@@ -104,6 +108,9 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if opts.ConfigFor == nil {
 		opts.ConfigFor = func(string) Config { return DefaultConfig() }
 	}
+	if opts.Files == nil {
+		opts.Files = NewFileCache(DefaultMaxOpenFiles)
+	}
 	opts.Dir = strings.TrimSuffix(opts.Dir, "/")
 	m := &Manager{
 		opts: opts, logger: opts.Logger.With("data_dir", opts.Dir),
@@ -161,7 +168,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			continue
 		}
 		l, err := Open(Options{
-			FS: fsys, Dir: dir + "/" + name, Config: opts.ConfigFor(tp.Topic),
+			FS: fsys, Files: opts.Files, Dir: dir + "/" + name, Config: opts.ConfigFor(tp.Topic),
 			Logger: opts.Logger.With("partition", tp.String()), Now: opts.Now,
 			CleanShutdown: m.clean, RecoveryPoint: recovery[tp], LogStartOffset: starts[tp],
 			RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
@@ -269,18 +276,18 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 		m.mu.Lock()
 		delete(m.creating, tp)
 		close(done)
-		if err == nil && m.closed {
-			// Close began meanwhile; it waited for us but does not know
-			// this log. Closed outside the manager's lock: a log's locks
-			// rank before it (LOCKORDER.md).
-			m.mu.Unlock()
-			_ = l.Close()
-			return nil, ErrClosed
-		}
-		if err == nil {
+		// Close began meanwhile; it waited for us but does not know this
+		// log. It is closed after mu is released: a log's locks come
+		// before the Manager's.
+		orphan := err == nil && m.closed
+		if err == nil && !orphan {
 			m.logs[tp] = l
 		}
 		m.mu.Unlock()
+		if orphan {
+			_ = l.Close()
+			return nil, ErrClosed
+		}
 		return l, err
 	}
 }
@@ -296,7 +303,7 @@ func (m *Manager) note(err error) error {
 // create opens a new partition log and makes its directory durable.
 func (m *Manager) create(tp TopicPartition, cfg Config) (*Log, error) {
 	l, err := Open(Options{
-		FS: m.opts.FS, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
+		FS: m.opts.FS, Files: m.opts.Files, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
 		RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
 		OnStorageError: m.opts.OnStorageError,
