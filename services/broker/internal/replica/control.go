@@ -105,7 +105,7 @@ func (m *Manager) forgetAppliedLeaderAndIsr() {
 // applyLeaderAndIsr is LeaderAndIsr's work on a request that passed the
 // fences.
 func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
-	start := time.Now()
+	start := m.now()
 	for _, tc := range req.GetTopicConfigs() {
 		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs(), tc.GetTopicId())
 	}
@@ -153,7 +153,7 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 // logApplied notes a control request applied, at Info when it was large or
 // slow (a failover's push: its timing is the failover's), else at Debug.
 func (m *Manager) logApplied(kind string, controllerEpoch int32, partitions int, full bool, start time.Time) {
-	took := time.Since(start)
+	took := m.now().Sub(start)
 	lvl := slog.LevelDebug
 	if full || partitions >= 100 || took >= 100*time.Millisecond {
 		lvl = slog.LevelInfo
@@ -385,7 +385,7 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		return err
 	}
 	m.forgetAppliedLeaderAndIsr()
-	start := time.Now()
+	start := m.now()
 	defer func() {
 		m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start)
 	}()
