@@ -208,15 +208,11 @@ func newConsumeCmd(g *globals) *cobra.Command {
 				start = client.OffsetLatest
 			}
 			ctx := cmd.Context()
-			c, err := g.client(ctx)
+			c, info, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			info, err := g.checkTopic(ctx, c, topic, partition)
-			if err != nil {
-				return err
-			}
 			parts := info.chosen(partition)
 			octx, cancel := g.opContext(ctx)
 			readers, err := openReaders(octx, c, topic, parts, start, follow, rack)

@@ -244,6 +244,21 @@ func (i topicInfo) chosen(partition int32) []int32 {
 // the producer's metadata wait. A retriable failure (no broker answered, or
 // every one asked is still starting and has no metadata yet) is retried
 // within --command-timeout.
+// topicClient connects to the cluster and checks topic (and partition,
+// unless -1) with checkTopic; the caller closes the client.
+func (g *globals) topicClient(ctx context.Context, topic string, partition int32) (*client.Client, topicInfo, error) {
+	c, err := g.client(ctx)
+	if err != nil {
+		return nil, topicInfo{}, err
+	}
+	info, err := g.checkTopic(ctx, c, topic, partition)
+	if err != nil {
+		c.Close()
+		return nil, topicInfo{}, err
+	}
+	return c, info, nil
+}
+
 func (g *globals) checkTopic(ctx context.Context, c *client.Client, topic string, partition int32) (topicInfo, error) {
 	ctx, cancel := g.opContext(ctx)
 	defer cancel()

@@ -105,14 +105,11 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 				opts.Linger = -1
 			}
 			ctx := cmd.Context()
-			c, err := g.client(ctx)
+			c, _, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if _, err := g.checkTopic(ctx, c, topic, partition); err != nil {
-				return err
-			}
 			opts.MaxBlock = min(timeout, client.DefaultMaxBlock)
 			ps := make([]*client.Producer, producers)
 			for i := range ps {
@@ -233,15 +230,11 @@ func newPerfConsumeCmd(g *globals) *cobra.Command {
 				return usagef("--reporting-interval must be positive, got %v", report)
 			}
 			ctx := cmd.Context()
-			c, err := g.client(ctx)
+			c, info, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			info, err := g.checkTopic(ctx, c, topic, partition)
-			if err != nil {
-				return err
-			}
 			parts := info.chosen(partition)
 			rctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()

@@ -63,14 +63,11 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			c, err := g.client(ctx)
+			c, _, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if _, err := g.checkTopic(ctx, c, topic, partition); err != nil {
-				return err
-			}
 			rctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			// The consumer starts at the partition's end before the first

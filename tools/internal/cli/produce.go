@@ -184,14 +184,11 @@ func newProduceCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			c, err := g.client(ctx)
+			c, _, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if _, err := g.checkTopic(ctx, c, topic, partition); err != nil {
-				return err
-			}
 			p, err := newProducer(c, opts)
 			if err != nil {
 				return err
