@@ -141,11 +141,9 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 		}
 		resp.Partitions[i] = res
 	})
-	for _, r := range followers {
-		if r != nil {
-			m.fetchers.add(r)
-		}
-	}
+	// All at once: a fetcher parked in a long poll on the leader is cut
+	// short once for all of its new partitions.
+	m.fetchers.addAll(slices.DeleteFunc(followers, func(r *Replica) bool { return r == nil }))
 	m.logApplied("LeaderAndIsr", req.GetControllerEpoch(), len(states), false, start)
 	return resp, nil
 }
