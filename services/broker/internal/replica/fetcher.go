@@ -49,10 +49,47 @@ type fetcherManager struct {
 	fetchers map[fetcherKey]*fetcher
 	assigned map[TP]fetcherKey
 	closed   bool
+	// batching counts control requests being applied (batch); while any
+	// is, changes do not cut round trips short, and the fetchers changed
+	// are cut once when the last one ends.
+	batching int
+	changed  map[*fetcher]bool
 }
 
 func newFetcherManager(m *Manager) *fetcherManager {
-	return &fetcherManager{m: m, fetchers: map[fetcherKey]*fetcher{}, assigned: map[TP]fetcherKey{}}
+	return &fetcherManager{m: m, fetchers: map[fetcherKey]*fetcher{}, assigned: map[TP]fetcherKey{}, changed: map[*fetcher]bool{}}
+}
+
+// batch defers the cuts of round trips in flight (fetcher.cut) until end
+// is called: a control request's partitions are removed from their
+// fetchers one by one as they are applied, then handed to fetchers
+// together, and a fetcher cut at each of a thousand changes would send as
+// many round trips only to cut them short again.
+func (fm *fetcherManager) batch() (end func()) {
+	fm.mu.Lock()
+	fm.batching++
+	fm.mu.Unlock()
+	return func() {
+		fm.mu.Lock()
+		defer fm.mu.Unlock()
+		if fm.batching--; fm.batching > 0 {
+			return
+		}
+		for f := range fm.changed {
+			f.cut()
+		}
+		clear(fm.changed)
+	}
+}
+
+// changedLocked has f cut its round trip short, now or when the batch
+// ends. fm.mu held.
+func (fm *fetcherManager) changedLocked(f *fetcher) {
+	if fm.batching > 0 {
+		fm.changed[f] = true
+		return
+	}
+	f.cut()
 }
 
 // fetchState is a partition's follower progress inside a fetcher.
@@ -154,11 +191,13 @@ func (fm *fetcherManager) addAll(rs []*Replica) {
 		for _, a := range byKey[key] {
 			if old, ok := fm.assigned[a.tp]; ok && old != key {
 				fm.fetchers[old].remove(a.tp)
+				fm.changedLocked(fm.fetchers[old])
 			}
 			fm.assigned[a.tp] = key
 			parts[a.tp] = a.st
 		}
 		f.add(parts)
+		fm.changedLocked(f)
 	}
 }
 
@@ -169,6 +208,7 @@ func (fm *fetcherManager) remove(tp TP) {
 	defer fm.mu.Unlock()
 	if key, ok := fm.assigned[tp]; ok {
 		fm.fetchers[key].remove(tp)
+		fm.changedLocked(fm.fetchers[key])
 		delete(fm.assigned, tp)
 	}
 }
@@ -246,17 +286,25 @@ func (f *fetcher) remove(tp TP) {
 	f.mu.Unlock()
 }
 
-// changedLocked notes a change of the fetcher's partitions and cuts short
-// the round trip in flight, which was built from the old set: it may be
-// parked on the leader for up to replica.fetch.wait.max.ms, and a partition
-// added meanwhile (a new follower after a failover) would wait that long
-// for its first fetch, one removed would stay in the leader's parked
-// request. The round trip's answer is discarded whole and the next request
-// goes out at once with the new set. Only changes made outside the
-// fetcher's goroutine can cut a round trip, so there is no busy loop: at
-// most one cut per change. f.mu held.
+// changedLocked notes a change of the fetcher's partitions: a round trip
+// built from the old set is not sent, and one in flight is cut short by
+// cut. f.mu held.
 func (f *fetcher) changedLocked() {
 	f.gen++
+}
+
+// cut cuts short the round trip in flight if it was built from an older
+// partition set: it may be parked on the leader for up to
+// replica.fetch.wait.max.ms, and a partition added meanwhile (a new
+// follower after a failover) would wait that long for its first fetch, one
+// removed would stay in the leader's parked request. The round trip's
+// answer is discarded whole and the next request goes out at once with the
+// new set. Only changes made outside the fetcher's goroutine (the fetcher
+// manager's add and remove) cut, so there is no busy loop: at most one cut
+// per change, or per control request (fetcherManager.batch).
+func (f *fetcher) cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.trip != nil && f.trip.gen != f.gen {
 		f.trip.cancel()
 		f.trip = nil

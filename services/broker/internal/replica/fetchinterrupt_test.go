@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 )
@@ -282,5 +283,52 @@ func TestFetcherDropsARemovedPartitionWithoutWaitingOutTheLongPoll(t *testing.T)
 	}
 	if got := testutil.ToFloat64(m2.metrics.fetchInterrupts); got != cuts+1 {
 		t.Fatalf("fetch interrupts %v, want %v", got, cuts+1)
+	}
+}
+
+// One LeaderAndIsr cuts a parked round trip short once, however many of
+// the fetcher's partitions it changes: t-3 removed (broker 2 leads it now)
+// and two partitions added. The next request carries the new set, with the
+// clock not moved.
+func TestFetcherIsCutOncePerLeaderAndIsr(t *testing.T) {
+	e := newEnv(t)
+	n := newTapNet(e.net)
+	m2 := e.followerOver(n)
+	tp2, tp3 := TP{Topic: "t", Partition: 2}, TP{Topic: "t", Partition: 3}
+	for _, tp := range []TP{tp0, tp1, tp2, tp3} {
+		e.stateOf(tp, 1, 1, 1, []int32{1, 2}, nil)
+	}
+	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, nil)
+	e.stateOn(m2, tp3, 1, 1, 1, []int32{1, 2}, nil)
+	waitFor(t, "a parked fetch of t-0 and t-3", func() bool {
+		reqs := n.requests()
+		return len(reqs) > 0 && len(fetchOffsets(reqs[len(reqs)-1])) == 2 && e.clock.pending(e.maxWait()) > 0
+	})
+	start, sent := e.clock.Now(), len(n.requests())
+	cuts := testutil.ToFloat64(m2.metrics.fetchInterrupts)
+
+	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[2],
+		Partitions: []*commonv1.PartitionState{
+			partitionState(tp1, 1, 1, 1, []int32{1, 2}),
+			partitionState(tp3, 2, 2, 2, []int32{2}),
+			partitionState(tp2, 1, 1, 1, []int32{1, 2}),
+		}}
+	if _, err := m2.LeaderAndIsr(req); err != nil {
+		t.Fatal(err)
+	}
+	i := n.waitRequest(t, "a request of the new set", sent, func(r *replicationv1.ReplicaFetchRequest) bool {
+		return len(fetchOffsets(r)) == 3
+	})
+	o := fetchOffsets(n.requests()[i])
+	for _, tp := range []TP{tp0, tp1, tp2} {
+		if _, ok := o[tp]; !ok {
+			t.Fatalf("%v missing from the request after the cut: %v", tp, o)
+		}
+	}
+	if now := e.clock.Now(); !now.Equal(start) {
+		t.Fatalf("the clock moved by %s", now.Sub(start))
+	}
+	if got := testutil.ToFloat64(m2.metrics.fetchInterrupts); got != cuts+1 {
+		t.Fatalf("fetch interrupts %v, want %v: one per LeaderAndIsr", got, cuts+1)
 	}
 }
