@@ -332,3 +332,40 @@ func TestFetcherIsCutOncePerLeaderAndIsr(t *testing.T) {
 		t.Fatalf("fetch interrupts %v, want %v: one per LeaderAndIsr", got, cuts+1)
 	}
 }
+
+// A partition backing off briefly (UNKNOWN_LEADER_EPOCH: the follower
+// learned of the new leader epoch before the leader did) shortens the
+// fetcher's next long poll to its due time: it is fetched again after its
+// 50 ms, not after the max wait the leader would otherwise hold the others'
+// fetch for.
+func TestFetcherShortensTheLongPollToABriefBackoff(t *testing.T) {
+	e := newEnv(t)
+	n := newTapNet(e.net)
+	m2 := e.followerOver(n)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.stateOf(tp1, 1, 1, 1, []int32{1, 2}, nil)
+	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, nil)
+	e.clock.WaitTimer(t, e.maxWait(), 1)
+	sent := len(n.requests())
+
+	e.stateOn(m2, tp1, 1, 2, 2, []int32{1, 2}, nil) // the leader is still at epoch 1
+	i := n.waitRequest(t, "the fetch of t-1 at epoch 2", sent, func(r *replicationv1.ReplicaFetchRequest) bool {
+		_, ok := fetchOffsets(r)[tp1]
+		return ok
+	})
+	j := n.waitRequest(t, "the fetch after UNKNOWN_LEADER_EPOCH", i+1, func(*replicationv1.ReplicaFetchRequest) bool { return true })
+	r := n.requests()[j]
+	if _, ok := fetchOffsets(r)[tp1]; ok {
+		t.Fatal("t-1 fetched again at once, not backing off")
+	}
+	if got := time.Duration(r.GetMaxWaitMs()) * time.Millisecond; got != epochBackoff {
+		t.Fatalf("max wait %s with t-1 backing off, want %s", got, epochBackoff)
+	}
+	e.clock.WaitTimer(t, epochBackoff, 1) // parked on the leader for 50 ms
+	e.stateOf(tp1, 1, 2, 2, []int32{1, 2}, nil) // the leader catches up
+	e.clock.Advance(epochBackoff)
+	n.waitRequest(t, "t-1 fetched again after its backoff", j+1, func(r *replicationv1.ReplicaFetchRequest) bool {
+		_, ok := fetchOffsets(r)[tp1]
+		return ok
+	})
+}
