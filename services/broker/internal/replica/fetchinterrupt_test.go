@@ -361,7 +361,7 @@ func TestFetcherShortensTheLongPollToABriefBackoff(t *testing.T) {
 	if got := time.Duration(r.GetMaxWaitMs()) * time.Millisecond; got != epochBackoff {
 		t.Fatalf("max wait %s with t-1 backing off, want %s", got, epochBackoff)
 	}
-	e.clock.WaitTimer(t, epochBackoff, 1) // parked on the leader for 50 ms
+	e.clock.WaitTimer(t, epochBackoff, 1)       // parked on the leader for 50 ms
 	e.stateOf(tp1, 1, 2, 2, []int32{1, 2}, nil) // the leader catches up
 	e.clock.Advance(epochBackoff)
 	n.waitRequest(t, "t-1 fetched again after its backoff", j+1, func(r *replicationv1.ReplicaFetchRequest) bool {
