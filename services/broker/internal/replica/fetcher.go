@@ -147,7 +147,7 @@ func (fm *fetcherManager) add(r *Replica) { fm.addAll([]*Replica{r}) }
 
 // addAll hands follower replicas to the fetchers of their leaders, each
 // fetcher's share in one step: a fetcher parked in a long poll is cut short
-// once for the lot (see fetcher.changedLocked), not once per partition.
+// once for the lot (fetcher.cut), not once per partition.
 func (fm *fetcherManager) addAll(rs []*Replica) {
 	n := max(int(fm.m.BrokerConfig().NumReplicaFetchers), 1)
 	type added struct {
@@ -658,8 +658,10 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 	if errors.Is(err, errFetchInterrupted) {
 		// Cut short by a change of the partitions: nothing of it is
 		// applied, no offset moves; the next request asks again from the
-		// same offsets, at once.
-		f.m.metrics.fetchInterrupts.Inc()
+		// same offsets, at once. (Or the fetcher is closing.)
+		if f.ctx.Err() == nil {
+			f.m.metrics.fetchInterrupts.Inc()
+		}
 		return
 	}
 	if err != nil {
