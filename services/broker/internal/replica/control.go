@@ -106,6 +106,7 @@ func (m *Manager) forgetAppliedLeaderAndIsr() {
 // fences.
 func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
 	start := m.now()
+	defer m.fetchers.batch()()
 	for _, tc := range req.GetTopicConfigs() {
 		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs(), tc.GetTopicId())
 	}
@@ -141,11 +142,9 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 		}
 		resp.Partitions[i] = res
 	})
-	for _, r := range followers {
-		if r != nil {
-			m.fetchers.add(r)
-		}
-	}
+	// All at once, and the fetchers' parked round trips are cut short once
+	// when the request is applied (fetcherManager.batch).
+	m.fetchers.addAll(slices.DeleteFunc(followers, func(r *Replica) bool { return r == nil }))
 	m.logApplied("LeaderAndIsr", req.GetControllerEpoch(), len(states), false, start)
 	return resp, nil
 }
@@ -385,6 +384,7 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		return err
 	}
 	m.forgetAppliedLeaderAndIsr()
+	defer m.fetchers.batch()()
 	start := m.now()
 	defer func() {
 		m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start)
@@ -510,6 +510,7 @@ func (m *Manager) StopReplica(req *controlv1.StopReplicaRequest) (*controlv1.Sto
 		return nil, err
 	}
 	m.forgetAppliedLeaderAndIsr()
+	defer m.fetchers.batch()()
 	resp := &controlv1.StopReplicaResponse{}
 	for _, p := range req.GetPartitions() {
 		tp := TP{Topic: p.GetTopic(), Partition: p.GetPartition()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -48,10 +49,47 @@ type fetcherManager struct {
 	fetchers map[fetcherKey]*fetcher
 	assigned map[TP]fetcherKey
 	closed   bool
+	// batching counts control requests being applied (batch); while any
+	// is, changes do not cut round trips short, and the fetchers changed
+	// are cut once when the last one ends.
+	batching int
+	changed  map[*fetcher]bool
 }
 
 func newFetcherManager(m *Manager) *fetcherManager {
-	return &fetcherManager{m: m, fetchers: map[fetcherKey]*fetcher{}, assigned: map[TP]fetcherKey{}}
+	return &fetcherManager{m: m, fetchers: map[fetcherKey]*fetcher{}, assigned: map[TP]fetcherKey{}, changed: map[*fetcher]bool{}}
+}
+
+// batch defers the cuts of round trips in flight (fetcher.cut) until end
+// is called: a control request's partitions are removed from their
+// fetchers one by one as they are applied, then handed to fetchers
+// together, and a fetcher cut at each of a thousand changes would send as
+// many round trips only to cut them short again.
+func (fm *fetcherManager) batch() (end func()) {
+	fm.mu.Lock()
+	fm.batching++
+	fm.mu.Unlock()
+	return func() {
+		fm.mu.Lock()
+		defer fm.mu.Unlock()
+		if fm.batching--; fm.batching > 0 {
+			return
+		}
+		for f := range fm.changed {
+			f.cut()
+		}
+		clear(fm.changed)
+	}
+}
+
+// changedLocked has f cut its round trip short, now or when the batch
+// ends. fm.mu held.
+func (fm *fetcherManager) changedLocked(f *fetcher) {
+	if fm.batching > 0 {
+		fm.changed[f] = true
+		return
+	}
+	f.cut()
 }
 
 // fetchState is a partition's follower progress inside a fetcher.
@@ -105,34 +143,62 @@ func (st *fetchState) progressed() {
 }
 
 // add hands a follower replica to the fetcher for its leader.
-func (fm *fetcherManager) add(r *Replica) {
-	r.mu.Lock()
-	leader, epoch := r.state.Leader(), r.state.LeaderEpoch()
-	r.mu.Unlock()
-	if leader < 0 || leader == fm.m.opts.BrokerID {
+func (fm *fetcherManager) add(r *Replica) { fm.addAll([]*Replica{r}) }
+
+// addAll hands follower replicas to the fetchers of their leaders, each
+// fetcher's share in one step: a fetcher parked in a long poll is cut short
+// once for the lot (fetcher.cut), not once per partition.
+func (fm *fetcherManager) addAll(rs []*Replica) {
+	n := max(int(fm.m.BrokerConfig().NumReplicaFetchers), 1)
+	type added struct {
+		tp TP
+		st *fetchState
+	}
+	byKey := map[fetcherKey][]added{}
+	var keys []fetcherKey // in first-seen order, so fetchers start in request order
+	for _, r := range rs {
+		r.mu.Lock()
+		leader, epoch := r.state.Leader(), r.state.LeaderEpoch()
+		r.mu.Unlock()
+		if leader < 0 || leader == fm.m.opts.BrokerID {
+			continue
+		}
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(tpKey(r.tp)))
+		key := fetcherKey{leader: leader, index: int(h.Sum32() % uint32(n))}
+		if _, ok := byKey[key]; !ok {
+			keys = append(keys, key)
+		}
+		byKey[key] = append(byKey[key], added{r.tp, &fetchState{r: r, epoch: epoch, truncating: true}})
+	}
+	if len(keys) == 0 {
 		return
 	}
-	n := max(int(fm.m.BrokerConfig().NumReplicaFetchers), 1)
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(tpKey(r.tp)))
-	key := fetcherKey{leader: leader, index: int(h.Sum32() % uint32(n))}
 
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	if fm.closed {
 		return
 	}
-	if old, ok := fm.assigned[r.tp]; ok {
-		fm.fetchers[old].remove(r.tp)
+	for _, key := range keys {
+		f, ok := fm.fetchers[key]
+		if !ok {
+			f = newFetcher(fm.m, key)
+			fm.fetchers[key] = f
+			go f.run()
+		}
+		parts := map[TP]*fetchState{}
+		for _, a := range byKey[key] {
+			if old, ok := fm.assigned[a.tp]; ok && old != key {
+				fm.fetchers[old].remove(a.tp)
+				fm.changedLocked(fm.fetchers[old])
+			}
+			fm.assigned[a.tp] = key
+			parts[a.tp] = a.st
+		}
+		f.add(parts)
+		fm.changedLocked(f)
 	}
-	f, ok := fm.fetchers[key]
-	if !ok {
-		f = newFetcher(fm.m, key)
-		fm.fetchers[key] = f
-		go f.run()
-	}
-	fm.assigned[r.tp] = key
-	f.add(r.tp, &fetchState{r: r, epoch: epoch, truncating: true})
 }
 
 // remove stops fetching a partition (it became leader, was stopped, or was
@@ -142,6 +208,7 @@ func (fm *fetcherManager) remove(tp TP) {
 	defer fm.mu.Unlock()
 	if key, ok := fm.assigned[tp]; ok {
 		fm.fetchers[key].remove(tp)
+		fm.changedLocked(fm.fetchers[key])
 		delete(fm.assigned, tp)
 	}
 }
@@ -166,6 +233,11 @@ type fetcher struct {
 	key  fetcherKey
 	mu   lockorder.Mutex[lockorder.Fetcher]
 	part map[TP]*fetchState
+	// gen counts changes of part (under mu). trip is the fetch round trip
+	// in flight (nil between round trips): the gen its request was built
+	// from and how to cut it short when part changes under it.
+	gen  uint64
+	trip *fetchTrip
 	kick chan struct{}
 	ctx  context.Context
 	stop context.CancelFunc
@@ -183,9 +255,20 @@ func newFetcher(m *Manager, key fetcherKey) *fetcher {
 		ctx: ctx, stop: cancel, done: make(chan struct{}), prevHW: map[TP]int64{}, stream: fetchStream{clock: m.clock}}
 }
 
-func (f *fetcher) add(tp TP, st *fetchState) {
+// fetchTrip is a fetch round trip in flight.
+type fetchTrip struct {
+	gen    uint64
+	cancel context.CancelFunc
+}
+
+// add sets the fetch states of parts (a replaced state is dropped).
+func (f *fetcher) add(parts map[TP]*fetchState) {
 	f.mu.Lock()
-	f.part[tp] = st
+	for tp := range parts {
+		delete(f.prevHW, tp)
+	}
+	maps.Copy(f.part, parts)
+	f.changedLocked()
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -195,9 +278,59 @@ func (f *fetcher) add(tp TP, st *fetchState) {
 
 func (f *fetcher) remove(tp TP) {
 	f.mu.Lock()
-	delete(f.part, tp)
-	delete(f.prevHW, tp)
+	if _, ok := f.part[tp]; ok {
+		delete(f.part, tp)
+		delete(f.prevHW, tp)
+		f.changedLocked()
+	}
 	f.mu.Unlock()
+}
+
+// changedLocked notes a change of the fetcher's partitions: a round trip
+// built from the old set is not sent, and one in flight is cut short by
+// cut. f.mu held.
+func (f *fetcher) changedLocked() {
+	f.gen++
+}
+
+// cut cuts short the round trip in flight if it was built from an older
+// partition set: it may be parked on the leader for up to
+// replica.fetch.wait.max.ms, and a partition added meanwhile (a new
+// follower after a failover) would wait that long for its first fetch, one
+// removed would stay in the leader's parked request. The round trip's
+// answer is discarded whole and the next request goes out at once with the
+// new set. Only changes made outside the fetcher's goroutine (the fetcher
+// manager's add and remove) cut, so there is no busy loop: at most one cut
+// per change, or per control request (fetcherManager.batch).
+func (f *fetcher) cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.trip != nil && f.trip.gen != f.gen {
+		f.trip.cancel()
+		f.trip = nil
+	}
+}
+
+// beginTrip registers a round trip built from the partitions of generation
+// gen and returns its context, cancelled when they change. It refuses (the
+// caller builds a new request) if they changed since.
+func (f *fetcher) beginTrip(gen uint64) (context.Context, context.CancelFunc, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen != gen {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	f.trip = &fetchTrip{gen: gen, cancel: cancel}
+	return ctx, cancel, true
+}
+
+// endTrip forgets the round trip in flight.
+func (f *fetcher) endTrip(cancel context.CancelFunc) {
+	f.mu.Lock()
+	f.trip = nil
+	f.mu.Unlock()
+	cancel()
 }
 
 // owns reports whether st is still the fetcher's state for tp.
@@ -215,6 +348,7 @@ func (f *fetcher) removeIf(tp TP, st *fetchState) {
 	if f.part[tp] == st {
 		delete(f.part, tp)
 		delete(f.prevHW, tp)
+		f.changedLocked()
 	}
 }
 
@@ -223,10 +357,12 @@ func (f *fetcher) close() {
 	<-f.done
 }
 
-// snapshot returns the partitions ready to work on, split by phase.
-func (f *fetcher) snapshot(now time.Time) (truncating, fetching map[TP]*fetchState, next time.Time) {
+// snapshot returns the partitions ready to work on, split by phase, the
+// earliest time a delayed one is due, and the generation of the set.
+func (f *fetcher) snapshot(now time.Time) (truncating, fetching map[TP]*fetchState, next time.Time, gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	gen = f.gen
 	truncating, fetching = map[TP]*fetchState{}, map[TP]*fetchState{}
 	for tp, st := range f.part {
 		if now.Before(st.delayedTill) {
@@ -241,7 +377,7 @@ func (f *fetcher) snapshot(now time.Time) (truncating, fetching map[TP]*fetchSta
 			fetching[tp] = st
 		}
 	}
-	return truncating, fetching, next
+	return truncating, fetching, next, gen
 }
 
 func (f *fetcher) delay(tp TP, d time.Duration) {
@@ -264,7 +400,7 @@ func (f *fetcher) run() {
 	defer close(f.done)
 	defer f.stream.close()
 	for f.ctx.Err() == nil {
-		truncating, fetching, next := f.snapshot(f.m.now())
+		truncating, fetching, next, gen := f.snapshot(f.m.now())
 		if len(truncating) == 0 && len(fetching) == 0 {
 			var wait <-chan time.Time
 			var t Timer
@@ -295,11 +431,32 @@ func (f *fetcher) run() {
 		}
 		if len(truncating) > 0 {
 			f.truncate(client, truncating)
+			// A partition whose truncation just settled takes part in this
+			// round's fetch, not the next one: the round's fetch may park
+			// on the leader for its max wait. A partition added meanwhile
+			// settles its truncation first, for the same reason.
+			var again map[TP]*fetchState
+			again, fetching, next, gen = f.snapshot(f.m.now())
+			if arrivedSince(again, truncating) {
+				continue
+			}
 		}
 		if len(fetching) > 0 {
-			f.fetch(client, fetching)
+			f.fetch(client, fetching, gen, next)
 		}
 	}
+}
+
+// arrivedSince reports whether now holds a partition state that was not in
+// before (one that stayed, a truncation skipped or unsettled, does not
+// count, or the fetcher would ask again at once).
+func arrivedSince(now, before map[TP]*fetchState) bool {
+	for tp, st := range now {
+		if before[tp] != st {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fetcher) backoffAll(d time.Duration) {
@@ -427,8 +584,10 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 	f.m.emit(Event{Kind: "truncation", TP: r.tp, Reason: msg + " by " + why, LeaderEpoch: st.epoch})
 }
 
-// fetch runs one batched ReplicaFetch round and applies the answers.
-func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map[TP]*fetchState) {
+// fetch runs one batched ReplicaFetch round over parts, the partitions of
+// generation gen, and applies the answers; next is when the earliest
+// partition held back by a delay is due (zero: none).
+func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map[TP]*fetchState, gen uint64, next time.Time) {
 	cfg := f.m.BrokerConfig()
 	mode := f.m.truncationMode()
 	req := &replicationv1.ReplicaFetchRequest{
@@ -482,7 +641,29 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 	if delay > 0 {
 		f.backoffAll(delay)
 	}
-	resp, err := f.roundTrip(f.ctx, client, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
+	if !next.IsZero() {
+		// A partition backing off briefly (UNKNOWN_LEADER_EPOCH: the leader
+		// has not applied its new epoch yet, 50 ms) must not wait out the
+		// others' long poll: the leader answers when it is due.
+		if d := next.Sub(f.m.now()); d < time.Duration(req.MaxWaitMs)*time.Millisecond {
+			req.MaxWaitMs = int32(max((d+time.Millisecond-1)/time.Millisecond, 1))
+		}
+	}
+	trip, endTrip, ok := f.beginTrip(gen)
+	if !ok {
+		return // the partitions changed since parts was taken: build again
+	}
+	resp, err := f.roundTrip(trip, client, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
+	f.endTrip(endTrip)
+	if errors.Is(err, errFetchInterrupted) {
+		// Cut short by a change of the partitions: nothing of it is
+		// applied, no offset moves; the next request asks again from the
+		// same offsets, at once. (Or the fetcher is closing.)
+		if f.ctx.Err() == nil {
+			f.m.metrics.fetchInterrupts.Inc()
+		}
+		return
+	}
 	if err != nil {
 		if f.ctx.Err() == nil {
 			f.m.log.Warn("fetch from leader failed", "leader", f.key.leader, "partitions", len(req.Partitions), "err", kerr.FromStatus(err))
@@ -618,7 +799,8 @@ func (f *fetcher) outOfRangeLocked(st *fetchState, a *replicationv1.ReplicaFetch
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // roundTrip sends one fetch on the fetcher's stream to the leader and
-// waits for its answer, inside the follower's own client span, so the span
+// waits for its answer (errFetchInterrupted once ctx, the trip, is
+// cancelled), inside the follower's own client span, so the span
 // can be marked with what the leader reports (whether this round trip moved
 // the HW) and the exporter keeps only the round trips that did. The trace
 // context travels in the request: the stream outlives any one trace.
@@ -633,7 +815,7 @@ func (f *fetcher) roundTrip(ctx context.Context, client replicationv1.Replicatio
 		req.TraceContext = map[string]string{}
 		otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(req.TraceContext))
 	}
-	resp, err := f.stream.exchange(f.ctx, client, req, timeout)
+	resp, err := f.stream.exchange(f.ctx, ctx, client, req, timeout)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err

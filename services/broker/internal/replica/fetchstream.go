@@ -25,9 +25,17 @@ type fetchStream struct {
 	cancel context.CancelFunc
 }
 
+// errFetchInterrupted is a round trip cut short because the fetcher's
+// partitions changed: its answer, if any came, is not used.
+var errFetchInterrupted = errors.New("fetch round trip interrupted: the fetcher's partitions changed")
+
 // exchange sends req and waits for its answer, at most timeout; on a
-// timeout the stream is cancelled, which ends the wait.
-func (s *fetchStream) exchange(parent context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
+// timeout the stream is cancelled, which ends the wait. Cancelling trip
+// cancels the stream too (the leader's parked fetch ends at once) and the
+// exchange returns errFetchInterrupted, whether or not an answer had come:
+// an interrupted round trip is discarded whole. A trip cancelled after the
+// exchange returned does not touch the stream.
+func (s *fetchStream) exchange(parent, trip context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
 	if s.stream != nil && !samePeer(s.client, client) {
 		s.close()
 	}
@@ -43,9 +51,16 @@ func (s *fetchStream) exchange(parent context.Context, client replicationv1.Repl
 	var timedOut atomic.Bool
 	cancel := s.cancel
 	t := s.clock.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	stopInterrupt := context.AfterFunc(trip, cancel)
 	resp, err := s.roundTrip(req)
 	if !t.Stop() && timedOut.Load() {
 		err = status.Errorf(codes.DeadlineExceeded, "no fetch answer from the leader within %s", timeout)
+	}
+	// Once stopInterrupt reports true the stream can no longer be cut by
+	// trip; false: it was (or is being) cancelled.
+	if !stopInterrupt() {
+		s.close()
+		return nil, errFetchInterrupted
 	}
 	if err != nil {
 		s.close()

@@ -64,6 +64,13 @@ func (e *env) newManager(id int32) (*Manager, *metadata.Cache) {
 // as it is).
 func (e *env) newManagerWith(id int32, wrap func(LogStore) LogStore) (*Manager, *metadata.Cache) {
 	e.t.Helper()
+	return e.newManagerOver(id, wrap, e.net)
+}
+
+// newManagerOver is newManagerWith reaching its peers through transport
+// (it is still reached itself through the env's network).
+func (e *env) newManagerOver(id int32, wrap func(LogStore) LogStore, transport Transport) (*Manager, *metadata.Cache) {
+	e.t.Helper()
 	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", Now: e.clock.Now, NoBackground: true})
 	if err != nil {
 		e.t.Fatal(err)
@@ -77,7 +84,7 @@ func (e *env) newManagerWith(id int32, wrap func(LogStore) LogStore) (*Manager, 
 		BrokerID:    id,
 		Store:       store,
 		Meta:        meta,
-		Transport:   e.net,
+		Transport:   transport,
 		Clock:       e.clock,
 		BrokerEpoch: func() int64 { return brokerEpochs[id] },
 		Static:      map[string]string{"replica.lag.time.max.ms": "10000"},

@@ -12,6 +12,7 @@ import (
 // broker then tells the controller, which moves leadership and ISR
 // membership away from them.
 func (m *Manager) LogDirFailed(tps []TP, cause error) {
+	defer m.fetchers.batch()()
 	m.mu.Lock()
 	for _, tp := range tps {
 		m.offline[tp] = cause

@@ -28,6 +28,9 @@ type metrics struct {
 	// leaderAndIsrResends counts LeaderAndIsr requests identical to the
 	// last one, answered without applying them again.
 	leaderAndIsrResends prometheus.Counter
+	// fetchInterrupts counts follower fetch round trips cut short because
+	// the fetcher's partitions changed (their answers discarded).
+	fetchInterrupts prometheus.Counter
 	// Children looked up once: the produce and fetch paths observe them on
 	// every request.
 	produceByAcks                 map[int16]prometheus.Observer
@@ -63,6 +66,8 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 			Help: "Effective topic configs resolved after a metadata update changed a topic's or the broker's dynamic configs."}),
 		leaderAndIsrResends: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_leader_and_isr_resends_total",
 			Help: "LeaderAndIsr requests identical to the one applied last or being applied (the controller resent it after its request timeout): answered with that application's result, not applied again."}),
+		fetchInterrupts: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_replica_fetch_interrupts_total",
+			Help: "Follower fetch round trips cut short because partitions were added to or removed from the fetcher; their answers are discarded."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
 	}
@@ -76,7 +81,7 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 		return mt
 	}
 	reg.MustRegister(mt.isrShrinks, mt.isrExpands, mt.produceLat, mt.fetchLat, mt.appendToHW,
-		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.refused, &stateCollector{m: m})
+		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.fetchInterrupts, mt.refused, &stateCollector{m: m})
 	return mt
 }
 
