@@ -129,23 +129,25 @@ func newTopic(mt *metastore.Topic) *topic {
 // initNewPartitions writes a first state for partitions that have none (a
 // topic creation cut short by a failover): the first live replica leads and
 // the live replicas form the ISR. Partitions without a live replica wait for
-// one to register.
-func (a *Active) initNewPartitions() error {
+// one to register. then gets the write's error.
+func (c *core) initNewPartitions(then func(error)) {
 	var parts []*partition
-	for _, t := range a.sortedTopics() {
+	for _, t := range c.sortedTopics() {
 		parts = append(parts, t.parts...)
 	}
-	written, err := a.initStates(parts)
-	if err != nil {
-		return err
-	}
-	a.pushChanges(written)
-	return nil
+	c.initStates(parts, func(written []*partition, err error) {
+		if err != nil {
+			then(err)
+			return
+		}
+		c.pushChanges(written)
+		then(nil)
+	})
 }
 
 // initStates writes a first state for those of parts that have none and
-// returns the partitions written.
-func (a *Active) initStates(parts []*partition) ([]*partition, error) {
+// passes then the partitions written.
+func (c *core) initStates(parts []*partition, then func([]*partition, error)) {
 	var changes []change
 	for _, p := range parts {
 		if p.hasState() {
@@ -153,12 +155,12 @@ func (a *Active) initStates(parts []*partition) ([]*partition, error) {
 		}
 		var live []int32
 		for _, r := range p.replicas {
-			if a.registered(r) {
+			if c.registered(r) {
 				live = append(live, r)
 			}
 		}
 		if len(live) == 0 {
-			a.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
+			c.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
 				"replicas", []int32(p.replicas))
 			continue
 		}
@@ -166,7 +168,7 @@ func (a *Active) initStates(parts []*partition) ([]*partition, error) {
 			State:   election.PartitionState{Leader: live[0], ISR: live},
 			Changed: true, Reason: "new partition"}})
 	}
-	return a.commit(changes)
+	c.commit(changes, then)
 }
 
 // watch feeds an etcd watch into the loop. A watch that fails (compaction,

@@ -51,9 +51,9 @@ func (a *Active) noteOfflineDirs(id int32, dirs []*controlv1.OfflineLogDir) {
 }
 
 // offlineOf is the set of broker id's replicas on offline log dirs.
-func (a *Active) offlineOf(id int32) map[election.TopicPartition]bool {
+func (c *core) offlineOf(id int32) map[election.TopicPartition]bool {
 	out := map[election.TopicPartition]bool{}
-	for _, d := range a.offlineDirs[id] {
+	for _, d := range c.offlineDirs[id] {
 		for _, tp := range d.GetPartitions() {
 			out[election.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()}] = true
 		}
@@ -63,8 +63,8 @@ func (a *Active) offlineOf(id int32) map[election.TopicPartition]bool {
 
 // replicaOffline reports whether broker id's replica of p is on an offline
 // log dir.
-func (a *Active) replicaOffline(p *partition, id int32) bool {
-	for _, d := range a.offlineDirs[id] {
+func (c *core) replicaOffline(p *partition, id int32) bool {
+	for _, d := range c.offlineDirs[id] {
 		for _, tp := range d.GetPartitions() {
 			if tp.GetTopic() == p.t.name && tp.GetPartition() == p.id {
 				return true
@@ -76,10 +76,10 @@ func (a *Active) replicaOffline(p *partition, id int32) bool {
 
 // viewFor is the brokers view for decisions about p: a broker whose
 // replica of p is on an offline log dir counts as not registered.
-func (a *Active) viewFor(p *partition, view election.Brokers) election.Brokers {
+func (c *core) viewFor(p *partition, view election.Brokers) election.Brokers {
 	var gone []int32
-	for id := range a.offlineDirs {
-		if a.replicaOffline(p, id) {
+	for id := range c.offlineDirs {
+		if c.replicaOffline(p, id) {
 			gone = append(gone, id)
 		}
 	}
@@ -101,8 +101,8 @@ func (a *Active) viewFor(p *partition, view election.Brokers) election.Brokers {
 }
 
 // offlineDirsOf lists broker id's offline log dirs, sorted by path.
-func (a *Active) offlineDirsOf(id int32) []*controlv1.OfflineLogDir {
-	out := slices.Clone(a.offlineDirs[id])
+func (c *core) offlineDirsOf(id int32) []*controlv1.OfflineLogDir {
+	out := slices.Clone(c.offlineDirs[id])
 	slices.SortFunc(out, func(x, y *controlv1.OfflineLogDir) int {
 		if x.GetPath() < y.GetPath() {
 			return -1

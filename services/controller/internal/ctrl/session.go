@@ -294,7 +294,7 @@ func (a *Active) decideFailure(id int32, fc *failCheck) {
 	switch {
 	case err == nil:
 		a.d.Metrics.fastFailovers.Inc()
-		a.brokerDeparted(id, fc.epoch, "session broke and the broker did not come back (fast failover)")
+		a.step(evBrokerDeparted{id: id, epoch: fc.epoch, why: "session broke and the broker did not come back (fast failover)"})
 	case errors.Is(err, metastore.ErrControllerMoved):
 		a.fail("revoke broker", err)
 	case kerr.CodeOf(err) == kerr.StaleBrokerEpoch || kerr.CodeOf(err) == kerr.BrokerIDNotRegistered:

@@ -2,13 +2,13 @@ package ctrl
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
-	"tidemark.io/services/controller/internal/sender"
 	"tidemark.io/services/metastore"
 )
 
@@ -20,8 +20,9 @@ func reportingActive() (*Active, *session) {
 		t.parts = append(t.parts, &partition{t: t, id: i, replicas: election.Assignment{1, 2}})
 	}
 	s := &session{brokerID: 1, epoch: 5, kick: make(chan struct{})}
-	a := &Active{topics: map[string]*topic{"t": t}, sessions: map[int32]*session{1: s},
-		brokers: map[int32]*broker{}, departedEpoch: map[int32]int64{},
+	c := newCore(&commonv1.Node{Id: 100}, 1, slog.New(slog.DiscardHandler), policy{})
+	c.topics["t"] = t
+	a := &Active{core: c, sessions: map[int32]*session{1: s},
 		progress: map[progressKey]*controlv1.ReplicaProgress{}, ring: newRing(8)}
 	return a, s
 }
@@ -77,13 +78,12 @@ func TestSessionReportsApplyFullDeltaAndRemoved(t *testing.T) {
 // the old incarnation depart: its one full report must survive that.
 func TestOldIncarnationDepartingKeepsTheNewSessionsProgress(t *testing.T) {
 	a, s := reportingActive()
-	old := &broker{info: metastore.Broker{BrokerInfo: metastore.BrokerInfo{ID: 1}, Epoch: 4},
-		out: sender.Start(sender.Options{Client: brokenClient{}, Target: sender.Target{ID: 1, Epoch: 4}})}
+	old := &broker{info: metastore.Broker{BrokerInfo: metastore.BrokerInfo{ID: 1}, Epoch: 4}}
 	a.brokers[1] = old
 	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true,
 		Replicas: []*controlv1.ReplicaProgress{rp(1, 0, 10)}})
-	a.removeBroker(old)
-	a.wg.Wait()
+	a.core.removeBroker(old)
+	a.flush()
 	if got := held(a); !slices.Equal(got, []string{"1/0@10"}) {
 		t.Fatalf("after the old incarnation departed: %v", got)
 	}
@@ -91,8 +91,8 @@ func TestOldIncarnationDepartingKeepsTheNewSessionsProgress(t *testing.T) {
 	// Without a newer session the departed incarnation's progress goes.
 	s.epoch = 4
 	a.brokers[1] = old
-	a.removeBroker(old)
-	a.wg.Wait()
+	a.core.removeBroker(old)
+	a.flush()
 	if got := held(a); len(got) != 0 {
 		t.Fatalf("after the reporting incarnation departed: %v", got)
 	}

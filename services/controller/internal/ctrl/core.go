@@ -1,0 +1,286 @@
+package ctrl
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/sender"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+)
+
+// core is the term's decision state and the decisions made on it: a value
+// with no goroutines and no I/O. Events go in through handle (or the entry
+// methods the shell calls directly); what the term must do comes out as
+// effects in out, in order: etcd writes, pushes to brokers, senders to start
+// or stop, answers, cluster events, step-down. The shell (Active, on the
+// loop goroutine) executes them in that order and feeds each write's outcome
+// back as evWriteResult.
+//
+// Write, then push: a decision that writes emits effWriteStates and stops;
+// the rest of it (pushes, answers) is a continuation that runs when the
+// write's result comes back, and only if the write succeeded. So at most one
+// write is in flight, and a write is always the last effect of a batch
+// (emit panics otherwise).
+type core struct {
+	self  *commonv1.Node
+	epoch int32
+	log   *slog.Logger
+	pol   policy
+
+	clusterID     string
+	topics        map[string]*topic
+	brokers       map[int32]*broker
+	seen          map[int32]metastore.BrokerInfo
+	departedEpoch map[int32]int64
+	// offlineDirs are each live broker's offline log dirs as its session
+	// last reported them; their replicas count as offline (logdirs.go).
+	offlineDirs map[int32][]*controlv1.OfflineLogDir
+	stateDirty  bool // partitions or brokers changed: recount, notify
+
+	// ended is why the term ended; nil while it is active.
+	ended   error
+	pending *pendingWrite
+	out     []effect
+}
+
+// policy is what decisions read from the configuration layers the shell
+// keeps (dynamic configs in etcd over the static ones). Each is a pure
+// function of loop-owned state; nil means defaults (tests).
+type policy struct {
+	// unclean is unclean.leader.election.enable for a topic (F20).
+	unclean func(*topic) bool
+	// topicConfigs is a topic's effective configuration as one broker
+	// gets it in LeaderAndIsr and UpdateMetadata.
+	topicConfigs func(t *topic, broker int32) map[string]string
+	// brokerConfigs is the dynamic broker configuration UpdateMetadata
+	// carries to one broker.
+	brokerConfigs func(broker int32) map[string]string
+}
+
+func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy) *core {
+	return &core{
+		self:          self,
+		epoch:         epoch,
+		log:           log,
+		pol:           pol,
+		topics:        map[string]*topic{},
+		brokers:       map[int32]*broker{},
+		seen:          map[int32]metastore.BrokerInfo{},
+		departedEpoch: map[int32]int64{},
+		offlineDirs:   map[int32][]*controlv1.OfflineLogDir{},
+	}
+}
+
+// Events.
+
+type event interface{ coreEvent() }
+
+// evBrokerRegistered is a broker registration seen in etcd.
+type evBrokerRegistered struct{ info metastore.Broker }
+
+// evBrokerDeparted is a registration gone (lease expired or revoked); epoch
+// 0 means whichever incarnation is live.
+type evBrokerDeparted struct {
+	id    int32
+	epoch int64
+	why   string
+}
+
+// evAlterPartition is a partition leader's ISR change request.
+type evAlterPartition struct {
+	req   *controlv1.AlterPartitionRequest
+	reply replyFunc
+}
+
+// evControlledShutdown is a broker asking to shut down (one step of it).
+type evControlledShutdown struct {
+	req   *controlv1.ControlledShutdownRequest
+	reply replyFunc
+}
+
+// evWriteResult is the outcome of the write in flight. resigning says the
+// term's own shutdown cancelled it.
+type evWriteResult struct {
+	res       metastore.UpdateResult
+	err       error
+	resigning bool
+}
+
+func (evBrokerRegistered) coreEvent()   {}
+func (evBrokerDeparted) coreEvent()     {}
+func (evAlterPartition) coreEvent()     {}
+func (evControlledShutdown) coreEvent() {}
+func (evWriteResult) coreEvent()        {}
+
+// replyFunc takes a request's answer; the shell hands it to the caller.
+type replyFunc func(proto.Message, error)
+
+// Effects.
+
+type effect interface{ coreEffect() }
+
+// effWriteStates asks for partition states to be written with
+// compare-and-set in the session's fenced transactions
+// (metastore.Session.UpdatePartitionStates). Its outcome must come back as
+// evWriteResult before anything else is handled.
+type effWriteStates struct {
+	what    string
+	updates []metastore.PartitionUpdate
+}
+
+// effPush hands one request to a broker's sender.
+type effPush struct {
+	to  int32
+	req sender.Request
+}
+
+// effBrokerUp starts a sender for a new broker incarnation.
+type effBrokerUp struct{ info metastore.Broker }
+
+// effBrokerGone stops a departed incarnation's sender and forgets what its
+// session reported.
+type effBrokerGone struct{ info metastore.Broker }
+
+// effEvent adds a ClusterEvent (without its time) to the event ring.
+type effEvent struct{ ev *controlv1.ClusterEvent }
+
+// effDecision is a written partition decision to count, trace and add to
+// the event ring (record).
+type effDecision struct {
+	c        change
+	old, now metastore.PartitionState
+	kind     controlv1.EventKind
+	// label is the elections metric's cause, "" when not an election.
+	label   cause
+	unclean bool
+	// elected says a live leader was elected (the election time metric).
+	elected bool
+	ev      *controlv1.ClusterEvent
+}
+
+// effAnswer answers a request.
+type effAnswer struct {
+	reply replyFunc
+	resp  proto.Message
+	err   error
+}
+
+// effStepDown ends the term.
+type effStepDown struct{ cause error }
+
+// effCompleteReassignments asks the shell to run reassignment phase B for
+// partitions whose ISR just changed (reassign.go, not yet in the core).
+type effCompleteReassignments struct{ parts []*partition }
+
+func (effWriteStates) coreEffect()           {}
+func (effPush) coreEffect()                  {}
+func (effBrokerUp) coreEffect()              {}
+func (effBrokerGone) coreEffect()            {}
+func (effEvent) coreEffect()                 {}
+func (effDecision) coreEffect()              {}
+func (effAnswer) coreEffect()                {}
+func (effStepDown) coreEffect()              {}
+func (effCompleteReassignments) coreEffect() {}
+
+// handle runs one event's decisions; their effects are appended to out.
+func (c *core) handle(ev event) {
+	switch ev := ev.(type) {
+	case evWriteResult:
+		c.writeDone(ev)
+		return
+	}
+	if c.pending != nil {
+		panic(fmt.Sprintf("ctrl: event %T while a write is in flight", ev))
+	}
+	if c.stopping() {
+		return
+	}
+	switch ev := ev.(type) {
+	case evBrokerRegistered:
+		c.brokerRegistered(ev.info)
+	case evBrokerDeparted:
+		c.brokerDeparted(ev.id, ev.epoch, ev.why, nil)
+	case evAlterPartition:
+		c.alterPartition(ev.req, ev.reply)
+	case evControlledShutdown:
+		c.controlledShutdown(ev.req, ev.reply)
+	default:
+		panic(fmt.Sprintf("ctrl: unknown event %T", ev))
+	}
+}
+
+// take returns the effects emitted so far and clears them.
+func (c *core) take() []effect {
+	out := c.out
+	c.out = nil
+	return out
+}
+
+func (c *core) emit(e effect) {
+	if c.pending != nil {
+		panic(fmt.Sprintf("ctrl: effect %T emitted after a write in flight (write, then push)", e))
+	}
+	c.out = append(c.out, e)
+}
+
+func (c *core) answer(reply replyFunc, resp proto.Message, err error) {
+	if reply != nil {
+		c.emit(effAnswer{reply: reply, resp: resp, err: err})
+	}
+}
+
+// stopping reports whether the term is ending; decisions check it after a
+// write and stop before pushing.
+func (c *core) stopping() bool { return c.ended != nil }
+
+// stepDown ends the term after the current event.
+func (c *core) stepDown(cause error) {
+	if c.ended != nil {
+		return
+	}
+	c.ended = cause
+	c.emit(effStepDown{cause: cause})
+}
+
+// fail ends the term after a failed write: the outcome in etcd is unknown or
+// the write was fenced, so the next controller must reload (F22).
+func (c *core) fail(what string, err error, resigning bool) {
+	if resigning {
+		c.stepDown(errResigning) // our own shutdown cancelled the write
+		return
+	}
+	if errors.Is(err, metastore.ErrControllerMoved) {
+		c.log.Error("Controller moved: fenced write refused; this controller is no longer active",
+			"write", what, "err", err)
+		c.stepDown(err)
+		return
+	}
+	c.stepDown(fmt.Errorf("%s: metadata write failed: %w", what, err))
+}
+
+// notControllerFor is NOT_CONTROLLER for a term ended by cause, naming the
+// new controller when the fencing error told us.
+func (c *core) notControllerFor(cause error) error {
+	var moved *metastore.ControllerMovedError
+	if errors.As(cause, &moved) {
+		if ke := kerr.As(moved.Unwrap()); ke != nil {
+			return ke
+		}
+	}
+	return kerr.New(kerr.NotController, "controller %d is no longer active (epoch %d ended)", c.self.Id, c.epoch)
+}
+
+// emitEvent adds one of the controller's own events to the ring.
+func (c *core) emitEvent(kind controlv1.EventKind, f func(*controlv1.ClusterEvent)) {
+	ev := &controlv1.ClusterEvent{Kind: kind, NodeId: c.self.Id}
+	if f != nil {
+		f(ev)
+	}
+	c.emit(effEvent{ev: ev})
+}
