@@ -1,0 +1,509 @@
+package ctrl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/election"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
+)
+
+// Scripted tests of the controller's decisions (core.go), run by
+// cockroachdb/datadriven like the broker's partition scripts: each
+// testdata/*.txt file is a sequence of commands, each followed by "----"
+// and the effects it must produce, ended by a blank line. Lines starting
+// with "#" are comments. Run with -rewrite to regenerate the expected
+// output.
+//
+// The harness plays etcd: a write the core asks for stays in flight until a
+// "write" command settles it (ok, with conflicts, fenced, unknown), so a
+// script shows that nothing is pushed before a write is confirmed.
+//
+// Commands:
+//
+//	broker id=1 epoch=10 [shutting]      a live broker, no effects (setup)
+//	partition t/0 replicas=(1,2,3) leader=1 le=0 isr=(1,2,3) pe=0 [adding=(..) removing=(..)]
+//	                                     a partition's assignment and state (setup)
+//	unclean topic=t                      unclean.leader.election.enable=true for t
+//	register id=4 epoch=20               a registration seen in etcd
+//	depart id=1 [epoch=10]               a registration gone
+//	alter broker=1 epoch=10              AlterPartition; one item a line:
+//	                                       t/0 le=0 pe=0 isr=(1,2) [bepochs=(10,11)]
+//	shutdown broker=1 epoch=10           ControlledShutdown
+//	write ok|moved|unknown|resigning [conflict=(t/0,...)]
+//	                                     settles the write in flight
+//	state                                the partitions and brokers
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no scripts in testdata")
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			h := newHarness()
+			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+				h.t = t
+				out, err := h.run(d)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", d.Pos, d.Cmd, err)
+				}
+				if len(out) == 0 {
+					return "ok\n"
+				}
+				return strings.Join(out, "\n") + "\n"
+			})
+		})
+	}
+}
+
+type harness struct {
+	t       *testing.T
+	c       *core
+	rev     int64 // the fake etcd's revision
+	unclean map[string]bool
+}
+
+func newHarness() *harness {
+	h := &harness{rev: 100, unclean: map[string]bool{}}
+	h.c = newCore(&commonv1.Node{Id: 100, Address: "ctrl:1"}, 7, slog.New(slog.DiscardHandler),
+		policy{unclean: func(t *topic) bool { return h.unclean[t.name] }})
+	return h
+}
+
+func (h *harness) run(d *datadriven.TestData) ([]string, error) {
+	c := h.c
+	switch d.Cmd {
+	case "broker":
+		id, epoch := int32(h.intArg(d, "id")), h.intArg(d, "epoch")
+		c.brokers[id] = &broker{info: brokerInfo(id, epoch), shuttingDown: d.HasArg("shutting")}
+		c.seen[id] = brokerInfo(id, epoch).BrokerInfo
+		return nil, nil
+	case "partition":
+		return nil, h.partition(d)
+	case "unclean":
+		var name string
+		d.ScanArgs(h.t, "topic", &name)
+		h.unclean[name] = true
+		return nil, nil
+	case "register":
+		id, epoch := int32(h.intArg(d, "id")), h.intArg(d, "epoch")
+		c.handle(evBrokerRegistered{info: brokerInfo(id, epoch)})
+	case "depart":
+		id := int32(h.intArg(d, "id"))
+		var epoch int64
+		if d.HasArg("epoch") {
+			epoch = h.intArg(d, "epoch")
+		}
+		c.handle(evBrokerDeparted{id: id, epoch: epoch, why: "lease expired"})
+	case "alter":
+		req, err := alterReq(d, int32(h.intArg(d, "broker")), h.intArg(d, "epoch"))
+		if err != nil {
+			return nil, err
+		}
+		c.handle(evAlterPartition{req: req, reply: func(proto.Message, error) {}})
+	case "shutdown":
+		c.handle(evControlledShutdown{req: &controlv1.ControlledShutdownRequest{
+			BrokerId: int32(h.intArg(d, "broker")), BrokerEpoch: h.intArg(d, "epoch")},
+			reply: func(proto.Message, error) {}})
+	case "write":
+		ev, err := h.settle(d)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(ev)
+	case "state":
+		return h.state(), nil
+	default:
+		return nil, fmt.Errorf("unknown command %q", d.Cmd)
+	}
+	return h.effects(), nil
+}
+
+func (h *harness) intArg(d *datadriven.TestData, key string) int64 {
+	var s string
+	d.ScanArgs(h.t, key, &s)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		d.Fatalf(h.t, "%s=%q: %v", key, s, err)
+	}
+	return n
+}
+
+func brokerInfo(id int32, epoch int64) metastore.Broker {
+	return metastore.Broker{BrokerInfo: metastore.BrokerInfo{ID: id, Address: fmt.Sprintf("b%d:9092", id)}, Epoch: epoch}
+}
+
+func ids(d *datadriven.TestData, key string) []int32 {
+	if !d.HasArg(key) {
+		return nil
+	}
+	var vals []string
+	for _, a := range d.CmdArgs {
+		if a.Key == key {
+			vals = a.Vals
+		}
+	}
+	return parseIDs(vals)
+}
+
+func parseIDs(vals []string) []int32 {
+	var out []int32
+	for _, v := range vals {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			n, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				panic(fmt.Sprintf("id %q: %v", f, err))
+			}
+			out = append(out, int32(n))
+		}
+	}
+	return out
+}
+
+func parseTP(s string) (election.TopicPartition, error) {
+	name, part, ok := strings.Cut(s, "/")
+	n, err := strconv.ParseInt(part, 10, 32)
+	if !ok || err != nil {
+		return election.TopicPartition{}, fmt.Errorf("partition %q: want topic/index", s)
+	}
+	return election.TopicPartition{Topic: name, Partition: int32(n)}, nil
+}
+
+// partition adds a partition; its topic is created on first use and its
+// index must be the topic's next.
+func (h *harness) partition(d *datadriven.TestData) error {
+	if len(d.CmdArgs) == 0 {
+		return fmt.Errorf("partition needs topic/index")
+	}
+	tp, err := parseTP(d.CmdArgs[0].Key)
+	if err != nil {
+		return err
+	}
+	t := h.c.topics[tp.Topic]
+	if t == nil {
+		t = &topic{name: tp.Topic, id: "id-" + tp.Topic, modRev: h.rev}
+		h.c.topics[tp.Topic] = t
+	}
+	if int(tp.Partition) != len(t.parts) {
+		return fmt.Errorf("partition %s: next index of %s is %d", tp, tp.Topic, len(t.parts))
+	}
+	p := &partition{t: t, id: tp.Partition, replicas: ids(d, "replicas"), adding: ids(d, "adding"), removing: ids(d, "removing"),
+		rec: metastore.PartitionRecord{Topic: tp.Topic, Partition: tp.Partition}}
+	if d.HasArg("leader") {
+		h.rev++
+		p.rec.ModRevision = h.rev
+		p.rec.State = metastore.PartitionState{Leader: int32(h.intArg(d, "leader")), LeaderEpoch: int32(h.intArg(d, "le")),
+			ISR: ids(d, "isr"), PartitionEpoch: int32(h.intArg(d, "pe")), ControllerEpoch: h.c.epoch}
+	}
+	t.parts = append(t.parts, p)
+	return nil
+}
+
+// alterReq reads AlterPartition items, one a line.
+func alterReq(d *datadriven.TestData, broker int32, epoch int64) (*controlv1.AlterPartitionRequest, error) {
+	req := &controlv1.AlterPartitionRequest{BrokerId: broker, BrokerEpoch: epoch}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		tp, err := parseTP(f[0])
+		if err != nil {
+			return nil, err
+		}
+		it := &controlv1.AlterPartitionItem{Topic: tp.Topic, Partition: tp.Partition}
+		var isr, bepochs []int32
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			v = strings.Trim(v, "()")
+			switch k {
+			case "le", "pe":
+				n, err := strconv.ParseInt(v, 10, 32)
+				if err != nil {
+					return nil, err
+				}
+				if k == "le" {
+					it.LeaderEpoch = int32(n)
+				} else {
+					it.PartitionEpoch = int32(n)
+				}
+			case "isr":
+				isr = parseIDs([]string{v})
+			case "bepochs":
+				bepochs = parseIDs([]string{v})
+			default:
+				return nil, fmt.Errorf("alter item: unknown %q", k)
+			}
+		}
+		for i, id := range isr {
+			m := &controlv1.IsrMember{BrokerId: id}
+			if i < len(bepochs) {
+				m.BrokerEpoch = int64(bepochs[i])
+			}
+			it.NewIsr = append(it.NewIsr, m)
+		}
+		req.Partitions = append(req.Partitions, it)
+	}
+	return req, nil
+}
+
+// settle plays etcd for the write in flight.
+func (h *harness) settle(d *datadriven.TestData) (evWriteResult, error) {
+	pw := h.c.pending
+	if pw == nil {
+		return evWriteResult{}, fmt.Errorf("no write in flight")
+	}
+	if len(d.CmdArgs) == 0 {
+		return evWriteResult{}, fmt.Errorf("write ok|moved|unknown|resigning")
+	}
+	conflict := map[election.TopicPartition]bool{}
+	for _, a := range d.CmdArgs {
+		if a.Key == "conflict" {
+			for _, v := range a.Vals {
+				tp, err := parseTP(v)
+				if err != nil {
+					return evWriteResult{}, err
+				}
+				conflict[tp] = true
+			}
+		}
+	}
+	var ev evWriteResult
+	switch d.CmdArgs[0].Key {
+	case "ok":
+	case "moved":
+		ev.err = &metastore.ControllerMovedError{Epoch: h.c.epoch, CurrentEpoch: h.c.epoch + 1,
+			Current: &metastore.ControllerInfo{ControllerID: 200, Address: "ctrl:2", Epoch: h.c.epoch + 1}}
+		return ev, nil
+	case "unknown":
+		ev.err = context.DeadlineExceeded
+		return ev, nil
+	case "resigning":
+		ev.err, ev.resigning = context.Canceled, true
+		return ev, nil
+	default:
+		return ev, fmt.Errorf("write %q: want ok, moved, unknown or resigning", d.CmdArgs[0].Key)
+	}
+	// The fake etcd writes everything but the conflicts in one revision,
+	// as metastore does after dropping them.
+	if len(conflict) > 0 {
+		h.rev++ // someone else's write
+	}
+	other := h.rev
+	h.rev++
+	for _, tp := range slices.SortedFunc(maps.Keys(pw.byKey), cmpTP) {
+		ch := pw.byKey[tp]
+		cur := ch.p.rec
+		if conflict[tp] {
+			// Someone else wrote the state first: the same leader and ISR
+			// with the next partition epoch.
+			now := cur
+			now.State.PartitionEpoch++
+			now.ModRevision = other
+			ev.res.Conflicts = append(ev.res.Conflicts, metastore.PartitionConflict{Topic: tp.Topic, Partition: tp.Partition,
+				Expected: cur.ModRevision, Current: &now})
+			continue
+		}
+		st := metastore.PartitionState{Leader: ch.d.State.Leader, LeaderEpoch: ch.d.State.LeaderEpoch,
+			ISR: slices.Clone(ch.d.State.ISR), ControllerEpoch: h.c.epoch}
+		if cur.ModRevision != 0 {
+			st.PartitionEpoch = cur.State.PartitionEpoch + 1
+		}
+		ev.res.Updated = append(ev.res.Updated, metastore.PartitionRecord{Topic: tp.Topic, Partition: tp.Partition,
+			State: st, ModRevision: h.rev})
+	}
+	return ev, nil
+}
+
+func cmpTP(x, y election.TopicPartition) int {
+	if x.Topic != y.Topic {
+		return strings.Compare(x.Topic, y.Topic)
+	}
+	return int(x.Partition - y.Partition)
+}
+
+// effects renders and clears what the core emitted.
+func (h *harness) effects() []string {
+	var out []string
+	for _, e := range h.c.take() {
+		out = append(out, renderEffect(e)...)
+	}
+	if h.c.pending != nil {
+		out = append(out, "(write in flight)")
+	}
+	return out
+}
+
+func renderEffect(e effect) []string {
+	switch e := e.(type) {
+	case effWriteStates:
+		out := []string{"write " + e.what}
+		for _, u := range e.updates {
+			cur := u.Current
+			out = append(out, fmt.Sprintf("  %s/%d rev=%d: leader %d->%d le %d->%d isr %v->%v",
+				cur.Topic, cur.Partition, cur.ModRevision, cur.State.Leader, u.Next.Leader,
+				cur.State.LeaderEpoch, u.Next.LeaderEpoch, cur.State.ISR, u.Next.ISR))
+		}
+		return out
+	case effPush:
+		return renderPush(e)
+	case effBrokerUp:
+		return []string{fmt.Sprintf("start sender %d epoch=%d", e.info.ID, e.info.Epoch)}
+	case effBrokerGone:
+		return []string{fmt.Sprintf("stop sender %d epoch=%d", e.info.ID, e.info.Epoch)}
+	case effEvent:
+		return []string{fmt.Sprintf("event %s node=%d: %s", eventName(e.ev.GetKind()), e.ev.GetNodeId(), e.ev.GetReason())}
+	case effDecision:
+		s := fmt.Sprintf("decision %s %s/%d cause=%s leader %d->%d le=%d isr %v->%v pe=%d",
+			eventName(e.kind), e.c.p.t.name, e.c.p.id, e.c.cause, e.old.Leader, e.now.Leader, e.now.LeaderEpoch, e.old.ISR, e.now.ISR,
+			e.now.PartitionEpoch)
+		if e.label != "" {
+			s += " counted=" + string(e.label)
+		}
+		if e.unclean {
+			s += " unclean"
+		}
+		return []string{s}
+	case effAnswer:
+		return renderAnswer(e)
+	case effStepDown:
+		return []string{"step down: " + e.cause.Error()}
+	case effCompleteReassignments:
+		var tps []string
+		for _, p := range e.parts {
+			tps = append(tps, fmt.Sprintf("%s/%d", p.t.name, p.id))
+		}
+		return []string{"check reassignments " + strings.Join(tps, " ")}
+	}
+	return []string{fmt.Sprintf("unknown effect %T", e)}
+}
+
+func eventName(k controlv1.EventKind) string {
+	return strings.TrimPrefix(k.String(), "EVENT_KIND_")
+}
+
+func renderState(s *commonv1.PartitionState) string {
+	return fmt.Sprintf("  %s/%d leader=%d le=%d isr=%v pe=%d replicas=%v", s.GetTopic(), s.GetPartition(), s.GetLeader(),
+		s.GetLeaderEpoch(), s.GetIsr(), s.GetPartitionEpoch(), s.GetReplicas())
+}
+
+func renderPush(e effPush) []string {
+	var out []string
+	switch {
+	case e.req.LeaderAndIsr != nil:
+		r := e.req.LeaderAndIsr
+		var leaders []int32
+		for _, n := range r.GetLeaders() {
+			leaders = append(leaders, n.GetId())
+		}
+		out = append(out, fmt.Sprintf("push %d LeaderAndIsr cepoch=%d bepoch=%d leaders=%v", e.to, r.GetControllerEpoch(),
+			r.GetBrokerEpoch(), leaders))
+		for _, s := range r.GetPartitions() {
+			out = append(out, renderState(s))
+		}
+	case e.req.UpdateMetadata != nil:
+		r := e.req.UpdateMetadata
+		var live, stopping []int32
+		for _, b := range r.GetBrokers() {
+			live = append(live, b.GetNode().GetId())
+			if b.GetShuttingDown() {
+				stopping = append(stopping, b.GetNode().GetId())
+			}
+		}
+		s := fmt.Sprintf("push %d UpdateMetadata cepoch=%d bepoch=%d brokers=%v", e.to, r.GetControllerEpoch(),
+			r.GetBrokerEpoch(), live)
+		if len(stopping) > 0 {
+			s += fmt.Sprintf(" shutting=%v", stopping)
+		}
+		if r.GetFull() {
+			s += " full"
+		}
+		out = append(out, s)
+		if !r.GetFull() {
+			for _, p := range r.GetPartitions() {
+				out = append(out, renderState(p))
+			}
+		}
+	case e.req.StopReplica != nil:
+		r := e.req.StopReplica
+		out = append(out, fmt.Sprintf("push %d StopReplica cepoch=%d bepoch=%d", e.to, r.GetControllerEpoch(), r.GetBrokerEpoch()))
+		for _, p := range r.GetPartitions() {
+			out = append(out, fmt.Sprintf("  %s/%d le=%d delete=%t", p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetDelete()))
+		}
+	}
+	return out
+}
+
+func renderAnswer(e effAnswer) []string {
+	if e.err != nil {
+		return []string{"answer error " + kerr.As(e.err).Code.String()}
+	}
+	switch r := e.resp.(type) {
+	case *controlv1.AlterPartitionResponse:
+		out := []string{"answer AlterPartition"}
+		for _, p := range r.GetPartitions() {
+			if p.GetErrorCode() != commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+				out = append(out, fmt.Sprintf("  %s/%d error %s", p.GetTopic(), p.GetPartition(), kerr.Code(p.GetErrorCode())))
+				continue
+			}
+			out = append(out, fmt.Sprintf("  %s/%d leader=%d le=%d isr=%v pe=%d", p.GetTopic(), p.GetPartition(), p.GetLeader(),
+				p.GetLeaderEpoch(), p.GetIsr(), p.GetPartitionEpoch()))
+		}
+		return out
+	case *controlv1.ControlledShutdownResponse:
+		var rem []string
+		for _, tp := range r.GetRemainingPartitions() {
+			rem = append(rem, fmt.Sprintf("%s/%d", tp.GetTopic(), tp.GetPartition()))
+		}
+		return []string{fmt.Sprintf("answer ControlledShutdown remaining=[%s]", strings.Join(rem, " "))}
+	}
+	return []string{fmt.Sprintf("answer %T", e.resp)}
+}
+
+// state lists the brokers and every partition's assignment and state.
+func (h *harness) state() []string {
+	c := h.c
+	var out []string
+	for _, id := range c.sortedBrokerIDs() {
+		b := c.brokers[id]
+		s := fmt.Sprintf("broker %d epoch=%d", id, b.info.Epoch)
+		if b.shuttingDown {
+			s += " shutting"
+		}
+		out = append(out, s)
+	}
+	for _, t := range c.sortedTopics() {
+		for _, p := range t.parts {
+			s := p.rec.State
+			line := fmt.Sprintf("%s/%d replicas=%v leader=%d le=%d isr=%v pe=%d rev=%d", t.name, p.id, []int32(p.replicas),
+				s.Leader, s.LeaderEpoch, s.ISR, s.PartitionEpoch, p.rec.ModRevision)
+			if p.reassigning() {
+				line += fmt.Sprintf(" adding=%v removing=%v", p.adding, p.removing)
+			}
+			out = append(out, line)
+		}
+	}
+	if c.ended != nil {
+		out = append(out, "ended: "+c.ended.Error())
+	}
+	return out
+}
