@@ -17,7 +17,6 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/metastore"
-	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 )
 
@@ -234,19 +233,11 @@ func (a *Active) stepDown(cause error) {
 	a.log.Error("Stepping down as the active controller", "controller_id", a.self.Id, "reason", cause.Error())
 }
 
-// refusedOrFatal sorts a failed write: etcd's refusal of this one request
-// (a kerr code such as TOPIC_ALREADY_EXISTS) is returned as false and the
-// term goes on; anything else (fenced, timed out, unknown) ends the term
-// and returns true.
+// refusedOrFatal is core.refusedOrFatal for the shell's own writes.
 func (a *Active) refusedOrFatal(what string, err error) bool {
-	// About the controller's own term, not about a caller's retry: kept
-	// out of the kerr table.
-	switch kerr.CodeOf(err) {
-	case kerr.NotController, kerr.UnknownServerError:
-		a.fail(what, err)
-		return true
-	}
-	return false
+	fatal := a.core.refusedOrFatal(what, err, a.ctx.Err() != nil)
+	a.flush()
+	return fatal
 }
 
 // afterEvent refreshes gauges and wakes WatchCluster streams.

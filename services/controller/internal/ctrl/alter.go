@@ -76,10 +76,7 @@ func (c *core) alterPartition(req *controlv1.AlterPartitionRequest, reply replyF
 		// ZK mode answers an ISR change with UpdateMetadata to every broker.
 		c.pushUpdateMetadata(written, nil, false, nil)
 		// An ISR that now holds a reassignment's whole target lets it finish.
-		if len(written) > 0 {
-			c.emit(effCompleteReassignments{parts: written})
-		}
-		c.answer(reply, resp, nil)
+		c.maybeCompleteReassignments(written, func() { c.answer(reply, resp, nil) })
 	})
 }
 

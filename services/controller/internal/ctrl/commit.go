@@ -29,13 +29,6 @@ type change struct {
 	cause cause
 }
 
-// pendingWrite is the write in flight and what follows it.
-type pendingWrite struct {
-	what  string
-	byKey map[election.TopicPartition]change
-	then  func([]*partition, error)
-}
-
 // commit writes changes with compare-and-set in fenced transactions
 // (effWriteStates) and, when the result comes back (writeDone), applies
 // what was written to the model and calls then with the partitions written.
@@ -56,20 +49,16 @@ func (c *core) commit(changes []change, then func([]*partition, error)) {
 		byKey[ch.p.tp()] = ch
 	}
 	what := fmt.Sprintf("partition states (%d)", len(updates))
-	c.emit(effWriteStates{what: what, updates: updates})
-	c.pending = &pendingWrite{what: what, byKey: byKey, then: then}
+	c.await(effWriteStates{what: what, updates: updates}, what, func(ev event) {
+		c.writeDone(ev.(evWriteResult), what, byKey, then)
+	})
 }
 
-// writeDone takes the outcome of the write in flight.
-func (c *core) writeDone(r evWriteResult) {
-	pw := c.pending
-	if pw == nil {
-		panic("ctrl: a write result with no write in flight")
-	}
-	c.pending = nil
+// writeDone takes the outcome of commit's write.
+func (c *core) writeDone(r evWriteResult, what string, byKey map[election.TopicPartition]change, then func([]*partition, error)) {
 	var written []*partition
 	for _, rec := range r.res.Updated {
-		ch := pw.byKey[election.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]
+		ch := byKey[election.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]
 		old := ch.p.rec.State
 		ch.p.rec = rec
 		written = append(written, ch.p)
@@ -77,19 +66,19 @@ func (c *core) writeDone(r evWriteResult) {
 	}
 	c.stateDirty = c.stateDirty || len(written) > 0
 	if r.err != nil {
-		c.fail(pw.what, r.err, r.resigning)
-		pw.then(written, r.err)
+		c.fail(what, r.err, r.resigning)
+		then(written, r.err)
 		return
 	}
 	for _, cf := range r.res.Conflicts {
-		ch := pw.byKey[election.TopicPartition{Topic: cf.Topic, Partition: cf.Partition}]
+		ch := byKey[election.TopicPartition{Topic: cf.Topic, Partition: cf.Partition}]
 		c.log.Warn("partition state changed under the controller; refreshed", "partition", ch.p.tp().String(),
 			"expected_revision", cf.Expected, "err", cf.Err())
 		if cf.Current != nil {
 			ch.p.rec = *cf.Current
 		}
 	}
-	pw.then(written, nil)
+	then(written, nil)
 }
 
 // record logs a written change in Kafka's terms and emits it as an

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/sender"
@@ -44,9 +45,16 @@ type core struct {
 	stateDirty  bool // partitions or brokers changed: recount, notify
 
 	// ended is why the term ended; nil while it is active.
-	ended   error
-	pending *pendingWrite
-	out     []effect
+	ended error
+	// wait is the write or read in flight; its result resumes it.
+	wait *waiting
+	out  []effect
+}
+
+// waiting is the I/O in flight and the rest of the decision that made it.
+type waiting struct {
+	what   string
+	resume func(event)
 }
 
 // policy is what decisions read from the configuration layers the shell
@@ -104,7 +112,7 @@ type evControlledShutdown struct {
 	reply replyFunc
 }
 
-// evWriteResult is the outcome of the write in flight. resigning says the
+// evWriteResult is the outcome of an effWriteStates. resigning says the
 // term's own shutdown cancelled it.
 type evWriteResult struct {
 	res       metastore.UpdateResult
@@ -112,11 +120,33 @@ type evWriteResult struct {
 	resigning bool
 }
 
+// evAssignmentResult is the outcome of an effWriteAssignment.
+type evAssignmentResult struct {
+	res       metastore.AssignmentResult
+	err       error
+	resigning bool
+}
+
+// evTopicRead is the outcome of an effReadTopic.
+type evTopicRead struct {
+	topic *metastore.Topic
+	err   error
+}
+
+// evReassign is AlterPartitionReassignments.
+type evReassign struct {
+	req   *adminv1.AlterPartitionReassignmentsRequest
+	reply replyFunc
+}
+
 func (evBrokerRegistered) coreEvent()   {}
 func (evBrokerDeparted) coreEvent()     {}
 func (evAlterPartition) coreEvent()     {}
 func (evControlledShutdown) coreEvent() {}
 func (evWriteResult) coreEvent()        {}
+func (evAssignmentResult) coreEvent()   {}
+func (evTopicRead) coreEvent()          {}
+func (evReassign) coreEvent()           {}
 
 // replyFunc takes a request's answer; the shell hands it to the caller.
 type replyFunc func(proto.Message, error)
@@ -133,6 +163,19 @@ type effWriteStates struct {
 	what    string
 	updates []metastore.PartitionUpdate
 }
+
+// effWriteAssignment asks for a topic's assignment and one partition's
+// state to be written in one fenced transaction
+// (metastore.Session.UpdateAssignment); its outcome comes back as
+// evAssignmentResult.
+type effWriteAssignment struct {
+	what   string
+	update metastore.AssignmentUpdate
+}
+
+// effReadTopic asks for a topic to be read again from etcd after its keys
+// changed under the controller; the answer comes back as evTopicRead.
+type effReadTopic struct{ name string }
 
 // effPush hands one request to a broker's sender.
 type effPush struct {
@@ -174,29 +217,31 @@ type effAnswer struct {
 // effStepDown ends the term.
 type effStepDown struct{ cause error }
 
-// effCompleteReassignments asks the shell to run reassignment phase B for
-// partitions whose ISR just changed (reassign.go, not yet in the core).
-type effCompleteReassignments struct{ parts []*partition }
-
-func (effWriteStates) coreEffect()           {}
-func (effPush) coreEffect()                  {}
-func (effBrokerUp) coreEffect()              {}
-func (effBrokerGone) coreEffect()            {}
-func (effEvent) coreEffect()                 {}
-func (effDecision) coreEffect()              {}
-func (effAnswer) coreEffect()                {}
-func (effStepDown) coreEffect()              {}
-func (effCompleteReassignments) coreEffect() {}
+func (effWriteStates) coreEffect()     {}
+func (effWriteAssignment) coreEffect() {}
+func (effReadTopic) coreEffect()       {}
+func (effPush) coreEffect()            {}
+func (effBrokerUp) coreEffect()        {}
+func (effBrokerGone) coreEffect()      {}
+func (effEvent) coreEffect()           {}
+func (effDecision) coreEffect()        {}
+func (effAnswer) coreEffect()          {}
+func (effStepDown) coreEffect()        {}
 
 // handle runs one event's decisions; their effects are appended to out.
 func (c *core) handle(ev event) {
-	switch ev := ev.(type) {
-	case evWriteResult:
-		c.writeDone(ev)
+	switch ev.(type) {
+	case evWriteResult, evAssignmentResult, evTopicRead:
+		w := c.wait
+		if w == nil {
+			panic(fmt.Sprintf("ctrl: %T with nothing in flight", ev))
+		}
+		c.wait = nil
+		w.resume(ev)
 		return
 	}
-	if c.pending != nil {
-		panic(fmt.Sprintf("ctrl: event %T while a write is in flight", ev))
+	if c.wait != nil {
+		panic(fmt.Sprintf("ctrl: event %T while %s is in flight", ev, c.wait.what))
 	}
 	if c.stopping() {
 		return
@@ -210,6 +255,8 @@ func (c *core) handle(ev event) {
 		c.alterPartition(ev.req, ev.reply)
 	case evControlledShutdown:
 		c.controlledShutdown(ev.req, ev.reply)
+	case evReassign:
+		c.alterReassignments(ev.req, ev.reply)
 	default:
 		panic(fmt.Sprintf("ctrl: unknown event %T", ev))
 	}
@@ -223,10 +270,17 @@ func (c *core) take() []effect {
 }
 
 func (c *core) emit(e effect) {
-	if c.pending != nil {
-		panic(fmt.Sprintf("ctrl: effect %T emitted after a write in flight (write, then push)", e))
+	if c.wait != nil {
+		panic(fmt.Sprintf("ctrl: effect %T emitted while %s is in flight (write, then push)", e, c.wait.what))
 	}
 	c.out = append(c.out, e)
+}
+
+// await emits the write or read e and parks the rest of the decision,
+// resume, until its result arrives.
+func (c *core) await(e effect, what string, resume func(event)) {
+	c.emit(e)
+	c.wait = &waiting{what: what, resume: resume}
 }
 
 func (c *core) answer(reply replyFunc, resp proto.Message, err error) {
@@ -262,6 +316,21 @@ func (c *core) fail(what string, err error, resigning bool) {
 		return
 	}
 	c.stepDown(fmt.Errorf("%s: metadata write failed: %w", what, err))
+}
+
+// refusedOrFatal sorts a failed write: etcd's refusal of this one request
+// (a kerr code such as TOPIC_ALREADY_EXISTS) is returned as false and the
+// term goes on; anything else (fenced, timed out, unknown) ends the term
+// and returns true.
+func (c *core) refusedOrFatal(what string, err error, resigning bool) bool {
+	// About the controller's own term, not about a caller's retry: kept
+	// out of the kerr table.
+	switch kerr.CodeOf(err) {
+	case kerr.NotController, kerr.UnknownServerError:
+		c.fail(what, err, resigning)
+		return true
+	}
+	return false
 }
 
 // notControllerFor is NOT_CONTROLLER for a term ended by cause, naming the

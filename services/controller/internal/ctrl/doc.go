@@ -35,15 +35,17 @@
 // The term's decisions are made by core (core.go): a value that holds the
 // decision state (brokers, topics, assignments, partition states, offline
 // log dirs) and turns events (a broker registered or departed,
-// AlterPartition, ControlledShutdown, a write's result) into effects
-// (etcd writes, pushes to brokers, senders to start or stop, answers,
-// cluster events, step-down). It has no goroutines, does no I/O and reads
+// AlterPartition, ControlledShutdown, AlterPartitionReassignments, the
+// result of a write or read it asked for) into effects (etcd writes and
+// reads, pushes to brokers, senders to start or stop, answers, cluster
+// events, step-down). It has no goroutines, does no I/O and reads
 // no clock; its scripted tests are testdata/*.txt (script_test.go).
 // Active embeds it and is the shell (shell.go): it turns what reaches the
 // loop into core events, executes the effects in order on the loop, and
 // feeds each write's outcome back as an event. Decisions not yet in the
-// core (topics, configs, elections on request, deletion, reassignment,
-// fast failover) run in the shell and use the core's state and its
+// core (topics, configs, elections on request and the rebalance timer,
+// deletion, CreatePartitions, offline log dirs, fast-failover probes,
+// the election-time load) run in the shell and use the core's state and its
 // write/push steps through synchronous forms (Active.commit and the push
 // functions), which execute the core's effects before returning.
 //
@@ -51,9 +53,10 @@
 //
 // Every decision is written to etcd first, through the session's fenced
 // transaction (F22), and only then pushed to brokers. In the core a write
-// is the last effect of its batch: what follows it (pushes, the answer) is
-// a continuation that runs only when the write's result comes back, so at
-// most one write is in flight and nothing is pushed before it is confirmed. If the write is
+// (or read) is the last effect of its batch: what follows it (pushes, the
+// answer, the next item of a request) is a continuation that runs only when
+// the result comes back, so at most one is in flight and nothing is pushed
+// before the write is confirmed. If the write is
 // refused because the controller moved (metastore.ErrControllerMoved), or
 // fails in any other way that leaves the outcome unknown, the term steps
 // down without pushing: the next controller reloads etcd. A broker answering

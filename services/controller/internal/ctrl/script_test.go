@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"google.golang.org/protobuf/proto"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
@@ -43,8 +44,14 @@ import (
 //	alter broker=1 epoch=10              AlterPartition; one item a line:
 //	                                       t/0 le=0 pe=0 isr=(1,2) [bepochs=(10,11)]
 //	shutdown broker=1 epoch=10           ControlledShutdown
+//	reassign                             AlterPartitionReassignments; one item a line:
+//	                                       t/0 replicas=(1,2,4)   or   t/0 cancel
+//	resume                               a new term's look at reassignments in flight
 //	write ok|moved|unknown|resigning [conflict=(t/0,...)]
-//	                                     settles the write in flight
+//	                                     settles the partition-state write in flight
+//	write ok|refused|moved|unknown       settles the assignment write in flight
+//	read ok|fail                         answers the topic read in flight (ok: the
+//	                                     topic as the controller has it, at a newer revision)
 //	state                                the partitions and brokers
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
@@ -77,6 +84,8 @@ type harness struct {
 	c       *core
 	rev     int64 // the fake etcd's revision
 	unclean map[string]bool
+	// inflight is the write or read the core waits for.
+	inflight effect
 }
 
 func newHarness() *harness {
@@ -121,8 +130,22 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		c.handle(evControlledShutdown{req: &controlv1.ControlledShutdownRequest{
 			BrokerId: int32(h.intArg(d, "broker")), BrokerEpoch: h.intArg(d, "epoch")},
 			reply: func(proto.Message, error) {}})
+	case "reassign":
+		req, err := reassignReq(d)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(evReassign{req: req, reply: func(proto.Message, error) {}})
+	case "resume":
+		c.resumeReassignments(func() {})
 	case "write":
 		ev, err := h.settle(d)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(ev)
+	case "read":
+		ev, err := h.read(d)
 		if err != nil {
 			return nil, err
 		}
@@ -267,52 +290,84 @@ func alterReq(d *datadriven.TestData, broker int32, epoch int64) (*controlv1.Alt
 }
 
 // settle plays etcd for the write in flight.
-func (h *harness) settle(d *datadriven.TestData) (evWriteResult, error) {
-	pw := h.c.pending
-	if pw == nil {
-		return evWriteResult{}, fmt.Errorf("no write in flight")
-	}
+func (h *harness) settle(d *datadriven.TestData) (event, error) {
 	if len(d.CmdArgs) == 0 {
-		return evWriteResult{}, fmt.Errorf("write ok|moved|unknown|resigning")
+		return nil, fmt.Errorf("write ok|refused|moved|unknown|resigning")
 	}
+	var err error
+	resigning := false
+	switch d.CmdArgs[0].Key {
+	case "ok", "refused":
+	case "moved":
+		err = &metastore.ControllerMovedError{Epoch: h.c.epoch, CurrentEpoch: h.c.epoch + 1,
+			Current: &metastore.ControllerInfo{ControllerID: 200, Address: "ctrl:2", Epoch: h.c.epoch + 1}}
+	case "unknown":
+		err = context.DeadlineExceeded
+	case "resigning":
+		err, resigning = context.Canceled, true
+	default:
+		return nil, fmt.Errorf("write %q: want ok, refused, moved, unknown or resigning", d.CmdArgs[0].Key)
+	}
+	switch w := h.inflight.(type) {
+	case effWriteStates:
+		if err != nil {
+			h.inflight = nil
+			return evWriteResult{err: err, resigning: resigning}, nil
+		}
+		return h.writeStates(d, w)
+	case effWriteAssignment:
+		h.inflight = nil
+		if d.CmdArgs[0].Key == "refused" {
+			err = kerr.New(kerr.InvalidUpdateVersion, "topic %q changed", w.update.Topic)
+		}
+		if err != nil {
+			return evAssignmentResult{err: err, resigning: resigning}, nil
+		}
+		h.rev++
+		res := metastore.AssignmentResult{ModRevision: h.rev, Assignment: w.update.Assignment}
+		for _, u := range w.update.States {
+			res.States = append(res.States, h.written(u))
+		}
+		return evAssignmentResult{res: res}, nil
+	}
+	return nil, fmt.Errorf("no write in flight")
+}
+
+// written is the record the fake etcd stores for u at the current revision.
+func (h *harness) written(u metastore.PartitionUpdate) metastore.PartitionRecord {
+	st := metastore.PartitionState{Leader: u.Next.Leader, LeaderEpoch: u.Next.LeaderEpoch,
+		ISR: slices.Clone(u.Next.ISR), ControllerEpoch: h.c.epoch}
+	if u.Current.ModRevision != 0 {
+		st.PartitionEpoch = u.Current.State.PartitionEpoch + 1
+	}
+	return metastore.PartitionRecord{Topic: u.Current.Topic, Partition: u.Current.Partition, State: st, ModRevision: h.rev}
+}
+
+// writeStates plays UpdatePartitionStates: everything but the conflicts is
+// written in one revision, as metastore does after dropping them.
+func (h *harness) writeStates(d *datadriven.TestData, w effWriteStates) (event, error) {
+	h.inflight = nil
 	conflict := map[election.TopicPartition]bool{}
 	for _, a := range d.CmdArgs {
 		if a.Key == "conflict" {
 			for _, v := range a.Vals {
 				tp, err := parseTP(v)
 				if err != nil {
-					return evWriteResult{}, err
+					return nil, err
 				}
 				conflict[tp] = true
 			}
 		}
 	}
 	var ev evWriteResult
-	switch d.CmdArgs[0].Key {
-	case "ok":
-	case "moved":
-		ev.err = &metastore.ControllerMovedError{Epoch: h.c.epoch, CurrentEpoch: h.c.epoch + 1,
-			Current: &metastore.ControllerInfo{ControllerID: 200, Address: "ctrl:2", Epoch: h.c.epoch + 1}}
-		return ev, nil
-	case "unknown":
-		ev.err = context.DeadlineExceeded
-		return ev, nil
-	case "resigning":
-		ev.err, ev.resigning = context.Canceled, true
-		return ev, nil
-	default:
-		return ev, fmt.Errorf("write %q: want ok, moved, unknown or resigning", d.CmdArgs[0].Key)
-	}
-	// The fake etcd writes everything but the conflicts in one revision,
-	// as metastore does after dropping them.
 	if len(conflict) > 0 {
 		h.rev++ // someone else's write
 	}
 	other := h.rev
 	h.rev++
-	for _, tp := range slices.SortedFunc(maps.Keys(pw.byKey), cmpTP) {
-		ch := pw.byKey[tp]
-		cur := ch.p.rec
+	for _, u := range w.updates {
+		cur := u.Current
+		tp := election.TopicPartition{Topic: cur.Topic, Partition: cur.Partition}
 		if conflict[tp] {
 			// Someone else wrote the state first: the same leader and ISR
 			// with the next partition epoch.
@@ -323,15 +378,59 @@ func (h *harness) settle(d *datadriven.TestData) (evWriteResult, error) {
 				Expected: cur.ModRevision, Current: &now})
 			continue
 		}
-		st := metastore.PartitionState{Leader: ch.d.State.Leader, LeaderEpoch: ch.d.State.LeaderEpoch,
-			ISR: slices.Clone(ch.d.State.ISR), ControllerEpoch: h.c.epoch}
-		if cur.ModRevision != 0 {
-			st.PartitionEpoch = cur.State.PartitionEpoch + 1
-		}
-		ev.res.Updated = append(ev.res.Updated, metastore.PartitionRecord{Topic: tp.Topic, Partition: tp.Partition,
-			State: st, ModRevision: h.rev})
+		ev.res.Updated = append(ev.res.Updated, h.written(u))
 	}
 	return ev, nil
+}
+
+// read plays Store.Topic for the read in flight.
+func (h *harness) read(d *datadriven.TestData) (event, error) {
+	rd, ok := h.inflight.(effReadTopic)
+	if !ok {
+		return nil, fmt.Errorf("no read in flight")
+	}
+	h.inflight = nil
+	if d.HasArg("fail") {
+		return evTopicRead{err: context.DeadlineExceeded}, nil
+	}
+	t := h.c.topics[rd.name]
+	h.rev++
+	mt := &metastore.Topic{Name: t.name, ModRevision: h.rev, Config: t.config, Partitions: map[int32]metastore.PartitionRecord{},
+		Assignment: t.assignmentWith(-1, election.Reassignment{})}
+	for _, p := range t.parts {
+		if p.hasState() {
+			mt.Partitions[p.id] = p.rec
+		}
+	}
+	return evTopicRead{topic: mt}, nil
+}
+
+// reassignReq reads AlterPartitionReassignments items, one a line.
+func reassignReq(d *datadriven.TestData) (*adminv1.AlterPartitionReassignmentsRequest, error) {
+	req := &adminv1.AlterPartitionReassignmentsRequest{}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		tp, err := parseTP(f[0])
+		if err != nil {
+			return nil, err
+		}
+		it := &adminv1.ReassignablePartition{Topic: tp.Topic, Partition: tp.Partition}
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "replicas":
+				it.Replicas = parseIDs([]string{strings.Trim(v, "()")})
+			case "cancel":
+			default:
+				return nil, fmt.Errorf("reassign item: unknown %q", k)
+			}
+		}
+		req.Partitions = append(req.Partitions, it)
+	}
+	return req, nil
 }
 
 func cmpTP(x, y election.TopicPartition) int {
@@ -345,10 +444,18 @@ func cmpTP(x, y election.TopicPartition) int {
 func (h *harness) effects() []string {
 	var out []string
 	for _, e := range h.c.take() {
+		switch e.(type) {
+		case effWriteStates, effWriteAssignment, effReadTopic:
+			h.inflight = e
+		}
 		out = append(out, renderEffect(e)...)
 	}
-	if h.c.pending != nil {
-		out = append(out, "(write in flight)")
+	if h.c.wait != nil {
+		if _, ok := h.inflight.(effReadTopic); ok {
+			out = append(out, "(read in flight)")
+		} else {
+			out = append(out, "(write in flight)")
+		}
 	}
 	return out
 }
@@ -364,6 +471,26 @@ func renderEffect(e effect) []string {
 				cur.State.LeaderEpoch, u.Next.LeaderEpoch, cur.State.ISR, u.Next.ISR))
 		}
 		return out
+	case effWriteAssignment:
+		u := e.update
+		a := u.Assignment
+		out := []string{fmt.Sprintf("write %s: topic %s rev=%d", e.what, u.Topic, u.ModRevision)}
+		for _, id := range slices.Sorted(maps.Keys(a.Partitions)) {
+			line := fmt.Sprintf("  assignment %s/%d replicas=%v", u.Topic, id, a.Partitions[id])
+			if add, rem := a.AddingReplicas[id], a.RemovingReplicas[id]; len(add) > 0 || len(rem) > 0 {
+				line += fmt.Sprintf(" adding=%v removing=%v", add, rem)
+			}
+			out = append(out, line)
+		}
+		for _, st := range u.States {
+			cur := st.Current
+			out = append(out, fmt.Sprintf("  state %s/%d rev=%d: leader %d->%d le %d->%d isr %v->%v",
+				cur.Topic, cur.Partition, cur.ModRevision, cur.State.Leader, st.Next.Leader,
+				cur.State.LeaderEpoch, st.Next.LeaderEpoch, cur.State.ISR, st.Next.ISR))
+		}
+		return out
+	case effReadTopic:
+		return []string{"read topic " + e.name}
 	case effPush:
 		return renderPush(e)
 	case effBrokerUp:
@@ -387,12 +514,6 @@ func renderEffect(e effect) []string {
 		return renderAnswer(e)
 	case effStepDown:
 		return []string{"step down: " + e.cause.Error()}
-	case effCompleteReassignments:
-		var tps []string
-		for _, p := range e.parts {
-			tps = append(tps, fmt.Sprintf("%s/%d", p.t.name, p.id))
-		}
-		return []string{"check reassignments " + strings.Join(tps, " ")}
 	}
 	return []string{fmt.Sprintf("unknown effect %T", e)}
 }
@@ -467,6 +588,16 @@ func renderAnswer(e effAnswer) []string {
 			}
 			out = append(out, fmt.Sprintf("  %s/%d leader=%d le=%d isr=%v pe=%d", p.GetTopic(), p.GetPartition(), p.GetLeader(),
 				p.GetLeaderEpoch(), p.GetIsr(), p.GetPartitionEpoch()))
+		}
+		return out
+	case *adminv1.AlterPartitionReassignmentsResponse:
+		out := []string{"answer AlterPartitionReassignments"}
+		for _, r := range r.GetResults() {
+			code := "ok"
+			if r.GetErrorCode() != commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+				code = kerr.Code(r.GetErrorCode()).String()
+			}
+			out = append(out, fmt.Sprintf("  %s/%d %s", r.GetTopic(), r.GetPartition(), code))
 		}
 		return out
 	case *controlv1.ControlledShutdownResponse:

@@ -46,6 +46,16 @@ func (a *Active) flush() map[int32]<-chan error {
 			switch e := e.(type) {
 			case effWriteStates:
 				a.writeStates(e)
+			case effWriteAssignment:
+				ctx, cancel := a.writeCtx()
+				res, err := a.sess.UpdateAssignment(ctx, e.update)
+				cancel()
+				a.core.handle(evAssignmentResult{res: res, err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effReadTopic:
+				ctx, cancel := a.writeCtx()
+				t, err := a.d.Store.Topic(ctx, e.name)
+				cancel()
+				a.core.handle(evTopicRead{topic: t, err: err})
 			case effPush:
 				acks[e.to] = a.enqueue(e.to, e.req)
 			case effBrokerUp:
@@ -60,8 +70,6 @@ func (a *Active) flush() map[int32]<-chan error {
 				e.reply(e.resp, e.err)
 			case effStepDown:
 				a.stepDown(e.cause)
-			case effCompleteReassignments:
-				a.maybeCompleteReassignments(e.parts)
 			default:
 				panic("ctrl: unknown effect")
 			}
@@ -206,9 +214,15 @@ func (a *Active) initNewPartitions() error {
 	return err
 }
 
-// record is core.record with its effect executed.
-func (a *Active) record(c change, old metastore.PartitionState) {
-	a.core.record(c, old)
+// refreshTopic is core.refreshTopic run to completion.
+func (a *Active) refreshTopic(t *topic) {
+	a.core.refreshTopic(t, func() {})
+	a.flush()
+}
+
+// resumeReassignments is core.resumeReassignments run to completion.
+func (a *Active) resumeReassignments() {
+	a.core.resumeReassignments(func() {})
 	a.flush()
 }
 
