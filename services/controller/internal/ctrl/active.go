@@ -98,8 +98,11 @@ type Active struct {
 	progress      map[progressKey]*controlv1.ReplicaProgress
 	ring          *ring
 	subs          map[*subscriber]struct{}
-	rebalance     *time.Timer
-	viewDirty     bool // only progress or events changed: notify
+	timers        map[timerKind]*time.Timer // the core's (effArmTimer)
+	// tracked holds the outcomes of the pushes the current step asked to
+	// keep (effPush.track).
+	tracked   map[int32]<-chan error
+	viewDirty bool // only progress or events changed: notify
 }
 
 // Start begins a term for a session just won. It returns at once; the
@@ -147,8 +150,10 @@ func Start(ctx context.Context, d Deps) *Active {
 		progress:      map[progressKey]*controlv1.ReplicaProgress{},
 		ring:          newRing(d.Settings.EventRing),
 		subs:          map[*subscriber]struct{}{},
+		timers:        map[timerKind]*time.Timer{},
 	}
-	a.core.pol = policy{unclean: a.allowUnclean, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor}
+	a.core.pol = policy{unclean: a.allowUnclean, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,
+		rebalance: a.rebalancePolicy}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -271,8 +276,8 @@ func (a *Active) shutdown() {
 	close(a.quit)
 	a.cancel()
 	a.gate.open()
-	if a.rebalance != nil {
-		a.rebalance.Stop()
+	for _, t := range a.timers {
+		t.Stop()
 	}
 	for _, fc := range a.failing {
 		fc.stopTimer()

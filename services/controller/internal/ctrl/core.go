@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-
-	"google.golang.org/protobuf/proto"
+	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
@@ -69,6 +68,17 @@ type policy struct {
 	// brokerConfigs is the dynamic broker configuration UpdateMetadata
 	// carries to one broker.
 	brokerConfigs func(broker int32) map[string]string
+	// rebalance is the auto leader rebalance configuration (F21).
+	rebalance func() rebalancePolicy
+}
+
+// rebalancePolicy is auto.leader.rebalance.enable,
+// leader.imbalance.per.broker.percentage and
+// leader.imbalance.check.interval.seconds.
+type rebalancePolicy struct {
+	enabled bool
+	percent int
+	every   time.Duration
 }
 
 func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy) *core {
@@ -133,6 +143,23 @@ type evTopicRead struct {
 	err   error
 }
 
+// evElectLeaders is ElectLeaders (KIP-460).
+type evElectLeaders struct {
+	req   *adminv1.ElectLeadersRequest
+	reply replyFunc
+}
+
+// evTimer is a timer the core armed (effArmTimer) firing.
+type evTimer struct{ kind timerKind }
+
+// timerKind names the core's timers; arming one replaces the previous.
+type timerKind int
+
+const (
+	// timerRebalance is the auto leader rebalance check (F21).
+	timerRebalance timerKind = iota + 1
+)
+
 // evReassign is AlterPartitionReassignments.
 type evReassign struct {
 	req   *adminv1.AlterPartitionReassignmentsRequest
@@ -147,9 +174,11 @@ func (evWriteResult) coreEvent()        {}
 func (evAssignmentResult) coreEvent()   {}
 func (evTopicRead) coreEvent()          {}
 func (evReassign) coreEvent()           {}
+func (evElectLeaders) coreEvent()       {}
+func (evTimer) coreEvent()              {}
 
 // replyFunc takes a request's answer; the shell hands it to the caller.
-type replyFunc func(proto.Message, error)
+type replyFunc func(any, error)
 
 // Effects.
 
@@ -177,10 +206,20 @@ type effWriteAssignment struct {
 // changed under the controller; the answer comes back as evTopicRead.
 type effReadTopic struct{ name string }
 
-// effPush hands one request to a broker's sender.
+// effPush hands one request to a broker's sender. track asks the shell to
+// keep its outcome for the request being answered (ElectLeaders waits for
+// the new leaders to confirm).
 type effPush struct {
-	to  int32
-	req sender.Request
+	to    int32
+	req   sender.Request
+	track bool
+}
+
+// effArmTimer (re)arms one of the core's timers; when it fires the shell
+// sends evTimer.
+type effArmTimer struct {
+	kind  timerKind
+	after time.Duration
 }
 
 // effBrokerUp starts a sender for a new broker incarnation.
@@ -210,7 +249,7 @@ type effDecision struct {
 // effAnswer answers a request.
 type effAnswer struct {
 	reply replyFunc
-	resp  proto.Message
+	resp  any
 	err   error
 }
 
@@ -227,6 +266,7 @@ func (effEvent) coreEffect()           {}
 func (effDecision) coreEffect()        {}
 func (effAnswer) coreEffect()          {}
 func (effStepDown) coreEffect()        {}
+func (effArmTimer) coreEffect()        {}
 
 // handle runs one event's decisions; their effects are appended to out.
 func (c *core) handle(ev event) {
@@ -257,6 +297,15 @@ func (c *core) handle(ev event) {
 		c.controlledShutdown(ev.req, ev.reply)
 	case evReassign:
 		c.alterReassignments(ev.req, ev.reply)
+	case evElectLeaders:
+		c.electLeaders(ev.req, ev.reply)
+	case evTimer:
+		switch ev.kind {
+		case timerRebalance:
+			c.checkRebalance()
+		default:
+			panic(fmt.Sprintf("ctrl: unknown timer %d", ev.kind))
+		}
 	default:
 		panic(fmt.Sprintf("ctrl: unknown event %T", ev))
 	}
@@ -283,7 +332,7 @@ func (c *core) await(e effect, what string, resume func(event)) {
 	c.wait = &waiting{what: what, resume: resume}
 }
 
-func (c *core) answer(reply replyFunc, resp proto.Message, err error) {
+func (c *core) answer(reply replyFunc, resp any, err error) {
 	if reply != nil {
 		c.emit(effAnswer{reply: reply, resp: resp, err: err})
 	}

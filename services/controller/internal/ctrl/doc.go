@@ -35,17 +35,18 @@
 // The term's decisions are made by core (core.go): a value that holds the
 // decision state (brokers, topics, assignments, partition states, offline
 // log dirs) and turns events (a broker registered or departed,
-// AlterPartition, ControlledShutdown, AlterPartitionReassignments, the
-// result of a write or read it asked for) into effects (etcd writes and
-// reads, pushes to brokers, senders to start or stop, answers, cluster
-// events, step-down). It has no goroutines, does no I/O and reads
+// AlterPartition, ControlledShutdown, AlterPartitionReassignments,
+// ElectLeaders, a timer it armed firing, the result of a write or read it
+// asked for) into effects (etcd writes and reads, pushes to brokers,
+// senders to start or stop, timers to arm, answers, cluster events,
+// step-down). It has no goroutines, does no I/O and reads
 // no clock; its scripted tests are testdata/*.txt (script_test.go).
 // Active embeds it and is the shell (shell.go): it turns what reaches the
 // loop into core events, executes the effects in order on the loop, and
 // feeds each write's outcome back as an event. Decisions not yet in the
-// core (topics, configs, elections on request and the rebalance timer,
-// deletion, CreatePartitions, offline log dirs, fast-failover probes,
-// the election-time load) run in the shell and use the core's state and its
+// core (topics, configs, deletion, CreatePartitions, offline log dirs,
+// broker sessions and fast-failover probes, the election-time load) run
+// in the shell and use the core's state and its
 // write/push steps through synchronous forms (Active.commit and the push
 // functions), which execute the core's effects before returning.
 //

@@ -49,6 +49,17 @@ func except(ids ...int32) func(int32) bool {
 // nil for all) one LeaderAndIsr with its partitions' states, the leaders'
 // endpoints and the topics' effective configs.
 func (c *core) pushLeaderAndIsr(parts []*partition, to func(int32) bool) {
+	c.pushLeaderAndIsrTo(parts, to, false)
+}
+
+// pushLeaderAndIsrTracked is pushLeaderAndIsr to every live replica with
+// the outcomes kept for the answer (effPush.track); it returns the brokers
+// sent to.
+func (c *core) pushLeaderAndIsrTracked(parts []*partition) map[int32]bool {
+	return c.pushLeaderAndIsrTo(parts, nil, true)
+}
+
+func (c *core) pushLeaderAndIsrTo(parts []*partition, to func(int32) bool, track bool) map[int32]bool {
 	byBroker := map[int32][]*partition{}
 	for _, p := range parts {
 		if !p.hasState() {
@@ -60,9 +71,12 @@ func (c *core) pushLeaderAndIsr(parts []*partition, to func(int32) bool) {
 			}
 		}
 	}
+	sent := map[int32]bool{}
 	for _, id := range slices.Sorted(maps.Keys(byBroker)) {
-		c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: c.leaderAndIsr(id, byBroker[id])}})
+		c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: c.leaderAndIsr(id, byBroker[id])}, track: track})
+		sent[id] = true
 	}
+	return sent
 }
 
 func (c *core) leaderAndIsr(id int32, parts []*partition) *controlv1.LeaderAndIsrRequest {

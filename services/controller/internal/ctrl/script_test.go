@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
-	"google.golang.org/protobuf/proto"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
@@ -47,6 +47,9 @@ import (
 //	reassign                             AlterPartitionReassignments; one item a line:
 //	                                       t/0 replicas=(1,2,4)   or   t/0 cancel
 //	resume                               a new term's look at reassignments in flight
+//	rebalance [enabled] [percent=10]     the auto leader rebalance configuration
+//	timer rebalance                      the rebalance timer fires
+//	elect type=preferred|unclean [all]   ElectLeaders; partitions one a line
 //	write ok|moved|unknown|resigning [conflict=(t/0,...)]
 //	                                     settles the partition-state write in flight
 //	write ok|refused|moved|unknown       settles the assignment write in flight
@@ -80,18 +83,20 @@ func TestScripts(t *testing.T) {
 }
 
 type harness struct {
-	t       *testing.T
-	c       *core
-	rev     int64 // the fake etcd's revision
-	unclean map[string]bool
+	t         *testing.T
+	c         *core
+	rev       int64 // the fake etcd's revision
+	unclean   map[string]bool
+	rebalance rebalancePolicy
 	// inflight is the write or read the core waits for.
 	inflight effect
 }
 
 func newHarness() *harness {
-	h := &harness{rev: 100, unclean: map[string]bool{}}
+	h := &harness{rev: 100, unclean: map[string]bool{}, rebalance: rebalancePolicy{percent: 10, every: 300 * time.Second}}
 	h.c = newCore(&commonv1.Node{Id: 100, Address: "ctrl:1"}, 7, slog.New(slog.DiscardHandler),
-		policy{unclean: func(t *topic) bool { return h.unclean[t.name] }})
+		policy{unclean: func(t *topic) bool { return h.unclean[t.name] },
+			rebalance: func() rebalancePolicy { return h.rebalance }})
 	return h
 }
 
@@ -110,6 +115,23 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		d.ScanArgs(h.t, "topic", &name)
 		h.unclean[name] = true
 		return nil, nil
+	case "rebalance":
+		h.rebalance.enabled = d.HasArg("enabled")
+		if d.HasArg("percent") {
+			h.rebalance.percent = int(h.intArg(d, "percent"))
+		}
+		return nil, nil
+	case "timer":
+		if !d.HasArg("rebalance") {
+			return nil, fmt.Errorf("timer rebalance")
+		}
+		c.handle(evTimer{kind: timerRebalance})
+	case "elect":
+		req, err := h.electReq(d)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(evElectLeaders{req: req, reply: func(any, error) {}})
 	case "register":
 		id, epoch := int32(h.intArg(d, "id")), h.intArg(d, "epoch")
 		c.handle(evBrokerRegistered{info: brokerInfo(id, epoch)})
@@ -125,17 +147,17 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.handle(evAlterPartition{req: req, reply: func(proto.Message, error) {}})
+		c.handle(evAlterPartition{req: req, reply: func(any, error) {}})
 	case "shutdown":
 		c.handle(evControlledShutdown{req: &controlv1.ControlledShutdownRequest{
 			BrokerId: int32(h.intArg(d, "broker")), BrokerEpoch: h.intArg(d, "epoch")},
-			reply: func(proto.Message, error) {}})
+			reply: func(any, error) {}})
 	case "reassign":
 		req, err := reassignReq(d)
 		if err != nil {
 			return nil, err
 		}
-		c.handle(evReassign{req: req, reply: func(proto.Message, error) {}})
+		c.handle(evReassign{req: req, reply: func(any, error) {}})
 	case "resume":
 		c.resumeReassignments(func() {})
 	case "write":
@@ -405,6 +427,30 @@ func (h *harness) read(d *datadriven.TestData) (event, error) {
 	return evTopicRead{topic: mt}, nil
 }
 
+// electReq reads ElectLeaders' partitions, one a line.
+func (h *harness) electReq(d *datadriven.TestData) (*adminv1.ElectLeadersRequest, error) {
+	var typ string
+	d.ScanArgs(h.t, "type", &typ)
+	req := &adminv1.ElectLeadersRequest{AllPartitions: d.HasArg("all")}
+	switch typ {
+	case "preferred":
+		req.ElectionType = adminv1.ElectionType_ELECTION_TYPE_PREFERRED
+	case "unclean":
+		req.ElectionType = adminv1.ElectionType_ELECTION_TYPE_UNCLEAN
+	case "none":
+	default:
+		return nil, fmt.Errorf("elect type=%q", typ)
+	}
+	for _, f := range strings.Fields(d.Input) {
+		tp, err := parseTP(f)
+		if err != nil {
+			return nil, err
+		}
+		req.Partitions = append(req.Partitions, &commonv1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	return req, nil
+}
+
 // reassignReq reads AlterPartitionReassignments items, one a line.
 func reassignReq(d *datadriven.TestData) (*adminv1.AlterPartitionReassignmentsRequest, error) {
 	req := &adminv1.AlterPartitionReassignmentsRequest{}
@@ -491,6 +537,9 @@ func renderEffect(e effect) []string {
 		return out
 	case effReadTopic:
 		return []string{"read topic " + e.name}
+	case effArmTimer:
+		name := map[timerKind]string{timerRebalance: "rebalance"}[e.kind]
+		return []string{fmt.Sprintf("arm timer %s in %s", name, e.after)}
 	case effPush:
 		return renderPush(e)
 	case effBrokerUp:
@@ -536,8 +585,12 @@ func renderPush(e effPush) []string {
 		for _, n := range r.GetLeaders() {
 			leaders = append(leaders, n.GetId())
 		}
-		out = append(out, fmt.Sprintf("push %d LeaderAndIsr cepoch=%d bepoch=%d leaders=%v", e.to, r.GetControllerEpoch(),
-			r.GetBrokerEpoch(), leaders))
+		line := fmt.Sprintf("push %d LeaderAndIsr cepoch=%d bepoch=%d leaders=%v", e.to, r.GetControllerEpoch(),
+			r.GetBrokerEpoch(), leaders)
+		if e.track {
+			line += " (tracked)"
+		}
+		out = append(out, line)
 		for _, s := range r.GetPartitions() {
 			out = append(out, renderState(s))
 		}
@@ -598,6 +651,24 @@ func renderAnswer(e effAnswer) []string {
 				code = kerr.Code(r.GetErrorCode()).String()
 			}
 			out = append(out, fmt.Sprintf("  %s/%d %s", r.GetTopic(), r.GetPartition(), code))
+		}
+		return out
+	case electAnswer:
+		out := []string{"answer ElectLeaders"}
+		for _, r := range r.resp.GetResults() {
+			code := "ok"
+			if r.GetErrorCode() != commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+				code = kerr.Code(r.GetErrorCode()).String()
+			}
+			out = append(out, fmt.Sprintf("  %s/%d %s leader=%d le=%d", r.GetTopic(), r.GetPartition(), code,
+				r.GetLeader(), r.GetLeaderEpoch()))
+		}
+		for _, id := range slices.Sorted(maps.Keys(r.confirm)) {
+			var tps []string
+			for _, res := range r.confirm[id] {
+				tps = append(tps, fmt.Sprintf("%s/%d", res.GetTopic(), res.GetPartition()))
+			}
+			out = append(out, fmt.Sprintf("  confirm by %d: %s", id, strings.Join(tps, " ")))
 		}
 		return out
 	case *controlv1.ControlledShutdownResponse:

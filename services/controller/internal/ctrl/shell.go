@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/sender"
@@ -26,6 +25,7 @@ type link struct {
 
 // step hands one event to the core and executes its effects.
 func (a *Active) step(ev event) map[int32]<-chan error {
+	a.tracked = map[int32]<-chan error{}
 	a.core.handle(ev)
 	return a.flush()
 }
@@ -58,6 +58,11 @@ func (a *Active) flush() map[int32]<-chan error {
 				a.core.handle(evTopicRead{topic: t, err: err})
 			case effPush:
 				acks[e.to] = a.enqueue(e.to, e.req)
+				if e.track && a.tracked != nil {
+					a.tracked[e.to] = acks[e.to]
+				}
+			case effArmTimer:
+				a.armTimer(e)
 			case effBrokerUp:
 				a.startLink(e.info)
 			case effBrokerGone:
@@ -284,9 +289,23 @@ func (a *Active) enqueue(id int32, r sender.Request) <-chan error {
 	return ch
 }
 
+// armTimer (re)arms one of the core's timers.
+func (a *Active) armTimer(e effArmTimer) {
+	if old := a.timers[e.kind]; old != nil {
+		old.Stop()
+	}
+	a.timers[e.kind] = time.AfterFunc(e.after, func() { a.post(func() { a.step(evTimer{kind: e.kind}) }) })
+}
+
+// armRebalance is core.armRebalance with the timer armed.
+func (a *Active) armRebalance() {
+	a.core.armRebalance()
+	a.flush()
+}
+
 // answerTo returns a replyFunc that stores a typed answer.
-func answerTo[T proto.Message](resp *T, err *error) replyFunc {
-	return func(m proto.Message, e error) {
+func answerTo[T any](resp *T, err *error) replyFunc {
+	return func(m any, e error) {
 		if m != nil {
 			*resp, _ = m.(T)
 		}
