@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
-	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/logging"
 )
@@ -93,16 +92,12 @@ type Active struct {
 	links         map[int32]*link
 	brokerConfigs map[string]map[string]string
 	controllers   map[int32]metastore.ControllerNode
-	sessions      map[int32]*session
-	failing       map[int32]*failCheck
-	progress      map[progressKey]*controlv1.ReplicaProgress
 	ring          *ring
 	subs          map[*subscriber]struct{}
-	timers        map[timerKind]*time.Timer // the core's (effArmTimer)
+	timers        map[timerKey]*time.Timer // the core's (effArmTimer)
 	// tracked holds the outcomes of the pushes the current step asked to
 	// keep (effPush.track).
-	tracked   map[int32]<-chan error
-	viewDirty bool // only progress or events changed: notify
+	tracked map[int32]<-chan error
 }
 
 // Start begins a term for a session just won. It returns at once; the
@@ -145,15 +140,12 @@ func Start(ctx context.Context, d Deps) *Active {
 		links:         map[int32]*link{},
 		brokerConfigs: map[string]map[string]string{},
 		controllers:   map[int32]metastore.ControllerNode{},
-		sessions:      map[int32]*session{},
-		failing:       map[int32]*failCheck{},
-		progress:      map[progressKey]*controlv1.ReplicaProgress{},
 		ring:          newRing(d.Settings.EventRing),
 		subs:          map[*subscriber]struct{}{},
-		timers:        map[timerKind]*time.Timer{},
+		timers:        map[timerKey]*time.Timer{},
 	}
 	a.core.pol = policy{unclean: a.allowUnclean, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,
-		rebalance: a.rebalancePolicy}
+		rebalance: a.rebalancePolicy, grace: d.Settings.SessionGrace}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -278,9 +270,6 @@ func (a *Active) shutdown() {
 	a.gate.open()
 	for _, t := range a.timers {
 		t.Stop()
-	}
-	for _, fc := range a.failing {
-		fc.stopTimer()
 	}
 	var links []*link
 	for _, l := range a.links {

@@ -41,7 +41,15 @@ type core struct {
 	// offlineDirs are each live broker's offline log dirs as its session
 	// last reported them; their replicas count as offline (logdirs.go).
 	offlineDirs map[int32][]*controlv1.OfflineLogDir
-	stateDirty  bool // partitions or brokers changed: recount, notify
+	// sessions are the open BrokerSession streams, failing the fast-failover
+	// checks of brokers whose session broke (session.go), progress each
+	// replica's last progress report.
+	sessions   map[int32]*session
+	failing    map[int32]*failCheck
+	failGen    uint64
+	progress   map[progressKey]*controlv1.ReplicaProgress
+	stateDirty bool // partitions or brokers changed: recount, notify
+	viewDirty  bool // only progress or events changed: notify
 
 	// ended is why the term ended; nil while it is active.
 	ended error
@@ -70,6 +78,9 @@ type policy struct {
 	brokerConfigs func(broker int32) map[string]string
 	// rebalance is the auto leader rebalance configuration (F21).
 	rebalance func() rebalancePolicy
+	// grace is how long a broker whose session broke has to come back
+	// before fast failover may declare it dead; 0 leaves it to its lease.
+	grace time.Duration
 }
 
 // rebalancePolicy is auto.leader.rebalance.enable,
@@ -92,6 +103,9 @@ func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy) *co
 		seen:          map[int32]metastore.BrokerInfo{},
 		departedEpoch: map[int32]int64{},
 		offlineDirs:   map[int32][]*controlv1.OfflineLogDir{},
+		sessions:      map[int32]*session{},
+		failing:       map[int32]*failCheck{},
+		progress:      map[progressKey]*controlv1.ReplicaProgress{},
 	}
 }
 
@@ -149,16 +163,63 @@ type evElectLeaders struct {
 	reply replyFunc
 }
 
-// evTimer is a timer the core armed (effArmTimer) firing.
-type evTimer struct{ kind timerKind }
+// evTimer is a timer the core armed (effArmTimer) firing, with the gen it
+// was armed with.
+type evTimer struct {
+	key timerKey
+	gen uint64
+}
 
-// timerKind names the core's timers; arming one replaces the previous.
+// timerKind names the core's timers.
 type timerKind int
 
 const (
 	// timerRebalance is the auto leader rebalance check (F21).
 	timerRebalance timerKind = iota + 1
+	// timerGrace is a broker's fast-failover grace period.
+	timerGrace
 )
+
+// timerKey names one timer; arming a key replaces its previous timer.
+type timerKey struct {
+	kind   timerKind
+	broker int32
+}
+
+// evSessionOpened is a BrokerSession stream's first message; the answer is
+// the *session.
+type evSessionOpened struct {
+	first *controlv1.BrokerSessionRequest
+	reply replyFunc
+}
+
+// evSessionReport is a later message of an open session, received at now
+// (Unix ms; events without a time get it).
+type evSessionReport struct {
+	s   *session
+	m   *controlv1.BrokerSessionRequest
+	now int64
+}
+
+// evSessionClosed is a session's stream ending.
+type evSessionClosed struct {
+	s     *session
+	cause error
+}
+
+// evProbeResult is the outcome of an effProbe.
+type evProbeResult struct {
+	id                         int32
+	gen                        uint64
+	healthy, refused, replaced bool
+	why                        string
+}
+
+// evRevokeResult is the outcome of an effRevokeBroker.
+type evRevokeResult struct {
+	err       error
+	resigning bool
+}
 
 // evReassign is AlterPartitionReassignments.
 type evReassign struct {
@@ -176,6 +237,11 @@ func (evTopicRead) coreEvent()          {}
 func (evReassign) coreEvent()           {}
 func (evElectLeaders) coreEvent()       {}
 func (evTimer) coreEvent()              {}
+func (evSessionOpened) coreEvent()      {}
+func (evSessionReport) coreEvent()      {}
+func (evSessionClosed) coreEvent()      {}
+func (evProbeResult) coreEvent()        {}
+func (evRevokeResult) coreEvent()       {}
 
 // replyFunc takes a request's answer; the shell hands it to the caller.
 type replyFunc func(any, error)
@@ -216,10 +282,35 @@ type effPush struct {
 }
 
 // effArmTimer (re)arms one of the core's timers; when it fires the shell
-// sends evTimer.
+// sends evTimer with gen.
 type effArmTimer struct {
-	kind  timerKind
+	key   timerKey
 	after time.Duration
+	gen   uint64
+}
+
+// effStopTimer stops a timer.
+type effStopTimer struct{ key timerKey }
+
+// effKick ends a session replaced by a newer one of the same broker.
+type effKick struct{ s *session }
+
+// effProbe starts a fast-failover probe of a broker incarnation at addr:
+// a health check of its incarnation's service, then a fresh dial; the
+// outcome comes back as evProbeResult.
+type effProbe struct {
+	id      int32
+	epoch   int64
+	addr    string
+	timeout time.Duration
+	gen     uint64
+}
+
+// effRevokeBroker revokes a broker incarnation's registration lease (a
+// fenced write); the outcome comes back as evRevokeResult.
+type effRevokeBroker struct {
+	id    int32
+	epoch int64
 }
 
 // effBrokerUp starts a sender for a new broker incarnation.
@@ -267,11 +358,15 @@ func (effDecision) coreEffect()        {}
 func (effAnswer) coreEffect()          {}
 func (effStepDown) coreEffect()        {}
 func (effArmTimer) coreEffect()        {}
+func (effStopTimer) coreEffect()       {}
+func (effKick) coreEffect()            {}
+func (effProbe) coreEffect()           {}
+func (effRevokeBroker) coreEffect()    {}
 
 // handle runs one event's decisions; their effects are appended to out.
 func (c *core) handle(ev event) {
 	switch ev.(type) {
-	case evWriteResult, evAssignmentResult, evTopicRead:
+	case evWriteResult, evAssignmentResult, evTopicRead, evRevokeResult:
 		w := c.wait
 		if w == nil {
 			panic(fmt.Sprintf("ctrl: %T with nothing in flight", ev))
@@ -300,12 +395,22 @@ func (c *core) handle(ev event) {
 	case evElectLeaders:
 		c.electLeaders(ev.req, ev.reply)
 	case evTimer:
-		switch ev.kind {
+		switch ev.key.kind {
 		case timerRebalance:
 			c.checkRebalance()
+		case timerGrace:
+			c.graceEnded(ev.key.broker, ev.gen)
 		default:
-			panic(fmt.Sprintf("ctrl: unknown timer %d", ev.kind))
+			panic(fmt.Sprintf("ctrl: unknown timer %d", ev.key.kind))
 		}
+	case evSessionOpened:
+		c.openSession(ev.first, ev.reply)
+	case evSessionReport:
+		c.report(ev.s, ev.m, ev.now)
+	case evSessionClosed:
+		c.sessionClosed(ev.s, ev.cause)
+	case evProbeResult:
+		c.probed(ev)
 	default:
 		panic(fmt.Sprintf("ctrl: unknown event %T", ev))
 	}

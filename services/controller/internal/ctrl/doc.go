@@ -34,19 +34,20 @@
 //
 // The term's decisions are made by core (core.go): a value that holds the
 // decision state (brokers, topics, assignments, partition states, offline
-// log dirs) and turns events (a broker registered or departed,
-// AlterPartition, ControlledShutdown, AlterPartitionReassignments,
-// ElectLeaders, a timer it armed firing, the result of a write or read it
-// asked for) into effects (etcd writes and reads, pushes to brokers,
-// senders to start or stop, timers to arm, answers, cluster events,
-// step-down). It has no goroutines, does no I/O and reads
+// log dirs, broker sessions, their progress reports and fast-failover
+// checks) and turns events (a broker registered or departed, a session
+// opened, reporting or broken, a probe's outcome, AlterPartition,
+// ControlledShutdown, AlterPartitionReassignments, ElectLeaders, a timer
+// it armed firing, the result of a write or read it asked for) into effects
+// (etcd writes and reads, pushes to brokers, senders to start or stop,
+// timers to arm or stop, probes to run, sessions to end, answers, cluster
+// events, step-down). It has no goroutines, does no I/O and reads
 // no clock; its scripted tests are testdata/*.txt (script_test.go).
 // Active embeds it and is the shell (shell.go): it turns what reaches the
 // loop into core events, executes the effects in order on the loop, and
 // feeds each write's outcome back as an event. Decisions not yet in the
-// core (topics, configs, deletion, CreatePartitions, offline log dirs,
-// broker sessions and fast-failover probes, the election-time load) run
-// in the shell and use the core's state and its
+// core (topics, configs, deletion, CreatePartitions, the election-time
+// load) run in the shell and use the core's state and its
 // write/push steps through synchronous forms (Active.commit and the push
 // functions), which execute the core's effects before returning.
 //
@@ -67,7 +68,8 @@
 //
 // Besides the loop, a term runs: one sender goroutine per live broker
 // incarnation (package sender), one reader per etcd watch, a watcher of the
-// session's lease, and short-lived helpers (health probes, ack waiters).
+// session's lease, the timers the core armed (each posts an event when it
+// fires), and short-lived helpers (health probes, ack waiters).
 // Helpers post results back with post, which gives up once the loop has
 // exited. The loop never waits for another goroutine of the term, so a
 // helper blocked posting cannot deadlock it; the term's cleanup waits for

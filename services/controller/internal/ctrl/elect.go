@@ -164,7 +164,7 @@ func setElectErr(res *adminv1.ElectLeadersResult, err error) {
 // armRebalance schedules the next auto leader rebalance check
 // (leader.imbalance.check.interval.seconds, F21).
 func (c *core) armRebalance() {
-	c.emit(effArmTimer{kind: timerRebalance, after: c.rebalancePolicy().every})
+	c.emit(effArmTimer{key: timerKey{kind: timerRebalance}, after: c.rebalancePolicy().every})
 }
 
 func (c *core) rebalancePolicy() rebalancePolicy {

@@ -15,39 +15,42 @@ import (
 
 // noteOfflineDirs records broker id's offline log dirs and handles the
 // partitions newly on one: a new leader where id led, id out of the ISR.
-func (a *Active) noteOfflineDirs(id int32, dirs []*controlv1.OfflineLogDir) {
-	before := a.offlineOf(id)
+// then runs once that is written and pushed.
+func (c *core) noteOfflineDirs(id int32, dirs []*controlv1.OfflineLogDir, then func()) {
+	before := c.offlineOf(id)
 	if len(dirs) == 0 && len(before) == 0 {
+		then()
 		return
 	}
-	a.offlineDirs[id] = dirs
+	c.offlineDirs[id] = dirs
 	if len(dirs) == 0 {
-		delete(a.offlineDirs, id)
+		delete(c.offlineDirs, id)
 	}
-	view := a.view()
+	view := c.view()
 	var changes []change
-	for tp := range a.offlineOf(id) {
+	for tp := range c.offlineOf(id) {
 		if before[tp] {
 			continue
 		}
-		a.log.Warn("Replica on an offline log dir", "broker_id", id, "partition", tp.String())
-		p := a.lookup(tp.Topic, tp.Partition)
+		c.log.Warn("Replica on an offline log dir", "broker_id", id, "partition", tp.String())
+		p := c.lookup(tp.Topic, tp.Partition)
 		if p == nil || !p.hasState() {
 			continue
 		}
 		if s := p.state(); s.Leader != id && !s.InISR(id) {
 			continue
 		}
-		if d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
+		if d := election.OnBrokerFailure(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
 			changes = append(changes, change{p: p, d: d, cause: causeOffline})
 		}
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return
-	}
-	a.pushChanges(written)
-	a.viewDirty = true
+	c.commit(changes, func(written []*partition, err error) {
+		if err == nil {
+			c.pushChanges(written)
+			c.viewDirty = true
+		}
+		then()
+	})
 }
 
 // offlineOf is the set of broker id's replicas on offline log dirs.

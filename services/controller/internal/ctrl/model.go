@@ -73,12 +73,14 @@ type session struct {
 // probe failed and its address refused a connection, unless it reopened a
 // session meanwhile.
 type failCheck struct {
-	epoch            int64
+	epoch int64
+	// gen tells this check's grace timer and probe result from an older
+	// check's of the same broker.
+	gen              uint64
 	expired, probed  bool
 	healthy          bool
 	refused          bool // the probe's connection was refused: the process is gone
 	replaced         bool // another process answers at its address: this incarnation is gone
-	stopTimer        func() bool
 	healthCheckError string
 }
 

@@ -21,18 +21,29 @@ func (c *core) addBroker(info metastore.Broker) {
 	c.seen[info.ID] = info.BrokerInfo
 	c.stateDirty = true
 	c.emit(effBrokerUp{info: info})
+	c.cancelFailCheck(info.ID)
 }
 
 // errStaleEpoch ends a term when a broker has seen a newer controller (F22).
 var errStaleEpoch = errors.New("a broker answered STALE_CONTROLLER_EPOCH: a newer controller is active")
 
-// removeBroker stops tracking a broker incarnation; the shell drops its
-// queue and its reported progress.
+// removeBroker stops tracking a broker incarnation and drops its reported
+// progress; the shell drops its queue.
 func (c *core) removeBroker(b *broker) {
 	delete(c.brokers, b.info.ID)
 	c.departedEpoch[b.info.ID] = b.info.Epoch
 	c.stateDirty = true
 	c.emit(effBrokerGone{info: b.info})
+	// A newer incarnation's session may already have reported (its full
+	// report comes only once): its progress is not this incarnation's.
+	if s := c.sessions[b.info.ID]; s == nil || s.epoch <= b.info.Epoch {
+		for k := range c.progress {
+			if k.broker == b.info.ID {
+				delete(c.progress, k)
+			}
+		}
+	}
+	c.cancelFailCheck(b.info.ID)
 }
 
 // only returns a broker filter that admits ids.

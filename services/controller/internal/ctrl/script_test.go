@@ -55,6 +55,16 @@ import (
 //	write ok|refused|moved|unknown       settles the assignment write in flight
 //	read ok|fail                         answers the topic read in flight (ok: the
 //	                                     topic as the controller has it, at a newer revision)
+//	open id=1 epoch=10                   a BrokerSession opening
+//	report id=1 [full] [replaced]        a session message (of the session it replaced);
+//	                                       one line each: t/0 leo=10 | removed t/0 |
+//	                                       offline /dir t/0 t/1 | event <reason>
+//	close id=1                           the session's stream breaks
+//	probe id=1 [healthy|refused|replaced]
+//	                                     the fast-failover probe's outcome
+//	timer grace=1                        the broker's grace period ends
+//	write ok|refused|moved|unknown       settles the lease revocation in flight
+//	progress                             the progress reports held
 //	state                                the partitions and brokers
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
@@ -90,13 +100,19 @@ type harness struct {
 	rebalance rebalancePolicy
 	// inflight is the write or read the core waits for.
 	inflight effect
+	// sessions are the open sessions by broker; gens the last fast-failover
+	// check's gen by broker.
+	sessions map[int32]*session
+	replaced map[int32]*session
+	gens     map[int32]uint64
 }
 
 func newHarness() *harness {
-	h := &harness{rev: 100, unclean: map[string]bool{}, rebalance: rebalancePolicy{percent: 10, every: 300 * time.Second}}
+	h := &harness{rev: 100, unclean: map[string]bool{}, rebalance: rebalancePolicy{percent: 10, every: 300 * time.Second},
+		sessions: map[int32]*session{}, replaced: map[int32]*session{}, gens: map[int32]uint64{}}
 	h.c = newCore(&commonv1.Node{Id: 100, Address: "ctrl:1"}, 7, slog.New(slog.DiscardHandler),
 		policy{unclean: func(t *topic) bool { return h.unclean[t.name] },
-			rebalance: func() rebalancePolicy { return h.rebalance }})
+			rebalance: func() rebalancePolicy { return h.rebalance }, grace: 3 * time.Second})
 	return h
 }
 
@@ -122,16 +138,58 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		}
 		return nil, nil
 	case "timer":
-		if !d.HasArg("rebalance") {
-			return nil, fmt.Errorf("timer rebalance")
+		if d.HasArg("grace") {
+			id := int32(h.intArg(d, "grace"))
+			c.handle(evTimer{key: timerKey{kind: timerGrace, broker: id}, gen: h.gens[id]})
+			break
 		}
-		c.handle(evTimer{kind: timerRebalance})
+		if !d.HasArg("rebalance") {
+			return nil, fmt.Errorf("timer rebalance|grace=<id>")
+		}
+		c.handle(evTimer{key: timerKey{kind: timerRebalance}})
 	case "elect":
 		req, err := h.electReq(d)
 		if err != nil {
 			return nil, err
 		}
 		c.handle(evElectLeaders{req: req, reply: func(any, error) {}})
+	case "open":
+		id, epoch := int32(h.intArg(d, "id")), h.intArg(d, "epoch")
+		c.handle(evSessionOpened{first: &controlv1.BrokerSessionRequest{BrokerId: id, BrokerEpoch: epoch},
+			reply: func(m any, err error) {
+				if s, ok := m.(*session); ok {
+					h.replaced[id] = h.sessions[id]
+					h.sessions[id] = s
+				}
+			}})
+	case "report":
+		id := int32(h.intArg(d, "id"))
+		s := h.sessions[id]
+		if d.HasArg("replaced") {
+			s = h.replaced[id]
+		}
+		if s == nil {
+			return nil, fmt.Errorf("no such session of broker %d", id)
+		}
+		m, err := reportMsg(d, s)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(evSessionReport{s: s, m: m, now: 1000})
+	case "close":
+		id := int32(h.intArg(d, "id"))
+		s := h.sessions[id]
+		if s == nil {
+			return nil, fmt.Errorf("no open session of broker %d", id)
+		}
+		c.handle(evSessionClosed{s: s, cause: fmt.Errorf("stream broke")})
+	case "probe":
+		id := int32(h.intArg(d, "id"))
+		r := evProbeResult{id: id, gen: h.gens[id], healthy: d.HasArg("healthy"), refused: d.HasArg("refused"),
+			replaced: d.HasArg("replaced"), why: "scripted"}
+		c.handle(r)
+	case "progress":
+		return h.progress(), nil
 	case "register":
 		id, epoch := int32(h.intArg(d, "id")), h.intArg(d, "epoch")
 		c.handle(evBrokerRegistered{info: brokerInfo(id, epoch)})
@@ -337,6 +395,12 @@ func (h *harness) settle(d *datadriven.TestData) (event, error) {
 			return evWriteResult{err: err, resigning: resigning}, nil
 		}
 		return h.writeStates(d, w)
+	case effRevokeBroker:
+		h.inflight = nil
+		if d.CmdArgs[0].Key == "refused" {
+			err = kerr.New(kerr.StaleBrokerEpoch, "broker %d re-registered", w.id)
+		}
+		return evRevokeResult{err: err, resigning: resigning}, nil
 	case effWriteAssignment:
 		h.inflight = nil
 		if d.CmdArgs[0].Key == "refused" {
@@ -490,9 +554,13 @@ func cmpTP(x, y election.TopicPartition) int {
 func (h *harness) effects() []string {
 	var out []string
 	for _, e := range h.c.take() {
-		switch e.(type) {
-		case effWriteStates, effWriteAssignment, effReadTopic:
+		switch e := e.(type) {
+		case effWriteStates, effWriteAssignment, effReadTopic, effRevokeBroker:
 			h.inflight = e
+		case effProbe:
+			h.gens[e.id] = e.gen
+		case effAnswer:
+			e.reply(e.resp, e.err)
 		}
 		out = append(out, renderEffect(e)...)
 	}
@@ -538,8 +606,15 @@ func renderEffect(e effect) []string {
 	case effReadTopic:
 		return []string{"read topic " + e.name}
 	case effArmTimer:
-		name := map[timerKind]string{timerRebalance: "rebalance"}[e.kind]
-		return []string{fmt.Sprintf("arm timer %s in %s", name, e.after)}
+		return []string{fmt.Sprintf("arm timer %s in %s", timerName(e.key), e.after)}
+	case effStopTimer:
+		return []string{"stop timer " + timerName(e.key)}
+	case effKick:
+		return []string{fmt.Sprintf("kick session of broker %d epoch=%d", e.s.brokerID, e.s.epoch)}
+	case effProbe:
+		return []string{fmt.Sprintf("probe broker %d epoch=%d at %s within %s", e.id, e.epoch, e.addr, e.timeout)}
+	case effRevokeBroker:
+		return []string{fmt.Sprintf("revoke broker %d epoch=%d", e.id, e.epoch)}
 	case effPush:
 		return renderPush(e)
 	case effBrokerUp:
@@ -547,7 +622,11 @@ func renderEffect(e effect) []string {
 	case effBrokerGone:
 		return []string{fmt.Sprintf("stop sender %d epoch=%d", e.info.ID, e.info.Epoch)}
 	case effEvent:
-		return []string{fmt.Sprintf("event %s node=%d: %s", eventName(e.ev.GetKind()), e.ev.GetNodeId(), e.ev.GetReason())}
+		s := fmt.Sprintf("event %s node=%d: %s", eventName(e.ev.GetKind()), e.ev.GetNodeId(), e.ev.GetReason())
+		if e.ev.GetTime() != 0 {
+			s += fmt.Sprintf(" (time %d)", e.ev.GetTime())
+		}
+		return []string{s}
 	case effDecision:
 		s := fmt.Sprintf("decision %s %s/%d cause=%s leader %d->%d le=%d isr %v->%v pe=%d",
 			eventName(e.kind), e.c.p.t.name, e.c.p.id, e.c.cause, e.old.Leader, e.now.Leader, e.now.LeaderEpoch, e.old.ISR, e.now.ISR,
@@ -565,6 +644,78 @@ func renderEffect(e effect) []string {
 		return []string{"step down: " + e.cause.Error()}
 	}
 	return []string{fmt.Sprintf("unknown effect %T", e)}
+}
+
+func timerName(k timerKey) string {
+	switch k.kind {
+	case timerRebalance:
+		return "rebalance"
+	case timerGrace:
+		return fmt.Sprintf("grace of broker %d", k.broker)
+	}
+	return fmt.Sprintf("%d", k.kind)
+}
+
+// reportMsg reads a session message: "full" for a full report, then
+// one line a replica ("t/0 leo=10"), "removed t/1", "offline /d1 t/0 t/1",
+// "event <reason>".
+func reportMsg(d *datadriven.TestData, s *session) (*controlv1.BrokerSessionRequest, error) {
+	m := &controlv1.BrokerSessionRequest{BrokerId: s.brokerID, BrokerEpoch: s.epoch, FullReport: d.HasArg("full")}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "removed":
+			tp, err := parseTP(f[1])
+			if err != nil {
+				return nil, err
+			}
+			m.Removed = append(m.Removed, &commonv1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		case "offline":
+			dir := &controlv1.OfflineLogDir{Path: f[1]}
+			for _, v := range f[2:] {
+				tp, err := parseTP(v)
+				if err != nil {
+					return nil, err
+				}
+				dir.Partitions = append(dir.Partitions, &commonv1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+			}
+			m.OfflineLogDirs = append(m.OfflineLogDirs, dir)
+		case "event":
+			m.Events = append(m.Events, &controlv1.ClusterEvent{Reason: strings.Join(f[1:], " ")})
+		default:
+			tp, err := parseTP(f[0])
+			if err != nil {
+				return nil, err
+			}
+			rp := &controlv1.ReplicaProgress{Topic: tp.Topic, Partition: tp.Partition}
+			for _, kv := range f[1:] {
+				k, v, _ := strings.Cut(kv, "=")
+				n, err := strconv.ParseInt(v, 10, 64)
+				if k != "leo" || err != nil {
+					return nil, fmt.Errorf("replica progress: %q", kv)
+				}
+				rp.LogEndOffset = n
+			}
+			m.Replicas = append(m.Replicas, rp)
+		}
+	}
+	return m, nil
+}
+
+// progress lists the progress reports held, as broker:partition@leo.
+func (h *harness) progress() []string {
+	var out []string
+	for k, p := range h.c.progress {
+		out = append(out, fmt.Sprintf("%d:%s/%d@%d", k.broker, k.tp.Topic, k.tp.Partition, p.GetLogEndOffset()))
+	}
+	slices.Sort(out)
+	if len(out) == 0 {
+		return []string{"no progress"}
+	}
+	return []string{strings.Join(out, " ")}
 }
 
 func eventName(k controlv1.EventKind) string {
@@ -653,6 +804,8 @@ func renderAnswer(e effAnswer) []string {
 			out = append(out, fmt.Sprintf("  %s/%d %s", r.GetTopic(), r.GetPartition(), code))
 		}
 		return out
+	case *session:
+		return []string{fmt.Sprintf("answer session of broker %d epoch=%d", r.brokerID, r.epoch)}
 	case electAnswer:
 		out := []string{"answer ElectLeaders"}
 		for _, r := range r.resp.GetResults() {

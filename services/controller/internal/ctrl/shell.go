@@ -63,6 +63,23 @@ func (a *Active) flush() map[int32]<-chan error {
 				}
 			case effArmTimer:
 				a.armTimer(e)
+			case effStopTimer:
+				if t := a.timers[e.key]; t != nil {
+					t.Stop()
+					delete(a.timers, e.key)
+				}
+			case effKick:
+				close(e.s.kick)
+			case effProbe:
+				a.probe(e)
+			case effRevokeBroker:
+				ctx, cancel := a.writeCtx()
+				err := a.sess.RevokeBroker(ctx, e.id, e.epoch)
+				cancel()
+				if err == nil {
+					a.d.Metrics.fastFailovers.Inc()
+				}
+				a.core.handle(evRevokeResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
 			case effBrokerUp:
 				a.startLink(e.info)
 			case effBrokerGone:
@@ -109,15 +126,16 @@ func (a *Active) decided(e effDecision) {
 	a.addEvent(e.ev)
 }
 
-// addEvent stamps a core event and adds it to the ring.
+// addEvent stamps a core event that has no time and adds it to the ring.
 func (a *Active) addEvent(ev *controlv1.ClusterEvent) {
-	ev.Time = time.Now().UnixMilli()
+	if ev.Time == 0 {
+		ev.Time = time.Now().UnixMilli()
+	}
 	a.ring.add(ev)
 	a.viewDirty = true
 }
 
-// startLink dials a new broker incarnation and starts its sender; a pending
-// fast-failover check of the broker is moot.
+// startLink dials a new broker incarnation and starts its sender.
 func (a *Active) startLink(info metastore.Broker) {
 	l := &link{epoch: info.Epoch}
 	conn, err := a.d.Dial(info.Address)
@@ -145,25 +163,14 @@ func (a *Active) startLink(info metastore.Broker) {
 		a.closeLink(old)
 	}
 	a.links[info.ID] = l
-	a.stopFailCheck(info.ID)
 }
 
-// dropBroker stops a departed incarnation's sender and drops its progress.
+// dropBroker stops a departed incarnation's sender.
 func (a *Active) dropBroker(info metastore.Broker) {
 	if l := a.links[info.ID]; l != nil && l.epoch == info.Epoch {
 		delete(a.links, info.ID)
 		a.closeLink(l)
 	}
-	// A newer incarnation's session may already have reported (its full
-	// report comes only once): its progress is not this incarnation's.
-	if s := a.sessions[info.ID]; s == nil || s.epoch <= info.Epoch {
-		for k := range a.progress {
-			if k.broker == info.ID {
-				delete(a.progress, k)
-			}
-		}
-	}
-	a.stopFailCheck(info.ID)
 }
 
 func (a *Active) closeLink(l *link) {
@@ -176,13 +183,6 @@ func (a *Active) closeLink(l *link) {
 			_ = l.conn.Close()
 		}
 	}()
-}
-
-func (a *Active) stopFailCheck(id int32) {
-	if fc := a.failing[id]; fc != nil {
-		fc.stopTimer()
-		delete(a.failing, id)
-	}
 }
 
 // Synchronous forms of the core's decisions for the shell's own handlers
@@ -291,10 +291,10 @@ func (a *Active) enqueue(id int32, r sender.Request) <-chan error {
 
 // armTimer (re)arms one of the core's timers.
 func (a *Active) armTimer(e effArmTimer) {
-	if old := a.timers[e.kind]; old != nil {
+	if old := a.timers[e.key]; old != nil {
 		old.Stop()
 	}
-	a.timers[e.kind] = time.AfterFunc(e.after, func() { a.post(func() { a.step(evTimer{kind: e.kind}) }) })
+	a.timers[e.key] = time.AfterFunc(e.after, func() { a.post(func() { a.step(evTimer{key: e.key, gen: e.gen}) }) })
 }
 
 // armRebalance is core.armRebalance with the timer armed.
