@@ -97,7 +97,7 @@ type Active struct {
 	timers        map[timerKey]*time.Timer // the core's (effArmTimer)
 	// tracked holds the outcomes of the pushes the current step asked to
 	// keep (effPush.track).
-	tracked map[int32]<-chan error
+	tracked map[int32][]<-chan error
 }
 
 // Start begins a term for a session just won. It returns at once; the

@@ -50,6 +50,8 @@ type core struct {
 	progress   map[progressKey]*controlv1.ReplicaProgress
 	stateDirty bool // partitions or brokers changed: recount, notify
 	viewDirty  bool // only progress or events changed: notify
+	// tracking marks the pushes emitted while set as tracked.
+	tracking bool
 
 	// ended is why the term ended; nil while it is active.
 	ended error
@@ -157,6 +159,16 @@ type evTopicRead struct {
 	err   error
 }
 
+// evLoaded is the cluster as the term read it at election; the answer (nil
+// or the write error that ended the term) comes once the state is written
+// and pushed.
+type evLoaded struct {
+	clusterID string
+	brokers   map[int32]metastore.Broker
+	topics    map[string]*metastore.Topic
+	reply     replyFunc
+}
+
 // evElectLeaders is ElectLeaders (KIP-460).
 type evElectLeaders struct {
 	req   *adminv1.ElectLeadersRequest
@@ -237,6 +249,7 @@ func (evTopicRead) coreEvent()          {}
 func (evReassign) coreEvent()           {}
 func (evElectLeaders) coreEvent()       {}
 func (evTimer) coreEvent()              {}
+func (evLoaded) coreEvent()             {}
 func (evSessionOpened) coreEvent()      {}
 func (evSessionReport) coreEvent()      {}
 func (evSessionClosed) coreEvent()      {}
@@ -274,7 +287,7 @@ type effReadTopic struct{ name string }
 
 // effPush hands one request to a broker's sender. track asks the shell to
 // keep its outcome for the request being answered (ElectLeaders waits for
-// the new leaders to confirm).
+// the new leaders to confirm, the load for the state to be delivered).
 type effPush struct {
 	to    int32
 	req   sender.Request
@@ -394,6 +407,8 @@ func (c *core) handle(ev event) {
 		c.alterReassignments(ev.req, ev.reply)
 	case evElectLeaders:
 		c.electLeaders(ev.req, ev.reply)
+	case evLoaded:
+		c.loaded(ev)
 	case evTimer:
 		switch ev.key.kind {
 		case timerRebalance:

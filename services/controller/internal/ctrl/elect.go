@@ -33,7 +33,7 @@ func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequ
 			// The new leaders' LeaderAndIsr outcomes, kept by the shell.
 			confirm = map[int32]leaderConfirmation{}
 			for id, results := range ans.confirm {
-				confirm[id] = leaderConfirmation{ack: a.tracked[id], results: results}
+				confirm[id] = leaderConfirmation{acks: a.tracked[id], results: results}
 			}
 		}})
 		return err
@@ -46,7 +46,7 @@ func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequ
 		defer deadline.Stop()
 		for _, id := range slices.Sorted(maps.Keys(confirm)) {
 			c := confirm[id]
-			if !waitAll(ctx, deadline.C, []<-chan error{c.ack}) {
+			if !waitAll(ctx, deadline.C, c.acks) {
 				for _, r := range c.results {
 					r.ErrorCode = commonv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT
 					r.ErrorMessage = fmt.Sprintf("broker %d was elected, but did not confirm its leadership within timeout_ms", id)
@@ -60,7 +60,7 @@ func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequ
 // leaderConfirmation is one new leader's LeaderAndIsr outcome and the
 // election results that wait for it.
 type leaderConfirmation struct {
-	ack     <-chan error
+	acks    []<-chan error
 	results []*adminv1.ElectLeadersResult
 }
 

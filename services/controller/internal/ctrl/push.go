@@ -60,17 +60,19 @@ func except(ids ...int32) func(int32) bool {
 // nil for all) one LeaderAndIsr with its partitions' states, the leaders'
 // endpoints and the topics' effective configs.
 func (c *core) pushLeaderAndIsr(parts []*partition, to func(int32) bool) {
-	c.pushLeaderAndIsrTo(parts, to, false)
+	c.pushLeaderAndIsrTo(parts, to)
 }
 
 // pushLeaderAndIsrTracked is pushLeaderAndIsr to every live replica with
 // the outcomes kept for the answer (effPush.track); it returns the brokers
 // sent to.
 func (c *core) pushLeaderAndIsrTracked(parts []*partition) map[int32]bool {
-	return c.pushLeaderAndIsrTo(parts, nil, true)
+	c.tracking = true
+	defer func() { c.tracking = false }()
+	return c.pushLeaderAndIsrTo(parts, nil)
 }
 
-func (c *core) pushLeaderAndIsrTo(parts []*partition, to func(int32) bool, track bool) map[int32]bool {
+func (c *core) pushLeaderAndIsrTo(parts []*partition, to func(int32) bool) map[int32]bool {
 	byBroker := map[int32][]*partition{}
 	for _, p := range parts {
 		if !p.hasState() {
@@ -84,7 +86,7 @@ func (c *core) pushLeaderAndIsrTo(parts []*partition, to func(int32) bool, track
 	}
 	sent := map[int32]bool{}
 	for _, id := range slices.Sorted(maps.Keys(byBroker)) {
-		c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: c.leaderAndIsr(id, byBroker[id])}, track: track})
+		c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: c.leaderAndIsr(id, byBroker[id])}, track: c.tracking})
 		sent[id] = true
 	}
 	return sent
@@ -125,7 +127,7 @@ func (c *core) pushUpdateMetadata(parts []*partition, deleted []string, full boo
 		if to != nil && !to(id) {
 			continue
 		}
-		c.emit(effPush{to: id, req: sender.Request{UpdateMetadata: c.updateMetadata(id, parts, deleted, full)}})
+		c.emit(effPush{to: id, req: sender.Request{UpdateMetadata: c.updateMetadata(id, parts, deleted, full)}, track: c.tracking})
 	}
 }
 

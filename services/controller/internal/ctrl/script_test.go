@@ -65,6 +65,8 @@ import (
 //	timer grace=1                        the broker's grace period ends
 //	write ok|refused|moved|unknown       settles the lease revocation in flight
 //	progress                             the progress reports held
+//	load                                 a new term loads what the setup commands
+//	                                     described, as etcd holds it
 //	state                                the partitions and brokers
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
@@ -190,6 +192,8 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		c.handle(r)
 	case "progress":
 		return h.progress(), nil
+	case "load":
+		c.handle(h.loadEvent())
 	case "register":
 		id, epoch := int32(h.intArg(d, "id")), h.intArg(d, "epoch")
 		c.handle(evBrokerRegistered{info: brokerInfo(id, epoch)})
@@ -705,6 +709,29 @@ func reportMsg(d *datadriven.TestData, s *session) (*controlv1.BrokerSessionRequ
 	return m, nil
 }
 
+// loadEvent turns the brokers and partitions set up so far into what a new
+// term reads from etcd, and empties the core for it.
+func (h *harness) loadEvent() evLoaded {
+	c := h.c
+	ev := evLoaded{clusterID: "cluster-1", brokers: map[int32]metastore.Broker{}, topics: map[string]*metastore.Topic{},
+		reply: func(any, error) {}}
+	for id, b := range c.brokers {
+		ev.brokers[id] = b.info
+	}
+	for name, t := range c.topics {
+		mt := &metastore.Topic{Name: name, ModRevision: t.modRev, Config: t.config,
+			Assignment: t.assignmentWith(-1, election.Reassignment{}), Partitions: map[int32]metastore.PartitionRecord{}}
+		for _, p := range t.parts {
+			if p.hasState() {
+				mt.Partitions[p.id] = p.rec
+			}
+		}
+		ev.topics[name] = mt
+	}
+	c.brokers, c.seen, c.topics = map[int32]*broker{}, map[int32]metastore.BrokerInfo{}, map[string]*topic{}
+	return ev
+}
+
 // progress lists the progress reports held, as broker:partition@leo.
 func (h *harness) progress() []string {
 	var out []string
@@ -762,6 +789,9 @@ func renderPush(e effPush) []string {
 		if r.GetFull() {
 			s += " full"
 		}
+		if e.track {
+			s += " (tracked)"
+		}
 		out = append(out, s)
 		if !r.GetFull() {
 			for _, p := range r.GetPartitions() {
@@ -781,6 +811,9 @@ func renderPush(e effPush) []string {
 func renderAnswer(e effAnswer) []string {
 	if e.err != nil {
 		return []string{"answer error " + kerr.As(e.err).Code.String()}
+	}
+	if e.resp == nil {
+		return []string{"answer ok"}
 	}
 	switch r := e.resp.(type) {
 	case *controlv1.AlterPartitionResponse:

@@ -25,7 +25,7 @@ type link struct {
 
 // step hands one event to the core and executes its effects.
 func (a *Active) step(ev event) map[int32]<-chan error {
-	a.tracked = map[int32]<-chan error{}
+	a.tracked = map[int32][]<-chan error{}
 	a.core.handle(ev)
 	return a.flush()
 }
@@ -59,7 +59,7 @@ func (a *Active) flush() map[int32]<-chan error {
 			case effPush:
 				acks[e.to] = a.enqueue(e.to, e.req)
 				if e.track && a.tracked != nil {
-					a.tracked[e.to] = acks[e.to]
+					a.tracked[e.to] = append(a.tracked[e.to], acks[e.to])
 				}
 			case effArmTimer:
 				a.armTimer(e)
@@ -211,14 +211,6 @@ func (a *Active) initStates(parts []*partition) ([]*partition, error) {
 	return written, err
 }
 
-// initNewPartitions is core.initNewPartitions run to completion.
-func (a *Active) initNewPartitions() error {
-	err := errNoOutcome
-	a.core.initNewPartitions(func(e error) { err = e })
-	a.flush()
-	return err
-}
-
 // refreshTopic is core.refreshTopic run to completion.
 func (a *Active) refreshTopic(t *topic) {
 	a.core.refreshTopic(t, func() {})
@@ -228,12 +220,6 @@ func (a *Active) refreshTopic(t *topic) {
 // resumeReassignments is core.resumeReassignments run to completion.
 func (a *Active) resumeReassignments() {
 	a.core.resumeReassignments(func() {})
-	a.flush()
-}
-
-// addBroker is core.addBroker with its sender started.
-func (a *Active) addBroker(info metastore.Broker) {
-	a.core.addBroker(info)
 	a.flush()
 }
 
