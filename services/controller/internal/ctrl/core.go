@@ -169,6 +169,20 @@ type evLoaded struct {
 	reply     replyFunc
 }
 
+// evTopicConfig is a topic's overrides changed (written by this controller
+// or seen in etcd).
+type evTopicConfig struct {
+	topic string
+	cfg   map[string]string
+}
+
+// evBrokerConfig is a dynamic broker config entity changed; the policy
+// already reads the new layer.
+type evBrokerConfig struct {
+	entity   string
+	old, cfg map[string]string
+}
+
 // evElectLeaders is ElectLeaders (KIP-460).
 type evElectLeaders struct {
 	req   *adminv1.ElectLeadersRequest
@@ -250,6 +264,8 @@ func (evReassign) coreEvent()           {}
 func (evElectLeaders) coreEvent()       {}
 func (evTimer) coreEvent()              {}
 func (evLoaded) coreEvent()             {}
+func (evTopicConfig) coreEvent()        {}
+func (evBrokerConfig) coreEvent()       {}
 func (evSessionOpened) coreEvent()      {}
 func (evSessionReport) coreEvent()      {}
 func (evSessionClosed) coreEvent()      {}
@@ -409,6 +425,10 @@ func (c *core) handle(ev event) {
 		c.electLeaders(ev.req, ev.reply)
 	case evLoaded:
 		c.loaded(ev)
+	case evTopicConfig:
+		c.topicConfigChanged(ev.topic, ev.cfg)
+	case evBrokerConfig:
+		c.brokerConfigChanged(ev.entity, ev.old, ev.cfg)
 	case evTimer:
 		switch ev.key.kind {
 		case timerRebalance:

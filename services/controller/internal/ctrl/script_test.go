@@ -47,7 +47,9 @@ import (
 //	reassign                             AlterPartitionReassignments; one item a line:
 //	                                       t/0 replicas=(1,2,4)   or   t/0 cancel
 //	resume                               a new term's look at reassignments in flight
-//	rebalance [enabled] [percent=10]     the auto leader rebalance configuration
+//	rebalance [enabled] [percent=10]     the auto leader rebalance configuration (setup)
+//	topic-config topic=t [unclean]       t's overrides changed (unclean election on or off)
+//	broker-config [rebalance]            the cluster-wide dynamic broker config changed
 //	timer rebalance                      the rebalance timer fires
 //	elect type=preferred|unclean [all]   ElectLeaders; partitions one a line
 //	write ok|moved|unknown|resigning [conflict=(t/0,...)]
@@ -113,7 +115,7 @@ func newHarness() *harness {
 	h := &harness{rev: 100, unclean: map[string]bool{}, rebalance: rebalancePolicy{percent: 10, every: 300 * time.Second},
 		sessions: map[int32]*session{}, replaced: map[int32]*session{}, gens: map[int32]uint64{}}
 	h.c = newCore(&commonv1.Node{Id: 100, Address: "ctrl:1"}, 7, slog.New(slog.DiscardHandler),
-		policy{unclean: func(t *topic) bool { return h.unclean[t.name] },
+		policy{unclean: func(t *topic) bool { return h.unclean[t.name] || t.config["unclean.leader.election.enable"] == "true" },
 			rebalance: func() rebalancePolicy { return h.rebalance }, grace: 3 * time.Second})
 	return h
 }
@@ -133,6 +135,19 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		d.ScanArgs(h.t, "topic", &name)
 		h.unclean[name] = true
 		return nil, nil
+	case "topic-config":
+		var name string
+		d.ScanArgs(h.t, "topic", &name)
+		cfg := map[string]string{}
+		if d.HasArg("unclean") {
+			cfg["unclean.leader.election.enable"] = "true"
+		}
+		c.handle(evTopicConfig{topic: name, cfg: cfg})
+	case "broker-config":
+		old := map[string]string{"auto.leader.rebalance.enable": strconv.FormatBool(h.rebalance.enabled)}
+		h.rebalance.enabled = d.HasArg("rebalance")
+		c.handle(evBrokerConfig{entity: "<default>", old: old,
+			cfg: map[string]string{"auto.leader.rebalance.enable": strconv.FormatBool(h.rebalance.enabled)}})
 	case "rebalance":
 		h.rebalance.enabled = d.HasArg("enabled")
 		if d.HasArg("percent") {
