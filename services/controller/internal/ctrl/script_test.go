@@ -562,13 +562,6 @@ func reassignReq(d *datadriven.TestData) (*adminv1.AlterPartitionReassignmentsRe
 	return req, nil
 }
 
-func cmpTP(x, y election.TopicPartition) int {
-	if x.Topic != y.Topic {
-		return strings.Compare(x.Topic, y.Topic)
-	}
-	return int(x.Partition - y.Partition)
-}
-
 // effects renders and clears what the core emitted.
 func (h *harness) effects() []string {
 	var out []string
