@@ -98,6 +98,9 @@ type Active struct {
 	// tracked holds the outcomes of the pushes the current step asked to
 	// keep (effPush.track).
 	tracked map[int32][]<-chan error
+	// groups holds the outcomes of pushes by ack group until an
+	// effAwaitAcks takes them.
+	groups map[uint64][]<-chan error
 }
 
 // Start begins a term for a session just won. It returns at once; the
@@ -143,6 +146,7 @@ func Start(ctx context.Context, d Deps) *Active {
 		ring:          newRing(d.Settings.EventRing),
 		subs:          map[*subscriber]struct{}{},
 		timers:        map[timerKey]*time.Timer{},
+		groups:        map[uint64][]<-chan error{},
 	}
 	a.core.pol = policy{unclean: a.allowUnclean, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,
 		rebalance: a.rebalancePolicy, grace: d.Settings.SessionGrace}

@@ -50,8 +50,11 @@ type core struct {
 	progress   map[progressKey]*controlv1.ReplicaProgress
 	stateDirty bool // partitions or brokers changed: recount, notify
 	viewDirty  bool // only progress or events changed: notify
-	// tracking marks the pushes emitted while set as tracked.
+	// tracking marks the pushes emitted while set as tracked; grouping puts
+	// them in an ack group (effAwaitAcks), ackGroup numbers the groups.
 	tracking bool
+	grouping uint64
+	ackGroup uint64
 
 	// ended is why the term ended; nil while it is active.
 	ended error
@@ -183,6 +186,22 @@ type evBrokerConfig struct {
 	old, cfg map[string]string
 }
 
+// evDeleteTopics is DeleteTopics.
+type evDeleteTopics struct {
+	req   *adminv1.DeleteTopicsRequest
+	reply replyFunc
+}
+
+// evDeletionAcked is a deleting topic's StopReplica requests answered (or
+// the wait for them bounded).
+type evDeletionAcked struct{ t *topic }
+
+// evMetaWriteResult is the outcome of an effMarkDeletion or effDeleteTopic.
+type evMetaWriteResult struct {
+	err       error
+	resigning bool
+}
+
 // evElectLeaders is ElectLeaders (KIP-460).
 type evElectLeaders struct {
 	req   *adminv1.ElectLeadersRequest
@@ -266,6 +285,9 @@ func (evTimer) coreEvent()              {}
 func (evLoaded) coreEvent()             {}
 func (evTopicConfig) coreEvent()        {}
 func (evBrokerConfig) coreEvent()       {}
+func (evDeleteTopics) coreEvent()       {}
+func (evDeletionAcked) coreEvent()      {}
+func (evMetaWriteResult) coreEvent()    {}
 func (evSessionOpened) coreEvent()      {}
 func (evSessionReport) coreEvent()      {}
 func (evSessionClosed) coreEvent()      {}
@@ -301,6 +323,24 @@ type effWriteAssignment struct {
 // changed under the controller; the answer comes back as evTopicRead.
 type effReadTopic struct{ name string }
 
+// effMarkDeletion marks a topic for deletion in etcd (a fenced write); the
+// outcome comes back as evMetaWriteResult.
+type effMarkDeletion struct{ topic string }
+
+// effDeleteTopic removes a topic's keys (a fenced write); the outcome comes
+// back as evMetaWriteResult.
+type effDeleteTopic struct{ topic string }
+
+// effAwaitAcks asks the shell to wait, off the loop and bounded, for the
+// pushes of an ack group to be answered, then to send then.
+type effAwaitAcks struct {
+	group uint64
+	then  event
+}
+
+// effTopicGone closes a deleted topic's done channel.
+type effTopicGone struct{ t *topic }
+
 // effPush hands one request to a broker's sender. track asks the shell to
 // keep its outcome for the request being answered (ElectLeaders waits for
 // the new leaders to confirm, the load for the state to be delivered).
@@ -308,6 +348,7 @@ type effPush struct {
 	to    int32
 	req   sender.Request
 	track bool
+	group uint64 // an ack group (effAwaitAcks), 0 for none
 }
 
 // effArmTimer (re)arms one of the core's timers; when it fires the shell
@@ -391,11 +432,15 @@ func (effStopTimer) coreEffect()       {}
 func (effKick) coreEffect()            {}
 func (effProbe) coreEffect()           {}
 func (effRevokeBroker) coreEffect()    {}
+func (effMarkDeletion) coreEffect()    {}
+func (effDeleteTopic) coreEffect()     {}
+func (effAwaitAcks) coreEffect()       {}
+func (effTopicGone) coreEffect()       {}
 
 // handle runs one event's decisions; their effects are appended to out.
 func (c *core) handle(ev event) {
 	switch ev.(type) {
-	case evWriteResult, evAssignmentResult, evTopicRead, evRevokeResult:
+	case evWriteResult, evAssignmentResult, evTopicRead, evRevokeResult, evMetaWriteResult:
 		w := c.wait
 		if w == nil {
 			panic(fmt.Sprintf("ctrl: %T with nothing in flight", ev))
@@ -427,6 +472,10 @@ func (c *core) handle(ev event) {
 		c.loaded(ev)
 	case evTopicConfig:
 		c.topicConfigChanged(ev.topic, ev.cfg)
+	case evDeleteTopics:
+		c.deleteTopics(ev.req, ev.reply)
+	case evDeletionAcked:
+		c.finishDeletion(ev.t)
 	case evBrokerConfig:
 		c.brokerConfigChanged(ev.entity, ev.old, ev.cfg)
 	case evTimer:

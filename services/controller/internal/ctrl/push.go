@@ -183,7 +183,7 @@ func (c *core) pushStopReplica(id int32, parts []*partition, del bool) {
 		req.Partitions = append(req.Partitions, &controlv1.StopReplicaPartition{
 			Topic: p.t.name, Partition: p.id, LeaderEpoch: epoch, Delete: del})
 	}
-	c.emit(effPush{to: id, req: sender.Request{StopReplica: req}})
+	c.emit(effPush{to: id, req: sender.Request{StopReplica: req}, track: c.tracking, group: c.grouping})
 }
 
 // pushChanges is the usual push after partition states changed: LeaderAndIsr

@@ -67,6 +67,8 @@ import (
 //	timer grace=1                        the broker's grace period ends
 //	write ok|refused|moved|unknown       settles the lease revocation in flight
 //	progress                             the progress reports held
+//	delete                               DeleteTopics; topic names in the input
+//	acked topic=t                        t's StopReplica requests were answered
 //	load                                 a new term loads what the setup commands
 //	                                     described, as etcd holds it
 //	state                                the partitions and brokers
@@ -109,11 +111,14 @@ type harness struct {
 	sessions map[int32]*session
 	replaced map[int32]*session
 	gens     map[int32]uint64
+	// awaiting are the deleting topics whose acks the core waits for.
+	awaiting map[string]*topic
 }
 
 func newHarness() *harness {
 	h := &harness{rev: 100, unclean: map[string]bool{}, rebalance: rebalancePolicy{percent: 10, every: 300 * time.Second},
-		sessions: map[int32]*session{}, replaced: map[int32]*session{}, gens: map[int32]uint64{}}
+		sessions: map[int32]*session{}, replaced: map[int32]*session{}, gens: map[int32]uint64{},
+		awaiting: map[string]*topic{}}
 	h.c = newCore(&commonv1.Node{Id: 100, Address: "ctrl:1"}, 7, slog.New(slog.DiscardHandler),
 		policy{unclean: func(t *topic) bool { return h.unclean[t.name] || t.config["unclean.leader.election.enable"] == "true" },
 			rebalance: func() rebalancePolicy { return h.rebalance }, grace: 3 * time.Second})
@@ -209,6 +214,18 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		return h.progress(), nil
 	case "load":
 		c.handle(h.loadEvent())
+	case "delete":
+		req := &adminv1.DeleteTopicsRequest{Topics: strings.Fields(d.Input)}
+		c.handle(evDeleteTopics{req: req, reply: func(any, error) {}})
+	case "acked":
+		var name string
+		d.ScanArgs(h.t, "topic", &name)
+		t := h.awaiting[name]
+		if t == nil {
+			return nil, fmt.Errorf("no deletion of %s waits for acks", name)
+		}
+		delete(h.awaiting, name)
+		c.handle(evDeletionAcked{t: t})
 	case "register":
 		id, epoch := int32(h.intArg(d, "id")), h.intArg(d, "epoch")
 		c.handle(evBrokerRegistered{info: brokerInfo(id, epoch)})
@@ -414,6 +431,12 @@ func (h *harness) settle(d *datadriven.TestData) (event, error) {
 			return evWriteResult{err: err, resigning: resigning}, nil
 		}
 		return h.writeStates(d, w)
+	case effMarkDeletion, effDeleteTopic:
+		h.inflight = nil
+		if d.CmdArgs[0].Key == "refused" {
+			err = kerr.New(kerr.UnknownTopicOrPartition, "topic is gone")
+		}
+		return evMetaWriteResult{err: err, resigning: resigning}, nil
 	case effRevokeBroker:
 		h.inflight = nil
 		if d.CmdArgs[0].Key == "refused" {
@@ -567,8 +590,12 @@ func (h *harness) effects() []string {
 	var out []string
 	for _, e := range h.c.take() {
 		switch e := e.(type) {
-		case effWriteStates, effWriteAssignment, effReadTopic, effRevokeBroker:
+		case effWriteStates, effWriteAssignment, effReadTopic, effRevokeBroker, effMarkDeletion, effDeleteTopic:
 			h.inflight = e
+		case effAwaitAcks:
+			if da, ok := e.then.(evDeletionAcked); ok {
+				h.awaiting[da.t.name] = da.t
+			}
 		case effProbe:
 			h.gens[e.id] = e.gen
 		case effAnswer:
@@ -627,6 +654,14 @@ func renderEffect(e effect) []string {
 		return []string{fmt.Sprintf("probe broker %d epoch=%d at %s within %s", e.id, e.epoch, e.addr, e.timeout)}
 	case effRevokeBroker:
 		return []string{fmt.Sprintf("revoke broker %d epoch=%d", e.id, e.epoch)}
+	case effMarkDeletion:
+		return []string{"mark topic " + e.topic + " for deletion"}
+	case effDeleteTopic:
+		return []string{"delete topic " + e.topic}
+	case effAwaitAcks:
+		return []string{fmt.Sprintf("await acks of group %d, then %T", e.group, e.then)}
+	case effTopicGone:
+		return []string{"topic " + e.t.name + " gone"}
 	case effPush:
 		return renderPush(e)
 	case effBrokerUp:
@@ -776,6 +811,9 @@ func renderPush(e effPush) []string {
 		if e.track {
 			line += " (tracked)"
 		}
+		if e.group != 0 {
+			line += fmt.Sprintf(" (group %d)", e.group)
+		}
 		out = append(out, line)
 		for _, s := range r.GetPartitions() {
 			out = append(out, renderState(s))
@@ -797,6 +835,9 @@ func renderPush(e effPush) []string {
 		if r.GetFull() {
 			s += " full"
 		}
+		if len(r.GetDeletedTopics()) > 0 {
+			s += fmt.Sprintf(" deleted=%v", r.GetDeletedTopics())
+		}
 		if e.track {
 			s += " (tracked)"
 		}
@@ -808,7 +849,11 @@ func renderPush(e effPush) []string {
 		}
 	case e.req.StopReplica != nil:
 		r := e.req.StopReplica
-		out = append(out, fmt.Sprintf("push %d StopReplica cepoch=%d bepoch=%d", e.to, r.GetControllerEpoch(), r.GetBrokerEpoch()))
+		line := fmt.Sprintf("push %d StopReplica cepoch=%d bepoch=%d", e.to, r.GetControllerEpoch(), r.GetBrokerEpoch())
+		if e.group != 0 {
+			line += fmt.Sprintf(" (group %d)", e.group)
+		}
+		out = append(out, line)
 		for _, p := range r.GetPartitions() {
 			out = append(out, fmt.Sprintf("  %s/%d le=%d delete=%t", p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetDelete()))
 		}
@@ -843,6 +888,18 @@ func renderAnswer(e effAnswer) []string {
 				code = kerr.Code(r.GetErrorCode()).String()
 			}
 			out = append(out, fmt.Sprintf("  %s/%d %s", r.GetTopic(), r.GetPartition(), code))
+		}
+		return out
+	case deleteAnswer:
+		out := []string{"answer DeleteTopics"}
+		for i, res := range r.resp.GetResults() {
+			code := "ok"
+			if res.GetErrorCode() != commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+				code = kerr.Code(res.GetErrorCode()).String()
+			} else if r.done[i] != nil {
+				code += " (deleting)"
+			}
+			out = append(out, fmt.Sprintf("  %s %s", res.GetName(), code))
 		}
 		return out
 	case *session:
@@ -894,6 +951,9 @@ func (h *harness) state() []string {
 				s.Leader, s.LeaderEpoch, s.ISR, s.PartitionEpoch, p.rec.ModRevision)
 			if p.reassigning() {
 				line += fmt.Sprintf(" adding=%v removing=%v", p.adding, p.removing)
+			}
+			if t.deleting {
+				line += " deleting"
 			}
 			out = append(out, line)
 		}

@@ -61,6 +61,23 @@ func (a *Active) flush() map[int32]<-chan error {
 				if e.track && a.tracked != nil {
 					a.tracked[e.to] = append(a.tracked[e.to], acks[e.to])
 				}
+				if e.group != 0 {
+					a.groups[e.group] = append(a.groups[e.group], acks[e.to])
+				}
+			case effAwaitAcks:
+				a.awaitAcks(e)
+			case effTopicGone:
+				close(e.t.done)
+			case effMarkDeletion:
+				ctx, cancel := a.writeCtx()
+				err := a.sess.MarkTopicForDeletion(ctx, e.topic)
+				cancel()
+				a.core.handle(evMetaWriteResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effDeleteTopic:
+				ctx, cancel := a.writeCtx()
+				err := a.sess.DeleteTopic(ctx, e.topic)
+				cancel()
+				a.core.handle(evMetaWriteResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
 			case effArmTimer:
 				a.armTimer(e)
 			case effStopTimer:
@@ -273,6 +290,27 @@ func (a *Active) enqueue(id int32, r sender.Request) <-chan error {
 	}
 	l.out.Enqueue(r)
 	return ch
+}
+
+// awaitAcks waits, off the loop, for an ack group's pushes to be answered,
+// at most twice the request timeout, then posts the core's follow-up.
+func (a *Active) awaitAcks(e effAwaitAcks) {
+	acks := a.groups[e.group]
+	delete(a.groups, e.group)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		deadline := time.NewTimer(2 * a.d.Settings.RequestTimeout)
+		defer deadline.Stop()
+		waitAll(a.ctx, deadline.C, acks)
+		a.post(func() { a.step(e.then) })
+	}()
+}
+
+// startDeletion is core.startDeletion with its pushes sent.
+func (a *Active) startDeletion(t *topic) {
+	a.core.startDeletion(t)
+	a.flush()
 }
 
 // armTimer (re)arms one of the core's timers.
