@@ -113,7 +113,7 @@ LOCKCHECK_BROKER_TESTS := TestAcksAllCommitsOnEveryReplica|TestPartitionedFollow
 test-lockcheck: testreport ## the broker's lock order checked (-tags lockcheck) over its replica, log store and a few whole-broker tests
 	@echo "== go test -tags lockcheck (broker lock order)"
 	@{ rc=0; go test -json -tags lockcheck -count=1 ./services/broker/internal/lockorder/ ./services/broker/internal/replica/ ./services/broker/internal/group/ ./services/broker/internal/logdirs/ || rc=1; \
-	   go test -json -tags lockcheck -count=1 -run '^(TestConcurrentAppendReadFlushTruncate|TestManager.*)$$' ./services/broker/internal/logstore/ || rc=1; \
+	   go test -json -tags lockcheck -count=1 ./services/broker/internal/logstore/ || rc=1; \
 	   go test -json -tags lockcheck -count=1 -run '^($(LOCKCHECK_BROKER_TESTS))$$' ./services/broker/ || rc=1; exit $$rc; } 2>&1 | \
 	   tee $(TEST_LOGS)/lockcheck.json | $(TESTREPORT)
 

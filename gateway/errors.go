@@ -63,6 +63,11 @@ func errorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler,
 		writeError(w, statusClientClosed, kerr.New(kerr.RequestTimedOut, "the caller went away"))
 		return
 	}
+	var ls *launcherStatus
+	if errors.As(err, &ls) {
+		writeBody(w, ls.status, ls.body)
+		return
+	}
 	e := restError(err)
 	writeError(w, httpStatus(e.Code), e)
 }
@@ -89,12 +94,14 @@ func tooLarge(limit int64) *kerr.Error {
 	return kerr.New(kerr.RecordListTooLarge, "request body is larger than %d bytes", limit)
 }
 
-func writeError(w http.ResponseWriter, status int, e *kerr.Error) {
+func writeError(w http.ResponseWriter, status int, e *kerr.Error) { writeBody(w, status, bodyOf(e)) }
+
+func writeBody(w http.ResponseWriter, status int, body errorBody) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(bodyOf(e)) // fails only when the caller is gone
+	_ = json.NewEncoder(w).Encode(body) // fails only when the caller is gone
 }

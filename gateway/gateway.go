@@ -20,6 +20,7 @@ import (
 	"tidemark.io/gateway/console"
 	"tidemark.io/gateway/internal/restauth"
 	"tidemark.io/services/client"
+	"tidemark.io/services/platform/connpool"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
@@ -34,6 +35,7 @@ type Gateway struct {
 	client  *client.Client
 	admin   *client.Admin
 	console *console.Console
+	demo    *connpool.Pool     // connections to the brokers' fault injection and the dev launcher
 	stopAll context.CancelFunc // ends the streams
 	done    chan error
 	log     *slog.Logger
@@ -103,15 +105,23 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	g.stopAll = stopAll
 	r := &router{cl: g.client, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
 	admin := adminService{a: g.admin, stopping: stopping, budget: o.RetryTimeout + o.RequestTimeout}
-	mux, err := newRESTMux(ctx, brokerService{r}, groupService{r}, admin, tp != nil, o.MaxJSONObjects)
-	if err != nil {
-		return err
-	}
 	g.console, err = console.New(console.Options{
 		Admin: g.admin, Client: g.client, ClientOptions: copts,
 		EnableActions: o.Console.Actions, DevControl: o.Console.DevControl, JaegerUI: o.Console.JaegerUI,
 		Logger: g.log,
 	})
+	if err != nil {
+		return err
+	}
+	// The brokers' fault injection and the dev launcher: demonstration
+	// services the client package does not cover.
+	g.demo = connpool.New(copts.DialOptions...)
+	gate := demoGate{enabled: o.Console.Actions}
+	mux, err := newRESTMux(ctx, restServices{
+		brokers: brokerService{r}, groups: groupService{r}, admin: admin,
+		faults: faultService{gate: gate, r: r, conns: g.demo, obs: g.console},
+		dev:    devService{gate: gate, addr: o.Console.DevControl, conns: g.demo, obs: g.console},
+	}, tp != nil, o.MaxJSONObjects)
 	if err != nil {
 		return err
 	}
@@ -210,6 +220,9 @@ func (g *Gateway) closeUpstreams(ctx context.Context) error {
 	}
 	if g.stopAll != nil {
 		g.stopAll()
+	}
+	if g.demo != nil {
+		errs = append(errs, g.demo.Close())
 	}
 	if g.admin != nil {
 		errs = append(errs, g.admin.Close())

@@ -17,8 +17,9 @@ import (
 // newHTTPHandler lays out the gateway's HTTP side: the REST API under /v1
 // (bodies limited), login and logout, the OpenAPI document, /healthz, and /
 // for the console. Every request passes the guard (Host, Origin, JSON
-// writes) first; the REST API and the console's data (events, state,
-// actions) then need an authenticated caller when authentication is on,
+// writes) first; the REST API (which the console's buttons call too) and
+// the console's data (events, state, groups, scenarios) then need an
+// authenticated caller when authentication is on,
 // while the page, its assets, the OpenAPI document and /healthz stay open.
 // With tracing on (tp != nil) requests join the caller's W3C trace, which
 // the upstream gRPC calls carry on.

@@ -12,13 +12,24 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/kerr"
 )
 
+// restServices are the clients behind the REST routes.
+type restServices struct {
+	brokers brokerv1.BrokerServiceClient
+	groups  groupv1.GroupServiceClient
+	admin   adminv1.AdminServiceClient
+	faults  faultv1.FaultInjectionServiceClient
+	dev     devclusterv1.DevClusterServiceClient
+}
+
 // newRESTMux registers the generated REST handlers (the routes of
 // gateway.yaml) over the given service clients.
-func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, groups groupv1.GroupServiceClient, admin adminv1.AdminServiceClient, traced bool, maxObjects int) (*runtime.ServeMux, error) {
+func newRESTMux(ctx context.Context, s restServices, traced bool, maxObjects int) (*runtime.ServeMux, error) {
 	m := newJSONMarshaler()
 	m.maxObjects = maxObjects
 	opts := []runtime.ServeMuxOption{
@@ -39,14 +50,16 @@ func newRESTMux(ctx context.Context, brokers brokerv1.BrokerServiceClient, group
 		opts = append(opts, runtime.WithMiddlewares(nameSpan))
 	}
 	mux := runtime.NewServeMux(opts...)
-	if err := adminv1.RegisterAdminServiceHandlerClient(ctx, mux, admin); err != nil {
-		return nil, err
-	}
-	if err := brokerv1.RegisterBrokerServiceHandlerClient(ctx, mux, brokers); err != nil {
-		return nil, err
-	}
-	if err := groupv1.RegisterGroupServiceHandlerClient(ctx, mux, groups); err != nil {
-		return nil, err
+	for _, err := range []error{
+		adminv1.RegisterAdminServiceHandlerClient(ctx, mux, s.admin),
+		brokerv1.RegisterBrokerServiceHandlerClient(ctx, mux, s.brokers),
+		groupv1.RegisterGroupServiceHandlerClient(ctx, mux, s.groups),
+		faultv1.RegisterFaultInjectionServiceHandlerClient(ctx, mux, s.faults),
+		devclusterv1.RegisterDevClusterServiceHandlerClient(ctx, mux, s.dev),
+	} {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return mux, nil
 }

@@ -81,7 +81,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	config.DurationMs(fs, &o.RequestTimeout, "request.timeout.ms",
 		"bound on one call to a controller or broker, beyond the wait the request asks for (ms); a controller that does not answer within it is passed over")
 	fs.BoolVar(&o.Console.Actions, "console.actions", o.Console.Actions,
-		"let the console act on the cluster (produce, configs, elections, faults, node actions); off it only watches")
+		"show the console's buttons (produce, configs, elections, faults, node actions, scenarios) and serve the REST routes of fault injection and the dev launcher (/v1/brokers/{id}/faults, /v1/dev/...); off the console only watches and those routes answer 403")
 	fs.StringVar(&o.Console.DevControl, "console.dev.control", o.Console.DevControl,
 		"address of the dev launcher's control API (tidemark dev up: 127.0.0.1:9299) for stopping, killing and starting nodes and for running the scenarios")
 	fs.StringVar(&o.Console.JaegerUI, "console.jaeger.ui", o.Console.JaegerUI,

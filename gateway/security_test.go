@@ -473,7 +473,7 @@ func TestRESTRefusesCrossSiteWrites(t *testing.T) {
 
 	// DNS rebinding: a page of evil.example whose name now resolves to the
 	// gateway sends its own name as Host.
-	for _, path := range []string{"/v1/topics:delete", "/console/api/produce"} {
+	for _, path := range []string{"/v1/topics:delete", "/v1/brokers/1/faults"} {
 		a = s.req(t, anon, "POST", path, deleteOrders, hdrs(jsonCT, auth, []string{"Host", "evil.example:8080"})...)
 		e = expectError(t, a, "wrong Host on "+path, http.StatusMisdirectedRequest, "INVALID_REQUEST")
 		if e.Field != "Host" || !strings.Contains(e.Message, `"evil.example:8080"`) {
@@ -775,27 +775,46 @@ func TestConsoleViewNeedsTheUsersOwnRight(t *testing.T) {
 	}
 }
 
-// The console's producers send in the background: each user's run on
-// connections that speak for that user, so the services judge the user,
-// not the gateway.
-func TestConsoleProducesAsTheUser(t *testing.T) {
-	tc, g := startSecureCluster(t, aliceMayDoAll+"allow User:gateway Describe Cluster\nallow User:eve Describe Cluster\nallow User:eve IdempotentWrite Cluster\n",
-		aliceToken+" alice\n"+eveToken+" eve\n", func(o *Options) { o.Console.Actions = true })
+// The console's buttons call the REST API under /v1 with the page's login
+// cookie: the session speaks for its user exactly as a token does (the
+// services judge the user, not the gateway), and the demonstration routes
+// stay refused (403) unless the console's actions are on.
+func TestConsoleSessionActsAsTheUser(t *testing.T) {
+	tc, g := startSecureCluster(t, aliceMayDoAll+"allow User:gateway Describe Cluster\nallow User:eve Describe Cluster\n",
+		aliceToken+" alice\n"+eveToken+" eve\n", nil)
 	tc.CreateTopic("orders", 1, 3, nil)
 	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
 	hc := s.client(t, "", "")
-	produce := `{"topic":"orders","partition":0,"count":3,"acks":"all"}`
-	// The console checks the partition against its view: wait for it.
-	waitFor(t, 20*time.Second, "the console's first snapshot", func() bool {
-		return s.req(t, hc, "GET", "/console/api/state", "", bearer(aliceToken)...).status == http.StatusOK
-	})
-	a := s.req(t, hc, "POST", "/console/api/produce", produce, hdrs(jsonCT, bearer(eveToken))...)
-	e := expectError(t, a, "eve produces from the console", http.StatusForbidden, "TOPIC_AUTHORIZATION_FAILED")
+	session := func(token string) []string {
+		a := s.req(t, hc, "POST", "/v1/login", `{"token":"`+token+`"}`, jsonCT...)
+		if a.status != http.StatusOK {
+			t.Fatalf("login: %d %s", a.status, a.body)
+		}
+		return []string{"Cookie", strings.SplitN(a.header.Get("Set-Cookie"), ";", 2)[0]}
+	}
+	alice, eve := session(aliceToken), session(eveToken)
+	produce := `{"acks":-1,"records":{"records":[{"value":"eA=="},{"value":"eQ=="}]}}`
+	const path = "/v1/topics/orders/partitions/0/records"
+
+	a := s.req(t, hc, "POST", path, produce, hdrs(jsonCT, eve)...)
+	e := expectError(t, a, "eve produces with her session", http.StatusForbidden, "TOPIC_AUTHORIZATION_FAILED")
 	if !strings.Contains(e.Message, "User:eve") {
 		t.Fatalf("eve's refusal does not name her: %q", e.Message)
 	}
-	a = s.req(t, hc, "POST", "/console/api/produce", produce, hdrs(jsonCT, bearer(aliceToken))...)
-	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"succeeded":3`) {
-		t.Fatalf("alice produces from the console: %d %s", a.status, a.body)
+	a = s.req(t, hc, "POST", path, produce, hdrs(jsonCT, alice)...)
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"lastOffset":"1"`) {
+		t.Fatalf("alice produces with her session: %d %s", a.status, a.body)
 	}
+	// The session's guard is the REST API's: JSON only, same origin.
+	a = s.req(t, hc, "POST", path, produce, hdrs([]string{"Content-Type", "text/plain"}, alice)...)
+	expectError(t, a, "a text/plain produce with the session", http.StatusUnsupportedMediaType, "INVALID_REQUEST")
+	a = s.req(t, hc, "POST", path, produce, hdrs(jsonCT, alice, []string{"Origin", "https://evil.example"})...)
+	expectError(t, a, "a cross-origin produce with the session", http.StatusForbidden, "POLICY_VIOLATION")
+
+	// Console actions off (the default): the demonstration routes are
+	// refused even to alice.
+	a = s.req(t, hc, "POST", "/v1/brokers/1/faults", `{"fault":{"stall":true}}`, hdrs(jsonCT, alice)...)
+	expectError(t, a, "a fault with console actions off", http.StatusForbidden, "POLICY_VIOLATION")
+	a = s.req(t, hc, "POST", "/v1/brokers/1/faults", `{"fault":{"stall":true}}`, jsonCT...)
+	expectError(t, a, "a fault without a session", http.StatusUnauthorized, "SASL_AUTHENTICATION_FAILED")
 }

@@ -2,10 +2,12 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"tidemark.io/gateway"
 	"tidemark.io/gateway/console"
 	"tidemark.io/services/platform/testenv"
 )
@@ -89,7 +92,7 @@ func openBrowser(t *testing.T, exe string) *page {
 				return
 			}
 			// Refused actions answer 4xx/5xx by design; the browser logs those.
-			if strings.Contains(m.URL, "/console/api/") && strings.HasPrefix(m.Text, "Failed to load resource") {
+			if (strings.Contains(m.URL, "/v1/") || strings.Contains(m.URL, "/console/api/")) && strings.HasPrefix(m.Text, "Failed to load resource") {
 				continue
 			}
 			if m.IsException() || m.Type == chromedp.ConsoleError {
@@ -212,15 +215,17 @@ func TestBrowser(t *testing.T) {
 	tc := startCluster(t)
 	tc.CreateTopic("orders", 3, 3, map[string]string{"min.insync.replicas": "2"})
 	dev := serveDevCluster(t, tc)
-	_, srv := serveConsole(t, tc, console.Options{EnableActions: true, DevControl: dev, JaegerUI: "http://127.0.0.1:16686"})
+	srv := serveGateway(t, tc, gateway.ConsoleOptions{Actions: true, DevControl: dev, JaegerUI: "http://127.0.0.1:16686"})
 
 	p := openBrowser(t, exe)
-	p.do("open the console", chromedp.Navigate(srv.URL+"/"))
+	p.do("open the console", chromedp.Navigate(srv+"/"))
 	took := p.waitFor(15*time.Second, "three live brokers and three partitions",
 		`document.getElementById('conn').dataset.state === 'live' &&
 		 document.querySelectorAll('[data-broker][data-state="up"]').length === 3 &&
 		 [...document.querySelectorAll('[data-partition]')].filter(e => e.dataset.isr.split(',').length === 3).length === 3`)
 	t.Logf("page live after %s: %s", took.Round(time.Millisecond), p.eval(pageSummary))
+	// Every request the page makes is kept, to check where its actions went.
+	p.eval(`performance.setResourceTimingBufferSize(100000), "ok"`)
 
 	// Some records, so that the logs have something to draw.
 	for _, part := range []string{"orders-0", "orders-1", "orders-2"} {
@@ -230,6 +235,20 @@ func TestBrowser(t *testing.T) {
 		`document.querySelectorAll('#outcomes li[data-ok="true"]').length === 3 &&
 		 [...document.querySelectorAll('[data-partition] [data-replica]')].every(r => r.dataset.leo === '10' && r.dataset.hw === '10')`)
 	p.screenshot("1-healthy")
+
+	// A topic config changed with its form, and back.
+	for _, minISR := range []string{"1", "2"} {
+		p.eval(`(() => {
+		  const i = document.querySelector('[data-topic="orders"] input[name="minIsr"]');
+		  i.value = ` + jsString(minISR) + `;
+		  i.dispatchEvent(new Event("input"));
+		  return "ok";
+		})()`)
+		p.click(`[data-topic="orders"] button[data-action="configs"]`)
+		p.waitFor(10*time.Second, "min.insync.replicas "+minISR+" on the topic",
+			`document.querySelector('[data-topic="orders"] .meta').textContent.includes('min.insync.replicas `+minISR+` ') &&
+			 document.querySelector('#outcomes li[data-ok="true"]').textContent.includes('configs of orders')`)
+	}
 
 	// The Groups view: a member that read and committed everything, then
 	// the lag of a partition written to since.
@@ -337,6 +356,27 @@ func TestBrowser(t *testing.T) {
 	p.waitFor(12*time.Second, "the follower back in the ISR",
 		`document.querySelector('[data-partition="orders-1"]').dataset.isr.split(',').includes(`+jsString(follower)+`) &&
 		 document.querySelector('`+row+` [data-fault]') === null`)
+
+	// Every action went to the REST API under /v1; the page read only the
+	// console's views.
+	var paths []string
+	if err := json.Unmarshal([]byte(p.eval(`JSON.stringify(performance.getEntriesByType("resource").map(e => new URL(e.name).pathname))`)), &paths); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"/v1/topics/orders/partitions/0/records", "/v1/configs:alter", "/v1/elect-leaders",
+		"/v1/dev/nodes/broker-" + leader + ":action", "/v1/brokers/" + follower + "/faults",
+		"/v1/brokers/" + follower + "/faults:clear", "/v1/dev/scenarios/walk:run",
+	} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("the page never called %s (it called %v)", want, slices.Compact(slices.Sorted(slices.Values(paths))))
+		}
+	}
+	for _, path := range paths {
+		if strings.HasPrefix(path, "/console/api/") && !slices.Contains([]string{"/console/api/config", "/console/api/groups", "/console/api/scenarios"}, path) {
+			t.Errorf("the page called %s, not a view", path)
+		}
+	}
 
 	// A console whose controllers cannot be reached says so.
 	down, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, StaleAfter: time.Second})

@@ -1,33 +1,79 @@
 package console_test
 
 import (
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
-	"tidemark.io/gateway/console"
+	"tidemark.io/gateway"
 )
 
-type produceResult struct {
-	Requested   int            `json:"requested"`
-	Succeeded   int            `json:"succeeded"`
-	Failed      int            `json:"failed"`
-	FirstOffset int64          `json:"firstOffset"`
-	LastOffset  int64          `json:"lastOffset"`
-	Errors      map[string]int `json:"errors"`
+// produced is a ProduceResponse as REST renders it (int64s as strings).
+type produced struct {
+	BaseOffset  int64 `json:"baseOffset,string"`
+	LastOffset  int64 `json:"lastOffset,string"`
+	LeaderEpoch int32 `json:"leaderEpoch"`
 }
 
-// The console against a real in-process cluster: the event stream shows
-// it and follows changes; every action does what it says or is refused by
-// name.
+// produceBody is the body the page's Produce button sends.
+func produceBody(acks, count int) map[string]any {
+	var recs []map[string]any
+	for i := range count {
+		recs = append(recs, map[string]any{"value": base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "console #%d", i))})
+	}
+	return map[string]any{"acks": acks, "timeoutMs": 10000, "records": map[string]any{"records": recs}}
+}
+
+// alterTopic is the body of the page's Apply: each config set, or deleted
+// when its value is empty.
+func alterTopic(topic string, configs map[string]string) map[string]any {
+	var ops []map[string]any
+	for name, value := range configs {
+		op := map[string]any{"name": name, "value": value, "op": "CONFIG_OP_TYPE_SET"}
+		if value == "" {
+			op = map[string]any{"name": name, "op": "CONFIG_OP_TYPE_DELETE"}
+		}
+		ops = append(ops, op)
+	}
+	return map[string]any{"resources": []any{map[string]any{
+		"resource": map[string]any{"type": "CONFIG_RESOURCE_TYPE_TOPIC", "name": topic}, "ops": ops}}}
+}
+
+func electBody(typ, topic string, partition int32) map[string]any {
+	return map[string]any{"electionType": typ, "timeoutMs": 5000,
+		"partitions": []any{map[string]any{"topic": topic, "partition": partition}}}
+}
+
+// elected is an ElectLeadersResponse.
+type elected struct {
+	Results []struct {
+		Leader    int32  `json:"leader"`
+		ErrorCode string `json:"errorCode"`
+	} `json:"results"`
+}
+
+// nodeAction is the answer of /v1/dev/nodes/{name}:action.
+type nodeAction struct {
+	Node struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	} `json:"node"`
+}
+
+func nodePath(id int32) string { return fmt.Sprintf("/v1/dev/nodes/broker-%d:action", id) }
+
+// The console's actions against a real in-process cluster: each goes
+// through the gateway's REST API under /v1 (the routes the page's buttons
+// call) and its effect shows on the console's event stream; refusals come
+// by name in the one REST error body.
 func TestLiveCluster(t *testing.T) {
 	tc := startCluster(t)
 	tc.CreateTopic("orders", 2, 3, map[string]string{"min.insync.replicas": "2"})
 	dev := serveDevCluster(t, tc)
-	_, srv := serveConsole(t, tc, console.Options{EnableActions: true, DevControl: dev, JaegerUI: "http://127.0.0.1:16686"})
-	base := srv.URL
+	base := serveGateway(t, tc, gateway.ConsoleOptions{Actions: true, DevControl: dev, JaegerUI: "http://127.0.0.1:16686"})
 
 	s := openSSE(t, base)
 	hello := s.next("hello", 5*time.Second)
@@ -53,9 +99,9 @@ func TestLiveCluster(t *testing.T) {
 	t.Logf("first snapshot: %s", describe(snap))
 
 	t.Run("produce acks=all", func(t *testing.T) {
-		var res produceResult
-		code, e := post(t, base, "/console/api/produce", map[string]any{"topic": "orders", "partition": 0, "count": 5, "acks": "all"}, &res)
-		if code != http.StatusOK || res.Succeeded != 5 || res.Failed != 0 || res.FirstOffset < 0 || res.LastOffset != res.FirstOffset+4 {
+		var res produced
+		code, e := post(t, base, "/v1/topics/orders/partitions/0/records", produceBody(-1, 5), &res)
+		if code != http.StatusOK || res.BaseOffset < 0 || res.LastOffset != res.BaseOffset+4 {
 			t.Fatalf("produce: %d %+v %+v", code, e, res)
 		}
 		// Each follower's LEO twice: as it reports it and as the leader
@@ -72,44 +118,44 @@ func TestLiveCluster(t *testing.T) {
 			}
 			return true
 		})
-		if code, e := post(t, base, "/console/api/produce", map[string]any{"topic": "orders", "partition": 9}, nil); code != http.StatusNotFound || e.Name != "UNKNOWN_TOPIC_OR_PARTITION" {
+		if code, e := post(t, base, "/v1/topics/orders/partitions/9/records", produceBody(-1, 1), nil); code != http.StatusNotFound || e.Name != "UNKNOWN_TOPIC_OR_PARTITION" {
 			t.Fatalf("produce to a missing partition: %d %+v", code, e)
 		}
-		if code, e := post(t, base, "/console/api/produce", map[string]any{"topic": "orders", "partition": 0, "acks": "2"}, nil); code != http.StatusBadRequest || e.Name != "INVALID_REQUEST" {
+		if code, e := post(t, base, "/v1/topics/orders/partitions/0/records", produceBody(2, 1), nil); code != http.StatusBadRequest || e.Name != "INVALID_REQUIRED_ACKS" {
 			t.Fatalf("produce with acks=2: %d %+v", code, e)
 		}
 	})
 
 	t.Run("topic configs", func(t *testing.T) {
-		path := "/console/api/topics/orders/configs"
-		if code, e := post(t, base, path, map[string]any{"configs": map[string]string{"unclean.leader.election.enable": "true", "min.insync.replicas": "1"}}, nil); code != http.StatusOK {
+		if code, e := post(t, base, "/v1/configs:alter", alterTopic("orders", map[string]string{"unclean.leader.election.enable": "true", "min.insync.replicas": "1"}), nil); code != http.StatusOK {
 			t.Fatalf("alter configs: %d %+v", code, e)
 		}
 		s.waitSnapshot(5*time.Second, "the new configs", func(s *snapshot) bool {
 			return len(s.Topics) == 1 && s.Topics[0].Unclean != nil && *s.Topics[0].Unclean && s.Topics[0].MinISR == 1
 		})
-		if code, e := post(t, base, path, map[string]any{"configs": map[string]string{"unclean.leader.election.enable": "false", "min.insync.replicas": "2"}}, nil); code != http.StatusOK {
+		// Back: unclean deleted (its default, false), min ISR set.
+		if code, e := post(t, base, "/v1/configs:alter", alterTopic("orders", map[string]string{"unclean.leader.election.enable": "", "min.insync.replicas": "2"}), nil); code != http.StatusOK {
 			t.Fatalf("alter configs back: %d %+v", code, e)
 		}
 		s.waitSnapshot(5*time.Second, "the configs back", func(s *snapshot) bool {
 			return s.Topics[0].Unclean != nil && !*s.Topics[0].Unclean && s.Topics[0].MinISR == 2
 		})
-		if code, e := post(t, base, path, map[string]any{"configs": map[string]string{"min.insync.replicas": "zero"}}, nil); code != http.StatusBadRequest {
+		if code, e := post(t, base, "/v1/configs:alter", alterTopic("orders", map[string]string{"min.insync.replicas": "zero"}), nil); code != http.StatusBadRequest || e.Name != "INVALID_CONFIG" {
 			t.Fatalf("bad min.insync.replicas: %d %+v", code, e)
 		}
-		if code, e := post(t, base, path, map[string]any{"configs": map[string]string{"retention.ms": "1"}}, nil); code != http.StatusBadRequest {
-			t.Fatalf("a config the console does not change: %d %+v", code, e)
-		}
-		if code, e := post(t, base, "/console/api/topics/nosuch/configs", map[string]any{"configs": map[string]string{"min.insync.replicas": "2"}}, nil); code == http.StatusOK || e.Name != "UNKNOWN_TOPIC_OR_PARTITION" {
+		if code, e := post(t, base, "/v1/configs:alter", alterTopic("nosuch", map[string]string{"min.insync.replicas": "2"}), nil); code == http.StatusOK || e.Name != "UNKNOWN_TOPIC_OR_PARTITION" {
 			t.Fatalf("configs of a missing topic: %d %+v", code, e)
 		}
 	})
 
-	t.Run("elections", func(t *testing.T) {
-		for _, typ := range []string{"preferred", "unclean"} {
-			code, e := post(t, base, "/console/api/elections", map[string]any{"type": typ, "topic": "orders", "partition": 0}, nil)
-			if code != http.StatusConflict || e.Name != "ELECTION_NOT_NEEDED" {
-				t.Fatalf("%s election with a healthy leader: %d %+v, want 409 ELECTION_NOT_NEEDED", typ, code, e)
+	t.Run("elections not needed", func(t *testing.T) {
+		// REST answers 200 with the item's code: the leader already is the
+		// one asked for (the page shows it as a refusal by that name).
+		for _, typ := range []string{"ELECTION_TYPE_PREFERRED", "ELECTION_TYPE_UNCLEAN"} {
+			var res elected
+			code, e := post(t, base, "/v1/elect-leaders", electBody(typ, "orders", 0), &res)
+			if code != http.StatusOK || len(res.Results) != 1 || res.Results[0].ErrorCode != "ERROR_CODE_ELECTION_NOT_NEEDED" {
+				t.Fatalf("%s with a healthy leader: %d %+v %+v, want ELECTION_NOT_NEEDED", typ, code, e, res)
 			}
 		}
 	})
@@ -123,14 +169,22 @@ func TestLiveCluster(t *testing.T) {
 				break
 			}
 		}
-		code, e := post(t, base, "/console/api/faults", map[string]any{"broker": f, "topic": "orders", "partition": 1, "stall": true}, nil)
-		if code != http.StatusOK {
-			t.Fatalf("stall: %d %+v", code, e)
+		faults := fmt.Sprintf("/v1/brokers/%d/faults", f)
+		var set struct {
+			Faults []struct {
+				Topic     string `json:"topic"`
+				Partition int32  `json:"partition"`
+				Stall     bool   `json:"stall"`
+			} `json:"faults"`
+		}
+		code, e := post(t, base, faults, map[string]any{"fault": map[string]any{"topic": "orders", "partition": 1, "stall": true}}, &set)
+		if code != http.StatusOK || len(set.Faults) != 1 || !set.Faults[0].Stall || set.Faults[0].Topic != "orders" || set.Faults[0].Partition != 1 {
+			t.Fatalf("stall: %d %+v %+v", code, e, set)
 		}
 		start := time.Now()
 		// The stalled follower is out once the leader's LEO moves past it
 		// and replica.lag.time.max.ms (2 s) passes.
-		if code, e := post(t, base, "/console/api/produce", map[string]any{"topic": "orders", "partition": 1, "count": 3, "acks": "1"}, nil); code != http.StatusOK {
+		if code, e := post(t, base, "/v1/topics/orders/partitions/1/records", produceBody(1, 3), nil); code != http.StatusOK {
 			t.Fatalf("produce acks=1: %d %+v", code, e)
 		}
 		s.waitSnapshot(10*time.Second, "the stalled follower out of the ISR", func(s *snapshot) bool {
@@ -146,27 +200,35 @@ func TestLiveCluster(t *testing.T) {
 			return false
 		})
 		t.Logf("B%d left the ISR of orders-1 %s after the stall", f, time.Since(start).Round(time.Millisecond))
-		if code, e := post(t, base, "/console/api/faults/clear", map[string]any{"broker": f}, nil); code != http.StatusOK {
+		if code, e := post(t, base, faults+":clear", map[string]any{}, nil); code != http.StatusOK {
 			t.Fatalf("clear: %d %+v", code, e)
 		}
-		s.waitSnapshot(10*time.Second, "the follower back in the ISR", func(s *snapshot) bool {
+		s.waitSnapshot(10*time.Second, "the follower back in the ISR, without its fault", func(s *snapshot) bool {
 			p := s.partition("orders", 1)
-			return p != nil && contains(p.ISR, f)
+			if p == nil || !contains(p.ISR, f) {
+				return false
+			}
+			for _, v := range p.Views {
+				if v.Broker == f && v.Fault != nil {
+					return false
+				}
+			}
+			return true
 		})
-		if code, e := post(t, base, "/console/api/faults", map[string]any{"broker": f, "topic": "orders", "partition": 1}, nil); code != http.StatusBadRequest {
-			t.Fatalf("a fault that is neither stall nor delay: %d %+v", code, e)
+		if code, e := post(t, base, "/v1/brokers/99/faults", map[string]any{"fault": map[string]any{"stall": true}}, nil); code != http.StatusServiceUnavailable || e.Name != "BROKER_NOT_AVAILABLE" || e.Field != "broker_id" {
+			t.Fatalf("a fault on a broker the cluster does not have: %d %+v", code, e)
 		}
 	})
 
-	t.Run("kill the leader through the launcher", func(t *testing.T) {
+	t.Run("kill the leader through the launcher, then a preferred election", func(t *testing.T) {
 		p := s.waitSnapshot(5*time.Second, "orders-0 fully replicated", func(s *snapshot) bool {
 			p := s.partition("orders", 0)
 			return p != nil && p.Leader >= 0 && len(p.ISR) == 3
 		}).partition("orders", 0)
 		l := p.Leader
-		var res struct{ Process string }
+		var res nodeAction
 		start := time.Now()
-		if code, e := post(t, base, "/console/api/brokers/"+strconv.Itoa(int(l))+"/kill", map[string]any{}, &res); code != http.StatusOK || res.Process != "exited" {
+		if code, e := post(t, base, nodePath(l), map[string]any{"action": "ACTION_KILL"}, &res); code != http.StatusOK || res.Node.State != "NODE_STATE_EXITED" {
 			t.Fatalf("kill B%d: %d %+v %+v", l, code, e, res)
 		}
 		after := s.waitSnapshot(8*time.Second, "the killed leader down, a new leader and the ISR shrunk", func(s *snapshot) bool {
@@ -176,18 +238,34 @@ func TestLiveCluster(t *testing.T) {
 		})
 		np := after.partition("orders", 0)
 		t.Logf("after killing B%d: leader B%d (epoch %d), ISR %v, %s later", l, np.Leader, np.LeaderEpoch, np.ISR, time.Since(start).Round(time.Millisecond))
-		if code, e := post(t, base, "/console/api/brokers/"+strconv.Itoa(int(l))+"/kill", map[string]any{}, nil); code != http.StatusConflict || e.Name != "FAILED_PRECONDITION" {
+		if code, e := post(t, base, nodePath(l), map[string]any{"action": "ACTION_KILL"}, nil); code != http.StatusConflict || e.Name != "FAILED_PRECONDITION" {
 			t.Fatalf("killing a dead broker: %d %+v", code, e)
 		}
-		if code, e := post(t, base, "/console/api/brokers/"+strconv.Itoa(int(l))+"/explode", map[string]any{}, nil); code != http.StatusBadRequest {
+		if code, e := post(t, base, nodePath(l), map[string]any{"action": "ACTION_EXPLODE"}, nil); code != http.StatusBadRequest || e.Name != "INVALID_REQUEST" {
 			t.Fatalf("unknown node action: %d %+v", code, e)
 		}
-		if code, e := post(t, base, "/console/api/brokers/"+strconv.Itoa(int(l))+"/start", map[string]any{}, &res); code != http.StatusOK || res.Process != "running" {
+		if code, e := post(t, base, nodePath(l), map[string]any{"action": "ACTION_START"}, &res); code != http.StatusOK || res.Node.State != "NODE_STATE_RUNNING" {
 			t.Fatalf("start B%d: %d %+v", l, code, e)
 		}
 		s.waitSnapshot(15*time.Second, "the restarted broker back in the ISR", func(s *snapshot) bool {
 			p := s.partition("orders", 0)
 			return s.brokerState(l) == "up" && p != nil && contains(p.ISR, l)
+		})
+		// The preferred replica (the first assigned) leads again after a
+		// preferred election.
+		pref := p.Replicas[0]
+		cur := s.waitSnapshot(5*time.Second, "orders-0", func(s *snapshot) bool { return s.partition("orders", 0) != nil }).partition("orders", 0)
+		if cur.Leader == pref {
+			t.Fatalf("B%d leads orders-0 already; the kill should have moved it", pref)
+		}
+		var el elected
+		if code, e := post(t, base, "/v1/elect-leaders", electBody("ELECTION_TYPE_PREFERRED", "orders", 0), &el); code != http.StatusOK ||
+			len(el.Results) != 1 || el.Results[0].Leader != pref || el.Results[0].ErrorCode != "ERROR_CODE_UNSPECIFIED" {
+			t.Fatalf("preferred election: %d %+v %+v, want B%d", code, e, el, pref)
+		}
+		s.waitSnapshot(5*time.Second, "the preferred replica leading orders-0", func(s *snapshot) bool {
+			p := s.partition("orders", 0)
+			return p != nil && p.Leader == pref
 		})
 	})
 
@@ -219,16 +297,16 @@ func TestLiveCluster(t *testing.T) {
 			return q != nil && slices.Equal(q.ISR, []int32{p.Leader}) && q.UnderMinISR &&
 				s.brokerState(crashed[0]) == "down" && s.brokerState(crashed[1]) == "down"
 		})
-		code, e := post(t, base, "/console/api/produce", map[string]any{"topic": "orders", "partition": 0, "count": 2, "acks": "all"}, nil)
+		code, e := post(t, base, "/v1/topics/orders/partitions/0/records", produceBody(-1, 2), nil)
 		if code != http.StatusServiceUnavailable || e.Name != "NOT_ENOUGH_REPLICAS" || e.Code != 19 {
 			t.Fatalf("acks=all with %v crashed: %d %+v, want 503 NOT_ENOUGH_REPLICAS", crashed, code, e)
 		}
 		t.Logf("refused: %s: %s", e.Name, e.Message)
-		var res produceResult
-		if code, e := post(t, base, "/console/api/produce", map[string]any{"topic": "orders", "partition": 0, "count": 2, "acks": "1"}, &res); code != http.StatusOK || res.Succeeded != 2 {
+		var res produced
+		if code, e := post(t, base, "/v1/topics/orders/partitions/0/records", produceBody(1, 2), &res); code != http.StatusOK || res.LastOffset != res.BaseOffset+1 {
 			t.Fatalf("acks=1 with the ISR at the leader alone: %d %+v %+v", code, e, res)
 		}
-		if code, e := post(t, base, "/console/api/faults", map[string]any{"broker": crashed[0], "stall": true}, nil); code != http.StatusServiceUnavailable || e.Name != "BROKER_NOT_AVAILABLE" {
+		if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/faults", crashed[0]), map[string]any{"fault": map[string]any{"stall": true}}, nil); code != http.StatusServiceUnavailable || e.Name != "BROKER_NOT_AVAILABLE" {
 			t.Fatalf("fault on a dead broker: %d %+v", code, e)
 		}
 	})

@@ -5,34 +5,40 @@
 //
 // The page is static HTML, CSS and JavaScript modules embedded in the binary
 // (no build step). It draws with SVG and follows the cluster through
-// Server-Sent Events fed by AdminService.WatchCluster. Every call the console
-// makes to the cluster goes through tidemark.io/services/client, except the
-// two demonstration-only services the client does not cover: a broker's
-// FaultInjectionService and the dev launcher's DevClusterService.
+// Server-Sent Events fed by AdminService.WatchCluster. The picture is built
+// here, through tidemark.io/services/client and, for the process states and
+// injected faults, the two demonstration-only services the client does not
+// cover: a broker's FaultInjectionService and the dev launcher's
+// DevClusterService.
 //
-// Paths served by the handler:
+// The buttons act through the gateway's public REST API under /v1, as any
+// REST caller does, with the page's login cookie: produce, configs:alter,
+// elect-leaders, /v1/brokers/{id}/faults and the dev launcher's
+// /v1/dev/nodes and /v1/dev/scenarios. The gateway tells the console what
+// its demonstration routes did (Refresh, FollowRun), so that every page
+// shows a node action at once and a scenario's run as it goes.
+//
+// Paths served by the handler, all views:
 //
 //	GET  /                       the page
 //	GET  /console/static/...     its scripts, styles and icon
-//	GET  /console/events         Server-Sent Events: hello, status, snapshot, events
+//	GET  /console/events         Server-Sent Events: hello, status, snapshot, events, scenario
 //	GET  /console/api/config     what the console offers (actions, node actions, Jaeger)
 //	GET  /console/api/state      the latest snapshot as JSON
 //	GET  /console/api/groups     the consumer groups: state, members, assignments, lag (groups.go)
-//	POST /console/api/...        actions (see actions.go), refused with 403 unless enabled
-//	GET  /console/api/scenarios  the dev launcher's scenarios and the run started here (scenarios.go)
+//	GET  /console/api/scenarios  the dev launcher's scenarios and the last run followed (scenarios.go)
 //
 // Errors are the REST API's JSON body (resterr.Body: code, name, message,
 // field, retriable, leader/controller hints): the Kafka error code and name
 // from the ErrorDetail when the cluster refused, at the kerr table's HTTP
-// status. Errors of the dev launcher, which answers plain gRPC
-// statuses, are named after the gRPC code (FAILED_PRECONDITION, NOT_FOUND).
+// status; the dev launcher's as resterr.Launcher names them.
 //
 // # Mounting
 //
 // The handler owns "/" and the "/console/" tree; mount it at "/" beside the
 // REST API, whose more specific patterns win:
 //
-//	c, err := console.New(console.Options{Controllers: ..., Brokers: ..., EnableActions: ...})
+//	c, err := console.New(console.Options{Controllers: ..., EnableActions: ...})
 //	mux.Handle("/", c)
 //	srv.RegisterOnShutdown(func() { _ = c.Close() }) // ends the event streams
 //
@@ -65,9 +71,9 @@ type Options struct {
 	Admin       *client.Admin
 	Controllers []string
 
-	// Client reaches the brokers (produce). When nil, one is made from
-	// Brokers, or, when Brokers is empty too, from the live brokers of the
-	// latest snapshot on first use (and closed by Close).
+	// Client reaches the brokers (the Groups view). When nil, one is made
+	// from Brokers, or, when Brokers is empty too, from the live brokers of
+	// the latest snapshot on first use (and closed by Close).
 	Client  *client.Client
 	Brokers []string
 
@@ -81,9 +87,10 @@ type Options struct {
 	// kill, restart, pause or resume of brokers, and no scenarios.
 	DevControl string
 
-	// EnableActions turns on the buttons and the POST endpoints: node
-	// actions, fetch faults, produce, topic configs and elections. Off, the
-	// console only watches and every action answers 403.
+	// EnableActions turns on the buttons (produce, topic configs,
+	// elections, fetch faults, node actions, scenarios), which call the
+	// REST API under /v1. Off, the page only watches (and the gateway
+	// refuses its demonstration routes with 403).
 	EnableActions bool
 
 	// JaegerUI is the base URL of a Jaeger UI (e.g. http://127.0.0.1:16686);
@@ -112,10 +119,9 @@ type Console struct {
 	owned  []func() error // clients made here, closed by Close
 	jaeger string
 
-	mu          sync.Mutex // guards cl, userClients, producers, closed
+	mu          sync.Mutex // guards cl, userClients, closed
 	cl          *client.Client
-	userClients map[string]*client.Client // produce for a REST user (see producer)
-	producers   map[producerKey]*client.Producer
+	userClients map[string]*client.Client // a REST user's (see clientForLocked)
 	closed      bool
 }
 
@@ -133,7 +139,7 @@ func New(o Options) (*Console, error) {
 		o.StaleAfter = 3 * time.Second
 	}
 	c := &Console{opts: o, log: log, conns: newConnSet(o.ClientOptions.DialOptions...),
-		userClients: map[string]*client.Client{}, producers: map[producerKey]*client.Producer{}}
+		userClients: map[string]*client.Client{}}
 	if o.JaegerUI != "" {
 		u, err := url.Parse(o.JaegerUI)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -179,16 +185,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/api/config", c.serveConfig)
 	m.HandleFunc("GET /console/api/state", c.viewer(c.serveState))
 	m.HandleFunc("GET /console/api/groups", c.viewer(c.serveGroups))
-
-	m.HandleFunc("POST /console/api/produce", c.action(c.produce))
-	m.HandleFunc("POST /console/api/brokers/{id}/{action}", c.action(c.nodeAction))
-	m.HandleFunc("POST /console/api/faults", c.action(c.setFault))
-	m.HandleFunc("POST /console/api/faults/clear", c.action(c.clearFaults))
-	m.HandleFunc("POST /console/api/topics/{topic}/configs", c.action(c.alterConfigs))
-	m.HandleFunc("POST /console/api/elections", c.action(c.elect))
 	m.HandleFunc("GET /console/api/scenarios", c.viewer(c.serveScenarios))
-	m.HandleFunc("POST /console/api/scenarios/cancel", c.action(c.cancelScenario))
-	m.HandleFunc("POST /console/api/scenarios/{name}/run", c.action(c.runScenario))
 
 	m.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no console API at %s %s", r.Method, r.URL.Path))
@@ -213,20 +210,10 @@ func (c *Console) Close() error {
 		return nil
 	}
 	c.closed = true
-	prods := c.producers
-	c.producers = nil
 	c.mu.Unlock()
-	c.scen.stop()
 	c.hub.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var errs []error
-	for _, p := range prods {
-		errs = append(errs, p.Close(ctx))
-	}
 	c.conns.close()
-	errs = append(errs, c.closeOwned())
-	return errors.Join(errs...)
+	return c.closeOwned()
 }
 
 func (c *Console) closeOwned() error {

@@ -9,33 +9,55 @@ import (
 	"testing"
 	"time"
 
+	"tidemark.io/gateway"
 	"tidemark.io/gateway/console"
 	"tidemark.io/gateway/internal/resterr"
 )
 
-// Without EnableActions every action is refused with 403 and a JSON error;
-// the page, its assets and the read-only API are served.
+// The console's old action API is gone (404: the actions are the REST
+// routes under /v1). Without --console.actions, the demonstration routes
+// the buttons call (fault injection, the dev launcher) are refused with
+// 403, as the console's actions were; the page, its assets and the views
+// are served.
 func TestActionsRefusedWhenNotEnabled(t *testing.T) {
-	c, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	srv := newServer(t, c)
+	srv := serveGateway(t, nil, gateway.ConsoleOptions{})
 
 	for _, path := range []string{
 		"/console/api/produce", "/console/api/brokers/1/kill", "/console/api/faults",
 		"/console/api/faults/clear", "/console/api/topics/t/configs", "/console/api/elections",
+		"/console/api/scenarios/walk/run", "/console/api/scenarios/cancel",
 	} {
-		code, e := post(t, srv, path, map[string]any{}, nil)
-		if code != http.StatusForbidden || e.Name != "POLICY_VIOLATION" || e.Code != 44 || !strings.Contains(e.Message, "disabled") {
+		if code, e := post(t, srv, path, map[string]any{}, nil); code != http.StatusNotFound || e.Name != "INVALID_REQUEST" {
+			t.Errorf("POST %s: %d %+v, want 404: the console's action API is gone", path, code, e)
+		}
+	}
+	for path, body := range map[string]any{
+		"/v1/brokers/1/faults":          map[string]any{"fault": map[string]any{"stall": true}},
+		"/v1/brokers/1/faults:clear":    map[string]any{},
+		"/v1/dev/nodes/broker-1:action": map[string]any{"action": "ACTION_KILL"},
+		"/v1/dev/scenarios/walk:run":    map[string]any{},
+	} {
+		code, e := post(t, srv, path, body, nil)
+		if code != http.StatusForbidden || e.Name != "POLICY_VIOLATION" || e.Code != 44 || !strings.Contains(e.Message, "--console.actions") {
 			t.Errorf("POST %s: %d %+v, want 403 POLICY_VIOLATION", path, code, e)
+		}
+	}
+	for _, path := range []string{"/v1/brokers/1/faults", "/v1/dev/nodes", "/v1/dev/scenarios"} {
+		resp, err := http.Get(srv + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(raw), "POLICY_VIOLATION") {
+			t.Errorf("GET %s: %d %s, want 403 POLICY_VIOLATION", path, resp.StatusCode, raw)
 		}
 	}
 
 	for path, want := range map[string]string{
 		"/":                           "text/html",
 		"/console/static/app.js":      "text/javascript",
+		"/console/static/api.js":      "text/javascript",
 		"/console/static/bars.js":     "text/javascript",
 		"/console/static/console.css": "text/css",
 		"/favicon.ico":                "image/svg+xml",
@@ -56,6 +78,9 @@ func TestActionsRefusedWhenNotEnabled(t *testing.T) {
 				t.Errorf("config %s: actions must be off", body)
 			}
 		}
+		if path == "/console/static/api.js" && (strings.Contains(string(body), "/console/api/produce") || !strings.Contains(string(body), "/v1/elect-leaders")) {
+			t.Errorf("api.js does not call the REST API under /v1")
+		}
 	}
 	resp, err := http.Get(srv + "/console/api/nothing")
 	if err != nil {
@@ -68,21 +93,16 @@ func TestActionsRefusedWhenNotEnabled(t *testing.T) {
 
 	// Enabled, but without a launcher address: node actions are refused,
 	// and a cross-site form post or a non-JSON body is refused too.
-	c2, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, EnableActions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c2.Close() })
-	srv2 := newServer(t, c2)
-	if code, e := post(t, srv2, "/console/api/brokers/1/kill", map[string]any{}, nil); code != http.StatusForbidden || !strings.Contains(e.Message, "dev launcher") {
+	srv2 := serveGateway(t, nil, gateway.ConsoleOptions{Actions: true})
+	if code, e := post(t, srv2, "/v1/dev/nodes/broker-1:action", map[string]any{"action": "ACTION_KILL"}, nil); code != http.StatusForbidden || !strings.Contains(e.Message, "dev launcher") {
 		t.Errorf("node action without a launcher: %d %+v", code, e)
 	}
-	req, _ := http.NewRequest(http.MethodPost, srv2+"/console/api/produce", strings.NewReader("topic=t"))
+	req, _ := http.NewRequest(http.MethodPost, srv2+"/v1/brokers/1/faults", strings.NewReader("fault=x"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("form post: %v %v", resp, err)
 	}
-	req, _ = http.NewRequest(http.MethodPost, srv2+"/console/api/produce", strings.NewReader("{}"))
+	req, _ = http.NewRequest(http.MethodPost, srv2+"/v1/brokers/1/faults:clear", strings.NewReader("{}"))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", "http://elsewhere.example")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
@@ -129,9 +149,9 @@ func TestUnreachableCluster(t *testing.T) {
 	}
 }
 
-// TestErrorsShareTheRESTShape checks that the console's errors, of every
-// kind (refused by policy, bad media type, unknown API, bad input, no
-// cluster), have the REST API's one body, resterr.Body.
+// TestErrorsShareTheRESTShape checks that the console's own errors (unknown
+// API, no cluster) have the REST API's one body, resterr.Body. (Its actions
+// are REST calls; gateway's tests check their errors.)
 func TestErrorsShareTheRESTShape(t *testing.T) {
 	c, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, StaleAfter: 300 * time.Millisecond, EnableActions: true})
 	if err != nil {
@@ -150,12 +170,7 @@ func TestErrorsShareTheRESTShape(t *testing.T) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
-	resp, err := http.Post(srv+"/console/api/produce", "text/plain", strings.NewReader("x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("text body", resp, http.StatusUnsupportedMediaType)
-	resp, err = http.Get(srv + "/console/api/nothing")
+	resp, err := http.Get(srv + "/console/api/nothing")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,18 +180,6 @@ func TestErrorsShareTheRESTShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("no cluster", resp, http.StatusServiceUnavailable)
-	req, _ := http.NewRequest(http.MethodPost, srv+"/console/api/produce", strings.NewReader(`{"topic":""}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Origin", "http://elsewhere.example")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("cross origin", resp, http.StatusForbidden)
-	code, _ := post(t, srv, "/console/api/produce", map[string]any{"topic": ""}, nil) // post checks the shape
-	if code < 400 {
-		t.Errorf("produce with no topic: %d", code)
-	}
 }
 
 // newServer serves a console on a loopback port. Cleanup closes the console

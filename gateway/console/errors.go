@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"tidemark.io/gateway/internal/resterr"
 	"tidemark.io/services/platform/kerr"
@@ -29,20 +25,7 @@ func (e *apiError) Error() string { return e.body.Name + ": " + e.body.Message }
 // refuse builds an apiError from a Kafka-style code, at the kerr table's
 // HTTP status.
 func refuse(code kerr.Code, format string, args ...any) *apiError {
-	return refuseAt(code.HTTPStatus(), code, format, args...)
-}
-
-// refuseAt is refuse at another status, where HTTP says it better (404 for
-// a broker id the cluster does not have).
-func refuseAt(status int, code kerr.Code, format string, args ...any) *apiError {
-	return &apiError{status: status, body: resterr.Of(kerr.New(code, format, args...))}
-}
-
-// badRequest is an INVALID_REQUEST naming the field that was wrong.
-func badRequest(field, format string, args ...any) *apiError {
-	e := refuse(kerr.InvalidRequest, format, args...)
-	e.body.Field = field
-	return e
+	return &apiError{status: code.HTTPStatus(), body: resterr.Of(kerr.New(code, format, args...))}
 }
 
 // httpStatus is the kerr table's HTTP status for a code.
@@ -72,48 +55,13 @@ func toAPIError(err error) *apiError {
 	return &apiError{status: httpStatus(ke.Code), body: body}
 }
 
-// devError turns an error from the dev launcher (plain gRPC statuses) into
-// an answer named after the gRPC code. It switches on gRPC codes, not on
-// Kafka codes: the dev launcher is not a tidemark service and sends no
-// ErrorDetail, so the kerr table has no row to look up.
+// devError turns an error from the dev launcher into its answer
+// (resterr.Launcher).
 func devError(err error) *apiError {
-	st, ok := status.FromError(err)
-	if !ok {
-		return toAPIError(err)
+	if st, body, ok := resterr.Launcher(err); ok {
+		return &apiError{status: st, body: body}
 	}
-	code, httpCode := kerr.UnknownServerError, http.StatusInternalServerError
-	switch st.Code() {
-	case codes.NotFound:
-		httpCode = http.StatusNotFound
-	case codes.InvalidArgument:
-		code, httpCode = kerr.InvalidRequest, http.StatusBadRequest
-	case codes.FailedPrecondition:
-		httpCode = http.StatusConflict
-	case codes.Unavailable:
-		code, httpCode = kerr.NetworkException, http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		code, httpCode = kerr.RequestTimedOut, http.StatusGatewayTimeout
-	case codes.Unimplemented:
-		code, httpCode = kerr.UnsupportedVersion, http.StatusNotImplemented
-	}
-	name := strings.ToUpper(codeName(st.Code()))
-	return &apiError{status: httpCode, body: errorBody{Code: int(code), Name: name, Message: "dev launcher: " + st.Message(),
-		Retriable: st.Code() == codes.Unavailable}}
-}
-
-// codeName spells a gRPC code in upper snake case (FAILED_PRECONDITION).
-func codeName(c codes.Code) string {
-	s := c.String()
-	var b strings.Builder
-	prevLower := false
-	for _, r := range s {
-		if prevLower && r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-		}
-		prevLower = r >= 'a' && r <= 'z'
-		b.WriteRune(r)
-	}
-	return b.String()
+	return toAPIError(err)
 }
 
 // writeRefusal answers e at status, which may differ from the table's where

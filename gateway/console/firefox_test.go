@@ -16,7 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"tidemark.io/gateway/console"
+	"tidemark.io/gateway"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -210,11 +210,11 @@ func TestFirefox(t *testing.T) {
 	tc := startCluster(t)
 	tc.CreateTopic("orders", 3, 3, map[string]string{"min.insync.replicas": "2"})
 	dev := serveDevCluster(t, tc)
-	_, srv := serveConsole(t, tc, console.Options{EnableActions: true, DevControl: dev})
+	srv := serveGateway(t, tc, gateway.ConsoleOptions{Actions: true, DevControl: dev})
 	dir := artifactDir(t)
 
 	b := openFirefox(t, exe)
-	b.navigate(t, srv.URL+"/")
+	b.navigate(t, srv+"/")
 	took := b.waitFor(t, 20*time.Second, "three live brokers and three partitions",
 		`document.getElementById('conn').dataset.state === 'live' &&
 		 document.querySelectorAll('[data-broker][data-state="up"]').length === 3 &&

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"tidemark.io/gateway/console"
+	"tidemark.io/gateway"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/testenv"
 )
@@ -88,8 +88,8 @@ func TestGroupsView(t *testing.T) {
 	testenv.SkipIfShort(t, "starts a cluster")
 	tc := startCluster(t)
 	tc.CreateTopic("orders", 2, 3, nil)
-	_, srv := serveConsole(t, tc, console.Options{})
-	if g := getGroups(t, srv.URL); len(g.Groups) != 0 {
+	srv := serveGateway(t, tc, gateway.ConsoleOptions{})
+	if g := getGroups(t, srv); len(g.Groups) != 0 {
 		t.Fatalf("groups before any consumer: %+v", g)
 	}
 	for p := range int32(2) {
@@ -102,7 +102,7 @@ func TestGroupsView(t *testing.T) {
 	startGroupMember(t, tc, "shipping", "orders", 6)
 	var g groupsJSON
 	deadline := time.Now().Add(10 * time.Second)
-	for g = getGroups(t, srv.URL); len(g.Groups) != 1 || g.Groups[0].State != "Stable"; g = getGroups(t, srv.URL) {
+	for g = getGroups(t, srv); len(g.Groups) != 1 || g.Groups[0].State != "Stable"; g = getGroups(t, srv) {
 		if time.Now().After(deadline) {
 			t.Fatalf("groups: %+v", g)
 		}
@@ -122,7 +122,7 @@ func TestGroupsView(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(10 * time.Second)
-	for g := getGroups(t, srv.URL); len(g.Groups) != 1 || g.Groups[0].TotalLag != 1; g = getGroups(t, srv.URL) {
+	for g := getGroups(t, srv); len(g.Groups) != 1 || g.Groups[0].TotalLag != 1; g = getGroups(t, srv) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after one more record: %+v", g)
 		}

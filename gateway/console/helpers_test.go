@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,13 +20,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"tidemark.io/gateway/console"
+	"tidemark.io/gateway"
 	"tidemark.io/gateway/internal/resterr"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/broker"
-	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest"
 	"tidemark.io/services/controller"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // testCluster is an in-process cluster whose brokers serve the fault
@@ -57,35 +57,31 @@ func startCluster(t *testing.T) *testCluster {
 	return tc
 }
 
-// serveConsole runs a console for the cluster on a loopback port.
-func serveConsole(t *testing.T, tc *testCluster, o console.Options) (*console.Console, *httptest.Server) {
+// serveGateway runs a gateway on a loopback port: the REST API under /v1,
+// which the console's buttons call, and the console at /. With tc nil the
+// cluster cannot be reached (127.0.0.1:1). It returns the base URL.
+func serveGateway(t *testing.T, tc *testCluster, co gateway.ConsoleOptions) string {
 	t.Helper()
-	if o.Admin == nil && len(o.Controllers) == 0 {
-		a, err := client.NewAdmin(tc.controllers, client.Options{RequestTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = a.Close() })
-		o.Admin = a
+	o := gateway.DefaultOptions()
+	o.Listen = "127.0.0.1:0"
+	o.TLS = tlsconf.Plain()
+	o.Controllers, o.Brokers = config.StringList{"127.0.0.1:1"}, config.StringList{"127.0.0.1:1"}
+	if tc != nil {
+		o.Controllers, o.Brokers = config.StringList(tc.controllers), config.StringList(tc.brokers)
 	}
-	if o.Client == nil && tc != nil {
-		cl, err := client.New(tc.brokers, client.Options{RequestTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cl.Close() })
-		o.Client = cl
-	}
-	c, err := console.New(o)
+	o.Console = co
+	g, err := gateway.Start(context.Background(), o, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("start gateway: %v", err)
 	}
-	srv := httptest.NewServer(c)
 	t.Cleanup(func() {
-		_ = c.Close()
-		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.Stop(ctx); err != nil {
+			t.Errorf("stop gateway: %v", err)
+		}
 	})
-	return c, srv
+	return "http://" + g.Addr()
 }
 
 // --- the JSON the console sends (the fields the tests look at) ---
@@ -161,6 +157,7 @@ type apiErr struct {
 	Code    int    `json:"code"`
 	Name    string `json:"name"`
 	Message string `json:"message"`
+	Field   string `json:"field"`
 }
 
 // --- Server-Sent Events ---
@@ -283,7 +280,8 @@ func describe(s *snapshot) string {
 
 // --- actions ---
 
-// post calls an action and decodes the answer into out (when given).
+// post calls a REST route with a JSON body and decodes the answer into out
+// (when given); a refusal must be the one REST error body.
 func post(t *testing.T, base, path string, body any, out any) (int, apiErr) {
 	t.Helper()
 	b, _ := json.Marshal(body)

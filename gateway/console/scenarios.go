@@ -14,15 +14,18 @@ import (
 )
 
 // Scenarios: the learning note's playbooks, played by the dev launcher
-// (DevClusterService.RunScenario: only it can kill and pause nodes) and
-// followed here. The console holds the stream of the run it started and
-// sends the run, whole, as the "scenario" event on every page's event
-// stream at each new step, so every open page (and one opened later)
-// shows the same timeline beside the live replica view.
+// (DevClusterService.RunScenario: only it can kill and pause nodes). A run
+// is started through the REST API (POST /v1/dev/scenarios/{name}:run, a
+// stream of its timeline that cancels the run when closed); the gateway
+// shows its events to FollowRun, and the console sends the run, whole, as
+// the "scenario" event on every page's event stream at each new step, so
+// every open page (and one opened later) shows the same timeline beside
+// the live replica view.
 //
-//	GET  /console/api/scenarios               the scenarios and the current (or last) run
-//	POST /console/api/scenarios/{name}/run    start one (409 while one runs, naming it)
-//	POST /console/api/scenarios/cancel        cancel the running one (it heals the cluster)
+//	GET  /console/api/scenarios   the scenarios and the current (or last) run
+
+// listTimeout bounds the launcher's list of scenarios.
+const listTimeout = 30 * time.Second
 
 // scenarioInfo describes one scenario.
 type scenarioInfo struct {
@@ -53,7 +56,8 @@ type scenarioRun struct {
 	Rule     string `json:"rule,omitempty"`
 	// Running is true until the launcher's stream ends.
 	Running bool `json:"running"`
-	// Cancelled says a cancel was asked for.
+	// Cancelled says the run's caller went away before its end (which
+	// cancels it).
 	Cancelled bool           `json:"cancelled"`
 	Steps     []scenarioStep `json:"steps"`
 }
@@ -65,12 +69,10 @@ var scenarioKinds = map[devclusterv1.ScenarioEventKind]string{
 	devclusterv1.ScenarioEventKind_SCENARIO_EVENT_KIND_FINISHED: "finished",
 }
 
-// scenarios holds the run this console started.
+// scenarios holds the last run the gateway relayed.
 type scenarios struct {
-	mu     sync.Mutex
-	run    *scenarioRun // the current or last run
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the run's stream ends
+	mu  sync.Mutex
+	run *scenarioRun // the current or last run
 }
 
 // runJSON is the current run as the "scenario" event's data (nil: none).
@@ -81,15 +83,6 @@ func (s *scenarios) runJSON() []byte {
 		return nil
 	}
 	return mustJSON(s.run)
-}
-
-// stop cancels the running run (on Close).
-func (s *scenarios) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		s.cancel()
-	}
 }
 
 func (c *Console) needLauncher() error {
@@ -146,7 +139,7 @@ func (c *Console) listScenarios(ctx context.Context) (scenarioList, error) {
 	if err != nil {
 		return scenarioList{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, actionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	resp, err := dc.ListScenarios(ctx, &devclusterv1.ListScenariosRequest{})
 	if err != nil {
@@ -159,68 +152,20 @@ func (c *Console) listScenarios(ctx context.Context) (scenarioList, error) {
 	return out, nil
 }
 
-type scenarioStarted struct {
-	Scenario string `json:"scenario"`
-	Topic    string `json:"topic"`
+// FollowRun starts following a run of name that the gateway relays: step
+// gets each of its events, end its end (cancelled: its caller went away,
+// which cancels it). The run replaces the last one on every page.
+func (c *Console) FollowRun(name string) (step func(*devclusterv1.RunScenarioResponse), end func(err error, cancelled bool)) {
+	run := &scenarioRun{Scenario: name, Running: true}
+	c.scen.mu.Lock()
+	c.scen.run = run
+	c.scen.mu.Unlock()
+	return func(e *devclusterv1.RunScenarioResponse) { c.addStep(run, e) },
+		func(err error, cancelled bool) { c.endRun(run, err, cancelled) }
 }
 
-// runScenario starts a run on the launcher and answers once it has begun
-// (its first event) or was refused; the run then goes on without the
-// request, its steps reaching the pages as "scenario" events.
-func (c *Console) runScenario(ctx context.Context, r *http.Request) (any, error) {
-	if err := c.needLauncher(); err != nil {
-		return nil, err
-	}
-	name := r.PathValue("name")
-	var body struct{}
-	if err := decode(r, &body); err != nil {
-		return nil, err
-	}
-	dc, err := c.devClient()
-	if err != nil {
-		return nil, err
-	}
-	// The run outlives the request but keeps its user, whom the launcher
-	// authorizes (Alter on Cluster).
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	// The answer waits for the run's first event, not for ever.
-	late := time.AfterFunc(actionTimeout, cancel)
-	stream, err := dc.RunScenario(runCtx, &devclusterv1.RunScenarioRequest{Name: name})
-	var first *devclusterv1.RunScenarioResponse
-	if err == nil {
-		first, err = stream.Recv()
-	}
-	if !late.Stop() {
-		cancel()
-		return nil, refuse(kerr.RequestTimedOut, "dev launcher: scenario %s did not begin within %s", name, actionTimeout)
-	}
-	if err != nil {
-		cancel()
-		if errors.Is(err, io.EOF) {
-			return nil, refuse(kerr.UnknownServerError, "dev launcher: scenario %s ended before it began", name)
-		}
-		return nil, devError(err)
-	}
-	run := &scenarioRun{Scenario: name, Running: true}
-	done := make(chan struct{})
-	c.scen.mu.Lock()
-	c.scen.run, c.scen.cancel, c.scen.done = run, cancel, done
-	c.scen.mu.Unlock()
-	c.addStep(run, first)
-	go func() {
-		defer close(done)
-		defer cancel()
-		for {
-			e, err := stream.Recv()
-			if err != nil {
-				c.endRun(run, err)
-				return
-			}
-			c.addStep(run, e)
-		}
-	}()
-	return scenarioStarted{Scenario: name, Topic: first.GetTopic()}, nil
-}
+// Refresh asks for a new picture at once, after a node action or a fault.
+func (c *Console) Refresh() { c.hub.refresh() }
 
 // addStep appends e to run and sends the run to every page.
 func (c *Console) addStep(run *scenarioRun, e *devclusterv1.RunScenarioResponse) {
@@ -241,12 +186,13 @@ func (c *Console) addStep(run *scenarioRun, e *devclusterv1.RunScenarioResponse)
 
 // endRun marks run ended; a stream that broke before the launcher's
 // verdict gets a last step saying so.
-func (c *Console) endRun(run *scenarioRun, err error) {
+func (c *Console) endRun(run *scenarioRun, err error, cancelled bool) {
 	c.scen.mu.Lock()
 	run.Running = false
+	run.Cancelled = cancelled
 	n := len(run.Steps)
 	if n == 0 || run.Steps[n-1].Kind != "finished" {
-		msg := "the console lost the run's stream: " + err.Error()
+		msg := "the gateway lost the run's stream: " + err.Error()
 		if errors.Is(err, io.EOF) {
 			msg = "the run's stream ended without a verdict"
 		} else if run.Cancelled {
@@ -262,26 +208,4 @@ func (c *Console) endRun(run *scenarioRun, err error) {
 	c.scen.mu.Unlock()
 	c.hub.broadcast(message{"scenario", data})
 	c.hub.refresh()
-}
-
-type scenarioCancelled struct {
-	Cancelled string `json:"cancelled"`
-}
-
-// cancelScenario cancels the run this console started; the launcher then
-// heals the cluster before it takes another.
-func (c *Console) cancelScenario(_ context.Context, r *http.Request) (any, error) {
-	var body struct{}
-	if err := decode(r, &body); err != nil {
-		return nil, err
-	}
-	c.scen.mu.Lock()
-	defer c.scen.mu.Unlock()
-	run := c.scen.run
-	if run == nil || !run.Running {
-		return nil, refuseAt(http.StatusConflict, kerr.InvalidRequest, "no scenario started from this console is running")
-	}
-	run.Cancelled = true
-	c.scen.cancel()
-	return scenarioCancelled{Cancelled: run.Scenario}, nil
 }

@@ -1,13 +1,16 @@
 package console_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"tidemark.io/gateway/console"
+	"tidemark.io/gateway"
+	"tidemark.io/gateway/internal/resterr"
 )
 
 type scenarioRunView struct {
@@ -60,17 +63,48 @@ func getScenarios(t *testing.T, base string) (int, []byte) {
 	return resp.StatusCode, raw
 }
 
-// A scenario started from the console: the launcher's list, the run's
-// steps on every page's event stream, one run at a time (a second Run is
-// a 409 naming the running one), cancel, and a run to its verdict.
-func TestScenarioFromConsole(t *testing.T) {
-	scen := newFakeScenarios()
-	dev := serveDevClusterWith(t, nil, scen)
-	c, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, EnableActions: true, DevControl: dev})
+// startRun starts a run as the page's Run button does (POST
+// /v1/dev/scenarios/NAME:run, a stream of the run's events): on success it
+// returns the first event and the stream, whose closing cancels the run; on
+// a refusal, the error body.
+func startRun(t *testing.T, base, name string) (int, apiErr, map[string]any, io.Closer) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/dev/scenarios/"+name+":run", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := newServer(t, c)
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var e apiErr
+		if err := json.Unmarshal(raw, &e); err != nil || e.Name == "" {
+			t.Fatalf("run %s: %d with a body that is not an error object: %s", name, resp.StatusCode, raw)
+		}
+		if err := resterr.CheckShape(raw); err != nil {
+			t.Errorf("run %s: %v", name, err)
+		}
+		return resp.StatusCode, e, nil, nil
+	}
+	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+	var first struct{ Result map[string]any }
+	if err != nil || json.Unmarshal(line, &first) != nil || first.Result == nil {
+		resp.Body.Close()
+		t.Fatalf("run %s: first line %q, %v", name, line, err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp.StatusCode, apiErr{}, first.Result, resp.Body
+}
+
+// A scenario run through the REST API, as the page's Run button does: the
+// launcher's list, the run's steps on every page's event stream, one run
+// at a time (a second run is a 409 naming the running one), cancel by
+// closing the run's stream, and a run to its verdict.
+func TestScenarioFromConsole(t *testing.T) {
+	scen := newFakeScenarios()
+	dev := serveDevClusterWith(t, nil, scen)
+	base := serveGateway(t, nil, gateway.ConsoleOptions{Actions: true, DevControl: dev})
 
 	code, raw := getScenarios(t, base)
 	var list struct {
@@ -88,10 +122,9 @@ func TestScenarioFromConsole(t *testing.T) {
 		t.Fatalf("hello does not offer scenarios: %v", err)
 	}
 
-	var started struct{ Scenario, Topic string }
-	if code, e := post(t, base, "/console/api/scenarios/walk/run", map[string]any{}, &started); code != http.StatusOK ||
-		started.Scenario != "walk" || started.Topic != "scenario-walk-1" {
-		t.Fatalf("run walk: %d %+v %+v", code, e, started)
+	code, e, first, stream := startRun(t, base, "walk")
+	if code != http.StatusOK || first["scenario"] != "walk" || first["topic"] != "scenario-walk-1" || first["kind"] != "SCENARIO_EVENT_KIND_STARTED" {
+		t.Fatalf("run walk: %d %+v %+v", code, e, first)
 	}
 	run := s.nextRun(5*time.Second, "the walk's step and check", func(r *scenarioRunView) bool { return len(r.Steps) == 3 })
 	if run.Scenario != "walk" || !run.Running || run.Topic != "scenario-walk-1" || run.Rule == "" ||
@@ -104,20 +137,18 @@ func TestScenarioFromConsole(t *testing.T) {
 	late.nextRun(5*time.Second, "the run so far", func(r *scenarioRunView) bool { return r.Scenario == "walk" && len(r.Steps) == 3 })
 
 	// One at a time: the launcher's refusal, by name.
-	code, e := post(t, base, "/console/api/scenarios/lag/run", map[string]any{}, nil)
+	code, e, _, _ = startRun(t, base, "lag")
 	if code != http.StatusConflict || e.Name != "FAILED_PRECONDITION" || !strings.Contains(e.Message, "scenario walk is running") {
 		t.Fatalf("a second run: %d %+v; want 409 naming walk", code, e)
 	}
-	code, e = post(t, base, "/console/api/scenarios/no-such/run", map[string]any{}, nil)
+	code, e, _, _ = startRun(t, base, "no-such")
 	if code != http.StatusNotFound || !strings.Contains(e.Message, `no scenario "no-such"`) {
 		t.Fatalf("an unknown scenario: %d %+v; want 404 naming it", code, e)
 	}
 
-	// Cancel: the launcher's call is cancelled, the run ends saying so.
-	var cancelled struct{ Cancelled string }
-	if code, e := post(t, base, "/console/api/scenarios/cancel", map[string]any{}, &cancelled); code != http.StatusOK || cancelled.Cancelled != "walk" {
-		t.Fatalf("cancel: %d %+v %+v", code, e, cancelled)
-	}
+	// Cancel: closing the stream cancels the launcher's call; the run ends
+	// saying so.
+	_ = stream.Close()
 	select {
 	case <-scen.cancelled:
 	case <-time.After(5 * time.Second):
@@ -128,17 +159,13 @@ func TestScenarioFromConsole(t *testing.T) {
 		!strings.Contains(last.Error, "cancelled") {
 		t.Fatalf("the cancelled run: %+v", run)
 	}
-	if code, e := post(t, base, "/console/api/scenarios/cancel", map[string]any{}, nil); code != http.StatusConflict ||
-		!strings.Contains(e.Message, "no scenario started from this console is running") {
-		t.Fatalf("cancel with nothing running: %d %+v", code, e)
-	}
 
 	// A run to its verdict; the launcher is free again once the first
 	// one's call has ended.
 	close(scen.release)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		code, e = post(t, base, "/console/api/scenarios/walk/run", map[string]any{}, nil)
+		code, e, _, stream = startRun(t, base, "walk")
 		if code == http.StatusOK {
 			break
 		}
@@ -155,16 +182,13 @@ func TestScenarioFromConsole(t *testing.T) {
 	if err := json.Unmarshal(raw, &list); err != nil || code != http.StatusOK || list.Run == nil || list.Run.Running || len(list.Run.Steps) != 4 {
 		t.Fatalf("GET scenarios after the run: %d %s; want the last run", code, raw)
 	}
+	_ = stream.Close()
 }
 
 // Scenarios need the dev launcher and actions enabled.
 func TestScenariosRefused(t *testing.T) {
-	c, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, EnableActions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := newServer(t, c)
-	code, e := post(t, base, "/console/api/scenarios/walk/run", map[string]any{}, nil)
+	base := serveGateway(t, nil, gateway.ConsoleOptions{Actions: true})
+	code, e, _, _ := startRun(t, base, "walk")
 	if code != http.StatusForbidden || e.Name != "POLICY_VIOLATION" || !strings.Contains(e.Message, "--console.dev.control") {
 		t.Fatalf("run without a launcher: %d %+v", code, e)
 	}
@@ -172,12 +196,8 @@ func TestScenariosRefused(t *testing.T) {
 		t.Fatalf("list without a launcher: %d %s", code, raw)
 	}
 
-	c2, err := console.New(console.Options{Controllers: []string{"127.0.0.1:1"}, DevControl: "127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base2 := newServer(t, c2)
-	code, e = post(t, base2, "/console/api/scenarios/walk/run", map[string]any{}, nil)
+	base2 := serveGateway(t, nil, gateway.ConsoleOptions{DevControl: "127.0.0.1:1"})
+	code, e, _, _ = startRun(t, base2, "walk")
 	if code != http.StatusForbidden || !strings.Contains(e.Message, "--console.actions") {
 		t.Fatalf("run with actions disabled: %d %+v", code, e)
 	}

@@ -77,7 +77,12 @@ type Broker struct {
 // listener and serves. With etcd endpoints configured it registers with the
 // cluster and opens its session to the active controller; without, it waits
 // for a controller to push metadata to it (in-process tests).
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err error) {
+	defer func() {
+		if err != nil {
+			closeGiven(cfg.Listener, cfg.KafkaListener)
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -98,13 +103,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := listen(cfg.Listener, cfg.Listen)
 	if err != nil {
 		return fail(fmt.Errorf("--listen %s: %w", cfg.Listen, err))
 	}
 	b.lis = lis
-	if cfg.KafkaListen != "" {
-		if b.kafkaLis, err = net.Listen("tcp", cfg.KafkaListen); err != nil {
+	if cfg.KafkaListener != nil || cfg.KafkaListen != "" {
+		if b.kafkaLis, err = listen(cfg.KafkaListener, cfg.KafkaListen); err != nil {
 			return fail(fmt.Errorf("--kafka.listen %s: %w", cfg.KafkaListen, err))
 		}
 	}
@@ -122,8 +127,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		}
 	}
 	var rmRef atomic.Pointer[replica.Manager]
+	// One bound on open segment files for the whole broker, every log dir.
+	segmentFiles := logstore.NewFileCache(int(static.LogMaxOpenFiles))
 	managerOptions := func(dir string) logstore.ManagerOptions {
-		return logstore.ManagerOptions{Logger: log.With("log_dir", dir),
+		return logstore.ManagerOptions{Logger: log.With("log_dir", dir), Files: segmentFiles,
 			HighWatermark: func(tp logstore.TopicPartition) (int64, bool) {
 				if rm := rmRef.Load(); rm != nil {
 					return rm.HighWatermark(tp)
@@ -164,6 +171,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return fail(fmt.Errorf("log dirs %v: %w", cfg.logDirs(), err))
 	}
 	tel.Registry.MustRegister(cleanerCollector{logs: b.logs})
+	tel.Registry.MustRegister(fileCacheCollector{files: segmentFiles, max: int(static.LogMaxOpenFiles)})
 	for tp, why := range b.logs.Offline() {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)
 	}
@@ -262,7 +270,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listen", b.KafkaAddr(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
-		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs,
+		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs, "log_max_open_files", static.LogMaxOpenFiles,
 		"log_cleaner_enable", static.LogCleanerEnable, "log_cleaner_dedupe_buffer_size", static.LogCleanerDedupeBufferSize)
 	return b, nil
 }
@@ -476,3 +484,21 @@ func (b *Broker) ReplicaOffsets(topic string, partition int32) (hw, leo int64, o
 // tidemark_broker_fenced gauge): its registration lease is unconfirmed or
 // lost, or its new incarnation has not yet been told its roles.
 func (b *Broker) Fenced() bool { return b.fence != nil && b.fence.fenced.Load() }
+
+// closeGiven closes the listeners Config gave when Start fails: Start took
+// them over.
+func closeGiven(ls ...net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// listen is the listener given, or a new one bound on addr.
+func listen(given net.Listener, addr string) (net.Listener, error) {
+	if given != nil {
+		return given, nil
+	}
+	return net.Listen("tcp", addr)
+}

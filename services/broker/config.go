@@ -62,6 +62,14 @@ type Config struct {
 	// Dialer, when set, replaces TCP dialing to peers (tests route through
 	// a network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// Listener and KafkaListener, when set, are already bound listeners
+	// to serve on instead of binding Listen and KafkaListen (which should
+	// then name their addresses); Start takes them over and closes them
+	// when the broker stops, or at once when Start fails. A test that picks the port passes one, so no
+	// other process can take the port between the pick and the bind. Not
+	// flags.
+	Listener      net.Listener
+	KafkaListener net.Listener
 
 	// TLS secures every link: the listener (mutual TLS: callers must show a
 	// certificate the CA signed) and the connections to peers and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -53,7 +54,8 @@ func newClusterFn(t testing.TB, n int, settings map[string]string, adjust func(*
 		cfg := broker.DefaultConfig()
 		cfg.TLS = tlsconf.Plain()
 		cfg.ID = id
-		cfg.Listen = freeAddr(t)
+		lis := listen(t)
+		cfg.Listen = lis.Addr().String()
 		cfg.DataDir = t.TempDir()
 		cfg.Etcd.Endpoints = nil
 		cfg.Settings = maps.Clone(settings)
@@ -61,7 +63,12 @@ func newClusterFn(t testing.TB, n int, settings map[string]string, adjust func(*
 		adjust(&cfg)
 		c.net.Name(cfg.Listen, name(id))
 		c.cfgs[id] = cfg
-		c.start(id)
+		if cfg.Listen != lis.Addr().String() { // adjust moved it
+			lis.Close()
+			c.start(id)
+			continue
+		}
+		c.startOn(id, lis)
 	}
 	t.Cleanup(func() {
 		for id, b := range c.brokers {
@@ -79,15 +86,31 @@ func newClusterFn(t testing.TB, n int, settings map[string]string, adjust func(*
 
 func name(id int32) string { return "broker-" + strconv.Itoa(int(id)) }
 
-// freeAddr is a free loopback address below the ephemeral port range, so a
-// node restarted on it finds it free again (see platform/loopback).
-func freeAddr(t testing.TB) string {
+// listen holds a free loopback port below the ephemeral range for a
+// broker's first start, which serves on the open listener (no window for
+// another process to take the port); a restart binds the address again,
+// which the range keeps free of outbound connections (see
+// platform/loopback).
+func listen(t testing.TB) net.Listener {
 	t.Helper()
-	addr, err := loopback.FreeAddr()
+	l, err := loopback.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return addr
+	return l
+}
+
+// startOn starts broker id the first time, on its held listener.
+func (c *cluster) startOn(id int32, lis net.Listener) {
+	c.t.Helper()
+	cfg := c.cfgs[id]
+	cfg.Listener = lis
+	b, err := broker.Start(context.Background(), cfg, nil)
+	if err != nil {
+		c.t.Fatalf("start broker %d: %v", id, err)
+	}
+	c.brokers[id] = b
+	c.ctrl.addBroker(id, b.Addr())
 }
 
 // start (re)starts broker id on its address and data dir, then tells the

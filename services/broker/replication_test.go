@@ -341,7 +341,11 @@ func TestKIP101DivergenceOnlyWithHighWatermarkTruncation(t *testing.T) {
 			waitFor(t, 10*time.Second, "broker 1 to rejoin the ISR", func() bool {
 				return len(c.ctrl.state("d", 0).isr) == 2
 			})
-			time.Sleep(300 * time.Millisecond)
+			waitFor(t, 10*time.Second, "both replicas at the same LEO with HW = LEO", func() bool {
+				hw1, leo1 := c.replicaState(1, "d", 0)
+				hw2, leo2 := c.replicaState(2, "d", 0)
+				return hw1 == leo1 && hw2 == leo2 && leo1 == leo2
+			})
 			old, lead := fmt.Sprint(c.logValues(1, "d", 0)), fmt.Sprint(c.logValues(2, "d", 0))
 			if old != tc.finalOld || lead != tc.finalLead {
 				t.Fatalf("broker 1 log %s, broker 2 log %s; want %s and %s", old, lead, tc.finalOld, tc.finalLead)

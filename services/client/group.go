@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
@@ -39,6 +40,11 @@ type GroupConsumer struct {
 	stopFetch context.CancelFunc
 	loopStop  context.CancelFunc
 	loopDone  chan struct{}
+	// lastPoll is when Poll was last called (unix nanoseconds) and polled
+	// (one slot) wakes a member that left on its poll timeout.
+	lastPoll atomic.Int64
+	polling  atomic.Bool // a Poll is running (it may wait longer than the interval)
+	polled   chan struct{}
 
 	pollMu sync.Mutex // serializes Poll and Close
 
@@ -99,11 +105,13 @@ func NewGroupConsumer(c *Client, opts GroupOptions) (*GroupConsumer, error) {
 		coord:         &coordinator{c: c, group: opts.GroupID},
 		records:       make(chan fetched, 64),
 		wake:          make(chan struct{}, 1),
+		polled:        make(chan struct{}, 1),
 		loopDone:      make(chan struct{}),
 		lastCommitted: map[TopicPartition]int64{},
 		member:        memberState{generation: -1},
 		parts:         map[TopicPartition]*partState{},
 	}
+	gc.lastPoll.Store(time.Now().UnixNano())
 	gc.fetchBase, gc.stopFetch = context.WithCancel(context.Background())
 	var loopCtx context.Context
 	loopCtx, gc.loopStop = context.WithCancel(context.Background())
@@ -113,6 +121,12 @@ func NewGroupConsumer(c *Client, opts GroupOptions) (*GroupConsumer, error) {
 		m.run(loopCtx)
 	}()
 	return gc, nil
+}
+
+// pollExpired reports whether the user has gone longer than
+// max.poll.interval.ms without calling Poll.
+func (gc *GroupConsumer) pollExpired() bool {
+	return !gc.polling.Load() && time.Since(time.Unix(0, gc.lastPoll.Load())) > gc.opts.RebalanceTimeout
 }
 
 // GroupID is the group's id.
@@ -170,6 +184,15 @@ func (gc *GroupConsumer) Poll(ctx context.Context) ([]Record, error) {
 	defer gc.pollMu.Unlock()
 	if gc.isClosed() {
 		return nil, fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	}
+	gc.polling.Store(true)
+	defer func() {
+		gc.lastPoll.Store(time.Now().UnixNano())
+		gc.polling.Store(false)
+	}()
+	select {
+	case gc.polled <- struct{}{}:
+	default:
 	}
 	// Waiting events first: a fatal error comes with its partitions lost.
 	gc.runEvents(ctx)

@@ -29,6 +29,9 @@ type membership struct {
 // errRejoin asks the loop to join again at once.
 var errRejoin = errors.New("rejoin")
 
+// errPollTimeout says Poll has not been called for max.poll.interval.ms.
+var errPollTimeout = errors.New("consumer poll timeout has expired")
+
 func (m *membership) run(ctx context.Context) {
 	gc := m.gc
 	for attempt := 1; ctx.Err() == nil; {
@@ -39,6 +42,13 @@ func (m *membership) run(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errPollTimeout) {
+			m.leaveOnPollTimeout(ctx)
+			if !m.awaitPoll(ctx) {
+				return
+			}
+			continue
 		}
 		if m.fatal(err) {
 			gc.c.log.Warn("consumer stopped", "group", gc.opts.GroupID, "err", err)
@@ -79,6 +89,45 @@ func (m *membership) resetOn(err error) bool {
 	m.generation = -1
 	m.publish()
 	m.lose(kerr.CodeOf(err).String())
+	return true
+}
+
+// leaveOnPollTimeout gives the member's place up because the user stopped
+// calling Poll (a stuck or too slow record handler): as Kafka's consumer, a
+// dynamic member sends LeaveGroup so its partitions move at once; a static
+// one sends nothing and is removed when its session times out. Either way
+// it forgets its generation and member id, and Poll hears its partitions
+// were lost (no commit: the position may be past what was processed).
+func (m *membership) leaveOnPollTimeout(ctx context.Context) {
+	gc := m.gc
+	o := gc.opts
+	gc.c.log.Warn("consumer poll timeout has expired: leaving the group until the next Poll (Poll calls are further apart than max.poll.interval.ms)",
+		"group", o.GroupID, "member", m.memberID, "max_poll_interval", o.RebalanceTimeout)
+	if m.memberID != "" && o.InstanceID == "" {
+		err := gc.coord.call(ctx, "leave group", o.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+			_, err := gs.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: o.GroupID,
+				Members: []*groupv1.MemberIdentity{{MemberId: m.memberID, Reason: errPollTimeout.Error()}}})
+			return err
+		})
+		if err != nil {
+			gc.c.log.Debug("leave group on poll timeout", "group", o.GroupID, "err", err)
+		}
+	}
+	m.memberID, m.generation = "", -1
+	m.publish()
+	m.lose("poll timeout")
+}
+
+// awaitPoll waits for the next Poll after a poll timeout; false when ctx
+// ended first.
+func (m *membership) awaitPoll(ctx context.Context) bool {
+	for m.gc.pollExpired() {
+		select {
+		case <-m.gc.polled:
+		case <-ctx.Done():
+			return false
+		}
+	}
 	return true
 }
 
@@ -283,6 +332,9 @@ func (m *membership) heartbeat(ctx context.Context) error {
 	for attempt := 1; ; {
 		if !sleep(ctx, wait) {
 			return ctx.Err()
+		}
+		if m.gc.pollExpired() {
+			return errPollTimeout
 		}
 		if m.counts != nil && time.Since(checked) >= m.gc.c.opts.MetadataMaxAge {
 			checked = time.Now()

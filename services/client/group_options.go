@@ -53,7 +53,10 @@ type GroupOptions struct {
 	// a member that sends no heartbeat.
 	SessionTimeout time.Duration
 	// RebalanceTimeout is max.poll.interval.ms: how long a rebalance waits
-	// for members to rejoin.
+	// for members to rejoin, and the longest a member may go without
+	// calling Poll: past it, the member leaves the group (its partitions
+	// go to the others) and joins again at its next Poll, as Kafka's
+	// consumer does when its poll timeout expires.
 	RebalanceTimeout time.Duration
 	// HeartbeatInterval is heartbeat.interval.ms.
 	HeartbeatInterval time.Duration

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -91,8 +92,11 @@ type Cluster struct {
 	ctrlEtcd    map[int32]*etcdtest.Bridge // with PausableControllers
 	conns       map[string]*grpc.ClientConn
 	etcdLinks   map[int32]*etcdtest.Bridge
-	log         *slog.Logger
-	tls         tlsconf.Options // the test's own calls
+	// held are the listeners of the nodes' first starts, by node name
+	// (see hold).
+	held map[string]net.Listener
+	log  *slog.Logger
+	tls  tlsconf.Options // the test's own calls
 }
 
 // Start launches etcd, the controllers and the brokers, and waits until a
@@ -120,6 +124,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		controllers: map[int32]*controller.Controller{}, ctrlCfg: map[int32]controller.Config{},
 		ctrlEtcd: map[int32]*etcdtest.Bridge{},
 		conns:    map[string]*grpc.ClientConn{}, etcdLinks: map[int32]*etcdtest.Bridge{},
+		held: map[string]net.Listener{},
 	}
 	c.log = logging.Discard()
 	if os.Getenv("TIDEMARK_TEST_LOGS") != "" {
@@ -149,7 +154,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg := controller.DefaultConfig()
 		cfg.ID = id
 		cfg.TLS = nodeTLS(ControllerName(id))
-		cfg.Listen = freeAddr(t)
+		cfg.Listen = c.hold(ControllerName(id))
 		cfg.Etcd = c.EtcdAs(ControllerName(id), ep)
 		cfg.SessionTTL = time.Second
 		cfg.BrokerSessionGrace = 300 * time.Millisecond
@@ -172,9 +177,9 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg := broker.DefaultConfig()
 		cfg.ID = id
 		cfg.TLS = nodeTLS(BrokerName(id))
-		cfg.Listen = freeAddr(t)
+		cfg.Listen = c.hold(BrokerName(id))
 		if o.Kafka {
-			cfg.KafkaListen = freeAddr(t)
+			cfg.KafkaListen = c.hold(kafkaName(id))
 		}
 		cfg.DataDir = t.TempDir()
 		// Each broker reaches etcd through its own bridge, so a test can
@@ -259,6 +264,41 @@ func (c *Cluster) ResumeController(id int32) {
 // partition from etcd), Resume lets it through again.
 func (c *Cluster) EtcdLink(id int32) *etcdtest.Bridge { return c.etcdLinks[id] }
 
+// hold binds a free loopback port below the ephemeral range for the first
+// start of node name and returns its address. The node starts on the open
+// listener (see takeHeld), so no other process can take the port between
+// the pick and the bind; a node restarted later binds its address again
+// itself, which the range keeps free of outbound connections (see
+// platform/loopback).
+func (c *Cluster) hold(name string) string {
+	c.T.Helper()
+	l, err := loopback.Listen()
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.mu.Lock()
+	c.held[name] = l
+	c.mu.Unlock()
+	return l.Addr().String()
+}
+
+// takeHeld returns the listener held for node name's first start when it
+// is still on addr (an Adjust may have moved the node), nil otherwise; it
+// is given out once.
+func (c *Cluster) takeHeld(name, addr string) net.Listener {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.held[name]
+	delete(c.held, name)
+	if l != nil && l.Addr().String() != addr {
+		_ = l.Close()
+		return nil
+	}
+	return l
+}
+
+func kafkaName(id int32) string { return BrokerName(id) + "/kafka" }
+
 // freeAddr is a free loopback address below the ephemeral port range, so a
 // node restarted on it finds it free again (see platform/loopback).
 func freeAddr(t testing.TB) string {
@@ -290,18 +330,42 @@ func (c *Cluster) shutdown() {
 	for _, conn := range c.conns {
 		conn.Close()
 	}
+	c.mu.Lock()
+	for _, l := range c.held { // nodes that never started
+		_ = l.Close()
+	}
+	c.mu.Unlock()
 }
 
 // StartBroker (re)starts broker id on its address and data directory.
 func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	c.T.Helper()
-	b := startRetrying(c.T, fmt.Sprintf("start broker %d", id), func() (*broker.Broker, error) {
-		return broker.Start(context.Background(), c.brokerCfg[id], c.log.With("node", BrokerName(id)))
+	cfg := c.brokerCfg[id]
+	cfg.Listener = c.takeHeld(BrokerName(id), cfg.Listen)
+	cfg.KafkaListener = c.takeHeld(kafkaName(id), cfg.KafkaListen)
+	b := startOnce(c.T, fmt.Sprintf("start broker %d", id), cfg.Listener != nil || cfg.KafkaListener != nil, func() (*broker.Broker, error) {
+		return broker.Start(context.Background(), cfg, c.log.With("node", BrokerName(id)))
 	})
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()
 	return b
+}
+
+// startOnce starts a node: once on the listener held for its first start
+// (Start closes it when it fails, so it cannot be tried again), otherwise
+// retrying for a few seconds, as a crashed node's port may linger briefly
+// before it can be bound again.
+func startOnce[T any](t testing.TB, what string, held bool, start func() (T, error)) T {
+	t.Helper()
+	if !held {
+		return startRetrying(t, what, start)
+	}
+	v, err := start()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
 }
 
 // startRetrying retries a node's start for a few seconds: a crashed node's
@@ -411,8 +475,10 @@ func (c *Cluster) ReplicaISR(id int32, topic string, p int32) ([]int32, bool) {
 // StartController (re)starts controller id.
 func (c *Cluster) StartController(id int32) *controller.Controller {
 	c.T.Helper()
-	ct := startRetrying(c.T, fmt.Sprintf("start controller %d", id), func() (*controller.Controller, error) {
-		return controller.Start(context.Background(), c.ctrlCfg[id], c.log.With("node", "controller-"+strconv.Itoa(int(id))))
+	cfg := c.ctrlCfg[id]
+	cfg.Listener = c.takeHeld(ControllerName(id), cfg.Listen)
+	ct := startOnce(c.T, fmt.Sprintf("start controller %d", id), cfg.Listener != nil, func() (*controller.Controller, error) {
+		return controller.Start(context.Background(), cfg, c.log.With("node", "controller-"+strconv.Itoa(int(id))))
 	})
 	c.mu.Lock()
 	c.controllers[id] = ct

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +23,29 @@ type produced struct {
 	err        error
 }
 
+// loopProgress counts a produceLoop's records as they go, so a test can
+// wait for traffic instead of sleeping.
+type loopProgress struct{ sent, acked atomic.Int64 }
+
+// waitFor waits until at least n more records than at its call were sent
+// (or, with acked, acknowledged).
+func (lp *loopProgress) waitFor(c *Cluster, n int64, acked bool, what string) {
+	c.T.Helper()
+	count := &lp.sent
+	if acked {
+		count = &lp.acked
+	}
+	want := count.Load() + n
+	c.WaitFor(30*time.Second, what, func() bool { return count.Load() >= want })
+}
+
 // produceLoop sends acks=1 records to broker id, one at a time, until stop
-// closes or max records were sent, and returns every outcome.
-func produceLoop(c *Cluster, id int32, topic, prefix string, stop <-chan struct{}, max int) []produced {
+// closes or max records were sent, and returns every outcome; lp, if not
+// nil, counts them as they go.
+func produceLoop(c *Cluster, id int32, topic, prefix string, stop <-chan struct{}, max int, lp *loopProgress) []produced {
+	if lp == nil {
+		lp = &loopProgress{}
+	}
 	var out []produced
 	cl := c.BrokerClient(id)
 	for i := 0; i < max; i++ {
@@ -43,8 +64,10 @@ func produceLoop(c *Cluster, id int32, topic, prefix string, stop <-chan struct{
 			a.err = kerr.FromStatus(err)
 		} else {
 			a.offset = resp.GetBaseOffset()
+			lp.acked.Add(1)
 		}
 		out = append(out, a)
+		lp.sent.Add(1)
 		time.Sleep(5 * time.Millisecond)
 	}
 	return out
@@ -79,8 +102,9 @@ func TestIsolatedLeaderFencesItself(t *testing.T) {
 	var acks []produced
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); acks = produceLoop(c, old, "fence", "r", stop, 5000) }()
-	time.Sleep(200 * time.Millisecond) // some writes while healthy
+	var lp loopProgress
+	go func() { defer wg.Done(); acks = produceLoop(c, old, "fence", "r", stop, 5000, &lp) }()
+	lp.waitFor(c, 10, true, "some writes acknowledged while healthy")
 
 	isolated := time.Now()
 	c.EtcdLink(old).Pause()
@@ -135,7 +159,7 @@ func TestIsolatedLeaderFencesItself(t *testing.T) {
 	} else if l := md.GetTopics()[0].GetPartitions()[0].GetLeader(); l != newLeader {
 		t.Errorf("a client bootstrapping from the fenced leader first sees leader %d, want %d", l, newLeader)
 	}
-	time.Sleep(500 * time.Millisecond) // keep writing to the old leader a while
+	lp.waitFor(c, 20, false, "more writes sent to the old leader after the election")
 	close(stop)
 	wg.Wait()
 
@@ -210,8 +234,9 @@ func TestControllerFailoverDoesNotFenceLeaders(t *testing.T) {
 	var acks []produced
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); acks = produceLoop(c, leader, "steady", "s", stop, 5000) }()
-	time.Sleep(200 * time.Millisecond)
+	var lp loopProgress
+	go func() { defer wg.Done(); acks = produceLoop(c, leader, "steady", "s", stop, 5000, &lp) }()
+	lp.waitFor(c, 10, true, "writes acknowledged before the controller stops")
 
 	active, epoch := c.ActiveController()
 	c.StopController(active)
@@ -266,7 +291,7 @@ func TestPausedLeaderRefusesWritesWhenItResumes(t *testing.T) {
 	c.EtcdLink(old).Resume()
 	stop := make(chan struct{})
 	time.AfterFunc(2*time.Second, func() { close(stop) })
-	acks := produceLoop(c, old, "pause", "p", stop, 2000)
+	acks := produceLoop(c, old, "pause", "p", stop, 2000, nil)
 	accepted := 0
 	for _, a := range acks {
 		if a.err == nil {

@@ -58,6 +58,9 @@ type member struct {
 	gc   *client.GroupConsumer
 	stop chan struct{}
 	done chan struct{}
+	// hold, while locked by a test, keeps the member from calling Poll (a
+	// stuck record handler).
+	hold sync.Mutex
 
 	mu   sync.Mutex
 	got  map[client.TopicPartition][]int64
@@ -86,6 +89,8 @@ func (c *Cluster) startMember(o client.GroupOptions) *member {
 				return
 			default:
 			}
+			m.hold.Lock()
+			m.hold.Unlock() //nolint:staticcheck // a gate, not a critical section
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			recs, err := gc.Poll(ctx)
 			cancel()
@@ -371,6 +376,54 @@ func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
 	d := c.describe("audit")
 	if d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 || d.GetProtocolName() != assign.CooperativeStickyName {
 		t.Fatalf("group after the member left: state %s, %d members, protocol %s", d.GetGroupState(), len(d.GetMembers()), d.GetProtocolName())
+	}
+}
+
+// A member whose user stops calling Poll for longer than
+// max.poll.interval.ms leaves the group, as Kafka's consumer does: its
+// partitions move to the member that still polls (while its session would
+// still be kept alive by heartbeats), it is told they were lost, and it
+// joins again and gets its share back at its next Poll.
+func TestGroupMemberThatStopsPollingLeavesAndRejoins(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 4, 5
+	c.CreateTopic("jobs", parts, 3, nil)
+	c.produceEach("jobs", parts, 0, n)
+	all := tps("jobs", parts)
+	o := groupOpts("workers", "jobs")
+	o.RebalanceTimeout = 1500 * time.Millisecond
+	m1, m2 := c.startMember(o), c.startMember(o)
+	c.WaitFor(time.Minute, "two members with 2 partitions each", func() bool { return balanced(all, 2, 2, m1, m2) })
+
+	m1.hold.Lock() // the first member's handler is stuck
+	c.WaitFor(time.Minute, "the stuck member to leave and the other to take everything", func() bool {
+		d := c.describe("workers")
+		return len(d.GetMembers()) == 1 && d.GetGroupState() == "Stable" && m1.gc.Generation() == -1 &&
+			len(m2.gc.Assignment()) == parts
+	})
+	if d := c.describe("workers"); d.GetMembers()[0].GetMemberId() != m2.gc.MemberID() {
+		t.Fatalf("the member left in the group is %s, want the polling one %s", d.GetMembers()[0].GetMemberId(), m2.gc.MemberID())
+	}
+	m1.hold.Unlock()
+	c.WaitFor(time.Minute, "the member to rejoin at its next Poll", func() bool { return balanced(all, 2, 2, m1, m2) })
+	m1.mu.Lock()
+	lost := m1.lost
+	m1.mu.Unlock()
+	if lost == 0 {
+		t.Fatal("the member that left on its poll timeout was not told its partitions were lost")
+	}
+	c.WaitFor(time.Minute, "every record read", func() bool {
+		for _, tp := range all {
+			if len(m1.offsets(tp))+len(m2.offsets(tp)) < n {
+				return false
+			}
+		}
+		return true
+	})
+	for _, m := range []*member{m1, m2} {
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
@@ -29,7 +30,8 @@ func TestBrokerDeathAndReturn(t *testing.T) {
 	if s0.LeaderEpoch != 1 || !slices.Equal(s0.ISR, []int32{3, 2}) || s0.ControllerEpoch != 1 {
 		t.Fatalf("t-0 after broker 1 died = %+v; want leader 3 (next in assignment order), epoch 1, ISR [3 2]", s0)
 	}
-	s1 := c.state("t", 1)
+	// The ISR removals are written after the elections (Kafka's two steps).
+	s1 := c.waitState("t", 1, 3*time.Second, "broker 1 leaves t-1's ISR", func(s metastore.PartitionState) bool { return !slices.Contains(s.ISR, 1) })
 	if s1.Leader != 2 || s1.LeaderEpoch != 1 || !slices.Equal(s1.ISR, []int32{2, 3}) {
 		t.Fatalf("t-1 after its follower died = %+v; want leader 2, epoch 1, ISR [2 3]", s1)
 	}
@@ -220,5 +222,82 @@ func TestBrokerBounceFasterThanItsLease(t *testing.T) {
 	resp, err = ctl.AllocateProducerIds(ctx(t), &controlv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: fresh})
 	if err != nil || resp.GetFirstProducerId() != metastore.ProducerIDBlockSize {
 		t.Fatalf("second block = %v, %v", resp, err)
+	}
+}
+
+// TestBrokerFailurePushesElectionsBeforeISRShrinks: when a broker dies, the
+// partitions it led get their new leaders pushed (LeaderAndIsr, then
+// UpdateMetadata) before the partitions where it only followed get their
+// ISR shrinks, as Kafka's onReplicasBecomeOffline sends two batches: a
+// surviving broker applying many shrinks must not hold back the moved
+// leaderships' metadata.
+func TestBrokerFailurePushesElectionsBeforeISRShrinks(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 1, 3}, {3, 1, 2}}, nil)
+	eventually(t, 10*time.Second, "brokers 2 and 3 know every partition of t", func() bool {
+		for _, id := range []int32{2, 3} {
+			for p := range int32(3) {
+				if c.brokers[id].role("t", p) == nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	type mark struct{ lai, um int }
+	before := map[int32]mark{}
+	for _, id := range []int32{2, 3} {
+		b := c.brokers[id]
+		b.mu.Lock()
+		before[id] = mark{len(b.lai), len(b.um)}
+		b.mu.Unlock()
+	}
+
+	c.brokers[1].deregister()
+	eventually(t, 10*time.Second, "brokers 2 and 3 learn t-0's new leader and every ISR without broker 1", func() bool {
+		for _, id := range []int32{2, 3} {
+			b := c.brokers[id]
+			if r := b.role("t", 0); r == nil || r.GetLeader() != 2 {
+				return false
+			}
+			for p := range int32(3) {
+				if slices.Contains(b.role("t", p).GetIsr(), 1) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	names := func(ps []*commonv1.PartitionState) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, tpKey(p.GetTopic(), p.GetPartition()))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, id := range []int32{2, 3} {
+		b := c.brokers[id]
+		b.mu.Lock()
+		lai, after, um := slices.Clone(b.lai[before[id].lai:]), slices.Clone(b.laiAfter[before[id].lai:]), slices.Clone(b.um[before[id].um:])
+		b.mu.Unlock()
+		if len(lai) != 2 {
+			t.Fatalf("broker %d got %d LeaderAndIsr after broker 1 died; want 2 (the election, then the ISR shrinks)", id, len(lai))
+		}
+		if got := names(lai[0].GetPartitions()); !slices.Equal(got, []string{"t/0"}) {
+			t.Fatalf("broker %d's first LeaderAndIsr after broker 1 died carries %v; want only the election of t/0", id, got)
+		}
+		if got := names(lai[1].GetPartitions()); !slices.Equal(got, []string{"t/1", "t/2"}) {
+			t.Fatalf("broker %d's second LeaderAndIsr carries %v; want the ISR shrinks of t/1 and t/2", id, got)
+		}
+		// The UpdateMetadata naming t-0's new leader arrived between them.
+		between := um[after[0]-before[id].um : after[1]-before[id].um]
+		if len(between) != 1 || !slices.Equal(names(between[0].GetPartitions()), []string{"t/0"}) ||
+			between[0].GetPartitions()[0].GetLeader() != 2 {
+			t.Fatalf("broker %d got %d UpdateMetadata between the two LeaderAndIsr; want one with t/0 led by 2", id, len(between))
+		}
 	}
 }

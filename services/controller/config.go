@@ -58,6 +58,13 @@ type Config struct {
 	// connections and the fast-failover probe (tests route through a
 	// network simulator). Not a flag.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// Listener, when set, is an already bound listener to serve on
+	// instead of binding Listen (which should then name its address);
+	// Start takes it over and closes it when the controller stops, or at
+	// once when Start fails. A test
+	// that picks the port passes one, so no other process can take the
+	// port between the pick and the bind. Not a flag.
+	Listener net.Listener
 
 	// TLS secures the listener (mutual TLS) and the connections to
 	// brokers. Its zero value is refused: choose certificates or Plaintext.

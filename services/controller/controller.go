@@ -50,7 +50,13 @@ type Controller struct {
 // Start binds the listener, serves, and starts campaigning for the
 // controller role; it returns once the controller answers health checks
 // (as a standby until it wins).
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error) {
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Controller, err error) {
+	defer func() {
+		// Start took the given listener over.
+		if err != nil && cfg.Listener != nil {
+			_ = cfg.Listener.Close()
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,7 +89,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, erro
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := cfg.Listener, error(nil)
+	if lis == nil {
+		lis, err = net.Listen("tcp", cfg.Listen)
+	}
 	if err != nil {
 		_ = cli.Close()
 		_ = tel.Close(ctx)

@@ -305,6 +305,11 @@ func TestControlledShutdown(t *testing.T) {
 	eventually(t, 10*time.Second, "shutting-down mark sent to the other brokers", func() bool {
 		return shuttingDownIn(c.brokers[2].lastUpdate(), 1)
 	})
+	// Each broker has its own queue: broker 3's LeaderAndIsr may still be on its way.
+	eventually(t, 10*time.Second, "broker 3 told it leads t-0", func() bool {
+		r := c.brokers[3].role("t", 0)
+		return r != nil && r.GetLeader() == 3
+	})
 	if !c.brokers[3].markedBeforeLeading("t", 0, 1) {
 		t.Fatal("broker 3 became leader of t-0 before it learnt that broker 1 is shutting down")
 	}

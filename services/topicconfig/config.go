@@ -78,6 +78,7 @@ type BrokerConfig struct {
 	NumPartitions                       int32
 	LogFlushFsyncEveryAppend            bool
 	LogRetentionCheckIntervalMs         int64
+	LogMaxOpenFiles                     int32 // bound of the broker's open segment files
 
 	// The log cleaner (compaction of cleanup.policy=compact topics).
 	LogCleanerEnable           bool

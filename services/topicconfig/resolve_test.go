@@ -50,6 +50,7 @@ func TestDefaultBroker(t *testing.T) {
 		NumPartitions:                       1,
 		LogFlushFsyncEveryAppend:            false,
 		LogRetentionCheckIntervalMs:         300000,
+		LogMaxOpenFiles:                     8192,
 		LogCleanerEnable:                    true,
 		LogCleanerThreads:                   1,
 		LogCleanerBackoffMs:                 15000,
@@ -155,13 +156,13 @@ func TestResolveRejects(t *testing.T) {
 
 func TestResolveBroker(t *testing.T) {
 	c, err := ResolveBroker(
-		map[string]string{"num.replica.fetchers": "4", "log.retention.ms": "10"},
+		map[string]string{"num.replica.fetchers": "4", "log.retention.ms": "10", "log.max.open.files": "15000"},
 		map[string]string{"num.replica.fetchers": "2", "replica.truncation.mode": "high-watermark"},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NumReplicaFetchers != 4 || c.ReplicaTruncationMode != TruncateByHighWatermark || c.TopicDefaults.RetentionMs != 10 {
+	if c.NumReplicaFetchers != 4 || c.ReplicaTruncationMode != TruncateByHighWatermark || c.TopicDefaults.RetentionMs != 10 || c.LogMaxOpenFiles != 15000 {
 		t.Fatalf("ResolveBroker = %+v", c)
 	}
 	if c.ReplicaLagTimeMaxMs != 30000 {

@@ -50,6 +50,8 @@ func TestValidate(t *testing.T) {
 		{ScopeBroker, "log.cleaner.enable", "false", ""},
 		{ScopeBroker, "log.cleaner.threads", "2", "out of range [1, 1]"},
 		{ScopeBroker, "log.cleaner.dedupe.buffer.size", "10", "out of range [1024, ...]"},
+		{ScopeBroker, "log.max.open.files", "15000", ""},
+		{ScopeBroker, "log.max.open.files", "8", "out of range [16, ...]"},
 		{ScopeBroker, "log.cleanup.policy", "compact", ""},
 		{ScopeBroker, "log.retention.ms", "1", ""},
 		{ScopeBroker, "log.roll.ms", "1", ""},

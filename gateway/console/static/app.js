@@ -1,9 +1,9 @@
 // The tidemark console: follows /console/events (Server-Sent Events fed by
 // AdminService.WatchCluster) and draws brokers, partitions and the
-// timeline; with actions enabled, its buttons call /console/api/*.
+// timeline; with actions enabled, its buttons call the REST API under /v1.
 
 import { h, fill, keyed, fmtTime, fmtLag, setList } from "./dom.js";
-import { actions, login, signedIn } from "./api.js";
+import { actions, login, runningHere, signedIn } from "./api.js";
 import { scaleFor, replicaBar, axis } from "./bars.js";
 import { startGroups } from "./groups.js";
 
@@ -280,7 +280,8 @@ async function nodeAction(el, id, act) {
   Object.values(el.btns).forEach((b) => (b.disabled = true));
   const res = await actions.node(id, act);
   el.busy = false;
-  outcome(`${act} broker ${id}`, res, (d) => `process ${d.name} is ${d.process}${d.pid ? ` (pid ${d.pid})` : ""}`);
+  outcome(`${act} broker ${id}`, res, ({ node: n }) =>
+    `process ${n.name} is ${n.state.replace("NODE_STATE_", "").toLowerCase()}${n.pid ? ` (pid ${n.pid})` : ""}`);
   schedule();
 }
 
@@ -373,7 +374,7 @@ function makePartition(p) {
       const n = Math.max(1, parseInt(count.value, 10) || 1);
       const res = await actions.produce(p.topic, p.partition, n, acks.value);
       produce.disabled = false;
-      outcome(`produce ${n} to ${name} (acks=${acks.value})`, res, describeProduce);
+      outcome(`produce ${n} to ${name} (acks=${acks.value})`, res, describeProduce(n, acks.value));
     });
     const elect = (type) => {
       const b = h("button", { type: "button", class: "btn", "data-action": `elect-${type}`,
@@ -383,7 +384,7 @@ function makePartition(p) {
         b.disabled = true;
         const res = await actions.elect(type, p.topic, p.partition);
         b.disabled = false;
-        outcome(`${type} election for ${name}`, res, (d) => `leader B${d.leader}, leader epoch ${d.leaderEpoch}`);
+        outcome(`${type} election for ${name}`, res, ({ results: [r] }) => `leader B${r.leader}, leader epoch ${r.leaderEpoch}`);
       });
       return b;
     };
@@ -394,14 +395,15 @@ function makePartition(p) {
   return el;
 }
 
-function describeProduce(d) {
-  let s = `${d.succeeded} of ${d.requested} records written with acks=${d.acks}`;
-  if (d.firstOffset >= 0) s += `, offsets ${d.firstOffset}–${d.lastOffset}`;
-  if (d.leaderEpoch >= 0) s += ` (leader epoch ${d.leaderEpoch})`;
-  s += ` in ${d.tookMs} ms`;
-  const refused = Object.entries(d.errors || {}).map(([k, v]) => `${k} ×${v}`);
-  if (refused.length) s += `; refused: ${refused.join(", ")}`;
-  return s;
+// describeProduce reads a ProduceResponse (int64s come as strings).
+function describeProduce(n, acks) {
+  return (d) => {
+    let s = `${n} records written with acks=${acks}`;
+    if (Number(d.baseOffset) >= 0) s += `, offsets ${d.baseOffset}–${d.lastOffset}`;
+    if (d.leaderEpoch >= 0 && acks !== "0") s += ` (leader epoch ${d.leaderEpoch})`;
+    if (d.duplicate) s += " (a duplicate of a batch already written)";
+    return s;
+  };
 }
 
 function updatePartition(el, p) {
@@ -562,7 +564,8 @@ function renderScenarios() {
   if (section.hidden) return;
   const run = state.run;
   const running = !!(run && run.running);
-  $("cancel-scenario").hidden = !running;
+  // Only the page that started the run holds its stream, which cancels it.
+  $("cancel-scenario").hidden = !running || !runningHere();
   $("cancel-scenario").disabled = !!(run && run.cancelled);
 
   const head = $("scenario-run");
@@ -710,9 +713,6 @@ function outcome(what, res, describe) {
       h("span", { class: "o-what" }, what)),
     ok ? h("div", { class: "o-res" }, "✓ ", describe(d))
       : h("div", { class: "o-res" }, "✗ ", h("strong", { class: "o-name" }, d.name || `HTTP ${res.status}`), d.message ? `: ${d.message}` : ""));
-  if (ok && d.firstError) {
-    item.append(h("div", { class: "o-res warn" }, `first refusal: ${d.firstError.name}: ${d.firstError.message}`));
-  }
   list.prepend(item);
   while (list.children.length > MAX_OUTCOMES) list.lastElementChild.remove();
 }

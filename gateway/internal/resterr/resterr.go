@@ -1,7 +1,7 @@
 // Package resterr is the one JSON error body of tidemark's HTTP surfaces:
-// the REST handlers, grpc-gateway's error handlers and the console's API
+// the REST handlers, grpc-gateway's error handlers and the console's views
 // all answer failures with a Body, at the HTTP status the kerr table gives
-// the code.
+// the code (the dev launcher's refusals: see Launcher).
 package resterr
 
 import (
@@ -98,8 +98,8 @@ func CheckShape(raw []byte) error {
 	if err := json.Unmarshal(raw, &b); err != nil {
 		return fmt.Errorf("error body %s: %w", raw, err)
 	}
-	// The name is usually the code's; the console names dev-launcher
-	// errors (plain gRPC, no Kafka code) after their gRPC code instead.
+	// The name is usually the code's; dev-launcher errors (plain gRPC, no
+	// Kafka code) are named after their gRPC code instead (Launcher).
 	if b.Name == "" || b.Message == "" {
 		return fmt.Errorf("error body %s: empty name or message", raw)
 	}

@@ -59,6 +59,25 @@ func FreeRange(rng *rand.Rand, span int) (int, error) {
 	return 0, errors.New("no free range of loopback ports below the ephemeral range")
 }
 
+// Listen binds a free 127.0.0.1 port below the ephemeral range and returns
+// the listener, still open: a server started on it has its port from the
+// start, with no window between a probe and the bind in which another
+// process could take it (which FreeAddr leaves). A node restarted on the
+// same address binds it again itself.
+func Listen() (net.Listener, error) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	start := ephemeralStart()
+	var err error
+	for range 64 {
+		var l net.Listener
+		port := lowest + rng.IntN(start-lowest)
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("no free loopback port below the ephemeral range: %w", err)
+}
+
 // FreeAddr returns a free 127.0.0.1 address below the ephemeral range.
 func FreeAddr() (string, error) {
 	base, err := FreeRange(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), 1)

@@ -61,3 +61,21 @@ func TestFreeAddr(t *testing.T) {
 		t.Fatal("span 0 accepted")
 	}
 }
+
+func TestListenHoldsAPortBelowTheEphemeralRange(t *testing.T) {
+	l, err := Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	port, _ := strconv.Atoi(p)
+	if port < lowest || port >= ephemeralStart() {
+		t.Fatalf("port %d not within [%d, %d)", port, lowest, ephemeralStart())
+	}
+	// Held: nobody else can bind it while the listener is open.
+	if other, err := net.Listen("tcp", l.Addr().String()); err == nil {
+		other.Close()
+		t.Fatalf("%s could be bound again while held", l.Addr())
+	}
+}

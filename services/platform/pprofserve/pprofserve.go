@@ -42,6 +42,12 @@ func Start(addr string, log *slog.Logger) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", FlagName, err)
 	}
+	return Serve(l, log), nil
+}
+
+// Serve serves the profiles on l, already bound, until stop is called
+// (which closes l). The caller checked that l is a loopback listener.
+func Serve(l net.Listener, log *slog.Logger) (stop func()) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -55,5 +61,5 @@ func Start(addr string, log *slog.Logger) (stop func(), err error) {
 		}
 	}()
 	log.Info("serving profiles", "addr", l.Addr().String())
-	return func() { _ = srv.Close() }, nil
+	return func() { _ = srv.Close() }
 }

@@ -63,14 +63,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
 			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log}, nil
-		}, func(r *Row, f Figure) { r.Tidemark = f }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }); err != nil {
+		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }); err != nil {
 			return nil, err
 		}
 	}
 	if o.Only != "tidemark" {
 		if err := measure(ctx, out, "jetstream", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
 			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log}, nil
-		}, func(r *Row, f Figure) { r.JetStream = f }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }); err != nil {
+		}, func(r *Row) *Figure { return &r.JetStream }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }); err != nil {
 			return nil, err
 		}
 	}
@@ -114,7 +114,7 @@ type side interface {
 // and then the failover run (kills > 0), stops every process it started
 // and removes the directory.
 func measure(ctx context.Context, out io.Writer, name, logDir string, res *Result, kills int,
-	mk func(dir string, log *os.File) (side, error), set func(*Row, Figure), setFailover func(*Failover, FailoverFigure)) error {
+	mk func(dir string, log *os.File) (side, error), figure func(*Row) *Figure, setFailover func(*Failover, FailoverFigure)) error {
 	dir, err := os.MkdirTemp("", "tidemark-benchcmp-"+name+"-")
 	if err != nil {
 		return err
@@ -150,8 +150,23 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	for i := range res.Rows {
 		s := res.Rows[i].Shape
 		began := time.Now()
-		f := sd.run(ctx, s)
-		set(&res.Rows[i], f)
+		var f Figure
+		if s.paced() {
+			// Each system is paced from its own peak, measured earlier in
+			// this run.
+			peak := paceFrom(res, s.PaceOf, figure)
+			if peak <= 0 {
+				f = Figure{Err: fmt.Sprintf("no rate of shape %s to pace from", s.PaceOf)}
+			} else {
+				s.Rate = s.Fraction * peak
+				s.Records = max(8, int64(s.Rate*s.Seconds))
+				f = sd.run(ctx, s)
+				f.Rate = s.Rate
+			}
+		} else {
+			f = sd.run(ctx, s)
+		}
+		*figure(&res.Rows[i]) = f
 		fmt.Fprintf(out, "%s  %-30s %s  (%.1fs)\n", name, s.Label(), f.brief(), time.Since(began).Seconds())
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -184,11 +199,27 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	return nil
 }
 
+// paceFrom is the records/s one system reached in the shape named name,
+// or 0 when it has no figure.
+func paceFrom(res *Result, name string, figure func(*Row) *Figure) float64 {
+	for i := range res.Rows {
+		if res.Rows[i].Shape.Name == name {
+			if f := figure(&res.Rows[i]); f.Err == "" && f.Failed == 0 {
+				return f.MsgsPerSec
+			}
+		}
+	}
+	return 0
+}
+
 func (f Figure) brief() string {
 	if f.Err != "" {
 		return "error: " + f.Err
 	}
 	s := fmt.Sprintf("%.0f msgs/s", f.MsgsPerSec)
+	if f.Rate > 0 {
+		s += fmt.Sprintf(" (paced at %.0f/s)", f.Rate)
+	}
 	if f.P99 > 0 {
 		s += fmt.Sprintf(", p50 %s, p99 %s", ms(f.P50), ms(f.P99))
 	}

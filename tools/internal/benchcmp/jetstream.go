@@ -146,8 +146,12 @@ func (j *jetStreamSide) stop() {
 
 func streamOf(s Shape) string { return "bench_" + strings.ReplaceAll(s.Name, "-", "_") }
 
-// run measures one shape with `nats bench js`.
+// run measures one shape with `nats bench js` (paced shapes with nats.go,
+// jetstream_paced.go: nats bench has no rate to hold).
 func (j *jetStreamSide) run(ctx context.Context, s Shape) Figure {
+	if s.paced() {
+		return j.runPaced(ctx, s)
+	}
 	args := []string{"-s", strings.Join(j.urls, ","), "bench", "js"}
 	switch s.Mode {
 	case Consume:

@@ -20,20 +20,31 @@ type Figure struct {
 	Failed int64 `json:"failed,omitempty"`
 	// Err says why the shape has no figure (the tool failed to run).
 	Err string `json:"error,omitempty"`
+	// Rate is the pace a Paced or EndToEnd shape was sent at (records/s).
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // tidemarkSummary matches the summary line of `tidemark perf produce` and
 // `tidemark perf consume` (perfstat.Report.Line with percentiles).
 var tidemarkSummary = regexp.MustCompile(`^(\d+) records (?:sent|consumed), ([\d.]+) records/s \([\d.]+ MB/s\), .* ([\d.]+) ms p50, .* ([\d.]+) ms p99, [\d.]+ ms p99\.9(?:; (\d+) failed)?`)
 
-// ParseTidemark reads the summary line out of a `tidemark perf` run's output.
-func ParseTidemark(out string) (Figure, error) {
+// ParseTidemark reads the summary line out of a `tidemark perf` run's
+// output (the last one, when there are several).
+func ParseTidemark(out string) (Figure, error) { return parseTidemark(out, "") }
+
+// ParseTidemarkSent and ParseTidemarkConsumed read the acknowledgement
+// and the end-to-end summary of `tidemark perf e2e`.
+func ParseTidemarkSent(out string) (Figure, error)     { return parseTidemark(out, "sent") }
+func ParseTidemarkConsumed(out string) (Figure, error) { return parseTidemark(out, "consumed") }
+
+func parseTidemark(out, what string) (Figure, error) {
 	var f Figure
 	found := false
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		m := tidemarkSummary.FindStringSubmatch(strings.TrimSpace(sc.Text()))
-		if m == nil {
+		line := strings.TrimSpace(sc.Text())
+		m := tidemarkSummary.FindStringSubmatch(line)
+		if m == nil || (what != "" && !strings.HasPrefix(line, m[1]+" records "+what+",")) {
 			continue
 		}
 		found = true

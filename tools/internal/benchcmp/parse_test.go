@@ -3,6 +3,7 @@ package benchcmp
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,5 +71,24 @@ func TestParseRefusesOutputWithoutSummary(t *testing.T) {
 	}
 	if _, err := ParseNats("nats: error: context deadline exceeded\n"); err == nil || err.Error() != `no "NATS JetStream ... stats: N msgs/sec" line in the nats bench output` {
 		t.Fatalf("nats: got %v", err)
+	}
+}
+
+func TestParseTidemarkE2ESummaries(t *testing.T) {
+	out := "1200 records sent, 400.1 records/s (0.39 MB/s), 2.10 ms avg ack latency, 9.00 ms max, 1.90 ms p50, 3.00 ms p95, 4.50 ms p99, 8.00 ms p99.9\n" +
+		"1200 records consumed, 399.8 records/s (0.39 MB/s), 3.10 ms avg end-to-end latency, 12.00 ms max, 2.90 ms p50, 4.00 ms p95, 6.50 ms p99, 11.00 ms p99.9\n"
+	sent, err := ParseTidemarkSent(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseTidemarkConsumed(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.MsgsPerSec != 400.1 || sent.P99 != 4500*time.Microsecond || got.MsgsPerSec != 399.8 || got.P99 != 6500*time.Microsecond {
+		t.Fatalf("sent %+v, consumed %+v", sent, got)
+	}
+	if _, err := ParseTidemarkConsumed(strings.SplitN(out, "\n", 2)[0]); err == nil {
+		t.Fatal("a run without the consumed summary parsed")
 	}
 }

@@ -18,6 +18,14 @@ const (
 	Batch Mode = "batch"
 	// Consume reads back what the shape before it wrote.
 	Consume Mode = "consume"
+	// Paced sends like Batch but at a fraction of the same system's peak
+	// (the rate its PaceOf shape reached earlier in the run), with a
+	// consumer reading at the same time; the figure is the
+	// acknowledgement latency.
+	Paced Mode = "paced"
+	// EndToEnd is a Paced run whose figure is the end-to-end latency: from
+	// hand-over to the producer until a consumer has the record.
+	EndToEnd Mode = "e2e"
 )
 
 // Shape is one workload both systems run: acks=all on RF 3 (tidemark) and
@@ -30,6 +38,24 @@ type Shape struct {
 	Records   int64  `json:"records"`
 	// ReadsFrom names the shape whose records a Consume shape reads.
 	ReadsFrom string `json:"reads_from,omitempty"`
+	// PaceOf names the shape whose rate sets a Paced or EndToEnd shape's,
+	// times Fraction; Seconds is how long it sends. Rate (records/s) and
+	// Records are filled in per system when it runs.
+	PaceOf   string  `json:"pace_of,omitempty"`
+	Fraction float64 `json:"fraction,omitempty"`
+	Seconds  float64 `json:"seconds,omitempty"`
+	Rate     float64 `json:"-"`
+}
+
+// paced reports whether the shape sends at a rate set by another's.
+func (s Shape) paced() bool { return s.Mode == Paced || s.Mode == EndToEnd }
+
+// pace is the fraction of the peak as the table says it.
+func (s Shape) pace() string {
+	if s.Fraction == 0.5 {
+		return "half peak"
+	}
+	return fmt.Sprintf("%.0f%% of peak", s.Fraction*100)
 }
 
 // Label is the shape as the table shows it.
@@ -46,6 +72,10 @@ func (s Shape) Label() string {
 		return fmt.Sprintf("sync, %d producers, %s", s.Producers, size)
 	case Batch:
 		return "batching producer, " + size
+	case Paced:
+		return fmt.Sprintf("batching producer at %s, %s (ack latency)", s.pace(), size)
+	case EndToEnd:
+		return fmt.Sprintf("end to end at %s, %s (produce → consumer)", s.pace(), size)
 	default:
 		return "consumer, " + size
 	}
@@ -55,6 +85,7 @@ func (s Shape) Label() string {
 // takes a few seconds on a 2-core machine. scale multiplies the counts.
 func DefaultShapes(scale float64) []Shape {
 	n := func(v int64) int64 { return max(8, int64(float64(v)*scale)) }
+	secs := func(v float64) float64 { return max(1, v*scale) }
 	return []Shape{
 		{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1, Records: n(4000)},
 		{Name: "sync1-1k", Mode: Sync, Size: 1024, Producers: 1, Records: n(4000)},
@@ -63,5 +94,8 @@ func DefaultShapes(scale float64) []Shape {
 		{Name: "batch-128", Mode: Batch, Size: 128, Producers: 1, Records: n(200000)},
 		{Name: "batch-1k", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000)},
 		{Name: "consume-1k", Mode: Consume, Size: 1024, Producers: 1, Records: n(100000), ReadsFrom: "batch-1k"},
+		{Name: "paced-128", Mode: Paced, Size: 128, Producers: 1, PaceOf: "batch-128", Fraction: 0.5, Seconds: secs(6)},
+		{Name: "paced-1k", Mode: Paced, Size: 1024, Producers: 1, PaceOf: "batch-1k", Fraction: 0.5, Seconds: secs(6)},
+		{Name: "e2e-1k", Mode: EndToEnd, Size: 1024, Producers: 1, PaceOf: "batch-1k", Fraction: 0.5, Seconds: secs(6)},
 	}
 }

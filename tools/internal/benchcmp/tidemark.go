@@ -84,6 +84,15 @@ func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure {
 		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
 		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
 	}
+	if s.paced() {
+		out, err := t.cli(ctx, "perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
+			"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
+			"--timeout", "60s", "--reporting-interval", "1h")
+		if s.Mode == EndToEnd {
+			return parsed(ParseTidemarkConsumed, out, err)
+		}
+		return parsed(ParseTidemarkSent, out, err)
+	}
 	args := []string{"perf", "produce", "--topic", topicOf(s), "--num-records", strconv.FormatInt(s.Records, 10),
 		"--producers", strconv.Itoa(s.Producers), "--record-size", strconv.Itoa(s.Size), "--acks", "all",
 		"--timeout", "60s", "--reporting-interval", "1h"}

@@ -132,6 +132,30 @@ func (r *runner) stepIsolateLeader(ctx context.Context, rng *rand.Rand) {
 	}
 	f := Fence{TP: tp, OldLeader: p.GetLeader(), OldEpoch: p.GetLeaderEpoch(), NewLeader: -1}
 	name := fmt.Sprintf("broker-%d", f.OldLeader)
+	// Writes flow before the cut, so that the old leader has acknowledged
+	// traffic to go on with while cut (a loaded machine could otherwise
+	// spend the lease before the producer's first answer, and the step
+	// would show nothing of the fence).
+	stop := make(chan struct{})
+	acked := make(chan struct{}, 1)
+	var driving sync.WaitGroup
+	driving.Add(1)
+	go func() {
+		defer driving.Done()
+		r.w.drive(tp, stop, acked)
+	}()
+	stopDriving := func() {
+		close(stop)
+		driving.Wait()
+	}
+	select {
+	case <-acked:
+	case <-time.After(15 * time.Second):
+		r.note("%s: no acks=1 write acknowledged by broker-%d within 15s; isolating it anyway", tp, f.OldLeader)
+	case <-ctx.Done():
+		stopDriving()
+		return
+	}
 	ok := r.cut(history.Fault, fmt.Sprintf("isolate %s (leader of %s, epoch %d) from etcd and the controllers (blackhole); clients and followers still reach it",
 		name, tp, f.OldEpoch), func() error {
 		if err := r.links.CutEtcd(name, links.Blackhole); err != nil {
@@ -145,17 +169,11 @@ func (r *runner) stepIsolateLeader(ctx context.Context, rng *rand.Rand) {
 		return nil
 	})
 	if !ok {
+		stopDriving()
 		r.links.HealAll()
 		return
 	}
 	f.CutAt = time.Now()
-	stop := make(chan struct{})
-	var driving sync.WaitGroup
-	driving.Add(1)
-	go func() {
-		defer driving.Done()
-		r.w.drive(tp, stop)
-	}()
 	deadline := f.CutAt.Add(3*leaseTTL + 10*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		p, err := r.describe(ctx, tp)
@@ -171,8 +189,7 @@ func (r *runner) stepIsolateLeader(ctx context.Context, rng *rand.Rand) {
 	}
 	// The old leader, unfenced, would keep acknowledging meanwhile.
 	_ = sleep(ctx, ms(rng, 1000, 2500))
-	close(stop)
-	driving.Wait()
+	stopDriving()
 	r.cut(history.Heal, "heal "+name, func() error { return r.links.Heal(name) })
 	f.HealedAt = time.Now()
 	r.fences = append(r.fences, f)

@@ -128,11 +128,17 @@ func (w *workload) write(tp history.TP, idempotent bool, rng *rand.Rand) {
 
 // produce sends one record and records the attempt and its outcome.
 func (w *workload) produce(p *client.Producer, name string, idempotent bool, acks int32, tp history.TP, value string, done func()) {
+	w.produceSaying(p, name, idempotent, acks, tp, value, func(bool) { done() })
+}
+
+// produceSaying is produce whose done hears whether the write was
+// acknowledged.
+func (w *workload) produceSaying(p *client.Producer, name string, idempotent bool, acks int32, tp history.TP, value string, done func(acked bool)) {
 	rec := w.r.rec
 	id := rec.Start(name, idempotent, tp, acks, value)
 	p.ProduceAsync(client.Record{Topic: tp.Topic, Partition: tp.Partition, ManualPartition: true, Value: []byte(value)},
 		func(res client.Result, err error) {
-			defer done()
+			defer func() { done(err == nil) }()
 			switch code := kerr.CodeOf(err); {
 			case err == nil:
 				rec.Acked(id, res.Offset)
@@ -159,8 +165,9 @@ func (w *workload) produceSome(tp history.TP, n int, tag string) {
 }
 
 // drive writes tp with the plain producer, gate or no gate, until stop
-// (the isolated-leader step keeps writes coming while its leader is cut).
-func (w *workload) drive(tp history.TP, stop <-chan struct{}) {
+// (the isolated-leader step keeps writes coming while its leader is cut);
+// acked (one slot) hears of each acknowledgement.
+func (w *workload) drive(tp history.TP, stop <-chan struct{}, acked chan<- struct{}) {
 	slots := make(chan struct{}, window)
 	for seq := 0; ; seq++ {
 		select {
@@ -170,7 +177,15 @@ func (w *workload) drive(tp history.TP, stop <-chan struct{}) {
 			return
 		case slots <- struct{}{}:
 		}
-		w.produce(w.plain, plainProducer, false, history.AcksLeader, tp, fmt.Sprintf("%s/%s/fence-%d", tp, plainProducer, seq), func() { <-slots })
+		w.produceSaying(w.plain, plainProducer, false, history.AcksLeader, tp, fmt.Sprintf("%s/%s/fence-%d", tp, plainProducer, seq), func(ok bool) {
+			<-slots
+			if ok {
+				select {
+				case acked <- struct{}{}:
+				default:
+				}
+			}
+		})
 		select {
 		case <-stop:
 			return

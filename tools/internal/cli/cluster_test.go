@@ -266,6 +266,16 @@ func TestCLIAgainstCluster(t *testing.T) {
 		r = c.run(t, "", "perf", "consume", "--topic", "orders", "--messages", "300", "--timeout", "20s").ok(t)
 		contains(t, r.out, "300 records consumed", "fetch latency", "p99.9")
 		c.run(t, "", "perf", "consume", "--topic", "orders", "--messages", "100000", "--timeout", "500ms").fails(t, cli.ExitFailed, "--timeout")
+		// End to end: every record sent is read back by the consumer in the
+		// same process, and both latencies are reported.
+		r = c.run(t, "", "perf", "e2e", "--topic", "orders", "--partition", "1", "--num-records", "200", "--record-size", "64",
+			"--throughput", "400", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
+		got := lines(r.out)
+		if len(got) != 2 ||
+			!regexp.MustCompile(`^200 records sent, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[0]) || !strings.Contains(got[0], "ack latency") ||
+			!regexp.MustCompile(`^200 records consumed, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[1]) || !strings.Contains(got[1], "end-to-end latency") {
+			t.Fatalf("perf e2e summaries:\n%s", r.out)
+		}
 	})
 
 	t.Run("alter-config", func(t *testing.T) {

@@ -20,7 +20,7 @@ func newPerfCmd(g *globals) *cobra.Command {
 		Use:   "perf",
 		Short: "Measure produce and consume throughput and latency (kafka-producer-perf-test, kafka-consumer-perf-test)",
 	}
-	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g), newPerfCommitCmd(g))
+	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g), newPerfCommitCmd(g), newPerfE2ECmd(g))
 	return c
 }
 

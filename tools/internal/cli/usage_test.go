@@ -42,6 +42,8 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"consume", "--topic", "t", "--timeout-ms", "100"}, "--timeout-ms"},
 		{[]string{"groups", "describe"}, "accepts 1 arg"},
 		{[]string{"perf", "commit"}, "--topic"},
+		{[]string{"perf", "e2e", "--topic", "t", "--num-records", "10", "--record-size", "4", "--throughput", "10"}, "--record-size"},
+		{[]string{"perf", "e2e", "--topic", "t", "--num-records", "10", "--record-size", "100"}, "--throughput"},
 		{[]string{"perf", "commit", "--topic", "t", "--members", "0"}, "--members"},
 		{[]string{"perf", "commit", "--topic", "t", "--members", "4", "--num-commits", "2"}, "--num-commits"},
 		{[]string{"groups", "describe", "g", "--members", "--state"}, "--state"},

@@ -622,6 +622,13 @@ func (c *Cluster) serveControl() error {
 	if err != nil {
 		return fmt.Errorf("dev control %s: %w (is another `tidemark dev up` running?)", c.opts.ControlAddr, err)
 	}
+	return c.serveControlOn(lis)
+}
+
+// serveControlOn serves the control API on lis, already bound (a test's
+// own, with no window in which another process could take the port); it
+// closes lis when it cannot.
+func (c *Cluster) serveControlOn(lis net.Listener) error {
 	opts, err := c.opts.controlServerOptions()
 	if err != nil {
 		lis.Close()

@@ -143,12 +143,12 @@ func TestControlAPIOnlyForOperators(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.ControlAddr = lis.Addr().String()
-	lis.Close()
 	if _, err := o.ensurePKI(); err != nil {
+		lis.Close()
 		t.Fatal(err)
 	}
 	c := &Cluster{opts: o}
-	if err := c.serveControl(); err != nil {
+	if err := c.serveControlOn(lis); err != nil {
 		t.Fatal(err)
 	}
 	defer c.ctl.Stop()

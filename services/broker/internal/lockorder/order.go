@@ -18,8 +18,8 @@ type class struct {
 	name string
 }
 
-// The classes, in order. Leaves share the largest rank: nothing is taken
-// while one is held.
+// The classes, in order. Leaves share one rank: nothing but the file
+// cache's lock is taken while one is held.
 type (
 	// ProducerIDs is the broker's producer id allocator's mu; it is held
 	// while a block is fetched from the controller, so nothing may be
@@ -61,6 +61,10 @@ type (
 	// the AlterPartition queue, faults, the metadata cache, events, quotas,
 	// the group coordinator's state.
 	Leaf struct{}
+	// FileCache is logstore.FileCache.mu (the broker's open segment
+	// files); file operations borrow handles from it under any log lock,
+	// index locks included, and nothing is taken while it is held.
+	FileCache struct{}
 )
 
 func (ProducerIDs) info() class    { return class{5, "producer ids"} }
@@ -77,6 +81,7 @@ func (LogManager) info() class     { return class{70, "log manager"} }
 func (FetcherManager) info() class { return class{80, "fetcher manager"} }
 func (Fetcher) info() class        { return class{90, "fetcher"} }
 func (Leaf) info() class           { return class{100, "leaf"} }
+func (FileCache) info() class      { return class{110, "file cache"} }
 
 // Ranks lists every class's name and rank, in order, for the document's
 // test.
@@ -84,7 +89,7 @@ func Ranks() []struct {
 	Name string
 	Rank int
 } {
-	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogFiles{}, LogCheckpoint{}, LogDirs{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}}
+	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogFiles{}, LogCheckpoint{}, LogDirs{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}, FileCache{}}
 	out := make([]struct {
 		Name string
 		Rank int

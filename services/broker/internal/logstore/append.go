@@ -255,7 +255,7 @@ func (l *Log) flushInBackgroundLocked(offset int64) {
 // failure the old segment stays active and nothing new is left on disk. The
 // caller arranges the sealed segment's flush.
 func (l *Log) rollLocked(base int64) error {
-	ns, err := createSegment(l.fs, l.dir, base)
+	ns, err := createSegment(l.files, l.fs, l.dir, base)
 	if err != nil {
 		return err
 	}

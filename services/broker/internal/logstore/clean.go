@@ -400,7 +400,7 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 	cfg Config, now time.Time, truncations int64, res *CleanResult) (out bool, err error) {
 	base := group[0].base
 	lp, ip, tp := segmentPaths(l.dir, base)
-	ns, err := createSegmentFiles(l.fs, l.dir, base, lp+cleanedSuffix, ip+cleanedSuffix, tp+cleanedSuffix)
+	ns, err := createSegmentFiles(l.files, l.fs, l.dir, base, lp+cleanedSuffix, ip+cleanedSuffix, tp+cleanedSuffix)
 	if err != nil {
 		return false, err
 	}

@@ -48,7 +48,8 @@ func cleanCrashRun(t *testing.T, seed uint64) int64 {
 	var l *Log
 	persisted := int64(0)
 	persist := func() { persisted = l.RecoveryPoint() }
-	l, err := Open(Options{FS: mem, Dir: testDir, Config: cfg, Now: clk.Now,
+	files := NewFileCache(int(seed % 4)) // tiny caches: see crashRun
+	l, err := Open(Options{FS: mem, Files: files, Dir: testDir, Config: cfg, Now: clk.Now,
 		RecoveryPointLowered: persist, PersistRecoveryPoints: func() error { persist(); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func cleanCrashRun(t *testing.T, seed uint64) int64 {
 	rp := lo + rng.Int64N(hi-lo+1)
 	crashed := mem.CrashClone(seed)
 	l.Abandon()
-	r, err := Open(Options{FS: crashed, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp})
+	r, err := Open(Options{FS: crashed, Files: files, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp})
 	if err != nil {
 		t.Fatalf("seed %d: reopen: %v", seed, err)
 	}

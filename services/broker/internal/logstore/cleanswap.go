@@ -69,7 +69,7 @@ func (l *Log) swapIn(group []*segment, built *segment, size int64, truncations i
 	if err := l.syncDir(); err != nil {
 		return l.fail(err)
 	}
-	ns, _, err := openSegment(l.fs, l.dir, base)
+	ns, _, err := openSegment(l.files, l.fs, l.dir, base)
 	if err != nil {
 		return l.fail(err)
 	}
@@ -86,18 +86,18 @@ func (l *Log) swapIn(group []*segment, built *segment, size int64, truncations i
 }
 
 // createSegmentFiles is createSegment with explicit file names.
-func createSegmentFiles(fsys vfs.FS, dir string, base int64, lp, ip, tp string) (*segment, error) {
+func createSegmentFiles(files *FileCache, fsys vfs.FS, dir string, base int64, lp, ip, tp string) (*segment, error) {
 	s := &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
 	s.maxTS.Store(-1)
 	var err error
-	if s.log, err = fsys.Create(lp); err != nil {
+	if s.log, err = files.create(fsys, lp); err != nil {
 		return nil, storageErr(err, "creating %s", lp)
 	}
-	if s.index, err = openIndex(fsys, ip, offsetEntrySize, true); err != nil {
+	if s.index, err = openIndex(files, fsys, ip, offsetEntrySize, true); err != nil {
 		s.closeFiles()
 		return nil, storageErr(err, "creating %s", ip)
 	}
-	if s.timeIndex, err = openIndex(fsys, tp, timeEntrySize, true); err != nil {
+	if s.timeIndex, err = openIndex(files, fsys, tp, timeEntrySize, true); err != nil {
 		s.closeFiles()
 		return nil, storageErr(err, "creating %s", tp)
 	}

@@ -59,7 +59,10 @@ func crashRun(t *testing.T, seed uint64) crashOutcome {
 		cfg.FlushMessages = int64(1 + rng.IntN(20))
 	}
 	clk := newClock()
-	l, err := Open(Options{FS: mem, Dir: testDir, Config: cfg, Now: clk.Now})
+	// Three seeds in four run with a cache of one to three descriptors,
+	// so files are closed and reopened between nearly all operations.
+	files := NewFileCache(int(seed % 4))
+	l, err := Open(Options{FS: mem, Files: files, Dir: testDir, Config: cfg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +118,7 @@ func crashRun(t *testing.T, seed uint64) crashOutcome {
 	// recovery point, never newer.
 	rp := rng.Int64N(durable + 1)
 	crashed := mem.CrashClone(seed)
-	r, err := Open(Options{FS: crashed, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp, LogStartOffset: start})
+	r, err := Open(Options{FS: crashed, Files: files, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp, LogStartOffset: start})
 	if err != nil {
 		t.Fatalf("seed %d: reopen after crash: %v", seed, err)
 	}

@@ -35,7 +35,9 @@
 //     shrinks, deletes or closes files: truncation, segment deletion, Close.
 //     So a reader never sees a file change under it except by growth.
 //
-// The indexes' and the epoch cache's locks are leaves. The whole broker's
+// The indexes' and the epoch cache's locks are leaves. The FileCache's
+// mutex ranks above them: every segment file call borrows its descriptor
+// from it (filecache.go), under any of the locks above. The whole broker's
 // order, and the build tag that checks it, are in services/broker/LOCKORDER.md.
 //
 // The RecoveryPointLowered hook runs under mu; the Manager's hook takes only

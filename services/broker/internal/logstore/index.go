@@ -21,7 +21,7 @@ import (
 // lookups. Files are read while the Log's fileMu is held for reading.
 type sparseIndex struct {
 	path      string
-	f         vfs.File
+	f         vfs.File // a FileCache file: open only while in use or cached
 	entrySize int
 	// memEntries bounds the in-memory window of an active index
 	// (activeIndexMemEntries; smaller in tests).
@@ -39,13 +39,13 @@ type sparseIndex struct {
 // last 4 MiB of the log at the default index.interval.bytes.
 const activeIndexMemEntries = 1024
 
-func openIndex(fsys vfs.FS, path string, entrySize int, create bool) (*sparseIndex, error) {
+func openIndex(files *FileCache, fsys vfs.FS, path string, entrySize int, create bool) (*sparseIndex, error) {
 	var f vfs.File
 	var err error
 	if create {
-		f, err = fsys.Create(path)
+		f, err = files.create(fsys, path)
 	} else {
-		f, err = fsys.Open(path)
+		f, err = files.openFile(fsys, path)
 	}
 	if err != nil {
 		return nil, err

@@ -24,7 +24,10 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{fs: opts.FS, dir: strings.TrimSuffix(opts.Dir, "/"), logger: opts.Logger, now: opts.Now,
+	if opts.Files == nil {
+		opts.Files = NewFileCache(0)
+	}
+	l := &Log{fs: opts.FS, files: opts.Files, dir: strings.TrimSuffix(opts.Dir, "/"), logger: opts.Logger, now: opts.Now,
 		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered, persistRPs: opts.PersistRecoveryPoints,
 		onStorageError: opts.OnStorageError}
 	if l.logger == nil {
@@ -85,7 +88,7 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 	var segs []*segment
 	rebuild := map[*segment]bool{}
 	for _, base := range bases {
-		s, bad, err := openSegment(l.fs, l.dir, base)
+		s, bad, err := openSegment(l.files, l.fs, l.dir, base)
 		if err != nil {
 			return segs, err
 		}
@@ -96,7 +99,7 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 		return segs, err
 	}
 	if len(segs) == 0 {
-		s, err := createSegment(l.fs, l.dir, max(opts.LogStartOffset, 0))
+		s, err := createSegment(l.files, l.fs, l.dir, max(opts.LogStartOffset, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -189,11 +192,11 @@ func (l *Log) scanDir() ([]int64, error) {
 
 // openSegment opens an existing segment. bad is true when an index was
 // missing or malformed and has been recreated empty, to be rebuilt.
-func openSegment(fsys vfs.FS, dir string, base int64) (s *segment, bad bool, err error) {
+func openSegment(files *FileCache, fsys vfs.FS, dir string, base int64) (s *segment, bad bool, err error) {
 	lp, ip, tp := segmentPaths(dir, base)
 	s = &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
 	s.maxTS.Store(-1)
-	if s.log, err = fsys.Open(lp); err != nil {
+	if s.log, err = files.openFile(fsys, lp); err != nil {
 		return nil, false, storageErr(err, "opening segment %s", lp)
 	}
 	size, err := s.log.Size()
@@ -203,12 +206,12 @@ func openSegment(fsys vfs.FS, dir string, base int64) (s *segment, bad bool, err
 	}
 	s.size.Store(size)
 	open := func(path string, entry int) (*sparseIndex, error) {
-		ix, err := openIndex(fsys, path, entry, false)
+		ix, err := openIndex(files, fsys, path, entry, false)
 		if err == nil {
 			return ix, nil
 		}
 		bad = true
-		if ix, err = openIndex(fsys, path, entry, true); err != nil {
+		if ix, err = openIndex(files, fsys, path, entry, true); err != nil {
 			return nil, storageErr(err, "recreating index %s", path)
 		}
 		return ix, nil

@@ -15,6 +15,9 @@ type Options struct {
 	FS     vfs.FS
 	Dir    string // the partition's directory, "<data dir>/<topic>-<partition>"
 	Config Config
+	// Files is the broker-wide cache of open segment files
+	// (log.max.open.files); nil gives the log an unbounded one of its own.
+	Files *FileCache
 	// Logger receives warnings (recovery truncations, rebuilt indexes); nil is silent.
 	Logger *slog.Logger
 	// Now is the clock for segment.ms, retention.ms and flush.ms; nil is time.Now.
@@ -49,6 +52,7 @@ type Options struct {
 // the lock rules.
 type Log struct {
 	fs     vfs.FS
+	files  *FileCache
 	dir    string
 	logger *slog.Logger
 	now    func() time.Time

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"tidemark.io/services/broker/internal/lockorder"
@@ -43,6 +44,10 @@ type ManagerOptions struct {
 	CleanerEnable      bool
 	CleanerBackoff     time.Duration
 	CleanerDedupeBytes int64
+	// Files bounds the segment files held open (log.max.open.files); the
+	// broker passes one cache to every data directory's Manager. nil gives
+	// this Manager one of its own with DefaultMaxOpenFiles.
+	Files *FileCache
 	// NoBackground turns the periodic work off; tests call the methods.
 	NoBackground bool
 	// OnStorageError, if set, is told of every KAFKA_STORAGE_ERROR of this
@@ -103,6 +108,9 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if opts.ConfigFor == nil {
 		opts.ConfigFor = func(string) Config { return DefaultConfig() }
 	}
+	if opts.Files == nil {
+		opts.Files = NewFileCache(DefaultMaxOpenFiles)
+	}
 	opts.Dir = strings.TrimSuffix(opts.Dir, "/")
 	m := &Manager{
 		opts: opts, logger: opts.Logger.With("data_dir", opts.Dir),
@@ -160,7 +168,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			continue
 		}
 		l, err := Open(Options{
-			FS: fsys, Dir: dir + "/" + name, Config: opts.ConfigFor(tp.Topic),
+			FS: fsys, Files: opts.Files, Dir: dir + "/" + name, Config: opts.ConfigFor(tp.Topic),
 			Logger: opts.Logger.With("partition", tp.String()), Now: opts.Now,
 			CleanShutdown: m.clean, RecoveryPoint: recovery[tp], LogStartOffset: starts[tp],
 			RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
@@ -268,16 +276,18 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 		m.mu.Lock()
 		delete(m.creating, tp)
 		close(done)
-		if err == nil && m.closed {
-			// Close began meanwhile; it waited for us but does not know
-			// this log.
-			_ = l.Close()
-			l, err = nil, ErrClosed
-		}
-		if err == nil {
+		// Close began meanwhile; it waited for us but does not know this
+		// log. It is closed after mu is released: a log's locks come
+		// before the Manager's.
+		orphan := err == nil && m.closed
+		if err == nil && !orphan {
 			m.logs[tp] = l
 		}
 		m.mu.Unlock()
+		if orphan {
+			_ = l.Close()
+			return nil, ErrClosed
+		}
 		return l, err
 	}
 }
@@ -293,7 +303,7 @@ func (m *Manager) note(err error) error {
 // create opens a new partition log and makes its directory durable.
 func (m *Manager) create(tp TopicPartition, cfg Config) (*Log, error) {
 	l, err := Open(Options{
-		FS: m.opts.FS, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
+		FS: m.opts.FS, Files: m.opts.Files, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
 		RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
 		OnStorageError: m.opts.OnStorageError,
@@ -439,12 +449,7 @@ func (m *Manager) Close() error {
 			<-m.cleanerDone
 		}
 	}
-	var errs []error
-	for tp, l := range logs {
-		if err := l.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing %s: %w", tp, err))
-		}
-	}
+	errs := closeLogs(logs)
 	errs = append(errs, m.CheckpointHighWatermarks(), m.CheckpointRecoveryPoints())
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -457,6 +462,37 @@ func (m *Manager) Close() error {
 		return storageErr(err, "writing %s/%s", m.opts.Dir, cleanShutdownMarkerFile)
 	}
 	return nil
+}
+
+// closeParallelism is how many logs Close closes at once. Each close
+// waits on fsyncs (the log's tail, both indexes, a producer snapshot) that
+// take milliseconds and barely use the CPU; one after another, a broker
+// with 2,000 partitions took 16 s to shut down (BenchmarkManagerCloseManyLogs).
+const closeParallelism = 16
+
+// closeLogs closes every log, closeParallelism at a time, and returns
+// their errors.
+func closeLogs(logs map[TopicPartition]*Log) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, closeParallelism)
+	for tp, l := range logs {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := l.Close(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("closing %s: %w", tp, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 func (m *Manager) openLogs() map[TopicPartition]*Log {

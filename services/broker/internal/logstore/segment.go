@@ -18,7 +18,7 @@ type segment struct {
 	base      int64
 	dir       string
 	logPath   string
-	log       vfs.File
+	log       vfs.File // FileCache files: a descriptor is held only while in use or cached
 	index     *sparseIndex
 	timeIndex *sparseIndex
 
@@ -42,7 +42,7 @@ func segmentPaths(dir string, base int64) (log, index, timeIndex string) {
 
 // createSegment makes a new, empty, active segment. On failure nothing is
 // left behind.
-func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
+func createSegment(files *FileCache, fsys vfs.FS, dir string, base int64) (*segment, error) {
 	lp, ip, tp := segmentPaths(dir, base)
 	s := &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
 	s.maxTS.Store(-1)
@@ -54,13 +54,13 @@ func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 		return nil, err
 	}
 	var err error
-	if s.log, err = fsys.Create(lp); err != nil {
+	if s.log, err = files.create(fsys, lp); err != nil {
 		return fail(storageErr(err, "creating segment %s", lp))
 	}
-	if s.index, err = openIndex(fsys, ip, offsetEntrySize, true); err != nil {
+	if s.index, err = openIndex(files, fsys, ip, offsetEntrySize, true); err != nil {
 		return fail(storageErr(err, "creating index %s", ip))
 	}
-	if s.timeIndex, err = openIndex(fsys, tp, timeEntrySize, true); err != nil {
+	if s.timeIndex, err = openIndex(files, fsys, tp, timeEntrySize, true); err != nil {
 		return fail(storageErr(err, "creating time index %s", tp))
 	}
 	s.index.mem = make([]byte, 0, 1024)

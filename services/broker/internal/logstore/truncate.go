@@ -242,7 +242,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 			return l.fail(err)
 		}
 	}
-	s, err := createSegment(l.fs, l.dir, offset)
+	s, err := createSegment(l.files, l.fs, l.dir, offset)
 	if err != nil {
 		return l.fail(err)
 	}

@@ -1,11 +1,15 @@
 package replica
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -49,10 +53,69 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
-	configs := map[string]map[string]string{}
+	m.laiMu.Lock()
+	last := m.lastLAI
+	if last != nil && proto.Equal(last.req, req) {
+		// The controller's resend of the request applied last (or still
+		// being applied): its attempt timed out, not the request. It gets
+		// the first application's answer once that is done; applying it
+		// again would repeat the work behind which the resend queued.
+		m.laiMu.Unlock()
+		m.metrics.leaderAndIsrResends.Inc()
+		<-last.done
+		return last.resp, last.err
+	}
+	cur := &leaderAndIsrCall{req: req, done: make(chan struct{})}
+	m.lastLAI = cur
+	m.laiMu.Unlock()
+	if last != nil {
+		<-last.done // one application at a time, in arrival order
+	}
+	cur.resp, cur.err = m.applyLeaderAndIsr(req)
+	close(cur.done)
+	return cur.resp, cur.err
+}
+
+// leaderAndIsrCall is one LeaderAndIsr being applied, or the last applied:
+// resp and err are set before done is closed.
+type leaderAndIsrCall struct {
+	req  *controlv1.LeaderAndIsrRequest
+	done chan struct{}
+	resp *controlv1.LeaderAndIsrResponse
+	err  error
+}
+
+// forgetAppliedLeaderAndIsr drops the last LeaderAndIsr once applied: the
+// controller sends another request only after that one was answered (one
+// queue per broker), so a LeaderAndIsr equal to it from now on is a new
+// request, to be applied (after a StopReplica it may create the replica
+// again).
+func (m *Manager) forgetAppliedLeaderAndIsr() {
+	m.laiMu.Lock()
+	defer m.laiMu.Unlock()
+	if last := m.lastLAI; last != nil {
+		select {
+		case <-last.done:
+			m.lastLAI = nil
+		default:
+		}
+	}
+}
+
+// applyLeaderAndIsr is LeaderAndIsr's work on a request that passed the
+// fences.
+func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
+	start := time.Now()
 	for _, tc := range req.GetTopicConfigs() {
-		configs[tc.GetTopic()] = tc.GetConfigs()
 		m.opts.Meta.PutTopicConfig(tc.GetTopic(), tc.GetConfigs(), tc.GetTopicId())
+	}
+	// Resolved once per topic, not per partition: tens of µs each, which
+	// a push of thousands of partitions of a few topics repeated for each.
+	configs := map[string]*topicResolution{}
+	for _, tc := range req.GetTopicConfigs() {
+		res := &topicResolution{overrides: tc.GetConfigs()}
+		res.tc, res.err = m.topicConfig(res.overrides)
+		configs[tc.GetTopic()] = res
 	}
 	states := req.GetPartitions()
 	resp := &controlv1.LeaderAndIsrResponse{Partitions: make([]*controlv1.PartitionResult, len(states))}
@@ -83,12 +146,38 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 			m.fetchers.add(r)
 		}
 	}
+	m.logApplied("LeaderAndIsr", req.GetControllerEpoch(), len(states), false, start)
 	return resp, nil
 }
 
+// logApplied notes a control request applied, at Info when it was large or
+// slow (a failover's push: its timing is the failover's), else at Debug.
+func (m *Manager) logApplied(kind string, controllerEpoch int32, partitions int, full bool, start time.Time) {
+	took := time.Since(start)
+	lvl := slog.LevelDebug
+	if full || partitions >= 100 || took >= 100*time.Millisecond {
+		lvl = slog.LevelInfo
+	}
+	m.log.Log(context.Background(), lvl, "Applied "+kind, "controller_epoch", controllerEpoch, "partitions", partitions,
+		"full", full, "took_ms", took.Milliseconds())
+}
+
+// topicResolution is a topic's configs as a LeaderAndIsr carries them and
+// the effective config resolved from them (or the error resolving gave).
+type topicResolution struct {
+	overrides map[string]string
+	tc        topicconfig.TopicConfig
+	err       error
+}
+
 // becomeReplica applies one partition state; it returns the replica when it
-// must (re)start fetching as a follower.
-func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides map[string]string) (*Replica, error) {
+// must (re)start fetching as a follower. cfg is the topic's configs from
+// the request, nil if it carried none.
+func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, cfg *topicResolution) (*Replica, error) {
+	var overrides map[string]string
+	if cfg != nil {
+		overrides = cfg.overrides
+	}
 	hosted := false
 	for _, id := range ps.GetReplicas() {
 		if id == m.opts.BrokerID {
@@ -108,7 +197,7 @@ func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, overrides ma
 	r.mu.Lock()
 	defer func() { r.wake() }() // parked produces and fetches re-check their leader
 	defer r.mu.Unlock()
-	return m.applyStateLocked(r, ps, overrides)
+	return m.applyStateLocked(r, ps, cfg)
 }
 
 // checkTopicID makes sure the replica's log belongs to the topic the
@@ -147,16 +236,15 @@ func (m *Manager) checkTopicID(r *Replica, overrides map[string]string) (*Replic
 
 // applyStateLocked is becomeReplica's work on a replica whose mu is held;
 // the caller wakes its parked requests after unlocking.
-func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, overrides map[string]string) (*Replica, error) {
+func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg *topicResolution) (*Replica, error) {
 	tp := r.tp
 	now := m.now()
 	s := partition.LeaderAndISR{
 		Leader: ps.GetLeader(), LeaderEpoch: ps.GetLeaderEpoch(), PartitionEpoch: ps.GetPartitionEpoch(),
 		Replicas: ps.GetReplicas(), ISR: ps.GetIsr(),
 	}
-	if overrides != nil {
-		tc, err := m.topicConfig(overrides)
-		m.applyTopicConfigLocked(r, tc, err, m.opts.Meta.ConfigVersion(tp.Topic), now)
+	if cfg != nil && cfg.overrides != nil {
+		m.applyTopicConfigLocked(r, cfg.tc, cfg.err, m.opts.Meta.ConfigVersion(tp.Topic), now)
 	}
 	if ps.GetLeader() == m.opts.BrokerID {
 		change, err := r.state.MakeLeader(s, r.log.LogEndOffset(), now)
@@ -296,6 +384,11 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return err
 	}
+	m.forgetAppliedLeaderAndIsr()
+	start := time.Now()
+	defer func() {
+		m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start)
+	}()
 	m.opts.Meta.ApplyUpdate(req)
 	if req.GetFull() {
 		// A full update lists every topic: a hosted replica of a topic it
@@ -416,6 +509,7 @@ func (m *Manager) StopReplica(req *controlv1.StopReplicaRequest) (*controlv1.Sto
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
+	m.forgetAppliedLeaderAndIsr()
 	resp := &controlv1.StopReplicaResponse{}
 	for _, p := range req.GetPartitions() {
 		tp := TP{Topic: p.GetTopic(), Partition: p.GetPartition()}

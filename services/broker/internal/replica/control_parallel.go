@@ -12,8 +12,11 @@ import (
 // another, a controller's push of a thousand new leaderships or a topic of
 // two thousand partitions took seconds to tens of seconds on a shared
 // disk, and the UpdateMetadata queued behind it kept clients on the old
-// leaders all that time. Overlapped, the disk commits them together.
-const controlParallelism = 16
+// leaders all that time. Overlapped, the disk commits them together (the
+// file system's journal takes the fsyncs pending at once in one commit),
+// so more at once cost little more than one: a dead broker leaves each
+// survivor about a thousand new leader epochs to record.
+const controlParallelism = 64
 
 // eachPartitionState calls apply(i) for every state of one control
 // request, on up to workers goroutines, and returns when all are done.

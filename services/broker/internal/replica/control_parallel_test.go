@@ -2,8 +2,12 @@ package replica
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -108,5 +112,89 @@ func TestLeaderAndIsrAppliesOnePartitionsStatesInOrder(t *testing.T) {
 	})
 	if len(order) != 2 || order[0] != 0 || order[1] != 2 {
 		t.Fatalf("partition 0's states applied in order %v, want [0 2]", order)
+	}
+}
+
+// gatedStore counts log creations and holds the first until released.
+type gatedStore struct {
+	LogStore
+	created  atomic.Int32
+	entered  chan struct{}
+	release  chan struct{}
+	gateOnce sync.Once
+}
+
+func (s *gatedStore) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
+	s.created.Add(1)
+	first := false
+	s.gateOnce.Do(func() { first = true })
+	if first {
+		close(s.entered)
+		<-s.release
+	}
+	return s.LogStore.GetOrCreate(tp, cfg)
+}
+
+// A LeaderAndIsr sent again while the broker still applies it (the
+// controller's attempt timed out) is not applied a second time: the resend
+// waits for the first application and gets its answer. Once another
+// control request has come, an equal LeaderAndIsr is a new request and is
+// applied (here it hosts again a replica stopped in between).
+func TestLeaderAndIsrResendIsNotAppliedAgain(t *testing.T) {
+	e := newEnv(t)
+	store := &gatedStore{entered: make(chan struct{}), release: make(chan struct{})}
+	m, _ := e.newManagerWith(2, func(s LogStore) LogStore { store.LogStore = s; return store })
+	e.updateMetadataOn(m)
+	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[2]}
+	const n = 4
+	for p := range int32(n) {
+		req.Partitions = append(req.Partitions, partitionState(TP{Topic: "t", Partition: p}, 2, 1, 1, []int32{1, 2, 3}))
+	}
+	type answer struct {
+		resp *controlv1.LeaderAndIsrResponse
+		err  error
+	}
+	first, resend := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		resp, err := m.LeaderAndIsr(req)
+		first <- answer{resp, err}
+	}()
+	<-store.entered
+	go func() {
+		resp, err := m.LeaderAndIsr(proto.Clone(req).(*controlv1.LeaderAndIsrRequest))
+		resend <- answer{resp, err}
+	}()
+	resends := func() int { return int(testutil.ToFloat64(m.metrics.leaderAndIsrResends)) }
+	waitFor(t, "the resend recognised while the first is applied", func() bool { return resends() == 1 })
+	close(store.release)
+	a, b := <-first, <-resend
+	if a.err != nil || b.err != nil {
+		t.Fatalf("answers: %v, %v", a.err, b.err)
+	}
+	if got := store.created.Load(); got != n {
+		t.Fatalf("%d log creations for %d partitions sent twice: the resend was applied again", got, n)
+	}
+	if !proto.Equal(a.resp, b.resp) || len(b.resp.GetPartitions()) != n {
+		t.Fatalf("the resend got %v, the first %v", b.resp, a.resp)
+	}
+	for p := range int32(n) {
+		if r, ok := m.Replica(TP{Topic: "t", Partition: p}); !ok || r.log.LatestEpoch() != 1 {
+			t.Fatalf("partition %d: hosted %v, not leading at epoch 1", p, ok)
+		}
+	}
+
+	stop := &controlv1.StopReplicaRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[2],
+		Partitions: []*controlv1.StopReplicaPartition{{Topic: "t", Partition: 0, LeaderEpoch: 1}}}
+	if _, err := m.StopReplica(stop); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Replica(TP{Topic: "t", Partition: 0}); ok {
+		t.Fatal("t-0 still hosted after StopReplica")
+	}
+	if _, err := m.LeaderAndIsr(proto.Clone(req).(*controlv1.LeaderAndIsrRequest)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Replica(TP{Topic: "t", Partition: 0}); !ok || resends() != 1 {
+		t.Fatalf("after a StopReplica an equal LeaderAndIsr was not applied: t-0 hosted %v, resends counted %d", ok, resends())
 	}
 }

@@ -115,6 +115,12 @@ type Manager struct {
 	// (guarded by mu): they answer KAFKA_STORAGE_ERROR until a restart.
 	offline map[TP]error
 
+	// laiMu guards lastLAI, the LeaderAndIsr applied last or being
+	// applied: a new one waits for it, an identical one (a resend) gets
+	// its answer (control.go).
+	laiMu   lockorder.Mutex[lockorder.Leaf]
+	lastLAI *leaderAndIsrCall
+
 	broker   atomic.Pointer[topicconfig.BrokerConfig]
 	fetchers *fetcherManager
 	alter    *alterSender

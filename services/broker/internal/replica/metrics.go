@@ -25,6 +25,9 @@ type metrics struct {
 	// configResolutions counts topic config resolutions on UpdateMetadata
 	// (one per topic whose inputs changed).
 	configResolutions prometheus.Counter
+	// leaderAndIsrResends counts LeaderAndIsr requests identical to the
+	// last one, answered without applying them again.
+	leaderAndIsrResends prometheus.Counter
 	// Children looked up once: the produce and fetch paths observe them on
 	// every request.
 	produceByAcks                 map[int16]prometheus.Observer
@@ -58,6 +61,8 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 			Help: "Follower log truncations."}),
 		configResolutions: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_topic_config_resolutions_total",
 			Help: "Effective topic configs resolved after a metadata update changed a topic's or the broker's dynamic configs."}),
+		leaderAndIsrResends: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_leader_and_isr_resends_total",
+			Help: "LeaderAndIsr requests identical to the one applied last or being applied (the controller resent it after its request timeout): answered with that application's result, not applied again."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
 	}
@@ -71,7 +76,7 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 		return mt
 	}
 	reg.MustRegister(mt.isrShrinks, mt.isrExpands, mt.produceLat, mt.fetchLat, mt.appendToHW,
-		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.refused, &stateCollector{m: m})
+		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.refused, &stateCollector{m: m})
 	return mt
 }
 

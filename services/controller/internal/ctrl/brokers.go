@@ -100,8 +100,9 @@ func (c *core) brokerStarted(info metastore.Broker) {
 // partition it led the first live ISR member in assignment order takes over
 // (or, with unclean election allowed and no live ISR member, the first live
 // replica), dead replicas leave the ISRs without emptying them, and the new
-// states go to the remaining replicas and to every live broker (F19, F20).
-// then, if not nil, runs once that is written and pushed.
+// states go to the remaining replicas and to every live broker (F19, F20),
+// the elections before the ISR removals. then, if not nil, runs once that is
+// written and pushed.
 func (c *core) brokerDeparted(id int32, epoch int64, why string, then func()) {
 	if then == nil {
 		then = func() {}
@@ -120,27 +121,45 @@ func (c *core) brokerDeparted(id int32, epoch int64, why string, then func()) {
 		ev.Reason = fmt.Sprintf("broker %d (epoch %d): %s", id, b.info.Epoch, why)
 	})
 	view := c.view()
-	var changes []change
+	// Kafka's onReplicasBecomeOffline in two steps, each written then
+	// pushed: first the partitions it led (new leaders, or offline), then
+	// those where it only leaves the ISR. The first are unavailable until
+	// their new leaders act, so their LeaderAndIsr and UpdateMetadata must
+	// not queue behind the many ISR shrinks, each a new leader epoch the
+	// leader records with fsyncs.
+	var elections, shrinks []change
 	for _, p := range c.partitionsOf(id) {
 		s := p.rec.State
 		if s.Leader != id && !p.state().InISR(id) {
 			continue
 		}
-		if d := election.OnBrokerFailure(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
-			changes = append(changes, change{p: p, d: d, cause: causeOffline})
+		d := election.OnBrokerFailure(p.view(), c.viewFor(p, view), c.allowUnclean(p.t))
+		switch {
+		case !d.Changed:
+		case d.State.Leader != s.Leader:
+			elections = append(elections, change{p: p, d: d, cause: causeOffline})
+		default:
+			shrinks = append(shrinks, change{p: p, d: d, cause: causeOffline})
 		}
 	}
-	c.commit(changes, func(written []*partition, err error) {
+	c.commit(elections, func(elected []*partition, err error) {
 		if err != nil {
 			then()
 			return
 		}
-		c.pushChanges(written)
-		if len(written) == 0 {
-			// Nobody's partitions changed, but every broker must learn that
-			// this one is gone.
-			c.pushUpdateMetadata(nil, nil, false, nil)
-		}
-		then()
+		c.pushChanges(elected)
+		c.commit(shrinks, func(shrunk []*partition, err error) {
+			if err != nil {
+				then()
+				return
+			}
+			c.pushChanges(shrunk)
+			if len(elected)+len(shrunk) == 0 {
+				// Nobody's partitions changed, but every broker must learn
+				// that this one is gone.
+				c.pushUpdateMetadata(nil, nil, false, nil)
+			}
+			then()
+		})
 	})
 }

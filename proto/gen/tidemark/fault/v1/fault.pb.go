@@ -99,8 +99,12 @@ func (x *FetchFault) GetStall() bool {
 }
 
 type SetFetchFaultRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fault         *FetchFault            `protobuf:"bytes,1,opt,name=fault,proto3" json:"fault,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Fault *FetchFault            `protobuf:"bytes,1,opt,name=fault,proto3" json:"fault,omitempty"`
+	// The broker the REST gateway sends the call to (POST
+	// /v1/brokers/{broker_id}/faults). The broker does not read it: a gRPC
+	// caller dials the broker it means.
+	BrokerId      int32 `protobuf:"varint,2,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +144,13 @@ func (x *SetFetchFaultRequest) GetFault() *FetchFault {
 		return x.Fault
 	}
 	return nil
+}
+
+func (x *SetFetchFaultRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
 }
 
 type SetFetchFaultResponse struct {
@@ -187,7 +198,9 @@ func (x *SetFetchFaultResponse) GetFaults() []*FetchFault {
 }
 
 type ClearFaultsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As SetFetchFaultRequest.broker_id.
+	BrokerId      int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +233,13 @@ func (x *ClearFaultsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ClearFaultsRequest.ProtoReflect.Descriptor instead.
 func (*ClearFaultsRequest) Descriptor() ([]byte, []int) {
 	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ClearFaultsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
 }
 
 type ClearFaultsResponse struct {
@@ -259,7 +279,9 @@ func (*ClearFaultsResponse) Descriptor() ([]byte, []int) {
 }
 
 type ListFaultsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As SetFetchFaultRequest.broker_id.
+	BrokerId      int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -292,6 +314,13 @@ func (x *ListFaultsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListFaultsRequest.ProtoReflect.Descriptor instead.
 func (*ListFaultsRequest) Descriptor() ([]byte, []int) {
 	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListFaultsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
 }
 
 type ListFaultsResponse struct {
@@ -348,14 +377,17 @@ const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x19\n" +
 	"\bdelay_ms\x18\x03 \x01(\x05R\adelayMs\x12\x14\n" +
-	"\x05stall\x18\x04 \x01(\bR\x05stall\"K\n" +
+	"\x05stall\x18\x04 \x01(\bR\x05stall\"h\n" +
 	"\x14SetFetchFaultRequest\x123\n" +
-	"\x05fault\x18\x01 \x01(\v2\x1d.tidemark.fault.v1.FetchFaultR\x05fault\"N\n" +
+	"\x05fault\x18\x01 \x01(\v2\x1d.tidemark.fault.v1.FetchFaultR\x05fault\x12\x1b\n" +
+	"\tbroker_id\x18\x02 \x01(\x05R\bbrokerId\"N\n" +
 	"\x15SetFetchFaultResponse\x125\n" +
-	"\x06faults\x18\x01 \x03(\v2\x1d.tidemark.fault.v1.FetchFaultR\x06faults\"\x14\n" +
-	"\x12ClearFaultsRequest\"\x15\n" +
-	"\x13ClearFaultsResponse\"\x13\n" +
-	"\x11ListFaultsRequest\"K\n" +
+	"\x06faults\x18\x01 \x03(\v2\x1d.tidemark.fault.v1.FetchFaultR\x06faults\"1\n" +
+	"\x12ClearFaultsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x15\n" +
+	"\x13ClearFaultsResponse\"0\n" +
+	"\x11ListFaultsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"K\n" +
 	"\x12ListFaultsResponse\x125\n" +
 	"\x06faults\x18\x01 \x03(\v2\x1d.tidemark.fault.v1.FetchFaultR\x06faults2\xb4\x02\n" +
 	"\x15FaultInjectionService\x12b\n" +

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc"
+
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	"tidemark.io/services/platform/connpool"
+	"tidemark.io/services/platform/kerr"
+)
+
+// faultService is the FaultInjectionServiceClient behind
+// /v1/brokers/{broker_id}/faults: each call goes to the broker it names,
+// found in the cluster's metadata, as the REST user.
+type faultService struct {
+	gate  demoGate
+	r     *router
+	conns *connpool.Pool
+	obs   devObserver
+}
+
+var _ faultv1.FaultInjectionServiceClient = faultService{}
+
+// on returns a client on broker id.
+func (f faultService) on(ctx context.Context, id int32) (faultv1.FaultInjectionServiceClient, error) {
+	if err := f.gate.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.r.requestTimeout)
+	defer cancel()
+	md, err := f.r.cl.Metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range md.GetBrokers() {
+		if b.GetId() != id {
+			continue
+		}
+		cc, err := f.conns.Get(b.GetAddress())
+		if errors.Is(err, connpool.ErrClosed) {
+			return nil, errStopped
+		}
+		if err != nil {
+			return nil, err
+		}
+		return faultv1.NewFaultInjectionServiceClient(cc), nil
+	}
+	return nil, kerr.BadField(kerr.BrokerNotAvailable, "broker_id", "broker %d is not a live broker of the cluster", id)
+}
+
+func (f faultService) SetFetchFault(ctx context.Context, req *faultv1.SetFetchFaultRequest, opts ...grpc.CallOption) (*faultv1.SetFetchFaultResponse, error) {
+	fc, err := f.on(ctx, req.GetBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fc.SetFetchFault(ctx, req, opts...)
+	f.obs.Refresh()
+	return resp, err
+}
+
+func (f faultService) ClearFaults(ctx context.Context, req *faultv1.ClearFaultsRequest, opts ...grpc.CallOption) (*faultv1.ClearFaultsResponse, error) {
+	fc, err := f.on(ctx, req.GetBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fc.ClearFaults(ctx, req, opts...)
+	f.obs.Refresh()
+	return resp, err
+}
+
+func (f faultService) ListFaults(ctx context.Context, req *faultv1.ListFaultsRequest, opts ...grpc.CallOption) (*faultv1.ListFaultsResponse, error) {
+	fc, err := f.on(ctx, req.GetBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	return fc.ListFaults(ctx, req, opts...)
+}

@@ -1,0 +1,60 @@
+package benchcmp
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+)
+
+// fakeSide reports a fixed rate per shape and remembers what it ran.
+type fakeSide struct {
+	rate map[string]float64
+	ran  []Shape
+}
+
+func (f *fakeSide) start(context.Context) error { return nil }
+func (f *fakeSide) stop()                       {}
+func (f *fakeSide) run(_ context.Context, s Shape) Figure {
+	f.ran = append(f.ran, s)
+	if s.Name == "warmup" {
+		return Figure{MsgsPerSec: 1}
+	}
+	return Figure{MsgsPerSec: f.rate[s.Name]}
+}
+
+// A paced shape runs at its fraction of the same system's rate in the
+// shape it names, for its seconds; without that rate it is not run.
+func TestPacedShapesFollowTheSystemsOwnPeak(t *testing.T) {
+	shapes := []Shape{
+		{Name: "batch-1k", Mode: Batch, Size: 1024, Records: 100},
+		{Name: "e2e-1k", Mode: EndToEnd, Size: 1024, PaceOf: "batch-1k", Fraction: 0.5, Seconds: 4},
+		{Name: "e2e-none", Mode: EndToEnd, Size: 1024, PaceOf: "missing", Fraction: 0.5, Seconds: 4},
+	}
+	res := &Result{}
+	for _, s := range shapes {
+		res.Rows = append(res.Rows, Row{Shape: s})
+	}
+	fake := &fakeSide{rate: map[string]float64{"batch-1k": 3000, "e2e-1k": 1500}}
+	err := measure(context.Background(), io.Discard, "fake", t.TempDir(), res, 0,
+		func(string, *os.File) (side, error) { return fake, nil },
+		func(r *Row) *Figure { return &r.Tidemark }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paced *Shape
+	for i, s := range fake.ran {
+		if s.Name == "e2e-none" {
+			t.Fatal("a shape with no rate to pace from was run")
+		}
+		if s.Name == "e2e-1k" {
+			paced = &fake.ran[i]
+		}
+	}
+	if paced == nil || paced.Rate != 1500 || paced.Records != 6000 {
+		t.Fatalf("paced shape ran as %+v, want rate 1500/s and 6000 records", paced)
+	}
+	if res.Rows[1].Tidemark.Rate != 1500 || res.Rows[2].Tidemark.Err == "" {
+		t.Fatalf("figures: %+v, %+v", res.Rows[1].Tidemark, res.Rows[2].Tidemark)
+	}
+}

@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/tools/internal/perfstat"
+)
+
+// e2eStampSize is the send time (unix nanoseconds) each record of
+// `perf e2e` starts with.
+const e2eStampSize = 8
+
+func newPerfE2ECmd(g *globals) *cobra.Command {
+	var (
+		topic      string
+		partition  int32
+		numRecords int64
+		recordSize int
+		throughput float64
+		timeout    time.Duration
+		report     time.Duration
+		pf         producerFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "e2e --topic T --num-records N --record-size S --throughput R [--partition P] [--linger-ms L]",
+		Short: "Produce at a fixed rate and consume at the same time: acknowledgement and end-to-end latency",
+		Long: "Produce N records of S bytes to one partition at R records/s (a batching producer, as\n" +
+			"`perf produce` without --sync) while a consumer in the same process reads the partition\n" +
+			"from its end. Each record carries its send time, so the consumer measures end-to-end\n" +
+			"latency: from hand-over to the producer until the record is readable below the high\n" +
+			"watermark and fetched. Prints two summaries, the acknowledgement latency (\"sent\") and the\n" +
+			"end-to-end latency (\"consumed\"). Run it below the partition's peak rate (`perf produce`\n" +
+			"finds that), e.g. at half of it: above, records queue in the producer and latency grows\n" +
+			"with the run. The exit code is 1 when a record failed or was not read back in time.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case topic == "":
+				return usagef("--topic is required")
+			case partition < 0:
+				return usagef("--partition must name one partition (0 or more), got %d", partition)
+			case numRecords <= 0:
+				return usagef("--num-records must be positive, got %d", numRecords)
+			case recordSize < e2eStampSize:
+				return usagef("--record-size must be at least %d (the send time each record carries), got %d", e2eStampSize, recordSize)
+			case throughput <= 0:
+				return usagef("--throughput must be positive (records/s; end-to-end latency means something only below the peak rate), got %v", throughput)
+			case timeout <= 0:
+				return usagef("--timeout must be positive, got %v", timeout)
+			case report <= 0:
+				return usagef("--reporting-interval must be positive, got %v", report)
+			}
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := g.checkTopic(ctx, c, topic, partition); err != nil {
+				return err
+			}
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			// The consumer starts at the partition's end before the first
+			// record is sent, so it reads exactly this run's records.
+			readers, err := openReaders(rctx, c, topic, []int32{partition}, client.OffsetLatest, true, "")
+			if err != nil {
+				return err
+			}
+			opts.MaxBlock = min(timeout, client.DefaultMaxBlock)
+			p, err := newProducer(c, opts)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			start := time.Now()
+			acks := perfstat.New(numRecords, start)
+			seen := perfstat.New(numRecords, start)
+			stopAcks := progress(out, acks, report, "sent", "ack latency")
+			stopSeen := progress(out, seen, report, "consumed", "end-to-end latency")
+
+			readDone := make(chan error, 1)
+			go func() {
+				n := int64(0)
+				err := readAll(rctx, readers, func(b batch) bool {
+					now := time.Now()
+					for _, r := range b.recs {
+						if len(r.Value) < e2eStampSize {
+							continue // not this tool's record
+						}
+						sent := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
+						seen.Record(now.Sub(sent), len(r.Key)+len(r.Value))
+						if n++; n >= numRecords {
+							return false
+						}
+					}
+					return true
+				})
+				if err == nil && n < numRecords {
+					err = fmt.Errorf("read %d of %d records back before --timeout", n, numRecords)
+				}
+				readDone <- err
+			}()
+
+			base := payload(recordSize)
+			th := perfstat.NewThrottle(throughput, start)
+			for sent := int64(0); sent < numRecords && rctx.Err() == nil; sent++ {
+				if d := th.Wait(sent, time.Now()); d > 0 && !sleepCtx(rctx, d) {
+					break
+				}
+				value := append([]byte(nil), base...) // its own buffer: the producer keeps it until sent
+				began := time.Now()
+				binary.BigEndian.PutUint64(value, uint64(began.UnixNano()))
+				p.ProduceAsync(client.Record{Topic: topic, Partition: partition, ManualPartition: true, Value: value},
+					func(_ client.Result, err error) {
+						if err != nil {
+							acks.Fail(kerr.CodeOf(err).String())
+							return
+						}
+						acks.Record(time.Since(began), recordSize)
+					})
+			}
+			_ = p.Flush(rctx)
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = p.Close(cctx)
+			ccancel()
+			var readErr error
+			if acks.Summary(time.Now()).FailedCount() == 0 {
+				readErr = <-readDone
+			} else {
+				cancel() // failed records will never be read back
+				<-readDone
+			}
+			stopAcks()
+			stopSeen()
+			now := time.Now()
+			sum := acks.Summary(now)
+			fmt.Fprintln(out, sum.Line("sent", "ack latency"))
+			fmt.Fprintln(out, seen.Summary(now).Line("consumed", "end-to-end latency"))
+			if n := sum.FailedCount(); n > 0 {
+				return fmt.Errorf("%d of %d records failed", n, numRecords)
+			}
+			if sum.Records < numRecords {
+				return fmt.Errorf("stopped after %v with %d of %d records acknowledged (--timeout)", timeout, sum.Records, numRecords)
+			}
+			if readErr != nil && !errors.Is(readErr, context.Canceled) {
+				return readErr
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "the topic to write to and read from")
+	f.Int32Var(&partition, "partition", 0, "the partition to write to and read from")
+	f.Int64Var(&numRecords, "num-records", 0, "how many records to send")
+	f.IntVar(&recordSize, "record-size", 0, "each record's size in bytes (at least 8: the send time)")
+	f.Float64Var(&throughput, "throughput", 0, "records per second to send")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "stop the run after this long")
+	f.DurationVar(&report, "reporting-interval", 5*time.Second, "how often to print progress lines")
+	pf.register(cmd)
+	return cmd
+}
