@@ -3,7 +3,6 @@ package ctrl
 import (
 	"context"
 	"errors"
-	"fmt"
 	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math/rand/v2"
@@ -16,9 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
-	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/metastore"
-	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 )
 
@@ -69,12 +66,12 @@ type Deps struct {
 // Active is one term of office. Its exported methods are safe for concurrent
 // use; they hand their work to the loop (see the package doc).
 type Active struct {
-	d     Deps
-	log   *slog.Logger
-	sess  *metastore.Session
-	epoch int32
-	self  *commonv1.Node
-	rng   *rand.Rand
+	// core holds the term's decision state and makes the decisions
+	// (core.go); the rest of Active is the shell that runs them.
+	*core
+	d    Deps
+	sess *metastore.Session
+	rng  *rand.Rand
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,25 +88,19 @@ type Active struct {
 	pushed   chan struct{}
 	gate     gate
 
-	// Loop-owned state (see the package doc).
-	clusterID     string
-	topics        map[string]*topic
-	brokers       map[int32]*broker
-	seen          map[int32]metastore.BrokerInfo
-	departedEpoch map[int32]int64
+	// Loop-owned state (see the package doc), besides the core's.
+	links         map[int32]*link
 	brokerConfigs map[string]map[string]string
 	controllers   map[int32]metastore.ControllerNode
-	sessions      map[int32]*session
-	failing       map[int32]*failCheck
-	progress      map[progressKey]*controlv1.ReplicaProgress
-	// offlineDirs are each live broker's offline log dirs as its session
-	// last reported them; their replicas count as offline (logdirs.go).
-	offlineDirs map[int32][]*controlv1.OfflineLogDir
-	ring        *ring
-	subs        map[*subscriber]struct{}
-	rebalance   *time.Timer
-	stateDirty  bool // partitions or brokers changed: recount, notify
-	viewDirty   bool // only progress or events changed: notify
+	ring          *ring
+	subs          map[*subscriber]struct{}
+	timers        map[timerKey]*time.Timer // the core's (effArmTimer)
+	// tracked holds the outcomes of the pushes the current step asked to
+	// keep (effPush.track).
+	tracked map[int32][]<-chan error
+	// groups holds the outcomes of pushes by ack group until an
+	// effAwaitAcks takes them.
+	groups map[uint64][]<-chan error
 }
 
 // Start begins a term for a session just won. It returns at once; the
@@ -138,11 +129,9 @@ func Start(ctx context.Context, d Deps) *Active {
 	log := logging.OrDiscard(d.Log).With("controller_epoch", info.Epoch)
 	ctx, cancel := context.WithCancel(ctx)
 	a := &Active{
+		core:          newCore(&commonv1.Node{Id: info.ControllerID, Address: info.Address}, info.Epoch, log, policy{}),
 		d:             d,
-		log:           log,
 		sess:          d.Session,
-		epoch:         info.Epoch,
-		self:          &commonv1.Node{Id: info.ControllerID, Address: info.Address},
 		rng:           rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(info.Epoch))),
 		ctx:           ctx,
 		cancel:        cancel,
@@ -151,19 +140,16 @@ func Start(ctx context.Context, d Deps) *Active {
 		done:          make(chan struct{}),
 		electedAt:     time.Now(),
 		pushed:        make(chan struct{}),
-		topics:        map[string]*topic{},
-		brokers:       map[int32]*broker{},
-		seen:          map[int32]metastore.BrokerInfo{},
-		departedEpoch: map[int32]int64{},
+		links:         map[int32]*link{},
 		brokerConfigs: map[string]map[string]string{},
 		controllers:   map[int32]metastore.ControllerNode{},
-		sessions:      map[int32]*session{},
-		failing:       map[int32]*failCheck{},
-		progress:      map[progressKey]*controlv1.ReplicaProgress{},
-		offlineDirs:   map[int32][]*controlv1.OfflineLogDir{},
 		ring:          newRing(d.Settings.EventRing),
 		subs:          map[*subscriber]struct{}{},
+		timers:        map[timerKey]*time.Timer{},
+		groups:        map[uint64][]<-chan error{},
 	}
+	a.core.pol = policy{unclean: a.allowUnclean, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,
+		rebalance: a.rebalancePolicy, grace: d.Settings.SessionGrace}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -238,6 +224,9 @@ func (a *Active) stepDown(cause error) {
 		return
 	}
 	a.exitErr = cause
+	if a.core.ended == nil {
+		a.core.ended = cause
+	}
 	if errors.Is(cause, errResigning) {
 		a.log.Info("Resigning as the active controller", "controller_id", a.self.Id, "reason", cause.Error())
 		return
@@ -245,40 +234,12 @@ func (a *Active) stepDown(cause error) {
 	a.log.Error("Stepping down as the active controller", "controller_id", a.self.Id, "reason", cause.Error())
 }
 
-// fail ends the term after a failed write: the outcome in etcd is unknown or
-// the write was fenced, so the next controller must reload (F22).
-func (a *Active) fail(what string, err error) {
-	if a.ctx.Err() != nil {
-		a.stepDown(errResigning) // our own shutdown cancelled the write
-		return
-	}
-	if errors.Is(err, metastore.ErrControllerMoved) {
-		a.log.Error("Controller moved: fenced write refused; this controller is no longer active",
-			"write", what, "err", err)
-		a.stepDown(err)
-		return
-	}
-	a.stepDown(fmt.Errorf("%s: metadata write failed: %w", what, err))
-}
-
-// refusedOrFatal sorts a failed write: etcd's refusal of this one request
-// (a kerr code such as TOPIC_ALREADY_EXISTS) is returned as false and the
-// term goes on; anything else (fenced, timed out, unknown) ends the term
-// and returns true.
+// refusedOrFatal is core.refusedOrFatal for the shell's own writes.
 func (a *Active) refusedOrFatal(what string, err error) bool {
-	// About the controller's own term, not about a caller's retry: kept
-	// out of the kerr table.
-	switch kerr.CodeOf(err) {
-	case kerr.NotController, kerr.UnknownServerError:
-		a.fail(what, err)
-		return true
-	}
-	return false
+	fatal := a.core.refusedOrFatal(what, err, a.ctx.Err() != nil)
+	a.flush()
+	return fatal
 }
-
-// stopping reports whether the term is ending; handlers check it after a
-// write and stop before pushing.
-func (a *Active) stopping() bool { return a.exitErr != nil }
 
 // afterEvent refreshes gauges and wakes WatchCluster streams.
 func (a *Active) afterEvent() {
@@ -311,23 +272,22 @@ func (a *Active) shutdown() {
 	close(a.quit)
 	a.cancel()
 	a.gate.open()
-	if a.rebalance != nil {
-		a.rebalance.Stop()
+	for _, t := range a.timers {
+		t.Stop()
 	}
-	for _, fc := range a.failing {
-		fc.stopTimer()
-	}
-	var brokers []*broker
-	for _, b := range a.brokers {
-		b.out.Stop()
-		brokers = append(brokers, b)
+	var links []*link
+	for _, l := range a.links {
+		l.out.Stop()
+		links = append(links, l)
 	}
 	a.d.Metrics.active.Set(0)
 	go func() {
 		a.wg.Wait()
-		for _, b := range brokers {
-			b.out.Wait()
-			_ = b.conn.Close()
+		for _, l := range links {
+			l.out.Wait()
+			if l.conn != nil {
+				_ = l.conn.Close()
+			}
 		}
 		close(a.done)
 	}()
@@ -374,17 +334,6 @@ func (a *Active) call(ctx context.Context, fn func() error) error {
 // notController is the answer once the term has ended, naming the new
 // controller when the fencing error told us.
 func (a *Active) notController() error { return a.notControllerFor(a.Err()) }
-
-// notControllerFor is NOT_CONTROLLER for a term ended by cause.
-func (a *Active) notControllerFor(cause error) error {
-	var moved *metastore.ControllerMovedError
-	if errors.As(cause, &moved) {
-		if ke := kerr.As(moved.Unwrap()); ke != nil {
-			return ke
-		}
-	}
-	return kerr.New(kerr.NotController, "controller %d is no longer active (epoch %d ended)", a.self.Id, a.epoch)
-}
 
 // writeCtx bounds one etcd write.
 func (a *Active) writeCtx() (context.Context, context.CancelFunc) {

@@ -17,15 +17,19 @@ import (
 // STALE_BROKER_EPOCH for the whole request.
 func (a *Active) AlterPartition(ctx context.Context, req *controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error) {
 	var resp *controlv1.AlterPartitionResponse
-	err := a.call(ctx, func() (err error) { resp, err = a.alterPartition(req); return err })
+	err := a.call(ctx, func() (err error) {
+		a.step(evAlterPartition{req: req, reply: answerTo(&resp, &err)})
+		return err
+	})
 	return resp, err
 }
 
-func (a *Active) alterPartition(req *controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error) {
-	if err := a.checkBrokerEpoch(req.GetBrokerId(), req.GetBrokerEpoch()); err != nil {
-		return nil, err
+func (c *core) alterPartition(req *controlv1.AlterPartitionRequest, reply replyFunc) {
+	if err := c.checkBrokerEpoch(req.GetBrokerId(), req.GetBrokerEpoch()); err != nil {
+		c.answer(reply, nil, err)
+		return
 	}
-	view := a.view()
+	view := c.view()
 	resp := &controlv1.AlterPartitionResponse{Partitions: make([]*controlv1.AlterPartitionResult, len(req.GetPartitions()))}
 	var changes []change
 	pending := map[*partition]int{}
@@ -34,7 +38,7 @@ func (a *Active) alterPartition(req *controlv1.AlterPartitionRequest) (*controlv
 		res := &controlv1.AlterPartitionResult{Topic: it.GetTopic(), Partition: it.GetPartition()}
 		resp.Partitions[i] = res
 		tp := election.TopicPartition{Topic: it.GetTopic(), Partition: it.GetPartition()}
-		p := a.lookup(tp.Topic, tp.Partition)
+		p := c.lookup(tp.Topic, tp.Partition)
 		switch {
 		case seen[tp]:
 			setErr(res, kerr.New(kerr.InvalidRequest, "partition %s appears twice in the request", tp))
@@ -44,7 +48,7 @@ func (a *Active) alterPartition(req *controlv1.AlterPartitionRequest) (*controlv
 			continue
 		}
 		seen[tp] = true
-		d, err := election.AlterPartition(p.view(), a.viewFor(p, view), alterRequest(req, it))
+		d, err := election.AlterPartition(p.view(), c.viewFor(p, view), alterRequest(req, it))
 		if err != nil {
 			setErr(res, err)
 			continue
@@ -56,29 +60,30 @@ func (a *Active) alterPartition(req *controlv1.AlterPartitionRequest) (*controlv
 		pending[p] = i
 		changes = append(changes, change{p: p, d: d, cause: causeAlter})
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return nil, a.notControllerFor(err)
-	}
-	for _, p := range written {
-		fillState(resp.Partitions[pending[p]], p)
-		delete(pending, p)
-	}
-	for p, i := range pending {
-		setErr(resp.Partitions[i], kerr.New(kerr.InvalidUpdateVersion,
-			"partition %s changed while the request was processed (partition epoch now %d)", p.tp(), p.rec.State.PartitionEpoch))
-	}
-	// ZK mode answers an ISR change with UpdateMetadata to every broker.
-	a.pushUpdateMetadata(written, nil, false, nil)
-	// An ISR that now holds a reassignment's whole target lets it finish.
-	a.maybeCompleteReassignments(written)
-	return resp, nil
+	c.commit(changes, func(written []*partition, err error) {
+		if err != nil {
+			c.answer(reply, nil, c.notControllerFor(err))
+			return
+		}
+		for _, p := range written {
+			fillState(resp.Partitions[pending[p]], p)
+			delete(pending, p)
+		}
+		for p, i := range pending {
+			setErr(resp.Partitions[i], kerr.New(kerr.InvalidUpdateVersion,
+				"partition %s changed while the request was processed (partition epoch now %d)", p.tp(), p.rec.State.PartitionEpoch))
+		}
+		// ZK mode answers an ISR change with UpdateMetadata to every broker.
+		c.pushUpdateMetadata(written, nil, false, nil)
+		// An ISR that now holds a reassignment's whole target lets it finish.
+		c.maybeCompleteReassignments(written, func() { c.answer(reply, resp, nil) })
+	})
 }
 
 // checkBrokerEpoch refuses a request from anything but the live
 // incarnation of a broker (F23, KIP-380).
-func (a *Active) checkBrokerEpoch(id int32, epoch int64) error {
-	b := a.brokers[id]
+func (c *core) checkBrokerEpoch(id int32, epoch int64) error {
+	b := c.brokers[id]
 	if b == nil {
 		return kerr.New(kerr.StaleBrokerEpoch, "broker %d has no live registration (epoch %d)", id, epoch)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // onBrokerEvents handles registrations and departures in the order etcd
-// reports them.
+// reports them, each as one core event.
 func (a *Active) onBrokerEvents(wr metastore.WatchResponse) {
 	for _, ev := range wr.Events {
 		if a.stopping() {
@@ -23,66 +23,77 @@ func (a *Active) onBrokerEvents(wr metastore.WatchResponse) {
 			if ev.Broker != nil {
 				epoch = ev.Broker.Epoch
 			}
-			a.brokerDeparted(ev.BrokerID, epoch, "registration gone (lease expired or revoked)")
+			a.step(evBrokerDeparted{id: ev.BrokerID, epoch: epoch, why: "registration gone (lease expired or revoked)"})
 			continue
 		}
 		if ev.Broker != nil {
-			a.brokerRegistered(*ev.Broker)
+			a.step(evBrokerRegistered{info: *ev.Broker})
 		}
 	}
+}
+
+// allowUnclean is unclean.leader.election.enable for t, false without a
+// policy.
+func (c *core) allowUnclean(t *topic) bool {
+	return c.pol.unclean != nil && c.pol.unclean(t)
 }
 
 // brokerRegistered is Kafka's onBrokerStartup: the new incarnation gets the
 // whole metadata and LeaderAndIsr for every replica it hosts (KIP-380: it is
 // told its role again), partitions without a live leader get an election,
 // and everyone else learns of the broker and of the elections.
-func (a *Active) brokerRegistered(info metastore.Broker) {
-	if cur := a.brokers[info.ID]; cur != nil {
+func (c *core) brokerRegistered(info metastore.Broker) {
+	if cur := c.brokers[info.ID]; cur != nil {
 		if cur.info.Epoch == info.Epoch {
 			return
 		}
 		// A bounce whose departure we did not see: handle it first.
-		a.brokerDeparted(info.ID, cur.info.Epoch, "replaced by a newer registration")
-		if a.stopping() {
-			return
-		}
+		c.brokerDeparted(info.ID, cur.info.Epoch, "replaced by a newer registration", func() {
+			if !c.stopping() {
+				c.brokerStarted(info)
+			}
+		})
+		return
 	}
-	if info.Epoch <= a.departedEpoch[info.ID] {
+	c.brokerStarted(info)
+}
+
+func (c *core) brokerStarted(info metastore.Broker) {
+	if info.Epoch <= c.departedEpoch[info.ID] {
 		return // an old event
 	}
-	a.addBroker(info)
-	delete(a.offlineDirs, info.ID) // a new incarnation reports its own
-	if fc := a.failing[info.ID]; fc != nil {
-		fc.stopTimer()
-		delete(a.failing, info.ID)
-	}
-	a.log.Info("Broker registered", "broker_id", info.ID, "broker_epoch", info.Epoch,
-		"address", info.Address, "rack", info.Rack, "live_brokers", a.sortedBrokerIDs())
-	a.event(controlv1.EventKind_EVENT_KIND_BROKER_UP, func(ev *controlv1.ClusterEvent) {
+	c.addBroker(info)
+	delete(c.offlineDirs, info.ID) // a new incarnation reports its own
+	c.log.Info("Broker registered", "broker_id", info.ID, "broker_epoch", info.Epoch,
+		"address", info.Address, "rack", info.Rack, "live_brokers", c.sortedBrokerIDs())
+	c.emitEvent(controlv1.EventKind_EVENT_KIND_BROKER_UP, func(ev *controlv1.ClusterEvent) {
 		ev.NodeId = info.ID
 		ev.Reason = fmt.Sprintf("broker %d registered with epoch %d at %s", info.ID, info.Epoch, info.Address)
 	})
-	if err := a.initNewPartitions(); err != nil {
-		return
-	}
-	view := a.view()
-	var changes []change
-	for _, p := range a.allPartitions() {
-		if !a.offline(p) {
-			continue
+	c.initNewPartitions(func(err error) {
+		if err != nil {
+			return
 		}
-		if d := election.OnBrokerReturn(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
-			changes = append(changes, change{p: p, d: d, cause: causeOffline})
+		view := c.view()
+		var changes []change
+		for _, p := range c.allPartitions() {
+			if !c.offline(p) {
+				continue
+			}
+			if d := election.OnBrokerReturn(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
+				changes = append(changes, change{p: p, d: d, cause: causeOffline})
+			}
 		}
-	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return
-	}
-	a.pushUpdateMetadata(nil, nil, true, only(info.ID))
-	a.pushLeaderAndIsr(a.partitionsOf(info.ID), only(info.ID))
-	a.pushLeaderAndIsr(written, except(info.ID))
-	a.pushUpdateMetadata(written, nil, false, except(info.ID))
+		c.commit(changes, func(written []*partition, err error) {
+			if err != nil {
+				return
+			}
+			c.pushUpdateMetadata(nil, nil, true, only(info.ID))
+			c.pushLeaderAndIsr(c.partitionsOf(info.ID), only(info.ID))
+			c.pushLeaderAndIsr(written, except(info.ID))
+			c.pushUpdateMetadata(written, nil, false, except(info.ID))
+		})
+	})
 }
 
 // brokerDeparted is Kafka's onBrokerFailure for one incarnation: for every
@@ -90,25 +101,26 @@ func (a *Active) brokerRegistered(info metastore.Broker) {
 // (or, with unclean election allowed and no live ISR member, the first live
 // replica), dead replicas leave the ISRs without emptying them, and the new
 // states go to the remaining replicas and to every live broker (F19, F20),
-// the elections before the ISR removals.
-func (a *Active) brokerDeparted(id int32, epoch int64, why string) {
-	b := a.brokers[id]
+// the elections before the ISR removals. then, if not nil, runs once that is
+// written and pushed.
+func (c *core) brokerDeparted(id int32, epoch int64, why string, then func()) {
+	if then == nil {
+		then = func() {}
+	}
+	b := c.brokers[id]
 	if b == nil || (epoch != 0 && b.info.Epoch != epoch) {
+		then()
 		return
 	}
-	a.removeBroker(b)
-	delete(a.offlineDirs, id)
-	if fc := a.failing[id]; fc != nil {
-		fc.stopTimer()
-		delete(a.failing, id)
-	}
-	a.log.Warn("Broker failure", "broker_id", id, "broker_epoch", b.info.Epoch, "reason", why,
-		"live_brokers", a.sortedBrokerIDs())
-	a.event(controlv1.EventKind_EVENT_KIND_BROKER_DOWN, func(ev *controlv1.ClusterEvent) {
+	c.removeBroker(b)
+	delete(c.offlineDirs, id)
+	c.log.Warn("Broker failure", "broker_id", id, "broker_epoch", b.info.Epoch, "reason", why,
+		"live_brokers", c.sortedBrokerIDs())
+	c.emitEvent(controlv1.EventKind_EVENT_KIND_BROKER_DOWN, func(ev *controlv1.ClusterEvent) {
 		ev.NodeId = id
 		ev.Reason = fmt.Sprintf("broker %d (epoch %d): %s", id, b.info.Epoch, why)
 	})
-	view := a.view()
+	view := c.view()
 	// Kafka's onReplicasBecomeOffline in two steps, each written then
 	// pushed: first the partitions it led (new leaders, or offline), then
 	// those where it only leaves the ISR. The first are unavailable until
@@ -116,12 +128,12 @@ func (a *Active) brokerDeparted(id int32, epoch int64, why string) {
 	// not queue behind the many ISR shrinks, each a new leader epoch the
 	// leader records with fsyncs.
 	var elections, shrinks []change
-	for _, p := range a.partitionsOf(id) {
+	for _, p := range c.partitionsOf(id) {
 		s := p.rec.State
 		if s.Leader != id && !p.state().InISR(id) {
 			continue
 		}
-		d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t))
+		d := election.OnBrokerFailure(p.view(), c.viewFor(p, view), c.allowUnclean(p.t))
 		switch {
 		case !d.Changed:
 		case d.State.Leader != s.Leader:
@@ -130,18 +142,24 @@ func (a *Active) brokerDeparted(id int32, epoch int64, why string) {
 			shrinks = append(shrinks, change{p: p, d: d, cause: causeOffline})
 		}
 	}
-	pushed := 0
-	for _, changes := range [][]change{elections, shrinks} {
-		written, err := a.commit(changes)
+	c.commit(elections, func(elected []*partition, err error) {
 		if err != nil {
+			then()
 			return
 		}
-		a.pushChanges(written)
-		pushed += len(written)
-	}
-	if pushed == 0 {
-		// Nobody's partitions changed, but every broker must learn that
-		// this one is gone.
-		a.pushUpdateMetadata(nil, nil, false, nil)
-	}
+		c.pushChanges(elected)
+		c.commit(shrinks, func(shrunk []*partition, err error) {
+			if err != nil {
+				then()
+				return
+			}
+			c.pushChanges(shrunk)
+			if len(elected)+len(shrunk) == 0 {
+				// Nobody's partitions changed, but every broker must learn
+				// that this one is gone.
+				c.pushUpdateMetadata(nil, nil, false, nil)
+			}
+			then()
+		})
+	})
 }

@@ -2,7 +2,6 @@ package ctrl
 
 import (
 	"fmt"
-	"time"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
@@ -30,101 +29,100 @@ type change struct {
 	cause cause
 }
 
-// commit writes changes with compare-and-set in fenced transactions and
-// applies what was written to the model. It returns the partitions written.
+// commit writes changes with compare-and-set in fenced transactions
+// (effWriteStates) and, when the result comes back (writeDone), applies
+// what was written to the model and calls then with the partitions written.
 // A partition whose state changed under the controller (a conflict) gets its
 // current state and is not written; its next event decides again. A write
-// error ends the term (fail) and is returned: the caller must stop without
-// pushing (write, then push).
-func (a *Active) commit(changes []change) ([]*partition, error) {
+// error ends the term (fail) and is passed to then, which must stop without
+// pushing (write, then push). Without changes then runs at once.
+func (c *core) commit(changes []change, then func([]*partition, error)) {
 	if len(changes) == 0 {
-		return nil, nil
+		then(nil, nil)
+		return
 	}
-	start := time.Now()
 	updates := make([]metastore.PartitionUpdate, len(changes))
 	byKey := make(map[election.TopicPartition]change, len(changes))
-	for i, c := range changes {
-		updates[i] = metastore.PartitionUpdate{Current: c.p.rec, Next: metastore.PartitionState{
-			Leader: c.d.State.Leader, LeaderEpoch: c.d.State.LeaderEpoch, ISR: c.d.State.ISR}}
-		byKey[c.p.tp()] = c
+	for i, ch := range changes {
+		updates[i] = metastore.PartitionUpdate{Current: ch.p.rec, Next: metastore.PartitionState{
+			Leader: ch.d.State.Leader, LeaderEpoch: ch.d.State.LeaderEpoch, ISR: ch.d.State.ISR}}
+		byKey[ch.p.tp()] = ch
 	}
-	ctx, cancel := a.writeCtx()
-	res, err := a.sess.UpdatePartitionStates(ctx, updates)
-	cancel()
-	var written []*partition
-	elections := 0
-	for _, rec := range res.Updated {
-		c := byKey[election.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]
-		old := c.p.rec.State
-		c.p.rec = rec
-		written = append(written, c.p)
-		if a.record(c, old) {
-			elections++
-		}
-	}
-	a.stateDirty = a.stateDirty || len(written) > 0
-	if elections > 0 {
-		a.d.Metrics.electionSeconds.Observe(time.Since(start).Seconds())
-	}
-	if err != nil {
-		a.fail(fmt.Sprintf("partition states (%d)", len(updates)), err)
-		return written, err
-	}
-	for _, cf := range res.Conflicts {
-		c := byKey[election.TopicPartition{Topic: cf.Topic, Partition: cf.Partition}]
-		a.log.Warn("partition state changed under the controller; refreshed", "partition", c.p.tp().String(),
-			"expected_revision", cf.Expected, "err", cf.Err())
-		if cf.Current != nil {
-			c.p.rec = *cf.Current
-		}
-	}
-	return written, nil
+	what := fmt.Sprintf("partition states (%d)", len(updates))
+	c.await(effWriteStates{what: what, updates: updates}, what, func(ev event) {
+		c.writeDone(ev.(evWriteResult), what, byKey, then)
+	})
 }
 
-// record logs a written change in Kafka's terms, counts elections and adds
-// the event. It reports whether the leader changed.
-func (a *Active) record(c change, old metastore.PartitionState) bool {
-	p, s := c.p, c.p.rec.State
+// writeDone takes the outcome of commit's write.
+func (c *core) writeDone(r evWriteResult, what string, byKey map[election.TopicPartition]change, then func([]*partition, error)) {
+	var written []*partition
+	for _, rec := range r.res.Updated {
+		ch := byKey[election.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]
+		old := ch.p.rec.State
+		ch.p.rec = rec
+		written = append(written, ch.p)
+		c.record(ch, old)
+	}
+	c.stateDirty = c.stateDirty || len(written) > 0
+	if r.err != nil {
+		c.fail(what, r.err, r.resigning)
+		then(written, r.err)
+		return
+	}
+	for _, cf := range r.res.Conflicts {
+		ch := byKey[election.TopicPartition{Topic: cf.Topic, Partition: cf.Partition}]
+		c.log.Warn("partition state changed under the controller; refreshed", "partition", ch.p.tp().String(),
+			"expected_revision", cf.Expected, "err", cf.Err())
+		if cf.Current != nil {
+			ch.p.rec = *cf.Current
+		}
+	}
+	then(written, nil)
+}
+
+// record logs a written change in Kafka's terms and emits it as an
+// effDecision (counted, traced, added to the event ring) unless it is a
+// new partition's first state or a leader's own ISR change.
+func (c *core) record(ch change, old metastore.PartitionState) {
+	p, s := ch.p, ch.p.rec.State
 	attrs := []any{"partition", p.tp().String(), "leader", s.Leader, "leader_epoch", s.LeaderEpoch,
 		"isr", s.ISR, "partition_epoch", s.PartitionEpoch, "previous_leader", old.Leader,
-		"previous_isr", old.ISR, "reason", c.d.Reason}
+		"previous_isr", old.ISR, "reason", ch.d.Reason}
 	leaderChanged := s.Leader != old.Leader
-	kind := controlv1.EventKind_EVENT_KIND_LEADER_ELECTION
+	dec := effDecision{c: ch, old: old, now: s, kind: controlv1.EventKind_EVENT_KIND_LEADER_ELECTION,
+		elected: leaderChanged && s.Leader != election.NoLeader}
 	switch {
-	case c.cause == causeNew:
-		a.log.Info("Initialized partition state", attrs...)
-		return false
-	case c.d.Unclean:
+	case ch.cause == causeNew:
+		c.log.Info("Initialized partition state", attrs...)
+		return
+	case ch.d.Unclean:
 		// F20: acknowledged records that only the old ISR had are lost.
-		a.log.Error("Unclean leader election: an out-of-sync replica was elected leader; "+
+		c.log.Error("Unclean leader election: an out-of-sync replica was elected leader; "+
 			"records acknowledged by the previous ISR may be lost", attrs...)
-		a.d.Metrics.unclean.Inc()
-		a.d.Metrics.elections.WithLabelValues(string(causeUnclean)).Inc()
-		kind = controlv1.EventKind_EVENT_KIND_UNCLEAN_LEADER_ELECTION
+		dec.unclean, dec.label = true, causeUnclean
+		dec.kind = controlv1.EventKind_EVENT_KIND_UNCLEAN_LEADER_ELECTION
 	case leaderChanged && s.Leader == election.NoLeader:
 		// F19/F20: no live ISR member and no unclean election allowed.
-		a.log.Warn("Partition offline: no live ISR member can lead; waiting for one to return", attrs...)
+		c.log.Warn("Partition offline: no live ISR member can lead; waiting for one to return", attrs...)
 	case leaderChanged:
-		a.log.Info("Elected leader", append(attrs, "cause", string(c.cause))...)
-		a.d.Metrics.elections.WithLabelValues(string(c.cause)).Inc()
-		if c.cause == causePreferred {
-			kind = controlv1.EventKind_EVENT_KIND_PREFERRED_LEADER_ELECTION
+		c.log.Info("Elected leader", append(attrs, "cause", string(ch.cause))...)
+		dec.label = ch.cause
+		if ch.cause == causePreferred {
+			dec.kind = controlv1.EventKind_EVENT_KIND_PREFERRED_LEADER_ELECTION
 		}
-	case c.cause == causeAlter:
-		a.log.Info("Committed ISR change", attrs...)
-		return false
+	case ch.cause == causeAlter:
+		c.log.Info("Committed ISR change", attrs...)
+		return
 	default:
-		a.log.Info("Removed replicas from ISR", append(attrs, "cause", string(c.cause))...)
-		kind = controlv1.EventKind_EVENT_KIND_ISR_SHRINK
+		c.log.Info("Removed replicas from ISR", append(attrs, "cause", string(ch.cause))...)
+		dec.kind = controlv1.EventKind_EVENT_KIND_ISR_SHRINK
 	}
-	a.traceDecision(kind, c, old)
-	a.event(kind, func(ev *controlv1.ClusterEvent) {
-		ev.Topic, ev.Partition = p.t.name, p.id
-		ev.LeaderEpoch, ev.Isr = s.LeaderEpoch, append([]int32(nil), s.ISR...)
-		ev.Reason = c.d.Reason
-		if kind != controlv1.EventKind_EVENT_KIND_ISR_SHRINK {
-			ev.NodeId = s.Leader // the broker the election is about
-		}
-	})
-	return leaderChanged && s.Leader != election.NoLeader
+	ev := &controlv1.ClusterEvent{Kind: dec.kind, NodeId: c.self.Id, Topic: p.t.name, Partition: p.id,
+		LeaderEpoch: s.LeaderEpoch, Isr: append([]int32(nil), s.ISR...), Reason: ch.d.Reason}
+	if dec.kind != controlv1.EventKind_EVENT_KIND_ISR_SHRINK {
+		ev.NodeId = s.Leader // the broker the election is about
+	}
+	dec.ev = ev
+	c.emit(dec)
 }

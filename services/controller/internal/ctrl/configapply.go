@@ -10,28 +10,14 @@ import (
 	"tidemark.io/services/metastore"
 )
 
-// applyTopicConfig makes a topic's new overrides effective: every live
-// broker gets them, and offline partitions get the elections unclean
-// election may now allow.
+// applyTopicConfig makes a topic's new overrides effective (a core event).
 func (a *Active) applyTopicConfig(t *topic, cfg map[string]string) {
-	old := t.config
-	if len(cfg) == 0 {
-		cfg = nil
-	}
-	t.config = cfg
-	a.log.Info("Topic config changed", "topic", t.name, "from", old, "to", cfg)
-	a.event(controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, func(ev *controlv1.ClusterEvent) {
-		ev.Topic = t.name
-		ev.Reason = fmt.Sprintf("topic %s config now %v", t.name, cfg)
-	})
-	a.pushUpdateMetadata(t.parts, nil, false, nil)
-	a.electOfflineAfterConfigChange(t.parts)
+	a.step(evTopicConfig{topic: t.name, cfg: cfg})
 }
 
 // applyBrokerConfig makes a broker entity's new dynamic configs effective:
-// every live broker gets a full UpdateMetadata (topic defaults may have
-// changed), the rebalance timer is re-armed, and offline partitions get a
-// chance at an election.
+// the shell keeps the layers (the core reads them through its policy), then
+// the core decides what follows (a core event).
 func (a *Active) applyBrokerConfig(entity string, cfg map[string]string) {
 	old := a.brokerConfigs[entity]
 	if len(cfg) == 0 {
@@ -39,39 +25,69 @@ func (a *Active) applyBrokerConfig(entity string, cfg map[string]string) {
 	} else {
 		a.brokerConfigs[entity] = cfg
 	}
-	a.log.Info("Broker config changed", "entity", entity, "from", old, "to", cfg)
-	a.event(controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, func(ev *controlv1.ClusterEvent) {
+	a.step(evBrokerConfig{entity: entity, old: old, cfg: cfg})
+}
+
+// topicConfigChanged makes a topic's new overrides effective: every live
+// broker gets them, and offline partitions get the elections unclean
+// election may now allow.
+func (c *core) topicConfigChanged(name string, cfg map[string]string) {
+	t := c.topics[name]
+	if t == nil {
+		return
+	}
+	old := t.config
+	if len(cfg) == 0 {
+		cfg = nil
+	}
+	t.config = cfg
+	c.log.Info("Topic config changed", "topic", t.name, "from", old, "to", cfg)
+	c.emitEvent(controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, func(ev *controlv1.ClusterEvent) {
+		ev.Topic = t.name
+		ev.Reason = fmt.Sprintf("topic %s config now %v", t.name, cfg)
+	})
+	c.pushUpdateMetadata(t.parts, nil, false, nil)
+	c.electOfflineAfterConfigChange(t.parts)
+}
+
+// brokerConfigChanged makes a broker entity's new dynamic configs
+// effective: every live broker gets a full UpdateMetadata (topic defaults
+// may have changed), the rebalance timer is re-armed, and offline
+// partitions get a chance at an election.
+func (c *core) brokerConfigChanged(entity string, old, cfg map[string]string) {
+	c.log.Info("Broker config changed", "entity", entity, "from", old, "to", cfg)
+	c.emitEvent(controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, func(ev *controlv1.ClusterEvent) {
 		ev.NodeId = -1
 		if id, err := strconv.ParseInt(entity, 10, 32); err == nil {
 			ev.NodeId = int32(id)
 		}
 		ev.Reason = fmt.Sprintf("broker config %s now %v", entity, cfg)
 	})
-	a.pushUpdateMetadata(nil, nil, true, nil)
-	a.armRebalance()
-	a.electOfflineAfterConfigChange(a.allPartitions())
+	c.pushUpdateMetadata(nil, nil, true, nil)
+	c.armRebalance()
+	c.electOfflineAfterConfigChange(c.allPartitions())
 }
 
 // electOfflineAfterConfigChange re-runs the offline election for partitions
 // without a live leader: turning unclean.leader.election.enable on acts at
 // once instead of at the next broker event (F20; KRaft waits for a periodic
 // check).
-func (a *Active) electOfflineAfterConfigChange(parts []*partition) {
-	view := a.view()
+func (c *core) electOfflineAfterConfigChange(parts []*partition) {
+	view := c.view()
 	var changes []change
 	for _, p := range parts {
-		if !p.hasState() || !a.offline(p) || p.t.deleting {
+		if !p.hasState() || !c.offline(p) || p.t.deleting {
 			continue
 		}
-		if d, err := election.ElectOffline(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); err == nil && d.Changed {
+		if d, err := election.ElectOffline(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); err == nil && d.Changed {
 			changes = append(changes, change{p: p, d: d, cause: causeConfigChange})
 		}
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return
-	}
-	a.pushChanges(written)
+	c.commit(changes, func(written []*partition, err error) {
+		if err == nil {
+			c.pushChanges(written)
+		}
+	})
 }
 
 // onConfigEvents notices config changes made behind the controller's back

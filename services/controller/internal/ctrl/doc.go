@@ -30,25 +30,51 @@
 // need no state (CreateTopics waiting for leaders, producer id allocation,
 // health probes) happen outside the loop.
 //
+// # Core and shell
+//
+// The term's decisions are made by core (core.go): a value that holds the
+// decision state (brokers, topics, assignments, partition states, offline
+// log dirs, broker sessions, their progress reports and fast-failover
+// checks) and turns events (the cluster loaded at election, a broker
+// registered or departed, a topic or broker config changed, a session
+// opened, reporting or broken, a probe's outcome, AlterPartition,
+// ControlledShutdown, AlterPartitionReassignments, ElectLeaders,
+// DeleteTopics, a timer it armed firing, the result of a write or read it
+// asked for) into effects (etcd writes and reads, pushes to brokers, senders
+// to start or stop, timers to arm or stop, probes to run, sessions to end,
+// answers, cluster events, step-down). It has no goroutines, does no I/O and
+// reads no clock; its scripted tests are testdata/*.txt (script_test.go).
+// Active embeds it and is the shell (shell.go): it turns what reaches the
+// loop into core events, executes the effects in order on the loop, and
+// feeds each write's outcome back as an event. Decisions not yet in the core
+// (CreateTopics, CreatePartitions, AlterConfigs validation and writes) run
+// in the shell and use the core's state and its write/push steps through
+// synchronous forms (Active.commit and the push functions), which execute
+// the core's effects before returning.
+//
 // # Write, then push
 //
 // Every decision is written to etcd first, through the session's fenced
-// transaction (F22), and only then pushed to brokers. If the write is
-// refused because the controller moved (metastore.ErrControllerMoved), or
-// fails in any other way that leaves the outcome unknown, the term steps
-// down without pushing: the next controller reloads etcd. A broker answering
-// STALE_CONTROLLER_EPOCH also ends the term.
+// transaction (F22), and only then pushed to brokers. In the core a write
+// (or read) is the last effect of its batch: what follows it (pushes, the
+// answer, the next item of a request) is a continuation that runs only when
+// the result comes back, so at most one is in flight and nothing is pushed
+// before the write is confirmed. If the write is refused because the
+// controller moved (metastore.ErrControllerMoved), or fails in any other way
+// that leaves the outcome unknown, the term steps down without pushing: the
+// next controller reloads etcd. A broker answering STALE_CONTROLLER_EPOCH
+// also ends the term.
 //
 // # Goroutines and blocking rules
 //
 // Besides the loop, a term runs: one sender goroutine per live broker
 // incarnation (package sender), one reader per etcd watch, a watcher of the
-// session's lease, and short-lived helpers (health probes, ack waiters).
-// Helpers post results back with post, which gives up once the loop has
-// exited. The loop never waits for another goroutine of the term, so a
-// helper blocked posting cannot deadlock it; the term's cleanup waits for
-// them only after the loop has exited. There are no mutexes on the state;
-// the only shared fields are channels, the immutable Deps, and atomics
-// (failover figures); hooks.go holds the test hooks that stall the loop and
-// hold the senders.
+// session's lease, the timers the core armed (each posts an event when it
+// fires), and short-lived helpers (health probes, ack waiters). Helpers post
+// results back with post, which gives up once the loop has exited. The loop
+// never waits for another goroutine of the term, so a helper blocked posting
+// cannot deadlock it; the term's cleanup waits for them only after the loop
+// has exited. There are no mutexes on the state; the only shared fields are
+// channels, the immutable Deps, and atomics (failover figures); hooks.go
+// holds the test hooks that stall the loop and hold the senders.
 package ctrl

@@ -2,6 +2,7 @@ package ctrl
 
 import (
 	"maps"
+	"time"
 
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/topicconfig"
@@ -69,6 +70,14 @@ func (a *Active) brokerConfig() topicconfig.BrokerConfig {
 		}
 	}
 	return c
+}
+
+// rebalancePolicy is the auto leader rebalance configuration at the
+// controller (F21).
+func (a *Active) rebalancePolicy() rebalancePolicy {
+	cfg := a.brokerConfig()
+	return rebalancePolicy{enabled: cfg.AutoLeaderRebalanceEnable, percent: int(cfg.LeaderImbalancePerBrokerPercentage),
+		every: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second}
 }
 
 // brokerConfigsFor is the dynamic broker configuration UpdateMetadata

@@ -21,9 +21,23 @@ import (
 // accept its LeaderAndIsr; a partition whose leader did not confirm in time
 // is answered REQUEST_TIMED_OUT (the election itself is written and stands).
 func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, error) {
-	var resp *adminv1.ElectLeadersResponse
+	var ans electAnswer
 	var confirm map[int32]leaderConfirmation
-	err := a.call(ctx, func() (err error) { resp, confirm, err = a.electLeaders(req); return err })
+	err := a.call(ctx, func() (err error) {
+		a.step(evElectLeaders{req: req, reply: func(m any, e error) {
+			ans, _ = m.(electAnswer)
+			err = e
+			if e != nil {
+				return
+			}
+			// The new leaders' LeaderAndIsr outcomes, kept by the shell.
+			confirm = map[int32]leaderConfirmation{}
+			for id, results := range ans.confirm {
+				confirm[id] = leaderConfirmation{acks: a.tracked[id], results: results}
+			}
+		}})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +46,7 @@ func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequ
 		defer deadline.Stop()
 		for _, id := range slices.Sorted(maps.Keys(confirm)) {
 			c := confirm[id]
-			if !waitAll(ctx, deadline.C, []<-chan error{c.ack}) {
+			if !waitAll(ctx, deadline.C, c.acks) {
 				for _, r := range c.results {
 					r.ErrorCode = commonv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT
 					r.ErrorMessage = fmt.Sprintf("broker %d was elected, but did not confirm its leadership within timeout_ms", id)
@@ -40,30 +54,39 @@ func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequ
 			}
 		}
 	}
-	return resp, nil
+	return ans.resp, nil
 }
 
 // leaderConfirmation is one new leader's LeaderAndIsr outcome and the
 // election results that wait for it.
 type leaderConfirmation struct {
-	ack     <-chan error
+	acks    []<-chan error
 	results []*adminv1.ElectLeadersResult
 }
 
-func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, map[int32]leaderConfirmation, error) {
+// electAnswer is the core's answer to ElectLeaders: the response, and for
+// each new leader that was sent a LeaderAndIsr (a tracked push) the results
+// that wait for its confirmation.
+type electAnswer struct {
+	resp    *adminv1.ElectLeadersResponse
+	confirm map[int32][]*adminv1.ElectLeadersResult
+}
+
+func (c *core) electLeaders(req *adminv1.ElectLeadersRequest, reply replyFunc) {
 	var decide func(election.Partition, election.Brokers) (election.Decision, error)
-	c := causePreferred
+	why := causePreferred
 	switch req.GetElectionType() {
 	case adminv1.ElectionType_ELECTION_TYPE_PREFERRED:
 		decide = election.ElectPreferred
 	case adminv1.ElectionType_ELECTION_TYPE_UNCLEAN:
-		decide, c = election.ElectUnclean, causeUnclean
+		decide, why = election.ElectUnclean, causeUnclean
 	default:
-		return nil, nil, kerr.BadField(kerr.InvalidRequest, "election_type", "must be PREFERRED or UNCLEAN")
+		c.answer(reply, nil, kerr.BadField(kerr.InvalidRequest, "election_type", "must be PREFERRED or UNCLEAN"))
+		return
 	}
 	var targets []election.TopicPartition
 	if req.GetAllPartitions() && len(req.GetPartitions()) == 0 {
-		for _, p := range a.allPartitions() {
+		for _, p := range c.allPartitions() {
 			if !p.t.deleting {
 				targets = append(targets, p.tp())
 			}
@@ -78,61 +101,59 @@ func (a *Active) electLeaders(req *adminv1.ElectLeadersRequest) (*adminv1.ElectL
 			}
 		}
 	}
-	view := a.view()
+	view := c.view()
 	results := map[election.TopicPartition]*adminv1.ElectLeadersResult{}
 	var changes []change
 	for _, tp := range targets {
 		res := &adminv1.ElectLeadersResult{Topic: tp.Topic, Partition: tp.Partition}
 		results[tp] = res
-		p := a.lookup(tp.Topic, tp.Partition)
+		p := c.lookup(tp.Topic, tp.Partition)
 		if p == nil || !p.hasState() || p.t.deleting {
 			setElectErr(res, kerr.New(kerr.UnknownTopicOrPartition, "unknown partition %s", tp))
 			continue
 		}
-		d, err := decide(p.view(), a.viewFor(p, view))
+		d, err := decide(p.view(), c.viewFor(p, view))
 		if err != nil {
 			setElectErr(res, err)
 			continue
 		}
-		changes = append(changes, change{p: p, d: d, cause: c})
+		changes = append(changes, change{p: p, d: d, cause: why})
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return nil, nil, a.notControllerFor(err)
-	}
-	var acks map[int32]<-chan error
-	if len(written) > 0 {
-		acks = a.pushLeaderAndIsr(written, nil)
-		a.pushUpdateMetadata(written, nil, false, nil)
-	}
-	confirm := map[int32]leaderConfirmation{}
-	for _, p := range written {
-		leader := p.rec.State.Leader
-		c, ok := confirm[leader]
-		if !ok {
-			ack, sent := acks[leader]
-			if !sent {
+	c.commit(changes, func(written []*partition, err error) {
+		if err != nil {
+			c.answer(reply, nil, c.notControllerFor(err))
+			return
+		}
+		var sent map[int32]bool
+		if len(written) > 0 {
+			sent = c.pushLeaderAndIsrTracked(written)
+			c.pushUpdateMetadata(written, nil, false, nil)
+		}
+		confirm := map[int32][]*adminv1.ElectLeadersResult{}
+		for _, p := range written {
+			leader := p.rec.State.Leader
+			if !sent[leader] {
 				continue // no live leader to wait for
 			}
-			c.ack = ack
+			if r := results[p.tp()]; r != nil {
+				confirm[leader] = append(confirm[leader], r)
+			} else if _, ok := confirm[leader]; !ok {
+				confirm[leader] = nil
+			}
 		}
-		if r := results[p.tp()]; r != nil {
-			c.results = append(c.results, r)
+		resp := &adminv1.ElectLeadersResponse{}
+		for _, tp := range targets {
+			res := results[tp]
+			if p := c.lookup(tp.Topic, tp.Partition); p != nil && p.hasState() {
+				res.Leader, res.LeaderEpoch = p.rec.State.Leader, p.rec.State.LeaderEpoch
+			}
+			if req.GetAllPartitions() && res.ErrorCode == commonv1.ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED {
+				continue
+			}
+			resp.Results = append(resp.Results, res)
 		}
-		confirm[leader] = c
-	}
-	resp := &adminv1.ElectLeadersResponse{}
-	for _, tp := range targets {
-		res := results[tp]
-		if p := a.lookup(tp.Topic, tp.Partition); p != nil && p.hasState() {
-			res.Leader, res.LeaderEpoch = p.rec.State.Leader, p.rec.State.LeaderEpoch
-		}
-		if req.GetAllPartitions() && res.ErrorCode == commonv1.ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED {
-			continue
-		}
-		resp.Results = append(resp.Results, res)
-	}
-	return resp, confirm, nil
+		c.answer(reply, electAnswer{resp: resp, confirm: confirm}, nil)
+	})
 }
 
 func setElectErr(res *adminv1.ElectLeadersResult, err error) {
@@ -142,50 +163,55 @@ func setElectErr(res *adminv1.ElectLeadersResult, err error) {
 
 // armRebalance schedules the next auto leader rebalance check
 // (leader.imbalance.check.interval.seconds, F21).
-func (a *Active) armRebalance() {
-	if a.rebalance != nil {
-		a.rebalance.Stop()
+func (c *core) armRebalance() {
+	c.emit(effArmTimer{key: timerKey{kind: timerRebalance}, after: c.rebalancePolicy().every})
+}
+
+func (c *core) rebalancePolicy() rebalancePolicy {
+	if c.pol.rebalance == nil {
+		return rebalancePolicy{every: 300 * time.Second}
 	}
-	every := time.Duration(a.brokerConfig().LeaderImbalanceCheckIntervalSeconds) * time.Second
-	a.rebalance = time.AfterFunc(every, func() { a.post(a.checkRebalance) })
+	return c.pol.rebalance()
 }
 
 // checkRebalance is Kafka's checkAndTriggerAutoLeaderRebalance: brokers that
 // lead less than (100 - leader.imbalance.per.broker.percentage) % of the
 // partitions they are preferred for get preferred elections where their
-// replica is live and in sync (F21).
-func (a *Active) checkRebalance() {
-	defer a.armRebalance()
-	cfg := a.brokerConfig()
-	if !cfg.AutoLeaderRebalanceEnable {
+// replica is live and in sync (F21). The timer is armed again once done.
+func (c *core) checkRebalance() {
+	cfg := c.rebalancePolicy()
+	if !cfg.enabled {
+		c.armRebalance()
 		return
 	}
 	parts := map[election.TopicPartition]election.Partition{}
 	byTP := map[election.TopicPartition]*partition{}
-	for _, p := range a.allPartitions() {
+	for _, p := range c.allPartitions() {
 		if !p.t.deleting {
 			parts[p.tp()] = p.view()
 			byTP[p.tp()] = p
 		}
 	}
-	view := a.view()
-	plan := election.PlanRebalance(parts, view, int(cfg.LeaderImbalancePerBrokerPercentage))
+	view := c.view()
+	plan := election.PlanRebalance(parts, view, cfg.percent)
 	if len(plan.Elect) == 0 {
+		c.armRebalance()
 		return
 	}
-	a.log.Info("Leader imbalance over the threshold: starting preferred replica leader elections",
+	c.log.Info("Leader imbalance over the threshold: starting preferred replica leader elections",
 		"imbalanced", plan.Imbalanced, "partitions", len(plan.Elect),
-		"threshold_percent", cfg.LeaderImbalancePerBrokerPercentage)
+		"threshold_percent", cfg.percent)
 	var changes []change
 	for _, tp := range plan.Elect {
 		p := byTP[tp]
-		if d, err := election.ElectPreferred(p.view(), a.viewFor(p, view)); err == nil {
+		if d, err := election.ElectPreferred(p.view(), c.viewFor(p, view)); err == nil {
 			changes = append(changes, change{p: p, d: d, cause: causePreferred})
 		}
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return
-	}
-	a.pushChanges(written)
+	c.commit(changes, func(written []*partition, err error) {
+		if err == nil {
+			c.pushChanges(written)
+		}
+		c.armRebalance()
+	})
 }

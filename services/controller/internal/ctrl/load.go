@@ -3,6 +3,7 @@ package ctrl
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -30,53 +31,26 @@ func (a *Active) load() error {
 	if cl.ControllerEpoch != a.epoch {
 		return fmt.Errorf("load: controller epoch is %d in etcd, this term won %d: another controller was elected", cl.ControllerEpoch, a.epoch)
 	}
-	a.clusterID = id
 	a.d.Metrics.active.Set(1)
 	a.d.Metrics.epoch.Set(float64(a.epoch))
 	a.controllers = cl.Controllers
 	a.brokerConfigs = cl.BrokerConfigs
-	for _, b := range cl.Brokers {
-		a.addBroker(b)
-	}
-	for name, mt := range cl.Topics {
-		a.topics[name] = newTopic(mt)
-	}
+	// Watch events queue behind the load.
 	a.watch("brokers", a.d.Store.WatchBrokers(a.ctx, cl.Revision+1), a.onBrokerEvents)
 	a.watch("configs", a.d.Store.WatchConfigs(a.ctx, cl.Revision+1), a.onConfigEvents)
 	a.watch("controllers", a.d.Store.WatchControllers(a.ctx, cl.Revision+1), a.onControllerNodeEvents)
 
 	a.log.Info("Controller elected: loaded the cluster from etcd", "controller_id", a.self.Id,
-		"epoch_revision", a.sess.EpochRevision(), "brokers", a.sortedBrokerIDs(), "topics", len(a.topics),
+		"epoch_revision", a.sess.EpochRevision(), "brokers", len(cl.Brokers), "topics", len(cl.Topics),
 		"took", time.Since(start).Round(time.Millisecond))
-	a.event(controlv1.EventKind_EVENT_KIND_CONTROLLER_CHANGE, func(ev *controlv1.ClusterEvent) {
-		ev.Reason = fmt.Sprintf("controller %d elected with epoch %d", a.self.Id, a.epoch)
-	})
-
-	if err := a.initNewPartitions(); err != nil {
+	err = errNoOutcome
+	a.step(evLoaded{clusterID: id, brokers: cl.Brokers, topics: cl.Topics, reply: func(_ any, e error) { err = e }})
+	if err != nil {
 		return nil // the term is ending (fail was called)
 	}
-	// Partitions whose leader or ISR members died while no controller was
-	// active: Kafka's partition and replica state machines' startup.
-	view := a.view()
-	var changes []change
-	for _, p := range a.allPartitions() {
-		if !a.needsFailureHandling(p) {
-			continue
-		}
-		if d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
-			changes = append(changes, change{p: p, d: d, cause: causeOffline})
-		}
-	}
-	if _, err := a.commit(changes); err != nil {
-		return nil
-	}
-
 	var acks []<-chan error
-	for _, id := range a.sortedBrokerIDs() {
-		acks = append(acks, a.pushUpdateMetadata(nil, nil, true, only(id))[id])
-		if ch, ok := a.pushLeaderAndIsr(a.partitionsOf(id), only(id))[id]; ok {
-			acks = append(acks, ch)
-		}
+	for _, id := range slices.Sorted(maps.Keys(a.tracked)) {
+		acks = append(acks, a.tracked[id]...)
 	}
 	a.awaitPushed(acks)
 	for _, t := range a.sortedTopics() {
@@ -90,15 +64,63 @@ func (a *Active) load() error {
 	return nil
 }
 
+// loaded is the core's part of the load: the cluster as read, partitions
+// without a state initialised, the elections the cluster needs, and the
+// full state pushed to every live broker (tracked: the failover time is
+// measured to their acknowledgements).
+func (c *core) loaded(ev evLoaded) {
+	c.clusterID = ev.clusterID
+	for _, id := range slices.Sorted(maps.Keys(ev.brokers)) {
+		c.addBroker(ev.brokers[id])
+	}
+	for name, mt := range ev.topics {
+		c.topics[name] = newTopic(mt)
+	}
+	c.emitEvent(controlv1.EventKind_EVENT_KIND_CONTROLLER_CHANGE, func(e *controlv1.ClusterEvent) {
+		e.Reason = fmt.Sprintf("controller %d elected with epoch %d", c.self.Id, c.epoch)
+	})
+	c.initNewPartitions(func(err error) {
+		if err != nil {
+			c.answer(ev.reply, nil, err)
+			return
+		}
+		// Partitions whose leader or ISR members died while no controller
+		// was active: Kafka's partition and replica state machines' startup.
+		view := c.view()
+		var changes []change
+		for _, p := range c.allPartitions() {
+			if !c.needsFailureHandling(p) {
+				continue
+			}
+			if d := election.OnBrokerFailure(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
+				changes = append(changes, change{p: p, d: d, cause: causeOffline})
+			}
+		}
+		c.commit(changes, func(_ []*partition, err error) {
+			if err != nil {
+				c.answer(ev.reply, nil, err)
+				return
+			}
+			c.tracking = true
+			for _, id := range c.sortedBrokerIDs() {
+				c.pushUpdateMetadata(nil, nil, true, only(id))
+				c.pushLeaderAndIsr(c.partitionsOf(id), only(id))
+			}
+			c.tracking = false
+			c.answer(ev.reply, nil, nil)
+		})
+	})
+}
+
 // needsFailureHandling reports whether a partition's leader or an ISR
 // member has no live registration.
-func (a *Active) needsFailureHandling(p *partition) bool {
+func (c *core) needsFailureHandling(p *partition) bool {
 	s := p.rec.State
-	if s.Leader != election.NoLeader && !a.registered(s.Leader) {
+	if s.Leader != election.NoLeader && !c.registered(s.Leader) {
 		return true
 	}
 	for _, r := range s.ISR {
-		if !a.registered(r) {
+		if !c.registered(r) {
 			return true
 		}
 	}
@@ -129,23 +151,25 @@ func newTopic(mt *metastore.Topic) *topic {
 // initNewPartitions writes a first state for partitions that have none (a
 // topic creation cut short by a failover): the first live replica leads and
 // the live replicas form the ISR. Partitions without a live replica wait for
-// one to register.
-func (a *Active) initNewPartitions() error {
+// one to register. then gets the write's error.
+func (c *core) initNewPartitions(then func(error)) {
 	var parts []*partition
-	for _, t := range a.sortedTopics() {
+	for _, t := range c.sortedTopics() {
 		parts = append(parts, t.parts...)
 	}
-	written, err := a.initStates(parts)
-	if err != nil {
-		return err
-	}
-	a.pushChanges(written)
-	return nil
+	c.initStates(parts, func(written []*partition, err error) {
+		if err != nil {
+			then(err)
+			return
+		}
+		c.pushChanges(written)
+		then(nil)
+	})
 }
 
 // initStates writes a first state for those of parts that have none and
-// returns the partitions written.
-func (a *Active) initStates(parts []*partition) ([]*partition, error) {
+// passes then the partitions written.
+func (c *core) initStates(parts []*partition, then func([]*partition, error)) {
 	var changes []change
 	for _, p := range parts {
 		if p.hasState() {
@@ -153,12 +177,12 @@ func (a *Active) initStates(parts []*partition) ([]*partition, error) {
 		}
 		var live []int32
 		for _, r := range p.replicas {
-			if a.registered(r) {
+			if c.registered(r) {
 				live = append(live, r)
 			}
 		}
 		if len(live) == 0 {
-			a.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
+			c.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
 				"replicas", []int32(p.replicas))
 			continue
 		}
@@ -166,7 +190,7 @@ func (a *Active) initStates(parts []*partition) ([]*partition, error) {
 			State:   election.PartitionState{Leader: live[0], ISR: live},
 			Changed: true, Reason: "new partition"}})
 	}
-	return a.commit(changes)
+	c.commit(changes, then)
 }
 
 // watch feeds an etcd watch into the loop. A watch that fails (compaction,

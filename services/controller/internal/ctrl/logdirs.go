@@ -15,45 +15,48 @@ import (
 
 // noteOfflineDirs records broker id's offline log dirs and handles the
 // partitions newly on one: a new leader where id led, id out of the ISR.
-func (a *Active) noteOfflineDirs(id int32, dirs []*controlv1.OfflineLogDir) {
-	before := a.offlineOf(id)
+// then runs once that is written and pushed.
+func (c *core) noteOfflineDirs(id int32, dirs []*controlv1.OfflineLogDir, then func()) {
+	before := c.offlineOf(id)
 	if len(dirs) == 0 && len(before) == 0 {
+		then()
 		return
 	}
-	a.offlineDirs[id] = dirs
+	c.offlineDirs[id] = dirs
 	if len(dirs) == 0 {
-		delete(a.offlineDirs, id)
+		delete(c.offlineDirs, id)
 	}
-	view := a.view()
+	view := c.view()
 	var changes []change
-	for tp := range a.offlineOf(id) {
+	for tp := range c.offlineOf(id) {
 		if before[tp] {
 			continue
 		}
-		a.log.Warn("Replica on an offline log dir", "broker_id", id, "partition", tp.String())
-		p := a.lookup(tp.Topic, tp.Partition)
+		c.log.Warn("Replica on an offline log dir", "broker_id", id, "partition", tp.String())
+		p := c.lookup(tp.Topic, tp.Partition)
 		if p == nil || !p.hasState() {
 			continue
 		}
 		if s := p.state(); s.Leader != id && !s.InISR(id) {
 			continue
 		}
-		if d := election.OnBrokerFailure(p.view(), a.viewFor(p, view), a.allowUnclean(p.t)); d.Changed {
+		if d := election.OnBrokerFailure(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
 			changes = append(changes, change{p: p, d: d, cause: causeOffline})
 		}
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return
-	}
-	a.pushChanges(written)
-	a.viewDirty = true
+	c.commit(changes, func(written []*partition, err error) {
+		if err == nil {
+			c.pushChanges(written)
+			c.viewDirty = true
+		}
+		then()
+	})
 }
 
 // offlineOf is the set of broker id's replicas on offline log dirs.
-func (a *Active) offlineOf(id int32) map[election.TopicPartition]bool {
+func (c *core) offlineOf(id int32) map[election.TopicPartition]bool {
 	out := map[election.TopicPartition]bool{}
-	for _, d := range a.offlineDirs[id] {
+	for _, d := range c.offlineDirs[id] {
 		for _, tp := range d.GetPartitions() {
 			out[election.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()}] = true
 		}
@@ -63,8 +66,8 @@ func (a *Active) offlineOf(id int32) map[election.TopicPartition]bool {
 
 // replicaOffline reports whether broker id's replica of p is on an offline
 // log dir.
-func (a *Active) replicaOffline(p *partition, id int32) bool {
-	for _, d := range a.offlineDirs[id] {
+func (c *core) replicaOffline(p *partition, id int32) bool {
+	for _, d := range c.offlineDirs[id] {
 		for _, tp := range d.GetPartitions() {
 			if tp.GetTopic() == p.t.name && tp.GetPartition() == p.id {
 				return true
@@ -76,10 +79,10 @@ func (a *Active) replicaOffline(p *partition, id int32) bool {
 
 // viewFor is the brokers view for decisions about p: a broker whose
 // replica of p is on an offline log dir counts as not registered.
-func (a *Active) viewFor(p *partition, view election.Brokers) election.Brokers {
+func (c *core) viewFor(p *partition, view election.Brokers) election.Brokers {
 	var gone []int32
-	for id := range a.offlineDirs {
-		if a.replicaOffline(p, id) {
+	for id := range c.offlineDirs {
+		if c.replicaOffline(p, id) {
 			gone = append(gone, id)
 		}
 	}
@@ -101,8 +104,8 @@ func (a *Active) viewFor(p *partition, view election.Brokers) election.Brokers {
 }
 
 // offlineDirsOf lists broker id's offline log dirs, sorted by path.
-func (a *Active) offlineDirsOf(id int32) []*controlv1.OfflineLogDir {
-	out := slices.Clone(a.offlineDirs[id])
+func (c *core) offlineDirsOf(id int32) []*controlv1.OfflineLogDir {
+	out := slices.Clone(c.offlineDirs[id])
 	slices.SortFunc(out, func(x, y *controlv1.OfflineLogDir) int {
 		if x.GetPath() < y.GetPath() {
 			return -1

@@ -5,12 +5,9 @@ import (
 	"maps"
 	"slices"
 
-	"google.golang.org/grpc"
-
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
-	"tidemark.io/services/controller/internal/sender"
 	"tidemark.io/services/metastore"
 )
 
@@ -57,11 +54,10 @@ func (p *partition) view() election.Partition {
 }
 
 // broker is a live broker incarnation (a registration in etcd).
+// Its connection and sender are the shell's (link).
 type broker struct {
 	info         metastore.Broker
 	shuttingDown bool
-	conn         *grpc.ClientConn
-	out          *sender.Sender
 }
 
 // session is an open BrokerSession stream.
@@ -77,12 +73,14 @@ type session struct {
 // probe failed and its address refused a connection, unless it reopened a
 // session meanwhile.
 type failCheck struct {
-	epoch            int64
+	epoch int64
+	// gen tells this check's grace timer and probe result from an older
+	// check's of the same broker.
+	gen              uint64
 	expired, probed  bool
 	healthy          bool
 	refused          bool // the probe's connection was refused: the process is gone
 	replaced         bool // another process answers at its address: this incarnation is gone
-	stopTimer        func() bool
 	healthCheckError string
 }
 
@@ -98,9 +96,9 @@ type subscriber struct {
 }
 
 // view is the election package's picture of the brokers.
-func (a *Active) view() election.Brokers {
-	b := election.Brokers{Epochs: make(map[int32]int64, len(a.brokers)), ShuttingDown: map[int32]bool{}}
-	for id, br := range a.brokers {
+func (c *core) view() election.Brokers {
+	b := election.Brokers{Epochs: make(map[int32]int64, len(c.brokers)), ShuttingDown: map[int32]bool{}}
+	for id, br := range c.brokers {
 		b.Epochs[id] = br.info.Epoch
 		if br.shuttingDown {
 			b.ShuttingDown[id] = true
@@ -110,21 +108,21 @@ func (a *Active) view() election.Brokers {
 }
 
 // registered reports whether id has a live registration.
-func (a *Active) registered(id int32) bool { return a.brokers[id] != nil }
+func (c *core) registered(id int32) bool { return c.brokers[id] != nil }
 
 // sortedTopics lists the topics by name.
-func (a *Active) sortedTopics() []*topic {
-	out := make([]*topic, 0, len(a.topics))
-	for _, name := range slices.Sorted(maps.Keys(a.topics)) {
-		out = append(out, a.topics[name])
+func (c *core) sortedTopics() []*topic {
+	out := make([]*topic, 0, len(c.topics))
+	for _, name := range slices.Sorted(maps.Keys(c.topics)) {
+		out = append(out, c.topics[name])
 	}
 	return out
 }
 
 // allPartitions lists every partition with a state, by topic and id.
-func (a *Active) allPartitions() []*partition {
+func (c *core) allPartitions() []*partition {
 	var out []*partition
-	for _, t := range a.sortedTopics() {
+	for _, t := range c.sortedTopics() {
 		for _, p := range t.parts {
 			if p.hasState() {
 				out = append(out, p)
@@ -136,9 +134,9 @@ func (a *Active) allPartitions() []*partition {
 
 // partitionsOf lists the partitions with a state that have a replica on id,
 // leaving out topics being deleted (their replicas only get StopReplica).
-func (a *Active) partitionsOf(id int32) []*partition {
+func (c *core) partitionsOf(id int32) []*partition {
 	var out []*partition
-	for _, p := range a.allPartitions() {
+	for _, p := range c.allPartitions() {
 		if p.replicas.Contains(id) && !p.t.deleting {
 			out = append(out, p)
 		}
@@ -147,8 +145,8 @@ func (a *Active) partitionsOf(id int32) []*partition {
 }
 
 // lookup finds a partition; nil if unknown.
-func (a *Active) lookup(topicName string, id int32) *partition {
-	t := a.topics[topicName]
+func (c *core) lookup(topicName string, id int32) *partition {
+	t := c.topics[topicName]
 	if t == nil || id < 0 || int(id) >= len(t.parts) {
 		return nil
 	}
@@ -156,29 +154,29 @@ func (a *Active) lookup(topicName string, id int32) *partition {
 }
 
 // sortedBrokerIDs lists the live brokers by id.
-func (a *Active) sortedBrokerIDs() []int32 {
-	return slices.Sorted(maps.Keys(a.brokers))
+func (c *core) sortedBrokerIDs() []int32 {
+	return slices.Sorted(maps.Keys(c.brokers))
 }
 
 // offline reports whether a partition has no live leader (Kafka's
 // OfflinePartitionsCount counts these).
-func (a *Active) offline(p *partition) bool {
-	return p.rec.State.Leader == election.NoLeader || !a.registered(p.rec.State.Leader)
+func (c *core) offline(p *partition) bool {
+	return p.rec.State.Leader == election.NoLeader || !c.registered(p.rec.State.Leader)
 }
 
 // node is a broker's endpoint as the controller knows it, live or not.
-func (a *Active) node(id int32) *commonv1.Node {
-	if b := a.brokers[id]; b != nil {
+func (c *core) node(id int32) *commonv1.Node {
+	if b := c.brokers[id]; b != nil {
 		return &commonv1.Node{Id: id, Address: b.info.Address, Rack: b.info.Rack}
 	}
-	if info, ok := a.seen[id]; ok {
+	if info, ok := c.seen[id]; ok {
 		return &commonv1.Node{Id: id, Address: info.Address, Rack: info.Rack}
 	}
 	return &commonv1.Node{Id: id}
 }
 
 // protoState renders a partition's state for control requests.
-func (a *Active) protoState(p *partition) *commonv1.PartitionState {
+func (c *core) protoState(p *partition) *commonv1.PartitionState {
 	s := p.rec.State
 	return &commonv1.PartitionState{
 		Topic:           p.t.name,

@@ -60,58 +60,76 @@ func (t *topic) assignmentWith(id int32, r election.Reassignment) metastore.Topi
 // AlterPartitionReassignments starts, replaces or cancels reassignments.
 func (a *Active) AlterPartitionReassignments(ctx context.Context, req *adminv1.AlterPartitionReassignmentsRequest) (*adminv1.AlterPartitionReassignmentsResponse, error) {
 	var resp *adminv1.AlterPartitionReassignmentsResponse
-	err := a.call(ctx, func() (err error) { resp, err = a.alterReassignments(req); return err })
+	err := a.call(ctx, func() (err error) {
+		a.step(evReassign{req: req, reply: answerTo(&resp, &err)})
+		return err
+	})
 	return resp, err
 }
 
-func (a *Active) alterReassignments(req *adminv1.AlterPartitionReassignmentsRequest) (*adminv1.AlterPartitionReassignmentsResponse, error) {
+// alterReassignments handles the items in order, each to the end of its
+// write and pushes before the next.
+func (c *core) alterReassignments(req *adminv1.AlterPartitionReassignmentsRequest, reply replyFunc) {
 	resp := &adminv1.AlterPartitionReassignmentsResponse{}
 	seen := map[election.TopicPartition]bool{}
-	for _, it := range req.GetPartitions() {
+	items := req.GetPartitions()
+	var next func(i int)
+	next = func(i int) {
+		if i == len(items) {
+			c.answer(reply, resp, nil)
+			return
+		}
+		it := items[i]
 		res := &adminv1.ReassignmentResult{Topic: it.GetTopic(), Partition: it.GetPartition()}
 		resp.Results = append(resp.Results, res)
 		tp := election.TopicPartition{Topic: it.GetTopic(), Partition: it.GetPartition()}
-		p := a.lookup(tp.Topic, tp.Partition)
-		var err error
+		done := func(err error) {
+			seen[tp] = true
+			if c.stopping() {
+				c.answer(reply, nil, c.notControllerFor(err))
+				return
+			}
+			if err != nil {
+				ke := kerr.As(err)
+				res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
+			}
+			next(i + 1)
+		}
+		p := c.lookup(tp.Topic, tp.Partition)
 		switch {
 		case seen[tp]:
-			err = kerr.BadField(kerr.InvalidRequest, "partitions", "partition %s appears more than once in the request", tp)
+			done(kerr.BadField(kerr.InvalidRequest, "partitions", "partition %s appears more than once in the request", tp))
 		case p == nil || !p.hasState():
-			err = kerr.New(kerr.UnknownTopicOrPartition, "unknown partition %s", tp)
+			done(kerr.New(kerr.UnknownTopicOrPartition, "unknown partition %s", tp))
 		case p.t.deleting:
-			err = kerr.New(kerr.UnknownTopicOrPartition, "topic %q is being deleted", tp.Topic)
+			done(kerr.New(kerr.UnknownTopicOrPartition, "topic %q is being deleted", tp.Topic))
 		case len(it.GetReplicas()) == 0:
-			err = a.cancelReassignment(p)
+			c.cancelReassignment(p, done)
 		default:
-			err = a.startReassignment(p, it.GetReplicas())
-		}
-		seen[tp] = true
-		if a.stopping() {
-			return nil, a.notControllerFor(err)
-		}
-		if err != nil {
-			ke := kerr.As(err)
-			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
+			c.startReassignment(p, it.GetReplicas(), done)
 		}
 	}
-	return resp, nil
+	next(0)
 }
 
 // startReassignment is phase A. A target equal to the current replicas
 // changes nothing; a new target during a move replaces it (ORS stays).
-func (a *Active) startReassignment(p *partition, target []int32) error {
-	view := a.view()
+func (c *core) startReassignment(p *partition, target []int32, done func(error)) {
+	view := c.view()
 	if err := election.ValidateTarget(target, view); err != nil {
-		return err
+		done(err)
+		return
 	}
 	cur := p.reassignment()
 	next := election.StartReassignment(cur, target)
 	if slices.Equal(next.Replicas, cur.Replicas) && slices.Equal(next.Adding, cur.Adding) && slices.Equal(next.Removing, cur.Removing) {
-		return nil
+		done(nil)
+		return
 	}
-	d, err := election.ReassignStart(p.state(), next.Replicas, a.viewFor(p, view))
+	d, err := election.ReassignStart(p.state(), next.Replicas, c.viewFor(p, view))
 	if err != nil {
-		return err
+		done(err)
+		return
 	}
 	// Replicas a replaced reassignment was adding that the new one drops.
 	var dropped []int32
@@ -120,134 +138,156 @@ func (a *Active) startReassignment(p *partition, target []int32) error {
 			dropped = append(dropped, id)
 		}
 	}
-	if err := a.writeReassignStep(p, next, d); err != nil {
-		return err
-	}
-	a.log.Info("Reassignment started", "partition", p.tp().String(), "replicas", next.Replicas,
-		"adding", next.Adding, "removing", next.Removing, "target", target, "leader_epoch", p.rec.State.LeaderEpoch)
-	a.pushChanges([]*partition{p})
-	for _, id := range dropped {
-		a.pushStopReplica(id, []*partition{p}, true)
-	}
-	a.maybeCompleteReassignments([]*partition{p})
-	return nil
+	c.writeReassignStep(p, next, d, func(err error) {
+		if err != nil {
+			done(err)
+			return
+		}
+		c.log.Info("Reassignment started", "partition", p.tp().String(), "replicas", next.Replicas,
+			"adding", next.Adding, "removing", next.Removing, "target", target, "leader_epoch", p.rec.State.LeaderEpoch)
+		c.pushChanges([]*partition{p})
+		for _, id := range dropped {
+			c.pushStopReplica(id, []*partition{p}, true)
+		}
+		c.maybeCompleteReassignments([]*partition{p}, func() { done(nil) })
+	})
 }
 
 // maybeCompleteReassignments runs phase B for each partition whose whole
-// target is in the ISR.
-func (a *Active) maybeCompleteReassignments(parts []*partition) {
-	for _, p := range parts {
-		if a.stopping() {
+// target is in the ISR, one after the other, then calls then.
+func (c *core) maybeCompleteReassignments(parts []*partition, then func()) {
+	var step func(i int)
+	step = func(i int) {
+		if i == len(parts) || c.stopping() {
+			then()
 			return
 		}
+		p := parts[i]
 		if !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
-			continue
+			step(i + 1)
+			return
 		}
 		r := p.reassignment()
 		target := r.Target()
-		d, err := election.ShrinkToReplicas(p.state(), target, a.viewFor(p, a.view()), "reassignment complete")
+		d, err := election.ShrinkToReplicas(p.state(), target, c.viewFor(p, c.view()), "reassignment complete")
 		if err != nil {
 			// Retried at the partition's next ISR change.
-			a.log.Warn("Reassignment cannot complete yet", "partition", p.tp().String(), "err", err)
-			continue
+			c.log.Warn("Reassignment cannot complete yet", "partition", p.tp().String(), "err", err)
+			step(i + 1)
+			return
 		}
-		if err := a.writeReassignStep(p, election.Reassignment{Replicas: target}, d); err != nil {
-			continue
-		}
-		a.log.Info("Reassignment complete", "partition", p.tp().String(), "replicas", target,
-			"removed", r.Removing, "leader", p.rec.State.Leader, "leader_epoch", p.rec.State.LeaderEpoch)
-		a.pushChanges([]*partition{p})
-		for _, id := range r.Removing {
-			a.pushStopReplica(id, []*partition{p}, true)
-		}
+		c.writeReassignStep(p, election.Reassignment{Replicas: target}, d, func(err error) {
+			if err == nil {
+				c.log.Info("Reassignment complete", "partition", p.tp().String(), "replicas", target,
+					"removed", r.Removing, "leader", p.rec.State.Leader, "leader_epoch", p.rec.State.LeaderEpoch)
+				c.pushChanges([]*partition{p})
+				for _, id := range r.Removing {
+					c.pushStopReplica(id, []*partition{p}, true)
+				}
+			}
+			step(i + 1)
+		})
 	}
+	step(0)
 }
 
 // cancelReassignment reverts a partition to its original replicas (Kafka's
 // revert: RS = ORS, the adding replicas leave the ISR and are deleted).
-func (a *Active) cancelReassignment(p *partition) error {
+func (c *core) cancelReassignment(p *partition, done func(error)) {
 	r := p.reassignment()
 	if !r.Ongoing() {
-		return kerr.New(kerr.NoReassignmentInProgress, "partition %s has no reassignment in progress", p.tp())
+		done(kerr.New(kerr.NoReassignmentInProgress, "partition %s has no reassignment in progress", p.tp()))
+		return
 	}
 	origin := r.Origin()
-	d, err := election.ShrinkToReplicas(p.state(), origin, a.viewFor(p, a.view()), "reassignment cancelled")
+	d, err := election.ShrinkToReplicas(p.state(), origin, c.viewFor(p, c.view()), "reassignment cancelled")
 	if err != nil {
-		return err
+		done(err)
+		return
 	}
-	if err := a.writeReassignStep(p, election.Reassignment{Replicas: origin}, d); err != nil {
-		return err
-	}
-	a.log.Info("Reassignment cancelled", "partition", p.tp().String(), "replicas", origin,
-		"removed", r.Adding, "leader", p.rec.State.Leader, "leader_epoch", p.rec.State.LeaderEpoch)
-	a.pushChanges([]*partition{p})
-	for _, id := range r.Adding {
-		a.pushStopReplica(id, []*partition{p}, true)
-	}
-	return nil
+	c.writeReassignStep(p, election.Reassignment{Replicas: origin}, d, func(err error) {
+		if err != nil {
+			done(err)
+			return
+		}
+		c.log.Info("Reassignment cancelled", "partition", p.tp().String(), "replicas", origin,
+			"removed", r.Adding, "leader", p.rec.State.Leader, "leader_epoch", p.rec.State.LeaderEpoch)
+		c.pushChanges([]*partition{p})
+		for _, id := range r.Adding {
+			c.pushStopReplica(id, []*partition{p}, true)
+		}
+		done(nil)
+	})
 }
 
 // resumeReassignments is the new term's look at reassignments in flight:
 // their replicas already got LeaderAndIsr with the whole replica set, so
 // only a move whose target is already in the ISR needs a step now.
-func (a *Active) resumeReassignments() {
+func (c *core) resumeReassignments(then func()) {
 	var moving []*partition
-	for _, p := range a.allPartitions() {
+	for _, p := range c.allPartitions() {
 		if p.reassigning() {
 			moving = append(moving, p)
-			a.log.Info("Resuming reassignment", "partition", p.tp().String(), "replicas", []int32(p.replicas),
+			c.log.Info("Resuming reassignment", "partition", p.tp().String(), "replicas", []int32(p.replicas),
 				"adding", p.adding, "removing", p.removing, "isr", p.rec.State.ISR)
 		}
 	}
-	a.maybeCompleteReassignments(moving)
+	c.maybeCompleteReassignments(moving, then)
 }
 
 // writeReassignStep writes a partition's new replica set and state in one
-// fenced transaction and applies them to the model. A conflict (the keys
-// changed behind the controller) reloads the topic; a failed or fenced
-// write ends the term.
-func (a *Active) writeReassignStep(p *partition, r election.Reassignment, d election.Decision) error {
-	ctx, cancel := a.writeCtx()
-	res, err := a.sess.UpdateAssignment(ctx, metastore.AssignmentUpdate{
+// fenced transaction (effWriteAssignment) and applies them to the model,
+// then calls then. A refusal (the keys changed behind the controller)
+// reloads the topic first; a failed or fenced write ends the term. then
+// gets the write's error.
+func (c *core) writeReassignStep(p *partition, r election.Reassignment, d election.Decision, then func(error)) {
+	what := "reassign " + p.tp().String()
+	u := metastore.AssignmentUpdate{
 		Topic: p.t.name, ModRevision: p.t.modRev, Assignment: p.t.assignmentWith(p.id, r),
 		States: []metastore.PartitionUpdate{{Current: p.rec, Next: metastore.PartitionState{
 			Leader: d.State.Leader, LeaderEpoch: d.State.LeaderEpoch, ISR: d.State.ISR}}},
-	})
-	cancel()
-	if err != nil {
-		if a.refusedOrFatal("reassign "+p.tp().String(), err) {
-			return err
+	}
+	c.await(effWriteAssignment{what: what, update: u}, what, func(ev event) {
+		res := ev.(evAssignmentResult)
+		if res.err != nil {
+			if c.refusedOrFatal(what, res.err, res.resigning) {
+				then(res.err)
+				return
+			}
+			c.refreshTopic(p.t, func() { then(res.err) })
+			return
 		}
-		a.refreshTopic(p.t)
-		return err
-	}
-	old := p.rec.State
-	p.t.modRev = res.ModRevision
-	p.rec = res.States[0]
-	p.replicas, p.adding, p.removing = slices.Clone(r.Replicas), slices.Clone(r.Adding), slices.Clone(r.Removing)
-	a.stateDirty = true
-	if p.rec.State.Leader != old.Leader {
-		a.record(change{p: p, d: d, cause: causeReassign}, old)
-	}
-	return nil
+		old := p.rec.State
+		p.t.modRev = res.res.ModRevision
+		p.rec = res.res.States[0]
+		p.replicas, p.adding, p.removing = slices.Clone(r.Replicas), slices.Clone(r.Adding), slices.Clone(r.Removing)
+		c.stateDirty = true
+		if p.rec.State.Leader != old.Leader {
+			c.record(change{p: p, d: d, cause: causeReassign}, old)
+		}
+		then(nil)
+	})
 }
 
-// refreshTopic re-reads a topic whose keys changed under the controller.
-func (a *Active) refreshTopic(t *topic) {
-	ctx, cancel := a.writeCtx()
-	mt, err := a.d.Store.Topic(ctx, t.name)
-	cancel()
-	if err != nil {
-		a.log.Warn("cannot re-read topic after a conflict", "topic", t.name, "err", err)
-		return
-	}
-	fresh := newTopic(mt)
-	t.modRev, t.config = fresh.modRev, fresh.config
-	for _, np := range fresh.parts {
-		np.t = t
-	}
-	t.parts = fresh.parts
-	a.stateDirty = true
+// refreshTopic re-reads a topic whose keys changed under the controller
+// (effReadTopic), then calls then.
+func (c *core) refreshTopic(t *topic, then func()) {
+	c.await(effReadTopic{name: t.name}, "read topic "+t.name, func(ev event) {
+		rd := ev.(evTopicRead)
+		if rd.err != nil {
+			c.log.Warn("cannot re-read topic after a conflict", "topic", t.name, "err", rd.err)
+			then()
+			return
+		}
+		fresh := newTopic(rd.topic)
+		t.modRev, t.config = fresh.modRev, fresh.config
+		for _, np := range fresh.parts {
+			np.t = t
+		}
+		t.parts = fresh.parts
+		c.stateDirty = true
+		then()
+	})
 }
 
 // ListPartitionReassignments lists the reassignments in flight.

@@ -36,15 +36,22 @@ func (a *Active) BrokerSession(ctx context.Context,
 		return err
 	}
 	var s *session
-	if err := a.call(ctx, func() (err error) { s, err = a.openSession(first); return err }); err != nil {
+	if err := a.call(ctx, func() (err error) {
+		a.step(evSessionOpened{first: first, reply: answerTo(&s, &err)})
+		return err
+	}); err != nil {
 		return err
 	}
+	closed := func(err error) { a.post(func() { a.step(evSessionClosed{s: s, cause: err}) }) }
+	reported := func(m *controlv1.BrokerSessionRequest) {
+		a.post(func() { a.step(evSessionReport{s: s, m: m, now: time.Now().UnixMilli()}) })
+	}
 	if err := send(&controlv1.BrokerSessionResponse{ControllerId: a.self.Id, ControllerEpoch: a.epoch}); err != nil {
-		a.post(func() { a.sessionClosed(s, err) })
+		closed(err)
 		return err
 	}
 	if len(first.GetReplicas()) > 0 || len(first.GetEvents()) > 0 {
-		a.post(func() { a.report(s, first) })
+		reported(first)
 	}
 	type msg struct {
 		m   *controlv1.BrokerSessionRequest
@@ -72,7 +79,7 @@ func (a *Active) BrokerSession(ctx context.Context,
 		select {
 		case r := <-msgs:
 			if r.err != nil {
-				a.post(func() { a.sessionClosed(s, r.err) })
+				closed(r.err)
 				if errors.Is(r.err, io.EOF) {
 					return nil
 				}
@@ -81,16 +88,16 @@ func (a *Active) BrokerSession(ctx context.Context,
 			if r.m.GetBrokerId() != s.brokerID || r.m.GetBrokerEpoch() != s.epoch {
 				err := kerr.BadField(kerr.InvalidRequest, "broker_id", "session of broker %d epoch %d got a message for broker %d epoch %d",
 					s.brokerID, s.epoch, r.m.GetBrokerId(), r.m.GetBrokerEpoch())
-				a.post(func() { a.sessionClosed(s, err) })
+				closed(err)
 				return err
 			}
-			a.post(func() { a.report(s, r.m) })
+			reported(r.m)
 		case <-s.kick:
 			return kerr.New(kerr.StaleBrokerEpoch, "a newer session of broker %d replaced this one", s.brokerID)
 		case <-a.quit:
 			return a.notController()
 		case <-ctx.Done():
-			a.post(func() { a.sessionClosed(s, ctx.Err()) })
+			closed(ctx.Err())
 			return ctx.Err()
 		}
 	}
@@ -100,43 +107,46 @@ func (a *Active) BrokerSession(ctx context.Context,
 // the live registration, or not newer than a departed one, is stale (F23). A
 // newer epoch than the controller knows is admitted: its registration is on
 // its way through the watch.
-func (a *Active) openSession(first *controlv1.BrokerSessionRequest) (*session, error) {
+func (c *core) openSession(first *controlv1.BrokerSessionRequest, reply replyFunc) {
 	id, epoch := first.GetBrokerId(), first.GetBrokerEpoch()
 	if id < 0 || epoch <= 0 {
-		return nil, kerr.BadField(kerr.InvalidRequest, "broker_epoch", "broker %d epoch %d: the first message must name the broker and its epoch", id, epoch)
+		c.answer(reply, nil, kerr.BadField(kerr.InvalidRequest, "broker_epoch", "broker %d epoch %d: the first message must name the broker and its epoch", id, epoch))
+		return
 	}
-	if b := a.brokers[id]; b != nil && epoch < b.info.Epoch {
-		return nil, kerr.New(kerr.StaleBrokerEpoch, "broker %d epoch %d is older than its registration's %d", id, epoch, b.info.Epoch)
+	if b := c.brokers[id]; b != nil && epoch < b.info.Epoch {
+		c.answer(reply, nil, kerr.New(kerr.StaleBrokerEpoch, "broker %d epoch %d is older than its registration's %d", id, epoch, b.info.Epoch))
+		return
 	}
-	if b := a.brokers[id]; (b == nil || epoch > b.info.Epoch) && epoch <= a.departedEpoch[id] {
-		return nil, kerr.New(kerr.StaleBrokerEpoch, "broker %d epoch %d has departed", id, epoch)
+	if b := c.brokers[id]; (b == nil || epoch > b.info.Epoch) && epoch <= c.departedEpoch[id] {
+		c.answer(reply, nil, kerr.New(kerr.StaleBrokerEpoch, "broker %d epoch %d has departed", id, epoch))
+		return
 	}
-	if old := a.sessions[id]; old != nil {
-		close(old.kick)
+	if old := c.sessions[id]; old != nil {
+		c.emit(effKick{s: old})
 	}
 	s := &session{brokerID: id, epoch: epoch, kick: make(chan struct{})}
-	a.sessions[id] = s
-	if fc := a.failing[id]; fc != nil && fc.epoch == epoch {
-		fc.stopTimer()
-		delete(a.failing, id)
-		a.log.Info("Broker reopened its session; not declaring it dead", "broker_id", id, "broker_epoch", epoch)
+	c.sessions[id] = s
+	if fc := c.failing[id]; fc != nil && fc.epoch == epoch {
+		c.cancelFailCheck(id)
+		c.log.Info("Broker reopened its session; not declaring it dead", "broker_id", id, "broker_epoch", epoch)
 	}
-	a.log.Debug("broker session opened", "broker_id", id, "broker_epoch", epoch)
-	return s, nil
+	c.log.Debug("broker session opened", "broker_id", id, "broker_epoch", epoch)
+	c.answer(reply, s, nil)
 }
 
 // report stores a session message's progress and events. A full report
 // replaces everything the broker reported before; a delta updates the
-// replicas it lists and drops the ones it says are no longer hosted.
-func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
-	if a.sessions[s.brokerID] != s {
+// replicas it lists and drops the ones it says are no longer hosted. Events
+// without a time get now.
+func (c *core) report(s *session, m *controlv1.BrokerSessionRequest, now int64) {
+	if c.sessions[s.brokerID] != s {
 		return
 	}
 	if m.GetFullReport() {
-		a.dropProgressOf(s.brokerID, m.GetReplicas())
+		c.dropProgressOf(s.brokerID, m.GetReplicas())
 	}
 	for _, tp := range m.GetRemoved() {
-		delete(a.progress, progressKey{tp: election.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()}, broker: s.brokerID})
+		delete(c.progress, progressKey{tp: election.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()}, broker: s.brokerID})
 	}
 	for _, rp := range m.GetReplicas() {
 		bid := rp.GetBrokerId()
@@ -144,38 +154,38 @@ func (a *Active) report(s *session, m *controlv1.BrokerSessionRequest) {
 			bid = s.brokerID
 		}
 		tp := election.TopicPartition{Topic: rp.GetTopic(), Partition: rp.GetPartition()}
-		if a.lookup(tp.Topic, tp.Partition) == nil {
+		if c.lookup(tp.Topic, tp.Partition) == nil {
 			continue
 		}
-		a.progress[progressKey{tp: tp, broker: bid}] = rp
+		c.progress[progressKey{tp: tp, broker: bid}] = rp
 	}
-	a.noteOfflineDirs(s.brokerID, m.GetOfflineLogDirs())
-	if len(m.GetReplicas()) == 0 && len(m.GetRemoved()) == 0 && len(m.GetEvents()) == 0 && !m.GetFullReport() {
-		return // an idle broker's delta: watchers have nothing new
-	}
-	now := time.Now().UnixMilli()
-	for _, ev := range m.GetEvents() {
-		if ev.GetNodeId() == 0 {
-			ev.NodeId = s.brokerID
+	c.noteOfflineDirs(s.brokerID, m.GetOfflineLogDirs(), func() {
+		if len(m.GetReplicas()) == 0 && len(m.GetRemoved()) == 0 && len(m.GetEvents()) == 0 && !m.GetFullReport() {
+			return // an idle broker's delta: watchers have nothing new
 		}
-		if ev.GetTime() == 0 {
-			ev.Time = now
+		for _, ev := range m.GetEvents() {
+			if ev.GetNodeId() == 0 {
+				ev.NodeId = s.brokerID
+			}
+			if ev.GetTime() == 0 {
+				ev.Time = now
+			}
+			c.emit(effEvent{ev: ev})
 		}
-		a.ring.add(ev)
-	}
-	a.viewDirty = true
+		c.viewDirty = true
+	})
 }
 
 // dropProgressOf forgets a broker's replicas that a full report does not
 // list: the broker no longer hosts them.
-func (a *Active) dropProgressOf(brokerID int32, listed []*controlv1.ReplicaProgress) {
+func (c *core) dropProgressOf(brokerID int32, listed []*controlv1.ReplicaProgress) {
 	keep := make(map[election.TopicPartition]struct{}, len(listed))
 	for _, rp := range listed {
 		keep[election.TopicPartition{Topic: rp.GetTopic(), Partition: rp.GetPartition()}] = struct{}{}
 	}
-	for k := range a.progress {
+	for k := range c.progress {
 		if _, ok := keep[k.tp]; k.broker == brokerID && !ok {
-			delete(a.progress, k)
+			delete(c.progress, k)
 		}
 	}
 }
@@ -187,57 +197,123 @@ func (a *Active) dropProgressOf(brokerID int32, listed []*controlv1.ReplicaProgr
 // process there, a restarted broker, does not know that incarnation), its
 // lease is revoked at once. Any other broker, one whose stream is open but
 // silent included, is left to lease expiry, on which it fences itself.
-func (a *Active) sessionClosed(s *session, cause error) {
-	if a.sessions[s.brokerID] != s {
+func (c *core) sessionClosed(s *session, cause error) {
+	if c.sessions[s.brokerID] != s {
 		return
 	}
-	delete(a.sessions, s.brokerID)
-	b := a.brokers[s.brokerID]
-	if b == nil || b.info.Epoch != s.epoch || a.d.Settings.SessionGrace <= 0 {
+	delete(c.sessions, s.brokerID)
+	b := c.brokers[s.brokerID]
+	if b == nil || b.info.Epoch != s.epoch || c.pol.grace <= 0 {
 		return
 	}
-	grace := a.d.Settings.SessionGrace
-	a.log.Info("Broker session broke; declaring the broker dead unless it reconnects or answers a health check",
+	grace := c.pol.grace
+	c.log.Info("Broker session broke; declaring the broker dead unless it reconnects or answers a health check",
 		"broker_id", s.brokerID, "broker_epoch", s.epoch, "grace", grace, "cause", errText(cause))
-	fc := &failCheck{epoch: s.epoch}
-	a.failing[s.brokerID] = fc
-	id := s.brokerID
-	t := time.AfterFunc(grace, func() {
-		a.post(func() { fc.expired = true; a.decideFailure(id, fc) })
+	c.failGen++
+	fc := &failCheck{epoch: s.epoch, gen: c.failGen}
+	c.failing[s.brokerID] = fc
+	c.emit(effArmTimer{key: timerKey{kind: timerGrace, broker: s.brokerID}, after: grace, gen: fc.gen})
+	c.emit(effProbe{id: s.brokerID, epoch: s.epoch, addr: b.info.Address, timeout: grace, gen: fc.gen})
+}
+
+// cancelFailCheck drops broker id's pending fast-failover check.
+func (c *core) cancelFailCheck(id int32) {
+	if c.failing[id] != nil {
+		delete(c.failing, id)
+		c.emit(effStopTimer{key: timerKey{kind: timerGrace, broker: id}})
+	}
+}
+
+// graceEnded is a broker's grace period passing.
+func (c *core) graceEnded(id int32, gen uint64) {
+	if fc := c.failing[id]; fc != nil && fc.gen == gen {
+		fc.expired = true
+		c.decideFailure(id, fc)
+	}
+}
+
+// probed takes a fast-failover probe's outcome.
+func (c *core) probed(r evProbeResult) {
+	if fc := c.failing[r.id]; fc != nil && fc.gen == r.gen {
+		fc.probed, fc.healthy, fc.refused, fc.replaced, fc.healthCheckError = true, r.healthy, r.refused, r.replaced, r.why
+		c.decideFailure(r.id, fc)
+	}
+}
+
+// decideFailure revokes a broker's registration once its grace period has
+// passed and its health check failed.
+func (c *core) decideFailure(id int32, fc *failCheck) {
+	if c.failing[id] != fc || !fc.expired || !fc.probed {
+		return
+	}
+	delete(c.failing, id)
+	b := c.brokers[id]
+	if b == nil || b.info.Epoch != fc.epoch {
+		return
+	}
+	if fc.healthy {
+		c.log.Info("Broker answers health checks; its lease decides its liveness", "broker_id", id, "broker_epoch", fc.epoch)
+		return
+	}
+	if !fc.refused && !fc.replaced {
+		// A partitioned or paused broker looks like this. It may still
+		// hold its lease and serve as leader until it fences itself just
+		// before the lease can expire; electing others now would give the
+		// partitions two leaders (DESIGN.md, "Broker liveness").
+		c.log.Warn("Broker did not reopen its session or answer a health check, but it is not known to be dead; its lease decides its liveness",
+			"broker_id", id, "broker_epoch", fc.epoch, "health_check", fc.healthCheckError)
+		return
+	}
+	c.log.Warn("Broker did not reopen its session and its process is gone: declaring it dead now by revoking its registration lease",
+		"broker_id", id, "broker_epoch", fc.epoch, "grace", c.pol.grace, "health_check", fc.healthCheckError)
+	c.await(effRevokeBroker{id: id, epoch: fc.epoch}, "revoke broker", func(ev event) {
+		r := ev.(evRevokeResult)
+		switch {
+		case r.err == nil:
+			c.brokerDeparted(id, fc.epoch, "session broke and the broker did not come back (fast failover)", nil)
+		case errors.Is(r.err, metastore.ErrControllerMoved):
+			c.fail("revoke broker", r.err, r.resigning)
+		case kerr.CodeOf(r.err) == kerr.StaleBrokerEpoch || kerr.CodeOf(r.err) == kerr.BrokerIDNotRegistered:
+			// Already gone or re-registered: the watch brings the news.
+		default:
+			// Lease expiry still catches it: not worth ending the term for.
+			c.log.Warn("could not revoke the broker's lease; waiting for it to expire", "broker_id", id, "err", r.err)
+		}
 	})
-	fc.stopTimer = t.Stop
-	addr := b.info.Address
+}
+
+// probe runs a fast-failover probe off the loop and posts its outcome.
+func (a *Active) probe(e effProbe) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		healthy, replaced, why := false, false, "no connection"
 		// A fresh connection: the sender's may be backing off after the
 		// old process's, and would not reach a new process at the address.
-		conn, err := a.d.Dial(addr)
+		conn, err := a.d.Dial(e.addr)
 		if err == nil {
 			defer conn.Close()
 			// The incarnation's own health service: a restarted process at
 			// the same address does not serve it.
-			ctx, cancel := context.WithTimeout(a.ctx, grace)
-			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: grpcserver.IncarnationService(fc.epoch)})
+			ctx, cancel := context.WithTimeout(a.ctx, e.timeout)
+			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: grpcserver.IncarnationService(e.epoch)})
 			cancel()
 			healthy = err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 			replaced = status.Code(err) == codes.NotFound
 			why = errText(err)
 			switch {
 			case replaced:
-				why = fmt.Sprintf("the process at %s is not broker epoch %d (a restarted broker waiting for this registration to expire)", addr, fc.epoch)
+				why = fmt.Sprintf("the process at %s is not broker epoch %d (a restarted broker waiting for this registration to expire)", e.addr, e.epoch)
 			case err == nil && !healthy:
 				why = resp.GetStatus().String()
 			}
 		}
 		refused := false
 		if !healthy && !replaced {
-			refused, why = a.refused(addr, grace, why)
+			refused, why = a.refused(e.addr, e.timeout, why)
 		}
 		a.post(func() {
-			fc.probed, fc.healthy, fc.refused, fc.replaced, fc.healthCheckError = true, healthy, refused, replaced, why
-			a.decideFailure(id, fc)
+			a.step(evProbeResult{id: e.id, gen: e.gen, healthy: healthy, refused: refused, replaced: replaced, why: why})
 		})
 	}()
 }
@@ -251,58 +327,15 @@ func (a *Active) sessionClosed(s *session, cause error) {
 func (a *Active) refused(addr string, timeout time.Duration, why string) (bool, string) {
 	ctx, cancel := context.WithTimeout(a.ctx, timeout)
 	defer cancel()
-	c, err := a.d.DialContext(ctx, addr)
+	conn, err := a.d.DialContext(ctx, addr)
 	if err == nil {
-		_ = c.Close()
+		_ = conn.Close()
 		return false, why + "; but its address accepts connections"
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return true, why + "; connection refused: " + err.Error()
 	}
 	return false, why + "; probe: " + err.Error()
-}
-
-// decideFailure revokes a broker's registration once its grace period has
-// passed and its health check failed.
-func (a *Active) decideFailure(id int32, fc *failCheck) {
-	if a.failing[id] != fc || !fc.expired || !fc.probed {
-		return
-	}
-	delete(a.failing, id)
-	b := a.brokers[id]
-	if b == nil || b.info.Epoch != fc.epoch {
-		return
-	}
-	if fc.healthy {
-		a.log.Info("Broker answers health checks; its lease decides its liveness", "broker_id", id, "broker_epoch", fc.epoch)
-		return
-	}
-	if !fc.refused && !fc.replaced {
-		// A partitioned or paused broker looks like this. It may still
-		// hold its lease and serve as leader until it fences itself just
-		// before the lease can expire; electing others now would give the
-		// partitions two leaders (DESIGN.md, "Broker liveness").
-		a.log.Warn("Broker did not reopen its session or answer a health check, but it is not known to be dead; its lease decides its liveness",
-			"broker_id", id, "broker_epoch", fc.epoch, "health_check", fc.healthCheckError)
-		return
-	}
-	a.log.Warn("Broker did not reopen its session and its process is gone: declaring it dead now by revoking its registration lease",
-		"broker_id", id, "broker_epoch", fc.epoch, "grace", a.d.Settings.SessionGrace, "health_check", fc.healthCheckError)
-	ctx, cancel := a.writeCtx()
-	err := a.sess.RevokeBroker(ctx, id, fc.epoch)
-	cancel()
-	switch {
-	case err == nil:
-		a.d.Metrics.fastFailovers.Inc()
-		a.brokerDeparted(id, fc.epoch, "session broke and the broker did not come back (fast failover)")
-	case errors.Is(err, metastore.ErrControllerMoved):
-		a.fail("revoke broker", err)
-	case kerr.CodeOf(err) == kerr.StaleBrokerEpoch || kerr.CodeOf(err) == kerr.BrokerIDNotRegistered:
-		// Already gone or re-registered: the watch brings the news.
-	default:
-		// Lease expiry still catches it: not worth ending the term for.
-		a.log.Warn("could not revoke the broker's lease; waiting for it to expire", "broker_id", id, "err", err)
-	}
 }
 
 func errText(err error) string {

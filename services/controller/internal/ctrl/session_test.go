@@ -2,28 +2,28 @@ package ctrl
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
-	"tidemark.io/services/controller/internal/sender"
 	"tidemark.io/services/metastore"
 )
 
-// reportingActive is a loop state with topic t of 3 partitions and an open
+// reportingCore is a core with topic t of 3 partitions and an open
 // session of broker 1 epoch 5.
-func reportingActive() (*Active, *session) {
+func reportingCore() (*core, *session) {
+	c := newCore(&commonv1.Node{Id: 100}, 1, slog.New(slog.DiscardHandler), policy{})
 	t := &topic{name: "t"}
 	for i := range int32(3) {
 		t.parts = append(t.parts, &partition{t: t, id: i, replicas: election.Assignment{1, 2}})
 	}
+	c.topics["t"] = t
 	s := &session{brokerID: 1, epoch: 5, kick: make(chan struct{})}
-	a := &Active{topics: map[string]*topic{"t": t}, sessions: map[int32]*session{1: s},
-		brokers: map[int32]*broker{}, departedEpoch: map[int32]int64{},
-		progress: map[progressKey]*controlv1.ReplicaProgress{}, ring: newRing(8)}
-	return a, s
+	c.sessions[1] = s
+	return c, s
 }
 
 func rp(broker, part int32, leo int64) *controlv1.ReplicaProgress {
@@ -31,9 +31,9 @@ func rp(broker, part int32, leo int64) *controlv1.ReplicaProgress {
 }
 
 // held lists the progress entries as "broker/partition@leo", sorted.
-func held(a *Active) []string {
+func held(c *core) []string {
 	var out []string
-	for k, p := range a.progress {
+	for k, p := range c.progress {
 		out = append(out, fmt.Sprintf("%d/%d@%d", k.broker, k.tp.Partition, p.GetLogEndOffset()))
 	}
 	slices.Sort(out)
@@ -41,7 +41,7 @@ func held(a *Active) []string {
 }
 
 func TestSessionReportsApplyFullDeltaAndRemoved(t *testing.T) {
-	a, s := reportingActive()
+	a, s := reportingCore()
 	a.progress[progressKey{tp: election.TopicPartition{Topic: "t", Partition: 2}, broker: 1}] = rp(1, 2, 5)
 	a.progress[progressKey{tp: election.TopicPartition{Topic: "t", Partition: 0}, broker: 2}] = rp(2, 0, 7)
 	want := func(step string, w ...string) {
@@ -52,38 +52,36 @@ func TestSessionReportsApplyFullDeltaAndRemoved(t *testing.T) {
 	}
 	full := &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true,
 		Replicas: []*controlv1.ReplicaProgress{rp(1, 0, 10), rp(1, 1, 10)}}
-	a.report(s, full)
+	a.report(s, full, 1)
 	want("a full report drops the broker's unlisted replicas, not other brokers'", "1/0@10", "1/1@10", "2/0@7")
 
-	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, Replicas: []*controlv1.ReplicaProgress{rp(1, 1, 11)}})
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, Replicas: []*controlv1.ReplicaProgress{rp(1, 1, 11)}}, 1)
 	want("a delta updates what it lists and keeps the rest", "1/0@10", "1/1@11", "2/0@7")
 
 	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5,
-		Removed: []*commonv1.TopicPartition{{Topic: "t", Partition: 0}}})
+		Removed: []*commonv1.TopicPartition{{Topic: "t", Partition: 0}}}, 1)
 	want("removed replicas are dropped", "1/1@11", "2/0@7")
 
 	a.viewDirty = false
-	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5})
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5}, 1)
 	if a.viewDirty {
 		t.Fatal("an empty delta woke the watchers")
 	}
 	want("an empty delta changes nothing", "1/1@11", "2/0@7")
 
-	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true})
+	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true}, 1)
 	want("an empty full report: the broker hosts nothing", "2/0@7")
 }
 
 // A restarted broker's new session may report before the controller sees
 // the old incarnation depart: its one full report must survive that.
 func TestOldIncarnationDepartingKeepsTheNewSessionsProgress(t *testing.T) {
-	a, s := reportingActive()
-	old := &broker{info: metastore.Broker{BrokerInfo: metastore.BrokerInfo{ID: 1}, Epoch: 4},
-		out: sender.Start(sender.Options{Client: brokenClient{}, Target: sender.Target{ID: 1, Epoch: 4}})}
+	a, s := reportingCore()
+	old := &broker{info: metastore.Broker{BrokerInfo: metastore.BrokerInfo{ID: 1}, Epoch: 4}}
 	a.brokers[1] = old
 	a.report(s, &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, FullReport: true,
-		Replicas: []*controlv1.ReplicaProgress{rp(1, 0, 10)}})
+		Replicas: []*controlv1.ReplicaProgress{rp(1, 0, 10)}}, 1)
 	a.removeBroker(old)
-	a.wg.Wait()
 	if got := held(a); !slices.Equal(got, []string{"1/0@10"}) {
 		t.Fatalf("after the old incarnation departed: %v", got)
 	}
@@ -92,7 +90,6 @@ func TestOldIncarnationDepartingKeepsTheNewSessionsProgress(t *testing.T) {
 	s.epoch = 4
 	a.brokers[1] = old
 	a.removeBroker(old)
-	a.wg.Wait()
 	if got := held(a); len(got) != 0 {
 		t.Fatalf("after the reporting incarnation departed: %v", got)
 	}

@@ -16,33 +16,37 @@ import (
 // left. A later registration of the broker clears the mark.
 func (a *Active) ControlledShutdown(ctx context.Context, req *controlv1.ControlledShutdownRequest) (*controlv1.ControlledShutdownResponse, error) {
 	var resp *controlv1.ControlledShutdownResponse
-	err := a.call(ctx, func() (err error) { resp, err = a.controlledShutdown(req); return err })
+	err := a.call(ctx, func() (err error) {
+		a.step(evControlledShutdown{req: req, reply: answerTo(&resp, &err)})
+		return err
+	})
 	return resp, err
 }
 
-func (a *Active) controlledShutdown(req *controlv1.ControlledShutdownRequest) (*controlv1.ControlledShutdownResponse, error) {
+func (c *core) controlledShutdown(req *controlv1.ControlledShutdownRequest, reply replyFunc) {
 	id := req.GetBrokerId()
-	if err := a.checkBrokerEpoch(id, req.GetBrokerEpoch()); err != nil {
-		return nil, err
+	if err := c.checkBrokerEpoch(id, req.GetBrokerEpoch()); err != nil {
+		c.answer(reply, nil, err)
+		return
 	}
-	b := a.brokers[id]
+	b := c.brokers[id]
 	if !b.shuttingDown {
-		a.log.Info("Shutting down broker", "broker_id", id, "broker_epoch", b.info.Epoch)
+		c.log.Info("Shutting down broker", "broker_id", id, "broker_epoch", b.info.Epoch)
 		b.shuttingDown = true
-		a.stateDirty = true
+		c.stateDirty = true
 		// Every broker learns the mark before a leadership moves (the
 		// senders keep each broker's order): a new leader must not propose
 		// the stopping broker, which now fetches from it, into the ISR.
-		a.pushUpdateMetadata(nil, nil, false, nil)
+		c.pushUpdateMetadata(nil, nil, false, nil)
 	}
-	view := a.view()
+	view := c.view()
 	var changes []change
 	followed := map[*partition]bool{}
-	for _, p := range a.partitionsOf(id) {
+	for _, p := range c.partitionsOf(id) {
 		if p.t.deleting {
 			continue
 		}
-		d, err := election.OnControlledShutdown(p.view(), a.viewFor(p, view), id)
+		d, err := election.OnControlledShutdown(p.view(), c.viewFor(p, view), id)
 		if err != nil || !d.Changed {
 			continue // it stays leader; reported below as remaining
 		}
@@ -51,34 +55,36 @@ func (a *Active) controlledShutdown(req *controlv1.ControlledShutdownRequest) (*
 		}
 		changes = append(changes, change{p: p, d: d, cause: causeShutdown})
 	}
-	written, err := a.commit(changes)
-	if err != nil {
-		return nil, a.notControllerFor(err)
-	}
-	var led, stopped []*partition
-	for _, p := range written {
-		if followed[p] {
-			stopped = append(stopped, p)
-		} else {
-			led = append(led, p)
+	c.commit(changes, func(written []*partition, err error) {
+		if err != nil {
+			c.answer(reply, nil, c.notControllerFor(err))
+			return
 		}
-	}
-	// The moved leaderships go to every replica, the shutting-down broker
-	// included (it becomes a follower); where it only followed, the others
-	// learn the smaller ISR and it stops its replica.
-	a.pushLeaderAndIsr(led, nil)
-	a.pushLeaderAndIsr(stopped, except(id))
-	a.pushStopReplica(id, stopped, false)
-	a.pushUpdateMetadata(written, nil, false, nil)
+		var led, stopped []*partition
+		for _, p := range written {
+			if followed[p] {
+				stopped = append(stopped, p)
+			} else {
+				led = append(led, p)
+			}
+		}
+		// The moved leaderships go to every replica, the shutting-down broker
+		// included (it becomes a follower); where it only followed, the others
+		// learn the smaller ISR and it stops its replica.
+		c.pushLeaderAndIsr(led, nil)
+		c.pushLeaderAndIsr(stopped, except(id))
+		c.pushStopReplica(id, stopped, false)
+		c.pushUpdateMetadata(written, nil, false, nil)
 
-	resp := &controlv1.ControlledShutdownResponse{}
-	for _, p := range a.partitionsOf(id) {
-		if p.rec.State.Leader == id && len(p.replicas) > 1 && !p.t.deleting {
-			resp.RemainingPartitions = append(resp.RemainingPartitions,
-				&commonv1.TopicPartition{Topic: p.t.name, Partition: p.id})
+		resp := &controlv1.ControlledShutdownResponse{}
+		for _, p := range c.partitionsOf(id) {
+			if p.rec.State.Leader == id && len(p.replicas) > 1 && !p.t.deleting {
+				resp.RemainingPartitions = append(resp.RemainingPartitions,
+					&commonv1.TopicPartition{Topic: p.t.name, Partition: p.id})
+			}
 		}
-	}
-	a.log.Info("Controlled shutdown step done", "broker_id", id, "moved", len(led), "left_isr", len(stopped),
-		"remaining", len(resp.RemainingPartitions))
-	return resp, nil
+		c.log.Info("Controlled shutdown step done", "broker_id", id, "moved", len(led), "left_isr", len(stopped),
+			"remaining", len(resp.RemainingPartitions))
+		c.answer(reply, resp, nil)
+	})
 }

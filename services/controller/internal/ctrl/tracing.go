@@ -16,11 +16,10 @@ import (
 // unclean election, an ISR change the controller made) as a span whose
 // attributes say what changed and why, so a trace viewer shows elections
 // next to the fetches and produces around them.
-func (a *Active) traceDecision(kind controlv1.EventKind, c change, old metastore.PartitionState) {
+func (a *Active) traceDecision(kind controlv1.EventKind, c change, old, s metastore.PartitionState) {
 	if a.d.Tracer == nil {
 		return
 	}
-	s := c.p.rec.State
 	_, span := a.d.Tracer.Start(context.Background(), "controller."+kindName(kind),
 		trace.WithAttributes(
 			attribute.String("tidemark.partition", c.p.tp().String()),

@@ -1,0 +1,338 @@
+package ctrl
+
+import (
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/sender"
+	"tidemark.io/services/metastore"
+)
+
+// The shell: the loop's side of the core (core.go). It turns what reaches
+// the loop into core events, executes the core's effects in order (etcd
+// writes, sender queues, metrics, the event ring, answers, step-down) and
+// feeds each write's outcome back. Everything here runs on the loop.
+
+// link is a live broker incarnation's connection and sender.
+type link struct {
+	epoch int64
+	conn  *grpc.ClientConn
+	out   *sender.Sender
+}
+
+// step hands one event to the core and executes its effects.
+func (a *Active) step(ev event) map[int32]<-chan error {
+	a.tracked = map[int32][]<-chan error{}
+	a.core.handle(ev)
+	return a.flush()
+}
+
+// flush executes the core's pending effects in order, and those that follow
+// from them (a write's continuation), until there are none. It returns the
+// outcome channels of the requests pushed, by broker (the last one for a
+// broker pushed twice). Effects that run shell code may flush again; each
+// flush takes its batch first, so order holds.
+func (a *Active) flush() map[int32]<-chan error {
+	acks := map[int32]<-chan error{}
+	for {
+		batch := a.core.take()
+		if len(batch) == 0 {
+			return acks
+		}
+		for _, e := range batch {
+			switch e := e.(type) {
+			case effWriteStates:
+				a.writeStates(e)
+			case effWriteAssignment:
+				ctx, cancel := a.writeCtx()
+				res, err := a.sess.UpdateAssignment(ctx, e.update)
+				cancel()
+				a.core.handle(evAssignmentResult{res: res, err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effReadTopic:
+				ctx, cancel := a.writeCtx()
+				t, err := a.d.Store.Topic(ctx, e.name)
+				cancel()
+				a.core.handle(evTopicRead{topic: t, err: err})
+			case effPush:
+				acks[e.to] = a.enqueue(e.to, e.req)
+				if e.track && a.tracked != nil {
+					a.tracked[e.to] = append(a.tracked[e.to], acks[e.to])
+				}
+				if e.group != 0 {
+					a.groups[e.group] = append(a.groups[e.group], acks[e.to])
+				}
+			case effAwaitAcks:
+				a.awaitAcks(e)
+			case effTopicGone:
+				close(e.t.done)
+			case effMarkDeletion:
+				ctx, cancel := a.writeCtx()
+				err := a.sess.MarkTopicForDeletion(ctx, e.topic)
+				cancel()
+				a.core.handle(evMetaWriteResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effDeleteTopic:
+				ctx, cancel := a.writeCtx()
+				err := a.sess.DeleteTopic(ctx, e.topic)
+				cancel()
+				a.core.handle(evMetaWriteResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effArmTimer:
+				a.armTimer(e)
+			case effStopTimer:
+				if t := a.timers[e.key]; t != nil {
+					t.Stop()
+					delete(a.timers, e.key)
+				}
+			case effKick:
+				close(e.s.kick)
+			case effProbe:
+				a.probe(e)
+			case effRevokeBroker:
+				ctx, cancel := a.writeCtx()
+				err := a.sess.RevokeBroker(ctx, e.id, e.epoch)
+				cancel()
+				if err == nil {
+					a.d.Metrics.fastFailovers.Inc()
+				}
+				a.core.handle(evRevokeResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effBrokerUp:
+				a.startLink(e.info)
+			case effBrokerGone:
+				a.dropBroker(e.info)
+			case effEvent:
+				a.addEvent(e.ev)
+			case effDecision:
+				a.decided(e)
+			case effAnswer:
+				e.reply(e.resp, e.err)
+			case effStepDown:
+				a.stepDown(e.cause)
+			default:
+				panic("ctrl: unknown effect")
+			}
+		}
+	}
+}
+
+// writeStates runs one effWriteStates and feeds its outcome back.
+func (a *Active) writeStates(e effWriteStates) {
+	start := time.Now()
+	ctx, cancel := a.writeCtx()
+	res, err := a.sess.UpdatePartitionStates(ctx, e.updates)
+	cancel()
+	a.core.handle(evWriteResult{res: res, err: err, resigning: err != nil && a.ctx.Err() != nil})
+	for _, f := range a.core.out {
+		if d, ok := f.(effDecision); ok && d.elected {
+			a.d.Metrics.electionSeconds.Observe(time.Since(start).Seconds())
+			break
+		}
+	}
+}
+
+// decided counts, traces and records one written partition decision.
+func (a *Active) decided(e effDecision) {
+	if e.unclean {
+		a.d.Metrics.unclean.Inc()
+	}
+	if e.label != "" {
+		a.d.Metrics.elections.WithLabelValues(string(e.label)).Inc()
+	}
+	a.traceDecision(e.kind, e.c, e.old, e.now)
+	a.addEvent(e.ev)
+}
+
+// addEvent stamps a core event that has no time and adds it to the ring.
+func (a *Active) addEvent(ev *controlv1.ClusterEvent) {
+	if ev.Time == 0 {
+		ev.Time = time.Now().UnixMilli()
+	}
+	a.ring.add(ev)
+	a.viewDirty = true
+}
+
+// startLink dials a new broker incarnation and starts its sender.
+func (a *Active) startLink(info metastore.Broker) {
+	l := &link{epoch: info.Epoch}
+	conn, err := a.d.Dial(info.Address)
+	if err != nil {
+		// A malformed address: requests fail, the broker will be seen as
+		// dead at lease expiry or fast failover.
+		a.log.Error("cannot dial broker", "broker_id", info.ID, "address", info.Address, "err", err)
+	}
+	l.conn = conn
+	var client controlv1.BrokerControlServiceClient = brokenClient{}
+	if conn != nil {
+		client = controlv1.NewBrokerControlServiceClient(conn)
+	}
+	l.out = sender.Start(sender.Options{
+		Client:  client,
+		Target:  sender.Target{ID: info.ID, Epoch: info.Epoch, Address: info.Address},
+		Timeout: a.d.Settings.RequestTimeout,
+		OnStale: func(err error) {
+			a.post(func() { a.stepDown(errors.Join(errStaleEpoch, err)) })
+		},
+		Gate:   a.gate.wait,
+		Logger: a.log,
+	})
+	if old := a.links[info.ID]; old != nil {
+		a.closeLink(old)
+	}
+	a.links[info.ID] = l
+}
+
+// dropBroker stops a departed incarnation's sender.
+func (a *Active) dropBroker(info metastore.Broker) {
+	if l := a.links[info.ID]; l != nil && l.epoch == info.Epoch {
+		delete(a.links, info.ID)
+		a.closeLink(l)
+	}
+}
+
+func (a *Active) closeLink(l *link) {
+	l.out.Stop()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		l.out.Wait()
+		if l.conn != nil {
+			_ = l.conn.Close()
+		}
+	}()
+}
+
+// Synchronous forms of the core's decisions for the shell's own handlers
+// (topics, configs, elections, deletion, load): each runs the core's
+// decision, executes its effects, and returns when its write is done.
+
+// errNoOutcome is what a synchronous form returns if the core never called
+// back: a bug, reported as a failed write rather than a success.
+var errNoOutcome = errors.New("the decision did not complete")
+
+// commit is core.commit run to completion.
+func (a *Active) commit(changes []change) ([]*partition, error) {
+	var written []*partition
+	err := errNoOutcome
+	a.core.commit(changes, func(w []*partition, e error) { written, err = w, e })
+	a.flush()
+	return written, err
+}
+
+// initStates is core.initStates run to completion.
+func (a *Active) initStates(parts []*partition) ([]*partition, error) {
+	var written []*partition
+	err := errNoOutcome
+	a.core.initStates(parts, func(w []*partition, e error) { written, err = w, e })
+	a.flush()
+	return written, err
+}
+
+// refreshTopic is core.refreshTopic run to completion.
+func (a *Active) refreshTopic(t *topic) {
+	a.core.refreshTopic(t, func() {})
+	a.flush()
+}
+
+// resumeReassignments is core.resumeReassignments run to completion.
+func (a *Active) resumeReassignments() {
+	a.core.resumeReassignments(func() {})
+	a.flush()
+}
+
+// fail is core.fail for the shell's own writes.
+func (a *Active) fail(what string, err error) {
+	a.core.fail(what, err, a.ctx.Err() != nil)
+	a.flush()
+}
+
+// pushLeaderAndIsr is core.pushLeaderAndIsr, returning the outcome channels
+// by broker id.
+func (a *Active) pushLeaderAndIsr(parts []*partition, to func(int32) bool) map[int32]<-chan error {
+	a.core.pushLeaderAndIsr(parts, to)
+	return a.flush()
+}
+
+// pushUpdateMetadata is core.pushUpdateMetadata, returning the outcome
+// channels by broker id.
+func (a *Active) pushUpdateMetadata(parts []*partition, deleted []string, full bool, to func(int32) bool) map[int32]<-chan error {
+	a.core.pushUpdateMetadata(parts, deleted, full, to)
+	return a.flush()
+}
+
+// pushStopReplica is core.pushStopReplica, returning its outcome channel
+// (nil at once when there was nothing to send).
+func (a *Active) pushStopReplica(id int32, parts []*partition, del bool) <-chan error {
+	a.core.pushStopReplica(id, parts, del)
+	if ch, ok := a.flush()[id]; ok {
+		return ch
+	}
+	ch := make(chan error, 1)
+	ch <- nil
+	return ch
+}
+
+// pushChanges is core.pushChanges with its pushes handed to the senders.
+func (a *Active) pushChanges(parts []*partition) {
+	a.core.pushChanges(parts)
+	a.flush()
+}
+
+// enqueue hands r to broker id's sender; the returned channel gets the
+// outcome (sender.ErrStopped for unknown brokers).
+func (a *Active) enqueue(id int32, r sender.Request) <-chan error {
+	ch := make(chan error, 1)
+	r.Done = ch
+	l := a.links[id]
+	if l == nil {
+		ch <- sender.ErrStopped
+		return ch
+	}
+	l.out.Enqueue(r)
+	return ch
+}
+
+// awaitAcks waits, off the loop, for an ack group's pushes to be answered,
+// at most twice the request timeout, then posts the core's follow-up.
+func (a *Active) awaitAcks(e effAwaitAcks) {
+	acks := a.groups[e.group]
+	delete(a.groups, e.group)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		deadline := time.NewTimer(2 * a.d.Settings.RequestTimeout)
+		defer deadline.Stop()
+		waitAll(a.ctx, deadline.C, acks)
+		a.post(func() { a.step(e.then) })
+	}()
+}
+
+// startDeletion is core.startDeletion with its pushes sent.
+func (a *Active) startDeletion(t *topic) {
+	a.core.startDeletion(t)
+	a.flush()
+}
+
+// armTimer (re)arms one of the core's timers.
+func (a *Active) armTimer(e effArmTimer) {
+	if old := a.timers[e.key]; old != nil {
+		old.Stop()
+	}
+	a.timers[e.key] = time.AfterFunc(e.after, func() { a.post(func() { a.step(evTimer{key: e.key, gen: e.gen}) }) })
+}
+
+// armRebalance is core.armRebalance with the timer armed.
+func (a *Active) armRebalance() {
+	a.core.armRebalance()
+	a.flush()
+}
+
+// answerTo returns a replyFunc that stores a typed answer.
+func answerTo[T any](resp *T, err *error) replyFunc {
+	return func(m any, e error) {
+		if m != nil {
+			*resp, _ = m.(T)
+		}
+		*err = e
+	}
+}
