@@ -139,14 +139,32 @@ func reassign(t testing.TB, c *Cluster, topic string, targets map[int32][]int32)
 	}
 }
 
-// settledOn reports whether a partition's replicas and ISR are exactly
-// want (ISR in any order), with no move in flight and its leader acting.
-func settledOn(c *Cluster, topic string, p int32, want []int32) bool {
-	pd := c.Partition(topic, p)
+// settledWhy reports whether a partition's replicas and ISR are exactly
+// want (ISR in any order), with no move in flight and its leader acting,
+// and what it saw.
+func settledWhy(c *Cluster, topic string, p int32, want []int32) (bool, string) {
+	resp, err := c.Admin().DescribeTopics(context.Background(), &adminv1.DescribeTopicsRequest{Topics: []string{topic}})
+	if err != nil || len(resp.GetTopics()) != 1 {
+		return false, fmt.Sprintf("describing %s: %v", topic, err)
+	}
+	pd := &adminv1.PartitionDescription{Leader: -1}
+	for _, d := range resp.GetTopics()[0].GetPartitions() {
+		if d.GetPartition() == p {
+			pd = d
+		}
+	}
 	isr := slices.Sorted(slices.Values(pd.GetIsr()))
 	sorted := slices.Sorted(slices.Values(want))
-	return slices.Equal(pd.GetReplicas(), want) && slices.Equal(isr, sorted) && len(pd.GetAddingReplicas()) == 0 &&
-		len(pd.GetRemovingReplicas()) == 0 && c.Leads(pd.GetLeader(), topic, p)
+	leads := c.Leads(pd.GetLeader(), topic, p)
+	ok := slices.Equal(pd.GetReplicas(), want) && slices.Equal(isr, sorted) && len(pd.GetAddingReplicas()) == 0 &&
+		len(pd.GetRemovingReplicas()) == 0 && leads
+	return ok, fmt.Sprintf("controller's view %v; broker %d leads it in its own view: %v", pd, pd.GetLeader(), leads)
+}
+
+// settledOn is settledWhy's verdict.
+func settledOn(c *Cluster, topic string, p int32, want []int32) bool {
+	ok, _ := settledWhy(c, topic, p, want)
+	return ok
 }
 
 // checkWholeAndLive checks that every replica of the partition holds the
@@ -468,8 +486,8 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 	c.ResumeController(old)
 	checkWholeAndLive(t, c, "pz", 0, []int32{2, 3, 4}, acked)
 	gone(t, c, 1, "pz", 0)
-	if !settledOn(c, "pz", 0, []int32{2, 3, 4}) {
-		t.Errorf("after the old controller resumed: %v", c.Partition("pz", 0))
+	if ok, why := settledWhy(c, "pz", 0, []int32{2, 3, 4}); !ok {
+		t.Errorf("after the old controller resumed: %s", why)
 	}
 }
 

@@ -49,7 +49,7 @@ func (o *office) Active(ctx context.Context) (grpcapi.Backend, error) {
 func (o *office) current() *ctrl.Active {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.cur == nil || o.cur.Err() != nil {
+	if o.cur == nil || o.cur.Err() != nil || !o.cur.Held(time.Now()) {
 		return nil
 	}
 	return o.cur

@@ -90,6 +90,7 @@ func (s *Store) tryElect(ctx context.Context, id int32, address string, ttl time
 	if cur.epoch == math.MaxInt32 {
 		return nil, errors.New("metastore: controller epoch exhausted")
 	}
+	asked := time.Now() // the lease's TTL runs from no earlier than this
 	lease, err := s.cli.Grant(ctx, ttlSeconds(ttl))
 	if err != nil {
 		return nil, fmt.Errorf("metastore: grant controller lease: %w", err)
@@ -115,7 +116,7 @@ func (s *Store) tryElect(ctx context.Context, id int32, address string, ttl time
 	}
 	// Both puts share the transaction's revision: that is the epoch key's
 	// ModRevision every fenced write will compare against.
-	sess := newSession(s, info, resp.Header.Revision, lease.ID)
+	sess := newSession(s, info, resp.Header.Revision, lease.ID, asked, time.Duration(lease.TTL)*time.Second)
 	s.log.Info("elected controller", slog.Int("controller_id", int(id)),
 		slog.Int("epoch", int(info.Epoch)), slog.Int64("epoch_revision", sess.epochRev))
 	return sess, nil

@@ -98,6 +98,12 @@ func TestZombieControllerIsFenced(t *testing.T) {
 	if winner.Epoch() != 2 {
 		t.Fatalf("rival epoch = %d, want 2", winner.Epoch())
 	}
+	// The rival won once etcd expired the zombie's lease, a TTL after its
+	// last renewal: the zombie no longer claims to hold it, whether or not
+	// its etcd client has noticed yet.
+	if zombie.Held(time.Now().Add(100 * time.Millisecond)) {
+		t.Error("the zombie still claims its lease after a rival was elected")
+	}
 	before, err := rival.Dump(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +136,40 @@ func TestZombieControllerIsFenced(t *testing.T) {
 		t.Fatalf("etcd changed under a zombie: revision %d -> %d", before.Revision, after.Revision)
 	}
 	waitClosed(t, zombie.Done(), 10*time.Second, "zombie session's Done")
+}
+
+// A session whose keepalives stall stops claiming its lease a TTL after the
+// last renewal, no later than its etcd client gives it up (Done): the
+// client checks its deadlines only once a second.
+func TestHeldEndsNoLaterThanTheSession(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := testCtx(t)
+	bridge := srv.NewBridge(t)
+	sess := elect(t, ctx, newStore(t, bridge.Client(t)), 1, shortTTL)
+	if !sess.Held(time.Now()) {
+		t.Fatal("a fresh session does not hold its lease")
+	}
+	bridge.Pause()
+	defer bridge.Resume()
+	deadline := time.Now().Add(10 * shortTTL)
+	var unheld time.Time
+	for time.Now().Before(deadline) {
+		now := time.Now()
+		if unheld.IsZero() && !sess.Held(now) {
+			unheld = now
+		}
+		select {
+		case <-sess.Done():
+			if unheld.IsZero() {
+				t.Fatal("the session ended while still claiming its lease")
+			}
+			t.Logf("no longer held %s before the session ended", time.Since(unheld).Round(time.Millisecond))
+			return
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("the session neither ended nor stopped holding within %s (held false since %v)", 10*shortTTL, unheld)
 }
 
 func TestFencedOnceLeaseIsLostEvenWithoutSuccessor(t *testing.T) {

@@ -1,11 +1,11 @@
 package metastore
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -25,6 +25,28 @@ type Session struct {
 	// previousGone is when the campaign that won saw the previous
 	// controller's key go (zero: there was none while it waited).
 	previousGone time.Time
+	// heldUntil (unix nanoseconds) is when the lease may have expired in
+	// etcd for all this process knows: the grant's or the last keepalive
+	// answer's time plus the TTL it gave.
+	heldUntil atomic.Int64
+}
+
+// Held reports whether the lease is surely still alive at now: etcd
+// confirmed it less than a TTL ago. A controller that was frozen (a
+// stopped process, a stalled link) can wake up after its lease expired
+// and another controller was elected; the etcd client notices only at
+// its next keepalive answer or deadline check (up to a second later), and
+// meanwhile the term would still answer as the active controller. Writes
+// are fenced in etcd whatever this says; Held keeps a zombie from serving
+// reads and requests as active (Kafka's brokers fence themselves the same
+// way on their registration lease).
+func (s *Session) Held(now time.Time) bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	return now.UnixNano() < s.heldUntil.Load()
 }
 
 // PreviousGone is when the winning campaign saw the previous controller's
@@ -32,12 +54,18 @@ type Session struct {
 // separate watch, it is always seen before the win.
 func (s *Session) PreviousGone() time.Time { return s.previousGone }
 
-func newSession(s *Store, info ControllerInfo, epochRev int64, lease clientv3.LeaseID) *Session {
+func newSession(s *Store, info ControllerInfo, epochRev int64, lease clientv3.LeaseID, asked time.Time, ttl time.Duration) *Session {
 	sess := &Session{s: s, info: info, epochRev: epochRev, lease: lease, done: make(chan struct{})}
+	sess.heldUntil.Store(asked.Add(ttl).UnixNano())
 	// The keepalive outlives the Campaign call, so it gets its own context.
 	ctx, stop := context.WithCancel(context.Background())
 	sess.stop = stop
-	holdLease(ctx, s.cli, lease, s.k.controller(), epochRev, sess.done)
+	holdLease(ctx, s.cli, lease, s.k.controller(), epochRev, sess.done, func(ttl time.Duration) {
+		// Counted from the answer's arrival: etcd renewed the lease when
+		// the request reached it, a little earlier, so this errs by at
+		// most the answer's trip.
+		sess.heldUntil.Store(time.Now().Add(ttl).UnixNano())
+	})
 	return sess
 }
 
@@ -45,7 +73,9 @@ func newSession(s *Store, info ControllerInfo, epochRev int64, lease clientv3.Le
 // lease expires or is revoked, etcd stops answering for a whole TTL, the
 // client closes, or ctx ends. It also watches key (written at revision rev)
 // so a revoke is noticed at once rather than at the next keepalive reply.
-func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, key string, rev int64, done chan struct{}) {
+//
+// renewed, if not nil, hears the TTL of each keepalive answer as it comes.
+func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, key string, rev int64, done chan struct{}, renewed func(ttl time.Duration)) {
 	ka, err := cli.KeepAlive(ctx, lease)
 	if err != nil {
 		close(done)
@@ -58,9 +88,12 @@ func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID
 		defer cancelWatch()
 		for {
 			select {
-			case _, ok := <-ka:
+			case resp, ok := <-ka:
 				if !ok {
 					return
+				}
+				if renewed != nil && resp != nil {
+					renewed(time.Duration(resp.TTL) * time.Second)
 				}
 			case wr, ok := <-wch:
 				if !ok || wr.Err() != nil {

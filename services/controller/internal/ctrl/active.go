@@ -181,6 +181,11 @@ func (a *Active) Err() error {
 	}
 }
 
+// Held reports whether the term's lease is surely alive at now
+// (metastore.Session.Held): a term that cannot say so must not act as the
+// active controller, even before its session notices the loss.
+func (a *Active) Held(now time.Time) bool { return a.sess.Held(now) }
+
 // Epoch is the controller epoch of this term.
 func (a *Active) Epoch() int32 { return a.epoch }
 
