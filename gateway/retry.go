@@ -2,11 +2,7 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
@@ -42,22 +38,4 @@ func (p *pacer) wait(ctx context.Context) bool {
 // asKerr turns an upstream error into the *kerr.Error it stands for: the
 // ErrorDetail a service sent, or the nearest code for a transport failure
 // or an ended context.
-func asKerr(err error) *kerr.Error {
-	var ke *kerr.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ke):
-		return ke
-	case errors.Is(err, context.DeadlineExceeded):
-		return kerr.New(kerr.RequestTimedOut, "%v", err)
-	case errors.Is(err, context.Canceled):
-		return kerr.New(kerr.RequestTimedOut, "canceled: %v", err)
-	}
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Canceled && len(st.Details()) == 0 {
-		// Cut off by the transport (callers check their own context
-		// first): like a broken connection.
-		return kerr.New(kerr.NetworkException, "canceled: %s", st.Message())
-	}
-	return kerr.FromStatus(err)
-}
+func asKerr(err error) *kerr.Error { return kerr.FromCall(err) }

@@ -2,11 +2,7 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"tidemark.io/services/platform/kerr"
 )
@@ -18,27 +14,7 @@ var ErrClosed = kerr.New(kerr.InvalidRequest, "client is closed")
 // toKerr turns any error from a call into the *kerr.Error the server meant:
 // the ErrorDetail when there is one, else the nearest code for the
 // transport failure. The caller's own context ending is REQUEST_TIMED_OUT.
-func toKerr(err error) *kerr.Error {
-	if err == nil {
-		return nil
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return kerr.New(kerr.RequestTimedOut, "%v", err)
-	case errors.Is(err, context.Canceled):
-		return kerr.New(kerr.RequestTimedOut, "canceled: %v", err)
-	}
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Canceled && len(st.Details()) == 0 {
-		// A call cut off by the transport (the caller checks its own
-		// context first): worth another try, like a broken connection.
-		return kerr.New(kerr.NetworkException, "canceled: %s", st.Message())
-	}
-	return kerr.FromStatus(err)
-}
+func toKerr(err error) *kerr.Error { return kerr.FromCall(err) }
 
 // wrap adds what was being done to a call's error, keeping the *kerr.Error
 // reachable with errors.As and kerr.CodeOf.

@@ -122,3 +122,27 @@ func FromStatus(err error) *Error {
 	}
 	return &Error{Code: UnknownServerError, Message: st.Message()}
 }
+
+// FromCall turns any error of an outgoing call into the *Error the server
+// meant: the error itself or its ErrorDetail when there is one, else the
+// nearest code for the failure. The caller's own context ending is
+// REQUEST_TIMED_OUT; a call the transport cut off (cancelled with no
+// detail; callers check their own context first) is NETWORK_EXCEPTION,
+// worth another try like a broken connection.
+func FromCall(err error) *Error {
+	var ke *Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ke):
+		return ke
+	case errors.Is(err, context.DeadlineExceeded):
+		return New(RequestTimedOut, "%v", err)
+	case errors.Is(err, context.Canceled):
+		return New(RequestTimedOut, "canceled: %v", err)
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Canceled && len(st.Details()) == 0 {
+		return New(NetworkException, "canceled: %s", st.Message())
+	}
+	return FromStatus(err)
+}
