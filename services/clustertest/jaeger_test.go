@@ -20,15 +20,8 @@ import (
 
 // jaegerBinary finds the Jaeger built by `make thirdparty`.
 func jaegerBinary(t *testing.T) string {
-	if p := os.Getenv("TIDEMARK_JAEGER_BIN"); p != "" {
+	if p := testenv.FindJaeger(); p != "" {
 		return p
-	}
-	dir, _ := os.Getwd()
-	for ; dir != "/" && dir != "."; dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, ".bin", "jaeger")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
 	}
 	testenv.Unavailable(t, "Jaeger (.bin/jaeger)", "`make thirdparty` builds it (`make test` does), or set TIDEMARK_JAEGER_BIN")
 	return ""

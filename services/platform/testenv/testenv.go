@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -79,4 +80,21 @@ func SkipIfShort(t testing.TB, why string) {
 	if testing.Short() {
 		Skip(t, "-short: "+why)
 	}
+}
+
+// FindJaeger is the Jaeger binary `make thirdparty` builds into .bin/ (the
+// first found walking up from the test's directory), or TIDEMARK_JAEGER_BIN
+// when set; "" when there is none.
+func FindJaeger() string {
+	if p := os.Getenv("TIDEMARK_JAEGER_BIN"); p != "" {
+		return p
+	}
+	dir, _ := os.Getwd()
+	for ; dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, ".bin", "jaeger")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }

@@ -19,22 +19,6 @@ import (
 	"tidemark.io/tools/internal/testbin"
 )
 
-// jaegerBinary is the Jaeger `make thirdparty` builds, or "" when this
-// machine has none.
-func jaegerBinary() string {
-	if p := os.Getenv("TIDEMARK_JAEGER_BIN"); p != "" {
-		return p
-	}
-	dir, _ := os.Getwd()
-	for ; dir != "/" && dir != "."; dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, ".bin", "jaeger")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
 // hwTraceLink is the narration's link to the trace of the fetch that
 // advanced the HW last.
 var hwTraceLink = regexp.MustCompile(`the fetch that advanced the HW last: (http://\S+)/trace/([0-9a-f]{32})`)
@@ -110,7 +94,7 @@ func TestScenarios(t *testing.T) {
 	testenv.SkipIfShort(t, "the scenarios take about two minutes against a cluster of real processes")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	jaeger := jaegerBinary()
+	jaeger := testenv.FindJaeger()
 	cl, env, data := startCluster(ctx, t, nil, jaeger)
 	want := map[string]bool{}
 	if s := os.Getenv("TIDEMARK_SCENARIOS"); s != "" {
