@@ -273,7 +273,16 @@ func TestKIP101AckedRecordLostOnlyWithHighWatermarkTruncation(t *testing.T) {
 			c.net.Partition(name(1), name(2))
 			c.crash(2)
 			c.start(2) // a fast restart: its registration never lapsed
-			time.Sleep(500 * time.Millisecond)
+			// The restarted broker follows again before the leader dies;
+			// under high-watermark truncation it has cut its log to its HW.
+			waitFor(t, 5*time.Second, "broker 2 to follow again", func() bool {
+				r, ok := c.brokers[2].Replicas().Replica(replica.TP{Topic: "p", Partition: 0})
+				if !ok || r.IsLeader() {
+					return false
+				}
+				_, leo := c.replicaState(2, "p", 0)
+				return tc.mode != "high-watermark" || leo == 0
+			})
 			c.crash(1)
 			c.ctrl.brokerDown(1)
 			if l := c.ctrl.state("p", 0).leader; l != 2 {
