@@ -212,12 +212,16 @@ func (c *Cache) Initialised() bool {
 	return c.initialised
 }
 
-// PutPartition records one partition state (from LeaderAndIsr), unless the
-// cache already holds a newer leader epoch for it.
-func (c *Cache) PutPartition(p *commonv1.PartitionState) {
+// PutPartitions records a LeaderAndIsr's partition states together, so a
+// Metadata answer never shows a topic with only some of its partitions
+// (Kafka's clients take the partition count from it); a state is skipped
+// when the cache already holds a newer leader epoch for its partition.
+func (c *Cache) PutPartitions(ps []*commonv1.PartitionState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.putPartitionLocked(p)
+	for _, p := range ps {
+		c.putPartitionLocked(p)
+	}
 }
 
 func (c *Cache) putPartitionLocked(p *commonv1.PartitionState) {

@@ -30,14 +30,14 @@ func ps(topic string, p, leader, epoch, pe int32) *commonv1.PartitionState {
 
 func TestOlderPartitionStateIsIgnored(t *testing.T) {
 	c := New()
-	c.PutPartition(ps("t", 0, 1, 5, 7))
-	c.PutPartition(ps("t", 0, 2, 4, 9)) // older leader epoch
-	c.PutPartition(ps("t", 0, 3, 5, 6)) // same epoch, older partition epoch
+	c.PutPartitions([]*commonv1.PartitionState{ps("t", 0, 1, 5, 7)})
+	c.PutPartitions([]*commonv1.PartitionState{ps("t", 0, 2, 4, 9)}) // older leader epoch
+	c.PutPartitions([]*commonv1.PartitionState{ps("t", 0, 3, 5, 6)}) // same epoch, older partition epoch
 	got, _ := c.Partition(TP{"t", 0})
 	if got.GetLeader() != 1 {
 		t.Fatalf("leader %d, want 1 (older states must not win)", got.GetLeader())
 	}
-	c.PutPartition(ps("t", 0, 2, 6, 8))
+	c.PutPartitions([]*commonv1.PartitionState{ps("t", 0, 2, 6, 8)})
 	if got, _ := c.Partition(TP{"t", 0}); got.GetLeader() != 2 {
 		t.Fatalf("newer epoch not applied: %v", got)
 	}

@@ -121,10 +121,14 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 	states := req.GetPartitions()
 	resp := &controlv1.LeaderAndIsrResponse{Partitions: make([]*controlv1.PartitionResult, len(states))}
 	followers := make([]*Replica, len(states))
+	// Into the metadata cache all at once, before any is applied: put one
+	// by one as the workers reach them, a new topic's partitions appeared
+	// a few at a time, and a Kafka client reading Metadata then took a
+	// partition count too small (TestMetadataNeverShowsPartOfALeaderAndIsr).
+	m.opts.Meta.PutPartitions(states)
 	eachPartitionState(states, controlParallelism, func(i int) {
 		ps := states[i]
 		tp := TP{Topic: ps.GetTopic(), Partition: ps.GetPartition()}
-		m.opts.Meta.PutPartition(ps)
 		res := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition}
 		r, err := m.becomeReplica(tp, ps, configs[tp.Topic])
 		if err != nil && kerr.CodeOf(err) == kerr.KafkaStorageError {

@@ -198,3 +198,45 @@ func TestLeaderAndIsrResendIsNotAppliedAgain(t *testing.T) {
 		t.Fatalf("after a StopReplica an equal LeaderAndIsr was not applied: t-0 hosted %v, resends counted %d", ok, resends())
 	}
 }
+
+// heldStore holds every log creation until released, counting those
+// waiting.
+type heldStore struct {
+	LogStore
+	waiting atomic.Int32
+	release chan struct{}
+}
+
+func (s *heldStore) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
+	s.waiting.Add(1)
+	<-s.release
+	return s.LogStore.GetOrCreate(tp, cfg)
+}
+
+// While a LeaderAndIsr creating a topic is being applied, the broker's
+// metadata shows all of the topic's partitions or none: with more
+// partitions than are applied side by side, and every log creation held,
+// the ones no worker has reached yet are already there. (They used to be
+// put one by one as the workers reached them, and a Kafka client reading
+// Metadata meanwhile took too few partitions.)
+func TestMetadataNeverShowsPartOfALeaderAndIsr(t *testing.T) {
+	e := newEnv(t)
+	store := &heldStore{release: make(chan struct{})}
+	m, meta := e.newManagerWith(2, func(s LogStore) LogStore { store.LogStore = s; return store })
+	e.updateMetadataOn(m)
+	const n = 3 * controlParallelism
+	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[2]}
+	for p := range int32(n) {
+		req.Partitions = append(req.Partitions, partitionState(TP{Topic: "wide", Partition: p}, 2, 1, 1, []int32{1, 2, 3}))
+	}
+	done := make(chan error, 1)
+	go func() { _, err := m.LeaderAndIsr(req); done <- err }()
+	waitFor(t, "every worker held in a log creation", func() bool { return store.waiting.Load() == controlParallelism })
+	if got := len(meta.TopicPartitions("wide")); got != n {
+		t.Errorf("metadata shows %d of the topic's %d partitions while its LeaderAndIsr is applied", got, n)
+	}
+	close(store.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
