@@ -71,7 +71,6 @@ type Active struct {
 	*core
 	d    Deps
 	sess *metastore.Session
-	rng  *rand.Rand
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -89,12 +88,11 @@ type Active struct {
 	gate     gate
 
 	// Loop-owned state (see the package doc), besides the core's.
-	links         map[int32]*link
-	brokerConfigs map[string]map[string]string
-	controllers   map[int32]metastore.ControllerNode
-	ring          *ring
-	subs          map[*subscriber]struct{}
-	timers        map[timerKey]*time.Timer // the core's (effArmTimer)
+	links       map[int32]*link
+	controllers map[int32]metastore.ControllerNode
+	ring        *ring
+	subs        map[*subscriber]struct{}
+	timers      map[timerKey]*time.Timer // the core's (effArmTimer)
 	// tracked holds the outcomes of the pushes the current step asked to
 	// keep (effPush.track).
 	tracked map[int32][]<-chan error
@@ -129,27 +127,28 @@ func Start(ctx context.Context, d Deps) *Active {
 	log := logging.OrDiscard(d.Log).With("controller_epoch", info.Epoch)
 	ctx, cancel := context.WithCancel(ctx)
 	a := &Active{
-		core:          newCore(&commonv1.Node{Id: info.ControllerID, Address: info.Address}, info.Epoch, log, policy{}),
-		d:             d,
-		sess:          d.Session,
-		rng:           rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(info.Epoch))),
-		ctx:           ctx,
-		cancel:        cancel,
-		events:        make(chan func(), 256),
-		quit:          make(chan struct{}),
-		done:          make(chan struct{}),
-		electedAt:     time.Now(),
-		pushed:        make(chan struct{}),
-		links:         map[int32]*link{},
-		brokerConfigs: map[string]map[string]string{},
-		controllers:   map[int32]metastore.ControllerNode{},
-		ring:          newRing(d.Settings.EventRing),
-		subs:          map[*subscriber]struct{}{},
-		timers:        map[timerKey]*time.Timer{},
-		groups:        map[uint64][]<-chan error{},
+		core: newCore(&commonv1.Node{Id: info.ControllerID, Address: info.Address}, info.Epoch, log, policy{},
+			// Placement's random choices: a fresh stream per term (core.rng).
+			rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(info.Epoch)))),
+		d:           d,
+		sess:        d.Session,
+		ctx:         ctx,
+		cancel:      cancel,
+		events:      make(chan func(), 256),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+		electedAt:   time.Now(),
+		pushed:      make(chan struct{}),
+		links:       map[int32]*link{},
+		controllers: map[int32]metastore.ControllerNode{},
+		ring:        newRing(d.Settings.EventRing),
+		subs:        map[*subscriber]struct{}{},
+		timers:      map[timerKey]*time.Timer{},
+		groups:      map[uint64][]<-chan error{},
 	}
-	a.core.pol = policy{unclean: a.allowUnclean, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,
-		rebalance: a.rebalancePolicy, grace: d.Settings.SessionGrace}
+	a.core.staticBroker = d.Settings.StaticBroker
+	a.core.pol = policy{unclean: a.uncleanConfigured, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,
+		rebalance: a.rebalanceConfigured, grace: d.Settings.SessionGrace}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -237,13 +236,6 @@ func (a *Active) stepDown(cause error) {
 		return
 	}
 	a.log.Error("Stepping down as the active controller", "controller_id", a.self.Id, "reason", cause.Error())
-}
-
-// refusedOrFatal is core.refusedOrFatal for the shell's own writes.
-func (a *Active) refusedOrFatal(what string, err error) bool {
-	fatal := a.core.refusedOrFatal(what, err, a.ctx.Err() != nil)
-	a.flush()
-	return fatal
 }
 
 // afterEvent refreshes gauges and wakes WatchCluster streams.

@@ -10,30 +10,25 @@ import (
 	"tidemark.io/services/metastore"
 )
 
-// applyTopicConfig makes a topic's new overrides effective (a core event).
+// applyTopicConfig makes a topic's new overrides, changed behind the
+// controller, effective (a core event).
 func (a *Active) applyTopicConfig(t *topic, cfg map[string]string) {
 	a.step(evTopicConfig{topic: t.name, cfg: cfg})
 }
 
-// applyBrokerConfig makes a broker entity's new dynamic configs effective:
-// the shell keeps the layers (the core reads them through its policy), then
-// the core decides what follows (a core event).
+// applyBrokerConfig makes a broker entity's new dynamic configs, changed
+// behind the controller, effective (a core event).
 func (a *Active) applyBrokerConfig(entity string, cfg map[string]string) {
-	old := a.brokerConfigs[entity]
-	if len(cfg) == 0 {
-		delete(a.brokerConfigs, entity)
-	} else {
-		a.brokerConfigs[entity] = cfg
-	}
-	a.step(evBrokerConfig{entity: entity, old: old, cfg: cfg})
+	a.step(evBrokerConfig{entity: entity, cfg: cfg})
 }
 
 // topicConfigChanged makes a topic's new overrides effective: every live
 // broker gets them, and offline partitions get the elections unclean
-// election may now allow.
-func (c *core) topicConfigChanged(name string, cfg map[string]string) {
+// election may now allow; then runs once they are written.
+func (c *core) topicConfigChanged(name string, cfg map[string]string, then func()) {
 	t := c.topics[name]
 	if t == nil {
+		then()
 		return
 	}
 	old := t.config
@@ -47,14 +42,21 @@ func (c *core) topicConfigChanged(name string, cfg map[string]string) {
 		ev.Reason = fmt.Sprintf("topic %s config now %v", t.name, cfg)
 	})
 	c.pushUpdateMetadata(t.parts, nil, false, nil)
-	c.electOfflineAfterConfigChange(t.parts)
+	c.electOfflineAfterConfigChange(t.parts, then)
 }
 
 // brokerConfigChanged makes a broker entity's new dynamic configs
 // effective: every live broker gets a full UpdateMetadata (topic defaults
 // may have changed), the rebalance timer is re-armed, and offline
-// partitions get a chance at an election.
-func (c *core) brokerConfigChanged(entity string, old, cfg map[string]string) {
+// partitions get a chance at an election. The core keeps the layers (the
+// policy reads them); then runs once the elections are written.
+func (c *core) brokerConfigChanged(entity string, cfg map[string]string, then func()) {
+	old := c.brokerConfigs[entity]
+	if len(cfg) == 0 {
+		delete(c.brokerConfigs, entity)
+	} else {
+		c.brokerConfigs[entity] = cfg
+	}
 	c.log.Info("Broker config changed", "entity", entity, "from", old, "to", cfg)
 	c.emitEvent(controlv1.EventKind_EVENT_KIND_CONFIG_CHANGED, func(ev *controlv1.ClusterEvent) {
 		ev.NodeId = -1
@@ -65,14 +67,14 @@ func (c *core) brokerConfigChanged(entity string, old, cfg map[string]string) {
 	})
 	c.pushUpdateMetadata(nil, nil, true, nil)
 	c.armRebalance()
-	c.electOfflineAfterConfigChange(c.allPartitions())
+	c.electOfflineAfterConfigChange(c.allPartitions(), then)
 }
 
 // electOfflineAfterConfigChange re-runs the offline election for partitions
 // without a live leader: turning unclean.leader.election.enable on acts at
 // once instead of at the next broker event (F20; KRaft waits for a periodic
 // check).
-func (c *core) electOfflineAfterConfigChange(parts []*partition) {
+func (c *core) electOfflineAfterConfigChange(parts []*partition, then func()) {
 	view := c.view()
 	var changes []change
 	for _, p := range parts {
@@ -87,6 +89,7 @@ func (c *core) electOfflineAfterConfigChange(parts []*partition) {
 		if err == nil {
 			c.pushChanges(written)
 		}
+		then()
 	})
 }
 

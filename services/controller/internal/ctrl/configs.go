@@ -103,34 +103,22 @@ func brokerEntity(name string) (string, error) {
 // brokerStatic is a broker's static settings from its live registration, or
 // from its last one while it is down; nil for a broker never registered
 // under this controller.
-func (a *Active) brokerStatic(entity string) map[string]string {
+func (c *core) brokerStatic(entity string) map[string]string {
 	id, err := strconv.ParseInt(entity, 10, 32)
 	if err != nil {
 		return nil
 	}
-	return a.seen[int32(id)].StaticConfigs
+	return c.seen[int32(id)].StaticConfigs
 }
 
-// AlterConfigs changes topic overrides and dynamic broker configs. Each
-// resource is validated whole, written, and takes effect at once: brokers
-// get the new effective configs, and enabling unclean leader election runs
-// the offline elections it now allows (F20).
+// AlterConfigs changes topic overrides and dynamic broker configs (the core
+// decides: alterConfigs).
 func (a *Active) AlterConfigs(ctx context.Context, req *adminv1.AlterConfigsRequest) (*adminv1.AlterConfigsResponse, error) {
-	resp := &adminv1.AlterConfigsResponse{}
+	var resp *adminv1.AlterConfigsResponse
 	err := a.call(ctx, func() error {
-		for _, r := range req.GetResources() {
-			res := &adminv1.AlterConfigsResult{Resource: r.GetResource()}
-			resp.Results = append(resp.Results, res)
-			err := a.alterConfig(r, req.GetValidateOnly())
-			if a.stopping() {
-				return a.notControllerFor(err)
-			}
-			if err != nil {
-				ke := kerr.As(err)
-				res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
-			}
-		}
-		return nil
+		err := errNoOutcome
+		a.step(evAlterConfigs{req: req, reply: answerTo(&resp, &err)})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -138,7 +126,72 @@ func (a *Active) AlterConfigs(ctx context.Context, req *adminv1.AlterConfigsRequ
 	return resp, nil
 }
 
-func (a *Active) alterConfig(r *adminv1.AlterConfigsResource, validateOnly bool) error {
+// alterConfigs alters the request's resources one after the other. Each is
+// validated whole, written (an awaited fenced write), and takes effect at
+// once: brokers get the new effective configs, and enabling unclean leader
+// election runs the offline elections it now allows (F20).
+func (c *core) alterConfigs(req *adminv1.AlterConfigsRequest, reply replyFunc) {
+	resp := &adminv1.AlterConfigsResponse{}
+	rs := req.GetResources()
+	var next func(i int)
+	next = func(i int) {
+		if i == len(rs) {
+			c.answer(reply, resp, nil)
+			return
+		}
+		res := &adminv1.AlterConfigsResult{Resource: rs[i].GetResource()}
+		resp.Results = append(resp.Results, res)
+		c.alterConfig(rs[i], req.GetValidateOnly(), func(err error) {
+			if c.stopping() {
+				c.answer(reply, nil, c.notControllerFor(err))
+				return
+			}
+			if err != nil {
+				ke := kerr.As(err)
+				res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
+			}
+			next(i + 1)
+		})
+	}
+	next(0)
+}
+
+// alterConfig validates one resource's ops against its current configs,
+// writes the result (effPutConfig) and makes it effective; then gets the
+// refusal or the write's error.
+func (c *core) alterConfig(r *adminv1.AlterConfigsResource, validateOnly bool, then func(error)) {
+	next, t, entity, err := c.nextConfig(r)
+	if err != nil {
+		then(err)
+		return
+	}
+	cur, name := c.brokerConfigs[entity], ""
+	if t != nil {
+		cur, name = t.config, t.name
+	}
+	if validateOnly || maps.Equal(next, cur) {
+		then(nil)
+		return
+	}
+	c.await(effPutConfig{topic: name, entity: entity, cfg: next}, "alter configs", func(ev event) {
+		r := ev.(evMetaWriteResult)
+		if r.err != nil {
+			c.refusedOrFatal("alter configs", r.err, r.resigning)
+			then(r.err)
+			return
+		}
+		done := func() { then(nil) }
+		if t != nil {
+			c.topicConfigChanged(t.name, next, done)
+		} else {
+			c.brokerConfigChanged(entity, next, done)
+		}
+	})
+}
+
+// nextConfig is a resource's configs after its ops, validated: the topic
+// altered, or the broker config entity.
+func (c *core) nextConfig(r *adminv1.AlterConfigsResource) (map[string]string, *topic, string, error) {
 	res := r.GetResource()
 	var scope topicconfig.Scope
 	var cur map[string]string
@@ -146,18 +199,18 @@ func (a *Active) alterConfig(r *adminv1.AlterConfigsResource, validateOnly bool)
 	var entity string
 	switch res.GetType() {
 	case adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC:
-		if t = a.topics[res.GetName()]; t == nil {
-			return kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", res.GetName())
+		if t = c.topics[res.GetName()]; t == nil {
+			return nil, nil, "", kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", res.GetName())
 		}
 		scope, cur = topicconfig.ScopeTopic, t.config
 	case adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER:
 		var err error
 		if entity, err = brokerEntity(res.GetName()); err != nil {
-			return err
+			return nil, nil, "", err
 		}
-		scope, cur = topicconfig.ScopeBrokerDynamic, a.brokerConfigs[entity]
+		scope, cur = topicconfig.ScopeBrokerDynamic, c.brokerConfigs[entity]
 	default:
-		return kerr.BadField(kerr.InvalidRequest, "type", "resource type must be TOPIC or BROKER")
+		return nil, nil, "", kerr.BadField(kerr.InvalidRequest, "type", "resource type must be TOPIC or BROKER")
 	}
 	next := maps.Clone(cur)
 	if next == nil {
@@ -167,50 +220,30 @@ func (a *Active) alterConfig(r *adminv1.AlterConfigsResource, validateOnly bool)
 		switch op.GetOp() {
 		case adminv1.ConfigOpType_CONFIG_OP_TYPE_SET:
 			if err := topicconfig.Validate(scope, op.GetName(), op.GetValue()); err != nil {
-				return err
+				return nil, nil, "", err
 			}
 			next[op.GetName()] = op.GetValue()
 		case adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE:
 			if _, ok := topicconfig.Lookup(scope, op.GetName()); !ok {
-				return kerr.BadField(kerr.InvalidConfig, op.GetName(), "unknown %s config", scope)
+				return nil, nil, "", kerr.BadField(kerr.InvalidConfig, op.GetName(), "unknown %s config", scope)
 			}
 			delete(next, op.GetName())
 		default:
-			return kerr.BadField(kerr.InvalidRequest, "op", "config %q: op must be SET or DELETE", op.GetName())
+			return nil, nil, "", kerr.BadField(kerr.InvalidRequest, "op", "config %q: op must be SET or DELETE", op.GetName())
 		}
 	}
 	if t == nil {
 		// The broker layers together must still resolve (e.g.
 		// replica.fetch.wait.max.ms <= replica.lag.time.max.ms).
-		layers := maps.Clone(a.brokerConfigs)
+		layers := maps.Clone(c.brokerConfigs)
 		layers[entity] = next
-		check := []map[string]string{layers[metastore.DefaultBrokerEntity], a.d.Settings.StaticBroker}
+		check := []map[string]string{layers[metastore.DefaultBrokerEntity], c.staticBroker}
 		if entity != metastore.DefaultBrokerEntity {
-			check = []map[string]string{next, layers[metastore.DefaultBrokerEntity], a.brokerStatic(entity), a.d.Settings.StaticBroker}
+			check = []map[string]string{next, layers[metastore.DefaultBrokerEntity], c.brokerStatic(entity), c.staticBroker}
 		}
 		if _, err := topicconfig.ResolveBroker(check...); err != nil {
-			return err
+			return nil, nil, "", err
 		}
 	}
-	if validateOnly || maps.Equal(next, cur) {
-		return nil
-	}
-	ctx, cancel := a.writeCtx()
-	var err error
-	if t != nil {
-		err = a.sess.PutTopicConfig(ctx, t.name, next)
-	} else {
-		err = a.sess.PutBrokerConfig(ctx, entity, next)
-	}
-	cancel()
-	if err != nil {
-		a.refusedOrFatal("alter configs", err)
-		return err
-	}
-	if t != nil {
-		a.applyTopicConfig(t, next)
-	} else {
-		a.applyBrokerConfig(entity, next)
-	}
-	return nil
+	return next, t, entity, nil
 }

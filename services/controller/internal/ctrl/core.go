@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -52,9 +53,23 @@ type core struct {
 	viewDirty  bool // only progress or events changed: notify
 	// tracking marks the pushes emitted while set as tracked; grouping puts
 	// them in an ack group (effAwaitAcks), ackGroup numbers the groups.
-	tracking bool
-	grouping uint64
-	ackGroup uint64
+	// groupOnly, when set, limits grouping to the LeaderAndIsr sent to
+	// those brokers.
+	tracking  bool
+	grouping  uint64
+	groupOnly map[int32]bool
+	ackGroup  uint64
+
+	// brokerConfigs are the dynamic broker config entities as etcd holds
+	// them, staticBroker the controller's static broker settings under
+	// them (effective.go).
+	brokerConfigs map[string]map[string]string
+	staticBroker  map[string]string
+	// rng draws placement's random choices (a new topic's or partitions'
+	// start broker and follower shift). It is given to newCore: the shell
+	// seeds it per term, scripts with a fixed seed, so the choices are part
+	// of the core's deterministic input.
+	rng *rand.Rand
 
 	// ended is why the term ended; nil while it is active.
 	ended error
@@ -97,8 +112,10 @@ type rebalancePolicy struct {
 	every   time.Duration
 }
 
-func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy) *core {
+func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy, rng *rand.Rand) *core {
 	return &core{
+		rng:           rng,
+		brokerConfigs: map[string]map[string]string{},
 		self:          self,
 		epoch:         epoch,
 		log:           log,
@@ -179,11 +196,10 @@ type evTopicConfig struct {
 	cfg   map[string]string
 }
 
-// evBrokerConfig is a dynamic broker config entity changed; the policy
-// already reads the new layer.
+// evBrokerConfig is a dynamic broker config entity changed (seen in etcd).
 type evBrokerConfig struct {
-	entity   string
-	old, cfg map[string]string
+	entity string
+	cfg    map[string]string
 }
 
 // evDeleteTopics is DeleteTopics.
@@ -198,6 +214,37 @@ type evDeletionAcked struct{ t *topic }
 
 // evMetaWriteResult is the outcome of an effMarkDeletion or effDeleteTopic.
 type evMetaWriteResult struct {
+	err       error
+	resigning bool
+}
+
+// evCreateTopics is CreateTopics.
+type evCreateTopics struct {
+	req   *adminv1.CreateTopicsRequest
+	reply replyFunc
+}
+
+// evCreateOffsetsTopic is a broker asking for the offsets topic.
+type evCreateOffsetsTopic struct {
+	req   *controlv1.CreateOffsetsTopicRequest
+	reply replyFunc
+}
+
+// evCreatePartitions is CreatePartitions.
+type evCreatePartitions struct {
+	req   *adminv1.CreatePartitionsRequest
+	reply replyFunc
+}
+
+// evAlterConfigs is AlterConfigs.
+type evAlterConfigs struct {
+	req   *adminv1.AlterConfigsRequest
+	reply replyFunc
+}
+
+// evCreateTopicResult is the outcome of an effCreateTopic.
+type evCreateTopicResult struct {
+	topic     *metastore.Topic
 	err       error
 	resigning bool
 }
@@ -293,6 +340,11 @@ func (evSessionReport) coreEvent()      {}
 func (evSessionClosed) coreEvent()      {}
 func (evProbeResult) coreEvent()        {}
 func (evRevokeResult) coreEvent()       {}
+func (evCreateTopics) coreEvent()       {}
+func (evCreateOffsetsTopic) coreEvent() {}
+func (evCreatePartitions) coreEvent()   {}
+func (evAlterConfigs) coreEvent()       {}
+func (evCreateTopicResult) coreEvent()  {}
 
 // replyFunc takes a request's answer; the shell hands it to the caller.
 type replyFunc func(any, error)
@@ -326,6 +378,21 @@ type effReadTopic struct{ name string }
 // effMarkDeletion marks a topic for deletion in etcd (a fenced write); the
 // outcome comes back as evMetaWriteResult.
 type effMarkDeletion struct{ topic string }
+
+// effCreateTopic creates a topic's keys (a fenced write that fails if the
+// topic exists); the outcome comes back as evCreateTopicResult.
+type effCreateTopic struct {
+	what  string
+	topic metastore.NewTopic
+}
+
+// effPutConfig writes a topic's overrides (topic set) or a dynamic broker
+// config entity (a fenced write); the outcome comes back as
+// evMetaWriteResult.
+type effPutConfig struct {
+	topic, entity string
+	cfg           map[string]string
+}
 
 // effDeleteTopic removes a topic's keys (a fenced write); the outcome comes
 // back as evMetaWriteResult.
@@ -436,11 +503,13 @@ func (effMarkDeletion) coreEffect()    {}
 func (effDeleteTopic) coreEffect()     {}
 func (effAwaitAcks) coreEffect()       {}
 func (effTopicGone) coreEffect()       {}
+func (effCreateTopic) coreEffect()     {}
+func (effPutConfig) coreEffect()       {}
 
 // handle runs one event's decisions; their effects are appended to out.
 func (c *core) handle(ev event) {
 	switch ev.(type) {
-	case evWriteResult, evAssignmentResult, evTopicRead, evRevokeResult, evMetaWriteResult:
+	case evWriteResult, evAssignmentResult, evTopicRead, evRevokeResult, evMetaWriteResult, evCreateTopicResult:
 		w := c.wait
 		if w == nil {
 			panic(fmt.Sprintf("ctrl: %T with nothing in flight", ev))
@@ -471,13 +540,21 @@ func (c *core) handle(ev event) {
 	case evLoaded:
 		c.loaded(ev)
 	case evTopicConfig:
-		c.topicConfigChanged(ev.topic, ev.cfg)
+		c.topicConfigChanged(ev.topic, ev.cfg, func() {})
 	case evDeleteTopics:
 		c.deleteTopics(ev.req, ev.reply)
 	case evDeletionAcked:
 		c.finishDeletion(ev.t)
 	case evBrokerConfig:
-		c.brokerConfigChanged(ev.entity, ev.old, ev.cfg)
+		c.brokerConfigChanged(ev.entity, ev.cfg, func() {})
+	case evCreateTopics:
+		c.createTopics(ev.req, ev.reply)
+	case evCreateOffsetsTopic:
+		c.createOffsetsTopic(ev.req, ev.reply)
+	case evCreatePartitions:
+		c.createPartitions(ev.req, ev.reply)
+	case evAlterConfigs:
+		c.alterConfigs(ev.req, ev.reply)
 	case evTimer:
 		switch ev.key.kind {
 		case timerRebalance:

@@ -39,18 +39,17 @@
 // registered or departed, a topic or broker config changed, a session
 // opened, reporting or broken, a probe's outcome, AlterPartition,
 // ControlledShutdown, AlterPartitionReassignments, ElectLeaders,
-// DeleteTopics, a timer it armed firing, the result of a write or read it
-// asked for) into effects (etcd writes and reads, pushes to brokers, senders
-// to start or stop, timers to arm or stop, probes to run, sessions to end,
-// answers, cluster events, step-down). It has no goroutines, does no I/O and
-// reads no clock; its scripted tests are testdata/*.txt (script_test.go).
-// Active embeds it and is the shell (shell.go): it turns what reaches the
-// loop into core events, executes the effects in order on the loop, and
-// feeds each write's outcome back as an event. Decisions not yet in the core
-// (CreateTopics, CreatePartitions, AlterConfigs validation and writes) run
-// in the shell and use the core's state and its write/push steps through
-// synchronous forms (Active.commit and the push functions), which execute
-// the core's effects before returning.
+// DeleteTopics, CreateTopics, the offsets topic's creation,
+// CreatePartitions, AlterConfigs, a timer it armed firing, the result of a
+// write or read it asked for) into effects (etcd writes and reads, pushes to
+// brokers, senders to start or stop, timers to arm or stop, probes to run,
+// sessions to end, answers, cluster events, step-down). It has no
+// goroutines, does no I/O and reads no clock; placement's random choices
+// come from a seeded source it is given. Its scripted tests are
+// testdata/*.txt (script_test.go). Active embeds it and is the shell
+// (shell.go): it turns what reaches the loop into core events, executes the
+// effects in order on the loop, and feeds each write's outcome back as an
+// event.
 //
 // # Write, then push
 //

@@ -11,33 +11,33 @@ import (
 // dynLayers returns the broker-level layers under a topic's overrides, in
 // Kafka's precedence: dynamic per-broker (when forBroker >= 0), dynamic
 // cluster-wide default, the controller's static configuration.
-func (a *Active) dynLayers(forBroker int32) []map[string]string {
+func (c *core) dynLayers(forBroker int32) []map[string]string {
 	var layers []map[string]string
 	if forBroker >= 0 {
-		layers = append(layers, a.brokerConfigs[metastore.BrokerEntity(forBroker)])
+		layers = append(layers, c.brokerConfigs[metastore.BrokerEntity(forBroker)])
 	}
-	return append(layers, a.brokerConfigs[metastore.DefaultBrokerEntity], a.d.Settings.StaticBroker)
+	return append(layers, c.brokerConfigs[metastore.DefaultBrokerEntity], c.staticBroker)
 }
 
 // topicEntries describes a topic's effective configuration as seen by
 // forBroker (-1: the controller's own view). Configs in etcd were validated
 // when written; if one is not valid any more the overrides are ignored with
 // a warning rather than failing the caller.
-func (a *Active) topicEntries(t *topic, forBroker int32) []topicconfig.Entry {
-	entries, err := topicconfig.Describe(t.config, a.dynLayers(forBroker)...)
+func (c *core) topicEntries(t *topic, forBroker int32) []topicconfig.Entry {
+	entries, err := topicconfig.Describe(t.config, c.dynLayers(forBroker)...)
 	if err == nil {
 		return entries
 	}
-	a.log.Warn("invalid config in etcd; using defaults for this topic", "topic", t.name, "err", err)
+	c.log.Warn("invalid config in etcd; using defaults for this topic", "topic", t.name, "err", err)
 	entries, _ = topicconfig.Describe(nil)
 	return entries
 }
 
 // topicConfigMap is a topic's effective configuration as a flat map, as
 // LeaderAndIsr and UpdateMetadata carry it.
-func (a *Active) topicConfigMap(t *topic, forBroker int32) map[string]string {
+func (c *core) topicConfigMap(t *topic, forBroker int32) map[string]string {
 	out := map[string]string{}
-	for _, e := range a.topicEntries(t, forBroker) {
+	for _, e := range c.topicEntries(t, forBroker) {
 		out[e.Name] = e.Value
 	}
 	return out
@@ -45,48 +45,48 @@ func (a *Active) topicConfigMap(t *topic, forBroker int32) map[string]string {
 
 // topicConfig is a topic's effective configuration at the controller: what
 // decides unclean elections (F20) and min.insync.replicas in descriptions.
-func (a *Active) topicConfig(t *topic) topicconfig.TopicConfig {
-	c, err := topicconfig.Resolve(t.config, a.dynLayers(-1)...)
+func (c *core) topicConfig(t *topic) topicconfig.TopicConfig {
+	tc, err := topicconfig.Resolve(t.config, c.dynLayers(-1)...)
 	if err != nil {
-		a.log.Warn("invalid config in etcd; using defaults for this topic", "topic", t.name, "err", err)
+		c.log.Warn("invalid config in etcd; using defaults for this topic", "topic", t.name, "err", err)
 		return topicconfig.DefaultTopic()
 	}
-	return c
+	return tc
 }
 
-// allowUnclean is unclean.leader.election.enable for t (topic override, else
+// uncleanConfigured is unclean.leader.election.enable for t (topic override, else
 // the dynamic cluster default, else false), read at decision time so a
 // change acts at once (F20).
-func (a *Active) allowUnclean(t *topic) bool { return a.topicConfig(t).UncleanLeaderElectionEnable }
+func (c *core) uncleanConfigured(t *topic) bool { return c.topicConfig(t).UncleanLeaderElectionEnable }
 
 // brokerConfig is the effective broker-level configuration at the
 // controller (rebalance settings, creation defaults).
-func (a *Active) brokerConfig() topicconfig.BrokerConfig {
-	c, err := topicconfig.ResolveBroker(a.dynLayers(-1)...)
+func (c *core) brokerConfig() topicconfig.BrokerConfig {
+	bc, err := topicconfig.ResolveBroker(c.dynLayers(-1)...)
 	if err != nil {
-		a.log.Warn("invalid broker config in etcd; using the controller's static configuration", "err", err)
-		if c, err = topicconfig.ResolveBroker(a.d.Settings.StaticBroker); err != nil {
+		c.log.Warn("invalid broker config in etcd; using the controller's static configuration", "err", err)
+		if bc, err = topicconfig.ResolveBroker(c.staticBroker); err != nil {
 			return topicconfig.DefaultBroker()
 		}
 	}
-	return c
+	return bc
 }
 
-// rebalancePolicy is the auto leader rebalance configuration at the
+// rebalanceConfigured is the auto leader rebalance configuration at the
 // controller (F21).
-func (a *Active) rebalancePolicy() rebalancePolicy {
-	cfg := a.brokerConfig()
+func (c *core) rebalanceConfigured() rebalancePolicy {
+	cfg := c.brokerConfig()
 	return rebalancePolicy{enabled: cfg.AutoLeaderRebalanceEnable, percent: int(cfg.LeaderImbalancePerBrokerPercentage),
 		every: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second}
 }
 
 // brokerConfigsFor is the dynamic broker configuration UpdateMetadata
 // carries to one broker: the cluster-wide defaults overlaid with its own.
-func (a *Active) brokerConfigsFor(id int32) map[string]string {
-	out := maps.Clone(a.brokerConfigs[metastore.DefaultBrokerEntity])
+func (c *core) brokerConfigsFor(id int32) map[string]string {
+	out := maps.Clone(c.brokerConfigs[metastore.DefaultBrokerEntity])
 	if out == nil {
 		out = map[string]string{}
 	}
-	maps.Copy(out, a.brokerConfigs[metastore.BrokerEntity(id)])
+	maps.Copy(out, c.brokerConfigs[metastore.BrokerEntity(id)])
 	return out
 }

@@ -23,12 +23,18 @@ import (
 // leaders to accept their LeaderAndIsr (REQUEST_TIMED_OUT otherwise, the
 // partitions being added all the same), as CreateTopics does.
 func (a *Active) CreatePartitions(ctx context.Context, req *adminv1.CreatePartitionsRequest) (*adminv1.CreatePartitionsResponse, error) {
-	var resp *adminv1.CreatePartitionsResponse
+	var ans partitionsAnswer
 	var waits [][]<-chan error
-	err := a.call(ctx, func() (err error) { resp, waits, err = a.createPartitions(req); return err })
+	err := a.call(ctx, func() error {
+		err := errNoOutcome
+		a.step(evCreatePartitions{req: req, reply: answerTo(&ans, &err)})
+		waits = a.takeGroups(ans.groups)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	resp := ans.resp
 	if req.GetTimeoutMs() > 0 && !req.GetValidateOnly() {
 		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)
 		defer deadline.Stop()
@@ -43,56 +49,84 @@ func (a *Active) CreatePartitions(ctx context.Context, req *adminv1.CreatePartit
 	return resp, nil
 }
 
-func (a *Active) createPartitions(req *adminv1.CreatePartitionsRequest) (*adminv1.CreatePartitionsResponse, [][]<-chan error, error) {
-	resp := &adminv1.CreatePartitionsResponse{}
-	waits := make([][]<-chan error, len(req.GetTopics()))
-	seen := map[string]bool{}
-	for i, spec := range req.GetTopics() {
-		res := &adminv1.CreatePartitionsResult{Name: spec.GetName()}
-		resp.Results = append(resp.Results, res)
-		var err error
-		if seen[spec.GetName()] {
-			err = kerr.BadField(kerr.InvalidRequest, "topics", "topic %q appears more than once in the request", spec.GetName())
-		} else {
-			waits[i], err = a.addPartitions(spec, req.GetValidateOnly(), res)
-		}
-		seen[spec.GetName()] = true
-		if a.stopping() {
-			return nil, nil, a.notControllerFor(err)
-		}
-		if err != nil {
-			ke := kerr.As(err)
-			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
-		}
-	}
-	return resp, waits, nil
+// partitionsAnswer is the core's answer to CreatePartitions: the response
+// and, per topic, the ack group of the new leaders' LeaderAndIsr.
+type partitionsAnswer struct {
+	resp   *adminv1.CreatePartitionsResponse
+	groups []uint64
 }
 
-// addPartitions grows one topic; it returns the acks of the new leaders'
-// LeaderAndIsr.
-func (a *Active) addPartitions(spec *adminv1.CreatePartitionsTopic, validateOnly bool, res *adminv1.CreatePartitionsResult) ([]<-chan error, error) {
-	t := a.topics[spec.GetName()]
+// createPartitions grows the request's topics one after the other, then
+// answers.
+func (c *core) createPartitions(req *adminv1.CreatePartitionsRequest, reply replyFunc) {
+	resp := &adminv1.CreatePartitionsResponse{}
+	specs := req.GetTopics()
+	groups := make([]uint64, len(specs))
+	seen := map[string]bool{}
+	var next func(i int)
+	next = func(i int) {
+		if i == len(specs) {
+			c.answer(reply, partitionsAnswer{resp: resp, groups: groups}, nil)
+			return
+		}
+		spec := specs[i]
+		res := &adminv1.CreatePartitionsResult{Name: spec.GetName()}
+		resp.Results = append(resp.Results, res)
+		done := func(group uint64, err error) {
+			if c.stopping() {
+				c.answer(reply, nil, c.notControllerFor(err))
+				return
+			}
+			if err != nil {
+				ke := kerr.As(err)
+				res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(ke.Code), ke.Message
+			}
+			groups[i] = group
+			next(i + 1)
+		}
+		dup := seen[spec.GetName()]
+		seen[spec.GetName()] = true
+		if dup {
+			done(0, kerr.BadField(kerr.InvalidRequest, "topics", "topic %q appears more than once in the request", spec.GetName()))
+			return
+		}
+		c.addPartitions(spec, req.GetValidateOnly(), res, done)
+	}
+	next(0)
+}
+
+// addPartitions grows one topic: the assignment is written first
+// (effWriteAssignment), then the new partitions' states (initStates), then
+// they are pushed. then gets the ack group of the new leaders'
+// LeaderAndIsr, or the error.
+func (c *core) addPartitions(spec *adminv1.CreatePartitionsTopic, validateOnly bool, res *adminv1.CreatePartitionsResult, then func(uint64, error)) {
+	t := c.topics[spec.GetName()]
 	if t == nil || t.deleting {
-		return nil, kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", spec.GetName())
+		then(0, kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", spec.GetName()))
+		return
 	}
 	have, want := int32(len(t.parts)), spec.GetCount()
 	if want <= have {
-		return nil, kerr.BadField(kerr.InvalidPartitions, "count", "topic %q has %d partitions; the count must be raised above that, got %d",
-			t.name, have, want)
+		then(0, kerr.BadField(kerr.InvalidPartitions, "count", "topic %q has %d partitions; the count must be raised above that, got %d",
+			t.name, have, want))
+		return
 	}
 	if err := errReassigning(t); err != nil {
-		return nil, err
+		then(0, err)
+		return
 	}
 	rf := len(t.parts[0].reassignment().Target())
-	added, err := a.placeNewPartitions(t, spec, int(want-have), rf)
+	added, err := c.placeNewPartitions(t, spec, int(want-have), rf)
 	if err != nil {
-		return nil, err
+		then(0, err)
+		return
 	}
 	for i, reps := range added {
 		res.Assignments = append(res.Assignments, &adminv1.ReplicaAssignment{Partition: have + int32(i), Replicas: slices.Clone(reps)})
 	}
 	if validateOnly {
-		return nil, nil
+		then(0, nil)
+		return
 	}
 	for i, reps := range added {
 		id := have + int32(i)
@@ -101,54 +135,48 @@ func (a *Active) addPartitions(spec *adminv1.CreatePartitionsTopic, validateOnly
 	}
 	// The assignment first; the states follow as for a creation cut short
 	// (initStates), which a new controller also finishes at load.
-	ctx, cancel := a.writeCtx()
-	wr, err := a.sess.UpdateAssignment(ctx, metastore.AssignmentUpdate{Topic: t.name, ModRevision: t.modRev,
-		Assignment: t.assignmentWith(-1, election.Reassignment{})})
-	cancel()
-	if err != nil {
-		t.parts = t.parts[:have]
-		if !a.refusedOrFatal("add partitions to "+t.name, err) {
-			a.refreshTopic(t)
+	what := "add partitions to " + t.name
+	c.await(effWriteAssignment{what: what, update: metastore.AssignmentUpdate{Topic: t.name, ModRevision: t.modRev,
+		Assignment: t.assignmentWith(-1, election.Reassignment{})}}, what, func(ev event) {
+		r := ev.(evAssignmentResult)
+		if r.err != nil {
+			t.parts = t.parts[:have]
+			if !c.refusedOrFatal(what, r.err, r.resigning) {
+				c.refreshTopic(t, func() { then(0, r.err) })
+				return
+			}
+			then(0, r.err)
+			return
 		}
-		return nil, err
-	}
-	t.modRev = wr.ModRevision
-	a.stateDirty = true
-	a.log.Info("Added partitions", "topic", t.name, "from", have, "to", want, "assignment", added)
-	a.event(controlv1.EventKind_EVENT_KIND_TOPIC_CREATED, func(ev *controlv1.ClusterEvent) {
-		ev.Topic = t.name
-		ev.Reason = fmt.Sprintf("topic %s grew from %d to %d partitions", t.name, have, want)
+		t.modRev = r.res.ModRevision
+		c.stateDirty = true
+		c.log.Info("Added partitions", "topic", t.name, "from", have, "to", want, "assignment", added)
+		c.emitEvent(controlv1.EventKind_EVENT_KIND_TOPIC_CREATED, func(ev *controlv1.ClusterEvent) {
+			ev.Topic = t.name
+			ev.Reason = fmt.Sprintf("topic %s grew from %d to %d partitions", t.name, have, want)
+		})
+		c.initStates(t.parts[have:], func(written []*partition, err error) {
+			if err != nil {
+				then(0, err)
+				return
+			}
+			group := c.pushLeaderAndIsrAwaited(written)
+			c.pushUpdateMetadata(written, nil, false, nil)
+			then(group, nil)
+		})
 	})
-	written, err := a.initStates(t.parts[have:])
-	if err != nil {
-		return nil, err
-	}
-	acks := a.pushLeaderAndIsr(written, nil)
-	a.pushUpdateMetadata(written, nil, false, nil)
-	// One request (and one ack) per broker: wait for each new leader once.
-	leaders := map[int32]bool{}
-	for _, p := range written {
-		leaders[p.rec.State.Leader] = true
-	}
-	var out []<-chan error
-	for id, ch := range acks {
-		if leaders[id] {
-			out = append(out, ch)
-		}
-	}
-	return out, nil
 }
 
 // placeNewPartitions is the new partitions' replicas: the request's, checked
 // like a reassignment target with the topic's replication factor, or
 // Kafka's round robin over the live brokers.
-func (a *Active) placeNewPartitions(t *topic, spec *adminv1.CreatePartitionsTopic, n, rf int) ([][]int32, error) {
+func (c *core) placeNewPartitions(t *topic, spec *adminv1.CreatePartitionsTopic, n, rf int) ([][]int32, error) {
 	if len(spec.GetAssignments()) > 0 {
 		if len(spec.GetAssignments()) != n {
 			return nil, kerr.BadField(kerr.InvalidReplicaAssignment, "assignments",
 				"%d assignments given for %d new partitions", len(spec.GetAssignments()), n)
 		}
-		view := a.view()
+		view := c.view()
 		out := make([][]int32, n)
 		for i, ra := range spec.GetAssignments() {
 			if err := election.ValidateTarget(ra.GetReplicas(), view); err != nil {
@@ -163,12 +191,12 @@ func (a *Active) placeNewPartitions(t *topic, spec *adminv1.CreatePartitionsTopi
 		return out, nil
 	}
 	var live []placement.Broker
-	for _, id := range a.sortedBrokerIDs() {
-		if b := a.brokers[id]; !b.shuttingDown {
+	for _, id := range c.sortedBrokerIDs() {
+		if b := c.brokers[id]; !b.shuttingDown {
 			live = append(live, placement.Broker{ID: id, Rack: b.info.Rack})
 		}
 	}
-	opts := placement.RandomOptions(a.rng, len(live))
+	opts := placement.RandomOptions(c.rng, len(live))
 	opts.Racks = placement.RackEnforced
 	opts.FirstPartition = int32(len(t.parts))
 	// Kafka starts at the broker of partition 0's first replica.

@@ -72,6 +72,23 @@ func (c *core) pushLeaderAndIsrTracked(parts []*partition) map[int32]bool {
 	return c.pushLeaderAndIsrTo(parts, nil)
 }
 
+// pushLeaderAndIsrAwaited is pushLeaderAndIsr to every live replica with
+// the requests to the partitions' leaders put in a new ack group, which it
+// returns: the shell hands the group's outcomes to a caller that waits for
+// the leaders (CreateTopics, CreatePartitions, CreateOffsetsTopic).
+func (c *core) pushLeaderAndIsrAwaited(parts []*partition) uint64 {
+	leaders := map[int32]bool{}
+	for _, p := range parts {
+		leaders[p.rec.State.Leader] = true
+	}
+	c.ackGroup++
+	group := c.ackGroup
+	c.grouping, c.groupOnly = group, leaders
+	defer func() { c.grouping, c.groupOnly = 0, nil }()
+	c.pushLeaderAndIsrTo(parts, nil)
+	return group
+}
+
 func (c *core) pushLeaderAndIsrTo(parts []*partition, to func(int32) bool) map[int32]bool {
 	byBroker := map[int32][]*partition{}
 	for _, p := range parts {
@@ -86,7 +103,11 @@ func (c *core) pushLeaderAndIsrTo(parts []*partition, to func(int32) bool) map[i
 	}
 	sent := map[int32]bool{}
 	for _, id := range slices.Sorted(maps.Keys(byBroker)) {
-		c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: c.leaderAndIsr(id, byBroker[id])}, track: c.tracking})
+		group := c.grouping
+		if c.groupOnly != nil && !c.groupOnly[id] {
+			group = 0
+		}
+		c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: c.leaderAndIsr(id, byBroker[id])}, track: c.tracking, group: group})
 		sent[id] = true
 	}
 	return sent

@@ -1,8 +1,6 @@
 package ctrl
 
 import (
-	"time"
-
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 )
 
@@ -33,14 +31,4 @@ func (r *ring) since(seq uint64) ([]*controlv1.ClusterEvent, uint64) {
 		out = append(out, r.buf[s%uint64(len(r.buf))])
 	}
 	return out, last
-}
-
-// event records one of the controller's own events.
-func (a *Active) event(kind controlv1.EventKind, f func(*controlv1.ClusterEvent)) {
-	ev := &controlv1.ClusterEvent{Time: time.Now().UnixMilli(), Kind: kind, NodeId: a.self.Id}
-	if f != nil {
-		f(ev)
-	}
-	a.ring.add(ev)
-	a.viewDirty = true
 }

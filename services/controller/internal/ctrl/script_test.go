@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -72,6 +73,17 @@ import (
 //	load                                 a new term loads what the setup commands
 //	                                     described, as etcd holds it
 //	state                                the partitions and brokers
+//	create [validate]                    CreateTopics; one topic a line:
+//	                                       t p=3 rf=2 [cfg=key:value ...] | t assign=(1,2) assign=(2,3)
+//	write ok|refused|moved|unknown       settles the topic creation in flight
+//	offsets broker=1 epoch=10            a broker asking for the offsets topic
+//	defaults key=value ...               the cluster-wide dynamic broker config (setup)
+//	grow [validate]                      CreatePartitions; one topic a line:
+//	                                       t count=3 [assign=(1,2) ...]
+//	configure [validate]                 AlterConfigs; one resource a line:
+//	                                       topic t|broker 1|broker default, then
+//	                                       set key=value | delete key, repeated
+//	write ok|refused|moved|unknown       settles the config write in flight
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil {
@@ -121,7 +133,8 @@ func newHarness() *harness {
 		awaiting: map[string]*topic{}}
 	h.c = newCore(&commonv1.Node{Id: 100, Address: "ctrl:1"}, 7, slog.New(slog.DiscardHandler),
 		policy{unclean: func(t *topic) bool { return h.unclean[t.name] || t.config["unclean.leader.election.enable"] == "true" },
-			rebalance: func() rebalancePolicy { return h.rebalance }, grace: 3 * time.Second})
+			rebalance: func() rebalancePolicy { return h.rebalance }, grace: 3 * time.Second},
+		rand.New(rand.NewPCG(1, 2)))
 	return h
 }
 
@@ -149,9 +162,8 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		}
 		c.handle(evTopicConfig{topic: name, cfg: cfg})
 	case "broker-config":
-		old := map[string]string{"auto.leader.rebalance.enable": strconv.FormatBool(h.rebalance.enabled)}
 		h.rebalance.enabled = d.HasArg("rebalance")
-		c.handle(evBrokerConfig{entity: "<default>", old: old,
+		c.handle(evBrokerConfig{entity: "<default>",
 			cfg: map[string]string{"auto.leader.rebalance.enable": strconv.FormatBool(h.rebalance.enabled)}})
 	case "rebalance":
 		h.rebalance.enabled = d.HasArg("enabled")
@@ -268,6 +280,34 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		c.handle(ev)
 	case "state":
 		return h.state(), nil
+	case "create":
+		req, err := createReq(d)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(evCreateTopics{req: req, reply: func(any, error) {}})
+	case "defaults":
+		cfg := map[string]string{}
+		for _, a := range d.CmdArgs {
+			cfg[a.Key] = strings.Join(a.Vals, ",")
+		}
+		c.brokerConfigs[metastore.DefaultBrokerEntity] = cfg
+		return nil, nil
+	case "offsets":
+		c.handle(evCreateOffsetsTopic{req: &controlv1.CreateOffsetsTopicRequest{
+			BrokerId: int32(h.intArg(d, "broker")), BrokerEpoch: h.intArg(d, "epoch")}, reply: func(any, error) {}})
+	case "grow":
+		req, err := growReq(d)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(evCreatePartitions{req: req, reply: func(any, error) {}})
+	case "configure":
+		req, err := configureReq(d)
+		if err != nil {
+			return nil, err
+		}
+		c.handle(evAlterConfigs{req: req, reply: func(any, error) {}})
 	default:
 		return nil, fmt.Errorf("unknown command %q", d.Cmd)
 	}
@@ -437,6 +477,29 @@ func (h *harness) settle(d *datadriven.TestData) (event, error) {
 			err = kerr.New(kerr.UnknownTopicOrPartition, "topic is gone")
 		}
 		return evMetaWriteResult{err: err, resigning: resigning}, nil
+	case effPutConfig:
+		h.inflight = nil
+		if d.CmdArgs[0].Key == "refused" {
+			err = kerr.New(kerr.UnknownTopicOrPartition, "topic is gone")
+		}
+		return evMetaWriteResult{err: err, resigning: resigning}, nil
+	case effCreateTopic:
+		h.inflight = nil
+		if d.CmdArgs[0].Key == "refused" {
+			err = kerr.New(kerr.TopicAlreadyExists, "topic %q already exists", w.topic.Name)
+		}
+		if err != nil {
+			return evCreateTopicResult{err: err, resigning: resigning}, nil
+		}
+		h.rev++
+		nt := w.topic
+		mt := &metastore.Topic{Name: nt.Name, ModRevision: h.rev, Config: nt.Config, Partitions: map[int32]metastore.PartitionRecord{},
+			Assignment: metastore.TopicAssignment{TopicID: "id-" + nt.Name, Partitions: nt.Replicas}}
+		for id, st := range nt.States {
+			st.ControllerEpoch = h.c.epoch
+			mt.Partitions[id] = metastore.PartitionRecord{Topic: nt.Name, Partition: id, State: st, ModRevision: h.rev}
+		}
+		return evCreateTopicResult{topic: mt}, nil
 	case effRevokeBroker:
 		h.inflight = nil
 		if d.CmdArgs[0].Key == "refused" {
@@ -590,7 +653,8 @@ func (h *harness) effects() []string {
 	var out []string
 	for _, e := range h.c.take() {
 		switch e := e.(type) {
-		case effWriteStates, effWriteAssignment, effReadTopic, effRevokeBroker, effMarkDeletion, effDeleteTopic:
+		case effWriteStates, effWriteAssignment, effReadTopic, effRevokeBroker, effMarkDeletion, effDeleteTopic,
+			effCreateTopic, effPutConfig:
 			h.inflight = e
 		case effAwaitAcks:
 			if da, ok := e.then.(evDeletionAcked); ok {
@@ -658,6 +722,20 @@ func renderEffect(e effect) []string {
 		return []string{"mark topic " + e.topic + " for deletion"}
 	case effDeleteTopic:
 		return []string{"delete topic " + e.topic}
+	case effCreateTopic:
+		nt := e.topic
+		out := []string{fmt.Sprintf("write %s configs=%v", e.what, renderConfig(nt.Config))}
+		for _, id := range slices.Sorted(maps.Keys(nt.Replicas)) {
+			st := nt.States[id]
+			out = append(out, fmt.Sprintf("  %s/%d replicas=%v leader=%d le=%d isr=%v", nt.Name, id, nt.Replicas[id],
+				st.Leader, st.LeaderEpoch, st.ISR))
+		}
+		return out
+	case effPutConfig:
+		if e.topic != "" {
+			return []string{fmt.Sprintf("write config of topic %s: %s", e.topic, renderConfig(e.cfg))}
+		}
+		return []string{fmt.Sprintf("write config of broker entity %s: %s", e.entity, renderConfig(e.cfg))}
 	case effAwaitAcks:
 		return []string{fmt.Sprintf("await acks of group %d, then %T", e.group, e.then)}
 	case effTopicGone:
@@ -902,6 +980,52 @@ func renderAnswer(e effAnswer) []string {
 			out = append(out, fmt.Sprintf("  %s %s", res.GetName(), code))
 		}
 		return out
+	case createAnswer:
+		out := []string{"answer CreateTopics"}
+		for i, res := range r.resp.GetResults() {
+			line := fmt.Sprintf("  %s %s", res.GetName(), resultCode(res.GetErrorCode()))
+			if res.GetErrorCode() == commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+				line += fmt.Sprintf(" partitions=%d rf=%d", res.GetNumPartitions(), res.GetReplicationFactor())
+				for _, a := range res.GetAssignments() {
+					line += fmt.Sprintf(" %d:%v", a.GetPartition(), a.GetReplicas())
+				}
+				if v, ok := res.GetConfigs()["min.insync.replicas"]; ok {
+					line += " min.insync.replicas=" + v
+				}
+			}
+			if r.groups[i] != 0 {
+				line += fmt.Sprintf(" (wait for group %d)", r.groups[i])
+			}
+			out = append(out, line)
+		}
+		return out
+	case offsetsAnswer:
+		line := fmt.Sprintf("answer CreateOffsetsTopic partitions=%d rf=%d created=%t", r.resp.GetNumPartitions(),
+			r.resp.GetReplicationFactor(), r.resp.GetCreated())
+		if r.group != 0 {
+			line += fmt.Sprintf(" (wait for group %d)", r.group)
+		}
+		return []string{line}
+	case partitionsAnswer:
+		out := []string{"answer CreatePartitions"}
+		for i, res := range r.resp.GetResults() {
+			line := fmt.Sprintf("  %s %s", res.GetName(), resultCode(res.GetErrorCode()))
+			for _, a := range res.GetAssignments() {
+				line += fmt.Sprintf(" %d:%v", a.GetPartition(), a.GetReplicas())
+			}
+			if r.groups[i] != 0 {
+				line += fmt.Sprintf(" (wait for group %d)", r.groups[i])
+			}
+			out = append(out, line)
+		}
+		return out
+	case *adminv1.AlterConfigsResponse:
+		out := []string{"answer AlterConfigs"}
+		for _, res := range r.GetResults() {
+			out = append(out, fmt.Sprintf("  %s %q %s", res.GetResource().GetType(), res.GetResource().GetName(),
+				resultCode(res.GetErrorCode())))
+		}
+		return out
 	case *session:
 		return []string{fmt.Sprintf("answer session of broker %d epoch=%d", r.brokerID, r.epoch)}
 	case electAnswer:
@@ -962,4 +1086,130 @@ func (h *harness) state() []string {
 		out = append(out, "ended: "+c.ended.Error())
 	}
 	return out
+}
+
+func resultCode(c commonv1.ErrorCode) string {
+	if c == commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		return "ok"
+	}
+	return kerr.Code(c).String()
+}
+
+// renderConfig prints a config map in key order.
+func renderConfig(m map[string]string) string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		kv = append(kv, k+"="+m[k])
+	}
+	return "{" + strings.Join(kv, " ") + "}"
+}
+
+// createReq reads CreateTopics' topics, one a line.
+func createReq(d *datadriven.TestData) (*adminv1.CreateTopicsRequest, error) {
+	req := &adminv1.CreateTopicsRequest{ValidateOnly: d.HasArg("validate")}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		spec := &adminv1.TopicSpec{Name: f[0]}
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "p", "rf":
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v", kv, err)
+				}
+				if k == "p" {
+					spec.NumPartitions = int32(n)
+				} else {
+					spec.ReplicationFactor = int32(n)
+				}
+			case "cfg":
+				ck, cv, _ := strings.Cut(v, ":")
+				if spec.Configs == nil {
+					spec.Configs = map[string]string{}
+				}
+				spec.Configs[ck] = cv
+			case "assign":
+				spec.Assignments = append(spec.Assignments, &adminv1.ReplicaAssignment{
+					Partition: int32(len(spec.Assignments)), Replicas: parseIDs(strings.Split(strings.Trim(v, "()"), ","))})
+			default:
+				return nil, fmt.Errorf("unknown topic field %q", kv)
+			}
+		}
+		req.Topics = append(req.Topics, spec)
+	}
+	return req, nil
+}
+
+// growReq reads CreatePartitions' topics, one a line.
+func growReq(d *datadriven.TestData) (*adminv1.CreatePartitionsRequest, error) {
+	req := &adminv1.CreatePartitionsRequest{ValidateOnly: d.HasArg("validate")}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		spec := &adminv1.CreatePartitionsTopic{Name: f[0]}
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "count":
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v", kv, err)
+				}
+				spec.Count = int32(n)
+			case "assign":
+				spec.Assignments = append(spec.Assignments, &adminv1.ReplicaAssignment{
+					Replicas: parseIDs(strings.Split(strings.Trim(v, "()"), ","))})
+			default:
+				return nil, fmt.Errorf("unknown topic field %q", kv)
+			}
+		}
+		req.Topics = append(req.Topics, spec)
+	}
+	return req, nil
+}
+
+// configureReq reads AlterConfigs' resources, one a line.
+func configureReq(d *datadriven.TestData) (*adminv1.AlterConfigsRequest, error) {
+	req := &adminv1.AlterConfigsRequest{ValidateOnly: d.HasArg("validate")}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 2 || len(f)%2 != 0 {
+			return nil, fmt.Errorf("want topic|broker <name> then set k=v | delete k pairs: %q", line)
+		}
+		res := &adminv1.ConfigResource{Name: f[1]}
+		switch f[0] {
+		case "topic":
+			res.Type = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC
+		case "broker":
+			res.Type = adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER
+			if f[1] == "default" {
+				res.Name = ""
+			}
+		default:
+			return nil, fmt.Errorf("unknown resource type %q", f[0])
+		}
+		r := &adminv1.AlterConfigsResource{Resource: res}
+		for i := 2; i < len(f); i += 2 {
+			k, v, _ := strings.Cut(f[i+1], "=")
+			switch f[i] {
+			case "set":
+				r.Ops = append(r.Ops, &adminv1.ConfigOp{Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET, Name: k, Value: v})
+			case "delete":
+				r.Ops = append(r.Ops, &adminv1.ConfigOp{Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE, Name: k})
+			default:
+				return nil, fmt.Errorf("unknown op %q", f[i])
+			}
+		}
+		req.Resources = append(req.Resources, r)
+	}
+	return req, nil
 }

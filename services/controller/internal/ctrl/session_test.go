@@ -15,7 +15,7 @@ import (
 // reportingCore is a core with topic t of 3 partitions and an open
 // session of broker 1 epoch 5.
 func reportingCore() (*core, *session) {
-	c := newCore(&commonv1.Node{Id: 100}, 1, slog.New(slog.DiscardHandler), policy{})
+	c := newCore(&commonv1.Node{Id: 100}, 1, slog.New(slog.DiscardHandler), policy{}, nil)
 	t := &topic{name: "t"}
 	for i := range int32(3) {
 		t.parts = append(t.parts, &partition{t: t, id: i, replicas: election.Assignment{1, 2}})

@@ -73,6 +73,21 @@ func (a *Active) flush() map[int32]<-chan error {
 				err := a.sess.MarkTopicForDeletion(ctx, e.topic)
 				cancel()
 				a.core.handle(evMetaWriteResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effCreateTopic:
+				ctx, cancel := a.writeCtx()
+				t, err := a.sess.CreateTopic(ctx, e.topic)
+				cancel()
+				a.core.handle(evCreateTopicResult{topic: t, err: err, resigning: err != nil && a.ctx.Err() != nil})
+			case effPutConfig:
+				ctx, cancel := a.writeCtx()
+				var err error
+				if e.topic != "" {
+					err = a.sess.PutTopicConfig(ctx, e.topic, e.cfg)
+				} else {
+					err = a.sess.PutBrokerConfig(ctx, e.entity, e.cfg)
+				}
+				cancel()
+				a.core.handle(evMetaWriteResult{err: err, resigning: err != nil && a.ctx.Err() != nil})
 			case effDeleteTopic:
 				ctx, cancel := a.writeCtx()
 				err := a.sess.DeleteTopic(ctx, e.topic)
@@ -202,79 +217,16 @@ func (a *Active) closeLink(l *link) {
 	}()
 }
 
-// Synchronous forms of the core's decisions for the shell's own handlers
-// (topics, configs, elections, deletion, load): each runs the core's
-// decision, executes its effects, and returns when its write is done.
+// Synchronous forms of core steps for the load (load.go): each runs the
+// core's step and executes its effects.
 
-// errNoOutcome is what a synchronous form returns if the core never called
-// back: a bug, reported as a failed write rather than a success.
+// errNoOutcome is what a request returns if the core never answered it: a
+// bug, reported as a failure rather than a success.
 var errNoOutcome = errors.New("the decision did not complete")
-
-// commit is core.commit run to completion.
-func (a *Active) commit(changes []change) ([]*partition, error) {
-	var written []*partition
-	err := errNoOutcome
-	a.core.commit(changes, func(w []*partition, e error) { written, err = w, e })
-	a.flush()
-	return written, err
-}
-
-// initStates is core.initStates run to completion.
-func (a *Active) initStates(parts []*partition) ([]*partition, error) {
-	var written []*partition
-	err := errNoOutcome
-	a.core.initStates(parts, func(w []*partition, e error) { written, err = w, e })
-	a.flush()
-	return written, err
-}
-
-// refreshTopic is core.refreshTopic run to completion.
-func (a *Active) refreshTopic(t *topic) {
-	a.core.refreshTopic(t, func() {})
-	a.flush()
-}
 
 // resumeReassignments is core.resumeReassignments run to completion.
 func (a *Active) resumeReassignments() {
 	a.core.resumeReassignments(func() {})
-	a.flush()
-}
-
-// fail is core.fail for the shell's own writes.
-func (a *Active) fail(what string, err error) {
-	a.core.fail(what, err, a.ctx.Err() != nil)
-	a.flush()
-}
-
-// pushLeaderAndIsr is core.pushLeaderAndIsr, returning the outcome channels
-// by broker id.
-func (a *Active) pushLeaderAndIsr(parts []*partition, to func(int32) bool) map[int32]<-chan error {
-	a.core.pushLeaderAndIsr(parts, to)
-	return a.flush()
-}
-
-// pushUpdateMetadata is core.pushUpdateMetadata, returning the outcome
-// channels by broker id.
-func (a *Active) pushUpdateMetadata(parts []*partition, deleted []string, full bool, to func(int32) bool) map[int32]<-chan error {
-	a.core.pushUpdateMetadata(parts, deleted, full, to)
-	return a.flush()
-}
-
-// pushStopReplica is core.pushStopReplica, returning its outcome channel
-// (nil at once when there was nothing to send).
-func (a *Active) pushStopReplica(id int32, parts []*partition, del bool) <-chan error {
-	a.core.pushStopReplica(id, parts, del)
-	if ch, ok := a.flush()[id]; ok {
-		return ch
-	}
-	ch := make(chan error, 1)
-	ch <- nil
-	return ch
-}
-
-// pushChanges is core.pushChanges with its pushes handed to the senders.
-func (a *Active) pushChanges(parts []*partition) {
-	a.core.pushChanges(parts)
 	a.flush()
 }
 

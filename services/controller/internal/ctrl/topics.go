@@ -16,17 +16,23 @@ import (
 	"tidemark.io/services/topicconfig"
 )
 
-// CreateTopics validates and creates topics (Kafka's CreateTopics). With
-// timeout_ms it also waits, outside the loop, for the leaders to accept their
-// LeaderAndIsr; a topic created whose leaders did not answer in time gets
-// REQUEST_TIMED_OUT, as in Kafka.
+// CreateTopics validates and creates topics (Kafka's CreateTopics): the
+// core decides (createTopics). With timeout_ms it also waits, outside the
+// loop, for the leaders to accept their LeaderAndIsr; a topic created whose
+// leaders did not answer in time gets REQUEST_TIMED_OUT, as in Kafka.
 func (a *Active) CreateTopics(ctx context.Context, req *adminv1.CreateTopicsRequest) (*adminv1.CreateTopicsResponse, error) {
-	var resp *adminv1.CreateTopicsResponse
+	var ans createAnswer
 	var waits [][]<-chan error
-	err := a.call(ctx, func() (err error) { resp, waits, err = a.createTopics(req); return err })
+	err := a.call(ctx, func() error {
+		err := errNoOutcome
+		a.step(evCreateTopics{req: req, reply: answerTo(&ans, &err)})
+		waits = a.takeGroups(ans.groups)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	resp := ans.resp
 	if req.GetTimeoutMs() > 0 && !req.GetValidateOnly() {
 		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)
 		defer deadline.Stop()
@@ -39,6 +45,26 @@ func (a *Active) CreateTopics(ctx context.Context, req *adminv1.CreateTopicsRequ
 		}
 	}
 	return resp, nil
+}
+
+// takeGroups takes the outcomes of the pushes of each ack group (0: none).
+func (a *Active) takeGroups(groups []uint64) [][]<-chan error {
+	out := make([][]<-chan error, len(groups))
+	for i, g := range groups {
+		if g != 0 {
+			out[i] = a.groups[g]
+			delete(a.groups, g)
+		}
+	}
+	return out
+}
+
+// createAnswer is the core's answer to CreateTopics (and CreatePartitions'
+// groups): the response, and for each topic the ack group of its leaders'
+// LeaderAndIsr (0 when nothing was pushed).
+type createAnswer struct {
+	resp   *adminv1.CreateTopicsResponse
+	groups []uint64
 }
 
 // waitAll waits for every ack; false on timeout or cancellation.
@@ -58,35 +84,47 @@ func waitAll(ctx context.Context, deadline <-chan time.Time, acks []<-chan error
 	return true
 }
 
-func (a *Active) createTopics(req *adminv1.CreateTopicsRequest) (*adminv1.CreateTopicsResponse, [][]<-chan error, error) {
+// createTopics creates the request's topics one after the other (each an
+// awaited fenced write), then answers.
+func (c *core) createTopics(req *adminv1.CreateTopicsRequest, reply replyFunc) {
 	count := map[string]int{}
 	for _, s := range req.GetTopics() {
 		count[s.GetName()]++
 	}
+	specs := req.GetTopics()
 	resp := &adminv1.CreateTopicsResponse{}
-	waits := make([][]<-chan error, len(req.GetTopics()))
-	for i, spec := range req.GetTopics() {
+	groups := make([]uint64, len(specs))
+	var next func(i int)
+	next = func(i int) {
+		if i == len(specs) {
+			c.answer(reply, createAnswer{resp: resp, groups: groups}, nil)
+			return
+		}
+		spec := specs[i]
 		res := &adminv1.CreateTopicResult{Name: spec.GetName()}
 		resp.Results = append(resp.Results, res)
-		if spec.GetName() == OffsetsTopic {
+		switch {
+		case spec.GetName() == OffsetsTopic:
 			setTopicErr(res, internalTopicRefusal("created"))
-			continue
-		}
-		if count[spec.GetName()] > 1 {
+			next(i + 1)
+		case count[spec.GetName()] > 1:
 			setTopicErr(res, kerr.BadField(kerr.InvalidRequest, "topics", "topic %q appears more than once in the request", spec.GetName()))
-			continue
+			next(i + 1)
+		default:
+			c.createTopic(spec, req.GetValidateOnly(), res, func(group uint64, err error) {
+				if c.stopping() {
+					c.answer(reply, nil, c.notControllerFor(err))
+					return
+				}
+				if err != nil {
+					setTopicErr(res, err)
+				}
+				groups[i] = group
+				next(i + 1)
+			})
 		}
-		acks, err := a.createTopic(spec, req.GetValidateOnly(), res)
-		if a.stopping() {
-			return nil, nil, a.notControllerFor(err)
-		}
-		if err != nil {
-			setTopicErr(res, err)
-			continue
-		}
-		waits[i] = acks
 	}
-	return resp, waits, nil
+	next(0)
 }
 
 func setTopicErr(res *adminv1.CreateTopicResult, err error) {
@@ -95,36 +133,44 @@ func setTopicErr(res *adminv1.CreateTopicResult, err error) {
 }
 
 // createTopic validates one topic in Kafka's order (name, existence, name
-// collision, configs, assignment), then writes it and pushes it. It returns
-// the acks of the LeaderAndIsr requests sent to the partitions' leaders.
-func (a *Active) createTopic(spec *adminv1.TopicSpec, validateOnly bool, res *adminv1.CreateTopicResult) ([]<-chan error, error) {
+// collision, configs, assignment), then writes it (effCreateTopic) and
+// pushes it. then gets the ack group of the LeaderAndIsr requests sent to
+// the partitions' leaders, or the error.
+func (c *core) createTopic(spec *adminv1.TopicSpec, validateOnly bool, res *adminv1.CreateTopicResult, then func(uint64, error)) {
 	name := spec.GetName()
+	fail := func(err error) { then(0, err) }
 	if err := placement.ValidateTopicName(name); err != nil {
-		return nil, err
+		fail(err)
+		return
 	}
-	if a.topics[name] != nil {
-		return nil, kerr.New(kerr.TopicAlreadyExists, "topic %q already exists", name)
+	if c.topics[name] != nil {
+		fail(kerr.New(kerr.TopicAlreadyExists, "topic %q already exists", name))
+		return
 	}
-	if err := placement.CheckCollision(name, slices.Collect(maps.Keys(a.topics))); err != nil {
-		return nil, err
+	if err := placement.CheckCollision(name, slices.Collect(maps.Keys(c.topics))); err != nil {
+		fail(err)
+		return
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.GetConfigs())) {
 		if err := topicconfig.Validate(topicconfig.ScopeTopic, k, spec.GetConfigs()[k]); err != nil {
-			return nil, err
+			fail(err)
+			return
 		}
 	}
-	assignment, err := a.assign(spec)
+	assignment, err := c.assign(spec)
 	if err != nil {
-		return nil, err
+		fail(err)
+		return
 	}
 	t := &topic{name: name, config: maps.Clone(spec.GetConfigs())}
 	res.NumPartitions, res.ReplicationFactor = int32(len(assignment)), int32(len(assignment[0]))
 	for p, reps := range assignment {
 		res.Assignments = append(res.Assignments, &adminv1.ReplicaAssignment{Partition: int32(p), Replicas: slices.Clone(reps)})
 	}
-	res.Configs = a.topicConfigMap(t, -1)
+	res.Configs = c.topicConfigs(t, -1)
 	if validateOnly {
-		return nil, nil
+		then(0, nil)
+		return
 	}
 
 	nt := metastore.NewTopic{Name: name, Replicas: map[int32][]int32{}, States: map[int32]metastore.PartitionState{},
@@ -134,54 +180,47 @@ func (a *Active) createTopic(spec *adminv1.TopicSpec, validateOnly bool, res *ad
 		// leader epoch 0 (Kafka's NewPartition -> OnlinePartition).
 		var live []int32
 		for _, r := range reps {
-			if b := a.brokers[r]; b != nil && !b.shuttingDown {
+			if b := c.brokers[r]; b != nil && !b.shuttingDown {
 				live = append(live, r)
 			}
 		}
 		if len(live) == 0 {
-			return nil, kerr.New(kerr.InvalidReplicaAssignment, "partition %d: none of %v is live", p, reps)
+			fail(kerr.New(kerr.InvalidReplicaAssignment, "partition %d: none of %v is live", p, reps))
+			return
 		}
 		nt.Replicas[int32(p)] = reps
 		nt.States[int32(p)] = metastore.PartitionState{Leader: live[0], ISR: live}
 	}
-	ctx, cancel := a.writeCtx()
-	mt, err := a.sess.CreateTopic(ctx, nt)
-	cancel()
-	if err != nil {
-		a.refusedOrFatal("create topic "+name, err)
-		return nil, err
-	}
-	t = newTopic(mt)
-	a.topics[name] = t
-	a.stateDirty = true
-	a.log.Info("Created topic", "topic", name, "topic_id", t.id, "partitions", len(t.parts),
-		"replication_factor", len(assignment[0]), "configs", t.config)
-	a.event(controlv1.EventKind_EVENT_KIND_TOPIC_CREATED, func(ev *controlv1.ClusterEvent) {
-		ev.Topic = name
-		ev.Reason = fmt.Sprintf("topic %s created with %d partitions, replication factor %d", name, len(t.parts), len(assignment[0]))
-	})
-	acks := a.pushLeaderAndIsr(t.parts, nil)
-	a.pushUpdateMetadata(t.parts, nil, false, nil)
-	leaders := map[int32]bool{}
-	for _, p := range t.parts {
-		leaders[p.rec.State.Leader] = true
-	}
-	var out []<-chan error
-	for id, ch := range acks {
-		if leaders[id] {
-			out = append(out, ch)
+	what := "create topic " + name
+	c.await(effCreateTopic{what: what, topic: nt}, what, func(ev event) {
+		r := ev.(evCreateTopicResult)
+		if r.err != nil {
+			c.refusedOrFatal(what, r.err, r.resigning)
+			fail(r.err)
+			return
 		}
-	}
-	return out, nil
+		t := newTopic(r.topic)
+		c.topics[name] = t
+		c.stateDirty = true
+		c.log.Info("Created topic", "topic", name, "topic_id", t.id, "partitions", len(t.parts),
+			"replication_factor", len(assignment[0]), "configs", t.config)
+		c.emitEvent(controlv1.EventKind_EVENT_KIND_TOPIC_CREATED, func(ev *controlv1.ClusterEvent) {
+			ev.Topic = name
+			ev.Reason = fmt.Sprintf("topic %s created with %d partitions, replication factor %d", name, len(t.parts), len(assignment[0]))
+		})
+		group := c.pushLeaderAndIsrAwaited(t.parts)
+		c.pushUpdateMetadata(t.parts, nil, false, nil)
+		then(group, nil)
+	})
 }
 
 // assign picks the topic's replicas: the explicit assignment if given
 // (naming registered brokers), else Kafka's rack-aware round robin over the
-// live brokers (not shutting down) with a random start.
-func (a *Active) assign(spec *adminv1.TopicSpec) ([][]int32, error) {
+// live brokers (not shutting down) with a random start drawn from c.rng.
+func (c *core) assign(spec *adminv1.TopicSpec) ([][]int32, error) {
 	var live, registered []placement.Broker
-	for _, id := range a.sortedBrokerIDs() {
-		b := a.brokers[id]
+	for _, id := range c.sortedBrokerIDs() {
+		b := c.brokers[id]
 		registered = append(registered, placement.Broker{ID: id, Rack: b.info.Rack})
 		if !b.shuttingDown {
 			live = append(live, placement.Broker{ID: id, Rack: b.info.Rack})
@@ -197,7 +236,7 @@ func (a *Active) assign(spec *adminv1.TopicSpec) ([][]int32, error) {
 		}
 		return placement.ValidateAssignment(m, registered)
 	}
-	cfg := a.brokerConfig()
+	cfg := c.brokerConfig()
 	n, rf := spec.GetNumPartitions(), spec.GetReplicationFactor()
 	if n == 0 {
 		n = cfg.NumPartitions
@@ -205,7 +244,7 @@ func (a *Active) assign(spec *adminv1.TopicSpec) ([][]int32, error) {
 	if rf == 0 {
 		rf = cfg.DefaultReplicationFactor
 	}
-	opts := placement.RandomOptions(a.rng, len(live))
+	opts := placement.RandomOptions(c.rng, len(live))
 	opts.Racks = placement.RackEnforced
 	return placement.AssignReplicas(live, int(n), int(rf), opts)
 }
