@@ -297,6 +297,13 @@ func TestLiveCluster(t *testing.T) {
 			return q != nil && slices.Equal(q.ISR, []int32{p.Leader}) && q.UnderMinISR &&
 				s.brokerState(crashed[0]) == "down" && s.brokerState(crashed[1]) == "down"
 		})
+		// The stream shows the controller's decision; the leader refuses
+		// only once it has applied it (a write parked before that waits for
+		// an HW that cannot move under min ISR and times out instead).
+		tc.WaitFor(10*time.Second, "the leader applying the shrunk ISR", func() bool {
+			isr, ok := tc.ReplicaISR(p.Leader, "orders", 0)
+			return ok && slices.Equal(isr, []int32{p.Leader})
+		})
 		code, e := post(t, base, "/v1/topics/orders/partitions/0/records", produceBody(-1, 2), nil)
 		if code != http.StatusServiceUnavailable || e.Name != "NOT_ENOUGH_REPLICAS" || e.Code != 19 {
 			t.Fatalf("acks=all with %v crashed: %d %+v, want 503 NOT_ENOUGH_REPLICAS", crashed, code, e)
