@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 // brokerService is the BrokerServiceClient behind the REST routes: partition
@@ -40,6 +41,12 @@ func (b brokerService) Produce(ctx context.Context, req *brokerv1.ProduceRequest
 		return nil, err
 	}
 	return resp, nil
+}
+
+// ProduceStream has no REST route: the stream is a broker's, for clients
+// that talk to brokers directly; REST produces one request at a time.
+func (b brokerService) ProduceStream(context.Context, ...grpc.CallOption) (brokerv1.BrokerService_ProduceStreamClient, error) {
+	return nil, kerr.New(kerr.UnsupportedVersion, "the gateway has no produce stream: produce with POST /v1/topics/{topic}/partitions/{partition}/records, or stream to a broker")
 }
 
 func (b brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest, opts ...grpc.CallOption) (*brokerv1.FetchResponse, error) {

@@ -222,10 +222,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.
-		StatsFilter: func(info *stats.RPCTagInfo) bool { return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan },
+		// So does the produce stream, per request.
+		StatsFilter: func(info *stats.RPCTagInfo) bool {
+			return info.FullMethodName != "/"+telemetry.ReplicaFetchSpan && info.FullMethodName != telemetry.ProduceStreamMethod
+		},
 	})
-	brokerv1.RegisterBrokerServiceServer(b.srv, api)
 	b.draining, b.drain = context.WithCancel(context.Background())
+	api.TracerProvider, api.Draining = tel.Tracing(), b.draining
+	api.Authorize = func(ctx context.Context, method string, req any) error {
+		_, err := az.Authorize(ctx, method, req)
+		return err
+	}
+	brokerv1.RegisterBrokerServiceServer(b.srv, api)
 	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, TracerProvider: tel.Tracing(), Draining: b.draining,
 		BrokerEpochOf: func(id int32) (int64, bool) {
 			br, ok := b.meta.Broker(id)

@@ -18,6 +18,7 @@ type Client struct {
 	bootstrap []string
 	pool      connPool
 	meta      *metadata
+	produce   *produceLinks
 	log       *slog.Logger
 }
 
@@ -32,12 +33,16 @@ func New(bootstrap []string, opts Options) (*Client, error) {
 	opts = opts.withDefaults()
 	c := &Client{opts: opts, bootstrap: bootstrap, pool: newConnPool(opts), log: opts.Logger}
 	c.meta = newMetadata(c)
+	c.produce = newProduceLinks(c)
 	return c, nil
 }
 
 // Close closes every connection. Producers and Consumers built on the
 // client must be closed first.
-func (c *Client) Close() error { return c.pool.close() }
+func (c *Client) Close() error {
+	c.produce.close()
+	return c.pool.close()
+}
 
 // Metadata asks a broker for the metadata of topics (all topics when none
 // are given), refreshing the cache with the answer.

@@ -6,6 +6,9 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/stats"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 
 	"tidemark.io/services/platform/connpool"
 )
@@ -15,7 +18,11 @@ import (
 type connPool struct{ *connpool.Pool }
 
 func newConnPool(o Options) connPool {
-	var handlerOpts []otelgrpc.Option
+	// A produce stream lives for many writes; the client traces each write
+	// itself (produce_link.go) instead of one span for the stream.
+	handlerOpts := []otelgrpc.Option{otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
+		return info.FullMethodName != brokerv1.BrokerService_ProduceStream_FullMethodName
+	})}
 	if o.TracerProvider != nil {
 		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(o.TracerProvider))
 	}

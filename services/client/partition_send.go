@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc"
-
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 // sendLocked starts requests for the sequenced batches, strictly in
@@ -58,15 +57,11 @@ type wireReq struct {
 	data []byte
 }
 
-// produceDesc makes Produce, a unary method, callable as a stream, so that
-// sending the request and waiting for the answer can be split.
-var produceDesc = &grpc.StreamDesc{StreamName: "Produce"}
-
 // writeLoop is the partition's writer goroutine. It puts requests on the
-// wire one after the other, in the order sendLocked chose, and leaves the
-// answers to one goroutine per request. A goroutine per request from the
-// start would race to the connection and reach the broker in random order,
-// and every batch that overtakes an earlier one is refused and resent.
+// leader's produce stream one after the other, in the order sendLocked
+// chose; the stream's receive goroutine files the answers. Sending from
+// several goroutines would reach the broker in random order, and every batch
+// that overtakes an earlier one is refused and resent.
 func (pp *partitionProducer) writeLoop() {
 	defer pp.p.wg.Done()
 	for w := range pp.wire {
@@ -75,7 +70,7 @@ func (pp *partitionProducer) writeLoop() {
 }
 
 // transmit sends one produce request for b (whose encoded bytes are data)
-// to the partition's leader and starts the goroutine awaiting the answer.
+// to the partition's leader; its answer is filed by record.
 func (pp *partitionProducer) transmit(b *batch, data []byte) {
 	p := pp.p
 	deadline := time.Now().Add(p.opts.RequestTimeout)
@@ -84,49 +79,38 @@ func (pp *partitionProducer) transmit(b *batch, data []byte) {
 	}
 	ctx, cancel := context.WithDeadline(p.ctx, deadline)
 	res := &attempt{}
-	stream, err := pp.openStream(ctx, res, data)
+	link, err := pp.leaderLink(ctx)
 	if err != nil {
 		cancel()
 		pp.record(b, res, err)
 		return
 	}
-	go func() {
-		defer cancel()
-		resp := new(brokerv1.ProduceResponse)
-		err := stream.RecvMsg(resp)
+	res.sent = true
+	req := &brokerv1.ProduceRequest{
+		Topic: pp.topic, Partition: pp.partition,
+		Acks:      p.opts.Acks.wire(),
+		TimeoutMs: int32(p.opts.RequestTimeout.Milliseconds()),
+		Payload:   &brokerv1.ProduceRequest_RecordBatch{RecordBatch: data},
+	}
+	_ = link.send(ctx, cancel, req, func(resp *brokerv1.ProduceResponse, err error) {
+		if err == nil && resp == nil {
+			err = kerr.New(kerr.UnknownServerError, "the broker answered a produce with neither a response nor an error")
+		}
 		if err == nil {
 			res.resp = resp
 		}
 		pp.record(b, res, err)
-	}()
+	})
 }
 
-// openStream finds the leader and sends the request on a new stream.
-func (pp *partitionProducer) openStream(ctx context.Context, res *attempt, data []byte) (grpc.ClientStream, error) {
+// leaderLink finds the leader and its produce stream.
+func (pp *partitionProducer) leaderLink(ctx context.Context) (*produceLink, error) {
 	c := pp.p.c
 	r, err := c.meta.leader(ctx, pp.topic, pp.partition)
 	if err != nil {
 		return nil, err
 	}
-	cc, err := c.pool.get(r.addr)
-	if err != nil {
-		return nil, err
-	}
-	res.sent = true
-	stream, err := cc.NewStream(ctx, produceDesc, brokerv1.BrokerService_Produce_FullMethodName)
-	if err != nil {
-		return nil, err
-	}
-	err = stream.SendMsg(&brokerv1.ProduceRequest{
-		Topic: pp.topic, Partition: pp.partition,
-		Acks:      pp.p.opts.Acks.wire(),
-		TimeoutMs: int32(pp.p.opts.RequestTimeout.Milliseconds()),
-		Payload:   &brokerv1.ProduceRequest_RecordBatch{RecordBatch: data},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return stream, nil
+	return c.produce.get(r.addr)
 }
 
 // record files the outcome of one request and pokes the partition.

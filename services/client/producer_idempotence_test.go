@@ -89,14 +89,15 @@ func TestIdempotentRetriesKeepOrderWithFiveInFlight(t *testing.T) {
 	fc.CreateTopic("t", 1)
 	c := newClient(t, fc)
 	p := newProducer(t, c, client.ProducerOptions{Linger: time.Millisecond, BatchSize: 200})
-	// Random delays make concurrent requests overtake one another; some
-	// requests time out after the append, some are refused before it.
+	// Random waits after the append keep several requests in flight and
+	// answer them out of order; some requests time out after the append,
+	// some are refused before it.
 	var timedOut, refused atomic.Int32
 	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
 		if call.Method != "Produce" {
 			return nil
 		}
-		f := &fakebroker.Fault{Delay: time.Duration(rand.IntN(15)) * time.Millisecond}
+		f := &fakebroker.Fault{Wait: time.Duration(rand.IntN(15)) * time.Millisecond}
 		switch {
 		case call.N%7 == 3:
 			f.Code, f.AfterAppend = kerr.RequestTimedOut, true

@@ -238,6 +238,34 @@ func TestRefusalCatalogueOverMutualTLS(t *testing.T) {
 		if got := c.Values(c.Partition("other", 0).GetLeader(), "other", 0); len(got) != 0 {
 			t.Fatalf("other holds %v after a refused write", got)
 		}
+
+		// On a produce stream each request is decided on its own: the
+		// refused one is answered with the refusal, the stream goes on.
+		leader := c.Partition("orders-1", 0).GetLeader()
+		st, err := brokerv1.NewBrokerServiceClient(certs.Dial(t, c.brokerAddr(leader), "alice")).ProduceStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, topic := range []string{"other", "orders-1"} {
+			if err := st.Send(&brokerv1.ProduceStreamRequest{CorrelationId: uint64(i), Request: &brokerv1.ProduceRequest{
+				Topic: topic, Acks: -1, TimeoutMs: 5000, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: encodedBatch(-1, -1, -1, "streamed")}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 {
+			m := recvWithin(t, st, 10*time.Second)
+			switch m.GetCorrelationId() {
+			case 0:
+				authztest.WantRefused(t, kerr.ToStatus(kerr.FromDetail(m.GetError())).Err(), kerr.TopicAuthorizationFailed, "User:alice is not allowed Write on Topic:other")
+			case 1:
+				if m.GetError() != nil {
+					t.Fatalf("alice writing orders-1 on the stream after a refusal: %v", m.GetError())
+				}
+			}
+		}
+		if got := c.Values(c.Partition("other", 0).GetLeader(), "other", 0); len(got) != 0 {
+			t.Fatalf("other holds %v after a refused streamed write", got)
+		}
 	})
 
 	t.Run("fault injection", func(t *testing.T) {

@@ -214,6 +214,14 @@ var policies = map[string]policy{
 	brokerv1.BrokerService_Produce_FullMethodName: topicACL(Write, func(m any) string {
 		return m.(*brokerv1.ProduceRequest).GetTopic()
 	}),
+	// Each request of a produce stream is decided by the handler with the
+	// Produce policy above (Authorizer.Authorize) and refused on its own
+	// answer: one stream carries many topics, and refusing one message here
+	// would end the stream and fail the others' writes with it.
+	brokerv1.BrokerService_ProduceStream_FullMethodName: {
+		describe: "any authenticated caller; each request as Produce, refused on its own answer",
+		check:    func(d decider, _ any) error { return d.authenticated() },
+	},
 	brokerv1.BrokerService_Fetch_FullMethodName: topicACL(Read, func(m any) string {
 		return m.(*brokerv1.FetchRequest).GetTopic()
 	}),

@@ -11,6 +11,13 @@ import (
 // ends (the follower's client span and the leader's server span).
 const ReplicaFetchSpan = "tidemark.replication.v1.ReplicationService/ReplicaFetch"
 
+// ProduceSpan is the span name of one produce request, unary or on a
+// produce stream (which is traced per request, not as one span).
+const ProduceSpan = "tidemark.broker.v1.BrokerService/Produce"
+
+// ProduceStreamMethod is the full gRPC method of the produce stream.
+const ProduceStreamMethod = "/tidemark.broker.v1.BrokerService/ProduceStream"
+
 // AttrHWAdvanced marks a fetch round trip that moved a leader's HW.
 const AttrHWAdvanced = "tidemark.hw.advanced"
 

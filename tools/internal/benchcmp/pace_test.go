@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +57,19 @@ func TestPacedShapesFollowTheSystemsOwnPeak(t *testing.T) {
 	}
 	if res.Rows[1].Tidemark.Rate != 1500 || res.Rows[2].Tidemark.Err == "" {
 		t.Fatalf("figures: %+v, %+v", res.Rows[1].Tidemark, res.Rows[2].Tidemark)
+	}
+}
+
+func TestSelectShapesKeepsOrderAndNamesWhatIsMissing(t *testing.T) {
+	all := DefaultShapes(1)
+	got, err := SelectShapes(all, []string{"sync1-1k", "sync1-128"})
+	if err != nil || len(got) != 2 || got[0].Name != "sync1-128" || got[1].Name != "sync1-1k" {
+		t.Fatalf("SelectShapes: %v %v", got, err)
+	}
+	if _, err := SelectShapes(all, []string{"paced-1k"}); err == nil || !strings.Contains(err.Error(), "paced-1k needs batch-1k") {
+		t.Fatalf("a paced shape without the one it paces: %v", err)
+	}
+	if _, err := SelectShapes(all, []string{"sync1-128", "nope"}); err == nil || !strings.Contains(err.Error(), "no shape named nope") {
+		t.Fatalf("an unknown shape: %v", err)
 	}
 }

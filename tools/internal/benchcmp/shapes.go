@@ -5,7 +5,11 @@
 // `nats bench`. It reports each figure and the ratio tidemark/JetStream.
 package benchcmp
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Mode is how a shape's producers send.
 type Mode string
@@ -98,4 +102,35 @@ func DefaultShapes(scale float64) []Shape {
 		{Name: "paced-1k", Mode: Paced, Size: 1024, Producers: 1, PaceOf: "batch-1k", Fraction: 0.5, Seconds: secs(6)},
 		{Name: "e2e-1k", Mode: EndToEnd, Size: 1024, Producers: 1, PaceOf: "batch-1k", Fraction: 0.5, Seconds: secs(6)},
 	}
+}
+
+// SelectShapes keeps the shapes named, in their order in all; a shape that
+// reads from or paces another needs that one named too.
+func SelectShapes(all []Shape, names []string) ([]Shape, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []Shape
+	for _, s := range all {
+		if !want[s.Name] {
+			continue
+		}
+		delete(want, s.Name)
+		for _, dep := range []string{s.ReadsFrom, s.PaceOf} {
+			if dep != "" && !slices.Contains(names, dep) {
+				return nil, fmt.Errorf("%s needs %s too", s.Name, dep)
+			}
+		}
+		out = append(out, s)
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("no shape named %s", strings.Join(unknown, ", "))
+	}
+	return out, nil
 }

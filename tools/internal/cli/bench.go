@@ -25,6 +25,7 @@ func newBenchCompareCmd() *cobra.Command {
 	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench"), Kills: 20}
 	scale := 1.0
 	readme := ""
+	var only []string
 	cmd := &cobra.Command{
 		Use:   "compare [--out-dir .data/bench] [--scale 1] [--kills 20]",
 		Short: "Measure tidemark's dev cluster and a 3-node NATS JetStream cluster one after the other, same shapes, and print the ratios",
@@ -71,6 +72,15 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 				}
 			}
 			o.Shapes = benchcmp.DefaultShapes(scale)
+			if len(only) > 0 {
+				var err error
+				if o.Shapes, err = benchcmp.SelectShapes(o.Shapes, only); err != nil {
+					return usagef("--shapes: %v", err)
+				}
+				if readme != "" {
+					return usagef("--readme takes the whole table: run every shape (no --shapes)")
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := benchcmp.Run(ctx, o, cmd.OutOrStdout())
@@ -91,6 +101,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.Float64Var(&scale, "scale", scale, "multiply every shape's record count (0.1 for a quick look)")
 	f.IntVar(&o.Kills, "kills", o.Kills, "leader kill -9s of the failover run on each system (0 skips it)")
 	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
+	f.StringSliceVar(&only, "shapes", nil, "run only these shapes (comma-separated names: sync1-128, batch-1k, ...; a paced shape needs the one it paces)")
 	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
 	return cmd
 }

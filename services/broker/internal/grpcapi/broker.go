@@ -8,6 +8,7 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/status"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -31,6 +32,16 @@ type Broker struct {
 	ProducerIDs ProducerIDs
 	// Quotas holds answers of principals over their byte rates; nil: none.
 	Quotas *quota.Manager
+	// Authorize decides one request of a produce stream as the unary call
+	// would be decided (the stream's opening is decided by the
+	// interceptor); nil: no authorization.
+	Authorize func(ctx context.Context, method string, req any) error
+	// TracerProvider makes the per-request spans of produce streams; nil:
+	// none.
+	TracerProvider trace.TracerProvider
+	// Draining, once done, ends every produce stream (the requests in
+	// flight are answered first), so the broker can stop.
+	Draining context.Context
 }
 
 var _ brokerv1.BrokerServiceServer = (*Broker)(nil)

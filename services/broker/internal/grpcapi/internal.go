@@ -135,6 +135,9 @@ var (
 	rpcSystem  = attribute.String("rpc.system", "grpc")
 	rpcService = attribute.String("rpc.service", "tidemark.replication.v1.ReplicationService")
 	rpcMethod  = attribute.String("rpc.method", "ReplicaFetch")
+
+	brokerService = attribute.String("rpc.service", "tidemark.broker.v1.BrokerService")
+	produceMethod = attribute.String("rpc.method", "Produce")
 )
 
 const tracerName = "tidemark.io/services/broker/grpcapi"

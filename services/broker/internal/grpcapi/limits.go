@@ -25,7 +25,11 @@ const (
 // of memory: the records are counted, and their encoded size compared with
 // max.message.bytes, here. Batch payloads are counted from their headers.
 func (b *Broker) Admit(wire []byte, msg any) error {
-	if _, ok := msg.(*brokerv1.ProduceRequest); !ok {
+	switch msg.(type) {
+	case *brokerv1.ProduceRequest:
+	case *brokerv1.ProduceStreamRequest:
+		return admitStreamed(wire)
+	default:
 		return nil
 	}
 	var topic string
@@ -77,11 +81,7 @@ func (b *Broker) Admit(wire []byte, msg any) error {
 	}
 	maxRecords := int64(b.RM.BrokerConfig().ProduceMaxRecordsPerRequest)
 	if !structured {
-		if n := recordbatch.ClaimedRecords(batch); n > maxRecords {
-			return kerr.BadField(kerr.RecordListTooLarge, "record_batch",
-				"the batch headers claim %d records; produce.max.records.per.request is %d", n, maxRecords)
-		}
-		return nil
+		return b.checkBatchClaims(batch)
 	}
 	if records > maxRecords {
 		return kerr.BadField(kerr.RecordListTooLarge, "records",
@@ -96,6 +96,52 @@ func (b *Broker) Admit(wire []byte, msg any) error {
 			return kerr.BadField(kerr.MessageTooLarge, "records",
 				"the structured records take %d bytes encoded; max.message.bytes of %s is %d", recordBytes, topic, limit)
 		}
+	}
+	return nil
+}
+
+// checkBatchClaims refuses a record batch whose headers claim more records
+// than produce.max.records.per.request.
+func (b *Broker) checkBatchClaims(batch []byte) error {
+	maxRecords := int64(b.RM.BrokerConfig().ProduceMaxRecordsPerRequest)
+	if n := recordbatch.ClaimedRecords(batch); n > maxRecords {
+		return kerr.BadField(kerr.RecordListTooLarge, "record_batch",
+			"the batch headers claim %d records; produce.max.records.per.request is %d", n, maxRecords)
+	}
+	return nil
+}
+
+// Field numbers of ProduceStreamRequest read before decoding.
+const streamRequest = 2
+
+// admitStreamed refuses, before decoding, a produce stream message whose
+// request holds structured records: they would decode into an object each,
+// and the stream carries encoded batches only (the handler answers a batch's
+// own limits on the message, so they do not end the stream).
+func admitStreamed(wire []byte) error {
+	for p := wire; len(p) > 0; {
+		num, typ, n := protowire.ConsumeTag(p)
+		if n < 0 {
+			return nil // malformed: the decoder says so
+		}
+		p = p[n:]
+		if num == streamRequest && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(p)
+			if m < 0 {
+				return nil
+			}
+			p = p[m:]
+			if n, ok := countField(v, produceRecords); !ok || n > 0 {
+				return kerr.BadField(kerr.InvalidRequest, "request.records",
+					"a produce stream carries record_batch payloads only; send structured records with Produce")
+			}
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, p)
+		if m < 0 {
+			return nil
+		}
+		p = p[m:]
 	}
 	return nil
 }

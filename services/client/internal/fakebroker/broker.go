@@ -3,6 +3,7 @@ package fakebroker
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -59,7 +60,7 @@ func (s *brokerService) Produce(ctx context.Context, req *brokerv1.ProduceReques
 	if err != nil {
 		return nil, err
 	}
-	if f != nil && !f.AfterAppend {
+	if f != nil && !f.AfterAppend && f.Code != kerr.None {
 		return nil, s.faultErr(f, tn, pn)
 	}
 	switch req.GetAcks() {
@@ -96,13 +97,69 @@ func (s *brokerService) Produce(ctx context.Context, req *brokerv1.ProduceReques
 		resp.BaseOffset, resp.LastOffset = stored.BaseOffset(), stored.LastOffset()
 	}
 	c.mu.Unlock()
-	if f != nil {
+	appended(ctx)
+	if f != nil && f.Wait > 0 {
+		t := time.NewTimer(f.Wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	if f != nil && f.Code != kerr.None {
 		return nil, s.faultErr(f, tn, pn)
 	}
 	if req.GetAcks() == 0 {
 		resp.BaseOffset, resp.LastOffset = -1, -1
 	}
 	return resp, nil
+}
+
+// ProduceStream serves produce streams as tidemark's broker does: each
+// request is appended (or refused) before the next is read, and answered
+// with its correlation id when done; a request's error is its answer.
+func (s *brokerService) ProduceStream(stream brokerv1.BrokerService_ProduceStreamServer) error {
+	ctx := stream.Context()
+	s.c.intercept(ctx, s.n, "ProduceStream", "", -1) // counted only
+	var sendMu sync.Mutex
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		gate := make(chan struct{})
+		var once sync.Once
+		open := func() { once.Do(func() { close(gate) }) }
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := s.Produce(context.WithValue(ctx, appendedKey{}, open), m.GetRequest())
+			open()
+			out := &brokerv1.ProduceStreamResponse{CorrelationId: m.GetCorrelationId(), Response: resp}
+			if err != nil {
+				out.Response, out.Error = nil, kerr.Detail(kerr.FromStatus(kerr.ToStatus(err).Err()))
+			}
+			sendMu.Lock()
+			_ = stream.Send(out)
+			sendMu.Unlock()
+		}()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+type appendedKey struct{}
+
+// appended opens a produce stream's gate once a request is in the log.
+func appended(ctx context.Context) {
+	if fn, ok := ctx.Value(appendedKey{}).(func()); ok {
+		fn()
+	}
 }
 
 func (s *brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*brokerv1.FetchResponse, error) {

@@ -55,7 +55,12 @@ type Fault struct {
 	// AfterAppend (Produce) appends the batch first, then answers Code, as
 	// a broker whose acks=-1 wait timed out does.
 	AfterAppend bool
-	Delay       time.Duration
+	// Delay holds the call before anything is done (a slow or stalled
+	// broker; on a produce stream it holds back the requests behind it).
+	Delay time.Duration
+	// Wait (Produce) holds the answer after the append, as an acks=-1
+	// request waits for the high watermark: requests behind it go on.
+	Wait time.Duration
 	// NoHint leaves the leader or controller hint out of the error.
 	NoHint bool
 }
@@ -274,7 +279,7 @@ func (c *Cluster) intercept(ctx context.Context, n *node, method, topic string, 
 			return &Fault{Code: kerr.RequestTimedOut}
 		}
 	}
-	if f.Code == kerr.None {
+	if f.Code == kerr.None && f.Wait == 0 {
 		return nil
 	}
 	return f

@@ -230,6 +230,134 @@ func (*ProduceRequest_RecordBatch) isProduceRequest_Payload() {}
 
 func (*ProduceRequest_Records) isProduceRequest_Payload() {}
 
+// ProduceStreamRequest is one Produce request on a ProduceStream.
+type ProduceStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client, echoed in the answer; unique among the stream's
+	// requests not yet answered.
+	CorrelationId uint64          `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	Request       *ProduceRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// W3C trace context of the client's span for this request (one stream
+	// carries many traces); empty: untraced.
+	TraceContext  map[string]string `protobuf:"bytes,3,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceStreamRequest) Reset() {
+	*x = ProduceStreamRequest{}
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceStreamRequest) ProtoMessage() {}
+
+func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
+func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProduceStreamRequest) GetCorrelationId() uint64 {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *ProduceStreamRequest) GetRequest() *ProduceRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ProduceStreamRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+// ProduceStreamResponse answers the request with the same correlation_id:
+// response when it succeeded, error (what a unary Produce returns as its
+// status detail) when it did not.
+type ProduceStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CorrelationId uint64                 `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	Response      *ProduceResponse       `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	Error         *v1.ErrorDetail        `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceStreamResponse) Reset() {
+	*x = ProduceStreamResponse{}
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceStreamResponse) ProtoMessage() {}
+
+func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
+func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProduceStreamResponse) GetCorrelationId() uint64 {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *ProduceStreamResponse) GetResponse() *ProduceResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ProduceStreamResponse) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // Records wraps a list of structured records.
 type Records struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -240,7 +368,7 @@ type Records struct {
 
 func (x *Records) Reset() {
 	*x = Records{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +380,7 @@ func (x *Records) String() string {
 func (*Records) ProtoMessage() {}
 
 func (x *Records) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +393,7 @@ func (x *Records) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Records.ProtoReflect.Descriptor instead.
 func (*Records) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{1}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Records) GetRecords() []*v1.Record {
@@ -303,7 +431,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +443,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +456,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProduceResponse) GetBaseOffset() int64 {
@@ -412,7 +540,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +552,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +565,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -527,7 +655,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +667,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +680,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FetchResponse) GetHighWatermark() int64 {
@@ -625,7 +753,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +765,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +778,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FollowRequest) GetTopic() string {
@@ -704,7 +832,7 @@ type FollowResponse struct {
 
 func (x *FollowResponse) Reset() {
 	*x = FollowResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +844,7 @@ func (x *FollowResponse) String() string {
 func (*FollowResponse) ProtoMessage() {}
 
 func (x *FollowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +857,7 @@ func (x *FollowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowResponse.ProtoReflect.Descriptor instead.
 func (*FollowResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FollowResponse) GetFetch() *FetchResponse {
@@ -753,7 +881,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +893,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +906,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -828,7 +956,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +968,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +981,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListOffsetsResponse) GetOffset() int64 {
@@ -887,7 +1015,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1027,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1040,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -935,7 +1063,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1075,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1088,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataResponse) GetClusterId() string {
@@ -1003,7 +1131,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1143,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1156,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1071,7 +1199,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1211,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1224,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1162,7 +1290,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1302,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1315,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InitProducerIdRequest) GetProducerId() int64 {
@@ -1214,7 +1342,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1354,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1367,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -1273,7 +1401,18 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\b \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18\t \x01(\x05R\fbaseSequenceB\t\n" +
-	"\apayload\"?\n" +
+	"\apayload\"\x9d\x02\n" +
+	"\x14ProduceStreamRequest\x12%\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12<\n" +
+	"\arequest\x18\x02 \x01(\v2\".tidemark.broker.v1.ProduceRequestR\arequest\x12_\n" +
+	"\rtrace_context\x18\x03 \x03(\v2:.tidemark.broker.v1.ProduceStreamRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x15ProduceStreamResponse\x12%\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12?\n" +
+	"\bresponse\x18\x02 \x01(\v2#.tidemark.broker.v1.ProduceResponseR\bresponse\x125\n" +
+	"\x05error\x18\x03 \x01(\v2\x1f.tidemark.common.v1.ErrorDetailR\x05error\"?\n" +
 	"\aRecords\x124\n" +
 	"\arecords\x18\x01 \x03(\v2\x1a.tidemark.common.v1.RecordR\arecords\"\xce\x02\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
@@ -1368,9 +1507,10 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xa4\x04\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\x8e\x05\n" +
 	"\rBrokerService\x12R\n" +
-	"\aProduce\x12\".tidemark.broker.v1.ProduceRequest\x1a#.tidemark.broker.v1.ProduceResponse\x12L\n" +
+	"\aProduce\x12\".tidemark.broker.v1.ProduceRequest\x1a#.tidemark.broker.v1.ProduceResponse\x12h\n" +
+	"\rProduceStream\x12(.tidemark.broker.v1.ProduceStreamRequest\x1a).tidemark.broker.v1.ProduceStreamResponse(\x010\x01\x12L\n" +
 	"\x05Fetch\x12 .tidemark.broker.v1.FetchRequest\x1a!.tidemark.broker.v1.FetchResponse\x12Q\n" +
 	"\x06Follow\x12!.tidemark.broker.v1.FollowRequest\x1a\".tidemark.broker.v1.FollowResponse0\x01\x12^\n" +
 	"\vListOffsets\x12&.tidemark.broker.v1.ListOffsetsRequest\x1a'.tidemark.broker.v1.ListOffsetsResponse\x12U\n" +
@@ -1390,58 +1530,68 @@ func file_tidemark_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_tidemark_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tidemark_broker_v1_broker_proto_goTypes = []any{
 	(OffsetSpec)(0),                // 0: tidemark.broker.v1.OffsetSpec
 	(*ProduceRequest)(nil),         // 1: tidemark.broker.v1.ProduceRequest
-	(*Records)(nil),                // 2: tidemark.broker.v1.Records
-	(*ProduceResponse)(nil),        // 3: tidemark.broker.v1.ProduceResponse
-	(*FetchRequest)(nil),           // 4: tidemark.broker.v1.FetchRequest
-	(*FetchResponse)(nil),          // 5: tidemark.broker.v1.FetchResponse
-	(*FollowRequest)(nil),          // 6: tidemark.broker.v1.FollowRequest
-	(*FollowResponse)(nil),         // 7: tidemark.broker.v1.FollowResponse
-	(*ListOffsetsRequest)(nil),     // 8: tidemark.broker.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),    // 9: tidemark.broker.v1.ListOffsetsResponse
-	(*MetadataRequest)(nil),        // 10: tidemark.broker.v1.MetadataRequest
-	(*MetadataResponse)(nil),       // 11: tidemark.broker.v1.MetadataResponse
-	(*TopicMetadata)(nil),          // 12: tidemark.broker.v1.TopicMetadata
-	(*PartitionMetadata)(nil),      // 13: tidemark.broker.v1.PartitionMetadata
-	(*InitProducerIdRequest)(nil),  // 14: tidemark.broker.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil), // 15: tidemark.broker.v1.InitProducerIdResponse
-	(*v1.Record)(nil),              // 16: tidemark.common.v1.Record
-	(v1.ErrorCode)(0),              // 17: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                // 18: tidemark.common.v1.Node
+	(*ProduceStreamRequest)(nil),   // 2: tidemark.broker.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),  // 3: tidemark.broker.v1.ProduceStreamResponse
+	(*Records)(nil),                // 4: tidemark.broker.v1.Records
+	(*ProduceResponse)(nil),        // 5: tidemark.broker.v1.ProduceResponse
+	(*FetchRequest)(nil),           // 6: tidemark.broker.v1.FetchRequest
+	(*FetchResponse)(nil),          // 7: tidemark.broker.v1.FetchResponse
+	(*FollowRequest)(nil),          // 8: tidemark.broker.v1.FollowRequest
+	(*FollowResponse)(nil),         // 9: tidemark.broker.v1.FollowResponse
+	(*ListOffsetsRequest)(nil),     // 10: tidemark.broker.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),    // 11: tidemark.broker.v1.ListOffsetsResponse
+	(*MetadataRequest)(nil),        // 12: tidemark.broker.v1.MetadataRequest
+	(*MetadataResponse)(nil),       // 13: tidemark.broker.v1.MetadataResponse
+	(*TopicMetadata)(nil),          // 14: tidemark.broker.v1.TopicMetadata
+	(*PartitionMetadata)(nil),      // 15: tidemark.broker.v1.PartitionMetadata
+	(*InitProducerIdRequest)(nil),  // 16: tidemark.broker.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil), // 17: tidemark.broker.v1.InitProducerIdResponse
+	nil,                            // 18: tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
+	(*v1.ErrorDetail)(nil),         // 19: tidemark.common.v1.ErrorDetail
+	(*v1.Record)(nil),              // 20: tidemark.common.v1.Record
+	(v1.ErrorCode)(0),              // 21: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                // 22: tidemark.common.v1.Node
 }
 var file_tidemark_broker_v1_broker_proto_depIdxs = []int32{
-	2,  // 0: tidemark.broker.v1.ProduceRequest.records:type_name -> tidemark.broker.v1.Records
-	16, // 1: tidemark.broker.v1.Records.records:type_name -> tidemark.common.v1.Record
-	17, // 2: tidemark.broker.v1.ProduceResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	16, // 3: tidemark.broker.v1.FetchResponse.records:type_name -> tidemark.common.v1.Record
-	5,  // 4: tidemark.broker.v1.FollowResponse.fetch:type_name -> tidemark.broker.v1.FetchResponse
-	0,  // 5: tidemark.broker.v1.ListOffsetsRequest.spec:type_name -> tidemark.broker.v1.OffsetSpec
-	18, // 6: tidemark.broker.v1.MetadataResponse.brokers:type_name -> tidemark.common.v1.Node
-	18, // 7: tidemark.broker.v1.MetadataResponse.controller:type_name -> tidemark.common.v1.Node
-	12, // 8: tidemark.broker.v1.MetadataResponse.topics:type_name -> tidemark.broker.v1.TopicMetadata
-	17, // 9: tidemark.broker.v1.TopicMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
-	13, // 10: tidemark.broker.v1.TopicMetadata.partitions:type_name -> tidemark.broker.v1.PartitionMetadata
-	17, // 11: tidemark.broker.v1.PartitionMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
-	1,  // 12: tidemark.broker.v1.BrokerService.Produce:input_type -> tidemark.broker.v1.ProduceRequest
-	4,  // 13: tidemark.broker.v1.BrokerService.Fetch:input_type -> tidemark.broker.v1.FetchRequest
-	6,  // 14: tidemark.broker.v1.BrokerService.Follow:input_type -> tidemark.broker.v1.FollowRequest
-	8,  // 15: tidemark.broker.v1.BrokerService.ListOffsets:input_type -> tidemark.broker.v1.ListOffsetsRequest
-	10, // 16: tidemark.broker.v1.BrokerService.Metadata:input_type -> tidemark.broker.v1.MetadataRequest
-	14, // 17: tidemark.broker.v1.BrokerService.InitProducerId:input_type -> tidemark.broker.v1.InitProducerIdRequest
-	3,  // 18: tidemark.broker.v1.BrokerService.Produce:output_type -> tidemark.broker.v1.ProduceResponse
-	5,  // 19: tidemark.broker.v1.BrokerService.Fetch:output_type -> tidemark.broker.v1.FetchResponse
-	7,  // 20: tidemark.broker.v1.BrokerService.Follow:output_type -> tidemark.broker.v1.FollowResponse
-	9,  // 21: tidemark.broker.v1.BrokerService.ListOffsets:output_type -> tidemark.broker.v1.ListOffsetsResponse
-	11, // 22: tidemark.broker.v1.BrokerService.Metadata:output_type -> tidemark.broker.v1.MetadataResponse
-	15, // 23: tidemark.broker.v1.BrokerService.InitProducerId:output_type -> tidemark.broker.v1.InitProducerIdResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	4,  // 0: tidemark.broker.v1.ProduceRequest.records:type_name -> tidemark.broker.v1.Records
+	1,  // 1: tidemark.broker.v1.ProduceStreamRequest.request:type_name -> tidemark.broker.v1.ProduceRequest
+	18, // 2: tidemark.broker.v1.ProduceStreamRequest.trace_context:type_name -> tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
+	5,  // 3: tidemark.broker.v1.ProduceStreamResponse.response:type_name -> tidemark.broker.v1.ProduceResponse
+	19, // 4: tidemark.broker.v1.ProduceStreamResponse.error:type_name -> tidemark.common.v1.ErrorDetail
+	20, // 5: tidemark.broker.v1.Records.records:type_name -> tidemark.common.v1.Record
+	21, // 6: tidemark.broker.v1.ProduceResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	20, // 7: tidemark.broker.v1.FetchResponse.records:type_name -> tidemark.common.v1.Record
+	7,  // 8: tidemark.broker.v1.FollowResponse.fetch:type_name -> tidemark.broker.v1.FetchResponse
+	0,  // 9: tidemark.broker.v1.ListOffsetsRequest.spec:type_name -> tidemark.broker.v1.OffsetSpec
+	22, // 10: tidemark.broker.v1.MetadataResponse.brokers:type_name -> tidemark.common.v1.Node
+	22, // 11: tidemark.broker.v1.MetadataResponse.controller:type_name -> tidemark.common.v1.Node
+	14, // 12: tidemark.broker.v1.MetadataResponse.topics:type_name -> tidemark.broker.v1.TopicMetadata
+	21, // 13: tidemark.broker.v1.TopicMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
+	15, // 14: tidemark.broker.v1.TopicMetadata.partitions:type_name -> tidemark.broker.v1.PartitionMetadata
+	21, // 15: tidemark.broker.v1.PartitionMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
+	1,  // 16: tidemark.broker.v1.BrokerService.Produce:input_type -> tidemark.broker.v1.ProduceRequest
+	2,  // 17: tidemark.broker.v1.BrokerService.ProduceStream:input_type -> tidemark.broker.v1.ProduceStreamRequest
+	6,  // 18: tidemark.broker.v1.BrokerService.Fetch:input_type -> tidemark.broker.v1.FetchRequest
+	8,  // 19: tidemark.broker.v1.BrokerService.Follow:input_type -> tidemark.broker.v1.FollowRequest
+	10, // 20: tidemark.broker.v1.BrokerService.ListOffsets:input_type -> tidemark.broker.v1.ListOffsetsRequest
+	12, // 21: tidemark.broker.v1.BrokerService.Metadata:input_type -> tidemark.broker.v1.MetadataRequest
+	16, // 22: tidemark.broker.v1.BrokerService.InitProducerId:input_type -> tidemark.broker.v1.InitProducerIdRequest
+	5,  // 23: tidemark.broker.v1.BrokerService.Produce:output_type -> tidemark.broker.v1.ProduceResponse
+	3,  // 24: tidemark.broker.v1.BrokerService.ProduceStream:output_type -> tidemark.broker.v1.ProduceStreamResponse
+	7,  // 25: tidemark.broker.v1.BrokerService.Fetch:output_type -> tidemark.broker.v1.FetchResponse
+	9,  // 26: tidemark.broker.v1.BrokerService.Follow:output_type -> tidemark.broker.v1.FollowResponse
+	11, // 27: tidemark.broker.v1.BrokerService.ListOffsets:output_type -> tidemark.broker.v1.ListOffsetsResponse
+	13, // 28: tidemark.broker.v1.BrokerService.Metadata:output_type -> tidemark.broker.v1.MetadataResponse
+	17, // 29: tidemark.broker.v1.BrokerService.InitProducerId:output_type -> tidemark.broker.v1.InitProducerIdResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_broker_v1_broker_proto_init() }
@@ -1459,7 +1609,7 @@ func file_tidemark_broker_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_broker_v1_broker_proto_rawDesc), len(file_tidemark_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	BrokerService_Produce_FullMethodName        = "/tidemark.broker.v1.BrokerService/Produce"
+	BrokerService_ProduceStream_FullMethodName  = "/tidemark.broker.v1.BrokerService/ProduceStream"
 	BrokerService_Fetch_FullMethodName          = "/tidemark.broker.v1.BrokerService/Fetch"
 	BrokerService_Follow_FullMethodName         = "/tidemark.broker.v1.BrokerService/Follow"
 	BrokerService_ListOffsets_FullMethodName    = "/tidemark.broker.v1.BrokerService/ListOffsets"
@@ -39,6 +40,15 @@ const (
 type BrokerServiceClient interface {
 	// Produce appends one batch of records to a partition on its leader.
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
+	// ProduceStream carries many Produce requests on one long-lived stream
+	// (the Go client's path: a unary call costs a new HTTP/2 stream, its
+	// headers and interceptors on every write). Requests are appended in the
+	// order they arrive, each before the next is read, as Kafka handles one
+	// connection; each is answered by the message with its correlation_id once
+	// it is done, so an acks=-1 request parked for the high watermark does not
+	// hold back the answers of others. A refused or failed request is answered
+	// with an error on its message; the stream goes on.
+	ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceStreamRequest, ProduceStreamResponse], error)
 	// Fetch reads records from an offset, up to the high watermark.
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
 	// Follow is the streaming form of Fetch: it keeps answering as the high
@@ -71,6 +81,19 @@ func (c *brokerServiceClient) Produce(ctx context.Context, in *ProduceRequest, o
 	return out, nil
 }
 
+func (c *brokerServiceClient) ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceStreamRequest, ProduceStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &BrokerService_ServiceDesc.Streams[0], BrokerService_ProduceStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProduceStreamRequest, ProduceStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BrokerService_ProduceStreamClient = grpc.BidiStreamingClient[ProduceStreamRequest, ProduceStreamResponse]
+
 func (c *brokerServiceClient) Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FetchResponse)
@@ -83,7 +106,7 @@ func (c *brokerServiceClient) Fetch(ctx context.Context, in *FetchRequest, opts 
 
 func (c *brokerServiceClient) Follow(ctx context.Context, in *FollowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &BrokerService_ServiceDesc.Streams[0], BrokerService_Follow_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &BrokerService_ServiceDesc.Streams[1], BrokerService_Follow_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +163,15 @@ func (c *brokerServiceClient) InitProducerId(ctx context.Context, in *InitProduc
 type BrokerServiceServer interface {
 	// Produce appends one batch of records to a partition on its leader.
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
+	// ProduceStream carries many Produce requests on one long-lived stream
+	// (the Go client's path: a unary call costs a new HTTP/2 stream, its
+	// headers and interceptors on every write). Requests are appended in the
+	// order they arrive, each before the next is read, as Kafka handles one
+	// connection; each is answered by the message with its correlation_id once
+	// it is done, so an acks=-1 request parked for the high watermark does not
+	// hold back the answers of others. A refused or failed request is answered
+	// with an error on its message; the stream goes on.
+	ProduceStream(grpc.BidiStreamingServer[ProduceStreamRequest, ProduceStreamResponse]) error
 	// Fetch reads records from an offset, up to the high watermark.
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
 	// Follow is the streaming form of Fetch: it keeps answering as the high
@@ -164,6 +196,9 @@ type UnimplementedBrokerServiceServer struct{}
 
 func (UnimplementedBrokerServiceServer) Produce(context.Context, *ProduceRequest) (*ProduceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Produce not implemented")
+}
+func (UnimplementedBrokerServiceServer) ProduceStream(grpc.BidiStreamingServer[ProduceStreamRequest, ProduceStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ProduceStream not implemented")
 }
 func (UnimplementedBrokerServiceServer) Fetch(context.Context, *FetchRequest) (*FetchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fetch not implemented")
@@ -218,6 +253,13 @@ func _BrokerService_Produce_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _BrokerService_ProduceStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(BrokerServiceServer).ProduceStream(&grpc.GenericServerStream[ProduceStreamRequest, ProduceStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BrokerService_ProduceStreamServer = grpc.BidiStreamingServer[ProduceStreamRequest, ProduceStreamResponse]
 
 func _BrokerService_Fetch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FetchRequest)
@@ -331,6 +373,12 @@ var BrokerService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ProduceStream",
+			Handler:       _BrokerService_ProduceStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "Follow",
 			Handler:       _BrokerService_Follow_Handler,

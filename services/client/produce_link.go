@@ -1,0 +1,233 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// produceLinks holds the client's produce streams, one per broker address,
+// shared by every partition whose leader is there. A write on a stream costs
+// one message each way; a unary call also costs a new HTTP/2 stream with its
+// headers, trailers and the server's per-call interceptors, and that was the
+// larger part of a synchronous write's cost.
+type produceLinks struct {
+	c *Client
+
+	mu     sync.Mutex
+	links  map[string]*produceLink
+	closed bool
+}
+
+func newProduceLinks(c *Client) *produceLinks {
+	return &produceLinks{c: c, links: map[string]*produceLink{}}
+}
+
+// get returns the open stream to addr, opening one when there is none or
+// the last one broke.
+func (ls *produceLinks) get(addr string) (*produceLink, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed {
+		return nil, ErrClosed
+	}
+	if l := ls.links[addr]; l != nil && !l.isBroken() {
+		return l, nil
+	}
+	cc, err := ls.c.pool.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := brokerv1.NewBrokerServiceClient(cc).ProduceStream(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	l := &produceLink{stream: st, cancel: cancel, pending: map[uint64]*pendingProduce{}, tracer: ls.c.opts.TracerProvider}
+	l.lastRecv.Store(time.Now().UnixNano())
+	ls.links[addr] = l
+	go l.receive()
+	return l, nil
+}
+
+// close ends every stream; requests still waiting fail with ErrClosed.
+func (ls *produceLinks) close() {
+	ls.mu.Lock()
+	ls.closed = true
+	links := ls.links
+	ls.links = nil
+	ls.mu.Unlock()
+	for _, l := range links {
+		l.fail(ErrClosed)
+	}
+}
+
+// produceLink is one produce stream. Partition writers send on it (one at a
+// time: gRPC allows one sender), its receive goroutine hands each answer to
+// the request with its correlation id. A request whose context ends first
+// is answered with that, and a stream that then has heard nothing since the
+// request went out is cut (a stalled broker, as Kafka's client disconnects
+// on a request timeout): its other requests fail with a retriable error
+// and the next send opens a new stream.
+type produceLink struct {
+	stream brokerv1.BrokerService_ProduceStreamClient
+	cancel context.CancelFunc
+	tracer trace.TracerProvider
+
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	pending map[uint64]*pendingProduce
+	next    uint64
+	broken  error
+
+	lastRecv atomic.Int64 // unix ns of the last answer
+}
+
+type pendingProduce struct {
+	done   func(*brokerv1.ProduceResponse, error)
+	stop   func() bool // unregisters the context watch
+	cancel context.CancelFunc
+	span   trace.Span
+}
+
+func (l *produceLink) isBroken() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.broken != nil
+}
+
+// send puts req on the stream and calls done exactly once with its answer,
+// from another goroutine: the answer, ctx's end, or the stream's failure.
+// cancel (ctx's) is called once done has been decided.
+func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *brokerv1.ProduceRequest, done func(*brokerv1.ProduceResponse, error)) error {
+	msg := &brokerv1.ProduceStreamRequest{Request: req}
+	p := &pendingProduce{done: done, cancel: cancel}
+	if l.tracer != nil {
+		var spanCtx context.Context
+		spanCtx, p.span = l.tracer.Tracer("tidemark.io/services/client").Start(ctx, "tidemark.broker.v1.BrokerService/Produce",
+			trace.WithSpanKind(trace.SpanKindClient))
+		carrier := propagation.MapCarrier{}
+		otel.GetTextMapPropagator().Inject(spanCtx, carrier)
+		msg.TraceContext = carrier
+	}
+	l.mu.Lock()
+	l.next++
+	id := l.next
+	l.mu.Unlock()
+	msg.CorrelationId = id
+	sentAt := time.Now().UnixNano()
+	// Watched before it is registered, so that whoever takes it from
+	// pending finds stop set; a context already ended is handled below.
+	p.stop = context.AfterFunc(ctx, func() { l.expire(id, ctx, sentAt) })
+	l.mu.Lock()
+	if l.broken != nil {
+		err := l.broken
+		l.mu.Unlock()
+		p.stop()
+		p.end(nil, err)
+		return err
+	}
+	l.pending[id] = p
+	l.mu.Unlock()
+	if ctx.Err() != nil {
+		l.expire(id, ctx, sentAt)
+		return nil
+	}
+
+	l.sendMu.Lock()
+	err := l.stream.Send(msg)
+	l.sendMu.Unlock()
+	if err != nil {
+		// The stream's own error comes from its receive side; this
+		// request fails with it (or a retriable one) through fail.
+		l.fail(kerr.New(kerr.NetworkException, "produce stream: %v", err))
+	}
+	return nil
+}
+
+// receive hands each answer to its request until the stream ends.
+func (l *produceLink) receive() {
+	for {
+		m, err := l.stream.Recv()
+		if err == io.EOF {
+			err = kerr.New(kerr.NetworkException, "the broker ended the produce stream")
+		}
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		l.lastRecv.Store(time.Now().UnixNano())
+		var ke error
+		if d := m.GetError(); d != nil {
+			ke = kerr.FromDetail(d)
+		}
+		l.finish(m.GetCorrelationId(), m.GetResponse(), ke)
+	}
+}
+
+func (l *produceLink) take(id uint64) *pendingProduce {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.pending[id]
+	delete(l.pending, id)
+	return p
+}
+
+func (l *produceLink) finish(id uint64, resp *brokerv1.ProduceResponse, err error) {
+	if p := l.take(id); p != nil {
+		p.stop()
+		p.end(resp, err)
+	}
+}
+
+// expire answers request id with its context's end; a stream silent since
+// the request went out is cut.
+func (l *produceLink) expire(id uint64, ctx context.Context, sentAt int64) {
+	p := l.take(id)
+	if p == nil {
+		return
+	}
+	p.end(nil, context.Cause(ctx))
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && l.lastRecv.Load() < sentAt {
+		l.fail(kerr.New(kerr.NetworkException, "produce stream: no answer since a request that timed out; reconnecting"))
+	}
+}
+
+// fail breaks the stream: every waiting request ends with err.
+func (l *produceLink) fail(err error) {
+	l.mu.Lock()
+	if l.broken == nil {
+		l.broken = err
+	}
+	pending := l.pending
+	l.pending = map[uint64]*pendingProduce{}
+	l.mu.Unlock()
+	l.cancel()
+	for _, p := range pending {
+		p.stop()
+		p.end(nil, err)
+	}
+}
+
+func (p *pendingProduce) end(resp *brokerv1.ProduceResponse, err error) {
+	if p.span != nil {
+		if err != nil {
+			p.span.RecordError(err)
+		}
+		p.span.End()
+	}
+	p.cancel()
+	p.done(resp, err)
+}

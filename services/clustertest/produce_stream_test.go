@@ -1,0 +1,175 @@
+package clustertest
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	"tidemark.io/services/broker"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
+)
+
+// encodedBatch is one record batch of values, for a produce stream
+// (producer id -1: no idempotence).
+func encodedBatch(pid int64, epoch int16, seq int32, values ...string) []byte {
+	var b recordbatch.Builder
+	for _, v := range values {
+		b.Append(recordbatch.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
+	}
+	return b.Build(pid, epoch, seq)
+}
+
+// recvWithin receives the next answer of a produce stream, failing the
+// test if none comes within d.
+func recvWithin(t *testing.T, st brokerv1.BrokerService_ProduceStreamClient, d time.Duration) *brokerv1.ProduceStreamResponse {
+	t.Helper()
+	type got struct {
+		m   *brokerv1.ProduceStreamResponse
+		err error
+	}
+	ch := make(chan got, 1)
+	go func() {
+		m, err := st.Recv()
+		ch <- got{m, err}
+	}()
+	select {
+	case g := <-ch:
+		if g.err != nil {
+			t.Fatalf("produce stream: %v", g.err)
+		}
+		return g.m
+	case <-time.After(d):
+		t.Fatalf("no answer on the produce stream within %s", d)
+		return nil
+	}
+}
+
+// One produce stream: an acks=-1 request parked for the HW does not hold
+// back the answer of a request sent after it; a refused request is answered
+// with its error and the stream goes on; batches of one idempotent producer
+// sent back to back land in order, each once.
+func TestProduceStreamAnswersEachRequestOnItsOwn(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Adjust: func(cfg *broker.Config) { cfg.FaultInjection = true }})
+	c.CreateTopic("park", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	c.WaitFor(10*time.Second, "park with a leader and the full ISR", func() bool {
+		pd := c.Partition("park", 0)
+		return pd.GetLeader() > 0 && len(pd.GetIsr()) == 3
+	})
+	leader := c.Partition("park", 0).GetLeader()
+	c.CreateTopic("free", 1, 1, nil) // placed anywhere; refused where it is not led
+	ctx := context.Background()
+	for id := int32(1); id <= 3; id++ {
+		if id == leader {
+			continue
+		}
+		fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+		if _, err := fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "park", Partition: -1, Stall: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := c.BrokerClient(leader).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(id uint64, req *brokerv1.ProduceRequest) {
+		t.Helper()
+		if err := st.Send(&brokerv1.ProduceStreamRequest{CorrelationId: id, Request: req}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := func(pid int64, seq int32, v string) *brokerv1.ProduceRequest_RecordBatch {
+		return &brokerv1.ProduceRequest_RecordBatch{RecordBatch: encodedBatch(pid, 0, seq, v)}
+	}
+
+	// 1: parked (the followers cannot fetch). 2: acks=1 on the same
+	// partition, answered at its append. 3: no such topic. 4: acks=1 again.
+	send(1, &brokerv1.ProduceRequest{Topic: "park", Acks: -1, TimeoutMs: 20000, Payload: batch(-1, -1, "parked")})
+	send(2, &brokerv1.ProduceRequest{Topic: "park", Acks: 1, Payload: batch(-1, -1, "leader-acked")})
+	send(3, &brokerv1.ProduceRequest{Topic: "nowhere", Acks: 1, Payload: batch(-1, -1, "x")})
+	send(4, &brokerv1.ProduceRequest{Topic: "park", Acks: 1, Payload: batch(-1, -1, "after-refusal")})
+	answers := map[uint64]*brokerv1.ProduceStreamResponse{}
+	for range 3 {
+		m := recvWithin(t, st, 10*time.Second)
+		answers[m.GetCorrelationId()] = m
+	}
+	if _, ok := answers[1]; ok {
+		t.Fatalf("the parked acks=-1 request was answered before the HW could reach it: %v", answers[1])
+	}
+	if a := answers[2]; a.GetError() != nil || a.GetResponse().GetBaseOffset() != 1 {
+		t.Fatalf("acks=1 behind a parked request: %v, want offset 1", a)
+	}
+	if a := answers[3]; a.GetError().GetCode() != commonv1.ErrorCode(kerr.UnknownTopicOrPartition) || a.GetResponse() != nil {
+		t.Fatalf("produce to a missing topic: %v, want UNKNOWN_TOPIC_OR_PARTITION on its answer", a)
+	}
+	if a := answers[4]; a.GetError() != nil || a.GetResponse().GetBaseOffset() != 2 {
+		t.Fatalf("acks=1 after a refused request on the same stream: %v, want offset 2", a)
+	}
+	for id := int32(1); id <= 3; id++ {
+		fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+		if _, err := fc.ClearFaults(ctx, &faultv1.ClearFaultsRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := recvWithin(t, st, 10*time.Second); a.GetCorrelationId() != 1 || a.GetError() != nil || a.GetResponse().GetBaseOffset() != 0 {
+		t.Fatalf("the parked request once the followers fetch: %v, want offset 0", a)
+	}
+
+	// An idempotent producer's batches, sent back to back with acks=-1:
+	// the leader appends them in the order sent (no OUT_OF_ORDER_SEQUENCE)
+	// while their waits for the HW overlap.
+	pid, err := c.BrokerClient(leader).InitProducerId(ctx, &brokerv1.InitProducerIdRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		send(uint64(100+i), &brokerv1.ProduceRequest{Topic: "park", Acks: -1, TimeoutMs: 10000,
+			Payload: batch(pid.GetProducerId(), int32(i), "seq-"+strconv.Itoa(i))})
+	}
+	offsets := map[uint64]int64{}
+	for range n {
+		m := recvWithin(t, st, 10*time.Second)
+		if m.GetError() != nil {
+			t.Fatalf("batch %d: %v", m.GetCorrelationId()-100, m.GetError())
+		}
+		offsets[m.GetCorrelationId()] = m.GetResponse().GetBaseOffset()
+	}
+	for i := range n {
+		if got, want := offsets[uint64(100+i)], int64(3+i); got != want {
+			t.Fatalf("batch %d at offset %d, want %d: the stream's batches were not appended in the order sent", i, got, want)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	got := c.SameLogs("park", 0, 1, 2, 3)
+	if len(got) != 3+n || got[0] != "parked" || got[1] != "leader-acked" || got[3+n-1] != "seq-"+strconv.Itoa(n-1) {
+		t.Fatalf("logs %v", got)
+	}
+}
+
+// A produce stream carries encoded batches only: structured records, which
+// the unary call counts before decoding, are refused before decoding on a
+// stream too, with the field named.
+func TestProduceStreamRefusesStructuredRecords(t *testing.T) {
+	c := Start(t, Options{Brokers: 1})
+	c.CreateTopic("t", 1, 1, nil)
+	st, err := c.BrokerClient(1).ProduceStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&brokerv1.ProduceStreamRequest{CorrelationId: 1, Request: &brokerv1.ProduceRequest{Topic: "t", Acks: 1,
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("v")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Recv()
+	if e := kerr.FromCall(err); e == nil || e.Code != kerr.InvalidRequest || e.Field != "request.records" || !strings.Contains(e.Message, "record_batch") {
+		t.Fatalf("structured records on a produce stream: %v, want INVALID_REQUEST naming request.records", err)
+	}
+}
