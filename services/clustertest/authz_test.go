@@ -121,9 +121,10 @@ func TestRefusalCatalogueOverMutualTLS(t *testing.T) {
 			authztest.WantRefused(t, err, kerr.ClusterAuthorizationFailed, "User:"+cert+" may not send LeaderAndIsr as controller")
 		}
 		c.CreateTopic("after-forgery", 1, 3, nil)
-		if _, _, ok := c.Broker(1).ReplicaOffsets("after-forgery", 0); !ok {
-			t.Fatal("broker 1 did not apply the real controller's LeaderAndIsr after the forgery")
-		}
+		c.WaitFor(10*time.Second, "broker 1 applying the real controller's LeaderAndIsr after the forgery", func() bool {
+			_, _, ok := c.Broker(1).ReplicaOffsets("after-forgery", 0)
+			return ok
+		})
 	})
 
 	t.Run("broker 3 claiming to be replica 2", func(t *testing.T) {
