@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -43,6 +44,15 @@ type Result struct {
 	Rows    []Row     `json:"rows"`
 	// Failover is nil when the run killed no leader.
 	Failover *Failover `json:"failover,omitempty"`
+	// PeakRSS is the largest peak resident set (VmHWM) of one server
+	// process of each system over the shapes: a broker, a nats-server.
+	PeakRSS PeakRSS `json:"peak_rss"`
+}
+
+// PeakRSS is bytes; 0 when it was not read.
+type PeakRSS struct {
+	Tidemark  int64 `json:"tidemark"`
+	JetStream int64 `json:"jetstream"`
 }
 
 // Run measures every shape on tidemark, stops it, then on JetStream, and
@@ -63,14 +73,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
 			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log}, nil
-		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }); err != nil {
+		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }, &res.PeakRSS.Tidemark); err != nil {
 			return nil, err
 		}
 	}
 	if o.Only != "tidemark" {
 		if err := measure(ctx, out, "jetstream", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
 			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log}, nil
-		}, func(r *Row) *Figure { return &r.JetStream }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }); err != nil {
+		}, func(r *Row) *Figure { return &r.JetStream }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }, &res.PeakRSS.JetStream); err != nil {
 			return nil, err
 		}
 	}
@@ -89,9 +99,10 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	return res, nil
 }
 
-// profiled are the shapes run once more, unrecorded, while the partition
-// leader's profiles are taken: the synchronous path and the 1 KiB path.
-var profiled = []string{"sync1-128", "batch-1k"}
+// profiled are the shapes run once more, unrecorded, while every
+// process's profiles are taken: the synchronous path, the 1 KiB path and
+// the 1 KiB path at half its peak.
+var profiled = []string{"sync1-128", "batch-1k", "paced-1k"}
 
 // profiler is a side that can profile its processes under a shape.
 type profiler interface {
@@ -101,6 +112,27 @@ type profiler interface {
 // failoverer is a side that can run the failover measurement.
 type failoverer interface {
 	failover(ctx context.Context, out io.Writer, kills int) FailoverFigure
+}
+
+// serverProcesses is a side whose server processes' memory is read:
+// brokers, nats-servers.
+type serverProcesses interface {
+	serverPIDs() []int
+}
+
+// peakRSSOf reads a process's peak resident set (VmHWM) in bytes.
+func peakRSSOf(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM for process %d", pid)
 }
 
 // side is one system under measurement.
@@ -114,7 +146,7 @@ type side interface {
 // and then the failover run (kills > 0), stops every process it started
 // and removes the directory.
 func measure(ctx context.Context, out io.Writer, name, logDir string, res *Result, kills int,
-	mk func(dir string, log *os.File) (side, error), figure func(*Row) *Figure, setFailover func(*Failover, FailoverFigure)) error {
+	mk func(dir string, log *os.File) (side, error), figure func(*Row) *Figure, setFailover func(*Failover, FailoverFigure), peakRSS *int64) error {
 	dir, err := os.MkdirTemp("", "tidemark-benchcmp-"+name+"-")
 	if err != nil {
 		return err
@@ -172,12 +204,29 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 			return ctx.Err()
 		}
 	}
+	// Before the profiles and the failover run: those restart processes.
+	if sp, ok := sd.(serverProcesses); ok {
+		for _, pid := range sp.serverPIDs() {
+			if hwm, err := peakRSSOf(pid); err == nil {
+				*peakRSS = max(*peakRSS, hwm)
+			}
+		}
+		fmt.Fprintf(out, "%s  peak RSS of one server process over the shapes: %.0f MB\n", name, float64(*peakRSS)/1e6)
+	}
 	if p, ok := sd.(profiler); ok {
 		for _, s := range res.Rows {
 			if !slices.Contains(profiled, s.Shape.Name) {
 				continue
 			}
-			files, err := p.profile(ctx, s.Shape, logDir)
+			shape := s.Shape
+			if shape.paced() { // again at the rate it ran at
+				f := figure(&s)
+				if f.Rate <= 0 {
+					continue
+				}
+				shape.Rate, shape.Records = f.Rate, max(8, int64(f.Rate*shape.Seconds))
+			}
+			files, err := p.profile(ctx, shape, logDir)
 			if err != nil {
 				fmt.Fprintf(out, "%s  profiling %s: %v\n", name, s.Shape.Label(), err)
 				continue

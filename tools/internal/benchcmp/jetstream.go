@@ -28,6 +28,16 @@ type jetStreamSide struct {
 	monitors []string
 }
 
+func (j *jetStreamSide) serverPIDs() []int {
+	var pids []int
+	for _, d := range j.nodes {
+		if d != nil && d.cmd.Process != nil {
+			pids = append(pids, d.cmd.Process.Pid)
+		}
+	}
+	return pids
+}
+
 // jetStreamConfig is one node's configuration: clients, routes and
 // monitoring on ports of the run's own range, store in the run's temp dir.
 func jetStreamConfig(name, dir string, client, route, monitor int, routes []string) string {

@@ -8,6 +8,8 @@ import (
 	"testing"
 )
 
+func (f *fakeSide) serverPIDs() []int { return []int{os.Getpid()} }
+
 // fakeSide reports a fixed rate per shape and remembers what it ran.
 type fakeSide struct {
 	rate map[string]float64
@@ -37,11 +39,16 @@ func TestPacedShapesFollowTheSystemsOwnPeak(t *testing.T) {
 		res.Rows = append(res.Rows, Row{Shape: s})
 	}
 	fake := &fakeSide{rate: map[string]float64{"batch-1k": 3000, "e2e-1k": 1500}}
+	var rss int64
 	err := measure(context.Background(), io.Discard, "fake", t.TempDir(), res, 0,
 		func(string, *os.File) (side, error) { return fake, nil },
-		func(r *Row) *Figure { return &r.Tidemark }, nil)
+		func(r *Row) *Figure { return &r.Tidemark }, nil, &rss)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The fake's "server" is this test process: its peak RSS is read.
+	if rss < 1<<20 {
+		t.Fatalf("peak RSS of the side's server processes read as %d bytes", rss)
 	}
 	var paced *Shape
 	for i, s := range fake.ran {

@@ -21,11 +21,15 @@ func (r *Result) Markdown() string {
 	}
 	b.WriteString(`
 - tidemark: ` + "`tidemark dev`" + ` cluster (etcd in the launcher, 2 controllers, 3 brokers, gateway; separate processes, mutual TLS on every link), ` +
-		"`tidemark perf produce|consume`" + ` (idempotent producer, acks=all, topic of 1 partition, RF 3, min.insync.replicas 2). 8 producers: one process, 8 idempotent producers on one client (` + "`--producers 8`" + `).
+		"`tidemark perf produce|consume`" + ` (idempotent producer, acks=all, topic of 1 partition, RF 3, min.insync.replicas 2). 8 producers: one process, 8 idempotent producers on one client (` + "`--producers 8`" + `). Batching: default linger.ms and batch.size, buffer.memory 256 KiB (` + "`--buffer-memory`" + `; the 32 MiB default queues over a second of records at the same throughput).
 - JetStream: 3 nats-server nodes on loopback (no TLS), R3 file-store stream, ` + "`nats bench js pub sync|async`" + ` (8 producers: ` + "`--clients 8`" + `, one process, 8 connections; async waits for acks in batches of 500; its latency is per batch, tidemark's per record), consumer: ` + "`nats bench js ordered`" + `.
 - Paced rows: each system sends at half the rate it reached in its own batching row of that size (so the rates differ), with a consumer reading at the same time; "ack latency" is from hand-over to acknowledgement, "produce → consumer" until the consumer has the record (tidemark: ` + "`tidemark perf e2e`" + `, the consumer fetching below the high watermark; JetStream: nats.go in the harness, PublishAsync and an ordered consumer, per message).
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
 `)
+	if r.PeakRSS.Tidemark > 0 || r.PeakRSS.JetStream > 0 {
+		fmt.Fprintf(&b, "\nPeak resident memory of one server process over the shapes (VmHWM; the largest broker, the largest nats-server): tidemark %s, JetStream %s.\n",
+			megabytes(r.PeakRSS.Tidemark), megabytes(r.PeakRSS.JetStream))
+	}
 	if r.Failover != nil {
 		b.WriteString("\n")
 		r.Failover.markdown(&b)
@@ -107,4 +111,11 @@ func ratio(t, j Figure, a, b float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", a/b)
+}
+
+func megabytes(n int64) string {
+	if n <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MB", float64(n)/1e6)
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"tidemark.io/services/platform/loopback"
@@ -60,6 +61,18 @@ func (t *tidemarkSide) start(ctx context.Context) error {
 	return nil
 }
 
+func (t *tidemarkSide) serverPIDs() []int {
+	var pids []int
+	for _, n := range t.cl.Nodes() {
+		if n.Kind == "broker" {
+			if pid := n.PID(); pid > 0 {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
 func (t *tidemarkSide) stop() {
 	if t.cl != nil {
 		t.cl.Down(t.log)
@@ -74,10 +87,13 @@ func (t *tidemarkSide) cli(ctx context.Context, args ...string) (string, error) 
 func topicOf(s Shape) string { return "bench-" + s.Name }
 
 // run measures one shape; a consume shape reads the topic of ReadsFrom.
-func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure {
+func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure { return t.runWith(ctx, s) }
+
+// runWith is run with extra flags for the tidemark perf process.
+func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Figure {
 	if s.Mode == Consume {
-		out, err := t.cli(ctx, "perf", "consume", "--topic", "bench-"+s.ReadsFrom, "--messages", strconv.FormatInt(s.Records, 10),
-			"--timeout", "60s", "--reporting-interval", "1h")
+		out, err := t.cli(ctx, append([]string{"perf", "consume", "--topic", "bench-" + s.ReadsFrom, "--messages", strconv.FormatInt(s.Records, 10),
+			"--timeout", "60s", "--reporting-interval", "1h"}, extra...)...)
 		return parsed(ParseTidemark, out, err)
 	}
 	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
@@ -85,9 +101,9 @@ func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure {
 		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
 	}
 	if s.paced() {
-		out, err := t.cli(ctx, "perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
+		out, err := t.cli(ctx, append([]string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
 			"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
-			"--timeout", "60s", "--reporting-interval", "1h")
+			"--timeout", "60s", "--reporting-interval", "1h"}, extra...)...)
 		if s.Mode == EndToEnd {
 			return parsed(ParseTidemarkConsumed, out, err)
 		}
@@ -99,7 +115,10 @@ func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure {
 	if s.Mode == Sync {
 		args = append(args, "--sync")
 	}
-	out, err := t.cli(ctx, args...)
+	if s.BufferMemory > 0 {
+		args = append(args, "--buffer-memory", strconv.Itoa(s.BufferMemory))
+	}
+	out, err := t.cli(ctx, append(args, extra...)...)
 	return parsed(ParseTidemark, out, err)
 }
 
@@ -124,8 +143,10 @@ func lastLine(out string) string {
 var leaderLine = regexp.MustCompile(`Partition: 0\s+Leader: (\d+)`)
 
 // profile runs shape s once more, unrecorded, on a topic of its own and
-// saves the partition leader's CPU profile over profileSeconds of the run
-// and its allocation profile after it into dir; it returns the files.
+// saves every process's profiles into dir: each broker's CPU profile over
+// profileSeconds of the run and its allocation profile after it (the
+// partition leader's and the followers', named by role), and the client's
+// (the tidemark perf process) over its whole run. It returns the files.
 func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]string, error) {
 	s.Name += "-profiled"
 	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
@@ -140,29 +161,51 @@ func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]stri
 	if m == nil {
 		return nil, fmt.Errorf("no leader in %q", desc)
 	}
-	leader, err := t.cl.Node("broker-" + m[1])
-	if err != nil {
-		return nil, err
+	type target struct {
+		node *devcluster.Node
+		base string
 	}
-	if leader.ProfileAddr == "" {
-		return nil, fmt.Errorf("%s serves no profiles", leader.Name)
+	var brokers []target
+	for _, n := range t.cl.Nodes() {
+		if n.Kind != "broker" {
+			continue
+		}
+		if n.ProfileAddr == "" {
+			return nil, fmt.Errorf("%s serves no profiles", n.Name)
+		}
+		role := "follower"
+		if n.Name == "broker-"+m[1] {
+			role = "leader"
+		}
+		brokers = append(brokers, target{n, filepath.Join(dir, fmt.Sprintf("tidemark-%s-%s-%s", s.Name, role, n.Name))})
 	}
+	client := filepath.Join(dir, fmt.Sprintf("tidemark-%s-client", s.Name))
 	done := make(chan Figure, 1)
-	go func() { done <- t.run(ctx, s) }()
-	base := filepath.Join(dir, fmt.Sprintf("tidemark-%s-%s", s.Name, leader.Name))
+	go func() { done <- t.runWith(ctx, s, "--cpu-profile", client+".cpu.pprof", "--alloc-profile", client+".allocs.pprof") }()
 	// The producer needs a moment to start and connect before the profile
 	// window opens.
 	time.Sleep(500 * time.Millisecond)
-	cpuErr := fetch(ctx, "http://"+leader.ProfileAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(profileSeconds), base+".cpu.pprof")
+	errs := make([]error, len(brokers))
+	var wg sync.WaitGroup
+	for i, b := range brokers {
+		wg.Go(func() {
+			errs[i] = fetch(ctx, "http://"+b.node.ProfileAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(profileSeconds), b.base+".cpu.pprof")
+		})
+	}
+	wg.Wait()
 	f := <-done
-	allocErr := fetch(ctx, "http://"+leader.ProfileAddr+"/debug/pprof/allocs", base+".allocs.pprof")
+	files := []string{client + ".cpu.pprof", client + ".allocs.pprof"}
+	for i, b := range brokers {
+		errs = append(errs, fetch(ctx, "http://"+b.node.ProfileAddr+"/debug/pprof/allocs", b.base+".allocs.pprof"))
+		files = append(files, brokers[i].base+".cpu.pprof", brokers[i].base+".allocs.pprof")
+	}
 	if f.Err != "" {
 		return nil, errors.New(f.Err)
 	}
-	if err := errors.Join(cpuErr, allocErr); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return []string{base + ".cpu.pprof", base + ".allocs.pprof"}, nil
+	return files, nil
 }
 
 // profileSeconds is how long a CPU profile samples: within the shortest

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -16,12 +19,68 @@ import (
 )
 
 func newPerfCmd(g *globals) *cobra.Command {
+	var cpuProfile, allocProfile string
+	var stopCPU func() error
 	c := &cobra.Command{
 		Use:   "perf",
 		Short: "Measure produce and consume throughput and latency (kafka-producer-perf-test, kafka-consumer-perf-test)",
+		// The client's own profiles, beside the brokers' (/debug/pprof with
+		// --profiles): where a write's time goes in the process users run.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			// cobra runs only the nearest hook: the root's (env, checks) first.
+			if root := cmd.Root(); root.PersistentPreRunE != nil {
+				if err := root.PersistentPreRunE(cmd, args); err != nil {
+					return err
+				}
+			}
+			if cpuProfile == "" {
+				return nil
+			}
+			var err error
+			stopCPU, err = startCPUProfile(cpuProfile)
+			return err
+		},
+		PersistentPostRunE: func(*cobra.Command, []string) error {
+			return stopProfiles(stopCPU, allocProfile)
+		},
 	}
+	c.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write this process's CPU profile of the run to the file (go tool pprof)")
+	c.PersistentFlags().StringVar(&allocProfile, "alloc-profile", "", "write this process's allocation profile at the end of the run to the file")
 	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g), newPerfCommitCmd(g), newPerfE2ECmd(g))
 	return c
+}
+
+// startCPUProfile starts the process's CPU profile into path.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// stopProfiles ends the CPU profile (stopCPU may be nil) and writes the
+// allocation profile when asked.
+func stopProfiles(stopCPU func() error, allocPath string) error {
+	var errs []error
+	if stopCPU != nil {
+		errs = append(errs, stopCPU())
+	}
+	if allocPath != "" {
+		f, err := os.Create(allocPath)
+		if err != nil {
+			return fmt.Errorf("--alloc-profile: %w", err)
+		}
+		errs = append(errs, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // progress prints rec's window figures every interval until stop is

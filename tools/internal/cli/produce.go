@@ -28,6 +28,8 @@ type producerFlags struct {
 	batchSize       int
 	retries         int
 	deliveryTimeout time.Duration
+	bufferMemory    int
+	maxInFlight     int
 }
 
 func (p *producerFlags) register(cmd *cobra.Command) {
@@ -38,6 +40,8 @@ func (p *producerFlags) register(cmd *cobra.Command) {
 	f.IntVar(&p.batchSize, "batch-size", client.DefaultBatchSize, "batch.size: the most bytes in one batch")
 	f.IntVar(&p.retries, "retries", math.MaxInt32, "retries: how often a failed batch is resent within --delivery-timeout (0: never)")
 	f.DurationVar(&p.deliveryTimeout, "delivery-timeout", client.DefaultDeliveryTimeout, "delivery.timeout.ms: how long a record may take, retries included")
+	f.IntVar(&p.bufferMemory, "buffer-memory", client.DefaultBufferMemory, "buffer.memory: the most bytes of records waiting or in flight; a send waits for room (bounds a batching producer's latency)")
+	f.IntVar(&p.maxInFlight, "max-in-flight", client.DefaultMaxInFlight, "max.in.flight.requests.per.connection: produce requests outstanding per partition (at most 5 with idempotence)")
 }
 
 // options turns the flags into ProducerOptions; bad values are usage errors.
@@ -87,6 +91,16 @@ func (p *producerFlags) options(cmd *cobra.Command) (client.ProducerOptions, err
 		return o, usagef("--delivery-timeout %v must be longer than --linger-ms %d", p.deliveryTimeout, p.lingerMs)
 	}
 	o.RequestTimeout = min(client.DefaultRequestTimeout, p.deliveryTimeout-linger)
+	if p.bufferMemory <= 0 {
+		return o, usagef("--buffer-memory must be positive, got %d", p.bufferMemory)
+	}
+	o.BufferMemory = p.bufferMemory
+	if p.maxInFlight <= 0 {
+		return o, usagef("--max-in-flight must be positive, got %d", p.maxInFlight)
+	}
+	if cmd.Flags().Changed("max-in-flight") {
+		o.MaxInFlight = p.maxInFlight
+	}
 	return o, nil
 }
 

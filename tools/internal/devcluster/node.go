@@ -111,6 +111,15 @@ func (n *Node) wait(cmd *exec.Cmd, exited chan struct{}, f *os.File) {
 	close(exited)
 }
 
+// PID is the node's current process id, 0 when it is not running.
+func (n *Node) PID() int {
+	cmd, _, err := n.running()
+	if err != nil || cmd.Process == nil {
+		return 0
+	}
+	return cmd.Process.Pid
+}
+
 func (n *Node) running() (*exec.Cmd, chan struct{}, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
