@@ -139,6 +139,9 @@ func TestIsolatedLeaderFencesItself(t *testing.T) {
 	if merr == nil || kerr.CodeOf(kerr.FromStatus(merr)) != kerr.BrokerNotAvailable || !strings.Contains(merr.Error(), "fenced") {
 		t.Errorf("metadata from the fenced leader: %v, want BROKER_NOT_AVAILABLE naming the fence", merr)
 	}
+	// The controller's answer runs ahead of the brokers': the new leader
+	// answers Metadata with itself once it has applied its election.
+	c.WaitFor(10*time.Second, "the new leader applying its election", func() bool { return c.Leads(newLeader, "fence", 0) })
 	c.mu.Lock()
 	boot := []string{c.brokerCfg[old].Listen, c.brokerCfg[newLeader].Listen}
 	c.mu.Unlock()
