@@ -161,11 +161,8 @@ func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *
 func (l *produceLink) receive() {
 	for {
 		m, err := l.stream.Recv()
-		if err == io.EOF {
-			err = kerr.New(kerr.NetworkException, "the broker ended the produce stream")
-		}
 		if err != nil {
-			l.fail(err)
+			l.fail(streamEnded(err))
 			return
 		}
 		l.lastRecv.Store(time.Now().UnixNano())
@@ -230,4 +227,20 @@ func (p *pendingProduce) end(resp *brokerv1.ProduceResponse, err error) {
 	}
 	p.cancel()
 	p.done(resp, err)
+}
+
+// streamEnded is the error a stream's waiting requests fail with. The
+// stream's end says nothing about them (their batches may or may not be in
+// the log, as with a cut connection): NETWORK_EXCEPTION, retried on fresh
+// metadata, unless the stream was refused outright (not authenticated, not
+// authorized, an unknown method), which a retry would not change.
+func streamEnded(err error) error {
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	ke := kerr.FromCall(err)
+	if err == io.EOF || ke == nil || ke.Code.Retriable() || ke.Code == kerr.BrokerNotAvailable || ke.Code == kerr.UnknownServerError {
+		return kerr.New(kerr.NetworkException, "the produce stream ended: %v", err)
+	}
+	return ke
 }

@@ -125,6 +125,12 @@ func (b *Broker) produceOnStream(ctx context.Context, m *brokerv1.ProduceStreamR
 		return out
 	}
 	resp, err := b.Produce(ctx, req)
+	if err != nil && ctx.Err() != nil {
+		// The stream ended (the broker stops, the client left) before the
+		// answer: as a cut connection, worth a retry.
+		err = kerr.New(kerr.NetworkException, "the produce stream ended before %s-%d's batch was answered",
+			req.GetTopic(), req.GetPartition())
+	}
 	if err != nil {
 		out.Error = errorDetail(err)
 		return out

@@ -120,7 +120,9 @@ func (s *brokerService) Produce(ctx context.Context, req *brokerv1.ProduceReques
 // with its correlation id when done; a request's error is its answer.
 func (s *brokerService) ProduceStream(stream brokerv1.BrokerService_ProduceStreamServer) error {
 	ctx := stream.Context()
-	s.c.intercept(ctx, s.n, "ProduceStream", "", -1) // counted only
+	if f := s.c.intercept(ctx, s.n, "ProduceStream", "", -1); f != nil && f.Code != kerr.None {
+		return kerr.New(f.Code, "injected by the test on broker %d: the produce stream ends", s.n.id)
+	}
 	var sendMu sync.Mutex
 	var wg sync.WaitGroup
 	defer wg.Wait()
