@@ -159,6 +159,9 @@ func streamOf(s Shape) string { return "bench_" + strings.ReplaceAll(s.Name, "-"
 // run measures one shape with `nats bench js` (paced shapes with nats.go,
 // jetstream_paced.go: nats bench has no rate to hold).
 func (j *jetStreamSide) run(ctx context.Context, s Shape) Figure {
+	if s.LeaderAcks {
+		return Figure{} // no leader-only acknowledgement: shown as –
+	}
 	if s.paced() {
 		return j.runPaced(ctx, s)
 	}

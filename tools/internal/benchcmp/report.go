@@ -26,6 +26,9 @@ func (r *Result) Markdown() string {
 - Paced rows: each system sends at half the rate it reached in its own batching row of that size (so the rates differ), with a consumer reading at the same time; "ack latency" is from hand-over to acknowledgement, "produce → consumer" until the consumer has the record (tidemark: ` + "`tidemark perf e2e`" + `, the consumer fetching below the high watermark; JetStream: nats.go in the harness, PublishAsync and an ordered consumer, per message).
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
 `)
+	if all, one := r.figure("batch-1k"), r.figure("batch-1k-acks1"); all.MsgsPerSec > 0 && one.MsgsPerSec > 0 {
+		fmt.Fprintf(&b, "\ntidemark's acks=all / acks=1 throughput, batching 1 KiB: %.2f (Kafka publishes about 0.54).\n", all.MsgsPerSec/one.MsgsPerSec)
+	}
 	if r.PeakRSS.Tidemark > 0 || r.PeakRSS.JetStream > 0 {
 		fmt.Fprintf(&b, "\nPeak resident memory of one server process over the shapes (VmHWM; the largest broker, the largest nats-server): tidemark %s, JetStream %s.\n",
 			megabytes(r.PeakRSS.Tidemark), megabytes(r.PeakRSS.JetStream))
@@ -118,4 +121,14 @@ func megabytes(n int64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.0f MB", float64(n)/1e6)
+}
+
+// figure is tidemark's figure of the shape named, zero when it did not run.
+func (r *Result) figure(name string) Figure {
+	for _, row := range r.Rows {
+		if row.Shape.Name == name && row.Tidemark.Err == "" {
+			return row.Tidemark
+		}
+	}
+	return Figure{}
 }

@@ -26,6 +26,23 @@ func TestMarkdownRowAndRatios(t *testing.T) {
 	}
 }
 
+func TestMarkdownGivesTheAcksRatioAndPeakRSS(t *testing.T) {
+	r := &Result{Rows: []Row{
+		{Shape: Shape{Name: "batch-1k", Mode: Batch, Size: 1024}, Tidemark: Figure{MsgsPerSec: 6000}, JetStream: Figure{MsgsPerSec: 5000}},
+		{Shape: Shape{Name: "batch-1k-acks1", Mode: Batch, Size: 1024, LeaderAcks: true}, Tidemark: Figure{MsgsPerSec: 8000}},
+	}, PeakRSS: PeakRSS{Tidemark: 47e6, JetStream: 535e6}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| batching producer, 1 KiB, acks=1 | 8000 | – | – |",
+		"acks=all / acks=1 throughput, batching 1 KiB: 0.75",
+		"tidemark 47 MB, JetStream 535 MB",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestSpliceReplacesOnlyTheBlock(t *testing.T) {
 	readme := "# x\n\nbefore\n" + readmeBegin + "\nold table\n" + readmeEnd + "\nafter\n"
 	got, err := Splice(readme, "| new |\n\n")

@@ -52,6 +52,9 @@ type Shape struct {
 	// BufferMemory bounds a tidemark Batch shape's producer (buffer.memory,
 	// bytes waiting or in flight); 0 keeps the client's default (32 MiB).
 	BufferMemory int `json:"buffer_memory,omitempty"`
+	// LeaderAcks sends with acks=1 (tidemark only: JetStream has no
+	// leader-only acknowledgement), for the acks=all / acks=1 ratio.
+	LeaderAcks bool `json:"leader_acks,omitempty"`
 }
 
 // paced reports whether the shape sends at a rate set by another's.
@@ -78,6 +81,9 @@ func (s Shape) Label() string {
 		}
 		return fmt.Sprintf("sync, %d producers, %s", s.Producers, size)
 	case Batch:
+		if s.LeaderAcks {
+			return "batching producer, " + size + ", acks=1"
+		}
 		return "batching producer, " + size
 	case Paced:
 		return fmt.Sprintf("batching producer at %s, %s (ack latency)", s.pace(), size)
@@ -108,6 +114,7 @@ func DefaultShapes(scale float64) []Shape {
 		{Name: "sync8-1k", Mode: Sync, Size: 1024, Producers: 8, Records: n(8000)},
 		{Name: "batch-128", Mode: Batch, Size: 128, Producers: 1, Records: n(200000), BufferMemory: batchBufferMemory},
 		{Name: "batch-1k", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), BufferMemory: batchBufferMemory},
+		{Name: "batch-1k-acks1", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), BufferMemory: batchBufferMemory, LeaderAcks: true},
 		{Name: "consume-1k", Mode: Consume, Size: 1024, Producers: 1, Records: n(100000), ReadsFrom: "batch-1k"},
 		{Name: "paced-128", Mode: Paced, Size: 128, Producers: 1, PaceOf: "batch-128", Fraction: 0.5, Seconds: secs(6)},
 		{Name: "paced-1k", Mode: Paced, Size: 1024, Producers: 1, PaceOf: "batch-1k", Fraction: 0.5, Seconds: secs(6)},

@@ -109,8 +109,12 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 		}
 		return parsed(ParseTidemarkSent, out, err)
 	}
+	acks := "all"
+	if s.LeaderAcks {
+		acks = "1"
+	}
 	args := []string{"perf", "produce", "--topic", topicOf(s), "--num-records", strconv.FormatInt(s.Records, 10),
-		"--producers", strconv.Itoa(s.Producers), "--record-size", strconv.Itoa(s.Size), "--acks", "all",
+		"--producers", strconv.Itoa(s.Producers), "--record-size", strconv.Itoa(s.Size), "--acks", acks,
 		"--timeout", "60s", "--reporting-interval", "1h"}
 	if s.Mode == Sync {
 		args = append(args, "--sync")
