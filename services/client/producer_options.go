@@ -65,17 +65,8 @@ const (
 	// (KIP-1030): a few milliseconds of waiting fills batches much better
 	// under load and costs little latency; tidemark follows.
 	DefaultLinger = 5 * time.Millisecond
-	// DefaultBatchSize is batch.size in bytes: 64 KiB, where Kafka's Java
-	// client has 16 KiB. A partition's pipeline holds max.in.flight batches,
-	// so batch.size sets how much one partition has on its way: on the dev
-	// cluster (separate processes, RF 3, acks=all, 1 KiB records,
-	// buffer.memory 256 KiB) 16 KiB batches gave 17–20k records/s with p99
-	// 25–38 ms, 64 KiB batches 26–31k/s with p99 18–22 ms. Batches grow as
-	// records come, so an idle or slow partition costs no more (Kafka sizes
-	// its buffers by batch.size up front, hence its small default; franz-go,
-	// which grows them too, allows about 1 MB); buffer.memory bounds the
-	// total.
-	DefaultBatchSize = 64 << 10
+	// DefaultBatchSize is batch.size in bytes.
+	DefaultBatchSize = 16384
 	// DefaultMaxInFlight is max.in.flight.requests.per.connection; here it is
 	// per partition, which is what ordering and duplicate detection need.
 	DefaultMaxInFlight = 5
