@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"tidemark.io/services/client"
-	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/client/internal/fakebroker"
+	"tidemark.io/services/platform/kerr"
 )
 
 // A leader that stops answering on the produce stream: the attempt times

@@ -185,7 +185,9 @@ func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]stri
 	}
 	client := filepath.Join(dir, fmt.Sprintf("tidemark-%s-client", s.Name))
 	done := make(chan Figure, 1)
-	go func() { done <- t.runWith(ctx, s, "--cpu-profile", client+".cpu.pprof", "--alloc-profile", client+".allocs.pprof") }()
+	go func() {
+		done <- t.runWith(ctx, s, "--cpu-profile", client+".cpu.pprof", "--alloc-profile", client+".allocs.pprof")
+	}()
 	// The producer needs a moment to start and connect before the profile
 	// window opens.
 	time.Sleep(500 * time.Millisecond)
