@@ -565,6 +565,27 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 		}
 		return true
 	})
+	// The followers apply the same LeaderAndIsr a little later; a test that
+	// looks at a follower next would race it. Best effort: a broker cut off
+	// on purpose never gets it, and the test goes on after a while.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !c.followersHost(name, partitions); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// followersHost reports whether every running broker assigned a replica of
+// the topic's partitions hosts it.
+func (c *Cluster) followersHost(name string, partitions int32) bool {
+	for p := int32(0); p < partitions; p++ {
+		for _, id := range c.Partition(name, p).GetReplicas() {
+			if b := c.Broker(id); b != nil {
+				if _, _, ok := b.ReplicaOffsets(name, p); !ok {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // Leads reports whether broker id is running and acting as the leader of
