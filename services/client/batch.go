@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/binary"
+	"fmt"
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -78,6 +79,39 @@ func (bt *batch) build(pid int64, epoch int16, seq int32) {
 	bt.data = bt.b.Build(pid, epoch, seq)
 	bt.baseSeq = seq
 	bt.sequenced = true
+}
+
+// splittable says whether a refusal as too large can be answered by
+// sending the batch's records in two smaller batches, as Kafka's producer
+// does (KAFKA-3995): the leader's max.message.bytes may be below batch.size.
+// A single record that is too large fails.
+func (bt *batch) splittable(err *kerr.Error) bool {
+	return err != nil && (err.Code == kerr.MessageTooLarge || err.Code == kerr.RecordListTooLarge) &&
+		len(bt.recs) > 1 && !bt.maybeWritten
+}
+
+// split divides the batch's records into two unsequenced batches, in order,
+// each keeping the batch's creation time and delivery deadline. The second
+// half takes over the batch's done channel: it completes after the first, so
+// whoever waits for the batch waits for both.
+func (bt *batch) split() (*batch, *batch) {
+	half := len(bt.recs) / 2
+	first := &batch{created: bt.created, deadline: bt.deadline, done: make(chan struct{})}
+	second := &batch{created: bt.created, deadline: bt.deadline, done: bt.done}
+	i := 0
+	for r, err := range bt.b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence).Records() {
+		if err != nil {
+			// The client encoded these bytes itself; a failure is a bug.
+			panic(fmt.Sprintf("client: re-reading a batch it built: %v", err))
+		}
+		into := first
+		if i >= half {
+			into = second
+		}
+		into.add(&r, bt.recs[i])
+		i++
+	}
+	return first, second
 }
 
 // recordSize is the encoded size of r as record number offsetDelta of a

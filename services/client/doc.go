@@ -43,7 +43,11 @@
 // (batch.size, 16384 bytes), when it has waited linger.ms (5 ms, the Kafka
 // 4.0 default), or on Flush and Close, as the raw record_batch of one
 // ProduceRequest. Every record gets exactly one callback: its offset, or an
-// error with a code. Produce is the synchronous form.
+// error with a code. Produce is the synchronous form. A batch of several
+// records that the leader refuses as too large (MESSAGE_TOO_LARGE or
+// RECORD_LIST_TOO_LARGE: the topic's max.message.bytes is below batch.size)
+// is split in two and each half sent again, until it fits, as Kafka's
+// producer does; a single record that is too large fails with that code.
 //
 // Defaults follow Kafka's producer: acks=all, enable.idempotence=true,
 // max.in.flight.requests.per.connection=5 (here per partition), retries

@@ -2,9 +2,11 @@ package client
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
 )
 
 // Settling the answers of one partition.
@@ -137,6 +139,9 @@ func (pp *partitionProducer) settleLocked(now time.Time, out []completion) []com
 			continue
 		}
 		if !pp.p.idem {
+			if pp.splitHeadLocked(now) {
+				continue
+			}
 			out = append(out, failure(b, pp.finalErr(b, now)))
 			pp.popLocked()
 			continue
@@ -169,7 +174,11 @@ func (pp *partitionProducer) finalErr(b *batch, now time.Time) *kerr.Error {
 // not be delivered under the current identity. No request is in flight.
 func (pp *partitionProducer) resetLocked(now time.Time, out []completion) []completion {
 	head := pp.queue[0]
-	keepHead := !head.expired && head.result != nil && head.result.err != nil && lostState(head.result.err.Code) &&
+	split := pp.splitHeadLocked(now)
+	if split {
+		head = pp.queue[0]
+	}
+	keepHead := split || !head.expired && head.result != nil && head.result.err != nil && lostState(head.result.err.Code) &&
 		now.Before(head.deadline)
 	// If the head is certainly not in the log, no later batch can be either:
 	// the leader appends strictly in sequence.
@@ -183,7 +192,7 @@ func (pp *partitionProducer) resetLocked(now time.Time, out []completion) []comp
 		switch {
 		case !b.sequenced:
 			keep = append(keep, b)
-		case i == 0 && keepHead:
+		case i == 0 && keepHead, i == 1 && split:
 			b.unsequence()
 			keep = append(keep, b)
 		case i == 0:
@@ -205,6 +214,28 @@ func (pp *partitionProducer) resetLocked(now time.Time, out []completion) []comp
 	pp.resetting, pp.confirmed, pp.needID = false, false, true
 	pp.p.c.log.Debug("producer sequence reset", "topic", pp.topic, "partition", pp.partition, "pid", pp.id.pid, "epoch", pp.id.epoch)
 	return out
+}
+
+// splitHeadLocked replaces the head batch by its two halves when the leader
+// refused it as too large and it holds more than one record. The halves are
+// built without a producer id for a plain producer; an idempotent one
+// sequences them afresh under a new epoch (resetLocked), since the batches
+// sent behind the refused one now carry the wrong sequences. Halving again
+// on each refusal finds a size the leader takes in log2(records) rounds.
+func (pp *partitionProducer) splitHeadLocked(now time.Time) bool {
+	head := pp.queue[0]
+	if head.expired || head.result == nil || !now.Before(head.deadline) || !head.splittable(head.result.err) {
+		return false
+	}
+	first, second := head.split()
+	pp.p.c.log.Info("produce batch too large for the leader: splitting it", "topic", pp.topic, "partition", pp.partition,
+		"records", len(head.recs), "bytes", head.b.Len(), "err", head.result.err)
+	if !pp.p.idem {
+		first.build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)
+		second.build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)
+	}
+	pp.queue = slices.Insert(pp.queue[1:], 0, first, second)
+	return true
 }
 
 // unsequence returns a batch to the unsent state, to be sequenced again
