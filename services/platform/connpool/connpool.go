@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"tidemark.io/services/platform/flowcontrol"
 )
 
 // ErrClosed is returned by Get after Close.
@@ -42,6 +44,7 @@ func New(extra ...grpc.DialOption) *Pool {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 	}
+	opts = append(opts, flowcontrol.DialOptions()...)
 	return &Pool{opts: append(opts, extra...), conns: map[string]*grpc.ClientConn{}}
 }
 

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/flowcontrol"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
 )
@@ -124,6 +125,7 @@ func New(o Options) *Server {
 		}
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOpts...)))
 	}
+	opts = append(opts, flowcontrol.ServerOptions()...)
 	gs := grpc.NewServer(append(opts,
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
