@@ -40,8 +40,8 @@
 // key as Kafka's default partitioner, else a sticky partition that moves on
 // when its batch fills), adds the record to that partition's open batch,
 // encoded in the log's format, and returns. A batch is sent when it is full
-// (batch.size, 16384 bytes), when it has waited linger.ms (5 ms, the Kafka
-// 4.0 default), or on Flush and Close, as the raw record_batch of one
+// (batch.size, 65536 bytes: see DefaultBatchSize), when it has waited
+// linger.ms (5 ms, the Kafka 4.0 default), or on Flush and Close, as the raw record_batch of one
 // ProduceRequest. Every record gets exactly one callback: its offset, or an
 // error with a code. Produce is the synchronous form. A batch of several
 // records that the leader refuses as too large (MESSAGE_TOO_LARGE or

@@ -65,8 +65,15 @@ const (
 	// (KIP-1030): a few milliseconds of waiting fills batches much better
 	// under load and costs little latency; tidemark follows.
 	DefaultLinger = 5 * time.Millisecond
-	// DefaultBatchSize is batch.size in bytes.
-	DefaultBatchSize = 16384
+	// DefaultBatchSize is batch.size in bytes: 64 KiB, four times Kafka's
+	// 16 KiB. An idempotent producer has at most 5 batches of a partition
+	// in flight, so batch.size bounds what one partition can move per
+	// replication round trip; measured on the dev cluster (one partition,
+	// RF 3, acks=all), a batching producer went from 28k to 46k 1 KiB
+	// records/s and from 168k to 234k 128 B records/s. A batch only fills
+	// under load (linger.ms sends it otherwise), and one the leader refuses
+	// as too large (a topic's max.message.bytes below batch.size) is split.
+	DefaultBatchSize = 65536
 	// DefaultMaxInFlight is max.in.flight.requests.per.connection; here it is
 	// per partition, which is what ordering and duplicate detection need.
 	DefaultMaxInFlight = 5
