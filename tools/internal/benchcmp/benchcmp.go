@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"tidemark.io/tools/internal/devcluster"
 )
 
 // Options say where the binaries are and where the results go.
@@ -28,6 +30,10 @@ type Options struct {
 	// Kills is how many times the failover run kills the leader on each
 	// system (0 skips it).
 	Kills int
+	// Procs is the GOMAXPROCS of every server process of both systems
+	// (brokers, controllers, gateway; nats-server nodes), so each side
+	// shares the machine's cores the same way. 0: devcluster.SharedProcs.
+	Procs int
 }
 
 // Row is one shape's figures on both systems.
@@ -44,6 +50,8 @@ type Result struct {
 	Rows    []Row     `json:"rows"`
 	// Failover is nil when the run killed no leader.
 	Failover *Failover `json:"failover,omitempty"`
+	// Procs is the GOMAXPROCS every server process ran with.
+	Procs int `json:"gomaxprocs"`
 	// PeakRSS is the largest peak resident set (VmHWM) of one server
 	// process of each system over the shapes: a broker, a nats-server.
 	PeakRSS PeakRSS `json:"peak_rss"`
@@ -58,7 +66,10 @@ type PeakRSS struct {
 // Run measures every shape on tidemark, stops it, then on JetStream, and
 // writes the table. Progress and the table go to out.
 func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
-	res := &Result{Started: time.Now().UTC(), Machine: Machine()}
+	if o.Procs <= 0 {
+		o.Procs = devcluster.SharedProcs(3)
+	}
+	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs}
 	stamp := res.Started.Format("20060102-150405")
 	logDir := filepath.Join(o.OutDir, "compare-"+stamp+"-logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -72,14 +83,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	}
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
-			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log}, nil
+			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs}, nil
 		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }, &res.PeakRSS.Tidemark); err != nil {
 			return nil, err
 		}
 	}
 	if o.Only != "tidemark" {
 		if err := measure(ctx, out, "jetstream", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
-			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log}, nil
+			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log, procs: o.Procs}, nil
 		}, func(r *Row) *Figure { return &r.JetStream }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }, &res.PeakRSS.JetStream); err != nil {
 			return nil, err
 		}

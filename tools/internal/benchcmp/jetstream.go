@@ -20,6 +20,7 @@ import (
 // loopback (file storage, R3 streams), each node a separate nats-server.
 type jetStreamSide struct {
 	binDir string // holds nats-server and nats
+	procs  int    // GOMAXPROCS of each node
 	dir    string
 	log    *os.File
 	nodes  []*daemon
@@ -69,7 +70,8 @@ func (j *jetStreamSide) start(ctx context.Context) error {
 		if err := os.WriteFile(conf, []byte(jetStreamConfig(name, store, base+i, base+3+i, base+6+i, routes)), 0o644); err != nil {
 			return err
 		}
-		d, err := startDaemon(name, filepath.Join(j.dir, name+".log"), filepath.Join(j.binDir, "nats-server"), "-c", conf)
+		d, err := startDaemon(name, filepath.Join(j.dir, name+".log"), []string{"GOMAXPROCS=" + strconv.Itoa(j.procs)},
+			filepath.Join(j.binDir, "nats-server"), "-c", conf)
 		if err != nil {
 			return err
 		}

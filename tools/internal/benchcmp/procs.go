@@ -35,23 +35,26 @@ func runTool(ctx context.Context, timeout time.Duration, log *os.File, env []str
 type daemon struct {
 	name    string
 	logPath string
+	env     []string
 	cmd     *exec.Cmd
 	done    chan struct{}
 }
 
-// startDaemon starts bin, appending its output to logPath.
-func startDaemon(name string, logPath string, bin string, args ...string) (*daemon, error) {
+// startDaemon starts bin with env added to this process's environment,
+// appending its output to logPath.
+func startDaemon(name string, logPath string, env []string, bin string, args ...string) (*daemon, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	d := &daemon{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	d := &daemon{name: name, logPath: logPath, env: env, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); f.Close(); close(d.done) }()
 	return d, nil
 }
@@ -87,5 +90,5 @@ func (d *daemon) kill() error {
 
 // restarted starts the process again with the same command line and log.
 func (d *daemon) restarted() (*daemon, error) {
-	return startDaemon(d.name, d.logPath, d.cmd.Path, d.cmd.Args[1:]...)
+	return startDaemon(d.name, d.logPath, d.env, d.cmd.Path, d.cmd.Args[1:]...)
 }

@@ -9,7 +9,11 @@ import (
 // Markdown is the side-by-side table with the ratio tidemark/JetStream.
 func (r *Result) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s on %s; every process on this one machine.\n\n", r.Started.Format("2006-01-02 15:04 UTC"), r.Machine)
+	procs := ""
+	if r.Procs > 0 {
+		procs = fmt.Sprintf(", every server process of both systems with GOMAXPROCS=%d (the cores shared among 3 nodes, as `tidemark dev` does)", r.Procs)
+	}
+	fmt.Fprintf(&b, "Measured %s on %s; every process on this one machine%s.\n\n", r.Started.Format("2006-01-02 15:04 UTC"), r.Machine, procs)
 	b.WriteString("| shape (RF 3 acks=all / R3 file) | tidemark msgs/s | JetStream msgs/s | ratio | tidemark MB/s | JetStream MB/s | tidemark p50 / p99 | JetStream p50 / p99 | p99 ratio |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range r.Rows {

@@ -28,6 +28,7 @@ const toolTimeout = 90 * time.Second
 // gateway as separate processes, mutual TLS on every link.
 type tidemarkSide struct {
 	binDir string
+	procs  int // GOMAXPROCS of each node
 	dir    string
 	log    *os.File
 	cl     *devcluster.Cluster
@@ -41,7 +42,7 @@ func (t *tidemarkSide) start(ctx context.Context) error {
 	}
 	opts := devcluster.Options{
 		DataDir: filepath.Join(t.dir, "data"), BinDir: t.binDir, Brokers: 3, Controllers: 2, PortBase: base,
-		Profiles: true,
+		Profiles: true, ProcsPerNode: t.procs,
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return err

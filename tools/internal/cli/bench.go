@@ -43,6 +43,9 @@ and writes them to <out-dir>/compare-<time>.md and .json, the tools' output besi
 nats-server and nats come from --nats-bin-dir (make builds them from tools/thirdparty/nats).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Procs < 0 {
+				return usagef("--gomaxprocs must not be negative, got %d", o.Procs)
+			}
 			if o.Kills < 0 {
 				return usagef("--kills must not be negative, got %d", o.Kills)
 			}
@@ -100,6 +103,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.StringVar(&o.OutDir, "out-dir", o.OutDir, "where the tables and the tools' output go")
 	f.Float64Var(&scale, "scale", scale, "multiply every shape's record count (0.1 for a quick look)")
 	f.IntVar(&o.Kills, "kills", o.Kills, "leader kill -9s of the failover run on each system (0 skips it)")
+	f.IntVar(&o.Procs, "gomaxprocs", 0, "GOMAXPROCS of every server process of both systems (0: cores / 3, at least 1, as tidemark dev)")
 	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
 	f.StringSliceVar(&only, "shapes", nil, "run only these shapes (comma-separated names: sync1-128, batch-1k, ...; a paced shape needs the one it paces)")
 	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")

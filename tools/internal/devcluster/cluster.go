@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,10 @@ type Options struct {
 	// Alter on Cluster to act). Nil with TLS on: the operator (admin) and
 	// the gateway's console only; with Plaintext, nil serves it unguarded.
 	Authorizer *authz.Authorizer
+	// ProcsPerNode is the GOMAXPROCS of every process the cluster starts.
+	// Zero: the GOMAXPROCS of the launcher's environment if set, else
+	// SharedProcs(Brokers).
+	ProcsPerNode int
 	// Scenarios plays the learning note's scenarios for the control API's
 	// ListScenarios and RunScenario (the console's Scenarios panel). Nil:
 	// the launcher offers none (UNIMPLEMENTED).
@@ -350,6 +355,10 @@ func (o Options) plan() ([]*Node, error) {
 		Binary: filepath.Join(o.BinDir, "gateway"), Args: gwArgs,
 		LogPath: filepath.Join(logs, "gateway.log"),
 	})
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(o.Procs())}
+	for _, n := range nodes {
+		n.Env = env
+	}
 	for _, n := range nodes {
 		if _, err := os.Stat(n.Binary); err != nil {
 			return nil, fmt.Errorf("%s: binary %s not found (run `make build`): %w", n.Name, n.Binary, err)
@@ -658,4 +667,27 @@ func waitHTTP(ctx context.Context, n *Node, url string, timeout time.Duration) e
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// SharedProcs is the GOMAXPROCS that shares the machine's cores among the
+// brokers of a cluster on one host, at least 1. Each Go process otherwise
+// takes every core: on a small machine the brokers' idle threads spin and
+// wake one another, and each hand-off between goroutines on different
+// threads costs a futex wake-up. Measured on 2 cores, 3 brokers (bench
+// compare, sync acks=all): 1 per process instead of 2 took one producer
+// from about 1,500 to 2,100 writes/s and cut the leader's CPU per write
+// from about 210 to 80 µs; JetStream's nodes gain alike.
+func SharedProcs(brokers int) int {
+	return max(1, runtime.NumCPU()/max(1, brokers))
+}
+
+// Procs is the GOMAXPROCS the nodes run with.
+func (o Options) Procs() int {
+	if o.ProcsPerNode > 0 {
+		return o.ProcsPerNode
+	}
+	if v, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && v > 0 {
+		return v
+	}
+	return SharedProcs(o.Brokers)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -317,5 +318,59 @@ func TestPlanProfilesAvoidTheClustersOwnPorts(t *testing.T) {
 		if n.ProfileAddr == taken {
 			t.Errorf("%s serves profiles on %s, controller-1's metrics port", n.Name, taken)
 		}
+	}
+}
+
+// Every node gets the GOMAXPROCS the plan chose: explicit, else the
+// launcher's own, else the cores shared among the brokers; and a started
+// node sees it in its environment.
+func TestNodesShareTheCores(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = fakeBinDir(t)
+	t.Setenv("GOMAXPROCS", "")
+	if got, want := o.Procs(), max(1, runtime.NumCPU()/o.Brokers); got != want {
+		t.Errorf("default: GOMAXPROCS %d, want cores/brokers = %d", got, want)
+	}
+	if SharedProcs(3) < 1 || SharedProcs(1<<20) != 1 || SharedProcs(0) != runtime.NumCPU() {
+		t.Errorf("SharedProcs: %d %d %d", SharedProcs(3), SharedProcs(1<<20), SharedProcs(0))
+	}
+	t.Setenv("GOMAXPROCS", "7")
+	if got := o.Procs(); got != 7 {
+		t.Errorf("with GOMAXPROCS=7 in the environment: %d", got)
+	}
+	o.ProcsPerNode = 5
+	nodes, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if !slices.Equal(n.Env, []string{"GOMAXPROCS=5"}) {
+			t.Errorf("%s env %q, want GOMAXPROCS=5", n.Name, n.Env)
+		}
+	}
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "env")
+	script := filepath.Join(dir, "node")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$GOMAXPROCS\" > "+out+".tmp && mv "+out+".tmp "+out+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{Name: "broker-1", Binary: script, Env: nodes[0].Env, LogPath: filepath.Join(dir, "log")}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(out)
+		if err == nil {
+			if got := strings.TrimSpace(string(b)); got != "5" {
+				t.Fatalf("the node saw GOMAXPROCS=%q, want 5", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node never wrote its environment")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -31,7 +31,9 @@ type Node struct {
 	KafkaAddr string
 	Binary    string
 	Args      []string
-	LogPath   string
+	// Env is added to the launcher's environment (GOMAXPROCS).
+	Env     []string
+	LogPath string
 
 	mu sync.Mutex
 	// extraArgs were appended to Args for the current (or last) process; a
@@ -87,6 +89,9 @@ func (n *Node) StartWith(extra []string) error {
 	args := append(append([]string(nil), n.Args...), extra...)
 	cmd := exec.Command(n.Binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(n.Env) > 0 {
+		cmd.Env = append(os.Environ(), n.Env...)
+	}
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()
