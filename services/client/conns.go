@@ -5,12 +5,12 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 
 	"tidemark.io/services/platform/connpool"
+	"tidemark.io/services/platform/tlsconf"
 )
 
 // connPool is the client's connections: one per broker or controller
@@ -37,7 +37,7 @@ func newConnPool(o Options) connPool {
 		opts = append(opts, grpc.WithContextDialer(o.Dialer))
 	}
 	if o.TLS != nil {
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
+		opts = append(opts, grpc.WithTransportCredentials(tlsconf.Credentials(o.TLS)))
 	}
 	return connPool{connpool.New(append(opts, o.DialOptions...)...)}
 }

@@ -122,7 +122,7 @@ func (o Options) ServerCredentials() (credentials.TransportCredentials, error) {
 	if err != nil {
 		return nil, err
 	}
-	return credentials.NewTLS(c), nil
+	return Credentials(c), nil
 }
 
 // ServerOption is ServerCredentials as a grpc.ServerOption (a no-op with
@@ -154,7 +154,7 @@ func (o Options) DialOption() (grpc.DialOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	return grpc.WithTransportCredentials(credentials.NewTLS(c)), nil
+	return grpc.WithTransportCredentials(Credentials(c)), nil
 }
 
 // Plain is the Options of a plaintext process (tests, --plaintext).
