@@ -47,6 +47,14 @@ func (c *core) brokerRegistered(info metastore.Broker) {
 		if cur.info.Epoch == info.Epoch {
 			return
 		}
+		if info.Epoch < cur.info.Epoch {
+			// An older incarnation's registration (epochs are etcd create
+			// revisions, so it cannot be a restart): taking it for a
+			// bounce would declare the live broker dead.
+			c.log.Warn("ignoring an older registration", "broker_id", info.ID,
+				"broker_epoch", info.Epoch, "current_epoch", cur.info.Epoch)
+			return
+		}
 		// A bounce whose departure we did not see: handle it first.
 		c.brokerDeparted(info.ID, cur.info.Epoch, "replaced by a newer registration", func() {
 			if !c.stopping() {
