@@ -73,8 +73,11 @@ func (c *core) alterPartition(req *controlv1.AlterPartitionRequest, reply replyF
 			setErr(resp.Partitions[i], kerr.New(kerr.InvalidUpdateVersion,
 				"partition %s changed while the request was processed (partition epoch now %d)", p.tp(), p.rec.State.PartitionEpoch))
 		}
-		// ZK mode answers an ISR change with UpdateMetadata to every broker.
-		c.pushUpdateMetadata(written, nil, false, nil)
+		// ZK mode answers an ISR change with UpdateMetadata to every broker
+		// (none for a request that changed nothing: an identical retry).
+		if len(written) > 0 {
+			c.pushUpdateMetadata(written, nil, false, nil)
+		}
 		// An ISR that now holds a reassignment's whole target lets it finish.
 		c.maybeCompleteReassignments(written, func() { c.answer(reply, resp, nil) })
 	})

@@ -74,7 +74,9 @@ func (c *core) controlledShutdown(req *controlv1.ControlledShutdownRequest, repl
 		c.pushLeaderAndIsr(led, nil)
 		c.pushLeaderAndIsr(stopped, except(id))
 		c.pushStopReplica(id, stopped, false)
-		c.pushUpdateMetadata(written, nil, false, nil)
+		if len(written) > 0 {
+			c.pushUpdateMetadata(written, nil, false, nil)
+		}
 
 		resp := &controlv1.ControlledShutdownResponse{}
 		for _, p := range c.partitionsOf(id) {
