@@ -20,12 +20,13 @@ type partitionProducer struct {
 	wake      chan struct{} // capacity 1: "look again"
 	wire      chan wireReq  // requests for the writer, in sending order
 
-	mu       sync.Mutex // guards everything below and the sending fields of the batches
-	open     *batch     // accepting records
-	queue    []*batch   // sealed and not complete, oldest first; the sequenced ones are a prefix
-	inflight int        // requests outstanding
-	draining bool       // the producer is closing: send everything without linger, then exit
-	exited   bool
+	mu        sync.Mutex // guards everything below and the sending fields of the batches
+	open      *batch     // accepting records
+	queue     []*batch   // sealed and not complete, oldest first; the sequenced ones are a prefix
+	inflight  int        // requests outstanding
+	lastBatch int        // bytes of the last batch sealed: the next one's size hint
+	draining  bool       // the producer is closing: send everything without linger, then exit
+	exited    bool
 
 	// Idempotence. Sequences run per (identity, partition); see partition_settle.go.
 	id        identity
@@ -89,6 +90,7 @@ func (pp *partitionProducer) append(r *recordbatch.Record, pend pending, moveOn 
 	}
 	if pp.open == nil {
 		pp.open = newBatch(time.Now(), pp.p.opts.DeliveryTimeout)
+		pp.open.b.Reuse(pp.p.batchBuffer(pp.sizeHintLocked()))
 		poke = true // arm the linger timer
 	}
 	pp.open.add(r, pend)
@@ -104,8 +106,15 @@ func (pp *partitionProducer) append(r *recordbatch.Record, pend pending, moveOn 
 }
 
 func (pp *partitionProducer) sealLocked() {
+	pp.lastBatch = pp.open.b.Len()
 	pp.queue = append(pp.queue, pp.open)
 	pp.open = nil
+}
+
+// sizeHintLocked is the room a new batch is given: what the last one came
+// to, at least 1 KiB, at most batch.size (a larger record still grows it).
+func (pp *partitionProducer) sizeHintLocked() int {
+	return min(max(pp.lastBatch+pp.lastBatch/8, 1024), pp.p.opts.BatchSize)
 }
 
 // flush seals the open batch and returns what to wait for.

@@ -268,5 +268,6 @@ func (pp *partitionProducer) deliver(out []completion) {
 			}, err)
 		}
 		close(c.b.done)
+		pp.p.recycle(c.b)
 	}
 }

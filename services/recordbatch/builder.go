@@ -86,6 +86,22 @@ func (b *Builder) Build(producerID int64, producerEpoch int16, baseSequence int3
 	return Batch(h)
 }
 
+// Reuse empties the builder and has it encode into buf's capacity (its
+// contents are overwritten), so a buffer of about the batch's size is
+// taken once instead of grown record by record.
+func (b *Builder) Reuse(buf []byte) {
+	b.buf = buf[:0]
+	b.count = 0
+}
+
+// Release empties the builder and returns its buffer, for another builder's
+// Reuse; a batch built before is invalid from then on.
+func (b *Builder) Release() []byte {
+	buf := b.buf
+	b.buf, b.count = nil, 0
+	return buf
+}
+
 // Reset empties the builder, keeping its buffer for reuse.
 func (b *Builder) Reset() {
 	b.buf = b.buf[:0]
