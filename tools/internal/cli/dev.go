@@ -82,6 +82,13 @@ func newDevUpCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(out)
 			printSecurity(out, c.Options())
 			fmt.Fprintf(out, "every node runs with GOMAXPROCS=%d (--gomaxprocs)\n", c.Options().Procs())
+			if o.Profiles {
+				for _, n := range c.Nodes() {
+					if n.ProfileAddr != "" {
+						fmt.Fprintf(out, "%s serves profiles on http://%s/debug/pprof/\n", n.Name, n.ProfileAddr)
+					}
+				}
+			}
 			fmt.Fprintf(out, "\ndata in %s, logs in %s. Try: tidemark dev kill broker-1 | tidemark dev start broker-1\nCtrl-C stops the cluster.\n",
 				o.DataDir, filepath.Join(o.DataDir, "logs"))
 			<-ctx.Done()
@@ -104,6 +111,7 @@ func newDevUpCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&o.ControllerArgs, "controller-arg", nil, "extra flag for every controller, e.g. --controller-arg=--auto.leader.rebalance.enable=false")
 	f.BoolVar(&o.PlaintextEtcd, "etcd-plaintext", false, "run etcd without TLS and without authentication (by default it serves TLS only, wants client certificates from <data-dir>/pki and has its roles on); needs a data dir whose etcd never had auth on")
 	f.IntVar(&o.ProcsPerNode, "gomaxprocs", 0, "GOMAXPROCS of every node (0: this environment's GOMAXPROCS if set, else cores / brokers, at least 1, so the nodes share the machine rather than each spinning threads on every core)")
+	f.BoolVar(&o.Profiles, "pprof", false, "serve every broker's and controller's /debug/pprof/ (CPU, heap, execution trace) on a free loopback port, printed at start; unauthenticated, so loopback only")
 	f.IntVar(&o.PortBase, "port-base", 0, fmt.Sprintf("run on %d consecutive ports from this one (etcd, control, gateway, then controllers +10, brokers +20, metrics +30/+40, Kafka listeners +50) instead of the documented ones; `tidemark dev` commands then need --control 127.0.0.1:<base+1>", devcluster.PortSpan))
 	return cmd
 }

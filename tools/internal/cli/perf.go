@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -19,8 +20,8 @@ import (
 )
 
 func newPerfCmd(g *globals) *cobra.Command {
-	var cpuProfile, allocProfile string
-	var stopCPU func() error
+	var cpuProfile, allocProfile, execTrace string
+	var stopCPU, stopTrace func() error
 	c := &cobra.Command{
 		Use:   "perf",
 		Short: "Measure produce and consume throughput and latency (kafka-producer-perf-test, kafka-consumer-perf-test)",
@@ -33,6 +34,12 @@ func newPerfCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
+			if execTrace != "" {
+				var err error
+				if stopTrace, err = startExecTrace(execTrace); err != nil {
+					return err
+				}
+			}
 			if cpuProfile == "" {
 				return nil
 			}
@@ -41,10 +48,15 @@ func newPerfCmd(g *globals) *cobra.Command {
 			return err
 		},
 		PersistentPostRunE: func(*cobra.Command, []string) error {
-			return stopProfiles(stopCPU, allocProfile)
+			var errs []error
+			if stopTrace != nil {
+				errs = append(errs, stopTrace())
+			}
+			return errors.Join(append(errs, stopProfiles(stopCPU, allocProfile))...)
 		},
 	}
 	c.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write this process's CPU profile of the run to the file (go tool pprof)")
+	c.PersistentFlags().StringVar(&execTrace, "exec-trace", "", "write this process's execution trace of the run to the file (go tool trace): where a latency outlier's goroutines waited")
 	c.PersistentFlags().StringVar(&allocProfile, "alloc-profile", "", "write this process's allocation profile at the end of the run to the file")
 	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g), newPerfCommitCmd(g), newPerfE2ECmd(g))
 	return c
@@ -62,6 +74,22 @@ func startCPUProfile(path string) (stop func() error, err error) {
 	}
 	return func() error {
 		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// startExecTrace starts the process's execution trace into path.
+func startExecTrace(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--exec-trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--exec-trace: %w", err)
+	}
+	return func() error {
+		trace.Stop()
 		return f.Close()
 	}, nil
 }
