@@ -27,7 +27,7 @@ func (l *Log) Close() error {
 	defer l.fileMu.Unlock()
 	if len(errs) == 0 {
 		errs = append(errs, l.finishActiveLocked())
-		l.takeSnapshotLocked(l.leo.Load())
+		l.takeSnapshotLocked(l.leo.Load(), true)
 	}
 	for _, s := range l.segments() {
 		if err := s.closeFiles(); err != nil {

@@ -56,7 +56,9 @@
 // Appends reach the page cache with one positional write; fsync happens on
 // flush (flush.messages, flush.ms, Flush, Close), on every append with
 // FsyncEveryAppend, and for a sealed segment in the background right after
-// it is rolled (Close waits for it). The
+// it is rolled (Close waits for it). A roll itself fsyncs nothing under mu:
+// the new files' directory entries and its producer snapshot are synced by
+// the next flush before it moves the recovery point (flushUpTo). The
 // recovery point is the offset below which everything is known to be synced;
 // after a crash only what is above it is re-validated. Truncations are
 // synced before they return, so truncated data cannot come back.

@@ -209,3 +209,79 @@ func TestRollFlushesTheSealedSegment(t *testing.T) {
 		t.Fatalf("recovery point %d, active segment base %d", l.RecoveryPoint(), segs[len(segs)-1].base)
 	}
 }
+
+// A roll on the append path fsyncs nothing: with every fsync stalled (a
+// busy disk), the append that rolls still returns, and the rolls' files
+// become durable with the next flush, before the recovery point moves.
+func TestRollOnTheAppendPathWaitsForNoFsync(t *testing.T) {
+	mem, ffs, l := faulty(t)
+	// The first append of an epoch writes the epoch checkpoint, durably.
+	appendLeader(t, l, plain(3, 40, 1), 0)
+	stall := make(chan struct{})
+	remove := ffs.Inject(vfs.Fault{Ops: vfs.OpSync | vfs.OpSyncDir, Stall: stall})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(stall)
+			remove()
+		}
+	}
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range 25 { // several segments' worth (smallConfig)
+			if _, err = l.AppendAsLeader(plain(3, 40, 1).build(), 0); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("append: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		<-done
+		t.Fatal("an append that rolled waited for an fsync")
+	}
+	if n := len(l.segments()); n < 3 {
+		t.Fatalf("%d segments: the appends did not roll", n)
+	}
+	if rp := l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("recovery point %d moved while every fsync was stalled", rp)
+	}
+	if !l.dirSyncPending.Load() {
+		t.Fatal("no directory sync pending after rolls that synced nothing")
+	}
+	release()
+	l.bg.Wait()
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	leo := l.LogEndOffset()
+	if rp := l.RecoveryPoint(); rp != leo {
+		t.Fatalf("recovery point %d after a flush, LEO %d", rp, leo)
+	}
+	// A crash now loses nothing, whatever the disk kept of what was not
+	// synced: the segment files' entries and the newest producer snapshot
+	// were synced by the flush.
+	for seed := range uint64(20) {
+		crashed := mem.CrashClone(seed)
+		l2 := openLogOpts(t, Options{FS: crashed, Dir: testDir, Config: smallConfig()})
+		if got := l2.LogEndOffset(); got != leo {
+			t.Fatalf("seed %d: after a crash the log ends at %d, want %d", seed, got, leo)
+		}
+		if got, want := len(l2.segments()), len(l.segments()); got != want {
+			t.Fatalf("seed %d: after a crash %d segments, want %d", seed, got, want)
+		}
+		snaps, err := listSnapshots(crashed, testDir)
+		if err != nil || len(snaps) == 0 || snaps[len(snaps)-1] != l.active().base {
+			t.Fatalf("seed %d: snapshots after the crash: %v (%v), want the newest at %d", seed, snaps, err, l.active().base)
+		}
+		readAll(t, l2, 0, leo, 1<<20)
+	}
+}

@@ -61,12 +61,35 @@ func (l *Log) flushUpTo(target int64) error {
 			}
 		}
 	}
+	if l.dirSyncPending.Load() {
+		if err := l.syncRolledEntries(); err != nil {
+			return l.fail(err)
+		}
+	}
 	if target > rp {
 		l.recoveryPoint.Store(target)
 		l.lastFlush.Store(l.now().UnixNano())
 	}
 	if synced {
 		l.stats.flushes.Add(1)
+	}
+	return nil
+}
+
+// syncRolledEntries makes the files of the rolls since the last flush
+// durable: the unsynced producer snapshot, then the directory (new segment
+// files, the snapshot's rename). Called under flushMu.
+func (l *Log) syncRolledEntries() error {
+	l.dirSyncPending.Store(false) // a roll from here on sets it again
+	if off := l.unsyncedSnapshot.Swap(-1); off >= 0 {
+		if err := syncSnapshot(l.fs, l.dir, off); err != nil {
+			l.dirSyncPending.Store(true)
+			return err
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		l.dirSyncPending.Store(true)
+		return storageErr(err, "syncing %s", l.dir)
 	}
 	return nil
 }

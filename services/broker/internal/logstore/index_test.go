@@ -75,7 +75,7 @@ func TestIndexLookupEdges(t *testing.T) {
 			return got
 		}
 		active := check("active")
-		if err := l.rollLocked(l.LogEndOffset()); err != nil {
+		if err := l.rollLocked(l.LogEndOffset(), false); err != nil {
 			t.Fatal(err)
 		}
 		if s.index.mem != nil {

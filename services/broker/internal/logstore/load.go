@@ -40,6 +40,7 @@ func Open(opts Options) (*Log, error) {
 	cfg := opts.Config
 	l.cfg.Store(&cfg)
 	l.truncatedTo.Store(math.MaxInt64)
+	l.unsyncedSnapshot.Store(-1)
 	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil || cfg.Compacted() {
 		l.gapsAllowed.Store(true)
 	}

@@ -98,6 +98,13 @@ type Log struct {
 	// offset to it and forgets the cleaning time of segments from there.
 	truncatedTo atomic.Int64
 
+	// dirSyncPending: a roll created files (segment, indexes, snapshot)
+	// whose directory entries are not yet fsynced; unsyncedSnapshot is
+	// that roll's snapshot offset (-1: none). flushUpTo syncs both before
+	// it moves the recovery point.
+	dirSyncPending   atomic.Bool
+	unsyncedSnapshot atomic.Int64
+
 	filesClosed bool                  // guarded by fileMu
 	lastFlush   atomic.Int64          // unix nanoseconds of the last flush
 	failed      atomic.Pointer[error] // sticky: after a failed fsync or truncation durability is unknown

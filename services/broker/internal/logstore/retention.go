@@ -53,7 +53,9 @@ func (l *Log) deleteOldSegments(hw int64) (int, error) {
 		return 0, nil
 	}
 	if n == len(segs) {
-		if err := l.rollLocked(leo); err != nil {
+		// Every segment goes: the new one's entry is synced before the
+		// old ones are deleted, so a crash cannot leave no segment at all.
+		if err := l.rollLocked(leo, true); err != nil {
 			return 0, err
 		}
 	}

@@ -93,9 +93,15 @@ func decodeSnapshot(data []byte) (*producerState, error) {
 	return ps, nil
 }
 
-func writeSnapshot(fsys vfs.FS, dir string, offset int64, ps *producerState) error {
+// writeSnapshot writes the producer table as of offset; durable fsyncs the
+// file and the directory, otherwise the caller arranges that (syncSnapshot).
+func writeSnapshot(fsys vfs.FS, dir string, offset int64, ps *producerState, durable bool) error {
 	name := offsetName(offset, snapshotSuffix)
-	if err := vfs.WriteFileAtomic(fsys, dir, name, encodeSnapshot(ps)); err != nil {
+	write := vfs.WriteFileAtomic
+	if !durable {
+		write = vfs.ReplaceFile
+	}
+	if err := write(fsys, dir, name, encodeSnapshot(ps)); err != nil {
 		return storageErr(err, "writing producer snapshot %s/%s", dir, name)
 	}
 	return nil
@@ -121,6 +127,27 @@ func removeSnapshot(fsys vfs.FS, dir string, off int64) error {
 	p := dir + "/" + offsetName(off, snapshotSuffix)
 	if err := fsys.Remove(p); err != nil && !vfs.IsNotExist(err) {
 		return storageErr(err, "deleting %s", p)
+	}
+	return nil
+}
+
+// syncSnapshot fsyncs the snapshot at offset; one deleted meanwhile (by a
+// truncation or a newer roll) needs nothing.
+func syncSnapshot(fsys vfs.FS, dir string, offset int64) error {
+	p := dir + "/" + offsetName(offset, snapshotSuffix)
+	f, err := fsys.Open(p)
+	if vfs.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return storageErr(err, "opening %s", p)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return storageErr(err, "syncing %s", p)
 	}
 	return nil
 }

@@ -34,7 +34,9 @@ var opNames = map[Op]string{
 // Fault describes errors to inject: matching operations on paths containing
 // Path skip the first Skip matches, then fail Count times (0 = forever) with
 // Err. With Partial, a failing write first writes half its bytes, as a disk
-// filling up mid-write does.
+// filling up mid-write does. With Stall, a matching operation first waits
+// until Stall is closed (a slow disk), then fails with Err, or proceeds
+// when Err is nil.
 type Fault struct {
 	Ops     Op
 	Path    string
@@ -42,6 +44,7 @@ type Fault struct {
 	Count   int
 	Err     error
 	Partial bool
+	Stall   <-chan struct{}
 }
 
 type faultState struct {
@@ -104,10 +107,17 @@ func (f *FaultFS) check(op Op, name string) *Fault {
 }
 
 func (f *FaultFS) fail(op Op, name string) error {
-	if ft := f.check(op, name); ft != nil {
-		return &fs.PathError{Op: opNames[op], Path: name, Err: ft.Err}
+	ft := f.check(op, name)
+	if ft == nil {
+		return nil
 	}
-	return nil
+	if ft.Stall != nil {
+		<-ft.Stall
+	}
+	if ft.Err == nil {
+		return nil
+	}
+	return &fs.PathError{Op: opNames[op], Path: name, Err: ft.Err}
 }
 
 func (f *FaultFS) wrap(file File, err error) (File, error) {
@@ -201,6 +211,12 @@ func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
 
 func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	if ft := f.fs.check(OpWrite, f.Name()); ft != nil {
+		if ft.Stall != nil {
+			<-ft.Stall
+		}
+		if ft.Err == nil {
+			return f.File.WriteAt(p, off)
+		}
 		n := 0
 		if ft.Partial && len(p) > 1 {
 			n, _ = f.File.WriteAt(p[:len(p)/2], off)

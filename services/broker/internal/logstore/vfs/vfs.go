@@ -99,5 +99,31 @@ func WriteFileAtomic(fsys FS, dir, name string, data []byte) (err error) {
 	return fsys.SyncDir(dir)
 }
 
+// ReplaceFile is WriteFileAtomic without the fsyncs: the rename still
+// replaces name whole for readers, but after a crash the file may be
+// missing, old, or torn. For files whose reader checks them (a CRC) and
+// whose writer syncs them later.
+func ReplaceFile(fsys FS, dir, name string, data []byte) (err error) {
+	path := dir + "/" + name
+	tmp := path + ".tmp"
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = fsys.Remove(tmp)
+		}
+	}()
+	if _, err = f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return fsys.Rename(tmp, path)
+}
+
 // IsNotExist reports whether err says a file is missing.
 func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
