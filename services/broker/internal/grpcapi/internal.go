@@ -54,11 +54,14 @@ func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_Repli
 		if err != nil {
 			return err
 		}
-		resp, err := s.fetchOnce(ctx, req)
+		resp, answers, err := s.fetchOnce(ctx, req)
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(resp); err != nil {
+		err = stream.Send(resp)
+		// Send has marshalled the records: their read buffers are free.
+		s.RM.RecycleFetch(answers)
+		if err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -68,9 +71,11 @@ func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_Repli
 }
 
 // fetchOnce serves one request of a fetch stream inside its server span.
-func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, error) {
+// The response's records alias the answers' read buffers, which the caller
+// recycles once the response is sent.
+func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, []replica.FollowerFetchAnswer, error) {
 	if req.GetReplicaId() < 0 {
-		return nil, kerr.BadField(kerr.InvalidRequest, "replica_id", "must be a broker id >= 0")
+		return nil, nil, kerr.BadField(kerr.InvalidRequest, "replica_id", "must be a broker id >= 0")
 	}
 	if s.TracerProvider != nil {
 		if tc := req.GetTraceContext(); len(tc) > 0 {
@@ -83,7 +88,7 @@ func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaF
 	}
 	if s.BrokerEpochOf != nil && req.GetBrokerEpoch() > 0 {
 		if known, ok := s.BrokerEpochOf(req.GetReplicaId()); ok && req.GetBrokerEpoch() < known {
-			return &replicationv1.ReplicaFetchResponse{ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH}, nil
+			return &replicationv1.ReplicaFetchResponse{ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH}, nil, nil
 		}
 	}
 	// The follower's sizes are capped by this leader's
@@ -126,7 +131,7 @@ func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaF
 		}
 		resp.Partitions = append(resp.Partitions, pr)
 	}
-	return resp, nil
+	return resp, answers, nil
 }
 
 // The attributes otelgrpc puts on its spans, so per-round-trip spans of the

@@ -47,6 +47,8 @@ type FollowerFetchAnswer struct {
 	ISR               []int32
 	// Held: the leader's replication throttle kept the records back.
 	Held bool
+	// buf is the pooled buffer Records aliases (RecycleFetch).
+	buf *[]byte
 }
 
 // ReplicaFetch serves a follower's batched fetch on the leader (F3, F8, F13,
@@ -90,6 +92,7 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 		}
 		for i, p := range f.Partitions {
 			a := m.readForFollower(ctx, f, p, budget-total)
+			answers[i].recycle() // an earlier pass's read, replaced
 			answers[i] = a
 			if pass == 0 {
 				hwFrom[i] = a.HWBefore
@@ -179,7 +182,18 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	}
 	a.Held = hold
 	if !hold {
-		rr, err := r.log.Read(p.FetchOffset, maxBytes, leaderLEO)
+		buf := getReadBuffer()
+		rr, err := r.log.ReadInto(*buf, p.FetchOffset, maxBytes, leaderLEO)
+		switch {
+		case len(rr.Records) == 0:
+			putReadBuffer(buf)
+		case cap(*buf) < len(rr.Records):
+			// buf was too small: ReadInto allocated, and that one is kept.
+			*buf = rr.Records[:0]
+			a.buf = buf
+		default:
+			a.buf = buf
+		}
 		if err != nil {
 			a.Err = err
 			return a
@@ -206,7 +220,7 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	r.mu.Unlock()
 	if err != nil {
 		a.Err = m.withLeaderHint(p.TP, err)
-		a.Records = nil
+		a.recycle()
 		return a
 	}
 	if out.HW.Advanced() {

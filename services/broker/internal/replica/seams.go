@@ -24,6 +24,8 @@ type Log interface {
 	AppendAsLeader(records []byte, leaderEpoch int32) (logstore.AppendInfo, error)
 	AppendAsFollower(records []byte) (logstore.AppendInfo, error)
 	Read(offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
+	// ReadInto is Read into buf when its capacity suffices (pooled buffers).
+	ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
 	OffsetForTimestamp(ts, upperBound int64) (offset, timestamp int64, found bool, err error)
 	LogEndOffset() int64
 	LogStartOffset() int64
