@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"tidemark.io/tools/internal/devcluster"
@@ -192,6 +193,7 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	}
 	for i := range res.Rows {
 		s := res.Rows[i].Shape
+		writeBack(out, name)
 		began := time.Now()
 		var f Figure
 		if s.paced() {
@@ -312,4 +314,17 @@ func Machine() string {
 		}
 	}
 	return fmt.Sprintf("%d × %s, %s/%s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH)
+}
+
+// writeBack writes the page cache back to disk before a shape: every
+// replica of both systems shares this machine's disk, and the kernel's
+// writeback of one shape's data otherwise stalls the next shape's
+// processes (the paced shapes follow the batching ones that wrote
+// hundreds of megabytes). Both systems get the same treatment.
+func writeBack(out io.Writer, name string) {
+	began := time.Now()
+	syscall.Sync()
+	if d := time.Since(began); d > time.Second {
+		fmt.Fprintf(out, "%s  wrote the page cache back in %.1fs\n", name, d.Seconds())
+	}
 }
