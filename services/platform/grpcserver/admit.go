@@ -34,7 +34,7 @@ func newAdmitCodec(a Admit) admitCodec {
 
 func (c admitCodec) Name() string { return "proto" }
 
-func (c admitCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+func (c admitCodec) Marshal(v any) (mem.BufferSlice, error) { return marshalReply(c.proto, v) }
 
 func (c admitCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())

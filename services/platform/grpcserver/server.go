@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -95,7 +96,11 @@ func New(o Options) *Server {
 	if o.Credentials != nil && !o.Authorizer.Enabled() {
 		panic("grpcserver: a TLS listener with an authorizer built for plaintext (give authz.Options.TLS the same setting)")
 	}
-	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log)}
+	protoCodec := encoding.GetCodecV2("proto")
+	// releaseUnary right inside error mapping: every interceptor after it
+	// (authorization's answer filters) sees the reply itself, and only the
+	// two before it see an encodedReply.
+	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log), releaseUnary(protoCodec)}
 	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
 	var opts []grpc.ServerOption
 	if o.Admit != nil {
@@ -105,6 +110,8 @@ func New(o Options) *Server {
 		ac := newAdmitCodec(o.Admit)
 		opts = append(opts, grpc.ForceServerCodecV2(ac))
 		unary, stream = append(unary, ac.unary()), append(stream, ac.stream())
+	} else {
+		opts = append(opts, grpc.ForceServerCodecV2(replyCodec{proto: protoCodec}))
 	}
 	if o.Authorizer != nil {
 		unary = append(unary, o.Authorizer.Unary())

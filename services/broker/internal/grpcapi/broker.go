@@ -15,6 +15,7 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 	"tidemark.io/services/topicconfig"
@@ -160,9 +161,13 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 	}
 	out, err := fetchResponse(res, req.GetOffset(), req.GetRawBatches())
 	if err != nil {
+		res.Release()
 		return nil, err
 	}
 	out.ThrottleTimeMs = max(waited, b.fetchRecorded(ctx, len(res.Records)))
+	// The reply aliases the read buffer (raw batches, or decoded keys and
+	// values): it goes back to the pool once gRPC has encoded the reply.
+	grpcserver.ReleaseAfterSend(ctx, res.Release)
 	return out, nil
 }
 
@@ -245,14 +250,18 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 			return b.unready(err)
 		}
 		if len(res.Records) == 0 && res.PreferredReadReplica < 0 {
+			res.Release()
 			continue
 		}
 		out, err := fetchResponse(res, offset, req.GetRawBatches())
 		if err != nil {
+			res.Release()
 			return err
 		}
 		out.ThrottleTimeMs = max(waited, b.fetchRecorded(ctx, len(res.Records)))
-		if err := stream.Send(&brokerv1.FollowResponse{Fetch: out}); err != nil {
+		err = stream.Send(&brokerv1.FollowResponse{Fetch: out})
+		res.Release() // Send has encoded the records
+		if err != nil {
 			return err
 		}
 		if res.PreferredReadReplica >= 0 {

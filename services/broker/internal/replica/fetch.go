@@ -31,6 +31,8 @@ type ConsumerFetchResult struct {
 	LogEndOffset         int64
 	NextOffset           int64
 	PreferredReadReplica int32
+	// buf is the pooled buffer Records aliases (Release).
+	buf *[]byte
 }
 
 // Fetch serves a consumer: records below the HW only (F6). A consumer that
@@ -65,6 +67,8 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 		if err != nil || res.PreferredReadReplica >= 0 || len(res.Records) >= max(f.MinBytes, 1) || f.MaxWait <= 0 {
 			return res, err
 		}
+		// Parked: the next read replaces this one, or it is returned as
+		// it is (its buffer then goes back with the reply).
 		if deadline == nil {
 			t := m.clock.NewTimer(f.MaxWait)
 			defer t.Stop()
@@ -74,7 +78,9 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 		}
 		select {
 		case <-w.ch:
+			res.Release()
 		case <-deadline:
+			res.Release()
 			return m.readForConsumer(r, f)
 		case <-ctx.Done():
 			return res, nil
@@ -114,11 +120,14 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 	if res.PreferredReadReplica >= 0 {
 		return res, nil
 	}
-	rr, err := r.log.Read(f.Offset, f.MaxBytes, res.HighWatermark)
+	rr, buf, err := readPooled(r.log, f.Offset, f.MaxBytes, res.HighWatermark)
 	if err != nil {
+		if buf != nil {
+			putReadBuffer(buf)
+		}
 		return res, err
 	}
-	res.Records, res.NextOffset = rr.Records, rr.NextOffset
+	res.Records, res.NextOffset, res.buf = rr.Records, rr.NextOffset, buf
 	return res, nil
 }
 

@@ -182,19 +182,10 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	}
 	a.Held = hold
 	if !hold {
-		buf := getReadBuffer()
-		rr, err := r.log.ReadInto(*buf, p.FetchOffset, maxBytes, leaderLEO)
-		switch {
-		case len(rr.Records) == 0:
-			putReadBuffer(buf)
-		case cap(*buf) < len(rr.Records):
-			// buf was too small: ReadInto allocated, and that one is kept.
-			*buf = rr.Records[:0]
-			a.buf = buf
-		default:
-			a.buf = buf
-		}
+		rr, buf, err := readPooled(r.log, p.FetchOffset, maxBytes, leaderLEO)
+		a.buf = buf
 		if err != nil {
+			a.recycle()
 			a.Err = err
 			return a
 		}

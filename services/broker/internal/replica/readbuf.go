@@ -1,6 +1,10 @@
 package replica
 
-import "sync"
+import (
+	"sync"
+
+	"tidemark.io/services/broker/internal/logstore"
+)
 
 // maxPooledRead bounds the read buffers kept for reuse: a rare large read
 // (a catching-up follower's megabytes) is left to the collector rather than
@@ -23,6 +27,33 @@ func putReadBuffer(b *[]byte) {
 	}
 	*b = (*b)[:0]
 	readBuffers.Put(b)
+}
+
+// readPooled reads log into a pooled buffer. buf, nil when nothing was
+// read, is the buffer to give back (putReadBuffer) once rr.Records is no
+// longer used.
+func readPooled(log Log, offset int64, maxBytes int, upperBound int64) (rr logstore.ReadResult, buf *[]byte, err error) {
+	buf = getReadBuffer()
+	rr, err = log.ReadInto(*buf, offset, maxBytes, upperBound)
+	switch {
+	case len(rr.Records) == 0:
+		putReadBuffer(buf)
+		return rr, nil, err
+	case cap(*buf) < len(rr.Records):
+		// buf was too small: ReadInto allocated, and that one is kept.
+		*buf = rr.Records[:0]
+	}
+	return rr, buf, err
+}
+
+// Release gives back the read buffer res.Records aliases and forgets the
+// records. Call it once they are no longer used (the reply holding them
+// sent); not calling it is safe.
+func (res *ConsumerFetchResult) Release() {
+	if res.buf != nil {
+		putReadBuffer(res.buf)
+		res.buf, res.Records = nil, nil
+	}
 }
 
 // RecycleFetch returns the read buffers of answers to the pool. Call it

@@ -55,3 +55,45 @@ func TestFollowerFetchReusesRecycledReadBuffers(t *testing.T) {
 	}
 	t.Logf("%d bytes allocated per fetch of a %d-byte batch", perFetch, len(want))
 }
+
+// A consumer fetch reads into the same pool: its result's Release gives the
+// buffer back, so repeated fetches of a committed batch allocate a fraction
+// of it, and a reused buffer holds exactly the log's bytes.
+func TestConsumerFetchReusesReleasedReadBuffers(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1}, nil) // the only in-sync replica: acks=1 commits at once
+	value := strings.Repeat("c", 16<<10)
+	if _, err := e.m.Produce(context.Background(), tp0, 1, batch(value), produceTimeout); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func() ConsumerFetchResult {
+		res, err := e.m.Fetch(context.Background(), ConsumerFetch{TP: tp0, Offset: 0, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := fetch()
+	want := bytes.Clone(first.Records)
+	if len(want) < len(value) {
+		t.Fatalf("read %d bytes, want the whole batch (HW %d)", len(want), e.hw())
+	}
+	first.Release()
+	if first.Records != nil {
+		t.Fatal("a released result still holds its records")
+	}
+	const rounds = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range rounds {
+		res := fetch()
+		if !bytes.Equal(res.Records, want) {
+			t.Fatal("a fetch into a reused buffer read different bytes")
+		}
+		res.Release()
+	}
+	runtime.ReadMemStats(&after)
+	if perFetch := (after.TotalAlloc - before.TotalAlloc) / rounds; perFetch > uint64(len(want))*3/4 {
+		t.Fatalf("%d bytes allocated per consumer fetch of a %d-byte batch: the read buffers are not reused", perFetch, len(want))
+	}
+}
