@@ -42,7 +42,7 @@ thirdparty: ## build etcd, etcdctl and Jaeger from their pinned modules into .bi
 
 # NATS JetStream, the peer `make bench-compare` measures tidemark beside,
 # from its own pinned module (tools/thirdparty/nats, kept out of go.work);
-# built on demand, not by `make thirdparty`.
+# built by `make test` (its harness test starts a cluster) and `make bench-compare`.
 .PHONY: thirdparty-nats
 thirdparty-nats: ## build nats-server and the nats CLI from their pinned module into .bin/
 	@mkdir -p $(TOOLBIN)
@@ -118,7 +118,7 @@ test-lockcheck: testreport ## the broker's lock order checked (-tags lockcheck) 
 	   tee $(TEST_LOGS)/lockcheck.json | $(TESTREPORT)
 
 .PHONY: test
-test: tools thirdparty testreport ## every module's tests (the skipped ones listed at the end), the lock-order mode, then `make e2e` when a Docker engine answers
+test: tools thirdparty thirdparty-nats testreport ## every module's tests (the skipped ones listed at the end), the lock-order mode, then `make e2e` when a Docker engine answers
 	$(call go-test,$(GO_TEST_FLAGS),test)
 	@$(MAKE) --no-print-directory test-lockcheck
 	@case "$(E2E)" in \

@@ -35,6 +35,11 @@ type Options struct {
 	// (brokers, controllers, gateway; nats-server nodes), so each side
 	// shares the machine's cores the same way. 0: devcluster.SharedProcs.
 	Procs int
+	// Plaintext runs both systems without TLS. By default both run mutual
+	// TLS on every link (clients and replication/routes), as tidemark's dev
+	// cluster does: comparing a secured system with an unsecured one
+	// measures the encryption, not the systems.
+	Plaintext bool
 }
 
 // Row is one shape's figures on both systems.
@@ -53,6 +58,8 @@ type Result struct {
 	Failover *Failover `json:"failover,omitempty"`
 	// Procs is the GOMAXPROCS every server process ran with.
 	Procs int `json:"gomaxprocs"`
+	// Plaintext: both systems ran without TLS (else mutual TLS on both).
+	Plaintext bool `json:"plaintext,omitempty"`
 	// PeakRSS is the largest peak resident set (VmHWM) of one server
 	// process of each system over the shapes: a broker, a nats-server.
 	PeakRSS PeakRSS `json:"peak_rss"`
@@ -70,7 +77,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.Procs <= 0 {
 		o.Procs = devcluster.SharedProcs(3)
 	}
-	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs}
+	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs, Plaintext: o.Plaintext}
 	stamp := res.Started.Format("20060102-150405")
 	logDir := filepath.Join(o.OutDir, "compare-"+stamp+"-logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -84,14 +91,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	}
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
-			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs}, nil
+			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext}, nil
 		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }, &res.PeakRSS.Tidemark); err != nil {
 			return nil, err
 		}
 	}
 	if o.Only != "tidemark" {
 		if err := measure(ctx, out, "jetstream", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
-			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log, procs: o.Procs}, nil
+			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext}, nil
 		}, func(r *Row) *Figure { return &r.JetStream }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }, &res.PeakRSS.JetStream); err != nil {
 			return nil, err
 		}

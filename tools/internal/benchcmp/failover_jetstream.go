@@ -37,7 +37,11 @@ func (j *jetStreamSide) failover(ctx context.Context, out io.Writer, kills int) 
 }
 
 func (j *jetStreamSide) newFailover() (*jetStreamFailover, error) {
-	nc, err := nats.Connect(strings.Join(j.urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	opts, err := j.connectOptions(nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(strings.Join(j.urls, ","), opts...)
 	if err != nil {
 		return nil, err
 	}

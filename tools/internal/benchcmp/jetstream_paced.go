@@ -22,7 +22,11 @@ import (
 func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
 	defer cancel()
-	nc, err := nats.Connect(strings.Join(j.urls, ","))
+	opts, err := j.connectOptions()
+	if err != nil {
+		return Figure{Err: err.Error()}
+	}
+	nc, err := nats.Connect(strings.Join(j.urls, ","), opts...)
 	if err != nil {
 		return Figure{Err: err.Error()}
 	}

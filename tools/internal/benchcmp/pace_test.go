@@ -68,7 +68,7 @@ func TestPacedShapesFollowTheSystemsOwnPeak(t *testing.T) {
 }
 
 func TestSelectShapesKeepsOrderAndNamesWhatIsMissing(t *testing.T) {
-	all := DefaultShapes(1)
+	all := DefaultShapes(1, DefaultInFlight)
 	got, err := SelectShapes(all, []string{"sync1-1k", "sync1-128"})
 	if err != nil || len(got) != 2 || got[0].Name != "sync1-128" || got[1].Name != "sync1-1k" {
 		t.Fatalf("SelectShapes: %v %v", got, err)

@@ -24,9 +24,9 @@ func (r *Result) Markdown() string {
 			lat(t), lat(j), ratio(t, j, float64(t.P99), float64(j.P99)))
 	}
 	b.WriteString(`
-- tidemark: ` + "`tidemark dev`" + ` cluster (etcd in the launcher, 2 controllers, 3 brokers, gateway; separate processes, mutual TLS on every link), ` +
-		"`tidemark perf produce|consume`" + ` (idempotent producer, acks=all, topic of 1 partition, RF 3, min.insync.replicas 2). 8 producers: one process, 8 idempotent producers on one client (` + "`--producers 8`" + `). Batching: default linger.ms and batch.size, buffer.memory 256 KiB (` + "`--buffer-memory`" + `; the 32 MiB default queues over a second of records at the same throughput).
-- JetStream: 3 nats-server nodes on loopback (no TLS), R3 file-store stream, ` + "`nats bench js pub sync|async`" + ` (8 producers: ` + "`--clients 8`" + `, one process, 8 connections; async waits for acks in batches of 500; its latency is per batch, tidemark's per record), consumer: ` + "`nats bench js ordered`" + `.
+- tidemark: ` + "`tidemark dev`" + ` cluster (etcd in the launcher, 2 controllers, 3 brokers, gateway; separate processes, ` + r.security("mutual TLS on every link") + `), ` +
+		"`tidemark perf produce|consume`" + ` (idempotent producer, acks=all, topic of 1 partition, RF 3, min.insync.replicas 2). 8 producers: one process, 8 idempotent producers on one client (` + "`--producers 8`" + `). Batching: default linger.ms and batch.size, buffer.memory ` + r.window() + ` (` + "`--buffer-memory`" + `; the 32 MiB default queues over a second of records at the same throughput).
+- JetStream: 3 nats-server nodes on loopback (` + r.security("mutual TLS on client connections and routes, certificates from a CA like tidemark's") + `), R3 file-store stream, ` + "`nats bench js pub sync|async`" + ` (8 producers: ` + "`--clients 8`" + `, one process, 8 connections; async publishes a batch of the same bytes as tidemark's window, ` + "`--batch`" + ` ` + r.window() + ` / record size, and waits for all its acks; its latency is per batch, tidemark's per record), consumer: ` + "`nats bench js ordered`" + `.
 - Paced rows: each system sends at half the rate it reached in its own batching row of that size (so the rates differ), with a consumer reading at the same time; "ack latency" is from hand-over to acknowledgement, "produce → consumer" until the consumer has the record (tidemark: ` + "`tidemark perf e2e`" + `, the consumer fetching below the high watermark; JetStream: nats.go in the harness, PublishAsync and an ordered consumer, per message).
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
 - Before each shape of either system the harness writes the page cache back (` + "`sync`" + `): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated).
@@ -43,6 +43,27 @@ func (r *Result) Markdown() string {
 		r.Failover.markdown(&b)
 	}
 	return b.String()
+}
+
+// window is the batching shapes' in-flight bytes, the same on both systems.
+func (r *Result) window() string {
+	for _, row := range r.Rows {
+		if w := row.Shape.InFlight; w > 0 {
+			if w%1024 == 0 {
+				return fmt.Sprintf("%d KiB", w/1024)
+			}
+			return fmt.Sprintf("%d B", w)
+		}
+	}
+	return "the tools' defaults"
+}
+
+// security says how a system's links ran: both systems ran the same.
+func (r *Result) security(tls string) string {
+	if r.Plaintext {
+		return "no TLS (--plaintext)"
+	}
+	return tls
 }
 
 // markdown is the failover table: recovery times with their ratio, then

@@ -57,3 +57,17 @@ func TestSpliceReplacesOnlyTheBlock(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestMarkdownSaysBothSystemsWindowAndSecurity(t *testing.T) {
+	rows := []Row{{Shape: Shape{Name: "batch-1k", Mode: Batch, Size: 1024, InFlight: 256 << 10}}}
+	md := (&Result{Rows: rows}).Markdown()
+	for _, want := range []string{"buffer.memory 256 KiB", "`--batch` 256 KiB / record size", "mutual TLS on every link", "mutual TLS on client connections and routes"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+	md = (&Result{Rows: rows, Plaintext: true}).Markdown()
+	if strings.Count(md, "no TLS (--plaintext)") != 2 || strings.Contains(md, "mutual TLS") {
+		t.Errorf("a plaintext run must say so for both systems:\n%s", md)
+	}
+}

@@ -49,9 +49,13 @@ type Shape struct {
 	Fraction float64 `json:"fraction,omitempty"`
 	Seconds  float64 `json:"seconds,omitempty"`
 	Rate     float64 `json:"-"`
-	// BufferMemory bounds a tidemark Batch shape's producer (buffer.memory,
-	// bytes waiting or in flight); 0 keeps the client's default (32 MiB).
-	BufferMemory int `json:"buffer_memory,omitempty"`
+	// InFlight is a Batch shape's window, the same on both systems: the
+	// bytes of records a producer may have sent and not had acknowledged.
+	// tidemark: buffer.memory (bytes waiting or in flight); JetStream:
+	// `nats bench js pub async --batch InFlight/Size` (it publishes a batch,
+	// then waits for all its acks). 0 keeps each tool's default (32 MiB;
+	// batches of 500).
+	InFlight int `json:"in_flight,omitempty"`
 	// LeaderAcks sends with acks=1 (tidemark only: JetStream has no
 	// leader-only acknowledgement), for the acks=all / acks=1 ratio.
 	LeaderAcks bool `json:"leader_acks,omitempty"`
@@ -94,17 +98,19 @@ func (s Shape) Label() string {
 	}
 }
 
-// batchBufferMemory is the batching shapes' buffer.memory: bounded, as
-// JetStream's async publisher waits for acks every 500 messages, so the
-// latency is the pipeline's and not a queue the tool filled (with the
-// client's 32 MiB default, over a second at this rate, at the same
-// throughput: measured 24.8k/s 1 KiB with p99 1.2 s at 32 MiB, 24.8k/s with
-// p99 20 ms at 256 KiB).
-const batchBufferMemory = 256 << 10
+// DefaultInFlight is the batching shapes' window on both systems. Bounded,
+// so the latency is the pipeline's and not a queue the tool filled: with
+// its client's 32 MiB default, a batching producer queues over a second of
+// records at the same throughput (measured 24.8k/s 1 KiB with p99 1.2 s at
+// 32 MiB, 24.8k/s with p99 20 ms at 256 KiB). The same on both, so the
+// throughput compares pipelines, not windows (JetStream's own default, 500
+// messages, is 64,000 B at 128 B: a quarter of this).
+const DefaultInFlight = 256 << 10
 
 // DefaultShapes are the shapes of `make bench-compare`, sized so each
-// takes a few seconds on a 2-core machine. scale multiplies the counts.
-func DefaultShapes(scale float64) []Shape {
+// takes a few seconds on a 2-core machine. scale multiplies the counts;
+// inFlight is the batching shapes' window (DefaultInFlight).
+func DefaultShapes(scale float64, inFlight int) []Shape {
 	n := func(v int64) int64 { return max(8, int64(float64(v)*scale)) }
 	secs := func(v float64) float64 { return max(1, v*scale) }
 	return []Shape{
@@ -112,9 +118,9 @@ func DefaultShapes(scale float64) []Shape {
 		{Name: "sync1-1k", Mode: Sync, Size: 1024, Producers: 1, Records: n(4000)},
 		{Name: "sync8-128", Mode: Sync, Size: 128, Producers: 8, Records: n(8000)},
 		{Name: "sync8-1k", Mode: Sync, Size: 1024, Producers: 8, Records: n(8000)},
-		{Name: "batch-128", Mode: Batch, Size: 128, Producers: 1, Records: n(200000), BufferMemory: batchBufferMemory},
-		{Name: "batch-1k", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), BufferMemory: batchBufferMemory},
-		{Name: "batch-1k-acks1", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), BufferMemory: batchBufferMemory, LeaderAcks: true},
+		{Name: "batch-128", Mode: Batch, Size: 128, Producers: 1, Records: n(200000), InFlight: inFlight},
+		{Name: "batch-1k", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), InFlight: inFlight},
+		{Name: "batch-1k-acks1", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), InFlight: inFlight, LeaderAcks: true},
 		{Name: "consume-1k", Mode: Consume, Size: 1024, Producers: 1, Records: n(100000), ReadsFrom: "batch-1k"},
 		{Name: "paced-128", Mode: Paced, Size: 128, Producers: 1, PaceOf: "batch-128", Fraction: 0.5, Seconds: secs(6)},
 		{Name: "paced-1k", Mode: Paced, Size: 1024, Producers: 1, PaceOf: "batch-1k", Fraction: 0.5, Seconds: secs(6)},

@@ -25,14 +25,15 @@ const toolTimeout = 90 * time.Second
 
 // tidemarkSide runs the shapes against a dev cluster of its own: etcd in
 // the harness (as in `tidemark dev up`), 2 controllers, 3 brokers and the
-// gateway as separate processes, mutual TLS on every link.
+// gateway as separate processes, mutual TLS on every link unless plaintext.
 type tidemarkSide struct {
-	binDir string
-	procs  int // GOMAXPROCS of each node
-	dir    string
-	log    *os.File
-	cl     *devcluster.Cluster
-	flags  []string
+	binDir    string
+	procs     int // GOMAXPROCS of each node
+	plaintext bool
+	dir       string
+	log       *os.File
+	cl        *devcluster.Cluster
+	flags     []string
 }
 
 func (t *tidemarkSide) start(ctx context.Context) error {
@@ -42,7 +43,7 @@ func (t *tidemarkSide) start(ctx context.Context) error {
 	}
 	opts := devcluster.Options{
 		DataDir: filepath.Join(t.dir, "data"), BinDir: t.binDir, Brokers: 3, Controllers: 2, PortBase: base,
-		Profiles: true, ProcsPerNode: t.procs,
+		Profiles: true, ProcsPerNode: t.procs, Plaintext: t.plaintext,
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return err
@@ -57,7 +58,11 @@ func (t *tidemarkSide) start(ctx context.Context) error {
 	t.flags = []string{
 		"--bootstrap-server", strings.Join(ports.Brokers, ","),
 		"--controller", strings.Join(ports.Controllers, ","),
-		"--tls.ca", sec.CA, "--tls.cert", sec.Cert, "--tls.key", sec.Key,
+	}
+	if t.plaintext {
+		t.flags = append(t.flags, "--plaintext")
+	} else {
+		t.flags = append(t.flags, "--tls.ca", sec.CA, "--tls.cert", sec.Cert, "--tls.key", sec.Key)
 	}
 	return nil
 }
@@ -120,8 +125,8 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 	if s.Mode == Sync {
 		args = append(args, "--sync")
 	}
-	if s.BufferMemory > 0 {
-		args = append(args, "--buffer-memory", strconv.Itoa(s.BufferMemory))
+	if s.InFlight > 0 {
+		args = append(args, "--buffer-memory", strconv.Itoa(s.InFlight))
 	}
 	out, err := t.cli(ctx, append(args, extra...)...)
 	return parsed(ParseTidemark, out, err)

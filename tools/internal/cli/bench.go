@@ -24,6 +24,7 @@ func newBenchCmd() *cobra.Command {
 func newBenchCompareCmd() *cobra.Command {
 	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench"), Kills: 20}
 	scale := 1.0
+	inFlight := benchcmp.DefaultInFlight
 	readme := ""
 	var only []string
 	cmd := &cobra.Command{
@@ -33,7 +34,8 @@ func newBenchCompareCmd() *cobra.Command {
 processes on free ports and a temporary data dir, runs each shape with 'tidemark perf'
 (acks=all, RF 3, one partition): one synchronous producer, 8 synchronous producers,
 a batching producer, at 128 B and 1 KiB, then a consumer; stops it; then starts a
-3-node NATS JetStream cluster (file storage) the same way and runs the same shapes
+3-node NATS JetStream cluster (file storage; mutual TLS on clients and routes, so both
+systems pay for the same security; --plaintext runs both without) the same way and runs the same shapes
 with 'nats bench js' on an R3 stream. On each system, after the shapes, the failover
 run: an idempotent synchronous writer in this process while the partition (stream)
 leader is killed with SIGKILL --kills times and restarted; it reports the time until
@@ -48,6 +50,9 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 			}
 			if o.Kills < 0 {
 				return usagef("--kills must not be negative, got %d", o.Kills)
+			}
+			if inFlight <= 0 {
+				return usagef("--in-flight must be positive, got %d", inFlight)
 			}
 			if scale <= 0 {
 				return usagef("--scale must be positive, got %v", scale)
@@ -74,7 +79,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 					}
 				}
 			}
-			o.Shapes = benchcmp.DefaultShapes(scale)
+			o.Shapes = benchcmp.DefaultShapes(scale, inFlight)
 			if len(only) > 0 {
 				var err error
 				if o.Shapes, err = benchcmp.SelectShapes(o.Shapes, only); err != nil {
@@ -102,9 +107,11 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.StringVar(&o.NatsBinDir, "nats-bin-dir", "", "folder holding nats-server and nats (default: .bin beside the bin dir)")
 	f.StringVar(&o.OutDir, "out-dir", o.OutDir, "where the tables and the tools' output go")
 	f.Float64Var(&scale, "scale", scale, "multiply every shape's record count (0.1 for a quick look)")
+	f.IntVar(&inFlight, "in-flight", inFlight, "batching shapes' window on both systems, bytes sent and not yet acknowledged (tidemark --buffer-memory; nats bench --batch of that many bytes)")
 	f.IntVar(&o.Kills, "kills", o.Kills, "leader kill -9s of the failover run on each system (0 skips it)")
 	f.IntVar(&o.Procs, "gomaxprocs", 0, "GOMAXPROCS of every server process of both systems (0: cores / 3, at least 1, as tidemark dev)")
 	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
+	f.BoolVar(&o.Plaintext, "plaintext", false, "run both systems without TLS (default: mutual TLS on every link of both, clients and replication)")
 	f.StringSliceVar(&only, "shapes", nil, "run only these shapes (comma-separated names: sync1-128, batch-1k, ...; a paced shape needs the one it paces)")
 	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
 	return cmd
