@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +47,14 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 	}
 	start := time.Now()
 	acks, seen := perfstat.New(s.Records, start), perfstat.New(s.Records, start)
+	// The warm-up, as tidemark's `perf e2e --warmup`: as many messages at
+	// the same rate first, acknowledged and delivered but not measured;
+	// measuredFrom (unix ns) is 0 until the measured messages begin.
+	warm := int64(s.Rate * s.Warmup)
+	var measuredFrom atomic.Int64
+	if warm == 0 {
+		measuredFrom.Store(start.UnixNano())
+	}
 	all := make(chan struct{})
 	received := int64(0)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -53,7 +62,11 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 		if len(data) < 8 {
 			return
 		}
-		seen.Record(time.Since(time.Unix(0, int64(binary.BigEndian.Uint64(data)))), len(data))
+		sent := int64(binary.BigEndian.Uint64(data))
+		if from := measuredFrom.Load(); from == 0 || sent < from {
+			return // a warm-up message
+		}
+		seen.Record(time.Since(time.Unix(0, sent)), len(data))
 		if received++; received == s.Records {
 			close(all)
 		}
@@ -69,9 +82,16 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 	}
 	var waiting sync.WaitGroup // the goroutines timing acknowledgements
 	th := perfstat.NewThrottle(s.Rate, start)
-	for sent := int64(0); sent < s.Records && ctx.Err() == nil; sent++ {
+	for sent := int64(0); sent < warm+s.Records && ctx.Err() == nil; sent++ {
 		if d := th.Wait(sent, time.Now()); d > 0 {
 			time.Sleep(d)
+		}
+		measured := sent >= warm
+		if sent == warm && warm > 0 {
+			now := time.Now()
+			acks.Restart(now)
+			seen.Restart(now)
+			measuredFrom.Store(now.UnixNano())
 		}
 		msg := append([]byte(nil), base...)
 		began := time.Now()
@@ -86,7 +106,9 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 			defer waiting.Done()
 			select {
 			case <-f.Ok():
-				acks.Record(time.Since(began), len(msg))
+				if measured {
+					acks.Record(time.Since(began), len(msg))
+				}
 			case err := <-f.Err():
 				acks.Fail(err.Error())
 			case <-ctx.Done():

@@ -27,7 +27,7 @@ func (r *Result) Markdown() string {
 - tidemark: ` + "`tidemark dev`" + ` cluster (etcd in the launcher, 2 controllers, 3 brokers, gateway; separate processes, ` + r.security("mutual TLS on every link") + `), ` +
 		"`tidemark perf produce|consume`" + ` (idempotent producer, acks=all, topic of 1 partition, RF 3, min.insync.replicas 2). 8 producers: one process, 8 idempotent producers on one client (` + "`--producers 8`" + `). Batching: default linger.ms and batch.size, buffer.memory ` + r.window() + ` (` + "`--buffer-memory`" + `; the 32 MiB default queues over a second of records at the same throughput).
 - JetStream: 3 nats-server nodes on loopback (` + r.security("mutual TLS on client connections and routes, certificates from a CA like tidemark's") + `), R3 file-store stream, ` + "`nats bench js pub sync|async`" + ` (8 producers: ` + "`--clients 8`" + `, one process, 8 connections; async publishes a batch of the same bytes as tidemark's window, ` + "`--batch`" + ` ` + r.window() + ` / record size, and waits for all its acks; its latency is per batch, tidemark's per record), consumer: ` + "`nats bench js ordered`" + `.
-- Paced rows: each system sends at half the rate it reached in its own batching row of that size (so the rates differ), with a consumer reading at the same time; "ack latency" is from hand-over to acknowledgement, "produce → consumer" until the consumer has the record (tidemark: ` + "`tidemark perf e2e`" + `, the consumer fetching below the high watermark; JetStream: nats.go in the harness, PublishAsync and an ordered consumer, per message).
+- Paced rows: each system sends at half the rate it reached in its own batching row of that size (so the rates differ), with a consumer reading at the same time, after a warm-up of ` + r.warmup() + ` at the same rate that is not measured (a new client's first records pay for its connections and producer id); "ack latency" is from hand-over to acknowledgement, "produce → consumer" until the consumer has the record (tidemark: ` + "`tidemark perf e2e`" + `, the consumer fetching below the high watermark; JetStream: nats.go in the harness, PublishAsync and an ordered consumer, per message).
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
 - Before each shape of either system the harness writes the page cache back (` + "`sync`" + `): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated).
 `)
@@ -56,6 +56,16 @@ func (r *Result) window() string {
 		}
 	}
 	return "the tools' defaults"
+}
+
+// warmup is the paced shapes' warm-up as the notes say it.
+func (r *Result) warmup() string {
+	for _, row := range r.Rows {
+		if w := row.Shape.Warmup; w > 0 {
+			return fmt.Sprintf("%g s", w)
+		}
+	}
+	return "0 s"
 }
 
 // security says how a system's links ran: both systems ran the same.

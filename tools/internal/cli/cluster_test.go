@@ -276,6 +276,19 @@ func TestCLIAgainstCluster(t *testing.T) {
 			!regexp.MustCompile(`^200 records consumed, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[1]) || !strings.Contains(got[1], "end-to-end latency") {
 			t.Fatalf("perf e2e summaries:\n%s", r.out)
 		}
+		// With a warm-up, 100 records at the same rate go first: written
+		// and read back, but not in the summaries.
+		c.run(t, "", "topics", "create", "--topic", "warmed", "--partitions", "1", "--replication-factor", "3").ok(t)
+		r = c.run(t, "", "perf", "e2e", "--topic", "warmed", "--num-records", "200", "--record-size", "64",
+			"--throughput", "400", "--warmup", "250ms", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
+		if got := lines(r.out); len(got) != 2 || !strings.HasPrefix(got[0], "200 records sent,") || !strings.HasPrefix(got[1], "200 records consumed,") {
+			t.Fatalf("perf e2e --warmup summaries:\n%s", r.out)
+		}
+		contains(t, c.run(t, "", "perf", "consume", "--topic", "warmed", "--messages", "300", "--timeout", "20s").ok(t).out, "300 records consumed")
+		c.run(t, "", "perf", "consume", "--topic", "warmed", "--messages", "301", "--timeout", "1s").fails(t, cli.ExitFailed, "--timeout")
+		c.run(t, "", "perf", "e2e", "--topic", "warmed", "--num-records", "1", "--record-size", "64", "--throughput", "1", "--warmup", "-1s").
+			fails(t, cli.ExitUsage, "--warmup must not be negative")
+		c.run(t, "", "topics", "delete", "--topic", "warmed").ok(t)
 	})
 
 	t.Run("alter-config", func(t *testing.T) {

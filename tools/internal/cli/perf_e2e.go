@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,21 @@ import (
 // `perf e2e` starts with.
 const e2eStampSize = 8
 
+// warmupGate tells the consumer of `perf e2e` the measured records from the
+// warm-up's by their send time: a record sent before the gate opened is
+// the warm-up's, as is every record read while it is still closed.
+type warmupGate struct{ from atomic.Int64 } // unix nanoseconds; 0: closed
+
+// open starts the measured records at now, before the first is stamped.
+func (g *warmupGate) open(now time.Time) { g.from.Store(now.UnixNano()) }
+
+// measured reads a record's send time and says whether it is measured.
+func (g *warmupGate) measured(value []byte) (time.Time, bool) {
+	sent := int64(binary.BigEndian.Uint64(value))
+	from := g.from.Load()
+	return time.Unix(0, sent), from != 0 && sent >= from
+}
+
 func newPerfE2ECmd(g *globals) *cobra.Command {
 	var (
 		topic      string
@@ -27,6 +43,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 		throughput float64
 		timeout    time.Duration
 		report     time.Duration
+		warmup     time.Duration
 		pf         producerFlags
 	)
 	cmd := &cobra.Command{
@@ -39,7 +56,10 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			"watermark and fetched. Prints two summaries, the acknowledgement latency (\"sent\") and the\n" +
 			"end-to-end latency (\"consumed\"). Run it below the partition's peak rate (`perf produce`\n" +
 			"finds that), e.g. at half of it: above, records queue in the producer and latency grows\n" +
-			"with the run. The exit code is 1 when a record failed or was not read back in time.",
+			"with the run. --warmup first sends at the same rate for that long, unmeasured (records\n" +
+			"acknowledged and read back, but not counted): a new process's first records pay for its\n" +
+			"connections and producer id. The exit code is 1 when a record failed (warm-up ones too)\n" +
+			"or a measured one was not read back in time.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -57,6 +77,8 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 				return usagef("--timeout must be positive, got %v", timeout)
 			case report <= 0:
 				return usagef("--reporting-interval must be positive, got %v", report)
+			case warmup < 0:
+				return usagef("--warmup must not be negative, got %v", warmup)
 			}
 			opts, err := pf.options(cmd)
 			if err != nil {
@@ -83,6 +105,15 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			start := time.Now()
+			// Warm-up: --warmup of records at the same rate before the
+			// measured ones, acknowledged and read back but not measured
+			// (a new process's first records pay for its connections, its
+			// producer id and its heap growing).
+			warm := int64(throughput * warmup.Seconds())
+			var gate warmupGate
+			if warm == 0 {
+				gate.open(start)
+			}
 			acks := perfstat.New(numRecords, start)
 			seen := perfstat.New(numRecords, start)
 			stopAcks := progress(out, acks, report, "sent", "ack latency")
@@ -97,7 +128,10 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 						if len(r.Value) < e2eStampSize {
 							continue // not this tool's record
 						}
-						sent := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
+						sent, measured := gate.measured(r.Value)
+						if !measured {
+							continue // a warm-up record
+						}
 						seen.Record(now.Sub(sent), len(r.Key)+len(r.Value))
 						if n++; n >= numRecords {
 							return false
@@ -113,9 +147,16 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 
 			base := payload(recordSize)
 			th := perfstat.NewThrottle(throughput, start)
-			for sent := int64(0); sent < numRecords && rctx.Err() == nil; sent++ {
+			for sent := int64(0); sent < warm+numRecords && rctx.Err() == nil; sent++ {
 				if d := th.Wait(sent, time.Now()); d > 0 && !sleepCtx(rctx, d) {
 					break
+				}
+				measured := sent >= warm
+				if sent == warm && warm > 0 {
+					now := time.Now()
+					acks.Restart(now)
+					seen.Restart(now)
+					gate.open(now)
 				}
 				// One buffer for every record: ProduceAsync copies the value
 				// before it returns. A copy per record was as much garbage as
@@ -129,7 +170,9 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 							acks.Fail(kerr.CodeOf(err).String())
 							return
 						}
-						acks.Record(time.Since(began), recordSize)
+						if measured {
+							acks.Record(time.Since(began), recordSize)
+						}
 					})
 			}
 			_ = p.Flush(rctx)
@@ -169,6 +212,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 	f.Float64Var(&throughput, "throughput", 0, "records per second to send")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "stop the run after this long")
 	f.DurationVar(&report, "reporting-interval", 5*time.Second, "how often to print progress lines")
+	f.DurationVar(&warmup, "warmup", 0, "send at the same rate for this long first, unmeasured (the first records of a new process pay for its connections and producer id)")
 	pf.register(cmd)
 	return cmd
 }

@@ -61,6 +61,16 @@ func (r *Recorder) Record(lat time.Duration, bytes int) {
 	r.window.add(lat, bytes)
 }
 
+// Restart forgets the successes noted so far and starts the run again at
+// now: what a warm-up sent is not measured. Failures are kept: a record
+// lost while warming up is still lost.
+func (r *Recorder) Restart(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.start, r.winFrom = now, now
+	r.total, r.window, r.samples = stats{}, stats{}, r.samples[:0]
+}
+
 // Fail notes one failure under an error name.
 func (r *Recorder) Fail(name string) {
 	r.mu.Lock()

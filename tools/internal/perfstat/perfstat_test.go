@@ -80,3 +80,21 @@ func TestThrottle(t *testing.T) {
 		t.Errorf("unlimited: wait %v", d)
 	}
 }
+
+// What a warm-up sent is forgotten; what it lost is not.
+func TestRecorderRestartForgetsTheWarmUp(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	r := New(4, t0)
+	r.Record(time.Second, 100)
+	r.Fail("REQUEST_TIMED_OUT")
+	r.Restart(t0.Add(time.Second))
+	r.Record(time.Millisecond, 10)
+	r.Record(3*time.Millisecond, 10)
+	s := r.Summary(t0.Add(2 * time.Second))
+	if s.Records != 2 || s.Bytes != 20 || s.Max != 3*time.Millisecond || s.P99 != 3*time.Millisecond || s.Elapsed != time.Second || s.FailedCount() != 1 {
+		t.Fatalf("summary after restart %+v", s)
+	}
+	if w := r.Window(t0.Add(2 * time.Second)); w.Records != 2 || w.Elapsed != time.Second {
+		t.Fatalf("window after restart %+v", w)
+	}
+}
