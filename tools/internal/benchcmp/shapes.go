@@ -52,7 +52,7 @@ type Shape struct {
 	// before its measured records, on both systems (not measured: the first
 	// records of a new client pay for its connections and producer id).
 	Warmup float64 `json:"warmup,omitempty"`
-	Rate     float64 `json:"-"`
+	Rate   float64 `json:"-"`
 	// InFlight is a Batch shape's window, the same on both systems: the
 	// bytes of records a producer may have sent and not had acknowledged.
 	// tidemark: buffer.memory (bytes waiting or in flight); JetStream:
