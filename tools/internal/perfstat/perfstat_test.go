@@ -98,3 +98,22 @@ func TestRecorderRestartForgetsTheWarmUp(t *testing.T) {
 		t.Fatalf("window after restart %+v", w)
 	}
 }
+
+// The samples' room is taken up front: recording a whole run never grows
+// (reallocates and copies) the megabytes-large slice in the measured process.
+func TestRecordNeverGrowsTheSamples(t *testing.T) {
+	for _, n := range []int64{1, 1000, 300_000, maxSamples * 3} {
+		r := New(n, time.Now())
+		room := cap(r.samples)
+		before := &r.samples[:1][0]
+		for range n {
+			r.Record(time.Millisecond, 100)
+		}
+		if cap(r.samples) != room || &r.samples[0] != before {
+			t.Fatalf("%d records: the samples grew from room for %d to %d", n, room, cap(r.samples))
+		}
+		if want := min(int64(maxSamples), (n+r.every-1)/r.every); int64(len(r.samples)) != want {
+			t.Fatalf("%d records: %d samples, want %d", n, len(r.samples), want)
+		}
+	}
+}
