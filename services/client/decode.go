@@ -18,7 +18,19 @@ func decodeRecords(topic string, partition int32, buf []byte, from int64) ([]Rec
 		return nil, from, kerr.New(kerr.CorruptMessage, "%s-%d: fetched data at offset %d holds no whole batch", topic, partition, from)
 	}
 	next := from
-	var out []Record
+	// Room for every record up front: grown record by record, the slice
+	// was a consumer's largest allocation (twice the records' size, copied).
+	// A batch header's count may lie; then append still grows it.
+	n := 0
+	for b, err := range recordbatch.All(whole) {
+		if err != nil {
+			break
+		}
+		if b.NextOffset() > from {
+			n += int(max(0, min(b.RecordCount(), int32(len(b)))))
+		}
+	}
+	out := make([]Record, 0, n)
 	for b, err := range recordbatch.All(whole) {
 		if err != nil {
 			return out, next, err

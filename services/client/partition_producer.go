@@ -91,6 +91,7 @@ func (pp *partitionProducer) append(r *recordbatch.Record, pend pending, moveOn 
 	if pp.open == nil {
 		pp.open = newBatch(time.Now(), pp.p.opts.DeliveryTimeout)
 		pp.open.b.Reuse(pp.p.batchBuffer(pp.sizeHintLocked()))
+		pp.open.recs = pp.p.pendingRoom()
 		poke = true // arm the linger timer
 	}
 	pp.open.add(r, pend)

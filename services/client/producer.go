@@ -30,6 +30,10 @@ type Producer struct {
 	// batch's buffer grown record by record was a quarter of a batching
 	// producer's CPU (growslice and the copies behind it).
 	bufs sync.Pool
+	// pendings holds completed batches' lists of pending records (each
+	// cleared) for new batches: grown record by record, they were a sixth
+	// of what a batching producer allocated.
+	pendings sync.Pool
 
 	mu     sync.Mutex // guards parts, sticky and closed
 	parts  map[topicPartition]*partitionProducer
@@ -332,6 +336,19 @@ func (p *Producer) Close(ctx context.Context) error {
 	return err
 }
 
+// maxPooledPendings bounds the pending lists kept for reuse (a batch of
+// tiny records can hold many; an outsized list is left to the collector).
+const maxPooledPendings = 1 << 16
+
+// pendingRoom is an empty list for a new batch's pending records: one a
+// completed batch gave back, or nil (append makes one).
+func (p *Producer) pendingRoom() []pending {
+	if v, ok := p.pendings.Get().(*[]pending); ok {
+		return *v
+	}
+	return nil
+}
+
 // batchBuffer is an empty buffer with room for about want bytes, for a new
 // batch: one an acknowledged batch gave back, or a new one.
 func (p *Producer) batchBuffer(want int) []byte {
@@ -341,11 +358,20 @@ func (p *Producer) batchBuffer(want int) []byte {
 	return make([]byte, 0, want)
 }
 
-// recycle keeps the buffer of a batch the leader acknowledged. Only then:
-// an answer proves the request was encoded and sent, so nothing reads the
-// bytes any more, whereas a request given up (a timeout) may still be
-// being encoded.
+// recycle keeps what a completed batch (every callback run) can give
+// back: its list of pending records, always, and its buffer when the
+// leader acknowledged it. Only then: an answer proves the request was
+// encoded and sent, so nothing reads the bytes any more, whereas a request
+// given up (a timeout) may still be being encoded.
 func (p *Producer) recycle(b *batch) {
+	// Every callback has run: the pending records are done with, whatever
+	// the outcome. Cleared, so the pool holds no callback alive.
+	if recs := b.recs; cap(recs) > 0 && cap(recs) <= maxPooledPendings {
+		clear(recs)
+		recs = recs[:0]
+		p.pendings.Put(&recs)
+	}
+	b.recs = nil
 	if r := b.result; r == nil || r.resp == nil || r.err != nil {
 		return
 	}
