@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 )
@@ -216,6 +217,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	if rolledAt >= 0 {
 		l.flushInBackgroundLocked(rolledAt)
 	}
+	l.maybeStartWritebackLocked(act, p, cfg)
 	if cfg.FsyncEveryAppend || (cfg.FlushMessages > 0 && info.LogEndOffset-l.recoveryPoint.Load() >= cfg.FlushMessages) {
 		flushTo = info.LogEndOffset
 	}
@@ -248,6 +250,36 @@ func (l *Log) flushInBackgroundLocked(offset int64) {
 		if err := l.flushUpTo(offset); err != nil && !errors.Is(err, ErrClosed) {
 			l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
 		}
+	}()
+}
+
+// maybeStartWritebackLocked starts the kernel writing back the active
+// segment's bytes appended since the last start, once there are
+// Config.WritebackBytes of them, in a goroutine (the call can block while
+// the device's queue is full): the append never waits for it. One at a time
+// per log; an append that finds one running leaves its bytes to the next.
+// Close waits for it.
+func (l *Log) maybeStartWritebackLocked(act *segment, size int64, cfg Config) {
+	step := cfg.writebackStep()
+	from := min(act.writtenBack.Load(), size) // below after a truncation
+	if step <= 0 || size-from < step || !l.writingBack.CompareAndSwap(false, true) {
+		return
+	}
+	act.writtenBack.Store(size)
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		defer l.writingBack.Store(false)
+		l.fileMu.RLock() // keeps the file open: truncation and deletion wait
+		defer l.fileMu.RUnlock()
+		if l.filesClosed {
+			return
+		}
+		if err := vfs.StartWriteback(act.log, from, size-from); err != nil {
+			// Advisory: the kernel writes the pages back anyway.
+			l.logger.Debug("starting writeback failed", "segment", act.logPath, "err", err)
+		}
+		l.stats.writebacks.Add(1)
 	}()
 }
 

@@ -44,6 +44,11 @@ type Config struct {
 	TimestampAfterMaxMs  int64
 	// FsyncEveryAppend makes every append durable before it returns.
 	FsyncEveryAppend bool
+	// WritebackBytes starts the kernel writing the active segment back each
+	// time this many bytes were appended since the last start (Linux
+	// sync_file_range, no fsync: durability is unchanged). 0 picks
+	// DefaultWritebackBytes; negative leaves writeback to the kernel.
+	WritebackBytes int64
 	// ProducerIDExpiration forgets idempotent producers idle this long
 	// (producer.id.expiration.ms); zero or negative never does.
 	ProducerIDExpiration time.Duration
@@ -75,6 +80,24 @@ func (c Config) RetentionDeletes() bool {
 }
 
 // DefaultConfig returns Kafka's defaults.
+// DefaultWritebackBytes is the writeback step of an active segment. Left to
+// the kernel, a file's dirty pages are written when the file's first dirty
+// page is 30 s old (vm.dirty_expire_centisecs): all of them at once. Under a
+// steady 45 MB/s on three replicas of one disk that was over a gigabyte
+// every 30 s, and two seconds of acknowledgements at 25-60 ms instead of 5.
+const DefaultWritebackBytes = 1 << 20
+
+// writebackStep is WritebackBytes with its default; 0 is off.
+func (c Config) writebackStep() int64 {
+	switch {
+	case c.WritebackBytes == 0:
+		return DefaultWritebackBytes
+	case c.WritebackBytes < 0:
+		return 0
+	}
+	return c.WritebackBytes
+}
+
 func DefaultConfig() Config {
 	return Config{
 		SegmentBytes:           1 << 30,

@@ -30,7 +30,8 @@
 //   - flushMu serialises flushes. It is taken before fileMu and never while
 //     mu is held (an append that must fsync releases mu first), so fsync runs
 //     without blocking appends.
-//   - fileMu is held for reading by Read, OffsetForTimestamp and flushes for
+//   - fileMu is held for reading by Read, OffsetForTimestamp, flushes and
+//     the writebacks appends start (no other lock held) for
 //     their whole duration, and for writing (under mu) by anything that
 //     shrinks, deletes or closes files: truncation, segment deletion, Close.
 //     So a reader never sees a file change under it except by growth.

@@ -271,6 +271,17 @@ func (cf *cachedFile) Sync() error {
 	return err
 }
 
+// StartWriteback starts writeback of a range of the file (when its file
+// system can), pinning the handle for the call.
+func (cf *cachedFile) StartWriteback(off, n int64) error {
+	f, err := cf.acquire()
+	if err != nil {
+		return err
+	}
+	defer cf.release()
+	return vfs.StartWriteback(f, off, n)
+}
+
 func (cf *cachedFile) Truncate(size int64) error {
 	f, err := cf.acquire()
 	if err != nil {

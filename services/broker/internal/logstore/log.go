@@ -61,7 +61,10 @@ type Log struct {
 	mu      lockorder.Mutex[lockorder.LogWriter]  // serialises writers; guards the fields below it
 	fileMu  lockorder.RWMutex[lockorder.LogFiles] // readers and flushes: R; shrinking, deleting, closing files: W
 	flushMu lockorder.Mutex[lockorder.LogFlush]   // serialises flushes
-	bg      sync.WaitGroup                        // background flushes after rolls; Add under mu
+	bg      sync.WaitGroup                        // background flushes after rolls and writebacks; Add under mu
+	// writingBack: a writeback started by an append is running (one at a
+	// time per log; see maybeStartWritebackLocked).
+	writingBack atomic.Bool
 
 	topicID       atomic.Pointer[string]     // partition.metadata's topic id; nil: none recorded; written under mu
 	segs          atomic.Pointer[[]*segment] // ascending base; the last is active
@@ -115,6 +118,7 @@ type Log struct {
 		deletedSegments      atomic.Int64
 		rolls                atomic.Int64
 		flushes              atomic.Int64
+		writebacks           atomic.Int64
 		cleanedSegments      atomic.Int64
 		completedSwaps       atomic.Int64
 	}
@@ -169,6 +173,8 @@ type Stats struct {
 	DeletedSegments int64
 	Rolls           int64
 	Flushes         int64
+	// Writebacks counts writebacks started by appends (WritebackBytes).
+	Writebacks int64
 	// CleanedSegments counts segments the cleaner rewrote; CompletedSwaps
 	// counts cleaner swaps that loading finished after a crash.
 	CleanedSegments int64
@@ -188,6 +194,7 @@ func (l *Log) Stats() Stats {
 		DeletedSegments:      l.stats.deletedSegments.Load(),
 		Rolls:                l.stats.rolls.Load(),
 		Flushes:              l.stats.flushes.Load(),
+		Writebacks:           l.stats.writebacks.Load(),
 		CleanedSegments:      l.stats.cleanedSegments.Load(),
 		CompletedSwaps:       l.stats.completedSwaps.Load(),
 		LogStartOffset:       l.LogStartOffset(),

@@ -22,8 +22,11 @@ type segment struct {
 	index     *sparseIndex
 	timeIndex *sparseIndex
 
-	size  atomic.Int64 // bytes of whole, committed batches
-	maxTS atomic.Int64 // largest batch maxTimestamp, -1 when empty
+	size atomic.Int64 // bytes of whole, committed batches
+	// writtenBack is where the last writeback started by the Log ended
+	// (Config.WritebackBytes); written under the Log's mu.
+	writtenBack atomic.Int64
+	maxTS       atomic.Int64 // largest batch maxTimestamp, -1 when empty
 
 	// indexesDurable is false from sealing until a flush has synced the
 	// sealed indexes; the recovery point may not cover the segment before.

@@ -22,13 +22,14 @@ const (
 	OpMkdir
 	OpSyncDir
 	OpStat
+	OpWriteback
 	OpAll Op = 1<<iota - 1
 )
 
 var opNames = map[Op]string{
 	OpCreate: "create", OpOpen: "open", OpRead: "read", OpWrite: "write", OpSync: "sync",
 	OpTruncate: "truncate", OpRename: "rename", OpRemove: "remove", OpReadDir: "readdir",
-	OpMkdir: "mkdir", OpSyncDir: "syncdir", OpStat: "stat",
+	OpMkdir: "mkdir", OpSyncDir: "syncdir", OpStat: "stat", OpWriteback: "writeback",
 }
 
 // Fault describes errors to inject: matching operations on paths containing
@@ -231,6 +232,14 @@ func (f *faultFile) Sync() error {
 		return err
 	}
 	return f.File.Sync()
+}
+
+// StartWriteback passes on to the inner file when it can start writeback.
+func (f *faultFile) StartWriteback(off, n int64) error {
+	if err := f.fs.fail(OpWriteback, f.Name()); err != nil {
+		return err
+	}
+	return StartWriteback(f.File, off, n)
 }
 
 func (f *faultFile) Truncate(size int64) error {

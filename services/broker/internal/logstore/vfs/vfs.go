@@ -67,6 +67,23 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 	return buf[:n], nil
 }
 
+// WritebackStarter is a File that can start writing a range of its dirty
+// pages to the device without waiting for them (Linux: sync_file_range
+// with SYNC_FILE_RANGE_WRITE). It makes nothing durable; it keeps the
+// kernel from gathering a file's writes of many seconds into one burst.
+type WritebackStarter interface {
+	StartWriteback(off, n int64) error
+}
+
+// StartWriteback starts writeback of f's bytes [off, off+n) when f can,
+// and does nothing when it cannot (MemFS; systems without the call).
+func StartWriteback(f File, off, n int64) error {
+	if w, ok := f.(WritebackStarter); ok {
+		return w.StartWriteback(off, n)
+	}
+	return nil
+}
+
 // WriteFileAtomic replaces name with data so that after a crash either the
 // old or the new contents are found, never a mix: it writes name+".tmp",
 // syncs it, renames it over name and syncs the directory.
