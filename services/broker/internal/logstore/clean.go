@@ -46,7 +46,8 @@ const (
 )
 
 // ErrCleanAborted is returned by Clean when the log changed under the pass
-// (truncation, retention, close); nothing was swapped in.
+// (truncation, retention, close); groups of segments swapped in before it
+// stay, and the result counts only what they removed.
 var ErrCleanAborted = errors.New("cleaning aborted: the log changed under it")
 
 // CleanOptions bound one cleaning pass.
@@ -61,6 +62,11 @@ type CleanOptions struct {
 	// Stop, when closed, ends the pass at its next read (ErrCleanAborted),
 	// so a broker shutting down does not wait for a whole pass.
 	Stop <-chan struct{}
+	// Swapped, if set, is called after each group of segments is swapped
+	// in, with what that group removed and wrote: a pass can take seconds
+	// (it syncs every group), and counters that moved only at its end
+	// would lag the log they describe.
+	Swapped func(group CleanResult)
 }
 
 // CleanResult says what a pass did.
@@ -70,10 +76,10 @@ type CleanResult struct {
 	DirtyRatio         float64
 	BytesRead          int64
 	BytesWritten       int64
-	SegmentsBefore     int // segments rewritten
-	SegmentsAfter      int // segments they became
-	RecordsRemoved     int64
-	TombstonesRemoved  int64
+	SegmentsBefore     int   // segments rewritten
+	SegmentsAfter      int   // segments they became
+	RecordsRemoved     int64 // by the groups swapped in
+	TombstonesRemoved  int64 // by the groups swapped in
 	Duration           time.Duration
 }
 
@@ -225,7 +231,17 @@ func (l *Log) clean(opts CleanOptions) (CleanResult, error) {
 	lastOfProducer := l.lastBatchOfProducers()
 	now := l.now()
 	for _, group := range groupSegments(segs[:n], cfg.SegmentBytes) {
-		out, err := l.cleanGroup(group, om, mapEnd, lastOfProducer, cfg, now, truncations, &res)
+		var g CleanResult
+		out, err := l.cleanGroup(group, om, mapEnd, lastOfProducer, cfg, now, truncations, &g)
+		res.BytesRead += g.BytesRead
+		if out {
+			res.BytesWritten += g.BytesWritten
+			res.RecordsRemoved += g.RecordsRemoved
+			res.TombstonesRemoved += g.TombstonesRemoved
+			if opts.Swapped != nil {
+				opts.Swapped(g)
+			}
+		}
 		if err != nil {
 			// Keep what the groups swapped so far taught (their cleaning
 			// times); the first dirty offset stays for the next pass.

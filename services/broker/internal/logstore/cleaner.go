@@ -117,12 +117,14 @@ func (m *Manager) RunCleaner() bool {
 	if mapBytes <= 0 {
 		mapBytes = 128 << 20
 	}
-	res, err := best.Clean(CleanOptions{UpperBound: bestHW, MapBytes: mapBytes, Stop: m.stop})
 	st := &m.cleaner
+	res, err := best.Clean(CleanOptions{UpperBound: bestHW, MapBytes: mapBytes, Stop: m.stop,
+		Swapped: func(g CleanResult) {
+			st.bytesWritten.Add(g.BytesWritten)
+			st.recordsRemoved.Add(g.RecordsRemoved)
+			st.tombstonesOut.Add(g.TombstonesRemoved)
+		}})
 	st.bytesRead.Add(res.BytesRead)
-	st.bytesWritten.Add(res.BytesWritten)
-	st.recordsRemoved.Add(res.RecordsRemoved)
-	st.tombstonesOut.Add(res.TombstonesRemoved)
 	switch {
 	case errors.Is(err, ErrCleanAborted) || errors.Is(err, ErrClosed):
 		st.aborted.Add(1)
