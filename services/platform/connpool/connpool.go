@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"tidemark.io/services/platform/flowcontrol"
+	"tidemark.io/services/platform/wirecodec"
 )
 
 // ErrClosed is returned by Get after Close.
@@ -43,6 +44,7 @@ func New(extra ...grpc.DialOption) *Pool {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wirecodec.Codec{})),
 	}
 	opts = append(opts, flowcontrol.DialOptions()...)
 	return &Pool{opts: append(opts, extra...), conns: map[string]*grpc.ClientConn{}}

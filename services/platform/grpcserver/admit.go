@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"tidemark.io/services/platform/wirecodec"
 )
 
 // Admit looks at a request's encoded bytes before they are decoded, so a
@@ -29,7 +31,7 @@ type admitCodec struct {
 }
 
 func newAdmitCodec(a Admit) admitCodec {
-	return admitCodec{admit: a, proto: encoding.GetCodecV2("proto"), refused: &sync.Map{}, parked: &atomic.Int64{}}
+	return admitCodec{admit: a, proto: wirecodec.Codec{}, refused: &sync.Map{}, parked: &atomic.Int64{}}
 }
 
 func (c admitCodec) Name() string { return "proto" }
@@ -37,7 +39,7 @@ func (c admitCodec) Name() string { return "proto" }
 func (c admitCodec) Marshal(v any) (mem.BufferSlice, error) { return marshalReply(c.proto, v) }
 
 func (c admitCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	buf := data.MaterializeToBuffer(wirecodec.Pool) // filled completely by the copy
 	defer buf.Free()
 	if err := c.admit(buf.ReadOnlyData(), v); err != nil {
 		c.parked.Add(1)

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -31,6 +30,7 @@ import (
 	"tidemark.io/services/platform/flowcontrol"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/wirecodec"
 )
 
 // DefaultMaxMessageBytes bounds requests and answers: large enough for a
@@ -96,7 +96,7 @@ func New(o Options) *Server {
 	if o.Credentials != nil && !o.Authorizer.Enabled() {
 		panic("grpcserver: a TLS listener with an authorizer built for plaintext (give authz.Options.TLS the same setting)")
 	}
-	protoCodec := encoding.GetCodecV2("proto")
+	protoCodec := wirecodec.Codec{}
 	// releaseUnary right inside error mapping: every interceptor after it
 	// (authorization's answer filters) sees the reply itself, and only the
 	// two before it see an encodedReply.
