@@ -88,6 +88,14 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults for broker 1.
+// DefaultGCPercent is the broker's --gc.percent: the garbage collector lets
+// the heap grow 400 % over the live data (Go's default is 100). On the dev
+// cluster a leader at 80k records/s of 1 KiB collected several times a
+// second, each time taking its one core for about half a millisecond; at
+// 400 the synchronous producer's p99 fell from 1.15-1.61 ms to 0.98-1.02 ms
+// and the peak resident memory rose from 36 to 54 MB.
+const DefaultGCPercent = 400
+
 func DefaultConfig() Config {
 	return Config{
 		ID:             1,

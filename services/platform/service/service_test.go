@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -121,5 +122,47 @@ func TestStopsOnCancelAndReportsAFailure(t *testing.T) {
 	<-f.stopped
 	if !strings.Contains(out.String(), `msg="shutting down" service=fake node=7 reason="registration lost"`) {
 		t.Fatalf("log lines do not carry the node id:\n%s", out.String())
+	}
+}
+
+// gcPercentAtStart runs a program whose default collector target is 400
+// with args and env, and returns the target its Start saw.
+func gcPercentAtStart(t *testing.T, env map[string]string, args ...string) (int, string, error) {
+	t.Helper()
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	var out bytes.Buffer
+	var name string
+	seen := -2
+	errStop := errors.New("seen")
+	p := program(&out, env, &name, func(context.Context, *slog.Logger) (*fake, error) {
+		seen = debug.SetGCPercent(100)
+		return nil, errStop
+	})
+	p.GCPercent = 400
+	err := Run(context.Background(), p, args)
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return seen, out.String(), err
+}
+
+func TestGCPercentDefaultEnvAndFlag(t *testing.T) {
+	if got, log, err := gcPercentAtStart(t, nil); err != nil || got != 400 || !strings.Contains(log, "gc_percent=400") {
+		t.Fatalf("default: target %d, err %v, log:\n%s", got, err, log)
+	}
+	// GOGC in the environment: the runtime already applied it; the
+	// program's default does not replace it.
+	if got, log, err := gcPercentAtStart(t, map[string]string{"GOGC": "150"}); err != nil || got != 100 || !strings.Contains(log, "gogc=150") {
+		t.Fatalf("with GOGC: target %d, err %v, log:\n%s", got, err, log)
+	}
+	if got, _, err := gcPercentAtStart(t, map[string]string{"GOGC": "150"}, "--gc.percent", "250"); err != nil || got != 250 {
+		t.Fatalf("flag over GOGC: target %d, err %v", got, err)
+	}
+	if got, _, err := gcPercentAtStart(t, map[string]string{"TIDEMARK_GC_PERCENT": "300"}); err != nil || got != 300 {
+		t.Fatalf("env twin: target %d, err %v", got, err)
+	}
+	if _, _, err := gcPercentAtStart(t, nil, "--gc.percent", "0"); err == nil || !strings.Contains(err.Error(), "--gc.percent") || !strings.Contains(err.Error(), "must be positive") {
+		t.Fatalf("--gc.percent 0: %v", err)
 	}
 }
