@@ -1,6 +1,7 @@
 package benchcmp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -216,7 +217,7 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 				f.Rate = s.Rate
 			}
 		} else {
-			f = sd.run(ctx, s)
+			f = runMedian(ctx, sd, s)
 		}
 		*figure(&res.Rows[i]) = f
 		fmt.Fprintf(out, "%s  %-30s %s  (%.1fs)\n", name, s.Label(), f.brief(), time.Since(began).Seconds())
@@ -268,6 +269,27 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	return nil
 }
 
+// runMedian runs s s.Runs times (at least once) and returns the median run
+// by throughput, with the spread; a run that failed is returned as it is.
+func runMedian(ctx context.Context, sd side, s Shape) Figure {
+	runs := max(1, s.Runs)
+	var figs []Figure
+	for range runs {
+		f := sd.run(ctx, s)
+		if f.Err != "" || ctx.Err() != nil {
+			return f
+		}
+		figs = append(figs, f)
+	}
+	if runs == 1 {
+		return figs[0]
+	}
+	slices.SortFunc(figs, func(a, b Figure) int { return cmp.Compare(a.MsgsPerSec, b.MsgsPerSec) })
+	f := figs[runs/2]
+	f.Runs, f.MinMsgsPerSec, f.MaxMsgsPerSec = runs, figs[0].MsgsPerSec, figs[runs-1].MsgsPerSec
+	return f
+}
+
 // paceFrom is the records/s one system reached in the shape named name,
 // or 0 when it has no figure.
 func paceFrom(res *Result, name string, figure func(*Row) *Figure) float64 {
@@ -288,6 +310,9 @@ func (f Figure) brief() string {
 	s := fmt.Sprintf("%.0f msgs/s", f.MsgsPerSec)
 	if f.Rate > 0 {
 		s += fmt.Sprintf(" (paced at %.0f/s)", f.Rate)
+	}
+	if f.Runs > 1 {
+		s += fmt.Sprintf(" (median of %d runs, %.0f-%.0f)", f.Runs, f.MinMsgsPerSec, f.MaxMsgsPerSec)
 	}
 	if f.P99 > 0 {
 		s += fmt.Sprintf(", p50 %s, p99 %s", ms(f.P50), ms(f.P99))

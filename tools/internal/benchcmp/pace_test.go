@@ -80,3 +80,56 @@ func TestSelectShapesKeepsOrderAndNamesWhatIsMissing(t *testing.T) {
 		t.Fatalf("an unknown shape: %v", err)
 	}
 }
+
+// seqSide returns the figures it is given, one per run, in order.
+type seqSide struct {
+	figs []Figure
+	runs int
+}
+
+func (f *seqSide) start(context.Context) error { return nil }
+func (f *seqSide) stop()                       {}
+func (f *seqSide) run(_ context.Context, s Shape) Figure {
+	if s.Name == "warmup" {
+		return Figure{MsgsPerSec: 1}
+	}
+	f.runs++
+	return f.figs[(f.runs-1)%len(f.figs)]
+}
+
+// A shape with Runs runs that many times; its figure is the median run by
+// throughput (with that run's latencies) and the spread; a failed run is
+// what the row reports.
+func TestRepeatedShapesGiveTheMedianRun(t *testing.T) {
+	measureOne := func(fake *seqSide, runs int) Figure {
+		t.Helper()
+		res := &Result{Rows: []Row{{Shape: Shape{Name: "sync1-128", Mode: Sync, Size: 128, Records: 10, Runs: runs}}}}
+		var rss int64
+		err := measure(context.Background(), io.Discard, "fake", t.TempDir(), res, 0,
+			func(string, *os.File) (side, error) { return fake, nil },
+			func(r *Row) *Figure { return &r.Tidemark }, nil, &rss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Rows[0].Tidemark
+	}
+	three := &seqSide{figs: []Figure{{MsgsPerSec: 900, P99: 9}, {MsgsPerSec: 2000, P99: 1}, {MsgsPerSec: 1500, P99: 4}}}
+	f := measureOne(three, 3)
+	if three.runs != 3 || f.MsgsPerSec != 1500 || f.P99 != 4 || f.Runs != 3 || f.MinMsgsPerSec != 900 || f.MaxMsgsPerSec != 2000 {
+		t.Fatalf("%d runs gave %+v, want the 1500/s run of 900-2000", three.runs, f)
+	}
+	failing := &seqSide{figs: []Figure{{MsgsPerSec: 900}, {Err: "broke"}}}
+	if f := measureOne(failing, 3); f.Err != "broke" || failing.runs != 2 {
+		t.Fatalf("a failed run: %+v after %d runs", f, failing.runs)
+	}
+	once := &seqSide{figs: []Figure{{MsgsPerSec: 700}}}
+	if f := measureOne(once, 0); once.runs != 1 || f.MsgsPerSec != 700 || f.Runs != 0 {
+		t.Fatalf("no Runs: %+v after %d runs", f, once.runs)
+	}
+	md := (&Result{Rows: []Row{{Shape: Shape{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1},
+		Tidemark:  Figure{MsgsPerSec: 1500, Runs: 3, MinMsgsPerSec: 900, MaxMsgsPerSec: 2000},
+		JetStream: Figure{MsgsPerSec: 1000, Runs: 3, MinMsgsPerSec: 950, MaxMsgsPerSec: 1100}}}}).Markdown()
+	if !strings.Contains(md, "median of 3 runs") || !strings.Contains(md, "tidemark 900–2000 JetStream 950–1100") {
+		t.Fatalf("markdown does not say the rows are medians:\n%s", md)
+	}
+}

@@ -22,6 +22,11 @@ type Figure struct {
 	Err string `json:"error,omitempty"`
 	// Rate is the pace a Paced or EndToEnd shape was sent at (records/s).
 	Rate float64 `json:"rate,omitempty"`
+	// Runs is how many runs this figure is the median of (Shape.Runs);
+	// MinMsgsPerSec and MaxMsgsPerSec are the slowest and fastest.
+	Runs          int     `json:"runs,omitempty"`
+	MinMsgsPerSec float64 `json:"min_msgs_per_sec,omitempty"`
+	MaxMsgsPerSec float64 `json:"max_msgs_per_sec,omitempty"`
 }
 
 // tidemarkSummary matches the summary line of `tidemark perf produce` and

@@ -31,6 +31,7 @@ func (r *Result) Markdown() string {
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
 - Before each shape of either system the harness writes the page cache back (` + "`sync`" + `): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated).
 `)
+	b.WriteString(r.medians())
 	if all, one := r.figure("batch-1k"), r.figure("batch-1k-acks1"); all.MsgsPerSec > 0 && one.MsgsPerSec > 0 {
 		fmt.Fprintf(&b, "\ntidemark's acks=all / acks=1 throughput, batching 1 KiB: %.2f (Kafka publishes about 0.54).\n", all.MsgsPerSec/one.MsgsPerSec)
 	}
@@ -167,4 +168,29 @@ func (r *Result) figure(name string) Figure {
 		}
 	}
 	return Figure{}
+}
+
+// medians says which rows are the median of several runs, with each
+// system's slowest and fastest run.
+func (r *Result) medians() string {
+	var rows []string
+	runs := 0
+	for _, row := range r.Rows {
+		t, j := row.Tidemark, row.JetStream
+		if t.Runs <= 1 && j.Runs <= 1 {
+			continue
+		}
+		runs = max(runs, t.Runs, j.Runs)
+		spread := func(name string, f Figure) string {
+			if f.Runs <= 1 {
+				return ""
+			}
+			return fmt.Sprintf(" %s %.0f–%.0f", name, f.MinMsgsPerSec, f.MaxMsgsPerSec)
+		}
+		rows = append(rows, row.Shape.Label()+":"+spread("tidemark", t)+spread("JetStream", j))
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("- The synchronous rows are the median of %d runs of each system, one after the other, by throughput (the latencies are that run's); the runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
 }

@@ -63,6 +63,11 @@ type Shape struct {
 	// LeaderAcks sends with acks=1 (tidemark only: JetStream has no
 	// leader-only acknowledgement), for the acks=all / acks=1 ratio.
 	LeaderAcks bool `json:"leader_acks,omitempty"`
+	// Runs is how many times the shape runs on each system, one after the
+	// other; the table gives the median run by throughput (its latencies
+	// are that run's). A synchronous shape takes two seconds, and one such
+	// run's p99 moved by half from one run to the next on either system.
+	Runs int `json:"runs,omitempty"`
 }
 
 // paced reports whether the shape sends at a rate set by another's.
@@ -121,14 +126,17 @@ const pacedWarmup = 1.0
 // DefaultShapes are the shapes of `make bench-compare`, sized so each
 // takes a few seconds on a 2-core machine. scale multiplies the counts;
 // inFlight is the batching shapes' window (DefaultInFlight).
+// syncRuns is how many runs a synchronous shape's figure is the median of.
+const syncRuns = 3
+
 func DefaultShapes(scale float64, inFlight int) []Shape {
 	n := func(v int64) int64 { return max(8, int64(float64(v)*scale)) }
 	secs := func(v float64) float64 { return max(1, v*scale) }
 	return []Shape{
-		{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1, Records: n(4000)},
-		{Name: "sync1-1k", Mode: Sync, Size: 1024, Producers: 1, Records: n(4000)},
-		{Name: "sync8-128", Mode: Sync, Size: 128, Producers: 8, Records: n(8000)},
-		{Name: "sync8-1k", Mode: Sync, Size: 1024, Producers: 8, Records: n(8000)},
+		{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1, Records: n(4000), Runs: syncRuns},
+		{Name: "sync1-1k", Mode: Sync, Size: 1024, Producers: 1, Records: n(4000), Runs: syncRuns},
+		{Name: "sync8-128", Mode: Sync, Size: 128, Producers: 8, Records: n(8000), Runs: syncRuns},
+		{Name: "sync8-1k", Mode: Sync, Size: 1024, Producers: 8, Records: n(8000), Runs: syncRuns},
 		{Name: "batch-128", Mode: Batch, Size: 128, Producers: 1, Records: n(200000), InFlight: inFlight},
 		{Name: "batch-1k", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), InFlight: inFlight},
 		{Name: "batch-1k-acks1", Mode: Batch, Size: 1024, Producers: 1, Records: n(100000), InFlight: inFlight, LeaderAcks: true},
