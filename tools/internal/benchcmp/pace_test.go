@@ -10,6 +10,20 @@ import (
 
 func (f *fakeSide) serverPIDs() []int { return []int{os.Getpid()} }
 
+// measureTidemark measures res's shapes on sd as the tidemark side and
+// returns the peak RSS it read.
+func measureTidemark(t *testing.T, res *Result, sd side) int64 {
+	t.Helper()
+	var rss int64
+	err := measure(context.Background(), io.Discard, "fake", t.TempDir(), res, 0,
+		func(string, *os.File) (side, error) { return sd, nil },
+		func(r *Row) *Figure { return &r.Tidemark }, nil, &rss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rss
+}
+
 // fakeSide reports a fixed rate per shape and remembers what it ran.
 type fakeSide struct {
 	rate map[string]float64
@@ -39,13 +53,7 @@ func TestPacedShapesFollowTheSystemsOwnPeak(t *testing.T) {
 		res.Rows = append(res.Rows, Row{Shape: s})
 	}
 	fake := &fakeSide{rate: map[string]float64{"batch-1k": 3000, "e2e-1k": 1500}}
-	var rss int64
-	err := measure(context.Background(), io.Discard, "fake", t.TempDir(), res, 0,
-		func(string, *os.File) (side, error) { return fake, nil },
-		func(r *Row) *Figure { return &r.Tidemark }, nil, &rss)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rss := measureTidemark(t, res, fake)
 	// The fake's "server" is this test process: its peak RSS is read.
 	if rss < 1<<20 {
 		t.Fatalf("peak RSS of the side's server processes read as %d bytes", rss)
@@ -104,13 +112,7 @@ func TestRepeatedShapesGiveTheMedianRun(t *testing.T) {
 	measureOne := func(fake *seqSide, runs int) Figure {
 		t.Helper()
 		res := &Result{Rows: []Row{{Shape: Shape{Name: "sync1-128", Mode: Sync, Size: 128, Records: 10, Runs: runs}}}}
-		var rss int64
-		err := measure(context.Background(), io.Discard, "fake", t.TempDir(), res, 0,
-			func(string, *os.File) (side, error) { return fake, nil },
-			func(r *Row) *Figure { return &r.Tidemark }, nil, &rss)
-		if err != nil {
-			t.Fatal(err)
-		}
+		measureTidemark(t, res, fake)
 		return res.Rows[0].Tidemark
 	}
 	three := &seqSide{figs: []Figure{{MsgsPerSec: 900, P99: 9}, {MsgsPerSec: 2000, P99: 1}, {MsgsPerSec: 1500, P99: 4}}}
