@@ -52,8 +52,11 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 		Long: "Produce N records of S bytes to one partition at R records/s (a batching producer, as\n" +
 			"`perf produce` without --sync) while a consumer in the same process reads the partition\n" +
 			"from its end. Each record carries its send time, so the consumer measures end-to-end\n" +
-			"latency: from hand-over to the producer until the record is readable below the high\n" +
-			"watermark and fetched. Prints two summaries, the acknowledgement latency (\"sent\") and the\n" +
+			"latency: from the record's send until it is readable below the high watermark and\n" +
+			"fetched. A send time is when the record was due at R/s, or when it was handed to the\n" +
+			"producer if that was on time: a send that waited (for buffer room, or this process\n" +
+			"paused) counts for every record behind it too, not for itself alone.\n" +
+			"Prints two summaries, the acknowledgement latency (\"sent\") and the\n" +
 			"end-to-end latency (\"consumed\"). Run it below the partition's peak rate (`perf produce`\n" +
 			"finds that), e.g. at half of it: above, records queue in the producer and latency grows\n" +
 			"with the run. --warmup first sends at the same rate for that long, unmeasured (records\n" +
@@ -152,17 +155,20 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 					break
 				}
 				measured := sent >= warm
+				// From the record's scheduled send, not the moment it was
+				// handed over: a send that waited (for buffer room, or this
+				// process paused) delays every record behind it, and only
+				// the schedule counts that wait in their latency too.
+				began := th.SendTime(sent, time.Now())
 				if sent == warm && warm > 0 {
-					now := time.Now()
-					acks.Restart(now)
-					seen.Restart(now)
-					gate.open(now)
+					acks.Restart(began)
+					seen.Restart(began)
+					gate.open(began)
 				}
 				// One buffer for every record: ProduceAsync copies the value
 				// before it returns. A copy per record was as much garbage as
 				// the records themselves, and the collections it caused in
 				// this process showed in the latency it measures.
-				began := time.Now()
 				binary.BigEndian.PutUint64(base, uint64(began.UnixNano()))
 				p.ProduceAsync(client.Record{Topic: topic, Partition: partition, ManualPartition: true, Value: base},
 					func(_ client.Result, err error) {

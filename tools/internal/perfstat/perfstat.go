@@ -212,6 +212,25 @@ func (t *Throttle) Wait(done int64, now time.Time) time.Duration {
 	if t.perSec <= 0 {
 		return 0
 	}
-	due := t.start.Add(time.Duration(float64(done) / t.perSec * float64(time.Second)))
-	return max(due.Sub(now), 0)
+	return max(t.due(done).Sub(now), 0)
+}
+
+func (t *Throttle) due(done int64) time.Time {
+	return t.start.Add(time.Duration(float64(done) / t.perSec * float64(time.Second)))
+}
+
+// SendTime is the time operation number done+1 was due: a latency measured
+// from it includes any time the sender fell behind its schedule (a send
+// that waited for buffer room, a pause of the sending process), which a
+// latency from the actual send would leave out for every operation queued
+// behind the late one (coordinated omission). Unthrottled, it is now; it is
+// never after now.
+func (t *Throttle) SendTime(done int64, now time.Time) time.Time {
+	if t.perSec <= 0 {
+		return now
+	}
+	if due := t.due(done); due.Before(now) {
+		return due
+	}
+	return now
 }

@@ -81,6 +81,28 @@ func TestThrottle(t *testing.T) {
 	}
 }
 
+// A send that is late keeps its scheduled time: the 300 ms the sender was
+// stalled count in the latency of every operation that waited behind it.
+func TestSendTimeIsTheSchedule(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	th := NewThrottle(100, t0) // one every 10 ms
+	late := t0.Add(400 * time.Millisecond)
+	if got := th.SendTime(10, late); !got.Equal(t0.Add(100 * time.Millisecond)) {
+		t.Errorf("behind schedule: send time %v, want the due 100ms", got.Sub(t0))
+	}
+	if got := th.SendTime(10, t0.Add(100*time.Millisecond)); !got.Equal(t0.Add(100 * time.Millisecond)) {
+		t.Errorf("on schedule: send time %v", got.Sub(t0))
+	}
+	// Never in the future (a sender that did not wait), never the schedule
+	// without a rate.
+	if got := th.SendTime(50, t0.Add(100*time.Millisecond)); !got.Equal(t0.Add(100 * time.Millisecond)) {
+		t.Errorf("ahead of schedule: send time %v, want now", got.Sub(t0))
+	}
+	if got := NewThrottle(-1, t0).SendTime(10, late); !got.Equal(late) {
+		t.Errorf("unthrottled: send time %v, want now", got.Sub(t0))
+	}
+}
+
 // What a warm-up sent is forgotten; what it lost is not.
 func TestRecorderRestartForgetsTheWarmUp(t *testing.T) {
 	t0 := time.Unix(0, 0)
