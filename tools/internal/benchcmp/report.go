@@ -192,5 +192,5 @@ func (r *Result) medians() string {
 	if len(rows) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("- The synchronous rows are the median of %d runs of each system, one after the other, by throughput (the latencies are that run's); the runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
+	return fmt.Sprintf("- The synchronous and batching rows are each the median of %d runs of each system, one after the other, by throughput (the latencies are that run's); the runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
 }
