@@ -213,7 +213,7 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 			} else {
 				s.Rate = s.Fraction * peak
 				s.Records = max(8, int64(s.Rate*s.Seconds))
-				f = sd.run(ctx, s)
+				f = runMedian(ctx, sd, s)
 				f.Rate = s.Rate
 			}
 		} else {
@@ -270,7 +270,8 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 }
 
 // runMedian runs s s.Runs times (at least once) and returns the median run
-// by throughput, with the spread; a run that failed is returned as it is.
+// by throughput (a paced shape's throughput is its pace: by p99 instead),
+// with the spread of throughput; a run that failed is returned as it is.
 func runMedian(ctx context.Context, sd side, s Shape) Figure {
 	runs := max(1, s.Runs)
 	var figs []Figure
@@ -285,8 +286,12 @@ func runMedian(ctx context.Context, sd side, s Shape) Figure {
 		return figs[0]
 	}
 	slices.SortFunc(figs, func(a, b Figure) int { return cmp.Compare(a.MsgsPerSec, b.MsgsPerSec) })
+	lo, hi := figs[0].MsgsPerSec, figs[runs-1].MsgsPerSec
+	if s.paced() {
+		slices.SortFunc(figs, func(a, b Figure) int { return cmp.Compare(a.P99, b.P99) })
+	}
 	f := figs[runs/2]
-	f.Runs, f.MinMsgsPerSec, f.MaxMsgsPerSec = runs, figs[0].MsgsPerSec, figs[runs-1].MsgsPerSec
+	f.Runs, f.MinMsgsPerSec, f.MaxMsgsPerSec = runs, lo, hi
 	return f
 }
 

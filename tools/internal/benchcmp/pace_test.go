@@ -130,8 +130,24 @@ func TestRepeatedShapesGiveTheMedianRun(t *testing.T) {
 	}
 	md := (&Result{Rows: []Row{{Shape: Shape{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1},
 		Tidemark:  Figure{MsgsPerSec: 1500, Runs: 3, MinMsgsPerSec: 900, MaxMsgsPerSec: 2000},
-		JetStream: Figure{MsgsPerSec: 1000, Runs: 3, MinMsgsPerSec: 950, MaxMsgsPerSec: 1100}}}}).Markdown()
-	if !strings.Contains(md, "median of 3 runs") || !strings.Contains(md, "tidemark 900–2000 JetStream 950–1100") {
+		JetStream: Figure{MsgsPerSec: 1000, Runs: 3, MinMsgsPerSec: 950, MaxMsgsPerSec: 1100}},
+		{Shape: Shape{Name: "batch-1k-acks1", Mode: Batch, Size: 1024, Producers: 1, LeaderAcks: true},
+			Tidemark: Figure{MsgsPerSec: 70, Runs: 3, MinMsgsPerSec: 60, MaxMsgsPerSec: 80}, JetStream: Figure{Runs: 3}}}}).Markdown()
+	if !strings.Contains(md, "the median of 3 runs") || !strings.Contains(md, "tidemark 900–2000 JetStream 950–1100") ||
+		!strings.Contains(md, "acks=1: tidemark 60–80;") && !strings.Contains(md, "acks=1: tidemark 60–80.") || strings.Contains(md, "JetStream 0–0") {
 		t.Fatalf("markdown does not say the rows are medians:\n%s", md)
+	}
+}
+
+// A paced shape's figure is the run with the median p99: its throughput
+// is the pace.
+func TestPacedShapesGiveTheMedianP99(t *testing.T) {
+	res := &Result{Rows: []Row{{Shape: Shape{Name: "batch-1k", Mode: Batch, Size: 1024, Records: 10}},
+		{Shape: Shape{Name: "paced-1k", Mode: Paced, Size: 1024, PaceOf: "batch-1k", Fraction: 0.5, Seconds: 1, Runs: 3}}}}
+	fake := &seqSide{figs: []Figure{{MsgsPerSec: 100},
+		{MsgsPerSec: 50, P99: 69}, {MsgsPerSec: 51, P99: 9}, {MsgsPerSec: 49, P99: 12}}}
+	measureTidemark(t, res, fake)
+	if f := res.Rows[1].Tidemark; f.P99 != 12 || f.Runs != 3 || f.Rate != 50 {
+		t.Fatalf("paced figure %+v, want the run with p99 12 of 3, paced at 50/s", f)
 	}
 }

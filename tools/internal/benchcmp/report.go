@@ -181,9 +181,12 @@ func (r *Result) medians() string {
 			continue
 		}
 		runs = max(runs, t.Runs, j.Runs)
+		if row.Shape.paced() {
+			continue // their throughput is the pace
+		}
 		spread := func(name string, f Figure) string {
-			if f.Runs <= 1 {
-				return ""
+			if f.Runs <= 1 || f.MaxMsgsPerSec <= 0 {
+				return "" // one run, or a shape this system has no figure for
 			}
 			return fmt.Sprintf(" %s %.0f–%.0f", name, f.MinMsgsPerSec, f.MaxMsgsPerSec)
 		}
@@ -192,5 +195,5 @@ func (r *Result) medians() string {
 	if len(rows) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("- The synchronous and batching rows are each the median of %d runs of each system, one after the other, by throughput (the latencies are that run's); the runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
+	return fmt.Sprintf("- Every row but the consumer's is the median of %d runs of each system, one after the other: by throughput, or for the paced rows by p99 (the other figures are that run's); the synchronous and batching runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
 }
