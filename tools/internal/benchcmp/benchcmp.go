@@ -276,7 +276,7 @@ func runMedian(ctx context.Context, sd side, s Shape) Figure {
 	runs := max(1, s.Runs)
 	var figs []Figure
 	for range runs {
-		f := sd.run(ctx, s)
+		f := runMeasured(ctx, sd, s)
 		if f.Err != "" || ctx.Err() != nil {
 			return f
 		}
@@ -293,6 +293,48 @@ func runMedian(ctx context.Context, sd side, s Shape) Figure {
 	f := figs[runs/2]
 	f.Runs, f.MinMsgsPerSec, f.MaxMsgsPerSec = runs, lo, hi
 	return f
+}
+
+// runMeasured runs s once and adds the CPU time per record of the side's
+// server processes (read from /proc around the run) and of its client.
+// Both systems are measured alike; on this machine's two cores the two
+// together bound the throughput of a shape that keeps them busy.
+func runMeasured(ctx context.Context, sd side, s Shape) Figure {
+	var pids []int
+	var before time.Duration
+	sp, ok := sd.(serverProcesses)
+	if ok {
+		pids = sp.serverPIDs()
+		var err error
+		if before, err = cpuTimeOfAll(pids); err != nil {
+			pids = nil
+		}
+	}
+	f := sd.run(ctx, s)
+	n := recordsOf(s)
+	if f.Err != "" || n <= 0 {
+		return f
+	}
+	if len(pids) > 0 {
+		// The same processes after the run: one that restarted (a PID that
+		// changed) leaves the figure out rather than under-count it.
+		if after, err := cpuTimeOfAll(pids); err == nil && slices.Equal(pids, sp.serverPIDs()) {
+			f.ServerCPU = (after - before) / time.Duration(n)
+		}
+	}
+	if f.clientCPU > 0 {
+		f.ClientCPU = f.clientCPU / time.Duration(n)
+	}
+	return f
+}
+
+// recordsOf is how many records a run of s sends (or reads), its paced
+// warm-up included: the processes spend CPU on those too.
+func recordsOf(s Shape) int64 {
+	if s.paced() {
+		return s.Records + int64(s.Rate*s.Warmup)
+	}
+	return s.Records
 }
 
 // paceFrom is the records/s one system reached in the shape named name,

@@ -27,6 +27,16 @@ type Figure struct {
 	Runs          int     `json:"runs,omitempty"`
 	MinMsgsPerSec float64 `json:"min_msgs_per_sec,omitempty"`
 	MaxMsgsPerSec float64 `json:"max_msgs_per_sec,omitempty"`
+	// ServerCPU is the CPU time the system's server processes (brokers,
+	// nats-servers) used over the run, per record it sent or read;
+	// ClientCPU the tool process's. Zero: not measured (a client in the
+	// harness's own process, a server that restarted).
+	ServerCPU time.Duration `json:"server_cpu_per_record_ns,omitempty"`
+	ClientCPU time.Duration `json:"client_cpu_per_record_ns,omitempty"`
+
+	// clientCPU is the tool process's whole CPU time, as a side's run
+	// reports it; measured turns it into ClientCPU.
+	clientCPU time.Duration
 }
 
 // tidemarkSummary matches the summary line of `tidemark perf produce` and

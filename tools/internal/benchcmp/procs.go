@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -14,6 +16,13 @@ import (
 // runTool runs one benchmark tool to the end (or until timeout) and
 // returns everything it printed; log gets the command line and output.
 func runTool(ctx context.Context, timeout time.Duration, log *os.File, env []string, name string, args ...string) (string, error) {
+	out, _, err := runToolCPU(ctx, timeout, log, env, name, args...)
+	return out, err
+}
+
+// runToolCPU is runTool that also returns the CPU time (user + system) the
+// tool's process used.
+func runToolCPU(ctx context.Context, timeout time.Duration, log *os.File, env []string, name string, args ...string) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -28,7 +37,62 @@ func runTool(ctx context.Context, timeout time.Duration, log *os.File, env []str
 	if ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("%s did not finish within %v", name, timeout)
 	}
-	return out.String(), err
+	var cpu time.Duration
+	if st := cmd.ProcessState; st != nil {
+		cpu = st.UserTime() + st.SystemTime()
+	}
+	return out.String(), cpu, err
+}
+
+// userHZ is the unit of /proc/<pid>/stat's times: Linux reports them to
+// user space in USER_HZ, fixed at 100 whatever the kernel's own tick.
+const userHZ = 100
+
+// cpuTimeOf is the CPU time (user + system) process pid has used so far.
+func cpuTimeOf(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU reads utime + stime out of a /proc/<pid>/stat line. The
+// command name (field 2) is in parentheses and may hold spaces and
+// parentheses itself, so the fields are counted after the last ')':
+// state is field 3, utime 14, stime 15.
+func parseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("no command name in %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("too few fields in %q", stat)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("utime/stime %q: %w", v, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// cpuTimeOfAll is the CPU time the processes have used together; a
+// process that is gone is an error (its time would go missing).
+func cpuTimeOfAll(pids []int) (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range pids {
+		d, err := cpuTimeOf(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
 }
 
 // daemon is a server process the harness started and must stop.

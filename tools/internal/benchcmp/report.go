@@ -32,6 +32,7 @@ func (r *Result) Markdown() string {
 - Before each shape of either system the harness writes the page cache back (` + "`sync`" + `): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated).
 `)
 	b.WriteString(r.medians())
+	b.WriteString(r.cpuTable())
 	if all, one := r.figure("batch-1k"), r.figure("batch-1k-acks1"); all.MsgsPerSec > 0 && one.MsgsPerSec > 0 {
 		fmt.Fprintf(&b, "\ntidemark's acks=all / acks=1 throughput, batching 1 KiB: %.2f (Kafka publishes about 0.54).\n", all.MsgsPerSec/one.MsgsPerSec)
 	}
@@ -196,4 +197,43 @@ func (r *Result) medians() string {
 		return ""
 	}
 	return fmt.Sprintf("- Every row but the consumer's is the median of %d runs of each system, one after the other: by throughput, or for the paced rows by p99 (the other figures are that run's); the synchronous and batching runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
+}
+
+// cpuTable is the CPU time each system spent per record, servers and
+// client apart, and the cores that kept busy at the row's throughput: on a
+// machine of two cores, a shape near two is bound by CPU, not by waiting.
+func (r *Result) cpuTable() string {
+	var rows []string
+	for _, row := range r.Rows {
+		t, j := row.Tidemark, row.JetStream
+		if t.ServerCPU == 0 && j.ServerCPU == 0 {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s / %s |", row.Shape.Label(),
+			micros(t, t.ServerCPU), micros(t, t.ClientCPU), micros(j, j.ServerCPU), micros(j, j.ClientCPU),
+			durRatio(t.ServerCPU, j.ServerCPU), cores(t), cores(j)))
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return "\n| CPU time per record, µs | tidemark brokers | tidemark client | JetStream servers | JetStream client | servers ratio | cores busy, tidemark / JetStream |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
+- Servers: the CPU time (user + system, from ` + "`/proc/<pid>/stat`" + `) of the 3 brokers / the 3 nats-servers over the row's run, divided by the records it sent or read (a paced row's warm-up included); tidemark's controllers, etcd and gateway are left out (they do no work per record). Client: the tool process's CPU time (its rusage), likewise; – where the client ran inside the harness (JetStream's paced rows). Cores busy: servers and client per record times the row's msgs/s, of the cores named above.
+`
+}
+
+// micros is a per-record CPU time in µs, – when not measured.
+func micros(f Figure, d time.Duration) string {
+	if f.Err != "" || d <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond))
+}
+
+// cores is how many cores a row's run kept busy, servers and client.
+func cores(f Figure) string {
+	if f.Err != "" || f.ServerCPU <= 0 || f.ClientCPU <= 0 || f.MsgsPerSec <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", (f.ServerCPU+f.ClientCPU).Seconds()*f.MsgsPerSec)
 }

@@ -87,7 +87,13 @@ func (t *tidemarkSide) stop() {
 }
 
 func (t *tidemarkSide) cli(ctx context.Context, args ...string) (string, error) {
-	return runTool(ctx, toolTimeout, t.log, nil, filepath.Join(t.binDir, "tidemark"), append(slices.Clone(t.flags), args...)...)
+	out, _, err := t.cliCPU(ctx, args...)
+	return out, err
+}
+
+// cliCPU is cli that also returns the CPU time the tidemark process used.
+func (t *tidemarkSide) cliCPU(ctx context.Context, args ...string) (string, time.Duration, error) {
+	return runToolCPU(ctx, toolTimeout, t.log, nil, filepath.Join(t.binDir, "tidemark"), append(slices.Clone(t.flags), args...)...)
 }
 
 func topicOf(s Shape) string { return "bench-" + s.Name }
@@ -98,22 +104,22 @@ func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure { return t.runWi
 // runWith is run with extra flags for the tidemark perf process.
 func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Figure {
 	if s.Mode == Consume {
-		out, err := t.cli(ctx, append([]string{"perf", "consume", "--topic", "bench-" + s.ReadsFrom, "--messages", strconv.FormatInt(s.Records, 10),
+		out, cpu, err := t.cliCPU(ctx, append([]string{"perf", "consume", "--topic", "bench-" + s.ReadsFrom, "--messages", strconv.FormatInt(s.Records, 10),
 			"--timeout", "60s", "--reporting-interval", "1h"}, extra...)...)
-		return parsed(ParseTidemark, out, err)
+		return withClientCPU(parsed(ParseTidemark, out, err), cpu)
 	}
 	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
 		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
 		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
 	}
 	if s.paced() {
-		out, err := t.cli(ctx, append([]string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
+		out, cpu, err := t.cliCPU(ctx, append([]string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
 			"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
 			"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}, extra...)...)
 		if s.Mode == EndToEnd {
-			return parsed(ParseTidemarkConsumed, out, err)
+			return withClientCPU(parsed(ParseTidemarkConsumed, out, err), cpu)
 		}
-		return parsed(ParseTidemarkSent, out, err)
+		return withClientCPU(parsed(ParseTidemarkSent, out, err), cpu)
 	}
 	acks := "all"
 	if s.LeaderAcks {
@@ -128,8 +134,14 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 	if s.InFlight > 0 {
 		args = append(args, "--buffer-memory", strconv.Itoa(s.InFlight))
 	}
-	out, err := t.cli(ctx, append(args, extra...)...)
-	return parsed(ParseTidemark, out, err)
+	out, cpu, err := t.cliCPU(ctx, append(args, extra...)...)
+	return withClientCPU(parsed(ParseTidemark, out, err), cpu)
+}
+
+// withClientCPU is f with the tool process's CPU time.
+func withClientCPU(f Figure, cpu time.Duration) Figure {
+	f.clientCPU = cpu
+	return f
 }
 
 // parsed is the figure a tool printed, kept even when the tool exited

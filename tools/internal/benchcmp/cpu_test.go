@@ -1,0 +1,126 @@
+package benchcmp
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A stat line's times are counted after the last ')': the command name
+// may hold spaces and parentheses.
+func TestParseStatCPU(t *testing.T) {
+	line := "4242 (nats (server) x) S 1 4242 4242 0 -1 4194560 1200 0 0 0 250 130 0 0 20 0 9 0 100 1000000 500 18446744073709551615\n"
+	d, err := parseStatCPU(line)
+	if err != nil || d != 3800*time.Millisecond {
+		t.Fatalf("got %v, %v; want 3.8s (380 ticks of 1/100 s)", d, err)
+	}
+	for _, bad := range []string{"4242 nats S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 2 3 4 5 6 7 8 9 10 u 130"} {
+		if _, err := parseStatCPU(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// This process's CPU time as /proc gives it grows with work done, as the
+// Go runtime's own rusage says.
+func TestCPUTimeOfFollowsWork(t *testing.T) {
+	before, err := cpuTimeOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	burn(300 * time.Millisecond)
+	after, err := cpuTimeOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := after - before; used < 200*time.Millisecond {
+		t.Fatalf("burned 300ms of CPU, /proc says %v", used)
+	}
+	if _, err := cpuTimeOfAll([]int{os.Getpid(), 1 << 30}); err == nil {
+		t.Fatal("a process that is gone must be an error, not 0")
+	}
+}
+
+// A tool's CPU time is its process's, not the harness's.
+func TestRunToolCPUIsTheToolsProcess(t *testing.T) {
+	sh := "/bin/sh"
+	if _, err := os.Stat(sh); err != nil {
+		t.Fatal("this test needs /bin/sh")
+	}
+	out, cpu, err := runToolCPU(context.Background(), time.Minute, nil, nil, sh, "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done")
+	if err != nil || strings.TrimSpace(out) != "done" {
+		t.Fatalf("%q, %v", out, err)
+	}
+	if cpu < 50*time.Millisecond {
+		t.Fatalf("a shell counting to 300000 used %v of CPU", cpu)
+	}
+	_, idle, err := runToolCPU(context.Background(), time.Minute, nil, nil, sh, "-c", "sleep 0.3")
+	if err != nil || idle > 100*time.Millisecond {
+		t.Fatalf("sleeping 0.3s used %v of CPU (%v)", idle, err)
+	}
+}
+
+func burn(d time.Duration) {
+	x := 0
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := range 1000 {
+			x += i
+		}
+	}
+	_ = x
+}
+
+// burningSide spends CPU in its "servers" (this process) and reports a
+// client's CPU, as the sides do.
+type burningSide struct {
+	burn, client time.Duration
+}
+
+func (b *burningSide) start(context.Context) error { return nil }
+func (b *burningSide) stop()                       {}
+func (b *burningSide) serverPIDs() []int           { return []int{os.Getpid()} }
+func (b *burningSide) run(_ context.Context, s Shape) Figure {
+	if s.Name == "warmup" {
+		return Figure{MsgsPerSec: 1}
+	}
+	burn(b.burn)
+	return withClientCPU(Figure{MsgsPerSec: 1000, Records: s.Records}, b.client)
+}
+
+// Each row's figure has the servers' and the client's CPU per record, and
+// the table gives them side by side with the cores they kept busy.
+func TestRowsCarryCPUPerRecord(t *testing.T) {
+	res := &Result{Rows: []Row{{Shape: Shape{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1, Records: 1000}}}}
+	measureTidemark(t, res, &burningSide{burn: 300 * time.Millisecond, client: 500 * time.Millisecond})
+	f := res.Rows[0].Tidemark
+	if f.ServerCPU < 200*time.Microsecond || f.ServerCPU > 2*time.Millisecond {
+		t.Fatalf("servers burned 300ms over 1000 records: %v per record", f.ServerCPU)
+	}
+	if f.ClientCPU != 500*time.Microsecond {
+		t.Fatalf("client 500ms over 1000 records: %v per record", f.ClientCPU)
+	}
+
+	r := &Result{Rows: []Row{
+		{Shape: Shape{Mode: Sync, Size: 128, Producers: 1},
+			Tidemark:  Figure{MsgsPerSec: 2000, ServerCPU: 500 * time.Microsecond, ClientCPU: 200 * time.Microsecond},
+			JetStream: Figure{MsgsPerSec: 1500, ServerCPU: 700 * time.Microsecond, ClientCPU: 300 * time.Microsecond}},
+		{Shape: Shape{Mode: Paced, Size: 1024, Fraction: 0.5},
+			Tidemark:  Figure{MsgsPerSec: 100, ServerCPU: 40 * time.Microsecond, ClientCPU: 10 * time.Microsecond},
+			JetStream: Figure{MsgsPerSec: 100, ServerCPU: 50 * time.Microsecond}},
+		{Shape: Shape{Mode: Batch, Size: 128}, Tidemark: Figure{Err: "broke"}, JetStream: Figure{MsgsPerSec: 10}},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| sync, 1 producer, 128 B | 500 | 200 | 700 | 300 | 0.71 | 1.40 / 1.50 |",
+		"| batching producer at half peak, 1 KiB (ack latency) | 40 | 10 | 50 | – | 0.80 | 0.01 / – |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("CPU table lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| batching producer, 128 B | – | – | – | – |") {
+		t.Errorf("a row neither system measured is left out:\n%s", md)
+	}
+}
