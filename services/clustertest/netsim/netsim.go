@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -103,7 +104,7 @@ func (n *Network) Cut(from, to string) {
 	}
 	n.mu.Unlock()
 	for _, c := range doomed {
-		_ = c.Close()
+		_ = c.shut()
 	}
 }
 
@@ -208,16 +209,18 @@ func (n *Network) gate(c *conn) (time.Duration, error) {
 
 type conn struct {
 	net.Conn
-	net    *Network
-	l      link
-	once   sync.Once
-	closed bool // guarded by net.mu
+	net      *Network
+	l        link
+	once     sync.Once
+	shutErr  error       // the socket's close, set inside once
+	closed   bool        // guarded by net.mu
+	userDone atomic.Bool // Close was called
 }
 
 func (c *conn) Write(p []byte) (int, error) {
 	d, err := c.net.gate(c)
 	if err != nil {
-		_ = c.Close()
+		_ = c.shut()
 		return 0, err
 	}
 	if d > 0 {
@@ -236,13 +239,29 @@ func (c *conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close closes the connection as a socket's Close does: the first call
+// succeeds even when the simulated network already broke the connection
+// (a cut, or a write it refused), as a real socket's does after its peer
+// went away; later calls fail with net.ErrClosed.
 func (c *conn) Close() error {
+	if c.userDone.Swap(true) {
+		return net.ErrClosed
+	}
+	return c.shut()
+}
+
+// shut closes the socket once, whoever comes first: the user, a cut, or a
+// write released by that close. Each caller waits for it and gets its
+// result; a second close of the socket would fail with "use of closed
+// network connection" for whichever caller came second.
+func (c *conn) shut() error {
 	c.once.Do(func() {
 		c.net.mu.Lock()
 		delete(c.net.conns, c)
 		c.closed = true
 		c.net.resume.Broadcast() // wake its reads and writes held by a pause
 		c.net.mu.Unlock()
+		c.shutErr = c.Conn.Close()
 	})
-	return c.Conn.Close()
+	return c.shutErr
 }
