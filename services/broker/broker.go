@@ -129,8 +129,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	var rmRef atomic.Pointer[replica.Manager]
 	// One bound on open segment files for the whole broker, every log dir.
 	segmentFiles := logstore.NewFileCache(int(static.LogMaxOpenFiles))
+	disk := newDiskMetrics(tel.Registry)
 	managerOptions := func(dir string) logstore.ManagerOptions {
 		return logstore.ManagerOptions{Logger: log.With("log_dir", dir), Files: segmentFiles,
+			ObserveAppendWrite: disk.observeAppendWrite, ObserveCheckpoint: disk.observeCheckpoint,
 			HighWatermark: func(tp logstore.TopicPartition) (int64, bool) {
 				if rm := rmRef.Load(); rm != nil {
 					return rm.HighWatermark(tp)

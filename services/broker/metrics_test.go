@@ -52,6 +52,13 @@ func TestMetricsFollowTheISR(t *testing.T) {
 	if v := metricValue(t, body, `tidemark_broker_produce_latency_seconds_count{acks="-1"}`); v < 1 {
 		t.Fatalf("acks=-1 produce latency count %v", v)
 	}
+	// The acks=-1 write was appended on every replica: each broker timed
+	// its segment write.
+	for _, b := range c.brokers {
+		if v := metricValue(t, scrape(t, b.MetricsAddr()), "tidemark_log_append_write_seconds_count"); v < 1 {
+			t.Fatalf("broker %s timed %v append writes", b.MetricsAddr(), v)
+		}
+	}
 	c.net.Partition(name(1), name(3))
 	// F7: a cut-off follower that is still caught up stays in the ISR; new
 	// data makes it fall behind.

@@ -77,7 +77,7 @@ func TestMarkdownFailoverTable(t *testing.T) {
 	r.Failover.JetStream.Recoveries = []time.Duration{1, 2}
 	r.Failover.JetStream.Min, r.Failover.JetStream.Median, r.Failover.JetStream.Max = time.Second, 2*time.Second, 4*time.Second
 	md := r.Markdown()
-	for _, want := range []string{
+	requireLines(t, md,
 		"| leaders killed | 3 | 2 | |",
 		"| writes succeed again after, min | 500.00 ms | 1000.00 ms | 0.50 |",
 		"| writes succeed again after, median | 1000.00 ms | 2000.00 ms | 0.50 |",
@@ -86,12 +86,7 @@ func TestMarkdownFailoverTable(t *testing.T) {
 		"| writes failed (error after retries) | 0 | 1 | |",
 		"| acknowledged writes lost | 0 | 0 | |",
 		"| writes duplicated | 0 | 1 | |",
-		"| JetStream stopped early | kill 3: no write / acknowledged | | |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("table lacks %q:\n%s", want, md)
-		}
-	}
+		"| JetStream stopped early | kill 3: no write / acknowledged | | |")
 	if strings.Contains(md, "tidemark stopped early") {
 		t.Errorf("a run without error shows one:\n%s", md)
 	}

@@ -71,3 +71,13 @@ func TestMarkdownSaysBothSystemsWindowAndSecurity(t *testing.T) {
 		t.Errorf("a plaintext run must say so for both systems:\n%s", md)
 	}
 }
+
+// requireLines fails t for each wanted line md does not hold.
+func requireLines(t *testing.T, md string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(md, w) {
+			t.Errorf("table lacks %q:\n%s", w, md)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/platform/kerr"
@@ -191,7 +192,12 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	}
 	act := l.active()
 	pos := act.size.Load()
-	if _, err := act.log.WriteAt(records, pos); err != nil {
+	began := time.Now() // the real clock: a system call's duration
+	_, err = act.log.WriteAt(records, pos)
+	if l.observeWrite != nil {
+		l.observeWrite(time.Since(began))
+	}
+	if err != nil {
 		// Drop whatever part was written; if that fails too, the next write
 		// overwrites it and readers never look past the committed size.
 		_ = act.log.Truncate(pos)

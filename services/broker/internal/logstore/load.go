@@ -29,7 +29,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	l := &Log{fs: opts.FS, files: opts.Files, dir: strings.TrimSuffix(opts.Dir, "/"), logger: opts.Logger, now: opts.Now,
 		producers: newProducerState(), onRPLowered: opts.RecoveryPointLowered, persistRPs: opts.PersistRecoveryPoints,
-		onStorageError: opts.OnStorageError}
+		onStorageError: opts.OnStorageError, observeWrite: opts.ObserveWrite}
 	if l.logger == nil {
 		l.logger = discardLogger
 	}

@@ -42,6 +42,11 @@ type Options struct {
 	// operation returns (its owner may take the directory offline). It is
 	// called with the log's locks possibly held: it must not call back.
 	OnStorageError func(error)
+	// ObserveWrite, if set, is told how long each append's write to the
+	// active segment took (a leader's or a follower's), so that an
+	// operator sees a stalled disk; it is called with the log's writer
+	// lock held and must be quick.
+	ObserveWrite func(time.Duration)
 	// PersistRecoveryPoints, if set, checkpoints the recovery points now
 	// (called with no Log lock held): the cleaner needs the checkpoint to
 	// cover a cleaned segment before it commits the swap (see gapOK).
@@ -107,6 +112,8 @@ type Log struct {
 	// it moves the recovery point.
 	dirSyncPending   atomic.Bool
 	unsyncedSnapshot atomic.Int64
+
+	observeWrite func(time.Duration) // Options.ObserveWrite; nil: not observed
 
 	filesClosed bool                  // guarded by fileMu
 	lastFlush   atomic.Int64          // unix nanoseconds of the last flush

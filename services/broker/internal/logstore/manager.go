@@ -54,6 +54,13 @@ type ManagerOptions struct {
 	// directory: a log operation's or a checkpoint's. It may be called with
 	// a log's or the Manager's locks held: it must not call back.
 	OnStorageError func(error)
+	// ObserveAppendWrite is every log's Options.ObserveWrite.
+	// ObserveCheckpoint, if set, is told how long writing a checkpoint file
+	// durably took (write, fsync, rename, directory fsync), by file name:
+	// on ext4's default data=ordered an fsync also waits for the data the
+	// segments have in flight, which stalls appends meanwhile.
+	ObserveAppendWrite func(time.Duration)
+	ObserveCheckpoint  func(file string, d time.Duration)
 }
 
 // Manager owns the partition logs of one data directory and its per-dir
@@ -172,7 +179,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			Logger: opts.Logger.With("partition", tp.String()), Now: opts.Now,
 			CleanShutdown: m.clean, RecoveryPoint: recovery[tp], LogStartOffset: starts[tp],
 			RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
-			OnStorageError: opts.OnStorageError,
+			OnStorageError: opts.OnStorageError, ObserveWrite: opts.ObserveAppendWrite,
 		})
 		if err != nil {
 			m.logger.Error("partition offline: its log cannot be opened", "partition", tp.String(), "err", err)
@@ -306,7 +313,7 @@ func (m *Manager) create(tp TopicPartition, cfg Config) (*Log, error) {
 		FS: m.opts.FS, Files: m.opts.Files, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
 		RecoveryPointLowered: m.persistRecoveryPoints, PersistRecoveryPoints: m.CheckpointRecoveryPoints,
-		OnStorageError: m.opts.OnStorageError,
+		OnStorageError: m.opts.OnStorageError, ObserveWrite: m.opts.ObserveAppendWrite,
 	})
 	if err != nil {
 		return nil, m.note(err)
@@ -396,7 +403,18 @@ func (m *Manager) CheckpointHighWatermarks() error {
 		}
 	}
 	m.mu.Unlock()
-	return WriteOffsetCheckpoint(m.opts.FS, m.opts.Dir, hwCheckpointFile, out)
+	return m.writeCheckpoint(hwCheckpointFile, out)
+}
+
+// writeCheckpoint writes one of the directory's offset checkpoints and
+// reports how long it took.
+func (m *Manager) writeCheckpoint(name string, offsets map[TopicPartition]int64) error {
+	began := time.Now()
+	err := WriteOffsetCheckpoint(m.opts.FS, m.opts.Dir, name, offsets)
+	if m.opts.ObserveCheckpoint != nil {
+		m.opts.ObserveCheckpoint(name, time.Since(began))
+	}
+	return err
 }
 
 // CheckpointRecoveryPoints writes recovery-point-offset-checkpoint and
@@ -411,8 +429,8 @@ func (m *Manager) CheckpointRecoveryPoints() error {
 	}
 	m.mu.Unlock()
 	return errors.Join(
-		WriteOffsetCheckpoint(m.opts.FS, m.opts.Dir, recoveryCheckpointFile, rps),
-		WriteOffsetCheckpoint(m.opts.FS, m.opts.Dir, logStartCheckpointFile, starts),
+		m.writeCheckpoint(recoveryCheckpointFile, rps),
+		m.writeCheckpoint(logStartCheckpointFile, starts),
 	)
 }
 

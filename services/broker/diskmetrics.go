@@ -1,0 +1,39 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// diskMetrics times the writes of the logs that can stall: each append's
+// write to its segment (leader and follower alike) and each offset
+// checkpoint written durably. An append that waits on the disk holds up
+// acks=all for every partition behind it; on ext4's default data=ordered a
+// checkpoint's fsync also waits for the data the segments have in flight,
+// and appends of the same file system can stall with it.
+type diskMetrics struct {
+	appendWrite prometheus.Histogram
+	checkpoint  *prometheus.HistogramVec
+}
+
+// diskBuckets run from a page-cache write to a disk stalled for seconds.
+var diskBuckets = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5}
+
+func newDiskMetrics(reg prometheus.Registerer) diskMetrics {
+	m := diskMetrics{
+		appendWrite: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_log_append_write_seconds",
+			Help: "Time of each append's write to its active segment (leader and follower appends).", Buckets: diskBuckets}),
+		checkpoint: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_log_checkpoint_write_seconds",
+			Help: "Time to write an offset checkpoint file durably (write, fsync, rename, directory fsync).", Buckets: diskBuckets},
+			[]string{"file"}),
+	}
+	reg.MustRegister(m.appendWrite, m.checkpoint)
+	return m
+}
+
+func (m diskMetrics) observeAppendWrite(d time.Duration) { m.appendWrite.Observe(d.Seconds()) }
+
+func (m diskMetrics) observeCheckpoint(file string, d time.Duration) {
+	m.checkpoint.WithLabelValues(file).Observe(d.Seconds())
+}
