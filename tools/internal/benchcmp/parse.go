@@ -33,6 +33,10 @@ type Figure struct {
 	// harness's own process, a server that restarted).
 	ServerCPU time.Duration `json:"server_cpu_per_record_ns,omitempty"`
 	ClientCPU time.Duration `json:"client_cpu_per_record_ns,omitempty"`
+	// Tail is where a tidemark paced run's latency went, from the
+	// brokers' histograms over the run (its warm-up included); nil for
+	// other shapes and for JetStream.
+	Tail *Tail `json:"tail,omitempty"`
 
 	// clientCPU is the tool process's whole CPU time, as a side's run
 	// reports it; measured turns it into ClientCPU.

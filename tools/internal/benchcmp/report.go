@@ -2,6 +2,7 @@ package benchcmp
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -33,6 +34,7 @@ func (r *Result) Markdown() string {
 `)
 	b.WriteString(r.medians())
 	b.WriteString(r.cpuTable())
+	b.WriteString(r.tailTable())
 	if all, one := r.figure("batch-1k"), r.figure("batch-1k-acks1"); all.MsgsPerSec > 0 && one.MsgsPerSec > 0 {
 		fmt.Fprintf(&b, "\ntidemark's acks=all / acks=1 throughput, batching 1 KiB: %.2f (Kafka publishes about 0.54).\n", all.MsgsPerSec/one.MsgsPerSec)
 	}
@@ -236,4 +238,42 @@ func cores(f Figure) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", (f.ServerCPU+f.ClientCPU).Seconds()*f.MsgsPerSec)
+}
+
+// tailTable is, for tidemark's paced rows, where the latency went by the
+// brokers' own histograms, beside the client's p99: a leader whose produce
+// time reaches that p99 had the tail itself (its disk, or waiting for the
+// followers); one well under it did not (the client, the hops).
+func (r *Result) tailTable() string {
+	var rows []string
+	for _, row := range r.Rows {
+		t := row.Tidemark
+		tl := t.Tail
+		if t.Err != "" || tl == nil {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %d: %s / %s | %s / %s | %d: %d, %s | %d: %s |", row.Shape.Label(),
+			ms(t.P99), tl.Produces, bound(tl.ProduceP99), bound(tl.ProduceMax), bound(tl.AppendToHWP99), bound(tl.AppendToHWMax),
+			tl.Appends, tl.SlowAppends, bound(tl.AppendMax), tl.Checkpoints, bound(tl.CheckpointMax)))
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return "\n| tidemark's paced rows, by the brokers' histograms | client p99 | leader's acks=all produces: p99 / max | append → HW p99 / max | segment writes, all brokers: over 10 ms, slowest | offset checkpoints written: slowest |\n" +
+		"|---|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
+- From each broker's /metrics scraped before and after the row's median run (its warm-up included): ` + "`tidemark_broker_produce_latency_seconds{acks=\"-1\"}`" + ` (the leader's time from a produce's arrival to its response), ` + "`tidemark_broker_append_to_hw_seconds`" + ` (the leader's append to the HW covering it: the followers' part), ` + "`tidemark_log_append_write_seconds`" + ` and ` + "`tidemark_log_checkpoint_write_seconds`" + ` (the disk's part); a time is the upper bound of its histogram bucket. A leader produce p99 well under the client's means the tail was outside the brokers (the client process, the hops between processes on shared cores); one as long, with segment writes over 10 ms, the disk (see "The file system under the logs").
+`
+}
+
+// bound is a histogram bucket's upper bound as a time.
+func bound(s float64) string {
+	switch {
+	case math.IsInf(s, 1):
+		return "beyond the last bucket"
+	case s == 0:
+		return "–"
+	case s >= 1:
+		return fmt.Sprintf("≤ %g s", s)
+	}
+	return fmt.Sprintf("≤ %g ms", math.Round(s*1e6)/1e3)
 }

@@ -113,13 +113,7 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
 	}
 	if s.paced() {
-		out, cpu, err := t.cliCPU(ctx, append([]string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
-			"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
-			"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}, extra...)...)
-		if s.Mode == EndToEnd {
-			return withClientCPU(parsed(ParseTidemarkConsumed, out, err), cpu)
-		}
-		return withClientCPU(parsed(ParseTidemarkSent, out, err), cpu)
+		return withTail(ctx, t.cl.Options().Ports().BrokerMetrics, t.log, func() Figure { return t.runPaced(ctx, s, extra...) })
 	}
 	acks := "all"
 	if s.LeaderAcks {
@@ -136,6 +130,36 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 	}
 	out, cpu, err := t.cliCPU(ctx, append(args, extra...)...)
 	return withClientCPU(parsed(ParseTidemark, out, err), cpu)
+}
+
+// runPaced runs a paced shape: `tidemark perf e2e`, its acknowledgements
+// or its consumer's receipts as the figure.
+func (t *tidemarkSide) runPaced(ctx context.Context, s Shape, extra ...string) Figure {
+	out, cpu, err := t.cliCPU(ctx, append([]string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
+		"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
+		"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}, extra...)...)
+	if s.Mode == EndToEnd {
+		return withClientCPU(parsed(ParseTidemarkConsumed, out, err), cpu)
+	}
+	return withClientCPU(parsed(ParseTidemarkSent, out, err), cpu)
+}
+
+// withTail runs run between two scrapes of the brokers' histograms (at
+// their metrics addresses) and adds the run's Tail to its figure. A scrape
+// that fails leaves the Tail out and says so in log; the figure stands.
+func withTail(ctx context.Context, addrs []string, log io.Writer, run func() Figure) Figure {
+	before, err := scrapeBrokers(ctx, addrs)
+	f := run()
+	if err == nil {
+		var after brokerHistograms
+		if after, err = scrapeBrokers(ctx, addrs); err == nil && f.Err == "" {
+			f.Tail = tailOf(before, after)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(log, "benchcmp: the brokers' histograms around a paced run: %v\n", err)
+	}
+	return f
 }
 
 // withClientCPU is f with the tool process's CPU time.
