@@ -37,6 +37,11 @@ type Figure struct {
 	// brokers' histograms over the run (its warm-up included); nil for
 	// other shapes and for JetStream.
 	Tail *Tail `json:"tail,omitempty"`
+	// HandoverP99 is, for a tidemark paced run, the p99 of how late its
+	// records reached the producer against their schedule: the client
+	// process's own part of the latency (`perf e2e`'s "handed to the
+	// producer" line).
+	HandoverP99 time.Duration `json:"handover_p99_ns,omitempty"`
 
 	// clientCPU is the tool process's whole CPU time, as a side's run
 	// reports it; measured turns it into ClientCPU.
@@ -45,7 +50,7 @@ type Figure struct {
 
 // tidemarkSummary matches the summary line of `tidemark perf produce` and
 // `tidemark perf consume` (perfstat.Report.Line with percentiles).
-var tidemarkSummary = regexp.MustCompile(`^(\d+) records (?:sent|consumed), ([\d.]+) records/s \([\d.]+ MB/s\), .* ([\d.]+) ms p50, .* ([\d.]+) ms p99, [\d.]+ ms p99\.9(?:; (\d+) failed)?`)
+var tidemarkSummary = regexp.MustCompile(`^(\d+) records (?:sent|consumed|handed to the producer), ([\d.]+) records/s \([\d.]+ MB/s\), .* ([\d.]+) ms p50, .* ([\d.]+) ms p99, [\d.]+ ms p99\.9(?:; (\d+) failed)?`)
 
 // ParseTidemark reads the summary line out of a `tidemark perf` run's
 // output (the last one, when there are several).

@@ -252,16 +252,16 @@ func (r *Result) tailTable() string {
 		if t.Err != "" || tl == nil {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %d: %s / %s | %s / %s | %d: %d, %s | %d: %s |", row.Shape.Label(),
-			ms(t.P99), tl.Produces, bound(tl.ProduceP99), bound(tl.ProduceMax), bound(tl.AppendToHWP99), bound(tl.AppendToHWMax),
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %d: %s / %s | %s / %s | %d: %d, %s | %d: %s |", row.Shape.Label(),
+			ms(t.P99), handover(t), tl.Produces, bound(tl.ProduceP99), bound(tl.ProduceMax), bound(tl.AppendToHWP99), bound(tl.AppendToHWMax),
 			tl.Appends, tl.SlowAppends, bound(tl.AppendMax), tl.Checkpoints, bound(tl.CheckpointMax)))
 	}
 	if len(rows) == 0 {
 		return ""
 	}
-	return "\n| tidemark's paced rows, by the brokers' histograms | client p99 | leader's acks=all produces: p99 / max | append → HW p99 / max | segment writes, all brokers: over 10 ms, slowest | offset checkpoints written: slowest |\n" +
-		"|---|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
-- From each broker's /metrics scraped before and after the row's median run (its warm-up included): ` + "`tidemark_broker_produce_latency_seconds{acks=\"-1\"}`" + ` (the leader's time from a produce's arrival to its response), ` + "`tidemark_broker_append_to_hw_seconds`" + ` (the leader's append to the HW covering it: the followers' part), ` + "`tidemark_log_append_write_seconds`" + ` and ` + "`tidemark_log_checkpoint_write_seconds`" + ` (the disk's part); a time is the upper bound of its histogram bucket. A leader produce p99 well under the client's means the tail was outside the brokers (the client process, the hops between processes on shared cores); one as long, with segment writes over 10 ms, the disk (see "The file system under the logs").
+	return "\n| tidemark's paced rows: where the latency went | client p99 | records handed to the producer late, p99 | leader's acks=all produces: p99 / max | append → HW p99 / max | segment writes, all brokers: over 10 ms, slowest | offset checkpoints written: slowest |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
+- Handed late: how far behind its schedule a record reached the producer (` + "`perf e2e`" + `'s own line: the client process paused, or waited for buffer room); that part of the client's p99 is neither the brokers' nor the network's. From each broker's /metrics scraped before and after the row's median run (its warm-up included): ` + "`tidemark_broker_produce_latency_seconds{acks=\"-1\"}`" + ` (the leader's time from a produce's arrival to its response), ` + "`tidemark_broker_append_to_hw_seconds`" + ` (the leader's append to the HW covering it: the followers' part), ` + "`tidemark_log_append_write_seconds`" + ` and ` + "`tidemark_log_checkpoint_write_seconds`" + ` (the disk's part); a time is the upper bound of its histogram bucket. A leader produce p99 well under the client's, with records handed over on time, means the tail was between them (the producer's batches waiting for a request slot, the hops between processes on shared cores); one as long, with segment writes over 10 ms, the disk (see "The file system under the logs").
 `
 }
 
@@ -276,4 +276,12 @@ func bound(s float64) string {
 		return fmt.Sprintf("≤ %g s", s)
 	}
 	return fmt.Sprintf("≤ %g ms", math.Round(s*1e6)/1e3)
+}
+
+// handover is a paced row's handed-late p99, – when not measured.
+func handover(f Figure) string {
+	if f.HandoverP99 <= 0 {
+		return "–"
+	}
+	return ms(f.HandoverP99)
 }

@@ -138,10 +138,15 @@ func (t *tidemarkSide) runPaced(ctx context.Context, s Shape, extra ...string) F
 	out, cpu, err := t.cliCPU(ctx, append([]string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
 		"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
 		"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}, extra...)...)
+	parse := ParseTidemarkSent
 	if s.Mode == EndToEnd {
-		return withClientCPU(parsed(ParseTidemarkConsumed, out, err), cpu)
+		parse = ParseTidemarkConsumed
 	}
-	return withClientCPU(parsed(ParseTidemarkSent, out, err), cpu)
+	f := withClientCPU(parsed(parse, out, err), cpu)
+	if h, err := parseTidemark(out, "handed to the producer"); err == nil && f.Err == "" {
+		f.HandoverP99 = h.P99
+	}
+	return f
 }
 
 // withTail runs run between two scrapes of the brokers' histograms (at

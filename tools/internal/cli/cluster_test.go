@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -271,17 +272,30 @@ func TestCLIAgainstCluster(t *testing.T) {
 		r = c.run(t, "", "perf", "e2e", "--topic", "orders", "--partition", "1", "--num-records", "200", "--record-size", "64",
 			"--throughput", "400", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
 		got := lines(r.out)
-		if len(got) != 2 ||
+		if len(got) != 3 ||
 			!regexp.MustCompile(`^200 records sent, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[0]) || !strings.Contains(got[0], "ack latency") ||
-			!regexp.MustCompile(`^200 records consumed, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[1]) || !strings.Contains(got[1], "end-to-end latency") {
+			!regexp.MustCompile(`^200 records consumed, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[1]) || !strings.Contains(got[1], "end-to-end latency") ||
+			!regexp.MustCompile(`^200 records handed to the producer, [\d.]+ records/s .* ms avg delay past schedule, .* ms p99\.9$`).MatchString(got[2]) {
 			t.Fatalf("perf e2e summaries:\n%s", r.out)
+		}
+		// Sent far above what one in-flight kilobyte allows, records wait for
+		// buffer room: the handed-over line shows how late they got.
+		r = c.run(t, "", "perf", "e2e", "--topic", "orders", "--partition", "1", "--num-records", "200", "--record-size", "64",
+			"--throughput", "1000000", "--buffer-memory", "1024", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
+		m := regexp.MustCompile(`(?m)^200 records handed to the producer, .* ([\d.]+) ms p99, `).FindStringSubmatch(r.out)
+		if m == nil {
+			t.Fatalf("no handed-over summary:\n%s", r.out)
+		}
+		if p99, _ := strconv.ParseFloat(m[1], 64); p99 < 1 {
+			t.Fatalf("200 records due within 0.2 ms through a 1 KiB window reached the producer at most %v ms late:\n%s", p99, r.out)
 		}
 		// With a warm-up, 100 records at the same rate go first: written
 		// and read back, but not in the summaries.
 		c.run(t, "", "topics", "create", "--topic", "warmed", "--partitions", "1", "--replication-factor", "3").ok(t)
 		r = c.run(t, "", "perf", "e2e", "--topic", "warmed", "--num-records", "200", "--record-size", "64",
 			"--throughput", "400", "--warmup", "250ms", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
-		if got := lines(r.out); len(got) != 2 || !strings.HasPrefix(got[0], "200 records sent,") || !strings.HasPrefix(got[1], "200 records consumed,") {
+		if got := lines(r.out); len(got) != 3 || !strings.HasPrefix(got[0], "200 records sent,") || !strings.HasPrefix(got[1], "200 records consumed,") ||
+			!strings.HasPrefix(got[2], "200 records handed to the producer,") {
 			t.Fatalf("perf e2e --warmup summaries:\n%s", r.out)
 		}
 		contains(t, c.run(t, "", "perf", "consume", "--topic", "warmed", "--messages", "300", "--timeout", "20s").ok(t).out, "300 records consumed")

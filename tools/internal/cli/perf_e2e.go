@@ -56,9 +56,11 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			"fetched. A send time is when the record was due at R/s, or when it was handed to the\n" +
 			"producer if that was on time: a send that waited (for buffer room, or this process\n" +
 			"paused) counts for every record behind it too, not for itself alone.\n" +
-			"Prints two summaries, the acknowledgement latency (\"sent\") and the\n" +
-			"end-to-end latency (\"consumed\"). Run it below the partition's peak rate (`perf produce`\n" +
-			"finds that), e.g. at half of it: above, records queue in the producer and latency grows\n" +
+			"Prints three summaries: the acknowledgement latency (\"sent\"), the end-to-end\n" +
+			"latency (\"consumed\"), and how late records reached the producer (\"handed to the\n" +
+			"producer\", delay past schedule: this process's own part of a latency, a pause or a\n" +
+			"wait for buffer room). Run it below the partition's peak rate (`perf produce` finds\n" +
+			"that), e.g. at half of it: above, records queue in the producer and latency grows\n" +
 			"with the run. --warmup first sends at the same rate for that long, unmeasured (records\n" +
 			"acknowledged and read back, but not counted): a new process's first records pay for its\n" +
 			"connections and producer id. The exit code is 1 when a record failed (warm-up ones too)\n" +
@@ -119,6 +121,10 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			}
 			acks := perfstat.New(numRecords, start)
 			seen := perfstat.New(numRecords, start)
+			// How late each record reached the producer against its
+			// schedule: this process's own part of a long latency (a
+			// pause, a wait for buffer room), apart from the cluster's.
+			handed := perfstat.New(numRecords, start)
 			stopAcks := progress(out, acks, report, "sent", "ack latency")
 			stopSeen := progress(out, seen, report, "consumed", "end-to-end latency")
 
@@ -163,6 +169,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 				if sent == warm && warm > 0 {
 					acks.Restart(began)
 					seen.Restart(began)
+					handed.Restart(began)
 					gate.open(began)
 				}
 				// One buffer for every record: ProduceAsync copies the value
@@ -180,6 +187,9 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 							acks.Record(time.Since(began), recordSize)
 						}
 					})
+				if measured {
+					handed.Record(time.Since(began), recordSize)
+				}
 			}
 			_ = p.Flush(rctx)
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -198,6 +208,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			sum := acks.Summary(now)
 			fmt.Fprintln(out, sum.Line("sent", "ack latency"))
 			fmt.Fprintln(out, seen.Summary(now).Line("consumed", "end-to-end latency"))
+			fmt.Fprintln(out, handed.Summary(now).Line("handed to the producer", "delay past schedule"))
 			if n := sum.FailedCount(); n > 0 {
 				return fmt.Errorf("%d of %d records failed", n, numRecords)
 			}
