@@ -9,9 +9,9 @@ import (
 // diskMetrics times the writes of the logs that can stall: each append's
 // write to its segment (leader and follower alike) and each offset
 // checkpoint written durably. An append that waits on the disk holds up
-// acks=all for every partition behind it; on ext4's default data=ordered a
-// checkpoint's fsync also waits for the data the segments have in flight,
-// and appends of the same file system can stall with it.
+// acks=all for every partition behind it; a checkpoint's fsync waits behind
+// the writeback the segments queued on the same device (and, on ext4's
+// default data=ordered, for a journal commit that appends can wait on).
 type diskMetrics struct {
 	appendWrite prometheus.Histogram
 	checkpoint  *prometheus.HistogramVec

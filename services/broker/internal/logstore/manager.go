@@ -57,8 +57,7 @@ type ManagerOptions struct {
 	// ObserveAppendWrite is every log's Options.ObserveWrite.
 	// ObserveCheckpoint, if set, is told how long writing a checkpoint file
 	// durably took (write, fsync, rename, directory fsync), by file name:
-	// on ext4's default data=ordered an fsync also waits for the data the
-	// segments have in flight, which stalls appends meanwhile.
+	// the fsync waits behind the segments' writeback queued on the device.
 	ObserveAppendWrite func(time.Duration)
 	ObserveCheckpoint  func(file string, d time.Duration)
 }
