@@ -43,6 +43,8 @@ type batch struct {
 	maybeWritten bool // some attempt ended without telling whether the batch was appended
 	expired      bool
 	lastErr      *kerr.Error
+	slotWait     bool // was ready while every request slot was taken (ProducerStats.SlotWaits)
+	counted      bool // its first send is in ProducerStats
 }
 
 // attempt is the outcome of one produce request.

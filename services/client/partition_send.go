@@ -20,6 +20,15 @@ func (pp *partitionProducer) sendLocked(now time.Time) {
 		return
 	}
 	gap := false // an earlier batch is not yet acknowledged
+	// Whatever this step leaves unsent while every request slot is taken
+	// waits for a slot (ProducerStats.SlotWaits), sequenced or not.
+	defer func() {
+		if pp.inflight >= pp.p.opts.MaxInFlight {
+			for _, w := range pp.queue {
+				w.slotWait = w.slotWait || (!w.inFlight && !w.counted)
+			}
+		}
+	}()
 	for _, b := range pp.queue {
 		if !b.sequenced {
 			return
@@ -41,6 +50,10 @@ func (pp *partitionProducer) sendLocked(now time.Time) {
 			// in Kafka: sent behind an earlier one that is still unresolved it
 			// would only be refused again.
 			return
+		}
+		if !b.counted {
+			b.counted = true
+			pp.p.counters.sent(now.Sub(b.created), b.slotWait)
 		}
 		b.inFlight = true
 		b.sends++

@@ -35,6 +35,8 @@ type Producer struct {
 	// of what a batching producer allocated.
 	pendings sync.Pool
 
+	counters producerCounters // Stats
+
 	mu     sync.Mutex // guards parts, sticky and closed
 	parts  map[topicPartition]*partitionProducer
 	sticky map[string]int32

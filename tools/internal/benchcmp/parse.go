@@ -42,6 +42,9 @@ type Figure struct {
 	// process's own part of the latency (`perf e2e`'s "handed to the
 	// producer" line).
 	HandoverP99 time.Duration `json:"handover_p99_ns,omitempty"`
+	// Batches is, for a tidemark paced run, how its producer's batches went
+	// out (`perf e2e`'s batches line); nil when not reported.
+	Batches *Batches `json:"batches,omitempty"`
 
 	// clientCPU is the tool process's whole CPU time, as a side's run
 	// reports it; measured turns it into ClientCPU.
@@ -143,4 +146,33 @@ func natsLatency(re *regexp.Regexp, line string) time.Duration {
 	}
 	unit := map[string]time.Duration{"ns": time.Nanosecond, "us": time.Microsecond, "µs": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[m[2]]
 	return time.Duration(v * float64(unit))
+}
+
+// Batches is `perf e2e`'s account of the producer's batches over the
+// measured records.
+type Batches struct {
+	Sent int64 `json:"sent"`
+	// SlotWaits were ready while the partition's max.in.flight requests
+	// were all outstanding: the pipeline to the leader was full.
+	SlotWaits int64 `json:"slot_waits"`
+	// QueueAvg and QueueMax: from a batch's creation to its first send.
+	QueueAvg time.Duration `json:"queue_avg_ns"`
+	QueueMax time.Duration `json:"queue_max_ns"`
+}
+
+var batchesLine = regexp.MustCompile(`^(\d+) batches sent, (\d+) waited for a request slot \(max\.in\.flight \d+\), ([\d.]+) ms avg record queue time, ([\d.]+) ms max`)
+
+// parseBatches reads `perf e2e`'s batches line, nil when there is none.
+func parseBatches(out string) *Batches {
+	for _, line := range strings.Split(out, "\n") {
+		m := batchesLine.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		b := &Batches{QueueAvg: msDuration(m[3]), QueueMax: msDuration(m[4])}
+		b.Sent, _ = strconv.ParseInt(m[1], 10, 64)
+		b.SlotWaits, _ = strconv.ParseInt(m[2], 10, 64)
+		return b
+	}
+	return nil
 }

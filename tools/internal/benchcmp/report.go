@@ -219,7 +219,7 @@ func (r *Result) cpuTable() string {
 		return ""
 	}
 	return "\n| CPU time per record, µs | tidemark brokers | tidemark client | JetStream servers | JetStream client | servers ratio | cores busy, tidemark / JetStream |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
+		"|---|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
 - Servers: the CPU time (user + system, from ` + "`/proc/<pid>/stat`" + `) of the 3 brokers / the 3 nats-servers over the row's run, divided by the records it sent or read (a paced row's warm-up included); tidemark's controllers, etcd and gateway are left out (they do no work per record). Client: the tool process's CPU time (its rusage), likewise; – where the client ran inside the harness (JetStream's paced rows). Cores busy: servers and client per record times the row's msgs/s, of the cores named above.
 `
 }
@@ -252,16 +252,16 @@ func (r *Result) tailTable() string {
 		if t.Err != "" || tl == nil {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %d: %s / %s | %s / %s | %d: %d, %s | %d: %s |", row.Shape.Label(),
-			ms(t.P99), handover(t), tl.Produces, bound(tl.ProduceP99), bound(tl.ProduceMax), bound(tl.AppendToHWP99), bound(tl.AppendToHWMax),
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %d: %s / %s | %s / %s | %d: %d, %s | %d: %s |", row.Shape.Label(),
+			ms(t.P99), handover(t), slotWaits(t.Batches), tl.Produces, bound(tl.ProduceP99), bound(tl.ProduceMax), bound(tl.AppendToHWP99), bound(tl.AppendToHWMax),
 			tl.Appends, tl.SlowAppends, bound(tl.AppendMax), tl.Checkpoints, bound(tl.CheckpointMax)))
 	}
 	if len(rows) == 0 {
 		return ""
 	}
-	return "\n| tidemark's paced rows: where the latency went | client p99 | records handed to the producer late, p99 | leader's acks=all produces: p99 / max | append → HW p99 / max | segment writes, all brokers: over 10 ms, slowest | offset checkpoints written: slowest |\n" +
+	return "\n| tidemark's paced rows: where the latency went | client p99 | records handed to the producer late, p99 | producer's batches: waited for a request slot; queue time max | leader's acks=all produces: p99 / max | append → HW p99 / max | segment writes, all brokers: over 10 ms, slowest | offset checkpoints written: slowest |\n" +
 		"|---|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
-- Handed late: how far behind its schedule a record reached the producer (` + "`perf e2e`" + `'s own line: the client process paused, or waited for buffer room); that part of the client's p99 is neither the brokers' nor the network's. From each broker's /metrics scraped before and after the row's median run (its warm-up included): ` + "`tidemark_broker_produce_latency_seconds{acks=\"-1\"}`" + ` (the leader's time from a produce's arrival to its response), ` + "`tidemark_broker_append_to_hw_seconds`" + ` (the leader's append to the HW covering it: the followers' part), ` + "`tidemark_log_append_write_seconds`" + ` and ` + "`tidemark_log_checkpoint_write_seconds`" + ` (the disk's part); a time is the upper bound of its histogram bucket. A leader produce p99 well under the client's, with records handed over on time, means the tail was between them (the producer's batches waiting for a request slot, the hops between processes on shared cores); one as long, with segment writes over 10 ms, the disk (see "The file system under the logs").
+- Handed late: how far behind its schedule a record reached the producer (` + "`perf e2e`" + `'s own line: the client process paused, or waited for buffer room); that part of the client's p99 is neither the brokers' nor the network's. Waited for a request slot: the producer's batches that were ready while the partition's max.in.flight (5) requests were all outstanding, so the pipeline to the leader (5 batches per round trip) was full and they queued in the client; their queue time is from a batch's creation to its first send (Kafka's record-queue-time). From each broker's /metrics scraped before and after the row's median run (its warm-up included): ` + "`tidemark_broker_produce_latency_seconds{acks=\"-1\"}`" + ` (the leader's time from a produce's arrival to its response), ` + "`tidemark_broker_append_to_hw_seconds`" + ` (the leader's append to the HW covering it: the followers' part), ` + "`tidemark_log_append_write_seconds`" + ` and ` + "`tidemark_log_checkpoint_write_seconds`" + ` (the disk's part); a time is the upper bound of its histogram bucket. A leader produce p99 well under the client's, with records handed over on time, means the tail was between them: batches queued for a request slot (a leader slower for a while than the pipeline allows), or the hops between processes on shared cores; one as long, with segment writes over 10 ms, the disk (see "The file system under the logs").
 `
 }
 
@@ -284,4 +284,13 @@ func handover(f Figure) string {
 		return "–"
 	}
 	return ms(f.HandoverP99)
+}
+
+// slotWaits is a paced row's share of batches that waited for a request
+// slot, and their longest queue time; – when not reported.
+func slotWaits(b *Batches) string {
+	if b == nil || b.Sent <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%d of %d; %s", b.SlotWaits, b.Sent, ms(b.QueueMax))
 }

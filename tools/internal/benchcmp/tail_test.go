@@ -179,13 +179,14 @@ func TestTailTableBesideTheClientsP99(t *testing.T) {
 	r := &Result{Rows: []Row{
 		{Shape: Shape{Mode: Sync, Size: 128, Producers: 1}, Tidemark: Figure{MsgsPerSec: 2000}},
 		{Shape: Shape{Mode: Paced, Size: 1024, Fraction: 0.5}, Tidemark: Figure{MsgsPerSec: 100, P99: 21500 * time.Microsecond, HandoverP99: 120 * time.Microsecond,
+			Batches: &Batches{Sent: 3100, SlotWaits: 42, QueueAvg: 2 * time.Millisecond, QueueMax: 61500 * time.Microsecond},
 			Tail: &Tail{Produces: 3100, ProduceP99: 0.005, ProduceMax: 0.25, AppendToHWP99: 0.002, AppendToHWMax: 0.1,
 				Appends: 9000, SlowAppends: 3, AppendMax: 0.25, Checkpoints: 12, CheckpointMax: 1}}},
 		{Shape: Shape{Mode: EndToEnd, Size: 1024, Fraction: 0.5}, Tidemark: Figure{Err: "broke", Tail: &Tail{Produces: 1}}},
 	}}
 	md := r.Markdown()
 	requireLines(t, md,
-		"| batching producer at half peak, 1 KiB (ack latency) | 21.50 ms | 0.12 ms | 3100: ≤ 5 ms / ≤ 250 ms | ≤ 2 ms / ≤ 100 ms | 9000: 3, ≤ 250 ms | 12: ≤ 1 s |")
+		"| batching producer at half peak, 1 KiB (ack latency) | 21.50 ms | 0.12 ms | 42 of 3100; 61.50 ms | 3100: ≤ 5 ms / ≤ 250 ms | ≤ 2 ms / ≤ 100 ms | 9000: 3, ≤ 250 ms | 12: ≤ 1 s |")
 	if strings.Count(md, "| 3100: ") != 1 || strings.Contains(md, "| 1: ") {
 		t.Errorf("only the paced row with a figure has a tail line:\n%s", md)
 	}
@@ -201,10 +202,11 @@ func TestTailTableBesideTheClientsP99(t *testing.T) {
 
 // A paced run's figure carries the client's handed-late p99 beside its
 // acknowledgement or end-to-end latency, read from perf e2e's third line.
-func TestParseTidemarkHandedOver(t *testing.T) {
+func TestParseTidemarkHandedOverAndBatches(t *testing.T) {
 	out := `180000 records sent, 29886.3 records/s (29.19 MB/s), 7.31 ms avg ack latency, 103.59 ms max, 4.15 ms p50, 22.06 ms p95, 75.02 ms p99, 100.25 ms p99.9
 180000 records consumed, 29886.3 records/s (29.19 MB/s), 7.87 ms avg end-to-end latency, 103.92 ms max, 4.46 ms p50, 22.84 ms p95, 77.90 ms p99, 100.73 ms p99.9
 180000 records handed to the producer, 29886.3 records/s (29.19 MB/s), 0.02 ms avg delay past schedule, 40.10 ms max, 0.01 ms p50, 0.03 ms p95, 0.31 ms p99, 12.00 ms p99.9
+3012 batches sent, 97 waited for a request slot (max.in.flight 5), 3.41 ms avg record queue time, 88.20 ms max
 `
 	sent, err := ParseTidemarkSent(out)
 	if err != nil || sent.P99 != 75020*time.Microsecond {
@@ -214,7 +216,11 @@ func TestParseTidemarkHandedOver(t *testing.T) {
 	if err != nil || h.P99 != 310*time.Microsecond || h.Records != 180000 {
 		t.Fatalf("handed over: %+v %v", h, err)
 	}
-	if last, err := ParseTidemark(out); err != nil || last.P99 != h.P99 {
-		t.Fatalf("the last summary line: %+v %v", last, err)
+	want := Batches{Sent: 3012, SlotWaits: 97, QueueAvg: 3410 * time.Microsecond, QueueMax: 88200 * time.Microsecond}
+	if b := parseBatches(out); b == nil || *b != want {
+		t.Fatalf("batches %+v, want %+v", b, want)
+	}
+	if b := parseBatches("180000 records sent, 1 records/s"); b != nil {
+		t.Fatalf("no batches line: %+v", b)
 	}
 }

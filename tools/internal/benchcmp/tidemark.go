@@ -145,6 +145,7 @@ func (t *tidemarkSide) runPaced(ctx context.Context, s Shape, extra ...string) F
 	f := withClientCPU(parsed(parse, out, err), cpu)
 	if h, err := parseTidemark(out, "handed to the producer"); err == nil && f.Err == "" {
 		f.HandoverP99 = h.P99
+		f.Batches = parseBatches(out)
 	}
 	return f
 }

@@ -272,10 +272,11 @@ func TestCLIAgainstCluster(t *testing.T) {
 		r = c.run(t, "", "perf", "e2e", "--topic", "orders", "--partition", "1", "--num-records", "200", "--record-size", "64",
 			"--throughput", "400", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
 		got := lines(r.out)
-		if len(got) != 3 ||
+		if len(got) != 4 ||
 			!regexp.MustCompile(`^200 records sent, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[0]) || !strings.Contains(got[0], "ack latency") ||
 			!regexp.MustCompile(`^200 records consumed, [\d.]+ records/s .* ms p99\.9$`).MatchString(got[1]) || !strings.Contains(got[1], "end-to-end latency") ||
-			!regexp.MustCompile(`^200 records handed to the producer, [\d.]+ records/s .* ms avg delay past schedule, .* ms p99\.9$`).MatchString(got[2]) {
+			!regexp.MustCompile(`^200 records handed to the producer, [\d.]+ records/s .* ms avg delay past schedule, .* ms p99\.9$`).MatchString(got[2]) ||
+			!regexp.MustCompile(`^\d+ batches sent, \d+ waited for a request slot \(max\.in\.flight 5\), [\d.]+ ms avg record queue time, [\d.]+ ms max$`).MatchString(got[3]) {
 			t.Fatalf("perf e2e summaries:\n%s", r.out)
 		}
 		// Sent far above what one in-flight kilobyte allows, records wait for
@@ -289,12 +290,26 @@ func TestCLIAgainstCluster(t *testing.T) {
 		if p99, _ := strconv.ParseFloat(m[1], 64); p99 < 1 {
 			t.Fatalf("200 records due within 0.2 ms through a 1 KiB window reached the producer at most %v ms late:\n%s", p99, r.out)
 		}
+		// One request slot and a batch per record or two: batches wait for
+		// the slot, and the batches line counts them.
+		r = c.run(t, "", "perf", "e2e", "--topic", "orders", "--partition", "1", "--num-records", "200", "--record-size", "64",
+			"--throughput", "1000000", "--batch-size", "128", "--max-in-flight", "1", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
+		m = regexp.MustCompile(`(?m)^(\d+) batches sent, (\d+) waited for a request slot \(max\.in\.flight 1\), `).FindStringSubmatch(r.out)
+		if m == nil {
+			t.Fatalf("no batches line:\n%s", r.out)
+		}
+		if sent, _ := strconv.Atoi(m[1]); sent < 50 {
+			t.Fatalf("200 records of 64 B in batches of at most 128 B went in %d batches:\n%s", sent, r.out)
+		}
+		if waited, _ := strconv.Atoi(m[2]); waited == 0 {
+			t.Fatalf("with one request slot no batch waited for it:\n%s", r.out)
+		}
 		// With a warm-up, 100 records at the same rate go first: written
 		// and read back, but not in the summaries.
 		c.run(t, "", "topics", "create", "--topic", "warmed", "--partitions", "1", "--replication-factor", "3").ok(t)
 		r = c.run(t, "", "perf", "e2e", "--topic", "warmed", "--num-records", "200", "--record-size", "64",
 			"--throughput", "400", "--warmup", "250ms", "--reporting-interval", "1h", "--timeout", "30s").ok(t)
-		if got := lines(r.out); len(got) != 3 || !strings.HasPrefix(got[0], "200 records sent,") || !strings.HasPrefix(got[1], "200 records consumed,") ||
+		if got := lines(r.out); len(got) != 4 || !strings.HasPrefix(got[0], "200 records sent,") || !strings.HasPrefix(got[1], "200 records consumed,") ||
 			!strings.HasPrefix(got[2], "200 records handed to the producer,") {
 			t.Fatalf("perf e2e --warmup summaries:\n%s", r.out)
 		}

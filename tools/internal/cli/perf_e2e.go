@@ -59,7 +59,10 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			"Prints three summaries: the acknowledgement latency (\"sent\"), the end-to-end\n" +
 			"latency (\"consumed\"), and how late records reached the producer (\"handed to the\n" +
 			"producer\", delay past schedule: this process's own part of a latency, a pause or a\n" +
-			"wait for buffer room). Run it below the partition's peak rate (`perf produce` finds\n" +
+			"wait for buffer room); then a line on the producer's batches: how many waited for one\n" +
+			"of the partition's --max-in-flight request slots (the pipeline to the leader was\n" +
+			"full), and their queue time from creation to first send (Kafka's record-queue-time).\n" +
+			"Run it below the partition's peak rate (`perf produce` finds\n" +
 			"that), e.g. at half of it: above, records queue in the producer and latency grows\n" +
 			"with the run. --warmup first sends at the same rate for that long, unmeasured (records\n" +
 			"acknowledged and read back, but not counted): a new process's first records pay for its\n" +
@@ -154,6 +157,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 				readDone <- err
 			}()
 
+			var atWarm client.ProducerStats
 			base := payload(recordSize)
 			th := perfstat.NewThrottle(throughput, start)
 			for sent := int64(0); sent < warm+numRecords && rctx.Err() == nil; sent++ {
@@ -170,6 +174,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 					acks.Restart(began)
 					seen.Restart(began)
 					handed.Restart(began)
+					atWarm = p.Stats() // and a new QueueTimeMax
 					gate.open(began)
 				}
 				// One buffer for every record: ProduceAsync copies the value
@@ -209,6 +214,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			fmt.Fprintln(out, sum.Line("sent", "ack latency"))
 			fmt.Fprintln(out, seen.Summary(now).Line("consumed", "end-to-end latency"))
 			fmt.Fprintln(out, handed.Summary(now).Line("handed to the producer", "delay past schedule"))
+			fmt.Fprintln(out, batchesLine(p.Stats(), atWarm, opts.MaxInFlight))
 			if n := sum.FailedCount(); n > 0 {
 				return fmt.Errorf("%d of %d records failed", n, numRecords)
 			}
@@ -232,4 +238,21 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 	f.DurationVar(&warmup, "warmup", 0, "send at the same rate for this long first, unmeasured (the first records of a new process pay for its connections and producer id)")
 	pf.register(cmd)
 	return cmd
+}
+
+// batchesLine says how the measured records' batches went out: how many
+// waited for one of the partition's max.in.flight request slots (the
+// pipeline to the leader was full) and their queue time in the producer,
+// from a batch's creation to its first send.
+func batchesLine(end, atWarm client.ProducerStats, maxInFlight int) string {
+	if maxInFlight <= 0 {
+		maxInFlight = client.DefaultMaxInFlight
+	}
+	n := end.Batches - atWarm.Batches
+	avg := time.Duration(0)
+	if n > 0 {
+		avg = (end.QueueTime - atWarm.QueueTime) / time.Duration(n)
+	}
+	return fmt.Sprintf("%d batches sent, %d waited for a request slot (max.in.flight %d), %.2f ms avg record queue time, %.2f ms max",
+		n, end.SlotWaits-atWarm.SlotWaits, maxInFlight, float64(avg)/float64(time.Millisecond), float64(end.QueueTimeMax)/float64(time.Millisecond))
 }
