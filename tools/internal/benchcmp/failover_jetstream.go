@@ -50,8 +50,11 @@ func (j *jetStreamSide) newFailover() (*jetStreamFailover, error) {
 		nc.Close()
 		return nil, err
 	}
-	if _, err := js.AddStream(&nats.StreamConfig{Name: failoverStream, Subjects: []string{failoverSubject},
-		Replicas: 3, Storage: nats.FileStorage}, nats.MaxWait(30*time.Second)); err != nil {
+	if err := createWhilePlacementSettles(context.Background(), j.log, "stream "+failoverStream, func() error {
+		_, err := js.AddStream(&nats.StreamConfig{Name: failoverStream, Subjects: []string{failoverSubject},
+			Replicas: 3, Storage: nats.FileStorage}, nats.MaxWait(30*time.Second))
+		return err
+	}); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("creating stream %s: %w", failoverStream, err)
 	}

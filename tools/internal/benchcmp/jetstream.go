@@ -267,16 +267,16 @@ func (j *jetStreamSide) run(ctx context.Context, s Shape) Figure {
 			"--storage", "file", "--purge", "--clients", strconv.Itoa(s.Producers))
 	}
 	args = append(args, "--msgs", strconv.FormatInt(s.Records, 10), "--size", strconv.Itoa(s.Size), "--no-progress")
-	out, cpu, err := runToolCPU(ctx, toolTimeout, j.log, nil, filepath.Join(j.binDir, "nats"), args...)
-	f := withClientCPU(parsed(ParseNats, out, err), cpu)
-	if strings.Contains(f.Err, "could not create the stream") && ctx.Err() == nil {
-		// Seen on a cluster a few seconds old: creating the stream timed
-		// out (5 s) though the meta leader was known. Measured once more;
-		// the log keeps both attempts.
-		fmt.Fprintf(j.log, "%s: stream creation timed out; running the shape once more\n", s.Name)
-		time.Sleep(time.Second)
-		out, cpu, err = runToolCPU(ctx, toolTimeout, j.log, nil, filepath.Join(j.binDir, "nats"), args...)
+	var f Figure
+	// A refused placement (jetstream_placement.go) is measured again; the
+	// log keeps every attempt.
+	_ = createWhilePlacementSettles(ctx, j.log, s.Name, func() error {
+		out, cpu, err := runToolCPU(ctx, toolTimeout, j.log, nil, filepath.Join(j.binDir, "nats"), args...)
 		f = withClientCPU(parsed(ParseNats, out, err), cpu)
-	}
+		if f.Err != "" {
+			return errors.New(f.Err)
+		}
+		return nil
+	})
 	return f
 }

@@ -37,8 +37,11 @@ func (j *jetStreamSide) runPaced(ctx context.Context, s Shape) Figure {
 		return Figure{Err: err.Error()}
 	}
 	subject := "bench." + s.Name
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: streamOf(s), Subjects: []string{subject},
-		Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+	if err := createWhilePlacementSettles(ctx, j.log, "stream "+streamOf(s), func() error {
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: streamOf(s), Subjects: []string{subject},
+			Replicas: 3, Storage: jetstream.FileStorage})
+		return err
+	}); err != nil {
 		return Figure{Err: fmt.Sprintf("creating stream %s: %v", streamOf(s), err)}
 	}
 	cons, err := js.OrderedConsumer(ctx, streamOf(s), jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
