@@ -64,6 +64,9 @@ type Result struct {
 	// PeakRSS is the largest peak resident set (VmHWM) of one server
 	// process of each system over the shapes: a broker, a nats-server.
 	PeakRSS PeakRSS `json:"peak_rss"`
+	// SleepWake is this machine's price of a context switch, measured
+	// before the shapes; zero when it could not be.
+	SleepWake SleepWake `json:"sleep_wake"`
 }
 
 // PeakRSS is bytes; 0 when it was not read.
@@ -79,6 +82,12 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 		o.Procs = devcluster.SharedProcs(3)
 	}
 	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs, Plaintext: o.Plaintext}
+	if sw, err := measureSleepWake(2000); err == nil {
+		res.SleepWake = sw
+		fmt.Fprintf(out, "a thread's sleep and wake-up on this machine: %v of CPU, %v from call to return (1 µs asked)\n", sw.CPU.Round(100*time.Nanosecond), sw.Wall.Round(100*time.Nanosecond))
+	} else {
+		fmt.Fprintf(out, "the price of a sleep and wake-up not measured: %v\n", err)
+	}
 	stamp := res.Started.Format("20060102-150405")
 	logDir := filepath.Join(o.OutDir, "compare-"+stamp+"-logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -301,12 +310,12 @@ func runMedian(ctx context.Context, sd side, s Shape) Figure {
 // together bound the throughput of a shape that keeps them busy.
 func runMeasured(ctx context.Context, sd side, s Shape) Figure {
 	var pids []int
-	var before time.Duration
+	var before usage
 	sp, ok := sd.(serverProcesses)
 	if ok {
 		pids = sp.serverPIDs()
 		var err error
-		if before, err = cpuTimeOfAll(pids); err != nil {
+		if before, err = usageOfAll(pids); err != nil {
 			pids = nil
 		}
 	}
@@ -318,13 +327,13 @@ func runMeasured(ctx context.Context, sd side, s Shape) Figure {
 	if len(pids) > 0 {
 		// The same processes after the run: one that restarted (a PID that
 		// changed) leaves the figure out rather than under-count it.
-		if after, err := cpuTimeOfAll(pids); err == nil && slices.Equal(pids, sp.serverPIDs()) {
-			f.ServerCPU = (after - before) / time.Duration(n)
+		if after, err := usageOfAll(pids); err == nil && slices.Equal(pids, sp.serverPIDs()) {
+			f.ServerCPU = (after.cpu - before.cpu) / time.Duration(n)
+			f.ServerSwitches = float64(after.switches-before.switches) / float64(n)
 		}
 	}
-	if f.clientCPU > 0 {
-		f.ClientCPU = f.clientCPU / time.Duration(n)
-	}
+	f.ClientCPU = f.clientUsage.cpu / time.Duration(n)
+	f.ClientSwitches = float64(f.clientUsage.switches) / float64(n)
 	return f
 }
 

@@ -38,7 +38,7 @@ func TestCPUTimeOfFollowsWork(t *testing.T) {
 	if used := after - before; used < 200*time.Millisecond {
 		t.Fatalf("burned 300ms of CPU, /proc says %v", used)
 	}
-	if _, err := cpuTimeOfAll([]int{os.Getpid(), 1 << 30}); err == nil {
+	if _, err := usageOfAll([]int{os.Getpid(), 1 << 30}); err == nil {
 		t.Fatal("a process that is gone must be an error, not 0")
 	}
 }
@@ -49,15 +49,15 @@ func TestRunToolCPUIsTheToolsProcess(t *testing.T) {
 	if _, err := os.Stat(sh); err != nil {
 		t.Fatal("this test needs /bin/sh")
 	}
-	out, cpu, err := runToolCPU(context.Background(), time.Minute, nil, nil, sh, "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done")
+	out, u, err := runToolCPU(context.Background(), time.Minute, nil, nil, sh, "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done")
 	if err != nil || strings.TrimSpace(out) != "done" {
 		t.Fatalf("%q, %v", out, err)
 	}
-	if cpu < 50*time.Millisecond {
-		t.Fatalf("a shell counting to 300000 used %v of CPU", cpu)
+	if u.cpu < 50*time.Millisecond {
+		t.Fatalf("a shell counting to 300000 used %v of CPU", u.cpu)
 	}
 	_, idle, err := runToolCPU(context.Background(), time.Minute, nil, nil, sh, "-c", "sleep 0.3")
-	if err != nil || idle > 100*time.Millisecond {
+	if err != nil || idle.cpu > 100*time.Millisecond {
 		t.Fatalf("sleeping 0.3s used %v of CPU (%v)", idle, err)
 	}
 }
@@ -76,6 +76,10 @@ func burn(d time.Duration) {
 // client's CPU, as the sides do.
 type burningSide struct {
 	burn, client time.Duration
+	// naps is how many times the "servers" sleep 1 ms (each a context
+	// switch of this process); clientSwitches the client's switches.
+	naps           int
+	clientSwitches int64
 }
 
 func (b *burningSide) start(context.Context) error { return nil }
@@ -86,7 +90,10 @@ func (b *burningSide) run(_ context.Context, s Shape) Figure {
 		return Figure{MsgsPerSec: 1}
 	}
 	burn(b.burn)
-	return withClientCPU(Figure{MsgsPerSec: 1000, Records: s.Records}, b.client)
+	for range b.naps {
+		time.Sleep(time.Millisecond)
+	}
+	return withClientCPU(Figure{MsgsPerSec: 1000, Records: s.Records}, usage{cpu: b.client, switches: b.clientSwitches})
 }
 
 // Each row's figure has the servers' and the client's CPU per record, and
@@ -117,5 +124,95 @@ func TestRowsCarryCPUPerRecord(t *testing.T) {
 		"| batching producer at half peak, 1 KiB (ack latency) | 40 | 10 | 50 | – | 0.80 | 0.01 / – |")
 	if strings.Contains(md, "| batching producer, 128 B | – | – | – | – |") {
 		t.Errorf("a row neither system measured is left out:\n%s", md)
+	}
+}
+
+func TestParseSwitchesAddsVoluntaryAndNot(t *testing.T) {
+	status := "Name:\tbroker\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t1200\nnonvoluntary_ctxt_switches:\t34\n"
+	if n, err := parseSwitches(status); err != nil || n != 1234 {
+		t.Fatalf("got %d, %v; want 1234", n, err)
+	}
+	for _, bad := range []string{"Name:\tx\n", "voluntary_ctxt_switches:\t12\n", "voluntary_ctxt_switches:\tx\nnonvoluntary_ctxt_switches:\t1\n"} {
+		if _, err := parseSwitches(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// This process's threads switch at least once per sleep, and /proc says so.
+func TestSwitchesOfCountsSleeps(t *testing.T) {
+	before, err := switchesOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		time.Sleep(time.Millisecond)
+	}
+	after, err := switchesOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 50 {
+		t.Fatalf("50 sleeps, %d context switches", after-before)
+	}
+	if _, err := switchesOf(1 << 30); err == nil {
+		t.Fatal("a process that is gone must be an error, not 0")
+	}
+}
+
+// A tool's context switches are its process's (and its children's, which
+// it waited for), from the rusage of its exit.
+func TestRunToolCountsTheToolsSwitches(t *testing.T) {
+	_, u, err := runToolCPU(context.Background(), time.Minute, nil, nil, "/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do sleep 0.01; done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.switches < 20 {
+		t.Fatalf("a shell that waited for 20 sleeps made %d context switches", u.switches)
+	}
+}
+
+// Each row's figure has the servers' and the client's context switches per
+// record, and the CPU table gives them beside the CPU time, with the price
+// of one switch on the machine.
+func TestRowsCarrySwitchesPerRecord(t *testing.T) {
+	res := &Result{Rows: []Row{{Shape: Shape{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1, Records: 10}}}}
+	measureTidemark(t, res, &burningSide{naps: 40, clientSwitches: 70})
+	f := res.Rows[0].Tidemark
+	if f.ServerSwitches < 4 {
+		t.Fatalf("servers slept 40 times over 10 records: %v switches per record", f.ServerSwitches)
+	}
+	if f.ClientSwitches != 7 {
+		t.Fatalf("client switched 70 times over 10 records: %v per record", f.ClientSwitches)
+	}
+
+	r := &Result{Rows: []Row{
+		{Shape: Shape{Mode: Sync, Size: 128, Producers: 1},
+			Tidemark:  Figure{MsgsPerSec: 2000, ServerCPU: 500 * time.Microsecond, ClientCPU: 200 * time.Microsecond, ServerSwitches: 14.6, ClientSwitches: 6.8},
+			JetStream: Figure{MsgsPerSec: 1500, ServerCPU: 700 * time.Microsecond, ClientCPU: 300 * time.Microsecond, ServerSwitches: 12.7, ClientSwitches: 5.6}},
+		{Shape: Shape{Mode: Paced, Size: 1024, Fraction: 0.5},
+			Tidemark:  Figure{MsgsPerSec: 100, ServerCPU: 40 * time.Microsecond, ClientCPU: 10 * time.Microsecond, ServerSwitches: 0.5, ClientSwitches: 0.25},
+			JetStream: Figure{MsgsPerSec: 100, ServerCPU: 50 * time.Microsecond, ServerSwitches: 0.75}},
+	}}
+	md := r.Markdown()
+	requireLines(t, md,
+		"| sync, 1 producer, 128 B | 500 | 200 | 700 | 300 | 0.71 | 1.40 / 1.50 | 14.6 / 6.8 | 12.7 / 5.6 |",
+		"| batching producer at half peak, 1 KiB (ack latency) | 40 | 10 | 50 | – | 0.80 | 0.01 / – | 0.5 / 0.2 | 0.8 / – |")
+	if strings.Contains(md, "A thread's sleep and wake-up cost") {
+		t.Errorf("no price of a switch was measured, yet one is printed:\n%s", md)
+	}
+	r.SleepWake = SleepWake{CPU: 17400 * time.Nanosecond, Wall: 99 * time.Microsecond}
+	if md = r.Markdown(); !strings.Contains(md, "A thread's sleep and wake-up cost 17.4 µs of CPU on this machine and took 99 µs") {
+		t.Errorf("the price of a switch is missing:\n%s", md)
+	}
+}
+
+func TestMeasureSleepWake(t *testing.T) {
+	sw, err := measureSleepWake(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sw.Wall < time.Microsecond || sw.CPU <= 0 || sw.CPU > sw.Wall {
+		t.Fatalf("a sleep of 1 µs: %+v", sw)
 	}
 }

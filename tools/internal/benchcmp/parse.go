@@ -33,6 +33,13 @@ type Figure struct {
 	// harness's own process, a server that restarted).
 	ServerCPU time.Duration `json:"server_cpu_per_record_ns,omitempty"`
 	ClientCPU time.Duration `json:"client_cpu_per_record_ns,omitempty"`
+	// ServerSwitches and ClientSwitches are the context switches of the
+	// server processes' threads and of the tool process's, per record,
+	// measured as their CPU time is: a thread that waits for the next hop
+	// sleeps and is woken, and on a virtual machine each costs tens of µs
+	// of CPU (see SleepWake). Zero: not measured.
+	ServerSwitches float64 `json:"server_switches_per_record,omitempty"`
+	ClientSwitches float64 `json:"client_switches_per_record,omitempty"`
 	// Tail is where a tidemark paced run's latency went, from the
 	// brokers' histograms over the run (its warm-up included); nil for
 	// other shapes and for JetStream.
@@ -46,9 +53,9 @@ type Figure struct {
 	// out (`perf e2e`'s batches line); nil when not reported.
 	Batches *Batches `json:"batches,omitempty"`
 
-	// clientCPU is the tool process's whole CPU time, as a side's run
-	// reports it; measured turns it into ClientCPU.
-	clientCPU time.Duration
+	// clientUsage is what the tool process used in all, as a side's run
+	// reports it; runMeasured turns it into ClientCPU and ClientSwitches.
+	clientUsage usage
 }
 
 // tidemarkSummary matches the summary line of `tidemark perf produce` and

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,9 +22,15 @@ func runTool(ctx context.Context, timeout time.Duration, log *os.File, env []str
 	return out, err
 }
 
-// runToolCPU is runTool that also returns the CPU time (user + system) the
-// tool's process used.
-func runToolCPU(ctx context.Context, timeout time.Duration, log *os.File, env []string, name string, args ...string) (string, time.Duration, error) {
+// usage is what a process spent: CPU time (user + system) and context
+// switches (its threads giving up the CPU, to wait or preempted).
+type usage struct {
+	cpu      time.Duration
+	switches int64
+}
+
+// runToolCPU is runTool that also returns what the tool's process used.
+func runToolCPU(ctx context.Context, timeout time.Duration, log *os.File, env []string, name string, args ...string) (string, usage, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -37,11 +45,14 @@ func runToolCPU(ctx context.Context, timeout time.Duration, log *os.File, env []
 	if ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("%s did not finish within %v", name, timeout)
 	}
-	var cpu time.Duration
+	var u usage
 	if st := cmd.ProcessState; st != nil {
-		cpu = st.UserTime() + st.SystemTime()
+		u.cpu = st.UserTime() + st.SystemTime()
+		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+			u.switches = ru.Nvcsw + ru.Nivcsw
+		}
 	}
-	return out.String(), cpu, err
+	return out.String(), u, err
 }
 
 // userHZ is the unit of /proc/<pid>/stat's times: Linux reports them to
@@ -81,16 +92,74 @@ func parseStatCPU(stat string) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
-// cpuTimeOfAll is the CPU time the processes have used together; a
-// process that is gone is an error (its time would go missing).
-func cpuTimeOfAll(pids []int) (time.Duration, error) {
-	var sum time.Duration
+// switchesOf is how many context switches process pid's threads have made
+// so far, voluntary (to sleep or wait) and not (preempted): the sum over
+// /proc/<pid>/task/*/status. A thread that exited takes its count with it;
+// the servers measured keep their threads.
+func switchesOf(pid int) (int64, error) {
+	paths, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	if len(paths) == 0 {
+		return 0, fmt.Errorf("process %d: no threads in /proc", pid)
+	}
+	var sum int64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // a thread that ended since the listing
+			}
+			return 0, err
+		}
+		n, err := parseSwitches(string(b))
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", p, err)
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// parseSwitches adds a status file's voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches.
+func parseSwitches(status string) (int64, error) {
+	var sum int64
+	seen := 0
+	for line := range strings.Lines(status) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s %q: %w", k, v, err)
+		}
+		sum += n
+		seen++
+	}
+	if seen != 2 {
+		return 0, errors.New("no voluntary_ctxt_switches and nonvoluntary_ctxt_switches lines")
+	}
+	return sum, nil
+}
+
+// usageOfAll is what the processes have used together; a process that is
+// gone is an error (its share would go missing).
+func usageOfAll(pids []int) (usage, error) {
+	var sum usage
 	for _, pid := range pids {
 		d, err := cpuTimeOf(pid)
 		if err != nil {
-			return 0, err
+			return usage{}, err
 		}
-		sum += d
+		n, err := switchesOf(pid)
+		if err != nil {
+			return usage{}, err
+		}
+		sum.cpu += d
+		sum.switches += n
 	}
 	return sum, nil
 }

@@ -202,8 +202,9 @@ func (r *Result) medians() string {
 }
 
 // cpuTable is the CPU time each system spent per record, servers and
-// client apart, and the cores that kept busy at the row's throughput: on a
-// machine of two cores, a shape near two is bound by CPU, not by waiting.
+// client apart, the context switches behind it, and the cores that kept
+// busy at the row's throughput: on a machine of two cores, a shape near
+// two is bound by CPU, not by waiting.
 func (r *Result) cpuTable() string {
 	var rows []string
 	for _, row := range r.Rows {
@@ -211,17 +212,41 @@ func (r *Result) cpuTable() string {
 		if t.ServerCPU == 0 && j.ServerCPU == 0 {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s / %s |", row.Shape.Label(),
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s |", row.Shape.Label(),
 			micros(t, t.ServerCPU), micros(t, t.ClientCPU), micros(j, j.ServerCPU), micros(j, j.ClientCPU),
-			durRatio(t.ServerCPU, j.ServerCPU), cores(t), cores(j)))
+			durRatio(t.ServerCPU, j.ServerCPU), cores(t), cores(j), switches(t), switches(j)))
 	}
 	if len(rows) == 0 {
 		return ""
 	}
-	return "\n| CPU time per record, µs | tidemark brokers | tidemark client | JetStream servers | JetStream client | servers ratio | cores busy, tidemark / JetStream |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
+	return "\n| CPU time per record, µs | tidemark brokers | tidemark client | JetStream servers | JetStream client | servers ratio | cores busy, tidemark / JetStream | context switches per record, tidemark brokers / client | JetStream servers / client |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
 - Servers: the CPU time (user + system, from ` + "`/proc/<pid>/stat`" + `) of the 3 brokers / the 3 nats-servers over the row's run, divided by the records it sent or read (a paced row's warm-up included); tidemark's controllers, etcd and gateway are left out (they do no work per record). Client: the tool process's CPU time (its rusage), likewise; – where the client ran inside the harness (JetStream's paced rows). Cores busy: servers and client per record times the row's msgs/s, of the cores named above.
+- Context switches: how often the threads of the servers (summed over ` + "`/proc/<pid>/task/*/status`" + `) and of the client process (its rusage) gave up the CPU, to wait for the next message or preempted, per record.` + r.sleepWakeNote() + `
 `
+}
+
+// sleepWakeNote prices a context switch on the machine of the run.
+func (r *Result) sleepWakeNote() string {
+	sw := r.SleepWake
+	if sw.CPU <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" A thread's sleep and wake-up cost %.1f µs of CPU on this machine and took %.0f µs from call to return for 1 µs asked (measured before the shapes), so switches × %.1f µs is the part of a row's CPU time spent changing threads rather than working; a synchronous write crosses four processes, and each hop sleeps one thread and wakes another.",
+		float64(sw.CPU)/float64(time.Microsecond), float64(sw.Wall)/float64(time.Microsecond), float64(sw.CPU)/float64(time.Microsecond))
+}
+
+// switches is a row's context switches per record, servers / client, –
+// when not measured.
+func switches(f Figure) string {
+	if f.Err != "" || f.ServerSwitches <= 0 {
+		return "–"
+	}
+	client := "–"
+	if f.ClientSwitches > 0 {
+		client = fmt.Sprintf("%.1f", f.ClientSwitches)
+	}
+	return fmt.Sprintf("%.1f / %s", f.ServerSwitches, client)
 }
 
 // micros is a per-record CPU time in µs, – when not measured.

@@ -91,8 +91,8 @@ func (t *tidemarkSide) cli(ctx context.Context, args ...string) (string, error) 
 	return out, err
 }
 
-// cliCPU is cli that also returns the CPU time the tidemark process used.
-func (t *tidemarkSide) cliCPU(ctx context.Context, args ...string) (string, time.Duration, error) {
+// cliCPU is cli that also returns what the tidemark process used.
+func (t *tidemarkSide) cliCPU(ctx context.Context, args ...string) (string, usage, error) {
 	return runToolCPU(ctx, toolTimeout, t.log, nil, filepath.Join(t.binDir, "tidemark"), append(slices.Clone(t.flags), args...)...)
 }
 
@@ -168,9 +168,9 @@ func withTail(ctx context.Context, addrs []string, log io.Writer, run func() Fig
 	return f
 }
 
-// withClientCPU is f with the tool process's CPU time.
-func withClientCPU(f Figure, cpu time.Duration) Figure {
-	f.clientCPU = cpu
+// withClientCPU is f with what the tool process used.
+func withClientCPU(f Figure, u usage) Figure {
+	f.clientUsage = u
 	return f
 }
 
