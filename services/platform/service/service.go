@@ -14,11 +14,13 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/pprofserve"
+	"tidemark.io/services/platform/sysmon"
 )
 
 // Running is a started service: it reports a fatal error on Failed and
@@ -51,11 +53,22 @@ type Program[S Running] struct {
 	// (what GOGC sets). A GOGC in the environment wins over the default,
 	// the flag or its twin over both.
 	GCPercent int
+	// SysmonPoll adds --sysmon.poll, on by default: the process starts
+	// again at once with GODEBUG=schedtrace set, which keeps the runtime's
+	// monitor thread from deep-sleeping whenever the process idles and
+	// being woken by the next system call (package sysmon).
+	SysmonPoll bool
+
+	// reexec replaces the process (Main: sysmon.Reexec); nil, as in tests
+	// that call Run, never restarts. environ is os.Environ unless set.
+	reexec  func(env []string) error
+	environ func() []string
 }
 
 // Main runs p with the process's arguments and exits: 0 after -h or a clean
 // stop, 1 after any error (printed as "name: error").
 func Main[S Running](p Program[S]) {
+	p.reexec = sysmon.Reexec
 	if err := Run(context.Background(), p, os.Args[1:]); err != nil {
 		fmt.Fprintf(p.stderr(), "%s: %v\n", p.Name, err)
 		os.Exit(1)
@@ -74,6 +87,10 @@ func Run[S Running](ctx context.Context, p Program[S], args []string) error {
 	if p.Profiles {
 		pprofAddr = pprofserve.AddFlag(fs)
 	}
+	sysmonPoll := p.SysmonPoll
+	if p.SysmonPoll {
+		fs.BoolVar(&sysmonPoll, sysmonPollFlag, true, "keep the Go runtime's monitor thread polling (every 10 ms when idle) instead of deep-sleeping whenever the process idles and being woken by the next system call: the process starts again at once with GODEBUG=schedtrace set; a schedtrace already in GODEBUG is kept (0 turns it off)")
+	}
 	gcPercent := p.GCPercent
 	if p.GCPercent > 0 {
 		fs.IntVar(&gcPercent, gcPercentFlag, p.GCPercent, "the garbage collector's target: the heap may grow this many percent over the live data before a collection (GOGC; a GOGC in the environment replaces this default)")
@@ -89,6 +106,9 @@ func Run[S Running](ctx context.Context, p Program[S], args []string) error {
 	log, err := logging.New(p.stderr(), opts, p.Name, id)
 	if err != nil {
 		return err
+	}
+	if p.SysmonPoll {
+		p.keepSysmonPolling(sysmonPoll, log)
 	}
 	if p.GCPercent > 0 {
 		if err := p.applyGCPercent(fs, gcPercent, log); err != nil {
@@ -122,7 +142,46 @@ func (p Program[S]) stderr() io.Writer {
 	return p.Stderr
 }
 
-const gcPercentFlag = "gc.percent"
+const (
+	gcPercentFlag  = "gc.percent"
+	sysmonPollFlag = "sysmon.poll"
+)
+
+// keepSysmonPolling starts the process again with sysmon.Setting in GODEBUG
+// unless it is off, already there (this is the restarted process, or the
+// operator set a schedtrace), or the program cannot restart (Run called in
+// a test). Nothing has started yet: no listener, no file open. A failed
+// restart is logged and the process goes on as it is.
+func (p Program[S]) keepSysmonPolling(on bool, log *slog.Logger) {
+	environ := p.environ
+	if environ == nil {
+		environ = os.Environ
+	}
+	env, changed := sysmon.Env(environ())
+	switch {
+	case !on:
+		log.Info("runtime monitor thread may deep-sleep when idle", "flag", "--"+sysmonPollFlag+"=false")
+	case !changed && sysmon.Polls(godebugOf(env)):
+		log.Info("runtime monitor thread polls", "godebug", godebugOf(env))
+	case !changed:
+		log.Info("runtime monitor thread may deep-sleep when idle", "godebug", godebugOf(env))
+	case p.reexec == nil:
+	default:
+		log.Info("starting again so that the runtime monitor thread polls", "godebug", godebugOf(env))
+		if err := p.reexec(env); err != nil {
+			log.Warn("runtime monitor thread may deep-sleep when idle", "err", err)
+		}
+	}
+}
+
+func godebugOf(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			return v
+		}
+	}
+	return ""
+}
 
 // applyGCPercent sets the collector's target: the flag (or its twin) when
 // given, else GOGC when the environment has it (the runtime applied it),

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,5 +165,53 @@ func TestGCPercentDefaultEnvAndFlag(t *testing.T) {
 	}
 	if _, _, err := gcPercentAtStart(t, nil, "--gc.percent", "0"); err == nil || !strings.Contains(err.Error(), "--gc.percent") || !strings.Contains(err.Error(), "must be positive") {
 		t.Fatalf("--gc.percent 0: %v", err)
+	}
+}
+
+// sysmonAtStart runs a program with SysmonPoll in environ and args, with a
+// restart that records the environment it was given and fails with
+// restartErr (a real one does not return); it says whether the service
+// started, the restart's environment (nil: none) and the log.
+func sysmonAtStart(t *testing.T, environ []string, restartErr error, args ...string) (bool, []string, string) {
+	t.Helper()
+	var out bytes.Buffer
+	var name string
+	started := false
+	errStop := errors.New("seen")
+	p := program(&out, nil, &name, func(context.Context, *slog.Logger) (*fake, error) {
+		started = true
+		return nil, errStop
+	})
+	p.SysmonPoll = true
+	p.environ = func() []string { return environ }
+	var restartEnv []string
+	p.reexec = func(env []string) error {
+		restartEnv = env
+		return restartErr
+	}
+	if err := Run(context.Background(), p, args); !errors.Is(err, errStop) {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	return started, restartEnv, out.String()
+}
+
+func TestSysmonPollRestartsWithTheSettingOnce(t *testing.T) {
+	const setting = "GODEBUG=schedtrace=2147483647"
+	_, env, log := sysmonAtStart(t, []string{"PATH=/bin"}, nil)
+	if !slices.Equal(env, []string{"PATH=/bin", setting}) || !strings.Contains(log, "starting again") {
+		t.Fatalf("default: restarted with %q, log:\n%s", env, log)
+	}
+	// The restarted process, or an operator's schedtrace: no restart.
+	for godebug, want := range map[string]string{setting: "monitor thread polls", "GODEBUG=schedtrace=0": "may deep-sleep"} {
+		if started, env, log := sysmonAtStart(t, []string{godebug}, nil); env != nil || !started || !strings.Contains(log, want) {
+			t.Fatalf("%s: restarted with %q, started %v, log (want %q):\n%s", godebug, env, started, want, log)
+		}
+	}
+	if started, env, log := sysmonAtStart(t, nil, nil, "--sysmon.poll=false"); env != nil || !started || !strings.Contains(log, "may deep-sleep") {
+		t.Fatalf("--sysmon.poll=false: restarted with %q, started %v, log:\n%s", env, started, log)
+	}
+	// A restart that fails is logged, and the service starts as it is.
+	if started, env, log := sysmonAtStart(t, nil, errors.New("no executable")); env == nil || !started || !strings.Contains(log, "no executable") {
+		t.Fatalf("failed restart: restarted with %q, started %v, log:\n%s", env, started, log)
 	}
 }

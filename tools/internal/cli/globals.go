@@ -45,6 +45,10 @@ type globals struct {
 	tls         tlsconf.Options
 	tlsErr      error
 	tlsResolved bool
+
+	// restart and environ: see Streams.
+	restart func(env []string) error
+	environ func() []string
 }
 
 func addGlobals(root *cobra.Command, getenv func(string) string) *globals {

@@ -16,12 +16,14 @@ import (
 
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/sysmon"
 	"tidemark.io/tools/internal/perfstat"
 )
 
 func newPerfCmd(g *globals) *cobra.Command {
 	var cpuProfile, allocProfile, execTrace string
 	var stopCPU, stopTrace func() error
+	sysmonPoll := true
 	c := &cobra.Command{
 		Use:   "perf",
 		Short: "Measure produce and consume throughput and latency (kafka-producer-perf-test, kafka-consumer-perf-test)",
@@ -34,6 +36,7 @@ func newPerfCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
+			keepSysmonPolling(g, sysmonPoll, cmd.ErrOrStderr())
 			if execTrace != "" {
 				var err error
 				if stopTrace, err = startExecTrace(execTrace); err != nil {
@@ -58,8 +61,25 @@ func newPerfCmd(g *globals) *cobra.Command {
 	c.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write this process's CPU profile of the run to the file (go tool pprof)")
 	c.PersistentFlags().StringVar(&execTrace, "exec-trace", "", "write this process's execution trace of the run to the file (go tool trace): where a latency outlier's goroutines waited")
 	c.PersistentFlags().StringVar(&allocProfile, "alloc-profile", "", "write this process's allocation profile at the end of the run to the file")
+	c.PersistentFlags().BoolVar(&sysmonPoll, "sysmon-poll", true, "keep the Go runtime's monitor thread of this process polling instead of deep-sleeping between messages (the brokers' --sysmon.poll): the command starts again at once with GODEBUG=schedtrace set; a schedtrace already in GODEBUG is kept (0 turns it off)")
 	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g), newPerfCommitCmd(g), newPerfE2ECmd(g))
 	return c
+}
+
+// keepSysmonPolling starts the command again with sysmon.Setting in
+// GODEBUG, unless it is off, already there, or the CLI cannot restart (in
+// tests); it returns only when it did not restart. A synchronous producer
+// idles between its sends, and each send woke the runtime's sysmon thread
+// (package sysmon).
+func keepSysmonPolling(g *globals, on bool, stderr io.Writer) {
+	if !on || g.restart == nil {
+		return
+	}
+	if env, changed := sysmon.Env(g.environ()); changed {
+		if err := g.restart(env); err != nil {
+			fmt.Fprintf(stderr, "warning: %v; going on without it\n", err)
+		}
+	}
 }
 
 // startCPUProfile starts the process's CPU profile into path.

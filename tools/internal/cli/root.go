@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"tidemark.io/services/platform/sysmon"
 )
 
 // Exit codes.
@@ -39,6 +41,12 @@ type Streams struct {
 	Out, Err io.Writer
 	// Getenv looks up environment twins of flags; nil means os.Getenv.
 	Getenv func(string) string
+	// Restart replaces the process with itself under env (Main:
+	// sysmon.Reexec), for the perf commands' --sysmon-poll; nil (tests
+	// running commands in their own process) never restarts.
+	Restart func(env []string) error
+	// Environ is the environment a restart starts from; nil is os.Environ.
+	Environ func() []string
 }
 
 // Main runs the CLI with args and returns the process exit code. The first
@@ -48,7 +56,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop)
-	return Run(ctx, args, Streams{In: os.Stdin, Out: stdout, Err: stderr})
+	return Run(ctx, args, Streams{In: os.Stdin, Out: stdout, Err: stderr, Restart: sysmon.Reexec})
 }
 
 // Run runs the CLI under ctx and returns the exit code; tests use it to
@@ -90,6 +98,10 @@ func newRoot(s Streams) *cobra.Command {
 	root.SetIn(s.In)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g := addGlobals(root, s.Getenv)
+	g.restart, g.environ = s.Restart, s.Environ
+	if g.environ == nil {
+		g.environ = os.Environ
+	}
 	root.AddCommand(newVersionCmd(), newHealthCmd(g), newDevCmd(g), newPKICmd(),
 		newTopicsCmd(g), newGroupsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
 		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newBenchCmd(), newChaosCmd(g), newScenarioCmd(g),

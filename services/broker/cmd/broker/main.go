@@ -19,8 +19,11 @@ func main() {
 		// a larger heap target collects a few times less often for some
 		// tens of megabytes (DESIGN, "Garbage collection").
 		GCPercent: broker.DefaultGCPercent,
-		AddFlags:  cfg.AddFlags,
-		Logging:   func() (logging.Options, int32) { return cfg.Log, cfg.ID },
+		// Every hop of a synchronous write wakes an idle broker; without
+		// this each also woke the runtime's sysmon thread (package sysmon).
+		SysmonPoll: true,
+		AddFlags:   cfg.AddFlags,
+		Logging:    func() (logging.Options, int32) { return cfg.Log, cfg.ID },
 		Start: func(ctx context.Context, log *slog.Logger) (*broker.Broker, error) {
 			return broker.Start(ctx, cfg, log)
 		},
