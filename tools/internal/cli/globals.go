@@ -111,7 +111,7 @@ func (g *globals) admin(ctx context.Context) (*client.Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := reach(ctx, "controller", "--controller", g.controllers, dial); err != nil {
+	if err := reach(ctx, "controller", "--controller", g.controllers, dial, g.tlsFlags.Plaintext); err != nil {
 		return nil, err
 	}
 	opts, err := g.clientOptions()
@@ -131,7 +131,7 @@ func (g *globals) client(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := reach(ctx, "broker", "--bootstrap-server", g.bootstrap, dial); err != nil {
+	if err := reach(ctx, "broker", "--bootstrap-server", g.bootstrap, dial, g.tlsFlags.Plaintext); err != nil {
 		return nil, err
 	}
 	opts, err := g.clientOptions()
@@ -149,7 +149,7 @@ func (g *globals) client(ctx context.Context) (*client.Client, error) {
 // (with any status: standby controllers count), so that a cluster that is
 // down, or an address that is not a tidemark node, fails within seconds
 // with the addresses named, instead of after the client's retries run out.
-func reach(ctx context.Context, what, flag string, addrs []string, dial grpc.DialOption) error {
+func reach(ctx context.Context, what, flag string, addrs []string, dial grpc.DialOption, plaintext bool) error {
 	if len(addrs) == 0 {
 		return usagef("%s: no address given", flag)
 	}
@@ -173,7 +173,7 @@ func reach(ctx context.Context, what, flag string, addrs []string, dial grpc.Dia
 		if a.err == nil {
 			return nil
 		}
-		why[a.addr] = dialReason(a.err)
+		why[a.addr] = dialReason(a.err, plaintext)
 	}
 	if err := parent.Err(); err != nil {
 		return err
@@ -185,6 +185,8 @@ func reach(ctx context.Context, what, flag string, addrs []string, dial grpc.Dia
 	return fmt.Errorf("cannot reach any %s (%s %s): %s", what, flag, strings.Join(addrs, ","), strings.Join(parts, "; "))
 }
 
+const noPlaintextAnswer = "no plaintext answer: the node may require TLS (drop --plaintext)"
+
 // hostPort strips a URL scheme (etcd endpoints are often written as URLs).
 func hostPort(addr string) string {
 	if i := strings.Index(addr, "://"); i >= 0 {
@@ -193,9 +195,16 @@ func hostPort(addr string) string {
 	return strings.TrimSuffix(addr, "/")
 }
 
-// dialReason shortens a failed dial to what an operator needs to read.
-func dialReason(err error) string {
+// dialReason shortens a failed dial to what an operator needs to read;
+// plaintext says the dial was without TLS.
+func dialReason(err error, plaintext bool) string {
 	msg := status.Convert(err).Message()
+	// A TLS server given a plaintext HTTP/2 preface closes the connection:
+	// the client reads either that (no server preface) or, when the close
+	// comes first, a reset.
+	if plaintext && strings.Contains(msg, "connection reset") {
+		return "connection reset: " + noPlaintextAnswer
+	}
 	for _, s := range []string{"connection refused", "no such host", "i/o timeout", "network is unreachable", "connection reset"} {
 		if strings.Contains(msg, s) {
 			return s
@@ -204,7 +213,7 @@ func dialReason(err error) string {
 	// TLS mismatches: say which side to change.
 	switch {
 	case strings.Contains(msg, "server preface"):
-		return "no plaintext answer: the node may require TLS (drop --plaintext)"
+		return noPlaintextAnswer
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "it answers without TLS: the cluster may run with --plaintext (give --plaintext)"
 	case strings.Contains(msg, "certificate signed by unknown authority"):

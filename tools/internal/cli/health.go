@@ -28,7 +28,7 @@ func newHealthCmd(g *globals) *cobra.Command {
 			}
 			st, err := checkHealth(ctx, addr, service, dial)
 			if err != nil {
-				return fmt.Errorf("%s: %s", addr, dialReason(err))
+				return fmt.Errorf("%s: %s", addr, dialReason(err, g.tlsFlags.Plaintext))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", addr, st)
 			if st != healthpb.HealthCheckResponse_SERVING {
