@@ -67,6 +67,10 @@ type Result struct {
 	// SleepWake is this machine's price of a context switch, measured
 	// before the shapes; zero when it could not be.
 	SleepWake SleepWake `json:"sleep_wake"`
+	// PageWrite is this machine's price of writing into new and into
+	// cached page-cache pages, measured before the shapes; zero when it
+	// could not be.
+	PageWrite PageWrite `json:"page_write"`
 }
 
 // PeakRSS is bytes; 0 when it was not read.
@@ -87,6 +91,13 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 		fmt.Fprintf(out, "a thread's sleep and wake-up on this machine: %v of CPU, %v from call to return (1 µs asked)\n", sw.CPU.Round(100*time.Nanosecond), sw.Wall.Round(100*time.Nanosecond))
 	} else {
 		fmt.Fprintf(out, "the price of a sleep and wake-up not measured: %v\n", err)
+	}
+	// In the temporary directory, where both systems' data dirs go.
+	if pw, err := measurePageWrite(os.TempDir(), pageWriteBytes); err == nil {
+		res.PageWrite = pw
+		fmt.Fprintf(out, "writing a file on this machine: %v of CPU per KiB into pages new to the page cache, %v into cached ones\n", pw.Fresh, pw.Cached)
+	} else {
+		fmt.Fprintf(out, "the price of a page-cache write not measured: %v\n", err)
 	}
 	stamp := res.Started.Format("20060102-150405")
 	logDir := filepath.Join(o.OutDir, "compare-"+stamp+"-logs")

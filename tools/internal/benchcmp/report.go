@@ -222,7 +222,7 @@ func (r *Result) cpuTable() string {
 	return "\n| CPU time per record, µs | tidemark brokers | tidemark client | JetStream servers | JetStream client | servers ratio | cores busy, tidemark / JetStream | context switches per record, tidemark brokers / client | JetStream servers / client |\n" +
 		"|---|---:|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
 - Servers: the CPU time (user + system, from ` + "`/proc/<pid>/stat`" + `) of the 3 brokers / the 3 nats-servers over the row's run, divided by the records it sent or read (a paced row's warm-up included); tidemark's controllers, etcd and gateway are left out (they do no work per record). Client: the tool process's CPU time (its rusage), likewise; – where the client ran inside the harness (JetStream's paced rows). Cores busy: servers and client per record times the row's msgs/s, of the cores named above.
-- Context switches: how often the threads of the servers (summed over ` + "`/proc/<pid>/task/*/status`" + `) and of the client process (its rusage) gave up the CPU, to wait for the next message or preempted, per record.` + r.sleepWakeNote() + `
+- Context switches: how often the threads of the servers (summed over ` + "`/proc/<pid>/task/*/status`" + `) and of the client process (its rusage) gave up the CPU, to wait for the next message or preempted, per record.` + r.sleepWakeNote() + r.pageWriteNote() + `
 `
 }
 
@@ -234,6 +234,23 @@ func (r *Result) sleepWakeNote() string {
 	}
 	return fmt.Sprintf(" A thread's sleep and wake-up cost %.1f µs of CPU on this machine and took %.0f µs from call to return for 1 µs asked (measured before the shapes), so switches × %.1f µs is the part of a row's CPU time spent changing threads rather than working; a synchronous write crosses four processes, and each hop sleeps one thread and wakes another.",
 		float64(sw.CPU)/float64(time.Microsecond), float64(sw.Wall)/float64(time.Microsecond), float64(sw.CPU)/float64(time.Microsecond))
+}
+
+// pageWriteNote prices a replica's append on the machine of the run: the
+// kernel's copy into new page-cache pages, which every replica of either
+// system pays per byte it stores.
+func (r *Result) pageWriteNote() string {
+	pw := r.PageWrite
+	if pw.Fresh <= 0 {
+		return ""
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	of := ""
+	if f := r.figure("paced-1k"); f.Err == "" && f.ServerCPU > 0 {
+		of = fmt.Sprintf(" (the brokers' whole share in the paced 1 KiB row: %.0f µs)", us(f.ServerCPU))
+	}
+	return fmt.Sprintf("\n- Appends: writing a file cost %.2f µs of CPU per KiB into pages the page cache did not hold and %.2f µs into pages it held (%d MiB in writes of %d KiB, measured before the shapes). Every append of every replica, of either system, takes new pages, so the three replicas' appends of a 1 KiB record cost about %.1f µs of servers' CPU%s.",
+		us(pw.Fresh), us(pw.Cached), pageWriteBytes>>20, pageWriteChunk>>10, 3*us(pw.Fresh), of)
 }
 
 // switches is a row's context switches per record, servers / client, –
