@@ -20,10 +20,11 @@ type PageWrite struct {
 	Cached time.Duration `json:"cached_ns_per_kib"`
 }
 
-// pageWriteBytes is what the harness writes to price it: a quarter of a
-// second of CPU at the slowest seen (3 µs per KiB), enough to average
-// over the host's faults.
-const pageWriteBytes = 128 << 20
+// pageWriteBytes is what the harness writes to price it: 0.5-3 s of CPU
+// here. Pages freed a moment ago (a file just deleted) are still the
+// guest's and cost a fraction of the others; a shape writes gigabytes, so
+// the price is averaged over more than such leftovers.
+const pageWriteBytes = 1 << 30
 
 // pageWriteChunk is one write, the size of a batch a follower appends.
 const pageWriteChunk = 64 << 10

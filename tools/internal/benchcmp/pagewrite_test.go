@@ -44,7 +44,7 @@ func TestCPUTableNotesPriceTheAppends(t *testing.T) {
 	r.PageWrite = PageWrite{Fresh: 3100 * time.Nanosecond, Cached: 150 * time.Nanosecond}
 	md := r.Markdown()
 	for _, want := range []string{
-		"writing a file cost 3.10 µs of CPU per KiB into pages the page cache did not hold and 0.15 µs into pages it held (128 MiB in writes of 64 KiB",
+		"writing a file cost 3.10 µs of CPU per KiB into pages the page cache did not hold and 0.15 µs into pages it held (1024 MiB in writes of 64 KiB",
 		"cost about 9.3 µs of servers' CPU (the brokers' whole share in the paced 1 KiB row: 26 µs).",
 	} {
 		if !strings.Contains(md, want) {
