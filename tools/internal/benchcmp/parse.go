@@ -27,6 +27,10 @@ type Figure struct {
 	Runs          int     `json:"runs,omitempty"`
 	MinMsgsPerSec float64 `json:"min_msgs_per_sec,omitempty"`
 	MaxMsgsPerSec float64 `json:"max_msgs_per_sec,omitempty"`
+	// Redone counts the runs done again because the machine paused during
+	// them (watchPauses); MachinePause is the longest of those pauses.
+	Redone       int           `json:"redone,omitempty"`
+	MachinePause time.Duration `json:"machine_pause_ns,omitempty"`
 	// ServerCPU is the CPU time the system's server processes (brokers,
 	// nats-servers) used over the run, per record it sent or read;
 	// ClientCPU the tool process's. Zero: not measured (a client in the

@@ -33,6 +33,7 @@ func (r *Result) Markdown() string {
 - Before each shape of either system the harness writes the page cache back (` + "`sync`" + `): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated).
 `)
 	b.WriteString(r.medians())
+	b.WriteString(r.pauses())
 	b.WriteString(r.cpuTable())
 	b.WriteString(r.tailTable())
 	if all, one := r.figure("batch-1k"), r.figure("batch-1k-acks1"); all.MsgsPerSec > 0 && one.MsgsPerSec > 0 {
@@ -199,6 +200,27 @@ func (r *Result) medians() string {
 		return ""
 	}
 	return fmt.Sprintf("- Every row but the consumer's is the median of %d runs of each system, one after the other: by throughput, or for the paced rows by p99 (the other figures are that run's); the synchronous and batching runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
+}
+
+// pauses says which shapes had runs done again because the machine itself
+// paused during them, or that none had.
+func (r *Result) pauses() string {
+	var redone []string
+	for _, row := range r.Rows {
+		for _, sys := range []struct {
+			name string
+			f    Figure
+		}{{"tidemark", row.Tidemark}, {"JetStream", row.JetStream}} {
+			if sys.f.Redone > 0 {
+				redone = append(redone, fmt.Sprintf("%s, %s: %d (paused up to %s)", sys.name, row.Shape.Label(), sys.f.Redone, ms(sys.f.MachinePause)))
+			}
+		}
+	}
+	rule := fmt.Sprintf("a run during which a sleeper in the harness, waking every %d ms, woke over %d ms late: the whole machine stood still, as no system's load on two cores delays it that long; at most %d runs of a shape", pauseTick.Milliseconds(), machinePauseLimit.Milliseconds(), pauseRedos)
+	if len(redone) == 0 {
+		return "- No run met a pause of the machine (" + rule + " would have been done again).\n"
+	}
+	return "- Runs done again because the machine paused (" + rule + "): " + strings.Join(redone, "; ") + ".\n"
 }
 
 // cpuTable is the CPU time each system spent per record, servers and
