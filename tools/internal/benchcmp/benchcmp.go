@@ -71,6 +71,9 @@ type Result struct {
 	// cached page-cache pages, measured before the shapes; zero when it
 	// could not be.
 	PageWrite PageWrite `json:"page_write"`
+	// Profiles are where each tidemark process's CPU went in the profiled
+	// runs of the profiled shapes, by its CPU profile.
+	Profiles []ProcessCPU `json:"profiles,omitempty"`
 }
 
 // PeakRSS is bytes; 0 when it was not read.
@@ -146,7 +149,7 @@ var profiled = []string{"sync1-128", "batch-1k", "paced-1k"}
 
 // profiler is a side that can profile its processes under a shape.
 type profiler interface {
-	profile(ctx context.Context, s Shape, dir string) ([]string, error)
+	profile(ctx context.Context, s Shape, dir string) ([]string, []ProcessCPU, error)
 }
 
 // failoverer is a side that can run the failover measurement.
@@ -267,7 +270,8 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 				}
 				shape.Rate, shape.Records = f.Rate, max(8, int64(f.Rate*shape.Seconds))
 			}
-			files, err := p.profile(ctx, shape, logDir)
+			files, cpus, err := p.profile(ctx, shape, logDir)
+			res.Profiles = append(res.Profiles, cpus...)
 			if err != nil {
 				fmt.Fprintf(out, "%s  profiling %s: %v\n", name, s.Shape.Label(), err)
 				continue

@@ -34,6 +34,9 @@ type jetStreamSide struct {
 	urls      []string
 	// monitors are the nodes' monitoring endpoints, in the order of nodes.
 	monitors []string
+	// profilers are the nodes' /debug/pprof addresses (prof_port), in the
+	// order of nodes: loopback only, as tidemark's brokers serve theirs.
+	profilers []string
 }
 
 func (j *jetStreamSide) serverPIDs() []int {
@@ -51,7 +54,7 @@ func (j *jetStreamSide) serverPIDs() []int {
 // with tls (the node's files), clients and routes need a certificate the
 // CA signed, as tidemark's links do. Monitoring stays plain HTTP on
 // loopback, like tidemark's metrics.
-func jetStreamConfig(name, dir string, client, route, monitor int, routes []string, tls *tlsconf.Options) string {
+func jetStreamConfig(name, dir string, client, route, monitor, prof int, routes []string, tls *tlsconf.Options) string {
 	tlsBlock := ""
 	if tls != nil {
 		tlsBlock = fmt.Sprintf("tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }", tls.Cert, tls.Key, tls.CA)
@@ -59,12 +62,13 @@ func jetStreamConfig(name, dir string, client, route, monitor int, routes []stri
 	return fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
 http: 127.0.0.1:%d
+prof_port: %d
 %s
 jetstream { store_dir: %q }
 cluster { name: bench, listen: 127.0.0.1:%d, routes: [%s]
   %s
 }
-`, name, client, monitor, tlsBlock, dir, route, strings.Join(routes, ", "), tlsBlock)
+`, name, client, monitor, prof, tlsBlock, dir, route, strings.Join(routes, ", "), tlsBlock)
 }
 
 // jetStreamClient is the benchmark clients' certificate name.
@@ -104,7 +108,7 @@ func (j *jetStreamSide) cliTLSArgs() []string {
 }
 
 func (j *jetStreamSide) start(ctx context.Context) error {
-	base, err := loopback.FreeRange(rand.New(rand.NewPCG(rand.Uint64(), 2)), 9)
+	base, err := loopback.FreeRange(rand.New(rand.NewPCG(rand.Uint64(), 2)), 12)
 	if err != nil {
 		return err
 	}
@@ -137,7 +141,7 @@ func (j *jetStreamSide) start(ctx context.Context) error {
 			return err
 		}
 		conf := filepath.Join(j.dir, name+".conf")
-		if err := os.WriteFile(conf, []byte(jetStreamConfig(name, store, base+i, base+3+i, base+6+i, routes, nodeTLS)), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(jetStreamConfig(name, store, base+i, base+3+i, base+6+i, base+9+i, routes, nodeTLS)), 0o644); err != nil {
 			return err
 		}
 		d, err := startDaemon(name, filepath.Join(j.dir, name+".log"), []string{"GOMAXPROCS=" + strconv.Itoa(j.procs)},
@@ -150,6 +154,7 @@ func (j *jetStreamSide) start(ctx context.Context) error {
 	}
 	for i := range 3 {
 		j.monitors = append(j.monitors, fmt.Sprintf("http://127.0.0.1:%d", base+6+i))
+		j.profilers = append(j.profilers, fmt.Sprintf("127.0.0.1:%d", base+9+i))
 		if err := waitJetStream(ctx, j.monitors[i]); err != nil {
 			return fmt.Errorf("nats-%d: %w", i+1, err)
 		}

@@ -83,15 +83,36 @@ func TestJetStreamSideRequiresMutualTLS(t *testing.T) {
 	if f.Err != "" || f.MsgsPerSec <= 0 || f.Records != 50 {
 		t.Fatalf("nats.go over TLS: %+v", f)
 	}
+	// Each node serves its CPU profile (prof_port, loopback); the harness
+	// splits it and names the stream's leader.
+	files, cpus, err := j.profile(ctx, Shape{Name: "tls-check", Mode: Sync, Size: 1024, Producers: 1, Records: 3000}, dir)
+	if err != nil {
+		t.Fatalf("profiling the nodes: %v (files %v)", err, files)
+	}
+	leaders := 0
+	for _, c := range cpus {
+		if c.System != "jetstream" || c.Shape != "sync, 1 producer, 1 KiB" || c.CPU <= 0 || c.Window < time.Second {
+			t.Errorf("profile of %s: %+v", c.Process, c)
+		}
+		if c.Role == "leader" {
+			leaders++
+		}
+	}
+	if len(cpus) != 3 || leaders != 1 || len(files) != 3 {
+		t.Fatalf("want 3 nodes' profiles, one the stream's leader: %+v (files %v)", cpus, files)
+	}
 }
 
 func TestJetStreamConfigHasTLSOnClientsAndRoutes(t *testing.T) {
-	o := jetStreamConfig("n", "/s", 1, 2, 3, []string{"nats-route://127.0.0.1:2"}, nil)
+	o := jetStreamConfig("n", "/s", 1, 2, 3, 4, []string{"nats-route://127.0.0.1:2"}, nil)
 	if strings.Contains(o, "tls") {
 		t.Fatalf("plaintext config has TLS:\n%s", o)
 	}
 	sec := &jetStreamSide{dir: "/d"}
-	c := jetStreamConfig("n", "/s", 1, 2, 3, []string{"nats-route://127.0.0.1:2"}, sec.clientTLS())
+	c := jetStreamConfig("n", "/s", 1, 2, 3, 4, []string{"nats-route://127.0.0.1:2"}, sec.clientTLS())
+	if !strings.Contains(o, "prof_port: 4\n") || !strings.Contains(o, "listen: 127.0.0.1:1\n") {
+		t.Fatalf("want the profiler on the loopback host of the client listener:\n%s", o)
+	}
 	if n := strings.Count(c, "verify: true"); n != 2 {
 		t.Fatalf("want client and route TLS with verify, got %d blocks:\n%s", n, c)
 	}

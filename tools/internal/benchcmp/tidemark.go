@@ -198,24 +198,27 @@ var leaderLine = regexp.MustCompile(`Partition: 0\s+Leader: (\d+)`)
 // saves every process's profiles into dir: each broker's CPU profile over
 // profileSeconds of the run and its allocation profile after it (the
 // partition leader's and the followers', named by role), and the client's
-// (the tidemark perf process) over its whole run. It returns the files.
-func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]string, error) {
+// (the tidemark perf process) over its whole run. It returns the files and
+// where each process's CPU went by its CPU profile.
+func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]string, []ProcessCPU, error) {
+	label := s.Label()
 	s.Name += "-profiled"
 	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
 		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	desc, err := t.cli(ctx, "topics", "describe", "--topic", topicOf(s))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m := leaderLine.FindStringSubmatch(desc)
 	if m == nil {
-		return nil, fmt.Errorf("no leader in %q", desc)
+		return nil, nil, fmt.Errorf("no leader in %q", desc)
 	}
 	type target struct {
 		node *devcluster.Node
 		base string
+		role string
 	}
 	var brokers []target
 	for _, n := range t.cl.Nodes() {
@@ -223,13 +226,13 @@ func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]stri
 			continue
 		}
 		if n.ProfileAddr == "" {
-			return nil, fmt.Errorf("%s serves no profiles", n.Name)
+			return nil, nil, fmt.Errorf("%s serves no profiles", n.Name)
 		}
 		role := "follower"
 		if n.Name == "broker-"+m[1] {
 			role = "leader"
 		}
-		brokers = append(brokers, target{n, filepath.Join(dir, fmt.Sprintf("tidemark-%s-%s-%s", s.Name, role, n.Name))})
+		brokers = append(brokers, target{n, filepath.Join(dir, fmt.Sprintf("tidemark-%s-%s-%s", s.Name, role, n.Name)), role})
 	}
 	client := filepath.Join(dir, fmt.Sprintf("tidemark-%s-client", s.Name))
 	done := make(chan Figure, 1)
@@ -254,12 +257,25 @@ func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]stri
 		files = append(files, brokers[i].base+".cpu.pprof", brokers[i].base+".allocs.pprof")
 	}
 	if f.Err != "" {
-		return nil, errors.New(f.Err)
+		return nil, nil, errors.New(f.Err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return files, nil
+	procs := []target{{base: client, role: "client"}}
+	var cpus []ProcessCPU
+	for _, p := range append(procs, brokers...) {
+		c, err := cpuOfProfile(p.base + ".cpu.pprof")
+		if err != nil {
+			return files, nil, err
+		}
+		c.Shape, c.System, c.Role, c.Process = label, "tidemark", p.role, p.role
+		if p.node != nil {
+			c.Process = p.node.Name
+		}
+		cpus = append(cpus, c)
+	}
+	return files, cpus, nil
 }
 
 // profileSeconds is how long a CPU profile samples: within the shortest
