@@ -75,24 +75,12 @@ func TestCPUOfProfileSplitsARealProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "cpu.pprof")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		t.Fatalf("a CPU profile of the test process: %v", err)
-	}
-	began := time.Now()
 	buf := make([]byte, 64<<10)
-	for time.Since(began) < time.Second {
-		if _, err := conn.Write(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pprof.StopCPUProfile()
+	path := profileFor(t, time.Second, func() error {
+		_, err := conn.Write(buf)
+		return err
+	})
 	conn.Close()
-	f.Close()
 
 	p, err := cpuOfProfile(path)
 	if err != nil {
@@ -170,23 +158,10 @@ func TestCPUOfProfileFindsTheBrokersAppends(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	value := strings.Repeat("v", 32<<10)
-	path := filepath.Join(t.TempDir(), "cpu.pprof")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		t.Fatalf("a CPU profile of the test process: %v", err)
-	}
-	began := time.Now()
-	for time.Since(began) < 2*time.Second {
-		if _, err := c.Produce(ctx, "shares", 0, -1, value); err != nil {
-			pprof.StopCPUProfile()
-			t.Fatal(err)
-		}
-	}
-	pprof.StopCPUProfile()
-	f.Close()
+	path := profileFor(t, 2*time.Second, func() error {
+		_, err := c.Produce(ctx, "shares", 0, -1, value)
+		return err
+	})
 	p, err := cpuOfProfile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -195,4 +170,26 @@ func TestCPUOfProfileFindsTheBrokersAppends(t *testing.T) {
 		t.Errorf("log appends %.1f%%, socket writes %.1f%%, reads %.1f%% of brokers replicating 32 KiB writes: %v",
 			100*p.Shares[useLogAppend], 100*p.Shares[useSocketWrite], 100*p.Shares[useSocketRead], p.Shares)
 	}
+}
+
+// profileFor writes a CPU profile of this process while it calls work
+// again and again for d, and returns its path.
+func profileFor(t *testing.T, d time.Duration, work func() error) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatalf("a CPU profile of the test process: %v", err)
+	}
+	defer pprof.StopCPUProfile()
+	for began := time.Now(); time.Since(began) < d; {
+		if err := work(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
 }
