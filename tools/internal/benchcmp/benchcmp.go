@@ -225,6 +225,7 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	for i := range res.Rows {
 		s := res.Rows[i].Shape
 		writeBack(out, name)
+		mem, memErr := readMemory()
 		began := time.Now()
 		var f Figure
 		if s.paced() {
@@ -241,6 +242,9 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 			}
 		} else {
 			f = runMedian(ctx, sd, s)
+		}
+		if memErr == nil {
+			f.Memory = &mem
 		}
 		*figure(&res.Rows[i]) = f
 		fmt.Fprintf(out, "%s  %-30s %s  (%.1fs)\n", name, s.Label(), f.brief(), time.Since(began).Seconds())

@@ -56,6 +56,9 @@ type Figure struct {
 	// Batches is, for a tidemark paced run, how its producer's batches went
 	// out (`perf e2e`'s batches line); nil when not reported.
 	Batches *Batches `json:"batches,omitempty"`
+	// Memory is the machine's when the row began (before its first run);
+	// nil when it could not be read.
+	Memory *Memory `json:"memory,omitempty"`
 
 	// clientUsage is what the tool process used in all, as a side's run
 	// reports it; runMeasured turns it into ClientCPU and ClientSwitches.

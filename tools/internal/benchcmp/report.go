@@ -37,6 +37,7 @@ func (r *Result) Markdown() string {
 	b.WriteString(r.cpuTable())
 	b.WriteString(r.cpuUseTables())
 	b.WriteString(r.tailTable())
+	b.WriteString(r.memoryNote())
 	if all, one := r.figure("batch-1k"), r.figure("batch-1k-acks1"); all.MsgsPerSec > 0 && one.MsgsPerSec > 0 {
 		fmt.Fprintf(&b, "\ntidemark's acks=all / acks=1 throughput, batching 1 KiB: %.2f (Kafka publishes about 0.54).\n", all.MsgsPerSec/one.MsgsPerSec)
 	}
