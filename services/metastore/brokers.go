@@ -20,7 +20,21 @@ import (
 // RegisterOption adjusts RegisterBroker.
 type RegisterOption func(*registerOptions)
 
-type registerOptions struct{ waitForExpiry bool }
+type registerOptions struct {
+	waitForExpiry bool
+	replaces      *Registration
+}
+
+// Replacing makes RegisterBroker take over from this process's own lost
+// registration: when the key is still held by that registration's lease
+// (etcd renewed it, but no answer reached this process in time, so it gave
+// the lease up as possibly expired), the lease is revoked at once rather
+// than waited out. Until then the controller would count the broker live
+// under its old epoch and give it leaderships that its fenced replicas
+// cannot serve, for up to a whole session timeout.
+func Replacing(lost *Registration) RegisterOption {
+	return func(o *registerOptions) { o.replaces = lost }
+}
 
 // WaitForExpiry makes RegisterBroker wait for a live registration of the same
 // id to go away instead of failing. This is for a fast bounce: the previous
@@ -95,6 +109,14 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 		if err != nil {
 			return nil, fmt.Errorf("metastore: register broker %d: %w", info.ID, err)
 		}
+		if o.replaces != nil && heldBy(resp.Responses[0], o.replaces.lease) {
+			o.replaces.stop()
+			s.log.Info("revoking this broker's own lost registration", slog.Int("broker_id", int(info.ID)),
+				slog.Int64("broker_epoch", o.replaces.broker.Epoch))
+			s.revoke(o.replaces.lease)
+			o.replaces = nil // once: should that fail, wait as for any other holder
+			continue
+		}
 		if !o.waitForExpiry {
 			return nil, s.duplicateRegistration(ctx, info.ID, resp.Responses[0])
 		}
@@ -102,6 +124,13 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 			return nil, err
 		}
 	}
+}
+
+// heldBy says whether the registration key a failed create read back is
+// held by lease.
+func heldBy(get *pbResponseOp, lease clientv3.LeaseID) bool {
+	kvs := get.GetResponseRange().GetKvs()
+	return len(kvs) > 0 && kvs[0].Lease == int64(lease)
 }
 
 func (s *Store) duplicateRegistration(ctx context.Context, id int32, get *pbResponseOp) error {
