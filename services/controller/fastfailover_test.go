@@ -62,7 +62,12 @@ func TestFastFailoverNeedsARefusedConnection(t *testing.T) {
 // is gone and elects new leaders at once instead of waiting for the lease.
 func TestFastFailoverSeesARestartedProcess(t *testing.T) {
 	c := newCluster(t)
-	c1 := c.startController(1)
+	// The grace must outlast the restart below (the old listener closing,
+	// the new one serving), or the controller finds nothing at the address
+	// and takes the process-gone path instead: 600 ms was too short once on
+	// a loaded CI machine. It stays under the lease's TTL, so the election
+	// still comes from the health check, not the lease.
+	c1 := c.startController(1, func(cfg *Config) { cfg.BrokerSessionGrace = 2 * time.Second })
 	c.waitActive(c1, 5*time.Second)
 	c.startBrokers(c1, 3)
 	c.createTopic(c1, "t", [][]int32{{1, 2, 3}}, nil)
