@@ -25,10 +25,12 @@ var (
 		"Segment file operations that reopened their file (closed earlier to stay within log.max.open.files).", nil, nil)
 	descFilesEvictions = prometheus.NewDesc("tidemark_log_file_cache_evictions_total",
 		"Idle segment files closed to stay within log.max.open.files.", nil, nil)
+	descCacheDropped = prometheus.NewDesc("tidemark_log_follower_cache_dropped_bytes_total",
+		"Bytes of follower segments dropped from the page cache behind their tail (log.follower.cached.bytes).", nil, nil)
 )
 
 func (c fileCacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFilesOpen, descFilesMax, descFilesHits, descFilesMisses, descFilesEvictions} {
+	for _, d := range []*prometheus.Desc{descFilesOpen, descFilesMax, descFilesHits, descFilesMisses, descFilesEvictions, descCacheDropped} {
 		ch <- d
 	}
 }
@@ -40,4 +42,5 @@ func (c fileCacheCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFilesHits, prometheus.CounterValue, float64(st.Hits))
 	ch <- prometheus.MustNewConstMetric(descFilesMisses, prometheus.CounterValue, float64(st.Misses))
 	ch <- prometheus.MustNewConstMetric(descFilesEvictions, prometheus.CounterValue, float64(st.Evictions))
+	ch <- prometheus.MustNewConstMetric(descCacheDropped, prometheus.CounterValue, float64(st.CacheDroppedBytes))
 }

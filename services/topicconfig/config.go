@@ -79,6 +79,7 @@ type BrokerConfig struct {
 	LogFlushFsyncEveryAppend            bool
 	LogRetentionCheckIntervalMs         int64
 	LogMaxOpenFiles                     int32 // bound of the broker's open segment files
+	LogFollowerCachedBytes              int64 // page cache kept per follower segment; <= 0 keeps all
 
 	// The log cleaner (compaction of cleanup.policy=compact topics).
 	LogCleanerEnable           bool

@@ -51,6 +51,7 @@ func TestDefaultBroker(t *testing.T) {
 		LogFlushFsyncEveryAppend:            false,
 		LogRetentionCheckIntervalMs:         300000,
 		LogMaxOpenFiles:                     8192,
+		LogFollowerCachedBytes:              64 << 20,
 		LogCleanerEnable:                    true,
 		LogCleanerThreads:                   1,
 		LogCleanerBackoffMs:                 15000,

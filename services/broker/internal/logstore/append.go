@@ -223,7 +223,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	if rolledAt >= 0 {
 		l.flushInBackgroundLocked(rolledAt)
 	}
-	l.maybeStartWritebackLocked(act, p, cfg)
+	l.maybeStartWritebackLocked(act, p, !leader, cfg)
 	if cfg.FsyncEveryAppend || (cfg.FlushMessages > 0 && info.LogEndOffset-l.recoveryPoint.Load() >= cfg.FlushMessages) {
 		flushTo = info.LogEndOffset
 	}
@@ -264,8 +264,9 @@ func (l *Log) flushInBackgroundLocked(offset int64) {
 // Config.WritebackBytes of them, in a goroutine (the call can block while
 // the device's queue is full): the append never waits for it. One at a time
 // per log; an append that finds one running leaves its bytes to the next.
-// Close waits for it.
-func (l *Log) maybeStartWritebackLocked(act *segment, size int64, cfg Config) {
+// Close waits for it. A follower's append also drops what lies more than
+// Config.FollowerCachedBytes behind its end from the page cache.
+func (l *Log) maybeStartWritebackLocked(act *segment, size int64, follower bool, cfg Config) {
 	step := cfg.writebackStep()
 	from := min(act.writtenBack.Load(), size) // below after a truncation
 	if step <= 0 || size-from < step || !l.writingBack.CompareAndSwap(false, true) {
@@ -286,8 +287,33 @@ func (l *Log) maybeStartWritebackLocked(act *segment, size int64, cfg Config) {
 			l.logger.Debug("starting writeback failed", "segment", act.logPath, "err", err)
 		}
 		l.stats.writebacks.Add(1)
+		if window := cfg.followerCacheWindow(); follower && window > 0 {
+			l.dropBehind(act, size-window)
+		}
 	}()
 }
+
+// dropBehind drops the active segment's pages before end (rounded down to
+// a page) from the page cache, from where the last drop ended. Those bytes
+// were handed to writeback several steps ago; a page still dirty or being
+// written stays cached, which costs memory, never data.
+func (l *Log) dropBehind(act *segment, end int64) {
+	end &^= dropAlign - 1
+	from := act.droppedTo.Load()
+	if end <= from {
+		return
+	}
+	if err := vfs.DropCache(act.log, from, end-from); err != nil {
+		l.logger.Debug("dropping cached pages failed", "segment", act.logPath, "err", err)
+		return
+	}
+	act.droppedTo.Store(end)
+	l.stats.droppedBytes.Add(end - from)
+}
+
+// dropAlign is the granule of dropBehind's ranges: a page, so the page
+// holding the window's first byte is never dropped.
+const dropAlign = 4096
 
 // rollLocked seals the active segment and starts a new one at base. On
 // failure the old segment stays active and nothing new is left on disk. The

@@ -215,3 +215,46 @@ func vmRSS(t *testing.T) int64 {
 	testenv.Unavailable(t, "VmRSS in /proc/self/status", "the RSS measurement reads Linux's procfs")
 	return 0
 }
+
+// BenchmarkFollowerAppendPageCache appends 16 KiB batches as a follower,
+// keeping every page in the page cache (Kafka's way, FollowerCachedBytes
+// -1) or dropping the pages behind a 64 MiB tail (the default). Dropping
+// costs two system calls per writeback step; it pays where a page new to
+// the page cache costs more than one reused (a virtual machine that hands
+// free memory back to its host: 1.4-2.9 µs against 0.35 µs per KiB here).
+// Each writes 256 MiB before the timer starts, so the drops are running.
+func BenchmarkFollowerAppendPageCache(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		cached int64
+	}{{"keep-all", -1}, {"drop-behind", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.FollowerCachedBytes = c.cached
+			l, err := Open(Options{Dir: b.TempDir() + "/follower", Config: cfg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			batch := benchBatch()
+			appendOne := func() {
+				recordbatch.Batch(batch).SetBaseOffset(l.LogEndOffset())
+				recordbatch.Batch(batch).SetPartitionLeaderEpoch(0)
+				if _, err := l.AppendAsFollower(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for l.Stats().SizeBytes < 256<<20 {
+				appendOne()
+			}
+			b.SetBytes(int64(len(batch)))
+			b.ResetTimer()
+			for range b.N {
+				appendOne()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(len(batch)>>10), "µs/KiB")
+			b.ReportMetric(float64(l.Stats().CacheDroppedBytes>>20), "MiB-dropped")
+		})
+	}
+}

@@ -49,6 +49,16 @@ type Config struct {
 	// sync_file_range, no fsync: durability is unchanged). 0 picks
 	// DefaultWritebackBytes; negative leaves writeback to the kernel.
 	WritebackBytes int64
+	// FollowerCachedBytes is how much of a follower's active segment, its
+	// latest bytes, stays in the page cache: the bytes before that, once
+	// written back, are dropped from it as the follower appends (Linux
+	// posix_fadvise DONTNEED; clean pages only, durability is unchanged).
+	// Only the leader's log is read by consumers; a follower's is read if
+	// it becomes leader, its tail first. 0 picks DefaultFollowerCachedBytes;
+	// negative keeps every page, as Kafka does. At least
+	// 4 * WritebackBytes, so what it drops has been written back; the drops
+	// ride on the writebacks, so with those off nothing is dropped.
+	FollowerCachedBytes int64
 	// ProducerIDExpiration forgets idempotent producers idle this long
 	// (producer.id.expiration.ms); zero or negative never does.
 	ProducerIDExpiration time.Duration
@@ -86,6 +96,28 @@ func (c Config) RetentionDeletes() bool {
 // steady 45 MB/s on three replicas of one disk that was over a gigabyte
 // every 30 s, and two seconds of acknowledgements at 25-60 ms instead of 5.
 const DefaultWritebackBytes = 1 << 20
+
+// DefaultFollowerCachedBytes is the tail of a follower's active segment
+// kept in the page cache. Dropping the rest lets the follower's next
+// appends reuse those pages instead of claiming new ones: on a virtual
+// machine that hands free memory back to its host, a page new to the page
+// cache cost 1.4-2.9 µs per KiB appended against 0.35 µs for a reused one
+// (measured here), and it was the largest part of a follower's CPU time at
+// 45 MB/s. It also leaves the memory to the leaders' logs, which consumers
+// read.
+const DefaultFollowerCachedBytes = 64 << 20
+
+// followerCacheWindow is FollowerCachedBytes with its default and floor;
+// 0 keeps every page.
+func (c Config) followerCacheWindow() int64 {
+	switch {
+	case c.FollowerCachedBytes == 0:
+		return DefaultFollowerCachedBytes
+	case c.FollowerCachedBytes < 0:
+		return 0
+	}
+	return max(c.FollowerCachedBytes, 4*c.writebackStep())
+}
 
 // writebackStep is WritebackBytes with its default; 0 is off.
 func (c Config) writebackStep() int64 {

@@ -43,6 +43,7 @@ type FileCache struct {
 	idle cachedFile
 
 	hits, misses, evictions atomic.Int64
+	cacheDropped            atomic.Int64 // bytes DropCache was asked to drop
 }
 
 // NewFileCache returns a cache that keeps at most max handles open, plus
@@ -61,6 +62,9 @@ type FileCacheStats struct {
 	Hits      int64 // operations that found their handle open
 	Misses    int64 // operations that had to open it again
 	Evictions int64 // handles closed to stay within the bound
+	// CacheDroppedBytes counts the bytes of follower segments dropped from
+	// the page cache behind their tail (Config.FollowerCachedBytes).
+	CacheDroppedBytes int64
 }
 
 // Stats returns the cache's counters.
@@ -68,7 +72,8 @@ func (c *FileCache) Stats() FileCacheStats {
 	c.mu.Lock()
 	open, inUse := c.open, c.inUse
 	c.mu.Unlock()
-	return FileCacheStats{Open: open, InUse: inUse, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
+	return FileCacheStats{Open: open, InUse: inUse, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(),
+		CacheDroppedBytes: c.cacheDropped.Load()}
 }
 
 // create creates (or truncates) path and returns it as a cached file.
@@ -280,6 +285,19 @@ func (cf *cachedFile) StartWriteback(off, n int64) error {
 	}
 	defer cf.release()
 	return vfs.StartWriteback(f, off, n)
+}
+
+// DropCache drops a range of the file's clean pages from the page cache
+// (when its file system can), pinning the handle for the call, and counts
+// the bytes asked for in the cache's stats.
+func (cf *cachedFile) DropCache(off, n int64) error {
+	f, err := cf.acquire()
+	if err != nil {
+		return err
+	}
+	defer cf.release()
+	cf.c.cacheDropped.Add(n)
+	return vfs.DropCache(f, off, n)
 }
 
 func (cf *cachedFile) Truncate(size int64) error {

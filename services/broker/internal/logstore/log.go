@@ -126,6 +126,7 @@ type Log struct {
 		rolls                atomic.Int64
 		flushes              atomic.Int64
 		writebacks           atomic.Int64
+		droppedBytes         atomic.Int64
 		cleanedSegments      atomic.Int64
 		completedSwaps       atomic.Int64
 	}
@@ -182,6 +183,9 @@ type Stats struct {
 	Flushes         int64
 	// Writebacks counts writebacks started by appends (WritebackBytes).
 	Writebacks int64
+	// CacheDroppedBytes counts the follower's bytes dropped from the page
+	// cache behind its tail (Config.FollowerCachedBytes).
+	CacheDroppedBytes int64
 	// CleanedSegments counts segments the cleaner rewrote; CompletedSwaps
 	// counts cleaner swaps that loading finished after a crash.
 	CleanedSegments int64
@@ -202,6 +206,7 @@ func (l *Log) Stats() Stats {
 		Rolls:                l.stats.rolls.Load(),
 		Flushes:              l.stats.flushes.Load(),
 		Writebacks:           l.stats.writebacks.Load(),
+		CacheDroppedBytes:    l.stats.droppedBytes.Load(),
 		CleanedSegments:      l.stats.cleanedSegments.Load(),
 		CompletedSwaps:       l.stats.completedSwaps.Load(),
 		LogStartOffset:       l.LogStartOffset(),

@@ -26,7 +26,11 @@ type segment struct {
 	// writtenBack is where the last writeback started by the Log ended
 	// (Config.WritebackBytes); written under the Log's mu.
 	writtenBack atomic.Int64
-	maxTS       atomic.Int64 // largest batch maxTimestamp, -1 when empty
+	// droppedTo is where the page-cache drop behind a follower's tail
+	// ended (Config.FollowerCachedBytes); used by the one writeback
+	// goroutine a log runs at a time.
+	droppedTo atomic.Int64
+	maxTS     atomic.Int64 // largest batch maxTimestamp, -1 when empty
 
 	// indexesDurable is false from sealing until a flush has synced the
 	// sealed indexes; the recovery point may not cover the segment before.

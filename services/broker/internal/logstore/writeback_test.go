@@ -12,48 +12,63 @@ import (
 	"tidemark.io/services/broker/internal/logstore/vfs"
 )
 
-// writebackFS records the writebacks started on its files.
-type writebackFS struct {
+// recordFS records the writebacks started on its files and the page-cache
+// drops asked of them.
+type recordFS struct {
 	vfs.FS
 	mu     sync.Mutex
-	ranges map[string][][2]int64 // path: [off, off+n) in call order
+	ranges map[string][][2]int64 // writebacks, path: [off, off+n) in call order
+	drops  map[string][][2]int64 // page-cache drops, likewise
 }
 
-type writebackFile struct {
+func newRecordFS(t testing.TB) *recordFS {
+	return &recordFS{FS: newMem(t), ranges: map[string][][2]int64{}, drops: map[string][][2]int64{}}
+}
+
+type recordFile struct {
 	vfs.File
-	fs   *writebackFS
+	fs   *recordFS
 	path string
 }
 
-func (f writebackFile) StartWriteback(off, n int64) error {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
-	f.fs.ranges[f.path] = append(f.fs.ranges[f.path], [2]int64{off, off + n})
+func (f recordFile) StartWriteback(off, n int64) error {
+	return f.fs.record(f.fs.ranges, f.path, off, n)
+}
+func (f recordFile) DropCache(off, n int64) error { return f.fs.record(f.fs.drops, f.path, off, n) }
+
+func (w *recordFS) record(m map[string][][2]int64, path string, off, n int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m[path] = append(m[path], [2]int64{off, off + n})
 	return nil
 }
 
-func (w *writebackFS) wrap(path string, f vfs.File, err error) (vfs.File, error) {
+func (w *recordFS) wrap(path string, f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return writebackFile{File: f, fs: w, path: path}, nil
+	return recordFile{File: f, fs: w, path: path}, nil
 }
 
-func (w *writebackFS) Create(name string) (vfs.File, error) {
+func (w *recordFS) Create(name string) (vfs.File, error) {
 	f, err := w.FS.Create(name)
 	return w.wrap(name, f, err)
 }
 
-func (w *writebackFS) Open(name string) (vfs.File, error) {
+func (w *recordFS) Open(name string) (vfs.File, error) {
 	f, err := w.FS.Open(name)
 	return w.wrap(name, f, err)
 }
 
-func (w *writebackFS) logRanges() map[string][][2]int64 {
+// logRanges are the writebacks of .log files; logDrops their drops.
+func (w *recordFS) logRanges() map[string][][2]int64 { return w.ofLogs(w.ranges) }
+func (w *recordFS) logDrops() map[string][][2]int64  { return w.ofLogs(w.drops) }
+
+func (w *recordFS) ofLogs(m map[string][][2]int64) map[string][][2]int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string][][2]int64{}
-	for p, r := range w.ranges {
+	for p, r := range m {
 		if strings.HasSuffix(p, ".log") {
 			out[p] = slices.Clone(r)
 		}
@@ -65,7 +80,7 @@ func (w *writebackFS) logRanges() map[string][][2]int64 {
 // WritebackBytes, in order and without gaps, so no file collects seconds of
 // dirty pages for the kernel to write at once; and never the indexes.
 func TestAppendsStartWritebackEveryStep(t *testing.T) {
-	wfs := &writebackFS{FS: newMem(t), ranges: map[string][][2]int64{}}
+	wfs := newRecordFS(t)
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 1 << 20
 	cfg.WritebackBytes = 64 << 10
@@ -99,7 +114,7 @@ func TestAppendsStartWritebackEveryStep(t *testing.T) {
 	}
 
 	// Off: none.
-	wfs2 := &writebackFS{FS: newMem(t), ranges: map[string][][2]int64{}}
+	wfs2 := newRecordFS(t)
 	cfg.WritebackBytes = -1
 	l2 := openLog(t, wfs2, cfg, newClock())
 	fill(t, l2, 40, 20, 1000)

@@ -113,3 +113,35 @@ func BenchmarkUpdateMetadataWithoutConfigChange(b *testing.B) {
 		})
 	}
 }
+
+// log.follower.cached.bytes, a dynamic broker config outside the topic
+// config, reaches every hosted log when it changes, and -1 (or 0) turns the
+// page-cache drop off in the log's own terms.
+func TestFollowerCachedBytesReachesTheLogs(t *testing.T) {
+	e := newEnv(t)
+	tp := TP{Topic: "a", Partition: 0}
+	e.stateOf(tp, 1, 1, 1, []int32{1, 2, 3}, map[string]string{})
+	topics := map[string]map[string]string{"a": {}}
+	cachedOf := func() int64 {
+		r, ok := e.m.Replica(tp)
+		if !ok {
+			t.Fatalf("%v not hosted", tp)
+		}
+		return r.log.Config().FollowerCachedBytes
+	}
+	for _, c := range []struct {
+		set  map[string]string
+		want int64
+	}{
+		{nil, 64 << 20},
+		{map[string]string{"log.follower.cached.bytes": "-1"}, -1},
+		{map[string]string{"log.follower.cached.bytes": "8388608"}, 8 << 20},
+		{map[string]string{"log.follower.cached.bytes": "0"}, -1},
+		{nil, 64 << 20},
+	} {
+		e.configUpdate(topics, c.set)
+		if got := cachedOf(); got != c.want {
+			t.Fatalf("broker configs %v: the log has FollowerCachedBytes %d, want %d", c.set, got, c.want)
+		}
+	}
+}

@@ -322,7 +322,9 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 		Truncation:        m.truncationMode(),
 		Brokers:           brokersView{m.opts.Meta},
 	}, partition.LogState{LogStartOffset: lg.LogStartOffset(), LogEndOffset: lg.LogEndOffset(), HighWatermark: hw})
-	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, fetchEpoch: -1, leaderSince: -1}
+	// followerCached starts unknown: a log loaded at startup kept the
+	// config it was opened with, so the first config pass sets it.
+	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, followerCached: math.MinInt64, fetchEpoch: -1, leaderSince: -1}
 	m.replicas[tp] = r
 	return r, nil
 }
@@ -350,6 +352,10 @@ func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
 		c.FlushInterval = time.Duration(tc.FlushMs) * time.Millisecond
 	}
 	c.FsyncEveryAppend = m.BrokerConfig().LogFlushFsyncEveryAppend
+	c.FollowerCachedBytes = -1 // log.follower.cached.bytes -1 or 0: keep every page
+	if v := m.BrokerConfig().LogFollowerCachedBytes; v > 0 {
+		c.FollowerCachedBytes = v
+	}
 	c.CleanupPolicy = tc.CleanupPolicy
 	c.MinCleanableDirtyRatio = tc.MinCleanableDirtyRatio
 	c.DeleteRetention = msDuration(tc.DeleteRetentionMs)
@@ -374,10 +380,11 @@ func (m *Manager) applyTopicConfigLocked(r *Replica, tc topicconfig.TopicConfig,
 			defer r.wake()
 		}
 	}
-	if tc != r.cfg {
-		if err := r.log.SetConfig(m.logConfig(tc)); err != nil {
+	if lc := m.logConfig(tc); tc != r.cfg || lc.FollowerCachedBytes != r.followerCached {
+		if err := r.log.SetConfig(lc); err != nil {
 			m.log.Warn("ignoring invalid log config", "topic", r.tp.Topic, "err", err)
 		}
+		r.followerCached = lc.FollowerCachedBytes
 	}
 	r.cfg = tc
 }

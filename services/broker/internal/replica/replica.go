@@ -29,6 +29,9 @@ type Replica struct {
 	// cfgVersion is what cfg was resolved from (metadata cache versions):
 	// UpdateMetadata skips replicas whose inputs did not change.
 	cfgVersion metadata.ConfigVersion
+	// followerCached is the log.follower.cached.bytes the log was last
+	// configured with: a dynamic broker config, not in cfg.
+	followerCached int64
 	// fetchEpoch is the leader epoch this replica follows with, set when the
 	// fetcher took it over; a fetch answer for another epoch is dropped.
 	fetchEpoch int32

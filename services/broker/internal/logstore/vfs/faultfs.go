@@ -242,6 +242,10 @@ func (f *faultFile) StartWriteback(off, n int64) error {
 	return StartWriteback(f.File, off, n)
 }
 
+// DropCache passes on to the inner file when it can drop cached pages
+// (advisory, as StartWriteback: no fault is injected).
+func (f *faultFile) DropCache(off, n int64) error { return DropCache(f.File, off, n) }
+
 func (f *faultFile) Truncate(size int64) error {
 	if err := f.fs.fail(OpTruncate, f.Name()); err != nil {
 		return err

@@ -84,6 +84,23 @@ func StartWriteback(f File, off, n int64) error {
 	return nil
 }
 
+// CacheDropper is a File that can drop a range of its pages from the page
+// cache (Linux: posix_fadvise POSIX_FADV_DONTNEED). Only clean pages go:
+// dirty ones and those still being written back stay, so nothing is lost;
+// a later read of the range comes from the device.
+type CacheDropper interface {
+	DropCache(off, n int64) error
+}
+
+// DropCache drops f's cached pages of [off, off+n) when f can, and does
+// nothing when it cannot (MemFS; systems without the call).
+func DropCache(f File, off, n int64) error {
+	if d, ok := f.(CacheDropper); ok {
+		return d.DropCache(off, n)
+	}
+	return nil
+}
+
 // WriteFileAtomic replaces name with data so that after a crash either the
 // old or the new contents are found, never a mix: it writes name+".tmp",
 // syncs it, renames it over name and syncs the directory.

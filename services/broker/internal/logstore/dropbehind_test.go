@@ -1,0 +1,110 @@
+package logstore
+
+import (
+	"testing"
+
+	"tidemark.io/services/recordbatch"
+)
+
+// followerBatch is a batch as a follower receives it: placed at offset
+// base by a leader of epoch 0.
+func followerBatch(base int64, records, valueSize int) []byte {
+	b := plain(records, valueSize, 1000+base).build()
+	recordbatch.Batch(b).SetBaseOffset(base)
+	recordbatch.Batch(b).SetPartitionLeaderEpoch(0)
+	return b
+}
+
+// dropConfig has small steps: writeback every 64 KiB, a 256 KiB tail.
+func dropConfig() Config {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 1 << 20
+	cfg.WritebackBytes = 64 << 10
+	cfg.FollowerCachedBytes = 256 << 10
+	return cfg
+}
+
+// A follower's appends drop the pages behind its tail from the page cache:
+// page-aligned ranges, in order and without gaps from the segment's start,
+// never within FollowerCachedBytes of its end; so nearly all of each
+// sealed segment is dropped and the tail of the active one stays.
+func TestFollowerAppendsDropPagesBehindTheirTail(t *testing.T) {
+	dfs := newRecordFS(t)
+	cfg := dropConfig()
+	l := openLog(t, dfs, cfg, newClock())
+	for l.LogEndOffset() < 2500 { // about 2.5 MiB: three segments
+		if _, err := l.AppendAsFollower(followerBatch(l.LogEndOffset(), 20, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		l.bg.Wait() // one writeback at a time: let each finish, so none is skipped
+	}
+	segs := l.segments()
+	got := dfs.logDrops()
+	if len(segs) < 3 || len(got) != len(segs) {
+		t.Fatalf("%d segments, drops on %d log files: %v", len(segs), len(got), got)
+	}
+	total := int64(0)
+	for i, s := range segs {
+		size := s.size.Load()
+		end := int64(0)
+		for _, r := range got[s.logPath] {
+			if r[0] != end || r[0]%dropAlign != 0 || r[1]%dropAlign != 0 || r[1] <= r[0] {
+				t.Fatalf("%s: drop %v after %d; want page-aligned ranges that follow on: %v", s.logPath, r, end, got[s.logPath])
+			}
+			end = r[1]
+		}
+		total += end
+		// The end of the drops lags the segment's end by the window, plus
+		// at most one writeback step (drops come with writebacks) and a page.
+		lag := size - end
+		if lag < cfg.FollowerCachedBytes || lag > cfg.FollowerCachedBytes+cfg.WritebackBytes+dropAlign {
+			t.Fatalf("segment %d (%d bytes): dropped up to %d, %d behind its end; want the last %d to %d bytes kept",
+				i, size, end, lag, cfg.FollowerCachedBytes, cfg.FollowerCachedBytes+cfg.WritebackBytes+dropAlign)
+		}
+	}
+	if st := l.Stats(); st.CacheDroppedBytes != total {
+		t.Fatalf("stats count %d bytes dropped, the files saw %d", st.CacheDroppedBytes, total)
+	}
+
+	// A leader's appends keep every page: consumers read the leader's log.
+	lfs := newRecordFS(t)
+	leader := openLog(t, lfs, cfg, newClock())
+	fill(t, leader, 120, 20, 1000)
+	leader.bg.Wait()
+	if got := lfs.logDrops(); len(got) != 0 {
+		t.Fatalf("a leader's appends dropped pages: %v", got)
+	}
+
+	// Off (negative, Kafka's way): a follower keeps every page too.
+	ofs := newRecordFS(t)
+	cfg.FollowerCachedBytes = -1
+	off := openLog(t, ofs, cfg, newClock())
+	for off.LogEndOffset() < 1200 {
+		if _, err := off.AppendAsFollower(followerBatch(off.LogEndOffset(), 20, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		off.bg.Wait()
+	}
+	if got := ofs.logDrops(); len(got) != 0 {
+		t.Fatalf("follower.cached.bytes off, yet pages were dropped: %v", got)
+	}
+}
+
+// The window never falls below four writeback steps: a smaller one would
+// drop pages the kernel is still writing (which it keeps, so the drop
+// would be lost work).
+func TestFollowerCacheWindowFloor(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, c := range []struct{ set, writeback, want int64 }{
+		{0, 0, DefaultFollowerCachedBytes},
+		{-1, 0, 0},
+		{1, 0, 4 * DefaultWritebackBytes},
+		{128 << 20, 0, 128 << 20},
+		{1, 64 << 10, 256 << 10},
+	} {
+		cfg.FollowerCachedBytes, cfg.WritebackBytes = c.set, c.writeback
+		if got := cfg.followerCacheWindow(); got != c.want {
+			t.Errorf("FollowerCachedBytes %d, WritebackBytes %d: window %d, want %d", c.set, c.writeback, got, c.want)
+		}
+	}
+}
