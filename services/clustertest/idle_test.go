@@ -259,6 +259,12 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 // followerFetches reads, from broker id's /metrics, how many follower
 // fetches it has served as a leader.
 func (c *Cluster) followerFetches(id int32) int64 {
+	return int64(c.metric(id, `tidemark_broker_fetch_latency_seconds_count{kind="follower"}`))
+}
+
+// metric reads one sample from broker id's /metrics (its metrics listener
+// must be on), by its name and labels as printed; 0 when absent.
+func (c *Cluster) metric(id int32, name string) float64 {
 	c.T.Helper()
 	resp, err := http.Get("http://" + c.Broker(id).MetricsAddr() + "/metrics")
 	if err != nil {
@@ -269,14 +275,13 @@ func (c *Cluster) followerFetches(id int32) int64 {
 	if err != nil {
 		c.T.Fatalf("metrics of broker %d: %v", id, err)
 	}
-	const name = `tidemark_broker_fetch_latency_seconds_count{kind="follower"} `
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name); ok {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
 				c.T.Fatalf("metrics of broker %d: %q: %v", id, line, err)
 			}
-			return int64(n)
+			return n
 		}
 	}
 	return 0
