@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"tidemark.io/tools/internal/devcluster"
+	"tidemark.io/tools/internal/linkfloor"
 )
 
 // Options say where the binaries are and where the results go.
@@ -71,6 +72,9 @@ type Result struct {
 	// cached page-cache pages, measured before the shapes; zero when it
 	// could not be.
 	PageWrite PageWrite `json:"page_write"`
+	// LinkFloor is the round trip between two processes here, the floor
+	// under the synchronous rows; nil when it could not be measured.
+	LinkFloor *linkfloor.Result `json:"link_floor,omitempty"`
 	// Profiles are where each tidemark process's CPU went in the profiled
 	// runs of the profiled shapes, by its CPU profile.
 	Profiles []ProcessCPU `json:"profiles,omitempty"`
@@ -94,6 +98,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 		fmt.Fprintf(out, "a thread's sleep and wake-up on this machine: %v of CPU, %v from call to return (1 µs asked)\n", sw.CPU.Round(100*time.Nanosecond), sw.Wall.Round(100*time.Nanosecond))
 	} else {
 		fmt.Fprintf(out, "the price of a sleep and wake-up not measured: %v\n", err)
+	}
+	if o.BinDir != "" {
+		if lf, err := measureLinkFloor(ctx, o.BinDir, o.Procs); err == nil {
+			res.LinkFloor = lf
+			fmt.Fprintf(out, "one message each way between two processes here (mutual TLS, loopback): p50 %v bare TLS, %v on a gRPC stream\n", lf.TLS.P50.Round(time.Microsecond), lf.GRPC.P50.Round(time.Microsecond))
+		} else {
+			fmt.Fprintf(out, "the round trip between two processes not measured: %v\n", err)
+		}
 	}
 	// In the temporary directory, where both systems' data dirs go.
 	if pw, err := measurePageWrite(os.TempDir(), pageWriteBytes); err == nil {

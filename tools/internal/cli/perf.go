@@ -62,7 +62,7 @@ func newPerfCmd(g *globals) *cobra.Command {
 	c.PersistentFlags().StringVar(&execTrace, "exec-trace", "", "write this process's execution trace of the run to the file (go tool trace): where a latency outlier's goroutines waited")
 	c.PersistentFlags().StringVar(&allocProfile, "alloc-profile", "", "write this process's allocation profile at the end of the run to the file")
 	c.PersistentFlags().BoolVar(&sysmonPoll, "sysmon-poll", true, "keep the Go runtime's monitor thread of this process polling instead of deep-sleeping between messages (the brokers' --sysmon.poll): the command starts again at once with GODEBUG=schedtrace set; a schedtrace already in GODEBUG is kept (0 turns it off)")
-	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g), newPerfCommitCmd(g), newPerfE2ECmd(g))
+	c.AddCommand(newPerfProduceCmd(g), newPerfConsumeCmd(g), newPerfCommitCmd(g), newPerfE2ECmd(g), newPerfLinkCmd(g))
 	return c
 }
 

@@ -1,0 +1,53 @@
+package benchcmp
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"tidemark.io/tools/internal/linkfloor"
+)
+
+func TestLinkFloorNoteSetsTheSyncRowAgainstTwoRoundTrips(t *testing.T) {
+	r := &Result{
+		LinkFloor: &linkfloor.Result{Size: 128, RoundTrips: 3000,
+			TLS:  linkfloor.Latency{P50: 80 * time.Microsecond},
+			GRPC: linkfloor.Latency{P50: 125 * time.Microsecond}},
+		Rows: []Row{{Shape: Shape{Name: "sync1-128", Mode: Sync, Size: 128, Producers: 1},
+			Tidemark:  Figure{MsgsPerSec: 2000, P50: 400 * time.Microsecond},
+			JetStream: Figure{MsgsPerSec: 2500, P50: 360 * time.Microsecond}}},
+	}
+	md := r.Markdown()
+	for _, want := range []string{
+		"took p50 80 µs on a bare TLS connection and 125 µs on a gRPC stream",
+		"(3000 round trips each",
+		"cannot pass 6250 writes/s here over bare TLS, 4000 over gRPC",
+		"tidemark 400 µs, 3.2 gRPC round trips (150 µs above two",
+		"JetStream 360 µs, 4.5 bare TLS round trips",
+		"Twice JetStream's synchronous rate (5000 writes/s) leaves 200 µs per write, 2.5 bare TLS round trips",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	r.LinkFloor = nil
+	if md := r.Markdown(); strings.Contains(md, "The floor under") {
+		t.Errorf("a run without the measurement speaks of it:\n%s", md)
+	}
+}
+
+func TestLinkFloorIsKeptInTheResultFile(t *testing.T) {
+	r := &Result{LinkFloor: &linkfloor.Result{Size: 128, RoundTrips: 10, TLS: linkfloor.Latency{P50: time.Microsecond}}}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.LinkFloor == nil || *back.LinkFloor != *r.LinkFloor {
+		t.Fatalf("%s read back as %+v", b, back.LinkFloor)
+	}
+}
