@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"tidemark.io/tools/internal/devcluster"
-	"tidemark.io/tools/internal/linkfloor"
 )
 
 // Options say where the binaries are and where the results go.
@@ -74,7 +73,7 @@ type Result struct {
 	PageWrite PageWrite `json:"page_write"`
 	// LinkFloor is the round trip between two processes here, the floor
 	// under the synchronous rows; nil when it could not be measured.
-	LinkFloor *linkfloor.Result `json:"link_floor,omitempty"`
+	LinkFloor *LinkFloor `json:"link_floor,omitempty"`
 	// Profiles are where each tidemark process's CPU went in the profiled
 	// runs of the profiled shapes, by its CPU profile.
 	Profiles []ProcessCPU `json:"profiles,omitempty"`
@@ -102,7 +101,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.BinDir != "" {
 		if lf, err := measureLinkFloor(ctx, o.BinDir, o.Procs); err == nil {
 			res.LinkFloor = lf
-			fmt.Fprintf(out, "one message each way between two processes here (mutual TLS, loopback): p50 %v bare TLS, %v on a gRPC stream\n", lf.TLS.P50.Round(time.Microsecond), lf.GRPC.P50.Round(time.Microsecond))
+			fmt.Fprintf(out, "one message each way between two processes here (mutual TLS, loopback): %s\n", lf)
 		} else {
 			fmt.Fprintf(out, "the round trip between two processes not measured: %v\n", err)
 		}

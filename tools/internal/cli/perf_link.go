@@ -32,7 +32,9 @@ func newPerfLinkCmd(g *globals) *cobra.Command {
 			"back), so one producer waiting for each write cannot pass 1 / (2 × round trip) writes/s\n" +
 			"on this machine, in tidemark or any system that replicates before it answers.\n" +
 			"Both processes keep the runtime's monitor thread polling, as brokers do (--sysmon-poll),\n" +
-			"and take GOMAXPROCS from the environment.",
+			"and take GOMAXPROCS from the environment (brokers of `tidemark dev` on 2 cores run with 1).\n" +
+			"A gRPC link's time can differ between pairs of processes by several times on a virtual\n" +
+			"machine: run it a few times (`make bench-compare` takes the median of 5).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if serve {
