@@ -41,8 +41,9 @@
 // when its batch fills), adds the record to that partition's open batch,
 // encoded in the log's format, and returns. A batch is sent when it is full
 // (batch.size, 65536 bytes: see DefaultBatchSize), when it has waited
-// linger.ms (5 ms, the Kafka 4.0 default), or on Flush and Close, as the raw record_batch of one
-// ProduceRequest. Every record gets exactly one callback: its offset, or an
+// linger.ms (5 ms, the Kafka 4.0 default), when buffer.memory is spent (a record waits for room,
+// so nothing more can join before an answer frees some: Kafka's accumulator sends then too), or
+// on Flush and Close, as the raw record_batch of one ProduceRequest. Every record gets exactly one callback: its offset, or an
 // error with a code. Produce is the synchronous form. A batch of several
 // records that the leader refuses as too large (MESSAGE_TOO_LARGE or
 // RECORD_LIST_TOO_LARGE: the topic's max.message.bytes is below batch.size)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // memLimiter is buffer.memory: a byte budget for records handed to the
@@ -13,7 +14,18 @@ type memLimiter struct {
 	limit   int
 	used    int
 	waiters []*memWaiter
+	// waiting is len(waiters), readable without mu: the partition
+	// goroutines ask it on every step, under their own locks.
+	waiting atomic.Int32
+	// onExhausted runs, without locks, when a record starts waiting and
+	// none was: the budget is spent, so open batches should go now rather
+	// than wait for linger.ms (Kafka's accumulator: a batch is ready when
+	// the buffer pool has waiters).
+	onExhausted func()
 }
+
+// exhausted reports whether a record is waiting for room.
+func (m *memLimiter) exhausted() bool { return m.waiting.Load() > 0 }
 
 type memWaiter struct {
 	n       int
@@ -44,7 +56,12 @@ func (m *memLimiter) acquire(ctx context.Context, n int) error {
 	}
 	w := &memWaiter{n: n, ready: make(chan struct{})}
 	m.waiters = append(m.waiters, w)
+	m.waiting.Store(int32(len(m.waiters)))
+	first := len(m.waiters) == 1
 	m.mu.Unlock()
+	if first && m.onExhausted != nil {
+		m.onExhausted()
+	}
 	select {
 	case <-w.ready:
 		return nil
@@ -59,6 +76,7 @@ func (m *memLimiter) acquire(ctx context.Context, n int) error {
 	for i, x := range m.waiters {
 		if x == w {
 			m.waiters = append(m.waiters[:i], m.waiters[i+1:]...)
+			m.waiting.Store(int32(len(m.waiters)))
 			break
 		}
 	}
@@ -84,5 +102,6 @@ func (m *memLimiter) grantLocked() {
 		w.granted = true
 		close(w.ready)
 		m.waiters = m.waiters[1:]
+		m.waiting.Store(int32(len(m.waiters)))
 	}
 }

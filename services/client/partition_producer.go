@@ -194,11 +194,13 @@ func (pp *partitionProducer) step() (time.Duration, bool) {
 	return wait, exit
 }
 
-// lingeredLocked says whether the open batch should go now that linger.ms
-// has passed. While sealed batches still wait for the window, it keeps
-// filling instead, as a Kafka batch does until it is drained.
+// lingeredLocked says whether the open batch should go now: linger.ms has
+// passed, or buffer.memory is spent (a record waits for room, so nothing
+// more joins the batch until an answer frees some; Kafka's accumulator
+// sends every batch then). While sealed batches still wait for the window,
+// it keeps filling instead, as a Kafka batch does until it is drained.
 func (pp *partitionProducer) lingeredLocked(now time.Time) bool {
-	if now.Sub(pp.open.created) < pp.p.opts.Linger {
+	if now.Sub(pp.open.created) < pp.p.opts.Linger && !pp.p.mem.exhausted() {
 		return false
 	}
 	n := len(pp.queue)

@@ -65,7 +65,19 @@ func NewProducer(c *Client, opts ProducerOptions) (*Producer, error) {
 	if idem {
 		p.ids = newProducerIDs(c)
 	}
+	p.mem.onExhausted = p.pokeAll
 	return p, nil
+}
+
+// pokeAll wakes every partition goroutine: buffer.memory ran out, and each
+// sends its open batch instead of waiting out linger.ms for records that
+// cannot come until an answer frees room.
+func (p *Producer) pokeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pp := range p.parts {
+		pp.poke()
+	}
 }
 
 // Idempotent reports whether the producer runs with idempotence.

@@ -115,6 +115,8 @@ type ProducerOptions struct {
 	// MaxInt), so that DeliveryTimeout is the bound. Negative disables retries.
 	Retries int
 	// BufferMemory (buffer.memory) bounds the bytes of unacknowledged records.
+	// While a record waits for room, open batches are sent without waiting
+	// out Linger.
 	BufferMemory int
 	// MaxBlock (max.block.ms) bounds how long ProduceAsync blocks.
 	MaxBlock time.Duration
