@@ -384,6 +384,26 @@ func startRetrying[T any](t testing.TB, what string, start func() (T, error)) T 
 	return v
 }
 
+// WaitBrokerAlive waits until the active controller counts broker id
+// alive. A restarted broker registers only once its previous lease is
+// gone, and until then an assignment naming it is refused as naming an
+// unknown broker.
+func (c *Cluster) WaitBrokerAlive(id int32) {
+	c.T.Helper()
+	c.WaitFor(15*time.Second, fmt.Sprintf("broker %d registered with the controller", id), func() bool {
+		dc, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		for _, b := range dc.GetBrokers() {
+			if b.GetNode().GetId() == id {
+				return b.GetAlive()
+			}
+		}
+		return false
+	})
+}
+
 // CrashBroker kills broker id as kill -9 would: no controlled shutdown, no
 // final checkpoint, its registration left to expire.
 func (c *Cluster) CrashBroker(id int32) {

@@ -73,7 +73,7 @@ func TestFollowerThatDroppedItsPagesLeadsWithEveryRecord(t *testing.T) {
 		next = c.Partition("drop", 0).GetLeader()
 		return next >= 0 && next != leader
 	})
-	if got := c.consumeAll("drop", 0); !slices.Equal(got, acked) {
+	if got := c.consumeAll("drop", 0, int64(len(acked))); !slices.Equal(got, acked) {
 		t.Fatalf("new leader %d served %d records, want the %d acknowledged in order", next, len(got), len(acked))
 	}
 
@@ -99,10 +99,22 @@ func TestFollowerThatDroppedItsPagesLeadsWithEveryRecord(t *testing.T) {
 }
 
 // consumeAll reads the partition from offset 0 to its high watermark from
-// its leader, fetch after fetch.
-func (c *Cluster) consumeAll(topic string, p int32) []string {
+// its leader, fetch after fetch, once the leader the controller names has
+// taken over (its LeaderAndIsr may still be on the way) and its high
+// watermark covers want records (a new leader learns the HW from its
+// followers' next fetches).
+func (c *Cluster) consumeAll(topic string, p int32, want int64) []string {
 	c.T.Helper()
-	leader := c.Partition(topic, p).GetLeader()
+	var leader int32
+	c.WaitFor(15*time.Second, fmt.Sprintf("the leader of %s-%d serving %d records", topic, p, want), func() bool {
+		leader = c.Partition(topic, p).GetLeader()
+		if leader < 0 {
+			return false
+		}
+		resp, err := c.BrokerClient(leader).Fetch(context.Background(), &brokerv1.FetchRequest{
+			Topic: topic, Partition: p, Offset: 0, CurrentLeaderEpoch: -1, MaxBytes: 1024})
+		return err == nil && resp.GetHighWatermark() >= want
+	})
 	var out []string
 	for offset := int64(0); ; {
 		resp, err := c.BrokerClient(leader).Fetch(context.Background(), &brokerv1.FetchRequest{

@@ -56,6 +56,9 @@ func TestRecreatedTopicNeverReopensAStrayLog(t *testing.T) {
 	// while broker 3 cannot reach the other brokers yet.
 	c.Net.Partition(BrokerName(3), BrokerName(1))
 	c.Net.Partition(BrokerName(3), BrokerName(2))
+	// The new assignment names broker 3: the controller must count it
+	// alive again (its previous lease gone and the new one taken).
+	c.WaitBrokerAlive(3)
 	create()
 	if id := c.topicID("reborn"); id == "" || id == oldID {
 		t.Fatalf("the new topic's id is %q, the old one's %q", id, oldID)
