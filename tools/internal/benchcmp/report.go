@@ -34,6 +34,7 @@ func (r *Result) Markdown() string {
 `)
 	b.WriteString(r.medians())
 	b.WriteString(r.pauses())
+	b.WriteString(r.targetsTable())
 	b.WriteString(r.linkFloorNote())
 	b.WriteString(r.cpuTable())
 	b.WriteString(r.cpuUseTables())
