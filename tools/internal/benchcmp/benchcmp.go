@@ -41,6 +41,12 @@ type Options struct {
 	// cluster does: comparing a secured system with an unsecured one
 	// measures the encryption, not the systems.
 	Plaintext bool
+	// OneCPU runs the synchronous shapes again with every process of both
+	// systems on one CPU, when the machine has more (measureOneCPU).
+	OneCPU bool
+	// Scale is the record counts' multiplier the shapes were made with,
+	// passed on to the one-CPU pass.
+	Scale float64
 }
 
 // Row is one shape's figures on both systems.
@@ -74,6 +80,8 @@ type Result struct {
 	// LinkFloor is the round trip between two processes here, the floor
 	// under the synchronous rows; nil when it could not be measured.
 	LinkFloor *LinkFloor `json:"link_floor,omitempty"`
+	// OneCPU is the synchronous shapes again on one CPU; nil when not run.
+	OneCPU *OneCPU `json:"one_cpu,omitempty"`
 	// Profiles are where each tidemark process's CPU went in the profiled
 	// runs of the profiled shapes, by its CPU profile.
 	Profiles []ProcessCPU `json:"profiles,omitempty"`
@@ -137,6 +145,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 		}, func(r *Row) *Figure { return &r.JetStream }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }, &res.PeakRSS.JetStream); err != nil {
 			return nil, err
 		}
+	}
+	if o.OneCPU && runtime.NumCPU() > 1 && len(oneCPUShapes(o.Shapes)) > 0 {
+		oc, err := measureOneCPU(ctx, o, stamp, out)
+		if err != nil {
+			oc = &OneCPU{Err: err.Error()}
+			fmt.Fprintf(out, "the synchronous shapes on one CPU not measured: %v\n", err)
+		}
+		res.OneCPU = oc
 	}
 	md := res.Markdown()
 	fmt.Fprintln(out)

@@ -22,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 }
 
 func newBenchCompareCmd() *cobra.Command {
-	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench"), Kills: 20}
+	o := benchcmp.Options{OutDir: filepath.Join(".data", "bench"), Kills: 20, OneCPU: true}
 	scale := 1.0
 	inFlight := benchcmp.DefaultInFlight
 	readme := ""
@@ -79,6 +79,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 					}
 				}
 			}
+			o.Scale = scale
 			o.Shapes = benchcmp.DefaultShapes(scale, inFlight)
 			if len(only) > 0 {
 				var err error
@@ -112,6 +113,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.IntVar(&o.Procs, "gomaxprocs", 0, "GOMAXPROCS of every server process of both systems (0: cores / 3, at least 1, as tidemark dev)")
 	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
 	f.BoolVar(&o.Plaintext, "plaintext", false, "run both systems without TLS (default: mutual TLS on every link of both, clients and replication)")
+	f.BoolVar(&o.OneCPU, "one-cpu", o.OneCPU, "run the synchronous shapes of both systems again with every process allowed one CPU, when the machine has more (shows how much of a synchronous write is waking a second CPU)")
 	f.StringSliceVar(&only, "shapes", nil, "run only these shapes (comma-separated names: sync1-128, batch-1k, ...; a paced shape needs the one it paces)")
 	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
 	return cmd
