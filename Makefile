@@ -208,9 +208,10 @@ bench: ## benchmarks for regressions: in-process (brokers, controller and client
 	cd services && TIDEMARK_BENCH_RSS=1 go test -run 'RSS' -v ./broker/internal/logstore/ | grep -E 'RSS|rss|ok|FAIL' 
 
 # `make bench-compare` measures what users run: separate processes, beside
-# NATS JetStream, one system after the other in the same run (about 3
-# minutes, and about 5 more for the failover run's 20 kills; not part of
-# `make test`). BENCH_SCALE multiplies the record counts.
+# NATS JetStream, one system after the other in the same run (about 15
+# minutes, about 5 more for the failover runs' 20 kills and 4 more for the
+# synchronous shapes on one CPU; not part of `make test`). BENCH_SCALE
+# multiplies the record counts.
 BENCH_SCALE ?= 1
 # BENCH_KILLS is how many times the failover run kills the leader on each system.
 BENCH_KILLS ?= 20
