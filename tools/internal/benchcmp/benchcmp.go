@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"tidemark.io/tools/internal/devcluster"
 )
 
@@ -80,6 +82,9 @@ type Result struct {
 	// LinkFloor is the round trip between two processes here, the floor
 	// under the synchronous rows; nil when it could not be measured.
 	LinkFloor *LinkFloor `json:"link_floor,omitempty"`
+	// DropsPageCache: the harness could drop the clean page cache before
+	// each shape (dropPageCache).
+	DropsPageCache bool `json:"drops_page_cache,omitempty"`
 	// OneCPU is the synchronous shapes again on one CPU; nil when not run.
 	OneCPU *OneCPU `json:"one_cpu,omitempty"`
 	// Profiles are where each tidemark process's CPU went in the profiled
@@ -99,7 +104,11 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.Procs <= 0 {
 		o.Procs = devcluster.SharedProcs(3)
 	}
-	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs, Plaintext: o.Plaintext}
+	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs, Plaintext: o.Plaintext,
+		DropsPageCache: unix.Access(dropCachesPath, unix.W_OK) == nil}
+	if !res.DropsPageCache {
+		fmt.Fprintf(out, "the page cache will not be dropped before the shapes: %s is not writable here (run as root for figures that do not depend on what earlier shapes left cached)\n", dropCachesPath)
+	}
 	if sw, err := measureSleepWake(2000); err == nil {
 		res.SleepWake = sw
 		fmt.Fprintf(out, "a thread's sleep and wake-up on this machine: %v of CPU, %v from call to return (1 µs asked)\n", sw.CPU.Round(100*time.Nanosecond), sw.Wall.Round(100*time.Nanosecond))
@@ -252,6 +261,12 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	for i := range res.Rows {
 		s := res.Rows[i].Shape
 		writeBack(out, name)
+		if s.Mode != Consume && res.DropsPageCache {
+			// A consumer reads the shape before it, from the cache as users' do.
+			if err := dropPageCache(dropCachesPath); err != nil {
+				fmt.Fprintf(out, "%s  page cache not dropped: %v\n", name, err)
+			}
+		}
 		mem, memErr := readMemory()
 		began := time.Now()
 		var f Figure
@@ -466,6 +481,22 @@ func Machine() string {
 		}
 	}
 	return fmt.Sprintf("%d × %s, %s/%s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH)
+}
+
+// dropCachesPath is the kernel's knob that drops clean cached pages.
+const dropCachesPath = "/proc/sys/vm/drop_caches"
+
+// dropPageCache drops the clean page cache (after writeBack made it
+// clean) by writing 1 to path. Writing into page-cache pages on this VM
+// costs several times more CPU once gigabytes are cached (a 512 MiB file
+// took 1.3-1.9 s of system time with 7.6 GB cached, 0.16-0.30 s after a
+// drop; the kernel pages out cold memory here), so without it a shape's
+// figures depended on how much the shapes before it, of either system,
+// had written: the paced 1 KiB rows met a p99 of 258-336 ms in a run whose
+// page cache had grown past 5 GB, and 5-13 ms on a dev cluster in the
+// same state after a drop.
+func dropPageCache(path string) error {
+	return os.WriteFile(path, []byte("1"), 0)
 }
 
 // writeBack writes the page cache back to disk before a shape: every
