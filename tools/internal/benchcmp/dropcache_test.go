@@ -33,3 +33,24 @@ func TestMarkdownSaysWhenThePageCacheWasDropped(t *testing.T) {
 		t.Errorf("a run that could not drop the cache must not claim it:\n%s", md)
 	}
 }
+
+func TestNoDropBetweenAConsumerAndTheShapeItReads(t *testing.T) {
+	var rows []Row
+	for _, s := range DefaultShapes(1, DefaultInFlight) {
+		rows = append(rows, Row{Shape: s})
+	}
+	var kept []string
+	for i, r := range rows {
+		if !dropsBefore(rows, i) {
+			kept = append(kept, r.Shape.Name)
+		}
+	}
+	// consume-1k reads batch-1k: the cache stays from batch-1k's end until
+	// the consumer has run.
+	if got := strings.Join(kept, ","); got != "batch-1k-acks1,consume-1k" {
+		t.Fatalf("cache kept before %q, want batch-1k-acks1,consume-1k", got)
+	}
+	if !dropsBefore(rows, 0) || !dropsBefore(rows, len(rows)-1) {
+		t.Fatal("the first and last shapes start with the cache dropped")
+	}
+}

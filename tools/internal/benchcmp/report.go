@@ -33,7 +33,7 @@ func (r *Result) Markdown() string {
 - Before each shape of either system the harness writes the page cache back (` + "`sync`" + `): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated).
 `)
 	if r.DropsPageCache {
-		b.WriteString("- Then, before every shape but the consumer's (which reads what the shape before it wrote, from the cache), it drops the clean page cache (`/proc/sys/vm/drop_caches`): writing into page-cache pages here costs several times more CPU once gigabytes are cached, so each shape would otherwise pay for what the shapes before it had written.\n")
+		b.WriteString("- Then it drops the clean page cache (`/proc/sys/vm/drop_caches`) before every shape but those between a consumer and the shape it reads (which it reads from the cache, as users' consumers read what was just written): writing into page-cache pages here costs several times more CPU once gigabytes are cached, so each shape would otherwise pay for what the shapes before it had written.\n")
 	}
 	b.WriteString(r.medians())
 	b.WriteString(r.pauses())
