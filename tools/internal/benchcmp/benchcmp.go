@@ -87,6 +87,9 @@ type Result struct {
 	DropsPageCache bool `json:"drops_page_cache,omitempty"`
 	// OneCPU is the synchronous shapes again on one CPU; nil when not run.
 	OneCPU *OneCPU `json:"one_cpu,omitempty"`
+	// HaltPollNs is how long an idle vCPU of the machine polled before it
+	// halted (haltPollPath); nil on a machine without that setting.
+	HaltPollNs *int64 `json:"guest_halt_poll_ns,omitempty"`
 	// Profiles are where each tidemark process's CPU went in the profiled
 	// runs of the profiled shapes, by its CPU profile.
 	Profiles []ProcessCPU `json:"profiles,omitempty"`
@@ -108,6 +111,10 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 		DropsPageCache: unix.Access(dropCachesPath, unix.W_OK) == nil}
 	if !res.DropsPageCache {
 		fmt.Fprintf(out, "the page cache will not be dropped before the shapes: %s is not writable here (run as root for figures that do not depend on what earlier shapes left cached)\n", dropCachesPath)
+	}
+	if ns, ok := readHaltPoll(haltPollPath); ok {
+		res.HaltPollNs = &ns
+		fmt.Fprintf(out, "an idle vCPU here polls %v before it halts (%s)\n", time.Duration(ns), haltPollPath)
 	}
 	if sw, err := measureSleepWake(2000); err == nil {
 		res.SleepWake = sw

@@ -39,6 +39,7 @@ func (r *Result) Markdown() string {
 	b.WriteString(r.pauses())
 	b.WriteString(r.targetsTable())
 	b.WriteString(r.linkFloorNote())
+	b.WriteString(r.haltPollNote())
 	b.WriteString(r.oneCPUNote())
 	b.WriteString(r.cpuTable())
 	b.WriteString(r.cpuUseTables())
