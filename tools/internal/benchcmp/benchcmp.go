@@ -382,6 +382,9 @@ func runMedian(ctx context.Context, sd side, s Shape) Figure {
 	}
 	f := figs[runs/2]
 	f.Runs, f.MinMsgsPerSec, f.MaxMsgsPerSec = runs, lo, hi
+	for _, g := range figs {
+		f.MaxStealPct = max(f.MaxStealPct, g.StealPct)
+	}
 	f.Redone, f.MachinePause = redone, paused
 	return f
 }
@@ -401,7 +404,14 @@ func runMeasured(ctx context.Context, sd side, s Shape) Figure {
 			pids = nil
 		}
 	}
+	ticks, ticksErr := readCPUTicks(procStatPath)
 	f := sd.run(ctx, s)
+	if ticksErr == nil {
+		if after, err := readCPUTicks(procStatPath); err == nil {
+			f.StealPct, f.StealMeasured = stealPct(ticks, after)
+			f.MaxStealPct = f.StealPct
+		}
+	}
 	n := recordsOf(s)
 	if f.Err != "" || n <= 0 {
 		return f
@@ -457,6 +467,12 @@ func (f Figure) brief() string {
 	}
 	if f.Failed > 0 {
 		s += fmt.Sprintf(", %d FAILED", f.Failed)
+	}
+	if f.StealMeasured {
+		s += fmt.Sprintf("; host steal %.1f%%", f.StealPct)
+		if f.MaxStealPct > f.StealPct+0.05 {
+			s += fmt.Sprintf(" (max %.1f%%)", f.MaxStealPct)
+		}
 	}
 	if f.Redone > 0 {
 		s += fmt.Sprintf("; %d run(s) done again, the machine paused (up to %s)", f.Redone, ms(f.MachinePause))

@@ -44,6 +44,13 @@ type Figure struct {
 	// of CPU (see SleepWake). Zero: not measured.
 	ServerSwitches float64 `json:"server_switches_per_record,omitempty"`
 	ClientSwitches float64 `json:"client_switches_per_record,omitempty"`
+	// StealPct is the share of the machine's CPU time the hypervisor took
+	// during the run (/proc/stat's steal), StealMeasured whether it was
+	// read; MaxStealPct is the highest of a row's runs. A row that met
+	// the host running something else on its vCPUs says so.
+	StealPct      float64 `json:"steal_pct,omitempty"`
+	MaxStealPct   float64 `json:"max_steal_pct,omitempty"`
+	StealMeasured bool    `json:"steal_measured,omitempty"`
 	// Tail is where a tidemark paced run's latency went, from the
 	// brokers' histograms over the run (its warm-up included); nil for
 	// other shapes and for JetStream.

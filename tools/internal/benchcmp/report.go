@@ -243,16 +243,17 @@ func (r *Result) cpuTable() string {
 		if t.ServerCPU == 0 && j.ServerCPU == 0 {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s |", row.Shape.Label(),
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s / %s |", row.Shape.Label(),
 			micros(t, t.ServerCPU), micros(t, t.ClientCPU), micros(j, j.ServerCPU), micros(j, j.ClientCPU),
-			durRatio(t.ServerCPU, j.ServerCPU), cores(t), cores(j), switches(t), switches(j)))
+			durRatio(t.ServerCPU, j.ServerCPU), cores(t), cores(j), switches(t), switches(j), stealCell(t), stealCell(j)))
 	}
 	if len(rows) == 0 {
 		return ""
 	}
-	return "\n| CPU time per record, µs | tidemark brokers | tidemark client | JetStream servers | JetStream client | servers ratio | cores busy, tidemark / JetStream | context switches per record, tidemark brokers / client | JetStream servers / client |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
+	return "\n| CPU time per record, µs | tidemark brokers | tidemark client | JetStream servers | JetStream client | servers ratio | cores busy, tidemark / JetStream | context switches per record, tidemark brokers / client | JetStream servers / client | host steal, % of CPU time, tidemark / JetStream |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n" + `
 - Servers: the CPU time (user + system, from ` + "`/proc/<pid>/stat`" + `) of the 3 brokers / the 3 nats-servers over the row's run, divided by the records it sent or read (a paced row's warm-up included); tidemark's controllers, etcd and gateway are left out (they do no work per record). Client: the tool process's CPU time (its rusage), likewise; – where the client ran inside the harness (JetStream's paced rows). Cores busy: servers and client per record times the row's msgs/s, of the cores named above.
+- Host steal: the share of the machine's CPU time (all CPUs, from ` + "`/proc/stat`" + `) over the row's run that the hypervisor took while a vCPU had work, running something else on the host; "max" is the highest of the row's runs when another run met more. A run that met a high steal had less of the machine than the others of its row.
 - Context switches: how often the threads of the servers (summed over ` + "`/proc/<pid>/task/*/status`" + `) and of the client process (its rusage) gave up the CPU, to wait for the next message or preempted, per record.` + r.sleepWakeNote() + r.pageWriteNote() + `
 `
 }
