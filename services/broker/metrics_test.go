@@ -81,3 +81,35 @@ func TestMetricsFollowTheISR(t *testing.T) {
 		t.Fatalf("cut-off follower last caught up %vs ago", v)
 	}
 }
+
+// A follower times its own fetch rounds by phase, so an operator can place
+// a stall of acks=all writes: the leader's answer, the way back, the
+// follower's appends or its loop. The leader has no fetch rounds of its own.
+func TestFollowersTimeTheirFetchRoundsByPhase(t *testing.T) {
+	c := newClusterFn(t, 3, nil, func(cfg *broker.Config) {
+		cfg.Telemetry.MetricsListen = "127.0.0.1:0"
+	})
+	c.ctrl.createTopic("phases", 1, 3, map[string]string{"min.insync.replicas": "3"})
+	for i := range 3 {
+		if _, err := c.produce("phases", 0, -1, "v"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := c.ctrl.state("phases", 0).leader
+	count := func(id int32, phase string) float64 {
+		return metricValue(t, scrape(t, c.brokers[id].MetricsAddr()), `tidemark_broker_replica_fetch_seconds_count{phase="`+phase+`"}`)
+	}
+	for id := range c.brokers {
+		if id == leader {
+			continue
+		}
+		// Three acks=all writes with min.insync.replicas 3: each follower
+		// fetched and applied each of them, and fetched again after.
+		waitFor(t, 5*time.Second, "a follower's fetch phases", func() bool {
+			return count(id, "round_trip") >= 3 && count(id, "apply") >= 3 && count(id, "between") >= 2
+		})
+	}
+	if v := count(leader, "round_trip"); v != 0 {
+		t.Fatalf("the leader timed %v fetch rounds of its own", v)
+	}
+}

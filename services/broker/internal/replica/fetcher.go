@@ -247,6 +247,10 @@ type fetcher struct {
 	// prevHW remembers the leader HW last seen per partition, so the
 	// follower can tell a round trip that moved it.
 	prevHW map[TP]int64
+	// roundEnded is when the last round's answers were applied (zero after
+	// a round that ended otherwise), for the "between" phase. Only the
+	// fetcher's goroutine touches it.
+	roundEnded time.Time
 }
 
 func newFetcher(m *Manager, key fetcherKey) *fetcher {
@@ -588,6 +592,8 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 // generation gen, and applies the answers; next is when the earliest
 // partition held back by a delay is due (zero: none).
 func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map[TP]*fetchState, gen uint64, next time.Time) {
+	prevEnded := f.roundEnded
+	f.roundEnded = time.Time{}
 	cfg := f.m.BrokerConfig()
 	mode := f.m.truncationMode()
 	req := &replicationv1.ReplicaFetchRequest{
@@ -653,8 +659,14 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 	if !ok {
 		return // the partitions changed since parts was taken: build again
 	}
+	sent := f.m.now()
+	if !prevEnded.IsZero() {
+		f.m.metrics.fetchBetween.Observe(sent.Sub(prevEnded).Seconds())
+	}
 	resp, err := f.roundTrip(trip, client, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
 	f.endTrip(endTrip)
+	answered := f.m.now()
+	f.m.metrics.fetchRoundTrip.Observe(answered.Sub(sent).Seconds())
 	if errors.Is(err, errFetchInterrupted) {
 		// Cut short by a change of the partitions: nothing of it is
 		// applied, no offset moves; the next request asks again from the
@@ -682,6 +694,8 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 			f.apply(st, a)
 		}
 	}
+	f.roundEnded = f.m.now()
+	f.m.metrics.fetchApply.Observe(f.roundEnded.Sub(answered).Seconds())
 }
 
 // apply handles one partition's answer on the follower. An answer to a

@@ -31,6 +31,12 @@ type metrics struct {
 	// fetchInterrupts counts follower fetch round trips cut short because
 	// the fetcher's partitions changed (their answers discarded).
 	fetchInterrupts prometheus.Counter
+	// followerFetch times a follower's fetch rounds by phase, so a stall
+	// of acks=all writes can be placed: in the leader's answer (its own
+	// fetch latency), on the way (round_trip above that), in the
+	// follower's appends (apply) or in its loop (between).
+	followerFetch                            *prometheus.HistogramVec
+	fetchRoundTrip, fetchApply, fetchBetween prometheus.Observer
 	// Children looked up once: the produce and fetch paths observe them on
 	// every request.
 	produceByAcks                 map[int16]prometheus.Observer
@@ -68,6 +74,8 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 			Help: "LeaderAndIsr requests identical to the one applied last or being applied (the controller resent it after its request timeout): answered with that application's result, not applied again."}),
 		fetchInterrupts: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_replica_fetch_interrupts_total",
 			Help: "Follower fetch round trips cut short because partitions were added to or removed from the fetcher; their answers are discarded."}),
+		followerFetch: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_broker_replica_fetch_seconds",
+			Help: "This broker's fetch rounds as a follower, by phase: round_trip (request sent to answer received, the leader's wait for data included), apply (the answers appended or acted on), between (the last round's end to this request: the fetcher's own delay).", Buckets: latencyBuckets}, []string{"phase"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
 	}
@@ -77,11 +85,13 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 	}
 	mt.consumerFetchLat, mt.followerLat = mt.fetchLat.WithLabelValues("consumer"), mt.fetchLat.WithLabelValues("follower")
 	mt.consumerOut, mt.followerOut = mt.bytesOut.WithLabelValues("consumer"), mt.bytesOut.WithLabelValues("follower")
+	mt.fetchRoundTrip, mt.fetchApply, mt.fetchBetween = mt.followerFetch.WithLabelValues("round_trip"),
+		mt.followerFetch.WithLabelValues("apply"), mt.followerFetch.WithLabelValues("between")
 	if reg == nil {
 		return mt
 	}
 	reg.MustRegister(mt.isrShrinks, mt.isrExpands, mt.produceLat, mt.fetchLat, mt.appendToHW,
-		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.fetchInterrupts, mt.refused, &stateCollector{m: m})
+		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.fetchInterrupts, mt.followerFetch, mt.refused, &stateCollector{m: m})
 	return mt
 }
 
