@@ -2,6 +2,7 @@ package benchcmp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -41,7 +42,18 @@ type Tail struct {
 	// CheckpointMax the slowest (tidemark_log_checkpoint_write_seconds).
 	Checkpoints   int64   `json:"checkpoints"`
 	CheckpointMax float64 `json:"checkpoint_max_s"`
+	// FollowerApplyP99 and FollowerApplyMax are the followers' time to
+	// apply a fetch answer (append it), FollowerGapMax the longest gap
+	// from one of their fetch rounds to the next request, over all
+	// brokers (tidemark_broker_replica_fetch_seconds, phases apply and
+	// between): a stall of acks=all writes in a follower's own loop.
+	FollowerApplyP99 float64 `json:"follower_apply_p99_s"`
+	FollowerApplyMax float64 `json:"follower_apply_max_s"`
+	FollowerGapMax   float64 `json:"follower_gap_max_s"`
 }
+
+// maxMetricsBytes bounds what one scrape of a broker's /metrics reads.
+const maxMetricsBytes = 16 << 20
 
 // slowAppend is where a segment write counts as stalled: a page-cache
 // write takes microseconds, and 10 ms is half the paced rows' goal.
@@ -53,11 +65,14 @@ const (
 	appendToHW      = "tidemark_broker_append_to_hw_seconds"
 	appendWrite     = "tidemark_log_append_write_seconds"
 	checkpointWrite = "tidemark_log_checkpoint_write_seconds"
+	replicaFetch    = "tidemark_broker_replica_fetch_seconds"
 )
 
 // brokerHistograms are the histograms a Tail needs, summed over brokers.
 type brokerHistograms struct {
 	produce, toHW, appends, checkpoints histogram
+	// apply and gap: the followers' fetch rounds (replicaFetch).
+	apply, gap histogram
 }
 
 // scrapeBrokers reads every broker's /metrics (plain HTTP on loopback, as
@@ -73,6 +88,8 @@ func scrapeBrokers(ctx context.Context, addrs []string) (brokerHistograms, error
 		sum.toHW = sum.toHW.plus(h.toHW)
 		sum.appends = sum.appends.plus(h.appends)
 		sum.checkpoints = sum.checkpoints.plus(h.checkpoints)
+		sum.apply = sum.apply.plus(h.apply)
+		sum.gap = sum.gap.plus(h.gap)
 	}
 	return sum, nil
 }
@@ -92,13 +109,23 @@ func scrapeBroker(ctx context.Context, addr string) (brokerHistograms, error) {
 	if resp.StatusCode != http.StatusOK {
 		return brokerHistograms{}, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
 	}
-	hs, err := parseHistograms(resp.Body, map[string]map[string]string{
-		produceLatency: {"acks": "-1"}, appendToHW: nil, appendWrite: nil, checkpointWrite: nil,
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes))
+	if err != nil {
+		return brokerHistograms{}, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	hs, err := parseHistograms(bytes.NewReader(body), map[string]map[string]string{
+		produceLatency: {"acks": "-1"}, appendToHW: nil, appendWrite: nil, checkpointWrite: nil, replicaFetch: {"phase": "apply"},
 	})
 	if err != nil {
 		return brokerHistograms{}, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
-	return brokerHistograms{produce: hs[produceLatency], toHW: hs[appendToHW], appends: hs[appendWrite], checkpoints: hs[checkpointWrite]}, nil
+	// One histogram name, two phases: a second pass for the other.
+	gaps, err := parseHistograms(bytes.NewReader(body), map[string]map[string]string{replicaFetch: {"phase": "between"}})
+	if err != nil {
+		return brokerHistograms{}, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	return brokerHistograms{produce: hs[produceLatency], toHW: hs[appendToHW], appends: hs[appendWrite], checkpoints: hs[checkpointWrite],
+		apply: hs[replicaFetch], gap: gaps[replicaFetch]}, nil
 }
 
 // tailOf is the run's Tail: the histograms after it minus those before.
@@ -107,11 +134,14 @@ func tailOf(before, after brokerHistograms) *Tail {
 	toHW := after.toHW.minus(before.toHW)
 	appends := after.appends.minus(before.appends)
 	checkpoints := after.checkpoints.minus(before.checkpoints)
+	apply := after.apply.minus(before.apply)
+	gap := after.gap.minus(before.gap)
 	return &Tail{
 		Produces: produce.count(), ProduceP99: produce.quantile(0.99), ProduceMax: produce.max(),
 		AppendToHWP99: toHW.quantile(0.99), AppendToHWMax: toHW.max(),
 		Appends: appends.count(), SlowAppends: appends.over(slowAppend), AppendMax: appends.max(),
 		Checkpoints: checkpoints.count(), CheckpointMax: checkpoints.max(),
+		FollowerApplyP99: apply.quantile(0.99), FollowerApplyMax: apply.max(), FollowerGapMax: gap.max(),
 	}
 }
 

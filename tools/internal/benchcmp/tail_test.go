@@ -25,6 +25,7 @@ type fakeBroker struct {
 	toHW        prometheus.Histogram
 	appends     prometheus.Histogram
 	checkpoints *prometheus.HistogramVec
+	fetch       *prometheus.HistogramVec
 }
 
 func newFakeBroker(t *testing.T) *fakeBroker {
@@ -35,9 +36,10 @@ func newFakeBroker(t *testing.T) *fakeBroker {
 		toHW:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: appendToHW, Buckets: latency}),
 		appends:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: appendWrite, Buckets: disk}),
 		checkpoints: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: checkpointWrite, Buckets: disk}, []string{"file"}),
+		fetch:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: replicaFetch, Buckets: latency}, []string{"phase"}),
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.produce, b.toHW, b.appends, b.checkpoints)
+	reg.MustRegister(b.produce, b.toHW, b.appends, b.checkpoints, b.fetch)
 	b.srv = httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(b.srv.Close)
 	return b
@@ -76,13 +78,19 @@ func TestTailIsTheRunsShareOfEveryBroker(t *testing.T) {
 		observe(follower.appends, 0.01, 1)  // on the edge: not over
 		observe(follower.appends, 0.011, 1) // over
 		observe(follower.checkpoints.WithLabelValues("recovery-point-offset-checkpoint"), 0.003, 2)
+		observe(follower.fetch.WithLabelValues("apply"), 0.0003, 99) // bucket 0.5 ms
+		observe(follower.fetch.WithLabelValues("apply"), 0.07, 1)    // bucket 100 ms
+		observe(follower.fetch.WithLabelValues("between"), 0.00008, 50)
+		observe(follower.fetch.WithLabelValues("between"), 0.2, 1)     // bucket 250 ms
+		observe(follower.fetch.WithLabelValues("round_trip"), 0.5, 10) // idle long polls: not a phase the Tail reads
 		return Figure{MsgsPerSec: 100}
 	})
 	if buf.Len() > 0 {
 		t.Fatalf("scrapes failed: %s", buf.String())
 	}
 	want := Tail{Produces: 100, ProduceP99: 0.05, ProduceMax: 0.05, AppendToHWP99: 0.001, AppendToHWMax: 0.025,
-		Appends: 104, SlowAppends: 2, AppendMax: 0.25, Checkpoints: 2, CheckpointMax: 5e-3}
+		Appends: 104, SlowAppends: 2, AppendMax: 0.25, Checkpoints: 2, CheckpointMax: 5e-3,
+		FollowerApplyP99: 0.0005, FollowerApplyMax: 0.1, FollowerGapMax: 0.25}
 	if f.Tail == nil || *f.Tail != want {
 		t.Fatalf("tail %+v, want %+v", f.Tail, want)
 	}
@@ -171,6 +179,10 @@ func TestTailFromARealCluster(t *testing.T) {
 	if tl.Appends < writes+2 || tl.AppendMax <= 0 {
 		t.Errorf("segment writes: %+v", tl)
 	}
+	// Both followers applied the writes' fetch answers and fetched again.
+	if tl.FollowerApplyMax <= 0 || tl.FollowerApplyP99 <= 0 || tl.FollowerGapMax <= 0 {
+		t.Errorf("followers' fetch rounds: %+v", tl)
+	}
 }
 
 // The report puts each paced row's Tail beside the client's p99; rows
@@ -181,12 +193,13 @@ func TestTailTableBesideTheClientsP99(t *testing.T) {
 		{Shape: Shape{Mode: Paced, Size: 1024, Fraction: 0.5}, Tidemark: Figure{MsgsPerSec: 100, P99: 21500 * time.Microsecond, HandoverP99: 120 * time.Microsecond,
 			Batches: &Batches{Sent: 3100, SlotWaits: 42, QueueAvg: 2 * time.Millisecond, QueueMax: 61500 * time.Microsecond},
 			Tail: &Tail{Produces: 3100, ProduceP99: 0.005, ProduceMax: 0.25, AppendToHWP99: 0.002, AppendToHWMax: 0.1,
-				Appends: 9000, SlowAppends: 3, AppendMax: 0.25, Checkpoints: 12, CheckpointMax: 1}}},
+				Appends: 9000, SlowAppends: 3, AppendMax: 0.25, Checkpoints: 12, CheckpointMax: 1,
+				FollowerApplyP99: 0.001, FollowerApplyMax: 0.05, FollowerGapMax: 0.0005}}},
 		{Shape: Shape{Mode: EndToEnd, Size: 1024, Fraction: 0.5}, Tidemark: Figure{Err: "broke", Tail: &Tail{Produces: 1}}},
 	}}
 	md := r.Markdown()
 	requireLines(t, md,
-		"| batching producer at half peak, 1 KiB (ack latency) | 21.50 ms | 0.12 ms | 42 of 3100; 61.50 ms | 3100: ≤ 5 ms / ≤ 250 ms | ≤ 2 ms / ≤ 100 ms | 9000: 3, ≤ 250 ms | 12: ≤ 1 s |")
+		"| batching producer at half peak, 1 KiB (ack latency) | 21.50 ms | 0.12 ms | 42 of 3100; 61.50 ms | 3100: ≤ 5 ms / ≤ 250 ms | ≤ 2 ms / ≤ 100 ms | ≤ 1 ms / ≤ 50 ms; ≤ 0.5 ms | 9000: 3, ≤ 250 ms | 12: ≤ 1 s |")
 	if strings.Count(md, "| 3100: ") != 1 || strings.Contains(md, "| 1: ") {
 		t.Errorf("only the paced row with a figure has a tail line:\n%s", md)
 	}
