@@ -186,6 +186,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	}
 
 	last := batches[len(batches)-1]
+	sealing := l.active() // sealed if this append rolls
 	rolledAt, err := l.maybeRollLocked(int64(len(records)), last.LastOffset(), cfg)
 	if err != nil {
 		return info, flushTo, err
@@ -221,7 +222,11 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	l.leo.Store(info.LogEndOffset)
 
 	if rolledAt >= 0 {
-		l.flushInBackgroundLocked(rolledAt)
+		var dropAfter *segment
+		if !leader && cfg.followerCacheWindow() > 0 && cfg.writebackStep() > 0 {
+			dropAfter = sealing
+		}
+		l.flushInBackgroundLocked(rolledAt, dropAfter)
 	}
 	l.maybeStartWritebackLocked(act, p, !leader, cfg)
 	if cfg.FsyncEveryAppend || (cfg.FlushMessages > 0 && info.LogEndOffset-l.recoveryPoint.Load() >= cfg.FlushMessages) {
@@ -248,15 +253,35 @@ func (l *Log) maybeRollLocked(n, last int64, cfg Config) (int64, error) {
 
 // flushInBackgroundLocked flushes up to offset (a just-sealed segment) in a
 // goroutine, as Kafka does after a roll: the append that rolled does not wait
-// for the fsync. Close waits for it.
-func (l *Log) flushInBackgroundLocked(offset int64) {
+// for the fsync. Close waits for it. With sealed set (a follower's), the
+// flushed segment's pages still cached, the tail the follower kept while it
+// was active, are dropped after: nothing appends there again, and a
+// follower that becomes leader serves its new segment's tail first.
+func (l *Log) flushInBackgroundLocked(offset int64, sealed *segment) {
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
-		if err := l.flushUpTo(offset); err != nil && !errors.Is(err, ErrClosed) {
-			l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
+		if err := l.flushUpTo(offset); err != nil {
+			if !errors.Is(err, ErrClosed) {
+				l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
+			}
+			return
+		}
+		if sealed != nil {
+			l.dropSealed(sealed)
 		}
 	}()
+}
+
+// dropSealed drops the rest of a sealed, flushed segment from the page
+// cache, unless a truncation or retention removed it meanwhile.
+func (l *Log) dropSealed(s *segment) {
+	l.fileMu.RLock() // keeps the file open: truncation and deletion wait
+	defer l.fileMu.RUnlock()
+	if l.filesClosed || !slices.Contains(l.segments(), s) || s == l.active() {
+		return
+	}
+	l.dropBehind(s, (s.size.Load()+dropAlign-1)&^(dropAlign-1))
 }
 
 // maybeStartWritebackLocked starts the kernel writing back the active
@@ -268,7 +293,7 @@ func (l *Log) flushInBackgroundLocked(offset int64) {
 // Config.FollowerCachedBytes behind its end from the page cache.
 func (l *Log) maybeStartWritebackLocked(act *segment, size int64, follower bool, cfg Config) {
 	step := cfg.writebackStep()
-	from := min(act.writtenBack.Load(), size) // below after a truncation
+	from := act.writtenBack.Load() // lowered by a truncation (cutSegment)
 	if step <= 0 || size-from < step || !l.writingBack.CompareAndSwap(false, true) {
 		return
 	}
@@ -293,21 +318,22 @@ func (l *Log) maybeStartWritebackLocked(act *segment, size int64, follower bool,
 	}()
 }
 
-// dropBehind drops the active segment's pages before end (rounded down to
-// a page) from the page cache, from where the last drop ended. Those bytes
-// were handed to writeback several steps ago; a page still dirty or being
-// written stays cached, which costs memory, never data.
-func (l *Log) dropBehind(act *segment, end int64) {
+// dropBehind drops a segment's pages before end (rounded down to a page)
+// from the page cache, from where the last drop ended. Those bytes were
+// handed to writeback several steps ago, or flushed; a page still dirty or
+// being written stays cached, which costs memory, never data. The range is
+// claimed before the call, so the writeback goroutine and a roll's flush
+// never drop (or count) the same bytes twice.
+func (l *Log) dropBehind(s *segment, end int64) {
 	end &^= dropAlign - 1
-	from := act.droppedTo.Load()
-	if end <= from {
+	from := s.droppedTo.Load()
+	if end <= from || !s.droppedTo.CompareAndSwap(from, end) {
 		return
 	}
-	if err := vfs.DropCache(act.log, from, end-from); err != nil {
-		l.logger.Debug("dropping cached pages failed", "segment", act.logPath, "err", err)
+	if err := vfs.DropCache(s.log, from, end-from); err != nil {
+		l.logger.Debug("dropping cached pages failed", "segment", s.logPath, "err", err)
 		return
 	}
-	act.droppedTo.Store(end)
 	l.stats.droppedBytes.Add(end - from)
 }
 

@@ -82,3 +82,31 @@ func TestFollowerDropsPagesFromThePageCache(t *testing.T) {
 		t.Fatalf("read back %d batches, not up to %d", len(got), l.LogEndOffset())
 	}
 }
+
+// On real files a follower's sealed segment leaves the page cache whole
+// once its roll's flush is done, the tail it kept while active included.
+func TestFollowerSealedSegmentLeavesThePageCache(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skipf("%s is tmpfs: its pages are the data and are never dropped (run with TMPDIR on a disk)", dir)
+	}
+	l, err := Open(Options{Dir: dir + "/follower", Config: dropConfig()}) // 1 MiB segments
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for len(l.segments()) < 2 {
+		if _, err := l.AppendAsFollower(followerBatch(l.LogEndOffset(), 20, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		l.bg.Wait() // the roll's flush and drop included
+	}
+	sealed := l.segments()[0]
+	if res, n := residentPages(t, sealed.logPath, 0, sealed.size.Load()); res > n/20 {
+		t.Fatalf("%d of the sealed segment's %d pages are still in the page cache", res, n)
+	}
+}

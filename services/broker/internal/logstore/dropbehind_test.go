@@ -26,8 +26,8 @@ func dropConfig() Config {
 
 // A follower's appends drop the pages behind its tail from the page cache:
 // page-aligned ranges, in order and without gaps from the segment's start,
-// never within FollowerCachedBytes of its end; so nearly all of each
-// sealed segment is dropped and the tail of the active one stays.
+// never within FollowerCachedBytes of the active segment's end; once a
+// segment is sealed and flushed, the tail it had kept goes too.
 func TestFollowerAppendsDropPagesBehindTheirTail(t *testing.T) {
 	dfs := newRecordFS(t)
 	cfg := dropConfig()
@@ -54,8 +54,14 @@ func TestFollowerAppendsDropPagesBehindTheirTail(t *testing.T) {
 			end = r[1]
 		}
 		total += end
-		// The end of the drops lags the segment's end by the window, plus
-		// at most one writeback step (drops come with writebacks) and a page.
+		if i < len(segs)-1 {
+			if end < size || end-size >= dropAlign {
+				t.Fatalf("sealed segment %d (%d bytes): dropped up to %d; want all of it, to the page holding its end", i, size, end)
+			}
+			continue
+		}
+		// The active segment's drops lag its end by the window, plus at
+		// most one writeback step (drops come with writebacks) and a page.
 		lag := size - end
 		if lag < cfg.FollowerCachedBytes || lag > cfg.FollowerCachedBytes+cfg.WritebackBytes+dropAlign {
 			t.Fatalf("segment %d (%d bytes): dropped up to %d, %d behind its end; want the last %d to %d bytes kept",
@@ -66,7 +72,8 @@ func TestFollowerAppendsDropPagesBehindTheirTail(t *testing.T) {
 		t.Fatalf("stats count %d bytes dropped, the files saw %d", st.CacheDroppedBytes, total)
 	}
 
-	// A leader's appends keep every page: consumers read the leader's log.
+	// A leader's appends keep every page, sealed segments' too: consumers
+	// read the leader's log.
 	lfs := newRecordFS(t)
 	leader := openLog(t, lfs, cfg, newClock())
 	fill(t, leader, 120, 20, 1000)
@@ -106,5 +113,56 @@ func TestFollowerCacheWindowFloor(t *testing.T) {
 		if got := cfg.followerCacheWindow(); got != c.want {
 			t.Errorf("FollowerCachedBytes %d, WritebackBytes %d: window %d, want %d", c.set, c.writeback, got, c.want)
 		}
+	}
+}
+
+// A truncation below where the writebacks and drops had reached makes them
+// resume from the cut: the bytes appended again there are new to the page
+// cache, and would otherwise wait for the kernel's writeback and stay
+// cached for the life of the segment.
+func TestFollowerWritebackAndDropsResumeFromATruncation(t *testing.T) {
+	dfs := newRecordFS(t)
+	cfg := dropConfig()
+	l := openLog(t, dfs, cfg, newClock())
+	appendTo := func(n int64) {
+		t.Helper()
+		for l.LogEndOffset() < n {
+			if _, err := l.AppendAsFollower(followerBatch(l.LogEndOffset(), 20, 1000)); err != nil {
+				t.Fatal(err)
+			}
+			l.bg.Wait()
+		}
+	}
+	appendTo(700) // about 700 KiB of one 1 MiB segment
+	seg := l.active()
+	before := seg.droppedTo.Load()
+	if before < 256<<10 {
+		t.Fatalf("dropped up to %d before the truncation; the test needs more", before)
+	}
+	if _, err := l.TruncateTo(100); err != nil {
+		t.Fatal(err)
+	}
+	if l.active() != seg {
+		t.Fatal("the truncation changed the active segment; the test expects it cut")
+	}
+	cut := seg.size.Load()
+	if cut >= before {
+		t.Fatalf("cut at %d, above the drops' end %d", cut, before)
+	}
+	n := len(dfs.logDrops()[seg.logPath])
+	w := len(dfs.logRanges()[seg.logPath])
+	appendTo(700)
+	if wb := dfs.logRanges()[seg.logPath][w:]; len(wb) == 0 || wb[0][0] != cut {
+		t.Fatalf("writebacks after cutting at %d: %v; want the first to start at the cut", cut, wb)
+	}
+	after := dfs.logDrops()[seg.logPath][n:]
+	if len(after) == 0 {
+		t.Fatal("no drops after the truncation")
+	}
+	if want := cut &^ (dropAlign - 1); after[0][0] != want {
+		t.Fatalf("first drop after cutting at %d: %v; want it to start at the cut's page, %d", cut, after[0], want)
+	}
+	if lag := seg.size.Load() - after[len(after)-1][1]; lag > cfg.FollowerCachedBytes+cfg.WritebackBytes+dropAlign {
+		t.Fatalf("drops end %d behind the segment's end after appending again; want at most %d", lag, cfg.FollowerCachedBytes+cfg.WritebackBytes+dropAlign)
 	}
 }

@@ -135,6 +135,15 @@ func (l *Log) cutSegment(s *segment, pos, next int64) error {
 	}
 	s.size.Store(pos)
 	s.next = next
+	// What is appended from pos on is new to the page cache: writebacks
+	// and a follower's drops resume from there, not from where they had
+	// reached. fileMu is held, so no writeback goroutine runs meanwhile.
+	if s.writtenBack.Load() > pos {
+		s.writtenBack.Store(pos)
+	}
+	if s.droppedTo.Load() > pos {
+		s.droppedTo.Store(pos &^ (dropAlign - 1))
+	}
 	return l.resetSegmentStats(s)
 }
 
