@@ -43,3 +43,15 @@ func (r *Result) haltPollNote() string {
 	}
 	return fmt.Sprintf("\n- This machine is a virtual machine whose idle vCPU polls for work %d µs before it halts (`guest_halt_poll_ns` %d; Linux's default is %d µs), so a message to a process on the other vCPU within that time does not wait for the hypervisor.\n", ns/1000, ns, linuxHaltPollDefault/1000)
 }
+
+// idleVCPUClause says, for the one-CPU pass's note, what waking a process
+// on the other, idle vCPU cost in this run.
+func (r *Result) idleVCPUClause() string {
+	switch {
+	case r.HaltPollNs == nil:
+		return "and a process woken on an idle CPU waits for that CPU to leave its idle state"
+	case *r.HaltPollNs == 0:
+		return "and an idle vCPU of this VM halts at once, so each such hop waits for the hypervisor to run it again"
+	}
+	return fmt.Sprintf("and a vCPU of this VM idle for longer than its halt polling (%d µs) has halted, so such a hop waits for the hypervisor to run it again", *r.HaltPollNs/1000)
+}

@@ -47,6 +47,16 @@ func TestMarkdownSaysWhatAnIdleVCPUDid(t *testing.T) {
 	if !strings.Contains(md, "polls for work 50 µs before it halts (`guest_halt_poll_ns` 50000") || strings.Contains(md, "halts at once") {
 		t.Errorf("a vCPU that polls must be said to, with its time:\n%s", md)
 	}
+	// The one-CPU pass's note says the same of the run's machine.
+	one := &OneCPU{Rows: []Row{{Shape: rows[0].Shape, Tidemark: Figure{MsgsPerSec: 3000}, JetStream: Figure{MsgsPerSec: 2000}}}}
+	md = (&Result{Rows: rows, HaltPollNs: &zero, OneCPU: one}).Markdown()
+	if !strings.Contains(md, "an idle vCPU of this VM halts at once, so each such hop waits") {
+		t.Errorf("the one-CPU note of a machine whose vCPUs halt at once must say so:\n%s", md)
+	}
+	md = (&Result{Rows: rows, HaltPollNs: &polls, OneCPU: one}).Markdown()
+	if !strings.Contains(md, "idle for longer than its halt polling (50 µs) has halted") || strings.Contains(md, "halts at once") {
+		t.Errorf("the one-CPU note of a machine whose vCPUs poll must say for how long:\n%s", md)
+	}
 	// The setting survives the JSON the README's table is made from.
 	b, err := json.Marshal(&Result{HaltPollNs: &zero})
 	if err != nil {
