@@ -186,7 +186,6 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	}
 
 	last := batches[len(batches)-1]
-	sealing := l.active() // sealed if this append rolls
 	rolledAt, err := l.maybeRollLocked(int64(len(records)), last.LastOffset(), cfg)
 	if err != nil {
 		return info, flushTo, err
@@ -222,11 +221,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	l.leo.Store(info.LogEndOffset)
 
 	if rolledAt >= 0 {
-		var dropAfter *segment
-		if !leader && cfg.followerCacheWindow() > 0 && cfg.writebackStep() > 0 {
-			dropAfter = sealing
-		}
-		l.flushInBackgroundLocked(rolledAt, dropAfter)
+		l.flushInBackgroundLocked(rolledAt)
 	}
 	l.maybeStartWritebackLocked(act, p, !leader, cfg)
 	if cfg.FsyncEveryAppend || (cfg.FlushMessages > 0 && info.LogEndOffset-l.recoveryPoint.Load() >= cfg.FlushMessages) {
@@ -253,35 +248,15 @@ func (l *Log) maybeRollLocked(n, last int64, cfg Config) (int64, error) {
 
 // flushInBackgroundLocked flushes up to offset (a just-sealed segment) in a
 // goroutine, as Kafka does after a roll: the append that rolled does not wait
-// for the fsync. Close waits for it. With sealed set (a follower's), the
-// flushed segment's pages still cached, the tail the follower kept while it
-// was active, are dropped after: nothing appends there again, and a
-// follower that becomes leader serves its new segment's tail first.
-func (l *Log) flushInBackgroundLocked(offset int64, sealed *segment) {
+// for the fsync. Close waits for it.
+func (l *Log) flushInBackgroundLocked(offset int64) {
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
-		if err := l.flushUpTo(offset); err != nil {
-			if !errors.Is(err, ErrClosed) {
-				l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
-			}
-			return
-		}
-		if sealed != nil {
-			l.dropSealed(sealed)
+		if err := l.flushUpTo(offset); err != nil && !errors.Is(err, ErrClosed) {
+			l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
 		}
 	}()
-}
-
-// dropSealed drops the rest of a sealed, flushed segment from the page
-// cache, unless a truncation or retention removed it meanwhile.
-func (l *Log) dropSealed(s *segment) {
-	l.fileMu.RLock() // keeps the file open: truncation and deletion wait
-	defer l.fileMu.RUnlock()
-	if l.filesClosed || !slices.Contains(l.segments(), s) || s == l.active() {
-		return
-	}
-	l.dropBehind(s, (s.size.Load()+dropAlign-1)&^(dropAlign-1))
 }
 
 // maybeStartWritebackLocked starts the kernel writing back the active
@@ -290,7 +265,7 @@ func (l *Log) dropSealed(s *segment) {
 // the device's queue is full): the append never waits for it. One at a time
 // per log; an append that finds one running leaves its bytes to the next.
 // Close waits for it. A follower's append also drops what lies more than
-// Config.FollowerCachedBytes behind its end from the page cache.
+// Config.FollowerCachedBytes behind its log's end from the page cache.
 func (l *Log) maybeStartWritebackLocked(act *segment, size int64, follower bool, cfg Config) {
 	step := cfg.writebackStep()
 	from := act.writtenBack.Load() // lowered by a truncation (cutSegment)
@@ -313,9 +288,47 @@ func (l *Log) maybeStartWritebackLocked(act *segment, size int64, follower bool,
 		}
 		l.stats.writebacks.Add(1)
 		if window := cfg.followerCacheWindow(); follower && window > 0 {
-			l.dropBehind(act, size-window)
+			l.dropBehindTail(act, size, window)
 		}
 	}()
+}
+
+// dropBehindTail drops a follower's pages that lie more than window bytes
+// behind the end of its log: the active segment's (act, size bytes long)
+// before size-window, and those of the sealed segments before it, so the
+// window's bytes stay cached across a roll and a sealed segment goes
+// whole once the segments after it hold the window. A sealed segment is
+// dropped only once a flush has covered it (the roll's, in the
+// background): before that its pages may be dirty, which the kernel keeps.
+// Drops go from the oldest bytes on, so the walk back stops at the first
+// segment dropped whole: those before it are too.
+func (l *Log) dropBehindTail(act *segment, size, window int64) {
+	l.dropBehind(act, size-window)
+	segs := l.segments()
+	i := len(segs) - 1
+	for i >= 0 && segs[i] != act {
+		i-- // a roll since the append: act is sealed now, and the walk starts at it
+	}
+	rp := l.recoveryPoint.Load()
+	kept := size // bytes of the window held by segments after the one looked at
+	for i--; i >= 0; i-- {
+		s, next := segs[i], segs[i+1]
+		n := s.size.Load()
+		whole := (n + dropAlign - 1) &^ (dropAlign - 1)
+		if s.droppedTo.Load() >= whole {
+			break
+		}
+		inWindow := max(window-kept, 0)
+		kept += n
+		if next.base > rp {
+			continue // not flushed yet
+		}
+		if inWindow == 0 {
+			l.dropBehind(s, whole)
+		} else {
+			l.dropBehind(s, n-inWindow)
+		}
+	}
 }
 
 // dropBehind drops a segment's pages before end (rounded down to a page)

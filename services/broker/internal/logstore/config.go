@@ -49,7 +49,7 @@ type Config struct {
 	// sync_file_range, no fsync: durability is unchanged). 0 picks
 	// DefaultWritebackBytes; negative leaves writeback to the kernel.
 	WritebackBytes int64
-	// FollowerCachedBytes is how much of a follower's active segment, its
+	// FollowerCachedBytes is how much of a follower's log, its
 	// latest bytes, stays in the page cache: the bytes before that, once
 	// written back, are dropped from it as the follower appends (Linux
 	// posix_fadvise DONTNEED; clean pages only, durability is unchanged).
@@ -97,7 +97,7 @@ func (c Config) RetentionDeletes() bool {
 // every 30 s, and two seconds of acknowledgements at 25-60 ms instead of 5.
 const DefaultWritebackBytes = 1 << 20
 
-// DefaultFollowerCachedBytes is the tail of a follower's active segment
+// DefaultFollowerCachedBytes is the tail of a follower's log
 // kept in the page cache. Dropping the rest lets the follower's next
 // appends reuse those pages instead of claiming new ones: on a virtual
 // machine that hands free memory back to its host, a page new to the page

@@ -31,8 +31,8 @@
 //     mu is held (an append that must fsync releases mu first), so fsync runs
 //     without blocking appends.
 //   - fileMu is held for reading by Read, OffsetForTimestamp, flushes and
-//     the writebacks appends start, with a follower's page-cache drops,
-//     and a sealed segment's drop after its flush (no other lock held), for
+//     the writebacks appends start, with a follower's page-cache drops
+//     (no other lock held), for
 //     their whole duration, and for writing (under mu) by anything that
 //     shrinks, deletes or closes files: truncation, segment deletion, Close.
 //     So a reader never sees a file change under it except by growth.

@@ -25,9 +25,9 @@ func dropConfig() Config {
 }
 
 // A follower's appends drop the pages behind its tail from the page cache:
-// page-aligned ranges, in order and without gaps from the segment's start,
-// never within FollowerCachedBytes of the active segment's end; once a
-// segment is sealed and flushed, the tail it had kept goes too.
+// page-aligned ranges, in order and without gaps from each segment's start,
+// never within FollowerCachedBytes of the log's end; a sealed segment goes
+// whole once the active one holds the window.
 func TestFollowerAppendsDropPagesBehindTheirTail(t *testing.T) {
 	dfs := newRecordFS(t)
 	cfg := dropConfig()
@@ -40,6 +40,9 @@ func TestFollowerAppendsDropPagesBehindTheirTail(t *testing.T) {
 	}
 	segs := l.segments()
 	got := dfs.logDrops()
+	if act := segs[len(segs)-1].size.Load(); act < cfg.FollowerCachedBytes+2*cfg.WritebackBytes {
+		t.Fatalf("the active segment holds %d bytes; the test needs it past the window and a step", act)
+	}
 	if len(segs) < 3 || len(got) != len(segs) {
 		t.Fatalf("%d segments, drops on %d log files: %v", len(segs), len(got), got)
 	}
@@ -56,7 +59,7 @@ func TestFollowerAppendsDropPagesBehindTheirTail(t *testing.T) {
 		total += end
 		if i < len(segs)-1 {
 			if end < size || end-size >= dropAlign {
-				t.Fatalf("sealed segment %d (%d bytes): dropped up to %d; want all of it, to the page holding its end", i, size, end)
+				t.Fatalf("sealed segment %d (%d bytes): dropped up to %d; want all of it, to the page holding its end (the window is in the active one)", i, size, end)
 			}
 			continue
 		}
@@ -164,5 +167,48 @@ func TestFollowerWritebackAndDropsResumeFromATruncation(t *testing.T) {
 	}
 	if lag := seg.size.Load() - after[len(after)-1][1]; lag > cfg.FollowerCachedBytes+cfg.WritebackBytes+dropAlign {
 		t.Fatalf("drops end %d behind the segment's end after appending again; want at most %d", lag, cfg.FollowerCachedBytes+cfg.WritebackBytes+dropAlign)
+	}
+}
+
+// Right after a roll the window spans two segments: the sealed one keeps
+// the part of it the new one does not hold yet, and goes whole once the
+// new one holds the window.
+func TestFollowerKeepsItsWindowAcrossARoll(t *testing.T) {
+	dfs := newRecordFS(t)
+	cfg := dropConfig()
+	l := openLog(t, dfs, cfg, newClock())
+	appendWhile := func(more func() bool) {
+		t.Helper()
+		for more() {
+			if _, err := l.AppendAsFollower(followerBatch(l.LogEndOffset(), 20, 1000)); err != nil {
+				t.Fatal(err)
+			}
+			l.bg.Wait()
+		}
+	}
+	step, window := cfg.WritebackBytes, cfg.FollowerCachedBytes
+	appendWhile(func() bool { return len(l.segments()) < 2 || l.active().size.Load() < 2*step })
+	sealed, act := l.segments()[0], l.active()
+	if act.size.Load() >= window-step {
+		t.Fatalf("the new segment already holds %d bytes; the test needs it well inside the window", act.size.Load())
+	}
+	dropped := func() int64 {
+		r := dfs.logDrops()[sealed.logPath]
+		if len(r) == 0 {
+			return 0
+		}
+		return r[len(r)-1][1]
+	}
+	// The window's share in the sealed segment, give or take the step the
+	// drops ride on and a page.
+	size := sealed.size.Load()
+	share := window - act.size.Load()
+	if lag := size - dropped(); lag < share || lag > share+step+dropAlign {
+		t.Fatalf("sealed segment (%d bytes) dropped up to %d with %d bytes in the new one: %d kept, want %d to %d (the rest of the %d window)",
+			size, dropped(), act.size.Load(), lag, share, share+step+dropAlign, window)
+	}
+	appendWhile(func() bool { return l.active().size.Load() < window+2*step })
+	if end := dropped(); end < size || end-size >= dropAlign {
+		t.Fatalf("sealed segment (%d bytes) dropped up to %d once the new one held the window; want all of it", size, end)
 	}
 }
