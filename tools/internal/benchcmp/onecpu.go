@@ -135,7 +135,7 @@ func (r *Result) oneCPUNote() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row.Shape.Label(), rate(t), rate(j),
 			ratio(t, j, t.MsgsPerSec, j.MsgsPerSec), ratio(t, j, float64(t.P99), float64(j.P99)), main)
 	}
-	b.WriteString("\n- The same synchronous shapes run again, after the main run, by a second `tidemark bench compare` allowed one CPU (its affinity, which every process it starts inherits): both systems' servers, clients and the link floor share CPU 0. A synchronous write is a chain of hops between processes taken one at a time; with two CPUs the kernel wakes each process on whichever CPU is idle, ` + r.idleVCPUClause() + `.")
+	b.WriteString("\n- The same synchronous shapes run again, after the main run, by a second `tidemark bench compare` allowed one CPU (its affinity, which every process it starts inherits): both systems' servers, clients and the link floor share CPU 0. A synchronous write is a chain of hops between processes taken one at a time; with two CPUs the kernel wakes each process on whichever CPU is idle, " + r.idleVCPUClause() + ".")
 	if lf := oc.LinkFloor; lf != nil && len(lf.Runs) > 0 {
 		fmt.Fprintf(&b, " The floor on one CPU: %d µs bare TLS, %d µs gRPC (median pair).", lf.median(false).Microseconds(), lf.median(true).Microseconds())
 	}
