@@ -334,19 +334,19 @@ func (l *Log) dropBehindTail(act *segment, size, window int64) {
 // dropBehind drops a segment's pages before end (rounded down to a page)
 // from the page cache, from where the last drop ended. Those bytes were
 // handed to writeback several steps ago, or flushed; a page still dirty or
-// being written stays cached, which costs memory, never data. The range is
-// claimed before the call, so the writeback goroutine and a roll's flush
-// never drop (or count) the same bytes twice.
+// being written stays cached, which costs memory, never data. Only the
+// log's one writeback goroutine calls it.
 func (l *Log) dropBehind(s *segment, end int64) {
 	end &^= dropAlign - 1
 	from := s.droppedTo.Load()
-	if end <= from || !s.droppedTo.CompareAndSwap(from, end) {
+	if end <= from {
 		return
 	}
 	if err := vfs.DropCache(s.log, from, end-from); err != nil {
 		l.logger.Debug("dropping cached pages failed", "segment", s.logPath, "err", err)
 		return
 	}
+	s.droppedTo.Store(end)
 	l.stats.droppedBytes.Add(end - from)
 }
 

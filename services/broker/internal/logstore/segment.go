@@ -28,7 +28,8 @@ type segment struct {
 	writtenBack atomic.Int64
 	// droppedTo is where the page-cache drop behind a follower's tail
 	// ended (Config.FollowerCachedBytes); used by the one writeback
-	// goroutine a log runs at a time.
+	// goroutine a log runs at a time, and lowered by a truncation
+	// (under fileMu held for writing, so never while that goroutine runs).
 	droppedTo atomic.Int64
 	maxTS     atomic.Int64 // largest batch maxTimestamp, -1 when empty
 
