@@ -36,9 +36,9 @@ func residentPages(t *testing.T, path string, from, to int64) (resident, pages i
 	return resident, pages
 }
 
-// On real files a follower's pages behind its tail leave the page cache and
-// its tail stays; every record still reads back whole (from the device).
-func TestFollowerDropsPagesFromThePageCache(t *testing.T) {
+// diskTempDir is a test directory whose pages can leave the page cache:
+// the test is skipped on tmpfs, where the pages are the data.
+func diskTempDir(t *testing.T) string {
 	dir := t.TempDir()
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
@@ -47,6 +47,13 @@ func TestFollowerDropsPagesFromThePageCache(t *testing.T) {
 	if st.Type == unix.TMPFS_MAGIC {
 		t.Skipf("%s is tmpfs: its pages are the data and are never dropped (run with TMPDIR on a disk)", dir)
 	}
+	return dir
+}
+
+// On real files a follower's pages behind its tail leave the page cache and
+// its tail stays; every record still reads back whole (from the device).
+func TestFollowerDropsPagesFromThePageCache(t *testing.T) {
+	dir := diskTempDir(t)
 	cfg := dropConfig()
 	cfg.SegmentBytes = 8 << 20 // one segment
 	l, err := Open(Options{Dir: dir + "/follower", Config: cfg})
@@ -86,14 +93,7 @@ func TestFollowerDropsPagesFromThePageCache(t *testing.T) {
 // On real files a follower's sealed segment leaves the page cache whole
 // once the segment after it holds the window.
 func TestFollowerSealedSegmentLeavesThePageCache(t *testing.T) {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Skipf("%s is tmpfs: its pages are the data and are never dropped (run with TMPDIR on a disk)", dir)
-	}
+	dir := diskTempDir(t)
 	cfg := dropConfig() // 1 MiB segments
 	l, err := Open(Options{Dir: dir + "/follower", Config: cfg})
 	if err != nil {
