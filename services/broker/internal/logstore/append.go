@@ -324,11 +324,25 @@ func (l *Log) dropBehindTail(act *segment, size, window int64) {
 			continue // not flushed yet
 		}
 		if inWindow == 0 {
-			l.dropBehind(s, whole)
+			l.dropWhole(s, whole)
 		} else {
 			l.dropBehind(s, n-inWindow)
 		}
 	}
+}
+
+// dropWhole drops every page of a sealed, flushed segment (whole bytes,
+// its size rounded up to a page), from its start: a page an earlier drop
+// met while it was still being written back stayed cached then, and is
+// clean now. Only the bytes not dropped before are counted.
+func (l *Log) dropWhole(s *segment, whole int64) {
+	from := s.droppedTo.Load()
+	if err := vfs.DropCache(s.log, 0, whole); err != nil {
+		l.logger.Debug("dropping cached pages failed", "segment", s.logPath, "err", err)
+		return
+	}
+	s.droppedTo.Store(whole)
+	l.stats.droppedBytes.Add(whole - from)
 }
 
 // dropBehind drops a segment's pages before end (rounded down to a page)
