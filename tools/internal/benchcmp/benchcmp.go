@@ -49,6 +49,10 @@ type Options struct {
 	// Scale is the record counts' multiplier the shapes were made with,
 	// passed on to the one-CPU pass.
 	Scale float64
+	// ExecTrace has tidemark's client write a Go execution trace of every
+	// paced run (perf e2e --exec-trace) into the logs folder, one file per
+	// run: where a run that missed its p99 had the client's goroutines wait.
+	ExecTrace bool
 }
 
 // Row is one shape's figures on both systems.
@@ -150,7 +154,11 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	}
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
-			return &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext}, nil
+			ts := &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext}
+			if o.ExecTrace {
+				ts.traceDir = logDir
+			}
+			return ts, nil
 		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }, &res.PeakRSS.Tidemark); err != nil {
 			return nil, err
 		}

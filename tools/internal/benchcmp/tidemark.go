@@ -34,6 +34,10 @@ type tidemarkSide struct {
 	log       *os.File
 	cl        *devcluster.Cluster
 	flags     []string
+	// traceDir, when set, receives the client's execution trace of each
+	// paced run (Options.ExecTrace); traced counts each shape's runs.
+	traceDir string
+	traced   map[string]int
 }
 
 func (t *tidemarkSide) start(ctx context.Context) error {
@@ -132,12 +136,28 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 	return withClientCPU(parsed(ParseTidemark, out, err), cpu)
 }
 
+// pacedArgs is the perf e2e command of one run of a paced shape, with the
+// run's own execution trace file when traceDir is set (the tool's log has
+// each run's command beside its figures, so a run that missed names its
+// trace).
+func (t *tidemarkSide) pacedArgs(s Shape, extra ...string) []string {
+	args := []string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
+		"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
+		"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}
+	if t.traceDir != "" {
+		if t.traced == nil {
+			t.traced = map[string]int{}
+		}
+		t.traced[s.Name]++
+		args = append(args, "--exec-trace", filepath.Join(t.traceDir, fmt.Sprintf("tidemark-%s-run%d.trace", s.Name, t.traced[s.Name])))
+	}
+	return append(args, extra...)
+}
+
 // runPaced runs a paced shape: `tidemark perf e2e`, its acknowledgements
 // or its consumer's receipts as the figure.
 func (t *tidemarkSide) runPaced(ctx context.Context, s Shape, extra ...string) Figure {
-	out, cpu, err := t.cliCPU(ctx, append([]string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
-		"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
-		"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}, extra...)...)
+	out, cpu, err := t.cliCPU(ctx, t.pacedArgs(s, extra...)...)
 	parse := ParseTidemarkSent
 	if s.Mode == EndToEnd {
 		parse = ParseTidemarkConsumed
