@@ -49,9 +49,9 @@ type Options struct {
 	// Scale is the record counts' multiplier the shapes were made with,
 	// passed on to the one-CPU pass.
 	Scale float64
-	// ExecTrace has tidemark's client write a Go execution trace of every
-	// paced run (perf e2e --exec-trace) into the logs folder, one file per
-	// run: where a run that missed its p99 had the client's goroutines wait.
+	// ExecTrace writes Go execution traces of every tidemark paced run into
+	// the logs folder, the client's (perf e2e --exec-trace) and each
+	// broker's (its /debug/pprof/trace): where a run that missed waited.
 	ExecTrace bool
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -136,28 +137,75 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 	return withClientCPU(parsed(ParseTidemark, out, err), cpu)
 }
 
-// pacedArgs is the perf e2e command of one run of a paced shape, with the
-// run's own execution trace file when traceDir is set (the tool's log has
-// each run's command beside its figures, so a run that missed names its
-// trace).
-func (t *tidemarkSide) pacedArgs(s Shape, extra ...string) []string {
+// nextTrace is the path, without ".trace", of the execution traces of the
+// shape's next run, "" unless traceDir is set: tidemark-<shape>-run<N>, the
+// client's; the brokers' add their names. The tool's log has each run's
+// command beside its figures, so a run that missed names its traces.
+func (t *tidemarkSide) nextTrace(s Shape) string {
+	if t.traceDir == "" {
+		return ""
+	}
+	if t.traced == nil {
+		t.traced = map[string]int{}
+	}
+	t.traced[s.Name]++
+	return filepath.Join(t.traceDir, fmt.Sprintf("tidemark-%s-run%d", s.Name, t.traced[s.Name]))
+}
+
+// pacedArgs is the perf e2e command of one run of a paced shape, writing
+// the client's execution trace to trace+".trace" when trace is set.
+func (t *tidemarkSide) pacedArgs(s Shape, trace string, extra ...string) []string {
 	args := []string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
 		"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
 		"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}
-	if t.traceDir != "" {
-		if t.traced == nil {
-			t.traced = map[string]int{}
-		}
-		t.traced[s.Name]++
-		args = append(args, "--exec-trace", filepath.Join(t.traceDir, fmt.Sprintf("tidemark-%s-run%d.trace", s.Name, t.traced[s.Name])))
+	if trace != "" {
+		args = append(args, "--exec-trace", trace+".trace")
 	}
 	return append(args, extra...)
+}
+
+// traceBrokers fetches an execution trace of every broker over the paced
+// run about to start (its warm-up, its records at its rate, and a second
+// for the client to start) into trace-<broker>.trace, and returns a wait
+// for them.
+func (t *tidemarkSide) traceBrokers(ctx context.Context, trace string, s Shape) (wait func()) {
+	var brokers []tracedProcess
+	for _, n := range t.cl.Nodes() {
+		if n.Kind == "broker" && n.ProfileAddr != "" {
+			brokers = append(brokers, tracedProcess{n.Name, n.ProfileAddr})
+		}
+	}
+	seconds := int(math.Ceil(s.Warmup+float64(s.Records)/s.Rate)) + 1
+	return traceProcesses(ctx, t.log, trace, seconds, brokers)
+}
+
+// tracedProcess is a process serving /debug/pprof/ at addr.
+type tracedProcess struct{ name, addr string }
+
+// traceProcesses fetches seconds of each process's execution trace into
+// trace-<name>.trace, all at once, and returns a wait for them. A trace
+// that fails is said in log; the run counts anyway.
+func traceProcesses(ctx context.Context, log io.Writer, trace string, seconds int, procs []tracedProcess) (wait func()) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() {
+			url := "http://" + p.addr + "/debug/pprof/trace?seconds=" + strconv.Itoa(seconds)
+			if err := fetch(ctx, url, trace+"-"+p.name+".trace"); err != nil {
+				fmt.Fprintf(log, "tracing %s: %v\n", p.name, err)
+			}
+		})
+	}
+	return wg.Wait
 }
 
 // runPaced runs a paced shape: `tidemark perf e2e`, its acknowledgements
 // or its consumer's receipts as the figure.
 func (t *tidemarkSide) runPaced(ctx context.Context, s Shape, extra ...string) Figure {
-	out, cpu, err := t.cliCPU(ctx, t.pacedArgs(s, extra...)...)
+	trace := t.nextTrace(s)
+	if trace != "" {
+		defer t.traceBrokers(ctx, trace, s)()
+	}
+	out, cpu, err := t.cliCPU(ctx, t.pacedArgs(s, trace, extra...)...)
 	parse := ParseTidemarkSent
 	if s.Mode == EndToEnd {
 		parse = ParseTidemarkConsumed

@@ -113,7 +113,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.IntVar(&o.Procs, "gomaxprocs", 0, "GOMAXPROCS of every server process of both systems (0: cores / 3, at least 1, as tidemark dev)")
 	f.StringVar(&o.Only, "only", "", "run one system only: tidemark or jetstream")
 	f.BoolVar(&o.Plaintext, "plaintext", false, "run both systems without TLS (default: mutual TLS on every link of both, clients and replication)")
-	f.BoolVar(&o.ExecTrace, "exec-trace", false, "have tidemark's client write a Go execution trace of every paced run into the logs folder (tidemark-<shape>-run<N>.trace; go tool trace): where a run that missed had the client's goroutines wait")
+	f.BoolVar(&o.ExecTrace, "exec-trace", false, "write Go execution traces of every tidemark paced run into the logs folder, the client's (tidemark-<shape>-run<N>.trace) and each broker's (…-run<N>-broker-<k>.trace); go tool trace: where a run that missed waited")
 	f.BoolVar(&o.OneCPU, "one-cpu", o.OneCPU, "run the synchronous shapes of both systems again with every process allowed one CPU, when the machine has more (shows how much of a synchronous write is waking a second CPU)")
 	f.StringSliceVar(&only, "shapes", nil, "run only these shapes (comma-separated names: sync1-128, batch-1k, ...; a paced shape needs the one it paces)")
 	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
