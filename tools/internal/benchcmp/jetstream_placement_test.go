@@ -57,6 +57,7 @@ func TestPlacementRefusedKnowsNatsBenchsWording(t *testing.T) {
 	for msg, want := range map[string]bool{
 		refusedPlacement: true,
 		"nats: error: could not create the stream. The stream may already exist or it timed out": true,
+		"nats: error: publishing: publishing synchronously: nats: no response from stream":       true,
 		"nats: no responders available for request":                                              false,
 		"": false,
 	} {
