@@ -180,6 +180,8 @@ chaos-inprocess: ## the in-process quiet nemesis for SEEDS seeds (see chaos)
 bench: ## benchmarks for regressions: in-process (brokers, controller and client in one process), group commits and scale on a dev cluster (about 7 minutes)
 	@echo "== log store: append and catch-up read against raw file I/O on the same disk"
 	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead|FollowerAppendPageCache' -benchtime 3s ./broker/internal/logstore/
+	@echo "== fsync: whether a busy GOMAXPROCS-1 process runs on while a checkpoint's fsync waits behind writeback (plain fsync against aiofsync's parked one)"
+	cd services && go test -run '^$$' -bench 'OthersDuringFsync' -benchtime 20x ./broker/internal/aiofsync/
 	@echo "== wire codec: encoding and decoding fetch answers on reused buffers against gRPC's own codec"
 	cd services && go test -run '^$$' -bench 'Marshal|Unmarshal' -benchtime 20000x ./platform/wirecodec/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"

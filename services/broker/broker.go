@@ -146,10 +146,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 					rm.SyncLogStartOffset(tp)
 				}
 			},
-			RetentionCheckInterval: time.Duration(static.LogRetentionCheckIntervalMs) * time.Millisecond,
-			CleanerEnable:          static.LogCleanerEnable,
-			CleanerBackoff:         time.Duration(static.LogCleanerBackoffMs) * time.Millisecond,
-			CleanerDedupeBytes:     static.LogCleanerDedupeBufferSize,
+			RetentionCheckInterval:          time.Duration(static.LogRetentionCheckIntervalMs) * time.Millisecond,
+			HighWatermarkCheckpointInterval: time.Duration(static.ReplicaHighWatermarkCheckpointIntervalMs) * time.Millisecond,
+			RecoveryCheckpointInterval:      time.Duration(static.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond,
+			CleanerEnable:                   static.LogCleanerEnable,
+			CleanerBackoff:                  time.Duration(static.LogCleanerBackoffMs) * time.Millisecond,
+			CleanerDedupeBytes:              static.LogCleanerDedupeBufferSize,
 		}
 	}
 	b.logs, err = logdirs.Open(cfg.logDirs(), logdirs.Options{Manager: managerOptions, Logger: log,
@@ -280,7 +282,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	}
 	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listen", b.KafkaAddr(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
-		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs, "log_max_open_files", static.LogMaxOpenFiles,
+		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs,
+		"replica_high_watermark_checkpoint_interval_ms", static.ReplicaHighWatermarkCheckpointIntervalMs, "log_max_open_files", static.LogMaxOpenFiles,
 		"log_cleaner_enable", static.LogCleanerEnable, "log_cleaner_dedupe_buffer_size", static.LogCleanerDedupeBufferSize)
 	return b, nil
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"tidemark.io/services/broker/internal/aiofsync"
 )
 
 // diskMetrics times the writes of the logs that can stall: each append's
@@ -28,8 +30,26 @@ func newDiskMetrics(reg prometheus.Registerer) diskMetrics {
 			Help: "Time to write an offset checkpoint file durably (write, fsync, rename, directory fsync).", Buckets: diskBuckets},
 			[]string{"file"}),
 	}
-	reg.MustRegister(m.appendWrite, m.checkpoint)
+	reg.MustRegister(m.appendWrite, m.checkpoint, fsyncCollector{})
 	return m
+}
+
+// fsyncCollector exports how the process's fsyncs ran: parked (the kernel
+// flushed asynchronously while the goroutine waited in the poller) or
+// plain (the kernel refused that, and each fsync held a P while the device
+// worked, stalling a GOMAXPROCS-1 broker meanwhile).
+type fsyncCollector struct{}
+
+var descFsyncs = prometheus.NewDesc("tidemark_log_fsyncs_total",
+	"Fsyncs of log, index and checkpoint files and their directories by this process, by how they waited: parked (asynchronous, the broker ran on) or plain (a blocking system call; the kernel refused the asynchronous one).",
+	[]string{"mode"}, nil)
+
+func (fsyncCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descFsyncs }
+
+func (fsyncCollector) Collect(ch chan<- prometheus.Metric) {
+	parked, plain := aiofsync.Counts()
+	ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(parked), "parked")
+	ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(plain), "plain")
 }
 
 func (m diskMetrics) observeAppendWrite(d time.Duration) { m.appendWrite.Observe(d.Seconds()) }

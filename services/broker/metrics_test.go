@@ -59,6 +59,15 @@ func TestMetricsFollowTheISR(t *testing.T) {
 			t.Fatalf("broker %s timed %v append writes", b.MetricsAddr(), v)
 		}
 	}
+	// Creating the partition's log made its directory durable, and the
+	// high-watermark checkpoint follows within 5 s: those fsyncs parked
+	// (Linux AIO), none held a P.
+	waitFor(t, 10*time.Second, "a parked fsync", func() bool {
+		return metricValue(t, scrape(t, addr), `tidemark_log_fsyncs_total{mode="parked"}`) >= 1
+	})
+	if v := metricValue(t, scrape(t, addr), `tidemark_log_fsyncs_total{mode="plain"}`); v != 0 {
+		t.Fatalf("%v fsyncs fell back to a blocking system call (the kernel refused an asynchronous fsync)", v)
+	}
 	c.net.Partition(name(1), name(3))
 	// F7: a cut-off follower that is still caught up stays in the ISR; new
 	// data makes it fall behind.

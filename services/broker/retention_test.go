@@ -3,6 +3,8 @@ package broker_test
 import (
 	"context"
 	"maps"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,23 +188,43 @@ func TestRetentionCheckIntervalSetting(t *testing.T) {
 	})
 }
 
-// A retention check interval too small or unparsable stops the broker at
-// start-up with INVALID_CONFIG naming the key.
-func TestRetentionCheckIntervalInvalid(t *testing.T) {
-	for _, v := range []string{"99", "0", "5s"} {
-		cfg := broker.DefaultConfig()
-		cfg.TLS = tlsconf.Plain()
-		cfg.Listen = "127.0.0.1:0"
-		cfg.DataDir = t.TempDir()
-		cfg.Etcd.Endpoints = nil
-		cfg.Settings = map[string]string{"log.retention.check.interval.ms": v}
-		b, err := broker.Start(context.Background(), cfg, nil)
-		if err == nil {
-			_ = b.Stop(context.Background())
-			t.Fatalf("log.retention.check.interval.ms=%s: broker started", v)
+// replica.high.watermark.checkpoint.interval.ms is a real setting: with
+// 100 ms the checkpoint file holds a new high watermark well before the
+// 5 s default would have written it.
+func TestHighWatermarkCheckpointIntervalSetting(t *testing.T) {
+	c := newCluster(t, 1, map[string]string{"replica.high.watermark.checkpoint.interval.ms": "100"})
+	c.ctrl.createTopic("hwck", 1, 1, nil)
+	for i := range 3 {
+		if _, err := c.produce("hwck", 0, -1, "v"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("produce v%d: %v", i, err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, "INVALID_CONFIG") || !strings.Contains(msg, "log.retention.check.interval.ms") {
-			t.Fatalf("log.retention.check.interval.ms=%s: error %q, want INVALID_CONFIG naming the key", v, msg)
+	}
+	file := filepath.Join(c.cfgs[1].DataDir, "replication-offset-checkpoint")
+	waitFor(t, 3*time.Second, "the high watermark 3 in "+file, func() bool {
+		data, err := os.ReadFile(file)
+		return err == nil && strings.Contains(string(data), "\nhwck 0 3\n")
+	})
+}
+
+// A retention or checkpoint interval too small or unparsable stops the
+// broker at start-up with INVALID_CONFIG naming the key.
+func TestCheckIntervalsInvalid(t *testing.T) {
+	for _, key := range []string{"log.retention.check.interval.ms", "replica.high.watermark.checkpoint.interval.ms", "log.flush.offset.checkpoint.interval.ms"} {
+		for _, v := range []string{"99", "0", "5s"} {
+			cfg := broker.DefaultConfig()
+			cfg.TLS = tlsconf.Plain()
+			cfg.Listen = "127.0.0.1:0"
+			cfg.DataDir = t.TempDir()
+			cfg.Etcd.Endpoints = nil
+			cfg.Settings = map[string]string{key: v}
+			b, err := broker.Start(context.Background(), cfg, nil)
+			if err == nil {
+				_ = b.Stop(context.Background())
+				t.Fatalf("%s=%s: broker started", key, v)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "INVALID_CONFIG") || !strings.Contains(msg, key) {
+				t.Fatalf("%s=%s: error %q, want INVALID_CONFIG naming the key", key, v, msg)
+			}
 		}
 	}
 }

@@ -78,8 +78,11 @@ type BrokerConfig struct {
 	NumPartitions                       int32
 	LogFlushFsyncEveryAppend            bool
 	LogRetentionCheckIntervalMs         int64
-	LogMaxOpenFiles                     int32 // bound of the broker's open segment files
-	LogFollowerCachedBytes              int64 // page cache kept per follower segment; <= 0 keeps all
+	// How often the offset checkpoints are written (each an fsync).
+	ReplicaHighWatermarkCheckpointIntervalMs int64
+	LogFlushOffsetCheckpointIntervalMs       int64
+	LogMaxOpenFiles                          int32 // bound of the broker's open segment files
+	LogFollowerCachedBytes                   int64 // page cache kept per follower segment; <= 0 keeps all
 
 	// The log cleaner (compaction of cleanup.policy=compact topics).
 	LogCleanerEnable           bool

@@ -14,7 +14,8 @@ import (
 // index entry. Kafka allows 14 bytes (before 4.0) or 1 MiB (from 4.0, KIP-1030).
 const minSegmentBytes = 1024
 
-// minRetentionCheckIntervalMs bounds log.retention.check.interval.ms: short
+// minRetentionCheckIntervalMs bounds log.retention.check.interval.ms and
+// the checkpoint intervals: short
 // enough for tests and demonstrations to see retention act within a second,
 // long enough that a typo does not turn the check into a busy loop.
 const minRetentionCheckIntervalMs = 100
@@ -200,12 +201,20 @@ var defs = []Def{
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.LogMaxOpenFiles })},
 	{Name: "log.follower.cached.bytes", BrokerName: "log.follower.cached.bytes", Dynamic: true,
 		Type: TypeLong, Default: "67108864", Min: -1,
-		Doc:       "How much of a follower replica's active segment, its latest bytes, stays in the page cache; older bytes, once written back, are dropped from it as the follower appends, so its next appends reuse those pages and the memory stays with the leaders' logs that consumers read. Consumers of a partition whose leader moves here read older bytes from disk once. -1 or 0 keeps every page, as Kafka does; less than 4 MiB counts as 4 MiB (a tidemark option).",
+		Doc:       "How much of a follower replica's log, its latest bytes across its segments, stays in the page cache; older bytes, once written back, are dropped from it as the follower appends, so its next appends reuse those pages and the memory stays with the leaders' logs that consumers read. Consumers of a partition whose leader moves here read older bytes from disk once. -1 or 0 keeps every page, as Kafka does; less than 4 MiB counts as 4 MiB (a tidemark option).",
 		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LogFollowerCachedBytes })},
 	{Name: "log.retention.check.interval.ms", BrokerName: "log.retention.check.interval.ms",
 		Type: TypeLong, Default: "300000", Min: minRetentionCheckIntervalMs,
 		Doc:       "How often the broker looks for segments retention.ms or retention.bytes lets it delete (and expires idle producer ids).",
 		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LogRetentionCheckIntervalMs })},
+	{Name: "replica.high.watermark.checkpoint.interval.ms", BrokerName: "replica.high.watermark.checkpoint.interval.ms",
+		Type: TypeLong, Default: "5000", Min: minRetentionCheckIntervalMs,
+		Doc:       "How often the broker writes every partition's high watermark to each data directory's replication-offset-checkpoint, durably (fsync); a restarted broker starts its partitions from it.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.ReplicaHighWatermarkCheckpointIntervalMs })},
+	{Name: "log.flush.offset.checkpoint.interval.ms", BrokerName: "log.flush.offset.checkpoint.interval.ms",
+		Type: TypeLong, Default: "60000", Min: minRetentionCheckIntervalMs,
+		Doc:       "How often the broker writes each data directory's recovery-point-offset-checkpoint and log-start-offset-checkpoint, durably (fsync); a restart after an unclean shutdown recovers each log from its recovery point.",
+		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.LogFlushOffsetCheckpointIntervalMs })},
 	{Name: "log.flush.fsync.every.append", BrokerName: "log.flush.fsync.every.append",
 		Type: TypeBool, Default: "false",
 		Doc:       "fsync the log after every append, before acknowledging it (a tidemark option; Kafka relies on replication).",

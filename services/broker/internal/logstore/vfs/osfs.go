@@ -3,6 +3,8 @@ package vfs
 import (
 	"io/fs"
 	"os"
+
+	"tidemark.io/services/broker/internal/aiofsync"
 )
 
 // OS is the operating system's file system.
@@ -11,6 +13,11 @@ var OS FS = osFS{}
 type osFS struct{}
 
 type osFile struct{ *os.File }
+
+// Sync parks the calling goroutine while the device works (aiofsync): a
+// plain fsync would hold its P, and a GOMAXPROCS-1 broker would stand
+// still for as long as the runtime takes to notice (10-20 ms when busy).
+func (f osFile) Sync() error { return aiofsync.Sync(f.File) }
 
 func (f osFile) Size() (int64, error) {
 	fi, err := f.Stat()
@@ -51,14 +58,4 @@ func (osFS) MkdirAll(dir string) error                 { return os.MkdirAll(dir,
 func (osFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
 func (osFS) Stat(name string) (fs.FileInfo, error)     { return os.Stat(name) }
 
-func (osFS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
-}
+func (osFS) SyncDir(dir string) error { return aiofsync.SyncDir(dir) }
