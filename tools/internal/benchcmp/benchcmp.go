@@ -53,6 +53,10 @@ type Options struct {
 	// the logs folder, the client's (perf e2e --exec-trace) and each
 	// broker's (its /debug/pprof/trace): where a run that missed waited.
 	ExecTrace bool
+	// KernelWaits samples, over every tidemark paced run, the brokers'
+	// threads blocked in the kernel for 10 ms or more, with the kernel
+	// stack each was in (kernelwaits.go), into the logs folder.
+	KernelWaits bool
 }
 
 // Row is one shape's figures on both systems.
@@ -155,8 +159,8 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
 			ts := &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext}
-			if o.ExecTrace {
-				ts.traceDir = logDir
+			if o.ExecTrace || o.KernelWaits {
+				ts.traceDir, ts.execTrace, ts.kernelWaits = logDir, o.ExecTrace, o.KernelWaits
 			}
 			return ts, nil
 		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }, &res.PeakRSS.Tidemark); err != nil {

@@ -35,10 +35,14 @@ type tidemarkSide struct {
 	log       *os.File
 	cl        *devcluster.Cluster
 	flags     []string
-	// traceDir, when set, receives the client's execution trace of each
-	// paced run (Options.ExecTrace); traced counts each shape's runs.
-	traceDir string
-	traced   map[string]int
+	// traceDir, when set, receives per paced run the client's and the
+	// brokers' execution traces (execTrace, Options.ExecTrace) and the
+	// brokers' kernel waits (kernelWaits, Options.KernelWaits); traced
+	// counts each shape's runs.
+	traceDir    string
+	execTrace   bool
+	kernelWaits bool
+	traced      map[string]int
 }
 
 func (t *tidemarkSide) start(ctx context.Context) error {
@@ -158,7 +162,7 @@ func (t *tidemarkSide) pacedArgs(s Shape, trace string, extra ...string) []strin
 	args := []string{"perf", "e2e", "--topic", topicOf(s), "--partition", "0", "--num-records", strconv.FormatInt(s.Records, 10),
 		"--record-size", strconv.Itoa(s.Size), "--throughput", strconv.FormatFloat(s.Rate, 'f', 0, 64), "--acks", "all",
 		"--timeout", "60s", "--reporting-interval", "1h", "--warmup", strconv.FormatFloat(s.Warmup, 'f', -1, 64) + "s"}
-	if trace != "" {
+	if trace != "" && t.execTrace {
 		args = append(args, "--exec-trace", trace+".trace")
 	}
 	return append(args, extra...)
@@ -177,6 +181,24 @@ func (t *tidemarkSide) traceBrokers(ctx context.Context, trace string, s Shape) 
 	}
 	seconds := int(math.Ceil(s.Warmup+float64(s.Records)/s.Rate)) + 1
 	return traceProcesses(ctx, t.log, trace, seconds, brokers)
+}
+
+// recordKernelWaits samples the brokers' threads' uninterruptible sleeps
+// from now until the returned func is called, which writes them to
+// trace-kernel-waits.txt and a summary line to the tool's log.
+func (t *tidemarkSide) recordKernelWaits(ctx context.Context, trace string) (stop func()) {
+	procs := map[int]string{}
+	for _, n := range t.cl.Nodes() {
+		if pid := n.PID(); n.Kind == "broker" && pid > 0 {
+			procs[pid] = n.Name
+		}
+	}
+	sampling := sampleKernelWaits(ctx, procs)
+	return func() {
+		if err := writeKernelWaits(t.log, trace+"-kernel-waits.txt", sampling()); err != nil {
+			fmt.Fprintf(t.log, "kernel waits: %v\n", err)
+		}
+	}
 }
 
 // tracedProcess is a process serving /debug/pprof/ at addr.
@@ -202,8 +224,11 @@ func traceProcesses(ctx context.Context, log io.Writer, trace string, seconds in
 // or its consumer's receipts as the figure.
 func (t *tidemarkSide) runPaced(ctx context.Context, s Shape, extra ...string) Figure {
 	trace := t.nextTrace(s)
-	if trace != "" {
+	if trace != "" && t.execTrace {
 		defer t.traceBrokers(ctx, trace, s)()
+	}
+	if trace != "" && t.kernelWaits {
+		defer t.recordKernelWaits(ctx, trace)()
 	}
 	out, cpu, err := t.cliCPU(ctx, t.pacedArgs(s, trace, extra...)...)
 	parse := ParseTidemarkSent

@@ -23,8 +23,13 @@ func TestPacedRunsWriteAnExecutionTraceEach(t *testing.T) {
 	if args := plain.pacedArgs(s, plain.nextTrace(s)); slices.Contains(args, "--exec-trace") {
 		t.Fatalf("no trace folder, yet %v", args)
 	}
+	// The folder for the kernel waits alone asks the client for no trace.
+	waitsOnly := &tidemarkSide{traceDir: t.TempDir(), kernelWaits: true}
+	if trace := waitsOnly.nextTrace(s); trace == "" || slices.Contains(waitsOnly.pacedArgs(s, trace), "--exec-trace") {
+		t.Fatalf("kernel waits only: run name %q, args %v", trace, waitsOnly.pacedArgs(s, trace))
+	}
 	dir := t.TempDir()
-	ts := &tidemarkSide{traceDir: dir}
+	ts := &tidemarkSide{traceDir: dir, execTrace: true}
 	traceOf := func(args []string) string {
 		i := slices.Index(args, "--exec-trace")
 		if i < 0 || i+1 >= len(args) {
