@@ -90,11 +90,17 @@ type Manager struct {
 	// Log's truncation hook takes rpMu while the caller may hold its own
 	// partition lock, and the HW getter (which may take that lock) runs
 	// before hwMu is taken, never under a Manager lock.
-	hwMu, rpMu  lockorder.Mutex[lockorder.LogCheckpoint]
-	stop        chan struct{}
-	done        chan struct{}
-	cleanerDone chan struct{} // closed when the cleaner goroutine ends; nil when none runs
-	cleaner     cleanerStats
+	hwMu, rpMu lockorder.Mutex[lockorder.LogCheckpoint]
+	// What the last write of each checkpoint file put in it (hwWritten
+	// under hwMu, the other two under rpMu): the periodic writes skip a
+	// file whose offsets have not moved since, so an idle broker does not
+	// fsync every few seconds for nothing (each fsync flushes the device's
+	// cache, which the other tenants of the disk wait behind).
+	hwWritten, rpWritten, startWritten map[TopicPartition]int64
+	stop                               chan struct{}
+	done                               chan struct{}
+	cleanerDone                        chan struct{} // closed when the cleaner goroutine ends; nil when none runs
+	cleaner                            cleanerStats
 }
 
 // OpenManager opens every partition log in opts.Dir. A partition that cannot
@@ -374,8 +380,13 @@ func (m *Manager) Delete(tp TopicPartition) error {
 }
 
 // CheckpointHighWatermarks writes replication-offset-checkpoint from the
-// HighWatermark getter (the Manager does so every 5 s and at Close).
-func (m *Manager) CheckpointHighWatermarks() error {
+// HighWatermark getter (the Manager does so every 5 s, when a high
+// watermark moved, and at Close).
+func (m *Manager) CheckpointHighWatermarks() error { return m.checkpointHighWatermarks(false) }
+
+// checkpointHighWatermarks is CheckpointHighWatermarks; with ifMoved it
+// leaves the file alone when it already holds these offsets.
+func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
 	// The getter is the caller's code: call it without any Manager lock.
 	fresh := map[TopicPartition]int64{}
 	if m.opts.HighWatermark != nil {
@@ -402,7 +413,22 @@ func (m *Manager) CheckpointHighWatermarks() error {
 		}
 	}
 	m.mu.Unlock()
-	return m.writeCheckpoint(hwCheckpointFile, out)
+	return m.writeCheckpointOnce(hwCheckpointFile, out, &m.hwWritten, ifMoved)
+}
+
+// writeCheckpointOnce writes a checkpoint file and records what it wrote
+// in *written; with ifMoved, offsets equal to *written are not written
+// again. The caller holds the file's lock (hwMu or rpMu).
+func (m *Manager) writeCheckpointOnce(name string, offsets map[TopicPartition]int64, written *map[TopicPartition]int64, ifMoved bool) error {
+	if ifMoved && *written != nil && maps.Equal(offsets, *written) {
+		return nil
+	}
+	if err := m.writeCheckpoint(name, offsets); err != nil {
+		*written = nil // the file's contents are unknown: write it next time
+		return err
+	}
+	*written = offsets
+	return nil
 }
 
 // writeCheckpoint writes one of the directory's offset checkpoints and
@@ -418,7 +444,11 @@ func (m *Manager) writeCheckpoint(name string, offsets map[TopicPartition]int64)
 
 // CheckpointRecoveryPoints writes recovery-point-offset-checkpoint and
 // log-start-offset-checkpoint from the open logs.
-func (m *Manager) CheckpointRecoveryPoints() error {
+func (m *Manager) CheckpointRecoveryPoints() error { return m.checkpointRecoveryPoints(false) }
+
+// checkpointRecoveryPoints is CheckpointRecoveryPoints; with ifMoved each
+// file is left alone when it already holds these offsets.
+func (m *Manager) checkpointRecoveryPoints(ifMoved bool) error {
 	m.rpMu.Lock()
 	defer m.rpMu.Unlock()
 	m.mu.Lock()
@@ -428,8 +458,8 @@ func (m *Manager) CheckpointRecoveryPoints() error {
 	}
 	m.mu.Unlock()
 	return errors.Join(
-		m.writeCheckpoint(recoveryCheckpointFile, rps),
-		m.writeCheckpoint(logStartCheckpointFile, starts),
+		m.writeCheckpointOnce(recoveryCheckpointFile, rps, &m.rpWritten, ifMoved),
+		m.writeCheckpointOnce(logStartCheckpointFile, starts, &m.startWritten, ifMoved),
 	)
 }
 
@@ -575,11 +605,11 @@ func (m *Manager) background() {
 		case <-m.stop:
 			return
 		case <-hw.C:
-			if err := m.CheckpointHighWatermarks(); err != nil {
+			if err := m.checkpointHighWatermarks(true); err != nil {
 				m.logger.Warn("high watermark checkpoint failed", "err", m.note(err))
 			}
 		case <-rp.C:
-			if err := m.CheckpointRecoveryPoints(); err != nil {
+			if err := m.checkpointRecoveryPoints(true); err != nil {
 				m.logger.Warn("recovery point checkpoint failed", "err", m.note(err))
 			}
 		case <-ret.C:

@@ -277,6 +277,81 @@ func TestManagerBackgroundWork(t *testing.T) {
 	}
 }
 
+// TestManagerIdleCheckpointsAreNotRewritten: the periodic checkpoints
+// skip a file whose offsets have not moved since its last write (each
+// write is an fsync, a flush of the device's cache), and write it again
+// as soon as they move; an explicit checkpoint (Close's) always writes.
+func TestManagerIdleCheckpointsAreNotRewritten(t *testing.T) {
+	fsys := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	var mu sync.Mutex
+	writes := map[string]int{}
+	count := func(file string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return writes[file]
+	}
+	m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: hw.get,
+		HighWatermarkCheckpointInterval: 2 * time.Millisecond, RecoveryCheckpointInterval: 2 * time.Millisecond,
+		RetentionCheckInterval: time.Hour, FlushCheckInterval: time.Hour,
+		ObserveCheckpoint: func(file string, _ time.Duration) {
+			mu.Lock()
+			writes[file]++
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	leo := fill(t, l, 10, 3, 40)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hw.set(tpA, leo-5)
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !done(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not written in 5 s", what)
+			}
+		}
+	}
+	holds := func(file string, want int64) func() bool {
+		return func() bool { got, _ := ReadOffsetCheckpoint(fsys, "/data", file); return got[tpA] == want }
+	}
+	waitFor("hw checkpoint", holds(hwCheckpointFile, leo-5))
+	waitFor("recovery checkpoint", holds(recoveryCheckpointFile, leo))
+	time.Sleep(10 * time.Millisecond) // a write under way when the file was read
+	files := []string{hwCheckpointFile, recoveryCheckpointFile, logStartCheckpointFile}
+	before := map[string]int{}
+	for _, f := range files {
+		before[f] = count(f)
+	}
+	time.Sleep(200 * time.Millisecond) // about 100 intervals of each
+	for _, f := range files {
+		if n := count(f) - before[f]; n != 0 {
+			t.Errorf("%s written %d more times while nothing moved", f, n)
+		}
+	}
+	// Offsets that move are written at the next interval.
+	hw.set(tpA, leo)
+	waitFor("moved hw", holds(hwCheckpointFile, leo))
+	leo = fill(t, l, 5, 3, 40)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("moved recovery point", holds(recoveryCheckpointFile, leo))
+	// An explicit checkpoint writes even when nothing moved.
+	n := count(hwCheckpointFile)
+	if err := m.CheckpointHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	if count(hwCheckpointFile) != n+1 {
+		t.Fatal("an explicit high watermark checkpoint was skipped")
+	}
+}
+
 func TestParseTopicPartition(t *testing.T) {
 	good := map[string]TopicPartition{"a-0": {"a", 0}, "a--1": {"a-", 1}, "my-topic-12": {"my-topic", 12}, "x.y_z-3": {"x.y_z", 3}}
 	for s, want := range good {
