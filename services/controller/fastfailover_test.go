@@ -62,11 +62,8 @@ func TestFastFailoverNeedsARefusedConnection(t *testing.T) {
 // is gone and elects new leaders at once instead of waiting for the lease.
 func TestFastFailoverSeesARestartedProcess(t *testing.T) {
 	c := newCluster(t)
-	// The grace must outlast the restart below (the old listener closing,
-	// the new one serving), or the controller finds nothing at the address
-	// and takes the process-gone path instead: 600 ms was too short once on
-	// a loaded CI machine. It stays under the lease's TTL, so the election
-	// still comes from the health check, not the lease.
+	// The grace stays under the lease's TTL, so the election comes from
+	// the health check, not the lease.
 	c1 := c.startController(1, func(cfg *Config) { cfg.BrokerSessionGrace = 2 * time.Second })
 	c.waitActive(c1, 5*time.Second)
 	c.startBrokers(c1, 3)
@@ -77,10 +74,15 @@ func TestFastFailoverSeesARestartedProcess(t *testing.T) {
 
 	b := c.brokers[1]
 	b.mu.Lock()
-	reg := b.reg
+	reg, cli := b.reg, b.cli
 	b.mu.Unlock()
 	killed := time.Now()
-	b.kill()
+	// The old process's listener goes first, and the restarted process
+	// serves at the address before the controller sees the session break:
+	// the controller probes the address as soon as it does, and a probe
+	// that found nothing listening yet would take the process-gone path
+	// (connection refused) instead of the one this test is about.
+	b.srv.Server.Stop()
 	heldUntil := reg.LeaseHeldUntil()
 	// The restarted process: serving, but not registered yet.
 	var lis net.Listener
@@ -93,6 +95,8 @@ func TestFastFailoverSeesARestartedProcess(t *testing.T) {
 	next.MarkAllServing()
 	go func() { _ = next.Serve(lis) }()
 	t.Cleanup(next.Server.Stop)
+	_ = cli.Close() // the rest of kill: the session breaks
+	b.closeSession()
 
 	c.waitState("t", 0, 3*brokerTTL, "new leader", func(s metastore.PartitionState) bool { return s.Leader != 1 && s.Leader > 0 })
 	elected := time.Now()
