@@ -29,7 +29,10 @@ func (m *Manager) Abandon() {
 		m.mu.Unlock()
 		return
 	}
-	m.closed = true
+	m.closed, m.abandoned = true, true
+	// A crash leaves no writer behind: in-flight creations and deletions
+	// finish (abandoning a log they opened) before the logs are abandoned.
+	m.waitAllIdleLocked()
 	logs := maps.Clone(m.logs)
 	m.mu.Unlock()
 	if m.stop != nil {

@@ -80,10 +80,13 @@ type Manager struct {
 	keptHW, keptRecovery, keptStart map[TopicPartition]int64
 	lastHW                          map[TopicPartition]int64
 	closed                          bool
-	// creating holds the partitions whose logs GetOrCreate is opening,
-	// outside mu (creating a log makes directories and syncs them); a
-	// second caller, Delete and Close wait for the channel to close.
-	creating map[TopicPartition]chan struct{}
+	abandoned                       bool // closed by Abandon, not Close
+	// busy holds the partitions whose logs GetOrCreate is opening or
+	// Delete is closing and removing, outside mu (both sync directories);
+	// the other callers for that partition, Close and Abandon wait for the
+	// channel to close, so no file of the data dir is written after they
+	// return and a deletion never races a re-creation of its directory.
+	busy map[TopicPartition]chan struct{}
 
 	// hwMu and rpMu serialise the writes of the HW checkpoint and of the
 	// recovery-point and log-start checkpoints. They are separate because a
@@ -127,7 +130,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
 		opts: opts, logger: opts.Logger.With("data_dir", opts.Dir),
 		logs: map[TopicPartition]*Log{}, offline: map[TopicPartition]error{}, recoveredHW: map[TopicPartition]int64{},
-		lastHW: map[TopicPartition]int64{}, creating: map[TopicPartition]chan struct{}{},
+		lastHW: map[TopicPartition]int64{}, busy: map[TopicPartition]chan struct{}{},
 	}
 	fsys, dir := opts.FS, opts.Dir
 	if err := fsys.MkdirAll(dir); err != nil {
@@ -275,29 +278,37 @@ func (m *Manager) GetOrCreate(tp TopicPartition, cfg Config) (*Log, error) {
 			m.mu.Unlock()
 			return nil, fmt.Errorf("partition %s is offline: %w", tp, err)
 		}
-		if wait, ok := m.creating[tp]; ok {
+		if wait, ok := m.busy[tp]; ok {
 			m.mu.Unlock()
 			<-wait
 			continue
 		}
 		done := make(chan struct{})
-		m.creating[tp] = done
+		m.busy[tp] = done
 		m.mu.Unlock()
 
 		l, err := m.create(tp, cfg)
 		m.mu.Lock()
-		delete(m.creating, tp)
-		close(done)
-		// Close began meanwhile; it waited for us but does not know this
-		// log. It is closed after mu is released: a log's locks come
-		// before the Manager's.
-		orphan := err == nil && m.closed
+		// Close or Abandon began meanwhile; it waits for us but does not
+		// know this log, so we close it (as they would) before letting
+		// them go on. Without mu: a log's locks come before the Manager's.
+		orphan, abandoned := err == nil && m.closed, m.abandoned
 		if err == nil && !orphan {
 			m.logs[tp] = l
 		}
+		if orphan {
+			m.mu.Unlock()
+			if abandoned {
+				l.Abandon()
+			} else {
+				_ = l.Close()
+			}
+			m.mu.Lock()
+		}
+		delete(m.busy, tp)
+		close(done)
 		m.mu.Unlock()
 		if orphan {
-			_ = l.Close()
 			return nil, ErrClosed
 		}
 		return l, err
@@ -330,11 +341,11 @@ func (m *Manager) create(tp TopicPartition, cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// waitCreatedLocked returns with mu held once no creation of tp is in
-// flight.
-func (m *Manager) waitCreatedLocked(tp TopicPartition) {
+// waitIdleLocked returns with mu held once no creation or deletion of tp
+// is in flight.
+func (m *Manager) waitIdleLocked(tp TopicPartition) {
 	for {
-		wait, ok := m.creating[tp]
+		wait, ok := m.busy[tp]
 		if !ok {
 			return
 		}
@@ -346,10 +357,23 @@ func (m *Manager) waitCreatedLocked(tp TopicPartition) {
 
 // Delete closes the partition's log and removes its directory: renamed
 // first, so a crash part-way leaves a directory the next open finishes
-// deleting rather than a damaged log.
+// deleting rather than a damaged log. After Close or Abandon it returns
+// ErrClosed and touches nothing.
 func (m *Manager) Delete(tp TopicPartition) error {
 	m.mu.Lock()
-	m.waitCreatedLocked(tp)
+	m.waitIdleLocked(tp)
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	done := make(chan struct{})
+	m.busy[tp] = done
+	defer func() {
+		m.mu.Lock()
+		delete(m.busy, tp)
+		close(done)
+		m.mu.Unlock()
+	}()
 	l, ok := m.logs[tp]
 	delete(m.logs, tp)
 	delete(m.offline, tp)
@@ -399,6 +423,10 @@ func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
 	m.hwMu.Lock()
 	defer m.hwMu.Unlock()
 	m.mu.Lock()
+	if m.abandoned {
+		m.mu.Unlock()
+		return ErrClosed
+	}
 	out := maps.Clone(m.keptHW)
 	for tp := range m.logs {
 		hw, ok := fresh[tp]
@@ -452,6 +480,10 @@ func (m *Manager) checkpointRecoveryPoints(ifMoved bool) error {
 	m.rpMu.Lock()
 	defer m.rpMu.Unlock()
 	m.mu.Lock()
+	if m.abandoned { // a crashed broker writes nothing more
+		m.mu.Unlock()
+		return ErrClosed
+	}
 	rps, starts := maps.Clone(m.keptRecovery), maps.Clone(m.keptStart)
 	for tp, l := range m.logs {
 		rps[tp], starts[tp] = l.RecoveryPoint(), l.LogStartOffset()
@@ -480,12 +512,7 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
-	for len(m.creating) > 0 {
-		for tp := range m.creating {
-			m.waitCreatedLocked(tp)
-			break
-		}
-	}
+	m.waitAllIdleLocked()
 	logs := maps.Clone(m.logs)
 	offline := len(m.offline)
 	m.mu.Unlock()
@@ -509,6 +536,17 @@ func (m *Manager) Close() error {
 		return storageErr(err, "writing %s/%s", m.opts.Dir, cleanShutdownMarkerFile)
 	}
 	return nil
+}
+
+// waitAllIdleLocked returns with mu held once no creation or deletion is
+// in flight (with closed set, none starts).
+func (m *Manager) waitAllIdleLocked() {
+	for len(m.busy) > 0 {
+		for tp := range m.busy {
+			m.waitIdleLocked(tp)
+			break
+		}
+	}
 }
 
 // closeParallelism is how many logs Close closes at once. Each close

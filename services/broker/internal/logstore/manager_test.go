@@ -231,6 +231,78 @@ func TestManagerDelete(t *testing.T) {
 	}
 }
 
+// A deletion in flight holds up Abandon (a crashed broker leaves no writer
+// behind in its data dir, which a restart or the test's cleanup would
+// race) and a re-creation of the same partition (which would otherwise make
+// its directory while the deletion renames it); after Abandon a deletion
+// touches nothing.
+func TestManagerDeleteInFlightHoldsUpAbandonAndRecreation(t *testing.T) {
+	ffs := vfs.NewFaultFS(newMem(t))
+	m := openManager(t, ffs, &hwTable{m: map[TopicPartition]int64{}})
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 3, 1, 1)
+	if _, err := m.GetOrCreate(tpB, smallConfig()); err != nil {
+		t.Fatal(err)
+	}
+	stall := make(chan struct{})
+	ffs.Inject(vfs.Fault{Ops: vfs.OpRemove, Path: deletingSuffix, Stall: stall})
+	deleted := make(chan error, 1)
+	go func() { deleted <- m.Delete(tpA) }()
+	// The deletion has renamed the directory and waits in its removal.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := ffs.Stat("/data/" + tpA.String()); vfs.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deletion never renamed the directory")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	recreated := make(chan error, 1)
+	go func() {
+		_, err := m.GetOrCreate(tpA, smallConfig())
+		recreated <- err
+	}()
+	select {
+	case err := <-recreated:
+		t.Fatalf("the partition was re-created (%v) while its deletion was in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	abandoned := make(chan struct{})
+	go func() { m.Abandon(); close(abandoned) }()
+	select {
+	case <-abandoned:
+		t.Fatal("Abandon returned while a deletion was still removing files")
+	case err := <-recreated:
+		t.Fatalf("the partition was re-created (%v) while its deletion was in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(stall)
+	if err := <-deleted; err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	<-abandoned
+	if err := <-recreated; err != ErrClosed {
+		t.Fatalf("GetOrCreate after Abandon: %v, want ErrClosed", err)
+	}
+	if _, err := ffs.Stat("/data/" + tpA.String()); !vfs.IsNotExist(err) {
+		t.Fatalf("partition directory after the deletion: %v", err)
+	}
+	if err := m.Delete(tpB); err != ErrClosed {
+		t.Fatalf("Delete after Abandon: %v, want ErrClosed", err)
+	}
+	if err := m.CheckpointRecoveryPoints(); err != ErrClosed {
+		t.Fatalf("recovery-point checkpoint after Abandon: %v, want ErrClosed", err)
+	}
+	if err := m.CheckpointHighWatermarks(); err != ErrClosed {
+		t.Fatalf("HW checkpoint after Abandon: %v, want ErrClosed", err)
+	}
+	if _, err := ffs.Stat("/data/" + tpB.String()); err != nil {
+		t.Fatalf("Delete after Abandon removed the directory: %v", err)
+	}
+}
+
 func TestManagerTruncationPersistsRecoveryPoint(t *testing.T) {
 	fsys := newMem(t)
 	m := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
