@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,4 +84,77 @@ func (c *Cluster) topicID(name string) string {
 		c.T.Fatalf("describe %s: %v %v", name, resp, err)
 	}
 	return resp.GetTopics()[0].GetTopicId()
+}
+
+// A topic deleted and created again at once, round after round, ends with
+// one log per replica holding only the last incarnation's records, which
+// survive a quiet spell and a crash of every broker in turn, and no other
+// directory of the name. Liveness afterwards: a leader, the full ISR, and
+// HW = LEO on every replica. (DeleteTopics answers once the replicas are
+// deleted, so here a creation never meets a deletion still under way on a
+// broker; logstore's TestManagerDeleteInFlightHoldsUpAbandonAndRecreation
+// covers that.)
+func TestTopicDeletedAndRecreatedInQuickSuccession(t *testing.T) {
+	c := Start(t, Options{Brokers: 3})
+	ctx := context.Background()
+	for round := range 4 {
+		c.CreateTopic("again", 1, 3, nil)
+		for i := range 3 {
+			if _, err := c.Produce(ctx, "again", 0, -1, fmt.Sprintf("r%d-%d", round, i)); err != nil {
+				t.Fatalf("round %d, produce %d: %v", round, i, err)
+			}
+		}
+		resp, err := c.Admin().DeleteTopics(ctx, &adminv1.DeleteTopicsRequest{Topics: []string{"again"}, TimeoutMs: 10000})
+		if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+			t.Fatalf("round %d, delete: %v %v", round, resp, err)
+		}
+	}
+	c.CreateTopic("again", 1, 3, nil)
+	want := []string{"last-0", "last-1", "last-2"}
+	for _, v := range want {
+		if _, err := c.Produce(ctx, "again", 0, -1, v); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+	}
+	time.Sleep(time.Second) // nothing happens for a while
+	for id := int32(1); id <= 3; id++ {
+		c.CrashBroker(id)
+		c.StartBroker(id)
+		c.WaitBrokerAlive(id)
+		c.WaitFor(20*time.Second, fmt.Sprintf("a full ISR after broker %d's restart", id), func() bool {
+			p := c.Partition("again", 0)
+			return p.GetLeader() >= 0 && len(p.GetIsr()) == 3
+		})
+	}
+	if logs := c.SameLogs("again", 0, 1, 2, 3); !slices.Equal(logs, want) {
+		t.Fatalf("the replicas hold %v, want %v", logs, want)
+	}
+	c.WaitFor(20*time.Second, "a leader, the full ISR and HW = LEO on every replica", func() bool {
+		p := c.Partition("again", 0)
+		if !c.Leads(p.GetLeader(), "again", 0) || len(p.GetIsr()) != 3 {
+			return false
+		}
+		for id := int32(1); id <= 3; id++ {
+			hw, leo, ok := c.Broker(id).ReplicaOffsets("again", 0)
+			if !ok || hw != leo || leo != int64(len(want)) {
+				return false
+			}
+		}
+		return true
+	})
+	for id := int32(1); id <= 3; id++ {
+		ents, err := os.ReadDir(c.BrokerConfig(id).DataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dirs []string
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "again") {
+				dirs = append(dirs, e.Name())
+			}
+		}
+		if !slices.Equal(dirs, []string{"again-0"}) {
+			t.Errorf("broker %d's data dir holds %v, want only again-0", id, dirs)
+		}
+	}
 }
