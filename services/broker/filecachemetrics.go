@@ -27,10 +27,14 @@ var (
 		"Idle segment files closed to stay within log.max.open.files.", nil, nil)
 	descCacheDropped = prometheus.NewDesc("tidemark_log_follower_cache_dropped_bytes_total",
 		"Bytes of follower segments dropped from the page cache behind their tail (log.follower.cached.bytes).", nil, nil)
+	descReserved = prometheus.NewDesc("tidemark_log_preallocated_segments_total",
+		"Segments started with their disk blocks reserved (preallocate).", nil, nil)
+	descReserveFailed = prometheus.NewDesc("tidemark_log_preallocate_failures_total",
+		"Segment block reservations the file system refused (preallocate; full or unable): those segments are allocated as written.", nil, nil)
 )
 
 func (c fileCacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFilesOpen, descFilesMax, descFilesHits, descFilesMisses, descFilesEvictions, descCacheDropped} {
+	for _, d := range []*prometheus.Desc{descFilesOpen, descFilesMax, descFilesHits, descFilesMisses, descFilesEvictions, descCacheDropped, descReserved, descReserveFailed} {
 		ch <- d
 	}
 }
@@ -43,4 +47,6 @@ func (c fileCacheCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFilesMisses, prometheus.CounterValue, float64(st.Misses))
 	ch <- prometheus.MustNewConstMetric(descFilesEvictions, prometheus.CounterValue, float64(st.Evictions))
 	ch <- prometheus.MustNewConstMetric(descCacheDropped, prometheus.CounterValue, float64(st.CacheDroppedBytes))
+	ch <- prometheus.MustNewConstMetric(descReserved, prometheus.CounterValue, float64(st.ReservedSegments))
+	ch <- prometheus.MustNewConstMetric(descReserveFailed, prometheus.CounterValue, float64(st.ReserveFailures))
 }

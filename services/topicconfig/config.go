@@ -29,6 +29,8 @@ type TopicConfig struct {
 	FlushMessages               int64
 	FlushMs                     int64
 	IndexIntervalBytes          int32
+	// Preallocate reserves segments' disk blocks ahead of their appends.
+	Preallocate bool
 	// MessageTimestampBeforeMaxMs and MessageTimestampAfterMaxMs bound how
 	// far a CreateTime record's timestamp may lie behind or ahead of the
 	// leader's clock (KIP-937).

@@ -57,6 +57,12 @@ type Options struct {
 	// threads blocked in the kernel for 10 ms or more, with the kernel
 	// stack each was in (kernelwaits.go), into the logs folder.
 	KernelWaits bool
+	// Preallocate creates tidemark's topics with preallocate=true: each
+	// segment's disk blocks reserved before it is written.
+	Preallocate bool
+	// TopicConfigs are more configs of tidemark's topics (key=value), for
+	// experiments; the report lists them.
+	TopicConfigs []string
 }
 
 // Row is one shape's figures on both systems.
@@ -95,6 +101,10 @@ type Result struct {
 	DropsPageCache bool `json:"drops_page_cache,omitempty"`
 	// OneCPU is the synchronous shapes again on one CPU; nil when not run.
 	OneCPU *OneCPU `json:"one_cpu,omitempty"`
+	// Preallocate: tidemark's topics had preallocate=true.
+	Preallocate bool `json:"preallocate,omitempty"`
+	// TopicConfigs: Options.TopicConfigs.
+	TopicConfigs []string `json:"topic_configs,omitempty"`
 	// HaltPollNs is how long an idle vCPU of the machine polled before it
 	// halted (haltPollPath); nil on a machine without that setting.
 	HaltPollNs *int64 `json:"guest_halt_poll_ns,omitempty"`
@@ -115,7 +125,12 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.Procs <= 0 {
 		o.Procs = devcluster.SharedProcs(3)
 	}
-	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs, Plaintext: o.Plaintext,
+	for _, kv := range o.TopicConfigs {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("topic config %q: want key=value", kv)
+		}
+	}
+	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs, Plaintext: o.Plaintext, Preallocate: o.Preallocate, TopicConfigs: o.TopicConfigs,
 		DropsPageCache: unix.Access(dropCachesPath, unix.W_OK) == nil}
 	if !res.DropsPageCache {
 		fmt.Fprintf(out, "the page cache will not be dropped before the shapes: %s is not writable here (run as root for figures that do not depend on what earlier shapes left cached)\n", dropCachesPath)
@@ -158,7 +173,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	}
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
-			ts := &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext}
+			ts := &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext, preallocate: o.Preallocate, topicConfigsExtra: o.TopicConfigs}
 			if o.ExecTrace || o.KernelWaits {
 				ts.traceDir, ts.execTrace, ts.kernelWaits = logDir, o.ExecTrace, o.KernelWaits
 			}

@@ -50,7 +50,7 @@ func (t *tidemarkSide) newFailover(ctx context.Context) (*tidemarkFailover, erro
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	_, err = tf.admin.CreateTopic(cctx, &adminv1.TopicSpec{Name: failoverTopic, NumPartitions: 1, ReplicationFactor: 3,
-		Configs: map[string]string{"min.insync.replicas": "2"}})
+		Configs: t.topicConfigs()})
 	cancel()
 	if err != nil {
 		tf.close()

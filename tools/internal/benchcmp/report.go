@@ -26,7 +26,7 @@ func (r *Result) Markdown() string {
 	}
 	b.WriteString(`
 - tidemark: ` + "`tidemark dev`" + ` cluster (etcd in the launcher, 2 controllers, 3 brokers, gateway; separate processes, ` + r.security("mutual TLS on every link") + `), ` +
-		"`tidemark perf produce|consume`" + ` (idempotent producer, acks=all, topic of 1 partition, RF 3, min.insync.replicas 2). 8 producers: one process, 8 idempotent producers on one client (` + "`--producers 8`" + `). Batching: default linger.ms and batch.size, buffer.memory ` + r.window() + ` (` + "`--buffer-memory`" + `; the 32 MiB default queues over a second of records at the same throughput).
+		"`tidemark perf produce|consume`" + ` (idempotent producer, acks=all, topic of 1 partition, RF 3, min.insync.replicas 2` + r.topicConfigNote() + `). 8 producers: one process, 8 idempotent producers on one client (` + "`--producers 8`" + `). Batching: default linger.ms and batch.size, buffer.memory ` + r.window() + ` (` + "`--buffer-memory`" + `; the 32 MiB default queues over a second of records at the same throughput).
 - JetStream: 3 nats-server nodes on loopback (` + r.security("mutual TLS on client connections and routes, certificates from a CA like tidemark's") + `), R3 file-store stream, ` + "`nats bench js pub sync|async`" + ` (8 producers: ` + "`--clients 8`" + `, one process, 8 connections; async publishes a batch of the same bytes as tidemark's window, ` + "`--batch`" + ` ` + r.window() + ` / record size, and waits for all its acks; its latency is per batch, tidemark's per record), consumer: ` + "`nats bench js ordered`" + `.
 - Paced rows: each system sends at half the rate it reached in its own batching row of that size (so the rates differ), with a consumer reading at the same time, after a warm-up of ` + r.warmup() + ` at the same rate that is not measured (a new client's first records pay for its connections and producer id); "ack latency" is from a message's send (when it was due at the pace: a send that waited counts for those behind it) to acknowledgement, "produce → consumer" until the consumer has it (tidemark: ` + "`tidemark perf e2e`" + `, the consumer fetching below the high watermark; JetStream: nats.go in the harness, PublishAsync and an ordered consumer, per message).
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
@@ -57,6 +57,19 @@ func (r *Result) Markdown() string {
 		r.Failover.markdown(&b)
 	}
 	return b.String()
+}
+
+// topicConfigNote names the topic configs beyond the defaults and
+// min.insync.replicas: preallocate and any --topic-config.
+func (r *Result) topicConfigNote() string {
+	var note string
+	if r.Preallocate {
+		note = ", preallocate=true: each segment's blocks reserved before it is written, see \"The file system under the logs\""
+	}
+	for _, kv := range r.TopicConfigs {
+		note += ", " + kv
+	}
+	return note
 }
 
 // window is the batching shapes' in-flight bytes, the same on both systems.

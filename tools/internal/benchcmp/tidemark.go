@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -31,10 +32,14 @@ type tidemarkSide struct {
 	binDir    string
 	procs     int // GOMAXPROCS of each node
 	plaintext bool
-	dir       string
-	log       *os.File
-	cl        *devcluster.Cluster
-	flags     []string
+	// preallocate: the topics reserve their segments' blocks ahead.
+	preallocate bool
+	// topicConfigsExtra: Options.TopicConfigs.
+	topicConfigsExtra []string
+	dir               string
+	log               *os.File
+	cl                *devcluster.Cluster
+	flags             []string
 	// traceDir, when set, receives per paced run the client's and the
 	// brokers' execution traces (execTrace, Options.ExecTrace) and the
 	// brokers' kernel waits (kernelWaits, Options.KernelWaits); traced
@@ -107,6 +112,30 @@ func (t *tidemarkSide) cliCPU(ctx context.Context, args ...string) (string, usag
 
 func topicOf(s Shape) string { return "bench-" + s.Name }
 
+// topicConfigs are the configs of every topic the harness creates.
+func (t *tidemarkSide) topicConfigs() map[string]string {
+	c := map[string]string{"min.insync.replicas": "2"}
+	if t.preallocate {
+		c["preallocate"] = "true"
+	}
+	for _, kv := range t.topicConfigsExtra {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			c[k] = v
+		}
+	}
+	return c
+}
+
+// createTopic creates a shape's topic (1 partition, RF 3) unless it exists.
+func (t *tidemarkSide) createTopic(ctx context.Context, name string) error {
+	args := []string{"topics", "create", "--topic", name, "--partitions", "1", "--replication-factor", "3", "--if-not-exists"}
+	for _, k := range slices.Sorted(maps.Keys(t.topicConfigs())) {
+		args = append(args, "--config", k+"="+t.topicConfigs()[k])
+	}
+	_, err := t.cli(ctx, args...)
+	return err
+}
+
 // run measures one shape; a consume shape reads the topic of ReadsFrom.
 func (t *tidemarkSide) run(ctx context.Context, s Shape) Figure { return t.runWith(ctx, s) }
 
@@ -117,8 +146,7 @@ func (t *tidemarkSide) runWith(ctx context.Context, s Shape, extra ...string) Fi
 			"--timeout", "60s", "--reporting-interval", "1h"}, extra...)...)
 		return withClientCPU(parsed(ParseTidemark, out, err), cpu)
 	}
-	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
-		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
+	if err := t.createTopic(ctx, topicOf(s)); err != nil {
 		return Figure{Err: fmt.Sprintf("creating topic %s: %v", topicOf(s), err)}
 	}
 	if s.paced() {
@@ -296,8 +324,7 @@ var leaderLine = regexp.MustCompile(`Partition: 0\s+Leader: (\d+)`)
 func (t *tidemarkSide) profile(ctx context.Context, s Shape, dir string) ([]string, []ProcessCPU, error) {
 	label := s.Label()
 	s.Name += "-profiled"
-	if _, err := t.cli(ctx, "topics", "create", "--topic", topicOf(s), "--partitions", "1", "--replication-factor", "3",
-		"--config", "min.insync.replicas=2", "--if-not-exists"); err != nil {
+	if err := t.createTopic(ctx, topicOf(s)); err != nil {
 		return nil, nil, err
 	}
 	desc, err := t.cli(ctx, "topics", "describe", "--topic", topicOf(s))

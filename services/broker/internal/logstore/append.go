@@ -224,6 +224,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 		l.flushInBackgroundLocked(rolledAt)
 	}
 	l.maybeStartWritebackLocked(act, p, !leader, cfg)
+	l.maybeTendSpareLocked(act, p, cfg)
 	if cfg.FsyncEveryAppend || (cfg.FlushMessages > 0 && info.LogEndOffset-l.recoveryPoint.Load() >= cfg.FlushMessages) {
 		flushTo = info.LogEndOffset
 	}
@@ -380,7 +381,8 @@ const dropAlign = 4096
 // milliseconds, and a follower's for longer while the leader's flush of the
 // sealed segment kept the disk busy.
 func (l *Log) rollLocked(base int64, syncDir bool) error {
-	ns, err := createSegment(l.files, l.fs, l.dir, base)
+	spare, spareBytes := l.takeSpareLocked(l.Config())
+	ns, err := createSegmentFrom(l.files, l.fs, l.dir, base, spare, spareBytes)
 	if err != nil {
 		return err
 	}
@@ -400,6 +402,7 @@ func (l *Log) rollLocked(base int64, syncDir bool) error {
 		return err
 	}
 	l.publish(append(slices.Clip(l.segments()), ns))
+	l.releaseInBackgroundLocked(old)
 	l.stats.rolls.Add(1)
 	l.takeSnapshotLocked(base, syncDir)
 	return nil
@@ -410,16 +413,57 @@ func (l *Log) rollLocked(base int64, syncDir bool) error {
 // is logged, not returned. A snapshot written without durable (at a roll on
 // the append path) is fsynced by the next flush; until then a crash may
 // leave it torn, and loading drops a snapshot that fails its CRC and
-// rebuilds the table from the log.
+// rebuilds the table from the log. The old snapshots of such a roll are
+// deleted in the background: deleting a file frees its blocks, which can
+// wait for the device (a file system mounted with discard trims them as it
+// frees them), and a roll holds mu.
 func (l *Log) takeSnapshotLocked(offset int64, durable bool) {
 	if err := writeSnapshot(l.fs, l.dir, offset, l.producers, durable); err != nil {
 		l.logger.Warn("could not write producer snapshot", "offset", offset, "err", err)
 		return
 	}
-	if !durable {
-		l.unsyncedSnapshot.Store(offset)
-		l.dirSyncPending.Store(true)
+	if durable {
+		l.pruneSnapshots()
+		return
 	}
+	l.unsyncedSnapshot.Store(offset)
+	l.dirSyncPending.Store(true)
+	l.pruneInBackgroundLocked()
+}
+
+// pruneInBackgroundLocked runs pruneSnapshots in a goroutine, one at a time
+// per log, which Close waits for; a request while one runs makes it prune
+// again once done.
+func (l *Log) pruneInBackgroundLocked() {
+	l.pruneAgain.Store(true)
+	if !l.pruning.CompareAndSwap(false, true) {
+		return
+	}
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		for {
+			for l.pruneAgain.Swap(false) {
+				l.fileMu.RLock() // truncation, deletion and closing wait
+				if !l.filesClosed {
+					l.pruneSnapshots()
+				}
+				l.fileMu.RUnlock()
+			}
+			l.pruning.Store(false)
+			// A request between the last Swap and the Store found pruning
+			// set and left itself to this goroutine.
+			if !l.pruneAgain.Load() || !l.pruning.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
+
+// pruneSnapshots deletes all but the two newest producer snapshots. Only
+// older ones than it listed go, so a snapshot written meanwhile stays; one
+// deleted meanwhile (a truncation, retention) is not an error.
+func (l *Log) pruneSnapshots() {
 	snaps, err := listSnapshots(l.fs, l.dir)
 	if err != nil {
 		return

@@ -29,6 +29,9 @@ func (l *Log) Close() error {
 		errs = append(errs, l.finishActiveLocked())
 		l.takeSnapshotLocked(l.leo.Load(), true)
 	}
+	if l.spareReady.Swap(false) {
+		_ = l.fs.Remove(l.sparePath()) // loading would delete it anyway (.tmp)
+	}
 	for _, s := range l.segments() {
 		if err := s.closeFiles(); err != nil {
 			errs = append(errs, storageErr(err, "closing %s", s.logPath))
@@ -53,6 +56,9 @@ func (l *Log) finishActiveLocked() error {
 		if err := s.log.Sync(); err != nil {
 			return storageErr(err, "syncing %s", s.logPath)
 		}
+	}
+	if err := s.releaseReservation(); err != nil { // the size stays: nothing to sync
+		return err
 	}
 	s.maybeAppendTimeEntry()
 	for _, ix := range []*sparseIndex{s.index, s.timeIndex} {

@@ -59,6 +59,12 @@ type Config struct {
 	// 4 * WritebackBytes, so what it drops has been written back; the drops
 	// ride on the writebacks, so with those off nothing is dropped.
 	FollowerCachedBytes int64
+	// Preallocate (preallocate) reserves each segment's disk blocks, up to
+	// SegmentBytes, before it is written (see spare.go): appends then fill
+	// blocks the file system already gave the file. Kafka's preallocate
+	// sets the file's length; here the size stays the committed bytes, so
+	// nothing else about a segment changes.
+	Preallocate bool
 	// ProducerIDExpiration forgets idempotent producers idle this long
 	// (producer.id.expiration.ms); zero or negative never does.
 	ProducerIDExpiration time.Duration

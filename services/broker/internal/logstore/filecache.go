@@ -44,6 +44,9 @@ type FileCache struct {
 
 	hits, misses, evictions atomic.Int64
 	cacheDropped            atomic.Int64 // bytes DropCache was asked to drop
+	// reservedSegments counts segments started with their blocks reserved
+	// (preallocate); reserveFailures the reservations that failed.
+	reservedSegments, reserveFailures atomic.Int64
 }
 
 // NewFileCache returns a cache that keeps at most max handles open, plus
@@ -65,6 +68,10 @@ type FileCacheStats struct {
 	// CacheDroppedBytes counts the bytes of follower segments dropped from
 	// the page cache behind their tail (Config.FollowerCachedBytes).
 	CacheDroppedBytes int64
+	// ReservedSegments counts the segments started with their blocks
+	// reserved (preallocate), ReserveFailures the reservations the file
+	// system refused (full, or unable).
+	ReservedSegments, ReserveFailures int64
 }
 
 // Stats returns the cache's counters.
@@ -73,7 +80,7 @@ func (c *FileCache) Stats() FileCacheStats {
 	open, inUse := c.open, c.inUse
 	c.mu.Unlock()
 	return FileCacheStats{Open: open, InUse: inUse, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(),
-		CacheDroppedBytes: c.cacheDropped.Load()}
+		CacheDroppedBytes: c.cacheDropped.Load(), ReservedSegments: c.reservedSegments.Load(), ReserveFailures: c.reserveFailures.Load()}
 }
 
 // create creates (or truncates) path and returns it as a cached file.
@@ -298,6 +305,34 @@ func (cf *cachedFile) DropCache(off, n int64) error {
 	defer cf.release()
 	cf.c.cacheDropped.Add(n)
 	return vfs.DropCache(f, off, n)
+}
+
+// ReserveBlocks and AllocatedBytes pass the calls to the file (when its
+// file system can), pinning the handle for the call.
+func (cf *cachedFile) ReserveBlocks(n int64) error {
+	f, err := cf.acquire()
+	if err != nil {
+		return err
+	}
+	defer cf.release()
+	if ok, err := vfs.ReserveBlocks(f, n); !ok {
+		return errors.ErrUnsupported
+	} else {
+		return err
+	}
+}
+
+func (cf *cachedFile) AllocatedBytes() (int64, error) {
+	f, err := cf.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer cf.release()
+	n, ok, err := vfs.AllocatedBytes(f)
+	if !ok {
+		return 0, errors.ErrUnsupported
+	}
+	return n, err
 }
 
 func (cf *cachedFile) Truncate(size int64) error {

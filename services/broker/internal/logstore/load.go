@@ -41,6 +41,7 @@ func Open(opts Options) (*Log, error) {
 	l.cfg.Store(&cfg)
 	l.truncatedTo.Store(math.MaxInt64)
 	l.unsyncedSnapshot.Store(-1)
+	l.spareFailedAt.Store(-1)
 	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil || cfg.Compacted() {
 		l.gapsAllowed.Store(true)
 	}
@@ -111,6 +112,12 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 		segs = []*segment{s}
 	}
 	for _, s := range segs[:len(segs)-1] {
+		if n := reservedBeyondEnd(s); n > 0 { // a crash left it reserved
+			s.reserved.Store(n)
+			if err := s.releaseReservation(); err != nil {
+				return segs, err
+			}
+		}
 		if err := s.seal(); err != nil {
 			return segs, err
 		}
@@ -119,6 +126,16 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 		s.indexesDurable.Store(true)
 	}
 	act := segs[len(segs)-1]
+	// Reserved here, before any append: a new log's first segment or the
+	// one a restart continues (spare.go).
+	if cfg := l.Config(); cfg.Preallocate {
+		l.reserveLocked(act, cfg.SegmentBytes)
+	} else if n := reservedBeyondEnd(act); n > 0 {
+		act.reserved.Store(n)
+		if err := act.releaseReservation(); err != nil {
+			return segs, err
+		}
+	}
 	if err := act.index.activate(); err != nil {
 		return segs, storageErr(err, "reading index %s", act.index.path)
 	}

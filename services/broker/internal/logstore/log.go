@@ -66,10 +66,21 @@ type Log struct {
 	mu      lockorder.Mutex[lockorder.LogWriter]  // serialises writers; guards the fields below it
 	fileMu  lockorder.RWMutex[lockorder.LogFiles] // readers and flushes: R; shrinking, deleting, closing files: W
 	flushMu lockorder.Mutex[lockorder.LogFlush]   // serialises flushes
-	bg      sync.WaitGroup                        // background flushes after rolls and writebacks; Add under mu
+	bg      sync.WaitGroup                        // background flushes, snapshot pruning and reservation releases after rolls, writebacks, spares; Add under mu
 	// writingBack: a writeback started by an append is running (one at a
 	// time per log; see maybeStartWritebackLocked).
 	writingBack atomic.Bool
+	// spareReady: the spare segment file exists with its blocks reserved
+	// (spare.go); spareBusy: a goroutine is making or removing it;
+	// spareFailedAt: the base of the active segment during which making
+	// one failed (no retry before the next roll; -1: none).
+	spareReady    atomic.Bool
+	spareBytes    atomic.Int64 // what the spare has reserved; written before spareReady
+	spareBusy     atomic.Bool
+	spareFailedAt atomic.Int64
+	// pruning: a goroutine is deleting old producer snapshots after a roll
+	// (pruneInBackgroundLocked); pruneAgain: a roll asked for it since.
+	pruning, pruneAgain atomic.Bool
 
 	topicID       atomic.Pointer[string]     // partition.metadata's topic id; nil: none recorded; written under mu
 	segs          atomic.Pointer[[]*segment] // ascending base; the last is active

@@ -152,6 +152,7 @@ func TestSnapshotsKeptAndCorruptOnesIgnored(t *testing.T) {
 		appendLeader(t, l, idem(1, 0, int32(i), 1), 0)
 		appendLeader(t, l, plain(1, 150, 1), 0)
 	}
+	l.bg.Wait() // the rolls delete old snapshots in the background
 	snaps, _ := listSnapshots(fsys, testDir)
 	if len(snaps) != 2 {
 		t.Fatalf("%d snapshots kept, want 2", len(snaps))

@@ -42,6 +42,12 @@ type segment struct {
 	lastTimeEntryTS int64 // timestamp of the last time-index entry, -1 when none
 	bytesSinceIndex int64
 	rollBase        time.Time // when segment.ms starts counting; zero until the first append
+	// reserved is how many of the file's first bytes had blocks reserved
+	// (preallocate; 0: none); what the segment did not use is given back
+	// after it is sealed (in the background) or when it is closed. Zeroed
+	// by whoever gives it back, a truncation included (under fileMu held
+	// for writing).
+	reserved atomic.Int64
 }
 
 func segmentPaths(dir string, base int64) (log, index, timeIndex string) {
@@ -51,6 +57,13 @@ func segmentPaths(dir string, base int64) (log, index, timeIndex string) {
 // createSegment makes a new, empty, active segment. On failure nothing is
 // left behind.
 func createSegment(files *FileCache, fsys vfs.FS, dir string, base int64) (*segment, error) {
+	return createSegmentFrom(files, fsys, dir, base, "", 0)
+}
+
+// createSegmentFrom is createSegment whose log file is spare, renamed into
+// place, when spare is not empty and the rename works (a spare file holds
+// spareBytes of reserved blocks and no bytes); otherwise a new file.
+func createSegmentFrom(files *FileCache, fsys vfs.FS, dir string, base int64, spare string, spareBytes int64) (*segment, error) {
 	lp, ip, tp := segmentPaths(dir, base)
 	s := &segment{base: base, dir: dir, logPath: lp, next: base, offsetOfMaxTS: base, lastTimeEntryTS: -1}
 	s.maxTS.Store(-1)
@@ -62,7 +75,12 @@ func createSegment(files *FileCache, fsys vfs.FS, dir string, base int64) (*segm
 		return nil, err
 	}
 	var err error
-	if s.log, err = files.create(fsys, lp); err != nil {
+	if spare != "" && fsys.Rename(spare, lp) == nil {
+		if s.log, err = files.openFile(fsys, lp); err != nil {
+			return fail(storageErr(err, "opening segment %s", lp))
+		}
+		s.reserved.Store(spareBytes)
+	} else if s.log, err = files.create(fsys, lp); err != nil {
 		return fail(storageErr(err, "creating segment %s", lp))
 	}
 	if s.index, err = openIndex(files, fsys, ip, offsetEntrySize, true); err != nil {

@@ -101,6 +101,7 @@ func (l *Log) truncateLocked(offset int64) (int64, error) {
 // cutSegment truncates s, which becomes the active segment, to pos, where
 // the batch at offset next began, and trims its indexes to match.
 func (l *Log) cutSegment(s *segment, pos, next int64) error {
+	s.reserved.Store(0) // the cut frees the blocks past pos; a background release must not cut again
 	if err := s.log.Truncate(pos); err != nil {
 		return storageErr(err, "truncating %s to %d", s.logPath, pos)
 	}
@@ -251,7 +252,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 			return l.fail(err)
 		}
 	}
-	s, err := createSegment(l.files, l.fs, l.dir, offset)
+	spare, spareBytes := l.takeSpareLocked(l.Config())
+	s, err := createSegmentFrom(l.files, l.fs, l.dir, offset, spare, spareBytes)
 	if err != nil {
 		return l.fail(err)
 	}

@@ -340,6 +340,7 @@ func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
 	c.SegmentBytes = int64(tc.SegmentBytes)
 	c.SegmentMs = time.Duration(tc.SegmentMs) * time.Millisecond
 	c.IndexIntervalBytes = int64(tc.IndexIntervalBytes)
+	c.Preallocate = tc.Preallocate
 	c.RetentionMs = time.Duration(tc.RetentionMs) * time.Millisecond
 	c.RetentionBytes = tc.RetentionBytes
 	c.MaxMessageBytes = int(tc.MaxMessageBytes)

@@ -101,6 +101,40 @@ func DropCache(f File, off, n int64) error {
 	return nil
 }
 
+// BlockReserver is a File that can reserve disk blocks for bytes it does
+// not hold yet, keeping its size (Linux: fallocate with
+// FALLOC_FL_KEEP_SIZE), and say how many bytes of blocks it has. Writing
+// into reserved blocks allocates nothing, so the kernel's writeback of
+// those bytes needs no block allocation; truncating the file to its size
+// gives back what is reserved beyond it.
+type BlockReserver interface {
+	ReserveBlocks(n int64) error
+	AllocatedBytes() (int64, error)
+}
+
+// ReserveBlocks reserves blocks for f's first n bytes when f can; ok is
+// false when it cannot (MemFS; systems without the call; a wrapper whose
+// file cannot answers errors.ErrUnsupported).
+func ReserveBlocks(f File, n int64) (ok bool, err error) {
+	if r, ok := f.(BlockReserver); ok {
+		if err := r.ReserveBlocks(n); !errors.Is(err, errors.ErrUnsupported) {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// AllocatedBytes returns the bytes of disk blocks f holds, its reserved
+// ones included, when f can say; ok is false when it cannot.
+func AllocatedBytes(f File) (n int64, ok bool, err error) {
+	if r, ok := f.(BlockReserver); ok {
+		if n, err := r.AllocatedBytes(); !errors.Is(err, errors.ErrUnsupported) {
+			return n, true, err
+		}
+	}
+	return 0, false, nil
+}
+
 // WriteFileAtomic replaces name with data so that after a crash either the
 // old or the new contents are found, never a mix: it writes name+".tmp",
 // syncs it, renames it over name and syncs the directory.

@@ -1,0 +1,165 @@
+package logstore
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+)
+
+// slowFreeFS is an in-memory file system whose files take reservations
+// and whose truncations wait, once armed, until gate is closed: a device
+// slow to free blocks (ext4 mounted with discard trims them as it frees).
+type slowFreeFS struct {
+	vfs.FS
+	armed   atomic.Bool // truncations wait
+	removes atomic.Bool // removals wait
+	stalled atomic.Int64
+	gate    chan struct{}
+}
+
+type slowFreeFile struct {
+	vfs.File
+	fs *slowFreeFS
+}
+
+func (f *slowFreeFS) Create(name string) (vfs.File, error) {
+	file, err := f.FS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return slowFreeFile{file, f}, nil
+}
+
+func (f *slowFreeFS) Open(name string) (vfs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return slowFreeFile{file, f}, nil
+}
+
+func (f *slowFreeFS) Remove(name string) error {
+	if f.removes.Load() {
+		f.stalled.Add(1)
+		<-f.gate
+	}
+	return f.FS.Remove(name)
+}
+
+func (f slowFreeFile) ReserveBlocks(int64) error      { return nil }
+func (f slowFreeFile) AllocatedBytes() (int64, error) { return 0, errors.ErrUnsupported }
+
+func (f slowFreeFile) Truncate(size int64) error {
+	if f.fs.armed.Load() {
+		f.fs.stalled.Add(1)
+		<-f.fs.gate
+	}
+	return f.File.Truncate(size)
+}
+
+// A roll gives back the sealed segment's unused reservation in the
+// background: the append that rolls returns while freeing the blocks waits
+// for the device. (A segment rolled by segment.ms, nearly empty: one that
+// rolls on its size keeps its small unused tail and frees nothing.)
+func TestRollDoesNotWaitToGiveBackReservedBlocks(t *testing.T) {
+	fsys := &slowFreeFS{FS: newMem(t), gate: make(chan struct{})}
+	clk := newClock()
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 8 << 20
+	cfg.SegmentMs = time.Hour
+	cfg.Preallocate = true
+	l := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, Now: clk.Now})
+	appendLeader(t, l, plain(16, 4000, clk.Now().UnixMilli()), 0)
+	clk.Advance(31 * time.Minute)
+	appendLeader(t, l, plain(16, 4000, clk.Now().UnixMilli()), 0)
+	l.bg.Wait()
+	if !l.spareReady.Load() {
+		t.Fatal("no spare made half way to segment.ms")
+	}
+	fsys.armed.Store(true)
+	clk.Advance(30 * time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.AppendAsLeader(plain(16, 4000, clk.Now().UnixMilli()).build(), 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(fsys.gate)
+		t.Fatal("the append that rolled waited for the sealed segment's reserved blocks to be given back")
+	}
+	segs := l.segments()
+	if len(segs) != 2 || segs[1].reserved.Load() != cfg.SegmentBytes {
+		t.Fatalf("%d segments after the roll; want 2, the new one from the spare (%d bytes reserved)", len(segs), cfg.SegmentBytes)
+	}
+	for deadline := time.Now().Add(10 * time.Second); fsys.stalled.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(fsys.gate)
+			t.Fatal("nothing gave back the sealed segment's reserved blocks after the roll")
+		}
+	}
+	fsys.armed.Store(false)
+	close(fsys.gate)
+	l.bg.Wait()
+	if r := segs[0].reserved.Load(); r != 0 {
+		t.Fatalf("the sealed segment still counts %d bytes reserved once they were given back", r)
+	}
+}
+
+// A roll deletes the producer snapshots beyond the two newest in the
+// background: the append that rolls returns while the deletion waits for
+// the device.
+func TestRollDoesNotWaitToDeleteOldSnapshots(t *testing.T) {
+	fsys := &slowFreeFS{FS: newMem(t), gate: make(chan struct{})}
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 64 << 10
+	l := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
+	for len(l.segments()) < 3 {
+		appendLeader(t, l, plain(4, 4000, 1000), 0)
+	}
+	l.bg.Wait()
+	fsys.removes.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		act := l.active()
+		for l.active() == act {
+			if _, err := l.AppendAsLeader(plain(4, 4000, 1000).build(), 0); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(fsys.gate)
+		t.Fatal("the append that rolled waited for an old producer snapshot's deletion")
+	}
+	for deadline := time.Now().Add(10 * time.Second); fsys.stalled.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(fsys.gate)
+			t.Fatal("nothing deleted the old producer snapshots after the roll")
+		}
+	}
+	fsys.removes.Store(false)
+	close(fsys.gate)
+	l.bg.Wait()
+	snaps, err := listSnapshots(fsys, testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) != 2 {
+		t.Fatalf("%d producer snapshots after the roll's deletion: %v; want the two newest", len(snaps), snaps)
+	}
+}
