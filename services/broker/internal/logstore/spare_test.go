@@ -60,6 +60,38 @@ func (f slowFreeFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
+// returns runs fn and fails the test, letting stalled calls go, when fn has
+// not returned within 10 s: then it waited for what the file system stalls.
+func (f *slowFreeFS) returns(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(f.gate)
+		t.Fatal(what)
+	}
+}
+
+// stalls waits until a call is stalled (failing the test after 10 s with
+// what), then lets it and every later one go.
+func (f *slowFreeFS) stalls(t *testing.T, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); f.stalled.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(f.gate)
+			t.Fatal(what)
+		}
+	}
+	f.armed.Store(false)
+	f.removes.Store(false)
+	close(f.gate)
+}
+
 // A roll gives back the sealed segment's unused reservation in the
 // background: the append that rolls returns while freeing the blocks waits
 // for the device. (A segment rolled by segment.ms, nearly empty: one that
@@ -81,32 +113,15 @@ func TestRollDoesNotWaitToGiveBackReservedBlocks(t *testing.T) {
 	}
 	fsys.armed.Store(true)
 	clk.Advance(30 * time.Minute)
-	done := make(chan error, 1)
-	go func() {
+	fsys.returns(t, "the append that rolled waited for the sealed segment's reserved blocks to be given back", func() error {
 		_, err := l.AppendAsLeader(plain(16, 4000, clk.Now().UnixMilli()).build(), 0)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		close(fsys.gate)
-		t.Fatal("the append that rolled waited for the sealed segment's reserved blocks to be given back")
-	}
+		return err
+	})
 	segs := l.segments()
 	if len(segs) != 2 || segs[1].reserved.Load() != cfg.SegmentBytes {
 		t.Fatalf("%d segments after the roll; want 2, the new one from the spare (%d bytes reserved)", len(segs), cfg.SegmentBytes)
 	}
-	for deadline := time.Now().Add(10 * time.Second); fsys.stalled.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			close(fsys.gate)
-			t.Fatal("nothing gave back the sealed segment's reserved blocks after the roll")
-		}
-	}
-	fsys.armed.Store(false)
-	close(fsys.gate)
+	fsys.stalls(t, "nothing gave back the sealed segment's reserved blocks after the roll")
 	l.bg.Wait()
 	if r := segs[0].reserved.Load(); r != 0 {
 		t.Fatalf("the sealed segment still counts %d bytes reserved once they were given back", r)
@@ -126,34 +141,16 @@ func TestRollDoesNotWaitToDeleteOldSnapshots(t *testing.T) {
 	}
 	l.bg.Wait()
 	fsys.removes.Store(true)
-	done := make(chan error, 1)
-	go func() {
+	fsys.returns(t, "the append that rolled waited for an old producer snapshot's deletion", func() error {
 		act := l.active()
 		for l.active() == act {
 			if _, err := l.AppendAsLeader(plain(4, 4000, 1000).build(), 0); err != nil {
-				done <- err
-				return
+				return err
 			}
 		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		close(fsys.gate)
-		t.Fatal("the append that rolled waited for an old producer snapshot's deletion")
-	}
-	for deadline := time.Now().Add(10 * time.Second); fsys.stalled.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			close(fsys.gate)
-			t.Fatal("nothing deleted the old producer snapshots after the roll")
-		}
-	}
-	fsys.removes.Store(false)
-	close(fsys.gate)
+		return nil
+	})
+	fsys.stalls(t, "nothing deleted the old producer snapshots after the roll")
 	l.bg.Wait()
 	snaps, err := listSnapshots(fsys, testDir)
 	if err != nil {
