@@ -413,7 +413,7 @@ func (l *Log) rollLocked(base int64, syncDir bool) error {
 // is logged, not returned. A snapshot written without durable (at a roll on
 // the append path) is fsynced by the next flush; until then a crash may
 // leave it torn, and loading drops a snapshot that fails its CRC and
-// rebuilds the table from the log. The old snapshots of such a roll are
+// rebuilds the table from the log. The old snapshots of a roll are
 // deleted in the background: deleting a file frees its blocks, which can
 // wait for the device (a file system mounted with discard trims them as it
 // frees them), and a roll holds mu.
@@ -422,13 +422,15 @@ func (l *Log) takeSnapshotLocked(offset int64, durable bool) {
 		l.logger.Warn("could not write producer snapshot", "offset", offset, "err", err)
 		return
 	}
-	if durable {
-		l.pruneSnapshots()
-		return
+	if !durable {
+		l.unsyncedSnapshot.Store(offset)
+		l.dirSyncPending.Store(true)
 	}
-	l.unsyncedSnapshot.Store(offset)
-	l.dirSyncPending.Store(true)
-	l.pruneInBackgroundLocked()
+	if l.closed.Load() {
+		l.pruneSnapshots() // Close: nothing waits on it
+	} else {
+		l.pruneInBackgroundLocked()
+	}
 }
 
 // pruneInBackgroundLocked runs pruneSnapshots in a goroutine, one at a time

@@ -643,7 +643,9 @@ func TestCleanCountsWhatLeftTheLog(t *testing.T) {
 			t.Fatalf("step %d (err %v): %d records left the log, the result says %d, the Swapped calls %d",
 				step, err, removed, res.RecordsRemoved, swappedRemoved)
 		}
-		if err == nil {
+		// The fault may fall on a background unlink of a retired file,
+		// which fails nothing: the pass is done only when no fault fired.
+		if err == nil && ffs.Fired() == 0 {
 			if removed == 0 || partial == 0 {
 				t.Fatalf("%d steps: removed %d, %d failed passes had swapped a group in", step, removed, partial)
 			}

@@ -53,8 +53,12 @@ func (l *Log) swapIn(group []*segment, built *segment, size int64, truncations i
 		}
 		return ErrCleanAborted
 	}
+	var retired []string
+	defer func() { l.unlinkInBackgroundLocked(retired) }()
 	for _, s := range group {
-		if err := s.remove(l.fs); err != nil {
+		names, err := s.retire(l.fs)
+		retired = append(retired, names...)
+		if err != nil {
 			return l.fail(err)
 		}
 	}

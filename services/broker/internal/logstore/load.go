@@ -170,7 +170,8 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 }
 
 // scanDir lists the segment bases and clears leftovers: temp files of
-// interrupted atomic writes and indexes whose log file is gone.
+// interrupted atomic writes and the spare segment, retired (.deleted)
+// segment files not yet unlinked, and indexes whose log file is gone.
 func (l *Log) scanDir() ([]int64, error) {
 	ents, err := l.fs.ReadDir(l.dir)
 	if err != nil {
@@ -183,7 +184,7 @@ func (l *Log) scanDir() ([]int64, error) {
 		if e.IsDir() {
 			continue
 		}
-		if strings.HasSuffix(name, tmpSuffix) {
+		if strings.HasSuffix(name, tmpSuffix) || strings.HasSuffix(name, deletedSuffix) {
 			_ = l.fs.Remove(l.dir + "/" + name)
 			continue
 		}
@@ -503,12 +504,14 @@ func (l *Log) loadProducers(trusted int64) error {
 		return err
 	}
 	leo := l.LogEndOffset()
+	var above []int64
 	for _, off := range snaps {
 		if off > leo {
-			if err := removeSnapshot(l.fs, l.dir, off); err != nil {
-				return err
-			}
+			above = append(above, off)
 		}
+	}
+	if err := l.retireSnapshotsLocked(above); err != nil {
+		return err
 	}
 	ps, from := newProducerState(), l.segments()[0].base
 	for i := len(snaps) - 1; i >= 0; i-- {

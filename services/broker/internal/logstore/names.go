@@ -15,6 +15,7 @@ const (
 	snapshotSuffix  = ".snapshot"
 	tmpSuffix       = ".tmp"
 	deletingSuffix  = ".deleting"
+	deletedSuffix   = ".deleted" // a retired segment file, unlinked in the background
 
 	epochCheckpointFile     = "leader-epoch-checkpoint"
 	hwCheckpointFile        = "replication-offset-checkpoint"

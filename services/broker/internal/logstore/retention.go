@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -75,18 +76,27 @@ func (l *Log) segmentTime(s *segment) time.Time {
 }
 
 // deleteLeadingLocked deletes the n oldest segments (never the active one)
-// and raises the log start to the first one left.
+// and raises the log start to the first one left. The segments' files are
+// renamed out of the log under the locks and unlinked in the background
+// (Kafka's .deleted files): freeing a segment's blocks can take as long as
+// the device wants (a file system mounted with discard trims them first),
+// and every append and read of the partition would wait for it.
 func (l *Log) deleteLeadingLocked(n int) error {
 	l.fileMu.Lock()
 	segs := l.segments()
 	n = min(n, len(segs)-1)
 	var err error
+	var retired []string
 	deleted := 0
 	for ; deleted < n; deleted++ {
-		if err = segs[deleted].remove(l.fs); err != nil {
+		var names []string
+		names, err = segs[deleted].retire(l.fs)
+		retired = append(retired, names...)
+		if err != nil {
 			break
 		}
 	}
+	l.unlinkInBackgroundLocked(retired)
 	l.publish(slices.Clone(segs[deleted:]))
 	l.stats.deletedSegments.Add(int64(deleted))
 	if err == nil {
@@ -104,8 +114,27 @@ func (l *Log) deleteLeadingLocked(n int) error {
 	return l.afterLogStartMovedLocked()
 }
 
+// unlinkInBackgroundLocked deletes retired files in a goroutine of the
+// log's background group (Close waits for it; after a crash, loading
+// deletes what is left). The caller holds mu.
+func (l *Log) unlinkInBackgroundLocked(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		for _, p := range names {
+			if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+				l.logger.Warn("could not delete a retired segment file; loading the log deletes it", "file", p, "err", err)
+			}
+		}
+	}()
+}
+
 // afterLogStartMovedLocked trims the epoch cache and snapshots below the new
-// log start. Producers are kept, as Kafka keeps them since KIP-360, until
+// log start (snapshots retired as segments are: renamed now, unlinked in the
+// background). Producers are kept, as Kafka keeps them since KIP-360, until
 // ProducerIDExpiration: a producer whose batches retention deleted may still
 // retry its last batch, and forgetting it would write that batch twice.
 func (l *Log) afterLogStartMovedLocked() error {
@@ -118,14 +147,13 @@ func (l *Log) afterLogStartMovedLocked() error {
 		return err
 	}
 	first := l.segments()[0].base
+	below := snaps[:0]
 	for _, off := range snaps {
 		if off < first {
-			if err := removeSnapshot(l.fs, l.dir, off); err != nil {
-				return err
-			}
+			below = append(below, off)
 		}
 	}
-	return nil
+	return l.retireSnapshotsLocked(below)
 }
 
 // AdvanceLogStartOffset raises the log start to offset (DeleteRecords, or a

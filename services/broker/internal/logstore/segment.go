@@ -122,6 +122,27 @@ func (s *segment) remove(fsys vfs.FS) error {
 	return errors.Join(errs...)
 }
 
+// retire closes the segment's files and renames each to its name with
+// .deleted added, log file first (a crash part-way leaves orphan indexes,
+// which loading deletes, as it deletes .deleted files), and returns the new
+// names for unlinking later: a rename frees no blocks, so it does not wait
+// for the device the way an unlink can.
+func (s *segment) retire(fsys vfs.FS) ([]string, error) {
+	s.closeFiles()
+	lp, ip, tp := segmentPaths(s.dir, s.base)
+	var names []string
+	var errs []error
+	for _, p := range []string{lp, ip, tp} {
+		switch err := fsys.Rename(p, p+deletedSuffix); {
+		case err == nil:
+			names = append(names, p+deletedSuffix)
+		case !vfs.IsNotExist(err):
+			errs = append(errs, storageErr(err, "retiring %s", p))
+		}
+	}
+	return names, errors.Join(errs...)
+}
+
 // fits reports whether n more bytes, ending at offset last, can go in this
 // segment without exceeding limit or the index's 32-bit fields.
 func (s *segment) fits(n int64, last int64, limit int64) bool {

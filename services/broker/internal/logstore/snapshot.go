@@ -123,6 +123,24 @@ func listSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
 	return out, nil
 }
 
+// retireSnapshotsLocked renames the snapshots at offs out of the log now and
+// unlinks them in the background, as segments are retired (segment.retire).
+// The caller holds mu.
+func (l *Log) retireSnapshotsLocked(offs []int64) error {
+	var retired []string
+	defer func() { l.unlinkInBackgroundLocked(retired) }()
+	for _, off := range offs {
+		p := l.dir + "/" + offsetName(off, snapshotSuffix)
+		switch err := l.fs.Rename(p, p+deletedSuffix); {
+		case err == nil:
+			retired = append(retired, p+deletedSuffix)
+		case !vfs.IsNotExist(err):
+			return storageErr(err, "retiring %s", p)
+		}
+	}
+	return nil
+}
+
 func removeSnapshot(fsys vfs.FS, dir string, off int64) error {
 	p := dir + "/" + offsetName(off, snapshotSuffix)
 	if err := fsys.Remove(p); err != nil && !vfs.IsNotExist(err) {

@@ -60,6 +60,20 @@ func (f slowFreeFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
+// openSlowFreeLog opens a log of 64 KiB segments (cfg's other settings) on
+// a slowFreeFS and appends until it has n segments, its background work done.
+func openSlowFreeLog(t *testing.T, cfg Config, n int) (*Log, *slowFreeFS) {
+	t.Helper()
+	fsys := &slowFreeFS{FS: newMem(t), gate: make(chan struct{})}
+	cfg.SegmentBytes = 64 << 10
+	l := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
+	for len(l.segments()) < n {
+		appendLeader(t, l, plain(4, 4000, 1000), 0)
+	}
+	l.bg.Wait()
+	return l, fsys
+}
+
 // returns runs fn and fails the test, letting stalled calls go, when fn has
 // not returned within 10 s: then it waited for what the file system stalls.
 func (f *slowFreeFS) returns(t *testing.T, what string, fn func() error) {
@@ -132,14 +146,7 @@ func TestRollDoesNotWaitToGiveBackReservedBlocks(t *testing.T) {
 // background: the append that rolls returns while the deletion waits for
 // the device.
 func TestRollDoesNotWaitToDeleteOldSnapshots(t *testing.T) {
-	fsys := &slowFreeFS{FS: newMem(t), gate: make(chan struct{})}
-	cfg := DefaultConfig()
-	cfg.SegmentBytes = 64 << 10
-	l := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
-	for len(l.segments()) < 3 {
-		appendLeader(t, l, plain(4, 4000, 1000), 0)
-	}
-	l.bg.Wait()
+	l, fsys := openSlowFreeLog(t, DefaultConfig(), 3)
 	fsys.removes.Store(true)
 	fsys.returns(t, "the append that rolled waited for an old producer snapshot's deletion", func() error {
 		act := l.active()

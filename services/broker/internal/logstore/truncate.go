@@ -78,8 +78,12 @@ func (l *Log) truncateLocked(offset int64) (int64, error) {
 	if found {
 		newLEO = h.BaseOffset()
 	}
+	var retired []string
+	defer func() { l.unlinkInBackgroundLocked(retired) }()
 	for j := len(segs) - 1; j > i; j-- {
-		if err := segs[j].remove(l.fs); err != nil {
+		names, err := segs[j].retire(l.fs)
+		retired = append(retired, names...)
+		if err != nil {
 			l.publish(slices.Clone(segs[:j]))
 			return 0, err
 		}
@@ -236,8 +240,12 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	segs := l.segments()
+	var retired []string
+	defer func() { l.unlinkInBackgroundLocked(retired) }()
 	for j := len(segs) - 1; j >= 0; j-- {
-		if err := segs[j].remove(l.fs); err != nil {
+		names, err := segs[j].retire(l.fs)
+		retired = append(retired, names...)
+		if err != nil {
 			l.publish(slices.Clone(segs[:max(j, 1)]))
 			return l.fail(err)
 		}
@@ -247,10 +255,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err != nil {
 		return l.fail(err)
 	}
-	for _, off := range snaps {
-		if err := removeSnapshot(l.fs, l.dir, off); err != nil {
-			return l.fail(err)
-		}
+	if err := l.retireSnapshotsLocked(snaps); err != nil {
+		return l.fail(err)
 	}
 	spare, spareBytes := l.takeSpareLocked(l.Config())
 	s, err := createSegmentFrom(l.files, l.fs, l.dir, offset, spare, spareBytes)

@@ -58,6 +58,7 @@ type FaultFS struct {
 	inner  FS
 	mu     sync.Mutex
 	faults []*faultState
+	fired  int
 }
 
 // NewFaultFS wraps inner; with no faults injected it behaves exactly like inner.
@@ -88,6 +89,13 @@ func (f *FaultFS) Clear() {
 	f.mu.Unlock()
 }
 
+// Fired returns how many operations a fault has applied to so far.
+func (f *FaultFS) Fired() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fired
+}
+
 // check returns the fault to apply to op on name, if any.
 func (f *FaultFS) check(op Op, name string) *Fault {
 	f.mu.Lock()
@@ -101,6 +109,7 @@ func (f *FaultFS) check(op Op, name string) *Fault {
 			continue
 		}
 		s.failed++
+		f.fired++
 		fault := s.Fault
 		return &fault
 	}

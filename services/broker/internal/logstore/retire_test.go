@@ -1,0 +1,103 @@
+package logstore
+
+import (
+	"strings"
+	"testing"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
+)
+
+// Retention renames the segments it deletes out of the log under the
+// partition's locks and unlinks them in the background: the deletion
+// returns, and appends and reads go on, while freeing the files' blocks
+// waits for the device. A crash before the unlink leaves .deleted files,
+// which loading deletes.
+func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RetentionBytes = 128 << 10
+	l, fsys := openSlowFreeLog(t, cfg, 6)
+	mem := fsys.FS
+	cfg = l.Config()
+	leo := l.LogEndOffset()
+	fsys.removes.Store(true)
+	var deleted int
+	fsys.returns(t, "retention waited for a deleted segment's files to be unlinked", func() error {
+		var err error
+		deleted, err = l.DeleteOldSegments(leo)
+		return err
+	})
+	if deleted == 0 {
+		t.Fatal("retention deleted nothing")
+	}
+	start := l.LogStartOffset()
+	appendLeader(t, l, plain(4, 4000, 1000), 0)
+	if got := readAll(t, l, start, l.LogEndOffset(), 1<<20); got[0].BaseOffset() != start || got[len(got)-1].NextOffset() != l.LogEndOffset() {
+		t.Fatalf("read %d..%d after retention; want %d..%d", got[0].BaseOffset(), got[len(got)-1].NextOffset(), start, l.LogEndOffset())
+	}
+	retired := retiredFiles(t, mem)
+	if len(retired) == 0 {
+		t.Fatal("no .deleted files while their unlink is stalled")
+	}
+
+	// A crash now: loading deletes the retired files and keeps the log.
+	l.Abandon()
+	fsys.removes.Store(false) // the stalled unlink stays stalled; loading's own go through
+	l2 := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
+	if got := retiredFiles(t, mem); len(got) != 0 {
+		t.Fatalf("loading left %v", got)
+	}
+	if l2.LogStartOffset() != start || l2.LogEndOffset() < leo {
+		t.Fatalf("after the crash the log spans %d..%d; want from %d to at least %d", l2.LogStartOffset(), l2.LogEndOffset(), start, leo)
+	}
+	close(fsys.gate)
+	l.bg.Wait()
+}
+
+// retiredFiles lists the .deleted files of the test log's directory.
+func retiredFiles(t *testing.T, fsys vfs.FS) []string {
+	t.Helper()
+	ents, err := fsys.ReadDir(testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), deletedSuffix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// A follower's truncation retires the segments and producer snapshots above
+// the cut, and a truncation to a start past the log all of them, the same
+// way: the fetcher's truncation returns while their unlink is stalled.
+func TestTruncationDoesNotWaitToFreeDeletedSegments(t *testing.T) {
+	l, fsys := openSlowFreeLog(t, DefaultConfig(), 6)
+	mem := fsys.FS
+	cut := l.segments()[2].base + 1
+	fsys.removes.Store(true)
+	fsys.returns(t, "truncation waited for the files above the cut to be unlinked", func() error {
+		leo, err := l.TruncateTo(cut)
+		if err == nil && (leo > cut || len(l.segments()) != 3) {
+			t.Errorf("truncated to %d with %d segments; want at most %d with 3", leo, len(l.segments()), cut)
+		}
+		return err
+	})
+	if len(retiredFiles(t, mem)) == 0 {
+		t.Fatal("no .deleted files while their unlink is stalled")
+	}
+	next := l.LogEndOffset() + 1000
+	fsys.returns(t, "a full truncation waited for the log's files to be unlinked", func() error {
+		return l.TruncateFullyAndStartAt(next)
+	})
+	appendLeader(t, l, plain(4, 4000, 1000), 0)
+	if got := readAll(t, l, next, l.LogEndOffset(), 1<<20); len(got) != 1 || got[0].BaseOffset() != next {
+		t.Fatalf("after the full truncation the log reads %d batches; want one at %d", len(got), next)
+	}
+	fsys.stalls(t, "no unlink was stalled")
+	l.bg.Wait()
+	if got := retiredFiles(t, mem); len(got) != 0 {
+		t.Fatalf("left after the background unlinks: %v", got)
+	}
+}
