@@ -63,6 +63,9 @@ type Options struct {
 	// TopicConfigs are more configs of tidemark's topics (key=value), for
 	// experiments; the report lists them.
 	TopicConfigs []string
+	// BrokerConfigs are static configs of tidemark's brokers (key=value,
+	// each broker's --config), for experiments; the report lists them.
+	BrokerConfigs []string
 }
 
 // Row is one shape's figures on both systems.
@@ -105,6 +108,8 @@ type Result struct {
 	Preallocate bool `json:"preallocate,omitempty"`
 	// TopicConfigs: Options.TopicConfigs.
 	TopicConfigs []string `json:"topic_configs,omitempty"`
+	// BrokerConfigs: Options.BrokerConfigs.
+	BrokerConfigs []string `json:"broker_configs,omitempty"`
 	// HaltPollNs is how long an idle vCPU of the machine polled before it
 	// halted (haltPollPath); nil on a machine without that setting.
 	HaltPollNs *int64 `json:"guest_halt_poll_ns,omitempty"`
@@ -130,7 +135,13 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("topic config %q: want key=value", kv)
 		}
 	}
+	for _, kv := range o.BrokerConfigs {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("broker config %q: want key=value", kv)
+		}
+	}
 	res := &Result{Started: time.Now().UTC(), Machine: Machine(), Procs: o.Procs, Plaintext: o.Plaintext, Preallocate: o.Preallocate, TopicConfigs: o.TopicConfigs,
+		BrokerConfigs:  o.BrokerConfigs,
 		DropsPageCache: unix.Access(dropCachesPath, unix.W_OK) == nil}
 	if !res.DropsPageCache {
 		fmt.Fprintf(out, "the page cache will not be dropped before the shapes: %s is not writable here (run as root for figures that do not depend on what earlier shapes left cached)\n", dropCachesPath)
@@ -173,7 +184,8 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	}
 	if o.Only != "jetstream" {
 		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
-			ts := &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext, preallocate: o.Preallocate, topicConfigsExtra: o.TopicConfigs}
+			ts := &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext, preallocate: o.Preallocate, topicConfigsExtra: o.TopicConfigs,
+				brokerConfigs: o.BrokerConfigs}
 			if o.ExecTrace || o.KernelWaits {
 				ts.traceDir, ts.execTrace, ts.kernelWaits = logDir, o.ExecTrace, o.KernelWaits
 			}

@@ -60,7 +60,8 @@ func (r *Result) Markdown() string {
 }
 
 // topicConfigNote names the topic configs beyond the defaults and
-// min.insync.replicas: preallocate and any --topic-config.
+// min.insync.replicas: preallocate and any --topic-config, then any
+// --broker-config.
 func (r *Result) topicConfigNote() string {
 	var note string
 	if r.Preallocate {
@@ -68,6 +69,9 @@ func (r *Result) topicConfigNote() string {
 	}
 	for _, kv := range r.TopicConfigs {
 		note += ", " + kv
+	}
+	for _, kv := range r.BrokerConfigs {
+		note += ", broker " + kv
 	}
 	return note
 }

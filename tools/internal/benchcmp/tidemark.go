@@ -36,10 +36,12 @@ type tidemarkSide struct {
 	preallocate bool
 	// topicConfigsExtra: Options.TopicConfigs.
 	topicConfigsExtra []string
-	dir               string
-	log               *os.File
-	cl                *devcluster.Cluster
-	flags             []string
+	// brokerConfigs: Options.BrokerConfigs, each a --config of every broker.
+	brokerConfigs []string
+	dir           string
+	log           *os.File
+	cl            *devcluster.Cluster
+	flags         []string
 	// traceDir, when set, receives per paced run the client's and the
 	// brokers' execution traces (execTrace, Options.ExecTrace) and the
 	// brokers' kernel waits (kernelWaits, Options.KernelWaits); traced
@@ -50,15 +52,24 @@ type tidemarkSide struct {
 	traced      map[string]int
 }
 
+// clusterOptions is the dev cluster of the side on ports from base.
+func (t *tidemarkSide) clusterOptions(base int) devcluster.Options {
+	opts := devcluster.Options{
+		DataDir: filepath.Join(t.dir, "data"), BinDir: t.binDir, Brokers: 3, Controllers: 2, PortBase: base,
+		Profiles: true, ProcsPerNode: t.procs, Plaintext: t.plaintext,
+	}
+	for _, kv := range t.brokerConfigs {
+		opts.BrokerArgs = append(opts.BrokerArgs, "--config", kv)
+	}
+	return opts
+}
+
 func (t *tidemarkSide) start(ctx context.Context) error {
 	base, err := loopback.FreeRange(rand.New(rand.NewPCG(rand.Uint64(), 1)), devcluster.PortSpan)
 	if err != nil {
 		return err
 	}
-	opts := devcluster.Options{
-		DataDir: filepath.Join(t.dir, "data"), BinDir: t.binDir, Brokers: 3, Controllers: 2, PortBase: base,
-		Profiles: true, ProcsPerNode: t.procs, Plaintext: t.plaintext,
-	}
+	opts := t.clusterOptions(base)
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return err
 	}

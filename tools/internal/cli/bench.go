@@ -117,6 +117,7 @@ nats-server and nats come from --nats-bin-dir (make builds them from tools/third
 	f.BoolVar(&o.KernelWaits, "kernel-waits", false, "sample the brokers' threads every 2 ms over every tidemark paced run and write those blocked in the kernel for 10 ms or more, with their kernel stacks (root; otherwise the function they sleep in), to the logs folder (tidemark-<shape>-run<N>-kernel-waits.txt): what a run that missed waited for on the disk; costs a few percent of a core")
 	f.BoolVar(&o.Preallocate, "preallocate", true, "create tidemark's topics with preallocate=true (each segment's disk blocks reserved before it is written; false: allocated as written back, the broker's default)")
 	f.StringArrayVar(&o.TopicConfigs, "topic-config", nil, "another config of tidemark's topics, key=value (repeatable; for experiments: the report lists them)")
+	f.StringArrayVar(&o.BrokerConfigs, "broker-config", nil, "a static config of tidemark's brokers, key=value, given to each as --config (repeatable; for experiments: the report lists them)")
 	f.BoolVar(&o.OneCPU, "one-cpu", o.OneCPU, "run the synchronous shapes of both systems again with every process allowed one CPU, when the machine has more (shows how much of a synchronous write is waking a second CPU)")
 	f.StringSliceVar(&only, "shapes", nil, "run only these shapes (comma-separated names: sync1-128, batch-1k, ...; a paced shape needs the one it paces)")
 	f.StringVar(&readme, "readme", "", "also write the table into this README, between its bench-compare markers")
