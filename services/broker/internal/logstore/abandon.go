@@ -35,6 +35,7 @@ func (m *Manager) Abandon() {
 	m.waitAllIdleLocked()
 	logs := maps.Clone(m.logs)
 	m.mu.Unlock()
+	m.removing.Wait()
 	if m.stop != nil {
 		close(m.stop)
 		<-m.done

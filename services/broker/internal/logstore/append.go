@@ -427,15 +427,15 @@ func (l *Log) takeSnapshotLocked(offset int64, durable bool) {
 		l.dirSyncPending.Store(true)
 	}
 	if l.closed.Load() {
-		l.pruneSnapshots() // Close: nothing waits on it
+		l.removeRetired(l.retireOldSnapshots()) // Close: nothing waits on it
 	} else {
 		l.pruneInBackgroundLocked()
 	}
 }
 
-// pruneInBackgroundLocked runs pruneSnapshots in a goroutine, one at a time
-// per log, which Close waits for; a request while one runs makes it prune
-// again once done.
+// pruneInBackgroundLocked runs retireOldSnapshots (fileMu held for reading)
+// and removeRetired (no lock) in a goroutine, one at a time per log, which
+// Close waits for; a request while one runs makes it prune again once done.
 func (l *Log) pruneInBackgroundLocked() {
 	l.pruneAgain.Store(true)
 	if !l.pruning.CompareAndSwap(false, true) {
@@ -446,11 +446,13 @@ func (l *Log) pruneInBackgroundLocked() {
 		defer l.bg.Done()
 		for {
 			for l.pruneAgain.Swap(false) {
-				l.fileMu.RLock() // truncation, deletion and closing wait
+				var retired []string
+				l.fileMu.RLock() // truncation, deletion and closing wait for the renames
 				if !l.filesClosed {
-					l.pruneSnapshots()
+					retired = l.retireOldSnapshots()
 				}
 				l.fileMu.RUnlock()
+				l.removeRetired(retired) // not for the unlinks, which may wait for the device
 			}
 			l.pruning.Store(false)
 			// A request between the last Swap and the Store found pruning
@@ -462,21 +464,27 @@ func (l *Log) pruneInBackgroundLocked() {
 	}()
 }
 
-// pruneSnapshots deletes all but the two newest producer snapshots. Only
-// older ones than it listed go, so a snapshot written meanwhile stays; one
-// deleted meanwhile (a truncation, retention) is not an error.
-func (l *Log) pruneSnapshots() {
+// retireOldSnapshots renames all but the two newest producer snapshots to
+// .deleted and returns their new names, for removeRetired. Only older ones
+// than it listed go, so a snapshot written meanwhile stays; one deleted
+// meanwhile (a truncation, retention) is not an error.
+func (l *Log) retireOldSnapshots() []string {
 	snaps, err := listSnapshots(l.fs, l.dir)
 	if err != nil {
-		return
+		return nil
 	}
-	for len(snaps) > 2 {
-		if err := removeSnapshot(l.fs, l.dir, snaps[0]); err != nil {
+	var retired []string
+	for ; len(snaps) > 2; snaps = snaps[1:] {
+		p := l.dir + "/" + offsetName(snaps[0], snapshotSuffix)
+		switch err := l.fs.Rename(p, p+deletedSuffix); {
+		case err == nil:
+			retired = append(retired, p+deletedSuffix)
+		case !vfs.IsNotExist(err):
 			l.logger.Warn("could not delete old producer snapshot", "err", err)
-			return
+			return retired
 		}
-		snaps = snaps[1:]
 	}
+	return retired
 }
 
 // checkTimestamps refuses CreateTime batches with a record timestamp too far

@@ -82,11 +82,15 @@ type Manager struct {
 	closed                          bool
 	abandoned                       bool // closed by Abandon, not Close
 	// busy holds the partitions whose logs GetOrCreate is opening or
-	// Delete is closing and removing, outside mu (both sync directories);
+	// Delete is closing and renaming, outside mu (both sync directories);
 	// the other callers for that partition, Close and Abandon wait for the
 	// channel to close, so no file of the data dir is written after they
 	// return and a deletion never races a re-creation of its directory.
 	busy map[TopicPartition]chan struct{}
+	// removing counts the renamed directories of deleted partitions whose
+	// files are still being removed in the background (removeInBackground);
+	// Close and Abandon wait for them.
+	removing sync.WaitGroup
 
 	// hwMu and rpMu serialise the writes of the HW checkpoint and of the
 	// recovery-point and log-start checkpoints. They are separate because a
@@ -172,9 +176,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			continue
 		}
 		if strings.HasSuffix(name, deletingSuffix) {
-			if err := fsys.RemoveAll(dir + "/" + name); err != nil {
-				m.logger.Warn("could not finish deleting a partition", "dir", name, "err", err)
-			}
+			m.removeInBackground(dir + "/" + name)
 			continue
 		}
 		tp, err := ParseTopicPartition(name)
@@ -355,9 +357,10 @@ func (m *Manager) waitIdleLocked(tp TopicPartition) {
 	}
 }
 
-// Delete closes the partition's log and removes its directory: renamed
-// first, so a crash part-way leaves a directory the next open finishes
-// deleting rather than a damaged log. After Close or Abandon it returns
+// Delete closes the partition's log and deletes its directory: renamed
+// (durably) before it returns, so a crash part-way leaves a directory the
+// next open finishes deleting rather than a damaged log, and removed in the
+// background (removeInBackground). After Close or Abandon it returns
 // ErrClosed and touches nothing.
 func (m *Manager) Delete(tp TopicPartition) error {
 	m.mu.Lock()
@@ -397,10 +400,24 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	if err := fsys.SyncDir(m.opts.Dir); err != nil {
 		return storageErr(err, "syncing %s", m.opts.Dir)
 	}
-	if err := fsys.RemoveAll(doomed); err != nil {
-		return storageErr(err, "deleting %s", doomed)
-	}
+	m.removeInBackground(doomed)
 	return nil
+}
+
+// removeInBackground removes a deleted partition's renamed directory in a
+// goroutine, as Kafka deletes its "-delete" directories: freeing a
+// partition's blocks can take seconds (a file system mounted with discard
+// trims them first), and the controller's next requests to this broker
+// wait behind the StopReplica that deletes it. A directory left by a crash
+// or a failure is removed when the data dir is next opened.
+func (m *Manager) removeInBackground(doomed string) {
+	m.removing.Add(1)
+	go func() {
+		defer m.removing.Done()
+		if err := m.opts.FS.RemoveAll(doomed); err != nil {
+			m.logger.Warn("could not finish deleting a partition; the next start deletes it", "dir", doomed, "err", err)
+		}
+	}()
 }
 
 // CheckpointHighWatermarks writes replication-offset-checkpoint from the
@@ -516,6 +533,7 @@ func (m *Manager) Close() error {
 	logs := maps.Clone(m.logs)
 	offline := len(m.offline)
 	m.mu.Unlock()
+	m.removing.Wait()
 	if m.stop != nil {
 		close(m.stop)
 		<-m.done

@@ -218,25 +218,25 @@ func TestManagerDelete(t *testing.T) {
 	if _, ok := m.Log(tpA); ok {
 		t.Fatal("log still listed")
 	}
-	// A deletion interrupted after the rename is finished at the next open.
+	// A deletion interrupted after the rename is finished by the next open
+	// (in the background: Close waits for it).
 	fsys.MkdirAll("/data/" + tpB.String() + ".123" + deletingSuffix)
 	m.Close()
 	m2 := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
-	defer m2.Close()
-	ents, _ := fsys.ReadDir("/data")
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), deletingSuffix) {
-			t.Fatalf("%s left behind", e.Name())
-		}
+	m2.Close()
+	if doomed := deletingDirs(t, fsys); len(doomed) != 0 {
+		t.Fatalf("%v left behind", doomed)
 	}
 }
 
-// A deletion in flight holds up Abandon (a crashed broker leaves no writer
-// behind in its data dir, which a restart or the test's cleanup would
-// race) and a re-creation of the same partition (which would otherwise make
-// its directory while the deletion renames it); after Abandon a deletion
+// A deletion returns once the partition's directory is renamed, while its
+// files are still being removed: the controller's next requests to the
+// broker wait behind it, and freeing a partition's blocks can take seconds.
+// The partition may be re-created meanwhile; the removal in flight holds up
+// Abandon (a crashed broker leaves no writer behind in its data dir, which
+// a restart or the test's cleanup would race); after Abandon a deletion
 // touches nothing.
-func TestManagerDeleteInFlightHoldsUpAbandonAndRecreation(t *testing.T) {
+func TestManagerDeleteReturnsBeforeItsRemovalWhichHoldsUpAbandon(t *testing.T) {
 	ffs := vfs.NewFaultFS(newMem(t))
 	m := openManager(t, ffs, &hwTable{m: map[TopicPartition]int64{}})
 	l, _ := m.GetOrCreate(tpA, smallConfig())
@@ -248,46 +248,40 @@ func TestManagerDeleteInFlightHoldsUpAbandonAndRecreation(t *testing.T) {
 	ffs.Inject(vfs.Fault{Ops: vfs.OpRemove, Path: deletingSuffix, Stall: stall})
 	deleted := make(chan error, 1)
 	go func() { deleted <- m.Delete(tpA) }()
-	// The deletion has renamed the directory and waits in its removal.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := ffs.Stat("/data/" + tpA.String()); vfs.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the deletion never renamed the directory")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	recreated := make(chan error, 1)
-	go func() {
-		_, err := m.GetOrCreate(tpA, smallConfig())
-		recreated <- err
-	}()
 	select {
-	case err := <-recreated:
-		t.Fatalf("the partition was re-created (%v) while its deletion was in flight", err)
-	case <-time.After(100 * time.Millisecond):
+	case err := <-deleted:
+		if err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(stall)
+		t.Fatal("Delete waited for the removal of the partition's files")
 	}
+	if _, err := ffs.Stat("/data/" + tpA.String()); !vfs.IsNotExist(err) {
+		t.Fatalf("partition directory after Delete returned: %v", err)
+	}
+	if doomed := deletingDirs(t, ffs); len(doomed) != 1 {
+		t.Fatalf("renamed directories being removed: %v, want one", doomed)
+	}
+	l2, err := m.GetOrCreate(tpA, smallConfig())
+	if err != nil {
+		t.Fatalf("re-creating the partition while its old files are removed: %v", err)
+	}
+	fill(t, l2, 2, 1, 1)
 	abandoned := make(chan struct{})
 	go func() { m.Abandon(); close(abandoned) }()
 	select {
 	case <-abandoned:
 		t.Fatal("Abandon returned while a deletion was still removing files")
-	case err := <-recreated:
-		t.Fatalf("the partition was re-created (%v) while its deletion was in flight", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(stall)
-	if err := <-deleted; err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
 	<-abandoned
-	if err := <-recreated; err != ErrClosed {
-		t.Fatalf("GetOrCreate after Abandon: %v, want ErrClosed", err)
+	if doomed := deletingDirs(t, ffs); len(doomed) != 0 {
+		t.Fatalf("left after the removal: %v", doomed)
 	}
-	if _, err := ffs.Stat("/data/" + tpA.String()); !vfs.IsNotExist(err) {
-		t.Fatalf("partition directory after the deletion: %v", err)
+	if _, err := m.GetOrCreate(tpA, smallConfig()); err != ErrClosed {
+		t.Fatalf("GetOrCreate after Abandon: %v, want ErrClosed", err)
 	}
 	if err := m.Delete(tpB); err != ErrClosed {
 		t.Fatalf("Delete after Abandon: %v, want ErrClosed", err)
@@ -507,6 +501,22 @@ func TestManagerRetentionReportsLogStartMoved(t *testing.T) {
 	if len(moved) != 1 {
 		t.Fatalf("a retention pass that deleted nothing reported %v", moved)
 	}
+}
+
+// deletingDirs lists the renamed directories of deleted partitions in /data.
+func deletingDirs(t *testing.T, fsys vfs.FS) []string {
+	t.Helper()
+	ents, err := fsys.ReadDir("/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), deletingSuffix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
 }
 
 // Len counts the open logs, as Partitions lists them (placing a new

@@ -124,12 +124,18 @@ func (l *Log) unlinkInBackgroundLocked(names []string) {
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
-		for _, p := range names {
-			if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
-				l.logger.Warn("could not delete a retired segment file; loading the log deletes it", "file", p, "err", err)
-			}
-		}
+		l.removeRetired(names)
 	}()
+}
+
+// removeRetired unlinks retired (.deleted) files, holding none of the log's
+// locks: an unlink frees the file's blocks, which can wait for the device.
+func (l *Log) removeRetired(names []string) {
+	for _, p := range names {
+		if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+			l.logger.Warn("could not delete a retired file; loading the log deletes it", "file", p, "err", err)
+		}
+	}
 }
 
 // afterLogStartMovedLocked trims the epoch cache and snapshots below the new

@@ -30,7 +30,9 @@ func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 		t.Fatal("retention deleted nothing")
 	}
 	start := l.LogStartOffset()
-	appendLeader(t, l, plain(4, 4000, 1000), 0)
+	for n := len(l.segments()); len(l.segments()) < n+2; { // rolls, pruning snapshots
+		appendLeader(t, l, plain(4, 4000, 1000), 0)
+	}
 	if got := readAll(t, l, start, l.LogEndOffset(), 1<<20); got[0].BaseOffset() != start || got[len(got)-1].NextOffset() != l.LogEndOffset() {
 		t.Fatalf("read %d..%d after retention; want %d..%d", got[0].BaseOffset(), got[len(got)-1].NextOffset(), start, l.LogEndOffset())
 	}
@@ -39,8 +41,9 @@ func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 		t.Fatal("no .deleted files while their unlink is stalled")
 	}
 
-	// A crash now: loading deletes the retired files and keeps the log.
-	l.Abandon()
+	// A crash now (which waits for fileMu): loading deletes the retired
+	// files and keeps the log.
+	fsys.returns(t, "a crash waited for a stalled unlink", func() error { l.Abandon(); return nil })
 	fsys.removes.Store(false) // the stalled unlink stays stalled; loading's own go through
 	l2 := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
 	if got := retiredFiles(t, mem); len(got) != 0 {
@@ -49,7 +52,7 @@ func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 	if l2.LogStartOffset() != start || l2.LogEndOffset() < leo {
 		t.Fatalf("after the crash the log spans %d..%d; want from %d to at least %d", l2.LogStartOffset(), l2.LogEndOffset(), start, leo)
 	}
-	close(fsys.gate)
+	fsys.release()
 	l.bg.Wait()
 }
 
