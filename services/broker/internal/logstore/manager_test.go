@@ -506,17 +506,7 @@ func TestManagerRetentionReportsLogStartMoved(t *testing.T) {
 // deletingDirs lists the renamed directories of deleted partitions in /data.
 func deletingDirs(t *testing.T, fsys vfs.FS) []string {
 	t.Helper()
-	ents, err := fsys.ReadDir("/data")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), deletingSuffix) {
-			names = append(names, e.Name())
-		}
-	}
-	return names
+	return namesEnding(t, fsys, "/data", deletingSuffix)
 }
 
 // Len counts the open logs, as Partitions lists them (placing a new

@@ -59,13 +59,19 @@ func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 // retiredFiles lists the .deleted files of the test log's directory.
 func retiredFiles(t *testing.T, fsys vfs.FS) []string {
 	t.Helper()
-	ents, err := fsys.ReadDir(testDir)
+	return namesEnding(t, fsys, testDir, deletedSuffix)
+}
+
+// namesEnding lists the names in dir that end with suffix.
+func namesEnding(t *testing.T, fsys vfs.FS, dir, suffix string) []string {
+	t.Helper()
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), deletedSuffix) {
+		if strings.HasSuffix(e.Name(), suffix) {
 			names = append(names, e.Name())
 		}
 	}
