@@ -182,6 +182,8 @@ bench: ## benchmarks for regressions: in-process (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'AppendVsRawWrite|ReadVsRawRead|FollowerAppendPageCache' -benchtime 3s ./broker/internal/logstore/
 	@echo "== fsync: whether a busy GOMAXPROCS-1 process runs on while a checkpoint's fsync waits behind writeback (plain fsync against aiofsync's parked one)"
 	cd services && go test -run '^$$' -bench 'OthersDuringFsync' -benchtime 20x ./broker/internal/aiofsync/
+	@echo "== removing a segment: whether a busy GOMAXPROCS-1 process runs on while a removal frees a 16 MiB file's blocks (plain unlink against parkedfs's io_uring one)"
+	cd services && go test -run '^$$' -bench 'OthersDuringRemove' -benchtime 20x ./broker/internal/parkedfs/
 	@echo "== wire codec: encoding and decoding fetch answers on reused buffers against gRPC's own codec"
 	cd services && go test -run '^$$' -bench 'Marshal|Unmarshal' -benchtime 20000x ./platform/wirecodec/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"

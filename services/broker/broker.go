@@ -29,6 +29,7 @@ import (
 	"tidemark.io/services/broker/internal/logdirs"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/parkedfs"
 	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/authz"
@@ -130,6 +131,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	// One bound on open segment files for the whole broker, every log dir.
 	segmentFiles := logstore.NewFileCache(int(static.LogMaxOpenFiles))
 	disk := newDiskMetrics(tel.Registry)
+	if ok, err := parkedfs.Available(); !ok {
+		log.Warn("io_uring refused: removals, renames and truncations of log files are blocking system calls, each holding one of the broker's GOMAXPROCS while the file system frees blocks (with a discard mount, while the device trims them)", "err", err)
+	}
 	managerOptions := func(dir string) logstore.ManagerOptions {
 		return logstore.ManagerOptions{Logger: log.With("log_dir", dir), Files: segmentFiles,
 			ObserveAppendWrite: disk.observeAppendWrite, ObserveCheckpoint: disk.observeCheckpoint,

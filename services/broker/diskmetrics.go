@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tidemark.io/services/broker/internal/aiofsync"
+	"tidemark.io/services/broker/internal/parkedfs"
 )
 
 // diskMetrics times the writes of the logs that can stall: each append's
@@ -30,7 +31,7 @@ func newDiskMetrics(reg prometheus.Registerer) diskMetrics {
 			Help: "Time to write an offset checkpoint file durably (write, fsync, rename, directory fsync).", Buckets: diskBuckets},
 			[]string{"file"}),
 	}
-	reg.MustRegister(m.appendWrite, m.checkpoint, fsyncCollector{})
+	reg.MustRegister(m.appendWrite, m.checkpoint, fsyncCollector{}, fileOpsCollector{})
 	return m
 }
 
@@ -50,6 +51,24 @@ func (fsyncCollector) Collect(ch chan<- prometheus.Metric) {
 	parked, plain := aiofsync.Counts()
 	ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(parked), "parked")
 	ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(plain), "plain")
+}
+
+// fileOpsCollector exports how the process's removals, renames and
+// truncations of log files ran: parked (on the kernel's io_uring workers
+// while the goroutine waited in the poller) or plain (the kernel refused
+// io_uring, and each held a P while the file system freed blocks).
+type fileOpsCollector struct{}
+
+var descFileOps = prometheus.NewDesc("tidemark_log_file_ops_total",
+	"Removals, renames and truncations of log, index, snapshot and checkpoint files by this process, by how they waited: parked (io_uring, the broker ran on) or plain (a blocking system call; the kernel refused io_uring or lacks the operation).",
+	[]string{"mode"}, nil)
+
+func (fileOpsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descFileOps }
+
+func (fileOpsCollector) Collect(ch chan<- prometheus.Metric) {
+	parked, plain := parkedfs.Counts()
+	ch <- prometheus.MustNewConstMetric(descFileOps, prometheus.CounterValue, float64(parked), "parked")
+	ch <- prometheus.MustNewConstMetric(descFileOps, prometheus.CounterValue, float64(plain), "plain")
 }
 
 func (m diskMetrics) observeAppendWrite(d time.Duration) { m.appendWrite.Observe(d.Seconds()) }

@@ -10,6 +10,7 @@ import (
 
 	"tidemark.io/services/broker"
 	"tidemark.io/services/broker/internal/aiofsync"
+	"tidemark.io/services/broker/internal/parkedfs"
 )
 
 func scrape(t *testing.T, addr string) string {
@@ -39,6 +40,7 @@ func metricValue(t *testing.T, body, series string) float64 {
 // cluster changes.
 func TestMetricsFollowTheISR(t *testing.T) {
 	_, plainBefore := aiofsync.Counts() // process-wide: earlier tests' fsyncs count too
+	_, plainOpsBefore := parkedfs.Counts()
 	c := newClusterFn(t, 3, map[string]string{"replica.lag.time.max.ms": "1000"}, func(cfg *broker.Config) {
 		cfg.Telemetry.MetricsListen = "127.0.0.1:0"
 	})
@@ -69,6 +71,13 @@ func TestMetricsFollowTheISR(t *testing.T) {
 	})
 	if v := metricValue(t, scrape(t, addr), `tidemark_log_fsyncs_total{mode="plain"}`); v != float64(plainBefore) {
 		t.Fatalf("%v fsyncs fell back to a blocking system call during the test (the kernel refused an asynchronous fsync)", v-float64(plainBefore))
+	}
+	// The checkpoint replaced its file by a rename: on io_uring, no P held.
+	waitFor(t, 10*time.Second, "a parked file operation", func() bool {
+		return metricValue(t, scrape(t, addr), `tidemark_log_file_ops_total{mode="parked"}`) >= 1
+	})
+	if v := metricValue(t, scrape(t, addr), `tidemark_log_file_ops_total{mode="plain"}`); v != float64(plainOpsBefore) {
+		t.Fatalf("%v file removals, renames or truncations were blocking system calls during the test (the kernel refused io_uring)", v-float64(plainOpsBefore))
 	}
 	c.net.Partition(name(1), name(3))
 	// F7: a cut-off follower that is still caught up stays in the ISR; new

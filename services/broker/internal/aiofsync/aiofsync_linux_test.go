@@ -11,24 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"golang.org/x/sys/unix"
+	"tidemark.io/services/broker/internal/parktest"
 )
-
-// diskDir is a temporary directory on a real device: on tmpfs an fsync has
-// nothing to wait for.
-func diskDir(t testing.TB) string {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Fatalf("%s is tmpfs, where an fsync waits for nothing: run with TMPDIR on a disk", dir)
-	}
-	return dir
-}
 
 // dirtyFile writes n bytes to a new file, leaving them in the page cache
 // for the next fsync to write.
@@ -54,45 +39,19 @@ func dirtyFile(t testing.TB, dir string, n int) *os.File {
 // blocked thread, and then finds the goroutine in syscall.Fsync.
 func TestSyncParksTheCallingGoroutine(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	dir := diskDir(t)
+	dir := parktest.DiskDir(t)
 	async0, _ := Counts()
 	for attempt, size := 1, 32<<20; attempt <= 4; attempt, size = attempt+1, size*2 {
 		f := dirtyFile(t, dir, size)
-		done := make(chan error, 1)
-		go func() { done <- Sync(f) }()
-		parkedSeen, inFsync, samples := 0, 0, 0
-		buf := make([]byte, 1<<20)
-		start := time.Now()
-	wait:
-		for {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Sync: %v", err)
-				}
-				break wait
-			default:
-			}
-			stack := syncingGoroutine(buf[:runtime.Stack(buf, true)])
-			if stack == "" {
-				runtime.Gosched()
-				continue
-			}
-			samples++
-			switch {
-			case strings.Contains(stack, "Fsync"):
-				inFsync++
-			case strings.Contains(stack, "[chan receive"):
-				parkedSeen++
-			}
-			time.Sleep(200 * time.Microsecond)
+		s, err := parktest.Watch(func() error { return Sync(f) }, "aiofsync.Sync(", "Fsync")
+		if err != nil {
+			t.Fatalf("Sync: %v", err)
 		}
-		took := time.Since(start)
-		t.Logf("attempt %d: %d MiB, Sync took %v; %d samples: %d parked, %d in an fsync system call", attempt, size>>20, took, samples, parkedSeen, inFsync)
-		if inFsync > 0 {
-			t.Fatalf("the syncing goroutine was seen in an fsync system call %d times: it held its thread and P", inFsync)
+		t.Logf("attempt %d: %d MiB, Sync took %v; %d samples: %d parked, %d in an fsync system call", attempt, size>>20, s.Took, s.Total, s.Parked, s.InSyscall)
+		if s.InSyscall > 0 {
+			t.Fatalf("the syncing goroutine was seen in an fsync system call %d times: it held its thread and P", s.InSyscall)
 		}
-		if parkedSeen > 0 {
+		if s.Parked > 0 {
 			if async, _ := Counts(); async == async0 {
 				t.Fatal("Counts does not show the asynchronous Sync")
 			}
@@ -102,21 +61,10 @@ func TestSyncParksTheCallingGoroutine(t *testing.T) {
 	t.Fatal("every fsync finished before the goroutine could be seen waiting; the device is too fast for this test's sizes")
 }
 
-// syncingGoroutine returns the stack of the goroutine inside Sync, if any,
-// from a runtime.Stack(all) dump.
-func syncingGoroutine(dump []byte) string {
-	for _, g := range strings.Split(string(dump), "\n\n") {
-		if strings.Contains(g, "aiofsync.Sync(") && !strings.Contains(g, "syncingGoroutine") {
-			return g
-		}
-	}
-	return ""
-}
-
 // More Syncs at once than the ring holds: every one completes, and none is
 // left registered.
 func TestManyConcurrentSyncsAllComplete(t *testing.T) {
-	dir := diskDir(t)
+	dir := parktest.DiskDir(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 3*maxInFlight)
 	for i := range 3 * maxInFlight {
@@ -184,7 +132,7 @@ func TestSyncFallsBackToAPlainFsync(t *testing.T) {
 }
 
 func TestSyncDir(t *testing.T) {
-	dir := diskDir(t)
+	dir := parktest.DiskDir(t)
 	if err := os.WriteFile(filepath.Join(dir, "entry"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,12 @@ package aiofsync
 import (
 	"os"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"tidemark.io/services/broker/internal/parktest"
 )
 
 // BenchmarkOthersDuringFsync measures, side by side, whether the rest of a
@@ -30,7 +31,7 @@ func BenchmarkOthersDuringFsync(b *testing.B) {
 	}{{"plain", (*os.File).Sync}, {"parked", Sync}} {
 		b.Run(c.name, func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-			dir := diskDir(b)
+			dir := parktest.DiskDir(b)
 			var firstRuns, fsyncs, worstGap time.Duration
 			for b.Loop() {
 				b.StopTimer()
@@ -40,41 +41,13 @@ func BenchmarkOthersDuringFsync(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				var began, stop atomic.Int64 // unix ns
-				type turns struct{ first, gap time.Duration }
-				seen, running := make(chan turns), make(chan struct{})
-				go func() {
-					var t turns
-					last := time.Now()
-					close(running)
-					for stop.Load() == 0 {
-						runtime.Gosched()
-						now := time.Now()
-						if from := began.Load(); from != 0 {
-							if t.first == 0 {
-								t.first = now.Sub(time.Unix(0, from))
-							}
-							t.gap = max(t.gap, now.Sub(last))
-						}
-						last = now
-					}
-					seen <- t
-				}()
-				<-running
-				start := time.Now()
-				began.Store(start.UnixNano())
-				if err := c.sync(f); err != nil {
+				t, err := parktest.OthersDuring(0, func() error { return c.sync(f) })
+				if err != nil {
 					b.Fatal(err)
 				}
-				took := time.Since(start)
-				stop.Store(1)
-				t := <-seen
-				if t.first == 0 || t.first > took {
-					t.first = took // it did not run before the fsync returned
-				}
-				firstRuns += t.first
-				fsyncs += took
-				worstGap = max(worstGap, t.gap)
+				firstRuns += t.FirstRun
+				fsyncs += t.Took
+				worstGap = max(worstGap, t.MaxGap)
 				for _, f := range []*os.File{f, segment} {
 					f.Close()
 					os.Remove(f.Name())

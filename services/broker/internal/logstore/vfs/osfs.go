@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"tidemark.io/services/broker/internal/aiofsync"
+	"tidemark.io/services/broker/internal/parkedfs"
 )
 
 // OS is the operating system's file system.
@@ -51,9 +52,15 @@ func (osFS) OpenReadOnly(name string) (File, error) {
 	return osFile{f}, nil
 }
 
-func (osFS) Rename(oldname, newname string) error      { return os.Rename(oldname, newname) }
-func (osFS) Remove(name string) error                  { return os.Remove(name) }
-func (osFS) RemoveAll(name string) error               { return os.RemoveAll(name) }
+// Rename, Remove, RemoveAll and Truncate park the calling goroutine while
+// the file system works (parkedfs): each may free a file's blocks, which on
+// a file system mounted with discard waits for the device.
+func (osFS) Rename(oldname, newname string) error { return parkedfs.Rename(oldname, newname) }
+func (osFS) Remove(name string) error             { return parkedfs.Remove(name) }
+func (osFS) RemoveAll(name string) error          { return parkedfs.RemoveAll(name) }
+
+func (f osFile) Truncate(size int64) error { return parkedfs.Truncate(f.File, size) }
+
 func (osFS) MkdirAll(dir string) error                 { return os.MkdirAll(dir, 0o755) }
 func (osFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
 func (osFS) Stat(name string) (fs.FileInfo, error)     { return os.Stat(name) }
