@@ -172,11 +172,18 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 // scanDir lists the segment bases and clears leftovers: temp files of
 // interrupted atomic writes and the spare segment, retired (.deleted)
 // segment files not yet unlinked, and indexes whose log file is gone.
+// Retired files, and temp files renamed so (their names are free at once
+// for the files they stand for), are unlinked in the background, as at
+// run time: a crash amid retention leaves whole segments, and a spare
+// segment has all its blocks reserved, so freeing them can wait for the
+// device, which would lengthen every restart after a crash.
 func (l *Log) scanDir() ([]int64, error) {
 	ents, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return nil, storageErr(err, "listing partition directory %s", l.dir)
 	}
+	var retired []string
+	defer func() { l.unlinkInBackgroundLocked(retired) }()
 	var bases []int64
 	indexes := map[int64][]string{}
 	for _, e := range ents {
@@ -184,8 +191,16 @@ func (l *Log) scanDir() ([]int64, error) {
 		if e.IsDir() {
 			continue
 		}
-		if strings.HasSuffix(name, tmpSuffix) || strings.HasSuffix(name, deletedSuffix) {
-			_ = l.fs.Remove(l.dir + "/" + name)
+		switch p := l.dir + "/" + name; {
+		case strings.HasSuffix(name, deletedSuffix):
+			retired = append(retired, p)
+			continue
+		case strings.HasSuffix(name, tmpSuffix):
+			if err := l.fs.Rename(p, p+deletedSuffix); err != nil {
+				_ = l.fs.Remove(p)
+			} else {
+				retired = append(retired, p+deletedSuffix)
+			}
 			continue
 		}
 		if b, ok := parseOffsetName(name, logSuffix); ok {

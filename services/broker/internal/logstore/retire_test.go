@@ -1,8 +1,10 @@
 package logstore
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"tidemark.io/services/broker/internal/logstore/vfs"
 )
@@ -46,6 +48,7 @@ func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 	fsys.returns(t, "a crash waited for a stalled unlink", func() error { l.Abandon(); return nil })
 	fsys.removes.Store(false) // the stalled unlink stays stalled; loading's own go through
 	l2 := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
+	l2.bg.Wait()
 	if got := retiredFiles(t, mem); len(got) != 0 {
 		t.Fatalf("loading left %v", got)
 	}
@@ -54,6 +57,64 @@ func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 	}
 	fsys.release()
 	l.bg.Wait()
+}
+
+// Loading a log clears what a crash left, retired segment files and a
+// spare segment's temp file, without waiting for their blocks to be freed:
+// the log opens while those unlinks wait for the device, the temp file's
+// name is free at once, and Close waits for the unlinks.
+func TestLoadingDoesNotWaitToFreeLeftovers(t *testing.T) {
+	l, fsys := openSlowFreeLog(t, DefaultConfig(), 3)
+	mem := fsys.FS
+	cfg, start, leo := l.Config(), l.LogStartOffset(), l.LogEndOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leftovers := []string{offsetName(leo+1000, logSuffix+deletedSuffix), offsetName(leo+1000, indexSuffix+deletedSuffix), spareName}
+	for _, name := range leftovers {
+		f, err := mem.Create(testDir + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("left by a crash"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	fsys.removes.Store(true)
+	var l2 *Log
+	fsys.returns(t, "loading waited for a leftover file to be unlinked", func() error {
+		var err error
+		l2, err = Open(Options{FS: fsys, Dir: testDir, Config: cfg})
+		return err
+	})
+	fsys.waitStalled(t, "loading never unlinked its leftovers")
+	if l2.LogStartOffset() != start || l2.LogEndOffset() != leo {
+		t.Fatalf("reopened log spans %d..%d; want %d..%d", l2.LogStartOffset(), l2.LogEndOffset(), start, leo)
+	}
+	if _, err := mem.Stat(testDir + "/" + spareName); !vfs.IsNotExist(err) {
+		t.Fatalf("the spare segment's temp file still has its name while its unlink waits: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- l2.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a leftover's unlink was stalled", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fsys.release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := retiredFiles(t, mem); len(got) != 0 {
+		t.Fatalf("left after Close: %v", got)
+	}
+	if got := namesEnding(t, mem, testDir, tmpSuffix); len(got) != 0 {
+		t.Fatalf("left after Close: %v", got)
+	}
 }
 
 // retiredFiles lists the .deleted files of the test log's directory.
