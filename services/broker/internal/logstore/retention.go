@@ -92,6 +92,16 @@ func (l *Log) deleteLeadingLocked(n int) error {
 		var names []string
 		names, err = segs[deleted].retire(l.fs)
 		retired = append(retired, names...)
+		if err == nil {
+			// Each segment's renames are durable before the next one's: a
+			// file system may keep some renames of a crash and lose others
+			// (ext4 without a journal does), and a kept later one with a
+			// lost earlier one left a gap below the segments kept, at
+			// which loading cut the log, flushed records above it and all.
+			if err = l.fs.SyncDir(l.dir); err != nil {
+				err = storageErr(err, "syncing %s", l.dir)
+			}
+		}
 		if err != nil {
 			break
 		}
@@ -99,11 +109,6 @@ func (l *Log) deleteLeadingLocked(n int) error {
 	l.unlinkInBackgroundLocked(retired)
 	l.publish(slices.Clone(segs[deleted:]))
 	l.stats.deletedSegments.Add(int64(deleted))
-	if err == nil {
-		if err = l.fs.SyncDir(l.dir); err != nil {
-			err = storageErr(err, "syncing %s", l.dir)
-		}
-	}
 	if first := segs[deleted].base; first > l.logStart.Load() {
 		l.logStart.Store(first)
 	}

@@ -17,6 +17,7 @@ type slowFreeFS struct {
 	vfs.FS
 	armed   atomic.Bool // truncations wait
 	removes atomic.Bool // removals wait
+	syncs   atomic.Bool // directory syncs wait
 	stalled atomic.Int64
 	gate    chan struct{}
 	opened  sync.Once
@@ -54,6 +55,14 @@ func (f *slowFreeFS) Remove(name string) error {
 		<-f.gate
 	}
 	return f.FS.Remove(name)
+}
+
+func (f *slowFreeFS) SyncDir(dir string) error {
+	if f.syncs.Load() {
+		f.stalled.Add(1)
+		<-f.gate
+	}
+	return f.FS.SyncDir(dir)
 }
 
 func (f slowFreeFile) ReserveBlocks(int64) error      { return nil }
@@ -106,6 +115,7 @@ func (f *slowFreeFS) stalls(t *testing.T, what string) {
 	f.waitStalled(t, what)
 	f.armed.Store(false)
 	f.removes.Store(false)
+	f.syncs.Store(false)
 	f.release()
 }
 
