@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"tidemark.io/services/broker/internal/lockorder"
 )
@@ -22,13 +23,20 @@ type EpochEntry struct {
 
 // LeaderEpochCache maps leader epochs to the offsets where they began
 // (KIP-101). Entries are strictly increasing in epoch and non-decreasing in
-// start offset. Every change is persisted before it is visible; a failed
-// write leaves the cache as it was. Safe for concurrent use.
+// start offset. Every change but TruncateFromStartDeferred's is persisted
+// before it is visible; a failed write leaves the cache as it was. Safe for
+// concurrent use.
 type LeaderEpochCache struct {
 	mu      lockorder.RWMutex[lockorder.Leaf]
 	entries []EpochEntry
+	version uint64 // of entries: one more for each change
 	persist func([]EpochEntry) error
 	logger  *slog.Logger
+
+	// persistMu orders the writes of the file, taken under mu by a change
+	// and alone by Flush; persisted is the version the file holds.
+	persistMu sync.Mutex
+	persisted uint64
 }
 
 // NewLeaderEpochCache starts from entries (which must be ordered). persist,
@@ -42,12 +50,41 @@ func NewLeaderEpochCache(entries []EpochEntry, persist func([]EpochEntry) error,
 
 // setLocked persists next and installs it.
 func (c *LeaderEpochCache) setLocked(next []EpochEntry) error {
+	v := c.version + 1
 	if c.persist != nil {
-		if err := c.persist(next); err != nil {
+		c.persistMu.Lock()
+		err := c.persist(next)
+		if err == nil {
+			c.persisted = v
+		}
+		c.persistMu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
-	c.entries = next
+	c.entries, c.version = next, v
+	return nil
+}
+
+// Flush persists the entries if a deferred change (TruncateFromStartDeferred)
+// has not been written yet. A change persisted meanwhile wrote them already;
+// an older state is never written over a newer one.
+func (c *LeaderEpochCache) Flush() error {
+	c.mu.RLock()
+	v, entries := c.version, slices.Clone(c.entries)
+	c.mu.RUnlock()
+	if c.persist == nil {
+		return nil
+	}
+	c.persistMu.Lock()
+	defer c.persistMu.Unlock()
+	if c.persisted >= v {
+		return nil
+	}
+	if err := c.persist(entries); err != nil {
+		return err
+	}
+	c.persisted = v
 	return nil
 }
 
@@ -137,15 +174,41 @@ func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {
 func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if next, ok := c.fromStartLocked(startOffset); ok {
+		return c.setLocked(next)
+	}
+	return nil
+}
+
+// TruncateFromStartDeferred is TruncateFromStart without writing the file,
+// which the caller does later with Flush (Kafka, since 3.8, flushes this
+// change asynchronously too): the file's fsync waits for the device, and
+// retention moves the log start holding the partition's lock. Until then
+// the file may hold entries below the log start, which loading trims. It
+// reports whether the entries changed.
+func (c *LeaderEpochCache) TruncateFromStartDeferred(startOffset int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next, ok := c.fromStartLocked(startOffset)
+	if ok {
+		c.entries = next
+		c.version++
+	}
+	return ok
+}
+
+// fromStartLocked returns the entries with those wholly below startOffset
+// dropped, the last one starting at or below it moved to it; ok is false
+// when nothing changes.
+func (c *LeaderEpochCache) fromStartLocked(startOffset int64) (next []EpochEntry, ok bool) {
 	i := 0
 	for i < len(c.entries) && c.entries[i].StartOffset <= startOffset {
 		i++
 	}
 	if i == 0 || (i == 1 && c.entries[0].StartOffset == startOffset) {
-		return nil
+		return nil, false
 	}
-	next := append([]EpochEntry{{c.entries[i-1].Epoch, startOffset}}, c.entries[i:]...)
-	return c.setLocked(next)
+	return append([]EpochEntry{{c.entries[i-1].Epoch, startOffset}}, c.entries[i:]...), true
 }
 
 // Clear drops every entry.

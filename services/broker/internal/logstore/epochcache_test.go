@@ -3,7 +3,9 @@ package logstore
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestEndOffsetFor(t *testing.T) {
@@ -225,6 +227,66 @@ func TestEndOffsetForMatchesKafka(t *testing.T) {
 						run, step, entries, leo, e, gotE, gotOff, wantE, wantOff)
 				}
 			}
+		}
+	}
+}
+
+// A deferred truncation from the start is visible at once and written by
+// Flush; a change persisted meanwhile already wrote it, and Flush never
+// writes an older state over a newer one, even when it read its entries
+// before that change was made.
+func TestEpochCacheDeferredFlushWritesTheNewestState(t *testing.T) {
+	var writes [][]EpochEntry
+	persist := func(e []EpochEntry) error { writes = append(writes, slices.Clone(e)); return nil }
+	c := NewLeaderEpochCache([]EpochEntry{{0, 0}, {1, 10}, {2, 20}}, persist, nil)
+	if !c.TruncateFromStartDeferred(15) {
+		t.Fatal("truncating from 15 changed nothing")
+	}
+	if len(writes) != 0 {
+		t.Fatalf("the deferred truncation wrote %v", writes)
+	}
+	if got, want := c.Entries(), []EpochEntry{{1, 15}, {2, 20}}; !equalEntries(got, want) {
+		t.Fatalf("entries %v, want %v", got, want)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil { // nothing new
+		t.Fatal(err)
+	}
+	if len(writes) != 1 || !equalEntries(writes[0], []EpochEntry{{1, 15}, {2, 20}}) {
+		t.Fatalf("writes %v, want one of [{1 15} {2 20}]", writes)
+	}
+
+	// A change persisted after the deferred one writes both; the Flush
+	// that follows has nothing to write.
+	c.TruncateFromStartDeferred(18)
+	c.Assign(3, 30)
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) != 2 || !equalEntries(writes[1], []EpochEntry{{1, 18}, {2, 20}, {3, 30}}) {
+		t.Fatalf("writes %v, want a second of [{1 18} {2 20} {3 30}]", writes)
+	}
+
+	// A Flush that read the entries before a newer change, racing that
+	// change's write: whichever writes first, the file ends with the newest.
+	for epoch := int32(4); epoch < 40; epoch++ {
+		c.TruncateFromStartDeferred(int64(epoch) * 10)
+		c.persistMu.Lock() // both writes wait here
+		flushed := make(chan error, 1)
+		go func() { flushed <- c.Flush() }()
+		time.Sleep(time.Millisecond) // Flush has read its entries and waits to write
+		assigned := make(chan struct{})
+		go func() { c.Assign(epoch, int64(epoch)*10+5); close(assigned) }()
+		time.Sleep(time.Millisecond)
+		c.persistMu.Unlock()
+		<-assigned
+		if err := <-flushed; err != nil {
+			t.Fatal(err)
+		}
+		if last := writes[len(writes)-1]; !equalEntries(last, c.Entries()) {
+			t.Fatalf("the file ends with %v; the cache holds %v", last, c.Entries())
 		}
 	}
 }

@@ -145,13 +145,28 @@ func (l *Log) removeRetired(names []string) {
 
 // afterLogStartMovedLocked trims the epoch cache and snapshots below the new
 // log start (snapshots retired as segments are: renamed now, unlinked in the
-// background). Producers are kept, as Kafka keeps them since KIP-360, until
+// background; the epoch checkpoint rewritten in the background). Producers are kept, as Kafka keeps them since KIP-360, until
 // ProducerIDExpiration: a producer whose batches retention deleted may still
 // retry its last batch, and forgetting it would write that batch twice.
 func (l *Log) afterLogStartMovedLocked() error {
 	start := l.logStart.Load()
-	if err := l.epochs.TruncateFromStart(start); err != nil {
-		return err
+	if l.epochs.TruncateFromStartDeferred(start) {
+		// The checkpoint is rewritten in the background, off the
+		// partition's locks: its fsyncs wait for the device. fileMu
+		// (shared) keeps an abandoned log, whose directory the next Open
+		// owns, from writing it after that.
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			l.fileMu.RLock()
+			defer l.fileMu.RUnlock()
+			if l.filesClosed {
+				return
+			}
+			if err := l.epochs.Flush(); err != nil {
+				_ = l.fail(storageErr(err, "writing the leader epoch checkpoint of %s", l.dir))
+			}
+		}()
 	}
 	snaps, err := listSnapshots(l.fs, l.dir)
 	if err != nil {

@@ -162,6 +162,44 @@ func TestCrashDuringRetentionKeepsTheLogWhole(t *testing.T) {
 	}
 }
 
+// Retention rewrites the leader-epoch checkpoint in the background, as
+// Kafka flushes it asynchronously after a log-start move since 3.8: the
+// pass returns, and appends go on, while the checkpoint's fsync waits for
+// the device. The cache holds the trimmed entries at once; Close waits for
+// the file, which then holds them too.
+func TestRetentionRewritesTheEpochCheckpointInTheBackground(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RetentionBytes = 128 << 10
+	l, fsys := openSlowFreeLog(t, cfg, 6)
+	segs := l.segments()
+	active := segs[len(segs)-1].base // the HW passed: the active segment stays (no roll)
+	fsys.epochs.Store(true)
+	fsys.returns(t, "retention waited for the leader epoch checkpoint's fsync", func() error {
+		_, err := l.DeleteOldSegments(active)
+		return err
+	})
+	fsys.waitStalled(t, "retention never rewrote the leader epoch checkpoint")
+	start := l.LogStartOffset()
+	if e := l.EpochEntries(); start == 0 || len(e) != 1 || e[0].StartOffset != start {
+		t.Fatalf("after retention to %d the epoch cache holds %v", start, e)
+	}
+	fsys.returns(t, "an append waited for the leader epoch checkpoint's fsync", func() error {
+		_, err := l.AppendAsLeader(plain(1, 10, 1000).build(), 0)
+		return err
+	})
+	fsys.release()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _, err := readEpochCheckpoint(fsys.FS, testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].StartOffset != start {
+		t.Fatalf("the checkpoint holds %v after Close; want one entry from %d", entries, start)
+	}
+}
+
 // retiredFiles lists the .deleted files of the test log's directory.
 func retiredFiles(t *testing.T, fsys vfs.FS) []string {
 	t.Helper()

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ type slowFreeFS struct {
 	armed   atomic.Bool // truncations wait
 	removes atomic.Bool // removals wait
 	syncs   atomic.Bool // directory syncs wait
+	epochs  atomic.Bool // the leader-epoch checkpoint's file syncs wait
 	stalled atomic.Int64
 	gate    chan struct{}
 	opened  sync.Once
@@ -63,6 +65,14 @@ func (f *slowFreeFS) SyncDir(dir string) error {
 		<-f.gate
 	}
 	return f.FS.SyncDir(dir)
+}
+
+func (f slowFreeFile) Sync() error {
+	if f.fs.epochs.Load() && strings.Contains(f.Name(), epochCheckpointFile) {
+		f.fs.stalled.Add(1)
+		<-f.fs.gate
+	}
+	return f.File.Sync()
 }
 
 func (f slowFreeFile) ReserveBlocks(int64) error      { return nil }
@@ -116,6 +126,7 @@ func (f *slowFreeFS) stalls(t *testing.T, what string) {
 	f.armed.Store(false)
 	f.removes.Store(false)
 	f.syncs.Store(false)
+	f.epochs.Store(false)
 	f.release()
 }
 
