@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -159,6 +160,50 @@ func TestCrashDuringRetentionKeepsTheLogWhole(t *testing.T) {
 	}
 	if l.LogStartOffset() == 0 {
 		t.Fatalf("retention deleted nothing (log start %d)", l.LogStartOffset())
+	}
+}
+
+// A power loss while a truncation retires the segments above its cut, its
+// renames not yet durable, loses nothing below the cut: the reopened log
+// ends at the cut or above (segments above it may come back, as in Kafka:
+// the follower truncates again when it restarts), every batch in it the
+// one written there.
+func TestCrashDuringTruncationLosesNothingBelowTheCut(t *testing.T) {
+	l, fsys := openSlowFreeLog(t, DefaultConfig(), 6)
+	mem := fsys.FS.(*vfs.MemFS)
+	cfg := l.Config()
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	leo := l.LogEndOffset()
+	before := readAll(t, l, 0, leo, 1<<20)
+	segs := l.segments()
+	cut := segs[2].base + 1 // inside the third segment's first batch: the new LEO is its base
+	fsys.syncs.Store(true)
+	truncated := make(chan error, 1)
+	go func() { _, err := l.TruncateTo(cut); truncated <- err }()
+	fsys.waitStalled(t, "the truncation never synced its directory")
+	for seed := range uint64(32) { // the power fails now
+		r, err := Open(Options{FS: mem.CrashClone(seed), Dir: testDir, Config: cfg, RecoveryPoint: leo})
+		if err != nil {
+			t.Fatalf("seed %d: reopening after the crash: %v", seed, err)
+		}
+		if r.LogEndOffset() < segs[2].base {
+			t.Fatalf("seed %d: the log ends at %d after the crash, below the truncation's %d", seed, r.LogEndOffset(), segs[2].base)
+		}
+		for i, b := range readAll(t, r, 0, r.LogEndOffset(), 1<<20) {
+			if !bytes.Equal(b, before[i]) {
+				t.Fatalf("seed %d: batch at %d is not the one written there", seed, b.BaseOffset())
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys.syncs.Store(false)
+	fsys.release()
+	if err := <-truncated; err != nil {
+		t.Fatal(err)
 	}
 }
 
