@@ -41,6 +41,10 @@ type (
 	// LogFlush is logstore.Log.flushMu; never held with LogWriter, hence
 	// the same rank.
 	LogFlush struct{}
+	// LogSyncs is logstore.Log.syncMu (flushes and the log's other
+	// long background file work, shared; truncation, swaps and closing,
+	// exclusive, before fileMu).
+	LogSyncs struct{}
 	// LogFiles is logstore.Log.fileMu.
 	LogFiles struct{}
 	// LogCheckpoint is the log Manager's hwMu or rpMu (one checkpoint
@@ -74,6 +78,7 @@ func (ReplicaManager) info() class { return class{20, "replica manager"} }
 func (Replica) info() class        { return class{30, "replica"} }
 func (LogWriter) info() class      { return class{40, "log writer"} }
 func (LogFlush) info() class       { return class{40, "log flush"} }
+func (LogSyncs) info() class       { return class{45, "log syncs"} }
 func (LogFiles) info() class       { return class{50, "log files"} }
 func (LogCheckpoint) info() class  { return class{60, "log checkpoint"} }
 func (LogDirs) info() class        { return class{65, "log dirs"} }
@@ -89,7 +94,7 @@ func Ranks() []struct {
 	Name string
 	Rank int
 } {
-	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogFiles{}, LogCheckpoint{}, LogDirs{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}, FileCache{}}
+	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogSyncs{}, LogFiles{}, LogCheckpoint{}, LogDirs{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}, FileCache{}}
 	out := make([]struct {
 		Name string
 		Rank int

@@ -12,6 +12,8 @@ func (l *Log) Abandon() {
 	if l.closed.Swap(true) {
 		return
 	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	for _, s := range l.segments() {

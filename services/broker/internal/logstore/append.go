@@ -278,8 +278,8 @@ func (l *Log) maybeStartWritebackLocked(act *segment, size int64, follower bool,
 	go func() {
 		defer l.bg.Done()
 		defer l.writingBack.Store(false)
-		l.fileMu.RLock() // keeps the file open: truncation and deletion wait
-		defer l.fileMu.RUnlock()
+		l.syncMu.RLock() // truncation and closing wait; retention may close act (a call on it then fails)
+		defer l.syncMu.RUnlock()
 		if l.filesClosed {
 			return
 		}

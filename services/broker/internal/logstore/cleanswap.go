@@ -28,6 +28,8 @@ func (l *Log) syncDir() error {
 func (l *Log) swapIn(group []*segment, built *segment, size int64, truncations int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.syncMu.Lock() // a flush may be syncing the segments swapped out
+	defer l.syncMu.Unlock()
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	base := group[0].base

@@ -23,6 +23,8 @@ func (l *Log) Close() error {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	if len(errs) == 0 {

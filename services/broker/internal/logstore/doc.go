@@ -20,9 +20,9 @@
 //
 // # Lock rules
 //
-// A Log has three locks. Their order is partial: mu before fileMu, flushMu
-// before fileMu, and mu and flushMu never held together. The log cleaner's
-// cleanMu (one pass at a time) comes before all of them.
+// A Log has four locks. Their order is partial: mu before syncMu before
+// fileMu, flushMu before syncMu, and mu and flushMu never held together.
+// The log cleaner's cleanMu (one pass at a time) comes before all of them.
 //
 //   - mu serialises writers: appends, truncations, rolls, retention, epoch
 //     assignment, Close. It guards the producer table and the writer-owned
@@ -30,12 +30,19 @@
 //   - flushMu serialises flushes. It is taken before fileMu and never while
 //     mu is held (an append that must fsync releases mu first), so fsync runs
 //     without blocking appends.
-//   - fileMu is held for reading by Read, OffsetForTimestamp, flushes and
-//     the writebacks appends start, with a follower's page-cache drops
-//     (no other lock held), for
-//     their whole duration, and for writing (under mu) by anything that
-//     shrinks, deletes or closes files: truncation, segment deletion, Close.
-//     So a reader never sees a file change under it except by growth.
+//   - syncMu is held for reading by the log's long file work, which waits
+//     for the device: flushes, the writebacks appends start (with a
+//     follower's page-cache drops), spare segments and reservation
+//     releases, the deferred epoch checkpoint, retention's renames; and for
+//     writing (under mu, before fileMu) by truncation, the cleaner's swaps,
+//     Close and Abandon, which must not change files under that work.
+//   - fileMu is held for reading by Read, OffsetForTimestamp, the
+//     cleaner's chunk reads and snapshot pruning (short, no other lock
+//     held), and for writing (under mu) by anything that shrinks, deletes
+//     or closes files: the syncMu writers above and retention. So a reader
+//     never sees a file change under it except by growth. Retention takes
+//     fileMu alone when what it deletes is flushed: no flush touches such
+//     segments, and waiting for one's fsync would hold up the partition.
 //
 // The indexes' and the epoch cache's locks are leaves. The FileCache's
 // mutex ranks above them: every segment file call borrows its descriptor

@@ -22,14 +22,15 @@ func (l *Log) flushIfDue() error {
 // flushUpTo fsyncs the segments holding [recovery point, target), and the
 // indexes of every sealed segment the new recovery point covers, then
 // advances the recovery point. It runs without the writer mutex, so appends
-// continue meanwhile; holding fileMu for reading keeps truncation and
-// deletion away, and flushMu makes concurrent flushes queue (a later one
+// continue meanwhile; holding syncMu for reading keeps truncation, the
+// cleaner's swaps and closing away (retention deletes only segments no
+// flush touches, see deleteLeadingLocked), and flushMu makes concurrent flushes queue (a later one
 // usually finds its work done: group commit).
 func (l *Log) flushUpTo(target int64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
-	l.fileMu.RLock()
-	defer l.fileMu.RUnlock()
+	l.syncMu.RLock()
+	defer l.syncMu.RUnlock()
 	if l.filesClosed {
 		return ErrClosed
 	}

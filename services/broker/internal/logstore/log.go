@@ -64,7 +64,8 @@ type Log struct {
 	cfg    atomic.Pointer[Config]
 
 	mu      lockorder.Mutex[lockorder.LogWriter]  // serialises writers; guards the fields below it
-	fileMu  lockorder.RWMutex[lockorder.LogFiles] // readers and flushes: R; shrinking, deleting, closing files: W
+	syncMu  lockorder.RWMutex[lockorder.LogSyncs] // flushes and other background file work: R; truncation, swaps, closing: W
+	fileMu  lockorder.RWMutex[lockorder.LogFiles] // readers: R; shrinking, deleting, closing files: W
 	flushMu lockorder.Mutex[lockorder.LogFlush]   // serialises flushes
 	bg      sync.WaitGroup                        // background flushes, snapshot pruning and reservation releases after rolls, writebacks, spares; Add under mu
 	// writingBack: a writeback started by an append is running (one at a
@@ -97,6 +98,10 @@ type Log struct {
 
 	// Guarded by mu.
 	producers *producerState
+	// retirements is closed when the newest retention pass's segments
+	// have had their files renamed (retireInBackgroundLocked); nil: none
+	// started since the last wait.
+	retirements chan struct{}
 
 	cleanMu   sync.Mutex      // one cleaning pass at a time; taken before mu
 	cleaner   cleanerState    // guarded by cleanMu
@@ -126,7 +131,7 @@ type Log struct {
 
 	observeWrite func(time.Duration) // Options.ObserveWrite; nil: not observed
 
-	filesClosed bool                  // guarded by fileMu
+	filesClosed bool                  // written holding syncMu and fileMu, read holding either
 	lastFlush   atomic.Int64          // unix nanoseconds of the last flush
 	failed      atomic.Pointer[error] // sticky: after a failed fsync or truncation durability is unknown
 

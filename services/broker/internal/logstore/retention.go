@@ -76,47 +76,135 @@ func (l *Log) segmentTime(s *segment) time.Time {
 }
 
 // deleteLeadingLocked deletes the n oldest segments (never the active one)
-// and raises the log start to the first one left. The segments' files are
-// renamed out of the log under the locks and unlinked in the background
-// (Kafka's .deleted files): freeing a segment's blocks can take as long as
-// the device wants (a file system mounted with discard trims them first),
-// and every append and read of the partition would wait for it.
+// and raises the log start to the first one left. Under the locks the
+// segments only leave the log: their files are closed and they are
+// unpublished, so no reader can reach them. Renaming their files to
+// .deleted (Kafka's retired files) and unlinking them happen in the
+// background (retireInBackgroundLocked): each rename must be durable before
+// the next segment's, a directory fsync per segment, which waits behind the
+// device's trims of the files unlinked before, and freeing a segment's
+// blocks can take as long as the device wants; every append and read of the
+// partition would wait for both.
+//
+// fileMu (exclusive) is all it takes as a rule: readers hold it shared, so
+// none is inside a segment when its files close. The long background work
+// (flushes, writebacks, reservations) holds syncMu instead, and waiting for
+// a flush's fsync here would hold up the partition's appends and, with a
+// writer waiting on fileMu, its reads. A flush touches only segments above
+// the recovery point or with indexes not yet durable, so segments below it
+// with durable indexes (those retention deletes, the roll's flush having
+// covered them) are safe from it; for any other, as DeleteRecords can ask
+// for right after a write, syncMu is taken too.
 func (l *Log) deleteLeadingLocked(n int) error {
-	l.fileMu.Lock()
 	segs := l.segments()
 	n = min(n, len(segs)-1)
-	var err error
+	unflushed := segs[n].base > l.recoveryPoint.Load() || !allIndexesDurable(segs[:n])
+	if unflushed {
+		l.syncMu.Lock()
+	}
+	l.fileMu.Lock()
+	gone := slices.Clone(segs[:n])
+	for _, s := range gone {
+		_ = s.closeFiles() // read-only files: nothing to lose
+	}
+	l.publish(slices.Clone(segs[n:]))
+	l.stats.deletedSegments.Add(int64(n))
+	if first := segs[n].base; first > l.logStart.Load() {
+		l.logStart.Store(first)
+	}
+	l.fileMu.Unlock()
+	if unflushed {
+		l.syncMu.Unlock()
+	}
+	l.retireInBackgroundLocked(gone)
+	return l.afterLogStartMovedLocked()
+}
+
+func allIndexesDurable(segs []*segment) bool {
+	for _, s := range segs {
+		if !s.indexesDurable.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// retireInBackgroundLocked renames the files of segments that have left the
+// log to .deleted, oldest first, syncing the directory after each segment's,
+// then unlinks them, in a goroutine of the background group. Passes run one
+// after another in the order they were started (each waits for the one
+// before), so a later segment's rename is never made durable before an
+// earlier one's: a file system may keep some renames of a crash and lose
+// others (ext4 without a journal does), and a kept later one with a lost
+// earlier one leaves a gap below the segments kept, at which loading cuts
+// the log, flushed records above it and all. A crash before a rename only
+// brings a segment below the log start back, for retention to delete
+// again. The caller holds mu.
+func (l *Log) retireInBackgroundLocked(segs []*segment) {
+	if len(segs) == 0 {
+		return
+	}
+	prev := l.retirements
+	done := make(chan struct{})
+	l.retirements = done
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		if prev != nil {
+			<-prev
+		}
+		retired := l.renameRetiring(segs)
+		close(done) // the next pass's renames may go; the unlinks wait for the device
+		l.removeRetired(retired)
+	}()
+}
+
+// renameRetiring renames segs' files to .deleted in order, a directory sync
+// after each segment's, and returns the new names. It stops at the first
+// failure, which fails the log, and when the log's files are closed by
+// Abandon: the directory is then the next Open's.
+func (l *Log) renameRetiring(segs []*segment) []string {
 	var retired []string
-	deleted := 0
-	for ; deleted < n; deleted++ {
-		var names []string
-		names, err = segs[deleted].retire(l.fs)
+	for _, s := range segs {
+		l.syncMu.RLock()
+		if l.filesClosed {
+			l.syncMu.RUnlock()
+			break
+		}
+		names, err := s.renameToDeleted(l.fs)
+		l.syncMu.RUnlock()
 		retired = append(retired, names...)
 		if err == nil {
-			// Each segment's renames are durable before the next one's: a
-			// file system may keep some renames of a crash and lose others
-			// (ext4 without a journal does), and a kept later one with a
-			// lost earlier one left a gap below the segments kept, at
-			// which loading cut the log, flushed records above it and all.
 			if err = l.fs.SyncDir(l.dir); err != nil {
 				err = storageErr(err, "syncing %s", l.dir)
 			}
 		}
 		if err != nil {
+			if !l.abandoned() { // an abandoned log's directory may be gone (Manager.Delete)
+				_ = l.fail(err)
+			}
 			break
 		}
 	}
-	l.unlinkInBackgroundLocked(retired)
-	l.publish(slices.Clone(segs[deleted:]))
-	l.stats.deletedSegments.Add(int64(deleted))
-	if first := segs[deleted].base; first > l.logStart.Load() {
-		l.logStart.Store(first)
+	return retired
+}
+
+// abandoned reports whether Abandon closed the log's files.
+func (l *Log) abandoned() bool {
+	l.syncMu.RLock()
+	defer l.syncMu.RUnlock()
+	return l.filesClosed
+}
+
+// waitRetirementsLocked waits until every segment retention took out of
+// the log has had its files renamed: a segment about to be created at an
+// offset below the log start (TruncateFullyAndStartAt) may have the same
+// file names. The caller holds mu, which starts retirements.
+func (l *Log) waitRetirementsLocked() {
+	if l.retirements != nil {
+		<-l.retirements
+		l.retirements = nil
 	}
-	l.fileMu.Unlock()
-	if err != nil {
-		return l.fail(err)
-	}
-	return l.afterLogStartMovedLocked()
 }
 
 // unlinkInBackgroundLocked deletes retired files in a goroutine of the
@@ -152,14 +240,14 @@ func (l *Log) afterLogStartMovedLocked() error {
 	start := l.logStart.Load()
 	if l.epochs.TruncateFromStartDeferred(start) {
 		// The checkpoint is rewritten in the background, off the
-		// partition's locks: its fsyncs wait for the device. fileMu
+		// partition's locks: its fsyncs wait for the device. syncMu
 		// (shared) keeps an abandoned log, whose directory the next Open
 		// owns, from writing it after that.
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
-			l.fileMu.RLock()
-			defer l.fileMu.RUnlock()
+			l.syncMu.RLock()
+			defer l.syncMu.RUnlock()
 			if l.filesClosed {
 				return
 			}

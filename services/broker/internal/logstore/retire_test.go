@@ -3,18 +3,21 @@ package logstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/platform/kerr"
 )
 
-// Retention renames the segments it deletes out of the log under the
-// partition's locks and unlinks them in the background: the deletion
-// returns, and appends and reads go on, while freeing the files' blocks
-// waits for the device. A crash before the unlink leaves .deleted files,
-// which loading deletes.
+// Retention takes the segments it deletes out of the log under the
+// partition's locks and renames and unlinks their files in the background:
+// the deletion returns, and appends and reads go on, while freeing the
+// files' blocks waits for the device. A crash before the unlink leaves
+// .deleted files, which loading deletes.
 func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RetentionBytes = 128 << 10
@@ -39,6 +42,7 @@ func TestRetentionDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 	if got := readAll(t, l, start, l.LogEndOffset(), 1<<20); got[0].BaseOffset() != start || got[len(got)-1].NextOffset() != l.LogEndOffset() {
 		t.Fatalf("read %d..%d after retention; want %d..%d", got[0].BaseOffset(), got[len(got)-1].NextOffset(), start, l.LogEndOffset())
 	}
+	waitRenamed(l)
 	retired := retiredFiles(t, mem)
 	if len(retired) == 0 {
 		t.Fatal("no .deleted files while their unlink is stalled")
@@ -160,6 +164,141 @@ func TestCrashDuringRetentionKeepsTheLogWhole(t *testing.T) {
 	}
 	if l.LogStartOffset() == 0 {
 		t.Fatalf("retention deleted nothing (log start %d)", l.LogStartOffset())
+	}
+}
+
+// waitRenamed waits until the segments retention took out of l have had
+// their files renamed to .deleted.
+func waitRenamed(l *Log) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waitRetirementsLocked()
+}
+
+// Retention does not wait for the directory syncs that order its renames
+// (one per segment deleted, each behind whatever the device is doing), nor
+// for a flush in flight: it returns while they are stalled, appends (rolls,
+// whose flushes stall too) and reads go on, the segments are out of reach
+// at once, and their files go once the syncs do. A second pass meanwhile
+// (while the first's epoch checkpoint and the rolls' flushes wait) retires
+// its segments after the first's. A truncation that empties the log and
+// restarts it at a retiring segment's base waits for that segment's files
+// to be renamed, and the new segment keeps its files.
+func TestRetentionDoesNotWaitForItsDirectorySyncs(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RetentionBytes = 128 << 10
+	l, fsys := openSlowFreeLog(t, cfg, 6)
+	mem := fsys.FS
+	segs := l.segments()
+	fsys.syncs.Store(true)
+	var deleted int
+	fsys.returns(t, "retention waited for its directory sync", func() error {
+		var err error
+		deleted, err = l.DeleteOldSegments(segs[2].base) // the high watermark: two segments below it
+		return err
+	})
+	if deleted != 2 {
+		t.Fatalf("retention deleted %d segments; want 2", deleted)
+	}
+	fsys.waitStalled(t, "retention never synced its directory")
+	start := l.LogStartOffset()
+	if start != segs[2].base {
+		t.Fatalf("log start %d after retention; want %d", start, segs[2].base)
+	}
+	_, err := l.Read(segs[0].base, 1<<20, l.LogEndOffset())
+	wantCode(t, err, kerr.OffsetOutOfRange)
+	fsys.returns(t, "an append or read waited for retention's directory sync", func() error {
+		for n := len(l.segments()); len(l.segments()) < n+2; { // each roll's flush stalls in its directory sync
+			appendLeader(t, l, plain(4, 4000, 1000), 0)
+		}
+		got := readAll(t, l, start, l.LogEndOffset(), 1<<20)
+		if got[0].BaseOffset() != start || got[len(got)-1].NextOffset() != l.LogEndOffset() {
+			return fmt.Errorf("read %d..%d; want %d..%d", got[0].BaseOffset(), got[len(got)-1].NextOffset(), start, l.LogEndOffset())
+		}
+		return nil
+	})
+	// A second pass while the first waits: its segments' files are renamed
+	// only after the first pass's.
+	var again int
+	fsys.returns(t, "a second retention pass waited for the first", func() error {
+		var err error
+		again, err = l.DeleteOldSegments(segs[len(segs)-1].base) // flushed before the stall
+		return err
+	})
+	if again == 0 {
+		t.Fatal("the second pass deleted nothing")
+	}
+	if got := namesEnding(t, mem, testDir, logSuffix); !slices.Contains(got, offsetName(segs[1].base, logSuffix)) ||
+		!slices.Contains(got, offsetName(segs[2].base, logSuffix)) {
+		t.Fatalf("log files %v while the first segment's rename waits for its sync: a later segment's was renamed", got)
+	}
+
+	// Restarting the log at the second segment's base, whose files are
+	// still to be renamed, waits for them.
+	restarted := make(chan error, 1)
+	go func() { restarted <- l.TruncateFullyAndStartAt(segs[1].base) }()
+	select {
+	case err := <-restarted:
+		t.Fatalf("restarting the log at %d returned (%v) before that retired segment's files were renamed", segs[1].base, err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fsys.syncs.Store(false)
+	fsys.release()
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	appendLeader(t, l, plain(4, 4000, 1000), 0)
+	leo := l.LogEndOffset()
+	l.bg.Wait()
+	if got := retiredFiles(t, mem); len(got) != 0 {
+		t.Fatalf("left after retention: %v", got)
+	}
+	if got := namesEnding(t, mem, testDir, logSuffix); !slices.Equal(got, []string{offsetName(segs[1].base, logSuffix)}) {
+		t.Fatalf("log files %v; want only the restarted segment's", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openLogOpts(t, Options{FS: mem, Dir: testDir, Config: l.Config()})
+	if r.LogStartOffset() != segs[1].base || r.LogEndOffset() != leo {
+		t.Fatalf("reopened log spans %d..%d; want %d..%d", r.LogStartOffset(), r.LogEndOffset(), segs[1].base, leo)
+	}
+}
+
+// Deleting segments a flush may still be syncing (above the recovery point:
+// DeleteRecords right after a roll) waits for the flush, and the log stays
+// whole: retention's fast path is only for segments no flush touches.
+func TestDeletingUnflushedSegmentsWaitsForTheFlush(t *testing.T) {
+	l, fsys := openSlowFreeLog(t, DefaultConfig(), 3)
+	fsys.syncs.Store(true)
+	for n := len(l.segments()); len(l.segments()) < n+1; { // the roll's flush stalls after syncing the data
+		appendLeader(t, l, plain(4, 4000, 1000), 0)
+	}
+	fsys.waitStalled(t, "the roll's flush never synced its directory")
+	segs := l.segments()
+	target := segs[len(segs)-1].base // wholly deletes the segment just sealed
+	if rp := l.RecoveryPoint(); rp >= target {
+		t.Fatalf("recovery point %d while the roll's flush waits; want below %d", rp, target)
+	}
+	advanced := make(chan error, 1)
+	go func() { advanced <- l.AdvanceLogStartOffset(target, l.LogEndOffset()) }()
+	select {
+	case err := <-advanced:
+		t.Fatalf("deleting a segment the flush in flight covers returned (%v) before the flush", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fsys.syncs.Store(false)
+	fsys.release()
+	if err := <-advanced; err != nil {
+		t.Fatal(err)
+	}
+	l.bg.Wait()
+	if l.LogStartOffset() != target || len(l.segments()) != 1 {
+		t.Fatalf("log start %d with %d segments; want %d with 1", l.LogStartOffset(), len(l.segments()), target)
+	}
+	appendLeader(t, l, plain(1, 100, 1000), 0)
+	if err := l.Flush(); err != nil {
+		t.Fatalf("the log failed: %v", err)
 	}
 }
 

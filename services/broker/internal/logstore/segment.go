@@ -122,13 +122,18 @@ func (s *segment) remove(fsys vfs.FS) error {
 	return errors.Join(errs...)
 }
 
-// retire closes the segment's files and renames each to its name with
+// retire closes the segment's files and renames them (renameToDeleted).
+func (s *segment) retire(fsys vfs.FS) ([]string, error) {
+	s.closeFiles()
+	return s.renameToDeleted(fsys)
+}
+
+// renameToDeleted renames each of the segment's files to its name with
 // .deleted added, log file first (a crash part-way leaves orphan indexes,
 // which loading deletes, as it deletes .deleted files), and returns the new
 // names for unlinking later: a rename frees no blocks, so it does not wait
 // for the device the way an unlink can.
-func (s *segment) retire(fsys vfs.FS) ([]string, error) {
-	s.closeFiles()
+func (s *segment) renameToDeleted(fsys vfs.FS) ([]string, error) {
 	lp, ip, tp := segmentPaths(s.dir, s.base)
 	var names []string
 	var errs []error

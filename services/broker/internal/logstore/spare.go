@@ -81,8 +81,8 @@ func (l *Log) maybeTendSpareLocked(act *segment, size int64, cfg Config) {
 	go func() {
 		defer l.bg.Done()
 		defer l.spareBusy.Store(false)
-		l.fileMu.RLock() // deletion and closing wait
-		defer l.fileMu.RUnlock()
+		l.syncMu.RLock() // truncation and closing wait
+		defer l.syncMu.RUnlock()
 		if l.filesClosed {
 			return
 		}
@@ -158,7 +158,7 @@ const releaseSlack = 1 << 20
 // releaseReservation gives back the blocks s holds beyond its committed
 // bytes, if more than releaseSlack (truncating a file to its size frees
 // its blocks past the end). The caller holds mu (the active segment) or
-// fileMu (a sealed one: a truncation, which could make it active again,
+// syncMu (a sealed one: a truncation, which could make it active again,
 // zeroes reserved first).
 func (s *segment) releaseReservation() error {
 	r := s.reserved.Swap(0)
@@ -182,8 +182,8 @@ func (l *Log) releaseInBackgroundLocked(s *segment) {
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
-		l.fileMu.RLock() // deletion, truncation and closing wait
-		defer l.fileMu.RUnlock()
+		l.syncMu.RLock() // truncation and closing wait; retention may close s (the call then fails)
+		defer l.syncMu.RUnlock()
 		if l.filesClosed {
 			return
 		}

@@ -65,6 +65,8 @@ func (l *Log) recoveryPointLowered() {
 
 func (l *Log) truncateLocked(offset int64) (int64, error) {
 	l.truncations.Add(1)
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	segs := l.segments()
@@ -236,7 +238,10 @@ func (l *Log) truncateFullyAndStartAt(offset int64) error {
 }
 
 func (l *Log) truncateFullyLocked(offset int64) error {
+	l.waitRetirementsLocked() // the new segment's names may be a retiring one's
 	l.truncations.Add(1)
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	segs := l.segments()
