@@ -176,7 +176,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			continue
 		}
 		if strings.HasSuffix(name, deletingSuffix) {
-			m.removeInBackground(dir + "/" + name)
+			m.removeInBackground(dir+"/"+name, nil)
 			continue
 		}
 		tp, err := ParseTopicPartition(name)
@@ -387,7 +387,14 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	delete(m.lastHW, tp)
 	m.mu.Unlock()
 	if ok {
-		_ = l.Close()
+		// The files go with the directory, so the log is abandoned, not
+		// closed: nothing is flushed (an fsync of data about to be
+		// deleted), and its background work (retired segments' renames
+		// and unlinks, which wait for the device) is stopped where it
+		// would write to the directory rather than waited for; the
+		// removal below waits for the rest, as Close and Abandon wait for
+		// the removal.
+		l.Abandon()
 	}
 	fsys, dir := m.opts.FS, m.opts.Dir+"/"+tp.String()
 	if _, err := fsys.Stat(dir); vfs.IsNotExist(err) {
@@ -400,7 +407,7 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	if err := fsys.SyncDir(m.opts.Dir); err != nil {
 		return storageErr(err, "syncing %s", m.opts.Dir)
 	}
-	m.removeInBackground(doomed)
+	m.removeInBackground(doomed, l)
 	return nil
 }
 
@@ -409,13 +416,18 @@ func (m *Manager) Delete(tp TopicPartition) error {
 // partition's blocks can take seconds (a file system mounted with discard
 // trims them first), and the controller's next requests to this broker
 // wait behind the StopReplica that deletes it. A directory left by a crash
-// or a failure is removed when the data dir is next opened.
-func (m *Manager) removeInBackground(doomed string) {
+// or a failure is removed when the data dir is next opened. The goroutine
+// also waits for what is left of the deleted log's background work (l, if
+// not nil), so that nothing of it outlives the Manager's Close.
+func (m *Manager) removeInBackground(doomed string, l *Log) {
 	m.removing.Add(1)
 	go func() {
 		defer m.removing.Done()
 		if err := m.opts.FS.RemoveAll(doomed); err != nil {
 			m.logger.Warn("could not finish deleting a partition; the next start deletes it", "dir", doomed, "err", err)
+		}
+		if l != nil {
+			l.bg.Wait()
 		}
 	}()
 }

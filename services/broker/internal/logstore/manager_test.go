@@ -297,6 +297,89 @@ func TestManagerDeleteReturnsBeforeItsRemovalWhichHoldsUpAbandon(t *testing.T) {
 	}
 }
 
+// Deleting a partition neither flushes its log (an fsync of data about to
+// be deleted) nor waits for its retired segments' unlinks, which wait for
+// the device: it returns while both are stalled. The other partitions stay
+// writable, and Close waits for the deleted log's background work.
+func TestManagerDeleteNeitherFlushesNorWaitsForRetirements(t *testing.T) {
+	ffs := vfs.NewFaultFS(newMem(t))
+	var mu sync.Mutex
+	var storageErrs []error
+	m, err := OpenManager(ManagerOptions{FS: ffs, Dir: "/data", NoBackground: true,
+		ConfigFor: func(string) Config { return smallConfig() },
+		OnStorageError: func(err error) {
+			mu.Lock()
+			storageErrs = append(storageErrs, err)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 20, 1, 200)
+	appendLeader(t, l, plain(1, 10, 2000), 0)
+	lb, _ := m.GetOrCreate(tpB, smallConfig())
+	fill(t, lb, 2, 1, 200)
+	l.bg.Wait() // the rolls' flushes: retention deletes flushed segments only
+	if rp, leo := l.RecoveryPoint(), l.LogEndOffset(); rp >= leo {
+		t.Fatalf("recovery point %d, LEO %d: the test needs unflushed data", rp, leo)
+	}
+	stall := make(chan struct{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(stall)
+		}
+	}
+	t.Cleanup(release)
+	dir := "/data/" + tpA.String()
+	ffs.Inject(vfs.Fault{Ops: vfs.OpRemove, Path: dir, Stall: stall})
+	ffs.Inject(vfs.Fault{Ops: vfs.OpSync, Path: logSuffix, Stall: stall})
+	segs := l.segments()
+	if n, err := l.DeleteOldSegments(segs[len(segs)-1].base); err != nil || n == 0 {
+		t.Fatalf("retention deleted %d segments (%v); the test needs some", n, err)
+	}
+	for len(namesEnding(t, ffs, dir, deletedSuffix)) == 0 { // renamed, their unlinks stalled
+		time.Sleep(time.Millisecond)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- m.Delete(tpA) }()
+	select {
+	case err := <-deleted:
+		if err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("Delete waited for a flush or for the retired segments' unlinks")
+	}
+	if _, err := ffs.Stat(dir); !vfs.IsNotExist(err) {
+		t.Fatalf("partition directory after Delete returned: %v", err)
+	}
+	appendLeader(t, lb, plain(1, 200, 2000), 0)
+	if _, err := lb.Read(0, 1<<20, lb.LogEndOffset()); err != nil {
+		t.Fatalf("another partition after the deletion: %v", err)
+	}
+	closed := make(chan struct{})
+	go func() { m.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the deleted log's background work was stalled")
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	<-closed
+	mu.Lock()
+	defer mu.Unlock()
+	if len(storageErrs) != 0 {
+		t.Fatalf("storage errors after the deletion: %v", storageErrs)
+	}
+	if doomed := deletingDirs(t, ffs); len(doomed) != 0 {
+		t.Fatalf("left after the removal: %v", doomed)
+	}
+}
+
 func TestManagerTruncationPersistsRecoveryPoint(t *testing.T) {
 	fsys := newMem(t)
 	m := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
