@@ -8,16 +8,18 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
-// DeleteOldSegments applies retention.ms and retention.bytes: it deletes
-// whole segments from the oldest on, only ones lying entirely below hw (the
-// caller's high watermark), and moves the log start to the first segment
-// kept. When every segment qualifies, a new empty segment is rolled at the
-// LEO first so the log always has one. It returns how many it deleted.
+// DeleteOldSegments deletes the segments that lie wholly below the log
+// start (a crash brought back what retention or DeleteRecords had deleted,
+// or they were kept for the log start checkpoint), whatever the cleanup
+// policy, as Kafka's retention pass does; then it applies retention.ms and
+// retention.bytes, unless cleanup.policy is compact alone (the cleaner, not
+// retention, bounds such a log). It deletes whole segments from the oldest
+// on, only ones lying entirely below hw (the caller's high watermark), and
+// moves the log start to the first segment kept. When every segment
+// qualifies, a new empty segment is rolled at the LEO first so the log
+// always has one. It returns how many it deleted.
 func (l *Log) deleteOldSegments(hw int64) (int, error) {
 	cfg := l.Config()
-	if !cfg.RetentionDeletes() {
-		return 0, nil // cleanup.policy=compact: the cleaner, not retention, bounds the log
-	}
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -35,12 +37,15 @@ func (l *Log) deleteOldSegments(hw int64) (int, error) {
 	deletable := func(i int) bool { return segs[i].size.Load() > 0 && end(i) <= hw }
 
 	n := 0
-	if cfg.RetentionMs >= 0 {
+	for n < len(segs)-1 && end(n) <= l.logStart.Load() {
+		n++ // unreadable: wholly below the log start
+	}
+	if cfg.RetentionDeletes() && cfg.RetentionMs >= 0 {
 		for n < len(segs) && deletable(n) && now.Sub(l.segmentTime(segs[n])) > cfg.RetentionMs {
 			n++
 		}
 	}
-	if cfg.RetentionBytes >= 0 {
+	if cfg.RetentionDeletes() && cfg.RetentionBytes >= 0 {
 		var total int64
 		for _, s := range segs[n:] {
 			total += s.size.Load()

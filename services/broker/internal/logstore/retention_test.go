@@ -96,6 +96,48 @@ func TestRetentionDeletesActiveSegmentByRolling(t *testing.T) {
 	}
 }
 
+// Segments wholly below the log start (after a crash brought back what
+// retention had deleted, the log start checkpoint says where the log
+// starts) are deleted by the next retention pass whatever the retention
+// settings and cleanup policy, as in Kafka; the segment holding the log
+// start stays.
+func TestRetentionDeletesSegmentsBelowTheLogStart(t *testing.T) {
+	for _, policy := range []string{"delete", "compact"} {
+		fsys := newMem(t)
+		cfg := smallConfig()
+		cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+		cfg.CleanupPolicy = policy
+		l := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
+		leo := fill(t, l, 40, 3, 40)
+		segs := l.segments()
+		if len(segs) < 4 {
+			t.Fatalf("%d segments; the test needs 4", len(segs))
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		start := segs[2].base + 1
+		r := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, LogStartOffset: start, CleanShutdown: true})
+		if got := r.segments()[0].base; got != segs[0].base {
+			t.Fatalf("reopened log's first segment %d; want %d", got, segs[0].base)
+		}
+		n, err := r.DeleteOldSegments(leo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 || r.segments()[0].base != segs[2].base || r.LogStartOffset() != start {
+			t.Fatalf("%s: deleted %d, first segment %d, log start %d; want 2, %d, %d", policy, n, r.segments()[0].base, r.LogStartOffset(), segs[2].base, start)
+		}
+		if n, err := r.DeleteOldSegments(leo); err != nil || n != 0 {
+			t.Fatalf("%s: a second pass deleted %d (%v)", policy, n, err)
+		}
+		readAll(t, r, start, leo, 1<<20)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestAdvanceLogStartOffset(t *testing.T) {
 	l := openLog(t, newMem(t), smallConfig(), newClock())
 	leo := fill(t, l, 40, 3, 40)
