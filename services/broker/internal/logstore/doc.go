@@ -27,7 +27,7 @@
 //   - mu serialises writers: appends, truncations, rolls, retention, epoch
 //     assignment, Close. It guards the producer table and the writer-owned
 //     segment fields.
-//   - flushMu serialises flushes. It is taken before fileMu and never while
+//   - flushMu serialises flushes. It is taken before syncMu and never while
 //     mu is held (an append that must fsync releases mu first), so fsync runs
 //     without blocking appends.
 //   - syncMu is held for reading by the log's long file work, which waits

@@ -29,7 +29,7 @@ type segment struct {
 	// droppedTo is where the page-cache drop behind a follower's tail
 	// ended (Config.FollowerCachedBytes); used by the one writeback
 	// goroutine a log runs at a time, and lowered by a truncation
-	// (under fileMu held for writing, so never while that goroutine runs).
+	// (under syncMu held for writing, so never while that goroutine runs).
 	droppedTo atomic.Int64
 	maxTS     atomic.Int64 // largest batch maxTimestamp, -1 when empty
 
@@ -45,7 +45,7 @@ type segment struct {
 	// reserved is how many of the file's first bytes had blocks reserved
 	// (preallocate; 0: none); what the segment did not use is given back
 	// after it is sealed (in the background) or when it is closed. Zeroed
-	// by whoever gives it back, a truncation included (under fileMu held
+	// by whoever gives it back, a truncation included (under syncMu held
 	// for writing).
 	reserved atomic.Int64
 }

@@ -144,7 +144,7 @@ func (l *Log) cutSegment(s *segment, pos, next int64) error {
 	s.next = next
 	// What is appended from pos on is new to the page cache: writebacks
 	// and a follower's drops resume from there, not from where they had
-	// reached. fileMu is held, so no writeback goroutine runs meanwhile.
+	// reached. syncMu is held, so no writeback goroutine runs meanwhile.
 	if s.writtenBack.Load() > pos {
 		s.writtenBack.Store(pos)
 	}
