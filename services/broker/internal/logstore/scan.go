@@ -128,6 +128,9 @@ func findBatch(s *segment, off, limit int64) (pos int64, h recordbatch.Batch, fo
 	if err != nil {
 		return 0, nil, false, err
 	}
+	if p, ok := s.recent.before(off-s.base, limit); ok && p > start {
+		start = p // a batch appended lately: nearer than the index entry
+	}
 	pos = limit
 	err = walkHeaders(s, start, limit, func(b recordbatch.Batch, p, _ int64) bool {
 		if b.LastOffset() >= off {

@@ -48,6 +48,8 @@ type segment struct {
 	// by whoever gives it back, a truncation included (under syncMu held
 	// for writing).
 	reserved atomic.Int64
+
+	recent recentStarts // where the last batches begin: a read at the log's end starts there
 }
 
 func segmentPaths(dir string, base int64) (log, index, timeIndex string) {
@@ -172,6 +174,7 @@ func (s *segment) indexBatch(b recordbatch.Batch, pos int64, interval int64) {
 	}
 	s.bytesSinceIndex += int64(len(b))
 	s.next = b.NextOffset()
+	s.recent.add(b.BaseOffset()-s.base, pos)
 }
 
 // maybeAppendTimeEntry adds (maxTS, offsetOfMaxTS) when it moves the

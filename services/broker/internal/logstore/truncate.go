@@ -108,6 +108,7 @@ func (l *Log) truncateLocked(offset int64) (int64, error) {
 // the batch at offset next began, and trims its indexes to match.
 func (l *Log) cutSegment(s *segment, pos, next int64) error {
 	s.reserved.Store(0) // the cut frees the blocks past pos; a background release must not cut again
+	s.recent.clear()    // before the cut: a later append may reuse the positions
 	if err := s.log.Truncate(pos); err != nil {
 		return storageErr(err, "truncating %s to %d", s.logPath, pos)
 	}
