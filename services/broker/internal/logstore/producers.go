@@ -51,33 +51,51 @@ func newProducerState() *producerState {
 // producerTxn stages the updates of one append so that a batch later in the
 // same append sees the earlier ones, and a failed append changes nothing.
 type producerTxn struct {
-	base    *producerState
-	touched map[int64]*producerEntry
+	base *producerState
+	// The producers the transaction changed: the first inline (an append
+	// is almost always one producer's batch, on every write), the rest in
+	// touched.
+	firstPID int64
+	first    *producerEntry
+	touched  map[int64]*producerEntry
 }
 
-func (ps *producerState) begin() *producerTxn {
-	return &producerTxn{base: ps}
+func (ps *producerState) begin() producerTxn {
+	return producerTxn{base: ps}
+}
+
+func (t *producerTxn) changed(pid int64) (*producerEntry, bool) {
+	if t.first != nil && t.firstPID == pid {
+		return t.first, true
+	}
+	e, ok := t.touched[pid]
+	return e, ok
 }
 
 func (t *producerTxn) get(pid int64) *producerEntry {
-	if e, ok := t.touched[pid]; ok {
+	if e, ok := t.changed(pid); ok {
 		return e
 	}
 	return t.base.producers[pid]
 }
 
 func (t *producerTxn) getForUpdate(pid int64) *producerEntry {
-	if e, ok := t.touched[pid]; ok {
+	if e, ok := t.changed(pid); ok {
 		return e
-	}
-	if t.touched == nil {
-		t.touched = map[int64]*producerEntry{}
 	}
 	e := &producerEntry{Epoch: -1}
 	if old, ok := t.base.producers[pid]; ok {
 		e = old.clone()
 	}
-	t.touched[pid] = e
+	switch {
+	case t.first == nil:
+		t.firstPID, t.first = pid, e
+	default:
+		if t.touched == nil {
+			t.touched = map[int64]*producerEntry{}
+		}
+		t.touched[pid] = e
+	}
 	return e
 }
 
@@ -145,6 +163,9 @@ func (e *producerEntry) apply(b recordbatch.Batch) {
 }
 
 func (t *producerTxn) commit() {
+	if t.first != nil {
+		t.base.producers[t.firstPID] = t.first
+	}
 	maps.Copy(t.base.producers, t.touched)
 }
 

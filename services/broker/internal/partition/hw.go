@@ -46,7 +46,7 @@ func (p *Partition) maybeIncrementHW(nowMs int64) HWUpdate {
 		u.HeldByMinISR = true
 		return u
 	}
-	maximal := p.MaximalISR()
+	maximal := p.maximalISR()
 	newHW := p.leo
 	for _, id := range p.replicas {
 		f := p.followers[id]

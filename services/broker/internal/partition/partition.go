@@ -88,11 +88,15 @@ func (p *Partition) Replicas() []int32 { return slices.Clone(p.replicas) }
 // MaximalISR is the ISR the leader uses for the HW and acks=all: the
 // committed ISR plus a replica whose expansion is in flight. A shrink in
 // flight does not count until it commits (F5, F7, KIP-497).
-func (p *Partition) MaximalISR() []int32 {
+func (p *Partition) MaximalISR() []int32 { return slices.Clone(p.maximalISR()) }
+
+// maximalISR is MaximalISR without the copy, for reading in place: the HW
+// and produce checks run on every write.
+func (p *Partition) maximalISR() []int32 {
 	if p.pending != nil && p.pending.Kind == ExpandISR {
-		return slices.Clone(p.pending.To)
+		return p.pending.To
 	}
-	return slices.Clone(p.isr)
+	return p.isr
 }
 
 // Pending returns the AlterPartition in flight, if any, and whether it is

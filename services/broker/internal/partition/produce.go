@@ -44,7 +44,7 @@ func (p *Partition) ProduceDone(requiredOffset int64) (bool, error) {
 	if p.hw < requiredOffset {
 		return false, nil
 	}
-	if maximal := p.MaximalISR(); len(maximal) < p.EffectiveMinISR() {
+	if maximal := p.maximalISR(); len(maximal) < p.EffectiveMinISR() {
 		return true, kerr.New(kerr.NotEnoughReplicasAfterAppend,
 			"offset %d is committed but ISR size %d (ISR %s) is below min.insync.replicas %d (effective %d)",
 			requiredOffset-1, len(maximal), FormatIDs(maximal), p.cfg.MinInsyncReplicas, p.EffectiveMinISR())

@@ -59,6 +59,7 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 	}
 	// Watch before reading so no HW move between the read and parking is missed.
 	w := newWaiter()
+	defer releaseWaiter(w)
 	r.hwWaiters.add(w)
 	defer r.hwWaiters.remove(w)
 	var deadline <-chan time.Time

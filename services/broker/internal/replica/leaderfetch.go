@@ -77,6 +77,7 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 	// Watch before the first read, so an append between a read and parking
 	// cannot be missed (it would cost a whole max wait).
 	w := newWaiter()
+	defer releaseWaiter(w) // after the removals below
 	for _, p := range f.Partitions {
 		if r, ok := m.Replica(p.TP); ok {
 			r.dataWaiters.add(w)

@@ -1,6 +1,10 @@
 package replica
 
-import "tidemark.io/services/broker/internal/lockorder"
+import (
+	"sync"
+
+	"tidemark.io/services/broker/internal/lockorder"
+)
 
 // waiter is one parked request (a delayed fetch or produce) waiting for
 // something to change on any of the partitions it watches. Kafka keeps such
@@ -10,7 +14,20 @@ type waiter struct {
 	ch chan struct{}
 }
 
-func newWaiter() *waiter { return &waiter{ch: make(chan struct{}, 1)} }
+// newWaiter returns a waiter from the pool (every produce and fetch that
+// parks takes one); releaseWaiter gives it back once it is removed from
+// every set it was added to, so no poke can reach it any more.
+func newWaiter() *waiter { return waiterPool.Get().(*waiter) }
+
+func releaseWaiter(w *waiter) {
+	select {
+	case <-w.ch: // a poke it did not wait for
+	default:
+	}
+	waiterPool.Put(w)
+}
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan struct{}, 1)} }}
 
 // poke wakes the waiter; extra pokes before it runs are folded into one.
 func (w *waiter) poke() {

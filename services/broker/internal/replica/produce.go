@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -161,6 +162,7 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, required int64, timeout time.Duration) error {
 	span := trace.SpanFromContext(ctx)
 	w := newWaiter()
+	defer releaseWaiter(w)
 	r.hwWaiters.add(w)
 	defer r.hwWaiters.remove(w)
 	m.metrics.parkedProd.Add(1)
@@ -193,8 +195,10 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 				span.AddLink(trace.Link{SpanContext: by, Attributes: []attribute.KeyValue{
 					attribute.String("tidemark.link", "committed by follower fetch")}})
 			}
-			span.AddEvent("committed", trace.WithAttributes(attribute.Int64("hw", hw),
-				attribute.Int64("wait_us", m.now().Sub(start).Microseconds())))
+			if span.IsRecording() {
+				span.AddEvent("committed", trace.WithAttributes(attribute.Int64("hw", hw),
+					attribute.Int64("wait_us", m.now().Sub(start).Microseconds())))
+			}
 			if err == nil {
 				m.metrics.appendToHW.Observe(m.now().Sub(start).Seconds())
 			}
@@ -221,6 +225,8 @@ func (m *Manager) hwAdvanced(ctx context.Context, r *Replica, upd partition.HWUp
 		ev.TraceID = sc.TraceID().String()
 	}
 	m.emit(ev)
-	m.log.Debug("high watermark advanced", "topic", r.tp.Topic, "partition", r.tp.Partition,
-		"from", upd.Before, "to", upd.After, "cause", cause)
+	if m.log.Enabled(ctx, slog.LevelDebug) { // its arguments allocate on every write
+		m.log.Debug("high watermark advanced", "topic", r.tp.Topic, "partition", r.tp.Partition,
+			"from", upd.Before, "to", upd.After, "cause", cause)
+	}
 }
