@@ -2,6 +2,8 @@ package clustertest
 
 import (
 	"context"
+	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,4 +174,88 @@ func TestProduceStreamRefusesStructuredRecords(t *testing.T) {
 	if e := kerr.FromCall(err); e == nil || e.Code != kerr.InvalidRequest || e.Field != "request.records" || !strings.Contains(e.Message, "record_batch") {
 		t.Fatalf("structured records on a produce stream: %v, want INVALID_REQUEST naming request.records", err)
 	}
+}
+
+// A produce stream keeps few workers between requests: once 200 requests
+// parked at the same time (the followers cannot fetch) are answered, the
+// stream holds at most a handful of idle goroutines, not one for each
+// request it once had in flight; and after a quiet spell it answers the
+// next request as before.
+func TestProduceStreamKeepsFewWorkersAfterABurst(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Adjust: func(cfg *broker.Config) { cfg.FaultInjection = true }})
+	c.CreateTopic("burst", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	c.WaitFor(10*time.Second, "burst with a leader and the full ISR", func() bool {
+		pd := c.Partition("burst", 0)
+		return pd.GetLeader() > 0 && len(pd.GetIsr()) == 3
+	})
+	leader := c.Partition("burst", 0).GetLeader()
+	ctx := context.Background()
+	faults := func(stall bool) {
+		t.Helper()
+		for id := int32(1); id <= 3; id++ {
+			if id == leader {
+				continue
+			}
+			fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+			var err error
+			if stall {
+				_, err = fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "burst", Partition: -1, Stall: true}})
+			} else {
+				_, err = fc.ClearFaults(ctx, &faultv1.ClearFaultsRequest{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st, err := c.BrokerClient(leader).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(id uint64) {
+		t.Helper()
+		if err := st.Send(&brokerv1.ProduceStreamRequest{CorrelationId: id, Request: &brokerv1.ProduceRequest{Topic: "burst", Acks: -1, TimeoutMs: 30000,
+			Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: encodedBatch(-1, -1, -1, "v"+strconv.FormatUint(id, 10))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(0) // the stream is open and served: count from here
+	if a := recvWithin(t, st, 10*time.Second); a.GetError() != nil {
+		t.Fatalf("first request: %v", a.GetError())
+	}
+	faults(true)
+	before := runtime.NumGoroutine()
+	const burst = 200
+	for i := range burst {
+		send(uint64(1 + i))
+	}
+	c.WaitFor(10*time.Second, "the burst parked on workers of its own", func() bool {
+		return runtime.NumGoroutine() >= before+burst*9/10 // a few of the cluster's own may have ended meanwhile
+	})
+	faults(false)
+	for range burst {
+		if a := recvWithin(t, st, 20*time.Second); a.GetError() != nil {
+			t.Fatalf("request %d of the burst: %v", a.GetCorrelationId(), a.GetError())
+		}
+	}
+	c.WaitFor(10*time.Second, "the burst's workers gone but a few", func() bool {
+		return runtime.NumGoroutine() <= before+40
+	})
+	t.Logf("goroutines: %d before the burst, %d after it was answered", before, runtime.NumGoroutine())
+
+	time.Sleep(2 * time.Second) // nothing on the stream for a while
+	send(burst + 1)
+	if a := recvWithin(t, st, 10*time.Second); a.GetError() != nil || a.GetResponse().GetBaseOffset() != burst+1 {
+		t.Fatalf("the request after a quiet spell: %v, want offset %d", a, burst+1)
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("the stream after CloseSend: %v, want its end", err)
+	}
+	// Its idle workers leave with it.
+	c.WaitFor(10*time.Second, "the stream's workers gone", func() bool {
+		return runtime.NumGoroutine() <= before
+	})
 }
