@@ -344,6 +344,7 @@ func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 		return false, storageErr(err, "resetting %s", s.timeIndex.path)
 	}
 	s.maxTS.Store(-1)
+	s.recent.clear() // rebuilt by the walk, as the indexes are
 	s.next, s.offsetOfMaxTS, s.bytesSinceIndex, s.lastTimeEntryTS = s.base, s.base, 0, -1
 	interval := l.Config().IndexIntervalBytes
 

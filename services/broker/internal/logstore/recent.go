@@ -47,7 +47,8 @@ func (r *recentStarts) before(rel, limit int64) (pos int64, ok bool) {
 	return pos, pos >= 0
 }
 
-// clear forgets every start (a truncation; fileMu held for writing).
+// clear forgets every start: a truncation (fileMu held for writing) or a
+// recovery walk, which rebuilds them (before the log is published).
 func (r *recentStarts) clear() {
 	for i := range r.starts {
 		r.starts[i].Store(0)
