@@ -2,6 +2,7 @@ package benchcmp
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -158,17 +159,29 @@ func TestCPUOfProfileFindsTheBrokersAppends(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	value := strings.Repeat("v", 32<<10)
-	path := profileFor(t, 2*time.Second, func() error {
-		_, err := c.Produce(ctx, "shares", 0, -1, value)
-		return err
-	})
-	p, err := cpuOfProfile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Shares[useLogAppend] <= 0 || p.Shares[useSocketWrite]+p.Shares[useSocketRead] <= 0 {
-		t.Errorf("log appends %.1f%%, socket writes %.1f%%, reads %.1f%% of brokers replicating 32 KiB writes: %v",
+	// The appends are a few percent of the CPU (less under the race
+	// detector, which slows the Go code around them), so a short profile
+	// can miss them by chance: up to three profiles, any finding both.
+	// A renamed path misses in all three.
+	for attempt := 1; ; attempt++ {
+		path := profileFor(t, 2*time.Second, func() error {
+			_, err := c.Produce(ctx, "shares", 0, -1, value)
+			return err
+		})
+		p, err := cpuOfProfile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := p.Shares[useLogAppend] > 0 && p.Shares[useSocketWrite]+p.Shares[useSocketRead] > 0
+		msg := fmt.Sprintf("log appends %.1f%%, socket writes %.1f%%, reads %.1f%% of brokers replicating 32 KiB writes: %v",
 			100*p.Shares[useLogAppend], 100*p.Shares[useSocketWrite], 100*p.Shares[useSocketRead], p.Shares)
+		switch {
+		case found:
+			return
+		case attempt == 3:
+			t.Fatalf("%s (in each of 3 profiles)", msg)
+		}
+		t.Logf("profile %d: %s; profiling again", attempt, msg)
 	}
 }
 
