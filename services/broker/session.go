@@ -146,29 +146,31 @@ func (r *registrar) keepRegistered() {
 // controllerClient dials the active controller as etcd names it (the
 // truth right after a failover, when the metadata cache may still name the
 // dead one), falling back to the metadata cache when etcd does not answer.
-func (r *registrar) controllerClient(ctx context.Context) (controlv1.ControllerServiceClient, string, error) {
+func (r *registrar) controllerClient(ctx context.Context) (controlv1.ControllerServiceClient, string, int32, error) {
 	addr := ""
 	lookup, cancel := context.WithTimeout(ctx, 2*time.Second)
 	info, ok, err := r.store.ActiveController(lookup)
 	cancel()
+	epoch := info.Epoch
 	switch {
 	case err == nil && ok:
 		addr = info.Address
 	case err == nil:
-		return nil, "", kerr.New(kerr.NotController, "no active controller")
+		return nil, "", 0, kerr.New(kerr.NotController, "no active controller")
 	default:
 		if c := r.b.meta.Controller(); c != nil {
 			addr = c.GetAddress()
 		}
 		if addr == "" {
-			return nil, "", err
+			return nil, "", 0, err
 		}
+		epoch = r.b.meta.ControllerEpoch()
 	}
 	conn, err := r.b.peers.Conn(addr)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
-	return controlv1.NewControllerServiceClient(conn), addr, nil
+	return controlv1.NewControllerServiceClient(conn), addr, epoch, nil
 }
 
 // sessionLoop keeps a BrokerSession stream open to the active controller.
@@ -188,7 +190,7 @@ func (r *registrar) sessionLoop() {
 func (r *registrar) runSession() error {
 	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
-	client, addr, err := r.controllerClient(ctx)
+	client, addr, ctlEpoch, err := r.controllerClient(ctx)
 	if err != nil {
 		return err
 	}
@@ -246,6 +248,16 @@ func (r *registrar) runSession() error {
 		}
 		if r.b.epoch.Load() != epoch {
 			return errors.New("broker epoch changed")
+		}
+		// A controller that froze (SIGSTOP, a VM paused) keeps this stream
+		// open: its connection stalls, nothing closes it. Once this broker
+		// has obeyed a newer controller, the session goes to that one, or
+		// the new controller would never hear of the replicas that stay
+		// idle, nor of this broker's events.
+		if newer := r.b.meta.ControllerEpoch(); newer > ctlEpoch {
+			r.b.log.Info("controller session moves to the new controller", "old_controller", addr,
+				"old_controller_epoch", ctlEpoch, "controller_epoch", newer)
+			return fmt.Errorf("controller %s (epoch %d) succeeded by epoch %d", addr, ctlEpoch, newer)
 		}
 		rep := reporter.next(time.Now(), r.b.progress())
 		msg := &controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch,
@@ -318,7 +330,7 @@ func (r *registrar) controlledShutdown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	for attempt := 1; attempt <= shutdownAttempts && ctx.Err() == nil; attempt++ {
-		client, _, err := r.controllerClient(ctx)
+		client, _, _, err := r.controllerClient(ctx)
 		if err == nil {
 			var resp *controlv1.ControlledShutdownResponse
 			resp, err = client.ControlledShutdown(ctx, &controlv1.ControlledShutdownRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: r.b.epoch.Load()})

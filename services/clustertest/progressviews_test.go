@@ -141,3 +141,44 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 	c.WaitFor(10*time.Second, "broker 4 shown lagging", func() bool { first = lagOf4(); return first >= 2000 })
 	c.WaitFor(5*time.Second, "broker 4's lag moving on in the console", func() bool { return lagOf4() >= first+2000 })
 }
+
+// A frozen controller (as under SIGSTOP) leaves the brokers' session
+// streams to it open: its connections stall, they do not close. The
+// brokers must still move their sessions to the controller that takes
+// office, or it never hears the positions of a replica that stays idle (its
+// console showed every replica at 0/0 with HW 0 until the frozen one
+// resumed) nor anything the brokers report.
+func TestSessionsLeaveAFrozenController(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, PausableControllers: true})
+	createAssigned(t, c, "frozen", [][]int32{{1, 2, 3}}, nil)
+	produce := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := c.Produce(context.Background(), "frozen", 0, -1, fmt.Sprint(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(5)
+	views := watchViews(t, c, "frozen")
+	c.WaitFor(10*time.Second, "every replica of frozen-0 at 5 in the console", func() bool {
+		return showsPositions(views.of("frozen", 0), []int32{1, 2, 3}, 5)
+	})
+	old, epoch := c.ActiveController()
+	c.PauseController(old)
+	defer c.ResumeController(old)
+	c.WaitFor(20*time.Second, "the standby in office", func() bool {
+		id, e := c.ActiveController()
+		return id >= 0 && id != old && e > epoch
+	})
+	// Nothing is written meanwhile: only the brokers' new sessions can
+	// tell the new controller where the replicas are.
+	views = watchViews(t, c, "frozen")
+	c.WaitFor(10*time.Second, "every replica of frozen-0 at 5 in the new controller's console", func() bool {
+		return showsPositions(views.of("frozen", 0), []int32{1, 2, 3}, 5)
+	})
+	produce(3)
+	c.WaitFor(10*time.Second, "every replica of frozen-0 at 8 in the new controller's console", func() bool {
+		return showsPositions(views.of("frozen", 0), []int32{1, 2, 3}, 8)
+	})
+}
