@@ -49,6 +49,16 @@ func (lv *latestViews) of(topic string, p int32) *adminv1.PartitionView {
 	return lv.views[fmt.Sprintf("%s-%d", topic, p)]
 }
 
+// produceN writes n records to partition 0 of topic, acks=all.
+func produceN(t *testing.T, c *Cluster, topic string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := c.Produce(context.Background(), topic, 0, -1, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // showsPositions reports whether the view lists exactly replicas, each with
 // LEO and HW at offset, and the leader's view of each follower's LEO too.
 func showsPositions(v *adminv1.PartitionView, replicas []int32, offset int64) bool {
@@ -75,14 +85,7 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, Controllers: 2})
 	views := watchViews(t, c, "views")
 	createAssigned(t, c, "views", [][]int32{{1, 2, 3}}, nil)
-	produce := func(n int) {
-		t.Helper()
-		for i := range n {
-			if _, err := c.Produce(context.Background(), "views", 0, -1, fmt.Sprint(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	produce := func(n int) { t.Helper(); produceN(t, c, "views", n) }
 	produce(5)
 	c.WaitFor(10*time.Second, "every replica of views-0 at 5 in the console", func() bool {
 		return showsPositions(views.of("views", 0), []int32{1, 2, 3}, 5)
@@ -151,14 +154,7 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 func TestSessionsLeaveAFrozenController(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, PausableControllers: true})
 	createAssigned(t, c, "frozen", [][]int32{{1, 2, 3}}, nil)
-	produce := func(n int) {
-		t.Helper()
-		for i := range n {
-			if _, err := c.Produce(context.Background(), "frozen", 0, -1, fmt.Sprint(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	produce := func(n int) { t.Helper(); produceN(t, c, "frozen", n) }
 	produce(5)
 	views := watchViews(t, c, "frozen")
 	c.WaitFor(10*time.Second, "every replica of frozen-0 at 5 in the console", func() bool {
