@@ -44,6 +44,7 @@ type Cache struct {
 	clusterID       string
 	controller      *commonv1.Node
 	controllerEpoch int32
+	newerController chan struct{} // closed when controllerEpoch grows; nil until asked for
 	brokers         map[int32]Broker
 	partitions      map[TP]*commonv1.PartitionState
 	topicConfigs    map[string]map[string]string
@@ -118,8 +119,24 @@ func (c *Cache) CheckControllerEpoch(e int32) error {
 	if e < c.controllerEpoch {
 		return kerr.New(kerr.StaleControllerEpoch, "controller epoch %d is older than %d", e, c.controllerEpoch)
 	}
+	if e > c.controllerEpoch && c.newerController != nil {
+		close(c.newerController)
+		c.newerController = nil
+	}
 	c.controllerEpoch = e
 	return nil
+}
+
+// NewerController returns a channel closed once a controller epoch newer
+// than the newest seen now is admitted: the controller of a call in flight
+// has been succeeded (it may be frozen, holding the call until it times out).
+func (c *Cache) NewerController() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.newerController == nil {
+		c.newerController = make(chan struct{})
+	}
+	return c.newerController
 }
 
 // ControllerEpoch is the newest controller epoch seen.

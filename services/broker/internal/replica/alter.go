@@ -18,6 +18,9 @@ import (
 // alterBackoff spaces retries of AlterPartition after a failure.
 const alterBackoff = 200 * time.Millisecond
 
+// alterAttemptTimeout bounds one AlterPartition call.
+const alterAttemptTimeout = 10 * time.Second
+
 // isrExpirationLoop runs F7 every replica.lag.time.max.ms / 2 on every
 // partition this broker leads.
 func (m *Manager) isrExpirationLoop() {
@@ -192,6 +195,7 @@ func (s *alterSender) run(stop <-chan struct{}) {
 // send delivers one batch; it returns the items to retry.
 func (s *alterSender) send(items []alterItem) []alterItem {
 	m := s.m
+	succeeded := m.opts.Meta.NewerController()
 	ctrl := m.opts.Meta.Controller()
 	if ctrl == nil || ctrl.GetAddress() == "" {
 		return items
@@ -205,8 +209,18 @@ func (s *alterSender) send(items []alterItem) []alterItem {
 		}
 		req.Partitions = append(req.Partitions, p)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), alterAttemptTimeout)
 	defer cancel()
+	// A controller that froze holds the call until the timeout. Once this
+	// broker admits its successor's first request, the call is given up and
+	// retried after the backoff, to the controller the metadata names then.
+	go func() {
+		select {
+		case <-succeeded:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	resp, err := m.transport.AlterPartition(ctx, ctrl.GetAddress(), req)
 	if err != nil {
 		m.log.Warn("AlterPartition failed; will retry", "controller", ctrl.GetId(), "err", kerr.FromStatus(err))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -285,4 +286,39 @@ func TestShuttingDownFollowerIsNotProposedIntoISR(t *testing.T) {
 	if got := isrOf(e.ctrl.call(t), 0); !slices.Equal(got, []int32{1, 2, 3}) {
 		t.Fatalf("proposed ISR %v once the shutdown is over, want 1,2,3", got)
 	}
+}
+
+// A controller that froze holds an AlterPartition until the attempt times
+// out (10 s). Once the broker admits a newer controller's request, the call
+// is given up and, after the backoff, sent to the controller in office.
+func TestAlterPartitionGivesUpOnASucceededController(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	hold := make(chan struct{})
+	defer close(hold)
+	e.ctrl.mu.Lock()
+	e.ctrl.hold = hold
+	e.ctrl.mu.Unlock()
+	e.expandAll(tp0)
+	e.ctrl.call(t) // held: the controller froze
+
+	e.ctrl.mu.Lock()
+	e.ctrl.hold = nil
+	e.ctrl.mu.Unlock()
+	e.ctrlEpoch++
+	e.updateMetadata()
+	select {
+	case <-e.ctrl.abandoned:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the call to the succeeded controller was still waiting 3 s after its successor's request")
+	}
+	e.clock.WaitTimer(t, alterBackoff, 1)
+	e.clock.Advance(alterBackoff)
+	if got := isrOf(e.ctrl.call(t), 0); !slices.Equal(got, []int32{1, 2, 3}) {
+		t.Fatalf("resent ISR %v, want 1,2,3", got)
+	}
+	waitFor(t, "the expansion to commit", func() bool {
+		isr, pending, _ := e.isr(tp0)
+		return !pending && slices.Equal(isr, []int32{1, 2, 3})
+	})
 }

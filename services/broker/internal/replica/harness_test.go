@@ -248,13 +248,15 @@ func (e *env) result(out <-chan produceOutcome) produceOutcome {
 type fakeController struct {
 	mu     sync.Mutex
 	answer func(*controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error)
-	// hold, when set, blocks each call until it is closed or sent to.
-	hold  chan struct{}
-	calls chan *controlv1.AlterPartitionRequest
+	// hold, when set, blocks each call until it is closed or sent to;
+	// abandoned hears of each held call whose caller gave up first.
+	hold      chan struct{}
+	abandoned chan struct{}
+	calls     chan *controlv1.AlterPartitionRequest
 }
 
 func newFakeController() *fakeController {
-	c := &fakeController{calls: make(chan *controlv1.AlterPartitionRequest, 64)}
+	c := &fakeController{calls: make(chan *controlv1.AlterPartitionRequest, 64), abandoned: make(chan struct{}, 64)}
 	c.answer = commitAll
 	return c
 }
@@ -301,6 +303,7 @@ func (c *fakeController) AlterPartition(ctx context.Context, addr string, req *c
 		select {
 		case <-hold:
 		case <-ctx.Done():
+			c.abandoned <- struct{}{}
 			return nil, ctx.Err()
 		}
 	}
