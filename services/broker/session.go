@@ -237,6 +237,7 @@ func (r *registrar) runSession() error {
 	t := time.NewTicker(sessionReportInterval)
 	defer t.Stop()
 	reporter := newProgressReporter()
+	newer := r.b.meta.NewerController()
 	for {
 		select {
 		case err := <-recvErr:
@@ -245,6 +246,9 @@ func (r *registrar) runSession() error {
 			return ctx.Err()
 		case <-t.C:
 		case <-r.events.notify:
+		case <-newer:
+			// Armed again before the check below reads the epoch.
+			newer = r.b.meta.NewerController()
 		}
 		if r.b.epoch.Load() != epoch {
 			return errors.New("broker epoch changed")
