@@ -258,10 +258,10 @@ func (r *registrar) runSession() error {
 		// has obeyed a newer controller, the session goes to that one, or
 		// the new controller would never hear of the replicas that stay
 		// idle, nor of this broker's events.
-		if newer := r.b.meta.ControllerEpoch(); newer > ctlEpoch {
+		if latest := r.b.meta.ControllerEpoch(); latest > ctlEpoch {
 			r.b.log.Info("controller session moves to the new controller", "old_controller", addr,
-				"old_controller_epoch", ctlEpoch, "controller_epoch", newer)
-			return fmt.Errorf("controller %s (epoch %d) succeeded by epoch %d", addr, ctlEpoch, newer)
+				"old_controller_epoch", ctlEpoch, "controller_epoch", latest)
+			return fmt.Errorf("controller %s (epoch %d) succeeded by epoch %d", addr, ctlEpoch, latest)
 		}
 		rep := reporter.next(time.Now(), r.b.progress())
 		msg := &controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch,
