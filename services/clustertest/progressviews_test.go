@@ -9,6 +9,7 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/broker"
 )
 
 // latestViews keeps the newest PartitionView of each partition a
@@ -150,9 +151,12 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 // brokers must still move their sessions to the controller that takes
 // office, or it never hears the positions of a replica that stays idle (its
 // console showed every replica at 0/0 with HW 0 until the frozen one
-// resumed) nor anything the brokers report.
+// resumed) nor anything the brokers report, and its fast failover, which
+// watches the sessions, is blind: a broker that then crashes stays in the
+// ISR, holding every acks=all write, until its lease ends (30 s here).
 func TestSessionsLeaveAFrozenController(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, PausableControllers: true})
+	c := Start(t, Options{Brokers: 3, PausableControllers: true,
+		Adjust: func(cfg *broker.Config) { cfg.SessionTimeout = 30 * time.Second }})
 	createAssigned(t, c, "frozen", [][]int32{{1, 2, 3}}, nil)
 	produce := func(n int) { t.Helper(); produceN(t, c, "frozen", n) }
 	produce(5)
@@ -176,5 +180,14 @@ func TestSessionsLeaveAFrozenController(t *testing.T) {
 	produce(3)
 	c.WaitFor(10*time.Second, "every replica of frozen-0 at 8 in the new controller's console", func() bool {
 		return showsPositions(views.of("frozen", 0), []int32{1, 2, 3}, 8)
+	})
+	c.CrashBroker(3)
+	c.WaitFor(15*time.Second, "broker 3 out of the ISR well before its lease ends", func() bool {
+		return slices.Equal(c.Partition("frozen", 0).GetIsr(), []int32{1, 2})
+	})
+	produce(2)
+	c.WaitFor(10*time.Second, "brokers 1 and 2 at 10 in the new controller's console", func() bool {
+		v := views.of("frozen", 0)
+		return v != nil && v.GetHighWatermark() == 10
 	})
 }
