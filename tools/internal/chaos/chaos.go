@@ -3,7 +3,7 @@
 // brokers and the gateway, each its own process from bin/), as users run
 // tidemark. It writes and reads through the Go client while it kills
 // (SIGKILL), stops (SIGTERM, a controlled shutdown), pauses (SIGSTOP) and
-// restarts the real processes, kills the active controller, asks for
+// restarts the real processes, kills or freezes the active controller, asks for
 // preferred and unclean elections and stalls followers through the
 // brokers' fault API, with idle gaps in the traffic, where a cluster's
 // quiet-time defects hide. Then it heals everything, waits through a quiet

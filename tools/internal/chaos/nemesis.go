@@ -33,6 +33,7 @@ var steps = []step{
 	{"double-restart", 2, (*runner).stepDoubleRestart, false},
 	{"follower-restart-leader-kill", 2, (*runner).stepFollowerThenLeader, false},
 	{"controller-kill", 2, (*runner).stepControllerKill, false},
+	{"controller-pause", 1, (*runner).stepControllerPause, false},
 	{"preferred-election", 3, (*runner).stepPreferred, false},
 	{"fetch-stall", 3, (*runner).stepFetchStall, false},
 	{"unclean-election", 1, (*runner).stepUnclean, false},
@@ -203,6 +204,37 @@ func (r *runner) stepControllerKill(ctx context.Context, rng *rand.Rand) {
 	r.act(history.Fault, c, how)
 	_ = sleep(ctx, ms(rng, 500, 4000))
 	r.act(history.Heal, c, "start")
+}
+
+// stepControllerPause freezes the active controller, mostly for longer
+// than its 3 s lease: its connections stall without closing, a standby
+// takes office, and the frozen one, resumed, must find itself deposed and
+// change nothing. Half the time a broker crashes while it is frozen and
+// comes back before it resumes: the new controller must see the crash
+// (its fast failover watches the brokers' sessions, which must have left
+// the frozen one) and the broker's return.
+func (r *runner) stepControllerPause(ctx context.Context, rng *rand.Rand) {
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	d, err := r.admin.DescribeCluster(dctx)
+	cancel()
+	if err != nil {
+		r.note("no active controller found: %v", err)
+		return
+	}
+	c := fmt.Sprintf("controller-%d", d.GetController().GetId())
+	r.note("%s is the active controller", c)
+	r.act(history.Fault, c, "SIGSTOP")
+	frozen := ms(rng, 1000, 9000)
+	if rng.IntN(2) == 0 {
+		b := fmt.Sprintf("broker-%d", pickBroker(rng))
+		_ = sleep(ctx, frozen/2)
+		r.act(history.Fault, b, "kill -9")
+		_ = sleep(ctx, frozen/2)
+		r.act(history.Heal, b, "start")
+	} else {
+		_ = sleep(ctx, frozen)
+	}
+	r.act(history.Heal, c, "SIGCONT")
 }
 
 func (r *runner) stepPreferred(ctx context.Context, _ *rand.Rand) {

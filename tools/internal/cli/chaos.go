@@ -36,7 +36,7 @@ func newChaosRunCmd(g *globals) *cobra.Command {
 processes on a free port range and a data dir of its own, never on the ports of a running
 'make run'. While an idempotent acks=all producer, a plain acks=1 producer and a consumer per
 partition run (bursts and idle gaps), it kills (SIGKILL), stops (SIGTERM), freezes (SIGSTOP)
-and restarts brokers, kills the active controller, asks for preferred and unclean elections,
+and restarts brokers, kills or freezes the active controller, asks for preferred and unclean elections,
 stalls followers through the fault API, and cuts the network through loopback proxies in front
 of every node (a leader cut from etcd and the controllers past its lease, whose acks=1 writes
 the leader fence must stop; a broker cut from everything; a broker or the active controller
