@@ -90,6 +90,7 @@ type partitionView struct {
 	ISR             []int32       `json:"isr"`
 	MinISR          int32         `json:"minIsr"`
 	HW              int64         `json:"hw"`
+	HWKnown         bool          `json:"hwKnown"` // false: no report from the leader yet, HW unknown
 	UnderReplicated bool          `json:"underReplicated"`
 	AtMinISR        bool          `json:"atMinIsr"`
 	UnderMinISR     bool          `json:"underMinIsr"`
@@ -110,6 +111,10 @@ type replicaView struct {
 	HW        int64 `json:"hw"`
 	LogStart  int64 `json:"logStart"`
 	LagMs     int64 `json:"lagMs"`
+	// Reported is false while the controller has no report of this replica
+	// (a dead broker, or a controller just in office): LEO, HW and LogStart
+	// are then unknown, not 0.
+	Reported bool `json:"reported"`
 	// LeaderLEO is a follower's LEO as its leader knows it (the offset of
 	// its last fetch); LEO is what the follower reports. Nil when the
 	// leader reports none.
@@ -247,13 +252,13 @@ func buildSnapshot(m *adminv1.WatchClusterResponse, x extras) *snapshot {
 		pv := partitionView{Topic: p.GetTopic(), Partition: p.GetPartition(), Leader: p.GetLeader(),
 			LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(),
 			Replicas: nonNil(p.GetReplicas()), ISR: nonNil(p.GetIsr()), MinISR: p.GetMinInsyncReplicas(),
-			HW: p.GetHighWatermark(), UnderReplicated: p.GetUnderReplicated(), AtMinISR: p.GetAtMinIsr(),
+			HW: p.GetHighWatermark(), HWKnown: p.GetHighWatermarkKnown(), UnderReplicated: p.GetUnderReplicated(), AtMinISR: p.GetAtMinIsr(),
 			UnderMinISR: p.GetUnderMinIsr(), Offline: p.GetOffline(), Views: []replicaView{},
 			Adding: p.GetAddingReplicas(), Removing: p.GetRemovingReplicas()}
 		for i, r := range p.GetReplicaViews() {
 			rv := replicaView{Broker: r.GetBrokerId(), Alive: r.GetAlive(), InISR: r.GetInIsr(), Leader: r.GetLeader(),
 				Preferred: i == 0, LEO: r.GetLogEndOffset(), HW: r.GetHighWatermark(), LogStart: r.GetLogStartOffset(),
-				LagMs: r.GetLagMs()}
+				LagMs: r.GetLagMs(), Reported: r.GetReported()}
 			if r.LeaderKnownLogEndOffset != nil && !rv.Leader {
 				v := r.GetLeaderKnownLogEndOffset()
 				rv.LeaderLEO = &v

@@ -39,10 +39,10 @@ func TestBuildSnapshotStatesAndFaults(t *testing.T) {
 		},
 		Partitions: []*adminv1.PartitionView{{
 			Topic: "t", Partition: 0, Leader: 1, LeaderEpoch: 3, Replicas: []int32{2, 1, 3}, Isr: []int32{1},
-			MinInsyncReplicas: 2, UnderReplicated: true, UnderMinIsr: true, HighWatermark: 4,
+			MinInsyncReplicas: 2, UnderReplicated: true, UnderMinIsr: true, HighWatermark: 4, HighWatermarkKnown: true,
 			ReplicaViews: []*adminv1.ReplicaView{
 				{BrokerId: 2, InIsr: false},
-				{BrokerId: 1, Alive: true, InIsr: true, Leader: true, LogEndOffset: 6, HighWatermark: 4},
+				{BrokerId: 1, Alive: true, InIsr: true, Leader: true, LogEndOffset: 6, HighWatermark: 4, Reported: true},
 				{BrokerId: 3, LogEndOffset: 2},
 			},
 		}},
@@ -68,6 +68,11 @@ func TestBuildSnapshotStatesAndFaults(t *testing.T) {
 	p := s.Partitions[0]
 	if !p.Views[0].Preferred || p.Views[1].Preferred || p.Views[1].Fault != nil {
 		t.Errorf("preferred replica or leader fault wrong: %+v", p.Views)
+	}
+	// Positions nobody reported are marked so, for the page to show them
+	// unknown rather than at 0.
+	if !p.HWKnown || !p.Views[1].Reported || p.Views[0].Reported || p.Views[2].Reported {
+		t.Errorf("reported flags: HW known %v, replicas %+v", p.HWKnown, p.Views)
 	}
 	if f := p.Views[2].Fault; f == nil || !f.Stall || f.DelayMs != 300 {
 		t.Errorf("merged fault of broker 3: %+v", f)

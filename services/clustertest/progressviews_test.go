@@ -63,11 +63,11 @@ func produceN(t *testing.T, c *Cluster, topic string, n int) {
 // showsPositions reports whether the view lists exactly replicas, each with
 // LEO and HW at offset, and the leader's view of each follower's LEO too.
 func showsPositions(v *adminv1.PartitionView, replicas []int32, offset int64) bool {
-	if v == nil || !slices.Equal(v.GetReplicas(), replicas) || v.GetHighWatermark() != offset {
+	if v == nil || !slices.Equal(v.GetReplicas(), replicas) || !v.GetHighWatermarkKnown() || v.GetHighWatermark() != offset {
 		return false
 	}
 	for _, rv := range v.GetReplicaViews() {
-		if rv.GetLogEndOffset() != offset || rv.GetHighWatermark() != offset {
+		if !rv.GetReported() || rv.GetLogEndOffset() != offset || rv.GetHighWatermark() != offset {
 			return false
 		}
 		if !rv.GetLeader() && rv.GetLeaderKnownLogEndOffset() != offset {
@@ -186,8 +186,17 @@ func TestSessionsLeaveAFrozenController(t *testing.T) {
 		return slices.Equal(c.Partition("frozen", 0).GetIsr(), []int32{1, 2})
 	})
 	produce(2)
-	c.WaitFor(10*time.Second, "brokers 1 and 2 at 10 in the new controller's console", func() bool {
+	// The crashed broker's replica is shown unknown, not at 0/0.
+	c.WaitFor(10*time.Second, "brokers 1 and 2 at 10 and broker 3 unreported in the new controller's console", func() bool {
 		v := views.of("frozen", 0)
-		return v != nil && v.GetHighWatermark() == 10
+		if v == nil || !v.GetHighWatermarkKnown() || v.GetHighWatermark() != 10 {
+			return false
+		}
+		for _, rv := range v.GetReplicaViews() {
+			if rv.GetReported() != (rv.GetBrokerId() != 3) {
+				return false
+			}
+		}
+		return true
 	})
 }

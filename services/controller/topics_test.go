@@ -281,7 +281,8 @@ func TestTopicsConfigsAndWatch(t *testing.T) {
 		}
 	}
 	if view == nil || !view.GetUnderReplicated() || !view.GetUnderMinIsr() || view.GetMinInsyncReplicas() != 3 ||
-		view.GetHighWatermark() != 100 || view.GetReplicaViews()[0].GetLogEndOffset() != 100+int64(a1[0]) ||
+		view.GetHighWatermark() != 100 || !view.GetHighWatermarkKnown() || !view.GetReplicaViews()[0].GetReported() ||
+		view.GetReplicaViews()[0].GetLogEndOffset() != 100+int64(a1[0]) ||
 		!view.GetReplicaViews()[0].GetLeader() || view.GetReplicaViews()[2].GetInIsr() || view.GetReplicaViews()[1].GetLagMs() != 7 {
 		t.Fatalf("watch view of t-1 = %v", view)
 	}

@@ -437,7 +437,7 @@ function updatePartition(el, p) {
       h("span", { class: "kv isr", title: "in-sync replicas" }, `ISR [${p.isr.join(",")}]`),
       h("span", { class: "kv osr", title: "assigned replicas out of the ISR" }, `OSR [${p.replicas.filter((r) => !p.isr.includes(r)).join(",")}]`),
       h("span", { class: "kv", title: "min.insync.replicas" }, `min ISR ${p.minIsr}`),
-      h("span", { class: "kv", title: "high watermark: consumers read up to here" }, `HW ${p.hw}`),
+      h("span", { class: "kv", title: "high watermark: consumers read up to here" }, `HW ${p.hwKnown ? p.hw : "—"}`),
       h("span", { class: "kv muted", title: "partition epoch: bumped by every leader or ISR change" }, `partition epoch ${p.partitionEpoch}`)),
   );
   const sc = scaleFor(p);
@@ -512,11 +512,13 @@ function updateRow(row, v, p, sc, leaderView) {
     v.preferred ? h("span", { class: "pref", title: "preferred leader (first assigned replica)" }, "★") : null,
     !v.alive && v.inIsr ? h("span", { class: "r-note", title: "still listed in the ISR" }, "in ISR") : null);
   fill(row.bar, replicaBar(v, sc, p.hw, st));
-  const unknown = !v.alive && v.leo === 0 && v.hw === 0; // a dead broker reports nothing
+  const unknown = !v.reported; // a dead broker, or a controller that has not heard from it yet
   const lines = [h("div", {}, h("span", { class: "k" }, "LEO "), unknown ? "—" : String(v.leo),
     h("span", { class: "k" }, " · HW "), unknown ? "—" : String(v.hw))];
   if (!v.alive) {
     lines.push(h("div", { class: "sub" }, "not reporting"));
+  } else if (unknown) {
+    lines.push(h("div", { class: "sub" }, "no report yet"));
   } else if (!v.leader) {
     const behind = leaderView ? leaderView.leo - v.leo : 0;
     if (v.leaderLeo !== undefined && v.leaderLeo !== null) {

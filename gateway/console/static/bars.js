@@ -41,7 +41,7 @@ export function replicaBar(v, sc, partHW, status) {
     if (to > mid) parts.push(s("rect", { class: "rec uncommitted", x: x(mid, sc), y: 6, width: x(to, sc) - x(mid, sc), height: H - 12 }));
   }
   parts.push(s("line", { class: "hw-line", x1: x(partHW, sc), x2: x(partHW, sc), y1: 0, y2: H, "vector-effect": "non-scaling-stroke" }));
-  if (v.alive) {
+  if (v.alive && v.reported !== false) { // no ticks at a 0 nobody reported
     parts.push(s("line", { class: "hw-tick", x1: x(v.hw, sc), x2: x(v.hw, sc), y1: 2, y2: H - 2, "vector-effect": "non-scaling-stroke" }));
     parts.push(s("line", { class: "leo-tick", "data-mark": "leo-own", x1: x(to, sc), x2: x(to, sc), y1: 2, y2: H - 2, "vector-effect": "non-scaling-stroke" }));
   }

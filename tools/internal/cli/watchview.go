@@ -106,8 +106,11 @@ func (v *watchView) render(w io.Writer, msg *adminv1.WatchClusterResponse) {
 			leader = styled("none", ansiRed)
 		}
 		hw := strconv.FormatInt(p.GetHighWatermark(), 10)
-		if p.GetLeader() < 0 {
+		switch {
+		case p.GetLeader() < 0:
 			hw = "-"
+		case !p.GetHighWatermarkKnown():
+			hw = "?" // the controller has no report from the leader yet
 		}
 		rows = append(rows, []cell{plain(p.GetTopic()), plain(strconv.Itoa(int(p.GetPartition()))), leader,
 			plain(strconv.Itoa(int(p.GetLeaderEpoch()))), plain(joinIDs(p.GetIsr())), plain(hw),
@@ -190,6 +193,9 @@ func replicaChips(p *adminv1.PartitionView) cell {
 			style = ansiGreen
 		}
 		text := fmt.Sprintf("%s:%d/%d", id, r.GetLogEndOffset(), r.GetHighWatermark())
+		if !r.GetReported() {
+			text = id + ":?/?" // no report of it to this controller yet: not 0/0
+		}
 		// A follower's LEO as its leader knows it, when it trails the
 		// follower's own: the fetch round trip the HW waits for.
 		if k := r.LeaderKnownLogEndOffset; k != nil && *k != r.GetLogEndOffset() {

@@ -11,10 +11,15 @@ import (
 )
 
 // snapshot has a healthy partition, an under-replicated one at min ISR
-// whose third replica is down, and one without a leader.
+// whose third replica is down, one without a leader, and one whose brokers
+// have not reported to this controller yet (just in office).
 func snapshot() *adminv1.WatchClusterResponse {
 	rv := func(id int32, alive, isr, leader bool, leo, hw int64) *adminv1.ReplicaView {
-		return &adminv1.ReplicaView{BrokerId: id, Alive: alive, InIsr: isr, Leader: leader, LogEndOffset: leo, HighWatermark: hw}
+		return &adminv1.ReplicaView{BrokerId: id, Alive: alive, InIsr: isr, Leader: leader, LogEndOffset: leo, HighWatermark: hw, Reported: alive}
+	}
+	// unreported is a live replica this controller has no report of yet.
+	unreported := func(id int32, leader bool) *adminv1.ReplicaView {
+		return &adminv1.ReplicaView{BrokerId: id, Alive: true, InIsr: true, Leader: leader}
 	}
 	// known sets a follower's LEO as its leader knows it.
 	known := func(v *adminv1.ReplicaView, leo int64) *adminv1.ReplicaView {
@@ -25,13 +30,15 @@ func snapshot() *adminv1.WatchClusterResponse {
 		Cluster: &adminv1.DescribeClusterResponse{ClusterId: "cid", Controller: &commonv1.Node{Id: 1}, ControllerEpoch: 3,
 			Brokers: []*adminv1.BrokerInfo{{Node: &commonv1.Node{Id: 1}, Alive: true}, {Node: &commonv1.Node{Id: 2}, Alive: true}, {Node: &commonv1.Node{Id: 3}}}},
 		Partitions: []*adminv1.PartitionView{
-			{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 2, Replicas: []int32{1, 2}, Isr: []int32{1, 2}, HighWatermark: 10, MinInsyncReplicas: 1,
+			{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 2, Replicas: []int32{1, 2}, Isr: []int32{1, 2}, HighWatermark: 10, HighWatermarkKnown: true, MinInsyncReplicas: 1,
 				ReplicaViews: []*adminv1.ReplicaView{rv(1, true, true, true, 10, 10), known(rv(2, true, true, false, 10, 9), 8)}},
-			{Topic: "orders", Partition: 1, Leader: 2, LeaderEpoch: 5, Replicas: []int32{1, 2, 3}, Isr: []int32{2, 1}, HighWatermark: 7, MinInsyncReplicas: 2,
+			{Topic: "orders", Partition: 1, Leader: 2, LeaderEpoch: 5, Replicas: []int32{1, 2, 3}, Isr: []int32{2, 1}, HighWatermark: 7, HighWatermarkKnown: true, MinInsyncReplicas: 2,
 				UnderReplicated: true, AtMinIsr: true,
 				ReplicaViews: []*adminv1.ReplicaView{known(rv(1, true, true, false, 7, 7), 7), rv(2, true, true, true, 8, 7), rv(3, false, false, false, 3, 3)}},
 			{Topic: "orders", Partition: 2, Leader: -1, LeaderEpoch: 9, Replicas: []int32{3}, Isr: []int32{3}, MinInsyncReplicas: 1, Offline: true,
 				ReplicaViews: []*adminv1.ReplicaView{rv(3, false, true, false, 0, 0)}},
+			{Topic: "orders", Partition: 3, Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, Isr: []int32{1, 2}, MinInsyncReplicas: 1,
+				ReplicaViews: []*adminv1.ReplicaView{unreported(1, true), unreported(2, false)}},
 		},
 		Events: []*controlv1.ClusterEvent{
 			{Kind: controlv1.EventKind_EVENT_KIND_ISR_SHRINK, Topic: "orders", Partition: 1, Reason: "Shrinking ISR from 2,1,3 to 2,1"},
@@ -54,7 +61,7 @@ func TestWatchViewPlain(t *testing.T) {
 	}
 	for _, want := range []string{
 		"cluster cid  controller 1  controller_epoch 3\nbrokers: 1 up 2 up 3 down\n",
-		"3 partitions, 1 under-replicated, 1 without a leader",
+		"4 partitions, 1 under-replicated, 1 without a leader",
 		"ISR_SHRINK", "orders-1", "Shrinking ISR from 2,1,3 to 2,1", "BROKER_DOWN", "node 3",
 	} {
 		if !strings.Contains(out, want) {
@@ -69,6 +76,8 @@ func TestWatchViewPlain(t *testing.T) {
 		`(?m)^orders  0          1       2      1,2  10  1\*:10/10  2:10/9 \(leader: 8\) +ok$`,
 		`(?m)^orders  1          2       5      2,1  7   1:7/7  2\*:8/7  3:down +at min ISR, ! under-replicated$`,
 		`(?m)^orders  2          none    9      3    -   3:down +! NO LEADER$`,
+		// Not reported to this controller yet: unknown, not 0.
+		`(?m)^orders  3          1       1      1,2  \?   1\*:\?/\?  2:\?/\? +ok$`,
 	}
 	for _, re := range rows {
 		if !regexp.MustCompile(re).MatchString(out) {
@@ -101,7 +110,7 @@ func TestWatchViewColour(t *testing.T) {
 	var p strings.Builder
 	plainView.render(&p, snapshot())
 	stripped := regexp.MustCompile("\033\\[[0-9;]*[A-Za-z]").ReplaceAllString(out, "")
-	table := func(s string) string { return s[strings.Index(s, "TOPIC"):strings.Index(s, "3 partitions")] }
+	table := func(s string) string { return s[strings.Index(s, "TOPIC"):strings.Index(s, "4 partitions")] }
 	if table(stripped) != table(p.String()) {
 		t.Errorf("coloured table misaligned:\n%s\nvs\n%s", table(stripped), table(p.String()))
 	}

@@ -207,6 +207,9 @@ func playHW(r *run) (facts, error) {
 		}
 		p := ps[0]
 		lr := replica(p, f.Leader)
+		if !lr.GetReported() {
+			return true // this controller has not heard from the leader yet
+		}
 		s := hwState{LeaderLEO: lr.GetLogEndOffset(), LeaderHW: lr.GetHighWatermark(), ISR: p.GetIsr()}
 		for _, id := range f.Followers {
 			rv := replica(p, id)
@@ -1041,7 +1044,7 @@ func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
 	_ = r.watch(fr.FetchWait/3, func(msg *adminv1.WatchClusterResponse) bool {
 		if ps := msg.GetPartitions(); len(ps) > 0 {
 			fr.LeaderHW = ps[0].GetHighWatermark()
-			if rv := replicaView(ps[0], last); rv != nil {
+			if rv := replicaView(ps[0], last); rv.GetReported() {
 				fr.LastLEO, fr.LastHW = rv.GetLogEndOffset(), rv.GetHighWatermark()
 			}
 		}
@@ -1083,7 +1086,7 @@ func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
 			}
 		}
 		if ps := msg.GetPartitions(); len(ps) > 0 {
-			if rv := replicaView(ps[0], last); rv != nil {
+			if rv := replicaView(ps[0], last); rv.GetReported() {
 				fr.LEOAfterChange = rv.GetLogEndOffset()
 			}
 		}
@@ -1150,13 +1153,14 @@ func (r *run) kip101Half(mode string, lag time.Duration) (kip101Run, error) {
 }
 
 // settledAll says every replica is alive with its reported LEO at the HW.
+// Positions the controller has no report of are unknown, not settled at 0.
 func settledAll(p *adminv1.PartitionView) bool {
 	for _, rv := range p.GetReplicaViews() {
-		if !rv.GetAlive() || rv.GetLogEndOffset() != p.GetHighWatermark() {
+		if !rv.GetAlive() || !rv.GetReported() || rv.GetLogEndOffset() != p.GetHighWatermark() {
 			return false
 		}
 	}
-	return p.GetLeader() > 0
+	return p.GetLeader() > 0 && p.GetHighWatermarkKnown()
 }
 
 func replicaView(p *adminv1.PartitionView, id int32) *adminv1.ReplicaView {
@@ -1266,7 +1270,7 @@ func playFastChanges(r *run) (facts, error) {
 	bg = nil
 	p, err = r.waitFor("every replica at the HW", func(p *adminv1.PartitionView) bool {
 		for _, rv := range p.GetReplicaViews() {
-			if !rv.GetAlive() || rv.GetLogEndOffset() != p.GetHighWatermark() {
+			if !rv.GetAlive() || !rv.GetReported() || rv.GetLogEndOffset() != p.GetHighWatermark() {
 				return false
 			}
 		}

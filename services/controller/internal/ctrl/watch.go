@@ -83,12 +83,13 @@ func (a *Active) partitionView(p *partition, minISR int32) *adminv1.PartitionVie
 	leader := p.rec.State.Leader
 	lp := a.progressOf(p, leader)
 	if lp != nil {
-		v.HighWatermark = lp.GetHighWatermark()
+		v.HighWatermark, v.HighWatermarkKnown = lp.GetHighWatermark(), true
 	}
 	for _, r := range p.replicas {
 		rv := &adminv1.ReplicaView{BrokerId: r, Alive: a.registered(r), InIsr: p.state().InISR(r), Leader: r == leader}
 		if rp := a.progressOf(p, r); rp != nil {
 			rv.LogEndOffset, rv.HighWatermark, rv.LogStartOffset = rp.GetLogEndOffset(), rp.GetHighWatermark(), rp.GetLogStartOffset()
+			rv.Reported = true
 		}
 		if lp != nil && r != leader {
 			for _, f := range lp.GetFollowers() {

@@ -2301,8 +2301,12 @@ type PartitionView struct {
 	// During a reassignment: the replicas being added and removed.
 	AddingReplicas   []int32 `protobuf:"varint,15,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `protobuf:"varint,16,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Whether this controller has the leader's report: false (no leader, or
+	// a controller that took office a moment ago) means high_watermark is
+	// unknown, not 0.
+	HighWatermarkKnown bool `protobuf:"varint,17,opt,name=high_watermark_known,json=highWatermarkKnown,proto3" json:"high_watermark_known,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionView) Reset() {
@@ -2447,6 +2451,13 @@ func (x *PartitionView) GetRemovingReplicas() []int32 {
 	return nil
 }
 
+func (x *PartitionView) GetHighWatermarkKnown() bool {
+	if x != nil {
+		return x.HighWatermarkKnown
+	}
+	return false
+}
+
 // ReplicaView is one replica's positions as its broker last reported them.
 type ReplicaView struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2464,8 +2475,13 @@ type ReplicaView struct {
 	// log_end_offset is what the follower itself reports; the leader's view
 	// trails it by one fetch round trip, and so does the HW.
 	LeaderKnownLogEndOffset *int64 `protobuf:"varint,9,opt,name=leader_known_log_end_offset,json=leaderKnownLogEndOffset,proto3,oneof" json:"leader_known_log_end_offset,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Whether this controller has a report of this replica from its broker:
+	// false (a dead broker, one that has not reported to this controller
+	// yet) means log_end_offset, high_watermark and log_start_offset are
+	// unknown, not 0.
+	Reported      bool `protobuf:"varint,10,opt,name=reported,proto3" json:"reported,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaView) Reset() {
@@ -2559,6 +2575,13 @@ func (x *ReplicaView) GetLeaderKnownLogEndOffset() int64 {
 		return *x.LeaderKnownLogEndOffset
 	}
 	return 0
+}
+
+func (x *ReplicaView) GetReported() bool {
+	if x != nil {
+		return x.Reported
+	}
+	return false
 }
 
 type AlterPartitionReassignmentsRequest struct {
@@ -3481,7 +3504,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2 .tidemark.admin.v1.PartitionViewR\n" +
 	"partitions\x129\n" +
-	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\xce\x04\n" +
+	"\x06events\x18\x04 \x03(\v2!.tidemark.control.v1.ClusterEventR\x06events\"\x80\x05\n" +
 	"\rPartitionView\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -3500,7 +3523,8 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\aoffline\x18\r \x01(\bR\aoffline\x12%\n" +
 	"\x0ehigh_watermark\x18\x0e \x01(\x03R\rhighWatermark\x12'\n" +
 	"\x0fadding_replicas\x18\x0f \x03(\x05R\x0eaddingReplicas\x12+\n" +
-	"\x11removing_replicas\x18\x10 \x03(\x05R\x10removingReplicas\"\xe0\x02\n" +
+	"\x11removing_replicas\x18\x10 \x03(\x05R\x10removingReplicas\x120\n" +
+	"\x14high_watermark_known\x18\x11 \x01(\bR\x12highWatermarkKnown\"\xfc\x02\n" +
 	"\vReplicaView\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\bR\x05alive\x12\x15\n" +
@@ -3510,7 +3534,9 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12\x15\n" +
 	"\x06lag_ms\x18\b \x01(\x03R\x05lagMs\x12A\n" +
-	"\x1bleader_known_log_end_offset\x18\t \x01(\x03H\x00R\x17leaderKnownLogEndOffset\x88\x01\x01B\x1e\n" +
+	"\x1bleader_known_log_end_offset\x18\t \x01(\x03H\x00R\x17leaderKnownLogEndOffset\x88\x01\x01\x12\x1a\n" +
+	"\breported\x18\n" +
+	" \x01(\bR\breportedB\x1e\n" +
 	"\x1c_leader_known_log_end_offset\"n\n" +
 	"\"AlterPartitionReassignmentsRequest\x12H\n" +
 	"\n" +
