@@ -8,7 +8,8 @@
 // brokers' fault API, with idle gaps in the traffic, where a cluster's
 // quiet-time defects hide. Then it heals everything, waits through a quiet
 // period with no produce, polls until every partition is whole (a leader,
-// the full ISR, HW = LEO on every replica), stops the cluster, reads every
+// the full ISR, HW = LEO on every replica), checks that the active
+// controller's views agree (views.go), stops the cluster, reads every
 // replica's log from disk and checks the recorded history against Kafka's
 // promises with services/clustertest/history.
 //
@@ -134,10 +135,17 @@ type Result struct {
 	// that an isolated leader acknowledges none after the new leader's
 	// election (Fence.OK).
 	AcksOneLost map[string]int
+	// Views are where the active controller's views (tidemark watch, the
+	// console) still disagreed with the brokers' own positions once every
+	// partition was whole: an operator would have been shown a wrong state.
+	Views []string
 }
 
 // OK reports whether the run kept every promise.
 func (r Result) OK() bool {
+	if len(r.Views) > 0 {
+		return false
+	}
 	for _, f := range r.Fences {
 		if !f.OK() {
 			return false
@@ -270,6 +278,13 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	close(stopWatch)
 	<-watched
 	last := r.pollLive(ctx, faultsStopped)
+	res.Views = r.checkViews(ctx, last)
+	for _, d := range res.Views {
+		r.note("VIEW WRONG %s", d)
+	}
+	if len(res.Views) == 0 {
+		r.note("the active controller's views show every replica where its broker has it")
+	}
 	r.w.stopReading()
 	if o.DumpStuck {
 		r.dumpStuck(last)

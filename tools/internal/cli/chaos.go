@@ -41,7 +41,8 @@ stalls followers through the fault API, and cuts the network through loopback pr
 of every node (a leader cut from etcd and the controllers past its lease, whose acks=1 writes
 the leader fence must stop; a broker cut from everything; a broker or the active controller
 cut from etcd). Then it heals everything, waits through a quiet
-period without produce, polls until every partition is whole, stops the cluster, reads every
+period without produce, polls until every partition is whole, checks that the active
+controller's views (tidemark watch, the console) agree, stops the cluster, reads every
 replica's log from disk and checks the history. A run that breaks a promise exits 1 and
 prints its seed, the command that replays it and the data dir it kept (node logs in logs/).
 Every link runs with mutual TLS on certificates made in the data dir, unless --plaintext.`,
@@ -93,6 +94,9 @@ Every link runs with mutual TLS on certificates made in the data dir, unless --p
 						if !f.OK() {
 							kinds["leader-fence"]++
 						}
+					}
+					if len(res.Views) > 0 {
+						kinds["controller-view"] += len(res.Views)
 					}
 					n := 0
 					for _, k := range kinds {
