@@ -187,15 +187,24 @@ func (r *runner) stepFollowerThenLeader(ctx context.Context, rng *rand.Rand) {
 	r.act(history.Heal, leader, "start")
 }
 
-func (r *runner) stepControllerKill(ctx context.Context, rng *rand.Rand) {
+// activeController names the active controller's node ("controller-N"),
+// or notes that none was found and returns "".
+func (r *runner) activeController(ctx context.Context) string {
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	d, err := r.admin.DescribeCluster(dctx)
 	cancel()
 	if err != nil {
 		r.note("no active controller found: %v", err)
+		return ""
+	}
+	return fmt.Sprintf("controller-%d", d.GetController().GetId())
+}
+
+func (r *runner) stepControllerKill(ctx context.Context, rng *rand.Rand) {
+	c := r.activeController(ctx)
+	if c == "" {
 		return
 	}
-	c := fmt.Sprintf("controller-%d", d.GetController().GetId())
 	how := "kill -9"
 	if rng.IntN(3) == 0 {
 		how = "SIGTERM"
@@ -214,14 +223,10 @@ func (r *runner) stepControllerKill(ctx context.Context, rng *rand.Rand) {
 // (its fast failover watches the brokers' sessions, which must have left
 // the frozen one) and the broker's return.
 func (r *runner) stepControllerPause(ctx context.Context, rng *rand.Rand) {
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	d, err := r.admin.DescribeCluster(dctx)
-	cancel()
-	if err != nil {
-		r.note("no active controller found: %v", err)
+	c := r.activeController(ctx)
+	if c == "" {
 		return
 	}
-	c := fmt.Sprintf("controller-%d", d.GetController().GetId())
 	r.note("%s is the active controller", c)
 	r.act(history.Fault, c, "SIGSTOP")
 	frozen := ms(rng, 1000, 9000)

@@ -238,14 +238,9 @@ func (r *runner) stepEtcdCutBroker(ctx context.Context, rng *rand.Rand) {
 // stepEtcdCutController cuts the active controller from etcd: it must
 // step down when its lease may be gone, and the other take office.
 func (r *runner) stepEtcdCutController(ctx context.Context, rng *rand.Rand) {
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	d, err := r.admin.DescribeCluster(dctx)
-	cancel()
-	if err != nil {
-		r.note("no active controller found: %v", err)
-		return
+	if c := r.activeController(ctx); c != "" {
+		r.etcdCut(ctx, c, ms(rng, 500, 6000))
 	}
-	r.etcdCut(ctx, fmt.Sprintf("controller-%d", d.GetController().GetId()), ms(rng, 500, 6000))
 }
 
 func (r *runner) etcdCut(ctx context.Context, name string, hold time.Duration) {
