@@ -357,6 +357,10 @@ func (b *Broker) Crash() {
 	})
 }
 
+// deregisterReserve is the part of a stop's deadline kept for deleting the
+// registration (one etcd call) after the server's drain.
+const deregisterReserve = 2 * time.Second
+
 func (b *Broker) closeAll(ctx context.Context) error {
 	var errs []error
 	if b.drain != nil {
@@ -374,14 +378,17 @@ func (b *Broker) closeAll(ctx context.Context) error {
 	}
 	if b.srv != nil {
 		// A follower that vanished mid-stream never sends the request its
-		// stream handler waits for; bound the wait when the caller did not.
-		sctx := ctx
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
+		// stream handler waits for; bound the wait when the caller did not,
+		// and leave the deregistration below its share when it did.
+		var sctx context.Context
+		var cancel context.CancelFunc
+		if dl, ok := ctx.Deadline(); ok {
+			sctx, cancel = context.WithDeadline(ctx, dl.Add(-min(deregisterReserve, time.Until(dl)/4)))
+		} else {
 			sctx, cancel = context.WithTimeout(ctx, lifecycle.DefaultShutdownTimeout/2)
-			defer cancel()
 		}
 		b.srv.Stop(sctx)
+		cancel()
 	}
 	if b.rm != nil {
 		b.rm.Close()

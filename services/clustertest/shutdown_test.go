@@ -90,3 +90,29 @@ func TestShuttingDownBrokerIsNotProposedIntoISR(t *testing.T) {
 		t.Fatalf("broker 2 proposed the shutting-down broker 1 into moved-0's ISR %d times: %v", len(proposals), proposals)
 	}
 }
+
+// A graceful stop while another broker is frozen (its links stall open, as
+// under SIGSTOP): the frozen follower's fetch stream to the stopping broker
+// never ends by itself, and the stop used to wait for it until its
+// deadline (30 s here), after which the broker's deregistration found no
+// time left and failed. The stop must finish well within its deadline and
+// deregister the broker.
+func TestGracefulStopIsNotHeldByAFrozenPeer(t *testing.T) {
+	c := Start(t, Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	createAssigned(t, c, "held", [][]int32{{2, 3, 1}, {1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	produceN(t, c, "held", 10)
+	c.Net.Pause(BrokerName(3))
+	defer c.Net.Resume(BrokerName(3))
+	// Broker 3's fetch to leader 2 is parked or in flight when it freezes.
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	err := c.StopBroker(2)
+	took := time.Since(start)
+	t.Logf("graceful stop of broker 2 with broker 3 frozen: %v, %v", took, err)
+	if err != nil {
+		t.Fatalf("graceful stop of broker 2 with broker 3 frozen: %v", err)
+	}
+	if took > 15*time.Second {
+		t.Fatalf("graceful stop of broker 2 with broker 3 frozen took %v of its 30s deadline: it waited for the frozen peer", took)
+	}
+}

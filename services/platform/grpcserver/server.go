@@ -77,6 +77,7 @@ type Server struct {
 	authz   *authz.Authorizer
 	limits  Limits
 	refused *prometheus.CounterVec
+	serving *serving
 }
 
 // New builds a server with health and reflection registered. Register the
@@ -100,8 +101,10 @@ func New(o Options) *Server {
 	// releaseUnary right inside error mapping: every interceptor after it
 	// (authorization's answer filters) sees the reply itself, and only the
 	// two before it see an encodedReply.
-	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), errorsUnary(log), releaseUnary(protoCodec)}
-	stream := []grpc.StreamServerInterceptor{recoverStream(log), errorsStream(log)}
+	// The serving count outermost: a stop must see every call (drain.go).
+	calls := &serving{}
+	unary := []grpc.UnaryServerInterceptor{calls.unary(), recoverUnary(log), errorsUnary(log), releaseUnary(protoCodec)}
+	stream := []grpc.StreamServerInterceptor{calls.stream(), recoverStream(log), errorsStream(log)}
 	var opts []grpc.ServerOption
 	if o.Admit != nil {
 		// Right after error mapping, before authorization and any other
@@ -145,7 +148,7 @@ func New(o Options) *Server {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	srv := &Server{Server: gs, health: hs, log: log, authz: o.Authorizer, limits: o.Limits}
+	srv := &Server{Server: gs, health: hs, log: log, authz: o.Authorizer, limits: o.Limits, serving: calls}
 	if o.Registerer != nil {
 		srv.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tidemark_connections_refused_total",
@@ -198,9 +201,11 @@ func (s *Server) Serve(lis net.Listener) error {
 	return err
 }
 
-// Stop reports NOT_SERVING, then drains in-flight calls until ctx ends, and
-// then closes what is left. Health goes first so that load balancers and
-// clients stop sending before the listener closes.
+// Stop reports NOT_SERVING, then drains in-flight calls, and closes the
+// connections left once no call has been served for a moment (a frozen
+// peer never closes its own; see drain.go) or when ctx ends. Health goes
+// first so that load balancers and clients stop sending before the
+// listener closes.
 func (s *Server) Stop(ctx context.Context) {
 	s.health.Shutdown()
 	done := make(chan struct{})
@@ -208,13 +213,16 @@ func (s *Server) Stop(ctx context.Context) {
 		s.GracefulStop()
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.log.Warn("graceful stop deadline passed; closing open calls")
-		s.Server.Stop()
-		<-done
+	switch s.drain(ctx, done) {
+	case "":
+		return
+	case "idle":
+		s.log.Info("graceful stop: every call answered; closing the connections whose peers have not closed them")
+	default:
+		s.log.Warn("graceful stop deadline passed; closing open calls", "calls_in_service", s.serving.n.Load())
 	}
+	s.Server.Stop()
+	<-done
 }
 
 func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
