@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/clustertest/history"
 )
 
 // latestViews keeps the newest PartitionView of each partition a
@@ -198,4 +200,73 @@ func TestSessionsLeaveAFrozenController(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// viewsDisagree reads the active controller's console views once and
+// names where they differ from the partitions as read from the brokers:
+// every readable replica must be shown reported at its LEO and HW, and the
+// partition's HW known and equal to the leader's. Empty when they agree.
+func (c *Cluster) viewsDisagree(f history.Final) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var topics []string
+	for _, ps := range f.Partitions {
+		if !slices.Contains(topics, ps.TP.Topic) {
+			topics = append(topics, ps.TP.Topic)
+		}
+	}
+	stream, err := c.Admin().WatchCluster(ctx, &adminv1.WatchClusterRequest{Topics: topics, IntervalMs: 100})
+	if err != nil {
+		return fmt.Sprintf("WatchCluster: %v", err)
+	}
+	msg, err := stream.Recv()
+	if err != nil {
+		return fmt.Sprintf("WatchCluster: %v", err)
+	}
+	views := map[history.TP]*adminv1.PartitionView{}
+	for _, v := range msg.GetPartitions() {
+		views[history.TP{Topic: v.GetTopic(), Partition: v.GetPartition()}] = v
+	}
+	var wrong []string
+	for _, ps := range f.Partitions {
+		v := views[ps.TP]
+		if v == nil {
+			wrong = append(wrong, fmt.Sprintf("%s: no view", ps.TP))
+			continue
+		}
+		for _, rs := range ps.Replicas {
+			if !rs.Readable {
+				continue
+			}
+			i := slices.IndexFunc(v.GetReplicaViews(), func(rv *adminv1.ReplicaView) bool { return rv.GetBrokerId() == rs.Broker })
+			if i < 0 {
+				wrong = append(wrong, fmt.Sprintf("%s: broker %d not shown", ps.TP, rs.Broker))
+				continue
+			}
+			rv := v.GetReplicaViews()[i]
+			if !rv.GetReported() || rv.GetLogEndOffset() != rs.LEO || rv.GetHighWatermark() != rs.HW {
+				wrong = append(wrong, fmt.Sprintf("%s: broker %d shown at %d/%d (reported %t), has %d/%d",
+					ps.TP, rs.Broker, rv.GetLogEndOffset(), rv.GetHighWatermark(), rv.GetReported(), rs.LEO, rs.HW))
+			}
+			if rs.Broker == ps.Leader && (!v.GetHighWatermarkKnown() || v.GetHighWatermark() != rs.HW) {
+				wrong = append(wrong, fmt.Sprintf("%s: HW shown %d (known %t), leader %d has %d",
+					ps.TP, v.GetHighWatermark(), v.GetHighWatermarkKnown(), rs.Broker, rs.HW))
+			}
+		}
+	}
+	return strings.Join(wrong, "; ")
+}
+
+// awaitViewsAgree waits up to bound for the console views to agree with
+// the quiet cluster (see viewsDisagree) and returns the last disagreement,
+// empty when they came to agree.
+func (c *Cluster) awaitViewsAgree(f history.Final, bound time.Duration) string {
+	deadline := time.Now().Add(bound)
+	for {
+		wrong := c.viewsDisagree(f)
+		if wrong == "" || time.Now().After(deadline) {
+			return wrong
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
