@@ -97,8 +97,10 @@ func TestCPUOfProfileSplitsARealProfile(t *testing.T) {
 	if math.Abs(sum-1) > 1e-9 {
 		t.Errorf("shares sum to %v: %v", sum, p.Shares)
 	}
-	// (under -race, instrumented Go code takes half of it)
-	if sockets := p.Shares[useSocketWrite] + p.Shares[useSocketRead]; sockets < 0.25 {
+	// Under -race instrumented Go code takes half of it or more (three
+	// quarters on a loaded machine, leaving the sockets 23%): a split that
+	// did not recognise the socket writes would find next to none.
+	if sockets := p.Shares[useSocketWrite] + p.Shares[useSocketRead]; sockets < 0.10 {
 		t.Errorf("sockets %.0f%% of a process that did little else: %v", 100*sockets, p.Shares)
 	}
 	if _, err := cpuOfProfile(filepath.Join(t.TempDir(), "missing")); err == nil {

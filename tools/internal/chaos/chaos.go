@@ -139,11 +139,15 @@ type Result struct {
 	// console) still disagreed with the brokers' own positions once every
 	// partition was whole: an operator would have been shown a wrong state.
 	Views []string
+	// SlowStops are graceful broker stops, made while another broker was
+	// frozen, that took longer than 10 s: the stop waited for the frozen
+	// broker's connections.
+	SlowStops []string
 }
 
 // OK reports whether the run kept every promise.
 func (r Result) OK() bool {
-	if len(r.Views) > 0 {
+	if len(r.Views) > 0 || len(r.SlowStops) > 0 {
 		return false
 	}
 	for _, f := range r.Fences {
@@ -214,6 +218,7 @@ type runner struct {
 	links         *links.Net
 	epochs        ackEpochs
 	fences        []Fence
+	slowStops     []string // see stepPause
 }
 
 // Run runs one seeded schedule. The error is for a run that could not be
@@ -297,6 +302,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	for _, t := range r.topics {
 		durable[t.name] = t.durable()
 	}
+	res.SlowStops = r.slowStops
 	h := r.rec.History()
 	res.Report = history.Check(h, final, history.Options{Durable: durable, LivenessBound: o.LivenessBound})
 	r.printf("\n%s\n", res.Report)

@@ -145,12 +145,37 @@ func (r *runner) stepSigterm(ctx context.Context, rng *rand.Rand) {
 
 // stepPause freezes a broker, sometimes for longer than the lag time (its
 // session lease may expire too: the controller fences it while frozen).
+// A third of the time another broker is stopped gracefully meanwhile and
+// started again before the frozen one resumes: the frozen broker's
+// connections to it stall open, and its stop must not wait for them.
 func (r *runner) stepPause(ctx context.Context, rng *rand.Rand) {
-	b := fmt.Sprintf("broker-%d", pickBroker(rng))
+	id := pickBroker(rng)
+	b := fmt.Sprintf("broker-%d", id)
 	r.act(history.Fault, b, "SIGSTOP")
-	_ = sleep(ctx, ms(rng, 500, int(r.o.LagTime.Milliseconds())*2))
+	frozen := ms(rng, 500, int(r.o.LagTime.Milliseconds())*2)
+	if rng.IntN(3) == 0 {
+		other := fmt.Sprintf("broker-%d", id%3+1)
+		_ = sleep(ctx, frozen/2)
+		start := time.Now()
+		r.act(history.Fault, other, "SIGTERM")
+		if took := time.Since(start); took > slowStop {
+			r.slowStops = append(r.slowStops, fmt.Sprintf("SIGTERM %s took %s with %s frozen", other, took.Round(time.Millisecond), b))
+			r.note("SLOW STOP: SIGTERM %s took %s with %s frozen", other, took.Round(time.Millisecond), b)
+		} else {
+			r.note("SIGTERM %s took %s with %s frozen", other, took.Round(time.Millisecond), b)
+		}
+		_ = sleep(ctx, frozen/2)
+		r.act(history.Heal, other, "start")
+	} else {
+		_ = sleep(ctx, frozen)
+	}
 	r.act(history.Heal, b, "SIGCONT")
 }
+
+// slowStop bounds a graceful broker stop while another broker is frozen:
+// the controlled shutdown takes milliseconds then, and a stop that waits
+// for the frozen broker's connections runs into its 15 s deadline.
+const slowStop = 10 * time.Second
 
 // stepDoubleRestart restarts the same broker twice within a second.
 func (r *runner) stepDoubleRestart(ctx context.Context, rng *rand.Rand) {

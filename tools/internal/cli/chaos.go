@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"tidemark.io/tools/internal/chaos"
 )
@@ -72,7 +73,7 @@ Every link runs with mutual TLS on certificates made in the data dir, unless --p
 			o.Plaintext = g.tlsFlags.Plaintext
 			o.Faults = time.Duration(seconds) * time.Second
 			o.Out = cmd.OutOrStdout()
-			o.Replay = fmt.Sprintf("bin/tidemark chaos run --seed %%d --seconds %d", seconds)
+			o.Replay = chaosReplay(cmd.Flags(), seconds, o.Plaintext)
 			var failed []string
 			start := time.Now()
 			for i := range runs {
@@ -97,6 +98,9 @@ Every link runs with mutual TLS on certificates made in the data dir, unless --p
 					}
 					if len(res.Views) > 0 {
 						kinds["controller-view"] += len(res.Views)
+					}
+					if len(res.SlowStops) > 0 {
+						kinds["slow-stop"] += len(res.SlowStops)
 					}
 					n := 0
 					for _, k := range kinds {
@@ -131,4 +135,26 @@ Every link runs with mutual TLS on certificates made in the data dir, unless --p
 	f.BoolVar(&o.NoLinks, "no-links", false, "no proxies in front of the nodes, and so no network cuts")
 	f.StringSliceVar(&o.Steps, "steps", nil, "only these fault steps (default: all): "+strings.Join(chaos.StepNames(), ", "))
 	return cmd
+}
+
+// chaosReplay is the command that replays a run (with %d for its seed): the
+// flags that shape the schedule or the cluster are kept as given, those
+// that only pick which runs or where their data goes are not.
+func chaosReplay(fs *pflag.FlagSet, seconds int, plaintext bool) string {
+	replay := fmt.Sprintf("bin/tidemark chaos run --seed %%d --seconds %d", seconds)
+	if plaintext {
+		replay += " --plaintext"
+	}
+	fs.Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "seed", "seconds", "runs", "budget", "data-dir", "keep-data", "port-base", "dump-stuck":
+			return
+		}
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), ",")
+		}
+		replay += fmt.Sprintf(" --%s=%s", f.Name, strings.ReplaceAll(v, "%", "%%"))
+	})
+	return replay
 }
