@@ -9,7 +9,9 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 // A broker in controlled shutdown that cannot give up every leadership
@@ -114,5 +116,48 @@ func TestGracefulStopIsNotHeldByAFrozenPeer(t *testing.T) {
 	}
 	if took > 15*time.Second {
 		t.Fatalf("graceful stop of broker 2 with broker 3 frozen took %v of its 30s deadline: it waited for the frozen peer", took)
+	}
+}
+
+// A rack-aware reader following a partition from a follower (KIP-392)
+// keeps its stream after the controlled shutdown moved everything else:
+// its parked fetch (up to 5 s) held the broker's graceful stop. The stream
+// must end as the stop drains, with a retriable answer that sends the
+// reader on to another replica.
+func TestGracefulStopEndsAFollowersReaders(t *testing.T) {
+	c := Start(t, Options{Racks: []string{"a", "b", "c"}})
+	createAssigned(t, c, "read", [][]int32{{1, 2, 3}}, nil)
+	produceN(t, c, "read", 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := c.BrokerClient(3).Follow(ctx, &brokerv1.FollowRequest{Topic: "read", Partition: 0, MaxBytes: 1 << 20, RackId: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("following read-0 on its follower 3 (rack c): %v", err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // its next fetch is parked
+	start := time.Now()
+	if err := c.StopBroker(3); err != nil {
+		t.Fatalf("graceful stop of broker 3: %v", err)
+	}
+	took := time.Since(start)
+	err = <-ended
+	t.Logf("graceful stop of broker 3 with a reader following from it: %v; the stream ended with %v", took, err)
+	if e := kerr.FromStatus(err); e.Code != kerr.ReplicaNotAvailable || !e.Code.Retriable() {
+		t.Fatalf("the follow stream ended with %v, want REPLICA_NOT_AVAILABLE (retriable): the broker is shutting down", err)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("graceful stop of broker 3 took %v: the reader's parked fetch held it", took)
 	}
 }

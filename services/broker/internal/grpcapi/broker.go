@@ -40,7 +40,7 @@ type Broker struct {
 	// TracerProvider makes the per-request spans of produce streams; nil:
 	// none.
 	TracerProvider trace.TracerProvider
-	// Draining, once done, ends every produce stream (the requests in
+	// Draining, once done, ends every produce and follow stream (the requests in
 	// flight are answered first), so the broker can stop.
 	Draining context.Context
 }
@@ -238,7 +238,14 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), 0, 0); err != nil {
 		return err
 	}
-	ctx := stream.Context()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	if b.Draining != nil {
+		// A follower's rack-aware reader stays after the controlled
+		// shutdown moved the leadership: its parked fetch must not hold
+		// the stop.
+		defer context.AfterFunc(b.Draining, cancel)()
+	}
 	offset := req.GetOffset()
 	for ctx.Err() == nil {
 		waited := b.fetchThrottle(ctx)
@@ -246,6 +253,12 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
 			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
 		})
+		if b.Draining != nil && b.Draining.Err() != nil {
+			if err == nil {
+				res.Release()
+			}
+			return errShuttingDown()
+		}
 		if err != nil {
 			return b.unready(err)
 		}
@@ -269,10 +282,13 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		}
 		offset = res.NextOffset
 	}
+	if b.Draining != nil && b.Draining.Err() != nil {
+		return errShuttingDown()
+	}
 	// The call's context ended (its deadline, or the client left): say so,
 	// rather than end the stream cleanly, which a client cannot tell from
 	// "nothing more to follow".
-	return status.FromContextError(ctx.Err()).Err()
+	return status.FromContextError(stream.Context().Err()).Err()
 }
 
 // ListOffsets answers earliest, latest and by-timestamp lookups.
@@ -318,6 +334,13 @@ func errNoMetadata(what string) error {
 
 // unready turns UNKNOWN_TOPIC_OR_PARTITION into errNoMetadata until the
 // broker's metadata is initialised: it does not yet know which topics exist.
+// errShuttingDown ends a follow stream the stopping broker will not serve
+// any longer: retriable, with a metadata refresh, so a reader (the
+// gateway's included) goes on from the replica the metadata names next.
+func errShuttingDown() error {
+	return kerr.New(kerr.ReplicaNotAvailable, "the broker is shutting down")
+}
+
 func (b *Broker) unready(err error) error {
 	var ke *kerr.Error
 	if errors.As(err, &ke) && ke.Code == kerr.UnknownTopicOrPartition && !b.RM.Meta().Initialised() {
