@@ -19,7 +19,11 @@ func register(t *testing.T, s *metastore.Store) *metastore.Registration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // etcd may be cut off
+		defer cancel()
+		_ = reg.Close(ctx)
+	})
 	return reg
 }
 
@@ -73,16 +77,31 @@ func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 		t.Fatal("the fence went up only after the lease could already have expired")
 	}
 
-	// The lease ends; a new incarnation registers while the replica still
-	// thinks it leads.
+	// The lease ends at etcd; once etcd answers again the registration is
+	// lost, and a new incarnation registers while the replica still thinks
+	// it leads.
+	direct := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		resp, err := direct.Get(ctx, metastore.DefaultPrefix+"/brokers/ids/"+metastore.BrokerEntity(1))
+		if err != nil {
+			t.Fatalf("waiting for the lease to expire: %v", err)
+		}
+		if len(resp.Kvs) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wantFenced(t, f, "lease expired, etcd not yet heard")
+	bridge.Resume()
 	select {
 	case <-reg.Done():
 	case <-time.After(5 * time.Second):
-		t.Fatal("the unrenewed registration was not given up")
+		t.Fatal("the expired registration was not given up once etcd answered")
 	}
 	f.lost(reg)
 	wantFenced(t, f, "registration lost")
-	bridge.Resume()
 	again := register(t, s)
 	f.registered(again, func() {})
 	wantFenced(t, f, "registered again, old leadership not yet re-confirmed")

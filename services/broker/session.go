@@ -65,7 +65,7 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 		cli.Close()
 		return nil, err
 	}
-	if err := r.register(ctx, nil); err != nil {
+	if err := r.register(ctx); err != nil {
 		r.cancel()
 		r.wg.Wait()
 		cli.Close()
@@ -80,19 +80,13 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 
 // register creates the lease-bound registration, waiting out a previous
 // incarnation's lease if it is still live (a fast restart).
-// lost is this process's own registration that was given up (nil at
-// start): if etcd still holds it, it is revoked rather than waited out.
-func (r *registrar) register(ctx context.Context, lost *metastore.Registration) error {
+func (r *registrar) register(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*r.b.cfg.SessionTimeout+10*time.Second)
 	defer cancel()
-	opts := []metastore.RegisterOption{metastore.WaitForExpiry()}
-	if lost != nil {
-		opts = append(opts, metastore.Replacing(lost))
-	}
 	reg, err := r.store.RegisterBroker(ctx, metastore.BrokerInfo{
 		ID: r.b.cfg.ID, Address: r.b.Advertised(), Rack: r.b.cfg.Rack,
 		StaticConfigs: maps.Clone(r.b.cfg.Settings), Endpoints: r.b.endpoints(),
-	}, r.b.cfg.SessionTimeout, opts...)
+	}, r.b.cfg.SessionTimeout, metastore.WaitForExpiry())
 	if err != nil {
 		return fmt.Errorf("registering broker %d in etcd: %w", r.b.cfg.ID, err)
 	}
@@ -116,9 +110,11 @@ func (r *registrar) current() *metastore.Registration {
 	return r.reg
 }
 
-// keepRegistered re-registers after the lease is lost (a partition from
-// etcd, or the controller declaring this broker dead): the new epoch tells
-// the controller it is a new incarnation to be told its role again.
+// keepRegistered re-registers once etcd says the lease is lost (it expired
+// during a partition from etcd or a stall, or the controller declared this
+// broker dead): the new epoch tells the controller it is a new incarnation
+// to be told its role again. A lease that outlived a silence (an etcd
+// restart, a cut shorter than the TTL) is kept, with its epoch.
 func (r *registrar) keepRegistered() {
 	for {
 		reg := r.current()
@@ -133,7 +129,7 @@ func (r *registrar) keepRegistered() {
 		r.b.fence.lost(reg)
 		r.b.log.Warn("registration lost; registering again", "old_broker_epoch", reg.Epoch(), "why", reg.LostReason())
 		for r.ctx.Err() == nil {
-			if err := r.register(r.ctx, reg); err == nil {
+			if err := r.register(r.ctx); err == nil {
 				break
 			} else {
 				r.b.log.Warn("re-registration failed", "err", err)

@@ -9,19 +9,32 @@ import (
 
 	"tidemark.io/services/broker"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
 )
 
-// A broker that heard no keepalive answer for a whole session timeout gives
-// its registration up, though etcd may have kept the lease alive (the
-// requests got through, the answers did not: a one-way stall). It then
-// revokes that lease and registers again at once. Waiting it out instead
-// left the controller counting the broker live under its old epoch, giving
-// leaderships to replicas that had fenced themselves, for up to a session
-// timeout (seen after a network cut shorter than the TTL).
-func TestBrokerGivenUpByItselfRevokesItsOwnLeaseToRegisterAgain(t *testing.T) {
+// A broker that heard no keepalive answer for longer than its session
+// timeout, while etcd kept its lease alive (the requests got through, the
+// answers did not: a one-way stall; or an etcd restart, which gives every
+// lease a whole TTL again), keeps that registration: fenced while the lease
+// is unconfirmed, it acts as leader again, under the same broker epoch, as
+// soon as etcd answers a keepalive. Giving the registration up instead made
+// it revoke the lease and register anew, and the controller treat that as a
+// bounce: the broker's leaderships moved and its ISRs shrank and regrew.
+func TestBrokerKeepsTheRegistrationItsLeaseOutlived(t *testing.T) {
 	const ttl = 4 * time.Second
 	c := Start(t, Options{Brokers: 3, Adjust: func(cfg *broker.Config) { cfg.SessionTimeout = ttl }})
 	const id = 3
+	c.CreateTopic("kept", 3, 3, nil)
+	p := int32(-1) // a partition broker id leads
+	for q := int32(0); q < 3; q++ {
+		if c.Partition("kept", q).GetLeader() == id {
+			p = q
+		}
+	}
+	if p < 0 {
+		t.Fatalf("broker %d leads no partition of kept", id)
+	}
+	led := c.Partition("kept", p)
 	cli := c.Etcd.Client(t)
 	key := metastore.DefaultPrefix + "/brokers/ids/" + metastore.BrokerEntity(id)
 	held := func() (lease clientv3.LeaseID, epoch int64) {
@@ -66,23 +79,36 @@ func TestBrokerGivenUpByItselfRevokesItsOwnLeaseToRegisterAgain(t *testing.T) {
 		}
 	}()
 	// Past the broker's own deadline (the TTL after its last answered
-	// keepalive, checked every TTL/3): it has given the registration up.
+	// keepalive): it cannot tell whether the lease lived, so it is fenced.
 	time.Sleep(ttl + ttl/3 + ttl/4)
+	if !c.Broker(id).Fenced() {
+		t.Fatalf("broker %d unheard by etcd for over its TTL still acts as leader", id)
+	}
+	if _, err := c.Produce(context.Background(), "kept", p, 1, "fenced"); kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("acks=1 write to the fenced leader: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
 	if l, _ := held(); l != oldLease {
-		t.Fatalf("the old registration's key is not held by its lease any more (lease %x): the test did not keep it alive", l)
+		t.Fatalf("the registration's key is not held by its lease any more (lease %x): the test did not keep it alive", l)
 	}
 	close(stop)
 	<-renewed
 	resumed := time.Now()
 	c.EtcdLink(id).Resume()
 
-	c.WaitFor(3*ttl, "broker registered again", func() bool {
-		l, e := held()
-		return l != 0 && l != oldLease && e > oldEpoch
-	})
-	// Waiting the old lease out would take about a TTL from the last
-	// renewal; revoking it takes a round trip or two.
+	c.WaitFor(ttl, "the broker acting as leader again", func() bool { return !c.Broker(id).Fenced() })
 	if took := time.Since(resumed); took > ttl/3 {
-		t.Errorf("registered again %v after etcd was reachable, want well under the %v the old lease had left", took, ttl)
+		t.Errorf("acting as leader again %v after etcd was reachable, want about a keepalive's round trip", took)
+	}
+	if l, e := held(); l != oldLease || e != oldEpoch {
+		t.Fatalf("registration after the stall: lease %x epoch %d, want the same lease %x and epoch %d", l, e, oldLease, oldEpoch)
+	}
+	// Nothing moved: the controller never saw the broker leave.
+	now := c.Partition("kept", p)
+	if now.GetLeader() != led.GetLeader() || now.GetLeaderEpoch() != led.GetLeaderEpoch() || len(now.GetIsr()) != 3 {
+		t.Fatalf("partition after the stall: leader %d epoch %d isr %v, want leader %d epoch %d and the whole ISR",
+			now.GetLeader(), now.GetLeaderEpoch(), now.GetIsr(), led.GetLeader(), led.GetLeaderEpoch())
+	}
+	if _, err := c.Produce(context.Background(), "kept", p, -1, "after"); err != nil {
+		t.Fatalf("acks=all write after the stall: %v", err)
 	}
 }

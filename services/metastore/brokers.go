@@ -22,18 +22,6 @@ type RegisterOption func(*registerOptions)
 
 type registerOptions struct {
 	waitForExpiry bool
-	replaces      *Registration
-}
-
-// Replacing makes RegisterBroker take over from this process's own lost
-// registration: when the key is still held by that registration's lease
-// (etcd renewed it, but no answer reached this process in time, so it gave
-// the lease up as possibly expired), the lease is revoked at once rather
-// than waited out. Until then the controller would count the broker live
-// under its old epoch and give it leaderships that its fenced replicas
-// cannot serve, for up to a whole session timeout.
-func Replacing(lost *Registration) RegisterOption {
-	return func(o *registerOptions) { o.replaces = lost }
 }
 
 // WaitForExpiry makes RegisterBroker wait for a live registration of the same
@@ -109,14 +97,6 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 		if err != nil {
 			return nil, fmt.Errorf("metastore: register broker %d: %w", info.ID, err)
 		}
-		if o.replaces != nil && heldBy(resp.Responses[0], o.replaces.lease) {
-			o.replaces.stop()
-			s.log.Info("revoking this broker's own lost registration", slog.Int("broker_id", int(info.ID)),
-				slog.Int64("broker_epoch", o.replaces.broker.Epoch))
-			s.revoke(o.replaces.lease)
-			o.replaces = nil // once: should that fail, wait as for any other holder
-			continue
-		}
 		if !o.waitForExpiry {
 			return nil, s.duplicateRegistration(ctx, info.ID, resp.Responses[0])
 		}
@@ -124,13 +104,6 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 			return nil, err
 		}
 	}
-}
-
-// heldBy says whether the registration key a failed create read back is
-// held by lease.
-func heldBy(get *pbResponseOp, lease clientv3.LeaseID) bool {
-	kvs := get.GetResponseRange().GetKvs()
-	return len(kvs) > 0 && kvs[0].Lease == int64(lease)
 }
 
 func (s *Store) duplicateRegistration(ctx context.Context, id int32, get *pbResponseOp) error {
@@ -157,9 +130,14 @@ func (r *Registration) Epoch() int64 { return r.broker.Epoch }
 // Lease is the lease that holds the registration key.
 func (r *Registration) Lease() clientv3.LeaseID { return r.lease }
 
-// Done is closed when the registration is lost: its lease expired or was
-// revoked (the controller declared the broker dead), or it was closed. The
-// broker must register again, and gets a new epoch.
+// Done is closed when the registration is known lost: etcd says its lease
+// is gone (expired or revoked: the controller declared the broker dead),
+// its key was deleted or taken, or it was closed. The broker must register
+// again, and gets a new epoch. Silence does not close it: while etcd
+// answers nothing the lease is unconfirmed (LeaseHeldUntil passes, and the
+// broker's leader fence goes up), and the first answer says whether it
+// lived (an etcd restart keeps leases and gives each a whole TTL again) or
+// not.
 func (r *Registration) Done() <-chan struct{} { return r.done }
 
 // LeaseConfirmedAt is when the newest keepalive that etcd answered was sent
@@ -216,9 +194,10 @@ func (r *Registration) lose(why string) {
 // and watches the key so a revoke is noticed at once. Each keepalive may
 // take up to a TTL, overlapping the next ones, so a slow etcd still renews.
 // The registration is lost when etcd says the lease is gone, the key is
-// deleted or taken, no keepalive is answered before LeaseHeldUntil (the
-// lease may have expired: the broker cannot tell), the client closes, or
-// ctx ends.
+// deleted or taken, the client closes, or ctx ends. It goes on renewing
+// through any silence: giving the lease up then would make every broker
+// register anew after an etcd outage the leases outlived, and the
+// controller treat each as a bounce.
 func (r *Registration) hold(ctx context.Context, key string) {
 	cli := r.s.cli
 	ctx, cancel := context.WithCancel(ctx)
@@ -263,11 +242,6 @@ func (r *Registration) hold(ctx context.Context, key string) {
 				return
 			case <-cli.Ctx().Done():
 				lost("etcd client closed")
-				return
-			}
-			if now := time.Now(); now.After(r.LeaseHeldUntil()) {
-				lost(fmt.Sprintf("no keepalive answered for %s, the lease's TTL: it may have expired",
-					now.Sub(r.LeaseConfirmedAt()).Round(time.Millisecond)))
 				return
 			}
 		}

@@ -60,9 +60,55 @@ func TestLeaseHeldUntilIsNeverAfterTheExpiry(t *testing.T) {
 	if at.Before(held) {
 		t.Fatalf("etcd deleted the key %s before LeaseHeldUntil", held.Sub(at))
 	}
-	waitClosed(t, reg.Done(), longTTL, "Done of the unrenewed registration")
+	// Silence alone does not give the registration up: the broker cannot
+	// tell an expired lease from one etcd kept. etcd's first answer does.
+	select {
+	case <-reg.Done():
+		t.Fatalf("the registration was given up while etcd answered nothing (%s)", reg.LostReason())
+	default:
+	}
+	bridge.Resume()
+	waitClosed(t, reg.Done(), longTTL, "Done of the expired registration once etcd answers")
 	if reg.LostReason() == "" {
 		t.Fatal("Done closed without a reason")
 	}
-	bridge.Resume()
+}
+
+// TestRegistrationOutlivesAnEtcdRestart stops etcd for longer than the
+// lease's TTL. etcd keeps leases on disk and gives each a whole TTL again
+// when it starts, so the registration lives on: same lease and epoch, Done
+// open, and LeaseHeldUntil ahead again once a keepalive is answered.
+func TestRegistrationOutlivesAnEtcdRestart(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := testCtx(t)
+	bridge := srv.NewBridge(t)
+	s := newStore(t, bridge.Client(t))
+	reg, err := s.RegisterBroker(ctx, BrokerInfo{ID: 5, Address: "127.0.0.1:9105"}, longTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t, 2*longTTL)
+	back := time.Now()
+	if time.Now().Before(reg.LeaseHeldUntil()) {
+		t.Fatal("the lease counted as held through an outage of twice its TTL")
+	}
+	deadline := time.Now().Add(longTTL)
+	for !reg.LeaseConfirmedAt().After(back) {
+		select {
+		case <-reg.Done():
+			t.Fatalf("registration given up across the restart: %s", reg.LostReason())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no keepalive answered within %s of etcd's return", longTTL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := srv.Client(t).Get(ctx, s.k.broker(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].Lease != int64(reg.Lease()) || resp.Kvs[0].CreateRevision != reg.Epoch() {
+		t.Fatalf("registration key after the restart: %v, want lease %x epoch %d", resp.Kvs, reg.Lease(), reg.Epoch())
+	}
 }

@@ -22,6 +22,7 @@ type Bridge struct {
 	mu     sync.Mutex
 	links  map[*link]struct{}
 	paused chan struct{} // non-nil while paused; closed by Resume
+	down   bool          // the server is stopped: connections are refused
 	closed chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup
@@ -57,7 +58,22 @@ func (s *Server) NewBridge(tb testing.TB) *Bridge {
 	b.wg.Add(1)
 	go b.accept()
 	tb.Cleanup(b.Close)
+	s.mu.Lock()
+	s.bridges = append(s.bridges, b)
+	s.mu.Unlock()
 	return b
+}
+
+// setDown makes the bridge refuse (accept and close at once) connections
+// while the server is stopped, and cuts those it has: what clients of an
+// exited process see.
+func (b *Bridge) setDown(down bool) {
+	b.mu.Lock()
+	b.down = down
+	b.mu.Unlock()
+	if down {
+		b.DropConnections()
+	}
 }
 
 // Endpoint is the client URL that goes through the bridge.
@@ -119,6 +135,13 @@ func (b *Bridge) accept() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			continue
+		}
+		b.mu.Lock()
+		down := b.down
+		b.mu.Unlock()
+		if down {
+			_ = c.Close()
 			continue
 		}
 		s, err := net.Dial("tcp", b.target)

@@ -6,6 +6,7 @@ package etcdtest
 
 import (
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +47,11 @@ func WithLogger(l *slog.Logger) Option {
 
 // Server is a running test etcd.
 type Server struct {
-	srv *embedded.Server
+	cfg embedded.Config // with the real ports once started, for Restart
+
+	mu      sync.Mutex
+	srv     *embedded.Server
+	bridges []*Bridge
 }
 
 // Start starts a server and registers its Close with tb.Cleanup. It fails
@@ -69,13 +74,40 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	if err != nil {
 		tb.Fatalf("etcdtest: %v", err)
 	}
-	s := &Server{srv: srv}
+	cfg.ClientURL, cfg.PeerURL = srv.ClientURL(), srv.PeerURL()
+	s := &Server{cfg: cfg, srv: srv}
 	tb.Cleanup(s.Close)
 	return s
 }
 
-// Endpoint is the client URL to dial.
-func (s *Server) Endpoint() string { return s.srv.ClientURL() }
+// Restart stops the server and starts it again after down, on the same
+// data and ports: what etcd keeps on disk survives, and as on any etcd
+// restart every lease's expiry is set a whole TTL ahead again. Clients
+// that go through a Bridge see a process exit: their connections are cut
+// and new ones refused until the server is back. Those that dial the
+// server directly see etcd's graceful close, which serves open streams for
+// up to its request timeout while refusing new calls.
+func (s *Server) Restart(tb testing.TB, down time.Duration) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.bridges {
+		b.setDown(true)
+	}
+	s.srv.Close()
+	time.Sleep(down)
+	srv, err := embedded.Start(s.cfg)
+	if err != nil {
+		tb.Fatalf("etcdtest: restart: %v", err)
+	}
+	s.srv = srv
+	for _, b := range s.bridges {
+		b.setDown(false)
+	}
+}
+
+// Endpoint is the client URL to dial; a restart keeps it.
+func (s *Server) Endpoint() string { return s.cfg.ClientURL }
 
 // Client returns a new client of the server, closed when the test ends.
 func (s *Server) Client(tb testing.TB) *clientv3.Client {
@@ -84,7 +116,11 @@ func (s *Server) Client(tb testing.TB) *clientv3.Client {
 }
 
 // Close stops the server. Safe to call more than once.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srv.Close()
+}
 
 // NewClient dials endpoint with quiet logging and registers its Close with
 // tb.Cleanup.

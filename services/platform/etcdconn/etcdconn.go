@@ -28,6 +28,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -170,6 +172,18 @@ func (o Options) password() (string, error) {
 	return pw, nil
 }
 
+// reconnectParams bound the wait between attempts to reach etcd again
+// after it went away. gRPC's default backoff grows to 120 s: after an etcd
+// outage of half a minute a node took 14 s more to try again, and its lease
+// expired meanwhile (etcd restores leases with a fresh TTL, and
+// broker.session.timeout.ms is seconds). One attempt a second is cheap.
+var reconnectParams = grpc.ConnectParams{
+	Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	// A connection attempt may take this long (TLS included) before the
+	// next one starts.
+	MinConnectTimeout: 5 * time.Second,
+}
+
 // Client builds a client without waiting for etcd: it connects in the
 // background, as clientv3 does. Password authentication, though, asks
 // etcd for a token at once (bounded by DialTimeout).
@@ -200,6 +214,7 @@ func (o Options) Client(ctx context.Context) (*clientv3.Client, error) {
 		TLS:         tlsCfg,
 		Logger:      zap.NewNop(),
 		Context:     context.WithoutCancel(ctx),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(reconnectParams)},
 	})
 	if err != nil {
 		return nil, o.explain(err)

@@ -215,9 +215,10 @@ const DefaultControlAddr = "127.0.0.1:9299"
 
 // Cluster is a launched dev cluster.
 type Cluster struct {
-	opts  Options
-	etcd  *embedded.Server
-	nodes []*Node
+	opts   Options
+	etcdMu sync.Mutex
+	etcd   *embedded.Server // nil while stopped (StopEtcd)
+	nodes  []*Node
 	ctl   *grpc.Server
 	links *links.Net
 	mu    sync.Mutex
@@ -539,7 +540,8 @@ func (c *Cluster) Options() Options { return c.opts }
 func (c *Cluster) PrintTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPID\tLOG")
-	fmt.Fprintf(tw, "etcd\t%s\tRUNNING\t(in launcher)\t-\n", strings.TrimPrefix(strings.TrimPrefix(c.etcd.ClientURL(), "http://"), "https://"))
+	e := c.etcdProto()
+	fmt.Fprintf(tw, "etcd\t%s\t%s\t(in launcher)\t-\n", e.Address, strings.TrimPrefix(e.State.String(), "NODE_STATE_"))
 	for _, n := range c.nodes {
 		p := n.Proto()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, p.Address, strings.TrimPrefix(p.State.String(), "NODE_STATE_"), p.Pid, p.LogFile)
@@ -575,9 +577,7 @@ func (c *Cluster) Down(out io.Writer) {
 		c.links.Close()
 		c.links = nil
 	}
-	if c.etcd != nil {
-		c.etcd.Close()
-		c.etcd = nil
+	if c.StopEtcd() == nil {
 		fmt.Fprintln(out, "stopped etcd")
 	}
 }

@@ -19,14 +19,17 @@ type controlService struct {
 }
 
 func (s *controlService) ListNodes(context.Context, *devclusterv1.ListNodesRequest) (*devclusterv1.ListNodesResponse, error) {
-	out := &devclusterv1.ListNodesResponse{}
+	out := &devclusterv1.ListNodesResponse{Nodes: []*devclusterv1.DevNode{s.c.etcdProto()}}
 	for _, n := range s.c.nodes {
 		out.Nodes = append(out.Nodes, n.Proto())
 	}
 	return out, nil
 }
 
-func (s *controlService) NodeAction(_ context.Context, req *devclusterv1.NodeActionRequest) (*devclusterv1.NodeActionResponse, error) {
+func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeActionRequest) (*devclusterv1.NodeActionResponse, error) {
+	if req.GetName() == EtcdNode {
+		return s.etcdAction(ctx, req)
+	}
 	n, err := s.c.Node(req.GetName())
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
@@ -68,4 +71,23 @@ func (s *controlService) NodeAction(_ context.Context, req *devclusterv1.NodeAct
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	return &devclusterv1.NodeActionResponse{Node: n.Proto()}, nil
+}
+
+func (s *controlService) etcdAction(ctx context.Context, req *devclusterv1.NodeActionRequest) (*devclusterv1.NodeActionResponse, error) {
+	if len(req.GetExtraArgs()) > 0 {
+		return nil, status.Error(codes.InvalidArgument, "extra_args: etcd runs inside the launcher and takes no arguments")
+	}
+	switch req.GetAction() {
+	case devclusterv1.Action_ACTION_STOP, devclusterv1.Action_ACTION_KILL, devclusterv1.Action_ACTION_START, devclusterv1.Action_ACTION_RESTART:
+	case devclusterv1.Action_ACTION_PAUSE, devclusterv1.Action_ACTION_RESUME:
+		return nil, status.Error(codes.InvalidArgument, "action: etcd runs inside the launcher: it can be stopped (stop or kill) and started (start or restart), not paused")
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "action: unknown action %v", req.GetAction())
+	}
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if err := s.c.etcdAction(ctx, req.GetAction()); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return &devclusterv1.NodeActionResponse{Node: s.c.etcdProto()}, nil
 }

@@ -268,8 +268,10 @@ func TestNodeActionStartWithExtraArgs(t *testing.T) {
 	if a := launchedWith(); !slices.Equal(a, []string{"--broker.id", "2", mode}) {
 		t.Errorf("launched with %q, want the original flags then %s", a, mode)
 	}
-	if l, _ := svc.ListNodes(ctx, &devclusterv1.ListNodesRequest{}); !slices.Equal(l.GetNodes()[0].GetExtraArgs(), []string{mode}) {
-		t.Errorf("status shows extra args %q, want [%s]", l.GetNodes()[0].GetExtraArgs(), mode)
+	l, _ := svc.ListNodes(ctx, &devclusterv1.ListNodesRequest{})
+	if i := slices.IndexFunc(l.GetNodes(), func(n *devclusterv1.DevNode) bool { return n.GetName() == "broker-2" }); i < 0 ||
+		!slices.Equal(l.GetNodes()[i].GetExtraArgs(), []string{mode}) {
+		t.Errorf("status shows %v, want broker-2 with extra args [%s]", l.GetNodes(), mode)
 	}
 	// Extra arguments belong to a start: any other action refuses them.
 	if _, err := act(devclusterv1.Action_ACTION_KILL, mode); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "extra_args") {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
+
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/metastore/embedded"
 	"tidemark.io/services/metastore/etcdauth"
@@ -96,4 +98,74 @@ func (o Options) setupEtcdAuth(ctx context.Context) error {
 		return fmt.Errorf("etcd auth setup: %w", err)
 	}
 	return nil
+}
+
+// EtcdNode is the name of the embedded etcd in the control API.
+const EtcdNode = "etcd"
+
+// etcdProto describes the embedded etcd as a node of the control API. It
+// runs inside the launcher: no process of its own, no log file.
+func (c *Cluster) etcdProto() *devclusterv1.DevNode {
+	state := devclusterv1.NodeState_NODE_STATE_STOPPED
+	if c.EtcdRunning() {
+		state = devclusterv1.NodeState_NODE_STATE_RUNNING
+	}
+	return &devclusterv1.DevNode{Name: EtcdNode, Kind: "etcd", Address: c.opts.EtcdClient, State: state}
+}
+
+// EtcdRunning says whether the embedded etcd serves.
+func (c *Cluster) EtcdRunning() bool {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	return c.etcd != nil
+}
+
+// StopEtcd stops the embedded etcd, as its process exiting would: clients'
+// connections are closed (over TLS at once; a plaintext etcd serves open
+// streams for up to its request timeout first) and its port refuses. What
+// it keeps on disk, leases included, is there when it starts again.
+func (c *Cluster) StopEtcd() error {
+	c.etcdMu.Lock()
+	etcd := c.etcd
+	c.etcd = nil
+	c.etcdMu.Unlock()
+	if etcd == nil {
+		return fmt.Errorf("etcd is not running")
+	}
+	etcd.Close()
+	return nil
+}
+
+// StartEtcd starts the embedded etcd again on its data and port.
+func (c *Cluster) StartEtcd(ctx context.Context) error {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	if c.etcd != nil {
+		return fmt.Errorf("etcd is already running")
+	}
+	etcd, err := c.opts.startEtcd(ctx)
+	if err != nil {
+		return err
+	}
+	c.etcd = etcd
+	return nil
+}
+
+// etcdAction applies a control API action to the embedded etcd.
+func (c *Cluster) etcdAction(ctx context.Context, act devclusterv1.Action) error {
+	switch act {
+	case devclusterv1.Action_ACTION_STOP, devclusterv1.Action_ACTION_KILL:
+		return c.StopEtcd()
+	case devclusterv1.Action_ACTION_START:
+		return c.StartEtcd(ctx)
+	case devclusterv1.Action_ACTION_RESTART:
+		if c.EtcdRunning() {
+			if err := c.StopEtcd(); err != nil {
+				return err
+			}
+		}
+		return c.StartEtcd(ctx)
+	default:
+		return fmt.Errorf("etcd runs inside the launcher: it can be stopped and started, not %v", act)
+	}
 }
