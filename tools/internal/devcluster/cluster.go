@@ -219,9 +219,9 @@ type Cluster struct {
 	etcdMu sync.Mutex
 	etcd   *embedded.Server // nil while stopped (StopEtcd)
 	nodes  []*Node
-	ctl   *grpc.Server
-	links *links.Net
-	mu    sync.Mutex
+	ctl    *grpc.Server
+	links  *links.Net
+	mu     sync.Mutex
 	// runs is the scenario running through the control API.
 	runs scenarioRuns
 }
