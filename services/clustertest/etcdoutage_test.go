@@ -8,6 +8,7 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -67,7 +68,11 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: etcd stays down for half a minute")
 	}
-	c := Start(t, Options{PausableControllers: true}) // every node reaches etcd through a bridge
+	// Every node reaches etcd through a bridge. A controller lease longer
+	// than the time it takes to elect one shows whether the ended term's
+	// lease, which the restart kept, is revoked or waited out.
+	const ctrlTTL = 5 * time.Second
+	c := Start(t, Options{PausableControllers: true, AdjustController: func(cfg *controller.Config) { cfg.SessionTTL = ctrlTTL }})
 	const topic, partitions = "er", 3
 	c.CreateTopic(topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
 	c.produceEach(topic, partitions, 0, 5)
@@ -83,6 +88,7 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 	ttl := c.BrokerConfig(1).SessionTimeout
 	down := 15 * ttl
 	t.Logf("etcd down for %s (broker session timeout %s)", down, ttl)
+	_, oldEpoch := c.ActiveController()
 	c.Etcd.Restart(t, down)
 	back := time.Now()
 	for id := int32(1); id <= 3; id++ {
@@ -101,6 +107,14 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 	})
 	t.Logf("every broker unfenced %s after etcd was back", time.Since(back).Round(time.Millisecond))
 	c.WaitFor(10*time.Second, "an active controller that knows every broker", func() bool { return len(c.brokerEpochs()) == 3 })
+	if id, e := c.ActiveController(); id < 0 || e <= oldEpoch {
+		t.Fatalf("active controller %d epoch %d after the restart, want a new term after epoch %d", id, e, oldEpoch)
+	}
+	elected := time.Since(back)
+	t.Logf("a controller elected %s after etcd was back", elected.Round(time.Millisecond))
+	if elected > ctrlTTL/2 {
+		t.Errorf("a controller was elected %s after etcd was back: the ended term's lease (TTL %s) was waited out", elected, ctrlTTL)
+	}
 	if now := c.brokerEpochs(); !maps.Equal(now, epochs) {
 		t.Errorf("broker epochs after the restart %v, want the same registrations %v", now, epochs)
 	}

@@ -113,10 +113,31 @@ func (o *office) run(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := sess.Resign(rctx); err != nil {
 			o.log.Debug("resign", "err", err)
+			go o.resignWhenHeard(ctx, sess)
 		}
 		cancel()
 		o.log.Info("Controller term ended", "epoch", sess.Epoch(), "reason", a.Err())
 		_ = retry.Sleep(ctx, 100*time.Millisecond) // do not spin if the term ended at once
+	}
+}
+
+// resignWhenHeard revokes an ended term's lease once etcd answers again. A
+// term that ended because etcd was unreachable could not revoke it, and an
+// etcd restart keeps leases (each with a whole TTL again): without this,
+// the key stays held, and no controller is elected, for a TTL after etcd
+// is back.
+func (o *office) resignWhenHeard(ctx context.Context, sess *metastore.Session) {
+	for range 600 { // five minutes of tries, far past any lease's TTL
+		if !retry.Sleep(ctx, 500*time.Millisecond) {
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := sess.Resign(rctx)
+		cancel()
+		if err == nil {
+			o.log.Info("Revoked the ended term's lease", "epoch", sess.Epoch())
+			return
+		}
 	}
 }
 

@@ -189,15 +189,12 @@ func (r *Registration) lose(why string) {
 	})
 }
 
-// hold renews the lease every third of its TTL (etcd's own cadence),
-// remembering when each answered keepalive was sent (see LeaseHeldUntil),
-// and watches the key so a revoke is noticed at once. Each keepalive may
-// take up to a TTL, overlapping the next ones, so a slow etcd still renews.
-// The registration is lost when etcd says the lease is gone, the key is
-// deleted or taken, the client closes, or ctx ends. It goes on renewing
-// through any silence: giving the lease up then would make every broker
-// register anew after an etcd outage the leases outlived, and the
-// controller treat each as a bounce.
+// hold renews the lease (keepAlive) and watches the key so a revoke is
+// noticed at once. The registration is lost when etcd says the lease is
+// gone, the key is deleted or taken, the client closes, or ctx ends. It
+// goes on renewing through any silence: giving the lease up then would make
+// every broker register anew after an etcd outage the leases outlived, and
+// the controller treat each as a bounce.
 func (r *Registration) hold(ctx context.Context, key string) {
 	cli := r.s.cli
 	ctx, cancel := context.WithCancel(ctx)
@@ -219,33 +216,16 @@ func (r *Registration) hold(ctx context.Context, key string) {
 			}
 		}
 	}()
-	renew := func(sent time.Time) {
-		kctx, kcancel := context.WithTimeout(ctx, r.TTL())
-		defer kcancel()
-		resp, err := cli.KeepAliveOnce(kctx, r.lease)
-		switch {
-		case err == nil:
-			r.confirm(sent, resp.TTL)
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			lost("etcd says the lease is gone")
-		}
-	}
 	go func() {
-		t := time.NewTicker(r.TTL() / 3)
-		defer t.Stop()
-		for {
-			go renew(time.Now())
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				lost("registration closed")
-				return
-			case <-cli.Ctx().Done():
-				lost("etcd client closed")
-				return
-			}
+		defer cancel()
+		select {
+		case <-ctx.Done():
+			lost("registration closed")
+		case <-cli.Ctx().Done():
+			lost("etcd client closed")
 		}
 	}()
+	go r.keepAlive(ctx, lost)
 }
 
 // Close deregisters the broker at once by revoking its lease.

@@ -112,3 +112,43 @@ func TestRegistrationOutlivesAnEtcdRestart(t *testing.T) {
 		t.Fatalf("registration key after the restart: %v, want lease %x epoch %d", resp.Kvs, reg.Lease(), reg.Epoch())
 	}
 }
+
+// TestRegistrationOutlivesAGracefulEtcdStop dials etcd directly, so it sees
+// etcd's graceful stop (SIGTERM): new calls refused at once, open streams
+// served for up to the request timeout (here 5.2 s, over twice the TTL).
+// Renewals on the open keepalive stream go on reaching etcd until it
+// closes, so the lease is alive when it starts again. Renewing with a call
+// each (KeepAliveOnce) was refused from the first moment, and etcd expired
+// the lease while it drained.
+func TestRegistrationOutlivesAGracefulEtcdStop(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := testCtx(t)
+	s := newStore(t, srv.Client(t))
+	reg, err := s.RegisterBroker(ctx, BrokerInfo{ID: 6, Address: "127.0.0.1:9106"}, longTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	srv.Restart(t, longTTL)
+	t.Logf("etcd stopped and started again in %s", time.Since(stopped).Round(time.Millisecond))
+	back := time.Now()
+	deadline := back.Add(2 * longTTL)
+	for !reg.LeaseConfirmedAt().After(back) {
+		select {
+		case <-reg.Done():
+			t.Fatalf("registration lost across a graceful stop: %s", reg.LostReason())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no keepalive answered within %s of etcd's return", 2*longTTL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := srv.Client(t).Get(ctx, s.k.broker(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].Lease != int64(reg.Lease()) {
+		t.Fatalf("registration key after the restart: %v, want lease %x", resp.Kvs, reg.Lease())
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"tidemark.io/services/metastore/embedded"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/pki"
 )
 
@@ -82,11 +83,11 @@ func Start(tb testing.TB, opts ...Option) *Server {
 
 // Restart stops the server and starts it again after down, on the same
 // data and ports: what etcd keeps on disk survives, and as on any etcd
-// restart every lease's expiry is set a whole TTL ahead again. Clients
-// that go through a Bridge see a process exit: their connections are cut
-// and new ones refused until the server is back. Those that dial the
-// server directly see etcd's graceful close, which serves open streams for
-// up to its request timeout while refusing new calls.
+// start every lease's expiry is set a whole TTL ahead again. Clients that
+// go through a Bridge see a process exit: their connections are cut and
+// new ones refused until the server is back. Those that dial the server
+// directly see etcd's graceful close, which serves their open streams for
+// up to its request timeout.
 func (s *Server) Restart(tb testing.TB, down time.Duration) {
 	tb.Helper()
 	s.mu.Lock()
@@ -130,6 +131,7 @@ func NewClient(tb testing.TB, endpoint string) *clientv3.Client {
 		Endpoints:   []string{endpoint},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
+		DialOptions: etcdconn.DialOptions(),
 	})
 	if err != nil {
 		tb.Fatalf("etcdtest: dial %s: %v", endpoint, err)

@@ -184,6 +184,12 @@ var reconnectParams = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
+// DialOptions are the gRPC options every tidemark etcd client dials with
+// (tests' clients too, so they reconnect as the nodes do).
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithConnectParams(reconnectParams)}
+}
+
 // Client builds a client without waiting for etcd: it connects in the
 // background, as clientv3 does. Password authentication, though, asks
 // etcd for a token at once (bounded by DialTimeout).
@@ -214,7 +220,7 @@ func (o Options) Client(ctx context.Context) (*clientv3.Client, error) {
 		TLS:         tlsCfg,
 		Logger:      zap.NewNop(),
 		Context:     context.WithoutCancel(ctx),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(reconnectParams)},
+		DialOptions: DialOptions(),
 	})
 	if err != nil {
 		return nil, o.explain(err)

@@ -78,9 +78,10 @@ func (s *controlService) etcdAction(ctx context.Context, req *devclusterv1.NodeA
 		return nil, status.Error(codes.InvalidArgument, "extra_args: etcd runs inside the launcher and takes no arguments")
 	}
 	switch req.GetAction() {
-	case devclusterv1.Action_ACTION_STOP, devclusterv1.Action_ACTION_KILL, devclusterv1.Action_ACTION_START, devclusterv1.Action_ACTION_RESTART:
-	case devclusterv1.Action_ACTION_PAUSE, devclusterv1.Action_ACTION_RESUME:
-		return nil, status.Error(codes.InvalidArgument, "action: etcd runs inside the launcher: it can be stopped (stop or kill) and started (start or restart), not paused")
+	case devclusterv1.Action_ACTION_STOP, devclusterv1.Action_ACTION_START, devclusterv1.Action_ACTION_RESTART:
+	case devclusterv1.Action_ACTION_KILL, devclusterv1.Action_ACTION_PAUSE, devclusterv1.Action_ACTION_RESUME:
+		return nil, status.Errorf(codes.InvalidArgument, "action: etcd runs inside the launcher: it can be stopped (as SIGTERM stops etcd), started and restarted, not %s",
+			strings.ToLower(strings.TrimPrefix(req.GetAction().String(), "ACTION_")))
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "action: unknown action %v", req.GetAction())
 	}

@@ -120,10 +120,11 @@ func (c *Cluster) EtcdRunning() bool {
 	return c.etcd != nil
 }
 
-// StopEtcd stops the embedded etcd, as its process exiting would: clients'
-// connections are closed (over TLS at once; a plaintext etcd serves open
-// streams for up to its request timeout first) and its port refuses. What
-// it keeps on disk, leases included, is there when it starts again.
+// StopEtcd stops the embedded etcd as SIGTERM stops an etcd process: it
+// refuses new calls at once, serves the streams open (watches, lease
+// keepalives) for up to its request timeout (7 s), then closes every
+// connection and its port. What it keeps on disk survives, leases included:
+// when it starts again each has a whole TTL.
 func (c *Cluster) StopEtcd() error {
 	c.etcdMu.Lock()
 	etcd := c.etcd
@@ -154,7 +155,7 @@ func (c *Cluster) StartEtcd(ctx context.Context) error {
 // etcdAction applies a control API action to the embedded etcd.
 func (c *Cluster) etcdAction(ctx context.Context, act devclusterv1.Action) error {
 	switch act {
-	case devclusterv1.Action_ACTION_STOP, devclusterv1.Action_ACTION_KILL:
+	case devclusterv1.Action_ACTION_STOP:
 		return c.StopEtcd()
 	case devclusterv1.Action_ACTION_START:
 		return c.StartEtcd(ctx)

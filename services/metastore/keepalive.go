@@ -1,0 +1,97 @@
+package metastore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// keepAliveReopen is the pause before a broken keepalive stream is opened
+// again (the client's own reconnection backoff paces the connection).
+const keepAliveReopen = 200 * time.Millisecond
+
+// keepAlive renews the registration's lease every third of its TTL (etcd's
+// own cadence) on one long-lived LeaseKeepAlive stream, opened again
+// whenever it breaks, until ctx ends. etcd answers a stream's renewals in
+// order, so each answer is matched with its request's send time, which
+// LeaseHeldUntil counts from.
+//
+// A stream rather than a call per renewal: an etcd stopping gracefully
+// (SIGTERM) refuses new calls at once but serves open streams for up to its
+// request timeout (7 s by default), and expires the leases of clients that
+// can no longer reach it meanwhile; renewals on an open stream reach it
+// until it closes, so the leases are there when it starts again.
+func (r *Registration) keepAlive(ctx context.Context, lost func(string)) {
+	for ctx.Err() == nil {
+		r.renewOn(ctx, lost)
+		select {
+		case <-ctx.Done():
+		case <-time.After(keepAliveReopen):
+		}
+	}
+}
+
+// renewOn runs one keepalive stream until it breaks, goes unanswered for a
+// whole TTL (a stalled connection: a new stream is tried), or ctx ends.
+func (r *Registration) renewOn(ctx context.Context, lost func(string)) {
+	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	stream, err := pb.NewLeaseClient(r.s.cli.ActiveConnection()).LeaseKeepAlive(sctx)
+	if err != nil {
+		return
+	}
+	var (
+		mu   sync.Mutex
+		sent []time.Time // unanswered renewals, oldest first
+	)
+	broken := make(chan struct{})
+	go func() {
+		defer close(broken)
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			var at time.Time
+			if len(sent) > 0 {
+				at, sent = sent[0], sent[1:]
+			}
+			mu.Unlock()
+			if resp.TTL <= 0 {
+				lost("etcd says the lease is gone")
+				return
+			}
+			if !at.IsZero() {
+				r.confirm(at, resp.TTL)
+			}
+		}
+	}()
+	t := time.NewTicker(r.TTL() / 3)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		mu.Lock()
+		stalled := len(sent) > 0 && now.Sub(sent[0]) > r.TTL()
+		if !stalled {
+			sent = append(sent, now)
+		}
+		mu.Unlock()
+		if stalled {
+			return
+		}
+		if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(r.lease)}); err != nil {
+			return
+		}
+		select {
+		case <-t.C:
+		case <-broken:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
