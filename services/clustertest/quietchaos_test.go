@@ -284,7 +284,7 @@ func (n *quietNemesis) step() {
 func (n *quietNemesis) inject() {
 	mayImpair := len(n.impaired) == 0 || (len(n.impaired) == 1 && n.rng.IntN(4) == 0)
 	healthy := n.healthy()
-	switch n.rng.IntN(10) {
+	switch n.rng.IntN(11) {
 	case 0, 1, 2, 3:
 		if mayImpair && len(healthy) > 0 {
 			n.impair(healthy[n.rng.IntN(len(healthy))])
@@ -316,7 +316,19 @@ func (n *quietNemesis) inject() {
 		n.unclean()
 	case 9:
 		n.freezeController()
+	case 10:
+		n.restartEtcd()
 	}
+}
+
+// restartEtcd stops etcd for everyone, as a crash of its process would, for
+// up to three broker session timeouts, and starts it again on its data.
+func (n *quietNemesis) restartEtcd() {
+	ttl := n.c.BrokerConfig(1).SessionTimeout
+	down := ttl/2 + time.Duration(n.rng.Int64N(int64(5*ttl/2)))
+	n.rec.Event(history.Fault, "etcd stopped for %s", down.Round(time.Millisecond))
+	n.c.Etcd.Restart(n.c.T, down)
+	n.event(history.Heal, "etcd started again")
 }
 
 // freezeController freezes the active controller as SIGSTOP would: its

@@ -38,6 +38,7 @@ var steps = []step{
 	{"fetch-stall", 3, (*runner).stepFetchStall, false},
 	{"unclean-election", 1, (*runner).stepUnclean, false},
 	{"rest", 2, (*runner).stepRest, false},
+	{"etcd-stop", 1, (*runner).stepEtcdStop, false},
 	{"isolate-leader", 2, (*runner).stepIsolateLeader, true},
 	{"isolate-follower", 2, (*runner).stepIsolateFollower, true},
 	{"isolate-broker", 1, (*runner).stepIsolateBroker, true},
@@ -240,6 +241,28 @@ func (r *runner) stepControllerKill(ctx context.Context, rng *rand.Rand) {
 	r.act(history.Heal, c, "start")
 }
 
+// stepEtcdStop stops etcd for everyone as SIGTERM stops it (it drains
+// open streams for up to 7 s first) and starts it again after up to twice
+// the brokers' session timeout: leaders fence themselves meanwhile, and
+// once etcd is back they must keep their registrations and lead again.
+func (r *runner) stepEtcdStop(ctx context.Context, rng *rand.Rand) {
+	if err := r.cl.StopEtcd(); err != nil {
+		r.note("stop etcd failed: %v", err)
+		return
+	}
+	r.event(history.Fault, "SIGTERM etcd")
+	_ = sleep(ctx, ms(rng, 1000, 12000))
+	r.startEtcd(ctx)
+}
+
+func (r *runner) startEtcd(ctx context.Context) {
+	if err := r.cl.StartEtcd(ctx); err != nil {
+		r.note("start etcd failed: %v", err)
+		return
+	}
+	r.event(history.Heal, "start etcd")
+}
+
 // stepControllerPause freezes the active controller, mostly for longer
 // than its 3 s lease: its connections stall without closing, a standby
 // takes office, and the frozen one, resumed, must find itself deposed and
@@ -397,6 +420,9 @@ func (r *runner) healAll(ctx context.Context) time.Time {
 		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, _ = r.faults[id].ClearFaults(fctx, &faultv1.ClearFaultsRequest{})
 		cancel()
+	}
+	if !r.cl.EtcdRunning() {
+		r.startEtcd(ctx)
 	}
 	for _, n := range r.cl.Nodes() {
 		switch n.State() {
