@@ -111,6 +111,13 @@ func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (
 	if last == nil {
 		last = kerr.New(kerr.NetworkException, "no broker address to ask")
 	}
+	if ke := toKerr(last); ke.Code == kerr.BrokerNotAvailable {
+		// No broker would answer: each has fenced itself as leader (etcd is
+		// out of reach) or is stopping. BROKER_NOT_AVAILABLE is final, as in
+		// Kafka, but the cluster answers again once etcd does: retriable,
+		// like a cluster no connection reaches.
+		return nil, kerr.New(kerr.LeaderNotAvailable, "metadata from %d brokers: none would answer: %s", len(addrs), ke.Message)
+	}
 	return nil, wrap(last, "metadata from %d brokers", len(addrs))
 }
 

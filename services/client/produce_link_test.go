@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -64,5 +65,55 @@ func TestEndedProduceStreamIsRetriedOnANewOne(t *testing.T) {
 	}
 	if res.Offset != 0 || len(fc.Records("t", 0)) != 1 {
 		t.Fatalf("offset %d, log %v: want the record once at 0", res.Offset, fc.Records("t", 0))
+	}
+}
+
+// Every broker refusing metadata with BROKER_NOT_AVAILABLE and produce
+// with NOT_LEADER_OR_FOLLOWER, as they do while each has fenced itself as
+// leader (etcd out of reach), is a cluster that will answer again: the
+// producer keeps its records and retries within delivery.timeout.ms, for a
+// topic it knows and one it has not seen yet. Before, the metadata's
+// BROKER_NOT_AVAILABLE (final, as Kafka has it) failed them at once.
+func TestProducerWaitsWhileEveryBrokerIsFenced(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("known", 1)
+	fc.CreateTopic("new", 1)
+	c := newClient(t, fc)
+	p := newProducer(t, c, client.ProducerOptions{RequestTimeout: 2 * time.Second, DeliveryTimeout: 30 * time.Second})
+	if _, err := p.Produce(testCtx(t, 10*time.Second), client.Record{Topic: "known", Value: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	fencedUntil := time.Now().Add(2 * time.Second)
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Now().After(fencedUntil) {
+			return nil
+		}
+		switch call.Method {
+		case "Metadata":
+			return &fakebroker.Fault{Code: kerr.BrokerNotAvailable}
+		case "Produce", "ProduceStream":
+			return &fakebroker.Fault{Code: kerr.NotLeaderOrFollower, NoHint: true}
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	for _, topic := range []string{"known", "new"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := p.Produce(testCtx(t, 30*time.Second), client.Record{Topic: topic, Value: []byte("during")}); err != nil {
+				t.Errorf("produce to %s while every broker is fenced: %v", topic, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if time.Now().Before(fencedUntil) {
+		t.Fatal("delivered while every broker refused")
+	}
+	if got := len(fc.Records("known", 0)) + len(fc.Records("new", 0)); got != 3 {
+		t.Fatalf("%d records in the logs, want 3", got)
 	}
 }

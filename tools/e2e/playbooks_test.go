@@ -596,4 +596,9 @@ func TestEtcdRestart(t *testing.T) {
 	}
 	c.waitTopic(tl, topic, "every ISR full", rejoinBound, fullISR)
 	settle(t, c, tl, pr, led, false)
+	// Refused while every broker was fenced, the writes wait within their
+	// delivery timeout (120 s) and go through once etcd is back.
+	if _, f := led.counts(); f > 0 {
+		t.Errorf("%d writes failed (%s) while etcd was away: the producer gave them up before its delivery timeout", f, led.failureCodes())
+	}
 }
