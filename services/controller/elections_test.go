@@ -341,3 +341,65 @@ func shuttingDownIn(um *controlv1.UpdateMetadataRequest, id int32) bool {
 	}
 	return false
 }
+
+// TestPreferredElectionWaitsForTheLeaderToYield: a preferred election first
+// asks the current leader to yield; a leader that does not answer within
+// the request timeout (stalled here; cut off, in life) keeps the
+// partition, the answer says so, and once it answers again it gets the
+// yield and then the resume, in that order. A leader that answers yields
+// and the election is written.
+func TestPreferredElectionWaitsForTheLeaderToYield(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1, func(cfg *Config) { cfg.AutoLeaderRebalance = false })
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 2, 3}}, nil)
+	c.brokers[1].deregister()
+	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
+	c.brokers[1].register()
+	eventually(t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
+	c.alterISR(c1, "t", 0, kerr.None, 2, 3, 1)
+	before := c.state("t", 0)
+	preferred := []*commonv1.TopicPartition{{Topic: "t", Partition: 0}}
+
+	c.brokers[2].stalled.Store(true)
+	start := time.Now()
+	resp, err := c.admin(c1).ElectLeaders(ctx(t), &adminv1.ElectLeadersRequest{
+		ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED, Partitions: preferred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.GetResults()[0]
+	wantCode(t, r.GetErrorCode(), kerr.RequestTimedOut, "leader silent")
+	if !strings.Contains(r.GetErrorMessage(), "broker 2") || r.GetLeader() != 2 {
+		t.Errorf("answer %v does not name broker 2 as the leader that did not yield", r)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("answered after %s, before the 2s request timeout", took)
+	}
+	if s := c.state("t", 0); s.Leader != 2 || s.LeaderEpoch != before.LeaderEpoch {
+		t.Fatalf("the partition moved although its leader did not yield: %+v (was %+v)", s, before)
+	}
+	if v := labelled(t, c1, "tidemark_controller_leader_yields_total", "outcome", "timed_out"); v != 1 {
+		t.Errorf("timed-out yields metric = %v, want 1", v)
+	}
+	c.brokers[2].stalled.Store(false)
+	eventually(t, 10*time.Second, "the queued yield and resume delivered", func() bool { return len(c.brokers[2].yieldRequests()) >= 2 })
+	ys := c.brokers[2].yieldRequests()
+	if ys[0].GetResume() || !ys[1].GetResume() || ys[1].GetPartitions()[0].GetLeaderEpoch() != before.LeaderEpoch {
+		t.Fatalf("yield requests %v: want the yield, then its resume at leader epoch %d", ys, before.LeaderEpoch)
+	}
+
+	resp, err = c.admin(c1).ElectLeaders(ctx(t), &adminv1.ElectLeadersRequest{
+		ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED, Partitions: preferred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, resp.GetResults()[0].GetErrorCode(), kerr.None, "leader answering")
+	if s := c.state("t", 0); s.Leader != 1 || s.LeaderEpoch != before.LeaderEpoch+1 {
+		t.Fatalf("after the yield: %+v, want leader 1 at leader epoch %d", s, before.LeaderEpoch+1)
+	}
+	if v := labelled(t, c1, "tidemark_controller_leader_yields_total", "outcome", "yielded"); v != 1 {
+		t.Errorf("yielded metric = %v, want 1", v)
+	}
+}

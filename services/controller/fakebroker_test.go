@@ -51,6 +51,7 @@ type fakeBroker struct {
 	laiAfter  []int // how many UpdateMetadata had arrived before each LeaderAndIsr
 	um        []*controlv1.UpdateMetadataRequest
 	sr        []*controlv1.StopReplicaRequest
+	yields    []*controlv1.YieldLeadershipRequest
 	rejected  []int32 // controller epochs refused as stale
 	parts     map[string]*commonv1.PartitionState
 	sessEpoch int64 // the broker epoch of the open session, 0 if none
@@ -349,6 +350,42 @@ func (b *fakeBroker) StopReplica(_ context.Context, req *controlv1.StopReplicaRe
 		delete(b.parts, tpKey(p.GetTopic(), p.GetPartition()))
 	}
 	return &controlv1.StopReplicaResponse{}, nil
+}
+
+// YieldLeadership answers as a broker does: NONE for a partition it does
+// not lead or leads at the named leader epoch, FENCED_LEADER_EPOCH for one
+// it leads at another (the fake does not follow partition epochs: a real
+// leader learns its ISR changes from AlterPartition answers). Like
+// LeaderAndIsr it hangs while stalled.
+func (b *fakeBroker) YieldLeadership(ctx context.Context, req *controlv1.YieldLeadershipRequest) (*controlv1.YieldLeadershipResponse, error) {
+	if b.stalled.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if err := b.admit(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.yields = append(b.yields, req)
+	resp := &controlv1.YieldLeadershipResponse{}
+	for _, p := range req.GetPartitions() {
+		res := &controlv1.PartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		cur := b.parts[tpKey(p.GetTopic(), p.GetPartition())]
+		if !req.GetResume() && cur != nil && cur.GetLeader() == b.id &&
+			cur.GetLeaderEpoch() != p.GetLeaderEpoch() {
+			res.ErrorCode = commonv1.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH
+		}
+		resp.Partitions = append(resp.Partitions, res)
+	}
+	return resp, nil
+}
+
+// yieldRequests is a copy of the YieldLeadership requests accepted.
+func (b *fakeBroker) yieldRequests() []*controlv1.YieldLeadershipRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.yields)
 }
 
 // role is the newest state the broker accepted for a partition.

@@ -284,6 +284,28 @@ func wantCode(t testing.TB, got commonv1.ErrorCode, want kerr.Code, msg string) 
 
 // metric sums a metric's samples in the controller's Prometheus registry;
 // -1 when it is not registered.
+// labelled is one labelled sample of a counter; 0 when absent.
+func labelled(t testing.TB, ctl *testController, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := ctl.tel.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
 func metric(t testing.TB, ctl *testController, name string) float64 {
 	t.Helper()
 	mfs, err := ctl.tel.Registry.Gather()

@@ -61,6 +61,9 @@ var policies = map[string]policy{
 	controlv1.BrokerControlService_StopReplica_FullMethodName: controllerOnly("StopReplica", func(m any) int32 {
 		return m.(*controlv1.StopReplicaRequest).GetControllerId()
 	}),
+	controlv1.BrokerControlService_YieldLeadership_FullMethodName: controllerOnly("YieldLeadership", func(m any) int32 {
+		return m.(*controlv1.YieldLeadershipRequest).GetControllerId()
+	}),
 
 	// Replication: a follower only as itself; replica_id < 0 is a
 	// consumer-style read governed by topic ACLs.

@@ -190,6 +190,15 @@ func (s *Control) UpdateMetadata(_ context.Context, req *controlv1.UpdateMetadat
 	return &controlv1.UpdateMetadataResponse{}, nil
 }
 
+// YieldLeadership stops a leader's writes ahead of a voluntary move.
+func (s *Control) YieldLeadership(_ context.Context, req *controlv1.YieldLeadershipRequest) (*controlv1.YieldLeadershipResponse, error) {
+	resp, err := s.RM.YieldLeadership(req)
+	if err != nil {
+		return &controlv1.YieldLeadershipResponse{ErrorCode: commonv1.ErrorCode(kerr.CodeOf(err))}, nil
+	}
+	return resp, nil
+}
+
 // StopReplica stops (and maybe deletes) replicas.
 func (s *Control) StopReplica(_ context.Context, req *controlv1.StopReplicaRequest) (*controlv1.StopReplicaResponse, error) {
 	resp, err := s.RM.StopReplica(req)

@@ -126,6 +126,7 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 	// a few at a time, and a Kafka client reading Metadata then took a
 	// partition count too small (TestMetadataNeverShowsPartOfALeaderAndIsr).
 	m.opts.Meta.PutPartitions(states)
+	m.endYieldsOfOlderControllers(req.GetControllerEpoch(), states)
 	eachPartitionState(states, controlParallelism, func(i int) {
 		ps := states[i]
 		tp := TP{Topic: ps.GetTopic(), Partition: ps.GetPartition()}

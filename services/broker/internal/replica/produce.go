@@ -107,6 +107,11 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 		return ProduceResult{}, m.withLeaderHint(tp, kerr.New(kerr.NotLeaderOrFollower,
 			"broker %d is not the leader of %s-%d", m.opts.BrokerID, tp.Topic, tp.Partition))
 	}
+	if r.yieldingLocked() {
+		epoch := r.state.LeaderEpoch()
+		r.mu.Unlock()
+		return ProduceResult{}, m.errYielding(tp, epoch)
+	}
 	if err := m.fenced(); err != nil {
 		r.mu.Unlock()
 		return ProduceResult{}, err

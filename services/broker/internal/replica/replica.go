@@ -39,6 +39,9 @@ type Replica struct {
 	// leader (-1: never). Leadership held continuously since an append's
 	// epoch keeps that append valid across later epochs of the same leader.
 	leaderSince int32
+	// yielded, when set, is the state at which this leader promised the
+	// controller to take no writes (guarded by mu; yield.go).
+	yielded *yieldMark
 
 	// dataWaiters are parked follower fetches, woken by leader appends;
 	// hwWaiters are parked acks=all produces and consumer fetches, woken by

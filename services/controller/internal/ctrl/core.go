@@ -45,9 +45,13 @@ type core struct {
 	// sessions are the open BrokerSession streams, failing the fast-failover
 	// checks of brokers whose session broke (session.go), progress each
 	// replica's last progress report.
-	sessions   map[int32]*session
-	failing    map[int32]*failCheck
-	failGen    uint64
+	sessions map[int32]*session
+	failing  map[int32]*failCheck
+	failGen  uint64
+	// handoffs are the voluntary moves waiting for their leader to yield
+	// (handoff.go), by id.
+	handoffs   map[uint64]*handoff
+	handoffSeq uint64
 	progress   map[progressKey]*controlv1.ReplicaProgress
 	stateDirty bool // partitions or brokers changed: recount, notify
 	viewDirty  bool // only progress or events changed: notify
@@ -127,6 +131,7 @@ func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy, rng
 		offlineDirs:   map[int32][]*controlv1.OfflineLogDir{},
 		sessions:      map[int32]*session{},
 		failing:       map[int32]*failCheck{},
+		handoffs:      map[uint64]*handoff{},
 		progress:      map[progressKey]*controlv1.ReplicaProgress{},
 	}
 }
@@ -307,6 +312,12 @@ type evProbeResult struct {
 	why                        string
 }
 
+// evYielded is the outcome of an effYield: nil when the leader yielded.
+type evYielded struct {
+	id  uint64
+	err error
+}
+
 // evRevokeResult is the outcome of an effRevokeBroker.
 type evRevokeResult struct {
 	err       error
@@ -320,6 +331,7 @@ type evReassign struct {
 }
 
 func (evBrokerRegistered) coreEvent()   {}
+func (evYielded) coreEvent()            {}
 func (evBrokerDeparted) coreEvent()     {}
 func (evAlterPartition) coreEvent()     {}
 func (evControlledShutdown) coreEvent() {}
@@ -443,6 +455,16 @@ type effProbe struct {
 	gen     uint64
 }
 
+// effYield asks a leader to yield partitions ahead of a voluntary move
+// (handoff.go): the shell queues the request behind the broker's other
+// control requests and posts evYielded with its outcome, or with
+// REQUEST_TIMED_OUT after the request timeout.
+type effYield struct {
+	to  int32
+	id  uint64
+	req *controlv1.YieldLeadershipRequest
+}
+
 // effRevokeBroker revokes a broker incarnation's registration lease (a
 // fenced write); the outcome comes back as evRevokeResult.
 type effRevokeBroker struct {
@@ -498,6 +520,7 @@ func (effArmTimer) coreEffect()        {}
 func (effStopTimer) coreEffect()       {}
 func (effKick) coreEffect()            {}
 func (effProbe) coreEffect()           {}
+func (effYield) coreEffect()           {}
 func (effRevokeBroker) coreEffect()    {}
 func (effMarkDeletion) coreEffect()    {}
 func (effDeleteTopic) coreEffect()     {}
@@ -572,6 +595,8 @@ func (c *core) handle(ev event) {
 		c.sessionClosed(ev.s, ev.cause)
 	case evProbeResult:
 		c.probed(ev)
+	case evYielded:
+		c.yielded(ev.id, ev.err)
 	default:
 		panic(fmt.Sprintf("ctrl: unknown event %T", ev))
 	}

@@ -23,23 +23,42 @@ import (
 func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, error) {
 	var ans electAnswer
 	var confirm map[int32]leaderConfirmation
-	err := a.call(ctx, func() (err error) {
+	var answerErr error
+	// The answer may come in a later step: the current leaders yield
+	// first (handoff.go). It runs on the loop, within the step that pushed
+	// the new leaders' LeaderAndIsr, so a.tracked holds their outcomes.
+	answered := make(chan struct{})
+	err := a.call(ctx, func() error {
 		a.step(evElectLeaders{req: req, reply: func(m any, e error) {
+			defer close(answered)
 			ans, _ = m.(electAnswer)
-			err = e
+			answerErr = e
 			if e != nil {
 				return
 			}
-			// The new leaders' LeaderAndIsr outcomes, kept by the shell.
 			confirm = map[int32]leaderConfirmation{}
 			for id, results := range ans.confirm {
 				confirm[id] = leaderConfirmation{acks: a.tracked[id], results: results}
 			}
 		}})
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	select {
+	case <-answered:
+	case <-a.quit:
+		select {
+		case <-answered:
+		default:
+			return nil, a.notController()
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if answerErr != nil {
+		return nil, answerErr
 	}
 	if req.GetTimeoutMs() > 0 {
 		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)
@@ -119,10 +138,16 @@ func (c *core) electLeaders(req *adminv1.ElectLeadersRequest, reply replyFunc) {
 		}
 		changes = append(changes, change{p: p, d: d, cause: why})
 	}
-	c.commit(changes, func(written []*partition, err error) {
+	// The current leaders yield first (handoff.go); a move whose leader
+	// did not is answered with the reason and left undone.
+	redecide := func(p *partition) (election.Decision, error) { return decide(p.view(), c.viewFor(p, c.view())) }
+	c.commitHandoff(changes, redecide, func(written []*partition, failed map[election.TopicPartition]error, err error) {
 		if err != nil {
 			c.answer(reply, nil, c.notControllerFor(err))
 			return
+		}
+		for tp, ferr := range failed {
+			setElectErr(results[tp], ferr)
 		}
 		var sent map[int32]bool
 		if len(written) > 0 {
@@ -208,9 +233,16 @@ func (c *core) checkRebalance() {
 			changes = append(changes, change{p: p, d: d, cause: causePreferred})
 		}
 	}
-	c.commit(changes, func(written []*partition, err error) {
+	redecide := func(p *partition) (election.Decision, error) {
+		return election.ElectPreferred(p.view(), c.viewFor(p, c.view()))
+	}
+	c.commitHandoff(changes, redecide, func(written []*partition, failed map[election.TopicPartition]error, err error) {
 		if err == nil {
 			c.pushChanges(written)
+		}
+		if len(failed) > 0 {
+			c.log.Info("Auto leader rebalance left partitions with their leaders; the next check tries again",
+				"partitions", len(failed), "next_check", c.rebalancePolicy().every)
 		}
 		c.armRebalance()
 	})

@@ -16,6 +16,7 @@ type Metrics struct {
 	electionSeconds prometheus.Histogram
 	failover        prometheus.Gauge
 	fastFailovers   prometheus.Counter
+	yields          *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on reg (nil: not registered, for tests).
@@ -38,9 +39,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "last_failover_seconds", Help: "Time from the previous controller going to this one having pushed its state."}),
 		fastFailovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "session_failovers_total", Help: "Brokers declared dead because their BrokerSession broke, before their lease expired."}),
+		yields: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "leader_yields_total", Help: "YieldLeadership requests ahead of voluntary leadership moves, by outcome: " +
+				"yielded, refused (the leader is at another state), timed_out (no answer within the request timeout: cut off?), departed."},
+			[]string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers)
+		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers, m.yields)
 	}
 	return m
 }

@@ -253,3 +253,7 @@ func (c brokenClient) UpdateMetadata(context.Context, *controlv1.UpdateMetadataR
 func (c brokenClient) StopReplica(context.Context, *controlv1.StopReplicaRequest, ...grpc.CallOption) (*controlv1.StopReplicaResponse, error) {
 	return nil, c.err()
 }
+
+func (c brokenClient) YieldLeadership(context.Context, *controlv1.YieldLeadershipRequest, ...grpc.CallOption) (*controlv1.YieldLeadershipResponse, error) {
+	return nil, c.err()
+}

@@ -63,6 +63,8 @@ import (
 //	                                       one line each: t/0 leo=10 | removed t/0 |
 //	                                       offline /dir t/0 t/1 | event <reason>
 //	close id=1                           the session's stream breaks
+//	yielded broker=2 ok|timeout|refused  the oldest YieldLeadership to broker 2 answered
+//	                                       (ok), not answered in time, or refused
 //	probe id=1 [healthy|refused|replaced]
 //	                                     the fast-failover probe's outcome
 //	timer grace=1                        the broker's grace period ends
@@ -125,6 +127,9 @@ type harness struct {
 	gens     map[int32]uint64
 	// awaiting are the deleting topics whose acks the core waits for.
 	awaiting map[string]*topic
+	// yields are the YieldLeadership requests not answered yet, oldest
+	// first.
+	yields []effYield
 }
 
 func newHarness() *harness {
@@ -222,6 +227,22 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		r := evProbeResult{id: id, gen: h.gens[id], healthy: d.HasArg("healthy"), refused: d.HasArg("refused"),
 			replaced: d.HasArg("replaced"), why: "scripted"}
 		c.handle(r)
+	case "yielded":
+		id := int32(h.intArg(d, "broker"))
+		i := slices.IndexFunc(h.yields, func(y effYield) bool { return y.to == id })
+		if i < 0 {
+			return nil, fmt.Errorf("no YieldLeadership to broker %d waits for an answer", id)
+		}
+		y := h.yields[i]
+		h.yields = slices.Delete(h.yields, i, i+1)
+		var err error
+		switch {
+		case d.HasArg("timeout"):
+			err = kerr.New(kerr.RequestTimedOut, "no answer from broker %d within 5s", id)
+		case d.HasArg("refused"):
+			err = kerr.New(kerr.FencedLeaderEpoch, "scripted refusal")
+		}
+		c.handle(evYielded{id: y.id, err: err})
 	case "progress":
 		return h.progress(), nil
 	case "load":
@@ -662,6 +683,8 @@ func (h *harness) effects() []string {
 			}
 		case effProbe:
 			h.gens[e.id] = e.gen
+		case effYield:
+			h.yields = append(h.yields, e)
 		case effAnswer:
 			e.reply(e.resp, e.err)
 		}
@@ -718,6 +741,8 @@ func renderEffect(e effect) []string {
 		return []string{fmt.Sprintf("probe broker %d epoch=%d at %s within %s", e.id, e.epoch, e.addr, e.timeout)}
 	case effRevokeBroker:
 		return []string{fmt.Sprintf("revoke broker %d epoch=%d", e.id, e.epoch)}
+	case effYield:
+		return renderYield("yield", e.to, e.req)
 	case effMarkDeletion:
 		return []string{"mark topic " + e.topic + " for deletion"}
 	case effDeleteTopic:
@@ -875,9 +900,22 @@ func renderState(s *commonv1.PartitionState) string {
 		s.GetLeaderEpoch(), s.GetIsr(), s.GetPartitionEpoch(), s.GetReplicas())
 }
 
+func renderYield(kind string, to int32, r *controlv1.YieldLeadershipRequest) []string {
+	out := []string{fmt.Sprintf("%s %d YieldLeadership cepoch=%d bepoch=%d", kind, to, r.GetControllerEpoch(), r.GetBrokerEpoch())}
+	if r.GetResume() {
+		out[0] += " resume"
+	}
+	for _, p := range r.GetPartitions() {
+		out = append(out, fmt.Sprintf("  %s/%d le=%d pe=%d", p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetPartitionEpoch()))
+	}
+	return out
+}
+
 func renderPush(e effPush) []string {
 	var out []string
 	switch {
+	case e.req.YieldLeadership != nil:
+		return renderYield("push", e.to, e.req.YieldLeadership)
 	case e.req.LeaderAndIsr != nil:
 		r := e.req.LeaderAndIsr
 		var leaders []int32

@@ -9,6 +9,7 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/sender"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/kerr"
 )
 
 // The shell: the loop's side of the core (core.go). It turns what reaches
@@ -104,6 +105,8 @@ func (a *Active) flush() map[int32]<-chan error {
 				close(e.s.kick)
 			case effProbe:
 				a.probe(e)
+			case effYield:
+				a.yield(e)
 			case effRevokeBroker:
 				ctx, cancel := a.writeCtx()
 				err := a.sess.RevokeBroker(ctx, e.id, e.epoch)
@@ -256,6 +259,39 @@ func (a *Active) awaitAcks(e effAwaitAcks) {
 		defer deadline.Stop()
 		waitAll(a.ctx, deadline.C, acks)
 		a.post(func() { a.step(e.then) })
+	}()
+}
+
+// yield queues a YieldLeadership and waits for it off the loop, at most the
+// request timeout: a leader that does not answer by then keeps its
+// partitions (the request stays queued; the core's resume follows it).
+func (a *Active) yield(e effYield) {
+	done := a.enqueue(e.to, sender.Request{YieldLeadership: e.req})
+	timeout := a.d.Settings.RequestTimeout
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		var err error
+		outcome := "yielded"
+		select {
+		case err = <-done:
+			switch {
+			case errors.Is(err, sender.ErrStopped):
+				err = kerr.New(kerr.BrokerNotAvailable, "broker %d departed before it answered", e.to)
+				outcome = "departed"
+			case err != nil:
+				outcome = "refused"
+			}
+		case <-t.C:
+			err = kerr.New(kerr.RequestTimedOut, "no answer from broker %d within %s (cut off from the controller?)", e.to, timeout)
+			outcome = "timed_out"
+		case <-a.ctx.Done():
+			return
+		}
+		a.d.Metrics.yields.WithLabelValues(outcome).Inc()
+		a.post(func() { a.step(evYielded{id: e.id, err: err}) })
 	}()
 }
 

@@ -28,11 +28,12 @@ import (
 // stepped down.
 var ErrStopped = errors.New("sender: stopped before delivery")
 
-// Request is one control request. Exactly one of the three is set.
+// Request is one control request. Exactly one of the four is set.
 type Request struct {
-	LeaderAndIsr   *controlv1.LeaderAndIsrRequest
-	UpdateMetadata *controlv1.UpdateMetadataRequest
-	StopReplica    *controlv1.StopReplicaRequest
+	LeaderAndIsr    *controlv1.LeaderAndIsrRequest
+	UpdateMetadata  *controlv1.UpdateMetadataRequest
+	StopReplica     *controlv1.StopReplicaRequest
+	YieldLeadership *controlv1.YieldLeadershipRequest
 	// Done, if not nil, receives the outcome exactly once: nil when the
 	// broker accepted the request, else the error the sender gave up with.
 	// It must have room for one value.
@@ -48,6 +49,8 @@ func (r Request) Kind() string {
 		return "UpdateMetadata"
 	case r.StopReplica != nil:
 		return "StopReplica"
+	case r.YieldLeadership != nil:
+		return "YieldLeadership"
 	}
 	return "empty"
 }
@@ -296,6 +299,12 @@ func (s *Sender) attempt(r Request) error {
 		}
 		s.logPartitionErrors(r.Kind(), resp.GetPartitions())
 		return answerErr(resp.GetErrorCode())
+	case r.YieldLeadership != nil:
+		resp, err := c.YieldLeadership(ctx, r.YieldLeadership)
+		if err != nil {
+			return kerr.FromStatus(err)
+		}
+		return yieldErr(resp)
 	}
 	return fmt.Errorf("sender: empty request")
 }
@@ -304,6 +313,21 @@ func (s *Sender) attempt(r Request) error {
 func answerErr(code commonv1.ErrorCode) error {
 	if c := kerr.Code(code); c != kerr.None {
 		return kerr.New(c, "answered %s", c)
+	}
+	return nil
+}
+
+// yieldErr folds a YieldLeadership answer into one error: a partition the
+// broker did not yield fails the request, and the controller leaves every
+// partition of it where it is.
+func yieldErr(resp *controlv1.YieldLeadershipResponse) error {
+	if err := answerErr(resp.GetErrorCode()); err != nil {
+		return err
+	}
+	for _, p := range resp.GetPartitions() {
+		if c := kerr.Code(p.GetErrorCode()); c != kerr.None {
+			return kerr.New(c, "%s-%d: %s", p.GetTopic(), p.GetPartition(), p.GetErrorMessage())
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ type fakeClient struct {
 	fail func(kind string, n int) error
 	// code is put in UpdateMetadata answers.
 	code commonv1.ErrorCode
+	// refuseYield, when set, is a partition a YieldLeadership answer
+	// lists with an error, after one it yielded.
+	refuseYield *controlv1.PartitionResult
 }
 
 func (f *fakeClient) record(kind string) error {
@@ -67,6 +71,17 @@ func (f *fakeClient) StopReplica(ctx context.Context, in *controlv1.StopReplicaR
 		return nil, err
 	}
 	return &controlv1.StopReplicaResponse{}, nil
+}
+
+func (f *fakeClient) YieldLeadership(ctx context.Context, in *controlv1.YieldLeadershipRequest, _ ...grpc.CallOption) (*controlv1.YieldLeadershipResponse, error) {
+	if err := f.record("YieldLeadership"); err != nil {
+		return nil, err
+	}
+	if f.refuseYield != nil {
+		return &controlv1.YieldLeadershipResponse{Partitions: []*controlv1.PartitionResult{
+			{Topic: "t", Partition: 0}, f.refuseYield}}, nil
+	}
+	return &controlv1.YieldLeadershipResponse{}, nil
 }
 
 func start(t *testing.T, c controlv1.BrokerControlServiceClient, onStale func(error)) *Sender {
@@ -205,5 +220,28 @@ func TestStopDropsQueueAndGateHolds(t *testing.T) {
 	s.Wait()
 	if len(c.seen()) != 0 {
 		t.Fatalf("calls after stop = %v", c.seen())
+	}
+}
+
+// A YieldLeadership that leaves one partition unyielded fails as a whole,
+// naming it, and is not retried: the controller then moves none of them.
+func TestYieldLeadershipFailsOnAnyPartitionNotYielded(t *testing.T) {
+	c := &fakeClient{refuseYield: &controlv1.PartitionResult{Topic: "t", Partition: 1,
+		ErrorCode: commonv1.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH, ErrorMessage: "broker 1 leads t-1 at leader epoch 4"}}
+	s := start(t, c, nil)
+	d := done()
+	s.Enqueue(Request{YieldLeadership: &controlv1.YieldLeadershipRequest{}, Done: d})
+	err := wait(t, d)
+	if kerr.CodeOf(err) != kerr.FencedLeaderEpoch || !strings.Contains(err.Error(), "t-1") {
+		t.Fatalf("err = %v, want FENCED_LEADER_EPOCH naming t-1", err)
+	}
+	if got := c.seen(); len(got) != 1 {
+		t.Fatalf("calls = %v, want one YieldLeadership", got)
+	}
+	c.refuseYield = nil
+	d = done()
+	s.Enqueue(Request{YieldLeadership: &controlv1.YieldLeadershipRequest{}, Done: d})
+	if err := wait(t, d); err != nil {
+		t.Fatalf("yield answered NONE everywhere failed: %v", err)
 	}
 }

@@ -823,6 +823,207 @@ func (x *StopReplicaResponse) GetPartitions() []*PartitionResult {
 	return nil
 }
 
+type YieldLeadershipRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ControllerId    int32                  `protobuf:"varint,1,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	ControllerEpoch int32                  `protobuf:"varint,2,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
+	BrokerEpoch     int64                  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	Partitions      []*YieldPartition      `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Take writes again: the controller gave the move up (the broker did not
+	// answer in time, or the state changed meanwhile).
+	Resume        bool `protobuf:"varint,5,opt,name=resume,proto3" json:"resume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *YieldLeadershipRequest) Reset() {
+	*x = YieldLeadershipRequest{}
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *YieldLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*YieldLeadershipRequest) ProtoMessage() {}
+
+func (x *YieldLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use YieldLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*YieldLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *YieldLeadershipRequest) GetControllerId() int32 {
+	if x != nil {
+		return x.ControllerId
+	}
+	return 0
+}
+
+func (x *YieldLeadershipRequest) GetControllerEpoch() int32 {
+	if x != nil {
+		return x.ControllerEpoch
+	}
+	return 0
+}
+
+func (x *YieldLeadershipRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *YieldLeadershipRequest) GetPartitions() []*YieldPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *YieldLeadershipRequest) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
+// YieldPartition names a partition and the state the leader yields at.
+type YieldPartition struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	LeaderEpoch    int32                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	PartitionEpoch int32                  `protobuf:"varint,4,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *YieldPartition) Reset() {
+	*x = YieldPartition{}
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *YieldPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*YieldPartition) ProtoMessage() {}
+
+func (x *YieldPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use YieldPartition.ProtoReflect.Descriptor instead.
+func (*YieldPartition) Descriptor() ([]byte, []int) {
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *YieldPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *YieldPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *YieldPartition) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *YieldPartition) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+type YieldLeadershipResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	// Per partition: NONE when the broker takes no writes for it at that
+	// state (it yielded, or does not lead it at that state).
+	Partitions    []*PartitionResult `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *YieldLeadershipResponse) Reset() {
+	*x = YieldLeadershipResponse{}
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *YieldLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*YieldLeadershipResponse) ProtoMessage() {}
+
+func (x *YieldLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use YieldLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*YieldLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *YieldLeadershipResponse) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *YieldLeadershipResponse) GetPartitions() []*PartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type AlterPartitionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -834,7 +1035,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1047,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1060,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -898,7 +1099,7 @@ type AlterPartitionItem struct {
 
 func (x *AlterPartitionItem) Reset() {
 	*x = AlterPartitionItem{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1111,7 @@ func (x *AlterPartitionItem) String() string {
 func (*AlterPartitionItem) ProtoMessage() {}
 
 func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1124,7 @@ func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionItem.ProtoReflect.Descriptor instead.
 func (*AlterPartitionItem) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AlterPartitionItem) GetTopic() string {
@@ -972,7 +1173,7 @@ type IsrMember struct {
 
 func (x *IsrMember) Reset() {
 	*x = IsrMember{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1185,7 @@ func (x *IsrMember) String() string {
 func (*IsrMember) ProtoMessage() {}
 
 func (x *IsrMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1198,7 @@ func (x *IsrMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsrMember.ProtoReflect.Descriptor instead.
 func (*IsrMember) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IsrMember) GetBrokerId() int32 {
@@ -1024,7 +1225,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1237,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1250,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AlterPartitionResponse) GetErrorCode() v1.ErrorCode {
@@ -1083,7 +1284,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1296,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1309,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -1177,7 +1378,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1390,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1403,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1230,7 +1431,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1443,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1456,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() v1.ErrorCode {
@@ -1300,7 +1501,7 @@ type BrokerSessionRequest struct {
 
 func (x *BrokerSessionRequest) Reset() {
 	*x = BrokerSessionRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1513,7 @@ func (x *BrokerSessionRequest) String() string {
 func (*BrokerSessionRequest) ProtoMessage() {}
 
 func (x *BrokerSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1526,7 @@ func (x *BrokerSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerSessionRequest.ProtoReflect.Descriptor instead.
 func (*BrokerSessionRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BrokerSessionRequest) GetBrokerId() int32 {
@@ -1390,7 +1591,7 @@ type OfflineLogDir struct {
 
 func (x *OfflineLogDir) Reset() {
 	*x = OfflineLogDir{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1603,7 @@ func (x *OfflineLogDir) String() string {
 func (*OfflineLogDir) ProtoMessage() {}
 
 func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1616,7 @@ func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineLogDir.ProtoReflect.Descriptor instead.
 func (*OfflineLogDir) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OfflineLogDir) GetPath() string {
@@ -1463,7 +1664,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1676,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1689,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplicaProgress) GetTopic() string {
@@ -1583,7 +1784,7 @@ type FollowerProgress struct {
 
 func (x *FollowerProgress) Reset() {
 	*x = FollowerProgress{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1796,7 @@ func (x *FollowerProgress) String() string {
 func (*FollowerProgress) ProtoMessage() {}
 
 func (x *FollowerProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1809,7 @@ func (x *FollowerProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerProgress.ProtoReflect.Descriptor instead.
 func (*FollowerProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FollowerProgress) GetBrokerId() int32 {
@@ -1642,7 +1843,7 @@ type BrokerSessionResponse struct {
 
 func (x *BrokerSessionResponse) Reset() {
 	*x = BrokerSessionResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1855,7 @@ func (x *BrokerSessionResponse) String() string {
 func (*BrokerSessionResponse) ProtoMessage() {}
 
 func (x *BrokerSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1868,7 @@ func (x *BrokerSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerSessionResponse.ProtoReflect.Descriptor instead.
 func (*BrokerSessionResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerSessionResponse) GetControllerId() int32 {
@@ -1706,7 +1907,7 @@ type ClusterEvent struct {
 
 func (x *ClusterEvent) Reset() {
 	*x = ClusterEvent{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1919,7 @@ func (x *ClusterEvent) String() string {
 func (*ClusterEvent) ProtoMessage() {}
 
 func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1932,7 @@ func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEvent.ProtoReflect.Descriptor instead.
 func (*ClusterEvent) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClusterEvent) GetTime() int64 {
@@ -1807,7 +2008,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +2020,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +2033,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -1859,7 +2060,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2072,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2085,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -1911,7 +2112,7 @@ type CreateOffsetsTopicRequest struct {
 
 func (x *CreateOffsetsTopicRequest) Reset() {
 	*x = CreateOffsetsTopicRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2124,7 @@ func (x *CreateOffsetsTopicRequest) String() string {
 func (*CreateOffsetsTopicRequest) ProtoMessage() {}
 
 func (x *CreateOffsetsTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2137,7 @@ func (x *CreateOffsetsTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOffsetsTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateOffsetsTopicRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateOffsetsTopicRequest) GetBrokerId() int32 {
@@ -1965,7 +2166,7 @@ type CreateOffsetsTopicResponse struct {
 
 func (x *CreateOffsetsTopicResponse) Reset() {
 	*x = CreateOffsetsTopicResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2178,7 @@ func (x *CreateOffsetsTopicResponse) String() string {
 func (*CreateOffsetsTopicResponse) ProtoMessage() {}
 
 func (x *CreateOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2191,7 @@ func (x *CreateOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOffsetsTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateOffsetsTopicResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateOffsetsTopicResponse) GetNumPartitions() int32 {
@@ -2092,6 +2293,25 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12\x16\n" +
 	"\x06delete\x18\x04 \x01(\bR\x06delete\"\x99\x01\n" +
 	"\x13StopReplicaResponse\x12<\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12D\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2$.tidemark.control.v1.PartitionResultR\n" +
+	"partitions\"\xe8\x01\n" +
+	"\x16YieldLeadershipRequest\x12#\n" +
+	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
+	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
+	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12C\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2#.tidemark.control.v1.YieldPartitionR\n" +
+	"partitions\x12\x16\n" +
+	"\x06resume\x18\x05 \x01(\bR\x06resume\"\x90\x01\n" +
+	"\x0eYieldPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\"\x9d\x01\n" +
+	"\x17YieldLeadershipResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12D\n" +
 	"\n" +
@@ -2213,11 +2433,12 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x18EVENT_KIND_TOPIC_CREATED\x10\f\x12\x1c\n" +
 	"\x18EVENT_KIND_TOPIC_DELETED\x10\r\x12\x1d\n" +
 	"\x19EVENT_KIND_CONFIG_CHANGED\x10\x0e\x12\x1e\n" +
-	"\x1aEVENT_KIND_LOG_DIR_OFFLINE\x10\x0f2\xc8\x02\n" +
+	"\x1aEVENT_KIND_LOG_DIR_OFFLINE\x10\x0f2\xb6\x03\n" +
 	"\x14BrokerControlService\x12c\n" +
 	"\fLeaderAndIsr\x12(.tidemark.control.v1.LeaderAndIsrRequest\x1a).tidemark.control.v1.LeaderAndIsrResponse\x12i\n" +
 	"\x0eUpdateMetadata\x12*.tidemark.control.v1.UpdateMetadataRequest\x1a+.tidemark.control.v1.UpdateMetadataResponse\x12`\n" +
-	"\vStopReplica\x12'.tidemark.control.v1.StopReplicaRequest\x1a(.tidemark.control.v1.StopReplicaResponse2\xd2\x04\n" +
+	"\vStopReplica\x12'.tidemark.control.v1.StopReplicaRequest\x1a(.tidemark.control.v1.StopReplicaResponse\x12l\n" +
+	"\x0fYieldLeadership\x12+.tidemark.control.v1.YieldLeadershipRequest\x1a,.tidemark.control.v1.YieldLeadershipResponse2\xd2\x04\n" +
 	"\x11ControllerService\x12i\n" +
 	"\x0eAlterPartition\x12*.tidemark.control.v1.AlterPartitionRequest\x1a+.tidemark.control.v1.AlterPartitionResponse\x12u\n" +
 	"\x12ControlledShutdown\x12..tidemark.control.v1.ControlledShutdownRequest\x1a/.tidemark.control.v1.ControlledShutdownResponse\x12j\n" +
@@ -2238,7 +2459,7 @@ func file_tidemark_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tidemark.control.v1.EventKind
 	(*LeaderAndIsrRequest)(nil),         // 1: tidemark.control.v1.LeaderAndIsrRequest
@@ -2251,85 +2472,93 @@ var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(*StopReplicaRequest)(nil),          // 8: tidemark.control.v1.StopReplicaRequest
 	(*StopReplicaPartition)(nil),        // 9: tidemark.control.v1.StopReplicaPartition
 	(*StopReplicaResponse)(nil),         // 10: tidemark.control.v1.StopReplicaResponse
-	(*AlterPartitionRequest)(nil),       // 11: tidemark.control.v1.AlterPartitionRequest
-	(*AlterPartitionItem)(nil),          // 12: tidemark.control.v1.AlterPartitionItem
-	(*IsrMember)(nil),                   // 13: tidemark.control.v1.IsrMember
-	(*AlterPartitionResponse)(nil),      // 14: tidemark.control.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),        // 15: tidemark.control.v1.AlterPartitionResult
-	(*ControlledShutdownRequest)(nil),   // 16: tidemark.control.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),  // 17: tidemark.control.v1.ControlledShutdownResponse
-	(*BrokerSessionRequest)(nil),        // 18: tidemark.control.v1.BrokerSessionRequest
-	(*OfflineLogDir)(nil),               // 19: tidemark.control.v1.OfflineLogDir
-	(*ReplicaProgress)(nil),             // 20: tidemark.control.v1.ReplicaProgress
-	(*FollowerProgress)(nil),            // 21: tidemark.control.v1.FollowerProgress
-	(*BrokerSessionResponse)(nil),       // 22: tidemark.control.v1.BrokerSessionResponse
-	(*ClusterEvent)(nil),                // 23: tidemark.control.v1.ClusterEvent
-	(*AllocateProducerIdsRequest)(nil),  // 24: tidemark.control.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 25: tidemark.control.v1.AllocateProducerIdsResponse
-	(*CreateOffsetsTopicRequest)(nil),   // 26: tidemark.control.v1.CreateOffsetsTopicRequest
-	(*CreateOffsetsTopicResponse)(nil),  // 27: tidemark.control.v1.CreateOffsetsTopicResponse
-	nil,                                 // 28: tidemark.control.v1.TopicConfig.ConfigsEntry
-	nil,                                 // 29: tidemark.control.v1.BrokerRegistration.EndpointsEntry
-	nil,                                 // 30: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	(*v1.PartitionState)(nil),           // 31: tidemark.common.v1.PartitionState
-	(*v1.Node)(nil),                     // 32: tidemark.common.v1.Node
-	(v1.ErrorCode)(0),                   // 33: tidemark.common.v1.ErrorCode
-	(*v1.TopicPartition)(nil),           // 34: tidemark.common.v1.TopicPartition
+	(*YieldLeadershipRequest)(nil),      // 11: tidemark.control.v1.YieldLeadershipRequest
+	(*YieldPartition)(nil),              // 12: tidemark.control.v1.YieldPartition
+	(*YieldLeadershipResponse)(nil),     // 13: tidemark.control.v1.YieldLeadershipResponse
+	(*AlterPartitionRequest)(nil),       // 14: tidemark.control.v1.AlterPartitionRequest
+	(*AlterPartitionItem)(nil),          // 15: tidemark.control.v1.AlterPartitionItem
+	(*IsrMember)(nil),                   // 16: tidemark.control.v1.IsrMember
+	(*AlterPartitionResponse)(nil),      // 17: tidemark.control.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),        // 18: tidemark.control.v1.AlterPartitionResult
+	(*ControlledShutdownRequest)(nil),   // 19: tidemark.control.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),  // 20: tidemark.control.v1.ControlledShutdownResponse
+	(*BrokerSessionRequest)(nil),        // 21: tidemark.control.v1.BrokerSessionRequest
+	(*OfflineLogDir)(nil),               // 22: tidemark.control.v1.OfflineLogDir
+	(*ReplicaProgress)(nil),             // 23: tidemark.control.v1.ReplicaProgress
+	(*FollowerProgress)(nil),            // 24: tidemark.control.v1.FollowerProgress
+	(*BrokerSessionResponse)(nil),       // 25: tidemark.control.v1.BrokerSessionResponse
+	(*ClusterEvent)(nil),                // 26: tidemark.control.v1.ClusterEvent
+	(*AllocateProducerIdsRequest)(nil),  // 27: tidemark.control.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 28: tidemark.control.v1.AllocateProducerIdsResponse
+	(*CreateOffsetsTopicRequest)(nil),   // 29: tidemark.control.v1.CreateOffsetsTopicRequest
+	(*CreateOffsetsTopicResponse)(nil),  // 30: tidemark.control.v1.CreateOffsetsTopicResponse
+	nil,                                 // 31: tidemark.control.v1.TopicConfig.ConfigsEntry
+	nil,                                 // 32: tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	nil,                                 // 33: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	(*v1.PartitionState)(nil),           // 34: tidemark.common.v1.PartitionState
+	(*v1.Node)(nil),                     // 35: tidemark.common.v1.Node
+	(v1.ErrorCode)(0),                   // 36: tidemark.common.v1.ErrorCode
+	(*v1.TopicPartition)(nil),           // 37: tidemark.common.v1.TopicPartition
 }
 var file_tidemark_control_v1_control_proto_depIdxs = []int32{
-	31, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
-	32, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
+	34, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	35, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
 	4,  // 2: tidemark.control.v1.LeaderAndIsrRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	33, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	36, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 4: tidemark.control.v1.LeaderAndIsrResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	33, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	28, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
-	32, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
-	29, // 8: tidemark.control.v1.BrokerRegistration.endpoints:type_name -> tidemark.control.v1.BrokerRegistration.EndpointsEntry
-	32, // 9: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
+	36, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	31, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
+	35, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
+	32, // 8: tidemark.control.v1.BrokerRegistration.endpoints:type_name -> tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	35, // 9: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
 	5,  // 10: tidemark.control.v1.UpdateMetadataRequest.brokers:type_name -> tidemark.control.v1.BrokerRegistration
-	31, // 11: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	34, // 11: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
 	4,  // 12: tidemark.control.v1.UpdateMetadataRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	30, // 13: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	33, // 14: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	33, // 13: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	36, // 14: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	9,  // 15: tidemark.control.v1.StopReplicaRequest.partitions:type_name -> tidemark.control.v1.StopReplicaPartition
-	33, // 16: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	36, // 16: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 17: tidemark.control.v1.StopReplicaResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	12, // 18: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
-	13, // 19: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
-	33, // 20: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	15, // 21: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
-	33, // 22: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	33, // 23: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	34, // 24: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
-	20, // 25: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
-	23, // 26: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
-	34, // 27: tidemark.control.v1.BrokerSessionRequest.removed:type_name -> tidemark.common.v1.TopicPartition
-	19, // 28: tidemark.control.v1.BrokerSessionRequest.offline_log_dirs:type_name -> tidemark.control.v1.OfflineLogDir
-	34, // 29: tidemark.control.v1.OfflineLogDir.partitions:type_name -> tidemark.common.v1.TopicPartition
-	21, // 30: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
-	0,  // 31: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
-	1,  // 32: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
-	6,  // 33: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
-	8,  // 34: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
-	11, // 35: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
-	16, // 36: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
-	18, // 37: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
-	24, // 38: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
-	26, // 39: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
-	2,  // 40: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
-	7,  // 41: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
-	10, // 42: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
-	14, // 43: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
-	17, // 44: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
-	22, // 45: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
-	25, // 46: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
-	27, // 47: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
-	40, // [40:48] is the sub-list for method output_type
-	32, // [32:40] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	12, // 18: tidemark.control.v1.YieldLeadershipRequest.partitions:type_name -> tidemark.control.v1.YieldPartition
+	36, // 19: tidemark.control.v1.YieldLeadershipResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 20: tidemark.control.v1.YieldLeadershipResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
+	15, // 21: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
+	16, // 22: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
+	36, // 23: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	18, // 24: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
+	36, // 25: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	36, // 26: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	37, // 27: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
+	23, // 28: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
+	26, // 29: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
+	37, // 30: tidemark.control.v1.BrokerSessionRequest.removed:type_name -> tidemark.common.v1.TopicPartition
+	22, // 31: tidemark.control.v1.BrokerSessionRequest.offline_log_dirs:type_name -> tidemark.control.v1.OfflineLogDir
+	37, // 32: tidemark.control.v1.OfflineLogDir.partitions:type_name -> tidemark.common.v1.TopicPartition
+	24, // 33: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
+	0,  // 34: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
+	1,  // 35: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
+	6,  // 36: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
+	8,  // 37: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
+	11, // 38: tidemark.control.v1.BrokerControlService.YieldLeadership:input_type -> tidemark.control.v1.YieldLeadershipRequest
+	14, // 39: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
+	19, // 40: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
+	21, // 41: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
+	27, // 42: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
+	29, // 43: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
+	2,  // 44: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
+	7,  // 45: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
+	10, // 46: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
+	13, // 47: tidemark.control.v1.BrokerControlService.YieldLeadership:output_type -> tidemark.control.v1.YieldLeadershipResponse
+	17, // 48: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
+	20, // 49: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
+	25, // 50: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
+	28, // 51: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
+	30, // 52: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
+	44, // [44:53] is the sub-list for method output_type
+	35, // [35:44] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_control_v1_control_proto_init() }
@@ -2343,7 +2572,7 @@ func file_tidemark_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_control_v1_control_proto_rawDesc), len(file_tidemark_control_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -21,9 +21,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	BrokerControlService_LeaderAndIsr_FullMethodName   = "/tidemark.control.v1.BrokerControlService/LeaderAndIsr"
-	BrokerControlService_UpdateMetadata_FullMethodName = "/tidemark.control.v1.BrokerControlService/UpdateMetadata"
-	BrokerControlService_StopReplica_FullMethodName    = "/tidemark.control.v1.BrokerControlService/StopReplica"
+	BrokerControlService_LeaderAndIsr_FullMethodName    = "/tidemark.control.v1.BrokerControlService/LeaderAndIsr"
+	BrokerControlService_UpdateMetadata_FullMethodName  = "/tidemark.control.v1.BrokerControlService/UpdateMetadata"
+	BrokerControlService_StopReplica_FullMethodName     = "/tidemark.control.v1.BrokerControlService/StopReplica"
+	BrokerControlService_YieldLeadership_FullMethodName = "/tidemark.control.v1.BrokerControlService/YieldLeadership"
 )
 
 // BrokerControlServiceClient is the client API for BrokerControlService service.
@@ -44,6 +45,12 @@ type BrokerControlServiceClient interface {
 	UpdateMetadata(ctx context.Context, in *UpdateMetadataRequest, opts ...grpc.CallOption) (*UpdateMetadataResponse, error)
 	// StopReplica stops replicas (and deletes them for topic deletion).
 	StopReplica(ctx context.Context, in *StopReplicaRequest, opts ...grpc.CallOption) (*StopReplicaResponse, error)
+	// YieldLeadership is the first step of a voluntary leadership move (a
+	// preferred election): the leader stops taking writes for the partitions
+	// at the states named, so that no two brokers take writes once the
+	// controller elects another. It takes them again at a newer state, at a
+	// newer controller's word, or when asked to resume.
+	YieldLeadership(ctx context.Context, in *YieldLeadershipRequest, opts ...grpc.CallOption) (*YieldLeadershipResponse, error)
 }
 
 type brokerControlServiceClient struct {
@@ -84,6 +91,16 @@ func (c *brokerControlServiceClient) StopReplica(ctx context.Context, in *StopRe
 	return out, nil
 }
 
+func (c *brokerControlServiceClient) YieldLeadership(ctx context.Context, in *YieldLeadershipRequest, opts ...grpc.CallOption) (*YieldLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(YieldLeadershipResponse)
+	err := c.cc.Invoke(ctx, BrokerControlService_YieldLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerControlServiceServer is the server API for BrokerControlService service.
 // All implementations must embed UnimplementedBrokerControlServiceServer
 // for forward compatibility.
@@ -102,6 +119,12 @@ type BrokerControlServiceServer interface {
 	UpdateMetadata(context.Context, *UpdateMetadataRequest) (*UpdateMetadataResponse, error)
 	// StopReplica stops replicas (and deletes them for topic deletion).
 	StopReplica(context.Context, *StopReplicaRequest) (*StopReplicaResponse, error)
+	// YieldLeadership is the first step of a voluntary leadership move (a
+	// preferred election): the leader stops taking writes for the partitions
+	// at the states named, so that no two brokers take writes once the
+	// controller elects another. It takes them again at a newer state, at a
+	// newer controller's word, or when asked to resume.
+	YieldLeadership(context.Context, *YieldLeadershipRequest) (*YieldLeadershipResponse, error)
 	mustEmbedUnimplementedBrokerControlServiceServer()
 }
 
@@ -120,6 +143,9 @@ func (UnimplementedBrokerControlServiceServer) UpdateMetadata(context.Context, *
 }
 func (UnimplementedBrokerControlServiceServer) StopReplica(context.Context, *StopReplicaRequest) (*StopReplicaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StopReplica not implemented")
+}
+func (UnimplementedBrokerControlServiceServer) YieldLeadership(context.Context, *YieldLeadershipRequest) (*YieldLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method YieldLeadership not implemented")
 }
 func (UnimplementedBrokerControlServiceServer) mustEmbedUnimplementedBrokerControlServiceServer() {}
 func (UnimplementedBrokerControlServiceServer) testEmbeddedByValue()                              {}
@@ -196,6 +222,24 @@ func _BrokerControlService_StopReplica_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BrokerControlService_YieldLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(YieldLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerControlServiceServer).YieldLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerControlService_YieldLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerControlServiceServer).YieldLeadership(ctx, req.(*YieldLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BrokerControlService_ServiceDesc is the grpc.ServiceDesc for BrokerControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -214,6 +258,10 @@ var BrokerControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StopReplica",
 			Handler:    _BrokerControlService_StopReplica_Handler,
+		},
+		{
+			MethodName: "YieldLeadership",
+			Handler:    _BrokerControlService_YieldLeadership_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

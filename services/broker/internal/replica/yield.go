@@ -1,0 +1,105 @@
+package replica
+
+import (
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// yieldMark is a leader's promise to the controller (YieldLeadership): it
+// takes no writes for the partition while the partition is at the state
+// named (or at an older partition epoch of the same leader epoch: an ISR
+// change the controller committed whose answer has not reached this
+// leader yet). A newer state ends it by itself (the controller moved the
+// leadership, or changed the ISR and gave the move up), as do a newer
+// controller's LeaderAndIsr (it may never hear of the move) and a resume.
+type yieldMark struct {
+	leaderEpoch, partitionEpoch int32
+	controllerEpoch             int32
+}
+
+// yieldingLocked reports whether the replica promised not to take writes
+// at its current state; r.mu is held.
+func (r *Replica) yieldingLocked() bool {
+	y := r.yielded
+	return y != nil && y.leaderEpoch == r.state.LeaderEpoch() && r.state.PartitionEpoch() <= y.partitionEpoch
+}
+
+// YieldLeadership is the first step of a voluntary leadership move: the
+// named partitions stop taking writes here until a newer state (or a newer
+// controller, or a resume) says otherwise. The controller elects the new
+// leader only after this answer, so the two never take writes at once,
+// even when this broker is cut off from the controller and would hear of
+// the election late (DESIGN.md, "Voluntary moves").
+//
+// It answers NONE for a partition this broker does not lead at the named
+// leader epoch (it takes no writes for it there), and FENCED_LEADER_EPOCH
+// when it leads at another leader epoch, or at a newer partition epoch:
+// the controller then leaves it where it is.
+func (m *Manager) YieldLeadership(req *controlv1.YieldLeadershipRequest) (*controlv1.YieldLeadershipResponse, error) {
+	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
+		return nil, err
+	}
+	resp := &controlv1.YieldLeadershipResponse{}
+	yielded := 0
+	for _, p := range req.GetPartitions() {
+		tp := TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		res := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition}
+		resp.Partitions = append(resp.Partitions, res)
+		r, ok := m.Replica(tp)
+		if !ok {
+			continue
+		}
+		r.mu.Lock()
+		leads := r.state.IsLeader()
+		le, pe := r.state.LeaderEpoch(), r.state.PartitionEpoch()
+		atState := le == p.GetLeaderEpoch() && pe <= p.GetPartitionEpoch()
+		switch {
+		case req.GetResume():
+			if y := r.yielded; y != nil && y.leaderEpoch == p.GetLeaderEpoch() && y.partitionEpoch == p.GetPartitionEpoch() {
+				r.yielded = nil
+			}
+		case atState && leads:
+			r.yielded = &yieldMark{leaderEpoch: le, partitionEpoch: p.GetPartitionEpoch(), controllerEpoch: req.GetControllerEpoch()}
+			yielded++
+		case leads:
+			e := kerr.New(kerr.FencedLeaderEpoch, "broker %d leads %s at leader epoch %d partition epoch %d, not %d/%d",
+				m.opts.BrokerID, tpKey(tp), le, pe, p.GetLeaderEpoch(), p.GetPartitionEpoch())
+			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
+		}
+		r.mu.Unlock()
+	}
+	if req.GetResume() {
+		m.log.Info("Taking writes again: the controller gave the leadership move up", "partitions", len(req.GetPartitions()),
+			"controller_epoch", req.GetControllerEpoch())
+	} else {
+		m.log.Info("Yielded leadership: no writes taken until the controller's next word", "partitions", yielded,
+			"asked", len(req.GetPartitions()), "controller_epoch", req.GetControllerEpoch())
+	}
+	return resp, nil
+}
+
+// endYieldsOfOlderControllers drops the yield marks of the partitions in a
+// LeaderAndIsr from a newer controller: that controller decides from etcd
+// and may never finish (or know of) the move the old one began.
+func (m *Manager) endYieldsOfOlderControllers(controllerEpoch int32, states []*commonv1.PartitionState) {
+	for _, ps := range states {
+		r, ok := m.Replica(TP{Topic: ps.GetTopic(), Partition: ps.GetPartition()})
+		if !ok {
+			continue
+		}
+		r.mu.Lock()
+		if y := r.yielded; y != nil && y.controllerEpoch < controllerEpoch {
+			r.yielded = nil
+		}
+		r.mu.Unlock()
+	}
+}
+
+// errYielding is the produce answer of a partition whose leadership is
+// moving: retriable, the client finds the new leader in fresh metadata.
+func (m *Manager) errYielding(tp TP, leaderEpoch int32) error {
+	return kerr.New(kerr.NotLeaderOrFollower,
+		"broker %d is handing the leadership of %s over (leader epoch %d): the controller is electing another leader",
+		m.opts.BrokerID, tpKey(tp), leaderEpoch)
+}
