@@ -74,3 +74,14 @@ func (f *follower) reset(nowMs, leaderLEO int64, newLeader, inISR bool) {
 func (f *follower) caughtUp(leaderLEO, nowMs, maxLagMs int64) bool {
 	return f.leo == leaderLEO || nowMs-f.lastCaughtUpMs <= maxLagMs
 }
+
+// FollowerLEO is follower id's log end offset as its last fetch in this
+// leadership told the leader; false when it has not fetched yet, or is no
+// follower here.
+func (p *Partition) FollowerLEO(id int32) (int64, bool) {
+	f := p.followers[id]
+	if p.role != RoleLeader || f == nil || f.leo == UndefinedOffset {
+		return 0, false
+	}
+	return f.leo, true
+}

@@ -209,7 +209,11 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	if out.HW.Advanced() {
 		r.markCommitLocked(out.HW.After, trace.SpanContextFromContext(ctx))
 	}
+	yielding := r.yielded != nil
 	r.mu.Unlock()
+	if yielding {
+		r.wakeHW() // a yield waits for the next leader's fetch offset (yield.go)
+	}
 	if err != nil {
 		a.Err = m.withLeaderHint(p.TP, err)
 		a.recycle()

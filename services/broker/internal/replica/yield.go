@@ -1,6 +1,9 @@
 package replica
 
 import (
+	"fmt"
+	"time"
+
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/platform/kerr"
@@ -42,6 +45,7 @@ func (m *Manager) YieldLeadership(req *controlv1.YieldLeadershipRequest) (*contr
 	}
 	resp := &controlv1.YieldLeadershipResponse{}
 	yielded := 0
+	var catchUps []catchUp
 	for _, p := range req.GetPartitions() {
 		tp := TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
 		res := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition}
@@ -62,6 +66,9 @@ func (m *Manager) YieldLeadership(req *controlv1.YieldLeadershipRequest) (*contr
 		case atState && leads:
 			r.yielded = &yieldMark{leaderEpoch: le, partitionEpoch: p.GetPartitionEpoch(), controllerEpoch: req.GetControllerEpoch()}
 			yielded++
+			if next := p.GetNextLeader(); next != m.opts.BrokerID {
+				catchUps = append(catchUps, catchUp{r: r, next: next})
+			}
 		case leads:
 			e := kerr.New(kerr.FencedLeaderEpoch, "broker %d leads %s at leader epoch %d partition epoch %d, not %d/%d",
 				m.opts.BrokerID, tpKey(tp), le, pe, p.GetLeaderEpoch(), p.GetPartitionEpoch())
@@ -72,11 +79,64 @@ func (m *Manager) YieldLeadership(req *controlv1.YieldLeadershipRequest) (*contr
 	if req.GetResume() {
 		m.log.Info("Taking writes again: the controller gave the leadership move up", "partitions", len(req.GetPartitions()),
 			"controller_epoch", req.GetControllerEpoch())
-	} else {
-		m.log.Info("Yielded leadership: no writes taken until the controller's next word", "partitions", yielded,
-			"asked", len(req.GetPartitions()), "controller_epoch", req.GetControllerEpoch())
+		return resp, nil
 	}
+	start := m.now()
+	behind := m.awaitCatchUp(catchUps, time.Duration(req.GetCatchUpTimeoutMs())*time.Millisecond)
+	m.log.Info("Yielded leadership: no writes taken until the controller's next word", "partitions", yielded,
+		"asked", len(req.GetPartitions()), "controller_epoch", req.GetControllerEpoch(),
+		"catch_up_ms", m.now().Sub(start).Milliseconds(), "next_leaders_behind", behind)
 	return resp, nil
+}
+
+// catchUp is a yielded partition and the broker meant to lead it next.
+type catchUp struct {
+	r    *Replica
+	next int32
+}
+
+// awaitCatchUp waits, at most timeout, until each next leader's log (as its
+// fetch offset tells this leader) reaches this leader's end, so that the
+// election loses no record this leader acknowledged, acks=1 included. The
+// yielded leader appends nothing more, and a follower in sync is at most a
+// round trip behind, so this is one fetch round trip. It returns the
+// partitions whose next leader was still behind, for the log: the move
+// goes on without them, as in Kafka.
+func (m *Manager) awaitCatchUp(waits []catchUp, timeout time.Duration) []string {
+	if len(waits) == 0 || timeout <= 0 {
+		return nil
+	}
+	w := newWaiter()
+	defer releaseWaiter(w)
+	for _, c := range waits {
+		c.r.hwWaiters.add(w) // leaderfetch pokes them while yielded
+		defer c.r.hwWaiters.remove(w)
+	}
+	timer := m.clock.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		var behind []string
+		for _, c := range waits {
+			c.r.mu.Lock()
+			leo := c.r.log.LogEndOffset()
+			at, ok := c.r.state.FollowerLEO(c.next)
+			still := c.r.yieldingLocked()
+			c.r.mu.Unlock()
+			if still && (!ok || at < leo) {
+				behind = append(behind, fmt.Sprintf("%s: broker %d at %d of %d", tpKey(c.r.tp), c.next, at, leo))
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-w.ch:
+		case <-timer.C():
+			return behind
+		case <-m.stop:
+			return behind
+		}
+	}
 }
 
 // endYieldsOfOlderControllers drops the yield marks of the partitions in a

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"testing"
+	"time"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/platform/kerr"
@@ -122,5 +123,71 @@ func TestYieldAnswersByTheNamedState(t *testing.T) {
 	if _, err := e.m.YieldLeadership(&controlv1.YieldLeadershipRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch - 1,
 		BrokerEpoch: brokerEpochs[1]}); kerr.CodeOf(err) != kerr.StaleControllerEpoch {
 		t.Fatalf("yield from an older controller: %v, want STALE_CONTROLLER_EPOCH", err)
+	}
+}
+
+// The yield's answer waits for the next leader to have every record the
+// leader took (its fetch offset at the leader's end), so the election
+// loses no acknowledged acks=1 write; past catch_up_timeout_ms it answers
+// anyway, still yielded.
+func TestYieldAnswersOnceTheNextLeaderHasEveryRecord(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 3, 5, []int32{1, 2, 3}, nil)
+	for _, v := range []string{"a", "b", "c"} {
+		if err := e.produceOne(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.followerFetch(2, 3, 1) // broker 2 has "a" only
+	yieldAsync := func() <-chan *controlv1.YieldLeadershipResponse {
+		const wait = 5 * time.Second
+		before := e.clock.pending(wait)
+		out := make(chan *controlv1.YieldLeadershipResponse, 1)
+		go func() {
+			resp, err := e.m.YieldLeadership(&controlv1.YieldLeadershipRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch,
+				BrokerEpoch: brokerEpochs[1], CatchUpTimeoutMs: int32(wait.Milliseconds()),
+				Partitions: []*controlv1.YieldPartition{{Topic: tp0.Topic, Partition: tp0.Partition, LeaderEpoch: 3, PartitionEpoch: 5, NextLeader: 2}}})
+			if err != nil {
+				t.Error(err)
+			}
+			out <- resp
+		}()
+		e.clock.WaitTimer(t, wait, before+1)
+		return out
+	}
+	out := yieldAsync()
+	if err := e.produceOne("while catching up"); kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("produce while the next leader catches up: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	e.followerFetch(2, 3, 2)
+	select {
+	case <-out:
+		t.Fatal("answered with broker 2 at offset 2 of 3")
+	case <-time.After(50 * time.Millisecond):
+	}
+	e.followerFetch(2, 3, 3)
+	select {
+	case resp := <-out:
+		wantYieldCode(t, resp, kerr.None)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer once broker 2 had every record")
+	}
+
+	// A next leader that does not catch up: answered at the timeout, and
+	// the leader stays yielded.
+	wantYieldCode(t, e.yield(3, 5, true), kerr.None)
+	if err := e.produceOne("d"); err != nil {
+		t.Fatal(err)
+	}
+	out = yieldAsync()
+	e.clock.Advance(5 * time.Second)
+	select {
+	case resp := <-out:
+		wantYieldCode(t, resp, kerr.None)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer at the catch-up timeout")
+	}
+	if err := e.produceOne("after the timeout"); kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("produce after the catch-up timeout: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
 }

@@ -189,8 +189,12 @@ func (c *core) yieldRequest(to int32, changes []change, states []stateAt, resume
 	req := &controlv1.YieldLeadershipRequest{ControllerId: c.self.Id, ControllerEpoch: c.epoch,
 		BrokerEpoch: c.brokers[to].info.Epoch, Resume: resume}
 	for i, ch := range changes {
-		req.Partitions = append(req.Partitions, &controlv1.YieldPartition{Topic: ch.p.t.name, Partition: ch.p.id,
-			LeaderEpoch: states[i].leaderEpoch, PartitionEpoch: states[i].partitionEpoch})
+		yp := &controlv1.YieldPartition{Topic: ch.p.t.name, Partition: ch.p.id,
+			LeaderEpoch: states[i].leaderEpoch, PartitionEpoch: states[i].partitionEpoch}
+		if !resume {
+			yp.NextLeader = ch.d.State.Leader
+		}
+		req.Partitions = append(req.Partitions, yp)
 	}
 	return req
 }

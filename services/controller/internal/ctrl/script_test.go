@@ -906,7 +906,11 @@ func renderYield(kind string, to int32, r *controlv1.YieldLeadershipRequest) []s
 		out[0] += " resume"
 	}
 	for _, p := range r.GetPartitions() {
-		out = append(out, fmt.Sprintf("  %s/%d le=%d pe=%d", p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetPartitionEpoch()))
+		line := fmt.Sprintf("  %s/%d le=%d pe=%d", p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetPartitionEpoch())
+		if !r.GetResume() {
+			line += fmt.Sprintf(" next=%d", p.GetNextLeader())
+		}
+		out = append(out, line)
 	}
 	return out
 }

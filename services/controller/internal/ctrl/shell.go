@@ -2,6 +2,7 @@ package ctrl
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -266,8 +267,11 @@ func (a *Active) awaitAcks(e effAwaitAcks) {
 // request timeout: a leader that does not answer by then keeps its
 // partitions (the request stays queued; the core's resume follows it).
 func (a *Active) yield(e effYield) {
-	done := a.enqueue(e.to, sender.Request{YieldLeadership: e.req})
 	timeout := a.d.Settings.RequestTimeout
+	// Half of it for the next leaders to copy the leader's last records:
+	// the answer leaves time to come back.
+	e.req.CatchUpTimeoutMs = int32(min(timeout/2, time.Duration(math.MaxInt32)*time.Millisecond).Milliseconds())
+	done := a.enqueue(e.to, sender.Request{YieldLeadership: e.req})
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

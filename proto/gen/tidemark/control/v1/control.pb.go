@@ -831,9 +831,14 @@ type YieldLeadershipRequest struct {
 	Partitions      []*YieldPartition      `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Take writes again: the controller gave the move up (the broker did not
 	// answer in time, or the state changed meanwhile).
-	Resume        bool `protobuf:"varint,5,opt,name=resume,proto3" json:"resume,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resume bool `protobuf:"varint,5,opt,name=resume,proto3" json:"resume,omitempty"`
+	// How long the answer may wait for each partition's next leader to have
+	// every record this leader took (0: answer at once). Past it the broker
+	// answers anyway, and acks=1 records the next leader lacks may be lost,
+	// as in any leader change.
+	CatchUpTimeoutMs int32 `protobuf:"varint,6,opt,name=catch_up_timeout_ms,json=catchUpTimeoutMs,proto3" json:"catch_up_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *YieldLeadershipRequest) Reset() {
@@ -901,6 +906,13 @@ func (x *YieldLeadershipRequest) GetResume() bool {
 	return false
 }
 
+func (x *YieldLeadershipRequest) GetCatchUpTimeoutMs() int32 {
+	if x != nil {
+		return x.CatchUpTimeoutMs
+	}
+	return 0
+}
+
 // YieldPartition names a partition and the state the leader yields at.
 type YieldPartition struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -908,8 +920,11 @@ type YieldPartition struct {
 	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,4,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The broker the controller means to elect: the answer waits until this
+	// leader knows its log reaches the leader's end (its fetch offset).
+	NextLeader    int32 `protobuf:"varint,5,opt,name=next_leader,json=nextLeader,proto3" json:"next_leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *YieldPartition) Reset() {
@@ -966,6 +981,13 @@ func (x *YieldPartition) GetLeaderEpoch() int32 {
 func (x *YieldPartition) GetPartitionEpoch() int32 {
 	if x != nil {
 		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *YieldPartition) GetNextLeader() int32 {
+	if x != nil {
+		return x.NextLeader
 	}
 	return 0
 }
@@ -2297,7 +2319,7 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12D\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2$.tidemark.control.v1.PartitionResultR\n" +
-	"partitions\"\xe8\x01\n" +
+	"partitions\"\x97\x02\n" +
 	"\x16YieldLeadershipRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
@@ -2305,12 +2327,15 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2#.tidemark.control.v1.YieldPartitionR\n" +
 	"partitions\x12\x16\n" +
-	"\x06resume\x18\x05 \x01(\bR\x06resume\"\x90\x01\n" +
+	"\x06resume\x18\x05 \x01(\bR\x06resume\x12-\n" +
+	"\x13catch_up_timeout_ms\x18\x06 \x01(\x05R\x10catchUpTimeoutMs\"\xb1\x01\n" +
 	"\x0eYieldPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\"\x9d\x01\n" +
+	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\x12\x1f\n" +
+	"\vnext_leader\x18\x05 \x01(\x05R\n" +
+	"nextLeader\"\x9d\x01\n" +
 	"\x17YieldLeadershipResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12D\n" +
