@@ -328,6 +328,34 @@ func (a *Active) call(ctx context.Context, fn func() error) error {
 	}
 }
 
+// ask steps the event mk builds around reply and waits for reply to run,
+// which may be in a later step: a decision that waits for a broker (a
+// leader yielding, handoff.go) replies from the step that takes its
+// answer. reply runs on the loop. The term's end answers NOT_CONTROLLER.
+func (a *Active) ask(ctx context.Context, reply replyFunc, mk func(replyFunc) event) error {
+	answered := make(chan struct{})
+	once := func(m any, e error) {
+		defer close(answered)
+		reply(m, e)
+	}
+	if err := a.call(ctx, func() error { a.step(mk(once)); return nil }); err != nil {
+		return err
+	}
+	select {
+	case <-answered:
+		return nil
+	case <-a.quit:
+		select {
+		case <-answered:
+			return nil
+		default:
+			return a.notController()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // notController is the answer once the term has ended, naming the new
 // controller when the fencing error told us.
 func (a *Active) notController() error { return a.notControllerFor(a.Err()) }

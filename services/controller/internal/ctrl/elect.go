@@ -24,41 +24,25 @@ func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequ
 	var ans electAnswer
 	var confirm map[int32]leaderConfirmation
 	var answerErr error
-	// The answer may come in a later step: the current leaders yield
-	// first (handoff.go). It runs on the loop, within the step that pushed
-	// the new leaders' LeaderAndIsr, so a.tracked holds their outcomes.
-	answered := make(chan struct{})
-	err := a.call(ctx, func() error {
-		a.step(evElectLeaders{req: req, reply: func(m any, e error) {
-			defer close(answered)
-			ans, _ = m.(electAnswer)
-			answerErr = e
-			if e != nil {
-				return
-			}
-			confirm = map[int32]leaderConfirmation{}
-			for id, results := range ans.confirm {
-				confirm[id] = leaderConfirmation{acks: a.tracked[id], results: results}
-			}
-		}})
-		return nil
-	})
+	// The reply runs within the step that pushed the new leaders'
+	// LeaderAndIsr (after the leaders yielded), so a.tracked holds their
+	// outcomes.
+	err := a.ask(ctx, func(m any, e error) {
+		ans, _ = m.(electAnswer)
+		answerErr = e
+		if e != nil {
+			return
+		}
+		confirm = map[int32]leaderConfirmation{}
+		for id, results := range ans.confirm {
+			confirm[id] = leaderConfirmation{acks: a.tracked[id], results: results}
+		}
+	}, func(reply replyFunc) event { return evElectLeaders{req: req, reply: reply} })
+	if err == nil {
+		err = answerErr
+	}
 	if err != nil {
 		return nil, err
-	}
-	select {
-	case <-answered:
-	case <-a.quit:
-		select {
-		case <-answered:
-		default:
-			return nil, a.notController()
-		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if answerErr != nil {
-		return nil, answerErr
 	}
 	if req.GetTimeoutMs() > 0 {
 		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)

@@ -66,7 +66,17 @@ type handoffBatch struct {
 // to write and the error of each given up. Moves with no live leader to
 // stop, or that keep their leader, are ready at once.
 func (c *core) handOff(changes []change, decide decider, then func(ready []change, failed map[election.TopicPartition]error)) *handoffBatch {
-	b := &handoffBatch{decide: decide, failed: map[election.TopicPartition]error{}, yielded: map[*partition]yieldedAt{}, then: then}
+	order := make(map[*partition]int, len(changes))
+	for i, ch := range changes {
+		order[ch.p] = i
+	}
+	// The moves are written in the order decided, whichever leader answers
+	// first.
+	inOrder := func(ready []change, failed map[election.TopicPartition]error) {
+		slices.SortFunc(ready, func(x, y change) int { return order[x.p] - order[y.p] })
+		then(ready, failed)
+	}
+	b := &handoffBatch{decide: decide, failed: map[election.TopicPartition]error{}, yielded: map[*partition]yieldedAt{}, then: inOrder}
 	byLeader := map[int32][]change{}
 	for _, ch := range changes {
 		from := ch.p.rec.State.Leader
@@ -87,7 +97,7 @@ func (c *core) handOff(changes []change, decide decider, then func(ready []chang
 		c.emit(effYield{to: from, id: h.id, req: c.yieldRequest(from, h.changes, h.states, false)})
 	}
 	if b.pending == 0 {
-		then(b.ready, b.failed)
+		b.then(b.ready, b.failed)
 	}
 	return b
 }

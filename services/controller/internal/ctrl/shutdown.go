@@ -14,12 +14,19 @@ import (
 // follows in (and gets StopReplica for them), and the answer lists the
 // replicated partitions it still leads; the broker retries until none are
 // left. A later registration of the broker clears the mark.
+//
+// The leaderships move as voluntary moves (handoff.go): the broker yields
+// them first, once their next leaders have every record it took, so a
+// rolling restart loses no acknowledged write, acks=1 included.
 func (a *Active) ControlledShutdown(ctx context.Context, req *controlv1.ControlledShutdownRequest) (*controlv1.ControlledShutdownResponse, error) {
 	var resp *controlv1.ControlledShutdownResponse
-	err := a.call(ctx, func() (err error) {
-		a.step(evControlledShutdown{req: req, reply: answerTo(&resp, &err)})
-		return err
+	var answerErr error
+	err := a.ask(ctx, answerTo(&resp, &answerErr), func(reply replyFunc) event {
+		return evControlledShutdown{req: req, reply: reply}
 	})
+	if err == nil {
+		err = answerErr
+	}
 	return resp, err
 }
 
@@ -55,7 +62,10 @@ func (c *core) controlledShutdown(req *controlv1.ControlledShutdownRequest, repl
 		}
 		changes = append(changes, change{p: p, d: d, cause: causeShutdown})
 	}
-	c.commit(changes, func(written []*partition, err error) {
+	redecide := func(p *partition) (election.Decision, error) {
+		return election.OnControlledShutdown(p.view(), c.viewFor(p, c.view()), id)
+	}
+	c.commitHandoff(changes, redecide, func(written []*partition, _ map[election.TopicPartition]error, err error) {
 		if err != nil {
 			c.answer(reply, nil, c.notControllerFor(err))
 			return
