@@ -95,25 +95,29 @@ func (w *acks1Writers) count() int {
 	return len(w.acked)
 }
 
-// stopAndCheck stops the writers, waits for HW = LEO on brokers 1-3 and
-// fails the test for every acknowledged record their logs lack.
-func (w *acks1Writers) stopAndCheck(t *testing.T, c *Cluster, what string) {
+// stopAndCheck stops the writers, waits for HW = LEO on the replicas
+// (brokers 1-3 when none are named) and fails the test for every
+// acknowledged record their logs lack.
+func (w *acks1Writers) stopAndCheck(t *testing.T, c *Cluster, what string, replicas ...int32) {
 	t.Helper()
 	close(w.stop)
 	w.wg.Wait()
 
-	var leo int64
+	if len(replicas) == 0 {
+		replicas = []int32{1, 2, 3}
+	}
 	c.WaitFor(15*time.Second, "HW = LEO on every replica", func() bool {
-		for id := int32(1); id <= 3; id++ {
+		var leo int64
+		for i, id := range replicas {
 			hw, end, ok := c.Broker(id).ReplicaOffsets(w.topic, 0)
-			if !ok || hw != end || (id > 1 && end != leo) {
+			if !ok || hw != end || (i > 0 && end != leo) {
 				return false
 			}
 			leo = end
 		}
 		return true
 	})
-	final := c.SameLogs(w.topic, 0, 1, 2, 3)
+	final := c.SameLogs(w.topic, 0, replicas...)
 	have := make(map[string]bool, len(final))
 	for _, v := range final {
 		have[v] = true
@@ -159,4 +163,34 @@ func TestRollingRestartLosesNoAcks1Write(t *testing.T) {
 		}
 	}
 	w.stopAndCheck(t, c, "two rolling restarts")
+}
+
+// A reassignment that moves a partition off its leader's broker, under
+// four acks=1 writers: the leader yields once the new leader has every
+// record it took, so no acknowledged write is lost.
+func TestReassignmentOffTheLeaderLosesNoAcks1Write(t *testing.T) {
+	c := Start(t, Options{Brokers: 4})
+	c.CreateTopic("moving-off", 1, 3, nil)
+	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("moving-off", 0).GetIsr()) == 3 })
+	w := startAcks1Writers(c, "moving-off", 4)
+	c.WaitFor(10*time.Second, "writes", func() bool { return w.count() >= 100 })
+	const moves = 8
+	for k := range moves {
+		p := c.Partition("moving-off", 0)
+		leader := p.GetLeader()
+		var target []int32
+		for id := int32(1); id <= 4; id++ {
+			if id != leader {
+				target = append(target, id)
+			}
+		}
+		reassign(t, c, "moving-off", map[int32][]int32{0: target})
+		c.WaitFor(20*time.Second, fmt.Sprintf("move %d: off broker %d", k, leader), func() bool {
+			p := c.Partition("moving-off", 0)
+			return slices.Equal(p.GetReplicas(), target) && p.GetLeader() != leader && p.GetLeader() > 0
+		})
+		n := w.count()
+		c.WaitFor(10*time.Second, "writes on the new leader", func() bool { return w.count() >= n+50 })
+	}
+	w.stopAndCheck(t, c, fmt.Sprintf("%d reassignments off the leader", moves), c.Partition("moving-off", 0).GetReplicas()...)
 }

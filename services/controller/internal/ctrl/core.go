@@ -52,6 +52,9 @@ type core struct {
 	// (handoff.go), by id.
 	handoffs   map[uint64]*handoff
 	handoffSeq uint64
+	// completing are the reassignments whose completion waits for their
+	// leader to yield (reassign.go).
+	completing map[*partition]bool
 	progress   map[progressKey]*controlv1.ReplicaProgress
 	stateDirty bool // partitions or brokers changed: recount, notify
 	viewDirty  bool // only progress or events changed: notify
@@ -132,6 +135,7 @@ func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy, rng
 		sessions:      map[int32]*session{},
 		failing:       map[int32]*failCheck{},
 		handoffs:      map[uint64]*handoff{},
+		completing:    map[*partition]bool{},
 		progress:      map[progressKey]*controlv1.ReplicaProgress{},
 	}
 }

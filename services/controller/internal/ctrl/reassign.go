@@ -176,19 +176,78 @@ func (c *core) maybeCompleteReassignments(parts []*partition, then func()) {
 			step(i + 1)
 			return
 		}
+		if from := p.rec.State.Leader; from >= 0 && from != d.State.Leader && c.registered(from) {
+			// The leader leaves the replicas: a voluntary move, which waits
+			// for it to yield and completes from that answer's step; the
+			// request that got here (its own AlterPartition, say) is not
+			// held up meanwhile.
+			c.completeAfterYield(p)
+			step(i + 1)
+			return
+		}
 		c.writeReassignStep(p, election.Reassignment{Replicas: target}, d, func(err error) {
 			if err == nil {
-				c.log.Info("Reassignment complete", "partition", p.tp().String(), "replicas", target,
-					"removed", r.Removing, "leader", p.rec.State.Leader, "leader_epoch", p.rec.State.LeaderEpoch)
-				c.pushChanges([]*partition{p})
-				for _, id := range r.Removing {
-					c.pushStopReplica(id, []*partition{p}, true)
-				}
+				c.reassignmentCompleted(p, r)
 			}
 			step(i + 1)
 		})
 	}
 	step(0)
+}
+
+// reassignmentCompleted pushes a completed reassignment's state and stops
+// the replicas it removed.
+func (c *core) reassignmentCompleted(p *partition, r election.Reassignment) {
+	c.log.Info("Reassignment complete", "partition", p.tp().String(), "replicas", r.Target(),
+		"removed", r.Removing, "leader", p.rec.State.Leader, "leader_epoch", p.rec.State.LeaderEpoch)
+	c.pushChanges([]*partition{p})
+	for _, id := range r.Removing {
+		c.pushStopReplica(id, []*partition{p}, true)
+	}
+}
+
+// completeAfterYield completes a reassignment that moves the leadership
+// off a replica it removes, as a voluntary move (handoff.go): the leader
+// yields (once the next leader has every record it took), then the
+// replica set and the new leader are written. A leader that does not yield
+// keeps the partition, and the completion is tried again at its next ISR
+// change. One handoff per partition at a time.
+func (c *core) completeAfterYield(p *partition) {
+	if c.completing[p] {
+		return
+	}
+	r := p.reassignment()
+	d, err := election.ShrinkToReplicas(p.state(), r.Target(), c.viewFor(p, c.view()), "reassignment complete")
+	if err != nil {
+		return
+	}
+	c.completing[p] = true
+	from, at := p.rec.State.Leader, stateOf(p)
+	redecide := func(p *partition) (election.Decision, error) {
+		if !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
+			return election.Decision{}, kerr.New(kerr.NoReassignmentInProgress, "%s: the reassignment changed", p.tp())
+		}
+		return election.ShrinkToReplicas(p.state(), p.reassignment().Target(), c.viewFor(p, c.view()), "reassignment complete")
+	}
+	c.handOff([]change{{p: p, d: d, cause: causeReassign}}, redecide, func(ready []change, failed map[election.TopicPartition]error) {
+		delete(c.completing, p)
+		if len(ready) == 0 {
+			c.log.Warn("Reassignment not completed: its leader did not yield; tried again at its next ISR change",
+				"partition", p.tp().String(), "leader", from, "err", failed[p.tp()])
+			return
+		}
+		r := p.reassignment()
+		c.writeReassignStep(p, election.Reassignment{Replicas: r.Target()}, ready[0].d, func(err error) {
+			if err == nil {
+				c.reassignmentCompleted(p, r)
+				return
+			}
+			if !c.stopping() {
+				// Nothing written: the leader yielded for nothing.
+				c.resumeLeader(from, []change{{p: p}}, []stateAt{at})
+			}
+		})
+	})
 }
 
 // cancelReassignment reverts a partition to its original replicas (Kafka's
