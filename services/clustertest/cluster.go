@@ -674,6 +674,23 @@ func (c *Cluster) Values(id int32, topic string, p int32) []string {
 	return vals
 }
 
+// WaitHWAtLEO waits until every given broker's replica of a partition has
+// HW = LEO, the same LEO on all: the partition is whole and quiet.
+func (c *Cluster) WaitHWAtLEO(topic string, p int32, ids ...int32) {
+	c.T.Helper()
+	c.WaitFor(15*time.Second, fmt.Sprintf("HW = LEO on replicas %v of %s-%d", ids, topic, p), func() bool {
+		var leo int64
+		for i, id := range ids {
+			hw, end, ok := c.Broker(id).ReplicaOffsets(topic, p)
+			if !ok || hw != end || (i > 0 && end != leo) {
+				return false
+			}
+			leo = end
+		}
+		return true
+	})
+}
+
 // SameLogs waits until the given brokers hold identical logs of a partition
 // and returns them.
 func (c *Cluster) SameLogs(topic string, p int32, ids ...int32) []string {

@@ -106,17 +106,7 @@ func (w *acks1Writers) stopAndCheck(t *testing.T, c *Cluster, what string, repli
 	if len(replicas) == 0 {
 		replicas = []int32{1, 2, 3}
 	}
-	c.WaitFor(15*time.Second, "HW = LEO on every replica", func() bool {
-		var leo int64
-		for i, id := range replicas {
-			hw, end, ok := c.Broker(id).ReplicaOffsets(w.topic, 0)
-			if !ok || hw != end || (i > 0 && end != leo) {
-				return false
-			}
-			leo = end
-		}
-		return true
-	})
+	c.WaitHWAtLEO(w.topic, 0, replicas...)
 	final := c.SameLogs(w.topic, 0, replicas...)
 	have := make(map[string]bool, len(final))
 	for _, v := range final {

@@ -137,17 +137,7 @@ func TestPreferredElectionWaitsForTheLeaderToYield(t *testing.T) {
 	if _, err := c.Produce(context.Background(), "moving", 0, -1, "after-heal"); err != nil {
 		t.Fatalf("acks=all produce after healing: %v", err)
 	}
-	var leo int64
-	c.WaitFor(15*time.Second, "HW = LEO on every replica", func() bool {
-		for id := int32(1); id <= 3; id++ {
-			hw, end, ok := c.Broker(id).ReplicaOffsets("moving", 0)
-			if !ok || hw != end || (id > 1 && end != leo) {
-				return false
-			}
-			leo = end
-		}
-		return true
-	})
+	c.WaitHWAtLEO("moving", 0, 1, 2, 3)
 	final := c.SameLogs("moving", 0, 1, 2, 3)
 	for _, a := range acks {
 		if a.err == nil && a.done.After(elected) && !slices.Contains(final, a.value) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -282,45 +283,46 @@ func wantCode(t testing.TB, got commonv1.ErrorCode, want kerr.Code, msg string) 
 	}
 }
 
-// metric sums a metric's samples in the controller's Prometheus registry;
-// -1 when it is not registered.
-// labelled is one labelled sample of a counter; 0 when absent.
-func labelled(t testing.TB, ctl *testController, name, label, value string) float64 {
+// samples returns a metric's samples in the controller's Prometheus
+// registry; false when it is not registered.
+func samples(t testing.TB, ctl *testController, name string) ([]*dto.Metric, bool) {
 	t.Helper()
 	mfs, err := ctl.tel.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+		if mf.GetName() == name {
+			return mf.GetMetric(), true
 		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
+	}
+	return nil, false
+}
+
+// metric sums a metric's samples; -1 when it is not registered.
+func metric(t testing.TB, ctl *testController, name string) float64 {
+	t.Helper()
+	ms, ok := samples(t, ctl, name)
+	if !ok {
+		return -1
+	}
+	var sum float64
+	for _, m := range ms {
+		sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+	}
+	return sum
+}
+
+// labelled is a counter's sample with label = value; 0 when absent.
+func labelled(t testing.TB, ctl *testController, name, label, value string) float64 {
+	t.Helper()
+	ms, _ := samples(t, ctl, name)
+	for _, m := range ms {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
 	return 0
-}
-
-func metric(t testing.TB, ctl *testController, name string) float64 {
-	t.Helper()
-	mfs, err := ctl.tel.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		var sum float64
-		for _, m := range mf.GetMetric() {
-			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-		return sum
-	}
-	return -1
 }
