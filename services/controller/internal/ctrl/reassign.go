@@ -58,12 +58,16 @@ func (t *topic) assignmentWith(id int32, r election.Reassignment) metastore.Topi
 }
 
 // AlterPartitionReassignments starts, replaces or cancels reassignments.
+//
+// A cancel that takes the leadership back from an adding replica waits for
+// it to yield (handoff.go), so the answer may come from a later step.
 func (a *Active) AlterPartitionReassignments(ctx context.Context, req *adminv1.AlterPartitionReassignmentsRequest) (*adminv1.AlterPartitionReassignmentsResponse, error) {
 	var resp *adminv1.AlterPartitionReassignmentsResponse
-	err := a.call(ctx, func() (err error) {
-		a.step(evReassign{req: req, reply: answerTo(&resp, &err)})
-		return err
-	})
+	var answerErr error
+	err := a.ask(ctx, answerTo(&resp, &answerErr), func(reply replyFunc) event { return evReassign{req: req, reply: reply} })
+	if err == nil {
+		err = answerErr
+	}
 	return resp, err
 }
 
@@ -176,7 +180,7 @@ func (c *core) maybeCompleteReassignments(parts []*partition, then func()) {
 			step(i + 1)
 			return
 		}
-		if from := p.rec.State.Leader; from >= 0 && from != d.State.Leader && c.registered(from) {
+		if c.movesLeaderOff(p, d) {
 			// The leader leaves the replicas: a voluntary move, which waits
 			// for it to yield and completes from that answer's step; the
 			// request that got here (its own AlterPartition, say) is not
@@ -207,47 +211,76 @@ func (c *core) reassignmentCompleted(p *partition, r election.Reassignment) {
 }
 
 // completeAfterYield completes a reassignment that moves the leadership
-// off a replica it removes, as a voluntary move (handoff.go): the leader
-// yields (once the next leader has every record it took), then the
-// replica set and the new leader are written. A leader that does not yield
-// keeps the partition, and the completion is tried again at its next ISR
-// change. One handoff per partition at a time.
+// off a replica it removes, as a voluntary move (stepAfterYield). A leader
+// that does not yield keeps the partition, and the completion is tried
+// again at its next ISR change. One completion per partition at a time.
 func (c *core) completeAfterYield(p *partition) {
 	if c.completing[p] {
 		return
 	}
-	r := p.reassignment()
-	d, err := election.ShrinkToReplicas(p.state(), r.Target(), c.viewFor(p, c.view()), "reassignment complete")
-	if err != nil {
-		return
-	}
-	c.completing[p] = true
-	from, at := p.rec.State.Leader, stateOf(p)
-	redecide := func(p *partition) (election.Decision, error) {
+	step := func(p *partition) (election.Reassignment, election.Decision, error) {
 		if !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
-			return election.Decision{}, kerr.New(kerr.NoReassignmentInProgress, "%s: the reassignment changed", p.tp())
+			return election.Reassignment{}, election.Decision{}, kerr.New(kerr.NoReassignmentInProgress, "%s: the reassignment changed", p.tp())
 		}
-		return election.ShrinkToReplicas(p.state(), p.reassignment().Target(), c.viewFor(p, c.view()), "reassignment complete")
+		target := p.reassignment().Target()
+		d, err := election.ShrinkToReplicas(p.state(), target, c.viewFor(p, c.view()), "reassignment complete")
+		return election.Reassignment{Replicas: target}, d, err
 	}
-	c.handOff([]change{{p: p, d: d, cause: causeReassign}}, redecide, func(ready []change, failed map[election.TopicPartition]error) {
+	r := p.reassignment()
+	c.completing[p] = true
+	c.stepAfterYield(p, step, func(err error) {
 		delete(c.completing, p)
-		if len(ready) == 0 {
-			c.log.Warn("Reassignment not completed: its leader did not yield; tried again at its next ISR change",
-				"partition", p.tp().String(), "leader", from, "err", failed[p.tp()])
+		if err != nil {
+			c.log.Warn("Reassignment not completed yet; tried again at its next ISR change", "partition", p.tp().String(), "err", err)
 			return
 		}
-		r := p.reassignment()
-		c.writeReassignStep(p, election.Reassignment{Replicas: r.Target()}, ready[0].d, func(err error) {
-			if err == nil {
-				c.reassignmentCompleted(p, r)
-				return
-			}
-			if !c.stopping() {
+		c.reassignmentCompleted(p, r)
+	})
+}
+
+// stepAfterYield writes the reassignment step that step computes from the
+// partition as it is, when that step moves the leadership off a live
+// leader: a voluntary move (handoff.go). The leader yields first (once the
+// next leader has every record it took); the step is computed again from
+// the partition as it is then, and written. then gets the yield's error or
+// the write's; a leader that yielded for a write that failed is told to
+// resume.
+func (c *core) stepAfterYield(p *partition, step func(*partition) (election.Reassignment, election.Decision, error), then func(error)) {
+	_, d, err := step(p)
+	if err != nil {
+		then(err)
+		return
+	}
+	from, at := p.rec.State.Leader, stateOf(p)
+	redecide := func(p *partition) (election.Decision, error) {
+		_, d, err := step(p)
+		return d, err
+	}
+	c.handOff([]change{{p: p, d: d, cause: causeReassign}}, redecide, func(ready []change, failed map[election.TopicPartition]error) {
+		if len(ready) == 0 {
+			then(failed[p.tp()])
+			return
+		}
+		r, _, err := step(p)
+		if err != nil {
+			then(err)
+			return
+		}
+		c.writeReassignStep(p, r, ready[0].d, func(err error) {
+			if err != nil && !c.stopping() {
 				// Nothing written: the leader yielded for nothing.
 				c.resumeLeader(from, []change{{p: p}}, []stateAt{at})
 			}
+			then(err)
 		})
 	})
+}
+
+// movesLeaderOff reports whether decision d takes the leadership away from
+// a live leader: a voluntary move, whose leader must yield first.
+func (c *core) movesLeaderOff(p *partition, d election.Decision) bool {
+	from := p.rec.State.Leader
+	return from >= 0 && from != d.State.Leader && c.registered(from)
 }
 
 // cancelReassignment reverts a partition to its original replicas (Kafka's
@@ -264,7 +297,23 @@ func (c *core) cancelReassignment(p *partition, done func(error)) {
 		done(err)
 		return
 	}
-	c.writeReassignStep(p, election.Reassignment{Replicas: origin}, d, func(err error) {
+	write := func(then func(error)) {
+		c.writeReassignStep(p, election.Reassignment{Replicas: origin}, d, then)
+	}
+	if c.movesLeaderOff(p, d) {
+		// An adding replica leads (elected while the move was in flight):
+		// taking the leadership back is a voluntary move.
+		write = func(then func(error)) {
+			c.stepAfterYield(p, func(p *partition) (election.Reassignment, election.Decision, error) {
+				if cur := p.reassignment(); !cur.Ongoing() || !slices.Equal(cur.Origin(), origin) {
+					return election.Reassignment{}, election.Decision{}, kerr.New(kerr.NoReassignmentInProgress, "%s: the reassignment changed", p.tp())
+				}
+				d, err := election.ShrinkToReplicas(p.state(), origin, c.viewFor(p, c.view()), "reassignment cancelled")
+				return election.Reassignment{Replicas: origin}, d, err
+			}, then)
+		}
+	}
+	write(func(err error) {
 		if err != nil {
 			done(err)
 			return
