@@ -65,7 +65,8 @@ func All() []Scenario {
 		{Name: "preferred-election", Title: "leadership moved off the preferred replica by a restart, handed back by a preferred election", Note: "§7.2 T5",
 			Rule: "the preferred replica is the first of the assignment; after it restarts it rejoins as a follower and stays one until " +
 				"a preferred leader election (tidemark leader-election --election-type preferred, or auto.leader.rebalance.enable) hands " +
-				"leadership back, which the controller does only when it is alive and in the ISR.",
+				"leadership back, which the controller does only when it is alive and in the ISR. The current leader yields first: " +
+				"it stops taking writes and answers once the preferred replica has every record it took, so the move loses none, acks=1 included.",
 			play: playPreferred},
 		{Name: "controller-failover", Title: "the active controller frozen (SIGSTOP): the standby takes office with a higher controller_epoch, the old one resumed is fenced", Note: "§7.3 controller_epoch",
 			Rule: "one controller is active at a time (elected through etcd); each term has a controller_epoch, brokers follow only " +

@@ -11,14 +11,16 @@ import (
 )
 
 // Voluntary leadership moves (DESIGN.md, "Voluntary moves"). A preferred
-// election, asked for or the auto rebalance's, moves leadership away from
-// a leader that may be live but cut off from the controllers: it would
-// hear of the election late and take acks=1 writes meanwhile, beside the
-// new leader, until its lease fence went up. So the controller first asks
-// the leader to yield (YieldLeadership: it stops taking writes at its
-// current state) and writes the election only once it has; a leader that
-// does not answer within the request timeout keeps its partitions, and
-// its lease decides, as for any leader cut off from etcd.
+// election (asked for or the auto rebalance's), a controlled shutdown and
+// a reassignment step that removes the leader move leadership away from a
+// leader that may be live but cut off from the controllers: it would hear
+// of the election late and take acks=1 writes meanwhile, beside the new
+// leader, until its lease fence went up. So the controller first asks the
+// leader to yield (YieldLeadership: it stops taking writes at its current
+// state, and answers once the next leader has every record it took) and
+// writes the election only once it has; a leader that does not answer
+// within the request timeout keeps its partitions, and its lease decides,
+// as for any leader cut off from etcd.
 
 // decider re-decides a move from the partition's current state and the
 // brokers as they are when the leader has yielded.
