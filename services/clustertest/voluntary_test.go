@@ -8,6 +8,7 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/kerr"
 )
@@ -142,6 +143,85 @@ func TestPreferredElectionWaitsForTheLeaderToYield(t *testing.T) {
 	for _, a := range acks {
 		if a.err == nil && a.done.After(elected) && !slices.Contains(final, a.value) {
 			t.Errorf("%s, acknowledged after the election, is lost", a.value)
+		}
+	}
+}
+
+// The controller loses etcd right after the leader yielded: the election
+// is never written, the controller's term ends, and the standby takes
+// office. The yielded leader must not go on refusing writes: the new
+// controller's LeaderAndIsr ends the yield (it knows nothing of the move),
+// and after a quiet spell the partition is whole and takes writes.
+func TestLeaderTakesWritesAgainWhenTheControllerDiesMidHandoff(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Controllers: 2, PausableControllers: true})
+	c.CreateTopic("stranded", 1, 3, nil)
+	preferred := c.Partition("stranded", 0).GetReplicas()[0]
+	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("stranded", 0).GetIsr()) == 3 })
+	c.CrashBroker(preferred)
+	var leader int32
+	c.WaitFor(10*time.Second, "another leader", func() bool {
+		leader = c.Partition("stranded", 0).GetLeader()
+		return leader > 0 && leader != preferred
+	})
+	c.StartBroker(preferred)
+	c.WaitFor(20*time.Second, "the preferred replica back in the ISR", func() bool {
+		return len(c.Partition("stranded", 0).GetIsr()) == 3
+	})
+	if _, err := c.Produce(context.Background(), "stranded", 0, -1, "before"); err != nil {
+		t.Fatal(err)
+	}
+	active, epoch := c.ActiveController()
+	// The active controller's etcd link stalls: it can still ask the leader
+	// to yield, but not write the election.
+	c.ctrlEtcd[active].Pause()
+	defer c.ctrlEtcd[active].Resume()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := c.Admin().ElectLeaders(ctx, &adminv1.ElectLeadersRequest{
+			ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED,
+			Partitions:   []*commonv1.TopicPartition{{Topic: "stranded", Partition: 0}}})
+		t.Logf("ElectLeaders through the stalled controller: %v", err)
+	}()
+	produce := func(acks int32, v string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := c.BrokerClient(leader).Produce(ctx, &brokerv1.ProduceRequest{Topic: "stranded", Partition: 0, Acks: acks, TimeoutMs: 1000,
+			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record(v)}}})
+		if err != nil {
+			return kerr.FromStatus(err)
+		}
+		return nil
+	}
+	c.WaitFor(10*time.Second, "the leader yielding (refusing writes)", func() bool {
+		return kerr.CodeOf(produce(1, "probe")) == kerr.NotLeaderOrFollower
+	})
+	yielded := time.Now()
+	c.WaitFor(20*time.Second, "another controller in office", func() bool {
+		id, e := c.ActiveController()
+		return id > 0 && id != active && e > epoch
+	})
+	c.WaitFor(10*time.Second, "the partition taking writes again", func() bool {
+		l := c.Partition("stranded", 0).GetLeader()
+		if l <= 0 {
+			return false
+		}
+		leader = l
+		return produce(1, "after") == nil
+	})
+	t.Logf("writes refused for %s (controller lost etcd; the standby took office and pushed its state)",
+		time.Since(yielded).Round(time.Millisecond))
+	// Nothing happens for a while; then the partition is whole and live.
+	time.Sleep(2 * time.Second)
+	if err := produce(-1, "after-quiet"); err != nil {
+		t.Fatalf("acks=all write after the quiet spell: %v", err)
+	}
+	c.WaitFor(20*time.Second, "full ISR", func() bool { return len(c.Partition("stranded", 0).GetIsr()) == 3 })
+	c.WaitHWAtLEO("stranded", 0, 1, 2, 3)
+	log := c.SameLogs("stranded", 0, 1, 2, 3)
+	for _, v := range []string{"before", "after", "after-quiet"} {
+		if !slices.Contains(log, v) {
+			t.Errorf("%s acknowledged and not in the log %v", v, log)
 		}
 	}
 }
