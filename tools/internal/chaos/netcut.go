@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/clustertest/history"
 	"tidemark.io/tools/internal/devcluster/links"
 )
@@ -174,6 +176,17 @@ func (r *runner) stepIsolateLeader(ctx context.Context, rng *rand.Rand) {
 		return
 	}
 	f.CutAt = time.Now()
+	// A preferred election asked for at once: where the isolated leader is
+	// not the preferred replica, the controller must not move the
+	// partition while that leader, unable to hear of it, takes writes; it
+	// asks the leader to yield, which it cannot, and its lease decides.
+	var electing sync.WaitGroup
+	electing.Add(1)
+	go func() {
+		defer electing.Done()
+		r.elect(ctx, adminv1.ElectionType_ELECTION_TYPE_PREFERRED, []*commonv1.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}})
+	}()
+	defer electing.Wait()
 	deadline := f.CutAt.Add(3*leaseTTL + 10*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		p, err := r.describe(ctx, tp)
