@@ -23,20 +23,7 @@ import (
 // new one until its fence went up (DESIGN.md, "Voluntary moves").
 func TestPreferredElectionWaitsForTheLeaderToYield(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2})
-	c.CreateTopic("moving", 1, 3, nil)
-	preferred := c.Partition("moving", 0).GetReplicas()[0]
-	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("moving", 0).GetIsr()) == 3 })
-	// Leadership off the preferred replica: it crashes and comes back.
-	c.CrashBroker(preferred)
-	var old int32
-	c.WaitFor(10*time.Second, "another leader", func() bool {
-		old = c.Partition("moving", 0).GetLeader()
-		return old > 0 && old != preferred
-	})
-	c.StartBroker(preferred)
-	c.WaitFor(20*time.Second, "the preferred replica back in the ISR", func() bool {
-		return slices.Contains(c.Partition("moving", 0).GetIsr(), preferred)
-	})
+	preferred, old := topicLedOffItsPreferredReplica(c, "moving")
 	ttl := c.BrokerConfig(old).SessionTimeout
 
 	stop := make(chan struct{})
@@ -154,19 +141,7 @@ func TestPreferredElectionWaitsForTheLeaderToYield(t *testing.T) {
 // and after a quiet spell the partition is whole and takes writes.
 func TestLeaderTakesWritesAgainWhenTheControllerDiesMidHandoff(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2, PausableControllers: true})
-	c.CreateTopic("stranded", 1, 3, nil)
-	preferred := c.Partition("stranded", 0).GetReplicas()[0]
-	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("stranded", 0).GetIsr()) == 3 })
-	c.CrashBroker(preferred)
-	var leader int32
-	c.WaitFor(10*time.Second, "another leader", func() bool {
-		leader = c.Partition("stranded", 0).GetLeader()
-		return leader > 0 && leader != preferred
-	})
-	c.StartBroker(preferred)
-	c.WaitFor(20*time.Second, "the preferred replica back in the ISR", func() bool {
-		return len(c.Partition("stranded", 0).GetIsr()) == 3
-	})
+	_, leader := topicLedOffItsPreferredReplica(c, "stranded")
 	if _, err := c.Produce(context.Background(), "stranded", 0, -1, "before"); err != nil {
 		t.Fatal(err)
 	}
@@ -224,4 +199,24 @@ func TestLeaderTakesWritesAgainWhenTheControllerDiesMidHandoff(t *testing.T) {
 			t.Errorf("%s acknowledged and not in the log %v", v, log)
 		}
 	}
+}
+
+// topicLedOffItsPreferredReplica creates a topic of one partition on three
+// brokers and moves its leadership off the preferred replica (a crash and
+// a restart), which is back in the ISR; it returns both brokers.
+func topicLedOffItsPreferredReplica(c *Cluster, topic string) (preferred, leader int32) {
+	c.T.Helper()
+	c.CreateTopic(topic, 1, 3, nil)
+	preferred = c.Partition(topic, 0).GetReplicas()[0]
+	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition(topic, 0).GetIsr()) == 3 })
+	c.CrashBroker(preferred)
+	c.WaitFor(10*time.Second, "another leader", func() bool {
+		leader = c.Partition(topic, 0).GetLeader()
+		return leader > 0 && leader != preferred
+	})
+	c.StartBroker(preferred)
+	c.WaitFor(20*time.Second, "the preferred replica back in the ISR", func() bool {
+		return len(c.Partition(topic, 0).GetIsr()) == 3
+	})
+	return preferred, leader
 }

@@ -55,7 +55,9 @@ type handoffBatch struct {
 	pending int
 	decide  decider
 	ready   []change
-	failed  map[election.TopicPartition]error
+	// decidedAt is the state each ready move was decided from.
+	decidedAt map[*partition]stateAt
+	failed    map[election.TopicPartition]error
 	// yielded are the moves whose leader yielded, by partition: the leader
 	// and the state; those not written in the end are resumed
 	// (commitHandoff).
@@ -78,12 +80,14 @@ func (c *core) handOff(changes []change, decide decider, then func(ready []chang
 		slices.SortFunc(ready, func(x, y change) int { return order[x.p] - order[y.p] })
 		then(ready, failed)
 	}
-	b := &handoffBatch{decide: decide, failed: map[election.TopicPartition]error{}, yielded: map[*partition]yieldedAt{}, then: inOrder}
+	b := &handoffBatch{decide: decide, decidedAt: map[*partition]stateAt{}, failed: map[election.TopicPartition]error{},
+		yielded: map[*partition]yieldedAt{}, then: inOrder}
 	byLeader := map[int32][]change{}
 	for _, ch := range changes {
 		from := ch.p.rec.State.Leader
 		if from < 0 || from == ch.d.State.Leader || !c.registered(from) {
 			b.ready = append(b.ready, ch)
+			b.decidedAt[ch.p] = stateOf(ch.p)
 			continue
 		}
 		byLeader[from] = append(byLeader[from], ch)
@@ -99,7 +103,7 @@ func (c *core) handOff(changes []change, decide decider, then func(ready []chang
 		c.emit(effYield{to: from, id: h.id, req: c.yieldRequest(from, h.changes, h.states, false)})
 	}
 	if b.pending == 0 {
-		b.then(b.ready, b.failed)
+		c.finishHandoff(b)
 	}
 	return b
 }
@@ -149,12 +153,50 @@ func (c *core) yielded(id uint64, err error) {
 			}
 			b.yielded[p] = yieldedAt{from: h.from, at: h.states[i]}
 			b.ready = append(b.ready, change{p: p, d: d, cause: ch.cause})
+			b.decidedAt[p] = h.states[i]
 		}
 	}
 	c.resumeLeader(h.from, resume, resumeAt)
 	if b.pending == 0 {
-		b.then(b.ready, b.failed)
+		c.finishHandoff(b)
 	}
+}
+
+// finishHandoff hands the moves ready to the batch's then, each decided
+// from the partition as it is now. The leaders' answers come steps apart,
+// and other decisions run between them: a decision written over a state it
+// was not made from would undo what came between (the commit names the
+// current record, so etcd cannot refuse it), and could give a leader epoch
+// to two leaders. A move decided from an older state is decided again if
+// the new decision needs no yield (it moves no leadership off a live
+// leader); a yielded one, or one that now needs a yield, is given up.
+func (c *core) finishHandoff(b *handoffBatch) {
+	ready := make([]change, 0, len(b.ready))
+	for _, ch := range b.ready {
+		p := ch.p
+		current := c.lookup(p.t.name, p.id) == p && !p.t.deleting
+		if current && stateOf(p) == b.decidedAt[p] {
+			ready = append(ready, ch)
+			continue
+		}
+		if _, yielded := b.yielded[p]; current && !yielded {
+			switch d, err := b.decide(p); {
+			case err != nil:
+				b.failed[p.tp()] = err
+			case !d.Changed:
+			case c.movesLeaderOff(p, d):
+				b.failed[p.tp()] = kerr.New(kerr.PreferredLeaderNotAvailable,
+					"%s changed while the decision waited for other leaders to yield; not moved", p.tp())
+			default:
+				ready = append(ready, change{p: p, d: d, cause: ch.cause})
+			}
+			continue
+		}
+		b.failed[p.tp()] = kerr.New(kerr.PreferredLeaderNotAvailable,
+			"%s changed after its leader yielded (now leader %d, leader epoch %d); not moved", p.tp(),
+			p.rec.State.Leader, p.rec.State.LeaderEpoch)
+	}
+	b.then(ready, b.failed)
 }
 
 // commitHandoff is handOff, then commit of the moves ready. A leader that
