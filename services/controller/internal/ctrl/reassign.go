@@ -218,15 +218,19 @@ func (c *core) completeAfterYield(p *partition) {
 	if c.completing[p] {
 		return
 	}
+	// r is the reassignment as the step that is written was computed from
+	// (the last computation runs in the step that writes): an admin may
+	// have replaced it while the leader yielded, and its removed replicas
+	// are the ones deleted.
+	var r election.Reassignment
 	step := func(p *partition) (election.Reassignment, election.Decision, error) {
 		if !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
 			return election.Reassignment{}, election.Decision{}, kerr.New(kerr.NoReassignmentInProgress, "%s: the reassignment changed", p.tp())
 		}
-		target := p.reassignment().Target()
-		d, err := election.ShrinkToReplicas(p.state(), target, c.viewFor(p, c.view()), "reassignment complete")
-		return election.Reassignment{Replicas: target}, d, err
+		r = p.reassignment()
+		d, err := election.ShrinkToReplicas(p.state(), r.Target(), c.viewFor(p, c.view()), "reassignment complete")
+		return election.Reassignment{Replicas: r.Target()}, d, err
 	}
-	r := p.reassignment()
 	c.completing[p] = true
 	c.stepAfterYield(p, step, func(err error) {
 		delete(c.completing, p)
@@ -305,9 +309,11 @@ func (c *core) cancelReassignment(p *partition, done func(error)) {
 		// taking the leadership back is a voluntary move.
 		write = func(then func(error)) {
 			c.stepAfterYield(p, func(p *partition) (election.Reassignment, election.Decision, error) {
-				if cur := p.reassignment(); !cur.Ongoing() || !slices.Equal(cur.Origin(), origin) {
+				cur := p.reassignment()
+				if !cur.Ongoing() || !slices.Equal(cur.Origin(), origin) {
 					return election.Reassignment{}, election.Decision{}, kerr.New(kerr.NoReassignmentInProgress, "%s: the reassignment changed", p.tp())
 				}
+				r = cur // its adding replicas, as written, are the ones deleted
 				d, err := election.ShrinkToReplicas(p.state(), origin, c.viewFor(p, c.view()), "reassignment cancelled")
 				return election.Reassignment{Replicas: origin}, d, err
 			}, then)
