@@ -221,6 +221,14 @@ func TestLiveness(t *testing.T) {
 	if r := Check(clean().h, final(ps), Options{Durable: durableA.Durable}); !r.OK() {
 		t.Fatalf("liveness checked with no bound:\n%s", r)
 	}
+	// Whole replicas with a reassignment still in flight: not whole.
+	ps = whole(tpA, "v0", "v1", "v2")
+	ps.Adding, ps.Removing = []int32{3}, []int32{1}
+	r = Check(clean().h, final(ps), durableA)
+	mustKinds(t, r, NotLive)
+	if !strings.Contains(r.String(), "reassignment in flight") {
+		t.Fatalf("liveness violation does not name the reassignment:\n%s", r)
+	}
 }
 
 func TestDuplicatesAndPhantoms(t *testing.T) {

@@ -41,6 +41,10 @@ type PartitionState struct {
 	// LiveAt is when the runner first observed the partition whole after
 	// the faults stopped (Live held); zero when it never did.
 	LiveAt time.Time `json:"live_at,omitzero"`
+	// Adding and Removing are the replicas of a reassignment still in
+	// flight: a partition is not whole until its reassignment completed.
+	Adding   []int32 `json:"adding,omitempty"`
+	Removing []int32 `json:"removing,omitempty"`
 }
 
 // Final is the cluster once everything was quiet.
@@ -50,8 +54,8 @@ type Final struct {
 	Partitions    []PartitionState `json:"partitions"`
 }
 
-// Live reports whether the partition is whole: a leader, every assigned
-// replica readable and in the ISR, HW = LEO on every replica and the same
+// Live reports whether the partition is whole: a leader, no reassignment
+// in flight, every assigned replica readable and in the ISR, HW = LEO on every replica and the same
 // LEO everywhere. When not, the reason says what is missing. A runner calls
 // it on each observation after the faults stop to set LiveAt.
 func (p PartitionState) Live() (bool, string) {
@@ -60,6 +64,9 @@ func (p PartitionState) Live() (bool, string) {
 	}
 	if len(p.Replicas) == 0 {
 		return false, "no replica observed"
+	}
+	if len(p.Adding)+len(p.Removing) > 0 {
+		return false, fmt.Sprintf("reassignment in flight (adding %v, removing %v)", p.Adding, p.Removing)
 	}
 	leo := int64(-1)
 	for _, r := range p.Replicas {

@@ -143,11 +143,15 @@ type Result struct {
 	// frozen, that took longer than 10 s: the stop waited for the frozen
 	// broker's connections.
 	SlowStops []string
+	// Strays are partition logs still on a broker the partition was moved
+	// off (a reassignment) once everything was quiet: the broker never
+	// deleted them, so they hold its disk for good.
+	Strays []string
 }
 
 // OK reports whether the run kept every promise.
 func (r Result) OK() bool {
-	if len(r.Views) > 0 || len(r.SlowStops) > 0 {
+	if len(r.Views) > 0 || len(r.SlowStops) > 0 || len(r.Strays) > 0 {
 		return false
 	}
 	for _, f := range r.Fences {
@@ -166,6 +170,8 @@ type topicPlan struct {
 	// idempotent: written by the idempotent acks=all producer, else by the
 	// plain acks=1 one.
 	idempotent bool
+	// rf is the replication factor (3 when 0).
+	rf int32
 }
 
 // durable says whether the topic's configuration promises acknowledged
@@ -177,8 +183,9 @@ func (t topicPlan) durable() bool {
 
 // The workload's topics: acks=all with min.insync.replicas 2 (small
 // segments, so restarts recover several), acks=1 on a topic with the same
-// promise for acks=all, a short retention that may empty an idle topic, and
-// the only topic where unclean elections are allowed (outside the promise).
+// promise for acks=all, a short retention that may empty an idle topic,
+// the only topic where unclean elections are allowed (outside the promise),
+// and an RF 2 topic the reassign step moves around.
 func topicPlans() []topicPlan {
 	return []topicPlan{
 		{name: "durable", partitions: 3, idempotent: true, configs: map[string]string{
@@ -189,7 +196,21 @@ func topicPlans() []topicPlan {
 			"min.insync.replicas": "2", "segment.bytes": "8192"}},
 		{name: "unclean", partitions: 1, configs: map[string]string{
 			"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}},
+		{name: movingTopic, partitions: 2, idempotent: true, rf: 2, configs: map[string]string{
+			"min.insync.replicas": "2", "segment.bytes": "8192"}},
 	}
+}
+
+// movingTopic is the topic the reassign step moves between brokers: RF 2
+// on 3 brokers, so every move adds a replica that copies the log and
+// removes one that must delete it.
+const movingTopic = "moving"
+
+func (t topicPlan) replicationFactor() int32 {
+	if t.rf == 0 {
+		return 3
+	}
+	return t.rf
 }
 
 // producerCloseBound bounds the producers' close after the faults: their
@@ -219,6 +240,7 @@ type runner struct {
 	epochs        ackEpochs
 	fences        []Fence
 	slowStops     []string // see stepPause
+	strays        []string // see Result.Strays
 }
 
 // Run runs one seeded schedule. The error is for a run that could not be
@@ -303,6 +325,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		durable[t.name] = t.durable()
 	}
 	res.SlowStops = r.slowStops
+	res.Strays = r.strays
+	for _, s := range res.Strays {
+		r.printf("STRAY LOG %s\n", s)
+	}
 	h := r.rec.History()
 	res.Report = history.Check(h, final, history.Options{Durable: durable, LivenessBound: o.LivenessBound})
 	r.printf("\n%s\n", res.Report)
@@ -412,12 +438,14 @@ func (r *runner) start(ctx context.Context) error {
 func (r *runner) createTopics(ctx context.Context) error {
 	for _, t := range r.topics {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		res, err := r.admin.CreateTopic(cctx, &adminv1.TopicSpec{Name: t.name, NumPartitions: t.partitions, ReplicationFactor: 3, Configs: t.configs})
+		res, err := r.admin.CreateTopic(cctx, &adminv1.TopicSpec{Name: t.name, NumPartitions: t.partitions,
+			ReplicationFactor: t.replicationFactor(), Configs: t.configs})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("create topic %s: %w", t.name, err)
 		}
-		r.note("topic %s: %d partitions, RF 3, %v, assignments %v", t.name, t.partitions, t.configs, assignments(res.GetAssignments()))
+		r.note("topic %s: %d partitions, RF %d, %v, assignments %v", t.name, t.partitions, t.replicationFactor(), t.configs,
+			assignments(res.GetAssignments()))
 	}
 	return waitFor(ctx, 30*time.Second, "every partition led with its full ISR", func() error {
 		obs, err := r.observe(ctx)
@@ -525,7 +553,8 @@ func (r *runner) dumpStuck(last observation) {
 }
 
 // readFinal stops the cluster gracefully and reads every replica's log
-// from disk. Leader and ISR are those of the last observation.
+// from disk. Leader, ISR and the assigned replicas are those of the last
+// observation; a log left on a broker outside them is a stray.
 func (r *runner) readFinal(ctx context.Context, faultsStopped time.Time, last observation) (history.Final, error) {
 	final := history.Final{FaultsStopped: faultsStopped}
 	observed := map[history.TP]history.PartitionState{}
@@ -542,7 +571,15 @@ func (r *runner) readFinal(ctx context.Context, faultsStopped time.Time, last ob
 			if ok {
 				ps.Leader, ps.ISR, ps.LiveAt, ps.MinInsyncReplicas = obs.Leader, obs.ISR, obs.LiveAt, obs.MinInsyncReplicas
 			}
-			for id := int32(1); id <= 3; id++ {
+			assigned := []int32{1, 2, 3}
+			if ok && len(obs.Replicas) > 0 {
+				assigned = assigned[:0]
+				for _, o := range obs.Replicas {
+					assigned = append(assigned, o.Broker)
+				}
+				r.strays = append(r.strays, strayLogs(r.o.DataDir, tp, assigned)...)
+			}
+			for _, id := range assigned {
 				rs, notes, err := readReplica(filepath.Join(r.o.DataDir, fmt.Sprintf("broker-%d", id)), id, tp)
 				for _, n := range notes {
 					r.note("%s", n)

@@ -138,3 +138,19 @@ func checkpointEntry(path string, tp history.TP) (int64, bool, error) {
 	}
 	return 0, false, sc.Err()
 }
+
+// strayLogs lists the brokers outside assigned that still hold a log
+// directory for tp.
+func strayLogs(dataDir string, tp history.TP, assigned []int32) []string {
+	var out []string
+	for id := int32(1); id <= 3; id++ {
+		if slices.Contains(assigned, id) {
+			continue
+		}
+		dir := filepath.Join(dataDir, fmt.Sprintf("broker-%d", id), fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+		if _, err := os.Stat(dir); err == nil {
+			out = append(out, fmt.Sprintf("%s: broker %d still holds %s, assigned %v", tp, id, dir, assigned))
+		}
+	}
+	return out
+}

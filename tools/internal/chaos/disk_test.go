@@ -105,3 +105,22 @@ tidemark_broker_leader_partitions 2
 		t.Error("a gauge without a partition label should be an error")
 	}
 }
+
+// A log dir left on a broker outside the assignment is a stray; one being
+// deleted (renamed with the deletion suffix) and the assigned ones are not.
+func TestStrayLogs(t *testing.T) {
+	dir := t.TempDir()
+	tp := history.TP{Topic: "moving", Partition: 1}
+	for _, d := range []string{"broker-1/moving-1", "broker-2/moving-1", "broker-3/moving-1.1700000000-delete", "broker-3/moving-0"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strayLogs(dir, tp, []int32{1, 2}); len(got) != 0 {
+		t.Errorf("assigned replicas reported as strays: %q", got)
+	}
+	got := strayLogs(dir, tp, []int32{2, 3})
+	if len(got) != 1 || !strings.Contains(got[0], "broker 1 still holds") {
+		t.Errorf("strays %q, want broker 1's moving-1", got)
+	}
+}

@@ -37,6 +37,7 @@ var steps = []step{
 	{"preferred-election", 3, (*runner).stepPreferred, false},
 	{"fetch-stall", 3, (*runner).stepFetchStall, false},
 	{"unclean-election", 1, (*runner).stepUnclean, false},
+	{"reassign", 2, (*runner).stepReassign, false},
 	{"rest", 2, (*runner).stepRest, false},
 	{"etcd-stop", 1, (*runner).stepEtcdStop, false},
 	{"isolate-leader", 2, (*runner).stepIsolateLeader, true},
@@ -399,6 +400,59 @@ func (r *runner) stepUnclean(ctx context.Context, rng *rand.Rand) {
 	r.elect(ctx, adminv1.ElectionType_ELECTION_TYPE_UNCLEAN, []*commonv1.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}})
 	_ = sleep(ctx, ms(rng, 500, 2000))
 	r.act(history.Heal, name, "start")
+}
+
+// stepReassign moves a partition of the RF 2 topic to another replica
+// set (2 brokers, sometimes 3), or replaces or cancels the reassignment in
+// flight. The steps around it kill, pause and cut the brokers it copies
+// between, the leader it yields from, and the controller driving it.
+func (r *runner) stepReassign(ctx context.Context, rng *rand.Rand) {
+	tp := history.TP{Topic: movingTopic, Partition: int32(rng.IntN(2))}
+	p, err := r.describe(ctx, tp)
+	if err != nil {
+		r.note("reassign %s: %v", tp, err)
+		return
+	}
+	inFlight := len(p.GetAddingReplicas())+len(p.GetRemovingReplicas()) > 0
+	target := reassignTarget(rng, slices.DeleteFunc(slices.Clone(p.GetReplicas()), func(id int32) bool {
+		return slices.Contains(p.GetRemovingReplicas(), id)
+	}))
+	what := fmt.Sprintf("reassign %s %v -> %v", tp, p.GetReplicas(), target)
+	if inFlight && rng.IntN(3) == 0 {
+		target = nil
+		what = fmt.Sprintf("cancel the reassignment of %s (replicas %v, adding %v, removing %v)", tp,
+			p.GetReplicas(), p.GetAddingReplicas(), p.GetRemovingReplicas())
+	}
+	actx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	resp, err := r.admin.AlterPartitionReassignments(actx, &adminv1.AlterPartitionReassignmentsRequest{
+		Partitions: []*adminv1.ReassignablePartition{{Topic: tp.Topic, Partition: tp.Partition, Replicas: target}}})
+	switch {
+	case err != nil:
+		r.event(history.Fault, "%s failed: %v", what, err)
+	case len(resp.GetResults()) == 1 && resp.GetResults()[0].GetErrorCode() != commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
+		res := resp.GetResults()[0]
+		r.event(history.Fault, "%s refused: %s %s", what, strings.TrimPrefix(res.GetErrorCode().String(), "ERROR_CODE_"), res.GetErrorMessage())
+	default:
+		r.event(history.Fault, "%s", what)
+	}
+}
+
+// reassignTarget picks a replica set other than cur: 2 of the 3 brokers,
+// one time in four all 3, in a random order (the first is the preferred
+// leader).
+func reassignTarget(rng *rand.Rand, cur []int32) []int32 {
+	for {
+		all := []int32{1, 2, 3}
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		target := all[:2]
+		if rng.IntN(4) == 0 {
+			target = all
+		}
+		if !slices.Equal(target, cur) {
+			return target
+		}
+	}
 }
 
 // stepRest injects nothing for a while: faults stop while traffic goes on

@@ -122,7 +122,8 @@ func (r *runner) observe(ctx context.Context) (observation, error) {
 	for _, t := range desc.GetTopics() {
 		for _, p := range t.GetPartitions() {
 			ps := history.PartitionState{TP: history.TP{Topic: t.GetName(), Partition: p.GetPartition()},
-				Leader: p.GetLeader(), ISR: slices.Clone(p.GetIsr()), MinInsyncReplicas: p.GetMinInsyncReplicas()}
+				Leader: p.GetLeader(), ISR: slices.Clone(p.GetIsr()), MinInsyncReplicas: p.GetMinInsyncReplicas(),
+				Adding: slices.Clone(p.GetAddingReplicas()), Removing: slices.Clone(p.GetRemovingReplicas())}
 			slices.Sort(ps.ISR)
 			for _, b := range p.GetReplicas() {
 				rs := history.ReplicaState{Broker: b}
@@ -144,6 +145,9 @@ func (r *runner) observe(ctx context.Context) (observation, error) {
 func stateLine(ps history.PartitionState) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s leader %d ISR %v", ps.TP, ps.Leader, ps.ISR)
+	if len(ps.Adding)+len(ps.Removing) > 0 {
+		fmt.Fprintf(&b, " reassigning (adding %v, removing %v)", ps.Adding, ps.Removing)
+	}
 	for _, r := range ps.Replicas {
 		if !r.Readable {
 			fmt.Fprintf(&b, " | %d: -", r.Broker)
@@ -155,7 +159,7 @@ func stateLine(ps history.PartitionState) string {
 }
 
 // watch observes the cluster every interval until stop is closed and puts
-// each change of a partition's leader or ISR on the timeline, so a report
+// each change of a partition's leader, ISR or reassignment on the timeline, so a report
 // shows what the faults did (and a stuck ISR shows when it got stuck).
 func (r *runner) watch(ctx context.Context, stop <-chan struct{}, interval time.Duration) {
 	prev := map[history.TP]string{}
@@ -174,6 +178,9 @@ func (r *runner) watch(ctx context.Context, stop <-chan struct{}, interval time.
 		hit := map[string][]string{}
 		for _, ps := range obs.partitions {
 			now := fmt.Sprintf("leader %d ISR %v", ps.Leader, ps.ISR)
+			if len(ps.Adding)+len(ps.Removing) > 0 {
+				now += fmt.Sprintf(" reassigning +%v -%v", ps.Adding, ps.Removing)
+			}
 			if was, ok := prev[ps.TP]; ok && was != now {
 				c := was + " -> " + now
 				if hit[c] == nil {

@@ -102,6 +102,9 @@ Every link runs with mutual TLS on certificates made in the data dir, unless --p
 					if len(res.SlowStops) > 0 {
 						kinds["slow-stop"] += len(res.SlowStops)
 					}
+					if len(res.Strays) > 0 {
+						kinds["stray-log"] += len(res.Strays)
+					}
 					n := 0
 					for _, k := range kinds {
 						n += k
