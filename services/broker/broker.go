@@ -195,7 +195,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing(), peerCreds)
 	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
-	var leaderFence func() error
+	var leaderFence func() replica.Fence
 	if len(cfg.Etcd.Endpoints) > 0 {
 		b.fence = newLeaseFence(log, tel.Registry, func() int {
 			n := 0
@@ -208,6 +208,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 			}
 			return n
 		})
+		b.fence.whileFenced = func() {
+			if rm := rmRef.Load(); rm != nil {
+				rm.WakeParkedProduce()
+			}
+		}
 		leaderFence = b.fence.Check
 	}
 	b.rm, err = replica.New(replica.Options{

@@ -13,6 +13,7 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/grpcapi"
 	"tidemark.io/services/broker/internal/lockorder"
+	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
 )
@@ -33,7 +34,9 @@ func leaseMargin(ttl time.Duration) time.Duration {
 // leaseFence decides whether this broker may act as a partition leader.
 // Leaderships are held under the registration lease: once etcd may have
 // expired the lease (the controller then elects other leaders) the broker
-// refuses produce and consumer fetches on every partition it leads, until
+// refuses produce and consumer fetches on every partition it leads (but
+// where etcd's silence is all of it, the replica manager lets in-sync
+// followers vouch for acks=all writes and reads: replica.Fence), until
 // etcd confirms the lease again or, when the registration was lost, until
 // it has registered again and the controller has told the new incarnation
 // its roles (a LeaderAndIsr for the new broker epoch). See DESIGN.md,
@@ -51,6 +54,10 @@ type leaseFence struct {
 	reg       atomic.Pointer[metastore.Registration]
 	confirmed atomic.Int64 // newest broker epoch whose roles the controller confirmed
 
+	// whileFenced runs on every check while fenced: parked acks=all
+	// writes look again at whether their followers still vouch.
+	whileFenced func()
+
 	fenced    atomic.Bool // as last logged and exported
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -60,7 +67,7 @@ type leaseFence struct {
 func newLeaseFence(log *slog.Logger, reg prometheus.Registerer, led func() int) *leaseFence {
 	f := &leaseFence{log: log, led: led, stop: make(chan struct{}),
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_broker_fenced",
-			Help: "1 while this broker refuses to act as leader because its registration lease is unconfirmed or lost."})}
+			Help: "1 while this broker's registration lease is unconfirmed or lost: it refuses acks=0/1 writes, and acks=all writes and reads of partitions its in-sync followers stopped fetching."})}
 	if reg != nil {
 		reg.MustRegister(f.gauge)
 	}
@@ -84,19 +91,44 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// Check is the replica manager's LeaderFence: nil while the broker may act
-// as leader, else a retriable NOT_LEADER_OR_FOLLOWER without a leader hint
-// (the client refreshes its metadata and finds the new leader).
-func (f *leaseFence) Check() error {
-	if why := f.reason(time.Now()); why != "" {
-		return kerr.New(kerr.NotLeaderOrFollower, "this broker has fenced itself as leader: %s", why)
+// Check is the replica manager's LeaderFence: no error while the broker
+// may act as leader, else a retriable NOT_LEADER_OR_FOLLOWER without a
+// leader hint (the client refreshes its metadata and finds the new
+// leader), saying whether etcd's silence is the only reason (the replica
+// manager then lets a partition's in-sync followers vouch for it).
+func (f *leaseFence) Check() replica.Fence {
+	why, silent := f.why(time.Now())
+	if why == "" {
+		return replica.Fence{}
 	}
-	return nil
+	return replica.Fence{LeaseSilent: silent,
+		Err: kerr.New(kerr.NotLeaderOrFollower, "this broker has fenced itself as leader: %s", why)}
 }
 
 // reason says why the broker is fenced at now, or "".
 func (f *leaseFence) reason(now time.Time) string {
+	why, _ := f.why(now)
+	return why
+}
+
+// why is reason, and whether the lease being unconfirmed (not lost) is
+// all of it.
+func (f *leaseFence) why(now time.Time) (string, bool) {
 	reg := f.reg.Load()
+	if why := f.hardReason(reg); why != "" {
+		return why, false
+	}
+	if now.After(reg.LeaseHeldUntil().Add(-leaseMargin(reg.TTL()))) {
+		return fmt.Sprintf("registration lease unconfirmed for %.1f s (TTL %s)",
+			now.Sub(reg.LeaseConfirmedAt()).Seconds(), reg.TTL()), true
+	}
+	return "", false
+}
+
+// hardReason is a reason to be fenced that no follower can vouch against:
+// no registration, a lost one, or a new one whose roles the controller has
+// not confirmed.
+func (f *leaseFence) hardReason(reg *metastore.Registration) string {
 	if reg == nil {
 		return "not registered"
 	}
@@ -107,10 +139,6 @@ func (f *leaseFence) reason(now time.Time) string {
 	}
 	if c := f.confirmed.Load(); c < reg.Epoch() {
 		return fmt.Sprintf("registered again as broker epoch %d; waiting for the controller to confirm its roles", reg.Epoch())
-	}
-	if now.After(reg.LeaseHeldUntil().Add(-leaseMargin(reg.TTL()))) {
-		return fmt.Sprintf("registration lease unconfirmed for %.1f s (TTL %s)",
-			now.Sub(reg.LeaseConfirmedAt()).Seconds(), reg.TTL())
 	}
 	return ""
 }
@@ -162,6 +190,9 @@ func (f *leaseFence) watch() {
 		}
 		why := f.reason(time.Now())
 		fenced := why != ""
+		if fenced && f.whileFenced != nil {
+			f.whileFenced()
+		}
 		if fenced == f.fenced.Load() {
 			continue
 		}

@@ -27,10 +27,16 @@ func register(t *testing.T, s *metastore.Store) *metastore.Registration {
 	return reg
 }
 
-func wantFenced(t *testing.T, f *leaseFence, what string) {
+// wantFenced checks a fence and whether etcd's silence is all of its
+// reason (the followers may vouch only then).
+func wantFenced(t *testing.T, f *leaseFence, what string, silent bool) {
 	t.Helper()
-	if err := f.Check(); kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
-		t.Fatalf("%s: Check = %v, want NOT_LEADER_OR_FOLLOWER", what, err)
+	v := f.Check()
+	if kerr.CodeOf(v.Err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("%s: Check = %v, want NOT_LEADER_OR_FOLLOWER", what, v.Err)
+	}
+	if v.LeaseSilent != silent {
+		t.Fatalf("%s: LeaseSilent %t, want %t (%v)", what, v.LeaseSilent, silent, v.Err)
 	}
 }
 
@@ -50,24 +56,24 @@ func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 	}
 	led := 1
 	f := newLeaseFence(logging.Discard(), nil, func() int { return led })
-	wantFenced(t, f, "before any registration")
+	wantFenced(t, f, "before any registration", false)
 
 	reg := register(t, s)
 	f.registered(reg, func() {})
-	wantFenced(t, f, "registered while leading partitions of no confirmed epoch")
+	wantFenced(t, f, "registered while leading partitions of no confirmed epoch", false)
 	f.confirm(reg.Epoch())
-	if err := f.Check(); err != nil {
+	if err := f.Check().Err; err != nil {
 		t.Fatalf("registered and confirmed: %v", err)
 	}
 
 	bridge.Pause()
 	fenceAt := reg.LeaseHeldUntil().Add(-leaseMargin(reg.TTL()))
 	time.Sleep(time.Until(fenceAt.Add(-200 * time.Millisecond)))
-	if err := f.Check(); err != nil {
+	if err := f.Check().Err; err != nil {
 		t.Fatalf("fenced %s before the margin: %v", time.Until(fenceAt), err)
 	}
 	time.Sleep(time.Until(fenceAt) + time.Millisecond)
-	wantFenced(t, f, "just past LeaseHeldUntil - margin")
+	wantFenced(t, f, "just past LeaseHeldUntil - margin", true)
 	select {
 	case <-reg.Done():
 		t.Fatal("the registration was already given up: the check did not decide on its own")
@@ -93,7 +99,7 @@ func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	wantFenced(t, f, "lease expired, etcd not yet heard")
+	wantFenced(t, f, "lease expired, etcd not yet heard", true)
 	bridge.Resume()
 	select {
 	case <-reg.Done():
@@ -101,14 +107,14 @@ func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 		t.Fatal("the expired registration was not given up once etcd answered")
 	}
 	f.lost(reg)
-	wantFenced(t, f, "registration lost")
+	wantFenced(t, f, "registration lost", false)
 	again := register(t, s)
 	f.registered(again, func() {})
-	wantFenced(t, f, "registered again, old leadership not yet re-confirmed")
+	wantFenced(t, f, "registered again, old leadership not yet re-confirmed", false)
 	f.confirm(reg.Epoch()) // a late LeaderAndIsr of the old incarnation
-	wantFenced(t, f, "old epoch confirmed")
+	wantFenced(t, f, "old epoch confirmed", false)
 	f.confirm(again.Epoch())
-	if err := f.Check(); err != nil {
+	if err := f.Check().Err; err != nil {
 		t.Fatalf("after the LeaderAndIsr of the new epoch: %v", err)
 	}
 
@@ -118,7 +124,7 @@ func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 	_ = again.Close(context.Background())
 	third := register(t, s)
 	f.registered(third, func() {})
-	if err := f.Check(); err != nil {
+	if err := f.Check().Err; err != nil {
 		t.Fatalf("registered with no leaderships: %v", err)
 	}
 }

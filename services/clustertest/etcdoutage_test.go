@@ -2,14 +2,19 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker"
+	"tidemark.io/services/client"
 	"tidemark.io/services/controller"
+	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -211,4 +216,120 @@ func sorted(ids []int32) []int32 {
 	out := slices.Clone(ids)
 	slices.Sort(out)
 	return out
+}
+
+// etcd unreachable for every node, longer than the session timeout. As in
+// Kafka's ZooKeeper mode the data plane goes on for acks=all: nothing can
+// be elected, so each leader's in-sync followers keep fetching from it and
+// vouch for it (DESIGN.md, "The leader fence"), while acks=1 writes, which
+// no follower witnesses, are refused. Consumers read, and a client started
+// during the outage finds the leaders and writes through them. Once etcd is
+// reachable every lease has expired; the brokers register again, and every
+// write acknowledged during the outage is on every replica.
+func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: etcd stays unreachable for three session timeouts")
+	}
+	c := Start(t, Options{PausableControllers: true})
+	const topic, partitions = "ea", 3
+	c.CreateTopic(topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
+	c.produceEach(topic, partitions, 0, 5)
+	before := c.describeAll(topic, 10*time.Second)
+	for p, pd := range before {
+		c.waitSettled(10*time.Second, topic, p, pd.GetReplicas())
+	}
+
+	ttl := c.BrokerConfig(1).SessionTimeout
+	for _, b := range c.etcdLinks {
+		b.Pause()
+	}
+	for _, b := range c.ctrlEtcd {
+		b.Pause()
+	}
+	cut := time.Now()
+	c.WaitFor(2*ttl, "every broker fenced by etcd's silence", func() bool {
+		for id := int32(1); id <= 3; id++ {
+			if !c.Broker(id).Fenced() {
+				return false
+			}
+		}
+		return true
+	})
+
+	want := map[int32][]string{}
+	for p, pd := range before {
+		for i := range 5 {
+			want[p] = append(want[p], fmt.Sprintf("%s-%d-%d", topic, p, i))
+		}
+		leader := pd.GetLeader()
+		for i := range 10 {
+			v := fmt.Sprintf("outage-%d-%d", p, i)
+			if _, err := c.produceTo(leader, topic, p, -1, v); err != nil {
+				t.Fatalf("acks=all write %d to %s-%d's leader %d with etcd unreachable: %v", i, topic, p, leader, err)
+			}
+			want[p] = append(want[p], v)
+		}
+		_, err := c.produceTo(leader, topic, p, 1, fmt.Sprintf("acks1-%d", p))
+		if kerr.CodeOf(err) != kerr.NotLeaderOrFollower || !strings.Contains(err.Error(), "fenced") {
+			t.Errorf("acks=1 write to %s-%d's fenced leader: %v, want NOT_LEADER_OR_FOLLOWER naming the fence", topic, p, err)
+		}
+		resp, err := c.BrokerClient(leader).Fetch(context.Background(), &brokerv1.FetchRequest{Topic: topic, Partition: p, CurrentLeaderEpoch: -1})
+		if err != nil || len(resp.GetRecords()) != len(want[p]) {
+			t.Errorf("consumer fetch from %s-%d's leader with etcd unreachable: %d records, err %v; want %d", topic, p, len(resp.GetRecords()), err, len(want[p]))
+		}
+	}
+	// A client that starts now bootstraps from the fenced brokers and
+	// writes through an acks=all producer (not an idempotent one: producer
+	// ids are handed out through etcd).
+	pr, err := client.NewProducer(c.Client(), client.ProducerOptions{Acks: client.AcksAll, Idempotence: client.IdempotenceOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close(context.Background())
+	for p := range int32(partitions) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v := fmt.Sprintf("new-client-%d", p)
+		_, err := pr.Produce(ctx, client.Record{Topic: topic, Partition: p, ManualPartition: true, Value: []byte(v)})
+		cancel()
+		if err != nil {
+			t.Fatalf("a client started with etcd unreachable, acks=all to %s-%d: %v", topic, p, err)
+		}
+		want[p] = append(want[p], v)
+	}
+	t.Logf("every write went through %s after the cut (session timeout %s)", time.Since(cut).Round(time.Millisecond), ttl)
+	time.Sleep(time.Until(cut.Add(3 * ttl)))
+
+	for _, b := range c.etcdLinks {
+		b.Resume()
+	}
+	for _, b := range c.ctrlEtcd {
+		b.Resume()
+	}
+	back := time.Now()
+	after := c.describeAll(topic, 15*time.Second)
+	for p := range before {
+		c.waitSettled(20*time.Second, topic, p, after[p].GetReplicas())
+	}
+	t.Logf("whole again %s after etcd was reachable", time.Since(back).Round(time.Millisecond))
+	for p := range before {
+		after = c.describeAll(topic, 10*time.Second)
+		for _, id := range after[p].GetReplicas() {
+			if got := c.Values(id, topic, p); !slices.Equal(got, want[p]) {
+				t.Errorf("%s-%d replica %d holds %v, want %v", topic, p, id, got, want[p])
+			}
+		}
+	}
+	c.produceEach(topic, partitions, 5, 1)
+}
+
+// produceTo sends one record straight to broker id.
+func (c *Cluster) produceTo(id int32, topic string, p int32, acks int32, value string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.BrokerClient(id).Produce(ctx, &brokerv1.ProduceRequest{Topic: topic, Partition: p, Acks: acks, TimeoutMs: 5000,
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record(value)}}})
+	if err != nil {
+		return 0, kerr.FromStatus(err)
+	}
+	return resp.GetBaseOffset(), nil
 }

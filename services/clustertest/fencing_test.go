@@ -11,6 +11,8 @@ import (
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	"tidemark.io/services/broker"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 )
@@ -123,18 +125,24 @@ func TestIsolatedLeaderFencesItself(t *testing.T) {
 	if !within(time.Second, func() bool { return c.Broker(old).Fenced() }) {
 		t.Errorf("broker %d does not report itself fenced (tidemark_broker_fenced) once another leader is elected", old)
 	}
-	// A consumer is refused too: the new leader may already have written.
-	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_, ferr := c.BrokerClient(old).Fetch(fctx, &brokerv1.FetchRequest{Topic: "fence", Partition: 0, Offset: 0, CurrentLeaderEpoch: -1})
-	cancel()
-	if ferr == nil || kerr.CodeOf(kerr.FromStatus(ferr)) != kerr.NotLeaderOrFollower {
-		t.Errorf("consumer fetch from the fenced leader: %v, want NOT_LEADER_OR_FOLLOWER", ferr)
+	// Once its followers follow the new leader (they stop fetching from
+	// it, and the fence's vouch window, replica.fetch.wait.max.ms + 1 s,
+	// runs out), a consumer is refused too: the new leader may already
+	// have written.
+	var ferr, merr error
+	if !within(5*time.Second, func() bool {
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, ferr = c.BrokerClient(old).Fetch(fctx, &brokerv1.FetchRequest{Topic: "fence", Partition: 0, Offset: 0, CurrentLeaderEpoch: -1})
+		return ferr != nil
+	}) || kerr.CodeOf(kerr.FromStatus(ferr)) != kerr.NotLeaderOrFollower {
+		t.Errorf("consumer fetch from the fenced leader its followers left: %v, want NOT_LEADER_OR_FOLLOWER", ferr)
 	}
 	// Its metadata is stale (it hears from no controller), so it refuses
 	// Metadata rather than name itself leader: a client whose bootstrap
 	// list starts with it moves on and finds the new leader.
 	mctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_, merr := c.BrokerClient(old).Metadata(mctx, &brokerv1.MetadataRequest{Topics: []string{"fence"}})
+	_, merr = c.BrokerClient(old).Metadata(mctx, &brokerv1.MetadataRequest{Topics: []string{"fence"}})
 	cancel()
 	if merr == nil || kerr.CodeOf(kerr.FromStatus(merr)) != kerr.BrokerNotAvailable || !strings.Contains(merr.Error(), "fenced") {
 		t.Errorf("metadata from the fenced leader: %v, want BROKER_NOT_AVAILABLE naming the fence", merr)
@@ -297,4 +305,55 @@ func TestPausedLeaderRefusesWritesWhenItResumes(t *testing.T) {
 		return slices.Contains(c.Partition("pause", 0).GetIsr(), old)
 	})
 	c.SameLogs("pause", 0, 1, 2, 3)
+}
+
+// An acks=all write parked at a leader that is then cut off from etcd and
+// both controllers: its followers follow the leader the controller elects
+// once the lease expires, and never fetch the write. The fence lets a
+// lease-silent leader's in-sync followers vouch for it; once they stopped
+// fetching, the parked write must be answered NOT_LEADER_OR_FOLLOWER
+// (retriable: the client finds the new leader), not wait for its 20 s
+// timeout.
+func TestParkedWriteEndsWhenTheFencedLeadersFollowersLeave(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, Controllers: 2, Adjust: func(cfg *broker.Config) { cfg.FaultInjection = true }})
+	c.CreateTopic("gone", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("gone", 0).GetIsr()) == 3 })
+	old := c.Partition("gone", 0).GetLeader()
+	ctx := context.Background()
+	for id := int32(1); id <= 3; id++ {
+		if id == old {
+			continue
+		}
+		fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+		if _, err := fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "gone", Partition: -1, Stall: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.BrokerClient(old).Produce(ctx, &brokerv1.ProduceRequest{Topic: "gone", Partition: 0, Acks: -1, TimeoutMs: 20000,
+			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("parked")}}})
+		done <- err
+	}()
+	c.WaitFor(5*time.Second, "the write in the leader's log", func() bool { return len(c.Values(old, "gone", 0)) == 1 })
+	c.EtcdLink(old).Pause()
+	for ctl := int32(1); ctl <= 2; ctl++ {
+		c.Net.Partition(BrokerName(old), ControllerName(ctl))
+	}
+	defer func() {
+		c.EtcdLink(old).Resume()
+		for ctl := int32(1); ctl <= 2; ctl++ {
+			c.Net.Heal(BrokerName(old), ControllerName(ctl))
+		}
+	}()
+	select {
+	case err := <-done:
+		if kerr.CodeOf(kerr.FromStatus(err)) != kerr.NotLeaderOrFollower || !strings.Contains(err.Error(), "fenced") {
+			t.Fatalf("parked write answered %v after %s, want NOT_LEADER_OR_FOLLOWER naming the fence", err, time.Since(sent).Round(time.Millisecond))
+		}
+		t.Logf("parked write answered %s after it was sent: %v", time.Since(sent).Round(time.Millisecond), err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the parked write was not answered within 15 s of its leader's isolation: it waits for its timeout")
+	}
 }

@@ -99,6 +99,30 @@ func (p *Partition) maximalISR() []int32 {
 	return p.isr
 }
 
+// InSyncFollowersFetchedSince reports whether this leader's maximal ISR
+// holds another replica and every other member fetched from it, at this
+// leader epoch, at or after sinceMs (a fetch naming a newer epoch is
+// refused before it is recorded). A follower that heard of another leader
+// stops fetching here, so this is the evidence a leader whose lease etcd
+// has not confirmed needs to keep serving (replica.Fence).
+func (p *Partition) InSyncFollowersFetchedSince(sinceMs int64) bool {
+	if p.role != RoleLeader {
+		return false
+	}
+	others := 0
+	for _, id := range p.maximalISR() {
+		if id == p.cfg.LocalID {
+			continue
+		}
+		f := p.followers[id]
+		if f == nil || f.lastFetchMs < sinceMs {
+			return false
+		}
+		others++
+	}
+	return others > 0
+}
+
 // Pending returns the AlterPartition in flight, if any, and whether it is
 // parked until new metadata arrives (F10).
 func (p *Partition) Pending() (Proposal, bool, bool) {

@@ -99,7 +99,7 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 		return ConsumerFetchResult{}, m.withLeaderHint(f.TP, err)
 	}
 	if r.state.IsLeader() {
-		if err := m.fenced(); err != nil {
+		if err := m.fencedLocked(r, now); err != nil {
 			r.mu.Unlock()
 			return ConsumerFetchResult{}, err
 		}

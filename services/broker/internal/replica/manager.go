@@ -76,10 +76,29 @@ type Options struct {
 	// unregistered.
 	Registry prometheus.Registerer
 	// LeaderFence, when set, is asked on every leader append (before it and
-	// again before the answer) and consumer read; an error refuses them.
+	// again before an acks=0/1 answer), while an acks=all write is parked,
+	// and on every consumer read; its verdict refuses them (see Fence).
 	// The broker fences itself while its registration lease is unconfirmed
 	// (see the broker package); it reads the clock itself, at the call.
-	LeaderFence func() error
+	LeaderFence func() Fence
+}
+
+// Fence is the LeaderFence's verdict.
+type Fence struct {
+	// Err, when not nil, refuses leader work.
+	Err error
+	// LeaseSilent says etcd's silence is the only reason: the lease is
+	// unconfirmed, never lost. A controller can elect another leader only
+	// once etcd expired it, and a replica that follows the new leader stops
+	// fetching here. So a partition whose in-sync followers all still fetch
+	// from this leader (within vouchWindow) goes on taking acks=all writes
+	// and serving consumers: an acks=all write commits only once those
+	// followers hold it, so an election this leader has not heard of cannot
+	// lose it (the new leader was one of them). acks=0/1 writes have no such
+	// witness and stay refused. During an etcd outage for the whole cluster
+	// nothing can be elected, the followers keep fetching, and acks=all
+	// traffic goes on, as in Kafka's ZooKeeper mode.
+	LeaseSilent bool
 }
 
 // EventSink receives replication events for dashboards (ISR changes,
@@ -178,16 +197,73 @@ func New(o Options) (*Manager, error) {
 	return m, nil
 }
 
-// Fenced is the LeaderFence's verdict, nil when there is no fence: a
-// fenced broker hears from no controller, so what it knows is stale.
-func (m *Manager) Fenced() error { return m.fenced() }
+// Fenced says whether this broker may answer as a source of metadata: nil
+// when it is not fenced, or when etcd's silence is the only reason and its
+// in-sync followers vouch for every partition it leads (it leads at least
+// one). Else a fenced broker hears from no controller, and what it knows
+// may be stale.
+func (m *Manager) Fenced() error {
+	f := m.fence()
+	if f.Err == nil || !f.LeaseSilent {
+		return f.Err
+	}
+	now, led := m.now(), 0
+	for _, r := range m.Replicas() {
+		r.mu.Lock()
+		leader, vouched := r.state.IsLeader(), m.vouchedLocked(r, now)
+		r.mu.Unlock()
+		if !leader {
+			continue
+		}
+		if !vouched {
+			return f.Err
+		}
+		led++
+	}
+	if led == 0 {
+		return f.Err
+	}
+	return nil
+}
 
-// fenced is the LeaderFence's verdict, nil when there is no fence.
-func (m *Manager) fenced() error {
+// fence is the LeaderFence's verdict, none when there is no fence.
+func (m *Manager) fence() Fence {
 	if f := m.opts.LeaderFence; f != nil {
 		return f()
 	}
-	return nil
+	return Fence{}
+}
+
+// fencedLocked is the fence for leader work on r that its followers can
+// vouch for (an acks=all write, a consumer read); r.mu held.
+func (m *Manager) fencedLocked(r *Replica, now time.Time) error {
+	f := m.fence()
+	if f.Err == nil || (f.LeaseSilent && m.vouchedLocked(r, now)) {
+		return nil
+	}
+	return f.Err
+}
+
+// vouchedLocked reports whether r leads and every other member of its ISR
+// fetched from it within vouchWindow; r.mu held.
+func (m *Manager) vouchedLocked(r *Replica, now time.Time) bool {
+	window := time.Duration(m.broker.Load().ReplicaFetchWaitMaxMs)*time.Millisecond + vouchSlack
+	return r.state.InSyncFollowersFetchedSince(now.Add(-window).UnixMilli())
+}
+
+// vouchSlack is added to replica.fetch.wait.max.ms, the longest an idle
+// follower's fetch is parked here before it sends the next: a round trip
+// and a busy machine's scheduling. A follower that left for another leader
+// is noticed that much later; a false "left" only refuses writes.
+const vouchSlack = time.Second
+
+// WakeParkedProduce wakes every parked acks=all write, to check the fence
+// again: the broker calls it while fenced, since a write parked at a leader
+// its followers left would otherwise wait for its timeout.
+func (m *Manager) WakeParkedProduce() {
+	for _, r := range m.Replicas() {
+		r.wakeHW()
+	}
 }
 
 // BrokerConfig is the effective broker configuration (static + dynamic).

@@ -112,9 +112,13 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 		r.mu.Unlock()
 		return ProduceResult{}, m.errYielding(tp, epoch)
 	}
-	if err := m.fenced(); err != nil {
+	fenced := m.fence().Err
+	if acks == -1 {
+		fenced = m.fencedLocked(r, now)
+	}
+	if fenced != nil {
 		r.mu.Unlock()
-		return ProduceResult{}, err
+		return ProduceResult{}, fenced
 	}
 	if err := r.state.BeforeAppend(acks); err != nil {
 		r.mu.Unlock()
@@ -145,7 +149,7 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 	if acks != -1 {
 		// A pause after the check above must not end in an ack from a
 		// broker that has since lost its lease.
-		return res, m.fenced()
+		return res, m.fence().Err
 	}
 	if timeout <= 0 {
 		timeout = DefaultProduceTimeout
@@ -189,7 +193,14 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 				"broker %d lost and regained leadership of %s-%d while waiting for replication (appended in leader epoch %d, leader again since epoch %d): the records may have been truncated",
 				m.opts.BrokerID, r.tp.Topic, r.tp.Partition, epoch, r.leaderSince)
 		default:
-			done, err = r.state.ProduceDone(required)
+			if done, err = r.state.ProduceDone(required); !done {
+				// Fenced and its followers gone (WakeParkedProduce wakes
+				// this check): they follow a new leader, so the write
+				// cannot commit here; the client retries there.
+				if ferr := m.fencedLocked(r, m.now()); ferr != nil {
+					done, err = true, ferr
+				}
+			}
 		}
 		hw := r.state.HighWatermark()
 		by, linked := r.committedByLocked(required)
