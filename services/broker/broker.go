@@ -59,6 +59,7 @@ type Broker struct {
 	rm            *replica.Manager
 	reg           *registrar
 	fence         *leaseFence // nil without etcd
+	producerIDs   *producerIDs
 	// groups is the group coordinator of the __consumer_offsets
 	// partitions this broker leads.
 	groups *group.Coordinator
@@ -230,7 +231,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	if err != nil {
 		return fail(err)
 	}
-	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: &producerIDs{b: b}, Quotas: quota.New(tel.Registry, nil)}
+	b.producerIDs = newProducerIDs(b)
+	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: quota.New(tel.Registry, nil)}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
 		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit,
 		// The fetch stream lives for many round trips; grpcapi traces each
@@ -509,9 +511,14 @@ func (b *Broker) ReplicaOffsets(topic string, partition int32) (hw, leo int64, o
 	return s.HighWatermark, s.LogEndOffset, true
 }
 
+// ProducerIDsHeld is how many idempotent producer ids the broker can hand
+// out without asking the controller (a block is fetched ahead).
+func (b *Broker) ProducerIDsHeld() int64 { return b.producerIDs.held() }
+
 // Fenced reports whether this broker has fenced itself as leader (the
 // tidemark_broker_fenced gauge): its registration lease is unconfirmed or
 // lost, or its new incarnation has not yet been told its roles.
+
 func (b *Broker) Fenced() bool { return b.fence != nil && b.fence.fenced.Load() }
 
 // closeGiven closes the listeners Config gave when Start fails: Start took

@@ -69,7 +69,7 @@ func (h groupHost) replica(tp group.TP) (*replica.Replica, bool) {
 
 func (h groupHost) Leads(tp group.TP) (int32, bool) {
 	r, ok := h.replica(tp)
-	if !ok || !r.IsLeader() || h.b.Fenced() {
+	if !ok || !h.b.rm.MayLead(r) {
 		return 0, false
 	}
 	return r.Snapshot(time.Now()).LeaderEpoch, true

@@ -72,9 +72,10 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 		return nil, err
 	}
 	b.fence.start()
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go func() { defer r.wg.Done(); r.keepRegistered() }()
 	go func() { defer r.wg.Done(); r.sessionLoop() }()
+	go func() { defer r.wg.Done(); b.producerIDs.runPrefetch(r.ctx) }()
 	return r, nil
 }
 
@@ -241,6 +242,10 @@ func (r *registrar) runSession() error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+			// A producer id block in hand before the first InitProducerId
+			// and through a later etcd outage: asked while a controller
+			// answers, until one is held (a no-op when enough are).
+			r.b.producerIDs.askPrefetch()
 		case <-r.events.notify:
 		case <-newer:
 			// Armed again before the check below reads the epoch.

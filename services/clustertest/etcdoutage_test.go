@@ -223,7 +223,8 @@ func sorted(ids []int32) []int32 {
 // be elected, so each leader's in-sync followers keep fetching from it and
 // vouch for it (DESIGN.md, "The leader fence"), while acks=1 writes, which
 // no follower witnesses, are refused. Consumers read, and a client started
-// during the outage finds the leaders and writes through them. Once etcd is
+// during the outage finds the leaders and writes through them with an
+// idempotent producer (each broker holds producer ids fetched ahead). Once etcd is
 // reachable every lease has expired; the brokers register again, and every
 // write acknowledged during the outage is on every replica.
 func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
@@ -238,6 +239,15 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	for p, pd := range before {
 		c.waitSettled(10*time.Second, topic, p, pd.GetReplicas())
 	}
+
+	c.WaitFor(10*time.Second, "every broker holding producer ids fetched ahead", func() bool {
+		for id := int32(1); id <= 3; id++ {
+			if c.Broker(id).ProducerIDsHeld() == 0 {
+				return false
+			}
+		}
+		return true
+	})
 
 	ttl := c.BrokerConfig(1).SessionTimeout
 	for _, b := range c.etcdLinks {
@@ -279,9 +289,9 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 		}
 	}
 	// A client that starts now bootstraps from the fenced brokers and
-	// writes through an acks=all producer (not an idempotent one: producer
-	// ids are handed out through etcd).
-	pr, err := client.NewProducer(c.Client(), client.ProducerOptions{Acks: client.AcksAll, Idempotence: client.IdempotenceOff})
+	// writes through an idempotent acks=all producer: its producer id comes
+	// from the block its broker fetched ahead.
+	pr, err := client.NewProducer(c.Client(), client.ProducerOptions{Acks: client.AcksAll, Idempotence: client.IdempotenceOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,4 +342,64 @@ func (c *Cluster) produceTo(id int32, topic string, p int32, acks int32, value s
 		return 0, kerr.FromStatus(err)
 	}
 	return resp.GetBaseOffset(), nil
+}
+
+// A consumer group through an outage of etcd for every node: the
+// coordinator's writes are acks=all, so where its offsets partition's
+// followers vouch for its fenced leader it goes on: heartbeats, commits
+// and offset fetches answer, and what was committed during the outage is
+// still there once the brokers registered again.
+func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: etcd stays unreachable for three session timeouts")
+	}
+	c := Start(t, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3), PausableControllers: true})
+	g := groups{c}
+	j := g.join("ledger", "", 30*time.Second)
+	g.syncAlone("ledger", j, "")
+	want := map[int32]int64{0: 1, 1: 2, 2: 3}
+	if err := g.commit("ledger", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+
+	ttl := c.BrokerConfig(1).SessionTimeout
+	for _, b := range c.etcdLinks {
+		b.Pause()
+	}
+	for _, b := range c.ctrlEtcd {
+		b.Pause()
+	}
+	cut := time.Now()
+	c.WaitFor(2*ttl, "every broker fenced by etcd's silence", func() bool {
+		for id := int32(1); id <= 3; id++ {
+			if !c.Broker(id).Fenced() {
+				return false
+			}
+		}
+		return true
+	})
+	// Well past the fence, so the coordinators have looked again at what
+	// they may lead.
+	time.Sleep(time.Until(cut.Add(2 * ttl)))
+	if err := g.heartbeat("ledger", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
+		t.Fatalf("heartbeat with etcd unreachable: %v", err)
+	}
+	want = map[int32]int64{0: 11, 1: 12, 2: 13}
+	if err := g.commit("ledger", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+		t.Fatalf("commit with etcd unreachable: %v", err)
+	}
+	if got := g.fetch("ledger"); !sameOffsets(got, want) {
+		t.Fatalf("fetched %v with etcd unreachable, want %v", got, want)
+	}
+	t.Logf("heartbeat, commit and fetch answered %s after the cut (session timeout %s)", time.Since(cut).Round(time.Millisecond), ttl)
+	time.Sleep(time.Until(cut.Add(3 * ttl)))
+	for _, b := range c.etcdLinks {
+		b.Resume()
+	}
+	for _, b := range c.ctrlEtcd {
+		b.Resume()
+	}
+	if got := g.fetch("ledger"); !sameOffsets(got, want) {
+		t.Fatalf("fetched %v once etcd was back, want the %v committed during the outage", got, want)
+	}
 }

@@ -226,6 +226,16 @@ func (m *Manager) Fenced() error {
 	return nil
 }
 
+// MayLead reports whether this broker may act as r's leader now: it leads
+// r and is not fenced, or is fenced by etcd's silence alone and r's in-sync
+// followers vouch for it (the group coordinator's check: its writes are
+// acks=all).
+func (m *Manager) MayLead(r *Replica) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.IsLeader() && m.fencedLocked(r, m.now()) == nil
+}
+
 // fence is the LeaderFence's verdict, none when there is no fence.
 func (m *Manager) fence() Fence {
 	if f := m.opts.LeaderFence; f != nil {
