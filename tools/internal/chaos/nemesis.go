@@ -45,6 +45,7 @@ var steps = []step{
 	{"isolate-broker", 1, (*runner).stepIsolateBroker, true},
 	{"etcd-cut-broker", 2, (*runner).stepEtcdCutBroker, true},
 	{"etcd-cut-controller", 1, (*runner).stepEtcdCutController, true},
+	{"etcd-cut-all", 1, (*runner).stepEtcdCutAll, true},
 }
 
 // StepNames lists the nemesis's fault steps.

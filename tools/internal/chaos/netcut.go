@@ -256,6 +256,38 @@ func (r *runner) stepEtcdCutController(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
+// stepEtcdCutAll cuts every broker and controller from etcd, often past
+// the lease: etcd runs on and lets every lease expire, while the brokers,
+// which cannot tell, fence themselves and go on with acks=all writes where
+// their in-sync followers vouch for them. At the heal every broker
+// registers again at once and the controller elects from what the ISRs
+// say.
+func (r *runner) stepEtcdCutAll(ctx context.Context, rng *rand.Rand) {
+	hold := ms(rng, 1000, int(3*leaseTTL/time.Millisecond))
+	var cut []string
+	for _, n := range r.cl.Nodes() {
+		if n.Kind != "broker" && n.Kind != "controller" {
+			continue
+		}
+		if err := r.links.CutEtcd(n.Name, links.Blackhole); err != nil {
+			r.note("cut %s from etcd failed: %v", n.Name, err)
+			continue
+		}
+		cut = append(cut, n.Name)
+	}
+	if len(cut) == 0 {
+		return
+	}
+	r.event(history.Fault, "cut every node from etcd (blackhole) for %s: %s", hold.Round(time.Millisecond), strings.Join(cut, ", "))
+	_ = sleep(ctx, hold)
+	for _, name := range cut {
+		if err := r.links.HealEtcd(name); err != nil {
+			r.note("heal %s's etcd link failed: %v", name, err)
+		}
+	}
+	r.event(history.Heal, "heal every node's etcd link")
+}
+
 func (r *runner) etcdCut(ctx context.Context, name string, hold time.Duration) {
 	if !r.cut(history.Fault, fmt.Sprintf("cut %s from etcd (blackhole) for %s", name, hold.Round(time.Millisecond)),
 		func() error { return r.links.CutEtcd(name, links.Blackhole) }) {
