@@ -167,24 +167,14 @@ func TestEtcdUnreachableForEveryNodeThenBack(t *testing.T) {
 	epochs := c.brokerEpochs()
 
 	ttl := c.BrokerConfig(1).SessionTimeout
-	for _, b := range c.etcdLinks {
-		b.Pause()
-	}
-	for _, b := range c.ctrlEtcd {
-		b.Pause()
-	}
+	c.cutEtcdForAll(true)
 	time.Sleep(3 * ttl)
 	for id := int32(1); id <= 3; id++ {
 		if !c.Broker(id).Fenced() {
 			t.Errorf("broker %d unheard by etcd for %s does not fence itself", id, 3*ttl)
 		}
 	}
-	for _, b := range c.etcdLinks {
-		b.Resume()
-	}
-	for _, b := range c.ctrlEtcd {
-		b.Resume()
-	}
+	c.cutEtcdForAll(false)
 	back := time.Now()
 
 	c.WaitFor(ttl+10*time.Second, "every broker registered again", func() bool {
@@ -250,21 +240,9 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	})
 
 	ttl := c.BrokerConfig(1).SessionTimeout
-	for _, b := range c.etcdLinks {
-		b.Pause()
-	}
-	for _, b := range c.ctrlEtcd {
-		b.Pause()
-	}
+	c.cutEtcdForAll(true)
 	cut := time.Now()
-	c.WaitFor(2*ttl, "every broker fenced by etcd's silence", func() bool {
-		for id := int32(1); id <= 3; id++ {
-			if !c.Broker(id).Fenced() {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitEveryBrokerFenced(2 * ttl)
 
 	want := map[int32][]string{}
 	for p, pd := range before {
@@ -309,12 +287,7 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	t.Logf("every write went through %s after the cut (session timeout %s)", time.Since(cut).Round(time.Millisecond), ttl)
 	time.Sleep(time.Until(cut.Add(3 * ttl)))
 
-	for _, b := range c.etcdLinks {
-		b.Resume()
-	}
-	for _, b := range c.ctrlEtcd {
-		b.Resume()
-	}
+	c.cutEtcdForAll(false)
 	back := time.Now()
 	after := c.describeAll(topic, 15*time.Second)
 	for p := range before {
@@ -363,21 +336,9 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	}
 
 	ttl := c.BrokerConfig(1).SessionTimeout
-	for _, b := range c.etcdLinks {
-		b.Pause()
-	}
-	for _, b := range c.ctrlEtcd {
-		b.Pause()
-	}
+	c.cutEtcdForAll(true)
 	cut := time.Now()
-	c.WaitFor(2*ttl, "every broker fenced by etcd's silence", func() bool {
-		for id := int32(1); id <= 3; id++ {
-			if !c.Broker(id).Fenced() {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitEveryBrokerFenced(2 * ttl)
 	// Well past the fence, so the coordinators have looked again at what
 	// they may lead.
 	time.Sleep(time.Until(cut.Add(2 * ttl)))
@@ -393,13 +354,40 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	}
 	t.Logf("heartbeat, commit and fetch answered %s after the cut (session timeout %s)", time.Since(cut).Round(time.Millisecond), ttl)
 	time.Sleep(time.Until(cut.Add(3 * ttl)))
-	for _, b := range c.etcdLinks {
-		b.Resume()
-	}
-	for _, b := range c.ctrlEtcd {
-		b.Resume()
-	}
+	c.cutEtcdForAll(false)
 	if got := g.fetch("ledger"); !sameOffsets(got, want) {
 		t.Fatalf("fetched %v once etcd was back, want the %v committed during the outage", got, want)
 	}
+}
+
+// cutEtcdForAll stalls (or, with cut false, resumes) every broker's and
+// controller's link to etcd; etcd itself runs on.
+func (c *Cluster) cutEtcdForAll(cut bool) {
+	for _, b := range c.etcdLinks {
+		if cut {
+			b.Pause()
+		} else {
+			b.Resume()
+		}
+	}
+	for _, b := range c.ctrlEtcd {
+		if cut {
+			b.Pause()
+		} else {
+			b.Resume()
+		}
+	}
+}
+
+// waitEveryBrokerFenced waits until every broker reports its lease fence up.
+func (c *Cluster) waitEveryBrokerFenced(timeout time.Duration) {
+	c.T.Helper()
+	c.WaitFor(timeout, "every broker fenced by etcd's silence", func() bool {
+		for id := int32(1); id <= 3; id++ {
+			if !c.Broker(id).Fenced() {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -38,12 +38,7 @@ func TestKafkaProducerWaitsOutAnEtcdOutage(t *testing.T) {
 	go func() {
 		defer close(outage)
 		time.Sleep(ttl / 2)
-		for _, b := range c.etcdLinks {
-			b.Pause()
-		}
-		for _, b := range c.ctrlEtcd {
-			b.Pause()
-		}
+		c.cutEtcdForAll(true)
 		mu.Lock()
 		cut = time.Now()
 		mu.Unlock()
@@ -51,12 +46,7 @@ func TestKafkaProducerWaitsOutAnEtcdOutage(t *testing.T) {
 		mu.Lock()
 		end = time.Now()
 		mu.Unlock()
-		for _, b := range c.etcdLinks {
-			b.Resume()
-		}
-		for _, b := range c.ctrlEtcd {
-			b.Resume()
-		}
+		c.cutEtcdForAll(false)
 	}()
 	for i := 1; i < n; i++ {
 		wg.Add(1)
