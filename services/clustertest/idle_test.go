@@ -88,8 +88,8 @@ func (c *Cluster) runRetention(id int32, topic string, p int32) int {
 
 // settled reports whether a quiet partition has caught up everywhere: the
 // leader's ISR holds every replica, the leader knows every follower's LEO,
-// and every replica's LEO and HW equal the leader's LEO. It returns what it
-// saw for the failure message.
+// every replica's LEO and HW equal the leader's LEO, and the leader is not
+// fenced from its clients. It returns what it saw for the failure message.
 func (c *Cluster) settled(topic string, p int32, replicas []int32) (bool, string) {
 	leader := c.Partition(topic, p).GetLeader()
 	lv, ok := c.view(leader, topic, p)
@@ -98,6 +98,12 @@ func (c *Cluster) settled(topic string, p int32, replicas []int32) (bool, string
 	}
 	seen := fmt.Sprintf("leader %d: %v", leader, lv)
 	done := len(lv.isr) == len(replicas)
+	// A leader fenced from its clients (for instance registered anew and
+	// waiting for the controller to confirm its roles) is not live yet.
+	if b := c.Broker(leader); b != nil && b.Fenced() {
+		seen += " (fenced)"
+		done = false
+	}
 	for _, id := range replicas {
 		v, ok := c.view(id, topic, p)
 		if id != leader {
