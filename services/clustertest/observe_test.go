@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,58 @@ func (c *Cluster) awaitLive(tps []history.TP, bound time.Duration) map[history.T
 		time.Sleep(50 * time.Millisecond)
 	}
 	return liveAt
+}
+
+// probeServing writes one record to each partition through a new
+// idempotent acks=all producer and waits for the recording consumers to
+// read it: a partition can look whole (leader, full ISR, HW = LEO) while
+// its named leader does not serve clients, so whole is not yet live. It
+// returns one line per partition that did not serve within bound; the
+// writes are in the history like any other.
+func (c *Cluster) probeServing(rec *history.Recorder, tps []history.TP, bound time.Duration) []string {
+	c.T.Helper()
+	p, err := client.NewProducer(c.Client(), client.ProducerOptions{Acks: client.AcksAll, DeliveryTimeout: bound, RequestTimeout: bound / 3, MaxBlock: bound})
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		problems []string
+		wg       sync.WaitGroup
+	)
+	want := map[string]history.TP{}
+	for _, tp := range tps {
+		v := "probe-" + tp.String()
+		id := rec.Start("probe", true, tp, history.AcksAll, v)
+		wg.Add(1)
+		p.ProduceAsync(client.Record{Topic: tp.Topic, Partition: tp.Partition, ManualPartition: true, Value: []byte(v)},
+			func(res client.Result, err error) {
+				defer wg.Done()
+				outcome(rec, id, res.Offset, err)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("%s: acks=all write not acknowledged: %v", tp, err))
+					return
+				}
+				want[v] = tp
+			})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = p.Close(ctx)
+	cancel()
+	acked := time.Now()
+	for len(want) > 0 && time.Since(acked) < bound {
+		for _, cr := range rec.History().Consumes {
+			delete(want, cr.Value)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for v, tp := range want {
+		problems = append(problems, fmt.Sprintf("%s: the acknowledged write %q never reached its consumer", tp, v))
+	}
+	return problems
 }
 
 // final reads every partition once everything is quiet.
@@ -247,4 +300,26 @@ func partitionsOf(topic string, n int32) []history.TP {
 		tps = append(tps, history.TP{Topic: topic, Partition: p})
 	}
 	return tps
+}
+
+// The probe names each partition that did not serve: one whose write was
+// not acknowledged (a topic that does not exist stands for a leader that
+// refuses) and one whose acknowledged write no consumer read; a partition
+// that served is not named.
+func TestProbeServingNamesWhatWasNotServed(t *testing.T) {
+	c := Start(t, Options{})
+	c.CreateTopic("read", 1, 3, nil)
+	c.CreateTopic("unread", 1, 3, nil)
+	rec := history.NewRecorder()
+	served, unread, missing := history.TP{Topic: "read"}, history.TP{Topic: "unread"}, history.TP{Topic: "missing"}
+	consumers := startConsumers(t, c, rec, []history.TP{served})
+	defer consumers.close()
+	problems := c.probeServing(rec, []history.TP{served, unread, missing}, 3*time.Second)
+	named := func(tp history.TP) bool {
+		return slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, tp.String()+":") })
+	}
+	if named(served) || !named(unread) || !named(missing) || len(problems) != 2 {
+		t.Fatalf("probe problems %q: want %s (not read) and %s (not acknowledged) named, %s not", problems, unread, missing, served)
+	}
+	t.Logf("probe named: %q", problems)
 }

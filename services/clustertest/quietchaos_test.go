@@ -174,6 +174,13 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 	rec.Event(history.Note, "quiet: nothing is produced from here on")
 
 	liveAt := c.awaitLive(tps, bound+2*time.Second-time.Since(stopped))
+	if len(liveAt) == len(tps) {
+		for _, bad := range c.probeServing(rec, tps, bound) {
+			t.Errorf("seed %d: whole but not serving: %s", seed, bad)
+		}
+		// The probes' writes reach every replica's HW before the final read.
+		c.awaitLive(tps, bound)
+	}
 	// Let the consumers read what became readable, then stop them.
 	time.Sleep(time.Second)
 	consumers.close()

@@ -147,11 +147,15 @@ type Result struct {
 	// off (a reassignment) once everything was quiet: the broker never
 	// deleted them, so they hold its disk for good.
 	Strays []string
+	// Unserved are partitions that looked whole once everything was quiet
+	// but did not take a client's acks=all write, or never handed it to a
+	// consumer (probeServing): their named leader did not serve.
+	Unserved []string
 }
 
 // OK reports whether the run kept every promise.
 func (r Result) OK() bool {
-	if len(r.Views) > 0 || len(r.SlowStops) > 0 || len(r.Strays) > 0 {
+	if len(r.Views) > 0 || len(r.SlowStops) > 0 || len(r.Strays) > 0 || len(r.Unserved) > 0 {
 		return false
 	}
 	for _, f := range r.Fences {
@@ -312,6 +316,11 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if len(res.Views) == 0 {
 		r.note("the active controller's views show every replica where its broker has it")
 	}
+	res.Unserved = r.probeServing(ctx, last)
+	for _, u := range res.Unserved {
+		r.note("NOT SERVING %s", u)
+	}
+	last = r.repollLive(ctx, last)
 	r.w.stopReading()
 	if o.DumpStuck {
 		r.dumpStuck(last)

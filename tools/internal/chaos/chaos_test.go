@@ -73,8 +73,8 @@ func TestProcessChaos(t *testing.T) {
 		t.Fatalf("no write was acknowledged: the run tested nothing (data dir %s)", res.DataDir)
 	}
 	if !res.OK() {
-		t.Fatalf("%d promises broken, %d views wrong, %d slow stops, %d stray logs (seed %d); replay: %s; data dir %s", len(res.Report.Violations), len(res.Views),
-			len(res.SlowStops), len(res.Strays), seed, res.Replay, res.DataDir)
+		t.Fatalf("%d promises broken, %d views wrong, %d slow stops, %d stray logs, %d partitions not serving (seed %d); replay: %s; data dir %s",
+			len(res.Report.Violations), len(res.Views), len(res.SlowStops), len(res.Strays), len(res.Unserved), seed, res.Replay, res.DataDir)
 	}
 }
 

@@ -34,6 +34,8 @@ type workload struct {
 	stopWriteOnce       sync.Once
 	stopReadOnce        sync.Once
 	schedDone           chan struct{}
+
+	probesRead sync.Map // probe value → struct{}: the readers consumed it (see probeServing)
 }
 
 // window bounds the records in flight per partition.
@@ -218,7 +220,11 @@ func (w *workload) read(ctx context.Context, tp history.TP) {
 		recs, err := cs.Poll(pctx)
 		cancel()
 		for _, rc := range recs {
-			w.r.rec.Consumed(name, session, tp, rc.Offset, string(rc.Value))
+			v := string(rc.Value)
+			w.r.rec.Consumed(name, session, tp, rc.Offset, v)
+			if isProbe(v) {
+				w.probesRead.Store(v, struct{}{})
+			}
 		}
 		if err == nil {
 			continue
@@ -241,6 +247,12 @@ func (w *workload) read(ctx context.Context, tp history.TP) {
 			return
 		}
 	}
+}
+
+// probeRead reports whether a reader consumed the probe's value.
+func (w *workload) probeRead(value string) bool {
+	_, ok := w.probesRead.Load(value)
+	return ok
 }
 
 func (w *workload) pauseRead(d time.Duration) bool {

@@ -105,6 +105,9 @@ Every link runs with mutual TLS on certificates made in the data dir, unless --p
 					if len(res.Strays) > 0 {
 						kinds["stray-log"] += len(res.Strays)
 					}
+					if len(res.Unserved) > 0 {
+						kinds["not-serving"] += len(res.Unserved)
+					}
 					n := 0
 					for _, k := range kinds {
 						n += k

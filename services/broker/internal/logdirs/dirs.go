@@ -350,6 +350,23 @@ func (ds *Dirs) RecoveredHighWatermark(tp TopicPartition) (int64, bool) {
 	return 0, false
 }
 
+// LatestHighWatermark is the latest HW the directory holding tp keeps for
+// it (logstore.Manager.LatestHighWatermark).
+func (ds *Dirs) LatestHighWatermark(tp TopicPartition) (int64, bool) {
+	if d := ds.holder(tp); d != nil {
+		return d.m.LatestHighWatermark(tp)
+	}
+	return 0, false
+}
+
+// KeepHighWatermark hands tp's HW to the directory holding its log
+// (logstore.Manager.KeepHighWatermark).
+func (ds *Dirs) KeepHighWatermark(tp TopicPartition, hw int64) {
+	if d := ds.holder(tp); d != nil {
+		d.m.KeepHighWatermark(tp, hw)
+	}
+}
+
 // Delete removes tp's log from the directory that holds it.
 func (ds *Dirs) Delete(tp TopicPartition) error {
 	if err := ds.OfflinePartition(tp); err != nil {

@@ -78,9 +78,12 @@ type Manager struct {
 	// Checkpointed values kept for partitions that are not open, so a
 	// rewrite does not lose them.
 	keptHW, keptRecovery, keptStart map[TopicPartition]int64
-	lastHW                          map[TopicPartition]int64
-	closed                          bool
-	abandoned                       bool // closed by Abandon, not Close
+	// lastHW is the latest HW of each open log: the one last checkpointed
+	// from the HighWatermark getter, or handed over by KeepHighWatermark
+	// when the getter stopped knowing the partition.
+	lastHW    map[TopicPartition]int64
+	closed    bool
+	abandoned bool // closed by Abandon, not Close
 	// busy holds the partitions whose logs GetOrCreate is opening or
 	// Delete is closing and renaming, outside mu (both sync directories);
 	// the other callers for that partition, Close and Abandon wait for the
@@ -255,6 +258,31 @@ func (m *Manager) Offline() map[TopicPartition]error {
 func (m *Manager) RecoveredHighWatermark(tp TopicPartition) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	hw, ok := m.recoveredHW[tp]
+	return hw, ok
+}
+
+// KeepHighWatermark hands over an open log's HW when the HighWatermark
+// getter stops knowing the partition (a replica stopped without deletion
+// keeps its log): the checkpoints go on writing it, and a replica made for
+// the log again starts from it (LatestHighWatermark). Without it a HW that
+// moved since the last checkpoint would be lost.
+func (m *Manager) KeepHighWatermark(tp TopicPartition, hw int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.logs[tp]; ok {
+		m.lastHW[tp] = hw
+	}
+}
+
+// LatestHighWatermark is the latest HW the manager holds for an open log:
+// kept or last checkpointed, else the one recovered at open.
+func (m *Manager) LatestHighWatermark(tp TopicPartition) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if hw, ok := m.lastHW[tp]; ok {
+		return hw, true
+	}
 	hw, ok := m.recoveredHW[tp]
 	return hw, ok
 }

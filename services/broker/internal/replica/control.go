@@ -315,7 +315,7 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 	if r, ok := m.replicas[tp]; ok {
 		return r, nil
 	}
-	hw, _ := m.logs.RecoveredHighWatermark(tp)
+	hw, _ := m.logs.LatestHighWatermark(tp)
 	st := partition.New(partition.Config{
 		LocalID:           m.opts.BrokerID,
 		ReplicaLagTimeMax: time.Duration(m.BrokerConfig().ReplicaLagTimeMaxMs) * time.Millisecond,
@@ -555,6 +555,15 @@ func (m *Manager) stopReplica(tp TP, leaderEpoch int32, del bool) error {
 	m.mu.Lock()
 	delete(m.replicas, tp)
 	m.mu.Unlock()
+	if !del {
+		// The log stays, and the checkpoints no longer find this replica:
+		// they keep its HW, which a replica made again starts from (Kafka
+		// keeps the partition itself).
+		r.mu.Lock()
+		hw := r.state.HighWatermark()
+		r.mu.Unlock()
+		m.logs.KeepHighWatermark(tp, hw)
+	}
 	// Parked requests see the replica gone: the manager answers them
 	// NOT_LEADER_OR_FOLLOWER when they re-check.
 	r.mu.Lock()

@@ -42,6 +42,9 @@ type env struct {
 	m     *Manager
 	// controller epoch of the control requests the test sends.
 	ctrlEpoch int32
+	// fs, when set, holds the data directories of the managers made next
+	// (else each gets a file system of its own).
+	fs vfs.FS
 }
 
 func newEnv(t testing.TB) *env {
@@ -71,7 +74,11 @@ func (e *env) newManagerWith(id int32, wrap func(LogStore) LogStore) (*Manager, 
 // (it is still reached itself through the env's network).
 func (e *env) newManagerOver(id int32, wrap func(LogStore) LogStore, transport Transport) (*Manager, *metadata.Cache) {
 	e.t.Helper()
-	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", Now: e.clock.Now, NoBackground: true})
+	fsys := e.fs
+	if fsys == nil {
+		fsys = vfs.NewMem()
+	}
+	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: fsys, Dir: "/data", Now: e.clock.Now, NoBackground: true})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -51,7 +51,10 @@ type Log interface {
 // manager uses: one data directory's logs.
 type LogStore interface {
 	GetOrCreate(tp TP, cfg logstore.Config) (Log, error)
-	RecoveredHighWatermark(tp TP) (int64, bool)
+	// LatestHighWatermark is the HW a replica made for tp's log starts
+	// from; KeepHighWatermark hands it a stopped replica's HW.
+	LatestHighWatermark(tp TP) (int64, bool)
+	KeepHighWatermark(tp TP, hw int64)
 	Delete(tp TP) error
 }
 
@@ -68,10 +71,9 @@ func (l logManager) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
 	}
 	return lg, nil
 }
-func (l logManager) RecoveredHighWatermark(tp TP) (int64, bool) {
-	return l.m.RecoveredHighWatermark(tp)
-}
-func (l logManager) Delete(tp TP) error { return l.m.Delete(tp) }
+func (l logManager) LatestHighWatermark(tp TP) (int64, bool) { return l.m.LatestHighWatermark(tp) }
+func (l logManager) KeepHighWatermark(tp TP, hw int64)       { l.m.KeepHighWatermark(tp, hw) }
+func (l logManager) Delete(tp TP) error                      { return l.m.Delete(tp) }
 
 // NewDirsStore is the LogStore over a broker's log dirs.
 func NewDirsStore(d *logdirs.Dirs) LogStore { return logDirsStore{d} }
@@ -89,10 +91,9 @@ func (l logDirsStore) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
 	}
 	return lg, nil
 }
-func (l logDirsStore) RecoveredHighWatermark(tp TP) (int64, bool) {
-	return l.d.RecoveredHighWatermark(tp)
-}
-func (l logDirsStore) Delete(tp TP) error { return l.d.Delete(tp) }
+func (l logDirsStore) LatestHighWatermark(tp TP) (int64, bool) { return l.d.LatestHighWatermark(tp) }
+func (l logDirsStore) KeepHighWatermark(tp TP, hw int64)       { l.d.KeepHighWatermark(tp, hw) }
+func (l logDirsStore) Delete(tp TP) error                      { return l.d.Delete(tp) }
 
 // Transport carries the manager's calls to other brokers and to the active
 // controller. Addresses come from the metadata cache.
