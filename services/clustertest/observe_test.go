@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"tidemark.io/services/broker"
 	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest/history"
 	"tidemark.io/services/platform/kerr"
@@ -142,6 +144,48 @@ func (c *Cluster) probeServing(rec *history.Recorder, tps []history.TP, bound ti
 		problems = append(problems, fmt.Sprintf("%s: the acknowledged write %q never reached its consumer", tp, v))
 	}
 	return problems
+}
+
+// stopKeepsHWs stops every broker of final gracefully, one after another
+// as a rolling stop does, and checks that each replica's HW checkpoint
+// holds the HW final saw it at: a restart starts from the checkpoint, so a
+// graceful stop must not take back a HW the cluster showed.
+func (c *Cluster) stopKeepsHWs(final history.Final) {
+	c.T.Helper()
+	ids := map[int32]bool{}
+	for _, ps := range final.Partitions {
+		for _, rs := range ps.Replicas {
+			ids[rs.Broker] = true
+		}
+	}
+	disk := map[int32]map[string]map[int32]int64{}
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		if c.Broker(id) == nil {
+			continue
+		}
+		dir := c.BrokerConfig(id).DataDir
+		if err := c.StopBroker(id); err != nil {
+			c.T.Logf("graceful stop of broker %d: %v", id, err)
+		}
+		hws, err := broker.CheckpointedHighWatermarks(dir)
+		if err != nil {
+			c.T.Errorf("broker %d's HW checkpoint: %v", id, err)
+			continue
+		}
+		disk[id] = hws
+	}
+	for _, ps := range final.Partitions {
+		for _, rs := range ps.Replicas {
+			hws, stopped := disk[rs.Broker]
+			if !rs.Readable || !stopped {
+				continue
+			}
+			if got, ok := hws[ps.TP.Topic][ps.TP.Partition]; !ok || got != rs.HW {
+				c.T.Errorf("%s replica %d: HW %d once quiet, but the checkpoint its graceful stop left holds %d (present %v)",
+					ps.TP, rs.Broker, rs.HW, got, ok)
+			}
+		}
+	}
 }
 
 // final reads every partition once everything is quiet.

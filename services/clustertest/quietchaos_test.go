@@ -198,6 +198,8 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 	if wrong := c.awaitViewsAgree(final, 10*time.Second); wrong != "" {
 		t.Errorf("the active controller's console views, seed %d, 10 s after the checks: %s", seed, wrong)
 	}
+	// And the disk what a restart would start from.
+	c.stopKeepsHWs(final)
 }
 
 // quietWorkload alternates bursts of writes to a random choice of
