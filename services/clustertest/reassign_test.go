@@ -491,6 +491,39 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 	}
 }
 
+// A move off a leader that cannot yield (every link of it stalls, etcd's
+// too, as the yield is sent: its lease runs out and the partition fails
+// over into the target) completes though nothing is produced and the old
+// leader stays away: the idle partition's replicas are all in the ISR and
+// change its state no more, so the controller itself must look at the move
+// again.
+func TestReassignmentOffALeaderThatCouldNotYieldCompletesWhileIdle(t *testing.T) {
+	c := Start(t, Options{Brokers: 3})
+	createAssigned(t, c, "still", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	acked := map[int64]string{}
+	for i := range 20 {
+		v := fmt.Sprintf("v%d", i)
+		off, err := c.Produce(context.Background(), "still", 0, -1, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[off] = v
+	}
+	c.SameLogs("still", 0, 1, 2, 3)
+	c.Net.Pause(BrokerName(1))
+	c.EtcdLink(1).Pause()
+	reassign(t, c, "still", map[int32][]int32{0: {3, 2}})
+	// Nothing is produced from here on, and broker 1 stays away.
+	c.WaitFor(20*time.Second, "still-0 on 3,2 with broker 1 still away", func() bool { return settledOn(c, "still", 0, []int32{3, 2}) })
+	checkWholeAndLive(t, c, "still", 0, []int32{3, 2}, acked)
+	c.EtcdLink(1).Resume()
+	c.Net.Resume(BrokerName(1))
+	gone(t, c, 1, "still", 0)
+	if ok, why := settledWhy(c, "still", 0, []int32{3, 2}); !ok {
+		t.Errorf("after broker 1 came back: %s", why)
+	}
+}
+
 // A broker gone for good is reassigned away while it is down: the move
 // completes without it, the cluster stops listing it, and when it comes
 // back anyway its leftover replica is deleted as a stray (its StopReplica

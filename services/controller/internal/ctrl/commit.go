@@ -70,6 +70,17 @@ func (c *core) writeDone(r evWriteResult, what string, byKey map[election.TopicP
 		then(written, r.err)
 		return
 	}
+	for _, p := range written {
+		// A reassigning partition's state changed by an election or a
+		// shrink the controller made may have put its whole target in the
+		// ISR, or moved its leader into the target: phase B is looked at
+		// again (Kafka's controller watches the state of a partition it
+		// reassigns). An AlterPartition looks itself, holding its answer.
+		if p.reassigning() && byKey[p.tp()].cause != causeAlter {
+			c.armReassignCheck(0)
+			break
+		}
+	}
 	for _, cf := range r.res.Conflicts {
 		ch := byKey[election.TopicPartition{Topic: cf.Topic, Partition: cf.Partition}]
 		c.log.Warn("partition state changed under the controller; refreshed", "partition", ch.p.tp().String(),

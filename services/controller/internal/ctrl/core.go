@@ -279,6 +279,10 @@ const (
 	timerRebalance timerKind = iota + 1
 	// timerGrace is a broker's fast-failover grace period.
 	timerGrace
+	// timerReassign looks again at the reassignments whose target is in
+	// the ISR (reassign.go): after a state change no AlterPartition made,
+	// and after a completion that failed.
+	timerReassign
 )
 
 // timerKey names one timer; arming a key replaces its previous timer.
@@ -588,6 +592,8 @@ func (c *core) handle(ev event) {
 			c.checkRebalance()
 		case timerGrace:
 			c.graceEnded(ev.key.broker, ev.gen)
+		case timerReassign:
+			c.retryReassignments()
 		default:
 			panic(fmt.Sprintf("ctrl: unknown timer %d", ev.key.kind))
 		}

@@ -3,6 +3,7 @@ package ctrl
 import (
 	"context"
 	"slices"
+	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
@@ -127,7 +128,9 @@ func (c *core) startReassignment(p *partition, target []int32, done func(error))
 	cur := p.reassignment()
 	next := election.StartReassignment(cur, target)
 	if slices.Equal(next.Replicas, cur.Replicas) && slices.Equal(next.Adding, cur.Adding) && slices.Equal(next.Removing, cur.Removing) {
-		done(nil)
+		// The same target again: nothing to write, but a move whose
+		// completion failed is tried again now, as Kafka does.
+		c.maybeCompleteReassignments([]*partition{p}, func() { done(nil) })
 		return
 	}
 	d, err := election.ReassignStart(p.state(), next.Replicas, c.viewFor(p, view))
@@ -167,7 +170,7 @@ func (c *core) maybeCompleteReassignments(parts []*partition, then func()) {
 			return
 		}
 		p := parts[i]
-		if !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
+		if c.completing[p] || !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
 			step(i + 1)
 			return
 		}
@@ -175,7 +178,7 @@ func (c *core) maybeCompleteReassignments(parts []*partition, then func()) {
 		target := r.Target()
 		d, err := election.ShrinkToReplicas(p.state(), target, c.viewFor(p, c.view()), "reassignment complete")
 		if err != nil {
-			// Retried at the partition's next ISR change.
+			// Looked at again at the partition's next state change.
 			c.log.Warn("Reassignment cannot complete yet", "partition", p.tp().String(), "err", err)
 			step(i + 1)
 			return
@@ -190,8 +193,12 @@ func (c *core) maybeCompleteReassignments(parts []*partition, then func()) {
 			return
 		}
 		c.writeReassignStep(p, election.Reassignment{Replicas: target}, d, func(err error) {
-			if err == nil {
+			switch {
+			case err == nil:
 				c.reassignmentCompleted(p, r)
+			case !c.stopping():
+				// Refused: the topic changed in etcd and was read again.
+				c.reassignNotCompleted(p, err)
 			}
 			step(i + 1)
 		})
@@ -213,7 +220,8 @@ func (c *core) reassignmentCompleted(p *partition, r election.Reassignment) {
 // completeAfterYield completes a reassignment that moves the leadership
 // off a replica it removes, as a voluntary move (stepAfterYield). A leader
 // that does not yield keeps the partition, and the completion is tried
-// again at its next ISR change. One completion per partition at a time.
+// again after reassignRetryAfter, or sooner at the partition's next state
+// change. One completion per partition at a time.
 func (c *core) completeAfterYield(p *partition) {
 	if c.completing[p] {
 		return
@@ -235,11 +243,45 @@ func (c *core) completeAfterYield(p *partition) {
 	c.stepAfterYield(p, step, func(err error) {
 		delete(c.completing, p)
 		if err != nil {
-			c.log.Warn("Reassignment not completed yet; tried again at its next ISR change", "partition", p.tp().String(), "err", err)
+			if !c.stopping() {
+				c.reassignNotCompleted(p, err)
+			}
 			return
 		}
 		c.reassignmentCompleted(p, r)
 	})
+}
+
+// reassignRetryAfter is how long a reassignment whose completion failed
+// (its leader did not yield in time, or the write was refused) waits
+// before it is tried again. Nothing else may come to try it: an idle
+// partition whose replicas are all in sync changes its state no more.
+const reassignRetryAfter = 2 * time.Second
+
+// reassignNotCompleted logs a completion that failed and arms its retry.
+func (c *core) reassignNotCompleted(p *partition, err error) {
+	c.log.Warn("Reassignment not completed yet; trying again", "partition", p.tp().String(),
+		"retry_in", reassignRetryAfter.String(), "err", err)
+	c.armReassignCheck(reassignRetryAfter)
+}
+
+// armReassignCheck arms the look at every reassignment whose target is in
+// the ISR (retryReassignments). Arming again replaces the pending one; the
+// look covers every partition, so none is missed.
+func (c *core) armReassignCheck(after time.Duration) {
+	c.emit(effArmTimer{key: timerKey{kind: timerReassign}, after: after})
+}
+
+// retryReassignments runs phase B for every reassignment in flight whose
+// target is in the ISR and whose completion is not already under way.
+func (c *core) retryReassignments() {
+	var moving []*partition
+	for _, p := range c.allPartitions() {
+		if p.reassigning() && !c.completing[p] {
+			moving = append(moving, p)
+		}
+	}
+	c.maybeCompleteReassignments(moving, func() {})
 }
 
 // stepAfterYield writes the reassignment step that step computes from the

@@ -182,8 +182,12 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 			c.handle(evTimer{key: timerKey{kind: timerGrace, broker: id}, gen: h.gens[id]})
 			break
 		}
+		if d.HasArg("reassign") {
+			c.handle(evTimer{key: timerKey{kind: timerReassign}})
+			break
+		}
 		if !d.HasArg("rebalance") {
-			return nil, fmt.Errorf("timer rebalance|grace=<id>")
+			return nil, fmt.Errorf("timer rebalance|reassign|grace=<id>")
 		}
 		c.handle(evTimer{key: timerKey{kind: timerRebalance}})
 	case "elect":
@@ -802,6 +806,8 @@ func timerName(k timerKey) string {
 		return "rebalance"
 	case timerGrace:
 		return fmt.Sprintf("grace of broker %d", k.broker)
+	case timerReassign:
+		return "reassign"
 	}
 	return fmt.Sprintf("%d", k.kind)
 }
