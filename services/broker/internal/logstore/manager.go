@@ -81,7 +81,12 @@ type Manager struct {
 	// lastHW is the latest HW of each open log: the one last checkpointed
 	// from the HighWatermark getter, or handed over by KeepHighWatermark
 	// when the getter stopped knowing the partition.
-	lastHW    map[TopicPartition]int64
+	lastHW map[TopicPartition]int64
+	// handovers counts KeepHighWatermark calls; handedAt is the count at
+	// each partition's last one. A checkpoint that read the getter before
+	// a handover does not overwrite the HW handed over with what it read.
+	handovers uint64
+	handedAt  map[TopicPartition]uint64
 	closed    bool
 	abandoned bool // closed by Abandon, not Close
 	// busy holds the partitions whose logs GetOrCreate is opening or
@@ -137,7 +142,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
 		opts: opts, logger: opts.Logger.With("data_dir", opts.Dir),
 		logs: map[TopicPartition]*Log{}, offline: map[TopicPartition]error{}, recoveredHW: map[TopicPartition]int64{},
-		lastHW: map[TopicPartition]int64{}, busy: map[TopicPartition]chan struct{}{},
+		lastHW: map[TopicPartition]int64{}, handedAt: map[TopicPartition]uint64{}, busy: map[TopicPartition]chan struct{}{},
 	}
 	fsys, dir := opts.FS, opts.Dir
 	if err := fsys.MkdirAll(dir); err != nil {
@@ -272,6 +277,8 @@ func (m *Manager) KeepHighWatermark(tp TopicPartition, hw int64) {
 	defer m.mu.Unlock()
 	if _, ok := m.logs[tp]; ok {
 		m.lastHW[tp] = hw
+		m.handovers++
+		m.handedAt[tp] = m.handovers
 	}
 }
 
@@ -413,6 +420,7 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	delete(m.keptRecovery, tp)
 	delete(m.keptStart, tp)
 	delete(m.lastHW, tp)
+	delete(m.handedAt, tp)
 	m.mu.Unlock()
 	if ok {
 		// The files go with the directory, so the log is abandoned, not
@@ -469,6 +477,9 @@ func (m *Manager) CheckpointHighWatermarks() error { return m.checkpointHighWate
 // leaves the file alone when it already holds these offsets.
 func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
 	// The getter is the caller's code: call it without any Manager lock.
+	m.mu.Lock()
+	since := m.handovers
+	m.mu.Unlock()
 	fresh := map[TopicPartition]int64{}
 	if m.opts.HighWatermark != nil {
 		for tp := range m.openLogs() {
@@ -487,6 +498,11 @@ func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
 	out := maps.Clone(m.keptHW)
 	for tp := range m.logs {
 		hw, ok := fresh[tp]
+		if ok && m.handedAt[tp] > since {
+			// Handed over after the getter was read (the replica was
+			// stopped meanwhile): what was read is older.
+			ok = false
+		}
 		if !ok {
 			if hw, ok = m.lastHW[tp]; !ok {
 				hw, ok = m.recoveredHW[tp]

@@ -612,3 +612,54 @@ func TestManagerLenCountsOpenLogs(t *testing.T) {
 		t.Fatalf("Len %d, Partitions %v: want 2 open logs", m.Len(), m.Partitions())
 	}
 }
+
+// A replica stopped while a checkpoint reads the HW getter hands its newer
+// HW over (KeepHighWatermark) after the getter answered with an older one:
+// the checkpoint must not write the older one over it.
+func TestCheckpointDoesNotUndoAHandoverMadeWhileItReadTheGetter(t *testing.T) {
+	fsys := newMem(t)
+	var m *Manager
+	handed := false
+	getter := func(tp TopicPartition) (int64, bool) {
+		if tp != tpA {
+			return 0, false
+		}
+		if !handed {
+			// Read 10; before the checkpoint goes on, the replica stops
+			// with its HW at 15.
+			handed = true
+			m.KeepHighWatermark(tpA, 15)
+			return 10, true
+		}
+		return 0, false // stopped: the getter knows it no more
+	}
+	var err error
+	m, err = OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: getter, NoBackground: true,
+		ConfigFor: func(string) Config { return smallConfig() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.GetOrCreate(tpA, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 20, 1, 10)
+	if err := m.CheckpointHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	if !handed {
+		t.Fatal("the getter was not read")
+	}
+	if hws, _ := ReadOffsetCheckpoint(fsys, "/data", hwCheckpointFile); hws[tpA] != 15 {
+		t.Errorf("checkpoint HW %d, want the 15 handed over", hws[tpA])
+	}
+	if hw, _ := m.LatestHighWatermark(tpA); hw != 15 {
+		t.Errorf("LatestHighWatermark %d, want 15", hw)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if hws, _ := ReadOffsetCheckpoint(fsys, "/data", hwCheckpointFile); hws[tpA] != 15 {
+		t.Errorf("checkpoint HW at close %d, want 15", hws[tpA])
+	}
+}
