@@ -158,6 +158,22 @@ func (f *leaseFence) registered(reg *metastore.Registration, storeEpoch func()) 
 	}
 }
 
+// confirmIfLeadingNothing confirms the registration once the broker leads
+// nothing: its old leaderships were taken away while it was out (its
+// partitions moved off it as strays, their topics deleted), so there are
+// no roles left to be told, as at registered; a controller with nothing to
+// place on it sends it no LeaderAndIsr. The watch calls it on every tick.
+func (f *leaseFence) confirmIfLeadingNothing() {
+	if reg := f.reg.Load(); reg == nil || f.confirmed.Load() >= reg.Epoch() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if reg := f.reg.Load(); reg != nil && f.confirmed.Load() < reg.Epoch() && f.led() == 0 {
+		f.confirm(reg.Epoch())
+	}
+}
+
 // lost drops the registration: fenced until the next one.
 func (f *leaseFence) lost(reg *metastore.Registration) {
 	f.reg.CompareAndSwap(reg, nil)
@@ -185,6 +201,7 @@ func (f *leaseFence) watch() {
 			return
 		case <-t.C:
 		}
+		f.confirmIfLeadingNothing()
 		if reg := f.reg.Load(); reg != nil && !f.fenced.Load() {
 			epoch = reg.Epoch()
 		}
@@ -207,7 +224,7 @@ func (f *leaseFence) watch() {
 		reg := f.reg.Load()
 		how := "etcd confirmed the registration lease again"
 		if reg.Epoch() != epoch {
-			how = fmt.Sprintf("registered as broker epoch %d and the controller told it its roles", reg.Epoch())
+			how = fmt.Sprintf("registered as broker epoch %d and the controller told it its roles, or it leads nothing any more", reg.Epoch())
 		}
 		f.log.Info(fmt.Sprintf("Unfencing: acting as leader of %d partitions again after %.1f s: %s",
 			f.led(), time.Since(since).Seconds(), how))

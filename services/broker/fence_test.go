@@ -128,3 +128,27 @@ func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 		t.Fatalf("registered with no leaderships: %v", err)
 	}
 }
+
+// A new incarnation registered while it still held old leaderships waits
+// for the controller to tell it its roles; if those leaderships go (the
+// partitions were moved off it while it was out, and the full
+// UpdateMetadata deleted them as strays), nothing is left to be told and no
+// LeaderAndIsr may ever come: it confirms itself.
+func TestLeaseFenceConfirmsOnceItLeadsNothing(t *testing.T) {
+	srv := etcdtest.Start(t)
+	s, err := metastore.New(srv.Client(t), metastore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := 1
+	f := newLeaseFence(logging.Discard(), nil, func() int { return led })
+	reg := register(t, s)
+	f.registered(reg, func() {})
+	f.confirmIfLeadingNothing()
+	wantFenced(t, f, "registered while leading partitions of no confirmed epoch", false)
+	led = 0
+	f.confirmIfLeadingNothing()
+	if err := f.Check().Err; err != nil {
+		t.Fatalf("leading nothing any more: %v", err)
+	}
+}

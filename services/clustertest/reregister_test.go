@@ -2,11 +2,13 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
@@ -111,4 +113,42 @@ func TestBrokerKeepsTheRegistrationItsLeaseOutlived(t *testing.T) {
 	if _, err := c.Produce(context.Background(), "kept", p, -1, "after"); err != nil {
 		t.Fatalf("acks=all write after the stall: %v", err)
 	}
+}
+
+// A leader cut off from etcd for longer than its lease, whose partitions are
+// all moved off it while it is away, registers again still holding those
+// leaderships in its own view. The controller has nothing to place on it,
+// so no LeaderAndIsr comes to tell it its roles; its full UpdateMetadata
+// deletes the old replicas as strays, and the broker, leading nothing any
+// more, must stop fencing itself: clients bootstrap through it again.
+func TestBrokerWhosePartitionsMovedAwayWhileItWasOutIsNotLeftFenced(t *testing.T) {
+	c := Start(t, Options{Brokers: 4})
+	createAssigned(t, c, "left", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	acked := map[int64]string{}
+	for i := range 10 {
+		v := fmt.Sprintf("v%d", i)
+		off, err := c.Produce(context.Background(), "left", 0, -1, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[off] = v
+	}
+	c.SameLogs("left", 0, 1, 2, 3)
+	c.EtcdLink(1).Pause()
+	c.WaitFor(15*time.Second, "broker 1's partition led by another", func() bool {
+		l := c.Partition("left", 0).GetLeader()
+		return l > 0 && l != 1
+	})
+	reassign(t, c, "left", map[int32][]int32{0: {2, 3, 4}})
+	c.WaitFor(20*time.Second, "left-0 on 2,3,4", func() bool { return settledOn(c, "left", 0, []int32{2, 3, 4}) })
+	if !c.Broker(1).Fenced() {
+		t.Fatal("broker 1, unheard by etcd for over its lease, is not fenced")
+	}
+	c.EtcdLink(1).Resume()
+	gone(t, c, 1, "left", 0)
+	c.WaitFor(10*time.Second, "broker 1 no longer fenced", func() bool { return !c.Broker(1).Fenced() })
+	if _, err := c.BrokerClient(1).Metadata(context.Background(), &brokerv1.MetadataRequest{Topics: []string{"left"}}); err != nil {
+		t.Fatalf("metadata through broker 1: %v", err)
+	}
+	checkWholeAndLive(t, c, "left", 0, []int32{2, 3, 4}, acked)
 }
