@@ -28,8 +28,11 @@ type metadata struct {
 	c *Client
 
 	mu        sync.Mutex // guards every field below
-	brokers   map[int32]string
-	topics    map[string][]partMeta
+	brokers map[int32]string
+	topics  map[string][]partMeta
+	// topicIDs are the ids metadata gave the topics (KIP-516): a topic
+	// created again under its name gets a new one.
+	topicIDs  map[string]string
 	fetchedAt time.Time
 	inflight  *refreshCall // the running refresh, if any
 }
@@ -42,7 +45,7 @@ type refreshCall struct {
 }
 
 func newMetadata(c *Client) *metadata {
-	return &metadata{c: c, brokers: map[int32]string{}, topics: map[string][]partMeta{}}
+	return &metadata{c: c, brokers: map[int32]string{}, topics: map[string][]partMeta{}, topicIDs: map[string]string{}}
 }
 
 // leader returns where to send requests for topic-partition, refreshing the

@@ -134,15 +134,27 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) 
 		seen[name] = true
 		if kerr.Code(t.GetErrorCode()) == kerr.UnknownTopicOrPartition {
 			delete(m.topics, name)
+			delete(m.topicIDs, name)
 			continue
 		}
-		m.topics[name] = mergeParts(m.topics[name], t.GetPartitions())
+		old := m.topics[name]
+		if id := t.GetTopicId(); id != "" {
+			if known := m.topicIDs[name]; known != "" && known != id {
+				// Deleted and created again while this client was not
+				// looking: the old partitions' leader epochs, however
+				// high, say nothing of the new ones, which began at 0.
+				old = nil
+			}
+			m.topicIDs[name] = id
+		}
+		m.topics[name] = mergeParts(old, t.GetPartitions())
 	}
 	// A topic asked for (or any, when all were) but missing from the
 	// answer no longer exists.
 	for name := range m.topics {
 		if !seen[name] && (asked == nil || slices.Contains(asked, name)) {
 			delete(m.topics, name)
+			delete(m.topicIDs, name)
 		}
 	}
 	m.fetchedAt = time.Now()

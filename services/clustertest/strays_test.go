@@ -11,6 +11,8 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest/history"
 )
 
 // A topic deleted while one of its replicas' brokers is down leaves that
@@ -156,5 +158,80 @@ func TestTopicDeletedAndRecreatedInQuickSuccession(t *testing.T) {
 		if !slices.Equal(dirs, []string{"again-0"}) {
 			t.Errorf("broker %d's data dir holds %v, want only again-0", id, dirs)
 		}
+	}
+}
+
+// A client that was quiet while a topic it knew was deleted and created
+// again writes to and reads from the new topic. The old topic's partition
+// had a higher leader epoch than the new one starts at, and the client's
+// cache keeps the newer of two epochs it hears: without the topic's id in
+// metadata it took the new leader's answers for a lagging broker's and kept
+// routing to the old leader, so every write failed at its delivery timeout
+// and a consumer, sending the old epoch, was refused for good.
+func TestQuietClientFollowsATopicCreatedAgain(t *testing.T) {
+	c := Start(t, Options{Brokers: 3})
+	ctx := context.Background()
+	createAssigned(t, c, "reborn", [][]int32{{1, 2, 3}}, nil)
+	cl := c.Client()
+	p, err := client.NewProducer(cl, client.ProducerOptions{Acks: client.AcksAll, DeliveryTimeout: 15 * time.Second, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	produce := func(v string) error {
+		_, err := p.Produce(ctx, client.Record{Topic: "reborn", Partition: 0, ManualPartition: true, Value: []byte(v)})
+		return err
+	}
+	if err := produce("old-0"); err != nil {
+		t.Fatal(err)
+	}
+	// Raise the old partition's leader epoch (each reorder and preferred
+	// election moves the leader), writing through the client each time so
+	// its cache holds the newest epoch.
+	for i, order := range [][]int32{{2, 3, 1}, {3, 1, 2}} {
+		reassign(t, c, "reborn", map[int32][]int32{0: order})
+		if err := c.electPreferred([]history.TP{{Topic: "reborn", Partition: 0}}); err != nil {
+			t.Fatal(err)
+		}
+		c.WaitFor(10*time.Second, fmt.Sprintf("broker %d leading", order[0]), func() bool {
+			return c.Leads(order[0], "reborn", 0)
+		})
+		if err := produce(fmt.Sprintf("old-%d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := c.Partition("reborn", 0)
+	if old.GetLeaderEpoch() < 2 || old.GetLeader() != 3 {
+		t.Fatalf("the old partition: %v", old)
+	}
+	resp, err := c.Admin().DeleteTopics(ctx, &adminv1.DeleteTopicsRequest{Topics: []string{"reborn"}, TimeoutMs: 10000})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	// Created again, led elsewhere, at leader epoch 0.
+	createAssigned(t, c, "reborn", [][]int32{{1, 2, 3}}, nil)
+	c.WaitFor(10*time.Second, "the new reborn-0 led by broker 1", func() bool { return c.Leads(1, "reborn", 0) })
+	if err := produce("new-0"); err != nil {
+		t.Fatalf("writing to the topic created again: %v", err)
+	}
+	cs, err := client.NewConsumer(cl, client.ConsumerOptions{Topic: "reborn", Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) == 0 {
+		recs, err := cs.Poll(pctx)
+		if err != nil {
+			t.Fatalf("reading the topic created again (read %v): %v", got, err)
+		}
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+	}
+	if !slices.Equal(got, []string{"new-0"}) {
+		t.Fatalf("read %v, want [new-0]", got)
 	}
 }

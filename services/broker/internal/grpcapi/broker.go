@@ -376,7 +376,7 @@ func (b *Broker) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*br
 		topics = meta.Topics()
 	}
 	for _, t := range topics {
-		tm := &brokerv1.TopicMetadata{Name: t}
+		tm := &brokerv1.TopicMetadata{Name: t, TopicId: meta.TopicID(t)}
 		parts := meta.TopicPartitions(t)
 		if len(parts) == 0 {
 			tm.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
