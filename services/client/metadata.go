@@ -27,7 +27,7 @@ type partMeta struct {
 type metadata struct {
 	c *Client
 
-	mu        sync.Mutex // guards every field below
+	mu      sync.Mutex // guards every field below
 	brokers map[int32]string
 	topics  map[string][]partMeta
 	// topicIDs are the ids metadata gave the topics (KIP-516): a topic
