@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -143,5 +144,31 @@ func TestFollowerCachedBytesReachesTheLogs(t *testing.T) {
 		if got := cachedOf(); got != c.want {
 			t.Fatalf("broker configs %v: the log has FollowerCachedBytes %d, want %d", c.set, got, c.want)
 		}
+	}
+}
+
+// Time configs as large as Kafka takes (segment.ms up to Long.MAX_VALUE,
+// retention.ms of centuries) mean "practically never" and must reach the
+// log as such: converted to a Duration without saturating they wrapped, to
+// a negative segment.ms that refused the whole log config (the partition
+// never hosted) or to a retention of a few years that deleted records the
+// user meant to keep.
+func TestHugeTimeConfigsReachTheLogAsForever(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, map[string]string{
+		"segment.ms": "9223372036854775807", "retention.ms": "100000000000000000"})
+	r, ok := e.m.Replica(tp0)
+	if !ok {
+		t.Fatal("the partition is not hosted: its log config was refused")
+	}
+	cfg := r.Log().Config()
+	const century = 100 * 365 * 24 * time.Hour
+	if cfg.SegmentMs < century || cfg.RetentionMs < century {
+		t.Fatalf("segment.ms %v, retention.ms %v: want both at least a century", cfg.SegmentMs, cfg.RetentionMs)
+	}
+	// And changed on a hosted partition.
+	e.configUpdate(map[string]map[string]string{tp0.Topic: {"segment.ms": "10000000000000000", "retention.ms": "9223372036854775807"}}, nil)
+	if cfg := r.Log().Config(); cfg.SegmentMs < century || cfg.RetentionMs < century {
+		t.Fatalf("after the change: segment.ms %v, retention.ms %v", cfg.SegmentMs, cfg.RetentionMs)
 	}
 }

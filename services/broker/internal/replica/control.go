@@ -339,10 +339,10 @@ func (m *Manager) topicConfig(overrides map[string]string) (topicconfig.TopicCon
 func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
 	c := logstore.DefaultConfig()
 	c.SegmentBytes = int64(tc.SegmentBytes)
-	c.SegmentMs = time.Duration(tc.SegmentMs) * time.Millisecond
+	c.SegmentMs = msDuration(tc.SegmentMs)
 	c.IndexIntervalBytes = int64(tc.IndexIntervalBytes)
 	c.Preallocate = tc.Preallocate
-	c.RetentionMs = time.Duration(tc.RetentionMs) * time.Millisecond
+	c.RetentionMs = msDuration(tc.RetentionMs) // -1: no time limit
 	c.RetentionBytes = tc.RetentionBytes
 	c.MaxMessageBytes = int(tc.MaxMessageBytes)
 	c.TimestampBeforeMaxMs = tc.MessageTimestampBeforeMaxMs
