@@ -247,3 +247,44 @@ func TestRetentionKeepsProducersWhoseBatchesItDeleted(t *testing.T) {
 	// marker: the producer comes back from the Close snapshot.
 	retry(openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, Now: clk.Now, CleanShutdown: true, RecoveryPoint: leo}), "after a restart")
 }
+
+// Retention that empties a quiet log rolls a new, empty segment at the LEO
+// and retires every producer snapshot below it; the recovery point must
+// follow (as a roll on append makes it, through a flush), or a crash later
+// recovers from the old recovery point, where no snapshot is left, and the
+// producers retention kept are forgotten: a retried batch is written twice.
+func TestRetentionEmptyingALogKeepsItsProducersThroughACrash(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	fsys := newMem(t)
+	l := openLog(t, fsys, cfg, clk)
+	appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	for i := range 30 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	if len(l.segments()) < 2 {
+		t.Fatalf("setup: %d segments", len(l.segments()))
+	}
+	l.bg.Wait() // the flushes of the rolls on append
+	leo := l.LogEndOffset()
+	if rp := l.RecoveryPoint(); rp >= leo {
+		t.Fatalf("setup: recovery point %d already at the LEO %d", rp, leo)
+	}
+	if n, err := l.DeleteOldSegments(leo); err != nil || n == 0 || l.LogStartOffset() != leo {
+		t.Fatalf("retention: %d segments, %v; log start %d, LEO %d", n, err, l.LogStartOffset(), leo)
+	}
+	l.bg.Wait()
+	// The broker's recovery checkpoint holds the recovery point; then the
+	// process dies.
+	rp := l.RecoveryPoint()
+	l.Abandon()
+	again := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp, LogStartOffset: leo})
+	info, err := again.AppendAsLeader(idem(7, 0, 0, 2).build(), 0)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !info.Duplicate || again.LogEndOffset() != leo {
+		t.Fatalf("after the crash (recovery point %d, LEO %d) the retry was written again at %d", rp, leo, info.FirstOffset)
+	}
+}

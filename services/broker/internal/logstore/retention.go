@@ -64,6 +64,11 @@ func (l *Log) deleteOldSegments(hw int64) (int, error) {
 		if err := l.rollLocked(leo, true); err != nil {
 			return 0, err
 		}
+		// As after a roll on append: the recovery point follows to the
+		// new segment, whose snapshot is the only one left (the old ones
+		// go with the log start). Left behind, a crash would recover from
+		// below every snapshot and forget the producers.
+		l.flushInBackgroundLocked(leo)
 	}
 	return n, l.deleteLeadingLocked(n)
 }
