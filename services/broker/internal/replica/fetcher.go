@@ -577,6 +577,8 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 		return
 	}
 	r.state.OnTruncated(newLEO)
+	// Below the log start the log starts again at the new end.
+	r.state.SetLogStartOffset(r.log.LogStartOffset())
 	f.m.metrics.truncations.Inc()
 	_, span := f.m.tracer.Start(context.Background(), "broker.truncate", trace.WithAttributes(
 		attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
