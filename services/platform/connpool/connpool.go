@@ -15,10 +15,30 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"tidemark.io/services/platform/flowcontrol"
 	"tidemark.io/services/platform/wirecodec"
 )
+
+// Keepalive pings a connection that heard nothing for KeepaliveTime and
+// closes it when the ping is not answered within KeepaliveTimeout, so the
+// next call dials anew. Without it a connection whose peer went silently
+// (a NAT or firewall that forgot the flow, a host gone without a reset)
+// stayed "ready": every call on it timed out, retries included, until the
+// kernel gave the socket up about 15 minutes later. Servers accept pings
+// every 5 s (grpcserver's enforcement policy); 10 s stays above that.
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+)
+
+// Keepalive is the dial option every tidemark client connection carries
+// (Pool's included): KeepaliveTime and KeepaliveTimeout, idle connections
+// pinged too.
+func Keepalive() grpc.DialOption {
+	return grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true})
+}
 
 // ErrClosed is returned by Get after Close.
 var ErrClosed = errors.New("connection pool is closed")
@@ -45,6 +65,7 @@ func New(extra ...grpc.DialOption) *Pool {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wirecodec.Codec{})),
+		Keepalive(),
 	}
 	opts = append(opts, flowcontrol.DialOptions()...)
 	return &Pool{opts: append(opts, extra...), conns: map[string]*grpc.ClientConn{}}

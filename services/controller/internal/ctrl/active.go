@@ -16,6 +16,7 @@ import (
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/connpool"
 	"tidemark.io/services/platform/logging"
 )
 
@@ -114,7 +115,7 @@ func Start(ctx context.Context, d Deps) *Active {
 	}
 	if d.Dial == nil {
 		d.Dial = func(addr string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(addr, d.Creds, grpc.WithContextDialer(d.DialContext))
+			return grpc.NewClient(addr, d.Creds, grpc.WithContextDialer(d.DialContext), connpool.Keepalive())
 		}
 	}
 	if d.Settings.RequestTimeout <= 0 {
