@@ -66,7 +66,8 @@ func (c *Cluster) replicaState(id int32, tp history.TP) history.ReplicaState {
 // every assigned replica read from its broker.
 func (c *Cluster) partitionState(tp history.TP) history.PartitionState {
 	pd := c.Partition(tp.Topic, tp.Partition)
-	ps := history.PartitionState{TP: tp, Leader: pd.GetLeader(), ISR: slices.Clone(pd.GetIsr()), MinInsyncReplicas: pd.GetMinInsyncReplicas()}
+	ps := history.PartitionState{TP: tp, Leader: pd.GetLeader(), ISR: slices.Clone(pd.GetIsr()), MinInsyncReplicas: pd.GetMinInsyncReplicas(),
+		Adding: slices.Clone(pd.GetAddingReplicas()), Removing: slices.Clone(pd.GetRemovingReplicas())}
 	for _, id := range pd.GetReplicas() {
 		ps.Replicas = append(ps.Replicas, c.replicaState(id, tp))
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest/history"
 	"tidemark.io/services/platform/testenv"
@@ -104,12 +105,13 @@ var quietTopics = []struct {
 // elections, an unclean election on the acks=1 topic, active controller
 // failover (stopped, or frozen so that its links stall open), a broker
 // restarted twice within a second, a follower restarted then the leader
-// crashed. Consumers read every partition up to the HW throughout. Then
+// crashed, a partition of the durable topic reassigned (reordered, shrunk
+// to two brokers, grown back) whatever is impaired. Consumers read every partition up to the HW throughout. Then
 // every fault heals, nothing more is produced, and the recorded history
 // and the quiet cluster go to the history checker: nothing promised lost,
 // replicas identical with HW = LEO, no read that vanished or went
 // backwards, no duplicate, and every partition whole within the liveness
-// bound; and the active controller's console views must come to show
+// bound (no reassignment left in flight); and the active controller's console views must come to show
 // every replica where its broker has it. TIDEMARK_CHAOS_SEED replays a run (default
 // 1); TIDEMARK_CHAOS_SECONDS sets the length of the faults (default 8).
 func TestNemesisWithQuietMoments(t *testing.T) {
@@ -293,7 +295,7 @@ func (n *quietNemesis) step() {
 func (n *quietNemesis) inject() {
 	mayImpair := len(n.impaired) == 0 || (len(n.impaired) == 1 && n.rng.IntN(4) == 0)
 	healthy := n.healthy()
-	switch n.rng.IntN(11) {
+	switch n.rng.IntN(12) {
 	case 0, 1, 2, 3:
 		if mayImpair && len(healthy) > 0 {
 			n.impair(healthy[n.rng.IntN(len(healthy))])
@@ -327,6 +329,36 @@ func (n *quietNemesis) inject() {
 		n.freezeController()
 	case 10:
 		n.restartEtcd()
+	case 11:
+		n.reassign()
+	}
+}
+
+// reassign moves a partition of the durable topic to another replica set:
+// all three brokers in another order (the first is the preferred leader, so
+// a move off the leader waits for it to yield), or two of them when it has
+// three; a move in flight is replaced. It runs whatever is impaired, so a
+// move can wait on a broker that is down, or on a leader that cannot yield.
+func (n *quietNemesis) reassign() {
+	tp := history.TP{Topic: "dur", Partition: int32(n.rng.IntN(2))}
+	pd := n.c.Partition(tp.Topic, tp.Partition)
+	target := []int32{1, 2, 3}
+	n.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+	if len(pd.GetReplicas())-len(pd.GetRemovingReplicas()) == 3 && n.rng.IntN(2) == 0 {
+		target = target[:2]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	resp, err := n.c.Admin().AlterPartitionReassignments(ctx, &adminv1.AlterPartitionReassignmentsRequest{
+		Partitions: []*adminv1.ReassignablePartition{{Topic: tp.Topic, Partition: tp.Partition, Replicas: target}}})
+	what := fmt.Sprintf("reassign %s %v -> %v", tp, pd.GetReplicas(), target)
+	switch {
+	case err != nil:
+		n.event(history.Fault, "%s failed: %v", what, err)
+	case resp.GetResults()[0].GetErrorCode() != 0:
+		n.event(history.Fault, "%s refused: %s %s", what, resp.GetResults()[0].GetErrorCode(), resp.GetResults()[0].GetErrorMessage())
+	default:
+		n.event(history.Fault, "%s", what)
 	}
 }
 
