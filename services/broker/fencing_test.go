@@ -93,6 +93,30 @@ func TestProduceBadInput(t *testing.T) {
 	}
 }
 
+// Fetch validation names the bad field.
+func TestFetchBadInput(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.ctrl.createTopic("fv", 1, 1, nil)
+	neg := int32(-2)
+	cases := []struct {
+		name  string
+		req   *brokerv1.FetchRequest
+		code  kerr.Code
+		field string
+	}{
+		{"negative offset", &brokerv1.FetchRequest{Topic: "fv", Offset: -1}, kerr.OffsetOutOfRange, "offset"},
+		{"max wait too long", &brokerv1.FetchRequest{Topic: "fv", MaxWaitMs: 60001}, kerr.InvalidRequest, "max_wait_ms"},
+		{"negative last fetched epoch", &brokerv1.FetchRequest{Topic: "fv", LastFetchedEpoch: &neg}, kerr.InvalidRequest, "last_fetched_epoch"},
+	}
+	for _, tc := range cases {
+		_, err := c.client(1).Fetch(context.Background(), tc.req)
+		e := kerr.FromStatus(err)
+		if e == nil || e.Code != tc.code || e.Field != tc.field {
+			t.Errorf("%s: got %v (field %q), want %s field %q", tc.name, err, fieldOf(e), tc.code, tc.field)
+		}
+	}
+}
+
 func fieldOf(e *kerr.Error) string {
 	if e == nil {
 		return ""

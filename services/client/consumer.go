@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,14 +18,19 @@ type Consumer struct {
 	c    *Client
 	opts ConsumerOptions
 
-	mu        sync.Mutex // guards everything below; held for the whole of Poll
-	pos       int64      // the next offset to read; < 0 means OffsetEarliest/OffsetLatest, to resolve
-	hw        int64
-	logStart  int64
-	preferred int32 // the replica to fetch from (KIP-392), -1 for the leader
-	prefUntil time.Time
-	readFrom  int32 // the broker the last fetch went to
-	closed    bool
+	mu  sync.Mutex // guards everything below; held for the whole of Poll
+	pos int64      // the next offset to read; < 0 means OffsetEarliest/OffsetLatest, to resolve
+	// lastEpoch is the leader epoch of the last batch read up to pos, sent
+	// so the broker can say whether the log was truncated under it
+	// (KIP-320); -1 when the position was set rather than read to.
+	lastEpoch   int32
+	truncations int64
+	hw          int64
+	logStart    int64
+	preferred   int32 // the replica to fetch from (KIP-392), -1 for the leader
+	prefUntil   time.Time
+	readFrom    int32 // the broker the last fetch went to
+	closed      bool
 }
 
 // NewConsumer returns a consumer of one partition. It makes no request
@@ -34,7 +40,7 @@ func NewConsumer(c *Client, opts ConsumerOptions) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{c: c, opts: opts, pos: opts.StartOffset, hw: -1, logStart: -1, preferred: -1, readFrom: -1}, nil
+	return &Consumer{c: c, opts: opts, pos: opts.StartOffset, hw: -1, logStart: -1, preferred: -1, readFrom: -1, lastEpoch: -1}, nil
 }
 
 // Position is the offset of the next record Poll returns, or
@@ -50,6 +56,37 @@ func (cs *Consumer) SetPosition(offset int64) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.pos = max(offset, OffsetEarliest)
+	cs.lastEpoch = -1
+}
+
+// Truncations counts the times the log was found truncated under the
+// position (LogTruncation) and the position moved back to where the log
+// diverged, as a reset policy other than ResetNone does.
+func (cs *Consumer) Truncations() int64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.truncations
+}
+
+// LogTruncation is Poll's error when the records before the position are
+// no longer the partition's (KIP-320): an unclean election, or a leader
+// that lost records it had served, replaced the log from DivergentOffset
+// on. The records read from there up to Position may be gone or different.
+// With ResetNone Poll returns it and keeps the position (SetPosition picks
+// where to go on); otherwise the position moves back to DivergentOffset,
+// the consumer reads on from there and Truncations counts it.
+type LogTruncation struct {
+	Topic           string
+	Partition       int32
+	Position        int64
+	DivergentOffset int64
+	// Epoch is the leader epoch the log diverged after.
+	Epoch int32
+}
+
+func (e *LogTruncation) Error() string {
+	return fmt.Sprintf("%s-%d: log truncated under the consumer: records from offset %d up to its position %d were replaced (leader epoch %d ends at %d)",
+		e.Topic, e.Partition, e.DivergentOffset, e.Position, e.Epoch, e.DivergentOffset)
 }
 
 // HighWatermark is the high watermark the last fetch reported (-1 before).
@@ -106,6 +143,16 @@ func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		if err == nil {
 			return recs, nil
 		}
+		if lt := (*LogTruncation)(nil); errors.As(err, &lt) {
+			if cs.opts.Reset == ResetNone {
+				return nil, lt
+			}
+			cs.c.log.Warn("log truncated under the consumer; reading on from where it diverged", "topic", lt.Topic, "partition", lt.Partition,
+				"position", lt.Position, "divergent_offset", lt.DivergentOffset, "epoch", lt.Epoch)
+			cs.pos, cs.lastEpoch = lt.DivergentOffset, lt.Epoch
+			cs.truncations++
+			continue
+		}
 		ke := toKerr(err)
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx, lastOr(last, ke), "%s", what)
@@ -119,7 +166,7 @@ func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		}
 		if ke.Code == kerr.OffsetOutOfRange && cs.opts.Reset != ResetNone {
 			cs.c.log.Debug("offset out of range; resetting", "offset", cs.pos, "policy", cs.opts.Reset)
-			cs.pos = OffsetEarliest
+			cs.pos, cs.lastEpoch = OffsetEarliest, -1
 			if cs.opts.Reset == ResetLatest {
 				cs.pos = OffsetLatest
 			}
@@ -174,11 +221,15 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 	cs.readFrom = target
 	err = cs.c.brokerCallTimeout(ctx, addr, o.RequestTimeout+wait, func(ctx context.Context, bc brokerv1.BrokerServiceClient) error {
 		var err error
-		resp, err = bc.Fetch(ctx, &brokerv1.FetchRequest{
+		req := &brokerv1.FetchRequest{
 			Topic: o.Topic, Partition: o.Partition, Offset: cs.pos,
 			MaxBytes: o.MaxBytes, MaxWaitMs: int32(wait.Milliseconds()), MinBytes: o.MinBytes,
 			RackId: o.Rack, CurrentLeaderEpoch: r.leaderEpoch, RawBatches: true,
-		})
+		}
+		if cs.lastEpoch >= 0 {
+			req.LastFetchedEpoch = &cs.lastEpoch
+		}
+		resp, err = bc.Fetch(ctx, req)
 		return err
 	})
 	if err != nil {
@@ -188,9 +239,22 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 		return nil, follower, err
 	}
 	cs.hw, cs.logStart = resp.GetHighWatermark(), resp.GetLogStartOffset()
-	recs, next, err := decodeRecords(o.Topic, o.Partition, resp.GetRecordBatches(), cs.pos)
+	if d := resp.GetDivergingEpoch(); d != nil {
+		if d.GetEndOffset() < cs.pos {
+			return nil, follower, &LogTruncation{Topic: o.Topic, Partition: o.Partition, Position: cs.pos,
+				DivergentOffset: d.GetEndOffset(), Epoch: d.GetEpoch()}
+		}
+		// The epoch read last is gone, but the log still holds everything
+		// below the position: read on, checked against the older epoch.
+		cs.lastEpoch = d.GetEpoch()
+		return nil, follower, nil
+	}
+	recs, next, epoch, err := decodeRecords(o.Topic, o.Partition, resp.GetRecordBatches(), cs.pos)
 	if err != nil {
 		return nil, follower, err
+	}
+	if next > cs.pos {
+		cs.lastEpoch = epoch
 	}
 	cs.pos = next
 	cs.notePreferredLocked(resp.GetPreferredReadReplica(), r.leader)

@@ -8,16 +8,17 @@ import (
 )
 
 // decodeRecords turns fetched batches into records at or after from, and
-// returns the offset after the last whole batch. A batch may start before
+// returns the offset after the last whole batch and that batch's leader
+// epoch (-1 when there was none). A batch may start before
 // from (the broker sends whole batches); its earlier records are skipped. A
 // partial batch at the end (cut by the size limit) is ignored and fetched
 // again next time.
-func decodeRecords(topic string, partition int32, buf []byte, from int64) ([]Record, int64, error) {
+func decodeRecords(topic string, partition int32, buf []byte, from int64) ([]Record, int64, int32, error) {
 	whole, torn := recordbatch.SplitTorn(buf)
 	if len(whole) == 0 && len(torn) > 0 {
-		return nil, from, kerr.New(kerr.CorruptMessage, "%s-%d: fetched data at offset %d holds no whole batch", topic, partition, from)
+		return nil, from, -1, kerr.New(kerr.CorruptMessage, "%s-%d: fetched data at offset %d holds no whole batch", topic, partition, from)
 	}
-	next := from
+	next, lastEpoch := from, int32(-1)
 	// Room for every record up front: grown record by record, the slice
 	// was a consumer's largest allocation (twice the records' size, copied).
 	// A batch header's count may lie; then append still grows it.
@@ -33,20 +34,20 @@ func decodeRecords(topic string, partition int32, buf []byte, from int64) ([]Rec
 	out := make([]Record, 0, n)
 	for b, err := range recordbatch.All(whole) {
 		if err != nil {
-			return out, next, err
+			return out, next, lastEpoch, err
 		}
 		if b.NextOffset() <= from {
 			continue
 		}
 		// A compacted topic's batches may have lost records.
 		if err := b.ValidateStored(); err != nil {
-			return out, next, err
+			return out, next, lastEpoch, err
 		}
 		epoch := b.PartitionLeaderEpoch()
 		logAppend := b.TimestampType() == recordbatch.LogAppendTime
 		for r, err := range b.Records() {
 			if err != nil {
-				return out, next, err
+				return out, next, lastEpoch, err
 			}
 			if r.Offset < from {
 				continue
@@ -60,7 +61,7 @@ func decodeRecords(topic string, partition int32, buf []byte, from int64) ([]Rec
 				Timestamp: time.UnixMilli(ts), Key: r.Key, Value: r.Value, Headers: r.Headers,
 			})
 		}
-		next = b.NextOffset()
+		next, lastEpoch = b.NextOffset(), b.PartitionLeaderEpoch()
 	}
-	return out, next, nil
+	return out, next, lastEpoch, nil
 }

@@ -28,7 +28,7 @@ func fetchedBatches(t testing.TB, batches, perBatch int) []byte {
 // grown record by record it was the consumer's largest allocation.
 func TestDecodeRecordsAllocatesTheRecordsOnce(t *testing.T) {
 	buf := fetchedBatches(t, 4, 500)
-	recs, next, err := decodeRecords("t", 0, buf, 250)
+	recs, next, _, err := decodeRecords("t", 0, buf, 250)
 	if err != nil || next != 2000 || len(recs) != 1750 || recs[0].Offset != 250 || recs[1749].Offset != 1999 || len(recs[5].Value) != 128 {
 		t.Fatalf("decoded %d records, next %d, err %v", len(recs), next, err)
 	}
@@ -36,7 +36,7 @@ func TestDecodeRecordsAllocatesTheRecordsOnce(t *testing.T) {
 		t.Fatalf("room for %d records, decoded %d", cap(recs), len(recs))
 	}
 	allocs := testing.AllocsPerRun(20, func() {
-		if _, _, err := decodeRecords("t", 0, buf, 250); err != nil {
+		if _, _, _, err := decodeRecords("t", 0, buf, 250); err != nil {
 			t.Fatal(err)
 		}
 	})

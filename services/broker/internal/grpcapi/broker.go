@@ -151,10 +151,14 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), req.GetMaxWaitMs(), req.GetMinBytes()); err != nil {
 		return nil, err
 	}
+	if req.LastFetchedEpoch != nil && req.GetLastFetchedEpoch() < 0 {
+		return nil, kerr.BadField(kerr.InvalidRequest, "last_fetched_epoch", "must be >= 0 when set, got %d", req.GetLastFetchedEpoch())
+	}
 	waited := b.fetchThrottle(ctx)
 	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
 		TP: tp, Offset: req.GetOffset(), MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
+		LastFetchedEpoch: req.GetLastFetchedEpoch(), HasLastFetchedEpoch: req.LastFetchedEpoch != nil,
 	})
 	if err != nil {
 		return nil, b.unready(err)
@@ -191,6 +195,9 @@ func fetchResponse(res replica.ConsumerFetchResult, from int64, raw bool) (*brok
 	out := &brokerv1.FetchResponse{
 		HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, LogEndOffset: res.LogEndOffset,
 		PreferredReadReplica: res.PreferredReadReplica, NextOffset: res.NextOffset,
+	}
+	if d := res.Diverging; d != nil {
+		out.DivergingEpoch = &brokerv1.DivergingEpoch{Epoch: d.Epoch, EndOffset: d.EndOffset}
 	}
 	if raw {
 		out.RecordBatches = res.Records

@@ -43,8 +43,14 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 
 // fetchRequest is the gRPC Fetch a Kafka partition fetch stands for.
 func fetchRequest(req *kmsg.FetchRequest, topic string, p kmsg.FetchRequestTopicPartition, maxBytes int32, wait time.Duration) *brokerv1.FetchRequest {
-	return &brokerv1.FetchRequest{Topic: topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: maxBytes,
+	out := &brokerv1.FetchRequest{Topic: topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: maxBytes,
 		MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, RackId: req.Rack, CurrentLeaderEpoch: p.CurrentLeaderEpoch, RawBatches: true}
+	if req.Version >= 12 && p.LastFetchedEpoch >= 0 {
+		// KIP-320 on fetch (v12): the consumer learns of a truncation
+		// under its position from the answer's DivergingEpoch.
+		out.LastFetchedEpoch = &p.LastFetchedEpoch
+	}
+	return out
 }
 
 // fetchPass reads every partition once without waiting, within the
@@ -86,6 +92,9 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 				if req.Version < 11 && rp.PreferredReadReplica >= 0 {
 					rp.PreferredReadReplica = -1
 				}
+				if d := gresp.GetDivergingEpoch(); d != nil {
+					rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = d.GetEpoch(), d.GetEndOffset()
+				}
 				if recs := gresp.GetRecordBatches(); len(recs) > 0 && (total < budget || total == 0) {
 					rp.RecordBatches = recs
 					total += len(recs)
@@ -117,7 +126,7 @@ func (s *Server) waitForData(ctx context.Context, req *kmsg.FetchRequest, resp *
 			go func() {
 				defer wg.Done()
 				gresp, err := s.opts.Broker.FetchAtEpoch(wctx, fetchRequest(req, t.Topic, p, 1, maxWait), p.CurrentLeaderEpoch)
-				if err != nil || len(gresp.GetRecordBatches()) > 0 || gresp.GetPreferredReadReplica() >= 0 {
+				if err != nil || len(gresp.GetRecordBatches()) > 0 || gresp.GetPreferredReadReplica() >= 0 || gresp.GetDivergingEpoch() != nil {
 					select {
 					case woke <- struct{}{}:
 					default:

@@ -21,6 +21,11 @@ type ConsumerFetch struct {
 	MaxWait            time.Duration
 	Rack               string
 	CurrentLeaderEpoch int32 // -1 skips the check
+	// LastFetchedEpoch, when HasLastFetchedEpoch, is the epoch of the last
+	// record the consumer read, checked against this replica's epochs
+	// (KIP-320): a log that diverged answers Diverging and no records.
+	LastFetchedEpoch    int32
+	HasLastFetchedEpoch bool
 }
 
 // ConsumerFetchResult is what a consumer fetch returns.
@@ -31,6 +36,9 @@ type ConsumerFetchResult struct {
 	LogEndOffset         int64
 	NextOffset           int64
 	PreferredReadReplica int32
+	// Diverging, when set, is where the log the consumer read from ends at
+	// or below its last fetched epoch: before the offset it asked for.
+	Diverging *partition.EpochEndOffset
 	// buf is the pooled buffer Records aliases (Release).
 	buf *[]byte
 }
@@ -65,7 +73,7 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 	var deadline <-chan time.Time
 	for {
 		res, err := m.readForConsumer(r, f)
-		if err != nil || res.PreferredReadReplica >= 0 || len(res.Records) >= max(f.MinBytes, 1) || f.MaxWait <= 0 {
+		if err != nil || res.PreferredReadReplica >= 0 || res.Diverging != nil || len(res.Records) >= max(f.MinBytes, 1) || f.MaxWait <= 0 {
 			return res, err
 		}
 		// Parked: the next read replaces this one, or it is returned as
@@ -110,6 +118,16 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 		LogEndOffset:         r.log.LogEndOffset(),
 		NextOffset:           f.Offset,
 		PreferredReadReplica: partition.NoReplica,
+	}
+	if f.HasLastFetchedEpoch {
+		div, diverged, err := r.state.CheckDivergence(f.LastFetchedEpoch, f.Offset, epochSource{r.log})
+		if err != nil || diverged {
+			r.mu.Unlock()
+			if diverged {
+				res.Diverging = &div
+			}
+			return res, err
+		}
 	}
 	if f.Rack != "" && r.state.IsLeader() {
 		res.PreferredReadReplica = r.state.PreferredReadReplica(f.Rack, f.Offset, m.rackOf, now)

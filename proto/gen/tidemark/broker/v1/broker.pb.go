@@ -533,9 +533,14 @@ type FetchRequest struct {
 	CurrentLeaderEpoch int32 `protobuf:"varint,8,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
 	// When true the answer carries raw record batches in the log's format
 	// (fast clients); otherwise structured records.
-	RawBatches    bool `protobuf:"varint,9,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RawBatches bool `protobuf:"varint,9,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
+	// The leader epoch of the last record the consumer read (its batch's
+	// partition leader epoch), to learn whether the log was truncated under
+	// it (KIP-320; answered as a follower's fetch is, KIP-595). Unset when
+	// the consumer has read nothing since it last moved its position.
+	LastFetchedEpoch *int32 `protobuf:"varint,10,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3,oneof" json:"last_fetched_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -631,6 +636,69 @@ func (x *FetchRequest) GetRawBatches() bool {
 	return false
 }
 
+func (x *FetchRequest) GetLastFetchedEpoch() int32 {
+	if x != nil && x.LastFetchedEpoch != nil {
+		return *x.LastFetchedEpoch
+	}
+	return 0
+}
+
+// DivergingEpoch tells a consumer that the log no longer holds what it read:
+// the newest leader epoch at or below its last fetched epoch ends at
+// end_offset, before the offset it asked for. The records from end_offset up
+// to its position were replaced (an unclean election, or a truncation).
+type DivergingEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         int32                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	EndOffset     int64                  `protobuf:"varint,2,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DivergingEpoch) Reset() {
+	*x = DivergingEpoch{}
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DivergingEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DivergingEpoch) ProtoMessage() {}
+
+func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
+func (*DivergingEpoch) Descriptor() ([]byte, []int) {
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DivergingEpoch) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *DivergingEpoch) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
 type FetchResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	HighWatermark  int64                  `protobuf:"varint,1,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
@@ -649,13 +717,16 @@ type FetchResponse struct {
 	// How long the answer was held back because the caller's principal was
 	// over its fetch byte-rate quota (ms); 0 when it was not.
 	ThrottleTimeMs int32 `protobuf:"varint,8,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	// Set, with no records, when last_fetched_epoch shows the log diverged
+	// from what the consumer read.
+	DivergingEpoch *DivergingEpoch `protobuf:"bytes,9,opt,name=diverging_epoch,json=divergingEpoch,proto3" json:"diverging_epoch,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +738,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +751,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FetchResponse) GetHighWatermark() int64 {
@@ -739,6 +810,13 @@ func (x *FetchResponse) GetThrottleTimeMs() int32 {
 	return 0
 }
 
+func (x *FetchResponse) GetDivergingEpoch() *DivergingEpoch {
+	if x != nil {
+		return x.DivergingEpoch
+	}
+	return nil
+}
+
 type FollowRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -753,7 +831,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +843,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +856,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FollowRequest) GetTopic() string {
@@ -832,7 +910,7 @@ type FollowResponse struct {
 
 func (x *FollowResponse) Reset() {
 	*x = FollowResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +922,7 @@ func (x *FollowResponse) String() string {
 func (*FollowResponse) ProtoMessage() {}
 
 func (x *FollowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +935,7 @@ func (x *FollowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowResponse.ProtoReflect.Descriptor instead.
 func (*FollowResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FollowResponse) GetFetch() *FetchResponse {
@@ -881,7 +959,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +971,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +984,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -956,7 +1034,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1046,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1059,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOffsetsResponse) GetOffset() int64 {
@@ -1015,7 +1093,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1105,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1118,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -1063,7 +1141,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1153,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1166,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataResponse) GetClusterId() string {
@@ -1135,7 +1213,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1225,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1238,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1210,7 +1288,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1300,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1313,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1301,7 +1379,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1391,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1404,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InitProducerIdRequest) GetProducerId() int64 {
@@ -1353,7 +1431,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1443,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1456,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{16}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -1437,7 +1515,7 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"error_code\x18\x05 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12\x1c\n" +
 	"\tduplicate\x18\x06 \x01(\bR\tduplicate\x12!\n" +
 	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12(\n" +
-	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\xa0\x02\n" +
+	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\xea\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1448,7 +1526,14 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\arack_id\x18\a \x01(\tR\x06rackId\x120\n" +
 	"\x14current_leader_epoch\x18\b \x01(\x05R\x12currentLeaderEpoch\x12\x1f\n" +
 	"\vraw_batches\x18\t \x01(\bR\n" +
-	"rawBatches\"\xe4\x02\n" +
+	"rawBatches\x121\n" +
+	"\x12last_fetched_epoch\x18\n" +
+	" \x01(\x05H\x00R\x10lastFetchedEpoch\x88\x01\x01B\x15\n" +
+	"\x13_last_fetched_epoch\"E\n" +
+	"\x0eDivergingEpoch\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x02 \x01(\x03R\tendOffset\"\xb1\x03\n" +
 	"\rFetchResponse\x12%\n" +
 	"\x0ehigh_watermark\x18\x01 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x124\n" +
@@ -1458,7 +1543,8 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\vnext_offset\x18\x06 \x01(\x03R\n" +
 	"nextOffset\x12$\n" +
 	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\x12(\n" +
-	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\xb2\x01\n" +
+	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\x12K\n" +
+	"\x0fdiverging_epoch\x18\t \x01(\v2\".tidemark.broker.v1.DivergingEpochR\x0edivergingEpoch\"\xb2\x01\n" +
 	"\rFollowRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1542,7 +1628,7 @@ func file_tidemark_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_tidemark_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_tidemark_broker_v1_broker_proto_goTypes = []any{
 	(OffsetSpec)(0),                // 0: tidemark.broker.v1.OffsetSpec
 	(*ProduceRequest)(nil),         // 1: tidemark.broker.v1.ProduceRequest
@@ -1551,59 +1637,61 @@ var file_tidemark_broker_v1_broker_proto_goTypes = []any{
 	(*Records)(nil),                // 4: tidemark.broker.v1.Records
 	(*ProduceResponse)(nil),        // 5: tidemark.broker.v1.ProduceResponse
 	(*FetchRequest)(nil),           // 6: tidemark.broker.v1.FetchRequest
-	(*FetchResponse)(nil),          // 7: tidemark.broker.v1.FetchResponse
-	(*FollowRequest)(nil),          // 8: tidemark.broker.v1.FollowRequest
-	(*FollowResponse)(nil),         // 9: tidemark.broker.v1.FollowResponse
-	(*ListOffsetsRequest)(nil),     // 10: tidemark.broker.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),    // 11: tidemark.broker.v1.ListOffsetsResponse
-	(*MetadataRequest)(nil),        // 12: tidemark.broker.v1.MetadataRequest
-	(*MetadataResponse)(nil),       // 13: tidemark.broker.v1.MetadataResponse
-	(*TopicMetadata)(nil),          // 14: tidemark.broker.v1.TopicMetadata
-	(*PartitionMetadata)(nil),      // 15: tidemark.broker.v1.PartitionMetadata
-	(*InitProducerIdRequest)(nil),  // 16: tidemark.broker.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil), // 17: tidemark.broker.v1.InitProducerIdResponse
-	nil,                            // 18: tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
-	(*v1.ErrorDetail)(nil),         // 19: tidemark.common.v1.ErrorDetail
-	(*v1.Record)(nil),              // 20: tidemark.common.v1.Record
-	(v1.ErrorCode)(0),              // 21: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                // 22: tidemark.common.v1.Node
+	(*DivergingEpoch)(nil),         // 7: tidemark.broker.v1.DivergingEpoch
+	(*FetchResponse)(nil),          // 8: tidemark.broker.v1.FetchResponse
+	(*FollowRequest)(nil),          // 9: tidemark.broker.v1.FollowRequest
+	(*FollowResponse)(nil),         // 10: tidemark.broker.v1.FollowResponse
+	(*ListOffsetsRequest)(nil),     // 11: tidemark.broker.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),    // 12: tidemark.broker.v1.ListOffsetsResponse
+	(*MetadataRequest)(nil),        // 13: tidemark.broker.v1.MetadataRequest
+	(*MetadataResponse)(nil),       // 14: tidemark.broker.v1.MetadataResponse
+	(*TopicMetadata)(nil),          // 15: tidemark.broker.v1.TopicMetadata
+	(*PartitionMetadata)(nil),      // 16: tidemark.broker.v1.PartitionMetadata
+	(*InitProducerIdRequest)(nil),  // 17: tidemark.broker.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil), // 18: tidemark.broker.v1.InitProducerIdResponse
+	nil,                            // 19: tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
+	(*v1.ErrorDetail)(nil),         // 20: tidemark.common.v1.ErrorDetail
+	(*v1.Record)(nil),              // 21: tidemark.common.v1.Record
+	(v1.ErrorCode)(0),              // 22: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                // 23: tidemark.common.v1.Node
 }
 var file_tidemark_broker_v1_broker_proto_depIdxs = []int32{
 	4,  // 0: tidemark.broker.v1.ProduceRequest.records:type_name -> tidemark.broker.v1.Records
 	1,  // 1: tidemark.broker.v1.ProduceStreamRequest.request:type_name -> tidemark.broker.v1.ProduceRequest
-	18, // 2: tidemark.broker.v1.ProduceStreamRequest.trace_context:type_name -> tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
+	19, // 2: tidemark.broker.v1.ProduceStreamRequest.trace_context:type_name -> tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
 	5,  // 3: tidemark.broker.v1.ProduceStreamResponse.response:type_name -> tidemark.broker.v1.ProduceResponse
-	19, // 4: tidemark.broker.v1.ProduceStreamResponse.error:type_name -> tidemark.common.v1.ErrorDetail
-	20, // 5: tidemark.broker.v1.Records.records:type_name -> tidemark.common.v1.Record
-	21, // 6: tidemark.broker.v1.ProduceResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	20, // 7: tidemark.broker.v1.FetchResponse.records:type_name -> tidemark.common.v1.Record
-	7,  // 8: tidemark.broker.v1.FollowResponse.fetch:type_name -> tidemark.broker.v1.FetchResponse
-	0,  // 9: tidemark.broker.v1.ListOffsetsRequest.spec:type_name -> tidemark.broker.v1.OffsetSpec
-	22, // 10: tidemark.broker.v1.MetadataResponse.brokers:type_name -> tidemark.common.v1.Node
-	22, // 11: tidemark.broker.v1.MetadataResponse.controller:type_name -> tidemark.common.v1.Node
-	14, // 12: tidemark.broker.v1.MetadataResponse.topics:type_name -> tidemark.broker.v1.TopicMetadata
-	21, // 13: tidemark.broker.v1.TopicMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
-	15, // 14: tidemark.broker.v1.TopicMetadata.partitions:type_name -> tidemark.broker.v1.PartitionMetadata
-	21, // 15: tidemark.broker.v1.PartitionMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
-	1,  // 16: tidemark.broker.v1.BrokerService.Produce:input_type -> tidemark.broker.v1.ProduceRequest
-	2,  // 17: tidemark.broker.v1.BrokerService.ProduceStream:input_type -> tidemark.broker.v1.ProduceStreamRequest
-	6,  // 18: tidemark.broker.v1.BrokerService.Fetch:input_type -> tidemark.broker.v1.FetchRequest
-	8,  // 19: tidemark.broker.v1.BrokerService.Follow:input_type -> tidemark.broker.v1.FollowRequest
-	10, // 20: tidemark.broker.v1.BrokerService.ListOffsets:input_type -> tidemark.broker.v1.ListOffsetsRequest
-	12, // 21: tidemark.broker.v1.BrokerService.Metadata:input_type -> tidemark.broker.v1.MetadataRequest
-	16, // 22: tidemark.broker.v1.BrokerService.InitProducerId:input_type -> tidemark.broker.v1.InitProducerIdRequest
-	5,  // 23: tidemark.broker.v1.BrokerService.Produce:output_type -> tidemark.broker.v1.ProduceResponse
-	3,  // 24: tidemark.broker.v1.BrokerService.ProduceStream:output_type -> tidemark.broker.v1.ProduceStreamResponse
-	7,  // 25: tidemark.broker.v1.BrokerService.Fetch:output_type -> tidemark.broker.v1.FetchResponse
-	9,  // 26: tidemark.broker.v1.BrokerService.Follow:output_type -> tidemark.broker.v1.FollowResponse
-	11, // 27: tidemark.broker.v1.BrokerService.ListOffsets:output_type -> tidemark.broker.v1.ListOffsetsResponse
-	13, // 28: tidemark.broker.v1.BrokerService.Metadata:output_type -> tidemark.broker.v1.MetadataResponse
-	17, // 29: tidemark.broker.v1.BrokerService.InitProducerId:output_type -> tidemark.broker.v1.InitProducerIdResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	20, // 4: tidemark.broker.v1.ProduceStreamResponse.error:type_name -> tidemark.common.v1.ErrorDetail
+	21, // 5: tidemark.broker.v1.Records.records:type_name -> tidemark.common.v1.Record
+	22, // 6: tidemark.broker.v1.ProduceResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	21, // 7: tidemark.broker.v1.FetchResponse.records:type_name -> tidemark.common.v1.Record
+	7,  // 8: tidemark.broker.v1.FetchResponse.diverging_epoch:type_name -> tidemark.broker.v1.DivergingEpoch
+	8,  // 9: tidemark.broker.v1.FollowResponse.fetch:type_name -> tidemark.broker.v1.FetchResponse
+	0,  // 10: tidemark.broker.v1.ListOffsetsRequest.spec:type_name -> tidemark.broker.v1.OffsetSpec
+	23, // 11: tidemark.broker.v1.MetadataResponse.brokers:type_name -> tidemark.common.v1.Node
+	23, // 12: tidemark.broker.v1.MetadataResponse.controller:type_name -> tidemark.common.v1.Node
+	15, // 13: tidemark.broker.v1.MetadataResponse.topics:type_name -> tidemark.broker.v1.TopicMetadata
+	22, // 14: tidemark.broker.v1.TopicMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
+	16, // 15: tidemark.broker.v1.TopicMetadata.partitions:type_name -> tidemark.broker.v1.PartitionMetadata
+	22, // 16: tidemark.broker.v1.PartitionMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
+	1,  // 17: tidemark.broker.v1.BrokerService.Produce:input_type -> tidemark.broker.v1.ProduceRequest
+	2,  // 18: tidemark.broker.v1.BrokerService.ProduceStream:input_type -> tidemark.broker.v1.ProduceStreamRequest
+	6,  // 19: tidemark.broker.v1.BrokerService.Fetch:input_type -> tidemark.broker.v1.FetchRequest
+	9,  // 20: tidemark.broker.v1.BrokerService.Follow:input_type -> tidemark.broker.v1.FollowRequest
+	11, // 21: tidemark.broker.v1.BrokerService.ListOffsets:input_type -> tidemark.broker.v1.ListOffsetsRequest
+	13, // 22: tidemark.broker.v1.BrokerService.Metadata:input_type -> tidemark.broker.v1.MetadataRequest
+	17, // 23: tidemark.broker.v1.BrokerService.InitProducerId:input_type -> tidemark.broker.v1.InitProducerIdRequest
+	5,  // 24: tidemark.broker.v1.BrokerService.Produce:output_type -> tidemark.broker.v1.ProduceResponse
+	3,  // 25: tidemark.broker.v1.BrokerService.ProduceStream:output_type -> tidemark.broker.v1.ProduceStreamResponse
+	8,  // 26: tidemark.broker.v1.BrokerService.Fetch:output_type -> tidemark.broker.v1.FetchResponse
+	10, // 27: tidemark.broker.v1.BrokerService.Follow:output_type -> tidemark.broker.v1.FollowResponse
+	12, // 28: tidemark.broker.v1.BrokerService.ListOffsets:output_type -> tidemark.broker.v1.ListOffsetsResponse
+	14, // 29: tidemark.broker.v1.BrokerService.Metadata:output_type -> tidemark.broker.v1.MetadataResponse
+	18, // 30: tidemark.broker.v1.BrokerService.InitProducerId:output_type -> tidemark.broker.v1.InitProducerIdResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_broker_v1_broker_proto_init() }
@@ -1615,13 +1703,14 @@ func file_tidemark_broker_v1_broker_proto_init() {
 		(*ProduceRequest_RecordBatch)(nil),
 		(*ProduceRequest_Records)(nil),
 	}
+	file_tidemark_broker_v1_broker_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_broker_v1_broker_proto_rawDesc), len(file_tidemark_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
