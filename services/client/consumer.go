@@ -74,7 +74,10 @@ func (cs *Consumer) Truncations() int64 {
 // on. The records read from there up to Position may be gone or different.
 // With ResetNone Poll returns it and keeps the position (SetPosition picks
 // where to go on); otherwise the position moves back to DivergentOffset,
-// the consumer reads on from there and Truncations counts it.
+// the consumer reads on from there and Truncations counts it. As Kafka's
+// LogTruncationException is an OffsetOutOfRangeException, its code is
+// OFFSET_OUT_OF_RANGE (kerr.CodeOf), so a caller that resets on that code
+// handles it too.
 type LogTruncation struct {
 	Topic           string
 	Partition       int32
@@ -82,6 +85,11 @@ type LogTruncation struct {
 	DivergentOffset int64
 	// Epoch is the leader epoch the log diverged after.
 	Epoch int32
+}
+
+// Unwrap gives the OFFSET_OUT_OF_RANGE error it is a case of.
+func (e *LogTruncation) Unwrap() error {
+	return kerr.New(kerr.OffsetOutOfRange, "%s", e.Error())
 }
 
 func (e *LogTruncation) Error() string {

@@ -12,6 +12,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
 )
 
 // Unclean leader election with real brokers. A follower is cut off and
@@ -169,8 +170,8 @@ func TestConsumerLearnsOfATruncationUnderIt(t *testing.T) {
 	}
 	_, err = read(strict, 1)
 	var lt *client.LogTruncation
-	if !errors.As(err, &lt) || lt.DivergentOffset != 1 || lt.Position != 6 {
-		t.Fatalf("a consumer with ResetNone: %v, want a LogTruncation from offset 1 at position 6", err)
+	if !errors.As(err, &lt) || lt.DivergentOffset != 1 || lt.Position != 6 || kerr.CodeOf(err) != kerr.OffsetOutOfRange {
+		t.Fatalf("a consumer with ResetNone: %v, want a LogTruncation (OFFSET_OUT_OF_RANGE) from offset 1 at position 6", err)
 	}
 	if strict.Position() != 6 {
 		t.Fatalf("ResetNone moved the position to %d", strict.Position())
