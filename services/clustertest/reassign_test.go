@@ -139,6 +139,22 @@ func reassign(t testing.TB, c *Cluster, topic string, targets map[int32][]int32)
 	}
 }
 
+// produceAcked writes n values v0, v1, ... to partition 0 of topic with
+// acks=all, one at a time, and returns them by offset.
+func produceAcked(t *testing.T, c *Cluster, topic string, n int) map[int64]string {
+	t.Helper()
+	acked := map[int64]string{}
+	for i := range n {
+		v := fmt.Sprintf("v%d", i)
+		off, err := c.Produce(context.Background(), topic, 0, -1, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[off] = v
+	}
+	return acked
+}
+
 // settledWhy reports whether a partition's replicas and ISR are exactly
 // want (ISR in any order), with no move in flight and its leader acting,
 // and what it saw.
@@ -500,15 +516,7 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 func TestReassignmentOffALeaderThatCouldNotYieldCompletesWhileIdle(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
 	createAssigned(t, c, "still", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
-	acked := map[int64]string{}
-	for i := range 20 {
-		v := fmt.Sprintf("v%d", i)
-		off, err := c.Produce(context.Background(), "still", 0, -1, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked[off] = v
-	}
+	acked := produceAcked(t, c, "still", 20)
 	c.SameLogs("still", 0, 1, 2, 3)
 	c.Net.Pause(BrokerName(1))
 	c.EtcdLink(1).Pause()
@@ -531,15 +539,7 @@ func TestReassignmentOffALeaderThatCouldNotYieldCompletesWhileIdle(t *testing.T)
 func TestReassignAwayFromADeadBroker(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
 	createAssigned(t, c, "dead", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
-	acked := map[int64]string{}
-	for i := range 50 {
-		v := fmt.Sprintf("v%d", i)
-		off, err := c.Produce(context.Background(), "dead", 0, -1, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked[off] = v
-	}
+	acked := produceAcked(t, c, "dead", 50)
 	c.SameLogs("dead", 0, 1, 2, 3)
 	c.CrashBroker(3)
 	c.WaitFor(15*time.Second, "broker 3 out of the ISR", func() bool {

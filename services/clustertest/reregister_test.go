@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -124,15 +123,7 @@ func TestBrokerKeepsTheRegistrationItsLeaseOutlived(t *testing.T) {
 func TestBrokerWhosePartitionsMovedAwayWhileItWasOutIsNotLeftFenced(t *testing.T) {
 	c := Start(t, Options{Brokers: 4})
 	createAssigned(t, c, "left", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
-	acked := map[int64]string{}
-	for i := range 10 {
-		v := fmt.Sprintf("v%d", i)
-		off, err := c.Produce(context.Background(), "left", 0, -1, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked[off] = v
-	}
+	acked := produceAcked(t, c, "left", 10)
 	c.SameLogs("left", 0, 1, 2, 3)
 	c.EtcdLink(1).Pause()
 	c.WaitFor(15*time.Second, "broker 1's partition led by another", func() bool {
