@@ -26,6 +26,12 @@ type batch struct {
 	partition int32
 	recs      []client.Record
 	took      time.Duration // how long the poll took
+	// truncated is set when the poll found the log truncated under the
+	// reader (KIP-320) and moved it back to where the logs part: the
+	// records it had printed from there on were replaced; resumedAt is
+	// that offset.
+	truncated bool
+	resumedAt int64
 }
 
 // openReaders makes a consumer per partition, starting at start (an offset,
@@ -80,7 +86,7 @@ func readAll(ctx context.Context, readers []*partReader, each func(batch) bool) 
 		go func() {
 			defer wg.Done()
 			for r.end < 0 || r.cs.Position() < r.end {
-				began := time.Now()
+				began, cuts := time.Now(), r.cs.Truncations()
 				recs, err := r.cs.Poll(ctx)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -92,11 +98,15 @@ func readAll(ctx context.Context, readers []*partReader, each func(batch) bool) 
 				if r.end >= 0 {
 					recs = trimTo(recs, r.end)
 				}
-				if len(recs) == 0 {
+				b := batch{partition: r.partition, recs: recs, took: time.Since(began), truncated: r.cs.Truncations() > cuts, resumedAt: r.cs.Position()}
+				if len(recs) == 0 && !b.truncated {
 					continue
 				}
+				if len(recs) > 0 {
+					b.resumedAt = recs[0].Offset
+				}
 				select {
-				case batches <- batch{partition: r.partition, recs: recs, took: time.Since(began)}:
+				case batches <- b:
 				case <-ctx.Done():
 					return
 				}
@@ -222,7 +232,13 @@ func newConsumeCmd(g *globals) *cobra.Command {
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			n := 0
+			stderr := cmd.ErrOrStderr()
 			err = readAll(ctx, readers, func(b batch) bool {
+				if b.truncated {
+					_ = out.Flush()
+					fmt.Fprintf(stderr, "%s-%d: the log was truncated under this reader (an unclean election?): reading on from offset %d; the records printed from there on were replaced\n",
+						topic, b.partition, b.resumedAt)
+				}
 				for _, r := range b.recs {
 					printRecord(out, r, printOffset, printKey)
 					n++
@@ -234,7 +250,6 @@ func newConsumeCmd(g *globals) *cobra.Command {
 				return maxMessages == 0 || n < maxMessages
 			})
 			_ = out.Flush()
-			stderr := cmd.ErrOrStderr()
 			fmt.Fprintf(stderr, "Consumed %d records.\n", n)
 			if rack != "" {
 				for _, r := range readers {
