@@ -80,6 +80,16 @@ type Server struct {
 	serving *serving
 }
 
+// KeepaliveEnforcement is the keepalive policy of every tidemark server,
+// a non-grpcserver one included (the dev launcher's): pings as often as
+// every 5 s, with or without calls in flight. Every tidemark connection
+// pings after 10 s without a read (connpool.Keepalive); gRPC's default
+// policy (5 minutes, none while idle) answers such pings with GOAWAY
+// "too_many_pings", which ends the calls in flight.
+func KeepaliveEnforcement() grpc.ServerOption {
+	return grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true})
+}
+
 // New builds a server with health and reflection registered. Register the
 // service implementations on it, then call Serve.
 func New(o Options) *Server {
@@ -141,9 +151,7 @@ func New(o Options) *Server {
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(o.MaxMessageBytes),
 		grpc.MaxSendMsgSize(o.MaxMessageBytes),
-		// Brokers keep long-lived streams and fetch connections; allow
-		// their keepalive pings.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		KeepaliveEnforcement(),
 	)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

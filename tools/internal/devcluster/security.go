@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/pki"
 	"tidemark.io/services/platform/tlsconf"
 )
@@ -155,7 +156,8 @@ func (o Options) dialOption(n *Node) (grpc.DialOption, error) {
 // gateway (the console's dev actions): a broker or controller has no
 // business killing nodes.
 func (o Options) controlServerOptions() ([]grpc.ServerOption, error) {
-	var opts []grpc.ServerOption
+	// The gateway's connection to the launcher keeps itself alive.
+	opts := []grpc.ServerOption{grpcserver.KeepaliveEnforcement()}
 	a := o.Authorizer
 	if !o.Plaintext {
 		creds, err := pki.Options(o.PKIDir(), LauncherName).ServerOption()

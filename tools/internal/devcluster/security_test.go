@@ -12,13 +12,16 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/connpool"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/pki"
+	"tidemark.io/services/platform/testenv"
 	"tidemark.io/services/platform/tlsconf"
 )
 
@@ -204,5 +207,53 @@ func TestDevACLParses(t *testing.T) {
 	}
 	if acl.Allows(gw, authz.Delete, authz.TopicNamed("orders")) {
 		t.Fatal("the dev ACL lets the gateway delete topics as itself")
+	}
+}
+
+// The gateway's pooled connection to the launcher pings when it hears
+// nothing for 10 s (connpool.Keepalive); the launcher's server accepts
+// that, where gRPC's default policy counts a strike for each ping after the
+// first and answers the fourth with GOAWAY "too_many_pings", ending the
+// calls in flight (a scenario's stream of steps to the console).
+func TestControlAPIKeepsAPingingConnection(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: waits for four keepalive pings")
+	}
+	o := DefaultOptions()
+	o.DataDir = t.TempDir()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ControlAddr = lis.Addr().String()
+	if _, err := o.ensurePKI(); err != nil {
+		lis.Close()
+		t.Fatal(err)
+	}
+	c := &Cluster{opts: o}
+	if err := c.serveControlOn(lis); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ctl.Stop()
+	dial, err := pki.Options(o.PKIDir(), GatewayName).DialOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := connpool.New(dial)
+	defer pool.Close()
+	cc, err := pool.Get(o.ControlAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := devclusterv1.NewDevClusterServiceClient(cc).ListNodes(ctx, &devclusterv1.ListNodesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// Idle through four pings and more: the connection must stay up.
+	idle, cancelIdle := context.WithTimeout(context.Background(), 4*connpool.KeepaliveTime+8*time.Second)
+	defer cancelIdle()
+	for cc.WaitForStateChange(idle, connectivity.Ready) {
+		t.Fatalf("the idle connection to the launcher went %s", cc.GetState())
 	}
 }
