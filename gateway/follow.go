@@ -9,6 +9,7 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
 )
 
 // followStream is a Follow call that outlives leader moves: when the stream
@@ -85,8 +86,24 @@ func (s *followStream) attempt() (*brokerv1.FollowResponse, bool, error) {
 		retry, ke := s.broke(err)
 		return nil, retry, ke
 	}
-	s.req.Offset = m.GetFetch().GetNextOffset()
+	f := m.GetFetch()
+	if e, ok := lastEpochRead(f, s.req.GetOffset()); ok {
+		// A stream reopened on another replica checks that its log
+		// still holds what was read (KIP-320): after an unclean election
+		// the new leader may have replaced it.
+		s.req.LastFetchedEpoch = &e
+	}
+	s.req.Offset = f.GetNextOffset()
 	return m, false, nil
+}
+
+// lastEpochRead is the leader epoch of the last record at or after from in
+// an answer, structured or raw.
+func lastEpochRead(f *brokerv1.FetchResponse, from int64) (int32, bool) {
+	if recs := f.GetRecords(); len(recs) > 0 {
+		return recs[len(recs)-1].GetLeaderEpoch(), true
+	}
+	return recordbatch.LastEpochFrom(f.GetRecordBatches(), from)
 }
 
 // broke forgets the broken stream and judges its error. io.EOF (the

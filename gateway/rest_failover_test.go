@@ -14,6 +14,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -208,4 +209,99 @@ func followAsync(api *rest, path string) <-chan followed {
 		out <- followed{resp: f, err: protojson.Unmarshal(line.Result, f)}
 	}()
 	return out
+}
+
+// A REST follower whose stream the gateway reopens on a replica elected
+// uncleanly is told the log was truncated under it: one answer naming
+// where the logs part, then OFFSET_OUT_OF_RANGE. Reopened at its next
+// offset without its last epoch, it was handed what the new leader wrote
+// there and silently skipped what it wrote below.
+func TestRESTFollowAcrossAnUncleanElectionReportsTheTruncation(t *testing.T) {
+	tc := startClusterWith(t, clustertest.Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	tc.CreateTopic("cut", 1, 3, map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
+	api := newREST(t, startGateway(t, tc, func(o *Options) { o.RetryTimeout = 40 * time.Second }))
+	reps := tc.Partition("cut", 0).GetReplicas()
+	leader, other, lagging := reps[0], reps[1], reps[2]
+	ctx := context.Background()
+	if _, err := tc.Produce(ctx, "cut", 0, -1, "a0"); err != nil {
+		t.Fatal(err)
+	}
+	tc.SameLogs("cut", 0, reps...)
+	tc.Net.Partition(clustertest.BrokerName(leader), clustertest.BrokerName(lagging))
+	for i := 1; i <= 5; i++ {
+		if _, err := tc.Produce(ctx, "cut", 0, -1, fmt.Sprintf("a%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.WaitFor(10*time.Second, "the cut-off follower out of the ISR", func() bool {
+		return !slices.Contains(tc.Partition("cut", 0).GetIsr(), lagging)
+	})
+
+	resp, closeBody := api.open(http.MethodGet, "/v1/topics/cut/partitions/0/records:follow?offset=0", nil)
+	defer closeBody()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("follow: status %d", resp.StatusCode)
+	}
+	type line struct {
+		Result json.RawMessage `json:"result"`
+		Error  *errorBody      `json:"error"`
+	}
+	lines := make(chan line, 16)
+	go func() {
+		defer close(lines)
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var l line
+			if dec.Decode(&l) != nil {
+				return
+			}
+			lines <- l
+		}
+	}()
+	next := func(what string) line {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the follow stream ended waiting for %s", what)
+			}
+			return l
+		case <-time.After(30 * time.Second):
+			t.Fatalf("nothing on the follow stream waiting for %s", what)
+		}
+		return line{}
+	}
+	var read []string
+	for len(read) < 6 {
+		l := next("a0..a5")
+		var f brokerv1.FollowResponse
+		if l.Error != nil || protojson.Unmarshal(l.Result, &f) != nil {
+			t.Fatalf("before the election: %+v %s", l.Error, l.Result)
+		}
+		for _, r := range f.GetFetch().GetRecords() {
+			read = append(read, string(r.GetValue()))
+		}
+	}
+
+	tc.CrashBroker(leader)
+	tc.CrashBroker(other)
+	tc.Net.HealAll()
+	tc.WaitFor(15*time.Second, "the out-of-sync replica elected", func() bool {
+		return tc.Partition("cut", 0).GetLeader() == lagging && tc.Leads(lagging, "cut", 0)
+	})
+	for i := 1; i <= 7; i++ {
+		if _, err := tc.Produce(ctx, "cut", 0, -1, fmt.Sprintf("b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := next("the divergence")
+	var f brokerv1.FollowResponse
+	if l.Error != nil || protojson.Unmarshal(l.Result, &f) != nil {
+		t.Fatalf("after the election: error %+v, result %s; want the divergence", l.Error, l.Result)
+	}
+	if d := f.GetFetch().GetDivergingEpoch(); d.GetEndOffset() != 1 || len(f.GetFetch().GetRecords()) != 0 {
+		t.Fatalf("after the unclean election the stream sent %v; want the divergence at offset 1 and no records (it had read %v)", &f, read)
+	}
+	if l := next("the end of the stream"); l.Error == nil || l.Error.Name != "OFFSET_OUT_OF_RANGE" {
+		t.Fatalf("after the divergence: error %+v, result %s; want OFFSET_OUT_OF_RANGE", l.Error, l.Result)
+	}
 }

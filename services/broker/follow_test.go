@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/platform/kerr"
 )
 
 // followStream is the server side of one Follow call, with a context the
@@ -49,5 +51,80 @@ func TestFollowEndsWithItsDeadlineNotCleanly(t *testing.T) {
 	}
 	if err == nil || errors.Is(err, io.EOF) || status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("Follow past its deadline returned %v (code %v), want DEADLINE_EXCEEDED", err, status.Code(err))
+	}
+}
+
+// electUnclean makes id the leader with an ISR of itself alone, as an
+// unclean election does, and pushes it.
+func (s *standin) electUnclean(topic string, part int32, id int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[tp{topic, part}]
+	p.leader, p.isr = id, []int32{id}
+	p.leaderEpoch++
+	p.partitionEpoch++
+	s.pushLocked(tp{topic, part})
+}
+
+// A rack's reader follows a follower that an unclean election truncates
+// while its stream is open. The stream checks the epoch of what it has
+// sent on every read, so it answers with the divergence and ends with
+// OFFSET_OUT_OF_RANGE; it must not stream the new leader's records from
+// the reader's offset on as if they followed what it read.
+func TestFollowOnAFollowerTruncatedUnderTheStream(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	racks := map[int32]string{1: "r1", 2: "r2", 3: "r3"}
+	for id, rack := range racks {
+		cfg := c.cfgs[id]
+		cfg.Rack = rack
+		c.cfgs[id] = cfg
+		c.crash(id)
+		c.start(id)
+	}
+	c.ctrl.pushRacks(racks)
+	c.ctrl.createTopic("f", 1, 3, nil) // replicas [1 2 3], led by 1
+	if _, err := c.produce("f", 0, -1, "a0"); err != nil {
+		t.Fatal(err)
+	}
+	c.sameLogs("f", 0, 1, 2, 3)
+	c.crash(3)
+	c.ctrl.brokerDown(3)
+	for i := 1; i <= 5; i++ {
+		if _, err := c.produce("f", 0, -1, fmt.Sprintf("a%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "follower 2's HW at 6", func() bool { hw, _ := c.replicaState(2, "f", 0); return hw == 6 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := c.client(2).Follow(ctx, &brokerv1.FollowRequest{Topic: "f", Offset: 0, RackId: "r2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for read := 0; read < 6; {
+		m, err := stream.Recv()
+		if err != nil || m.GetFetch().GetPreferredReadReplica() >= 0 {
+			t.Fatalf("following broker 2 before the election: %v %v", m, err)
+		}
+		read += len(m.GetFetch().GetRecords())
+	}
+
+	// Broker 3, which has only a0, is elected uncleanly; broker 2
+	// truncates to 1 and takes the new leader's b1.. .
+	c.crash(1)
+	c.start(3)
+	c.ctrl.electUnclean("f", 0, 3)
+	for i := 1; i <= 7; i++ {
+		if _, err := c.produce("f", 0, 1, fmt.Sprintf("b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := stream.Recv()
+	if d := m.GetFetch().GetDivergingEpoch(); err != nil || d == nil || d.GetEndOffset() != 1 || len(m.GetFetch().GetRecords()) != 0 {
+		t.Fatalf("the stream on the truncated follower sent %v, %v; want the divergence at offset 1 and no records", m, err)
+	}
+	if _, err := stream.Recv(); kerr.FromStatus(err).Code != kerr.OffsetOutOfRange {
+		t.Fatalf("after the divergence the stream ended with %v, want OFFSET_OUT_OF_RANGE", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 )
@@ -200,5 +201,22 @@ func TestConsumerLearnsOfATruncationUnderIt(t *testing.T) {
 	if kp.ErrorCode != 0 || kp.DivergingEpoch.EndOffset != 1 || kp.DivergingEpoch.Epoch != lt.Epoch || len(kp.RecordBatches) != 0 {
 		t.Fatalf("Kafka Fetch v12 at offset 6, last fetched epoch %d: error %d, diverging epoch %+v, %d bytes of records; want the log's divergence at 1",
 			lt.Epoch, kp.ErrorCode, kp.DivergingEpoch, len(kp.RecordBatches))
+	}
+
+	// The streaming read checks the same way: one answer naming where the
+	// logs part, then OFFSET_OUT_OF_RANGE. Without the epoch it would
+	// stream b6 and b7 and skip what was written below.
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stream, err := c.BrokerClient(lagging).Follow(fctx, &brokerv1.FollowRequest{Topic: "cut", Offset: 6, LastFetchedEpoch: &lt.Epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if d := first.GetFetch().GetDivergingEpoch(); err != nil || d.GetEndOffset() != 1 || d.GetEpoch() != lt.Epoch || len(first.GetFetch().GetRecords()) != 0 {
+		t.Fatalf("Follow at offset 6, last fetched epoch %d: %v, %v; want one answer with the divergence at 1", lt.Epoch, first, err)
+	}
+	if _, err := stream.Recv(); kerr.FromStatus(err).Code != kerr.OffsetOutOfRange {
+		t.Fatalf("after the divergence the stream ended with %v, want OFFSET_OUT_OF_RANGE", err)
 	}
 }

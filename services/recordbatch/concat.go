@@ -49,6 +49,23 @@ func All(buf []byte) iter.Seq2[Batch, error] {
 	}
 }
 
+// LastEpochFrom is the partition leader epoch of the last whole batch in buf
+// that holds offsets at or after from: the epoch a reader that read buf from
+// there names as its last fetched epoch (KIP-320). ok is false when no such
+// batch is whole.
+func LastEpochFrom(buf []byte, from int64) (epoch int32, ok bool) {
+	whole, _ := SplitTorn(buf)
+	for b, err := range All(whole) {
+		if err != nil {
+			break
+		}
+		if b.NextOffset() > from {
+			epoch, ok = b.PartitionLeaderEpoch(), true
+		}
+	}
+	return epoch, ok
+}
+
 // ValidPrefix validates the batches of a concatenation in order and returns
 // the length of the longest prefix made of valid batches, with the error that
 // stopped it (nil when all of buf is valid).

@@ -83,3 +83,31 @@ func TestSplitTornRejectsImpossibleLength(t *testing.T) {
 		t.Fatalf("whole %d torn %d", len(whole), len(torn))
 	}
 }
+
+// LastEpochFrom names the epoch of the last whole batch that reaches from:
+// a torn tail and batches wholly before from do not count.
+func TestLastEpochFrom(t *testing.T) {
+	buf, ends := chain(t, 4) // offsets [0] [1 2] [3 4 5] [6 7 8 9]
+	for i, start := 0, 0; i < len(ends); i++ {
+		Batch(buf[start:ends[i]]).SetPartitionLeaderEpoch(int32(10 + i))
+		start = ends[i]
+	}
+	for _, c := range []struct {
+		n         int
+		from      int64
+		epoch     int32
+		ok        bool
+		describes string
+	}{
+		{len(buf), 0, 13, true, "every batch whole"},
+		{ends[2] + 5, 0, 12, true, "a torn last batch"},
+		{ends[2], 5, 12, true, "the last batch ends just past from"},
+		{ends[2], 6, 0, false, "every batch before from"},
+		{ends[0] - 1, 0, 0, false, "nothing whole"},
+	} {
+		epoch, ok := LastEpochFrom(buf[:c.n], c.from)
+		if epoch != c.epoch || ok != c.ok {
+			t.Errorf("%s: LastEpochFrom = %d, %v; want %d, %v", c.describes, epoch, ok, c.epoch, c.ok)
+		}
+	}
+}

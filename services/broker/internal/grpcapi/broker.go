@@ -245,6 +245,9 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), 0, 0); err != nil {
 		return err
 	}
+	if req.LastFetchedEpoch != nil && req.GetLastFetchedEpoch() < 0 {
+		return kerr.BadField(kerr.InvalidRequest, "last_fetched_epoch", "must be >= 0 when set, got %d", req.GetLastFetchedEpoch())
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	if b.Draining != nil {
@@ -254,11 +257,17 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		defer context.AfterFunc(b.Draining, cancel)()
 	}
 	offset := req.GetOffset()
+	// The epoch of the last record the reader has, checked on every read:
+	// the stream reads at no fixed leader epoch, so the replica may lose
+	// and regain its leadership, or (a rack's follower) be truncated,
+	// between two reads.
+	lastEpoch, hasLastEpoch := req.GetLastFetchedEpoch(), req.LastFetchedEpoch != nil
 	for ctx.Err() == nil {
 		waited := b.fetchThrottle(ctx)
 		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
 			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
 			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
+			LastFetchedEpoch: lastEpoch, HasLastFetchedEpoch: hasLastEpoch,
 		})
 		if b.Draining != nil && b.Draining.Err() != nil {
 			if err == nil {
@@ -269,6 +278,24 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		if err != nil {
 			return b.unready(err)
 		}
+		if d := res.Diverging; d != nil {
+			if d.EndOffset >= offset {
+				// The epoch read last is gone, but the log still holds
+				// everything below offset: read on, checked against
+				// the older epoch (as the client's consumer does).
+				lastEpoch = d.Epoch
+				continue
+			}
+			if err := stream.Send(&brokerv1.FollowResponse{Fetch: &brokerv1.FetchResponse{
+				HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, LogEndOffset: res.LogEndOffset,
+				PreferredReadReplica: -1, NextOffset: offset,
+				DivergingEpoch: &brokerv1.DivergingEpoch{Epoch: d.Epoch, EndOffset: d.EndOffset},
+			}}); err != nil {
+				return err
+			}
+			return kerr.New(kerr.OffsetOutOfRange, "%s: the log was truncated under this reader: it holds what was read only below offset %d (leader epoch %d), not up to %d; read on from %d",
+				tp, d.EndOffset, d.Epoch, offset, d.EndOffset)
+		}
 		if len(res.Records) == 0 && res.PreferredReadReplica < 0 {
 			res.Release()
 			continue
@@ -277,6 +304,9 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		if err != nil {
 			res.Release()
 			return err
+		}
+		if e, ok := recordbatch.LastEpochFrom(res.Records, offset); ok {
+			lastEpoch, hasLastEpoch = e, true
 		}
 		out.ThrottleTimeMs = max(waited, b.fetchRecorded(ctx, len(res.Records)))
 		err = stream.Send(&brokerv1.FollowResponse{Fetch: out})

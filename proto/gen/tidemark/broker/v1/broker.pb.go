@@ -818,15 +818,21 @@ func (x *FetchResponse) GetDivergingEpoch() *DivergingEpoch {
 }
 
 type FollowRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	MaxBytes      int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	RackId        string                 `protobuf:"bytes,5,opt,name=rack_id,json=rackId,proto3" json:"rack_id,omitempty"`
-	RawBatches    bool                   `protobuf:"varint,6,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition  int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset     int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	MaxBytes   int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	RackId     string                 `protobuf:"bytes,5,opt,name=rack_id,json=rackId,proto3" json:"rack_id,omitempty"`
+	RawBatches bool                   `protobuf:"varint,6,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
+	// The leader epoch of the last record read before offset, as in
+	// FetchRequest (KIP-320). The stream checks it on its first read and
+	// tracks the epoch of what it sends after that; when the log no longer
+	// holds what the reader read, the stream sends one answer carrying
+	// diverging_epoch and ends with OFFSET_OUT_OF_RANGE.
+	LastFetchedEpoch *int32 `protobuf:"varint,7,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3,oneof" json:"last_fetched_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FollowRequest) Reset() {
@@ -899,6 +905,13 @@ func (x *FollowRequest) GetRawBatches() bool {
 		return x.RawBatches
 	}
 	return false
+}
+
+func (x *FollowRequest) GetLastFetchedEpoch() int32 {
+	if x != nil && x.LastFetchedEpoch != nil {
+		return *x.LastFetchedEpoch
+	}
+	return 0
 }
 
 type FollowResponse struct {
@@ -1544,7 +1557,7 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"nextOffset\x12$\n" +
 	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\x12(\n" +
 	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\x12K\n" +
-	"\x0fdiverging_epoch\x18\t \x01(\v2\".tidemark.broker.v1.DivergingEpochR\x0edivergingEpoch\"\xb2\x01\n" +
+	"\x0fdiverging_epoch\x18\t \x01(\v2\".tidemark.broker.v1.DivergingEpochR\x0edivergingEpoch\"\xfc\x01\n" +
 	"\rFollowRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1552,7 +1565,9 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x17\n" +
 	"\arack_id\x18\x05 \x01(\tR\x06rackId\x12\x1f\n" +
 	"\vraw_batches\x18\x06 \x01(\bR\n" +
-	"rawBatches\"I\n" +
+	"rawBatches\x121\n" +
+	"\x12last_fetched_epoch\x18\a \x01(\x05H\x00R\x10lastFetchedEpoch\x88\x01\x01B\x15\n" +
+	"\x13_last_fetched_epoch\"I\n" +
 	"\x0eFollowResponse\x127\n" +
 	"\x05fetch\x18\x01 \x01(\v2!.tidemark.broker.v1.FetchResponseR\x05fetch\"\xcc\x01\n" +
 	"\x12ListOffsetsRequest\x12\x14\n" +
@@ -1704,6 +1719,7 @@ func file_tidemark_broker_v1_broker_proto_init() {
 		(*ProduceRequest_Records)(nil),
 	}
 	file_tidemark_broker_v1_broker_proto_msgTypes[5].OneofWrappers = []any{}
+	file_tidemark_broker_v1_broker_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
