@@ -69,10 +69,10 @@ func (h groupHost) replica(tp group.TP) (*replica.Replica, bool) {
 
 func (h groupHost) Leads(tp group.TP) (int32, bool) {
 	r, ok := h.replica(tp)
-	if !ok || !h.b.rm.MayLead(r) {
+	if !ok {
 		return 0, false
 	}
-	return r.Snapshot(time.Now()).LeaderEpoch, true
+	return h.b.rm.LeadingSince(r)
 }
 
 func (h groupHost) LocalOffsets(tp group.TP) (group.PartitionOffsets, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -716,4 +717,86 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 		t.Fatalf("the crashed broker %d still coordinates", victim)
 	}
 	c.StartBroker(victim)
+}
+
+// A follower of the offsets partition dying leaves the same coordinator
+// leading it, in a new leader epoch (the controller shrank the ISR). That
+// must not throw away a rebalance in progress, as Kafka keeps its groups
+// for a leadership it already holds. Before, the coordinator reloaded the
+// partition's groups from the log: the parked join was answered
+// NOT_COORDINATOR and the group went back to its last written generation.
+func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	const session = 20 * time.Second
+	first := g.join("busy", "", session)
+	g.syncAlone("busy", first, "")
+	coord := g.coordinator("busy")
+	api := g.on(coord)
+	type joined struct {
+		r   *groupv1.JoinGroupResponse
+		err error
+	}
+	second := make(chan joined, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req := &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: int32(session.Milliseconds()), RebalanceTimeoutMs: 30000,
+			ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"}
+		_, err := api.JoinGroup(ctx, req)
+		if e := kerr.FromStatus(err); e == nil || e.Code != kerr.MemberIDRequired {
+			second <- joined{nil, err}
+			return
+		}
+		req.MemberId = kerr.FromStatus(err).MemberID
+		r, err := api.JoinGroup(ctx, req)
+		second <- joined{r, err}
+	}()
+	c.WaitFor(10*time.Second, "the first member to see the rebalance", func() bool {
+		return kerr.CodeOf(g.heartbeat("busy", first.GetGenerationId(), first.GetMemberId(), "")) == kerr.RebalanceInProgress
+	})
+
+	// Every offsets partition has three replicas: the coordinator's lose a
+	// follower and get a new leader epoch, under the same leader.
+	epochs := map[int32]int32{}
+	for p := int32(0); p < 3; p++ {
+		if pd := c.Partition(topicconfig.OffsetsTopic, p); pd.GetLeader() == coord {
+			epochs[p] = pd.GetLeaderEpoch()
+		}
+	}
+	victim := coord%3 + 1
+	c.CrashBroker(victim)
+	c.WaitFor(15*time.Second, "the coordinator's partitions in a new epoch, without the dead follower", func() bool {
+		moved := 0
+		for _, r := range c.Broker(coord).Replicas().Replicas() {
+			tp := r.TP()
+			epoch, ok := epochs[tp.Partition]
+			if tp.Topic != topicconfig.OffsetsTopic || !ok {
+				continue
+			}
+			s := r.Snapshot(time.Now())
+			if s.Leader != coord || s.LeaderEpoch == epoch || slices.Contains(s.ISR, victim) {
+				return false
+			}
+			moved++
+		}
+		return moved == len(epochs)
+	})
+	time.Sleep(300 * time.Millisecond) // several coordinator ticks
+	select {
+	case j := <-second:
+		t.Fatalf("the parked join ended after the ISR shrink: %v, %v", j.r, j.err)
+	default:
+	}
+	if err := g.heartbeat("busy", first.GetGenerationId(), first.GetMemberId(), ""); kerr.CodeOf(err) != kerr.RebalanceInProgress {
+		t.Fatalf("the first member's heartbeat after the ISR shrink: %v, want REBALANCE_IN_PROGRESS (the rebalance goes on)", err)
+	}
+	rejoin, err := api.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: int32(session.Milliseconds()),
+		MemberId: first.GetMemberId(), ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"})
+	if err != nil || rejoin.GetGenerationId() != 2 {
+		t.Fatalf("the first member's rejoin: %v, %v; want generation 2", rejoin, err)
+	}
+	if j := <-second; j.err != nil || j.r.GetGenerationId() != 2 {
+		t.Fatalf("the second member's join: %v, %v; want generation 2", j.r, j.err)
+	}
 }

@@ -79,7 +79,7 @@ type Coordinator struct {
 // shard is one __consumer_offsets partition this broker leads.
 type shard struct {
 	partition int32
-	epoch     int32
+	epoch     int32 // the leader epoch its leadership began in (Host.Leads)
 	loading   bool
 	groups    map[string]*Group
 	offsets   map[string]map[TP]committed
@@ -90,6 +90,11 @@ type shard struct {
 	syncs    map[string]chan SyncResult
 	// abandon ends the loader when the shard goes.
 	abandon chan struct{}
+	// writes are the group records waiting for the shard's writer, in
+	// the order of the changes they record; writing is set while the
+	// writer runs (writes.go).
+	writes  []queuedWrite
+	writing bool
 }
 
 // committed is one committed offset and where its record is in the log:
@@ -149,8 +154,10 @@ func (c *Coordinator) run() {
 }
 
 // reconcile loads the offsets partitions this broker has come to lead and
-// unloads those it no longer leads (or leads in a newer epoch: a new
-// leadership reloads, since another coordinator may have written between).
+// unloads those it no longer leads (or leads again after losing the
+// leadership: a new leadership reloads, since another coordinator may have
+// written between). An epoch bump of the same leadership keeps the groups:
+// reloading threw away every rebalance in progress when a follower died.
 func (c *Coordinator) reconcile() {
 	n := c.host.PartitionCount(OffsetsTopic)
 	lead := map[int32]int32{}
@@ -184,7 +191,7 @@ func (c *Coordinator) reconcile() {
 func (c *Coordinator) unloadLocked(p int32, s *shard) {
 	delete(c.shards, p)
 	close(s.abandon)
-	err := kerr.New(kerr.NotCoordinator, "broker %d no longer coordinates the groups of %s-%d", c.host.BrokerID(), OffsetsTopic, p)
+	err := errNotCoordinatorOf(c, s)
 	for _, g := range s.groups {
 		c.deliverLocked(s, g.ID, g.Kill(c.now(), err))
 	}
@@ -252,6 +259,12 @@ func (c *Coordinator) load(s *shard) {
 		}
 		off = next
 	}
+	// Members could not heartbeat while the load ran: their sessions
+	// start now (Kafka starts them when the group is loaded).
+	loaded := c.now()
+	for _, g := range groups {
+		g.StartSessions(loaded)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.shards[s.partition] != s {
@@ -314,11 +327,6 @@ func applyRecord(groups map[string]*Group, offsets map[string]map[TP]committed, 
 // member ids, rebalance deadlines; and empty groups' offset retention.
 func (c *Coordinator) expire() {
 	now := c.now()
-	type write struct {
-		tp    TP
-		batch []byte
-	}
-	var writes []write
 	retention := time.Duration(c.host.Config().OffsetsRetentionMinutes) * time.Minute
 	c.mu.Lock()
 	for _, s := range c.shards {
@@ -329,7 +337,7 @@ func (c *Coordinator) expire() {
 			eff := g.Tick(now)
 			c.deliverLocked(s, id, eff)
 			if eff.Persist {
-				writes = append(writes, write{TP{OffsetsTopic, s.partition}, groupBatch(g, now)})
+				c.writeLocked(s, groupBatch(g, now))
 			}
 			// A group that never got a member, or whose last member
 			// left, and has no offsets is forgotten (its metadata
@@ -338,21 +346,29 @@ func (c *Coordinator) expire() {
 				delete(s.groups, id)
 			}
 		}
-		// Offsets of a group without members expire retention after
-		// their commit (Kafka's offsets.retention.minutes since KIP-211).
+		// Offsets of a group without members expire retention after the
+		// group became Empty (KIP-211), and never sooner than retention
+		// after their commit (a commit from outside an Empty group). A
+		// consumer of an idle topic commits nothing new for days; counted
+		// from the commit alone, its offsets went the moment it restarted.
 		for id, offs := range s.offsets {
-			if g, ok := s.groups[id]; ok && g.Size() > 0 {
+			g, hasGroup := s.groups[id]
+			if hasGroup && g.Size() > 0 {
 				continue
 			}
 			var b recordbatch.Builder
 			for tp, o := range offs {
-				if s.inflight[id][tp] == 0 && now.Sub(time.UnixMilli(o.CommitTimestamp)) > retention {
+				since := time.UnixMilli(o.CommitTimestamp)
+				if hasGroup && g.StateSince.After(since) {
+					since = g.StateSince
+				}
+				if s.inflight[id][tp] == 0 && now.Sub(since) > retention {
 					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(id, tp.Topic, tp.Partition)})
 					delete(offs, tp)
 				}
 			}
 			if b.Count() > 0 {
-				writes = append(writes, write{TP{OffsetsTopic, s.partition}, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))})
+				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
 			}
 			if len(offs) == 0 {
 				delete(s.offsets, id)
@@ -360,24 +376,10 @@ func (c *Coordinator) expire() {
 		}
 	}
 	c.mu.Unlock()
-	for _, w := range writes {
-		c.background(w.tp, w.batch)
-	}
 }
 
-// background writes a group's metadata or tombstones without a caller
-// waiting; a failed write is logged (the next change writes again, and a
-// coordinator that lost leadership unloads).
-func (c *Coordinator) background(tp TP, batch []byte) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		ctx, cancel := context.WithTimeout(c.bg, 30*time.Second)
-		defer cancel()
-		if _, err := c.host.Append(ctx, tp, batch); err != nil {
-			c.log.Warn("writing group metadata failed", "partition", tp.Partition, "err", err)
-		}
-	}()
+func errNotCoordinatorOf(c *Coordinator, s *shard) *kerr.Error {
+	return kerr.New(kerr.NotCoordinator, "broker %d no longer coordinates the groups of %s-%d", c.host.BrokerID(), OffsetsTopic, s.partition)
 }
 
 // deliverLocked hands the answers of a step to the parked requests.

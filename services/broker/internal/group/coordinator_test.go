@@ -20,7 +20,7 @@ import (
 type fakeHost struct {
 	mu      sync.Mutex
 	n       int32
-	leads   map[int32]int32 // partition -> leader epoch
+	leads   map[int32]int32 // partition -> the leader epoch its leadership began in
 	logs    map[int32][]recordbatch.Record
 	hw      map[int32]int64
 	holdHW  bool
@@ -28,6 +28,9 @@ type fakeHost struct {
 	// readGate, when set, holds every Read until it is closed (a slow
 	// disk: the coordinator is still loading).
 	readGate chan struct{}
+	// appendGate, when set, holds the next Append until it is closed (a
+	// slow write); appendHeld is closed once that Append is held.
+	appendGate, appendHeld chan struct{}
 	// retentionMinutes overrides offsets.retention.minutes when set.
 	retentionMinutes int64
 	// latest is what ListOffsets answers for a partition's latest offset
@@ -102,6 +105,14 @@ func (h *fakeHost) Read(tp TP, offset, upTo int64) ([]byte, int64, error) {
 	return append([]byte(nil), batch...), offset + int64(b.Count()), nil
 }
 func (h *fakeHost) Append(_ context.Context, tp TP, batch []byte) (int64, error) {
+	h.mu.Lock()
+	gate, held := h.appendGate, h.appendHeld
+	h.appendGate, h.appendHeld = nil, nil
+	h.mu.Unlock()
+	if gate != nil {
+		close(held)
+		<-gate
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.leads[tp.Partition]; !ok {
@@ -372,6 +383,152 @@ func TestOffsetsExpireOnlyForGroupsWithoutMembers(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A consumer group's offsets expire offsets.retention.minutes after the
+// group became Empty (KIP-211), not after their commit: a consumer of an
+// idle topic commits nothing new for days, and its offsets went the moment
+// it restarted. The moment it became Empty survives a coordinator move.
+func TestOffsetsExpireRetentionAfterTheGroupBecameEmpty(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.retentionMinutes = 10
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond, Now: clock.Now})
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	_, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
+	gen, member := d.GetGroups()[0].GetGenerationId(), d.GetGroups()[0].GetMembers()[0].GetMemberId()
+	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i",
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The topic is idle: the member heartbeats for 11 minutes and
+	// commits nothing new.
+	for range 11 {
+		clock.advance(time.Minute)
+		if _, err := s.Heartbeat(ctx, &groupv1.HeartbeatRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
+			t.Fatal(err)
+		}
+		c.expire()
+	}
+	has := func(s *Service) bool {
+		r, code := fetchErr(s, "g")
+		return code == kerr.None && len(r.GetTopics()) == 1
+	}
+	// It restarts: it leaves, and the group is Empty.
+	appends := func() int { h.mu.Lock(); defer h.mu.Unlock(); return h.appends }
+	before := appends()
+	if _, err := s.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "g", Members: []*groupv1.MemberIdentity{{GroupInstanceId: "i"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the Empty group written", func() bool { return appends() > before })
+	clock.advance(time.Second)
+	c.expire()
+	if !has(s) {
+		t.Fatal("a group Empty for a second lost its offsets, committed 11 minutes ago (retention 10 minutes)")
+	}
+
+	// The coordinator moves 5 minutes later; the next one counts from
+	// when the group became Empty, not from its load.
+	clock.advance(5 * time.Minute)
+	c.Close()
+	c2 := New(Options{Host: h, Tick: 2 * time.Millisecond, Now: clock.Now})
+	defer c2.Close()
+	s2 := &Service{C: c2}
+	waitUntil(t, "the second load", func() bool { _, code := fetchErr(s2, "g"); return code == kerr.None })
+	c2.expire()
+	if !has(s2) {
+		t.Fatal("the offsets expired at the next coordinator's load, 5 minutes after the group became Empty")
+	}
+	clock.advance(5 * time.Minute)
+	c2.expire()
+	if has(s2) {
+		t.Fatal("the offsets outlived retention counted from when the group became Empty")
+	}
+}
+
+// A group's records land in the order of its changes, however long one
+// write takes: here the record of a member's sync is slow and the record of
+// its leave is written right after. Appended concurrently, the leave's
+// record landed first and a reload brought back the member that had left.
+func TestGroupRecordsLandInTheOrderOfTheChanges(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	j, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 30000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, held := make(chan struct{}), make(chan struct{})
+	h.set(func() { h.appendGate, h.appendHeld = gate, held })
+	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(), GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	<-held // the sync's record is being written, slowly
+	if _, err := s.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "g", Members: []*groupv1.MemberIdentity{{GroupInstanceId: "i"}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // an unordered write of the leave would land now
+	close(gate)
+	var last GroupValue
+	waitUntil(t, "both records", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, rec := range h.logs[0] {
+			if k, err := DecodeKey(rec.Key); err == nil && !k.IsOffset && rec.Value != nil {
+				last, _ = DecodeGroup(rec.Value)
+				n++
+			}
+		}
+		return n >= 2
+	})
+	if len(last.Members) != 0 {
+		t.Fatalf("the group's last record is %+v: the sync's record landed after the leave's", last)
+	}
+}
+
+// Members restored from the log get their sessions from when the load
+// ends: they cannot heartbeat while it runs (LOAD_IN_PROGRESS). A load
+// longer than a session expired every restored member on the first tick.
+func TestRestoredSessionsStartWhenTheLoadEnds(t *testing.T) {
+	hh := newHarness(t) // a Stable group with one member, session 1 s
+	a := hh.newMember(0)
+	hh.wantJoined(a, 1)
+	hh.syncLeader(0, a, 1)
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	if _, err := h.Append(context.Background(), TP{OffsetsTopic, 0}, groupBatch(hh.g, t0)); err != nil {
+		t.Fatal(err)
+	}
+	h.readGate = make(chan struct{}) // a slow disk
+	clock := &manualClock{now: t0}
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond, Now: clock.Now})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load to start", func() bool { _, code := fetchErr(s, "g"); return code == kerr.CoordinatorLoadInProgress })
+	clock.advance(2 * time.Second)
+	h.set(func() { close(h.readGate); h.readGate = nil })
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	c.expire()
+	if _, err := s.Heartbeat(context.Background(), &groupv1.HeartbeatRequest{GroupId: "g", GenerationId: 1, MemberId: a}); err != nil {
+		t.Fatalf("the first heartbeat after a 2 s load (session 1 s): %v", err)
+	}
 }
 
 // TestLagCoversPartitionsThisBrokerDoesNotHost: tidemark_group_lag of a

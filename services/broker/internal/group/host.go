@@ -58,9 +58,12 @@ type Host interface {
 	// CreateOffsetsTopic asks the active controller to create
 	// __consumer_offsets (a no-op when it exists).
 	CreateOffsetsTopic(ctx context.Context) error
-	// Leads reports whether this broker leads tp, and in which leader
-	// epoch.
-	Leads(tp TP) (epoch int32, ok bool)
+	// Leads reports whether this broker leads tp, and the leader epoch in
+	// which it became the leader: an epoch bump that leaves the same
+	// broker leading (an ISR change) does not change it, so the groups
+	// are not reloaded for it (as Kafka calls onElection only for a new
+	// leadership).
+	Leads(tp TP) (since int32, ok bool)
 	// LocalOffsets are a hosted replica's offsets; false when not hosted.
 	LocalOffsets(tp TP) (PartitionOffsets, bool)
 	// Read returns the batches of a hosted replica from offset, below

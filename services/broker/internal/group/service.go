@@ -140,14 +140,10 @@ func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) 
 // released, unlocks, and writes the group's metadata when it changed.
 func (c *Coordinator) finishLocked(sh *shard, g *Group, eff Effects) {
 	c.deliverLocked(sh, g.ID, eff)
-	var persist []byte
 	if eff.Persist {
-		persist = groupBatch(g, c.now())
+		c.writeLocked(sh, groupBatch(g, c.now()))
 	}
 	c.mu.Unlock()
-	if persist != nil {
-		c.background(TP{OffsetsTopic, sh.partition}, persist)
-	}
 }
 
 // SyncGroup hands out the leader's assignment.
@@ -345,7 +341,7 @@ func (c *Coordinator) commit(ctx context.Context, group, member, instance string
 func commitError(err error) error {
 	e := kerr.As(err)
 	switch e.Code {
-	case kerr.NotLeaderOrFollower, kerr.FencedLeaderEpoch, kerr.KafkaStorageError:
+	case kerr.NotLeaderOrFollower, kerr.FencedLeaderEpoch, kerr.KafkaStorageError, kerr.NotCoordinator:
 		return kerr.New(kerr.NotCoordinator, "the coordinator lost its offsets partition: %s", e.Message)
 	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut, kerr.LeaderNotAvailable:
 		return kerr.New(kerr.CoordinatorNotAvailable, "the commit was not acknowledged by the offsets partition's replicas: %s", e.Error())
@@ -566,9 +562,16 @@ func (c *Coordinator) deleteGroup(ctx context.Context, gid string) error {
 	for _, tp := range sortedTPs(offs) {
 		b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(gid, tp.Topic, tp.Partition)})
 	}
-	batch := clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+	// Queued behind the group's earlier records, so none lands after
+	// its tombstone.
+	done := c.writeLocked(sh, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
 	c.mu.Unlock()
-	_, werr := c.host.Append(ctx, TP{OffsetsTopic, sh.partition}, batch)
+	var werr error
+	select {
+	case werr = <-done:
+	case <-ctx.Done():
+		werr = kerr.New(kerr.RequestTimedOut, "deleting group %q: %v", gid, ctx.Err())
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.shards[sh.partition] != sh {

@@ -420,15 +420,33 @@ func (g *Group) maybeCompleteJoin(now time.Time) Effects {
 	return g.completeJoin(now)
 }
 
-// completeJoin ends the join phase: members that did not rejoin are
-// removed, the next generation starts, the protocol and leader are chosen
-// and every waiting member gets its answer.
+// completeJoin ends the join phase: dynamic members that did not rejoin are
+// removed, the next generation starts, the protocol and a leader among
+// those that rejoined are chosen, and every waiting member gets its answer.
+// A static member that did not rejoin keeps its place (KIP-345, as Kafka's
+// onCompleteJoin): the leader assigns it partitions as before, and it gets
+// them back if it returns within its session, which Tick ends otherwise;
+// removing it meant a restart during someone else's rebalance moved its
+// partitions away and rebalanced again on its return.
 func (g *Group) completeJoin(now time.Time) Effects {
 	var eff Effects
+	rejoined := ""
 	for _, id := range slices.Clone(g.order) {
-		if m := g.members[id]; !m.awaitingJoin {
+		switch m := g.members[id]; {
+		case m.awaitingJoin:
+			if rejoined == "" || id == g.Leader {
+				rejoined = id
+			}
+		case m.InstanceID == "":
 			g.remove(id)
 		}
+	}
+	if rejoined == "" && len(g.members) > 0 {
+		// Only static members that have not rejoined are left: nobody
+		// can compute an assignment. Wait again, as Kafka does, until one
+		// rejoins or their sessions end.
+		g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
+		return eff
 	}
 	g.initialJoin = false
 	g.Generation++
@@ -439,14 +457,14 @@ func (g *Group) completeJoin(now time.Time) Effects {
 		return eff
 	}
 	g.Protocol = g.selectProtocol()
-	if _, ok := g.members[g.Leader]; !ok {
-		g.Leader = g.order[0]
-	}
+	g.Leader = rejoined
 	g.transition(CompletingRebalance, now)
 	for _, m := range g.members {
-		m.awaitingJoin = false
 		m.deadline = now.Add(m.SessionTimeout)
-		eff.join(m.ID, g.joinResult(m.ID))
+		if m.awaitingJoin {
+			m.awaitingJoin = false
+			eff.join(m.ID, g.joinResult(m.ID))
+		}
 	}
 	return eff
 }
@@ -767,8 +785,21 @@ func Restore(id string, v GroupValue, now time.Time) *Group {
 	}
 	if len(g.members) > 0 {
 		g.transition(Stable, now)
+	} else if v.StateTimestamp > 0 {
+		// When it became Empty: its offsets' retention counts from
+		// there, across coordinator moves.
+		g.StateSince = time.UnixMilli(v.StateTimestamp)
 	}
 	return g
+}
+
+// StartSessions starts every member's session at now: a coordinator that
+// loaded a group starts them once the load is done, since members could
+// not heartbeat while it ran.
+func (g *Group) StartSessions(now time.Time) {
+	for _, m := range g.members {
+		m.deadline = now.Add(m.SessionTimeout)
+	}
 }
 
 // Kill marks the group Dead (deleted or unloaded) and answers every parked

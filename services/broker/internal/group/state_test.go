@@ -272,6 +272,98 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 	_ = a3
 }
 
+// joinStatic sends a static member's JoinGroup with a session (30 s) longer
+// than its rebalance timeout (2 s), as restarting static members have.
+func (h *harness) joinStatic(ms int, member, instance, metadata string) (*JoinResult, string) {
+	h.nextID++
+	res, parked, eff := h.g.Join(at(ms), h.lim, JoinRequest{MemberID: member, InstanceID: instance, ClientID: "c",
+		SessionTimeout: 30 * time.Second, RebalanceTimeout: 2 * time.Second, ProtocolType: "consumer",
+		Protocols: []Protocol{{Name: "range", Metadata: []byte(metadata)}}, NewMemberID: fmt.Sprintf("m%d", h.nextID)})
+	h.take(eff)
+	if res != nil {
+		return res, res.MemberID
+	}
+	return nil, parked
+}
+
+// KIP-345: a static member that has not rejoined when someone else's join
+// phase ends keeps its place, as in Kafka: the leader assigns it partitions
+// and it gets them back, without another rebalance, when it returns within
+// its session. Before, it was removed at the deadline, so a restart during
+// a rebalance moved its partitions away and its return rebalanced again.
+// Its session still ends it.
+func TestStaticMemberKeepsItsPlaceThroughSomeoneElsesRebalance(t *testing.T) {
+	h := newHarness(t)
+	_, a := h.joinStatic(0, "", "ia", "x")
+	h.wantJoined(a, 1)
+	_, b := h.joinStatic(0, "", "ib", "x")
+	h.joinStatic(0, a, "ia", "x")
+	h.wantJoined(a, 2)
+	h.wantJoined(b, 2)
+	h.syncLeader(10, a, 2)
+	h.wantState(Stable, 2)
+
+	// b is restarting when a's subscription changes.
+	h.joinStatic(100, a, "ia", "y")
+	h.take(h.g.Tick(at(2200))) // past the rebalance timeout
+	h.wantState(CompletingRebalance, 3)
+	r := h.wantJoined(a, 3)
+	if _, ok := h.g.Member(b); !ok || len(r.Members) != 2 || r.Leader != a {
+		t.Fatalf("static member %s removed at the rebalance deadline (in the group: %v); the leader's join answer %+v", b, ok, r)
+	}
+	h.syncLeader(2300, a, 3)
+	h.wantState(Stable, 3)
+
+	// b returns: its place and assignment, no rebalance.
+	res, b2 := h.joinStatic(5000, "", "ib", "x")
+	if res == nil || res.Err != nil || res.Generation != 3 {
+		t.Fatalf("b's return: %+v, want generation 3 at once", res)
+	}
+	if sr, _ := h.g.Sync(at(5010), b2, "ib", 3, "", "", nil); sr == nil || sr.Err != nil || string(sr.Assignment) != "to-"+b {
+		t.Fatalf("b's sync after its return: %+v, want the assignment the leader gave it while it was away", sr)
+	}
+	h.wantState(Stable, 3)
+
+	// Its session ends it if it goes quiet.
+	if err := h.g.Heartbeat(at(30000), a, "ia", 3); err != nil {
+		t.Fatal(err)
+	}
+	h.take(h.g.Tick(at(35011)))
+	if _, ok := h.g.Member(b2); ok || h.g.State != PreparingRebalance {
+		t.Fatalf("after b's session: still a member %v, group %s", ok, h.g.State)
+	}
+}
+
+// A join phase that ends with only static members that did not rejoin has
+// no one to compute an assignment: it waits for them (Kafka postpones the
+// same way) rather than starting a generation without a leader.
+func TestJoinPhaseWithOnlyAbsentStaticMembersWaits(t *testing.T) {
+	h := newHarness(t)
+	_, a := h.joinStatic(0, "", "ia", "x")
+	h.wantJoined(a, 1)
+	_, b := h.joinStatic(0, "", "ib", "x")
+	h.joinStatic(0, a, "ia", "x")
+	h.wantJoined(a, 2)
+	h.wantJoined(b, 2)
+	h.syncLeader(10, a, 2)
+	// a leaves; b is away and does not rejoin within the timeout.
+	_, eff := h.g.Leave(at(100), []MemberIdentity{{InstanceID: "ia"}})
+	h.take(eff)
+	h.take(h.g.Tick(at(2200)))
+	h.wantState(PreparingRebalance, 2)
+	if _, ok := h.g.Member(b); !ok {
+		t.Fatal("the absent static member was removed")
+	}
+	// b rejoins and leads the next generation.
+	if res, _ := h.joinStatic(3000, b, "ib", "x"); res != nil {
+		t.Fatalf("b's rejoin answered at once: %+v", res)
+	}
+	r := h.wantJoined(b, 3)
+	if r.Leader != b {
+		t.Fatalf("leader %q, want %q", r.Leader, b)
+	}
+}
+
 func TestLeaveAndEmpty(t *testing.T) {
 	h := newHarness(t)
 	a := h.newMember(0)

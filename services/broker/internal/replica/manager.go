@@ -236,6 +236,19 @@ func (m *Manager) MayLead(r *Replica) bool {
 	return r.state.IsLeader() && m.fencedLocked(r, m.now()) == nil
 }
 
+// LeadingSince is the leader epoch in which this broker became r's leader,
+// when it leads r now and may do leader work (MayLead). Later epochs of the
+// same continuous leadership (an ISR change the controller made) leave it
+// as it is: nothing another leader wrote can be in the log between them.
+func (m *Manager) LeadingSince(r *Replica) (int32, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.state.IsLeader() || m.fencedLocked(r, m.now()) != nil {
+		return 0, false
+	}
+	return r.leaderSince, true
+}
+
 // fence is the LeaderFence's verdict, none when there is no fence.
 func (m *Manager) fence() Fence {
 	if f := m.opts.LeaderFence; f != nil {
