@@ -57,6 +57,15 @@ func (s *Store) load(ctx context.Context, prefixes ...string) (*Cluster, error) 
 		rev = r
 		for _, kv := range kvs {
 			ev := s.decodeKV(EventPut, string(kv.Key), kv.ModRevision, kv)
+			if ev.Err != nil && (ev.Kind == KindTopicConfig || ev.Kind == KindBrokerConfig) {
+				// A config written behind tidemark's back (etcdctl, a
+				// restore) that does not decode is ignored, as the
+				// watch ignores it: failing the load ended every
+				// controller term at once, and no controller worked.
+				s.log.Warn("ignoring a config that does not decode; its entity has no overrides until it is written again",
+					slog.String("key", ev.Key), slog.String("err", ev.Err.Error()))
+				continue
+			}
 			if ev.Err != nil {
 				return nil, ev.Err
 			}

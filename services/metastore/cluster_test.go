@@ -137,3 +137,32 @@ func TestDumpIsReadableJSON(t *testing.T) {
 		}
 	}
 }
+
+// A config put into etcd by hand that is not a JSON map of strings (a
+// number as a value) is ignored by the load, with the other configs and
+// the rest of the cluster kept: it failed the load, which ended every
+// controller term as it began.
+func TestLoadClusterIgnoresAConfigThatDoesNotDecode(t *testing.T) {
+	srv, s := startStore(t)
+	ctx := testCtx(t)
+	sess := elect(t, ctx, s, 1, longTTL)
+	if _, err := sess.CreateTopic(ctx, simpleTopic("kept", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.PutTopicConfig(ctx, "kept", map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Client(t).Put(ctx, s.k.brokerConfig(DefaultBrokerEntity), `{"retention.ms":60000}`); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := s.LoadCluster(ctx)
+	if err != nil {
+		t.Fatalf("LoadCluster with an undecodable config: %v", err)
+	}
+	if kept := cl.Topics["kept"]; kept == nil || kept.Config["cleanup.policy"] != "compact" || len(kept.Partitions) != 1 {
+		t.Fatalf("loaded topic %+v", kept)
+	}
+	if _, ok := cl.BrokerConfigs[DefaultBrokerEntity]; ok {
+		t.Fatalf("the undecodable config was loaded: %v", cl.BrokerConfigs)
+	}
+}

@@ -2,6 +2,7 @@ package metastore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -92,10 +93,14 @@ func encode(v any) string {
 	return string(b)
 }
 
+// ErrUndecodable marks a value in etcd that does not decode (one written
+// behind tidemark's back): reading it again will not help.
+var ErrUndecodable = errors.New("the value does not decode")
+
 func decode[T any](key string, raw []byte) (T, error) {
 	var v T
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return v, fmt.Errorf("metastore: decode %s: %w", key, err)
+		return v, fmt.Errorf("metastore: decode %s: %w: %w", key, ErrUndecodable, err)
 	}
 	return v, nil
 }

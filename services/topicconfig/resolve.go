@@ -152,3 +152,36 @@ func validateLayers(topic map[string]string, layers []map[string]string) error {
 	}
 	return nil
 }
+
+// WithoutInvalid returns topic overrides and broker layers without the keys
+// Validate refuses (topic overrides at ScopeTopic, broker layers at
+// ScopeBroker), with an error naming each key left out, in key order. A
+// reader of configs nobody validated for it (the controller reading what
+// etcdctl wrote) keeps every valid setting when one is bad, rather than
+// falling back to the defaults for all of them. Maps with nothing to drop
+// are returned as they are.
+func WithoutInvalid(topic map[string]string, layers []map[string]string) (map[string]string, []map[string]string, []error) {
+	var errs []error
+	keep := func(scope Scope, m map[string]string) map[string]string {
+		var out map[string]string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if err := Validate(scope, k, m[k]); err != nil {
+				errs = append(errs, err)
+				if out == nil {
+					out = maps.Clone(m)
+				}
+				delete(out, k)
+			}
+		}
+		if out == nil {
+			return m
+		}
+		return out
+	}
+	topic = keep(ScopeTopic, topic)
+	kept := make([]map[string]string, len(layers))
+	for i, l := range layers {
+		kept[i] = keep(ScopeBroker, l)
+	}
+	return topic, kept, errs
+}

@@ -1,6 +1,7 @@
 package ctrl
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -96,7 +97,19 @@ func (c *core) electOfflineAfterConfigChange(parts []*partition, then func()) {
 // onConfigEvents notices config changes made behind the controller's back
 // (its own writes are already applied). A value that differs from the model
 // is re-read, so a late echo of an older write of ours cannot roll it back.
+// A re-read that fails ends the term: the next one loads every config from
+// etcd. Going on without it dropped the change until the next change of
+// that key or the next failover. A value that does not decode is ignored,
+// as the load ignores it.
 func (a *Active) onConfigEvents(wr metastore.WatchResponse) {
+	reread := func(what string, err error) bool {
+		if errors.Is(err, metastore.ErrUndecodable) {
+			a.log.Warn("ignoring a changed config that does not decode", "config", what, "err", err)
+			return false
+		}
+		a.stepDown(fmt.Errorf("cannot read the changed config of %s (the next term loads it): %w", what, err))
+		return true
+	}
 	for _, ev := range wr.Events {
 		if a.stopping() {
 			return
@@ -111,7 +124,9 @@ func (a *Active) onConfigEvents(wr metastore.WatchResponse) {
 			cur, err := a.d.Store.TopicConfig(ctx, ev.Topic)
 			cancel()
 			if err != nil {
-				a.log.Warn("cannot read changed topic config", "topic", ev.Topic, "err", err)
+				if reread("topic "+ev.Topic, err) {
+					return
+				}
 				continue
 			}
 			if !maps.Equal(cur, t.config) {
@@ -125,7 +140,9 @@ func (a *Active) onConfigEvents(wr metastore.WatchResponse) {
 			cur, err := a.d.Store.BrokerConfig(ctx, ev.Entity)
 			cancel()
 			if err != nil {
-				a.log.Warn("cannot read changed broker config", "entity", ev.Entity, "err", err)
+				if reread("broker entity "+ev.Entity, err) {
+					return
+				}
 				continue
 			}
 			if !maps.Equal(cur, a.brokerConfigs[ev.Entity]) {

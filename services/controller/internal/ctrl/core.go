@@ -72,6 +72,9 @@ type core struct {
 	// them (effective.go).
 	brokerConfigs map[string]map[string]string
 	staticBroker  map[string]string
+	// invalidConfigs is, per topic (or "brokers"), the invalid keys last
+	// warned of, so a push does not repeat the warning (effective.go).
+	invalidConfigs map[string]string
 	// rng draws placement's random choices (a new topic's or partitions'
 	// start broker and follower shift). It is given to newCore: the shell
 	// seeds it per term, scripts with a fixed seed, so the choices are part
