@@ -86,13 +86,29 @@ func (c *core) loaded(ev evLoaded) {
 		}
 		// Partitions whose leader or ISR members died while no controller
 		// was active: Kafka's partition and replica state machines' startup.
+		// A member that restarted in that gap (registered again after the
+		// state was written) is handled as a departure and a return, as a
+		// bounce seen by an active controller is: it may have come back
+		// without what it had (a machine's crash loses unflushed writes),
+		// so it leaves the leadership and the ISR to replicas that kept
+		// theirs, and leads again only when nobody else is in sync.
 		view := c.view()
 		var changes []change
+		bounced := false
 		for _, p := range c.allPartitions() {
-			if !c.needsFailureHandling(p) {
+			restarted := c.restartedSinceState(p)
+			if !c.needsFailureHandling(p) && len(restarted) == 0 {
 				continue
 			}
-			if d := election.OnBrokerFailure(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
+			pv := c.viewFor(p, view)
+			if len(restarted) > 0 {
+				bounced = true
+				pv.Epochs = maps.Clone(pv.Epochs)
+				for _, id := range restarted {
+					delete(pv.Epochs, id)
+				}
+			}
+			if d := election.OnBrokerFailure(p.view(), pv, c.allowUnclean(p.t)); d.Changed {
 				changes = append(changes, change{p: p, d: d, cause: causeOffline})
 			}
 		}
@@ -101,15 +117,62 @@ func (c *core) loaded(ev evLoaded) {
 				c.answer(ev.reply, nil, err)
 				return
 			}
-			c.tracking = true
-			for _, id := range c.sortedBrokerIDs() {
-				c.pushUpdateMetadata(nil, nil, true, only(id))
-				c.pushLeaderAndIsr(c.partitionsOf(id), only(id))
-			}
-			c.tracking = false
-			c.answer(ev.reply, nil, nil)
+			c.electReturned(bounced, func(err error) {
+				if err != nil {
+					c.answer(ev.reply, nil, err)
+					return
+				}
+				c.tracking = true
+				for _, id := range c.sortedBrokerIDs() {
+					c.pushUpdateMetadata(nil, nil, true, only(id))
+					c.pushLeaderAndIsr(c.partitionsOf(id), only(id))
+				}
+				c.tracking = false
+				c.answer(ev.reply, nil, nil)
+			})
 		})
 	})
+}
+
+// restartedSinceState lists p's leader and ISR members whose registration
+// is newer than p's state: the state was written about an earlier
+// incarnation (broker epochs and state revisions are both etcd revisions).
+// It can miss a restart (one before the state's last write) but never
+// names a broker that did not restart.
+func (c *core) restartedSinceState(p *partition) []int32 {
+	var out []int32
+	for _, id := range p.rec.State.ISR {
+		if b := c.brokers[id]; b != nil && b.info.Epoch > p.rec.ModRevision {
+			out = append(out, id)
+		}
+	}
+	if l := p.rec.State.Leader; l != election.NoLeader && !slices.Contains(out, l) {
+		if b := c.brokers[l]; b != nil && b.info.Epoch > p.rec.ModRevision {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// electReturned runs, when some broker restarted while no controller was
+// active, the elections its return allows (the offline partitions it is
+// the last in-sync replica of), then calls then.
+func (c *core) electReturned(bounced bool, then func(error)) {
+	if !bounced {
+		then(nil)
+		return
+	}
+	view := c.view()
+	var changes []change
+	for _, p := range c.allPartitions() {
+		if !c.offline(p) {
+			continue
+		}
+		if d := election.OnBrokerReturn(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
+			changes = append(changes, change{p: p, d: d, cause: causeOffline})
+		}
+	}
+	c.commit(changes, func(_ []*partition, err error) { then(err) })
 }
 
 // needsFailureHandling reports whether a partition's leader or an ISR
