@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,5 +93,85 @@ func TestProducerSplitsBatchesTheLeaderRefusesAsTooLarge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// After the leader forgot an idempotent producer (producer.id.expiration.ms;
+// records with an old CreateTime make the next pass expire it), the
+// producer pipelines again at once. Here its first batch is refused before
+// the sequence check (too large: it is split and sent again) while the
+// second is in flight. The leader now answers the second UNKNOWN_PRODUCER_ID
+// (it does not start at sequence 0), and the producer starts a new epoch
+// and writes both in order. Accepted, as Kafka accepts any sequence from a
+// producer it does not know, the second landed first and its callback ran
+// first.
+func TestAnExpiredProducersPipelinedBatchesStayInOrder(t *testing.T) {
+	c := Start(t, Options{Brokers: 1})
+	const topic = "expired-producer"
+	c.CreateTopic(topic, 1, 1, map[string]string{"max.message.bytes": "4096"})
+	p, err := client.NewProducer(c.Client(), client.ProducerOptions{Acks: client.AcksAll, Idempotence: client.IdempotenceOn,
+		BatchSize: 5000, Linger: 200 * time.Millisecond, DeliveryTimeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	expire := func() int {
+		for _, r := range c.Broker(1).Replicas().Replicas() {
+			if r.TP().Topic == topic {
+				return r.Log().(interface{ ExpireProducers() int }).ExpireProducers()
+			}
+		}
+		t.Fatal("broker 1 does not host the partition")
+		return 0
+	}
+	var mu sync.Mutex
+	var callbacks, want []string
+	for round := range 3 {
+		// The producer's state under its current identity, with a record
+		// written 25 hours ago; then the leader forgets it.
+		if _, err := p.Produce(context.Background(), client.Record{Topic: topic, Partition: 0, ManualPartition: true,
+			Value: []byte(fmt.Sprintf("old-%d", round)), Timestamp: time.Now().Add(-25 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("old-%d", round))
+		if n := expire(); n != 1 {
+			t.Fatalf("round %d: expired %d producers, want 1", round, n)
+		}
+		// Records 0 and 1 make a batch above max.message.bytes; record 2
+		// goes in the next batch.
+		for i, size := range []int{2100, 2100, 1500} {
+			name := fmt.Sprintf("r%d-%d", round, i)
+			want = append(want, name)
+			p.ProduceAsync(client.Record{Topic: topic, Partition: 0, ManualPartition: true, Value: []byte(name + "/" + strings.Repeat("v", size))},
+				func(_ client.Result, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						t.Errorf("%s: %v", name, err)
+					}
+					callbacks = append(callbacks, name)
+				})
+		}
+		if err := p.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logged []string
+	for _, v := range c.Values(1, topic, 0) {
+		logged = append(logged, strings.SplitN(v, "/", 2)[0])
+	}
+	if !slices.Equal(logged, want) {
+		t.Fatalf("the log holds %v, want %v", logged, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var wantCallbacks []string
+	for _, w := range want {
+		if !strings.HasPrefix(w, "old-") {
+			wantCallbacks = append(wantCallbacks, w)
+		}
+	}
+	if !slices.Equal(callbacks, wantCallbacks) {
+		t.Fatalf("callbacks ran in the order %v, want %v", callbacks, wantCallbacks)
 	}
 }

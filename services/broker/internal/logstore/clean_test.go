@@ -431,9 +431,21 @@ func TestCleanIdempotentProducerKeepsLastBatch(t *testing.T) {
 	if !found {
 		t.Fatal("the last batch of producer 9 was removed")
 	}
-	// Its retry is still recognised after a restart.
-	l.Close()
-	l = openLog(t, mem, compactConfig(), clk)
+	// Its retry is still recognised after a clean restart (reopened as
+	// the log manager reopens a log it closed cleanly), and its next batch
+	// follows on.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLogOpts(t, Options{FS: mem, Dir: testDir, Config: compactConfig(), Now: clk.Now, CleanShutdown: true, RecoveryPoint: leo})
+	if l.LogEndOffset() != leo {
+		t.Fatalf("reopened with LEO %d, want %d", l.LogEndOffset(), leo)
+	}
+	var retry recordbatch.Builder
+	retry.Append(recordbatch.Record{Timestamp: clk.Now().UnixMilli(), Key: []byte("p"), Value: val("v29")})
+	if info, err := l.AppendAsLeader(bytes.Clone(retry.Build(9, 0, 29)), 0); err != nil || !info.Duplicate {
+		t.Fatalf("a retry of producer 9's last batch after the restart: %+v, %v; want a duplicate", info, err)
+	}
 	var b recordbatch.Builder
 	b.Append(recordbatch.Record{Timestamp: clk.Now().UnixMilli(), Key: []byte("p"), Value: val("next")})
 	if _, err := l.AppendAsLeader(bytes.Clone(b.Build(9, 0, 30)), 0); err != nil {

@@ -108,8 +108,18 @@ func (t *producerTxn) check(b recordbatch.Batch) (*producerBatch, error) {
 	pid, epoch, seq := b.ProducerID(), b.ProducerEpoch(), b.BaseSequence()
 	e := t.get(pid)
 	if e == nil {
-		// Unknown producer: its state may have been removed with old segments
-		// or expired, so any sequence is accepted, as Kafka does.
+		// An unknown producer: new, or its state expired
+		// (producer.id.expiration.ms) or was truncated away; retention
+		// keeps it. Its first batch must start at sequence 0. Kafka
+		// since KIP-360 accepts any sequence here, and so did tidemark:
+		// a pipelined batch then landed before an earlier one of the
+		// same producer that had been refused (too large, before this
+		// check) or had not arrived, and a retry of it could be written
+		// twice. UNKNOWN_PRODUCER_ID (as Kafka answered before KIP-360)
+		// makes the client bump its epoch and send again in order.
+		if seq != 0 {
+			return nil, kerr.New(kerr.UnknownProducerID, "producer %d is not known here (new, or its state expired after producer.id.expiration.ms); its first batch must start at sequence 0, got %d", pid, seq)
+		}
 		return nil, nil
 	}
 	switch {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
 )
 
 func idem(pid int64, epoch int16, seq int32, records int) batchSpec {
@@ -61,8 +62,9 @@ func TestIdempotentSequenceAndEpochRules(t *testing.T) {
 		{"next in sequence", idem(5, 3, 3, 2), kerr.None},
 		{"new epoch at 0", idem(5, 4, 0, 1), kerr.None},
 		{"old epoch after the bump", idem(5, 3, 5, 1), kerr.InvalidProducerEpoch},
-		{"unknown producer, any sequence", idem(6, 0, 77, 1), kerr.None},
-		{"then in sequence", idem(6, 0, 78, 1), kerr.None},
+		{"unknown producer, not at sequence 0", idem(6, 0, 77, 1), kerr.UnknownProducerID},
+		{"unknown producer at sequence 0", idem(6, 0, 0, 1), kerr.None},
+		{"then in sequence", idem(6, 0, 1, 1), kerr.None},
 		{"non-idempotent batch", plain(1, 1, 1), kerr.None},
 	}
 	for _, s := range steps {
@@ -79,8 +81,14 @@ func TestIdempotentSequenceAndEpochRules(t *testing.T) {
 
 func TestIdempotentSequenceWraps(t *testing.T) {
 	l := openLog(t, newMem(t), smallConfig(), newClock())
-	appendLeader(t, l, idem(9, 0, math.MaxInt32-2, 2), 0) // MaxInt32-2, MaxInt32-1
-	appendLeader(t, l, idem(9, 0, math.MaxInt32, 3), 0)   // MaxInt32, 0, 1
+	// The producer's earlier batches came in as a follower's (a leader
+	// accepts only sequence 0 from a producer it does not know).
+	first := recordbatch.Batch(idem(9, 0, math.MaxInt32-2, 2).build()) // MaxInt32-2, MaxInt32-1
+	first.SetPartitionLeaderEpoch(0)
+	if _, err := l.AppendAsFollower(first); err != nil {
+		t.Fatal(err)
+	}
+	appendLeader(t, l, idem(9, 0, math.MaxInt32, 3), 0) // MaxInt32, 0, 1
 	appendLeader(t, l, idem(9, 0, 2, 1), 0)
 	info, err := l.AppendAsLeader(idem(9, 0, math.MaxInt32, 3).build(), 0)
 	if err != nil || !info.Duplicate || info.FirstOffset != 2 {
@@ -190,11 +198,15 @@ func TestProducerExpiry(t *testing.T) {
 	if n := l.ExpireProducers(); n != 1 {
 		t.Fatalf("expired %d", n)
 	}
-	// Producer 1 is unknown now, so any sequence goes; producer 2 is still checked.
-	if _, err := l.AppendAsLeader(idem(1, 0, 50, 1).build(), 0); err != nil {
+	// Producer 1 is unknown now: it must start again at sequence 0 (its
+	// client bumps its epoch on UNKNOWN_PRODUCER_ID); producer 2 is still
+	// checked against its last batch.
+	_, err := l.AppendAsLeader(idem(1, 0, 50, 1).build(), 0)
+	wantCode(t, err, kerr.UnknownProducerID)
+	if _, err := l.AppendAsLeader(idem(1, 1, 0, 1).build(), 0); err != nil {
 		t.Fatal(err)
 	}
-	_, err := l.AppendAsLeader(idem(2, 0, 50, 1).build(), 0)
+	_, err = l.AppendAsLeader(idem(2, 0, 50, 1).build(), 0)
 	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
 }
 

@@ -58,7 +58,11 @@ func (p *partition) checkProducer(b recordbatch.Batch) (*seqBatch, error) {
 	}
 	st, ok := p.producers[b.ProducerID()]
 	if !ok {
-		return nil, nil // unknown producer: any sequence goes, as on a broker
+		// An unknown producer starts at sequence 0, as on a broker.
+		if b.BaseSequence() != 0 {
+			return nil, kerr.New(kerr.UnknownProducerID, "producer %d is not known; its first batch must start at sequence 0, got %d", b.ProducerID(), b.BaseSequence())
+		}
+		return nil, nil
 	}
 	epoch, seq := b.ProducerEpoch(), b.BaseSequence()
 	switch {
