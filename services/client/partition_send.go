@@ -123,7 +123,7 @@ func (pp *partitionProducer) leaderLink(ctx context.Context) (*produceLink, erro
 	if err != nil {
 		return nil, err
 	}
-	return c.produce.get(r.addr)
+	return c.produce.get(ctx, r.addr)
 }
 
 // record files the outcome of one request and pokes the partition.

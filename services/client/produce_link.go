@@ -25,38 +25,71 @@ type produceLinks struct {
 	c *Client
 
 	mu     sync.Mutex
-	links  map[string]*produceLink
+	links  map[string]*linkSlot
 	closed bool
 }
 
+// linkSlot is one address's stream. Its own lock is held while a stream to
+// it opens, so an address whose connection is still being made (gRPC waits
+// for it) holds up only the partitions led there: under the shared lock,
+// one unreachable broker stalled every partition's writes for up to the
+// connect timeout.
+type linkSlot struct {
+	mu   sync.Mutex
+	link *produceLink
+}
+
 func newProduceLinks(c *Client) *produceLinks {
-	return &produceLinks{c: c, links: map[string]*produceLink{}}
+	return &produceLinks{c: c, links: map[string]*linkSlot{}}
 }
 
 // get returns the open stream to addr, opening one when there is none or
-// the last one broke.
-func (ls *produceLinks) get(addr string) (*produceLink, error) {
+// the last one broke. Opening waits at most until ctx (the request's) ends;
+// the stream then outlives it.
+func (ls *produceLinks) get(ctx context.Context, addr string) (*produceLink, error) {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	if ls.closed {
+		ls.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if l := ls.links[addr]; l != nil && !l.isBroken() {
+	slot := ls.links[addr]
+	if slot == nil {
+		slot = &linkSlot{}
+		ls.links[addr] = slot
+	}
+	ls.mu.Unlock()
+
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if l := slot.link; l != nil && !l.isBroken() {
 		return l, nil
 	}
 	cc, err := ls.c.pool.get(addr)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := brokerv1.NewBrokerServiceClient(cc).ProduceStream(ctx)
+	streamCtx, cancel := context.WithCancel(context.Background())
+	stopWatch := context.AfterFunc(ctx, cancel)
+	st, err := brokerv1.NewBrokerServiceClient(cc).ProduceStream(streamCtx)
+	if !stopWatch() {
+		// ctx ended while the stream opened: it was cancelled with it.
+		cancel()
+		return nil, context.Cause(ctx)
+	}
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	l := &produceLink{stream: st, cancel: cancel, pending: map[uint64]*pendingProduce{}, tracer: ls.c.opts.TracerProvider}
 	l.lastRecv.Store(time.Now().UnixNano())
-	ls.links[addr] = l
+	ls.mu.Lock()
+	closed := ls.closed
+	ls.mu.Unlock()
+	if closed {
+		l.fail(ErrClosed)
+		return nil, ErrClosed
+	}
+	slot.link = l
 	go l.receive()
 	return l, nil
 }
@@ -65,11 +98,15 @@ func (ls *produceLinks) get(addr string) (*produceLink, error) {
 func (ls *produceLinks) close() {
 	ls.mu.Lock()
 	ls.closed = true
-	links := ls.links
+	slots := ls.links
 	ls.links = nil
 	ls.mu.Unlock()
-	for _, l := range links {
-		l.fail(ErrClosed)
+	for _, s := range slots {
+		s.mu.Lock()
+		if s.link != nil {
+			s.link.fail(ErrClosed)
+		}
+		s.mu.Unlock()
 	}
 }
 

@@ -2,10 +2,13 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/broker"
+	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 )
@@ -258,4 +262,83 @@ func TestProduceStreamKeepsFewWorkersAfterABurst(t *testing.T) {
 	c.WaitFor(10*time.Second, "the stream's workers gone", func() bool {
 		return runtime.NumGoroutine() <= before
 	})
+}
+
+// A broker whose connection is being made again and does not answer (a
+// dial that hangs, as to a host gone without a reset) holds up only the
+// partitions it leads: writes to the other brokers go on. Before, the
+// client opened every produce stream under one lock, so a write to a
+// healthy broker waited for the unreachable one's connection attempt.
+func TestAnUnreachableBrokerDoesNotHoldUpWritesToTheOthers(t *testing.T) {
+	c := Start(t, Options{Brokers: 2})
+	const topic = "two-leaders"
+	c.CreateTopic(topic, 4, 1, nil)
+	var mu sync.Mutex
+	var hangAddr string
+	conns := map[string][]net.Conn{}
+	dialing := make(chan struct{}, 1)
+	release := make(chan struct{})
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		mu.Lock()
+		hang := addr == hangAddr
+		mu.Unlock()
+		if hang {
+			select {
+			case dialing <- struct{}{}:
+			default:
+			}
+			<-release // ignores ctx: a connect that never completes
+			return nil, errors.New("unreachable")
+		}
+		cn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			mu.Lock()
+			conns[addr] = append(conns[addr], cn)
+			mu.Unlock()
+		}
+		return cn, err
+	}
+	p, err := client.NewProducer(c.ClientWith(client.Options{Dialer: dial}), client.ProducerOptions{Acks: client.AcksAll, Linger: -1,
+		DeliveryTimeout: 30 * time.Second, RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// The write to broker 1 is still waiting: give it up.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = p.Close(ctx)
+	}()
+	defer close(release) // before the Close above
+	onBroker := map[int32]int32{}
+	for part := range int32(4) {
+		onBroker[c.Partition(topic, part).GetLeader()] = part
+	}
+	cut, healthy := onBroker[1], onBroker[2]
+	if len(onBroker) != 2 {
+		t.Fatalf("leaders of %s: %v, want both brokers", topic, onBroker)
+	}
+	for _, part := range []int32{cut, healthy} {
+		if _, err := p.Produce(context.Background(), client.Record{Topic: topic, Partition: part, ManualPartition: true, Value: []byte("warm")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Broker 1's connection breaks and cannot be made again.
+	mu.Lock()
+	hangAddr = c.BrokerConfig(1).Listen
+	for _, cn := range conns[hangAddr] {
+		cn.Close()
+	}
+	mu.Unlock()
+	p.ProduceAsync(client.Record{Topic: topic, Partition: cut, ManualPartition: true, Value: []byte("to-the-cut-broker")}, nil)
+	select {
+	case <-dialing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client never tried to connect to broker 1 again")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.Produce(ctx, client.Record{Topic: topic, Partition: healthy, ManualPartition: true, Value: []byte("to-the-healthy-broker")}); err != nil {
+		t.Fatalf("a write to healthy broker 2 while broker 1's connection hangs: %v", err)
+	}
 }
