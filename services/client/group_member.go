@@ -149,9 +149,13 @@ func (m *membership) publish() {
 }
 
 // wait waits until Poll has carried out ev, heartbeating meanwhile so the
-// session stays alive, for at most the rebalance timeout (a user that does
-// not poll loses its place, as with Kafka's max.poll.interval.ms).
-func (m *membership) wait(ctx context.Context, ev *rebalanceEvent) {
+// session stays alive, for at most the rebalance timeout. A user that has
+// not called Poll for max.poll.interval.ms by then loses its place at once
+// (errPollTimeout), as Kafka's consumer leaves at that interval: rejoining
+// instead cost the group two more rebalances, and the revocation still
+// queued for Poll committed, under the new generation, positions of
+// partitions another member owned by then.
+func (m *membership) wait(ctx context.Context, ev *rebalanceEvent) error {
 	o := m.gc.opts
 	limit := time.NewTimer(o.RebalanceTimeout)
 	defer limit.Stop()
@@ -160,12 +164,15 @@ func (m *membership) wait(ctx context.Context, ev *rebalanceEvent) {
 	for {
 		select {
 		case <-ev.done:
-			return
+			return nil
 		case <-ctx.Done():
-			return
+			return nil
 		case <-limit.C:
+			if m.gc.pollExpired() {
+				return errPollTimeout
+			}
 			m.gc.c.log.Warn("rebalance callbacks not run within the rebalance timeout (is Poll being called?)", "group", o.GroupID)
-			return
+			return nil
 		case <-tick.C:
 			if m.generation >= 0 {
 				_ = m.heartbeatOnce(ctx)
@@ -182,7 +189,9 @@ func (m *membership) joinAndSync(ctx context.Context) error {
 		// Eager: give everything up (committing it) before joining.
 		ev := gc.post(&rebalanceEvent{revoke: m.owned})
 		m.owned = nil
-		m.wait(ctx, ev)
+		if err := m.wait(ctx, ev); err != nil {
+			return err
+		}
 	}
 	var join *groupv1.JoinGroupResponse
 	for {
@@ -269,7 +278,9 @@ func (m *membership) joinAndSync(ctx context.Context) error {
 	if len(revoked) > 0 {
 		// KIP-429: once the revoked partitions are committed and let go,
 		// rejoin so that the next generation hands them to their new owner.
-		m.wait(ctx, ev)
+		if err := m.wait(ctx, ev); err != nil {
+			return err
+		}
 		return errRejoin
 	}
 	return nil

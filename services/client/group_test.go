@@ -392,3 +392,33 @@ func TestGroupConsumerRebalancesWhenPartitionsAreAdded(t *testing.T) {
 		t.Fatalf("generation %d, was %d", m.gc.Generation(), gen)
 	}
 }
+
+// A member whose user stopped calling Poll, caught by a rebalance that
+// takes partitions from it, leaves the group once max.poll.interval.ms
+// (the rebalance timeout) has passed: the other member gets everything in
+// the rebalance the leave starts. Before, it joined the next generation
+// anyway and left only a heartbeat later, two rebalances instead of one.
+func TestGroupConsumerThatStoppedPollingLeavesInsteadOfRejoining(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 4)
+	appendEach(fc, 4, 3)
+	c := newClient(t, fc)
+	o := groupOptions("g")
+	o.Assignors = []assign.Assignor{assign.CooperativeSticky{}}
+	m1 := startPolling(t, c, o)
+	eventually(t, "the first member to own everything", func() bool { return len(m1.gc.Assignment()) == 4 })
+	_, gen, _ := fc.GroupState("g")
+	m1.halt() // its user stops calling Poll
+	m2 := startPolling(t, c, o)
+	eventually(t, "the second member to own everything", func() bool { return len(m2.gc.Assignment()) == 4 })
+	state, final, members := fc.GroupState("g")
+	// gen+1: both members, two partitions taken from the first; gen+2:
+	// the first member left.
+	if members != 1 || final != gen+2 || state != "Stable" {
+		t.Fatalf("group %s at generation %d with %d members; want Stable at generation %d (one rebalance for the join, one for the leave) with 1",
+			state, final, members, gen+2)
+	}
+	if n := fc.Calls("LeaveGroup"); n != 1 {
+		t.Fatalf("%d LeaveGroup calls, want 1", n)
+	}
+}
