@@ -164,7 +164,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 				return info, flushTo, fmt.Errorf("%w: batch %d starts at offset %d, expected at least %d (an overlap); log end offset is %d",
 					ErrNonContiguous, i, b.BaseOffset(), next, leo)
 			}
-			if b.BaseOffset() > next && !l.gapsAllowed.Load() {
+			if b.BaseOffset() > next && !l.gapsMarked.Load() {
 				if err := l.allowGapsLocked(); err != nil {
 					return info, flushTo, err
 				}
@@ -256,6 +256,28 @@ func (l *Log) flushInBackgroundLocked(offset int64) {
 		defer l.bg.Done()
 		if err := l.flushUpTo(offset); err != nil && !errors.Is(err, ErrClosed) {
 			l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
+		}
+	}()
+}
+
+// flushAndCheckpointInBackgroundLocked is flushInBackgroundLocked followed
+// by a checkpoint of the recovery points (PersistRecoveryPoints), for a
+// roll whose snapshot must be trusted by the next load before the
+// periodic checkpoint.
+func (l *Log) flushAndCheckpointInBackgroundLocked(offset int64) {
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		if err := l.flushUpTo(offset); err != nil {
+			if !errors.Is(err, ErrClosed) {
+				l.logger.Error("flushing a rolled segment failed", "offset", offset, "err", err)
+			}
+			return
+		}
+		if l.persistRPs != nil {
+			if err := l.persistRPs(); err != nil && !errors.Is(err, ErrClosed) {
+				l.logger.Warn("checkpointing the recovery points after retention emptied the log failed", "err", err)
+			}
 		}
 	}()
 }

@@ -200,6 +200,7 @@ func (l *Log) clean(opts CleanOptions) (CleanResult, error) {
 			return CleanResult{}, err
 		}
 		l.gapsAllowed.Store(true)
+		l.gapsMarked.Store(true)
 	}
 	c := l.cleanabilityLocked(opts.UpperBound)
 	res := CleanResult{FirstDirty: c.FirstDirty, MapEnd: c.FirstDirty, DirtyRatio: c.Ratio}

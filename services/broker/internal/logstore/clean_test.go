@@ -737,3 +737,62 @@ func TestCleanTombstoneInUntouchedSegment(t *testing.T) {
 		}
 	}
 }
+
+// A follower of a compacted topic copies its cleaned leader's log, gaps and
+// all, and its own cleaner has not run yet. After a restart, killed or
+// clean, the log is whole: loading does not know the topic's config (the
+// broker opens logs with the defaults and configures them after), so the
+// follower marks its log as one that may hold gaps when it stores the first
+// gap. Before, it did so only when its config was not compacted, and
+// loading cut the log at its first gap, to nothing here.
+func TestAFollowersCompactedCopyKeepsItsGapsThroughARestart(t *testing.T) {
+	for _, clean := range []bool{false, true} {
+		t.Run(map[bool]string{false: "killed", true: "clean"}[clean], func(t *testing.T) {
+			mem, clk := newMem(t), newClock()
+			hw := &hwTable{m: map[TopicPartition]int64{}}
+			m, err := OpenManager(ManagerOptions{FS: mem, Dir: "/data", HighWatermark: hw.get, NoBackground: true, Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaderTP, followerTP := TopicPartition{"ledger", 0}, TopicPartition{"ledger", 1}
+			leader, _ := m.GetOrCreate(leaderTP, compactConfig())
+			leo := writeKeys(t, leader, clk, 400, "a", "b", "c")
+			mustClean(t, leader, leo)
+			want := readRecords(t, leader)
+			fcfg := compactConfig()
+			fcfg.IndexIntervalBytes = 4096 // no index entry in a segment's last 4 KiB
+			follower, _ := m.GetOrCreate(followerTP, fcfg)
+			for next := int64(0); next < leo; {
+				res, err := leader.Read(next, 700, leo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := follower.AppendAsFollower(bytes.Clone(res.Records)); err != nil {
+					t.Fatal(err)
+				}
+				next = res.NextOffset
+			}
+			flush(t, follower)
+			if err := m.CheckpointRecoveryPoints(); err != nil {
+				t.Fatal(err)
+			}
+			if clean {
+				if err := m.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				m.Abandon()
+			}
+			m2, err := OpenManager(ManagerOptions{FS: mem, Dir: "/data", NoBackground: true, Now: clk.Now}) // no ConfigFor, as the broker
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m2.Close()
+			f2, _ := m2.Log(followerTP)
+			if got := readRecords(t, f2); f2.LogEndOffset() != leo || len(got) != len(want) {
+				t.Fatalf("after the restart the follower's log went from LEO %d (%d records) to LEO %d (%d records)",
+					leo, len(want), f2.LogEndOffset(), len(got))
+			}
+		})
+	}
+}

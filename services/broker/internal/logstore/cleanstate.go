@@ -91,6 +91,7 @@ func (l *Log) allowGapsLocked() error {
 		}
 	}
 	l.gapsAllowed.Store(true)
+	l.gapsMarked.Store(true)
 	return nil
 }
 

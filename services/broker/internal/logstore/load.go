@@ -42,7 +42,10 @@ func Open(opts Options) (*Log, error) {
 	l.truncatedTo.Store(math.MaxInt64)
 	l.unsyncedSnapshot.Store(-1)
 	l.spareFailedAt.Store(-1)
-	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil || cfg.Compacted() {
+	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil {
+		l.gapsAllowed.Store(true)
+		l.gapsMarked.Store(true)
+	} else if cfg.Compacted() {
 		l.gapsAllowed.Store(true)
 	}
 	l.gapsTrustedTo = math.MaxInt64

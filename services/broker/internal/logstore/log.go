@@ -111,6 +111,11 @@ type Log struct {
 	// data (a cleaner checkpoint exists); otherwise a gap found by recovery
 	// is damage and ends the log there.
 	gapsAllowed atomic.Bool
+	// gapsMarked: the cleaner checkpoint, which tells loading that this
+	// log may hold gaps, is on disk. A gap appended without it (a
+	// follower copying its cleaned leader) writes it first: loading does
+	// not know the topic's config, and cut such a log at its first gap.
+	gapsMarked atomic.Bool
 	// gapsTrustedTo: while loading, gaps are accepted only at offsets up to
 	// this (see gapOK).
 	gapsTrustedTo int64

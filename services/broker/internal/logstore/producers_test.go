@@ -300,3 +300,56 @@ func TestRetentionEmptyingALogKeepsItsProducersThroughACrash(t *testing.T) {
 		t.Fatalf("after the crash (recovery point %d, LEO %d) the retry was written again at %d", rp, leo, info.FirstOffset)
 	}
 }
+
+// The same through the broker's Manager, whose recovery point checkpoint
+// is what a restart reads: retention empties a quiet log between two
+// periodic checkpoints, and the process dies before the next. Retention
+// checkpoints the recovery point itself once the new segment is flushed;
+// before, loading skipped the only snapshot left (above the checkpointed
+// recovery point) and the retry was written twice.
+func TestRetentionEmptyingALogCheckpointsItsRecoveryPoint(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	fsys := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	open := func() *Manager {
+		m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: hw.get, NoBackground: true,
+			Now: clk.Now, ConfigFor: func(string) Config { return cfg }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := open()
+	l, err := m.GetOrCreate(tpA, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	for i := range 30 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	l.bg.Wait()
+	if err := m.CheckpointRecoveryPoints(); err != nil { // the periodic checkpoint
+		t.Fatal(err)
+	}
+	leo := l.LogEndOffset()
+	hw.set(tpA, leo)
+	m.RunRetention()
+	l.bg.Wait()
+	if l.LogStartOffset() != leo {
+		t.Fatalf("setup: log start %d, LEO %d", l.LogStartOffset(), leo)
+	}
+	m.Abandon()
+	m2 := open()
+	defer m2.Close()
+	l2, _ := m2.Log(tpA)
+	info, err := l2.AppendAsLeader(idem(7, 0, 0, 2).build(), 0)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !info.Duplicate {
+		t.Fatalf("the producer was forgotten across the crash: its retry was written again at %d (LEO %d -> %d)", info.FirstOffset, leo, l2.LogEndOffset())
+	}
+}

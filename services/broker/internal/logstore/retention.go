@@ -64,11 +64,13 @@ func (l *Log) deleteOldSegments(hw int64) (int, error) {
 		if err := l.rollLocked(leo, true); err != nil {
 			return 0, err
 		}
-		// As after a roll on append: the recovery point follows to the
-		// new segment, whose snapshot is the only one left (the old ones
-		// go with the log start). Left behind, a crash would recover from
-		// below every snapshot and forget the producers.
-		l.flushInBackgroundLocked(leo)
+		// The recovery point follows to the new segment, whose snapshot
+		// is the only one left (the old ones go with the log start), and
+		// is checkpointed at once: loading trusts only snapshots at or
+		// below the checkpointed recovery point, so a crash before the
+		// periodic checkpoint recovered from below every snapshot and
+		// forgot the producers retention keeps.
+		l.flushAndCheckpointInBackgroundLocked(leo)
 	}
 	return n, l.deleteLeadingLocked(n)
 }
