@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -17,10 +18,12 @@ import (
 // 0 tells the client to send full requests.
 //
 // Long poll: a first pass reads every partition without waiting; if it
-// found fewer than min_bytes and max_wait allows, every partition that
-// answered without error parks (the fetch purgatory, one goroutine each)
-// until one of them has data or max_wait ends, and a second pass builds the
-// answer.
+// found fewer than min_bytes and max_wait allows, each distinct partition
+// that answered without error parks (the fetch purgatory, one goroutine
+// per partition) until min_bytes have arrived across them, one of them
+// has news (an error, a divergence, a preferred replica) or max_wait ends,
+// and a second pass builds the answer. Only the two passes count against
+// the consumer's byte-rate quota.
 func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -29,16 +32,31 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 		return resp
 	}
 	maxWait := time.Duration(min(max(req.MaxWaitMillis, 0), 60000)) * time.Millisecond // the gRPC fetch's bound
+	minBytes := max(int(req.MinBytes), 1)
 	total := s.fetchPass(ctx, req, resp)
-	if total >= max(int(req.MinBytes), 1) || maxWait <= 0 || ctx.Err() != nil {
+	if total >= minBytes || maxWait <= 0 || ctx.Err() != nil || hasNews(resp) {
 		return resp
 	}
-	if !s.waitForData(ctx, req, resp, maxWait) {
+	if !s.waitForBytes(ctx, req, resp, minBytes-total, maxWait) {
 		return resp
 	}
 	resp.Topics = nil
 	s.fetchPass(ctx, req, resp)
 	return resp
+}
+
+// hasNews reports whether a first pass found something the consumer must
+// hear at once, as Kafka answers without waiting then: an error, a log that
+// diverged from what it read, a replica to read from instead.
+func hasNews(resp *kmsg.FetchResponse) bool {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 || p.DivergingEpoch.EndOffset >= 0 || p.PreferredReadReplica >= 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fetchRequest is the gRPC Fetch a Kafka partition fetch stands for.
@@ -109,38 +127,77 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 	return total
 }
 
-// waitForData parks every partition that answered cleanly until one has
-// records or maxWait ends. It reports whether the answer should be read
-// again.
-func (s *Server) waitForData(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxWait time.Duration) bool {
+// waitForBytes parks each distinct partition that answered cleanly in the
+// first pass, from the offset that pass asked for, until need more bytes
+// have arrived across them (each counted up to its partition's max bytes),
+// one of them has news, or maxWait ends. It reports whether the answer
+// should be read again. A partition named many times parks once: one
+// goroutine each for 20,000 copies of one partition took 150 MiB of
+// stacks.
+func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, need int, maxWait time.Duration) bool {
 	wctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
-	woke := make(chan struct{}, 1)
-	var wg sync.WaitGroup
+	type parked struct {
+		tp     replica.TP
+		offset int64
+		max    int
+		epoch  int32
+	}
+	seen := map[replica.TP]bool{}
+	var parts []parked
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
-			if resp.Topics[i].Partitions[j].ErrorCode != 0 || resp.Topics[i].Partitions[j].PreferredReadReplica >= 0 {
+			rp := resp.Topics[i].Partitions[j]
+			tp := replica.TP{Topic: t.Topic, Partition: p.Partition}
+			if rp.ErrorCode != 0 || rp.PreferredReadReplica >= 0 || seen[tp] {
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gresp, err := s.opts.Broker.FetchAtEpoch(wctx, fetchRequest(req, t.Topic, p, 1, maxWait), p.CurrentLeaderEpoch)
-				if err != nil || len(gresp.GetRecordBatches()) > 0 || gresp.GetPreferredReadReplica() >= 0 || gresp.GetDivergingEpoch() != nil {
+			seen[tp] = true
+			parts = append(parts, parked{tp: tp, offset: p.FetchOffset, max: int(max(p.PartitionMaxBytes, 1)), epoch: p.CurrentLeaderEpoch})
+		}
+	}
+	arrived := make(chan int, len(parts))
+	news := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			offset, counted := p.offset, 0
+			for counted < p.max && wctx.Err() == nil {
+				res, err := s.opts.Broker.RM.Fetch(wctx, replica.ConsumerFetch{TP: p.tp, Offset: offset, MaxBytes: p.max - counted,
+					MinBytes: 1, MaxWait: maxWait, Rack: req.Rack, CurrentLeaderEpoch: p.epoch})
+				if err != nil || res.PreferredReadReplica >= 0 || res.Diverging != nil {
+					res.Release()
 					select {
-					case woke <- struct{}{}:
+					case news <- struct{}{}:
 					default:
 					}
+					return
 				}
-			}()
-		}
+				n := min(len(res.Records), p.max-counted)
+				offset = max(offset, res.NextOffset)
+				res.Release()
+				if n == 0 {
+					continue // woken by a HW move that brought nothing readable
+				}
+				counted += n
+				arrived <- n
+			}
+		}()
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-woke:
-	case <-done:
-	case <-wctx.Done():
+	for got := 0; got < need; {
+		select {
+		case n := <-arrived:
+			got += n
+			continue
+		case <-news:
+		case <-done:
+		case <-wctx.Done():
+		}
+		break
 	}
 	cancel()
 	<-done
