@@ -81,7 +81,7 @@ func (b *Broker) Admit(wire []byte, msg any) error {
 	}
 	maxRecords := int64(b.RM.BrokerConfig().ProduceMaxRecordsPerRequest)
 	if !structured {
-		return b.checkBatchClaims(batch)
+		return b.CheckBatchClaims(batch)
 	}
 	if records > maxRecords {
 		return kerr.BadField(kerr.RecordListTooLarge, "records",
@@ -100,9 +100,10 @@ func (b *Broker) Admit(wire []byte, msg any) error {
 	return nil
 }
 
-// checkBatchClaims refuses a record batch whose headers claim more records
-// than produce.max.records.per.request.
-func (b *Broker) checkBatchClaims(batch []byte) error {
+// CheckBatchClaims refuses a record batch whose headers claim more records
+// than produce.max.records.per.request: every produce door asks it (the
+// unary call through Admit, the stream, the Kafka listener per partition).
+func (b *Broker) CheckBatchClaims(batch []byte) error {
 	maxRecords := int64(b.RM.BrokerConfig().ProduceMaxRecordsPerRequest)
 	if n := recordbatch.ClaimedRecords(batch); n > maxRecords {
 		return kerr.BadField(kerr.RecordListTooLarge, "record_batch",

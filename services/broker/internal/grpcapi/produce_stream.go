@@ -190,7 +190,7 @@ func (b *Broker) produceOnStream(ctx context.Context, m *brokerv1.ProduceStreamR
 			return out
 		}
 	}
-	if err := b.checkBatchClaims(req.GetRecordBatch()); err != nil {
+	if err := b.CheckBatchClaims(req.GetRecordBatch()); err != nil {
 		out.Error = errorDetail(err)
 		return out
 	}

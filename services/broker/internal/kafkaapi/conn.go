@@ -55,6 +55,11 @@ type reqCtx struct {
 	// this one start; turn is this request's own, released by release.
 	after, turn chan struct{}
 	once        sync.Once
+	// closeConn, set by the handler, closes the connection once its
+	// answer (if any) is written: what Kafka does where the client must
+	// learn something an answer cannot tell it (an acks=0 write that
+	// failed; a broker that cannot describe the cluster).
+	closeConn atomic.Bool
 }
 
 // release lets the connection's next request start. A produce releases
@@ -222,6 +227,12 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	ctx = peer.NewContext(ctx, &peer.Peer{Addr: c.nc.RemoteAddr()})
 	ctx = context.WithValue(ctx, clientIDKey{}, rc.header.ClientID)
 	resp := c.s.table[rc.header.Key].handle(ctx, rc, req)
+	if rc.closeConn.Load() {
+		c.s.metrics.closed.WithLabelValues("handler").Inc()
+		p.frame = nil
+		c.close()
+		return
+	}
 	if resp == nil {
 		return
 	}

@@ -66,7 +66,7 @@ func topicUUID(id string) [16]byte {
 // Kafka listener address and topic ids from the metadata cache. The
 // controller Kafka clients are told of is this broker: it forwards the
 // controller's requests (admin.go).
-func (s *Server) handleMetadata(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	meta := s.opts.RM.Meta()
@@ -104,6 +104,15 @@ func (s *Server) handleMetadata(ctx context.Context, _ *reqCtx, kreq kmsg.Reques
 		return resp
 	}
 	gresp, err := s.opts.Broker.Metadata(ctx, greq)
+	if err != nil && all {
+		// No topic to carry the error (no metadata yet, or this broker is
+		// fenced): an answer with none would tell the client every topic
+		// is gone. Closing makes it ask another broker, as Kafka's clients
+		// do on a lost connection.
+		s.log.Debug("closing a connection: cannot describe all topics", "err", err)
+		rc.closeConn.Store(true)
+		return nil
+	}
 	if err != nil { // no metadata yet: every topic retriable
 		for _, t := range greq.Topics {
 			name := t

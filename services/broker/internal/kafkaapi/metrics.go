@@ -9,7 +9,7 @@ import (
 // metrics count what the listener sees, by Kafka API name.
 type metrics struct {
 	requests *prometheus.CounterVec // api
-	closed   *prometheus.CounterVec // reason: protocol, idle, refused
+	closed   *prometheus.CounterVec // reason: protocol, idle, refused, handler
 	open     prometheus.Gauge
 }
 
@@ -21,7 +21,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tidemark_kafka_connections_closed_total",
-			Help: "Kafka connections the broker closed: protocol (a frame Kafka closes for), idle (connections.max.idle), refused (max.connections.per.ip).",
+			Help: "Kafka connections the broker closed: protocol (a frame Kafka closes for), idle (connections.max.idle), refused (max.connections.per.ip), handler (an answer that could not tell the client: a failed acks=0 write, no metadata to describe all topics).",
 		}, []string{"reason"}),
 		open: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tidemark_kafka_connections",

@@ -64,6 +64,19 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 	}
 	wg.Wait()
 	if req.Acks == 0 {
+		// No answer to carry an error: as Kafka, close the connection so
+		// the producer refreshes its metadata (a write to a broker that no
+		// longer leads the partition was lost silently until then).
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					s.log.Debug("closing the connection of an acks=0 producer whose write failed", "topic", t.Topic,
+						"partition", p.Partition, "error", kerr.Code(p.ErrorCode).String())
+					rc.closeConn.Store(true)
+					return nil
+				}
+			}
+		}
 		return nil
 	}
 	resp.ThrottleMillis = throttle
@@ -82,6 +95,9 @@ func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 	greq := &brokerv1.ProduceRequest{Topic: topic, Partition: p.Partition, Acks: int32(req.Acks), TimeoutMs: timeout,
 		Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: p.Records}}
 	if err := s.authorize(ctx, brokerv1.BrokerService_Produce_FullMethodName, greq); err != nil {
+		return fail(err)
+	}
+	if err := s.opts.Broker.CheckBatchClaims(p.Records); err != nil {
 		return fail(err)
 	}
 	gresp, err := s.opts.Broker.Produce(ctx, greq)
