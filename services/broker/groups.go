@@ -34,6 +34,13 @@ func (h groupHost) PartitionCount(topic string) int32 {
 	return int32(len(h.b.meta.TopicPartitions(topic)))
 }
 
+func (h groupHost) TopicID(topic string) (string, bool) {
+	if !h.b.meta.Initialised() {
+		return "", false
+	}
+	return h.b.meta.TopicID(topic), true
+}
+
 func (h groupHost) PartitionLeader(tp group.TP) (group.Node, bool) {
 	ps, ok := h.b.meta.Partition(metadata.TP{Topic: tp.Topic, Partition: tp.Partition})
 	if !ok || ps.GetLeader() < 0 {

@@ -800,3 +800,48 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 		t.Fatalf("the second member's join: %v, %v; want generation 2", j.r, j.err)
 	}
 }
+
+// A topic deleted and created again under its name starts with no
+// committed offsets, as in Kafka: a group's offset of the old topic would
+// have made its consumers skip the new topic's first records.
+func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	c.CreateTopic("recreated", 1, 3, nil)
+	commit := func(topic string, offset int64) {
+		t.Helper()
+		_, err := call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+			return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "reader", GenerationId: -1,
+				Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("recreated", 5)
+	commit("orders", 7) // a topic that does not exist: left alone
+	resp, err := c.Admin().DeleteTopics(context.Background(), &adminv1.DeleteTopicsRequest{Topics: []string{"recreated"}, TimeoutMs: 10000})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	c.CreateTopic("recreated", 1, 3, nil)
+	topics := func() map[string]int64 {
+		r, err := call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+			return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "reader"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, tp := range r.GetTopics() {
+			for _, p := range tp.GetPartitions() {
+				out[tp.GetName()] = p.GetCommittedOffset()
+			}
+		}
+		return out
+	}
+	c.WaitFor(10*time.Second, "the deleted topic's offset gone", func() bool { _, ok := topics()["recreated"]; return !ok })
+	if got := topics(); got["orders"] != 7 {
+		t.Fatalf("offsets %v: the offset of a topic that never existed went too", got)
+	}
+}

@@ -103,6 +103,11 @@ type shard struct {
 type committed struct {
 	OffsetValue
 	logOffset int64
+	// topicID is the id its topic had when it was committed (or when the
+	// sweep first saw it, for an offset loaded from the log); "" when
+	// unknown. A topic deleted, or deleted and created again, takes its
+	// offsets with it (dropOffsetsOfDeletedTopics).
+	topicID string
 }
 
 // New starts a coordinator.
@@ -142,6 +147,7 @@ func (c *Coordinator) Close() {
 func (c *Coordinator) run() {
 	t := time.NewTicker(c.tick)
 	defer t.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-c.stop:
@@ -150,6 +156,71 @@ func (c *Coordinator) run() {
 		}
 		c.reconcile()
 		c.expire()
+		if ticks++; ticks%sweepEvery == 0 {
+			c.dropOffsetsOfDeletedTopics()
+		}
+	}
+}
+
+// sweepEvery is how many ticks apart the offsets of deleted topics are
+// looked for (a second at the default tick).
+const sweepEvery = 20
+
+// dropOffsetsOfDeletedTopics removes, with tombstones, the offsets of
+// topics deleted since they were committed, as Kafka's coordinator does on
+// a topic's deletion: a topic created again under the same name starts at
+// auto.offset.reset, not at offsets of the records it no longer has. An
+// offset's topic id is compared with the metadata's; one of a topic that
+// did not exist when it was committed is left alone. The metadata is read
+// with no lock of the coordinator's held.
+func (c *Coordinator) dropOffsetsOfDeletedTopics() {
+	c.mu.Lock()
+	topics := map[string]string{}
+	for _, s := range c.shards {
+		for _, offs := range s.offsets {
+			for tp := range offs {
+				topics[tp.Topic] = ""
+			}
+		}
+	}
+	c.mu.Unlock()
+	for t := range topics {
+		id, ok := c.host.TopicID(t)
+		if !ok {
+			return // no metadata yet: nothing can be told
+		}
+		topics[t] = id
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.shards {
+		if s.loading {
+			continue
+		}
+		for group, offs := range s.offsets {
+			var b recordbatch.Builder
+			for tp, o := range offs {
+				id, seen := topics[tp.Topic]
+				switch {
+				case !seen || s.inflight[group][tp] > 0:
+				case o.topicID == "":
+					o.topicID = id
+					offs[tp] = o
+				case id != o.topicID:
+					c.log.Info("dropping the offset of a deleted topic", "group", group, "topic", tp.Topic, "partition", tp.Partition,
+						"offset", o.Offset, "topic_id", o.topicID, "now", id)
+					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(group, tp.Topic, tp.Partition)})
+					delete(offs, tp)
+				}
+			}
+			if b.Count() > 0 {
+				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
+			}
+			if len(offs) == 0 {
+				delete(s.offsets, group)
+			}
+		}
 	}
 }
 

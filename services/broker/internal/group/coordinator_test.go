@@ -31,6 +31,8 @@ type fakeHost struct {
 	// appendGate, when set, holds the next Append until it is closed (a
 	// slow write); appendHeld is closed once that Append is held.
 	appendGate, appendHeld chan struct{}
+	// topicIDs are the topics' ids in the metadata ("" for any other).
+	topicIDs map[string]string
 	// retentionMinutes overrides offsets.retention.minutes when set.
 	retentionMinutes int64
 	// latest is what ListOffsets answers for a partition's latest offset
@@ -59,6 +61,11 @@ func (h *fakeHost) PartitionCount(topic string) int32 {
 		return h.n
 	}
 	return 1
+}
+func (h *fakeHost) TopicID(topic string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.topicIDs[topic], true
 }
 func (h *fakeHost) PartitionLeader(tp TP) (Node, bool) {
 	h.mu.Lock()
@@ -569,5 +576,75 @@ func TestLagCoversPartitionsThisBrokerDoesNotHost(t *testing.T) {
 	c.refreshRemoteHWsOnce(context.Background())
 	if v, ok := lag(); !ok || v != 35 {
 		t.Fatalf("lag %v (sampled %v), want 42 - 7 = 35", v, ok)
+	}
+}
+
+// A topic deleted, or deleted and created again, takes its committed
+// offsets with it, as Kafka's coordinator removes them on deletion: a
+// consumer of the new topic starts at auto.offset.reset, not at an offset
+// of records it never had (it skipped them). Offsets of a topic that did
+// not exist when committed are left alone.
+func TestOffsetsOfADeletedTopicGo(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.topicIDs = map[string]string{"orders": "id-1", "payments": "id-p"}
+	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the sweeps
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	commit := func(topic string, offset int64) {
+		t.Helper()
+		if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("orders", 5)
+	commit("payments", 7)
+	commit("ghost", 9) // no such topic
+	committed := func() map[string]int64 {
+		r, code := fetchErr(s, "g")
+		if code != kerr.None {
+			t.Fatal(code)
+		}
+		out := map[string]int64{}
+		for _, tp := range r.GetTopics() {
+			for _, p := range tp.GetPartitions() {
+				out[tp.GetName()] = p.GetCommittedOffset()
+			}
+		}
+		return out
+	}
+	c.dropOffsetsOfDeletedTopics()
+	if got := committed(); len(got) != 3 {
+		t.Fatalf("offsets %v before any deletion", got)
+	}
+	h.set(func() { h.topicIDs["orders"] = "id-2" }) // deleted and created again
+	c.dropOffsetsOfDeletedTopics()
+	if got := committed(); len(got) != 2 || got["payments"] != 7 || got["ghost"] != 9 {
+		t.Fatalf("after orders was created again: %v, want payments and ghost only", got)
+	}
+	h.set(func() { delete(h.topicIDs, "payments") }) // deleted
+	c.dropOffsetsOfDeletedTopics()
+	if got := committed(); len(got) != 1 || got["ghost"] != 9 {
+		t.Fatalf("after payments was deleted: %v, want ghost only", got)
+	}
+	waitUntil(t, "the tombstones", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, rec := range h.logs[0] {
+			if k, err := DecodeKey(rec.Key); err == nil && k.IsOffset && rec.Value == nil {
+				n++
+			}
+		}
+		return n == 2
+	})
+	// A commit to the new orders is kept.
+	commit("orders", 1)
+	c.dropOffsetsOfDeletedTopics()
+	if got := committed(); got["orders"] != 1 {
+		t.Fatalf("a commit to the new orders: %v", got)
 	}
 }

@@ -52,6 +52,9 @@ type Host interface {
 	// PartitionCount is a topic's partition count in the metadata, 0 when
 	// the topic is not known.
 	PartitionCount(topic string) int32
+	// TopicID is a topic's id in the metadata ("" when the topic does not
+	// exist); ok is false while this broker has no metadata yet.
+	TopicID(topic string) (id string, ok bool)
 	// PartitionLeader is a partition's leader in the metadata; false when
 	// it has none.
 	PartitionLeader(tp TP) (Node, bool)

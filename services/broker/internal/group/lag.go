@@ -199,7 +199,8 @@ func (s *Service) ResetGroupOffsets(ctx context.Context, req *groupv1.ResetGroup
 			continue
 		}
 		r.NewOffset = target
-		entries = append(entries, commitEntry{tp, OffsetValue{Offset: target, LeaderEpoch: -1, CommitTimestamp: now.UnixMilli()}})
+		id, _ := c.host.TopicID(tp.Topic)
+		entries = append(entries, commitEntry{tp: tp, v: OffsetValue{Offset: target, LeaderEpoch: -1, CommitTimestamp: now.UnixMilli()}, topicID: id})
 	}
 	if req.GetDryRun() || len(entries) == 0 {
 		return out, nil

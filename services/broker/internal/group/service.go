@@ -234,8 +234,9 @@ func (s *Service) LeaveGroup(ctx context.Context, req *groupv1.LeaveGroupRequest
 
 // commitEntry is one partition's offset to write.
 type commitEntry struct {
-	tp TP
-	v  OffsetValue
+	tp      TP
+	v       OffsetValue
+	topicID string // its topic's id in the metadata as the commit came
 }
 
 // OffsetCommit writes committed offsets with acks=all and answers once
@@ -261,8 +262,10 @@ func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitReq
 			case len(p.GetMetadata()) > maxMeta:
 				pr.ErrorCode = commonv1.ErrorCode_ERROR_CODE_OFFSET_METADATA_TOO_LARGE
 			default:
-				entries = append(entries, commitEntry{TP{t.GetName(), p.GetPartition()},
-					OffsetValue{Offset: p.GetCommittedOffset(), LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: p.GetMetadata(), CommitTimestamp: now.UnixMilli()}})
+				id, _ := c.host.TopicID(t.GetName())
+				entries = append(entries, commitEntry{tp: TP{t.GetName(), p.GetPartition()},
+					v:       OffsetValue{Offset: p.GetCommittedOffset(), LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: p.GetMetadata(), CommitTimestamp: now.UnixMilli()},
+					topicID: id})
 			}
 		}
 	}
@@ -330,7 +333,7 @@ func (c *Coordinator) commit(ctx context.Context, group, member, instance string
 	for i, e := range entries {
 		at := first + int64(i)
 		if cur, ok := sh.offsets[group][e.tp]; !ok || cur.logOffset < at {
-			sh.offsets[group][e.tp] = committed{OffsetValue: e.v, logOffset: at}
+			sh.offsets[group][e.tp] = committed{OffsetValue: e.v, logOffset: at, topicID: e.topicID}
 		}
 	}
 	return nil
