@@ -80,5 +80,5 @@ func (s adminService) ElectLeaders(ctx context.Context, req *adminv1.ElectLeader
 }
 
 func (s adminService) WatchCluster(ctx context.Context, req *adminv1.WatchClusterRequest, _ ...grpc.CallOption) (adminv1.AdminService_WatchClusterClient, error) {
-	return watch(untilStop(ctx, s.stopping), s.a, req)
+	return watch(untilStop(ctx, s.stopping), s.a, req, s.budget)
 }

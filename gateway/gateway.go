@@ -198,6 +198,9 @@ func (g *Gateway) Addr() string { return g.lis.Addr().String() }
 // Failed reports a fatal serving error.
 func (g *Gateway) Failed() <-chan error { return g.done }
 
+// grpcStopGrace is how long Stop lets the gateway's own gRPC calls finish.
+const grpcStopGrace = time.Second
+
 // Stop ends the streams, drains the other HTTP requests, then closes the
 // upstream connections and telemetry.
 func (g *Gateway) Stop(ctx context.Context) error {
@@ -207,8 +210,14 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	if g.console != nil {
 		_ = g.console.Close()
 	}
+	// The gateway's own gRPC services are health and reflection, served
+	// through the HTTP server: a health Watch never ends by itself, and
+	// Shutdown waited its whole deadline for one. Stop them first, with a
+	// short grace for calls in flight.
+	gctx, cancel := context.WithTimeout(ctx, grpcStopGrace)
+	g.grpc.Stop(gctx)
+	cancel()
 	err := g.http.Shutdown(ctx)
-	g.grpc.Stop(ctx)
 	return errors.Join(err, g.closeUpstreams(ctx))
 }
 

@@ -305,3 +305,15 @@ func TestRESTFollowAcrossAnUncleanElectionReportsTheTruncation(t *testing.T) {
 		t.Fatalf("after the divergence: error %+v, result %s; want OFFSET_OUT_OF_RANGE", l.Error, l.Result)
 	}
 }
+
+// With no controller reachable, a cluster watch is an ordinary REST error
+// once the retry budget is spent, as every other admin call is. It waited
+// for its first snapshot for ever: no status, not even headers.
+func TestClusterWatchWithoutAControllerAnswersAnError(t *testing.T) {
+	tc := startClusterWith(t, clustertest.Options{})
+	api := newREST(t, startGateway(t, tc, func(o *Options) { o.RetryTimeout, o.RequestTimeout = 2*time.Second, time.Second }))
+	tc.StopController(1)
+	tc.StopController(2)
+	api.fails(http.MethodGet, "/v1/cluster", nil, http.StatusServiceUnavailable, "NETWORK_EXCEPTION")
+	api.fails(http.MethodGet, "/v1/cluster:watch", nil, http.StatusServiceUnavailable, "NETWORK_EXCEPTION")
+}

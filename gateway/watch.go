@@ -3,21 +3,24 @@ package gateway
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
 )
 
 // watchStream adapts the client package's WatchCluster iterator (which
 // reconnects to the active controller by itself) to the stream interface
 // the REST handler reads from.
 type watchStream struct {
-	ctx   context.Context
-	items <-chan watchItem
-	first *adminv1.WatchClusterResponse
+	ctx    context.Context
+	cancel context.CancelFunc // ends the watch; the request's end does too
+	items  <-chan watchItem
+	first  *adminv1.WatchClusterResponse
 }
 
 type watchItem struct {
@@ -28,9 +31,14 @@ type watchItem struct {
 var _ adminv1.AdminService_WatchClusterClient = (*watchStream)(nil)
 
 // watch starts the watch and waits for its first snapshot, so that an
-// error before it is an ordinary REST error. The goroutine ends with ctx,
-// which net/http ends when the handler returns.
-func watch(ctx context.Context, a *client.Admin, req *adminv1.WatchClusterRequest) (*watchStream, error) {
+// error before it is an ordinary REST error. The client's watch retries
+// until an active controller answers; the wait for the first snapshot is
+// bounded by budget (the retry budget of every REST call): with no
+// controller reachable, the call had no answer at all, not even headers.
+// The goroutine ends with ctx, which net/http ends when the handler
+// returns.
+func watch(ctx context.Context, a *client.Admin, req *adminv1.WatchClusterRequest, budget time.Duration) (*watchStream, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	items := make(chan watchItem)
 	go func() {
 		defer close(items)
@@ -45,13 +53,28 @@ func watch(ctx context.Context, a *client.Admin, req *adminv1.WatchClusterReques
 			}
 		}
 	}()
-	s := &watchStream{ctx: ctx, items: items}
-	first, err := s.Recv()
-	if err != nil {
-		return nil, err
+	s := &watchStream{ctx: ctx, items: items, cancel: cancel}
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
+	select {
+	case it, ok := <-items:
+		switch {
+		case !ok:
+			cancel()
+			return nil, s.ended()
+		case it.err != nil:
+			cancel()
+			return nil, it.err
+		}
+		s.first = it.resp
+		return s, nil
+	case <-timer.C:
+		cancel()
+		return nil, kerr.New(kerr.NetworkException, "no active controller answered the watch within %s", budget)
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
 	}
-	s.first = first
-	return s, nil
 }
 
 func (s *watchStream) Recv() (*adminv1.WatchClusterResponse, error) {
