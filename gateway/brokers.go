@@ -49,7 +49,17 @@ func (b brokerService) ProduceStream(context.Context, ...grpc.CallOption) (broke
 	return nil, kerr.New(kerr.UnsupportedVersion, "the gateway has no produce stream: produce with POST /v1/topics/{topic}/partitions/{partition}/records, or stream to a broker")
 }
 
+// errRackOverREST refuses rack_id on a REST read: a leader answers a
+// reader in another broker's rack with that broker to read from (KIP-392),
+// which a REST caller cannot choose; the fetch came back empty and the
+// follow stream ended with no error.
+var errRackOverREST = kerr.BadField(kerr.InvalidRequest, "rack_id",
+	"is not supported over REST: the gateway reads from each partition's leader; leave it out, or read from the broker with a client")
+
 func (b brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest, opts ...grpc.CallOption) (*brokerv1.FetchResponse, error) {
+	if req.GetRackId() != "" {
+		return nil, errRackOverREST
+	}
 	wait := time.Duration(max(req.GetMaxWaitMs(), 0)) * time.Millisecond
 	var resp *brokerv1.FetchResponse
 	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
@@ -66,6 +76,9 @@ func (b brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest, op
 }
 
 func (b brokerService) Follow(ctx context.Context, req *brokerv1.FollowRequest, _ ...grpc.CallOption) (brokerv1.BrokerService_FollowClient, error) {
+	if req.GetRackId() != "" {
+		return nil, errRackOverREST
+	}
 	return b.r.follow(ctx, req)
 }
 

@@ -165,6 +165,11 @@ func testStreams(t *testing.T, e *env) {
 	}
 	// Errors before the first answer are ordinary REST errors.
 	e.r.fails(http.MethodGet, "/v1/topics/nope/partitions/0/records:follow", nil, http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION")
+	// A rack names a broker to read from that a REST caller cannot
+	// choose: refused, where the read came back empty (the follow stream
+	// ended with no error).
+	e.r.fails(http.MethodGet, ordersPath+"/records:follow?offset=0&rackId=r1", nil, http.StatusBadRequest, "INVALID_REQUEST")
+	e.r.fails(http.MethodGet, ordersPath+"/records?offset=0&rackId=r1", nil, http.StatusBadRequest, "INVALID_REQUEST")
 }
 
 // firstLine opens a stream, decodes the result of its first line into out,
