@@ -66,6 +66,22 @@ func (c *core) brokerRegistered(info metastore.Broker) {
 	c.brokerStarted(info)
 }
 
+// returnElections are the elections the live brokers allow for offline
+// partitions (a broker's return: F19's reverse).
+func (c *core) returnElections() []change {
+	view := c.view()
+	var changes []change
+	for _, p := range c.allPartitions() {
+		if !c.offline(p) {
+			continue
+		}
+		if d := election.OnBrokerReturn(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
+			changes = append(changes, change{p: p, d: d, cause: causeOffline})
+		}
+	}
+	return changes
+}
+
 func (c *core) brokerStarted(info metastore.Broker) {
 	if info.Epoch <= c.departedEpoch[info.ID] {
 		return // an old event
@@ -82,17 +98,7 @@ func (c *core) brokerStarted(info metastore.Broker) {
 		if err != nil {
 			return
 		}
-		view := c.view()
-		var changes []change
-		for _, p := range c.allPartitions() {
-			if !c.offline(p) {
-				continue
-			}
-			if d := election.OnBrokerReturn(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
-				changes = append(changes, change{p: p, d: d, cause: causeOffline})
-			}
-		}
-		c.commit(changes, func(written []*partition, err error) {
+		c.commit(c.returnElections(), func(written []*partition, err error) {
 			if err != nil {
 				return
 			}

@@ -162,17 +162,7 @@ func (c *core) electReturned(bounced bool, then func(error)) {
 		then(nil)
 		return
 	}
-	view := c.view()
-	var changes []change
-	for _, p := range c.allPartitions() {
-		if !c.offline(p) {
-			continue
-		}
-		if d := election.OnBrokerReturn(p.view(), c.viewFor(p, view), c.allowUnclean(p.t)); d.Changed {
-			changes = append(changes, change{p: p, d: d, cause: causeOffline})
-		}
-	}
-	c.commit(changes, func(_ []*partition, err error) { then(err) })
+	c.commit(c.returnElections(), func(_ []*partition, err error) { then(err) })
 }
 
 // needsFailureHandling reports whether a partition's leader or an ISR
