@@ -648,3 +648,51 @@ func TestOffsetsOfADeletedTopicGo(t *testing.T) {
 		t.Fatalf("a commit to the new orders: %v", got)
 	}
 }
+
+// A commit from outside the group (generation -1) while DeleteGroups
+// writes the group's tombstones is refused COORDINATOR_NOT_AVAILABLE, as
+// Kafka refuses commits to a Dead group: acknowledged, it was lost with
+// the group, or brought the group back at the next load.
+func TestACommitWhileTheGroupIsDeletedIsRefused(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	commit := func(topic string) error {
+		_, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7}}}}})
+		return err
+	}
+	if err := commit("orders"); err != nil {
+		t.Fatal(err)
+	}
+	gate, held := make(chan struct{}), make(chan struct{})
+	h.set(func() { h.appendGate, h.appendHeld = gate, held })
+	deleted := make(chan *groupv1.DeleteGroupsResponse, 1)
+	go func() {
+		r, _ := s.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"g"}})
+		deleted <- r
+	}()
+	<-held // the tombstones are being written
+	err := commit("payments")
+	close(gate)
+	if r := <-deleted; r.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("DeleteGroups: %v", r)
+	}
+	if kerr.CodeOf(err) != kerr.CoordinatorNotAvailable {
+		t.Fatalf("a commit while the group was being deleted: %v, want COORDINATOR_NOT_AVAILABLE", err)
+	}
+	h.set(func() { h.leads[0] = 2 }) // a new leadership: the next coordinator loads the log
+	waitUntil(t, "the reload", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		sh := c.shards[0]
+		return sh != nil && sh.epoch == 2 && !sh.loading
+	})
+	if r, _ := fetchErr(s, "g"); len(r.GetTopics()) != 0 {
+		t.Fatalf("the deleted group came back at the load with %v", r.GetTopics())
+	}
+}

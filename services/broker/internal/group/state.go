@@ -734,6 +734,12 @@ func (g *Group) Tick(now time.Time) Effects {
 // the assignment); or, with generation -1 and no member id, a commit from
 // outside the group, only while it has no members.
 func (g *Group) CheckCommit(now time.Time, memberID, instanceID string, generation int32) *kerr.Error {
+	if g.State == Dead {
+		// Being deleted (its tombstones are being written): a commit
+		// acknowledged now would be lost with it, or bring it back at
+		// the next load. Retriable, as Kafka answers it.
+		return kerr.New(kerr.CoordinatorNotAvailable, "group %q is being deleted", g.ID)
+	}
 	if generation < 0 && memberID == "" && instanceID == "" {
 		if len(g.members) > 0 {
 			return kerr.New(kerr.UnknownMemberID, "group %q has members: only they may commit (generation -1 is for groups without members)", g.ID)
