@@ -13,7 +13,9 @@ import (
 // brokerService is the BrokerServiceClient behind the REST routes: partition
 // calls go to the partition's leader wherever it is now (router), Metadata
 // and InitProducerId to any broker. REST users never name a broker.
-type brokerService struct{ r *router }
+// brokerService routes BrokerService calls: follows (streams that may
+// idle for hours) through their own router and connections.
+type brokerService struct{ r, follows *router }
 
 var _ brokerv1.BrokerServiceClient = brokerService{}
 
@@ -79,7 +81,7 @@ func (b brokerService) Follow(ctx context.Context, req *brokerv1.FollowRequest, 
 	if req.GetRackId() != "" {
 		return nil, errRackOverREST
 	}
-	return b.r.follow(ctx, req)
+	return b.follows.follow(ctx, req)
 }
 
 func (b brokerService) ListOffsets(ctx context.Context, req *brokerv1.ListOffsetsRequest, opts ...grpc.CallOption) (*brokerv1.ListOffsetsResponse, error) {

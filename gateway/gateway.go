@@ -28,11 +28,15 @@ import (
 
 // Gateway is a running gateway.
 type Gateway struct {
-	http    *http.Server
-	grpc    *grpcserver.Server
-	lis     net.Listener
-	tel     *telemetry.Telemetry
-	client  *client.Client
+	http   *http.Server
+	grpc   *grpcserver.Server
+	lis    net.Listener
+	tel    *telemetry.Telemetry
+	client *client.Client
+	// follows carries the records:follow streams on connections of their
+	// own: on the calls' connections, idle follows used up a broker's
+	// streams per connection and every other call to it waited.
+	follows *client.Client
 	admin   *client.Admin
 	console *console.Console
 	demo    *connpool.Pool     // connections to the brokers' fault injection and the dev launcher
@@ -98,12 +102,16 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	if g.client, err = client.New(o.Brokers, copts); err != nil {
 		return err
 	}
+	if g.follows, err = client.New(o.Brokers, copts); err != nil {
+		return err
+	}
 	if g.admin, err = client.NewAdmin(o.Controllers, copts); err != nil {
 		return err
 	}
 	stopping, stopAll := context.WithCancel(context.Background())
 	g.stopAll = stopAll
 	r := &router{cl: g.client, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
+	follows := &router{cl: g.follows, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
 	admin := adminService{a: g.admin, stopping: stopping, budget: o.RetryTimeout + o.RequestTimeout}
 	g.console, err = console.New(console.Options{
 		Admin: g.admin, Client: g.client, ClientOptions: copts,
@@ -118,7 +126,7 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	g.demo = connpool.New(copts.DialOptions...)
 	gate := demoGate{enabled: o.Console.Actions}
 	mux, err := newRESTMux(ctx, restServices{
-		brokers: brokerService{r}, groups: groupService{r}, admin: admin,
+		brokers: brokerService{r: r, follows: follows}, groups: groupService{r}, admin: admin,
 		faults: faultService{gate: gate, r: r, conns: g.demo, obs: g.console},
 		dev:    devService{gate: gate, addr: o.Console.DevControl, conns: g.demo, obs: g.console},
 	}, tp != nil, o.MaxJSONObjects)
@@ -235,6 +243,9 @@ func (g *Gateway) closeUpstreams(ctx context.Context) error {
 	}
 	if g.admin != nil {
 		errs = append(errs, g.admin.Close())
+	}
+	if g.follows != nil {
+		errs = append(errs, g.follows.Close())
 	}
 	if g.client != nil {
 		errs = append(errs, g.client.Close())

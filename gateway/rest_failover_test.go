@@ -13,6 +13,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/broker"
 	"tidemark.io/services/client"
 	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/kerr"
@@ -316,4 +317,33 @@ func TestClusterWatchWithoutAControllerAnswersAnError(t *testing.T) {
 	tc.StopController(2)
 	api.fails(http.MethodGet, "/v1/cluster", nil, http.StatusServiceUnavailable, "NETWORK_EXCEPTION")
 	api.fails(http.MethodGet, "/v1/cluster:watch", nil, http.StatusServiceUnavailable, "NETWORK_EXCEPTION")
+}
+
+// Idle records:follow streams do not hold up the gateway's other calls to
+// their broker: they ride connections of their own. On the calls' shared
+// connection, as many idle follows as the broker's streams per connection
+// (max.concurrent.streams.per.connection) made every produce and fetch to
+// that broker wait, for every user, and fail with 504.
+func TestIdleFollowsDoNotHoldUpOtherCalls(t *testing.T) {
+	const limit = 8
+	tc := startClusterWith(t, clustertest.Options{Adjust: func(c *broker.Config) { c.Limits.MaxConcurrentStreams = limit }})
+	tc.CreateTopic("hot", 1, 3, nil)
+	api := newREST(t, startGateway(t, tc, func(o *Options) { o.RequestTimeout, o.RetryTimeout = 2*time.Second, 2*time.Second }))
+	const path = "/v1/topics/hot/partitions/0/records"
+	if a := api.do(http.MethodPost, path, produceBody(-1, "first")); a.status != http.StatusOK {
+		t.Fatalf("produce: %d %s", a.status, a.body)
+	}
+	for i := range limit {
+		resp, closeBody := api.open(http.MethodGet, path+":follow?offset=0", nil)
+		t.Cleanup(closeBody)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("follow %d: status %d", i, resp.StatusCode)
+		}
+	}
+	if a := api.do(http.MethodPost, path, produceBody(-1, "second")); a.status != http.StatusOK {
+		t.Fatalf("a produce with %d idle follows open: %d %s", limit, a.status, a.body)
+	}
+	if a := api.do(http.MethodGet, path+"?offset=0", nil); a.status != http.StatusOK {
+		t.Fatalf("a fetch with %d idle follows open: %d %s", limit, a.status, a.body)
+	}
 }
