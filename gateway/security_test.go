@@ -818,3 +818,56 @@ func TestConsoleSessionActsAsTheUser(t *testing.T) {
 	a = s.req(t, hc, "POST", "/v1/brokers/1/faults", `{"fault":{"stall":true}}`, jsonCT...)
 	expectError(t, a, "a fault without a session", http.StatusUnauthorized, "SASL_AUTHENTICATION_FAILED")
 }
+
+// A stream lives as long as its credential: the console's event stream
+// ends once its session is logged out, and a watch by bearer token once
+// the token is removed from the file. Authentication was checked only when
+// a request arrived, so open streams went on sending after a logout.
+func TestStreamsEndWithTheirSessionOrToken(t *testing.T) {
+	s := startSecure(t)
+	anon := s.client(t, "", "")
+	a := s.req(t, anon, "POST", "/v1/login", `{"token":"`+aliceToken+`"}`, jsonCT...)
+	if a.status != http.StatusOK {
+		t.Fatalf("login: %d %s", a.status, a.body)
+	}
+	session := []string{"Cookie", strings.SplitN(a.header.Get("Set-Cookie"), ";", 2)[0]}
+	// ended reads a stream until it ends and reports when.
+	ended := func(body io.ReadCloser) <-chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer body.Close()
+			_, _ = io.Copy(io.Discard, body)
+		}()
+		return done
+	}
+	events, err := s.send(anon, "GET", "/console/events", "", session...)
+	if err != nil || events.StatusCode != http.StatusOK {
+		t.Fatalf("console events: %v %v", events, err)
+	}
+	watch, err := s.send(anon, "GET", "/v1/cluster:watch", "", bearer(aliceToken)...)
+	if err != nil || watch.StatusCode != http.StatusOK {
+		t.Fatalf("watch: %v %v", watch, err)
+	}
+	eventsEnded, watchEnded := ended(events.Body), ended(watch.Body)
+
+	if a := s.req(t, anon, "POST", "/v1/logout", "{}", hdrs(jsonCT, session)...); a.status != http.StatusOK {
+		t.Fatalf("logout: %d %s", a.status, a.body)
+	}
+	select {
+	case <-eventsEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the console's event stream went on after its session was logged out")
+	}
+	select {
+	case <-watchEnded:
+		t.Fatal("the token's watch ended with the other session's logout")
+	case <-time.After(1500 * time.Millisecond):
+	}
+	writeTokens(t, s.tokens, "alice-second-token-0123456789 alice\n")
+	select {
+	case <-watchEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch went on after its token was removed from the file")
+	}
+}

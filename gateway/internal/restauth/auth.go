@@ -1,11 +1,13 @@
 package restauth
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"tidemark.io/gateway/internal/resterr"
@@ -63,7 +65,7 @@ func (a *Authenticator) Protect(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		user, how, err := a.authenticate(r)
+		user, how, still, err := a.authenticate(r)
 		stripCredentials(r)
 		if err != nil {
 			a.log.Info("REST caller not authenticated", "method", r.Method, "path", r.URL.Path,
@@ -72,8 +74,64 @@ func (a *Authenticator) Protect(next http.Handler) http.Handler {
 			return
 		}
 		a.log.Debug("REST caller authenticated", "user", user, "by", how, "method", r.Method, "path", r.URL.Path)
-		next.ServeHTTP(w, r.WithContext(WithUser(r.Context(), user)))
+		ctx := WithUser(r.Context(), user)
+		if still != nil {
+			// A stream (a follow, a watch, the console's events) lives
+			// as long as its credential: checked again every
+			// revalidateEvery, it ends once the session is logged out
+			// or expired or the token removed from the file. Checked
+			// only on arrival, streams outlived a logout.
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			stop := revalidate(still, func() {
+				a.log.Info("ending a REST call: its credential is no longer valid", "user", user, "by", how, "path", r.URL.Path)
+				cancel(errCredentialGone)
+			})
+			defer stop()
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// revalidateEvery is how often a call in progress checks that its token
+// or session is still valid.
+const revalidateEvery = time.Second
+
+var errCredentialGone = errors.New("the call's token or session is no longer valid")
+
+// revalidate calls gone once still reports false, checking every
+// revalidateEvery on a timer (no goroutine: most calls end before the
+// first check). stop ends the checks.
+func revalidate(still func() bool, gone func()) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // t is read under mu by the checks
+	defer mu.Unlock()
+	t = time.AfterFunc(revalidateEvery, func() {
+		mu.Lock()
+		done := stopped
+		mu.Unlock()
+		if done {
+			return
+		}
+		if !still() {
+			gone()
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(revalidateEvery)
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 func stripCredentials(r *http.Request) {
@@ -92,43 +150,53 @@ func unauthenticated(format string, args ...any) *kerr.Error {
 
 // authenticate tries, in order, the Authorization header (a wrong token is
 // refused even when a certificate or session would do: the caller meant
-// the token), the client certificate, then the session cookie. Messages
-// never hold the credential.
-func (a *Authenticator) authenticate(r *http.Request) (user, how string, _ *kerr.Error) {
+// the token), the client certificate, then the session cookie. still, for
+// a token or a session, says whether the credential is valid yet (a
+// certificate is checked by the TLS handshake, once). Messages never hold
+// the credential.
+func (a *Authenticator) authenticate(r *http.Request) (user, how string, still func() bool, _ *kerr.Error) {
 	if h := r.Header.Values("Authorization"); len(h) > 0 {
 		if len(h) > 1 {
-			return "", "", unauthenticated("more than one Authorization header")
+			return "", "", nil, unauthenticated("more than one Authorization header")
 		}
 		scheme, token, _ := strings.Cut(strings.TrimSpace(h[0]), " ")
 		if !strings.EqualFold(scheme, "Bearer") {
-			return "", "", unauthenticated("the Authorization scheme must be Bearer")
+			return "", "", nil, unauthenticated("the Authorization scheme must be Bearer")
 		}
 		token = strings.TrimSpace(token)
 		if u, ok := a.lookup(token); ok {
-			return u, "token", nil
+			return u, "token", func() bool { _, ok := a.lookup(token); return ok }, nil
 		}
-		return "", "", unauthenticated("the bearer token is not valid")
+		return "", "", nil, unauthenticated("the bearer token is not valid")
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		p := identity.FromTLS(r.TLS)
 		if err := CheckUserName(p.Name); err != nil {
-			return "", "", unauthenticated("client certificate: %v", err)
+			return "", "", nil, unauthenticated("client certificate: %v", err)
 		}
-		return p.Name, "certificate", nil
+		return p.Name, "certificate", nil, nil
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
-		ss, ok := a.sessions.get(c.Value)
+		id := c.Value
+		ss, ok := a.sessions.get(id)
 		if !ok {
-			return "", "", unauthenticated("the console session expired or is unknown; log in again")
+			return "", "", nil, unauthenticated("the console session expired or is unknown; log in again")
 		}
 		u, ok := a.byDigest(ss.token)
 		if !ok {
-			a.sessions.close(c.Value)
-			return "", "", unauthenticated("the console session's token was revoked; log in again")
+			a.sessions.close(id)
+			return "", "", nil, unauthenticated("the console session's token was revoked; log in again")
 		}
-		return u, "session", nil
+		still := func() bool {
+			ss, ok := a.sessions.get(id)
+			if ok {
+				_, ok = a.byDigest(ss.token)
+			}
+			return ok
+		}
+		return u, "session", still, nil
 	}
-	return "", "", unauthenticated("not authenticated: send Authorization: Bearer TOKEN, " +
+	return "", "", nil, unauthenticated("not authenticated: send Authorization: Bearer TOKEN, " +
 		"a client certificate signed by the cluster's CA, or log in with POST /v1/login")
 }
 
