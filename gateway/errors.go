@@ -59,6 +59,10 @@ func errorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler,
 		writeError(w, http.StatusRequestEntityTooLarge, tooLarge(limit))
 		return
 	}
+	if bodyTimedOut(r) { // before the caller's end: the server ends the call on a body's read timeout
+		writeError(w, http.StatusRequestTimeout, kerr.New(kerr.RequestTimedOut, "the request body did not arrive within %s", bodyReadTimeout))
+		return
+	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		writeError(w, statusClientClosed, kerr.New(kerr.RequestTimedOut, "the caller went away"))
 		return

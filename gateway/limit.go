@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"time"
 )
 
 // bodyLimit remembers, for one request, whether its body went over the
@@ -13,6 +15,7 @@ import (
 type bodyLimit struct {
 	limit    int64
 	exceeded bool
+	timedOut bool // the body did not arrive within bodyReadTimeout
 }
 
 type bodyLimitKey struct{}
@@ -32,9 +35,27 @@ func limitBody(limit int64, next http.Handler) http.Handler {
 			return
 		}
 		st := &bodyLimit{limit: limit}
-		r.Body = &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), st: st}
+		body := &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), st: st}
+		if r.ContentLength != 0 {
+			// A body must arrive within bodyReadTimeout: one that stalled
+			// after its headers held its goroutine (and a graceful
+			// stop) for ever. Cleared once the body is read, so that
+			// nothing cuts the answer of a call that takes long.
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) == nil {
+				body.clearDeadline = func() { _ = rc.SetReadDeadline(time.Time{}) }
+			}
+		}
+		r.Body = body
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyLimitKey{}, st)))
 	})
+}
+
+// bodyTimedOut reports whether r's body did not arrive within
+// bodyReadTimeout.
+func bodyTimedOut(r *http.Request) bool {
+	st, ok := r.Context().Value(bodyLimitKey{}).(*bodyLimit)
+	return ok && st.timedOut
 }
 
 // bodyTooLarge reports whether r's body went over the limit, and the limit.
@@ -46,9 +67,14 @@ func bodyTooLarge(r *http.Request) (int64, bool) {
 	return st.limit, true
 }
 
+// bodyReadTimeout bounds the time a request body takes to arrive (a
+// variable for the tests).
+var bodyReadTimeout = 30 * time.Second
+
 type limitedBody struct {
 	io.ReadCloser
-	st *bodyLimit
+	st            *bodyLimit
+	clearDeadline func() // set while a read deadline is on the body
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -56,6 +82,14 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		b.st.exceeded = true
+	}
+	if err == io.EOF && b.clearDeadline != nil {
+		b.clearDeadline()
+		b.clearDeadline = nil
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		b.st.timedOut = true
 	}
 	return n, err
 }

@@ -1,7 +1,13 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +50,44 @@ func TestStopEndsAnOpenHealthWatch(t *testing.T) {
 	defer cancel()
 	if err := g.Stop(ctx); err != nil {
 		t.Fatalf("Stop with a health watch open: %v", err)
+	}
+}
+
+// A request body that stalls after its headers is answered 408 once
+// bodyReadTimeout passes, and does not hold Stop: it held its goroutine,
+// and a graceful stop, for ever.
+func TestAStalledRequestBodyIsTimedOut(t *testing.T) {
+	old := bodyReadTimeout
+	bodyReadTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { bodyReadTimeout = old })
+	tc := startCluster(t)
+	o := DefaultOptions()
+	o.Listen = "127.0.0.1:0"
+	o.TLS = tlsconf.Plain()
+	o.Controllers = config.StringList(tc.controllers)
+	o.Brokers = config.StringList(tc.brokers)
+	g, err := Start(context.Background(), o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", g.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/topics HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"topics\":", g.Addr())
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive") {
+		t.Fatalf("a stalled body: %d %s, want 408 saying the body did not arrive", resp.StatusCode, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if err := g.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
 	}
 }
