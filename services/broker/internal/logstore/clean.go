@@ -537,14 +537,14 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 	if err := l.syncDir(); err != nil {
 		return discard(err)
 	}
-	if err := l.fs.Rename(lp+cleanedSuffix, lp+swapSuffix); err != nil {
-		return discard(storageErr(err, "renaming %s", lp+cleanedSuffix))
-	}
-	if err := l.syncDir(); err != nil {
-		// Whether the rename is durable is unknown: loading decides.
-		return false, l.fail(err)
-	}
+	// The log's rename commits the swap: swapIn does it under mu, after
+	// checking no truncation happened, so that no truncation can come
+	// between a commit and its swap (loading would complete the swap and
+	// bring truncated records back).
 	if err := l.swapIn(group, ns, pos, truncations); err != nil {
+		if errors.Is(err, ErrCleanAborted) {
+			return discard(err)
+		}
 		return false, err
 	}
 	for _, s := range group {

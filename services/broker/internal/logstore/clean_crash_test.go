@@ -50,7 +50,7 @@ func cleanCrashRun(t *testing.T, seed uint64) int64 {
 	persist := func() { persisted = l.RecoveryPoint() }
 	files := NewFileCache(int(seed % 4)) // tiny caches: see crashRun
 	l, err := Open(Options{FS: mem, Files: files, Dir: testDir, Config: cfg, Now: clk.Now,
-		RecoveryPointLowered: persist, PersistRecoveryPoints: func() error { persist(); return nil }})
+		RecoveryPointLowered: func() error { persist(); return nil }, PersistRecoveryPoints: func() error { persist(); return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func (f *renameHookFS) Rename(oldname, newname string) error {
 // truncated one, now and after a reopen.
 func TestCleanAbortedByTruncation(t *testing.T) {
 	mem, clk := newMem(t), newClock()
-	hfs := &renameHookFS{FS: mem, suffix: logSuffix + cleanedSuffix}
+	hfs := &renameHookFS{FS: mem, suffix: timeIndexSuffix + cleanedSuffix}
 	l := openLogOpts(t, Options{FS: hfs, Dir: testDir, Config: compactConfig(), Now: clk.Now})
 	leo := writeKeys(t, l, clk, 40, "a", "b", "c")
 	truncateTo := l.segments()[0].next // the first group's segment goes

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // cleanerState is the cleaner's persistent bookkeeping for one log, guarded
@@ -65,6 +66,12 @@ func (l *Log) loadCleanerStateLocked() error {
 // saveCleanerStateLocked persists the first dirty offset and what is known
 // of the cleaned segments that still exist.
 func (l *Log) saveCleanerStateLocked() error {
+	// Under mu, with the truncations since the state was read applied: a
+	// truncation rewrites the checkpoint too (truncateCleanerCheckpointLocked),
+	// and this write must not bring back what it removed.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applyTruncationsLocked()
 	live := map[int64]bool{}
 	for _, s := range l.segments() {
 		live[s.base] = true
@@ -113,4 +120,46 @@ func (l *Log) applyTruncationsLocked() {
 			delete(l.cleaner.cleaned, base)
 		}
 	}
+}
+
+// truncateCleanerCheckpointLocked (mu held) makes the cleaner checkpoint on
+// disk follow a truncation to leo at once, as applyTruncationsLocked does in
+// memory: the first dirty offset is lowered to leo, and the cut (now active)
+// segment no longer counts as cleaned. Otherwise a restart before the next
+// pass over this log forgets the truncation.
+func (l *Log) truncateCleanerCheckpointLocked(leo int64) error {
+	path := l.dir + "/" + cleanerCheckpoint
+	rows, found, err := readCheckpoint(l.fs, path, 3)
+	if !found {
+		return nil
+	}
+	if err != nil {
+		// Unreadable: loading treats the whole log as dirty anyway.
+		return nil
+	}
+	active := l.active().base
+	out := make([]string, 0, len(rows))
+	changed := false
+	for _, r := range rows {
+		v, err := strconv.ParseInt(r[1], 10, 64)
+		if err != nil {
+			return nil
+		}
+		if r[0] == firstDirtyKey {
+			if v > leo {
+				v, changed = leo, true
+			}
+			out = append(out, fmt.Sprintf("%s %d %s", firstDirtyKey, v, r[2]))
+			continue
+		}
+		if b, err := strconv.ParseInt(r[0], 10, 64); err == nil && b >= active {
+			changed = true
+			continue
+		}
+		out = append(out, strings.Join(r, " "))
+	}
+	if !changed {
+		return nil
+	}
+	return writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, out)
 }

@@ -55,6 +55,17 @@ func (l *Log) swapIn(group []*segment, built *segment, size int64, truncations i
 		}
 		return ErrCleanAborted
 	}
+	// Commit: the log to .swap, durable before anything is deleted.
+	if err := l.fs.Rename(lp+cleanedSuffix, lp+swapSuffix); err != nil {
+		for _, p := range []string{lp + cleanedSuffix, ip + swapSuffix, tp + swapSuffix} {
+			_ = l.fs.Remove(p)
+		}
+		return storageErr(err, "renaming %s", lp+cleanedSuffix)
+	}
+	if err := l.syncDir(); err != nil {
+		// Whether the rename is durable is unknown: loading decides.
+		return l.fail(err)
+	}
 	var retired []string
 	defer func() { l.unlinkInBackgroundLocked(retired) }()
 	for _, s := range group {

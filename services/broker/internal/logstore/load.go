@@ -532,6 +532,14 @@ func (l *Log) loadProducers(trusted int64) error {
 	if err := l.retireSnapshotsLocked(above); err != nil {
 		return err
 	}
+	if len(above) > 0 {
+		// Durable now: a snapshot above a truncation point that came back
+		// after a crash, once the log has grown past it again, would be
+		// trusted and claim the truncated batches.
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+	}
 	ps, from := newProducerState(), l.segments()[0].base
 	for i := len(snaps) - 1; i >= 0; i-- {
 		off := snaps[i]

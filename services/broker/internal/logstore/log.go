@@ -37,7 +37,7 @@ type Options struct {
 	// held) after a truncation lowered the recovery point, so the owner can
 	// persist it at once: a stale, higher recovery point would let data
 	// written after the truncation skip re-validation after a crash.
-	RecoveryPointLowered func()
+	RecoveryPointLowered func() error
 	// OnStorageError, if set, is told of every KAFKA_STORAGE_ERROR a public
 	// operation returns (its owner may take the directory offline). It is
 	// called with the log's locks possibly held: it must not call back.
@@ -91,7 +91,7 @@ type Log struct {
 	closed        atomic.Bool
 
 	epochs      *LeaderEpochCache
-	onRPLowered func()
+	onRPLowered func() error
 	// onStorageError: Options.OnStorageError.
 	onStorageError func(error)
 	persistRPs     func() error

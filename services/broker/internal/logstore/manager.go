@@ -569,10 +569,11 @@ func (m *Manager) checkpointRecoveryPoints(ifMoved bool) error {
 }
 
 // persistRecoveryPoints is each Log's RecoveryPointLowered hook.
-func (m *Manager) persistRecoveryPoints() {
+func (m *Manager) persistRecoveryPoints() error {
 	if err := m.CheckpointRecoveryPoints(); err != nil {
-		m.logger.Warn("recovery point checkpoint after truncation failed", "err", err)
+		return storageErr(err, "checkpointing recovery points after a truncation")
 	}
+	return nil
 }
 
 // Close stops the background work, closes every log (flushing it), writes

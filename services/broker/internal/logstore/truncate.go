@@ -46,21 +46,31 @@ func (l *Log) truncateTo(offset int64) (int64, error) {
 		if err := l.truncateFullyLocked(offset); err != nil {
 			return 0, err
 		}
-		l.recoveryPointLowered()
+		if err := l.recoveryPointLowered(); err != nil {
+			return 0, err
+		}
 		return offset, nil
 	}
 	newLEO, err := l.truncateLocked(offset)
 	if err != nil {
 		return 0, l.fail(err)
 	}
-	l.recoveryPointLowered()
+	if err := l.recoveryPointLowered(); err != nil {
+		return 0, err
+	}
 	return newLEO, nil
 }
 
-func (l *Log) recoveryPointLowered() {
+// recoveryPointLowered has the owner persist the lowered recovery point; if
+// it cannot, the log fails: a stale, higher checkpoint would let loading
+// trust data written after the truncation without validating it.
+func (l *Log) recoveryPointLowered() error {
 	if l.onRPLowered != nil {
-		l.onRPLowered()
+		if err := l.onRPLowered(); err != nil {
+			return l.fail(err)
+		}
 	}
+	return nil
 }
 
 func (l *Log) truncateLocked(offset int64) (int64, error) {
@@ -77,8 +87,16 @@ func (l *Log) truncateLocked(offset int64) (int64, error) {
 		return 0, err
 	}
 	newLEO := offset
-	if found {
+	if found && h.BaseOffset() <= offset {
 		newLEO = h.BaseOffset()
+	} else {
+		// offset is in a gap compaction left (the batch found, if any, is
+		// the first after it): the log ends where the last batch before it
+		// does, as loading would find it after a crash, and no read meets
+		// a gap at the end of the log.
+		if newLEO, err = endBefore(s, offset, pos); err != nil {
+			return 0, err
+		}
 	}
 	var retired []string
 	defer func() { l.unlinkInBackgroundLocked(retired) }()
@@ -101,6 +119,9 @@ func (l *Log) truncateLocked(offset int64) (int64, error) {
 	l.leo.Store(newLEO)
 	l.noteTruncation(newLEO)
 	l.afterTruncateLocked(newLEO)
+	if err := l.truncateCleanerCheckpointLocked(newLEO); err != nil {
+		return 0, err
+	}
 	return newLEO, nil
 }
 
@@ -234,8 +255,7 @@ func (l *Log) truncateFullyAndStartAt(offset int64) error {
 	if err := l.truncateFullyLocked(offset); err != nil {
 		return err
 	}
-	l.recoveryPointLowered()
-	return nil
+	return l.recoveryPointLowered()
 }
 
 func (l *Log) truncateFullyLocked(offset int64) error {
@@ -281,6 +301,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.epochs.Clear(); err != nil {
 		return l.fail(err)
 	}
+	if err := l.truncateCleanerCheckpointLocked(offset); err != nil {
+		return l.fail(err)
+	}
 	return nil
 }
 
@@ -292,4 +315,19 @@ func (l *Log) noteTruncation(offset int64) {
 			return
 		}
 	}
+}
+
+// endBefore returns the end of the last batch of s that lies before
+// position pos (s.base when there is none); off is an offset at or after it.
+func endBefore(s *segment, off, pos int64) (int64, error) {
+	start, err := s.lookup(off)
+	if err != nil {
+		return 0, err
+	}
+	end := s.base
+	err = walkHeaders(s, start, pos, func(h recordbatch.Batch, _, _ int64) bool {
+		end = h.NextOffset()
+		return true
+	})
+	return end, tornAsStorage(err, s.logPath)
 }
