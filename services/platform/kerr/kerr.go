@@ -76,6 +76,7 @@ const (
 	FencedLeaderEpoch            Code = 74
 	UnknownLeaderEpoch           Code = 75
 	StaleBrokerEpoch             Code = 77
+	OffsetNotAvailable           Code = 78
 	MemberIDRequired             Code = 79
 	PreferredLeaderNotAvailable  Code = 80
 	GroupMaxSizeReached          Code = 81
@@ -158,6 +159,9 @@ var table = map[Code]Info{
 	LeaderNotAvailable:      row("LEADER_NOT_AVAILABLE", refresh|reroute, http.StatusServiceUnavailable, codes.Unavailable),
 	NotLeaderOrFollower:     row("NOT_LEADER_OR_FOLLOWER", refresh|reroute, http.StatusServiceUnavailable, codes.FailedPrecondition),
 	RequestTimedOut:         row("REQUEST_TIMED_OUT", retry, http.StatusGatewayTimeout, codes.DeadlineExceeded),
+	// A new leader whose high watermark has not yet reached the start of
+	// its epoch cannot tell where the log ends (KIP-320): ask again.
+	OffsetNotAvailable: row("OFFSET_NOT_AVAILABLE", retry, http.StatusServiceUnavailable, codes.Unavailable),
 	// BrokerNotAvailableException is not retriable in Kafka; tidemark uses
 	// it for a stopping gateway, which a caller retries elsewhere: 503.
 	BrokerNotAvailable:           row("BROKER_NOT_AVAILABLE", final, http.StatusServiceUnavailable, codes.Unavailable),

@@ -70,6 +70,10 @@ func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch }
 // PartitionEpoch returns the current partition epoch.
 func (p *Partition) PartitionEpoch() int32 { return p.partitionEpoch }
 
+// EpochStartOffset returns the first offset of the current leader epoch
+// while leading (UndefinedOffset otherwise).
+func (p *Partition) EpochStartOffset() int64 { return p.epochStart }
+
 // HighWatermark returns the HW.
 func (p *Partition) HighWatermark() int64 { return p.hw }
 

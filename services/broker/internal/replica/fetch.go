@@ -172,12 +172,25 @@ func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpo
 		r.mu.Unlock()
 		return 0, 0, 0, m.withLeaderHint(tp, err)
 	}
-	hw, epoch := r.state.HighWatermark(), r.state.LeaderEpoch()
+	hw, epoch, epochStart := r.state.HighWatermark(), r.state.LeaderEpoch(), r.state.EpochStartOffset()
 	r.mu.Unlock()
+	// A new leader's HW may still lag behind the start of its epoch (its
+	// followers have not fetched yet): its "latest" would be below what the
+	// old leader already exposed, so a consumer resetting to it would go
+	// back. Kafka answers OFFSET_NOT_AVAILABLE until the HW catches up.
+	lagging := func() error {
+		if epochStart != partition.UndefinedOffset && epochStart > hw {
+			return kerr.New(kerr.OffsetNotAvailable, "%s: the high watermark %d of leader epoch %d is behind the epoch's start offset %d", tp, hw, epoch, epochStart)
+		}
+		return nil
+	}
 	switch spec {
 	case OffsetEarliest:
 		return r.log.LogStartOffset(), -1, epoch, nil
 	case OffsetLatest:
+		if err := lagging(); err != nil {
+			return 0, 0, 0, err
+		}
 		return hw, -1, epoch, nil
 	case OffsetTimestamp:
 		off, t, found, err := r.log.OffsetForTimestamp(ts, hw)
@@ -185,6 +198,9 @@ func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpo
 			return 0, 0, 0, err
 		}
 		if !found {
+			if err := lagging(); err != nil {
+				return 0, 0, 0, err
+			}
 			return -1, -1, epoch, nil
 		}
 		return off, t, epoch, nil

@@ -150,6 +150,10 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		a.Err = m.withLeaderHint(p.TP, err)
 		return a
 	}
+	// The leader epoch the fetch was validated against: the state is checked
+	// again before the fetch is recorded, since the lock is released for the
+	// read and a leadership change meanwhile makes the fetch stale.
+	validatedEpoch := r.state.LeaderEpoch()
 	throttled, hold := m.leaderThrottleLocked(r, f.ReplicaID)
 	// F8: the leader LEO is read before the log read.
 	leaderLEO := r.log.LogEndOffset()
@@ -197,6 +201,12 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	}
 
 	r.mu.Lock()
+	if err := r.state.ValidateFetch(f.ReplicaID, validatedEpoch); err != nil {
+		r.mu.Unlock()
+		a.recycle()
+		a.Err = m.withLeaderHint(p.TP, err)
+		return a
+	}
 	out, err := r.state.UpdateFollowerFetch(partition.FollowerFetch{
 		ReplicaID: f.ReplicaID, BrokerEpoch: f.BrokerEpoch, FetchOffset: p.FetchOffset,
 		LogStartOffset: p.LogStartOffset, LeaderLEO: leaderLEO,

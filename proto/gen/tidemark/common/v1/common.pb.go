@@ -87,6 +87,7 @@ const (
 	ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH              ErrorCode = 74
 	ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
 	ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH               ErrorCode = 77
+	ErrorCode_ERROR_CODE_OFFSET_NOT_AVAILABLE             ErrorCode = 78
 	ErrorCode_ERROR_CODE_MEMBER_ID_REQUIRED               ErrorCode = 79
 	ErrorCode_ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
 	ErrorCode_ERROR_CODE_GROUP_MAX_SIZE_REACHED           ErrorCode = 81
@@ -163,6 +164,7 @@ var (
 		74:  "ERROR_CODE_FENCED_LEADER_EPOCH",
 		75:  "ERROR_CODE_UNKNOWN_LEADER_EPOCH",
 		77:  "ERROR_CODE_STALE_BROKER_EPOCH",
+		78:  "ERROR_CODE_OFFSET_NOT_AVAILABLE",
 		79:  "ERROR_CODE_MEMBER_ID_REQUIRED",
 		80:  "ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE",
 		81:  "ERROR_CODE_GROUP_MAX_SIZE_REACHED",
@@ -236,6 +238,7 @@ var (
 		"ERROR_CODE_FENCED_LEADER_EPOCH":              74,
 		"ERROR_CODE_UNKNOWN_LEADER_EPOCH":             75,
 		"ERROR_CODE_STALE_BROKER_EPOCH":               77,
+		"ERROR_CODE_OFFSET_NOT_AVAILABLE":             78,
 		"ERROR_CODE_MEMBER_ID_REQUIRED":               79,
 		"ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE":   80,
 		"ERROR_CODE_GROUP_MAX_SIZE_REACHED":           81,
@@ -875,7 +878,7 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12'\n" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\a \x03(\x05R\breplicas\x12)\n" +
-	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch*\xb0\x15\n" +
+	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch*\xd5\x15\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -932,7 +935,8 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"%ERROR_CODE_FETCH_SESSION_ID_NOT_FOUND\x10F\x12\"\n" +
 	"\x1eERROR_CODE_FENCED_LEADER_EPOCH\x10J\x12#\n" +
 	"\x1fERROR_CODE_UNKNOWN_LEADER_EPOCH\x10K\x12!\n" +
-	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12!\n" +
+	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12#\n" +
+	"\x1fERROR_CODE_OFFSET_NOT_AVAILABLE\x10N\x12!\n" +
 	"\x1dERROR_CODE_MEMBER_ID_REQUIRED\x10O\x12-\n" +
 	")ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE\x10P\x12%\n" +
 	"!ERROR_CODE_GROUP_MAX_SIZE_REACHED\x10Q\x12!\n" +
