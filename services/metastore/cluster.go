@@ -57,7 +57,8 @@ func (s *Store) load(ctx context.Context, prefixes ...string) (*Cluster, error) 
 		rev = r
 		for _, kv := range kvs {
 			ev := s.decodeKV(EventPut, string(kv.Key), kv.ModRevision, kv)
-			if ev.Err != nil && (ev.Kind == KindTopicConfig || ev.Kind == KindBrokerConfig) {
+			if ev.Err != nil && (ev.Kind == KindTopicConfig || ev.Kind == KindBrokerConfig ||
+				ev.Kind == KindBroker || ev.Kind == KindControllerNode) {
 				// A config written behind tidemark's back (etcdctl, a
 				// restore) that does not decode is ignored, as the
 				// watch ignores it: failing the load ended every

@@ -104,6 +104,9 @@ func (k keys) parse(key string) keyInfo {
 		if id, ok := parseID(parts[2]); ok {
 			return keyInfo{Kind: KindBroker, BrokerID: id}
 		}
+	case (len(parts) == 3 || len(parts) == 6) && parts[0] == "brokers" && parts[1] == "topics" && !ValidTopicName(parts[2]),
+		len(parts) == 3 && (parts[0] == "config" && parts[1] == "topics" || parts[0] == "admin" && parts[1] == "delete_topics") && !ValidTopicName(parts[2]):
+		return keyInfo{} // not a legal topic name: no key tidemark wrote
 	case len(parts) == 3 && parts[0] == "brokers" && parts[1] == "topics":
 		return keyInfo{Kind: KindTopic, Topic: parts[2]}
 	case len(parts) == 6 && parts[0] == "brokers" && parts[1] == "topics" &&
@@ -127,7 +130,7 @@ func (k keys) parse(key string) keyInfo {
 
 func parseID(s string) (int32, bool) {
 	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s { // "01", "+1": not a key tidemark writes
 		return 0, false
 	}
 	return int32(n), true

@@ -115,6 +115,10 @@ func (c *core) addPartitions(spec *adminv1.CreatePartitionsTopic, validateOnly b
 		then(0, err)
 		return
 	}
+	if have == 0 {
+		then(0, kerr.New(kerr.InvalidPartitions, "topic %q has no partitions in its assignment", t.name))
+		return
+	}
 	rf := len(t.parts[0].reassignment().Target())
 	added, err := c.placeNewPartitions(t, spec, int(want-have), rf)
 	if err != nil {
