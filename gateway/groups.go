@@ -126,6 +126,10 @@ func (g groupService) ResetGroupOffsets(ctx context.Context, req *groupv1.ResetG
 	return grouped(g, ctx, req.GetGroupId(), 5*time.Second, req, groupv1.GroupServiceClient.ResetGroupOffsets, opts)
 }
 
+func (g groupService) OffsetDelete(ctx context.Context, req *groupv1.OffsetDeleteRequest, opts ...grpc.CallOption) (*groupv1.OffsetDeleteResponse, error) {
+	return grouped(g, ctx, req.GetGroupId(), 5*time.Second, req, groupv1.GroupServiceClient.OffsetDelete, opts)
+}
+
 func (g groupService) DescribeGroupLag(ctx context.Context, req *groupv1.DescribeGroupLagRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupLagResponse, error) {
 	return grouped(g, ctx, req.GetGroupId(), 5*time.Second, req, groupv1.GroupServiceClient.DescribeGroupLag, opts)
 }

@@ -34,6 +34,11 @@ func (queryParser) Parse(msg proto.Message, values url.Values, filter *utilities
 		if !ok {
 			return &inputError{field: key, msg: "unknown query parameter"}
 		}
+		if filter != nil && filter.HasCommonPrefix(strings.Split(path, ".")) {
+			// The default parser skips a field the path or body gives,
+			// so ?partition=5 on .../partitions/0/... would read 0.
+			return &inputError{field: key, msg: "is given by the URL path or the body, not a query parameter"}
+		}
 		if other, dup := seen[path]; dup {
 			return &inputError{field: key, msg: "names the same field as " + other}
 		}

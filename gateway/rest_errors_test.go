@@ -30,6 +30,8 @@ func testBadInput(t *testing.T, e *env) {
 		{"partition not a number", "GET", "/v1/topics/orders/partitions/first/records", "", 400, "INVALID_REQUEST", "partition"},
 		{"offset not a number", "GET", ordersPath + "/records?offset=last", "", 400, "INVALID_REQUEST", "offset"},
 		{"unknown query parameter", "GET", ordersPath + "/records?ofset=3", "", 400, "INVALID_REQUEST", "ofset"},
+		{"path field as a query parameter", "GET", ordersPath + "/records?partition=5", "", 400, "INVALID_REQUEST", "partition"},
+		{"path field as a query parameter, JSON name", "GET", ordersPath + "/offsets?spec=LATEST&topic=payments", "", 400, "INVALID_REQUEST", "topic"},
 		{"same field twice", "GET", ordersPath + "/records?max_bytes=1&maxBytes=2", "", 400, "INVALID_REQUEST", "max_bytes"},
 		{"bad spec", "GET", ordersPath + "/offsets?spec=NEWEST", "", 400, "INVALID_REQUEST", "spec"},
 		{"spec missing", "GET", ordersPath + "/offsets", "", 400, "INVALID_REQUEST", "spec"},

@@ -7,6 +7,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 )
 
@@ -49,6 +50,19 @@ func testGroups(t *testing.T, e *env) {
 	if ps := reset.GetPartitions(); len(ps) != 1 || ps[0].GetPreviousOffset() != 1 || ps[0].GetNewOffset() != 3 {
 		t.Fatalf("reset: %v", &reset)
 	}
+	var offDeleted groupv1.OffsetDeleteResponse
+	e.call(http.MethodPost, "/v1/groups/rest-app/offsets:delete", `{"topics": [{"name": "lagged", "partitions": [0]}, {"name": "nope", "partitions": [0]}]}`, &offDeleted)
+	if ts := offDeleted.GetTopics(); len(ts) != 2 || ts[0].GetPartitions()[0].GetErrorCode() != 0 ||
+		ts[1].GetPartitions()[0].GetErrorCode() != commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Fatalf("offsets:delete: %v", &offDeleted)
+	}
+	e.call(http.MethodGet, "/v1/groups/rest-app/offsets", nil, &fetched)
+	if ts := fetched.GetTopics(); len(ts) != 0 {
+		t.Fatalf("offsets after offsets:delete: %v", &fetched)
+	}
+	e.r.fails(http.MethodPost, "/v1/groups/no-such-group/offsets:delete", `{"topics": [{"name": "lagged", "partitions": [0]}]}`, http.StatusNotFound, "GROUP_ID_NOT_FOUND")
+	e.call(http.MethodPost, "/v1/groups/rest-app/offsets",
+		`{"generationId": -1, "topics": [{"name": "lagged", "partitions": [{"partition": 0, "committedOffset": 3, "committedLeaderEpoch": -1}]}]}`, &committed)
 	var listed groupv1.ListGroupsResponse
 	e.call(http.MethodGet, "/v1/groups", nil, &listed)
 	seen := false

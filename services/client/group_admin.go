@@ -121,6 +121,38 @@ func (c *Client) ResetGroupOffsets(ctx context.Context, req *groupv1.ResetGroupO
 	return out, err
 }
 
+// DeleteGroupOffsets deletes a group's committed offsets of partitions
+// (any while the group is Empty; only of topics no member subscribes to
+// otherwise). The error names the first partition refused.
+func (c *Client) DeleteGroupOffsets(ctx context.Context, group string, partitions ...TopicPartition) error {
+	co, err := c.groupCoordinator(group)
+	if err != nil {
+		return err
+	}
+	req := &groupv1.OffsetDeleteRequest{GroupId: group}
+	for _, t := range groupTPs(partitions) {
+		req.Topics = append(req.Topics, &groupv1.OffsetDeleteTopic{Name: t.Topic, Partitions: t.Partitions})
+	}
+	var resp *groupv1.OffsetDeleteResponse
+	err = co.call(ctx, "delete group offsets", c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		var err error
+		resp, err = gs.OffsetDelete(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// A partition's refusal is an answer, not a reason to retry.
+	for _, t := range resp.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			if code := kerr.Code(p.GetErrorCode()); code != kerr.None {
+				return kerr.New(code, "delete offset of %s-%d (group %s)", t.GetName(), p.GetPartition(), group)
+			}
+		}
+	}
+	return nil
+}
+
 // GroupOffsets returns a group's committed offsets (all of them when no
 // partitions are given).
 func (c *Client) GroupOffsets(ctx context.Context, group string, partitions ...TopicPartition) (map[TopicPartition]int64, error) {

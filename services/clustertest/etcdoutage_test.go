@@ -327,6 +327,7 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 		testenv.Skip(t, "-short: etcd stays unreachable for three session timeouts")
 	}
 	c := Start(t, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3), PausableControllers: true})
+	c.CreateTopic("orders", 3, 3, nil)
 	g := groups{c}
 	j := g.join("ledger", "", 30*time.Second)
 	g.syncAlone("ledger", j, "")

@@ -143,11 +143,21 @@ func (g groups) commit(group string, gen int32, member, instance string, offsets
 	for p, o := range offsets {
 		t.Partitions = append(t.Partitions, &groupv1.OffsetCommitPartition{Partition: p, CommittedOffset: o, CommittedLeaderEpoch: -1, Metadata: "m"})
 	}
-	_, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance,
 			Topics: []*groupv1.OffsetCommitTopic{t}})
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	for _, rt := range resp.GetTopics() {
+		for _, p := range rt.GetPartitions() {
+			if code := kerr.Code(p.GetErrorCode()); code != kerr.None {
+				return kerr.New(code, "commit of %s-%d", rt.GetName(), p.GetPartition())
+			}
+		}
+	}
+	return nil
 }
 
 func (g groups) fetch(group string) map[int32]int64 {
@@ -218,6 +228,7 @@ func sameOffsets(a, b map[int32]int64) bool {
 // with the same outcome.
 func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 	c := startGroupCluster(t)
+	c.CreateTopic("orders", 3, 3, nil)
 	g := groups{c}
 	j := g.join("billing", "", 10*time.Second)
 	if j.GetGenerationId() != 1 || j.GetLeader() != j.GetMemberId() || len(j.GetMembers()) != 1 {
@@ -279,6 +290,7 @@ func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 // rebalance, and its old id is fenced.
 func TestGroupFencing(t *testing.T) {
 	c := startGroupCluster(t)
+	c.CreateTopic("orders", 1, 3, nil)
 	g := groups{c}
 	j := g.join("fenced", "i-1", 10*time.Second)
 	g.syncAlone("fenced", j, "i-1")
@@ -481,6 +493,7 @@ func TestOffsetsTopicIsProtected(t *testing.T) {
 func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, AdjustController: offsetsPartitions(1), BrokerSettings: map[string]string{
 		"group.min.session.timeout.ms": "100", "group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100"}})
+	c.CreateTopic("orders", 2, 3, nil)
 	g := groups{c}
 	j := g.join("doomed", "", 10*time.Second)
 	g.syncAlone("doomed", j, "")
@@ -630,6 +643,7 @@ func TestGroupMetrics(t *testing.T) {
 // min.insync.replicas 1: commits still work.
 func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
 	c := Start(t, Options{Brokers: 1, AdjustController: offsetsPartitions(2), BrokerSettings: groupSettings})
+	c.CreateTopic("orders", 1, 1, nil)
 	g := groups{c}
 	if err := g.commit("solo", -1, "", "", map[int32]int64{0: 1}); err != nil {
 		t.Fatalf("commit: %v", err)
@@ -658,6 +672,7 @@ func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
 // go on at the new coordinator.
 func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 	c := startGroupCluster(t)
+	c.CreateTopic("orders", 1, 3, nil)
 	g := groups{c}
 	g.coordinator("steady")
 	var acked, attempted atomic.Int64
@@ -819,7 +834,8 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 		}
 	}
 	commit("recreated", 5)
-	commit("orders", 7) // a topic that does not exist: left alone
+	c.CreateTopic("kept", 1, 3, nil)
+	commit("kept", 7) // another topic: left alone
 	resp, err := c.Admin().DeleteTopics(context.Background(), &adminv1.DeleteTopicsRequest{Topics: []string{"recreated"}, TimeoutMs: 10000})
 	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
 		t.Fatalf("delete: %v %v", resp, err)
@@ -841,7 +857,7 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 		return out
 	}
 	c.WaitFor(10*time.Second, "the deleted topic's offset gone", func() bool { _, ok := topics()["recreated"]; return !ok })
-	if got := topics(); got["orders"] != 7 {
-		t.Fatalf("offsets %v: the offset of a topic that never existed went too", got)
+	if got := topics(); got["kept"] != 7 {
+		t.Fatalf("offsets %v: the offset of a topic that was not deleted went too", got)
 	}
 }

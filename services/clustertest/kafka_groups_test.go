@@ -145,11 +145,37 @@ func TestKafkaGroupConsumerResumesAtCommit(t *testing.T) {
 	if err != nil || del["readers"].Err != fkerr.NonEmptyGroup {
 		t.Fatalf("deleting a group with a member: %v %+v", err, del)
 	}
+	kg0 := kadm.TopicsSet{"kg": {0: {}}}
+	if od, err := adm.DeleteOffsets(ctx, "readers", kg0); err != nil || od["kg"][0] != fkerr.GroupSubscribedToTopic {
+		t.Fatalf("OffsetDelete of a topic the member reads: %v %+v", err, od)
+	}
 
 	second.Close()
 	c.WaitFor(20*time.Second, "the group empty", func() bool {
 		ds, err := adm.DescribeGroups(ctx, "readers")
 		return err == nil && ds["readers"].State == "Empty"
+	})
+	before, err := adm.FetchOffsets(ctx, "readers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := int32(-1) // a partition with an offset, to delete
+	before.Each(func(o kadm.OffsetResponse) { gone = max(gone, o.Partition) })
+	if gone < 0 || len(before["kg"]) < 2 {
+		t.Fatalf("committed offsets %+v: want two partitions or more", before)
+	}
+	if od, err := adm.DeleteOffsets(ctx, "readers", kadm.TopicsSet{"kg": {gone: {}}}); err != nil || od.Error() != nil {
+		t.Fatalf("OffsetDelete once the group is empty: %v %+v", err, od)
+	}
+	after, err := adm.FetchOffsets(ctx, "readers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.Each(func(o kadm.OffsetResponse) {
+		_, ok := after.Lookup(o.Topic, o.Partition)
+		if deleted := o.Partition == gone; ok == deleted {
+			t.Fatalf("after OffsetDelete of kg-%d: %s-%d has an offset: %v", gone, o.Topic, o.Partition, ok)
+		}
 	})
 	del, err = adm.DeleteGroups(ctx, "readers")
 	if err != nil || del["readers"].Err != nil {

@@ -423,6 +423,8 @@ func TestGroupCallsFollowTheACL(t *testing.T) {
 	authztest.WantRefused(t, err, kerr.TopicAuthorizationFailed, "User:alice is not allowed Read on Topic:payroll")
 	_, err = alice.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"app-1"}})
 	authztest.WantRefused(t, err, kerr.GroupAuthorizationFailed, "User:alice is not allowed Delete on Group:app-1")
+	_, err = alice.OffsetDelete(ctx, &groupv1.OffsetDeleteRequest{GroupId: "app-1", Topics: []*groupv1.OffsetDeleteTopic{{Name: "orders-1"}}})
+	authztest.WantRefused(t, err, kerr.GroupAuthorizationFailed, "User:alice is not allowed Delete on Group:app-1")
 	_, err = alice.ResetGroupOffsets(ctx, &groupv1.ResetGroupOffsetsRequest{GroupId: "billing"})
 	authztest.WantRefused(t, err, kerr.GroupAuthorizationFailed, "User:alice is not allowed Read on Group:billing")
 

@@ -343,6 +343,21 @@ var policies = map[string]policy{
 			return nil
 		},
 	},
+	groupv1.GroupService_OffsetDelete_FullMethodName: {
+		describe: "Delete on Group:ID and Read on each Topic named (as Kafka's OffsetDelete)",
+		check: func(d decider, m any) error {
+			req := m.(*groupv1.OffsetDeleteRequest)
+			if err := d.need(Delete, GroupNamed(req.GetGroupId())); err != nil {
+				return err
+			}
+			for _, t := range req.GetTopics() {
+				if err := d.need(Read, TopicNamed(t.GetName())); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
 	groupv1.GroupService_ResetGroupOffsets_FullMethodName: {
 		describe: "Read on Group:ID and Read on each Topic named (as an offset commit; Kafka's AlterConsumerGroupOffsets)",
 		check: func(d decider, m any) error {

@@ -2,11 +2,15 @@ package group
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
@@ -33,6 +37,9 @@ type fakeHost struct {
 	appendGate, appendHeld chan struct{}
 	// topicIDs are the topics' ids in the metadata ("" for any other).
 	topicIDs map[string]string
+	// absent are topics the metadata does not hold (every other topic
+	// has one partition).
+	absent map[string]bool
 	// retentionMinutes overrides offsets.retention.minutes when set.
 	retentionMinutes int64
 	// latest is what ListOffsets answers for a partition's latest offset
@@ -59,6 +66,11 @@ func (h *fakeHost) Config() topicconfig.BrokerConfig {
 func (h *fakeHost) PartitionCount(topic string) int32 {
 	if topic == OffsetsTopic {
 		return h.n
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.absent[topic] {
+		return 0
 	}
 	return 1
 }
@@ -694,5 +706,167 @@ func TestACommitWhileTheGroupIsDeletedIsRefused(t *testing.T) {
 	})
 	if r, _ := fetchErr(s, "g"); len(r.GetTopics()) != 0 {
 		t.Fatalf("the deleted group came back at the load with %v", r.GetTopics())
+	}
+}
+
+// An offset for a topic or partition the metadata does not hold is refused
+// with UNKNOWN_TOPIC_OR_PARTITION, as Kafka checks its metadata cache: kept,
+// it would be handed to the consumers of a topic created later under that
+// name. The other partitions of the same request are stored.
+func TestACommitToAPartitionThatDoesNotExistIsRefused(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.absent = map[string]bool{"ghost": true}
+	c := New(Options{Host: h, Tick: time.Hour})
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	resp, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+		Topics: []*groupv1.OffsetCommitTopic{
+			{Name: "ghost", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}},
+			{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 5}, {Partition: 1, CommittedOffset: 6}}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]kerr.Code{}
+	for _, tr := range resp.GetTopics() {
+		for _, p := range tr.GetPartitions() {
+			got[fmt.Sprintf("%s-%d", tr.GetName(), p.GetPartition())] = kerr.Code(p.GetErrorCode())
+		}
+	}
+	want := map[string]kerr.Code{"ghost-0": kerr.UnknownTopicOrPartition, "orders-0": kerr.None, "orders-1": kerr.UnknownTopicOrPartition}
+	if !maps.Equal(got, want) {
+		t.Fatalf("answers %v, want %v", got, want)
+	}
+	r, code := fetchErr(s, "g")
+	if code != kerr.None {
+		t.Fatal(code)
+	}
+	var stored []string
+	for _, tr := range r.GetTopics() {
+		for _, p := range tr.GetPartitions() {
+			stored = append(stored, fmt.Sprintf("%s-%d@%d", tr.GetName(), p.GetPartition(), p.GetCommittedOffset()))
+		}
+	}
+	if !slices.Equal(stored, []string{"orders-0@5"}) {
+		t.Fatalf("stored %v, want only orders-0@5", stored)
+	}
+}
+
+// OffsetDelete deletes any offset of an Empty group, and of a group with
+// members only those of topics no member subscribes to, as Kafka does; the
+// tombstones it writes keep the offsets gone through a reload.
+func TestOffsetDeleteSparesWhatMembersSubscribeTo(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.absent = map[string]bool{"ghost": true}
+	c := New(Options{Host: h, Tick: time.Hour})
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	if _, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1, Topics: []*groupv1.OffsetCommitTopic{
+		{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 5}}},
+		{Name: "payments", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() []string {
+		t.Helper()
+		r, code := fetchErr(s, "g")
+		if code != kerr.None {
+			t.Fatal(code)
+		}
+		var out []string
+		for _, tr := range r.GetTopics() {
+			for _, p := range tr.GetPartitions() {
+				out = append(out, fmt.Sprintf("%s-%d@%d", tr.GetName(), p.GetPartition(), p.GetCommittedOffset()))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	del := func(group string, topics ...string) (map[string]kerr.Code, error) {
+		req := &groupv1.OffsetDeleteRequest{GroupId: group}
+		for _, tn := range topics {
+			req.Topics = append(req.Topics, &groupv1.OffsetDeleteTopic{Name: tn, Partitions: []int32{0}})
+		}
+		resp, err := s.OffsetDelete(ctx, req)
+		got := map[string]kerr.Code{}
+		for _, tr := range resp.GetTopics() {
+			for _, p := range tr.GetPartitions() {
+				got[tr.GetName()] = kerr.Code(p.GetErrorCode())
+			}
+		}
+		return got, err
+	}
+
+	sub := (&kmsg.ConsumerMemberMetadata{Topics: []string{"orders"}}).AppendTo(nil)
+	j, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 30000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range", Metadata: sub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(), GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := del("g", "orders", "payments", "ghost")
+	want := map[string]kerr.Code{"orders": kerr.GroupSubscribedToTopic, "payments": kerr.None, "ghost": kerr.UnknownTopicOrPartition}
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("delete with a member subscribed to orders: %v, %v; want %v", got, err, want)
+	}
+	if got := stored(); !slices.Equal(got, []string{"orders-0@5"}) {
+		t.Fatalf("stored %v, want orders-0@5 only", got)
+	}
+
+	if _, err := s.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "g", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId(), GroupInstanceId: "i"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := del("g", "orders"); err != nil || got["orders"] != kerr.None {
+		t.Fatalf("delete of an Empty group's offset: %v, %v", got, err)
+	}
+	if got := stored(); len(got) != 0 {
+		t.Fatalf("stored %v after deleting every offset", got)
+	}
+	if _, err := del("nope", "orders"); kerr.CodeOf(err) != kerr.GroupIDNotFound {
+		t.Fatalf("delete for an unknown group: %v, want GROUP_ID_NOT_FOUND", err)
+	}
+
+	// A new leadership reloads the partition: the tombstones hold.
+	h.set(func() { delete(h.leads, 0) })
+	c.reconcile()
+	h.set(func() { h.leads[0] = 2 })
+	c.reconcile()
+	waitUntil(t, "the reload", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	if got := stored(); len(got) != 0 {
+		t.Fatalf("after a reload the group has offsets %v again", got)
+	}
+}
+
+// A reset naming a partition the topic does not have answers that
+// partition UNKNOWN_TOPIC_OR_PARTITION (a typo), not a missing leader, and
+// resets the others.
+func TestAResetNamingAPartitionThatDoesNotExistSaysSo(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: time.Hour})
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	resp, err := s.ResetGroupOffsets(context.Background(), &groupv1.ResetGroupOffsetsRequest{GroupId: "g",
+		Spec: groupv1.OffsetResetSpec_OFFSET_RESET_SPEC_EARLIEST, Topics: []*groupv1.ResetGroupOffsetsTopic{{Name: "orders", Partitions: []int32{0, 9}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32]kerr.Code{}
+	for _, p := range resp.GetPartitions() {
+		got[p.GetPartition()] = kerr.Code(p.GetErrorCode())
+	}
+	if want := map[int32]kerr.Code{0: kerr.None, 9: kerr.UnknownTopicOrPartition}; !maps.Equal(got, want) {
+		t.Fatalf("reset answers %v, want %v", got, want)
 	}
 }

@@ -193,6 +193,11 @@ func (s *Service) ResetGroupOffsets(ctx context.Context, req *groupv1.ResetGroup
 			r.PreviousOffset = cur
 		}
 		out.Partitions = append(out.Partitions, r)
+		if tp.Partition < 0 || !c.knownPartition(tp.Topic, tp.Partition) {
+			// Named, not there: a typo, not a missing leader.
+			r.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+			continue
+		}
 		target, err := c.resetTarget(ctx, tp, req, r.PreviousOffset)
 		if err != nil {
 			r.ErrorCode = commonv1.ErrorCode(kerr.CodeOf(err))

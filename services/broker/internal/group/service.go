@@ -261,6 +261,8 @@ func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitReq
 				pr.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
 			case len(p.GetMetadata()) > maxMeta:
 				pr.ErrorCode = commonv1.ErrorCode_ERROR_CODE_OFFSET_METADATA_TOO_LARGE
+			case !c.knownPartition(t.GetName(), p.GetPartition()):
+				pr.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
 			default:
 				id, _ := c.host.TopicID(t.GetName())
 				entries = append(entries, commitEntry{tp: TP{t.GetName(), p.GetPartition()},
@@ -273,6 +275,18 @@ func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitReq
 		return nil, err
 	}
 	return out, nil
+}
+
+// knownPartition reports whether the metadata holds tp, as Kafka checks
+// its metadata cache before storing an offset: an offset for a topic that
+// does not exist would otherwise be handed to the consumers of a topic
+// created later under its name. A broker with no metadata yet refuses
+// nothing it cannot judge.
+func (c *Coordinator) knownPartition(topic string, partition int32) bool {
+	if _, ok := c.host.TopicID(topic); !ok {
+		return true
+	}
+	return partition < c.host.PartitionCount(topic)
 }
 
 // commit fences the committer, writes the offsets in one acks=all batch

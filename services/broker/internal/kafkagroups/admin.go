@@ -2,17 +2,26 @@ package kafkagroups
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/broker/internal/group"
 )
 
 // listGroups lists the groups this broker coordinates (Kafka's admin
 // clients ask every broker), only those the caller may Describe.
 func (g *Groups) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	greq := &groupv1.ListGroupsRequest{StatesFilter: req.StatesFilter}
+	// A state this broker does not know (a newer protocol's, such as
+	// Assigning) matches no group, as in Kafka, rather than failing the
+	// whole listing.
+	known := slices.DeleteFunc(slices.Clone(req.StatesFilter), func(s string) bool { _, ok := group.ParseState(s); return !ok })
+	if len(req.StatesFilter) > 0 && len(known) == 0 {
+		return resp
+	}
+	greq := &groupv1.ListGroupsRequest{StatesFilter: known}
 	gresp, err := call(ctx, g.Authorizer, groupv1.GroupService_ListGroups_FullMethodName, greq, g.Service.ListGroups)
 	if err != nil {
 		resp.ErrorCode = code(err)

@@ -42,6 +42,7 @@ func (g *Groups) APIs() map[int16]kafkaapi.VersionRange {
 		int16(kmsg.ListGroups):      {Min: 0, Max: 4},
 		int16(kmsg.DescribeGroups):  {Min: 0, Max: 5},
 		int16(kmsg.DeleteGroups):    {Min: 0, Max: 2},
+		int16(kmsg.OffsetDelete):    {Min: 0, Max: 0},
 	}
 }
 
@@ -68,6 +69,8 @@ func (g *Groups) Handle(ctx context.Context, _ identity.Principal, req kmsg.Requ
 		return g.describeGroups(ctx, r)
 	case *kmsg.DeleteGroupsRequest:
 		return g.deleteGroups(ctx, r)
+	case *kmsg.OffsetDeleteRequest:
+		return g.offsetDelete(ctx, r)
 	}
 	panic("kafkagroups: request " + kmsg.NameForKey(req.Key()) + " is not one of its APIs")
 }

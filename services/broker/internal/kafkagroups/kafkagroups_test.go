@@ -8,6 +8,7 @@ import (
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/broker/internal/group"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
 )
@@ -128,5 +129,56 @@ func TestLeaveGroupOneOrBatch(t *testing.T) {
 	r := handle[*kmsg.LeaveGroupResponse](t, g, lg5, 5)
 	if r.ErrorCode != 0 || len(r.Members) != 2 || r.Members[1].MemberID != "b" || r.Members[1].ErrorCode != int16(kerr.UnknownMemberID) {
 		t.Fatalf("v5: %+v", r)
+	}
+}
+
+// listing holds two groups and filters them by state as the coordinator
+// does, refusing a state it does not know.
+type listing struct {
+	groupv1.UnimplementedGroupServiceServer
+}
+
+func (listing) ListGroups(_ context.Context, req *groupv1.ListGroupsRequest) (*groupv1.ListGroupsResponse, error) {
+	all := map[string]group.State{"a": group.Stable, "b": group.Empty}
+	out := &groupv1.ListGroupsResponse{}
+	for _, id := range []string{"a", "b"} {
+		keep := len(req.GetStatesFilter()) == 0
+		for _, f := range req.GetStatesFilter() {
+			st, ok := group.ParseState(f)
+			if !ok {
+				return nil, kerr.BadField(kerr.InvalidRequest, "states_filter", "unknown state %q", f)
+			}
+			keep = keep || st == all[id]
+		}
+		if keep {
+			out.Groups = append(out.Groups, &groupv1.ListedGroup{GroupId: id, GroupState: all[id].String()})
+		}
+	}
+	return out, nil
+}
+
+// A Kafka client's state filter naming a state tidemark does not know (a
+// newer protocol's) matches no group, as in Kafka; it does not fail the
+// listing of the states it does know.
+func TestListGroupsIgnoresStatesItDoesNotKnow(t *testing.T) {
+	g := &Groups{Service: listing{}}
+	list := func(states ...string) (int16, []string) {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.StatesFilter = states
+		r := handle[*kmsg.ListGroupsResponse](t, g, req, 4)
+		var ids []string
+		for _, lg := range r.Groups {
+			ids = append(ids, lg.Group)
+		}
+		return r.ErrorCode, ids
+	}
+	if code, ids := list("Stable", "Assigning"); code != 0 || len(ids) != 1 || ids[0] != "a" {
+		t.Fatalf("Stable+Assigning: code %d, groups %v, want a", code, ids)
+	}
+	if code, ids := list("Reconciling"); code != 0 || len(ids) != 0 {
+		t.Fatalf("Reconciling: code %d, groups %v, want none", code, ids)
+	}
+	if code, ids := list(); code != 0 || len(ids) != 2 {
+		t.Fatalf("no filter: code %d, groups %v, want both", code, ids)
 	}
 }

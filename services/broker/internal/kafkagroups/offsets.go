@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 // offsetCommit commits through the gRPC handler; a refusal of the whole
@@ -115,4 +116,42 @@ func (g *Groups) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 func metadataOf(p *groupv1.OffsetFetchPartition) *string {
 	m := p.GetMetadata()
 	return &m
+}
+
+// offsetDelete deletes committed offsets through the gRPC handler. As in
+// Kafka, a refusal of the group is the answer's error and a refusal of a
+// topic is each of its partitions' error.
+func (g *Groups) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	greq := &groupv1.OffsetDeleteRequest{GroupId: req.Group}
+	for _, t := range req.Topics {
+		gt := &groupv1.OffsetDeleteTopic{Name: t.Topic}
+		for _, p := range t.Partitions {
+			gt.Partitions = append(gt.Partitions, p.Partition)
+		}
+		greq.Topics = append(greq.Topics, gt)
+	}
+	gresp, err := call(ctx, g.Authorizer, groupv1.GroupService_OffsetDelete_FullMethodName, greq, g.Service.OffsetDelete)
+	if err != nil {
+		if c := code(err); c != int16(kerr.TopicAuthorizationFailed) {
+			resp.ErrorCode = c
+			return resp
+		}
+		for _, t := range req.Topics {
+			rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition, ErrorCode: code(err)})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	for _, t := range gresp.GetTopics() {
+		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.GetName()}
+		for _, p := range t.GetPartitions() {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: p.GetPartition(), ErrorCode: int16(p.GetErrorCode())})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

@@ -2354,6 +2354,261 @@ func (x *DeleteGroupsResponse) GetResults() []*DeletableGroupResult {
 	return nil
 }
 
+type OffsetDeleteTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteTopic) Reset() {
+	*x = OffsetDeleteTopic{}
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteTopic) ProtoMessage() {}
+
+func (x *OffsetDeleteTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteTopic.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteTopic) Descriptor() ([]byte, []int) {
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *OffsetDeleteTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OffsetDeleteTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type OffsetDeleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Topics        []*OffsetDeleteTopic   `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteRequest) Reset() {
+	*x = OffsetDeleteRequest{}
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteRequest) ProtoMessage() {}
+
+func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *OffsetDeleteRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *OffsetDeleteRequest) GetTopics() []*OffsetDeleteTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type OffsetDeletePartitionResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// UNKNOWN_TOPIC_OR_PARTITION, GROUP_SUBSCRIBED_TO_TOPIC, or
+	// UNSTABLE_OFFSET_COMMIT while a commit of the partition is being written
+	// (retry); unset when deleted or when there was no offset.
+	ErrorCode     v1.ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeletePartitionResult) Reset() {
+	*x = OffsetDeletePartitionResult{}
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeletePartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeletePartitionResult) ProtoMessage() {}
+
+func (x *OffsetDeletePartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeletePartitionResult.ProtoReflect.Descriptor instead.
+func (*OffsetDeletePartitionResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *OffsetDeletePartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetDeletePartitionResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+type OffsetDeleteTopicResult struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Name          string                         `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions    []*OffsetDeletePartitionResult `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteTopicResult) Reset() {
+	*x = OffsetDeleteTopicResult{}
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteTopicResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteTopicResult) ProtoMessage() {}
+
+func (x *OffsetDeleteTopicResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteTopicResult.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteTopicResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *OffsetDeleteTopicResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OffsetDeleteTopicResult) GetPartitions() []*OffsetDeletePartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type OffsetDeleteResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Topics        []*OffsetDeleteTopicResult `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResponse) Reset() {
+	*x = OffsetDeleteResponse{}
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResponse) ProtoMessage() {}
+
+func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *OffsetDeleteResponse) GetTopics() []*OffsetDeleteTopicResult {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
 type ResetGroupOffsetsTopic struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2365,7 +2620,7 @@ type ResetGroupOffsetsTopic struct {
 
 func (x *ResetGroupOffsetsTopic) Reset() {
 	*x = ResetGroupOffsetsTopic{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2632,7 @@ func (x *ResetGroupOffsetsTopic) String() string {
 func (*ResetGroupOffsetsTopic) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2645,7 @@ func (x *ResetGroupOffsetsTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsTopic.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsTopic) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{36}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResetGroupOffsetsTopic) GetName() string {
@@ -2428,7 +2683,7 @@ type ResetGroupOffsetsRequest struct {
 
 func (x *ResetGroupOffsetsRequest) Reset() {
 	*x = ResetGroupOffsetsRequest{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2695,7 @@ func (x *ResetGroupOffsetsRequest) String() string {
 func (*ResetGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2708,7 @@ func (x *ResetGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{37}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResetGroupOffsetsRequest) GetGroupId() string {
@@ -2519,7 +2774,7 @@ type ResetPartitionResult struct {
 
 func (x *ResetPartitionResult) Reset() {
 	*x = ResetPartitionResult{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2786,7 @@ func (x *ResetPartitionResult) String() string {
 func (*ResetPartitionResult) ProtoMessage() {}
 
 func (x *ResetPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2799,7 @@ func (x *ResetPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetPartitionResult.ProtoReflect.Descriptor instead.
 func (*ResetPartitionResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{38}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResetPartitionResult) GetTopic() string {
@@ -2591,7 +2846,7 @@ type ResetGroupOffsetsResponse struct {
 
 func (x *ResetGroupOffsetsResponse) Reset() {
 	*x = ResetGroupOffsetsResponse{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2858,7 @@ func (x *ResetGroupOffsetsResponse) String() string {
 func (*ResetGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2871,7 @@ func (x *ResetGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{39}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResetGroupOffsetsResponse) GetPartitions() []*ResetPartitionResult {
@@ -2638,7 +2893,7 @@ type DescribeGroupLagRequest struct {
 
 func (x *DescribeGroupLagRequest) Reset() {
 	*x = DescribeGroupLagRequest{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2905,7 @@ func (x *DescribeGroupLagRequest) String() string {
 func (*DescribeGroupLagRequest) ProtoMessage() {}
 
 func (x *DescribeGroupLagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2918,7 @@ func (x *DescribeGroupLagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupLagRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupLagRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{40}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DescribeGroupLagRequest) GetGroupId() string {
@@ -2708,7 +2963,7 @@ type PartitionLag struct {
 
 func (x *PartitionLag) Reset() {
 	*x = PartitionLag{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2975,7 @@ func (x *PartitionLag) String() string {
 func (*PartitionLag) ProtoMessage() {}
 
 func (x *PartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2988,7 @@ func (x *PartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLag.ProtoReflect.Descriptor instead.
 func (*PartitionLag) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{41}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PartitionLag) GetTopic() string {
@@ -2824,7 +3079,7 @@ type DescribeGroupLagResponse struct {
 
 func (x *DescribeGroupLagResponse) Reset() {
 	*x = DescribeGroupLagResponse{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +3091,7 @@ func (x *DescribeGroupLagResponse) String() string {
 func (*DescribeGroupLagResponse) ProtoMessage() {}
 
 func (x *DescribeGroupLagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +3104,7 @@ func (x *DescribeGroupLagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupLagResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupLagResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{42}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DescribeGroupLagResponse) GetGroupId() string {
@@ -3040,7 +3295,26 @@ const file_tidemark_group_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\"Y\n" +
 	"\x14DeleteGroupsResponse\x12A\n" +
-	"\aresults\x18\x01 \x03(\v2'.tidemark.group.v1.DeletableGroupResultR\aresults\"L\n" +
+	"\aresults\x18\x01 \x03(\v2'.tidemark.group.v1.DeletableGroupResultR\aresults\"G\n" +
+	"\x11OffsetDeleteTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"n\n" +
+	"\x13OffsetDeleteRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12<\n" +
+	"\x06topics\x18\x02 \x03(\v2$.tidemark.group.v1.OffsetDeleteTopicR\x06topics\"y\n" +
+	"\x1bOffsetDeletePartitionResult\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12<\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\"}\n" +
+	"\x17OffsetDeleteTopicResult\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12N\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2..tidemark.group.v1.OffsetDeletePartitionResultR\n" +
+	"partitions\"Z\n" +
+	"\x14OffsetDeleteResponse\x12B\n" +
+	"\x06topics\x18\x01 \x03(\v2*.tidemark.group.v1.OffsetDeleteTopicResultR\x06topics\"L\n" +
 	"\x16ResetGroupOffsetsTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -3100,7 +3374,7 @@ const file_tidemark_group_v1_group_proto_rawDesc = "" +
 	"\x18OFFSET_RESET_SPEC_LATEST\x10\x02\x12\x1c\n" +
 	"\x18OFFSET_RESET_SPEC_OFFSET\x10\x03\x12\x1f\n" +
 	"\x1bOFFSET_RESET_SPEC_TIMESTAMP\x10\x04\x12\x1e\n" +
-	"\x1aOFFSET_RESET_SPEC_SHIFT_BY\x10\x052\x9a\t\n" +
+	"\x1aOFFSET_RESET_SPEC_SHIFT_BY\x10\x052\xfb\t\n" +
 	"\fGroupService\x12h\n" +
 	"\x0fFindCoordinator\x12).tidemark.group.v1.FindCoordinatorRequest\x1a*.tidemark.group.v1.FindCoordinatorResponse\x12V\n" +
 	"\tJoinGroup\x12#.tidemark.group.v1.JoinGroupRequest\x1a$.tidemark.group.v1.JoinGroupResponse\x12V\n" +
@@ -3113,7 +3387,8 @@ const file_tidemark_group_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12$.tidemark.group.v1.ListGroupsRequest\x1a%.tidemark.group.v1.ListGroupsResponse\x12e\n" +
 	"\x0eDescribeGroups\x12(.tidemark.group.v1.DescribeGroupsRequest\x1a).tidemark.group.v1.DescribeGroupsResponse\x12_\n" +
-	"\fDeleteGroups\x12&.tidemark.group.v1.DeleteGroupsRequest\x1a'.tidemark.group.v1.DeleteGroupsResponse\x12n\n" +
+	"\fDeleteGroups\x12&.tidemark.group.v1.DeleteGroupsRequest\x1a'.tidemark.group.v1.DeleteGroupsResponse\x12_\n" +
+	"\fOffsetDelete\x12&.tidemark.group.v1.OffsetDeleteRequest\x1a'.tidemark.group.v1.OffsetDeleteResponse\x12n\n" +
 	"\x11ResetGroupOffsets\x12+.tidemark.group.v1.ResetGroupOffsetsRequest\x1a,.tidemark.group.v1.ResetGroupOffsetsResponse\x12k\n" +
 	"\x10DescribeGroupLag\x12*.tidemark.group.v1.DescribeGroupLagRequest\x1a+.tidemark.group.v1.DescribeGroupLagResponseB1Z/tidemark.io/proto/gen/tidemark/group/v1;groupv1b\x06proto3"
 
@@ -3130,7 +3405,7 @@ func file_tidemark_group_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_group_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tidemark_group_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_tidemark_group_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_tidemark_group_v1_group_proto_goTypes = []any{
 	(CoordinatorType)(0),                // 0: tidemark.group.v1.CoordinatorType
 	(OffsetResetSpec)(0),                // 1: tidemark.group.v1.OffsetResetSpec
@@ -3170,76 +3445,87 @@ var file_tidemark_group_v1_group_proto_goTypes = []any{
 	(*DeleteGroupsRequest)(nil),         // 35: tidemark.group.v1.DeleteGroupsRequest
 	(*DeletableGroupResult)(nil),        // 36: tidemark.group.v1.DeletableGroupResult
 	(*DeleteGroupsResponse)(nil),        // 37: tidemark.group.v1.DeleteGroupsResponse
-	(*ResetGroupOffsetsTopic)(nil),      // 38: tidemark.group.v1.ResetGroupOffsetsTopic
-	(*ResetGroupOffsetsRequest)(nil),    // 39: tidemark.group.v1.ResetGroupOffsetsRequest
-	(*ResetPartitionResult)(nil),        // 40: tidemark.group.v1.ResetPartitionResult
-	(*ResetGroupOffsetsResponse)(nil),   // 41: tidemark.group.v1.ResetGroupOffsetsResponse
-	(*DescribeGroupLagRequest)(nil),     // 42: tidemark.group.v1.DescribeGroupLagRequest
-	(*PartitionLag)(nil),                // 43: tidemark.group.v1.PartitionLag
-	(*DescribeGroupLagResponse)(nil),    // 44: tidemark.group.v1.DescribeGroupLagResponse
-	(*v1.Node)(nil),                     // 45: tidemark.common.v1.Node
-	(v1.ErrorCode)(0),                   // 46: tidemark.common.v1.ErrorCode
+	(*OffsetDeleteTopic)(nil),           // 38: tidemark.group.v1.OffsetDeleteTopic
+	(*OffsetDeleteRequest)(nil),         // 39: tidemark.group.v1.OffsetDeleteRequest
+	(*OffsetDeletePartitionResult)(nil), // 40: tidemark.group.v1.OffsetDeletePartitionResult
+	(*OffsetDeleteTopicResult)(nil),     // 41: tidemark.group.v1.OffsetDeleteTopicResult
+	(*OffsetDeleteResponse)(nil),        // 42: tidemark.group.v1.OffsetDeleteResponse
+	(*ResetGroupOffsetsTopic)(nil),      // 43: tidemark.group.v1.ResetGroupOffsetsTopic
+	(*ResetGroupOffsetsRequest)(nil),    // 44: tidemark.group.v1.ResetGroupOffsetsRequest
+	(*ResetPartitionResult)(nil),        // 45: tidemark.group.v1.ResetPartitionResult
+	(*ResetGroupOffsetsResponse)(nil),   // 46: tidemark.group.v1.ResetGroupOffsetsResponse
+	(*DescribeGroupLagRequest)(nil),     // 47: tidemark.group.v1.DescribeGroupLagRequest
+	(*PartitionLag)(nil),                // 48: tidemark.group.v1.PartitionLag
+	(*DescribeGroupLagResponse)(nil),    // 49: tidemark.group.v1.DescribeGroupLagResponse
+	(*v1.Node)(nil),                     // 50: tidemark.common.v1.Node
+	(v1.ErrorCode)(0),                   // 51: tidemark.common.v1.ErrorCode
 }
 var file_tidemark_group_v1_group_proto_depIdxs = []int32{
 	0,  // 0: tidemark.group.v1.FindCoordinatorRequest.key_type:type_name -> tidemark.group.v1.CoordinatorType
-	45, // 1: tidemark.group.v1.FindCoordinatorResponse.coordinator:type_name -> tidemark.common.v1.Node
+	50, // 1: tidemark.group.v1.FindCoordinatorResponse.coordinator:type_name -> tidemark.common.v1.Node
 	4,  // 2: tidemark.group.v1.JoinGroupRequest.protocols:type_name -> tidemark.group.v1.JoinGroupProtocol
 	6,  // 3: tidemark.group.v1.JoinGroupResponse.members:type_name -> tidemark.group.v1.JoinGroupMember
 	8,  // 4: tidemark.group.v1.SyncGroupRequest.assignments:type_name -> tidemark.group.v1.SyncGroupAssignment
 	13, // 5: tidemark.group.v1.LeaveGroupRequest.members:type_name -> tidemark.group.v1.MemberIdentity
-	46, // 6: tidemark.group.v1.LeaveGroupMemberResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	51, // 6: tidemark.group.v1.LeaveGroupMemberResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	15, // 7: tidemark.group.v1.LeaveGroupResponse.members:type_name -> tidemark.group.v1.LeaveGroupMemberResult
 	17, // 8: tidemark.group.v1.OffsetCommitTopic.partitions:type_name -> tidemark.group.v1.OffsetCommitPartition
 	18, // 9: tidemark.group.v1.OffsetCommitRequest.topics:type_name -> tidemark.group.v1.OffsetCommitTopic
-	46, // 10: tidemark.group.v1.OffsetCommitPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	51, // 10: tidemark.group.v1.OffsetCommitPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	20, // 11: tidemark.group.v1.OffsetCommitTopicResult.partitions:type_name -> tidemark.group.v1.OffsetCommitPartitionResult
 	21, // 12: tidemark.group.v1.OffsetCommitResponse.topics:type_name -> tidemark.group.v1.OffsetCommitTopicResult
 	23, // 13: tidemark.group.v1.OffsetFetchRequest.topics:type_name -> tidemark.group.v1.OffsetFetchTopic
-	46, // 14: tidemark.group.v1.OffsetFetchPartition.error_code:type_name -> tidemark.common.v1.ErrorCode
+	51, // 14: tidemark.group.v1.OffsetFetchPartition.error_code:type_name -> tidemark.common.v1.ErrorCode
 	25, // 15: tidemark.group.v1.OffsetFetchTopicResult.partitions:type_name -> tidemark.group.v1.OffsetFetchPartition
 	26, // 16: tidemark.group.v1.OffsetFetchResponse.topics:type_name -> tidemark.group.v1.OffsetFetchTopicResult
 	29, // 17: tidemark.group.v1.ListGroupsResponse.groups:type_name -> tidemark.group.v1.ListedGroup
-	46, // 18: tidemark.group.v1.DescribedGroup.error_code:type_name -> tidemark.common.v1.ErrorCode
+	51, // 18: tidemark.group.v1.DescribedGroup.error_code:type_name -> tidemark.common.v1.ErrorCode
 	32, // 19: tidemark.group.v1.DescribedGroup.members:type_name -> tidemark.group.v1.DescribedGroupMember
-	45, // 20: tidemark.group.v1.DescribedGroup.coordinator:type_name -> tidemark.common.v1.Node
+	50, // 20: tidemark.group.v1.DescribedGroup.coordinator:type_name -> tidemark.common.v1.Node
 	33, // 21: tidemark.group.v1.DescribeGroupsResponse.groups:type_name -> tidemark.group.v1.DescribedGroup
-	46, // 22: tidemark.group.v1.DeletableGroupResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	51, // 22: tidemark.group.v1.DeletableGroupResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	36, // 23: tidemark.group.v1.DeleteGroupsResponse.results:type_name -> tidemark.group.v1.DeletableGroupResult
-	38, // 24: tidemark.group.v1.ResetGroupOffsetsRequest.topics:type_name -> tidemark.group.v1.ResetGroupOffsetsTopic
-	1,  // 25: tidemark.group.v1.ResetGroupOffsetsRequest.spec:type_name -> tidemark.group.v1.OffsetResetSpec
-	46, // 26: tidemark.group.v1.ResetPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	40, // 27: tidemark.group.v1.ResetGroupOffsetsResponse.partitions:type_name -> tidemark.group.v1.ResetPartitionResult
-	46, // 28: tidemark.group.v1.PartitionLag.error_code:type_name -> tidemark.common.v1.ErrorCode
-	43, // 29: tidemark.group.v1.DescribeGroupLagResponse.partitions:type_name -> tidemark.group.v1.PartitionLag
-	2,  // 30: tidemark.group.v1.GroupService.FindCoordinator:input_type -> tidemark.group.v1.FindCoordinatorRequest
-	5,  // 31: tidemark.group.v1.GroupService.JoinGroup:input_type -> tidemark.group.v1.JoinGroupRequest
-	9,  // 32: tidemark.group.v1.GroupService.SyncGroup:input_type -> tidemark.group.v1.SyncGroupRequest
-	11, // 33: tidemark.group.v1.GroupService.Heartbeat:input_type -> tidemark.group.v1.HeartbeatRequest
-	14, // 34: tidemark.group.v1.GroupService.LeaveGroup:input_type -> tidemark.group.v1.LeaveGroupRequest
-	19, // 35: tidemark.group.v1.GroupService.OffsetCommit:input_type -> tidemark.group.v1.OffsetCommitRequest
-	24, // 36: tidemark.group.v1.GroupService.OffsetFetch:input_type -> tidemark.group.v1.OffsetFetchRequest
-	28, // 37: tidemark.group.v1.GroupService.ListGroups:input_type -> tidemark.group.v1.ListGroupsRequest
-	31, // 38: tidemark.group.v1.GroupService.DescribeGroups:input_type -> tidemark.group.v1.DescribeGroupsRequest
-	35, // 39: tidemark.group.v1.GroupService.DeleteGroups:input_type -> tidemark.group.v1.DeleteGroupsRequest
-	39, // 40: tidemark.group.v1.GroupService.ResetGroupOffsets:input_type -> tidemark.group.v1.ResetGroupOffsetsRequest
-	42, // 41: tidemark.group.v1.GroupService.DescribeGroupLag:input_type -> tidemark.group.v1.DescribeGroupLagRequest
-	3,  // 42: tidemark.group.v1.GroupService.FindCoordinator:output_type -> tidemark.group.v1.FindCoordinatorResponse
-	7,  // 43: tidemark.group.v1.GroupService.JoinGroup:output_type -> tidemark.group.v1.JoinGroupResponse
-	10, // 44: tidemark.group.v1.GroupService.SyncGroup:output_type -> tidemark.group.v1.SyncGroupResponse
-	12, // 45: tidemark.group.v1.GroupService.Heartbeat:output_type -> tidemark.group.v1.HeartbeatResponse
-	16, // 46: tidemark.group.v1.GroupService.LeaveGroup:output_type -> tidemark.group.v1.LeaveGroupResponse
-	22, // 47: tidemark.group.v1.GroupService.OffsetCommit:output_type -> tidemark.group.v1.OffsetCommitResponse
-	27, // 48: tidemark.group.v1.GroupService.OffsetFetch:output_type -> tidemark.group.v1.OffsetFetchResponse
-	30, // 49: tidemark.group.v1.GroupService.ListGroups:output_type -> tidemark.group.v1.ListGroupsResponse
-	34, // 50: tidemark.group.v1.GroupService.DescribeGroups:output_type -> tidemark.group.v1.DescribeGroupsResponse
-	37, // 51: tidemark.group.v1.GroupService.DeleteGroups:output_type -> tidemark.group.v1.DeleteGroupsResponse
-	41, // 52: tidemark.group.v1.GroupService.ResetGroupOffsets:output_type -> tidemark.group.v1.ResetGroupOffsetsResponse
-	44, // 53: tidemark.group.v1.GroupService.DescribeGroupLag:output_type -> tidemark.group.v1.DescribeGroupLagResponse
-	42, // [42:54] is the sub-list for method output_type
-	30, // [30:42] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	38, // 24: tidemark.group.v1.OffsetDeleteRequest.topics:type_name -> tidemark.group.v1.OffsetDeleteTopic
+	51, // 25: tidemark.group.v1.OffsetDeletePartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	40, // 26: tidemark.group.v1.OffsetDeleteTopicResult.partitions:type_name -> tidemark.group.v1.OffsetDeletePartitionResult
+	41, // 27: tidemark.group.v1.OffsetDeleteResponse.topics:type_name -> tidemark.group.v1.OffsetDeleteTopicResult
+	43, // 28: tidemark.group.v1.ResetGroupOffsetsRequest.topics:type_name -> tidemark.group.v1.ResetGroupOffsetsTopic
+	1,  // 29: tidemark.group.v1.ResetGroupOffsetsRequest.spec:type_name -> tidemark.group.v1.OffsetResetSpec
+	51, // 30: tidemark.group.v1.ResetPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	45, // 31: tidemark.group.v1.ResetGroupOffsetsResponse.partitions:type_name -> tidemark.group.v1.ResetPartitionResult
+	51, // 32: tidemark.group.v1.PartitionLag.error_code:type_name -> tidemark.common.v1.ErrorCode
+	48, // 33: tidemark.group.v1.DescribeGroupLagResponse.partitions:type_name -> tidemark.group.v1.PartitionLag
+	2,  // 34: tidemark.group.v1.GroupService.FindCoordinator:input_type -> tidemark.group.v1.FindCoordinatorRequest
+	5,  // 35: tidemark.group.v1.GroupService.JoinGroup:input_type -> tidemark.group.v1.JoinGroupRequest
+	9,  // 36: tidemark.group.v1.GroupService.SyncGroup:input_type -> tidemark.group.v1.SyncGroupRequest
+	11, // 37: tidemark.group.v1.GroupService.Heartbeat:input_type -> tidemark.group.v1.HeartbeatRequest
+	14, // 38: tidemark.group.v1.GroupService.LeaveGroup:input_type -> tidemark.group.v1.LeaveGroupRequest
+	19, // 39: tidemark.group.v1.GroupService.OffsetCommit:input_type -> tidemark.group.v1.OffsetCommitRequest
+	24, // 40: tidemark.group.v1.GroupService.OffsetFetch:input_type -> tidemark.group.v1.OffsetFetchRequest
+	28, // 41: tidemark.group.v1.GroupService.ListGroups:input_type -> tidemark.group.v1.ListGroupsRequest
+	31, // 42: tidemark.group.v1.GroupService.DescribeGroups:input_type -> tidemark.group.v1.DescribeGroupsRequest
+	35, // 43: tidemark.group.v1.GroupService.DeleteGroups:input_type -> tidemark.group.v1.DeleteGroupsRequest
+	39, // 44: tidemark.group.v1.GroupService.OffsetDelete:input_type -> tidemark.group.v1.OffsetDeleteRequest
+	44, // 45: tidemark.group.v1.GroupService.ResetGroupOffsets:input_type -> tidemark.group.v1.ResetGroupOffsetsRequest
+	47, // 46: tidemark.group.v1.GroupService.DescribeGroupLag:input_type -> tidemark.group.v1.DescribeGroupLagRequest
+	3,  // 47: tidemark.group.v1.GroupService.FindCoordinator:output_type -> tidemark.group.v1.FindCoordinatorResponse
+	7,  // 48: tidemark.group.v1.GroupService.JoinGroup:output_type -> tidemark.group.v1.JoinGroupResponse
+	10, // 49: tidemark.group.v1.GroupService.SyncGroup:output_type -> tidemark.group.v1.SyncGroupResponse
+	12, // 50: tidemark.group.v1.GroupService.Heartbeat:output_type -> tidemark.group.v1.HeartbeatResponse
+	16, // 51: tidemark.group.v1.GroupService.LeaveGroup:output_type -> tidemark.group.v1.LeaveGroupResponse
+	22, // 52: tidemark.group.v1.GroupService.OffsetCommit:output_type -> tidemark.group.v1.OffsetCommitResponse
+	27, // 53: tidemark.group.v1.GroupService.OffsetFetch:output_type -> tidemark.group.v1.OffsetFetchResponse
+	30, // 54: tidemark.group.v1.GroupService.ListGroups:output_type -> tidemark.group.v1.ListGroupsResponse
+	34, // 55: tidemark.group.v1.GroupService.DescribeGroups:output_type -> tidemark.group.v1.DescribeGroupsResponse
+	37, // 56: tidemark.group.v1.GroupService.DeleteGroups:output_type -> tidemark.group.v1.DeleteGroupsResponse
+	42, // 57: tidemark.group.v1.GroupService.OffsetDelete:output_type -> tidemark.group.v1.OffsetDeleteResponse
+	46, // 58: tidemark.group.v1.GroupService.ResetGroupOffsets:output_type -> tidemark.group.v1.ResetGroupOffsetsResponse
+	49, // 59: tidemark.group.v1.GroupService.DescribeGroupLag:output_type -> tidemark.group.v1.DescribeGroupLagResponse
+	47, // [47:60] is the sub-list for method output_type
+	34, // [34:47] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_group_v1_group_proto_init() }
@@ -3253,7 +3539,7 @@ func file_tidemark_group_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_group_v1_group_proto_rawDesc), len(file_tidemark_group_v1_group_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

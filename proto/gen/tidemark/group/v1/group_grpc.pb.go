@@ -32,6 +32,7 @@ const (
 	GroupService_ListGroups_FullMethodName        = "/tidemark.group.v1.GroupService/ListGroups"
 	GroupService_DescribeGroups_FullMethodName    = "/tidemark.group.v1.GroupService/DescribeGroups"
 	GroupService_DeleteGroups_FullMethodName      = "/tidemark.group.v1.GroupService/DeleteGroups"
+	GroupService_OffsetDelete_FullMethodName      = "/tidemark.group.v1.GroupService/OffsetDelete"
 	GroupService_ResetGroupOffsets_FullMethodName = "/tidemark.group.v1.GroupService/ResetGroupOffsets"
 	GroupService_DescribeGroupLag_FullMethodName  = "/tidemark.group.v1.GroupService/DescribeGroupLag"
 )
@@ -82,6 +83,12 @@ type GroupServiceClient interface {
 	// DeleteGroups deletes empty groups and their offsets (tombstones in
 	// __consumer_offsets); NON_EMPTY_GROUP while a group has members.
 	DeleteGroups(ctx context.Context, in *DeleteGroupsRequest, opts ...grpc.CallOption) (*DeleteGroupsResponse, error)
+	// OffsetDelete deletes a group's committed offsets of some partitions
+	// (kafka-consumer-groups --delete-offsets): any while the group is Empty;
+	// while it has members, only those of topics no member subscribes to
+	// (GROUP_SUBSCRIBED_TO_TOPIC for the others). GROUP_ID_NOT_FOUND when the
+	// group has neither members nor offsets.
+	OffsetDelete(ctx context.Context, in *OffsetDeleteRequest, opts ...grpc.CallOption) (*OffsetDeleteResponse, error)
 	// ResetGroupOffsets sets a group's committed offsets to the earliest, the
 	// latest, a given offset or the first at a timestamp, like
 	// kafka-consumer-groups --reset-offsets. Only while the group has no
@@ -201,6 +208,16 @@ func (c *groupServiceClient) DeleteGroups(ctx context.Context, in *DeleteGroupsR
 	return out, nil
 }
 
+func (c *groupServiceClient) OffsetDelete(ctx context.Context, in *OffsetDeleteRequest, opts ...grpc.CallOption) (*OffsetDeleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OffsetDeleteResponse)
+	err := c.cc.Invoke(ctx, GroupService_OffsetDelete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *groupServiceClient) ResetGroupOffsets(ctx context.Context, in *ResetGroupOffsetsRequest, opts ...grpc.CallOption) (*ResetGroupOffsetsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResetGroupOffsetsResponse)
@@ -267,6 +284,12 @@ type GroupServiceServer interface {
 	// DeleteGroups deletes empty groups and their offsets (tombstones in
 	// __consumer_offsets); NON_EMPTY_GROUP while a group has members.
 	DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error)
+	// OffsetDelete deletes a group's committed offsets of some partitions
+	// (kafka-consumer-groups --delete-offsets): any while the group is Empty;
+	// while it has members, only those of topics no member subscribes to
+	// (GROUP_SUBSCRIBED_TO_TOPIC for the others). GROUP_ID_NOT_FOUND when the
+	// group has neither members nor offsets.
+	OffsetDelete(context.Context, *OffsetDeleteRequest) (*OffsetDeleteResponse, error)
 	// ResetGroupOffsets sets a group's committed offsets to the earliest, the
 	// latest, a given offset or the first at a timestamp, like
 	// kafka-consumer-groups --reset-offsets. Only while the group has no
@@ -315,6 +338,9 @@ func (UnimplementedGroupServiceServer) DescribeGroups(context.Context, *Describe
 }
 func (UnimplementedGroupServiceServer) DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteGroups not implemented")
+}
+func (UnimplementedGroupServiceServer) OffsetDelete(context.Context, *OffsetDeleteRequest) (*OffsetDeleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OffsetDelete not implemented")
 }
 func (UnimplementedGroupServiceServer) ResetGroupOffsets(context.Context, *ResetGroupOffsetsRequest) (*ResetGroupOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetGroupOffsets not implemented")
@@ -523,6 +549,24 @@ func _GroupService_DeleteGroups_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GroupService_OffsetDelete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OffsetDeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupServiceServer).OffsetDelete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupService_OffsetDelete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupServiceServer).OffsetDelete(ctx, req.(*OffsetDeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GroupService_ResetGroupOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResetGroupOffsetsRequest)
 	if err := dec(in); err != nil {
@@ -605,6 +649,10 @@ var GroupService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroups",
 			Handler:    _GroupService_DeleteGroups_Handler,
+		},
+		{
+			MethodName: "OffsetDelete",
+			Handler:    _GroupService_OffsetDelete_Handler,
 		},
 		{
 			MethodName: "ResetGroupOffsets",
