@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
 )
 
 // partReader reads one partition from its start up to end (exclusive), or
@@ -37,7 +38,7 @@ type batch struct {
 // openReaders makes a consumer per partition, starting at start (an offset,
 // client.OffsetEarliest or client.OffsetLatest). Unless follow is set each
 // one ends at the high watermark seen now; partitions with nothing to read
-// are left out.
+// are left out. An offset past a partition's end is OFFSET_OUT_OF_RANGE.
 func openReaders(ctx context.Context, c *client.Client, topic string, parts []int32, start int64, follow bool, rack string) ([]*partReader, error) {
 	var out []*partReader
 	for _, p := range parts {
@@ -53,13 +54,20 @@ func openReaders(ctx context.Context, c *client.Client, topic string, parts []in
 			}
 			from = lo.Offset
 		}
-		if !follow {
+		if !follow || start >= 0 {
 			lo, err := c.ListOffsets(ctx, topic, p, client.Latest())
 			if err != nil {
 				return nil, err
 			}
-			if end = lo.Offset; from >= end {
-				continue
+			// The reader's out-of-range reset goes to the log start: an
+			// offset past the end would print records from before it.
+			if start > lo.Offset {
+				return nil, kerr.New(kerr.OffsetOutOfRange, "offset %d is past the end of %s-%d (its end offset is %d)", start, topic, p, lo.Offset)
+			}
+			if !follow {
+				if end = lo.Offset; from >= end {
+					continue
+				}
 			}
 		}
 		cs, err := client.NewConsumer(c, client.ConsumerOptions{Topic: topic, Partition: p, StartOffset: from,

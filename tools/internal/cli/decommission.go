@@ -67,6 +67,9 @@ func decommission(ctx context.Context, a *client.Admin, out io.Writer, id int32,
 	if err != nil {
 		return err
 	}
+	if !knownBroker(cl, cur, id) {
+		return kerr.New(kerr.BrokerIDNotRegistered, "broker %d is not in the cluster", id)
+	}
 	var live []reassignplan.Broker
 	for _, b := range cl.GetBrokers() {
 		if b.GetAlive() && !b.GetShuttingDown() {
@@ -123,6 +126,25 @@ func decommission(ctx context.Context, a *client.Admin, out io.Writer, id int32,
 	}
 	fmt.Fprintf(out, "Broker %d holds no replica; it can be stopped.\n", id)
 	return nil
+}
+
+// knownBroker tells whether id is a registered broker or in some replica
+// list (a broker gone for good): any other id is a typo, and "holds no
+// replica" would read as a broker safe to stop.
+func knownBroker(cl *adminv1.DescribeClusterResponse, cur map[string]map[int32][]int32, id int32) bool {
+	for _, b := range cl.GetBrokers() {
+		if b.GetNode().GetId() == id {
+			return true
+		}
+	}
+	for _, parts := range cur {
+		for _, reps := range parts {
+			if slices.Contains(reps, id) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // newTopicsAlterCmd is kafka-topics --alter --partitions.

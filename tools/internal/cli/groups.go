@@ -20,9 +20,9 @@ import (
 func newGroupsCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "groups",
-		Short: "List, describe, reset and delete consumer groups (kafka-consumer-groups)",
+		Short: "List, describe, reset and delete consumer groups and their offsets (kafka-consumer-groups)",
 	}
-	c.AddCommand(newGroupsListCmd(g), newGroupsDescribeCmd(g), newGroupsResetCmd(g), newGroupsDeleteCmd(g))
+	c.AddCommand(newGroupsListCmd(g), newGroupsDescribeCmd(g), newGroupsResetCmd(g), newGroupsDeleteOffsetsCmd(g), newGroupsDeleteCmd(g))
 	return c
 }
 
@@ -89,12 +89,12 @@ func newGroupsDescribeCmd(g *globals) *cobra.Command {
 			group := args[0]
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				w := cmd.OutOrStdout()
+				d, err := describeExisting(ctx, c, group)
+				if err != nil {
+					return err
+				}
 				if !members && !state {
 					lag, err := c.GroupLag(ctx, group)
-					if err != nil {
-						return err
-					}
-					d, err := c.DescribeGroup(ctx, group)
 					if err != nil {
 						return err
 					}
@@ -102,10 +102,6 @@ func newGroupsDescribeCmd(g *globals) *cobra.Command {
 						fmt.Fprintf(w, "\nConsumer group '%s' has no active members.\n\n", group)
 					}
 					return writeGroupOffsets(w, group, lag)
-				}
-				d, err := c.DescribeGroup(ctx, group)
-				if err != nil {
-					return err
 				}
 				if members {
 					if len(d.GetMembers()) == 0 {
@@ -123,6 +119,20 @@ func newGroupsDescribeCmd(g *globals) *cobra.Command {
 	f.BoolVar(&verbose, "verbose", false, "with --members: the instance id and the assignment too")
 	f.BoolVar(&state, "state", false, "the group's coordinator, assignment strategy, state and member count")
 	return cmd
+}
+
+// describeExisting describes group, GROUP_ID_NOT_FOUND when the coordinator
+// knows neither members nor committed offsets of it (state Dead), as
+// kafka-consumer-groups says, rather than an empty table that reads as a group.
+func describeExisting(ctx context.Context, c *client.Client, group string) (*groupv1.DescribedGroup, error) {
+	d, err := c.DescribeGroup(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	if d.GetGroupState() == "Dead" {
+		return nil, kerr.New(kerr.GroupIDNotFound, "Consumer group '%s' does not exist.", group)
+	}
+	return d, nil
 }
 
 // offsetText is an offset or lag, "-" when unknown (negative).
@@ -262,6 +272,9 @@ func newGroupsResetCmd(g *globals) *cobra.Command {
 				req.Topics = append(req.Topics, rt)
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := g.checkResetTopics(ctx, c, req.GetTopics()); err != nil {
+					return err
+				}
 				resp, err := c.ResetGroupOffsets(ctx, req)
 				if err != nil {
 					return err
@@ -301,6 +314,21 @@ func newGroupsResetCmd(g *globals) *cobra.Command {
 	f.BoolVar(&dryRun, "dry-run", false, "show the new offsets only (the default)")
 	f.BoolVar(&execute, "execute", false, "commit the new offsets")
 	return cmd
+}
+
+// checkResetTopics makes sure each topic, and each partition named, exists:
+// the client would retry UNKNOWN_TOPIC_OR_PARTITION until --command-timeout.
+func (g *globals) checkResetTopics(ctx context.Context, c *client.Client, topics []*groupv1.ResetGroupOffsetsTopic) error {
+	for _, t := range topics {
+		highest := int32(-1)
+		for _, p := range t.GetPartitions() {
+			highest = max(highest, p)
+		}
+		if _, err := g.checkTopic(ctx, c, t.GetName(), highest); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseTopicPartitions reads topic or topic:0,1,2.
@@ -351,4 +379,68 @@ func newGroupsDeleteCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+func newGroupsDeleteOffsetsCmd(g *globals) *cobra.Command {
+	var (
+		group  string
+		topics []string
+	)
+	cmd := &cobra.Command{
+		Use:   "delete-offsets --group G --topic T[:P,P...]...",
+		Short: "Delete a group's committed offsets (any while it has no members; else only of topics no member subscribes to)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if group == "" {
+				return usagef("--group is required")
+			}
+			if len(topics) == 0 {
+				return usagef("give at least one --topic")
+			}
+			var named []*groupv1.ResetGroupOffsetsTopic
+			for _, t := range topics {
+				rt, err := parseTopicPartitions(t)
+				if err != nil {
+					return err
+				}
+				named = append(named, rt)
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				var tps []client.TopicPartition
+				for _, t := range named {
+					parts := t.GetPartitions()
+					if len(parts) == 0 { // every partition of the topic
+						md, err := c.Metadata(ctx, t.GetName())
+						if err != nil {
+							return err
+						}
+						for _, mt := range md.GetTopics() {
+							if code := kerr.Code(mt.GetErrorCode()); code != kerr.None {
+								return kerr.New(code, "topic %s", mt.GetName())
+							}
+							for _, p := range mt.GetPartitions() {
+								parts = append(parts, p.GetPartition())
+							}
+						}
+					}
+					for _, p := range parts {
+						tps = append(tps, client.TopicPartition{Topic: t.GetName(), Partition: p})
+					}
+				}
+				if err := c.DeleteGroupOffsets(ctx, group, tps...); err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+				fmt.Fprintln(tw, "TOPIC\tPARTITION\tSTATUS")
+				for _, tp := range tps {
+					fmt.Fprintf(tw, "%s\t%d\tSuccessful\n", tp.Topic, tp.Partition)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&group, "group", "", "the group")
+	f.StringArrayVar(&topics, "topic", nil, "a topic, or topic:0,1,2 for some of its partitions (repeatable)")
+	return cmd
 }

@@ -83,6 +83,18 @@ func TestConsumerGroupsFromTheCLI(t *testing.T) {
 	}
 
 	c.run(t, "", "groups", "reset-offsets", "--group", "pay", "--all-topics", "--to-datetime", "yesterday").fails(t, cli.ExitUsage, "--to-datetime")
+	r = c.run(t, "", "groups", "delete-offsets", "--group", "pay", "--topic", "payments:1").ok(t)
+	if !regexp.MustCompile(`(?m)^payments\s+1\s+Successful\s*$`).MatchString(r.out) {
+		t.Fatalf("delete-offsets:\n%s", r.out)
+	}
+	r = c.run(t, "", "groups", "describe", "pay").ok(t)
+	for _, row := range describeRow.FindAllStringSubmatch(r.out, -1) {
+		if row[1] == "1" && row[2] != "-" || row[1] == "0" && row[2] != "3" {
+			t.Fatalf("after delete-offsets of payments-1: %q, want partition 0 kept and 1 without an offset", row[0])
+		}
+	}
+	c.run(t, "", "groups", "delete-offsets", "--group", "pay", "--topic", "nosuch:0").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
+	c.run(t, "", "groups", "delete-offsets", "--topic", "payments").fails(t, cli.ExitUsage, "--group")
 	r = c.run(t, "", "groups", "delete", "pay").ok(t)
 	contains(t, r.out, "Deletion of requested consumer groups ('pay') was successful.")
 	if r := c.run(t, "", "groups", "list").ok(t); strings.Contains(r.out, "pay\n") {

@@ -45,9 +45,11 @@ func newScenarioCmd(g *globals) *cobra.Command {
 		Long: "Play one scenario on the running dev cluster (tidemark dev up, which must run with its\n" +
 			"fault-injection API, the default): the scenario creates its own topic, injects its faults through\n" +
 			"the launcher and the brokers' fault API, prints a timeline with the partition's replicas (LEO/HW,\n" +
-			"ISR, in `tidemark watch`'s colours) at each step and the rule at work, and leaves every node\n" +
-			"running and the ISR full. --explain answers the note's questions the scenario bears on with the\n" +
-			"run's figures. Exit 0: as the note says; 1: not, or the run could not be carried out; 2: bad usage.",
+			"ISR, in `tidemark watch`'s colours) at each step and the rule at work, and leaves the nodes it\n" +
+			"acted on running, its faults cleared and the ISR full. It refuses to start while the launcher\n" +
+			"plays a scenario (the console's). --explain answers the note's questions the scenario bears on\n" +
+			"with the run's figures. Exit 0: as the note says; 1: not, or the run could not be carried out;\n" +
+			"2: bad usage.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := scenario.Find(args[0]); err != nil {
@@ -66,6 +68,9 @@ func newScenarioCmd(g *globals) *cobra.Command {
 			}
 			env, err := scenario.Discover(cmd.Context(), control, sec)
 			if err != nil {
+				return err
+			}
+			if err := scenario.Idle(cmd.Context(), env); err != nil {
 				return err
 			}
 			v := &watchView{color: !noColor && isTerminal(out) && os.Getenv("NO_COLOR") == ""}

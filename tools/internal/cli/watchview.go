@@ -197,8 +197,9 @@ func replicaChips(p *adminv1.PartitionView) cell {
 			text = id + ":?/?" // no report of it to this controller yet: not 0/0
 		}
 		// A follower's LEO as its leader knows it, when it trails the
-		// follower's own: the fetch round trip the HW waits for.
-		if k := r.LeaderKnownLogEndOffset; k != nil && *k != r.GetLogEndOffset() {
+		// follower's own: the fetch round trip the HW waits for. Below 0
+		// (an older controller's "no fetch yet") it is not known.
+		if k := r.LeaderKnownLogEndOffset; k != nil && *k >= 0 && *k != r.GetLogEndOffset() {
 			text += fmt.Sprintf(" (leader: %d)", *k)
 		}
 		if !r.GetAlive() {

@@ -125,3 +125,25 @@ func TestWatchViewKeepsRecentEvents(t *testing.T) {
 		t.Fatalf("kept %d events, last %v", len(v.events), v.events[len(v.events)-1])
 	}
 }
+
+// A follower the leader has had no fetch from yet has no leader-known LEO;
+// a negative one (as older controllers send) is not printed as a LEO either:
+// "(leader: -1)" would read as the leader's view of the follower's log.
+func TestWatchUnknownLeaderKnownLEO(t *testing.T) {
+	unknown := int64(-1)
+	msg := &adminv1.WatchClusterResponse{
+		Cluster: &adminv1.DescribeClusterResponse{Controller: &commonv1.Node{Id: 1},
+			Brokers: []*adminv1.BrokerInfo{{Node: &commonv1.Node{Id: 1}, Alive: true}, {Node: &commonv1.Node{Id: 2}, Alive: true}}},
+		Partitions: []*adminv1.PartitionView{{Topic: "orders", Partition: 0, Leader: 1, Replicas: []int32{1, 2}, Isr: []int32{1, 2},
+			HighWatermark: 0, HighWatermarkKnown: true, MinInsyncReplicas: 1,
+			ReplicaViews: []*adminv1.ReplicaView{
+				{BrokerId: 1, Alive: true, InIsr: true, Leader: true, LogEndOffset: 2, Reported: true},
+				{BrokerId: 2, Alive: true, InIsr: true, LogEndOffset: 0, Reported: true, LeaderKnownLogEndOffset: &unknown},
+			}}},
+	}
+	var b strings.Builder
+	(&watchView{topics: map[string]bool{}}).render(&b, msg)
+	if strings.Contains(b.String(), "(leader: -1)") {
+		t.Fatalf("the watch shows an unknown leader-known LEO as -1:\n%s", b.String())
+	}
+}

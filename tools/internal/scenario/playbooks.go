@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,7 +85,8 @@ type hwState struct {
 	// Followers' LEO and HW, in the order of hwFacts.Followers.
 	LEO, HW []int64
 	// Known are the followers' LEOs as the leader knows them (their last
-	// fetch offsets), in the same order.
+	// fetch offsets), in the same order; -1 before the leader's first
+	// fetch from that follower.
 	Known []int64
 	ISR   []int32
 }
@@ -215,7 +217,11 @@ func playHW(r *run) (facts, error) {
 		for _, id := range f.Followers {
 			rv := replica(p, id)
 			s.LEO, s.HW = append(s.LEO, rv.GetLogEndOffset()), append(s.HW, rv.GetHighWatermark())
-			s.Known = append(s.Known, rv.GetLeaderKnownLogEndOffset())
+			known := int64(-1)
+			if rv.LeaderKnownLogEndOffset != nil {
+				known = rv.GetLeaderKnownLogEndOffset()
+			}
+			s.Known = append(s.Known, known)
 		}
 		if key := fmt.Sprint(s); key != last {
 			last = key
@@ -258,15 +264,31 @@ func hwNarrate(f hwFacts, s hwState) string {
 	}
 	switch {
 	case s.LeaderHW < f.Records && have == 0:
-		return fmt.Sprintf("the leader has LEO %d, HW %d = min(%d, %v): consumers cannot see m0, m1 yet", s.LeaderLEO, s.LeaderHW, s.LeaderLEO, s.Known)
+		known, note := knownLEOs(s.Known)
+		return fmt.Sprintf("the leader has LEO %d, HW %d = min(%d, %s): consumers cannot see m0, m1 yet%s", s.LeaderLEO, s.LeaderHW, s.LeaderLEO, known, note)
 	case s.LeaderHW < f.Records:
-		return fmt.Sprintf("%d of %d followers copied m0, m1 (LEO %v; the leader knows %v) but the leader's HW is still %d: it learns their LEO from their next fetch",
-			have, len(s.LEO), s.LEO, s.Known, s.LeaderHW)
+		known, note := knownLEOs(s.Known)
+		return fmt.Sprintf("%d of %d followers copied m0, m1 (LEO %v; the leader knows %s) but the leader's HW is still %d: it learns their LEO from their next fetch%s",
+			have, len(s.LEO), s.LEO, known, s.LeaderHW, note)
 	case !allEqual(s.HW, f.Records):
 		return fmt.Sprintf("the followers' next fetch (offset %d) moved the leader's HW to %d; the followers' HWs %v follow in the fetch response", f.Records, s.LeaderHW, s.HW)
 	default:
 		return fmt.Sprintf("every replica has HW %d: m0, m1 are committed and visible", f.Records)
 	}
+}
+
+// knownLEOs lists the followers' LEOs as the leader knows them, "?" for a
+// follower it has had no fetch from yet (that one holds the HW where it
+// is), and the note explaining "?" when one is.
+func knownLEOs(known []int64) (list, note string) {
+	parts := make([]string, len(known))
+	for i, k := range known {
+		parts[i] = strconv.FormatInt(k, 10)
+		if k < 0 {
+			parts[i], note = "?", " (?: not fetched yet)"
+		}
+	}
+	return strings.Join(parts, ", "), note
 }
 
 // ---- follower-lag ----
@@ -1316,6 +1338,15 @@ func (f preferredFacts) Verdict() []string {
 	}
 	if f.EpochAfter <= f.EpochBefore {
 		out = append(out, fmt.Sprintf("the preferred election did not bump the leader epoch (%d -> %d)", f.EpochBefore, f.EpochAfter))
+	}
+	// Leadership back on the preferred broker proves nothing by itself: the
+	// controller's auto.leader.rebalance may have moved it.
+	if f.ElectionResult != "ok" {
+		res := f.ElectionResult
+		if res == "" {
+			res = "no result for the partition"
+		}
+		out = append(out, fmt.Sprintf("the preferred election did not succeed: %s", res))
 	}
 	return out
 }

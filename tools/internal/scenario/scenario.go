@@ -4,8 +4,9 @@
 // API (kill, stop, pause, start) and the brokers' fault API (stall or slow
 // a follower's fetching), narrates what happens as a timeline with the
 // partition's per-replica LEO/HW/ISR table at each step, and checks that
-// what the note says would happen did happen. Every scenario ends with the
-// cluster healthy again: every node running, no fault left, the ISR full.
+// what the note says would happen did happen. Every scenario ends by undoing
+// what it did: the nodes it acted on running, its faults cleared, the ISR
+// full.
 //
 // A scenario's check is a pure function of the figures the run recorded
 // (its facts), so a recorded trace that contradicts the note fails it
@@ -26,6 +27,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -111,6 +114,30 @@ func Discover(ctx context.Context, control string, sec tlsconf.Options) (Env, er
 			control, len(env.Brokers), len(env.Controllers))
 	}
 	return env, nil
+}
+
+// Idle refuses a run while the launcher at env.Control plays a scenario
+// (the console's Scenarios panel): both would kill, pause and heal the same
+// nodes. A launcher that plays no scenarios has no run to wait for.
+func Idle(ctx context.Context, env Env) error {
+	conn, err := env.dial(env.Control)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := devclusterv1.NewDevClusterServiceClient(conn).ListScenarios(ctx, &devclusterv1.ListScenariosRequest{})
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		return nil
+	case err != nil:
+		return fmt.Errorf("ask the launcher at %s which scenario runs: %w", env.Control, err)
+	case resp.GetRunning() != "":
+		return fmt.Errorf("scenario %s is running on the launcher at %s (the console's Scenarios panel): one scenario at a time; wait for it to end or cancel it",
+			resp.GetRunning(), env.Control)
+	}
+	return nil
 }
 
 // Options shape a run's narration.
@@ -266,6 +293,49 @@ type run struct {
 	hwTraces []string
 	// events counts the structured events sent to Options.Events.
 	events int32
+
+	// touched is what heal undoes: only what the scenario did, not what an
+	// operator or another tool did to the cluster.
+	touched touched
+}
+
+// touched records the nodes a scenario acted on and the brokers whose
+// fetching of its topic it slowed or stalled, each before the call, which
+// a cancelled call may still have carried out.
+type touched struct {
+	mu      sync.Mutex
+	nodes   map[string]bool
+	brokers map[int32]bool
+}
+
+func (t *touched) node(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.nodes == nil {
+		t.nodes = map[string]bool{}
+	}
+	t.nodes[name] = true
+}
+
+func (t *touched) broker(id int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.brokers == nil {
+		t.brokers = map[int32]bool{}
+	}
+	t.brokers[id] = true
+}
+
+func (t *touched) hasNode(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nodes[name]
+}
+
+func (t *touched) hasBroker(id int32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.brokers[id]
 }
 
 func newRun(ctx context.Context, s Scenario, env Env, o Options) (*run, error) {
@@ -621,6 +691,7 @@ func (r *run) node(action devclusterv1.Action, name string) error { return r.nod
 // nodeWith starts or restarts a node with extra arguments on top of its
 // launch flags, for that start only.
 func (r *run) nodeWith(action devclusterv1.Action, name string, extra ...string) error {
+	r.touched.node(name)
 	ctx, cancel := context.WithTimeout(r.ctx, 40*time.Second)
 	defer cancel()
 	_, err := r.dev.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: name, Action: action, ExtraArgs: extra})
@@ -688,6 +759,7 @@ func (r *run) lastLogLine(node, what string) string {
 // fetchFault sets a fetch fault on broker id's fetchers for the topic:
 // stall stops its fetching, delay slows each round trip.
 func (r *run) fetchFault(id int32, stall bool, delay time.Duration) error {
+	r.touched.broker(id)
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
 	_, err := r.faults[id-1].SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{
@@ -701,15 +773,34 @@ func (r *run) fetchFault(id int32, stall bool, delay time.Duration) error {
 // clearFault lifts broker id's fetch fault on the topic.
 func (r *run) clearFault(id int32) error { return r.fetchFault(id, false, 0) }
 
+// clearFaults removes the topic's fault from broker id's list. The fault
+// API clears only the whole list, so the faults others set on the broker
+// are set again.
 func (r *run) clearFaults(id int32) error {
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
-	_, err := r.faults[id-1].ClearFaults(ctx, &faultv1.ClearFaultsRequest{})
-	return err
+	fc := r.faults[id-1]
+	list, err := fc.ListFaults(ctx, &faultv1.ListFaultsRequest{})
+	if err != nil {
+		return err
+	}
+	if _, err := fc.ClearFaults(ctx, &faultv1.ClearFaultsRequest{}); err != nil {
+		return err
+	}
+	for _, f := range list.GetFaults() {
+		if f.GetTopic() == r.topic {
+			continue
+		}
+		if _, err := fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: f}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// heal leaves the cluster as the scenario found it: every node running,
-// no fetch fault, the topic's ISR full.
+// heal leaves the cluster as the scenario found it: every node it acted on
+// running with its own flags, none of its fetch faults left, the topic's
+// ISR full.
 func (r *run) heal() error {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	resp, err := r.dev.ListNodes(ctx, &devclusterv1.ListNodesRequest{})
@@ -720,6 +811,9 @@ func (r *run) heal() error {
 	var errs []error
 	restarted := map[string]bool{}
 	for _, n := range resp.GetNodes() {
+		if !r.touched.hasNode(n.GetName()) {
+			continue
+		}
 		switch n.GetState() {
 		case devclusterv1.NodeState_NODE_STATE_PAUSED:
 			r.step("healing: resume %s", n.GetName())
@@ -727,6 +821,7 @@ func (r *run) heal() error {
 		case devclusterv1.NodeState_NODE_STATE_STOPPED, devclusterv1.NodeState_NODE_STATE_EXITED:
 			r.step("healing: start %s", n.GetName())
 			errs = append(errs, r.node(devclusterv1.Action_ACTION_START, n.GetName()))
+			restarted[n.GetName()] = true
 		case devclusterv1.NodeState_NODE_STATE_RUNNING:
 			// A node the scenario started in another mode goes back to its
 			// own flags.
@@ -738,11 +833,12 @@ func (r *run) heal() error {
 		}
 	}
 	for i := range r.faults {
-		if restarted[brokerName(int32(i+1))] {
+		id := int32(i + 1)
+		if !r.touched.hasBroker(id) || restarted[brokerName(id)] {
 			continue // a new process has no faults (and may not listen yet)
 		}
-		if err := r.clearFaults(int32(i + 1)); err != nil {
-			errs = append(errs, fmt.Errorf("clear the faults of broker %d: %w", i+1, err))
+		if err := r.clearFaults(id); err != nil {
+			errs = append(errs, fmt.Errorf("clear the fetch fault of broker %d: %w", id, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil || !r.created {

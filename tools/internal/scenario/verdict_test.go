@@ -184,3 +184,31 @@ func TestKIP101Verdict(t *testing.T) {
 		}
 	}
 }
+
+// hw-walkthrough's narration shows the operands of the leader's HW min():
+// a follower the leader has had no fetch from yet is "?", not -1, which
+// would make the min shown false.
+func TestHWNarrationUnknownFollowerLEO(t *testing.T) {
+	f := hwFacts{Leader: 3, Followers: []int32{1, 2}, Records: 2}
+	s := hwState{LeaderLEO: 2, LeaderHW: 0, LEO: []int64{0, 0}, HW: []int64{0, 0}, Known: []int64{-1, -1}, ISR: []int32{3, 1, 2}}
+	got := hwNarrate(f, s)
+	if strings.Contains(got, "-1") || !strings.Contains(got, "HW 0 = min(2, ?, ?)") || !strings.Contains(got, "not fetched yet") {
+		t.Fatalf("narration: %q", got)
+	}
+	s.Known = []int64{0, 0}
+	if got := hwNarrate(f, s); !strings.Contains(got, "HW 0 = min(2, 0, 0):") || strings.Contains(got, "?") {
+		t.Fatalf("narration with known LEOs: %q", got)
+	}
+}
+
+// preferred-election's verdict needs the election itself to succeed:
+// leadership back on the preferred broker may be the controller's own
+// rebalance (auto.leader.rebalance.enable).
+func TestPreferredVerdictChecksTheElection(t *testing.T) {
+	f := preferredFacts{Preferred: 1, MovedTo: 2, AfterRestart: 2, Final: 1, EpochBefore: 1, EpochAfter: 2,
+		ElectionResult: "ERROR_CODE_ELECTION_NOT_NEEDED"}
+	v := f.Verdict()
+	if len(v) != 1 || !strings.Contains(v[0], "ELECTION_NOT_NEEDED") {
+		t.Fatalf("a run whose preferred election did not succeed (%s): verdict %q", f.ElectionResult, v)
+	}
+}

@@ -95,7 +95,10 @@ func (a *Active) partitionView(p *partition, minISR int32) *adminv1.PartitionVie
 			for _, f := range lp.GetFollowers() {
 				if f.GetBrokerId() == r {
 					rv.LagMs = f.GetLagMs()
-					rv.LeaderKnownLogEndOffset = proto.Int64(f.GetLogEndOffset())
+					// Below 0: the leader has had no fetch from it yet.
+					if f.GetLogEndOffset() >= 0 {
+						rv.LeaderKnownLogEndOffset = proto.Int64(f.GetLogEndOffset())
+					}
 				}
 			}
 		}
