@@ -27,17 +27,23 @@ func newHTTPHandler(api http.Handler, consoleUI http.Handler, maxBody int64, aut
 	hosts *hostSet, tp trace.TracerProvider, log *slog.Logger) http.Handler {
 	root := http.NewServeMux()
 	root.Handle("/v1/", authn.Protect(limitBody(maxBody, api)))
-	root.HandleFunc("POST /v1/login", authn.Login)
-	root.HandleFunc("POST /v1/logout", authn.Logout)
+	// Login and logout are routed beside /v1/: their bodies are bounded
+	// in time like every other (limitBody), or a login whose body never
+	// came held its goroutine and a graceful stop for ever.
+	root.Handle("POST /v1/login", limitBody(maxBody, http.HandlerFunc(authn.Login)))
+	root.Handle("POST /v1/logout", limitBody(maxBody, http.HandlerFunc(authn.Logout)))
 	root.HandleFunc("GET /openapi.json", serveOpenAPI)
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	// The console owns its page, its assets, events and API, and the icon.
-	root.Handle("GET /{$}", consoleUI)
-	root.Handle("GET /console/static/", consoleUI)
-	root.Handle("/console/", authn.Protect(consoleUI))
-	root.Handle("GET /favicon.ico", consoleUI)
+	// A console request's body is never read, but net/http reads what
+	// is left of it before answering: bound that in time too.
+	ui := limitBody(maxBody, consoleUI)
+	root.Handle("GET /{$}", ui)
+	root.Handle("GET /console/static/", ui)
+	root.Handle("/console/", limitBody(maxBody, authn.Protect(consoleUI)))
+	root.Handle("GET /favicon.ico", ui)
 	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no route for %s %s", r.Method, r.URL.Path))
 	})

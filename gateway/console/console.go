@@ -191,7 +191,7 @@ func (c *Console) routes() {
 		writeRefusal(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no console API at %s %s", r.Method, r.URL.Path))
 	})
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "404 page not found: "+r.URL.Path+" (the console is at /)", http.StatusNotFound)
+		writeRefusal(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "nothing at %s %s (the console is at GET /)", r.Method, r.URL.Path))
 	})
 	c.mux = m
 }

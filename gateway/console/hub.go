@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"tidemark.io/gateway/internal/restauth"
+	"tidemark.io/gateway/internal/resterr"
+	"tidemark.io/services/platform/kerr"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -25,6 +30,11 @@ const (
 	auxTimeout    = time.Second
 	configTimeout = 2 * time.Second
 	subBuffer     = 256
+	// keepKeys is how many event keys are remembered to drop the events a
+	// fresh WatchCluster stream repeats (the controller's ring holds 512):
+	// more than the timeline keeps, so that an event evicted from the
+	// timeline is not taken for a new one when a stream replays it.
+	keepKeys = 4096
 )
 
 // message is one Server-Sent Event.
@@ -41,6 +51,9 @@ type sub struct {
 	// primed: the stream has had a whole snapshot, so patches apply
 	// (guarded by the hub's mu).
 	primed bool
+	// user and counted: a page's stream, counted in hub.streams.
+	user    string
+	counted bool
 }
 
 // hub follows the cluster with one WatchCluster stream shared by every open
@@ -50,6 +63,7 @@ type hub struct {
 
 	mu      sync.Mutex
 	subs    map[*sub]struct{}
+	streams map[string]int // open page streams by user
 	running bool
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -70,7 +84,7 @@ type hub struct {
 	events []eventView // oldest first
 	hws    []eventView
 	seen   map[string]bool
-	keys   map[uint64]string // seq -> key, to forget evicted events
+	order  []string // keys of seen, oldest first (at most keepKeys)
 
 	topics       map[string]topicConfig
 	topicsStale  bool
@@ -82,9 +96,45 @@ type hub struct {
 
 func newHub(c *Console) *hub {
 	return &hub{c: c, subs: map[*sub]struct{}{}, updated: make(chan struct{}), seen: map[string]bool{},
-		keys: map[uint64]string{}, topics: map[string]topicConfig{}, topicsStale: true,
+		topics: map[string]topicConfig{}, topicsStale: true,
 		process: map[int32]string{}, faults: map[int32][]faultView{},
 		poke: make(chan struct{}, 1)}
+}
+
+// Bounds on event streams: each costs a goroutine, a subBuffer queue, a
+// writer and a share of every fan-out.
+const (
+	maxStreams        = 256
+	maxStreamsPerUser = 16
+)
+
+// subscribeStream opens a page's event stream, refused (429) past
+// maxStreamsPerUser streams of one user or maxStreams in all.
+func (h *hub) subscribeStream(r *http.Request) (*sub, *apiError) {
+	user, _ := restauth.UserFrom(r.Context())
+	h.mu.Lock()
+	if h.streams == nil {
+		h.streams = map[string]int{}
+	}
+	total := 0
+	for _, n := range h.streams {
+		total += n
+	}
+	switch {
+	case total >= maxStreams:
+		h.mu.Unlock()
+		return nil, &apiError{status: http.StatusTooManyRequests, body: resterr.Of(kerr.BadField(kerr.PolicyViolation,
+			"console.events", "%d console event streams are open, the most the gateway serves", total))}
+	case h.streams[user] >= maxStreamsPerUser:
+		h.mu.Unlock()
+		return nil, &apiError{status: http.StatusTooManyRequests, body: resterr.Of(kerr.BadField(kerr.PolicyViolation,
+			"console.events", "this user has %d console event streams open, the most one user may hold", h.streams[user]))}
+	}
+	h.streams[user]++
+	h.mu.Unlock()
+	s := h.subscribe()
+	s.user, s.counted = user, true
+	return s, nil
 }
 
 // subscribe opens a stream: it starts watching if needed and queues the
@@ -126,6 +176,12 @@ func (h *hub) subscribe() *sub {
 func (h *hub) unsubscribe(s *sub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if s.counted {
+		s.counted = false
+		if h.streams[s.user]--; h.streams[s.user] <= 0 {
+			delete(h.streams, s.user)
+		}
+	}
 	delete(h.subs, s)
 	if len(h.subs) == 0 && h.running && h.idle == nil && !h.closed {
 		h.idle = time.AfterFunc(idleStop, h.stopIfIdle)
@@ -361,7 +417,14 @@ func (h *hub) apply(ctx context.Context, m *adminv1.WatchClusterResponse) {
 			continue
 		}
 		h.seq++
-		h.seen[k], h.keys[h.seq] = true, k
+		h.seen[k] = true
+		h.order = append(h.order, k)
+		if len(h.order) > keepKeys {
+			for _, old := range h.order[:len(h.order)-keepKeys] {
+				delete(h.seen, old)
+			}
+			h.order = slices.Clone(h.order[len(h.order)-keepKeys:])
+		}
 		v := toEventView(e, h.c.jaeger)
 		v.Seq = h.seq
 		fresh = append(fresh, v)
@@ -389,10 +452,6 @@ func (h *hub) apply(ctx context.Context, m *adminv1.WatchClusterResponse) {
 func (h *hub) appendBounded(list []eventView, v eventView, n int) []eventView {
 	list = append(list, v)
 	if len(list) > n {
-		for _, old := range list[:len(list)-n] {
-			delete(h.seen, h.keys[old.Seq])
-			delete(h.keys, old.Seq)
-		}
 		list = slices.Clone(list[len(list)-n:])
 	}
 	return list
@@ -505,13 +564,14 @@ func (h *hub) pollProcesses(ctx context.Context) map[int32]string {
 	}
 	dc, err := h.c.devClient()
 	if err != nil {
-		return out
+		return h.lastProcesses()
 	}
 	cctx, cancel := context.WithTimeout(ctx, auxTimeout)
 	defer cancel()
 	resp, err := dc.ListNodes(cctx, &devclusterv1.ListNodesRequest{})
 	if err != nil {
-		return out
+		// Unknown is not "no process": keep what the launcher said last.
+		return h.lastProcesses()
 	}
 	for _, n := range resp.GetNodes() {
 		if n.GetKind() == "broker" {
@@ -538,12 +598,32 @@ func (h *hub) pollFaults(ctx context.Context) map[int32][]faultView {
 		cctx, cancel := context.WithTimeout(ctx, auxTimeout)
 		resp, err := fc.ListFaults(cctx, &faultv1.ListFaultsRequest{})
 		cancel()
-		if err != nil || len(resp.GetFaults()) == 0 {
+		if err != nil {
+			// A broker slow to answer (paused, busy) still has its
+			// faults: keep the last ones it listed.
+			if prev := h.lastFaults(b.ID); len(prev) > 0 {
+				out[b.ID] = prev
+			}
+			continue
+		}
+		if len(resp.GetFaults()) == 0 {
 			continue
 		}
 		out[b.ID] = toFaultViews(resp.GetFaults())
 	}
 	return out
+}
+
+func (h *hub) lastProcesses() map[int32]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.process)
+}
+
+func (h *hub) lastFaults(id int32) []faultView {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.faults[id])
 }
 
 func mustJSON(v any) []byte {

@@ -9,6 +9,11 @@ import (
 // heartbeat keeps idle event streams open through proxies.
 const heartbeat = 15 * time.Second
 
+// eventWriteTimeout bounds one write to a page: a page that stops reading
+// (a frozen tab, a hostile client) is dropped by the hub when its queue
+// fills, and its handler must not stay blocked in Write for ever.
+var eventWriteTimeout = 10 * time.Second
+
 // serveEvents streams the cluster as Server-Sent Events:
 //
 //	hello     {actions, nodeActions, devControl, jaegerUI, staleAfterMs}
@@ -22,6 +27,12 @@ const heartbeat = 15 * time.Second
 // and gets a fresh snapshot.
 func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
+	s, refusal := c.hub.subscribeStream(r)
+	if refusal != nil {
+		writeError(w, refusal.status, refusal.body)
+		return
+	}
+	defer c.hub.unsubscribe(s)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -29,14 +40,14 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	s := c.hub.subscribe()
-	defer c.hub.unsubscribe(s)
-
 	bw := bufio.NewWriterSize(w, 32<<10)
 	if _, err := bw.WriteString("retry: 1000\n\n"); err != nil {
 		return
 	}
-	send := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
+	send := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+		return bw.Flush() == nil && rc.Flush() == nil
+	}
 	if !send() {
 		return
 	}

@@ -46,10 +46,16 @@ function connect() {
     schedule();
     // EventSource gives up for good on a 401 (the session expired): ask
     // for a token, then reconnect.
-    if (es.readyState === EventSource.CLOSED && !(await signedIn())) {
-      es.close();
-      showLogin("The session ended. Log in again.");
+    if (es.readyState !== EventSource.CLOSED) {
+      return; // EventSource reconnects by itself
     }
+    if (!(await signedIn())) {
+      showLogin("The session ended. Log in again.");
+      return;
+    }
+    // Any other refusal (429: too many event streams open) also ends
+    // EventSource for good: try again a little later.
+    setTimeout(connect, 5000);
   });
   es.addEventListener("hello", (e) => {
     const f = JSON.parse(e.data);

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -242,6 +243,10 @@ func (a *Authenticator) Login(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			resterr.Write(w, http.StatusRequestEntityTooLarge, kerr.New(kerr.InvalidRequest, "login body is larger than %d bytes", mbe.Limit))
+			return
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			resterr.Write(w, http.StatusRequestTimeout, kerr.New(kerr.RequestTimedOut, "the login body did not arrive in time"))
 			return
 		}
 		// The decoder's message may quote the body, which holds a token.
