@@ -22,6 +22,7 @@ type adminService struct {
 	a        *client.Admin
 	stopping context.Context
 	budget   time.Duration
+	streams  *streamSlots
 }
 
 // bound gives a call its deadline: the budget plus the wait of timeout_ms.
@@ -80,5 +81,8 @@ func (s adminService) ElectLeaders(ctx context.Context, req *adminv1.ElectLeader
 }
 
 func (s adminService) WatchCluster(ctx context.Context, req *adminv1.WatchClusterRequest, _ ...grpc.CallOption) (adminv1.AdminService_WatchClusterClient, error) {
+	if err := s.streams.acquire(ctx, "cluster:watch"); err != nil {
+		return nil, err
+	}
 	return watch(untilStop(ctx, s.stopping), s.a, req, s.budget)
 }

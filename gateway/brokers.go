@@ -15,7 +15,10 @@ import (
 // and InitProducerId to any broker. REST users never name a broker.
 // brokerService routes BrokerService calls: follows (streams that may
 // idle for hours) through their own router and connections.
-type brokerService struct{ r, follows *router }
+type brokerService struct {
+	r, follows *router
+	streams    *streamSlots
+}
 
 var _ brokerv1.BrokerServiceClient = brokerService{}
 
@@ -80,6 +83,9 @@ func (b brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest, op
 func (b brokerService) Follow(ctx context.Context, req *brokerv1.FollowRequest, _ ...grpc.CallOption) (brokerv1.BrokerService_FollowClient, error) {
 	if req.GetRackId() != "" {
 		return nil, errRackOverREST
+	}
+	if err := b.streams.acquire(ctx, "records:follow"); err != nil {
+		return nil, err
 	}
 	return b.follows.follow(ctx, req)
 }

@@ -112,7 +112,8 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	g.stopAll = stopAll
 	r := &router{cl: g.client, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
 	follows := &router{cl: g.follows, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
-	admin := adminService{a: g.admin, stopping: stopping, budget: o.RetryTimeout + o.RequestTimeout}
+	streams := newStreamSlots(o.MaxStreamsPerUser, o.MaxStreams)
+	admin := adminService{a: g.admin, stopping: stopping, budget: o.RetryTimeout + o.RequestTimeout, streams: streams}
 	g.console, err = console.New(console.Options{
 		Admin: g.admin, Client: g.client, ClientOptions: copts,
 		EnableActions: o.Console.Actions, DevControl: o.Console.DevControl, JaegerUI: o.Console.JaegerUI,
@@ -126,7 +127,7 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	g.demo = connpool.New(copts.DialOptions...)
 	gate := demoGate{enabled: o.Console.Actions}
 	mux, err := newRESTMux(ctx, restServices{
-		brokers: brokerService{r: r, follows: follows}, groups: groupService{r}, admin: admin,
+		brokers: brokerService{r: r, follows: follows, streams: streams}, groups: groupService{r}, admin: admin,
 		faults: faultService{gate: gate, r: r, conns: g.demo, obs: g.console},
 		dev:    devService{gate: gate, addr: o.Console.DevControl, conns: g.demo, obs: g.console},
 	}, tp != nil, o.MaxJSONObjects)

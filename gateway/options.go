@@ -27,6 +27,10 @@ type Options struct {
 	// memory, so a body of many tiny records ({},{},...) would otherwise
 	// cost far more than its size.
 	MaxJSONObjects int
+	// MaxStreamsPerUser and MaxStreams bound the REST streams
+	// (records:follow, cluster:watch) open at once, per user and in all.
+	MaxStreamsPerUser int
+	MaxStreams        int
 	// RetryTimeout is how long a REST call keeps retrying when its
 	// partition's leader or the active controller moved or could not be
 	// reached, before it answers with the last error.
@@ -57,15 +61,17 @@ type Options struct {
 // DefaultOptions matches the dev cluster's default ports.
 func DefaultOptions() Options {
 	return Options{
-		Listen:         "127.0.0.1:8080",
-		Controllers:    config.StringList{"127.0.0.1:9190", "127.0.0.1:9191"},
-		Brokers:        config.StringList{"127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"},
-		MaxBodyBytes:   8 << 20,
-		MaxJSONObjects: 200000,
-		RetryTimeout:   10 * time.Second,
-		RequestTimeout: 5 * time.Second,
-		Log:            logging.DefaultOptions(),
-		Auth:           AuthOptions{SessionTTL: 8 * time.Hour},
+		Listen:            "127.0.0.1:8080",
+		Controllers:       config.StringList{"127.0.0.1:9190", "127.0.0.1:9191"},
+		Brokers:           config.StringList{"127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"},
+		MaxBodyBytes:      8 << 20,
+		MaxJSONObjects:    200000,
+		MaxStreamsPerUser: 64,
+		MaxStreams:        1024,
+		RetryTimeout:      10 * time.Second,
+		RequestTimeout:    5 * time.Second,
+		Log:               logging.DefaultOptions(),
+		Auth:              AuthOptions{SessionTTL: 8 * time.Hour},
 	}
 }
 
@@ -76,6 +82,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Brokers, "brokers", "comma-separated bootstrap broker gRPC addresses")
 	fs.Int64Var(&o.MaxBodyBytes, "http.max.body.bytes", o.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&o.MaxJSONObjects, "http.max.json.objects", o.MaxJSONObjects, "most JSON objects and arrays in one request body (each record is one), counted before decoding")
+	fs.IntVar(&o.MaxStreamsPerUser, "http.max.streams.per.user", o.MaxStreamsPerUser,
+		"most REST streams (records:follow, cluster:watch) one user may have open at once; more are refused with 429")
+	fs.IntVar(&o.MaxStreams, "http.max.streams", o.MaxStreams, "most REST streams open at once in all; more are refused with 429")
 	config.DurationMs(fs, &o.RetryTimeout, "retry.timeout.ms",
 		"how long a REST call keeps retrying when its partition's leader or the active controller moved or is unreachable (ms)")
 	config.DurationMs(fs, &o.RequestTimeout, "request.timeout.ms",
@@ -138,6 +147,12 @@ func (o Options) Validate() error {
 	}
 	if o.MaxJSONObjects <= 0 {
 		return config.Invalid("http.max.json.objects", o.MaxJSONObjects, "must be > 0")
+	}
+	if o.MaxStreamsPerUser <= 0 {
+		return config.Invalid("http.max.streams.per.user", o.MaxStreamsPerUser, "must be > 0")
+	}
+	if o.MaxStreams <= 0 {
+		return config.Invalid("http.max.streams", o.MaxStreams, "must be > 0")
 	}
 	if o.RetryTimeout < 0 {
 		return config.Invalid("retry.timeout.ms", o.RetryTimeout.Milliseconds(), "must be >= 0")
