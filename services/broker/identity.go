@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"tidemark.io/services/broker/internal/metaprops"
@@ -46,7 +47,8 @@ func (r *registrar) checkClusterID(ctx context.Context) error {
 	id, ok, err := r.store.ClusterID(lookup)
 	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("etcd at %s (--etcd.endpoints) did not answer the cluster id lookup: %w",
+			strings.Join(r.b.cfg.Etcd.Endpoints, ","), err)
 	}
 	switch {
 	case ok && m.ClusterID == id:

@@ -27,6 +27,8 @@ const (
 	sessionRetry          = 200 * time.Millisecond
 	sessionHelloTimeout   = 2 * time.Second
 	shutdownAttempts      = 5
+	// shutdownAttemptTimeout bounds one ControlledShutdown call.
+	shutdownAttemptTimeout = 4 * time.Second
 )
 
 // registrar keeps this broker registered in etcd (its lease is the broker's
@@ -332,15 +334,33 @@ func (b *Broker) progress() []hostedProgress {
 // controlledShutdown asks the controller to move this broker's leaderships
 // to other in-sync replicas before it stops, retrying while some remain.
 func (r *registrar) controlledShutdown(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	budget := 15 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave half of the caller's deadline to the rest of the stop
+		// (the server's drain, the logs' flush, the deregistration).
+		budget = min(budget, time.Until(dl)/2)
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	for attempt := 1; attempt <= shutdownAttempts && ctx.Err() == nil; attempt++ {
-		client, _, _, err := r.controllerClient(ctx)
+		// A frozen controller holds the call open: give each attempt a
+		// bound, and give it up once a newer controller has spoken.
+		newer := r.b.meta.NewerController()
+		actx, acancel := context.WithTimeout(ctx, shutdownAttemptTimeout)
+		go func() {
+			select {
+			case <-newer:
+				acancel()
+			case <-actx.Done():
+			}
+		}()
+		client, _, _, err := r.controllerClient(actx)
 		if err == nil {
 			var resp *controlv1.ControlledShutdownResponse
-			resp, err = client.ControlledShutdown(ctx, &controlv1.ControlledShutdownRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: r.b.epoch.Load()})
+			resp, err = client.ControlledShutdown(actx, &controlv1.ControlledShutdownRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: r.b.epoch.Load()})
 			if err == nil && kerr.Code(resp.GetErrorCode()) == kerr.None {
 				if len(resp.GetRemainingPartitions()) == 0 {
+					acancel()
 					r.b.log.Info("controlled shutdown complete: no leaderships left")
 					return
 				}
@@ -348,6 +368,13 @@ func (r *registrar) controlledShutdown(ctx context.Context) {
 			} else if err == nil {
 				err = kerr.New(kerr.Code(resp.GetErrorCode()), "controlled shutdown refused")
 			}
+		}
+		acancel()
+		if err != nil && kerr.CodeOf(kerr.FromStatus(err)) == kerr.StaleBrokerEpoch {
+			// This incarnation is not registered any more: the controller
+			// has moved its leaderships already, and will refuse again.
+			r.b.log.Warn("controlled shutdown refused: this broker's registration is gone", "err", err)
+			return
 		}
 		r.b.log.Warn("controlled shutdown attempt failed", "attempt", attempt, "err", err)
 		_ = retry.Sleep(ctx, time.Second)
@@ -361,7 +388,15 @@ func (r *registrar) close(ctx context.Context) error {
 	r.wg.Wait()
 	var err error
 	if reg := r.current(); reg != nil {
-		err = reg.Close(ctx)
+		// One etcd call: an etcd out of reach must not hold the stop to
+		// its deadline (the lease then expires on its own).
+		rctx, cancel := context.WithTimeout(ctx, deregisterReserve)
+		if err = reg.Close(rctx); err != nil && rctx.Err() != nil && ctx.Err() == nil {
+			r.b.log.Warn("could not deregister: etcd did not answer; the registration expires with its lease",
+				"broker_epoch", reg.Epoch(), "ttl", reg.TTL(), "err", err)
+			err = nil
+		}
+		cancel()
 	}
 	return errors.Join(err, r.cli.Close())
 }
