@@ -411,10 +411,14 @@ func (c *Coordinator) expire() {
 				c.writeLocked(s, groupBatch(g, now))
 			}
 			// A group that never got a member, or whose last member
-			// left, and has no offsets is forgotten (its metadata
-			// record says Empty; DeleteGroups is what tombstones it).
+			// left, and has no offsets is forgotten, with a tombstone
+			// for its metadata record as in Kafka: without it, every
+			// reload brought the group back, Empty, until the next tick.
 			if g.State == Empty && g.Size() == 0 && !g.HasPending() && len(s.offsets[id]) == 0 && len(s.inflight[id]) == 0 {
 				delete(s.groups, id)
+				var b recordbatch.Builder
+				b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(id)})
+				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
 			}
 		}
 		// Offsets of a group without members expire retention after the

@@ -870,3 +870,61 @@ func TestAResetNamingAPartitionThatDoesNotExistSaysSo(t *testing.T) {
 		t.Fatalf("reset answers %v, want %v", got, want)
 	}
 }
+
+// A group whose last member left and that has no offsets is forgotten with
+// a tombstone for its metadata record, so a reload does not bring it back.
+func TestAForgottenGroupStaysForgottenThroughAReload(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the ticks
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	j, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 30000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(), GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "g", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId(), GroupInstanceId: "i"}}}); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() []string {
+		t.Helper()
+		r, err := s.ListGroups(ctx, &groupv1.ListGroupsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, g := range r.GetGroups() {
+			ids = append(ids, g.GetGroupId())
+		}
+		return ids
+	}
+	c.expire()
+	if ids := listed(); len(ids) != 0 {
+		t.Fatalf("groups %v after the tick, want g forgotten", ids)
+	}
+	waitUntil(t, "the tombstone", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if len(h.logs[0]) == 0 {
+			return false
+		}
+		last := h.logs[0][len(h.logs[0])-1]
+		k, err := DecodeKey(last.Key)
+		return err == nil && !k.IsOffset && last.Value == nil
+	})
+	h.set(func() { delete(h.leads, 0) })
+	c.reconcile()
+	h.set(func() { h.leads[0] = 2 })
+	c.reconcile()
+	waitUntil(t, "the reload", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	if ids := listed(); len(ids) != 0 {
+		t.Fatalf("groups %v after a reload, want g still forgotten", ids)
+	}
+}
