@@ -104,7 +104,21 @@ func (r *registrar) register(ctx context.Context) error {
 		r.b.srv.SetServing(grpcserver.IncarnationService(reg.Epoch()), true)
 	})
 	r.b.log.Info("registered", "broker_epoch", reg.Epoch(), "session_timeout", r.b.cfg.SessionTimeout)
+	r.learnControllerEpoch(ctx)
 	return nil
+}
+
+// learnControllerEpoch fences controllers older than the newest epoch in
+// etcd. A new process starts at controller epoch 0, so until the active
+// controller's first push reached it, a deposed controller that resumed (a
+// frozen process) could still tell it roles from its stale view. Best
+// effort: the active controller's first push fences them too.
+func (r *registrar) learnControllerEpoch(ctx context.Context) {
+	lookup, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if epoch, err := r.store.ControllerEpoch(lookup); err == nil && epoch > 0 {
+		_ = r.b.meta.CheckControllerEpoch(epoch) // an older answer than what it saw changes nothing
+	}
 }
 
 func (r *registrar) current() *metastore.Registration {

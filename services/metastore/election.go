@@ -159,6 +159,13 @@ func (s *Store) ActiveController(ctx context.Context) (info ControllerInfo, ok b
 	return *v.info, true, nil
 }
 
+// ControllerEpoch returns the newest controller epoch (0 before the first
+// election), whether or not a controller is active now.
+func (s *Store) ControllerEpoch(ctx context.Context) (int32, error) {
+	v, err := s.readController(ctx)
+	return v.epoch, err
+}
+
 // revoke drops a lease we hold, best effort: if it fails the lease expires.
 func (s *Store) revoke(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
