@@ -196,7 +196,10 @@ func (c *core) checkRebalance() {
 	parts := map[election.TopicPartition]election.Partition{}
 	byTP := map[election.TopicPartition]*partition{}
 	for _, p := range c.allPartitions() {
-		if !p.t.deleting {
+		// A moving partition's head is its target's: a preferred election
+		// would hand the leadership to a replica still being added (Kafka
+		// runs no auto rebalance during reassignments).
+		if !p.t.deleting && !p.reassigning() {
 			parts[p.tp()] = p.view()
 			byTP[p.tp()] = p
 		}

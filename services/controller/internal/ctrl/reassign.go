@@ -170,7 +170,10 @@ func (c *core) maybeCompleteReassignments(parts []*partition, then func()) {
 			return
 		}
 		p := parts[i]
-		if c.completing[p] || !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
+		// A topic being deleted has had its replicas stopped and deleted:
+		// completing its move would write its assignment and send
+		// LeaderAndIsr after the StopReplica, recreating the replicas.
+		if c.completing[p] || p.t.deleting || !p.reassigning() || !election.ReassignmentReady(p.reassignment(), p.state()) {
 			step(i + 1)
 			return
 		}

@@ -16,6 +16,20 @@ import (
 // leader is not live. It fails with ELIGIBLE_LEADERS_NOT_AVAILABLE when no
 // replica can lead.
 func ElectOffline(p Partition, b Brokers, allowUnclean bool) (Decision, error) {
+	// Unclean election is for when no ISR member is alive (F20). An ISR
+	// member in controlled shutdown is alive and holds every committed
+	// record: electing an out-of-sync replica now would make it truncate
+	// them. The partition waits; once that member is gone, unclean election
+	// may run. (An operator's ElectLeaders UNCLEAN still may: ElectUnclean.)
+	for _, id := range p.State.ISR {
+		if b.Registered(id) {
+			allowUnclean = false
+		}
+	}
+	return electOffline(p, b, allowUnclean)
+}
+
+func electOffline(p Partition, b Brokers, allowUnclean bool) (Decision, error) {
 	s := p.State
 	for _, id := range p.Assignment {
 		if b.Live(id) && s.InISR(id) {
@@ -97,7 +111,7 @@ func ElectUnclean(p Partition, b Brokers) (Decision, error) {
 	if s.Leader != NoLeader && b.Live(s.Leader) {
 		return Decision{}, kerr.New(kerr.ElectionNotNeeded, "partition already has live leader %d", s.Leader)
 	}
-	return ElectOffline(p, b, true)
+	return electOffline(p, b, true)
 }
 
 // liveReplicas lists the assigned replicas that are live, for error messages.
