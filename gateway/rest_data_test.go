@@ -158,6 +158,14 @@ func testStreams(t *testing.T, e *env) {
 	if recs := f.GetFetch().GetRecords(); len(recs) == 0 || recs[0].GetOffset() != 1 || string(recs[0].GetValue()) != "two" {
 		t.Fatalf("follow from offset 1: %v", &f)
 	}
+	// From the log end of a quiet partition the first line comes at once:
+	// no records, where the log stands.
+	end := f.GetFetch().GetHighWatermark()
+	var quiet brokerv1.FollowResponse
+	firstLine(t, e.r, fmt.Sprintf("%s/records:follow?offset=%d", ordersPath, end), &quiet)
+	if q := quiet.GetFetch(); len(q.GetRecords()) != 0 || q.GetNextOffset() != end || q.GetHighWatermark() != end {
+		t.Fatalf("follow from the log end %d: %v", end, &quiet)
+	}
 	var w adminv1.WatchClusterResponse
 	firstLine(t, e.r, "/v1/cluster:watch?topics=orders&intervalMs=200", &w)
 	if len(w.GetCluster().GetBrokers()) != 3 || len(w.GetPartitions()) != 1 || w.GetPartitions()[0].GetTopic() != "orders" {

@@ -199,15 +199,23 @@ func followAsync(api *rest, path string) <-chan followed {
 			return
 		}
 		defer resp.Body.Close()
-		var line struct {
-			Result json.RawMessage `json:"result"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&line); err != nil {
-			out <- followed{err: fmt.Errorf("status %d: %w", resp.StatusCode, err)}
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var line struct {
+				Result json.RawMessage `json:"result"`
+			}
+			if err := dec.Decode(&line); err != nil {
+				out <- followed{err: fmt.Errorf("status %d: %w", resp.StatusCode, err)}
+				return
+			}
+			f := &brokerv1.FollowResponse{}
+			err := protojson.Unmarshal(line.Result, f)
+			if ft := f.GetFetch(); err == nil && len(ft.GetRecords()) == 0 && len(ft.GetRecordBatches()) == 0 && ft.GetDivergingEpoch() == nil {
+				continue // the first answer, or a keep-alive: where the log stands, no records
+			}
+			out <- followed{resp: f, err: err}
 			return
 		}
-		f := &brokerv1.FollowResponse{}
-		out <- followed{resp: f, err: protojson.Unmarshal(line.Result, f)}
 	}()
 	return out
 }

@@ -4,6 +4,7 @@
 package grpcapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -43,6 +44,11 @@ type Broker struct {
 	// Draining, once done, ends every produce and follow stream (the requests in
 	// flight are answered first), so the broker can stop.
 	Draining context.Context
+	// FollowKeepAlive is how long a follow stream stays silent at most
+	// (0: 15 s): an answer with no records then says where the log stands
+	// and keeps an idle stream open through proxies that close quiet
+	// connections.
+	FollowKeepAlive time.Duration
 }
 
 var _ brokerv1.BrokerServiceServer = (*Broker)(nil)
@@ -237,6 +243,9 @@ func DecodeRecords(batches []byte, from int64) ([]*commonv1.Record, error) {
 }
 
 // Follow streams fetch answers as the HW moves, until the client leaves.
+// The first answer comes at once, records or not (a REST reader gets its
+// headers and the partition's offsets without waiting for a write), and an
+// idle stream gets an answer with no records every FollowKeepAlive.
 func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerService_FollowServer) error {
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
 	if err != nil {
@@ -262,11 +271,17 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	// and regain its leadership, or (a rack's follower) be truncated,
 	// between two reads.
 	lastEpoch, hasLastEpoch := req.GetLastFetchedEpoch(), req.LastFetchedEpoch != nil
+	var sentAt time.Time // zero until the first answer
+	keepAlive := cmp.Or(b.FollowKeepAlive, 15*time.Second)
 	for ctx.Err() == nil {
 		waited := b.fetchThrottle(ctx)
+		maxWait := min(5*time.Second, keepAlive)
+		if sentAt.IsZero() {
+			maxWait = 0
+		}
 		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
 			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
-			MaxWait: 5 * time.Second, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
+			MaxWait: maxWait, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
 			LastFetchedEpoch: lastEpoch, HasLastFetchedEpoch: hasLastEpoch,
 		})
 		if b.Draining != nil && b.Draining.Err() != nil {
@@ -296,7 +311,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 			return kerr.New(kerr.OffsetOutOfRange, "%s: the log was truncated under this reader: it holds what was read only below offset %d (leader epoch %d), not up to %d; read on from %d",
 				tp, d.EndOffset, d.Epoch, offset, d.EndOffset)
 		}
-		if len(res.Records) == 0 && res.PreferredReadReplica < 0 {
+		if len(res.Records) == 0 && res.PreferredReadReplica < 0 && !sentAt.IsZero() && time.Since(sentAt) < keepAlive {
 			res.Release()
 			continue
 		}
@@ -314,6 +329,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		if err != nil {
 			return err
 		}
+		sentAt = time.Now()
 		if res.PreferredReadReplica >= 0 {
 			return nil // the client should follow from that replica
 		}

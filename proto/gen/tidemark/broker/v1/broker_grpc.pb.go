@@ -52,7 +52,9 @@ type BrokerServiceClient interface {
 	// Fetch reads records from an offset, up to the high watermark.
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
 	// Follow is the streaming form of Fetch: it keeps answering as the high
-	// watermark moves, until the client cancels.
+	// watermark moves, until the client cancels. The first answer comes at
+	// once, with records or not (where the log stands); an idle stream gets
+	// an answer with no records every 15 s.
 	Follow(ctx context.Context, in *FollowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowResponse], error)
 	// ListOffsets finds the earliest, the latest (= high watermark) or the first
 	// offset at or after a timestamp.
@@ -175,7 +177,9 @@ type BrokerServiceServer interface {
 	// Fetch reads records from an offset, up to the high watermark.
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
 	// Follow is the streaming form of Fetch: it keeps answering as the high
-	// watermark moves, until the client cancels.
+	// watermark moves, until the client cancels. The first answer comes at
+	// once, with records or not (where the log stands); an idle stream gets
+	// an answer with no records every 15 s.
 	Follow(*FollowRequest, grpc.ServerStreamingServer[FollowResponse]) error
 	// ListOffsets finds the earliest, the latest (= high watermark) or the first
 	// offset at or after a timestamp.
