@@ -57,7 +57,7 @@ func (f faultService) SetFetchFault(ctx context.Context, req *faultv1.SetFetchFa
 	}
 	resp, err := fc.SetFetchFault(ctx, req, opts...)
 	f.obs.Refresh()
-	return resp, err
+	return resp, unreachable(req.GetBrokerId(), err)
 }
 
 func (f faultService) ClearFaults(ctx context.Context, req *faultv1.ClearFaultsRequest, opts ...grpc.CallOption) (*faultv1.ClearFaultsResponse, error) {
@@ -67,7 +67,7 @@ func (f faultService) ClearFaults(ctx context.Context, req *faultv1.ClearFaultsR
 	}
 	resp, err := fc.ClearFaults(ctx, req, opts...)
 	f.obs.Refresh()
-	return resp, err
+	return resp, unreachable(req.GetBrokerId(), err)
 }
 
 func (f faultService) ListFaults(ctx context.Context, req *faultv1.ListFaultsRequest, opts ...grpc.CallOption) (*faultv1.ListFaultsResponse, error) {
@@ -75,5 +75,19 @@ func (f faultService) ListFaults(ctx context.Context, req *faultv1.ListFaultsReq
 	if err != nil {
 		return nil, err
 	}
-	return fc.ListFaults(ctx, req, opts...)
+	resp, err := fc.ListFaults(ctx, req, opts...)
+	return resp, unreachable(req.GetBrokerId(), err)
+}
+
+// unreachable names a broker that did not answer as not available: the
+// metadata may still list a broker that has just died, and a bare
+// connection error did not say which broker was meant.
+func unreachable(id int32, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ke := kerr.FromStatus(err); ke.Code == kerr.NetworkException {
+		return kerr.BadField(kerr.BrokerNotAvailable, "broker_id", "broker %d did not answer: %s", id, ke.Message)
+	}
+	return err
 }
