@@ -72,7 +72,9 @@ const (
 // set (a sticky keyless record, which should rather go to the next
 // partition): then it is left out.
 func (pp *partitionProducer) append(r *recordbatch.Record, pend pending, moveOn bool) appendResult {
-	limit := pp.p.opts.BatchSize
+	// A batch must also fit in one request (a single record that does not
+	// was refused before it got here).
+	limit := min(pp.p.opts.BatchSize, pp.p.c.opts.MaxMessageBytes-produceRequestOverhead-len(pp.topic))
 	pp.mu.Lock()
 	if pp.exited {
 		pp.mu.Unlock()

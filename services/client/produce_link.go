@@ -137,6 +137,11 @@ type pendingProduce struct {
 	stop   func() bool // unregisters the context watch
 	cancel context.CancelFunc
 	span   trace.Span
+	// sending is set until its stream.Send returned: a request whose
+	// context ends while it is still being written (the broker reads
+	// nothing, its flow-control window is full) has a stuck stream, which
+	// only cutting releases.
+	sending atomic.Bool
 }
 
 func (l *produceLink) isBroken() bool {
@@ -167,7 +172,8 @@ func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *
 	sentAt := time.Now().UnixNano()
 	// Watched before it is registered, so that whoever takes it from
 	// pending finds stop set; a context already ended is handled below.
-	p.stop = context.AfterFunc(ctx, func() { l.expire(id, ctx, sentAt) })
+	p.sending.Store(true)
+	p.stop = context.AfterFunc(ctx, func() { l.expire(id, p, ctx, sentAt) })
 	l.mu.Lock()
 	if l.broken != nil {
 		err := l.broken
@@ -179,13 +185,15 @@ func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *
 	l.pending[id] = p
 	l.mu.Unlock()
 	if ctx.Err() != nil {
-		l.expire(id, ctx, sentAt)
+		p.sending.Store(false)
+		l.expire(id, p, ctx, sentAt)
 		return nil
 	}
 
 	l.sendMu.Lock()
 	err := l.stream.Send(msg)
 	l.sendMu.Unlock()
+	p.sending.Store(false)
 	if err != nil {
 		// The stream's own error comes from its receive side; this
 		// request fails with it (or a retriable one) through fail.
@@ -228,13 +236,19 @@ func (l *produceLink) finish(id uint64, resp *brokerv1.ProduceResponse, err erro
 
 // expire answers request id with its context's end; a stream silent since
 // the request went out is cut.
-func (l *produceLink) expire(id uint64, ctx context.Context, sentAt int64) {
+func (l *produceLink) expire(id uint64, sent *pendingProduce, ctx context.Context, sentAt int64) {
+	stuck := sent.sending.Load()
 	p := l.take(id)
 	if p == nil {
 		return
 	}
 	p.end(nil, context.Cause(ctx))
-	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && l.lastRecv.Load() < sentAt {
+	switch {
+	case stuck:
+		// Still being written: the broker reads nothing and the writer is
+		// blocked in Send, holding every other writer of the stream.
+		l.fail(kerr.New(kerr.NetworkException, "produce stream: a request could not be written before it ended; reconnecting"))
+	case errors.Is(context.Cause(ctx), context.DeadlineExceeded) && l.lastRecv.Load() < sentAt:
 		l.fail(kerr.New(kerr.NetworkException, "produce stream: no answer since a request that timed out; reconnecting"))
 	}
 }

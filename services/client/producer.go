@@ -150,12 +150,25 @@ func (p *Producer) produce(blk *blocker, r Record, cb func(Result, error)) {
 		fail(-1, fmt.Errorf("produce to %s: %w", r.Topic, ErrClosed))
 		return
 	}
+	if r.Topic == "" {
+		fail(-1, kerr.BadField(kerr.InvalidTopicException, "topic", "a record must name its topic"))
+		return
+	}
 	part, n, err := p.choosePartition(blk, &r)
 	if err != nil {
 		fail(-1, err)
 		return
 	}
 	size := memSize(&r)
+	// A request must fit in one gRPC message (Options.MaxMessageBytes):
+	// a larger one cannot be sent at all, and trying breaks the broker's
+	// produce stream for every partition on it (Kafka's max.request.size
+	// check, RecordTooLargeException).
+	rs := recordbatch.Record{Timestamp: ts.UnixMilli(), Key: r.Key, Value: r.Value, Headers: r.Headers}
+	if n := recordbatch.HeaderSize + recordSize(0, 0, &rs) + produceRequestOverhead + len(r.Topic); n > p.c.opts.MaxMessageBytes {
+		fail(part, kerr.BadField(kerr.MessageTooLarge, "max.message.bytes", "a record of %d bytes exceeds the client's message limit %d", n, p.c.opts.MaxMessageBytes))
+		return
+	}
 	if size > p.opts.BufferMemory {
 		fail(part, kerr.BadField(kerr.MessageTooLarge, "buffer.memory", "a record of %d bytes exceeds buffer.memory %d", size, p.opts.BufferMemory))
 		return
@@ -349,6 +362,10 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.abort()
 	return err
 }
+
+// produceRequestOverhead is room for the produce request around its batch
+// (topic, partition, acks, correlation id, trace context).
+const produceRequestOverhead = 1024
 
 // maxPooledPendings bounds the pending lists kept for reuse (a batch of
 // tiny records can hold many; an outsized list is left to the collector).
