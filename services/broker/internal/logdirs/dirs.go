@@ -391,9 +391,19 @@ func (ds *Dirs) HadCleanShutdown() bool {
 
 // CleanerStats adds up the log cleaner's counters over the directories.
 func (ds *Dirs) CleanerStats() logstore.CleanerStats {
+	// The counters are summed over every directory, offline ones too: a
+	// directory going offline must not make a counter decrease (Prometheus
+	// would read it as a reset). Its gauges (last run, dirty ratio) go.
 	var sum logstore.CleanerStats
-	for _, d := range ds.online() {
-		sum = sum.Add(d.m.CleanerStats())
+	for _, d := range ds.dirs {
+		if d.m == nil {
+			continue
+		}
+		st := d.m.CleanerStats()
+		if d.offline() != nil {
+			st.LastDuration, st.MaxDirtyRatio = 0, 0
+		}
+		sum = sum.Add(st)
 	}
 	return sum
 }

@@ -247,13 +247,22 @@ func (s *alterSender) send(items []alterItem) []alterItem {
 			Error: kerr.Code(res.GetErrorCode()), LeaderEpoch: res.GetLeaderEpoch(),
 			PartitionEpoch: res.GetPartitionEpoch(), ISR: res.GetIsr(),
 		}, now)
+		if out.HW.Advanced() {
+			// The ISR change committed records (a shrink past a follower
+			// that held the HW back): acks=all produces link to its span.
+			it.r.markCommitLocked(out.HW.After, it.span.SpanContext())
+		}
 		it.r.mu.Unlock()
 		if out.Action != partition.AlterCommitted && out.Action != partition.AlterIgnored {
 			m.log.Info("ISR change not committed", "topic", it.r.tp.Topic, "partition", it.r.tp.Partition,
 				"action", out.Action.String(), "reason", out.Reason)
 		}
 		if out.HW.Advanced() {
-			m.hwAdvanced(context.Background(), it.r, out.HW, "ISR change committed")
+			if it.span.IsRecording() {
+				it.span.AddEvent("high watermark advanced", trace.WithAttributes(
+					attribute.Int64("hw.before", out.HW.Before), attribute.Int64("hw.after", out.HW.After)))
+			}
+			m.hwAdvanced(trace.ContextWithSpan(context.Background(), it.span), it.r, out.HW, "ISR change committed")
 		}
 		if out.Action == partition.AlterRetry && out.Resend != nil {
 			retry = append(retry, alterItem{it.r, *out.Resend, it.span})

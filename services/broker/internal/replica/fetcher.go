@@ -576,10 +576,18 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 		}
 		return
 	}
-	r.state.OnTruncated(newLEO)
+	hw := r.state.OnTruncated(newLEO)
 	// Below the log start the log starts again at the new end.
 	r.state.SetLogStartOffset(r.log.LogStartOffset())
 	f.m.metrics.truncations.Inc()
+	if newLEO < hw.Before {
+		// Records this replica held as committed are gone (an unclean
+		// election, or a replica that lost its disk): Kafka's fetcher warns
+		// "Truncating <tp> to offset X below high watermark Y".
+		f.m.log.Warn("Truncating to offset "+itoa(newLEO)+" below high watermark "+itoa(hw.Before),
+			"topic", r.tp.Topic, "partition", r.tp.Partition, "from_leo", leo, "high_watermark", hw.Before,
+			"leader_epoch", st.epoch, "by", why)
+	}
 	_, span := f.m.tracer.Start(context.Background(), "broker.truncate", trace.WithAttributes(
 		attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
 		attribute.Int64("tidemark.leo.before", leo), attribute.Int64("tidemark.leo.after", newLEO),

@@ -103,9 +103,9 @@ var (
 	descUnderReplicated = prometheus.NewDesc("tidemark_broker_under_replicated_partitions",
 		"Partitions led here whose ISR is smaller than their replica set (Kafka UnderReplicatedPartitions).", nil, nil)
 	descUnderMinISR = prometheus.NewDesc("tidemark_broker_under_min_isr_partitions",
-		"Partitions led here whose ISR is below min.insync.replicas (Kafka UnderMinIsrPartitionCount).", nil, nil)
+		"Partitions led here whose ISR is below the effective min.insync.replicas, min(min.insync.replicas, replication factor) (Kafka UnderMinIsrPartitionCount).", nil, nil)
 	descAtMinISR = prometheus.NewDesc("tidemark_broker_at_min_isr_partitions",
-		"Partitions led here whose ISR equals min.insync.replicas (Kafka AtMinIsrPartitionCount).", nil, nil)
+		"Partitions led here whose ISR equals the effective min.insync.replicas, min(min.insync.replicas, replication factor) (Kafka AtMinIsrPartitionCount).", nil, nil)
 	descLeaders = prometheus.NewDesc("tidemark_broker_leader_partitions",
 		"Partitions this broker leads (Kafka LeaderCount).", nil, nil)
 	descReplicas = prometheus.NewDesc("tidemark_broker_partitions",
@@ -148,10 +148,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if len(s.ISR) < len(s.Replicas) {
 			under++
 		}
+		// Kafka's isUnderMinIsr/isAtMinIsr: against the effective min ISR,
+		// min(min.insync.replicas, RF), the one produce enforces (F16).
 		switch {
-		case len(s.ISR) < s.MinInsyncReplicas:
+		case len(s.ISR) < s.EffectiveMinISR:
 			underMin++
-		case len(s.ISR) == s.MinInsyncReplicas:
+		case len(s.ISR) == s.EffectiveMinISR:
 			atMin++
 		}
 		for _, f := range s.Followers {

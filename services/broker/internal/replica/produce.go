@@ -209,7 +209,7 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 			if err == nil && linked {
 				// Answers "which follower fetch committed my write".
 				span.AddLink(trace.Link{SpanContext: by, Attributes: []attribute.KeyValue{
-					attribute.String("tidemark.link", "committed by follower fetch")}})
+					attribute.String("tidemark.link", "committed by")}})
 			}
 			if span.IsRecording() {
 				span.AddEvent("committed", trace.WithAttributes(attribute.Int64("hw", hw),

@@ -278,7 +278,7 @@ func (a *Active) shutdown() {
 		l.out.Stop()
 		links = append(links, l)
 	}
-	a.d.Metrics.active.Set(0)
+	a.d.Metrics.SetStandby()
 	go func() {
 		a.wg.Wait()
 		for _, l := range links {

@@ -50,5 +50,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// SetStandby marks this process as not the active controller.
-func (m *Metrics) SetStandby() { m.active.Set(0) }
+// SetStandby marks this process as not the active controller. Like Kafka's
+// (KafkaController.updateMetrics), the partition-state gauges are the
+// active controller's alone: a standby reports 0, so sums over the
+// controllers count each partition once.
+func (m *Metrics) SetStandby() {
+	m.active.Set(0)
+	m.offline.Set(0)
+}

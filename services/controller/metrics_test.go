@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"tidemark.io/services/metastore"
+)
+
+// Kafka's OfflinePartitionsCount is the active controller's figure: every
+// other controller reports 0 (KafkaController.updateMetrics sets it to 0
+// when !isActive), so sum(OfflinePartitionsCount) over the controllers is
+// the cluster's count. A controller deposed while partitions were offline
+// must drop its figure with its ActiveControllerCount.
+func TestDeposedControllerReportsNoOfflinePartitions(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c2 := c.startController(2)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "solo", [][]int32{{1}}, nil)
+	c.brokers[1].deregister()
+	c.waitState("solo", 0, 3*time.Second, "offline", func(s metastore.PartitionState) bool { return s.Leader == -1 })
+	eventually(t, 2*time.Second, "offline partition counted on controller 1", func() bool {
+		return metric(t, c1, "tidemark_controller_offline_partitions_count") == 1
+	})
+
+	// Controller 1 loses etcd past its lease: controller 2 takes over.
+	c1.bridge.Pause()
+	if e := c.waitActive(c2, ctrlTTL+3*time.Second); e != 2 {
+		t.Fatalf("controller 2 epoch = %d, want 2", e)
+	}
+	eventually(t, 10*time.Second, "controller 1 stepped down", func() bool { _, ok := c1.Active(); return !ok })
+	c1.bridge.Resume()
+	eventually(t, 2*time.Second, "offline partition counted on controller 2", func() bool {
+		return metric(t, c2, "tidemark_controller_offline_partitions_count") == 1
+	})
+	time.Sleep(500 * time.Millisecond)
+	a1 := metric(t, c1, "tidemark_controller_active_controller_count")
+	o1 := metric(t, c1, "tidemark_controller_offline_partitions_count")
+	o2 := metric(t, c2, "tidemark_controller_offline_partitions_count")
+	if a1 != 0 || o1 != 0 {
+		t.Fatalf("deposed controller 1: active_controller_count=%v offline_partitions_count=%v (controller 2, active: %v); "+
+			"want 0 and 0: summed over the controllers the cluster shows %v offline partitions, not 1", a1, o1, o2, o1+o2)
+	}
+}
