@@ -127,7 +127,7 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 	c := Start(t, Options{BrokerSettings: quietBrokerSettings(), PausableControllers: true})
 	rec := history.NewRecorder()
 	var tps, promised []history.TP
-	durable := map[string]bool{}
+	durable, expires := map[string]bool{}, map[string]bool{}
 	producers := map[string]*recordingProducer{}
 	for _, tc := range quietTopics {
 		if tc.name == "ret" && !retention {
@@ -136,6 +136,7 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 		c.CreateTopic(tc.name, tc.partitions, 3, tc.configs)
 		minISR, _ := strconv.Atoi(tc.configs["min.insync.replicas"])
 		durable[tc.name] = history.Promised(minISR, tc.configs["unclean.leader.election.enable"] == "true")
+		_, expires[tc.name] = tc.configs["retention.ms"]
 		tps = append(tps, partitionsOf(tc.name, tc.partitions)...)
 		if durable[tc.name] {
 			promised = append(promised, partitionsOf(tc.name, tc.partitions)...)
@@ -187,7 +188,7 @@ func TestNemesisWithQuietMoments(t *testing.T) {
 	time.Sleep(time.Second)
 	consumers.close()
 	final := c.final(tps, stopped, liveAt)
-	rep := history.Check(rec.History(), final, history.Options{Durable: durable, LivenessBound: bound})
+	rep := history.Check(rec.History(), final, history.Options{Durable: durable, Retention: expires, LivenessBound: bound})
 	if !rep.OK() {
 		t.Errorf("history checker, seed %d:\n%s", seed, rep)
 		return
@@ -538,13 +539,14 @@ func TestQuietScheduleAfterFailover(t *testing.T) {
 	c := Start(t, Options{BrokerSettings: quietBrokerSettings()})
 	rec := history.NewRecorder()
 	var tps []history.TP
-	durable := map[string]bool{}
+	durable, expires := map[string]bool{}, map[string]bool{}
 	for _, tc := range quietTopics[:2] {
 		if tc.name == "ret" && !retention {
 			continue
 		}
 		c.CreateTopic(tc.name, tc.partitions, 3, tc.configs)
 		durable[tc.name] = true
+		_, expires[tc.name] = tc.configs["retention.ms"]
 		tps = append(tps, partitionsOf(tc.name, tc.partitions)...)
 	}
 	p := newRecordingProducer(t, c, rec, "acks-all", client.AcksAll)
@@ -590,7 +592,7 @@ func TestQuietScheduleAfterFailover(t *testing.T) {
 	liveAt := c.awaitLive(tps, bound+time.Second)
 	time.Sleep(time.Second)
 	consumers.close()
-	rep := history.Check(rec.History(), c.final(tps, stopped, liveAt), history.Options{Durable: durable, LivenessBound: bound})
+	rep := history.Check(rec.History(), c.final(tps, stopped, liveAt), history.Options{Durable: durable, Retention: expires, LivenessBound: bound})
 	if !rep.OK() {
 		t.Fatalf("history checker:\n%s", rep)
 	}

@@ -45,6 +45,11 @@ type Options struct {
 	Durable map[string]bool
 	// AcksOneDurable promises acks=1 writes of the Durable topics as well.
 	AcksOneDurable bool
+	// Retention lists the topics whose records may be deleted below the
+	// log start (retention.ms, retention.bytes, DeleteRecords). Elsewhere
+	// nothing may leave a log: an acknowledged write or a read below a
+	// replica's log start is missing, not expired.
+	Retention map[string]bool
 	// LivenessBound: every partition must be whole within it after
 	// Final.FaultsStopped. Zero skips the liveness check.
 	LivenessBound time.Duration
@@ -202,7 +207,9 @@ func Check(h History, final Final, opts Options) Report {
 				log[r.Offset] = r.Value
 			}
 			c.logs[ps.TP] = log
-			c.logStart[ps.TP] = a.LogStart
+			if opts.Retention[ps.TP.Topic] {
+				c.logStart[ps.TP] = a.LogStart
+			}
 		}
 	}
 	c.stats()
@@ -212,6 +219,7 @@ func Check(h History, final Final, opts Options) Report {
 	c.checkLiveness()
 	c.checkDuplicatesAndPhantoms()
 	c.checkLinearizable()
+	c.checkRealTimeOrder()
 	return c.rep
 }
 
@@ -312,7 +320,18 @@ func (c *checker) checkAcked() {
 			}
 			continue
 		}
-		if p.Offset < c.logStart[p.TP] {
+		if p.Offset < 0 {
+			// Acknowledged without an offset (a DUPLICATE_SEQUENCE_NUMBER
+			// answer, which the client turns into a success): it must be in
+			// the log somewhere.
+			if len(c.whereIs(p.TP, p.Value)) > 0 {
+				continue
+			}
+			if c.logStart[p.TP] > 0 {
+				c.rep.Stats.Expired++ // it may have been below the log start
+				continue
+			}
+		} else if p.Offset < c.logStart[p.TP] {
 			c.rep.Stats.Expired++
 			continue
 		}
@@ -357,14 +376,16 @@ func (c *checker) checkReplicas() {
 			}
 		}
 		for _, r := range rs {
-			if r.HW != r.LEO && int(ps.MinInsyncReplicas) <= len(ps.ISR) {
+			// Under min.insync.replicas the HW may stay below the LEO; above
+			// it, never.
+			if r.HW > r.LEO || (r.HW < r.LEO && int(ps.MinInsyncReplicas) <= len(ps.ISR)) {
 				c.add(Violation{Kind: HWBelowLEO, TP: ps.TP, Offset: r.HW,
 					Message: fmt.Sprintf("replica %d has HW %d but LEO %d once quiet (leader %d, ISR %v)", r.Broker, r.HW, r.LEO, ps.Leader, ps.ISR)})
 			}
 		}
 		for i := 0; i < len(rs); i++ {
 			for j := i + 1; j < len(rs); j++ {
-				if v, ok := diverge(ps, rs[i], rs[j]); ok {
+				if v, ok := diverge(ps, rs[i], rs[j], c.opts.Retention[ps.TP.Topic]); ok {
 					c.add(v)
 				}
 			}
@@ -375,9 +396,12 @@ func (c *checker) checkReplicas() {
 // diverge compares two replicas up to the higher HW: below both log starts
 // nothing is compared; an offset one holds below its HW and the other
 // lacks or holds differently is a divergence.
-func diverge(ps PartitionState, a, b ReplicaState) (Violation, bool) {
+func diverge(ps PartitionState, a, b ReplicaState, retention bool) (Violation, bool) {
 	am, bm := recordMap(a), recordMap(b)
 	from := max(a.LogStart, b.LogStart)
+	if !retention {
+		from = min(a.LogStart, b.LogStart) // nothing may have left either log
+	}
 	to := max(a.HW, b.HW)
 	for off := from; off < to; off++ {
 		av, aok := am[off]

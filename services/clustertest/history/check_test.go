@@ -154,7 +154,9 @@ func TestRetentionIsNotLoss(t *testing.T) {
 	for i := range ps.Replicas {
 		ps.Replicas[i] = replica(ps.Replicas[i].Broker, 2, "v2")
 	}
-	r := Check(b.h, final(ps), durableA)
+	withRetention := durableA
+	withRetention.Retention = map[string]bool{"a": true}
+	r := Check(b.h, final(ps), withRetention)
 	if !r.OK() || r.Stats.Expired != 2 {
 		t.Fatalf("records below log start: want 2 expired, no violation; got %d\n%s", r.Stats.Expired, r)
 	}
@@ -274,7 +276,9 @@ func TestLinearizabilityCatchesRealTimeOrder(t *testing.T) {
 	for i := range ps.Replicas {
 		ps.Replicas[i] = replica(ps.Replicas[i].Broker, 1)
 	}
-	mustKinds(t, Check(b.h, final(ps), durableA), NotLinearizable)
+	withRetention := durableA
+	withRetention.Retention = map[string]bool{"a": true}
+	mustKinds(t, Check(b.h, final(ps), withRetention), NotLinearizable)
 }
 
 func TestLinearizabilityIsBounded(t *testing.T) {

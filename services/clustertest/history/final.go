@@ -65,6 +65,9 @@ func (p PartitionState) Live() (bool, string) {
 	if len(p.Replicas) == 0 {
 		return false, "no replica observed"
 	}
+	if !slices.ContainsFunc(p.Replicas, func(r ReplicaState) bool { return r.Broker == p.Leader }) {
+		return false, fmt.Sprintf("leader %d is not one of the replicas", p.Leader)
+	}
 	if len(p.Adding)+len(p.Removing) > 0 {
 		return false, fmt.Sprintf("reassignment in flight (adding %v, removing %v)", p.Adding, p.Removing)
 	}

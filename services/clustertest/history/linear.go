@@ -256,3 +256,57 @@ func cmpInt(a, b int64) int {
 	}
 	return 0
 }
+
+// checkRealTimeOrder checks directly, with no bound, two of the things only
+// porcupine sees, on every partition porcupine did not decide (skipped over
+// LinearizableOps, or timed out): a promised write acknowledged before
+// another was sent has the lower offset, and no read returns a value before
+// its write was sent.
+func (c *checker) checkRealTimeOrder() {
+	undecided := func(tp TP) bool {
+		res, ok := c.rep.Stats.Linearizable[tp.String()]
+		return !ok || (res != string(porcupine.Ok) && res != string(porcupine.Illegal))
+	}
+	if c.opts.LinearizableOps < 0 {
+		undecided = func(TP) bool { return true }
+	}
+	acked := map[TP][]*Produce{}
+	for i := range c.h.Produces {
+		p := &c.h.Produces[i]
+		if p.Outcome == Acked && p.Offset >= 0 && c.promised(p) && undecided(p.TP) {
+			acked[p.TP] = append(acked[p.TP], p)
+		}
+	}
+	for _, tp := range slices.SortedFunc(maps.Keys(acked), compareTP) {
+		byEnd := slices.Clone(acked[tp])
+		slices.SortFunc(byEnd, func(a, b *Produce) int { return a.End.Compare(b.End) })
+		byStart := slices.Clone(acked[tp])
+		slices.SortFunc(byStart, func(a, b *Produce) int { return a.Start.Compare(b.Start) })
+		// Sweep: before each write is sent, the highest offset already
+		// acknowledged must be below its own.
+		var top *Produce
+		i := 0
+		for _, b := range byStart {
+			for ; i < len(byEnd) && byEnd[i].End.Before(b.Start); i++ {
+				if top == nil || byEnd[i].Offset > top.Offset {
+					top = byEnd[i]
+				}
+			}
+			if top != nil && top.Offset >= b.Offset {
+				c.add(Violation{Kind: NotLinearizable, TP: tp, Offset: b.Offset, At: b.Start,
+					Records: []string{top.String(), b.String()},
+					Message: fmt.Sprintf("%q sent after %q was acknowledged at offset %d, yet acknowledged at offset %d", b.Value, top.Value, top.Offset, b.Offset)})
+				break
+			}
+		}
+	}
+	for _, r := range c.h.Consumes {
+		if !c.opts.Durable[r.TP.Topic] || !undecided(r.TP) {
+			continue
+		}
+		if p := c.producedBy[r.Value]; p != nil && p.TP == r.TP && r.Time.Before(p.Start) {
+			c.add(Violation{Kind: NotLinearizable, TP: r.TP, Offset: r.Offset, At: r.Time, Records: []string{r.String(), p.String()},
+				Message: fmt.Sprintf("%q read at offset %d before it was sent", r.Value, r.Offset)})
+		}
+	}
+}

@@ -329,9 +329,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	durable := map[string]bool{}
+	durable, retention := map[string]bool{}, map[string]bool{}
 	for _, t := range r.topics {
 		durable[t.name] = t.durable()
+		_, retention[t.name] = t.configs["retention.ms"]
 	}
 	res.SlowStops = r.slowStops
 	res.Strays = r.strays
@@ -339,7 +340,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		r.printf("STRAY LOG %s\n", s)
 	}
 	h := r.rec.History()
-	res.Report = history.Check(h, final, history.Options{Durable: durable, LivenessBound: o.LivenessBound})
+	res.Report = history.Check(h, final, history.Options{Durable: durable, Retention: retention, LivenessBound: o.LivenessBound})
 	r.printf("\n%s\n", res.Report)
 	res.AcksOneLost = acksOneLost(h, final)
 	r.printf("acknowledged acks=1 writes lost (promised by no topic; the isolated leaders' below): %v\n", res.AcksOneLost)

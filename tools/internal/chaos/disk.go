@@ -99,7 +99,12 @@ func readReplica(dataDir string, broker int32, tp history.TP) (history.ReplicaSt
 	if !ok {
 		notes = append(notes, fmt.Sprintf("broker %d %s: no HW in replication-offset-checkpoint", broker, tp))
 	}
-	rs.HW = min(max(hw, rs.LogStart), leo)
+	// Not clamped to the LEO: a checkpoint above the log the graceful stop
+	// left is a broken replica, which the checker must see (HW > LEO).
+	rs.HW = max(hw, rs.LogStart)
+	if hw > leo {
+		notes = append(notes, fmt.Sprintf("broker %d %s: HW checkpoint %d above the log's end %d", broker, tp, hw, leo))
+	}
 	rs.Readable = true
 	return rs, notes, nil
 }

@@ -69,8 +69,8 @@ func (f Fence) OK() bool {
 
 func (f Fence) String() string {
 	if f.NewLeader < 0 {
-		return fmt.Sprintf("%s: broker-%d (epoch %d) isolated %s, no new leader elected; %d acks=1 writes acknowledged by it",
-			f.TP, f.OldLeader, f.OldEpoch, f.HealedAt.Sub(f.CutAt).Round(time.Millisecond), f.AckedByOld)
+		return fmt.Sprintf("%s: broker-%d (epoch %d) isolated %s, no new leader elected; %d acks=1 writes acknowledged by it (%d sent more than a lease after the cut)",
+			f.TP, f.OldLeader, f.OldEpoch, f.HealedAt.Sub(f.CutAt).Round(time.Millisecond), f.AckedByOld, f.SentAfterLease)
 	}
 	return fmt.Sprintf("%s: broker-%d (epoch %d) isolated, broker-%d elected (epoch %d) %s after the cut, healed after %s; "+
 		"acks=1 writes acknowledged while cut: %d by the old leader (%d after the election, %d sent more than a lease after the cut), %d by the new; "+
@@ -319,7 +319,9 @@ func (r *runner) judgeFences(h history.History, final history.Final) []Fence {
 			if old && after {
 				f.AckedAfterElection++
 			}
-			if old && f.NewLeader >= 0 && p.Start.After(f.CutAt.Add(leaseTTL)) {
+			// The fence refuses acks=0/1 writes once the lease may be gone,
+			// whether or not a new leader was elected (or seen).
+			if old && p.Start.After(f.CutAt.Add(leaseTTL)) {
 				f.SentAfterLease++
 			}
 			if v, held := logs[f.TP][p.Offset]; !held || v != p.Value {
