@@ -65,3 +65,19 @@ func unknownKey(scope Scope, key string) error {
 	}
 	return kerr.BadField(kerr.InvalidConfig, key, "unknown %s config", scope)
 }
+
+// ValidateTopic checks a topic's overrides key by key (Validate at
+// ScopeTopic) and then the effective configuration they give over the
+// broker layers as a whole, as Kafka's LogConfig.validateValues does:
+// min.compaction.lag.ms may not exceed max.compaction.lag.ms.
+func ValidateTopic(topicOverrides map[string]string, brokerLayers ...map[string]string) error {
+	c, err := Resolve(topicOverrides, brokerLayers...)
+	if err != nil {
+		return err
+	}
+	if c.MinCompactionLagMs > c.MaxCompactionLagMs {
+		return kerr.BadField(kerr.InvalidConfig, "min.compaction.lag.ms",
+			"%d exceeds max.compaction.lag.ms %d", c.MinCompactionLagMs, c.MaxCompactionLagMs)
+	}
+	return nil
+}

@@ -119,8 +119,15 @@ func (c *conn) readLoop() error {
 	limits := c.s.opts.Limits
 	var size [4]byte
 	for {
-		_ = c.nc.SetReadDeadline(time.Now().Add(limits.IdleTimeout))
-		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		// The size may arrive in pieces: what was read before a deadline
+		// passed (with requests in flight) is kept, not read again.
+		for got := 0; got < len(size); {
+			_ = c.nc.SetReadDeadline(time.Now().Add(limits.IdleTimeout))
+			k, err := io.ReadFull(c.nc, size[got:])
+			got += k
+			if err == nil {
+				break
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && c.inFlight.Load() > 0 {
 				continue // waiting on its own answers is not idle

@@ -12,6 +12,7 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
 )
 
 // EndpointName is the name under which a broker registers its Kafka
@@ -122,7 +123,9 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 	}
 	for _, t := range gresp.GetTopics() {
 		name := t.GetName()
-		kt := kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: protoCode(t.GetErrorCode()), TopicID: topicUUID(meta.TopicID(name))}
+		kt := kmsg.NewMetadataResponseTopic()
+		kt.Topic, kt.ErrorCode, kt.TopicID = &name, protoCode(t.GetErrorCode()), topicUUID(meta.TopicID(name))
+		kt.IsInternal = topicconfig.IsInternal(name) // __consumer_offsets, as Kafka marks it
 		for _, p := range t.GetPartitions() {
 			kt.Partitions = append(kt.Partitions, kmsg.MetadataResponseTopicPartition{
 				Partition: p.GetPartition(), Leader: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch(), ErrorCode: protoCode(p.GetErrorCode()),

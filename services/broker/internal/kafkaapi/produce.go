@@ -2,6 +2,8 @@ package kafkaapi
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -80,13 +82,62 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 		return nil
 	}
 	resp.ThrottleMillis = throttle
+	if req.Version >= 10 {
+		s.addLeaderEndpoints(resp)
+	}
 	return resp
+}
+
+// addLeaderEndpoints gives the answer the Kafka address of every leader a
+// partition's current_leader names (KIP-951, Produce v10+), so the producer
+// redirects without a metadata round trip.
+func (s *Server) addLeaderEndpoints(resp *kmsg.ProduceResponse) {
+	meta := s.opts.RM.Meta()
+	seen := map[int32]bool{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			id := p.CurrentLeader.LeaderID
+			if id < 0 || seen[id] {
+				continue
+			}
+			seen[id] = true
+			b, ok := meta.Broker(id)
+			if !ok {
+				continue
+			}
+			if host, port, ok := kafkaBroker(b); ok {
+				resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: id, Host: host, Port: port, Rack: rackOf(b)})
+			}
+		}
+	}
+}
+
+// checkProduceBatch is Kafka's ProduceRequest.validateRecords for v3+: one
+// batch of magic 2 (INVALID_RECORD otherwise, not the retriable
+// CORRUPT_MESSAGE), and no zstd before v7 (UNSUPPORTED_COMPRESSION_TYPE).
+func checkProduceBatch(version int16, records []byte) (int16, string) {
+	const magicAt, attrsAt, zstd = 16, 21, 4
+	if len(records) <= magicAt {
+		return 0, "" // too short to tell: the log's validation answers
+	}
+	if m := records[magicAt]; m != 2 {
+		return int16(kerr.InvalidRecord), fmt.Sprintf("Produce v%d takes record batches of magic 2 only, got magic %d", version, m)
+	}
+	if version < 7 && len(records) > attrsAt+1 && binary.BigEndian.Uint16(records[attrsAt:])&7 == zstd {
+		return 76, fmt.Sprintf("Produce v%d cannot carry zstd batches (v7+)", version) // UNSUPPORTED_COMPRESSION_TYPE
+	}
+	return 0, ""
 }
 
 func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, p kmsg.ProduceRequestTopicPartition, timeout int32, rp *kmsg.ProduceResponseTopicPartition) int32 {
 	fail := func(err error) int32 {
 		rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
 		rp.BaseOffset = -1
+		// KIP-951: where the leader moved, say where to (v10+ carries it).
+		if ke := kerr.FromStatus(err); ke != nil && ke.Leader != nil && ke.Leader.ID >= 0 &&
+			(ke.Code == kerr.NotLeaderOrFollower || ke.Code == kerr.FencedLeaderEpoch) {
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = ke.Leader.ID, ke.Leader.LeaderEpoch
+		}
 		return 0
 	}
 	if req.TransactionID != nil {
@@ -96,6 +147,10 @@ func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 		Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: p.Records}}
 	if err := s.authorize(ctx, brokerv1.BrokerService_Produce_FullMethodName, greq); err != nil {
 		return fail(err)
+	}
+	if c, m := checkProduceBatch(req.Version, p.Records); c != 0 {
+		rp.ErrorCode, rp.ErrorMessage, rp.BaseOffset = c, &m, -1
+		return 0
 	}
 	if err := s.opts.Broker.CheckBatchClaims(p.Records); err != nil {
 		return fail(err)

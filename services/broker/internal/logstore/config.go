@@ -165,8 +165,10 @@ func (c Config) Validate() error {
 		return bad("segment.ms", "%v must be positive", c.SegmentMs)
 	case c.IndexIntervalBytes < 0:
 		return bad("index.interval.bytes", "%d is negative", c.IndexIntervalBytes)
-	case c.MaxMessageBytes <= 0:
-		return bad("max.message.bytes", "%d must be positive", c.MaxMessageBytes)
+	case c.MaxMessageBytes < 0:
+		// 0 is Kafka's smallest max.message.bytes (atLeast(0)), which the
+		// registry accepts: every batch is then too large.
+		return bad("max.message.bytes", "%d is negative", c.MaxMessageBytes)
 	case c.TimestampBeforeMaxMs < 0:
 		return bad("message.timestamp.before.max.ms", "%d is negative", c.TimestampBeforeMaxMs)
 	case c.TimestampAfterMaxMs < 0:

@@ -232,6 +232,16 @@ func (c *core) nextConfig(r *adminv1.AlterConfigsResource) (map[string]string, *
 			return nil, nil, "", kerr.BadField(kerr.InvalidRequest, "op", "config %q: op must be SET or DELETE", op.GetName())
 		}
 	}
+	if t != nil {
+		// The overrides together, over the broker layers (Kafka's
+		// LogConfig.validateValues: min.compaction.lag.ms <=
+		// max.compaction.lag.ms). Keys already invalid in etcd are left
+		// out, as the pushes leave them out.
+		topic, layers, _ := topicconfig.WithoutInvalid(next, c.dynLayers(-1))
+		if err := topicconfig.ValidateTopic(topic, layers...); err != nil {
+			return nil, nil, "", err
+		}
+	}
 	if t == nil {
 		// The broker layers together must still resolve (e.g.
 		// replica.fetch.wait.max.ms <= replica.lag.time.max.ms).

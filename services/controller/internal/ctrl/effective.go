@@ -11,13 +11,19 @@ import (
 
 // dynLayers returns the broker-level layers under a topic's overrides, in
 // Kafka's precedence: dynamic per-broker (when forBroker >= 0), dynamic
-// cluster-wide default, the controller's static configuration.
+// cluster-wide default, that broker's own static configuration (its
+// --config flags as registered, when forBroker >= 0), the controller's
+// static configuration.
 func (c *core) dynLayers(forBroker int32) []map[string]string {
 	var layers []map[string]string
 	if forBroker >= 0 {
 		layers = append(layers, c.brokerConfigs[metastore.BrokerEntity(forBroker)])
 	}
-	return append(layers, c.brokerConfigs[metastore.DefaultBrokerEntity], c.staticBroker)
+	layers = append(layers, c.brokerConfigs[metastore.DefaultBrokerEntity])
+	if forBroker >= 0 {
+		layers = append(layers, c.brokerStatic(metastore.BrokerEntity(forBroker)))
+	}
+	return append(layers, c.staticBroker)
 }
 
 // validLayers are a topic's overrides and the broker layers seen by

@@ -105,7 +105,18 @@ func (c *core) addPartitions(spec *adminv1.CreatePartitionsTopic, validateOnly b
 		then(0, kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", spec.GetName()))
 		return
 	}
+	if t.name == OffsetsTopic {
+		// Its partition count is fixed: a group's coordinator is
+		// PartitionFor(group, N), so more partitions would move most
+		// groups away from their committed offsets.
+		then(0, kerr.New(kerr.InvalidPartitions, "%s is an internal topic: its partition count cannot be changed", OffsetsTopic))
+		return
+	}
 	have, want := int32(len(t.parts)), spec.GetCount()
+	if want > placement.MaxPartitions {
+		then(0, kerr.BadField(kerr.InvalidPartitions, "count", "number of partitions must be at most %d, got %d", placement.MaxPartitions, want))
+		return
+	}
 	if want <= have {
 		then(0, kerr.BadField(kerr.InvalidPartitions, "count", "topic %q has %d partitions; the count must be raised above that, got %d",
 			t.name, have, want))

@@ -157,27 +157,27 @@ func (c *core) createTopic(spec *adminv1.TopicSpec, validateOnly bool, res *admi
 			return
 		}
 	}
+	// The overrides together, over the broker layers (Kafka's
+	// LogConfig.validateValues); broker layers etcd holds were checked
+	// key by key when written, so only their valid keys count.
+	_, layers, _ := topicconfig.WithoutInvalid(nil, c.dynLayers(-1))
+	if err := topicconfig.ValidateTopic(spec.GetConfigs(), layers...); err != nil {
+		fail(err)
+		return
+	}
 	assignment, err := c.assign(spec)
 	if err != nil {
 		fail(err)
 		return
 	}
 	t := &topic{name: name, config: maps.Clone(spec.GetConfigs())}
-	res.NumPartitions, res.ReplicationFactor = int32(len(assignment)), int32(len(assignment[0]))
-	for p, reps := range assignment {
-		res.Assignments = append(res.Assignments, &adminv1.ReplicaAssignment{Partition: int32(p), Replicas: slices.Clone(reps)})
-	}
-	res.Configs = c.topicConfigs(t, -1)
-	if validateOnly {
-		then(0, nil)
-		return
-	}
-
 	nt := metastore.NewTopic{Name: name, Replicas: map[int32][]int32{}, States: map[int32]metastore.PartitionState{},
 		Config: t.config}
 	for p, reps := range assignment {
 		// The first live replica leads, the live replicas form the ISR,
 		// leader epoch 0 (Kafka's NewPartition -> OnlinePartition).
+		// Checked before validate_only answers, so it answers as the
+		// creation would.
 		var live []int32
 		for _, r := range reps {
 			if b := c.brokers[r]; b != nil && !b.shuttingDown {
@@ -190,6 +190,15 @@ func (c *core) createTopic(spec *adminv1.TopicSpec, validateOnly bool, res *admi
 		}
 		nt.Replicas[int32(p)] = reps
 		nt.States[int32(p)] = metastore.PartitionState{Leader: live[0], ISR: live}
+	}
+	res.NumPartitions, res.ReplicationFactor = int32(len(assignment)), int32(len(assignment[0]))
+	for p, reps := range assignment {
+		res.Assignments = append(res.Assignments, &adminv1.ReplicaAssignment{Partition: int32(p), Replicas: slices.Clone(reps)})
+	}
+	res.Configs = c.topicConfigs(t, -1)
+	if validateOnly {
+		then(0, nil)
+		return
 	}
 	what := "create topic " + name
 	c.await(effCreateTopic{what: what, topic: nt}, what, func(ev event) {
