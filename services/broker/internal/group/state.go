@@ -67,6 +67,9 @@ type Member struct {
 	// kept alive without heartbeats (its request is its heartbeat).
 	awaitingJoin bool
 	awaitingSync bool
+	// synced: the member has sent SyncGroup in the current generation
+	// (the pending-sync rule of Tick).
+	synced bool
 	// deadline is when the member's session ends without a heartbeat.
 	deadline time.Time
 }
@@ -111,6 +114,10 @@ type Group struct {
 	rebalanceDeadline time.Time
 	rebalanceStart    time.Time
 	initialJoin       bool
+	// syncDeadline ends the wait for every member of a new generation to
+	// send SyncGroup (the rebalance timeout after the join phase): zero
+	// when no generation is waiting.
+	syncDeadline time.Time
 }
 
 // NewGroup returns an empty group.
@@ -391,6 +398,7 @@ func (g *Group) prepareRebalance(now time.Time) Effects {
 		m.Assignment = nil
 	}
 	g.initialJoin = false
+	g.syncDeadline = time.Time{}
 	g.transition(PreparingRebalance, now)
 	g.rebalanceStart = now
 	g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
@@ -459,7 +467,9 @@ func (g *Group) completeJoin(now time.Time) Effects {
 	g.Protocol = g.selectProtocol()
 	g.Leader = rejoined
 	g.transition(CompletingRebalance, now)
+	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
 	for _, m := range g.members {
+		m.synced = false
 		m.deadline = now.Add(m.SessionTimeout)
 		if m.awaitingJoin {
 			m.awaitingJoin = false
@@ -592,6 +602,9 @@ func (g *Group) Sync(now time.Time, memberID, instanceID string, generation int3
 		return &SyncResult{Err: kerr.New(kerr.InconsistentGroupProtocol, "group %q uses %s/%s", g.ID, g.ProtocolType, g.Protocol)}, Effects{}
 	}
 	m.deadline = now.Add(m.SessionTimeout)
+	if g.State != PreparingRebalance {
+		m.synced = true
+	}
 	switch g.State {
 	case PreparingRebalance:
 		return &SyncResult{Err: kerr.New(kerr.RebalanceInProgress, "group %q is rebalancing: rejoin", g.ID)}, Effects{}
@@ -719,6 +732,7 @@ func (g *Group) Tick(now time.Time) Effects {
 	if expired {
 		eff = merge(eff, g.membersChanged(now))
 	}
+	eff = merge(eff, g.expirePendingSyncs(now))
 	if g.State == PreparingRebalance && !now.Before(g.rebalanceDeadline) {
 		eff = merge(eff, g.completeJoin(now))
 	}
@@ -726,6 +740,29 @@ func (g *Group) Tick(now time.Time) Effects {
 		eff = merge(eff, g.maybeCompleteJoin(now))
 	}
 	return eff
+}
+
+// expirePendingSyncs removes, once the rebalance timeout after the join
+// phase passed, the members of the generation that never sent SyncGroup,
+// and rebalances (Kafka's pending-sync expiry, since 3.2): a leader that
+// heartbeats but never syncs held every other member's parked SyncGroup
+// and the group in CompletingRebalance for ever.
+func (g *Group) expirePendingSyncs(now time.Time) Effects {
+	if g.syncDeadline.IsZero() || now.Before(g.syncDeadline) || (g.State != CompletingRebalance && g.State != Stable) {
+		return Effects{}
+	}
+	g.syncDeadline = time.Time{}
+	removed := false
+	for _, id := range slices.Clone(g.order) {
+		if !g.members[id].synced {
+			g.remove(id)
+			removed = true
+		}
+	}
+	if !removed {
+		return Effects{}
+	}
+	return g.membersChanged(now)
 }
 
 // CheckCommit is the fence of an OffsetCommit: a member of the current
@@ -783,6 +820,7 @@ func Restore(id string, v GroupValue, now time.Time) *Group {
 			SessionTimeout: time.Duration(mv.SessionTimeout) * time.Millisecond, RebalanceTimeout: time.Duration(mv.RebalanceTimeout) * time.Millisecond,
 			ProtocolType: v.ProtocolType, Protocols: []Protocol{{Name: v.Protocol, Metadata: mv.Subscription}}, Assignment: mv.Assignment}
 		m.deadline = now.Add(m.SessionTimeout)
+		m.synced = true // a persisted generation had its assignments
 		g.members[m.ID] = m
 		g.order = append(g.order, m.ID)
 		if m.InstanceID != "" {

@@ -493,3 +493,53 @@ func TestPartitionForMatchesKafka(t *testing.T) {
 		}
 	}
 }
+
+// Members of a new generation that never send SyncGroup are removed once
+// the rebalance timeout after the join phase has passed, and the group
+// rebalances: a leader that heartbeats but never syncs held the others'
+// parked SyncGroups and the group in CompletingRebalance for ever.
+func TestMembersThatNeverSyncAreRemovedAtTheRebalanceTimeout(t *testing.T) {
+	h := newHarness(t)
+	a, b := twoMembers(h) // the join phase ended at 100; rebalance timeouts are 2 s
+	h.wantJoined(a, 1)
+	h.wantJoined(b, 1)
+	res, eff := h.g.Sync(at(150), b, "", 1, "", "", nil)
+	h.take(eff)
+	if res != nil {
+		t.Fatalf("the follower's sync answered before the leader's: %+v", res)
+	}
+	for ms := 400; ms < 2100; ms += 300 {
+		if err := h.g.Heartbeat(at(ms), a, "", 1); err != nil {
+			t.Fatalf("leader heartbeat at %d: %v", ms, err)
+		}
+		h.take(h.g.Tick(at(ms)))
+		h.wantState(CompletingRebalance, 1)
+	}
+	h.take(h.g.Tick(at(2100)))
+	if _, ok := h.g.Member(a); ok {
+		t.Fatal("the leader that never synced is still a member")
+	}
+	if r, ok := h.syncs[b]; !ok || r.Err == nil || r.Err.Code != kerr.RebalanceInProgress {
+		t.Fatalf("the follower's parked sync: %+v, want REBALANCE_IN_PROGRESS", r)
+	}
+	h.wantState(PreparingRebalance, 1)
+}
+
+// Members that all synced are not touched by the pending-sync deadline.
+func TestSyncedMembersOutliveThePendingSyncDeadline(t *testing.T) {
+	h := newHarness(t)
+	a, b := twoMembers(h)
+	h.wantJoined(a, 1)
+	h.wantJoined(b, 1)
+	h.take(func() Effects { _, eff := h.g.Sync(at(150), b, "", 1, "", "", nil); return eff }())
+	h.syncLeader(200, a, 1)
+	for ms := 500; ms <= 3000; ms += 300 {
+		for _, m := range []string{a, b} {
+			if err := h.g.Heartbeat(at(ms), m, "", 1); err != nil {
+				t.Fatalf("heartbeat of %s at %d: %v", m, ms, err)
+			}
+		}
+		h.take(h.g.Tick(at(ms)))
+		h.wantState(Stable, 1)
+	}
+}
