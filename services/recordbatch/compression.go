@@ -160,6 +160,12 @@ func decodeSnappyBlock(dst, block []byte) ([]byte, error) {
 	if n < 0 || len(dst)+n > maxDecompressed {
 		return nil, errTooLarge
 	}
+	// The length is the sender's claim, and Decode allocates it before
+	// looking at the data: no snappy element yields more than 64 bytes from
+	// 3 (a 2-byte-offset copy), so a claim beyond that ratio is a lie.
+	if n > len(block)*64/3+64 {
+		return nil, fmt.Errorf("snappy block of %d bytes claims %d decoded bytes", len(block), n)
+	}
 	out, err := snappy.Decode(nil, block)
 	if err != nil {
 		return nil, err

@@ -201,3 +201,45 @@ func (b Batch) MinTimestamp() int64 {
 	}
 	return lo
 }
+
+// RecordHeaders counts the record headers of the batches in buf (each
+// decodes into an object on a structured read), walking the records of
+// compressed batches decompressed. It stops at the first batch it cannot
+// walk: validation reports that one.
+func RecordHeaders(buf []byte) int64 {
+	var total int64
+	for b, err := range All(buf) {
+		if err != nil {
+			break
+		}
+		p, err := b.records()
+		if err != nil {
+			break
+		}
+		for range b.RecordCount() {
+			length, k := varint(p)
+			if k <= 0 || length < 1 || length > int64(len(p)-k) {
+				return total
+			}
+			body := p[k+1 : k+int(length)] // after the attributes byte
+			p = p[k+int(length):]
+			for range 2 { // timestamp and offset deltas
+				if _, n := varint(body); n > 0 {
+					body = body[n:]
+				} else {
+					return total
+				}
+			}
+			var err error
+			for range 2 { // key, value
+				if body, err = skipBytes(body, true); err != nil {
+					return total
+				}
+			}
+			if n, k := varint(body); k > 0 && n > 0 {
+				total += n
+			}
+		}
+	}
+	return total
+}

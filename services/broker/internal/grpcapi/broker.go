@@ -63,6 +63,17 @@ func checkTP(topic string, partition int32) (replica.TP, error) {
 	return replica.TP{Topic: topic, Partition: partition}, nil
 }
 
+// batchRecordHeaders counts the record headers of batch, or answers 0 when it
+// cannot hold more than limit: every header takes at least two bytes, so an
+// uncompressed batch of fewer than 2*limit bytes need not be walked (most
+// produces).
+func batchRecordHeaders(batch []byte, limit int64) (n, lim int64) {
+	if b := recordbatch.Batch(batch); len(batch) >= recordbatch.HeaderSize && b.Codec() == recordbatch.None && int64(len(batch)) < 2*limit {
+		return 0, limit
+	}
+	return recordbatch.RecordHeaders(batch), limit
+}
+
 // Produce appends a batch on the partition leader.
 func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*brokerv1.ProduceResponse, error) {
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
@@ -88,6 +99,17 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 		batch = p.RecordBatch
 		if len(batch) == 0 {
 			return nil, kerr.BadField(kerr.InvalidRecord, "record_batch", "is empty")
+		}
+		// One batch, as Kafka's Produce v3+ (every door comes here).
+		if size, ok := recordbatch.PeekSize(batch); ok && size >= recordbatch.HeaderSize && size < int64(len(batch)) {
+			return nil, kerr.BadField(kerr.InvalidRecord, "record_batch",
+				"holds %d bytes after a batch of %d: a produce carries exactly one record batch", int64(len(batch))-size, size)
+		}
+		// Record headers count against the limit as structured ones do:
+		// each decodes into an object on a structured read.
+		if n, limit := batchRecordHeaders(batch, int64(b.RM.BrokerConfig().ProduceMaxRecordsPerRequest)); n > limit {
+			return nil, kerr.BadField(kerr.RecordListTooLarge, "record_batch",
+				"the batch's records hold %d record headers; produce.max.records.per.request is %d", n, limit)
 		}
 	case *brokerv1.ProduceRequest_Records:
 		recs := p.Records.GetRecords()

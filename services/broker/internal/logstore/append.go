@@ -513,6 +513,15 @@ func (l *Log) retireOldSnapshots() []string {
 // behind or ahead of the log's clock (KIP-937). LogAppendTime batches get the
 // broker's time, so their own timestamps do not matter.
 func (l *Log) checkTimestamps(batches []recordbatch.Batch, cfg Config) error {
+	for i, b := range batches {
+		// Nothing stamps the broker's time into a producer's LogAppendTime
+		// batch: its maxTimestamp would skip the bounds below and become
+		// the segment's, which retention and ListOffsets trust. Kafka
+		// refuses it too.
+		if b.TimestampType() == recordbatch.LogAppendTime {
+			return kerr.New(kerr.InvalidTimestamp, "batch %d: a producer may not set the timestamp type to LogAppendTime", i)
+		}
+	}
 	if cfg.TimestampBeforeMaxMs == math.MaxInt64 && cfg.TimestampAfterMaxMs == math.MaxInt64 {
 		return nil
 	}

@@ -61,7 +61,6 @@ func TestTimestampBoundsIgnoreLogAppendTime(t *testing.T) {
 	if recordbatch.Batch(batch).TimestampType() != recordbatch.LogAppendTime {
 		t.Fatal("test batch is not LogAppendTime")
 	}
-	if _, err := l.AppendAsLeader(batch, 0); err != nil {
-		t.Fatalf("LogAppendTime batch with an old CreateTime refused: %v", err)
-	}
+	_, err := l.AppendAsLeader(batch, 0)
+	wantCode(t, err, kerr.InvalidTimestamp)
 }

@@ -79,7 +79,10 @@ func TestOffsetForTimestampLogAppendTime(t *testing.T) {
 	b := bl.Build(-1, -1, -1)
 	b[22] |= 0x08 // LogAppendTime
 	putMaxTimestamp(b, 500)
-	if _, err := l.AppendAsLeader(b, 0); err != nil {
+	// A leader stamps LogAppendTime batches; a producer may not send one.
+	b.SetBaseOffset(2)
+	b.SetPartitionLeaderEpoch(0)
+	if _, err := l.AppendAsFollower(b); err != nil {
 		t.Fatal(err)
 	}
 	o, ts, f, _ := l.OffsetForTimestamp(100, l.LogEndOffset())
