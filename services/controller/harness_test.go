@@ -77,9 +77,9 @@ type cluster struct {
 	brokers map[int32]*fakeBroker
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T, opts ...etcdtest.Option) *cluster {
 	t.Helper()
-	srv := etcdtest.Start(t)
+	srv := etcdtest.Start(t, opts...)
 	store, err := metastore.New(srv.Client(t), metastore.Options{})
 	if err != nil {
 		t.Fatal(err)

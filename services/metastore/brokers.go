@@ -202,7 +202,7 @@ func (r *Registration) hold(ctx context.Context, key string) {
 		r.lose(why)
 		cancel()
 	}
-	wch := cli.Watch(ctx, key, clientv3.WithRev(r.broker.Epoch+1))
+	wch := cli.Watch(ctx, key, clientv3.WithRev(r.broker.Epoch+1), clientv3.WithProgressNotify())
 	go func() {
 		for wr := range wch {
 			if wr.Err() != nil {

@@ -127,7 +127,7 @@ func (s *Store) tryElect(ctx context.Context, id int32, address string, ttl time
 func (s *Store) waitDeleted(ctx context.Context, key string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(wctx, key, clientv3.WithRev(rev+1)) {
+	for wr := range s.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithProgressNotify()) {
 		if wr.Err() != nil {
 			break
 		}

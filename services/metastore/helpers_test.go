@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -97,4 +98,17 @@ func simpleTopic(name string, n int) NewTopic {
 		t.States[p] = PartitionState{Leader: reps[0], ISR: reps}
 	}
 	return t
+}
+
+// newClientOn dials like the services do (etcdconn.Options.Client).
+func newClientOn(t *testing.T, endpoint string) *clientv3.Client {
+	t.Helper()
+	o := etcdconn.Defaults()
+	o.Endpoints = []string{endpoint}
+	cli, err := o.Client(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
 }

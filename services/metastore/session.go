@@ -82,7 +82,7 @@ func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID
 		return
 	}
 	wctx, cancelWatch := context.WithCancel(ctx)
-	wch := cli.Watch(wctx, key, clientv3.WithRev(rev+1))
+	wch := cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 	go func() {
 		defer close(done)
 		defer cancelWatch()

@@ -48,7 +48,12 @@ func (s *Store) WatchController(ctx context.Context, fromRev int64) <-chan Watch
 }
 
 func (s *Store) watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse {
-	opts := []clientv3.OpOption{clientv3.WithPrevKV()}
+	// Progress notifications move the client's resume revision on while the
+	// prefix is quiet: without them a watch that reconnects (an etcd
+	// restart, a link blip) resumes from fromRev, which the periodic
+	// compactor has long removed, and fails with ErrCompacted although it
+	// missed nothing.
+	opts := []clientv3.OpOption{clientv3.WithPrevKV(), clientv3.WithProgressNotify()}
 	if prefix != s.k.controller() {
 		opts = append(opts, clientv3.WithPrefix())
 	}

@@ -157,3 +157,8 @@ func WithClientTLS(tb testing.TB, dir string, clientCertAuth bool) Option {
 		}
 	}
 }
+
+// WithProgressNotify sets etcd's watch progress notification interval.
+func WithProgressNotify(d time.Duration) Option {
+	return func(c *embedded.Config) { c.WatchProgressNotifyInterval = d }
+}

@@ -61,6 +61,9 @@ type Config struct {
 	// watches from far back: a controller reloads and watches from the
 	// load's revision, and steps down if a watch fails.
 	CompactionRetention time.Duration
+	// WatchProgressNotifyInterval is how often etcd tells an idle watch
+	// (one asking for progress) the current revision; 0 keeps etcd's 10 min.
+	WatchProgressNotifyInterval time.Duration
 }
 
 // TLS are the PEM files of etcd's client listener.
@@ -184,6 +187,9 @@ func (cfg Config) embedConfig() (*embed.Config, error) {
 		ec.MaxTxnOps = cfg.MaxTxnOps
 	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if cfg.WatchProgressNotifyInterval > 0 {
+		ec.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
+	}
 	if cfg.CompactionRetention > 0 {
 		ec.AutoCompactionMode = "periodic"
 		ec.AutoCompactionRetention = cfg.CompactionRetention.String()
