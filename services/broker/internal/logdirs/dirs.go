@@ -51,6 +51,9 @@ type dir struct {
 	path   string
 	m      *logstore.Manager // nil if it failed to open
 	failed atomic.Pointer[error]
+	// settled is set (under Dirs.mu) once an offline directory's
+	// partitions are recorded in offlineParts.
+	settled bool
 }
 
 func (d *dir) offline() error {
@@ -118,10 +121,29 @@ func Open(paths []string, o Options) (*Dirs, error) {
 			errs = append(errs, err)
 		}
 		d.m = m
+		d.settled = m == nil // blind covers a directory offline from the start
 		ds.dirs = append(ds.dirs, d)
 	}
 	if len(errs) == len(paths) {
 		return nil, errors.Join(errs...)
+	}
+	// A partition's log is in exactly one directory: a second copy is a
+	// stale one (Kafka refuses to start: "Duplicate log directories").
+	seen := map[TopicPartition]string{}
+	for _, d := range ds.online() {
+		tps := d.m.Partitions()
+		for tp := range d.m.Offline() {
+			tps = append(tps, tp)
+		}
+		for _, tp := range tps {
+			if other, ok := seen[tp]; ok {
+				for _, d := range ds.online() {
+					_ = d.m.Close()
+				}
+				return nil, fmt.Errorf("logdirs: partition %s has a log in both %s and %s: refusing to start, one of them is stale", tp, other, d.path)
+			}
+			seen[tp] = d.path
+		}
 	}
 	return ds, nil
 }
@@ -137,12 +159,23 @@ func (ds *Dirs) fail(d *dir, err error) {
 	ds.wg.Add(1)
 	go func() {
 		defer ds.wg.Done()
-		parts := d.m.Partitions()
+		// Abandon first: a log created meanwhile is then listed too. The
+		// logs that could not be opened at startup were on this dir as well.
 		d.m.Abandon()
+		parts := d.m.Partitions()
+		for tp := range d.m.Offline() {
+			if !slices.Contains(parts, tp) {
+				parts = append(parts, tp)
+			}
+		}
+		slices.SortFunc(parts, func(a, b TopicPartition) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
 		ds.mu.Lock()
 		for _, tp := range parts {
 			ds.offlineParts[tp] = d
 		}
+		d.settled = true
 		ds.mu.Unlock()
 		if ds.onOffline != nil {
 			ds.onOffline(Offline{Dir: d.path, Err: wrapped, Partitions: parts})
@@ -184,6 +217,14 @@ func (ds *Dirs) GetOrCreate(tp TopicPartition, cfg logstore.Config) (*logstore.L
 		d = ds.holder(tp)
 	}
 	if d == nil {
+		for _, o := range ds.dirs {
+			if o.offline() != nil && !o.settled {
+				// Its partitions are not known yet: tp may be one of them.
+				ds.mu.Unlock()
+				return nil, kerr.New(kerr.KafkaStorageError,
+					"partition %s has no log here, and log dir %s, going offline, may hold it: not creating one", tp, o.path)
+			}
+		}
 		if ds.blind {
 			ds.mu.Unlock()
 			return nil, kerr.New(kerr.KafkaStorageError,
