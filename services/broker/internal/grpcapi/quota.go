@@ -32,7 +32,7 @@ func (b *Broker) throttle(ctx context.Context, kind quota.Kind, n int) int32 {
 // nothing is held in memory while the client is slowed down). It returns
 // the wait in ms.
 func (b *Broker) fetchThrottle(ctx context.Context) int32 {
-	if b.Quotas == nil {
+	if b.Quotas == nil || ctx.Value(fetchWaitedKey{}) != nil {
 		return 0
 	}
 	d := b.Quotas.Owed(quota.Fetch, quota.FromBroker(quota.Fetch, b.RM.BrokerConfig()), identity.FromContext(ctx).Name)
@@ -63,5 +63,31 @@ func wait(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+type fetchWaitedKey struct{}
+
+// WaitFetchThrottle waits out, once, what the caller owes for earlier
+// fetches, and returns a context under which FetchAtEpoch does not wait
+// again: a Kafka Fetch of many partitions is one request, held back once
+// (Kafka computes one throttle per request), not once per partition.
+func (b *Broker) WaitFetchThrottle(ctx context.Context) (context.Context, int32) {
+	ms := b.fetchThrottle(ctx)
+	return context.WithValue(ctx, fetchWaitedKey{}, true), ms
+}
+
+// WaitProduceThrottle waits out what the caller owes for earlier produces
+// over its producer quota, before a Kafka Produce appends anything: the
+// connection's next request starts only once this one has appended, so
+// the wait holds the connection as Kafka's mute does, and a pipelining
+// (or acks=0) producer cannot append past its quota while earlier answers
+// are held back.
+func (b *Broker) WaitProduceThrottle(ctx context.Context) {
+	if b.Quotas == nil {
+		return
+	}
+	if d := b.Quotas.Owed(quota.Produce, quota.FromBroker(quota.Produce, b.RM.BrokerConfig()), identity.FromContext(ctx).Name); d > 0 {
+		wait(ctx, d)
 	}
 }

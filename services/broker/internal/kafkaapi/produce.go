@@ -23,6 +23,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	timeout := min(max(req.TimeoutMillis, 0), s.opts.RM.BrokerConfig().RequestTimeoutMaxMs)
+	s.opts.Broker.WaitProduceThrottle(ctx) // before anything is appended or the next request may start
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
