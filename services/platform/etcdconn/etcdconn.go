@@ -31,7 +31,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"tidemark.io/services/platform/config"
@@ -188,19 +187,8 @@ var reconnectParams = grpc.ConnectParams{
 // DialOptions are the gRPC options every tidemark etcd client dials with
 // (tests' clients too, so they reconnect as the nodes do).
 func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithConnectParams(reconnectParams), grpc.WithKeepaliveParams(keepaliveParams)}
+	return []grpc.DialOption{grpc.WithConnectParams(reconnectParams)}
 }
-
-// keepaliveParams make a connection that went silent without being closed
-// (a member's host gone, a flow dropped by the network: no RST) fail within
-// about 15 s, so its watch and keepalive streams resume on another
-// endpoint, or on a new connection, from the revision they had reached.
-// Without them gRPC keeps the connection READY until TCP gives up (about
-// 15 min), and a watch on it hears nothing while the lease, renewed on
-// another connection, keeps the controller's term alive. etcd refuses pings
-// more often than every 5 s (--grpc-keepalive-min-time) and without a
-// stream open, hence Time and no PermitWithoutStream.
-var keepaliveParams = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}
 
 // Client builds a client without waiting for etcd: it connects in the
 // background, as clientv3 does. Password authentication, though, asks
