@@ -39,7 +39,7 @@ func leaseMargin(ttl time.Duration) time.Duration {
 // followers vouch for acks=all writes and reads: replica.Fence), until
 // etcd confirms the lease again or, when the registration was lost, until
 // it has registered again and the controller has told the new incarnation
-// its roles (a LeaderAndIsr for the new broker epoch). See DESIGN.md,
+// its roles (a full LeaderAndIsr for the new broker epoch). See DESIGN.md,
 // "Broker liveness".
 type leaseFence struct {
 	log   *slog.Logger
@@ -146,8 +146,8 @@ func (f *leaseFence) hardReason(reg *metastore.Registration) string {
 // registered installs a new registration. A broker that leads nothing has
 // no roles to be told again: it acts on the LeaderAndIsr requests that come
 // for the new epoch. One that still leads partitions from its previous
-// incarnation waits for the controller's LeaderAndIsr of the new epoch,
-// which tells it which of them it still leads.
+// incarnation waits for the controller's full LeaderAndIsr of the new
+// epoch, which tells it which of them it still leads.
 func (f *leaseFence) registered(reg *metastore.Registration, storeEpoch func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -237,7 +237,7 @@ func (f *leaseFence) close() {
 }
 
 // fencedControl applies the controller's pushes, noting when the controller
-// has told this incarnation its roles.
+// has told this incarnation all its roles (a full LeaderAndIsr).
 type fencedControl struct {
 	*grpcapi.Control
 	f *leaseFence
@@ -247,7 +247,10 @@ func (c fencedControl) LeaderAndIsr(ctx context.Context, req *controlv1.LeaderAn
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
 	resp, err := c.Control.LeaderAndIsr(ctx, req)
-	if err == nil && resp.GetErrorCode() == 0 {
+	// Only the full push names every role: an incremental one for the new
+	// epoch (a partition created meanwhile) may come first, and the broker
+	// would then lead on partitions whose leadership moved while it was out.
+	if err == nil && resp.GetErrorCode() == 0 && req.GetFull() {
 		c.f.confirm(req.GetBrokerEpoch())
 	}
 	return resp, err

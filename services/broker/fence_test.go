@@ -45,7 +45,7 @@ func wantFenced(t *testing.T, f *leaseFence, what string, silent bool) {
 // expire: the very first check refuses, with no background goroutine having
 // had a chance to notice anything (none runs here), and before the
 // registration's own Done has closed. Then the new incarnation stays fenced
-// while it still holds an old leadership, until the controller's
+// while it still holds an old leadership, until the controller's full
 // LeaderAndIsr for its epoch.
 func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 	srv := etcdtest.Start(t)
@@ -115,7 +115,7 @@ func TestLeaseFenceReadsTheClockAtTheCheck(t *testing.T) {
 	wantFenced(t, f, "old epoch confirmed", false)
 	f.confirm(again.Epoch())
 	if err := f.Check().Err; err != nil {
-		t.Fatalf("after the LeaderAndIsr of the new epoch: %v", err)
+		t.Fatalf("after the full LeaderAndIsr of the new epoch: %v", err)
 	}
 
 	// A broker that leads nothing needs no confirmation.

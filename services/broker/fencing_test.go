@@ -6,11 +6,22 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	"tidemark.io/services/broker"
+	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/tlsconf"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -325,5 +336,111 @@ func TestNotLeaderNamesTheLeader(t *testing.T) {
 	e := kerr.FromStatus(err)
 	if e.Code != kerr.NotLeaderOrFollower || e.Leader == nil || e.Leader.ID != 1 || e.Leader.Address != c.brokers[1].Addr() {
 		t.Fatalf("answer %v leader %+v, want NOT_LEADER_OR_FOLLOWER naming broker 1 at %s", e, e.Leader, c.brokers[1].Addr())
+	}
+}
+
+// A broker that registers again while it still leads partitions of its
+// previous incarnation stays fenced until the controller's full
+// LeaderAndIsr for the new broker epoch: an incremental one (here for a
+// partition created while it was out) may reach it first and names only
+// that partition, while the leaderships it does not name may have moved.
+// The test plays the controller.
+func TestOnlyAFullLeaderAndIsrUnfencesANewIncarnation(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	lis := listen(t)
+	cfg := broker.DefaultConfig()
+	cfg.TLS = tlsconf.Plain()
+	cfg.ID = 1
+	cfg.Listener = lis
+	cfg.Listen = lis.Addr().String()
+	cfg.DataDir = t.TempDir()
+	cfg.Etcd.Endpoints = config.StringList{srv.Endpoint()}
+	cfg.SessionTimeout = 2 * time.Second
+	b, err := broker.Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Crash) // a graceful stop would wait for a controller there is none of
+	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	key := metastore.DefaultPrefix + "/brokers/ids/" + metastore.BrokerEntity(1)
+	registration := func() (epoch int64, lease clientv3.LeaseID) {
+		resp, err := cli.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			return 0, 0
+		}
+		return resp.Kvs[0].CreateRevision, clientv3.LeaseID(resp.Kvs[0].Lease)
+	}
+	state := func(topic string, leaderEpoch int32) *commonv1.PartitionState {
+		return &commonv1.PartitionState{Topic: topic, Leader: 1, LeaderEpoch: leaderEpoch, Isr: []int32{1}, Replicas: []int32{1}, ControllerEpoch: 1}
+	}
+	push := func(brokerEpoch int64, full bool, states ...*commonv1.PartitionState) {
+		t.Helper()
+		req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: 1, BrokerEpoch: brokerEpoch, Full: full,
+			Partitions: states, Leaders: []*commonv1.Node{{Id: 1, Address: b.Addr()}}}
+		for _, s := range states {
+			req.TopicConfigs = append(req.TopicConfigs, &controlv1.TopicConfig{Topic: s.GetTopic()})
+		}
+		resp, err := controlv1.NewBrokerControlServiceClient(conn).LeaderAndIsr(ctx, req)
+		if err != nil || resp.GetErrorCode() != 0 {
+			t.Fatalf("LeaderAndIsr (broker epoch %d, full %t): %v %v", brokerEpoch, full, resp.GetErrorCode(), err)
+		}
+	}
+	produce := func(topic string) error {
+		_, err := brokerv1.NewBrokerServiceClient(conn).Produce(ctx, &brokerv1.ProduceRequest{Topic: topic, Acks: 1,
+			Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}})
+		return err
+	}
+	wantFenced := func(topic, when string) {
+		t.Helper()
+		if err := produce(topic); err == nil || kerr.FromStatus(err).Code != kerr.NotLeaderOrFollower {
+			t.Fatalf("%s: produce to %s answered %v, want NOT_LEADER_OR_FOLLOWER (fenced)", when, topic, err)
+		}
+	}
+
+	first, lease := registration()
+	if first == 0 {
+		t.Fatal("the broker is not registered")
+	}
+	push(first, false, state("led", 1)) // it led nothing when it registered: nothing to wait for
+	if err := produce("led"); err != nil {
+		t.Fatalf("produce to the leader: %v", err)
+	}
+
+	// The registration is lost (as when the controller revokes it); the
+	// broker registers again and still thinks it leads led/0.
+	if _, err := cli.Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	var second int64
+	waitFor(t, 10*time.Second, "the broker to register again", func() bool {
+		second, _ = registration()
+		if second <= first {
+			return false
+		}
+		h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: grpcserver.IncarnationService(second)})
+		return err == nil && h.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	})
+	wantFenced("led", "registered again")
+
+	push(second, false, state("fresh", 1))
+	wantFenced("led", "after an incremental LeaderAndIsr of the new epoch")
+	wantFenced("fresh", "after an incremental LeaderAndIsr of the new epoch")
+
+	push(second, true, state("fresh", 1), state("led", 2))
+	for _, topic := range []string{"led", "fresh"} {
+		if err := produce(topic); err != nil {
+			t.Fatalf("produce to %s after the full LeaderAndIsr of the new epoch: %v", topic, err)
+		}
 	}
 }

@@ -39,9 +39,10 @@ func (c *core) allowUnclean(t *topic) bool {
 }
 
 // brokerRegistered is Kafka's onBrokerStartup: the new incarnation gets the
-// whole metadata and LeaderAndIsr for every replica it hosts (KIP-380: it is
-// told its role again), partitions without a live leader get an election,
-// and everyone else learns of the broker and of the elections.
+// whole metadata and one full LeaderAndIsr of every replica it hosts
+// (KIP-380: it is told its role again), partitions without a live leader
+// get an election, and everyone else learns of the broker and of the
+// elections.
 func (c *core) brokerRegistered(info metastore.Broker) {
 	if cur := c.brokers[info.ID]; cur != nil {
 		if cur.info.Epoch == info.Epoch {
@@ -103,7 +104,7 @@ func (c *core) brokerStarted(info metastore.Broker) {
 				return
 			}
 			c.pushUpdateMetadata(nil, nil, true, only(info.ID))
-			c.pushLeaderAndIsr(c.partitionsOf(info.ID), only(info.ID))
+			c.pushRoles(info.ID)
 			c.pushLeaderAndIsr(written, except(info.ID))
 			c.pushUpdateMetadata(written, nil, false, except(info.ID))
 		})

@@ -125,7 +125,7 @@ func (c *core) loaded(ev evLoaded) {
 				c.tracking = true
 				for _, id := range c.sortedBrokerIDs() {
 					c.pushUpdateMetadata(nil, nil, true, only(id))
-					c.pushLeaderAndIsr(c.partitionsOf(id), only(id))
+					c.pushRoles(id)
 				}
 				c.tracking = false
 				c.answer(ev.reply, nil, nil)

@@ -103,14 +103,44 @@ func (c *core) pushLeaderAndIsrTo(parts []*partition, to func(int32) bool) map[i
 	}
 	sent := map[int32]bool{}
 	for _, id := range slices.Sorted(maps.Keys(byBroker)) {
-		group := c.grouping
-		if c.groupOnly != nil && !c.groupOnly[id] {
-			group = 0
-		}
-		c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: c.leaderAndIsr(id, byBroker[id])}, track: c.tracking, group: group})
+		c.emitLeaderAndIsr(id, c.leaderAndIsr(id, byBroker[id]))
 		sent[id] = true
 	}
 	return sent
+}
+
+// pushRoles sends broker id one LeaderAndIsr with every replica it hosts,
+// marked full (Kafka's LeaderAndIsr type FULL): the push that tells a new
+// incarnation, or every broker at a term's start, all of its roles. Only a
+// full push lifts the fence of a broker that registered again while still
+// leading partitions of its previous incarnation; an incremental one that
+// reaches it first names a few partitions and leaves the others' roles
+// stale. A broker that hosts nothing is sent nothing: it leads nothing, so
+// its fence has no roles to wait for.
+func (c *core) pushRoles(id int32) {
+	if !c.registered(id) {
+		return
+	}
+	var parts []*partition
+	for _, p := range c.partitionsOf(id) {
+		if p.hasState() {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	req := c.leaderAndIsr(id, parts)
+	req.Full = true
+	c.emitLeaderAndIsr(id, req)
+}
+
+func (c *core) emitLeaderAndIsr(id int32, req *controlv1.LeaderAndIsrRequest) {
+	group := c.grouping
+	if c.groupOnly != nil && !c.groupOnly[id] {
+		group = 0
+	}
+	c.emit(effPush{to: id, req: sender.Request{LeaderAndIsr: req}, track: c.tracking, group: group})
 }
 
 func (c *core) leaderAndIsr(id int32, parts []*partition) *controlv1.LeaderAndIsrRequest {

@@ -130,6 +130,8 @@ type harness struct {
 	// yields are the YieldLeadership requests not answered yet, oldest
 	// first.
 	yields []effYield
+	// pushed are the requests pushed to brokers, for Go tests to inspect.
+	pushed []effPush
 }
 
 func newHarness() *harness {
@@ -689,6 +691,8 @@ func (h *harness) effects() []string {
 			h.gens[e.id] = e.gen
 		case effYield:
 			h.yields = append(h.yields, e)
+		case effPush:
+			h.pushed = append(h.pushed, e)
 		case effAnswer:
 			e.reply(e.resp, e.err)
 		}
@@ -934,6 +938,9 @@ func renderPush(e effPush) []string {
 		}
 		line := fmt.Sprintf("push %d LeaderAndIsr cepoch=%d bepoch=%d leaders=%v", e.to, r.GetControllerEpoch(),
 			r.GetBrokerEpoch(), leaders)
+		if r.GetFull() {
+			line += " full"
+		}
 		if e.track {
 			line += " (tracked)"
 		}

@@ -124,7 +124,15 @@ type LeaderAndIsrRequest struct {
 	// The brokers that lead the partitions above, for followers to fetch from.
 	Leaders []*v1.Node `protobuf:"bytes,5,rep,name=leaders,proto3" json:"leaders,omitempty"`
 	// Topic configs of the partitions above.
-	TopicConfigs  []*TopicConfig `protobuf:"bytes,6,rep,name=topic_configs,json=topicConfigs,proto3" json:"topic_configs,omitempty"`
+	TopicConfigs []*TopicConfig `protobuf:"bytes,6,rep,name=topic_configs,json=topicConfigs,proto3" json:"topic_configs,omitempty"`
+	// True when partitions are every replica the broker incarnation hosts:
+	// the push that tells a (re)registered broker all its roles (Kafka's
+	// LeaderAndIsr type FULL). Otherwise it is incremental and names only
+	// what changed. A broker that registered again while still leading
+	// partitions of its previous incarnation acts as leader again only after
+	// a full one for its new broker epoch: an incremental one leaves the
+	// roles it does not name as stale as they were.
+	Full          bool `protobuf:"varint,7,opt,name=full,proto3" json:"full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +207,13 @@ func (x *LeaderAndIsrRequest) GetTopicConfigs() []*TopicConfig {
 		return x.TopicConfigs
 	}
 	return nil
+}
+
+func (x *LeaderAndIsrRequest) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
 }
 
 type LeaderAndIsrResponse struct {
@@ -2241,7 +2256,7 @@ var File_tidemark_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\n" +
-	"!tidemark/control/v1/control.proto\x12\x13tidemark.control.v1\x1a\x1ftidemark/common/v1/common.proto\"\xc7\x02\n" +
+	"!tidemark/control/v1/control.proto\x12\x13tidemark.control.v1\x1a\x1ftidemark/common/v1/common.proto\"\xdb\x02\n" +
 	"\x13LeaderAndIsrRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
@@ -2250,7 +2265,8 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"partitions\x18\x04 \x03(\v2\".tidemark.common.v1.PartitionStateR\n" +
 	"partitions\x122\n" +
 	"\aleaders\x18\x05 \x03(\v2\x18.tidemark.common.v1.NodeR\aleaders\x12E\n" +
-	"\rtopic_configs\x18\x06 \x03(\v2 .tidemark.control.v1.TopicConfigR\ftopicConfigs\"\x9a\x01\n" +
+	"\rtopic_configs\x18\x06 \x03(\v2 .tidemark.control.v1.TopicConfigR\ftopicConfigs\x12\x12\n" +
+	"\x04full\x18\a \x01(\bR\x04full\"\x9a\x01\n" +
 	"\x14LeaderAndIsrResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12D\n" +
