@@ -52,6 +52,12 @@ type Broker struct {
 	kafka    *kafkaapi.Server
 	kafkaLis net.Listener
 	logs     *logdirs.Dirs
+	// metaMu orders the rewrites of the data dir's meta.properties (the
+	// cluster id once learned, the replaced log dirs once settled).
+	metaMu sync.Mutex
+	// replacedDirs are the log dirs whose logs this start may lack
+	// (logdirsformat.go); the session reports refusals under them.
+	replacedDirs []string
 	// logDirOffline counts log dirs gone offline (read by tests).
 	logDirOffline atomic.Int32
 	meta          *metadata.Cache
@@ -120,14 +126,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	if err != nil {
 		return fail(err)
 	}
-	for _, dir := range append([]string{cfg.DataDir}, cfg.LogDirs...) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fail(fmt.Errorf("log dir %s: %w", dir, err))
-		}
-		if err := checkBrokerID(dir, cfg.ID); err != nil {
-			return fail(err)
-		}
+	lostDirs, replacedDirs, err := prepareLogDirs(cfg, log)
+	if err != nil {
+		return fail(err)
 	}
+	b.replacedDirs = replacedDirs
 	var rmRef atomic.Pointer[replica.Manager]
 	// One bound on open segment files for the whole broker, every log dir.
 	segmentFiles := logstore.NewFileCache(int(static.LogMaxOpenFiles))
@@ -159,7 +162,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 			CleanerDedupeBytes:              static.LogCleanerDedupeBufferSize,
 		}
 	}
-	b.logs, err = logdirs.Open(cfg.logDirs(), logdirs.Options{Manager: managerOptions, Logger: log,
+	b.logs, err = logdirs.Open(cfg.logDirs(), logdirs.Options{Manager: managerOptions, Logger: log, Lost: lostDirs,
 		OnOffline: func(off logdirs.Offline) {
 			if rm := rmRef.Load(); rm != nil {
 				rm.LogDirFailed(off.Partitions, off.Err)
@@ -220,7 +223,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		BrokerID: cfg.ID, Rack: cfg.Rack, Store: replica.NewDirsStore(b.logs), Meta: b.meta, Peers: b.peers,
 		BrokerEpoch: b.epoch.Load, AwaitRegistration: len(cfg.Etcd.Endpoints) > 0, Static: cfg.Settings, Logger: log,
 		Tracer: tel.Tracer("tidemark/broker"), Events: events, Faults: faults, Registry: tel.Registry,
-		LeaderFence: leaderFence,
+		LeaderFence: leaderFence, LostLogs: len(replacedDirs) > 0, LostLogsSettled: b.lostLogsSettled,
 	})
 	if err != nil {
 		return fail(err)

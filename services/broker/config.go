@@ -48,6 +48,10 @@ type Config struct {
 	// in, each with its own checkpoints; a disk error takes one offline
 	// while the others serve. Empty: DataDir alone.
 	LogDirs config.StringList
+	// LogDirsReplaced are log dirs whose disk was replaced: formatted
+	// before and now found empty, they are put in service again instead of
+	// staying offline (see logdirsformat.go).
+	LogDirsReplaced config.StringList
 	// Etcd locates the metadata store and says who the broker is to it;
 	// no endpoints runs the broker alone (tests).
 	Etcd etcdconn.Options
@@ -124,6 +128,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for meta.properties and, without --log.dirs, partition logs and checkpoints")
 	fs.Var(&c.LogDirs, "log.dirs", "comma-separated directories for partition logs (Kafka's log.dirs), e.g. one per disk; empty: --data.dir")
+	fs.Var(&c.LogDirsReplaced, "log.dirs.replaced", "log dirs on replaced disks: a log dir this broker formatted and now finds empty stays offline (an unmounted disk) unless listed here")
 	c.Etcd.AddFlags(fs)
 	fs.Func("config", "a static broker config as key=value, repeatable, e.g. --config replica.lag.time.max.ms=10000", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
@@ -180,6 +185,11 @@ func (c Config) Validate() error {
 	for i, d := range c.LogDirs {
 		if d == "" || slices.Contains(c.LogDirs[:i], d) {
 			return config.Invalid("log.dirs", c.LogDirs.String(), "needs distinct, non-empty directories")
+		}
+	}
+	for _, d := range c.LogDirsReplaced {
+		if !slices.Contains(c.logDirs(), d) {
+			return config.Invalid("log.dirs.replaced", c.LogDirsReplaced.String(), "%s is not one of the log dirs %v", d, c.logDirs())
 		}
 	}
 	if len(c.Etcd.Endpoints) > 0 {

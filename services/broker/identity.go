@@ -39,6 +39,8 @@ func checkBrokerID(dir string, id int32) error {
 // when etcd has none either, records it once a controller has created it.
 func (r *registrar) checkClusterID(ctx context.Context) error {
 	dir := r.b.cfg.DataDir
+	r.b.metaMu.Lock()
+	defer r.b.metaMu.Unlock()
 	m, _, err := metaprops.Read(dir)
 	if err != nil {
 		return fmt.Errorf("--data.dir %s: %w", dir, err)
@@ -55,7 +57,8 @@ func (r *registrar) checkClusterID(ctx context.Context) error {
 		return nil
 	case ok && m.ClusterID == "":
 		r.b.log.Info("recording the cluster id in the data dir", "cluster_id", id, "file", metaprops.FileName)
-		return metaprops.Write(dir, metaprops.Meta{BrokerID: r.b.cfg.ID, ClusterID: id})
+		m.ClusterID = id
+		return metaprops.Write(dir, m)
 	case ok:
 		return fmt.Errorf("--data.dir %s belongs to cluster %s (its %s), but etcd (%s) holds cluster %s: refusing to start, "+
 			"so that another cluster's logs are never served as this one's (point --etcd.endpoints at cluster %s, or give an empty data dir)",
@@ -78,7 +81,15 @@ func (r *registrar) recordClusterIDWhenCreated() {
 		id, ok, err := r.store.ClusterID(lookup)
 		cancel()
 		if err == nil && ok {
-			if err := metaprops.Write(r.b.cfg.DataDir, metaprops.Meta{BrokerID: r.b.cfg.ID, ClusterID: id}); err != nil {
+			// Read again: the start recorded the log dirs in the same file.
+			r.b.metaMu.Lock()
+			m, _, err := metaprops.Read(r.b.cfg.DataDir)
+			if err == nil {
+				m.ClusterID = id
+				err = metaprops.Write(r.b.cfg.DataDir, m)
+			}
+			r.b.metaMu.Unlock()
+			if err != nil {
 				r.b.log.Error("recording the cluster id in the data dir failed", "err", err)
 			} else {
 				r.b.log.Info("recorded the cluster id in the data dir", "cluster_id", id, "file", metaprops.FileName)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -295,7 +296,8 @@ func (r *registrar) runSession() error {
 // create for want of their dir.
 func (b *Broker) offlineLogDirs() []*controlv1.OfflineLogDir {
 	offline := b.logs.OfflineDirs()
-	if len(offline) == 0 {
+	refused := b.rm.OfflineReplicas()
+	if len(offline) == 0 && len(refused) == 0 {
 		return nil
 	}
 	byDir := map[string]*controlv1.OfflineLogDir{}
@@ -307,8 +309,14 @@ func (b *Broker) offlineLogDirs() []*controlv1.OfflineLogDir {
 	}
 	// A partition refused for want of its dir (a dir unreadable since
 	// startup holds logs nobody could list) goes under the first offline dir.
-	for _, tp := range b.rm.OfflineReplicas() {
+	// With no dir offline, a refusal is for a log a replaced dir may have
+	// held (replica/lostlogs.go).
+	for _, tp := range refused {
 		d := byDir[b.logs.OfflineDirOf(tp)]
+		if d == nil && len(out) == 0 {
+			out = append(out, &controlv1.OfflineLogDir{Path: strings.Join(b.replacedDirs, ","),
+				Error: "replaced log dir: no log here for these partitions, which it may have held; not leading them or in their ISR with an empty log"})
+		}
 		if d == nil {
 			d = out[0]
 		}

@@ -214,7 +214,7 @@ func TestAFullDiskTakesItsLogDirOffline(t *testing.T) {
 	c.StartController(active)
 
 	// The operator replaces the disk (a new, larger, empty one) and
-	// restarts the broker: its replicas there start empty, catch up and
+	// restarts the broker, naming the disk replaced: its replicas there start empty, catch up and
 	// rejoin, and every partition is whole again.
 	if err := c.StopBroker(1); err != nil {
 		t.Logf("stopping broker 1: %v", err)
@@ -225,6 +225,11 @@ func TestAFullDiskTakesItsLogDirOffline(t *testing.T) {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", small).CombinedOutput(); err != nil {
 		t.Fatalf("mount the new disk: %v: %s", err, out)
 	}
+	// An empty disk where broker 1's logs were is taken for an unmounted
+	// one (offline) unless the operator says it was replaced.
+	cfg := c.brokerCfg[1]
+	cfg.LogDirsReplaced = []string{small}
+	c.brokerCfg[1] = cfg
 	c.StartBroker(1)
 	for p := int32(0); p < 4; p++ {
 		c.WaitFor(30*time.Second, fmt.Sprintf("disk-%d whole again", p), func() bool {

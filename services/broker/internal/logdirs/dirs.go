@@ -89,7 +89,11 @@ type Options struct {
 	// OnOffline, if set, is called once per directory that goes offline,
 	// after its logs were abandoned, on a goroutine of its own.
 	OnOffline func(Offline)
-	Logger    *slog.Logger
+	// Lost are directories not to open, and why: offline from the start,
+	// like one that cannot be opened (a formatted dir found empty or
+	// missing: an unmounted disk must not be mistaken for a new one).
+	Lost   map[string]error
+	Logger *slog.Logger
 }
 
 // Open opens every directory. A directory that cannot be opened is offline
@@ -108,10 +112,14 @@ func Open(paths []string, o Options) (*Dirs, error) {
 			return nil, fmt.Errorf("logdirs: %s is listed twice", p)
 		}
 		d := &dir{path: p}
-		mo := o.Manager(p)
-		mo.Dir = p
-		mo.OnStorageError = func(err error) { ds.fail(d, err) }
-		m, err := logstore.OpenManager(mo)
+		var m *logstore.Manager
+		err := o.Lost[p]
+		if err == nil {
+			mo := o.Manager(p)
+			mo.Dir = p
+			mo.OnStorageError = func(err error) { ds.fail(d, err) }
+			m, err = logstore.OpenManager(mo)
+		}
 		if err != nil {
 			err = fmt.Errorf("log dir %s: %w", p, err)
 			d.failed.Store(&err)
@@ -267,6 +275,17 @@ func (ds *Dirs) leastLoaded() *dir {
 		}
 	}
 	return best
+}
+
+// Has reports whether tp has a log here: open, failed to open, or on a
+// dir that went offline.
+func (ds *Dirs) Has(tp TopicPartition) bool {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if _, ok := ds.offlineParts[tp]; ok {
+		return true
+	}
+	return ds.holder(tp) != nil
 }
 
 // Log returns tp's open log.

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,6 +27,21 @@ const FileName = "meta.properties"
 type Meta struct {
 	ClusterID string
 	BrokerID  int32
+	// LogDirs (the data dir's file only) are the log dirs this broker has
+	// formatted: one of them found later without its own meta.properties
+	// is a lost disk (unmounted, or replaced), not a new one.
+	LogDirs []string
+	// ReplacedLogDirs (the data dir's file only) are formatted dirs that
+	// came back empty and were put in service again: until the controller
+	// has told the broker every role it has, a partition it finds no log
+	// for may have lived there, and it must not lead it or stay in its ISR.
+	ReplacedLogDirs []string
+}
+
+// Equal reports whether m and o hold the same values.
+func (m Meta) Equal(o Meta) bool {
+	return m.ClusterID == o.ClusterID && m.BrokerID == o.BrokerID &&
+		slices.Equal(m.LogDirs, o.LogDirs) && slices.Equal(m.ReplacedLogDirs, o.ReplacedLogDirs)
 }
 
 // Read reads dir's file; found is false when there is none.
@@ -57,6 +73,10 @@ func Read(dir string) (m Meta, found bool, err error) {
 				return Meta{}, true, fmt.Errorf("%s line %d: broker.id %q is not a number", FileName, line, v)
 			}
 			m.BrokerID, sawBroker = int32(n), true
+		case "log.dirs":
+			m.LogDirs = splitList(v)
+		case "log.dirs.replaced":
+			m.ReplacedLogDirs = splitList(v)
 		}
 	}
 	if !sawBroker {
@@ -75,6 +95,12 @@ func Write(dir string, m Meta) error {
 	fmt.Fprintf(&b, "broker.id=%d\n", m.BrokerID)
 	if m.ClusterID != "" {
 		fmt.Fprintf(&b, "cluster.id=%s\n", m.ClusterID)
+	}
+	if len(m.LogDirs) > 0 {
+		fmt.Fprintf(&b, "log.dirs=%s\n", strings.Join(m.LogDirs, ","))
+	}
+	if len(m.ReplacedLogDirs) > 0 {
+		fmt.Fprintf(&b, "log.dirs.replaced=%s\n", strings.Join(m.ReplacedLogDirs, ","))
 	}
 	path := filepath.Join(dir, FileName)
 	tmp := path + ".tmp"
@@ -102,4 +128,15 @@ func Write(dir string, m Meta) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// splitList reads a comma-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -12,12 +12,13 @@ func TestWriteThenRead(t *testing.T) {
 	if _, found, err := Read(dir); found || err != nil {
 		t.Fatalf("empty dir: found %v, err %v", found, err)
 	}
-	for _, m := range []Meta{{BrokerID: 3}, {BrokerID: 3, ClusterID: "q1Sh-9_nRfe7aC4TL3u8Rw"}} {
+	for _, m := range []Meta{{BrokerID: 3}, {BrokerID: 3, ClusterID: "q1Sh-9_nRfe7aC4TL3u8Rw"},
+		{BrokerID: 3, ClusterID: "c", LogDirs: []string{"/d1", "/d2"}, ReplacedLogDirs: []string{"/d2"}}} {
 		if err := Write(dir, m); err != nil {
 			t.Fatal(err)
 		}
 		got, found, err := Read(dir)
-		if err != nil || !found || got != m {
+		if err != nil || !found || !got.Equal(m) {
 			t.Fatalf("read back %+v, found %v, err %v; want %+v", got, found, err, m)
 		}
 	}

@@ -150,6 +150,7 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 	// All at once, and the fetchers' parked round trips are cut short once
 	// when the request is applied (fetcherManager.batch).
 	m.fetchers.addAll(slices.DeleteFunc(followers, func(r *Replica) bool { return r == nil }))
+	m.settleLostLogs(req.GetFull())
 	m.logApplied("LeaderAndIsr", req.GetControllerEpoch(), len(states), false, start)
 	return resp, nil
 }
@@ -191,10 +192,14 @@ func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, cfg *topicRe
 	if !hosted {
 		return nil, kerr.New(kerr.UnknownTopicOrPartition, "broker %d is not a replica of %s-%d", m.opts.BrokerID, tp.Topic, tp.Partition)
 	}
+	if err := m.refuseEmptyLog(tp, ps); err != nil {
+		return nil, err
+	}
 	r, err := m.getOrCreate(tp, overrides)
 	if err != nil {
 		return nil, err
 	}
+	m.forgetRefusal(tp, "its log is created; this broker follows it from outside the ISR")
 	if r, err = m.checkTopicID(r, overrides); err != nil {
 		return nil, err
 	}
@@ -531,9 +536,12 @@ func (m *Manager) StopReplica(req *controlv1.StopReplicaRequest) (*controlv1.Sto
 		if err := m.stopReplica(tp, p.GetLeaderEpoch(), p.GetDelete()); err != nil {
 			e := kerr.As(err)
 			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
+		} else if p.GetDelete() {
+			m.forgetRefusal(tp, "it is no longer this broker's")
 		}
 		resp.Partitions = append(resp.Partitions, res)
 	}
+	m.settleLostLogs(false)
 	return resp, nil
 }
 

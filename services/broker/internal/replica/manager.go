@@ -81,6 +81,15 @@ type Options struct {
 	// The broker fences itself while its registration lease is unconfirmed
 	// (see the broker package); it reads the clock itself, at the call.
 	LeaderFence func() Fence
+	// LostLogs says logs of this broker may be gone: a log dir came back
+	// empty (a replaced disk) or was left out of log.dirs. Until the
+	// controller's full push of its roles has found a log for every
+	// partition it leads or is in the ISR of, a partition without a log is
+	// refused rather than created empty in those roles (see lostlogs.go).
+	LostLogs bool
+	// LostLogsSettled is called (on its own goroutine) once LostLogs no
+	// longer applies, so the broker can forget it across restarts.
+	LostLogsSettled func()
 }
 
 // Fence is the LeaderFence's verdict.
@@ -133,6 +142,8 @@ type Manager struct {
 	// offline holds the partitions whose log dir went offline, and why
 	// (guarded by mu): they answer KAFKA_STORAGE_ERROR until a restart.
 	offline map[TP]error
+	// lost: see lostlogs.go (guarded by mu).
+	lost lostLogs
 
 	// laiMu guards lastLAI, the LeaderAndIsr applied last or being
 	// applied: a new one waits for it, an identical one (a resend) gets
@@ -182,6 +193,7 @@ func New(o Options) (*Manager, error) {
 		replicas:  map[TP]*Replica{}, offline: map[TP]error{},
 		stop: make(chan struct{}),
 	}
+	m.lost.active = o.LostLogs
 	m.throttles = newThrottles(o.Clock.Now)
 	bc, err := topicconfig.ResolveBroker(o.Static)
 	if err != nil {

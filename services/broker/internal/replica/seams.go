@@ -51,6 +51,9 @@ type Log interface {
 // manager uses: one data directory's logs.
 type LogStore interface {
 	GetOrCreate(tp TP, cfg logstore.Config) (Log, error)
+	// Has reports whether tp has a log here, open or not (one that failed
+	// to open, or is on a dir that went offline, counts).
+	Has(tp TP) bool
 	// LatestHighWatermark is the HW a replica made for tp's log starts
 	// from; KeepHighWatermark hands it a stopped replica's HW.
 	LatestHighWatermark(tp TP) (int64, bool)
@@ -70,6 +73,13 @@ func (l logManager) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
 		return nil, err
 	}
 	return lg, nil
+}
+func (l logManager) Has(tp TP) bool {
+	if _, ok := l.m.Log(tp); ok {
+		return true
+	}
+	_, ok := l.m.Offline()[tp]
+	return ok
 }
 func (l logManager) LatestHighWatermark(tp TP) (int64, bool) { return l.m.LatestHighWatermark(tp) }
 func (l logManager) KeepHighWatermark(tp TP, hw int64)       { l.m.KeepHighWatermark(tp, hw) }
@@ -91,6 +101,7 @@ func (l logDirsStore) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
 	}
 	return lg, nil
 }
+func (l logDirsStore) Has(tp TP) bool                          { return l.d.Has(tp) }
 func (l logDirsStore) LatestHighWatermark(tp TP) (int64, bool) { return l.d.LatestHighWatermark(tp) }
 func (l logDirsStore) KeepHighWatermark(tp TP, hw int64)       { l.d.KeepHighWatermark(tp, hw) }
 func (l logDirsStore) Delete(tp TP) error                      { return l.d.Delete(tp) }

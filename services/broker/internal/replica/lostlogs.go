@@ -1,0 +1,112 @@
+package replica
+
+import (
+	"slices"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/platform/kerr"
+)
+
+// A broker that lost logs (a log dir came back empty: a replaced disk, or
+// a dir left out of log.dirs) cannot tell a partition whose log was there
+// from one it never had. Creating the log empty is safe for a follower
+// outside the ISR: it catches up before it rejoins. As leader, or as an
+// ISR member that may be elected, an empty log would lose every write the
+// ISR acknowledged (the last ISR member restarting on a new disk). So such
+// a partition is refused with KAFKA_STORAGE_ERROR and reported offline:
+// the controller moves leadership to another ISR member and drops this
+// broker from the ISR (or leaves the partition offline when no other
+// member is alive: an unclean election, or the old disk back, is then the
+// operator's call), and its push of the follower role lets the log be
+// created. The state lasts until a full push of the broker's roles found a
+// log for every partition it must lead or be in the ISR of, and no refused
+// one is left.
+type lostLogs struct {
+	active bool
+	// refused are the partitions refused so far and still not created.
+	refused map[TP]bool
+	// sawFull is set once a full push of this incarnation's roles applied.
+	sawFull bool
+}
+
+// refuseEmptyLog reports why tp, which has no log here, must not get an
+// empty one in the roles ps gives this broker; nil when it may.
+func (m *Manager) refuseEmptyLog(tp TP, ps *commonv1.PartitionState) error {
+	m.mu.RLock()
+	active := m.lost.active
+	m.mu.RUnlock()
+	if !active {
+		return nil
+	}
+	if _, ok := m.Replica(tp); ok || m.logs.Has(tp) {
+		return nil
+	}
+	self := m.opts.BrokerID
+	if ps.GetLeader() != self && !slices.Contains(ps.GetIsr(), self) {
+		return nil
+	}
+	m.mu.Lock()
+	if m.lost.refused == nil {
+		m.lost.refused = map[TP]bool{}
+	}
+	first := !m.lost.refused[tp]
+	m.lost.refused[tp] = true
+	m.mu.Unlock()
+	if first {
+		m.log.Warn("Refusing to lead or stay in the ISR with an empty log: this broker lost a log dir that may have held it",
+			"topic", tp.Topic, "partition", tp.Partition, "leader", ps.GetLeader(), "isr", ps.GetIsr(), "leader_epoch", ps.GetLeaderEpoch())
+	}
+	return kerr.New(kerr.KafkaStorageError, "broker %d has no log for %s-%d and lost a log dir that may have held it: "+
+		"it will not lead or be in the ISR with an empty log (leader %d, ISR %v)", self, tp.Topic, tp.Partition, ps.GetLeader(), ps.GetIsr())
+}
+
+// forgetRefusal notes that tp, refused before, now has its log here, or
+// is no longer this broker's (why says which, for the log).
+func (m *Manager) forgetRefusal(tp TP, why string) {
+	m.mu.RLock()
+	was := m.lost.refused[tp]
+	m.mu.RUnlock()
+	if !was {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.offline, tp)
+	delete(m.lost.refused, tp)
+	m.log.Info("A partition refused for want of its log: "+why, "topic", tp.Topic, "partition", tp.Partition)
+}
+
+// settleLostLogs ends the state once a full push applied and nothing
+// refused is left.
+func (m *Manager) settleLostLogs(full bool) {
+	m.mu.Lock()
+	if !m.lost.active {
+		m.mu.Unlock()
+		return
+	}
+	if full {
+		m.lost.sawFull = true
+	}
+	done := m.lost.sawFull && len(m.lost.refused) == 0
+	if done {
+		m.lost.active = false
+	}
+	m.mu.Unlock()
+	if done {
+		m.log.Info("Every partition this broker leads or is in the ISR of has its log: partitions without one are created empty again")
+		if f := m.opts.LostLogsSettled; f != nil {
+			go f()
+		}
+	}
+}
+
+// LostLogRefusals lists the partitions refused for want of a lost log.
+func (m *Manager) LostLogRefusals() []TP {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]TP, 0, len(m.lost.refused))
+	for tp := range m.lost.refused {
+		out = append(out, tp)
+	}
+	return out
+}
