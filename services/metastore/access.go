@@ -48,7 +48,7 @@ func Roles(prefix string) []Role {
 		{Name: ControllerRole, Permissions: []Permission{
 			{Key: k.all(), Prefix: true, Write: true, Why: "elect itself (controller, controller_epoch), register (controllers/<id>), " +
 				"write assignments, partition states, configs, deletions, producer id blocks and the cluster id, " +
-				"watch the brokers' registrations and revoke a dead broker's lease"},
+				"watch the brokers' registrations, and delete a dead broker's registration and revoke its lease"},
 		}},
 		{Name: AdminRole, Permissions: []Permission{
 			{Key: k.all(), Prefix: true, Why: "read every key for `tidemark metadata dump`"},

@@ -170,13 +170,7 @@ func (r *Registration) LostReason() string {
 
 // confirm records an answered keepalive sent at sent, if it is the newest.
 func (r *Registration) confirm(sent time.Time, ttlSeconds int64) {
-	at := int64(sent.Sub(r.base))
-	for {
-		cur := r.confirmed.Load()
-		if at <= cur || r.confirmed.CompareAndSwap(cur, at) {
-			break
-		}
-	}
+	raise(&r.confirmed, int64(sent.Sub(r.base)))
 	if ttlSeconds > 0 {
 		r.ttl.Store(int64(time.Duration(ttlSeconds) * time.Second))
 	}
@@ -189,7 +183,7 @@ func (r *Registration) lose(why string) {
 	})
 }
 
-// hold renews the lease (keepAlive) and watches the key so a revoke is
+// hold renews the lease (renewer) and watches the key so a revoke is
 // noticed at once. The registration is lost when etcd says the lease is
 // gone, the key is deleted or taken, the client closes, or ctx ends. It
 // goes on renewing through any silence: giving the lease up then would make
@@ -225,7 +219,7 @@ func (r *Registration) hold(ctx context.Context, key string) {
 			lost("etcd client closed")
 		}
 	}()
-	go r.keepAlive(ctx, lost)
+	go renewer{cli: cli, lease: r.lease, ttl: r.TTL, confirm: r.confirm, lost: lost}.run(ctx)
 }
 
 // Close deregisters the broker at once by revoking its lease.
@@ -257,27 +251,40 @@ func (s *Store) Brokers(ctx context.Context) ([]Broker, int64, error) {
 	return out, rev, nil
 }
 
-// RevokeBroker declares a broker dead at once by revoking its registration's
-// lease, instead of waiting for the lease to expire. If epoch is not 0 only
-// that incarnation is revoked: a newer one gets STALE_BROKER_EPOCH back.
-// A broker that is not registered gets BROKER_ID_NOT_REGISTERED.
-// The fence is checked before the revoke.
+// RevokeBroker declares a broker dead at once instead of waiting for its
+// lease to expire. If epoch is not 0 only that incarnation is revoked: a
+// newer one gets STALE_BROKER_EPOCH back. A broker that is not registered
+// gets BROKER_ID_NOT_REGISTERED.
+//
+// The registration key is deleted in one fenced transaction conditioned on
+// the incarnation: a check and a later revoke would let a controller deposed
+// in between, or a registration replaced in between, be acted on. The
+// deletion is what the broker and the controllers' watches see; the lease,
+// which held nothing else, is revoked after it, best effort (it expires
+// anyway).
 func (s *Session) RevokeBroker(ctx context.Context, id int32, epoch int64) error {
-	resp, err := s.commit(ctx, nil, []clientv3.Op{clientv3.OpGet(s.s.k.broker(id))}, nil)
+	key := s.s.k.broker(id)
+	registered := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+	if epoch != 0 {
+		registered = clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)
+	}
+	resp, err := s.commit(ctx, []clientv3.Cmp{registered},
+		[]clientv3.Op{clientv3.OpGet(key), clientv3.OpDelete(key)}, []clientv3.Op{clientv3.OpGet(key)})
 	if err != nil {
 		return err
 	}
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		return kerr.New(kerr.BrokerIDNotRegistered, "broker %d is not registered", id)
-	}
-	if epoch != 0 && kvs[0].CreateRevision != epoch {
+	if !resp.Succeeded {
+		kvs := resp.Responses[fenceCmps].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			return kerr.New(kerr.BrokerIDNotRegistered, "broker %d is not registered", id)
+		}
 		return kerr.New(kerr.StaleBrokerEpoch, "broker %d: epoch %d is not the live epoch %d",
 			id, epoch, kvs[0].CreateRevision)
 	}
-	if _, err := s.s.cli.Revoke(ctx, clientv3.LeaseID(kvs[0].Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("metastore: revoke broker %d: %w", id, err)
+	kv := resp.Responses[0].GetResponseRange().GetKvs()[0]
+	s.s.log.Info("revoked broker", slog.Int("broker_id", int(id)), slog.Int64("broker_epoch", kv.CreateRevision))
+	if _, err := s.s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.s.log.Debug("revoke a revoked broker's lease", slog.Int("broker_id", int(id)), slog.Any("err", err))
 	}
-	s.s.log.Info("revoked broker", slog.Int("broker_id", int(id)), slog.Int64("broker_epoch", kvs[0].CreateRevision))
 	return nil
 }

@@ -55,7 +55,7 @@ func (s *Store) RegisterController(ctx context.Context, node ControllerNode, ttl
 	r := &ControllerRegistration{s: s, node: node, lease: lease.ID, done: make(chan struct{})}
 	kctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
-	holdLease(kctx, s.cli, lease.ID, key, resp.Header.Revision, r.done, nil)
+	holdLease(kctx, s.cli, lease.ID, key, resp.Header.Revision, r.done)
 	s.log.Debug("registered controller node", slog.Int("controller_id", int(node.ID)))
 	return r, nil
 }

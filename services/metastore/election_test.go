@@ -172,6 +172,40 @@ func TestHeldEndsNoLaterThanTheSession(t *testing.T) {
 	t.Fatalf("the session neither ended nor stopped holding within %s (held false since %v)", 10*shortTTL, unheld)
 }
 
+// Held counts a lease from when its newest answered renewal was sent, not
+// from when the answer arrived: etcd renewed it no later than it answered,
+// and an answer that arrives late (read by a process frozen after its
+// request went out, or held on a one-way stall) says nothing of how long
+// ago that was. Here renewals reach etcd while their answers are held,
+// then the renewals stop too, then the held answers arrive: etcd can
+// expire the lease a TTL after the last renewal that went out, and Held
+// must not claim it past that.
+func TestHeldCountsFromTheRenewalsSendTime(t *testing.T) {
+	// Long enough that the session's own silence limit (a TTL without an
+	// answer) is not reached before the held answers arrive.
+	const ttl = 6 * time.Second
+	srv := etcdtest.Start(t)
+	ctx := testCtx(t)
+	bridge := srv.NewBridge(t)
+	sess := elect(t, ctx, newStore(t, bridge.Client(t)), 1, ttl)
+	defer bridge.Resume()
+
+	bridge.PauseWay(etcdtest.ToClient)
+	time.Sleep(ttl * 5 / 12) // at least one renewal (every TTL/3) reaches etcd
+	bridge.PauseWay(etcdtest.ToServer)
+	lastOut := time.Now() // no renewal reaches etcd after this
+	time.Sleep(ttl / 12)
+	bridge.ResumeWay(etcdtest.ToClient)
+	time.Sleep(300 * time.Millisecond) // the held answers arrive
+
+	if !sess.Held(time.Now()) {
+		t.Fatal("the session does not hold the lease etcd renewed less than a TTL ago")
+	}
+	if sess.Held(lastOut.Add(ttl)) {
+		t.Fatalf("Held claims the lease a TTL after the last renewal etcd could have received")
+	}
+}
+
 func TestFencedOnceLeaseIsLostEvenWithoutSuccessor(t *testing.T) {
 	srv, s := startStore(t)
 	ctx := testCtx(t)

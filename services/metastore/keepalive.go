@@ -3,6 +3,7 @@ package metastore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -13,20 +14,33 @@ import (
 // again (the client's own reconnection backoff paces the connection).
 const keepAliveReopen = 200 * time.Millisecond
 
-// keepAlive renews the registration's lease every third of its TTL (etcd's
-// own cadence) on one long-lived LeaseKeepAlive stream, opened again
-// whenever it breaks, until ctx ends. etcd answers a stream's renewals in
-// order, so each answer is matched with its request's send time, which
-// LeaseHeldUntil counts from.
+// renewer renews one lease every third of its TTL (etcd's own cadence) on
+// one long-lived LeaseKeepAlive stream, opened again whenever it breaks,
+// until ctx ends. etcd answers a stream's renewals in order, so each answer
+// is matched with its request's send time: etcd renewed the lease no
+// earlier than that, and an answer read late (a process frozen after the
+// request went out) cannot stretch what it proves.
 //
 // A stream rather than a call per renewal: an etcd stopping gracefully
 // (SIGTERM) refuses new calls at once but serves open streams for up to its
 // request timeout (7 s by default), and expires the leases of clients that
 // can no longer reach it meanwhile; renewals on an open stream reach it
 // until it closes, so the leases are there when it starts again.
-func (r *Registration) keepAlive(ctx context.Context, lost func(string)) {
+type renewer struct {
+	cli   *clientv3.Client
+	lease clientv3.LeaseID
+	// ttl is the lease's TTL as etcd last gave it.
+	ttl func() time.Duration
+	// confirm hears each answered renewal: when it was sent, and the TTL
+	// etcd gave.
+	confirm func(sent time.Time, ttlSeconds int64)
+	// lost hears that etcd says the lease is gone.
+	lost func(why string)
+}
+
+func (r renewer) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		r.renewOn(ctx, lost)
+		r.renewOn(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(keepAliveReopen):
@@ -36,10 +50,10 @@ func (r *Registration) keepAlive(ctx context.Context, lost func(string)) {
 
 // renewOn runs one keepalive stream until it breaks, goes unanswered for a
 // whole TTL (a stalled connection: a new stream is tried), or ctx ends.
-func (r *Registration) renewOn(ctx context.Context, lost func(string)) {
+func (r renewer) renewOn(ctx context.Context) {
 	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	stream, err := pb.NewLeaseClient(r.s.cli.ActiveConnection()).LeaseKeepAlive(sctx)
+	stream, err := pb.NewLeaseClient(r.cli.ActiveConnection()).LeaseKeepAlive(sctx)
 	if err != nil {
 		return
 	}
@@ -62,7 +76,7 @@ func (r *Registration) renewOn(ctx context.Context, lost func(string)) {
 			}
 			mu.Unlock()
 			if resp.TTL <= 0 {
-				lost("etcd says the lease is gone")
+				r.lost("etcd says the lease is gone")
 				return
 			}
 			if !at.IsZero() {
@@ -70,12 +84,12 @@ func (r *Registration) renewOn(ctx context.Context, lost func(string)) {
 			}
 		}
 	}()
-	t := time.NewTicker(r.TTL() / 3)
+	t := time.NewTicker(r.ttl() / 3)
 	defer t.Stop()
 	for {
 		now := time.Now()
 		mu.Lock()
-		stalled := len(sent) > 0 && now.Sub(sent[0]) > r.TTL()
+		stalled := len(sent) > 0 && now.Sub(sent[0]) > r.ttl()
 		if !stalled {
 			sent = append(sent, now)
 		}
@@ -91,6 +105,16 @@ func (r *Registration) renewOn(ctx context.Context, lost func(string)) {
 		case <-broken:
 			return
 		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// raise sets a to v if v is larger.
+func raise(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,28 +26,34 @@ type Session struct {
 	// previousGone is when the campaign that won saw the previous
 	// controller's key go (zero: there was none while it waited).
 	previousGone time.Time
-	// heldUntil (unix nanoseconds) is when the lease may have expired in
-	// etcd for all this process knows: the grant's or the last keepalive
-	// answer's time plus the TTL it gave.
+
+	// base anchors the durations below on this process's monotonic clock.
+	// heldUntil is the earliest moment etcd can expire the lease: when the
+	// newest renewal etcd answered was sent (at first, when the lease was
+	// asked for) plus the TTL it gave. answered is when the newest answer
+	// arrived, ttl the TTL etcd last gave.
+	base      time.Time
 	heldUntil atomic.Int64
+	answered  atomic.Int64
+	ttl       atomic.Int64
 }
 
-// Held reports whether the lease is surely still alive at now: etcd
-// confirmed it less than a TTL ago. A controller that was frozen (a
-// stopped process, a stalled link) can wake up after its lease expired
-// and another controller was elected; the etcd client notices only at
-// its next keepalive answer or deadline check (up to a second later), and
-// meanwhile the term would still answer as the active controller. Writes
-// are fenced in etcd whatever this says; Held keeps a zombie from serving
-// reads and requests as active (Kafka's brokers fence themselves the same
-// way on their registration lease).
+// Held reports whether the lease is surely still alive at now: a renewal
+// etcd answered was sent less than a TTL ago. A controller that was frozen
+// (a stopped process, a stalled link) can wake up after its lease expired
+// and another controller was elected, and meanwhile the term would still
+// answer as the active controller. Writes are fenced in etcd whatever this
+// says; Held keeps a zombie from serving reads and requests as active
+// (Kafka's brokers fence themselves the same way on their registration
+// lease). It counts from the renewal's send, not its answer's arrival: an
+// answer read after a freeze says the lease was renewed, not how long ago.
 func (s *Session) Held(now time.Time) bool {
 	select {
 	case <-s.done:
 		return false
 	default:
 	}
-	return now.UnixNano() < s.heldUntil.Load()
+	return now.Sub(s.base) < time.Duration(s.heldUntil.Load())
 }
 
 // PreviousGone is when the winning campaign saw the previous controller's
@@ -55,27 +62,84 @@ func (s *Session) Held(now time.Time) bool {
 func (s *Session) PreviousGone() time.Time { return s.previousGone }
 
 func newSession(s *Store, info ControllerInfo, epochRev int64, lease clientv3.LeaseID, asked time.Time, ttl time.Duration) *Session {
-	sess := &Session{s: s, info: info, epochRev: epochRev, lease: lease, done: make(chan struct{})}
-	sess.heldUntil.Store(asked.Add(ttl).UnixNano())
+	sess := &Session{s: s, info: info, epochRev: epochRev, lease: lease, done: make(chan struct{}), base: asked}
+	sess.heldUntil.Store(int64(ttl))
+	sess.answered.Store(int64(time.Since(asked)))
+	sess.ttl.Store(int64(ttl))
 	// The keepalive outlives the Campaign call, so it gets its own context.
 	ctx, stop := context.WithCancel(context.Background())
 	sess.stop = stop
-	holdLease(ctx, s.cli, lease, s.k.controller(), epochRev, sess.done, func(ttl time.Duration) {
-		// Counted from the answer's arrival: etcd renewed the lease when
-		// the request reached it, a little earlier, so this errs by at
-		// most the answer's trip.
-		sess.heldUntil.Store(time.Now().Add(ttl).UnixNano())
-	})
+	sess.hold(ctx, s.k.controller(), epochRev)
 	return sess
+}
+
+// confirm records an answered renewal sent at sent.
+func (s *Session) confirm(sent time.Time, ttlSeconds int64) {
+	ttl := time.Duration(ttlSeconds) * time.Second
+	s.ttl.Store(int64(ttl))
+	raise(&s.heldUntil, int64(sent.Sub(s.base)+ttl))
+	raise(&s.answered, int64(time.Since(s.base)))
+}
+
+func (s *Session) leaseTTL() time.Duration { return time.Duration(s.ttl.Load()) }
+
+// hold renews the session's lease and closes done when the hold is lost:
+// etcd says the lease is gone, no keepalive answer arrives for a whole TTL,
+// the controller key (written at revision rev) is deleted or taken, the
+// client closes, or ctx ends. The watch notices a revoke at once rather
+// than at the next keepalive answer.
+func (s *Session) hold(ctx context.Context, key string, rev int64) {
+	cli := s.s.cli
+	ctx, cancel := context.WithCancel(ctx)
+	var once sync.Once
+	end := func(string) {
+		once.Do(func() { close(s.done) })
+		cancel()
+	}
+	go renewer{cli: cli, lease: s.lease, ttl: s.leaseTTL, confirm: s.confirm, lost: end}.run(ctx)
+	wch := cli.Watch(ctx, key, clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	go func() {
+		defer end("")
+		silence := time.NewTimer(s.silenceLeft(time.Now()))
+		defer silence.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-cli.Ctx().Done():
+				return
+			case <-silence.C:
+				left := s.silenceLeft(time.Now())
+				if left <= 0 {
+					return
+				}
+				silence.Reset(left)
+			case wr, ok := <-wch:
+				if !ok || wr.Err() != nil {
+					wch = nil // keep relying on the keepalive alone
+					continue
+				}
+				for _, ev := range wr.Events {
+					if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(s.lease) {
+						return
+					}
+				}
+			}
+		}
+	}()
+}
+
+// silenceLeft is how long, from now, until a whole TTL has passed without
+// a keepalive answer.
+func (s *Session) silenceLeft(now time.Time) time.Duration {
+	return time.Duration(s.answered.Load()+s.ttl.Load()) - now.Sub(s.base)
 }
 
 // holdLease keeps lease alive and closes done when the hold is lost: the
 // lease expires or is revoked, etcd stops answering for a whole TTL, the
 // client closes, or ctx ends. It also watches key (written at revision rev)
 // so a revoke is noticed at once rather than at the next keepalive reply.
-//
-// renewed, if not nil, hears the TTL of each keepalive answer as it comes.
-func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, key string, rev int64, done chan struct{}, renewed func(ttl time.Duration)) {
+func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, key string, rev int64, done chan struct{}) {
 	ka, err := cli.KeepAlive(ctx, lease)
 	if err != nil {
 		close(done)
@@ -88,12 +152,9 @@ func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID
 		defer cancelWatch()
 		for {
 			select {
-			case resp, ok := <-ka:
+			case _, ok := <-ka:
 				if !ok {
 					return
-				}
-				if renewed != nil && resp != nil {
-					renewed(time.Duration(resp.TTL) * time.Second)
 				}
 			case wr, ok := <-wch:
 				if !ok || wr.Err() != nil {

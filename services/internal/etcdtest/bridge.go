@@ -13,7 +13,8 @@ import (
 // Bridge is a TCP proxy between clients and the server. Pause blackholes the
 // traffic (connections stay open, bytes stop flowing) the way a stalled
 // process or a network partition does, so lease keepalives stop reaching
-// etcd; DropConnections cuts every connection so clients must redial.
+// etcd; PauseWay does so in one direction only; DropConnections cuts every
+// connection so clients must redial.
 type Bridge struct {
 	ln     net.Listener
 	scheme string // the server's: http or https
@@ -21,8 +22,8 @@ type Bridge struct {
 
 	mu     sync.Mutex
 	links  map[*link]struct{}
-	paused chan struct{} // non-nil while paused; closed by Resume
-	down   bool          // the server is stopped: connections are refused
+	paused [2]chan struct{} // by way; non-nil while paused, closed on resuming
+	down   bool             // the server is stopped: connections are refused
 	closed chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup
@@ -85,22 +86,44 @@ func (b *Bridge) Client(tb testing.TB) *clientv3.Client {
 	return NewClient(tb, b.Endpoint())
 }
 
+// Way is a direction of the traffic through the bridge, or both (ORed).
+type Way int
+
+const (
+	// ToServer is what clients send: requests, keepalives.
+	ToServer Way = 1 << iota
+	// ToClient is what the server sends: answers, watch events.
+	ToClient
+)
+
 // Pause stops forwarding bytes in both directions until Resume.
-func (b *Bridge) Pause() {
+func (b *Bridge) Pause() { b.PauseWay(ToServer | ToClient) }
+
+// Resume lets held and new traffic flow again.
+func (b *Bridge) Resume() { b.ResumeWay(ToServer | ToClient) }
+
+// PauseWay holds the bytes going the given way until ResumeWay (or
+// Resume): a one-way stall, such as requests that reach etcd while their
+// answers do not.
+func (b *Bridge) PauseWay(w Way) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.paused == nil {
-		b.paused = make(chan struct{})
+	for i := range b.paused {
+		if w&(1<<i) != 0 && b.paused[i] == nil {
+			b.paused[i] = make(chan struct{})
+		}
 	}
 }
 
-// Resume lets held and new traffic flow again.
-func (b *Bridge) Resume() {
+// ResumeWay lets the bytes going the given way flow again.
+func (b *Bridge) ResumeWay(w Way) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.paused != nil {
-		close(b.paused)
-		b.paused = nil
+	for i := range b.paused {
+		if w&(1<<i) != 0 && b.paused[i] != nil {
+			close(b.paused[i])
+			b.paused[i] = nil
+		}
 	}
 }
 
@@ -161,13 +184,13 @@ func (b *Bridge) accept() {
 		b.links[l] = struct{}{}
 		b.mu.Unlock()
 		b.wg.Add(2)
-		go b.pipe(l, l.server, l.client)
-		go b.pipe(l, l.client, l.server)
+		go b.pipe(l, l.server, l.client, ToServer)
+		go b.pipe(l, l.client, l.server, ToClient)
 	}
 }
 
-// pipe copies src to dst, holding each chunk while the bridge is paused.
-func (b *Bridge) pipe(l *link, dst, src net.Conn) {
+// pipe copies src to dst, holding each chunk while way is paused.
+func (b *Bridge) pipe(l *link, dst, src net.Conn, way Way) {
 	defer b.wg.Done()
 	defer func() {
 		l.close()
@@ -179,7 +202,7 @@ func (b *Bridge) pipe(l *link, dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !b.waitResumed(l) {
+			if !b.waitResumed(l, way) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -192,20 +215,25 @@ func (b *Bridge) pipe(l *link, dst, src net.Conn) {
 	}
 }
 
-// waitResumed blocks while paused; false means the link or bridge is gone.
-func (b *Bridge) waitResumed(l *link) bool {
-	b.mu.Lock()
-	p := b.paused
-	b.mu.Unlock()
-	if p == nil {
-		return true
-	}
-	select {
-	case <-p:
-		return true
-	case <-l.done:
-		return false
-	case <-b.closed:
-		return false
+// waitResumed blocks while way is paused; false means the link or bridge
+// is gone.
+func (b *Bridge) waitResumed(l *link, way Way) bool {
+	for {
+		b.mu.Lock()
+		p := b.paused[0]
+		if way == ToClient {
+			p = b.paused[1]
+		}
+		b.mu.Unlock()
+		if p == nil {
+			return true
+		}
+		select {
+		case <-p:
+		case <-l.done:
+			return false
+		case <-b.closed:
+			return false
+		}
 	}
 }

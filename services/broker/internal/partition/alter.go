@@ -60,7 +60,9 @@ type AlterOutcome struct {
 	Reason string
 	// Resend is the request to send again when Action is AlterRetry.
 	Resend *AlterPartitionRequest
-	HW     HWUpdate
+	// Kind is the direction of the change when Action is AlterCommitted.
+	Kind ChangeKind
+	HW   HWUpdate
 }
 
 // HandleAlterPartition applies the controller's answer to req (F10, Kafka's
@@ -121,6 +123,7 @@ func (p *Partition) commitAlter(res AlterPartitionResult, now time.Time) AlterOu
 	}
 	// A newer partition epoch is the change applied; an equal one means the
 	// controller already had this state. Either way the change is over.
+	out.Kind = p.pending.Kind
 	p.isr = sortedIDs(res.ISR)
 	p.partitionEpoch = res.PartitionEpoch
 	p.pending = nil

@@ -16,6 +16,7 @@ type Partition struct {
 	leaderEpoch    int32
 	partitionEpoch int32
 	replicas       []int32 // AR, in assignment order
+	adding         []int32 // those a reassignment in flight is adding
 	isr            []int32 // last committed ISR, sorted
 
 	// pending is the one AlterPartition in flight (F7, F9, F10);
@@ -88,6 +89,20 @@ func (p *Partition) ISR() []int32 { return slices.Clone(p.isr) }
 
 // Replicas returns the assignment.
 func (p *Partition) Replicas() []int32 { return slices.Clone(p.replicas) }
+
+// ReplicationFactor is the number of replicas less those a reassignment in
+// flight is adding, which are not expected in the ISR yet (Kafka's
+// OngoingReassignmentState.replicationFactor, which UnderReplicatedPartitions
+// compares the ISR with).
+func (p *Partition) ReplicationFactor() int {
+	n := 0
+	for _, id := range p.replicas {
+		if !slices.Contains(p.adding, id) {
+			n++
+		}
+	}
+	return n
+}
 
 // MaximalISR is the ISR the leader uses for the HW and acks=all: the
 // committed ISR plus a replica whose expansion is in flight. A shrink in

@@ -42,6 +42,7 @@ type Snapshot struct {
 	HighWatermark     int64
 	LogEndOffset      int64
 	LogStartOffset    int64
+	ReplicationFactor int
 	MinInsyncReplicas int
 	EffectiveMinISR   int
 	UnderMinISR       bool
@@ -65,6 +66,7 @@ func (p *Partition) Snapshot(now time.Time) Snapshot {
 		HighWatermark:          p.hw,
 		LogEndOffset:           p.leo,
 		LogStartOffset:         p.logStart,
+		ReplicationFactor:      p.ReplicationFactor(),
 		MinInsyncReplicas:      p.cfg.MinInsyncReplicas,
 		EffectiveMinISR:        p.EffectiveMinISR(),
 		UnderMinISR:            p.UnderMinISR(),

@@ -40,6 +40,9 @@ type LeaderAndISR struct {
 	// Replicas is the assignment (AR) in preference order.
 	Replicas []int32
 	ISR      []int32
+	// Adding are the replicas among Replicas that a reassignment in flight
+	// is adding (KIP-455).
+	Adding []int32
 }
 
 // LogState is what the log store knows about the local log at load time.

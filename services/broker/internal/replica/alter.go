@@ -51,9 +51,6 @@ func (m *Manager) submitAlter(r *Replica, p partition.Proposal) {
 	kind := "isr-expand"
 	if p.Kind == partition.ShrinkISR {
 		kind = "isr-shrink"
-		m.metrics.isrShrinks.Inc()
-	} else {
-		m.metrics.isrExpands.Inc()
 	}
 	m.log.Info(p.LogLine(), "topic", r.tp.Topic, "partition", r.tp.Partition,
 		"leader_epoch", p.Request.LeaderEpoch, "partition_epoch", p.Request.PartitionEpoch)
@@ -253,6 +250,16 @@ func (s *alterSender) send(items []alterItem) []alterItem {
 			it.r.markCommitLocked(out.HW.After, it.span.SpanContext())
 		}
 		it.r.mu.Unlock()
+		// Counted once committed, as Kafka's IsrShrinksPerSec: a proposal
+		// the controller refused or could not write changed no ISR.
+		if out.Action == partition.AlterCommitted {
+			switch out.Kind {
+			case partition.ShrinkISR:
+				m.metrics.isrShrinks.Inc()
+			case partition.ExpandISR:
+				m.metrics.isrExpands.Inc()
+			}
+		}
 		if out.Action != partition.AlterCommitted && out.Action != partition.AlterIgnored {
 			m.log.Info("ISR change not committed", "topic", it.r.tp.Topic, "partition", it.r.tp.Partition,
 				"action", out.Action.String(), "reason", out.Reason)

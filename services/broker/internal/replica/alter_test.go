@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/platform/kerr"
@@ -321,4 +323,64 @@ func TestAlterPartitionGivesUpOnASucceededController(t *testing.T) {
 		isr, pending, _ := e.isr(tp0)
 		return !pending && slices.Equal(isr, []int32{1, 2, 3})
 	})
+}
+
+// IsrShrinksPerSec and IsrExpandsPerSec count the changes the controller
+// committed, as Kafka marks them on the committed answer: a change it
+// refused (its etcd write fenced, or beaten by another) changed no ISR.
+func TestISRChangeMetricsCountCommittedChangesOnly(t *testing.T) {
+	e := newEnv(t)
+	shrinks := func() float64 { return testutil.ToFloat64(e.m.metrics.isrShrinks) }
+	expands := func() float64 { return testutil.ToFloat64(e.m.metrics.isrExpands) }
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	e.followerFetch(2, 1, 0)
+	e.followerFetch(3, 1, 0)
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.followerFetch(2, 1, 1) // 3 falls behind
+
+	// The controller could not write the shrink: it is retried.
+	e.ctrl.setAnswer(answerEach(kerr.NotController))
+	e.expire()
+	e.expire()
+	e.expire()
+	e.ctrl.call(t)
+	e.clock.WaitTimer(t, alterBackoff, 1)
+	if n := shrinks(); n != 0 {
+		t.Fatalf("isr_shrinks_total = %v after a shrink the controller did not commit, want 0", n)
+	}
+	e.ctrl.setAnswer(commitAll)
+	e.clock.Advance(alterBackoff)
+	e.ctrl.call(t)
+	waitFor(t, "the shrink to commit", func() bool {
+		isr, pending, _ := e.isr(tp0)
+		return !pending && slices.Equal(isr, []int32{1, 2})
+	})
+	if n := shrinks(); n != 1 {
+		t.Fatalf("isr_shrinks_total = %v after one committed shrink (and one refused attempt), want 1", n)
+	}
+
+	// 3 catches up; another controller wrote the partition first.
+	e.ctrl.setAnswer(answerEach(kerr.InvalidUpdateVersion))
+	e.followerFetch(3, 1, 1)
+	e.ctrl.call(t)
+	waitFor(t, "the refused expansion to wait for metadata", func() bool {
+		_, _, parked := e.isr(tp0)
+		return parked
+	})
+	if n := expands(); n != 0 {
+		t.Fatalf("isr_expands_total = %v after an expansion the controller refused, want 0", n)
+	}
+	e.ctrl.setAnswer(commitAll)
+	e.state(1, 1, 3, []int32{1, 2}, nil) // the controller's push ends the parked change
+	e.followerFetch(3, 1, 1)
+	e.ctrl.call(t)
+	waitFor(t, "the expansion to commit", func() bool {
+		isr, pending, _ := e.isr(tp0)
+		return !pending && slices.Equal(isr, []int32{1, 2, 3})
+	})
+	if n := expands(); n != 1 {
+		t.Fatalf("isr_expands_total = %v after one committed expansion, want 1", n)
+	}
 }

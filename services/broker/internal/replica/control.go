@@ -250,7 +250,7 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 	now := m.now()
 	s := partition.LeaderAndISR{
 		Leader: ps.GetLeader(), LeaderEpoch: ps.GetLeaderEpoch(), PartitionEpoch: ps.GetPartitionEpoch(),
-		Replicas: ps.GetReplicas(), ISR: ps.GetIsr(),
+		Replicas: ps.GetReplicas(), ISR: ps.GetIsr(), Adding: ps.GetAddingReplicas(),
 	}
 	if cfg != nil && cfg.overrides != nil {
 		m.applyTopicConfigLocked(r, cfg.tc, cfg.err, m.opts.Meta.ConfigVersion(tp.Topic), now)

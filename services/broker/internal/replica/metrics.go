@@ -53,9 +53,9 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025
 func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 	mt := &metrics{
 		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_isr_shrinks_total",
-			Help: "ISR shrinks proposed by this broker as leader (Kafka IsrShrinksPerSec)."}),
+			Help: "ISR shrinks proposed by this broker as leader and committed by the controller (Kafka IsrShrinksPerSec)."}),
 		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_isr_expands_total",
-			Help: "ISR expansions proposed by this broker as leader (Kafka IsrExpandsPerSec)."}),
+			Help: "ISR expansions proposed by this broker as leader and committed by the controller (Kafka IsrExpandsPerSec)."}),
 		produceLat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_broker_produce_latency_seconds",
 			Help: "Produce request time on the leader, by acks.", Buckets: latencyBuckets}, []string{"acks"}),
 		fetchLat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_broker_fetch_latency_seconds",
@@ -101,7 +101,7 @@ type stateCollector struct{ m *Manager }
 
 var (
 	descUnderReplicated = prometheus.NewDesc("tidemark_broker_under_replicated_partitions",
-		"Partitions led here whose ISR is smaller than their replica set (Kafka UnderReplicatedPartitions).", nil, nil)
+		"Partitions led here whose ISR is smaller than their replication factor, replicas being added by a reassignment left out (Kafka UnderReplicatedPartitions).", nil, nil)
 	descUnderMinISR = prometheus.NewDesc("tidemark_broker_under_min_isr_partitions",
 		"Partitions led here whose ISR is below the effective min.insync.replicas, min(min.insync.replicas, replication factor) (Kafka UnderMinIsrPartitionCount).", nil, nil)
 	descAtMinISR = prometheus.NewDesc("tidemark_broker_at_min_isr_partitions",
@@ -145,7 +145,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		leaders++
-		if len(s.ISR) < len(s.Replicas) {
+		// Against the replication factor, which leaves out the replicas a
+		// reassignment is adding: they join the ISR only once caught up.
+		if len(s.ISR) < s.ReplicationFactor {
 			under++
 		}
 		// Kafka's isUnderMinIsr/isAtMinIsr: against the effective min ISR,

@@ -242,7 +242,7 @@ func (a *Active) stepDown(cause error) {
 // afterEvent refreshes gauges and wakes WatchCluster streams.
 func (a *Active) afterEvent() {
 	if a.stateDirty {
-		a.countOffline()
+		a.d.Metrics.offline.Set(float64(a.offlineCount()))
 	}
 	if a.stateDirty || a.viewDirty {
 		for s := range a.subs {
@@ -253,16 +253,6 @@ func (a *Active) afterEvent() {
 		}
 	}
 	a.stateDirty, a.viewDirty = false, false
-}
-
-func (a *Active) countOffline() {
-	n := 0
-	for _, p := range a.allPartitions() {
-		if a.offline(p) {
-			n++
-		}
-	}
-	a.d.Metrics.offline.Set(float64(n))
 }
 
 // shutdown runs on the loop goroutine after the loop: it ends the term.

@@ -104,6 +104,7 @@ func (c *core) deleteTopics(req *adminv1.DeleteTopicsRequest, reply replyFunc) {
 					return
 				}
 				t.deleting, t.done = true, make(chan struct{})
+				c.stateDirty = true // its partitions leave the offline count
 				c.log.Info("Topic marked for deletion", "topic", name)
 				c.startDeletion(t)
 				done[i] = t.done

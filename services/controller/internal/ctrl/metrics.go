@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "epoch", Help: "Controller epoch of the term this process holds or last held."}),
 		offline: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
-			Name: "offline_partitions_count", Help: "Partitions without a live leader (Kafka's OfflinePartitionsCount)."}),
+			Name: "offline_partitions_count", Help: "Partitions without a live leader, those of topics being deleted left out (Kafka's OfflinePartitionsCount)."}),
 		elections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "leader_elections_total", Help: "Leader changes written by the controller, by cause."}, []string{"cause"}),
 		unclean: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",

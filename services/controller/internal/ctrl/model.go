@@ -158,10 +158,22 @@ func (c *core) sortedBrokerIDs() []int32 {
 	return slices.Sorted(maps.Keys(c.brokers))
 }
 
-// offline reports whether a partition has no live leader (Kafka's
-// OfflinePartitionsCount counts these).
+// offline reports whether a partition has no live leader.
 func (c *core) offline(p *partition) bool {
 	return p.rec.State.Leader == election.NoLeader || !c.registered(p.rec.State.Leader)
+}
+
+// offlineCount is OfflinePartitionsCount: the offline partitions of topics
+// not being deleted. Kafka leaves topics queued for deletion out: nothing
+// will elect their leaders again, and their replicas are being removed.
+func (c *core) offlineCount() int {
+	n := 0
+	for _, p := range c.allPartitions() {
+		if !p.t.deleting && c.offline(p) {
+			n++
+		}
+	}
+	return n
 }
 
 // node is a broker's endpoint as the controller knows it, live or not.
@@ -187,6 +199,7 @@ func (c *core) protoState(p *partition) *commonv1.PartitionState {
 		PartitionEpoch:  s.PartitionEpoch,
 		Replicas:        slices.Clone([]int32(p.replicas)),
 		ControllerEpoch: s.ControllerEpoch,
+		AddingReplicas:  slices.Clone(p.adding),
 	}
 }
 

@@ -75,6 +75,8 @@ import (
 //	load                                 a new term loads what the setup commands
 //	                                     described, as etcd holds it
 //	state                                the partitions and brokers
+//	gauges                               the partition-state gauges as the shell
+//	                                     last refreshed them (offline_partitions_count)
 //	create [validate]                    CreateTopics; one topic a line:
 //	                                       t p=3 rf=2 [cfg=key:value ...] | t assign=(1,2) assign=(2,3)
 //	write ok|refused|moved|unknown       settles the topic creation in flight
@@ -132,6 +134,9 @@ type harness struct {
 	yields []effYield
 	// pushed are the requests pushed to brokers, for Go tests to inspect.
 	pushed []effPush
+	// offline is the offline partition gauge, recounted after an event
+	// that marked the state dirty, as the shell does (afterEvent).
+	offline int
 }
 
 func newHarness() *harness {
@@ -307,6 +312,8 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		c.handle(ev)
 	case "state":
 		return h.state(), nil
+	case "gauges":
+		return []string{fmt.Sprintf("offline_partitions_count=%d", h.offline)}, nil
 	case "create":
 		req, err := createReq(d)
 		if err != nil {
@@ -705,6 +712,9 @@ func (h *harness) effects() []string {
 			out = append(out, "(write in flight)")
 		}
 	}
+	if h.c.stateDirty {
+		h.offline, h.c.stateDirty = h.c.offlineCount(), false
+	}
 	return out
 }
 
@@ -906,8 +916,12 @@ func eventName(k controlv1.EventKind) string {
 }
 
 func renderState(s *commonv1.PartitionState) string {
-	return fmt.Sprintf("  %s/%d leader=%d le=%d isr=%v pe=%d replicas=%v", s.GetTopic(), s.GetPartition(), s.GetLeader(),
+	line := fmt.Sprintf("  %s/%d leader=%d le=%d isr=%v pe=%d replicas=%v", s.GetTopic(), s.GetPartition(), s.GetLeader(),
 		s.GetLeaderEpoch(), s.GetIsr(), s.GetPartitionEpoch(), s.GetReplicas())
+	if len(s.GetAddingReplicas()) > 0 {
+		line += fmt.Sprintf(" adding=%v", s.GetAddingReplicas())
+	}
+	return line
 }
 
 func renderYield(kind string, to int32, r *controlv1.YieldLeadershipRequest) []string {

@@ -741,8 +741,13 @@ type PartitionState struct {
 	Replicas []int32 `protobuf:"varint,7,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	// The controller epoch of the controller that made this decision.
 	ControllerEpoch int32 `protobuf:"varint,8,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The replicas a reassignment in flight is adding (KIP-455), among
+	// replicas. They are not expected in the ISR yet, so the leader leaves
+	// them out of the replication factor (Kafka's LeaderAndIsr
+	// AddingReplicas).
+	AddingReplicas []int32 `protobuf:"varint,9,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
@@ -831,6 +836,13 @@ func (x *PartitionState) GetControllerEpoch() int32 {
 	return 0
 }
 
+func (x *PartitionState) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
 var File_tidemark_common_v1_common_proto protoreflect.FileDescriptor
 
 const file_tidemark_common_v1_common_proto_rawDesc = "" +
@@ -869,7 +881,7 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\fR\x05value\x12:\n" +
 	"\aheaders\x18\x05 \x03(\v2 .tidemark.common.v1.RecordHeaderR\aheaders\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\x81\x02\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xaa\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -878,7 +890,8 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12'\n" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\a \x03(\x05R\breplicas\x12)\n" +
-	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch*\xd5\x15\n" +
+	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch\x12'\n" +
+	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas*\xd5\x15\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
