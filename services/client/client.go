@@ -122,7 +122,11 @@ func (c *Client) partitionAttempt(ctx context.Context, topic string, partition i
 	err = c.brokerCall(ctx, r.addr, func(ctx context.Context, bc brokerv1.BrokerServiceClient) error {
 		return fn(ctx, r, bc)
 	})
-	c.meta.noteError(topic, partition, toKerr(err))
+	ke := toKerr(err)
+	c.meta.noteError(topic, partition, ke)
+	if ke != nil && ke.Code == kerr.RequestTimedOut {
+		c.meta.noteTimeout(topic, partition)
+	}
 	return err
 }
 

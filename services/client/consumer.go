@@ -31,6 +31,13 @@ type Consumer struct {
 	prefUntil   time.Time
 	readFrom    int32 // the broker the last fetch went to
 	closed      bool
+	// topicID is the id of the topic the position is in (KIP-516): a topic
+	// deleted and created again under its name has another, and its
+	// offsets are not this position's. "" until a fetch learns it.
+	topicID string
+	// silentSince is when the first of the fetches the leader has left
+	// unanswered since its last answer went out; zero when it answered.
+	silentSince time.Time
 }
 
 // NewConsumer returns a consumer of one partition. It makes no request
@@ -51,12 +58,14 @@ func (cs *Consumer) Position() int64 {
 	return cs.pos
 }
 
-// SetPosition moves the position to offset, OffsetEarliest or OffsetLatest.
+// SetPosition moves the position to offset, OffsetEarliest or OffsetLatest,
+// in the topic as the next fetch finds it.
 func (cs *Consumer) SetPosition(offset int64) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.pos = max(offset, OffsetEarliest)
 	cs.lastEpoch = -1
+	cs.topicID = ""
 }
 
 // Truncations counts the times the log was found truncated under the
@@ -97,6 +106,31 @@ func (e *LogTruncation) Error() string {
 		e.Topic, e.Partition, e.DivergentOffset, e.Position, e.Epoch, e.DivergentOffset)
 }
 
+// TopicRecreated is Poll's error when the topic was deleted and created
+// again under its name since the position was taken (its topic id changed,
+// KIP-516): the position is an offset of the old topic, and the new one's
+// records below it are not the ones read. With ResetNone Poll returns it
+// and keeps the position (SetPosition picks where to go on); otherwise the
+// position moves where the Reset policy says, in the new topic. Its code
+// is OFFSET_OUT_OF_RANGE (kerr.CodeOf), as for any position outside the log.
+type TopicRecreated struct {
+	Topic     string
+	Partition int32
+	Position  int64
+	// OldID and NewID are the topic ids before and after.
+	OldID, NewID string
+}
+
+// Unwrap gives the OFFSET_OUT_OF_RANGE error it is a case of.
+func (e *TopicRecreated) Unwrap() error {
+	return kerr.New(kerr.OffsetOutOfRange, "%s", e.Error())
+}
+
+func (e *TopicRecreated) Error() string {
+	return fmt.Sprintf("%s-%d: the topic was deleted and created again (topic id %s, was %s): position %d is an offset of the old topic",
+		e.Topic, e.Partition, e.NewID, e.OldID, e.Position)
+}
+
 // HighWatermark is the high watermark the last fetch reported (-1 before).
 func (cs *Consumer) HighWatermark() int64 {
 	cs.mu.Lock()
@@ -131,8 +165,9 @@ func (cs *Consumer) Close() error {
 // returns them; none is not an error. Retriable errors are retried with
 // backoff until ctx ends (or the API timeout, without a deadline). A fetch
 // from a preferred read replica that fails falls back to the leader at
-// once. OFFSET_OUT_OF_RANGE follows the Reset policy. Keys, values and
-// headers are the caller's; they share one buffer per fetch.
+// once. OFFSET_OUT_OF_RANGE and a topic created again (TopicRecreated)
+// follow the Reset policy. Keys, values and headers are the caller's; they
+// share one buffer per fetch.
 func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -150,6 +185,16 @@ func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		recs, follower, err := cs.fetchLocked(ctx)
 		if err == nil {
 			return recs, nil
+		}
+		if rc := (*TopicRecreated)(nil); errors.As(err, &rc) {
+			if cs.opts.Reset == ResetNone {
+				return nil, rc
+			}
+			cs.c.log.Warn("topic created again under the consumer; resetting", "topic", rc.Topic, "partition", rc.Partition,
+				"position", rc.Position, "topic_id", rc.NewID, "was", rc.OldID, "policy", cs.opts.Reset)
+			cs.resetLocked()
+			cs.topicID, cs.preferred = rc.NewID, -1
+			continue
 		}
 		if lt := (*LogTruncation)(nil); errors.As(err, &lt) {
 			if cs.opts.Reset == ResetNone {
@@ -174,10 +219,7 @@ func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		}
 		if ke.Code == kerr.OffsetOutOfRange && cs.opts.Reset != ResetNone {
 			cs.c.log.Debug("offset out of range; resetting", "offset", cs.pos, "policy", cs.opts.Reset)
-			cs.pos, cs.lastEpoch = OffsetEarliest, -1
-			if cs.opts.Reset == ResetLatest {
-				cs.pos = OffsetLatest
-			}
+			cs.resetLocked()
 			continue
 		}
 		if !ke.Code.Retriable() {
@@ -187,6 +229,42 @@ func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 			return nil, ctxError(ctx, last, "%s", what)
 		}
 	}
+}
+
+// resetLocked moves the position where the Reset policy says.
+func (cs *Consumer) resetLocked() {
+	cs.pos, cs.lastEpoch = OffsetEarliest, -1
+	if cs.opts.Reset == ResetLatest {
+		cs.pos = OffsetLatest
+	}
+}
+
+// checkTopicLocked compares the topic id the metadata gives (id) with the
+// one the position is in, taking it when none is known yet.
+func (cs *Consumer) checkTopicLocked(id string) error {
+	switch {
+	case id == "" || id == cs.topicID:
+		return nil
+	case cs.topicID == "":
+		cs.topicID = id
+		return nil
+	}
+	return &TopicRecreated{Topic: cs.opts.Topic, Partition: cs.opts.Partition, Position: cs.pos, OldID: cs.topicID, NewID: id}
+}
+
+// recreatedLocked asks the metadata again whether the topic is still the
+// one the position is in, after an answer that says the log is not what
+// the position expects (out of range, or diverging from the last epoch
+// read): the cached topic id may be older than the topic. A refresh that
+// fails tells nothing.
+func (cs *Consumer) recreatedLocked(ctx context.Context) error {
+	if cs.topicID == "" {
+		return nil
+	}
+	if err := cs.c.meta.refresh(ctx, cs.opts.Topic); err != nil {
+		return nil
+	}
+	return cs.checkTopicLocked(cs.c.meta.topicID(cs.opts.Topic))
 }
 
 // resolveLocked turns OffsetEarliest/OffsetLatest into an offset.
@@ -214,6 +292,9 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	if err := cs.checkTopicLocked(r.topicID); err != nil {
+		return nil, false, err
+	}
 	target, addr, follower := r.leader, r.addr, false
 	if cs.preferred >= 0 && cs.preferred != r.leader && time.Now().Before(cs.prefUntil) {
 		if a, ok := cs.c.meta.brokerAddr(cs.preferred); ok {
@@ -227,6 +308,7 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 	}
 	var resp *brokerv1.FetchResponse
 	cs.readFrom = target
+	sent := time.Now()
 	err = cs.c.brokerCallTimeout(ctx, addr, o.RequestTimeout+wait, func(ctx context.Context, bc brokerv1.BrokerServiceClient) error {
 		var err error
 		req := &brokerv1.FetchRequest{
@@ -242,12 +324,28 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 	})
 	if err != nil {
 		if !follower {
-			cs.c.meta.noteError(o.Topic, o.Partition, toKerr(err))
+			ke := toKerr(err)
+			cs.c.meta.noteError(o.Topic, o.Partition, ke)
+			cs.noteSilenceLocked(ke.Code == kerr.RequestTimedOut, sent)
+			if ke.Code == kerr.OffsetOutOfRange {
+				// Perhaps outside the log because the topic is another
+				// one now.
+				if err := cs.recreatedLocked(ctx); err != nil {
+					return nil, false, err
+				}
+			}
 		}
 		return nil, follower, err
 	}
+	if !follower {
+		cs.noteSilenceLocked(false, sent)
+	}
 	cs.hw, cs.logStart = resp.GetHighWatermark(), resp.GetLogStartOffset()
 	if d := resp.GetDivergingEpoch(); d != nil {
+		// A topic created again diverges from the old one's epochs too.
+		if err := cs.recreatedLocked(ctx); err != nil {
+			return nil, follower, err
+		}
 		if d.GetEndOffset() < cs.pos {
 			return nil, follower, &LogTruncation{Topic: o.Topic, Partition: o.Partition, Position: cs.pos,
 				DivergentOffset: d.GetEndOffset(), Epoch: d.GetEpoch()}
@@ -267,6 +365,23 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 	cs.pos = next
 	cs.notePreferredLocked(resp.GetPreferredReadReplica(), r.leader)
 	return recs, follower, nil
+}
+
+// noteSilenceLocked follows how long the leader has left fetches
+// unanswered. Poll deadlines may cut each fetch short of the request
+// timeout, so the silence is counted across them; once it lasts the
+// request timeout, the leader is looked up again (noteTimeout).
+func (cs *Consumer) noteSilenceLocked(timedOut bool, sent time.Time) {
+	switch {
+	case !timedOut:
+		cs.silentSince = time.Time{}
+	case cs.silentSince.IsZero():
+		cs.silentSince = sent
+	}
+	if timedOut && time.Since(cs.silentSince) >= cs.opts.RequestTimeout {
+		cs.c.meta.noteTimeout(cs.opts.Topic, cs.opts.Partition)
+		cs.silentSince = time.Time{}
+	}
 }
 
 // notePreferredLocked follows a leader's preferred_read_replica (KIP-392),

@@ -262,3 +262,102 @@ func TestListOffsets(t *testing.T) {
 		t.Fatalf("unknown topic: %v", err)
 	}
 }
+
+// A topic deleted and created again under its name starts over at offset
+// 0 with a new topic id. A consumer positioned in the old topic resets as
+// its policy says once the metadata names the new id, rather than reading
+// the new topic on from its old position and skipping the records below it.
+func TestConsumerResetsWhenTheTopicIsCreatedAgain(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 10*time.Second)
+	appendValues(fc, 0, 6)
+	earliest := newConsumer(t, c, client.ConsumerOptions{Reset: client.ResetEarliest})
+	latest := newConsumer(t, c, client.ConsumerOptions{Reset: client.ResetLatest})
+	strict := newConsumer(t, c, client.ConsumerOptions{})
+	for _, cs := range []*client.Consumer{earliest, latest, strict} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, recs, 0, 6)
+	}
+	oldID := fc.TopicID("t")
+
+	fc.DeleteTopic("t")
+	if recs, err := earliest.Poll(testCtx(t, 300*time.Millisecond)); err == nil || len(recs) != 0 {
+		t.Fatalf("poll of a deleted topic: %d records, %v", len(recs), err)
+	}
+	fc.CreateTopic("t", 1)
+	appendValues(fc, 0, 8) // past the old position
+
+	recs, err := earliest.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 0, 8)
+	if recs, err := latest.Poll(ctx); err != nil || len(recs) != 0 || latest.Position() != 8 {
+		t.Fatalf("reset to latest: %d records at %d, %v", len(recs), latest.Position(), err)
+	}
+	appendValues(fc, 8, 9)
+	recs, err = latest.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 8, 9)
+
+	// With ResetNone the error says so, again, until the position is set.
+	for range 2 {
+		_, err = strict.Poll(ctx)
+		var rc *client.TopicRecreated
+		if !errors.As(err, &rc) || codeOf(err) != kerr.OffsetOutOfRange || rc.OldID != oldID || rc.NewID != fc.TopicID("t") ||
+			strict.Position() != 6 {
+			t.Fatalf("poll of a topic created again without a reset policy: %v at %d", err, strict.Position())
+		}
+	}
+	strict.SetPosition(client.OffsetEarliest)
+	recs, err = strict.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 0, 9)
+}
+
+// A leader whose fetches stop being answered (its connection stays up, so
+// no transport error says anything) is looked up again once it has been
+// silent for the request timeout, even when each poll's deadline is
+// shorter: the consumer follows the leadership to the broker that took it
+// over, rather than asking the silent one until metadata.max.age.
+func TestConsumerLeavesALeaderThatStopsAnswering(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2})
+	fc.CreateTopic("t", 1, 1, 2)
+	fc.SetLeaderHints(false)
+	c := newClient(t, fc)
+	appendValues(fc, 0, 3)
+	cs := newConsumer(t, c, client.ConsumerOptions{})
+	recs, err := cs.Poll(testCtx(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 0, 3)
+
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		if call.Node == 1 && call.Method == "Fetch" {
+			return &fakebroker.Fault{Delay: time.Hour}
+		}
+		return nil
+	})
+	fc.MoveLeader("t", 0, 2)
+	appendValues(fc, 3, 5)
+	var got []client.Record
+	for i := 0; i < 5 && len(got) == 0; i++ {
+		recs, err := cs.Poll(testCtx(t, time.Second)) // shorter than the request timeout
+		t.Logf("poll %d: %d records, %v", i, len(recs), err)
+		got = append(got, recs...)
+	}
+	checkRecords(t, got, 3, 5)
+	if cs.ReadReplica() != 2 {
+		t.Fatalf("read from broker %d, want 2", cs.ReadReplica())
+	}
+}

@@ -14,7 +14,11 @@
 // names the leader updates the cache in place; those codes without a hint,
 // and UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE and
 // NETWORK_EXCEPTION, mark the partition so that its next request looks the
-// leader up again. Concurrent lookups share one Metadata request.
+// leader up again, and so does a request the leader did not answer in time.
+// A topic's entry older than metadata.max.age (5 minutes) is looked up
+// again before use; each answer replaces the list of brokers, so one that
+// left the cluster is no longer asked (the bootstrap addresses always
+// are). Concurrent lookups share one Metadata request.
 //
 // # Retries
 //
@@ -84,9 +88,10 @@
 // watermark: Poll fetches raw batches, decodes them client-side (checking
 // their CRC), skips the records of a batch below the position, and advances
 // the position. OFFSET_OUT_OF_RANGE is returned or, with a Reset policy,
-// moves the position to the earliest or latest offset. With Rack set, the
-// leader may name a replica in that rack (KIP-392); the consumer fetches
-// from it until it fails, then goes back to the leader.
+// moves the position to the earliest or latest offset; so does a topic
+// deleted and created again, known by its new topic id (TopicRecreated).
+// With Rack set, the leader may name a replica in that rack (KIP-392); the
+// consumer fetches from it until it fails, then goes back to the leader.
 //
 // # Group consumer
 //

@@ -13,6 +13,7 @@ type route struct {
 	leader      int32
 	leaderEpoch int32
 	addr        string
+	topicID     string // "" when the metadata gave none
 }
 
 type partMeta struct {
@@ -32,8 +33,10 @@ type metadata struct {
 	topics  map[string][]partMeta
 	// topicIDs are the ids metadata gave the topics (KIP-516): a topic
 	// created again under its name gets a new one.
-	topicIDs  map[string]string
-	fetchedAt time.Time
+	topicIDs map[string]string
+	// fetchedAt is when each topic was last described: a refresh may ask
+	// for some topics only, which says nothing of the others' age.
+	fetchedAt map[string]time.Time
 	inflight  *refreshCall // the running refresh, if any
 }
 
@@ -45,7 +48,8 @@ type refreshCall struct {
 }
 
 func newMetadata(c *Client) *metadata {
-	return &metadata{c: c, brokers: map[int32]string{}, topics: map[string][]partMeta{}, topicIDs: map[string]string{}}
+	return &metadata{c: c, brokers: map[int32]string{}, topics: map[string][]partMeta{}, topicIDs: map[string]string{},
+		fetchedAt: map[string]time.Time{}}
 }
 
 // leader returns where to send requests for topic-partition, refreshing the
@@ -69,12 +73,12 @@ func (m *metadata) leader(ctx context.Context, topic string, partition int32) (r
 func (m *metadata) cachedLeader(topic string, partition int32) (route, *kerr.Error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if time.Since(m.fetchedAt) > m.c.opts.MetadataMaxAge {
-		return route{}, kerr.New(kerr.LeaderNotAvailable, "metadata is older than %v", m.c.opts.MetadataMaxAge)
-	}
 	parts, ok := m.topics[topic]
 	if !ok {
 		return route{}, kerr.BadField(kerr.UnknownTopicOrPartition, "topic", "topic %q does not exist", topic)
+	}
+	if time.Since(m.fetchedAt[topic]) > m.c.opts.MetadataMaxAge {
+		return route{}, kerr.New(kerr.LeaderNotAvailable, "metadata of %q is older than %v", topic, m.c.opts.MetadataMaxAge)
 	}
 	if partition < 0 || int(partition) >= len(parts) {
 		return route{}, kerr.BadField(kerr.UnknownTopicOrPartition, "partition", "topic %q has %d partitions, no partition %d", topic, len(parts), partition)
@@ -90,7 +94,14 @@ func (m *metadata) cachedLeader(topic string, partition int32) (route, *kerr.Err
 	if !ok {
 		return route{}, kerr.New(kerr.LeaderNotAvailable, "address of broker %d, leader of %s-%d, is not known", p.leader, topic, partition)
 	}
-	return route{leader: p.leader, leaderEpoch: p.leaderEpoch, addr: addr}, nil
+	return route{leader: p.leader, leaderEpoch: p.leaderEpoch, addr: addr, topicID: m.topicIDs[topic]}, nil
+}
+
+// topicID is the id the metadata last gave topic, "" when none.
+func (m *metadata) topicID(topic string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.topicIDs[topic]
 }
 
 // numPartitions returns how many partitions topic has.
@@ -132,9 +143,21 @@ func (m *metadata) noteError(topic string, partition int32, e *kerr.Error) {
 		m.applyHint(topic, partition, h)
 		return
 	}
-	if !e.Code.RefreshMetadata() {
-		return
+	if e.Code.RefreshMetadata() {
+		m.markStale(topic, partition)
 	}
+}
+
+// noteTimeout marks topic-partition for a refresh after its leader did not
+// answer in time. A leader that stopped answering (stalled, or cut off
+// from the client while the connection stays up) may have been replaced,
+// and no answer will say so; Kafka's client refreshes metadata after a
+// request timeout too.
+func (m *metadata) noteTimeout(topic string, partition int32) {
+	m.markStale(topic, partition)
+}
+
+func (m *metadata) markStale(topic string, partition int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if parts := m.topics[topic]; partition >= 0 && int(partition) < len(parts) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -125,16 +126,13 @@ func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (
 // replaced by one at least as new (by leader epoch), so a lagging broker
 // cannot undo a newer hint.
 func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) {
-	for _, b := range resp.GetBrokers() {
-		m.brokers[b.GetId()] = b.GetAddress()
-	}
+	now := time.Now()
 	seen := map[string]bool{}
 	for _, t := range resp.GetTopics() {
 		name := t.GetName()
 		seen[name] = true
 		if kerr.Code(t.GetErrorCode()) == kerr.UnknownTopicOrPartition {
-			delete(m.topics, name)
-			delete(m.topicIDs, name)
+			m.forgetLocked(name)
 			continue
 		}
 		old := m.topics[name]
@@ -148,16 +146,55 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) 
 			m.topicIDs[name] = id
 		}
 		m.topics[name] = mergeParts(old, t.GetPartitions())
+		m.fetchedAt[name] = now
 	}
 	// A topic asked for (or any, when all were) but missing from the
 	// answer no longer exists.
 	for name := range m.topics {
 		if !seen[name] && (asked == nil || slices.Contains(asked, name)) {
-			delete(m.topics, name)
-			delete(m.topicIDs, name)
+			m.forgetLocked(name)
 		}
 	}
-	m.fetchedAt = time.Now()
+	m.applyBrokersLocked(resp.GetBrokers())
+}
+
+func (m *metadata) forgetLocked(topic string) {
+	delete(m.topics, topic)
+	delete(m.topicIDs, topic)
+	delete(m.fetchedAt, topic)
+}
+
+// applyBrokersLocked makes the answer's brokers the known ones. A broker
+// that left the cluster is dropped, so that refreshes stop trying its
+// address first; one that still leads a cached partition (a hint newer
+// than the answer named it) keeps its address until that changes. An
+// answer that lists no broker says nothing.
+func (m *metadata) applyBrokersLocked(nodes []*commonv1.Node) {
+	if len(nodes) == 0 {
+		return
+	}
+	live := make(map[int32]string, len(nodes))
+	for _, b := range nodes {
+		live[b.GetId()] = b.GetAddress()
+	}
+	for id, addr := range m.brokers {
+		if _, ok := live[id]; !ok && m.leadsLocked(id) {
+			live[id] = addr
+		}
+	}
+	m.brokers = live
+}
+
+// leadsLocked reports whether broker id leads a cached partition.
+func (m *metadata) leadsLocked(id int32) bool {
+	for _, parts := range m.topics {
+		for _, p := range parts {
+			if p.leader == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func mergeParts(old []partMeta, fresh []*brokerv1.PartitionMetadata) []partMeta {

@@ -132,6 +132,9 @@ func (pp *partitionProducer) record(b *batch, res *attempt, err error) {
 		res.resp = nil
 		res.err = toKerr(err)
 		pp.p.c.meta.noteError(pp.topic, pp.partition, res.err)
+		if res.err.Code == kerr.RequestTimedOut {
+			pp.p.c.meta.noteTimeout(pp.topic, pp.partition)
+		}
 	}
 	pp.mu.Lock()
 	b.inFlight = false

@@ -331,3 +331,30 @@ func TestFinalProducerIDRefusalFailsRecordsAtOnce(t *testing.T) {
 		t.Fatalf("produce once allowed: %+v %v", res, err)
 	}
 }
+
+// A leader that stops answering produce requests (its connection stays up)
+// is looked up again once a request times out, so the records go to the
+// broker that took the leadership over within the delivery timeout.
+func TestProducerLeavesALeaderThatStopsAnswering(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2})
+	fc.CreateTopic("t", 1, 1, 2)
+	fc.SetLeaderHints(false)
+	c := newClient(t, fc)
+	p := newProducer(t, c, client.ProducerOptions{Linger: -1, RequestTimeout: 300 * time.Millisecond, DeliveryTimeout: 4 * time.Second})
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0), ManualPartition: true}); err != nil {
+		t.Fatal(err)
+	}
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		if call.Node == 1 && call.Method == "Produce" {
+			return &fakebroker.Fault{Delay: time.Hour}
+		}
+		return nil
+	})
+	fc.MoveLeader("t", 0, 2)
+	res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1), ManualPartition: true})
+	if err != nil || res.Offset != 1 {
+		t.Fatalf("produce after the leader stopped answering: %+v, %v", res, err)
+	}
+	checkLog(t, fc, "t", 0, values(2))
+}

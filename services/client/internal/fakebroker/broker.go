@@ -319,6 +319,7 @@ func (s *brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataRequ
 		if !ok {
 			tm.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
 		} else {
+			tm.TopicId = t.id
 			for i, p := range t.parts {
 				tm.Partitions = append(tm.Partitions, &brokerv1.PartitionMetadata{
 					Partition: int32(i), Leader: p.leader, LeaderEpoch: p.epoch,

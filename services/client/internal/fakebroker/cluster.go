@@ -77,6 +77,7 @@ type Cluster struct {
 	noCtlHints  bool
 	noHints     bool
 	topics      map[string]*topic
+	topicSerial int // numbers the topic ids
 	nextPID     int64
 	control     ControlFunc
 	calls       map[string]int
@@ -94,6 +95,7 @@ type node struct {
 }
 
 type topic struct {
+	id      string // new at every creation, as a controller's (KIP-516)
 	parts   []*partition
 	configs map[string]string
 }
@@ -297,12 +299,42 @@ func (c *Cluster) CreateTopic(name string, partitions int, replicas ...int32) {
 }
 
 func (c *Cluster) createTopicLocked(name string, partitions int, replicas func(p int) []int32) {
-	t := &topic{configs: map[string]string{}}
+	c.topicSerial++
+	t := &topic{id: fmt.Sprintf("topic-id-%d", c.topicSerial), configs: map[string]string{}}
 	for i := range partitions {
 		r := replicas(i)
 		t.parts = append(t.parts, newPartition(r[0], r))
 	}
 	c.topics[name] = t
+}
+
+// DeleteTopic deletes a topic with its logs; a topic created again under
+// its name starts empty, at leader epoch 0, with a new topic id.
+func (c *Cluster) DeleteTopic(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleteTopicLocked(name)
+}
+
+func (c *Cluster) deleteTopicLocked(name string) {
+	t := c.topics[name]
+	if t == nil {
+		return
+	}
+	delete(c.topics, name)
+	for _, p := range t.parts {
+		p.notifyLocked() // parked fetches find it gone
+	}
+}
+
+// TopicID is the id of topic name ("" when it does not exist).
+func (c *Cluster) TopicID(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.topics[name]; t != nil {
+		return t.id
+	}
+	return ""
 }
 
 // MoveLeader makes broker to the leader of topic-partition, bumping the

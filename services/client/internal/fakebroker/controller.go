@@ -103,7 +103,7 @@ func (s *adminService) DeleteTopics(ctx context.Context, req *adminv1.DeleteTopi
 		if _, ok := s.c.topics[name]; !ok {
 			r.ErrorCode, r.ErrorMessage = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "no topic "+name
 		} else {
-			delete(s.c.topics, name)
+			s.c.deleteTopicLocked(name)
 		}
 		resp.Results = append(resp.Results, r)
 	}
@@ -124,6 +124,7 @@ func (s *adminService) DescribeTopics(ctx context.Context, req *adminv1.Describe
 			resp.Topics = append(resp.Topics, td)
 			continue
 		}
+		td.TopicId = t.id
 		for i, p := range t.parts {
 			offline := p.leader <= 0 || s.c.brokers[p.leader-1].down
 			if req.GetUnavailable() && !offline {
