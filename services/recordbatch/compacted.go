@@ -30,7 +30,8 @@ func (b Batch) ValidateStored() error {
 		if err := b.checkHeaderContents(); err != nil {
 			return err
 		}
-		return b.checkRecords()
+		_, err := b.checkRecords()
+		return err
 	}
 	return b.checkCompacted()
 }
@@ -71,15 +72,15 @@ func (b Batch) checkCompacted() error {
 		}
 		body, end := p[k:k+int(length)], pos+k+int(length)
 		p, pos = p[k+int(length):], end
-		tsDelta, offDelta, err := skipRecordBody(body[1:])
+		rs, err := skipRecordBody(body[1:])
 		if err != nil {
 			return corruptf("record %d at byte %d: %v", i, end-int(length)-k, err)
 		}
-		if offDelta <= prev || offDelta > int64(last) {
-			return invalidf("record %d has offset delta %d (must increase, at most %d)", i, offDelta, last)
+		if rs.offDelta <= prev || rs.offDelta > int64(last) {
+			return invalidf("record %d has offset delta %d (must increase, at most %d)", i, rs.offDelta, last)
 		}
-		prev = offDelta
-		maxTS = max(maxTS, first+tsDelta)
+		prev = rs.offDelta
+		maxTS = max(maxTS, first+rs.tsDelta)
 	}
 	if len(p) != 0 {
 		return corruptf("%d bytes after the last of %d records", len(p), n)

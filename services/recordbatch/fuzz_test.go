@@ -42,6 +42,16 @@ func FuzzDecodeBatch(f *testing.F) {
 		if len(recs) != int(b.RecordCount()) {
 			t.Fatalf("decoded %d records, header says %d", len(recs), b.RecordCount())
 		}
+		want := Summary{MinTimestamp: b.MinTimestamp(), Keyless: -1}
+		for i, r := range recs {
+			want.Headers += int64(len(r.Headers))
+			if r.Key == nil && want.Keyless < 0 {
+				want.Keyless = int32(i)
+			}
+		}
+		if sum, _ := b.ValidateSummary(); sum != want {
+			t.Fatalf("summary %+v, the records say %+v", sum, want)
+		}
 		var rb Builder
 		for _, r := range recs {
 			rb.Append(r)

@@ -27,17 +27,36 @@ func checkFrame(buf []byte) error {
 // maxTimestamp equal to the largest record timestamp. Damaged bytes give
 // CORRUPT_MESSAGE; well-formed but unacceptable contents give INVALID_RECORD.
 func (b Batch) Validate() error {
+	_, err := b.ValidateSummary()
+	return err
+}
+
+// Summary is what validation saw walking a batch's records, so that a
+// caller needs none of its own walks (for a compressed batch, another
+// decompression) to learn it.
+type Summary struct {
+	// Headers is the number of record headers, all records together.
+	Headers int64
+	// MinTimestamp is what Batch.MinTimestamp answers.
+	MinTimestamp int64
+	// Keyless is the index of the first record with a null key; -1: none.
+	Keyless int32
+}
+
+// ValidateSummary is Validate, also answering what the walk over the records
+// saw (the zero Summary on error).
+func (b Batch) ValidateSummary() (Summary, error) {
 	if err := checkFrame(b); err != nil {
-		return err
+		return Summary{}, err
 	}
 	if m := b.Magic(); m != Magic {
-		return corruptf("unsupported magic %d (want %d)", m, Magic)
+		return Summary{}, corruptf("unsupported magic %d (want %d)", m, Magic)
 	}
 	if got, want := b.CRC(), b.computeCRC(); got != want {
-		return corruptf("crc mismatch: header %#08x, computed %#08x", got, want)
+		return Summary{}, corruptf("crc mismatch: header %#08x, computed %#08x", got, want)
 	}
 	if err := b.checkHeaderContents(); err != nil {
-		return err
+		return Summary{}, err
 	}
 	return b.checkRecords()
 }
@@ -71,77 +90,94 @@ func (b Batch) checkHeaderContents() error {
 
 // checkRecords walks the records without decoding them into values: this is
 // on every append's path, so it is a flat loop over local slices.
-func (b Batch) checkRecords() error {
+func (b Batch) checkRecords() (Summary, error) {
 	n := b.RecordCount()
 	first := b.FirstTimestamp()
 	maxTS := int64(-1 << 63)
+	sum := Summary{MinTimestamp: first, Keyless: -1}
 	p, err := b.records()
 	if err != nil {
-		return err
+		return Summary{}, err
 	}
 	pos := HeaderSize
 	for i := range n {
 		if len(p) == 0 {
-			return corruptf("record count %d but records end after %d", n, i)
+			return Summary{}, corruptf("record count %d but records end after %d", n, i)
 		}
 		length, k := varint(p)
 		if k <= 0 || length < 1 || length > int64(len(p)-k) {
-			return corruptf("record %d: bad length at byte %d", i, pos)
+			return Summary{}, corruptf("record %d: bad length at byte %d", i, pos)
 		}
 		body, end := p[k:k+int(length)], pos+k+int(length)
 		p, pos = p[k+int(length):], end
-		tsDelta, offDelta, err := skipRecordBody(body[1:])
+		rs, err := skipRecordBody(body[1:])
 		if err != nil {
-			return corruptf("record %d at byte %d: %v", i, end-int(length)-k, err)
+			return Summary{}, corruptf("record %d at byte %d: %v", i, end-int(length)-k, err)
 		}
-		if offDelta != int64(i) {
-			return invalidf("record %d has offset delta %d (deltas must be dense)", i, offDelta)
+		if rs.offDelta != int64(i) {
+			return Summary{}, invalidf("record %d has offset delta %d (deltas must be dense)", i, rs.offDelta)
 		}
-		maxTS = max(maxTS, first+tsDelta)
+		maxTS = max(maxTS, first+rs.tsDelta)
+		sum.MinTimestamp = min(sum.MinTimestamp, first+rs.tsDelta)
+		sum.Headers += rs.headers
+		if rs.nullKey && sum.Keyless < 0 {
+			sum.Keyless = i
+		}
 	}
 	if len(p) != 0 {
-		return corruptf("%d bytes after the last of %d records", len(p), n)
+		return Summary{}, corruptf("%d bytes after the last of %d records", len(p), n)
 	}
 	if b.TimestampType() == CreateTime && b.MaxTimestamp() != maxTS {
-		return invalidf("max timestamp %d does not match the largest record timestamp %d", b.MaxTimestamp(), maxTS)
+		return Summary{}, invalidf("max timestamp %d does not match the largest record timestamp %d", b.MaxTimestamp(), maxTS)
 	}
-	return nil
+	return sum, nil
+}
+
+// recordShape is what skipRecordBody learns of one record.
+type recordShape struct {
+	tsDelta, offDelta int64
+	headers           int64
+	nullKey           bool
 }
 
 // skipRecordBody checks a record body after its attributes byte: the
 // varints and lengths must be sane and consume it exactly.
-func skipRecordBody(p []byte) (tsDelta, offDelta int64, err error) {
+func skipRecordBody(p []byte) (rs recordShape, err error) {
 	var k int
-	if tsDelta, k = varint(p); k <= 0 {
-		return 0, 0, errBadVarint
+	if rs.tsDelta, k = varint(p); k <= 0 {
+		return rs, errBadVarint
 	}
 	p = p[k:]
-	if offDelta, k = varint(p); k <= 0 || offDelta > maxInt32 || offDelta < minInt32 {
-		return 0, 0, errBadVarint
+	if rs.offDelta, k = varint(p); k <= 0 || rs.offDelta > maxInt32 || rs.offDelta < minInt32 {
+		return rs, errBadVarint
 	}
 	p = p[k:]
+	if key, k := varint(p); k > 0 && key == -1 {
+		rs.nullKey = true
+	}
 	for range 2 { // key, value
 		if p, err = skipBytes(p, true); err != nil {
-			return 0, 0, err
+			return rs, err
 		}
 	}
 	count, k := varint(p)
 	if k <= 0 || count < 0 || count > int64(len(p)) {
-		return 0, 0, errBadHeaders
+		return rs, errBadHeaders
 	}
 	p = p[k:]
 	for range count {
 		if p, err = skipBytes(p, false); err != nil {
-			return 0, 0, err
+			return rs, err
 		}
 		if p, err = skipBytes(p, true); err != nil {
-			return 0, 0, err
+			return rs, err
 		}
 	}
 	if len(p) != 0 {
-		return 0, 0, errTrailing
+		return rs, errTrailing
 	}
-	return tsDelta, offDelta, nil
+	rs.headers = count
+	return rs, nil
 }
 
 func skipBytes(p []byte, nullable bool) ([]byte, error) {
@@ -200,46 +236,4 @@ func (b Batch) MinTimestamp() int64 {
 		}
 	}
 	return lo
-}
-
-// RecordHeaders counts the record headers of the batches in buf (each
-// decodes into an object on a structured read), walking the records of
-// compressed batches decompressed. It stops at the first batch it cannot
-// walk: validation reports that one.
-func RecordHeaders(buf []byte) int64 {
-	var total int64
-	for b, err := range All(buf) {
-		if err != nil {
-			break
-		}
-		p, err := b.records()
-		if err != nil {
-			break
-		}
-		for range b.RecordCount() {
-			length, k := varint(p)
-			if k <= 0 || length < 1 || length > int64(len(p)-k) {
-				return total
-			}
-			body := p[k+1 : k+int(length)] // after the attributes byte
-			p = p[k+int(length):]
-			for range 2 { // timestamp and offset deltas
-				if _, n := varint(body); n > 0 {
-					body = body[n:]
-				} else {
-					return total
-				}
-			}
-			var err error
-			for range 2 { // key, value
-				if body, err = skipBytes(body, true); err != nil {
-					return total
-				}
-			}
-			if n, k := varint(body); k > 0 && n > 0 {
-				total += n
-			}
-		}
-	}
-	return total
 }

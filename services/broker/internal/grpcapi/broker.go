@@ -63,19 +63,20 @@ func checkTP(topic string, partition int32) (replica.TP, error) {
 	return replica.TP{Topic: topic, Partition: partition}, nil
 }
 
-// batchRecordHeaders counts the record headers of batch, or answers 0 when it
-// cannot hold more than limit: every header takes at least two bytes, so an
-// uncompressed batch of fewer than 2*limit bytes need not be walked (most
-// produces).
-func batchRecordHeaders(batch []byte, limit int64) (n, lim int64) {
-	if b := recordbatch.Batch(batch); len(batch) >= recordbatch.HeaderSize && b.Codec() == recordbatch.None && int64(len(batch)) < 2*limit {
-		return 0, limit
-	}
-	return recordbatch.RecordHeaders(batch), limit
-}
-
 // Produce appends a batch on the partition leader.
 func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*brokerv1.ProduceResponse, error) {
+	wait := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if wait == 0 {
+		wait = replica.DefaultProduceTimeout // timeout_ms 0 is the default (broker.proto)
+	}
+	return b.ProduceWaiting(ctx, req, wait)
+}
+
+// ProduceWaiting is Produce with the acks=-1 wait taken as given, 0 not
+// waiting at all (REQUEST_TIMED_OUT unless the ISR already holds the
+// batch): Kafka's clients send 0 as a real timeout, where timeout_ms 0
+// means the default.
+func (b *Broker) ProduceWaiting(ctx context.Context, req *brokerv1.ProduceRequest, wait time.Duration) (*brokerv1.ProduceResponse, error) {
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
@@ -105,12 +106,9 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 			return nil, kerr.BadField(kerr.InvalidRecord, "record_batch",
 				"holds %d bytes after a batch of %d: a produce carries exactly one record batch", int64(len(batch))-size, size)
 		}
-		// Record headers count against the limit as structured ones do:
-		// each decodes into an object on a structured read.
-		if n, limit := batchRecordHeaders(batch, int64(b.RM.BrokerConfig().ProduceMaxRecordsPerRequest)); n > limit {
-			return nil, kerr.BadField(kerr.RecordListTooLarge, "record_batch",
-				"the batch's records hold %d record headers; produce.max.records.per.request is %d", n, limit)
-		}
+		// Record headers count against produce.max.records.per.request
+		// in the log's validation (a compressed batch is decompressed
+		// once, there).
 	case *brokerv1.ProduceRequest_Records:
 		recs := p.Records.GetRecords()
 		if len(recs) == 0 {
@@ -120,7 +118,7 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	default:
 		return nil, kerr.BadField(kerr.InvalidRequest, "payload", "give record_batch or records")
 	}
-	res, err := b.RM.Produce(ctx, tp, int16(acks), batch, time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	res, err := b.RM.Produce(ctx, tp, int16(acks), batch, wait)
 	if err != nil {
 		return nil, b.unready(err)
 	}

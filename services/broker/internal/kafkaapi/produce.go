@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -18,7 +19,10 @@ import (
 // handler (validation, leader fence, idempotence, acks=all purgatory,
 // quotas), all partitions at once. acks=0 is answered with nothing, as
 // Kafka does. A request's timeout above request.timeout.max.ms is lowered
-// to it: Kafka's clients send their own request timeout here.
+// to it: Kafka's clients send their own request timeout here. A timeout of
+// 0 (or below) does not wait, as in Kafka: acks=-1 is answered at once,
+// REQUEST_TIMED_OUT unless the ISR already has the batch (gRPC's
+// timeout_ms 0 means the default instead).
 func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -156,7 +160,7 @@ func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 	if err := s.opts.Broker.CheckBatchClaims(p.Records); err != nil {
 		return fail(err)
 	}
-	gresp, err := s.opts.Broker.Produce(ctx, greq)
+	gresp, err := s.opts.Broker.ProduceWaiting(ctx, greq, time.Duration(timeout)*time.Millisecond)
 	if err != nil {
 		return fail(err)
 	}

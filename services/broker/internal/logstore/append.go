@@ -46,10 +46,19 @@ var ErrNonContiguous = errors.New("follower batches are not contiguous with the 
 // FENCED_LEADER_EPOCH (leaderEpoch older than one already in the log) and
 // KAFKA_STORAGE_ERROR; on any error the log is unchanged.
 func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, error) {
+	return l.AppendAsLeaderWithin(records, leaderEpoch, 0)
+}
+
+// AppendAsLeaderWithin is AppendAsLeader that also refuses, with
+// RECORD_LIST_TOO_LARGE, batches whose records carry more than maxHeaders
+// record headers in all (0: no bound), as produce.max.records.per.request
+// asks: each decodes into an object on a structured read. They are counted
+// by validation's own walk, so a compressed batch is decompressed once.
+func (l *Log) AppendAsLeaderWithin(records []byte, leaderEpoch int32, maxHeaders int64) (AppendInfo, error) {
 	if leaderEpoch < 0 {
 		return AppendInfo{}, kerr.New(kerr.InvalidRequest, "leader epoch %d is negative", leaderEpoch)
 	}
-	info, err := l.append(records, leaderEpoch, true)
+	info, err := l.append(records, leaderEpoch, true, maxHeaders)
 	return info, l.note(err)
 }
 
@@ -60,35 +69,40 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 // validated, and its epoch recorded in the leader-epoch cache.
 // max.message.bytes is not applied: the leader already accepted the batch.
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
-	info, err := l.append(records, -1, false)
+	info, err := l.append(records, -1, false, 0)
 	return info, l.note(err)
 }
 
-func splitBatches(records []byte, leader bool) ([]recordbatch.Batch, error) {
+// splitBatches validates the batches of records; a leader's come with what
+// validation saw of their records, for the checks after it.
+func splitBatches(records []byte, leader bool) ([]recordbatch.Batch, []recordbatch.Summary, error) {
 	if len(records) == 0 {
-		return nil, kerr.New(kerr.InvalidRecord, "no batches to append")
+		return nil, nil, kerr.New(kerr.InvalidRecord, "no batches to append")
 	}
 	var out []recordbatch.Batch
+	var sums []recordbatch.Summary
 	for b, err := range recordbatch.All(records) {
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// A leader takes dense batches from clients; a follower stores the
 		// leader's, which compaction may have thinned.
-		validate := b.Validate
-		if !leader {
-			validate = b.ValidateStored
-		}
-		if err := validate(); err != nil {
-			return nil, fmt.Errorf("batch %d: %w", len(out), err)
+		if leader {
+			sum, err := b.ValidateSummary()
+			if err != nil {
+				return nil, nil, fmt.Errorf("batch %d: %w", len(out), err)
+			}
+			sums = append(sums, sum)
+		} else if err := b.ValidateStored(); err != nil {
+			return nil, nil, fmt.Errorf("batch %d: %w", len(out), err)
 		}
 		out = append(out, b)
 	}
-	return out, nil
+	return out, sums, nil
 }
 
-func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, error) {
-	batches, err := splitBatches(records, leader)
+func (l *Log) append(records []byte, epoch int32, leader bool, maxHeaders int64) (AppendInfo, error) {
+	batches, sums, err := splitBatches(records, leader)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -102,11 +116,21 @@ func (l *Log) append(records []byte, epoch int32, leader bool) (AppendInfo, erro
 		if int64(len(records)) > cfg.SegmentBytes {
 			return AppendInfo{}, kerr.New(kerr.RecordListTooLarge, "%d bytes exceed segment.bytes %d", len(records), cfg.SegmentBytes)
 		}
-		if err := l.checkTimestamps(batches, cfg); err != nil {
+		if maxHeaders > 0 {
+			var n int64
+			for _, s := range sums {
+				n += s.Headers
+			}
+			if n > maxHeaders { // only a produce request bounds them: name its field
+				return AppendInfo{}, kerr.BadField(kerr.RecordListTooLarge, "record_batch",
+					"the batch's records hold %d record headers; produce.max.records.per.request is %d", n, maxHeaders)
+			}
+		}
+		if err := l.checkTimestamps(batches, sums, cfg); err != nil {
 			return AppendInfo{}, err
 		}
 		if cfg.Compacted() {
-			if err := checkKeys(batches); err != nil {
+			if err := checkKeys(sums); err != nil {
 				return AppendInfo{}, err
 			}
 		}
@@ -512,7 +536,7 @@ func (l *Log) retireOldSnapshots() []string {
 // checkTimestamps refuses CreateTime batches with a record timestamp too far
 // behind or ahead of the log's clock (KIP-937). LogAppendTime batches get the
 // broker's time, so their own timestamps do not matter.
-func (l *Log) checkTimestamps(batches []recordbatch.Batch, cfg Config) error {
+func (l *Log) checkTimestamps(batches []recordbatch.Batch, sums []recordbatch.Summary, cfg Config) error {
 	for i, b := range batches {
 		// Nothing stamps the broker's time into a producer's LogAppendTime
 		// batch: its maxTimestamp would skip the bounds below and become
@@ -532,7 +556,7 @@ func (l *Log) checkTimestamps(batches []recordbatch.Batch, cfg Config) error {
 		}
 		// Written so that no subtraction overflows: now >= 0 and both
 		// bounds are below math.MaxInt64 when checked.
-		if lo := b.MinTimestamp(); cfg.TimestampBeforeMaxMs != math.MaxInt64 && lo < now-cfg.TimestampBeforeMaxMs {
+		if lo := sums[i].MinTimestamp; cfg.TimestampBeforeMaxMs != math.MaxInt64 && lo < now-cfg.TimestampBeforeMaxMs {
 			return kerr.New(kerr.InvalidTimestamp, "batch %d: record timestamp %d is earlier than the broker's time %d minus message.timestamp.before.max.ms %d",
 				i, lo, now, cfg.TimestampBeforeMaxMs)
 		}
@@ -547,17 +571,10 @@ func (l *Log) checkTimestamps(batches []recordbatch.Batch, cfg Config) error {
 // checkKeys refuses records without a key, as Kafka does for a compacted
 // topic: the cleaner keeps the latest record per key, and a keyless one has
 // none.
-func checkKeys(batches []recordbatch.Batch) error {
-	for i, b := range batches {
-		n := 0
-		for r, err := range b.Records() {
-			if err != nil {
-				return err
-			}
-			if r.Key == nil {
-				return kerr.New(kerr.InvalidRecord, "batch %d, record %d has no key: a topic with cleanup.policy=compact needs one on every record", i, n)
-			}
-			n++
+func checkKeys(sums []recordbatch.Summary) error {
+	for i, s := range sums {
+		if s.Keyless >= 0 {
+			return kerr.New(kerr.InvalidRecord, "batch %d, record %d has no key: a topic with cleanup.policy=compact needs one on every record", i, s.Keyless)
 		}
 	}
 	return nil

@@ -154,6 +154,20 @@ func (c *LeaderEpochCache) EndOffsetFor(epoch int32, leo int64) (int32, int64) {
 	return c.entries[i-1].Epoch, c.entries[i].StartOffset
 }
 
+// EpochFor is the epoch in which offset was written, as Kafka's
+// LeaderEpochFileCache.epochForOffset answers it: that of the last entry
+// starting at or below offset, or UndefinedEpoch when none does.
+func (c *LeaderEpochCache) EpochFor(offset int64) int32 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	// i is the first entry starting after offset.
+	i, _ := slices.BinarySearchFunc(c.entries, offset+1, func(e EpochEntry, t int64) int { return cmpInt(e.StartOffset, t) })
+	if i == 0 {
+		return UndefinedEpoch
+	}
+	return c.entries[i-1].Epoch
+}
+
 // TruncateFromEnd drops every entry starting at or after endOffset, after
 // the log was truncated to endOffset.
 func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {

@@ -40,6 +40,28 @@ func TestEndOffsetFor(t *testing.T) {
 	}
 }
 
+// EpochFor answers ListOffsets' epoch for an offset, as Kafka's
+// epochForOffset: the epoch whose range holds it.
+func TestEpochFor(t *testing.T) {
+	c := NewLeaderEpochCache([]EpochEntry{{1, 5}, {3, 10}, {4, 10}, {7, 25}}, nil, nil)
+	for _, tc := range []struct {
+		offset int64
+		want   int32
+	}{
+		{0, UndefinedEpoch}, // below the first entry (the log start moved past it meanwhile)
+		{5, 1}, {9, 1},
+		{10, 4}, // epoch 3 holds no record: 4 starts where it did
+		{24, 4}, {25, 7}, {1000, 7},
+	} {
+		if got := c.EpochFor(tc.offset); got != tc.want {
+			t.Errorf("EpochFor(%d) = %d, want %d", tc.offset, got, tc.want)
+		}
+	}
+	if got := NewLeaderEpochCache(nil, nil, nil).EpochFor(0); got != UndefinedEpoch {
+		t.Errorf("empty cache: %d", got)
+	}
+}
+
 func TestAssign(t *testing.T) {
 	cases := []struct {
 		name    string

@@ -20,6 +20,10 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return l.epochs.EndOffsetFor(epoch, l.leo.Load())
 }
 
+// EpochForOffset is the leader epoch in which offset was written (see
+// LeaderEpochCache.EpochFor), or UndefinedEpoch.
+func (l *Log) EpochForOffset(offset int64) int32 { return l.epochs.EpochFor(offset) }
+
 // LatestEpoch is the newest leader epoch in the log, or UndefinedEpoch.
 func (l *Log) LatestEpoch() int32 { return l.epochs.LatestEpoch() }
 

@@ -104,15 +104,23 @@ func (l *Log) segmentIndex(offset int64) int {
 	return max(i-1, 0)
 }
 
+// TimestampOffset is a record OffsetForTimestamp found (Kafka's
+// TimestampAndOffset).
+type TimestampOffset struct {
+	Offset, Timestamp int64
+	// LeaderEpoch is the partition leader epoch of the record's batch.
+	LeaderEpoch int32
+}
+
 // OffsetForTimestamp finds the first record, below upperBound and at or
 // after the log start, whose timestamp is at least ts (for LogAppendTime
 // batches, the batch's timestamp counts for every record). It uses the time
 // index to skip ahead, then scans.
-func (l *Log) offsetForTimestamp(ts, upperBound int64) (offset, timestamp int64, found bool, err error) {
+func (l *Log) offsetForTimestamp(ts, upperBound int64) (TimestampOffset, bool, error) {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
 	if l.filesClosed {
-		return 0, 0, false, ErrClosed
+		return TimestampOffset{}, false, ErrClosed
 	}
 	start := l.logStart.Load()
 	bound := min(upperBound, l.leo.Load())
@@ -125,49 +133,50 @@ func (l *Log) offsetForTimestamp(ts, upperBound int64) (offset, timestamp int64,
 		}
 		from, err := s.timeLookup(ts)
 		if err != nil {
-			return 0, 0, false, err
+			return TimestampOffset{}, false, err
 		}
-		offset, timestamp, found, err = l.scanForTimestamp(s, max(from, start), start, bound, ts)
+		to, found, err := l.scanForTimestamp(s, max(from, start), start, bound, ts)
 		if err != nil || found {
-			return offset, timestamp, found, err
+			return to, found, err
 		}
 	}
-	return 0, 0, false, nil
+	return TimestampOffset{}, false, nil
 }
 
-func (l *Log) scanForTimestamp(s *segment, from, start, bound, ts int64) (offset, timestamp int64, found bool, err error) {
+func (l *Log) scanForTimestamp(s *segment, from, start, bound, ts int64) (TimestampOffset, bool, error) {
 	limit := s.size.Load()
 	pos, _, ok, err := findBatch(s, from, limit)
 	if err != nil || !ok {
-		return 0, 0, false, err
+		return TimestampOffset{}, false, err
 	}
 	r := newBatchReader(s.log, s.logPath, limit, headerWindow)
 	for pos < limit {
 		h, size, err := r.header(pos)
 		if err != nil {
-			return 0, 0, false, tornAsStorage(err, s.logPath)
+			return TimestampOffset{}, false, tornAsStorage(err, s.logPath)
 		}
 		if h.LastOffset() >= bound {
-			return 0, 0, false, nil
+			return TimestampOffset{}, false, nil
 		}
 		if h.LastOffset() >= start && h.MaxTimestamp() >= ts {
+			epoch := h.PartitionLeaderEpoch()
 			if h.TimestampType() == recordbatch.LogAppendTime {
-				return max(h.BaseOffset(), start), h.MaxTimestamp(), true, nil
+				return TimestampOffset{max(h.BaseOffset(), start), h.MaxTimestamp(), epoch}, true, nil
 			}
 			b, err := r.whole(pos, size)
 			if err != nil {
-				return 0, 0, false, tornAsStorage(err, s.logPath)
+				return TimestampOffset{}, false, tornAsStorage(err, s.logPath)
 			}
 			for rec, err := range b.Records() {
 				if err != nil {
-					return 0, 0, false, storageErr(err, "decoding batch at %s position %d", s.logPath, pos)
+					return TimestampOffset{}, false, storageErr(err, "decoding batch at %s position %d", s.logPath, pos)
 				}
 				if rec.Offset >= start && rec.Timestamp >= ts {
-					return rec.Offset, rec.Timestamp, true, nil
+					return TimestampOffset{rec.Offset, rec.Timestamp, epoch}, true, nil
 				}
 			}
 		}
 		pos += size
 	}
-	return 0, 0, false, nil
+	return TimestampOffset{}, false, nil
 }

@@ -24,9 +24,9 @@ func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64)
 }
 
 // OffsetForTimestamp: see offsetForTimestamp.
-func (l *Log) OffsetForTimestamp(ts, upperBound int64) (offset, timestamp int64, found bool, err error) {
-	offset, timestamp, found, err = l.offsetForTimestamp(ts, upperBound)
-	return offset, timestamp, found, l.note(err)
+func (l *Log) OffsetForTimestamp(ts, upperBound int64) (TimestampOffset, bool, error) {
+	to, found, err := l.offsetForTimestamp(ts, upperBound)
+	return to, found, l.note(err)
 }
 
 // DeleteOldSegments: see deleteOldSegments.

@@ -45,7 +45,8 @@ func TestOffsetForTimestamp(t *testing.T) {
 	for _, ts := range []int64{0, 90, 91, 101, 102, 103, 150, 199, 201, 399, 400, 702, 999, 1001, 1199, 2052, 2999, 3002, 4001, 5002, 5003, 99999} {
 		for _, bound := range []int64{leo, leo - 3, 30} {
 			wo, wt, wf := expect(ts, bound)
-			o, gt, f, err := l.OffsetForTimestamp(ts, bound)
+			to, f, err := l.OffsetForTimestamp(ts, bound)
+			o, gt := to.Offset, to.Timestamp
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,9 +65,9 @@ func TestOffsetForTimestampRespectsLogStart(t *testing.T) {
 	if err := l.AdvanceLogStartOffset(7, l.LogEndOffset()); err != nil {
 		t.Fatal(err)
 	}
-	o, ts, f, err := l.OffsetForTimestamp(0, l.LogEndOffset())
-	if err != nil || !f || o != 7 || ts != 201 {
-		t.Fatalf("got %d@%d %v %v, want 7@201", o, ts, f, err)
+	to, f, err := l.OffsetForTimestamp(0, l.LogEndOffset())
+	if err != nil || !f || to.Offset != 7 || to.Timestamp != 201 {
+		t.Fatalf("got %+v %v %v, want 7@201", to, f, err)
 	}
 }
 
@@ -85,8 +86,31 @@ func TestOffsetForTimestampLogAppendTime(t *testing.T) {
 	if _, err := l.AppendAsFollower(b); err != nil {
 		t.Fatal(err)
 	}
-	o, ts, f, _ := l.OffsetForTimestamp(100, l.LogEndOffset())
-	if !f || o != 2 || ts != 500 {
-		t.Fatalf("got %d@%d %v, want 2@500", o, ts, f)
+	to, f, _ := l.OffsetForTimestamp(100, l.LogEndOffset())
+	if !f || to.Offset != 2 || to.Timestamp != 500 {
+		t.Fatalf("got %+v %v, want 2@500", to, f)
+	}
+}
+
+// A record found by timestamp answers the leader epoch of its batch, and
+// an offset the epoch it was written in (ListOffsets, as Kafka).
+func TestOffsetForTimestampAnswersTheBatchEpoch(t *testing.T) {
+	l := openLog(t, newMem(t), smallConfig(), newClock())
+	appendLeader(t, l, plain(2, 10, 100), 0)
+	appendLeader(t, l, plain(2, 10, 200), 3)
+	for _, tc := range []struct {
+		ts    int64
+		off   int64
+		epoch int32
+	}{{0, 0, 0}, {101, 1, 0}, {150, 2, 3}, {201, 3, 3}} {
+		to, found, err := l.OffsetForTimestamp(tc.ts, l.LogEndOffset())
+		if err != nil || !found || to.Offset != tc.off || to.LeaderEpoch != tc.epoch {
+			t.Fatalf("OffsetForTimestamp(%d) = %+v %v %v, want offset %d in epoch %d", tc.ts, to, found, err, tc.off, tc.epoch)
+		}
+	}
+	for off, want := range map[int64]int32{0: 0, 1: 0, 2: 3, 3: 3} {
+		if got := l.EpochForOffset(off); got != want {
+			t.Fatalf("EpochForOffset(%d) = %d, want %d", off, got, want)
+		}
 	}
 }

@@ -184,16 +184,21 @@ func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpo
 		}
 		return nil
 	}
+	// As Kafka: the epoch an offset was written in, from the leader-epoch
+	// cache for the log start and from the batch for a timestamp's record,
+	// so a consumer that resets there checks its log against the right
+	// epoch (KIP-320); latest is the current epoch, and no record none.
 	switch spec {
 	case OffsetEarliest:
-		return r.log.LogStartOffset(), -1, epoch, nil
+		start := r.log.LogStartOffset()
+		return start, -1, r.log.EpochForOffset(start), nil
 	case OffsetLatest:
 		if err := lagging(); err != nil {
 			return 0, 0, 0, err
 		}
 		return hw, -1, epoch, nil
 	case OffsetTimestamp:
-		off, t, found, err := r.log.OffsetForTimestamp(ts, hw)
+		to, found, err := r.log.OffsetForTimestamp(ts, hw)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -201,9 +206,9 @@ func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpo
 			if err := lagging(); err != nil {
 				return 0, 0, 0, err
 			}
-			return -1, -1, epoch, nil
+			return -1, -1, -1, nil
 		}
-		return off, t, epoch, nil
+		return to.Offset, to.Timestamp, to.LeaderEpoch, nil
 	}
 	return 0, 0, 0, kerr.BadField(kerr.InvalidRequest, "spec", "must be EARLIEST, LATEST or TIMESTAMP")
 }

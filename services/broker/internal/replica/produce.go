@@ -12,7 +12,8 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
-// DefaultProduceTimeout bounds an acks=all wait when the request gives none.
+// DefaultProduceTimeout bounds an acks=all wait when a gRPC request gives
+// none (timeout_ms 0).
 const DefaultProduceTimeout = 30 * time.Second
 
 // ProduceResult is a leader's answer to a produce.
@@ -26,7 +27,9 @@ type ProduceResult struct {
 }
 
 // Produce appends one record batch (in the log's format) on the leader and,
-// for acks=-1, waits until the high watermark covers it (F15–F17).
+// for acks=-1, waits until the high watermark covers it (F15–F17), for at
+// most timeout: 0 does not wait, as Kafka's timeout 0, and answers
+// REQUEST_TIMED_OUT unless the ISR already holds the batch.
 func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (res ProduceResult, err error) {
 	start := m.now()
 	defer func() {
@@ -125,7 +128,9 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 		return ProduceResult{}, err
 	}
 	epoch := r.state.LeaderEpoch()
-	info, err := r.log.AppendAsLeader(batch, epoch)
+	// Record headers count against produce.max.records.per.request as
+	// structured ones do (a group coordinator's records carry none).
+	info, err := r.log.AppendAsLeaderWithin(batch, epoch, int64(m.BrokerConfig().ProduceMaxRecordsPerRequest))
 	if err != nil {
 		r.mu.Unlock()
 		return ProduceResult{}, err
@@ -151,9 +156,6 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 		// broker that has since lost its lease.
 		return res, m.fence().Err
 	}
-	if timeout <= 0 {
-		timeout = DefaultProduceTimeout
-	}
 	return res, m.awaitCommit(ctx, r, epoch, info.LastOffset+1, timeout)
 }
 
@@ -176,8 +178,12 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 	defer r.hwWaiters.remove(w)
 	m.metrics.parkedProd.Add(1)
 	defer m.metrics.parkedProd.Add(-1)
-	timer := m.clock.NewTimer(timeout)
-	defer timer.Stop()
+	var expired <-chan time.Time // nil with no wait: the check below answers
+	if timeout > 0 {
+		timer := m.clock.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C()
+	}
 	start := m.now()
 	for {
 		r.mu.Lock()
@@ -220,9 +226,12 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 			}
 			return m.withLeaderHint(r.tp, err)
 		}
+		if timeout <= 0 {
+			return kerr.New(kerr.RequestTimedOut, "%s-%d: high watermark %d has not reached %d, and the request's timeout is 0", r.tp.Topic, r.tp.Partition, hw, required)
+		}
 		select {
 		case <-w.ch:
-		case <-timer.C():
+		case <-expired:
 			return kerr.New(kerr.RequestTimedOut, "%s-%d: high watermark %d did not reach %d within %s", r.tp.Topic, r.tp.Partition, hw, required, timeout)
 		case <-ctx.Done():
 			return ctx.Err()

@@ -98,6 +98,32 @@ func TestProduceNotEnoughReplicasAfterAppend(t *testing.T) {
 	}
 }
 
+// A timeout of 0 does not wait (Kafka's): acks=-1 is answered at once,
+// REQUEST_TIMED_OUT with the ISR behind (the records stay appended), and
+// success when the leader is the whole ISR.
+func TestProduceTimeoutZeroDoesNotWait(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, nil)
+	produce := func() <-chan produceOutcome {
+		out := make(chan produceOutcome, 1)
+		go func() {
+			res, err := e.m.Produce(t.Context(), tp0, -1, batch("a"), 0)
+			out <- produceOutcome{res, err}
+		}()
+		return out
+	}
+	if o := e.result(produce()); kerr.CodeOf(o.err) != kerr.RequestTimedOut {
+		t.Fatalf("ISR behind: %+v %v, want REQUEST_TIMED_OUT", o.res, o.err)
+	}
+	if leo := e.replica().Log().LogEndOffset(); leo != 1 {
+		t.Fatalf("LEO %d, want 1: the records are appended", leo)
+	}
+	e.state(1, 2, 2, []int32{1}, nil)
+	if o := e.result(produce()); o.err != nil || o.res.BaseOffset != 1 {
+		t.Fatalf("leader alone in the ISR: %+v %v, want offset 1", o.res, o.err)
+	}
+}
+
 // A produce refused before the append (ISR below min.insync.replicas)
 // writes nothing.
 func TestProduceNotEnoughReplicasWritesNothing(t *testing.T) {

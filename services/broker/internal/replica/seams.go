@@ -21,12 +21,15 @@ import (
 
 // Log is the part of a partition log (logstore.Log) the manager uses.
 type Log interface {
-	AppendAsLeader(records []byte, leaderEpoch int32) (logstore.AppendInfo, error)
+	// AppendAsLeaderWithin bounds the record headers of the batches too.
+	AppendAsLeaderWithin(records []byte, leaderEpoch int32, maxHeaders int64) (logstore.AppendInfo, error)
 	AppendAsFollower(records []byte) (logstore.AppendInfo, error)
 	Read(offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
 	// ReadInto is Read into buf when its capacity suffices (pooled buffers).
 	ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
-	OffsetForTimestamp(ts, upperBound int64) (offset, timestamp int64, found bool, err error)
+	OffsetForTimestamp(ts, upperBound int64) (logstore.TimestampOffset, bool, error)
+	// EpochForOffset is the leader epoch offset was written in.
+	EpochForOffset(offset int64) int32
 	LogEndOffset() int64
 	LogStartOffset() int64
 	AdvanceLogStartOffset(offset, hw int64) error
