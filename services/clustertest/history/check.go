@@ -34,6 +34,11 @@ const (
 	// NotLinearizable: porcupine found no order of the partition's produces
 	// and reads that an append-only log explains.
 	NotLinearizable Kind = "not-linearizable"
+	// ReusedValue: two produce attempts wrote the same value. Every check
+	// finds a record by its value, so a reused one makes their verdicts
+	// meaningless (a read of one attempt's record judged against the
+	// other's times): the workload's fault, reported as such.
+	ReusedValue Kind = "reused-value"
 )
 
 // Options say what the run promised and how to check it.
@@ -197,6 +202,12 @@ func Check(h History, final Final, opts Options) Report {
 	slices.SortStableFunc(c.events, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	for i := range c.h.Produces {
 		p := &c.h.Produces[i]
+		if first, ok := c.producedBy[p.Value]; ok {
+			c.add(Violation{Kind: ReusedValue, TP: p.TP, Offset: -1, At: p.Start,
+				Message: fmt.Sprintf("%q written by two attempts: the workload must write each value once", p.Value),
+				Records: []string{first.String(), p.String()}})
+			continue
+		}
 		c.producedBy[p.Value] = p
 	}
 	for _, ps := range final.Partitions {

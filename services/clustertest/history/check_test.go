@@ -100,6 +100,17 @@ func TestCleanHistoryPasses(t *testing.T) {
 	}
 }
 
+// A workload that writes one value twice is refused: every verdict finds
+// records by value.
+func TestAReusedValueIsReported(t *testing.T) {
+	b := clean()
+	b.produce(tpA, -1, "v1", 3000, 3010, Failed, -1)
+	r := Check(b.h, final(whole(tpA, "v0", "v1", "v2")), durableA)
+	if r.Count(ReusedValue) != 1 || !strings.Contains(r.String(), `"v1" written by two attempts`) {
+		t.Fatalf("reused value: %s", r)
+	}
+}
+
 func TestLostAckedWrite(t *testing.T) {
 	b := clean()
 	// v2 acknowledged at 2 is gone: the final log ends at 2.

@@ -36,6 +36,9 @@ type workload struct {
 	schedDone           chan struct{}
 
 	probesRead sync.Map // probe value → struct{}: the readers consumed it (see probeServing)
+	// drives numbers drive's rounds: a value is written once per run, or
+	// the checker matches a read of one round's write to another's.
+	drives atomic.Int64
 }
 
 // window bounds the records in flight per partition.
@@ -171,6 +174,7 @@ func (w *workload) produceSome(tp history.TP, n int, tag string) {
 // acked (one slot) hears of each acknowledgement.
 func (w *workload) drive(tp history.TP, stop <-chan struct{}, acked chan<- struct{}) {
 	slots := make(chan struct{}, window)
+	round := w.drives.Add(1)
 	for seq := 0; ; seq++ {
 		select {
 		case <-stop:
@@ -179,7 +183,7 @@ func (w *workload) drive(tp history.TP, stop <-chan struct{}, acked chan<- struc
 			return
 		case slots <- struct{}{}:
 		}
-		w.produceSaying(w.plain, plainProducer, false, history.AcksLeader, tp, fmt.Sprintf("%s/%s/fence-%d", tp, plainProducer, seq), func(ok bool) {
+		w.produceSaying(w.plain, plainProducer, false, history.AcksLeader, tp, fmt.Sprintf("%s/%s/fence%d-%d", tp, plainProducer, round, seq), func(ok bool) {
 			<-slots
 			if ok {
 				select {
