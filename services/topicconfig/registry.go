@@ -63,7 +63,7 @@ var defs = []Def{
 		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.FlushMessages })},
 	{Name: "flush.ms", BrokerName: "log.flush.interval.ms", TopicLevel: true, Dynamic: true,
 		Type: TypeLong, Default: maxLong, Min: 0,
-		Doc:      "Force an fsync when unflushed data is this old; the default leaves durability to replication.",
+		Doc:      "Force an fsync when unflushed data is this old (0: at every check, once a second); the default leaves durability to replication.",
 		setTopic: tInt64(func(c *TopicConfig) *int64 { return &c.FlushMs })},
 	{Name: "preallocate", BrokerName: "log.preallocate", TopicLevel: true, Dynamic: true,
 		Type: TypeBool, Default: "false",

@@ -355,8 +355,10 @@ func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
 	if tc.FlushMessages > 0 && tc.FlushMessages < 1<<62 {
 		c.FlushMessages = tc.FlushMessages
 	}
-	if tc.FlushMs > 0 && tc.FlushMs < 1<<40 {
-		c.FlushInterval = time.Duration(tc.FlushMs) * time.Millisecond
+	if tc.FlushMs >= 0 && tc.FlushMs < 1<<40 {
+		// flush.ms=0 flushes whatever is unflushed at every check (1 s), as
+		// Kafka's flush scheduler does; the log store reads 0 as never.
+		c.FlushInterval = max(time.Duration(tc.FlushMs)*time.Millisecond, time.Nanosecond)
 	}
 	c.FsyncEveryAppend = m.BrokerConfig().LogFlushFsyncEveryAppend
 	c.FollowerCachedBytes = -1 // log.follower.cached.bytes -1 or 0: keep every page

@@ -39,3 +39,22 @@ func TestOneRefusedLogValueBlocksEveryLaterConfigChange(t *testing.T) {
 		t.Fatalf("retention.ms changed to 60000 but the log's retention is %v", got)
 	}
 }
+
+// flush.ms=0 asks for every record to be flushed at the next check, as
+// Kafka's flush scheduler does; it must not turn into "never flush", which
+// is what the log store reads an interval of 0 as.
+func TestFlushMsZeroFlushesAtEveryCheck(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2, 3}, map[string]string{"flush.ms": "0"})
+	r, ok := e.m.Replica(tp0)
+	if !ok {
+		t.Fatal("not hosted")
+	}
+	if got := r.Log().Config().FlushInterval; got <= 0 {
+		t.Fatalf("flush.ms=0 gave the log a flush interval of %v: never flushed", got)
+	}
+	e.configUpdate(map[string]map[string]string{tp0.Topic: {"flush.ms": "250"}}, nil)
+	if got := r.Log().Config().FlushInterval; got != 250*time.Millisecond {
+		t.Fatalf("flush.ms=250: interval %v", got)
+	}
+}
