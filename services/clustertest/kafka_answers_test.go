@@ -136,3 +136,61 @@ func TestProduceBeforeV7RefusesZstd(t *testing.T) {
 		t.Fatalf("a zstd batch at Produce v6: error %d, base offset %d; want UNSUPPORTED_COMPRESSION_TYPE (76)", rp.ErrorCode, rp.BaseOffset)
 	}
 }
+
+// Kafka answers a batch the producer state refuses (UNKNOWN_PRODUCER_ID,
+// OUT_OF_ORDER_SEQUENCE_NUMBER) with the partition's log start
+// (ReplicaManager.processFailedRecord): an idempotent producer compares it
+// with its last acknowledged offset to tell state dropped with deleted
+// records from a lost write (KIP-360). Kafka's Java producer resends the
+// same batch, sequence unchanged, while it reads -1 there, until
+// delivery.timeout.ms fails it; kgo reports data loss.
+func TestProduceRefusedByProducerStateCarriesLogStartOffset(t *testing.T) {
+	c := Start(t, Options{Brokers: 1, Kafka: true})
+	cl := c.kafkaClient()
+	c.kafkaCreate(kadm.NewClient(cl), "idem", 1, 1, nil)
+	send := func(records []byte) kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		resp, err := cl.Broker(1).Request(ctxFor(t, 10*time.Second), produceRequest(9, "idem", records))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	}
+	idem := func(seq int32) []byte {
+		var b recordbatch.Builder
+		b.Append(recordbatch.Record{Timestamp: time.Now().UnixMilli(), Value: []byte("i")})
+		return b.Build(4242, 0, seq)
+	}
+	if rp := send(batchOf(3)); rp.ErrorCode != 0 {
+		t.Fatalf("plain batch: error %d", rp.ErrorCode)
+	}
+	type startable interface {
+		AdvanceLogStartOffset(offset, hw int64) error
+		LogStartOffset() int64
+	}
+	var lg startable
+	for _, r := range c.Broker(1).Replicas().Replicas() {
+		if r.TP().Topic == "idem" {
+			lg = r.Log().(startable)
+		}
+	}
+	if lg == nil {
+		t.Fatal("broker 1 does not host the partition")
+	}
+	// As DeleteRecords would: the log starts at 2 now.
+	if err := lg.AdvanceLogStartOffset(2, 3); err != nil {
+		t.Fatal(err)
+	}
+	check := func(rp kmsg.ProduceResponseTopicPartition, want kerr.Code) {
+		t.Helper()
+		if rp.ErrorCode != int16(want) || rp.LogStartOffset != lg.LogStartOffset() {
+			t.Fatalf("error %s, log_start_offset %d; want %s with the log start %d",
+				kerr.Code(rp.ErrorCode), rp.LogStartOffset, want, lg.LogStartOffset())
+		}
+	}
+	check(send(idem(7)), kerr.UnknownProducerID)
+	if rp := send(idem(0)); rp.ErrorCode != 0 {
+		t.Fatalf("first idempotent batch: error %d", rp.ErrorCode)
+	}
+	check(send(idem(5)), kerr.OutOfOrderSequenceNumber)
+}

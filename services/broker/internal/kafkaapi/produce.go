@@ -162,10 +162,28 @@ func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 	}
 	gresp, err := s.opts.Broker.ProduceWaiting(ctx, greq, time.Duration(timeout)*time.Millisecond)
 	if err != nil {
-		return fail(err)
+		ms := fail(err)
+		rp.LogStartOffset = s.logStartOnRefusal(topic, p.Partition, err)
+		return ms
 	}
 	// LogAppendTime stays -1: tidemark's topics keep the producer's
 	// CreateTime, and Kafka answers -1 for those.
 	rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = gresp.GetBaseOffset(), -1, gresp.GetLogStartOffset()
 	return gresp.GetThrottleTimeMs()
+}
+
+// logStartOnRefusal is the log_start_offset of a batch the producer state
+// refused, as Kafka's processFailedRecord gives it: an idempotent producer
+// compares it with its last acknowledged offset to tell state dropped with
+// deleted records from a lost write (KIP-360). With -1 Kafka's Java
+// producer resends the batch, sequence unchanged, until its delivery
+// timeout; kgo reports data loss.
+func (s *Server) logStartOnRefusal(topic string, partition int32, err error) int64 {
+	switch kerr.Code(code(err)) {
+	case kerr.UnknownProducerID, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch:
+		if r, ok := s.opts.RM.Replica(replica.TP{Topic: topic, Partition: partition}); ok {
+			return r.Log().LogStartOffset()
+		}
+	}
+	return -1
 }

@@ -286,8 +286,7 @@ func (l *Log) flushInBackgroundLocked(offset int64) {
 
 // flushAndCheckpointInBackgroundLocked is flushInBackgroundLocked followed
 // by a checkpoint of the recovery points (PersistRecoveryPoints), for a
-// roll whose snapshot must be trusted by the next load before the
-// periodic checkpoint.
+// roll whose snapshot is the only one left and must be durable at once.
 func (l *Log) flushAndCheckpointInBackgroundLocked(offset int64) {
 	l.bg.Add(1)
 	go func() {

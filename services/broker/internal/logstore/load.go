@@ -165,8 +165,13 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 	if err := l.loadEpochs(epochEntries, epochFound); err != nil {
 		return segs, err
 	}
-	trusted := l.recoveryPoint.Load()
-	if err := l.loadProducers(trusted); err != nil {
+	// A snapshot at or below the recovered LEO covers batches that are all
+	// still in the log (a torn one fails its CRC), so it is used as Kafka's
+	// rebuildProducerState uses it, not only one at or below the
+	// checkpointed recovery point: that lags the rolls by up to a
+	// checkpoint interval, and the older snapshots are pruned, so the
+	// producers retention kept (in no batch left) would be forgotten.
+	if err := l.loadProducers(leo); err != nil {
 		return segs, err
 	}
 	return segs, nil
@@ -515,8 +520,9 @@ func (l *Log) loadEpochs(entries []EpochEntry, found bool) error {
 }
 
 // loadProducers rebuilds the producer table from the newest usable snapshot
-// at or below trusted, then replays later batches. Snapshots beyond the log
-// end are deleted; unreadable ones are deleted with a warning.
+// at or below trusted (the LEO), then replays later batches. Snapshots
+// beyond the log end are deleted; unreadable ones are deleted with a
+// warning.
 func (l *Log) loadProducers(trusted int64) error {
 	snaps, err := listSnapshots(l.fs, l.dir)
 	if err != nil {
@@ -564,6 +570,16 @@ func (l *Log) loadProducers(trusted int64) error {
 	}
 	if err := l.walkLog(from, leo, ps.apply); err != nil {
 		return err
+	}
+	// A producer none of whose batches is left in the log (retention kept
+	// it) is untouched by a truncation, which never cuts below the first
+	// segment; rebuilt from there, below every snapshot left (the two
+	// newest), the table would forget it. At loading the table is empty.
+	first := l.segments()[0].base
+	for pid, e := range l.producers.producers {
+		if _, ok := ps.producers[pid]; !ok && e.lastOffset() < first {
+			ps.producers[pid] = e
+		}
 	}
 	l.producers = ps
 	return nil

@@ -353,3 +353,99 @@ func TestRetentionEmptyingALogCheckpointsItsRecoveryPoint(t *testing.T) {
 		t.Fatalf("the producer was forgotten across the crash: its retry was written again at %d (LEO %d -> %d)", info.FirstOffset, leo, l2.LogEndOffset())
 	}
 }
+
+// A process that dies (kill -9) shortly after rolls leaves its newest
+// producer snapshots above the recovery point last checkpointed (the
+// periodic checkpoint is up to a minute behind the flushes), and older ones
+// are pruned. Loading takes the newest snapshot at or below the recovered
+// log end, as Kafka's does: the producers retention kept are in it, and a
+// retry of such a producer's last batch is still a duplicate. Trusting only
+// snapshots at or below the checkpointed recovery point rebuilt the table
+// from the log start and wrote the retry twice.
+func TestRetentionKeptProducersSurviveACrashSoonAfterRolls(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	fsys := newMem(t)
+	l := openLog(t, fsys, cfg, clk)
+	first := appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	now := clk.Now().UnixMilli()
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
+	}
+	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() <= first.LastOffset {
+		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
+	}
+	l.bg.Wait()
+	rp := l.RecoveryPoint() // the last periodic checkpoint
+	// Two more rolls: both snapshots left are above rp.
+	for n := len(l.segments()); len(l.segments()) < n+2; {
+		appendLeader(t, l, plain(3, 40, now+100), 0)
+	}
+	l.bg.Wait()
+	if snaps, _ := listSnapshots(fsys, testDir); len(snaps) == 0 || snaps[0] <= rp {
+		t.Fatalf("setup: snapshots %v, want all above the checkpointed recovery point %d", snaps, rp)
+	}
+	leo, start := l.LogEndOffset(), l.LogStartOffset()
+	l.Abandon()
+	again := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp, LogStartOffset: start})
+	info, err := again.AppendAsLeader(idem(7, 0, 0, 2).build(), 0)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !info.Duplicate || again.LogEndOffset() != leo {
+		t.Fatalf("after the crash (recovery point %d, LEO %d) the retry was written again at %d", rp, leo, info.FirstOffset)
+	}
+}
+
+// A follower's truncation below both snapshots left (the two newest are
+// kept) rebuilds the producer table from the log start. A producer whose
+// batches retention deleted is in no batch the rebuild reads, and no
+// truncation can remove its state: it stays, and a retry of its last batch
+// on this replica, leader after the failover, is still a duplicate.
+func TestTruncationBelowEverySnapshotKeepsProducersRetentionKept(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	l := openLog(t, newMem(t), cfg, clk)
+	first := appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	now := clk.Now().UnixMilli()
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
+	}
+	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() <= first.LastOffset {
+		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
+	}
+	for n := len(l.segments()); len(l.segments()) < n+3; {
+		appendLeader(t, l, plain(3, 40, now+100), 0)
+	}
+	l.bg.Wait()
+	snaps, _ := listSnapshots(l.fs, testDir)
+	cut := snaps[0] - 1
+	if cut < l.LogStartOffset() {
+		t.Fatalf("setup: snapshots %v, log start %d", snaps, l.LogStartOffset())
+	}
+	leo, err := l.TruncateTo(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.AppendAsLeader(idem(7, 0, 0, 2).build(), 1)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !info.Duplicate || l.LogEndOffset() != leo {
+		t.Fatalf("after a truncation to %d (snapshots %v) the retry was written again at %d", cut, snaps, info.FirstOffset)
+	}
+}

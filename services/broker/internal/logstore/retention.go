@@ -65,11 +65,10 @@ func (l *Log) deleteOldSegments(hw int64) (int, error) {
 			return 0, err
 		}
 		// The recovery point follows to the new segment, whose snapshot
-		// is the only one left (the old ones go with the log start), and
-		// is checkpointed at once: loading trusts only snapshots at or
-		// below the checkpointed recovery point, so a crash before the
-		// periodic checkpoint recovered from below every snapshot and
-		// forgot the producers retention keeps.
+		// is the only one left (the old ones go with the log start): the
+		// flush makes it durable, or a power loss could take it and the
+		// producers retention keeps with it. The recovery points are
+		// checkpointed at once too, not up to a minute later.
 		l.flushAndCheckpointInBackgroundLocked(leo)
 	}
 	return n, l.deleteLeadingLocked(n)
