@@ -47,13 +47,14 @@ func TestKafkaListenerFlagsParseAndBadOnesAreNamed(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	cfg.AddFlags(fs)
 	err := config.Parse(fs, []string{"--plaintext", "--kafka.listen=127.0.0.1:29092", "--kafka.advertised.address=broker-1:29092",
-		"--kafka.socket.request.max.bytes=1048576", "--kafka.max.in.flight.requests.per.connection=8", "--kafka.connections.max.idle=1m"},
+		"--kafka.socket.request.max.bytes=1048576", "--kafka.max.in.flight.requests.per.connection=8", "--kafka.connections.max.idle=1m",
+		"--kafka.max.queued.answer.bytes=1048576"},
 		func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l := cfg.KafkaLimits; cfg.KafkaListen != "127.0.0.1:29092" || cfg.KafkaAdvertised != "broker-1:29092" ||
-		l.MaxRequestBytes != 1<<20 || l.MaxInFlight != 8 || l.IdleTimeout.Minutes() != 1 {
+		l.MaxRequestBytes != 1<<20 || l.MaxInFlight != 8 || l.IdleTimeout.Minutes() != 1 || l.MaxQueuedAnswerBytes != 1<<20 {
 		t.Fatalf("parsed %q %q %+v", cfg.KafkaListen, cfg.KafkaAdvertised, l)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -64,6 +65,7 @@ func TestKafkaListenerFlagsParseAndBadOnesAreNamed(t *testing.T) {
 		"kafka.advertised.address":       func(c *broker.Config) { c.KafkaListen, c.KafkaAdvertised = "", "b:1" },
 		"kafka.socket.request.max.bytes": func(c *broker.Config) { c.KafkaListen, c.KafkaLimits.MaxRequestBytes = ":1", 10 },
 		"kafka.connections.max.idle":     func(c *broker.Config) { c.KafkaListen, c.KafkaLimits.IdleTimeout = ":1", 1 },
+		"kafka.max.queued.answer.bytes":  func(c *broker.Config) { c.KafkaListen, c.KafkaLimits.MaxQueuedAnswerBytes = ":1", 100 },
 	} {
 		c := broker.DefaultConfig()
 		c.TLS = tlsconf.Plain()

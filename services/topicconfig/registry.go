@@ -291,7 +291,7 @@ var defs = []Def{
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.QuotaWindowNum })},
 	{Name: "quota.window.size.seconds", BrokerName: "quota.window.size.seconds",
 		Type: TypeInt, Default: "1", Min: 1,
-		Doc:       "Length of one byte-rate sample; the longest throttle is quota.window.num samples.",
+		Doc:       "Length of one byte-rate sample; the longest throttle is quota.window.num samples, and at most 2^31-1 ms (what throttle_time_ms carries).",
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.QuotaWindowSizeSeconds })},
 }
 

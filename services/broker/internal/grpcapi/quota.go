@@ -23,7 +23,7 @@ func (b *Broker) throttle(ctx context.Context, kind quota.Kind, n int) int32 {
 		return 0
 	}
 	wait(ctx, d)
-	return int32(max(d.Milliseconds(), 1))
+	return quota.Millis(d)
 }
 
 // fetchThrottle waits out what the caller owes for earlier fetches over its
@@ -40,7 +40,7 @@ func (b *Broker) fetchThrottle(ctx context.Context) int32 {
 		return 0
 	}
 	wait(ctx, d)
-	return int32(max(d.Milliseconds(), 1))
+	return quota.Millis(d)
 }
 
 // fetchRecorded counts a fetch's bytes against the caller's consumer quota
@@ -54,7 +54,7 @@ func (b *Broker) fetchRecorded(ctx context.Context, n int) int32 {
 	if d <= 0 {
 		return 0
 	}
-	return int32(max(d.Milliseconds(), 1))
+	return quota.Millis(d)
 }
 
 func wait(ctx context.Context, d time.Duration) {

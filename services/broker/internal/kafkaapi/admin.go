@@ -9,6 +9,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/kerr"
 )
 
 // Controller-only requests (topics, configs, elections) are forwarded to the
@@ -39,12 +40,23 @@ func (s *Server) admin(ctx context.Context, askedMs int32) (adminv1.AdminService
 }
 
 // handleCreateTopics forwards CreateTopics. -1 partitions or replication
-// factor mean the cluster's defaults, as 0 does in tidemark's request.
+// factor mean the cluster's defaults, as 0 does in tidemark's request; any
+// other count below 1 is refused here, as Kafka does, not taken as the
+// default.
 func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	greq := &adminv1.CreateTopicsRequest{ValidateOnly: req.ValidateOnly, TimeoutMs: req.TimeoutMillis}
+	var refused []kmsg.CreateTopicsResponseTopic
+	forwarded := req.Topics[:0:0]
 	for _, t := range req.Topics {
+		if err := checkTopicCounts(t); err != nil {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code(err), message(err)
+			refused = append(refused, rt)
+			continue
+		}
+		forwarded = append(forwarded, t)
 		spec := &adminv1.TopicSpec{Name: t.Topic, NumPartitions: max(t.NumPartitions, 0), ReplicationFactor: int32(max(t.ReplicationFactor, 0))}
 		for _, a := range t.ReplicaAssignment {
 			spec.Assignments = append(spec.Assignments, &adminv1.ReplicaAssignment{Partition: a.Partition, Replicas: a.Replicas})
@@ -59,8 +71,12 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 		}
 		greq.Topics = append(greq.Topics, spec)
 	}
+	resp.Topics = refused
+	if len(greq.Topics) == 0 {
+		return resp
+	}
 	fail := func(err error) kmsg.Response {
-		for _, t := range req.Topics {
+		for _, t := range forwarded {
 			rt := kmsg.NewCreateTopicsResponseTopic()
 			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code(err), message(err)
 			resp.Topics = append(resp.Topics, rt)
@@ -92,6 +108,19 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// checkTopicCounts refuses what Kafka refuses in a topic's counts: -1 is
+// the cluster's default and anything else must be at least 1
+// (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR).
+func checkTopicCounts(t kmsg.CreateTopicsRequestTopic) error {
+	if n := t.NumPartitions; n != -1 && n < 1 {
+		return kerr.BadField(kerr.InvalidPartitions, "num_partitions", "%d is not a partition count: -1 for the default or at least 1", n)
+	}
+	if n := t.ReplicationFactor; n != -1 && n < 1 {
+		return kerr.BadField(kerr.InvalidReplicationFactor, "replication_factor", "%d is not a replication factor: -1 for the default or at least 1", n)
+	}
+	return nil
 }
 
 // handleDeleteTopics forwards DeleteTopics (by name; ids from v6 on are not

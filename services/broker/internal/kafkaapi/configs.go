@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -23,6 +24,16 @@ func configResource(typ int8, name string) (*adminv1.ConfigResource, error) {
 		return &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, Name: name}, nil
 	}
 	return nil, kerr.BadField(kerr.InvalidRequest, "resource_type", "%d is not a topic (2) or a broker (4)", typ)
+}
+
+func resourceKind(typ int8) string {
+	switch typ {
+	case resourceTopic:
+		return "topic"
+	case resourceBroker:
+		return "broker"
+	}
+	return fmt.Sprintf("resource of type %d", typ)
 }
 
 // configSource is Kafka's DescribeConfigs source for tidemark's.
@@ -103,14 +114,29 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 
 // handleIncrementalAlterConfigs forwards SET and DELETE operations; APPEND
 // and SUBTRACT (list configs) are refused with INVALID_REQUEST: tidemark's
-// configs hold single values.
+// configs hold single values. As in Kafka, a resource named twice in one
+// request is refused wherever it appears, and so is a resource naming a
+// key twice or a SET without a value (all INVALID_REQUEST): each resource
+// is forwarded alone, so a duplicate would be applied twice, in an order
+// the client cannot rely on.
 func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	type resourceID struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	named := map[resourceID]int{}
+	for _, r := range req.Resources {
+		named[resourceID{r.ResourceType, r.ResourceName}]++
+	}
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		if err := s.alterConfigs(ctx, req.ValidateOnly, r); err != nil {
+		if named[resourceID{r.ResourceType, r.ResourceName}] > 1 {
+			err := kerr.New(kerr.InvalidRequest, "%s %q appears more than once in the request: each resource must appear at most once", resourceKind(int8(r.ResourceType)), r.ResourceName)
+			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
+		} else if err := s.alterConfigs(ctx, req.ValidateOnly, r); err != nil {
 			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
 		}
 		resp.Resources = append(resp.Resources, rr)
@@ -124,14 +150,22 @@ func (s *Server) alterConfigs(ctx context.Context, validateOnly bool, r kmsg.Inc
 		return err
 	}
 	ar := &adminv1.AlterConfigsResource{Resource: res}
+	seen := make(map[string]bool, len(r.Configs))
 	for _, c := range r.Configs {
+		if seen[c.Name] {
+			return kerr.BadField(kerr.InvalidRequest, c.Name, "duplicate key: a resource may name each config once")
+		}
+		seen[c.Name] = true
 		op := &adminv1.ConfigOp{Name: c.Name}
 		switch c.Op {
 		case 0:
 			op.Op = adminv1.ConfigOpType_CONFIG_OP_TYPE_SET
-			if c.Value != nil {
-				op.Value = *c.Value
+			if c.Value == nil {
+				// Not the empty string: a null SET is refused, as Kafka
+				// does (DELETE removes a key).
+				return kerr.BadField(kerr.InvalidRequest, c.Name, "null value: SET needs a value")
 			}
+			op.Value = *c.Value
 		case 1:
 			op.Op = adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE
 		default:

@@ -25,7 +25,10 @@ import (
 // requests arrived (Kafka's rule: clients match answers to requests by
 // order as well as correlation id), so pipelined requests run at once yet
 // answer in order. The queue between them holds at most MaxInFlight
-// requests: when it is full the reader stops reading.
+// requests: when it is full the reader stops reading. The answers built
+// and not yet written are bounded in bytes too (MaxQueuedAnswerBytes): at
+// the bound the reader stops reading and the next request waits to start,
+// until the client reads.
 type conn struct {
 	s         *Server
 	nc        net.Conn
@@ -36,6 +39,10 @@ type conn struct {
 	// one start (readLoop only).
 	lastTurn chan struct{}
 
+	backlogMu sync.Mutex
+	backlog   int64         // bytes of answers built and not yet written or dropped
+	drained   chan struct{} // closed (and replaced) when backlog goes down
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
@@ -45,6 +52,10 @@ type conn struct {
 type pending struct {
 	done  chan struct{}
 	frame []byte // nil: no answer (acks=0)
+	// held is the bytes of frame counted in the connection's backlog;
+	// gone is set once the writer is done with it (both under backlogMu).
+	held int64
+	gone bool
 }
 
 // reqCtx is what a handler knows about its request beyond the body.
@@ -65,11 +76,16 @@ type reqCtx struct {
 // release lets the connection's next request start. A produce releases
 // once its batches are appended (Kafka appends one connection's requests
 // in order: a producer's pipelined batches must not overtake each other);
-// every other request at once.
+// a fetch once its answer is built, so one connection builds one fetch
+// answer at a time and the backlog bound holds for fetches pipelined at
+// once (as Kafka, which reads a connection's next request only once it
+// has answered the last; consumers send one fetch per connection at a
+// time); every other request at once.
 func (rc *reqCtx) release() { rc.once.Do(func() { close(rc.turn) }) }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight), lastTurn: make(chan struct{})}
+	c := &conn{s: s, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight), lastTurn: make(chan struct{}),
+		drained: make(chan struct{})}
 	close(c.lastTurn)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
@@ -119,6 +135,10 @@ func (c *conn) readLoop() error {
 	limits := c.s.opts.Limits
 	var size [4]byte
 	for {
+		// Muted while the client leaves its answers unread.
+		if err := c.waitBacklog(); err != nil {
+			return err
+		}
 		// The size may arrive in pieces: what was read before a deadline
 		// passed (with requests in flight) is kept, not read again.
 		for got := 0; got < len(size); {
@@ -160,6 +180,7 @@ func (c *conn) readLoop() error {
 			return c.ctx.Err()
 		}
 		if p.frame != nil { // answered while decoding
+			c.hold(p)
 			close(p.done)
 			continue
 		}
@@ -217,7 +238,14 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	case <-c.ctx.Done():
 		return
 	}
-	if rc.header.Key != int16(kmsg.Produce) {
+	// In request order: the next request waits on this one's release.
+	if c.waitBacklog() != nil {
+		return
+	}
+	switch rc.header.Key {
+	case int16(kmsg.Produce): // once appended (the handler)
+	case int16(kmsg.Fetch): // once answered (deferred)
+	default:
 		rc.release()
 	}
 	defer func() {
@@ -246,6 +274,7 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	resp.SetVersion(rc.header.Version)
 	flexible := resp.IsFlexible() && rc.header.Key != int16(kmsg.ApiVersions)
 	p.frame = finishFrame(resp.AppendTo(appendResponseHeader(nil, rc.header.CorrelationID, flexible)))
+	c.hold(p)
 }
 
 // writeLoop sends answers in request order.
@@ -255,15 +284,65 @@ func (c *conn) writeLoop() {
 		case <-p.done:
 		case <-c.ctx.Done():
 			c.inFlight.Add(-1)
+			c.unhold(p)
 			continue
 		}
 		c.inFlight.Add(-1)
-		if p.frame == nil {
-			continue
+		if p.frame != nil {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.Limits.IdleTimeout))
+			if _, err := c.nc.Write(p.frame); err != nil {
+				c.close()
+			}
 		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.Limits.IdleTimeout))
-		if _, err := c.nc.Write(p.frame); err != nil {
-			c.close()
+		c.unhold(p)
+	}
+}
+
+// hold counts p's answer in the connection's backlog until the writer is
+// done with it; an answer the writer gave up on (the connection closed)
+// is not counted.
+func (c *conn) hold(p *pending) {
+	c.backlogMu.Lock()
+	defer c.backlogMu.Unlock()
+	if p.gone || len(p.frame) == 0 {
+		return
+	}
+	p.held = int64(len(p.frame))
+	c.backlog += p.held
+	c.s.metrics.queued.Add(float64(p.held))
+}
+
+// unhold ends p's place in the backlog, written or dropped.
+func (c *conn) unhold(p *pending) {
+	c.backlogMu.Lock()
+	defer c.backlogMu.Unlock()
+	p.gone = true
+	if p.held == 0 {
+		return
+	}
+	c.backlog -= p.held
+	c.s.metrics.queued.Sub(float64(p.held))
+	p.held = 0
+	close(c.drained)
+	c.drained = make(chan struct{})
+}
+
+// waitBacklog waits while the connection's unwritten answers are at
+// MaxQueuedAnswerBytes: the client is not reading them, and reading or
+// starting more requests would only pile more up.
+func (c *conn) waitBacklog() error {
+	for {
+		c.backlogMu.Lock()
+		if c.backlog < c.s.opts.Limits.MaxQueuedAnswerBytes {
+			c.backlogMu.Unlock()
+			return nil
+		}
+		drained := c.drained
+		c.backlogMu.Unlock()
+		select {
+		case <-drained:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
 		}
 	}
 }

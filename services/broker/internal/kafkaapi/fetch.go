@@ -74,13 +74,14 @@ func fetchRequest(req *kmsg.FetchRequest, topic string, p kmsg.FetchRequestTopic
 }
 
 // fetchPass reads every partition once without waiting, within the
-// request's max_bytes (the first partition with data always gets its first
-// batch, as in Kafka), and returns the bytes read.
+// request's max_bytes lowered to fetch.max.bytes (the first partition with
+// data always gets its first batch, as in Kafka), and returns the bytes
+// read.
 func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse) int {
-	budget := int(req.MaxBytes)
-	if req.Version < 3 || budget <= 0 {
-		budget = 1 << 30
-	}
+	// The smaller applies, as in Kafka: each partition was held to
+	// fetch.max.bytes, but a fetch of many partitions asking 2 GiB was
+	// answered with up to that much.
+	budget := max(int(min(req.MaxBytes, s.opts.RM.BrokerConfig().FetchMaxBytes)), 0)
 	total := 0
 	var throttle int32
 	for _, t := range req.Topics {

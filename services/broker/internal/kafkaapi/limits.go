@@ -17,6 +17,12 @@ type Limits struct {
 	// MaxInFlight is how many requests of one connection may be read ahead
 	// of their answers (pipelining); reading stops while it is reached.
 	MaxInFlight int
+	// MaxQueuedAnswerBytes bounds the answers of one connection built and
+	// not yet written: while they reach it, the connection is read no
+	// further and its next request does not start (Kafka mutes the
+	// channel), so a client that pipelines fetches and reads nothing
+	// holds about this much plus one answer, not MaxInFlight answers.
+	MaxQueuedAnswerBytes int64
 	// IdleTimeout is connections.max.idle.ms: a connection with nothing in
 	// flight that sends nothing for this long is closed.
 	IdleTimeout time.Duration
@@ -26,11 +32,12 @@ type Limits struct {
 	MaxConnectionsPerIPOverrides string
 }
 
-// DefaultLimits are Kafka's defaults (100 MiB, 10 minutes) and a
-// pipelining depth above what clients send (5 in flight per connection is
-// the Java client's, kgo's and librdkafka's default for producers).
+// DefaultLimits are Kafka's defaults (100 MiB, 10 minutes), a pipelining
+// depth above what clients send (5 in flight per connection is the Java
+// client's, kgo's and librdkafka's default for producers) and a few MiB
+// of unread answers.
 func DefaultLimits() Limits {
-	return Limits{MaxRequestBytes: 100 << 20, MaxInFlight: 32, IdleTimeout: 10 * time.Minute, MaxConnectionsPerIP: 1000}
+	return Limits{MaxRequestBytes: 100 << 20, MaxInFlight: 32, MaxQueuedAnswerBytes: 4 << 20, IdleTimeout: 10 * time.Minute, MaxConnectionsPerIP: 1000}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -40,6 +47,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxInFlight <= 0 {
 		l.MaxInFlight = d.MaxInFlight
+	}
+	if l.MaxQueuedAnswerBytes <= 0 {
+		l.MaxQueuedAnswerBytes = d.MaxQueuedAnswerBytes
 	}
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = d.IdleTimeout
@@ -53,6 +63,7 @@ func (l *Limits) AddFlags(fs *flag.FlagSet) {
 		return config.ParseInt32(s, &l.MaxRequestBytes)
 	})
 	fs.IntVar(&l.MaxInFlight, "kafka.max.in.flight.requests.per.connection", l.MaxInFlight, "Kafka requests one connection may pipeline before the broker stops reading it")
+	fs.Int64Var(&l.MaxQueuedAnswerBytes, "kafka.max.queued.answer.bytes", l.MaxQueuedAnswerBytes, "bytes of answers a Kafka connection may have built and unwritten before the broker stops reading it (a client that does not read its answers)")
 	fs.DurationVar(&l.IdleTimeout, "kafka.connections.max.idle", l.IdleTimeout, "close a Kafka connection idle this long (connections.max.idle.ms)")
 }
 
@@ -63,6 +74,8 @@ func (l Limits) Validate() error {
 		return config.Invalid("kafka.socket.request.max.bytes", l.MaxRequestBytes, "must be at least 1024")
 	case l.MaxInFlight < 1:
 		return config.Invalid("kafka.max.in.flight.requests.per.connection", l.MaxInFlight, "must be at least 1")
+	case l.MaxQueuedAnswerBytes < 1024:
+		return config.Invalid("kafka.max.queued.answer.bytes", l.MaxQueuedAnswerBytes, "must be at least 1024")
 	case l.IdleTimeout < time.Second:
 		return config.Invalid("kafka.connections.max.idle", l.IdleTimeout, "must be at least 1s")
 	}

@@ -11,6 +11,7 @@ type metrics struct {
 	requests *prometheus.CounterVec // api
 	closed   *prometheus.CounterVec // reason: protocol, idle, refused, handler
 	open     prometheus.Gauge
+	queued   prometheus.Gauge // answer bytes built and not yet written
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tidemark_kafka_connections",
 			Help: "Open Kafka wire protocol connections.",
 		}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tidemark_kafka_queued_answer_bytes",
+			Help: "Bytes of Kafka answers built and not yet written, over all connections; a connection at kafka.max.queued.answer.bytes is read no further until its client reads.",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -34,6 +39,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.requests = register(reg, m.requests)
 	m.closed = register(reg, m.closed)
 	m.open = register(reg, m.open)
+	m.queued = register(reg, m.queued)
 	return m
 }
 

@@ -26,6 +26,20 @@ const (
 // Unlimited is the rate of a principal without a quota.
 const Unlimited = math.MaxInt64
 
+// MaxThrottle is the longest an answer is held back: the most
+// throttle_time_ms (an int32) can tell the client. Windows of many days
+// would otherwise ask for a wait the answer cannot report.
+const MaxThrottle = math.MaxInt32 * time.Millisecond
+
+// Millis is d as an answer's throttle_time_ms: at least 1 ms when there is
+// a throttle at all, at most math.MaxInt32.
+func Millis(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32(min(max(d.Milliseconds(), 1), math.MaxInt32))
+}
+
 // Config is the quota settings in force for one kind.
 type Config struct {
 	// Default is the rate (bytes/s) of a principal without an override.
@@ -110,7 +124,8 @@ func (m *Manager) limitLocked(c Config, principal string) int64 {
 // Record adds n bytes to principal's kind and returns how long its answer
 // should be held back: zero within the quota, else Kafka's
 // (rate - quota) / quota × measured window, at most one full window of
-// samples. An answer over quota is counted in the throttle metrics.
+// samples and at most MaxThrottle. An answer over quota is counted in the
+// throttle metrics.
 func (m *Manager) Record(kind Kind, c Config, principal string, n int) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -156,7 +171,7 @@ func (m *Manager) recordLocked(kind Kind, c Config, principal string, n int) tim
 		return 0
 	}
 	// Capped in floating point: a huge excess would overflow a Duration.
-	capped := time.Duration(c.Samples) * c.Window
+	capped := min(windows(c.Samples, c.Window), MaxThrottle)
 	if f := (value - float64(limit)) / float64(limit) * float64(window); f < float64(capped) {
 		return time.Duration(f)
 	}
@@ -170,7 +185,7 @@ func (m *Manager) forgetIdleLocked(now time.Time, c Config) {
 		return
 	}
 	m.sinceScan = 0
-	span := time.Duration(c.Samples) * c.Window
+	span := windows(c.Samples, c.Window)
 	for k, r := range m.rates {
 		if now.Sub(r.last) > span {
 			delete(m.rates, k)
@@ -204,7 +219,7 @@ func (r *rate) record(now time.Time, v float64, c Config) {
 // over: from the oldest live sample to now, but at least Samples-1 windows
 // so a first burst is not judged over a few milliseconds (as Kafka does).
 func (r *rate) measure(now time.Time, c Config) (float64, time.Duration) {
-	span := time.Duration(c.Samples) * c.Window
+	span := windows(c.Samples, c.Window)
 	var total float64
 	oldest := now
 	for i, s := range r.starts {
@@ -216,6 +231,19 @@ func (r *rate) measure(now time.Time, c Config) (float64, time.Duration) {
 			oldest = s
 		}
 	}
-	window := max(now.Sub(oldest), time.Duration(c.Samples-1)*c.Window)
+	window := max(now.Sub(oldest), windows(c.Samples-1, c.Window))
 	return total / window.Seconds(), window
+}
+
+// windows is n windows of w, saturating: quota.window.size.seconds may be
+// up to 2^31-1 s, and a few of those overflow a Duration (a negative cap
+// throttled nobody).
+func windows(n int, w time.Duration) time.Duration {
+	if n <= 0 || w <= 0 {
+		return 0
+	}
+	if w > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * w
 }

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -67,6 +68,34 @@ func TestThrottleIsCappedAtTheWindow(t *testing.T) {
 	c := Config{Default: 1, Samples: 2, Window: time.Second}
 	if d := m.Record(Produce, c, "x", 1<<40); d != 2*time.Second {
 		t.Fatalf("throttle = %v, want the cap 2s (quota.window.num × quota.window.size.seconds)", d)
+	}
+}
+
+// Windows over about 24 days: the throttle stays within what
+// throttle_time_ms (an int32) can carry, and the wait is as long as the
+// answer says. Before, 11 windows of 3 days asked for 33 days, which the
+// answer reported as a negative throttle_time_ms; and 5 windows of the
+// largest quota.window.size.seconds overflowed the cap, which then
+// throttled nothing.
+func TestThrottleFitsThrottleTimeMs(t *testing.T) {
+	m := New(nil, (&clock{t: time.Unix(1, 0)}).now)
+	for _, c := range []Config{
+		{Default: 1, Samples: 11, Window: 72 * time.Hour},
+		{Default: 1, Samples: 5, Window: math.MaxInt32 * time.Second},
+	} {
+		d := m.Record(Produce, c, "x", 1<<40)
+		if d <= 0 || d > MaxThrottle {
+			t.Errorf("%d windows of %v: throttle %v, want in (0, %v]", c.Samples, c.Window, d, MaxThrottle)
+		}
+		if ms := Millis(d); ms != math.MaxInt32 {
+			t.Errorf("%d windows of %v: throttle_time_ms %d, want %d", c.Samples, c.Window, ms, int32(math.MaxInt32))
+		}
+	}
+	for d, want := range map[time.Duration]int32{0: 0, -time.Second: 0, time.Microsecond: 1, 1500 * time.Millisecond: 1500,
+		MaxThrottle: math.MaxInt32, 30 * 24 * time.Hour: math.MaxInt32, math.MaxInt64: math.MaxInt32} {
+		if got := Millis(d); got != want {
+			t.Errorf("Millis(%v) = %d, want %d", d, got, want)
+		}
 	}
 }
 
