@@ -161,8 +161,15 @@ func (s *Server) handleElectLeaders(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	greq := &adminv1.ElectLeadersRequest{ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED, TimeoutMs: req.TimeoutMillis}
-	if req.ElectionType == 1 {
+	var err error
+	switch req.ElectionType {
+	case 0:
+	case 1:
 		greq.ElectionType = adminv1.ElectionType_ELECTION_TYPE_UNCLEAN
+	default:
+		// Kafka refuses a type it does not know; running a preferred
+		// election instead would do what nobody asked.
+		err = kerr.New(kerr.InvalidRequest, "election type %d: 0 (preferred) or 1 (unclean)", req.ElectionType)
 	}
 	if req.Topics == nil {
 		greq.AllPartitions = true
@@ -172,7 +179,12 @@ func (s *Server) handleElectLeaders(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 			greq.Partitions = append(greq.Partitions, &commonv1.TopicPartition{Topic: t.Topic, Partition: p})
 		}
 	}
-	cli, fctx, cancel, err := s.admin(ctx, req.TimeoutMillis)
+	var cli adminv1.AdminServiceClient
+	var fctx context.Context
+	var cancel context.CancelFunc
+	if err == nil {
+		cli, fctx, cancel, err = s.admin(ctx, req.TimeoutMillis)
+	}
 	if err == nil {
 		defer cancel()
 		var gresp *adminv1.ElectLeadersResponse

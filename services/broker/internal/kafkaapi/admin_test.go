@@ -22,6 +22,7 @@ type fakeAdmin struct {
 	mu      sync.Mutex
 	created []*adminv1.TopicSpec
 	altered []*adminv1.AlterConfigsResource
+	elected []*adminv1.ElectLeadersRequest
 }
 
 func (f *fakeAdmin) CreateTopics(_ context.Context, in *adminv1.CreateTopicsRequest, _ ...grpc.CallOption) (*adminv1.CreateTopicsResponse, error) {
@@ -40,6 +41,13 @@ func (f *fakeAdmin) AlterConfigs(_ context.Context, in *adminv1.AlterConfigsRequ
 		resp.Results = append(resp.Results, &adminv1.AlterConfigsResult{Resource: r.GetResource()})
 	}
 	return resp, nil
+}
+
+func (f *fakeAdmin) ElectLeaders(_ context.Context, in *adminv1.ElectLeadersRequest, _ ...grpc.CallOption) (*adminv1.ElectLeadersResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.elected = append(f.elected, in)
+	return &adminv1.ElectLeadersResponse{}, nil
 }
 
 func withFakeAdmin() (*Server, *fakeAdmin) {
@@ -172,5 +180,28 @@ func TestIncrementalAlterConfigsRefusesANullSet(t *testing.T) {
 	}
 	if len(f.altered) != 0 {
 		t.Fatalf("forwarded %v", f.altered)
+	}
+}
+
+// An election type Kafka does not know is INVALID_REQUEST, not a preferred
+// election nobody asked for.
+func TestElectLeadersRefusesAnUnknownElectionType(t *testing.T) {
+	s, f := withFakeAdmin()
+	for _, typ := range []int8{0, 1, 2, -1} {
+		req := kmsg.NewPtrElectLeadersRequest()
+		req.SetVersion(2)
+		req.ElectionType = typ
+		resp := s.handleElectLeaders(context.Background(), &reqCtx{}, req).(*kmsg.ElectLeadersResponse)
+		want := kerr.None
+		if typ > 1 || typ < 0 {
+			want = kerr.InvalidRequest
+		}
+		if got := kerr.Code(resp.ErrorCode); got != want {
+			t.Fatalf("election type %d answered %s, want %s", typ, got, want)
+		}
+	}
+	if len(f.elected) != 2 || f.elected[0].GetElectionType() != adminv1.ElectionType_ELECTION_TYPE_PREFERRED ||
+		f.elected[1].GetElectionType() != adminv1.ElectionType_ELECTION_TYPE_UNCLEAN {
+		t.Fatalf("forwarded %v, want one preferred and one unclean election", f.elected)
 	}
 }
