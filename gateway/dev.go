@@ -106,6 +106,12 @@ func (d devService) ListScenarios(ctx context.Context, req *devclusterv1.ListSce
 	return resp, launcherError(err)
 }
 
+// HoldScenario is for `tidemark scenario run`, which plays in its own
+// process; REST has no route to it.
+func (d devService) HoldScenario(context.Context, *devclusterv1.HoldScenarioRequest, ...grpc.CallOption) (devclusterv1.DevClusterService_HoldScenarioClient, error) {
+	return nil, status.Error(codes.Unimplemented, "holding the scenario slot is not served over REST")
+}
+
 // RunScenario waits for the run's first event, so that a refusal (no such
 // scenario, one already running) is the answer's HTTP status rather than
 // a line in a 200 stream, then relays the run and tells the observer.

@@ -79,6 +79,26 @@ func (f faultService) ListFaults(ctx context.Context, req *faultv1.ListFaultsReq
 	return resp, unreachable(req.GetBrokerId(), err)
 }
 
+func (f faultService) CutLink(ctx context.Context, req *faultv1.CutLinkRequest, opts ...grpc.CallOption) (*faultv1.CutLinkResponse, error) {
+	fc, err := f.on(ctx, req.GetBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fc.CutLink(ctx, req, opts...)
+	f.obs.Refresh()
+	return resp, unreachable(req.GetBrokerId(), err)
+}
+
+func (f faultService) HealLink(ctx context.Context, req *faultv1.HealLinkRequest, opts ...grpc.CallOption) (*faultv1.HealLinkResponse, error) {
+	fc, err := f.on(ctx, req.GetBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fc.HealLink(ctx, req, opts...)
+	f.obs.Refresh()
+	return resp, unreachable(req.GetBrokerId(), err)
+}
+
 // unreachable names a broker that did not answer as not available: the
 // metadata may still list a broker that has just died, and a bare
 // connection error did not say which broker was meant.

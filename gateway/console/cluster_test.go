@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -317,4 +318,58 @@ func TestLiveCluster(t *testing.T) {
 			t.Fatalf("fault on a dead broker: %d %+v", code, e)
 		}
 	})
+}
+
+// A cut of the link between two brokers goes through the same REST routes
+// as the other faults (the gateway sends it to the broker whose sending is
+// cut): cut from leader 1 to follower 2, broker 2 leaves the ISR while
+// broker 3 stays; healed, it rejoins.
+func TestLinkCutOverREST(t *testing.T) {
+	tc := startCluster(t)
+	tc.CreateTopic("links", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	base := serveGateway(t, tc, gateway.ConsoleOptions{Actions: true})
+	p := tc.Partition("links", 0)
+	var l, f int32 = p.GetLeader(), -1
+	for _, r := range p.GetReplicas() {
+		if r != l {
+			f = r
+			break
+		}
+	}
+	type links struct {
+		Links []struct {
+			ToBrokerID int32 `json:"toBrokerId"`
+		} `json:"links"`
+	}
+	var cut links
+	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/links/%d:cut", l, f), map[string]any{}, &cut); code != http.StatusOK ||
+		len(cut.Links) != 1 || cut.Links[0].ToBrokerID != f {
+		t.Fatalf("cut B%d → B%d: %d %+v %+v", l, f, code, e, cut)
+	}
+	resp, err := http.Get(base + fmt.Sprintf("/v1/brokers/%d/faults", l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed links
+	err = json.NewDecoder(resp.Body).Decode(&listed)
+	resp.Body.Close()
+	if err != nil || len(listed.Links) != 1 || listed.Links[0].ToBrokerID != f {
+		t.Fatalf("GET faults of B%d: %v %+v", l, err, listed)
+	}
+	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/links/%d:cut", l, l), map[string]any{}, nil); code != http.StatusBadRequest ||
+		e.Name != "INVALID_REQUEST" || e.Field != "to_broker_id" {
+		t.Fatalf("a broker cut from itself: %d %+v", code, e)
+	}
+
+	if code, e := post(t, base, "/v1/topics/links/partitions/0/records", produceBody(1, 3), nil); code != http.StatusOK {
+		t.Fatalf("produce acks=1: %d %+v", code, e)
+	}
+	tc.WaitFor(10*time.Second, fmt.Sprintf("B%d out of the ISR, the third replica in it", f), func() bool {
+		p := tc.Partition("links", 0)
+		return p.GetLeader() == l && len(p.GetIsr()) == 2 && !contains(p.GetIsr(), f)
+	})
+	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/links/%d:heal", l, f), map[string]any{}, nil); code != http.StatusOK {
+		t.Fatalf("heal: %d %+v", code, e)
+	}
+	tc.WaitFor(10*time.Second, fmt.Sprintf("B%d back in the ISR", f), func() bool { return len(tc.Partition("links", 0).GetIsr()) == 3 })
 }

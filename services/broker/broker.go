@@ -252,7 +252,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		return err
 	}
 	brokerv1.RegisterBrokerServiceServer(b.srv, api)
-	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, TracerProvider: tel.Tracing(), Draining: b.draining,
+	replicationv1.RegisterReplicationServiceServer(b.srv, &grpcapi.Replication{RM: b.rm, TracerProvider: tel.Tracing(), Draining: b.draining, Faults: faults,
 		BrokerEpochOf: func(id int32) (int64, bool) {
 			br, ok := b.meta.Broker(id)
 			return br.Epoch, ok && br.Epoch > 0
@@ -262,7 +262,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	} else {
 		controlv1.RegisterBrokerControlServiceServer(b.srv, &grpcapi.Control{RM: b.rm})
 	}
-	faultv1.RegisterFaultInjectionServiceServer(b.srv, &grpcapi.Faults{F: faults})
+	faultv1.RegisterFaultInjectionServiceServer(b.srv, &grpcapi.Faults{F: faults, BrokerID: cfg.ID})
 	b.groups = group.New(group.Options{Host: groupHost{b: b}, Logger: log.With("component", "group-coordinator"), Registry: tel.Registry})
 	groupv1.RegisterGroupServiceServer(b.srv, &group.Service{C: b.groups})
 	if err := authz.Covers(b.srv.GetServiceInfo()); err != nil {

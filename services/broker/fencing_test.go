@@ -246,6 +246,13 @@ func TestStalledFollowerLeavesISRAndFaultAPIIsGuarded(t *testing.T) {
 	if kerr.FromStatus(err).Code != kerr.PolicyViolation {
 		t.Fatalf("fault injection on a broker without it: %v", err)
 	}
+	_, err = faultv1.NewFaultInjectionServiceClient(off.conn(1)).CutLink(ctx, &faultv1.CutLinkRequest{ToBrokerId: 2})
+	if kerr.FromStatus(err).Code != kerr.PolicyViolation {
+		t.Fatalf("a link cut on a broker without fault injection: %v", err)
+	}
+	if _, err := fc.CutLink(ctx, &faultv1.CutLinkRequest{ToBrokerId: 3}); kerr.FromStatus(err).Code != kerr.InvalidRequest {
+		t.Fatalf("broker 3 cut from itself: %v", err)
+	}
 }
 
 // KIP-392: a consumer in follower 2's rack is sent to broker 2 and reads

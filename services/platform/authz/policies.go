@@ -389,6 +389,8 @@ var policies = map[string]policy{
 	faultv1.FaultInjectionService_SetFetchFault_FullMethodName: faultPolicy(),
 	faultv1.FaultInjectionService_ClearFaults_FullMethodName:   faultPolicy(),
 	faultv1.FaultInjectionService_ListFaults_FullMethodName:    faultPolicy(),
+	faultv1.FaultInjectionService_CutLink_FullMethodName:       faultPolicy(),
+	faultv1.FaultInjectionService_HealLink_FullMethodName:      faultPolicy(),
 
 	// The dev cluster launcher's control API.
 	devclusterv1.DevClusterService_ListNodes_FullMethodName:  clusterACL(Describe),
@@ -397,6 +399,8 @@ var policies = map[string]policy{
 	// and pauses nodes as NodeAction does.
 	devclusterv1.DevClusterService_ListScenarios_FullMethodName: clusterACL(Describe),
 	devclusterv1.DevClusterService_RunScenario_FullMethodName:   clusterACL(Alter),
+	// Holding the launcher's scenario slot keeps the console from running one.
+	devclusterv1.DevClusterService_HoldScenario_FullMethodName: clusterACL(Alter),
 }
 
 func controllerOnly(what string, id func(any) int32) policy {

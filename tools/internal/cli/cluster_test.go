@@ -29,7 +29,15 @@ type tcluster struct {
 
 func startCluster(t *testing.T) *tcluster {
 	t.Helper()
-	c := clustertest.Start(t, clustertest.Options{Racks: []string{"rack-a", "rack-b", "rack-c"}, Secure: true})
+	return startClusterWith(t, clustertest.Options{})
+}
+
+// startClusterWith is startCluster with more options: racks and mutual TLS
+// are always on.
+func startClusterWith(t *testing.T, o clustertest.Options) *tcluster {
+	t.Helper()
+	o.Racks, o.Secure = []string{"rack-a", "rack-b", "rack-c"}, true
+	c := clustertest.Start(t, o)
 	admin := pki.Options(c.PKIDir, "admin")
 	var brokers []string
 	for id := int32(1); id <= 3; id++ {

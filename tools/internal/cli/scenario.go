@@ -47,7 +47,8 @@ func newScenarioCmd(g *globals) *cobra.Command {
 			"the launcher and the brokers' fault API, prints a timeline with the partition's replicas (LEO/HW,\n" +
 			"ISR, in `tidemark watch`'s colours) at each step and the rule at work, and leaves the nodes it\n" +
 			"acted on running, its faults cleared and the ISR full. It refuses to start while the launcher\n" +
-			"plays a scenario (the console's). --explain answers the note's questions the scenario bears on\n" +
+			"plays a scenario (the console's), and holds the launcher's scenario slot while it runs, so the\n" +
+			"console's Run is refused meanwhile. --explain answers the note's questions the scenario bears on\n" +
 			"with the run's figures. Exit 0: as the note says; 1: not, or the run could not be carried out;\n" +
 			"2: bad usage.",
 		Args: cobra.ExactArgs(1),
@@ -70,9 +71,11 @@ func newScenarioCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := scenario.Idle(cmd.Context(), env); err != nil {
+			release, err := scenario.Hold(cmd.Context(), env, args[0])
+			if err != nil {
 				return err
 			}
+			defer release()
 			v := &watchView{color: !noColor && isTerminal(out) && os.Getenv("NO_COLOR") == ""}
 			res, err := scenario.Run(cmd.Context(), args[0], env, scenario.Options{Out: out, Explain: explain, Wait: wait, LagTime: lag,
 				Table: func(w io.Writer, msg *adminv1.WatchClusterResponse) { v.render(w, msg) }})

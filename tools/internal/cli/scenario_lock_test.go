@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	"tidemark.io/services/platform/loopback"
@@ -20,10 +22,12 @@ import (
 )
 
 // One scenario runs at a time: `tidemark scenario run` plays in the CLI
-// process, so before playing it asks the launcher whether it plays one (the
-// console's Scenarios panel) and refuses, naming it, as RunScenario does;
-// two runs would kill, pause and heal the same nodes.
-func TestScenarioRunRefusedWhileLauncherRunsOne(t *testing.T) {
+// process, so before playing it takes the launcher's scenario slot and is
+// refused, naming the running one, while the launcher plays one (the
+// console's Scenarios panel); while the CLI plays, the launcher's
+// RunScenario (the console's Run) is refused naming it. Two runs would
+// kill, pause and heal the same nodes.
+func TestScenarioRunAndLauncherRefuseEachOther(t *testing.T) {
 	testenv.SkipIfShort(t, "starts a dev cluster of real processes")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -100,4 +104,54 @@ func TestScenarioRunRefusedWhileLauncherRunsOne(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.err, "follower-lag") || strings.Contains(r.out, "scenario hw-walkthrough:") {
 		t.Fatalf("scenario run while the launcher plays follower-lag: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
 	}
+
+	// The other way round: the CLI plays, the launcher refuses a run.
+	waitRunning := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			l, err := dc.ListScenarios(ctx, &devclusterv1.ListScenariosRequest{})
+			if err == nil && l.GetRunning() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the launcher's running scenario is %q (%v), want %q", l.GetRunning(), err, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitRunning("")
+	cliCtx, stopCLI := context.WithCancel(ctx)
+	defer stopCLI()
+	cliDone := make(chan result, 1)
+	go func() {
+		cliDone <- runCtx(cliCtx, nil, "", "scenario", "run", "follower-lag", "--control", control,
+			"--tls.ca", sec.CA, "--tls.cert", sec.Cert, "--tls.key", sec.Key)
+	}()
+	waitRunning("follower-lag")
+	err = runErr(ctx, dc, "hw-walkthrough")
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "scenario follower-lag is running in `tidemark scenario run`") {
+		t.Fatalf("the launcher's run while the CLI plays follower-lag: %v; want FAILED_PRECONDITION naming it", err)
+	}
+	stopCLI()
+	select {
+	case r := <-cliDone:
+		t.Logf("the CLI's follower-lag run, cancelled: exit %d", r.code)
+	case <-time.After(90 * time.Second):
+		t.Fatal("the CLI's run did not end 90s after it was cancelled")
+	}
+	waitRunning("")
+}
+
+// runErr is the refusal of a RunScenario stream, which arrives with its
+// first Recv (nil: the run began).
+func runErr(ctx context.Context, dc devclusterv1.DevClusterServiceClient, name string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := dc.RunScenario(ctx, &devclusterv1.RunScenarioRequest{Name: name})
+	if err != nil {
+		return err
+	}
+	_, err = s.Recv()
+	return err
 }

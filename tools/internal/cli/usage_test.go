@@ -70,6 +70,13 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"scenario", "run"}, "accepts 1 arg"},
 		{[]string{"scenario", "run", "min-isr", "--wait", "0s"}, "--wait"},
 		{[]string{"scenario", "run", "min-isr", "--lag-time", "-1s"}, "--lag-time"},
+		{[]string{"fault", "slow", "--delay", "500ms"}, "--broker"},
+		{[]string{"fault", "slow", "--broker", "3"}, "--delay"},
+		{[]string{"fault", "slow", "--broker", "3", "--delay", "500ms", "--partition", "-3"}, "--partition"},
+		{[]string{"fault", "stall", "--topic", "t"}, "--broker"},
+		{[]string{"fault", "cut", "--from", "1"}, "--to"},
+		{[]string{"fault", "heal", "--to", "2", "--both"}, "--from"},
+		{[]string{"fault", "cut", "--from", "2", "--to", "2"}, "the same broker"},
 	}
 	for _, c := range cases {
 		r := runCLI(t, "", c.args...)

@@ -25,27 +25,34 @@ type Scenarios interface {
 	Run(ctx context.Context, name, control string, o Options, emit func(*devclusterv1.RunScenarioResponse)) error
 }
 
-// scenarioRuns lets one scenario run at a time.
+// scenarioRuns lets one scenario run at a time, here or in a CLI that
+// holds the slot (HoldScenario).
 type scenarioRuns struct {
 	mu      sync.Mutex
 	running string
+	// held: the running one is played by a CLI, not here.
+	held bool
 }
 
-func (s *scenarioRuns) start(name string) error {
+func (s *scenarioRuns) start(name string, held bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running != "" {
+		where := ""
+		if s.held {
+			where = " in `tidemark scenario run`"
+		}
 		return status.Errorf(codes.FailedPrecondition,
-			"scenario %s is running: one scenario at a time (cancel it, or wait for it to end)", s.running)
+			"scenario %s is running%s: one scenario at a time (cancel it, or wait for it to end)", s.running, where)
 	}
-	s.running = name
+	s.running, s.held = name, held
 	return nil
 }
 
 func (s *scenarioRuns) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.running = ""
+	s.running, s.held = "", false
 }
 
 func (s *scenarioRuns) current() string {
@@ -76,7 +83,7 @@ func (s *controlService) RunScenario(req *devclusterv1.RunScenarioRequest, strea
 	if !known {
 		return status.Errorf(codes.NotFound, "name: no scenario %q (scenarios: %s)", req.GetName(), strings.Join(names, ", "))
 	}
-	if err := s.c.runs.start(req.GetName()); err != nil {
+	if err := s.c.runs.start(req.GetName(), false); err != nil {
 		return err
 	}
 	defer s.c.runs.end()
@@ -101,4 +108,25 @@ func (s *controlService) RunScenario(req *devclusterv1.RunScenarioRequest, strea
 			Text: "the run could not be carried out: " + err.Error()})
 	}
 	return sendErr
+}
+
+// HoldScenario takes the scenario slot for a run the caller plays itself,
+// until the call ends (also when the caller's process dies: its
+// connection goes with it).
+func (s *controlService) HoldScenario(req *devclusterv1.HoldScenarioRequest, stream devclusterv1.DevClusterService_HoldScenarioServer) error {
+	if s.c.opts.Scenarios == nil {
+		return status.Error(codes.Unimplemented, "this launcher plays no scenarios")
+	}
+	if req.GetName() == "" {
+		return status.Error(codes.InvalidArgument, "name: the scenario the caller plays is required")
+	}
+	if err := s.c.runs.start(req.GetName(), true); err != nil {
+		return err
+	}
+	defer s.c.runs.end()
+	if err := stream.Send(&devclusterv1.HoldScenarioResponse{}); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return nil
 }

@@ -143,3 +143,74 @@ func TestRunScenarioWithoutScenarios(t *testing.T) {
 		t.Fatalf("RunScenario: %v; want UNIMPLEMENTED", err)
 	}
 }
+
+// A run played by the CLI holds the launcher's slot: while it holds it,
+// RunScenario (the console's Run) is refused naming it, as a hold is while
+// the launcher runs one; the slot is free again once the holder's call
+// ends.
+func TestHoldScenarioRefusesRunsWhileHeld(t *testing.T) {
+	f := fakeScenarios{cancelled: make(chan struct{})}
+	dc := serveControl(t, f)
+	ctx := t.Context()
+
+	holdCtx, release := context.WithCancel(ctx)
+	defer release()
+	h, err := dc.HoldScenario(holdCtx, &devclusterv1.HoldScenarioRequest{Name: "network-partition"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Recv(); err != nil {
+		t.Fatalf("the hold was not taken: %v", err)
+	}
+	if l, err := dc.ListScenarios(ctx, &devclusterv1.ListScenariosRequest{}); err != nil || l.GetRunning() != "network-partition" {
+		t.Fatalf("ListScenarios while held: %v, %v; want network-partition running", l, err)
+	}
+	err = runErr(ctx, dc, "block")
+	if status.Code(err) != codes.FailedPrecondition ||
+		!strings.Contains(err.Error(), "scenario network-partition is running in `tidemark scenario run`: one scenario at a time") {
+		t.Fatalf("run while held: %v; want FAILED_PRECONDITION naming the CLI's run", err)
+	}
+	h2, err := dc.HoldScenario(ctx, &devclusterv1.HoldScenarioRequest{Name: "follower-lag"})
+	if err == nil {
+		_, err = h2.Recv()
+	}
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "scenario network-partition is running") {
+		t.Fatalf("second hold: %v; want FAILED_PRECONDITION", err)
+	}
+
+	release()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := dc.ListScenarios(ctx, &devclusterv1.ListScenariosRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.GetRunning() == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still held by %q after its call ended", l.GetRunning())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The other way round: no hold while the launcher runs one.
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	s, err := dc.RunScenario(runCtx, &devclusterv1.RunScenarioRequest{Name: "block"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	h3, err := dc.HoldScenario(ctx, &devclusterv1.HoldScenarioRequest{Name: "follower-lag"})
+	if err == nil {
+		_, err = h3.Recv()
+	}
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "scenario block is running: one scenario at a time") {
+		t.Fatalf("hold during the launcher's run: %v; want FAILED_PRECONDITION naming block", err)
+	}
+	cancelRun()
+	<-f.cancelled
+}

@@ -38,7 +38,7 @@ func All() []Scenario {
 				"acks=all record was on every ISR member before it was acknowledged, so the new leader has it; the old leader comes back as a " +
 				"follower, truncates to where its log agrees with the new epoch's (OffsetForLeaderEpoch) and fetches back into the ISR.",
 			play: playLeaderCrash},
-		{Name: "network-partition", Title: "a follower cut off (SIGSTOP) leaves the ISR, writes go on, back it catches up", Note: "§7.3",
+		{Name: "network-partition", Title: "the link between the leader and a follower cut (both still reach the controller): it leaves the ISR, writes go on, healed it catches up", Note: "§7.3",
 			Rule: "a follower the leader cannot hear from is, to the leader, just a follower that stopped fetching: it leaves the ISR after " +
 				"replica.lag.time.max.ms (or when its broker's session expires), the leader keeps the partition and its epoch, writes go on " +
 				"with the remaining ISR, and the returning follower catches up from its fetch offset and rejoins; there is never a second leader.",
@@ -520,16 +520,22 @@ type partitionFacts struct {
 	Leader, Follower int32
 	Left             bool
 	LeftAfter        time.Duration
-	AckedWhileOut    int
-	Leaders          []int32 // every leader seen while the follower was cut off
-	CaughtUp         bool
-	Acked, Lost      int
+	// SessionKept: the follower's broker stayed registered with the same
+	// broker epoch throughout (only its link to the leader was cut).
+	SessionKept   bool
+	AckedWhileOut int
+	Leaders       []int32 // every leader seen while the follower was cut off
+	CaughtUp      bool
+	Acked, Lost   int
 }
 
 func (f partitionFacts) Verdict() []string {
 	var out []string
 	if !f.Left {
 		out = append(out, fmt.Sprintf("cut-off follower %d never left the ISR", f.Follower))
+	}
+	if f.Left && !f.SessionKept {
+		out = append(out, fmt.Sprintf("broker %d lost its session with the controller: more than its link to leader %d was cut", f.Follower, f.Leader))
 	}
 	if f.AckedWhileOut == 0 {
 		out = append(out, "no write was acknowledged while the follower was cut off")
@@ -551,10 +557,11 @@ func (f partitionFacts) Verdict() []string {
 
 func (f partitionFacts) Explain() string {
 	return fmt.Sprintf("What happens when a follower is cut off?\n"+
-		"  Broker %d was frozen (SIGSTOP); %s later the ISR no longer held it, leader %d kept the partition (leaders seen: %v) and %d\n"+
+		"  The link between broker %d and leader %d was cut both ways, both still reaching etcd and the controller (session kept: %v);\n"+
+		"  %s later the ISR no longer held it, leader %d kept the partition (leaders seen: %v) and %d\n"+
 		"  acks=all writes were acknowledged meanwhile. No second leader: only the controller names leaders, and a follower cannot\n"+
-		"  promote itself. Resumed, it fetched from its offset and rejoined; %d of %d acknowledged writes lost.\n",
-		f.Follower, f.LeftAfter.Round(100*time.Millisecond), f.Leader, f.Leaders, f.AckedWhileOut, f.Lost, f.Acked)
+		"  promote itself. Healed, it fetched from its offset and rejoined; %d of %d acknowledged writes lost.\n",
+		f.Follower, f.Leader, f.SessionKept, f.LeftAfter.Round(100*time.Millisecond), f.Leader, f.Leaders, f.AckedWhileOut, f.Lost, f.Acked)
 }
 
 func playPartition(r *run) (facts, error) {
@@ -574,20 +581,26 @@ func playPartition(r *run) (facts, error) {
 		}
 	}()
 	r.step("T0: steady: leader %d, ISR %v, a producer writes with acks=all", f.Leader, p.GetIsr())
-	if err := r.node(devclusterv1.Action_ACTION_PAUSE, brokerName(f.Follower)); err != nil {
+	epoch := r.brokerEpoch(f.Follower)
+	if err := r.cutLinks(f.Leader, f.Follower, true); err != nil {
 		return f, err
 	}
 	cut := time.Now()
-	r.step("T1: broker %d cut off (SIGSTOP: it neither fetches nor answers)", f.Follower)
+	r.step("T1: the link between broker %d and broker %d cut both ways (tidemark fault cut --from %d --to %d --both); "+
+		"both still reach etcd and the controller", f.Leader, f.Follower, f.Leader, f.Follower)
+	alive := false
 	p, err = r.waitFor("the cut-off follower to leave the ISR", func(p *adminv1.PartitionView) bool {
 		f.Leaders = appendNew(f.Leaders, p.GetLeader())
+		alive = replica(p, f.Follower).GetAlive()
 		return !inISR(p, f.Follower)
 	})
 	if err != nil {
 		return f, err
 	}
 	f.Left, f.LeftAfter = true, time.Since(cut)
-	r.step("broker %d left the ISR after %s: ISR %v, leader still %d", f.Follower, f.LeftAfter.Round(10*time.Millisecond), p.GetIsr(), p.GetLeader())
+	f.SessionKept = alive && epoch > 0 && r.brokerEpoch(f.Follower) == epoch
+	r.step("broker %d left the ISR after %s: ISR %v, leader still %d; broker %d is still in the cluster (session kept: %v)",
+		f.Follower, f.LeftAfter.Round(10*time.Millisecond), p.GetIsr(), p.GetLeader(), f.Follower, f.SessionKept)
 	r.show()
 	before := bg.count()
 	if err := sleep(r.ctx, 2*time.Second); err != nil {
@@ -597,10 +610,10 @@ func playPartition(r *run) (facts, error) {
 	p = r.show()
 	f.Leaders = appendNew(f.Leaders, p.GetLeader())
 	r.step("writes go on without it: %d acknowledged in 2s", f.AckedWhileOut)
-	if err := r.node(devclusterv1.Action_ACTION_RESUME, brokerName(f.Follower)); err != nil {
+	if err := r.cutLinks(f.Leader, f.Follower, false); err != nil {
 		return f, err
 	}
-	r.step("T2: broker %d reconnected (SIGCONT)", f.Follower)
+	r.step("T2: the link healed (tidemark fault heal --from %d --to %d --both)", f.Leader, f.Follower)
 	if _, err := r.waitFor("the follower to catch up and rejoin", func(p *adminv1.PartitionView) bool { return inISR(p, f.Follower) }); err == nil {
 		f.CaughtUp = true
 		r.step("broker %d caught up from its fetch offset and rejoined the ISR", f.Follower)

@@ -2,7 +2,7 @@
 // dev cluster (`tidemark dev up`, or a test's own cluster): each scenario
 // creates its own topic, injects its faults through the launcher's control
 // API (kill, stop, pause, start) and the brokers' fault API (stall or slow
-// a follower's fetching), narrates what happens as a timeline with the
+// a follower's fetching, cut the link between two brokers), narrates what happens as a timeline with the
 // partition's per-replica LEO/HW/ISR table at each step, and checks that
 // what the note says would happen did happen. Every scenario ends by undoing
 // what it did: the nodes it acted on running, its faults cleared, the ISR
@@ -116,28 +116,46 @@ func Discover(ctx context.Context, control string, sec tlsconf.Options) (Env, er
 	return env, nil
 }
 
-// Idle refuses a run while the launcher at env.Control plays a scenario
-// (the console's Scenarios panel): both would kill, pause and heal the same
-// nodes. A launcher that plays no scenarios has no run to wait for.
-func Idle(ctx context.Context, env Env) error {
+// Hold takes the launcher's scenario slot at env.Control for a run of name
+// played in this process, so that neither the console's Scenarios panel
+// nor another CLI starts one meanwhile: both would kill, pause and heal the
+// same nodes. It refuses, naming the running one, while the launcher plays
+// or another process holds one. release gives the slot back; the slot
+// outlives ctx, so that a cancelled run still heals under it. A launcher
+// that plays no scenarios has no slot to hold.
+func Hold(ctx context.Context, env Env, name string) (release func(), err error) {
 	conn, err := env.dial(env.Control)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := devclusterv1.NewDevClusterServiceClient(conn).ListScenarios(ctx, &devclusterv1.ListScenariosRequest{})
+	hold, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	release = func() {
+		cancel()
+		conn.Close()
+	}
+	late := time.AfterFunc(5*time.Second, cancel)
+	stop := context.AfterFunc(ctx, cancel)
+	stream, err := devclusterv1.NewDevClusterServiceClient(conn).HoldScenario(hold, &devclusterv1.HoldScenarioRequest{Name: name})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	timedOut, cancelled := !late.Stop(), !stop()
 	switch {
+	case err == nil && !timedOut && !cancelled:
+		return release, nil
 	case status.Code(err) == codes.Unimplemented:
-		return nil
-	case err != nil:
-		return fmt.Errorf("ask the launcher at %s which scenario runs: %w", env.Control, err)
-	case resp.GetRunning() != "":
-		return fmt.Errorf("scenario %s is running on the launcher at %s (the console's Scenarios panel): one scenario at a time; wait for it to end or cancel it",
-			resp.GetRunning(), env.Control)
+		release()
+		return func() {}, nil
+	case status.Code(err) == codes.FailedPrecondition:
+		release()
+		return nil, fmt.Errorf("the launcher at %s refuses: %s", env.Control, status.Convert(err).Message())
+	case cancelled:
+		err = ctx.Err()
+	case timedOut:
+		err = errors.New("no answer within 5s")
 	}
-	return nil
+	release()
+	return nil, fmt.Errorf("ask the launcher at %s for the scenario slot: %w", env.Control, err)
 }
 
 // Options shape a run's narration.
@@ -299,13 +317,14 @@ type run struct {
 	touched touched
 }
 
-// touched records the nodes a scenario acted on and the brokers whose
-// fetching of its topic it slowed or stalled, each before the call, which
-// a cancelled call may still have carried out.
+// touched records the nodes a scenario acted on, the brokers whose
+// fetching of its topic it slowed or stalled and the links it cut, each
+// before the call, which a cancelled call may still have carried out.
 type touched struct {
 	mu      sync.Mutex
 	nodes   map[string]bool
 	brokers map[int32]bool
+	links   map[[2]int32]bool // from, to
 }
 
 func (t *touched) node(name string) {
@@ -324,6 +343,22 @@ func (t *touched) broker(id int32) {
 		t.brokers = map[int32]bool{}
 	}
 	t.brokers[id] = true
+}
+
+func (t *touched) link(from, to int32) {
+	t.broker(from)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.links == nil {
+		t.links = map[[2]int32]bool{}
+	}
+	t.links[[2]int32{from, to}] = true
+}
+
+func (t *touched) hasLink(from, to int32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.links[[2]int32{from, to}]
 }
 
 func (t *touched) hasNode(name string) bool {
@@ -773,9 +808,30 @@ func (r *run) fetchFault(id int32, stall bool, delay time.Duration) error {
 // clearFault lifts broker id's fetch fault on the topic.
 func (r *run) clearFault(id int32) error { return r.fetchFault(id, false, 0) }
 
-// clearFaults removes the topic's fault from broker id's list. The fault
-// API clears only the whole list, so the faults others set on the broker
-// are set again.
+// cutLinks cuts (or heals) the links between brokers a and b, both ways:
+// nothing either sends reaches the other, while both still reach etcd,
+// the controllers and the clients.
+func (r *run) cutLinks(a, b int32, cut bool) error {
+	for _, l := range [][2]int32{{a, b}, {b, a}} {
+		r.touched.link(l[0], l[1])
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		var err error
+		if cut {
+			_, err = r.faults[l[0]-1].CutLink(ctx, &faultv1.CutLinkRequest{BrokerId: l[0], ToBrokerId: l[1]})
+		} else {
+			_, err = r.faults[l[0]-1].HealLink(ctx, &faultv1.HealLinkRequest{BrokerId: l[0], ToBrokerId: l[1]})
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("fault API of broker %d (is the cluster started with --fault-injection?): %w", l[0], err)
+		}
+	}
+	return nil
+}
+
+// clearFaults removes the topic's fault and the links the scenario cut
+// from broker id's list. The fault API clears only the whole list, so the
+// faults and cuts others set on the broker are set again.
 func (r *run) clearFaults(id int32) error {
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
@@ -795,12 +851,20 @@ func (r *run) clearFaults(id int32) error {
 			return err
 		}
 	}
+	for _, l := range list.GetLinks() {
+		if r.touched.hasLink(id, l.GetToBrokerId()) {
+			continue
+		}
+		if _, err := fc.CutLink(ctx, &faultv1.CutLinkRequest{BrokerId: id, ToBrokerId: l.GetToBrokerId()}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // heal leaves the cluster as the scenario found it: every node it acted on
-// running with its own flags, none of its fetch faults left, the topic's
-// ISR full.
+// running with its own flags, none of its fetch faults or link cuts left,
+// the topic's ISR full.
 func (r *run) heal() error {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	resp, err := r.dev.ListNodes(ctx, &devclusterv1.ListNodesRequest{})
@@ -838,7 +902,7 @@ func (r *run) heal() error {
 			continue // a new process has no faults (and may not listen yet)
 		}
 		if err := r.clearFaults(id); err != nil {
-			errs = append(errs, fmt.Errorf("clear the fetch fault of broker %d: %w", id, err))
+			errs = append(errs, fmt.Errorf("clear the faults of broker %d: %w", id, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil || !r.created {

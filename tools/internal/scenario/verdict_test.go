@@ -44,10 +44,11 @@ func TestVerdicts(t *testing.T) {
 	crashOutside.OldISR = []int32{1, 3}
 	crashEpoch.NewEpoch = 0
 
-	partGood := partitionFacts{Leader: 1, Follower: 2, Left: true, AckedWhileOut: 30, Leaders: []int32{1}, CaughtUp: true, Acked: 90}
-	partBrain, partStuck := partGood, partGood
+	partGood := partitionFacts{Leader: 1, Follower: 2, Left: true, SessionKept: true, AckedWhileOut: 30, Leaders: []int32{1}, CaughtUp: true, Acked: 90}
+	partBrain, partStuck, partDead := partGood, partGood, partGood
 	partBrain.Leaders = []int32{1, 2}
 	partStuck.AckedWhileOut = 0
+	partDead.SessionKept = false
 
 	minGood := minISRFacts{Leader: 1, Down: []int32{2, 3}, ISRDown: []int32{1}, Refused: 3, RefusedCodes: map[string]int{"NOT_ENOUGH_REPLICAS": 3},
 		LEOBefore: 3, LEOAfterRefusal: 3, AckedAfter: 3, Recovered: true}
@@ -102,6 +103,7 @@ func TestVerdicts(t *testing.T) {
 		{"partition as the note says", partGood, ""},
 		{"partition: a second leader", partBrain, "leadership moved"},
 		{"partition: writes stopped", partStuck, "no write was acknowledged"},
+		{"partition: the follower's session lost", partDead, "lost its session with the controller"},
 		{"min isr as the note says", minGood, ""},
 		{"min isr: acked under min ISR", minAcked, "acknowledged with ISR"},
 		{"min isr: refused writes appended", minAppended, "were appended"},

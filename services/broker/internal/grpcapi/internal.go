@@ -32,6 +32,17 @@ type Replication struct {
 	// Draining, once done, ends every fetch stream after its current round
 	// trip (a parked fetch answers at once), so the broker can stop.
 	Draining context.Context
+	// Faults, when set, holds the answers to a broker this broker's link
+	// to is cut until it heals.
+	Faults *replica.Faults
+}
+
+// awaitLink holds an answer to broker id while the link to it is cut.
+func (s *Replication) awaitLink(ctx context.Context, id int32) error {
+	if s.Faults == nil {
+		return nil
+	}
+	return s.Faults.AwaitLink(ctx, id)
 }
 
 var _ replicationv1.ReplicationServiceServer = (*Replication)(nil)
@@ -56,6 +67,10 @@ func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_Repli
 		}
 		resp, answers, err := s.fetchOnce(ctx, req)
 		if err != nil {
+			return err
+		}
+		if err := s.awaitLink(ctx, req.GetReplicaId()); err != nil {
+			s.RM.RecycleFetch(answers)
 			return err
 		}
 		err = stream.Send(resp)
@@ -148,7 +163,7 @@ var (
 const tracerName = "tidemark.io/services/broker/grpcapi"
 
 // OffsetForLeaderEpoch answers where each asked epoch ends.
-func (s *Replication) OffsetForLeaderEpoch(_ context.Context, req *replicationv1.OffsetForLeaderEpochRequest) (*replicationv1.OffsetForLeaderEpochResponse, error) {
+func (s *Replication) OffsetForLeaderEpoch(ctx context.Context, req *replicationv1.OffsetForLeaderEpochRequest) (*replicationv1.OffsetForLeaderEpochResponse, error) {
 	resp := &replicationv1.OffsetForLeaderEpochResponse{}
 	for _, p := range req.GetPartitions() {
 		tp := replica.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
@@ -161,6 +176,9 @@ func (s *Replication) OffsetForLeaderEpoch(_ context.Context, req *replicationv1
 			r.LeaderEpoch, r.EndOffset = e, off
 		}
 		resp.Partitions = append(resp.Partitions, r)
+	}
+	if err := s.awaitLink(ctx, req.GetReplicaId()); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }
@@ -212,6 +230,16 @@ func (s *Control) StopReplica(_ context.Context, req *controlv1.StopReplicaReque
 type Faults struct {
 	faultv1.UnimplementedFaultInjectionServiceServer
 	F *replica.Faults
+	// BrokerID is this broker's id: its link to itself cannot be cut.
+	BrokerID int32
+}
+
+func linksProto(ids []int32) []*faultv1.LinkFault {
+	var out []*faultv1.LinkFault
+	for _, id := range ids {
+		out = append(out, &faultv1.LinkFault{ToBrokerId: id})
+	}
+	return out
 }
 
 func toProto(fs []replica.Fault) []*faultv1.FetchFault {
@@ -242,5 +270,26 @@ func (s *Faults) ClearFaults(context.Context, *faultv1.ClearFaultsRequest) (*fau
 
 // ListFaults lists the faults in force.
 func (s *Faults) ListFaults(context.Context, *faultv1.ListFaultsRequest) (*faultv1.ListFaultsResponse, error) {
-	return &faultv1.ListFaultsResponse{Faults: toProto(s.F.List())}, nil
+	return &faultv1.ListFaultsResponse{Faults: toProto(s.F.List()), Links: linksProto(s.F.Links())}, nil
+}
+
+// CutLink loses what this broker sends to another broker.
+func (s *Faults) CutLink(_ context.Context, req *faultv1.CutLinkRequest) (*faultv1.CutLinkResponse, error) {
+	if req.GetToBrokerId() == s.BrokerID {
+		return nil, kerr.BadField(kerr.InvalidRequest, "to_broker_id", "is this broker (%d): a link joins two brokers", s.BrokerID)
+	}
+	links, err := s.F.CutLink(req.GetToBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	return &faultv1.CutLinkResponse{Links: linksProto(links)}, nil
+}
+
+// HealLink undoes CutLink.
+func (s *Faults) HealLink(_ context.Context, req *faultv1.HealLinkRequest) (*faultv1.HealLinkResponse, error) {
+	links, err := s.F.HealLink(req.GetToBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	return &faultv1.HealLinkResponse{Links: linksProto(links)}, nil
 }

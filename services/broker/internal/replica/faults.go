@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"context"
+	"slices"
 	"time"
 
 	"tidemark.io/services/broker/internal/lockorder"
@@ -19,17 +21,22 @@ func (f Fault) matches(tp TP) bool {
 	return (f.Topic == "" || f.Topic == tp.Topic) && (f.Partition < 0 || f.Partition == tp.Partition)
 }
 
-// Faults holds the injected fetch faults. It is off unless the broker was
-// started with fault injection enabled, so a production broker cannot be
-// slowed through its API.
+// Faults holds the injected fetch faults and link cuts. It is off unless
+// the broker was started with fault injection enabled, so a production
+// broker cannot be slowed through its API.
 type Faults struct {
 	enabled bool
 	mu      lockorder.RWMutex[lockorder.Leaf]
 	list    []Fault
+	// cut are the brokers nothing this broker sends reaches; healed is
+	// closed and replaced at each change of cut, for the answers held
+	// until their link heals.
+	cut    []int32
+	healed chan struct{}
 }
 
 // NewFaults returns a registry; disabled ones refuse every change.
-func NewFaults(enabled bool) *Faults { return &Faults{enabled: enabled} }
+func NewFaults(enabled bool) *Faults { return &Faults{enabled: enabled, healed: make(chan struct{})} }
 
 // Enabled reports whether faults may be set.
 func (f *Faults) Enabled() bool { return f.enabled }
@@ -61,15 +68,89 @@ func (f *Faults) Set(x Fault) ([]Fault, error) {
 	return append([]Fault(nil), f.list...), nil
 }
 
-// Clear removes every fault.
+// Clear removes every fault and heals every link.
 func (f *Faults) Clear() error {
 	if err := f.check(); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	f.list = nil
+	f.setCutLocked(nil)
 	f.mu.Unlock()
 	return nil
+}
+
+// CutLink loses what this broker sends to broker to: the fetchers
+// following it send nothing, and the answers to its requests are held
+// until the link heals (as TCP would deliver them once the network is
+// back) or the request is given up.
+func (f *Faults) CutLink(to int32) ([]int32, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	if to < 0 {
+		return nil, kerr.BadField(kerr.InvalidRequest, "to_broker_id", "must be a broker id >= 0")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.cut, to) {
+		f.setCutLocked(append(slices.Clone(f.cut), to))
+	}
+	return slices.Clone(f.cut), nil
+}
+
+// HealLink undoes CutLink.
+func (f *Faults) HealLink(to int32) ([]int32, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if slices.Contains(f.cut, to) {
+		f.setCutLocked(slices.DeleteFunc(slices.Clone(f.cut), func(id int32) bool { return id == to }))
+	}
+	return slices.Clone(f.cut), nil
+}
+
+// setCutLocked replaces the cut links and wakes the answers held on them.
+// f.mu held.
+func (f *Faults) setCutLocked(cut []int32) {
+	slices.Sort(cut)
+	f.cut = cut
+	close(f.healed)
+	f.healed = make(chan struct{})
+}
+
+// Links returns the brokers this broker's link to is cut.
+func (f *Faults) Links() []int32 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.cut)
+}
+
+// LinkCut reports whether what this broker sends to broker to is lost.
+func (f *Faults) LinkCut(to int32) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Contains(f.cut, to)
+}
+
+// AwaitLink returns once this broker's link to broker to is up, or with
+// ctx's error when ctx ends first: an answer to that broker waits here.
+func (f *Faults) AwaitLink(ctx context.Context, to int32) error {
+	for {
+		f.mu.RLock()
+		cut, healed := slices.Contains(f.cut, to), f.healed
+		f.mu.RUnlock()
+		if !cut {
+			return nil
+		}
+		select {
+		case <-healed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // List returns the faults in force.

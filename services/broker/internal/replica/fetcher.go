@@ -427,6 +427,14 @@ func (f *fetcher) run() {
 			}
 			continue
 		}
+		if f.m.opts.Faults.LinkCut(f.key.leader) {
+			// The link to the leader is cut (fault injection): nothing sent
+			// would arrive, so send nothing, epoch lookups included, until
+			// it heals.
+			f.stream.close()
+			_ = f.m.opts.Faults.AwaitLink(f.ctx, f.key.leader)
+			continue
+		}
 		client, err := f.leaderClient()
 		if err != nil {
 			f.m.log.Debug("fetcher has no leader address", "leader", f.key.leader, "err", err)

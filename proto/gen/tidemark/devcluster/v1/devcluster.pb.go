@@ -846,6 +846,88 @@ func (x *RunScenarioResponse) GetError() string {
 	return ""
 }
 
+type HoldScenarioRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The scenario the caller plays.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldScenarioRequest) Reset() {
+	*x = HoldScenarioRequest{}
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldScenarioRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldScenarioRequest) ProtoMessage() {}
+
+func (x *HoldScenarioRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldScenarioRequest.ProtoReflect.Descriptor instead.
+func (*HoldScenarioRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HoldScenarioRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// HoldScenarioResponse says the hold is taken.
+type HoldScenarioResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldScenarioResponse) Reset() {
+	*x = HoldScenarioResponse{}
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldScenarioResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldScenarioResponse) ProtoMessage() {}
+
+func (x *HoldScenarioResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_devcluster_v1_devcluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldScenarioResponse.ProtoReflect.Descriptor instead.
+func (*HoldScenarioResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP(), []int{11}
+}
+
 var File_tidemark_devcluster_v1_devcluster_proto protoreflect.FileDescriptor
 
 const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
@@ -897,7 +979,10 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\x04rule\x18\n" +
 	" \x01(\tR\x04rule\x12\x1a\n" +
 	"\bfailures\x18\v \x03(\tR\bfailures\x12\x14\n" +
-	"\x05error\x18\f \x01(\tR\x05error*\x85\x01\n" +
+	"\x05error\x18\f \x01(\tR\x05error\")\n" +
+	"\x13HoldScenarioRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14HoldScenarioResponse*\x85\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_RUNNING\x10\x01\x12\x16\n" +
@@ -917,13 +1002,14 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\x1bSCENARIO_EVENT_KIND_STARTED\x10\x01\x12\x1c\n" +
 	"\x18SCENARIO_EVENT_KIND_STEP\x10\x02\x12\x1d\n" +
 	"\x19SCENARIO_EVENT_KIND_CHECK\x10\x03\x12 \n" +
-	"\x1cSCENARIO_EVENT_KIND_FINISHED\x10\x042\xb2\x03\n" +
+	"\x1cSCENARIO_EVENT_KIND_FINISHED\x10\x042\x9f\x04\n" +
 	"\x11DevClusterService\x12`\n" +
 	"\tListNodes\x12(.tidemark.devcluster.v1.ListNodesRequest\x1a).tidemark.devcluster.v1.ListNodesResponse\x12c\n" +
 	"\n" +
 	"NodeAction\x12).tidemark.devcluster.v1.NodeActionRequest\x1a*.tidemark.devcluster.v1.NodeActionResponse\x12l\n" +
 	"\rListScenarios\x12,.tidemark.devcluster.v1.ListScenariosRequest\x1a-.tidemark.devcluster.v1.ListScenariosResponse\x12h\n" +
-	"\vRunScenario\x12*.tidemark.devcluster.v1.RunScenarioRequest\x1a+.tidemark.devcluster.v1.RunScenarioResponse0\x01B;Z9tidemark.io/proto/gen/tidemark/devcluster/v1;devclusterv1b\x06proto3"
+	"\vRunScenario\x12*.tidemark.devcluster.v1.RunScenarioRequest\x1a+.tidemark.devcluster.v1.RunScenarioResponse0\x01\x12k\n" +
+	"\fHoldScenario\x12+.tidemark.devcluster.v1.HoldScenarioRequest\x1a,.tidemark.devcluster.v1.HoldScenarioResponse0\x01B;Z9tidemark.io/proto/gen/tidemark/devcluster/v1;devclusterv1b\x06proto3"
 
 var (
 	file_tidemark_devcluster_v1_devcluster_proto_rawDescOnce sync.Once
@@ -938,7 +1024,7 @@ func file_tidemark_devcluster_v1_devcluster_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_devcluster_v1_devcluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tidemark_devcluster_v1_devcluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_tidemark_devcluster_v1_devcluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_tidemark_devcluster_v1_devcluster_proto_goTypes = []any{
 	(NodeState)(0),                // 0: tidemark.devcluster.v1.NodeState
 	(Action)(0),                   // 1: tidemark.devcluster.v1.Action
@@ -953,6 +1039,8 @@ var file_tidemark_devcluster_v1_devcluster_proto_goTypes = []any{
 	(*ListScenariosResponse)(nil), // 10: tidemark.devcluster.v1.ListScenariosResponse
 	(*RunScenarioRequest)(nil),    // 11: tidemark.devcluster.v1.RunScenarioRequest
 	(*RunScenarioResponse)(nil),   // 12: tidemark.devcluster.v1.RunScenarioResponse
+	(*HoldScenarioRequest)(nil),   // 13: tidemark.devcluster.v1.HoldScenarioRequest
+	(*HoldScenarioResponse)(nil),  // 14: tidemark.devcluster.v1.HoldScenarioResponse
 }
 var file_tidemark_devcluster_v1_devcluster_proto_depIdxs = []int32{
 	0,  // 0: tidemark.devcluster.v1.DevNode.state:type_name -> tidemark.devcluster.v1.NodeState
@@ -965,12 +1053,14 @@ var file_tidemark_devcluster_v1_devcluster_proto_depIdxs = []int32{
 	6,  // 7: tidemark.devcluster.v1.DevClusterService.NodeAction:input_type -> tidemark.devcluster.v1.NodeActionRequest
 	9,  // 8: tidemark.devcluster.v1.DevClusterService.ListScenarios:input_type -> tidemark.devcluster.v1.ListScenariosRequest
 	11, // 9: tidemark.devcluster.v1.DevClusterService.RunScenario:input_type -> tidemark.devcluster.v1.RunScenarioRequest
-	5,  // 10: tidemark.devcluster.v1.DevClusterService.ListNodes:output_type -> tidemark.devcluster.v1.ListNodesResponse
-	7,  // 11: tidemark.devcluster.v1.DevClusterService.NodeAction:output_type -> tidemark.devcluster.v1.NodeActionResponse
-	10, // 12: tidemark.devcluster.v1.DevClusterService.ListScenarios:output_type -> tidemark.devcluster.v1.ListScenariosResponse
-	12, // 13: tidemark.devcluster.v1.DevClusterService.RunScenario:output_type -> tidemark.devcluster.v1.RunScenarioResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
+	13, // 10: tidemark.devcluster.v1.DevClusterService.HoldScenario:input_type -> tidemark.devcluster.v1.HoldScenarioRequest
+	5,  // 11: tidemark.devcluster.v1.DevClusterService.ListNodes:output_type -> tidemark.devcluster.v1.ListNodesResponse
+	7,  // 12: tidemark.devcluster.v1.DevClusterService.NodeAction:output_type -> tidemark.devcluster.v1.NodeActionResponse
+	10, // 13: tidemark.devcluster.v1.DevClusterService.ListScenarios:output_type -> tidemark.devcluster.v1.ListScenariosResponse
+	12, // 14: tidemark.devcluster.v1.DevClusterService.RunScenario:output_type -> tidemark.devcluster.v1.RunScenarioResponse
+	14, // 15: tidemark.devcluster.v1.DevClusterService.HoldScenario:output_type -> tidemark.devcluster.v1.HoldScenarioResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -987,7 +1077,7 @@ func file_tidemark_devcluster_v1_devcluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_devcluster_v1_devcluster_proto_rawDesc), len(file_tidemark_devcluster_v1_devcluster_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

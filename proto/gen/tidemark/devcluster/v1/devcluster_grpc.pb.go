@@ -26,6 +26,7 @@ const (
 	DevClusterService_NodeAction_FullMethodName    = "/tidemark.devcluster.v1.DevClusterService/NodeAction"
 	DevClusterService_ListScenarios_FullMethodName = "/tidemark.devcluster.v1.DevClusterService/ListScenarios"
 	DevClusterService_RunScenario_FullMethodName   = "/tidemark.devcluster.v1.DevClusterService/RunScenario"
+	DevClusterService_HoldScenario_FullMethodName  = "/tidemark.devcluster.v1.DevClusterService/HoldScenario"
 )
 
 // DevClusterServiceClient is the client API for DevClusterService service.
@@ -46,6 +47,13 @@ type DevClusterServiceClient interface {
 	// Cancelling the call stops the run; the scenario then heals the cluster
 	// (every node running, no fault left) before the launcher takes another.
 	RunScenario(ctx context.Context, in *RunScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunScenarioResponse], error)
+	// HoldScenario counts a scenario played outside the launcher (`tidemark
+	// scenario run`, in the CLI's process) as the one running: while it is
+	// held, RunScenario and other holds are refused as during a run
+	// (FAILED_PRECONDITION, naming it), and ListScenarios names it. The
+	// launcher answers once when the hold is taken (or refuses, while a
+	// scenario runs) and keeps it until the caller ends the call.
+	HoldScenario(ctx context.Context, in *HoldScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldScenarioResponse], error)
 }
 
 type devClusterServiceClient struct {
@@ -105,6 +113,25 @@ func (c *devClusterServiceClient) RunScenario(ctx context.Context, in *RunScenar
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DevClusterService_RunScenarioClient = grpc.ServerStreamingClient[RunScenarioResponse]
 
+func (c *devClusterServiceClient) HoldScenario(ctx context.Context, in *HoldScenarioRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldScenarioResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DevClusterService_ServiceDesc.Streams[1], DevClusterService_HoldScenario_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HoldScenarioRequest, HoldScenarioResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DevClusterService_HoldScenarioClient = grpc.ServerStreamingClient[HoldScenarioResponse]
+
 // DevClusterServiceServer is the server API for DevClusterService service.
 // All implementations must embed UnimplementedDevClusterServiceServer
 // for forward compatibility.
@@ -123,6 +150,13 @@ type DevClusterServiceServer interface {
 	// Cancelling the call stops the run; the scenario then heals the cluster
 	// (every node running, no fault left) before the launcher takes another.
 	RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[RunScenarioResponse]) error
+	// HoldScenario counts a scenario played outside the launcher (`tidemark
+	// scenario run`, in the CLI's process) as the one running: while it is
+	// held, RunScenario and other holds are refused as during a run
+	// (FAILED_PRECONDITION, naming it), and ListScenarios names it. The
+	// launcher answers once when the hold is taken (or refuses, while a
+	// scenario runs) and keeps it until the caller ends the call.
+	HoldScenario(*HoldScenarioRequest, grpc.ServerStreamingServer[HoldScenarioResponse]) error
 	mustEmbedUnimplementedDevClusterServiceServer()
 }
 
@@ -144,6 +178,9 @@ func (UnimplementedDevClusterServiceServer) ListScenarios(context.Context, *List
 }
 func (UnimplementedDevClusterServiceServer) RunScenario(*RunScenarioRequest, grpc.ServerStreamingServer[RunScenarioResponse]) error {
 	return status.Error(codes.Unimplemented, "method RunScenario not implemented")
+}
+func (UnimplementedDevClusterServiceServer) HoldScenario(*HoldScenarioRequest, grpc.ServerStreamingServer[HoldScenarioResponse]) error {
+	return status.Error(codes.Unimplemented, "method HoldScenario not implemented")
 }
 func (UnimplementedDevClusterServiceServer) mustEmbedUnimplementedDevClusterServiceServer() {}
 func (UnimplementedDevClusterServiceServer) testEmbeddedByValue()                           {}
@@ -231,6 +268,17 @@ func _DevClusterService_RunScenario_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DevClusterService_RunScenarioServer = grpc.ServerStreamingServer[RunScenarioResponse]
 
+func _DevClusterService_HoldScenario_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(HoldScenarioRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DevClusterServiceServer).HoldScenario(m, &grpc.GenericServerStream[HoldScenarioRequest, HoldScenarioResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DevClusterService_HoldScenarioServer = grpc.ServerStreamingServer[HoldScenarioResponse]
+
 // DevClusterService_ServiceDesc is the grpc.ServiceDesc for DevClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -255,6 +303,11 @@ var DevClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "RunScenario",
 			Handler:       _DevClusterService_RunScenario_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "HoldScenario",
+			Handler:       _DevClusterService_HoldScenario_Handler,
 			ServerStreams: true,
 		},
 	},

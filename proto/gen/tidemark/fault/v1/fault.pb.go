@@ -326,6 +326,7 @@ func (x *ListFaultsRequest) GetBrokerId() int32 {
 type ListFaultsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Faults        []*FetchFault          `protobuf:"bytes,1,rep,name=faults,proto3" json:"faults,omitempty"`
+	Links         []*LinkFault           `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -367,6 +368,258 @@ func (x *ListFaultsResponse) GetFaults() []*FetchFault {
 	return nil
 }
 
+func (x *ListFaultsResponse) GetLinks() []*LinkFault {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+// LinkFault is a cut of the replication link from this broker to another,
+// one way, as a network that drops every packet one way: this broker's
+// requests to that broker (its fetches as that broker's follower, its
+// leader epoch lookups) never arrive, and that broker's requests to this
+// one arrive and are served but their answers never come back. Both
+// brokers still reach etcd, the controllers and the clients.
+type LinkFault struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The broker this broker cannot reach.
+	ToBrokerId    int32 `protobuf:"varint,1,opt,name=to_broker_id,json=toBrokerId,proto3" json:"to_broker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkFault) Reset() {
+	*x = LinkFault{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkFault) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkFault) ProtoMessage() {}
+
+func (x *LinkFault) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkFault.ProtoReflect.Descriptor instead.
+func (*LinkFault) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LinkFault) GetToBrokerId() int32 {
+	if x != nil {
+		return x.ToBrokerId
+	}
+	return 0
+}
+
+type CutLinkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As SetFetchFaultRequest.broker_id: the broker whose sending is cut.
+	BrokerId      int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	ToBrokerId    int32 `protobuf:"varint,2,opt,name=to_broker_id,json=toBrokerId,proto3" json:"to_broker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutLinkRequest) Reset() {
+	*x = CutLinkRequest{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutLinkRequest) ProtoMessage() {}
+
+func (x *CutLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutLinkRequest.ProtoReflect.Descriptor instead.
+func (*CutLinkRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CutLinkRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *CutLinkRequest) GetToBrokerId() int32 {
+	if x != nil {
+		return x.ToBrokerId
+	}
+	return 0
+}
+
+type CutLinkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Links         []*LinkFault           `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutLinkResponse) Reset() {
+	*x = CutLinkResponse{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutLinkResponse) ProtoMessage() {}
+
+func (x *CutLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutLinkResponse.ProtoReflect.Descriptor instead.
+func (*CutLinkResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CutLinkResponse) GetLinks() []*LinkFault {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+type HealLinkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As SetFetchFaultRequest.broker_id.
+	BrokerId      int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	ToBrokerId    int32 `protobuf:"varint,2,opt,name=to_broker_id,json=toBrokerId,proto3" json:"to_broker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealLinkRequest) Reset() {
+	*x = HealLinkRequest{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealLinkRequest) ProtoMessage() {}
+
+func (x *HealLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealLinkRequest.ProtoReflect.Descriptor instead.
+func (*HealLinkRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HealLinkRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *HealLinkRequest) GetToBrokerId() int32 {
+	if x != nil {
+		return x.ToBrokerId
+	}
+	return 0
+}
+
+type HealLinkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Links         []*LinkFault           `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealLinkResponse) Reset() {
+	*x = HealLinkResponse{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealLinkResponse) ProtoMessage() {}
+
+func (x *HealLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealLinkResponse.ProtoReflect.Descriptor instead.
+func (*HealLinkResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HealLinkResponse) GetLinks() []*LinkFault {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
 var File_tidemark_fault_v1_fault_proto protoreflect.FileDescriptor
 
 const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
@@ -387,14 +640,32 @@ const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x15\n" +
 	"\x13ClearFaultsResponse\"0\n" +
 	"\x11ListFaultsRequest\x12\x1b\n" +
-	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"K\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x7f\n" +
 	"\x12ListFaultsResponse\x125\n" +
-	"\x06faults\x18\x01 \x03(\v2\x1d.tidemark.fault.v1.FetchFaultR\x06faults2\xb4\x02\n" +
+	"\x06faults\x18\x01 \x03(\v2\x1d.tidemark.fault.v1.FetchFaultR\x06faults\x122\n" +
+	"\x05links\x18\x02 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\"-\n" +
+	"\tLinkFault\x12 \n" +
+	"\fto_broker_id\x18\x01 \x01(\x05R\n" +
+	"toBrokerId\"O\n" +
+	"\x0eCutLinkRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
+	"\fto_broker_id\x18\x02 \x01(\x05R\n" +
+	"toBrokerId\"E\n" +
+	"\x0fCutLinkResponse\x122\n" +
+	"\x05links\x18\x01 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\"P\n" +
+	"\x0fHealLinkRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
+	"\fto_broker_id\x18\x02 \x01(\x05R\n" +
+	"toBrokerId\"F\n" +
+	"\x10HealLinkResponse\x122\n" +
+	"\x05links\x18\x01 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links2\xdb\x03\n" +
 	"\x15FaultInjectionService\x12b\n" +
 	"\rSetFetchFault\x12'.tidemark.fault.v1.SetFetchFaultRequest\x1a(.tidemark.fault.v1.SetFetchFaultResponse\x12\\\n" +
 	"\vClearFaults\x12%.tidemark.fault.v1.ClearFaultsRequest\x1a&.tidemark.fault.v1.ClearFaultsResponse\x12Y\n" +
 	"\n" +
-	"ListFaults\x12$.tidemark.fault.v1.ListFaultsRequest\x1a%.tidemark.fault.v1.ListFaultsResponseB1Z/tidemark.io/proto/gen/tidemark/fault/v1;faultv1b\x06proto3"
+	"ListFaults\x12$.tidemark.fault.v1.ListFaultsRequest\x1a%.tidemark.fault.v1.ListFaultsResponse\x12P\n" +
+	"\aCutLink\x12!.tidemark.fault.v1.CutLinkRequest\x1a\".tidemark.fault.v1.CutLinkResponse\x12S\n" +
+	"\bHealLink\x12\".tidemark.fault.v1.HealLinkRequest\x1a#.tidemark.fault.v1.HealLinkResponseB1Z/tidemark.io/proto/gen/tidemark/fault/v1;faultv1b\x06proto3"
 
 var (
 	file_tidemark_fault_v1_fault_proto_rawDescOnce sync.Once
@@ -408,7 +679,7 @@ func file_tidemark_fault_v1_fault_proto_rawDescGZIP() []byte {
 	return file_tidemark_fault_v1_fault_proto_rawDescData
 }
 
-var file_tidemark_fault_v1_fault_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_tidemark_fault_v1_fault_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_tidemark_fault_v1_fault_proto_goTypes = []any{
 	(*FetchFault)(nil),            // 0: tidemark.fault.v1.FetchFault
 	(*SetFetchFaultRequest)(nil),  // 1: tidemark.fault.v1.SetFetchFaultRequest
@@ -417,22 +688,34 @@ var file_tidemark_fault_v1_fault_proto_goTypes = []any{
 	(*ClearFaultsResponse)(nil),   // 4: tidemark.fault.v1.ClearFaultsResponse
 	(*ListFaultsRequest)(nil),     // 5: tidemark.fault.v1.ListFaultsRequest
 	(*ListFaultsResponse)(nil),    // 6: tidemark.fault.v1.ListFaultsResponse
+	(*LinkFault)(nil),             // 7: tidemark.fault.v1.LinkFault
+	(*CutLinkRequest)(nil),        // 8: tidemark.fault.v1.CutLinkRequest
+	(*CutLinkResponse)(nil),       // 9: tidemark.fault.v1.CutLinkResponse
+	(*HealLinkRequest)(nil),       // 10: tidemark.fault.v1.HealLinkRequest
+	(*HealLinkResponse)(nil),      // 11: tidemark.fault.v1.HealLinkResponse
 }
 var file_tidemark_fault_v1_fault_proto_depIdxs = []int32{
-	0, // 0: tidemark.fault.v1.SetFetchFaultRequest.fault:type_name -> tidemark.fault.v1.FetchFault
-	0, // 1: tidemark.fault.v1.SetFetchFaultResponse.faults:type_name -> tidemark.fault.v1.FetchFault
-	0, // 2: tidemark.fault.v1.ListFaultsResponse.faults:type_name -> tidemark.fault.v1.FetchFault
-	1, // 3: tidemark.fault.v1.FaultInjectionService.SetFetchFault:input_type -> tidemark.fault.v1.SetFetchFaultRequest
-	3, // 4: tidemark.fault.v1.FaultInjectionService.ClearFaults:input_type -> tidemark.fault.v1.ClearFaultsRequest
-	5, // 5: tidemark.fault.v1.FaultInjectionService.ListFaults:input_type -> tidemark.fault.v1.ListFaultsRequest
-	2, // 6: tidemark.fault.v1.FaultInjectionService.SetFetchFault:output_type -> tidemark.fault.v1.SetFetchFaultResponse
-	4, // 7: tidemark.fault.v1.FaultInjectionService.ClearFaults:output_type -> tidemark.fault.v1.ClearFaultsResponse
-	6, // 8: tidemark.fault.v1.FaultInjectionService.ListFaults:output_type -> tidemark.fault.v1.ListFaultsResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: tidemark.fault.v1.SetFetchFaultRequest.fault:type_name -> tidemark.fault.v1.FetchFault
+	0,  // 1: tidemark.fault.v1.SetFetchFaultResponse.faults:type_name -> tidemark.fault.v1.FetchFault
+	0,  // 2: tidemark.fault.v1.ListFaultsResponse.faults:type_name -> tidemark.fault.v1.FetchFault
+	7,  // 3: tidemark.fault.v1.ListFaultsResponse.links:type_name -> tidemark.fault.v1.LinkFault
+	7,  // 4: tidemark.fault.v1.CutLinkResponse.links:type_name -> tidemark.fault.v1.LinkFault
+	7,  // 5: tidemark.fault.v1.HealLinkResponse.links:type_name -> tidemark.fault.v1.LinkFault
+	1,  // 6: tidemark.fault.v1.FaultInjectionService.SetFetchFault:input_type -> tidemark.fault.v1.SetFetchFaultRequest
+	3,  // 7: tidemark.fault.v1.FaultInjectionService.ClearFaults:input_type -> tidemark.fault.v1.ClearFaultsRequest
+	5,  // 8: tidemark.fault.v1.FaultInjectionService.ListFaults:input_type -> tidemark.fault.v1.ListFaultsRequest
+	8,  // 9: tidemark.fault.v1.FaultInjectionService.CutLink:input_type -> tidemark.fault.v1.CutLinkRequest
+	10, // 10: tidemark.fault.v1.FaultInjectionService.HealLink:input_type -> tidemark.fault.v1.HealLinkRequest
+	2,  // 11: tidemark.fault.v1.FaultInjectionService.SetFetchFault:output_type -> tidemark.fault.v1.SetFetchFaultResponse
+	4,  // 12: tidemark.fault.v1.FaultInjectionService.ClearFaults:output_type -> tidemark.fault.v1.ClearFaultsResponse
+	6,  // 13: tidemark.fault.v1.FaultInjectionService.ListFaults:output_type -> tidemark.fault.v1.ListFaultsResponse
+	9,  // 14: tidemark.fault.v1.FaultInjectionService.CutLink:output_type -> tidemark.fault.v1.CutLinkResponse
+	11, // 15: tidemark.fault.v1.FaultInjectionService.HealLink:output_type -> tidemark.fault.v1.HealLinkResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_fault_v1_fault_proto_init() }
@@ -446,7 +729,7 @@ func file_tidemark_fault_v1_fault_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_fault_v1_fault_proto_rawDesc), len(file_tidemark_fault_v1_fault_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,18 +26,27 @@ const (
 	FaultInjectionService_SetFetchFault_FullMethodName = "/tidemark.fault.v1.FaultInjectionService/SetFetchFault"
 	FaultInjectionService_ClearFaults_FullMethodName   = "/tidemark.fault.v1.FaultInjectionService/ClearFaults"
 	FaultInjectionService_ListFaults_FullMethodName    = "/tidemark.fault.v1.FaultInjectionService/ListFaults"
+	FaultInjectionService_CutLink_FullMethodName       = "/tidemark.fault.v1.FaultInjectionService/CutLink"
+	FaultInjectionService_HealLink_FullMethodName      = "/tidemark.fault.v1.FaultInjectionService/HealLink"
 )
 
 // FaultInjectionServiceClient is the client API for FaultInjectionService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// FaultInjectionService slows or stalls this broker's replica fetchers so a
-// follower can be watched falling out of the ISR and coming back.
+// FaultInjectionService slows or stalls this broker's replica fetchers, or
+// cuts its replication link to another broker, so a follower can be watched
+// falling out of the ISR and coming back.
 type FaultInjectionServiceClient interface {
 	SetFetchFault(ctx context.Context, in *SetFetchFaultRequest, opts ...grpc.CallOption) (*SetFetchFaultResponse, error)
+	// ClearFaults removes the fetch faults and heals the cut links.
 	ClearFaults(ctx context.Context, in *ClearFaultsRequest, opts ...grpc.CallOption) (*ClearFaultsResponse, error)
 	ListFaults(ctx context.Context, in *ListFaultsRequest, opts ...grpc.CallOption) (*ListFaultsResponse, error)
+	// CutLink loses what this broker sends to another broker (see LinkFault);
+	// the link the other way stays up unless that broker cuts it too.
+	CutLink(ctx context.Context, in *CutLinkRequest, opts ...grpc.CallOption) (*CutLinkResponse, error)
+	// HealLink undoes CutLink.
+	HealLink(ctx context.Context, in *HealLinkRequest, opts ...grpc.CallOption) (*HealLinkResponse, error)
 }
 
 type faultInjectionServiceClient struct {
@@ -78,16 +87,43 @@ func (c *faultInjectionServiceClient) ListFaults(ctx context.Context, in *ListFa
 	return out, nil
 }
 
+func (c *faultInjectionServiceClient) CutLink(ctx context.Context, in *CutLinkRequest, opts ...grpc.CallOption) (*CutLinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CutLinkResponse)
+	err := c.cc.Invoke(ctx, FaultInjectionService_CutLink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *faultInjectionServiceClient) HealLink(ctx context.Context, in *HealLinkRequest, opts ...grpc.CallOption) (*HealLinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HealLinkResponse)
+	err := c.cc.Invoke(ctx, FaultInjectionService_HealLink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FaultInjectionServiceServer is the server API for FaultInjectionService service.
 // All implementations must embed UnimplementedFaultInjectionServiceServer
 // for forward compatibility.
 //
-// FaultInjectionService slows or stalls this broker's replica fetchers so a
-// follower can be watched falling out of the ISR and coming back.
+// FaultInjectionService slows or stalls this broker's replica fetchers, or
+// cuts its replication link to another broker, so a follower can be watched
+// falling out of the ISR and coming back.
 type FaultInjectionServiceServer interface {
 	SetFetchFault(context.Context, *SetFetchFaultRequest) (*SetFetchFaultResponse, error)
+	// ClearFaults removes the fetch faults and heals the cut links.
 	ClearFaults(context.Context, *ClearFaultsRequest) (*ClearFaultsResponse, error)
 	ListFaults(context.Context, *ListFaultsRequest) (*ListFaultsResponse, error)
+	// CutLink loses what this broker sends to another broker (see LinkFault);
+	// the link the other way stays up unless that broker cuts it too.
+	CutLink(context.Context, *CutLinkRequest) (*CutLinkResponse, error)
+	// HealLink undoes CutLink.
+	HealLink(context.Context, *HealLinkRequest) (*HealLinkResponse, error)
 	mustEmbedUnimplementedFaultInjectionServiceServer()
 }
 
@@ -106,6 +142,12 @@ func (UnimplementedFaultInjectionServiceServer) ClearFaults(context.Context, *Cl
 }
 func (UnimplementedFaultInjectionServiceServer) ListFaults(context.Context, *ListFaultsRequest) (*ListFaultsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListFaults not implemented")
+}
+func (UnimplementedFaultInjectionServiceServer) CutLink(context.Context, *CutLinkRequest) (*CutLinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CutLink not implemented")
+}
+func (UnimplementedFaultInjectionServiceServer) HealLink(context.Context, *HealLinkRequest) (*HealLinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HealLink not implemented")
 }
 func (UnimplementedFaultInjectionServiceServer) mustEmbedUnimplementedFaultInjectionServiceServer() {}
 func (UnimplementedFaultInjectionServiceServer) testEmbeddedByValue()                               {}
@@ -182,6 +224,42 @@ func _FaultInjectionService_ListFaults_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FaultInjectionService_CutLink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CutLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FaultInjectionServiceServer).CutLink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FaultInjectionService_CutLink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FaultInjectionServiceServer).CutLink(ctx, req.(*CutLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FaultInjectionService_HealLink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HealLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FaultInjectionServiceServer).HealLink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FaultInjectionService_HealLink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FaultInjectionServiceServer).HealLink(ctx, req.(*HealLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FaultInjectionService_ServiceDesc is the grpc.ServiceDesc for FaultInjectionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -200,6 +278,14 @@ var FaultInjectionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListFaults",
 			Handler:    _FaultInjectionService_ListFaults_Handler,
+		},
+		{
+			MethodName: "CutLink",
+			Handler:    _FaultInjectionService_CutLink_Handler,
+		},
+		{
+			MethodName: "HealLink",
+			Handler:    _FaultInjectionService_HealLink_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
