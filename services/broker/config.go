@@ -61,7 +61,9 @@ type Config struct {
 	// replica.lag.time.max.ms; dynamic ones from the controller win.
 	Settings map[string]string
 	// SessionTimeout is broker.session.timeout.ms: the lease of the
-	// broker's registration in etcd.
+	// broker's registration in etcd. An etcd watch silent for max(2 × this,
+	// metastore.DefaultWatchTimeout) is presumed cut off and watched again
+	// on a new connection.
 	SessionTimeout time.Duration
 	// Dialer, when set, replaces TCP dialing to peers (tests route through
 	// a network simulator). Not a flag.

@@ -55,7 +55,9 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", b.cfg.ID, err)
 	}
-	store, err := metastore.New(cli, metastore.Options{Prefix: b.cfg.Etcd.Prefix, Logger: b.log})
+	// Watches get a client of their own, which a silent watch may close
+	// and dial again without touching the lease's connection.
+	store, err := metastore.New(cli, metastore.Options{Prefix: b.cfg.Etcd.Prefix, Logger: b.log, WatchClient: b.cfg.Etcd.Client})
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -31,7 +31,9 @@ type Config struct {
 	Etcd etcdconn.Options
 
 	// SessionTTL is the lease of the <prefix>/controller key: how long a
-	// dead or partitioned controller keeps the role (whole seconds).
+	// dead or partitioned controller keeps the role (whole seconds). An
+	// etcd watch silent for max(2 × this, metastore.DefaultWatchTimeout) is
+	// presumed cut off and watched again on a new connection.
 	SessionTTL time.Duration
 	// BrokerSessionGrace is how long a broker whose BrokerSession broke has
 	// to come back before it is declared dead; 0 waits for its lease.

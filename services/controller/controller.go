@@ -83,7 +83,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Controller, er
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.Etcd.Prefix, Logger: log})
+	// Watches get a client of their own, which a silent watch may close
+	// and dial again without touching the lease's connection.
+	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.Etcd.Prefix, Logger: log, WatchClient: cfg.Etcd.Client})
 	if err != nil {
 		_ = cli.Close()
 		_ = tel.Close(ctx)

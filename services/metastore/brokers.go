@@ -77,6 +77,7 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 		if err != nil {
 			return nil, fmt.Errorf("metastore: grant broker lease: %w", err)
 		}
+		s.noteTTL(lease.TTL)
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, encode(info), clientv3.WithLease(lease.ID))).
@@ -196,13 +197,13 @@ func (r *Registration) hold(ctx context.Context, key string) {
 		r.lose(why)
 		cancel()
 	}
-	wch := cli.Watch(ctx, key, clientv3.WithRev(r.broker.Epoch+1), clientv3.WithProgressNotify())
+	wch := r.s.liveWatch(ctx, watchRange{key: key}, r.broker.Epoch+1)
 	go func() {
-		for wr := range wch {
-			if wr.Err() != nil {
+		for b := range wch {
+			if b.err != nil {
 				return // keep relying on the keepalives alone
 			}
-			for _, ev := range wr.Events {
+			for _, ev := range b.events {
 				if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(r.lease) {
 					lost("registration key deleted (lease expired or revoked)")
 					return

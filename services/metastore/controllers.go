@@ -46,6 +46,7 @@ func (s *Store) RegisterController(ctx context.Context, node ControllerNode, ttl
 	if err != nil {
 		return nil, fmt.Errorf("metastore: grant controller node lease: %w", err)
 	}
+	s.noteTTL(lease.TTL)
 	key := s.k.controllerNode(node.ID)
 	resp, err := s.cli.Put(ctx, key, encode(node), clientv3.WithLease(lease.ID))
 	if err != nil {
@@ -55,7 +56,7 @@ func (s *Store) RegisterController(ctx context.Context, node ControllerNode, ttl
 	r := &ControllerRegistration{s: s, node: node, lease: lease.ID, done: make(chan struct{})}
 	kctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
-	holdLease(kctx, s.cli, lease.ID, key, resp.Header.Revision, r.done)
+	s.holdLease(kctx, lease.ID, key, resp.Header.Revision, r.done)
 	s.log.Debug("registered controller node", slog.Int("controller_id", int(node.ID)))
 	return r, nil
 }

@@ -95,6 +95,7 @@ func (s *Store) tryElect(ctx context.Context, id int32, address string, ttl time
 	if err != nil {
 		return nil, fmt.Errorf("metastore: grant controller lease: %w", err)
 	}
+	s.noteTTL(lease.TTL)
 	info := ControllerInfo{ControllerID: id, Address: address, Epoch: cur.epoch + 1, ElectedAt: s.stamp()}
 	epochCmp := clientv3.Compare(clientv3.CreateRevision(s.k.controllerEpoch()), "=", 0)
 	if cur.epochRev != 0 {
@@ -127,11 +128,11 @@ func (s *Store) tryElect(ctx context.Context, id int32, address string, ttl time
 func (s *Store) waitDeleted(ctx context.Context, key string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithProgressNotify()) {
-		if wr.Err() != nil {
+	for b := range s.liveWatch(wctx, watchRange{key: key}, rev+1) {
+		if b.err != nil {
 			break
 		}
-		for _, ev := range wr.Events {
+		for _, ev := range b.events {
 			if ev.Type == mvccpb.DELETE {
 				return nil
 			}

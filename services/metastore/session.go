@@ -97,7 +97,7 @@ func (s *Session) hold(ctx context.Context, key string, rev int64) {
 		cancel()
 	}
 	go renewer{cli: cli, lease: s.lease, ttl: s.leaseTTL, confirm: s.confirm, lost: end}.run(ctx)
-	wch := cli.Watch(ctx, key, clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	wch := s.s.liveWatch(ctx, watchRange{key: key}, rev+1)
 	go func() {
 		defer end("")
 		silence := time.NewTimer(s.silenceLeft(time.Now()))
@@ -114,12 +114,12 @@ func (s *Session) hold(ctx context.Context, key string, rev int64) {
 					return
 				}
 				silence.Reset(left)
-			case wr, ok := <-wch:
-				if !ok || wr.Err() != nil {
+			case b, ok := <-wch:
+				if !ok || b.err != nil {
 					wch = nil // keep relying on the keepalive alone
 					continue
 				}
-				for _, ev := range wr.Events {
+				for _, ev := range b.events {
 					if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(s.lease) {
 						return
 					}
@@ -139,14 +139,14 @@ func (s *Session) silenceLeft(now time.Time) time.Duration {
 // lease expires or is revoked, etcd stops answering for a whole TTL, the
 // client closes, or ctx ends. It also watches key (written at revision rev)
 // so a revoke is noticed at once rather than at the next keepalive reply.
-func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, key string, rev int64, done chan struct{}) {
-	ka, err := cli.KeepAlive(ctx, lease)
+func (s *Store) holdLease(ctx context.Context, lease clientv3.LeaseID, key string, rev int64, done chan struct{}) {
+	ka, err := s.cli.KeepAlive(ctx, lease)
 	if err != nil {
 		close(done)
 		return
 	}
 	wctx, cancelWatch := context.WithCancel(ctx)
-	wch := cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	wch := s.liveWatch(wctx, watchRange{key: key}, rev+1)
 	go func() {
 		defer close(done)
 		defer cancelWatch()
@@ -156,12 +156,12 @@ func holdLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID
 				if !ok {
 					return
 				}
-			case wr, ok := <-wch:
-				if !ok || wr.Err() != nil {
+			case b, ok := <-wch:
+				if !ok || b.err != nil {
 					wch = nil // keep relying on the keepalive alone
 					continue
 				}
-				for _, ev := range wr.Events {
+				for _, ev := range b.events {
 					if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(lease) {
 						return
 					}

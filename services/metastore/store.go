@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -27,16 +28,34 @@ type Options struct {
 	Logger *slog.Logger
 	// Now stamps elected_at, registered_at and requested_at; nil is time.Now.
 	Now func() time.Time
+	// WatchClient, when set, dials the client the store's watches run on,
+	// apart from the store's own: a watch presumed cut off (WatchTimeout)
+	// moves to a new TCP connection by closing it and dialling another,
+	// while the connection the leases are renewed on is left alone. It is
+	// closed when the store's client is. nil watches on the store's client,
+	// where a watch found cut off is watched again on a new stream, which
+	// reaches a new connection only if the client has another endpoint.
+	WatchClient func(context.Context) (*clientv3.Client, error)
+	// WatchTimeout is the least silence (no event, no answer to a progress
+	// request) after which a watch is presumed cut off and watched again;
+	// twice the longest lease TTL the store was granted is used when
+	// longer. 0 means DefaultWatchTimeout.
+	WatchTimeout time.Duration
 }
 
 // Store reads and writes tidemark's metadata in etcd. It is safe for
-// concurrent use. It does not own the client.
+// concurrent use. It does not own the client (only the watch client it
+// dials, Options.WatchClient).
 type Store struct {
 	cli    *clientv3.Client
 	k      keys
 	maxOps int
 	log    *slog.Logger
 	now    func() time.Time
+
+	wc              *watchConn
+	minWatchTimeout time.Duration
+	longestTTL      atomic.Int64 // the longest lease TTL granted, as a Duration
 }
 
 // minTxnOps leaves room for the fence, one key and its read-back.
@@ -66,7 +85,15 @@ func New(cli *clientv3.Client, opts Options) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{cli: cli, k: keys{p: p}, maxOps: maxOps, log: log, now: now}, nil
+	wt := opts.WatchTimeout
+	if wt < 0 {
+		return nil, fmt.Errorf("metastore: negative WatchTimeout %s", wt)
+	}
+	if wt == 0 {
+		wt = DefaultWatchTimeout
+	}
+	return &Store{cli: cli, k: keys{p: p}, maxOps: maxOps, log: log, now: now,
+		wc: &watchConn{main: cli, dial: opts.WatchClient, log: log}, minWatchTimeout: wt}, nil
 }
 
 // Prefix is the root of the store's keys.

@@ -26,7 +26,9 @@ type WatchResponse struct {
 // from now). A controller calls it with LoadCluster's Revision+1 and applies
 // the events to its Cluster. The channel closes when ctx ends or the watch
 // fails (the last response then carries Err). The watch fails rather than
-// waits if etcd loses its raft leader.
+// waits if etcd loses its raft leader. A watch that hears nothing from etcd
+// for the watch timeout (Options.WatchTimeout) is presumed cut off and
+// watched again on a new connection, missing and repeating nothing.
 func (s *Store) Watch(ctx context.Context, fromRev int64) <-chan WatchResponse {
 	return s.watch(ctx, s.k.all(), fromRev)
 }
@@ -48,41 +50,43 @@ func (s *Store) WatchController(ctx context.Context, fromRev int64) <-chan Watch
 }
 
 func (s *Store) watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse {
-	// Progress notifications move the client's resume revision on while the
-	// prefix is quiet: without them a watch that reconnects (an etcd
-	// restart, a link blip) resumes from fromRev, which the periodic
-	// compactor has long removed, and fails with ErrCompacted although it
-	// missed nothing.
-	opts := []clientv3.OpOption{clientv3.WithPrevKV(), clientv3.WithProgressNotify()}
-	if prefix != s.k.controller() {
-		opts = append(opts, clientv3.WithPrefix())
-	}
-	if fromRev > 0 {
-		opts = append(opts, clientv3.WithRev(fromRev))
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, opts...)
 	out := make(chan WatchResponse, 16)
+	r := watchRange{key: prefix, prevKV: true}
+	if prefix != s.k.controller() {
+		r.end = clientv3.GetPrefixRangeEnd(prefix)
+	}
+	if fromRev <= 0 {
+		// From now: the revision read here, so that a watch opened again
+		// later knows where it started.
+		resp, err := s.cli.Get(ctx, prefix, clientv3.WithCountOnly())
+		if err != nil {
+			if ctx.Err() == nil {
+				out <- WatchResponse{Err: fmt.Errorf("metastore: watch %s: %w", prefix, err)}
+			}
+			close(out)
+			return out
+		}
+		fromRev = resp.Header.Revision + 1
+	}
+	// Progress notifications move the resume revision on while the prefix
+	// is quiet: without them a watch that reconnects (an etcd restart, a
+	// link blip) resumes from fromRev, which the periodic compactor has
+	// long removed, and fails with ErrCompacted although it missed nothing.
+	// liveWatch asks for them.
+	in := s.liveWatch(clientv3.WithRequireLeader(ctx), r, fromRev)
 	go func() {
 		defer close(out)
-		defer cancel()
-		for wr := range wch {
-			resp := WatchResponse{Revision: wr.Header.Revision}
-			if err := wr.Err(); err != nil {
-				resp.Err = fmt.Errorf("metastore: watch %s: %w", prefix, err)
+		for b := range in {
+			resp := WatchResponse{Revision: b.rev}
+			if b.err != nil {
+				resp.Err = fmt.Errorf("metastore: watch %s: %w", prefix, b.err)
 			}
-			for _, ev := range wr.Events {
+			for _, ev := range b.events {
 				resp.Events = append(resp.Events, s.decodeEvent(ev))
-			}
-			if len(resp.Events) == 0 && resp.Err == nil {
-				continue // progress notification
 			}
 			select {
 			case out <- resp:
 			case <-ctx.Done():
-				return
-			}
-			if resp.Err != nil {
 				return
 			}
 		}
@@ -90,7 +94,7 @@ func (s *Store) watch(ctx context.Context, prefix string, fromRev int64) <-chan 
 	return out
 }
 
-func (s *Store) decodeEvent(ev *clientv3.Event) Event {
+func (s *Store) decodeEvent(ev *mvccpb.Event) Event {
 	if ev.Type == mvccpb.DELETE {
 		return s.decodeKV(EventDelete, string(ev.Kv.Key), ev.Kv.ModRevision, ev.PrevKv)
 	}

@@ -13,8 +13,9 @@ import (
 // Bridge is a TCP proxy between clients and the server. Pause blackholes the
 // traffic (connections stay open, bytes stop flowing) the way a stalled
 // process or a network partition does, so lease keepalives stop reaching
-// etcd; PauseWay does so in one direction only; DropConnections cuts every
-// connection so clients must redial.
+// etcd; PauseWay does so in one direction only; Blackhole does so for good
+// to the connections open now only; DropConnections cuts every connection so
+// clients must redial.
 type Bridge struct {
 	ln     net.Listener
 	scheme string // the server's: http or https
@@ -34,6 +35,7 @@ type link struct {
 	client, server net.Conn
 	done           chan struct{}
 	once           sync.Once
+	held           bool // blackholed; guarded by the bridge's mu
 }
 
 func (l *link) close() {
@@ -127,6 +129,18 @@ func (b *Bridge) ResumeWay(w Way) {
 	}
 }
 
+// Blackhole stops forwarding bytes, both ways and for good, on every
+// connection open now, without closing it: what a dropped NAT or firewall
+// entry or a dead route does to a TCP connection, which neither end hears
+// about. Connections made afterwards flow.
+func (b *Bridge) Blackhole() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for l := range b.links {
+		l.held = true
+	}
+}
+
 // DropConnections closes every proxied connection; new ones are accepted.
 func (b *Bridge) DropConnections() {
 	b.mu.Lock()
@@ -215,8 +229,8 @@ func (b *Bridge) pipe(l *link, dst, src net.Conn, way Way) {
 	}
 }
 
-// waitResumed blocks while way is paused; false means the link or bridge
-// is gone.
+// waitResumed blocks while way is paused, and for good once the link is
+// blackholed; false means the link or bridge is gone.
 func (b *Bridge) waitResumed(l *link, way Way) bool {
 	for {
 		b.mu.Lock()
@@ -224,7 +238,15 @@ func (b *Bridge) waitResumed(l *link, way Way) bool {
 		if way == ToClient {
 			p = b.paused[1]
 		}
+		held := l.held
 		b.mu.Unlock()
+		if held {
+			select {
+			case <-l.done:
+			case <-b.closed:
+			}
+			return false
+		}
 		if p == nil {
 			return true
 		}

@@ -51,6 +51,18 @@ func TestServerAndBridge(t *testing.T) {
 	if putErr != nil {
 		t.Fatalf("put after drop: %v", putErr)
 	}
+
+	// Blackholed: the connection open now hangs for good; a new one flows.
+	b.Blackhole()
+	short, cancelShort = context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = via.Get(short, "k")
+	cancelShort()
+	if err == nil {
+		t.Fatal("get over a blackholed connection succeeded")
+	}
+	if _, err := b.Client(t).Get(ctx, "k"); err != nil {
+		t.Fatalf("get over a new connection after the blackhole: %v", err)
+	}
 }
 
 func TestMinimumLeaseTTLIsOneSecond(t *testing.T) {
