@@ -278,22 +278,29 @@ var defs = []Def{
 		Doc:       "Bytes/s this broker fetches as follower for throttled replicas (follower.replication.throttled.replicas) that have not caught up.",
 		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.FollowerReplicationThrottledRate })},
 	{Name: "replication.quota.window.num", BrokerName: "replication.quota.window.num",
-		Type: TypeInt, Default: "11", Min: 2,
-		Doc:       "Samples kept to measure the replication throttles' byte rates.",
+		Type: TypeInt, Default: "11", Min: 2, Max: MaxQuotaWindowNum,
+		Doc:       "Samples kept to measure the replication throttles' byte rates; at most 100 (see quota.window.num).",
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicationQuotaWindowNum })},
 	{Name: "replication.quota.window.size.seconds", BrokerName: "replication.quota.window.size.seconds",
 		Type: TypeInt, Default: "1", Min: 1,
 		Doc:       "Length of one sample of the replication throttles' byte rates.",
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.ReplicationQuotaWindowSizeSeconds })},
 	{Name: "quota.window.num", BrokerName: "quota.window.num",
-		Type: TypeInt, Default: "11", Min: 2,
-		Doc:       "Samples kept to measure a principal's byte rate.",
+		Type: TypeInt, Default: "11", Min: 2, Max: MaxQuotaWindowNum,
+		Doc: "Samples kept to measure a principal's byte rate; at most 100, where Kafka has no maximum: " +
+			"every principal measured keeps this many per quota kind, allocated when it is first measured, " +
+			"so a mistyped count would take the broker's memory. A longer window is quota.window.size.seconds.",
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.QuotaWindowNum })},
 	{Name: "quota.window.size.seconds", BrokerName: "quota.window.size.seconds",
 		Type: TypeInt, Default: "1", Min: 1,
 		Doc:       "Length of one byte-rate sample; the longest throttle is quota.window.num samples, and at most 2^31-1 ms (what throttle_time_ms carries).",
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.QuotaWindowSizeSeconds })},
 }
+
+// MaxQuotaWindowNum is the most samples quota.window.num and
+// replication.quota.window.num may ask for: each measured rate allocates
+// them up front, one rate per principal and quota kind.
+const MaxQuotaWindowNum = 100
 
 // Indexes over defs, by topic-level key and by broker-level key.
 var (

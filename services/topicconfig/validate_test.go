@@ -90,7 +90,10 @@ func TestValidate(t *testing.T) {
 		{ScopeBroker, "quota.producer.overrides", "alice", `"alice" is not principal:bytesPerSecond`},
 		{ScopeBroker, "quota.consumer.overrides", "alice:0", `rate "0" of alice is not a whole number of bytes per second >= 1`},
 		{ScopeBroker, "quota.consumer.overrides", "bob:1,bob:2", "principal bob is listed twice"},
-		{ScopeBroker, "quota.window.num", "1", "value 1 is out of range [2, ...]"},
+		{ScopeBroker, "quota.window.num", "1", "value 1 is out of range [2, 100]"},
+		{ScopeBroker, "quota.window.num", "1000000000", "value 1000000000 is out of range [2, 100]"},
+		{ScopeBroker, "quota.window.num", "100", ""},
+		{ScopeBroker, "replication.quota.window.num", "1000000000", "value 1000000000 is out of range [2, 100]"},
 		{ScopeBrokerDynamic, "quota.window.size.seconds", "2", "cannot be changed at runtime"},
 	}
 	for _, tt := range tests {

@@ -89,6 +89,7 @@ const (
 	UnstableOffsetCommit         Code = 88
 	ThrottlingQuotaExceeded      Code = 89
 	InvalidUpdateVersion         Code = 95
+	UnknownTopicID               Code = 100
 	DuplicateBrokerRegistration  Code = 101
 	BrokerIDNotRegistered        Code = 102
 	IneligibleReplica            Code = 107
@@ -226,6 +227,7 @@ var table = map[Code]Info{
 	ThrottlingQuotaExceeded:     row("THROTTLING_QUOTA_EXCEEDED", retry, http.StatusTooManyRequests, codes.ResourceExhausted),
 	InvalidRecord:               row("INVALID_RECORD", final, http.StatusBadRequest, codes.InvalidArgument),
 	InvalidUpdateVersion:        row("INVALID_UPDATE_VERSION", final, http.StatusConflict, codes.FailedPrecondition),
+	UnknownTopicID:              row("UNKNOWN_TOPIC_ID", refresh, http.StatusNotFound, codes.NotFound), // an InvalidMetadataException in Kafka
 	DuplicateBrokerRegistration: row("DUPLICATE_BROKER_REGISTRATION", final, http.StatusConflict, codes.AlreadyExists),
 	BrokerIDNotRegistered:       row("BROKER_ID_NOT_REGISTERED", final, http.StatusConflict, codes.FailedPrecondition),
 	IneligibleReplica:           row("INELIGIBLE_REPLICA", final, http.StatusConflict, codes.FailedPrecondition),

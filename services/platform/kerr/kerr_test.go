@@ -39,7 +39,7 @@ func TestTableMatchesProtoEnum(t *testing.T) {
 
 func TestRetriableMatchesKafka(t *testing.T) {
 	retriable := []Code{NotLeaderOrFollower, LeaderNotAvailable, NotEnoughReplicas,
-		NotEnoughReplicasAfterAppend, RequestTimedOut, UnknownTopicOrPartition,
+		NotEnoughReplicasAfterAppend, RequestTimedOut, UnknownTopicOrPartition, UnknownTopicID,
 		FencedLeaderEpoch, UnknownLeaderEpoch, NotController, CorruptMessage, KafkaStorageError,
 		NetworkException, ReplicaNotAvailable, PreferredLeaderNotAvailable, EligibleLeadersNotAvailable}
 	for _, c := range retriable {
@@ -62,7 +62,7 @@ func TestRetriableMatchesKafka(t *testing.T) {
 // Kafka's InvalidMetadataException family (plus NOT_CONTROLLER, after which
 // Kafka's admin client refreshes too): the sender's routing is stale.
 func TestRefreshMetadataMatchesKafka(t *testing.T) {
-	refresh := []Code{NotLeaderOrFollower, UnknownTopicOrPartition, LeaderNotAvailable,
+	refresh := []Code{NotLeaderOrFollower, UnknownTopicOrPartition, UnknownTopicID, LeaderNotAvailable,
 		FencedLeaderEpoch, NotController, KafkaStorageError, NetworkException,
 		ReplicaNotAvailable, PreferredLeaderNotAvailable, EligibleLeadersNotAvailable,
 		UnknownLeaderEpoch} // tidemark's departure from Kafka: see the table
@@ -109,9 +109,9 @@ func TestEveryCodeHasAConsistentPolicy(t *testing.T) {
 			t.Errorf("%s: an error must not answer HTTP %d", c, in.HTTP)
 		}
 		// A retriable answer tells a REST caller to come back (5xx,
-		// Retry-After on 503), except a topic not (yet) known: 404, and a
+		// Retry-After on 503), except a topic (or topic id) not (yet) known: 404, and a
 		// throttled caller: 429 with Retry-After.
-		if in.Retriable && in.HTTP < 500 && c != UnknownTopicOrPartition && c != ThrottlingQuotaExceeded {
+		if in.Retriable && in.HTTP < 500 && c != UnknownTopicOrPartition && c != UnknownTopicID && c != ThrottlingQuotaExceeded {
 			t.Errorf("%s: retriable but HTTP %d", c, in.HTTP)
 		}
 		if in.Reroute && in.HTTP != 503 {

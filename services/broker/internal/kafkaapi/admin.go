@@ -42,7 +42,7 @@ func (s *Server) admin(ctx context.Context, askedMs int32) (adminv1.AdminService
 // handleCreateTopics forwards CreateTopics. -1 partitions or replication
 // factor mean the cluster's defaults, as 0 does in tidemark's request; any
 // other count below 1 is refused here, as Kafka does, not taken as the
-// default.
+// default, and so is a topic with a config of null value (checkTopic).
 func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -50,7 +50,7 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 	var refused []kmsg.CreateTopicsResponseTopic
 	forwarded := req.Topics[:0:0]
 	for _, t := range req.Topics {
-		if err := checkTopicCounts(t); err != nil {
+		if err := checkTopic(t); err != nil {
 			rt := kmsg.NewCreateTopicsResponseTopic()
 			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code(err), message(err)
 			refused = append(refused, rt)
@@ -65,9 +65,7 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 			if spec.Configs == nil {
 				spec.Configs = map[string]string{}
 			}
-			if c.Value != nil {
-				spec.Configs[c.Name] = *c.Value
-			}
+			spec.Configs[c.Name] = *c.Value // checkTopic refused a null one
 		}
 		greq.Topics = append(greq.Topics, spec)
 	}
@@ -110,10 +108,17 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 	return resp
 }
 
-// checkTopicCounts refuses what Kafka refuses in a topic's counts: -1 is
-// the cluster's default and anything else must be at least 1
-// (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR).
-func checkTopicCounts(t kmsg.CreateTopicsRequestTopic) error {
+// checkTopic refuses what Kafka refuses in a topic to create before it
+// is forwarded: counts other than -1 (the cluster's default) below 1
+// (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR), and a config with a
+// null value (INVALID_CONFIG naming the key; dropping it created the topic
+// without the setting the client asked for).
+func checkTopic(t kmsg.CreateTopicsRequestTopic) error {
+	for _, c := range t.Configs {
+		if c.Value == nil {
+			return kerr.New(kerr.InvalidConfig, "Null value not supported for topic configs: %s", c.Name)
+		}
+	}
 	if n := t.NumPartitions; n != -1 && n < 1 {
 		return kerr.BadField(kerr.InvalidPartitions, "num_partitions", "%d is not a partition count: -1 for the default or at least 1", n)
 	}

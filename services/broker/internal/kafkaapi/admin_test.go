@@ -101,6 +101,41 @@ func TestCreateTopicsRefusesCountsBelowOneOtherThanDefault(t *testing.T) {
 	}
 }
 
+// A CreateTopics config with a null value is INVALID_CONFIG naming the
+// key, as in Kafka, for that topic only; the others are forwarded. Before,
+// the entry was dropped and the topic created without it.
+func TestCreateTopicsRefusesANullConfigValue(t *testing.T) {
+	s, f := withFakeAdmin()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	for _, name := range []string{"null", "set"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = "retention.ms", str("1000")
+		if name == "null" {
+			c.Value = nil
+		}
+		rt.Configs = append(rt.Configs, c)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := s.handleCreateTopics(context.Background(), &reqCtx{}, req).(*kmsg.CreateTopicsResponse)
+	got := map[string]kmsg.CreateTopicsResponseTopic{}
+	for _, rt := range resp.Topics {
+		got[rt.Topic] = rt
+	}
+	if rt := got["null"]; kerr.Code(rt.ErrorCode) != kerr.InvalidConfig || rt.ErrorMessage == nil ||
+		*rt.ErrorMessage != "Null value not supported for topic configs: retention.ms" {
+		t.Errorf("null value: %s %v, want INVALID_CONFIG naming retention.ms", kerr.Code(rt.ErrorCode), rt.ErrorMessage)
+	}
+	if rt, ok := got["set"]; !ok || kerr.Code(rt.ErrorCode) != kerr.NotController {
+		t.Errorf("the other topic: %s, want forwarded (the fake's NOT_CONTROLLER)", kerr.Code(rt.ErrorCode))
+	}
+	if len(f.created) != 1 || f.created[0].GetName() != "set" || f.created[0].GetConfigs()["retention.ms"] != "1000" {
+		t.Fatalf("forwarded %v, want only the topic whose config has a value", f.created)
+	}
+}
+
 func alterRequest(resources ...kmsg.IncrementalAlterConfigsRequestResource) *kmsg.IncrementalAlterConfigsRequest {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	req.SetVersion(1)

@@ -81,15 +81,21 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 	}
 	greq := &brokerv1.MetadataRequest{}
 	all := req.Topics == nil
+	var byID map[[16]byte]string // built on the first id asked for, once per request
 	for _, t := range req.Topics {
 		name := ""
 		if t.Topic != nil {
 			name = *t.Topic
 		} else {
-			name = s.topicByID(t.TopicID)
+			if byID == nil {
+				byID = topicsByID(meta)
+			}
+			name = byID[t.TopicID]
 		}
 		if name == "" {
-			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: int16(kerr.UnknownTopicOrPartition), TopicID: t.TopicID})
+			// Kafka answers an id it does not know UNKNOWN_TOPIC_ID, which
+			// its clients retry after a metadata refresh.
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: int16(kerr.UnknownTopicID), TopicID: t.TopicID})
 			continue
 		}
 		greq.Topics = append(greq.Topics, name)
@@ -144,14 +150,17 @@ func orEmpty(s []int32) []int32 {
 	return s
 }
 
-func (s *Server) topicByID(id [16]byte) string {
-	meta := s.opts.RM.Meta()
-	for _, t := range meta.Topics() {
-		if topicUUID(meta.TopicID(t)) == id {
-			return t
+// topicsByID indexes the known topics by Kafka topic id. A topic whose id
+// is unknown or not 16 bytes has none: the zero UUID names no topic.
+func topicsByID(meta *metadata.Cache) map[[16]byte]string {
+	topics := meta.Topics()
+	out := make(map[[16]byte]string, len(topics))
+	for _, t := range topics {
+		if id := topicUUID(meta.TopicID(t)); id != ([16]byte{}) {
+			out[id] = t
 		}
 	}
-	return ""
+	return out
 }
 
 // handleDescribeCluster answers from the metadata cache, authorized as the

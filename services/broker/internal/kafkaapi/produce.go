@@ -15,38 +15,39 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
+// produceWorkers bounds the partition entries of one Produce request
+// served at once. Each holds a goroutine until its acks=all wait ends, and
+// a request may name thousands of partitions, or one partition thousands
+// of times; the entries past the first produceWorkers start as earlier
+// ones finish, and every wait ends at the request's one deadline. It is
+// well above the partitions a producer batches to one broker, whose
+// acks=all waits must overlap: the bound is against a request repeating
+// entries by the hundred thousand, not a cost for real ones.
+const produceWorkers = 512
+
 // handleProduce appends each partition's batch through the gRPC Produce
 // handler (validation, leader fence, idempotence, acks=all purgatory,
-// quotas), all partitions at once. acks=0 is answered with nothing, as
-// Kafka does. A request's timeout above request.timeout.max.ms is lowered
-// to it: Kafka's clients send their own request timeout here. A timeout of
-// 0 (or below) does not wait, as in Kafka: acks=-1 is answered at once,
-// REQUEST_TIMED_OUT unless the ISR already has the batch (gRPC's
-// timeout_ms 0 means the default instead).
+// quotas), up to produceWorkers partitions at once, taken in request
+// order. acks=0 is answered with nothing, as Kafka does. A request's
+// timeout above request.timeout.max.ms is lowered to it: Kafka's clients
+// send their own request timeout here. A timeout of 0 (or below) does not
+// wait, as in Kafka: acks=-1 is answered at once, REQUEST_TIMED_OUT unless
+// the ISR already has the batch (gRPC's timeout_ms 0 means the default
+// instead).
 func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	timeout := min(max(req.TimeoutMillis, 0), s.opts.RM.BrokerConfig().RequestTimeoutMaxMs)
 	s.opts.Broker.WaitProduceThrottle(ctx) // before anything is appended or the next request may start
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		throttle int32
-	)
-	// The next request on the connection may start once every partition
-	// has appended or failed.
-	var left atomic.Int32
-	for _, t := range req.Topics {
-		left.Add(int32(len(t.Partitions)))
+	// One deadline for the request, as Kafka's one DelayedProduce: an
+	// entry that starts late waits only for what is left of it.
+	deadline := time.Now().Add(time.Duration(timeout) * time.Millisecond)
+	type entry struct {
+		topic string
+		p     kmsg.ProduceRequestTopicPartition
+		rp    *kmsg.ProduceResponseTopicPartition
 	}
-	if left.Load() == 0 {
-		rc.release()
-	}
-	partDone := func() {
-		if left.Add(-1) == 0 {
-			rc.release()
-		}
-	}
+	var entries []entry
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
@@ -56,18 +57,47 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			entries = append(entries, entry{t.Topic, p, rp})
+		}
+	}
+	// The next request on the connection may start once every partition
+	// has appended or failed.
+	var left atomic.Int32
+	left.Store(int32(len(entries)))
+	if len(entries) == 0 {
+		rc.release()
+	}
+	partDone := func() {
+		if left.Add(-1) == 0 {
+			rc.release()
+		}
+	}
+	var (
+		wg       sync.WaitGroup
+		next     atomic.Int32
+		mu       sync.Mutex
+		throttle int32
+	)
+	for range min(len(entries), produceWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(entries) {
+					return
+				}
+				e := entries[i]
 				var once sync.Once
 				done := func() { once.Do(partDone) }
-				defer done()
-				ms := s.producePartition(replica.WithAppended(ctx, done), req, t.Topic, p, timeout, rp)
+				wait := max(time.Until(deadline), 0)
+				ms := s.producePartition(replica.WithAppended(ctx, done), req, e.topic, e.p, timeout, wait, e.rp)
+				done()
 				mu.Lock()
 				throttle = max(throttle, ms)
 				mu.Unlock()
-			}()
-		}
+			}
+		}()
 	}
 	wg.Wait()
 	if req.Acks == 0 {
@@ -134,7 +164,10 @@ func checkProduceBatch(version int16, records []byte) (int16, string) {
 	return 0, ""
 }
 
-func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, p kmsg.ProduceRequestTopicPartition, timeout int32, rp *kmsg.ProduceResponseTopicPartition) int32 {
+// producePartition serves one partition entry: timeout is the request's
+// (in ms, as the gRPC request carries it), wait what is left of it for an
+// acks=all wait.
+func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, p kmsg.ProduceRequestTopicPartition, timeout int32, wait time.Duration, rp *kmsg.ProduceResponseTopicPartition) int32 {
 	fail := func(err error) int32 {
 		rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
 		rp.BaseOffset = -1
@@ -160,7 +193,7 @@ func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 	if err := s.opts.Broker.CheckBatchClaims(p.Records); err != nil {
 		return fail(err)
 	}
-	gresp, err := s.opts.Broker.ProduceWaiting(ctx, greq, time.Duration(timeout)*time.Millisecond)
+	gresp, err := s.opts.Broker.ProduceWaiting(ctx, greq, wait)
 	if err != nil {
 		ms := fail(err)
 		rp.LogStartOffset = s.logStartOnRefusal(topic, p.Partition, err)

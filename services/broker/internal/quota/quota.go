@@ -51,6 +51,11 @@ type Config struct {
 	Window  time.Duration
 }
 
+// samples is the number of samples c's rates keep: quota.window.num is
+// bounded where it is set, and a Config made another way must not make
+// each principal allocate more.
+func (c Config) samples() int { return min(c.Samples, topicconfig.MaxQuotaWindowNum) }
+
 // FromBroker reads the settings of kind from the broker configuration.
 func FromBroker(kind Kind, bc topicconfig.BrokerConfig) Config {
 	c := Config{Samples: int(bc.QuotaWindowNum), Window: time.Duration(bc.QuotaWindowSizeSeconds) * time.Second}
@@ -149,7 +154,7 @@ func (m *Manager) Owed(kind Kind, c Config, principal string) time.Duration {
 
 func (m *Manager) recordLocked(kind Kind, c Config, principal string, n int) time.Duration {
 	limit := m.limitLocked(c, principal)
-	if limit == Unlimited || c.Samples < 2 || c.Window <= 0 {
+	if limit == Unlimited || c.samples() < 2 || c.Window <= 0 {
 		return 0
 	}
 	now := m.now()
@@ -171,7 +176,7 @@ func (m *Manager) recordLocked(kind Kind, c Config, principal string, n int) tim
 		return 0
 	}
 	// Capped in floating point: a huge excess would overflow a Duration.
-	capped := min(windows(c.Samples, c.Window), MaxThrottle)
+	capped := min(windows(c.samples(), c.Window), MaxThrottle)
 	if f := (value - float64(limit)) / float64(limit) * float64(window); f < float64(capped) {
 		return time.Duration(f)
 	}
@@ -185,7 +190,7 @@ func (m *Manager) forgetIdleLocked(now time.Time, c Config) {
 		return
 	}
 	m.sinceScan = 0
-	span := windows(c.Samples, c.Window)
+	span := windows(c.samples(), c.Window)
 	for k, r := range m.rates {
 		if now.Sub(r.last) > span {
 			delete(m.rates, k)
@@ -203,12 +208,13 @@ type rate struct {
 }
 
 func (r *rate) record(now time.Time, v float64, c Config) {
-	if len(r.starts) != c.Samples {
-		r.starts, r.sums, r.cur = make([]time.Time, c.Samples), make([]float64, c.Samples), 0
+	n := c.samples()
+	if len(r.starts) != n {
+		r.starts, r.sums, r.cur = make([]time.Time, n), make([]float64, n), 0
 		r.starts[0] = now
 	}
 	if now.Sub(r.starts[r.cur]) >= c.Window {
-		r.cur = (r.cur + 1) % c.Samples
+		r.cur = (r.cur + 1) % n
 		r.starts[r.cur], r.sums[r.cur] = now, 0
 	}
 	r.sums[r.cur] += v
@@ -219,7 +225,7 @@ func (r *rate) record(now time.Time, v float64, c Config) {
 // over: from the oldest live sample to now, but at least Samples-1 windows
 // so a first burst is not judged over a few milliseconds (as Kafka does).
 func (r *rate) measure(now time.Time, c Config) (float64, time.Duration) {
-	span := windows(c.Samples, c.Window)
+	span := windows(c.samples(), c.Window)
 	var total float64
 	oldest := now
 	for i, s := range r.starts {
@@ -231,7 +237,7 @@ func (r *rate) measure(now time.Time, c Config) (float64, time.Duration) {
 			oldest = s
 		}
 	}
-	window := max(now.Sub(oldest), windows(c.Samples-1, c.Window))
+	window := max(now.Sub(oldest), windows(c.samples()-1, c.Window))
 	return total / window.Seconds(), window
 }
 

@@ -2,11 +2,14 @@ package quota
 
 import (
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"tidemark.io/services/topicconfig"
 )
 
 type clock struct{ t time.Time }
@@ -130,5 +133,33 @@ func TestOwedRecordsNothing(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(m.throttled.WithLabelValues("fetch")); n != 1 {
 		t.Fatalf("throttled_total{fetch} = %v, want 1 (Owed counts nothing)", n)
+	}
+}
+
+// A rate keeps at most topicconfig.MaxQuotaWindowNum samples, whatever its
+// Config asks: each principal allocates them when first measured. Before,
+// a count of 2^20 allocated 32 MiB per principal and kind (and 10^9, which
+// quota.window.num took, 32 GB).
+func TestSamplesAreBounded(t *testing.T) {
+	const asked = 1 << 20
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(nil, clk.now)
+	c := Config{Default: 1000, Samples: asked, Window: time.Second}
+	if n := allocated(func() { m.Record(Produce, c, "alice", 10) }); n > 64<<10 {
+		t.Errorf("measuring a principal allocated %d bytes for %d samples asked", n, asked)
+	}
+	if got := len(m.rates[key{Produce, "alice"}].starts); got != topicconfig.MaxQuotaWindowNum {
+		t.Errorf("a principal keeps %d samples, want %d", got, topicconfig.MaxQuotaWindowNum)
+	}
+	q := NewReplication(clk.now)
+	if n := allocated(func() { q.Set(1000, asked, time.Second); q.Record(10) }); n > 64<<10 {
+		t.Errorf("the replication throttle allocated %d bytes for %d samples asked", n, asked)
 	}
 }

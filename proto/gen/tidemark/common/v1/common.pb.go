@@ -100,6 +100,7 @@ const (
 	ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT           ErrorCode = 88
 	ErrorCode_ERROR_CODE_THROTTLING_QUOTA_EXCEEDED        ErrorCode = 89
 	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION           ErrorCode = 95
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID                 ErrorCode = 100
 	ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION    ErrorCode = 101
 	ErrorCode_ERROR_CODE_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
 	ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA               ErrorCode = 107
@@ -177,6 +178,7 @@ var (
 		88:  "ERROR_CODE_UNSTABLE_OFFSET_COMMIT",
 		89:  "ERROR_CODE_THROTTLING_QUOTA_EXCEEDED",
 		95:  "ERROR_CODE_INVALID_UPDATE_VERSION",
+		100: "ERROR_CODE_UNKNOWN_TOPIC_ID",
 		101: "ERROR_CODE_DUPLICATE_BROKER_REGISTRATION",
 		102: "ERROR_CODE_BROKER_ID_NOT_REGISTERED",
 		107: "ERROR_CODE_INELIGIBLE_REPLICA",
@@ -251,6 +253,7 @@ var (
 		"ERROR_CODE_UNSTABLE_OFFSET_COMMIT":           88,
 		"ERROR_CODE_THROTTLING_QUOTA_EXCEEDED":        89,
 		"ERROR_CODE_INVALID_UPDATE_VERSION":           95,
+		"ERROR_CODE_UNKNOWN_TOPIC_ID":                 100,
 		"ERROR_CODE_DUPLICATE_BROKER_REGISTRATION":    101,
 		"ERROR_CODE_BROKER_ID_NOT_REGISTERED":         102,
 		"ERROR_CODE_INELIGIBLE_REPLICA":               107,
@@ -891,7 +894,7 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\a \x03(\x05R\breplicas\x12)\n" +
 	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch\x12'\n" +
-	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas*\xd5\x15\n" +
+	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas*\xf6\x15\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -961,7 +964,8 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x19ERROR_CODE_INVALID_RECORD\x10W\x12%\n" +
 	"!ERROR_CODE_UNSTABLE_OFFSET_COMMIT\x10X\x12(\n" +
 	"$ERROR_CODE_THROTTLING_QUOTA_EXCEEDED\x10Y\x12%\n" +
-	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10_\x12,\n" +
+	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10_\x12\x1f\n" +
+	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10d\x12,\n" +
 	"(ERROR_CODE_DUPLICATE_BROKER_REGISTRATION\x10e\x12'\n" +
 	"#ERROR_CODE_BROKER_ID_NOT_REGISTERED\x10f\x12!\n" +
 	"\x1dERROR_CODE_INELIGIBLE_REPLICA\x10k\x12!\n" +

@@ -1,0 +1,60 @@
+package kafkaapi
+
+import (
+	"encoding/base64"
+	"testing"
+
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/grpcapi"
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/platform/kerr"
+)
+
+// testTopicID is topic "t"'s id as the controller names it (16 bytes,
+// URL-safe base64).
+var testTopicID = base64.RawURLEncoding.EncodeToString([]byte("0123456789abcdef"))
+
+// withLeader is a Server on broker 1, the leader of t-0 with replicas and
+// ISR {1, 2}, in memory. Broker 2 never fetches: an acks=all write to t-0
+// waits for its timeout.
+func withLeader(t *testing.T) *Server {
+	t.Helper()
+	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", NoBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := metadata.New()
+	rm, err := replica.New(replica.Options{BrokerID: 1, Logs: logs, Meta: meta,
+		Static: map[string]string{"replica.lag.time.max.ms": "600000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rm.Close()
+		_ = logs.Close()
+	})
+	ps := &commonv1.PartitionState{Topic: "t", Partition: 0, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{1, 2}, Isr: []int32{1, 2}}
+	tc := []*controlv1.TopicConfig{{Topic: "t", TopicId: testTopicID}}
+	um := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: 1, Full: true, ClusterId: "c",
+		Controller: &commonv1.Node{Id: 100, Address: "controller:9190"}, Partitions: []*commonv1.PartitionState{ps}, TopicConfigs: tc}
+	for _, id := range []int32{1, 2} {
+		um.Brokers = append(um.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: id, Address: "b"}})
+	}
+	if err := rm.UpdateMetadata(um); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rm.LeaderAndIsr(&controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: 1,
+		Partitions: []*commonv1.PartitionState{ps}, TopicConfigs: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := kerr.Code(resp.GetPartitions()[0].GetErrorCode()); c != kerr.None {
+		t.Fatalf("LeaderAndIsr: %s %s", c, resp.GetPartitions()[0].GetErrorMessage())
+	}
+	return New(Options{BrokerID: 1, RM: rm, Broker: &grpcapi.Broker{RM: rm}})
+}
