@@ -160,6 +160,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 			CleanerEnable:                   static.LogCleanerEnable,
 			CleanerBackoff:                  time.Duration(static.LogCleanerBackoffMs) * time.Millisecond,
 			CleanerDedupeBytes:              static.LogCleanerDedupeBufferSize,
+			// Loading drops the producers already expired, so it needs
+			// producer.id.expiration.ms; a dynamic value is not known
+			// yet and reaches each log with the first config pass.
+			ConfigFor: func(string) logstore.Config {
+				c := logstore.DefaultConfig()
+				c.ProducerIDExpiration = time.Duration(static.ProducerIDExpirationMs) * time.Millisecond
+				return c
+			},
 		}
 	}
 	b.logs, err = logdirs.Open(cfg.logDirs(), logdirs.Options{Manager: managerOptions, Logger: log, Lost: lostDirs,

@@ -85,6 +85,7 @@ type BrokerConfig struct {
 	LogFlushOffsetCheckpointIntervalMs       int64
 	LogMaxOpenFiles                          int32 // bound of the broker's open segment files
 	LogFollowerCachedBytes                   int64 // page cache kept per follower segment; <= 0 keeps all
+	ProducerIDExpirationMs                   int32 // idle time after which an idempotent producer's state is dropped
 
 	// The log cleaner (compaction of cleanup.policy=compact topics).
 	LogCleanerEnable           bool

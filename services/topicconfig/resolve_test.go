@@ -54,6 +54,7 @@ func TestDefaultBroker(t *testing.T) {
 		LogFlushOffsetCheckpointIntervalMs:       60000,
 		LogMaxOpenFiles:                          8192,
 		LogFollowerCachedBytes:                   64 << 20,
+		ProducerIDExpirationMs:                   86400000,
 		LogCleanerEnable:                         true,
 		LogCleanerThreads:                        1,
 		LogCleanerBackoffMs:                      15000,

@@ -468,7 +468,9 @@ func (l *Log) takeSnapshotLocked(offset int64, durable bool) {
 		return
 	}
 	if !durable {
-		l.unsyncedSnapshot.Store(offset)
+		l.unsyncedMu.Lock()
+		l.unsyncedSnapshots = append(l.unsyncedSnapshots, offset)
+		l.unsyncedMu.Unlock()
 		l.dirSyncPending.Store(true)
 	}
 	if l.closed.Load() {

@@ -67,7 +67,8 @@
 // FsyncEveryAppend, and for a sealed segment in the background right after
 // it is rolled (Close waits for it). A roll itself fsyncs nothing under mu:
 // the new files' directory entries and its producer snapshot are synced by
-// the next flush before it moves the recovery point (flushUpTo). The
+// the next flush, with those of every roll since the last one, before it
+// moves the recovery point (flushUpTo). The
 // recovery point is the offset below which everything is known to be synced;
 // after a crash only what is above it is re-validated. Truncations are
 // synced before they return, so truncated data cannot come back.

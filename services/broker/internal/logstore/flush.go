@@ -78,12 +78,21 @@ func (l *Log) flushUpTo(target int64) error {
 }
 
 // syncRolledEntries makes the files of the rolls since the last flush
-// durable: the unsynced producer snapshot, then the directory (new segment
-// files, the snapshot's rename). Called under flushMu.
+// durable: their producer snapshots (all of them, as Kafka's flush after a
+// roll syncs that roll's snapshot: the recovery point may move past an older
+// one, and loading after a power loss may need it), then the directory (new
+// segment files, the snapshots' renames). Called under flushMu.
 func (l *Log) syncRolledEntries() error {
 	l.dirSyncPending.Store(false) // a roll from here on sets it again
-	if off := l.unsyncedSnapshot.Swap(-1); off >= 0 {
+	l.unsyncedMu.Lock()
+	offs := l.unsyncedSnapshots
+	l.unsyncedSnapshots = nil
+	l.unsyncedMu.Unlock()
+	for i, off := range offs {
 		if err := syncSnapshot(l.fs, l.dir, off); err != nil {
+			l.unsyncedMu.Lock()
+			l.unsyncedSnapshots = append(offs[i:], l.unsyncedSnapshots...)
+			l.unsyncedMu.Unlock()
 			l.dirSyncPending.Store(true)
 			return err
 		}

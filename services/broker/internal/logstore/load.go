@@ -40,7 +40,6 @@ func Open(opts Options) (*Log, error) {
 	cfg := opts.Config
 	l.cfg.Store(&cfg)
 	l.truncatedTo.Store(math.MaxInt64)
-	l.unsyncedSnapshot.Store(-1)
 	l.spareFailedAt.Store(-1)
 	if _, err := l.fs.Stat(l.dir + "/" + cleanerCheckpoint); err == nil {
 		l.gapsAllowed.Store(true)
@@ -520,7 +519,8 @@ func (l *Log) loadEpochs(entries []EpochEntry, found bool) error {
 }
 
 // loadProducers rebuilds the producer table from the newest usable snapshot
-// at or below trusted (the LEO), then replays later batches. Snapshots
+// at or below trusted (the LEO), less the producers expired by now
+// (producer.id.expiration.ms), then replays later batches. Snapshots
 // beyond the log end are deleted; unreadable ones are deleted with a
 // warning.
 func (l *Log) loadProducers(trusted int64) error {
@@ -564,6 +564,12 @@ func (l *Log) loadProducers(trusted int64) error {
 				return err
 			}
 			continue
+		}
+		// Producers already expired when the snapshot is loaded are
+		// dropped, as Kafka's loadFromSnapshot drops them: kept, one came
+		// back after a restart until the next expiry pass.
+		if iv := l.Config().ProducerIDExpiration; iv > 0 {
+			loaded.expire(l.now().Add(-iv).UnixMilli())
 		}
 		ps, from = loaded, max(off, from)
 		break

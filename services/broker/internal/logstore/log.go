@@ -128,11 +128,14 @@ type Log struct {
 	truncatedTo atomic.Int64
 
 	// dirSyncPending: a roll created files (segment, indexes, snapshot)
-	// whose directory entries are not yet fsynced; unsyncedSnapshot is
-	// that roll's snapshot offset (-1: none). flushUpTo syncs both before
-	// it moves the recovery point.
-	dirSyncPending   atomic.Bool
-	unsyncedSnapshot atomic.Int64
+	// whose directory entries are not yet fsynced; unsyncedSnapshots are
+	// the offsets of the snapshots those rolls wrote, every one since the
+	// last flush: two rolls may come before the first one's flush, which
+	// moves the recovery point past the older snapshot. flushUpTo syncs
+	// them and the directory before it moves the recovery point.
+	dirSyncPending    atomic.Bool
+	unsyncedMu        lockorder.Mutex[lockorder.Leaf]
+	unsyncedSnapshots []int64
 
 	observeWrite func(time.Duration) // Options.ObserveWrite; nil: not observed
 

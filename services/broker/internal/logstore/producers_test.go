@@ -2,15 +2,30 @@ package logstore
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 )
 
 func idem(pid int64, epoch int16, seq int32, records int) batchSpec {
 	return batchSpec{records: records, valueSize: 8, ts: 1000, pid: pid, epoch: epoch, seq: seq}
+}
+
+// at sets the batch's first timestamp.
+func (b batchSpec) at(ts int64) batchSpec {
+	b.ts = ts
+	return b
+}
+
+// hoursAgo is a timestamp h hours before the clock: two is old enough for a
+// retention.ms of an hour to delete it, young enough that the producer has
+// not expired (producer.id.expiration.ms, 24 h).
+func hoursAgo(clk *clock, h int) int64 {
+	return clk.Now().Add(-time.Duration(h) * time.Hour).UnixMilli()
 }
 
 func TestIdempotentDuplicates(t *testing.T) {
@@ -123,9 +138,12 @@ func TestProducerStateSurvivesReopen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Recent timestamps: a producer idle longer than
+		// producer.id.expiration.ms is dropped at loading.
+		ts := time.Now().UnixMilli()
 		var infos []AppendInfo
 		for i := range 30 { // enough to roll several segments and snapshot
-			infos = append(infos, appendLeader(t, l, batchSpec{records: 2, valueSize: 60, ts: 1, pid: int64(i % 3), epoch: 0, seq: int32(i / 3 * 2)}, 0))
+			infos = append(infos, appendLeader(t, l, batchSpec{records: 2, valueSize: 60, ts: ts, pid: int64(i % 3), epoch: 0, seq: int32(i / 3 * 2)}, 0))
 		}
 		rp := int64(0)
 		if clean {
@@ -141,7 +159,7 @@ func TestProducerStateSurvivesReopen(t *testing.T) {
 		}
 		r := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, CleanShutdown: clean, RecoveryPoint: rp})
 		for i := 25; i < 30; i++ {
-			info, err := r.AppendAsLeader(batchSpec{records: 2, valueSize: 60, ts: 1, pid: int64(i % 3), epoch: 0, seq: int32(i / 3 * 2)}.build(), 0)
+			info, err := r.AppendAsLeader(batchSpec{records: 2, valueSize: 60, ts: ts, pid: int64(i % 3), epoch: 0, seq: int32(i / 3 * 2)}.build(), 0)
 			if err != nil || !info.Duplicate || info.FirstOffset != infos[i].FirstOffset {
 				t.Fatalf("clean=%v: retry of batch %d after reopen: %+v, %v", clean, i, info, err)
 			}
@@ -210,6 +228,34 @@ func TestProducerExpiry(t *testing.T) {
 	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
 }
 
+// A producer that had already expired when the log is opened is not
+// loaded from the snapshot (Kafka's loadFromSnapshot skips it): it is
+// unknown at once, not only after the next expiry pass.
+func TestLoadingDropsExpiredProducers(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.ProducerIDExpiration = time.Hour
+	fsys := newMem(t)
+	l := openLog(t, fsys, cfg, clk)
+	now := clk.Now().UnixMilli()
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now - 50*time.Minute.Milliseconds(), pid: 1, epoch: 0, seq: 0}, 0)
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now, pid: 2, epoch: 0, seq: 0}, 0)
+	leo := l.LogEndOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Producer 1 expires while the broker is down; producer 2 does not.
+	clk.Advance(20 * time.Minute)
+	again := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, Now: clk.Now, CleanShutdown: true, RecoveryPoint: leo})
+	if snaps, _ := listSnapshots(fsys, testDir); len(snaps) == 0 || snaps[len(snaps)-1] != leo {
+		t.Fatalf("setup: snapshots %v, want one at %d", snaps, leo)
+	}
+	_, err := again.AppendAsLeader(idem(1, 0, 1, 1).build(), 0)
+	wantCode(t, err, kerr.UnknownProducerID)
+	_, err = again.AppendAsLeader(idem(2, 0, 50, 1).build(), 0)
+	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
+}
+
 // A producer whose batches retention deleted is remembered (Kafka since
 // KIP-360): a retry of its last batch, e.g. after a leader change lost the
 // acknowledgement, is a duplicate, not a second copy; also after a restart.
@@ -221,7 +267,7 @@ func TestRetentionKeepsProducersWhoseBatchesItDeleted(t *testing.T) {
 	l := openLog(t, fsys, cfg, clk)
 	// Timestamps in 1970, past retention; then more old records, so the
 	// first segments hold only old ones.
-	first := appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
 	for i := range 20 {
 		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0)
 	}
@@ -271,7 +317,7 @@ func TestRetentionEmptyingALogKeepsItsProducersThroughACrash(t *testing.T) {
 	cfg.RetentionMs = time.Hour
 	fsys := newMem(t)
 	l := openLog(t, fsys, cfg, clk)
-	appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
 	for i := range 30 {
 		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
 	}
@@ -326,7 +372,7 @@ func TestRetentionEmptyingALogCheckpointsItsRecoveryPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
 	for i := range 30 {
 		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
 	}
@@ -368,7 +414,7 @@ func TestRetentionKeptProducersSurviveACrashSoonAfterRolls(t *testing.T) {
 	cfg.RetentionMs = time.Hour
 	fsys := newMem(t)
 	l := openLog(t, fsys, cfg, clk)
-	first := appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
 	for i := range 20 {
 		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
 	}
@@ -414,7 +460,7 @@ func TestTruncationBelowEverySnapshotKeepsProducersRetentionKept(t *testing.T) {
 	cfg := smallConfig()
 	cfg.RetentionMs = time.Hour
 	l := openLog(t, newMem(t), cfg, clk)
-	first := appendLeader(t, l, idem(7, 0, 0, 2), 0)
+	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
 	for i := range 20 {
 		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
 	}
@@ -447,5 +493,102 @@ func TestTruncationBelowEverySnapshotKeepsProducersRetentionKept(t *testing.T) {
 	}
 	if !info.Duplicate || l.LogEndOffset() != leo {
 		t.Fatalf("after a truncation to %d (snapshots %v) the retry was written again at %d", cut, snaps, info.FirstOffset)
+	}
+}
+
+// Two rolls before the first one's background flush runs: that flush moves
+// the recovery point to the first roll's offset, past its snapshot, so that
+// snapshot must be durable by then, not only the newer one. A power loss
+// while the second flush waits for the disk may lose the newer segment's
+// data; loading then takes the older snapshot, and the producers retention
+// kept are only in it. Syncing just the newest snapshot left it torn or
+// empty on some crashes, and a retry was written twice.
+func TestEverySnapshotTheRecoveryPointPassesIsDurable(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	mem := newMem(t)
+	ffs := vfs.NewFaultFS(mem)
+	l := openLogOpts(t, Options{FS: ffs, Dir: testDir, Config: cfg, Now: clk.Now})
+	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	now := clk.Now().UnixMilli()
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
+	}
+	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() <= first.LastOffset {
+		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
+	}
+	l.bg.Wait()
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Every fsync waits (a busy disk) while two rolls happen: both flushes
+	// they start wait too.
+	stall := make(chan struct{})
+	removeStall := ffs.Inject(vfs.Fault{Ops: vfs.OpSync | vfs.OpSyncDir, Stall: stall})
+	deadline := time.Now().Add(10 * time.Second)
+	n := len(l.segments())
+	for len(l.segments()) < n+1 {
+		appendLeader(t, l, plain(3, 40, now+100), 0)
+	}
+	// The first roll's flush holds flushMu, waiting for the disk, before
+	// the second roll.
+	for ffs.Fired() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("setup: the first roll's flush did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for len(l.segments()) < n+2 {
+		appendLeader(t, l, plain(3, 40, now+100), 0)
+	}
+	older, newer := l.segments()[n].base, l.segments()[n+1].base
+	// The snapshots below the two newest are pruned (not fsynced), so that
+	// only the rolls' snapshots are left to load from.
+	for {
+		snaps, _ := listSnapshots(mem, testDir)
+		if slices.Equal(snaps, []int64{older, newer}) && !l.pruning.Load() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("setup: snapshots %v, want [%d %d]", snaps, older, newer)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The disk catches up with the first flush; the second one's sync of
+	// the newer segment waits, and the power fails then.
+	hold := make(chan struct{})
+	defer close(hold)
+	ffs.Inject(vfs.Fault{Ops: vfs.OpSync, Path: offsetName(older, logSuffix), Stall: hold})
+	removeStall()
+	close(stall)
+	for l.RecoveryPoint() != older {
+		if time.Now().After(deadline) {
+			t.Fatalf("setup: recovery point %d, want %d", l.RecoveryPoint(), older)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := l.LogStartOffset()
+	for seed := range uint64(40) {
+		crashed := mem.CrashClone(seed)
+		again := openLogOpts(t, Options{FS: crashed, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: older, LogStartOffset: start})
+		leo := again.LogEndOffset()
+		if leo < older {
+			t.Fatalf("seed %d: the log ends at %d, below the recovery point %d", seed, leo, older)
+		}
+		info, err := again.AppendAsLeader(idem(7, 0, 0, 2).build(), 0)
+		if err != nil {
+			t.Fatalf("seed %d: retry: %v", seed, err)
+		}
+		if !info.Duplicate || again.LogEndOffset() != leo {
+			t.Errorf("seed %d: after the crash (recovery point %d, LEO %d) the retry was written again at %d", seed, older, leo, info.FirstOffset)
+		}
+		again.Abandon()
 	}
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
 )
 
 // configUpdate is an UpdateMetadata carrying topic configs and dynamic
@@ -144,6 +147,46 @@ func TestFollowerCachedBytesReachesTheLogs(t *testing.T) {
 		if got := cachedOf(); got != c.want {
 			t.Fatalf("broker configs %v: the log has FollowerCachedBytes %d, want %d", c.set, got, c.want)
 		}
+	}
+}
+
+// producer.id.expiration.ms, a dynamic broker config, reaches the hosted
+// logs: the expiry pass then drops a producer idle that long, and its next
+// batch, not starting at sequence 0, is answered UNKNOWN_PRODUCER_ID.
+func TestProducerIDExpirationReachesTheLogs(t *testing.T) {
+	e := newEnv(t)
+	tp := TP{Topic: "a", Partition: 0}
+	e.stateOf(tp, 1, 1, 1, []int32{1, 2, 3}, map[string]string{})
+	r, ok := e.m.Replica(tp)
+	if !ok {
+		t.Fatalf("%v not hosted", tp)
+	}
+	if got := r.log.Config().ProducerIDExpiration; got != 24*time.Hour {
+		t.Fatalf("default ProducerIDExpiration %v, want 24h", got)
+	}
+	e.configUpdate(map[string]map[string]string{"a": {}}, map[string]string{"producer.id.expiration.ms": "60000"})
+	if got := r.log.Config().ProducerIDExpiration; got != time.Minute {
+		t.Fatalf("after producer.id.expiration.ms=60000 the log has ProducerIDExpiration %v, want 1m", got)
+	}
+	batch := func(seq int32) []byte {
+		var b recordbatch.Builder
+		b.Append(recordbatch.Record{Timestamp: e.clock.Now().UnixMilli(), Value: []byte("v")})
+		return b.Build(7, 0, seq)
+	}
+	if _, err := r.log.AppendAsLeaderWithin(batch(0), 1, math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+	expire := r.log.(interface{ ExpireProducers() int }).ExpireProducers
+	if n := expire(); n != 0 {
+		t.Fatalf("expired %d producers before producer.id.expiration.ms passed", n)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if n := expire(); n != 1 {
+		t.Fatalf("expired %d producers, want 1", n)
+	}
+	_, err := r.log.AppendAsLeaderWithin(batch(1), 1, math.MaxInt64)
+	if got := kerr.CodeOf(err); got != kerr.UnknownProducerID {
+		t.Fatalf("next batch of the expired producer: %v (%v), want UNKNOWN_PRODUCER_ID", got, err)
 	}
 }
 

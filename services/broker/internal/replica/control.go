@@ -328,9 +328,10 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 		Truncation:        m.truncationMode(),
 		Brokers:           brokersView{m.opts.Meta},
 	}, partition.LogState{LogStartOffset: lg.LogStartOffset(), LogEndOffset: lg.LogEndOffset(), HighWatermark: hw})
-	// followerCached starts unknown: a log loaded at startup kept the
-	// config it was opened with, so the first config pass sets it.
-	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, followerCached: math.MinInt64, fetchEpoch: -1, leaderSince: -1}
+	// followerCached and producerExpiration start unknown: a log loaded at
+	// startup kept the config it was opened with, so the first config pass
+	// sets them.
+	r := &Replica{tp: tp, log: lg, state: st, cfg: tc, followerCached: math.MinInt64, producerExpiration: -1, fetchEpoch: -1, leaderSince: -1}
 	m.replicas[tp] = r
 	return r, nil
 }
@@ -365,6 +366,7 @@ func (m *Manager) logConfig(tc topicconfig.TopicConfig) logstore.Config {
 	if v := m.BrokerConfig().LogFollowerCachedBytes; v > 0 {
 		c.FollowerCachedBytes = v
 	}
+	c.ProducerIDExpiration = time.Duration(m.BrokerConfig().ProducerIDExpirationMs) * time.Millisecond
 	c.CleanupPolicy = tc.CleanupPolicy
 	c.MinCleanableDirtyRatio = tc.MinCleanableDirtyRatio
 	c.DeleteRetention = msDuration(tc.DeleteRetentionMs)
@@ -389,11 +391,12 @@ func (m *Manager) applyTopicConfigLocked(r *Replica, tc topicconfig.TopicConfig,
 			defer r.wake()
 		}
 	}
-	if lc := m.logConfig(tc); tc != r.cfg || lc.FollowerCachedBytes != r.followerCached {
+	if lc := m.logConfig(tc); tc != r.cfg || lc.FollowerCachedBytes != r.followerCached || lc.ProducerIDExpiration != r.producerExpiration {
 		if err := r.log.SetConfig(lc); err != nil {
 			m.log.Warn("ignoring invalid log config", "topic", r.tp.Topic, "err", err)
 		}
 		r.followerCached = lc.FollowerCachedBytes
+		r.producerExpiration = lc.ProducerIDExpiration
 	}
 	r.cfg = tc
 }

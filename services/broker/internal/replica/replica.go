@@ -32,6 +32,9 @@ type Replica struct {
 	// followerCached is the log.follower.cached.bytes the log was last
 	// configured with: a dynamic broker config, not in cfg.
 	followerCached int64
+	// producerExpiration is the producer.id.expiration.ms the log was last
+	// configured with, another dynamic broker config.
+	producerExpiration time.Duration
 	// fetchEpoch is the leader epoch this replica follows with, set when the
 	// fetcher took it over; a fetch answer for another epoch is dropped.
 	fetchEpoch int32
