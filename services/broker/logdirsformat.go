@@ -39,6 +39,7 @@ func prepareLogDirs(cfg Config, log *slog.Logger) (lost map[string]error, replac
 	}
 	was := m
 	dirs := cfg.logDirs()
+	var format []string
 	for _, d := range dirs {
 		formatted, err := hasMetaProps(d)
 		if err != nil {
@@ -62,18 +63,30 @@ func prepareLogDirs(cfg Config, log *slog.Logger) (lost map[string]error, replac
 		} else if slices.Contains(cfg.LogDirsReplaced, d) {
 			log.Info("--log.dirs.replaced names a log dir that is in use: nothing to replace", "dir", d)
 		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("log dir %s: %w", d, err)
-		}
-		if err := checkBrokerID(d, cfg.ID); err != nil {
-			return nil, nil, err
-		}
+		format = append(format, d)
 	}
 	for _, d := range m.LogDirs {
 		if !slices.Contains(dirs, d) && !slices.Contains(m.ReplacedLogDirs, d) {
 			log.Warn("A log dir was left out of --log.dirs: its partitions' logs are gone from this broker, and it will not "+
 				"lead or stay in-sync with an empty log for one until the controller has told it its roles", "dir", d)
 			m.ReplacedLogDirs = append(m.ReplacedLogDirs, d)
+		}
+	}
+	// The record is written before a replaced dir is formatted: a start
+	// stopped in between must leave it recorded, not a formatted dir the
+	// next start takes for an intact one. A new dir is listed only once
+	// formatted, so a start stopped before that does not take it for lost.
+	if !slices.Equal(m.ReplacedLogDirs, was.ReplacedLogDirs) {
+		if err := metaprops.Write(cfg.DataDir, m); err != nil {
+			return nil, nil, fmt.Errorf("--data.dir %s: %w", cfg.DataDir, err)
+		}
+	}
+	for _, d := range format {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("log dir %s: %w", d, err)
+		}
+		if err := checkBrokerID(d, cfg.ID); err != nil {
+			return nil, nil, err
 		}
 	}
 	m.LogDirs = slices.Clone(dirs)

@@ -66,3 +66,41 @@ func TestPrepareLogDirsTellsALostDiskFromANewOne(t *testing.T) {
 		t.Fatalf("data dir meta: %+v %v", m, err)
 	}
 }
+
+// A start that put a replaced dir in service but failed to record it (a
+// crash, or the data dir's write failing) must not leave the dir looking
+// intact to the next start: the record comes before the dir is formatted.
+func TestPrepareLogDirsRecordsAReplacedDirBeforeFormattingIt(t *testing.T) {
+	data := t.TempDir()
+	a, b := filepath.Join(data, "a"), filepath.Join(data, "b")
+	cfg := Config{ID: 4, DataDir: data, LogDirs: []string{a, b}}
+	if _, _, err := prepareLogDirs(cfg, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(b); err != nil {
+		t.Fatal(err)
+	}
+	// The data dir's meta.properties cannot be rewritten this time.
+	block := filepath.Join(data, metaprops.FileName+".tmp")
+	if err := os.Mkdir(block, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.LogDirsReplaced = []string{b}
+	if _, _, err := prepareLogDirs(cfg, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("the data dir's meta.properties could not be written, yet the start went on")
+	}
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range [][]string{{b}, nil} {
+		cfg.LogDirsReplaced = flag
+		lost, replaced, err := prepareLogDirs(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(replaced, b) && lost[b] == nil {
+			t.Fatalf("restart with --log.dirs.replaced=%v after a failed start: lost %v, replaced %v; "+
+				"b's logs are gone, yet it is taken for an intact dir", flag, lost, replaced)
+		}
+	}
+}

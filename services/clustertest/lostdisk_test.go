@@ -237,3 +237,87 @@ func dataMeta(t *testing.T, dir string) string {
 	}
 	return string(b)
 }
+
+// A topic created while broker 1 still records a replaced disk (a lost
+// partition stays refused) is new: it has no log anywhere to lose, so
+// broker 1 leads it and serves its writes, and its refusal would not keep
+// the record alive.
+func TestATopicCreatedAfterADiskWasReplacedIsLedByThatBroker(t *testing.T) {
+	c, _, dirB, onB, _ := lostDiskCluster(t)
+	if err := os.RemoveAll(dirB); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.brokerCfg[1]
+	cfg.LogDirsReplaced = []string{dirB}
+	c.brokerCfg[1] = cfg
+	c.StartBroker(1)
+	notLedEmpty(t, c, onB)
+
+	created, err := c.Admin().CreateTopics(context.Background(), &adminv1.CreateTopicsRequest{TimeoutMs: 10000, Topics: []*adminv1.TopicSpec{{
+		Name: "fresh", Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: []int32{1}}}}}})
+	if err != nil || created.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	c.WaitFor(20*time.Second, "fresh-0 led by broker 1", func() bool {
+		pd := c.Partition("fresh", 0)
+		return pd.GetLeader() == 1 && len(pd.GetOfflineReplicas()) == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Produce(ctx, "fresh", 0, -1, "v"); err != nil {
+		t.Fatalf("write to the new topic: %v", err)
+	}
+	if got := c.Values(1, "fresh", 0); !slices.Equal(got, []string{"v"}) {
+		t.Fatalf("fresh-0 on broker 1: %v", got)
+	}
+	// The lost partitions are still refused: nothing drifted.
+	for _, p := range onB {
+		if l := c.Partition("lost", p).GetLeader(); l != -1 {
+			t.Fatalf("lost-%d led by %d", p, l)
+		}
+	}
+}
+
+// A broker whose replaced disk held nothing it still hosts is sent no
+// roles at all: the full metadata view it is sent tells it so, and a topic
+// created on it afterwards is led by it rather than refused forever.
+func TestABrokerThatHostsNothingLeadsANewTopicAfterItsDiskWasReplaced(t *testing.T) {
+	c := Start(t, Options{Brokers: 2, Adjust: func(cfg *broker.Config) {
+		if cfg.ID == 1 {
+			cfg.LogDirs = []string{filepath.Join(cfg.DataDir, "disk-a"), filepath.Join(cfg.DataDir, "disk-b")}
+		}
+	}})
+	dirB := c.BrokerConfig(1).LogDirs[1]
+	c.WaitBrokerAlive(1)
+	if err := c.StopBroker(1); err != nil {
+		t.Logf("stopping broker 1: %v", err)
+	}
+	if err := os.RemoveAll(dirB); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.brokerCfg[1]
+	cfg.LogDirsReplaced = []string{dirB}
+	c.brokerCfg[1] = cfg
+	c.StartBroker(1)
+	c.WaitBrokerAlive(1)
+	time.Sleep(time.Second) // its registration's pushes applied
+
+	created, err := c.Admin().CreateTopics(context.Background(), &adminv1.CreateTopicsRequest{TimeoutMs: 10000, Topics: []*adminv1.TopicSpec{{
+		Name: "fresh", Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: []int32{1}}}}}})
+	if err != nil || created.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c.WaitFor(20*time.Second, "fresh-0 led by broker 1 and writable", func() bool {
+		pd := c.Partition("fresh", 0)
+		if pd.GetLeader() != 1 || len(pd.GetOfflineReplicas()) != 0 {
+			return false
+		}
+		_, err := c.Produce(ctx, "fresh", 0, -1, "v")
+		return err == nil
+	})
+	c.WaitFor(20*time.Second, "the replaced dir forgotten", func() bool {
+		return !strings.Contains(dataMeta(t, cfg.DataDir), "log.dirs.replaced")
+	})
+}

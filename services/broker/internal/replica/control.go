@@ -127,6 +127,9 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 	// partition count too small (TestMetadataNeverShowsPartOfALeaderAndIsr).
 	m.opts.Meta.PutPartitions(states)
 	m.endYieldsOfOlderControllers(req.GetControllerEpoch(), states)
+	if req.GetFull() {
+		m.noteFullPush(states)
+	}
 	eachPartitionState(states, controlParallelism, func(i int) {
 		ps := states[i]
 		tp := TP{Topic: ps.GetTopic(), Partition: ps.GetPartition()}
@@ -414,6 +417,7 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 	}()
 	m.opts.Meta.ApplyUpdate(req)
 	if req.GetFull() {
+		m.noteFullView(req.GetPartitions())
 		// A full update lists every topic: a hosted replica of a topic it
 		// does not list belongs to a topic deleted while we were away.
 		live := map[string]bool{}
@@ -542,7 +546,7 @@ func (m *Manager) StopReplica(req *controlv1.StopReplicaRequest) (*controlv1.Sto
 			e := kerr.As(err)
 			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
 		} else if p.GetDelete() {
-			m.forgetRefusal(tp, "it is no longer this broker's")
+			m.forgetDeleted(tp)
 		}
 		resp.Partitions = append(resp.Partitions, res)
 	}

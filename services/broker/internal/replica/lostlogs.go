@@ -20,13 +20,49 @@ import (
 // operator's call), and its push of the follower role lets the log be
 // created. The state lasts until a full push of the broker's roles found a
 // log for every partition it must lead or be in the ISR of, and no refused
-// one is left.
+// one is left. A partition a full push did not name is newer than that push
+// (a topic created since, or a replica added since, which joins the ISR
+// only through its leader): it has no lost log, and is created as asked.
 type lostLogs struct {
 	active bool
 	// refused are the partitions refused so far and still not created.
 	refused map[TP]bool
 	// sawFull is set once a full push of this incarnation's roles applied.
 	sawFull bool
+	// named are the partitions full pushes and full metadata views named
+	// as this broker's; nil before the first.
+	named map[TP]bool
+}
+
+// noteFullPush records the partitions a full push names, before it is
+// applied: only they may have had a log on a lost dir.
+func (m *Manager) noteFullPush(states []*commonv1.PartitionState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.lost.active {
+		return
+	}
+	if m.lost.named == nil {
+		m.lost.named = map[TP]bool{}
+	}
+	for _, ps := range states {
+		m.lost.named[TP{Topic: ps.GetTopic(), Partition: ps.GetPartition()}] = true
+	}
+}
+
+// noteFullView records, from a full metadata view (every partition of the
+// cluster), the partitions this broker hosts. When it hosts none the
+// controller sends it no roles at all, so no full push will come: the view
+// stands for one, and whatever is created on the broker later is new.
+func (m *Manager) noteFullView(states []*commonv1.PartitionState) {
+	var hosted []*commonv1.PartitionState
+	for _, ps := range states {
+		if slices.Contains(ps.GetReplicas(), m.opts.BrokerID) {
+			hosted = append(hosted, ps)
+		}
+	}
+	m.noteFullPush(hosted)
+	m.settleLostLogs(len(hosted) == 0)
 }
 
 // refuseEmptyLog reports why tp, which has no log here, must not get an
@@ -34,8 +70,9 @@ type lostLogs struct {
 func (m *Manager) refuseEmptyLog(tp TP, ps *commonv1.PartitionState) error {
 	m.mu.RLock()
 	active := m.lost.active
+	newer := m.lost.named != nil && !m.lost.named[tp]
 	m.mu.RUnlock()
-	if !active {
+	if !active || newer {
 		return nil
 	}
 	if _, ok := m.Replica(tp); ok || m.logs.Has(tp) {
@@ -58,6 +95,15 @@ func (m *Manager) refuseEmptyLog(tp TP, ps *commonv1.PartitionState) error {
 	}
 	return kerr.New(kerr.KafkaStorageError, "broker %d has no log for %s-%d and lost a log dir that may have held it: "+
 		"it will not lead or be in the ISR with an empty log (leader %d, ISR %v)", self, tp.Topic, tp.Partition, ps.GetLeader(), ps.GetIsr())
+}
+
+// forgetDeleted notes that tp's log was deleted (its topic was): a topic
+// of the same name created later is a new one.
+func (m *Manager) forgetDeleted(tp TP) {
+	m.mu.Lock()
+	delete(m.lost.named, tp)
+	m.mu.Unlock()
+	m.forgetRefusal(tp, "it is no longer this broker's")
 }
 
 // forgetRefusal notes that tp, refused before, now has its log here, or
