@@ -194,6 +194,23 @@ func TestTopicsConfigsAndWatch(t *testing.T) {
 			t.Fatalf("bad alter accepted: %v, %v", r, err)
 		}
 	}
+	// A resource named twice is refused in every copy, and a key named twice
+	// in one resource refuses it, as Kafka's ConfigAdminManager does.
+	dup := setConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "t", "retention.ms", "1000")
+	dup.Resources = append(dup.Resources, setConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "t", "retention.ms", "2000").GetResources()...)
+	twice := setConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "log.retention.ms", "1000")
+	twice.Resources[0].Ops = append(twice.Resources[0].Ops, twice.Resources[0].Ops[0])
+	dup.Resources = append(dup.Resources, twice.GetResources()...)
+	if r, err := admin.AlterConfigs(ctx(t), dup); err != nil || len(r.GetResults()) != 3 {
+		t.Fatalf("alter with duplicates: %v, %v", r, err)
+	} else {
+		for i, res := range r.GetResults() {
+			wantCode(t, res.GetErrorCode(), kerr.InvalidRequest, "more than once")
+			if !strings.Contains(res.GetErrorMessage(), "more than once") {
+				t.Fatalf("result %d: %q", i, res.GetErrorMessage())
+			}
+		}
+	}
 	// Limits and quotas are bounded like every other key, naming key, value and bound.
 	for _, tc := range []struct{ key, value, says string }{
 		{"fetch.max.bytes", "10", "fetch.max.bytes: value 10 is out of range [1024, ...]"},

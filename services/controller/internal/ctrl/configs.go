@@ -2,6 +2,7 @@ package ctrl
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strconv"
 
@@ -133,6 +134,13 @@ func (a *Active) AlterConfigs(ctx context.Context, req *adminv1.AlterConfigsRequ
 func (c *core) alterConfigs(req *adminv1.AlterConfigsRequest, reply replyFunc) {
 	resp := &adminv1.AlterConfigsResponse{}
 	rs := req.GetResources()
+	// A resource named twice is refused in every copy, as Kafka's
+	// ConfigAdminManager does: which copy should win is not the broker's
+	// guess to make.
+	named := map[string]int{}
+	for _, r := range rs {
+		named[r.GetResource().GetType().String()+"/"+r.GetResource().GetName()]++
+	}
 	var next func(i int)
 	next = func(i int) {
 		if i == len(rs) {
@@ -141,6 +149,13 @@ func (c *core) alterConfigs(req *adminv1.AlterConfigsRequest, reply replyFunc) {
 		}
 		res := &adminv1.AlterConfigsResult{Resource: rs[i].GetResource()}
 		resp.Results = append(resp.Results, res)
+		if named[rs[i].GetResource().GetType().String()+"/"+rs[i].GetResource().GetName()] > 1 {
+			res.ErrorCode = commonv1.ErrorCode(kerr.InvalidRequest)
+			res.ErrorMessage = fmt.Sprintf("%s %q is named more than once in the request: each resource must appear at most once",
+				rs[i].GetResource().GetType(), rs[i].GetResource().GetName())
+			next(i + 1)
+			return
+		}
 		c.alterConfig(rs[i], req.GetValidateOnly(), func(err error) {
 			if c.stopping() {
 				c.answer(reply, nil, c.notControllerFor(err))
@@ -216,7 +231,12 @@ func (c *core) nextConfig(r *adminv1.AlterConfigsResource) (map[string]string, *
 	if next == nil {
 		next = map[string]string{}
 	}
+	seen := map[string]bool{}
 	for _, op := range r.GetOps() {
+		if seen[op.GetName()] {
+			return nil, nil, "", kerr.BadField(kerr.InvalidRequest, op.GetName(), "config %q is named more than once in one resource", op.GetName())
+		}
+		seen[op.GetName()] = true
 		switch op.GetOp() {
 		case adminv1.ConfigOpType_CONFIG_OP_TYPE_SET:
 			if err := topicconfig.Validate(scope, op.GetName(), op.GetValue()); err != nil {
