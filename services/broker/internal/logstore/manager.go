@@ -722,7 +722,11 @@ func (m *Manager) background() {
 				m.logger.Warn("high watermark checkpoint failed", "err", m.note(err))
 			}
 		case <-rp.C:
-			if err := m.checkpointRecoveryPoints(true); err != nil {
+			// Written whether or not anything moved, as Kafka does: on an
+			// idle dir this is the only I/O, and a dead disk must show up
+			// within the interval, not at the next write a leader election
+			// or a produce happens to make there.
+			if err := m.checkpointRecoveryPoints(false); err != nil {
 				m.logger.Warn("recovery point checkpoint failed", "err", m.note(err))
 			}
 		case <-ret.C:

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -426,10 +427,12 @@ func TestManagerBackgroundWork(t *testing.T) {
 	}
 }
 
-// TestManagerIdleCheckpointsAreNotRewritten: the periodic checkpoints
-// skip a file whose offsets have not moved since its last write (each
-// write is an fsync, a flush of the device's cache), and write it again
-// as soon as they move; an explicit checkpoint (Close's) always writes.
+// TestManagerIdleCheckpointsAreNotRewritten: the 5 s high watermark
+// checkpoint skips a file whose offsets have not moved since its last
+// write (each write is an fsync, a flush of the device's cache), and writes
+// it again as soon as they move; the recovery-point and log-start files,
+// every minute, are written whether or not they moved, so that an idle
+// dir's dead disk shows; an explicit checkpoint (Close's) always writes.
 func TestManagerIdleCheckpointsAreNotRewritten(t *testing.T) {
 	fsys := newMem(t)
 	hw := &hwTable{m: map[TopicPartition]int64{}}
@@ -479,8 +482,12 @@ func TestManagerIdleCheckpointsAreNotRewritten(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // about 100 intervals of each
 	for _, f := range files {
-		if n := count(f) - before[f]; n != 0 {
+		n := count(f) - before[f]
+		if f == hwCheckpointFile && n != 0 {
 			t.Errorf("%s written %d more times while nothing moved", f, n)
+		}
+		if f != hwCheckpointFile && n == 0 {
+			t.Errorf("%s not written while nothing moved: an idle dir's failure would go unseen", f)
 		}
 	}
 	// Offsets that move are written at the next interval.
@@ -498,6 +505,41 @@ func TestManagerIdleCheckpointsAreNotRewritten(t *testing.T) {
 	}
 	if count(hwCheckpointFile) != n+1 {
 		t.Fatal("an explicit high watermark checkpoint was skipped")
+	}
+}
+
+// A dir whose logs are all idle still finds out its disk failed within the
+// recovery checkpoint interval: that write is its only I/O.
+func TestAnIdleDirsFailureIsNoticed(t *testing.T) {
+	ffs := vfs.NewFaultFS(newMem(t))
+	failed := make(chan error, 1)
+	m, err := OpenManager(ManagerOptions{FS: ffs, Dir: "/data",
+		HighWatermarkCheckpointInterval: time.Hour, RecoveryCheckpointInterval: 5 * time.Millisecond,
+		RetentionCheckInterval: time.Hour, FlushCheckInterval: time.Hour,
+		OnStorageError: func(err error) {
+			select {
+			case failed <- err:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, _ := m.GetOrCreate(tpA, smallConfig())
+	fill(t, l, 5, 3, 40)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the moved offsets written: idle from here
+	ffs.Inject(vfs.Fault{Ops: vfs.OpCreate | vfs.OpWrite | vfs.OpSync | vfs.OpRename, Path: "/data", Err: syscall.EIO})
+	select {
+	case err := <-failed:
+		if kerr.CodeOf(err) != kerr.KafkaStorageError {
+			t.Fatalf("storage error %v, want KAFKA_STORAGE_ERROR", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an idle dir's failed disk was not noticed in 5 s (1000 checkpoint intervals)")
 	}
 }
 
