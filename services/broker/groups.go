@@ -103,12 +103,12 @@ func (h groupHost) Read(tp group.TP, offset, upTo int64) ([]byte, int64, error) 
 	return rr.Records, rr.NextOffset, nil
 }
 
-func (h groupHost) Append(ctx context.Context, tp group.TP, batch []byte) (int64, error) {
+func (h groupHost) Append(ctx context.Context, tp group.TP, since int32, batch []byte) (int64, error) {
 	timeout := groupCommitTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	res, err := h.b.rm.Produce(ctx, replica.TP{Topic: tp.Topic, Partition: tp.Partition}, -1, batch, timeout)
+	res, err := h.b.rm.ProduceSince(ctx, replica.TP{Topic: tp.Topic, Partition: tp.Partition}, since, batch, timeout)
 	if err != nil {
 		return 0, err
 	}

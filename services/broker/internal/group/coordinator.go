@@ -513,9 +513,13 @@ func (c *Coordinator) lockShard(group string) (*shard, error) {
 	}
 	p := PartitionFor(group, n)
 	hint, hasHint := c.host.PartitionLeader(TP{OffsetsTopic, p})
+	// Leadership is asked here too, not only at the leadership check: in
+	// between, a shard of a leadership that ended would answer from
+	// state another coordinator may have moved past.
+	since, leads := c.host.Leads(TP{OffsetsTopic, p})
 	c.mu.Lock()
 	s, ok := c.shards[p]
-	if !ok {
+	if ok = ok && leads; !ok {
 		c.mu.Unlock()
 		e := kerr.New(kerr.NotCoordinator, "broker %d is not the coordinator of group %q (%s-%d)", c.host.BrokerID(), group, OffsetsTopic, p)
 		if hasHint && hint.ID != c.host.BrokerID() {
@@ -523,7 +527,9 @@ func (c *Coordinator) lockShard(group string) (*shard, error) {
 		}
 		return nil, e
 	}
-	if s.loading {
+	// A shard of an earlier leadership than the one Leads reports: the
+	// next leadership check loads the new one.
+	if s.loading || s.epoch != since {
 		c.mu.Unlock()
 		return nil, kerr.New(kerr.CoordinatorLoadInProgress, "broker %d is loading the groups of %s-%d", c.host.BrokerID(), OffsetsTopic, p)
 	}

@@ -123,7 +123,7 @@ func (h *fakeHost) Read(tp TP, offset, upTo int64) ([]byte, int64, error) {
 	batch.SetBaseOffset(offset)
 	return append([]byte(nil), batch...), offset + int64(b.Count()), nil
 }
-func (h *fakeHost) Append(_ context.Context, tp TP, batch []byte) (int64, error) {
+func (h *fakeHost) Append(_ context.Context, tp TP, since int32, batch []byte) (int64, error) {
 	h.mu.Lock()
 	gate, held := h.appendGate, h.appendHeld
 	h.appendGate, h.appendHeld = nil, nil
@@ -134,7 +134,7 @@ func (h *fakeHost) Append(_ context.Context, tp TP, batch []byte) (int64, error)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.leads[tp.Partition]; !ok {
+	if e, ok := h.leads[tp.Partition]; !ok || e != since {
 		return 0, kerr.New(kerr.NotLeaderOrFollower, "not the leader")
 	}
 	for rec, err := range recordbatch.Batch(batch).Records() {
@@ -532,7 +532,7 @@ func TestRestoredSessionsStartWhenTheLoadEnds(t *testing.T) {
 	hh.syncLeader(0, a, 1)
 	h := newFakeHost(1)
 	h.leads[0] = 1
-	if _, err := h.Append(context.Background(), TP{OffsetsTopic, 0}, groupBatch(hh.g, t0)); err != nil {
+	if _, err := h.Append(context.Background(), TP{OffsetsTopic, 0}, 1, groupBatch(hh.g, t0)); err != nil {
 		t.Fatal(err)
 	}
 	h.readGate = make(chan struct{}) // a slow disk
@@ -926,5 +926,63 @@ func TestAForgottenGroupStaysForgottenThroughAReload(t *testing.T) {
 	waitUntil(t, "the reload", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
 	if ids := listed(); len(ids) != 0 {
 		t.Fatalf("groups %v after a reload, want g still forgotten", ids)
+	}
+}
+
+// Leadership of the offsets partition lost and regained between two
+// leadership checks: another coordinator led in between (it may have
+// moved the group to a new generation), so the groups loaded in the old
+// leadership answer nothing more, and a write begun in it is not appended
+// in the new one. Otherwise a member of a generation the other coordinator
+// had fenced committed, acknowledged, over that coordinator's commits.
+func TestAnOldLeadershipNeitherAnswersNorWrites(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the leadership checks
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	commit := func(off int64) error {
+		_, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: off}}}}})
+		return err
+	}
+	appends := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.appends
+	}
+
+	// A commit whose write is held while the leadership moves away and back.
+	gate, held := make(chan struct{}), make(chan struct{})
+	h.set(func() { h.appendGate, h.appendHeld = gate, held })
+	done := make(chan error, 1)
+	go func() { done <- commit(5) }()
+	<-held
+	h.set(func() { h.leads[0] = 3 })
+	close(gate)
+	if err := <-done; kerr.CodeOf(err) != kerr.NotCoordinator {
+		t.Fatalf("a commit written after its leadership ended: %v, want NOT_COORDINATOR", err)
+	}
+	if n := appends(); n != 0 {
+		t.Fatalf("%d appends in the new leadership from the old one", n)
+	}
+
+	// Before the next leadership check, the old leadership's groups answer
+	// nothing.
+	if err := commit(6); kerr.CodeOf(err) != kerr.CoordinatorLoadInProgress {
+		t.Fatalf("a commit to the old leadership: %v, want COORDINATOR_LOAD_IN_PROGRESS", err)
+	}
+	if _, code := fetchErr(s, "g"); code != kerr.CoordinatorLoadInProgress {
+		t.Fatalf("an offset fetch from the old leadership: %s, want COORDINATOR_LOAD_IN_PROGRESS", code)
+	}
+	h.set(func() { delete(h.leads, 0) })
+	if _, code := fetchErr(s, "g"); code != kerr.NotCoordinator {
+		t.Fatalf("an offset fetch after the leadership ended: %s, want NOT_COORDINATOR", code)
+	}
+	if n := appends(); n != 0 {
+		t.Fatalf("%d appends from an old leadership", n)
 	}
 }

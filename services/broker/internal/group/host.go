@@ -73,8 +73,11 @@ type Host interface {
 	// upTo, and the offset to read next.
 	Read(tp TP, offset, upTo int64) (batches []byte, next int64, err error)
 	// Append writes one batch as leader with acks=all and answers once
-	// the high watermark covers it; the offset is the batch's last.
-	Append(ctx context.Context, tp TP, batch []byte) (lastOffset int64, err error)
+	// the high watermark covers it; the offset is the batch's last. It
+	// refuses (NOT_LEADER_OR_FOLLOWER), writing nothing, unless this
+	// broker leads tp in the leadership that began in epoch since (as
+	// Leads reports it): a coordinator's state is its leadership's.
+	Append(ctx context.Context, tp TP, since int32, batch []byte) (lastOffset int64, err error)
 	// ListOffsets asks tp's leader (this broker or another) for its
 	// earliest or latest offset, or the first at a timestamp; with the
 	// log end offset when the leader reports it (-1 otherwise).

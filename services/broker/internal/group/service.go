@@ -323,7 +323,7 @@ func (c *Coordinator) commit(ctx context.Context, group, member, instance string
 	batch := clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
 	c.mu.Unlock()
 
-	last, werr := c.host.Append(ctx, TP{OffsetsTopic, sh.partition}, batch)
+	last, werr := c.host.Append(ctx, TP{OffsetsTopic, sh.partition}, sh.epoch, batch)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

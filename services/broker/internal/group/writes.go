@@ -54,7 +54,7 @@ func (c *Coordinator) writeQueued(s *shard) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(c.bg, 30*time.Second)
-		_, err := c.host.Append(ctx, TP{OffsetsTopic, s.partition}, w.batch)
+		_, err := c.host.Append(ctx, TP{OffsetsTopic, s.partition}, s.epoch, w.batch)
 		cancel()
 		if err != nil {
 			c.log.Warn("writing group metadata failed", "partition", s.partition, "err", err)

@@ -30,7 +30,20 @@ type ProduceResult struct {
 // for acks=-1, waits until the high watermark covers it (F15–F17), for at
 // most timeout: 0 does not wait, as Kafka's timeout 0, and answers
 // REQUEST_TIMED_OUT unless the ISR already holds the batch.
-func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (res ProduceResult, err error) {
+func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (ProduceResult, error) {
+	return m.timedProduce(ctx, tp, acks, -1, batch, timeout)
+}
+
+// ProduceSince is an acks=all Produce that writes only while this broker
+// leads tp in the leadership that began in leader epoch since (as
+// LeadingSince reports it), and answers NOT_LEADER_OR_FOLLOWER otherwise:
+// the group coordinator's writes, made from the state it loaded in that
+// leadership, must not land in a later one.
+func (m *Manager) ProduceSince(ctx context.Context, tp TP, since int32, batch []byte, timeout time.Duration) (ProduceResult, error) {
+	return m.timedProduce(ctx, tp, -1, since, batch, timeout)
+}
+
+func (m *Manager) timedProduce(ctx context.Context, tp TP, acks int16, since int32, batch []byte, timeout time.Duration) (res ProduceResult, err error) {
 	start := m.now()
 	defer func() {
 		if o, ok := m.metrics.produceByAcks[acks]; ok { // invalid acks are refused, not timed
@@ -40,10 +53,12 @@ func (m *Manager) Produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 			m.metrics.refused.WithLabelValues(kerr.CodeOf(err).String()).Inc()
 		}
 	}()
-	return m.produce(ctx, tp, acks, batch, timeout)
+	return m.produce(ctx, tp, acks, since, batch, timeout)
 }
 
-func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, timeout time.Duration) (ProduceResult, error) {
+// produce appends batch; since >= 0 fences it to the leadership that began
+// in that epoch.
+func (m *Manager) produce(ctx context.Context, tp TP, acks int16, since int32, batch []byte, timeout time.Duration) (ProduceResult, error) {
 	if err := partition.CheckAcks(acks); err != nil {
 		return ProduceResult{}, err
 	}
@@ -54,7 +69,7 @@ func (m *Manager) produce(ctx context.Context, tp TP, acks int16, batch []byte, 
 	var reorder *waiter
 	var reorderDeadline time.Time
 	for {
-		res, err := m.appendAsLeader(ctx, r, tp, acks, batch, timeout)
+		res, err := m.appendAsLeader(ctx, r, tp, acks, since, batch, timeout)
 		if kerr.CodeOf(err) != kerr.OutOfOrderSequenceNumber || ctx.Err() != nil {
 			return res, err
 		}
@@ -102,9 +117,14 @@ func appended(ctx context.Context) {
 // the batches before it.
 const reorderWait = 50 * time.Millisecond
 
-func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks int16, batch []byte, timeout time.Duration) (ProduceResult, error) {
+func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks int16, since int32, batch []byte, timeout time.Duration) (ProduceResult, error) {
 	now := m.now()
 	r.mu.Lock()
+	if since >= 0 && r.state.IsLeader() && r.leaderSince != since {
+		r.mu.Unlock()
+		return ProduceResult{}, kerr.New(kerr.NotLeaderOrFollower,
+			"broker %d has led %s-%d since leader epoch %d, not since %d", m.opts.BrokerID, tp.Topic, tp.Partition, r.leaderSince, since)
+	}
 	if !r.state.IsLeader() {
 		r.mu.Unlock()
 		return ProduceResult{}, m.withLeaderHint(tp, kerr.New(kerr.NotLeaderOrFollower,

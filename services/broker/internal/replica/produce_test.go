@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -184,5 +185,33 @@ func TestProduceFailsWhenLeadershipLeavesAndComesBack(t *testing.T) {
 	o := e.result(out)
 	if kerr.CodeOf(o.err) != kerr.NotLeaderOrFollower {
 		t.Fatalf("want NOT_LEADER_OR_FOLLOWER after leadership left and came back, got %+v %v", o.res, o.err)
+	}
+}
+
+// ProduceSince writes only in the leadership it names: once leadership
+// left and came back it refuses, writing nothing, where Produce would
+// append in the new leadership.
+func TestProduceSinceRefusesALaterLeadership(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1}, nil)
+	since, ok := e.m.LeadingSince(e.replica())
+	if !ok || since != 1 {
+		t.Fatalf("leading since %d %v, want 1", since, ok)
+	}
+	e.state(2, 2, 2, []int32{2}, nil)
+	e.state(1, 3, 3, []int32{1}, nil)
+	_, err := e.m.ProduceSince(context.Background(), tp0, since, batch("a"), 0)
+	if kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("a write of leadership %d in leadership 3: %v, want NOT_LEADER_OR_FOLLOWER", since, err)
+	}
+	if leo := e.replica().Log().LogEndOffset(); leo != 0 {
+		t.Fatalf("LEO %d after a refused write, want 0", leo)
+	}
+	if _, err := e.m.ProduceSince(context.Background(), tp0, 3, batch("b"), produceTimeout); err != nil {
+		t.Fatalf("a write in the current leadership: %v", err)
+	}
+	e.state(1, 4, 4, []int32{1}, nil) // the same leadership, a new epoch
+	if _, err := e.m.ProduceSince(context.Background(), tp0, 3, batch("c"), produceTimeout); err != nil {
+		t.Fatalf("a write after an epoch bump of the same leadership: %v", err)
 	}
 }
