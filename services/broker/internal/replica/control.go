@@ -269,6 +269,9 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 		}
 		if change.RoleChanged {
 			r.leaderSince = s.LeaderEpoch
+			// An earlier leadership's commits name fetches of records a
+			// truncation may since have replaced at the same offsets.
+			r.commits, r.nextMark = [len(r.commits)]commitMark{}, 0
 		}
 		m.fetchers.remove(tp)
 		if change.NewLeaderEpoch {
@@ -278,6 +281,11 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 			}
 			m.log.Info("became leader", "topic", tp.Topic, "partition", tp.Partition, "leader_epoch", s.LeaderEpoch,
 				"isr", partition.FormatIDs(s.ISR), "start_offset", change.EpochStartOffset)
+		}
+		if change.HW.Advanced() {
+			// No follower fetch moved it: the new ISR did (a member the
+			// controller dropped, or a leader alone in it).
+			m.leaderAndIsrAdvancedLocked(r, s, change.HW)
 		}
 		return nil, nil
 	}

@@ -42,7 +42,8 @@ type FollowerFetchAnswer struct {
 	LogStartOffset int64
 	Diverging      *partition.EpochEndOffset
 	Records        []byte
-	// HWBefore/HWAfter record what this fetch did to the leader's HW.
+	// HWBefore/HWAfter record what this fetch did to the leader's HW:
+	// equal unless this fetch moved it.
 	HWBefore, HWAfter int64
 	ISR               []int32
 	// Held: the leader's replication throttle kept the records back.
@@ -66,12 +67,16 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 		}
 		m.metrics.followerOut.Add(float64(n))
 	}()
-	// A parked fetch may read several times; what it did to each HW is
-	// the span from its first read's "before" to its last read's "after".
-	hwFrom := make([]int64, len(f.Partitions))
+	// A parked fetch may read several times, and the read that moved a HW
+	// (if any) need not be the last: its move is kept for the answer. A
+	// move made by others meanwhile is not this fetch's.
+	type hwMove struct{ HWBefore, HWAfter int64 }
+	moved := make([]hwMove, len(f.Partitions))
 	defer func() {
 		for i := range answers {
-			answers[i].HWBefore = min(answers[i].HWBefore, hwFrom[i])
+			if mv := moved[i]; mv.HWAfter > mv.HWBefore {
+				answers[i].HWBefore, answers[i].HWAfter = mv.HWBefore, mv.HWAfter
+			}
 		}
 	}()
 	// Watch before the first read, so an append between a read and parking
@@ -95,8 +100,8 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 			a := m.readForFollower(ctx, f, p, budget-total)
 			answers[i].recycle() // an earlier pass's read, replaced
 			answers[i] = a
-			if pass == 0 {
-				hwFrom[i] = a.HWBefore
+			if a.HWAfter > a.HWBefore {
+				moved[i].HWBefore, moved[i].HWAfter = a.HWBefore, a.HWAfter
 			}
 			total += len(a.Records)
 			held = held || a.Held
@@ -214,9 +219,11 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	// The answer carries the HW as it was when the records were read, as
 	// Kafka's does: a follower learns the HW its own fetch moved on its next
 	// round trip. That lag is the window of KIP-101's scenarios.
-	a.HWAfter = r.state.HighWatermark()
 	a.ISR = r.state.MaximalISR()
 	if out.HW.Advanced() {
+		// Only this fetch's own move: the HW read above may have been moved
+		// since by another follower's fetch.
+		a.HWBefore, a.HWAfter = out.HW.Before, out.HW.After
 		r.markCommitLocked(out.HW.After, trace.SpanContextFromContext(ctx))
 	}
 	yielding := r.yielded != nil

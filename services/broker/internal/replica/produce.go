@@ -261,6 +261,22 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 	}
 }
 
+// leaderAndIsrAdvancedLocked traces a HW advance made by applying a
+// LeaderAndIsr, so acks=all produces it committed link to a span as they
+// do to a fetch or an ISR change of the leader's own.
+func (m *Manager) leaderAndIsrAdvancedLocked(r *Replica, s partition.LeaderAndISR, upd partition.HWUpdate) {
+	ctx, span := m.tracer.Start(context.Background(), "broker.leader_and_isr", trace.WithAttributes(
+		attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
+		attribute.Int("tidemark.leader_epoch", int(s.LeaderEpoch)), attribute.Int("tidemark.partition_epoch", int(s.PartitionEpoch)),
+		attribute.String("tidemark.isr", partition.FormatIDs(s.ISR)),
+		attribute.Int64("tidemark.hw.before", upd.Before), attribute.Int64("tidemark.hw.after", upd.After)))
+	span.AddEvent("high watermark advanced", trace.WithAttributes(
+		attribute.Int64("hw.before", upd.Before), attribute.Int64("hw.after", upd.After)))
+	r.markCommitLocked(upd.After, span.SpanContext())
+	span.End()
+	m.hwAdvanced(ctx, r, upd, "leader and ISR applied")
+}
+
 // hwAdvanced wakes what waits on a HW move and records it.
 func (m *Manager) hwAdvanced(ctx context.Context, r *Replica, upd partition.HWUpdate, cause string) {
 	r.wakeHW()
