@@ -27,6 +27,11 @@ import (
 func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	// A partition named twice is read and answered once, with its last
+	// entry, as Kafka's FetchRequest.fetchData map keeps it.
+	req.Topics = lastOfEach(req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic },
+		func(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions },
+		func(p *kmsg.FetchRequestTopicPartition) int32 { return p.Partition })
 	if req.SessionID != 0 || req.SessionEpoch > 0 {
 		resp.ErrorCode = int16(kerr.FetchSessionIDNotFound) // no sessions are kept: start again sessionless
 		return resp

@@ -23,6 +23,13 @@ var testTopicID = base64.RawURLEncoding.EncodeToString([]byte("0123456789abcdef"
 // waits for its timeout.
 func withLeader(t *testing.T) *Server {
 	t.Helper()
+	return withLeaderOf(t, 1)
+}
+
+// withLeaderOf is withLeader leading t-0 to t-(partitions-1), each as
+// withLeader leads t-0.
+func withLeaderOf(t *testing.T, partitions int32) *Server {
+	t.Helper()
 	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", NoBackground: true})
 	if err != nil {
 		t.Fatal(err)
@@ -37,11 +44,14 @@ func withLeader(t *testing.T) *Server {
 		rm.Close()
 		_ = logs.Close()
 	})
-	ps := &commonv1.PartitionState{Topic: "t", Partition: 0, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
-		Replicas: []int32{1, 2}, Isr: []int32{1, 2}}
+	var ps []*commonv1.PartitionState
+	for p := range partitions {
+		ps = append(ps, &commonv1.PartitionState{Topic: "t", Partition: p, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+			Replicas: []int32{1, 2}, Isr: []int32{1, 2}})
+	}
 	tc := []*controlv1.TopicConfig{{Topic: "t", TopicId: testTopicID}}
 	um := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: 1, Full: true, ClusterId: "c",
-		Controller: &commonv1.Node{Id: 100, Address: "controller:9190"}, Partitions: []*commonv1.PartitionState{ps}, TopicConfigs: tc}
+		Controller: &commonv1.Node{Id: 100, Address: "controller:9190"}, Partitions: ps, TopicConfigs: tc}
 	for _, id := range []int32{1, 2} {
 		um.Brokers = append(um.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: id, Address: "b"}})
 	}
@@ -49,12 +59,14 @@ func withLeader(t *testing.T) *Server {
 		t.Fatal(err)
 	}
 	resp, err := rm.LeaderAndIsr(&controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: 1,
-		Partitions: []*commonv1.PartitionState{ps}, TopicConfigs: tc})
+		Partitions: ps, TopicConfigs: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := kerr.Code(resp.GetPartitions()[0].GetErrorCode()); c != kerr.None {
-		t.Fatalf("LeaderAndIsr: %s %s", c, resp.GetPartitions()[0].GetErrorMessage())
+	for _, p := range resp.GetPartitions() {
+		if c := kerr.Code(p.GetErrorCode()); c != kerr.None {
+			t.Fatalf("LeaderAndIsr: %s %s", c, p.GetErrorMessage())
+		}
 	}
 	return New(Options{BrokerID: 1, RM: rm, Broker: &grpcapi.Broker{RM: rm}})
 }

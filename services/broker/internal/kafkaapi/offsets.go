@@ -7,6 +7,7 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -23,6 +24,17 @@ const (
 func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	// A partition named twice is INVALID_REQUEST, answered once and not
+	// looked up, as Kafka's ReplicaManager.fetchOffset answers it.
+	named := map[replica.TP]int{}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			named[replica.TP{Topic: t.Topic, Partition: p.Partition}]++
+		}
+	}
+	req.Topics = lastOfEach(req.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic },
+		func(t *kmsg.ListOffsetsRequestTopic) *[]kmsg.ListOffsetsRequestTopicPartition { return &t.Partitions },
+		func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition })
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -40,6 +52,9 @@ func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Req
 			}
 			var gresp *brokerv1.ListOffsetsResponse
 			err := s.authorize(ctx, brokerv1.BrokerService_ListOffsets_FullMethodName, greq)
+			if err == nil && named[replica.TP{Topic: t.Topic, Partition: p.Partition}] > 1 {
+				err = kerr.New(kerr.InvalidRequest, "the partition is named more than once in the request")
+			}
 			if err == nil && greq.Spec == brokerv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED {
 				err = kerr.BadField(kerr.InvalidRequest, "timestamp", "%d is not a timestamp, -1 (latest) or -2 (earliest)", p.Timestamp)
 			}

@@ -17,18 +17,19 @@ import (
 
 // produceWorkers bounds the partition entries of one Produce request
 // served at once. Each holds a goroutine until its acks=all wait ends, and
-// a request may name thousands of partitions, or one partition thousands
-// of times; the entries past the first produceWorkers start as earlier
-// ones finish, and every wait ends at the request's one deadline. It is
-// well above the partitions a producer batches to one broker, whose
-// acks=all waits must overlap: the bound is against a request repeating
-// entries by the hundred thousand, not a cost for real ones.
+// a request may name thousands of partitions; the entries past the first
+// produceWorkers start as earlier ones finish, and every wait ends at the
+// request's one deadline. It is well above the partitions a producer
+// batches to one broker, whose acks=all waits must overlap: the bound is
+// against a request naming partitions by the thousand, not a cost for
+// real ones.
 const produceWorkers = 512
 
 // handleProduce appends each partition's batch through the gRPC Produce
 // handler (validation, leader fence, idempotence, acks=all purgatory,
 // quotas), up to produceWorkers partitions at once, taken in request
-// order. acks=0 is answered with nothing, as Kafka does. A request's
+// order, a partition named more than once served once with its last
+// entry. acks=0 is answered with nothing, as Kafka does. A request's
 // timeout above request.timeout.max.ms is lowered to it: Kafka's clients
 // send their own request timeout here. A timeout of 0 (or below) does not
 // wait, as in Kafka: acks=-1 is answered at once, REQUEST_TIMED_OUT unless
@@ -37,6 +38,11 @@ const produceWorkers = 512
 func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	// A partition named twice is appended once, with its last entry, and
+	// answered once, as Kafka's handleProduceRequest does.
+	req.Topics = lastOfEach(req.Topics, func(t *kmsg.ProduceRequestTopic) string { return t.Topic },
+		func(t *kmsg.ProduceRequestTopic) *[]kmsg.ProduceRequestTopicPartition { return &t.Partitions },
+		func(p *kmsg.ProduceRequestTopicPartition) int32 { return p.Partition })
 	timeout := min(max(req.TimeoutMillis, 0), s.opts.RM.BrokerConfig().RequestTimeoutMaxMs)
 	s.opts.Broker.WaitProduceThrottle(ctx) // before anything is appended or the next request may start
 	// One deadline for the request, as Kafka's one DelayedProduce: an

@@ -1,6 +1,7 @@
 package kafkaapi
 
 import (
+	"bytes"
 	"context"
 	"runtime"
 	"testing"
@@ -8,23 +9,26 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 )
 
-func oneRecordBatch() []byte {
+func oneRecordBatch() []byte { return recordBatchOf("v") }
+
+func recordBatchOf(value string) []byte {
 	var b recordbatch.Builder
-	b.Append(recordbatch.Record{Timestamp: 1, Value: []byte("v")})
+	b.Append(recordbatch.Record{Timestamp: 1, Value: []byte(value)})
 	return b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)
 }
 
-// An acks=all Produce naming one partition hundreds of times is served by
-// at most produceWorkers goroutines, within the request's one timeout, and
-// answered entry by entry in request order. Before, every entry parked a
-// goroutine of its own until the timeout.
+// An acks=all Produce naming more partitions than produceWorkers is served
+// by at most produceWorkers goroutines, within the request's one timeout,
+// and answered entry by entry in request order. Before, every entry parked
+// a goroutine of its own until the timeout.
 func TestProduceBoundsTheEntriesServedAtOnce(t *testing.T) {
-	s := withLeader(t)
-	const entries, timeout = 3 * produceWorkers, 400
+	const hosted, entries, timeout = 2 * produceWorkers, 3 * produceWorkers, 400
+	s := withLeaderOf(t, hosted)
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(9)
 	req.Acks, req.TimeoutMillis = -1, timeout
@@ -32,9 +36,7 @@ func TestProduceBoundsTheEntriesServedAtOnce(t *testing.T) {
 	rt.Topic = "t"
 	for i := range entries {
 		p := kmsg.NewProduceRequestTopicPartition()
-		if i%10 == 9 {
-			p.Partition = 7 // not hosted here: refused at once
-		}
+		p.Partition = int32(i) // from hosted on, not hosted here: refused at once
 		p.Records = oneRecordBatch()
 		rt.Partitions = append(rt.Partitions, p)
 	}
@@ -70,12 +72,56 @@ func TestProduceBoundsTheEntriesServedAtOnce(t *testing.T) {
 		t.Fatalf("answered %d topics, want 1 with %d entries", len(resp.Topics), entries)
 	}
 	for i, p := range resp.Topics[0].Partitions {
-		want, wantCode := int32(0), kerr.RequestTimedOut // broker 2 never fetches
-		if i%10 == 9 {
-			want, wantCode = 7, kerr.UnknownTopicOrPartition
+		wantCode := kerr.RequestTimedOut // broker 2 never fetches
+		if i >= hosted {
+			wantCode = kerr.UnknownTopicOrPartition
 		}
-		if p.Partition != want || kerr.Code(p.ErrorCode) != wantCode {
-			t.Errorf("entry %d: partition %d %s, want partition %d %s", i, p.Partition, kerr.Code(p.ErrorCode), want, wantCode)
+		if p.Partition != int32(i) || kerr.Code(p.ErrorCode) != wantCode {
+			t.Errorf("entry %d: partition %d %s, want partition %d %s", i, p.Partition, kerr.Code(p.ErrorCode), i, wantCode)
 		}
+	}
+}
+
+// A Produce naming a partition twice appends only its last entry and
+// answers the partition once, under its topic's first entry, as Kafka's
+// handleProduceRequest (a map of topic-partition to records) does. Both
+// entries were appended and answered.
+func TestProduceKeepsTheLastEntryOfAPartitionNamedTwice(t *testing.T) {
+	s := withLeader(t)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = 1, 1000
+	for _, entries := range [][]struct {
+		partition int32
+		value     string
+	}{{{0, "first"}}, {{0, "last"}, {7, "x"}}} {
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		for _, e := range entries {
+			p := kmsg.NewProduceRequestTopicPartition()
+			p.Partition, p.Records = e.partition, recordBatchOf(e.value)
+			rt.Partitions = append(rt.Partitions, p)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	rc := &reqCtx{turn: make(chan struct{})}
+	resp := s.handleProduce(context.Background(), rc, req).(*kmsg.ProduceResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].Topic != "t" || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("answered %+v, want topic t once with partitions 0 and 7", resp.Topics)
+	}
+	p0, p7 := resp.Topics[0].Partitions[0], resp.Topics[0].Partitions[1]
+	if p0.Partition != 0 || p0.ErrorCode != 0 || p0.BaseOffset != 0 {
+		t.Errorf("partition 0 answered %d %s at offset %d, want partition 0 appended at 0", p0.Partition, kerr.Code(p0.ErrorCode), p0.BaseOffset)
+	}
+	if p7.Partition != 7 || kerr.Code(p7.ErrorCode) != kerr.UnknownTopicOrPartition {
+		t.Errorf("second answer: partition %d %s, want partition 7 UNKNOWN_TOPIC_OR_PARTITION", p7.Partition, kerr.Code(p7.ErrorCode))
+	}
+	r, _ := s.opts.RM.Replica(replica.TP{Topic: "t", Partition: 0})
+	read, err := r.Log().Read(0, 1<<20, r.Log().LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leo := r.Log().LogEndOffset(); leo != 1 || !bytes.Contains(read.Records, []byte("last")) {
+		t.Fatalf("log end %d holding %q, want the last entry's one record", leo, read.Records)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -83,6 +84,9 @@ type alterSender struct {
 	m       *Manager
 	mu      lockorder.Mutex[lockorder.Leaf]
 	pending []alterItem
+	// stopped: the sender has stopped, and a change queued now is never
+	// sent.
+	stopped bool
 	kick    chan struct{}
 }
 
@@ -92,6 +96,11 @@ func newAlterSender(m *Manager) *alterSender {
 
 func (s *alterSender) enqueue(r *Replica, req partition.AlterPartitionRequest, span trace.Span) {
 	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		failSpans([]alterItem{{r, req, span}}, senderStopped)
+		return
+	}
 	var replaced []alterItem
 	s.pending, replaced = withoutReplica(s.pending, r)
 	s.pending = append(s.pending, alterItem{r, req, span})
@@ -139,6 +148,28 @@ func endSpans(items []alterItem, outcome, reason string) {
 	}
 }
 
+// senderStopped is why a change the sender still held was never answered.
+const senderStopped = "the broker stopped before the controller answered the ISR change"
+
+// failSpans ends the spans of changes that will never be answered, with an
+// error status saying why: a span never ended is never exported.
+func failSpans(items []alterItem, reason string) {
+	for _, it := range items {
+		it.span.SetStatus(codes.Error, reason)
+	}
+	endSpans(items, "unsent", reason)
+}
+
+// end stops the sender: the changes still queued, and any queued later,
+// end their spans unsent.
+func (s *alterSender) end() {
+	s.mu.Lock()
+	left := s.pending
+	s.pending, s.stopped = nil, true
+	s.mu.Unlock()
+	failSpans(left, senderStopped)
+}
+
 // stillWanted keeps the items their partitions still wait for: a proposal
 // that new metadata replaced, or one parked until metadata arrives, is not
 // sent again.
@@ -167,6 +198,7 @@ func (s *alterSender) take() []alterItem {
 }
 
 func (s *alterSender) run(stop <-chan struct{}) {
+	defer s.end()
 	for {
 		select {
 		case <-s.kick:
@@ -180,10 +212,11 @@ func (s *alterSender) run(stop <-chan struct{}) {
 			}
 			retry := s.send(items)
 			if len(retry) > 0 {
-				if !s.m.sleep(context.Background(), alterBackoff) {
+				stopping := !s.m.sleep(context.Background(), alterBackoff)
+				s.requeue(retry)
+				if stopping {
 					return
 				}
-				s.requeue(retry)
 			}
 		}
 	}

@@ -399,7 +399,8 @@ func (m *Manager) applyTopicConfigLocked(r *Replica, tc topicconfig.TopicConfig,
 	}
 	if tc.MinInsyncReplicas != r.cfg.MinInsyncReplicas {
 		if upd := r.state.SetMinInsyncReplicas(int(tc.MinInsyncReplicas), now); upd.Advanced() {
-			defer r.wake()
+			m.minISRLoweredAdvancedLocked(r, int(r.cfg.MinInsyncReplicas), int(tc.MinInsyncReplicas), upd)
+			defer r.wakeData() // followers learn the new HW
 		}
 	}
 	if lc := m.logConfig(tc); tc != r.cfg || lc.FollowerCachedBytes != r.followerCached || lc.ProducerIDExpiration != r.producerExpiration {

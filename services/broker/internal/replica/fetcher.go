@@ -855,7 +855,7 @@ func (f *fetcher) roundTrip(ctx context.Context, client replicationv1.Replicatio
 	if adv := resp.GetHwAdvances(); len(adv) > 0 && span.IsRecording() {
 		parts := make([]string, 0, len(adv))
 		for _, a := range adv {
-			parts = append(parts, a.GetTopic()+"-"+itoa(int64(a.GetPartition()))+":"+itoa(a.GetBefore())+">"+itoa(a.GetAfter()))
+			parts = append(parts, hwAdvanceText(TP{Topic: a.GetTopic(), Partition: a.GetPartition()}, a.GetBefore(), a.GetAfter()))
 		}
 		span.SetAttributes(attribute.Bool(telemetry.AttrHWAdvanced, true), attribute.String("tidemark.hw.advances", strings.Join(parts, ",")))
 	}

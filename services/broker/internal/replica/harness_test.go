@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/logstore"
@@ -45,11 +47,19 @@ type env struct {
 	// fs, when set, holds the data directories of the managers made next
 	// (else each gets a file system of its own).
 	fs vfs.FS
+	// tracer, when set, traces the managers (else they trace nothing).
+	tracer trace.Tracer
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	e := &env{t: t, clock: newManualClock(), ctrl: newFakeController(), ctrlEpoch: 1}
+	return newTracedEnv(t, nil)
+}
+
+// newTracedEnv is newEnv with its managers tracing to tracer.
+func newTracedEnv(t testing.TB, tracer trace.Tracer) *env {
+	t.Helper()
+	e := &env{t: t, clock: newManualClock(), ctrl: newFakeController(), ctrlEpoch: 1, tracer: tracer}
 	e.net = &memNet{ctrl: e.ctrl, managers: map[string]*Manager{}}
 	e.m, e.meta = e.newManager(1)
 	e.updateMetadata()
@@ -95,6 +105,7 @@ func (e *env) newManagerOver(id int32, wrap func(LogStore) LogStore, transport T
 		Clock:       e.clock,
 		BrokerEpoch: func() int64 { return brokerEpochs[id] },
 		Static:      map[string]string{"replica.lag.time.max.ms": "10000"},
+		Tracer:      e.tracer,
 	})
 	if err != nil {
 		e.t.Fatal(err)

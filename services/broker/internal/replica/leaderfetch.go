@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -77,6 +78,9 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 			if mv := moved[i]; mv.HWAfter > mv.HWBefore {
 				answers[i].HWBefore, answers[i].HWAfter = mv.HWBefore, mv.HWAfter
 			}
+		}
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			traceHWMoves(span, f, answers)
 		}
 	}()
 	// Watch before the first read, so an append between a read and parking
@@ -239,17 +243,15 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	if out.HW.Advanced() {
 		// This round trip committed records: record it on the fetch's span,
 		// which is why it is kept and exported (the trace of a commit).
+		// One event per partition moved: a fetch of several partitions
+		// moves several HWs, and the span's attributes hold one value each.
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.SetAttributes(
-				attribute.Bool(telemetry.AttrHWAdvanced, true),
-				attribute.String("tidemark.topic", p.TP.Topic), attribute.Int("tidemark.partition", int(p.TP.Partition)),
-				attribute.Int("tidemark.follower_id", int(f.ReplicaID)), attribute.Int64("tidemark.fetch_offset", p.FetchOffset),
-				attribute.Int64("tidemark.leader_leo", leaderLEO),
-				attribute.Int64("tidemark.hw.before", out.HW.Before), attribute.Int64("tidemark.hw.after", out.HW.After),
-				attribute.String("tidemark.isr", partition.FormatIDs(a.ISR)),
-			)
+			span.SetAttributes(attribute.Bool(telemetry.AttrHWAdvanced, true), attribute.Int("tidemark.follower_id", int(f.ReplicaID)))
 			span.AddEvent("high watermark advanced", trace.WithAttributes(
-				attribute.Int64("hw.before", out.HW.Before), attribute.Int64("hw.after", out.HW.After)))
+				attribute.String("tidemark.topic", p.TP.Topic), attribute.Int("tidemark.partition", int(p.TP.Partition)),
+				attribute.Int64("tidemark.fetch_offset", p.FetchOffset), attribute.Int64("tidemark.leader_leo", leaderLEO),
+				attribute.Int64("hw.before", out.HW.Before), attribute.Int64("hw.after", out.HW.After),
+				attribute.String("tidemark.isr", partition.FormatIDs(a.ISR))))
 		}
 		m.hwAdvanced(ctx, r, out.HW, "follower fetch")
 	}
@@ -257,6 +259,51 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		m.submitAlter(r, *out.Proposal)
 	}
 	return a
+}
+
+// traceHWMoves names on a fetch's span every partition whose HW the fetch
+// moved, in tidemark.hw.advances ("topic-partition:before>after", as the
+// follower's span lists them). A fetch that moved one partition's HW also
+// carries that move as attributes of its own (tidemark.partition,
+// tidemark.hw.before, ...), which a search by tag finds; with several
+// partitions moved those would name only one of them, so the list and the
+// per-partition events name them all, and tidemark.topic is kept only
+// while every move is of one topic.
+func traceHWMoves(span trace.Span, f FollowerFetch, answers []FollowerFetchAnswer) {
+	var movedAt []int
+	oneTopic := true
+	for i, a := range answers {
+		if a.HWAfter > a.HWBefore {
+			oneTopic = oneTopic && (len(movedAt) == 0 || a.TP.Topic == answers[movedAt[0]].TP.Topic)
+			movedAt = append(movedAt, i)
+		}
+	}
+	if len(movedAt) == 0 {
+		return
+	}
+	list := make([]string, 0, len(movedAt))
+	for _, i := range movedAt {
+		a := answers[i]
+		list = append(list, hwAdvanceText(a.TP, a.HWBefore, a.HWAfter))
+	}
+	span.SetAttributes(attribute.String("tidemark.hw.advances", strings.Join(list, ",")),
+		attribute.Int("tidemark.hw.partitions", len(movedAt)))
+	if oneTopic {
+		span.SetAttributes(attribute.String("tidemark.topic", answers[movedAt[0]].TP.Topic))
+	}
+	if len(movedAt) == 1 {
+		i := movedAt[0]
+		a := answers[i]
+		span.SetAttributes(attribute.Int("tidemark.partition", int(a.TP.Partition)),
+			attribute.Int64("tidemark.fetch_offset", f.Partitions[i].FetchOffset), attribute.Int64("tidemark.leader_leo", a.LeaderLEO),
+			attribute.Int64("tidemark.hw.before", a.HWBefore), attribute.Int64("tidemark.hw.after", a.HWAfter),
+			attribute.String("tidemark.isr", partition.FormatIDs(a.ISR)))
+	}
+}
+
+// hwAdvanceText is one HW move as fetch spans list it.
+func hwAdvanceText(tp TP, before, after int64) string {
+	return tp.Topic + "-" + itoa(int64(tp.Partition)) + ":" + itoa(before) + ">" + itoa(after)
 }
 
 // isOutOfRange reports an OFFSET_OUT_OF_RANGE answer.

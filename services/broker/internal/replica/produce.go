@@ -265,16 +265,31 @@ func (m *Manager) awaitCommit(ctx context.Context, r *Replica, epoch int32, requ
 // LeaderAndIsr, so acks=all produces it committed link to a span as they
 // do to a fetch or an ISR change of the leader's own.
 func (m *Manager) leaderAndIsrAdvancedLocked(r *Replica, s partition.LeaderAndISR, upd partition.HWUpdate) {
-	ctx, span := m.tracer.Start(context.Background(), "broker.leader_and_isr", trace.WithAttributes(
-		attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
+	m.tracedAdvanceLocked(r, "broker.leader_and_isr", upd, "leader and ISR applied",
 		attribute.Int("tidemark.leader_epoch", int(s.LeaderEpoch)), attribute.Int("tidemark.partition_epoch", int(s.PartitionEpoch)),
-		attribute.String("tidemark.isr", partition.FormatIDs(s.ISR)),
-		attribute.Int64("tidemark.hw.before", upd.Before), attribute.Int64("tidemark.hw.after", upd.After)))
+		attribute.String("tidemark.isr", partition.FormatIDs(s.ISR)))
+}
+
+// minISRLoweredAdvancedLocked traces a HW advance made by lowering the
+// topic's min.insync.replicas: the ISR had held the HW below the effective
+// min ISR (KAFKA-15583), and the acks=all produces it held link here.
+func (m *Manager) minISRLoweredAdvancedLocked(r *Replica, from, to int, upd partition.HWUpdate) {
+	m.tracedAdvanceLocked(r, "broker.min_insync_lowered", upd, "min.insync.replicas lowered",
+		attribute.Int("tidemark.min_insync_replicas.before", from), attribute.Int("tidemark.min_insync_replicas.after", to),
+		attribute.String("tidemark.isr", partition.FormatIDs(r.state.ISR())))
+}
+
+// tracedAdvanceLocked gives a HW advance no fetch made a span of its own,
+// named for its cause, which the produces it committed link to.
+func (m *Manager) tracedAdvanceLocked(r *Replica, name string, upd partition.HWUpdate, cause string, attrs ...attribute.KeyValue) {
+	attrs = append(attrs, attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
+		attribute.Int64("tidemark.hw.before", upd.Before), attribute.Int64("tidemark.hw.after", upd.After))
+	ctx, span := m.tracer.Start(context.Background(), name, trace.WithAttributes(attrs...))
 	span.AddEvent("high watermark advanced", trace.WithAttributes(
 		attribute.Int64("hw.before", upd.Before), attribute.Int64("hw.after", upd.After)))
 	r.markCommitLocked(upd.After, span.SpanContext())
 	span.End()
-	m.hwAdvanced(ctx, r, upd, "leader and ISR applied")
+	m.hwAdvanced(ctx, r, upd, cause)
 }
 
 // hwAdvanced wakes what waits on a HW move and records it.
