@@ -210,7 +210,7 @@ func (s *alterSender) run(stop <-chan struct{}) {
 			if len(items) == 0 {
 				continue
 			}
-			retry := s.send(items)
+			retry := s.send(items, stop)
 			if len(retry) > 0 {
 				stopping := !s.m.sleep(context.Background(), alterBackoff)
 				s.requeue(retry)
@@ -223,7 +223,7 @@ func (s *alterSender) run(stop <-chan struct{}) {
 }
 
 // send delivers one batch; it returns the items to retry.
-func (s *alterSender) send(items []alterItem) []alterItem {
+func (s *alterSender) send(items []alterItem, stop <-chan struct{}) []alterItem {
 	m := s.m
 	succeeded := m.opts.Meta.NewerController()
 	ctrl := m.opts.Meta.Controller()
@@ -244,9 +244,12 @@ func (s *alterSender) send(items []alterItem) []alterItem {
 	// A controller that froze holds the call until the timeout. Once this
 	// broker admits its successor's first request, the call is given up and
 	// retried after the backoff, to the controller the metadata names then.
+	// A stopping broker gives it up too, or its shutdown waits the timeout.
 	go func() {
 		select {
 		case <-succeeded:
+			cancel()
+		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -47,4 +48,28 @@ func TestISRChangeSpansEndWhenTheSenderStops(t *testing.T) {
 			t.Errorf("span %s ended with status %v %q, want an error saying the broker stopped", name, st.Code, st.Description)
 		}
 	}
+}
+
+// A broker stopping while the controller holds its ISR change gives the
+// call up at once: it waited out the attempt's timeout (10 s), holding up
+// the broker's shutdown, and the span ended only then.
+func TestStoppingGivesUpAnISRChangeTheControllerHolds(t *testing.T) {
+	e := newEnv(t)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	hold := make(chan struct{})
+	defer close(hold)
+	e.ctrl.mu.Lock()
+	e.ctrl.hold = hold
+	e.ctrl.mu.Unlock()
+	e.expandAll(tp0)
+	e.ctrl.call(t) // held: the controller froze
+
+	closed := make(chan struct{})
+	go func() { e.m.Close(); close(closed) }()
+	select {
+	case <-e.ctrl.abandoned:
+	case <-time.After(alterAttemptTimeout / 2):
+		t.Fatal("the held AlterPartition was still waiting after the broker began stopping")
+	}
+	<-closed
 }
