@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
+	"tidemark.io/services/client"
 	"tidemark.io/services/platform/connpool"
 	"tidemark.io/services/platform/kerr"
 )
@@ -15,8 +16,12 @@ import (
 // /v1/brokers/{broker_id}/faults: each call goes to the broker it names,
 // found in the cluster's metadata, as the REST user.
 type faultService struct {
-	gate  demoGate
-	r     *router
+	gate demoGate
+	r    *router
+	// admin finds a broker the brokers' metadata no longer lists: one
+	// whose registration lapsed while isolated (the controller still
+	// knows its address).
+	admin *client.Admin
 	conns *connpool.Pool
 	obs   devObserver
 }
@@ -34,20 +39,32 @@ func (f faultService) on(ctx context.Context, id int32) (faultv1.FaultInjectionS
 	if err != nil {
 		return nil, err
 	}
+	addr := ""
 	for _, b := range md.GetBrokers() {
-		if b.GetId() != id {
-			continue
+		if b.GetId() == id {
+			addr = b.GetAddress()
 		}
-		cc, err := f.conns.Get(b.GetAddress())
-		if errors.Is(err, connpool.ErrClosed) {
-			return nil, errStopped
-		}
-		if err != nil {
-			return nil, err
-		}
-		return faultv1.NewFaultInjectionServiceClient(cc), nil
 	}
-	return nil, kerr.BadField(kerr.BrokerNotAvailable, "broker_id", "broker %d is not a live broker of the cluster", id)
+	if addr == "" && f.admin != nil {
+		if cl, err := f.admin.DescribeCluster(ctx); err == nil {
+			for _, b := range cl.GetBrokers() {
+				if b.GetNode().GetId() == id {
+					addr = b.GetNode().GetAddress()
+				}
+			}
+		}
+	}
+	if addr == "" {
+		return nil, kerr.BadField(kerr.BrokerNotAvailable, "broker_id", "broker %d is not a live broker of the cluster", id)
+	}
+	cc, err := f.conns.Get(addr)
+	if errors.Is(err, connpool.ErrClosed) {
+		return nil, errStopped
+	}
+	if err != nil {
+		return nil, err
+	}
+	return faultv1.NewFaultInjectionServiceClient(cc), nil
 }
 
 func (f faultService) SetFetchFault(ctx context.Context, req *faultv1.SetFetchFaultRequest, opts ...grpc.CallOption) (*faultv1.SetFetchFaultResponse, error) {
@@ -95,6 +112,26 @@ func (f faultService) HealLink(ctx context.Context, req *faultv1.HealLinkRequest
 		return nil, err
 	}
 	resp, err := fc.HealLink(ctx, req, opts...)
+	f.obs.Refresh()
+	return resp, unreachable(req.GetBrokerId(), err)
+}
+
+func (f faultService) Isolate(ctx context.Context, req *faultv1.IsolateRequest, opts ...grpc.CallOption) (*faultv1.IsolateResponse, error) {
+	fc, err := f.on(ctx, req.GetBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fc.Isolate(ctx, req, opts...)
+	f.obs.Refresh()
+	return resp, unreachable(req.GetBrokerId(), err)
+}
+
+func (f faultService) HealIsolation(ctx context.Context, req *faultv1.HealIsolationRequest, opts ...grpc.CallOption) (*faultv1.HealIsolationResponse, error) {
+	fc, err := f.on(ctx, req.GetBrokerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fc.HealIsolation(ctx, req, opts...)
 	f.obs.Refresh()
 	return resp, unreachable(req.GetBrokerId(), err)
 }

@@ -128,7 +128,7 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	gate := demoGate{enabled: o.Console.Actions}
 	mux, err := newRESTMux(ctx, restServices{
 		brokers: brokerService{r: r, follows: follows, streams: streams}, groups: groupService{r}, admin: admin,
-		faults: faultService{gate: gate, r: r, conns: g.demo, obs: g.console},
+		faults: faultService{gate: gate, r: r, admin: g.admin, conns: g.demo, obs: g.console},
 		dev:    devService{gate: gate, addr: o.Console.DevControl, conns: g.demo, obs: g.console},
 	}, tp != nil, o.MaxJSONObjects)
 	if err != nil {

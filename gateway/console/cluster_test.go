@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -372,4 +373,53 @@ func TestLinkCutOverREST(t *testing.T) {
 		t.Fatalf("heal: %d %+v", code, e)
 	}
 	tc.WaitFor(10*time.Second, fmt.Sprintf("B%d back in the ISR", f), func() bool { return len(tc.Partition("links", 0).GetIsr()) == 3 })
+}
+
+// An isolation of the leader from etcd and the controllers goes through
+// the REST routes too: the controller elects another leader and counts the
+// isolated broker dead, so the brokers' metadata no longer lists it, yet
+// the gateway still finds it (the controller knows its last address) to
+// list its faults and heal it; healed, it rejoins the ISR.
+func TestIsolationOverREST(t *testing.T) {
+	tc := startCluster(t)
+	tc.CreateTopic("iso", 1, 3, nil)
+	base := serveGateway(t, tc, gateway.ConsoleOptions{Actions: true})
+	p := tc.Partition("iso", 0)
+	l := p.GetLeader()
+	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/isolation:cut", l), map[string]any{}, nil); code != http.StatusOK {
+		t.Fatalf("isolate B%d: %d %+v", l, code, e)
+	}
+	tc.WaitFor(20*time.Second, "another leader with a higher epoch", func() bool {
+		q := tc.Partition("iso", 0)
+		return q.GetLeader() > 0 && q.GetLeader() != l && q.GetLeaderEpoch() > p.GetLeaderEpoch()
+	})
+	// Until the survivors' metadata drops it, the gateway finds it there.
+	tc.WaitFor(10*time.Second, fmt.Sprintf("B%d gone from the brokers' metadata", l), func() bool {
+		md, err := tc.Client().Metadata(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, b := range md.GetBrokers() {
+			if b.GetId() == l {
+				return false
+			}
+		}
+		return true
+	})
+	resp, err := http.Get(base + fmt.Sprintf("/v1/brokers/%d/faults", l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Isolated bool `json:"isolated"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&listed)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !listed.Isolated {
+		t.Fatalf("GET faults of the isolated B%d: %d %v %+v", l, resp.StatusCode, err, listed)
+	}
+	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/isolation:heal", l), map[string]any{}, nil); code != http.StatusOK {
+		t.Fatalf("heal the isolation of B%d: %d %+v", l, code, e)
+	}
+	tc.WaitFor(30*time.Second, fmt.Sprintf("B%d back in the ISR", l), func() bool { return len(tc.Partition("iso", 0).GetIsr()) == 3 })
 }

@@ -29,6 +29,7 @@ import (
 	"tidemark.io/services/broker/internal/logdirs"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/broker/internal/netcut"
 	"tidemark.io/services/broker/internal/parkedfs"
 	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
@@ -204,9 +205,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	if err != nil {
 		return fail(err)
 	}
-	b.peers = replica.NewPeers(cfg.Dialer, tel.Tracing(), peerCreds)
-	events := newEventBuffer(512)
 	faults := replica.NewFaults(cfg.FaultInjection)
+	peerDial := cfg.Dialer
+	var isolation []grpc.UnaryServerInterceptor
+	if cfg.FaultInjection {
+		// Only with fault injection on does the broker dial through the
+		// cuts an isolation fault makes (isolation.go).
+		peerDial = netcut.Dialer(cfg.Dialer, func(addr string) bool { return b.peers.IsController(addr) }, faults.Isolation)
+		b.cfg.Etcd.Dialer = netcut.Dialer(cfg.Etcd.Dialer, nil, faults.Isolation)
+		isolation = append(isolation, controllerRequestsLost(faults))
+	}
+	b.peers = replica.NewPeers(peerDial, tel.Tracing(), peerCreds)
+	events := newEventBuffer(512)
 	var leaderFence func() replica.Fence
 	if len(cfg.Etcd.Endpoints) > 0 {
 		b.fence = newLeaseFence(log, tel.Registry, func() int {
@@ -245,7 +255,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	b.producerIDs = newProducerIDs(b)
 	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: quota.New(tel.Registry, nil)}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
-		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit,
+		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit, Unary: isolation,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.
 		// So does the produce stream, per request.

@@ -58,7 +58,7 @@ func (h groupHost) CreateOffsetsTopic(ctx context.Context) error {
 	if ctrl == nil || ctrl.GetAddress() == "" {
 		return kerr.New(kerr.NotController, "no active controller known to create %s", group.OffsetsTopic)
 	}
-	conn, err := h.b.peers.Conn(ctrl.GetAddress())
+	conn, err := h.b.peers.Controller(ctrl.GetAddress())
 	if err != nil {
 		return err
 	}

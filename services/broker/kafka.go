@@ -70,7 +70,7 @@ func (b *Broker) controllerAdmin(context.Context) (adminv1.AdminServiceClient, e
 	if ctrl == nil || ctrl.GetAddress() == "" {
 		return nil, kerr.New(kerr.NotController, "no active controller known to this broker yet")
 	}
-	conn, err := b.peers.Conn(ctrl.GetAddress())
+	conn, err := b.peers.Controller(ctrl.GetAddress())
 	if err != nil {
 		return nil, kerr.New(kerr.NotController, "reaching the active controller %s: %v", ctrl.GetAddress(), err)
 	}

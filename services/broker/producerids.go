@@ -129,7 +129,7 @@ func (p *producerIDs) allocate(ctx context.Context) (first, end int64, err error
 	if ctrl == nil || ctrl.GetAddress() == "" {
 		return 0, 0, kerr.New(kerr.NotController, "no active controller known to allocate producer ids")
 	}
-	conn, err := p.b.peers.Conn(ctrl.GetAddress())
+	conn, err := p.b.peers.Controller(ctrl.GetAddress())
 	if err != nil {
 		return 0, 0, err
 	}

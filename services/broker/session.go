@@ -182,7 +182,7 @@ func (r *registrar) controllerClient(ctx context.Context) (controlv1.ControllerS
 		}
 		epoch = r.b.meta.ControllerEpoch()
 	}
-	conn, err := r.b.peers.Conn(addr)
+	conn, err := r.b.peers.Controller(addr)
 	if err != nil {
 		return nil, "", 0, err
 	}

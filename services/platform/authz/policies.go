@@ -391,6 +391,8 @@ var policies = map[string]policy{
 	faultv1.FaultInjectionService_ListFaults_FullMethodName:    faultPolicy(),
 	faultv1.FaultInjectionService_CutLink_FullMethodName:       faultPolicy(),
 	faultv1.FaultInjectionService_HealLink_FullMethodName:      faultPolicy(),
+	faultv1.FaultInjectionService_Isolate_FullMethodName:       faultPolicy(),
+	faultv1.FaultInjectionService_HealIsolation_FullMethodName: faultPolicy(),
 
 	// The dev cluster launcher's control API.
 	devclusterv1.DevClusterService_ListNodes_FullMethodName:  clusterACL(Describe),

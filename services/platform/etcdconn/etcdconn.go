@@ -56,6 +56,11 @@ type Options struct {
 	CA, Cert, Key string
 	// DialTimeout bounds Dial's wait for etcd's first answer.
 	DialTimeout time.Duration
+	// Dialer, when set, opens the connections to etcd in place of gRPC's
+	// (a broker's fault injection cuts its link to etcd with it). It is
+	// given an endpoint as etcd's client resolves it: host:port, or
+	// unix:path for a Unix socket.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	// spell turns a flag's canonical (dotted) name into the name this
 	// binary registered it under, for error messages.
@@ -190,6 +195,16 @@ func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithConnectParams(reconnectParams)}
 }
 
+func (o Options) dialOptions() []grpc.DialOption {
+	opts := DialOptions()
+	if o.Dialer != nil {
+		// clientv3 appends these after its own options, so this dialer
+		// is the one gRPC uses.
+		opts = append(opts, grpc.WithContextDialer(o.Dialer))
+	}
+	return opts
+}
+
 // Client builds a client without waiting for etcd: it connects in the
 // background, as clientv3 does. Password authentication, though, asks
 // etcd for a token at once (bounded by DialTimeout).
@@ -220,7 +235,7 @@ func (o Options) Client(ctx context.Context) (*clientv3.Client, error) {
 		TLS:         tlsCfg,
 		Logger:      zap.NewNop(),
 		Context:     context.WithoutCancel(ctx),
-		DialOptions: DialOptions(),
+		DialOptions: o.dialOptions(),
 	})
 	if err != nil {
 		return nil, o.explain(err)

@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
+	"maps"
 	"math"
 	"slices"
 	"text/tabwriter"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/client"
@@ -24,20 +26,24 @@ import (
 func newFaultCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "fault",
-		Short: "Slow or stall a follower's fetching, or cut the link between two brokers (brokers with --fault.injection.enable)",
+		Short: "Slow or stall a follower's fetching, cut the link between two brokers, or isolate a broker from etcd and the controllers (brokers with --fault.injection.enable)",
 	}
 	c.AddCommand(newFaultFetchCmd(g, false), newFaultFetchCmd(g, true), newFaultLinkCmd(g, true), newFaultLinkCmd(g, false),
-		newFaultListCmd(g), newFaultClearCmd(g))
+		newFaultIsolateCmd(g, true), newFaultIsolateCmd(g, false), newFaultListCmd(g), newFaultClearCmd(g))
 	return c
 }
 
 // faultBrokers are the fault APIs of the cluster's live brokers, found in
-// the controller's view of the cluster.
+// the controller's view of the cluster, and of the brokers it counts dead
+// at a known address: an isolated broker whose registration lapsed is
+// still there to be healed.
 type faultBrokers struct {
 	ids     []int32 // live brokers, in id order
 	clients map[int32]faultv1.FaultInjectionServiceClient
 	down    []int32 // known brokers that are not alive
-	conns   []*grpc.ClientConn
+	// lapsed are the down brokers with a known address.
+	lapsed map[int32]faultv1.FaultInjectionServiceClient
+	conns  []*grpc.ClientConn
 }
 
 func (f *faultBrokers) close() {
@@ -57,6 +63,15 @@ func (f *faultBrokers) on(id int32) (faultv1.FaultInjectionServiceClient, error)
 	return nil, kerr.New(kerr.BrokerNotAvailable, "broker %d is not in the cluster (brokers: %v)", id, slices.Concat(f.ids, f.down))
 }
 
+// onAny is on, or the client of a down broker at its last known address
+// (healing an isolated broker).
+func (f *faultBrokers) onAny(id int32) (faultv1.FaultInjectionServiceClient, error) {
+	if c, ok := f.lapsed[id]; ok {
+		return c, nil
+	}
+	return f.on(id)
+}
+
 // withFaults runs fn with the fault APIs of the cluster's live brokers.
 func (g *globals) withFaults(cmd *cobra.Command, fn func(ctx context.Context, f *faultBrokers) error) error {
 	return g.withAdmin(cmd, func(ctx context.Context, a *client.Admin) error {
@@ -68,12 +83,17 @@ func (g *globals) withFaults(cmd *cobra.Command, fn func(ctx context.Context, f 
 		if err != nil {
 			return err
 		}
-		f := &faultBrokers{clients: map[int32]faultv1.FaultInjectionServiceClient{}}
+		f := &faultBrokers{clients: map[int32]faultv1.FaultInjectionServiceClient{}, lapsed: map[int32]faultv1.FaultInjectionServiceClient{}}
 		defer f.close()
 		for _, b := range cl.GetBrokers() {
 			id := b.GetNode().GetId()
-			if !b.GetAlive() || b.GetNode().GetAddress() == "" {
+			if !b.GetAlive() {
 				f.down = append(f.down, id)
+			}
+			if b.GetNode().GetAddress() == "" {
+				if b.GetAlive() {
+					f.down = append(f.down, id)
+				}
 				continue
 			}
 			conn, err := grpc.NewClient(b.GetNode().GetAddress(), dial)
@@ -81,6 +101,10 @@ func (g *globals) withFaults(cmd *cobra.Command, fn func(ctx context.Context, f 
 				return err
 			}
 			f.conns = append(f.conns, conn)
+			if !b.GetAlive() {
+				f.lapsed[id] = faultv1.NewFaultInjectionServiceClient(conn)
+				continue
+			}
 			f.ids = append(f.ids, id)
 			f.clients[id] = faultv1.NewFaultInjectionServiceClient(conn)
 		}
@@ -239,43 +263,89 @@ func newFaultLinkCmd(g *globals, cut bool) *cobra.Command {
 }
 
 // brokerFlagTargets are the brokers a list or clear acts on: the one
-// --broker names, or every live one.
+// --broker names (live, or down at a known address), or else the down ones
+// at a known address (which may be isolated), to add to every live one.
 func brokerFlagTargets(cmd *cobra.Command, f *faultBrokers, id int32) ([]int32, error) {
 	if !cmd.Flags().Changed("broker") {
-		return f.ids, nil
+		return slices.Sorted(maps.Keys(f.lapsed)), nil
 	}
-	if _, err := f.on(id); err != nil {
+	if _, err := f.onAny(id); err != nil {
 		return nil, err
 	}
 	return []int32{id}, nil
 }
 
-// skippedDown says which brokers a command over every broker left out.
-func skippedDown(w io.Writer, cmd *cobra.Command, f *faultBrokers) {
-	if !cmd.Flags().Changed("broker") && len(f.down) > 0 {
-		fmt.Fprintf(w, "brokers %v are down: skipped\n", f.down)
+// lapsedTimeout bounds a call to a broker the controller counts dead when
+// no --broker named it: a paused process's address accepts and never
+// answers.
+const lapsedTimeout = 3 * time.Second
+
+// eachTarget calls fn on each target broker, in id order; a down broker
+// that does not answer is skipped (it is down indeed) unless --broker
+// named it.
+func eachTarget(ctx context.Context, cmd *cobra.Command, f *faultBrokers, id int32, fn func(ctx context.Context, id int32, fc faultv1.FaultInjectionServiceClient) error) error {
+	ids, err := brokerFlagTargets(cmd, f, id)
+	if err != nil {
+		return err
 	}
+	named := cmd.Flags().Changed("broker")
+	if !named {
+		ids = slices.Sorted(slices.Values(slices.Concat(f.ids, ids)))
+	}
+	var skipped []int32
+	for _, b := range ids {
+		fc, _ := f.onAny(b)
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if !named && f.lapsed[b] != nil {
+			cctx, cancel = context.WithTimeout(ctx, lapsedTimeout)
+		}
+		err := fn(cctx, b, fc)
+		cancel()
+		if err != nil && !named && f.lapsed[b] != nil && isUnreachable(err) {
+			skipped = append(skipped, b)
+			continue
+		}
+		if err != nil {
+			return faultErr(b, err)
+		}
+	}
+	if !named {
+		for _, b := range f.down {
+			if f.lapsed[b] == nil {
+				skipped = append(skipped, b)
+			}
+		}
+		if len(skipped) > 0 {
+			slices.Sort(skipped)
+			fmt.Fprintf(cmd.ErrOrStderr(), "brokers %v are down: skipped\n", skipped)
+		}
+	}
+	return nil
+}
+
+// isUnreachable reports whether a call failed for want of an answer.
+func isUnreachable(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unavailable || c == codes.DeadlineExceeded
 }
 
 func newFaultListCmd(g *globals) *cobra.Command {
 	var id int32
 	cmd := &cobra.Command{
 		Use:   "list [--broker N]",
-		Short: "List the faults in force on one broker, or on every live broker",
+		Short: "List the faults in force on one broker, or on every live broker (and every isolated one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withFaults(cmd, func(ctx context.Context, f *faultBrokers) error {
-				ids, err := brokerFlagTargets(cmd, f, id)
-				if err != nil {
-					return err
-				}
-				skippedDown(cmd.ErrOrStderr(), cmd, f)
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 				fmt.Fprintln(tw, "BROKER\tFAULT")
-				for _, b := range ids {
-					resp, err := f.clients[b].ListFaults(ctx, &faultv1.ListFaultsRequest{BrokerId: b})
+				err := eachTarget(ctx, cmd, f, id, func(ctx context.Context, b int32, fc faultv1.FaultInjectionServiceClient) error {
+					resp, err := fc.ListFaults(ctx, &faultv1.ListFaultsRequest{BrokerId: b})
 					if err != nil {
-						return faultErr(b, err)
+						return err
+					}
+					if resp.GetIsolated() {
+						fmt.Fprintf(tw, "%d\t%s\n", b, isolationText)
 					}
 					for _, l := range resp.GetLinks() {
 						fmt.Fprintf(tw, "%d\t%s cut\n", b, linkText(b, l.GetToBrokerId()))
@@ -283,8 +353,12 @@ func newFaultListCmd(g *globals) *cobra.Command {
 					for _, x := range resp.GetFaults() {
 						fmt.Fprintf(tw, "%d\t%s\n", b, fetchFaultText(x))
 					}
+					return nil
+				})
+				if ferr := tw.Flush(); err == nil {
+					err = ferr
 				}
-				return tw.Flush()
+				return err
 			})
 		},
 	}
@@ -296,25 +370,77 @@ func newFaultClearCmd(g *globals) *cobra.Command {
 	var id int32
 	cmd := &cobra.Command{
 		Use:   "clear [--broker N]",
-		Short: "Clear every fetch fault and heal every link cut on one broker, or on every live broker",
+		Short: "Clear every fetch fault, heal every link cut and end the isolation on one broker, or on every live broker (and every isolated one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withFaults(cmd, func(ctx context.Context, f *faultBrokers) error {
-				ids, err := brokerFlagTargets(cmd, f, id)
+				return eachTarget(ctx, cmd, f, id, func(ctx context.Context, b int32, fc faultv1.FaultInjectionServiceClient) error {
+					if _, err := fc.ClearFaults(ctx, &faultv1.ClearFaultsRequest{BrokerId: b}); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: faults cleared, links healed\n", b)
+					return nil
+				})
+			})
+		},
+	}
+	cmd.Flags().Int32Var(&id, "broker", 0, "only this broker")
+	return cmd
+}
+
+// isolationText is how list shows an isolation.
+const isolationText = "isolated from etcd and the controllers"
+
+// newFaultIsolateCmd is `fault isolate` and `fault heal-isolation`.
+func newFaultIsolateCmd(g *globals, isolate bool) *cobra.Command {
+	var id int32
+	use, short := "isolate --broker N",
+		"Isolate broker N from etcd and the controllers: its clients and the other brokers still reach it"
+	if !isolate {
+		use, short = "heal-isolation --broker N", "End broker N's isolation from etcd and the controllers"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + ".\nThe broker's connections to etcd and to the controllers stop carrying bytes, both ways, as on a\n" +
+			"cut network: its lease keepalives, watches, controller session and ISR changes go nowhere, and the\n" +
+			"controllers' requests to it are lost. Its registration lease runs out: shortly before, it fences\n" +
+			"itself and refuses writes as leader; the controller elects new leaders with a higher leader epoch.\n" +
+			"Once healed (`tidemark fault heal-isolation`, or `tidemark fault clear`) it registers again as a new\n" +
+			"broker epoch, follows, truncates what only it wrote, and rejoins the ISR. Add `tidemark fault cut\n" +
+			"--from N --to M --both` to cut it off from the other brokers too. The controller counts an isolated\n" +
+			"broker dead; these commands still find it at its last known address.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("broker") || id < 0 {
+				return usagef("--broker is required (a broker id)")
+			}
+			return g.withFaults(cmd, func(ctx context.Context, f *faultBrokers) error {
+				get := f.onAny
+				if isolate {
+					get = f.on
+				}
+				fc, err := get(id)
 				if err != nil {
 					return err
 				}
-				skippedDown(cmd.ErrOrStderr(), cmd, f)
-				for _, b := range ids {
-					if _, err := f.clients[b].ClearFaults(ctx, &faultv1.ClearFaultsRequest{BrokerId: b}); err != nil {
-						return faultErr(b, err)
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: faults cleared, links healed\n", b)
+				if isolate {
+					_, err = fc.Isolate(ctx, &faultv1.IsolateRequest{BrokerId: id})
+				} else {
+					_, err = fc.HealIsolation(ctx, &faultv1.HealIsolationRequest{BrokerId: id})
+				}
+				if err != nil {
+					return faultErr(id, err)
+				}
+				if isolate {
+					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: %s\n", id, isolationText)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: isolation healed\n", id)
 				}
 				return nil
 			})
 		},
 	}
-	cmd.Flags().Int32Var(&id, "broker", 0, "only this broker")
+	cmd.Flags().Int32Var(&id, "broker", 0, "the broker")
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/testenv"
@@ -200,4 +201,71 @@ func TestFaultSlowFollowerLeavesTheISR(t *testing.T) {
 	if r := c.run(t, "", "fault", "list").ok(t); r.out != "BROKER  FAULT\n" {
 		t.Fatalf("faults left after clear:\n%s", r.out)
 	}
+}
+
+// brokerAlive is whether the controller counts broker id alive.
+func (c *tcluster) brokerAlive(t *testing.T, id int32) bool {
+	t.Helper()
+	desc, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
+	if err != nil {
+		return false
+	}
+	for _, b := range desc.GetBrokers() {
+		if b.GetNode().GetId() == id {
+			return b.GetAlive()
+		}
+	}
+	return false
+}
+
+// §7.3 (② ③): `tidemark fault isolate` cuts leader 1 off from etcd and the
+// controllers. Its lease runs out, so the controller counts it dead and
+// elects another leader with a higher leader epoch; `fault list` and
+// `fault heal-isolation` still find it at its last address, and once healed
+// it follows and the partition is whole. An isolated follower leaves the
+// ISR and `fault clear` brings it back.
+func TestFaultIsolateMovesTheLeadershipUntilHealed(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: starts a cluster")
+	}
+	c := faultCluster(t)
+	epoch := c.Partition("links", 0).GetLeaderEpoch()
+
+	r := c.run(t, "", "fault", "isolate", "--broker", "1").ok(t)
+	contains(t, r.out, "broker 1: isolated from etcd and the controllers")
+	c.WaitFor(20*time.Second, "another leader with a higher epoch, broker 1 dead to the controller", func() bool {
+		p := c.Partition("links", 0)
+		return p.GetLeader() > 1 && p.GetLeaderEpoch() > epoch && !c.brokerAlive(t, 1)
+	})
+	r = c.run(t, "", "fault", "list").ok(t)
+	contains(t, r.out, "1       isolated from etcd and the controllers\n")
+	r = c.run(t, "", "fault", "heal-isolation", "--broker", "1").ok(t)
+	contains(t, r.out, "broker 1: isolation healed")
+	whole := func(what string) {
+		t.Helper()
+		c.WaitFor(30*time.Second, what, func() bool {
+			p := c.Partition("links", 0)
+			return p.GetLeader() > 0 && len(p.GetIsr()) == 3
+		})
+		if _, err := c.Produce(context.Background(), "links", 0, -1, "after"); err != nil {
+			t.Fatal(err)
+		}
+		c.WaitHWAtLEO("links", 0, 1, 2, 3)
+		c.SameLogs("links", 0, 1, 2, 3)
+	}
+	whole("broker 1 back in the ISR")
+	if c.Leads(1, "links", 0) {
+		t.Fatal("healed broker 1 leads again")
+	}
+	if r := c.run(t, "", "fault", "list").ok(t); r.out != "BROKER  FAULT\n" {
+		t.Fatalf("faults left after the heal:\n%s", r.out)
+	}
+
+	c.run(t, "", "fault", "isolate", "--broker", "1").ok(t)
+	c.WaitFor(20*time.Second, "isolated follower 1 out of the ISR", func() bool {
+		return !slices.Contains(c.Partition("links", 0).GetIsr(), 1) && !c.brokerAlive(t, 1)
+	})
+	r = c.run(t, "", "fault", "clear").ok(t)
+	contains(t, r.out, "broker 1: faults cleared, links healed", "broker 2: faults cleared, links healed", "broker 3: faults cleared, links healed")
+	whole("broker 1 back in the ISR after fault clear")
 }

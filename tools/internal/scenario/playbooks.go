@@ -43,6 +43,12 @@ func All() []Scenario {
 				"replica.lag.time.max.ms (or when its broker's session expires), the leader keeps the partition and its epoch, writes go on " +
 				"with the remaining ISR, and the returning follower catches up from its fetch offset and rejoins; there is never a second leader.",
 			play: playPartition},
+		{Name: "isolated-leader", Title: "the leader cut off from etcd and the controllers (clients still reach it): it fences itself, a new leader with a higher epoch, its orphan acks=1 records truncated when it rejoins", Note: "§7.3 ②③",
+			Rule: "a broker leads only while its registration lease holds, which only etcd can renew: cut off from etcd and the " +
+				"controllers it refuses writes just before the lease can expire (it fences itself), the controller elects an ISR member " +
+				"with leader epoch +1, and it acknowledges no acks=all write meanwhile; records it alone took with acks=1 are orphans: " +
+				"healed, it registers again, follows the new leader, and truncates them away by leader epoch (OffsetForLeaderEpoch).",
+			play: playIsolatedLeader},
 		{Name: "min-isr", Title: "two brokers down: acks=all gets NOT_ENOUGH_REPLICAS and nothing is written; recovery", Note: "§6, min_isr_demo",
 			Rule: "with acks=all the leader refuses a write (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas, before " +
 				"appending it, so an acknowledged write is always on at least min.insync.replicas replicas; the partition stays readable, " +
@@ -635,6 +641,164 @@ func appendNew(s []int32, v int32) []int32 {
 		return append(s, v)
 	}
 	return s
+}
+
+// ---- isolated-leader ----
+
+type isolationFacts struct {
+	OldLeader, NewLeader int32
+	OldEpoch, NewEpoch   int32
+	// Orphans are the acks=1 writes the old leader took once cut off from
+	// its followers; OrphansKept those read back after it rejoined.
+	Orphans, OrphansKept int
+	// Refused1 and RefusedAll are what the isolated old leader answered an
+	// acks=1 and an acks=all write once another was elected ("" for an
+	// acknowledgement).
+	Refused1, RefusedAll string
+	Rejoined, Follows    bool
+	Acked, Lost          int
+}
+
+func (f isolationFacts) Verdict() []string {
+	var out []string
+	if f.NewLeader <= 0 || f.NewLeader == f.OldLeader {
+		out = append(out, fmt.Sprintf("no new leader while broker %d was isolated (leader %d)", f.OldLeader, f.NewLeader))
+	}
+	if f.NewEpoch <= f.OldEpoch {
+		out = append(out, fmt.Sprintf("the leader epoch did not increase (%d -> %d)", f.OldEpoch, f.NewEpoch))
+	}
+	if f.Orphans == 0 {
+		out = append(out, fmt.Sprintf("broker %d, cut off from its followers, took no acks=1 write", f.OldLeader))
+	}
+	if f.Refused1 == "" || f.RefusedAll == "" {
+		out = append(out, fmt.Sprintf("the isolated old leader %d acknowledged a write after the election (acks=1: %q, acks=all: %q)", f.OldLeader, f.Refused1, f.RefusedAll))
+	}
+	if f.OrphansKept > 0 {
+		out = append(out, fmt.Sprintf("%d of the %d orphan acks=1 records survived the old leader's rejoining", f.OrphansKept, f.Orphans))
+	}
+	if !f.Rejoined {
+		out = append(out, fmt.Sprintf("broker %d did not rejoin the ISR once healed", f.OldLeader))
+	} else if !f.Follows {
+		out = append(out, fmt.Sprintf("broker %d rejoined as leader, not as a follower of broker %d", f.OldLeader, f.NewLeader))
+	}
+	if f.Lost > 0 {
+		out = append(out, fmt.Sprintf("%d of %d acknowledged acks=all writes lost", f.Lost, f.Acked))
+	}
+	return out
+}
+
+func (f isolationFacts) Explain() string {
+	return fmt.Sprintf("Can a leader cut off from the controller keep taking writes (split brain)?\n"+
+		"  No. Broker %d, cut off from etcd and both controllers while its clients still reached it, fenced itself as leader\n"+
+		"  before its lease could expire: once broker %d was elected with leader epoch %d -> %d it answered acks=1 with %s\n"+
+		"  and acks=all with %s. Only etcd renews a broker's lease, so no broker can lead on past its lease (②).\n"+
+		"What becomes of what the old leader wrote alone?\n"+
+		"  Its %d acks=1 records, which no follower had fetched, belonged to the old epoch: healed, it registered again, followed\n"+
+		"  broker %d and truncated to where its log agreed with epoch %d; %d of them were read back (③). Of %d acknowledged\n"+
+		"  acks=all writes, %d were lost.\n",
+		f.OldLeader, f.NewLeader, f.OldEpoch, f.NewEpoch, f.Refused1, f.RefusedAll, f.Orphans, f.NewLeader, f.NewEpoch,
+		f.OrphansKept, f.Acked, f.Lost)
+}
+
+func playIsolatedLeader(r *run) (facts, error) {
+	var f isolationFacts
+	p, err := r.createTopic(map[string]string{"min.insync.replicas": "2"})
+	if err != nil {
+		return f, err
+	}
+	f.OldLeader, f.OldEpoch = p.GetLeader(), p.GetLeaderEpoch()
+	// The orphans go to the leader itself: it must have applied its role.
+	if err := r.waitLeaderView(p); err != nil {
+		return f, err
+	}
+	bg, err := r.startProducer("v", 30*time.Millisecond)
+	if err != nil {
+		return f, err
+	}
+	defer func() {
+		if bg != nil {
+			bg.finish()
+		}
+	}()
+	r.step("T0: steady: leader %d, ISR %v, epoch %d, a producer writes with acks=all", f.OldLeader, p.GetIsr(), f.OldEpoch)
+	fs := followers(p)
+	for _, fl := range fs {
+		if err := r.cutLinks(f.OldLeader, fl, true); err != nil {
+			return f, err
+		}
+	}
+	var orphans, refused []string
+	for i := range 3 {
+		v := fmt.Sprintf("orphan-%d", i)
+		if code := r.produceTo(f.OldLeader, 1, v); code != "" {
+			refused = append(refused, code)
+			continue
+		}
+		orphans = append(orphans, v)
+	}
+	f.Orphans = len(orphans)
+	why := ""
+	if len(refused) > 0 {
+		why = fmt.Sprintf(" (refused: %v)", refused)
+	}
+	r.step("T1: broker %d cut off from its followers %v (tidemark fault cut --both); it still holds its lease and takes %d acks=1 writes no follower can fetch%s",
+		f.OldLeader, fs, f.Orphans, why)
+	if err := r.isolate(f.OldLeader, true); err != nil {
+		return f, err
+	}
+	isolated := time.Now()
+	r.step("T2: broker %d isolated from etcd and the controllers (tidemark fault isolate --broker %d); its clients still reach it", f.OldLeader, f.OldLeader)
+	p, err = r.waitFor("a new leader", func(p *adminv1.PartitionView) bool {
+		return p.GetLeader() > 0 && p.GetLeader() != f.OldLeader
+	})
+	if err != nil {
+		return f, err
+	}
+	f.NewLeader, f.NewEpoch = p.GetLeader(), p.GetLeaderEpoch()
+	r.step("T3: its lease expired: the controller elected broker %d after %s, leader epoch %d -> %d, ISR %v",
+		f.NewLeader, time.Since(isolated).Round(10*time.Millisecond), f.OldEpoch, f.NewEpoch, p.GetIsr())
+	r.show()
+	f.Refused1 = r.produceTo(f.OldLeader, 1, "late-1")
+	f.RefusedAll = r.produceTo(f.OldLeader, -1, "late-all")
+	r.step("the old leader, which the controller can no longer tell of the election, is fenced: acks=1 -> %s, acks=all -> %s",
+		orAcked(f.Refused1), orAcked(f.RefusedAll))
+	if err := r.isolate(f.OldLeader, false); err != nil {
+		return f, err
+	}
+	for _, fl := range fs {
+		if err := r.cutLinks(f.OldLeader, fl, false); err != nil {
+			return f, err
+		}
+	}
+	r.step("T4: healed (tidemark fault heal-isolation --broker %d, tidemark fault heal --both): broker %d registers again as a new broker epoch", f.OldLeader, f.OldLeader)
+	if p, err = r.waitFor("the old leader back in the ISR", func(p *adminv1.PartitionView) bool { return inISR(p, f.OldLeader) }); err == nil {
+		f.Rejoined, f.Follows = true, p.GetLeader() != f.OldLeader
+		r.step("broker %d follows broker %d: it truncated to the epoch %d log, caught up and rejoined the ISR", f.OldLeader, p.GetLeader(), f.NewEpoch)
+		r.show()
+	}
+	acked, _ := bg.finish()
+	bg = nil
+	read, end, err := r.readAll()
+	if err != nil {
+		return f, err
+	}
+	for _, v := range orphans {
+		if _, ok := read[v]; ok {
+			f.OrphansKept++
+		}
+	}
+	f.Acked, f.Lost = len(acked), len(missing(acked, read))
+	r.step("read back (%d records to offset %d): %d of %d orphans, %d of %d acknowledged acks=all writes missing",
+		len(read), end, f.OrphansKept, f.Orphans, f.Lost, f.Acked)
+	return f, nil
+}
+
+// orAcked names an answer: an error name, or "acknowledged".
+func orAcked(code string) string {
+	if code == "" {
+		return "acknowledged"
+	}
+	return code
 }
 
 // ---- min-isr ----

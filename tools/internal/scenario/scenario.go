@@ -32,10 +32,12 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/tlsconf"
 )
 
@@ -303,7 +305,10 @@ type run struct {
 	dev    devclusterv1.DevClusterServiceClient
 	conns  []*grpc.ClientConn
 	faults []faultv1.FaultInjectionServiceClient
-	http   *http.Client
+	// brokers are the brokers' own APIs, by id - 1, for a write to one
+	// broker whatever the metadata says.
+	brokers []brokerv1.BrokerServiceClient
+	http    *http.Client
 
 	// created says the scenario's topic exists.
 	created bool
@@ -407,6 +412,7 @@ func newRun(ctx context.Context, s Scenario, env Env, o Options) (*run, error) {
 			return nil, err
 		}
 		r.faults = append(r.faults, faultv1.NewFaultInjectionServiceClient(c))
+		r.brokers = append(r.brokers, brokerv1.NewBrokerServiceClient(c))
 	}
 	return r, nil
 }
@@ -827,6 +833,37 @@ func (r *run) cutLinks(a, b int32, cut bool) error {
 		}
 	}
 	return nil
+}
+
+// isolate cuts broker id off from etcd and the controllers (or heals it),
+// while its clients and the other brokers still reach it.
+func (r *run) isolate(id int32, isolate bool) error {
+	r.touched.broker(id)
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	if isolate {
+		_, err = r.faults[id-1].Isolate(ctx, &faultv1.IsolateRequest{BrokerId: id})
+	} else {
+		_, err = r.faults[id-1].HealIsolation(ctx, &faultv1.HealIsolationRequest{BrokerId: id})
+	}
+	if err != nil {
+		return fmt.Errorf("fault API of broker %d (is the cluster started with --fault-injection?): %w", id, err)
+	}
+	return nil
+}
+
+// produceTo writes one record to broker id itself, whether or not it
+// leads, and returns the error name it answered ("" when acknowledged).
+func (r *run) produceTo(id int32, acks int32, v string) string {
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	_, err := r.brokers[id-1].Produce(ctx, &brokerv1.ProduceRequest{Topic: r.topic, Partition: 0, Acks: acks, TimeoutMs: 2000,
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: []*commonv1.Record{{Value: []byte(v)}}}}})
+	if err != nil {
+		return kerr.CodeOf(kerr.FromStatus(err)).String()
+	}
+	return ""
 }
 
 // clearFaults removes the topic's fault and the links the scenario cut

@@ -150,7 +150,7 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("scenario %s lacks a title, a note section, a rule or a play", s.Name)
 		}
 	}
-	for _, n := range []string{"hw-walkthrough", "follower-lag", "leader-crash", "network-partition", "min-isr", "unclean-election",
+	for _, n := range []string{"hw-walkthrough", "follower-lag", "leader-crash", "network-partition", "isolated-leader", "min-isr", "unclean-election",
 		"kip101", "fast-leader-changes", "preferred-election", "controller-failover"} {
 		if !seen[n] {
 			t.Errorf("scenario %s missing", n)
@@ -212,5 +212,33 @@ func TestPreferredVerdictChecksTheElection(t *testing.T) {
 	v := f.Verdict()
 	if len(v) != 1 || !strings.Contains(v[0], "ELECTION_NOT_NEEDED") {
 		t.Fatalf("a run whose preferred election did not succeed (%s): verdict %q", f.ElectionResult, v)
+	}
+}
+
+// isolated-leader fails unless a new leader with a higher epoch was
+// elected, the isolated old leader refused both writes, its orphans were
+// truncated and it rejoined as a follower with nothing acknowledged lost.
+func TestIsolatedLeaderVerdict(t *testing.T) {
+	good := isolationFacts{OldLeader: 1, NewLeader: 2, OldEpoch: 0, NewEpoch: 1, Orphans: 3,
+		Refused1: "NOT_LEADER_OR_FOLLOWER", RefusedAll: "NOT_LEADER_OR_FOLLOWER", Rejoined: true, Follows: true, Acked: 10}
+	if v := good.Verdict(); len(v) != 0 {
+		t.Fatalf("the note's outcome judged failed: %v", v)
+	}
+	for name, bad := range map[string]func(f *isolationFacts){
+		"no election":           func(f *isolationFacts) { f.NewLeader = 1 },
+		"same epoch":            func(f *isolationFacts) { f.NewEpoch = 0 },
+		"no orphan":             func(f *isolationFacts) { f.Orphans = 0 },
+		"acks=1 acknowledged":   func(f *isolationFacts) { f.Refused1 = "" },
+		"acks=all acknowledged": func(f *isolationFacts) { f.RefusedAll = "" },
+		"orphan kept":           func(f *isolationFacts) { f.OrphansKept = 1 },
+		"not rejoined":          func(f *isolationFacts) { f.Rejoined = false },
+		"leads again":           func(f *isolationFacts) { f.Follows = false },
+		"acknowledged lost":     func(f *isolationFacts) { f.Lost = 1 },
+	} {
+		f := good
+		bad(&f)
+		if len(f.Verdict()) == 0 {
+			t.Errorf("%s: judged as the note says", name)
+		}
 	}
 }

@@ -270,7 +270,18 @@ func (s *Faults) ClearFaults(context.Context, *faultv1.ClearFaultsRequest) (*fau
 
 // ListFaults lists the faults in force.
 func (s *Faults) ListFaults(context.Context, *faultv1.ListFaultsRequest) (*faultv1.ListFaultsResponse, error) {
-	return &faultv1.ListFaultsResponse{Faults: toProto(s.F.List()), Links: linksProto(s.F.Links())}, nil
+	isolated, _ := s.F.Isolation()
+	return &faultv1.ListFaultsResponse{Faults: toProto(s.F.List()), Links: linksProto(s.F.Links()), Isolated: isolated}, nil
+}
+
+// Isolate cuts this broker off from etcd and from the controllers.
+func (s *Faults) Isolate(context.Context, *faultv1.IsolateRequest) (*faultv1.IsolateResponse, error) {
+	return &faultv1.IsolateResponse{}, s.F.Isolate(true)
+}
+
+// HealIsolation undoes Isolate.
+func (s *Faults) HealIsolation(context.Context, *faultv1.HealIsolationRequest) (*faultv1.HealIsolationResponse, error) {
+	return &faultv1.HealIsolationResponse{}, s.F.Isolate(false)
 }
 
 // CutLink loses what this broker sends to another broker.

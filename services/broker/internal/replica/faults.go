@@ -21,18 +21,19 @@ func (f Fault) matches(tp TP) bool {
 	return (f.Topic == "" || f.Topic == tp.Topic) && (f.Partition < 0 || f.Partition == tp.Partition)
 }
 
-// Faults holds the injected fetch faults and link cuts. It is off unless
-// the broker was started with fault injection enabled, so a production
-// broker cannot be slowed through its API.
+// Faults holds the injected fetch faults, link cuts and isolation. It is
+// off unless the broker was started with fault injection enabled, so a
+// production broker cannot be slowed through its API.
 type Faults struct {
 	enabled bool
 	mu      lockorder.RWMutex[lockorder.Leaf]
 	list    []Fault
-	// cut are the brokers nothing this broker sends reaches; healed is
-	// closed and replaced at each change of cut, for the answers held
-	// until their link heals.
-	cut    []int32
-	healed chan struct{}
+	// cut are the brokers nothing this broker sends reaches; isolated cuts
+	// it off from etcd and the controllers. healed is closed and replaced
+	// at each change of either, for the traffic held until its link heals.
+	cut      []int32
+	isolated bool
+	healed   chan struct{}
 }
 
 // NewFaults returns a registry; disabled ones refuse every change.
@@ -68,16 +69,43 @@ func (f *Faults) Set(x Fault) ([]Fault, error) {
 	return append([]Fault(nil), f.list...), nil
 }
 
-// Clear removes every fault and heals every link.
+// Clear removes every fault, heals every link and ends the isolation.
 func (f *Faults) Clear() error {
 	if err := f.check(); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	f.list = nil
+	f.isolated = false
 	f.setCutLocked(nil)
 	f.mu.Unlock()
 	return nil
+}
+
+// Isolate(true) cuts this broker off from etcd and from the controllers,
+// as a network partition that leaves it only its clients and the other
+// brokers: the bytes of its connections to them stop flowing both ways,
+// new connections do not open, and the controllers' requests to it are
+// lost (netcut, and the broker's isolation.go). Isolate(false) heals it.
+func (f *Faults) Isolate(isolated bool) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.isolated != isolated {
+		f.isolated = isolated
+		f.setCutLocked(f.cut)
+	}
+	return nil
+}
+
+// Isolation reports whether the broker is cut off from etcd and the
+// controllers, and returns a channel closed at the next change.
+func (f *Faults) Isolation() (bool, <-chan struct{}) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.isolated, f.healed
 }
 
 // CutLink loses what this broker sends to broker to: the fetchers
@@ -112,8 +140,8 @@ func (f *Faults) HealLink(to int32) ([]int32, error) {
 	return slices.Clone(f.cut), nil
 }
 
-// setCutLocked replaces the cut links and wakes the answers held on them.
-// f.mu held.
+// setCutLocked replaces the cut links and wakes the traffic held on them
+// or on the isolation. f.mu held.
 func (f *Faults) setCutLocked(cut []int32) {
 	slices.Sort(cut)
 	f.cut = cut

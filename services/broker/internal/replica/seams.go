@@ -134,7 +134,7 @@ func (t peerTransport) Replication(addr string) (replicationv1.ReplicationServic
 }
 
 func (t peerTransport) AlterPartition(ctx context.Context, addr string, req *controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error) {
-	conn, err := t.conn(addr)
+	conn, err := t.peers.Controller(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -324,9 +324,11 @@ func (x *ListFaultsRequest) GetBrokerId() int32 {
 }
 
 type ListFaultsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Faults        []*FetchFault          `protobuf:"bytes,1,rep,name=faults,proto3" json:"faults,omitempty"`
-	Links         []*LinkFault           `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Faults []*FetchFault          `protobuf:"bytes,1,rep,name=faults,proto3" json:"faults,omitempty"`
+	Links  []*LinkFault           `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
+	// The broker is cut off from etcd and the controllers (Isolate).
+	Isolated      bool `protobuf:"varint,3,opt,name=isolated,proto3" json:"isolated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -373,6 +375,13 @@ func (x *ListFaultsResponse) GetLinks() []*LinkFault {
 		return x.Links
 	}
 	return nil
+}
+
+func (x *ListFaultsResponse) GetIsolated() bool {
+	if x != nil {
+		return x.Isolated
+	}
+	return false
 }
 
 // LinkFault is a cut of the replication link from this broker to another,
@@ -620,6 +629,168 @@ func (x *HealLinkResponse) GetLinks() []*LinkFault {
 	return nil
 }
 
+type IsolateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As SetFetchFaultRequest.broker_id.
+	BrokerId      int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IsolateRequest) Reset() {
+	*x = IsolateRequest{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IsolateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IsolateRequest) ProtoMessage() {}
+
+func (x *IsolateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IsolateRequest.ProtoReflect.Descriptor instead.
+func (*IsolateRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *IsolateRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+type IsolateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IsolateResponse) Reset() {
+	*x = IsolateResponse{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IsolateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IsolateResponse) ProtoMessage() {}
+
+func (x *IsolateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IsolateResponse.ProtoReflect.Descriptor instead.
+func (*IsolateResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{13}
+}
+
+type HealIsolationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As SetFetchFaultRequest.broker_id.
+	BrokerId      int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealIsolationRequest) Reset() {
+	*x = HealIsolationRequest{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealIsolationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealIsolationRequest) ProtoMessage() {}
+
+func (x *HealIsolationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealIsolationRequest.ProtoReflect.Descriptor instead.
+func (*HealIsolationRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HealIsolationRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+type HealIsolationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealIsolationResponse) Reset() {
+	*x = HealIsolationResponse{}
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealIsolationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealIsolationResponse) ProtoMessage() {}
+
+func (x *HealIsolationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_fault_v1_fault_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealIsolationResponse.ProtoReflect.Descriptor instead.
+func (*HealIsolationResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_fault_v1_fault_proto_rawDescGZIP(), []int{15}
+}
+
 var File_tidemark_fault_v1_fault_proto protoreflect.FileDescriptor
 
 const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
@@ -640,10 +811,11 @@ const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x15\n" +
 	"\x13ClearFaultsResponse\"0\n" +
 	"\x11ListFaultsRequest\x12\x1b\n" +
-	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x7f\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x9b\x01\n" +
 	"\x12ListFaultsResponse\x125\n" +
 	"\x06faults\x18\x01 \x03(\v2\x1d.tidemark.fault.v1.FetchFaultR\x06faults\x122\n" +
-	"\x05links\x18\x02 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\"-\n" +
+	"\x05links\x18\x02 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\x12\x1a\n" +
+	"\bisolated\x18\x03 \x01(\bR\bisolated\"-\n" +
 	"\tLinkFault\x12 \n" +
 	"\fto_broker_id\x18\x01 \x01(\x05R\n" +
 	"toBrokerId\"O\n" +
@@ -658,14 +830,22 @@ const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
 	"\fto_broker_id\x18\x02 \x01(\x05R\n" +
 	"toBrokerId\"F\n" +
 	"\x10HealLinkResponse\x122\n" +
-	"\x05links\x18\x01 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links2\xdb\x03\n" +
+	"\x05links\x18\x01 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\"-\n" +
+	"\x0eIsolateRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x11\n" +
+	"\x0fIsolateResponse\"3\n" +
+	"\x14HealIsolationRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x17\n" +
+	"\x15HealIsolationResponse2\x91\x05\n" +
 	"\x15FaultInjectionService\x12b\n" +
 	"\rSetFetchFault\x12'.tidemark.fault.v1.SetFetchFaultRequest\x1a(.tidemark.fault.v1.SetFetchFaultResponse\x12\\\n" +
 	"\vClearFaults\x12%.tidemark.fault.v1.ClearFaultsRequest\x1a&.tidemark.fault.v1.ClearFaultsResponse\x12Y\n" +
 	"\n" +
 	"ListFaults\x12$.tidemark.fault.v1.ListFaultsRequest\x1a%.tidemark.fault.v1.ListFaultsResponse\x12P\n" +
 	"\aCutLink\x12!.tidemark.fault.v1.CutLinkRequest\x1a\".tidemark.fault.v1.CutLinkResponse\x12S\n" +
-	"\bHealLink\x12\".tidemark.fault.v1.HealLinkRequest\x1a#.tidemark.fault.v1.HealLinkResponseB1Z/tidemark.io/proto/gen/tidemark/fault/v1;faultv1b\x06proto3"
+	"\bHealLink\x12\".tidemark.fault.v1.HealLinkRequest\x1a#.tidemark.fault.v1.HealLinkResponse\x12P\n" +
+	"\aIsolate\x12!.tidemark.fault.v1.IsolateRequest\x1a\".tidemark.fault.v1.IsolateResponse\x12b\n" +
+	"\rHealIsolation\x12'.tidemark.fault.v1.HealIsolationRequest\x1a(.tidemark.fault.v1.HealIsolationResponseB1Z/tidemark.io/proto/gen/tidemark/fault/v1;faultv1b\x06proto3"
 
 var (
 	file_tidemark_fault_v1_fault_proto_rawDescOnce sync.Once
@@ -679,7 +859,7 @@ func file_tidemark_fault_v1_fault_proto_rawDescGZIP() []byte {
 	return file_tidemark_fault_v1_fault_proto_rawDescData
 }
 
-var file_tidemark_fault_v1_fault_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_tidemark_fault_v1_fault_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_tidemark_fault_v1_fault_proto_goTypes = []any{
 	(*FetchFault)(nil),            // 0: tidemark.fault.v1.FetchFault
 	(*SetFetchFaultRequest)(nil),  // 1: tidemark.fault.v1.SetFetchFaultRequest
@@ -693,6 +873,10 @@ var file_tidemark_fault_v1_fault_proto_goTypes = []any{
 	(*CutLinkResponse)(nil),       // 9: tidemark.fault.v1.CutLinkResponse
 	(*HealLinkRequest)(nil),       // 10: tidemark.fault.v1.HealLinkRequest
 	(*HealLinkResponse)(nil),      // 11: tidemark.fault.v1.HealLinkResponse
+	(*IsolateRequest)(nil),        // 12: tidemark.fault.v1.IsolateRequest
+	(*IsolateResponse)(nil),       // 13: tidemark.fault.v1.IsolateResponse
+	(*HealIsolationRequest)(nil),  // 14: tidemark.fault.v1.HealIsolationRequest
+	(*HealIsolationResponse)(nil), // 15: tidemark.fault.v1.HealIsolationResponse
 }
 var file_tidemark_fault_v1_fault_proto_depIdxs = []int32{
 	0,  // 0: tidemark.fault.v1.SetFetchFaultRequest.fault:type_name -> tidemark.fault.v1.FetchFault
@@ -706,13 +890,17 @@ var file_tidemark_fault_v1_fault_proto_depIdxs = []int32{
 	5,  // 8: tidemark.fault.v1.FaultInjectionService.ListFaults:input_type -> tidemark.fault.v1.ListFaultsRequest
 	8,  // 9: tidemark.fault.v1.FaultInjectionService.CutLink:input_type -> tidemark.fault.v1.CutLinkRequest
 	10, // 10: tidemark.fault.v1.FaultInjectionService.HealLink:input_type -> tidemark.fault.v1.HealLinkRequest
-	2,  // 11: tidemark.fault.v1.FaultInjectionService.SetFetchFault:output_type -> tidemark.fault.v1.SetFetchFaultResponse
-	4,  // 12: tidemark.fault.v1.FaultInjectionService.ClearFaults:output_type -> tidemark.fault.v1.ClearFaultsResponse
-	6,  // 13: tidemark.fault.v1.FaultInjectionService.ListFaults:output_type -> tidemark.fault.v1.ListFaultsResponse
-	9,  // 14: tidemark.fault.v1.FaultInjectionService.CutLink:output_type -> tidemark.fault.v1.CutLinkResponse
-	11, // 15: tidemark.fault.v1.FaultInjectionService.HealLink:output_type -> tidemark.fault.v1.HealLinkResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
+	12, // 11: tidemark.fault.v1.FaultInjectionService.Isolate:input_type -> tidemark.fault.v1.IsolateRequest
+	14, // 12: tidemark.fault.v1.FaultInjectionService.HealIsolation:input_type -> tidemark.fault.v1.HealIsolationRequest
+	2,  // 13: tidemark.fault.v1.FaultInjectionService.SetFetchFault:output_type -> tidemark.fault.v1.SetFetchFaultResponse
+	4,  // 14: tidemark.fault.v1.FaultInjectionService.ClearFaults:output_type -> tidemark.fault.v1.ClearFaultsResponse
+	6,  // 15: tidemark.fault.v1.FaultInjectionService.ListFaults:output_type -> tidemark.fault.v1.ListFaultsResponse
+	9,  // 16: tidemark.fault.v1.FaultInjectionService.CutLink:output_type -> tidemark.fault.v1.CutLinkResponse
+	11, // 17: tidemark.fault.v1.FaultInjectionService.HealLink:output_type -> tidemark.fault.v1.HealLinkResponse
+	13, // 18: tidemark.fault.v1.FaultInjectionService.Isolate:output_type -> tidemark.fault.v1.IsolateResponse
+	15, // 19: tidemark.fault.v1.FaultInjectionService.HealIsolation:output_type -> tidemark.fault.v1.HealIsolationResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -729,7 +917,7 @@ func file_tidemark_fault_v1_fault_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_fault_v1_fault_proto_rawDesc), len(file_tidemark_fault_v1_fault_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

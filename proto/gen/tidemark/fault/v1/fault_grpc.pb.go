@@ -28,15 +28,18 @@ const (
 	FaultInjectionService_ListFaults_FullMethodName    = "/tidemark.fault.v1.FaultInjectionService/ListFaults"
 	FaultInjectionService_CutLink_FullMethodName       = "/tidemark.fault.v1.FaultInjectionService/CutLink"
 	FaultInjectionService_HealLink_FullMethodName      = "/tidemark.fault.v1.FaultInjectionService/HealLink"
+	FaultInjectionService_Isolate_FullMethodName       = "/tidemark.fault.v1.FaultInjectionService/Isolate"
+	FaultInjectionService_HealIsolation_FullMethodName = "/tidemark.fault.v1.FaultInjectionService/HealIsolation"
 )
 
 // FaultInjectionServiceClient is the client API for FaultInjectionService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// FaultInjectionService slows or stalls this broker's replica fetchers, or
+// FaultInjectionService slows or stalls this broker's replica fetchers,
 // cuts its replication link to another broker, so a follower can be watched
-// falling out of the ISR and coming back.
+// falling out of the ISR and coming back, or isolates it from etcd and the
+// controllers, so a leader can be watched fencing itself and rejoining.
 type FaultInjectionServiceClient interface {
 	SetFetchFault(ctx context.Context, in *SetFetchFaultRequest, opts ...grpc.CallOption) (*SetFetchFaultResponse, error)
 	// ClearFaults removes the fetch faults and heals the cut links.
@@ -47,6 +50,17 @@ type FaultInjectionServiceClient interface {
 	CutLink(ctx context.Context, in *CutLinkRequest, opts ...grpc.CallOption) (*CutLinkResponse, error)
 	// HealLink undoes CutLink.
 	HealLink(ctx context.Context, in *HealLinkRequest, opts ...grpc.CallOption) (*HealLinkResponse, error)
+	// Isolate cuts this broker off from etcd and from the controllers, both
+	// ways, as a network partition that leaves it its clients and the other
+	// brokers: its connections to them stop carrying bytes (its lease
+	// keepalives, watches and transactions, its controller session and ISR
+	// changes), new ones do not open, and the controllers' requests to it are
+	// lost. Its lease expires: it fences itself as leader, the controller
+	// elects other leaders, and once healed it registers again and follows.
+	// Combine with CutLink to cut it off from the other brokers too.
+	Isolate(ctx context.Context, in *IsolateRequest, opts ...grpc.CallOption) (*IsolateResponse, error)
+	// HealIsolation undoes Isolate (ClearFaults does too).
+	HealIsolation(ctx context.Context, in *HealIsolationRequest, opts ...grpc.CallOption) (*HealIsolationResponse, error)
 }
 
 type faultInjectionServiceClient struct {
@@ -107,13 +121,34 @@ func (c *faultInjectionServiceClient) HealLink(ctx context.Context, in *HealLink
 	return out, nil
 }
 
+func (c *faultInjectionServiceClient) Isolate(ctx context.Context, in *IsolateRequest, opts ...grpc.CallOption) (*IsolateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IsolateResponse)
+	err := c.cc.Invoke(ctx, FaultInjectionService_Isolate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *faultInjectionServiceClient) HealIsolation(ctx context.Context, in *HealIsolationRequest, opts ...grpc.CallOption) (*HealIsolationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HealIsolationResponse)
+	err := c.cc.Invoke(ctx, FaultInjectionService_HealIsolation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FaultInjectionServiceServer is the server API for FaultInjectionService service.
 // All implementations must embed UnimplementedFaultInjectionServiceServer
 // for forward compatibility.
 //
-// FaultInjectionService slows or stalls this broker's replica fetchers, or
+// FaultInjectionService slows or stalls this broker's replica fetchers,
 // cuts its replication link to another broker, so a follower can be watched
-// falling out of the ISR and coming back.
+// falling out of the ISR and coming back, or isolates it from etcd and the
+// controllers, so a leader can be watched fencing itself and rejoining.
 type FaultInjectionServiceServer interface {
 	SetFetchFault(context.Context, *SetFetchFaultRequest) (*SetFetchFaultResponse, error)
 	// ClearFaults removes the fetch faults and heals the cut links.
@@ -124,6 +159,17 @@ type FaultInjectionServiceServer interface {
 	CutLink(context.Context, *CutLinkRequest) (*CutLinkResponse, error)
 	// HealLink undoes CutLink.
 	HealLink(context.Context, *HealLinkRequest) (*HealLinkResponse, error)
+	// Isolate cuts this broker off from etcd and from the controllers, both
+	// ways, as a network partition that leaves it its clients and the other
+	// brokers: its connections to them stop carrying bytes (its lease
+	// keepalives, watches and transactions, its controller session and ISR
+	// changes), new ones do not open, and the controllers' requests to it are
+	// lost. Its lease expires: it fences itself as leader, the controller
+	// elects other leaders, and once healed it registers again and follows.
+	// Combine with CutLink to cut it off from the other brokers too.
+	Isolate(context.Context, *IsolateRequest) (*IsolateResponse, error)
+	// HealIsolation undoes Isolate (ClearFaults does too).
+	HealIsolation(context.Context, *HealIsolationRequest) (*HealIsolationResponse, error)
 	mustEmbedUnimplementedFaultInjectionServiceServer()
 }
 
@@ -148,6 +194,12 @@ func (UnimplementedFaultInjectionServiceServer) CutLink(context.Context, *CutLin
 }
 func (UnimplementedFaultInjectionServiceServer) HealLink(context.Context, *HealLinkRequest) (*HealLinkResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HealLink not implemented")
+}
+func (UnimplementedFaultInjectionServiceServer) Isolate(context.Context, *IsolateRequest) (*IsolateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Isolate not implemented")
+}
+func (UnimplementedFaultInjectionServiceServer) HealIsolation(context.Context, *HealIsolationRequest) (*HealIsolationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HealIsolation not implemented")
 }
 func (UnimplementedFaultInjectionServiceServer) mustEmbedUnimplementedFaultInjectionServiceServer() {}
 func (UnimplementedFaultInjectionServiceServer) testEmbeddedByValue()                               {}
@@ -260,6 +312,42 @@ func _FaultInjectionService_HealLink_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FaultInjectionService_Isolate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IsolateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FaultInjectionServiceServer).Isolate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FaultInjectionService_Isolate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FaultInjectionServiceServer).Isolate(ctx, req.(*IsolateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FaultInjectionService_HealIsolation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HealIsolationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FaultInjectionServiceServer).HealIsolation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FaultInjectionService_HealIsolation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FaultInjectionServiceServer).HealIsolation(ctx, req.(*HealIsolationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FaultInjectionService_ServiceDesc is the grpc.ServiceDesc for FaultInjectionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -286,6 +374,14 @@ var FaultInjectionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HealLink",
 			Handler:    _FaultInjectionService_HealLink_Handler,
+		},
+		{
+			MethodName: "Isolate",
+			Handler:    _FaultInjectionService_Isolate_Handler,
+		},
+		{
+			MethodName: "HealIsolation",
+			Handler:    _FaultInjectionService_HealIsolation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
