@@ -357,6 +357,18 @@ func TestBrowser(t *testing.T) {
 		`document.querySelector('[data-partition="orders-1"]').dataset.isr.split(',').includes(`+jsString(follower)+`) &&
 		 document.querySelector('`+row+` [data-fault]') === null`)
 
+	// A cut link shows on the broker whose requests it drops, and goes
+	// when healed (the page has no button for it: the CLI or REST cut it).
+	cutLink := func(action string) {
+		p.eval(`fetch('/v1/brokers/` + follower + `/links/` + leader + `:` + action + `', {method: 'POST',
+		  headers: {'Content-Type': 'application/json', Accept: 'application/json'}, body: '{}'}), 'sent'`)
+	}
+	card := `document.querySelector('[data-broker="` + follower + `"] [data-faults]')`
+	cutLink("cut")
+	p.waitFor(5*time.Second, "the cut link shown on the broker", card+` !== null && `+card+`.textContent.includes('cannot reach B`+leader+`')`)
+	cutLink("heal")
+	p.waitFor(5*time.Second, "the healed link gone from the broker", card+` === null`)
+
 	// Every action went to the REST API under /v1; the page read only the
 	// console's views.
 	var paths []string

@@ -90,14 +90,14 @@ type hub struct {
 	topicsStale  bool
 	topicsLoaded time.Time
 	process      map[int32]string
-	faults       map[int32][]faultView
+	faults       map[int32]brokerFaults
 	poke         chan struct{}
 }
 
 func newHub(c *Console) *hub {
 	return &hub{c: c, subs: map[*sub]struct{}{}, updated: make(chan struct{}), seen: map[string]bool{},
 		topics: map[string]topicConfig{}, topicsStale: true,
-		process: map[int32]string{}, faults: map[int32][]faultView{},
+		process: map[int32]string{}, faults: map[int32]brokerFaults{},
 		poke: make(chan struct{}, 1)}
 }
 
@@ -532,7 +532,7 @@ func (h *hub) maybeLoadTopics(ctx context.Context, m *adminv1.WatchClusterRespon
 }
 
 // aux polls, while actions are enabled, the dev launcher for process
-// states and each live broker for injected fetch faults.
+// states and each live broker for injected faults.
 func (h *hub) aux(ctx context.Context) {
 	t := time.NewTicker(auxEvery)
 	defer t.Stop()
@@ -540,7 +540,7 @@ func (h *hub) aux(ctx context.Context) {
 		process := h.pollProcesses(ctx)
 		faults := h.pollFaults(ctx)
 		h.mu.Lock()
-		if !maps.Equal(process, h.process) || !maps.EqualFunc(faults, h.faults, slices.Equal) {
+		if !maps.Equal(process, h.process) || !maps.EqualFunc(faults, h.faults, brokerFaults.equal) {
 			h.process, h.faults = process, faults
 			if h.last != nil && ctx.Err() == nil {
 				h.rebuildLocked()
@@ -581,14 +581,16 @@ func (h *hub) pollProcesses(ctx context.Context) map[int32]string {
 	return out
 }
 
-func (h *hub) pollFaults(ctx context.Context) map[int32][]faultView {
-	out := map[int32][]faultView{}
+func (h *hub) pollFaults(ctx context.Context) map[int32]brokerFaults {
+	out := map[int32]brokerFaults{}
 	snap := h.current()
 	if snap == nil {
 		return out
 	}
 	for _, b := range snap.Brokers {
-		if !b.Alive || b.Address == "" {
+		// An isolated broker's lease lapses and the controller counts it
+		// dead, but it still runs: it is asked until it says it is healed.
+		if (!b.Alive && !h.lastFaults(b.ID).isolated) || b.Address == "" {
 			continue
 		}
 		fc, err := h.c.faultClient(b.Address)
@@ -601,15 +603,14 @@ func (h *hub) pollFaults(ctx context.Context) map[int32][]faultView {
 		if err != nil {
 			// A broker slow to answer (paused, busy) still has its
 			// faults: keep the last ones it listed.
-			if prev := h.lastFaults(b.ID); len(prev) > 0 {
+			if prev := h.lastFaults(b.ID); !prev.empty() {
 				out[b.ID] = prev
 			}
 			continue
 		}
-		if len(resp.GetFaults()) == 0 {
-			continue
+		if f := toBrokerFaults(resp); !f.empty() {
+			out[b.ID] = f
 		}
-		out[b.ID] = toFaultViews(resp.GetFaults())
 	}
 	return out
 }
@@ -620,10 +621,10 @@ func (h *hub) lastProcesses() map[int32]string {
 	return maps.Clone(h.process)
 }
 
-func (h *hub) lastFaults(id int32) []faultView {
+func (h *hub) lastFaults(id int32) brokerFaults {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.Clone(h.faults[id])
+	return h.faults[id] // its slices are never changed once stored
 }
 
 func mustJSON(v any) []byte {

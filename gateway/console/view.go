@@ -61,6 +61,11 @@ type brokerView struct {
 	// paused, exited), when a launcher is configured.
 	Process string      `json:"process,omitempty"`
 	Faults  []faultView `json:"faults"`
+	// CutLinks names the brokers this broker's requests cannot reach
+	// (fault cut); Isolated, that it is cut off from etcd and the
+	// controllers (fault isolate).
+	CutLinks []int32 `json:"cutLinks"`
+	Isolated bool    `json:"isolated"`
 }
 
 type faultView struct {
@@ -194,8 +199,32 @@ func toEventView(e *controlv1.ClusterEvent, jaeger string) eventView {
 // extras is what the console knows beside the WatchCluster message.
 type extras struct {
 	topics  map[string]topicConfig
-	process map[int32]string      // dev launcher state by broker id
-	faults  map[int32][]faultView // injected faults by broker id
+	process map[int32]string       // dev launcher state by broker id
+	faults  map[int32]brokerFaults // injected faults by broker id
+}
+
+// brokerFaults is what one broker's ListFaults answered.
+type brokerFaults struct {
+	fetch    []faultView
+	cutTo    []int32
+	isolated bool
+}
+
+func (f brokerFaults) empty() bool {
+	return len(f.fetch) == 0 && len(f.cutTo) == 0 && !f.isolated
+}
+
+func (f brokerFaults) equal(g brokerFaults) bool {
+	return slices.Equal(f.fetch, g.fetch) && slices.Equal(f.cutTo, g.cutTo) && f.isolated == g.isolated
+}
+
+func toBrokerFaults(resp *faultv1.ListFaultsResponse) brokerFaults {
+	f := brokerFaults{fetch: toFaultViews(resp.GetFaults()), isolated: resp.GetIsolated()}
+	for _, l := range resp.GetLinks() {
+		f.cutTo = append(f.cutTo, l.GetToBrokerId())
+	}
+	slices.Sort(f.cutTo)
+	return f
 }
 
 // topicConfig is what DescribeTopics said about a topic.
@@ -226,12 +255,16 @@ func buildSnapshot(m *adminv1.WatchClusterResponse, x extras) *snapshot {
 		id := b.GetNode().GetId()
 		bv := brokerView{ID: id, Address: b.GetNode().GetAddress(), Rack: b.GetNode().GetRack(), Alive: b.GetAlive(),
 			Epoch: b.GetBrokerEpoch(), ShuttingDown: b.GetShuttingDown(), LeaderCount: b.GetLeaderCount(),
-			ReplicaCount: b.GetReplicaCount(), Leads: leads[id], Process: x.process[id], Faults: x.faults[id]}
+			ReplicaCount: b.GetReplicaCount(), Leads: leads[id], Process: x.process[id],
+			Faults: x.faults[id].fetch, CutLinks: x.faults[id].cutTo, Isolated: x.faults[id].isolated}
 		if bv.Leads == nil {
 			bv.Leads = []string{}
 		}
 		if bv.Faults == nil {
 			bv.Faults = []faultView{}
+		}
+		if bv.CutLinks == nil {
+			bv.CutLinks = []int32{}
 		}
 		switch {
 		case !bv.Alive:
@@ -264,7 +297,7 @@ func buildSnapshot(m *adminv1.WatchClusterResponse, x extras) *snapshot {
 				rv.LeaderLEO = &v
 			}
 			if !rv.Leader {
-				rv.Fault = faultFor(x.faults[rv.Broker], pv.Topic, pv.Partition)
+				rv.Fault = faultFor(x.faults[rv.Broker].fetch, pv.Topic, pv.Partition)
 			}
 			pv.Views = append(pv.Views, rv)
 		}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"slices"
 	"testing"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -50,8 +51,15 @@ func TestBuildSnapshotStatesAndFaults(t *testing.T) {
 	s := buildSnapshot(m, extras{
 		topics:  map[string]topicConfig{"t": {rf: 3, configs: map[string]string{"unclean.leader.election.enable": "true"}}},
 		process: map[int32]string{1: "running", 2: "paused", 3: "exited"},
-		faults:  map[int32][]faultView{3: {{Topic: "", Partition: -1, Stall: true}, {Topic: "t", Partition: 0, DelayMs: 300}}},
+		faults: map[int32]brokerFaults{
+			3: {fetch: []faultView{{Topic: "", Partition: -1, Stall: true}, {Topic: "t", Partition: 0, DelayMs: 300}}},
+			1: {cutTo: []int32{3}, isolated: true},
+		},
 	})
+	if b := s.Brokers[0]; !b.Isolated || !slices.Equal(b.CutLinks, []int32{3}) || s.Brokers[1].Isolated || s.Brokers[1].CutLinks == nil {
+		t.Errorf("link faults: broker 1 isolated %v cut to %v; broker 2 isolated %v cut to %v",
+			b.Isolated, b.CutLinks, s.Brokers[1].Isolated, s.Brokers[1].CutLinks)
+	}
 	states := map[int32]string{}
 	for _, b := range s.Brokers {
 		states[b.ID] = b.State

@@ -250,6 +250,8 @@ function updateBroker(el, b) {
   el.className = `broker state-${b.state}`;
   const leads = b.leads.length ? b.leads.join(", ") : "no partition";
   const faults = b.faults.map((f) => `${f.topic || "*"}-${f.partition < 0 ? "*" : f.partition}: ${f.stall ? "stalled" : `+${f.delayMs} ms`}`);
+  if (b.cutLinks.length) faults.push(`cannot reach ${b.cutLinks.map((id) => `B${id}`).join(", ")}`);
+  if (b.isolated) faults.push("isolated from etcd and the controllers");
   fill(el.info,
     h("div", { class: "broker-title" },
       h("span", { class: "broker-name" }, `B${b.id}`),
@@ -261,7 +263,7 @@ function updateBroker(el, b) {
       h("dt", {}, "address"), h("dd", { class: "mono" }, b.address || "—"),
       h("dt", {}, "leads"), h("dd", { class: "leads", title: `${b.leaderCount} partition(s)` }, leads),
       h("dt", {}, "replicas"), h("dd", {}, String(b.replicaCount)),
-      faults.length ? [h("dt", {}, "faults"), h("dd", { class: "bad" }, faults.join("; "))] : null),
+      faults.length ? [h("dt", {}, "faults"), h("dd", { class: "bad", "data-faults": "" }, faults.join("; "))] : null),
     b.stateReason ? h("div", { class: "reason" }, b.stateReason) : null,
   );
   if (!state.features.nodeActions) return;
