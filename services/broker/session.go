@@ -16,6 +16,7 @@ import (
 	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
@@ -309,20 +310,39 @@ func (b *Broker) offlineLogDirs() []*controlv1.OfflineLogDir {
 		byDir[s.Dir] = d
 		out = append(out, d)
 	}
-	// A partition refused for want of its dir (a dir unreadable since
-	// startup holds logs nobody could list) goes under the first offline dir.
-	// With no dir offline, a refusal is for a log a replaced dir may have
-	// held (replica/lostlogs.go).
+	// A partition refused for a log a replaced dir may have held
+	// (replica/lostlogs.go) goes under an entry of its own, marked lost_logs:
+	// its data is gone, not unreachable, which lets an unclean election have
+	// this broker lead it from empty. Any other refusal is for want of its
+	// dir (a dir unreadable since startup holds logs nobody could list) and
+	// goes under that dir, or the first offline one.
+	lost := map[replica.TP]bool{}
+	for _, tp := range b.rm.LostLogRefusals() {
+		lost[tp] = true
+	}
+	var lostDir *controlv1.OfflineLogDir
 	for _, tp := range refused {
+		ref := &commonv1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 		d := byDir[b.logs.OfflineDirOf(tp)]
-		if d == nil && len(out) == 0 {
-			out = append(out, &controlv1.OfflineLogDir{Path: strings.Join(b.replacedDirs, ","),
-				Error: "replaced log dir: no log here for these partitions, which it may have held; not leading them or in their ISR with an empty log"})
-		}
-		if d == nil {
+		switch {
+		case d == nil && lost[tp]:
+			if lostDir == nil {
+				lostDir = &controlv1.OfflineLogDir{Path: strings.Join(b.replacedDirs, ","), LostLogs: true,
+					Error: "replaced log dir: no log here for these partitions, which it may have held; not leading them or in their ISR with an empty log"}
+			}
+			lostDir.Partitions = append(lostDir.Partitions, ref)
+			continue
+		case d == nil && len(out) > 0:
 			d = out[0]
+		case d == nil:
+			d = &controlv1.OfflineLogDir{Path: strings.Join(b.replacedDirs, ","),
+				Error: "replaced log dir: no log here for these partitions, which it may have held; not leading them or in their ISR with an empty log"}
+			out = append(out, d)
 		}
-		d.Partitions = append(d.Partitions, &commonv1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		d.Partitions = append(d.Partitions, ref)
+	}
+	if lostDir != nil {
+		out = append(out, lostDir)
 	}
 	return out
 }

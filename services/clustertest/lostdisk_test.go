@@ -88,20 +88,26 @@ func lostDiskCluster(t *testing.T) (c *Cluster, dirA, dirB string, onB []int32, 
 // their last ISR member, never leads them with an empty log.
 func notLedEmpty(t *testing.T, c *Cluster, ps []int32) {
 	t.Helper()
+	notLedEmptyIn(t, c, "lost", ps)
+}
+
+// notLedEmptyIn is notLedEmpty for the partitions ps of topic.
+func notLedEmptyIn(t *testing.T, c *Cluster, topic string, ps []int32) {
+	t.Helper()
 	for _, p := range ps {
-		c.WaitFor(20*time.Second, fmt.Sprintf("lost-%d offline, broker 1's replica listed offline", p), func() bool {
-			pd := c.Partition("lost", p)
+		c.WaitFor(20*time.Second, fmt.Sprintf("%s-%d offline, broker 1's replica listed offline", topic, p), func() bool {
+			pd := c.Partition(topic, p)
 			return pd.GetLeader() == -1 && slices.Contains(pd.GetOfflineReplicas(), 1)
 		})
 	}
 	time.Sleep(3 * time.Second) // a quiet gap: nothing may drift back
 	for _, p := range ps {
-		if pd := c.Partition("lost", p); pd.GetLeader() != -1 {
-			t.Fatalf("lost-%d after a quiet gap: %v; broker 1 lost its log, so nothing may lead it", p, pd)
+		if pd := c.Partition(topic, p); pd.GetLeader() != -1 {
+			t.Fatalf("%s-%d after a quiet gap: %v; broker 1 lost its log, so nothing may lead it", topic, p, pd)
 		}
-		_, err := c.BrokerClient(1).Fetch(context.Background(), &brokerv1.FetchRequest{Topic: "lost", Partition: p})
+		_, err := c.BrokerClient(1).Fetch(context.Background(), &brokerv1.FetchRequest{Topic: topic, Partition: p})
 		if code := kerr.FromStatus(err).Code; code != kerr.KafkaStorageError {
-			t.Fatalf("fetch of lost-%d from broker 1: %v; want KAFKA_STORAGE_ERROR", p, err)
+			t.Fatalf("fetch of %s-%d from broker 1: %v; want KAFKA_STORAGE_ERROR", topic, p, err)
 		}
 	}
 }
@@ -320,4 +326,146 @@ func TestABrokerThatHostsNothingLeadsANewTopicAfterItsDiskWasReplaced(t *testing
 	c.WaitFor(20*time.Second, "the replaced dir forgotten", func() bool {
 		return !strings.Contains(dataMeta(t, cfg.DataDir), "log.dirs.replaced")
 	})
+}
+
+// An RF 1 topic whose only copies of some partitions were on a replaced
+// disk: those partitions stay offline (broker 1 never leads them from an
+// empty log on its own, and a preferred election changes nothing) until
+// the operator asks for an unclean election, by ElectLeaders UNCLEAN for
+// one partition and by unclean.leader.election.enable on the topic for the
+// rest. Broker 1 then leads them from an empty log at offset 0 in a new
+// leader epoch, and they take writes and serve reads again; the partitions
+// on the intact disk keep every acknowledged write.
+func TestAnUncleanElectionBringsBackAPartitionWhoseOnlyLogWasLost(t *testing.T) {
+	c := Start(t, Options{Brokers: 2, Adjust: func(cfg *broker.Config) {
+		if cfg.ID == 1 {
+			cfg.LogDirs = []string{filepath.Join(cfg.DataDir, "disk-a"), filepath.Join(cfg.DataDir, "disk-b")}
+		}
+	}})
+	dirB := c.BrokerConfig(1).LogDirs[1]
+	var asg []*adminv1.ReplicaAssignment
+	for p := int32(0); p < 4; p++ {
+		asg = append(asg, &adminv1.ReplicaAssignment{Partition: p, Replicas: []int32{1}})
+	}
+	created, err := c.Admin().CreateTopics(context.Background(), &adminv1.CreateTopicsRequest{TimeoutMs: 10000,
+		Topics: []*adminv1.TopicSpec{{Name: "solo", Assignments: asg}}})
+	if err != nil || created.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	acked := map[int32][]string{}
+	for p := int32(0); p < 4; p++ {
+		c.WaitFor(10*time.Second, fmt.Sprintf("solo-%d led by 1", p), func() bool { return c.Partition("solo", p).GetLeader() == 1 })
+		for i := 0; i < 10; i++ {
+			v := fmt.Sprintf("p%d-%d", p, i)
+			if _, err := c.Produce(ctx, "solo", p, -1, v); err != nil {
+				t.Fatalf("acks=all write to solo-%d: %v", p, err)
+			}
+			acked[p] = append(acked[p], v)
+		}
+	}
+	var onB []int32
+	for p := int32(0); p < 4; p++ {
+		if _, err := os.Stat(filepath.Join(dirB, fmt.Sprintf("solo-%d", p))); err == nil {
+			onB = append(onB, p)
+		}
+	}
+	if len(onB) < 2 || len(onB) == 4 {
+		t.Fatalf("broker 1 put %v of the 4 partitions on dir b; the test needs two or more there and some on dir a", onB)
+	}
+	epochBefore := map[int32]int32{}
+	for _, p := range onB {
+		epochBefore[p] = c.Partition("solo", p).GetLeaderEpoch()
+	}
+
+	if err := c.StopBroker(1); err != nil {
+		t.Logf("stopping broker 1: %v", err)
+	}
+	if err := os.RemoveAll(dirB); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.brokerCfg[1]
+	cfg.LogDirsReplaced = []string{dirB}
+	c.brokerCfg[1] = cfg
+	c.StartBroker(1)
+	notLedEmptyIn(t, c, "solo", onB)
+
+	// A preferred election cannot bring them back: the preferred (only)
+	// replica has no log.
+	pref := &adminv1.ElectLeadersRequest{ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED}
+	for _, p := range onB {
+		pref.Partitions = append(pref.Partitions, &commonv1.TopicPartition{Topic: "solo", Partition: p})
+	}
+	resp, err := c.Admin().ElectLeaders(context.Background(), pref)
+	if err != nil {
+		t.Fatalf("preferred election: %v", err)
+	}
+	for _, r := range resp.GetResults() {
+		if r.GetErrorCode() == 0 {
+			t.Fatalf("preferred election of solo-%d succeeded: %v", r.GetPartition(), r)
+		}
+	}
+	notLedEmptyIn(t, c, "solo", onB)
+
+	// ElectLeaders UNCLEAN for the first: broker 1 leads it from empty.
+	first, rest := onB[0], onB[1:]
+	el := &adminv1.ElectLeadersRequest{ElectionType: adminv1.ElectionType_ELECTION_TYPE_UNCLEAN,
+		Partitions: []*commonv1.TopicPartition{{Topic: "solo", Partition: first}}}
+	resp, err = c.Admin().ElectLeaders(context.Background(), el)
+	if err != nil || len(resp.GetResults()) != 1 || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("unclean election of solo-%d: %v %v", first, resp, err)
+	}
+	backFromEmpty(t, c, first, epochBefore[first])
+	// The others were not asked for: still offline.
+	notLedEmptyIn(t, c, "solo", rest)
+
+	// unclean.leader.election.enable on the topic brings back the rest.
+	ar, err := c.Admin().AlterConfigs(context.Background(), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{{
+		Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: "solo"},
+		Ops:      []*adminv1.ConfigOp{{Name: "unclean.leader.election.enable", Value: "true", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET}}}}})
+	if err != nil || ar.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("set unclean.leader.election.enable: %v %v", ar, err)
+	}
+	for _, p := range rest {
+		backFromEmpty(t, c, p, epochBefore[p])
+	}
+	for p := int32(0); p < 4; p++ {
+		if !slices.Contains(onB, p) {
+			if got := c.Values(1, "solo", p); !slices.Equal(got, acked[p]) {
+				t.Fatalf("solo-%d on the intact dir: %v, want %v", p, got, acked[p])
+			}
+		}
+	}
+	c.WaitFor(20*time.Second, "the replaced dir forgotten once every role has its log", func() bool {
+		return !strings.Contains(dataMeta(t, cfg.DataDir), "log.dirs.replaced")
+	})
+}
+
+// backFromEmpty waits until solo-p is led by broker 1 again in a leader
+// epoch past before, from an empty log at offset 0, and checks that it
+// takes a write and serves it to a consumer.
+func backFromEmpty(t *testing.T, c *Cluster, p int32, before int32) {
+	t.Helper()
+	c.WaitFor(30*time.Second, fmt.Sprintf("solo-%d led by 1 again, no replica offline", p), func() bool {
+		pd := c.Partition("solo", p)
+		return pd.GetLeader() == 1 && len(pd.GetOfflineReplicas()) == 0
+	})
+	if e := c.Partition("solo", p).GetLeaderEpoch(); e <= before {
+		t.Fatalf("solo-%d leader epoch %d, want past %d", p, e, before)
+	}
+	if got := c.Values(1, "solo", p); len(got) != 0 {
+		t.Fatalf("solo-%d's new log holds %v before any write", p, got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v := fmt.Sprintf("after-%d", p)
+	off, err := c.Produce(ctx, "solo", p, -1, v)
+	if err != nil || off != 0 {
+		t.Fatalf("write to solo-%d after the unclean election: offset %d, %v; want offset 0", p, off, err)
+	}
+	resp, err := c.BrokerClient(1).Fetch(ctx, &brokerv1.FetchRequest{Topic: "solo", Partition: p, CurrentLeaderEpoch: -1})
+	if err != nil || len(resp.GetRecords()) != 1 || string(resp.GetRecords()[0].GetValue()) != v {
+		t.Fatalf("consumer fetch of solo-%d: %v %v; want the one new record", p, resp, err)
+	}
 }

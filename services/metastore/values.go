@@ -63,6 +63,10 @@ type PartitionState struct {
 	// PartitionEpoch counts writes to this state: 0 when created, +1 on
 	// every update. It plays the role of Kafka's zkVersion.
 	PartitionEpoch int32 `json:"partition_epoch"`
+	// EmptyLogLeader: an unclean election made Leader lead from an empty
+	// log, its own having been lost (a replaced log dir). The next write of
+	// the state drops it: by then the leader has its log.
+	EmptyLogLeader bool `json:"empty_log_leader,omitempty"`
 }
 
 // PartitionRecord is a partition's state as read, with the etcd revision

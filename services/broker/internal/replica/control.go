@@ -202,7 +202,11 @@ func (m *Manager) becomeReplica(tp TP, ps *commonv1.PartitionState, cfg *topicRe
 	if err != nil {
 		return nil, err
 	}
-	m.forgetRefusal(tp, "its log is created; this broker follows it from outside the ISR")
+	if ps.GetLeader() == m.opts.BrokerID {
+		m.forgetRefusal(tp, "its log is created empty to lead it, as an unclean election asked")
+	} else {
+		m.forgetRefusal(tp, "its log is created; this broker follows it from outside the ISR")
+	}
 	if r, err = m.checkTopicID(r, overrides); err != nil {
 		return nil, err
 	}

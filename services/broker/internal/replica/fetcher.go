@@ -106,10 +106,14 @@ type fetchState struct {
 	// every partition of the request).
 	stuck  *noProgress
 	warned bool
-	// inSync: the last answer found the log caught up to the leader's HW
-	// (Kafka's PartitionFetchState.isReplicaInSync); the follower throttle
-	// holds back only replicas that are not.
-	inSync bool
+	// inSync: the log caught up to the leader's HW (Kafka's
+	// PartitionFetchState.isReplicaInSync, lag = HW - LEO <= 0); the
+	// follower throttle holds back only replicas that are not. It is
+	// measured on the first answer of a leader epoch (unknown before:
+	// not in sync, as in Kafka) and then only on answers that brought
+	// records: an empty answer, such as one the leader's own throttle
+	// held, says nothing about how far behind the log is.
+	inSync, lagKnown bool
 }
 
 // noProgress is an answer from the leader and the log state it left.
@@ -790,7 +794,9 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 			f.m.followerQuota().Record(len(recs))
 		}
 	}
-	st.inSync = r.log.LogEndOffset() >= a.GetHighWatermark()
+	if len(a.GetRecords()) > 0 || !st.lagKnown {
+		st.inSync, st.lagKnown = r.log.LogEndOffset() >= a.GetHighWatermark(), true
+	}
 	if ls := a.GetLogStartOffset(); ls > r.log.LogStartOffset() && ls <= r.log.LogEndOffset() {
 		// Follow the leader's retention.
 		if err := r.log.AdvanceLogStartOffset(ls, min(a.GetHighWatermark(), r.log.LogEndOffset())); err == nil {

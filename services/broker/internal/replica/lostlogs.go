@@ -23,6 +23,16 @@ import (
 // one is left. A partition a full push did not name is newer than that push
 // (a topic created since, or a replica added since, which joins the ISR
 // only through its leader): it has no lost log, and is created as asked.
+//
+// The way out for a partition no other replica can lead (its every copy
+// was on lost dirs, RF 1 say) is an unclean election the operator asks for
+// (ElectLeaders UNCLEAN, or unclean.leader.election.enable on the topic):
+// the controller then names this broker leader with empty_log_leader set,
+// and only then is the log created empty to lead. It starts at offset 0,
+// as Kafka's would: the lost log's end offset is known nowhere for sure,
+// and the new leader epoch starts the epoch cache at 0. Committed consumer
+// offsets past the new end get OFFSET_OUT_OF_RANGE and reset by
+// auto.offset.reset, as after any unclean election that shortened a log.
 type lostLogs struct {
 	active bool
 	// refused are the partitions refused so far and still not created.
@@ -80,6 +90,12 @@ func (m *Manager) refuseEmptyLog(tp TP, ps *commonv1.PartitionState) error {
 	}
 	self := m.opts.BrokerID
 	if ps.GetLeader() != self && !slices.Contains(ps.GetIsr(), self) {
+		return nil
+	}
+	if ps.GetLeader() == self && ps.GetEmptyLogLeader() {
+		m.log.Warn("Leading from an empty log after an unclean election: this broker lost the partition's log with a replaced log dir, "+
+			"and every record of the partition written before this leader epoch is lost; it starts again at offset 0",
+			"topic", tp.Topic, "partition", tp.Partition, "leader_epoch", ps.GetLeaderEpoch(), "isr", ps.GetIsr())
 		return nil
 	}
 	m.mu.Lock()

@@ -15,12 +15,18 @@ import (
 //     for this broker is answered with no records to a follower outside the
 //     ISR while leader.replication.throttled.rate is exceeded;
 //   - on a follower, a partition listed in follower.replication.throttled.replicas
-//     for this broker that has not caught up to the leader's HW is left out of
-//     the fetch while follower.replication.throttled.rate is exceeded.
+//     for this broker that is not in sync is left out of the fetch while
+//     follower.replication.throttled.rate is exceeded. In sync is Kafka's
+//     PartitionFetchState.isReplicaInSync: the last answer that brought
+//     records (or the first of the leader epoch) left the log at or past
+//     the leader's HW. The HW never passes an ISR member's LEO, so a member
+//     of the ISR is in sync from its first answer on; before that answer
+//     (just after a new leader epoch) it is unknown, and held like one
+//     that is behind, as in Kafka.
 //
 // The bytes of every listed partition count towards the rate, in sync or
 // not; only replicas that are behind are held back, so the ISR's own
-// replication (and so the HW and acks=all writes) is never slowed.
+// replication (and so the HW and acks=all writes) is not slowed.
 // throttleBackoff is the follower's pause when the throttle holds back
 // every partition of a fetch.
 const throttleBackoff = 50 * time.Millisecond
@@ -100,7 +106,7 @@ func (m *Manager) leaderThrottleLocked(r *Replica, follower int32) (listed, hold
 }
 
 // followerThrottleLocked is the same on the follower, for a partition that
-// has (inSync) or has not caught up to its leader's HW.
+// is (inSync) or is not in sync with its leader (fetchState.inSync).
 func (m *Manager) followerThrottleLocked(r *Replica, inSync bool) (listed, hold bool) {
 	if !m.listedLocked(r, r.cfg.FollowerReplicationThrottledReplicas) {
 		return false, false

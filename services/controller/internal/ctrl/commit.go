@@ -45,7 +45,7 @@ func (c *core) commit(changes []change, then func([]*partition, error)) {
 	byKey := make(map[election.TopicPartition]change, len(changes))
 	for i, ch := range changes {
 		updates[i] = metastore.PartitionUpdate{Current: ch.p.rec, Next: metastore.PartitionState{
-			Leader: ch.d.State.Leader, LeaderEpoch: ch.d.State.LeaderEpoch, ISR: ch.d.State.ISR}}
+			Leader: ch.d.State.Leader, LeaderEpoch: ch.d.State.LeaderEpoch, ISR: ch.d.State.ISR, EmptyLogLeader: ch.d.EmptyLog}}
 		byKey[ch.p.tp()] = ch
 	}
 	what := fmt.Sprintf("partition states (%d)", len(updates))
@@ -107,6 +107,13 @@ func (c *core) record(ch change, old metastore.PartitionState) {
 	case ch.cause == causeNew:
 		c.log.Info("Initialized partition state", attrs...)
 		return
+	case ch.d.EmptyLog:
+		// Every record of the partition is lost: name how many were known.
+		c.log.Error("Unclean leader election from an empty log: the elected replica lost its log with a replaced log dir "+
+			"and starts the partition again at offset 0; every record written before is lost",
+			append(attrs, "records_lost", c.knownRecords(p, old))...)
+		dec.unclean, dec.label = true, causeUnclean
+		dec.kind = controlv1.EventKind_EVENT_KIND_UNCLEAN_LEADER_ELECTION
 	case ch.d.Unclean:
 		// F20: acknowledged records that only the old ISR had are lost.
 		c.log.Error("Unclean leader election: an out-of-sync replica was elected leader; "+

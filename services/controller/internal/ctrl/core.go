@@ -10,6 +10,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/controller/internal/election"
 	"tidemark.io/services/controller/internal/sender"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
@@ -56,6 +57,10 @@ type core struct {
 	// leader to yield (reassign.go).
 	completing map[*partition]bool
 	progress   map[progressKey]*controlv1.ReplicaProgress
+	// leaderEnd is each partition's log end offset as its leader last
+	// reported it, kept after that broker departs: what an unclean
+	// election from an empty log loses (logdirs.go).
+	leaderEnd  map[election.TopicPartition]reportedEnd
 	stateDirty bool // partitions or brokers changed: recount, notify
 	viewDirty  bool // only progress or events changed: notify
 	// tracking marks the pushes emitted while set as tracked; grouping puts
@@ -135,6 +140,7 @@ func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy, rng
 		seen:          map[int32]metastore.BrokerInfo{},
 		departedEpoch: map[int32]int64{},
 		offlineDirs:   map[int32][]*controlv1.OfflineLogDir{},
+		leaderEnd:     map[election.TopicPartition]reportedEnd{},
 		sessions:      map[int32]*session{},
 		failing:       map[int32]*failCheck{},
 		handoffs:      map[uint64]*handoff{},

@@ -157,6 +157,11 @@ func (c *core) finishDeletion(t *topic) {
 				delete(c.progress, k)
 			}
 		}
+		for tp := range c.leaderEnd {
+			if tp.Topic == t.name {
+				delete(c.leaderEnd, tp)
+			}
+		}
 		c.stateDirty = true
 		c.log.Info("Deleted topic", "topic", t.name)
 		c.emitEvent(controlv1.EventKind_EVENT_KIND_TOPIC_DELETED, func(ev *controlv1.ClusterEvent) {

@@ -200,6 +200,7 @@ func (c *core) protoState(p *partition) *commonv1.PartitionState {
 		Replicas:        slices.Clone([]int32(p.replicas)),
 		ControllerEpoch: s.ControllerEpoch,
 		AddingReplicas:  slices.Clone(p.adding),
+		EmptyLogLeader:  s.EmptyLogLeader && !c.leaderHasLog(p),
 	}
 }
 

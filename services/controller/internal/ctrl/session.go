@@ -158,6 +158,9 @@ func (c *core) report(s *session, m *controlv1.BrokerSessionRequest, now int64) 
 			continue
 		}
 		c.progress[progressKey{tp: tp, broker: bid}] = rp
+		if rp.GetLeader() {
+			c.leaderEnd[tp] = reportedEnd{leo: rp.GetLogEndOffset(), broker: bid, epoch: rp.GetLeaderEpoch()}
+		}
 	}
 	c.noteOfflineDirs(s.brokerID, m.GetOfflineLogDirs(), func() {
 		if len(m.GetReplicas()) == 0 && len(m.GetRemoved()) == 0 && len(m.GetEvents()) == 0 && !m.GetFullReport() {

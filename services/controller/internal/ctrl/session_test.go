@@ -94,3 +94,30 @@ func TestOldIncarnationDepartingKeepsTheNewSessionsProgress(t *testing.T) {
 		t.Fatalf("after the reporting incarnation departed: %v", got)
 	}
 }
+
+// A partition an unclean election gave to a broker whose log was lost is
+// pushed with EmptyLogLeader until that broker reports leading it in the
+// new epoch: then it has its log, and a later push (its registration after
+// losing the disk a second time) must not make it start empty again. The
+// stored flag stays until the state's next write.
+func TestEmptyLogLeaderIsPushedOnlyUntilTheLeaderReportsItsLog(t *testing.T) {
+	c, s := reportingCore()
+	p := c.topics["t"].parts[0]
+	p.rec = metastore.PartitionRecord{Topic: "t", State: metastore.PartitionState{Leader: 1, LeaderEpoch: 4, ISR: []int32{1}, EmptyLogLeader: true}}
+	leading := func(epoch int32) *controlv1.BrokerSessionRequest {
+		r := rp(1, 0, 1)
+		r.Leader, r.LeaderEpoch = true, epoch
+		return &controlv1.BrokerSessionRequest{BrokerId: 1, BrokerEpoch: 5, Replicas: []*controlv1.ReplicaProgress{r}}
+	}
+	if !c.protoState(p).GetEmptyLogLeader() {
+		t.Fatal("the push after the election does not say to lead from an empty log")
+	}
+	c.report(s, leading(3), 1) // its lost log's epoch, before the disk went
+	if !c.protoState(p).GetEmptyLogLeader() {
+		t.Fatal("a report of leading an earlier epoch dropped EmptyLogLeader")
+	}
+	c.report(s, leading(4), 2)
+	if c.protoState(p).GetEmptyLogLeader() {
+		t.Fatal("pushed EmptyLogLeader after the leader reported leading in the new epoch")
+	}
+}

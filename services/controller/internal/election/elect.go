@@ -10,7 +10,9 @@ import (
 // F20). The leader is the first replica in assignment order that is live and
 // in the ISR; the new ISR is the live members of the old one. If there is
 // none and allowUnclean is set, the first live assigned replica leads and the
-// ISR becomes just that replica; the Decision is then marked Unclean.
+// ISR becomes just that replica; the Decision is then marked Unclean. With no
+// live replica at all, a replica whose log was lost (Brokers.LostLog) leads
+// from an empty log: marked Unclean and EmptyLog.
 //
 // It does not look at the current leader: call it only for a partition whose
 // leader is not live. It fails with ELIGIBLE_LEADERS_NOT_AVAILABLE when no
@@ -44,6 +46,18 @@ func electOffline(p Partition, b Brokers, allowUnclean bool) (Decision, error) {
 				d := controllerWrite(s, id, []int32{id},
 					fmt.Sprintf("unclean election: no live ISR member in %v; out-of-sync replica %d elected (leader was %d)", s.ISR, id, s.Leader))
 				d.Unclean = true
+				return d, nil
+			}
+		}
+		// Last, a replica with no log left: nothing it could lose remains
+		// anywhere, and leading from empty is what unclean election means
+		// for it. An out-of-sync replica with records, above, loses less.
+		for _, id := range p.Assignment {
+			if b.LostLog[id] && !b.ShuttingDown[id] {
+				d := controllerWrite(s, id, []int32{id},
+					fmt.Sprintf("unclean election: no live replica in %v has a log; replica %d, whose log was lost with a replaced log dir, "+
+						"leads from an empty log: every record of the partition is lost (leader was %d, ISR %v)", []int32(p.Assignment), id, s.Leader, s.ISR))
+				d.Unclean, d.EmptyLog = true, true
 				return d, nil
 			}
 		}

@@ -149,3 +149,51 @@ func TestDecisionsDoNotAliasInput(t *testing.T) {
 		t.Fatal("decision shares its ISR with the input state")
 	}
 }
+
+// A replica whose log was lost with a replaced log dir (Brokers.LostLog) is
+// elected only by an unclean election, only when no live replica has a log
+// at all, and then leads from an empty log: EmptyLog, with a new epoch.
+func TestALostLogLeadsOnlyByAnUncleanElection(t *testing.T) {
+	lost := func(b Brokers, ids ...int32) Brokers {
+		b.LostLog = map[int32]bool{}
+		for _, id := range ids {
+			b.LostLog[id] = true
+		}
+		return b
+	}
+	rf1 := part(ids(1), NoLeader, 4, 1)
+	// Broker 1 is registered but reports its replica's log lost, so the
+	// view leaves it out of Epochs.
+	view := lost(cluster(2), 1)
+	if _, err := ElectOffline(rf1, view, false); kerr.CodeOf(err) != kerr.EligibleLeadersNotAvailable {
+		t.Fatalf("offline election without unclean: %v", err)
+	}
+	if _, err := ElectPreferred(rf1, view); kerr.CodeOf(err) != kerr.PreferredLeaderNotAvailable {
+		t.Fatalf("preferred election: %v", err)
+	}
+	for name, elect := range map[string]func() (Decision, error){
+		"ElectLeaders UNCLEAN":           func() (Decision, error) { return ElectUnclean(rf1, view) },
+		"unclean.leader.election.enable": func() (Decision, error) { return ElectOffline(rf1, view, true) },
+	} {
+		d, err := elect()
+		wantCode(t, err, kerr.None)
+		wantState(t, d, rf1.State, 1, 5, ids(1))
+		if !d.Unclean || !d.EmptyLog {
+			t.Fatalf("%s: unclean %v, empty log %v; want both", name, d.Unclean, d.EmptyLog)
+		}
+	}
+	// A live out-of-sync replica still has records: it wins.
+	rf2 := part(ids(1, 2), NoLeader, 4, 1)
+	d, err := ElectUnclean(rf2, view)
+	wantCode(t, err, kerr.None)
+	wantState(t, d, rf2.State, 2, 5, ids(2))
+	if d.EmptyLog {
+		t.Fatal("an out-of-sync replica with a log elected as from an empty one")
+	}
+	// A broker shutting down is not elected from empty either.
+	stopping := lost(cluster(2), 1)
+	stopping.ShuttingDown[1] = true
+	if _, err := ElectUnclean(rf1, stopping); kerr.CodeOf(err) != kerr.EligibleLeadersNotAvailable {
+		t.Fatalf("unclean election of a shutting-down lost log: %v", err)
+	}
+}

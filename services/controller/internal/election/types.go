@@ -80,6 +80,11 @@ type Brokers struct {
 	// ShuttingDown holds brokers in controlled shutdown. They stay registered
 	// but may neither lead nor be added to an ISR (F19, KIP-841).
 	ShuttingDown map[int32]bool
+	// LostLog holds registered brokers whose replica of the partition
+	// decided on has no log: a replaced log dir may have held it (the
+	// broker reports it offline, so it is not in Epochs). Only an unclean
+	// election may pick one, to lead from an empty log (Decision.EmptyLog).
+	LostLog map[int32]bool
 }
 
 // Registered reports whether id has a live registration (shutting down or not).
@@ -99,7 +104,7 @@ func (b Brokers) withShuttingDown(id int32) Brokers {
 		sd[k] = v
 	}
 	sd[id] = true
-	return Brokers{Epochs: b.Epochs, ShuttingDown: sd}
+	return Brokers{Epochs: b.Epochs, ShuttingDown: sd, LostLog: b.LostLog}
 }
 
 // Decision is the outcome of one decision function.
@@ -111,6 +116,10 @@ type Decision struct {
 	// Unclean marks a leader elected from outside the ISR (F20): data the
 	// old ISR acknowledged may be lost. Count it as an unclean election.
 	Unclean bool
+	// EmptyLog marks an unclean election of a replica whose log was lost:
+	// it leads from an empty log, and every record of the partition is
+	// lost. It is also Unclean.
+	EmptyLog bool
 	// Reason is a short human-readable account, for logs and events.
 	Reason string
 }

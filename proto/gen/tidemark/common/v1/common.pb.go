@@ -749,6 +749,11 @@ type PartitionState struct {
 	// them out of the replication factor (Kafka's LeaderAndIsr
 	// AddingReplicas).
 	AddingReplicas []int32 `protobuf:"varint,9,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	// The leader was chosen by an unclean election knowing that its log was
+	// lost (a replaced log dir, and no other replica could lead): it starts
+	// the partition again from an empty log, every earlier record lost. A
+	// broker that lost logs leads from an empty log only when this is set.
+	EmptyLogLeader bool `protobuf:"varint,10,opt,name=empty_log_leader,json=emptyLogLeader,proto3" json:"empty_log_leader,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -846,6 +851,13 @@ func (x *PartitionState) GetAddingReplicas() []int32 {
 	return nil
 }
 
+func (x *PartitionState) GetEmptyLogLeader() bool {
+	if x != nil {
+		return x.EmptyLogLeader
+	}
+	return false
+}
+
 var File_tidemark_common_v1_common_proto protoreflect.FileDescriptor
 
 const file_tidemark_common_v1_common_proto_rawDesc = "" +
@@ -884,7 +896,7 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\fR\x05value\x12:\n" +
 	"\aheaders\x18\x05 \x03(\v2 .tidemark.common.v1.RecordHeaderR\aheaders\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xaa\x02\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xd4\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -894,7 +906,9 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\a \x03(\x05R\breplicas\x12)\n" +
 	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch\x12'\n" +
-	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas*\xf6\x15\n" +
+	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas\x12(\n" +
+	"\x10empty_log_leader\x18\n" +
+	" \x01(\bR\x0eemptyLogLeader*\xf6\x15\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +

@@ -1620,8 +1620,12 @@ type OfflineLogDir struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// The error that took it offline.
-	Error         string               `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Partitions    []*v1.TopicPartition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Error      string               `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions []*v1.TopicPartition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The partitions have no log here because a replaced log dir may have
+	// held it (the dir itself is in use): the data is gone, not unreachable,
+	// so an unclean election may have this broker lead them from empty.
+	LostLogs      bool `protobuf:"varint,4,opt,name=lost_logs,json=lostLogs,proto3" json:"lost_logs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1675,6 +1679,13 @@ func (x *OfflineLogDir) GetPartitions() []*v1.TopicPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *OfflineLogDir) GetLostLogs() bool {
+	if x != nil {
+		return x.LostLogs
+	}
+	return false
 }
 
 // ReplicaProgress is one replica's log positions as its broker sees them.
@@ -2405,13 +2416,14 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"fullReport\x12<\n" +
 	"\aremoved\x18\x06 \x03(\v2\".tidemark.common.v1.TopicPartitionR\aremoved\x12L\n" +
 	"\x10offline_log_dirs\x18\n" +
-	" \x03(\v2\".tidemark.control.v1.OfflineLogDirR\x0eofflineLogDirs\"}\n" +
+	" \x03(\v2\".tidemark.control.v1.OfflineLogDirR\x0eofflineLogDirs\"\x9a\x01\n" +
 	"\rOfflineLogDir\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12B\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\".tidemark.common.v1.TopicPartitionR\n" +
-	"partitions\"\x99\x03\n" +
+	"partitions\x12\x1b\n" +
+	"\tlost_logs\x18\x04 \x01(\bR\blostLogs\"\x99\x03\n" +
 	"\x0fReplicaProgress\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1b\n" +
