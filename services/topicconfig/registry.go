@@ -177,7 +177,7 @@ var defs = []Def{
 		setBroker: bInt32(func(c *BrokerConfig) *int32 { return &c.OffsetsTopicReplicationFactor })},
 	{Name: "offsets.retention.minutes", BrokerName: "offsets.retention.minutes",
 		Type: TypeLong, Default: "10080", Min: 1,
-		Doc:       "How long the committed offsets of an empty group are kept after its last commit.",
+		Doc:       "How long the committed offsets of a group without members are kept after it became empty (and after their last commit); a Stable consumer group keeps those of the topics it subscribes to.",
 		setBroker: bInt64(func(c *BrokerConfig) *int64 { return &c.OffsetsRetentionMinutes })},
 	{Name: "offset.metadata.max.bytes", BrokerName: "offset.metadata.max.bytes",
 		Type: TypeInt, Default: "4096", Min: 0,

@@ -200,6 +200,7 @@ func (c *Coordinator) dropOffsetsOfDeletedTopics() {
 		}
 		for group, offs := range s.offsets {
 			var b recordbatch.Builder
+			var drops []groupTP
 			for tp, o := range offs {
 				id, seen := topics[tp.Topic]
 				switch {
@@ -211,11 +212,12 @@ func (c *Coordinator) dropOffsetsOfDeletedTopics() {
 					c.log.Info("dropping the offset of a deleted topic", "group", group, "topic", tp.Topic, "partition", tp.Partition,
 						"offset", o.Offset, "topic_id", o.topicID, "now", id)
 					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(group, tp.Topic, tp.Partition)})
+					drops = append(drops, groupTP{group, tp})
 					delete(offs, tp)
 				}
 			}
 			if b.Count() > 0 {
-				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
+				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
 			}
 			if len(offs) == 0 {
 				delete(s.offsets, group)
@@ -331,10 +333,19 @@ func (c *Coordinator) load(s *shard) {
 		off = next
 	}
 	// Members could not heartbeat while the load ran: their sessions
-	// start now (Kafka starts them when the group is loaded).
+	// start now (Kafka starts them when the group is loaded). A group
+	// with more members than group.max.size allows (lowered since they
+	// joined) rebalances at once, as Kafka's onGroupLoaded: the members
+	// that rejoin last are refused (KIP-389). Left Stable, it kept them
+	// all for as long as it stayed quiet.
 	loaded := c.now()
+	lim := c.limits()
 	for _, g := range groups {
 		g.StartSessions(loaded)
+		if g.State == Stable && g.OverCapacity(lim) {
+			c.log.Info("a loaded group has more members than group.max.size allows; rebalancing", "group", g.ID, "members", g.Size(), "group_max_size", lim.MaxSize)
+			g.Rebalance(loaded)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -426,24 +437,36 @@ func (c *Coordinator) expire() {
 		// after their commit (a commit from outside an Empty group). A
 		// consumer of an idle topic commits nothing new for days; counted
 		// from the commit alone, its offsets went the moment it restarted.
+		// A group with members keeps the offsets of the topics its
+		// consumers subscribe to however idle it is; while it is Stable,
+		// those of any other topic expire retention after their commit, as
+		// in Kafka (a topic the group stopped reading would otherwise keep
+		// its offset for ever, and hand it back, however stale, if the
+		// group subscribed to it again).
 		for id, offs := range s.offsets {
 			g, hasGroup := s.groups[id]
-			if hasGroup && g.Size() > 0 {
+			members := hasGroup && g.Size() > 0
+			if members && (g.State != Stable || g.subscribed == nil) {
 				continue
 			}
 			var b recordbatch.Builder
+			var drops []groupTP
 			for tp, o := range offs {
+				if members && g.subscribed[tp.Topic] {
+					continue
+				}
 				since := time.UnixMilli(o.CommitTimestamp)
-				if hasGroup && g.StateSince.After(since) {
+				if hasGroup && !members && g.StateSince.After(since) {
 					since = g.StateSince
 				}
 				if s.inflight[id][tp] == 0 && now.Sub(since) > retention {
 					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(id, tp.Topic, tp.Partition)})
+					drops = append(drops, groupTP{id, tp})
 					delete(offs, tp)
 				}
 			}
 			if b.Count() > 0 {
-				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
+				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
 			}
 			if len(offs) == 0 {
 				delete(s.offsets, id)

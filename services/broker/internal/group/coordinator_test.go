@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,6 +43,8 @@ type fakeHost struct {
 	absent map[string]bool
 	// retentionMinutes overrides offsets.retention.minutes when set.
 	retentionMinutes int64
+	// maxSize overrides group.max.size when set.
+	maxSize int32
 	// latest is what ListOffsets answers for a partition's latest offset
 	// (the high watermark its leader reports).
 	latest map[TP]int64
@@ -59,6 +62,9 @@ func (h *fakeHost) Config() topicconfig.BrokerConfig {
 	h.mu.Lock()
 	if h.retentionMinutes > 0 {
 		c.OffsetsRetentionMinutes = h.retentionMinutes
+	}
+	if h.maxSize > 0 {
+		c.GroupMaxSize = h.maxSize
 	}
 	h.mu.Unlock()
 	return c
@@ -473,6 +479,207 @@ func TestOffsetsExpireRetentionAfterTheGroupBecameEmpty(t *testing.T) {
 	c2.expire()
 	if has(s2) {
 		t.Fatal("the offsets outlived retention counted from when the group became Empty")
+	}
+}
+
+// A commit of an offset whose expiry tombstone is still being written lands
+// after the tombstone. The tombstone goes through the shard's writer, the
+// commit was written at once: while the tombstone's write was slow (an
+// acks=all wait), a consumer that came back and committed was
+// acknowledged, its commit landed first, and the next coordinator's load
+// (or the log cleaner) replayed the tombstone over it.
+func TestACommitLandsAfterTheTombstoneOfItsExpiredOffset(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.retentionMinutes = 10
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	c := New(Options{Host: h, Tick: time.Hour, Now: clock.Now})
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { c.reconcile(); _, code := fetchErr(s, "g"); return code == kerr.None })
+	commit := func(ctx context.Context, off int64) error {
+		_, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: off}}}}})
+		return err
+	}
+	if err := commit(context.Background(), 5); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(11 * time.Minute)
+	gate, held := make(chan struct{}), make(chan struct{})
+	h.set(func() { h.appendGate, h.appendHeld = gate, held })
+	c.expire()
+	<-held // the tombstone's write is slow
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	err := commit(ctx, 7)
+	cancel()
+	close(gate)
+	if err != nil {
+		// Not acknowledged: it waited for the tombstone. Once that is
+		// written, the commit goes through.
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("commit while the tombstone is written: %v", err)
+		}
+		if err := commit(context.Background(), 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the writes", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return !c.shards[0].writing })
+	c.Close()
+
+	c2 := New(Options{Host: h, Tick: time.Hour, Now: clock.Now})
+	defer c2.Close()
+	s2 := &Service{C: c2}
+	var resp *groupv1.OffsetFetchResponse
+	waitUntil(t, "the next load", func() bool {
+		c2.reconcile()
+		var code kerr.Code
+		resp, code = fetchErr(s2, "g")
+		return code == kerr.None
+	})
+	if ts := resp.GetTopics(); len(ts) != 1 || ts[0].GetPartitions()[0].GetCommittedOffset() != 7 {
+		t.Fatalf("the next coordinator loaded %v, want the acknowledged commit of 7", resp)
+	}
+}
+
+// A group loaded with more members than group.max.size allows (the limit
+// was lowered while its coordinator moved, on a restart) rebalances at
+// once, and the member that rejoins past the limit is refused
+// GROUP_MAX_SIZE_REACHED while the others form the next generation
+// (KIP-389, Kafka's onGroupLoaded). Loaded Stable and left so, a quiet
+// group kept every member for good.
+func TestALoadedGroupOverItsMaxSizeShedsMembers(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.maxSize = 2
+	sub := (&kmsg.ConsumerMemberMetadata{Topics: []string{"orders"}}).AppendTo(nil)
+	v := GroupValue{ProtocolType: "consumer", Generation: 4, Protocol: "range", Leader: "m1", StateTimestamp: time.Now().UnixMilli()}
+	for _, id := range []string{"m1", "m2", "m3"} {
+		v.Members = append(v.Members, MemberValue{MemberID: id, ClientID: "c", SessionTimeout: 30000, RebalanceTimeout: 30000, Subscription: sub})
+	}
+	h.logs[0] = []recordbatch.Record{{Key: GroupKey("g"), Value: EncodeGroup(v)}}
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
+	defer c.Close()
+	s := &Service{C: c}
+	ctx := context.Background()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+
+	for _, id := range []string{"m1", "m2", "m3"} {
+		_, err := s.Heartbeat(ctx, &groupv1.HeartbeatRequest{GroupId: "g", GenerationId: 4, MemberId: id})
+		if kerr.CodeOf(err) != kerr.RebalanceInProgress {
+			t.Fatalf("heartbeat of %s in a loaded group of 3 with group.max.size 2: %v, want REBALANCE_IN_PROGRESS", id, err)
+		}
+	}
+	join := func(id string) (*groupv1.JoinGroupResponse, error) {
+		return s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", MemberId: id, SessionTimeoutMs: 30000, RebalanceTimeoutMs: 30000,
+			ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range", Metadata: sub}}})
+	}
+	type answer struct {
+		j   *groupv1.JoinGroupResponse
+		err error
+	}
+	answers := make(chan answer, 2)
+	for _, id := range []string{"m1", "m2"} {
+		go func() { j, err := join(id); answers <- answer{j, err} }()
+	}
+	waitUntil(t, "two joins parked", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.shards[0].joins) == 2 })
+	if _, err := join("m3"); kerr.CodeOf(err) != kerr.GroupMaxSizeReached {
+		t.Fatalf("the third member rejoining: %v, want GROUP_MAX_SIZE_REACHED", err)
+	}
+	for range 2 {
+		a := <-answers
+		if a.err != nil || a.j.GetGenerationId() != 5 {
+			t.Fatalf("a member within the limit rejoining: %v %v, want generation 5", a.j, a.err)
+		}
+	}
+	d, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
+	if g := d.GetGroups()[0]; len(g.GetMembers()) != 2 {
+		t.Fatalf("after the rebalance: %d members, want 2", len(g.GetMembers()))
+	}
+}
+
+// A consumer group with members keeps the offsets of the topics it
+// subscribes to however long it idles, but while it is Stable the offset of
+// a topic none of its members subscribes to expires retention after its
+// commit, as in Kafka; kept, it outlived the topic's use for ever and was
+// handed back, however stale, if the group subscribed to the topic again.
+// The coordinator that loads the group applies the same rule.
+func TestOffsetsOfATopicTheGroupNoLongerReadsExpire(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.retentionMinutes = 10
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	c := New(Options{Host: h, Tick: time.Hour, Now: clock.Now})
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { c.reconcile(); _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	sub := (&kmsg.ConsumerMemberMetadata{Topics: []string{"orders"}}).AppendTo(nil)
+	j, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range", Metadata: sub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, member := j.GetGenerationId(), j.GetMemberId()
+	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(s *Service, topics ...string) {
+		t.Helper()
+		req := &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}
+		for _, topic := range topics {
+			req.Topics = append(req.Topics, &groupv1.OffsetCommitTopic{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}})
+		}
+		if _, err := s.OffsetCommit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topics := func(s *Service) []string {
+		t.Helper()
+		r, err := s.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "g"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tr := range r.GetTopics() {
+			out = append(out, tr.GetName())
+		}
+		return out
+	}
+	// The member heartbeats through 11 idle minutes, a tick each.
+	idle := func(c *Coordinator, s *Service) {
+		t.Helper()
+		for range 11 {
+			clock.advance(time.Minute)
+			if _, err := s.Heartbeat(ctx, &groupv1.HeartbeatRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
+				t.Fatal(err)
+			}
+			c.expire()
+		}
+	}
+	commit(s, "orders", "legacy")
+	idle(c, s)
+	if got := topics(s); !slices.Equal(got, []string{"orders"}) {
+		t.Fatalf("offsets after 11 idle minutes of a Stable group subscribed to orders: %v, want [orders]", got)
+	}
+
+	commit(s, "legacy")
+	appends := func() int { h.mu.Lock(); defer h.mu.Unlock(); return h.appends }
+	waitUntil(t, "the group's records written", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return !c.shards[0].writing })
+	before := appends()
+	c.Close()
+	if appends() != before {
+		t.Fatal("writes after the wait")
+	}
+	c2 := New(Options{Host: h, Tick: time.Hour, Now: clock.Now})
+	defer c2.Close()
+	s2 := &Service{C: c2}
+	waitUntil(t, "the second load", func() bool { c2.reconcile(); _, code := fetchErr(s2, "g"); return code == kerr.None })
+	if got := topics(s2); !slices.Equal(got, []string{"legacy", "orders"}) {
+		t.Fatalf("loaded offsets %v, want [legacy orders]", got)
+	}
+	idle(c2, s2)
+	if got := topics(s2); !slices.Equal(got, []string{"orders"}) {
+		t.Fatalf("offsets after 11 idle minutes under the next coordinator: %v, want [orders]", got)
 	}
 }
 

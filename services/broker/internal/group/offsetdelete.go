@@ -43,6 +43,7 @@ func (s *Service) OffsetDelete(ctx context.Context, req *groupv1.OffsetDeleteReq
 	}
 	out := &groupv1.OffsetDeleteResponse{}
 	var b recordbatch.Builder
+	var drops []groupTP
 	now := c.now()
 	for _, t := range req.GetTopics() {
 		tr := &groupv1.OffsetDeleteTopicResult{Name: t.GetName()}
@@ -64,6 +65,7 @@ func (s *Service) OffsetDelete(ctx context.Context, req *groupv1.OffsetDeleteReq
 				if _, ok := offs[tp]; ok {
 					delete(offs, tp)
 					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(gid, tp.Topic, tp.Partition)})
+					drops = append(drops, groupTP{gid, tp})
 				}
 			}
 		}
@@ -77,7 +79,7 @@ func (s *Service) OffsetDelete(ctx context.Context, req *groupv1.OffsetDeleteReq
 	}
 	// Behind the group's earlier records in its shard's writer, so an
 	// earlier commit cannot land after its tombstone.
-	done := c.writeLocked(sh, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
+	done := c.writeLocked(sh, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
 	c.mu.Unlock()
 	select {
 	case werr := <-done:
@@ -117,4 +119,29 @@ func (g *Group) subscriptions() (func(topic string) bool, error) {
 		topics = append(topics, sub.Topics...)
 	}
 	return func(topic string) bool { return slices.Contains(topics, topic) }, nil
+}
+
+// subscribedTopics reads the topics the members subscribe to from their
+// consumer-protocol metadata in the chosen protocol; nil when the group
+// is not a consumer group or a member's metadata cannot be read (then no
+// topic counts as unsubscribed).
+func (g *Group) subscribedTopics() map[string]bool {
+	if g.ProtocolType != ConsumerProtocolType || g.Protocol == "" {
+		return nil
+	}
+	topics := map[string]bool{}
+	for _, m := range g.members {
+		md, ok := m.metadataFor(g.Protocol)
+		if !ok {
+			return nil
+		}
+		var sub kmsg.ConsumerMemberMetadata
+		if err := sub.ReadFrom(md); err != nil {
+			return nil
+		}
+		for _, t := range sub.Topics {
+			topics[t] = true
+		}
+	}
+	return topics
 }

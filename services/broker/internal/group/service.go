@@ -316,14 +316,30 @@ func (c *Coordinator) commit(ctx context.Context, group, member, instance string
 		sh.inflight[group] = map[TP]int{}
 	}
 	var b recordbatch.Builder
-	for _, e := range entries {
+	tps := make([]TP, len(entries))
+	for i, e := range entries {
 		sh.inflight[group][e.tp]++
+		tps[i] = e.tp
 		b.Append(recordbatch.Record{Timestamp: e.v.CommitTimestamp, Key: OffsetKey(group, e.tp.Topic, e.tp.Partition), Value: EncodeOffset(e.v)})
 	}
 	batch := clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+	// A tombstone of one of these offsets still queued (expired, deleted)
+	// must land first, or it would take this commit away at the next load.
+	tombstone := sh.tombstoneOf(group, tps)
 	c.mu.Unlock()
 
-	last, werr := c.host.Append(ctx, TP{OffsetsTopic, sh.partition}, sh.epoch, batch)
+	var last int64
+	var werr error
+	if tombstone != nil {
+		select {
+		case <-tombstone:
+		case <-ctx.Done():
+			werr = ctx.Err()
+		}
+	}
+	if werr == nil {
+		last, werr = c.host.Append(ctx, TP{OffsetsTopic, sh.partition}, sh.epoch, batch)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

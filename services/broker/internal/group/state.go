@@ -118,6 +118,12 @@ type Group struct {
 	// send SyncGroup (the rebalance timeout after the join phase): zero
 	// when no generation is waiting.
 	syncDeadline time.Time
+	// subscribed are the topics the members of the current generation
+	// subscribe to, read from their consumer-protocol metadata when the
+	// generation formed (Kafka's subscribedTopics); nil when unknown
+	// (another protocol type, metadata that does not decode). While the
+	// group is Stable, offsets of other topics expire (coordinator.expire).
+	subscribed map[string]bool
 }
 
 // NewGroup returns an empty group.
@@ -274,6 +280,13 @@ func (g *Group) Join(now time.Time, lim Limits, req JoinRequest) (res *JoinResul
 		return fail(kerr.New(kerr.UnknownMemberID, "member %q is not in group %q", req.MemberID, g.ID))
 	}
 
+	if g.State == PreparingRebalance && !m.awaitingJoin && g.OverCapacity(lim) && g.awaitingJoins() >= lim.MaxSize {
+		// KIP-389: a group over group.max.size (lowered since its members
+		// joined) sheds the members that rejoin last, as Kafka does.
+		g.remove(m.ID)
+		return &JoinResult{Err: kerr.New(kerr.GroupMaxSizeReached, "group %q already has %d members rejoining (group.max.size)", g.ID, lim.MaxSize)},
+			"", g.maybeCompleteJoin(now)
+	}
 	changed := !sameProtocols(m.Protocols, req.Protocols)
 	m.Protocols, m.ClientID, m.ClientHost = req.Protocols, req.ClientID, req.ClientHost
 	m.SessionTimeout, m.RebalanceTimeout = req.SessionTimeout, req.RebalanceTimeout
@@ -326,6 +339,7 @@ func (g *Group) replaceStatic(now time.Time, lim Limits, oldID string, req JoinR
 		g.Leader = newID
 	}
 	if g.State == Stable && g.selectProtocol() == g.Protocol {
+		g.subscribed = g.subscribedTopics()
 		r := g.joinResult(newID)
 		if newID == g.Leader {
 			r.SkipAssignment = true
@@ -343,6 +357,22 @@ func (g *Group) replaceStatic(now time.Time, lim Limits, oldID string, req JoinR
 }
 
 func (g *Group) full(lim Limits) bool { return lim.MaxSize > 0 && len(g.members) >= lim.MaxSize }
+
+// OverCapacity reports whether the group has more members than
+// group.max.size allows (the limit was lowered since they joined).
+func (g *Group) OverCapacity(lim Limits) bool { return lim.MaxSize > 0 && len(g.members) > lim.MaxSize }
+
+// awaitingJoins counts the members whose JoinGroup waits in this join
+// phase.
+func (g *Group) awaitingJoins() int {
+	n := 0
+	for _, m := range g.members {
+		if m.awaitingJoin {
+			n++
+		}
+	}
+	return n
+}
 
 // addAndPark adds a member whose JoinGroup waits for the join phase.
 func (g *Group) addAndPark(now time.Time, lim Limits, id string, req JoinRequest) (*JoinResult, string, Effects) {
@@ -466,6 +496,7 @@ func (g *Group) completeJoin(now time.Time) Effects {
 	}
 	g.Protocol = g.selectProtocol()
 	g.Leader = rejoined
+	g.subscribed = g.subscribedTopics()
 	g.transition(CompletingRebalance, now)
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
 	for _, m := range g.members {
@@ -829,6 +860,7 @@ func Restore(id string, v GroupValue, now time.Time) *Group {
 	}
 	if len(g.members) > 0 {
 		g.transition(Stable, now)
+		g.subscribed = g.subscribedTopics()
 	} else if v.StateTimestamp > 0 {
 		// When it became Empty: its offsets' retention counts from
 		// there, across coordinator moves.
@@ -845,6 +877,10 @@ func (g *Group) StartSessions(now time.Time) {
 		m.deadline = now.Add(m.SessionTimeout)
 	}
 }
+
+// Rebalance starts a rebalance of a loaded group: its members learn of it
+// at their next heartbeat and rejoin.
+func (g *Group) Rebalance(now time.Time) { g.prepareRebalance(now) }
 
 // Kill marks the group Dead (deleted or unloaded) and answers every parked
 // request with err.

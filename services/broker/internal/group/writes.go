@@ -11,20 +11,44 @@ import (
 // one at a time. Appended from a goroutine each, an older record of a
 // group could land after a newer one, and a reload restored the older
 // state: a member that had left, an earlier generation.
+//
+// Commits are written in the foreground, not through the queue, so a
+// commit of an offset whose tombstone is queued waits until that
+// tombstone is appended (tombstoneOf): written first, the commit landed
+// before the tombstone, and a reload or the log cleaner took the
+// acknowledged commit away.
 
 // queuedWrite is one batch waiting for the shard's writer; done, when set,
 // gets the append's outcome.
 type queuedWrite struct {
 	batch []byte
 	done  chan error
+	// drops are the offsets the batch writes tombstones for; appended is
+	// closed once the writer is done with the batch.
+	drops    map[groupTP]bool
+	appended chan struct{}
+}
+
+// groupTP names one committed offset of a group.
+type groupTP struct {
+	group string
+	tp    TP
 }
 
 // writeLocked queues batch for s's writer and starts the writer if it is
-// idle. c.mu held. The returned channel gets the append's outcome (a shard
-// unloaded first answers NOT_COORDINATOR).
-func (c *Coordinator) writeLocked(s *shard, batch []byte) <-chan error {
+// idle; drops are the offsets it writes tombstones for. c.mu held. The
+// returned channel gets the append's outcome (a shard unloaded first
+// answers NOT_COORDINATOR).
+func (c *Coordinator) writeLocked(s *shard, batch []byte, drops ...groupTP) <-chan error {
 	done := make(chan error, 1)
-	s.writes = append(s.writes, queuedWrite{batch: batch, done: done})
+	w := queuedWrite{batch: batch, done: done, appended: make(chan struct{})}
+	if len(drops) > 0 {
+		w.drops = make(map[groupTP]bool, len(drops))
+		for _, d := range drops {
+			w.drops[d] = true
+		}
+	}
+	s.writes = append(s.writes, w)
 	if !s.writing {
 		s.writing = true
 		c.wg.Add(1)
@@ -33,9 +57,25 @@ func (c *Coordinator) writeLocked(s *shard, batch []byte) <-chan error {
 	return done
 }
 
+// tombstoneOf returns a channel closed once the last queued tombstone of
+// any of tps of group is appended, or nil when none is queued. c.mu held.
+func (s *shard) tombstoneOf(group string, tps []TP) <-chan struct{} {
+	var last <-chan struct{}
+	for _, w := range s.writes {
+		for _, tp := range tps {
+			if w.drops[groupTP{group, tp}] {
+				last = w.appended
+				break
+			}
+		}
+	}
+	return last
+}
+
 // writeQueued appends s's queued batches in order until none is left. A
-// shard that was unloaded drops what is left: the next leader reloads
-// from the log, and its own writes follow.
+// batch stays at the head of the queue while it is appended, so a commit
+// can wait for it. A shard that was unloaded drops what is left: the next
+// leader reloads from the log, and its own writes follow.
 func (c *Coordinator) writeQueued(s *shard) {
 	for {
 		c.mu.Lock()
@@ -45,20 +85,24 @@ func (c *Coordinator) writeQueued(s *shard) {
 			return
 		}
 		w := s.writes[0]
-		s.writes[0] = queuedWrite{}
-		s.writes = s.writes[1:]
 		current := c.shards[s.partition] == s
 		c.mu.Unlock()
-		if !current {
-			w.done <- errNotCoordinatorOf(c, s)
-			continue
+		var err error
+		if current {
+			ctx, cancel := context.WithTimeout(c.bg, 30*time.Second)
+			_, err = c.host.Append(ctx, TP{OffsetsTopic, s.partition}, s.epoch, w.batch)
+			cancel()
+			if err != nil {
+				c.log.Warn("writing group metadata failed", "partition", s.partition, "err", err)
+			}
+		} else {
+			err = errNotCoordinatorOf(c, s)
 		}
-		ctx, cancel := context.WithTimeout(c.bg, 30*time.Second)
-		_, err := c.host.Append(ctx, TP{OffsetsTopic, s.partition}, s.epoch, w.batch)
-		cancel()
-		if err != nil {
-			c.log.Warn("writing group metadata failed", "partition", s.partition, "err", err)
-		}
+		c.mu.Lock()
+		s.writes[0] = queuedWrite{}
+		s.writes = s.writes[1:]
+		c.mu.Unlock()
+		close(w.appended)
 		w.done <- err
 	}
 }

@@ -1,0 +1,112 @@
+package clustertest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/topicconfig"
+)
+
+// An idle group whose offsets partition changes leader twice while
+// nothing is produced (its coordinator killed, then the preferred replica
+// elected back once it returned): each new coordinator loads the group
+// and its commits, the members' heartbeats find it and go on in the same
+// generation (no rebalance), and when records come again each member
+// reads on from where it was, and its commits land.
+func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 2, 5
+	c.CreateTopic("calm", parts, 3, nil)
+	c.produceEach("calm", parts, 0, n)
+	o := groupOpts("sleepers", "calm")
+	o.SessionTimeout = 3 * time.Second
+	m1, m2 := c.startMember(o), c.startMember(o)
+	all := tps("calm", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	committedAll := func(want int64) func() bool {
+		return func() bool {
+			got, err := m1.gc.Committed(ctx)
+			if err != nil {
+				return false
+			}
+			for _, tp := range all {
+				if got[tp] != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	c.WaitFor(time.Minute, "every record read and committed", committedAll(n))
+	gen := m1.gc.Generation()
+
+	_, gs := c.coordinatorOf("sleepers")
+	fc, err := gs.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "sleepers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsetsPartition := fc.GetPartition()
+	preferred := c.Partition(topicconfig.OffsetsTopic, offsetsPartition).GetReplicas()[0]
+	first, _ := c.coordinatorOf("sleepers")
+	if first != preferred {
+		t.Skipf("the preferred replica %d of %s-%d does not lead it (broker %d does)", preferred, topicconfig.OffsetsTopic, offsetsPartition, first)
+	}
+	// Quiet: the coordinator dies, another loads the group.
+	c.CrashBroker(first)
+	c.WaitFor(time.Minute, "another coordinator", func() bool {
+		id, _ := c.coordinatorOf("sleepers")
+		return id != first
+	})
+	time.Sleep(2 * o.SessionTimeout) // idle under the new coordinator
+	c.StartBroker(first)
+	c.WaitFor(time.Minute, "the old coordinator back in the ISR", func() bool {
+		return len(c.Partition(topicconfig.OffsetsTopic, offsetsPartition).GetIsr()) == 3
+	})
+	resp, err := c.Admin().ElectLeaders(ctx, &adminv1.ElectLeadersRequest{ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED,
+		Partitions: []*commonv1.TopicPartition{{Topic: topicconfig.OffsetsTopic, Partition: offsetsPartition}}})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("preferred election: %v %v", resp, err)
+	}
+	c.WaitFor(time.Minute, "the preferred replica to coordinate again", func() bool {
+		id, _ := c.coordinatorOf("sleepers")
+		return id == first && c.Leads(first, topicconfig.OffsetsTopic, offsetsPartition)
+	})
+	time.Sleep(2 * o.SessionTimeout) // idle under the returned coordinator
+
+	for _, m := range []*member{m1, m2} {
+		if g := m.gc.Generation(); g != gen {
+			t.Fatalf("a member is in generation %d after the idle moves, was %d", g, gen)
+		}
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := c.describe("sleepers"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+		t.Fatalf("after the moves: %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
+	}
+	if !committedAll(n)() {
+		got, err := m1.gc.Committed(ctx)
+		t.Fatalf("committed after the moves: %v %v, want %d each", got, err, n)
+	}
+
+	c.produceEach("calm", parts, n, n)
+	c.WaitFor(time.Minute, "the new records read and committed", committedAll(2*n))
+	for _, tp := range all {
+		got := append(m1.offsets(tp), m2.offsets(tp)...)
+		slices.Sort(got)
+		want := make([]int64, 2*n)
+		for i := range want {
+			want[i] = int64(i)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v: read %v, want each of 0..%d once", tp, got, 2*n-1)
+		}
+	}
+}
