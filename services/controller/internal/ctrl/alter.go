@@ -21,7 +21,10 @@ func (a *Active) AlterPartition(ctx context.Context, req *controlv1.AlterPartiti
 		a.step(evAlterPartition{req: req, reply: answerTo(&resp, &err)})
 		return err
 	})
-	return resp, err
+	if err != nil {
+		return nil, err // the loop may still be writing resp (call's ctx ended)
+	}
+	return resp, nil
 }
 
 func (c *core) alterPartition(req *controlv1.AlterPartitionRequest, reply replyFunc) {

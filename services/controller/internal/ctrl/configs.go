@@ -23,7 +23,10 @@ func (a *Active) DescribeConfigs(ctx context.Context, req *adminv1.DescribeConfi
 		}
 		return nil
 	})
-	return resp, err
+	if err != nil {
+		return nil, err // the loop may still be writing resp (call's ctx ended)
+	}
+	return resp, nil
 }
 
 func (a *Active) describeConfig(r *adminv1.ConfigResource) *adminv1.ConfigDescription {

@@ -17,7 +17,10 @@ import (
 func (a *Active) DescribeTopics(ctx context.Context, req *adminv1.DescribeTopicsRequest) (*adminv1.DescribeTopicsResponse, error) {
 	resp := &adminv1.DescribeTopicsResponse{}
 	err := a.call(ctx, func() error { resp = a.describeTopics(req); return nil })
-	return resp, err
+	if err != nil {
+		return nil, err // the loop may still be writing resp (call's ctx ended)
+	}
+	return resp, nil
 }
 
 func (a *Active) describeTopics(req *adminv1.DescribeTopicsRequest) *adminv1.DescribeTopicsResponse {
@@ -98,7 +101,10 @@ func (a *Active) health(p *partition, minISR int32) health {
 func (a *Active) DescribeCluster(ctx context.Context, _ *adminv1.DescribeClusterRequest) (*adminv1.DescribeClusterResponse, error) {
 	var resp *adminv1.DescribeClusterResponse
 	err := a.call(ctx, func() error { resp = a.describeCluster(); return nil })
-	return resp, err
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 func (a *Active) describeCluster() *adminv1.DescribeClusterResponse {

@@ -66,10 +66,13 @@ func (a *Active) AlterPartitionReassignments(ctx context.Context, req *adminv1.A
 	var resp *adminv1.AlterPartitionReassignmentsResponse
 	var answerErr error
 	err := a.ask(ctx, answerTo(&resp, &answerErr), func(reply replyFunc) event { return evReassign{req: req, reply: reply} })
-	if err == nil {
-		err = answerErr
+	if err != nil {
+		return nil, err // unanswered: the loop may answer later, into resp
 	}
-	return resp, err
+	if answerErr != nil {
+		return nil, answerErr
+	}
+	return resp, nil
 }
 
 // alterReassignments handles the items in order, each to the end of its
@@ -453,7 +456,10 @@ func (c *core) refreshTopic(t *topic, then func()) {
 func (a *Active) ListPartitionReassignments(ctx context.Context, req *adminv1.ListPartitionReassignmentsRequest) (*adminv1.ListPartitionReassignmentsResponse, error) {
 	var resp *adminv1.ListPartitionReassignmentsResponse
 	err := a.call(ctx, func() (err error) { resp, err = a.listReassignments(req); return err })
-	return resp, err
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // listReassignments answers for the partitions asked (all when none): an

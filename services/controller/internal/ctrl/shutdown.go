@@ -24,10 +24,13 @@ func (a *Active) ControlledShutdown(ctx context.Context, req *controlv1.Controll
 	err := a.ask(ctx, answerTo(&resp, &answerErr), func(reply replyFunc) event {
 		return evControlledShutdown{req: req, reply: reply}
 	})
-	if err == nil {
-		err = answerErr
+	if err != nil {
+		return nil, err // unanswered: the loop may answer later, into resp
 	}
-	return resp, err
+	if answerErr != nil {
+		return nil, answerErr
+	}
+	return resp, nil
 }
 
 func (c *core) controlledShutdown(req *controlv1.ControlledShutdownRequest, reply replyFunc) {
