@@ -40,6 +40,21 @@ thirdparty: ## build etcd, etcdctl and Jaeger from their pinned modules into .bi
 	cd tools/thirdparty/etcd && GOWORK=off CGO_ENABLED=0 go build -trimpath -o ../../../$(TOOLBIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 	cd tools/thirdparty/jaeger && GOWORK=off CGO_ENABLED=0 go build -trimpath -o ../../../$(TOOLBIN)/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
+# Docker Compose v2, the `docker compose` CLI plugin, from its pinned module
+# (tools/thirdparty/compose, kept out of go.work) into .bin/docker/cli-plugins/:
+# with DOCKER_CONFIG=$PWD/.bin/docker the docker CLI finds it there, so
+# `docker compose` works on a machine that has only docker-compose 1.x
+# without touching ~/.docker. `make note-lab` builds it.
+COMPOSE_PLUGIN_VERSION := v5.6.0
+COMPOSE_PLUGIN         := $(TOOLBIN)/docker/cli-plugins/docker-compose
+
+.PHONY: thirdparty-compose
+thirdparty-compose: ## build the docker compose v2 CLI plugin from its pinned module into .bin/docker/cli-plugins/ (use with DOCKER_CONFIG=$PWD/.bin/docker)
+	@mkdir -p $(dir $(COMPOSE_PLUGIN))
+	cd tools/thirdparty/compose && GOWORK=off CGO_ENABLED=0 go build -trimpath \
+		-ldflags "-s -w -X github.com/docker/compose/v5/internal.Version=$(COMPOSE_PLUGIN_VERSION)" \
+		-o ../../../$(COMPOSE_PLUGIN) github.com/docker/compose/v5/cmd
+
 # NATS JetStream, the peer `make bench-compare` measures tidemark beside,
 # from its own pinned module (tools/thirdparty/nats, kept out of go.work);
 # built by `make test` (its harness test starts a cluster) and `make bench-compare`.
@@ -252,10 +267,13 @@ else
 ETCD_IMAGE      ?= tidemark/etcd:v3.7.3
 JAEGER_IMAGE    ?= tidemark/jaeger:v1.76.0
 endif
-IMAGE_CONTEXT   := $(TOOLBIN)/docker
+IMAGE_CONTEXT   := $(TOOLBIN)/images
 # The compose stack's per-service pki volumes (deploy/compose.yml): the
 # image has a folder owned by the services' user for each to mount on.
 PKI_EXPORTS     := controller-1 controller-2 broker-1 broker-2 broker-3 gateway etcd etcd-init jaeger
+# Kafka's scripts the tidemark binary answers to by name
+# (tools/internal/kafkascripts): the image links each one in /opt/kafka/bin.
+KAFKA_SCRIPTS   := kafka-leader-election.sh
 COMPOSE_ENV     := COMPOSE_FILE=$(COMPOSE_FILES) TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) JAEGER_IMAGE=$(JAEGER_IMAGE)
 E2E_PROJECT     ?= tidemark-e2e
 E2E_TIMEOUT     ?= 15m
@@ -269,6 +287,7 @@ compose-check:
 images: build compose-check ## build the stack's images FROM scratch: tidemark (bin/), etcd and Jaeger (.bin/)
 	@rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/tidemark/owned $(addprefix $(IMAGE_CONTEXT)/tidemark/export/,$(PKI_EXPORTS))
 	@for f in broker controller gateway tidemark; do ln -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/ 2>/dev/null || cp -f $(BIN)/$$f $(IMAGE_CONTEXT)/tidemark/; done
+	@mkdir -p $(IMAGE_CONTEXT)/tidemark/kafka-bin && for s in $(KAFKA_SCRIPTS); do ln -s /usr/local/bin/tidemark $(IMAGE_CONTEXT)/tidemark/kafka-bin/$$s; done
 	docker build -q -t $(TIDEMARK_IMAGE) -f deploy/tidemark.Dockerfile $(IMAGE_CONTEXT)/tidemark
 ifneq ($(UPSTREAM_IMAGES),1)
 	@if [ ! -x $(TOOLBIN)/etcd ] || [ ! -x $(TOOLBIN)/etcdctl ] || [ ! -x $(TOOLBIN)/jaeger ]; then $(MAKE) --no-print-directory thirdparty; fi
@@ -298,6 +317,32 @@ e2e: images testreport ## the failure playbooks and security checks against a se
 		go test -json -count=1 -timeout $(E2E_TIMEOUT) ./e2e/ 2>&1 | tee $(CURDIR)/$(TEST_LOGS)/e2e.json | $(CURDIR)/$(TESTREPORT) -v) || rc=$$?; \
 	$(COMPOSE_ENV) $(DOCKER_COMPOSE) -p $(E2E_PROJECT) down -v --remove-orphans -t 5 >/dev/null 2>&1 || true; \
 	exit $$rc
+
+# ---- The learning note's lab (deploy/note) -----------------------------------
+# kafka1..kafka3 on localhost:9092/9094/9096 in plain text, published on
+# 127.0.0.1 only, as the compose project `note` (the directory's name, which
+# is what `docker compose stop kafka1` run in deploy/note acts on), with the
+# images `make images` builds and the compose plugin above. The note's
+# Python demos then run as written (README, "The note's Python demos").
+NOTE_DIR     := deploy/note
+NOTE_COMPOSE := DOCKER_CONFIG=$(CURDIR)/$(TOOLBIN)/docker TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) docker compose
+
+.PHONY: note-lab
+note-lab: images ## the learning note's lab: kafka1..3 on localhost:9092/9094/9096, plain text on loopback (deploy/note, project note), then how to run the note's demos
+	@if [ ! -x $(COMPOSE_PLUGIN) ]; then $(MAKE) --no-print-directory thirdparty-compose; fi
+	cd $(NOTE_DIR) && $(NOTE_COMPOSE) up -d --wait
+	@echo
+	@echo "The lab is up: bootstrap localhost:9092,localhost:9094,localhost:9096 (plain text, loopback only)."
+	@echo "Run the note's demos from this directory with Debian's python3-confluent-kafka:"
+	@echo "  DOCKER_CONFIG=$(CURDIR)/$(TOOLBIN)/docker /usr/bin/python3 kill_leader_demo.py --compose-dir $(NOTE_DIR)"
+	@echo "  DOCKER_CONFIG=$(CURDIR)/$(TOOLBIN)/docker /usr/bin/python3 min_isr_demo.py --compose-dir $(NOTE_DIR)"
+	@echo "  /usr/bin/python3 observe_isr.py --topic learn.09.killdemo"
+	@echo "make note-lab-down removes the lab and its volumes."
+
+.PHONY: note-lab-down
+note-lab-down: ## stop the learning note's lab and remove its volumes
+	@if [ ! -x $(COMPOSE_PLUGIN) ]; then $(MAKE) --no-print-directory thirdparty-compose; fi
+	cd $(NOTE_DIR) && $(NOTE_COMPOSE) down -v --remove-orphans
 
 .PHONY: clean
 clean: ## remove built binaries and dev-cluster data

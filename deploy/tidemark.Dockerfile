@@ -5,6 +5,12 @@
 # directory owned/ that the volume mount points below are copied from.
 FROM scratch
 COPY broker controller gateway tidemark /usr/local/bin/
+# Kafka's scripts that tidemark answers to, where Kafka's images keep them:
+# kafka-bin/ holds a link to /usr/local/bin/tidemark under each script's
+# name, and the binary runs the script its name says
+# (tools/internal/kafkascripts), e.g. `docker compose exec -T kafka2
+# /opt/kafka/bin/kafka-leader-election.sh --bootstrap-server kafka1:19092 ...`.
+COPY kafka-bin /opt/kafka/bin/
 ENV PATH=/usr/local/bin
 # Every process runs as this unprivileged user (no passwd file: a number).
 # The directories volumes mount on belong to it in the image, so a named

@@ -23,6 +23,11 @@
 // tests' clients present its admin certificate; security_test.go checks the
 // refusals and the processes' users on the running stack.
 //
+// TestNoteLabPythonDemos starts a second project beside it, the learning
+// note's lab (deploy/note, project tidemark-e2e-note, Kafka ports
+// 49092/49094/49096), runs testdata/note_lab_demos.py against it with
+// Debian's python3-confluent-kafka and removes it again.
+//
 // Every test brings back what it broke (containers stopped or cut off) when
 // it ends, prints a timeline of what it saw, and bounds every wait.
 //

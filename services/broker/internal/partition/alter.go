@@ -124,7 +124,7 @@ func (p *Partition) commitAlter(res AlterPartitionResult, now time.Time) AlterOu
 	// A newer partition epoch is the change applied; an equal one means the
 	// controller already had this state. Either way the change is over.
 	out.Kind = p.pending.Kind
-	p.isr = sortedIDs(res.ISR)
+	p.isr = distinctIDs(res.ISR)
 	p.partitionEpoch = res.PartitionEpoch
 	p.pending = nil
 	out.Action = AlterCommitted

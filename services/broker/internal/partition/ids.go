@@ -6,17 +6,25 @@ import (
 	"strings"
 )
 
-// ISRs are kept sorted and free of duplicates, so that comparisons, proposals
-// and log lines are deterministic. Assignments (AR) keep their order.
+// ISRs keep the order the controller gives them, as Kafka's do: a replica
+// that rejoins is added at the end (Kafka's prepareIsrExpand adds it to an
+// immutable Scala set, which keeps insertion order up to four members), one
+// that leaves is taken out where it was, so an ISR of 3,1,2 that lost and
+// regained broker 1 reads 3,2,1, as Kafka's tools and clients show it.
+// Duplicates are dropped. Assignments (AR) keep their order too.
 
-func sortedIDs(ids []int32) []int32 {
-	out := slices.Clone(ids)
-	slices.Sort(out)
-	return slices.Compact(out)
+func distinctIDs(ids []int32) []int32 {
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func withID(ids []int32, id int32) []int32 {
-	return sortedIDs(append(slices.Clone(ids), id))
+	return distinctIDs(append(slices.Clone(ids), id))
 }
 
 func withoutIDs(ids, drop []int32) []int32 {

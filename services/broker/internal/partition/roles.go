@@ -128,7 +128,7 @@ func (p *Partition) applyState(s LeaderAndISR, role Role, freshFollowers bool) {
 	p.partitionEpoch = s.PartitionEpoch
 	p.replicas = slices.Clone(s.Replicas)
 	p.adding = slices.Clone(s.Adding)
-	p.isr = sortedIDs(s.ISR)
+	p.isr = distinctIDs(s.ISR)
 	p.pending = nil
 	p.awaitingMetadata = false
 

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tidemark.io/services/platform/testenv"
+)
+
+// The learning note's lab (deploy/note) is a compose project of its own
+// beside the stack: the e2e project's name with -note, its Kafka ports
+// moved from 9092/9094/9096 to 49092/49094/49096 (the advertised addresses
+// follow), so that it runs beside `make note-lab` as well.
+var (
+	noteLabProject = project + "-note"
+	noteLabPorts   = map[string]string{"KAFKA1_PORT": "49092", "KAFKA2_PORT": "49094", "KAFKA3_PORT": "49096"}
+	// noteLabServices are the lab's long-running services, each with a
+	// health check.
+	noteLabServices = []string{"etcd", "controller-1", "controller-2", "kafka1", "kafka2", "kafka3"}
+)
+
+// pythonWithKafka is Debian's python3 with python3-confluent-kafka
+// (librdkafka's Python binding installs there, not into other pythons).
+const pythonWithKafka = "/usr/bin/python3"
+
+// TestNoteLabPythonDemos plays the note's three Python demos the way the
+// note does (confluent-kafka-python, `docker compose stop/start kafkaN`,
+// kafka-leader-election.sh through `compose exec -T`) against the lab, with
+// tools/e2e/testdata/note_lab_demos.py: a new leader when the leader's
+// container stops, no delivery failure under the idempotent acks=all
+// producer, the stopped broker back in the ISR and, after the preferred
+// election, leading again; NOT_ENOUGH_REPLICAS with two brokers stopped
+// and writes again once they are back; the metadata the ISR watcher reads.
+func TestNoteLabPythonDemos(t *testing.T) {
+	s := need(t)
+	if err := exec.Command(pythonWithKafka, "-c", "import confluent_kafka").Run(); err != nil {
+		testenv.Unavailable(t, "Python's confluent_kafka under "+pythonWithKafka, "apt-get install python3-confluent-kafka")
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "..", "deploy", "note"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs(filepath.Join("testdata", "note_lab_demos.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := noteLabEnv(dir)
+	compose := func(timeout time.Duration, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		full := append(append(append([]string{}, s.compose[1:]...), "-p", noteLabProject), args...)
+		cmd := exec.CommandContext(ctx, s.compose[0], full...)
+		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, env, 5*time.Second
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("compose %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), err
+	}
+	down := func() {
+		if _, err := compose(2*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			t.Logf("taking the lab down: %v", err)
+		}
+	}
+	down() // what an earlier run left
+	t.Cleanup(func() {
+		if t.Failed() {
+			if logs, err := compose(time.Minute, "logs", "--no-color", "--tail", "200"); err == nil {
+				t.Logf("the lab's logs:\n%s", logs)
+			}
+		}
+		down()
+	})
+	if _, err := compose(4*time.Minute, "up", "-d", "--remove-orphans"); err != nil {
+		t.Fatal(err)
+	}
+	waitNoteLabHealthy(t, s, 2*time.Minute)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pythonWithKafka, "-u", script,
+		"--bootstrap", "localhost:49092,localhost:49094,localhost:49096",
+		"--compose", strings.Join(s.compose, " "), "--project", noteLabProject, "--compose-dir", dir)
+	cmd.Env, cmd.WaitDelay = env, 10*time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tl := newTimeline(t, "note lab: the note's Python demos")
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		// librdkafka's own log lines start with %; the script's are the timeline.
+		if l := lines.Text(); !strings.HasPrefix(l, "%") {
+			tl.mark("%s", l)
+		}
+	}
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the demos did not finish within 6 minutes")
+	}
+	if err != nil {
+		t.Fatalf("the demos failed (%v): see the timeline above", err)
+	}
+}
+
+// noteLabEnv is the environment of the lab's compose commands and of the
+// script: the stack's compose file and project, which `make e2e` exports,
+// replaced by the lab's; the images as given.
+func noteLabEnv(dir string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "COMPOSE_FILE=") && !strings.HasPrefix(kv, "COMPOSE_PROJECT_NAME=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "COMPOSE_FILE="+filepath.Join(dir, "docker-compose.yml"), "COMPOSE_PROJECT_NAME="+noteLabProject)
+	for k, v := range noteLabPorts {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// waitNoteLabHealthy waits until each of the lab's services has a healthy
+// container.
+func waitNoteLabHealthy(t *testing.T, s *stack, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var missing []string
+		for _, svc := range noteLabServices {
+			out, err := s.docker(30*time.Second, "ps", "-q",
+				"--filter", "label=com.docker.compose.project="+noteLabProject,
+				"--filter", "label=com.docker.compose.service="+svc,
+				"--filter", "health=healthy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out == "" {
+				missing = append(missing, svc)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lab's services not healthy within %v: %v", timeout, missing)
+		}
+		time.Sleep(time.Second)
+	}
+}
