@@ -87,6 +87,9 @@ type Active struct {
 	failover atomic.Int64 // ns; 0 until the first full push completed
 	pushed   chan struct{}
 	gate     gate
+	// queuedCalls counts the calls queued for the loop whose callers
+	// still wait for them (StallForTest's view of who is stuck).
+	queuedCalls atomic.Int32
 
 	// Loop-owned state (see the package doc), besides the core's.
 	links       map[int32]*link
@@ -296,27 +299,49 @@ func (a *Active) post(fn func()) bool {
 // term ends first, or ctx's error. Results fn writes to captured variables
 // may be read once call returned fn's own error.
 func (a *Active) call(ctx context.Context, fn func() error) error {
+	return a.callOrUndo(ctx, fn, nil)
+}
+
+// callOrUndo is call for a request whose fn leaves something on the loop
+// that the caller is to take away later (an open session, a watcher): a
+// caller that leaves (ctx or the term ended) after queueing fn would leave
+// it there for good, so when fn succeeds with its caller gone, undo runs on
+// the loop right after it. Whether the caller got fn's answer or left is
+// decided once, by whichever side marks it first.
+func (a *Active) callOrUndo(ctx context.Context, fn func() error, undo func()) error {
+	const waiting, answered, left = 0, 1, 2
+	var outcome atomic.Int32
 	reply := make(chan error, 1)
+	run := func() {
+		err := fn()
+		if outcome.CompareAndSwap(waiting, answered) {
+			reply <- err
+		} else if err == nil && undo != nil {
+			undo()
+		}
+	}
 	select {
-	case a.events <- func() { reply <- fn() }:
+	case a.events <- run:
 	case <-a.quit:
 		return a.notController()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	a.queuedCalls.Add(1)
+	defer a.queuedCalls.Add(-1)
+	var gone error
 	select {
 	case err := <-reply:
 		return err
 	case <-a.quit:
-		select {
-		case err := <-reply:
-			return err
-		default:
-			return a.notController()
-		}
+		gone = a.notController()
 	case <-ctx.Done():
-		return ctx.Err()
+		gone = ctx.Err()
 	}
+	if outcome.CompareAndSwap(waiting, left) {
+		return gone // fn, if it ever runs, answers no one
+	}
+	return <-reply // fn answered as the caller was leaving
 }
 
 // ask steps the event mk builds around reply and waits for reply to run,

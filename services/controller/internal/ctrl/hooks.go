@@ -68,3 +68,15 @@ func (a *Active) StallForTest() (release func(), ok bool) {
 	var once sync.Once
 	return func() { once.Do(func() { close(resume) }) }, true
 }
+
+// QueuedCallsForTest is how many callers wait for a request queued on the
+// loop (a stalled loop leaves them queued).
+func (a *Active) QueuedCallsForTest() int { return int(a.queuedCalls.Load()) }
+
+// WatchersForTest is how many WatchCluster subscribers the loop wakes; it
+// waits for the loop.
+func (a *Active) WatchersForTest() int {
+	n := -1
+	_ = a.call(context.Background(), func() error { n = len(a.subs); return nil })
+	return n
+}

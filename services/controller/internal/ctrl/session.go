@@ -36,10 +36,13 @@ func (a *Active) BrokerSession(ctx context.Context,
 		return err
 	}
 	var s *session
-	if err := a.call(ctx, func() (err error) {
+	// A stream that breaks while its opening waits on the loop must not
+	// leave the session open: nothing would close it, and an open session
+	// keeps a dead broker from fast failover.
+	if err := a.callOrUndo(ctx, func() (err error) {
 		a.step(evSessionOpened{first: first, reply: answerTo(&s, &err)})
 		return err
-	}); err != nil {
+	}, func() { a.step(evSessionClosed{s: s, cause: ctx.Err()}) }); err != nil {
 		return err
 	}
 	closed := func(err error) { a.post(func() { a.step(evSessionClosed{s: s, cause: err}) }) }

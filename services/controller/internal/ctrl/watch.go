@@ -26,7 +26,8 @@ func (a *Active) WatchCluster(ctx context.Context, req *adminv1.WatchClusterRequ
 		filter[t] = true
 	}
 	sub := &subscriber{ch: make(chan struct{}, 1)}
-	if err := a.call(ctx, func() error { a.subs[sub] = struct{}{}; return nil }); err != nil {
+	if err := a.callOrUndo(ctx, func() error { a.subs[sub] = struct{}{}; return nil },
+		func() { delete(a.subs, sub) }); err != nil {
 		return err
 	}
 	defer a.post(func() { delete(a.subs, sub) })
