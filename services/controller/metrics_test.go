@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/metastore"
 )
 
@@ -42,5 +44,56 @@ func TestDeposedControllerReportsNoOfflinePartitions(t *testing.T) {
 	if a1 != 0 || o1 != 0 {
 		t.Fatalf("deposed controller 1: active_controller_count=%v offline_partitions_count=%v (controller 2, active: %v); "+
 			"want 0 and 0: summed over the controllers the cluster shows %v offline partitions, not 1", a1, o1, o2, o1+o2)
+	}
+}
+
+// TestAStuckLoopShowsInTheEventMetrics: an operator sees a controller whose
+// loop is stuck inside one event (a paused process, a write that does not
+// return) before requests time out: the running event's age grows and the
+// queue fills; once it moves on both fall back and the waits are counted.
+// A standby reports an empty queue.
+func TestAStuckLoopShowsInTheEventMetrics(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c2 := c.startController(2)
+	c.startBrokers(c1, 3)
+	waited := func() uint64 {
+		ms, _ := samples(t, c1, "tidemark_controller_event_queue_seconds")
+		var n uint64
+		for _, m := range ms {
+			n += m.GetHistogram().GetSampleCount()
+		}
+		return n
+	}
+	before := waited()
+	if before == 0 {
+		t.Fatal("no event's wait counted on an active controller")
+	}
+
+	release, ok := c1.office.current().StallForTest()
+	if !ok {
+		t.Fatal("the term ended")
+	}
+	defer release()
+	go func() { _, _ = c.admin(c1).DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{}) }()
+	var stuck float64
+	eventually(t, 5*time.Second, "the queue filling behind the stuck event", func() bool {
+		stuck = metric(t, c1, "tidemark_controller_event_running_seconds")
+		return metric(t, c1, "tidemark_controller_event_queue_size") >= 1 && stuck > 0
+	})
+	eventually(t, 5*time.Second, "the stuck event's age growing", func() bool {
+		return metric(t, c1, "tidemark_controller_event_running_seconds") > stuck
+	})
+	if n := metric(t, c2, "tidemark_controller_event_queue_size"); n != 0 {
+		t.Fatalf("standby reports %v queued events", n)
+	}
+	stalledAt := waited()
+	release()
+	eventually(t, 5*time.Second, "the queue drained and the loop waiting again", func() bool {
+		return metric(t, c1, "tidemark_controller_event_queue_size") == 0 && metric(t, c1, "tidemark_controller_event_running_seconds") == 0
+	})
+	if after := waited(); after <= stalledAt {
+		t.Fatalf("the events queued behind the stall were not counted: %d waits before the release, %d after", stalledAt, after)
 	}
 }

@@ -75,7 +75,7 @@ type Active struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	events chan func()
+	events chan queuedEvent
 	quit   chan struct{} // closed when the loop has exited
 	done   chan struct{} // closed when every goroutine of the term is gone
 	wg     sync.WaitGroup
@@ -87,6 +87,9 @@ type Active struct {
 	failover atomic.Int64 // ns; 0 until the first full push completed
 	pushed   chan struct{}
 	gate     gate
+	// runningSince is when the event the loop runs began (Unix ns; 0
+	// while it waits): a loop stuck inside one event shows as its age.
+	runningSince atomic.Int64
 	// queuedCalls counts the calls queued for the loop whose callers
 	// still wait for them (StallForTest's view of who is stuck).
 	queuedCalls atomic.Int32
@@ -138,7 +141,7 @@ func Start(ctx context.Context, d Deps) *Active {
 		sess:        d.Session,
 		ctx:         ctx,
 		cancel:      cancel,
-		events:      make(chan func(), 256),
+		events:      make(chan queuedEvent, 256),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
 		electedAt:   time.Now(),
@@ -153,6 +156,7 @@ func Start(ctx context.Context, d Deps) *Active {
 	a.core.staticBroker = d.Settings.StaticBroker
 	a.core.pol = policy{unclean: a.uncleanConfigured, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,
 		rebalance: a.rebalanceConfigured, grace: d.Settings.SessionGrace}
+	d.Metrics.term.Store(a)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -213,9 +217,14 @@ func (a *Active) run() {
 	}
 	for a.exitErr == nil {
 		select {
-		case fn := <-a.events:
-			fn()
+		case ev := <-a.events:
+			start := time.Now()
+			a.d.Metrics.eventQueueSeconds.Observe(start.Sub(ev.at).Seconds())
+			a.runningSince.Store(start.UnixNano())
+			ev.fn()
 			a.afterEvent()
+			a.runningSince.Store(0)
+			a.d.Metrics.eventSeconds.Observe(time.Since(start).Seconds())
 		case <-a.ctx.Done():
 			a.stepDown(errResigning)
 		}
@@ -261,6 +270,7 @@ func (a *Active) afterEvent() {
 // shutdown runs on the loop goroutine after the loop: it ends the term.
 func (a *Active) shutdown() {
 	close(a.quit)
+	a.d.Metrics.term.CompareAndSwap(a, nil)
 	a.cancel()
 	a.gate.open()
 	for _, t := range a.timers {
@@ -284,11 +294,17 @@ func (a *Active) shutdown() {
 	}()
 }
 
+// queuedEvent is work for the loop and when it was queued.
+type queuedEvent struct {
+	fn func()
+	at time.Time
+}
+
 // post queues fn for the loop; false once the loop has exited. The loop
 // itself must never call it.
 func (a *Active) post(fn func()) bool {
 	select {
-	case a.events <- fn:
+	case a.events <- queuedEvent{fn: fn, at: time.Now()}:
 		return true
 	case <-a.quit:
 		return false
@@ -321,7 +337,7 @@ func (a *Active) callOrUndo(ctx context.Context, fn func() error, undo func()) e
 		}
 	}
 	select {
-	case a.events <- run:
+	case a.events <- queuedEvent{fn: run, at: time.Now()}:
 	case <-a.quit:
 		return a.notController()
 	case <-ctx.Done():

@@ -1,6 +1,9 @@
 package ctrl
 
 import (
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,6 +20,16 @@ type Metrics struct {
 	failover        prometheus.Gauge
 	fastFailovers   prometheus.Counter
 	yields          *prometheus.CounterVec
+
+	// The loop's own (Kafka's ControllerEventManager MBeans): how long
+	// events wait and run, how many wait, and how long the one running has
+	// run, so a busy or stuck controller shows before requests time out.
+	eventQueueSeconds prometheus.Histogram
+	eventSeconds      prometheus.Histogram
+	queueSize         prometheus.GaugeFunc
+	runningSeconds    prometheus.GaugeFunc
+	// term is the running term (nil on a standby), read by the gauges.
+	term atomic.Pointer[Active]
 }
 
 // NewMetrics registers the metrics on reg (nil: not registered, for tests).
@@ -43,9 +56,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "leader_yields_total", Help: "YieldLeadership requests ahead of voluntary leadership moves, by outcome: " +
 				"yielded, refused (the leader is at another state), timed_out (no answer within the request timeout: cut off?), departed."},
 			[]string{"outcome"}),
+		eventQueueSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "event_queue_seconds", Help: "Time an event (a request, a broker's report, a timer) waited for the controller's loop (Kafka's EventQueueTimeMs).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		eventSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "event_processing_seconds", Help: "Time the controller's loop took over one event, its etcd writes included (Kafka's EventQueueProcessingTimeMs).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 	}
+	m.queueSize = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+		Name: "event_queue_size", Help: "Events waiting for the active controller's loop (Kafka's EventQueueSize); 0 on standbys."},
+		func() float64 {
+			if a := m.term.Load(); a != nil {
+				return float64(len(a.events))
+			}
+			return 0
+		})
+	m.runningSeconds = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+		Name: "event_running_seconds", Help: "How long the active controller's loop has been inside the event it runs; 0 while it waits. A growing value is a stuck loop."},
+		func() float64 {
+			if a := m.term.Load(); a != nil {
+				if since := a.runningSince.Load(); since != 0 {
+					return time.Since(time.Unix(0, since)).Seconds()
+				}
+			}
+			return 0
+		})
 	if reg != nil {
-		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers, m.yields)
+		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers, m.yields,
+			m.eventQueueSeconds, m.eventSeconds, m.queueSize, m.runningSeconds)
 	}
 	return m
 }
