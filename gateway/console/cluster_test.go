@@ -375,18 +375,19 @@ func TestLinkCutOverREST(t *testing.T) {
 	tc.WaitFor(10*time.Second, fmt.Sprintf("B%d back in the ISR", f), func() bool { return len(tc.Partition("links", 0).GetIsr()) == 3 })
 }
 
-// An isolation of the leader from etcd and the controllers goes through
-// the REST routes too: the controller elects another leader and counts the
-// isolated broker dead, so the brokers' metadata no longer lists it, yet
-// the gateway still finds it (the controller knows its last address) to
-// list its faults and heal it; healed, it rejoins the ISR.
+// An isolation of the leader from etcd, the controllers and (peers: true)
+// the other brokers goes through the REST routes too: the controller
+// elects another leader and counts the isolated broker dead, so the
+// brokers' metadata no longer lists it, yet the gateway still finds it (the
+// controller knows its last address) to list its faults and heal it;
+// healed, it rejoins the ISR.
 func TestIsolationOverREST(t *testing.T) {
 	tc := startCluster(t)
 	tc.CreateTopic("iso", 1, 3, nil)
 	base := serveGateway(t, tc, gateway.ConsoleOptions{Actions: true})
 	p := tc.Partition("iso", 0)
 	l := p.GetLeader()
-	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/isolation:cut", l), map[string]any{}, nil); code != http.StatusOK {
+	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/isolation:cut", l), map[string]any{"peers": true}, nil); code != http.StatusOK {
 		t.Fatalf("isolate B%d: %d %+v", l, code, e)
 	}
 	tc.WaitFor(20*time.Second, "another leader with a higher epoch", func() bool {
@@ -411,11 +412,12 @@ func TestIsolationOverREST(t *testing.T) {
 		t.Fatal(err)
 	}
 	var listed struct {
-		Isolated bool `json:"isolated"`
+		Isolated          bool `json:"isolated"`
+		IsolatedFromPeers bool `json:"isolatedFromPeers"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&listed)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || !listed.Isolated {
+	if err != nil || resp.StatusCode != http.StatusOK || !listed.Isolated || !listed.IsolatedFromPeers {
 		t.Fatalf("GET faults of the isolated B%d: %d %v %+v", l, resp.StatusCode, err, listed)
 	}
 	if code, e := post(t, base, fmt.Sprintf("/v1/brokers/%d/isolation:heal", l), map[string]any{}, nil); code != http.StatusOK {

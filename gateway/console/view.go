@@ -63,9 +63,11 @@ type brokerView struct {
 	Faults  []faultView `json:"faults"`
 	// CutLinks names the brokers this broker's requests cannot reach
 	// (fault cut); Isolated, that it is cut off from etcd and the
-	// controllers (fault isolate).
-	CutLinks []int32 `json:"cutLinks"`
-	Isolated bool    `json:"isolated"`
+	// controllers (fault isolate), and IsolatedFromPeers, from the other
+	// brokers too (fault isolate --peers).
+	CutLinks          []int32 `json:"cutLinks"`
+	Isolated          bool    `json:"isolated"`
+	IsolatedFromPeers bool    `json:"isolatedFromPeers"`
 }
 
 type faultView struct {
@@ -205,9 +207,10 @@ type extras struct {
 
 // brokerFaults is what one broker's ListFaults answered.
 type brokerFaults struct {
-	fetch    []faultView
-	cutTo    []int32
-	isolated bool
+	fetch             []faultView
+	cutTo             []int32
+	isolated          bool
+	isolatedFromPeers bool
 }
 
 func (f brokerFaults) empty() bool {
@@ -215,11 +218,12 @@ func (f brokerFaults) empty() bool {
 }
 
 func (f brokerFaults) equal(g brokerFaults) bool {
-	return slices.Equal(f.fetch, g.fetch) && slices.Equal(f.cutTo, g.cutTo) && f.isolated == g.isolated
+	return slices.Equal(f.fetch, g.fetch) && slices.Equal(f.cutTo, g.cutTo) && f.isolated == g.isolated &&
+		f.isolatedFromPeers == g.isolatedFromPeers
 }
 
 func toBrokerFaults(resp *faultv1.ListFaultsResponse) brokerFaults {
-	f := brokerFaults{fetch: toFaultViews(resp.GetFaults()), isolated: resp.GetIsolated()}
+	f := brokerFaults{fetch: toFaultViews(resp.GetFaults()), isolated: resp.GetIsolated(), isolatedFromPeers: resp.GetIsolatedFromPeers()}
 	for _, l := range resp.GetLinks() {
 		f.cutTo = append(f.cutTo, l.GetToBrokerId())
 	}
@@ -256,7 +260,8 @@ func buildSnapshot(m *adminv1.WatchClusterResponse, x extras) *snapshot {
 		bv := brokerView{ID: id, Address: b.GetNode().GetAddress(), Rack: b.GetNode().GetRack(), Alive: b.GetAlive(),
 			Epoch: b.GetBrokerEpoch(), ShuttingDown: b.GetShuttingDown(), LeaderCount: b.GetLeaderCount(),
 			ReplicaCount: b.GetReplicaCount(), Leads: leads[id], Process: x.process[id],
-			Faults: x.faults[id].fetch, CutLinks: x.faults[id].cutTo, Isolated: x.faults[id].isolated}
+			Faults: x.faults[id].fetch, CutLinks: x.faults[id].cutTo, Isolated: x.faults[id].isolated,
+			IsolatedFromPeers: x.faults[id].isolatedFromPeers}
 		if bv.Leads == nil {
 			bv.Leads = []string{}
 		}

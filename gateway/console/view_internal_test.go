@@ -53,12 +53,13 @@ func TestBuildSnapshotStatesAndFaults(t *testing.T) {
 		process: map[int32]string{1: "running", 2: "paused", 3: "exited"},
 		faults: map[int32]brokerFaults{
 			3: {fetch: []faultView{{Topic: "", Partition: -1, Stall: true}, {Topic: "t", Partition: 0, DelayMs: 300}}},
-			1: {cutTo: []int32{3}, isolated: true},
+			1: {cutTo: []int32{3}, isolated: true, isolatedFromPeers: true},
 		},
 	})
-	if b := s.Brokers[0]; !b.Isolated || !slices.Equal(b.CutLinks, []int32{3}) || s.Brokers[1].Isolated || s.Brokers[1].CutLinks == nil {
-		t.Errorf("link faults: broker 1 isolated %v cut to %v; broker 2 isolated %v cut to %v",
-			b.Isolated, b.CutLinks, s.Brokers[1].Isolated, s.Brokers[1].CutLinks)
+	if b := s.Brokers[0]; !b.Isolated || !b.IsolatedFromPeers || !slices.Equal(b.CutLinks, []int32{3}) ||
+		s.Brokers[1].Isolated || s.Brokers[1].IsolatedFromPeers || s.Brokers[1].CutLinks == nil {
+		t.Errorf("link faults: broker 1 isolated %v (from peers %v) cut to %v; broker 2 isolated %v (from peers %v) cut to %v",
+			b.Isolated, b.IsolatedFromPeers, b.CutLinks, s.Brokers[1].Isolated, s.Brokers[1].IsolatedFromPeers, s.Brokers[1].CutLinks)
 	}
 	states := map[int32]string{}
 	for _, b := range s.Brokers {

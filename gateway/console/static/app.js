@@ -251,7 +251,7 @@ function updateBroker(el, b) {
   const leads = b.leads.length ? b.leads.join(", ") : "no partition";
   const faults = b.faults.map((f) => `${f.topic || "*"}-${f.partition < 0 ? "*" : f.partition}: ${f.stall ? "stalled" : `+${f.delayMs} ms`}`);
   if (b.cutLinks.length) faults.push(`cannot reach ${b.cutLinks.map((id) => `B${id}`).join(", ")}`);
-  if (b.isolated) faults.push("isolated from etcd and the controllers");
+  if (b.isolated) faults.push(b.isolatedFromPeers ? "isolated from etcd, the controllers and the other brokers" : "isolated from etcd and the controllers");
   fill(el.info,
     h("div", { class: "broker-title" },
       h("span", { class: "broker-name" }, `B${b.id}`),

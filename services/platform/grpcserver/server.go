@@ -182,8 +182,11 @@ func (s *Server) SetServing(service string, serving bool) {
 // restart the address is the new process's, which does not know the old
 // epoch (NOT_FOUND), so the old incarnation is gone.
 func IncarnationService(brokerEpoch int64) string {
-	return fmt.Sprintf("tidemark.broker.incarnation/%d", brokerEpoch)
+	return fmt.Sprintf("%s%d", IncarnationServicePrefix, brokerEpoch)
 }
+
+// IncarnationServicePrefix starts every IncarnationService name.
+const IncarnationServicePrefix = "tidemark.broker.incarnation/"
 
 // MarkAllServing sets every registered service, and the server, to SERVING.
 func (s *Server) MarkAllServing() {

@@ -26,7 +26,7 @@ import (
 func newFaultCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "fault",
-		Short: "Slow or stall a follower's fetching, cut the link between two brokers, or isolate a broker from etcd and the controllers (brokers with --fault.injection.enable)",
+		Short: "Slow or stall a follower's fetching, cut the link between two brokers, or isolate a broker from etcd, the controllers and optionally the other brokers (brokers with --fault.injection.enable)",
 	}
 	c.AddCommand(newFaultFetchCmd(g, false), newFaultFetchCmd(g, true), newFaultLinkCmd(g, true), newFaultLinkCmd(g, false),
 		newFaultIsolateCmd(g, true), newFaultIsolateCmd(g, false), newFaultListCmd(g), newFaultClearCmd(g))
@@ -345,7 +345,7 @@ func newFaultListCmd(g *globals) *cobra.Command {
 						return err
 					}
 					if resp.GetIsolated() {
-						fmt.Fprintf(tw, "%d\t%s\n", b, isolationText)
+						fmt.Fprintf(tw, "%d\t%s\n", b, isolationDescription(resp.GetIsolatedFromPeers()))
 					}
 					for _, l := range resp.GetLinks() {
 						fmt.Fprintf(tw, "%d\t%s cut\n", b, linkText(b, l.GetToBrokerId()))
@@ -388,14 +388,21 @@ func newFaultClearCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// isolationText is how list shows an isolation.
-const isolationText = "isolated from etcd and the controllers"
+// isolationDescription is how list shows an isolation, and isolate what it
+// did.
+func isolationDescription(peers bool) string {
+	if peers {
+		return "isolated from etcd, the controllers and the other brokers"
+	}
+	return "isolated from etcd and the controllers"
+}
 
 // newFaultIsolateCmd is `fault isolate` and `fault heal-isolation`.
 func newFaultIsolateCmd(g *globals, isolate bool) *cobra.Command {
 	var id int32
+	var peers bool
 	use, short := "isolate --broker N",
-		"Isolate broker N from etcd and the controllers: its clients and the other brokers still reach it"
+		"Isolate broker N from etcd and the controllers, and with --peers from the other brokers: its clients still reach it"
 	if !isolate {
 		use, short = "heal-isolation --broker N", "End broker N's isolation from etcd and the controllers"
 	}
@@ -407,9 +414,11 @@ func newFaultIsolateCmd(g *globals, isolate bool) *cobra.Command {
 			"controllers' requests to it are lost. Its registration lease runs out: shortly before, it fences\n" +
 			"itself and refuses writes as leader; the controller elects new leaders with a higher leader epoch.\n" +
 			"Once healed (`tidemark fault heal-isolation`, or `tidemark fault clear`) it registers again as a new\n" +
-			"broker epoch, follows, truncates what only it wrote, and rejoins the ISR. Add `tidemark fault cut\n" +
-			"--from N --to M --both` to cut it off from the other brokers too. The controller counts an isolated\n" +
-			"broker dead; these commands still find it at its last known address.",
+			"broker epoch, follows, truncates what only it wrote, and rejoins the ISR. With --peers it is cut off\n" +
+			"from the other brokers too, for as long as the isolation lasts: it fetches from no leader, and the\n" +
+			"other brokers' fetches and leader epoch lookups reach it only once healed, a full partition of the\n" +
+			"node (its clients still reach it). The controller counts an isolated broker dead (its health probe\n" +
+			"goes unanswered); these commands still find it at its last known address.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("broker") || id < 0 {
@@ -425,7 +434,7 @@ func newFaultIsolateCmd(g *globals, isolate bool) *cobra.Command {
 					return err
 				}
 				if isolate {
-					_, err = fc.Isolate(ctx, &faultv1.IsolateRequest{BrokerId: id})
+					_, err = fc.Isolate(ctx, &faultv1.IsolateRequest{BrokerId: id, Peers: peers})
 				} else {
 					_, err = fc.HealIsolation(ctx, &faultv1.HealIsolationRequest{BrokerId: id})
 				}
@@ -433,7 +442,7 @@ func newFaultIsolateCmd(g *globals, isolate bool) *cobra.Command {
 					return faultErr(id, err)
 				}
 				if isolate {
-					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: %s\n", id, isolationText)
+					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: %s\n", id, isolationDescription(peers))
 				} else {
 					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: isolation healed\n", id)
 				}
@@ -442,5 +451,8 @@ func newFaultIsolateCmd(g *globals, isolate bool) *cobra.Command {
 		},
 	}
 	cmd.Flags().Int32Var(&id, "broker", 0, "the broker")
+	if isolate {
+		cmd.Flags().BoolVar(&peers, "peers", false, "also cut its replication links to and from every other broker, both ways, until healed")
+	}
 	return cmd
 }

@@ -222,8 +222,9 @@ func (c *tcluster) brokerAlive(t *testing.T, id int32) bool {
 // controllers. Its lease runs out, so the controller counts it dead and
 // elects another leader with a higher leader epoch; `fault list` and
 // `fault heal-isolation` still find it at its last address, and once healed
-// it follows and the partition is whole. An isolated follower leaves the
-// ISR and `fault clear` brings it back.
+// it follows and the partition is whole. A follower isolated with --peers
+// (from the other brokers too) leaves the ISR, `fault list` says so, and
+// `fault clear` brings it back.
 func TestFaultIsolateMovesTheLeadershipUntilHealed(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: starts a cluster")
@@ -261,10 +262,13 @@ func TestFaultIsolateMovesTheLeadershipUntilHealed(t *testing.T) {
 		t.Fatalf("faults left after the heal:\n%s", r.out)
 	}
 
-	c.run(t, "", "fault", "isolate", "--broker", "1").ok(t)
+	r = c.run(t, "", "fault", "isolate", "--broker", "1", "--peers").ok(t)
+	contains(t, r.out, "broker 1: isolated from etcd, the controllers and the other brokers")
 	c.WaitFor(20*time.Second, "isolated follower 1 out of the ISR", func() bool {
 		return !slices.Contains(c.Partition("links", 0).GetIsr(), 1) && !c.brokerAlive(t, 1)
 	})
+	r = c.run(t, "", "fault", "list", "--broker", "1").ok(t)
+	contains(t, r.out, "1       isolated from etcd, the controllers and the other brokers\n")
 	r = c.run(t, "", "fault", "clear").ok(t)
 	contains(t, r.out, "broker 1: faults cleared, links healed", "broker 2: faults cleared, links healed", "broker 3: faults cleared, links healed")
 	whole("broker 1 back in the ISR after fault clear")

@@ -12,7 +12,7 @@ func TestScenarioListNamesEveryScenario(t *testing.T) {
 	if r.code != cli.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	for _, n := range []string{"hw-walkthrough", "follower-lag", "leader-crash", "network-partition", "isolated-leader", "min-isr",
+	for _, n := range []string{"hw-walkthrough", "follower-lag", "leader-crash", "network-partition", "isolated-leader", "partitioned-leader", "min-isr",
 		"unclean-election", "kip101", "fast-leader-changes", "preferred-election", "controller-failover"} {
 		if !strings.Contains(r.out, n) {
 			t.Errorf("scenario list does not name %s:\n%s", n, r.out)

@@ -49,6 +49,12 @@ func All() []Scenario {
 				"with leader epoch +1, and it acknowledges no acks=all write meanwhile; records it alone took with acks=1 are orphans: " +
 				"healed, it registers again, follows the new leader, and truncates them away by leader epoch (OffsetForLeaderEpoch).",
 			play: playIsolatedLeader},
+		{Name: "partitioned-leader", Title: "the leader cut off from everything but its clients (etcd, the controllers and the other brokers at once): writes refused once its lease lapses, a new leader, its acks=1 orphans truncated when it rejoins", Note: "§7.3 ③",
+			Rule: "a network partition that leaves a leader only its clients does not give the partition two leaders: until its " +
+				"registration lease lapses it may take acks=1 writes no follower can fetch (acks=all ones wait, unacknowledged), then it " +
+				"refuses every write (it fences itself) while the controller elects an ISR member with leader epoch +1; healed, it " +
+				"registers again, follows the new leader and truncates its orphans away by leader epoch (OffsetForLeaderEpoch).",
+			play: playPartitionedLeader},
 		{Name: "min-isr", Title: "two brokers down: acks=all gets NOT_ENOUGH_REPLICAS and nothing is written; recovery", Note: "§6, min_isr_demo",
 			Rule: "with acks=all the leader refuses a write (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas, before " +
 				"appending it, so an acknowledged write is always on at least min.insync.replicas replicas; the partition stays readable, " +
@@ -700,7 +706,17 @@ func (f isolationFacts) Explain() string {
 		f.OrphansKept, f.Acked, f.Lost)
 }
 
-func playIsolatedLeader(r *run) (facts, error) {
+func playIsolatedLeader(r *run) (facts, error) { return playIsolation(r, false) }
+
+// playPartitionedLeader is isolated-leader with one fault for the whole
+// partition (tidemark fault isolate --peers): the orphans are taken while
+// the isolated leader's lease still holds.
+func playPartitionedLeader(r *run) (facts, error) { return playIsolation(r, true) }
+
+// playIsolation cuts the leader off from its followers and isolates it from
+// etcd and the controllers: with whole, by one isolation that cuts its
+// peers too, else by link cuts first and then the isolation.
+func playIsolation(r *run, whole bool) (facts, error) {
 	var f isolationFacts
 	p, err := r.createTopic(map[string]string{"min.insync.replicas": "2"})
 	if err != nil {
@@ -720,34 +736,48 @@ func playIsolatedLeader(r *run) (facts, error) {
 			bg.finish()
 		}
 	}()
+	// Its metadata may name it leader before it has applied the role (on
+	// a cluster just started, the orphans were all refused): a committed
+	// write says it has.
+	if _, err := r.waitFor("the leader to commit writes", func(q *adminv1.PartitionView) bool {
+		return q.GetLeader() == f.OldLeader && q.GetHighWatermark() > 0
+	}); err != nil {
+		return f, err
+	}
 	r.step("T0: steady: leader %d, ISR %v, epoch %d, a producer writes with acks=all", f.OldLeader, p.GetIsr(), f.OldEpoch)
 	fs := followers(p)
-	for _, fl := range fs {
-		if err := r.cutLinks(f.OldLeader, fl, true); err != nil {
+	var isolated time.Time
+	if whole {
+		if err := r.isolate(f.OldLeader, true, true); err != nil {
 			return f, err
 		}
-	}
-	var orphans, refused []string
-	for i := range 3 {
-		v := fmt.Sprintf("orphan-%d", i)
-		if code := r.produceTo(f.OldLeader, 1, v); code != "" {
-			refused = append(refused, code)
-			continue
+		isolated = time.Now()
+		r.step("T1: broker %d cut off from etcd, the controllers and its followers %v at once (tidemark fault isolate --broker %d --peers); its clients still reach it",
+			f.OldLeader, fs, f.OldLeader)
+	} else {
+		for _, fl := range fs {
+			if err := r.cutLinks(f.OldLeader, fl, true); err != nil {
+				return f, err
+			}
 		}
-		orphans = append(orphans, v)
 	}
+	orphans, refused := r.orphans(f.OldLeader)
 	f.Orphans = len(orphans)
 	why := ""
 	if len(refused) > 0 {
 		why = fmt.Sprintf(" (refused: %v)", refused)
 	}
-	r.step("T1: broker %d cut off from its followers %v (tidemark fault cut --both); it still holds its lease and takes %d acks=1 writes no follower can fetch%s",
-		f.OldLeader, fs, f.Orphans, why)
-	if err := r.isolate(f.OldLeader, true); err != nil {
-		return f, err
+	if whole {
+		r.step("T2: until its lease lapses it still leads in its own view: it takes %d acks=1 writes no follower can fetch%s", f.Orphans, why)
+	} else {
+		r.step("T1: broker %d cut off from its followers %v (tidemark fault cut --both); it still holds its lease and takes %d acks=1 writes no follower can fetch%s",
+			f.OldLeader, fs, f.Orphans, why)
+		if err := r.isolate(f.OldLeader, true, false); err != nil {
+			return f, err
+		}
+		isolated = time.Now()
+		r.step("T2: broker %d isolated from etcd and the controllers (tidemark fault isolate --broker %d); its clients still reach it", f.OldLeader, f.OldLeader)
 	}
-	isolated := time.Now()
-	r.step("T2: broker %d isolated from etcd and the controllers (tidemark fault isolate --broker %d); its clients still reach it", f.OldLeader, f.OldLeader)
 	p, err = r.waitFor("a new leader", func(p *adminv1.PartitionView) bool {
 		return p.GetLeader() > 0 && p.GetLeader() != f.OldLeader
 	})
@@ -762,15 +792,20 @@ func playIsolatedLeader(r *run) (facts, error) {
 	f.RefusedAll = r.produceTo(f.OldLeader, -1, "late-all")
 	r.step("the old leader, which the controller can no longer tell of the election, is fenced: acks=1 -> %s, acks=all -> %s",
 		orAcked(f.Refused1), orAcked(f.RefusedAll))
-	if err := r.isolate(f.OldLeader, false); err != nil {
+	if err := r.isolate(f.OldLeader, false, false); err != nil {
 		return f, err
 	}
-	for _, fl := range fs {
-		if err := r.cutLinks(f.OldLeader, fl, false); err != nil {
-			return f, err
+	if whole {
+		r.step("T4: healed (tidemark fault heal-isolation --broker %d, its links to the other brokers with it): broker %d registers again as a new broker epoch",
+			f.OldLeader, f.OldLeader)
+	} else {
+		for _, fl := range fs {
+			if err := r.cutLinks(f.OldLeader, fl, false); err != nil {
+				return f, err
+			}
 		}
+		r.step("T4: healed (tidemark fault heal-isolation --broker %d, tidemark fault heal --both): broker %d registers again as a new broker epoch", f.OldLeader, f.OldLeader)
 	}
-	r.step("T4: healed (tidemark fault heal-isolation --broker %d, tidemark fault heal --both): broker %d registers again as a new broker epoch", f.OldLeader, f.OldLeader)
 	if p, err = r.waitFor("the old leader back in the ISR", func(p *adminv1.PartitionView) bool { return inISR(p, f.OldLeader) }); err == nil {
 		f.Rejoined, f.Follows = true, p.GetLeader() != f.OldLeader
 		r.step("broker %d follows broker %d: it truncated to the epoch %d log, caught up and rejoined the ISR", f.OldLeader, p.GetLeader(), f.NewEpoch)
@@ -791,6 +826,21 @@ func playIsolatedLeader(r *run) (facts, error) {
 	r.step("read back (%d records to offset %d): %d of %d orphans, %d of %d acknowledged acks=all writes missing",
 		len(read), end, f.OrphansKept, f.Orphans, f.Lost, f.Acked)
 	return f, nil
+}
+
+// orphans sends three acks=1 writes to broker id itself, cut off from its
+// followers, and returns those it acknowledged and the error names of the
+// others.
+func (r *run) orphans(id int32) (acked, refused []string) {
+	for i := range 3 {
+		v := fmt.Sprintf("orphan-%d", i)
+		if code := r.produceTo(id, 1, v); code != "" {
+			refused = append(refused, code)
+			continue
+		}
+		acked = append(acked, v)
+	}
+	return acked, refused
 }
 
 // orAcked names an answer: an error name, or "acknowledged".

@@ -835,15 +835,16 @@ func (r *run) cutLinks(a, b int32, cut bool) error {
 	return nil
 }
 
-// isolate cuts broker id off from etcd and the controllers (or heals it),
-// while its clients and the other brokers still reach it.
-func (r *run) isolate(id int32, isolate bool) error {
+// isolate cuts broker id off from etcd and the controllers, and with peers
+// from the other brokers too (or heals it), while its clients still reach
+// it.
+func (r *run) isolate(id int32, isolate, peers bool) error {
 	r.touched.broker(id)
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
 	var err error
 	if isolate {
-		_, err = r.faults[id-1].Isolate(ctx, &faultv1.IsolateRequest{BrokerId: id})
+		_, err = r.faults[id-1].Isolate(ctx, &faultv1.IsolateRequest{BrokerId: id, Peers: peers})
 	} else {
 		_, err = r.faults[id-1].HealIsolation(ctx, &faultv1.HealIsolationRequest{BrokerId: id})
 	}

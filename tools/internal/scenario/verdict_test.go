@@ -150,7 +150,7 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("scenario %s lacks a title, a note section, a rule or a play", s.Name)
 		}
 	}
-	for _, n := range []string{"hw-walkthrough", "follower-lag", "leader-crash", "network-partition", "isolated-leader", "min-isr", "unclean-election",
+	for _, n := range []string{"hw-walkthrough", "follower-lag", "leader-crash", "network-partition", "isolated-leader", "partitioned-leader", "min-isr", "unclean-election",
 		"kip101", "fast-leader-changes", "preferred-election", "controller-failover"} {
 		if !seen[n] {
 			t.Errorf("scenario %s missing", n)

@@ -33,7 +33,8 @@ type Replication struct {
 	// trip (a parked fetch answers at once), so the broker can stop.
 	Draining context.Context
 	// Faults, when set, holds the answers to a broker this broker's link
-	// to is cut until it heals.
+	// to is cut until it heals, and the other brokers' requests while an
+	// isolation cuts this broker from them.
 	Faults *replica.Faults
 }
 
@@ -43,6 +44,17 @@ func (s *Replication) awaitLink(ctx context.Context, id int32) error {
 		return nil
 	}
 	return s.Faults.AwaitLink(ctx, id)
+}
+
+// awaitArrival holds a request from another broker, unserved, while an
+// isolation cuts this broker from its peers: on a partitioned network it
+// would not have arrived, so it must not move the follower's offsets, the
+// ISR or the high watermark here until the partition heals.
+func (s *Replication) awaitArrival(ctx context.Context) error {
+	if s.Faults == nil {
+		return nil
+	}
+	return s.Faults.AwaitArrival(ctx)
 }
 
 var _ replicationv1.ReplicationServiceServer = (*Replication)(nil)
@@ -63,6 +75,9 @@ func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_Repli
 			return nil
 		}
 		if err != nil {
+			return err
+		}
+		if err := s.awaitArrival(ctx); err != nil {
 			return err
 		}
 		resp, answers, err := s.fetchOnce(ctx, req)
@@ -164,6 +179,9 @@ const tracerName = "tidemark.io/services/broker/grpcapi"
 
 // OffsetForLeaderEpoch answers where each asked epoch ends.
 func (s *Replication) OffsetForLeaderEpoch(ctx context.Context, req *replicationv1.OffsetForLeaderEpochRequest) (*replicationv1.OffsetForLeaderEpochResponse, error) {
+	if err := s.awaitArrival(ctx); err != nil {
+		return nil, err
+	}
 	resp := &replicationv1.OffsetForLeaderEpochResponse{}
 	for _, p := range req.GetPartitions() {
 		tp := replica.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
@@ -271,17 +289,19 @@ func (s *Faults) ClearFaults(context.Context, *faultv1.ClearFaultsRequest) (*fau
 // ListFaults lists the faults in force.
 func (s *Faults) ListFaults(context.Context, *faultv1.ListFaultsRequest) (*faultv1.ListFaultsResponse, error) {
 	isolated, _ := s.F.Isolation()
-	return &faultv1.ListFaultsResponse{Faults: toProto(s.F.List()), Links: linksProto(s.F.Links()), Isolated: isolated}, nil
+	return &faultv1.ListFaultsResponse{Faults: toProto(s.F.List()), Links: linksProto(s.F.Links()),
+		Isolated: isolated, IsolatedFromPeers: s.F.IsolatedFromPeers()}, nil
 }
 
-// Isolate cuts this broker off from etcd and from the controllers.
-func (s *Faults) Isolate(context.Context, *faultv1.IsolateRequest) (*faultv1.IsolateResponse, error) {
-	return &faultv1.IsolateResponse{}, s.F.Isolate(true)
+// Isolate cuts this broker off from etcd and from the controllers, and
+// with peers from the other brokers too.
+func (s *Faults) Isolate(_ context.Context, req *faultv1.IsolateRequest) (*faultv1.IsolateResponse, error) {
+	return &faultv1.IsolateResponse{}, s.F.Isolate(true, req.GetPeers())
 }
 
 // HealIsolation undoes Isolate.
 func (s *Faults) HealIsolation(context.Context, *faultv1.HealIsolationRequest) (*faultv1.HealIsolationResponse, error) {
-	return &faultv1.HealIsolationResponse{}, s.F.Isolate(false)
+	return &faultv1.HealIsolationResponse{}, s.F.Isolate(false, false)
 }
 
 // CutLink loses what this broker sends to another broker.

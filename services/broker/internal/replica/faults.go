@@ -29,11 +29,14 @@ type Faults struct {
 	mu      lockorder.RWMutex[lockorder.Leaf]
 	list    []Fault
 	// cut are the brokers nothing this broker sends reaches; isolated cuts
-	// it off from etcd and the controllers. healed is closed and replaced
-	// at each change of either, for the traffic held until its link heals.
-	cut      []int32
-	isolated bool
-	healed   chan struct{}
+	// it off from etcd and the controllers, and isolatedPeers (only while
+	// isolated) from every other broker too, both ways. healed is closed
+	// and replaced at each change of any, for the traffic held until its
+	// link heals.
+	cut           []int32
+	isolated      bool
+	isolatedPeers bool
+	healed        chan struct{}
 }
 
 // NewFaults returns a registry; disabled ones refuse every change.
@@ -76,25 +79,29 @@ func (f *Faults) Clear() error {
 	}
 	f.mu.Lock()
 	f.list = nil
-	f.isolated = false
+	f.isolated, f.isolatedPeers = false, false
 	f.setCutLocked(nil)
 	f.mu.Unlock()
 	return nil
 }
 
-// Isolate(true) cuts this broker off from etcd and from the controllers,
-// as a network partition that leaves it only its clients and the other
-// brokers: the bytes of its connections to them stop flowing both ways,
-// new connections do not open, and the controllers' requests to it are
-// lost (netcut, and the broker's isolation.go). Isolate(false) heals it.
-func (f *Faults) Isolate(isolated bool) error {
+// Isolate(true, peers) cuts this broker off from etcd and from the
+// controllers, as a network partition that leaves it its clients and, unless
+// peers, the other brokers: the bytes of its connections to etcd and the
+// controllers stop flowing both ways, new ones do not open, and the
+// controllers' requests to it are lost (netcut, and the broker's
+// isolation.go). With peers its replication links to and from every other
+// broker are cut as well (LinkCut, AwaitLink, AwaitArrival). Isolating an
+// isolated broker sets peers anew. Isolate(false, _) heals it all.
+func (f *Faults) Isolate(isolated, peers bool) error {
 	if err := f.check(); err != nil {
 		return err
 	}
+	peers = peers && isolated
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.isolated != isolated {
-		f.isolated = isolated
+	if f.isolated != isolated || f.isolatedPeers != peers {
+		f.isolated, f.isolatedPeers = isolated, peers
 		f.setCutLocked(f.cut)
 	}
 	return nil
@@ -106,6 +113,14 @@ func (f *Faults) Isolation() (bool, <-chan struct{}) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.isolated, f.healed
+}
+
+// IsolatedFromPeers reports whether the isolation cuts the replication
+// links to and from the other brokers too.
+func (f *Faults) IsolatedFromPeers() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.isolatedPeers
 }
 
 // CutLink loses what this broker sends to broker to: the fetchers
@@ -156,21 +171,42 @@ func (f *Faults) Links() []int32 {
 	return slices.Clone(f.cut)
 }
 
-// LinkCut reports whether what this broker sends to broker to is lost.
+// LinkCut reports whether what this broker sends to broker to is lost: its
+// link to to is cut, or an isolation cuts it from every other broker.
 func (f *Faults) LinkCut(to int32) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return slices.Contains(f.cut, to)
+	return f.linkCutLocked(to)
+}
+
+// linkCutLocked is LinkCut with f.mu held.
+func (f *Faults) linkCutLocked(to int32) bool {
+	return f.isolatedPeers || slices.Contains(f.cut, to)
 }
 
 // AwaitLink returns once this broker's link to broker to is up, or with
 // ctx's error when ctx ends first: an answer to that broker waits here.
 func (f *Faults) AwaitLink(ctx context.Context, to int32) error {
+	return f.await(ctx, func() bool { return f.linkCutLocked(to) })
+}
+
+// AwaitArrival returns once what the other brokers send reaches this
+// broker, or with ctx's error when ctx ends first: a request from one of
+// them waits here, unserved, while an isolation cuts this broker from its peers (as
+// TCP delivers it once the network is back). A one-way cut of this
+// broker's own link (CutLink) loses only what this broker sends: the
+// requests arriving are served and their answers held (AwaitLink).
+func (f *Faults) AwaitArrival(ctx context.Context) error {
+	return f.await(ctx, func() bool { return f.isolatedPeers })
+}
+
+// await waits until cut, read with f.mu held, is false or ctx ends.
+func (f *Faults) await(ctx context.Context, cut func() bool) error {
 	for {
 		f.mu.RLock()
-		cut, healed := slices.Contains(f.cut, to), f.healed
+		isCut, healed := cut(), f.healed
 		f.mu.RUnlock()
-		if !cut {
+		if !isCut {
 			return nil
 		}
 		select {

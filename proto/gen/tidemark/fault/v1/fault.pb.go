@@ -328,9 +328,12 @@ type ListFaultsResponse struct {
 	Faults []*FetchFault          `protobuf:"bytes,1,rep,name=faults,proto3" json:"faults,omitempty"`
 	Links  []*LinkFault           `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
 	// The broker is cut off from etcd and the controllers (Isolate).
-	Isolated      bool `protobuf:"varint,3,opt,name=isolated,proto3" json:"isolated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Isolated bool `protobuf:"varint,3,opt,name=isolated,proto3" json:"isolated,omitempty"`
+	// The isolation cuts its replication links to and from every other
+	// broker too (IsolateRequest.peers).
+	IsolatedFromPeers bool `protobuf:"varint,4,opt,name=isolated_from_peers,json=isolatedFromPeers,proto3" json:"isolated_from_peers,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ListFaultsResponse) Reset() {
@@ -380,6 +383,13 @@ func (x *ListFaultsResponse) GetLinks() []*LinkFault {
 func (x *ListFaultsResponse) GetIsolated() bool {
 	if x != nil {
 		return x.Isolated
+	}
+	return false
+}
+
+func (x *ListFaultsResponse) GetIsolatedFromPeers() bool {
+	if x != nil {
+		return x.IsolatedFromPeers
 	}
 	return false
 }
@@ -632,7 +642,15 @@ func (x *HealLinkResponse) GetLinks() []*LinkFault {
 type IsolateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// As SetFetchFaultRequest.broker_id.
-	BrokerId      int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerId int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// Also cut every replication link to and from every other broker, both
+	// ways, for as long as the isolation lasts: its fetches as a follower
+	// are not sent, the other brokers' fetches and leader epoch lookups
+	// reach it only once the isolation heals (neither served nor answered
+	// meanwhile), and answers it owes them are held until then. Isolating
+	// an isolated broker again sets this anew; HealIsolation and ClearFaults
+	// end it with the isolation.
+	Peers         bool `protobuf:"varint,2,opt,name=peers,proto3" json:"peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -672,6 +690,13 @@ func (x *IsolateRequest) GetBrokerId() int32 {
 		return x.BrokerId
 	}
 	return 0
+}
+
+func (x *IsolateRequest) GetPeers() bool {
+	if x != nil {
+		return x.Peers
+	}
+	return false
 }
 
 type IsolateResponse struct {
@@ -811,11 +836,12 @@ const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x15\n" +
 	"\x13ClearFaultsResponse\"0\n" +
 	"\x11ListFaultsRequest\x12\x1b\n" +
-	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x9b\x01\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\xcb\x01\n" +
 	"\x12ListFaultsResponse\x125\n" +
 	"\x06faults\x18\x01 \x03(\v2\x1d.tidemark.fault.v1.FetchFaultR\x06faults\x122\n" +
 	"\x05links\x18\x02 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\x12\x1a\n" +
-	"\bisolated\x18\x03 \x01(\bR\bisolated\"-\n" +
+	"\bisolated\x18\x03 \x01(\bR\bisolated\x12.\n" +
+	"\x13isolated_from_peers\x18\x04 \x01(\bR\x11isolatedFromPeers\"-\n" +
 	"\tLinkFault\x12 \n" +
 	"\fto_broker_id\x18\x01 \x01(\x05R\n" +
 	"toBrokerId\"O\n" +
@@ -830,9 +856,10 @@ const file_tidemark_fault_v1_fault_proto_rawDesc = "" +
 	"\fto_broker_id\x18\x02 \x01(\x05R\n" +
 	"toBrokerId\"F\n" +
 	"\x10HealLinkResponse\x122\n" +
-	"\x05links\x18\x01 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\"-\n" +
+	"\x05links\x18\x01 \x03(\v2\x1c.tidemark.fault.v1.LinkFaultR\x05links\"C\n" +
 	"\x0eIsolateRequest\x12\x1b\n" +
-	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x11\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
+	"\x05peers\x18\x02 \x01(\bR\x05peers\"\x11\n" +
 	"\x0fIsolateResponse\"3\n" +
 	"\x14HealIsolationRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x17\n" +

@@ -54,10 +54,12 @@ type FaultInjectionServiceClient interface {
 	// ways, as a network partition that leaves it its clients and the other
 	// brokers: its connections to them stop carrying bytes (its lease
 	// keepalives, watches and transactions, its controller session and ISR
-	// changes), new ones do not open, and the controllers' requests to it are
-	// lost. Its lease expires: it fences itself as leader, the controller
-	// elects other leaders, and once healed it registers again and follows.
-	// Combine with CutLink to cut it off from the other brokers too.
+	// changes), new ones do not open, and the controllers' requests to it,
+	// their health probes included, are lost. Its lease expires: it fences
+	// itself as leader, the controller elects other leaders, and once healed
+	// it registers again and follows. With peers set it is cut off from the
+	// other brokers too (see IsolateRequest.peers), as a network partition
+	// of the whole node.
 	Isolate(ctx context.Context, in *IsolateRequest, opts ...grpc.CallOption) (*IsolateResponse, error)
 	// HealIsolation undoes Isolate (ClearFaults does too).
 	HealIsolation(ctx context.Context, in *HealIsolationRequest, opts ...grpc.CallOption) (*HealIsolationResponse, error)
@@ -163,10 +165,12 @@ type FaultInjectionServiceServer interface {
 	// ways, as a network partition that leaves it its clients and the other
 	// brokers: its connections to them stop carrying bytes (its lease
 	// keepalives, watches and transactions, its controller session and ISR
-	// changes), new ones do not open, and the controllers' requests to it are
-	// lost. Its lease expires: it fences itself as leader, the controller
-	// elects other leaders, and once healed it registers again and follows.
-	// Combine with CutLink to cut it off from the other brokers too.
+	// changes), new ones do not open, and the controllers' requests to it,
+	// their health probes included, are lost. Its lease expires: it fences
+	// itself as leader, the controller elects other leaders, and once healed
+	// it registers again and follows. With peers set it is cut off from the
+	// other brokers too (see IsolateRequest.peers), as a network partition
+	// of the whole node.
 	Isolate(context.Context, *IsolateRequest) (*IsolateResponse, error)
 	// HealIsolation undoes Isolate (ClearFaults does too).
 	HealIsolation(context.Context, *HealIsolationRequest) (*HealIsolationResponse, error)
