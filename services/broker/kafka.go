@@ -29,8 +29,9 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 	b.kafka = kafkaapi.New(kafkaapi.Options{
 		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
 		Admin: b.controllerAdmin, Authorizer: az, TLS: tlsCfg, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
-		LogDirs:   b.kafkaLogDirs,
-		Extension: &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},
+		LogDirs:            b.kafkaLogDirs,
+		CreateOffsetsTopic: groupHost{b: b}.CreateOffsetsTopic,
+		Extension:          &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},
 	})
 	go func() {
 		// Kafka clients are served once the broker knows the cluster, as

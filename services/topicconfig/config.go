@@ -78,6 +78,7 @@ type BrokerConfig struct {
 	ReplicaTruncationMode               string // TruncateByLeaderEpoch or TruncateByHighWatermark
 	DefaultReplicationFactor            int32
 	NumPartitions                       int32
+	AutoCreateTopicsEnable              bool // Metadata creates the unknown topics it names (Kafka's auto.create.topics.enable)
 	LogFlushFsyncEveryAppend            bool
 	LogRetentionCheckIntervalMs         int64
 	// How often the offset checkpoints are written (each an fsync).

@@ -48,6 +48,7 @@ func TestDefaultBroker(t *testing.T) {
 		ReplicaTruncationMode:                    TruncateByLeaderEpoch,
 		DefaultReplicationFactor:                 1,
 		NumPartitions:                            1,
+		AutoCreateTopicsEnable:                   true,
 		LogFlushFsyncEveryAppend:                 false,
 		LogRetentionCheckIntervalMs:              300000,
 		ReplicaHighWatermarkCheckpointIntervalMs: 5000,

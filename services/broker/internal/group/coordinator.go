@@ -477,7 +477,14 @@ func (c *Coordinator) expire() {
 				if hasGroup && !members && g.StateSince.After(since) {
 					since = g.StateSince
 				}
-				if s.inflight[id][tp] == 0 && now.Sub(since) > retention {
+				expired := now.Sub(since) > retention
+				if o.ExpireTimestamp != 0 {
+					// A commit with a retention of its own (OffsetCommit
+					// v2-v4) expires at its time, as Kafka's old
+					// semantics: the group's retention does not apply.
+					expired = now.UnixMilli() >= o.ExpireTimestamp
+				}
+				if s.inflight[id][tp] == 0 && expired {
 					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(id, tp.Topic, tp.Partition)})
 					drops = append(drops, groupTP{id, tp})
 					delete(offs, tp)

@@ -14,6 +14,11 @@ import (
 //	offset commit key   v1: int16 version=1, string group, string topic, int32 partition
 //	offset commit value v3: int16 version=3, int64 offset, int32 leader_epoch,
 //	                        string metadata, int64 commit_timestamp
+//	offset commit value v1: int16 version=1, int64 offset, string metadata,
+//	                        int64 commit_timestamp, int64 expire_timestamp
+//	                        (a commit with a retention of its own, as Kafka
+//	                        writes it: v1 is the value with an expiry, and
+//	                        has no leader epoch)
 //	group metadata key  v2: int16 version=2, string group
 //	group metadata value v3: int16 version=3, string protocol_type, int32 generation,
 //	                        nullable string protocol, nullable string leader,
@@ -28,8 +33,11 @@ import (
 const (
 	offsetKeyVersion   = 1
 	offsetValueVersion = 3
-	groupKeyVersion    = 2
-	groupValueVersion  = 3
+	// offsetExpiringValueVersion is the value of an offset with an expire
+	// timestamp.
+	offsetExpiringValueVersion = 1
+	groupKeyVersion            = 2
+	groupValueVersion          = 3
 )
 
 // Key is a decoded record key: an offset commit's (Topic set) or a group's.
@@ -47,6 +55,10 @@ type OffsetValue struct {
 	LeaderEpoch     int32
 	Metadata        string
 	CommitTimestamp int64
+	// ExpireTimestamp, when not 0, is when the offset expires (ms since
+	// the epoch): the commit asked for a retention of its own (Kafka's
+	// OffsetCommit v2-v4 retention_time_ms).
+	ExpireTimestamp int64
 }
 
 // GroupValue is the persisted form of a group: enough for a new
@@ -93,6 +105,14 @@ func GroupKey(group string) []byte {
 // EncodeOffset encodes an offset commit value.
 func EncodeOffset(v OffsetValue) []byte {
 	var w writer
+	if v.ExpireTimestamp != 0 {
+		w.i16(offsetExpiringValueVersion)
+		w.i64(v.Offset)
+		w.str(v.Metadata)
+		w.i64(v.CommitTimestamp)
+		w.i64(v.ExpireTimestamp)
+		return w.b
+	}
 	w.i16(offsetValueVersion)
 	w.i64(v.Offset)
 	w.i32(v.LeaderEpoch)
@@ -142,14 +162,22 @@ func DecodeKey(b []byte) (Key, error) {
 	return k, r.done("key")
 }
 
-// DecodeOffset decodes an offset commit value (version 3 only: tidemark
-// writes no other).
+// DecodeOffset decodes an offset commit value: version 3, or version 1
+// (an offset with an expire timestamp; its leader epoch is -1, unknown).
 func DecodeOffset(b []byte) (OffsetValue, error) {
 	r := reader{b: b}
-	if v := r.i16(); v != offsetValueVersion {
-		return OffsetValue{}, fmt.Errorf("offset value version %d, want %d", v, offsetValueVersion)
+	var out OffsetValue
+	switch v := r.i16(); v {
+	case offsetValueVersion:
+		out = OffsetValue{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str(), CommitTimestamp: r.i64()}
+	case offsetExpiringValueVersion:
+		out = OffsetValue{Offset: r.i64(), LeaderEpoch: -1, Metadata: r.str(), CommitTimestamp: r.i64(), ExpireTimestamp: r.i64()}
+		if out.ExpireTimestamp == -1 {
+			out.ExpireTimestamp = 0 // none, as Kafka reads it
+		}
+	default:
+		return OffsetValue{}, fmt.Errorf("offset value version %d, want %d or %d", v, offsetValueVersion, offsetExpiringValueVersion)
 	}
-	out := OffsetValue{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str(), CommitTimestamp: r.i64()}
 	return out, r.done("offset value")
 }
 

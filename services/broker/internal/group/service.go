@@ -247,6 +247,7 @@ func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitReq
 	out := &groupv1.OffsetCommitResponse{}
 	var entries []commitEntry
 	now := c.now()
+	expire := expireTimestamp(req.RetentionTimeMs, now)
 	for _, t := range req.GetTopics() {
 		if t.GetName() == "" {
 			return nil, kerr.BadField(kerr.InvalidTopicException, "topics.name", "must not be empty")
@@ -266,7 +267,7 @@ func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitReq
 			default:
 				id, _ := c.host.TopicID(t.GetName())
 				entries = append(entries, commitEntry{tp: TP{t.GetName(), p.GetPartition()},
-					v:       OffsetValue{Offset: p.GetCommittedOffset(), LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: p.GetMetadata(), CommitTimestamp: now.UnixMilli()},
+					v:       OffsetValue{Offset: p.GetCommittedOffset(), LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: p.GetMetadata(), CommitTimestamp: now.UnixMilli(), ExpireTimestamp: expire},
 					topicID: id})
 			}
 		}
@@ -275,6 +276,18 @@ func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitReq
 		return nil, err
 	}
 	return out, nil
+}
+
+// expireTimestamp is when a commit made at now with the retention asked
+// for expires, as Kafka's OffsetCommit v2-v4 sets it: commit time plus
+// retention, unless the retention is unset or -1 (0: none, the broker's
+// offsets.retention.minutes applies). A time at or before the epoch is
+// kept at 1 ms after it, already past: 0 and -1 mean none.
+func expireTimestamp(retentionMs *int64, now time.Time) int64 {
+	if retentionMs == nil || *retentionMs == -1 {
+		return 0
+	}
+	return max(now.UnixMilli()+*retentionMs, 1)
 }
 
 // knownPartition reports whether the metadata holds tp, as Kafka checks

@@ -489,7 +489,11 @@ func (g *Group) completeJoin(now time.Time) Effects {
 	g.initialJoin = false
 	g.Generation++
 	if len(g.members) == 0 {
-		g.Protocol, g.Leader, g.ProtocolType = "", "", ""
+		// The protocol type stays, as Kafka's initNextGeneration keeps it:
+		// DescribeGroups and ListGroups show an emptied consumer group as
+		// "consumer", and only a group no member ever joined (offsets
+		// committed from outside) has none.
+		g.Protocol, g.Leader = "", ""
 		g.transition(Empty, now)
 		eff.Persist = true
 		return eff

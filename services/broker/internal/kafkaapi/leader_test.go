@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"encoding/base64"
+	"maps"
 	"testing"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
@@ -30,13 +31,20 @@ func withLeader(t *testing.T) *Server {
 // withLeader leads t-0.
 func withLeaderOf(t *testing.T, partitions int32) *Server {
 	t.Helper()
+	return withLeaderConfigured(t, partitions, nil)
+}
+
+// withLeaderConfigured is withLeaderOf with static broker configs.
+func withLeaderConfigured(t *testing.T, partitions int32, static map[string]string) *Server {
+	t.Helper()
 	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", NoBackground: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	meta := metadata.New()
-	rm, err := replica.New(replica.Options{BrokerID: 1, Logs: logs, Meta: meta,
-		Static: map[string]string{"replica.lag.time.max.ms": "600000"}})
+	settings := map[string]string{"replica.lag.time.max.ms": "600000"}
+	maps.Copy(settings, static)
+	rm, err := replica.New(replica.Options{BrokerID: 1, Logs: logs, Meta: meta, Static: settings})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,8 @@ func topicUUID(id string) [16]byte {
 // partitions, ISR, offline replicas and error codes), with each broker's
 // Kafka listener address and topic ids from the metadata cache. The
 // controller Kafka clients are told of is this broker: it forwards the
-// controller's requests (admin.go).
+// controller's requests (admin.go). A named topic that does not exist may
+// be created (answerMissing, auto.create.topics.enable).
 func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
@@ -127,10 +128,25 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 		}
 		return resp
 	}
+	var missing map[string]int16 // the error of each named topic that does not exist
+	if !all {
+		var names []string
+		for _, t := range gresp.GetTopics() {
+			if kerr.Code(protoCode(t.GetErrorCode())) == kerr.UnknownTopicOrPartition {
+				names = append(names, t.GetName())
+			}
+		}
+		if len(names) > 0 {
+			missing = s.answerMissing(ctx, req, names)
+		}
+	}
 	for _, t := range gresp.GetTopics() {
 		name := t.GetName()
 		kt := kmsg.NewMetadataResponseTopic()
 		kt.Topic, kt.ErrorCode, kt.TopicID = &name, protoCode(t.GetErrorCode()), topicUUID(meta.TopicID(name))
+		if c, ok := missing[name]; ok {
+			kt.ErrorCode = c
+		}
 		kt.IsInternal = topicconfig.IsInternal(name) // __consumer_offsets, as Kafka marks it
 		for _, p := range t.GetPartitions() {
 			kt.Partitions = append(kt.Partitions, kmsg.MetadataResponseTopicPartition{

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 )
@@ -28,9 +29,9 @@ const produceWorkers = 512
 // handleProduce appends each partition's batch through the gRPC Produce
 // handler (validation, leader fence, idempotence, acks=all purgatory,
 // quotas), up to produceWorkers partitions at once, taken in request
-// order, a partition named more than once served once with its last
-// entry. acks=0 is answered with nothing, as Kafka does. A request's
-// timeout above request.timeout.max.ms is lowered to it: Kafka's clients
+// order, a partition named more than once served once (distinctProduce).
+// acks=0 is answered with nothing, as Kafka does. A request's timeout
+// above request.timeout.max.ms is lowered to it: Kafka's clients
 // send their own request timeout here. A timeout of 0 (or below) does not
 // wait, as in Kafka: acks=-1 is answered at once, REQUEST_TIMED_OUT unless
 // the ISR already has the batch (gRPC's timeout_ms 0 means the default
@@ -38,11 +39,10 @@ const produceWorkers = 512
 func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	// A partition named twice is appended once, with its last entry, and
-	// answered once, as Kafka's handleProduceRequest does.
-	req.Topics = lastOfEach(req.Topics, func(t *kmsg.ProduceRequestTopic) string { return t.Topic },
-		func(t *kmsg.ProduceRequestTopic) *[]kmsg.ProduceRequestTopicPartition { return &t.Partitions },
-		func(p *kmsg.ProduceRequestTopicPartition) int32 { return p.Partition })
+	// A partition named twice is appended once and answered once, as
+	// Kafka's handleProduceRequest does (distinctProduce).
+	var refused map[replica.TP]copyRefusal
+	req.Topics, refused = distinctProduce(req.Version, req.Topics)
 	timeout := min(max(req.TimeoutMillis, 0), s.opts.RM.BrokerConfig().RequestTimeoutMaxMs)
 	s.opts.Broker.WaitProduceThrottle(ctx) // before anything is appended or the next request may start
 	// One deadline for the request, as Kafka's one DelayedProduce: an
@@ -97,7 +97,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 				var once sync.Once
 				done := func() { once.Do(partDone) }
 				wait := max(time.Until(deadline), 0)
-				ms := s.producePartition(replica.WithAppended(ctx, done), req, e.topic, e.p, timeout, wait, e.rp)
+				ms := s.producePartition(replica.WithAppended(ctx, done), req, e.topic, e.p, refused[replica.TP{Topic: e.topic, Partition: e.p.Partition}], timeout, wait, e.rp)
 				done()
 				mu.Lock()
 				throttle = max(throttle, ms)
@@ -170,10 +170,71 @@ func checkProduceBatch(version int16, records []byte) (int16, string) {
 	return 0, ""
 }
 
-// producePartition serves one partition entry: timeout is the request's
-// (in ms, as the gRPC request carries it), wait what is left of it for an
+// copyRefusal is what checkProduceBatch said of a copy of a partition
+// named more than once in a Produce.
+type copyRefusal struct {
+	code int16
+	msg  string
+}
+
+// distinctProduce reads a Produce's entries into one per partition, as
+// Kafka's handleProduceRequest reads them into maps keyed by
+// topic-partition: a copy that passes validateRecords (checkProduceBatch)
+// goes into the map of records to append, one that fails into the map of
+// refusals, a later copy replacing an earlier one in either. So the
+// partition is appended with its last valid copy, if any, and answered
+// with its last invalid copy's error, if any: Kafka's answer puts the
+// refusals over the append's result. The entry kept is placed as
+// lastOfEach places it.
+func distinctProduce(version int16, topics []kmsg.ProduceRequestTopic) ([]kmsg.ProduceRequestTopic, map[replica.TP]copyRefusal) {
+	out := lastOfEach(topics, func(t *kmsg.ProduceRequestTopic) string { return t.Topic },
+		func(t *kmsg.ProduceRequestTopic) *[]kmsg.ProduceRequestTopicPartition { return &t.Partitions },
+		func(p *kmsg.ProduceRequestTopicPartition) int32 { return p.Partition })
+	if len(topics) == 1 && len(topics[0].Partitions) <= 1 {
+		return out, nil // the usual produce: nothing can repeat
+	}
+	copies := map[replica.TP]int{}
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			copies[replica.TP{Topic: t.Topic, Partition: p.Partition}]++
+		}
+	}
+	valid := map[replica.TP][]byte{}
+	var refused map[replica.TP]copyRefusal
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			tp := replica.TP{Topic: t.Topic, Partition: p.Partition}
+			if copies[tp] < 2 {
+				continue
+			}
+			if c, m := checkProduceBatch(version, p.Records); c != 0 {
+				if refused == nil {
+					refused = map[replica.TP]copyRefusal{}
+				}
+				refused[tp] = copyRefusal{c, m}
+				continue
+			}
+			valid[tp] = p.Records
+		}
+	}
+	for i := range out {
+		for j := range out[i].Partitions {
+			p := &out[i].Partitions[j]
+			if r, ok := valid[replica.TP{Topic: out[i].Topic, Partition: p.Partition}]; ok {
+				p.Records = r
+			}
+		}
+	}
+	return out, refused
+}
+
+// producePartition serves one partition entry: refusal, when set, is the
+// error of an invalid copy of a partition named more than once (the entry
+// holds its last valid copy, if any: it is appended, and the refusal is
+// the answer all the same, as Kafka's); timeout is the request's (in ms,
+// as the gRPC request carries it), wait what is left of it for an
 // acks=all wait.
-func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, p kmsg.ProduceRequestTopicPartition, timeout int32, wait time.Duration, rp *kmsg.ProduceResponseTopicPartition) int32 {
+func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, p kmsg.ProduceRequestTopicPartition, refusal copyRefusal, timeout int32, wait time.Duration, rp *kmsg.ProduceResponseTopicPartition) int32 {
 	fail := func(err error) int32 {
 		rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
 		rp.BaseOffset = -1
@@ -192,9 +253,25 @@ func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 	if err := s.authorize(ctx, brokerv1.BrokerService_Produce_FullMethodName, greq); err != nil {
 		return fail(err)
 	}
-	if c, m := checkProduceBatch(req.Version, p.Records); c != 0 {
+	c, m := checkProduceBatch(req.Version, p.Records)
+	if c != 0 || refusal.code != 0 {
+		// Kafka looks for the partition in its metadata before it
+		// validates the records: an unknown one is that, whatever the
+		// batch.
+		meta := s.opts.RM.Meta()
+		if _, ok := meta.Partition(metadata.TP{Topic: topic, Partition: p.Partition}); !ok && meta.Initialised() {
+			return fail(kerr.New(kerr.UnknownTopicOrPartition, "partition %s-%d does not exist", topic, p.Partition))
+		}
+	}
+	if c != 0 {
 		rp.ErrorCode, rp.ErrorMessage, rp.BaseOffset = c, &m, -1
 		return 0
+	}
+	if refusal.code != 0 {
+		defer func() {
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage, rp.BaseOffset = p.Partition, refusal.code, &refusal.msg, -1
+		}()
 	}
 	if err := s.opts.Broker.CheckBatchClaims(p.Records); err != nil {
 		return fail(err)

@@ -125,3 +125,65 @@ func TestProduceKeepsTheLastEntryOfAPartitionNamedTwice(t *testing.T) {
 		t.Fatalf("log end %d holding %q, want the last entry's one record", leo, read.Records)
 	}
 }
+
+// A Produce naming a partition twice, one copy a batch of magic 1, is read
+// as Kafka's handleProduceRequest reads it: the valid copy goes into the
+// map of records to append and the invalid one into the map of refusals,
+// so the valid copy is appended, whichever came last, and the answer is
+// the refusal, which Kafka puts over the append's result. An unknown
+// partition is UNKNOWN_TOPIC_OR_PARTITION whatever its batch, as Kafka
+// looks for it before validating. Before, only the last copy counted: a
+// valid first copy was dropped and an invalid first copy ignored.
+func TestProduceOfAPartitionNamedTwiceWithAnInvalidCopy(t *testing.T) {
+	magic1 := func(value string) []byte {
+		b := recordBatchOf(value)
+		b[16] = 1
+		return b
+	}
+	for _, c := range []struct {
+		name         string
+		first, last  []byte
+		wantAppended string
+	}{
+		{"valid then invalid", recordBatchOf("valid-first"), magic1("bad"), "valid-first"},
+		{"invalid then valid", magic1("bad"), recordBatchOf("valid-last"), "valid-last"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := withLeader(t)
+			req := kmsg.NewPtrProduceRequest()
+			req.SetVersion(9)
+			req.Acks, req.TimeoutMillis = 1, 1000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "t"
+			for _, records := range [][]byte{c.first, c.last} {
+				p := kmsg.NewProduceRequestTopicPartition()
+				p.Records = records
+				rt.Partitions = append(rt.Partitions, p)
+			}
+			unknown := kmsg.NewProduceRequestTopic()
+			unknown.Topic = "nope"
+			p := kmsg.NewProduceRequestTopicPartition()
+			p.Records = magic1("x")
+			unknown.Partitions = append(unknown.Partitions, p)
+			req.Topics = append(req.Topics, rt, unknown)
+			resp := s.handleProduce(context.Background(), &reqCtx{turn: make(chan struct{})}, req).(*kmsg.ProduceResponse)
+			if len(resp.Topics) != 2 || len(resp.Topics[0].Partitions) != 1 || len(resp.Topics[1].Partitions) != 1 {
+				t.Fatalf("answered %+v, want t-0 once and nope-0", resp.Topics)
+			}
+			if p := resp.Topics[0].Partitions[0]; kerr.Code(p.ErrorCode) != kerr.InvalidRecord || p.BaseOffset != -1 {
+				t.Errorf("t-0 answered %s at %d, want the invalid copy's INVALID_RECORD at -1", kerr.Code(p.ErrorCode), p.BaseOffset)
+			}
+			if p := resp.Topics[1].Partitions[0]; kerr.Code(p.ErrorCode) != kerr.UnknownTopicOrPartition {
+				t.Errorf("nope-0 answered %s, want UNKNOWN_TOPIC_OR_PARTITION", kerr.Code(p.ErrorCode))
+			}
+			r, _ := s.opts.RM.Replica(replica.TP{Topic: "t", Partition: 0})
+			read, err := r.Log().Read(0, 1<<20, r.Log().LogEndOffset())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if leo := r.Log().LogEndOffset(); leo != 1 || !bytes.Contains(read.Records, []byte(c.wantAppended)) {
+				t.Fatalf("log end %d holding %q, want the valid copy %q appended", leo, read.Records, c.wantAppended)
+			}
+		})
+	}
+}

@@ -38,6 +38,10 @@ type Options struct {
 	// Admin returns the active controller's AdminService, reached as this
 	// broker speaking for the caller in ctx.
 	Admin func(ctx context.Context) (adminv1.AdminServiceClient, error)
+	// CreateOffsetsTopic asks the active controller for __consumer_offsets,
+	// as the group coordinator does: a Metadata request may create it
+	// (auto.create.topics.enable). Nil: it is not created that way.
+	CreateOffsetsTopic func(ctx context.Context) error
 	// Authorizer decides each request as the gRPC methods are decided.
 	Authorizer *authz.Authorizer
 	// TLS, when set, makes the listener TLS with client certificates; the
@@ -69,6 +73,8 @@ type Server struct {
 	log     *slog.Logger
 	table   map[int16]api
 	metrics *metrics
+	// creating are the topics Metadata requests are having created.
+	creating creatingTopics
 
 	mu     sync.Mutex
 	lis    net.Listener

@@ -2,6 +2,7 @@ package kafkagroups
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -182,3 +183,47 @@ func TestListGroupsIgnoresStatesItDoesNotKnow(t *testing.T) {
 		t.Fatalf("no filter: code %d, groups %v, want both", code, ids)
 	}
 }
+
+// committing records the OffsetCommit requests it is given.
+type committing struct {
+	groupv1.UnimplementedGroupServiceServer
+	got []*groupv1.OffsetCommitRequest
+}
+
+func (c *committing) OffsetCommit(_ context.Context, req *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
+	c.got = append(c.got, req)
+	return &groupv1.OffsetCommitResponse{}, nil
+}
+
+// OffsetCommit v2-v4's retention_time_ms reaches the coordinator, which
+// expires the commit that long after it (Kafka's expireTimestamp); -1, and
+// every v5+ request (the field is gone), leave it unset: the broker's
+// offsets.retention.minutes. Before, it was dropped.
+func TestOffsetCommitPassesItsRetentionOn(t *testing.T) {
+	for _, c := range []struct {
+		version   int16
+		retention int64
+		want      *int64
+	}{{2, 60_000, msPtr(60_000)}, {4, 0, msPtr(0)}, {4, -1, nil}, {5, 60_000, nil}, {8, -1, nil}} {
+		svc := &committing{}
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Group, oc.Generation, oc.RetentionTimeMillis = "g", -1, c.retention
+		oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3}}}}
+		handle[*kmsg.OffsetCommitResponse](t, &Groups{Service: svc}, oc, c.version)
+		if len(svc.got) != 1 {
+			t.Fatalf("v%d: %d calls", c.version, len(svc.got))
+		}
+		got := svc.got[0].RetentionTimeMs
+		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+			show := func(p *int64) string {
+				if p == nil {
+					return "unset"
+				}
+				return fmt.Sprint(*p)
+			}
+			t.Errorf("v%d retention %d: passed on %s, want %s", c.version, c.retention, show(got), show(c.want))
+		}
+	}
+}
+
+func msPtr(v int64) *int64 { return &v }

@@ -9,12 +9,19 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
-// offsetCommit commits through the gRPC handler; a refusal of the whole
-// request (fenced member, not the coordinator, no authorization) is every
-// partition's error, as Kafka answers it.
+// offsetCommit commits through the gRPC handler, with v2-v4's
+// retention_time_ms; a refusal of the whole request (fenced member, not the
+// coordinator, no authorization) is every partition's error, as Kafka
+// answers it.
 func (g *Groups) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	greq := &groupv1.OffsetCommitRequest{GroupId: req.Group, GenerationId: req.Generation, MemberId: req.MemberID, GroupInstanceId: str(req.InstanceID)}
+	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
+		// v2-v4 carry the offsets' retention (-1: the broker's); v5
+		// dropped it (KIP-211).
+		r := req.RetentionTimeMillis
+		greq.RetentionTimeMs = &r
+	}
 	for _, t := range req.Topics {
 		gt := &groupv1.OffsetCommitTopic{Name: t.Topic}
 		for _, p := range t.Partitions {

@@ -139,7 +139,7 @@ func setTopicErr(res *adminv1.CreateTopicResult, err error) {
 func (c *core) createTopic(spec *adminv1.TopicSpec, validateOnly bool, res *adminv1.CreateTopicResult, then func(uint64, error)) {
 	name := spec.GetName()
 	fail := func(err error) { then(0, err) }
-	if err := placement.ValidateTopicName(name); err != nil {
+	if err := topicconfig.ValidateTopicName(name); err != nil {
 		fail(err)
 		return
 	}

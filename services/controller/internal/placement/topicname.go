@@ -1,5 +1,6 @@
 // Package placement holds the controller's pure topic-creation decisions:
-// topic name rules, replica assignment (Kafka's rack-aware round robin) and
+// topic name collisions (the name rules themselves are
+// topicconfig.ValidateTopicName, which brokers apply too), replica assignment (Kafka's rack-aware round robin) and
 // the checks on an assignment a client supplies.
 package placement
 
@@ -10,38 +11,6 @@ import (
 
 	"tidemark.io/services/platform/kerr"
 )
-
-// MaxTopicNameLength is Kafka's limit: a partition directory is named
-// <topic>-<partition> and must fit in 255 bytes (Topic.MAX_NAME_LENGTH).
-const MaxTopicNameLength = 249
-
-// ValidateTopicName applies Kafka's topic name rules (Topic.validate): not
-// empty, not "." or "..", at most 249 characters, only ASCII letters, digits,
-// '.', '_' and '-'. It returns INVALID_TOPIC_EXCEPTION saying which rule broke.
-func ValidateTopicName(name string) error {
-	switch {
-	case name == "":
-		return kerr.New(kerr.InvalidTopicException, "topic name is empty")
-	case name == "." || name == "..":
-		return kerr.New(kerr.InvalidTopicException, "topic name cannot be %q", name)
-	case len(name) > MaxTopicNameLength:
-		return kerr.New(kerr.InvalidTopicException, "topic name is %d characters long; the limit is %d",
-			len(name), MaxTopicNameLength)
-	}
-	for i := 0; i < len(name); i++ {
-		if !legalTopicChar(name[i]) {
-			return kerr.New(kerr.InvalidTopicException,
-				"topic name %q has illegal character %q at index %d; only ASCII letters, digits, '.', '_' and '-' are allowed",
-				name, string(rune(name[i])), i)
-		}
-	}
-	return nil
-}
-
-func legalTopicChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '.' || c == '_' || c == '-'
-}
 
 // CollisionKey maps a topic name to the name its metrics would use: Kafka
 // replaces '.' with '_' there, so "a.b" and "a_b" collide.

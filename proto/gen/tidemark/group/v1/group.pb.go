@@ -1251,6 +1251,12 @@ type OffsetCommitRequest struct {
 	MemberId        string               `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	GroupInstanceId string               `protobuf:"bytes,4,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
 	Topics          []*OffsetCommitTopic `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
+	// How long these offsets are kept (ms), Kafka's OffsetCommit v2-v4
+	// retention_time_ms: unset or -1 keeps them as offsets.retention.minutes
+	// says; any other value expires each that long after its commit (while
+	// no member of a Stable consumer group subscribes to its topic, as any
+	// offset expires), and is stored with it, surviving a coordinator move.
+	RetentionTimeMs *int64 `protobuf:"varint,6,opt,name=retention_time_ms,json=retentionTimeMs,proto3,oneof" json:"retention_time_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1318,6 +1324,13 @@ func (x *OffsetCommitRequest) GetTopics() []*OffsetCommitTopic {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *OffsetCommitRequest) GetRetentionTimeMs() int64 {
+	if x != nil && x.RetentionTimeMs != nil {
+		return *x.RetentionTimeMs
+	}
+	return 0
 }
 
 type OffsetCommitPartitionResult struct {
@@ -3212,13 +3225,15 @@ const file_tidemark_group_v1_group_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12H\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2(.tidemark.group.v1.OffsetCommitPartitionR\n" +
-	"partitions\"\xdc\x01\n" +
+	"partitions\"\xa3\x02\n" +
 	"\x13OffsetCommitRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rgeneration_id\x18\x02 \x01(\x05R\fgenerationId\x12\x1b\n" +
 	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12*\n" +
 	"\x11group_instance_id\x18\x04 \x01(\tR\x0fgroupInstanceId\x12<\n" +
-	"\x06topics\x18\x05 \x03(\v2$.tidemark.group.v1.OffsetCommitTopicR\x06topics\"y\n" +
+	"\x06topics\x18\x05 \x03(\v2$.tidemark.group.v1.OffsetCommitTopicR\x06topics\x12/\n" +
+	"\x11retention_time_ms\x18\x06 \x01(\x03H\x00R\x0fretentionTimeMs\x88\x01\x01B\x14\n" +
+	"\x12_retention_time_ms\"y\n" +
 	"\x1bOffsetCommitPartitionResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12<\n" +
 	"\n" +
@@ -3533,6 +3548,7 @@ func file_tidemark_group_v1_group_proto_init() {
 	if File_tidemark_group_v1_group_proto != nil {
 		return
 	}
+	file_tidemark_group_v1_group_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
