@@ -48,8 +48,8 @@ type GroupConsumer struct {
 
 	pollMu sync.Mutex // serializes Poll and Close
 
-	commitMu      sync.Mutex               // one commit at a time, so they reach the coordinator in order
-	lastCommitted map[TopicPartition]int64 // guarded by commitMu
+	commitMu      sync.Mutex                    // one commit at a time, so they reach the coordinator in order
+	lastCommitted map[TopicPartition]commitMark // guarded by commitMu
 
 	mu             sync.Mutex // guards everything below; never held across a call or callback
 	member         memberState
@@ -107,7 +107,7 @@ func NewGroupConsumer(c *Client, opts GroupOptions) (*GroupConsumer, error) {
 		wake:          make(chan struct{}, 1),
 		polled:        make(chan struct{}, 1),
 		loopDone:      make(chan struct{}),
-		lastCommitted: map[TopicPartition]int64{},
+		lastCommitted: map[TopicPartition]commitMark{},
 		member:        memberState{generation: -1},
 		parts:         map[TopicPartition]*partState{},
 	}
@@ -574,29 +574,45 @@ func (gc *GroupConsumer) commit(ctx context.Context, offsets map[TopicPartition]
 	return gc.commitLocked(ctx, offsets, auto)
 }
 
+// commitMark is the last offset this consumer committed for a partition,
+// during which assignment of it (ps).
+type commitMark struct {
+	off int64
+	ps  *partState
+}
+
 // commitLocked sends one OffsetCommit (retried on coordinator moves). An
-// auto-commit leaves out partitions whose position has not moved since
-// the last commit.
+// auto-commit leaves out partitions whose position is the one this
+// consumer committed last during the same assignment. Kafka's consumer
+// commits every position at each interval; an idle partition's commit is
+// left out here, but a position that moved backwards (a seek back) is
+// committed, and so is every partition's first position after it is
+// assigned: the group's commit may have moved meanwhile (an admin reset
+// while the group was empty), and before, a position below this consumer's
+// own last commit was left out until it passed it.
 func (gc *GroupConsumer) commitLocked(ctx context.Context, offsets map[TopicPartition]int64, auto bool) error {
+	gc.mu.Lock()
+	m := gc.member
+	epochs := map[TopicPartition]int32{}
+	assigned := make(map[TopicPartition]*partState, len(offsets))
+	for tp := range offsets {
+		ps := gc.parts[tp]
+		assigned[tp] = ps
+		if ps != nil && ps.consumed == offsets[tp] {
+			epochs[tp] = ps.epoch
+		}
+	}
+	gc.mu.Unlock()
 	if auto {
 		offsets = maps.Clone(offsets)
 		maps.DeleteFunc(offsets, func(tp TopicPartition, off int64) bool {
 			last, ok := gc.lastCommitted[tp]
-			return ok && off <= last
+			return ok && off == last.off && last.ps == assigned[tp]
 		})
 	}
 	if len(offsets) == 0 {
 		return nil
 	}
-	gc.mu.Lock()
-	m := gc.member
-	epochs := map[TopicPartition]int32{}
-	for tp := range offsets {
-		if ps := gc.parts[tp]; ps != nil && ps.consumed == offsets[tp] {
-			epochs[tp] = ps.epoch
-		}
-	}
-	gc.mu.Unlock()
 	req := &groupv1.OffsetCommitRequest{
 		GroupId: gc.opts.GroupID, GenerationId: m.generation, MemberId: m.id, GroupInstanceId: gc.opts.InstanceID,
 	}
@@ -633,7 +649,7 @@ func (gc *GroupConsumer) commitLocked(ctx context.Context, offsets map[TopicPart
 		return err
 	}
 	for tp, off := range offsets {
-		gc.lastCommitted[tp] = off
+		gc.lastCommitted[tp] = commitMark{off: off, ps: assigned[tp]}
 	}
 	return nil
 }

@@ -611,3 +611,56 @@ func TestGroupStaysStableThroughAQuietGap(t *testing.T) {
 	m1.close()
 	c.WaitFor(time.Minute, "the remaining member to take both partitions", func() bool { return len(m2.gc.Assignment()) == 2 })
 }
+
+// A member that left on its poll timeout while an operator moved the
+// group's commit back (the group was empty, so the reset was allowed)
+// rejoins at the reset offset and reads again from there; its automatic
+// commits must follow it from there. Before, the consumer left out every
+// position up to its own last commit, so the group's commit stayed at the
+// reset offset after everything had been read again, and the next member
+// would read it all a third time.
+func TestAutoCommitFollowsAMemberBackAfterAnOffsetReset(t *testing.T) {
+	c := startConsumerCluster(t)
+	const n = 6
+	c.CreateTopic("audit", 1, 3, nil)
+	c.produceEach("audit", 1, 0, n)
+	tp := client.TopicPartition{Topic: "audit", Partition: 0}
+	o := groupOpts("auditors", "audit")
+	o.RebalanceTimeout = 1500 * time.Millisecond
+	m := c.startMember(o)
+	committed := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := m.gc.Committed(ctx, tp)
+		if err != nil {
+			return -2
+		}
+		if off, ok := got[tp]; ok {
+			return off
+		}
+		return -1
+	}
+	c.WaitFor(time.Minute, "everything read and committed", func() bool { return len(m.offsets(tp)) == n && committed() == n })
+
+	m.hold.Lock() // the member stops polling and leaves on its poll timeout
+	c.WaitFor(time.Minute, "the group empty", func() bool {
+		d := c.describe("auditors")
+		return len(d.GetMembers()) == 0 && m.gc.Generation() == -1
+	})
+	admin := c.groupClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := admin.ResetGroupOffsets(ctx, &groupv1.ResetGroupOffsetsRequest{GroupId: "auditors",
+		Spec: groupv1.OffsetResetSpec_OFFSET_RESET_SPEC_EARLIEST}); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got != 0 {
+		t.Fatalf("committed %d after the reset to the earliest offset, want 0", got)
+	}
+	m.hold.Unlock()
+	c.WaitFor(time.Minute, "the records read again from the reset offset", func() bool { return len(m.offsets(tp)) == 2*n })
+	c.WaitFor(30*time.Second, "the rejoined member's commits following it to the end again", func() bool { return committed() == n })
+	if err := m.failure(); err != nil {
+		t.Fatal(err)
+	}
+}
