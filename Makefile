@@ -332,7 +332,8 @@ note-lab: images ## the learning note's lab: kafka1..3 on localhost:9092/9094/90
 	@if [ ! -x $(COMPOSE_PLUGIN) ]; then $(MAKE) --no-print-directory thirdparty-compose; fi
 	cd $(NOTE_DIR) && $(NOTE_COMPOSE) up -d --wait
 	@echo
-	@echo "The lab is up: bootstrap localhost:9092,localhost:9094,localhost:9096 (plain text, loopback only)."
+	@echo "The lab is up: bootstrap localhost:9092,localhost:9094,localhost:9096 (plain text, loopback only);"
+	@echo "inside its compose network, kafka1:19092,kafka2:19092,kafka3:19092."
 	@echo "Run the note's demos from this directory with Debian's python3-confluent-kafka:"
 	@echo "  DOCKER_CONFIG=$(CURDIR)/$(TOOLBIN)/docker /usr/bin/python3 kill_leader_demo.py --compose-dir $(NOTE_DIR)"
 	@echo "  DOCKER_CONFIG=$(CURDIR)/$(TOOLBIN)/docker /usr/bin/python3 min_isr_demo.py --compose-dir $(NOTE_DIR)"

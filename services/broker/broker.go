@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,10 +51,11 @@ type Broker struct {
 	tel *telemetry.Telemetry
 	srv *grpcserver.Server
 	lis net.Listener
-	// kafka serves Kafka's wire protocol on kafkaLis; nil without --kafka.listen.
-	kafka    *kafkaapi.Server
-	kafkaLis net.Listener
-	logs     *logdirs.Dirs
+	// kafka serves Kafka's wire protocol on kafkaSockets, one per named
+	// listener; nil without Kafka listeners.
+	kafka        *kafkaapi.Server
+	kafkaSockets []kafkaSocket
+	logs         *logdirs.Dirs
 	// metaMu orders the rewrites of the data dir's meta.properties (the
 	// cluster id once learned, the replaced log dirs once settled).
 	metaMu sync.Mutex
@@ -90,6 +93,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	defer func() {
 		if err != nil {
 			closeGiven(cfg.Listener, cfg.KafkaListener)
+			closeGiven(slices.Collect(maps.Values(cfg.KafkaNamedListeners))...)
 		}
 	}()
 	if err := cfg.Validate(); err != nil {
@@ -117,10 +121,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		return fail(fmt.Errorf("--listen %s: %w", cfg.Listen, err))
 	}
 	b.lis = lis
-	if cfg.KafkaListener != nil || cfg.KafkaListen != "" {
-		if b.kafkaLis, err = listen(cfg.KafkaListener, cfg.KafkaListen); err != nil {
-			return fail(fmt.Errorf("--kafka.listen %s: %w", cfg.KafkaListen, err))
-		}
+	if err := b.bindKafka(); err != nil {
+		return fail(err)
 	}
 
 	static, err := topicconfig.ResolveBroker(cfg.Settings)
@@ -286,7 +288,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	if err := authz.Covers(b.srv.GetServiceInfo()); err != nil {
 		return fail(err)
 	}
-	if b.kafkaLis != nil {
+	if len(b.kafkaSockets) > 0 {
 		if err := b.startKafka(api, az); err != nil {
 			return fail(err)
 		}
@@ -312,7 +314,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		}
 		b.srv.MarkAllServing()
 	}
-	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listen", b.KafkaAddr(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
+	log.Info("broker started", "id", cfg.ID, "listen", lis.Addr().String(), "kafka_listeners", b.kafkaListenersLog(), "rack", cfg.Rack, "data_dir", cfg.DataDir,
 		"clean_shutdown", b.logs.HadCleanShutdown(), "partitions_on_disk", len(b.logs.Partitions()),
 		"log_retention_check_interval_ms", static.LogRetentionCheckIntervalMs,
 		"replica_high_watermark_checkpoint_interval_ms", static.ReplicaHighWatermarkCheckpointIntervalMs, "log_max_open_files", static.LogMaxOpenFiles,
@@ -401,9 +403,8 @@ func (b *Broker) closeAll(ctx context.Context) error {
 	}
 	if b.kafka != nil {
 		b.kafka.Close()
-	} else if b.kafkaLis != nil {
-		_ = b.kafkaLis.Close()
 	}
+	b.closeKafkaSockets() // those not served yet
 	if b.srv != nil {
 		// A follower that vanished mid-stream never sends the request its
 		// stream handler waits for; bound the wait when the caller did not,

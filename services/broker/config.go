@@ -36,6 +36,17 @@ type Config struct {
 	// KafkaAdvertised is the address Kafka clients are told to dial (in
 	// Metadata); empty means the bound Kafka listen address.
 	KafkaAdvertised string
+	// KafkaListeners are named Kafka listeners, NAME://host:port each
+	// (Kafka's listeners), in place of KafkaListen.
+	KafkaListeners config.StringList
+	// KafkaAdvertisedListeners give listeners the address their clients
+	// are told (Kafka's advertised.listeners), NAME://host:port each; a
+	// listener left out advertises its bound address.
+	KafkaAdvertisedListeners config.StringList
+	// KafkaProtocolMap maps listener names to PLAINTEXT or SSL (Kafka's
+	// listener.security.protocol.map); a listener left out follows
+	// TLS.Plaintext.
+	KafkaProtocolMap config.StringList
 	// KafkaLimits bound requests and connections on the Kafka listener.
 	KafkaLimits kafkaapi.Limits
 	// Rack is the broker's rack (broker.rack), for rack-aware placement and
@@ -76,6 +87,10 @@ type Config struct {
 	// flags.
 	Listener      net.Listener
 	KafkaListener net.Listener
+	// KafkaNamedListeners are bound sockets of KafkaListeners by name, as
+	// KafkaListener is for KafkaListen: taken over by Start, so a restart
+	// needs new ones (or none: Start binds the addresses). Not a flag.
+	KafkaNamedListeners map[string]net.Listener
 
 	// TLS secures every link: the listener (mutual TLS: callers must show a
 	// certificate the CA signed) and the connections to peers and
@@ -124,8 +139,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC listen address (host:port)")
 	fs.StringVar(&c.Advertised, "advertised.address", c.Advertised, "address other nodes dial; empty uses the listen address")
-	fs.StringVar(&c.KafkaListen, "kafka.listen", c.KafkaListen, "Kafka wire protocol listen address (host:port), Kafka's listeners; empty: none")
-	fs.StringVar(&c.KafkaAdvertised, "kafka.advertised.address", c.KafkaAdvertised, "address Kafka clients are told to dial (Kafka's advertised.listeners); empty uses the Kafka listen address")
+	fs.StringVar(&c.KafkaListen, "kafka.listen", c.KafkaListen, "Kafka wire protocol listen address (host:port): one listener, named SSL (or PLAINTEXT with --plaintext); empty: none unless --kafka.listeners")
+	fs.StringVar(&c.KafkaAdvertised, "kafka.advertised.address", c.KafkaAdvertised, "address Kafka clients of --kafka.listen are told to dial; empty uses the Kafka listen address")
+	fs.Var(&c.KafkaListeners, "kafka.listeners", "named Kafka listeners (Kafka's listeners), comma-separated NAME://host:port, e.g. INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092; clients are told each broker's address on the listener they arrived on; not with --kafka.listen")
+	fs.Var(&c.KafkaAdvertisedListeners, "kafka.advertised.listeners", "addresses clients of each named listener are told to dial (Kafka's advertised.listeners), comma-separated NAME://host:port; a listener left out advertises its bound address")
+	fs.Var(&c.KafkaProtocolMap, "kafka.listener.security.protocol.map", "each named listener's protocol (Kafka's listener.security.protocol.map), comma-separated NAME:PLAINTEXT or NAME:SSL (TLS with client certificates; no SASL); a listener left out is SSL, or PLAINTEXT under --plaintext: plain text only where this map or --plaintext says so")
 	c.KafkaLimits.AddFlags(fs)
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for meta.properties and, without --log.dirs, partition logs and checkpoints")
@@ -165,20 +183,11 @@ func (c Config) Validate() error {
 			return config.Invalid("advertised.address", c.Advertised, "must be host:port")
 		}
 	}
-	if c.KafkaListen != "" {
-		if _, _, err := net.SplitHostPort(c.KafkaListen); err != nil {
-			return config.Invalid("kafka.listen", c.KafkaListen, "must be host:port")
-		}
+	if specs, err := c.KafkaListenerSpecs(); err != nil {
+		return err
+	} else if len(specs) > 0 {
 		if err := c.KafkaLimits.Validate(); err != nil {
 			return err
-		}
-	}
-	if c.KafkaAdvertised != "" {
-		if c.KafkaListen == "" {
-			return config.Invalid("kafka.advertised.address", c.KafkaAdvertised, "needs --kafka.listen")
-		}
-		if _, _, err := net.SplitHostPort(c.KafkaAdvertised); err != nil {
-			return config.Invalid("kafka.advertised.address", c.KafkaAdvertised, "must be host:port")
 		}
 	}
 	if c.DataDir == "" {

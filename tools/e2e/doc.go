@@ -26,7 +26,10 @@
 // TestNoteLabPythonDemos starts a second project beside it, the learning
 // note's lab (deploy/note, project tidemark-e2e-note, Kafka ports
 // 49092/49094/49096), runs testdata/note_lab_demos.py against it with
-// Debian's python3-confluent-kafka and removes it again.
+// Debian's python3-confluent-kafka and removes it again;
+// TestNoteLabInNetworkClient starts it too and checks that a client inside
+// its network, bootstrapping kafka1:19092, is told the brokers' INTERNAL
+// addresses and produces and consumes through them.
 //
 // Every test brings back what it broke (containers stopped or cut off) when
 // it ends, prints a timeline of what it saw, and bounds every wait.

@@ -22,14 +22,27 @@ type Options struct {
 	// Refused, when set, is called for each refused connection, with its
 	// address and the limit that applied (for logs and metrics).
 	Refused func(ip string, limit int)
+	// Counts, when set, are shared with the other listeners given the same:
+	// an address's connections on all of them count against one limit, as
+	// Kafka counts a broker's connections across its listeners. Nil: this
+	// listener's own.
+	Counts *Counts
 }
+
+// Counts are the connections each address holds open.
+type Counts struct {
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// NewCounts returns empty counts to share between listeners.
+func NewCounts() *Counts { return &Counts{open: map[string]int{}} }
 
 // Listener is a net.Listener that enforces Options.
 type Listener struct {
 	net.Listener
-	o    Options
-	mu   sync.Mutex
-	open map[string]int
+	o Options
+	c *Counts
 }
 
 // Wrap limits lis. Without any limit it returns lis itself.
@@ -37,7 +50,11 @@ func Wrap(lis net.Listener, o Options) net.Listener {
 	if o.PerIP <= 0 && len(o.Overrides) == 0 {
 		return lis
 	}
-	return &Listener{Listener: lis, o: o, open: map[string]int{}}
+	c := o.Counts
+	if c == nil {
+		c = NewCounts()
+	}
+	return &Listener{Listener: lis, o: o, c: c}
 }
 
 // Accept returns the next connection within its address's limit; those
@@ -72,28 +89,29 @@ func (l *Listener) limitFor(ip string) int {
 
 func (l *Listener) admit(ip string) (int, bool) {
 	limit := l.limitFor(ip)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if limit >= 0 && l.open[ip] >= limit {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if limit >= 0 && l.c.open[ip] >= limit {
 		return limit, false
 	}
-	l.open[ip]++
+	l.c.open[ip]++
 	return limit, true
 }
 
 func (l *Listener) release(ip string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.open[ip]--; l.open[ip] <= 0 {
-		delete(l.open, ip)
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.c.open[ip]--; l.c.open[ip] <= 0 {
+		delete(l.c.open, ip)
 	}
 }
 
-// Open is the number of connections ip holds (tests, dashboards).
+// Open is the number of connections ip holds (tests, dashboards), on every
+// listener sharing its Counts.
 func (l *Listener) Open(ip string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open[ip]
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	return l.c.open[ip]
 }
 
 func hostOf(a net.Addr) string {

@@ -31,6 +31,7 @@ import (
 // until the client reads.
 type conn struct {
 	s         *Server
+	listener  Listener
 	nc        net.Conn
 	principal identity.Principal
 	queue     chan *pending
@@ -62,6 +63,9 @@ type pending struct {
 type reqCtx struct {
 	header    requestHeader
 	principal identity.Principal
+	// listener names the listener the request arrived on: answers that
+	// name brokers give their endpoints for it.
+	listener string
 	// after is released when the previous request of the connection lets
 	// this one start; turn is this request's own, released by release.
 	after, turn chan struct{}
@@ -83,8 +87,8 @@ type reqCtx struct {
 // time); every other request at once.
 func (rc *reqCtx) release() { rc.once.Do(func() { close(rc.turn) }) }
 
-func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight), lastTurn: make(chan struct{}),
+func (s *Server) newConn(nc net.Conn, l Listener) *conn {
+	c := &conn{s: s, listener: l, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight), lastTurn: make(chan struct{}),
 		drained: make(chan struct{})}
 	close(c.lastTurn)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -100,8 +104,8 @@ func (c *conn) close() {
 
 func (c *conn) serve() {
 	defer c.close()
-	if c.s.opts.TLS != nil {
-		tc := tls.Server(c.nc, c.s.opts.TLS)
+	if c.listener.TLS != nil {
+		tc := tls.Server(c.nc, c.listener.TLS)
 		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
 		if err := tc.HandshakeContext(c.ctx); err != nil {
 			c.s.log.Debug("kafka TLS handshake failed", "remote", c.nc.RemoteAddr().String(), "err", err)
@@ -225,7 +229,7 @@ func (c *conn) decode(body []byte) (*pending, *reqCtx, kmsg.Request, error) {
 		return nil, nil, nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}
 	c.s.metrics.requests.WithLabelValues(kmsg.NameForKey(h.Key)).Inc()
-	return p, &reqCtx{header: h, principal: c.principal}, req, nil
+	return p, &reqCtx{header: h, principal: c.principal, listener: c.listener.Name}, req, nil
 }
 
 // run answers one request. A handler that panics closes the connection
@@ -261,6 +265,7 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	// for its members (gRPC callers carry the same in their peer).
 	ctx = peer.NewContext(ctx, &peer.Peer{Addr: c.nc.RemoteAddr()})
 	ctx = context.WithValue(ctx, clientIDKey{}, rc.header.ClientID)
+	ctx = WithListenerName(ctx, rc.listener)
 	resp := c.s.table[rc.header.Key].handle(ctx, rc, req)
 	if rc.closeConn.Load() {
 		c.s.metrics.closed.WithLabelValues("handler").Inc()

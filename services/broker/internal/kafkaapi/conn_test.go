@@ -223,7 +223,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Add(bytes.Repeat([]byte{0xff}, 40))
 	s := New(Options{})
-	c := s.newConn(nil)
+	c := s.newConn(nil, Listener{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, _, req, err := c.decode(body)
 		if err == nil && p == nil {

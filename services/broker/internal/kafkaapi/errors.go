@@ -44,3 +44,8 @@ func ErrorCode(err error) int16 { return code(err) }
 
 // ErrorMessage is err's text, for Extensions' answers that carry one.
 func ErrorMessage(err error) *string { return message(err) }
+
+// listenerNotFound is Kafka's LISTENER_NOT_FOUND (72): a partition's
+// leader has no endpoint on the listener the Metadata request arrived on.
+// Only the Kafka listener answers it, so kerr's table does not hold it.
+const listenerNotFound int16 = 72

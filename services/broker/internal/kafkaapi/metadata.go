@@ -3,8 +3,6 @@ package kafkaapi
 import (
 	"context"
 	"encoding/base64"
-	"net"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -14,31 +12,6 @@ import (
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/topicconfig"
 )
-
-// EndpointName is the name under which a broker registers its Kafka
-// listener's advertised address (metastore.BrokerInfo.Endpoints).
-const EndpointName = "kafka"
-
-// kafkaBroker is a live broker as Kafka's Metadata names it: its Kafka
-// listener's advertised host and port. A broker without one is left out.
-func kafkaBroker(b metadata.Broker) (host string, port int32, ok bool) {
-	addr := b.Endpoints[EndpointName]
-	if addr == "" {
-		return "", 0, false
-	}
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(p, 10, 32)
-	if err != nil {
-		return "", 0, false
-	}
-	return h, int32(n), true
-}
-
-// KafkaEndpoint is b's Kafka listener address as Kafka clients are told it.
-func KafkaEndpoint(b metadata.Broker) (host string, port int32, ok bool) { return kafkaBroker(b) }
 
 func rackOf(b metadata.Broker) *string {
 	if b.Rack == "" {
@@ -64,7 +37,9 @@ func topicUUID(id string) [16]byte {
 
 // handleMetadata answers from the gRPC Metadata handler (the same topics,
 // partitions, ISR, offline replicas and error codes), with each broker's
-// Kafka listener address and topic ids from the metadata cache. The
+// address on the listener the request arrived on (a broker without that
+// listener is left out, as Kafka does) and topic ids from the metadata
+// cache. The
 // controller Kafka clients are told of is this broker: it forwards the
 // controller's requests (admin.go). A named topic that does not exist may
 // be created (answerMissing, auto.create.topics.enable).
@@ -75,8 +50,10 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 	cid := meta.ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = s.opts.BrokerID
+	live := map[int32]metadata.Broker{}
 	for _, b := range meta.Brokers() {
-		if host, port, ok := kafkaBroker(b); ok {
+		live[b.ID] = b
+		if host, port, ok := Endpoint(b, rc.listener); ok {
 			resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: host, Port: port, Rack: rackOf(b)})
 		}
 	}
@@ -149,14 +126,32 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 		}
 		kt.IsInternal = topicconfig.IsInternal(name) // __consumer_offsets, as Kafka marks it
 		for _, p := range t.GetPartitions() {
-			kt.Partitions = append(kt.Partitions, kmsg.MetadataResponseTopicPartition{
+			kp := kmsg.MetadataResponseTopicPartition{
 				Partition: p.GetPartition(), Leader: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch(), ErrorCode: protoCode(p.GetErrorCode()),
 				Replicas: p.GetReplicas(), ISR: p.GetIsr(), OfflineReplicas: orEmpty(p.GetOfflineReplicas()),
-			})
+			}
+			if b, ok := live[kp.Leader]; ok && kp.ErrorCode == 0 {
+				if _, _, ok := Endpoint(b, rc.listener); !ok {
+					kp.Leader, kp.ErrorCode = -1, leaderWithoutListener(req.Version)
+				}
+			}
+			kt.Partitions = append(kt.Partitions, kp)
 		}
 		resp.Topics = append(resp.Topics, kt)
 	}
 	return resp
+}
+
+// leaderWithoutListener is the error of a partition whose live leader has
+// no endpoint on the request's listener: Kafka's LISTENER_NOT_FOUND from
+// Metadata v6, LEADER_NOT_AVAILABLE before, with no leader named. Replicas
+// and ISR stay as they are (Kafka filters them only for Metadata v0, which
+// is not served).
+func leaderWithoutListener(version int16) int16 {
+	if version >= 6 {
+		return listenerNotFound
+	}
+	return int16(kerr.LeaderNotAvailable)
 }
 
 func orEmpty(s []int32) []int32 {
@@ -181,7 +176,7 @@ func topicsByID(meta *metadata.Cache) map[[16]byte]string {
 
 // handleDescribeCluster answers from the metadata cache, authorized as the
 // AdminService's DescribeCluster (Describe on Cluster).
-func (s *Server) handleDescribeCluster(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+func (s *Server) handleDescribeCluster(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.ClusterAuthorizedOperations = -2147483648
@@ -200,7 +195,7 @@ func (s *Server) handleDescribeCluster(ctx context.Context, _ *reqCtx, kreq kmsg
 	resp.ClusterID = meta.ClusterID()
 	resp.ControllerID = s.opts.BrokerID
 	for _, b := range meta.Brokers() {
-		if host, port, ok := kafkaBroker(b); ok {
+		if host, port, ok := Endpoint(b, rc.listener); ok {
 			resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: b.ID, Host: host, Port: port, Rack: rackOf(b)})
 		}
 	}

@@ -124,15 +124,16 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 	}
 	resp.ThrottleMillis = throttle
 	if req.Version >= 10 {
-		s.addLeaderEndpoints(resp)
+		s.addLeaderEndpoints(resp, rc.listener)
 	}
 	return resp
 }
 
 // addLeaderEndpoints gives the answer the Kafka address of every leader a
 // partition's current_leader names (KIP-951, Produce v10+), so the producer
-// redirects without a metadata round trip.
-func (s *Server) addLeaderEndpoints(resp *kmsg.ProduceResponse) {
+// redirects without a metadata round trip: their endpoints on listener,
+// the one the request arrived on.
+func (s *Server) addLeaderEndpoints(resp *kmsg.ProduceResponse, listener string) {
 	meta := s.opts.RM.Meta()
 	seen := map[int32]bool{}
 	for _, t := range resp.Topics {
@@ -146,7 +147,7 @@ func (s *Server) addLeaderEndpoints(resp *kmsg.ProduceResponse) {
 			if !ok {
 				continue
 			}
-			if host, port, ok := kafkaBroker(b); ok {
+			if host, port, ok := Endpoint(b, listener); ok {
 				resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: id, Host: host, Port: port, Rack: rackOf(b)})
 			}
 		}

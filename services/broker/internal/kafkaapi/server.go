@@ -44,8 +44,9 @@ type Options struct {
 	CreateOffsetsTopic func(ctx context.Context) error
 	// Authorizer decides each request as the gRPC methods are decided.
 	Authorizer *authz.Authorizer
-	// TLS, when set, makes the listener TLS with client certificates; the
-	// certificate's Common Name is the principal.
+	// TLS, when set, makes Serve's listener TLS with client certificates;
+	// the certificate's Common Name is the principal. ServeListener takes
+	// each listener's own.
 	TLS    *tls.Config
 	Limits Limits
 	// LogDirs describes this broker's log dirs for DescribeLogDirs; nil:
@@ -67,7 +68,7 @@ type Extension interface {
 	Handle(ctx context.Context, p identity.Principal, req kmsg.Request) kmsg.Response
 }
 
-// Server serves Kafka's protocol on one listener.
+// Server serves Kafka's protocol on one or more named listeners.
 type Server struct {
 	opts    Options
 	log     *slog.Logger
@@ -76,9 +77,12 @@ type Server struct {
 	// creating are the topics Metadata requests are having created.
 	creating creatingTopics
 
-	mu     sync.Mutex
-	lis    net.Listener
-	conns  map[*conn]struct{}
+	mu    sync.Mutex
+	lis   []net.Listener
+	conns map[*conn]struct{}
+	// counts are the connections per client address on all the listeners:
+	// max.connections.per.ip is one limit across them, as in Kafka.
+	counts *connlimit.Counts
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -86,19 +90,28 @@ type Server struct {
 // New builds a server; Serve starts it.
 func New(o Options) *Server {
 	o.Limits = o.Limits.withDefaults()
-	s := &Server{opts: o, log: logging.OrDiscard(o.Logger).With("listener", "kafka"), conns: map[*conn]struct{}{}, metrics: newMetrics(o.Registry)}
+	s := &Server{opts: o, log: logging.OrDiscard(o.Logger).With("listener", "kafka"), conns: map[*conn]struct{}{}, metrics: newMetrics(o.Registry),
+		counts: connlimit.NewCounts()}
 	s.table = s.apis()
 	return s
 }
 
-// Serve accepts connections on lis until Close. Connections over the
-// per-address limit are closed before a byte is read (connlimit).
+// Serve accepts connections on lis, the unnamed listener with Options.TLS,
+// until Close.
 func (s *Server) Serve(lis net.Listener) error {
+	return s.ServeListener(Listener{TLS: s.opts.TLS}, lis)
+}
+
+// ServeListener accepts connections on lis, the socket of listener l, until
+// Close; each is answered with the brokers' endpoints for l. Connections
+// over the per-address limit (counted across all the listeners) are closed
+// before a byte is read (connlimit).
+func (s *Server) ServeListener(l Listener, lis net.Listener) error {
 	overrides, err := connlimit.ParseOverrides(s.opts.Limits.MaxConnectionsPerIPOverrides)
 	if err != nil {
 		return err
 	}
-	lis = connlimit.Wrap(lis, connlimit.Options{PerIP: s.opts.Limits.MaxConnectionsPerIP, Overrides: overrides,
+	lis = connlimit.Wrap(lis, connlimit.Options{PerIP: s.opts.Limits.MaxConnectionsPerIP, Overrides: overrides, Counts: s.counts,
 		Refused: func(ip string, limit int) {
 			s.metrics.closed.WithLabelValues("refused").Inc()
 			s.log.Warn("connection refused: too many from one address", "ip", ip, "max_connections_per_ip", limit)
@@ -108,7 +121,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.mu.Unlock()
 		return lis.Close()
 	}
-	s.lis = lis
+	s.lis = append(s.lis, lis)
 	s.mu.Unlock()
 	for {
 		nc, err := lis.Accept()
@@ -126,7 +139,7 @@ func (s *Server) Serve(lis net.Listener) error {
 			}
 			return err
 		}
-		c := s.newConn(nc)
+		c := s.newConn(nc, l)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -153,8 +166,8 @@ func (s *Server) Serve(lis net.Listener) error {
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
-	if s.lis != nil {
-		_ = s.lis.Close()
+	for _, lis := range s.lis {
+		_ = lis.Close()
 	}
 	for c := range s.conns {
 		c.close()

@@ -21,8 +21,9 @@ type Groups struct {
 	Service groupv1.GroupServiceServer
 	// Authorizer decides each request as the gRPC method; nil: no checks.
 	Authorizer *authz.Authorizer
-	// KafkaEndpoint is broker id's Kafka listener address.
-	KafkaEndpoint func(id int32) (host string, port int32, ok bool)
+	// KafkaEndpoint is broker id's address on the named Kafka listener
+	// (the one the request arrived on); ok is false when it has none.
+	KafkaEndpoint func(listener string, id int32) (host string, port int32, ok bool)
 }
 
 var _ kafkaapi.Extension = (*Groups)(nil)

@@ -3,6 +3,7 @@ package kafkagroups
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -10,6 +11,7 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/broker/internal/group"
+	"tidemark.io/services/broker/internal/kafkaapi"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
 )
@@ -95,7 +97,7 @@ func TestErrorsTravelAsTheirKafkaCode(t *testing.T) {
 // batch; a transaction key is refused, and a coordinator without a Kafka
 // listener is COORDINATOR_NOT_AVAILABLE.
 func TestFindCoordinatorAnswersKafkaAddresses(t *testing.T) {
-	g := &Groups{Service: refusing{}, KafkaEndpoint: func(id int32) (string, int32, bool) { return "k", 29090 + id, id == 2 }}
+	g := &Groups{Service: refusing{}, KafkaEndpoint: func(_ string, id int32) (string, int32, bool) { return "k", 29090 + id, id == 2 }}
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKey = "g"
 	if r := handle[*kmsg.FindCoordinatorResponse](t, g, fc, 3); r.ErrorCode != 0 || r.NodeID != 2 || r.Host != "k" || r.Port != 29092 {
@@ -110,7 +112,7 @@ func TestFindCoordinatorAnswersKafkaAddresses(t *testing.T) {
 	if r := handle[*kmsg.FindCoordinatorResponse](t, g, fc4, 4); r.Coordinators[0].ErrorCode != int16(kerr.InvalidRequest) || r.Coordinators[0].ErrorMessage == nil {
 		t.Fatalf("transaction key: %+v", r.Coordinators)
 	}
-	none := &Groups{Service: refusing{}, KafkaEndpoint: func(int32) (string, int32, bool) { return "", 0, false }}
+	none := &Groups{Service: refusing{}, KafkaEndpoint: func(string, int32) (string, int32, bool) { return "", 0, false }}
 	if r := handle[*kmsg.FindCoordinatorResponse](t, none, fc, 2); r.ErrorCode != int16(kerr.CoordinatorNotAvailable) {
 		t.Fatalf("no Kafka listener: code %d", r.ErrorCode)
 	}
@@ -227,3 +229,29 @@ func TestOffsetCommitPassesItsRetentionOn(t *testing.T) {
 }
 
 func msPtr(v int64) *int64 { return &v }
+// FindCoordinator names the coordinator's address on the listener the
+// request arrived on, and COORDINATOR_NOT_AVAILABLE where the coordinator
+// lacks that listener, as Kafka answers.
+func TestFindCoordinatorAnswersOnTheRequestsListener(t *testing.T) {
+	addrs := map[string]int32{"INTERNAL": 19092, "EXTERNAL": 9092}
+	g := &Groups{Service: refusing{}, KafkaEndpoint: func(listener string, id int32) (string, int32, bool) {
+		port, ok := addrs[listener]
+		return strings.ToLower(listener), port, ok
+	}}
+	for listener, port := range addrs {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKeys = []string{"g"}
+		fc.SetVersion(4)
+		r := g.Handle(kafkaapi.WithListenerName(context.Background(), listener), identity.Anon, fc).(*kmsg.FindCoordinatorResponse)
+		if c := r.Coordinators[0]; c.ErrorCode != 0 || c.Host != strings.ToLower(listener) || c.Port != port {
+			t.Fatalf("on %s: %+v, want %s:%d", listener, c, strings.ToLower(listener), port)
+		}
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = "g"
+	fc.SetVersion(3)
+	r := g.Handle(kafkaapi.WithListenerName(context.Background(), "REPLICATION"), identity.Anon, fc).(*kmsg.FindCoordinatorResponse)
+	if r.ErrorCode != int16(kerr.CoordinatorNotAvailable) || r.NodeID != -1 {
+		t.Fatalf("on a listener the coordinator lacks: %+v, want COORDINATOR_NOT_AVAILABLE", r)
+	}
+}

@@ -15,7 +15,7 @@ import (
 const coordinatorTypeGroup = 0
 
 // findCoordinator answers each key (one before v4, a batch from v4) with
-// the coordinator's Kafka listener address.
+// the coordinator's address on the Kafka listener the request arrived on.
 func (g *Groups) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	one := func(key string) (id int32, host string, port int32, err error) {
@@ -28,9 +28,12 @@ func (g *Groups) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorR
 			return -1, "", -1, err
 		}
 		id = gresp.GetCoordinator().GetId()
-		host, port, ok := g.KafkaEndpoint(id)
+		listener := kafkaapi.ListenerName(ctx)
+		host, port, ok := g.KafkaEndpoint(listener, id)
 		if !ok {
-			return -1, "", -1, kerr.New(kerr.CoordinatorNotAvailable, "the coordinator, broker %d, has no Kafka listener known to this broker", id)
+			// Kafka's answer for a coordinator without the request's
+			// listener: the client retries, perhaps after a new Metadata.
+			return -1, "", -1, kerr.New(kerr.CoordinatorNotAvailable, "the coordinator, broker %d, has no Kafka listener %q known to this broker", id, listener)
 		}
 		return id, host, port, nil
 	}
