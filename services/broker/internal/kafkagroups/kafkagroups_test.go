@@ -229,6 +229,7 @@ func TestOffsetCommitPassesItsRetentionOn(t *testing.T) {
 }
 
 func msPtr(v int64) *int64 { return &v }
+
 // FindCoordinator names the coordinator's address on the listener the
 // request arrived on, and COORDINATOR_NOT_AVAILABLE where the coordinator
 // lacks that listener, as Kafka answers.
