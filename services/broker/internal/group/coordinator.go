@@ -447,54 +447,48 @@ func (c *Coordinator) expire() {
 				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
 			}
 		}
-		// Offsets of a group without members expire retention after the
-		// group became Empty (KIP-211), and never sooner than retention
-		// after their commit (a commit from outside an Empty group). A
-		// consumer of an idle topic commits nothing new for days; counted
-		// from the commit alone, its offsets went the moment it restarted.
-		// A group with members keeps the offsets of the topics its
-		// consumers subscribe to however idle it is; while it is Stable,
-		// those of any other topic expire retention after their commit, as
-		// in Kafka (a topic the group stopped reading would otherwise keep
-		// its offset for ever, and hand it back, however stale, if the
-		// group subscribed to it again).
+		// Offsets expire by Kafka's rules (offsetExpiry): a group that had
+		// members counts from when it became Empty, not from a later
+		// commit; one only ever committed to from outside counts from each
+		// commit; a Stable consumer group keeps what its members subscribe
+		// to and loses the rest retention after their commit; a group
+		// rebalancing, or of another protocol type with members, keeps
+		// everything. An offset offsets.retention.minutes old to the
+		// millisecond has expired, as in Kafka.
 		if !checkOffsets {
 			continue
 		}
 		for id, offs := range s.offsets {
+			rule := offsetExpiry{applies: true} // no group loaded: only committed to from outside
 			g, hasGroup := s.groups[id]
-			members := hasGroup && g.Size() > 0
-			if members && (g.State != Stable || g.subscribed == nil) {
+			if hasGroup {
+				rule = g.offsetExpiry()
+			}
+			if !rule.applies {
 				continue
 			}
 			var b recordbatch.Builder
 			var drops []groupTP
 			for tp, o := range offs {
-				if members && g.subscribed[tp.Topic] {
-					continue
-				}
-				since := time.UnixMilli(o.CommitTimestamp)
-				if hasGroup && !members && g.StateSince.After(since) {
-					since = g.StateSince
-				}
-				expired := now.Sub(since) > retention
-				if o.ExpireTimestamp != 0 {
-					// A commit with a retention of its own (OffsetCommit
-					// v2-v4) expires at its time, as Kafka's old
-					// semantics: the group's retention does not apply.
-					expired = now.UnixMilli() >= o.ExpireTimestamp
-				}
-				if s.inflight[id][tp] == 0 && expired {
+				if s.inflight[id][tp] == 0 && rule.expired(tp, o.OffsetValue, now, retention) {
 					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(id, tp.Topic, tp.Partition)})
 					drops = append(drops, groupTP{id, tp})
 					delete(offs, tp)
 				}
 			}
-			if b.Count() > 0 {
-				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
-			}
 			if len(offs) == 0 {
 				delete(s.offsets, id)
+				// An Empty group goes with its last offsets, its tombstone
+				// in the same batch, as Kafka's cleanup deletes it: left
+				// to the next tick, it was listed meanwhile, and a
+				// coordinator move between the two writes loaded it again.
+				if !hasGroup || g.State == Empty && g.Size() == 0 && !g.HasPending() && len(s.inflight[id]) == 0 {
+					delete(s.groups, id)
+					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(id)})
+				}
+			}
+			if b.Count() > 0 {
+				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
 			}
 		}
 	}

@@ -2,11 +2,13 @@ package group
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/recordbatch"
 )
 
 // A commit with a retention of its own (Kafka's OffsetCommit v2-v4
@@ -101,5 +103,209 @@ func TestOffsetValueWithAnExpiryIsKafkasV1(t *testing.T) {
 	copy(none[len(none)-8:], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	if got, err := DecodeOffset(none); err != nil || got.ExpireTimestamp != 0 {
 		t.Fatalf("v1 with expire timestamp -1 read as %+v, %v; want no expiry", got, err)
+	}
+}
+
+// retentionRig is a coordinator with offsets.retention.minutes 10 over a
+// clock the test moves; the test runs the ticks (c.expire).
+type retentionRig struct {
+	t     *testing.T
+	h     *fakeHost
+	clock *manualClock
+	c     *Coordinator
+	s     *Service
+}
+
+func newRetentionRig(t *testing.T, h *fakeHost, clock *manualClock) *retentionRig {
+	t.Helper()
+	h.leads[0] = 1
+	h.retentionMinutes = 10
+	c := New(Options{Host: h, Tick: time.Hour, Now: clock.Now})
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { c.reconcile(); _, code := fetchErr(s, "probe"); return code == kerr.None })
+	return &retentionRig{t: t, h: h, clock: clock, c: c, s: s}
+}
+
+// moved closes the coordinator once its queued writes are appended and
+// loads the partition in the next one, as a coordinator move does.
+func (r *retentionRig) moved() *retentionRig {
+	r.t.Helper()
+	waitUntil(r.t, "the queued writes", func() bool { r.c.mu.Lock(); defer r.c.mu.Unlock(); return !r.c.shards[0].writing })
+	r.c.Close()
+	return newRetentionRig(r.t, r.h, r.clock)
+}
+
+func (r *retentionRig) commitFromOutside(group string, offset int64) {
+	r.t.Helper()
+	if _, err := r.s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1,
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
+		r.t.Fatalf("commit to %s: %v", group, err)
+	}
+}
+
+// emptied has a consumer join group, commit and leave: the group is Empty
+// from now on, with a protocol type.
+func (r *retentionRig) emptied(group string) {
+	r.t.Helper()
+	ctx := context.Background()
+	j, err := r.s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: group, SessionTimeoutMs: 30000, GroupInstanceId: "i",
+		ProtocolType: ConsumerProtocolType, Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: group, GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(), GroupInstanceId: "i"}); err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(), GroupInstanceId: "i",
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}}}}); err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.s.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: group, Members: []*groupv1.MemberIdentity{{GroupInstanceId: "i"}}}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *retentionRig) has(group string) bool {
+	r.t.Helper()
+	resp, code := fetchErr(r.s, group)
+	return code == kerr.None && len(resp.GetTopics()) == 1
+}
+
+func (r *retentionRig) listed() []string {
+	r.t.Helper()
+	resp, err := r.s.ListGroups(context.Background(), &groupv1.ListGroupsRequest{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var ids []string
+	for _, g := range resp.GetGroups() {
+		ids = append(ids, g.GetGroupId())
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// The offsets of a group that had members expire retention after it
+// became Empty, as Kafka counts them (its currentStateTimestamp), however
+// recent their commit: a commit from outside the Empty group (a reset)
+// does not put the expiry off. The moment it became Empty is in its
+// metadata record, so the next coordinator counts from it too. Before,
+// retention counted from the later of the two, and the reset offset lived
+// 5 minutes longer than Kafka keeps it.
+func TestAnEmptiedGroupsOffsetsCountFromWhenItBecameEmpty(t *testing.T) {
+	r := newRetentionRig(t, newFakeHost(1), &manualClock{now: time.Unix(1_700_000_000, 0)})
+	r.emptied("g")
+	r.clock.advance(5 * time.Minute)
+	r.commitFromOutside("g", 12) // a reset, 5 minutes after the group became Empty
+	r.clock.advance(time.Minute)
+	r = r.moved()
+	defer r.c.Close()
+
+	r.clock.advance(4*time.Minute - time.Second) // 9m59s after the group became Empty
+	r.c.expire()
+	if !r.has("g") {
+		t.Fatal("the offsets expired before retention had passed since the group became Empty")
+	}
+	r.clock.advance(2 * time.Second) // 10m01s after it became Empty, 5m01s after the reset
+	r.c.expire()
+	if r.has("g") {
+		t.Fatal("the reset offset outlived retention counted from when the group became Empty (counted from the reset instead)")
+	}
+}
+
+// A metadata record without the moment of the group's last change of
+// state (-1, as Kafka writes a group that has none) leaves it unknown: the
+// offsets of the Empty group then expire retention after their commit, as
+// Kafka's do. Before, the load time stood in for it, and every coordinator
+// move put the expiry off by up to the retention.
+func TestOffsetsOfAGroupWithoutAStateTimeCountFromTheirCommit(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	h := newFakeHost(1)
+	committed := t0.Add(-9 * time.Minute)
+	h.logs[0] = []recordbatch.Record{
+		{Offset: 0, Key: GroupKey("g"), Value: EncodeGroup(GroupValue{ProtocolType: ConsumerProtocolType, Generation: 3, StateTimestamp: -1})},
+		{Offset: 1, Key: OffsetKey("g", "orders", 0), Value: EncodeOffset(OffsetValue{Offset: 9, LeaderEpoch: -1, CommitTimestamp: committed.UnixMilli()})},
+	}
+	r := newRetentionRig(t, h, &manualClock{now: t0})
+	defer r.c.Close()
+	if !r.has("g") {
+		t.Fatal("the loaded offset is missing")
+	}
+	r.clock.advance(time.Minute) // retention after the commit, a minute after the load
+	r.c.expire()
+	if r.has("g") {
+		t.Fatal("the offset outlived retention after its commit (counted from the load instead)")
+	}
+}
+
+// The moment of a group's last change of state is written as it was
+// loaded: a Stable group's as it became Stable, not the load time, and an
+// unknown one stays unknown (-1), as Kafka keeps its currentStateTimestamp.
+func TestARestoredGroupKeepsItsStateTime(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	stable := GroupValue{ProtocolType: ConsumerProtocolType, Generation: 2, Protocol: "range", Leader: "m", StateTimestamp: now.Add(-time.Hour).UnixMilli(),
+		Members: []MemberValue{{MemberID: "m", ClientID: "c", SessionTimeout: 30000, RebalanceTimeout: 30000}}}
+	for _, v := range []GroupValue{
+		stable,
+		{ProtocolType: ConsumerProtocolType, Generation: 3, StateTimestamp: now.Add(-time.Minute).UnixMilli()},
+		{ProtocolType: ConsumerProtocolType, Generation: 3, StateTimestamp: -1},
+	} {
+		if got := Restore("g", v, now).Value().StateTimestamp; got != v.StateTimestamp {
+			t.Errorf("group of %d members restored from state timestamp %d writes %d", len(v.Members), v.StateTimestamp, got)
+		}
+	}
+}
+
+// An offset expires once retention has passed to the millisecond, as
+// Kafka's currentTimestamp - base >= retention: after its commit for a
+// group only committed to from outside, after the group became Empty for
+// one that had members. Before, it lived one check longer (>).
+func TestAnOffsetExpiresWhenRetentionHasJustPassed(t *testing.T) {
+	r := newRetentionRig(t, newFakeHost(1), &manualClock{now: time.Unix(1_700_000_000, 0)})
+	defer r.c.Close()
+	r.commitFromOutside("simple", 5)
+	r.emptied("g")
+	r.clock.advance(10*time.Minute - time.Second)
+	r.c.expire()
+	if !r.has("simple") || !r.has("g") {
+		t.Fatal("an offset expired before retention had passed")
+	}
+	r.clock.advance(time.Second) // retention to the millisecond
+	r.c.expire()
+	if r.has("simple") {
+		t.Error("the offset committed from outside outlived retention after its commit, to the millisecond")
+	}
+	if r.has("g") {
+		t.Error("the emptied group's offset outlived retention after the group became Empty, to the millisecond")
+	}
+}
+
+// An Empty group goes with its last offsets, in the same check and its
+// tombstone in the same batch as theirs, as Kafka's cleanup deletes it:
+// it is no longer listed, describes as Dead, and a reload does not bring
+// it back. Before, it stayed listed, Empty, until the next tick.
+func TestAnEmptyGroupGoesWithItsLastOffsets(t *testing.T) {
+	r := newRetentionRig(t, newFakeHost(1), &manualClock{now: time.Unix(1_700_000_000, 0)})
+	r.commitFromOutside("simple", 5)
+	r.emptied("g")
+	if got := r.listed(); !slices.Equal(got, []string{"g", "simple"}) {
+		t.Fatalf("listed %v, want [g simple]", got)
+	}
+	r.clock.advance(10*time.Minute + time.Second)
+	r.c.expire()
+	if got := r.listed(); len(got) != 0 {
+		t.Fatalf("listed %v after their last offsets expired, want none", got)
+	}
+	d, err := r.s.DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.GetGroups()[0].GetGroupState(); st != Dead.String() {
+		t.Fatalf("g describes as %q after its last offsets expired, want %q", st, Dead.String())
+	}
+	r = r.moved()
+	defer r.c.Close()
+	if got := r.listed(); len(got) != 0 {
+		t.Fatalf("listed %v after a reload, want none", got)
 	}
 }

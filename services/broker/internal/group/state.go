@@ -95,7 +95,8 @@ type Group struct {
 	ProtocolType string
 	Protocol     string
 	Leader       string
-	// StateSince is when the group last changed state.
+	// StateSince is when the group last changed state; zero when unknown
+	// (loaded from a record that did not carry it).
 	StateSince time.Time
 
 	members map[string]*Member
@@ -834,7 +835,10 @@ func (g *Group) CheckCommit(now time.Time, memberID, instanceID string, generati
 
 // Value is the group's persisted form.
 func (g *Group) Value() GroupValue {
-	v := GroupValue{ProtocolType: g.ProtocolType, Generation: g.Generation, Protocol: g.Protocol, Leader: g.Leader, StateTimestamp: g.StateSince.UnixMilli()}
+	v := GroupValue{ProtocolType: g.ProtocolType, Generation: g.Generation, Protocol: g.Protocol, Leader: g.Leader, StateTimestamp: -1}
+	if !g.StateSince.IsZero() {
+		v.StateTimestamp = g.StateSince.UnixMilli()
+	}
 	for _, m := range g.Members() {
 		md, _ := m.metadataFor(g.Protocol)
 		v.Members = append(v.Members, MemberValue{MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
@@ -865,9 +869,14 @@ func Restore(id string, v GroupValue, now time.Time) *Group {
 	if len(g.members) > 0 {
 		g.transition(Stable, now)
 		g.subscribed = g.subscribedTopics()
-	} else if v.StateTimestamp > 0 {
-		// When it became Empty: its offsets' retention counts from
-		// there, across coordinator moves.
+	}
+	// The time of its last change of state, as written: for an Empty
+	// group, when it became Empty, where its offsets' retention counts
+	// from across coordinator moves. A record without it (-1) leaves it
+	// unknown, as Kafka reads it, and each offset then counts from its
+	// commit; counted from the load, every move put the expiry off again.
+	g.StateSince = time.Time{}
+	if v.StateTimestamp > 0 {
 		g.StateSince = time.UnixMilli(v.StateTimestamp)
 	}
 	return g
