@@ -83,14 +83,21 @@ lint: tools ## buf lint, go vet and gofmt on every module
 		echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@echo "lint ok"
 
+# Kafka's scripts the tidemark binary answers to by name
+# (tools/internal/kafkascripts, whose test checks this list): the image
+# links each one in /opt/kafka/bin, `make build` each one in bin/, so
+# `PATH=$PWD/bin:$PATH kafka-topics.sh --bootstrap-server ...` runs on the host.
+KAFKA_SCRIPTS   := kafka-broker-api-versions.sh kafka-leader-election.sh kafka-topics.sh
+
 .PHONY: build
-build: ## static binaries into bin/: broker, controller, gateway, tidemark
+build: ## static binaries into bin/: broker, controller, gateway, tidemark (and Kafka's script names linked to tidemark)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/ \
 		tidemark.io/services/broker/cmd/broker \
 		tidemark.io/services/controller/cmd/controller \
 		tidemark.io/gateway/cmd/gateway \
 		tidemark.io/tools/cmd/tidemark
+	@for s in $(KAFKA_SCRIPTS); do ln -sfn tidemark $(BIN)/$$s; done
 
 # ---- Tests ------------------------------------------------------------------
 # Each tier runs `go test -json` over every module, keeps the events in
@@ -271,9 +278,6 @@ IMAGE_CONTEXT   := $(TOOLBIN)/images
 # The compose stack's per-service pki volumes (deploy/compose.yml): the
 # image has a folder owned by the services' user for each to mount on.
 PKI_EXPORTS     := controller-1 controller-2 broker-1 broker-2 broker-3 gateway etcd etcd-init jaeger
-# Kafka's scripts the tidemark binary answers to by name
-# (tools/internal/kafkascripts): the image links each one in /opt/kafka/bin.
-KAFKA_SCRIPTS   := kafka-leader-election.sh
 COMPOSE_ENV     := COMPOSE_FILE=$(COMPOSE_FILES) TIDEMARK_IMAGE=$(TIDEMARK_IMAGE) ETCD_IMAGE=$(ETCD_IMAGE) JAEGER_IMAGE=$(JAEGER_IMAGE)
 E2E_PROJECT     ?= tidemark-e2e
 E2E_TIMEOUT     ?= 15m

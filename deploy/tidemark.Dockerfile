@@ -9,7 +9,8 @@ COPY broker controller gateway tidemark /usr/local/bin/
 # kafka-bin/ holds a link to /usr/local/bin/tidemark under each script's
 # name, and the binary runs the script its name says
 # (tools/internal/kafkascripts), e.g. `docker compose exec -T kafka2
-# /opt/kafka/bin/kafka-leader-election.sh --bootstrap-server kafka1:19092 ...`.
+# /opt/kafka/bin/kafka-leader-election.sh --bootstrap-server kafka1:19092 ...`
+# or `.../kafka-topics.sh --bootstrap-server kafka2:19092 --describe ...`.
 COPY kafka-bin /opt/kafka/bin/
 ENV PATH=/usr/local/bin
 # Every process runs as this unprivileged user (no passwd file: a number).

@@ -1,7 +1,8 @@
 // Command tidemark is the operator's tool for a tidemark cluster, modelled on
 // Kafka's command-line tools. Run under the name of one of Kafka's scripts
-// (the image links /opt/kafka/bin/kafka-leader-election.sh to it), it is
-// that script instead (tools/internal/kafkascripts).
+// (the image links /opt/kafka/bin/kafka-topics.sh and the others to it,
+// `make build` bin/kafka-topics.sh and the others), it is that script
+// instead (tools/internal/kafkascripts).
 package main
 
 import (

@@ -4,7 +4,7 @@
 // scripts written for Kafka call them by their path in Kafka's images
 // (/opt/kafka/bin/NAME.sh), and the tidemark image, which has no shell,
 // links that path to the tidemark binary, which runs the script its name
-// (argv[0]) names.
+// (argv[0]) names; `make build` links the same names in bin/ for the host.
 package kafkascripts
 
 import (
@@ -21,7 +21,9 @@ const Dir = "/opt/kafka/bin"
 type script func(args []string, stdout, stderr io.Writer) int
 
 var scripts = map[string]script{
-	"kafka-leader-election.sh": LeaderElection,
+	"kafka-broker-api-versions.sh": BrokerAPIVersions,
+	"kafka-leader-election.sh":     LeaderElection,
+	"kafka-topics.sh":              Topics,
 }
 
 // Lookup returns the script a program named argv0 (a path or a base name)
@@ -33,7 +35,8 @@ func Lookup(argv0 string) func(args []string, stdout, stderr io.Writer) int {
 	return nil
 }
 
-// Names lists the scripts' names, sorted (the image links each one).
+// Names lists the scripts' names, sorted (the image links each one in
+// Dir, and `make build` each one in bin/).
 func Names() []string {
 	names := make([]string, 0, len(scripts))
 	for n := range scripts {

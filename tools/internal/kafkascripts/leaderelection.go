@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -182,14 +181,14 @@ func readElectionFile(path string) ([]topicPartition, error) {
 	return *doc.Partitions, nil
 }
 
-// sendElection sends the request to each bootstrap server in turn until
-// one answers.
+// sendElection sends the request to the first bootstrap server that
+// answers (seedAdmin).
 func sendElection(ctx context.Context, req electionRequest) (*kmsg.ElectLeadersResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(req.bootstrap...))
+	adm, err := newSeedAdmin(req.bootstrap, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
+	defer adm.close()
 	kreq := kmsg.NewPtrElectLeadersRequest()
 	if req.unclean {
 		kreq.ElectionType = 1
@@ -209,18 +208,11 @@ func sendElection(ctx context.Context, req electionRequest) (*kmsg.ElectLeadersR
 			kreq.Topics[i].Partitions = append(kreq.Topics[i].Partitions, tp.Partition)
 		}
 	}
-	var errs []error
-	for _, b := range cl.SeedBrokers() {
-		kresp, err := b.Request(ctx, kreq)
-		if err == nil {
-			return kresp.(*kmsg.ElectLeadersResponse), nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
+	resp, err := adm.request(ctx, kreq)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no bootstrap server answered (%s): %w", strings.Join(req.bootstrap, ","), errors.Join(errs...))
+	return resp.(*kmsg.ElectLeadersResponse), nil
 }
 
 // reportElection prints the outcome as Kafka's tool does: the partitions

@@ -229,8 +229,10 @@ func TestLeaderElectionRefusesBadFlags(t *testing.T) {
 }
 
 func TestLookupByProgramName(t *testing.T) {
-	if Lookup("/opt/kafka/bin/kafka-leader-election.sh") == nil || Lookup("kafka-leader-election.sh") == nil {
-		t.Fatal("kafka-leader-election.sh not found by path or name")
+	for _, name := range []string{"kafka-leader-election.sh", "kafka-topics.sh", "kafka-broker-api-versions.sh"} {
+		if Lookup("/opt/kafka/bin/"+name) == nil || Lookup(name) == nil || Lookup("bin/"+name) == nil {
+			t.Fatalf("%s not found by path or name", name)
+		}
 	}
 	if Lookup("/usr/local/bin/tidemark") != nil {
 		t.Fatal("the tidemark binary under its own name ran a script")
