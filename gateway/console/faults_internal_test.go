@@ -56,9 +56,12 @@ func TestAnUnansweredFaultPollDoesNotClearTheFaults(t *testing.T) {
 		}
 		return len(s.Brokers[0].Faults)
 	}
-	stop := make(chan struct{})
-	defer close(stop)
+	// The feeder reads fakeBrokerAddr, which a cleanup puts back: it must
+	// be gone before the cleanups run.
+	stop, fed := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); <-fed }()
 	go func() { // the controller's snapshot every interval
+		defer close(fed)
 		for i := int64(0); ; i++ {
 			select {
 			case f.msgs <- watchMsg("t", 5):
