@@ -45,6 +45,11 @@ type refreshCall struct {
 	topics []string // nil: every topic
 	done   chan struct{}
 	err    error
+	// refused are the topics the answer refused (TOPIC_AUTHORIZATION_FAILED:
+	// the caller may not Describe them), with the broker's message. They are
+	// not kept in the cache: one client may speak for several principals
+	// (the gateway's users), and what one may not see another may.
+	refused map[string]string
 }
 
 func newMetadata(c *Client) *metadata {
@@ -59,7 +64,7 @@ func (m *metadata) leader(ctx context.Context, topic string, partition int32) (r
 	if err == nil {
 		return r, nil
 	}
-	if rerr := m.refresh(ctx, topic); rerr != nil {
+	if rerr := m.refreshTopic(ctx, topic); rerr != nil {
 		return route{}, rerr
 	}
 	r, err = m.cachedLeader(topic, partition)
@@ -109,7 +114,7 @@ func (m *metadata) numPartitions(ctx context.Context, topic string) (int, error)
 	if n := m.cachedCount(topic); n > 0 {
 		return n, nil
 	}
-	if err := m.refresh(ctx, topic); err != nil {
+	if err := m.refreshTopic(ctx, topic); err != nil {
 		return 0, err
 	}
 	if n := m.cachedCount(topic); n > 0 {

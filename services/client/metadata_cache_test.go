@@ -10,8 +10,10 @@ import (
 	"google.golang.org/grpc"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/client/internal/fakebroker"
+	"tidemark.io/services/platform/kerr"
 )
 
 // Once a metadata answer no longer lists a broker (it left the cluster),
@@ -97,5 +99,39 @@ func TestMetadataOfOneTopicLeavesOthersAging(t *testing.T) {
 	}
 	if n := fc.NodeCalls(1, "ListOffsets") - before; n != 0 {
 		t.Fatalf("ListOffsets of b went %d times to its old leader after a refresh of a alone", n)
+	}
+}
+
+// A topic the metadata answer refuses (TOPIC_AUTHORIZATION_FAILED: the
+// caller may not Describe it) fails a lookup at once with that code and
+// the broker's message naming the principal, which no retry cures; before,
+// it was cached as a topic with no partitions and retried as unknown until
+// the deadline.
+func TestMetadataRefusalFailsLookupsAtOnce(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 1})
+	fc.CreateTopic("secret", 1)
+	o := testOptions()
+	o.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if r, ok := reply.(*brokerv1.MetadataResponse); ok && err == nil {
+				for i, tm := range r.Topics {
+					if tm.GetName() == "secret" { // as the broker answers a caller without Describe
+						r.Topics[i] = &brokerv1.TopicMetadata{Name: "secret", ErrorCode: commonv1.ErrorCode(kerr.TopicAuthorizationFailed),
+							ErrorMessage: "User:eve is not allowed Describe on Topic:secret"}
+					}
+				}
+			}
+			return err
+		})}
+	c, err := client.New(fc.BrokerAddrs(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	_, err = c.ListOffsets(ctx, "secret", 0, client.Latest())
+	if kerr.CodeOf(err) != kerr.TopicAuthorizationFailed || !strings.Contains(err.Error(), "User:eve is not allowed Describe") {
+		t.Fatalf("ListOffsets on a refused topic: %v, want TOPIC_AUTHORIZATION_FAILED with the broker's message", err)
 	}
 }

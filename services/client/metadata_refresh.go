@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -14,18 +15,49 @@ import (
 // refresh asks a broker for the metadata of every cached topic plus topics.
 // Concurrent callers whose topics are covered share one request.
 func (m *metadata) refresh(ctx context.Context, topics ...string) error {
+	_, _, err := m.refreshCall(ctx, true, topics...)
+	return err
+}
+
+// refreshTopic is refresh for one topic a caller is about to use, failing
+// with TOPIC_AUTHORIZATION_FAILED, which no retry cures, when the answer
+// refuses it (before, a refused topic was cached with no partitions and
+// retried as unknown until the deadline). A refusal in someone else's
+// answer may be that principal's only, so the caller then asks as itself.
+func (m *metadata) refreshTopic(ctx context.Context, topic string) error {
+	call, joined, err := m.refreshCall(ctx, true, topic)
+	if err != nil {
+		return err
+	}
+	if _, refused := call.refused[topic]; joined && refused {
+		if call, _, err = m.refreshCall(ctx, false, topic); err != nil {
+			return err
+		}
+	}
+	if msg, ok := call.refused[topic]; ok {
+		if msg == "" {
+			msg = fmt.Sprintf("not allowed to describe topic %q", topic)
+		}
+		return kerr.New(kerr.TopicAuthorizationFailed, "%s", msg)
+	}
+	return nil
+}
+
+// refreshCall runs a refresh, or with share joins a running one that
+// covers topics (joined). The call is done when it returns without error.
+func (m *metadata) refreshCall(ctx context.Context, share bool, topics ...string) (call *refreshCall, joined bool, err error) {
 	m.mu.Lock()
-	if call := m.inflight; call != nil && covers(call.topics, topics) {
+	if call := m.inflight; share && call != nil && covers(call.topics, topics) {
 		m.mu.Unlock()
 		select {
 		case <-call.done:
-			return call.err
+			return call, true, call.err
 		case <-ctx.Done():
-			return ctxError(ctx, nil, "metadata")
+			return nil, true, ctxError(ctx, nil, "metadata")
 		}
 	}
 	want := m.topicsToAskLocked(topics)
-	call := &refreshCall{topics: want, done: make(chan struct{})}
+	call = &refreshCall{topics: want, done: make(chan struct{})}
 	m.inflight = call
 	addrs := m.candidatesLocked()
 	m.mu.Unlock()
@@ -33,7 +65,7 @@ func (m *metadata) refresh(ctx context.Context, topics ...string) error {
 	resp, err := m.fetch(ctx, addrs, want)
 	m.mu.Lock()
 	if err == nil {
-		m.applyLocked(resp, want)
+		call.refused = m.applyLocked(resp, want)
 	}
 	if m.inflight == call {
 		m.inflight = nil
@@ -41,7 +73,7 @@ func (m *metadata) refresh(ctx context.Context, topics ...string) error {
 	m.mu.Unlock()
 	call.err = err
 	close(call.done)
-	return err
+	return call, false, err
 }
 
 // covers reports whether a request for have answers for want (nil = all).
@@ -122,17 +154,25 @@ func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (
 	return nil, wrap(last, "metadata from %d brokers", len(addrs))
 }
 
-// applyLocked merges an answer into the cache. A partition entry is only
-// replaced by one at least as new (by leader epoch), so a lagging broker
-// cannot undo a newer hint.
-func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) {
+// applyLocked merges an answer into the cache and returns the topics it
+// refused. A partition entry is only replaced by one at least as new (by
+// leader epoch), so a lagging broker cannot undo a newer hint.
+func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) (refused map[string]string) {
 	now := time.Now()
 	seen := map[string]bool{}
 	for _, t := range resp.GetTopics() {
 		name := t.GetName()
 		seen[name] = true
-		if kerr.Code(t.GetErrorCode()) == kerr.UnknownTopicOrPartition {
+		switch kerr.Code(t.GetErrorCode()) {
+		case kerr.UnknownTopicOrPartition:
 			m.forgetLocked(name)
+			continue
+		case kerr.TopicAuthorizationFailed:
+			m.forgetLocked(name)
+			if refused == nil {
+				refused = map[string]string{}
+			}
+			refused[name] = t.GetErrorMessage()
 			continue
 		}
 		old := m.topics[name]
@@ -156,6 +196,7 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) 
 		}
 	}
 	m.applyBrokersLocked(resp.GetBrokers())
+	return refused
 }
 
 func (m *metadata) forgetLocked(topic string) {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"tidemark.io/services/broker"
 	"tidemark.io/services/controller"
@@ -67,6 +68,52 @@ func TestKafkaListenerOverMutualTLSWithACLs(t *testing.T) {
 	cons := as("alice", kgo.ConsumeTopics("orders-1"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if got := consumeAll(t, cons, 1)[0]; len(got) != 1 || got[0] != "o1" {
 		t.Fatalf("alice read %q", got)
+	}
+
+	// What alice may not Describe she does not see, as in Kafka: listing
+	// leaves other out, naming it is TOPIC_AUTHORIZATION_FAILED (as for a
+	// topic that does not exist), and its offsets are refused her.
+	aliceAdm := kadm.NewClient(alice)
+	ctx := ctxFor(t, 20*time.Second)
+	listed, err := aliceAdm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := listed.Names(); len(names) != 1 || names[0] != "orders-1" {
+		t.Fatalf("alice listed %v, want only orders-1", names)
+	}
+	mreq := kmsg.NewPtrMetadataRequest()
+	for _, name := range []string{"orders-1", "other", "ghost"} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		mreq.Topics = append(mreq.Topics, rt)
+	}
+	mresp, err := mreq.RequestWith(ctx, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range mresp.Topics {
+		var want error = fkerr.TopicAuthorizationFailed
+		if *rt.Topic == "orders-1" {
+			want = nil
+		}
+		if err := fkerr.ErrorForCode(rt.ErrorCode); !errors.Is(err, want) || (want != nil && len(rt.Partitions) != 0) {
+			t.Errorf("alice's metadata of %s: %v with %d partitions, want %v", *rt.Topic, err, len(rt.Partitions), want)
+		}
+	}
+	offs, err := aliceAdm.ListEndOffsets(ctx, "orders-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup("orders-1", 0); !ok || o.Err != nil || o.Offset != 1 {
+		t.Errorf("alice's end offset of orders-1: %+v, want 1", o)
+	}
+	offs, err = aliceAdm.ListEndOffsets(ctx, "other")
+	if err == nil {
+		err = offs.Error()
+	}
+	if !errors.Is(err, fkerr.TopicAuthorizationFailed) {
+		t.Errorf("alice's end offsets of other: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
 
 	// A plaintext client never gets an answer.

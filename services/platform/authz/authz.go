@@ -190,16 +190,30 @@ func (a *Authorizer) Authorize(ctx context.Context, method string, req any) (ide
 	return p, nil
 }
 
-// Filter trims resp, the answer to method for the principal in ctx, as
-// Unary does for gRPC answers: other front doors show exactly as much.
-func (a *Authorizer) Filter(ctx context.Context, method string, resp any) any {
+// Filter trims resp, the answer to req of method for the principal in ctx,
+// as Unary does for gRPC answers: other front doors show exactly as much.
+func (a *Authorizer) Filter(ctx context.Context, method string, req, resp any) any {
 	if a == nil || !a.opts.TLS {
 		return resp
 	}
 	if pol, ok := policies[method]; ok && pol.filter != nil {
-		return pol.filter(decider{a: a, p: identity.FromContext(ctx)}, resp)
+		return pol.filter(decider{a: a, p: identity.FromContext(ctx)}, req, resp)
 	}
 	return resp
+}
+
+// Allowed reports whether the principal in ctx may do op on res, for
+// answers that Kafka decides per resource (a Metadata request's topics):
+// always when authorization is off (a nil Authorizer, or plaintext).
+func (a *Authorizer) Allowed(ctx context.Context, op Operation, res Resource) bool {
+	if a == nil || !a.opts.TLS {
+		return true
+	}
+	p := identity.FromContext(ctx)
+	if p.Role == identity.Anonymous {
+		return false
+	}
+	return decider{a: a, p: p}.allowed(op, res)
 }
 
 func (a *Authorizer) deny(method string, p identity.Principal, err error) error {
@@ -224,7 +238,7 @@ func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 		resp, err := h(ctx, req)
 		if err == nil && a.opts.TLS {
 			if pol, ok := policies[info.FullMethod]; ok && pol.filter != nil {
-				resp = pol.filter(decider{a: a, p: p}, resp)
+				resp = pol.filter(decider{a: a, p: p}, req, resp)
 			}
 		}
 		return resp, err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
@@ -102,6 +104,25 @@ func (r *recorder) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*
 
 func (r *recorder) DescribeTopics(context.Context, *adminv1.DescribeTopicsRequest) (*adminv1.DescribeTopicsResponse, error) {
 	return &adminv1.DescribeTopicsResponse{Topics: []*adminv1.TopicDescription{{Name: "orders-1"}, {Name: "payroll"}, {Name: "orders-2"}}}, nil
+}
+
+// Metadata knows orders-1, payroll and orders-2; a named topic it does not
+// know is UNKNOWN_TOPIC_OR_PARTITION, as the broker answers.
+func (r *recorder) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*brokerv1.MetadataResponse, error) {
+	known := []string{"orders-1", "payroll", "orders-2"}
+	names := req.GetTopics()
+	if len(names) == 0 {
+		names = known
+	}
+	resp := &brokerv1.MetadataResponse{ClusterId: "c"}
+	for _, n := range names {
+		tm := &brokerv1.TopicMetadata{Name: n, TopicId: "id-" + n, Partitions: []*brokerv1.PartitionMetadata{{Partition: 0, Leader: 1}}}
+		if !slices.Contains(known, n) {
+			tm = &brokerv1.TopicMetadata{Name: n, ErrorCode: commonv1.ErrorCode(kerr.UnknownTopicOrPartition)}
+		}
+		resp.Topics = append(resp.Topics, tm)
+	}
+	return resp, nil
 }
 
 func (r *recorder) ListFaults(context.Context, *faultv1.ListFaultsRequest) (*faultv1.ListFaultsResponse, error) {
@@ -395,6 +416,57 @@ func TestUserCallsFollowTheACL(t *testing.T) {
 	// Health stays open to every certificate.
 	if _, err := healthpb.NewHealthClient(f.dial(t, "nobody")).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The broker's Metadata authorizes each topic as Kafka's Metadata does:
+// listing every topic shows only those the caller may Describe, and a
+// named topic it may not is TOPIC_AUTHORIZATION_FAILED with nothing else,
+// whether it exists (payroll) or not (ghost), so the answer does not tell
+// which. Before, every authenticated caller saw every topic.
+func TestMetadataShowsOnlyDescribableTopics(t *testing.T) {
+	f := serve(t, "allow User:alice Read Topic:orders-*\n", authz.Options{TLS: true})
+	ctx := context.Background()
+	alice := brokerv1.NewBrokerServiceClient(f.dial(t, "alice"))
+	resp, err := alice.Metadata(ctx, &brokerv1.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tm := range resp.GetTopics() {
+		names = append(names, tm.GetName())
+	}
+	if strings.Join(names, ",") != "orders-1,orders-2" {
+		t.Fatalf("alice's all-topics Metadata lists %v, want only orders-1,orders-2 (Read implies Describe)", names)
+	}
+	resp, err = alice.Metadata(ctx, &brokerv1.MetadataRequest{Topics: []string{"orders-1", "payroll", "ghost", "orders-9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*brokerv1.TopicMetadata{}
+	for _, tm := range resp.GetTopics() {
+		got[tm.GetName()] = tm
+	}
+	if len(got) != 4 {
+		t.Fatalf("answered %v, want one entry per named topic", resp.GetTopics())
+	}
+	if tm := got["orders-1"]; tm.GetErrorCode() != 0 || len(tm.GetPartitions()) != 1 {
+		t.Errorf("orders-1: %v, want its metadata", tm)
+	}
+	if c := kerr.Code(got["orders-9"].GetErrorCode()); c != kerr.UnknownTopicOrPartition {
+		t.Errorf("orders-9 (describable, missing): %s, want UNKNOWN_TOPIC_OR_PARTITION", c)
+	}
+	for _, name := range []string{"payroll", "ghost"} {
+		tm := got[name]
+		if kerr.Code(tm.GetErrorCode()) != kerr.TopicAuthorizationFailed || len(tm.GetPartitions()) != 0 || tm.GetTopicId() != "" ||
+			tm.GetErrorMessage() != "User:alice is not allowed Describe on Topic:"+name {
+			t.Errorf("%s: %v, want TOPIC_AUTHORIZATION_FAILED naming alice and nothing else", name, tm)
+		}
+	}
+	// A super user sees everything.
+	resp, err = brokerv1.NewBrokerServiceClient(f.dial(t, "admin")).Metadata(ctx, &brokerv1.MetadataRequest{})
+	if err != nil || len(resp.GetTopics()) != 3 {
+		t.Fatalf("admin: %v %v, want all three topics", resp.GetTopics(), err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
@@ -22,9 +23,9 @@ type policy struct {
 	// describe is the rule in words, for the refusal catalogue in DESIGN.md.
 	describe string
 	check    func(d decider, req any) error
-	// filter, when set, trims a unary answer to what the caller may see
-	// (listing every topic shows only those it may describe).
-	filter func(d decider, resp any) any
+	// filter, when set, trims a unary answer to req to what the caller may
+	// see (listing every topic shows only those it may describe).
+	filter func(d decider, req, resp any) any
 }
 
 // openPrefixes are the services every caller may use: health checks (load
@@ -160,7 +161,7 @@ var policies = map[string]policy{
 			}
 			return d.authenticated()
 		},
-		filter: func(d decider, resp any) any {
+		filter: func(d decider, _, resp any) any {
 			r := resp.(*adminv1.DescribeTopicsResponse)
 			kept := r.Topics[:0]
 			for _, t := range r.Topics {
@@ -246,9 +247,29 @@ var policies = map[string]policy{
 			return d.need(Describe, TopicNamed(m.(*brokerv1.ListOffsetsRequest).GetTopic()))
 		},
 	},
+	// Kafka's Metadata: listing every topic shows only those the caller
+	// may Describe; a named one it may not is TOPIC_AUTHORIZATION_FAILED,
+	// whether it exists or not, so the answer tells nothing of it.
 	brokerv1.BrokerService_Metadata_FullMethodName: {
-		describe: "any authenticated caller",
+		describe: "any authenticated caller; all topics show only those it may Describe, a named one it may not is TOPIC_AUTHORIZATION_FAILED",
 		check:    func(d decider, _ any) error { return d.authenticated() },
+		filter: func(d decider, req, resp any) any {
+			r := resp.(*brokerv1.MetadataResponse)
+			all := len(req.(*brokerv1.MetadataRequest).GetTopics()) == 0
+			kept := r.Topics[:0]
+			for _, t := range r.Topics {
+				switch {
+				case d.allowed(Describe, TopicNamed(t.GetName())):
+					kept = append(kept, t)
+				case !all:
+					refused := d.refuse(Describe, TopicNamed(t.GetName()))
+					kept = append(kept, &brokerv1.TopicMetadata{Name: t.GetName(), ErrorCode: commonv1.ErrorCode(kerr.TopicAuthorizationFailed),
+						ErrorMessage: kerr.As(refused).Message})
+				}
+			}
+			r.Topics = kept
+			return r
+		},
 	},
 	brokerv1.BrokerService_InitProducerId_FullMethodName: {
 		describe: "IdempotentWrite on Cluster, or Write on some Topic",
@@ -291,7 +312,7 @@ var policies = map[string]policy{
 			req := m.(*groupv1.OffsetFetchRequest)
 			return d.needGroupAndTopics(Describe, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.OffsetFetchTopic).GetName))
 		},
-		filter: func(d decider, resp any) any {
+		filter: func(d decider, _, resp any) any {
 			r := resp.(*groupv1.OffsetFetchResponse)
 			kept := r.Topics[:0]
 			for _, t := range r.Topics {
@@ -306,7 +327,7 @@ var policies = map[string]policy{
 	groupv1.GroupService_ListGroups_FullMethodName: {
 		describe: "any authenticated caller; shows only the groups it may Describe (or all with Describe on Cluster)",
 		check:    func(d decider, _ any) error { return d.authenticated() },
-		filter: func(d decider, resp any) any {
+		filter: func(d decider, _, resp any) any {
 			r := resp.(*groupv1.ListGroupsResponse)
 			if d.allowed(Describe, TheCluster) {
 				return r
@@ -371,7 +392,7 @@ var policies = map[string]policy{
 			req := m.(*groupv1.DescribeGroupLagRequest)
 			return d.needGroupAndTopics(Describe, req.GetGroupId(), req.GetTopics())
 		},
-		filter: func(d decider, resp any) any {
+		filter: func(d decider, _, resp any) any {
 			r := resp.(*groupv1.DescribeGroupLagResponse)
 			kept := r.Partitions[:0]
 			for _, p := range r.Partitions {

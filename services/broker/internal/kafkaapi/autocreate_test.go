@@ -178,12 +178,15 @@ func TestMetadataCreatesATopicOnceForRequestsAtOnce(t *testing.T) {
 }
 
 // With authorization on, creating needs Create on the topic or on Cluster,
-// as CreateTopics does and as Kafka's Metadata checks it: without it the
-// topic is TOPIC_AUTHORIZATION_FAILED and not forwarded; with it the topic
-// is created; without creation allowed the ACLs are not asked.
+// as CreateTopics does and as Kafka's Metadata checks it (after Describe,
+// which every named topic needs first): without it the topic is
+// TOPIC_AUTHORIZATION_FAILED and not forwarded; with it the topic is
+// created; without creation allowed the ACLs are not asked.
 func TestMetadataCreatesOnlyWhatTheCallerMayCreate(t *testing.T) {
 	acl := filepath.Join(t.TempDir(), "acl")
-	if err := os.WriteFile(acl, []byte("allow User:alice Create Topic:alice-*\nallow User:carol Create Cluster\n"), 0o644); err != nil {
+	rules := "allow User:alice Create Topic:alice-*\nallow User:carol Create Cluster\n" +
+		"allow User:alice Describe Topic:*\nallow User:carol Describe Topic:*\n"
+	if err := os.WriteFile(acl, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	a, err := authz.New(authz.Options{Config: authz.Config{ACLFile: acl, SuperUsers: []string{"User:admin"}}, TLS: true})

@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"encoding/base64"
+	"fmt"
 	"maps"
 	"testing"
 
@@ -37,6 +38,13 @@ func withLeaderOf(t *testing.T, partitions int32) *Server {
 // withLeaderConfigured is withLeaderOf with static broker configs.
 func withLeaderConfigured(t *testing.T, partitions int32, static map[string]string) *Server {
 	t.Helper()
+	return withLeaderOfTopics(t, partitions, static, "t")
+}
+
+// withLeaderOfTopics is withLeaderConfigured leading each of topics as it
+// leads t (t with testTopicID, another with an id made of its name).
+func withLeaderOfTopics(t *testing.T, partitions int32, static map[string]string, topics ...string) *Server {
+	t.Helper()
 	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", NoBackground: true})
 	if err != nil {
 		t.Fatal(err)
@@ -53,11 +61,18 @@ func withLeaderConfigured(t *testing.T, partitions int32, static map[string]stri
 		_ = logs.Close()
 	})
 	var ps []*commonv1.PartitionState
-	for p := range partitions {
-		ps = append(ps, &commonv1.PartitionState{Topic: "t", Partition: p, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
-			Replicas: []int32{1, 2}, Isr: []int32{1, 2}})
+	var tc []*controlv1.TopicConfig
+	for _, topic := range topics {
+		for p := range partitions {
+			ps = append(ps, &commonv1.PartitionState{Topic: topic, Partition: p, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+				Replicas: []int32{1, 2}, Isr: []int32{1, 2}})
+		}
+		id := testTopicID
+		if topic != "t" {
+			id = base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%-16.16s", topic)))
+		}
+		tc = append(tc, &controlv1.TopicConfig{Topic: topic, TopicId: id})
 	}
-	tc := []*controlv1.TopicConfig{{Topic: "t", TopicId: testTopicID}}
 	um := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: 1, Full: true, ClusterId: "c",
 		Controller: &commonv1.Node{Id: 100, Address: "controller:9190"}, Partitions: ps, TopicConfigs: tc}
 	for _, id := range []int32{1, 2} {

@@ -9,6 +9,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker/internal/metadata"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/topicconfig"
 )
@@ -43,6 +44,13 @@ func topicUUID(id string) [16]byte {
 // controller Kafka clients are told of is this broker: it forwards the
 // controller's requests (admin.go). A named topic that does not exist may
 // be created (answerMissing, auto.create.topics.enable).
+//
+// Topics are authorized as Kafka's handleTopicMetadataRequest does: all
+// topics shows only those the caller may Describe; a named one it may not
+// is TOPIC_AUTHORIZATION_FAILED whether it exists or not (named by id: the
+// id and no name, ids not being secret), and is neither looked up nor
+// created. The authorized-operations fields are filled when asked
+// (authorizedOperations).
 func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
@@ -50,43 +58,77 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 	cid := meta.ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = s.opts.BrokerID
-	live := map[int32]metadata.Broker{}
 	for _, b := range meta.Brokers() {
-		live[b.ID] = b
 		if host, port, ok := Endpoint(b, rc.listener); ok {
 			resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: host, Port: port, Rack: rackOf(b)})
 		}
 	}
-	greq := &brokerv1.MetadataRequest{}
 	all := req.Topics == nil
+	type named struct {
+		name string
+		id   *[16]byte // when named by id
+	}
+	var asked []named
 	var byID map[[16]byte]string // built on the first id asked for, once per request
 	for _, t := range req.Topics {
-		name := ""
 		if t.Topic != nil {
-			name = *t.Topic
-		} else {
-			if byID == nil {
-				byID = topicsByID(meta)
-			}
-			name = byID[t.TopicID]
-		}
-		if name == "" {
-			// Kafka answers an id it does not know UNKNOWN_TOPIC_ID, which
-			// its clients retry after a metadata refresh.
-			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: int16(kerr.UnknownTopicID), TopicID: t.TopicID})
+			asked = append(asked, named{name: *t.Topic})
 			continue
 		}
-		greq.Topics = append(greq.Topics, name)
+		if byID == nil {
+			byID = topicsByID(meta)
+		}
+		name, ok := byID[t.TopicID]
+		if !ok {
+			// Kafka answers an id it does not know UNKNOWN_TOPIC_ID, which
+			// its clients retry after a metadata refresh.
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: int16(kerr.UnknownTopicID), TopicID: t.TopicID,
+				AuthorizedOperations: unaskedOperations})
+			continue
+		}
+		id := t.TopicID
+		asked = append(asked, named{name: name, id: &id})
 	}
-	if !all && len(greq.Topics) == 0 {
-		return resp
-	}
-	if err := s.authorize(ctx, brokerv1.BrokerService_Metadata_FullMethodName, greq); err != nil {
-		for _, t := range greq.Topics {
-			name := t
-			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: code(err)})
+	if err := s.authorize(ctx, brokerv1.BrokerService_Metadata_FullMethodName, &brokerv1.MetadataRequest{}); err != nil {
+		for _, t := range asked {
+			name := t.name
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: code(err), AuthorizedOperations: unaskedOperations})
 		}
 		return resp
+	}
+	s.clusterAuthorizedOperations(ctx, req, resp)
+	greq := &brokerv1.MetadataRequest{}
+	var denied []kmsg.MetadataResponseTopic // answered last, as Kafka orders them
+	for _, t := range asked {
+		if s.opts.Authorizer.Allowed(ctx, authz.Describe, authz.TopicNamed(t.name)) {
+			greq.Topics = append(greq.Topics, t.name)
+			continue
+		}
+		dt := kmsg.NewMetadataResponseTopic()
+		dt.ErrorCode = int16(kerr.TopicAuthorizationFailed)
+		if t.id != nil {
+			dt.TopicID = *t.id
+		} else {
+			name := t.name
+			dt.Topic = &name
+		}
+		denied = append(denied, dt)
+	}
+	if (all || len(greq.Topics) > 0) && !s.describeTopics(ctx, rc, req, greq, resp) {
+		return nil
+	}
+	resp.Topics = append(resp.Topics, denied...)
+	return resp
+}
+
+// describeTopics answers the topics of greq (all: every topic the caller
+// may Describe) into resp, false when the connection is to be closed.
+func (s *Server) describeTopics(ctx context.Context, rc *reqCtx, req *kmsg.MetadataRequest, greq *brokerv1.MetadataRequest, resp *kmsg.MetadataResponse) bool {
+	all := req.Topics == nil
+	meta := s.opts.RM.Meta()
+	live := map[int32]metadata.Broker{}
+	for _, b := range meta.Brokers() {
+		live[b.ID] = b
 	}
 	gresp, err := s.opts.Broker.Metadata(ctx, greq)
 	if err != nil && all {
@@ -96,15 +138,17 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 		// do on a lost connection.
 		s.log.Debug("closing a connection: cannot describe all topics", "err", err)
 		rc.closeConn.Store(true)
-		return nil
+		return false
 	}
 	if err != nil { // no metadata yet: every topic retriable
 		for _, t := range greq.Topics {
 			name := t
-			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: code(err)})
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: code(err), AuthorizedOperations: unaskedOperations})
 		}
-		return resp
+		return true
 	}
+	// All topics: only those the caller may Describe, as over gRPC.
+	gresp = s.opts.Authorizer.Filter(ctx, brokerv1.BrokerService_Metadata_FullMethodName, greq, gresp).(*brokerv1.MetadataResponse)
 	var missing map[string]int16 // the error of each named topic that does not exist
 	if !all {
 		var names []string
@@ -124,6 +168,11 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 		if c, ok := missing[name]; ok {
 			kt.ErrorCode = c
 		}
+		// A topic refused creation is answered as one refused Describe:
+		// Kafka tells it nothing more.
+		if req.IncludeTopicAuthorizedOperations && kerr.Code(kt.ErrorCode) != kerr.TopicAuthorizationFailed {
+			kt.AuthorizedOperations = s.opts.Authorizer.AuthorizedOperations(ctx, authz.TopicNamed(name))
+		}
 		kt.IsInternal = topicconfig.IsInternal(name) // __consumer_offsets, as Kafka marks it
 		for _, p := range t.GetPartitions() {
 			kp := kmsg.MetadataResponseTopicPartition{
@@ -139,7 +188,24 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 		}
 		resp.Topics = append(resp.Topics, kt)
 	}
-	return resp
+	return true
+}
+
+// unaskedOperations is Kafka's value of an authorized-operations field
+// nobody asked for (or of a topic refused).
+const unaskedOperations = -2147483648
+
+// clusterAuthorizedOperations fills Metadata v8-10's cluster field when
+// asked, as Kafka does: the cluster's operations the caller may do, or
+// none without Describe on the cluster (v11 moved it to DescribeCluster).
+func (s *Server) clusterAuthorizedOperations(ctx context.Context, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+	if req.Version < 8 || req.Version > 10 || !req.IncludeClusterAuthorizedOperations {
+		return
+	}
+	resp.AuthorizedOperations = 0
+	if s.opts.Authorizer.Allowed(ctx, authz.Describe, authz.TheCluster) {
+		resp.AuthorizedOperations = s.opts.Authorizer.AuthorizedOperations(ctx, authz.TheCluster)
+	}
 }
 
 // leaderWithoutListener is the error of a partition whose live leader has
@@ -179,7 +245,7 @@ func topicsByID(meta *metadata.Cache) map[[16]byte]string {
 func (s *Server) handleDescribeCluster(ctx context.Context, rc *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
-	resp.ClusterAuthorizedOperations = -2147483648
+	resp.ClusterAuthorizedOperations = unaskedOperations
 	if err := s.authorize(ctx, adminv1.AdminService_DescribeCluster_FullMethodName, &adminv1.DescribeClusterRequest{}); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		return resp

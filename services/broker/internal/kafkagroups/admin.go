@@ -8,6 +8,7 @@ import (
 
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/broker/internal/group"
+	"tidemark.io/services/platform/authz"
 )
 
 // listGroups lists the groups this broker coordinates (Kafka's admin
@@ -46,6 +47,10 @@ func (g *Groups) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 			continue
 		}
 		d := gresp.GetGroups()[0]
+		// v3+; as in Kafka, only a group described without error has them.
+		if req.IncludeAuthorizedOperations && d.GetErrorCode() == 0 {
+			out.AuthorizedOperations = g.Authorizer.AuthorizedOperations(ctx, authz.GroupNamed(gid))
+		}
 		out.ErrorCode, out.State, out.ProtocolType, out.Protocol = int16(d.GetErrorCode()), d.GetGroupState(), d.GetProtocolType(), d.GetProtocolName()
 		for _, m := range d.GetMembers() {
 			out.Members = append(out.Members, kmsg.DescribeGroupsResponseGroupMember{MemberID: m.GetMemberId(), InstanceID: ptr(m.GetGroupInstanceId()),

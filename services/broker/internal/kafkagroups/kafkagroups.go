@@ -90,7 +90,7 @@ func call[Req, Resp any](ctx context.Context, az *authz.Authorizer, method strin
 		return zero, err
 	}
 	if az != nil {
-		resp = az.Filter(ctx, method, resp).(Resp)
+		resp = az.Filter(ctx, method, req, resp).(Resp)
 	}
 	return resp, nil
 }

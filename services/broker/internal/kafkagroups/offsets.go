@@ -5,7 +5,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -57,16 +59,38 @@ type fetchedGroup struct {
 	err    error
 }
 
+// fetchGroup fetches one group's offsets. As Kafka's handleOffsetFetchRequest,
+// a named topic the caller may not Describe does not fail the request (as
+// it does over gRPC): each of its partitions is answered
+// TOPIC_AUTHORIZATION_FAILED with no offset, and all topics (none named)
+// shows only those it may Describe (the policy's filter).
 func (g *Groups) fetchGroup(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestTopic, stable bool) fetchedGroup {
 	greq := &groupv1.OffsetFetchRequest{GroupId: group, RequireStable: stable}
+	var refused []*groupv1.OffsetFetchTopicResult
 	for _, t := range topics {
+		if !g.Authorizer.Allowed(ctx, authz.Describe, authz.TopicNamed(t.Topic)) {
+			rt := &groupv1.OffsetFetchTopicResult{Name: t.Topic}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, &groupv1.OffsetFetchPartition{Partition: p, CommittedOffset: -1, CommittedLeaderEpoch: -1,
+					ErrorCode: commonv1.ErrorCode(kerr.TopicAuthorizationFailed)})
+			}
+			refused = append(refused, rt)
+			continue
+		}
 		greq.Topics = append(greq.Topics, &groupv1.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
 	}
+	// Every named topic refused: the group is still asked for (none named
+	// is all of them, answered to nobody), so its own refusal or
+	// coordinator error comes first, as in Kafka.
+	onlyRefused := len(topics) > 0 && len(greq.Topics) == 0
 	gresp, err := call(ctx, g.Authorizer, groupv1.GroupService_OffsetFetch_FullMethodName, greq, g.Service.OffsetFetch)
 	if err != nil {
 		return fetchedGroup{err: err}
 	}
-	return fetchedGroup{topics: gresp.GetTopics()}
+	if onlyRefused {
+		return fetchedGroup{topics: refused}
+	}
+	return fetchedGroup{topics: append(gresp.GetTopics(), refused...)}
 }
 
 // offsetFetch answers one group (v1-7; nil topics, from v2, is all of

@@ -1213,13 +1213,17 @@ func (x *MetadataResponse) GetTopics() []*TopicMetadata {
 type TopicMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// UNKNOWN_TOPIC_OR_PARTITION for a topic asked for that does not exist.
+	// UNKNOWN_TOPIC_OR_PARTITION for a topic asked for that does not exist;
+	// TOPIC_AUTHORIZATION_FAILED for one the caller may not Describe, whether
+	// it exists or not (nothing else is answered of it).
 	ErrorCode  v1.ErrorCode         `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
 	Partitions []*PartitionMetadata `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// The topic's id, new at every creation (empty when unknown): a client
 	// that sees it change drops what it knew of the topic's partitions, whose
 	// leader epochs began again at 0 (KIP-516).
-	TopicId       string `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	TopicId string `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// Why error_code is set, naming the principal refused, when known.
+	ErrorMessage  string `protobuf:"bytes,5,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1278,6 +1282,13 @@ func (x *TopicMetadata) GetPartitions() []*PartitionMetadata {
 func (x *TopicMetadata) GetTopicId() string {
 	if x != nil {
 		return x.TopicId
+	}
+	return ""
+}
+
+func (x *TopicMetadata) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
 	}
 	return ""
 }
@@ -1589,7 +1600,7 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"controller\x18\x03 \x01(\v2\x18.tidemark.common.v1.NodeR\n" +
 	"controller\x129\n" +
-	"\x06topics\x18\x04 \x03(\v2!.tidemark.broker.v1.TopicMetadataR\x06topics\"\xc3\x01\n" +
+	"\x06topics\x18\x04 \x03(\v2!.tidemark.broker.v1.TopicMetadataR\x06topics\"\xe8\x01\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\n" +
@@ -1597,7 +1608,8 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2%.tidemark.broker.v1.PartitionMetadataR\n" +
 	"partitions\x12\x19\n" +
-	"\btopic_id\x18\x04 \x01(\tR\atopicId\"\x83\x02\n" +
+	"\btopic_id\x18\x04 \x01(\tR\atopicId\x12#\n" +
+	"\rerror_message\x18\x05 \x01(\tR\ferrorMessage\"\x83\x02\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
