@@ -47,11 +47,17 @@ type Cache struct {
 	newerController chan struct{} // closed when controllerEpoch grows; nil until asked for
 	brokers         map[int32]Broker
 	partitions      map[TP]*commonv1.PartitionState
-	topicConfigs    map[string]map[string]string
-	topicIDs        map[string]string
-	brokerConfigs   map[string]string
-	initialised     bool          // a full UpdateMetadata has arrived
-	ready           chan struct{} // closed when initialised is set
+	// announced are the partitions an UpdateMetadata has listed. A
+	// LeaderAndIsr tells a broker only of the partitions it hosts, so a
+	// topic's partitions known from it alone are a part of the topic:
+	// Topics and TopicPartitions, which answer Metadata and count
+	// __consumer_offsets' partitions, show only announced ones.
+	announced     map[TP]bool
+	topicConfigs  map[string]map[string]string
+	topicIDs      map[string]string
+	brokerConfigs map[string]string
+	initialised   bool          // a full UpdateMetadata has arrived
+	ready         chan struct{} // closed when initialised is set
 
 	// Config versions: each topic's configs and the dynamic broker configs
 	// carry the value of gen when they last changed, so the replica manager
@@ -71,6 +77,7 @@ func New() *Cache {
 	return &Cache{
 		brokers:       map[int32]Broker{},
 		partitions:    map[TP]*commonv1.PartitionState{},
+		announced:     map[TP]bool{},
 		topicConfigs:  map[string]map[string]string{},
 		topicIDs:      map[string]string{},
 		brokerConfigs: map[string]string{},
@@ -160,6 +167,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	if req.GetFull() {
 		c.brokers = map[int32]Broker{}
 		c.partitions = map[TP]*commonv1.PartitionState{}
+		c.announced = map[TP]bool{}
 		// Topic configs are replaced below; those of topics the update
 		// does not list go (their versions too).
 		listed := map[string]bool{}
@@ -190,6 +198,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 		for tp := range c.partitions {
 			if tp.Topic == t {
 				delete(c.partitions, tp)
+				delete(c.announced, tp)
 			}
 		}
 		delete(c.topicConfigs, t)
@@ -198,6 +207,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	}
 	for _, p := range req.GetPartitions() {
 		c.putPartitionLocked(p)
+		c.announced[TP{p.GetTopic(), p.GetPartition()}] = true
 	}
 	for _, tc := range req.GetTopicConfigs() {
 		c.setTopicConfigLocked(tc.GetTopic(), tc.GetConfigs())
@@ -229,10 +239,11 @@ func (c *Cache) Initialised() bool {
 	return c.initialised
 }
 
-// PutPartitions records a LeaderAndIsr's partition states together, so a
-// Metadata answer never shows a topic with only some of its partitions
-// (Kafka's clients take the partition count from it); a state is skipped
-// when the cache already holds a newer leader epoch for its partition.
+// PutPartitions records a LeaderAndIsr's partition states (the broker acts
+// on them at once: Partition) without announcing them (Topics,
+// TopicPartitions wait for the UpdateMetadata that lists them); a state is
+// skipped when the cache already holds a newer leader epoch for its
+// partition.
 func (c *Cache) PutPartitions(ps []*commonv1.PartitionState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -328,26 +339,34 @@ func (c *Cache) LeaderHint(tp TP) *kerr.LeaderHint {
 	return h
 }
 
-// Topics lists the topics with at least one known partition, sorted.
+// Topics lists the topics with at least one partition an UpdateMetadata
+// listed, sorted.
 func (c *Cache) Topics() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	seen := map[string]bool{}
 	for tp := range c.partitions {
-		seen[tp.Topic] = true
+		if c.announced[tp] {
+			seen[tp.Topic] = true
+		}
 	}
 	out := slices.Collect(maps.Keys(seen))
 	sort.Strings(out)
 	return out
 }
 
-// TopicPartitions returns a topic's partition states ordered by partition.
+// TopicPartitions returns a topic's partition states that an
+// UpdateMetadata listed, ordered by partition: every partition of the topic
+// as the controller last announced it, never the part of it a LeaderAndIsr
+// told this broker of first (a Kafka client takes the partition count from
+// a Metadata answer, and the group coordinator maps groups to
+// __consumer_offsets' partitions by it).
 func (c *Cache) TopicPartitions(topic string) []*commonv1.PartitionState {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []*commonv1.PartitionState
 	for tp, p := range c.partitions {
-		if tp.Topic == topic {
+		if tp.Topic == topic && c.announced[tp] {
 			out = append(out, p)
 		}
 	}

@@ -91,3 +91,42 @@ func TestEmptyBrokerConfigsClearTheCache(t *testing.T) {
 		t.Fatalf("configs after the last key was deleted: %v", got)
 	}
 }
+
+// A LeaderAndIsr tells a broker only of the partitions it hosts: a topic
+// known from it alone is shown nowhere until the UpdateMetadata listing all
+// its partitions arrives, and partitions added to a topic stay out of it
+// until then too. Before, a Metadata answer could show a new topic with
+// some of its partitions (franz-go: "expected partition 0 but saw 1"), and
+// the group coordinator could count __consumer_offsets' partitions short.
+func TestPartitionsKnownOnlyFromLeaderAndIsrAreNotAnnounced(t *testing.T) {
+	c := New()
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{Full: true})
+	c.PutPartitions([]*commonv1.PartitionState{ps("t", 1, 1, 0, 0), ps("t", 2, 1, 0, 0)})
+	if got := c.Topics(); len(got) != 0 {
+		t.Fatalf("topics %v before the UpdateMetadata of t, want none", got)
+	}
+	if got := c.TopicPartitions("t"); len(got) != 0 {
+		t.Fatalf("%d partitions of t before its UpdateMetadata, want none", len(got))
+	}
+	if _, ok := c.Partition(TP{"t", 1}); !ok {
+		t.Fatal("the LeaderAndIsr's own partition is unknown to the broker acting on it")
+	}
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{Partitions: []*commonv1.PartitionState{ps("t", 0, 2, 0, 0), ps("t", 1, 1, 0, 0), ps("t", 2, 1, 0, 0)}})
+	if got := c.TopicPartitions("t"); len(got) != 3 {
+		t.Fatalf("%d partitions of t after its UpdateMetadata, want 3", len(got))
+	}
+	// Two partitions added; this broker hosts the second.
+	c.PutPartitions([]*commonv1.PartitionState{ps("t", 4, 1, 0, 0)})
+	if got := c.TopicPartitions("t"); len(got) != 3 {
+		t.Fatalf("%d partitions of t with partition 4 known from a LeaderAndIsr only, want the 3 announced", len(got))
+	}
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{Partitions: []*commonv1.PartitionState{ps("t", 3, 2, 0, 0), ps("t", 4, 1, 0, 0)}})
+	if got := c.TopicPartitions("t"); len(got) != 5 || c.Topics()[0] != "t" {
+		t.Fatalf("%d partitions of t after the UpdateMetadata of the added ones, want 5", len(got))
+	}
+	c.ApplyUpdate(&controlv1.UpdateMetadataRequest{DeletedTopics: []string{"t"}})
+	c.PutPartitions([]*commonv1.PartitionState{ps("t", 0, 1, 0, 0)}) // created again
+	if got := c.TopicPartitions("t"); len(got) != 0 {
+		t.Fatalf("%d partitions of a deleted and re-created t before its UpdateMetadata, want none", len(got))
+	}
+}
