@@ -293,8 +293,16 @@ func (g *globals) checkTopic(ctx context.Context, c *client.Client, topic string
 		if t.GetName() != topic {
 			continue
 		}
-		if code := kerr.Code(t.GetErrorCode()); code != kerr.None {
+		switch code := kerr.Code(t.GetErrorCode()); code {
+		case kerr.None:
+		case kerr.UnknownTopicOrPartition:
 			return info, &kerr.Error{Code: code, Message: fmt.Sprintf("topic %q does not exist", topic)}
+		default: // a refusal (TOPIC_AUTHORIZATION_FAILED) is not a missing topic
+			msg := t.GetErrorMessage()
+			if msg == "" {
+				msg = fmt.Sprintf("topic %q", topic)
+			}
+			return info, &kerr.Error{Code: code, Message: msg}
 		}
 		info.partitions = int32(len(t.GetPartitions()))
 	}
