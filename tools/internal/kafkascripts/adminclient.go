@@ -118,3 +118,56 @@ func kafkaError(code int16, message *string) error {
 	}
 	return kerr.ErrorForCode(code)
 }
+
+// reassignment is one move in flight as ListPartitionReassignments gives
+// it: replicas the whole moving set, adding and removing its two ends.
+type reassignment struct {
+	replicas, adding, removing []int32
+}
+
+// listReassignments asks for the moves among parts (every one in flight
+// when parts is nil).
+func (a *seedAdmin) listReassignments(ctx context.Context, parts []topicPartition) (map[topicPartition]reassignment, error) {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = int32(requestTimeout.Milliseconds())
+	if parts != nil {
+		req.Topics = []kmsg.ListPartitionReassignmentsRequestTopic{}
+		byTopic := map[string]int{}
+		for _, tp := range parts {
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+				rt.Topic = tp.Topic
+				req.Topics = append(req.Topics, rt)
+				i = len(req.Topics) - 1
+				byTopic[tp.Topic] = i
+			}
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, tp.Partition)
+		}
+	}
+	kresp, err := a.request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.ListPartitionReassignmentsResponse)
+	if resp.ErrorCode != 0 {
+		return nil, &codeError{code: resp.ErrorCode, err: kafkaError(resp.ErrorCode, resp.ErrorMessage)}
+	}
+	out := map[topicPartition]reassignment{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[topicPartition{t.Topic, p.Partition}] = reassignment{replicas: p.Replicas, adding: p.AddingReplicas, removing: p.RemovingReplicas}
+		}
+	}
+	return out, nil
+}
+
+// codeError is a refusal with its Kafka error code, for the callers that
+// tell codes apart.
+type codeError struct {
+	code int16
+	err  error
+}
+
+func (e *codeError) Error() string { return e.err.Error() }
+func (e *codeError) Unwrap() error { return e.err }

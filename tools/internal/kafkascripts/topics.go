@@ -541,12 +541,13 @@ func topicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToSt
 //
 //	Topic: T	Partition: P	Leader: L	Replicas: r,r,r	Isr: i,i
 //
-// Leader is "none" when the partition has none. The partition filters
-// print only the partitions they select and no topic lines. Kafka's tool
-// adds Adding/Removing Replicas from ListPartitionReassignments when the
-// broker serves it; the Kafka listener does not, which the tool takes as
-// no reassignment in progress, so neither does this one. Topics come in
-// name order.
+// Leader is "none" when the partition has none; a partition being
+// reassigned (ListPartitionReassignments) adds
+//
+//	Adding Replicas: a,a	Removing Replicas: r
+//
+// after Isr. The partition filters print only the partitions they select
+// and no topic lines. Topics come in name order.
 func (r *topicsRun) describe(ctx context.Context, adm *seedAdmin, stdout io.Writer) error {
 	meta, topics, err := r.selected(ctx, adm)
 	if err != nil {
@@ -578,6 +579,10 @@ func (r *topicsRun) describe(ctx context.Context, adm *seedAdmin, stdout io.Writ
 	for _, b := range meta.Brokers {
 		live[b.NodeID] = true
 	}
+	moving, err := describedReassignments(ctx, adm, topics)
+	if err != nil {
+		return err
+	}
 	for _, t := range topics {
 		cfg := configs[*t.Topic]
 		parts := slices.Clone(t.Partitions)
@@ -587,32 +592,90 @@ func (r *topicsRun) describe(ctx context.Context, adm *seedAdmin, stdout io.Writ
 			if t.TopicID != ([16]byte{}) {
 				line += "\tTopicId: " + topicIDString(t.TopicID)
 			}
-			line += fmt.Sprintf("\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s", len(parts), len(parts[0].Replicas), strings.Join(cfg.overrides, ","))
+			rf := replicationFactor(parts[0], moving[topicPartition{*t.Topic, parts[0].Partition}])
+			line += fmt.Sprintf("\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s", len(parts), rf, strings.Join(cfg.overrides, ","))
 			fmt.Fprintln(stdout, line)
 		}
 		if r.withOverrides {
 			continue
 		}
 		for _, p := range parts {
-			if !r.all && !r.reports(p, cfg.minISR, live) {
+			ra, isMoving := moving[topicPartition{*t.Topic, p.Partition}]
+			if !r.all && !r.reports(p, ra, cfg.minISR, live) {
 				continue
 			}
 			leader := "none"
 			if p.Leader >= 0 {
 				leader = strconv.Itoa(int(p.Leader))
 			}
-			fmt.Fprintf(stdout, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s\n",
+			line := fmt.Sprintf("\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s",
 				*t.Topic, p.Partition, leader, joinIDs(p.Replicas, ","), joinIDs(p.ISR, ","))
+			if isMoving {
+				line += fmt.Sprintf("\tAdding Replicas: %s\tRemoving Replicas: %s", joinIDs(ra.adding, ","), joinIDs(ra.removing, ","))
+			}
+			fmt.Fprintln(stdout, line)
 		}
 	}
 	return nil
 }
 
+// describedReassignments lists the moves among the partitions described.
+// A broker that does not serve ListPartitionReassignments, or a caller
+// without Describe on the Cluster, leaves the columns out, as in Kafka's
+// tool.
+func describedReassignments(ctx context.Context, adm *seedAdmin, topics []kmsg.MetadataResponseTopic) (map[topicPartition]reassignment, error) {
+	var parts []topicPartition
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			parts = append(parts, topicPartition{*t.Topic, p.Partition})
+		}
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	moving, err := adm.listReassignments(ctx, parts)
+	var ce *codeError
+	switch {
+	case errors.As(err, &ce) && (ce.code == kerr.UnsupportedVersion.Code || ce.code == kerr.ClusterAuthorizationFailed.Code):
+		return nil, nil
+	case err != nil && strings.Contains(err.Error(), "broker is too old"): // franz-go: the API is not advertised
+		return nil, nil
+	}
+	return moving, err
+}
+
+// inProgress is Kafka's TopicCommand.isReassignmentInProgress: a move that
+// finished between the Metadata and the listing shares no replica with
+// the partition's.
+func inProgress(p kmsg.MetadataResponseTopicPartition, ra reassignment) bool {
+	for _, id := range p.Replicas {
+		if slices.Contains(ra.adding, id) || slices.Contains(ra.removing, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// replicationFactor is Kafka's: during a move, the replicas less those
+// being added (the origin's count).
+func replicationFactor(p kmsg.MetadataResponseTopicPartition, ra reassignment) int {
+	if !inProgress(p, ra) {
+		return len(p.Replicas)
+	}
+	n := 0
+	for _, id := range ra.replicas {
+		if !slices.Contains(ra.adding, id) {
+			n++
+		}
+	}
+	return n
+}
+
 // reports says whether a partition filter given selects p.
-func (r *topicsRun) reports(p kmsg.MetadataResponseTopicPartition, minISR int, live map[int32]bool) bool {
+func (r *topicsRun) reports(p kmsg.MetadataResponseTopicPartition, ra reassignment, minISR int, live map[int32]bool) bool {
 	hasLeader := p.Leader >= 0
 	switch {
-	case r.underReplicated && len(p.Replicas)-len(p.ISR) > 0:
+	case r.underReplicated && replicationFactor(p, ra)-len(p.ISR) > 0:
 		return true
 	case r.unavailable && (!hasLeader || !live[p.Leader]):
 		return true

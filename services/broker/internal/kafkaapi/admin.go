@@ -27,10 +27,15 @@ func forwardTimeout(askedMs int32) time.Duration {
 }
 
 func (s *Server) admin(ctx context.Context, askedMs int32) (adminv1.AdminServiceClient, context.Context, context.CancelFunc, error) {
+	return s.adminFor(ctx, forwardTimeout(askedMs))
+}
+
+// adminFor is admin with the forwarded call bounded by d.
+func (s *Server) adminFor(ctx context.Context, d time.Duration) (adminv1.AdminServiceClient, context.Context, context.CancelFunc, error) {
 	if p := identity.FromContext(ctx); p.Role != identity.Anonymous {
 		ctx = identity.Forward(ctx, p.Name)
 	}
-	ctx, cancel := context.WithTimeout(ctx, forwardTimeout(askedMs))
+	ctx, cancel := context.WithTimeout(ctx, d)
 	cli, err := s.opts.Admin(ctx)
 	if err != nil {
 		cancel()

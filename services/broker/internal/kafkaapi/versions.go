@@ -40,6 +40,10 @@ func (s *Server) apis() map[int16]api {
 		int16(kmsg.IncrementalAlterConfigs): {VersionRange{0, 1}, s.handleIncrementalAlterConfigs},
 		int16(kmsg.ElectLeaders):            {VersionRange{0, 2}, s.handleElectLeaders},
 		int16(kmsg.DescribeCluster):         {VersionRange{0, 1}, s.handleDescribeCluster},
+		// v1 adds allow_replication_factor_change (KIP-860), which tidemark's
+		// controller does not check: every move may change the count.
+		int16(kmsg.AlterPartitionAssignments):  {VersionRange{0, 0}, s.handleAlterPartitionReassignments},
+		int16(kmsg.ListPartitionReassignments): {VersionRange{0, 0}, s.handleListPartitionReassignments},
 	}
 	if s.opts.LogDirs != nil {
 		m[int16(kmsg.DescribeLogDirs)] = api{VersionRange{0, 3}, s.handleDescribeLogDirs}
