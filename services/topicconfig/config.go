@@ -99,11 +99,14 @@ type BrokerConfig struct {
 	OffsetsTopicNumPartitions     int32
 	OffsetsTopicReplicationFactor int32
 	OffsetsRetentionMinutes       int64
-	OffsetMetadataMaxBytes        int32
-	GroupInitialRebalanceDelayMs  int64
-	GroupMinSessionTimeoutMs      int64
-	GroupMaxSessionTimeoutMs      int64
-	GroupMaxSize                  int32
+	// How often the coordinator expires offsets and forgets Empty groups
+	// without offsets (Kafka's cleanup of group metadata).
+	OffsetsRetentionCheckIntervalMs int64
+	OffsetMetadataMaxBytes          int32
+	GroupInitialRebalanceDelayMs    int64
+	GroupMinSessionTimeoutMs        int64
+	GroupMaxSessionTimeoutMs        int64
+	GroupMaxSize                    int32
 
 	// Limits on what one client may ask of the broker.
 	FetchMaxBytes               int32

@@ -63,6 +63,7 @@ func TestDefaultBroker(t *testing.T) {
 		OffsetsTopicNumPartitions:                50,
 		OffsetsTopicReplicationFactor:            3,
 		OffsetsRetentionMinutes:                  10080,
+		OffsetsRetentionCheckIntervalMs:          600000,
 		OffsetMetadataMaxBytes:                   4096,
 		GroupInitialRebalanceDelayMs:             3000,
 		GroupMinSessionTimeoutMs:                 6000,

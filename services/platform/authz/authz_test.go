@@ -394,8 +394,24 @@ func TestUserCallsFollowTheACL(t *testing.T) {
 	if strings.Join(names, ",") != "orders-1,orders-2" {
 		t.Fatalf("alice listed %v, want only orders-1,orders-2", names)
 	}
-	_, err = admin.DescribeTopics(ctx, &adminv1.DescribeTopicsRequest{Topics: []string{"payroll"}})
-	authztest.WantRefused(t, err, kerr.TopicAuthorizationFailed, "User:alice is not allowed Describe on Topic:payroll")
+	// A named topic she may not Describe is answered refused alone, as
+	// Kafka's Metadata answers it; the others are described.
+	resp, err = admin.DescribeTopics(ctx, &adminv1.DescribeTopicsRequest{Topics: []string{"orders-1", "payroll"}})
+	if err != nil {
+		t.Fatalf("DescribeTopics naming a refused topic: %v, want an answer per topic", err)
+	}
+	for _, d := range resp.GetTopics() {
+		want := kerr.None
+		if d.GetName() == "payroll" {
+			want = kerr.TopicAuthorizationFailed
+			if d.GetErrorMessage() != "User:alice is not allowed Describe on Topic:payroll" {
+				t.Errorf("payroll refused with %q", d.GetErrorMessage())
+			}
+		}
+		if kerr.Code(d.GetErrorCode()) != want {
+			t.Errorf("%s answered %s, want %s", d.GetName(), kerr.Code(d.GetErrorCode()), want)
+		}
+	}
 
 	// A super user bypasses the ACL; a gateway forwarding for alice is alice.
 	if _, err := brokerv1.NewBrokerServiceClient(f.dial(t, "admin")).Produce(ctx, &brokerv1.ProduceRequest{Topic: "other"}); err != nil {
@@ -506,6 +522,17 @@ func TestGroupCallsFollowTheACL(t *testing.T) {
 	}
 	if n := len(fetched.GetTopics()); n != 1 || fetched.GetTopics()[0].GetName() != "orders-1" {
 		t.Fatalf("alice fetched offsets of %v, want only orders-1", fetched.GetTopics())
+	}
+	// Naming a topic she may not Describe refuses that topic alone: the
+	// partitions she named, and the topic's own code.
+	fetched, err = alice.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "app-1",
+		Topics: []*groupv1.OffsetFetchTopic{{Name: "orders-1"}, {Name: "payroll", Partitions: []int32{0, 1}}}})
+	if err != nil {
+		t.Fatalf("OffsetFetch naming a refused topic: %v, want an answer per topic", err)
+	}
+	if ts := fetched.GetTopics(); len(ts) != 2 || ts[0].GetErrorCode() != 0 || kerr.Code(ts[1].GetErrorCode()) != kerr.TopicAuthorizationFailed ||
+		len(ts[1].GetPartitions()) != 2 || kerr.Code(ts[1].GetPartitions()[1].GetErrorCode()) != kerr.TopicAuthorizationFailed || ts[1].GetPartitions()[1].GetCommittedOffset() != -1 {
+		t.Fatalf("alice fetched %v, want orders-1 and payroll's partitions 0 and 1 refused", ts)
 	}
 	listed, err := alice.ListGroups(ctx, &groupv1.ListGroupsRequest{})
 	if err != nil {

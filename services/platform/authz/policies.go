@@ -152,21 +152,28 @@ var policies = map[string]policy{
 		},
 	},
 	adminv1.AdminService_DescribeTopics_FullMethodName: {
-		describe: "Describe on each named Topic; listing all shows only the topics the caller may Describe",
-		check: func(d decider, m any) error {
-			for _, t := range m.(*adminv1.DescribeTopicsRequest).GetTopics() {
-				if err := d.need(Describe, TopicNamed(t)); err != nil {
-					return err
-				}
-			}
-			return d.authenticated()
-		},
-		filter: func(d decider, _, resp any) any {
+		describe: "any authenticated caller; a named Topic it may not Describe is answered TOPIC_AUTHORIZATION_FAILED alone, and listing all shows only the topics it may Describe",
+		check:    func(d decider, _ any) error { return d.authenticated() },
+		filter: func(d decider, req, resp any) any {
 			r := resp.(*adminv1.DescribeTopicsResponse)
+			named := req.(*adminv1.DescribeTopicsRequest).GetTopics()
 			kept := r.Topics[:0]
+			answered := map[string]bool{}
 			for _, t := range r.Topics {
-				if d.allowed(Describe, TopicNamed(t.GetName())) {
+				switch err := d.need(Describe, TopicNamed(t.GetName())); {
+				case err == nil:
 					kept = append(kept, t)
+				case len(named) > 0:
+					kept = append(kept, refusedTopic(t.GetName(), err))
+				}
+				answered[t.GetName()] = true
+			}
+			// A named topic the health filters left out is still
+			// answered refused: the caller asked for it by name.
+			for _, name := range named {
+				if err := d.need(Describe, TopicNamed(name)); err != nil && !answered[name] {
+					kept = append(kept, refusedTopic(name, err))
+					answered[name] = true
 				}
 			}
 			r.Topics = kept
@@ -307,17 +314,20 @@ var policies = map[string]policy{
 		},
 	},
 	groupv1.GroupService_OffsetFetch_FullMethodName: {
-		describe: "Describe on Group:ID and Describe on each Topic named; all offsets show only the topics the caller may Describe",
+		describe: "Describe on Group:ID; a named Topic the caller may not Describe is answered TOPIC_AUTHORIZATION_FAILED alone, and all offsets show only the topics it may Describe",
 		check: func(d decider, m any) error {
-			req := m.(*groupv1.OffsetFetchRequest)
-			return d.needGroupAndTopics(Describe, req.GetGroupId(), topicNames(req.GetTopics(), (*groupv1.OffsetFetchTopic).GetName))
+			return d.need(Describe, GroupNamed(m.(*groupv1.OffsetFetchRequest).GetGroupId()))
 		},
-		filter: func(d decider, _, resp any) any {
+		filter: func(d decider, req, resp any) any {
 			r := resp.(*groupv1.OffsetFetchResponse)
+			named := len(req.(*groupv1.OffsetFetchRequest).GetTopics()) > 0
 			kept := r.Topics[:0]
 			for _, t := range r.Topics {
-				if d.allowed(Describe, TopicNamed(t.GetName())) {
+				switch {
+				case d.allowed(Describe, TopicNamed(t.GetName())):
 					kept = append(kept, t)
+				case named:
+					kept = append(kept, refusedOffsets(t, req.(*groupv1.OffsetFetchRequest)))
 				}
 			}
 			r.Topics = kept
@@ -497,6 +507,32 @@ func (d decider) needGroupAndTopics(op Operation, group string, topics []string)
 		}
 	}
 	return nil
+}
+
+// refusedTopic is the description of a named topic the caller may not
+// Describe: its name and the refusal, as Kafka's Metadata answers it.
+func refusedTopic(name string, err error) *adminv1.TopicDescription {
+	e := kerr.As(err)
+	return &adminv1.TopicDescription{Name: name, ErrorCode: commonv1.ErrorCode(e.Code), ErrorMessage: e.Message}
+}
+
+// refusedOffsets answers a named topic the caller may not Describe as
+// Kafka's OffsetFetch does: each partition it named refused, with no
+// offset; none named lists none (which ones the group committed is not
+// the caller's to see), the topic's own code saying why.
+func refusedOffsets(t *groupv1.OffsetFetchTopicResult, req *groupv1.OffsetFetchRequest) *groupv1.OffsetFetchTopicResult {
+	const code = commonv1.ErrorCode(kerr.TopicAuthorizationFailed)
+	out := &groupv1.OffsetFetchTopicResult{Name: t.GetName(), ErrorCode: code}
+	for _, rt := range req.GetTopics() {
+		if rt.GetName() != t.GetName() {
+			continue
+		}
+		for _, p := range rt.GetPartitions() {
+			out.Partitions = append(out.Partitions, &groupv1.OffsetFetchPartition{Partition: p, CommittedOffset: -1, CommittedLeaderEpoch: -1, ErrorCode: code})
+		}
+		break
+	}
+	return out
 }
 
 // topicNames lists the names of a request's topic entries.

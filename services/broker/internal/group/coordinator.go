@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -63,9 +64,9 @@ type Coordinator struct {
 
 	mu     lockorder.Mutex[lockorder.Leaf]
 	shards map[int32]*shard
-	// offsetsDue is when expire next looks for expired offsets
-	// (offsetsCheckEvery).
-	offsetsDue time.Time
+	// cleanupDue is when expire next runs the cleanup
+	// (offsets.retention.check.interval.ms).
+	cleanupDue time.Time
 	// remote are the high watermarks of committed partitions this broker
 	// does not host, for tidemark_group_lag.
 	remote remoteHWs
@@ -123,6 +124,9 @@ func New(o Options) *Coordinator {
 	}
 	c := &Coordinator{host: o.Host, log: logging.OrDiscard(o.Logger), now: o.Now, tick: o.Tick,
 		shards: map[int32]*shard{}, stop: make(chan struct{})}
+	// Kafka's first cleanup runs at startup, before any partition is
+	// loaded: the first that can find a group is an interval later.
+	c.cleanupDue = o.Now().Add(time.Duration(o.Host.Config().OffsetsRetentionCheckIntervalMs) * time.Millisecond)
 	c.bg, c.cancelBG = context.WithCancel(context.Background())
 	if o.Registry != nil {
 		o.Registry.MustRegister(collector{c})
@@ -305,7 +309,7 @@ func (c *Coordinator) load(s *shard) {
 	groups := map[string]*Group{}
 	offsets := map[string]map[TP]committed{}
 	now := c.now()
-	records := 0
+	records, skipped := 0, 0
 	for off := offs.LogStart; off < target; {
 		buf, next, err := c.host.Read(tp, off, target)
 		if err != nil {
@@ -330,7 +334,14 @@ func (c *Coordinator) load(s *shard) {
 					continue
 				}
 				records++
-				applyRecord(groups, offsets, rec, now)
+				if err := applyRecord(groups, offsets, rec, now); err != nil {
+					// A record this broker cannot read (a newer
+					// Kafka's version) is skipped, not fatal: the
+					// rest of the partition's groups still load.
+					if skipped++; skipped <= maxSkipLogs {
+						c.log.Warn("skipped a record of the offsets topic it cannot read", "partition", s.partition, "offset", rec.Offset, "err", err)
+					}
+				}
 			}
 		}
 		off = next
@@ -359,7 +370,7 @@ func (c *Coordinator) load(s *shard) {
 	// groups created by requests answered LOAD_IN_PROGRESS do not exist.
 	s.groups, s.offsets, s.loading = groups, offsets, false
 	c.log.Info("loaded groups", "partition", s.partition, "leader_epoch", s.epoch, "groups", len(groups), "records", records,
-		"took", c.now().Sub(start).Round(time.Millisecond).String())
+		"skipped", skipped, "took", c.now().Sub(start).Round(time.Millisecond).String())
 }
 
 // abandonLoad drops a shard whose load failed; the next leadership check
@@ -372,11 +383,15 @@ func (c *Coordinator) abandonLoad(s *shard) {
 	}
 }
 
-// applyRecord replays one record of the log into the loaded state.
-func applyRecord(groups map[string]*Group, offsets map[string]map[TP]committed, rec recordbatch.Record, now time.Time) {
+// maxSkipLogs bounds the warnings of one load about records it skips.
+const maxSkipLogs = 10
+
+// applyRecord replays one record of the log into the loaded state; an
+// error names a record it could not read, and changed nothing.
+func applyRecord(groups map[string]*Group, offsets map[string]map[TP]committed, rec recordbatch.Record, now time.Time) error {
 	k, err := DecodeKey(rec.Key)
 	if err != nil {
-		return
+		return err
 	}
 	if k.IsOffset {
 		tp := TP{k.Topic, k.Partition}
@@ -385,46 +400,41 @@ func applyRecord(groups map[string]*Group, offsets map[string]map[TP]committed, 
 			if len(offsets[k.Group]) == 0 {
 				delete(offsets, k.Group)
 			}
-			return
+			return nil
 		}
 		v, err := DecodeOffset(rec.Value)
 		if err != nil {
-			return
+			return fmt.Errorf("offset of group %q, %s-%d: %w", k.Group, k.Topic, k.Partition, err)
 		}
 		if offsets[k.Group] == nil {
 			offsets[k.Group] = map[TP]committed{}
 		}
 		offsets[k.Group][tp] = committed{OffsetValue: v, logOffset: rec.Offset}
-		return
+		return nil
 	}
 	if rec.Value == nil {
 		delete(groups, k.Group)
-		return
+		return nil
 	}
 	v, err := DecodeGroup(rec.Value)
 	if err != nil {
-		return
+		return fmt.Errorf("metadata of group %q: %w", k.Group, err)
 	}
 	groups[k.Group] = Restore(k.Group, v, now)
+	return nil
 }
 
-// offsetsCheckEvery is how often expire looks for expired offsets. Kafka
-// looks every offsets.retention.check.interval.ms (10 minutes); retention
-// is counted in minutes, so once a second is prompt enough, and walking
-// every offset of every group at each 50 ms tick, under the coordinator's
-// lock, was most of an idle coordinator's work (BenchmarkExpireIdle).
-const offsetsCheckEvery = time.Second
-
 // expire runs every loaded group's clock: session timeouts, handed-out
-// member ids, rebalance deadlines; and, every offsetsCheckEvery, offset
-// retention.
+// member ids, rebalance deadlines; and, every
+// offsets.retention.check.interval.ms, the cleanup (cleanupLocked).
 func (c *Coordinator) expire() {
 	now := c.now()
-	retention := time.Duration(c.host.Config().OffsetsRetentionMinutes) * time.Minute
+	cfg := c.host.Config()
+	retention := time.Duration(cfg.OffsetsRetentionMinutes) * time.Minute
 	c.mu.Lock()
-	checkOffsets := !now.Before(c.offsetsDue)
-	if checkOffsets {
-		c.offsetsDue = now.Add(offsetsCheckEvery)
+	cleanup := !now.Before(c.cleanupDue)
+	if cleanup {
+		c.cleanupDue = now.Add(time.Duration(cfg.OffsetsRetentionCheckIntervalMs) * time.Millisecond)
 	}
 	for _, s := range c.shards {
 		if s.loading {
@@ -436,63 +446,75 @@ func (c *Coordinator) expire() {
 			if eff.Persist {
 				c.writeLocked(s, groupBatch(g, now))
 			}
-			// A group that never got a member, or whose last member
-			// left, and has no offsets is forgotten, with a tombstone
-			// for its metadata record as in Kafka: without it, every
-			// reload brought the group back, Empty, until the next tick.
-			if g.State == Empty && g.Size() == 0 && !g.HasPending() && len(s.offsets[id]) == 0 && len(s.inflight[id]) == 0 {
-				delete(s.groups, id)
-				var b recordbatch.Builder
-				b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(id)})
-				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
-			}
 		}
-		// Offsets expire by Kafka's rules (offsetExpiry): a group that had
-		// members counts from when it became Empty, not from a later
-		// commit; one only ever committed to from outside counts from each
-		// commit; a Stable consumer group keeps what its members subscribe
-		// to and loses the rest retention after their commit; a group
-		// rebalancing, or of another protocol type with members, keeps
-		// everything. An offset offsets.retention.minutes old to the
-		// millisecond has expired, as in Kafka.
-		if !checkOffsets {
-			continue
+		if cleanup {
+			c.cleanupLocked(s, now, retention)
 		}
-		for id, offs := range s.offsets {
+	}
+	c.mu.Unlock()
+}
+
+// cleanupLocked is Kafka's cleanupGroupMetadata, run every
+// offsets.retention.check.interval.ms (10 minutes), not at every tick:
+// expired offsets go with tombstones, and a group that is Empty and has
+// no offsets left goes with a tombstone for its metadata record, in the
+// same batch. Until then an Empty group without offsets is listed and
+// described, as in Kafka, and one that gets members again meanwhile
+// stays; a coordinator move loads it from its record, which has no
+// tombstone, and the next coordinator's cleanup decides.
+//
+// Offsets expire by Kafka's rules (offsetExpiry): a group that had
+// members counts from when it became Empty, not from a later commit; one
+// only ever committed to from outside counts from each commit; a Stable
+// consumer group keeps what its members subscribe to and loses the rest
+// retention after their commit; a group rebalancing, or of another
+// protocol type with members, keeps everything. An offset
+// offsets.retention.minutes old to the millisecond has expired, as in
+// Kafka.
+func (c *Coordinator) cleanupLocked(s *shard, now time.Time, retention time.Duration) {
+	ids := make(map[string]bool, len(s.groups)+len(s.offsets))
+	for id := range s.groups {
+		ids[id] = true
+	}
+	for id := range s.offsets {
+		ids[id] = true
+	}
+	for id := range ids {
+		g, hasGroup := s.groups[id]
+		var b recordbatch.Builder
+		var drops []groupTP
+		if offs := s.offsets[id]; len(offs) > 0 {
 			rule := offsetExpiry{applies: true} // no group loaded: only committed to from outside
-			g, hasGroup := s.groups[id]
 			if hasGroup {
 				rule = g.offsetExpiry()
 			}
-			if !rule.applies {
-				continue
-			}
-			var b recordbatch.Builder
-			var drops []groupTP
-			for tp, o := range offs {
-				if s.inflight[id][tp] == 0 && rule.expired(tp, o.OffsetValue, now, retention) {
-					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(id, tp.Topic, tp.Partition)})
-					drops = append(drops, groupTP{id, tp})
-					delete(offs, tp)
+			if rule.applies {
+				for tp, o := range offs {
+					if s.inflight[id][tp] == 0 && rule.expired(tp, o.OffsetValue, now, retention) {
+						b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(id, tp.Topic, tp.Partition)})
+						drops = append(drops, groupTP{id, tp})
+						delete(offs, tp)
+					}
 				}
 			}
 			if len(offs) == 0 {
 				delete(s.offsets, id)
-				// An Empty group goes with its last offsets, its tombstone
-				// in the same batch, as Kafka's cleanup deletes it: left
-				// to the next tick, it was listed meanwhile, and a
-				// coordinator move between the two writes loaded it again.
-				if !hasGroup || g.State == Empty && g.Size() == 0 && !g.HasPending() && len(s.inflight[id]) == 0 {
-					delete(s.groups, id)
-					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(id)})
-				}
-			}
-			if b.Count() > 0 {
-				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
 			}
 		}
+		// Kafka's "Empty and no offsets": the group goes, its tombstone
+		// after those of its last offsets (a move between two writes
+		// would load it again). Offsets without a group record get one
+		// too, as Kafka's cache holds a group for them.
+		forget := len(s.offsets[id]) == 0 && len(s.inflight[id]) == 0 &&
+			(hasGroup && g.State == Empty && g.Size() == 0 && !g.HasPending() || !hasGroup && len(drops) > 0)
+		if forget {
+			delete(s.groups, id)
+			b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(id)})
+		}
+		if b.Count() > 0 {
+			c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
+		}
 	}
-	c.mu.Unlock()
 }
 
 func errNotCoordinatorOf(c *Coordinator, s *shard) *kerr.Error {

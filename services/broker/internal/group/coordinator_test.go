@@ -45,6 +45,10 @@ type fakeHost struct {
 	retentionMinutes int64
 	// maxSize overrides group.max.size when set.
 	maxSize int32
+	// cleanupEvery is offsets.retention.check.interval.ms; 0 means 1 ms,
+	// so a test that moves the clock between ticks has the cleanup run at
+	// each, unless it tests the interval itself.
+	cleanupEvery time.Duration
 	// latest is what ListOffsets answers for a partition's latest offset
 	// (the high watermark its leader reports).
 	latest map[TP]int64
@@ -65,6 +69,10 @@ func (h *fakeHost) Config() topicconfig.BrokerConfig {
 	}
 	if h.maxSize > 0 {
 		c.GroupMaxSize = h.maxSize
+	}
+	c.OffsetsRetentionCheckIntervalMs = 1
+	if h.cleanupEvery > 0 {
+		c.OffsetsRetentionCheckIntervalMs = h.cleanupEvery.Milliseconds()
 	}
 	h.mu.Unlock()
 	return c
@@ -1078,12 +1086,15 @@ func TestAResetNamingAPartitionThatDoesNotExistSaysSo(t *testing.T) {
 	}
 }
 
-// A group whose last member left and that has no offsets is forgotten with
-// a tombstone for its metadata record, so a reload does not bring it back.
+// A group whose last member left and that has no offsets is forgotten by
+// the next cleanup with a tombstone for its metadata record, so a reload
+// does not bring it back.
 func TestAForgottenGroupStaysForgottenThroughAReload(t *testing.T) {
 	h := newFakeHost(1)
 	h.leads[0] = 1
-	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the ticks
+	h.cleanupEvery = 10 * time.Minute
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	c := New(Options{Host: h, Tick: time.Hour, Now: clock.Now}) // the test runs the ticks
 	defer c.Close()
 	s := &Service{C: c}
 	c.reconcile()
@@ -1113,8 +1124,13 @@ func TestAForgottenGroupStaysForgottenThroughAReload(t *testing.T) {
 		return ids
 	}
 	c.expire()
+	if ids := listed(); !slices.Equal(ids, []string{"g"}) {
+		t.Fatalf("groups %v after a tick before the cleanup, want g still listed", ids)
+	}
+	clock.advance(10 * time.Minute)
+	c.expire()
 	if ids := listed(); len(ids) != 0 {
-		t.Fatalf("groups %v after the tick, want g forgotten", ids)
+		t.Fatalf("groups %v after the cleanup, want g forgotten", ids)
 	}
 	waitUntil(t, "the tombstone", func() bool {
 		h.mu.Lock()

@@ -12,11 +12,12 @@ import (
 
 // BenchmarkExpireIdle is one coordinator tick (50 ms) of an idle
 // coordinator holding 500 groups without members, 20 committed offsets
-// each, none near expiry: the work expire does under the coordinator's lock
-// while nothing happens.
+// each, none near expiry, with the default cleanup interval: the work
+// expire does under the coordinator's lock while nothing happens.
 func BenchmarkExpireIdle(b *testing.B) {
 	h := newFakeHost(1)
 	h.leads[0] = 1
+	h.cleanupEvery = defaultCleanupEvery
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 	c := New(Options{Host: h, Tick: time.Hour, Now: clock.Now})
 	defer c.Close()

@@ -18,7 +18,8 @@ import (
 //	                        int64 commit_timestamp, int64 expire_timestamp
 //	                        (a commit with a retention of its own, as Kafka
 //	                        writes it: v1 is the value with an expiry, and
-//	                        has no leader epoch)
+//	                        has no leader epoch); versions 0 and 2
+//	                        are read too (DecodeOffset)
 //	group metadata key  v2: int16 version=2, string group
 //	group metadata value v3: int16 version=3, string protocol_type, int32 generation,
 //	                        nullable string protocol, nullable string leader,
@@ -162,23 +163,37 @@ func DecodeKey(b []byte) (Key, error) {
 	return k, r.done("key")
 }
 
-// DecodeOffset decodes an offset commit value: version 3, or version 1
-// (an offset with an expire timestamp; its leader epoch is -1, unknown).
+// DecodeOffset decodes an offset commit value of any version Kafka wrote
+// before its flexible ones, as Kafka's reader accepts them all:
+//
+//	v0: offset, metadata, commit_timestamp
+//	v1: v0 + expire_timestamp (-1: none)
+//	v2: v0 again (no expire timestamp)
+//	v3: offset, leader_epoch, metadata, commit_timestamp
+//
+// Versions without a leader epoch read it as -1, unknown. Any other
+// version is an error naming it: the loader skips the record.
 func DecodeOffset(b []byte) (OffsetValue, error) {
 	r := reader{b: b}
 	var out OffsetValue
-	switch v := r.i16(); v {
-	case offsetValueVersion:
-		out = OffsetValue{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str(), CommitTimestamp: r.i64()}
+	v := r.i16()
+	if r.err != nil {
+		return OffsetValue{}, fmt.Errorf("offset value: %w", r.err)
+	}
+	switch v {
+	case 0, 2:
+		out = OffsetValue{Offset: r.i64(), LeaderEpoch: -1, Metadata: r.str(), CommitTimestamp: r.i64()}
 	case offsetExpiringValueVersion:
 		out = OffsetValue{Offset: r.i64(), LeaderEpoch: -1, Metadata: r.str(), CommitTimestamp: r.i64(), ExpireTimestamp: r.i64()}
 		if out.ExpireTimestamp == -1 {
 			out.ExpireTimestamp = 0 // none, as Kafka reads it
 		}
+	case offsetValueVersion:
+		out = OffsetValue{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str(), CommitTimestamp: r.i64()}
 	default:
-		return OffsetValue{}, fmt.Errorf("offset value version %d, want %d or %d", v, offsetValueVersion, offsetExpiringValueVersion)
+		return OffsetValue{}, fmt.Errorf("unknown offset commit value version %d (versions 0 to %d are read)", v, offsetValueVersion)
 	}
-	return out, r.done("offset value")
+	return out, r.done(fmt.Sprintf("offset value v%d", v))
 }
 
 // DecodeGroup decodes a group metadata value.

@@ -60,10 +60,12 @@ type fetchedGroup struct {
 }
 
 // fetchGroup fetches one group's offsets. As Kafka's handleOffsetFetchRequest,
-// a named topic the caller may not Describe does not fail the request (as
-// it does over gRPC): each of its partitions is answered
+// a named topic the caller may not Describe does not fail the request (nor
+// does it over gRPC): each of its partitions is answered
 // TOPIC_AUTHORIZATION_FAILED with no offset, and all topics (none named)
-// shows only those it may Describe (the policy's filter).
+// shows only those it may Describe (the policy's filter). Such topics are
+// not asked for, so a v8 group naming only them still gets its own
+// refusal or coordinator error first.
 func (g *Groups) fetchGroup(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestTopic, stable bool) fetchedGroup {
 	greq := &groupv1.OffsetFetchRequest{GroupId: group, RequireStable: stable}
 	var refused []*groupv1.OffsetFetchTopicResult

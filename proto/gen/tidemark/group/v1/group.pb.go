@@ -1675,9 +1675,14 @@ func (x *OffsetFetchPartition) GetErrorCode() v1.ErrorCode {
 }
 
 type OffsetFetchTopicResult struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Name          string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Partitions    []*OffsetFetchPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState  `protogen:"open.v1"`
+	Name       string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions []*OffsetFetchPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// TOPIC_AUTHORIZATION_FAILED when the caller may not Describe the topic
+	// it named: the partitions it named carry the same code and no offset,
+	// and naming none lists none. A topic the caller may not Describe is
+	// left out when no topic is named.
+	ErrorCode     v1.ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1724,6 +1729,13 @@ func (x *OffsetFetchTopicResult) GetPartitions() []*OffsetFetchPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *OffsetFetchTopicResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
 }
 
 type OffsetFetchResponse struct {
@@ -3260,12 +3272,14 @@ const file_tidemark_group_v1_group_proto_rawDesc = "" +
 	"\x16committed_leader_epoch\x18\x03 \x01(\x05R\x14committedLeaderEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12<\n" +
 	"\n" +
-	"error_code\x18\x05 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\"u\n" +
+	"error_code\x18\x05 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\"\xb3\x01\n" +
 	"\x16OffsetFetchTopicResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12G\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2'.tidemark.group.v1.OffsetFetchPartitionR\n" +
-	"partitions\"X\n" +
+	"partitions\x12<\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\"X\n" +
 	"\x13OffsetFetchResponse\x12A\n" +
 	"\x06topics\x18\x01 \x03(\v2).tidemark.group.v1.OffsetFetchTopicResultR\x06topics\"[\n" +
 	"\x11ListGroupsRequest\x12#\n" +
@@ -3492,55 +3506,56 @@ var file_tidemark_group_v1_group_proto_depIdxs = []int32{
 	23, // 13: tidemark.group.v1.OffsetFetchRequest.topics:type_name -> tidemark.group.v1.OffsetFetchTopic
 	51, // 14: tidemark.group.v1.OffsetFetchPartition.error_code:type_name -> tidemark.common.v1.ErrorCode
 	25, // 15: tidemark.group.v1.OffsetFetchTopicResult.partitions:type_name -> tidemark.group.v1.OffsetFetchPartition
-	26, // 16: tidemark.group.v1.OffsetFetchResponse.topics:type_name -> tidemark.group.v1.OffsetFetchTopicResult
-	29, // 17: tidemark.group.v1.ListGroupsResponse.groups:type_name -> tidemark.group.v1.ListedGroup
-	51, // 18: tidemark.group.v1.DescribedGroup.error_code:type_name -> tidemark.common.v1.ErrorCode
-	32, // 19: tidemark.group.v1.DescribedGroup.members:type_name -> tidemark.group.v1.DescribedGroupMember
-	50, // 20: tidemark.group.v1.DescribedGroup.coordinator:type_name -> tidemark.common.v1.Node
-	33, // 21: tidemark.group.v1.DescribeGroupsResponse.groups:type_name -> tidemark.group.v1.DescribedGroup
-	51, // 22: tidemark.group.v1.DeletableGroupResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	36, // 23: tidemark.group.v1.DeleteGroupsResponse.results:type_name -> tidemark.group.v1.DeletableGroupResult
-	38, // 24: tidemark.group.v1.OffsetDeleteRequest.topics:type_name -> tidemark.group.v1.OffsetDeleteTopic
-	51, // 25: tidemark.group.v1.OffsetDeletePartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	40, // 26: tidemark.group.v1.OffsetDeleteTopicResult.partitions:type_name -> tidemark.group.v1.OffsetDeletePartitionResult
-	41, // 27: tidemark.group.v1.OffsetDeleteResponse.topics:type_name -> tidemark.group.v1.OffsetDeleteTopicResult
-	43, // 28: tidemark.group.v1.ResetGroupOffsetsRequest.topics:type_name -> tidemark.group.v1.ResetGroupOffsetsTopic
-	1,  // 29: tidemark.group.v1.ResetGroupOffsetsRequest.spec:type_name -> tidemark.group.v1.OffsetResetSpec
-	51, // 30: tidemark.group.v1.ResetPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	45, // 31: tidemark.group.v1.ResetGroupOffsetsResponse.partitions:type_name -> tidemark.group.v1.ResetPartitionResult
-	51, // 32: tidemark.group.v1.PartitionLag.error_code:type_name -> tidemark.common.v1.ErrorCode
-	48, // 33: tidemark.group.v1.DescribeGroupLagResponse.partitions:type_name -> tidemark.group.v1.PartitionLag
-	2,  // 34: tidemark.group.v1.GroupService.FindCoordinator:input_type -> tidemark.group.v1.FindCoordinatorRequest
-	5,  // 35: tidemark.group.v1.GroupService.JoinGroup:input_type -> tidemark.group.v1.JoinGroupRequest
-	9,  // 36: tidemark.group.v1.GroupService.SyncGroup:input_type -> tidemark.group.v1.SyncGroupRequest
-	11, // 37: tidemark.group.v1.GroupService.Heartbeat:input_type -> tidemark.group.v1.HeartbeatRequest
-	14, // 38: tidemark.group.v1.GroupService.LeaveGroup:input_type -> tidemark.group.v1.LeaveGroupRequest
-	19, // 39: tidemark.group.v1.GroupService.OffsetCommit:input_type -> tidemark.group.v1.OffsetCommitRequest
-	24, // 40: tidemark.group.v1.GroupService.OffsetFetch:input_type -> tidemark.group.v1.OffsetFetchRequest
-	28, // 41: tidemark.group.v1.GroupService.ListGroups:input_type -> tidemark.group.v1.ListGroupsRequest
-	31, // 42: tidemark.group.v1.GroupService.DescribeGroups:input_type -> tidemark.group.v1.DescribeGroupsRequest
-	35, // 43: tidemark.group.v1.GroupService.DeleteGroups:input_type -> tidemark.group.v1.DeleteGroupsRequest
-	39, // 44: tidemark.group.v1.GroupService.OffsetDelete:input_type -> tidemark.group.v1.OffsetDeleteRequest
-	44, // 45: tidemark.group.v1.GroupService.ResetGroupOffsets:input_type -> tidemark.group.v1.ResetGroupOffsetsRequest
-	47, // 46: tidemark.group.v1.GroupService.DescribeGroupLag:input_type -> tidemark.group.v1.DescribeGroupLagRequest
-	3,  // 47: tidemark.group.v1.GroupService.FindCoordinator:output_type -> tidemark.group.v1.FindCoordinatorResponse
-	7,  // 48: tidemark.group.v1.GroupService.JoinGroup:output_type -> tidemark.group.v1.JoinGroupResponse
-	10, // 49: tidemark.group.v1.GroupService.SyncGroup:output_type -> tidemark.group.v1.SyncGroupResponse
-	12, // 50: tidemark.group.v1.GroupService.Heartbeat:output_type -> tidemark.group.v1.HeartbeatResponse
-	16, // 51: tidemark.group.v1.GroupService.LeaveGroup:output_type -> tidemark.group.v1.LeaveGroupResponse
-	22, // 52: tidemark.group.v1.GroupService.OffsetCommit:output_type -> tidemark.group.v1.OffsetCommitResponse
-	27, // 53: tidemark.group.v1.GroupService.OffsetFetch:output_type -> tidemark.group.v1.OffsetFetchResponse
-	30, // 54: tidemark.group.v1.GroupService.ListGroups:output_type -> tidemark.group.v1.ListGroupsResponse
-	34, // 55: tidemark.group.v1.GroupService.DescribeGroups:output_type -> tidemark.group.v1.DescribeGroupsResponse
-	37, // 56: tidemark.group.v1.GroupService.DeleteGroups:output_type -> tidemark.group.v1.DeleteGroupsResponse
-	42, // 57: tidemark.group.v1.GroupService.OffsetDelete:output_type -> tidemark.group.v1.OffsetDeleteResponse
-	46, // 58: tidemark.group.v1.GroupService.ResetGroupOffsets:output_type -> tidemark.group.v1.ResetGroupOffsetsResponse
-	49, // 59: tidemark.group.v1.GroupService.DescribeGroupLag:output_type -> tidemark.group.v1.DescribeGroupLagResponse
-	47, // [47:60] is the sub-list for method output_type
-	34, // [34:47] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	51, // 16: tidemark.group.v1.OffsetFetchTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	26, // 17: tidemark.group.v1.OffsetFetchResponse.topics:type_name -> tidemark.group.v1.OffsetFetchTopicResult
+	29, // 18: tidemark.group.v1.ListGroupsResponse.groups:type_name -> tidemark.group.v1.ListedGroup
+	51, // 19: tidemark.group.v1.DescribedGroup.error_code:type_name -> tidemark.common.v1.ErrorCode
+	32, // 20: tidemark.group.v1.DescribedGroup.members:type_name -> tidemark.group.v1.DescribedGroupMember
+	50, // 21: tidemark.group.v1.DescribedGroup.coordinator:type_name -> tidemark.common.v1.Node
+	33, // 22: tidemark.group.v1.DescribeGroupsResponse.groups:type_name -> tidemark.group.v1.DescribedGroup
+	51, // 23: tidemark.group.v1.DeletableGroupResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	36, // 24: tidemark.group.v1.DeleteGroupsResponse.results:type_name -> tidemark.group.v1.DeletableGroupResult
+	38, // 25: tidemark.group.v1.OffsetDeleteRequest.topics:type_name -> tidemark.group.v1.OffsetDeleteTopic
+	51, // 26: tidemark.group.v1.OffsetDeletePartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	40, // 27: tidemark.group.v1.OffsetDeleteTopicResult.partitions:type_name -> tidemark.group.v1.OffsetDeletePartitionResult
+	41, // 28: tidemark.group.v1.OffsetDeleteResponse.topics:type_name -> tidemark.group.v1.OffsetDeleteTopicResult
+	43, // 29: tidemark.group.v1.ResetGroupOffsetsRequest.topics:type_name -> tidemark.group.v1.ResetGroupOffsetsTopic
+	1,  // 30: tidemark.group.v1.ResetGroupOffsetsRequest.spec:type_name -> tidemark.group.v1.OffsetResetSpec
+	51, // 31: tidemark.group.v1.ResetPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	45, // 32: tidemark.group.v1.ResetGroupOffsetsResponse.partitions:type_name -> tidemark.group.v1.ResetPartitionResult
+	51, // 33: tidemark.group.v1.PartitionLag.error_code:type_name -> tidemark.common.v1.ErrorCode
+	48, // 34: tidemark.group.v1.DescribeGroupLagResponse.partitions:type_name -> tidemark.group.v1.PartitionLag
+	2,  // 35: tidemark.group.v1.GroupService.FindCoordinator:input_type -> tidemark.group.v1.FindCoordinatorRequest
+	5,  // 36: tidemark.group.v1.GroupService.JoinGroup:input_type -> tidemark.group.v1.JoinGroupRequest
+	9,  // 37: tidemark.group.v1.GroupService.SyncGroup:input_type -> tidemark.group.v1.SyncGroupRequest
+	11, // 38: tidemark.group.v1.GroupService.Heartbeat:input_type -> tidemark.group.v1.HeartbeatRequest
+	14, // 39: tidemark.group.v1.GroupService.LeaveGroup:input_type -> tidemark.group.v1.LeaveGroupRequest
+	19, // 40: tidemark.group.v1.GroupService.OffsetCommit:input_type -> tidemark.group.v1.OffsetCommitRequest
+	24, // 41: tidemark.group.v1.GroupService.OffsetFetch:input_type -> tidemark.group.v1.OffsetFetchRequest
+	28, // 42: tidemark.group.v1.GroupService.ListGroups:input_type -> tidemark.group.v1.ListGroupsRequest
+	31, // 43: tidemark.group.v1.GroupService.DescribeGroups:input_type -> tidemark.group.v1.DescribeGroupsRequest
+	35, // 44: tidemark.group.v1.GroupService.DeleteGroups:input_type -> tidemark.group.v1.DeleteGroupsRequest
+	39, // 45: tidemark.group.v1.GroupService.OffsetDelete:input_type -> tidemark.group.v1.OffsetDeleteRequest
+	44, // 46: tidemark.group.v1.GroupService.ResetGroupOffsets:input_type -> tidemark.group.v1.ResetGroupOffsetsRequest
+	47, // 47: tidemark.group.v1.GroupService.DescribeGroupLag:input_type -> tidemark.group.v1.DescribeGroupLagRequest
+	3,  // 48: tidemark.group.v1.GroupService.FindCoordinator:output_type -> tidemark.group.v1.FindCoordinatorResponse
+	7,  // 49: tidemark.group.v1.GroupService.JoinGroup:output_type -> tidemark.group.v1.JoinGroupResponse
+	10, // 50: tidemark.group.v1.GroupService.SyncGroup:output_type -> tidemark.group.v1.SyncGroupResponse
+	12, // 51: tidemark.group.v1.GroupService.Heartbeat:output_type -> tidemark.group.v1.HeartbeatResponse
+	16, // 52: tidemark.group.v1.GroupService.LeaveGroup:output_type -> tidemark.group.v1.LeaveGroupResponse
+	22, // 53: tidemark.group.v1.GroupService.OffsetCommit:output_type -> tidemark.group.v1.OffsetCommitResponse
+	27, // 54: tidemark.group.v1.GroupService.OffsetFetch:output_type -> tidemark.group.v1.OffsetFetchResponse
+	30, // 55: tidemark.group.v1.GroupService.ListGroups:output_type -> tidemark.group.v1.ListGroupsResponse
+	34, // 56: tidemark.group.v1.GroupService.DescribeGroups:output_type -> tidemark.group.v1.DescribeGroupsResponse
+	37, // 57: tidemark.group.v1.GroupService.DeleteGroups:output_type -> tidemark.group.v1.DeleteGroupsResponse
+	42, // 58: tidemark.group.v1.GroupService.OffsetDelete:output_type -> tidemark.group.v1.OffsetDeleteResponse
+	46, // 59: tidemark.group.v1.GroupService.ResetGroupOffsets:output_type -> tidemark.group.v1.ResetGroupOffsetsResponse
+	49, // 60: tidemark.group.v1.GroupService.DescribeGroupLag:output_type -> tidemark.group.v1.DescribeGroupLagResponse
+	48, // [48:61] is the sub-list for method output_type
+	35, // [35:48] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_group_v1_group_proto_init() }

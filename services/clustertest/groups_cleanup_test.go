@@ -1,0 +1,30 @@
+package clustertest
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+)
+
+// offsets.retention.check.interval.ms is a real broker setting: with 200
+// ms the coordinator's cleanup forgets a group whose member left, without
+// offsets, by itself (with the 10-minute default it stays listed, Empty).
+func TestGroupCleanupIntervalSetting(t *testing.T) {
+	settings := maps.Clone(groupSettings)
+	settings["offsets.retention.check.interval.ms"] = "200"
+	c := Start(t, Options{Brokers: 3, BrokerSettings: settings, AdjustController: offsetsPartitions(3)})
+	g := groups{c}
+	j := g.join("brief", "", 10*time.Second)
+	g.syncAlone("brief", j, "")
+	if _, err := call(g, "brief", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
+		return api.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "brief", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId()}}})
+	}); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	c.WaitFor(20*time.Second, "the cleanup to forget the emptied group", func() bool {
+		return g.describe("brief").GetGroupState() == "Dead"
+	})
+}
