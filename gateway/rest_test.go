@@ -39,6 +39,7 @@ func TestREST(t *testing.T) {
 		{"Configs", testConfigs},
 		{"ElectLeaders", testElectLeaders},
 		{"Reassign", testReassign},
+		{"ACLs", testACLs},
 		{"BadInput", testBadInput},
 		{"TooLarge", testTooLarge},
 		{"Tracing", testTracing},

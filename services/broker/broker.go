@@ -68,8 +68,11 @@ type Broker struct {
 	peers         *replica.Peers
 	rm            *replica.Manager
 	reg           *registrar
-	fence         *leaseFence // nil without etcd
-	producerIDs   *producerIDs
+	// authz decides every caller; the registrar keeps its stored ACL
+	// bindings equal to etcd's.
+	authz       *authz.Authorizer
+	fence       *leaseFence // nil without etcd
+	producerIDs *producerIDs
 	// groups is the group coordinator of the __consumer_offsets
 	// partitions this broker leads.
 	groups *group.Coordinator
@@ -254,6 +257,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	if err != nil {
 		return fail(err)
 	}
+	b.authz = az
 	b.producerIDs = newProducerIDs(b)
 	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: quota.New(tel.Registry, nil)}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,

@@ -13,6 +13,7 @@ import (
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/aclsync"
 	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/partition"
@@ -78,8 +79,9 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 		return nil, err
 	}
 	b.fence.start()
-	r.wg.Add(3)
+	r.wg.Add(4)
 	go func() { defer r.wg.Done(); r.keepRegistered() }()
+	go func() { defer r.wg.Done(); aclsync.Run(r.ctx, store, b.authz, b.log) }()
 	go func() { defer r.wg.Done(); r.sessionLoop() }()
 	go func() { defer r.wg.Done(); b.producerIDs.runPrefetch(r.ctx) }()
 	return r, nil

@@ -44,6 +44,7 @@ func Roles(prefix string) []Role {
 			{Key: k.controller(), Why: "find the active controller to open its session with"},
 			{Key: k.controllerEpoch(), Why: "read with the controller key in one transaction"},
 			{Key: k.clusterID(), Why: "check that its data dir belongs to this cluster (meta.properties)"},
+			{Key: k.aclsDir(), Prefix: true, Why: "read and watch the ACL bindings its authorizer decides by"},
 		}},
 		{Name: ControllerRole, Permissions: []Permission{
 			{Key: k.all(), Prefix: true, Write: true, Why: "elect itself (controller, controller_epoch), register (controllers/<id>), " +

@@ -45,6 +45,9 @@ type Event struct {
 	ControllerNode  *ControllerNode   // KindControllerNode
 	ClusterID       string            // KindClusterID
 
+	// Raw is the value of a KindACL key (services/aclsync decodes it).
+	Raw []byte
+
 	// Err is set when the value could not be decoded; the value fields are then empty.
 	Err error
 }
@@ -60,6 +63,8 @@ func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyVal
 	}
 	var err error
 	switch ki.Kind {
+	case KindACL:
+		ev.Raw = kv.Value
 	case KindController:
 		var v ControllerInfo
 		v, err = decode[ControllerInfo](key, kv.Value)

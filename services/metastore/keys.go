@@ -31,11 +31,12 @@ const (
 	KindProducerIDBlock
 	KindControllerNode
 	KindClusterID
+	KindACL
 )
 
 var kindNames = [...]string{"unknown", "controller", "controller_epoch", "broker", "topic",
 	"partition_state", "topic_config", "broker_config", "topic_deletion", "producer_id_block",
-	"controller_node", "cluster_id"}
+	"controller_node", "cluster_id", "acl"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -70,6 +71,8 @@ func (k keys) producerIDBlock() string        { return k.p + "/producer_id_block
 func (k keys) controllersDir() string         { return k.p + "/controllers/" }
 func (k keys) controllerNode(id int32) string { return k.controllersDir() + BrokerEntity(id) }
 func (k keys) clusterID() string              { return k.p + "/cluster/id" }
+func (k keys) aclsDir() string                { return k.p + "/acls/" }
+func (k keys) acl(id string) string           { return k.aclsDir() + id }
 
 // keyInfo is what a key names.
 type keyInfo struct {
@@ -96,6 +99,8 @@ func (k keys) parse(key string) keyInfo {
 		return keyInfo{Kind: KindProducerIDBlock}
 	case rel == "cluster/id":
 		return keyInfo{Kind: KindClusterID}
+	case len(parts) == 2 && parts[0] == "acls" && parts[1] != "":
+		return keyInfo{Kind: KindACL}
 	case len(parts) == 2 && parts[0] == "controllers":
 		if id, ok := parseID(parts[1]); ok {
 			return keyInfo{Kind: KindControllerNode, BrokerID: id}

@@ -92,16 +92,21 @@ func GroupNamed(id string) Resource { return Resource{Type: Group, Name: id} }
 
 func (r Resource) String() string { return r.Type.String() + ":" + r.Name }
 
-// Rule is one line of an ACL file.
+// Rule is one line of an ACL file or one ACL binding stored in etcd: both
+// are decided by the same evaluator.
 type Rule struct {
 	Allow bool
 	// Principal is "User:NAME" or "User:*".
 	Principal string
 	Op        Operation
 	Type      ResourceType
-	// Pattern is a literal name, a prefix ending in '*', or "*" alone.
-	Pattern string
-	// Line is where the rule was read, for messages.
+	// Pattern is a literal name, "*" alone (every name), or with Prefixed
+	// the prefix names must start with.
+	Pattern  string
+	Prefixed bool
+	// Host is the client address the rule applies to; "" or "*" is any.
+	Host string
+	// Line is where the rule was read, for messages (0: not from a file).
 	Line int
 }
 
@@ -110,7 +115,21 @@ func (r Rule) String() string {
 	if r.Allow {
 		verb = "allow"
 	}
-	return fmt.Sprintf("%s %s %s %s:%s", verb, r.Principal, r.Op, r.Type, r.Pattern)
+	pattern := r.Pattern
+	if r.Prefixed {
+		pattern += "*"
+	}
+	s := fmt.Sprintf("%s %s %s %s:%s", verb, r.Principal, r.Op, r.Type, pattern)
+	if r.Host != "" && r.Host != "*" {
+		s += " host=" + r.Host
+	}
+	return s
+}
+
+// matchesHost: a rule for one address matches only a caller known to come
+// from it; an unknown address (a forwarded call) matches only "*".
+func (r Rule) matchesHost(host string) bool {
+	return r.Host == "" || r.Host == "*" || r.Host == host
 }
 
 // matchesPrincipal: a literal name matches that principal whatever its
@@ -147,61 +166,77 @@ func (r Rule) matchesOp(op Operation) bool {
 	return false
 }
 
+// matchesResource: there is one cluster, so every Cluster rule names it.
 func (r Rule) matchesResource(res Resource) bool {
 	if r.Type != res.Type {
 		return false
 	}
-	if r.Pattern == "*" {
+	if r.Type == Cluster || (r.Pattern == "*" && !r.Prefixed) {
 		return true
 	}
-	if prefix, ok := strings.CutSuffix(r.Pattern, "*"); ok {
-		return strings.HasPrefix(res.Name, prefix)
+	if r.Prefixed {
+		return strings.HasPrefix(res.Name, r.Pattern)
 	}
 	return r.Pattern == res.Name
 }
 
-// ACL is a parsed ACL file.
+// ACL is a set of rules: a parsed ACL file, or the bindings in etcd.
 type ACL struct {
 	Rules []Rule
 }
 
 // Allows decides p's op on res by the rules alone (super users are the
-// Authorizer's business): any matching deny wins, then any matching allow;
-// nothing matching is a refusal (allow.everyone.if.no.acl.found=false).
+// Authorizer's business), for a caller from an unknown address.
 func (a *ACL) Allows(p identity.Principal, op Operation, res Resource) bool {
-	if a == nil {
-		return false
-	}
+	return allows([]*ACL{a}, p, "", op, res)
+}
+
+// AllowsAny reports whether p may do op on some resource of type t.
+func (a *ACL) AllowsAny(p identity.Principal, op Operation, t ResourceType) bool {
+	return allowsAny([]*ACL{a}, p, "", op, t)
+}
+
+// allows decides by the union of the rule sets: any matching deny in any of
+// them wins, then any matching allow; nothing matching is a refusal
+// (allow.everyone.if.no.acl.found=false).
+func allows(sets []*ACL, p identity.Principal, host string, op Operation, res Resource) bool {
 	allowed := false
-	for _, r := range a.Rules {
-		if !r.matchesPrincipal(p) || !r.matchesOp(op) || !r.matchesResource(res) {
+	for _, a := range sets {
+		if a == nil {
 			continue
 		}
-		if !r.Allow {
-			return false
+		for _, r := range a.Rules {
+			if !r.matchesPrincipal(p) || !r.matchesOp(op) || !r.matchesResource(res) || !r.matchesHost(host) {
+				continue
+			}
+			if !r.Allow {
+				return false
+			}
+			allowed = true
 		}
-		allowed = true
 	}
 	return allowed
 }
 
-// AllowsAny reports whether p may do op on some resource of type t: an
+// allowsAny reports whether p may do op on some resource of type t: an
 // allow rule for it exists and no deny of op on every such resource does
 // (Kafka's authorizeByResourceType, used for InitProducerId).
-func (a *ACL) AllowsAny(p identity.Principal, op Operation, t ResourceType) bool {
-	if a == nil {
-		return false
-	}
+func allowsAny(sets []*ACL, p identity.Principal, host string, op Operation, t ResourceType) bool {
 	allowed := false
-	for _, r := range a.Rules {
-		if r.Type != t || !r.matchesPrincipal(p) || !r.matchesOp(op) {
+	for _, a := range sets {
+		if a == nil {
 			continue
 		}
-		if !r.Allow && r.Pattern == "*" {
-			return false
-		}
-		if r.Allow {
-			allowed = true
+		for _, r := range a.Rules {
+			if r.Type != t || !r.matchesPrincipal(p) || !r.matchesOp(op) || !r.matchesHost(host) {
+				continue
+			}
+			if !r.Allow && r.Pattern == "*" && !r.Prefixed {
+				return false
+			}
+			if r.Allow {
+				allowed = true
+			}
 		}
 	}
 	return allowed
@@ -209,10 +244,10 @@ func (a *ACL) AllowsAny(p identity.Principal, op Operation, t ResourceType) bool
 
 // Parse reads an ACL file: one rule a line,
 //
-//	allow|deny PRINCIPAL OPERATION RESOURCE
+//	allow|deny PRINCIPAL OPERATION RESOURCE [host=ADDRESS]
 //
-// e.g. "allow User:alice Write Topic:orders-*". '#' starts a comment. The
-// error names the first bad line.
+// e.g. "allow User:alice Write Topic:orders-*" (a trailing '*' makes a
+// prefix). '#' starts a comment. The error names the first bad line.
 func Parse(r io.Reader) (*ACL, error) {
 	acl := &ACL{}
 	sc := bufio.NewScanner(r)
@@ -236,10 +271,17 @@ func Parse(r io.Reader) (*ACL, error) {
 }
 
 func parseRule(f []string) (Rule, error) {
-	if len(f) != 4 {
-		return Rule{}, fmt.Errorf("want 4 fields (allow|deny PRINCIPAL OPERATION RESOURCE), got %d: %q", len(f), strings.Join(f, " "))
+	if len(f) != 4 && len(f) != 5 {
+		return Rule{}, fmt.Errorf("want 4 or 5 fields (allow|deny PRINCIPAL OPERATION RESOURCE [host=ADDRESS]), got %d: %q", len(f), strings.Join(f, " "))
 	}
 	var r Rule
+	if len(f) == 5 {
+		host, ok := strings.CutPrefix(f[4], "host=")
+		if !ok || ValidateHost(host) != nil {
+			return Rule{}, fmt.Errorf("%q: want host=* or host=IP", f[4])
+		}
+		r.Host = host
+	}
 	switch strings.ToLower(f[0]) {
 	case "allow":
 		r.Allow = true
@@ -256,6 +298,9 @@ func parseRule(f []string) (Rule, error) {
 	}
 	if r.Type, r.Pattern, err = parseResource(f[3]); err != nil {
 		return Rule{}, err
+	}
+	if prefix, ok := strings.CutSuffix(r.Pattern, "*"); ok && prefix != "" {
+		r.Pattern, r.Prefixed = prefix, true
 	}
 	if !slices.Contains(validOps[r.Type], r.Op) {
 		return Rule{}, fmt.Errorf("operation %s does not apply to %s resources (use one of %s)", r.Op, r.Type, opList(validOps[r.Type]))

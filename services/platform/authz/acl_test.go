@@ -75,7 +75,7 @@ func TestACLDecisions(t *testing.T) {
 
 func TestACLParseErrorsNameTheLine(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
-		{"allow User:a Read", "line 1: want 4 fields"},
+		{"allow User:a Read", "line 1: want 4 or 5 fields"},
 		{"# ok\n\npermit User:a Read Topic:x", `line 3: "permit": want allow or deny`},
 		{"allow alice Read Topic:x", `line 1: principal "alice": want User:NAME or User:*`},
 		{"allow User:ali* Read Topic:x", `line 1: principal "User:ali*": '*' stands alone`},
@@ -128,7 +128,7 @@ func TestACLFileIsReloadedWhenItChangesAndABadEditIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = New(Options{Config: Config{ACLFile: bad}, TLS: true})
-	if err == nil || !strings.Contains(err.Error(), "--acl.file "+bad+": line 2: want 4 fields") {
+	if err == nil || !strings.Contains(err.Error(), "--acl.file "+bad+": line 2: want 4 or 5 fields") {
 		t.Fatalf("bad file at start: %v", err)
 	}
 	_, err = New(Options{Config: Config{ACLFile: filepath.Join(t.TempDir(), "missing")}, TLS: true})

@@ -16,13 +16,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/identity"
@@ -84,10 +87,13 @@ type Options struct {
 
 // Authorizer is one server's authorization.
 type Authorizer struct {
-	opts   Options
-	log    *slog.Logger
-	super  map[string]bool
-	acls   *aclFile // nil without an ACL file
+	opts  Options
+	log   *slog.Logger
+	super map[string]bool
+	acls  *aclFile // nil without an ACL file
+	// stored are the bindings kept in etcd (SetStored); in force together
+	// with the file's rules.
+	stored atomic.Pointer[ACL]
 	denied *prometheus.CounterVec
 	logged *denialLog
 }
@@ -147,6 +153,42 @@ func (a *Authorizer) acl() *ACL {
 	return a.acls.current()
 }
 
+// ruleSets are the rules in force: the file's and the stored bindings.
+func (a *Authorizer) ruleSets() []*ACL { return []*ACL{a.acl(), a.stored.Load()} }
+
+// SetStored replaces the bindings kept in etcd that are in force besides
+// the ACL file's rules.
+func (a *Authorizer) SetStored(acl *ACL) {
+	if a != nil {
+		a.stored.Store(acl)
+	}
+}
+
+type hostKey struct{}
+
+// WithClientHost records the address a non-gRPC caller (a Kafka
+// connection) comes from, for rules that name a host.
+func WithClientHost(ctx context.Context, host string) context.Context {
+	return context.WithValue(ctx, hostKey{}, host)
+}
+
+// clientHost is the caller's IP: recorded, else the gRPC peer's; "" when
+// unknown (a request forwarded for a Kafka client).
+func clientHost(ctx context.Context) string {
+	if h, ok := ctx.Value(hostKey{}).(string); ok {
+		return h
+	}
+	if identity.FromContext(ctx).Via != "" {
+		return ""
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+			return h
+		}
+	}
+	return ""
+}
+
 func (a *Authorizer) isSuper(p identity.Principal) bool {
 	return p.Role != identity.Anonymous && a.super[p.String()]
 }
@@ -184,7 +226,7 @@ func (a *Authorizer) Authorize(ctx context.Context, method string, req any) (ide
 	if !ok {
 		return p, a.deny(method, p, kerr.New(kerr.ClusterAuthorizationFailed, "%s may not call %s: the method has no authorization policy", p, method))
 	}
-	if err := pol.check(decider{a: a, p: p}, req); err != nil {
+	if err := pol.check(decider{a: a, p: p, host: clientHost(ctx)}, req); err != nil {
 		return p, a.deny(method, p, err)
 	}
 	return p, nil
@@ -197,7 +239,7 @@ func (a *Authorizer) Filter(ctx context.Context, method string, req, resp any) a
 		return resp
 	}
 	if pol, ok := policies[method]; ok && pol.filter != nil {
-		return pol.filter(decider{a: a, p: identity.FromContext(ctx)}, req, resp)
+		return pol.filter(decider{a: a, p: identity.FromContext(ctx), host: clientHost(ctx)}, req, resp)
 	}
 	return resp
 }
@@ -213,7 +255,7 @@ func (a *Authorizer) Allowed(ctx context.Context, op Operation, res Resource) bo
 	if p.Role == identity.Anonymous {
 		return false
 	}
-	return decider{a: a, p: p}.allowed(op, res)
+	return decider{a: a, p: p, host: clientHost(ctx)}.allowed(op, res)
 }
 
 func (a *Authorizer) deny(method string, p identity.Principal, err error) error {
@@ -238,7 +280,7 @@ func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 		resp, err := h(ctx, req)
 		if err == nil && a.opts.TLS {
 			if pol, ok := policies[info.FullMethod]; ok && pol.filter != nil {
-				resp = pol.filter(decider{a: a, p: p}, req, resp)
+				resp = pol.filter(decider{a: a, p: p, host: clientHost(ctx)}, req, resp)
 			}
 		}
 		return resp, err

@@ -187,6 +187,11 @@ var policies = map[string]policy{
 	// ListPartitionReassignments DESCRIBE on the cluster.
 	adminv1.AdminService_AlterPartitionReassignments_FullMethodName: clusterACL(Alter),
 	adminv1.AdminService_ListPartitionReassignments_FullMethodName:  clusterACL(Describe),
+	// Kafka: DescribeAcls needs Describe on the cluster, CreateAcls and
+	// DeleteAcls Alter on the cluster.
+	adminv1.AdminService_DescribeAcls_FullMethodName: clusterACL(Describe),
+	adminv1.AdminService_CreateAcls_FullMethodName:   clusterACL(Alter),
+	adminv1.AdminService_DeleteAcls_FullMethodName:   clusterACL(Alter),
 	adminv1.AdminService_CreatePartitions_FullMethodName: {
 		describe: "Alter on each Topic:NAME (Kafka's CreatePartitions)",
 		check: func(d decider, m any) error {
@@ -568,16 +573,17 @@ func configResource(r *adminv1.ConfigResource) Resource {
 
 // decider is one call's principal and the authorizer that judges it.
 type decider struct {
-	a *Authorizer
-	p identity.Principal
+	a    *Authorizer
+	p    identity.Principal
+	host string // the caller's IP, "" if unknown
 }
 
 func (d decider) allowed(op Operation, res Resource) bool {
-	return d.a.isSuper(d.p) || d.a.acl().Allows(d.p, op, res)
+	return d.a.isSuper(d.p) || allows(d.a.ruleSets(), d.p, d.host, op, res)
 }
 
 func (d decider) allowedAny(op Operation, t ResourceType) bool {
-	return d.a.isSuper(d.p) || d.a.acl().AllowsAny(d.p, op, t)
+	return d.a.isSuper(d.p) || allowsAny(d.a.ruleSets(), d.p, d.host, op, t)
 }
 
 // need refuses unless p may do op on res.

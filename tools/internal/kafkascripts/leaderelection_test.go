@@ -229,7 +229,7 @@ func TestLeaderElectionRefusesBadFlags(t *testing.T) {
 }
 
 func TestLookupByProgramName(t *testing.T) {
-	for _, name := range []string{"kafka-leader-election.sh", "kafka-topics.sh", "kafka-broker-api-versions.sh"} {
+	for _, name := range []string{"kafka-acls.sh", "kafka-leader-election.sh", "kafka-topics.sh", "kafka-broker-api-versions.sh"} {
 		if Lookup("/opt/kafka/bin/"+name) == nil || Lookup(name) == nil || Lookup("bin/"+name) == nil {
 			t.Fatalf("%s not found by path or name", name)
 		}

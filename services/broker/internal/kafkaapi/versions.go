@@ -44,6 +44,9 @@ func (s *Server) apis() map[int16]api {
 		// controller does not check: every move may change the count.
 		int16(kmsg.AlterPartitionAssignments):  {VersionRange{0, 0}, s.handleAlterPartitionReassignments},
 		int16(kmsg.ListPartitionReassignments): {VersionRange{0, 0}, s.handleListPartitionReassignments},
+		int16(kmsg.DescribeACLs):               {VersionRange{1, 3}, s.handleDescribeACLs},
+		int16(kmsg.CreateACLs):                 {VersionRange{1, 3}, s.handleCreateACLs},
+		int16(kmsg.DeleteACLs):                 {VersionRange{1, 3}, s.handleDeleteACLs},
 	}
 	if s.opts.LogDirs != nil {
 		m[int16(kmsg.DescribeLogDirs)] = api{VersionRange{0, 3}, s.handleDescribeLogDirs}

@@ -26,6 +26,9 @@ type Admin interface {
 	AlterPartitionReassignments(context.Context, *adminv1.AlterPartitionReassignmentsRequest) (*adminv1.AlterPartitionReassignmentsResponse, error)
 	ListPartitionReassignments(context.Context, *adminv1.ListPartitionReassignmentsRequest) (*adminv1.ListPartitionReassignmentsResponse, error)
 	CreatePartitions(context.Context, *adminv1.CreatePartitionsRequest) (*adminv1.CreatePartitionsResponse, error)
+	CreateAcls(context.Context, *adminv1.CreateAclsRequest) (*adminv1.CreateAclsResponse, error)
+	DescribeAcls(context.Context, *adminv1.DescribeAclsRequest) (*adminv1.DescribeAclsResponse, error)
+	DeleteAcls(context.Context, *adminv1.DeleteAclsRequest) (*adminv1.DeleteAclsResponse, error)
 }
 
 // Control is what ControllerService needs from the active controller.

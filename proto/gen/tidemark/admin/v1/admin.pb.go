@@ -240,6 +240,579 @@ func (ElectionType) EnumDescriptor() ([]byte, []int) {
 	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
+// AclBinding is Kafka's AclBinding, each enum spelled as Kafka's:
+// resource_type TOPIC, GROUP or CLUSTER (name kafka-cluster); pattern_type
+// LITERAL or PREFIXED; principal User:NAME or User:*; host * or an IP;
+// operation READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALTER_CONFIGS,
+// DESCRIBE_CONFIGS, IDEMPOTENT_WRITE, INJECT_FAULT or ALL;
+// permission_type ALLOW or DENY.
+type AclBinding struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ResourceType   string                 `protobuf:"bytes,1,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName   string                 `protobuf:"bytes,2,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	PatternType    string                 `protobuf:"bytes,3,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Principal      string                 `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	Host           string                 `protobuf:"bytes,5,opt,name=host,proto3" json:"host,omitempty"`
+	Operation      string                 `protobuf:"bytes,6,opt,name=operation,proto3" json:"operation,omitempty"`
+	PermissionType string                 `protobuf:"bytes,7,opt,name=permission_type,json=permissionType,proto3" json:"permission_type,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AclBinding) Reset() {
+	*x = AclBinding{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBinding) ProtoMessage() {}
+
+func (x *AclBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
+func (*AclBinding) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AclBinding) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclBinding) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *AclBinding) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPermissionType() string {
+	if x != nil {
+		return x.PermissionType
+	}
+	return ""
+}
+
+// AclBindingFilter is Kafka's AclBindingFilter: ANY (or empty) in an enum
+// field and an absent string match every binding; pattern_type MATCH
+// matches the literal name, the literal "*" and every prefix of the name.
+type AclBindingFilter struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ResourceType   string                 `protobuf:"bytes,1,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName   *string                `protobuf:"bytes,2,opt,name=resource_name,json=resourceName,proto3,oneof" json:"resource_name,omitempty"`
+	PatternType    string                 `protobuf:"bytes,3,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Principal      *string                `protobuf:"bytes,4,opt,name=principal,proto3,oneof" json:"principal,omitempty"`
+	Host           *string                `protobuf:"bytes,5,opt,name=host,proto3,oneof" json:"host,omitempty"`
+	Operation      string                 `protobuf:"bytes,6,opt,name=operation,proto3" json:"operation,omitempty"`
+	PermissionType string                 `protobuf:"bytes,7,opt,name=permission_type,json=permissionType,proto3" json:"permission_type,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AclBindingFilter) Reset() {
+	*x = AclBindingFilter{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBindingFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBindingFilter) ProtoMessage() {}
+
+func (x *AclBindingFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBindingFilter.ProtoReflect.Descriptor instead.
+func (*AclBindingFilter) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AclBindingFilter) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclBindingFilter) GetResourceName() string {
+	if x != nil && x.ResourceName != nil {
+		return *x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBindingFilter) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *AclBindingFilter) GetPrincipal() string {
+	if x != nil && x.Principal != nil {
+		return *x.Principal
+	}
+	return ""
+}
+
+func (x *AclBindingFilter) GetHost() string {
+	if x != nil && x.Host != nil {
+		return *x.Host
+	}
+	return ""
+}
+
+func (x *AclBindingFilter) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclBindingFilter) GetPermissionType() string {
+	if x != nil {
+		return x.PermissionType
+	}
+	return ""
+}
+
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Creations     []*AclBinding          `protobuf:"bytes,1,rep,name=creations,proto3" json:"creations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateAclsRequest) GetCreations() []*AclBinding {
+	if x != nil {
+		return x.Creations
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per creation, in order.
+	Results       []*AclResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CreateAclsResponse) GetResults() []*AclResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type AclResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// INVALID_REQUEST naming what is wrong, or none.
+	ErrorCode     v1.ErrorCode `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string       `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclResult) Reset() {
+	*x = AclResult{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclResult) ProtoMessage() {}
+
+func (x *AclResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclResult.ProtoReflect.Descriptor instead.
+func (*AclResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AclResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *AclResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+type DescribeAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *AclBindingFilter      `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsRequest) Reset() {
+	*x = DescribeAclsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsRequest) ProtoMessage() {}
+
+func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DescribeAclsRequest) GetFilter() *AclBindingFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type DescribeAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bindings      []*AclBinding          `protobuf:"bytes,1,rep,name=bindings,proto3" json:"bindings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsResponse) Reset() {
+	*x = DescribeAclsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsResponse) ProtoMessage() {}
+
+func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DescribeAclsResponse) GetBindings() []*AclBinding {
+	if x != nil {
+		return x.Bindings
+	}
+	return nil
+}
+
+type DeleteAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filters       []*AclBindingFilter    `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteAclsRequest) GetFilters() []*AclBindingFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+type DeleteAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per filter, in order.
+	Results       []*DeleteAclsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeleteAclsResponse) GetResults() []*DeleteAclsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type DeleteAclsResult struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The bindings the filter matched and deleted.
+	Deleted       []*AclBinding `protobuf:"bytes,3,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResult) Reset() {
+	*x = DeleteAclsResult{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResult) ProtoMessage() {}
+
+func (x *DeleteAclsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResult.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeleteAclsResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *DeleteAclsResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DeleteAclsResult) GetDeleted() []*AclBinding {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
 type CreateTopicsRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Topics []*TopicSpec           `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -253,7 +826,7 @@ type CreateTopicsRequest struct {
 
 func (x *CreateTopicsRequest) Reset() {
 	*x = CreateTopicsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +838,7 @@ func (x *CreateTopicsRequest) String() string {
 func (*CreateTopicsRequest) ProtoMessage() {}
 
 func (x *CreateTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +851,7 @@ func (x *CreateTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicsRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateTopicsRequest) GetTopics() []*TopicSpec {
@@ -321,7 +894,7 @@ type TopicSpec struct {
 
 func (x *TopicSpec) Reset() {
 	*x = TopicSpec{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +906,7 @@ func (x *TopicSpec) String() string {
 func (*TopicSpec) ProtoMessage() {}
 
 func (x *TopicSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +919,7 @@ func (x *TopicSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicSpec.ProtoReflect.Descriptor instead.
 func (*TopicSpec) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TopicSpec) GetName() string {
@@ -395,7 +968,7 @@ type ReplicaAssignment struct {
 
 func (x *ReplicaAssignment) Reset() {
 	*x = ReplicaAssignment{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +980,7 @@ func (x *ReplicaAssignment) String() string {
 func (*ReplicaAssignment) ProtoMessage() {}
 
 func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +993,7 @@ func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaAssignment.ProtoReflect.Descriptor instead.
 func (*ReplicaAssignment) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicaAssignment) GetPartition() int32 {
@@ -446,7 +1019,7 @@ type CreateTopicsResponse struct {
 
 func (x *CreateTopicsResponse) Reset() {
 	*x = CreateTopicsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +1031,7 @@ func (x *CreateTopicsResponse) String() string {
 func (*CreateTopicsResponse) ProtoMessage() {}
 
 func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +1044,7 @@ func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicsResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateTopicsResponse) GetResults() []*CreateTopicResult {
@@ -497,7 +1070,7 @@ type CreateTopicResult struct {
 
 func (x *CreateTopicResult) Reset() {
 	*x = CreateTopicResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +1082,7 @@ func (x *CreateTopicResult) String() string {
 func (*CreateTopicResult) ProtoMessage() {}
 
 func (x *CreateTopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +1095,7 @@ func (x *CreateTopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResult.ProtoReflect.Descriptor instead.
 func (*CreateTopicResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateTopicResult) GetName() string {
@@ -584,7 +1157,7 @@ type DeleteTopicsRequest struct {
 
 func (x *DeleteTopicsRequest) Reset() {
 	*x = DeleteTopicsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +1169,7 @@ func (x *DeleteTopicsRequest) String() string {
 func (*DeleteTopicsRequest) ProtoMessage() {}
 
 func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +1182,7 @@ func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteTopicsRequest) GetTopics() []string {
@@ -635,7 +1208,7 @@ type DeleteTopicsResponse struct {
 
 func (x *DeleteTopicsResponse) Reset() {
 	*x = DeleteTopicsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +1220,7 @@ func (x *DeleteTopicsResponse) String() string {
 func (*DeleteTopicsResponse) ProtoMessage() {}
 
 func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +1233,7 @@ func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTopicsResponse) GetResults() []*DeleteTopicResult {
@@ -681,7 +1254,7 @@ type DeleteTopicResult struct {
 
 func (x *DeleteTopicResult) Reset() {
 	*x = DeleteTopicResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +1266,7 @@ func (x *DeleteTopicResult) String() string {
 func (*DeleteTopicResult) ProtoMessage() {}
 
 func (x *DeleteTopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +1279,7 @@ func (x *DeleteTopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResult.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteTopicResult) GetName() string {
@@ -749,7 +1322,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +1334,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +1347,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeTopicsRequest) GetTopics() []string {
@@ -828,7 +1401,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +1413,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1426,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
@@ -879,7 +1452,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1464,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1477,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -977,7 +1550,7 @@ type PartitionDescription struct {
 
 func (x *PartitionDescription) Reset() {
 	*x = PartitionDescription{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1562,7 @@ func (x *PartitionDescription) String() string {
 func (*PartitionDescription) ProtoMessage() {}
 
 func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1575,7 @@ func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDescription.ProtoReflect.Descriptor instead.
 func (*PartitionDescription) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PartitionDescription) GetPartition() int32 {
@@ -1083,7 +1656,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1668,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1681,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 type DescribeClusterResponse struct {
@@ -1125,7 +1698,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1710,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1723,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -1198,7 +1771,7 @@ type ControllerInfo struct {
 
 func (x *ControllerInfo) Reset() {
 	*x = ControllerInfo{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1783,7 @@ func (x *ControllerInfo) String() string {
 func (*ControllerInfo) ProtoMessage() {}
 
 func (x *ControllerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1796,7 @@ func (x *ControllerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerInfo.ProtoReflect.Descriptor instead.
 func (*ControllerInfo) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ControllerInfo) GetNode() *v1.Node {
@@ -1261,7 +1834,7 @@ type BrokerInfo struct {
 
 func (x *BrokerInfo) Reset() {
 	*x = BrokerInfo{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1846,7 @@ func (x *BrokerInfo) String() string {
 func (*BrokerInfo) ProtoMessage() {}
 
 func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1859,7 @@ func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerInfo.ProtoReflect.Descriptor instead.
 func (*BrokerInfo) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BrokerInfo) GetNode() *v1.Node {
@@ -1351,7 +1924,7 @@ type OfflineLogDir struct {
 
 func (x *OfflineLogDir) Reset() {
 	*x = OfflineLogDir{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1936,7 @@ func (x *OfflineLogDir) String() string {
 func (*OfflineLogDir) ProtoMessage() {}
 
 func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1949,7 @@ func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineLogDir.ProtoReflect.Descriptor instead.
 func (*OfflineLogDir) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OfflineLogDir) GetPath() string {
@@ -1410,7 +1983,7 @@ type ConfigResource struct {
 
 func (x *ConfigResource) Reset() {
 	*x = ConfigResource{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1995,7 @@ func (x *ConfigResource) String() string {
 func (*ConfigResource) ProtoMessage() {}
 
 func (x *ConfigResource) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +2008,7 @@ func (x *ConfigResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigResource.ProtoReflect.Descriptor instead.
 func (*ConfigResource) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConfigResource) GetType() ConfigResourceType {
@@ -1461,7 +2034,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +2046,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +2059,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeConfigsRequest) GetResources() []*ConfigResource {
@@ -1505,7 +2078,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +2090,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +2103,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeConfigsResponse) GetResults() []*ConfigDescription {
@@ -1552,7 +2125,7 @@ type ConfigDescription struct {
 
 func (x *ConfigDescription) Reset() {
 	*x = ConfigDescription{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +2137,7 @@ func (x *ConfigDescription) String() string {
 func (*ConfigDescription) ProtoMessage() {}
 
 func (x *ConfigDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +2150,7 @@ func (x *ConfigDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigDescription.ProtoReflect.Descriptor instead.
 func (*ConfigDescription) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConfigDescription) GetResource() *ConfigResource {
@@ -1621,7 +2194,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +2206,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +2219,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -1695,7 +2268,7 @@ type ConfigOp struct {
 
 func (x *ConfigOp) Reset() {
 	*x = ConfigOp{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +2280,7 @@ func (x *ConfigOp) String() string {
 func (*ConfigOp) ProtoMessage() {}
 
 func (x *ConfigOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +2293,7 @@ func (x *ConfigOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigOp.ProtoReflect.Descriptor instead.
 func (*ConfigOp) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConfigOp) GetName() string {
@@ -1754,7 +2327,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2339,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2352,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AlterConfigsRequest) GetResources() []*AlterConfigsResource {
@@ -1806,7 +2379,7 @@ type AlterConfigsResource struct {
 
 func (x *AlterConfigsResource) Reset() {
 	*x = AlterConfigsResource{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +2391,7 @@ func (x *AlterConfigsResource) String() string {
 func (*AlterConfigsResource) ProtoMessage() {}
 
 func (x *AlterConfigsResource) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +2404,7 @@ func (x *AlterConfigsResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResource.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResource) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AlterConfigsResource) GetResource() *ConfigResource {
@@ -1857,7 +2430,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +2442,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +2455,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AlterConfigsResponse) GetResults() []*AlterConfigsResult {
@@ -1903,7 +2476,7 @@ type AlterConfigsResult struct {
 
 func (x *AlterConfigsResult) Reset() {
 	*x = AlterConfigsResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2488,7 @@ func (x *AlterConfigsResult) String() string {
 func (*AlterConfigsResult) ProtoMessage() {}
 
 func (x *AlterConfigsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2501,7 @@ func (x *AlterConfigsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResult.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AlterConfigsResult) GetResource() *ConfigResource {
@@ -1969,7 +2542,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2554,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2567,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() ElectionType {
@@ -2034,7 +2607,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2619,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2632,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectLeadersResult {
@@ -2085,7 +2658,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2670,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2683,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -2167,7 +2740,7 @@ type WatchClusterRequest struct {
 
 func (x *WatchClusterRequest) Reset() {
 	*x = WatchClusterRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2752,7 @@ func (x *WatchClusterRequest) String() string {
 func (*WatchClusterRequest) ProtoMessage() {}
 
 func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2765,7 @@ func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterRequest.ProtoReflect.Descriptor instead.
 func (*WatchClusterRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchClusterRequest) GetTopics() []string {
@@ -2223,7 +2796,7 @@ type WatchClusterResponse struct {
 
 func (x *WatchClusterResponse) Reset() {
 	*x = WatchClusterResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2808,7 @@ func (x *WatchClusterResponse) String() string {
 func (*WatchClusterResponse) ProtoMessage() {}
 
 func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2821,7 @@ func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterResponse.ProtoReflect.Descriptor instead.
 func (*WatchClusterResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchClusterResponse) GetTime() int64 {
@@ -2311,7 +2884,7 @@ type PartitionView struct {
 
 func (x *PartitionView) Reset() {
 	*x = PartitionView{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2896,7 @@ func (x *PartitionView) String() string {
 func (*PartitionView) ProtoMessage() {}
 
 func (x *PartitionView) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2909,7 @@ func (x *PartitionView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionView.ProtoReflect.Descriptor instead.
 func (*PartitionView) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PartitionView) GetTopic() string {
@@ -2486,7 +3059,7 @@ type ReplicaView struct {
 
 func (x *ReplicaView) Reset() {
 	*x = ReplicaView{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +3071,7 @@ func (x *ReplicaView) String() string {
 func (*ReplicaView) ProtoMessage() {}
 
 func (x *ReplicaView) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +3084,7 @@ func (x *ReplicaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaView.ProtoReflect.Descriptor instead.
 func (*ReplicaView) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReplicaView) GetBrokerId() int32 {
@@ -2593,7 +3166,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +3178,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +3191,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetPartitions() []*ReassignablePartition {
@@ -2641,7 +3214,7 @@ type ReassignablePartition struct {
 
 func (x *ReassignablePartition) Reset() {
 	*x = ReassignablePartition{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +3226,7 @@ func (x *ReassignablePartition) String() string {
 func (*ReassignablePartition) ProtoMessage() {}
 
 func (x *ReassignablePartition) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +3239,7 @@ func (x *ReassignablePartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignablePartition.ProtoReflect.Descriptor instead.
 func (*ReassignablePartition) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReassignablePartition) GetTopic() string {
@@ -2699,7 +3272,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +3284,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +3297,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*ReassignmentResult {
@@ -2748,7 +3321,7 @@ type ReassignmentResult struct {
 
 func (x *ReassignmentResult) Reset() {
 	*x = ReassignmentResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +3333,7 @@ func (x *ReassignmentResult) String() string {
 func (*ReassignmentResult) ProtoMessage() {}
 
 func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +3346,7 @@ func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignmentResult.ProtoReflect.Descriptor instead.
 func (*ReassignmentResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReassignmentResult) GetTopic() string {
@@ -2814,7 +3387,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3399,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3412,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetPartitions() []*v1.TopicPartition {
@@ -2858,7 +3431,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3443,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3456,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingReassignment {
@@ -2912,7 +3485,7 @@ type OngoingReassignment struct {
 
 func (x *OngoingReassignment) Reset() {
 	*x = OngoingReassignment{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +3497,7 @@ func (x *OngoingReassignment) String() string {
 func (*OngoingReassignment) ProtoMessage() {}
 
 func (x *OngoingReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +3510,7 @@ func (x *OngoingReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OngoingReassignment.ProtoReflect.Descriptor instead.
 func (*OngoingReassignment) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *OngoingReassignment) GetTopic() string {
@@ -3015,7 +3588,7 @@ type ReplicaMoveProgress struct {
 
 func (x *ReplicaMoveProgress) Reset() {
 	*x = ReplicaMoveProgress{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3600,7 @@ func (x *ReplicaMoveProgress) String() string {
 func (*ReplicaMoveProgress) ProtoMessage() {}
 
 func (x *ReplicaMoveProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3613,7 @@ func (x *ReplicaMoveProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMoveProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaMoveProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReplicaMoveProgress) GetBrokerId() int32 {
@@ -3106,7 +3679,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3691,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3704,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsTopic {
@@ -3168,7 +3741,7 @@ type CreatePartitionsTopic struct {
 
 func (x *CreatePartitionsTopic) Reset() {
 	*x = CreatePartitionsTopic{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3180,7 +3753,7 @@ func (x *CreatePartitionsTopic) String() string {
 func (*CreatePartitionsTopic) ProtoMessage() {}
 
 func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3193,7 +3766,7 @@ func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsTopic.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsTopic) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreatePartitionsTopic) GetName() string {
@@ -3226,7 +3799,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3811,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3824,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreatePartitionsResponse) GetResults() []*CreatePartitionsResult {
@@ -3275,7 +3848,7 @@ type CreatePartitionsResult struct {
 
 func (x *CreatePartitionsResult) Reset() {
 	*x = CreatePartitionsResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3860,7 @@ func (x *CreatePartitionsResult) String() string {
 func (*CreatePartitionsResult) ProtoMessage() {}
 
 func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3873,7 @@ func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResult.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CreatePartitionsResult) GetName() string {
@@ -3335,7 +3908,49 @@ var File_tidemark_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtidemark/admin/v1/admin.proto\x12\x11tidemark.admin.v1\x1a\x1ftidemark/common/v1/common.proto\x1a!tidemark/control/v1/control.proto\"\x8f\x01\n" +
+	"\x1dtidemark/admin/v1/admin.proto\x12\x11tidemark.admin.v1\x1a\x1ftidemark/common/v1/common.proto\x1a!tidemark/control/v1/control.proto\"\xf2\x01\n" +
+	"\n" +
+	"AclBinding\x12#\n" +
+	"\rresource_type\x18\x01 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x03 \x01(\tR\vpatternType\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04host\x18\x05 \x01(\tR\x04host\x12\x1c\n" +
+	"\toperation\x18\x06 \x01(\tR\toperation\x12'\n" +
+	"\x0fpermission_type\x18\a \x01(\tR\x0epermissionType\"\xb0\x02\n" +
+	"\x10AclBindingFilter\x12#\n" +
+	"\rresource_type\x18\x01 \x01(\tR\fresourceType\x12(\n" +
+	"\rresource_name\x18\x02 \x01(\tH\x00R\fresourceName\x88\x01\x01\x12!\n" +
+	"\fpattern_type\x18\x03 \x01(\tR\vpatternType\x12!\n" +
+	"\tprincipal\x18\x04 \x01(\tH\x01R\tprincipal\x88\x01\x01\x12\x17\n" +
+	"\x04host\x18\x05 \x01(\tH\x02R\x04host\x88\x01\x01\x12\x1c\n" +
+	"\toperation\x18\x06 \x01(\tR\toperation\x12'\n" +
+	"\x0fpermission_type\x18\a \x01(\tR\x0epermissionTypeB\x10\n" +
+	"\x0e_resource_nameB\f\n" +
+	"\n" +
+	"_principalB\a\n" +
+	"\x05_host\"P\n" +
+	"\x11CreateAclsRequest\x12;\n" +
+	"\tcreations\x18\x01 \x03(\v2\x1d.tidemark.admin.v1.AclBindingR\tcreations\"L\n" +
+	"\x12CreateAclsResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.tidemark.admin.v1.AclResultR\aresults\"n\n" +
+	"\tAclResult\x12<\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"R\n" +
+	"\x13DescribeAclsRequest\x12;\n" +
+	"\x06filter\x18\x01 \x01(\v2#.tidemark.admin.v1.AclBindingFilterR\x06filter\"Q\n" +
+	"\x14DescribeAclsResponse\x129\n" +
+	"\bbindings\x18\x01 \x03(\v2\x1d.tidemark.admin.v1.AclBindingR\bbindings\"R\n" +
+	"\x11DeleteAclsRequest\x12=\n" +
+	"\afilters\x18\x01 \x03(\v2#.tidemark.admin.v1.AclBindingFilterR\afilters\"S\n" +
+	"\x12DeleteAclsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.tidemark.admin.v1.DeleteAclsResultR\aresults\"\xae\x01\n" +
+	"\x10DeleteAclsResult\x12<\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x127\n" +
+	"\adeleted\x18\x03 \x03(\v2\x1d.tidemark.admin.v1.AclBindingR\adeleted\"\x8f\x01\n" +
 	"\x13CreateTopicsRequest\x124\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1c.tidemark.admin.v1.TopicSpecR\x06topics\x12#\n" +
 	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\x12\x1d\n" +
@@ -3614,7 +4229,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xb8\t\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xcf\v\n" +
 	"\fAdminService\x12_\n" +
 	"\fCreateTopics\x12&.tidemark.admin.v1.CreateTopicsRequest\x1a'.tidemark.admin.v1.CreateTopicsResponse\x12_\n" +
 	"\fDeleteTopics\x12&.tidemark.admin.v1.DeleteTopicsRequest\x1a'.tidemark.admin.v1.DeleteTopicsResponse\x12e\n" +
@@ -3626,7 +4241,12 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\fWatchCluster\x12&.tidemark.admin.v1.WatchClusterRequest\x1a'.tidemark.admin.v1.WatchClusterResponse0\x01\x12\x8c\x01\n" +
 	"\x1bAlterPartitionReassignments\x125.tidemark.admin.v1.AlterPartitionReassignmentsRequest\x1a6.tidemark.admin.v1.AlterPartitionReassignmentsResponse\x12\x89\x01\n" +
 	"\x1aListPartitionReassignments\x124.tidemark.admin.v1.ListPartitionReassignmentsRequest\x1a5.tidemark.admin.v1.ListPartitionReassignmentsResponse\x12k\n" +
-	"\x10CreatePartitions\x12*.tidemark.admin.v1.CreatePartitionsRequest\x1a+.tidemark.admin.v1.CreatePartitionsResponseB1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
+	"\x10CreatePartitions\x12*.tidemark.admin.v1.CreatePartitionsRequest\x1a+.tidemark.admin.v1.CreatePartitionsResponse\x12Y\n" +
+	"\n" +
+	"CreateAcls\x12$.tidemark.admin.v1.CreateAclsRequest\x1a%.tidemark.admin.v1.CreateAclsResponse\x12_\n" +
+	"\fDescribeAcls\x12&.tidemark.admin.v1.DescribeAclsRequest\x1a'.tidemark.admin.v1.DescribeAclsResponse\x12Y\n" +
+	"\n" +
+	"DeleteAcls\x12$.tidemark.admin.v1.DeleteAclsRequest\x1a%.tidemark.admin.v1.DeleteAclsResponseB1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_tidemark_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -3641,146 +4261,171 @@ func file_tidemark_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_tidemark_admin_v1_admin_proto_goTypes = []any{
 	(ConfigResourceType)(0),                     // 0: tidemark.admin.v1.ConfigResourceType
 	(ConfigSource)(0),                           // 1: tidemark.admin.v1.ConfigSource
 	(ConfigOpType)(0),                           // 2: tidemark.admin.v1.ConfigOpType
 	(ElectionType)(0),                           // 3: tidemark.admin.v1.ElectionType
-	(*CreateTopicsRequest)(nil),                 // 4: tidemark.admin.v1.CreateTopicsRequest
-	(*TopicSpec)(nil),                           // 5: tidemark.admin.v1.TopicSpec
-	(*ReplicaAssignment)(nil),                   // 6: tidemark.admin.v1.ReplicaAssignment
-	(*CreateTopicsResponse)(nil),                // 7: tidemark.admin.v1.CreateTopicsResponse
-	(*CreateTopicResult)(nil),                   // 8: tidemark.admin.v1.CreateTopicResult
-	(*DeleteTopicsRequest)(nil),                 // 9: tidemark.admin.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                // 10: tidemark.admin.v1.DeleteTopicsResponse
-	(*DeleteTopicResult)(nil),                   // 11: tidemark.admin.v1.DeleteTopicResult
-	(*DescribeTopicsRequest)(nil),               // 12: tidemark.admin.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),              // 13: tidemark.admin.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),                    // 14: tidemark.admin.v1.TopicDescription
-	(*PartitionDescription)(nil),                // 15: tidemark.admin.v1.PartitionDescription
-	(*DescribeClusterRequest)(nil),              // 16: tidemark.admin.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 17: tidemark.admin.v1.DescribeClusterResponse
-	(*ControllerInfo)(nil),                      // 18: tidemark.admin.v1.ControllerInfo
-	(*BrokerInfo)(nil),                          // 19: tidemark.admin.v1.BrokerInfo
-	(*OfflineLogDir)(nil),                       // 20: tidemark.admin.v1.OfflineLogDir
-	(*ConfigResource)(nil),                      // 21: tidemark.admin.v1.ConfigResource
-	(*DescribeConfigsRequest)(nil),              // 22: tidemark.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),             // 23: tidemark.admin.v1.DescribeConfigsResponse
-	(*ConfigDescription)(nil),                   // 24: tidemark.admin.v1.ConfigDescription
-	(*ConfigEntry)(nil),                         // 25: tidemark.admin.v1.ConfigEntry
-	(*ConfigOp)(nil),                            // 26: tidemark.admin.v1.ConfigOp
-	(*AlterConfigsRequest)(nil),                 // 27: tidemark.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResource)(nil),                // 28: tidemark.admin.v1.AlterConfigsResource
-	(*AlterConfigsResponse)(nil),                // 29: tidemark.admin.v1.AlterConfigsResponse
-	(*AlterConfigsResult)(nil),                  // 30: tidemark.admin.v1.AlterConfigsResult
-	(*ElectLeadersRequest)(nil),                 // 31: tidemark.admin.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 32: tidemark.admin.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),                  // 33: tidemark.admin.v1.ElectLeadersResult
-	(*WatchClusterRequest)(nil),                 // 34: tidemark.admin.v1.WatchClusterRequest
-	(*WatchClusterResponse)(nil),                // 35: tidemark.admin.v1.WatchClusterResponse
-	(*PartitionView)(nil),                       // 36: tidemark.admin.v1.PartitionView
-	(*ReplicaView)(nil),                         // 37: tidemark.admin.v1.ReplicaView
-	(*AlterPartitionReassignmentsRequest)(nil),  // 38: tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	(*ReassignablePartition)(nil),               // 39: tidemark.admin.v1.ReassignablePartition
-	(*AlterPartitionReassignmentsResponse)(nil), // 40: tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	(*ReassignmentResult)(nil),                  // 41: tidemark.admin.v1.ReassignmentResult
-	(*ListPartitionReassignmentsRequest)(nil),   // 42: tidemark.admin.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 43: tidemark.admin.v1.ListPartitionReassignmentsResponse
-	(*OngoingReassignment)(nil),                 // 44: tidemark.admin.v1.OngoingReassignment
-	(*ReplicaMoveProgress)(nil),                 // 45: tidemark.admin.v1.ReplicaMoveProgress
-	(*CreatePartitionsRequest)(nil),             // 46: tidemark.admin.v1.CreatePartitionsRequest
-	(*CreatePartitionsTopic)(nil),               // 47: tidemark.admin.v1.CreatePartitionsTopic
-	(*CreatePartitionsResponse)(nil),            // 48: tidemark.admin.v1.CreatePartitionsResponse
-	(*CreatePartitionsResult)(nil),              // 49: tidemark.admin.v1.CreatePartitionsResult
-	nil,                                         // 50: tidemark.admin.v1.TopicSpec.ConfigsEntry
-	nil,                                         // 51: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
-	nil,                                         // 52: tidemark.admin.v1.TopicDescription.ConfigsEntry
-	(v1.ErrorCode)(0),                           // 53: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                             // 54: tidemark.common.v1.Node
-	(*v1.TopicPartition)(nil),                   // 55: tidemark.common.v1.TopicPartition
-	(*v11.ClusterEvent)(nil),                    // 56: tidemark.control.v1.ClusterEvent
+	(*AclBinding)(nil),                          // 4: tidemark.admin.v1.AclBinding
+	(*AclBindingFilter)(nil),                    // 5: tidemark.admin.v1.AclBindingFilter
+	(*CreateAclsRequest)(nil),                   // 6: tidemark.admin.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 7: tidemark.admin.v1.CreateAclsResponse
+	(*AclResult)(nil),                           // 8: tidemark.admin.v1.AclResult
+	(*DescribeAclsRequest)(nil),                 // 9: tidemark.admin.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                // 10: tidemark.admin.v1.DescribeAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 11: tidemark.admin.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                  // 12: tidemark.admin.v1.DeleteAclsResponse
+	(*DeleteAclsResult)(nil),                    // 13: tidemark.admin.v1.DeleteAclsResult
+	(*CreateTopicsRequest)(nil),                 // 14: tidemark.admin.v1.CreateTopicsRequest
+	(*TopicSpec)(nil),                           // 15: tidemark.admin.v1.TopicSpec
+	(*ReplicaAssignment)(nil),                   // 16: tidemark.admin.v1.ReplicaAssignment
+	(*CreateTopicsResponse)(nil),                // 17: tidemark.admin.v1.CreateTopicsResponse
+	(*CreateTopicResult)(nil),                   // 18: tidemark.admin.v1.CreateTopicResult
+	(*DeleteTopicsRequest)(nil),                 // 19: tidemark.admin.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 20: tidemark.admin.v1.DeleteTopicsResponse
+	(*DeleteTopicResult)(nil),                   // 21: tidemark.admin.v1.DeleteTopicResult
+	(*DescribeTopicsRequest)(nil),               // 22: tidemark.admin.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 23: tidemark.admin.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),                    // 24: tidemark.admin.v1.TopicDescription
+	(*PartitionDescription)(nil),                // 25: tidemark.admin.v1.PartitionDescription
+	(*DescribeClusterRequest)(nil),              // 26: tidemark.admin.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 27: tidemark.admin.v1.DescribeClusterResponse
+	(*ControllerInfo)(nil),                      // 28: tidemark.admin.v1.ControllerInfo
+	(*BrokerInfo)(nil),                          // 29: tidemark.admin.v1.BrokerInfo
+	(*OfflineLogDir)(nil),                       // 30: tidemark.admin.v1.OfflineLogDir
+	(*ConfigResource)(nil),                      // 31: tidemark.admin.v1.ConfigResource
+	(*DescribeConfigsRequest)(nil),              // 32: tidemark.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),             // 33: tidemark.admin.v1.DescribeConfigsResponse
+	(*ConfigDescription)(nil),                   // 34: tidemark.admin.v1.ConfigDescription
+	(*ConfigEntry)(nil),                         // 35: tidemark.admin.v1.ConfigEntry
+	(*ConfigOp)(nil),                            // 36: tidemark.admin.v1.ConfigOp
+	(*AlterConfigsRequest)(nil),                 // 37: tidemark.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResource)(nil),                // 38: tidemark.admin.v1.AlterConfigsResource
+	(*AlterConfigsResponse)(nil),                // 39: tidemark.admin.v1.AlterConfigsResponse
+	(*AlterConfigsResult)(nil),                  // 40: tidemark.admin.v1.AlterConfigsResult
+	(*ElectLeadersRequest)(nil),                 // 41: tidemark.admin.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 42: tidemark.admin.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 43: tidemark.admin.v1.ElectLeadersResult
+	(*WatchClusterRequest)(nil),                 // 44: tidemark.admin.v1.WatchClusterRequest
+	(*WatchClusterResponse)(nil),                // 45: tidemark.admin.v1.WatchClusterResponse
+	(*PartitionView)(nil),                       // 46: tidemark.admin.v1.PartitionView
+	(*ReplicaView)(nil),                         // 47: tidemark.admin.v1.ReplicaView
+	(*AlterPartitionReassignmentsRequest)(nil),  // 48: tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	(*ReassignablePartition)(nil),               // 49: tidemark.admin.v1.ReassignablePartition
+	(*AlterPartitionReassignmentsResponse)(nil), // 50: tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	(*ReassignmentResult)(nil),                  // 51: tidemark.admin.v1.ReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),   // 52: tidemark.admin.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 53: tidemark.admin.v1.ListPartitionReassignmentsResponse
+	(*OngoingReassignment)(nil),                 // 54: tidemark.admin.v1.OngoingReassignment
+	(*ReplicaMoveProgress)(nil),                 // 55: tidemark.admin.v1.ReplicaMoveProgress
+	(*CreatePartitionsRequest)(nil),             // 56: tidemark.admin.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),               // 57: tidemark.admin.v1.CreatePartitionsTopic
+	(*CreatePartitionsResponse)(nil),            // 58: tidemark.admin.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),              // 59: tidemark.admin.v1.CreatePartitionsResult
+	nil,                                         // 60: tidemark.admin.v1.TopicSpec.ConfigsEntry
+	nil,                                         // 61: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	nil,                                         // 62: tidemark.admin.v1.TopicDescription.ConfigsEntry
+	(v1.ErrorCode)(0),                           // 63: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                             // 64: tidemark.common.v1.Node
+	(*v1.TopicPartition)(nil),                   // 65: tidemark.common.v1.TopicPartition
+	(*v11.ClusterEvent)(nil),                    // 66: tidemark.control.v1.ClusterEvent
 }
 var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
-	5,  // 0: tidemark.admin.v1.CreateTopicsRequest.topics:type_name -> tidemark.admin.v1.TopicSpec
-	6,  // 1: tidemark.admin.v1.TopicSpec.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	50, // 2: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
-	8,  // 3: tidemark.admin.v1.CreateTopicsResponse.results:type_name -> tidemark.admin.v1.CreateTopicResult
-	53, // 4: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	6,  // 5: tidemark.admin.v1.CreateTopicResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	51, // 6: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
-	11, // 7: tidemark.admin.v1.DeleteTopicsResponse.results:type_name -> tidemark.admin.v1.DeleteTopicResult
-	53, // 8: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	14, // 9: tidemark.admin.v1.DescribeTopicsResponse.topics:type_name -> tidemark.admin.v1.TopicDescription
-	53, // 10: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
-	15, // 11: tidemark.admin.v1.TopicDescription.partitions:type_name -> tidemark.admin.v1.PartitionDescription
-	52, // 12: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
-	54, // 13: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
-	18, // 14: tidemark.admin.v1.DescribeClusterResponse.controllers:type_name -> tidemark.admin.v1.ControllerInfo
-	19, // 15: tidemark.admin.v1.DescribeClusterResponse.brokers:type_name -> tidemark.admin.v1.BrokerInfo
-	54, // 16: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
-	54, // 17: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
-	20, // 18: tidemark.admin.v1.BrokerInfo.offline_log_dirs:type_name -> tidemark.admin.v1.OfflineLogDir
-	0,  // 19: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
-	21, // 20: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
-	24, // 21: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
-	21, // 22: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
-	53, // 23: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
-	25, // 24: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
-	1,  // 25: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
-	2,  // 26: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
-	28, // 27: tidemark.admin.v1.AlterConfigsRequest.resources:type_name -> tidemark.admin.v1.AlterConfigsResource
-	21, // 28: tidemark.admin.v1.AlterConfigsResource.resource:type_name -> tidemark.admin.v1.ConfigResource
-	26, // 29: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
-	30, // 30: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
-	21, // 31: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
-	53, // 32: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	3,  // 33: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
-	55, // 34: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
-	33, // 35: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
-	53, // 36: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	17, // 37: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
-	36, // 38: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
-	56, // 39: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
-	37, // 40: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
-	39, // 41: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
-	41, // 42: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
-	53, // 43: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	55, // 44: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
-	44, // 45: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
-	45, // 46: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
-	47, // 47: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
-	6,  // 48: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	49, // 49: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
-	53, // 50: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	6,  // 51: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	4,  // 52: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
-	9,  // 53: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
-	12, // 54: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
-	16, // 55: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
-	22, // 56: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
-	27, // 57: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
-	31, // 58: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
-	34, // 59: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
-	38, // 60: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	42, // 61: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
-	46, // 62: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
-	7,  // 63: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
-	10, // 64: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
-	13, // 65: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
-	17, // 66: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
-	23, // 67: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
-	29, // 68: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
-	32, // 69: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
-	35, // 70: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
-	40, // 71: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	43, // 72: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
-	48, // 73: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
-	63, // [63:74] is the sub-list for method output_type
-	52, // [52:63] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	4,  // 0: tidemark.admin.v1.CreateAclsRequest.creations:type_name -> tidemark.admin.v1.AclBinding
+	8,  // 1: tidemark.admin.v1.CreateAclsResponse.results:type_name -> tidemark.admin.v1.AclResult
+	63, // 2: tidemark.admin.v1.AclResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	5,  // 3: tidemark.admin.v1.DescribeAclsRequest.filter:type_name -> tidemark.admin.v1.AclBindingFilter
+	4,  // 4: tidemark.admin.v1.DescribeAclsResponse.bindings:type_name -> tidemark.admin.v1.AclBinding
+	5,  // 5: tidemark.admin.v1.DeleteAclsRequest.filters:type_name -> tidemark.admin.v1.AclBindingFilter
+	13, // 6: tidemark.admin.v1.DeleteAclsResponse.results:type_name -> tidemark.admin.v1.DeleteAclsResult
+	63, // 7: tidemark.admin.v1.DeleteAclsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	4,  // 8: tidemark.admin.v1.DeleteAclsResult.deleted:type_name -> tidemark.admin.v1.AclBinding
+	15, // 9: tidemark.admin.v1.CreateTopicsRequest.topics:type_name -> tidemark.admin.v1.TopicSpec
+	16, // 10: tidemark.admin.v1.TopicSpec.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	60, // 11: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
+	18, // 12: tidemark.admin.v1.CreateTopicsResponse.results:type_name -> tidemark.admin.v1.CreateTopicResult
+	63, // 13: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	16, // 14: tidemark.admin.v1.CreateTopicResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	61, // 15: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	21, // 16: tidemark.admin.v1.DeleteTopicsResponse.results:type_name -> tidemark.admin.v1.DeleteTopicResult
+	63, // 17: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	24, // 18: tidemark.admin.v1.DescribeTopicsResponse.topics:type_name -> tidemark.admin.v1.TopicDescription
+	63, // 19: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	25, // 20: tidemark.admin.v1.TopicDescription.partitions:type_name -> tidemark.admin.v1.PartitionDescription
+	62, // 21: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
+	64, // 22: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
+	28, // 23: tidemark.admin.v1.DescribeClusterResponse.controllers:type_name -> tidemark.admin.v1.ControllerInfo
+	29, // 24: tidemark.admin.v1.DescribeClusterResponse.brokers:type_name -> tidemark.admin.v1.BrokerInfo
+	64, // 25: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
+	64, // 26: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
+	30, // 27: tidemark.admin.v1.BrokerInfo.offline_log_dirs:type_name -> tidemark.admin.v1.OfflineLogDir
+	0,  // 28: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
+	31, // 29: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
+	34, // 30: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
+	31, // 31: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
+	63, // 32: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	35, // 33: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
+	1,  // 34: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
+	2,  // 35: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
+	38, // 36: tidemark.admin.v1.AlterConfigsRequest.resources:type_name -> tidemark.admin.v1.AlterConfigsResource
+	31, // 37: tidemark.admin.v1.AlterConfigsResource.resource:type_name -> tidemark.admin.v1.ConfigResource
+	36, // 38: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
+	40, // 39: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
+	31, // 40: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
+	63, // 41: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 42: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
+	65, // 43: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	43, // 44: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
+	63, // 45: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	27, // 46: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
+	46, // 47: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
+	66, // 48: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
+	47, // 49: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
+	49, // 50: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
+	51, // 51: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
+	63, // 52: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	65, // 53: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	54, // 54: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
+	55, // 55: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
+	57, // 56: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
+	16, // 57: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	59, // 58: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
+	63, // 59: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	16, // 60: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	14, // 61: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
+	19, // 62: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
+	22, // 63: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
+	26, // 64: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
+	32, // 65: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
+	37, // 66: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
+	41, // 67: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
+	44, // 68: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
+	48, // 69: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	52, // 70: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
+	56, // 71: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
+	6,  // 72: tidemark.admin.v1.AdminService.CreateAcls:input_type -> tidemark.admin.v1.CreateAclsRequest
+	9,  // 73: tidemark.admin.v1.AdminService.DescribeAcls:input_type -> tidemark.admin.v1.DescribeAclsRequest
+	11, // 74: tidemark.admin.v1.AdminService.DeleteAcls:input_type -> tidemark.admin.v1.DeleteAclsRequest
+	17, // 75: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
+	20, // 76: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
+	23, // 77: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
+	27, // 78: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
+	33, // 79: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
+	39, // 80: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
+	42, // 81: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
+	45, // 82: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
+	50, // 83: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	53, // 84: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
+	58, // 85: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
+	7,  // 86: tidemark.admin.v1.AdminService.CreateAcls:output_type -> tidemark.admin.v1.CreateAclsResponse
+	10, // 87: tidemark.admin.v1.AdminService.DescribeAcls:output_type -> tidemark.admin.v1.DescribeAclsResponse
+	12, // 88: tidemark.admin.v1.AdminService.DeleteAcls:output_type -> tidemark.admin.v1.DeleteAclsResponse
+	75, // [75:89] is the sub-list for method output_type
+	61, // [61:75] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_admin_v1_admin_proto_init() }
@@ -3788,14 +4433,15 @@ func file_tidemark_admin_v1_admin_proto_init() {
 	if File_tidemark_admin_v1_admin_proto != nil {
 		return
 	}
-	file_tidemark_admin_v1_admin_proto_msgTypes[33].OneofWrappers = []any{}
+	file_tidemark_admin_v1_admin_proto_msgTypes[1].OneofWrappers = []any{}
+	file_tidemark_admin_v1_admin_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_admin_v1_admin_proto_rawDesc), len(file_tidemark_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   49,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,9 @@ const (
 	AdminService_AlterPartitionReassignments_FullMethodName = "/tidemark.admin.v1.AdminService/AlterPartitionReassignments"
 	AdminService_ListPartitionReassignments_FullMethodName  = "/tidemark.admin.v1.AdminService/ListPartitionReassignments"
 	AdminService_CreatePartitions_FullMethodName            = "/tidemark.admin.v1.AdminService/CreatePartitions"
+	AdminService_CreateAcls_FullMethodName                  = "/tidemark.admin.v1.AdminService/CreateAcls"
+	AdminService_DescribeAcls_FullMethodName                = "/tidemark.admin.v1.AdminService/DescribeAcls"
+	AdminService_DeleteAcls_FullMethodName                  = "/tidemark.admin.v1.AdminService/DeleteAcls"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -66,6 +69,12 @@ type AdminServiceClient interface {
 	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
 	// CreatePartitions adds partitions to topics (never removes any).
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
+	// ACL bindings kept in etcd, in force on every broker and controller
+	// together with each one's --acl.file (Kafka's CreateAcls, DescribeAcls,
+	// DeleteAcls; Describe on Cluster to list, Alter on Cluster to change).
+	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
+	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
+	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -195,6 +204,36 @@ func (c *adminServiceClient) CreatePartitions(ctx context.Context, in *CreatePar
 	return out, nil
 }
 
+func (c *adminServiceClient) CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclsResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeAclsResponse)
+	err := c.cc.Invoke(ctx, AdminService_DescribeAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -227,6 +266,12 @@ type AdminServiceServer interface {
 	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
 	// CreatePartitions adds partitions to topics (never removes any).
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
+	// ACL bindings kept in etcd, in force on every broker and controller
+	// together with each one's --acl.file (Kafka's CreateAcls, DescribeAcls,
+	// DeleteAcls; Describe on Cluster to list, Alter on Cluster to change).
+	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
+	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
+	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -269,6 +314,15 @@ func (UnimplementedAdminServiceServer) ListPartitionReassignments(context.Contex
 }
 func (UnimplementedAdminServiceServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeAcls not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -482,6 +536,60 @@ func _AdminService_CreatePartitions_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateAcls(ctx, req.(*CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DescribeAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DescribeAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeAcls(ctx, req.(*DescribeAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteAcls(ctx, req.(*DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -528,6 +636,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreatePartitions",
 			Handler:    _AdminService_CreatePartitions_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _AdminService_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DescribeAcls",
+			Handler:    _AdminService_DescribeAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _AdminService_DeleteAcls_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
