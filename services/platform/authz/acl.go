@@ -126,10 +126,15 @@ func (r Rule) String() string {
 	return s
 }
 
-// matchesHost: a rule for one address matches only a caller known to come
-// from it; an unknown address (a forwarded call) matches only "*".
+// matchesHost: an allow for one address matches only a caller known to
+// come from it; a deny for one address matches it and also a caller whose
+// address is unknown (a call forwarded without one), so a host's deny
+// cannot be got round by going through a broker or the gateway.
 func (r Rule) matchesHost(host string) bool {
-	return r.Host == "" || r.Host == "*" || r.Host == host
+	if r.Host == "" || r.Host == "*" || r.Host == host {
+		return true
+	}
+	return !r.Allow && host == ""
 }
 
 // matchesPrincipal: a literal name matches that principal whatever its

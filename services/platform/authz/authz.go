@@ -172,14 +172,18 @@ func WithClientHost(ctx context.Context, host string) context.Context {
 	return context.WithValue(ctx, hostKey{}, host)
 }
 
-// clientHost is the caller's IP: recorded, else the gRPC peer's; "" when
-// unknown (a request forwarded for a Kafka client).
+// ClientHost is the caller's IP, for a forwarder to pass on (ForwardFrom).
+func ClientHost(ctx context.Context) string { return clientHost(ctx) }
+
+// clientHost is the caller's IP: recorded, else the one a forwarding broker
+// named, else the gRPC peer's; "" when unknown (a forwarder that named
+// none).
 func clientHost(ctx context.Context) string {
 	if h, ok := ctx.Value(hostKey{}).(string); ok {
 		return h
 	}
 	if identity.FromContext(ctx).Via != "" {
-		return ""
+		return identity.ForwardedHost(ctx)
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {

@@ -31,6 +31,11 @@ import (
 // user it forwards a call for.
 const OnBehalfOf = "tidemark-on-behalf-of"
 
+// ClientHost is the gRPC metadata key in which a forwarding broker names
+// the address its client connected from, for ACL rules that name a host;
+// believed, like OnBehalfOf, only from a broker or the gateway.
+const ClientHost = "tidemark-client-host"
+
 // Role is what a principal is to the cluster.
 type Role int
 
@@ -176,6 +181,30 @@ func With(ctx context.Context, p Principal) context.Context {
 // gateway's and a broker's forwarded calls).
 func Forward(ctx context.Context, user string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, OnBehalfOf, user)
+}
+
+// ForwardFrom is Forward that also names the address the user connected
+// from (empty: unknown).
+func ForwardFrom(ctx context.Context, user, host string) context.Context {
+	ctx = Forward(ctx, user)
+	if host != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, ClientHost, host)
+	}
+	return ctx
+}
+
+// ForwardedHost is the client address a broker or the gateway named for
+// the user it forwards this call for; "" when it named none or the caller
+// is not one that may forward.
+func ForwardedHost(ctx context.Context) string {
+	if p := FromPeer(ctx); p.Role != Gateway && p.Role != Broker {
+		return ""
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(ClientHost); len(v) == 1 {
+		return v[0]
+	}
+	return ""
 }
 
 // Describe is a short form for logs: "broker-2 (broker 2)", "alice via gateway".

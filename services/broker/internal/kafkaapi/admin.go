@@ -8,6 +8,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
 )
@@ -33,7 +34,7 @@ func (s *Server) admin(ctx context.Context, askedMs int32) (adminv1.AdminService
 // adminFor is admin with the forwarded call bounded by d.
 func (s *Server) adminFor(ctx context.Context, d time.Duration) (adminv1.AdminServiceClient, context.Context, context.CancelFunc, error) {
 	if p := identity.FromContext(ctx); p.Role != identity.Anonymous {
-		ctx = identity.Forward(ctx, p.Name)
+		ctx = identity.ForwardFrom(ctx, p.Name, authz.ClientHost(ctx))
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	cli, err := s.opts.Admin(ctx)
