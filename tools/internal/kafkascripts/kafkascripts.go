@@ -23,6 +23,7 @@ type script func(args []string, stdout, stderr io.Writer) int
 var scripts = map[string]script{
 	"kafka-broker-api-versions.sh": BrokerAPIVersions,
 	"kafka-acls.sh":                ACLs,
+	"kafka-consumer-groups.sh":     ConsumerGroups,
 	"kafka-leader-election.sh":     LeaderElection,
 	"kafka-reassign-partitions.sh": ReassignPartitions,
 	"kafka-topics.sh":              Topics,
