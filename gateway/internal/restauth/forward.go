@@ -2,6 +2,8 @@ package restauth
 
 import (
 	"context"
+	"net"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -58,15 +60,33 @@ func forwardAs(who func(context.Context) (string, bool)) []grpc.DialOption {
 func outgoing(ctx context.Context, who func(context.Context) (string, bool)) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	user, ok := who(ctx)
-	if !ok && len(md.Get(identity.OnBehalfOf)) == 0 && len(md.Get("authorization")) == 0 {
+	if !ok && len(md.Get(identity.OnBehalfOf)) == 0 && len(md.Get("authorization")) == 0 && len(md.Get(identity.ClientHost)) == 0 {
 		return ctx
 	}
 	md = md.Copy()
 	md.Delete(identity.OnBehalfOf)
+	md.Delete(identity.ClientHost)
 	md.Delete("authorization")
 	ctx = metadata.NewOutgoingContext(ctx, md)
 	if ok {
-		ctx = identity.Forward(ctx, user)
+		ctx = identity.ForwardFrom(ctx, user, remoteIP(md))
 	}
 	return ctx
+}
+
+// remoteIP is the address the REST request came from: the last entry of
+// x-forwarded-for, which grpc-gateway appends from the connection's remote
+// address (the entries before it are the client's to write). "" for a call
+// made outside a REST request.
+func remoteIP(md metadata.MD) string {
+	v := md.Get("x-forwarded-for")
+	if len(v) == 0 {
+		return ""
+	}
+	all := strings.Split(v[len(v)-1], ",")
+	ip := strings.TrimSpace(all[len(all)-1])
+	if net.ParseIP(ip) == nil {
+		return ""
+	}
+	return ip
 }

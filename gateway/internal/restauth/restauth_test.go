@@ -121,3 +121,25 @@ func TestForwardReplacesWhatTheContextCarries(t *testing.T) {
 		}
 	}
 }
+
+// A forwarded REST call names the address the request came from (the
+// entry grpc-gateway appended last to x-forwarded-for), never one the
+// client wrote.
+func TestForwardNamesTheRequestsAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		md   []string
+		want string
+	}{
+		{"from the connection", []string{"x-forwarded-for", "10.0.0.9"}, "10.0.0.9"},
+		{"after the client's own entries", []string{"x-forwarded-for", "1.2.3.4, 10.0.0.9"}, "10.0.0.9"},
+		{"a client's host header is dropped", []string{identity.ClientHost, "1.2.3.4"}, ""},
+		{"no REST request", nil, ""},
+	} {
+		ctx := WithUser(metadata.AppendToOutgoingContext(context.Background(), tc.md...), "alice")
+		md, _ := metadata.FromOutgoingContext(outgoing(ctx, UserFrom))
+		if v := strings.Join(md.Get(identity.ClientHost), ","); v != tc.want {
+			t.Errorf("%s: client host %q, want %q", tc.name, v, tc.want)
+		}
+	}
+}
