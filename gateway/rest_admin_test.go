@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/base64"
 	"net/http"
 	"slices"
 	"strconv"
@@ -92,6 +93,27 @@ func testConfigs(t *testing.T, e *env) {
 		http.StatusBadRequest, "INVALID_CONFIG")
 	e.r.fails(http.MethodPost, "/v1/configs:describe", `{"resources": [{"type": "CONFIG_RESOURCE_TYPE_TOPIC", "name": "nope"}]}`,
 		http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION")
+}
+
+// testUsers sets and describes a user's SCRAM credential over REST (the
+// salt and salted password, base64 in JSON) and gets Kafka's per-user
+// errors as HTTP statuses.
+func testUsers(t *testing.T, e *env) {
+	salted := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	var alt adminv1.AlterUserScramCredentialsResponse
+	e.call(http.MethodPost, "/v1/users/scram:alter", `{"upsertions": [{"user": "alice", "mechanism": "SCRAM-SHA-512",
+		"iterations": 4096, "salt": "c2FsdA==", "saltedPassword": "`+salted+`"}]}`, &alt)
+	if r := alt.GetResults(); len(r) != 1 || r[0].GetUser() != "alice" || r[0].GetErrorCode() != 0 {
+		t.Fatalf("alter users: %v", &alt)
+	}
+	var desc adminv1.DescribeUserScramCredentialsResponse
+	e.call(http.MethodPost, "/v1/users/scram:describe", `{"users": ["alice"]}`, &desc)
+	if r := desc.GetResults(); len(r) != 1 || len(r[0].GetCredentials()) != 1 || r[0].GetCredentials()[0].GetIterations() != 4096 {
+		t.Fatalf("describe users: %v", &desc)
+	}
+	e.r.fails(http.MethodPost, "/v1/users/scram:describe", `{"users": ["nobody"]}`, http.StatusNotFound, "RESOURCE_NOT_FOUND")
+	e.r.fails(http.MethodPost, "/v1/users/scram:alter", `{"upsertions": [{"user": "bob", "mechanism": "SCRAM-SHA-512",
+		"iterations": 100, "salt": "c2FsdA==", "saltedPassword": "`+salted+`"}]}`, http.StatusBadRequest, "UNACCEPTABLE_CREDENTIAL")
 }
 
 // electPreferred runs a preferred election for orders-0.

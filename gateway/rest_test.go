@@ -37,6 +37,7 @@ func TestREST(t *testing.T) {
 		{"Streams", testStreams},
 		{"Describe", testDescribeHealthy},
 		{"Configs", testConfigs},
+		{"Users", testUsers},
 		{"ElectLeaders", testElectLeaders},
 		{"Reassign", testReassign},
 		{"ACLs", testACLs},

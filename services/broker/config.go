@@ -47,6 +47,11 @@ type Config struct {
 	// listener.security.protocol.map); a listener left out follows
 	// TLS.Plaintext.
 	KafkaProtocolMap config.StringList
+	// SASLMechanisms are the mechanisms the SASL listeners offer (Kafka's
+	// sasl.enabled.mechanisms); empty: kafkaapi.DefaultSASLMechanisms.
+	SASLMechanisms config.StringList
+	// SASLTimeout bounds a SASL listener's login (0: the default).
+	SASLTimeout time.Duration
 	// KafkaLimits bound requests and connections on the Kafka listener.
 	KafkaLimits kafkaapi.Limits
 	// Rack is the broker's rack (broker.rack), for rack-aware placement and
@@ -128,6 +133,7 @@ func DefaultConfig() Config {
 		Authz:          authz.DefaultConfig(),
 		Limits:         grpcserver.DefaultLimits(),
 		KafkaLimits:    kafkaapi.DefaultLimits(),
+		SASLTimeout:    kafkaapi.DefaultSASLTimeout,
 		Log:            logging.DefaultOptions(),
 	}
 }
@@ -143,7 +149,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KafkaAdvertised, "kafka.advertised.address", c.KafkaAdvertised, "address Kafka clients of --kafka.listen are told to dial; empty uses the Kafka listen address")
 	fs.Var(&c.KafkaListeners, "kafka.listeners", "named Kafka listeners (Kafka's listeners), comma-separated NAME://host:port, e.g. INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092; clients are told each broker's address on the listener they arrived on; not with --kafka.listen")
 	fs.Var(&c.KafkaAdvertisedListeners, "kafka.advertised.listeners", "addresses clients of each named listener are told to dial (Kafka's advertised.listeners), comma-separated NAME://host:port; a listener left out advertises its bound address")
-	fs.Var(&c.KafkaProtocolMap, "kafka.listener.security.protocol.map", "each named listener's protocol (Kafka's listener.security.protocol.map), comma-separated NAME:PLAINTEXT or NAME:SSL (TLS with client certificates; no SASL); a listener left out is SSL, or PLAINTEXT under --plaintext: plain text only where this map or --plaintext says so")
+	fs.Var(&c.KafkaProtocolMap, "kafka.listener.security.protocol.map", "each named listener's protocol (Kafka's listener.security.protocol.map), comma-separated NAME:PROTOCOL with PLAINTEXT, SSL (TLS with client certificates), SASL_PLAINTEXT or SASL_SSL (user name and password, without TLS or over TLS without client certificates); a listener left out is SSL, or PLAINTEXT under --plaintext, or SASL_PLAINTEXT/SASL_SSL when so named: plain text only where this map or --plaintext says so")
+	fs.Var(&c.SASLMechanisms, "sasl.enabled.mechanisms", "mechanisms the SASL listeners offer (Kafka's sasl.enabled.mechanisms), comma-separated SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (default SCRAM-SHA-256,SCRAM-SHA-512: PLAIN sends the password itself, in clear text on SASL_PLAINTEXT, and makes the broker derive a key for each attempt)")
+	config.DurationMs(fs, &c.SASLTimeout, "kafka.sasl.authentication.timeout.ms", "close a SASL listener's connection that has not logged in this long after connecting")
 	c.KafkaLimits.AddFlags(fs)
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for meta.properties and, without --log.dirs, partition logs and checkpoints")

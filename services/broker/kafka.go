@@ -73,15 +73,22 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 	b.kafka = kafkaapi.New(kafkaapi.Options{
 		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
 		Admin: b.controllerAdmin, Authorizer: az, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
+		SASL:               kafkaapi.SASLOptions{Mechanisms: b.cfg.SASLMechanisms, Timeout: b.cfg.SASLTimeout, Credentials: b.rm.Meta().SCRAMCredential},
 		LogDirs:            b.kafkaLogDirs,
 		CreateOffsetsTopic: groupHost{b: b}.CreateOffsetsTopic,
 		Extension:          &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},
 	})
 	for _, sock := range b.kafkaSockets {
-		l := kafkaapi.Listener{Name: sock.Name}
-		if sock.Protocol == ProtocolSSL {
+		l := kafkaapi.Listener{Name: sock.Name, SASL: sock.Protocol == ProtocolSASLPlaintext || sock.Protocol == ProtocolSASLSSL}
+		switch {
+		case sock.Protocol == ProtocolSSL:
 			l.TLS = tlsCfg
-		} else if b.cfg.TLS.Enabled() {
+		case sock.Protocol == ProtocolSASLSSL:
+			// The SASL user is the principal: clients need no
+			// certificate (Kafka's ssl.client.auth=none for SASL_SSL).
+			l.TLS = tlsCfg.Clone()
+			l.TLS.ClientAuth = tls.NoClientCert
+		case sock.Protocol == ProtocolPlaintext && b.cfg.TLS.Enabled():
 			b.log.Warn("Kafka listener is PLAINTEXT while authorization is on: its clients have no identity and are refused",
 				"listener", sock.Name, "listen", sock.Listen)
 		}

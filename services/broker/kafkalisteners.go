@@ -6,16 +6,21 @@ import (
 	"slices"
 	"strings"
 
+	"tidemark.io/services/broker/internal/kafkaapi"
 	"tidemark.io/services/platform/config"
 )
 
-// Kafka's security protocols of a listener. tidemark's Kafka listener
-// speaks two: SSL is TLS with client certificates (the certificate's Common
-// Name is the principal, as on gRPC); PLAINTEXT has neither. SASL is not
-// served.
+// Kafka's security protocols of a listener. SSL is TLS with client
+// certificates (the certificate's Common Name is the principal, as on
+// gRPC); PLAINTEXT has neither. SASL_PLAINTEXT and SASL_SSL log clients in
+// with a user name and password (--sasl.enabled.mechanisms, credentials
+// stored in etcd), without TLS or over TLS without client certificates:
+// the user is the principal.
 const (
-	ProtocolPlaintext = "PLAINTEXT"
-	ProtocolSSL       = "SSL"
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
 )
 
 // KafkaListenerSpec is one named Kafka listener as the flags give it.
@@ -28,7 +33,7 @@ type KafkaListenerSpec struct {
 	// Advertised is the address clients that arrived on it are told to
 	// dial; empty: the bound address.
 	Advertised string
-	// Protocol is ProtocolPlaintext or ProtocolSSL.
+	// Protocol is one of the four Protocol constants.
 	Protocol string
 }
 
@@ -96,6 +101,11 @@ func (c Config) KafkaListenerSpecs() ([]KafkaListenerSpec, error) {
 		}
 		specs[i].Advertised = addr
 	}
+	if len(c.SASLMechanisms) > 0 {
+		if err := kafkaapi.CheckSASLMechanisms(c.SASLMechanisms); err != nil {
+			return nil, config.Invalid("sasl.enabled.mechanisms", c.SASLMechanisms, "%v", err)
+		}
+	}
 	if c.KafkaNamedListeners != nil {
 		for name := range c.KafkaNamedListeners {
 			if !slices.ContainsFunc(specs, func(s KafkaListenerSpec) bool { return s.Name == name }) {
@@ -161,11 +171,9 @@ func (c Config) kafkaProtocolMap() (map[string]string, error) {
 			return nil, config.Invalid("kafka.listener.security.protocol.map", c.KafkaProtocolMap, "listener %s is mapped twice", name)
 		}
 		switch proto {
-		case ProtocolPlaintext, ProtocolSSL:
-		case "SASL_PLAINTEXT", "SASL_SSL":
-			return nil, config.Invalid("kafka.listener.security.protocol.map", entry, "SASL is not served: use SSL (TLS with client certificates) or PLAINTEXT")
+		case ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
 		default:
-			return nil, config.Invalid("kafka.listener.security.protocol.map", entry, "unknown protocol %q: want PLAINTEXT or SSL", proto)
+			return nil, config.Invalid("kafka.listener.security.protocol.map", entry, "unknown protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
 		}
 		out[name] = proto
 	}
@@ -177,19 +185,25 @@ func (c Config) kafkaProtocolMap() (map[string]string, error) {
 // TLS off everywhere; one the map leaves out follows --plaintext, and a
 // name that reads as the other protocol must be mapped, so that no
 // listener named PLAINTEXT quietly speaks TLS or one named SSL plain text.
+// A listener named SASL_PLAINTEXT or SASL_SSL speaks that protocol
+// unmapped, as in Kafka's default map.
 func (c Config) listenerProtocol(name string, protocols map[string]string) (string, error) {
 	broker := ProtocolSSL
 	if c.TLS.Plaintext {
 		broker = ProtocolPlaintext
 	}
 	proto, mapped := protocols[name]
+	if !mapped && (name == ProtocolSASLPlaintext || name == ProtocolSASLSSL) {
+		if name == ProtocolSASLSSL && c.TLS.Plaintext {
+			return "", config.Invalid("kafka.listeners", c.KafkaListeners, "listener %s needs the broker's certificates, and --plaintext turns them off", name)
+		}
+		return name, nil
+	}
 	switch {
-	case mapped && proto == ProtocolSSL && c.TLS.Plaintext:
-		return "", config.Invalid("kafka.listener.security.protocol.map", name+":"+proto, "an SSL listener needs the broker's certificates, and --plaintext turns them off")
+	case mapped && (proto == ProtocolSSL || proto == ProtocolSASLSSL) && c.TLS.Plaintext:
+		return "", config.Invalid("kafka.listener.security.protocol.map", name+":"+proto, "an %s listener needs the broker's certificates, and --plaintext turns them off", proto)
 	case mapped:
 		return proto, nil
-	case strings.HasPrefix(name, "SASL_"):
-		return "", config.Invalid("kafka.listeners", c.KafkaListeners, "listener %s: SASL is not served: use SSL (TLS with client certificates) or PLAINTEXT", name)
 	case (name == ProtocolPlaintext || name == ProtocolSSL) && name != broker:
 		return "", config.Invalid("kafka.listeners", c.KafkaListeners, "listener %s would speak %s (--plaintext is %v): map it in --kafka.listener.security.protocol.map, e.g. %s:%s", name, broker, c.TLS.Plaintext, name, name)
 	}

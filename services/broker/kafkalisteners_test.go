@@ -60,6 +60,34 @@ func TestNamedKafkaListenersParse(t *testing.T) {
 
 // --kafka.listen is one listener named after its protocol, as Kafka names
 // its default listener: SSL with certificates, PLAINTEXT under --plaintext.
+// SASL listeners: named after their protocol they need no map entry; any
+// other name is mapped; SASL_PLAINTEXT works under --plaintext too.
+func TestSASLKafkaListenersParse(t *testing.T) {
+	for _, tls := range []tlsconf.Options{secured, tlsconf.Plain()} {
+		c := broker.DefaultConfig()
+		c.TLS = tls
+		c.KafkaListeners = config.StringList{"SASL_PLAINTEXT://:9094", "USERS://:9095"}
+		c.KafkaProtocolMap = config.StringList{"USERS:SASL_PLAINTEXT"}
+		if !tls.Plaintext {
+			c.KafkaListeners = append(c.KafkaListeners, "SASL_SSL://:9096", "SECURE_USERS://:9097")
+			c.KafkaProtocolMap = append(c.KafkaProtocolMap, "SECURE_USERS:SASL_SSL")
+		}
+		specs, err := c.KafkaListenerSpecs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range specs {
+			want := broker.ProtocolSASLPlaintext
+			if s.Name == "SASL_SSL" || s.Name == "SECURE_USERS" {
+				want = broker.ProtocolSASLSSL
+			}
+			if s.Protocol != want {
+				t.Errorf("plaintext=%v: %s speaks %s, want %s", tls.Plaintext, s.Name, s.Protocol, want)
+			}
+		}
+	}
+}
+
 func TestKafkaListenIsOneListenerNamedAfterItsProtocol(t *testing.T) {
 	for _, tc := range []struct {
 		tls  tlsconf.Options
@@ -116,9 +144,10 @@ func TestBadKafkaListenersAreNamed(t *testing.T) {
 		{"unknown protocol", func(c *broker.Config) {
 			c.KafkaListeners, c.KafkaProtocolMap = config.StringList{"A://:1"}, config.StringList{"A:TLS"}
 		}, "kafka.listener.security.protocol.map", "A:TLS"},
-		{"SASL", func(c *broker.Config) {
+		{"SASL_SSL under --plaintext", func(c *broker.Config) {
+			c.TLS = tlsconf.Plain()
 			c.KafkaListeners, c.KafkaProtocolMap = config.StringList{"A://:1"}, config.StringList{"A:SASL_SSL"}
-		}, "kafka.listener.security.protocol.map", "SASL"},
+		}, "kafka.listener.security.protocol.map", "SASL_SSL listener needs the broker's certificates"},
 		{"map entry without protocol", func(c *broker.Config) {
 			c.KafkaListeners, c.KafkaProtocolMap = config.StringList{"A://:1"}, config.StringList{"A"}
 		}, "kafka.listener.security.protocol.map", "NAME:PROTOCOL"},
@@ -127,8 +156,13 @@ func TestBadKafkaListenersAreNamed(t *testing.T) {
 		}, "kafka.listener.security.protocol.map", "mapped twice"},
 		{"PLAINTEXT-named listener speaking TLS", func(c *broker.Config) { c.KafkaListeners = config.StringList{"PLAINTEXT://:1"} },
 			"kafka.listeners", "PLAINTEXT:PLAINTEXT"},
-		{"SASL-named listener", func(c *broker.Config) { c.KafkaListeners = config.StringList{"SASL_SSL://:1"} },
-			"kafka.listeners", "SASL"},
+		{"SASL_SSL-named listener under --plaintext", func(c *broker.Config) {
+			c.TLS = tlsconf.Plain()
+			c.KafkaListeners = config.StringList{"SASL_SSL://:1"}
+		}, "kafka.listeners", "SASL_SSL needs the broker's certificates"},
+		{"unknown SASL mechanism", func(c *broker.Config) {
+			c.KafkaListeners, c.SASLMechanisms = config.StringList{"SASL_PLAINTEXT://:1"}, config.StringList{"GSSAPI"}
+		}, "sasl.enabled.mechanisms", "GSSAPI"},
 		{"SSL listener under --plaintext", func(c *broker.Config) {
 			c.TLS = tlsconf.Plain()
 			c.KafkaListeners, c.KafkaProtocolMap = config.StringList{"A://:1"}, config.StringList{"A:SSL"}

@@ -252,6 +252,17 @@ func (a *Admin) AlterConfigs(ctx context.Context, req *adminv1.AlterConfigsReque
 	return unary(a, ctx, "alter configs", req, callOpts(adminv1.AdminServiceClient.AlterConfigs))
 }
 
+// DescribeUserScramCredentials lists users' SCRAM mechanisms and
+// iterations.
+func (a *Admin) DescribeUserScramCredentials(ctx context.Context, req *adminv1.DescribeUserScramCredentialsRequest) (*adminv1.DescribeUserScramCredentialsResponse, error) {
+	return unary(a, ctx, "describe user SCRAM credentials", req, callOpts(adminv1.AdminServiceClient.DescribeUserScramCredentials))
+}
+
+// AlterUserScramCredentials sets or deletes users' SCRAM credentials.
+func (a *Admin) AlterUserScramCredentials(ctx context.Context, req *adminv1.AlterUserScramCredentialsRequest) (*adminv1.AlterUserScramCredentialsResponse, error) {
+	return unary(a, ctx, "alter user SCRAM credentials", req, callOpts(adminv1.AdminServiceClient.AlterUserScramCredentials))
+}
+
 // ElectLeaders runs a preferred or unclean election (KIP-460).
 func (a *Admin) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequest) (*adminv1.ElectLeadersResponse, error) {
 	return unary(a, ctx, "elect leaders", req, callOpts(adminv1.AdminServiceClient.ElectLeaders))

@@ -27,6 +27,8 @@ type Cluster struct {
 	Controllers map[int32]ControllerNode
 	// ClusterID is the cluster's id; empty until EnsureClusterID ran.
 	ClusterID string
+	// Users are the users' SCRAM credentials, by user.
+	Users map[string]UserCredentials
 }
 
 func newCluster() *Cluster {
@@ -35,6 +37,7 @@ func newCluster() *Cluster {
 		Topics:        map[string]*Topic{},
 		BrokerConfigs: map[string]map[string]string{},
 		Controllers:   map[int32]ControllerNode{},
+		Users:         map[string]UserCredentials{},
 	}
 }
 
@@ -57,7 +60,7 @@ func (s *Store) load(ctx context.Context, prefixes ...string) (*Cluster, error) 
 		rev = r
 		for _, kv := range kvs {
 			ev := s.decodeKV(EventPut, string(kv.Key), kv.ModRevision, kv)
-			if ev.Err != nil && (ev.Kind == KindTopicConfig || ev.Kind == KindBrokerConfig ||
+			if ev.Err != nil && (ev.Kind == KindTopicConfig || ev.Kind == KindBrokerConfig || ev.Kind == KindUserCredentials ||
 				ev.Kind == KindBroker || ev.Kind == KindControllerNode) {
 				// A config written behind tidemark's back (etcdctl, a
 				// restore) that does not decode is ignored, as the
@@ -131,6 +134,12 @@ func (c *Cluster) Apply(ev Event) {
 			t.Deletion = nil
 		} else if !del {
 			c.topic(ev.Topic).Deletion = ev.Deletion
+		}
+	case KindUserCredentials:
+		if del || len(ev.Credentials) == 0 {
+			delete(c.Users, ev.User)
+		} else {
+			c.Users[ev.User] = ev.Credentials
 		}
 	case KindBrokerConfig:
 		if del {

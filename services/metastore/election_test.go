@@ -121,6 +121,9 @@ func TestZombieControllerIsFenced(t *testing.T) {
 		"topic config":  func() error { return zombie.PutTopicConfig(ctx, "orders", map[string]string{"retention.ms": "1"}) },
 		"broker config": func() error { return zombie.PutBrokerConfig(ctx, DefaultBrokerEntity, map[string]string{"a": "b"}) },
 		"mark deletion": func() error { return zombie.MarkTopicForDeletion(ctx, "orders") },
+		"user credentials": func() error {
+			return zombie.PutUserCredentials(ctx, "alice", UserCredentials{"SCRAM-SHA-256": {Salt: []byte("s"), StoredKey: []byte("k"), ServerKey: []byte("k"), Iterations: 4096}})
+		},
 	}
 	for name, write := range writes {
 		moved := wantMoved(t, write())

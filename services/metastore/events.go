@@ -33,6 +33,7 @@ type Event struct {
 	Partition int32  // KindPartitionState
 	BrokerID  int32  // KindBroker; KindBrokerConfig (-1 for <default>); KindControllerNode (the controller id)
 	Entity    string // KindBrokerConfig
+	User      string // KindUserCredentials
 
 	Controller      *ControllerInfo   // KindController
 	ControllerEpoch int32             // KindControllerEpoch
@@ -44,6 +45,7 @@ type Event struct {
 	NextProducerID  int64             // KindProducerIDBlock
 	ControllerNode  *ControllerNode   // KindControllerNode
 	ClusterID       string            // KindClusterID
+	Credentials     UserCredentials   // KindUserCredentials
 
 	// Raw is the value of a KindACL key (services/aclsync decodes it).
 	Raw []byte
@@ -57,7 +59,7 @@ type Event struct {
 func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyValue) Event {
 	ki := s.k.parse(key)
 	ev := Event{Type: typ, Kind: ki.Kind, Key: key, Revision: rev, Topic: ki.Topic,
-		Partition: ki.Partition, BrokerID: ki.BrokerID, Entity: ki.Entity}
+		Partition: ki.Partition, BrokerID: ki.BrokerID, Entity: ki.Entity, User: ki.User}
 	if kv == nil || len(kv.Value) == 0 {
 		return ev
 	}
@@ -97,6 +99,8 @@ func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyVal
 		var v ControllerNode
 		v, err = decode[ControllerNode](key, kv.Value)
 		ev.ControllerNode = &v
+	case KindUserCredentials:
+		ev.Credentials, err = decode[UserCredentials](key, kv.Value)
 	case KindClusterID:
 		var v clusterIDValue
 		v, err = decode[clusterIDValue](key, kv.Value)
@@ -104,7 +108,7 @@ func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyVal
 	}
 	if err != nil {
 		ev = Event{Type: typ, Kind: ki.Kind, Key: key, Revision: rev, Topic: ki.Topic,
-			Partition: ki.Partition, BrokerID: ki.BrokerID, Entity: ki.Entity, Err: err}
+			Partition: ki.Partition, BrokerID: ki.BrokerID, Entity: ki.Entity, User: ki.User, Err: err}
 	}
 	return ev
 }

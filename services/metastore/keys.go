@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -32,11 +33,12 @@ const (
 	KindControllerNode
 	KindClusterID
 	KindACL
+	KindUserCredentials
 )
 
 var kindNames = [...]string{"unknown", "controller", "controller_epoch", "broker", "topic",
 	"partition_state", "topic_config", "broker_config", "topic_deletion", "producer_id_block",
-	"controller_node", "cluster_id", "acl"}
+	"controller_node", "cluster_id", "acl", "user_credentials"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -65,6 +67,9 @@ func (k keys) partitionState(t string, p int32) string {
 func (k keys) configDir() string              { return k.p + "/config/" }
 func (k keys) topicConfig(t string) string    { return k.configDir() + "topics/" + t }
 func (k keys) brokerConfig(ent string) string { return k.configDir() + "brokers/" + ent }
+func (k keys) userCredentials(user string) string {
+	return k.configDir() + "users/" + url.PathEscape(user)
+}
 func (k keys) deletionsDir() string           { return k.p + "/admin/delete_topics/" }
 func (k keys) topicDeletion(t string) string  { return k.deletionsDir() + t }
 func (k keys) producerIDBlock() string        { return k.p + "/producer_id_block" }
@@ -81,6 +86,7 @@ type keyInfo struct {
 	Partition int32
 	BrokerID  int32  // also the controller id of a controller node
 	Entity    string // broker config entity
+	User      string // user credentials' user
 }
 
 // parse classifies a full key. Keys it does not recognise are KindUnknown.
@@ -129,6 +135,10 @@ func (k keys) parse(key string) keyInfo {
 		return info
 	case len(parts) == 3 && parts[0] == "admin" && parts[1] == "delete_topics":
 		return keyInfo{Kind: KindTopicDeletion, Topic: parts[2]}
+	case len(parts) == 3 && parts[0] == "config" && parts[1] == "users":
+		if u, err := url.PathUnescape(parts[2]); err == nil && CheckUserName(u) == nil {
+			return keyInfo{Kind: KindUserCredentials, User: u}
+		}
 	}
 	return keyInfo{}
 }

@@ -192,6 +192,10 @@ var policies = map[string]policy{
 	adminv1.AdminService_DescribeAcls_FullMethodName: clusterACL(Describe),
 	adminv1.AdminService_CreateAcls_FullMethodName:   clusterACL(Alter),
 	adminv1.AdminService_DeleteAcls_FullMethodName:   clusterACL(Alter),
+	// Kafka: DescribeUserScramCredentials needs DESCRIBE on the cluster,
+	// AlterUserScramCredentials ALTER on the cluster.
+	adminv1.AdminService_DescribeUserScramCredentials_FullMethodName: clusterACL(Describe),
+	adminv1.AdminService_AlterUserScramCredentials_FullMethodName:    clusterACL(Alter),
 	adminv1.AdminService_CreatePartitions_FullMethodName: {
 		describe: "Alter on each Topic:NAME (Kafka's CreatePartitions)",
 		check: func(d decider, m any) error {

@@ -54,6 +54,8 @@ const (
 	GroupAuthorizationFailed     Code = 30
 	ClusterAuthorizationFailed   Code = 31
 	InvalidTimestamp             Code = 32
+	UnsupportedSaslMechanism     Code = 33
+	IllegalSaslState             Code = 34
 	UnsupportedVersion           Code = 35
 	TopicAlreadyExists           Code = 36
 	InvalidPartitions            Code = 37
@@ -88,6 +90,9 @@ const (
 	InvalidRecord                Code = 87
 	UnstableOffsetCommit         Code = 88
 	ThrottlingQuotaExceeded      Code = 89
+	ResourceNotFound             Code = 91
+	DuplicateResource            Code = 92
+	UnacceptableCredential       Code = 93
 	InvalidUpdateVersion         Code = 95
 	UnknownTopicID               Code = 100
 	DuplicateBrokerRegistration  Code = 101
@@ -181,6 +186,11 @@ var table = map[Code]Info{
 	// tidemark's name for "no valid credentials" on every link (Kafka's
 	// closest code): no certificate, a rejected one, a wrong token (401).
 	SaslAuthenticationFailed: row("SASL_AUTHENTICATION_FAILED", final, http.StatusUnauthorized, codes.Unauthenticated),
+	UnsupportedSaslMechanism: row("UNSUPPORTED_SASL_MECHANISM", final, http.StatusUnauthorized, codes.Unauthenticated),
+	IllegalSaslState:         row("ILLEGAL_SASL_STATE", final, http.StatusBadRequest, codes.FailedPrecondition),
+	ResourceNotFound:         row("RESOURCE_NOT_FOUND", final, http.StatusNotFound, codes.NotFound),
+	DuplicateResource:        row("DUPLICATE_RESOURCE", final, http.StatusBadRequest, codes.InvalidArgument),
+	UnacceptableCredential:   row("UNACCEPTABLE_CREDENTIAL", final, http.StatusBadRequest, codes.InvalidArgument),
 	InvalidTimestamp:         row("INVALID_TIMESTAMP", final, http.StatusBadRequest, codes.InvalidArgument),
 	UnsupportedVersion:       row("UNSUPPORTED_VERSION", final, http.StatusNotImplemented, codes.Unimplemented),
 	TopicAlreadyExists:       row("TOPIC_ALREADY_EXISTS", final, http.StatusConflict, codes.AlreadyExists),

@@ -12,6 +12,9 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // readProperties reads a Java properties file the way Kafka's scripts read
@@ -60,9 +63,11 @@ func splitProperty(line string) (key, value string) {
 }
 
 // clientOptions turns --command-config's properties into the Kafka
-// client's options. The Kafka listener speaks PLAINTEXT or SSL (mutual TLS,
-// the client certificate naming the principal; it has no SASL), so those
-// are the security protocols; the stores are PEM (KIP-651), as files
+// client's options. The security protocols are the Kafka listener's:
+// PLAINTEXT, SSL (mutual TLS, the client certificate naming the
+// principal), and SASL_PLAINTEXT and SASL_SSL with sasl.mechanism PLAIN,
+// SCRAM-SHA-256 or SCRAM-SHA-512 and the user name and password of
+// sasl.jaas.config (saslOptions); the stores are PEM (KIP-651), as files
 // (ssl.truststore.location, ssl.keystore.location: the private key and the
 // certificate chain in one file) or inline (ssl.truststore.certificates,
 // ssl.keystore.certificate.chain with ssl.keystore.key). Other client
@@ -70,12 +75,20 @@ func splitProperty(line string) (key, value string) {
 // about names it does not know.
 func clientOptions(props map[string]string) ([]kgo.Opt, error) {
 	proto := strings.ToUpper(strings.TrimSpace(props["security.protocol"]))
+	var opts []kgo.Opt
 	switch proto {
 	case "", "PLAINTEXT":
 		return nil, nil
 	case "SSL":
 	case "SASL_PLAINTEXT", "SASL_SSL":
-		return nil, fmt.Errorf("security.protocol=%s: tidemark's Kafka listener has no SASL; it authenticates with client certificates (security.protocol=SSL with ssl.keystore.*)", proto)
+		m, err := saslMechanism(props)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
+		if proto == "SASL_PLAINTEXT" {
+			return opts, nil
+		}
 	default:
 		return nil, fmt.Errorf("Invalid value %s for configuration security.protocol: String must be one of: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", props["security.protocol"])
 	}
@@ -98,7 +111,37 @@ func clientOptions(props map[string]string) ([]kgo.Opt, error) {
 		cfg.InsecureSkipVerify = true
 		cfg.VerifyPeerCertificate = verifyChainOnly(roots)
 	}
-	return []kgo.Opt{kgo.DialTLSConfig(cfg)}, nil
+	return append(opts, kgo.DialTLSConfig(cfg)), nil
+}
+
+// jaasCredential reads username="..." and password="..." from a
+// sasl.jaas.config, as Kafka's PlainLoginModule and ScramLoginModule take
+// them.
+var jaasCredential = regexp.MustCompile(`(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"`)
+
+// saslMechanism is the login sasl.mechanism and sasl.jaas.config ask for.
+func saslMechanism(props map[string]string) (sasl.Mechanism, error) {
+	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
+	if mech == "" {
+		mech = "GSSAPI" // Kafka's default
+	}
+	creds := map[string]string{}
+	for _, m := range jaasCredential.FindAllStringSubmatch(props["sasl.jaas.config"], -1) {
+		creds[m[1]] = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[2])
+	}
+	user, pass := creds["username"], creds["password"]
+	if mech != "GSSAPI" && (user == "" || pass == "") {
+		return nil, fmt.Errorf("sasl.jaas.config: needs username=\"...\" and password=\"...\" for sasl.mechanism=%s", mech)
+	}
+	switch mech {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("sasl.mechanism=%s: tidemark's SASL listeners serve PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", mech)
 }
 
 func checkPEMType(props map[string]string, key string) error {

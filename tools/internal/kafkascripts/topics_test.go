@@ -16,8 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/broker"
 	"tidemark.io/services/clustertest"
+	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/loopback"
 	"tidemark.io/services/platform/pki"
+	"tidemark.io/services/platform/scram"
 )
 
 func runTopics(args ...string) (code int, stdout, stderr string) {
@@ -331,10 +336,57 @@ func TestTopicsScriptOverMutualTLS(t *testing.T) {
 	}
 }
 
+// --command-config with security.protocol=SASL_PLAINTEXT logs in with the
+// user name and password of sasl.jaas.config, as Kafka's scripts do.
+func TestTopicsScriptOverSASL(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, Adjust: func(cfg *broker.Config) {
+		l, err := loopback.Listen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.KafkaListen, cfg.KafkaListener = "", nil
+		cfg.KafkaListeners = config.StringList{"SASL_PLAINTEXT://" + l.Addr().String()}
+		cfg.KafkaNamedListeners = map[string]net.Listener{"SASL_PLAINTEXT": l}
+	}})
+	salt := scram.NewSalt()
+	salted, err := scram.SaltPassword(scram.SHA512, "pa ss", salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Admin().AlterUserScramCredentials(context.Background(), &adminv1.AlterUserScramCredentialsRequest{Upsertions: []*adminv1.ScramCredentialUpsertion{
+		{User: "ops", Mechanism: scram.SHA512, Iterations: 4096, Salt: salt, SaltedPassword: salted}}})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("creating the user: %v %v", resp, err)
+	}
+	props := filepath.Join(t.TempDir(), "client.properties")
+	if err := os.WriteFile(props, []byte("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"+
+		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ops" password="pa ss";`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := c.BrokerConfig(1).KafkaListeners[0][len("SASL_PLAINTEXT://"):]
+	// The brokers learn the user from the controller's next push.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, errOut := runTopics("--bootstrap-server", b, "--command-config", props, "--create", "--topic", "logged-in", "--partitions", "1", "--replication-factor", "3")
+		if code == 0 && out == "Created topic logged-in.\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create over SASL: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	settles(t, "logged-in\n", "--bootstrap-server", b, "--command-config", props, "--list")
+	if code, out, _ := runTopics("--bootstrap-server", b, "--list"); code != 1 || !strings.HasPrefix(out, "Error while executing topic command : ") {
+		t.Fatalf("without a login: exit %d, stdout %q", code, out)
+	}
+}
+
 func TestCommandConfigRefusals(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ props, want string }{
-		{"security.protocol=SASL_SSL\n", "no SASL"},
+		{"security.protocol=SASL_SSL\n", "sasl.mechanism=GSSAPI: tidemark's SASL listeners serve PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"},
+		{"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n", "sasl.jaas.config: needs username"},
 		{"security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n", "ssl.truststore.type=JKS: only PEM stores are supported"},
 		{"security.protocol=SSL\nssl.truststore.location=" + filepath.Join(dir, "missing.pem") + "\n", "ssl.truststore.location: open "},
 		{"security.protocol=TLS\n", "Invalid value TLS for configuration security.protocol"},

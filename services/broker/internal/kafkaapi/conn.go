@@ -116,6 +116,14 @@ func (c *conn) serve() {
 		c.principal = identity.FromTLS(&cs)
 		c.nc = tc
 	}
+	if c.listener.SASL {
+		if err := c.authenticate(); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthLogged) {
+				c.s.log.Info("closing kafka connection", "remote", c.remote(), "err", err)
+			}
+			return
+		}
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)

@@ -21,6 +21,10 @@ type Listener struct {
 	// TLS, when set, makes the listener TLS with client certificates; the
 	// certificate's Common Name is the principal.
 	TLS *tls.Config
+	// SASL, when set, makes a connection authenticate (SaslHandshake,
+	// SaslAuthenticate) before any other request; the SASL user is the
+	// principal, on TLS (SASL_SSL) or not (SASL_PLAINTEXT).
+	SASL bool
 }
 
 // EndpointName is the registration key (metastore.BrokerInfo.Endpoints) of

@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec // api
 	closed   *prometheus.CounterVec // reason: protocol, idle, refused, handler
+	sasl     *prometheus.CounterVec // mechanism, result: success, failure, unsupported
 	open     prometheus.Gauge
 	queued   prometheus.Gauge // answer bytes built and not yet written
 }
@@ -22,8 +23,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tidemark_kafka_connections_closed_total",
-			Help: "Kafka connections the broker closed: protocol (a frame Kafka closes for), idle (connections.max.idle), refused (max.connections.per.ip), handler (an answer that could not tell the client: a failed acks=0 write, no metadata to describe all topics).",
+			Help: "Kafka connections the broker closed: protocol (a frame Kafka closes for), idle (connections.max.idle), refused (max.connections.per.ip), handler (an answer that could not tell the client: a failed acks=0 write, no metadata to describe all topics), auth (a failed SASL login or a request before it), auth_timeout (no SASL login within its deadline).",
 		}, []string{"reason"}),
+		sasl: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_kafka_sasl_authentications_total",
+			Help: "Kafka SASL logins, by mechanism and result: success, failure (unknown user, wrong password, malformed exchange), unsupported (a mechanism not enabled).",
+		}, []string{"mechanism", "result"}),
 		open: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tidemark_kafka_connections",
 			Help: "Open Kafka wire protocol connections.",
@@ -38,6 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.requests = register(reg, m.requests)
 	m.closed = register(reg, m.closed)
+	m.sasl = register(reg, m.sasl)
 	m.open = register(reg, m.open)
 	m.queued = register(reg, m.queued)
 	return m

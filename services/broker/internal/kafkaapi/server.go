@@ -49,6 +49,8 @@ type Options struct {
 	// each listener's own.
 	TLS    *tls.Config
 	Limits Limits
+	// SASL configures the listeners with Listener.SASL set.
+	SASL SASLOptions
 	// LogDirs describes this broker's log dirs for DescribeLogDirs; nil:
 	// the API is not advertised.
 	LogDirs func() []LogDir
@@ -74,6 +76,7 @@ type Server struct {
 	log     *slog.Logger
 	table   map[int16]api
 	metrics *metrics
+	sasl    SASLOptions
 	// creating are the topics Metadata requests are having created.
 	creating creatingTopics
 
@@ -92,6 +95,7 @@ func New(o Options) *Server {
 	o.Limits = o.Limits.withDefaults()
 	s := &Server{opts: o, log: logging.OrDiscard(o.Logger).With("listener", "kafka"), conns: map[*conn]struct{}{}, metrics: newMetrics(o.Registry),
 		counts: connlimit.NewCounts()}
+	s.sasl = o.SASL.withDefaults()
 	s.table = s.apis()
 	return s
 }

@@ -1,6 +1,7 @@
 package ctrl
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/scram"
 )
 
 // applyTopicConfig makes a topic's new overrides, changed behind the
@@ -132,6 +134,22 @@ func (a *Active) onConfigEvents(wr metastore.WatchResponse) {
 			if !maps.Equal(cur, t.config) {
 				a.applyTopicConfig(t, cur)
 			}
+		case metastore.KindUserCredentials:
+			if sameUsers(a.users[ev.User], ev.Credentials, ev.Type) {
+				continue
+			}
+			ctx, cancel := a.writeCtx()
+			cur, err := a.d.Store.UserCredentials(ctx, ev.User)
+			cancel()
+			if err != nil {
+				if reread("user "+ev.User, err) {
+					return
+				}
+				continue
+			}
+			if !sameUsers(a.users[ev.User], cur, metastore.EventPut) {
+				a.applyUsers(ev.User, cur)
+			}
 		case metastore.KindBrokerConfig:
 			if sameConfig(a.brokerConfigs[ev.Entity], ev.Config, ev.Type) {
 				continue
@@ -157,4 +175,13 @@ func sameConfig(cur, ev map[string]string, typ metastore.EventType) bool {
 		return len(cur) == 0
 	}
 	return maps.Equal(cur, ev)
+}
+
+func sameUsers(cur, ev metastore.UserCredentials, typ metastore.EventType) bool {
+	if typ == metastore.EventDelete {
+		return len(cur) == 0
+	}
+	return maps.EqualFunc(cur, ev, func(a, b scram.Credential) bool {
+		return a.Iterations == b.Iterations && bytes.Equal(a.Salt, b.Salt) && bytes.Equal(a.StoredKey, b.StoredKey) && bytes.Equal(a.ServerKey, b.ServerKey)
+	})
 }

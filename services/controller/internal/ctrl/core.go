@@ -77,6 +77,8 @@ type core struct {
 	// them (effective.go).
 	brokerConfigs map[string]map[string]string
 	staticBroker  map[string]string
+	// users are the users' SCRAM credentials as etcd holds them (users.go).
+	users map[string]metastore.UserCredentials
 	// invalidConfigs is, per topic (or "brokers"), the invalid keys last
 	// warned of, so a push does not repeat the warning (effective.go).
 	invalidConfigs map[string]string
@@ -131,6 +133,7 @@ func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy, rng
 	return &core{
 		rng:           rng,
 		brokerConfigs: map[string]map[string]string{},
+		users:         map[string]metastore.UserCredentials{},
 		self:          self,
 		epoch:         epoch,
 		log:           log,
@@ -587,6 +590,8 @@ func (c *core) handle(ev event) {
 		c.finishDeletion(ev.t)
 	case evBrokerConfig:
 		c.brokerConfigChanged(ev.entity, ev.cfg, func() {})
+	case evUsersChanged:
+		c.usersChanged(ev.user, ev.creds)
 	case evCreateTopics:
 		c.createTopics(ev.req, ev.reply)
 	case evCreateOffsetsTopic:

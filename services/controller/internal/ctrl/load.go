@@ -35,6 +35,7 @@ func (a *Active) load() error {
 	a.d.Metrics.epoch.Set(float64(a.epoch))
 	a.controllers = cl.Controllers
 	a.brokerConfigs = cl.BrokerConfigs
+	a.users = cl.Users
 	// Watch events queue behind the load.
 	a.watch("brokers", a.d.Store.WatchBrokers(a.ctx, cl.Revision+1), a.onBrokerEvents)
 	a.watch("configs", a.d.Store.WatchConfigs(a.ctx, cl.Revision+1), a.onConfigEvents)

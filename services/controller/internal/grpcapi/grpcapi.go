@@ -29,6 +29,8 @@ type Admin interface {
 	CreateAcls(context.Context, *adminv1.CreateAclsRequest) (*adminv1.CreateAclsResponse, error)
 	DescribeAcls(context.Context, *adminv1.DescribeAclsRequest) (*adminv1.DescribeAclsResponse, error)
 	DeleteAcls(context.Context, *adminv1.DeleteAclsRequest) (*adminv1.DeleteAclsResponse, error)
+	DescribeUserScramCredentials(context.Context, *adminv1.DescribeUserScramCredentialsRequest) (*adminv1.DescribeUserScramCredentialsResponse, error)
+	AlterUserScramCredentials(context.Context, *adminv1.AlterUserScramCredentialsRequest) (*adminv1.AlterUserScramCredentialsResponse, error)
 }
 
 // Control is what ControllerService needs from the active controller.

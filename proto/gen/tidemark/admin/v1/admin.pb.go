@@ -3904,6 +3904,504 @@ func (x *CreatePartitionsResult) GetAssignments() []*ReplicaAssignment {
 	return nil
 }
 
+type DescribeUserScramCredentialsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Users to describe; empty: every user with a credential.
+	Users         []string `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeUserScramCredentialsRequest) Reset() {
+	*x = DescribeUserScramCredentialsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeUserScramCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeUserScramCredentialsRequest) ProtoMessage() {}
+
+func (x *DescribeUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeUserScramCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeUserScramCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *DescribeUserScramCredentialsRequest) GetUsers() []string {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type DescribeUserScramCredentialsResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Results       []*UserScramCredentials `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeUserScramCredentialsResponse) Reset() {
+	*x = DescribeUserScramCredentialsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeUserScramCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeUserScramCredentialsResponse) ProtoMessage() {}
+
+func (x *DescribeUserScramCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeUserScramCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeUserScramCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *DescribeUserScramCredentialsResponse) GetResults() []*UserScramCredentials {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type UserScramCredentials struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// RESOURCE_NOT_FOUND for a named user without credentials,
+	// DUPLICATE_RESOURCE for a user named twice.
+	ErrorCode     v1.ErrorCode           `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Credentials   []*ScramCredentialInfo `protobuf:"bytes,4,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserScramCredentials) Reset() {
+	*x = UserScramCredentials{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserScramCredentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserScramCredentials) ProtoMessage() {}
+
+func (x *UserScramCredentials) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserScramCredentials.ProtoReflect.Descriptor instead.
+func (*UserScramCredentials) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *UserScramCredentials) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *UserScramCredentials) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *UserScramCredentials) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *UserScramCredentials) GetCredentials() []*ScramCredentialInfo {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+type ScramCredentialInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism     string `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Iterations    int32  `protobuf:"varint,2,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredentialInfo) Reset() {
+	*x = ScramCredentialInfo{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredentialInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredentialInfo) ProtoMessage() {}
+
+func (x *ScramCredentialInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredentialInfo.ProtoReflect.Descriptor instead.
+func (*ScramCredentialInfo) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ScramCredentialInfo) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *ScramCredentialInfo) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+type AlterUserScramCredentialsRequest struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Deletions     []*ScramCredentialDeletion  `protobuf:"bytes,1,rep,name=deletions,proto3" json:"deletions,omitempty"`
+	Upsertions    []*ScramCredentialUpsertion `protobuf:"bytes,2,rep,name=upsertions,proto3" json:"upsertions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUserScramCredentialsRequest) Reset() {
+	*x = AlterUserScramCredentialsRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUserScramCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUserScramCredentialsRequest) ProtoMessage() {}
+
+func (x *AlterUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUserScramCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*AlterUserScramCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *AlterUserScramCredentialsRequest) GetDeletions() []*ScramCredentialDeletion {
+	if x != nil {
+		return x.Deletions
+	}
+	return nil
+}
+
+func (x *AlterUserScramCredentialsRequest) GetUpsertions() []*ScramCredentialUpsertion {
+	if x != nil {
+		return x.Upsertions
+	}
+	return nil
+}
+
+type ScramCredentialDeletion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredentialDeletion) Reset() {
+	*x = ScramCredentialDeletion{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredentialDeletion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredentialDeletion) ProtoMessage() {}
+
+func (x *ScramCredentialDeletion) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredentialDeletion.ProtoReflect.Descriptor instead.
+func (*ScramCredentialDeletion) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ScramCredentialDeletion) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ScramCredentialDeletion) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+// ScramCredentialUpsertion is Kafka's: the client salts the password
+// (Hi(password, salt, iterations)), so the password never travels.
+type ScramCredentialUpsertion struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	User           string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Mechanism      string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Iterations     int32                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	Salt           []byte                 `protobuf:"bytes,4,opt,name=salt,proto3" json:"salt,omitempty"`
+	SaltedPassword []byte                 `protobuf:"bytes,5,opt,name=salted_password,json=saltedPassword,proto3" json:"salted_password,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ScramCredentialUpsertion) Reset() {
+	*x = ScramCredentialUpsertion{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredentialUpsertion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredentialUpsertion) ProtoMessage() {}
+
+func (x *ScramCredentialUpsertion) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredentialUpsertion.ProtoReflect.Descriptor instead.
+func (*ScramCredentialUpsertion) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ScramCredentialUpsertion) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ScramCredentialUpsertion) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *ScramCredentialUpsertion) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *ScramCredentialUpsertion) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *ScramCredentialUpsertion) GetSaltedPassword() []byte {
+	if x != nil {
+		return x.SaltedPassword
+	}
+	return nil
+}
+
+type AlterUserScramCredentialsResponse struct {
+	state         protoimpl.MessageState             `protogen:"open.v1"`
+	Results       []*AlterUserScramCredentialsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUserScramCredentialsResponse) Reset() {
+	*x = AlterUserScramCredentialsResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUserScramCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUserScramCredentialsResponse) ProtoMessage() {}
+
+func (x *AlterUserScramCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUserScramCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*AlterUserScramCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *AlterUserScramCredentialsResponse) GetResults() []*AlterUserScramCredentialsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type AlterUserScramCredentialsResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	ErrorCode     v1.ErrorCode           `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUserScramCredentialsResult) Reset() {
+	*x = AlterUserScramCredentialsResult{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUserScramCredentialsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUserScramCredentialsResult) ProtoMessage() {}
+
+func (x *AlterUserScramCredentialsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUserScramCredentialsResult.ProtoReflect.Descriptor instead.
+func (*AlterUserScramCredentialsResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *AlterUserScramCredentialsResult) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AlterUserScramCredentialsResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *AlterUserScramCredentialsResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 var File_tidemark_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
@@ -4210,7 +4708,45 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12F\n" +
-	"\vassignments\x18\x04 \x03(\v2$.tidemark.admin.v1.ReplicaAssignmentR\vassignments*{\n" +
+	"\vassignments\x18\x04 \x03(\v2$.tidemark.admin.v1.ReplicaAssignmentR\vassignments\";\n" +
+	"#DescribeUserScramCredentialsRequest\x12\x14\n" +
+	"\x05users\x18\x01 \x03(\tR\x05users\"i\n" +
+	"$DescribeUserScramCredentialsResponse\x12A\n" +
+	"\aresults\x18\x01 \x03(\v2'.tidemark.admin.v1.UserScramCredentialsR\aresults\"\xd7\x01\n" +
+	"\x14UserScramCredentials\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12<\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12H\n" +
+	"\vcredentials\x18\x04 \x03(\v2&.tidemark.admin.v1.ScramCredentialInfoR\vcredentials\"S\n" +
+	"\x13ScramCredentialInfo\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x02 \x01(\x05R\n" +
+	"iterations\"\xb9\x01\n" +
+	" AlterUserScramCredentialsRequest\x12H\n" +
+	"\tdeletions\x18\x01 \x03(\v2*.tidemark.admin.v1.ScramCredentialDeletionR\tdeletions\x12K\n" +
+	"\n" +
+	"upsertions\x18\x02 \x03(\v2+.tidemark.admin.v1.ScramCredentialUpsertionR\n" +
+	"upsertions\"K\n" +
+	"\x17ScramCredentialDeletion\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\"\xa9\x01\n" +
+	"\x18ScramCredentialUpsertion\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x03 \x01(\x05R\n" +
+	"iterations\x12\x12\n" +
+	"\x04salt\x18\x04 \x01(\fR\x04salt\x12'\n" +
+	"\x0fsalted_password\x18\x05 \x01(\fR\x0esaltedPassword\"q\n" +
+	"!AlterUserScramCredentialsResponse\x12L\n" +
+	"\aresults\x18\x01 \x03(\v22.tidemark.admin.v1.AlterUserScramCredentialsResultR\aresults\"\x98\x01\n" +
+	"\x1fAlterUserScramCredentialsResult\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12<\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage*{\n" +
 	"\x12ConfigResourceType\x12$\n" +
 	" CONFIG_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aCONFIG_RESOURCE_TYPE_TOPIC\x10\x01\x12\x1f\n" +
@@ -4229,7 +4765,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xcf\v\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xea\r\n" +
 	"\fAdminService\x12_\n" +
 	"\fCreateTopics\x12&.tidemark.admin.v1.CreateTopicsRequest\x1a'.tidemark.admin.v1.CreateTopicsResponse\x12_\n" +
 	"\fDeleteTopics\x12&.tidemark.admin.v1.DeleteTopicsRequest\x1a'.tidemark.admin.v1.DeleteTopicsResponse\x12e\n" +
@@ -4246,7 +4782,9 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"CreateAcls\x12$.tidemark.admin.v1.CreateAclsRequest\x1a%.tidemark.admin.v1.CreateAclsResponse\x12_\n" +
 	"\fDescribeAcls\x12&.tidemark.admin.v1.DescribeAclsRequest\x1a'.tidemark.admin.v1.DescribeAclsResponse\x12Y\n" +
 	"\n" +
-	"DeleteAcls\x12$.tidemark.admin.v1.DeleteAclsRequest\x1a%.tidemark.admin.v1.DeleteAclsResponseB1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
+	"DeleteAcls\x12$.tidemark.admin.v1.DeleteAclsRequest\x1a%.tidemark.admin.v1.DeleteAclsResponse\x12\x8f\x01\n" +
+	"\x1cDescribeUserScramCredentials\x126.tidemark.admin.v1.DescribeUserScramCredentialsRequest\x1a7.tidemark.admin.v1.DescribeUserScramCredentialsResponse\x12\x86\x01\n" +
+	"\x19AlterUserScramCredentials\x123.tidemark.admin.v1.AlterUserScramCredentialsRequest\x1a4.tidemark.admin.v1.AlterUserScramCredentialsResponseB1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_tidemark_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -4261,110 +4799,119 @@ func file_tidemark_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_tidemark_admin_v1_admin_proto_goTypes = []any{
-	(ConfigResourceType)(0),                     // 0: tidemark.admin.v1.ConfigResourceType
-	(ConfigSource)(0),                           // 1: tidemark.admin.v1.ConfigSource
-	(ConfigOpType)(0),                           // 2: tidemark.admin.v1.ConfigOpType
-	(ElectionType)(0),                           // 3: tidemark.admin.v1.ElectionType
-	(*AclBinding)(nil),                          // 4: tidemark.admin.v1.AclBinding
-	(*AclBindingFilter)(nil),                    // 5: tidemark.admin.v1.AclBindingFilter
-	(*CreateAclsRequest)(nil),                   // 6: tidemark.admin.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                  // 7: tidemark.admin.v1.CreateAclsResponse
-	(*AclResult)(nil),                           // 8: tidemark.admin.v1.AclResult
-	(*DescribeAclsRequest)(nil),                 // 9: tidemark.admin.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                // 10: tidemark.admin.v1.DescribeAclsResponse
-	(*DeleteAclsRequest)(nil),                   // 11: tidemark.admin.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                  // 12: tidemark.admin.v1.DeleteAclsResponse
-	(*DeleteAclsResult)(nil),                    // 13: tidemark.admin.v1.DeleteAclsResult
-	(*CreateTopicsRequest)(nil),                 // 14: tidemark.admin.v1.CreateTopicsRequest
-	(*TopicSpec)(nil),                           // 15: tidemark.admin.v1.TopicSpec
-	(*ReplicaAssignment)(nil),                   // 16: tidemark.admin.v1.ReplicaAssignment
-	(*CreateTopicsResponse)(nil),                // 17: tidemark.admin.v1.CreateTopicsResponse
-	(*CreateTopicResult)(nil),                   // 18: tidemark.admin.v1.CreateTopicResult
-	(*DeleteTopicsRequest)(nil),                 // 19: tidemark.admin.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                // 20: tidemark.admin.v1.DeleteTopicsResponse
-	(*DeleteTopicResult)(nil),                   // 21: tidemark.admin.v1.DeleteTopicResult
-	(*DescribeTopicsRequest)(nil),               // 22: tidemark.admin.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),              // 23: tidemark.admin.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),                    // 24: tidemark.admin.v1.TopicDescription
-	(*PartitionDescription)(nil),                // 25: tidemark.admin.v1.PartitionDescription
-	(*DescribeClusterRequest)(nil),              // 26: tidemark.admin.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 27: tidemark.admin.v1.DescribeClusterResponse
-	(*ControllerInfo)(nil),                      // 28: tidemark.admin.v1.ControllerInfo
-	(*BrokerInfo)(nil),                          // 29: tidemark.admin.v1.BrokerInfo
-	(*OfflineLogDir)(nil),                       // 30: tidemark.admin.v1.OfflineLogDir
-	(*ConfigResource)(nil),                      // 31: tidemark.admin.v1.ConfigResource
-	(*DescribeConfigsRequest)(nil),              // 32: tidemark.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),             // 33: tidemark.admin.v1.DescribeConfigsResponse
-	(*ConfigDescription)(nil),                   // 34: tidemark.admin.v1.ConfigDescription
-	(*ConfigEntry)(nil),                         // 35: tidemark.admin.v1.ConfigEntry
-	(*ConfigOp)(nil),                            // 36: tidemark.admin.v1.ConfigOp
-	(*AlterConfigsRequest)(nil),                 // 37: tidemark.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResource)(nil),                // 38: tidemark.admin.v1.AlterConfigsResource
-	(*AlterConfigsResponse)(nil),                // 39: tidemark.admin.v1.AlterConfigsResponse
-	(*AlterConfigsResult)(nil),                  // 40: tidemark.admin.v1.AlterConfigsResult
-	(*ElectLeadersRequest)(nil),                 // 41: tidemark.admin.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 42: tidemark.admin.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),                  // 43: tidemark.admin.v1.ElectLeadersResult
-	(*WatchClusterRequest)(nil),                 // 44: tidemark.admin.v1.WatchClusterRequest
-	(*WatchClusterResponse)(nil),                // 45: tidemark.admin.v1.WatchClusterResponse
-	(*PartitionView)(nil),                       // 46: tidemark.admin.v1.PartitionView
-	(*ReplicaView)(nil),                         // 47: tidemark.admin.v1.ReplicaView
-	(*AlterPartitionReassignmentsRequest)(nil),  // 48: tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	(*ReassignablePartition)(nil),               // 49: tidemark.admin.v1.ReassignablePartition
-	(*AlterPartitionReassignmentsResponse)(nil), // 50: tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	(*ReassignmentResult)(nil),                  // 51: tidemark.admin.v1.ReassignmentResult
-	(*ListPartitionReassignmentsRequest)(nil),   // 52: tidemark.admin.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 53: tidemark.admin.v1.ListPartitionReassignmentsResponse
-	(*OngoingReassignment)(nil),                 // 54: tidemark.admin.v1.OngoingReassignment
-	(*ReplicaMoveProgress)(nil),                 // 55: tidemark.admin.v1.ReplicaMoveProgress
-	(*CreatePartitionsRequest)(nil),             // 56: tidemark.admin.v1.CreatePartitionsRequest
-	(*CreatePartitionsTopic)(nil),               // 57: tidemark.admin.v1.CreatePartitionsTopic
-	(*CreatePartitionsResponse)(nil),            // 58: tidemark.admin.v1.CreatePartitionsResponse
-	(*CreatePartitionsResult)(nil),              // 59: tidemark.admin.v1.CreatePartitionsResult
-	nil,                                         // 60: tidemark.admin.v1.TopicSpec.ConfigsEntry
-	nil,                                         // 61: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
-	nil,                                         // 62: tidemark.admin.v1.TopicDescription.ConfigsEntry
-	(v1.ErrorCode)(0),                           // 63: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                             // 64: tidemark.common.v1.Node
-	(*v1.TopicPartition)(nil),                   // 65: tidemark.common.v1.TopicPartition
-	(*v11.ClusterEvent)(nil),                    // 66: tidemark.control.v1.ClusterEvent
+	(ConfigResourceType)(0),                      // 0: tidemark.admin.v1.ConfigResourceType
+	(ConfigSource)(0),                            // 1: tidemark.admin.v1.ConfigSource
+	(ConfigOpType)(0),                            // 2: tidemark.admin.v1.ConfigOpType
+	(ElectionType)(0),                            // 3: tidemark.admin.v1.ElectionType
+	(*AclBinding)(nil),                           // 4: tidemark.admin.v1.AclBinding
+	(*AclBindingFilter)(nil),                     // 5: tidemark.admin.v1.AclBindingFilter
+	(*CreateAclsRequest)(nil),                    // 6: tidemark.admin.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                   // 7: tidemark.admin.v1.CreateAclsResponse
+	(*AclResult)(nil),                            // 8: tidemark.admin.v1.AclResult
+	(*DescribeAclsRequest)(nil),                  // 9: tidemark.admin.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                 // 10: tidemark.admin.v1.DescribeAclsResponse
+	(*DeleteAclsRequest)(nil),                    // 11: tidemark.admin.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                   // 12: tidemark.admin.v1.DeleteAclsResponse
+	(*DeleteAclsResult)(nil),                     // 13: tidemark.admin.v1.DeleteAclsResult
+	(*CreateTopicsRequest)(nil),                  // 14: tidemark.admin.v1.CreateTopicsRequest
+	(*TopicSpec)(nil),                            // 15: tidemark.admin.v1.TopicSpec
+	(*ReplicaAssignment)(nil),                    // 16: tidemark.admin.v1.ReplicaAssignment
+	(*CreateTopicsResponse)(nil),                 // 17: tidemark.admin.v1.CreateTopicsResponse
+	(*CreateTopicResult)(nil),                    // 18: tidemark.admin.v1.CreateTopicResult
+	(*DeleteTopicsRequest)(nil),                  // 19: tidemark.admin.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 20: tidemark.admin.v1.DeleteTopicsResponse
+	(*DeleteTopicResult)(nil),                    // 21: tidemark.admin.v1.DeleteTopicResult
+	(*DescribeTopicsRequest)(nil),                // 22: tidemark.admin.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 23: tidemark.admin.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),                     // 24: tidemark.admin.v1.TopicDescription
+	(*PartitionDescription)(nil),                 // 25: tidemark.admin.v1.PartitionDescription
+	(*DescribeClusterRequest)(nil),               // 26: tidemark.admin.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),              // 27: tidemark.admin.v1.DescribeClusterResponse
+	(*ControllerInfo)(nil),                       // 28: tidemark.admin.v1.ControllerInfo
+	(*BrokerInfo)(nil),                           // 29: tidemark.admin.v1.BrokerInfo
+	(*OfflineLogDir)(nil),                        // 30: tidemark.admin.v1.OfflineLogDir
+	(*ConfigResource)(nil),                       // 31: tidemark.admin.v1.ConfigResource
+	(*DescribeConfigsRequest)(nil),               // 32: tidemark.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),              // 33: tidemark.admin.v1.DescribeConfigsResponse
+	(*ConfigDescription)(nil),                    // 34: tidemark.admin.v1.ConfigDescription
+	(*ConfigEntry)(nil),                          // 35: tidemark.admin.v1.ConfigEntry
+	(*ConfigOp)(nil),                             // 36: tidemark.admin.v1.ConfigOp
+	(*AlterConfigsRequest)(nil),                  // 37: tidemark.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResource)(nil),                 // 38: tidemark.admin.v1.AlterConfigsResource
+	(*AlterConfigsResponse)(nil),                 // 39: tidemark.admin.v1.AlterConfigsResponse
+	(*AlterConfigsResult)(nil),                   // 40: tidemark.admin.v1.AlterConfigsResult
+	(*ElectLeadersRequest)(nil),                  // 41: tidemark.admin.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                 // 42: tidemark.admin.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                   // 43: tidemark.admin.v1.ElectLeadersResult
+	(*WatchClusterRequest)(nil),                  // 44: tidemark.admin.v1.WatchClusterRequest
+	(*WatchClusterResponse)(nil),                 // 45: tidemark.admin.v1.WatchClusterResponse
+	(*PartitionView)(nil),                        // 46: tidemark.admin.v1.PartitionView
+	(*ReplicaView)(nil),                          // 47: tidemark.admin.v1.ReplicaView
+	(*AlterPartitionReassignmentsRequest)(nil),   // 48: tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	(*ReassignablePartition)(nil),                // 49: tidemark.admin.v1.ReassignablePartition
+	(*AlterPartitionReassignmentsResponse)(nil),  // 50: tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	(*ReassignmentResult)(nil),                   // 51: tidemark.admin.v1.ReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),    // 52: tidemark.admin.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),   // 53: tidemark.admin.v1.ListPartitionReassignmentsResponse
+	(*OngoingReassignment)(nil),                  // 54: tidemark.admin.v1.OngoingReassignment
+	(*ReplicaMoveProgress)(nil),                  // 55: tidemark.admin.v1.ReplicaMoveProgress
+	(*CreatePartitionsRequest)(nil),              // 56: tidemark.admin.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),                // 57: tidemark.admin.v1.CreatePartitionsTopic
+	(*CreatePartitionsResponse)(nil),             // 58: tidemark.admin.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),               // 59: tidemark.admin.v1.CreatePartitionsResult
+	(*DescribeUserScramCredentialsRequest)(nil),  // 60: tidemark.admin.v1.DescribeUserScramCredentialsRequest
+	(*DescribeUserScramCredentialsResponse)(nil), // 61: tidemark.admin.v1.DescribeUserScramCredentialsResponse
+	(*UserScramCredentials)(nil),                 // 62: tidemark.admin.v1.UserScramCredentials
+	(*ScramCredentialInfo)(nil),                  // 63: tidemark.admin.v1.ScramCredentialInfo
+	(*AlterUserScramCredentialsRequest)(nil),     // 64: tidemark.admin.v1.AlterUserScramCredentialsRequest
+	(*ScramCredentialDeletion)(nil),              // 65: tidemark.admin.v1.ScramCredentialDeletion
+	(*ScramCredentialUpsertion)(nil),             // 66: tidemark.admin.v1.ScramCredentialUpsertion
+	(*AlterUserScramCredentialsResponse)(nil),    // 67: tidemark.admin.v1.AlterUserScramCredentialsResponse
+	(*AlterUserScramCredentialsResult)(nil),      // 68: tidemark.admin.v1.AlterUserScramCredentialsResult
+	nil,                                          // 69: tidemark.admin.v1.TopicSpec.ConfigsEntry
+	nil,                                          // 70: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	nil,                                          // 71: tidemark.admin.v1.TopicDescription.ConfigsEntry
+	(v1.ErrorCode)(0),                            // 72: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                              // 73: tidemark.common.v1.Node
+	(*v1.TopicPartition)(nil),                    // 74: tidemark.common.v1.TopicPartition
+	(*v11.ClusterEvent)(nil),                     // 75: tidemark.control.v1.ClusterEvent
 }
 var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: tidemark.admin.v1.CreateAclsRequest.creations:type_name -> tidemark.admin.v1.AclBinding
 	8,  // 1: tidemark.admin.v1.CreateAclsResponse.results:type_name -> tidemark.admin.v1.AclResult
-	63, // 2: tidemark.admin.v1.AclResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 2: tidemark.admin.v1.AclResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	5,  // 3: tidemark.admin.v1.DescribeAclsRequest.filter:type_name -> tidemark.admin.v1.AclBindingFilter
 	4,  // 4: tidemark.admin.v1.DescribeAclsResponse.bindings:type_name -> tidemark.admin.v1.AclBinding
 	5,  // 5: tidemark.admin.v1.DeleteAclsRequest.filters:type_name -> tidemark.admin.v1.AclBindingFilter
 	13, // 6: tidemark.admin.v1.DeleteAclsResponse.results:type_name -> tidemark.admin.v1.DeleteAclsResult
-	63, // 7: tidemark.admin.v1.DeleteAclsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 7: tidemark.admin.v1.DeleteAclsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	4,  // 8: tidemark.admin.v1.DeleteAclsResult.deleted:type_name -> tidemark.admin.v1.AclBinding
 	15, // 9: tidemark.admin.v1.CreateTopicsRequest.topics:type_name -> tidemark.admin.v1.TopicSpec
 	16, // 10: tidemark.admin.v1.TopicSpec.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	60, // 11: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
+	69, // 11: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
 	18, // 12: tidemark.admin.v1.CreateTopicsResponse.results:type_name -> tidemark.admin.v1.CreateTopicResult
-	63, // 13: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 13: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	16, // 14: tidemark.admin.v1.CreateTopicResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	61, // 15: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	70, // 15: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
 	21, // 16: tidemark.admin.v1.DeleteTopicsResponse.results:type_name -> tidemark.admin.v1.DeleteTopicResult
-	63, // 17: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 17: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	24, // 18: tidemark.admin.v1.DescribeTopicsResponse.topics:type_name -> tidemark.admin.v1.TopicDescription
-	63, // 19: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 19: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	25, // 20: tidemark.admin.v1.TopicDescription.partitions:type_name -> tidemark.admin.v1.PartitionDescription
-	62, // 21: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
-	64, // 22: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
+	71, // 21: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
+	73, // 22: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
 	28, // 23: tidemark.admin.v1.DescribeClusterResponse.controllers:type_name -> tidemark.admin.v1.ControllerInfo
 	29, // 24: tidemark.admin.v1.DescribeClusterResponse.brokers:type_name -> tidemark.admin.v1.BrokerInfo
-	64, // 25: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
-	64, // 26: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
+	73, // 25: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
+	73, // 26: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
 	30, // 27: tidemark.admin.v1.BrokerInfo.offline_log_dirs:type_name -> tidemark.admin.v1.OfflineLogDir
 	0,  // 28: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
 	31, // 29: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
 	34, // 30: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
 	31, // 31: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
-	63, // 32: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 32: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	35, // 33: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
 	1,  // 34: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
 	2,  // 35: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
@@ -4373,59 +4920,70 @@ var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	36, // 38: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
 	40, // 39: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
 	31, // 40: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
-	63, // 41: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 41: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 42: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
-	65, // 43: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	74, // 43: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
 	43, // 44: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
-	63, // 45: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 45: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	27, // 46: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
 	46, // 47: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
-	66, // 48: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
+	75, // 48: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
 	47, // 49: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
 	49, // 50: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
 	51, // 51: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
-	63, // 52: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	65, // 53: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	72, // 52: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	74, // 53: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
 	54, // 54: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
 	55, // 55: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
 	57, // 56: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
 	16, // 57: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
 	59, // 58: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
-	63, // 59: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	72, // 59: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	16, // 60: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	14, // 61: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
-	19, // 62: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
-	22, // 63: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
-	26, // 64: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
-	32, // 65: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
-	37, // 66: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
-	41, // 67: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
-	44, // 68: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
-	48, // 69: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	52, // 70: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
-	56, // 71: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
-	6,  // 72: tidemark.admin.v1.AdminService.CreateAcls:input_type -> tidemark.admin.v1.CreateAclsRequest
-	9,  // 73: tidemark.admin.v1.AdminService.DescribeAcls:input_type -> tidemark.admin.v1.DescribeAclsRequest
-	11, // 74: tidemark.admin.v1.AdminService.DeleteAcls:input_type -> tidemark.admin.v1.DeleteAclsRequest
-	17, // 75: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
-	20, // 76: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
-	23, // 77: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
-	27, // 78: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
-	33, // 79: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
-	39, // 80: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
-	42, // 81: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
-	45, // 82: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
-	50, // 83: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	53, // 84: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
-	58, // 85: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
-	7,  // 86: tidemark.admin.v1.AdminService.CreateAcls:output_type -> tidemark.admin.v1.CreateAclsResponse
-	10, // 87: tidemark.admin.v1.AdminService.DescribeAcls:output_type -> tidemark.admin.v1.DescribeAclsResponse
-	12, // 88: tidemark.admin.v1.AdminService.DeleteAcls:output_type -> tidemark.admin.v1.DeleteAclsResponse
-	75, // [75:89] is the sub-list for method output_type
-	61, // [61:75] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	62, // 61: tidemark.admin.v1.DescribeUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.UserScramCredentials
+	72, // 62: tidemark.admin.v1.UserScramCredentials.error_code:type_name -> tidemark.common.v1.ErrorCode
+	63, // 63: tidemark.admin.v1.UserScramCredentials.credentials:type_name -> tidemark.admin.v1.ScramCredentialInfo
+	65, // 64: tidemark.admin.v1.AlterUserScramCredentialsRequest.deletions:type_name -> tidemark.admin.v1.ScramCredentialDeletion
+	66, // 65: tidemark.admin.v1.AlterUserScramCredentialsRequest.upsertions:type_name -> tidemark.admin.v1.ScramCredentialUpsertion
+	68, // 66: tidemark.admin.v1.AlterUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.AlterUserScramCredentialsResult
+	72, // 67: tidemark.admin.v1.AlterUserScramCredentialsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	14, // 68: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
+	19, // 69: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
+	22, // 70: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
+	26, // 71: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
+	32, // 72: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
+	37, // 73: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
+	41, // 74: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
+	44, // 75: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
+	48, // 76: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	52, // 77: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
+	56, // 78: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
+	6,  // 79: tidemark.admin.v1.AdminService.CreateAcls:input_type -> tidemark.admin.v1.CreateAclsRequest
+	9,  // 80: tidemark.admin.v1.AdminService.DescribeAcls:input_type -> tidemark.admin.v1.DescribeAclsRequest
+	11, // 81: tidemark.admin.v1.AdminService.DeleteAcls:input_type -> tidemark.admin.v1.DeleteAclsRequest
+	60, // 82: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:input_type -> tidemark.admin.v1.DescribeUserScramCredentialsRequest
+	64, // 83: tidemark.admin.v1.AdminService.AlterUserScramCredentials:input_type -> tidemark.admin.v1.AlterUserScramCredentialsRequest
+	17, // 84: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
+	20, // 85: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
+	23, // 86: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
+	27, // 87: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
+	33, // 88: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
+	39, // 89: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
+	42, // 90: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
+	45, // 91: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
+	50, // 92: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	53, // 93: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
+	58, // 94: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
+	7,  // 95: tidemark.admin.v1.AdminService.CreateAcls:output_type -> tidemark.admin.v1.CreateAclsResponse
+	10, // 96: tidemark.admin.v1.AdminService.DescribeAcls:output_type -> tidemark.admin.v1.DescribeAclsResponse
+	12, // 97: tidemark.admin.v1.AdminService.DeleteAcls:output_type -> tidemark.admin.v1.DeleteAclsResponse
+	61, // 98: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:output_type -> tidemark.admin.v1.DescribeUserScramCredentialsResponse
+	67, // 99: tidemark.admin.v1.AdminService.AlterUserScramCredentials:output_type -> tidemark.admin.v1.AlterUserScramCredentialsResponse
+	84, // [84:100] is the sub-list for method output_type
+	68, // [68:84] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_admin_v1_admin_proto_init() }
@@ -4441,7 +4999,7 @@ func file_tidemark_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_admin_v1_admin_proto_rawDesc), len(file_tidemark_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   59,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -478,6 +478,60 @@ func local_request_AdminService_DeleteAcls_0(ctx context.Context, marshaler runt
 	return msg, metadata, err
 }
 
+func request_AdminService_DescribeUserScramCredentials_0(ctx context.Context, marshaler runtime.Marshaler, client AdminServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DescribeUserScramCredentialsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DescribeUserScramCredentials(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_AdminService_DescribeUserScramCredentials_0(ctx context.Context, marshaler runtime.Marshaler, server AdminServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DescribeUserScramCredentialsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.DescribeUserScramCredentials(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_AdminService_AlterUserScramCredentials_0(ctx context.Context, marshaler runtime.Marshaler, client AdminServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq AlterUserScramCredentialsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.AlterUserScramCredentials(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_AdminService_AlterUserScramCredentials_0(ctx context.Context, marshaler runtime.Marshaler, server AdminServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq AlterUserScramCredentialsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.AlterUserScramCredentials(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterAdminServiceHandlerServer registers the http handlers for service AdminService to "mux".
 // UnaryRPC     :call AdminServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -791,6 +845,46 @@ func RegisterAdminServiceHandlerServer(ctx context.Context, mux *runtime.ServeMu
 		}
 		forward_AdminService_DeleteAcls_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_AdminService_DescribeUserScramCredentials_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/tidemark.admin.v1.AdminService/DescribeUserScramCredentials", runtime.WithHTTPPathPattern("/v1/users/scram:describe"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_AdminService_DescribeUserScramCredentials_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_AdminService_DescribeUserScramCredentials_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_AdminService_AlterUserScramCredentials_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/tidemark.admin.v1.AdminService/AlterUserScramCredentials", runtime.WithHTTPPathPattern("/v1/users/scram:alter"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_AdminService_AlterUserScramCredentials_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_AdminService_AlterUserScramCredentials_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -1103,43 +1197,81 @@ func RegisterAdminServiceHandlerClient(ctx context.Context, mux *runtime.ServeMu
 		}
 		forward_AdminService_DeleteAcls_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_AdminService_DescribeUserScramCredentials_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/tidemark.admin.v1.AdminService/DescribeUserScramCredentials", runtime.WithHTTPPathPattern("/v1/users/scram:describe"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_AdminService_DescribeUserScramCredentials_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_AdminService_DescribeUserScramCredentials_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_AdminService_AlterUserScramCredentials_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/tidemark.admin.v1.AdminService/AlterUserScramCredentials", runtime.WithHTTPPathPattern("/v1/users/scram:alter"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_AdminService_AlterUserScramCredentials_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_AdminService_AlterUserScramCredentials_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_AdminService_CreateTopics_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, ""))
-	pattern_AdminService_DeleteTopics_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, "delete"))
-	pattern_AdminService_DescribeTopics_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, ""))
-	pattern_AdminService_DescribeTopics_1              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, "describe"))
-	pattern_AdminService_DescribeCluster_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "cluster"}, ""))
-	pattern_AdminService_DescribeConfigs_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "configs"}, "describe"))
-	pattern_AdminService_AlterConfigs_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "configs"}, "alter"))
-	pattern_AdminService_ElectLeaders_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "elect-leaders"}, ""))
-	pattern_AdminService_WatchCluster_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "cluster"}, "watch"))
-	pattern_AdminService_AlterPartitionReassignments_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "reassignments"}, ""))
-	pattern_AdminService_ListPartitionReassignments_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "reassignments"}, ""))
-	pattern_AdminService_ListPartitionReassignments_1  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "reassignments"}, "list"))
-	pattern_AdminService_CreatePartitions_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "partitions"}, ""))
-	pattern_AdminService_CreateAcls_0                  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "acls"}, ""))
-	pattern_AdminService_DescribeAcls_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "acls"}, "describe"))
-	pattern_AdminService_DeleteAcls_0                  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "acls"}, "delete"))
+	pattern_AdminService_CreateTopics_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, ""))
+	pattern_AdminService_DeleteTopics_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, "delete"))
+	pattern_AdminService_DescribeTopics_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, ""))
+	pattern_AdminService_DescribeTopics_1               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "topics"}, "describe"))
+	pattern_AdminService_DescribeCluster_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "cluster"}, ""))
+	pattern_AdminService_DescribeConfigs_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "configs"}, "describe"))
+	pattern_AdminService_AlterConfigs_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "configs"}, "alter"))
+	pattern_AdminService_ElectLeaders_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "elect-leaders"}, ""))
+	pattern_AdminService_WatchCluster_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "cluster"}, "watch"))
+	pattern_AdminService_AlterPartitionReassignments_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "reassignments"}, ""))
+	pattern_AdminService_ListPartitionReassignments_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "reassignments"}, ""))
+	pattern_AdminService_ListPartitionReassignments_1   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "reassignments"}, "list"))
+	pattern_AdminService_CreatePartitions_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "partitions"}, ""))
+	pattern_AdminService_CreateAcls_0                   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "acls"}, ""))
+	pattern_AdminService_DescribeAcls_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "acls"}, "describe"))
+	pattern_AdminService_DeleteAcls_0                   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "acls"}, "delete"))
+	pattern_AdminService_DescribeUserScramCredentials_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "users", "scram"}, "describe"))
+	pattern_AdminService_AlterUserScramCredentials_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "users", "scram"}, "alter"))
 )
 
 var (
-	forward_AdminService_CreateTopics_0                = runtime.ForwardResponseMessage
-	forward_AdminService_DeleteTopics_0                = runtime.ForwardResponseMessage
-	forward_AdminService_DescribeTopics_0              = runtime.ForwardResponseMessage
-	forward_AdminService_DescribeTopics_1              = runtime.ForwardResponseMessage
-	forward_AdminService_DescribeCluster_0             = runtime.ForwardResponseMessage
-	forward_AdminService_DescribeConfigs_0             = runtime.ForwardResponseMessage
-	forward_AdminService_AlterConfigs_0                = runtime.ForwardResponseMessage
-	forward_AdminService_ElectLeaders_0                = runtime.ForwardResponseMessage
-	forward_AdminService_WatchCluster_0                = runtime.ForwardResponseStream
-	forward_AdminService_AlterPartitionReassignments_0 = runtime.ForwardResponseMessage
-	forward_AdminService_ListPartitionReassignments_0  = runtime.ForwardResponseMessage
-	forward_AdminService_ListPartitionReassignments_1  = runtime.ForwardResponseMessage
-	forward_AdminService_CreatePartitions_0            = runtime.ForwardResponseMessage
-	forward_AdminService_CreateAcls_0                  = runtime.ForwardResponseMessage
-	forward_AdminService_DescribeAcls_0                = runtime.ForwardResponseMessage
-	forward_AdminService_DeleteAcls_0                  = runtime.ForwardResponseMessage
+	forward_AdminService_CreateTopics_0                 = runtime.ForwardResponseMessage
+	forward_AdminService_DeleteTopics_0                 = runtime.ForwardResponseMessage
+	forward_AdminService_DescribeTopics_0               = runtime.ForwardResponseMessage
+	forward_AdminService_DescribeTopics_1               = runtime.ForwardResponseMessage
+	forward_AdminService_DescribeCluster_0              = runtime.ForwardResponseMessage
+	forward_AdminService_DescribeConfigs_0              = runtime.ForwardResponseMessage
+	forward_AdminService_AlterConfigs_0                 = runtime.ForwardResponseMessage
+	forward_AdminService_ElectLeaders_0                 = runtime.ForwardResponseMessage
+	forward_AdminService_WatchCluster_0                 = runtime.ForwardResponseStream
+	forward_AdminService_AlterPartitionReassignments_0  = runtime.ForwardResponseMessage
+	forward_AdminService_ListPartitionReassignments_0   = runtime.ForwardResponseMessage
+	forward_AdminService_ListPartitionReassignments_1   = runtime.ForwardResponseMessage
+	forward_AdminService_CreatePartitions_0             = runtime.ForwardResponseMessage
+	forward_AdminService_CreateAcls_0                   = runtime.ForwardResponseMessage
+	forward_AdminService_DescribeAcls_0                 = runtime.ForwardResponseMessage
+	forward_AdminService_DeleteAcls_0                   = runtime.ForwardResponseMessage
+	forward_AdminService_DescribeUserScramCredentials_0 = runtime.ForwardResponseMessage
+	forward_AdminService_AlterUserScramCredentials_0    = runtime.ForwardResponseMessage
 )

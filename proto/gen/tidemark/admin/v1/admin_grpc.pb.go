@@ -21,20 +21,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_CreateTopics_FullMethodName                = "/tidemark.admin.v1.AdminService/CreateTopics"
-	AdminService_DeleteTopics_FullMethodName                = "/tidemark.admin.v1.AdminService/DeleteTopics"
-	AdminService_DescribeTopics_FullMethodName              = "/tidemark.admin.v1.AdminService/DescribeTopics"
-	AdminService_DescribeCluster_FullMethodName             = "/tidemark.admin.v1.AdminService/DescribeCluster"
-	AdminService_DescribeConfigs_FullMethodName             = "/tidemark.admin.v1.AdminService/DescribeConfigs"
-	AdminService_AlterConfigs_FullMethodName                = "/tidemark.admin.v1.AdminService/AlterConfigs"
-	AdminService_ElectLeaders_FullMethodName                = "/tidemark.admin.v1.AdminService/ElectLeaders"
-	AdminService_WatchCluster_FullMethodName                = "/tidemark.admin.v1.AdminService/WatchCluster"
-	AdminService_AlterPartitionReassignments_FullMethodName = "/tidemark.admin.v1.AdminService/AlterPartitionReassignments"
-	AdminService_ListPartitionReassignments_FullMethodName  = "/tidemark.admin.v1.AdminService/ListPartitionReassignments"
-	AdminService_CreatePartitions_FullMethodName            = "/tidemark.admin.v1.AdminService/CreatePartitions"
-	AdminService_CreateAcls_FullMethodName                  = "/tidemark.admin.v1.AdminService/CreateAcls"
-	AdminService_DescribeAcls_FullMethodName                = "/tidemark.admin.v1.AdminService/DescribeAcls"
-	AdminService_DeleteAcls_FullMethodName                  = "/tidemark.admin.v1.AdminService/DeleteAcls"
+	AdminService_CreateTopics_FullMethodName                 = "/tidemark.admin.v1.AdminService/CreateTopics"
+	AdminService_DeleteTopics_FullMethodName                 = "/tidemark.admin.v1.AdminService/DeleteTopics"
+	AdminService_DescribeTopics_FullMethodName               = "/tidemark.admin.v1.AdminService/DescribeTopics"
+	AdminService_DescribeCluster_FullMethodName              = "/tidemark.admin.v1.AdminService/DescribeCluster"
+	AdminService_DescribeConfigs_FullMethodName              = "/tidemark.admin.v1.AdminService/DescribeConfigs"
+	AdminService_AlterConfigs_FullMethodName                 = "/tidemark.admin.v1.AdminService/AlterConfigs"
+	AdminService_ElectLeaders_FullMethodName                 = "/tidemark.admin.v1.AdminService/ElectLeaders"
+	AdminService_WatchCluster_FullMethodName                 = "/tidemark.admin.v1.AdminService/WatchCluster"
+	AdminService_AlterPartitionReassignments_FullMethodName  = "/tidemark.admin.v1.AdminService/AlterPartitionReassignments"
+	AdminService_ListPartitionReassignments_FullMethodName   = "/tidemark.admin.v1.AdminService/ListPartitionReassignments"
+	AdminService_CreatePartitions_FullMethodName             = "/tidemark.admin.v1.AdminService/CreatePartitions"
+	AdminService_CreateAcls_FullMethodName                   = "/tidemark.admin.v1.AdminService/CreateAcls"
+	AdminService_DescribeAcls_FullMethodName                 = "/tidemark.admin.v1.AdminService/DescribeAcls"
+	AdminService_DeleteAcls_FullMethodName                   = "/tidemark.admin.v1.AdminService/DeleteAcls"
+	AdminService_DescribeUserScramCredentials_FullMethodName = "/tidemark.admin.v1.AdminService/DescribeUserScramCredentials"
+	AdminService_AlterUserScramCredentials_FullMethodName    = "/tidemark.admin.v1.AdminService/AlterUserScramCredentials"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -75,6 +77,13 @@ type AdminServiceClient interface {
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	// Users' SCRAM credentials (Kafka's DescribeUserScramCredentials): the
+	// mechanisms and iteration counts stored, never a key.
+	DescribeUserScramCredentials(ctx context.Context, in *DescribeUserScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeUserScramCredentialsResponse, error)
+	// Sets and deletes users' SCRAM credentials (Kafka's
+	// AlterUserScramCredentials): the controller stores the salt, StoredKey,
+	// ServerKey and iterations, never the salted password.
+	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -234,6 +243,26 @@ func (c *adminServiceClient) DeleteAcls(ctx context.Context, in *DeleteAclsReque
 	return out, nil
 }
 
+func (c *adminServiceClient) DescribeUserScramCredentials(ctx context.Context, in *DescribeUserScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, AdminService_DescribeUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, AdminService_AlterUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -272,6 +301,13 @@ type AdminServiceServer interface {
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	// Users' SCRAM credentials (Kafka's DescribeUserScramCredentials): the
+	// mechanisms and iteration counts stored, never a key.
+	DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error)
+	// Sets and deletes users' SCRAM credentials (Kafka's
+	// AlterUserScramCredentials): the controller stores the salt, StoredKey,
+	// ServerKey and iterations, never the salted password.
+	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -323,6 +359,12 @@ func (UnimplementedAdminServiceServer) DescribeAcls(context.Context, *DescribeAc
 }
 func (UnimplementedAdminServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeUserScramCredentials not implemented")
+}
+func (UnimplementedAdminServiceServer) AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -590,6 +632,42 @@ func _AdminService_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DescribeUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DescribeUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeUserScramCredentials(ctx, req.(*DescribeUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_AlterUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AlterUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AlterUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AlterUserScramCredentials(ctx, req.(*AlterUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -648,6 +726,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _AdminService_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "DescribeUserScramCredentials",
+			Handler:    _AdminService_DescribeUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "AlterUserScramCredentials",
+			Handler:    _AdminService_AlterUserScramCredentials_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

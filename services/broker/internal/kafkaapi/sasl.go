@@ -1,0 +1,290 @@
+package kafkaapi
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"tidemark.io/services/platform/identity"
+	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/scram"
+)
+
+// SASLOptions configure the SASL listeners (Listener.SASL): Kafka's
+// SASL_PLAINTEXT and SASL_SSL, with users' SCRAM credentials.
+type SASLOptions struct {
+	// Mechanisms are the enabled mechanisms (sasl.enabled.mechanisms),
+	// as SaslHandshake lists them: scram.SHA256, scram.SHA512, scram.Plain.
+	Mechanisms []string
+	// Credentials finds a user's stored credential when a client logs in;
+	// nil: nobody can. Asked at each login, so a user added, changed or
+	// deleted counts from the next login on, and a connection already
+	// authenticated keeps its user until it reconnects, as in Kafka.
+	Credentials scram.Lookup
+	// Timeout bounds the time from accepting a connection (after TLS) to
+	// its authentication: a client that does not finish is closed.
+	Timeout time.Duration
+}
+
+// DefaultSASLMechanisms are enabled when none are configured: the SCRAM
+// pair, whose exchange never shows the password to the broker or the
+// wire. PLAIN is opt-in: it sends the password itself (in clear text on a
+// SASL_PLAINTEXT listener), and checking it costs the broker a key
+// derivation (thousands of hash rounds) that any unauthenticated client
+// can ask for.
+var DefaultSASLMechanisms = []string{scram.SHA256, scram.SHA512}
+
+// DefaultSASLTimeout is the authentication deadline when none is set.
+const DefaultSASLTimeout = 10 * time.Second
+
+// maxSASLFrame bounds a frame read before authentication, as Kafka's
+// sasl.server.max.receive.size (512 KiB): an unauthenticated client
+// cannot make the broker buffer a large request.
+const maxSASLFrame = 512 << 10
+
+// Kafka's SASL error codes.
+const (
+	errUnsupportedSASLMechanism = int16(kerr.UnsupportedSaslMechanism)
+	errIllegalSASLState         = int16(kerr.IllegalSaslState)
+	errSASLAuthenticationFailed = int16(kerr.SaslAuthenticationFailed)
+)
+
+func (o SASLOptions) withDefaults() SASLOptions {
+	if len(o.Mechanisms) == 0 {
+		o.Mechanisms = DefaultSASLMechanisms
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultSASLTimeout
+	}
+	if o.Credentials == nil {
+		o.Credentials = func(string, string) (scram.Credential, bool) { return scram.Credential{}, false }
+	}
+	return o
+}
+
+// CheckSASLMechanisms names the first mechanism tidemark does not serve.
+func CheckSASLMechanisms(mechs []string) error {
+	if len(mechs) == 0 {
+		return errors.New("no mechanism enabled")
+	}
+	for _, m := range mechs {
+		if m != scram.Plain && !scram.Known(m) {
+			return fmt.Errorf("mechanism %q is not served: want %s, %s or %s", m, scram.SHA256, scram.SHA512, scram.Plain)
+		}
+	}
+	return nil
+}
+
+// errAuthLogged ends a connection whose failed login or timeout is
+// logged already.
+var errAuthLogged = errors.New("SASL authentication failed")
+
+// authenticate runs Kafka's SASL exchange on a new connection of a SASL
+// listener, one request at a time: ApiVersions and SaslHandshake, then
+// SaslAuthenticate frames (handshake v1) or raw SASL tokens (v0) until the
+// mechanism is done. Any other request closes the connection, as Kafka
+// does; so does a failed login, after its SASL_AUTHENTICATION_FAILED
+// answer. On success the user becomes the connection's principal.
+func (c *conn) authenticate() error {
+	opts := c.s.sasl
+	_ = c.nc.SetDeadline(time.Now().Add(opts.Timeout))
+	defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
+	var (
+		conv scram.Conversation
+		mech string
+		raw  bool // handshake v0: raw tokens follow
+	)
+	for {
+		body, err := c.readAuthFrame(raw)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.s.metrics.closed.WithLabelValues("auth_timeout").Inc()
+				c.s.log.Warn("kafka SASL authentication timed out", "remote", c.remote(), "mechanism", mech, "timeout", opts.Timeout)
+				return fmt.Errorf("%w: no login within %s", errAuthLogged, opts.Timeout)
+			}
+			return err
+		}
+		if raw {
+			resp, done, err := conv.Step(body)
+			if err != nil {
+				return c.authFailed(mech, conv.User(), err)
+			}
+			if err := c.write(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp); err != nil {
+				return err
+			}
+			if done {
+				c.authenticated(mech, conv.User())
+				return nil
+			}
+			continue
+		}
+		p, rc, req, err := c.decode(body)
+		if err != nil {
+			c.s.metrics.closed.WithLabelValues("protocol").Inc()
+			return err
+		}
+		if p.frame != nil { // an ApiVersions of a version too new
+			if err := c.write(p.frame); err != nil {
+				return err
+			}
+			continue
+		}
+		switch r := req.(type) {
+		case *kmsg.ApiVersionsRequest:
+			if conv != nil {
+				return c.illegalState(rc)
+			}
+			if err := c.answer(rc, c.s.handleApiVersions(context.Background(), rc, r)); err != nil {
+				return err
+			}
+		case *kmsg.SASLHandshakeRequest:
+			if conv != nil {
+				return c.illegalState(rc)
+			}
+			resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
+			resp.SupportedMechanisms = slices.Clone(opts.Mechanisms)
+			if !slices.Contains(opts.Mechanisms, r.Mechanism) {
+				resp.ErrorCode = errUnsupportedSASLMechanism
+				_ = c.answer(rc, resp)
+				c.s.metrics.closed.WithLabelValues("auth").Inc()
+				c.s.metrics.sasl.WithLabelValues(mechLabel(r.Mechanism), "unsupported").Inc()
+				return fmt.Errorf("SASL mechanism %q is not enabled (enabled: %v)", r.Mechanism, opts.Mechanisms)
+			}
+			mech = r.Mechanism
+			conv, _ = scram.NewConversation(mech, opts.Credentials)
+			raw = r.Version == 0
+			if err := c.answer(rc, resp); err != nil {
+				return err
+			}
+		case *kmsg.SASLAuthenticateRequest:
+			if conv == nil {
+				return c.illegalState(rc)
+			}
+			out, done, err := conv.Step(r.SASLAuthBytes)
+			resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+			if err != nil {
+				resp.ErrorCode = errSASLAuthenticationFailed
+				resp.ErrorMessage = optMessage(authFailedMessage(mech))
+				_ = c.answer(rc, resp)
+				return c.authFailed(mech, conv.User(), err)
+			}
+			resp.SASLAuthBytes = out
+			if err := c.answer(rc, resp); err != nil {
+				return err
+			}
+			if done {
+				c.authenticated(mech, conv.User())
+				return nil
+			}
+		default:
+			return c.illegalState(rc)
+		}
+	}
+}
+
+// authFailedMessage is Kafka's text for a failed login: the same whether
+// the user is unknown or the password wrong.
+func authFailedMessage(mech string) string {
+	return "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mech
+}
+
+// authFailed counts and logs a failed login: the user the client named
+// (cut to a sane length: it is the client's text) and its address, never
+// a password or token.
+func (c *conn) authFailed(mech, user string, err error) error {
+	c.s.metrics.sasl.WithLabelValues(mech, "failure").Inc()
+	c.s.metrics.closed.WithLabelValues("auth").Inc()
+	if len(user) > 256 {
+		user = user[:256] + "…"
+	}
+	c.s.log.Warn("kafka SASL authentication failed", "remote", c.remote(), "mechanism", mech, "user", user, "reason", err.Error())
+	return errAuthLogged
+}
+
+func (c *conn) authenticated(mech, user string) {
+	c.principal = identity.ForUser(user)
+	c.s.metrics.sasl.WithLabelValues(mech, "success").Inc()
+	c.s.log.Debug("kafka SASL authentication succeeded", "remote", c.remote(), "mechanism", mech, "user", user)
+}
+
+// illegalState ends a connection that sent a request its SASL exchange
+// does not allow (Kafka's IllegalSaslStateException closes it unanswered).
+func (c *conn) illegalState(rc *reqCtx) error {
+	c.s.metrics.closed.WithLabelValues("auth").Inc()
+	return fmt.Errorf("%s v%d before SASL authentication finished", kmsg.NameForKey(rc.header.Key), rc.header.Version)
+}
+
+// readAuthFrame reads one size-prefixed frame: a request, or a raw token.
+func (c *conn) readAuthFrame(raw bool) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	limit := min(int32(maxSASLFrame), c.s.opts.Limits.MaxRequestBytes)
+	least := int32(10) // a request header
+	if raw {
+		least = 0
+	}
+	if n < least || n > limit {
+		c.s.metrics.closed.WithLabelValues("protocol").Inc()
+		return nil, fmt.Errorf("frame size %d before SASL authentication is outside [%d, %d] (sasl.server.max.receive.size)", n, least, limit)
+	}
+	body := make([]byte, n)
+	_, err := io.ReadFull(c.nc, body)
+	return body, err
+}
+
+// answer writes resp at once (the exchange is one request at a time).
+func (c *conn) answer(rc *reqCtx, resp kmsg.Response) error {
+	resp.SetVersion(rc.header.Version)
+	flexible := resp.IsFlexible() && rc.header.Key != int16(kmsg.ApiVersions)
+	return c.write(finishFrame(resp.AppendTo(appendResponseHeader(nil, rc.header.CorrelationID, flexible))))
+}
+
+func (c *conn) write(parts ...[]byte) error {
+	for _, p := range parts {
+		if _, err := c.nc.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *conn) remote() string { return c.nc.RemoteAddr().String() }
+
+// mechLabel keeps the metric's label set bounded: a client can name any
+// mechanism.
+func mechLabel(m string) string {
+	if m == scram.Plain || scram.Known(m) {
+		return m
+	}
+	return "other"
+}
+
+// handleSASLAfterAuth answers SaslHandshake and SaslAuthenticate outside
+// an exchange (a listener without SASL, or a connection already
+// authenticated: tidemark does not re-authenticate) with
+// ILLEGAL_SASL_STATE, as Kafka's request handler does.
+func (s *Server) handleSASLAfterAuth(_ context.Context, _ *reqCtx, req kmsg.Request) kmsg.Response {
+	switch r := req.(type) {
+	case *kmsg.SASLHandshakeRequest:
+		resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
+		resp.ErrorCode = errIllegalSASLState
+		return resp
+	case *kmsg.SASLAuthenticateRequest:
+		resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = errIllegalSASLState
+		resp.ErrorMessage = optMessage("SaslAuthenticate outside a SASL exchange: the connection is not on a SASL listener or is authenticated already")
+		return resp
+	}
+	return nil
+}
