@@ -333,35 +333,18 @@ func (r *groupsRun) run(stdout, stderr io.Writer) error {
 // javaError is an error as Kafka's admin client's exception prints it
 // (ExecutionException wrapping the code's exception class).
 func javaError(code int16, message *string) string {
-	return "java.util.concurrent.ExecutionException: " + javaException(code, message)
+	return "java.util.concurrent.ExecutionException: " + groupException(code, message)
 }
 
-// javaException is the code's Java exception with its message, as an
+// groupException is the code's Java exception with its message, as an
 // ExecutionException's getMessage gives it.
-func javaException(code int16, message *string) string {
+func groupException(code int16, message *string) string {
 	err := kafkaError(code, message)
 	name := "ApiException"
 	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
-		if n, ok := exceptionNames[e.Message]; ok {
-			name = n
-		}
+		name = exceptionClass(e.Message)
 	}
 	return "org.apache.kafka.common.errors." + name + ": " + err.Error()
-}
-
-// exceptionNames are the Java exceptions of the codes group requests
-// answer with.
-var exceptionNames = map[string]string{
-	"NON_EMPTY_GROUP":              "GroupNotEmptyException",
-	"GROUP_ID_NOT_FOUND":           "GroupIdNotFoundException",
-	"INVALID_GROUP_ID":             "InvalidGroupIdException",
-	"GROUP_AUTHORIZATION_FAILED":   "GroupAuthorizationException",
-	"COORDINATOR_NOT_AVAILABLE":    "CoordinatorNotAvailableException",
-	"NOT_COORDINATOR":              "NotCoordinatorException",
-	"UNKNOWN_TOPIC_OR_PARTITION":   "UnknownTopicOrPartitionException",
-	"TOPIC_AUTHORIZATION_FAILED":   "TopicAuthorizationException",
-	"GROUP_SUBSCRIBED_TO_TOPIC":    "GroupSubscribedToTopicException",
-	"COORDINATOR_LOAD_IN_PROGRESS": "CoordinatorLoadInProgressException",
 }
 
 // groupIDs are the groups a run acts on: --group's, or every consumer
@@ -461,7 +444,7 @@ func (c *groupsClient) describeGroups(ctx context.Context, ids []string) (map[st
 	resp := kresp.(*kmsg.DescribeGroupsResponse)
 	for _, g := range resp.Groups {
 		if g.ErrorCode != 0 {
-			return nil, errors.New(javaException(g.ErrorCode, g.ErrorMessage))
+			return nil, errors.New(groupException(g.ErrorCode, g.ErrorMessage))
 		}
 		d := describedGroup{DescribeGroupsResponseGroup: g}
 		for _, m := range g.Members {
@@ -501,13 +484,13 @@ func (c *groupsClient) committedOffsets(ctx context.Context, group string) (map[
 	}
 	resp := kresp.(*kmsg.OffsetFetchResponse)
 	if resp.ErrorCode != 0 {
-		return nil, errors.New(javaException(resp.ErrorCode, nil))
+		return nil, errors.New(groupException(resp.ErrorCode, nil))
 	}
 	out := map[topicPartition]int64{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
-				return nil, errors.New(javaException(p.ErrorCode, nil))
+				return nil, errors.New(groupException(p.ErrorCode, nil))
 			}
 			if p.Offset >= 0 {
 				out[topicPartition{t.Topic, p.Partition}] = p.Offset
@@ -548,7 +531,7 @@ func (c *groupsClient) listOffsets(ctx context.Context, tps []topicPartition, ti
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
-				return nil, errors.New(javaException(p.ErrorCode, nil))
+				return nil, errors.New(groupException(p.ErrorCode, nil))
 			}
 			out[topicPartition{t.Topic, p.Partition}] = p.Offset
 		}
@@ -744,7 +727,7 @@ func printState(ctx context.Context, c *groupsClient, stdout, stderr io.Writer, 
 	if len(resp.Coordinators) == 1 {
 		co := resp.Coordinators[0]
 		if co.ErrorCode != 0 {
-			return errors.New(javaException(co.ErrorCode, co.ErrorMessage))
+			return errors.New(groupException(co.ErrorCode, co.ErrorMessage))
 		}
 		coordinator = fmt.Sprintf("%s:%d (%d)", co.Host, co.Port, co.NodeID)
 	}
@@ -852,9 +835,9 @@ func (c *groupsClient) topicPartitions(ctx context.Context, topics []string, tol
 		}
 		if t.ErrorCode != 0 {
 			if !tolerate {
-				return nil, nil, errors.New(javaException(t.ErrorCode, nil))
+				return nil, nil, errors.New(groupException(t.ErrorCode, nil))
 			}
-			failed[topicPartition{name, -1}] = javaException(t.ErrorCode, nil)
+			failed[topicPartition{name, -1}] = groupException(t.ErrorCode, nil)
 			continue
 		}
 		for _, p := range t.Partitions {
@@ -958,7 +941,7 @@ func (c *groupsClient) commit(ctx context.Context, group string, offsets map[top
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
-				return errors.New(javaException(p.ErrorCode, nil))
+				return errors.New(groupException(p.ErrorCode, nil))
 			}
 		}
 	}
@@ -1245,7 +1228,7 @@ func (r *groupsRun) deleteOffsets(ctx context.Context, c *groupsClient, stdout i
 		for _, p := range t.Partitions {
 			tp := topicPartition{t.Topic, p.Partition}
 			if p.ErrorCode != 0 {
-				results[tp] = "Error: " + javaException(p.ErrorCode, nil)
+				results[tp] = "Error: " + groupException(p.ErrorCode, nil)
 				if top == 0 {
 					top = p.ErrorCode
 				}
@@ -1259,7 +1242,7 @@ func (r *groupsRun) deleteOffsets(ctx context.Context, c *groupsClient, stdout i
 	}
 	for _, tp := range parts {
 		if _, ok := results[tp]; !ok {
-			results[tp] = "Error: " + javaException(top, nil)
+			results[tp] = "Error: " + groupException(top, nil)
 		}
 	}
 	switch top {

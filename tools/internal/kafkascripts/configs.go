@@ -1,0 +1,447 @@
+package kafkascripts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// configsRun is what kafka-configs.sh's flags ask for.
+type configsRun struct {
+	fs                              *pflag.FlagSet
+	args                            []string
+	bootstrap, commandConfig        string
+	entityTypes, entityNames        []string
+	addConfig, addConfigFile        string
+	deleteConfigs                   []string
+	describe, alter, all, entityDef bool
+}
+
+// configsEntityTypes are the types Kafka's tool takes with
+// --bootstrap-server; tidemark's listener has configs for topics and
+// brokers.
+var configsEntityTypes = []string{"topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics"}
+
+func configsFlags(r *configsRun) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("kafka-configs.sh", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	fs.StringVar(&r.bootstrap, "bootstrap-server", "", "the Kafka server to connect to (host:port, several comma-separated)")
+	fs.StringVar(&r.commandConfig, "command-config", "", "a properties file of client settings (security.protocol=SSL and PEM ssl.truststore.*/ssl.keystore.*)")
+	fs.BoolVar(&r.describe, "describe", false, "list configs for the given entity")
+	fs.BoolVar(&r.alter, "alter", false, "alter the configuration of the entity")
+	fs.StringArrayVar(&r.entityTypes, "entity-type", nil, "type of entity: topics or brokers")
+	fs.StringArrayVar(&r.entityNames, "entity-name", nil, "name of entity (topic name or broker id)")
+	fs.BoolVar(&r.entityDef, "entity-default", false, "the cluster-wide default for brokers")
+	fs.StringVar(&r.addConfig, "add-config", "", "key=val pairs, comma-separated, to add; a list value in square brackets: k1=v1,k2=[v1,v2,v2]")
+	fs.StringVar(&r.addConfigFile, "add-config-file", "", "a properties file of configs to add")
+	fs.StringSliceVar(&r.deleteConfigs, "delete-config", nil, "config keys to remove, comma-separated")
+	fs.BoolVar(&r.all, "all", false, "with --describe, every config, not only the dynamic ones")
+	fs.BoolP("help", "h", false, "print usage information")
+	return fs
+}
+
+func configsUsage() string {
+	var r configsRun
+	return "Option:\n" + configsFlags(&r).FlagUsages()
+}
+
+// Configs is kafka-configs.sh (Kafka 3.7's ConfigCommand) for topics and
+// brokers: --describe (dynamic configs, or --all), --alter with
+// --add-config and --delete-config, with Kafka's output lines and
+// refusals. Users, clients and ips are refused by name.
+func Configs(args []string, stdout, stderr io.Writer) int {
+	r, err := parseConfigsFlags(args)
+	var usage usageError
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		fmt.Fprintln(stdout, "This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics")
+		fmt.Fprint(stdout, configsUsage())
+		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintln(stderr, usage.msg)
+		fmt.Fprint(stderr, configsUsage())
+		return 1
+	case err != nil:
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	var refused *configRefusal
+	if err := r.run(stdout); errors.As(err, &refused) {
+		fmt.Fprintln(stderr, refused.msg)
+		return 1
+	} else if err != nil {
+		fmt.Fprintf(stderr, "Error while executing config command with args '%s'\n", strings.Join(args, " "))
+		fmt.Fprintf(stderr, "java.util.concurrent.ExecutionException: %s\n", err)
+		return 1
+	}
+	return 0
+}
+
+// configRefusal is an IllegalArgumentException or
+// InvalidConfigurationException of Kafka's tool: its message alone.
+type configRefusal struct{ msg string }
+
+func (e *configRefusal) Error() string { return e.msg }
+
+func parseConfigsFlags(args []string) (*configsRun, error) {
+	if len(args) == 0 {
+		return nil, usageError{"This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics"}
+	}
+	r := &configsRun{args: args}
+	fs := configsFlags(r)
+	r.fs = fs
+	if err := parseKafkaFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if h, _ := fs.GetBool("help"); h {
+		return nil, pflag.ErrHelp
+	}
+	if fs.Changed("describe") == fs.Changed("alter") {
+		return nil, usageError{"Command must include exactly one action: --describe, --alter"}
+	}
+	for _, c := range [][]string{{"alter", "describe"}, {"describe", "alter", "add-config", "delete-config"}} {
+		if err := refuseWith(fs, c[0], c[1:]...); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range r.entityTypes {
+		if seen[t] {
+			return nil, fmt.Errorf("Duplicate entity type(s) specified: %s", t)
+		}
+		seen[t] = true
+		if !containsString(configsEntityTypes, t) {
+			return nil, fmt.Errorf("Invalid entity type %s, the entity type must be one of %s with a --bootstrap-server or --bootstrap-controller argument", t, strings.Join(configsEntityTypes, ", "))
+		}
+	}
+	if len(r.entityTypes) == 0 {
+		return nil, errors.New("At least one entity type must be specified")
+	}
+	if len(r.entityTypes) > 1 && !(len(r.entityTypes) == 2 && seen["users"] && seen["clients"]) {
+		return nil, errors.New("Only 'users' and 'clients' entity types may be specified together")
+	}
+	if !fs.Changed("bootstrap-server") {
+		return nil, errors.New("One of the required --bootstrap-server, --boostrap-controller, or --zookeeper arguments must be specified")
+	}
+	typ := r.entityTypes[0]
+	switch typ {
+	case "topics", "brokers":
+	default:
+		return nil, fmt.Errorf("--entity-type %s: tidemark's kafka-configs.sh manages topics and brokers only (users' SCRAM credentials, quotas and client metrics are not served here)", typ)
+	}
+	if r.entityDef {
+		if typ != "brokers" {
+			return nil, errors.New("--entity-default must not be specified with --entity-type topics")
+		}
+		r.entityNames = append(r.entityNames, "")
+	}
+	if len(r.entityNames) > 1 {
+		return nil, errors.New("More than one entity name specified for a single entity type")
+	}
+	if r.alter {
+		named := len(r.entityNames) == 1
+		if typ == "brokers" && !named {
+			return nil, errors.New("an entity-name or default entity must be specified with --alter of users, clients, brokers or ips")
+		}
+		if typ == "topics" && (!named || r.entityNames[0] == "") {
+			return nil, errors.New("an entity name must be specified with --alter of topics")
+		}
+		if fs.Changed("add-config") && fs.Changed("add-config-file") {
+			return nil, errors.New("Only one of --add-config or --add-config-file must be specified")
+		}
+		if !fs.Changed("add-config") && !fs.Changed("add-config-file") && !fs.Changed("delete-config") {
+			return nil, errors.New("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
+		}
+	}
+	return r, nil
+}
+
+// bracketStrip takes a list value's square brackets off, as Kafka does.
+var bracketStrip = regexp.MustCompile(`\[?\]?`)
+
+// splitOutsideBrackets splits s at sep where no [ ] pair is open.
+func splitOutsideBrackets(s string, sep byte) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			if depth > 0 {
+				depth--
+			}
+		case sep:
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+// configsToAdd are --add-config's (or --add-config-file's) pairs.
+func (r *configsRun) configsToAdd() (map[string]string, error) {
+	out := map[string]string{}
+	if r.addConfigFile != "" {
+		props, err := readProperties(r.addConfigFile)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range props {
+			out[k] = v
+		}
+	}
+	if r.fs.Changed("add-config") {
+		for _, pair := range splitOutsideBrackets(r.addConfig, ',') {
+			kv := splitOutsideBrackets(pair, '=')
+			if len(kv) != 2 {
+				return nil, &configRefusal{`requirement failed: Invalid entity config: all configs to be added must be in the format "key=val".`}
+			}
+			out[strings.TrimSpace(kv[0])] = strings.TrimSpace(bracketStrip.ReplaceAllString(kv[1], ""))
+		}
+	}
+	return out, nil
+}
+
+func (r *configsRun) run(stdout io.Writer) error {
+	opts, err := commandConfig(r.commandConfig)
+	if err != nil {
+		return &configRefusal{err.Error()}
+	}
+	adm, err := newSeedAdmin(splitBootstrap(r.bootstrap), opts)
+	if err != nil {
+		return err
+	}
+	defer adm.close()
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	typ := r.entityTypes[0]
+	if r.alter {
+		return r.alterConfigs(ctx, adm, typ, r.entityNames[0], stdout)
+	}
+	var entities []string
+	switch {
+	case len(r.entityNames) == 1:
+		entities = r.entityNames
+	case typ == "topics":
+		meta, err := adm.metadata(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for _, t := range meta.Topics {
+			if t.Topic != nil && t.ErrorCode == 0 {
+				entities = append(entities, *t.Topic)
+			}
+		}
+		sort.Strings(entities)
+	default:
+		meta, err := adm.metadata(ctx, []string{})
+		if err != nil {
+			return err
+		}
+		for _, b := range meta.Brokers {
+			entities = append(entities, strconv.Itoa(int(b.NodeID)))
+		}
+		sort.Strings(entities)
+		entities = append(entities, "")
+	}
+	for _, e := range entities {
+		switch {
+		case e == "":
+			fmt.Fprintf(stdout, "Default configs for %s in the cluster are:\n", typ)
+		case r.all:
+			fmt.Fprintf(stdout, "All configs for %s %s are:\n", strings.TrimSuffix(typ, "s"), e)
+		default:
+			fmt.Fprintf(stdout, "Dynamic configs for %s %s are:\n", strings.TrimSuffix(typ, "s"), e)
+		}
+		entries, err := describeResourceConfig(ctx, adm, typ, e, r.all)
+		if err != nil {
+			return err
+		}
+		for _, c := range entries {
+			var syn []string
+			for _, s := range c.ConfigSynonyms {
+				syn = append(syn, fmt.Sprintf("%s:%s=%s", configSourceName(s.Source), s.Name, nullString(s.Value)))
+			}
+			fmt.Fprintf(stdout, "  %s=%s sensitive=%t synonyms={%s}\n", c.Name, nullString(c.Value), c.IsSensitive, strings.Join(syn, ", "))
+		}
+	}
+	return nil
+}
+
+func nullString(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return *s
+}
+
+// configSourceName is the Java client's ConfigSource name.
+func configSourceName(s kmsg.ConfigSource) string {
+	switch s {
+	case 1:
+		return "DYNAMIC_TOPIC_CONFIG"
+	case 2:
+		return "DYNAMIC_BROKER_CONFIG"
+	case 3:
+		return "DYNAMIC_DEFAULT_BROKER_CONFIG"
+	case 4:
+		return "STATIC_BROKER_CONFIG"
+	case 5:
+		return "DEFAULT_CONFIG"
+	case 6:
+		return "DYNAMIC_BROKER_LOGGER_CONFIG"
+	case 7:
+		return "CLIENT_METRICS_CONFIG"
+	}
+	return "UNKNOWN"
+}
+
+// describeResourceConfig is ConfigCommand.getResourceConfig: the entity's
+// configs, only those set dynamically at its own level unless all, sorted
+// by name.
+func describeResourceConfig(ctx context.Context, adm *seedAdmin, typ, name string, all bool) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	rtype, source := kmsg.ConfigResourceTypeTopic, kmsg.ConfigSource(1)
+	if typ == "brokers" {
+		rtype, source = kmsg.ConfigResourceTypeBroker, 2
+		if name == "" {
+			source = 3
+		} else if _, err := strconv.ParseInt(name, 10, 32); err != nil {
+			return nil, &configRefusal{fmt.Sprintf("The entity name for %s must be a valid integer broker id, found: %s", typ, name)}
+		}
+	} else if err := validTopicName(name); err != nil {
+		return nil, &configRefusal{err.Error()}
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = rtype, name
+	req.Resources = append(req.Resources, rr)
+	req.IncludeSynonyms = true
+	kresp, err := adm.request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.DescribeConfigsResponse)
+	if len(resp.Resources) != 1 {
+		return nil, fmt.Errorf("org.apache.kafka.common.KafkaException: DescribeConfigs answered %d resources for one", len(resp.Resources))
+	}
+	res := resp.Resources[0]
+	if res.ErrorCode != 0 {
+		return nil, errors.New(javaExceptionWith(res.ErrorCode, res.ErrorMessage))
+	}
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, c := range res.Configs {
+		if all || c.Source == source {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// javaExceptionWith is javaException with the broker's message, when it
+// sent one, in place of the code's description.
+func javaExceptionWith(code int16, message *string) string {
+	s := javaException(kerr.ErrorForCode(code))
+	if message != nil && *message != "" {
+		class, _, _ := strings.Cut(s, ": ")
+		return class + ": " + *message
+	}
+	return s
+}
+
+// validTopicName is Kafka's Topic.validate.
+func validTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("Topic name is illegal, it can't be empty")
+	case name == "." || name == "..":
+		return errors.New("Topic name cannot be \".\" or \"..\"")
+	case len(name) > 249:
+		return fmt.Errorf("Topic name is illegal, it can't be longer than 249 characters, topic name: %s", name)
+	case !regexp.MustCompile(`^[a-zA-Z0-9._-]+$`).MatchString(name):
+		return fmt.Errorf("Topic name \"%s\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+// alterConfigs is ConfigCommand.alterConfig for topics and brokers: a
+// key to delete must be set now, then one IncrementalAlterConfigs (Kafka's
+// tool sends brokers' as a whole AlterConfigs, which tidemark's listener
+// does not serve; SET and DELETE of the same keys leave the same result).
+func (r *configsRun) alterConfigs(ctx context.Context, adm *seedAdmin, typ, name string, stdout io.Writer) error {
+	add, err := r.configsToAdd()
+	if err != nil {
+		return err
+	}
+	var del []string
+	for _, d := range r.deleteConfigs {
+		del = append(del, strings.TrimSpace(d))
+	}
+	old, err := describeResourceConfig(ctx, adm, typ, name, false)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	for _, c := range old {
+		set[c.Name] = true
+	}
+	var invalid []string
+	for _, d := range del {
+		if !set[d] {
+			invalid = append(invalid, d)
+		}
+	}
+	if len(invalid) > 0 {
+		return &configRefusal{"Invalid config(s): " + strings.Join(invalid, ",")}
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, name
+	if typ == "brokers" {
+		rr.ResourceType = kmsg.ConfigResourceTypeBroker
+	}
+	keys := make([]string, 0, len(add))
+	for k := range add {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(add[k])
+		rr.Configs = append(rr.Configs, c)
+	}
+	for _, k := range del {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpDelete, kmsg.StringPtr("")
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	kresp, err := adm.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, res := range kresp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
+		if res.ErrorCode != 0 {
+			return errors.New(javaExceptionWith(res.ErrorCode, res.ErrorMessage))
+		}
+	}
+	if name == "" {
+		fmt.Fprintf(stdout, "Completed updating default config for %s in the cluster.\n", typ)
+	} else {
+		fmt.Fprintf(stdout, "Completed updating config for %s %s.\n", strings.TrimSuffix(typ, "s"), name)
+	}
+	return nil
+}
