@@ -28,7 +28,7 @@ type configsRun struct {
 
 // configsEntityTypes are the types Kafka's tool takes with
 // --bootstrap-server; tidemark's listener has configs for topics and
-// brokers.
+// brokers, and users' SCRAM credentials.
 var configsEntityTypes = []string{"topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics"}
 
 func configsFlags(r *configsRun) *pflag.FlagSet {
@@ -39,8 +39,8 @@ func configsFlags(r *configsRun) *pflag.FlagSet {
 	fs.StringVar(&r.commandConfig, "command-config", "", "a properties file of client settings (security.protocol=SSL and PEM ssl.truststore.*/ssl.keystore.*)")
 	fs.BoolVar(&r.describe, "describe", false, "list configs for the given entity")
 	fs.BoolVar(&r.alter, "alter", false, "alter the configuration of the entity")
-	fs.StringArrayVar(&r.entityTypes, "entity-type", nil, "type of entity: topics or brokers")
-	fs.StringArrayVar(&r.entityNames, "entity-name", nil, "name of entity (topic name or broker id)")
+	fs.StringArrayVar(&r.entityTypes, "entity-type", nil, "type of entity: topics, brokers or users")
+	fs.StringArrayVar(&r.entityNames, "entity-name", nil, "name of entity (topic name, broker id or user name)")
 	fs.BoolVar(&r.entityDef, "entity-default", false, "the cluster-wide default for brokers")
 	fs.StringVar(&r.addConfig, "add-config", "", "key=val pairs, comma-separated, to add; a list value in square brackets: k1=v1,k2=[v1,v2,v2]")
 	fs.StringVar(&r.addConfigFile, "add-config-file", "", "a properties file of configs to add")
@@ -55,10 +55,10 @@ func configsUsage() string {
 	return "Option:\n" + configsFlags(&r).FlagUsages()
 }
 
-// Configs is kafka-configs.sh (Kafka 3.7's ConfigCommand) for topics and
-// brokers: --describe (dynamic configs, or --all), --alter with
-// --add-config and --delete-config, with Kafka's output lines and
-// refusals. Users, clients and ips are refused by name.
+// Configs is kafka-configs.sh (Kafka 3.7's ConfigCommand) for topics,
+// brokers and users' SCRAM credentials: --describe (dynamic configs, or
+// --all), --alter with --add-config and --delete-config, with Kafka's
+// output lines and refusals. Clients and ips (quotas) are refused by name.
 func Configs(args []string, stdout, stderr io.Writer) int {
 	r, err := parseConfigsFlags(args)
 	var usage usageError
@@ -134,13 +134,19 @@ func parseConfigsFlags(args []string) (*configsRun, error) {
 		return nil, errors.New("One of the required --bootstrap-server, --boostrap-controller, or --zookeeper arguments must be specified")
 	}
 	typ := r.entityTypes[0]
+	if len(r.entityTypes) > 1 {
+		typ = "clients"
+	}
 	switch typ {
-	case "topics", "brokers":
+	case "topics", "brokers", "users":
 	default:
-		return nil, fmt.Errorf("--entity-type %s: tidemark's kafka-configs.sh manages topics and brokers only (users' SCRAM credentials, quotas and client metrics are not served here)", typ)
+		return nil, fmt.Errorf("--entity-type %s: tidemark's kafka-configs.sh manages topics, brokers and users' SCRAM credentials only (quotas are broker configs; client metrics are not served here)", typ)
 	}
 	if r.entityDef {
-		if typ != "brokers" {
+		if typ == "users" && !r.alter {
+			return nil, errors.New("--entity-type users --entity-default: tidemark has no default user configs (quotas are broker configs)")
+		}
+		if typ == "topics" {
 			return nil, errors.New("--entity-default must not be specified with --entity-type topics")
 		}
 		r.entityNames = append(r.entityNames, "")
@@ -150,7 +156,7 @@ func parseConfigsFlags(args []string) (*configsRun, error) {
 	}
 	if r.alter {
 		named := len(r.entityNames) == 1
-		if typ == "brokers" && !named {
+		if (typ == "brokers" || typ == "users") && !named {
 			return nil, errors.New("an entity-name or default entity must be specified with --alter of users, clients, brokers or ips")
 		}
 		if typ == "topics" && (!named || r.entityNames[0] == "") {
@@ -228,7 +234,12 @@ func (r *configsRun) run(stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	typ := r.entityTypes[0]
-	if r.alter {
+	switch {
+	case typ == "users" && r.alter:
+		return r.alterUsers(ctx, adm, r.entityNames[0], stdout)
+	case typ == "users":
+		return describeUsers(ctx, adm, r.entityNames, stdout)
+	case r.alter:
 		return r.alterConfigs(ctx, adm, typ, r.entityNames[0], stdout)
 	}
 	var entities []string
@@ -378,9 +389,10 @@ func validTopicName(name string) error {
 }
 
 // alterConfigs is ConfigCommand.alterConfig for topics and brokers: a
-// key to delete must be set now, then one IncrementalAlterConfigs (Kafka's
-// tool sends brokers' as a whole AlterConfigs, which tidemark's listener
-// does not serve; SET and DELETE of the same keys leave the same result).
+// key to delete must be set now; then a topic's changes go as one
+// IncrementalAlterConfigs, a broker's as its whole new set of dynamic
+// configs in one AlterConfigs (what Kafka 3.7's tool sends), which
+// removes every dynamic config it leaves out.
 func (r *configsRun) alterConfigs(ctx context.Context, adm *seedAdmin, typ, name string, stdout io.Writer) error {
 	add, err := r.configsToAdd()
 	if err != nil {
@@ -407,18 +419,36 @@ func (r *configsRun) alterConfigs(ctx context.Context, adm *seedAdmin, typ, name
 	if len(invalid) > 0 {
 		return &configRefusal{"Invalid config(s): " + strings.Join(invalid, ",")}
 	}
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, name
 	if typ == "brokers" {
-		rr.ResourceType = kmsg.ConfigResourceTypeBroker
+		err = alterBrokerWholeSet(ctx, adm, name, old, add, del)
+	} else {
+		err = alterTopicIncrementally(ctx, adm, name, add, del)
 	}
-	keys := make([]string, 0, len(add))
-	for k := range add {
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		fmt.Fprintf(stdout, "Completed updating default config for %s in the cluster.\n", typ)
+	} else {
+		fmt.Fprintf(stdout, "Completed updating config for %s %s.\n", strings.TrimSuffix(typ, "s"), name)
+	}
+	return nil
+}
+
+func sortedConfigNames(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
+	return keys
+}
+
+func alterTopicIncrementally(ctx context.Context, adm *seedAdmin, name string, add map[string]string, del []string) error {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, name
+	for _, k := range sortedConfigNames(add) {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(add[k])
 		rr.Configs = append(rr.Configs, c)
@@ -438,10 +468,39 @@ func (r *configsRun) alterConfigs(ctx context.Context, adm *seedAdmin, typ, name
 			return errors.New(javaExceptionWith(res.ErrorCode, res.ErrorMessage))
 		}
 	}
-	if name == "" {
-		fmt.Fprintf(stdout, "Completed updating default config for %s in the cluster.\n", typ)
-	} else {
-		fmt.Fprintf(stdout, "Completed updating config for %s %s.\n", strings.TrimSuffix(typ, "s"), name)
+	return nil
+}
+
+// alterBrokerWholeSet sends the broker's (or the cluster default's)
+// dynamic configs now, with add set and del removed, as its whole set.
+func alterBrokerWholeSet(ctx context.Context, adm *seedAdmin, name string, old []kmsg.DescribeConfigsResponseResourceConfig, add map[string]string, del []string) error {
+	next := map[string]string{}
+	for _, c := range old {
+		next[c.Name] = nullString(c.Value)
+	}
+	for k, v := range add {
+		next[k] = v
+	}
+	for _, k := range del {
+		delete(next, k)
+	}
+	req := kmsg.NewPtrAlterConfigsRequest()
+	rr := kmsg.NewAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, name
+	for _, k := range sortedConfigNames(next) {
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(next[k])
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	kresp, err := adm.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, res := range kresp.(*kmsg.AlterConfigsResponse).Resources {
+		if res.ErrorCode != 0 {
+			return errors.New(javaExceptionWith(res.ErrorCode, res.ErrorMessage))
+		}
 	}
 	return nil
 }

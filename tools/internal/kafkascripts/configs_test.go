@@ -31,18 +31,20 @@ func TestConfigsScriptTopicsAndBrokers(t *testing.T) {
 		}
 	}
 	topic := []string{"--entity-type", "topics", "--entity-name", "cfg"}
-	step(0, "Dynamic configs for topic cfg are:\n  min.insync.replicas=2 sensitive=false synonyms={}\n", "", append(topic, "--describe")...)
+	// Synonyms as Kafka's tool prints them: each layer setting the config,
+	// highest first, by the broker-level name under the topic's own.
+	step(0, "Dynamic configs for topic cfg are:\n  min.insync.replicas=2 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:min.insync.replicas=2, DEFAULT_CONFIG:min.insync.replicas=1}\n", "", append(topic, "--describe")...)
 	step(0, "Completed updating config for topic cfg.\n", "", append(topic, "--alter", "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")...)
 	step(0, "Dynamic configs for topic cfg are:\n"+
-		"  cleanup.policy=compact,delete sensitive=false synonyms={}\n"+
-		"  min.insync.replicas=2 sensitive=false synonyms={}\n"+
-		"  retention.ms=1000 sensitive=false synonyms={}\n", "", append(topic, "--describe")...)
+		"  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}\n"+
+		"  min.insync.replicas=2 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:min.insync.replicas=2, DEFAULT_CONFIG:min.insync.replicas=1}\n"+
+		"  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, DEFAULT_CONFIG:log.retention.ms=604800000}\n", "", append(topic, "--describe")...)
 	// A key not set is refused before anything changes.
 	step(1, "", "Invalid config(s): nope\n", append(topic, "--alter", "--delete-config", "retention.ms,nope")...)
 	step(0, "Completed updating config for topic cfg.\n", "", append(topic, "--alter", "--delete-config", "retention.ms")...)
 	step(0, "Dynamic configs for topic cfg are:\n"+
-		"  cleanup.policy=compact,delete sensitive=false synonyms={}\n"+
-		"  min.insync.replicas=2 sensitive=false synonyms={}\n", "", "--entity-type", "topics", "--describe")
+		"  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}\n"+
+		"  min.insync.replicas=2 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:min.insync.replicas=2, DEFAULT_CONFIG:min.insync.replicas=1}\n", "", "--entity-type", "topics", "--describe")
 	step(1, "", "Error while executing config command with args 'ARGS'\n"+
 		"java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.InvalidConfigException: min.insync.replicas: value \"x\" is not a valid int\n",
 		append(topic, "--alter", "--add-config", "min.insync.replicas=x")...)
@@ -52,17 +54,22 @@ func TestConfigsScriptTopicsAndBrokers(t *testing.T) {
 
 	step(0, "Completed updating config for broker 1.\n", "", "--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config", "log.retention.ms=5000")
 	step(0, "Completed updating default config for brokers in the cluster.\n", "", "--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "log.retention.ms=6000")
-	step(0, "Dynamic configs for broker 1 are:\n  log.retention.ms=5000 sensitive=false synonyms={}\n"+
+	step(0, "Dynamic configs for broker 1 are:\n  log.retention.ms=5000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=5000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=6000, DEFAULT_CONFIG:log.retention.ms=604800000}\n"+
 		"Dynamic configs for broker 2 are:\n"+
 		"Dynamic configs for broker 3 are:\n"+
-		"Default configs for brokers in the cluster are:\n  log.retention.ms=6000 sensitive=false synonyms={}\n", "", "--entity-type", "brokers", "--describe")
+		"Default configs for brokers in the cluster are:\n  log.retention.ms=6000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=6000, DEFAULT_CONFIG:log.retention.ms=604800000}\n", "", "--entity-type", "brokers", "--describe")
 	// Broker 2 takes the cluster default; --all lists every config.
 	code, out, _ := runConfigs("--bootstrap-server", b, "--entity-type", "brokers", "--entity-name", "2", "--describe", "--all")
-	if code != 0 || !strings.HasPrefix(out, "All configs for broker 2 are:\n") || !strings.Contains(out, "\n  log.retention.ms=6000 sensitive=false synonyms={}\n") || !strings.Contains(out, "\n  min.insync.replicas=1 sensitive=false synonyms={}\n") {
+	if code != 0 || !strings.HasPrefix(out, "All configs for broker 2 are:\n") || !strings.Contains(out, "\n  log.retention.ms=6000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=6000, DEFAULT_CONFIG:log.retention.ms=604800000}\n") ||
+		!strings.Contains(out, "\n  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:min.insync.replicas=1}\n") {
 		t.Fatalf("--describe --all of broker 2: exit %d, stdout %q", code, out)
 	}
+	// A broker's alter is its whole new set (AlterConfigs): the keys it
+	// already had and does not delete stay.
+	step(0, "Completed updating config for broker 1.\n", "", "--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config", "log.roll.ms=7000")
 	step(0, "Completed updating config for broker 1.\n", "", "--entity-type", "brokers", "--entity-name", "1", "--alter", "--delete-config", "log.retention.ms")
-	step(0, "Dynamic configs for broker 1 are:\n", "", "--entity-type", "brokers", "--entity-name", "1", "--describe")
+	step(0, "Dynamic configs for broker 1 are:\n  log.roll.ms=7000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.roll.ms=7000, DEFAULT_CONFIG:log.roll.ms=604800000}\n", "",
+		"--entity-type", "brokers", "--entity-name", "1", "--describe")
 	// Kafka's tool prints the heading before it checks the name.
 	step(1, "Dynamic configs for broker one are:\n", "The entity name for brokers must be a valid integer broker id, found: one\n", "--entity-type", "brokers", "--entity-name", "one", "--describe")
 }
@@ -82,8 +89,10 @@ func TestConfigsScriptRefusesBadFlags(t *testing.T) {
 		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "widgets"}, "Invalid entity type widgets, the entity type must be one of topics, clients, users, brokers, broker-loggers, ips, client-metrics with a --bootstrap-server or --bootstrap-controller argument\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "topics", "--entity-type", "brokers"}, "Only 'users' and 'clients' entity types may be specified together\n", false},
 		{[]string{"--describe", "--entity-type", "topics"}, "One of the required --bootstrap-server, --boostrap-controller, or --zookeeper arguments must be specified\n", false},
-		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "users"}, "--entity-type users: tidemark's kafka-configs.sh manages topics and brokers only", false},
-		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "ips", "--entity-default", "--add-config", "a=1"}, "--entity-type ips: tidemark's kafka-configs.sh manages topics and brokers only", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "clients"}, "--entity-type clients: tidemark's kafka-configs.sh manages topics, brokers and users' SCRAM credentials only", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "users", "--entity-type", "clients"}, "--entity-type clients: tidemark's kafka-configs.sh manages topics, brokers and users' SCRAM credentials only", false},
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "ips", "--entity-default", "--add-config", "a=1"}, "--entity-type ips: tidemark's kafka-configs.sh manages topics, brokers and users' SCRAM credentials only", false},
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "users", "--add-config", "SCRAM-SHA-256=[password=x]"}, "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "topics", "--add-config", "a=1"}, "an entity name must be specified with --alter of topics\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "brokers", "--add-config", "a=1"}, "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "topics", "--entity-name", "t"}, "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter\n", false},

@@ -22,7 +22,9 @@ type fakeAdmin struct {
 	mu      sync.Mutex
 	created []*adminv1.TopicSpec
 	altered []*adminv1.AlterConfigsResource
-	elected []*adminv1.ElectLeadersRequest
+	// validateOnly is the last AlterConfigs call's validate_only.
+	validateOnly bool
+	elected      []*adminv1.ElectLeadersRequest
 }
 
 func (f *fakeAdmin) CreateTopics(_ context.Context, in *adminv1.CreateTopicsRequest, _ ...grpc.CallOption) (*adminv1.CreateTopicsResponse, error) {
@@ -36,6 +38,7 @@ func (f *fakeAdmin) AlterConfigs(_ context.Context, in *adminv1.AlterConfigsRequ
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.altered = append(f.altered, in.GetResources()...)
+	f.validateOnly = in.GetValidateOnly()
 	resp := &adminv1.AlterConfigsResponse{}
 	for _, r := range in.GetResources() {
 		resp.Results = append(resp.Results, &adminv1.AlterConfigsResult{Resource: r.GetResource()})

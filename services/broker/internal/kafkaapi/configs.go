@@ -8,6 +8,7 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
 )
 
 // Kafka's config resource types.
@@ -53,6 +54,31 @@ func configSource(s adminv1.ConfigSource) kmsg.ConfigSource {
 	return -1
 }
 
+// configType is Kafka's type of a config (DescribeConfigs v3+), from the
+// registry; UNKNOWN for a name it does not hold.
+func configType(typ int8, name string) kmsg.ConfigType {
+	scope := topicconfig.ScopeBroker
+	if typ == resourceTopic {
+		scope = topicconfig.ScopeTopic
+	}
+	d, _ := topicconfig.Lookup(scope, name)
+	switch d.Type {
+	case topicconfig.TypeBool:
+		return 1 // BOOLEAN
+	case topicconfig.TypeString:
+		return 2 // STRING
+	case topicconfig.TypeInt:
+		return 3 // INT
+	case topicconfig.TypeLong:
+		return 5 // LONG
+	case topicconfig.TypeDouble:
+		return 6 // DOUBLE
+	case topicconfig.TypeList:
+		return 7 // LIST
+	}
+	return 0 // UNKNOWN
+}
+
 // handleDescribeConfigs forwards DescribeConfigs, one resource at a time
 // so a bad or refused one does not fail the others, and keeps only the
 // names asked for.
@@ -81,7 +107,10 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 		return err
 	}
 	defer cancel()
-	gresp, err := cli.DescribeConfigs(fctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{res}})
+	// A topic as this broker resolves it: Kafka answers from the broker
+	// asked, with its own dynamic and static layers.
+	self := s.opts.BrokerID
+	gresp, err := cli.DescribeConfigs(fctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{res}, ForBroker: &self})
 	if err != nil {
 		return err
 	}
@@ -106,6 +135,15 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 				doc := e.GetDoc()
 				c.Documentation = &doc
 			}
+			if req.IncludeSynonyms {
+				for _, syn := range e.GetSynonyms() {
+					ks := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					sv := syn.GetValue()
+					ks.Name, ks.Value, ks.Source = syn.GetName(), &sv, configSource(syn.GetSource())
+					c.ConfigSynonyms = append(c.ConfigSynonyms, ks)
+				}
+			}
+			c.ConfigType = configType(int8(r.ResourceType), e.GetName())
 			rr.Configs = append(rr.Configs, c)
 		}
 	}
@@ -173,6 +211,12 @@ func (s *Server) alterConfigs(ctx context.Context, validateOnly bool, r kmsg.Inc
 		}
 		ar.Ops = append(ar.Ops, op)
 	}
+	return s.forwardAlterConfigs(ctx, validateOnly, ar)
+}
+
+// forwardAlterConfigs sends one resource's alteration to the controller,
+// which authorizes it (AlterConfigs on the topic or the cluster).
+func (s *Server) forwardAlterConfigs(ctx context.Context, validateOnly bool, ar *adminv1.AlterConfigsResource) error {
 	cli, fctx, cancel, err := s.admin(ctx, 0)
 	if err != nil {
 		return err
@@ -188,4 +232,59 @@ func (s *Server) alterConfigs(ctx context.Context, validateOnly bool, r kmsg.Inc
 		}
 	}
 	return nil
+}
+
+// handleAlterConfigs serves Kafka's legacy AlterConfigs (API 33): each
+// resource's configs are its whole set of dynamic configs, and every one it
+// does not name is removed. The set is forwarded as one replacing
+// alteration, so the removal and the new values are one write at the
+// controller, authorized as IncrementalAlterConfigs. A null value leaves
+// its key out of the set, as Kafka's controller does; a resource named
+// twice, or a key named twice in one resource, is refused (INVALID_REQUEST).
+func (s *Server) handleAlterConfigs(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	type resourceID struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	named := map[resourceID]int{}
+	for _, r := range req.Resources {
+		named[resourceID{r.ResourceType, r.ResourceName}]++
+	}
+	for _, r := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		var err error
+		if named[resourceID{r.ResourceType, r.ResourceName}] > 1 {
+			err = kerr.New(kerr.InvalidRequest, "%s %q appears more than once in the request: each resource must appear at most once", resourceKind(int8(r.ResourceType)), r.ResourceName)
+		} else {
+			err = s.replaceConfigs(ctx, req.ValidateOnly, r)
+		}
+		if err != nil {
+			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}
+
+func (s *Server) replaceConfigs(ctx context.Context, validateOnly bool, r kmsg.AlterConfigsRequestResource) error {
+	res, err := configResource(int8(r.ResourceType), r.ResourceName)
+	if err != nil {
+		return err
+	}
+	ar := &adminv1.AlterConfigsResource{Resource: res, Replace: true}
+	seen := make(map[string]bool, len(r.Configs))
+	for _, c := range r.Configs {
+		if seen[c.Name] {
+			return kerr.BadField(kerr.InvalidRequest, c.Name, "duplicate key: a resource may name each config once")
+		}
+		seen[c.Name] = true
+		if c.Value == nil {
+			continue
+		}
+		ar.Ops = append(ar.Ops, &adminv1.ConfigOp{Name: c.Name, Value: *c.Value, Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET})
+	}
+	return s.forwardAlterConfigs(ctx, validateOnly, ar)
 }

@@ -38,6 +38,7 @@ func (s *Server) apis() map[int16]api {
 		int16(kmsg.CreatePartitions):             {VersionRange{0, 3}, s.handleCreatePartitions},
 		int16(kmsg.DescribeConfigs):              {VersionRange{1, 4}, s.handleDescribeConfigs},
 		int16(kmsg.IncrementalAlterConfigs):      {VersionRange{0, 1}, s.handleIncrementalAlterConfigs},
+		int16(kmsg.AlterConfigs):                 {VersionRange{0, 2}, s.handleAlterConfigs},
 		int16(kmsg.ElectLeaders):                 {VersionRange{0, 2}, s.handleElectLeaders},
 		int16(kmsg.DescribeCluster):              {VersionRange{0, 1}, s.handleDescribeCluster},
 		int16(kmsg.SASLHandshake):                {VersionRange{0, 1}, s.handleSASLAfterAuth},

@@ -19,7 +19,11 @@ func (a *Active) DescribeConfigs(ctx context.Context, req *adminv1.DescribeConfi
 	resp := &adminv1.DescribeConfigsResponse{}
 	err := a.call(ctx, func() error {
 		for _, r := range req.GetResources() {
-			resp.Results = append(resp.Results, a.describeConfig(r))
+			forBroker := int32(-1)
+			if req.ForBroker != nil && req.GetForBroker() >= 0 {
+				forBroker = req.GetForBroker()
+			}
+			resp.Results = append(resp.Results, a.describeConfig(r, forBroker))
 		}
 		return nil
 	})
@@ -29,7 +33,9 @@ func (a *Active) DescribeConfigs(ctx context.Context, req *adminv1.DescribeConfi
 	return resp, nil
 }
 
-func (a *Active) describeConfig(r *adminv1.ConfigResource) *adminv1.ConfigDescription {
+// describeConfig describes one resource; a topic as forBroker resolves it
+// (-1: the controller's view).
+func (a *Active) describeConfig(r *adminv1.ConfigResource, forBroker int32) *adminv1.ConfigDescription {
 	out := &adminv1.ConfigDescription{Resource: r}
 	fail := func(err error) *adminv1.ConfigDescription {
 		ke := kerr.As(err)
@@ -42,53 +48,88 @@ func (a *Active) describeConfig(r *adminv1.ConfigResource) *adminv1.ConfigDescri
 		if t == nil {
 			return fail(kerr.New(kerr.UnknownTopicOrPartition, "topic %q does not exist", r.GetName()))
 		}
-		for _, e := range a.topicEntries(t, -1) {
-			src := adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT
-			switch {
-			case e.Source == topicconfig.SourceTopic:
-				src = adminv1.ConfigSource_CONFIG_SOURCE_TOPIC
-			case e.Source == topicconfig.SourceBroker && e.Layer == 0:
-				src = adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
-			}
+		overrides, brokerLayers := a.validLayers(t, forBroker)
+		// The layers as dynLayers orders them: for a broker, its dynamic
+		// override, the cluster-wide default, its static flags, the
+		// controller's settings; for the controller, the middle two.
+		srcs := []adminv1.ConfigSource{adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT}
+		if forBroker >= 0 {
+			srcs = []adminv1.ConfigSource{adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER, adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER,
+				adminv1.ConfigSource_CONFIG_SOURCE_STATIC_BROKER_CONFIG, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT}
+		}
+		layers := []synonymLayer{{overrides, adminv1.ConfigSource_CONFIG_SOURCE_TOPIC, true}}
+		for i, l := range brokerLayers {
+			layers = append(layers, synonymLayer{l, srcs[i], false})
+		}
+		for _, e := range a.topicEntries(t, forBroker) {
 			d, _ := topicconfig.Lookup(topicconfig.ScopeTopic, e.Name)
-			out.Entries = append(out.Entries, &adminv1.ConfigEntry{Name: e.Name, Value: e.Value, Source: src, Dynamic: true, Doc: d.Doc})
+			syn := synonyms(d, layers)
+			// The entry is its first synonym (the same precedence as
+			// topicconfig.Describe's).
+			out.Entries = append(out.Entries, &adminv1.ConfigEntry{Name: e.Name, Value: e.Value, Source: syn[0].GetSource(), Dynamic: true, Doc: d.Doc,
+				Synonyms: syn})
 		}
 	case adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER:
 		entity, err := brokerEntity(r.GetName())
 		if err != nil {
 			return fail(err)
 		}
-		type layer struct {
-			m   map[string]string
-			src adminv1.ConfigSource
-		}
-		var layers []layer
+		var layers []synonymLayer
 		if entity != metastore.DefaultBrokerEntity {
-			layers = append(layers, layer{a.brokerConfigs[entity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER})
+			layers = append(layers, synonymLayer{a.brokerConfigs[entity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER, false})
 		}
 		layers = append(layers,
-			layer{a.brokerConfigs[metastore.DefaultBrokerEntity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER})
+			synonymLayer{a.brokerConfigs[metastore.DefaultBrokerEntity], adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, false})
 		if entity != metastore.DefaultBrokerEntity {
 			// Under the dynamic layers, the broker's own startup flags as it
 			// registered them (Kafka answers this from the broker itself).
-			layers = append(layers, layer{a.brokerStatic(entity), adminv1.ConfigSource_CONFIG_SOURCE_STATIC_BROKER_CONFIG})
+			layers = append(layers, synonymLayer{a.brokerStatic(entity), adminv1.ConfigSource_CONFIG_SOURCE_STATIC_BROKER_CONFIG, false})
 		}
-		layers = append(layers, layer{a.d.Settings.StaticBroker, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT})
+		layers = append(layers, synonymLayer{a.d.Settings.StaticBroker, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT, false})
 		for _, d := range topicconfig.Definitions() {
-			e := &adminv1.ConfigEntry{Name: d.BrokerName, Value: d.Default,
-				Source: adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT, Dynamic: d.Dynamic, Doc: d.Doc}
-			for _, l := range layers {
-				if v, ok := l.m[d.BrokerName]; ok {
-					e.Value, e.Source = v, l.src
-					break
-				}
-			}
-			out.Entries = append(out.Entries, e)
+			syn := synonyms(d, layers)
+			// The last synonym is always the default, so there is a first.
+			out.Entries = append(out.Entries, &adminv1.ConfigEntry{Name: d.BrokerName, Value: syn[0].GetValue(),
+				Source: syn[0].GetSource(), Dynamic: d.Dynamic, Doc: d.Doc, Synonyms: syn})
 		}
 	default:
 		return fail(kerr.BadField(kerr.InvalidRequest, "type", "resource type must be TOPIC or BROKER"))
 	}
 	return out
+}
+
+// synonymLayer is one layer of configs a describe reads, and the source it
+// reports; topic says its keys are topic-level ones (retention.ms), not
+// broker-level (log.retention.ms).
+type synonymLayer struct {
+	m     map[string]string
+	src   adminv1.ConfigSource
+	topic bool
+}
+
+// synonyms lists every layer that sets d, highest precedence first, ending
+// with the default (Kafka's DescribeConfigs synonyms, ConfigHelper's order).
+// A layer reported as the default (the controller's static settings) stands
+// for the registry default under it, which is then left out: Kafka lists
+// one DEFAULT_CONFIG.
+func synonyms(d topicconfig.Def, layers []synonymLayer) []*adminv1.ConfigSynonym {
+	var out []*adminv1.ConfigSynonym
+	for _, l := range layers {
+		name := d.BrokerName
+		if l.topic {
+			if !d.TopicLevel {
+				continue
+			}
+			name = d.Name
+		}
+		if v, ok := l.m[name]; ok {
+			out = append(out, &adminv1.ConfigSynonym{Name: name, Value: v, Source: l.src})
+			if l.src == adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT {
+				return out
+			}
+		}
+	}
+	return append(out, &adminv1.ConfigSynonym{Name: d.BrokerName, Value: d.Default, Source: adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT})
 }
 
 // brokerEntity maps a broker resource name to its config entity: "" is the
@@ -231,11 +272,15 @@ func (c *core) nextConfig(r *adminv1.AlterConfigsResource) (map[string]string, *
 		return nil, nil, "", kerr.BadField(kerr.InvalidRequest, "type", "resource type must be TOPIC or BROKER")
 	}
 	next := maps.Clone(cur)
-	if next == nil {
+	if next == nil || r.GetReplace() {
+		// A whole set replaces every key (Kafka's AlterConfigs).
 		next = map[string]string{}
 	}
 	seen := map[string]bool{}
 	for _, op := range r.GetOps() {
+		if r.GetReplace() && op.GetOp() != adminv1.ConfigOpType_CONFIG_OP_TYPE_SET {
+			return nil, nil, "", kerr.BadField(kerr.InvalidRequest, "op", "config %q: a whole set (replace) holds only SET ops", op.GetName())
+		}
 		if seen[op.GetName()] {
 			return nil, nil, "", kerr.BadField(kerr.InvalidRequest, op.GetName(), "config %q is named more than once in one resource", op.GetName())
 		}

@@ -12,6 +12,7 @@ import (
 	"tidemark.io/services/controller/internal/placement"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
 )
 
 // A broker started with --config log.retention.ms=60000 (a topic default,
@@ -196,4 +197,63 @@ func TestCompactionLagConflictIsRefused(t *testing.T) {
 	if c := kerr.Code(alt.GetResults()[0].GetErrorCode()); c != kerr.InvalidConfig {
 		t.Errorf("AlterConfigs min.compaction.lag.ms=5 max.compaction.lag.ms=1: %v, want INVALID_CONFIG", c)
 	}
+}
+
+// A replacing alteration (Kafka's AlterConfigs) is the resource's whole
+// set: keys it does not name are removed in the same write, and a DELETE
+// op in it is refused.
+func TestReplacingAlterationIsTheWholeSet(t *testing.T) {
+	c := newCore(&commonv1.Node{Id: 100}, 1, slog.New(slog.DiscardHandler), policy{}, nil)
+	c.topics["t"] = &topic{name: "t", config: map[string]string{"retention.ms": "1000", "segment.ms": "60000"}}
+	res := &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: "t"}
+	set := &adminv1.ConfigOp{Name: "min.insync.replicas", Value: "2", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET}
+	next, _, _, err := c.nextConfig(&adminv1.AlterConfigsResource{Resource: res, Replace: true, Ops: []*adminv1.ConfigOp{set}})
+	if err != nil || len(next) != 1 || next["min.insync.replicas"] != "2" {
+		t.Fatalf("whole set {min.insync.replicas=2}: %v %v, want only min.insync.replicas=2", next, err)
+	}
+	del := &adminv1.ConfigOp{Name: "retention.ms", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE}
+	if _, _, _, err := c.nextConfig(&adminv1.AlterConfigsResource{Resource: res, Replace: true, Ops: []*adminv1.ConfigOp{set, del}}); kerr.As(err).Code != kerr.InvalidRequest {
+		t.Fatalf("a DELETE in a whole set: %v, want INVALID_REQUEST", err)
+	}
+	// Without replace the other overrides stay.
+	next, _, _, err = c.nextConfig(&adminv1.AlterConfigsResource{Resource: res, Ops: []*adminv1.ConfigOp{set}})
+	if err != nil || len(next) != 3 {
+		t.Fatalf("incremental SET: %v %v, want three overrides", next, err)
+	}
+}
+
+// Synonyms list every layer setting a config, highest first, ending with
+// the default; a topic's own override comes under its topic-level name,
+// the broker layers under the broker-level name (Kafka's order).
+func TestSynonymsInKafkasOrder(t *testing.T) {
+	d, _ := lookupTopicDef(t, "retention.ms")
+	layers := []synonymLayer{
+		{map[string]string{"retention.ms": "1"}, adminv1.ConfigSource_CONFIG_SOURCE_TOPIC, true},
+		{map[string]string{"log.retention.ms": "2"}, adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER, false},
+		{nil, adminv1.ConfigSource_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, false},
+		{map[string]string{"log.retention.ms": "4", "retention.ms": "x"}, adminv1.ConfigSource_CONFIG_SOURCE_STATIC_BROKER_CONFIG, false},
+		{map[string]string{}, adminv1.ConfigSource_CONFIG_SOURCE_DEFAULT, false},
+	}
+	var got []string
+	for _, s := range synonyms(d, layers) {
+		got = append(got, s.GetName()+"="+s.GetValue()+"/"+s.GetSource().String())
+	}
+	want := "retention.ms=1/CONFIG_SOURCE_TOPIC log.retention.ms=2/CONFIG_SOURCE_DYNAMIC_BROKER log.retention.ms=4/CONFIG_SOURCE_STATIC_BROKER_CONFIG log.retention.ms=604800000/CONFIG_SOURCE_DEFAULT"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("synonyms %v, want %s", got, want)
+	}
+	// The controller's settings, reported as the default, stand for it.
+	layers[4].m = map[string]string{"log.retention.ms": "5"}
+	if s := synonyms(d, layers[3:]); len(s) != 2 || s[1].GetValue() != "5" {
+		t.Fatalf("synonyms under the controller's settings: %v, want static 4 then default 5", s)
+	}
+}
+
+func lookupTopicDef(t *testing.T, name string) (topicconfig.Def, bool) {
+	t.Helper()
+	d, ok := topicconfig.Lookup(topicconfig.ScopeTopic, name)
+	if !ok {
+		t.Fatalf("no topic config %s", name)
+	}
+	return d, ok
 }

@@ -2026,8 +2026,13 @@ func (x *ConfigResource) GetName() string {
 }
 
 type DescribeConfigsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resources     []*ConfigResource      `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Resources []*ConfigResource      `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	// The broker whose view a topic is described in: its per-broker dynamic
+	// and static layers come between the cluster-wide default and the
+	// controller's settings (Kafka answers from the broker asked). Unset:
+	// the controller's own view.
+	ForBroker     *int32 `protobuf:"varint,2,opt,name=for_broker,json=forBroker,proto3,oneof" json:"for_broker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2067,6 +2072,13 @@ func (x *DescribeConfigsRequest) GetResources() []*ConfigResource {
 		return x.Resources
 	}
 	return nil
+}
+
+func (x *DescribeConfigsRequest) GetForBroker() int32 {
+	if x != nil && x.ForBroker != nil {
+		return *x.ForBroker
+	}
+	return 0
 }
 
 type DescribeConfigsResponse struct {
@@ -2182,12 +2194,18 @@ func (x *ConfigDescription) GetEntries() []*ConfigEntry {
 }
 
 type ConfigEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	Source        ConfigSource           `protobuf:"varint,3,opt,name=source,proto3,enum=tidemark.admin.v1.ConfigSource" json:"source,omitempty"`
-	Dynamic       bool                   `protobuf:"varint,4,opt,name=dynamic,proto3" json:"dynamic,omitempty"`
-	Doc           string                 `protobuf:"bytes,5,opt,name=doc,proto3" json:"doc,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value   string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Source  ConfigSource           `protobuf:"varint,3,opt,name=source,proto3,enum=tidemark.admin.v1.ConfigSource" json:"source,omitempty"`
+	Dynamic bool                   `protobuf:"varint,4,opt,name=dynamic,proto3" json:"dynamic,omitempty"`
+	Doc     string                 `protobuf:"bytes,5,opt,name=doc,proto3" json:"doc,omitempty"`
+	// Every layer that sets this config, highest precedence first, the
+	// entry's own value first (Kafka's DescribeConfigs synonyms): a topic's
+	// override, then its broker-level name (log.retention.ms for
+	// retention.ms) in the dynamic per-broker, dynamic cluster-wide and
+	// static layers, then the default.
+	Synonyms      []*ConfigSynonym `protobuf:"bytes,6,rep,name=synonyms,proto3" json:"synonyms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2257,6 +2275,73 @@ func (x *ConfigEntry) GetDoc() string {
 	return ""
 }
 
+func (x *ConfigEntry) GetSynonyms() []*ConfigSynonym {
+	if x != nil {
+		return x.Synonyms
+	}
+	return nil
+}
+
+type ConfigSynonym struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Source        ConfigSource           `protobuf:"varint,3,opt,name=source,proto3,enum=tidemark.admin.v1.ConfigSource" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigSynonym) Reset() {
+	*x = ConfigSynonym{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigSynonym) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigSynonym) ProtoMessage() {}
+
+func (x *ConfigSynonym) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigSynonym.ProtoReflect.Descriptor instead.
+func (*ConfigSynonym) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ConfigSynonym) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigSynonym) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *ConfigSynonym) GetSource() ConfigSource {
+	if x != nil {
+		return x.Source
+	}
+	return ConfigSource_CONFIG_SOURCE_UNSPECIFIED
+}
+
 type ConfigOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2268,7 +2353,7 @@ type ConfigOp struct {
 
 func (x *ConfigOp) Reset() {
 	*x = ConfigOp{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2365,7 @@ func (x *ConfigOp) String() string {
 func (*ConfigOp) ProtoMessage() {}
 
 func (x *ConfigOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2378,7 @@ func (x *ConfigOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigOp.ProtoReflect.Descriptor instead.
 func (*ConfigOp) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConfigOp) GetName() string {
@@ -2327,7 +2412,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2424,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2437,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AlterConfigsRequest) GetResources() []*AlterConfigsResource {
@@ -2370,16 +2455,20 @@ func (x *AlterConfigsRequest) GetValidateOnly() bool {
 }
 
 type AlterConfigsResource struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resource      *ConfigResource        `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
-	Ops           []*ConfigOp            `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Resource *ConfigResource        `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	Ops      []*ConfigOp            `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	// The ops' SETs are the resource's whole set of configs: every key they
+	// do not name is removed, in the same write (Kafka's AlterConfigs, API
+	// 33). DELETE ops are refused with it.
+	Replace       bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AlterConfigsResource) Reset() {
 	*x = AlterConfigsResource{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2480,7 @@ func (x *AlterConfigsResource) String() string {
 func (*AlterConfigsResource) ProtoMessage() {}
 
 func (x *AlterConfigsResource) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2493,7 @@ func (x *AlterConfigsResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResource.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResource) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AlterConfigsResource) GetResource() *ConfigResource {
@@ -2421,6 +2510,13 @@ func (x *AlterConfigsResource) GetOps() []*ConfigOp {
 	return nil
 }
 
+func (x *AlterConfigsResource) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
 type AlterConfigsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*AlterConfigsResult  `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -2430,7 +2526,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2538,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2551,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AlterConfigsResponse) GetResults() []*AlterConfigsResult {
@@ -2476,7 +2572,7 @@ type AlterConfigsResult struct {
 
 func (x *AlterConfigsResult) Reset() {
 	*x = AlterConfigsResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2584,7 @@ func (x *AlterConfigsResult) String() string {
 func (*AlterConfigsResult) ProtoMessage() {}
 
 func (x *AlterConfigsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2597,7 @@ func (x *AlterConfigsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResult.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AlterConfigsResult) GetResource() *ConfigResource {
@@ -2542,7 +2638,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2650,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2663,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() ElectionType {
@@ -2607,7 +2703,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2715,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2728,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectLeadersResult {
@@ -2658,7 +2754,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2766,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2779,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -2740,7 +2836,7 @@ type WatchClusterRequest struct {
 
 func (x *WatchClusterRequest) Reset() {
 	*x = WatchClusterRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +2848,7 @@ func (x *WatchClusterRequest) String() string {
 func (*WatchClusterRequest) ProtoMessage() {}
 
 func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +2861,7 @@ func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterRequest.ProtoReflect.Descriptor instead.
 func (*WatchClusterRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchClusterRequest) GetTopics() []string {
@@ -2796,7 +2892,7 @@ type WatchClusterResponse struct {
 
 func (x *WatchClusterResponse) Reset() {
 	*x = WatchClusterResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +2904,7 @@ func (x *WatchClusterResponse) String() string {
 func (*WatchClusterResponse) ProtoMessage() {}
 
 func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +2917,7 @@ func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterResponse.ProtoReflect.Descriptor instead.
 func (*WatchClusterResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchClusterResponse) GetTime() int64 {
@@ -2884,7 +2980,7 @@ type PartitionView struct {
 
 func (x *PartitionView) Reset() {
 	*x = PartitionView{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +2992,7 @@ func (x *PartitionView) String() string {
 func (*PartitionView) ProtoMessage() {}
 
 func (x *PartitionView) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3005,7 @@ func (x *PartitionView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionView.ProtoReflect.Descriptor instead.
 func (*PartitionView) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PartitionView) GetTopic() string {
@@ -3059,7 +3155,7 @@ type ReplicaView struct {
 
 func (x *ReplicaView) Reset() {
 	*x = ReplicaView{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3167,7 @@ func (x *ReplicaView) String() string {
 func (*ReplicaView) ProtoMessage() {}
 
 func (x *ReplicaView) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3180,7 @@ func (x *ReplicaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaView.ProtoReflect.Descriptor instead.
 func (*ReplicaView) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReplicaView) GetBrokerId() int32 {
@@ -3166,7 +3262,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3274,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3287,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetPartitions() []*ReassignablePartition {
@@ -3214,7 +3310,7 @@ type ReassignablePartition struct {
 
 func (x *ReassignablePartition) Reset() {
 	*x = ReassignablePartition{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3322,7 @@ func (x *ReassignablePartition) String() string {
 func (*ReassignablePartition) ProtoMessage() {}
 
 func (x *ReassignablePartition) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3335,7 @@ func (x *ReassignablePartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignablePartition.ProtoReflect.Descriptor instead.
 func (*ReassignablePartition) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReassignablePartition) GetTopic() string {
@@ -3272,7 +3368,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3284,7 +3380,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3297,7 +3393,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*ReassignmentResult {
@@ -3321,7 +3417,7 @@ type ReassignmentResult struct {
 
 func (x *ReassignmentResult) Reset() {
 	*x = ReassignmentResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3333,7 +3429,7 @@ func (x *ReassignmentResult) String() string {
 func (*ReassignmentResult) ProtoMessage() {}
 
 func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3346,7 +3442,7 @@ func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignmentResult.ProtoReflect.Descriptor instead.
 func (*ReassignmentResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReassignmentResult) GetTopic() string {
@@ -3387,7 +3483,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3495,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3508,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetPartitions() []*v1.TopicPartition {
@@ -3431,7 +3527,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3539,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3552,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingReassignment {
@@ -3485,7 +3581,7 @@ type OngoingReassignment struct {
 
 func (x *OngoingReassignment) Reset() {
 	*x = OngoingReassignment{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3593,7 @@ func (x *OngoingReassignment) String() string {
 func (*OngoingReassignment) ProtoMessage() {}
 
 func (x *OngoingReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3606,7 @@ func (x *OngoingReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OngoingReassignment.ProtoReflect.Descriptor instead.
 func (*OngoingReassignment) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *OngoingReassignment) GetTopic() string {
@@ -3588,7 +3684,7 @@ type ReplicaMoveProgress struct {
 
 func (x *ReplicaMoveProgress) Reset() {
 	*x = ReplicaMoveProgress{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3696,7 @@ func (x *ReplicaMoveProgress) String() string {
 func (*ReplicaMoveProgress) ProtoMessage() {}
 
 func (x *ReplicaMoveProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3709,7 @@ func (x *ReplicaMoveProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMoveProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaMoveProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReplicaMoveProgress) GetBrokerId() int32 {
@@ -3679,7 +3775,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3787,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3800,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsTopic {
@@ -3741,7 +3837,7 @@ type CreatePartitionsTopic struct {
 
 func (x *CreatePartitionsTopic) Reset() {
 	*x = CreatePartitionsTopic{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3753,7 +3849,7 @@ func (x *CreatePartitionsTopic) String() string {
 func (*CreatePartitionsTopic) ProtoMessage() {}
 
 func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3766,7 +3862,7 @@ func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsTopic.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsTopic) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreatePartitionsTopic) GetName() string {
@@ -3799,7 +3895,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +3907,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +3920,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CreatePartitionsResponse) GetResults() []*CreatePartitionsResult {
@@ -3848,7 +3944,7 @@ type CreatePartitionsResult struct {
 
 func (x *CreatePartitionsResult) Reset() {
 	*x = CreatePartitionsResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +3956,7 @@ func (x *CreatePartitionsResult) String() string {
 func (*CreatePartitionsResult) ProtoMessage() {}
 
 func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +3969,7 @@ func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResult.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreatePartitionsResult) GetName() string {
@@ -3914,7 +4010,7 @@ type DescribeUserScramCredentialsRequest struct {
 
 func (x *DescribeUserScramCredentialsRequest) Reset() {
 	*x = DescribeUserScramCredentialsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4022,7 @@ func (x *DescribeUserScramCredentialsRequest) String() string {
 func (*DescribeUserScramCredentialsRequest) ProtoMessage() {}
 
 func (x *DescribeUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4035,7 @@ func (x *DescribeUserScramCredentialsRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribeUserScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeUserScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DescribeUserScramCredentialsRequest) GetUsers() []string {
@@ -3958,7 +4054,7 @@ type DescribeUserScramCredentialsResponse struct {
 
 func (x *DescribeUserScramCredentialsResponse) Reset() {
 	*x = DescribeUserScramCredentialsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4066,7 @@ func (x *DescribeUserScramCredentialsResponse) String() string {
 func (*DescribeUserScramCredentialsResponse) ProtoMessage() {}
 
 func (x *DescribeUserScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4079,7 @@ func (x *DescribeUserScramCredentialsResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribeUserScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeUserScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DescribeUserScramCredentialsResponse) GetResults() []*UserScramCredentials {
@@ -4007,7 +4103,7 @@ type UserScramCredentials struct {
 
 func (x *UserScramCredentials) Reset() {
 	*x = UserScramCredentials{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4019,7 +4115,7 @@ func (x *UserScramCredentials) String() string {
 func (*UserScramCredentials) ProtoMessage() {}
 
 func (x *UserScramCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4032,7 +4128,7 @@ func (x *UserScramCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserScramCredentials.ProtoReflect.Descriptor instead.
 func (*UserScramCredentials) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UserScramCredentials) GetUser() string {
@@ -4074,7 +4170,7 @@ type ScramCredentialInfo struct {
 
 func (x *ScramCredentialInfo) Reset() {
 	*x = ScramCredentialInfo{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4086,7 +4182,7 @@ func (x *ScramCredentialInfo) String() string {
 func (*ScramCredentialInfo) ProtoMessage() {}
 
 func (x *ScramCredentialInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4099,7 +4195,7 @@ func (x *ScramCredentialInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialInfo.ProtoReflect.Descriptor instead.
 func (*ScramCredentialInfo) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ScramCredentialInfo) GetMechanism() string {
@@ -4126,7 +4222,7 @@ type AlterUserScramCredentialsRequest struct {
 
 func (x *AlterUserScramCredentialsRequest) Reset() {
 	*x = AlterUserScramCredentialsRequest{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4234,7 @@ func (x *AlterUserScramCredentialsRequest) String() string {
 func (*AlterUserScramCredentialsRequest) ProtoMessage() {}
 
 func (x *AlterUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4247,7 @@ func (x *AlterUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUserScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*AlterUserScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{60}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AlterUserScramCredentialsRequest) GetDeletions() []*ScramCredentialDeletion {
@@ -4178,7 +4274,7 @@ type ScramCredentialDeletion struct {
 
 func (x *ScramCredentialDeletion) Reset() {
 	*x = ScramCredentialDeletion{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4286,7 @@ func (x *ScramCredentialDeletion) String() string {
 func (*ScramCredentialDeletion) ProtoMessage() {}
 
 func (x *ScramCredentialDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4299,7 @@ func (x *ScramCredentialDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialDeletion.ProtoReflect.Descriptor instead.
 func (*ScramCredentialDeletion) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{61}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ScramCredentialDeletion) GetUser() string {
@@ -4235,7 +4331,7 @@ type ScramCredentialUpsertion struct {
 
 func (x *ScramCredentialUpsertion) Reset() {
 	*x = ScramCredentialUpsertion{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4343,7 @@ func (x *ScramCredentialUpsertion) String() string {
 func (*ScramCredentialUpsertion) ProtoMessage() {}
 
 func (x *ScramCredentialUpsertion) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4356,7 @@ func (x *ScramCredentialUpsertion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialUpsertion.ProtoReflect.Descriptor instead.
 func (*ScramCredentialUpsertion) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{62}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ScramCredentialUpsertion) GetUser() string {
@@ -4307,7 +4403,7 @@ type AlterUserScramCredentialsResponse struct {
 
 func (x *AlterUserScramCredentialsResponse) Reset() {
 	*x = AlterUserScramCredentialsResponse{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4415,7 @@ func (x *AlterUserScramCredentialsResponse) String() string {
 func (*AlterUserScramCredentialsResponse) ProtoMessage() {}
 
 func (x *AlterUserScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4428,7 @@ func (x *AlterUserScramCredentialsResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use AlterUserScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*AlterUserScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{63}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AlterUserScramCredentialsResponse) GetResults() []*AlterUserScramCredentialsResult {
@@ -4353,7 +4449,7 @@ type AlterUserScramCredentialsResult struct {
 
 func (x *AlterUserScramCredentialsResult) Reset() {
 	*x = AlterUserScramCredentialsResult{}
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4365,7 +4461,7 @@ func (x *AlterUserScramCredentialsResult) String() string {
 func (*AlterUserScramCredentialsResult) ProtoMessage() {}
 
 func (x *AlterUserScramCredentialsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4378,7 +4474,7 @@ func (x *AlterUserScramCredentialsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUserScramCredentialsResult.ProtoReflect.Descriptor instead.
 func (*AlterUserScramCredentialsResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{64}
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AlterUserScramCredentialsResult) GetUser() string {
@@ -4555,9 +4651,12 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\"_\n" +
 	"\x0eConfigResource\x129\n" +
 	"\x04type\x18\x01 \x01(\x0e2%.tidemark.admin.v1.ConfigResourceTypeR\x04type\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"Y\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x8c\x01\n" +
 	"\x16DescribeConfigsRequest\x12?\n" +
-	"\tresources\x18\x01 \x03(\v2!.tidemark.admin.v1.ConfigResourceR\tresources\"Y\n" +
+	"\tresources\x18\x01 \x03(\v2!.tidemark.admin.v1.ConfigResourceR\tresources\x12\"\n" +
+	"\n" +
+	"for_broker\x18\x02 \x01(\x05H\x00R\tforBroker\x88\x01\x01B\r\n" +
+	"\v_for_broker\"Y\n" +
 	"\x17DescribeConfigsResponse\x12>\n" +
 	"\aresults\x18\x01 \x03(\v2$.tidemark.admin.v1.ConfigDescriptionR\aresults\"\xef\x01\n" +
 	"\x11ConfigDescription\x12=\n" +
@@ -4565,23 +4664,29 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x128\n" +
-	"\aentries\x18\x04 \x03(\v2\x1e.tidemark.admin.v1.ConfigEntryR\aentries\"\x9c\x01\n" +
+	"\aentries\x18\x04 \x03(\v2\x1e.tidemark.admin.v1.ConfigEntryR\aentries\"\xda\x01\n" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x127\n" +
 	"\x06source\x18\x03 \x01(\x0e2\x1f.tidemark.admin.v1.ConfigSourceR\x06source\x12\x18\n" +
 	"\adynamic\x18\x04 \x01(\bR\adynamic\x12\x10\n" +
-	"\x03doc\x18\x05 \x01(\tR\x03doc\"e\n" +
+	"\x03doc\x18\x05 \x01(\tR\x03doc\x12<\n" +
+	"\bsynonyms\x18\x06 \x03(\v2 .tidemark.admin.v1.ConfigSynonymR\bsynonyms\"r\n" +
+	"\rConfigSynonym\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x127\n" +
+	"\x06source\x18\x03 \x01(\x0e2\x1f.tidemark.admin.v1.ConfigSourceR\x06source\"e\n" +
 	"\bConfigOp\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12/\n" +
 	"\x02op\x18\x03 \x01(\x0e2\x1f.tidemark.admin.v1.ConfigOpTypeR\x02op\"\x81\x01\n" +
 	"\x13AlterConfigsRequest\x12E\n" +
 	"\tresources\x18\x01 \x03(\v2'.tidemark.admin.v1.AlterConfigsResourceR\tresources\x12#\n" +
-	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"\x84\x01\n" +
+	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"\x9e\x01\n" +
 	"\x14AlterConfigsResource\x12=\n" +
 	"\bresource\x18\x01 \x01(\v2!.tidemark.admin.v1.ConfigResourceR\bresource\x12-\n" +
-	"\x03ops\x18\x02 \x03(\v2\x1b.tidemark.admin.v1.ConfigOpR\x03ops\"W\n" +
+	"\x03ops\x18\x02 \x03(\v2\x1b.tidemark.admin.v1.ConfigOpR\x03ops\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\"W\n" +
 	"\x14AlterConfigsResponse\x12?\n" +
 	"\aresults\x18\x01 \x03(\v2%.tidemark.admin.v1.AlterConfigsResultR\aresults\"\xb6\x01\n" +
 	"\x12AlterConfigsResult\x12=\n" +
@@ -4799,7 +4904,7 @@ func file_tidemark_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_tidemark_admin_v1_admin_proto_goTypes = []any{
 	(ConfigResourceType)(0),                      // 0: tidemark.admin.v1.ConfigResourceType
 	(ConfigSource)(0),                            // 1: tidemark.admin.v1.ConfigSource
@@ -4837,153 +4942,156 @@ var file_tidemark_admin_v1_admin_proto_goTypes = []any{
 	(*DescribeConfigsResponse)(nil),              // 33: tidemark.admin.v1.DescribeConfigsResponse
 	(*ConfigDescription)(nil),                    // 34: tidemark.admin.v1.ConfigDescription
 	(*ConfigEntry)(nil),                          // 35: tidemark.admin.v1.ConfigEntry
-	(*ConfigOp)(nil),                             // 36: tidemark.admin.v1.ConfigOp
-	(*AlterConfigsRequest)(nil),                  // 37: tidemark.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResource)(nil),                 // 38: tidemark.admin.v1.AlterConfigsResource
-	(*AlterConfigsResponse)(nil),                 // 39: tidemark.admin.v1.AlterConfigsResponse
-	(*AlterConfigsResult)(nil),                   // 40: tidemark.admin.v1.AlterConfigsResult
-	(*ElectLeadersRequest)(nil),                  // 41: tidemark.admin.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                 // 42: tidemark.admin.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),                   // 43: tidemark.admin.v1.ElectLeadersResult
-	(*WatchClusterRequest)(nil),                  // 44: tidemark.admin.v1.WatchClusterRequest
-	(*WatchClusterResponse)(nil),                 // 45: tidemark.admin.v1.WatchClusterResponse
-	(*PartitionView)(nil),                        // 46: tidemark.admin.v1.PartitionView
-	(*ReplicaView)(nil),                          // 47: tidemark.admin.v1.ReplicaView
-	(*AlterPartitionReassignmentsRequest)(nil),   // 48: tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	(*ReassignablePartition)(nil),                // 49: tidemark.admin.v1.ReassignablePartition
-	(*AlterPartitionReassignmentsResponse)(nil),  // 50: tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	(*ReassignmentResult)(nil),                   // 51: tidemark.admin.v1.ReassignmentResult
-	(*ListPartitionReassignmentsRequest)(nil),    // 52: tidemark.admin.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),   // 53: tidemark.admin.v1.ListPartitionReassignmentsResponse
-	(*OngoingReassignment)(nil),                  // 54: tidemark.admin.v1.OngoingReassignment
-	(*ReplicaMoveProgress)(nil),                  // 55: tidemark.admin.v1.ReplicaMoveProgress
-	(*CreatePartitionsRequest)(nil),              // 56: tidemark.admin.v1.CreatePartitionsRequest
-	(*CreatePartitionsTopic)(nil),                // 57: tidemark.admin.v1.CreatePartitionsTopic
-	(*CreatePartitionsResponse)(nil),             // 58: tidemark.admin.v1.CreatePartitionsResponse
-	(*CreatePartitionsResult)(nil),               // 59: tidemark.admin.v1.CreatePartitionsResult
-	(*DescribeUserScramCredentialsRequest)(nil),  // 60: tidemark.admin.v1.DescribeUserScramCredentialsRequest
-	(*DescribeUserScramCredentialsResponse)(nil), // 61: tidemark.admin.v1.DescribeUserScramCredentialsResponse
-	(*UserScramCredentials)(nil),                 // 62: tidemark.admin.v1.UserScramCredentials
-	(*ScramCredentialInfo)(nil),                  // 63: tidemark.admin.v1.ScramCredentialInfo
-	(*AlterUserScramCredentialsRequest)(nil),     // 64: tidemark.admin.v1.AlterUserScramCredentialsRequest
-	(*ScramCredentialDeletion)(nil),              // 65: tidemark.admin.v1.ScramCredentialDeletion
-	(*ScramCredentialUpsertion)(nil),             // 66: tidemark.admin.v1.ScramCredentialUpsertion
-	(*AlterUserScramCredentialsResponse)(nil),    // 67: tidemark.admin.v1.AlterUserScramCredentialsResponse
-	(*AlterUserScramCredentialsResult)(nil),      // 68: tidemark.admin.v1.AlterUserScramCredentialsResult
-	nil,                                          // 69: tidemark.admin.v1.TopicSpec.ConfigsEntry
-	nil,                                          // 70: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
-	nil,                                          // 71: tidemark.admin.v1.TopicDescription.ConfigsEntry
-	(v1.ErrorCode)(0),                            // 72: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                              // 73: tidemark.common.v1.Node
-	(*v1.TopicPartition)(nil),                    // 74: tidemark.common.v1.TopicPartition
-	(*v11.ClusterEvent)(nil),                     // 75: tidemark.control.v1.ClusterEvent
+	(*ConfigSynonym)(nil),                        // 36: tidemark.admin.v1.ConfigSynonym
+	(*ConfigOp)(nil),                             // 37: tidemark.admin.v1.ConfigOp
+	(*AlterConfigsRequest)(nil),                  // 38: tidemark.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResource)(nil),                 // 39: tidemark.admin.v1.AlterConfigsResource
+	(*AlterConfigsResponse)(nil),                 // 40: tidemark.admin.v1.AlterConfigsResponse
+	(*AlterConfigsResult)(nil),                   // 41: tidemark.admin.v1.AlterConfigsResult
+	(*ElectLeadersRequest)(nil),                  // 42: tidemark.admin.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                 // 43: tidemark.admin.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                   // 44: tidemark.admin.v1.ElectLeadersResult
+	(*WatchClusterRequest)(nil),                  // 45: tidemark.admin.v1.WatchClusterRequest
+	(*WatchClusterResponse)(nil),                 // 46: tidemark.admin.v1.WatchClusterResponse
+	(*PartitionView)(nil),                        // 47: tidemark.admin.v1.PartitionView
+	(*ReplicaView)(nil),                          // 48: tidemark.admin.v1.ReplicaView
+	(*AlterPartitionReassignmentsRequest)(nil),   // 49: tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	(*ReassignablePartition)(nil),                // 50: tidemark.admin.v1.ReassignablePartition
+	(*AlterPartitionReassignmentsResponse)(nil),  // 51: tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	(*ReassignmentResult)(nil),                   // 52: tidemark.admin.v1.ReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),    // 53: tidemark.admin.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),   // 54: tidemark.admin.v1.ListPartitionReassignmentsResponse
+	(*OngoingReassignment)(nil),                  // 55: tidemark.admin.v1.OngoingReassignment
+	(*ReplicaMoveProgress)(nil),                  // 56: tidemark.admin.v1.ReplicaMoveProgress
+	(*CreatePartitionsRequest)(nil),              // 57: tidemark.admin.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),                // 58: tidemark.admin.v1.CreatePartitionsTopic
+	(*CreatePartitionsResponse)(nil),             // 59: tidemark.admin.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),               // 60: tidemark.admin.v1.CreatePartitionsResult
+	(*DescribeUserScramCredentialsRequest)(nil),  // 61: tidemark.admin.v1.DescribeUserScramCredentialsRequest
+	(*DescribeUserScramCredentialsResponse)(nil), // 62: tidemark.admin.v1.DescribeUserScramCredentialsResponse
+	(*UserScramCredentials)(nil),                 // 63: tidemark.admin.v1.UserScramCredentials
+	(*ScramCredentialInfo)(nil),                  // 64: tidemark.admin.v1.ScramCredentialInfo
+	(*AlterUserScramCredentialsRequest)(nil),     // 65: tidemark.admin.v1.AlterUserScramCredentialsRequest
+	(*ScramCredentialDeletion)(nil),              // 66: tidemark.admin.v1.ScramCredentialDeletion
+	(*ScramCredentialUpsertion)(nil),             // 67: tidemark.admin.v1.ScramCredentialUpsertion
+	(*AlterUserScramCredentialsResponse)(nil),    // 68: tidemark.admin.v1.AlterUserScramCredentialsResponse
+	(*AlterUserScramCredentialsResult)(nil),      // 69: tidemark.admin.v1.AlterUserScramCredentialsResult
+	nil,                                          // 70: tidemark.admin.v1.TopicSpec.ConfigsEntry
+	nil,                                          // 71: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	nil,                                          // 72: tidemark.admin.v1.TopicDescription.ConfigsEntry
+	(v1.ErrorCode)(0),                            // 73: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                              // 74: tidemark.common.v1.Node
+	(*v1.TopicPartition)(nil),                    // 75: tidemark.common.v1.TopicPartition
+	(*v11.ClusterEvent)(nil),                     // 76: tidemark.control.v1.ClusterEvent
 }
 var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: tidemark.admin.v1.CreateAclsRequest.creations:type_name -> tidemark.admin.v1.AclBinding
 	8,  // 1: tidemark.admin.v1.CreateAclsResponse.results:type_name -> tidemark.admin.v1.AclResult
-	72, // 2: tidemark.admin.v1.AclResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	73, // 2: tidemark.admin.v1.AclResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	5,  // 3: tidemark.admin.v1.DescribeAclsRequest.filter:type_name -> tidemark.admin.v1.AclBindingFilter
 	4,  // 4: tidemark.admin.v1.DescribeAclsResponse.bindings:type_name -> tidemark.admin.v1.AclBinding
 	5,  // 5: tidemark.admin.v1.DeleteAclsRequest.filters:type_name -> tidemark.admin.v1.AclBindingFilter
 	13, // 6: tidemark.admin.v1.DeleteAclsResponse.results:type_name -> tidemark.admin.v1.DeleteAclsResult
-	72, // 7: tidemark.admin.v1.DeleteAclsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	73, // 7: tidemark.admin.v1.DeleteAclsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	4,  // 8: tidemark.admin.v1.DeleteAclsResult.deleted:type_name -> tidemark.admin.v1.AclBinding
 	15, // 9: tidemark.admin.v1.CreateTopicsRequest.topics:type_name -> tidemark.admin.v1.TopicSpec
 	16, // 10: tidemark.admin.v1.TopicSpec.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	69, // 11: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
+	70, // 11: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
 	18, // 12: tidemark.admin.v1.CreateTopicsResponse.results:type_name -> tidemark.admin.v1.CreateTopicResult
-	72, // 13: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	73, // 13: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	16, // 14: tidemark.admin.v1.CreateTopicResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	70, // 15: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	71, // 15: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
 	21, // 16: tidemark.admin.v1.DeleteTopicsResponse.results:type_name -> tidemark.admin.v1.DeleteTopicResult
-	72, // 17: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	73, // 17: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	24, // 18: tidemark.admin.v1.DescribeTopicsResponse.topics:type_name -> tidemark.admin.v1.TopicDescription
-	72, // 19: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	73, // 19: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	25, // 20: tidemark.admin.v1.TopicDescription.partitions:type_name -> tidemark.admin.v1.PartitionDescription
-	71, // 21: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
-	73, // 22: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
+	72, // 21: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
+	74, // 22: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
 	28, // 23: tidemark.admin.v1.DescribeClusterResponse.controllers:type_name -> tidemark.admin.v1.ControllerInfo
 	29, // 24: tidemark.admin.v1.DescribeClusterResponse.brokers:type_name -> tidemark.admin.v1.BrokerInfo
-	73, // 25: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
-	73, // 26: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
+	74, // 25: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
+	74, // 26: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
 	30, // 27: tidemark.admin.v1.BrokerInfo.offline_log_dirs:type_name -> tidemark.admin.v1.OfflineLogDir
 	0,  // 28: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
 	31, // 29: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
 	34, // 30: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
 	31, // 31: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
-	72, // 32: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	73, // 32: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	35, // 33: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
 	1,  // 34: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
-	2,  // 35: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
-	38, // 36: tidemark.admin.v1.AlterConfigsRequest.resources:type_name -> tidemark.admin.v1.AlterConfigsResource
-	31, // 37: tidemark.admin.v1.AlterConfigsResource.resource:type_name -> tidemark.admin.v1.ConfigResource
-	36, // 38: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
-	40, // 39: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
-	31, // 40: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
-	72, // 41: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	3,  // 42: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
-	74, // 43: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
-	43, // 44: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
-	72, // 45: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	27, // 46: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
-	46, // 47: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
-	75, // 48: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
-	47, // 49: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
-	49, // 50: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
-	51, // 51: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
-	72, // 52: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	74, // 53: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
-	54, // 54: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
-	55, // 55: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
-	57, // 56: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
-	16, // 57: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	59, // 58: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
-	72, // 59: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	16, // 60: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	62, // 61: tidemark.admin.v1.DescribeUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.UserScramCredentials
-	72, // 62: tidemark.admin.v1.UserScramCredentials.error_code:type_name -> tidemark.common.v1.ErrorCode
-	63, // 63: tidemark.admin.v1.UserScramCredentials.credentials:type_name -> tidemark.admin.v1.ScramCredentialInfo
-	65, // 64: tidemark.admin.v1.AlterUserScramCredentialsRequest.deletions:type_name -> tidemark.admin.v1.ScramCredentialDeletion
-	66, // 65: tidemark.admin.v1.AlterUserScramCredentialsRequest.upsertions:type_name -> tidemark.admin.v1.ScramCredentialUpsertion
-	68, // 66: tidemark.admin.v1.AlterUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.AlterUserScramCredentialsResult
-	72, // 67: tidemark.admin.v1.AlterUserScramCredentialsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	14, // 68: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
-	19, // 69: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
-	22, // 70: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
-	26, // 71: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
-	32, // 72: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
-	37, // 73: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
-	41, // 74: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
-	44, // 75: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
-	48, // 76: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	52, // 77: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
-	56, // 78: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
-	6,  // 79: tidemark.admin.v1.AdminService.CreateAcls:input_type -> tidemark.admin.v1.CreateAclsRequest
-	9,  // 80: tidemark.admin.v1.AdminService.DescribeAcls:input_type -> tidemark.admin.v1.DescribeAclsRequest
-	11, // 81: tidemark.admin.v1.AdminService.DeleteAcls:input_type -> tidemark.admin.v1.DeleteAclsRequest
-	60, // 82: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:input_type -> tidemark.admin.v1.DescribeUserScramCredentialsRequest
-	64, // 83: tidemark.admin.v1.AdminService.AlterUserScramCredentials:input_type -> tidemark.admin.v1.AlterUserScramCredentialsRequest
-	17, // 84: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
-	20, // 85: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
-	23, // 86: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
-	27, // 87: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
-	33, // 88: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
-	39, // 89: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
-	42, // 90: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
-	45, // 91: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
-	50, // 92: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	53, // 93: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
-	58, // 94: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
-	7,  // 95: tidemark.admin.v1.AdminService.CreateAcls:output_type -> tidemark.admin.v1.CreateAclsResponse
-	10, // 96: tidemark.admin.v1.AdminService.DescribeAcls:output_type -> tidemark.admin.v1.DescribeAclsResponse
-	12, // 97: tidemark.admin.v1.AdminService.DeleteAcls:output_type -> tidemark.admin.v1.DeleteAclsResponse
-	61, // 98: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:output_type -> tidemark.admin.v1.DescribeUserScramCredentialsResponse
-	67, // 99: tidemark.admin.v1.AdminService.AlterUserScramCredentials:output_type -> tidemark.admin.v1.AlterUserScramCredentialsResponse
-	84, // [84:100] is the sub-list for method output_type
-	68, // [68:84] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	36, // 35: tidemark.admin.v1.ConfigEntry.synonyms:type_name -> tidemark.admin.v1.ConfigSynonym
+	1,  // 36: tidemark.admin.v1.ConfigSynonym.source:type_name -> tidemark.admin.v1.ConfigSource
+	2,  // 37: tidemark.admin.v1.ConfigOp.op:type_name -> tidemark.admin.v1.ConfigOpType
+	39, // 38: tidemark.admin.v1.AlterConfigsRequest.resources:type_name -> tidemark.admin.v1.AlterConfigsResource
+	31, // 39: tidemark.admin.v1.AlterConfigsResource.resource:type_name -> tidemark.admin.v1.ConfigResource
+	37, // 40: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
+	41, // 41: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
+	31, // 42: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
+	73, // 43: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 44: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
+	75, // 45: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	44, // 46: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
+	73, // 47: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	27, // 48: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
+	47, // 49: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
+	76, // 50: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
+	48, // 51: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
+	50, // 52: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
+	52, // 53: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
+	73, // 54: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	75, // 55: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	55, // 56: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
+	56, // 57: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
+	58, // 58: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
+	16, // 59: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	60, // 60: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
+	73, // 61: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	16, // 62: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
+	63, // 63: tidemark.admin.v1.DescribeUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.UserScramCredentials
+	73, // 64: tidemark.admin.v1.UserScramCredentials.error_code:type_name -> tidemark.common.v1.ErrorCode
+	64, // 65: tidemark.admin.v1.UserScramCredentials.credentials:type_name -> tidemark.admin.v1.ScramCredentialInfo
+	66, // 66: tidemark.admin.v1.AlterUserScramCredentialsRequest.deletions:type_name -> tidemark.admin.v1.ScramCredentialDeletion
+	67, // 67: tidemark.admin.v1.AlterUserScramCredentialsRequest.upsertions:type_name -> tidemark.admin.v1.ScramCredentialUpsertion
+	69, // 68: tidemark.admin.v1.AlterUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.AlterUserScramCredentialsResult
+	73, // 69: tidemark.admin.v1.AlterUserScramCredentialsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	14, // 70: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
+	19, // 71: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
+	22, // 72: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
+	26, // 73: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
+	32, // 74: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
+	38, // 75: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
+	42, // 76: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
+	45, // 77: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
+	49, // 78: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	53, // 79: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
+	57, // 80: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
+	6,  // 81: tidemark.admin.v1.AdminService.CreateAcls:input_type -> tidemark.admin.v1.CreateAclsRequest
+	9,  // 82: tidemark.admin.v1.AdminService.DescribeAcls:input_type -> tidemark.admin.v1.DescribeAclsRequest
+	11, // 83: tidemark.admin.v1.AdminService.DeleteAcls:input_type -> tidemark.admin.v1.DeleteAclsRequest
+	61, // 84: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:input_type -> tidemark.admin.v1.DescribeUserScramCredentialsRequest
+	65, // 85: tidemark.admin.v1.AdminService.AlterUserScramCredentials:input_type -> tidemark.admin.v1.AlterUserScramCredentialsRequest
+	17, // 86: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
+	20, // 87: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
+	23, // 88: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
+	27, // 89: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
+	33, // 90: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
+	40, // 91: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
+	43, // 92: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
+	46, // 93: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
+	51, // 94: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	54, // 95: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
+	59, // 96: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
+	7,  // 97: tidemark.admin.v1.AdminService.CreateAcls:output_type -> tidemark.admin.v1.CreateAclsResponse
+	10, // 98: tidemark.admin.v1.AdminService.DescribeAcls:output_type -> tidemark.admin.v1.DescribeAclsResponse
+	12, // 99: tidemark.admin.v1.AdminService.DeleteAcls:output_type -> tidemark.admin.v1.DeleteAclsResponse
+	62, // 100: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:output_type -> tidemark.admin.v1.DescribeUserScramCredentialsResponse
+	68, // 101: tidemark.admin.v1.AdminService.AlterUserScramCredentials:output_type -> tidemark.admin.v1.AlterUserScramCredentialsResponse
+	86, // [86:102] is the sub-list for method output_type
+	70, // [70:86] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_admin_v1_admin_proto_init() }
@@ -4992,14 +5100,15 @@ func file_tidemark_admin_v1_admin_proto_init() {
 		return
 	}
 	file_tidemark_admin_v1_admin_proto_msgTypes[1].OneofWrappers = []any{}
-	file_tidemark_admin_v1_admin_proto_msgTypes[43].OneofWrappers = []any{}
+	file_tidemark_admin_v1_admin_proto_msgTypes[28].OneofWrappers = []any{}
+	file_tidemark_admin_v1_admin_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_admin_v1_admin_proto_rawDesc), len(file_tidemark_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   68,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
