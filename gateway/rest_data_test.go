@@ -124,6 +124,18 @@ func testProduceFetch(t *testing.T, e *env) {
 			t.Fatalf("list offsets %s: %v, want %d", spec, &lo, want)
 		}
 	}
+	// The first record carrying the largest timestamp.
+	want := f.GetRecords()[0]
+	for _, r := range f.GetRecords() {
+		if r.GetTimestamp() > want.GetTimestamp() {
+			want = r
+		}
+	}
+	var lo brokerv1.ListOffsetsResponse
+	e.call(http.MethodGet, ordersPath+"/offsets?spec=OFFSET_SPEC_MAX_TIMESTAMP", nil, &lo)
+	if lo.GetOffset() != want.GetOffset() || lo.GetTimestamp() != want.GetTimestamp() {
+		t.Fatalf("list offsets OFFSET_SPEC_MAX_TIMESTAMP: %v, want offset %d timestamp %d", &lo, want.GetOffset(), want.GetTimestamp())
+	}
 	// acks=0 answers at once, without offsets.
 	e.call(http.MethodPost, ordersPath+"/records", produceBody(0, "three"), &p)
 	if p.GetBaseOffset() != -1 {

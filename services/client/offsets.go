@@ -16,7 +16,7 @@ const (
 )
 
 // OffsetSpec selects what ListOffsets looks up. Build one with Earliest,
-// Latest or AtTime.
+// Latest, AtTime or MaxTimestamp.
 type OffsetSpec struct {
 	spec brokerv1.OffsetSpec
 	ts   int64
@@ -33,9 +33,17 @@ func AtTime(t time.Time) OffsetSpec {
 	return OffsetSpec{spec: brokerv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, ts: t.UnixMilli()}
 }
 
+// MaxTimestamp is the first record carrying the partition's largest
+// timestamp (Kafka's MAX_TIMESTAMP), with that timestamp; offset -1 when
+// the partition is empty or that record is not yet below the high watermark.
+func MaxTimestamp() OffsetSpec {
+	return OffsetSpec{spec: brokerv1.OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP}
+}
+
 // ListedOffset is a ListOffsets answer.
 type ListedOffset struct {
-	// Offset is -1 when no record has a timestamp at or after the one asked.
+	// Offset is -1 when no record has a timestamp at or after the one asked
+	// (for MaxTimestamp: none below the high watermark carries the largest).
 	Offset      int64
 	Timestamp   int64 // ms since the epoch, when the broker knows it
 	LeaderEpoch int32

@@ -59,7 +59,7 @@ func getOffsetsFlags(r *getOffsetsRun) *pflag.FlagSet {
 	fs.StringVar(&r.topicPartitions, "topic-partitions", "", "comma-separated topic-partition patterns: topic1:1,topic2:0-3,topic3,topic4:5-,topic5:-3 (a topic regex, then a partition, a range [lower, upper) or none for all)")
 	fs.StringVar(&r.topic, "topic", "", "the topic to get the offsets for, a regular expression; every topic when not given (not with --topic-partitions)")
 	fs.StringVar(&r.partitions, "partitions", "", "comma-separated partition ids; every partition when not given (not with --topic-partitions)")
-	fs.StringVar(&r.time, "time", "latest", "<timestamp> / -1 or latest / -2 or earliest / -3 or max-timestamp: the offsets of the first record at or after the timestamp")
+	fs.StringVar(&r.time, "time", "latest", "<timestamp> / -1 or latest / -2 or earliest / -3 or max-timestamp: the offsets of the first record at or after the timestamp (max-timestamp: of the first record carrying the largest timestamp)")
 	fs.StringVar(&r.commandConfig, "command-config", "", "a properties file of client settings (security.protocol=SSL and PEM ssl.truststore.*/ssl.keystore.*)")
 	fs.BoolVar(&r.excludeInternal, "exclude-internal-topics", false, "exclude internal topics (included by default)")
 	fs.BoolP("help", "h", false, "print usage information")
@@ -268,14 +268,6 @@ func (r *getOffsetsRun) run(stdout, stderr io.Writer) error {
 	sort.Slice(selected, func(i, j int) bool {
 		return fmt.Sprintf("%s-%d", selected[i].topic, selected[i].partition) < fmt.Sprintf("%s-%d", selected[j].topic, selected[j].partition)
 	})
-	if r.timestamp == -3 {
-		// ListOffsets v7 (max timestamp, KIP-734) is not served by
-		// tidemark's listener; the Java admin client refuses the spec.
-		for _, s := range selected {
-			fmt.Fprintf(stderr, "Skip getting offsets for topic-partition %s-%d due to error: org.apache.kafka.common.errors.UnsupportedVersionException: Broker %d does not support MAX_TIMESTAMP offset spec\n", s.topic, s.partition, s.leader)
-		}
-		return nil
-	}
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	byTopic := map[string]int{}

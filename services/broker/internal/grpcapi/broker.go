@@ -364,7 +364,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	return status.FromContextError(stream.Context().Err()).Err()
 }
 
-// ListOffsets answers earliest, latest and by-timestamp lookups.
+// ListOffsets answers earliest, latest, by-timestamp and max-timestamp lookups.
 func (b *Broker) ListOffsets(ctx context.Context, req *brokerv1.ListOffsetsRequest) (*brokerv1.ListOffsetsResponse, error) {
 	epoch := req.GetCurrentLeaderEpoch()
 	if epoch == 0 {
@@ -388,8 +388,10 @@ func (b *Broker) ListOffsetsAtEpoch(_ context.Context, req *brokerv1.ListOffsets
 		spec = replica.OffsetLatest
 	case brokerv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
 		spec = replica.OffsetTimestamp
+	case brokerv1.OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP:
+		spec = replica.OffsetMaxTimestamp
 	default:
-		return nil, kerr.BadField(kerr.InvalidRequest, "spec", "must be OFFSET_SPEC_EARLIEST, OFFSET_SPEC_LATEST or OFFSET_SPEC_TIMESTAMP")
+		return nil, kerr.BadField(kerr.InvalidRequest, "spec", "must be OFFSET_SPEC_EARLIEST, OFFSET_SPEC_LATEST, OFFSET_SPEC_TIMESTAMP or OFFSET_SPEC_MAX_TIMESTAMP")
 	}
 	off, ts, le, err := b.RM.ListOffsets(tp, spec, req.GetTimestamp(), epoch)
 	if err != nil {

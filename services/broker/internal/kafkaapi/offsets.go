@@ -13,14 +13,22 @@ import (
 
 // Kafka's special ListOffsets timestamps.
 const (
-	listLatest   = -1
-	listEarliest = -2
+	listLatest       = -1
+	listEarliest     = -2
+	listMaxTimestamp = -3 // v7+, KIP-734
+	// v8+, KIP-1005: the first offset kept on the broker's own disk, and
+	// the last offset tiered storage holds.
+	listEarliestLocal = -4
+	listLatestTiered  = -5
 )
 
 // handleListOffsets looks each partition up through the gRPC ListOffsets
 // handler: earliest (log start), latest (the HW; with no transactions also
-// the last stable offset a read_committed consumer asks for) or the first
-// offset at or after a timestamp.
+// the last stable offset a read_committed consumer asks for), the first
+// offset at or after a timestamp, or the first record carrying the largest
+// timestamp. tidemark has no tiered storage, so, as Kafka without it,
+// earliest-local is the log start and latest-tiered is offset -1 (after the
+// same leader checks).
 func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -45,8 +53,10 @@ func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Req
 			switch {
 			case p.Timestamp == listLatest:
 				greq.Spec = brokerv1.OffsetSpec_OFFSET_SPEC_LATEST
-			case p.Timestamp == listEarliest:
+			case p.Timestamp == listEarliest, p.Timestamp == listEarliestLocal, p.Timestamp == listLatestTiered:
 				greq.Spec = brokerv1.OffsetSpec_OFFSET_SPEC_EARLIEST
+			case p.Timestamp == listMaxTimestamp:
+				greq.Spec = brokerv1.OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP
 			case p.Timestamp >= 0:
 				greq.Spec = brokerv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP
 			}
@@ -56,7 +66,7 @@ func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Req
 				err = kerr.New(kerr.InvalidRequest, "the partition is named more than once in the request")
 			}
 			if err == nil && greq.Spec == brokerv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED {
-				err = kerr.BadField(kerr.InvalidRequest, "timestamp", "%d is not a timestamp, -1 (latest) or -2 (earliest)", p.Timestamp)
+				err = kerr.BadField(kerr.InvalidRequest, "timestamp", "%d is not a timestamp, -1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest local) or -5 (latest tiered)", p.Timestamp)
 			}
 			if err == nil {
 				gresp, err = s.opts.Broker.ListOffsetsAtEpoch(ctx, greq, p.CurrentLeaderEpoch)
@@ -65,6 +75,9 @@ func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Req
 				rp.ErrorCode = code(err)
 			} else {
 				rp.Offset, rp.Timestamp, rp.LeaderEpoch = gresp.GetOffset(), gresp.GetTimestamp(), gresp.GetLeaderEpoch()
+				if p.Timestamp == listLatestTiered {
+					rp.Offset, rp.Timestamp, rp.LeaderEpoch = -1, -1, -1
+				}
 				if req.Version == 0 {
 					rp.OldStyleOffsets = []int64{rp.Offset}
 				}

@@ -22,15 +22,15 @@ type api struct {
 // apis is what the listener advertises in ApiVersions, and nothing else: an
 // API or version outside it is refused. The upper bounds stop where Kafka
 // moves to topic ids in requests (Produce 13, Fetch 13, DeleteTopics 6) or
-// adds semantics tidemark does not have (ListOffsets 7's max timestamp,
-// InitProducerId 5's transactions v2, Metadata 13's top-level error).
+// adds semantics tidemark does not have (ListOffsets 9's timestamp
+// for tiered storage's pending uploads, InitProducerId 5's transactions v2, Metadata 13's top-level error).
 func (s *Server) apis() map[int16]api {
 	m := map[int16]api{
 		int16(kmsg.ApiVersions):                  {VersionRange{0, 3}, s.handleApiVersions},
 		int16(kmsg.Metadata):                     {VersionRange{1, 12}, s.handleMetadata},
 		int16(kmsg.Produce):                      {VersionRange{3, 11}, s.handleProduce},
 		int16(kmsg.Fetch):                        {VersionRange{4, 12}, s.handleFetch},
-		int16(kmsg.ListOffsets):                  {VersionRange{1, 6}, s.handleListOffsets},
+		int16(kmsg.ListOffsets):                  {VersionRange{1, 8}, s.handleListOffsets},
 		int16(kmsg.OffsetForLeaderEpoch):         {VersionRange{2, 4}, s.handleOffsetForLeaderEpoch},
 		int16(kmsg.InitProducerID):               {VersionRange{0, 4}, s.handleInitProducerID},
 		int16(kmsg.CreateTopics):                 {VersionRange{2, 7}, s.handleCreateTopics},

@@ -64,3 +64,9 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 
 // FlushIfDue: see flushIfDue.
 func (l *Log) FlushIfDue() error { return l.note(l.flushIfDue()) }
+
+// MaxTimestampOffset: see maxTimestampOffset.
+func (l *Log) MaxTimestampOffset() (TimestampOffset, bool, error) {
+	to, found, err := l.maxTimestampOffset()
+	return to, found, l.note(err)
+}

@@ -161,7 +161,9 @@ func (m *Manager) rackOf(id int32) string {
 }
 
 // ListOffsets answers earliest (log start), latest (the HW, what consumers
-// can read) and by timestamp (the first offset at or after it, below the HW).
+// can read), by timestamp (the first offset at or after it, below the HW)
+// and max timestamp (the first record carrying the largest timestamp, if it
+// is below the HW).
 func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpoch int32) (offset, timestamp int64, epoch int32, err error) {
 	r, err := m.hosted(tp)
 	if err != nil {
@@ -209,8 +211,23 @@ func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpo
 			return -1, -1, -1, nil
 		}
 		return to.Offset, to.Timestamp, to.LeaderEpoch, nil
+	case OffsetMaxTimestamp:
+		// As Kafka's fetchOffsetForTimestamp: the log's largest timestamp
+		// is found whatever the HW, and answered only when its record is
+		// below it; otherwise as a timestamp nothing reaches.
+		to, found, err := r.log.MaxTimestampOffset()
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if !found || to.Offset >= hw {
+			if err := lagging(); err != nil {
+				return 0, 0, 0, err
+			}
+			return -1, -1, -1, nil
+		}
+		return to.Offset, to.Timestamp, to.LeaderEpoch, nil
 	}
-	return 0, 0, 0, kerr.BadField(kerr.InvalidRequest, "spec", "must be EARLIEST, LATEST or TIMESTAMP")
+	return 0, 0, 0, kerr.BadField(kerr.InvalidRequest, "spec", "must be EARLIEST, LATEST, TIMESTAMP or MAX_TIMESTAMP")
 }
 
 // OffsetSpec selects what ListOffsets looks up.
@@ -220,6 +237,7 @@ const (
 	OffsetEarliest OffsetSpec = iota + 1
 	OffsetLatest
 	OffsetTimestamp
+	OffsetMaxTimestamp
 )
 
 // EpochEndOffset answers OffsetForLeaderEpoch on the leader: the largest

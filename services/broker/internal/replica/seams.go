@@ -28,6 +28,9 @@ type Log interface {
 	// ReadInto is Read into buf when its capacity suffices (pooled buffers).
 	ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
 	OffsetForTimestamp(ts, upperBound int64) (logstore.TimestampOffset, bool, error)
+	// MaxTimestampOffset is the first record carrying the log's largest
+	// timestamp, whatever the HW.
+	MaxTimestampOffset() (logstore.TimestampOffset, bool, error)
 	// EpochForOffset is the leader epoch offset was written in.
 	EpochForOffset(offset int64) int32
 	LogEndOffset() int64

@@ -35,6 +35,10 @@ const (
 	OffsetSpec_OFFSET_SPEC_LATEST OffsetSpec = 2
 	// The first offset whose timestamp is at or after the given timestamp.
 	OffsetSpec_OFFSET_SPEC_TIMESTAMP OffsetSpec = 3
+	// The first record carrying the partition's largest timestamp (Kafka's
+	// MAX_TIMESTAMP, KIP-734), if it is below the high watermark; offset -1
+	// otherwise.
+	OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP OffsetSpec = 4
 )
 
 // Enum value maps for OffsetSpec.
@@ -44,12 +48,14 @@ var (
 		1: "OFFSET_SPEC_EARLIEST",
 		2: "OFFSET_SPEC_LATEST",
 		3: "OFFSET_SPEC_TIMESTAMP",
+		4: "OFFSET_SPEC_MAX_TIMESTAMP",
 	}
 	OffsetSpec_value = map[string]int32{
-		"OFFSET_SPEC_UNSPECIFIED": 0,
-		"OFFSET_SPEC_EARLIEST":    1,
-		"OFFSET_SPEC_LATEST":      2,
-		"OFFSET_SPEC_TIMESTAMP":   3,
+		"OFFSET_SPEC_UNSPECIFIED":   0,
+		"OFFSET_SPEC_EARLIEST":      1,
+		"OFFSET_SPEC_LATEST":        2,
+		"OFFSET_SPEC_TIMESTAMP":     3,
+		"OFFSET_SPEC_MAX_TIMESTAMP": 4,
 	}
 )
 
@@ -1626,13 +1632,14 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*v\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\x95\x01\n" +
 	"\n" +
 	"OffsetSpec\x12\x1b\n" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\x8e\x05\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x03\x12\x1d\n" +
+	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x042\x8e\x05\n" +
 	"\rBrokerService\x12R\n" +
 	"\aProduce\x12\".tidemark.broker.v1.ProduceRequest\x1a#.tidemark.broker.v1.ProduceResponse\x12h\n" +
 	"\rProduceStream\x12(.tidemark.broker.v1.ProduceStreamRequest\x1a).tidemark.broker.v1.ProduceStreamResponse(\x010\x01\x12L\n" +
