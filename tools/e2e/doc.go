@@ -21,7 +21,10 @@
 // the gateway, every container as user 65532. After it is healthy the
 // harness copies the pki volume out of the exited pki container, and the
 // tests' clients present its admin certificate; security_test.go checks the
-// refusals and the processes' users on the running stack.
+// refusals and the processes' users on the running stack, and
+// sasl_test.go the brokers' SASL_SSL listener: SCRAM users, ACLs made with
+// kafka-acls.sh, a franz-go client on the host logging in with a password,
+// and Kafka's scripts run inside a broker's container.
 //
 // TestNoteLabPythonDemos starts a second project beside it, the learning
 // note's lab (deploy/note, project tidemark-e2e-note, Kafka ports

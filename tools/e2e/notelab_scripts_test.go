@@ -233,4 +233,37 @@ func TestNoteLabKafkaScripts(t *testing.T) {
 	}
 	tl.mark("docker compose start kafka1")
 	describe("--under-replicated-partitions, kafka1 back", none, inKafka2("--bootstrap-server", "kafka2:19092", "--describe", "--under-replicated-partitions"))
+
+	// The console tools' round trip: lines typed into
+	// kafka-console-producer.sh (acks=all) come out of
+	// kafka-console-consumer.sh in a group, which kafka-consumer-groups.sh
+	// then describes at the log end.
+	const group = "learn.09.readers"
+	var lines []string
+	for i := range 9 {
+		lines = append(lines, fmt.Sprintf("order-%d", i))
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer pcancel()
+	produce := exec.CommandContext(pctx, s.compose[0], append(append([]string{}, s.compose[1:]...), "-p", noteLabProject, "exec", "-T", "kafka2",
+		"/opt/kafka/bin/kafka-console-producer.sh", "--bootstrap-server", "kafka2:19092", "--topic", topic, "--producer-property", "acks=all")...)
+	produce.Dir, produce.Env, produce.WaitDelay = dir, env, 5*time.Second
+	produce.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if out, err := produce.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("kafka-console-producer.sh: %v\n%s", err, out)
+	}
+	out, err = script("kafka2", "kafka-console-consumer.sh", "--bootstrap-server", "kafka2:19092", "--topic", topic,
+		"--group", group, "--from-beginning", "--max-messages", fmt.Sprint(len(lines)))
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, lines) {
+		t.Fatalf("kafka-console-consumer.sh --max-messages %d printed %q, want %q: %v", len(lines), got, lines, err)
+	}
+	tl.mark("kafka-console-producer.sh | kafka-console-consumer.sh --group %s: %d lines", group, len(lines))
+	out, err = script("kafka2", "kafka-consumer-groups.sh", "--bootstrap-server", "kafka2:19092", "--describe", "--group", group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGroupDescribe(t, out, group, topic, len(lines))
+	tl.mark("kafka-consumer-groups.sh --describe --group %s:\n%s", group, strings.TrimSpace(out))
 }
