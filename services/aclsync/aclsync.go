@@ -6,6 +6,7 @@ package aclsync
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -71,7 +72,10 @@ func follow(ctx context.Context, store *metastore.Store, to Target, log *slog.Lo
 		}
 		publish(held, to, warned, log)
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("the watch ended")
 }
 
 // publish hands the held bindings to the target; an invalid one is logged

@@ -253,7 +253,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	}
 	rmRef.Store(b.rm)
 
-	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), FaultInjection: cfg.FaultInjection, Logger: log, Registry: tel.Registry})
+	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), FaultInjection: cfg.FaultInjection, Logger: log, Registry: tel.Registry,
+		StoredBindings: len(cfg.Etcd.Endpoints) > 0})
 	if err != nil {
 		return fail(err)
 	}

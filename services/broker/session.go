@@ -66,6 +66,11 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	}
 	r := &registrar{b: b, cli: cli, store: store, events: events}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	// The ACL bindings first: users' requests wait for them (authz
+	// StoredBindings), and a fast restart's registration below may wait
+	// out its previous lease.
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); aclsync.Run(r.ctx, store, b.authz, b.log) }()
 	if err := r.checkClusterID(ctx); err != nil {
 		r.cancel()
 		r.wg.Wait()
@@ -79,9 +84,8 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 		return nil, err
 	}
 	b.fence.start()
-	r.wg.Add(4)
+	r.wg.Add(3)
 	go func() { defer r.wg.Done(); r.keepRegistered() }()
-	go func() { defer r.wg.Done(); aclsync.Run(r.ctx, store, b.authz, b.log) }()
 	go func() { defer r.wg.Done(); r.sessionLoop() }()
 	go func() { defer r.wg.Done(); b.producerIDs.runPrefetch(r.ctx) }()
 	return r, nil

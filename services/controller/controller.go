@@ -110,7 +110,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Controller, er
 	if tp := tel.Tracing(); tp != nil {
 		c.office.tracer = tp.Tracer("tidemark/controller")
 	}
-	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), Logger: log, Registry: tel.Registry})
+	az, err := authz.New(authz.Options{Config: cfg.Authz, TLS: cfg.TLS.Enabled(), Logger: log, Registry: tel.Registry, StoredBindings: true})
 	if err != nil {
 		_ = lis.Close()
 		_ = cli.Close()

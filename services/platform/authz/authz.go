@@ -83,6 +83,12 @@ type Options struct {
 	Logger      *slog.Logger
 	// Registry, when set, gets tidemark_authz_denied_total.
 	Registry prometheus.Registerer
+	// StoredBindings: ACL bindings kept in etcd are in force besides the
+	// file's, given by SetStored. Until the first SetStored a user's
+	// request waits for it (storedWait at most, then it is refused; super
+	// users do not wait): a deny kept there must not be missed while they
+	// load, as Kafka's authorizer loads its ACLs before the broker serves.
+	StoredBindings bool
 }
 
 // Authorizer is one server's authorization.
@@ -94,8 +100,13 @@ type Authorizer struct {
 	// stored are the bindings kept in etcd (SetStored); in force together
 	// with the file's rules.
 	stored atomic.Pointer[ACL]
-	denied *prometheus.CounterVec
-	logged *denialLog
+	// storedPending: StoredBindings and no SetStored yet; storedLoaded is
+	// closed by the first SetStored.
+	storedPending atomic.Bool
+	storedLoaded  chan struct{}
+	storedWait    time.Duration
+	denied        *prometheus.CounterVec
+	logged        *denialLog
 }
 
 // New reads the ACL file (an error names its bad line) and, over
@@ -108,6 +119,8 @@ func New(o Options) (*Authorizer, error) {
 		o.ReloadEvery = time.Second
 	}
 	a := &Authorizer{opts: o, log: logging.OrDiscard(o.Logger), super: map[string]bool{}, logged: newDenialLog(10 * time.Second)}
+	a.storedPending.Store(o.StoredBindings)
+	a.storedLoaded, a.storedWait = make(chan struct{}), 5*time.Second
 	for _, u := range o.SuperUsers {
 		a.super[u] = true
 	}
@@ -161,6 +174,25 @@ func (a *Authorizer) ruleSets() []*ACL { return []*ACL{a.acl(), a.stored.Load()}
 func (a *Authorizer) SetStored(acl *ACL) {
 	if a != nil {
 		a.stored.Store(acl)
+		if a.storedPending.CompareAndSwap(true, false) {
+			close(a.storedLoaded)
+		}
+	}
+}
+
+// awaitStored reports whether the stored bindings are in force, waiting
+// for their first load (storedWait at most) when they are not yet.
+func (a *Authorizer) awaitStored() bool {
+	if !a.storedPending.Load() {
+		return true
+	}
+	t := time.NewTimer(a.storedWait)
+	defer t.Stop()
+	select {
+	case <-a.storedLoaded:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
@@ -167,5 +168,44 @@ func TestACLFileRulesWithHostsAndPrefixes(t *testing.T) {
 	}
 	if _, err := Parse(strings.NewReader("allow User:a Read Topic:t host=nowhere\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("bad host: %v", err)
+	}
+}
+
+// While the bindings kept in etcd are not loaded, no user is allowed
+// anything, not even what the file allows: a deny kept there must not be
+// missed; a request waits for them, and is refused if they do not come.
+// Super users are not held up.
+func TestNothingIsAllowedBeforeTheStoredBindingsLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(file, []byte("allow User:alice Read Topic:logs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Config: Config{ACLFile: file, SuperUsers: []string{"User:admin"}}, TLS: true, StoredBindings: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.storedWait = 10 * time.Millisecond
+	alice := identity.With(context.Background(), identity.ForUser("alice"))
+	admin := identity.With(context.Background(), identity.ForUser("admin"))
+	if a.Allowed(alice, Read, TopicNamed("logs")) {
+		t.Error("the file's allow decided before the stored bindings (which may deny it) were loaded")
+	}
+	// A request that comes while they load waits for them.
+	a.storedWait = time.Minute
+	decided := make(chan bool)
+	go func() { decided <- a.Allowed(alice, Read, TopicNamed("logs")) }()
+	a.SetStored(RulesOf([]Binding{bind("TOPIC", "logs", "LITERAL", "User:alice", "*", "READ", "DENY")}, nil))
+	if <-decided {
+		t.Error("a request waiting for the stored bindings was allowed past their deny")
+	}
+	if !a.Allowed(admin, Read, TopicNamed("logs")) {
+		t.Error("a super user was held up by the stored bindings' load")
+	}
+	if a.Allowed(alice, Read, TopicNamed("logs")) {
+		t.Error("the stored deny is not in force once loaded")
+	}
+	a.SetStored(RulesOf(nil, nil))
+	if !a.Allowed(alice, Read, TopicNamed("logs")) {
+		t.Error("the file's allow is not in force once the stored bindings (none) are loaded")
 	}
 }

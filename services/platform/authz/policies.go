@@ -583,11 +583,11 @@ type decider struct {
 }
 
 func (d decider) allowed(op Operation, res Resource) bool {
-	return d.a.isSuper(d.p) || allows(d.a.ruleSets(), d.p, d.host, op, res)
+	return d.a.isSuper(d.p) || d.a.awaitStored() && allows(d.a.ruleSets(), d.p, d.host, op, res)
 }
 
 func (d decider) allowedAny(op Operation, t ResourceType) bool {
-	return d.a.isSuper(d.p) || allowsAny(d.a.ruleSets(), d.p, d.host, op, t)
+	return d.a.isSuper(d.p) || d.a.awaitStored() && allowsAny(d.a.ruleSets(), d.p, d.host, op, t)
 }
 
 // need refuses unless p may do op on res.
@@ -605,6 +605,9 @@ func (d decider) refuse(op Operation, res Resource) error {
 		code = kerr.TopicAuthorizationFailed
 	case Group:
 		code = kerr.GroupAuthorizationFailed
+	}
+	if d.a.storedPending.Load() {
+		return kerr.New(code, "%s is not allowed %s on %s: the ACL bindings kept in etcd did not load in time", d.p, op, res)
 	}
 	return kerr.New(code, "%s is not allowed %s on %s", d.p, op, res)
 }
