@@ -24,9 +24,9 @@ type Target interface {
 }
 
 // Run follows the bindings until ctx ends. Until the first load succeeds
-// the target holds none: stored bindings only ever add allows and denies to
-// the file's rules, and a deny not yet loaded is the same as one written a
-// moment later.
+// the target has none, and an authorizer told to expect them
+// (authz.Options.StoredBindings) holds users' requests until it does, so
+// a stored deny is never missed while a process starts.
 func Run(ctx context.Context, store *metastore.Store, to Target, log *slog.Logger) {
 	for ctx.Err() == nil {
 		err := follow(ctx, store, to, log)

@@ -343,11 +343,16 @@ func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	cfg := c.brokerCfg[id]
 	cfg.Listener = c.takeHeld(BrokerName(id), cfg.Listen)
 	cfg.KafkaListener = c.takeHeld(kafkaName(id), cfg.KafkaListen)
-	b := startOnce(c.T, fmt.Sprintf("start broker %d", id), cfg.Listener != nil || cfg.KafkaListener != nil, func() (*broker.Broker, error) {
+	held := cfg.Listener != nil || cfg.KafkaListener != nil || cfg.KafkaNamedListeners != nil
+	b := startOnce(c.T, fmt.Sprintf("start broker %d", id), held, func() (*broker.Broker, error) {
 		return broker.Start(context.Background(), cfg, c.log.With("node", BrokerName(id)))
 	})
 	c.mu.Lock()
 	c.brokers[id] = b
+	// Named Kafka listeners an Adjust bound serve the first start only: a
+	// restart binds the same addresses (--kafka.listeners) itself.
+	cfg.KafkaNamedListeners = nil
+	c.brokerCfg[id] = cfg
 	c.mu.Unlock()
 	return b
 }

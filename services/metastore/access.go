@@ -26,7 +26,7 @@ type Permission struct {
 	Key    string
 	Prefix bool
 	Write  bool
-	// Why the role needs it, for documentation and `tidemark etcd roles`.
+	// Why the role needs it, for readers of the role table (DESIGN.md).
 	Why string
 }
 
@@ -48,7 +48,7 @@ func Roles(prefix string) []Role {
 		}},
 		{Name: ControllerRole, Permissions: []Permission{
 			{Key: k.all(), Prefix: true, Write: true, Why: "elect itself (controller, controller_epoch), register (controllers/<id>), " +
-				"write assignments, partition states, configs, deletions, producer id blocks and the cluster id, " +
+				"write assignments, partition states, configs, users' SCRAM credentials, ACL bindings, deletions, producer id blocks and the cluster id, " +
 				"watch the brokers' registrations, and delete a dead broker's registration and revoke its lease"},
 		}},
 		{Name: AdminRole, Permissions: []Permission{

@@ -9,7 +9,8 @@
 //
 // TestMain removes whatever an earlier run left behind (`down -v
 // --remove-orphans`), starts the stack with its own host ports (brokers on
-// 19092-19094, controllers on 19190-19191, the gateway on 18080, Jaeger on
+// 19092-19094, their Kafka listeners on 39092-39094 (SSL) and 39192-39194
+// (SASL_SSL), controllers on 19190-19191, the gateway on 18080, Jaeger on
 // 26686 and 14317) and a short replica.lag.time.max.ms, waits until it is
 // healthy, runs the tests in order and takes the stack down again, also when
 // a test fails. Brokers advertise broker-N:<port>, the name their containers

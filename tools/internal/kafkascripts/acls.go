@@ -3,7 +3,6 @@ package kafkascripts
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,21 +55,13 @@ func (e aclEntry) String() string {
 // in force on every broker. Output is Kafka's tool's.
 func ACLs(args []string, stdout, stderr io.Writer) int {
 	r, err := parseACLsFlags(args)
-	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "This tool helps to manage acls on kafka.")
-		fmt.Fprint(stdout, r.fs.FlagUsages())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		if r != nil {
-			fmt.Fprint(stderr, r.fs.FlagUsages())
+	if code, done := parseOutcome(err, "This tool helps to manage acls on kafka.", func() string {
+		if r == nil {
+			return ""
 		}
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
+		return r.fs.FlagUsages()
+	}, stdout, stderr, nil); done {
+		return code
 	}
 	r.stdin = os.Stdin
 	if err := r.run(stdout); err != nil {

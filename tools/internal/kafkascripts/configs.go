@@ -61,19 +61,8 @@ func configsUsage() string {
 // output lines and refusals. Clients and ips (quotas) are refused by name.
 func Configs(args []string, stdout, stderr io.Writer) int {
 	r, err := parseConfigsFlags(args)
-	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics")
-		fmt.Fprint(stdout, configsUsage())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		fmt.Fprint(stderr, configsUsage())
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
+	if code, done := parseOutcome(err, "This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics", configsUsage, stdout, stderr, nil); done {
+		return code
 	}
 	var refused *configRefusal
 	if err := r.run(stdout); errors.As(err, &refused) {

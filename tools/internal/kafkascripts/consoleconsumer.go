@@ -80,19 +80,8 @@ func consumerUsage() string {
 // end, as Kafka's tool prints it.
 func ConsoleConsumer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	r, err := parseConsumerFlags(args)
-	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "This tool helps to read data from Kafka topics and outputs it to standard output.")
-		fmt.Fprint(stdout, consumerUsage())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		fmt.Fprint(stderr, consumerUsage())
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
+	if code, done := parseOutcome(err, "This tool helps to read data from Kafka topics and outputs it to standard output.", consumerUsage, stdout, stderr, nil); done {
+		return code
 	}
 	return r.run(ctx, stdout, stderr)
 }

@@ -77,19 +77,8 @@ func producerUsage() string {
 // (then the first refusal ends it, 1).
 func ConsoleProducer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	r, err := parseProducerFlags(args)
-	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "This tool helps to read data from standard input and publish it to Kafka.")
-		fmt.Fprint(stdout, producerUsage())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		fmt.Fprint(stderr, producerUsage())
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
+	if code, done := parseOutcome(err, "This tool helps to read data from standard input and publish it to Kafka.", producerUsage, stdout, stderr, nil); done {
+		return code
 	}
 	if err := r.run(stdin, stderr); err != nil {
 		fmt.Fprintln(stderr, err)

@@ -99,18 +99,8 @@ func groupsUsage() string {
 func ConsumerGroups(args []string, stdout, stderr io.Writer) int {
 	r, err := parseGroupsFlags(args, stderr)
 	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, or reset consumer group offsets.")
-		fmt.Fprint(stdout, groupsUsage())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		fmt.Fprint(stderr, groupsUsage())
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
+	if code, done := parseOutcome(err, "This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, or reset consumer group offsets.", groupsUsage, stdout, stderr, nil); done {
+		return code
 	}
 	err = r.run(stdout, stderr)
 	switch {

@@ -3,6 +3,7 @@ package kafkascripts
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -57,4 +58,30 @@ func refuseWith(fs *pflag.FlagSet, used string, others ...string) error {
 		}
 	}
 	return nil
+}
+
+// parseOutcome answers what a script's flag parsing returned, as Kafka's
+// scripts do: --help prints about and the usage on stdout (exit 0); a
+// usageError its message and the usage on stderr (exit 1); another error
+// the line errLine makes of it (nil: its text) on stderr (exit 1). done is
+// false when parsing succeeded and the script goes on.
+func parseOutcome(err error, about string, usage func() string, stdout, stderr io.Writer, errLine func(error) string) (code int, done bool) {
+	var refusal usageError
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, pflag.ErrHelp):
+		fmt.Fprintln(stdout, about)
+		fmt.Fprint(stdout, usage())
+		return 0, true
+	case errors.As(err, &refusal):
+		fmt.Fprintln(stderr, refusal.msg)
+		fmt.Fprint(stderr, usage())
+		return 1, true
+	case errLine != nil:
+		fmt.Fprintln(stderr, errLine(err))
+	default:
+		fmt.Fprintln(stderr, err)
+	}
+	return 1, true
 }

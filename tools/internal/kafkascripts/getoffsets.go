@@ -77,19 +77,8 @@ func getOffsetsUsage() string {
 // partition whose offset cannot be had is skipped with a line on stderr.
 func GetOffsets(args []string, stdout, stderr io.Writer) int {
 	r, err := parseGetOffsetsFlags(args)
-	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "An interactive shell for getting topic-partition offsets.")
-		fmt.Fprint(stdout, getOffsetsUsage())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		fmt.Fprint(stderr, getOffsetsUsage())
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, "Error occurred: "+err.Error())
-		return 1
+	if code, done := parseOutcome(err, "An interactive shell for getting topic-partition offsets.", getOffsetsUsage, stdout, stderr, func(err error) string { return "Error occurred: " + err.Error() }); done {
+		return code
 	}
 	if err := r.run(stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "Error occurred: "+err.Error())

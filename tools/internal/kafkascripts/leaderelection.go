@@ -76,7 +76,7 @@ func parseElectionFlags(args []string) (electionRequest, error) {
 		all                                      bool
 	)
 	fs := electionFlags(&bootstrap, &electionType, &topic, &jsonFile, &partition, &all)
-	if err := fs.Parse(args); err != nil {
+	if err := parseKafkaFlags(fs, args); err != nil {
 		return req, err
 	}
 	if fs.NArg() > 0 {

@@ -99,19 +99,8 @@ func reassignUsage() string {
 // moves, and its controllers speak only gRPC.
 func ReassignPartitions(args []string, stdout, stderr io.Writer) int {
 	r, err := parseReassignFlags(args)
-	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "This tool helps to move topic partitions between replicas.")
-		fmt.Fprint(stdout, reassignUsage())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		fmt.Fprint(stderr, reassignUsage())
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
+	if code, done := parseOutcome(err, "This tool helps to move topic partitions between replicas.", reassignUsage, stdout, stderr, nil); done {
+		return code
 	}
 	if err := r.run(stdout); err != nil {
 		var terse terseError

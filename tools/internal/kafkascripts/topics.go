@@ -78,19 +78,8 @@ func topicsUsage() string {
 // ("Error while executing topic command : ...") and exit codes.
 func Topics(args []string, stdout, stderr io.Writer) int {
 	r, err := parseTopicsFlags(args)
-	var usage usageError
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintln(stdout, "This tool helps to create, delete, describe, or change a topic.")
-		fmt.Fprint(stdout, topicsUsage())
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, usage.msg)
-		fmt.Fprint(stderr, topicsUsage())
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
+	if code, done := parseOutcome(err, "This tool helps to create, delete, describe, or change a topic.", topicsUsage, stdout, stderr, nil); done {
+		return code
 	}
 	if err := r.run(stdout); err != nil {
 		fmt.Fprintf(stdout, "Error while executing topic command : %s\n", err)
