@@ -351,8 +351,9 @@ func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	c.brokers[id] = b
 	// Named Kafka listeners an Adjust bound serve the first start only: a
 	// restart binds the same addresses (--kafka.listeners) itself.
-	cfg.KafkaNamedListeners = nil
-	c.brokerCfg[id] = cfg
+	stored := c.brokerCfg[id]
+	stored.KafkaNamedListeners = nil
+	c.brokerCfg[id] = stored
 	c.mu.Unlock()
 	return b
 }
