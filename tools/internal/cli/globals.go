@@ -252,11 +252,6 @@ func (i topicInfo) chosen(partition int32) []int32 {
 	return parts
 }
 
-// checkTopic makes sure the topic (and partition, when >= 0) exists, so that
-// a typo fails at once with UNKNOWN_TOPIC_OR_PARTITION rather than after
-// the producer's metadata wait. A retriable failure (no broker answered, or
-// every one asked is still starting and has no metadata yet) is retried
-// within --command-timeout.
 // topicClient connects to the cluster and checks topic (and partition,
 // unless -1) with checkTopic; the caller closes the client.
 func (g *globals) topicClient(ctx context.Context, topic string, partition int32) (*client.Client, topicInfo, error) {
@@ -272,9 +267,35 @@ func (g *globals) topicClient(ctx context.Context, topic string, partition int32
 	return c, info, nil
 }
 
+// topicSettle is how long checkTopic keeps asking about a topic the
+// broker asked does not know: a topic created a moment ago reaches each
+// broker with the controller's next UpdateMetadata, which a loaded machine
+// may deliver after the creation was answered (Kafka's clients treat the
+// error as retriable too). A typo still fails within it.
+const topicSettle = 2 * time.Second
+
+// checkTopic makes sure the topic (and partition, when >= 0) exists, so that
+// a typo fails soon with UNKNOWN_TOPIC_OR_PARTITION rather than after the
+// producer's metadata wait. A retriable failure (no broker answered, or
+// every one asked is still starting and has no metadata yet) is retried
+// within --command-timeout, an unknown topic or partition within
+// topicSettle.
 func (g *globals) checkTopic(ctx context.Context, c *client.Client, topic string, partition int32) (topicInfo, error) {
 	ctx, cancel := g.opContext(ctx)
 	defer cancel()
+	settled := time.Now().Add(topicSettle)
+	for attempt := 0; ; attempt++ {
+		info, err := lookTopic(ctx, c, topic, partition)
+		if kerr.CodeOf(err) != kerr.UnknownTopicOrPartition || time.Now().After(settled) ||
+			!sleepCtx(ctx, min(client.DefaultRetryBackoff<<min(attempt, 4), client.DefaultRetryBackoffMax, time.Until(settled))) {
+			return info, err
+		}
+	}
+}
+
+// lookTopic is one look at topic (and partition) through the metadata,
+// retrying only what no broker could answer.
+func lookTopic(ctx context.Context, c *client.Client, topic string, partition int32) (topicInfo, error) {
 	resp, err := c.Metadata(ctx, topic)
 	for attempt := 0; err != nil && kerr.CodeOf(err).Retriable(); attempt++ {
 		if !sleepCtx(ctx, min(client.DefaultRetryBackoff<<min(attempt, 4), client.DefaultRetryBackoffMax)) {
