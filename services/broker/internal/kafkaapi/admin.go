@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +51,7 @@ func (s *Server) adminFor(ctx context.Context, d time.Duration) (adminv1.AdminSe
 // other count below 1 is refused here, as Kafka does, not taken as the
 // default, and so is a topic with a config of null value (checkTopic).
 func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
+	arrived := time.Now()
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	greq := &adminv1.CreateTopicsRequest{ValidateOnly: req.ValidateOnly, TimeoutMs: req.TimeoutMillis}
@@ -97,9 +99,21 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *reqCtx, kreq kmsg.Re
 		return fail(err)
 	}
 	meta := s.opts.RM.Meta()
+	// timeout_ms counts from the request's arrival, the controller's part
+	// included (the forwarded call has more, for the way there).
+	announced, stopWaiting := context.WithDeadline(ctx, arrived.Add(time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond))
+	defer stopWaiting()
 	for _, r := range gresp.GetResults() {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.ErrorCode, rt.ErrorMessage = r.GetName(), protoCode(r.GetErrorCode()), optMessage(r.GetErrorMessage())
+		// As Kafka's broker, answer a created topic once this broker's
+		// metadata has it led, within timeout_ms: a client asking this
+		// broker next finds it (and the answer carries its id).
+		if rt.ErrorCode == 0 && !req.ValidateOnly && req.TimeoutMillis > 0 &&
+			!meta.WaitAnnounced(announced, r.GetName(), r.GetNumPartitions()) {
+			rt.ErrorCode = int16(kerr.RequestTimedOut)
+			rt.ErrorMessage = optMessage(fmt.Sprintf("topic %s was created, but this broker did not learn its partition leaders within timeout_ms %d", r.GetName(), req.TimeoutMillis))
+		}
 		rt.TopicID = topicUUID(meta.TopicID(r.GetName()))
 		if rt.ErrorCode == 0 {
 			rt.NumPartitions, rt.ReplicationFactor = r.GetNumPartitions(), int16(r.GetReplicationFactor())

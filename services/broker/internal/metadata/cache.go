@@ -9,6 +9,7 @@
 package metadata
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"sort"
@@ -62,6 +63,7 @@ type Cache struct {
 	scram       map[[2]string]scram.Credential
 	initialised bool          // a full UpdateMetadata has arrived
 	ready       chan struct{} // closed when initialised is set
+	updated     chan struct{} // closed by the next UpdateMetadata; nil until asked for
 
 	// Config versions: each topic's configs and the dynamic broker configs
 	// carry the value of gen when they last changed, so the replica manager
@@ -162,6 +164,10 @@ func (c *Cache) ControllerEpoch() int32 {
 func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.updated != nil {
+		close(c.updated)
+		c.updated = nil
+	}
 	if req.GetClusterId() != "" {
 		c.clusterID = req.GetClusterId()
 	}
@@ -237,6 +243,44 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 			ServerKey: sc.GetServerKey(), Iterations: int(sc.GetIterations())}
 	}
 	c.scram = creds
+}
+
+// WaitAnnounced waits until an UpdateMetadata has announced every one of
+// topic's partitions (0 to partitions-1) with a leader, and its id, or ctx
+// ends (false): a broker answering a CreateTopics it forwarded waits for
+// this, as Kafka's does, so a client that next asks it about the topic
+// finds it.
+func (c *Cache) WaitAnnounced(ctx context.Context, topic string, partitions int32) bool {
+	for {
+		c.mu.Lock()
+		done := c.announcedLocked(topic, partitions)
+		if !done && c.updated == nil {
+			c.updated = make(chan struct{})
+		}
+		updated := c.updated
+		c.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-updated:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (c *Cache) announcedLocked(topic string, partitions int32) bool {
+	if c.topicIDs[topic] == "" {
+		return false
+	}
+	for p := range partitions {
+		tp := TP{topic, p}
+		if st, ok := c.partitions[tp]; !ok || !c.announced[tp] || st.GetLeader() < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // SCRAMCredential is user's stored credential for a SCRAM mechanism, as
