@@ -118,7 +118,7 @@ func (h groupHost) Append(ctx context.Context, tp group.TP, since int32, batch [
 func (h groupHost) ListOffsets(ctx context.Context, tp group.TP, spec group.OffsetSpec, ts int64) (int64, error) {
 	rtp := replica.TP{Topic: tp.Topic, Partition: tp.Partition}
 	if r, ok := h.b.rm.Replica(rtp); ok && r.IsLeader() {
-		off, _, _, err := h.b.rm.ListOffsets(rtp, replica.OffsetSpec(spec), ts, -1)
+		off, _, _, err := h.b.rm.ListOffsets(rtp, replica.OffsetSpec(spec), ts, -1, replica.ConsumerReplicaID)
 		return off, err
 	}
 	leader, ok := h.PartitionLeader(tp)

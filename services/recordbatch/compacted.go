@@ -1,11 +1,15 @@
 package recordbatch
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"math"
+)
 
 // Compaction (the log cleaner) removes records from a batch but never
 // renumbers them: a cleaned batch keeps its header (base offset, leader
-// epoch, lastOffsetDelta, timestamps, producer fields) and holds a subset of
-// its records, so offset deltas may have gaps and, for the last batch of an
+// epoch, lastOffsetDelta, first timestamp, producer fields; the maximum
+// timestamp becomes its kept records', see Retain) and holds a subset of its
+// records, so offset deltas may have gaps and, for the last batch of an
 // idempotent producer, no record may be left at all (Kafka keeps such an
 // empty batch so the producer's last sequence survives). Leaders accept only
 // dense batches from clients (Validate); a stored or replicated batch may be
@@ -15,7 +19,8 @@ import "hash/crc32"
 // it also accepts what compaction leaves. Offset deltas must increase within
 // [0, lastOffsetDelta], recordCount may be anything from 0 to
 // lastOffsetDelta+1, and a CreateTime maxTimestamp must be at least the
-// largest record timestamp (the header keeps the original's).
+// largest record timestamp (an empty batch, and a batch an older tidemark
+// thinned, keep the original's).
 func (b Batch) ValidateStored() error {
 	if err := checkFrame(b); err != nil {
 		return err
@@ -92,12 +97,20 @@ func (b Batch) checkCompacted() error {
 }
 
 // Retain appends to dst a copy of b holding only the records for which keep
-// returns true, with b's header otherwise unchanged (record bytes are copied
-// as they are, so offsets and timestamps stay what they were), and returns
-// the extended dst and how many records were kept. b must have passed
-// ValidateStored. With keepEmpty false a batch left with no record is not
-// written at all. A compressed batch's kept records are compressed again
-// with its codec.
+// returns true, and returns the extended dst and how many records were
+// kept. b must have passed ValidateStored. With keepEmpty false a batch left
+// with no record is not written at all. A compressed batch's kept records
+// are compressed again with its codec.
+//
+// Record bytes are copied as they are, so offsets and timestamps stay what
+// they were, and the header keeps b's base offset and lastOffsetDelta (the
+// producer's last sequence must survive). As Kafka's cleaner, a CreateTime
+// batch left with some but not all of the offsets it spans gets the largest
+// timestamp of the kept records as its maxTimestamp, so the time index and
+// MAX_TIMESTAMP lookups never point at a record cleaned away (a batch thinned
+// by an older tidemark, which kept the removed record's maximum, is put
+// right when rewritten); a LogAppendTime batch keeps its append time, and a
+// batch kept whole or left empty keeps its header's maximum.
 func (b Batch) Retain(dst []byte, keepEmpty bool, keep func(r Record) bool) ([]byte, int, error) {
 	start := len(dst)
 	dst = append(dst, b[:HeaderSize]...)
@@ -108,6 +121,7 @@ func (b Batch) Retain(dst []byte, keepEmpty bool, keep func(r Record) bool) ([]b
 	codec := b.Codec()
 	var plain []byte // the kept records of a compressed batch, before compression
 	kept := int32(0)
+	keptMax := int64(math.MinInt64)
 	for r, rerr := range b.Records() {
 		if rerr != nil {
 			err = rerr
@@ -123,6 +137,7 @@ func (b Batch) Retain(dst []byte, keepEmpty bool, keep func(r Record) bool) ([]b
 				plain = append(plain, raw...)
 			}
 			kept++
+			keptMax = max(keptMax, r.Timestamp)
 		}
 	}
 	if err != nil {
@@ -141,6 +156,9 @@ func (b Batch) Retain(dst []byte, keepEmpty bool, keep func(r Record) bool) ([]b
 	out := dst[start:]
 	be.PutUint32(out[offBatchLength:], uint32(len(out)-LengthOverhead))
 	be.PutUint32(out[offRecordCount:], uint32(kept))
+	if kept > 0 && kept <= b.LastOffsetDelta() && b.TimestampType() == CreateTime {
+		be.PutUint64(out[offMaxTimestamp:], uint64(keptMax))
+	}
 	be.PutUint32(out[offCRC:], crc32.Checksum(out[offAttributes:], castagnoli))
 	return dst, int(kept), nil
 }

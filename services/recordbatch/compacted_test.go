@@ -82,3 +82,47 @@ func TestValidateStoredRefusesDisorder(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// As Kafka's cleaner, a CreateTime batch that loses the record carrying its
+// maximum gets the largest kept timestamp as its maximum; a LogAppendTime
+// batch keeps its append time.
+func TestRetainRecomputesMaxTimestamp(t *testing.T) {
+	keepFirstTwo := func(r Record) bool { return r.Offset <= 101 }
+	b := compactable(t)
+	out, kept, err := b.Retain(nil, false, keepFirstTwo)
+	if err != nil || kept != 2 {
+		t.Fatalf("Retain = %d, %v", kept, err)
+	}
+	c := Batch(out)
+	if err := c.ValidateStored(); err != nil {
+		t.Fatalf("cleaned batch does not validate as stored (crc?): %v", err)
+	}
+	if c.MaxTimestamp() != 1001 || c.FirstTimestamp() != b.FirstTimestamp() || c.LastOffset() != 103 || c.LastSequence() != b.LastSequence() {
+		t.Fatalf("max %d (want 1001), first %d, last offset %d, last seq %d", c.MaxTimestamp(), c.FirstTimestamp(), c.LastOffset(), c.LastSequence())
+	}
+
+	// A thinned batch whose header kept a removed record's maximum (as an
+	// older tidemark's cleaner left it) is put right when rewritten whole.
+	be.PutUint64(c[offMaxTimestamp:], 1003)
+	fixCRC(c)
+	out, kept, err = c.Retain(nil, false, func(Record) bool { return true })
+	if err != nil || kept != 2 || Batch(out).MaxTimestamp() != 1001 || Batch(out).ValidateStored() != nil {
+		t.Fatalf("stale thinned batch rewritten: kept %d, max %d (want 1001), %v", kept, Batch(out).MaxTimestamp(), err)
+	}
+	// A dense batch kept whole is copied as it is.
+	if out, _, err := b.Retain(nil, false, func(Record) bool { return true }); err != nil || string(out) != string(b) {
+		t.Fatalf("a whole batch kept changed: %v", err)
+	}
+
+	lat := compactable(t)
+	lat[offAttributes+1] |= timestampTypeBit
+	be.PutUint64(lat[offMaxTimestamp:], 5000)
+	fixCRC(lat)
+	out, _, err = lat.Retain(nil, false, keepFirstTwo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := Batch(out); c.MaxTimestamp() != 5000 || c.ValidateStored() != nil {
+		t.Fatalf("log append time batch: max %d (want 5000), %v", c.MaxTimestamp(), c.ValidateStored())
+	}
+}

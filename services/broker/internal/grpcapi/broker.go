@@ -370,12 +370,13 @@ func (b *Broker) ListOffsets(ctx context.Context, req *brokerv1.ListOffsetsReque
 	if epoch == 0 {
 		epoch = -1
 	}
-	return b.ListOffsetsAtEpoch(ctx, req, epoch)
+	return b.ListOffsetsAtEpoch(ctx, req, epoch, replica.ConsumerReplicaID)
 }
 
 // ListOffsetsAtEpoch is ListOffsets with the current leader epoch taken as
-// given (see FetchAtEpoch).
-func (b *Broker) ListOffsetsAtEpoch(_ context.Context, req *brokerv1.ListOffsetsRequest, epoch int32) (*brokerv1.ListOffsetsResponse, error) {
+// given (see FetchAtEpoch), for Kafka's replica id (a gRPC caller is always
+// a client, -1; Kafka's ListOffsets carries its own).
+func (b *Broker) ListOffsetsAtEpoch(_ context.Context, req *brokerv1.ListOffsetsRequest, epoch, replicaID int32) (*brokerv1.ListOffsetsResponse, error) {
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
@@ -393,7 +394,7 @@ func (b *Broker) ListOffsetsAtEpoch(_ context.Context, req *brokerv1.ListOffsets
 	default:
 		return nil, kerr.BadField(kerr.InvalidRequest, "spec", "must be OFFSET_SPEC_EARLIEST, OFFSET_SPEC_LATEST, OFFSET_SPEC_TIMESTAMP or OFFSET_SPEC_MAX_TIMESTAMP")
 	}
-	off, ts, le, err := b.RM.ListOffsets(tp, spec, req.GetTimestamp(), epoch)
+	off, ts, le, err := b.RM.ListOffsets(tp, spec, req.GetTimestamp(), epoch, replicaID)
 	if err != nil {
 		return nil, b.unready(err)
 	}

@@ -160,19 +160,14 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	type resourceID struct {
-		typ  kmsg.ConfigResourceType
-		name string
-	}
-	named := map[resourceID]int{}
-	for _, r := range req.Resources {
-		named[resourceID{r.ResourceType, r.ResourceName}]++
-	}
-	for _, r := range req.Resources {
+	repeated := repeatedKeys(req.Resources, func(r *kmsg.IncrementalAlterConfigsRequestResource) configResourceID {
+		return configResourceID{r.ResourceType, r.ResourceName}
+	})
+	for i, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		if named[resourceID{r.ResourceType, r.ResourceName}] > 1 {
-			err := kerr.New(kerr.InvalidRequest, "%s %q appears more than once in the request: each resource must appear at most once", resourceKind(int8(r.ResourceType)), r.ResourceName)
+		if repeated[i] {
+			err := repeatedResource(r.ResourceType, r.ResourceName)
 			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
 		} else if err := s.alterConfigs(ctx, req.ValidateOnly, r); err != nil {
 			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
@@ -214,6 +209,17 @@ func (s *Server) alterConfigs(ctx context.Context, validateOnly bool, r kmsg.Inc
 	return s.forwardAlterConfigs(ctx, validateOnly, ar)
 }
 
+// configResourceID names a config resource within one request.
+type configResourceID struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// repeatedResource refuses a resource named more than once in a request.
+func repeatedResource(typ kmsg.ConfigResourceType, name string) error {
+	return kerr.New(kerr.InvalidRequest, "%s %q appears more than once in the request: each resource must appear at most once", resourceKind(int8(typ)), name)
+}
+
 // forwardAlterConfigs sends one resource's alteration to the controller,
 // which authorizes it (AlterConfigs on the topic or the cluster).
 func (s *Server) forwardAlterConfigs(ctx context.Context, validateOnly bool, ar *adminv1.AlterConfigsResource) error {
@@ -244,20 +250,15 @@ func (s *Server) forwardAlterConfigs(ctx context.Context, validateOnly bool, ar 
 func (s *Server) handleAlterConfigs(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	type resourceID struct {
-		typ  kmsg.ConfigResourceType
-		name string
-	}
-	named := map[resourceID]int{}
-	for _, r := range req.Resources {
-		named[resourceID{r.ResourceType, r.ResourceName}]++
-	}
-	for _, r := range req.Resources {
+	repeated := repeatedKeys(req.Resources, func(r *kmsg.AlterConfigsRequestResource) configResourceID {
+		return configResourceID{r.ResourceType, r.ResourceName}
+	})
+	for i, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		var err error
-		if named[resourceID{r.ResourceType, r.ResourceName}] > 1 {
-			err = kerr.New(kerr.InvalidRequest, "%s %q appears more than once in the request: each resource must appear at most once", resourceKind(int8(r.ResourceType)), r.ResourceName)
+		if repeated[i] {
+			err = repeatedResource(r.ResourceType, r.ResourceName)
 		} else {
 			err = s.replaceConfigs(ctx, req.ValidateOnly, r)
 		}

@@ -50,3 +50,18 @@ func lastOfEach[T, P any](topics []T, name func(*T) string, parts func(*T) *[]P,
 	}
 	return out
 }
+
+// repeatedKeys reports, for each item, whether another item has the same
+// key: requests that refuse every entry of a repeated name (wherever it
+// appears) check each entry against it.
+func repeatedKeys[T any, K comparable](items []T, key func(*T) K) []bool {
+	count := make(map[K]int, len(items))
+	for i := range items {
+		count[key(&items[i])]++
+	}
+	out := make([]bool, len(items))
+	for i := range items {
+		out[i] = count[key(&items[i])] > 1
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package kafkaapi
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -109,5 +110,16 @@ func TestListOffsetsRefusesAPartitionNamedTwice(t *testing.T) {
 	}
 	if p1.Partition != 1 || p1.ErrorCode != 0 || p1.Offset != 0 {
 		t.Errorf("partition %d %s offset %d, want partition 1 at offset 0", p1.Partition, kerr.Code(p1.ErrorCode), p1.Offset)
+	}
+}
+
+func TestRepeatedKeys(t *testing.T) {
+	names := []string{"a", "b", "a", "c", "a"}
+	got := repeatedKeys(names, func(s *string) string { return *s })
+	if want := []bool{true, false, true, false, true}; !slices.Equal(got, want) {
+		t.Fatalf("repeatedKeys(%v) = %v, want %v", names, got, want)
+	}
+	if got := repeatedKeys([]string(nil), func(s *string) string { return *s }); len(got) != 0 {
+		t.Fatalf("no items: %v", got)
 	}
 }

@@ -36,9 +36,14 @@ func produceAt(t *testing.T, s *Server, tss ...int64) {
 
 func listOffsetsAt(t *testing.T, s *Server, version int16, ts int64) kmsg.ListOffsetsResponseTopicPartition {
 	t.Helper()
+	return listOffsetsAs(t, s, -1, version, ts)
+}
+
+func listOffsetsAs(t *testing.T, s *Server, replicaID int32, version int16, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.SetVersion(version)
-	req.ReplicaID = -1
+	req.ReplicaID = replicaID
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = "t"
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -91,5 +96,37 @@ func TestListOffsetsMaxTimestamp(t *testing.T) {
 	}
 	if p := listOffsetsAt(t, s, 8, -6); kerr.Code(p.ErrorCode) != kerr.InvalidRequest {
 		t.Fatalf("-6: %s, want INVALID_REQUEST", kerr.Code(p.ErrorCode))
+	}
+}
+
+// As Kafka, a ListOffsets from a client (replica id -1, what kcat and
+// franz-go send) is bounded by the HW; from a broker (its id) or a
+// debugging tool (-2) it sees the log up to its end.
+func TestListOffsetsBoundByReplicaID(t *testing.T) {
+	s := withLeaderOf(t, 1)
+	produceAt(t, s, 1000, 5000, 2000) // offsets 0-2
+	produceAt(t, s, 4000)             // 3
+	// Broker 2 never fetches: the HW is still 0, the LEO 4.
+	if hw, _ := s.opts.RM.HighWatermark(replica.TP{Topic: "t", Partition: 0}); hw != 0 {
+		t.Fatalf("HW %d, want 0", hw)
+	}
+	type answer struct{ offset, timestamp int64 }
+	for _, c := range []struct {
+		replicaID             int32
+		latest, maxTS, at3000 answer
+	}{
+		{-1, answer{0, -1}, answer{-1, -1}, answer{-1, -1}},
+		{-2, answer{4, -1}, answer{1, 5000}, answer{1, 5000}},
+		{2, answer{4, -1}, answer{1, 5000}, answer{1, 5000}},
+	} {
+		for _, q := range []struct {
+			ts   int64
+			want answer
+		}{{listLatest, c.latest}, {listMaxTimestamp, c.maxTS}, {3000, c.at3000}} {
+			p := listOffsetsAs(t, s, c.replicaID, 8, q.ts)
+			if got := (answer{p.Offset, p.Timestamp}); p.ErrorCode != 0 || got != q.want {
+				t.Fatalf("replica id %d, timestamp %d: %s %+v, want %+v", c.replicaID, q.ts, kerr.Code(p.ErrorCode), got, q.want)
+			}
+		}
 	}
 }

@@ -23,12 +23,15 @@ const (
 )
 
 // handleListOffsets looks each partition up through the gRPC ListOffsets
-// handler: earliest (log start), latest (the HW; with no transactions also
-// the last stable offset a read_committed consumer asks for), the first
-// offset at or after a timestamp, or the first record carrying the largest
-// timestamp. tidemark has no tiered storage, so, as Kafka without it,
-// earliest-local is the log start and latest-tiered is offset -1 (after the
-// same leader checks).
+// handler: earliest (log start), latest, the first offset at or after a
+// timestamp, or the first record carrying the largest timestamp. As Kafka,
+// a client's request (replica id -1, what consumers and admin clients
+// send) sees what consumers can read, below the HW (with no transactions
+// also the last stable offset a read_committed consumer asks for); any
+// other replica id (a broker's, or -2 for debugging, which a follower
+// answers too) sees the log up to its LEO. tidemark has no tiered storage,
+// so, as Kafka without it, earliest-local is the log start and
+// latest-tiered is offset -1 (after the same leader checks).
 func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -69,7 +72,7 @@ func (s *Server) handleListOffsets(ctx context.Context, _ *reqCtx, kreq kmsg.Req
 				err = kerr.BadField(kerr.InvalidRequest, "timestamp", "%d is not a timestamp, -1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest local) or -5 (latest tiered)", p.Timestamp)
 			}
 			if err == nil {
-				gresp, err = s.opts.Broker.ListOffsetsAtEpoch(ctx, greq, p.CurrentLeaderEpoch)
+				gresp, err = s.opts.Broker.ListOffsetsAtEpoch(ctx, greq, p.CurrentLeaderEpoch, req.ReplicaID)
 			}
 			if err != nil {
 				rp.ErrorCode = code(err)

@@ -7,22 +7,26 @@ import "tidemark.io/services/recordbatch"
 // the first segment whose largest batch timestamp is the log's largest, in
 // it the first batch carrying that timestamp, and in that batch the first
 // record carrying it (for LogAppendTime batches every record carries the
-// batch's timestamp, so its base offset). Each segment keeps its largest
-// timestamp (maxTS) through appends, truncation, loading and cleaning, so
-// only that segment is read, from its time index's entry below the
-// timestamp. As Kafka, whole segments count, records below the log start in
+// batch's timestamp, so its first record: its base offset unless the
+// cleaner removed it). Each segment keeps its largest timestamp (maxTS)
+// through appends, truncation, loading and cleaning, so only that segment
+// is read, from its time index's entry below the timestamp. As Kafka, whole segments count, records below the log start in
 // the first one included, and the search is not bounded by the high
 // watermark: the caller decides whether what it found may be exposed.
 // Nothing found (an empty log, or the largest batch not yet published)
 // returns false.
 //
-// The cleaner keeps a batch's header as it was when it removes records (and
-// keeps a group's last batch even when empty), so on a compacted log the
-// header's maximum may belong to a record cleaned away: the segment then
-// holds no record carrying it, and the log's records are walked for the
-// largest timestamp they really carry (scanRecordMax). Kafka's cleaner
-// rewrites a partly kept batch's maximum, and answers nothing when only an
-// empty batch carries it.
+// As Kafka's, the cleaner gives a partly kept batch the largest timestamp
+// of its kept records, so on a compacted log the headers, the segments'
+// maxima and the time index stay exact and the answer is found as above.
+// Two kinds of batch may still carry a maximum no record has: an empty
+// batch the cleaner keeps (its producer's last sequence, or its group's
+// end; Kafka's keeps the header's maximum too), and a partly kept batch cleaned by an older
+// tidemark, whose header kept the removed record's maximum (until a pass
+// rewrites it; nothing on disk tells such a segment apart). Only then, when
+// the segment holds no record carrying its maximum, are the log's records
+// walked for the largest timestamp they really carry (scanRecordMax); Kafka
+// answers nothing when only an empty batch carries the maximum.
 func (l *Log) maxTimestampOffset() (TimestampOffset, bool, error) {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
@@ -75,7 +79,7 @@ func (l *Log) scanRecordMax(segs []*segment, bound int64) (TimestampOffset, bool
 			}
 			switch {
 			case h.MaxTimestamp() <= best.Timestamp || h.RecordCount() == 0:
-			case h.TimestampType() == recordbatch.LogAppendTime:
+			case h.TimestampType() == recordbatch.LogAppendTime && dense(h):
 				// Every record carries the batch's timestamp.
 				best, found = TimestampOffset{h.BaseOffset(), h.MaxTimestamp(), h.PartitionLeaderEpoch()}, true
 			default:
@@ -86,6 +90,9 @@ func (l *Log) scanRecordMax(segs []*segment, bound int64) (TimestampOffset, bool
 				for rec, err := range b.Records() {
 					if err != nil {
 						return TimestampOffset{}, false, storageErr(err, "decoding batch at %s position %d", s.logPath, pos)
+					}
+					if h.TimestampType() == recordbatch.LogAppendTime {
+						rec.Timestamp = h.MaxTimestamp() // its first kept record
 					}
 					if rec.Timestamp > best.Timestamp {
 						best, found = TimestampOffset{rec.Offset, rec.Timestamp, h.PartitionLeaderEpoch()}, true

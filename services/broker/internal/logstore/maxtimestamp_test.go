@@ -2,7 +2,9 @@ package logstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 
@@ -216,22 +218,48 @@ func TestMaxTimestampOffsetAcrossRestartAndRetention(t *testing.T) {
 }
 
 // The cleaner removing the record that held the maximum (its key written
-// again later, with a smaller timestamp) moves the maximum to what it kept.
+// again later, with a smaller timestamp) moves the maximum to what it kept:
+// as Kafka's cleaner, a partly kept batch's header maximum becomes its kept
+// records' largest, and the segments' maxima and time indexes follow it.
 func TestMaxTimestampOffsetAfterCompaction(t *testing.T) {
 	mem, clk := newMem(t), newClock()
 	l := openLog(t, mem, compactConfig(), clk)
 	now := clk.Now().UnixMilli()
-	if _, err := l.AppendAsLeader(kvBatch(now+50_000, kv{"peak", val("old")}), 0); err != nil {
+	var b recordbatch.Builder
+	b.Append(recordbatch.Record{Timestamp: now - 10, Key: []byte("lone"), Value: val("kept")})
+	b.Append(recordbatch.Record{Timestamp: now + 50_000, Key: []byte("peak"), Value: val("old")})
+	if _, err := l.AppendAsLeader(bytes.Clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), 0); err != nil {
 		t.Fatal(err)
 	}
 	leo := writeKeys(t, l, clk, 30, "peak", "a", "b")
 	before := checkMaxTimestamp(t, l, "before cleaning")
-	if before.Offset != 0 || before.Timestamp != now+50_000 {
-		t.Fatalf("before cleaning: %+v, want offset 0", before)
+	if before.Offset != 1 || before.Timestamp != now+50_000 {
+		t.Fatalf("before cleaning: %+v, want offset 1", before)
 	}
 	mustClean(t, l, leo)
 	if got := checkMaxTimestamp(t, l, "after cleaning"); got.Timestamp >= now+50_000 {
 		t.Fatalf("the cleaned record's timestamp is still the maximum: %+v", got)
+	}
+	res, err := l.Read(0, 1<<20, leo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first recordbatch.Batch
+	for b, err := range recordbatch.All(res.Records) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = b
+		break
+	}
+	if first.BaseOffset() != 0 || first.RecordCount() != 1 || first.MaxTimestamp() != now-10 {
+		t.Fatalf("cleaned first batch: base %d, %d records, max timestamp %d; want 0, 1, %d",
+			first.BaseOffset(), first.RecordCount(), first.MaxTimestamp(), now-10)
+	}
+	for _, s := range l.segments() {
+		if ts := s.maxTS.Load(); ts >= now+50_000 {
+			t.Fatalf("segment %d keeps the cleaned record's timestamp %d as its maximum", s.base, ts)
+		}
 	}
 }
 
@@ -269,4 +297,114 @@ func TestMaxTimestampOffsetBesideAppends(t *testing.T) {
 		}
 	}
 	checkMaxTimestamp(t, l, "after the appends")
+}
+
+// Batches claiming a maximum no record of theirs carries: one a cleaner
+// emptied (kept for its producer's sequence) and one cleaned by an older
+// tidemark, whose header kept the removed record's maximum. The lookup
+// misses them in the segment and walks the log for the largest timestamp a
+// record carries.
+func TestMaxTimestampOffsetPastHeadersNoRecordCarries(t *testing.T) {
+	l := openLog(t, newMem(t), compactConfig(), newClock())
+	now := newClock().Now().UnixMilli()
+	build := func(base int64, recs ...recordbatch.Record) recordbatch.Batch {
+		var b recordbatch.Builder
+		for _, r := range recs {
+			b.Append(r)
+		}
+		out := bytes.Clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+		recordbatch.Batch(out).SetBaseOffset(base)
+		recordbatch.Batch(out).SetPartitionLeaderEpoch(0)
+		return out
+	}
+	rec := func(ts int64, key string) recordbatch.Record {
+		return recordbatch.Record{Timestamp: ts, Key: []byte(key), Value: val("v")}
+	}
+	// Offsets 0-2, the middle one cleaned away, the header's maximum kept
+	// (as an older tidemark's cleaner left it).
+	stale, _, err := build(0, rec(now-10, "a"), rec(now+50_000, "peak"), rec(now-5, "b")).
+		Retain(nil, false, func(r recordbatch.Record) bool { return r.Offset != 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint64(stale[35:], uint64(now+50_000))
+	binary.BigEndian.PutUint32(stale[17:], crc32.Checksum(stale[21:], crc32.MakeTable(crc32.Castagnoli)))
+	// Offset 3, emptied: its header keeps its maximum, as Kafka's.
+	empty, _, err := build(3, rec(now+60_000, "gone")).Retain(nil, true, func(recordbatch.Record) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{stale, empty, build(4, rec(now-1, "c"), rec(now-2, "d"))} {
+		if err := recordbatch.ValidateStored(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AppendAsFollower(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, found, err := l.MaxTimestampOffset()
+	if err != nil || !found || got.Offset != 4 || got.Timestamp != now-1 {
+		t.Fatalf("MaxTimestampOffset = %+v found %v, %v; want offset 4 at %d", got, found, err, now-1)
+	}
+}
+
+// logAppendTime marks b a LogAppendTime batch stamped at ts.
+func logAppendTime(b []byte, ts int64) []byte {
+	b[22] |= 0x08 // attributes: the timestamp type bit
+	binary.BigEndian.PutUint64(b[35:], uint64(ts))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+// Every record of a LogAppendTime batch carries its append time, but a
+// cleaned one may have lost its first records, or all of them: as Kafka's
+// lookups, the answer is the first record the batch still holds, and an
+// emptied batch answers nothing.
+func TestTimestampLookupsInCleanedLogAppendTimeBatches(t *testing.T) {
+	l := openLog(t, newMem(t), compactConfig(), newClock())
+	now := newClock().Now().UnixMilli()
+	build := func(base, ts int64, keys ...string) recordbatch.Batch {
+		var b recordbatch.Builder
+		for _, k := range keys {
+			b.Append(recordbatch.Record{Timestamp: now, Key: []byte(k), Value: val("v")})
+		}
+		out := bytes.Clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+		recordbatch.Batch(out).SetBaseOffset(base)
+		recordbatch.Batch(out).SetPartitionLeaderEpoch(0)
+		return logAppendTime(out, ts)
+	}
+	// Offsets 0-2 stamped now+100, the first two cleaned away.
+	thinned, _, err := build(0, now+100, "a", "b", "c").Retain(nil, false, func(r recordbatch.Record) bool { return r.Offset == 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Offset 3 stamped now+200, emptied; offset 4 stamped now+150.
+	emptied, _, err := build(3, now+200, "d").Retain(nil, true, func(recordbatch.Record) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{thinned, emptied, build(4, now+150, "e")} {
+		if _, err := l.AppendAsFollower(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if to, found, err := l.MaxTimestampOffset(); err != nil || !found || to.Offset != 4 || to.Timestamp != now+150 {
+		t.Fatalf("MaxTimestampOffset = %+v found %v, %v; want offset 4 at %d", to, found, err, now+150)
+	}
+	for _, c := range []struct {
+		ts, offset int64
+	}{{now, 2}, {now + 100, 2}, {now + 101, 4}, {now + 200, -1}} {
+		to, found, err := l.OffsetForTimestamp(c.ts, l.LogEndOffset())
+		if err != nil || (found != (c.offset >= 0)) || (found && to.Offset != c.offset) {
+			t.Fatalf("OffsetForTimestamp(now+%d) = %+v found %v, %v; want offset %d", c.ts-now, to, found, err, c.offset)
+		}
+	}
+	// The thinned batch alone holds the maximum: its first kept record.
+	l2 := openLog(t, newMem(t), compactConfig(), newClock())
+	if _, err := l2.AppendAsFollower(thinned); err != nil {
+		t.Fatal(err)
+	}
+	if to, found, err := l2.MaxTimestampOffset(); err != nil || !found || to.Offset != 2 || to.Timestamp != now+100 {
+		t.Fatalf("MaxTimestampOffset of the thinned batch = %+v found %v, %v; want offset 2", to, found, err)
+	}
 }

@@ -114,8 +114,9 @@ type TimestampOffset struct {
 
 // OffsetForTimestamp finds the first record, below upperBound and at or
 // after the log start, whose timestamp is at least ts (for LogAppendTime
-// batches, the batch's timestamp counts for every record). It uses the time
-// index to skip ahead, then scans.
+// batches, the batch's timestamp counts for every record; a batch the
+// cleaner emptied has none). It uses the time index to skip ahead, then
+// scans.
 func (l *Log) offsetForTimestamp(ts, upperBound int64) (TimestampOffset, bool, error) {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
@@ -158,9 +159,11 @@ func (l *Log) scanForTimestamp(s *segment, from, start, bound, ts int64) (Timest
 		if h.LastOffset() >= bound {
 			return TimestampOffset{}, false, nil
 		}
-		if h.LastOffset() >= start && h.MaxTimestamp() >= ts {
+		// A batch the cleaner emptied holds no record to answer.
+		if h.LastOffset() >= start && h.MaxTimestamp() >= ts && h.RecordCount() > 0 {
 			epoch := h.PartitionLeaderEpoch()
-			if h.TimestampType() == recordbatch.LogAppendTime {
+			appendTime := h.TimestampType() == recordbatch.LogAppendTime
+			if appendTime && dense(h) {
 				return TimestampOffset{max(h.BaseOffset(), start), h.MaxTimestamp(), epoch}, true, nil
 			}
 			b, err := r.whole(pos, size)
@@ -171,6 +174,9 @@ func (l *Log) scanForTimestamp(s *segment, from, start, bound, ts int64) (Timest
 				if err != nil {
 					return TimestampOffset{}, false, storageErr(err, "decoding batch at %s position %d", s.logPath, pos)
 				}
+				if appendTime {
+					rec.Timestamp = h.MaxTimestamp()
+				}
 				if rec.Offset >= start && rec.Timestamp >= ts {
 					return TimestampOffset{rec.Offset, rec.Timestamp, epoch}, true, nil
 				}
@@ -179,4 +185,12 @@ func (l *Log) scanForTimestamp(s *segment, from, start, bound, ts int64) (Timest
 		pos += size
 	}
 	return TimestampOffset{}, false, nil
+}
+
+// dense reports whether a batch holds every offset it spans: one the
+// cleaner has not thinned, whose first record is at its base offset (every
+// record of a LogAppendTime batch carries the batch's timestamp, so such a
+// batch answers a lookup without being decoded).
+func dense(h recordbatch.Batch) bool {
+	return h.RecordCount() > 0 && h.RecordCount() == h.LastOffsetDelta()+1
 }

@@ -160,28 +160,46 @@ func (m *Manager) rackOf(id int32) string {
 	return ""
 }
 
-// ListOffsets answers earliest (log start), latest (the HW, what consumers
-// can read), by timestamp (the first offset at or after it, below the HW)
-// and max timestamp (the first record carrying the largest timestamp, if it
-// is below the HW).
-func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpoch int32) (offset, timestamp int64, epoch int32, err error) {
+// Who a ListOffsets is for, by Kafka's replica_id (ReplicaManager.fetchOffset).
+const (
+	// ConsumerReplicaID is a client's lookup: bounded by the HW (with no
+	// transactions also the last stable offset), on the leader only.
+	ConsumerReplicaID int32 = -1
+	// DebuggingReplicaID is a debugging tool's lookup: the whole log (up
+	// to the LEO), answered by any replica, leader or follower.
+	DebuggingReplicaID int32 = -2
+)
+
+// ListOffsets answers earliest (log start), latest, by timestamp (the first
+// offset at or after it) and max timestamp (the first record carrying the
+// largest timestamp). As Kafka, only a client's lookup (replicaID -1) is
+// bounded by the HW, what consumers can read, and waits while a new
+// leader's HW lags its epoch's start; any other replicaID (a broker id, or
+// -2) sees the log up to its LEO, and -2 is answered by a follower too.
+func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpoch, replicaID int32) (offset, timestamp int64, epoch int32, err error) {
 	r, err := m.hosted(tp)
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	client := replicaID == ConsumerReplicaID
 	r.mu.Lock()
-	if err := r.state.ValidateRead(currentLeaderEpoch, true); err != nil {
+	if err := r.state.ValidateRead(currentLeaderEpoch, replicaID != DebuggingReplicaID); err != nil {
 		r.mu.Unlock()
 		return 0, 0, 0, m.withLeaderHint(tp, err)
 	}
 	hw, epoch, epochStart := r.state.HighWatermark(), r.state.LeaderEpoch(), r.state.EpochStartOffset()
 	r.mu.Unlock()
+	// What the lookup may answer: below the HW for a client, the LEO else.
+	bound := hw
+	if !client {
+		bound = r.log.LogEndOffset()
+	}
 	// A new leader's HW may still lag behind the start of its epoch (its
 	// followers have not fetched yet): its "latest" would be below what the
 	// old leader already exposed, so a consumer resetting to it would go
 	// back. Kafka answers OFFSET_NOT_AVAILABLE until the HW catches up.
 	lagging := func() error {
-		if epochStart != partition.UndefinedOffset && epochStart > hw {
+		if client && epochStart != partition.UndefinedOffset && epochStart > hw {
 			return kerr.New(kerr.OffsetNotAvailable, "%s: the high watermark %d of leader epoch %d is behind the epoch's start offset %d", tp, hw, epoch, epochStart)
 		}
 		return nil
@@ -198,9 +216,9 @@ func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpo
 		if err := lagging(); err != nil {
 			return 0, 0, 0, err
 		}
-		return hw, -1, epoch, nil
+		return bound, -1, epoch, nil
 	case OffsetTimestamp:
-		to, found, err := r.log.OffsetForTimestamp(ts, hw)
+		to, found, err := r.log.OffsetForTimestamp(ts, bound)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -214,12 +232,12 @@ func (m *Manager) ListOffsets(tp TP, spec OffsetSpec, ts int64, currentLeaderEpo
 	case OffsetMaxTimestamp:
 		// As Kafka's fetchOffsetForTimestamp: the log's largest timestamp
 		// is found whatever the HW, and answered only when its record is
-		// below it; otherwise as a timestamp nothing reaches.
+		// below the bound; otherwise as a timestamp nothing reaches.
 		to, found, err := r.log.MaxTimestampOffset()
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		if !found || to.Offset >= hw {
+		if !found || to.Offset >= bound {
 			if err := lagging(); err != nil {
 				return 0, 0, 0, err
 			}
