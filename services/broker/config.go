@@ -52,6 +52,10 @@ type Config struct {
 	SASLMechanisms config.StringList
 	// SASLTimeout bounds a SASL listener's login (0: the default).
 	SASLTimeout time.Duration
+	// SASLMaxReauth is Kafka's connections.max.reauth.ms: how long a SASL
+	// login lasts before the client must re-authenticate on its
+	// connection (0: forever, Kafka's default).
+	SASLMaxReauth time.Duration
 	// KafkaLimits bound requests and connections on the Kafka listener.
 	KafkaLimits kafkaapi.Limits
 	// Rack is the broker's rack (broker.rack), for rack-aware placement and
@@ -152,6 +156,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&c.KafkaProtocolMap, "kafka.listener.security.protocol.map", "each named listener's protocol (Kafka's listener.security.protocol.map), comma-separated NAME:PROTOCOL with PLAINTEXT, SSL (TLS with client certificates), SASL_PLAINTEXT or SASL_SSL (user name and password, without TLS or over TLS without client certificates); a listener left out is SSL, or PLAINTEXT under --plaintext, or SASL_PLAINTEXT/SASL_SSL when so named: plain text only where this map or --plaintext says so")
 	fs.Var(&c.SASLMechanisms, "sasl.enabled.mechanisms", "mechanisms the SASL listeners offer (Kafka's sasl.enabled.mechanisms), comma-separated SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (default SCRAM-SHA-256,SCRAM-SHA-512: PLAIN sends the password itself, in clear text on SASL_PLAINTEXT, and makes the broker derive a key for each attempt)")
 	config.DurationMs(fs, &c.SASLTimeout, "kafka.sasl.authentication.timeout.ms", "close a SASL listener's connection that has not logged in this long after connecting")
+	config.DurationMs(fs, &c.SASLMaxReauth, "kafka.connections.max.reauth.ms", "how long a SASL login lasts (Kafka's connections.max.reauth.ms): the client re-authenticates on its connection before then, and a connection that sends any other request after it is closed, so a deleted or re-passworded user loses its open connections within this time; 0 (Kafka's default): a login lasts as long as its connection")
 	c.KafkaLimits.AddFlags(fs)
 	fs.StringVar(&c.Rack, "broker.rack", c.Rack, "rack id for rack-aware placement and follower fetching")
 	fs.StringVar(&c.DataDir, "data.dir", c.DataDir, "directory for meta.properties and, without --log.dirs, partition logs and checkpoints")

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"tidemark.io/services/broker"
 	"tidemark.io/services/platform/config"
@@ -74,5 +76,30 @@ func TestKafkaListenerFlagsParseAndBadOnesAreNamed(t *testing.T) {
 		if err := c.Validate(); !errors.As(err, &ce) || ce.Flag != flagName {
 			t.Errorf("%s: Validate = %v; want an error naming --%s", flagName, err, flagName)
 		}
+	}
+}
+
+// --kafka.connections.max.reauth.ms (Kafka's connections.max.reauth.ms) is
+// 0 by default, as in Kafka; milliseconds from a flag or the environment;
+// a negative one is refused by name.
+func TestKafkaMaxReauthFlag(t *testing.T) {
+	parse := func(args []string, env map[string]string) (broker.Config, error) {
+		cfg := broker.DefaultConfig()
+		fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.AddFlags(fs)
+		return cfg, config.Parse(fs, args, func(k string) string { return env[k] })
+	}
+	if cfg, err := parse(nil, nil); err != nil || cfg.SASLMaxReauth != 0 {
+		t.Fatalf("default: %v %v", cfg.SASLMaxReauth, err)
+	}
+	if cfg, err := parse([]string{"--kafka.connections.max.reauth.ms=3600000"}, nil); err != nil || cfg.SASLMaxReauth != time.Hour {
+		t.Fatalf("flag: %v %v", cfg.SASLMaxReauth, err)
+	}
+	if cfg, err := parse(nil, map[string]string{"TIDEMARK_KAFKA_CONNECTIONS_MAX_REAUTH_MS": "2000"}); err != nil || cfg.SASLMaxReauth != 2*time.Second {
+		t.Fatalf("environment: %v %v", cfg.SASLMaxReauth, err)
+	}
+	if _, err := parse([]string{"--kafka.connections.max.reauth.ms=-1"}, nil); err == nil || !strings.Contains(err.Error(), "kafka.connections.max.reauth.ms") {
+		t.Fatalf("negative: %v", err)
 	}
 }

@@ -73,7 +73,7 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 	b.kafka = kafkaapi.New(kafkaapi.Options{
 		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
 		Admin: b.controllerAdmin, Authorizer: az, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
-		SASL:               kafkaapi.SASLOptions{Mechanisms: b.cfg.SASLMechanisms, Timeout: b.cfg.SASLTimeout, Credentials: b.rm.Meta().SCRAMCredential},
+		SASL:               kafkaapi.SASLOptions{Mechanisms: b.cfg.SASLMechanisms, Timeout: b.cfg.SASLTimeout, MaxReauth: b.cfg.SASLMaxReauth, Credentials: b.rm.Meta().SCRAMCredential},
 		LogDirs:            b.kafkaLogDirs,
 		CreateOffsetsTopic: groupHost{b: b}.CreateOffsetsTopic,
 		Extension:          &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},

@@ -34,6 +34,7 @@ type conn struct {
 	listener  Listener
 	nc        net.Conn
 	principal identity.Principal
+	session   saslSession // SASL listeners: the login (reader goroutine only)
 	queue     chan *pending
 	inFlight  atomic.Int32
 	// lastTurn is released when the last request read may let the next
@@ -57,6 +58,9 @@ type pending struct {
 	// gone is set once the writer is done with it (both under backlogMu).
 	held int64
 	gone bool
+	// flushed, when set, is closed once the writer is done with this
+	// answer and every one before it (flushAnswers).
+	flushed chan struct{}
 }
 
 // reqCtx is what a handler knows about its request beyond the body.
@@ -130,7 +134,7 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	err := c.readLoop()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, errAuthLogged) {
 		c.s.log.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "principal", c.principal.String(), "err", err)
 	}
 	// A client that left or broke the protocol gets no more answers: end
@@ -179,6 +183,13 @@ func (c *conn) readLoop() error {
 		body := make([]byte, n)
 		if _, err := io.ReadFull(c.nc, body); err != nil {
 			return err
+		}
+		reauthenticated, err := c.sessionGate(body)
+		if err != nil {
+			return err
+		}
+		if reauthenticated {
+			continue
 		}
 		p, rc, req, err := c.decode(body)
 		if err != nil {
@@ -298,6 +309,7 @@ func (c *conn) writeLoop() {
 		case <-c.ctx.Done():
 			c.inFlight.Add(-1)
 			c.unhold(p)
+			c.flushed(p)
 			continue
 		}
 		c.inFlight.Add(-1)
@@ -308,6 +320,15 @@ func (c *conn) writeLoop() {
 			}
 		}
 		c.unhold(p)
+		c.flushed(p)
+	}
+}
+
+// flushed tells a reader waiting on p (flushAnswers) that the writer is
+// past it.
+func (c *conn) flushed(p *pending) {
+	if p.flushed != nil {
+		close(p.flushed)
 	}
 }
 
