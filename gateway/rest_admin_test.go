@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -134,4 +135,31 @@ func testElectLeaders(t *testing.T, e *env) {
 	e.r.fails(http.MethodPost, "/v1/elect-leaders",
 		`{"electionType": "ELECTION_TYPE_PREFERRED", "partitions": [{"topic": "nope", "partition": 0}]}`,
 		http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION")
+}
+
+// testClientQuotas sets, lists and removes a client quota entity over REST;
+// a refused entity is Kafka's INVALID_REQUEST, HTTP 400.
+func testClientQuotas(t *testing.T, e *env) {
+	var alt adminv1.AlterClientQuotasResponse
+	e.call(http.MethodPost, "/v1/quotas:alter", `{"entries": [{"entity": [{"entityType": "user", "entityName": "alice"}, {"entityType": "client-id"}],
+		"ops": [{"key": "producer_byte_rate", "value": 1048576}]}]}`, &alt)
+	if r := alt.GetResults(); len(r) != 1 || r[0].GetErrorCode() != 0 {
+		t.Fatalf("alter quotas: %v", &alt)
+	}
+	var desc adminv1.DescribeClientQuotasResponse
+	e.call(http.MethodPost, "/v1/quotas:describe", `{"components": [{"entityType": "client-id", "matchType": "DEFAULT"}]}`, &desc)
+	if r := desc.GetEntries(); len(r) != 1 || r[0].GetValues()["producer_byte_rate"] != 1048576 || len(r[0].GetEntity()) != 2 || r[0].GetEntity()[1].EntityName != nil {
+		t.Fatalf("describe quotas: %v", &desc)
+	}
+	if eb := e.r.fails(http.MethodPost, "/v1/quotas:alter", `{"entries": [{"entity": [{"entityType": "client-id", "entityName": "app"}],
+		"ops": [{"key": "request_percentage", "value": 50}]}]}`, http.StatusBadRequest, "INVALID_REQUEST"); !strings.Contains(eb.Message, "request_percentage") {
+		t.Errorf("refusal %+v does not name the key", eb)
+	}
+	e.r.fails(http.MethodPost, "/v1/quotas:describe", `{"components": [{"entityType": "user", "matchType": "EXACT"}]}`, http.StatusBadRequest, "INVALID_REQUEST")
+	e.call(http.MethodPost, "/v1/quotas:alter", `{"entries": [{"entity": [{"entityType": "user", "entityName": "alice"}, {"entityType": "client-id"}],
+		"ops": [{"key": "producer_byte_rate", "remove": true}]}]}`, &alt)
+	e.call(http.MethodPost, "/v1/quotas:describe", `{}`, &desc)
+	if len(desc.GetEntries()) != 0 {
+		t.Fatalf("after the removal: %v", &desc)
+	}
 }

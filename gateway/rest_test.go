@@ -38,6 +38,7 @@ func TestREST(t *testing.T) {
 		{"Describe", testDescribeHealthy},
 		{"Configs", testConfigs},
 		{"Users", testUsers},
+		{"ClientQuotas", testClientQuotas},
 		{"ElectLeaders", testElectLeaders},
 		{"Reassign", testReassign},
 		{"ACLs", testACLs},

@@ -54,6 +54,7 @@ type Broker struct {
 	// kafka serves Kafka's wire protocol on kafkaSockets, one per named
 	// listener; nil without Kafka listeners.
 	kafka        *kafkaapi.Server
+	quotas       *quota.Manager // follows the client quota entities in etcd (services/quotasync)
 	kafkaSockets []kafkaSocket
 	logs         *logdirs.Dirs
 	// metaMu orders the rewrites of the data dir's meta.properties (the
@@ -260,7 +261,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	}
 	b.authz = az
 	b.producerIDs = newProducerIDs(b)
-	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: quota.New(tel.Registry, nil)}
+	b.quotas = quota.New(tel.Registry, nil)
+	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: b.quotas, ClientID: kafkaapi.ClientID}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
 		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit, Unary: isolation,
 		// The fetch stream lives for many round trips; grpcapi traces each

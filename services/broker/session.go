@@ -22,6 +22,7 @@ import (
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/retry"
+	"tidemark.io/services/quotasync"
 )
 
 // Timings of the broker's link to the cluster.
@@ -71,7 +72,24 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	// out its previous lease.
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); aclsync.Run(r.ctx, store, b.authz, b.log) }()
+	// The client quota entities too: the broker registers (and so is
+	// given partitions and clients) only once it holds them, so no client
+	// is throttled by the static quotas alone for a moment and then by its
+	// entity. Later changes, and reloads after a failed watch, replace
+	// them whole.
+	quotasLoaded := make(chan struct{})
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		quotasync.Run(r.ctx, store, b.quotas, b.log, func() { close(quotasLoaded) })
+	}()
 	if err := r.checkClusterID(ctx); err != nil {
+		r.cancel()
+		r.wg.Wait()
+		cli.Close()
+		return nil, err
+	}
+	if err := waitQuotas(ctx, quotasLoaded); err != nil {
 		r.cancel()
 		r.wg.Wait()
 		cli.Close()
@@ -89,6 +107,16 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	go func() { defer r.wg.Done(); r.sessionLoop() }()
 	go func() { defer r.wg.Done(); b.producerIDs.runPrefetch(r.ctx) }()
 	return r, nil
+}
+
+// waitQuotas waits for the first load of the client quota entities.
+func waitQuotas(ctx context.Context, loaded <-chan struct{}) error {
+	select {
+	case <-loaded:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("loading the client quota entities from etcd: %w", ctx.Err())
+	}
 }
 
 // register creates the lease-bound registration, waiting out a previous

@@ -258,6 +258,16 @@ func (a *Admin) DescribeUserScramCredentials(ctx context.Context, req *adminv1.D
 	return unary(a, ctx, "describe user SCRAM credentials", req, callOpts(adminv1.AdminServiceClient.DescribeUserScramCredentials))
 }
 
+// DescribeClientQuotas lists the client quota entities a filter matches.
+func (a *Admin) DescribeClientQuotas(ctx context.Context, req *adminv1.DescribeClientQuotasRequest) (*adminv1.DescribeClientQuotasResponse, error) {
+	return unary(a, ctx, "describe client quotas", req, callOpts(adminv1.AdminServiceClient.DescribeClientQuotas))
+}
+
+// AlterClientQuotas sets and removes client quota entities' keys.
+func (a *Admin) AlterClientQuotas(ctx context.Context, req *adminv1.AlterClientQuotasRequest) (*adminv1.AlterClientQuotasResponse, error) {
+	return unary(a, ctx, "alter client quotas", req, callOpts(adminv1.AdminServiceClient.AlterClientQuotas))
+}
+
 // AlterUserScramCredentials sets or deletes users' SCRAM credentials.
 func (a *Admin) AlterUserScramCredentials(ctx context.Context, req *adminv1.AlterUserScramCredentialsRequest) (*adminv1.AlterUserScramCredentialsResponse, error) {
 	return unary(a, ctx, "alter user SCRAM credentials", req, callOpts(adminv1.AdminServiceClient.AlterUserScramCredentials))

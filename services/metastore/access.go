@@ -45,10 +45,11 @@ func Roles(prefix string) []Role {
 			{Key: k.controllerEpoch(), Why: "read with the controller key in one transaction"},
 			{Key: k.clusterID(), Why: "check that its data dir belongs to this cluster (meta.properties)"},
 			{Key: k.aclsDir(), Prefix: true, Why: "read and watch the ACL bindings its authorizer decides by"},
+			{Key: k.quotasDir(), Prefix: true, Why: "read and watch the client quota entities it throttles by"},
 		}},
 		{Name: ControllerRole, Permissions: []Permission{
 			{Key: k.all(), Prefix: true, Write: true, Why: "elect itself (controller, controller_epoch), register (controllers/<id>), " +
-				"write assignments, partition states, configs, users' SCRAM credentials, ACL bindings, deletions, producer id blocks and the cluster id, " +
+				"write assignments, partition states, configs, users' SCRAM credentials, ACL bindings, client quotas, deletions, producer id blocks and the cluster id, " +
 				"watch the brokers' registrations, and delete a dead broker's registration and revoke its lease"},
 		}},
 		{Name: AdminRole, Permissions: []Permission{

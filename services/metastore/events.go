@@ -47,7 +47,8 @@ type Event struct {
 	ClusterID       string            // KindClusterID
 	Credentials     UserCredentials   // KindUserCredentials
 
-	// Raw is the value of a KindACL key (services/aclsync decodes it).
+	// Raw is the value of a KindACL key (services/aclsync decodes it) or a
+	// KindClientQuota key (services/quotasync).
 	Raw []byte
 
 	// Err is set when the value could not be decoded; the value fields are then empty.
@@ -65,7 +66,7 @@ func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyVal
 	}
 	var err error
 	switch ki.Kind {
-	case KindACL:
+	case KindACL, KindClientQuota:
 		ev.Raw = kv.Value
 	case KindController:
 		var v ControllerInfo

@@ -34,11 +34,12 @@ const (
 	KindClusterID
 	KindACL
 	KindUserCredentials
+	KindClientQuota
 )
 
 var kindNames = [...]string{"unknown", "controller", "controller_epoch", "broker", "topic",
 	"partition_state", "topic_config", "broker_config", "topic_deletion", "producer_id_block",
-	"controller_node", "cluster_id", "acl", "user_credentials"}
+	"controller_node", "cluster_id", "acl", "user_credentials", "client_quota"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -87,6 +88,7 @@ type keyInfo struct {
 	BrokerID  int32  // also the controller id of a controller node
 	Entity    string // broker config entity
 	User      string // user credentials' user
+	Quota     QuotaEntity
 }
 
 // parse classifies a full key. Keys it does not recognise are KindUnknown.
@@ -107,6 +109,10 @@ func (k keys) parse(key string) keyInfo {
 		return keyInfo{Kind: KindClusterID}
 	case len(parts) == 2 && parts[0] == "acls" && parts[1] != "":
 		return keyInfo{Kind: KindACL}
+	case len(parts) >= 3 && parts[0] == "quotas":
+		if e, ok := parseQuota(parts[1:]); ok {
+			return keyInfo{Kind: KindClientQuota, Quota: e}
+		}
 	case len(parts) == 2 && parts[0] == "controllers":
 		if id, ok := parseID(parts[1]); ok {
 			return keyInfo{Kind: KindControllerNode, BrokerID: id}

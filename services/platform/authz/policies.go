@@ -196,6 +196,10 @@ var policies = map[string]policy{
 	// AlterUserScramCredentials ALTER on the cluster.
 	adminv1.AdminService_DescribeUserScramCredentials_FullMethodName: clusterACL(Describe),
 	adminv1.AdminService_AlterUserScramCredentials_FullMethodName:    clusterACL(Alter),
+	// Kafka: DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster,
+	// AlterClientQuotas ALTER_CONFIGS on the cluster.
+	adminv1.AdminService_DescribeClientQuotas_FullMethodName: clusterACL(DescribeConfigs),
+	adminv1.AdminService_AlterClientQuotas_FullMethodName:    clusterACL(AlterConfigs),
 	adminv1.AdminService_CreatePartitions_FullMethodName: {
 		describe: "Alter on each Topic:NAME (Kafka's CreatePartitions)",
 		check: func(d decider, m any) error {

@@ -28,7 +28,7 @@ type configsRun struct {
 
 // configsEntityTypes are the types Kafka's tool takes with
 // --bootstrap-server; tidemark's listener has configs for topics and
-// brokers, and users' SCRAM credentials.
+// brokers, users' SCRAM credentials and users' and clients' quotas.
 var configsEntityTypes = []string{"topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics"}
 
 func configsFlags(r *configsRun) *pflag.FlagSet {
@@ -39,9 +39,9 @@ func configsFlags(r *configsRun) *pflag.FlagSet {
 	fs.StringVar(&r.commandConfig, "command-config", "", "a properties file of client settings (security.protocol=SSL and PEM ssl.truststore.*/ssl.keystore.*)")
 	fs.BoolVar(&r.describe, "describe", false, "list configs for the given entity")
 	fs.BoolVar(&r.alter, "alter", false, "alter the configuration of the entity")
-	fs.StringArrayVar(&r.entityTypes, "entity-type", nil, "type of entity: topics, brokers or users")
-	fs.StringArrayVar(&r.entityNames, "entity-name", nil, "name of entity (topic name, broker id or user name)")
-	fs.BoolVar(&r.entityDef, "entity-default", false, "the cluster-wide default for brokers")
+	fs.StringArrayVar(&r.entityTypes, "entity-type", nil, "type of entity: topics, brokers, users or clients (users and clients may be given together)")
+	fs.StringArrayVar(&r.entityNames, "entity-name", nil, "name of entity (topic name, broker id, user name or client id), one per --entity-type in order")
+	fs.BoolVar(&r.entityDef, "entity-default", false, "the cluster-wide default for brokers; the default entity for users and clients (in --entity-type order)")
 	fs.StringVar(&r.addConfig, "add-config", "", "key=val pairs, comma-separated, to add; a list value in square brackets: k1=v1,k2=[v1,v2,v2]")
 	fs.StringVar(&r.addConfigFile, "add-config-file", "", "a properties file of configs to add")
 	fs.StringSliceVar(&r.deleteConfigs, "delete-config", nil, "config keys to remove, comma-separated")
@@ -56,9 +56,10 @@ func configsUsage() string {
 }
 
 // Configs is kafka-configs.sh (Kafka 3.7's ConfigCommand) for topics,
-// brokers and users' SCRAM credentials: --describe (dynamic configs, or
-// --all), --alter with --add-config and --delete-config, with Kafka's
-// output lines and refusals. Clients and ips (quotas) are refused by name.
+// brokers, users' SCRAM credentials and users' and clients' quotas:
+// --describe (dynamic configs, or --all), --alter with --add-config and
+// --delete-config, with Kafka's output lines and refusals. Ips (connection
+// quotas) and client metrics are refused by name.
 func Configs(args []string, stdout, stderr io.Writer) int {
 	r, err := parseConfigsFlags(args)
 	if code, done := parseOutcome(err, "This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics", configsUsage, stdout, stderr, nil); done {
@@ -127,25 +128,22 @@ func parseConfigsFlags(args []string) (*configsRun, error) {
 		typ = "clients"
 	}
 	switch typ {
-	case "topics", "brokers", "users":
+	case "topics", "brokers", "users", "clients":
 	default:
-		return nil, fmt.Errorf("--entity-type %s: tidemark's kafka-configs.sh manages topics, brokers and users' SCRAM credentials only (quotas are broker configs; client metrics are not served here)", typ)
+		return nil, fmt.Errorf("--entity-type %s: tidemark's kafka-configs.sh manages topics, brokers, users and clients only (ip quotas and client metrics are not served here)", typ)
 	}
 	if r.entityDef {
-		if typ == "users" && !r.alter {
-			return nil, errors.New("--entity-type users --entity-default: tidemark has no default user configs (quotas are broker configs)")
-		}
 		if typ == "topics" {
 			return nil, errors.New("--entity-default must not be specified with --entity-type topics")
 		}
 		r.entityNames = append(r.entityNames, "")
 	}
-	if len(r.entityNames) > 1 {
+	if len(r.entityNames) > len(r.entityTypes) {
 		return nil, errors.New("More than one entity name specified for a single entity type")
 	}
 	if r.alter {
-		named := len(r.entityNames) == 1
-		if (typ == "brokers" || typ == "users") && !named {
+		named := len(r.entityNames) == len(r.entityTypes)
+		if (typ == "brokers" || typ == "users" || typ == "clients") && !named {
 			return nil, errors.New("an entity-name or default entity must be specified with --alter of users, clients, brokers or ips")
 		}
 		if typ == "topics" && (!named || r.entityNames[0] == "") {
@@ -224,10 +222,8 @@ func (r *configsRun) run(stdout io.Writer) error {
 	defer cancel()
 	typ := r.entityTypes[0]
 	switch {
-	case typ == "users" && r.alter:
-		return r.alterUsers(ctx, adm, r.entityNames[0], stdout)
-	case typ == "users":
-		return describeUsers(ctx, adm, r.entityNames, stdout)
+	case typ == "users" || typ == "clients":
+		return r.runUsersAndClients(ctx, adm, stdout)
 	case r.alter:
 		return r.alterConfigs(ctx, adm, typ, r.entityNames[0], stdout)
 	}

@@ -52,8 +52,8 @@ var scramCredentialPattern = regexp.MustCompile(`^(?:iterations=(-?[0-9]*),)?pas
 // alterUsers is ConfigCommand's alter of a user's SCRAM credentials: the
 // configs added are mechanisms with a password (salted here, as Kafka's
 // admin client does, so the password never leaves the tool), the configs
-// deleted mechanisms, all in one AlterUserScramCredentials. Quotas are
-// tidemark broker configs, not user configs, and are refused.
+// deleted mechanisms, all in one AlterUserScramCredentials (quotas are
+// configsquotas.go's).
 func (r *configsRun) alterUsers(ctx context.Context, adm *seedAdmin, user string, stdout io.Writer) error {
 	add, err := r.configsToAdd()
 	if err != nil {
@@ -80,10 +80,10 @@ func (r *configsRun) alterUsers(ctx context.Context, adm *seedAdmin, user string
 		}
 	}
 	if len(unknownAdd) > 0 {
-		return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: Set(%s)"+quotaNote, strings.Join(unknownAdd, ", "))}
+		return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: Set(%s)", strings.Join(unknownAdd, ", "))}
 	}
 	if len(unknownDel) > 0 {
-		return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. Unexpected config names: ArrayBuffer(%s)"+quotaNote, strings.Join(unknownDel, ", "))}
+		return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. Unexpected config names: ArrayBuffer(%s)", strings.Join(unknownDel, ", "))}
 	}
 	if user == "" {
 		return &configRefusal{"The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server."}
@@ -136,10 +136,6 @@ func (r *configsRun) alterUsers(ctx context.Context, adm *seedAdmin, user string
 	return nil
 }
 
-// quotaNote follows Kafka's refusal of a non-SCRAM user config: tidemark
-// keeps quotas as broker configs.
-const quotaNote = " (tidemark's quotas are broker configs: quota.producer.byte.rate.overrides and quota.consumer.byte.rate.overrides)"
-
 // scramSalt is a salt as Kafka's admin client makes one: the base-36 text
 // of a 130-bit random number.
 func scramSalt() ([]byte, error) {
@@ -153,7 +149,7 @@ func scramSalt() ([]byte, error) {
 // describeUsers is ConfigCommand's describe of users: one line per user
 // with SCRAM credentials (all users, or the one named), in the answer's
 // order; a user without any is left out, as Kafka's admin client does.
-// Client quotas are not served by tidemark's listener, so no quota lines.
+// The user's quota lines come first (configsquotas.go).
 func describeUsers(ctx context.Context, adm *seedAdmin, names []string, stdout io.Writer) error {
 	req := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
 	for _, n := range names {

@@ -103,7 +103,7 @@ func TestConfigsScriptUsersSCRAMCredentials(t *testing.T) {
 	step(1, "", "Iterations 1000 is less than the minimum 4096 required for SCRAM-SHA-256\n",
 		append(alice, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=1000,password=x]")...)
 	step(1, "", "Invalid credential property SCRAM_SHA_512=pass\n", append(alice, "--alter", "--add-config", "SCRAM-SHA-512=pass")...)
-	step(1, "", "Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: Set(retention.ms)"+quotaNote+"\n",
+	step(1, "", "Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: Set(retention.ms)\n",
 		append(alice, "--alter", "--add-config", "retention.ms=1")...)
 	step(1, "", "The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server.\n",
 		append(base, "--entity-default", "--alter", "--delete-config", "SCRAM-SHA-256")...)

@@ -32,8 +32,11 @@ type Broker struct {
 	brokerv1.UnimplementedBrokerServiceServer
 	RM          *replica.Manager
 	ProducerIDs ProducerIDs
-	// Quotas holds answers of principals over their byte rates; nil: none.
+	// Quotas holds answers of clients over their byte rates; nil: none.
 	Quotas *quota.Manager
+	// ClientID is the client id a request's context carries (the Kafka
+	// request header's), which client quota entities match on; nil: none.
+	ClientID func(context.Context) string
 	// Authorize decides one request of a produce stream as the unary call
 	// would be decided (the stream's opening is decided by the
 	// interceptor); nil: no authorization.

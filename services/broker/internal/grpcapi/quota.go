@@ -8,7 +8,7 @@ import (
 	"tidemark.io/services/platform/identity"
 )
 
-// throttle records n bytes of kind (a produce) against the caller's principal and, when
+// throttle records n bytes of kind (a produce) against the caller and, when
 // that puts it over its byte-rate quota, holds the answer back for the
 // throttle time (as Kafka delays a throttled client's response) and returns
 // it in ms for the answer's throttle_time_ms. The request itself has been
@@ -18,7 +18,7 @@ func (b *Broker) throttle(ctx context.Context, kind quota.Kind, n int) int32 {
 		return 0
 	}
 	c := quota.FromBroker(kind, b.RM.BrokerConfig())
-	d := b.Quotas.Record(kind, c, identity.FromContext(ctx).Name, n)
+	d := b.Quotas.Record(kind, c, b.quotaClient(ctx), n)
 	if d <= 0 {
 		return 0
 	}
@@ -35,7 +35,7 @@ func (b *Broker) fetchThrottle(ctx context.Context) int32 {
 	if b.Quotas == nil || ctx.Value(fetchWaitedKey{}) != nil {
 		return 0
 	}
-	d := b.Quotas.Owed(quota.Fetch, quota.FromBroker(quota.Fetch, b.RM.BrokerConfig()), identity.FromContext(ctx).Name)
+	d := b.Quotas.Owed(quota.Fetch, quota.FromBroker(quota.Fetch, b.RM.BrokerConfig()), b.quotaClient(ctx))
 	if d <= 0 {
 		return 0
 	}
@@ -50,11 +50,21 @@ func (b *Broker) fetchRecorded(ctx context.Context, n int) int32 {
 	if b.Quotas == nil || n == 0 {
 		return 0
 	}
-	d := b.Quotas.Record(quota.Fetch, quota.FromBroker(quota.Fetch, b.RM.BrokerConfig()), identity.FromContext(ctx).Name, n)
+	d := b.Quotas.Record(quota.Fetch, quota.FromBroker(quota.Fetch, b.RM.BrokerConfig()), b.quotaClient(ctx), n)
 	if d <= 0 {
 		return 0
 	}
 	return quota.Millis(d)
+}
+
+// quotaClient is who the request's bytes count against: its principal
+// and, for a Kafka request, the client id of its header.
+func (b *Broker) quotaClient(ctx context.Context) quota.Client {
+	who := quota.Client{Principal: identity.FromContext(ctx).Name}
+	if b.ClientID != nil {
+		who.ClientID = b.ClientID(ctx)
+	}
+	return who
 }
 
 func wait(ctx context.Context, d time.Duration) {
@@ -87,7 +97,7 @@ func (b *Broker) WaitProduceThrottle(ctx context.Context) {
 	if b.Quotas == nil {
 		return
 	}
-	if d := b.Quotas.Owed(quota.Produce, quota.FromBroker(quota.Produce, b.RM.BrokerConfig()), identity.FromContext(ctx).Name); d > 0 {
+	if d := b.Quotas.Owed(quota.Produce, quota.FromBroker(quota.Produce, b.RM.BrokerConfig()), b.quotaClient(ctx)); d > 0 {
 		wait(ctx, d)
 	}
 }

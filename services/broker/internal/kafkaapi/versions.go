@@ -45,6 +45,8 @@ func (s *Server) apis() map[int16]api {
 		int16(kmsg.SASLAuthenticate):             {VersionRange{0, 2}, s.handleSASLAfterAuth},
 		int16(kmsg.DescribeUserSCRAMCredentials): {VersionRange{0, 0}, s.handleDescribeUserSCRAMCredentials},
 		int16(kmsg.AlterUserSCRAMCredentials):    {VersionRange{0, 0}, s.handleAlterUserSCRAMCredentials},
+		int16(kmsg.DescribeClientQuotas):         {VersionRange{0, 1}, s.handleDescribeClientQuotas},
+		int16(kmsg.AlterClientQuotas):            {VersionRange{0, 1}, s.handleAlterClientQuotas},
 		// v1 adds allow_replication_factor_change (KIP-860), which tidemark's
 		// controller does not check: every move may change the count.
 		int16(kmsg.AlterPartitionAssignments):  {VersionRange{0, 0}, s.handleAlterPartitionReassignments},

@@ -1,13 +1,18 @@
-// Package quota is the broker's byte-rate quotas per principal, after
-// Kafka's model: each principal's produce and fetch bytes are measured over
-// a sliding window of samples, and a principal over its rate has its answers
-// held back by the time that brings it back to the rate. Requests are never
-// refused for being over quota, only delayed.
+// Package quota is the broker's byte-rate quotas, after Kafka's model: the
+// client quota entities kept in etcd (user, client id, both, and their
+// <default>s; see entities.go) decide a client's rate, the static
+// quota.*.default and quota.*.overrides settings when none matches. The
+// produce and fetch bytes of all the clients one quota covers are measured
+// together over a sliding window of samples, and a client over its rate has
+// its answers held back by the time that brings it back to the rate.
+// Requests are never refused for being over quota, only delayed.
 package quota
 
 import (
 	"math"
 	"time"
+
+	"tidemark.io/services/metastore"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,7 +28,7 @@ const (
 	Fetch   Kind = "fetch"   // consumer_byte_rate: bytes answered
 )
 
-// Unlimited is the rate of a principal without a quota.
+// Unlimited is the rate of a client without a quota.
 const Unlimited = math.MaxInt64
 
 // MaxThrottle is the longest an answer is held back: the most
@@ -72,6 +77,7 @@ type Manager struct {
 	now func() time.Time
 
 	mu        lockorder.Mutex[lockorder.Leaf]
+	entities  map[metastore.QuotaEntity]metastore.ClientQuotaValues
 	rates     map[key]*rate
 	parsed    map[string]map[string]int64 // overrides text -> parsed
 	sinceScan int
@@ -80,9 +86,11 @@ type Manager struct {
 	delay     *prometheus.CounterVec
 }
 
+// key is the rate one quota is measured on: Kafka's (user, client-id)
+// metric tags, one part empty when the quota that matched names none.
 type key struct {
-	kind      Kind
-	principal string
+	kind         Kind
+	user, client string
 }
 
 // New makes a manager; reg, when set, gets its metrics; now nil is time.Now.
@@ -102,14 +110,9 @@ func New(reg prometheus.Registerer, now func() time.Time) *Manager {
 	return m
 }
 
-// Limit is principal's rate (bytes/s) under c.
-func (m *Manager) Limit(c Config, principal string) int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.limitLocked(c, principal)
-}
-
-func (m *Manager) limitLocked(c Config, principal string) int64 {
+// staticLimitLocked is principal's rate (bytes/s) under the static
+// settings c.
+func (m *Manager) staticLimitLocked(c Config, principal string) int64 {
 	if c.Overrides != "" {
 		ov, ok := m.parsed[c.Overrides]
 		if !ok {
@@ -126,15 +129,15 @@ func (m *Manager) limitLocked(c Config, principal string) int64 {
 	return c.Default
 }
 
-// Record adds n bytes to principal's kind and returns how long its answer
+// Record adds n bytes to the client's kind and returns how long its answer
 // should be held back: zero within the quota, else Kafka's
 // (rate - quota) / quota × measured window, at most one full window of
 // samples and at most MaxThrottle. An answer over quota is counted in the
 // throttle metrics.
-func (m *Manager) Record(kind Kind, c Config, principal string, n int) time.Duration {
+func (m *Manager) Record(kind Kind, c Config, who Client, n int) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.recordLocked(kind, c, principal, n)
+	d := m.recordLocked(kind, c, who, n)
 	if d > 0 {
 		m.throttled.WithLabelValues(string(kind)).Inc()
 		m.delay.WithLabelValues(string(kind)).Add(d.Seconds())
@@ -142,23 +145,22 @@ func (m *Manager) Record(kind Kind, c Config, principal string, n int) time.Dura
 	return d
 }
 
-// Owed is the delay principal's kind is over quota by now, recording
+// Owed is the delay the client's kind is over quota by now, recording
 // nothing: a consumer fetch waits it out before reading, so a throttled
 // fetch holds no records while it waits (the bytes were counted, and the
 // throttle reported, by the fetch that went over).
-func (m *Manager) Owed(kind Kind, c Config, principal string) time.Duration {
+func (m *Manager) Owed(kind Kind, c Config, who Client) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.recordLocked(kind, c, principal, 0)
+	return m.recordLocked(kind, c, who, 0)
 }
 
-func (m *Manager) recordLocked(kind Kind, c Config, principal string, n int) time.Duration {
-	limit := m.limitLocked(c, principal)
-	if limit == Unlimited || c.samples() < 2 || c.Window <= 0 {
+func (m *Manager) recordLocked(kind Kind, c Config, who Client, n int) time.Duration {
+	limit, k := m.resolveLocked(kind, c, who)
+	if limit <= 0 || limit >= Unlimited || c.samples() < 2 || c.Window <= 0 {
 		return 0
 	}
 	now := m.now()
-	k := key{kind, principal}
 	r := m.rates[k]
 	if r == nil {
 		if n == 0 {
@@ -172,18 +174,18 @@ func (m *Manager) recordLocked(kind Kind, c Config, principal string, n int) tim
 		m.forgetIdleLocked(now, c)
 	}
 	value, window := r.measure(now, c)
-	if value <= float64(limit) {
+	if value <= limit {
 		return 0
 	}
 	// Capped in floating point: a huge excess would overflow a Duration.
 	capped := min(windows(c.samples(), c.Window), MaxThrottle)
-	if f := (value - float64(limit)) / float64(limit) * float64(window); f < float64(capped) {
+	if f := (value - limit) / limit * float64(window); f < float64(capped) {
 		return time.Duration(f)
 	}
 	return capped
 }
 
-// forgetIdleLocked drops, now and then, the rates of principals silent for
+// forgetIdleLocked drops, now and then, the rates of clients silent for
 // a whole window, so the map does not grow with every principal ever seen.
 func (m *Manager) forgetIdleLocked(now time.Time, c Config) {
 	if m.sinceScan++; m.sinceScan < 1024 {
@@ -198,7 +200,7 @@ func (m *Manager) forgetIdleLocked(now time.Time, c Config) {
 	}
 }
 
-// rate is one principal's samples: Samples windows of Window each, the
+// rate is one quota's samples: Samples windows of Window each, the
 // newest being filled.
 type rate struct {
 	starts []time.Time

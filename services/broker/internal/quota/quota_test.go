@@ -26,15 +26,15 @@ func TestOverQuotaPrincipalIsThrottledOthersAreNot(t *testing.T) {
 	c := cfg(Unlimited, "alice:1000")
 	// alice: 20,000 bytes judged over the minimum window of 10 s is
 	// 2,000 B/s, twice her 1,000 B/s: held back (2000-1000)/1000 × 10 s.
-	if d := m.Record(Produce, c, "alice", 20_000); d != 10*time.Second {
+	if d := m.Record(Produce, c, Client{Principal: "alice"}, 20_000); d != 10*time.Second {
 		t.Fatalf("alice throttle = %v, want 10s", d)
 	}
 	// bob has no override and the default is unlimited.
-	if d := m.Record(Produce, c, "bob", 1<<30); d != 0 {
+	if d := m.Record(Produce, c, Client{Principal: "bob"}, 1<<30); d != 0 {
 		t.Fatalf("bob throttle = %v, want 0", d)
 	}
 	// Fetch bytes are a separate quota.
-	if d := m.Record(Fetch, c, "alice", 1); d != 0 {
+	if d := m.Record(Fetch, c, Client{Principal: "alice"}, 1); d != 0 {
 		t.Fatalf("alice fetch throttle = %v, want 0 (fetch has no quota here)", d)
 	}
 	if n := testutil.ToFloat64(m.throttled.WithLabelValues("produce")); n != 1 {
@@ -50,18 +50,18 @@ func TestWithinQuotaIsNotThrottledAndOldSamplesExpire(t *testing.T) {
 	m := New(nil, clk.now)
 	c := cfg(1000, "")
 	for range 10 { // 1,000 B/s exactly, one sample a second
-		if d := m.Record(Fetch, c, "ANONYMOUS", 1000); d != 0 {
+		if d := m.Record(Fetch, c, Client{Principal: "ANONYMOUS"}, 1000); d != 0 {
 			t.Fatalf("at the rate: throttle %v", d)
 		}
 		clk.t = clk.t.Add(time.Second)
 	}
 	// A burst over the rate is throttled...
-	if d := m.Record(Fetch, c, "ANONYMOUS", 50_000); d == 0 {
+	if d := m.Record(Fetch, c, Client{Principal: "ANONYMOUS"}, 50_000); d == 0 {
 		t.Fatal("burst not throttled")
 	}
 	// ...and forgotten once it has left the window.
 	clk.t = clk.t.Add(12 * time.Second)
-	if d := m.Record(Fetch, c, "ANONYMOUS", 10); d != 0 {
+	if d := m.Record(Fetch, c, Client{Principal: "ANONYMOUS"}, 10); d != 0 {
 		t.Fatalf("after the window: throttle %v", d)
 	}
 }
@@ -69,7 +69,7 @@ func TestWithinQuotaIsNotThrottledAndOldSamplesExpire(t *testing.T) {
 func TestThrottleIsCappedAtTheWindow(t *testing.T) {
 	m := New(nil, (&clock{t: time.Unix(1, 0)}).now)
 	c := Config{Default: 1, Samples: 2, Window: time.Second}
-	if d := m.Record(Produce, c, "x", 1<<40); d != 2*time.Second {
+	if d := m.Record(Produce, c, Client{Principal: "x"}, 1<<40); d != 2*time.Second {
 		t.Fatalf("throttle = %v, want the cap 2s (quota.window.num × quota.window.size.seconds)", d)
 	}
 }
@@ -86,7 +86,7 @@ func TestThrottleFitsThrottleTimeMs(t *testing.T) {
 		{Default: 1, Samples: 11, Window: 72 * time.Hour},
 		{Default: 1, Samples: 5, Window: math.MaxInt32 * time.Second},
 	} {
-		d := m.Record(Produce, c, "x", 1<<40)
+		d := m.Record(Produce, c, Client{Principal: "x"}, 1<<40)
 		if d <= 0 || d > MaxThrottle {
 			t.Errorf("%d windows of %v: throttle %v, want in (0, %v]", c.Samples, c.Window, d, MaxThrottle)
 		}
@@ -109,26 +109,26 @@ func TestOwedRecordsNothing(t *testing.T) {
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
 	m := New(prometheus.NewRegistry(), clk.now)
 	c := cfg(Unlimited, "alice:1000")
-	if d := m.Owed(Fetch, c, "alice"); d != 0 {
+	if d := m.Owed(Fetch, c, Client{Principal: "alice"}); d != 0 {
 		t.Fatalf("owed before any fetch = %v, want 0", d)
 	}
 	if len(m.rates) != 0 {
 		t.Fatalf("Owed kept a rate for a principal never recorded: %v", m.rates)
 	}
-	if d := m.Record(Fetch, c, "alice", 20_000); d != 10*time.Second {
+	if d := m.Record(Fetch, c, Client{Principal: "alice"}, 20_000); d != 10*time.Second {
 		t.Fatalf("record = %v, want 10s", d)
 	}
 	for range 3 {
-		if d := m.Owed(Fetch, c, "alice"); d != 10*time.Second {
+		if d := m.Owed(Fetch, c, Client{Principal: "alice"}); d != 10*time.Second {
 			t.Fatalf("owed = %v, want 10s (asking must not add bytes)", d)
 		}
 	}
 	clk.t = clk.t.Add(5 * time.Second) // 20,000 B over 10 s: still over
-	if d := m.Owed(Fetch, c, "alice"); d != 10*time.Second {
+	if d := m.Owed(Fetch, c, Client{Principal: "alice"}); d != 10*time.Second {
 		t.Fatalf("owed after 5 s = %v, want 10s", d)
 	}
 	clk.t = clk.t.Add(15 * time.Second) // the samples have expired
-	if d := m.Owed(Fetch, c, "alice"); d != 0 {
+	if d := m.Owed(Fetch, c, Client{Principal: "alice"}); d != 0 {
 		t.Fatalf("owed after the window = %v, want 0", d)
 	}
 	if n := testutil.ToFloat64(m.throttled.WithLabelValues("fetch")); n != 1 {
@@ -152,10 +152,10 @@ func TestSamplesAreBounded(t *testing.T) {
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
 	m := New(nil, clk.now)
 	c := Config{Default: 1000, Samples: asked, Window: time.Second}
-	if n := allocated(func() { m.Record(Produce, c, "alice", 10) }); n > 64<<10 {
+	if n := allocated(func() { m.Record(Produce, c, Client{Principal: "alice"}, 10) }); n > 64<<10 {
 		t.Errorf("measuring a principal allocated %d bytes for %d samples asked", n, asked)
 	}
-	if got := len(m.rates[key{Produce, "alice"}].starts); got != topicconfig.MaxQuotaWindowNum {
+	if got := len(m.rates[key{Produce, "alice", ""}].starts); got != topicconfig.MaxQuotaWindowNum {
 		t.Errorf("a principal keeps %d samples, want %d", got, topicconfig.MaxQuotaWindowNum)
 	}
 	q := NewReplication(clk.now)

@@ -31,6 +31,8 @@ type Admin interface {
 	DeleteAcls(context.Context, *adminv1.DeleteAclsRequest) (*adminv1.DeleteAclsResponse, error)
 	DescribeUserScramCredentials(context.Context, *adminv1.DescribeUserScramCredentialsRequest) (*adminv1.DescribeUserScramCredentialsResponse, error)
 	AlterUserScramCredentials(context.Context, *adminv1.AlterUserScramCredentialsRequest) (*adminv1.AlterUserScramCredentialsResponse, error)
+	DescribeClientQuotas(context.Context, *adminv1.DescribeClientQuotasRequest) (*adminv1.DescribeClientQuotasResponse, error)
+	AlterClientQuotas(context.Context, *adminv1.AlterClientQuotasRequest) (*adminv1.AlterClientQuotasResponse, error)
 }
 
 // Control is what ControllerService needs from the active controller.

@@ -4498,6 +4498,566 @@ func (x *AlterUserScramCredentialsResult) GetErrorMessage() string {
 	return ""
 }
 
+// ClientQuotaEntityPart is one part of a client quota entity.
+type ClientQuotaEntityPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "user" or "client-id" ("ip" is refused: tidemark keeps no IP quotas).
+	EntityType string `protobuf:"bytes,1,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
+	// The user or client id; absent: the type's default entity (<default>).
+	EntityName    *string `protobuf:"bytes,2,opt,name=entity_name,json=entityName,proto3,oneof" json:"entity_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaEntityPart) Reset() {
+	*x = ClientQuotaEntityPart{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaEntityPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaEntityPart) ProtoMessage() {}
+
+func (x *ClientQuotaEntityPart) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaEntityPart.ProtoReflect.Descriptor instead.
+func (*ClientQuotaEntityPart) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ClientQuotaEntityPart) GetEntityType() string {
+	if x != nil {
+		return x.EntityType
+	}
+	return ""
+}
+
+func (x *ClientQuotaEntityPart) GetEntityName() string {
+	if x != nil && x.EntityName != nil {
+		return *x.EntityName
+	}
+	return ""
+}
+
+// ClientQuotaFilterComponent is Kafka's: match_type EXACT (entities whose
+// part of entity_type is named match), DEFAULT (the part is the default
+// entity) or SPECIFIED (the entity has a part of that type, named or
+// default).
+type ClientQuotaFilterComponent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EntityType    string                 `protobuf:"bytes,1,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
+	MatchType     string                 `protobuf:"bytes,2,opt,name=match_type,json=matchType,proto3" json:"match_type,omitempty"`
+	Match         *string                `protobuf:"bytes,3,opt,name=match,proto3,oneof" json:"match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaFilterComponent) Reset() {
+	*x = ClientQuotaFilterComponent{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaFilterComponent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaFilterComponent) ProtoMessage() {}
+
+func (x *ClientQuotaFilterComponent) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaFilterComponent.ProtoReflect.Descriptor instead.
+func (*ClientQuotaFilterComponent) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ClientQuotaFilterComponent) GetEntityType() string {
+	if x != nil {
+		return x.EntityType
+	}
+	return ""
+}
+
+func (x *ClientQuotaFilterComponent) GetMatchType() string {
+	if x != nil {
+		return x.MatchType
+	}
+	return ""
+}
+
+func (x *ClientQuotaFilterComponent) GetMatch() string {
+	if x != nil && x.Match != nil {
+		return *x.Match
+	}
+	return ""
+}
+
+type DescribeClientQuotasRequest struct {
+	state      protoimpl.MessageState        `protogen:"open.v1"`
+	Components []*ClientQuotaFilterComponent `protobuf:"bytes,1,rep,name=components,proto3" json:"components,omitempty"`
+	// strict: only entities with no part of a type the components leave out.
+	Strict        bool `protobuf:"varint,2,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClientQuotasRequest) Reset() {
+	*x = DescribeClientQuotasRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClientQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClientQuotasRequest) ProtoMessage() {}
+
+func (x *DescribeClientQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClientQuotasRequest.ProtoReflect.Descriptor instead.
+func (*DescribeClientQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *DescribeClientQuotasRequest) GetComponents() []*ClientQuotaFilterComponent {
+	if x != nil {
+		return x.Components
+	}
+	return nil
+}
+
+func (x *DescribeClientQuotasRequest) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+type DescribeClientQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// INVALID_REQUEST for a filter Kafka refuses (a type twice, EXACT
+	// without a match...), UNSUPPORTED_VERSION for an unknown entity type.
+	ErrorCode     v1.ErrorCode        `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string              `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Entries       []*ClientQuotaEntry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClientQuotasResponse) Reset() {
+	*x = DescribeClientQuotasResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClientQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClientQuotasResponse) ProtoMessage() {}
+
+func (x *DescribeClientQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClientQuotasResponse.ProtoReflect.Descriptor instead.
+func (*DescribeClientQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *DescribeClientQuotasResponse) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *DescribeClientQuotasResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DescribeClientQuotasResponse) GetEntries() []*ClientQuotaEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type ClientQuotaEntry struct {
+	state  protoimpl.MessageState   `protogen:"open.v1"`
+	Entity []*ClientQuotaEntityPart `protobuf:"bytes,1,rep,name=entity,proto3" json:"entity,omitempty"`
+	// The quota keys set (producer_byte_rate, consumer_byte_rate).
+	Values        map[string]float64 `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaEntry) Reset() {
+	*x = ClientQuotaEntry{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaEntry) ProtoMessage() {}
+
+func (x *ClientQuotaEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaEntry.ProtoReflect.Descriptor instead.
+func (*ClientQuotaEntry) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *ClientQuotaEntry) GetEntity() []*ClientQuotaEntityPart {
+	if x != nil {
+		return x.Entity
+	}
+	return nil
+}
+
+func (x *ClientQuotaEntry) GetValues() map[string]float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type AlterClientQuotasRequest struct {
+	state   protoimpl.MessageState   `protogen:"open.v1"`
+	Entries []*ClientQuotaAlteration `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// validate_only: check every alteration, store none.
+	ValidateOnly  bool `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterClientQuotasRequest) Reset() {
+	*x = AlterClientQuotasRequest{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterClientQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterClientQuotasRequest) ProtoMessage() {}
+
+func (x *AlterClientQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterClientQuotasRequest.ProtoReflect.Descriptor instead.
+func (*AlterClientQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *AlterClientQuotasRequest) GetEntries() []*ClientQuotaAlteration {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *AlterClientQuotasRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type ClientQuotaAlteration struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Entity        []*ClientQuotaEntityPart `protobuf:"bytes,1,rep,name=entity,proto3" json:"entity,omitempty"`
+	Ops           []*ClientQuotaOp         `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaAlteration) Reset() {
+	*x = ClientQuotaAlteration{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaAlteration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaAlteration) ProtoMessage() {}
+
+func (x *ClientQuotaAlteration) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaAlteration.ProtoReflect.Descriptor instead.
+func (*ClientQuotaAlteration) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ClientQuotaAlteration) GetEntity() []*ClientQuotaEntityPart {
+	if x != nil {
+		return x.Entity
+	}
+	return nil
+}
+
+func (x *ClientQuotaAlteration) GetOps() []*ClientQuotaOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+// ClientQuotaOp sets key to value, or removes it.
+type ClientQuotaOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	Remove        bool                   `protobuf:"varint,3,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaOp) Reset() {
+	*x = ClientQuotaOp{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaOp) ProtoMessage() {}
+
+func (x *ClientQuotaOp) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaOp.ProtoReflect.Descriptor instead.
+func (*ClientQuotaOp) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ClientQuotaOp) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ClientQuotaOp) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *ClientQuotaOp) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+type AlterClientQuotasResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Results       []*AlterClientQuotasResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterClientQuotasResponse) Reset() {
+	*x = AlterClientQuotasResponse{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterClientQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterClientQuotasResponse) ProtoMessage() {}
+
+func (x *AlterClientQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterClientQuotasResponse.ProtoReflect.Descriptor instead.
+func (*AlterClientQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *AlterClientQuotasResponse) GetResults() []*AlterClientQuotasResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// AlterClientQuotasResult is one entity's outcome: INVALID_REQUEST naming
+// what is wrong (an unknown key, a rate that is not positive, an ip
+// entity); an entity refused gets none of its changes.
+type AlterClientQuotasResult struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Entity        []*ClientQuotaEntityPart `protobuf:"bytes,1,rep,name=entity,proto3" json:"entity,omitempty"`
+	ErrorCode     v1.ErrorCode             `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                   `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterClientQuotasResult) Reset() {
+	*x = AlterClientQuotasResult{}
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterClientQuotasResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterClientQuotasResult) ProtoMessage() {}
+
+func (x *AlterClientQuotasResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_admin_v1_admin_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterClientQuotasResult.ProtoReflect.Descriptor instead.
+func (*AlterClientQuotasResult) Descriptor() ([]byte, []int) {
+	return file_tidemark_admin_v1_admin_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *AlterClientQuotasResult) GetEntity() []*ClientQuotaEntityPart {
+	if x != nil {
+		return x.Entity
+	}
+	return nil
+}
+
+func (x *AlterClientQuotasResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *AlterClientQuotasResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 var File_tidemark_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
@@ -4851,6 +5411,52 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12<\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"n\n" +
+	"\x15ClientQuotaEntityPart\x12\x1f\n" +
+	"\ventity_type\x18\x01 \x01(\tR\n" +
+	"entityType\x12$\n" +
+	"\ventity_name\x18\x02 \x01(\tH\x00R\n" +
+	"entityName\x88\x01\x01B\x0e\n" +
+	"\f_entity_name\"\x81\x01\n" +
+	"\x1aClientQuotaFilterComponent\x12\x1f\n" +
+	"\ventity_type\x18\x01 \x01(\tR\n" +
+	"entityType\x12\x1d\n" +
+	"\n" +
+	"match_type\x18\x02 \x01(\tR\tmatchType\x12\x19\n" +
+	"\x05match\x18\x03 \x01(\tH\x00R\x05match\x88\x01\x01B\b\n" +
+	"\x06_match\"\x84\x01\n" +
+	"\x1bDescribeClientQuotasRequest\x12M\n" +
+	"\n" +
+	"components\x18\x01 \x03(\v2-.tidemark.admin.v1.ClientQuotaFilterComponentR\n" +
+	"components\x12\x16\n" +
+	"\x06strict\x18\x02 \x01(\bR\x06strict\"\xc0\x01\n" +
+	"\x1cDescribeClientQuotasResponse\x12<\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12=\n" +
+	"\aentries\x18\x03 \x03(\v2#.tidemark.admin.v1.ClientQuotaEntryR\aentries\"\xd8\x01\n" +
+	"\x10ClientQuotaEntry\x12@\n" +
+	"\x06entity\x18\x01 \x03(\v2(.tidemark.admin.v1.ClientQuotaEntityPartR\x06entity\x12G\n" +
+	"\x06values\x18\x02 \x03(\v2/.tidemark.admin.v1.ClientQuotaEntry.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x83\x01\n" +
+	"\x18AlterClientQuotasRequest\x12B\n" +
+	"\aentries\x18\x01 \x03(\v2(.tidemark.admin.v1.ClientQuotaAlterationR\aentries\x12#\n" +
+	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"\x8d\x01\n" +
+	"\x15ClientQuotaAlteration\x12@\n" +
+	"\x06entity\x18\x01 \x03(\v2(.tidemark.admin.v1.ClientQuotaEntityPartR\x06entity\x122\n" +
+	"\x03ops\x18\x02 \x03(\v2 .tidemark.admin.v1.ClientQuotaOpR\x03ops\"O\n" +
+	"\rClientQuotaOp\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x12\x16\n" +
+	"\x06remove\x18\x03 \x01(\bR\x06remove\"a\n" +
+	"\x19AlterClientQuotasResponse\x12D\n" +
+	"\aresults\x18\x01 \x03(\v2*.tidemark.admin.v1.AlterClientQuotasResultR\aresults\"\xbe\x01\n" +
+	"\x17AlterClientQuotasResult\x12@\n" +
+	"\x06entity\x18\x01 \x03(\v2(.tidemark.admin.v1.ClientQuotaEntityPartR\x06entity\x12<\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage*{\n" +
 	"\x12ConfigResourceType\x12$\n" +
 	" CONFIG_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
@@ -4870,7 +5476,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xea\r\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xd3\x0f\n" +
 	"\fAdminService\x12_\n" +
 	"\fCreateTopics\x12&.tidemark.admin.v1.CreateTopicsRequest\x1a'.tidemark.admin.v1.CreateTopicsResponse\x12_\n" +
 	"\fDeleteTopics\x12&.tidemark.admin.v1.DeleteTopicsRequest\x1a'.tidemark.admin.v1.DeleteTopicsResponse\x12e\n" +
@@ -4889,7 +5495,9 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"DeleteAcls\x12$.tidemark.admin.v1.DeleteAclsRequest\x1a%.tidemark.admin.v1.DeleteAclsResponse\x12\x8f\x01\n" +
 	"\x1cDescribeUserScramCredentials\x126.tidemark.admin.v1.DescribeUserScramCredentialsRequest\x1a7.tidemark.admin.v1.DescribeUserScramCredentialsResponse\x12\x86\x01\n" +
-	"\x19AlterUserScramCredentials\x123.tidemark.admin.v1.AlterUserScramCredentialsRequest\x1a4.tidemark.admin.v1.AlterUserScramCredentialsResponseB1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
+	"\x19AlterUserScramCredentials\x123.tidemark.admin.v1.AlterUserScramCredentialsRequest\x1a4.tidemark.admin.v1.AlterUserScramCredentialsResponse\x12w\n" +
+	"\x14DescribeClientQuotas\x12..tidemark.admin.v1.DescribeClientQuotasRequest\x1a/.tidemark.admin.v1.DescribeClientQuotasResponse\x12n\n" +
+	"\x11AlterClientQuotas\x12+.tidemark.admin.v1.AlterClientQuotasRequest\x1a,.tidemark.admin.v1.AlterClientQuotasResponseB1Z/tidemark.io/proto/gen/tidemark/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_tidemark_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -4904,7 +5512,7 @@ func file_tidemark_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_tidemark_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_tidemark_admin_v1_admin_proto_goTypes = []any{
 	(ConfigResourceType)(0),                      // 0: tidemark.admin.v1.ConfigResourceType
 	(ConfigSource)(0),                            // 1: tidemark.admin.v1.ConfigSource
@@ -4976,48 +5584,59 @@ var file_tidemark_admin_v1_admin_proto_goTypes = []any{
 	(*ScramCredentialUpsertion)(nil),             // 67: tidemark.admin.v1.ScramCredentialUpsertion
 	(*AlterUserScramCredentialsResponse)(nil),    // 68: tidemark.admin.v1.AlterUserScramCredentialsResponse
 	(*AlterUserScramCredentialsResult)(nil),      // 69: tidemark.admin.v1.AlterUserScramCredentialsResult
-	nil,                                          // 70: tidemark.admin.v1.TopicSpec.ConfigsEntry
-	nil,                                          // 71: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
-	nil,                                          // 72: tidemark.admin.v1.TopicDescription.ConfigsEntry
-	(v1.ErrorCode)(0),                            // 73: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                              // 74: tidemark.common.v1.Node
-	(*v1.TopicPartition)(nil),                    // 75: tidemark.common.v1.TopicPartition
-	(*v11.ClusterEvent)(nil),                     // 76: tidemark.control.v1.ClusterEvent
+	(*ClientQuotaEntityPart)(nil),                // 70: tidemark.admin.v1.ClientQuotaEntityPart
+	(*ClientQuotaFilterComponent)(nil),           // 71: tidemark.admin.v1.ClientQuotaFilterComponent
+	(*DescribeClientQuotasRequest)(nil),          // 72: tidemark.admin.v1.DescribeClientQuotasRequest
+	(*DescribeClientQuotasResponse)(nil),         // 73: tidemark.admin.v1.DescribeClientQuotasResponse
+	(*ClientQuotaEntry)(nil),                     // 74: tidemark.admin.v1.ClientQuotaEntry
+	(*AlterClientQuotasRequest)(nil),             // 75: tidemark.admin.v1.AlterClientQuotasRequest
+	(*ClientQuotaAlteration)(nil),                // 76: tidemark.admin.v1.ClientQuotaAlteration
+	(*ClientQuotaOp)(nil),                        // 77: tidemark.admin.v1.ClientQuotaOp
+	(*AlterClientQuotasResponse)(nil),            // 78: tidemark.admin.v1.AlterClientQuotasResponse
+	(*AlterClientQuotasResult)(nil),              // 79: tidemark.admin.v1.AlterClientQuotasResult
+	nil,                                          // 80: tidemark.admin.v1.TopicSpec.ConfigsEntry
+	nil,                                          // 81: tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	nil,                                          // 82: tidemark.admin.v1.TopicDescription.ConfigsEntry
+	nil,                                          // 83: tidemark.admin.v1.ClientQuotaEntry.ValuesEntry
+	(v1.ErrorCode)(0),                            // 84: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                              // 85: tidemark.common.v1.Node
+	(*v1.TopicPartition)(nil),                    // 86: tidemark.common.v1.TopicPartition
+	(*v11.ClusterEvent)(nil),                     // 87: tidemark.control.v1.ClusterEvent
 }
 var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: tidemark.admin.v1.CreateAclsRequest.creations:type_name -> tidemark.admin.v1.AclBinding
 	8,  // 1: tidemark.admin.v1.CreateAclsResponse.results:type_name -> tidemark.admin.v1.AclResult
-	73, // 2: tidemark.admin.v1.AclResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 2: tidemark.admin.v1.AclResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	5,  // 3: tidemark.admin.v1.DescribeAclsRequest.filter:type_name -> tidemark.admin.v1.AclBindingFilter
 	4,  // 4: tidemark.admin.v1.DescribeAclsResponse.bindings:type_name -> tidemark.admin.v1.AclBinding
 	5,  // 5: tidemark.admin.v1.DeleteAclsRequest.filters:type_name -> tidemark.admin.v1.AclBindingFilter
 	13, // 6: tidemark.admin.v1.DeleteAclsResponse.results:type_name -> tidemark.admin.v1.DeleteAclsResult
-	73, // 7: tidemark.admin.v1.DeleteAclsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 7: tidemark.admin.v1.DeleteAclsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	4,  // 8: tidemark.admin.v1.DeleteAclsResult.deleted:type_name -> tidemark.admin.v1.AclBinding
 	15, // 9: tidemark.admin.v1.CreateTopicsRequest.topics:type_name -> tidemark.admin.v1.TopicSpec
 	16, // 10: tidemark.admin.v1.TopicSpec.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	70, // 11: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
+	80, // 11: tidemark.admin.v1.TopicSpec.configs:type_name -> tidemark.admin.v1.TopicSpec.ConfigsEntry
 	18, // 12: tidemark.admin.v1.CreateTopicsResponse.results:type_name -> tidemark.admin.v1.CreateTopicResult
-	73, // 13: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 13: tidemark.admin.v1.CreateTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	16, // 14: tidemark.admin.v1.CreateTopicResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
-	71, // 15: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
+	81, // 15: tidemark.admin.v1.CreateTopicResult.configs:type_name -> tidemark.admin.v1.CreateTopicResult.ConfigsEntry
 	21, // 16: tidemark.admin.v1.DeleteTopicsResponse.results:type_name -> tidemark.admin.v1.DeleteTopicResult
-	73, // 17: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 17: tidemark.admin.v1.DeleteTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	24, // 18: tidemark.admin.v1.DescribeTopicsResponse.topics:type_name -> tidemark.admin.v1.TopicDescription
-	73, // 19: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 19: tidemark.admin.v1.TopicDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	25, // 20: tidemark.admin.v1.TopicDescription.partitions:type_name -> tidemark.admin.v1.PartitionDescription
-	72, // 21: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
-	74, // 22: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
+	82, // 21: tidemark.admin.v1.TopicDescription.configs:type_name -> tidemark.admin.v1.TopicDescription.ConfigsEntry
+	85, // 22: tidemark.admin.v1.DescribeClusterResponse.controller:type_name -> tidemark.common.v1.Node
 	28, // 23: tidemark.admin.v1.DescribeClusterResponse.controllers:type_name -> tidemark.admin.v1.ControllerInfo
 	29, // 24: tidemark.admin.v1.DescribeClusterResponse.brokers:type_name -> tidemark.admin.v1.BrokerInfo
-	74, // 25: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
-	74, // 26: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
+	85, // 25: tidemark.admin.v1.ControllerInfo.node:type_name -> tidemark.common.v1.Node
+	85, // 26: tidemark.admin.v1.BrokerInfo.node:type_name -> tidemark.common.v1.Node
 	30, // 27: tidemark.admin.v1.BrokerInfo.offline_log_dirs:type_name -> tidemark.admin.v1.OfflineLogDir
 	0,  // 28: tidemark.admin.v1.ConfigResource.type:type_name -> tidemark.admin.v1.ConfigResourceType
 	31, // 29: tidemark.admin.v1.DescribeConfigsRequest.resources:type_name -> tidemark.admin.v1.ConfigResource
 	34, // 30: tidemark.admin.v1.DescribeConfigsResponse.results:type_name -> tidemark.admin.v1.ConfigDescription
 	31, // 31: tidemark.admin.v1.ConfigDescription.resource:type_name -> tidemark.admin.v1.ConfigResource
-	73, // 32: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 32: tidemark.admin.v1.ConfigDescription.error_code:type_name -> tidemark.common.v1.ErrorCode
 	35, // 33: tidemark.admin.v1.ConfigDescription.entries:type_name -> tidemark.admin.v1.ConfigEntry
 	1,  // 34: tidemark.admin.v1.ConfigEntry.source:type_name -> tidemark.admin.v1.ConfigSource
 	36, // 35: tidemark.admin.v1.ConfigEntry.synonyms:type_name -> tidemark.admin.v1.ConfigSynonym
@@ -5028,70 +5647,85 @@ var file_tidemark_admin_v1_admin_proto_depIdxs = []int32{
 	37, // 40: tidemark.admin.v1.AlterConfigsResource.ops:type_name -> tidemark.admin.v1.ConfigOp
 	41, // 41: tidemark.admin.v1.AlterConfigsResponse.results:type_name -> tidemark.admin.v1.AlterConfigsResult
 	31, // 42: tidemark.admin.v1.AlterConfigsResult.resource:type_name -> tidemark.admin.v1.ConfigResource
-	73, // 43: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 43: tidemark.admin.v1.AlterConfigsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 44: tidemark.admin.v1.ElectLeadersRequest.election_type:type_name -> tidemark.admin.v1.ElectionType
-	75, // 45: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	86, // 45: tidemark.admin.v1.ElectLeadersRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
 	44, // 46: tidemark.admin.v1.ElectLeadersResponse.results:type_name -> tidemark.admin.v1.ElectLeadersResult
-	73, // 47: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 47: tidemark.admin.v1.ElectLeadersResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	27, // 48: tidemark.admin.v1.WatchClusterResponse.cluster:type_name -> tidemark.admin.v1.DescribeClusterResponse
 	47, // 49: tidemark.admin.v1.WatchClusterResponse.partitions:type_name -> tidemark.admin.v1.PartitionView
-	76, // 50: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
+	87, // 50: tidemark.admin.v1.WatchClusterResponse.events:type_name -> tidemark.control.v1.ClusterEvent
 	48, // 51: tidemark.admin.v1.PartitionView.replica_views:type_name -> tidemark.admin.v1.ReplicaView
 	50, // 52: tidemark.admin.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> tidemark.admin.v1.ReassignablePartition
 	52, // 53: tidemark.admin.v1.AlterPartitionReassignmentsResponse.results:type_name -> tidemark.admin.v1.ReassignmentResult
-	73, // 54: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	75, // 55: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
+	84, // 54: tidemark.admin.v1.ReassignmentResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	86, // 55: tidemark.admin.v1.ListPartitionReassignmentsRequest.partitions:type_name -> tidemark.common.v1.TopicPartition
 	55, // 56: tidemark.admin.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> tidemark.admin.v1.OngoingReassignment
 	56, // 57: tidemark.admin.v1.OngoingReassignment.progress:type_name -> tidemark.admin.v1.ReplicaMoveProgress
 	58, // 58: tidemark.admin.v1.CreatePartitionsRequest.topics:type_name -> tidemark.admin.v1.CreatePartitionsTopic
 	16, // 59: tidemark.admin.v1.CreatePartitionsTopic.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
 	60, // 60: tidemark.admin.v1.CreatePartitionsResponse.results:type_name -> tidemark.admin.v1.CreatePartitionsResult
-	73, // 61: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 61: tidemark.admin.v1.CreatePartitionsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	16, // 62: tidemark.admin.v1.CreatePartitionsResult.assignments:type_name -> tidemark.admin.v1.ReplicaAssignment
 	63, // 63: tidemark.admin.v1.DescribeUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.UserScramCredentials
-	73, // 64: tidemark.admin.v1.UserScramCredentials.error_code:type_name -> tidemark.common.v1.ErrorCode
+	84, // 64: tidemark.admin.v1.UserScramCredentials.error_code:type_name -> tidemark.common.v1.ErrorCode
 	64, // 65: tidemark.admin.v1.UserScramCredentials.credentials:type_name -> tidemark.admin.v1.ScramCredentialInfo
 	66, // 66: tidemark.admin.v1.AlterUserScramCredentialsRequest.deletions:type_name -> tidemark.admin.v1.ScramCredentialDeletion
 	67, // 67: tidemark.admin.v1.AlterUserScramCredentialsRequest.upsertions:type_name -> tidemark.admin.v1.ScramCredentialUpsertion
 	69, // 68: tidemark.admin.v1.AlterUserScramCredentialsResponse.results:type_name -> tidemark.admin.v1.AlterUserScramCredentialsResult
-	73, // 69: tidemark.admin.v1.AlterUserScramCredentialsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	14, // 70: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
-	19, // 71: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
-	22, // 72: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
-	26, // 73: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
-	32, // 74: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
-	38, // 75: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
-	42, // 76: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
-	45, // 77: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
-	49, // 78: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
-	53, // 79: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
-	57, // 80: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
-	6,  // 81: tidemark.admin.v1.AdminService.CreateAcls:input_type -> tidemark.admin.v1.CreateAclsRequest
-	9,  // 82: tidemark.admin.v1.AdminService.DescribeAcls:input_type -> tidemark.admin.v1.DescribeAclsRequest
-	11, // 83: tidemark.admin.v1.AdminService.DeleteAcls:input_type -> tidemark.admin.v1.DeleteAclsRequest
-	61, // 84: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:input_type -> tidemark.admin.v1.DescribeUserScramCredentialsRequest
-	65, // 85: tidemark.admin.v1.AdminService.AlterUserScramCredentials:input_type -> tidemark.admin.v1.AlterUserScramCredentialsRequest
-	17, // 86: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
-	20, // 87: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
-	23, // 88: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
-	27, // 89: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
-	33, // 90: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
-	40, // 91: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
-	43, // 92: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
-	46, // 93: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
-	51, // 94: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
-	54, // 95: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
-	59, // 96: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
-	7,  // 97: tidemark.admin.v1.AdminService.CreateAcls:output_type -> tidemark.admin.v1.CreateAclsResponse
-	10, // 98: tidemark.admin.v1.AdminService.DescribeAcls:output_type -> tidemark.admin.v1.DescribeAclsResponse
-	12, // 99: tidemark.admin.v1.AdminService.DeleteAcls:output_type -> tidemark.admin.v1.DeleteAclsResponse
-	62, // 100: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:output_type -> tidemark.admin.v1.DescribeUserScramCredentialsResponse
-	68, // 101: tidemark.admin.v1.AdminService.AlterUserScramCredentials:output_type -> tidemark.admin.v1.AlterUserScramCredentialsResponse
-	86, // [86:102] is the sub-list for method output_type
-	70, // [70:86] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	84, // 69: tidemark.admin.v1.AlterUserScramCredentialsResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	71, // 70: tidemark.admin.v1.DescribeClientQuotasRequest.components:type_name -> tidemark.admin.v1.ClientQuotaFilterComponent
+	84, // 71: tidemark.admin.v1.DescribeClientQuotasResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	74, // 72: tidemark.admin.v1.DescribeClientQuotasResponse.entries:type_name -> tidemark.admin.v1.ClientQuotaEntry
+	70, // 73: tidemark.admin.v1.ClientQuotaEntry.entity:type_name -> tidemark.admin.v1.ClientQuotaEntityPart
+	83, // 74: tidemark.admin.v1.ClientQuotaEntry.values:type_name -> tidemark.admin.v1.ClientQuotaEntry.ValuesEntry
+	76, // 75: tidemark.admin.v1.AlterClientQuotasRequest.entries:type_name -> tidemark.admin.v1.ClientQuotaAlteration
+	70, // 76: tidemark.admin.v1.ClientQuotaAlteration.entity:type_name -> tidemark.admin.v1.ClientQuotaEntityPart
+	77, // 77: tidemark.admin.v1.ClientQuotaAlteration.ops:type_name -> tidemark.admin.v1.ClientQuotaOp
+	79, // 78: tidemark.admin.v1.AlterClientQuotasResponse.results:type_name -> tidemark.admin.v1.AlterClientQuotasResult
+	70, // 79: tidemark.admin.v1.AlterClientQuotasResult.entity:type_name -> tidemark.admin.v1.ClientQuotaEntityPart
+	84, // 80: tidemark.admin.v1.AlterClientQuotasResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	14, // 81: tidemark.admin.v1.AdminService.CreateTopics:input_type -> tidemark.admin.v1.CreateTopicsRequest
+	19, // 82: tidemark.admin.v1.AdminService.DeleteTopics:input_type -> tidemark.admin.v1.DeleteTopicsRequest
+	22, // 83: tidemark.admin.v1.AdminService.DescribeTopics:input_type -> tidemark.admin.v1.DescribeTopicsRequest
+	26, // 84: tidemark.admin.v1.AdminService.DescribeCluster:input_type -> tidemark.admin.v1.DescribeClusterRequest
+	32, // 85: tidemark.admin.v1.AdminService.DescribeConfigs:input_type -> tidemark.admin.v1.DescribeConfigsRequest
+	38, // 86: tidemark.admin.v1.AdminService.AlterConfigs:input_type -> tidemark.admin.v1.AlterConfigsRequest
+	42, // 87: tidemark.admin.v1.AdminService.ElectLeaders:input_type -> tidemark.admin.v1.ElectLeadersRequest
+	45, // 88: tidemark.admin.v1.AdminService.WatchCluster:input_type -> tidemark.admin.v1.WatchClusterRequest
+	49, // 89: tidemark.admin.v1.AdminService.AlterPartitionReassignments:input_type -> tidemark.admin.v1.AlterPartitionReassignmentsRequest
+	53, // 90: tidemark.admin.v1.AdminService.ListPartitionReassignments:input_type -> tidemark.admin.v1.ListPartitionReassignmentsRequest
+	57, // 91: tidemark.admin.v1.AdminService.CreatePartitions:input_type -> tidemark.admin.v1.CreatePartitionsRequest
+	6,  // 92: tidemark.admin.v1.AdminService.CreateAcls:input_type -> tidemark.admin.v1.CreateAclsRequest
+	9,  // 93: tidemark.admin.v1.AdminService.DescribeAcls:input_type -> tidemark.admin.v1.DescribeAclsRequest
+	11, // 94: tidemark.admin.v1.AdminService.DeleteAcls:input_type -> tidemark.admin.v1.DeleteAclsRequest
+	61, // 95: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:input_type -> tidemark.admin.v1.DescribeUserScramCredentialsRequest
+	65, // 96: tidemark.admin.v1.AdminService.AlterUserScramCredentials:input_type -> tidemark.admin.v1.AlterUserScramCredentialsRequest
+	72, // 97: tidemark.admin.v1.AdminService.DescribeClientQuotas:input_type -> tidemark.admin.v1.DescribeClientQuotasRequest
+	75, // 98: tidemark.admin.v1.AdminService.AlterClientQuotas:input_type -> tidemark.admin.v1.AlterClientQuotasRequest
+	17, // 99: tidemark.admin.v1.AdminService.CreateTopics:output_type -> tidemark.admin.v1.CreateTopicsResponse
+	20, // 100: tidemark.admin.v1.AdminService.DeleteTopics:output_type -> tidemark.admin.v1.DeleteTopicsResponse
+	23, // 101: tidemark.admin.v1.AdminService.DescribeTopics:output_type -> tidemark.admin.v1.DescribeTopicsResponse
+	27, // 102: tidemark.admin.v1.AdminService.DescribeCluster:output_type -> tidemark.admin.v1.DescribeClusterResponse
+	33, // 103: tidemark.admin.v1.AdminService.DescribeConfigs:output_type -> tidemark.admin.v1.DescribeConfigsResponse
+	40, // 104: tidemark.admin.v1.AdminService.AlterConfigs:output_type -> tidemark.admin.v1.AlterConfigsResponse
+	43, // 105: tidemark.admin.v1.AdminService.ElectLeaders:output_type -> tidemark.admin.v1.ElectLeadersResponse
+	46, // 106: tidemark.admin.v1.AdminService.WatchCluster:output_type -> tidemark.admin.v1.WatchClusterResponse
+	51, // 107: tidemark.admin.v1.AdminService.AlterPartitionReassignments:output_type -> tidemark.admin.v1.AlterPartitionReassignmentsResponse
+	54, // 108: tidemark.admin.v1.AdminService.ListPartitionReassignments:output_type -> tidemark.admin.v1.ListPartitionReassignmentsResponse
+	59, // 109: tidemark.admin.v1.AdminService.CreatePartitions:output_type -> tidemark.admin.v1.CreatePartitionsResponse
+	7,  // 110: tidemark.admin.v1.AdminService.CreateAcls:output_type -> tidemark.admin.v1.CreateAclsResponse
+	10, // 111: tidemark.admin.v1.AdminService.DescribeAcls:output_type -> tidemark.admin.v1.DescribeAclsResponse
+	12, // 112: tidemark.admin.v1.AdminService.DeleteAcls:output_type -> tidemark.admin.v1.DeleteAclsResponse
+	62, // 113: tidemark.admin.v1.AdminService.DescribeUserScramCredentials:output_type -> tidemark.admin.v1.DescribeUserScramCredentialsResponse
+	68, // 114: tidemark.admin.v1.AdminService.AlterUserScramCredentials:output_type -> tidemark.admin.v1.AlterUserScramCredentialsResponse
+	73, // 115: tidemark.admin.v1.AdminService.DescribeClientQuotas:output_type -> tidemark.admin.v1.DescribeClientQuotasResponse
+	78, // 116: tidemark.admin.v1.AdminService.AlterClientQuotas:output_type -> tidemark.admin.v1.AlterClientQuotasResponse
+	99, // [99:117] is the sub-list for method output_type
+	81, // [81:99] is the sub-list for method input_type
+	81, // [81:81] is the sub-list for extension type_name
+	81, // [81:81] is the sub-list for extension extendee
+	0,  // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_admin_v1_admin_proto_init() }
@@ -5102,13 +5736,15 @@ func file_tidemark_admin_v1_admin_proto_init() {
 	file_tidemark_admin_v1_admin_proto_msgTypes[1].OneofWrappers = []any{}
 	file_tidemark_admin_v1_admin_proto_msgTypes[28].OneofWrappers = []any{}
 	file_tidemark_admin_v1_admin_proto_msgTypes[44].OneofWrappers = []any{}
+	file_tidemark_admin_v1_admin_proto_msgTypes[66].OneofWrappers = []any{}
+	file_tidemark_admin_v1_admin_proto_msgTypes[67].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_admin_v1_admin_proto_rawDesc), len(file_tidemark_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   69,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,8 @@ const (
 	AdminService_DeleteAcls_FullMethodName                   = "/tidemark.admin.v1.AdminService/DeleteAcls"
 	AdminService_DescribeUserScramCredentials_FullMethodName = "/tidemark.admin.v1.AdminService/DescribeUserScramCredentials"
 	AdminService_AlterUserScramCredentials_FullMethodName    = "/tidemark.admin.v1.AdminService/AlterUserScramCredentials"
+	AdminService_DescribeClientQuotas_FullMethodName         = "/tidemark.admin.v1.AdminService/DescribeClientQuotas"
+	AdminService_AlterClientQuotas_FullMethodName            = "/tidemark.admin.v1.AdminService/AlterClientQuotas"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -84,6 +86,12 @@ type AdminServiceClient interface {
 	// AlterUserScramCredentials): the controller stores the salt, StoredKey,
 	// ServerKey and iterations, never the salted password.
 	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
+	// Client quota entities kept in etcd, enforced by every broker (Kafka's
+	// DescribeClientQuotas, KIP-546; DescribeConfigs on Cluster).
+	DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error)
+	// Sets and removes client quota entities' keys (Kafka's
+	// AlterClientQuotas; AlterConfigs on Cluster).
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 }
 
 type adminServiceClient struct {
@@ -263,6 +271,26 @@ func (c *adminServiceClient) AlterUserScramCredentials(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *adminServiceClient) DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClientQuotasResponse)
+	err := c.cc.Invoke(ctx, AdminService_DescribeClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, AdminService_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -308,6 +336,12 @@ type AdminServiceServer interface {
 	// AlterUserScramCredentials): the controller stores the salt, StoredKey,
 	// ServerKey and iterations, never the salted password.
 	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
+	// Client quota entities kept in etcd, enforced by every broker (Kafka's
+	// DescribeClientQuotas, KIP-546; DescribeConfigs on Cluster).
+	DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error)
+	// Sets and removes client quota entities' keys (Kafka's
+	// AlterClientQuotas; AlterConfigs on Cluster).
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -365,6 +399,12 @@ func (UnimplementedAdminServiceServer) DescribeUserScramCredentials(context.Cont
 }
 func (UnimplementedAdminServiceServer) AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeClientQuotas not implemented")
+}
+func (UnimplementedAdminServiceServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -668,6 +708,42 @@ func _AdminService_AlterUserScramCredentials_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DescribeClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DescribeClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeClientQuotas(ctx, req.(*DescribeClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -734,6 +810,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterUserScramCredentials",
 			Handler:    _AdminService_AlterUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "DescribeClientQuotas",
+			Handler:    _AdminService_DescribeClientQuotas_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _AdminService_AlterClientQuotas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
