@@ -49,6 +49,13 @@ func fromController(req any, info *grpc.UnaryServerInfo) bool {
 // fails the same way, so the controller finds the broker neither answering
 // nor refusing, as across a real partition, and leaves it to its lease.
 func controllerRequestsLost(f *replica.Faults) grpc.UnaryServerInterceptor {
+	return controllerRequestsHeld(f, nil)
+}
+
+// controllerRequestsHeld is controllerRequestsLost calling held, when set,
+// with a request's context as it starts waiting on the isolation (tests
+// wait for it).
+func controllerRequestsHeld(f *replica.Faults, held func(context.Context)) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if !fromController(req, info) {
 			return h(ctx, req)
@@ -56,6 +63,9 @@ func controllerRequestsLost(f *replica.Faults) grpc.UnaryServerInterceptor {
 		isolated, changed := f.Isolation()
 		if !isolated {
 			return h(ctx, req)
+		}
+		if held != nil {
+			held(ctx)
 		}
 		select {
 		case <-changed:

@@ -90,7 +90,15 @@ func TestIsolationLosesTheControllersHealthProbe(t *testing.T) {
 		}
 		return h(ctx, req)
 	}
-	srv := grpcserver.New(grpcserver.Options{Unary: []grpc.UnaryServerInterceptor{arrival, controllerRequestsLost(f)}})
+	// A probe without a deadline is held on the isolation (the one with
+	// a deadline below may reach the server after its caller gave up).
+	waiting := make(chan struct{}, 8)
+	onHeld := func(ctx context.Context) {
+		if _, ok := ctx.Deadline(); !ok {
+			waiting <- struct{}{}
+		}
+	}
+	srv := grpcserver.New(grpcserver.Options{Unary: []grpc.UnaryServerInterceptor{arrival, controllerRequestsHeld(f, onHeld)}})
 	const epoch = 7
 	srv.SetServing(grpcserver.IncarnationService(epoch), true)
 	srv.SetServing("", true)
@@ -135,7 +143,8 @@ func TestIsolationLosesTheControllersHealthProbe(t *testing.T) {
 		_, err := check(context.Background(), probe)
 		held <- err
 	}()
-	<-arrived // and is held on the isolation until it heals
+	<-arrived
+	<-waiting // held on the isolation until it heals (healing before it looked would let it through)
 	if err := f.Isolate(false, false); err != nil {
 		t.Fatal(err)
 	}

@@ -285,9 +285,10 @@ func (s *alterSender) send(items []alterItem, stop <-chan struct{}) []alterItem 
 			// that held the HW back): acks=all produces link to its span.
 			it.r.markCommitLocked(out.HW.After, it.span.SpanContext())
 		}
-		it.r.mu.Unlock()
 		// Counted once committed, as Kafka's IsrShrinksPerSec: a proposal
-		// the controller refused or could not write changed no ISR.
+		// the controller refused or could not write changed no ISR. Counted
+		// before the lock is let go, so whoever sees the new ISR sees it
+		// counted.
 		if out.Action == partition.AlterCommitted {
 			switch out.Kind {
 			case partition.ShrinkISR:
@@ -296,6 +297,7 @@ func (s *alterSender) send(items []alterItem, stop <-chan struct{}) []alterItem 
 				m.metrics.isrExpands.Inc()
 			}
 		}
+		it.r.mu.Unlock()
 		if out.Action != partition.AlterCommitted && out.Action != partition.AlterIgnored {
 			m.log.Info("ISR change not committed", "topic", it.r.tp.Topic, "partition", it.r.tp.Partition,
 				"action", out.Action.String(), "reason", out.Reason)
