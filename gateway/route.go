@@ -32,10 +32,16 @@ type router struct {
 // while the answer is one a new route may fix, within the retry budget.
 func (r *router) onLeader(ctx context.Context, topic string, partition int32, call func(brokerv1.BrokerServiceClient) error) error {
 	p := newPacer(r.budget)
+	settled := time.Now().Add(topicSettle)
 	for {
 		retry, err := r.leaderAttempt(ctx, topic, partition, call)
 		if err == nil {
 			return nil
+		}
+		if !retry && asKerr(err).Code == kerr.UnknownTopicOrPartition && time.Now().Before(settled) {
+			// A topic created a moment ago reaches each broker with the
+			// controller's next UpdateMetadata: ask again for a while.
+			retry = true
 		}
 		if !retry || ctx.Err() != nil || !p.wait(ctx) {
 			return err
@@ -43,13 +49,20 @@ func (r *router) onLeader(ctx context.Context, topic string, partition int32, ca
 	}
 }
 
+// topicSettle is how long a partition's call is retried while the
+// metadata answers that its topic does not exist: the broker asked may not
+// have had the UpdateMetadata of a topic just created (the answer of the
+// CreateTopics call does not wait for every broker's). A topic that does
+// not exist still fails within it.
+const topicSettle = 2 * time.Second
+
 // leaderAttempt makes one attempt and says whether another may succeed.
 func (r *router) leaderAttempt(ctx context.Context, topic string, partition int32,
 	call func(brokerv1.BrokerServiceClient) error) (bool, error) {
 	bc, err := r.leader(ctx, topic, partition)
 	if err != nil {
-		// The metadata's own UNKNOWN_TOPIC_OR_PARTITION is final: the
-		// topic or partition does not exist.
+		// The metadata's own UNKNOWN_TOPIC_OR_PARTITION is final (the
+		// topic or partition does not exist) once topicSettle has passed.
 		ke := asKerr(err)
 		return reroutable(ke.Code), ke
 	}
