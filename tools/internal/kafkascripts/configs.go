@@ -17,19 +17,72 @@ import (
 
 // configsRun is what kafka-configs.sh's flags ask for.
 type configsRun struct {
-	fs                              *pflag.FlagSet
-	args                            []string
-	bootstrap, commandConfig        string
-	entityTypes, entityNames        []string
-	addConfig, addConfigFile        string
-	deleteConfigs                   []string
-	describe, alter, all, entityDef bool
+	fs                       *pflag.FlagSet
+	bootstrap, commandConfig string
+	// typeFlags and nameFlags are --entity-type and --entity-name or
+	// --entity-default (as "") in command-line order.
+	typeFlags, nameFlags []string
+	// shortcut holds the entity shortcuts' values (--topic, --user, ...).
+	shortcut                 map[string]*string
+	addConfig, addConfigFile string
+	deleteConfigs            []string
+	describe, alter, all     bool
+	// entityTypes and entityNames are Kafka's ConfigCommandOptions
+	// entityTypes and entityNames: the --entity-* flags, then the
+	// shortcuts in Kafka's order; a default entity's name is "".
+	entityTypes, entityNames []string
 }
 
 // configsEntityTypes are the types Kafka's tool takes with
 // --bootstrap-server; tidemark's listener has configs for topics and
 // brokers, users' SCRAM credentials and users' and clients' quotas.
 var configsEntityTypes = []string{"topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics"}
+
+// entityShortcuts are Kafka's entity flags (ConfigCommandOptions'
+// entityFlags), in the order Kafka adds them to the entity types.
+var entityShortcuts = []struct{ flag, typ, usage string }{
+	{"topic", "topics", "the topic's name (--entity-type topics --entity-name)"},
+	{"client", "clients", "the client's ID (--entity-type clients --entity-name)"},
+	{"user", "users", "the user's principal name (--entity-type users --entity-name)"},
+	{"broker", "brokers", "the broker's ID (--entity-type brokers --entity-name)"},
+	{"broker-logger", "broker-loggers", "the broker's ID for its logger config (not served by tidemark)"},
+	{"ip", "ips", "the IP address (not served by tidemark)"},
+}
+
+// defaultShortcuts are Kafka's entityDefaultsFlags, in its order.
+var defaultShortcuts = []struct{ flag, typ, usage string }{
+	{"client-defaults", "clients", "the config defaults for all clients (--entity-type clients --entity-default)"},
+	{"user-defaults", "users", "the config defaults for all users (--entity-type users --entity-default)"},
+	{"broker-defaults", "brokers", "the config defaults for all brokers (--entity-type brokers --entity-default)"},
+	{"ip-defaults", "ips", "the config defaults for all IPs (not served by tidemark)"},
+}
+
+// orderedEntityNames records --entity-name and --entity-default in the
+// order given, which pairs them with the --entity-type flags.
+type orderedEntityNames struct {
+	names     *[]string
+	isDefault bool
+}
+
+func (o orderedEntityNames) Set(v string) error {
+	if o.isDefault {
+		if v != "true" {
+			return errors.New("it takes no argument")
+		}
+		v = ""
+	}
+	*o.names = append(*o.names, v)
+	return nil
+}
+
+func (o orderedEntityNames) String() string { return "" }
+
+func (o orderedEntityNames) Type() string {
+	if o.isDefault {
+		return "bool"
+	}
+	return "string"
+}
 
 func configsFlags(r *configsRun) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("kafka-configs.sh", pflag.ContinueOnError)
@@ -39,13 +92,21 @@ func configsFlags(r *configsRun) *pflag.FlagSet {
 	fs.StringVar(&r.commandConfig, "command-config", "", "a properties file of client settings (security.protocol=SSL and PEM ssl.truststore.*/ssl.keystore.*)")
 	fs.BoolVar(&r.describe, "describe", false, "list configs for the given entity")
 	fs.BoolVar(&r.alter, "alter", false, "alter the configuration of the entity")
-	fs.StringArrayVar(&r.entityTypes, "entity-type", nil, "type of entity: topics, brokers, users or clients (users and clients may be given together)")
-	fs.StringArrayVar(&r.entityNames, "entity-name", nil, "name of entity (topic name, broker id, user name or client id), one per --entity-type in order")
-	fs.BoolVar(&r.entityDef, "entity-default", false, "the cluster-wide default for brokers; the default entity for users and clients (in --entity-type order)")
+	fs.StringArrayVar(&r.typeFlags, "entity-type", nil, "type of entity: topics, brokers, users or clients (users and clients may be given together)")
+	fs.Var(orderedEntityNames{names: &r.nameFlags}, "entity-name", "name of entity (topic name, broker id, user name or client id), one per --entity-type in order")
+	fs.Var(orderedEntityNames{names: &r.nameFlags, isDefault: true}, "entity-default", "the cluster-wide default for brokers; the default entity for users and clients (in --entity-type order)")
+	fs.Lookup("entity-default").NoOptDefVal = "true"
 	fs.StringVar(&r.addConfig, "add-config", "", "key=val pairs, comma-separated, to add; a list value in square brackets: k1=v1,k2=[v1,v2,v2]")
 	fs.StringVar(&r.addConfigFile, "add-config-file", "", "a properties file of configs to add")
 	fs.StringSliceVar(&r.deleteConfigs, "delete-config", nil, "config keys to remove, comma-separated")
 	fs.BoolVar(&r.all, "all", false, "with --describe, every config, not only the dynamic ones")
+	r.shortcut = map[string]*string{}
+	for _, s := range entityShortcuts {
+		r.shortcut[s.flag] = fs.String(s.flag, "", s.usage)
+	}
+	for _, s := range defaultShortcuts {
+		fs.Bool(s.flag, false, s.usage)
+	}
 	fs.BoolP("help", "h", false, "print usage information")
 	return fs
 }
@@ -87,7 +148,7 @@ func parseConfigsFlags(args []string) (*configsRun, error) {
 	if len(args) == 0 {
 		return nil, usageError{"This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics"}
 	}
-	r := &configsRun{args: args}
+	r := &configsRun{}
 	fs := configsFlags(r)
 	r.fs = fs
 	if err := parseKafkaFlags(fs, args); err != nil {
@@ -104,12 +165,11 @@ func parseConfigsFlags(args []string) (*configsRun, error) {
 			return nil, err
 		}
 	}
-	seen := map[string]bool{}
+	shortcuts := r.collectEntities()
+	if dups := repeatedTypes(r.entityTypes); len(dups) > 0 {
+		return nil, fmt.Errorf("Duplicate entity type(s) specified: %s", strings.Join(dups, ","))
+	}
 	for _, t := range r.entityTypes {
-		if seen[t] {
-			return nil, fmt.Errorf("Duplicate entity type(s) specified: %s", t)
-		}
-		seen[t] = true
 		if !containsString(configsEntityTypes, t) {
 			return nil, fmt.Errorf("Invalid entity type %s, the entity type must be one of %s with a --bootstrap-server or --bootstrap-controller argument", t, strings.Join(configsEntityTypes, ", "))
 		}
@@ -117,36 +177,54 @@ func parseConfigsFlags(args []string) (*configsRun, error) {
 	if len(r.entityTypes) == 0 {
 		return nil, errors.New("At least one entity type must be specified")
 	}
-	if len(r.entityTypes) > 1 && !(len(r.entityTypes) == 2 && seen["users"] && seen["clients"]) {
+	usersAndClients := len(r.entityTypes) == 2 && containsString(r.entityTypes, "users") && containsString(r.entityTypes, "clients")
+	if len(r.entityTypes) > 1 && !usersAndClients {
 		return nil, errors.New("Only 'users' and 'clients' entity types may be specified together")
+	}
+	if shortcuts && (fs.Changed("entity-type") || fs.Changed("entity-name") || fs.Changed("entity-default")) {
+		return nil, errors.New("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
 	}
 	if !fs.Changed("bootstrap-server") {
 		return nil, errors.New("One of the required --bootstrap-server, --boostrap-controller, or --zookeeper arguments must be specified")
 	}
-	typ := r.entityTypes[0]
-	if len(r.entityTypes) > 1 {
-		typ = "clients"
+	hasName, hasDefault := false, false
+	for _, n := range r.entityNames {
+		hasName, hasDefault = hasName || n != "", hasDefault || n == ""
 	}
+	if hasName && (containsString(r.entityTypes, "brokers") || containsString(r.entityTypes, "broker-loggers")) {
+		// Kafka checks the first --entity-name and the broker shortcuts.
+		var ids []string
+		for _, n := range r.nameFlags {
+			if n != "" {
+				ids = append(ids, n)
+				break
+			}
+		}
+		for _, f := range []string{"broker", "broker-logger"} {
+			if fs.Changed(f) {
+				ids = append(ids, *r.shortcut[f])
+			}
+		}
+		for _, id := range ids {
+			if _, err := strconv.ParseInt(id, 10, 32); err != nil {
+				return nil, fmt.Errorf("The entity name for %s must be a valid integer broker id, but it is: %s", r.entityTypes[0], id)
+			}
+		}
+	}
+	typ := r.entityTypes[0]
 	switch typ {
 	case "topics", "brokers", "users", "clients":
 	default:
 		return nil, fmt.Errorf("--entity-type %s: tidemark's kafka-configs.sh manages topics, brokers, users and clients only (ip quotas and client metrics are not served here)", typ)
 	}
-	if r.entityDef {
-		if typ == "topics" {
-			return nil, errors.New("--entity-default must not be specified with --entity-type topics")
-		}
-		r.entityNames = append(r.entityNames, "")
-	}
-	if len(r.entityNames) > len(r.entityTypes) {
-		return nil, errors.New("More than one entity name specified for a single entity type")
+	if r.describe && typ == "topics" && len(r.entityNames) > 0 && r.entityNames[0] == "" {
+		return nil, errors.New("--entity-default must not be specified with --entity-type topics")
 	}
 	if r.alter {
-		named := len(r.entityNames) == len(r.entityTypes)
-		if (typ == "brokers" || typ == "users" || typ == "clients") && !named {
+		if typ != "topics" && !hasName && !hasDefault {
 			return nil, errors.New("an entity-name or default entity must be specified with --alter of users, clients, brokers or ips")
 		}
-		if typ == "topics" && (!named || r.entityNames[0] == "") {
+		if typ == "topics" && !hasName {
 			return nil, errors.New("an entity name must be specified with --alter of topics")
 		}
 		if fs.Changed("add-config") && fs.Changed("add-config-file") {
@@ -157,6 +235,45 @@ func parseConfigsFlags(args []string) (*configsRun, error) {
 		}
 	}
 	return r, nil
+}
+
+// collectEntities sets entityTypes and entityNames as Kafka's tool makes
+// them: the --entity-* flags first, then the shortcuts given, each in
+// Kafka's order (so --user alice --client app is clients app, users
+// alice). It reports whether any shortcut was given.
+func (r *configsRun) collectEntities() bool {
+	r.entityTypes = append([]string{}, r.typeFlags...)
+	r.entityNames = append([]string{}, r.nameFlags...)
+	any := false
+	for _, s := range entityShortcuts {
+		if r.fs.Changed(s.flag) {
+			r.entityTypes = append(r.entityTypes, s.typ)
+			r.entityNames = append(r.entityNames, *r.shortcut[s.flag])
+			any = true
+		}
+	}
+	for _, s := range defaultShortcuts {
+		if r.fs.Changed(s.flag) {
+			r.entityTypes = append(r.entityTypes, s.typ)
+			r.entityNames = append(r.entityNames, "")
+			any = true
+		}
+	}
+	return any
+}
+
+// repeatedTypes is Scala's xs.diff(xs.distinct): each repeat after an
+// element's first occurrence, in order.
+func repeatedTypes(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if seen[x] {
+			out = append(out, x)
+		}
+		seen[x] = true
+	}
+	return out
 }
 
 // bracketStrip takes a list value's square brackets off, as Kafka does.
@@ -229,8 +346,8 @@ func (r *configsRun) run(stdout io.Writer) error {
 	}
 	var entities []string
 	switch {
-	case len(r.entityNames) == 1:
-		entities = r.entityNames
+	case len(r.entityNames) > 0:
+		entities = r.entityNames[:1]
 	case typ == "topics":
 		meta, err := adm.metadata(ctx, nil)
 		if err != nil {

@@ -70,8 +70,20 @@ func TestConfigsScriptTopicsAndBrokers(t *testing.T) {
 	step(0, "Completed updating config for broker 1.\n", "", "--entity-type", "brokers", "--entity-name", "1", "--alter", "--delete-config", "log.retention.ms")
 	step(0, "Dynamic configs for broker 1 are:\n  log.roll.ms=7000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.roll.ms=7000, DEFAULT_CONFIG:log.roll.ms=604800000}\n", "",
 		"--entity-type", "brokers", "--entity-name", "1", "--describe")
-	// Kafka's tool prints the heading before it checks the name.
-	step(1, "Dynamic configs for broker one are:\n", "The entity name for brokers must be a valid integer broker id, found: one\n", "--entity-type", "brokers", "--entity-name", "one", "--describe")
+	// Kafka's tool checks a broker id before it connects.
+	step(1, "", "The entity name for brokers must be a valid integer broker id, but it is: one\n", "--entity-type", "brokers", "--entity-name", "one", "--describe")
+
+	// The shortcuts are the --entity-type/--entity-name pairs.
+	step(0, "Completed updating config for topic cfg.\n", "", "--topic", "cfg", "--alter", "--add-config", "retention.ms=2000")
+	step(0, "Dynamic configs for topic cfg are:\n"+
+		"  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}\n"+
+		"  min.insync.replicas=2 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:min.insync.replicas=2, DEFAULT_CONFIG:min.insync.replicas=1}\n"+
+		"  retention.ms=2000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=2000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=6000, DEFAULT_CONFIG:log.retention.ms=604800000}\n", "", "--topic", "cfg", "--describe")
+	step(0, "Completed updating config for broker 2.\n", "", "--broker", "2", "--alter", "--add-config", "log.roll.ms=8000")
+	step(0, "Dynamic configs for broker 2 are:\n  log.roll.ms=8000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.roll.ms=8000, DEFAULT_CONFIG:log.roll.ms=604800000}\n", "", "--broker", "2", "--describe")
+	step(0, "Completed updating default config for brokers in the cluster.\n", "", "--broker-defaults", "--alter", "--delete-config", "log.retention.ms")
+	step(0, "Default configs for brokers in the cluster are:\n", "", "--broker-defaults", "--describe")
+	step(1, "", "The entity name for brokers must be a valid integer broker id, but it is: two\n", "--broker", "two", "--describe")
 }
 
 // Kafka's refusals of bad command lines, before any connection.
@@ -90,7 +102,26 @@ func TestConfigsScriptRefusesBadFlags(t *testing.T) {
 		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "topics", "--entity-type", "brokers"}, "Only 'users' and 'clients' entity types may be specified together\n", false},
 		{[]string{"--describe", "--entity-type", "topics"}, "One of the required --bootstrap-server, --boostrap-controller, or --zookeeper arguments must be specified\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "ips", "--entity-default", "--add-config", "a=1"}, "--entity-type ips: tidemark's kafka-configs.sh manages topics, brokers, users and clients only", false},
-		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "a", "--add-config", "a=1"}, "an entity-name or default entity must be specified", false},
+		// Kafka finds a user-and-client entity without the client's name
+		// once the command runs, before anything is sent.
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "a", "--add-config", "producer_byte_rate=1"}, "Exactly one entity name must be specified for every entity type\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "users", "--entity-name", "a", "--entity-name", "b"}, "More entity names specified than entity types\n", false},
+		// The entity shortcuts, combined as Kafka's tool allows.
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "users", "--user", "alice"}, "Duplicate entity type(s) specified: users\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--user", "alice", "--user-defaults"}, "Duplicate entity type(s) specified: users\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--entity-type", "users", "--client", "app"}, "--entity-{type,name,default} should not be used in conjunction with specific entity flags\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--client", "app", "--entity-name", "alice"}, "--entity-{type,name,default} should not be used in conjunction with specific entity flags\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--topic", "t", "--broker", "1"}, "Only 'users' and 'clients' entity types may be specified together\n", false},
+		{[]string{"--describe", "--topic", "t"}, "One of the required --bootstrap-server, --boostrap-controller, or --zookeeper arguments must be specified\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--ip", "10.0.0.1"}, "--entity-type ips: tidemark's kafka-configs.sh manages topics, brokers, users and clients only", false},
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--topic", "t"}, "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter\n", false},
+		// A user's SCRAM credentials and its quotas are altered apart, as
+		// Kafka's tool requires; a client takes quotas only.
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--user", "alice", "--add-config", "SCRAM-SHA-256=[password=x],producer_byte_rate=1024"}, "Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using --bootstrap-server.\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "users", "--entity-name", "alice", "--delete-config", "SCRAM-SHA-512,consumer_byte_rate"}, "Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using --bootstrap-server.\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--user-defaults", "--add-config", "SCRAM-SHA-256=[password=x],producer_byte_rate=1024"}, "The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server.\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--user", "alice", "--client", "app", "--add-config", "SCRAM-SHA-256=[password=x],retention.ms=1"}, "Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected config names: Set(retention.ms, SCRAM-SHA-256)\n", false},
+		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default", "--delete-config", "SCRAM-SHA-256"}, "Only quota configs can be deleted for 'clients' using --bootstrap-server. Unexpected config names: ArrayBuffer(SCRAM-SHA-256)\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "users", "--add-config", "SCRAM-SHA-256=[password=x]"}, "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "topics", "--add-config", "a=1"}, "an entity name must be specified with --alter of topics\n", false},
 		{[]string{"--bootstrap-server", "x:1", "--alter", "--entity-type", "brokers", "--add-config", "a=1"}, "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips\n", false},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -28,32 +27,21 @@ type quotaPart struct {
 	named bool
 }
 
-// quotaParts pairs --entity-type users|clients with the --entity-name or
-// --entity-default given for it, in command-line order, as Kafka's tool.
+// quotaParts pairs each entity type (users, clients) with its name, as
+// Kafka's tool zips entityTypes with entityNames: "" is the default entity,
+// a type past the names every entity of it.
 func (r *configsRun) quotaParts() []quotaPart {
-	var names []*string
-	for i := 0; i < len(r.args); i++ {
-		a := r.args[i]
-		switch {
-		case a == "--entity-default":
-			names = append(names, nil)
-		case a == "--entity-name" && i+1 < len(r.args):
-			n := r.args[i+1]
-			names = append(names, &n)
-			i++
-		case strings.HasPrefix(a, "--entity-name="):
-			n := strings.TrimPrefix(a, "--entity-name=")
-			names = append(names, &n)
-		}
-	}
 	parts := make([]quotaPart, 0, len(r.entityTypes))
 	for i, t := range r.entityTypes {
 		p := quotaPart{typ: "user"}
 		if t == "clients" {
 			p.typ = "client-id"
 		}
-		if i < len(names) {
-			p.name, p.named = names[i], true
+		if i < len(r.entityNames) {
+			p.named = true
+			if n := r.entityNames[i]; n != "" {
+				p.name = &n
+			}
 		}
 		parts = append(parts, p)
 	}
@@ -61,20 +49,21 @@ func (r *configsRun) quotaParts() []quotaPart {
 }
 
 // runUsersAndClients serves --entity-type users and clients: SCRAM
-// credentials (users alone) and client quotas.
+// credentials (users alone) and client quotas, as Kafka's
+// describeClientQuotaAndUserScramCredentialConfigs and alterConfig.
 func (r *configsRun) runUsersAndClients(ctx context.Context, adm *seedAdmin, stdout io.Writer) error {
 	parts := r.quotaParts()
-	scramOnly := len(parts) == 1 && parts[0].typ == "user"
+	userAlone := len(r.entityTypes) == 1 && r.entityTypes[0] == "users"
 	if !r.alter {
+		if len(r.entityNames) > len(r.entityTypes) {
+			return &configRefusal{"More entity names specified than entity types"}
+		}
 		if err := describeQuotas(ctx, adm, parts, stdout); err != nil {
 			return err
 		}
-		if scramOnly && (!parts[0].named || parts[0].name != nil) {
-			var names []string
-			if parts[0].named {
-				names = []string{*parts[0].name}
-			}
-			return describeUsers(ctx, adm, names, stdout)
+		// Credentials only for users alone and not their default.
+		if userAlone && !containsString(r.entityNames, "") {
+			return describeUsers(ctx, adm, r.entityNames, stdout)
 		}
 		return nil
 	}
@@ -86,46 +75,90 @@ func (r *configsRun) runUsersAndClients(ctx context.Context, adm *seedAdmin, std
 	for _, d := range r.deleteConfigs {
 		del = append(del, strings.TrimSpace(d))
 	}
-	scramKeys, quotaKeys, unknownAdd, unknownDel := 0, 0, []string{}, []string{}
-	addNames := make([]string, 0, len(add))
-	for k := range add {
-		addNames = append(addNames, k)
-	}
-	sort.Strings(addNames)
-	classify := func(k string, unknown *[]string) {
-		switch {
-		case scramOnly && scram.Known(k):
-			scramKeys++
-		case containsString(quotaConfigKeys, k):
-			quotaKeys++
-		default:
-			*unknown = append(*unknown, k)
+	addNames := sortedConfigNames(add)
+	var scramAdd, unknownAdd, scramDel, unknownDel []string
+	quotas := false
+	split := func(keys []string, scramKeys, unknown *[]string) {
+		for _, k := range keys {
+			switch {
+			case scram.Known(k):
+				*scramKeys = append(*scramKeys, k)
+			case containsString(quotaConfigKeys, k):
+				quotas = true
+			default:
+				*unknown = append(*unknown, k)
+			}
 		}
 	}
-	for _, k := range addNames {
-		classify(k, &unknownAdd)
+	split(addNames, &scramAdd, &unknownAdd)
+	split(del, &scramDel, &unknownDel)
+	if !userAlone {
+		// A client, or a user and a client: quotas only, and Kafka's
+		// messages name 'clients' either way.
+		if bad := append(unknownAdd, scramAdd...); len(bad) > 0 {
+			return &configRefusal{fmt.Sprintf("Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected config names: Set(%s)", strings.Join(bad, ", "))}
+		}
+		if bad := append(unknownDel, scramDel...); len(bad) > 0 {
+			return &configRefusal{fmt.Sprintf("Only quota configs can be deleted for 'clients' using --bootstrap-server. Unexpected config names: ArrayBuffer(%s)", strings.Join(bad, ", "))}
+		}
+	} else {
+		if len(unknownAdd) > 0 {
+			return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: Set(%s)", strings.Join(unknownAdd, ", "))}
+		}
+		if len(unknownDel) > 0 {
+			return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. Unexpected config names: ArrayBuffer(%s)", strings.Join(unknownDel, ", "))}
+		}
+		if len(scramAdd) > 0 || len(scramDel) > 0 {
+			if containsString(r.entityNames, "") {
+				return &configRefusal{"The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server."}
+			}
+			if quotas {
+				return &configRefusal{"Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using --bootstrap-server."}
+			}
+		}
 	}
+	if quotas {
+		err = alterQuotas(ctx, adm, parts, len(r.entityNames) == len(r.entityTypes), add, addNames, del)
+	} else {
+		err = alterUsers(ctx, adm, r.entityNames[0], add, addNames, del)
+	}
+	if err != nil {
+		return err
+	}
+	if r.entityNames[0] != "" {
+		fmt.Fprintf(stdout, "Completed updating config for %s %s.\n", strings.TrimSuffix(r.entityTypes[0], "s"), r.entityNames[0])
+	} else {
+		fmt.Fprintf(stdout, "Completed updating default config for %s in the cluster.\n", r.entityTypes[0])
+	}
+	return nil
+}
+
+// alterQuotas is Kafka's alterQuotaConfigs: the entity needs a name (or
+// default) for every type, a key to delete must be set now, then one
+// AlterClientQuotas.
+func alterQuotas(ctx context.Context, adm *seedAdmin, parts []quotaPart, everyTypeNamed bool, add map[string]string, addNames, del []string) error {
+	if !everyTypeNamed {
+		return &configRefusal{"Exactly one entity name must be specified for every entity type"}
+	}
+	current, err := quotaEntities(ctx, adm, parts)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	for _, e := range current {
+		for _, v := range e.Values {
+			set[v.Key] = true
+		}
+		break // the entity itself: strict match of every part
+	}
+	var invalid []string
 	for _, k := range del {
-		classify(k, &unknownDel)
-	}
-	what := "quota"
-	if scramOnly {
-		what = "quota and SCRAM credential"
-	}
-	if len(unknownAdd) > 0 {
-		return &configRefusal{fmt.Sprintf("Only %s configs can be added for '%s' using --bootstrap-server. Unexpected config names: Set(%s)", what, r.entityTypes[0], strings.Join(unknownAdd, ", "))}
-	}
-	if len(unknownDel) > 0 {
-		return &configRefusal{fmt.Sprintf("Only %s configs can be deleted for '%s' using --bootstrap-server. Unexpected config names: ArrayBuffer(%s)", what, r.entityTypes[0], strings.Join(unknownDel, ", "))}
-	}
-	if scramKeys > 0 && quotaKeys > 0 {
-		return &configRefusal{"tidemark's kafka-configs.sh alters a user's SCRAM credentials and its quotas in separate commands"}
-	}
-	if scramKeys > 0 {
-		if parts[0].name == nil {
-			return &configRefusal{"The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server."}
+		if !set[k] {
+			invalid = append(invalid, k)
 		}
-		return r.alterUsers(ctx, adm, *parts[0].name, stdout)
+	}
+	if len(invalid) > 0 {
+		return &configRefusal{"Invalid config(s): " + strings.Join(invalid, ",")}
 	}
 	entry := kmsg.NewAlterClientQuotasRequestEntry()
 	for _, p := range parts {
@@ -158,45 +191,17 @@ func (r *configsRun) runUsersAndClients(ctx context.Context, adm *seedAdmin, std
 			return errors.New(javaExceptionWith(e.ErrorCode, e.ErrorMessage))
 		}
 	}
-	var names []string
-	for _, p := range parts {
-		n := "<default>"
-		if p.name != nil {
-			n = *p.name
-		}
-		names = append(names, map[string]string{"user": "user", "client-id": "client"}[p.typ]+" "+n)
-	}
-	fmt.Fprintf(stdout, "Completed updating config for %s.\n", strings.Join(names, ", "))
 	return nil
 }
 
 // describeQuotas prints the quota entities naming exactly the parts given
 // (Kafka's ClientQuotaFilter.containsOnly), one line each, as Kafka's tool.
 func describeQuotas(ctx context.Context, adm *seedAdmin, parts []quotaPart, stdout io.Writer) error {
-	req := kmsg.NewPtrDescribeClientQuotasRequest()
-	req.Strict = true
-	for _, p := range parts {
-		c := kmsg.NewDescribeClientQuotasRequestComponent()
-		c.EntityType = p.typ
-		switch {
-		case !p.named:
-			c.MatchType = 2 // any entity of the type
-		case p.name == nil:
-			c.MatchType = 1 // the default entity
-		default:
-			c.MatchType, c.Match = 0, p.name
-		}
-		req.Components = append(req.Components, c)
-	}
-	kresp, err := adm.request(ctx, req)
+	entries, err := quotaEntities(ctx, adm, parts)
 	if err != nil {
 		return err
 	}
-	resp := kresp.(*kmsg.DescribeClientQuotasResponse)
-	if resp.ErrorCode != 0 {
-		return errors.New(javaExceptionWith(resp.ErrorCode, resp.ErrorMessage))
-	}
-	for _, e := range resp.Entries {
+	for _, e := range entries {
 		var ent []string
 		for _, typ := range []string{"user", "client-id"} {
 			for _, p := range e.Entity {
@@ -218,6 +223,35 @@ func describeQuotas(ctx context.Context, adm *seedAdmin, parts []quotaPart, stdo
 		fmt.Fprintf(stdout, "Quota configs for %s are %s\n", strings.Join(ent, ", "), strings.Join(vals, ", "))
 	}
 	return nil
+}
+
+// quotaEntities are the quota entities naming exactly the parts given
+// (Kafka's ClientQuotaFilter.containsOnly).
+func quotaEntities(ctx context.Context, adm *seedAdmin, parts []quotaPart) ([]kmsg.DescribeClientQuotasResponseEntry, error) {
+	req := kmsg.NewPtrDescribeClientQuotasRequest()
+	req.Strict = true
+	for _, p := range parts {
+		c := kmsg.NewDescribeClientQuotasRequestComponent()
+		c.EntityType = p.typ
+		switch {
+		case !p.named:
+			c.MatchType = 2 // any entity of the type
+		case p.name == nil:
+			c.MatchType = 1 // the default entity
+		default:
+			c.MatchType, c.Match = 0, p.name
+		}
+		req.Components = append(req.Components, c)
+	}
+	kresp, err := adm.request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.DescribeClientQuotasResponse)
+	if resp.ErrorCode != 0 {
+		return nil, errors.New(javaExceptionWith(resp.ErrorCode, resp.ErrorMessage))
+	}
+	return resp.Entries, nil
 }
 
 // javaDouble is v as Java's Double.toString writes it: 1024.0, 1.5E7.

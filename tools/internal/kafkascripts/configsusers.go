@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/big"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -52,42 +51,9 @@ var scramCredentialPattern = regexp.MustCompile(`^(?:iterations=(-?[0-9]*),)?pas
 // alterUsers is ConfigCommand's alter of a user's SCRAM credentials: the
 // configs added are mechanisms with a password (salted here, as Kafka's
 // admin client does, so the password never leaves the tool), the configs
-// deleted mechanisms, all in one AlterUserScramCredentials (quotas are
-// configsquotas.go's).
-func (r *configsRun) alterUsers(ctx context.Context, adm *seedAdmin, user string, stdout io.Writer) error {
-	add, err := r.configsToAdd()
-	if err != nil {
-		return err
-	}
-	var del []string
-	for _, d := range r.deleteConfigs {
-		del = append(del, strings.TrimSpace(d))
-	}
-	addNames := make([]string, 0, len(add))
-	var unknownAdd, unknownDel []string
-	for k := range add {
-		addNames = append(addNames, k)
-	}
-	sort.Strings(addNames)
-	for _, k := range addNames {
-		if !scram.Known(k) {
-			unknownAdd = append(unknownAdd, k)
-		}
-	}
-	for _, k := range del {
-		if !scram.Known(k) {
-			unknownDel = append(unknownDel, k)
-		}
-	}
-	if len(unknownAdd) > 0 {
-		return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: Set(%s)", strings.Join(unknownAdd, ", "))}
-	}
-	if len(unknownDel) > 0 {
-		return &configRefusal{fmt.Sprintf("Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. Unexpected config names: ArrayBuffer(%s)", strings.Join(unknownDel, ", "))}
-	}
-	if user == "" {
-		return &configRefusal{"The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server."}
-	}
+// deleted mechanisms, all in one AlterUserScramCredentials. The keys were
+// sorted out by runUsersAndClients (configsquotas.go).
+func alterUsers(ctx context.Context, adm *seedAdmin, user string, add map[string]string, addNames, del []string) error {
 	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
 	for _, k := range del {
 		d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
@@ -132,7 +98,6 @@ func (r *configsRun) alterUsers(ctx context.Context, adm *seedAdmin, user string
 			return errors.New(javaExceptionWith(res.ErrorCode, res.ErrorMessage))
 		}
 	}
-	fmt.Fprintf(stdout, "Completed updating config for user %s.\n", user)
 	return nil
 }
 
