@@ -79,7 +79,9 @@ func (c *Client) brokerCallTimeout(ctx context.Context, addr string, timeout tim
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := fn(actx, brokerv1.NewBrokerServiceClient(cc)); err != nil {
+	err = fn(actx, brokerv1.NewBrokerServiceClient(cc))
+	c.meta.noteAnswered(addr, ctx, actx, err)
+	if err != nil {
 		return toKerr(err)
 	}
 	return nil

@@ -141,7 +141,9 @@ func (c *Client) groupCall(ctx context.Context, addr string, timeout time.Durati
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := fn(actx, groupv1.NewGroupServiceClient(cc)); err != nil {
+	err = fn(actx, groupv1.NewGroupServiceClient(cc))
+	c.meta.noteAnswered(addr, ctx, actx, err)
+	if err != nil {
 		return toKerr(err)
 	}
 	return nil

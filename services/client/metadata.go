@@ -38,6 +38,13 @@ type metadata struct {
 	// for some topics only, which says nothing of the others' age.
 	fetchedAt map[string]time.Time
 	inflight  *refreshCall // the running refresh, if any
+	// silent are the brokers whose last call went unanswered (its own
+	// timeout ran out, or no connection): asked last for any broker's
+	// answer, as Kafka's clients pick the least loaded node. A stalled
+	// coordinator that was just given up on is otherwise asked where the
+	// group went as often as any other, and each such try costs a whole
+	// request timeout, which can outlast the members' sessions.
+	silent map[string]bool
 }
 
 // refreshCall lets concurrent callers share one Metadata request.
@@ -53,7 +60,7 @@ type refreshCall struct {
 }
 
 func newMetadata(c *Client) *metadata {
-	return &metadata{c: c, brokers: map[int32]string{}, topics: map[string][]partMeta{}, topicIDs: map[string]string{},
+	return &metadata{c: c, brokers: map[int32]string{}, silent: map[string]bool{}, topics: map[string][]partMeta{}, topicIDs: map[string]string{},
 		fetchedAt: map[string]time.Time{}}
 }
 

@@ -2,10 +2,14 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
@@ -119,7 +123,35 @@ func (m *metadata) candidatesLocked() []string {
 			out = append(out, a)
 		}
 	}
+	// Those that went silent last, in the same order otherwise.
+	slices.SortStableFunc(out, func(a, b string) int {
+		switch {
+		case m.silent[a] == m.silent[b]:
+			return 0
+		case m.silent[a]:
+			return 1
+		}
+		return -1
+	})
 	return out
+}
+
+// noteAnswered records whether the broker at addr answered a call: err is
+// the call's outcome, attempt its own context and ctx the caller's. A call
+// whose own timeout ran out, or that found no connection, went unanswered;
+// any answer, an error code included, clears that.
+func (m *metadata) noteAnswered(addr string, ctx, attempt context.Context, err error) {
+	if ctx.Err() != nil {
+		return // the caller gave up: that says nothing of the broker
+	}
+	silent := err != nil && (errors.Is(attempt.Err(), context.DeadlineExceeded) || status.Code(err) == codes.Unavailable)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if silent {
+		m.silent[addr] = true
+	} else {
+		delete(m.silent, addr)
+	}
 }
 
 // fetch tries each address in turn until one answers.

@@ -32,10 +32,20 @@ func startConsumerCluster(t *testing.T) *Cluster {
 // retries fast.
 func (c *Cluster) groupClient() *client.Client {
 	c.T.Helper()
+	return c.groupClientVia("")
+}
+
+// groupClientVia is groupClient dialling through the network simulator
+// as node name (so that a paused broker stalls it too); "" dials directly.
+func (c *Cluster) groupClientVia(name string) *client.Client {
+	c.T.Helper()
 	o := client.Options{RequestTimeout: 3 * time.Second,
 		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond, APITimeout: 20 * time.Second}
 	if os.Getenv("TIDEMARK_CLIENT_DEBUG") != "" {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if name != "" {
+		o.Dialer = c.Net.Dialer(name)
 	}
 	return c.ClientWith(o)
 }
@@ -70,13 +80,19 @@ type member struct {
 
 func (c *Cluster) startMember(o client.GroupOptions) *member {
 	c.T.Helper()
+	return c.startMemberOn(c.groupClient(), o)
+}
+
+// startMemberOn is startMember on a client of the test's own.
+func (c *Cluster) startMemberOn(cl *client.Client, o client.GroupOptions) *member {
+	c.T.Helper()
 	m := &member{t: c.T.(*testing.T), stop: make(chan struct{}), done: make(chan struct{}), got: map[client.TopicPartition][]int64{}}
 	o.OnPartitionsLost = func(context.Context, []client.TopicPartition) {
 		m.mu.Lock()
 		m.lost++
 		m.mu.Unlock()
 	}
-	gc, err := client.NewGroupConsumer(c.groupClient(), o)
+	gc, err := client.NewGroupConsumer(cl, o)
 	if err != nil {
 		c.T.Fatal(err)
 	}

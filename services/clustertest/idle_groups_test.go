@@ -110,3 +110,84 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 		}
 	}
 }
+
+// An idle group's coordinator is frozen (as by SIGSTOP: its links, etcd's
+// and its members', stall) past its lease and the members' session
+// timeout, while nothing is produced. Another broker takes the offsets
+// partition over and the members carry on with it in the same generation.
+// When the frozen broker runs again, its clock jumped past every
+// session: on its stale state it must not rebalance the group or expire
+// anything that counts. The group stays Stable in its generation with
+// both members and its commits, the offsets partition is whole, and
+// records produced afterwards are read and committed.
+func TestFrozenCoordinatorOfAnIdleGroupChangesNothingWhenItResumes(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 2, 5
+	c.CreateTopic("hush", parts, 3, nil)
+	c.produceEach("hush", parts, 0, n)
+	o := groupOpts("hushed", "hush")
+	o.SessionTimeout = 3 * time.Second
+	m1 := c.startMemberOn(c.groupClientVia("member-1"), o)
+	m2 := c.startMemberOn(c.groupClientVia("member-2"), o)
+	all := tps("hush", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	committedAll := func(want int64) func() bool {
+		return func() bool {
+			got, err := m1.gc.Committed(ctx)
+			if err != nil {
+				return false
+			}
+			for _, tp := range all {
+				if got[tp] != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	c.WaitFor(time.Minute, "every record read and committed", committedAll(n))
+	gen := m1.gc.Generation()
+	first, gs := c.coordinatorOf("hushed")
+	fc, err := gs.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "hushed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := fc.GetPartition()
+
+	c.EtcdLink(first).Pause()
+	c.Net.Pause(BrokerName(first))
+	c.WaitFor(time.Minute, "another leader of the offsets partition", func() bool {
+		l := c.Partition(topicconfig.OffsetsTopic, op).GetLeader()
+		return l > 0 && l != first && c.Leads(l, topicconfig.OffsetsTopic, op)
+	})
+	time.Sleep(2 * o.SessionTimeout) // idle, the old coordinator still frozen
+	c.Net.Resume(BrokerName(first))
+	c.EtcdLink(first).Resume()
+	c.WaitFor(time.Minute, "the resumed broker back in the offsets partition's ISR", func() bool {
+		return len(c.Partition(topicconfig.OffsetsTopic, op).GetIsr()) == 3
+	})
+	time.Sleep(2 * o.SessionTimeout) // idle again, every broker running
+
+	for _, m := range []*member{m1, m2} {
+		if g := m.gc.Generation(); g != gen {
+			t.Fatalf("a member is in generation %d after the freeze, was %d", g, gen)
+		}
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := c.describe("hushed"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+		t.Fatalf("after the freeze: %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
+	}
+	if !committedAll(n)() {
+		got, err := m1.gc.Committed(ctx)
+		t.Fatalf("committed after the freeze: %v %v, want %d each", got, err, n)
+	}
+	c.WaitHWAtLEO(topicconfig.OffsetsTopic, op, 1, 2, 3)
+	c.SameLogs(topicconfig.OffsetsTopic, op, 1, 2, 3)
+
+	c.produceEach("hush", parts, n, n)
+	c.WaitFor(time.Minute, "the new records read and committed", committedAll(2*n))
+}
