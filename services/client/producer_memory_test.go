@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,10 @@ func TestOpenBatchGoesWhenBufferMemoryIsSpent(t *testing.T) {
 	const (
 		valueSize = 100
 		perRecord = 64 + valueSize // what a record is charged (memSize)
-		answerIn  = 300 * time.Millisecond
+		// The first request's answer is held until the second arrives,
+		// or for this long (as acks=-1 waits for the HW): a second that
+		// waits for the first's answer comes only after it.
+		answerIn = 10 * time.Second
 	)
 	// Room for 50 records: one batch of 4 KiB (about 36 of them) and part
 	// of a second.
@@ -37,15 +41,30 @@ func TestOpenBatchGoesWhenBufferMemoryIsSpent(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	var arrived []time.Time
+	arrived := 0
+	second := make(chan struct{}) // closed when the second request arrives
+	var heldOut atomic.Bool       // the first's answer went before the second arrived
 	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
 		if call.Method != "Produce" {
 			return nil
 		}
 		mu.Lock()
-		arrived = append(arrived, time.Now())
-		mu.Unlock()
-		return &fakebroker.Fault{Wait: answerIn} // as acks=-1 waits for the HW
+		defer mu.Unlock()
+		arrived++
+		switch arrived {
+		case 1:
+			time.AfterFunc(answerIn, func() {
+				select {
+				case <-second:
+				default:
+					heldOut.Store(true)
+				}
+			})
+			return &fakebroker.Fault{Wait: answerIn, Until: second}
+		case 2:
+			close(second)
+		}
+		return nil
 	})
 	const n = 120
 	out := newOutcomes(t, n)
@@ -65,14 +84,14 @@ func TestOpenBatchGoesWhenBufferMemoryIsSpent(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(arrived) < 2 {
-		t.Fatalf("%d produce requests", len(arrived))
+	if arrived < 2 {
+		t.Fatalf("%d produce requests", arrived)
 	}
 	// The first batch filled and went; the second, partly filled when the
 	// room ran out, must go at once and not only once the first's answer
-	// (answerIn later) freed room for more records.
-	if gap := arrived[1].Sub(arrived[0]); gap >= answerIn/2 {
-		t.Fatalf("second request %v after the first: the partly filled batch waited for room instead of going when buffer.memory ran out", gap)
+	// freed room for more records.
+	if heldOut.Load() {
+		t.Fatal("the second request came only after the first was answered: the partly filled batch waited for room instead of going when buffer.memory ran out")
 	}
 	want := [][]byte{val(0)}
 	for i := range n {

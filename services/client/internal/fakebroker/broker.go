@@ -103,6 +103,7 @@ func (s *brokerService) Produce(ctx context.Context, req *brokerv1.ProduceReques
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+		case <-f.Until:
 		}
 		t.Stop()
 	}

@@ -61,6 +61,8 @@ type Fault struct {
 	// Wait (Produce) holds the answer after the append, as an acks=-1
 	// request waits for the high watermark: requests behind it go on.
 	Wait time.Duration
+	// Until, when set, ends Wait early once closed.
+	Until <-chan struct{}
 	// NoHint leaves the leader or controller hint out of the error.
 	NoHint bool
 }
