@@ -41,6 +41,7 @@ import (
 	"tidemark.io/services/platform/logging"
 	"tidemark.io/services/platform/telemetry"
 	"tidemark.io/services/recordbatch"
+	"tidemark.io/services/scramsync"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -54,7 +55,8 @@ type Broker struct {
 	// kafka serves Kafka's wire protocol on kafkaSockets, one per named
 	// listener; nil without Kafka listeners.
 	kafka        *kafkaapi.Server
-	quotas       *quota.Manager // follows the client quota entities in etcd (services/quotasync)
+	quotas       *quota.Manager   // follows the client quota entities in etcd (services/quotasync)
+	users        *scramsync.Users // follows the users' SCRAM credentials in etcd
 	kafkaSockets []kafkaSocket
 	logs         *logdirs.Dirs
 	// metaMu orders the rewrites of the data dir's meta.properties (the
@@ -262,6 +264,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	b.authz = az
 	b.producerIDs = newProducerIDs(b)
 	b.quotas = quota.New(tel.Registry, nil)
+	b.users = scramsync.New(log, 0)
 	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: b.quotas, ClientID: kafkaapi.ClientID}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
 		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit, Unary: isolation,

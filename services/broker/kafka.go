@@ -67,13 +67,17 @@ func (b *Broker) startKafka(api *grpcapi.Broker, az *authz.Authorizer) error {
 			return err
 		}
 	}
+	sasl := kafkaapi.SASLOptions{Mechanisms: b.cfg.SASLMechanisms, Timeout: b.cfg.SASLTimeout, MaxReauth: b.cfg.SASLMaxReauth}
+	if len(b.cfg.Etcd.Endpoints) > 0 {
+		sasl.Credentials = b.users.Lookup // without etcd there are no users
+	}
 	limits := b.cfg.KafkaLimits
 	limits.MaxConnectionsPerIP = b.cfg.Limits.MaxConnectionsPerIP
 	limits.MaxConnectionsPerIPOverrides = b.cfg.Limits.MaxConnectionsPerIPOverrides
 	b.kafka = kafkaapi.New(kafkaapi.Options{
 		BrokerID: b.cfg.ID, Broker: api, Replication: &grpcapi.Replication{RM: b.rm}, RM: b.rm,
 		Admin: b.controllerAdmin, Authorizer: az, Limits: limits, Logger: b.log, Registry: b.tel.Registry,
-		SASL:               kafkaapi.SASLOptions{Mechanisms: b.cfg.SASLMechanisms, Timeout: b.cfg.SASLTimeout, MaxReauth: b.cfg.SASLMaxReauth, Credentials: b.rm.Meta().SCRAMCredential},
+		SASL:               sasl,
 		LogDirs:            b.kafkaLogDirs,
 		CreateOffsetsTopic: groupHost{b: b}.CreateOffsetsTopic,
 		Extension:          &kafkagroups.Groups{Service: &group.Service{C: b.groups}, Authorizer: az, KafkaEndpoint: b.kafkaEndpoint},

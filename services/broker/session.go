@@ -72,6 +72,10 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	// out its previous lease.
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); aclsync.Run(r.ctx, store, b.authz, b.log) }()
+	// The users' SCRAM credentials too: a SASL login waits for their first
+	// load (scramsync.DefaultLoadWait at most).
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); b.users.Run(r.ctx, store) }()
 	// The client quota entities too: the broker registers (and so is
 	// given partitions and clients) only once it holds them, so no client
 	// is throttled by the static quotas alone for a moment and then by its

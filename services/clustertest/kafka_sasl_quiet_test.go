@@ -13,8 +13,8 @@ import (
 // and that comes back after a quiet spell, knows them all at once: it
 // logs in the user created in its absence with the password set in its
 // absence, and refuses the one deleted in its absence. Nothing is produced
-// meanwhile, so only the controller's updates to a returning broker can
-// have told it.
+// meanwhile, so only what the returning broker reads from etcd as it
+// starts can have told it.
 func TestABrokerBackFromDowntimeKnowsTheUsersChangedMeanwhile(t *testing.T) {
 	adjust, addrs := saslListeners(t, "PLAINTEXT", "SASL_PLAINTEXT")
 	c := Start(t, Options{Brokers: 3, Controllers: 2, Adjust: adjust})

@@ -46,6 +46,7 @@ func Roles(prefix string) []Role {
 			{Key: k.clusterID(), Why: "check that its data dir belongs to this cluster (meta.properties)"},
 			{Key: k.aclsDir(), Prefix: true, Why: "read and watch the ACL bindings its authorizer decides by"},
 			{Key: k.quotasDir(), Prefix: true, Why: "read and watch the client quota entities it throttles by"},
+			{Key: k.usersDir(), Prefix: true, Why: "read and watch the users' SCRAM credentials its SASL listeners log clients in against"},
 		}},
 		{Name: ControllerRole, Permissions: []Permission{
 			{Key: k.all(), Prefix: true, Write: true, Why: "elect itself (controller, controller_epoch), register (controllers/<id>), " +

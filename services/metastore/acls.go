@@ -15,7 +15,7 @@ import (
 // binding: the same binding created twice is one key, and deleting it is
 // deleting that key. Only the active controller writes them (fenced, like
 // every controller write); every broker and controller watches the prefix
-// and decides by what it holds (services/aclsync).
+// and decides by what it holds (services/aclsync, on services/etcdfollow).
 
 // StoredACL is one binding as etcd holds it.
 type StoredACL struct {
@@ -56,12 +56,6 @@ func (s *Store) DecodeACL(key string, raw []byte) (authz.Binding, bool) {
 		return authz.Binding{}, false
 	}
 	return b, true
-}
-
-// WatchACLs reports binding changes from fromRev on. The events carry the
-// key alone; a put's value is in Event.Raw.
-func (s *Store) WatchACLs(ctx context.Context, fromRev int64) <-chan WatchResponse {
-	return s.watch(ctx, s.k.aclsDir(), fromRev)
 }
 
 // CreateACLs writes the bindings (already validated) in fenced

@@ -47,8 +47,8 @@ type Event struct {
 	ClusterID       string            // KindClusterID
 	Credentials     UserCredentials   // KindUserCredentials
 
-	// Raw is the value of a KindACL key (services/aclsync decodes it) or a
-	// KindClientQuota key (services/quotasync).
+	// Raw is the value undecoded, for those who decode it themselves
+	// (services/etcdfollow's users: ACL bindings, client quotas, users).
 	Raw []byte
 
 	// Err is set when the value could not be decoded; the value fields are then empty.
@@ -66,8 +66,6 @@ func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyVal
 	}
 	var err error
 	switch ki.Kind {
-	case KindACL, KindClientQuota:
-		ev.Raw = kv.Value
 	case KindController:
 		var v ControllerInfo
 		v, err = decode[ControllerInfo](key, kv.Value)
@@ -111,5 +109,6 @@ func (s *Store) decodeKV(typ EventType, key string, rev int64, kv *mvccpb.KeyVal
 		ev = Event{Type: typ, Kind: ki.Kind, Key: key, Revision: rev, Topic: ki.Topic,
 			Partition: ki.Partition, BrokerID: ki.BrokerID, Entity: ki.Entity, User: ki.User, Err: err}
 	}
+	ev.Raw = kv.Value
 	return ev
 }

@@ -68,8 +68,9 @@ func (k keys) partitionState(t string, p int32) string {
 func (k keys) configDir() string              { return k.p + "/config/" }
 func (k keys) topicConfig(t string) string    { return k.configDir() + "topics/" + t }
 func (k keys) brokerConfig(ent string) string { return k.configDir() + "brokers/" + ent }
+func (k keys) usersDir() string               { return k.configDir() + "users/" }
 func (k keys) userCredentials(user string) string {
-	return k.configDir() + "users/" + url.PathEscape(user)
+	return k.usersDir() + url.PathEscape(user)
 }
 func (k keys) deletionsDir() string           { return k.p + "/admin/delete_topics/" }
 func (k keys) topicDeletion(t string) string  { return k.deletionsDir() + t }

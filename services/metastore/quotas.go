@@ -116,12 +116,6 @@ func (s *Store) DecodeClientQuota(key string, raw []byte) (StoredClientQuota, bo
 	return StoredClientQuota{Entity: e, Values: v}, true
 }
 
-// WatchClientQuotas reports entity changes from fromRev on; a put's value
-// is in Event.Raw.
-func (s *Store) WatchClientQuotas(ctx context.Context, fromRev int64) <-chan WatchResponse {
-	return s.watch(ctx, s.k.quotasDir(), fromRev)
-}
-
 // PutClientQuotas replaces entities' values in fenced transactions; an
 // entity with no values is deleted. The caller validated the entities.
 func (s *Session) PutClientQuotas(ctx context.Context, qs []StoredClientQuota) error {

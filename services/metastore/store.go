@@ -107,6 +107,12 @@ func (s *Store) stamp() time.Time { return s.now().UTC() }
 // scanPage bounds each range read, so a large cluster is read in pieces.
 const scanPage = 512
 
+// ReadPrefix reads every key under prefix (one of the Store's *Prefix) at
+// one revision, which it returns.
+func (s *Store) ReadPrefix(ctx context.Context, prefix string) ([]*mvccpb.KeyValue, int64, error) {
+	return s.scan(ctx, prefix, 0)
+}
+
 // scan reads every key under prefix at revision rev (0: the latest) in pages
 // and returns them with the revision read. All pages come from that one
 // revision, so the result is a consistent snapshot.

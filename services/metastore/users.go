@@ -3,6 +3,7 @@ package metastore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -58,4 +59,30 @@ func (s *Session) PutUserCredentials(ctx context.Context, user string, creds Use
 	}
 	_, err := s.commit(ctx, nil, []clientv3.Op{op}, nil)
 	return err
+}
+
+// UsersPrefix is the prefix under which users' credentials are kept; every
+// broker follows it (services/scramsync) to log SASL clients in.
+func (s *Store) UsersPrefix() string { return s.k.usersDir() }
+
+// UserOf is the user a key under the prefix names.
+func (s *Store) UserOf(key string) (string, bool) {
+	ki := s.k.parse(key)
+	return ki.User, ki.Kind == KindUserCredentials
+}
+
+// DecodeUserCredentials decodes one user's stored credentials; a value that
+// does not decode, or a key that names no user, is logged and reported not
+// ok.
+func (s *Store) DecodeUserCredentials(key string, raw []byte) (UserCredentials, bool) {
+	if _, ok := s.UserOf(key); !ok {
+		s.log.Warn("ignoring a key under the users prefix that names no user", slog.String("key", key))
+		return nil, false
+	}
+	creds, err := decode[UserCredentials](key, raw)
+	if err != nil {
+		s.log.Warn("ignoring user credentials that do not decode", slog.String("key", key), slog.String("err", err.Error()))
+		return nil, false
+	}
+	return creds, true
 }

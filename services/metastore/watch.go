@@ -33,6 +33,12 @@ func (s *Store) Watch(ctx context.Context, fromRev int64) <-chan WatchResponse {
 	return s.watch(ctx, s.k.all(), fromRev)
 }
 
+// WatchPrefix reports every change under prefix (one of the Store's
+// *Prefix) from fromRev on; a put's value is in Event.Raw.
+func (s *Store) WatchPrefix(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse {
+	return s.watch(ctx, prefix, fromRev)
+}
+
 // WatchBrokers reports broker registrations and departures from fromRev on.
 // A departure's event carries the departed registration (with its epoch).
 func (s *Store) WatchBrokers(ctx context.Context, fromRev int64) <-chan WatchResponse {

@@ -13,6 +13,7 @@ import (
 	"tidemark.io/services/metastore/etcdauth"
 	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/pki"
+	"tidemark.io/services/platform/scram"
 )
 
 // The roles fit what each process does through metastore, under a prefix
@@ -72,6 +73,24 @@ func TestRolesFitTheMetastore(t *testing.T) {
 	if _, err := sess.CreateTopic(ctx, metastore.NewTopic{Name: "t", Replicas: map[int32][]int32{0: {1}},
 		States: map[int32]metastore.PartitionState{0: {Leader: 1, ISR: []int32{1}}}}); err != nil {
 		t.Fatalf("controller creates a topic: %v", err)
+	}
+
+	// A broker follows the state its listeners decide by.
+	cred, err := scram.FromSaltedPassword(scram.SHA256, []byte("salt"), make([]byte, 32), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.PutUserCredentials(ctx, "alice", metastore.UserCredentials{scram.SHA256: cred}); err != nil {
+		t.Fatalf("controller writes a user: %v", err)
+	}
+	for _, p := range []string{broker.ACLsPrefix(), broker.ClientQuotasPrefix(), broker.UsersPrefix()} {
+		kvs, _, err := broker.ReadPrefix(ctx, p)
+		if err != nil {
+			t.Fatalf("broker-1 reads %s: %v", p, err)
+		}
+		if p == broker.UsersPrefix() && len(kvs) != 1 {
+			t.Fatalf("broker-1 reads %d users, want 1", len(kvs))
+		}
 	}
 
 	info, ok, err := broker.ActiveController(ctx)

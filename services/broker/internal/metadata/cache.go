@@ -18,7 +18,6 @@ import (
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/lockorder"
 	"tidemark.io/services/platform/kerr"
-	"tidemark.io/services/platform/scram"
 )
 
 // TP names a partition.
@@ -58,12 +57,9 @@ type Cache struct {
 	topicConfigs  map[string]map[string]string
 	topicIDs      map[string]string
 	brokerConfigs map[string]string
-	// scram are the users' SCRAM credentials by user and mechanism,
-	// replaced by every UpdateMetadata (it carries them all).
-	scram       map[[2]string]scram.Credential
-	initialised bool          // a full UpdateMetadata has arrived
-	ready       chan struct{} // closed when initialised is set
-	updated     chan struct{} // closed by the next UpdateMetadata; nil until asked for
+	initialised   bool          // a full UpdateMetadata has arrived
+	ready         chan struct{} // closed when initialised is set
+	updated       chan struct{} // closed by the next UpdateMetadata; nil until asked for
 
 	// Config versions: each topic's configs and the dynamic broker configs
 	// carry the value of gen when they last changed, so the replica manager
@@ -237,12 +233,6 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 		c.brokerCfgVersion = c.gen
 	}
 	c.brokerConfigs = bc
-	creds := make(map[[2]string]scram.Credential, len(req.GetScramCredentials()))
-	for _, sc := range req.GetScramCredentials() {
-		creds[[2]string{sc.GetUser(), sc.GetMechanism()}] = scram.Credential{Salt: sc.GetSalt(), StoredKey: sc.GetStoredKey(),
-			ServerKey: sc.GetServerKey(), Iterations: int(sc.GetIterations())}
-	}
-	c.scram = creds
 }
 
 // WaitAnnounced waits until an UpdateMetadata has announced every one of
@@ -281,15 +271,6 @@ func (c *Cache) announcedLocked(topic string, partitions int32) bool {
 		}
 	}
 	return true
-}
-
-// SCRAMCredential is user's stored credential for a SCRAM mechanism, as
-// the controller last sent them: what a SASL login is checked against.
-func (c *Cache) SCRAMCredential(user, mechanism string) (scram.Credential, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	cr, ok := c.scram[[2]string{user, mechanism}]
-	return cr, ok
 }
 
 // Initialised reports whether a full UpdateMetadata has arrived (every

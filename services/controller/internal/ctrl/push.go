@@ -184,15 +184,14 @@ func (c *core) pushUpdateMetadata(parts []*partition, deleted []string, full boo
 
 func (c *core) updateMetadata(id int32, parts []*partition, deleted []string, full bool) *controlv1.UpdateMetadataRequest {
 	req := &controlv1.UpdateMetadataRequest{
-		ControllerId:     c.self.Id,
-		ControllerEpoch:  c.epoch,
-		BrokerEpoch:      c.brokers[id].info.Epoch,
-		Controller:       c.self,
-		Full:             full,
-		DeletedTopics:    deleted,
-		BrokerConfigs:    c.brokerConfigsOf(id),
-		ClusterId:        c.clusterID,
-		ScramCredentials: c.scramCredentials(),
+		ControllerId:    c.self.Id,
+		ControllerEpoch: c.epoch,
+		BrokerEpoch:     c.brokers[id].info.Epoch,
+		Controller:      c.self,
+		Full:            full,
+		DeletedTopics:   deleted,
+		BrokerConfigs:   c.brokerConfigsOf(id),
+		ClusterId:       c.clusterID,
 	}
 	for _, bid := range c.sortedBrokerIDs() {
 		b := c.brokers[bid]

@@ -18,11 +18,11 @@ import (
 
 // Users' SCRAM credentials (the SASL listeners' logins) live in etcd under
 // <p>/config/users/<user>, as Kafka's ZooKeeper mode keeps them under
-// /config/users. The controller writes them (fenced), holds them in the
-// core and sends them whole in every UpdateMetadata, as it does the
-// dynamic broker configs: each broker logs clients in against the last
-// set it was sent, so a change counts at the next login on every broker,
-// without a restart.
+// /config/users. The controller writes them (fenced) and holds them in the
+// core to describe and alter them; every broker follows the prefix itself
+// (services/scramsync) and logs clients in against what it holds, so a
+// change counts at the next login on every broker, without a restart and
+// without an UpdateMetadata.
 
 // evUsersChanged is a user's credentials written (by this controller or
 // behind it); empty creds: the user is gone.
@@ -33,8 +33,7 @@ type evUsersChanged struct {
 
 func (evUsersChanged) coreEvent() {}
 
-// usersChanged keeps a user's new credentials and sends every live broker
-// the new set.
+// usersChanged keeps a user's new credentials.
 func (c *core) usersChanged(user string, creds metastore.UserCredentials) {
 	if len(creds) == 0 {
 		delete(c.users, user)
@@ -47,21 +46,6 @@ func (c *core) usersChanged(user string, creds metastore.UserCredentials) {
 		ev.NodeId = -1
 		ev.Reason = fmt.Sprintf("user %s SCRAM credentials now %v", user, mechs)
 	})
-	c.pushUpdateMetadata(nil, nil, false, nil)
-}
-
-// scramCredentials are every user's credentials for an UpdateMetadata.
-func (c *core) scramCredentials() []*controlv1.ScramCredential {
-	var out []*controlv1.ScramCredential
-	for _, user := range slices.Sorted(maps.Keys(c.users)) {
-		creds := c.users[user]
-		for _, mech := range slices.Sorted(maps.Keys(creds)) {
-			cr := creds[mech]
-			out = append(out, &controlv1.ScramCredential{User: user, Mechanism: mech, Salt: cr.Salt,
-				StoredKey: cr.StoredKey, ServerKey: cr.ServerKey, Iterations: int32(cr.Iterations)})
-		}
-	}
-	return out
 }
 
 // DescribeUserScramCredentials lists users' mechanisms and iterations, as

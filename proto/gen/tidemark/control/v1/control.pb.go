@@ -493,11 +493,8 @@ type UpdateMetadataRequest struct {
 	// Dynamic broker configs: cluster-wide defaults and this broker's own.
 	BrokerConfigs map[string]string `protobuf:"bytes,10,rep,name=broker_configs,json=brokerConfigs,proto3" json:"broker_configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	ClusterId     string            `protobuf:"bytes,11,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	// Every user's SCRAM credentials, whole in every update (as
-	// broker_configs): the SASL listeners log clients in against them.
-	ScramCredentials []*ScramCredential `protobuf:"bytes,12,rep,name=scram_credentials,json=scramCredentials,proto3" json:"scram_credentials,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateMetadataRequest) Reset() {
@@ -607,98 +604,6 @@ func (x *UpdateMetadataRequest) GetClusterId() string {
 	return ""
 }
 
-func (x *UpdateMetadataRequest) GetScramCredentials() []*ScramCredential {
-	if x != nil {
-		return x.ScramCredentials
-	}
-	return nil
-}
-
-// ScramCredential is one user's stored credential for one mechanism.
-type ScramCredential struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
-	Salt          []byte                 `protobuf:"bytes,3,opt,name=salt,proto3" json:"salt,omitempty"`
-	StoredKey     []byte                 `protobuf:"bytes,4,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
-	ServerKey     []byte                 `protobuf:"bytes,5,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
-	Iterations    int32                  `protobuf:"varint,6,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ScramCredential) Reset() {
-	*x = ScramCredential{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ScramCredential) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ScramCredential) ProtoMessage() {}
-
-func (x *ScramCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
-func (*ScramCredential) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *ScramCredential) GetUser() string {
-	if x != nil {
-		return x.User
-	}
-	return ""
-}
-
-func (x *ScramCredential) GetMechanism() string {
-	if x != nil {
-		return x.Mechanism
-	}
-	return ""
-}
-
-func (x *ScramCredential) GetSalt() []byte {
-	if x != nil {
-		return x.Salt
-	}
-	return nil
-}
-
-func (x *ScramCredential) GetStoredKey() []byte {
-	if x != nil {
-		return x.StoredKey
-	}
-	return nil
-}
-
-func (x *ScramCredential) GetServerKey() []byte {
-	if x != nil {
-		return x.ServerKey
-	}
-	return nil
-}
-
-func (x *ScramCredential) GetIterations() int32 {
-	if x != nil {
-		return x.Iterations
-	}
-	return 0
-}
-
 type UpdateMetadataResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode     v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
@@ -708,7 +613,7 @@ type UpdateMetadataResponse struct {
 
 func (x *UpdateMetadataResponse) Reset() {
 	*x = UpdateMetadataResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[7]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +625,7 @@ func (x *UpdateMetadataResponse) String() string {
 func (*UpdateMetadataResponse) ProtoMessage() {}
 
 func (x *UpdateMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[7]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +638,7 @@ func (x *UpdateMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMetadataResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpdateMetadataResponse) GetErrorCode() v1.ErrorCode {
@@ -755,7 +660,7 @@ type StopReplicaRequest struct {
 
 func (x *StopReplicaRequest) Reset() {
 	*x = StopReplicaRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[8]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +672,7 @@ func (x *StopReplicaRequest) String() string {
 func (*StopReplicaRequest) ProtoMessage() {}
 
 func (x *StopReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[8]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +685,7 @@ func (x *StopReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopReplicaRequest.ProtoReflect.Descriptor instead.
 func (*StopReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StopReplicaRequest) GetControllerId() int32 {
@@ -825,7 +730,7 @@ type StopReplicaPartition struct {
 
 func (x *StopReplicaPartition) Reset() {
 	*x = StopReplicaPartition{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[9]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +742,7 @@ func (x *StopReplicaPartition) String() string {
 func (*StopReplicaPartition) ProtoMessage() {}
 
 func (x *StopReplicaPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[9]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +755,7 @@ func (x *StopReplicaPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopReplicaPartition.ProtoReflect.Descriptor instead.
 func (*StopReplicaPartition) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StopReplicaPartition) GetTopic() string {
@@ -891,7 +796,7 @@ type StopReplicaResponse struct {
 
 func (x *StopReplicaResponse) Reset() {
 	*x = StopReplicaResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +808,7 @@ func (x *StopReplicaResponse) String() string {
 func (*StopReplicaResponse) ProtoMessage() {}
 
 func (x *StopReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +821,7 @@ func (x *StopReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopReplicaResponse.ProtoReflect.Descriptor instead.
 func (*StopReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StopReplicaResponse) GetErrorCode() v1.ErrorCode {
@@ -953,7 +858,7 @@ type YieldLeadershipRequest struct {
 
 func (x *YieldLeadershipRequest) Reset() {
 	*x = YieldLeadershipRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +870,7 @@ func (x *YieldLeadershipRequest) String() string {
 func (*YieldLeadershipRequest) ProtoMessage() {}
 
 func (x *YieldLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +883,7 @@ func (x *YieldLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use YieldLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*YieldLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *YieldLeadershipRequest) GetControllerId() int32 {
@@ -1039,7 +944,7 @@ type YieldPartition struct {
 
 func (x *YieldPartition) Reset() {
 	*x = YieldPartition{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +956,7 @@ func (x *YieldPartition) String() string {
 func (*YieldPartition) ProtoMessage() {}
 
 func (x *YieldPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +969,7 @@ func (x *YieldPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use YieldPartition.ProtoReflect.Descriptor instead.
 func (*YieldPartition) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *YieldPartition) GetTopic() string {
@@ -1114,7 +1019,7 @@ type YieldLeadershipResponse struct {
 
 func (x *YieldLeadershipResponse) Reset() {
 	*x = YieldLeadershipResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1031,7 @@ func (x *YieldLeadershipResponse) String() string {
 func (*YieldLeadershipResponse) ProtoMessage() {}
 
 func (x *YieldLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1044,7 @@ func (x *YieldLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use YieldLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*YieldLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *YieldLeadershipResponse) GetErrorCode() v1.ErrorCode {
@@ -1167,7 +1072,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1084,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1097,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -1231,7 +1136,7 @@ type AlterPartitionItem struct {
 
 func (x *AlterPartitionItem) Reset() {
 	*x = AlterPartitionItem{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1148,7 @@ func (x *AlterPartitionItem) String() string {
 func (*AlterPartitionItem) ProtoMessage() {}
 
 func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1161,7 @@ func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionItem.ProtoReflect.Descriptor instead.
 func (*AlterPartitionItem) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AlterPartitionItem) GetTopic() string {
@@ -1305,7 +1210,7 @@ type IsrMember struct {
 
 func (x *IsrMember) Reset() {
 	*x = IsrMember{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1222,7 @@ func (x *IsrMember) String() string {
 func (*IsrMember) ProtoMessage() {}
 
 func (x *IsrMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1235,7 @@ func (x *IsrMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsrMember.ProtoReflect.Descriptor instead.
 func (*IsrMember) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IsrMember) GetBrokerId() int32 {
@@ -1357,7 +1262,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1274,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1287,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AlterPartitionResponse) GetErrorCode() v1.ErrorCode {
@@ -1416,7 +1321,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1333,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1346,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -1510,7 +1415,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1427,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1440,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1563,7 +1468,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1480,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1493,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() v1.ErrorCode {
@@ -1633,7 +1538,7 @@ type BrokerSessionRequest struct {
 
 func (x *BrokerSessionRequest) Reset() {
 	*x = BrokerSessionRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1550,7 @@ func (x *BrokerSessionRequest) String() string {
 func (*BrokerSessionRequest) ProtoMessage() {}
 
 func (x *BrokerSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1563,7 @@ func (x *BrokerSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerSessionRequest.ProtoReflect.Descriptor instead.
 func (*BrokerSessionRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BrokerSessionRequest) GetBrokerId() int32 {
@@ -1727,7 +1632,7 @@ type OfflineLogDir struct {
 
 func (x *OfflineLogDir) Reset() {
 	*x = OfflineLogDir{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1644,7 @@ func (x *OfflineLogDir) String() string {
 func (*OfflineLogDir) ProtoMessage() {}
 
 func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1657,7 @@ func (x *OfflineLogDir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineLogDir.ProtoReflect.Descriptor instead.
 func (*OfflineLogDir) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OfflineLogDir) GetPath() string {
@@ -1807,7 +1712,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1724,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1737,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplicaProgress) GetTopic() string {
@@ -1927,7 +1832,7 @@ type FollowerProgress struct {
 
 func (x *FollowerProgress) Reset() {
 	*x = FollowerProgress{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +1844,7 @@ func (x *FollowerProgress) String() string {
 func (*FollowerProgress) ProtoMessage() {}
 
 func (x *FollowerProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +1857,7 @@ func (x *FollowerProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerProgress.ProtoReflect.Descriptor instead.
 func (*FollowerProgress) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FollowerProgress) GetBrokerId() int32 {
@@ -1986,7 +1891,7 @@ type BrokerSessionResponse struct {
 
 func (x *BrokerSessionResponse) Reset() {
 	*x = BrokerSessionResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +1903,7 @@ func (x *BrokerSessionResponse) String() string {
 func (*BrokerSessionResponse) ProtoMessage() {}
 
 func (x *BrokerSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +1916,7 @@ func (x *BrokerSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerSessionResponse.ProtoReflect.Descriptor instead.
 func (*BrokerSessionResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerSessionResponse) GetControllerId() int32 {
@@ -2050,7 +1955,7 @@ type ClusterEvent struct {
 
 func (x *ClusterEvent) Reset() {
 	*x = ClusterEvent{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +1967,7 @@ func (x *ClusterEvent) String() string {
 func (*ClusterEvent) ProtoMessage() {}
 
 func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +1980,7 @@ func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEvent.ProtoReflect.Descriptor instead.
 func (*ClusterEvent) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClusterEvent) GetTime() int64 {
@@ -2151,7 +2056,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[27]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2068,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[27]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2081,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -2203,7 +2108,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[28]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2120,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[28]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2133,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -2255,7 +2160,7 @@ type CreateOffsetsTopicRequest struct {
 
 func (x *CreateOffsetsTopicRequest) Reset() {
 	*x = CreateOffsetsTopicRequest{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[29]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2172,7 @@ func (x *CreateOffsetsTopicRequest) String() string {
 func (*CreateOffsetsTopicRequest) ProtoMessage() {}
 
 func (x *CreateOffsetsTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[29]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2185,7 @@ func (x *CreateOffsetsTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOffsetsTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateOffsetsTopicRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateOffsetsTopicRequest) GetBrokerId() int32 {
@@ -2309,7 +2214,7 @@ type CreateOffsetsTopicResponse struct {
 
 func (x *CreateOffsetsTopicResponse) Reset() {
 	*x = CreateOffsetsTopicResponse{}
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[30]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2226,7 @@ func (x *CreateOffsetsTopicResponse) String() string {
 func (*CreateOffsetsTopicResponse) ProtoMessage() {}
 
 func (x *CreateOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_control_v1_control_proto_msgTypes[30]
+	mi := &file_tidemark_control_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2239,7 @@ func (x *CreateOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOffsetsTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateOffsetsTopicResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_tidemark_control_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateOffsetsTopicResponse) GetNumPartitions() int32 {
@@ -2399,7 +2304,7 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\tendpoints\x18\x04 \x03(\v26.tidemark.control.v1.BrokerRegistration.EndpointsEntryR\tendpoints\x1a<\n" +
 	"\x0eEndpointsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x05\n" +
 	"\x15UpdateMetadataRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
@@ -2417,22 +2322,10 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x0ebroker_configs\x18\n" +
 	" \x03(\v2=.tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntryR\rbrokerConfigs\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\v \x01(\tR\tclusterId\x12Q\n" +
-	"\x11scram_credentials\x18\f \x03(\v2$.tidemark.control.v1.ScramCredentialR\x10scramCredentials\x1a@\n" +
+	"cluster_id\x18\v \x01(\tR\tclusterId\x1a@\n" +
 	"\x12BrokerConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
-	"\x0fScramCredential\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
-	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x12\n" +
-	"\x04salt\x18\x03 \x01(\fR\x04salt\x12\x1d\n" +
-	"\n" +
-	"stored_key\x18\x04 \x01(\fR\tstoredKey\x12\x1d\n" +
-	"\n" +
-	"server_key\x18\x05 \x01(\fR\tserverKey\x12\x1e\n" +
-	"\n" +
-	"iterations\x18\x06 \x01(\x05R\n" +
-	"iterations\"V\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\f\x10\rR\x11scram_credentials\"V\n" +
 	"\x16UpdateMetadataResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\"\xd2\x01\n" +
@@ -2619,7 +2512,7 @@ func file_tidemark_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_tidemark_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tidemark.control.v1.EventKind
 	(*LeaderAndIsrRequest)(nil),         // 1: tidemark.control.v1.LeaderAndIsrRequest
@@ -2628,99 +2521,97 @@ var file_tidemark_control_v1_control_proto_goTypes = []any{
 	(*TopicConfig)(nil),                 // 4: tidemark.control.v1.TopicConfig
 	(*BrokerRegistration)(nil),          // 5: tidemark.control.v1.BrokerRegistration
 	(*UpdateMetadataRequest)(nil),       // 6: tidemark.control.v1.UpdateMetadataRequest
-	(*ScramCredential)(nil),             // 7: tidemark.control.v1.ScramCredential
-	(*UpdateMetadataResponse)(nil),      // 8: tidemark.control.v1.UpdateMetadataResponse
-	(*StopReplicaRequest)(nil),          // 9: tidemark.control.v1.StopReplicaRequest
-	(*StopReplicaPartition)(nil),        // 10: tidemark.control.v1.StopReplicaPartition
-	(*StopReplicaResponse)(nil),         // 11: tidemark.control.v1.StopReplicaResponse
-	(*YieldLeadershipRequest)(nil),      // 12: tidemark.control.v1.YieldLeadershipRequest
-	(*YieldPartition)(nil),              // 13: tidemark.control.v1.YieldPartition
-	(*YieldLeadershipResponse)(nil),     // 14: tidemark.control.v1.YieldLeadershipResponse
-	(*AlterPartitionRequest)(nil),       // 15: tidemark.control.v1.AlterPartitionRequest
-	(*AlterPartitionItem)(nil),          // 16: tidemark.control.v1.AlterPartitionItem
-	(*IsrMember)(nil),                   // 17: tidemark.control.v1.IsrMember
-	(*AlterPartitionResponse)(nil),      // 18: tidemark.control.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),        // 19: tidemark.control.v1.AlterPartitionResult
-	(*ControlledShutdownRequest)(nil),   // 20: tidemark.control.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),  // 21: tidemark.control.v1.ControlledShutdownResponse
-	(*BrokerSessionRequest)(nil),        // 22: tidemark.control.v1.BrokerSessionRequest
-	(*OfflineLogDir)(nil),               // 23: tidemark.control.v1.OfflineLogDir
-	(*ReplicaProgress)(nil),             // 24: tidemark.control.v1.ReplicaProgress
-	(*FollowerProgress)(nil),            // 25: tidemark.control.v1.FollowerProgress
-	(*BrokerSessionResponse)(nil),       // 26: tidemark.control.v1.BrokerSessionResponse
-	(*ClusterEvent)(nil),                // 27: tidemark.control.v1.ClusterEvent
-	(*AllocateProducerIdsRequest)(nil),  // 28: tidemark.control.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 29: tidemark.control.v1.AllocateProducerIdsResponse
-	(*CreateOffsetsTopicRequest)(nil),   // 30: tidemark.control.v1.CreateOffsetsTopicRequest
-	(*CreateOffsetsTopicResponse)(nil),  // 31: tidemark.control.v1.CreateOffsetsTopicResponse
-	nil,                                 // 32: tidemark.control.v1.TopicConfig.ConfigsEntry
-	nil,                                 // 33: tidemark.control.v1.BrokerRegistration.EndpointsEntry
-	nil,                                 // 34: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	(*v1.PartitionState)(nil),           // 35: tidemark.common.v1.PartitionState
-	(*v1.Node)(nil),                     // 36: tidemark.common.v1.Node
-	(v1.ErrorCode)(0),                   // 37: tidemark.common.v1.ErrorCode
-	(*v1.TopicPartition)(nil),           // 38: tidemark.common.v1.TopicPartition
+	(*UpdateMetadataResponse)(nil),      // 7: tidemark.control.v1.UpdateMetadataResponse
+	(*StopReplicaRequest)(nil),          // 8: tidemark.control.v1.StopReplicaRequest
+	(*StopReplicaPartition)(nil),        // 9: tidemark.control.v1.StopReplicaPartition
+	(*StopReplicaResponse)(nil),         // 10: tidemark.control.v1.StopReplicaResponse
+	(*YieldLeadershipRequest)(nil),      // 11: tidemark.control.v1.YieldLeadershipRequest
+	(*YieldPartition)(nil),              // 12: tidemark.control.v1.YieldPartition
+	(*YieldLeadershipResponse)(nil),     // 13: tidemark.control.v1.YieldLeadershipResponse
+	(*AlterPartitionRequest)(nil),       // 14: tidemark.control.v1.AlterPartitionRequest
+	(*AlterPartitionItem)(nil),          // 15: tidemark.control.v1.AlterPartitionItem
+	(*IsrMember)(nil),                   // 16: tidemark.control.v1.IsrMember
+	(*AlterPartitionResponse)(nil),      // 17: tidemark.control.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),        // 18: tidemark.control.v1.AlterPartitionResult
+	(*ControlledShutdownRequest)(nil),   // 19: tidemark.control.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),  // 20: tidemark.control.v1.ControlledShutdownResponse
+	(*BrokerSessionRequest)(nil),        // 21: tidemark.control.v1.BrokerSessionRequest
+	(*OfflineLogDir)(nil),               // 22: tidemark.control.v1.OfflineLogDir
+	(*ReplicaProgress)(nil),             // 23: tidemark.control.v1.ReplicaProgress
+	(*FollowerProgress)(nil),            // 24: tidemark.control.v1.FollowerProgress
+	(*BrokerSessionResponse)(nil),       // 25: tidemark.control.v1.BrokerSessionResponse
+	(*ClusterEvent)(nil),                // 26: tidemark.control.v1.ClusterEvent
+	(*AllocateProducerIdsRequest)(nil),  // 27: tidemark.control.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 28: tidemark.control.v1.AllocateProducerIdsResponse
+	(*CreateOffsetsTopicRequest)(nil),   // 29: tidemark.control.v1.CreateOffsetsTopicRequest
+	(*CreateOffsetsTopicResponse)(nil),  // 30: tidemark.control.v1.CreateOffsetsTopicResponse
+	nil,                                 // 31: tidemark.control.v1.TopicConfig.ConfigsEntry
+	nil,                                 // 32: tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	nil,                                 // 33: tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	(*v1.PartitionState)(nil),           // 34: tidemark.common.v1.PartitionState
+	(*v1.Node)(nil),                     // 35: tidemark.common.v1.Node
+	(v1.ErrorCode)(0),                   // 36: tidemark.common.v1.ErrorCode
+	(*v1.TopicPartition)(nil),           // 37: tidemark.common.v1.TopicPartition
 }
 var file_tidemark_control_v1_control_proto_depIdxs = []int32{
-	35, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
-	36, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
+	34, // 0: tidemark.control.v1.LeaderAndIsrRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	35, // 1: tidemark.control.v1.LeaderAndIsrRequest.leaders:type_name -> tidemark.common.v1.Node
 	4,  // 2: tidemark.control.v1.LeaderAndIsrRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	37, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	36, // 3: tidemark.control.v1.LeaderAndIsrResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
 	3,  // 4: tidemark.control.v1.LeaderAndIsrResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	37, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	32, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
-	36, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
-	33, // 8: tidemark.control.v1.BrokerRegistration.endpoints:type_name -> tidemark.control.v1.BrokerRegistration.EndpointsEntry
-	36, // 9: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
+	36, // 5: tidemark.control.v1.PartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	31, // 6: tidemark.control.v1.TopicConfig.configs:type_name -> tidemark.control.v1.TopicConfig.ConfigsEntry
+	35, // 7: tidemark.control.v1.BrokerRegistration.node:type_name -> tidemark.common.v1.Node
+	32, // 8: tidemark.control.v1.BrokerRegistration.endpoints:type_name -> tidemark.control.v1.BrokerRegistration.EndpointsEntry
+	35, // 9: tidemark.control.v1.UpdateMetadataRequest.controller:type_name -> tidemark.common.v1.Node
 	5,  // 10: tidemark.control.v1.UpdateMetadataRequest.brokers:type_name -> tidemark.control.v1.BrokerRegistration
-	35, // 11: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
+	34, // 11: tidemark.control.v1.UpdateMetadataRequest.partitions:type_name -> tidemark.common.v1.PartitionState
 	4,  // 12: tidemark.control.v1.UpdateMetadataRequest.topic_configs:type_name -> tidemark.control.v1.TopicConfig
-	34, // 13: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
-	7,  // 14: tidemark.control.v1.UpdateMetadataRequest.scram_credentials:type_name -> tidemark.control.v1.ScramCredential
-	37, // 15: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	10, // 16: tidemark.control.v1.StopReplicaRequest.partitions:type_name -> tidemark.control.v1.StopReplicaPartition
-	37, // 17: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	3,  // 18: tidemark.control.v1.StopReplicaResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	13, // 19: tidemark.control.v1.YieldLeadershipRequest.partitions:type_name -> tidemark.control.v1.YieldPartition
-	37, // 20: tidemark.control.v1.YieldLeadershipResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	3,  // 21: tidemark.control.v1.YieldLeadershipResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
-	16, // 22: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
-	17, // 23: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
-	37, // 24: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	19, // 25: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
-	37, // 26: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	37, // 27: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	38, // 28: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
-	24, // 29: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
-	27, // 30: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
-	38, // 31: tidemark.control.v1.BrokerSessionRequest.removed:type_name -> tidemark.common.v1.TopicPartition
-	23, // 32: tidemark.control.v1.BrokerSessionRequest.offline_log_dirs:type_name -> tidemark.control.v1.OfflineLogDir
-	38, // 33: tidemark.control.v1.OfflineLogDir.partitions:type_name -> tidemark.common.v1.TopicPartition
-	25, // 34: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
-	0,  // 35: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
-	1,  // 36: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
-	6,  // 37: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
-	9,  // 38: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
-	12, // 39: tidemark.control.v1.BrokerControlService.YieldLeadership:input_type -> tidemark.control.v1.YieldLeadershipRequest
-	15, // 40: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
-	20, // 41: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
-	22, // 42: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
-	28, // 43: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
-	30, // 44: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
-	2,  // 45: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
-	8,  // 46: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
-	11, // 47: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
-	14, // 48: tidemark.control.v1.BrokerControlService.YieldLeadership:output_type -> tidemark.control.v1.YieldLeadershipResponse
-	18, // 49: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
-	21, // 50: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
-	26, // 51: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
-	29, // 52: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
-	31, // 53: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
-	45, // [45:54] is the sub-list for method output_type
-	36, // [36:45] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	33, // 13: tidemark.control.v1.UpdateMetadataRequest.broker_configs:type_name -> tidemark.control.v1.UpdateMetadataRequest.BrokerConfigsEntry
+	36, // 14: tidemark.control.v1.UpdateMetadataResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	9,  // 15: tidemark.control.v1.StopReplicaRequest.partitions:type_name -> tidemark.control.v1.StopReplicaPartition
+	36, // 16: tidemark.control.v1.StopReplicaResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 17: tidemark.control.v1.StopReplicaResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
+	12, // 18: tidemark.control.v1.YieldLeadershipRequest.partitions:type_name -> tidemark.control.v1.YieldPartition
+	36, // 19: tidemark.control.v1.YieldLeadershipResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 20: tidemark.control.v1.YieldLeadershipResponse.partitions:type_name -> tidemark.control.v1.PartitionResult
+	15, // 21: tidemark.control.v1.AlterPartitionRequest.partitions:type_name -> tidemark.control.v1.AlterPartitionItem
+	16, // 22: tidemark.control.v1.AlterPartitionItem.new_isr:type_name -> tidemark.control.v1.IsrMember
+	36, // 23: tidemark.control.v1.AlterPartitionResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	18, // 24: tidemark.control.v1.AlterPartitionResponse.partitions:type_name -> tidemark.control.v1.AlterPartitionResult
+	36, // 25: tidemark.control.v1.AlterPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	36, // 26: tidemark.control.v1.ControlledShutdownResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	37, // 27: tidemark.control.v1.ControlledShutdownResponse.remaining_partitions:type_name -> tidemark.common.v1.TopicPartition
+	23, // 28: tidemark.control.v1.BrokerSessionRequest.replicas:type_name -> tidemark.control.v1.ReplicaProgress
+	26, // 29: tidemark.control.v1.BrokerSessionRequest.events:type_name -> tidemark.control.v1.ClusterEvent
+	37, // 30: tidemark.control.v1.BrokerSessionRequest.removed:type_name -> tidemark.common.v1.TopicPartition
+	22, // 31: tidemark.control.v1.BrokerSessionRequest.offline_log_dirs:type_name -> tidemark.control.v1.OfflineLogDir
+	37, // 32: tidemark.control.v1.OfflineLogDir.partitions:type_name -> tidemark.common.v1.TopicPartition
+	24, // 33: tidemark.control.v1.ReplicaProgress.followers:type_name -> tidemark.control.v1.FollowerProgress
+	0,  // 34: tidemark.control.v1.ClusterEvent.kind:type_name -> tidemark.control.v1.EventKind
+	1,  // 35: tidemark.control.v1.BrokerControlService.LeaderAndIsr:input_type -> tidemark.control.v1.LeaderAndIsrRequest
+	6,  // 36: tidemark.control.v1.BrokerControlService.UpdateMetadata:input_type -> tidemark.control.v1.UpdateMetadataRequest
+	8,  // 37: tidemark.control.v1.BrokerControlService.StopReplica:input_type -> tidemark.control.v1.StopReplicaRequest
+	11, // 38: tidemark.control.v1.BrokerControlService.YieldLeadership:input_type -> tidemark.control.v1.YieldLeadershipRequest
+	14, // 39: tidemark.control.v1.ControllerService.AlterPartition:input_type -> tidemark.control.v1.AlterPartitionRequest
+	19, // 40: tidemark.control.v1.ControllerService.ControlledShutdown:input_type -> tidemark.control.v1.ControlledShutdownRequest
+	21, // 41: tidemark.control.v1.ControllerService.BrokerSession:input_type -> tidemark.control.v1.BrokerSessionRequest
+	27, // 42: tidemark.control.v1.ControllerService.AllocateProducerIds:input_type -> tidemark.control.v1.AllocateProducerIdsRequest
+	29, // 43: tidemark.control.v1.ControllerService.CreateOffsetsTopic:input_type -> tidemark.control.v1.CreateOffsetsTopicRequest
+	2,  // 44: tidemark.control.v1.BrokerControlService.LeaderAndIsr:output_type -> tidemark.control.v1.LeaderAndIsrResponse
+	7,  // 45: tidemark.control.v1.BrokerControlService.UpdateMetadata:output_type -> tidemark.control.v1.UpdateMetadataResponse
+	10, // 46: tidemark.control.v1.BrokerControlService.StopReplica:output_type -> tidemark.control.v1.StopReplicaResponse
+	13, // 47: tidemark.control.v1.BrokerControlService.YieldLeadership:output_type -> tidemark.control.v1.YieldLeadershipResponse
+	17, // 48: tidemark.control.v1.ControllerService.AlterPartition:output_type -> tidemark.control.v1.AlterPartitionResponse
+	20, // 49: tidemark.control.v1.ControllerService.ControlledShutdown:output_type -> tidemark.control.v1.ControlledShutdownResponse
+	25, // 50: tidemark.control.v1.ControllerService.BrokerSession:output_type -> tidemark.control.v1.BrokerSessionResponse
+	28, // 51: tidemark.control.v1.ControllerService.AllocateProducerIds:output_type -> tidemark.control.v1.AllocateProducerIdsResponse
+	30, // 52: tidemark.control.v1.ControllerService.CreateOffsetsTopic:output_type -> tidemark.control.v1.CreateOffsetsTopicResponse
+	44, // [44:53] is the sub-list for method output_type
+	35, // [35:44] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_control_v1_control_proto_init() }
@@ -2734,7 +2625,7 @@ func file_tidemark_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_control_v1_control_proto_rawDesc), len(file_tidemark_control_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
