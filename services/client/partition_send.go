@@ -91,7 +91,10 @@ func (pp *partitionProducer) transmit(b *batch, data []byte) {
 		deadline = b.deadline
 	}
 	ctx, cancel := context.WithDeadline(p.ctx, deadline)
-	res := &attempt{}
+	// The attempt and its request are one allocation (a write allocates
+	// each of them every time).
+	call := &transmission{}
+	res := &call.res
 	link, err := pp.leaderLink(ctx)
 	if err != nil {
 		cancel()
@@ -99,12 +102,12 @@ func (pp *partitionProducer) transmit(b *batch, data []byte) {
 		return
 	}
 	res.sent = true
-	req := &brokerv1.ProduceRequest{
-		Topic: pp.topic, Partition: pp.partition,
-		Acks:      p.opts.Acks.wire(),
-		TimeoutMs: int32(p.opts.RequestTimeout.Milliseconds()),
-		Payload:   &brokerv1.ProduceRequest_RecordBatch{RecordBatch: data},
-	}
+	call.payload.RecordBatch = data
+	req := &call.req
+	req.Topic, req.Partition = pp.topic, pp.partition
+	req.Acks = p.opts.Acks.wire()
+	req.TimeoutMs = int32(p.opts.RequestTimeout.Milliseconds())
+	req.Payload = &call.payload
 	_ = link.send(ctx, cancel, req, func(resp *brokerv1.ProduceResponse, err error) {
 		if err == nil && resp == nil {
 			err = kerr.New(kerr.UnknownServerError, "the broker answered a produce with neither a response nor an error")
@@ -114,6 +117,14 @@ func (pp *partitionProducer) transmit(b *batch, data []byte) {
 		}
 		pp.record(b, res, err)
 	})
+}
+
+// transmission is one produce request and what it brought back. Nothing
+// reads the request once it is sent; the batch keeps the attempt.
+type transmission struct {
+	res     attempt
+	req     brokerv1.ProduceRequest
+	payload brokerv1.ProduceRequest_RecordBatch
 }
 
 // leaderLink finds the leader and its produce stream.

@@ -132,6 +132,12 @@ type produceLink struct {
 	lastRecv atomic.Int64 // unix ns of the last answer
 }
 
+// outgoingProduce is a request's stream message with its pending entry.
+type outgoingProduce struct {
+	msg     brokerv1.ProduceStreamRequest
+	pending pendingProduce
+}
+
 type pendingProduce struct {
 	done   func(*brokerv1.ProduceResponse, error)
 	stop   func() bool // unregisters the context watch
@@ -154,8 +160,11 @@ func (l *produceLink) isBroken() bool {
 // from another goroutine: the answer, ctx's end, or the stream's failure.
 // cancel (ctx's) is called once done has been decided.
 func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *brokerv1.ProduceRequest, done func(*brokerv1.ProduceResponse, error)) error {
-	msg := &brokerv1.ProduceStreamRequest{Request: req}
-	p := &pendingProduce{done: done, cancel: cancel}
+	// The stream message and the pending entry are one allocation.
+	out := &outgoingProduce{}
+	msg, p := &out.msg, &out.pending
+	msg.Request = req
+	p.done, p.cancel = done, cancel
 	if l.tracer != nil {
 		var spanCtx context.Context
 		spanCtx, p.span = l.tracer.Tracer("tidemark.io/services/client").Start(ctx, "tidemark.broker.v1.BrokerService/Produce",

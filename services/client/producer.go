@@ -34,6 +34,9 @@ type Producer struct {
 	// cleared) for new batches: grown record by record, they were a sixth
 	// of what a batching producer allocated.
 	pendings sync.Pool
+	// waiters holds synchronous Produce calls' waiters whose answer was
+	// taken (*syncWaiter).
+	waiters sync.Pool
 
 	counters producerCounters // Stats
 
@@ -86,19 +89,40 @@ func (p *Producer) Idempotent() bool { return p.idem }
 // Produce sends r and waits for its acknowledgement (or failure). If ctx
 // ends first, Produce returns at once; the record may still be delivered.
 func (p *Producer) Produce(ctx context.Context, r Record) (Result, error) {
-	type outcome struct {
-		res Result
-		err error
-	}
-	ch := make(chan outcome, 1)
-	p.produce(&blocker{parent: ctx, limit: p.opts.MaxBlock}, r, func(res Result, err error) { ch <- outcome{res, err} })
+	w := p.syncWaiter()
+	p.produce(&blocker{parent: ctx, limit: p.opts.MaxBlock}, r, w.deliver)
 	select {
-	case o := <-ch:
+	case o := <-w.ch:
+		// Answered: its callback has run, so nothing uses w any more.
+		p.waiters.Put(w)
 		return o.res, o.err
 	case <-ctx.Done():
+		// Not reused: the callback may still come.
 		err := ctxError(ctx, nil, "produce to %s", r.Topic)
 		return Result{Topic: r.Topic, Partition: -1, Offset: -1, LeaderEpoch: -1, Code: kerr.CodeOf(err)}, err
 	}
+}
+
+// syncWaiter is what a synchronous Produce waits on: its callback and the
+// channel that callback answers on. They are kept for the next call (a
+// write made both every time), once the answer has been taken.
+type syncWaiter struct {
+	ch      chan syncOutcome
+	deliver func(Result, error)
+}
+
+type syncOutcome struct {
+	res Result
+	err error
+}
+
+func (p *Producer) syncWaiter() *syncWaiter {
+	if w, ok := p.waiters.Get().(*syncWaiter); ok {
+		return w
+	}
+	w := &syncWaiter{ch: make(chan syncOutcome, 1)}
+	w.deliver = func(res Result, err error) { w.ch <- syncOutcome{res, err} }
+	return w
 }
 
 // ProduceAsync hands r to the producer and returns; cb (which may be nil)

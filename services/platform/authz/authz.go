@@ -332,7 +332,11 @@ func (a *Authorizer) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return kerr.ToStatus(err).Err()
 		}
-		s := &checkedStream{ServerStream: ss, ctx: identity.With(ss.Context(), p), a: a, method: info.FullMethod}
+		// The caller's host is the same for every message of the stream:
+		// found once, not per message (it formats the peer's address).
+		ctx := identity.With(ss.Context(), p)
+		ctx = WithClientHost(ctx, clientHost(ctx))
+		s := &checkedStream{ServerStream: ss, ctx: ctx, a: a, method: info.FullMethod}
 		err = h(srv, s)
 		if refused := s.refusal(); refused != nil {
 			return kerr.ToStatus(refused).Err()

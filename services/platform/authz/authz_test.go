@@ -640,3 +640,32 @@ func TestEveryTidemarkMethodHasAPolicy(t *testing.T) {
 		t.Fatalf("a method with no policy, even for a super user: %v", err)
 	}
 }
+
+// A stream's messages are decided by the caller's host as every other call
+// is (found once per stream): a rule for the caller's own host lets each
+// message through, one for another host refuses the first.
+func TestStreamMessagesAreDecidedByTheCallersHost(t *testing.T) {
+	f := serve(t, "allow User:alice Read Topic:orders host=127.0.0.1\nallow User:alice Read Topic:audit host=10.0.0.9\n", authz.Options{TLS: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fetch := func(topic string) *replicationv1.ReplicaFetchRequest {
+		return &replicationv1.ReplicaFetchRequest{ReplicaId: -1, Partitions: []*replicationv1.ReplicaFetchPartition{{Topic: topic}}}
+	}
+	s, err := replicationv1.NewReplicationServiceClient(f.dial(t, "alice")).ReplicaFetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.Send(fetch("orders")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != nil {
+			t.Fatalf("message %d from the rule's host: %v", i, err)
+		}
+	}
+	if err := s.Send(fetch("audit")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Recv()
+	authztest.WantRefused(t, err, kerr.TopicAuthorizationFailed, "User:alice is not allowed Read on Topic:audit")
+}

@@ -120,7 +120,7 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 		PreferredReadReplica: partition.NoReplica,
 	}
 	if f.HasLastFetchedEpoch {
-		div, diverged, err := r.state.CheckDivergence(f.LastFetchedEpoch, f.Offset, epochSource{r.log})
+		div, diverged, err := r.state.CheckDivergence(f.LastFetchedEpoch, f.Offset, r.epochs())
 		if err != nil || diverged {
 			r.mu.Unlock()
 			if diverged {

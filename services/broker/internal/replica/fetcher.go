@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -242,10 +243,14 @@ type fetcher struct {
 	// from and how to cut it short when part changes under it.
 	gen  uint64
 	trip *fetchTrip
-	kick chan struct{}
-	ctx  context.Context
-	stop context.CancelFunc
-	done chan struct{}
+	// tripSlot is the one fetchTrip trip points to, reused round after
+	// round: only one round trip is in flight, and a new context per round
+	// trip (with its watch) was a fifth of a follower's allocations.
+	tripSlot fetchTrip
+	kick     chan struct{}
+	ctx      context.Context
+	stop     context.CancelFunc
+	done     chan struct{}
 	// stream is the long-lived ReplicaFetch stream to the leader.
 	stream fetchStream
 	// prevHW remembers the leader HW last seen per partition, so the
@@ -263,10 +268,42 @@ func newFetcher(m *Manager, key fetcherKey) *fetcher {
 		ctx: ctx, stop: cancel, done: make(chan struct{}), prevHW: map[TP]int64{}, stream: fetchStream{clock: m.clock}}
 }
 
-// fetchTrip is a fetch round trip in flight.
+// fetchTrip is a fetch round trip in flight: the partition set it was
+// built from, and whether it was cut short. Its stream is cancelled by a
+// cut only while the exchange waits for the answer (armed).
 type fetchTrip struct {
-	gen    uint64
+	gen   uint64
+	state atomic.Int32 // tripIdle, tripArmed or tripCut
+	// cancel is the stream's, set by the fetcher's goroutine before it
+	// arms the trip; interrupt reads it only after seeing it armed.
 	cancel context.CancelFunc
+}
+
+const (
+	tripIdle  int32 = iota // not waiting on the stream
+	tripArmed              // waiting: a cut cancels the stream
+	tripCut                // cut short: its answer is discarded
+)
+
+// arm makes a cut cancel the stream from now on; false: the trip was cut
+// already.
+func (t *fetchTrip) arm(cancel context.CancelFunc) bool {
+	t.cancel = cancel
+	return t.state.CompareAndSwap(tripIdle, tripArmed)
+}
+
+// disarm ends the window in which a cut cancels the stream and reports
+// whether the trip was cut (before or during it).
+func (t *fetchTrip) disarm() (cut bool) {
+	return !t.state.CompareAndSwap(tripArmed, tripIdle) && t.state.Load() == tripCut
+}
+
+// interrupt cuts the trip short, cancelling its stream if the exchange is
+// waiting on it. The fetcher's mu is held (cut).
+func (t *fetchTrip) interrupt() {
+	if t.state.Swap(tripCut) == tripArmed {
+		t.cancel()
+	}
 }
 
 // add sets the fetch states of parts (a replaced state is dropped).
@@ -314,31 +351,33 @@ func (f *fetcher) cut() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.trip != nil && f.trip.gen != f.gen {
-		f.trip.cancel()
+		f.trip.interrupt()
 		f.trip = nil
 	}
 }
 
 // beginTrip registers a round trip built from the partitions of generation
-// gen and returns its context, cancelled when they change. It refuses (the
-// caller builds a new request) if they changed since.
-func (f *fetcher) beginTrip(gen uint64) (context.Context, context.CancelFunc, bool) {
+// gen and returns it, cut when they change. It refuses (the caller builds a
+// new request) if they changed since.
+func (f *fetcher) beginTrip(gen uint64) (*fetchTrip, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gen != gen {
-		return nil, nil, false
+		return nil, false
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
-	f.trip = &fetchTrip{gen: gen, cancel: cancel}
-	return ctx, cancel, true
+	// The last trip is over (endTrip): nothing can cut it any more.
+	t := &f.tripSlot
+	t.gen, t.cancel = gen, nil
+	t.state.Store(tripIdle)
+	f.trip = t
+	return t, true
 }
 
 // endTrip forgets the round trip in flight.
-func (f *fetcher) endTrip(cancel context.CancelFunc) {
+func (f *fetcher) endTrip() {
 	f.mu.Lock()
 	f.trip = nil
 	f.mu.Unlock()
-	cancel()
 }
 
 // owns reports whether st is still the fetcher's state for tp.
@@ -371,7 +410,8 @@ func (f *fetcher) snapshot(now time.Time) (truncating, fetching map[TP]*fetchSta
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	gen = f.gen
-	truncating, fetching = map[TP]*fetchState{}, map[TP]*fetchState{}
+	// Made only when something goes in (truncation is rare): this runs
+	// before every fetch round trip. A nil map reads as empty.
 	for tp, st := range f.part {
 		if now.Before(st.delayedTill) {
 			if next.IsZero() || st.delayedTill.Before(next) {
@@ -380,8 +420,14 @@ func (f *fetcher) snapshot(now time.Time) (truncating, fetching map[TP]*fetchSta
 			continue
 		}
 		if st.truncating {
+			if truncating == nil {
+				truncating = make(map[TP]*fetchState, 1)
+			}
 			truncating[tp] = st
 		} else {
+			if fetching == nil {
+				fetching = make(map[TP]*fetchState, len(f.part))
+			}
 			fetching[tp] = st
 		}
 	}
@@ -503,7 +549,7 @@ func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts 
 			r.mu.Unlock()
 			continue
 		}
-		fs := r.state.StartFetching(epochSource{r.log})
+		fs := r.state.StartFetching(r.epochs())
 		if fs.TruncateTo != partition.UndefinedOffset {
 			f.truncateLocked(st, fs.TruncateTo, "high watermark")
 		}
@@ -542,7 +588,7 @@ func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts 
 			r := st.r
 			r.mu.Lock()
 			if stillFollowing(st) {
-				tr := r.state.OnDivergingEpoch(partition.EpochEndOffset{Epoch: res.GetLeaderEpoch(), EndOffset: res.GetEndOffset()}, epochSource{r.log})
+				tr := r.state.OnDivergingEpoch(partition.EpochEndOffset{Epoch: res.GetLeaderEpoch(), EndOffset: res.GetEndOffset()}, r.epochs())
 				f.truncateLocked(st, tr.Offset, "leader epoch")
 				if tr.Done {
 					st.truncating = false
@@ -677,7 +723,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 			req.MaxWaitMs = int32(max((d+time.Millisecond-1)/time.Millisecond, 1))
 		}
 	}
-	trip, endTrip, ok := f.beginTrip(gen)
+	trip, ok := f.beginTrip(gen)
 	if !ok {
 		return // the partitions changed since parts was taken: build again
 	}
@@ -686,7 +732,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		f.m.metrics.fetchBetween.Observe(sent.Sub(prevEnded).Seconds())
 	}
 	resp, err := f.roundTrip(trip, client, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
-	f.endTrip(endTrip)
+	f.endTrip()
 	answered := f.m.now()
 	f.m.metrics.fetchRoundTrip.Observe(answered.Sub(sent).Seconds())
 	if errors.Is(err, errFetchInterrupted) {
@@ -770,7 +816,7 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 	}
 	if d := a.GetDivergingEpoch(); d != nil {
 		div := partition.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()}
-		tr := r.state.OnDivergingEpoch(div, epochSource{r.log})
+		tr := r.state.OnDivergingEpoch(div, r.epochs())
 		f.truncateLocked(st, tr.Offset, "diverging epoch")
 		stuck := f.checkProgress(st, "diverging "+div.String())
 		r.mu.Unlock()
@@ -837,13 +883,13 @@ func (f *fetcher) outOfRangeLocked(st *fetchState, a *replicationv1.ReplicaFetch
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // roundTrip sends one fetch on the fetcher's stream to the leader and
-// waits for its answer (errFetchInterrupted once ctx, the trip, is
-// cancelled), inside the follower's own client span, so the span
-// can be marked with what the leader reports (whether this round trip moved
-// the HW) and the exporter keeps only the round trips that did. The trace
+// waits for its answer (errFetchInterrupted once the trip is cut), inside
+// the follower's own client span, so the span can be marked with what the
+// leader reports (whether this round trip moved the HW) and the exporter
+// keeps only the round trips that did. The trace
 // context travels in the request: the stream outlives any one trace.
-func (f *fetcher) roundTrip(ctx context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
-	ctx, span := f.m.tracer.Start(ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindClient))
+func (f *fetcher) roundTrip(trip *fetchTrip, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
+	ctx, span := f.m.tracer.Start(f.ctx, telemetry.ReplicaFetchSpan, trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("tidemark.follower_id", int(f.m.opts.BrokerID)),
@@ -853,7 +899,7 @@ func (f *fetcher) roundTrip(ctx context.Context, client replicationv1.Replicatio
 		req.TraceContext = map[string]string{}
 		otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(req.TraceContext))
 	}
-	resp, err := f.stream.exchange(f.ctx, ctx, client, req, timeout)
+	resp, err := f.stream.exchange(f.ctx, trip, client, req, timeout)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err

@@ -30,12 +30,12 @@ type fetchStream struct {
 var errFetchInterrupted = errors.New("fetch round trip interrupted: the fetcher's partitions changed")
 
 // exchange sends req and waits for its answer, at most timeout; on a
-// timeout the stream is cancelled, which ends the wait. Cancelling trip
+// timeout the stream is cancelled, which ends the wait. Cutting trip
 // cancels the stream too (the leader's parked fetch ends at once) and the
 // exchange returns errFetchInterrupted, whether or not an answer had come:
-// an interrupted round trip is discarded whole. A trip cancelled after the
+// an interrupted round trip is discarded whole. A trip cut after the
 // exchange returned does not touch the stream.
-func (s *fetchStream) exchange(parent, trip context.Context, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
+func (s *fetchStream) exchange(parent context.Context, trip *fetchTrip, client replicationv1.ReplicationServiceClient, req *replicationv1.ReplicaFetchRequest, timeout time.Duration) (*replicationv1.ReplicaFetchResponse, error) {
 	if s.stream != nil && !samePeer(s.client, client) {
 		s.close()
 	}
@@ -50,15 +50,19 @@ func (s *fetchStream) exchange(parent, trip context.Context, client replicationv
 	}
 	var timedOut atomic.Bool
 	cancel := s.cancel
+	if !trip.arm(cancel) {
+		// Cut before it was sent.
+		s.close()
+		return nil, errFetchInterrupted
+	}
 	t := s.clock.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
-	stopInterrupt := context.AfterFunc(trip, cancel)
 	resp, err := s.roundTrip(req)
 	if !t.Stop() && timedOut.Load() {
 		err = status.Errorf(codes.DeadlineExceeded, "no fetch answer from the leader within %s", timeout)
 	}
-	// Once stopInterrupt reports true the stream can no longer be cut by
-	// trip; false: it was (or is being) cancelled.
-	if !stopInterrupt() {
+	// Once disarmed the stream can no longer be cut by trip; cut: it was
+	// (or is being) cancelled.
+	if trip.disarm() {
 		s.close()
 		return nil, errFetchInterrupted
 	}

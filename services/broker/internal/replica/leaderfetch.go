@@ -71,12 +71,24 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 	// A parked fetch may read several times, and the read that moved a HW
 	// (if any) need not be the last: its move is kept for the answer. A
 	// move made by others meanwhile is not this fetch's.
-	type hwMove struct{ HWBefore, HWAfter int64 }
-	moved := make([]hwMove, len(f.Partitions))
+	type hwMove struct {
+		HWBefore, HWAfter int64
+		ISR               []int32 // at the move, for its trace
+	}
+	// A follower fetch names few partitions: their bookkeeping stays on
+	// the stack (this runs for every fetch, several per acks=all write).
+	var movedSpace [4]hwMove
+	var moved []hwMove
+	if len(f.Partitions) > len(movedSpace) {
+		moved = make([]hwMove, len(f.Partitions))
+	} else {
+		moved = movedSpace[:len(f.Partitions)]
+	}
 	defer func() {
 		for i := range answers {
 			if mv := moved[i]; mv.HWAfter > mv.HWBefore {
 				answers[i].HWBefore, answers[i].HWAfter = mv.HWBefore, mv.HWAfter
+				answers[i].ISR = mv.ISR
 			}
 		}
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -84,13 +96,27 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 		}
 	}()
 	// Watch before the first read, so an append between a read and parking
-	// cannot be missed (it would cost a whole max wait).
+	// cannot be missed (it would cost a whole max wait). One deferred
+	// function does all the clean-up: a defer inside a loop is allocated on
+	// the heap, each time.
 	w := newWaiter()
-	defer releaseWaiter(w) // after the removals below
+	var watchedSpace [4]*Replica
+	watched := watchedSpace[:0]
+	var parked Timer
+	defer func() {
+		if parked != nil {
+			parked.Stop()
+			m.metrics.parkedFetch.Add(-1)
+		}
+		for _, r := range watched {
+			r.dataWaiters.remove(w)
+		}
+		releaseWaiter(w) // after the removals
+	}()
 	for _, p := range f.Partitions {
 		if r, ok := m.Replica(p.TP); ok {
 			r.dataWaiters.add(w)
-			defer r.dataWaiters.remove(w)
+			watched = append(watched, r)
 		}
 	}
 	var deadline <-chan time.Time
@@ -105,7 +131,7 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 			answers[i].recycle() // an earlier pass's read, replaced
 			answers[i] = a
 			if a.HWAfter > a.HWBefore {
-				moved[i].HWBefore, moved[i].HWAfter = a.HWBefore, a.HWAfter
+				moved[i] = hwMove{a.HWBefore, a.HWAfter, a.ISR}
 			}
 			total += len(a.Records)
 			held = held || a.Held
@@ -127,11 +153,9 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 				// park no longer than the follower's own throttle pause.
 				wait = min(wait, throttleBackoff)
 			}
-			t := m.clock.NewTimer(wait)
-			defer t.Stop()
-			deadline = t.C()
+			parked = m.clock.NewTimer(wait)
+			deadline = parked.C()
 			m.metrics.parkedFetch.Add(1)
-			defer m.metrics.parkedFetch.Add(-1)
 		}
 		select {
 		case <-w.ch:
@@ -170,7 +194,7 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	a.HWBefore = r.state.HighWatermark()
 	a.HighWatermark, a.HWAfter = a.HWBefore, a.HWBefore
 	if p.LastFetchedEpoch >= 0 {
-		div, diverged, err := r.state.CheckDivergence(p.LastFetchedEpoch, p.FetchOffset, epochSource{r.log})
+		div, diverged, err := r.state.CheckDivergence(p.LastFetchedEpoch, p.FetchOffset, r.epochs())
 		if err != nil {
 			r.mu.Unlock()
 			a.Err = err
@@ -180,7 +204,8 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 			// F13: no records and no follower-state update; the follower
 			// truncates and fetches again.
 			r.mu.Unlock()
-			a.Diverging = &div
+			diverging := div // its own copy: div stays on the stack
+			a.Diverging = &diverging
 			return a
 		}
 	}
@@ -223,8 +248,9 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	// The answer carries the HW as it was when the records were read, as
 	// Kafka's does: a follower learns the HW its own fetch moved on its next
 	// round trip. That lag is the window of KIP-101's scenarios.
-	a.ISR = r.state.MaximalISR()
 	if out.HW.Advanced() {
+		// For the traces of the move only: most fetches move nothing.
+		a.ISR = r.state.MaximalISR()
 		// Only this fetch's own move: the HW read above may have been moved
 		// since by another follower's fetch.
 		a.HWBefore, a.HWAfter = out.HW.Before, out.HW.After

@@ -87,11 +87,16 @@ func (r *Replica) committedByLocked(required int64) (trace.SpanContext, bool) {
 	return best.span, best.span.IsValid()
 }
 
-// epochSource adapts the log's leader-epoch cache to the state machine.
-type epochSource struct{ log Log }
+// epochSource adapts the log's leader-epoch cache to the state machine. It
+// is the replica itself, seen through a pointer, so that handing it over as
+// an interface allocates nothing (every follower fetch checks divergence).
+type epochSource Replica
 
-func (e epochSource) EndOffsetFor(epoch int32) (int32, int64) { return e.log.EndOffsetForEpoch(epoch) }
-func (e epochSource) LatestEpoch() int32                      { return e.log.LatestEpoch() }
+// epochs is the replica's log's epoch cache, for the state machine.
+func (r *Replica) epochs() partition.EpochSource { return (*epochSource)(r) }
+
+func (e *epochSource) EndOffsetFor(epoch int32) (int32, int64) { return e.log.EndOffsetForEpoch(epoch) }
+func (e *epochSource) LatestEpoch() int32                      { return e.log.LatestEpoch() }
 
 // TP returns the partition's name.
 func (r *Replica) TP() TP { return r.tp }
