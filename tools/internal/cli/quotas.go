@@ -78,7 +78,7 @@ func newQuotasAlterCmd(g *globals) *cobra.Command {
 		validateOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "alter (--user NAME | --user-default) (--client-id ID | --client-id-default) [--add KEY=VALUE,...] [--delete KEY,...] [--validate-only]",
+		Use:   "alter [--user NAME | --user-default] [--client-id ID | --client-id-default] [--add KEY=VALUE,...] [--delete KEY,...] [--validate-only]",
 		Short: "Set or remove an entity's quota keys (producer_byte_rate, consumer_byte_rate; bytes/s)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

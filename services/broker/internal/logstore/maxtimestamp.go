@@ -7,26 +7,27 @@ import "tidemark.io/services/recordbatch"
 // the first segment whose largest batch timestamp is the log's largest, in
 // it the first batch carrying that timestamp, and in that batch the first
 // record carrying it (for LogAppendTime batches every record carries the
-// batch's timestamp, so its first record: its base offset unless the
-// cleaner removed it). Each segment keeps its largest timestamp (maxTS)
-// through appends, truncation, loading and cleaning, so only that segment
-// is read, from its time index's entry below the timestamp. As Kafka, whole segments count, records below the log start in
-// the first one included, and the search is not bounded by the high
-// watermark: the caller decides whether what it found may be exposed.
-// Nothing found (an empty log, or the largest batch not yet published)
-// returns false.
+// batch's timestamp, so its first record: its base offset unless the cleaner
+// removed it). Each segment keeps its largest timestamp (maxTS) through
+// appends, truncation, loading and cleaning, so only that segment is read,
+// from its time index's entry below the timestamp. As Kafka, whole segments
+// count, records below the log start in the first one included, and the
+// search is not bounded by the high watermark: the caller decides whether
+// what it found may be exposed. Nothing found (an empty log, or the largest
+// batch not yet published) returns false.
 //
-// As Kafka's, the cleaner gives a partly kept batch the largest timestamp
-// of its kept records, so on a compacted log the headers, the segments'
-// maxima and the time index stay exact and the answer is found as above.
-// Two kinds of batch may still carry a maximum no record has: an empty
-// batch the cleaner keeps (its producer's last sequence, or its group's
-// end; Kafka's keeps the header's maximum too), and a partly kept batch cleaned by an older
-// tidemark, whose header kept the removed record's maximum (until a pass
-// rewrites it; nothing on disk tells such a segment apart). Only then, when
-// the segment holds no record carrying its maximum, are the log's records
-// walked for the largest timestamp they really carry (scanRecordMax); Kafka
-// answers nothing when only an empty batch carries the maximum.
+// As Kafka's, the cleaner gives a partly kept batch the largest timestamp of
+// its kept records, so on a compacted log the headers, the segments' maxima
+// and the time index stay exact and the answer is found as above. Two kinds
+// of batch may still carry a maximum no record has: an empty batch the
+// cleaner keeps (its producer's last sequence, or its group's end; Kafka's
+// keeps the header's maximum too), and a partly kept batch cleaned by an
+// older tidemark, whose header kept the removed record's maximum (until a
+// pass rewrites it; nothing on disk tells such a segment apart). Only then,
+// when the segment holds no record carrying its maximum, are the log's
+// records walked for the largest timestamp they really carry
+// (scanRecordMax); Kafka answers nothing when only an empty batch carries
+// the maximum.
 func (l *Log) maxTimestampOffset() (TimestampOffset, bool, error) {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
