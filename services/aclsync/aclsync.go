@@ -23,8 +23,9 @@ type Target interface {
 // Run follows the bindings until ctx ends. Until the first load succeeds
 // the target has none, and an authorizer told to expect them
 // (authz.Options.StoredBindings) holds users' requests until it does, so
-// a stored deny is never missed while a process starts.
-func Run(ctx context.Context, store *metastore.Store, to Target, log *slog.Logger) {
+// a stored deny is never missed while a process starts. m (nil: none)
+// exports how current the bindings are, as state "acls".
+func Run(ctx context.Context, store *metastore.Store, to Target, m *etcdfollow.Metrics, log *slog.Logger) {
 	warned := map[authz.Binding]bool{} // invalid bindings already logged
 	etcdfollow.Run(ctx, store, etcdfollow.Prefix[string, authz.Binding]{
 		What:   "ACL bindings",
@@ -39,5 +40,7 @@ func Run(ctx context.Context, store *metastore.Store, to Target, log *slog.Logge
 				}
 			}))
 		},
+		State:   "acls",
+		Metrics: m,
 	}, log, nil)
 }

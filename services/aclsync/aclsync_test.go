@@ -96,7 +96,7 @@ func TestFollowerSeesBindingsAndIgnoresBadOnes(t *testing.T) {
 	}
 	tg := &target{}
 	done := make(chan struct{})
-	go func() { defer close(done); Run(ctx, store, tg, slog.Default()) }()
+	go func() { defer close(done); Run(ctx, store, tg, nil, slog.Default()) }()
 	waitRules(t, tg, "allow User:alice Read Topic:orders-*")
 
 	// Written behind tidemark's back: neither may grant anything.

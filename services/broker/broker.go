@@ -35,6 +35,7 @@ import (
 	"tidemark.io/services/broker/internal/parkedfs"
 	"tidemark.io/services/broker/internal/quota"
 	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/etcdfollow"
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
@@ -55,8 +56,9 @@ type Broker struct {
 	// kafka serves Kafka's wire protocol on kafkaSockets, one per named
 	// listener; nil without Kafka listeners.
 	kafka        *kafkaapi.Server
-	quotas       *quota.Manager   // follows the client quota entities in etcd (services/quotasync)
-	users        *scramsync.Users // follows the users' SCRAM credentials in etcd
+	quotas       *quota.Manager      // follows the client quota entities in etcd (services/quotasync)
+	users        *scramsync.Users    // follows the users' SCRAM credentials in etcd
+	follow       *etcdfollow.Metrics // how current the followed etcd states are
 	kafkaSockets []kafkaSocket
 	logs         *logdirs.Dirs
 	// metaMu orders the rewrites of the data dir's meta.properties (the
@@ -265,6 +267,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	b.producerIDs = newProducerIDs(b)
 	b.quotas = quota.New(tel.Registry, nil)
 	b.users = scramsync.New(log, 0)
+	b.follow = etcdfollow.NewMetrics(tel.Registry)
 	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: b.quotas, ClientID: kafkaapi.ClientID}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
 		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit, Unary: isolation,

@@ -71,11 +71,11 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	// StoredBindings), and a fast restart's registration below may wait
 	// out its previous lease.
 	r.wg.Add(1)
-	go func() { defer r.wg.Done(); aclsync.Run(r.ctx, store, b.authz, b.log) }()
+	go func() { defer r.wg.Done(); aclsync.Run(r.ctx, store, b.authz, b.follow, b.log) }()
 	// The users' SCRAM credentials too: a SASL login waits for their first
 	// load (scramsync.DefaultLoadWait at most).
 	r.wg.Add(1)
-	go func() { defer r.wg.Done(); b.users.Run(r.ctx, store) }()
+	go func() { defer r.wg.Done(); b.users.Run(r.ctx, store, b.follow) }()
 	// The client quota entities too: the broker registers (and so is
 	// given partitions and clients) only once it holds them, so no client
 	// is throttled by the static quotas alone for a moment and then by its
@@ -85,7 +85,7 @@ func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*regis
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		quotasync.Run(r.ctx, store, b.quotas, b.log, func() { close(quotasLoaded) })
+		quotasync.Run(r.ctx, store, b.quotas, b.follow, b.log, func() { close(quotasLoaded) })
 	}()
 	if err := r.checkClusterID(ctx); err != nil {
 		r.cancel()

@@ -25,7 +25,10 @@ func aclQuietCluster(t *testing.T) (*Cluster, func(name string, opts ...kgo.Opt)
 		t.Fatal(err)
 	}
 	c := Start(t, Options{Secure: true, Kafka: true, Controllers: 2,
-		Adjust:           func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
+		Adjust: func(cfg *broker.Config) {
+			cfg.Authz.ACLFile = acl
+			cfg.Telemetry.MetricsListen = "127.0.0.1:0"
+		},
 		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = acl },
 	})
 	as := c.kafkaClientsAs("alice")
@@ -64,8 +67,9 @@ func firstAnswerRefuses(t *testing.T, as func(string, ...kgo.Opt) *kgo.Client, a
 // A broker cut off from etcd while a deny is stored and etcd's history is
 // compacted past it cannot resume its watch where it left off: when the
 // link comes back, after a quiet spell, it must load the bindings again and
-// enforce the deny. Meanwhile nothing is produced; afterwards the
-// partition is whole again (broker 3 back in the ISR, HW = LEO).
+// enforce the deny, and its metrics show the reload. Meanwhile nothing is
+// produced; afterwards the partition is whole again (broker 3 back in the
+// ISR, HW = LEO).
 func TestACLChangeMissedByACompactedWatchIsLoadedAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cuts a broker off from etcd for a while")
@@ -105,12 +109,22 @@ func TestACLChangeMissedByACompactedWatchIsLoadedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // a quiet spell, broker 3 still cut off
+	resumed := time.Now().Unix()
 	link.DropConnections()
 	link.Resume()
 
 	c.WaitFor(30*time.Second, "broker 3 to enforce the deny stored while it was cut off", func() bool {
 		return describeRefusedOn(t, alice, 3, "acl-orders")
 	})
+	if v := c.metric(3, `tidemark_etcd_follow_reloads_total{state="acls"}`); v < 1 {
+		t.Fatalf("broker 3 counts %v reloads of the ACL bindings after a compacted watch", v)
+	}
+	if v := c.metric(3, `tidemark_etcd_follow_entries{state="acls"}`); v != 1 {
+		t.Fatalf("broker 3 holds %v stored bindings, want the deny alone", v)
+	}
+	if v := c.metric(3, `tidemark_etcd_follow_last_applied_timestamp_seconds{state="acls"}`); v < float64(resumed) {
+		t.Fatalf("broker 3 last applied the bindings at %v, before its link came back (%d)", v, resumed)
+	}
 	c.WaitFor(30*time.Second, "broker 3 back in acl-orders' ISR", func() bool {
 		return len(c.Partition("acl-orders", 0).GetIsr()) == 3
 	})

@@ -26,6 +26,7 @@ import (
 	"tidemark.io/services/aclsync"
 	"tidemark.io/services/controller/internal/ctrl"
 	"tidemark.io/services/controller/internal/grpcapi"
+	"tidemark.io/services/etcdfollow"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/authz"
 	"tidemark.io/services/platform/grpcserver"
@@ -139,11 +140,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Controller, er
 	// The campaign outlives Start's ctx: it ends with Stop.
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	follow := etcdfollow.NewMetrics(tel.Registry)
 	c.bg.Add(3)
 	go func() { defer c.bg.Done(); c.office.run(runCtx) }()
 	// Every controller, active or standby, decides by the bindings in
 	// etcd: a forwarded admin request is authorized by whichever answers.
-	go func() { defer c.bg.Done(); aclsync.Run(runCtx, store, az, log) }()
+	go func() { defer c.bg.Done(); aclsync.Run(runCtx, store, az, follow, log) }()
 	go func() {
 		defer c.bg.Done()
 		keepRegistered(runCtx, store, metastore.ControllerNode{ID: cfg.ID, Address: addr}, cfg.SessionTTL, log)

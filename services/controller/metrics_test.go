@@ -97,3 +97,32 @@ func TestAStuckLoopShowsInTheEventMetrics(t *testing.T) {
 		t.Fatalf("the events queued behind the stall were not counted: %d waits before the release, %d after", stalledAt, after)
 	}
 }
+
+// Every controller, active or standby, exports how current its copy of the
+// ACL bindings in etcd is: when it last applied them and how many it holds.
+func TestFollowedBindingsShowInTheMetrics(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c2 := c.startController(2)
+	for _, ctl := range []*testController{c1, c2} {
+		eventually(t, 5*time.Second, "the bindings' first load", func() bool {
+			return metric(t, ctl, "tidemark_etcd_follow_last_applied_timestamp_seconds") > 0
+		})
+		if v := metric(t, ctl, "tidemark_etcd_follow_entries"); v != 0 {
+			t.Fatalf("%v bindings held with none in etcd", v)
+		}
+	}
+	binding := `{"resource_type":"TOPIC","resource_name":"orders","pattern_type":"LITERAL","principal":"User:alice","host":"*","operation":"READ","permission_type":"ALLOW"}`
+	if _, err := c.etcd.Client(t).Put(t.Context(), c.store.ACLsPrefix()+"b1", binding); err != nil {
+		t.Fatal(err)
+	}
+	for _, ctl := range []*testController{c1, c2} {
+		eventually(t, 5*time.Second, "the binding held", func() bool {
+			return metric(t, ctl, "tidemark_etcd_follow_entries") == 1
+		})
+		if v := labelled(t, ctl, "tidemark_etcd_follow_reloads_total", "state", "acls"); v != 0 {
+			t.Fatalf("%v reloads with etcd up", v)
+		}
+	}
+}

@@ -3,7 +3,8 @@
 // SCRAM credentials): it loads the prefix at one revision, watches from the
 // next, and hands the whole decoded set to its target after the load and
 // after each change. A watch that fails (etcd away, history compacted) is
-// followed, after a pause, by a full load, never by a guess.
+// followed, after a pause, by a full load, never by a guess. Metrics tell
+// an operator how current each copy is and how often it had to reload.
 package etcdfollow
 
 import (
@@ -35,14 +36,18 @@ type Prefix[K comparable, V any] struct {
 	// Set receives the whole set after the first load and every change
 	// or reload; the map is its own.
 	Set func(map[K]V)
+	// State labels the metrics ("acls"); Metrics nil: none are exported.
+	State   string
+	Metrics *Metrics
 }
 
 // Run follows p until ctx ends. loaded (nil: none) is called once, after
 // the first load was handed to Set: a process that must not act on an
 // empty set waits for it.
 func Run[K comparable, V any](ctx context.Context, store *metastore.Store, p Prefix[K, V], log *slog.Logger, loaded func()) {
+	m := p.Metrics.of(p.State)
 	for ctx.Err() == nil {
-		err := follow(ctx, store, p, log, &loaded)
+		err := follow(ctx, store, p, m, log, &loaded)
 		if ctx.Err() != nil {
 			return
 		}
@@ -52,10 +57,11 @@ func Run[K comparable, V any](ctx context.Context, store *metastore.Store, p Pre
 			return
 		case <-time.After(retryEvery):
 		}
+		m.reloading()
 	}
 }
 
-func follow[K comparable, V any](ctx context.Context, store *metastore.Store, p Prefix[K, V], log *slog.Logger, loaded *func()) error {
+func follow[K comparable, V any](ctx context.Context, store *metastore.Store, p Prefix[K, V], m stateMetrics, log *slog.Logger, loaded *func()) error {
 	kvs, rev, err := store.ReadPrefix(ctx, p.Prefix)
 	if err != nil {
 		return err
@@ -65,6 +71,7 @@ func follow[K comparable, V any](ctx context.Context, store *metastore.Store, p 
 		p.put(held, string(kv.Key), kv.Value)
 	}
 	p.Set(maps.Clone(held))
+	m.applied(len(held))
 	if *loaded != nil {
 		(*loaded)()
 		*loaded = nil
@@ -82,6 +89,7 @@ func follow[K comparable, V any](ctx context.Context, store *metastore.Store, p 
 			}
 		}
 		p.Set(maps.Clone(held))
+		m.applied(len(held))
 		log.Info(p.What+" changed in etcd", "changes", len(wr.Events), "count", len(held), "revision", wr.Revision)
 	}
 	if err := ctx.Err(); err != nil {

@@ -23,8 +23,9 @@ type Target interface {
 // Run follows the entities until ctx ends. loaded (nil: none) is called
 // once, after the first full load was handed to the target: a broker
 // waits for it before it registers, so it never serves a client under the
-// static quotas alone and then, a moment later, under its entity.
-func Run(ctx context.Context, store *metastore.Store, to Target, log *slog.Logger, loaded func()) {
+// static quotas alone and then, a moment later, under its entity. m (nil:
+// none) exports how current the entities are, as state "quotas".
+func Run(ctx context.Context, store *metastore.Store, to Target, m *etcdfollow.Metrics, log *slog.Logger, loaded func()) {
 	etcdfollow.Run(ctx, store, etcdfollow.Prefix[metastore.QuotaEntity, metastore.ClientQuotaValues]{
 		What:   "client quota entities",
 		Prefix: store.ClientQuotasPrefix(),
@@ -33,6 +34,8 @@ func Run(ctx context.Context, store *metastore.Store, to Target, log *slog.Logge
 			q, ok := store.DecodeClientQuota(key, raw)
 			return q.Values, ok
 		},
-		Set: to.SetEntities,
+		Set:     to.SetEntities,
+		State:   "quotas",
+		Metrics: m,
 	}, log, loaded)
 }

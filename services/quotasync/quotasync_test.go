@@ -117,7 +117,7 @@ func TestFollowerLoadsFollowsAndReloads(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(ctx, followed, tg, slog.New(slog.NewTextHandler(logs, nil)), func() { close(loaded) })
+		Run(ctx, followed, tg, nil, slog.New(slog.NewTextHandler(logs, nil)), func() { close(loaded) })
 	}()
 	select {
 	case <-loaded:

@@ -39,14 +39,17 @@ func New(log *slog.Logger, loadWait time.Duration) *Users {
 	return &Users{log: log, loadWait: loadWait, loaded: make(chan struct{})}
 }
 
-// Run follows the credentials in etcd until ctx ends.
-func (u *Users) Run(ctx context.Context, store *metastore.Store) {
+// Run follows the credentials in etcd until ctx ends. m (nil: none)
+// exports how current they are, as state "users".
+func (u *Users) Run(ctx context.Context, store *metastore.Store, m *etcdfollow.Metrics) {
 	etcdfollow.Run(ctx, store, etcdfollow.Prefix[string, metastore.UserCredentials]{
-		What:   "users' SCRAM credentials",
-		Prefix: store.UsersPrefix(),
-		Key:    store.UserOf,
-		Value:  store.DecodeUserCredentials,
-		Set:    func(held map[string]metastore.UserCredentials) { u.held.Store(&held) },
+		What:    "users' SCRAM credentials",
+		Prefix:  store.UsersPrefix(),
+		Key:     store.UserOf,
+		Value:   store.DecodeUserCredentials,
+		Set:     func(held map[string]metastore.UserCredentials) { u.held.Store(&held) },
+		State:   "users",
+		Metrics: m,
 	}, u.log, func() { u.once.Do(func() { close(u.loaded) }) })
 }
 

@@ -111,7 +111,7 @@ func TestLoginsFollowTheUsersInEtcd(t *testing.T) {
 	}()
 	<-asking
 	done := make(chan struct{})
-	go func() { defer close(done); users.Run(ctx, followed) }()
+	go func() { defer close(done); users.Run(ctx, followed, nil) }()
 	if !<-early {
 		t.Fatal("a login made during the first load failed")
 	}
