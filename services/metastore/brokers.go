@@ -48,6 +48,7 @@ type Registration struct {
 	ttl       atomic.Int64
 	lostOnce  sync.Once
 	why       atomic.Pointer[string]
+	lastBreak atomic.Pointer[renewalBreak]
 }
 
 // RegisterBroker creates the lease-bound key <p>/brokers/ids/<id> if no live
@@ -177,6 +178,26 @@ func (r *Registration) confirm(sent time.Time, ttlSeconds int64) {
 	}
 }
 
+// LastRenewalBreak says when and why a keepalive stream last ended early
+// (etcd refused a renewal, the connection broke, or renewals went
+// unanswered for a TTL); zero time if none has.
+func (r *Registration) LastRenewalBreak() (time.Time, string) {
+	if p := r.lastBreak.Load(); p != nil {
+		return p.at, p.why
+	}
+	return time.Time{}, ""
+}
+
+func (r *Registration) noteBreak(why string) {
+	r.lastBreak.Store(&renewalBreak{at: time.Now(), why: why})
+}
+
+// renewalBreak is one early end of a keepalive stream.
+type renewalBreak struct {
+	at  time.Time
+	why string
+}
+
 func (r *Registration) lose(why string) {
 	r.lostOnce.Do(func() {
 		r.why.Store(&why)
@@ -220,7 +241,7 @@ func (r *Registration) hold(ctx context.Context, key string) {
 			lost("etcd client closed")
 		}
 	}()
-	go renewer{cli: cli, lease: r.lease, ttl: r.TTL, confirm: r.confirm, lost: lost}.run(ctx)
+	go renewer{cli: cli, lease: r.lease, ttl: r.TTL, confirm: r.confirm, lost: lost, broke: r.noteBreak}.run(ctx)
 }
 
 // Close deregisters the broker at once by revoking its lease.

@@ -36,6 +36,8 @@ type renewer struct {
 	confirm func(sent time.Time, ttlSeconds int64)
 	// lost hears that etcd says the lease is gone.
 	lost func(why string)
+	// broke, if set, hears why a keepalive stream ended before ctx did.
+	broke func(why string)
 }
 
 func (r renewer) run(ctx context.Context) {
@@ -55,6 +57,7 @@ func (r renewer) renewOn(ctx context.Context) {
 	defer cancel()
 	stream, err := pb.NewLeaseClient(r.cli.ActiveConnection()).LeaseKeepAlive(sctx)
 	if err != nil {
+		r.report(ctx, "open: "+err.Error())
 		return
 	}
 	var (
@@ -67,6 +70,7 @@ func (r renewer) renewOn(ctx context.Context) {
 		for {
 			resp, err := stream.Recv()
 			if err != nil {
+				r.report(ctx, "receive: "+err.Error())
 				return
 			}
 			mu.Lock()
@@ -95,9 +99,11 @@ func (r renewer) renewOn(ctx context.Context) {
 		}
 		mu.Unlock()
 		if stalled {
+			r.report(ctx, "no answer for a whole TTL")
 			return
 		}
 		if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(r.lease)}); err != nil {
+			r.report(ctx, "send: "+err.Error())
 			return
 		}
 		select {
@@ -107,6 +113,13 @@ func (r renewer) renewOn(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// report hands why a stream ended to broke, unless ctx ended it.
+func (r renewer) report(ctx context.Context, why string) {
+	if r.broke != nil && ctx.Err() == nil {
+		r.broke(why)
 	}
 }
 

@@ -53,6 +53,7 @@ type Server struct {
 	mu      sync.Mutex
 	srv     *embedded.Server
 	bridges []*Bridge
+	stopped time.Time // when the last Restart's stop returned
 }
 
 // Start starts a server and registers its Close with tb.Cleanup. It fails
@@ -96,6 +97,7 @@ func (s *Server) Restart(tb testing.TB, down time.Duration) {
 		b.setDown(true)
 	}
 	s.srv.Close()
+	s.stopped = time.Now()
 	time.Sleep(down)
 	srv, err := embedded.Start(s.cfg)
 	if err != nil {
@@ -105,6 +107,14 @@ func (s *Server) Restart(tb testing.TB, down time.Duration) {
 	for _, b := range s.bridges {
 		b.setDown(false)
 	}
+}
+
+// Stopped is when the last Restart's stop returned: after a graceful
+// close, when etcd had let its last open stream go.
+func (s *Server) Stopped() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
 }
 
 // Endpoint is the client URL to dial; a restart keeps it.
