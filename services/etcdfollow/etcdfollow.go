@@ -21,6 +21,11 @@ import (
 // watch that ended.
 const retryEvery = time.Second
 
+// loadTimeout bounds one load: etcd's client waits for a connection as
+// long as its context lets it, so with etcd away a load without a bound
+// neither failed nor counted a reload, and the follower looked current.
+var loadTimeout = 10 * time.Second
+
 // Prefix is what is followed and how it decodes.
 type Prefix[K comparable, V any] struct {
 	// What names the state in logs ("ACL bindings").
@@ -62,7 +67,9 @@ func Run[K comparable, V any](ctx context.Context, store *metastore.Store, p Pre
 }
 
 func follow[K comparable, V any](ctx context.Context, store *metastore.Store, p Prefix[K, V], m stateMetrics, log *slog.Logger, loaded *func()) error {
-	kvs, rev, err := store.ReadPrefix(ctx, p.Prefix)
+	lctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	kvs, rev, err := store.ReadPrefix(lctx, p.Prefix)
+	cancel()
 	if err != nil {
 		return err
 	}

@@ -290,3 +290,37 @@ func (l *logBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A follower whose etcd is away does not wait on its load for ever: each
+// load fails at its bound, is logged and counted, and the follower tries
+// again, so an operator sees it is not current.
+func TestAFollowerWhoseEtcdIsAwayCountsItsFailedLoads(t *testing.T) {
+	defer func(was time.Duration) { loadTimeout = was }(loadTimeout)
+	loadTimeout = 300 * time.Millisecond
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	store, err := metastore.New(cli, metastore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	m := NewMetrics(prometheus.NewRegistry())
+	tg := &target{}
+	logs := &logBuffer{}
+	stop := run(t, store, follower(store, tg, m), slog.New(slog.NewTextHandler(logs, nil)),
+		func() { t.Error("a load reported with etcd away") })
+	deadline := time.Now().Add(30 * time.Second)
+	for testutil.ToFloat64(m.reloads.WithLabelValues("acls")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reloads counted with etcd away:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "following etcd failed") {
+		t.Fatalf("the failed loads are not logged:\n%s", logs.String())
+	}
+	if _, sets := tg.held(); sets != 0 {
+		t.Fatalf("%d sets handed over with nothing loaded", sets)
+	}
+	stop()
+}
