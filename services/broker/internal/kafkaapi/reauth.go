@@ -46,7 +46,9 @@ func (c *conn) sessionGate(body []byte) (handled bool, err error) {
 	}
 	if now.After(c.session.expiry) {
 		c.s.metrics.closed.WithLabelValues("session_expired").Inc()
-		c.s.log.Info("kafka SASL session expired: closing the connection", "remote", c.remote(), "user", c.session.user,
+		// Debug, as Kafka: every client that does not re-authenticate
+		// meets this once per session lifetime (the counter above shows it).
+		c.s.log.Debug("kafka SASL session expired: closing the connection", "remote", c.remote(), "user", c.session.user,
 			"mechanism", c.session.mech, "api", kmsg.NameForKey(h.Key), "expired", c.session.expiry.UTC().Format(time.RFC3339Nano))
 		return false, errSessionExpired
 	}
