@@ -145,7 +145,7 @@ func TestRefusalCatalogueOverMutualTLS(t *testing.T) {
 	// ControlledShutdown: refused, and broker 2 keeps its leadership.
 	t.Run("forged ControlledShutdown", func(t *testing.T) {
 		c.CreateTopic("led-by-2", 1, 3, nil)
-		leader := c.Partition("led-by-2", 0).GetLeader()
+		leader := c.Leader("led-by-2", 0)
 		var epoch int64
 		dc, err := c.Admin().DescribeCluster(ctx, &adminv1.DescribeClusterRequest{})
 		if err != nil {
@@ -227,7 +227,7 @@ func TestRefusalCatalogueOverMutualTLS(t *testing.T) {
 		c.CreateTopic("orders-1", 1, 3, nil)
 		c.CreateTopic("other", 1, 3, nil)
 		produce := func(topic string) error {
-			leader := c.Partition(topic, 0).GetLeader()
+			leader := c.Leader(topic, 0)
 			_, err := brokerv1.NewBrokerServiceClient(certs.Dial(t, c.brokerAddr(leader), "alice")).Produce(ctx, &brokerv1.ProduceRequest{
 				Topic: topic, Acks: -1, TimeoutMs: 5000, Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("v")}}})
 			return err

@@ -638,6 +638,22 @@ func (c *Cluster) Partition(topic string, p int32) *adminv1.PartitionDescription
 	return &adminv1.PartitionDescription{Leader: -1}
 }
 
+// Leader is the partition's leader as the controller describes it, waited
+// for (up to 15 s) when the description fails or names none: right after a
+// topic is created, a loaded machine may delay the controller's answer or
+// move the leadership while a broker's session flaps, and a test that took
+// -1 for a broker id failed far from the cause.
+func (c *Cluster) Leader(topic string, p int32) int32 {
+	c.T.Helper()
+	var leader int32 = -1
+	c.WaitFor(15*time.Second, fmt.Sprintf("a leader of %s-%d", topic, p), func() bool {
+		leader = c.Partition(topic, p).GetLeader()
+		_, known := c.brokerCfg[leader]
+		return known
+	})
+	return leader
+}
+
 // WaitFor polls cond until it holds or fails the test after timeout.
 func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool) {
 	c.T.Helper()

@@ -17,7 +17,7 @@ import (
 func TestGRPCProduceTakesCompressedBatches(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
 	c.CreateTopic("zgrpc", 1, 3, map[string]string{"min.insync.replicas": "2"})
-	leader := c.Partition("zgrpc", 0).GetLeader()
+	leader := c.Leader("zgrpc", 0)
 	var want []string
 	for _, codec := range []recordbatch.Codec{recordbatch.Gzip, recordbatch.Snappy, recordbatch.LZ4, recordbatch.Zstd} {
 		var b recordbatch.Builder

@@ -20,7 +20,7 @@ func TestElectionsAndFailoverAreSpans(t *testing.T) {
 	exp := keptSpans{tracetest.NewInMemoryExporter()}
 	c := Start(t, Options{AdjustController: func(cfg *controller.Config) { cfg.Telemetry.Exporter = exp }})
 	c.CreateTopic("e", 1, 3, nil)
-	leader := c.Partition("e", 0).GetLeader()
+	leader := c.Leader("e", 0)
 	c.CrashBroker(leader)
 	c.WaitFor(10*time.Second, "a new leader", func() bool { l := c.Partition("e", 0).GetLeader(); return l >= 0 && l != leader })
 	active, _ := c.ActiveController()

@@ -96,7 +96,7 @@ func within(d time.Duration, cond func() bool) bool {
 func TestIsolatedLeaderFencesItself(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2})
 	c.CreateTopic("fence", 1, 3, nil)
-	old := c.Partition("fence", 0).GetLeader()
+	old := c.Leader("fence", 0)
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("fence", 0).GetIsr()) == 3 })
 	ttl := c.BrokerConfig(old).SessionTimeout
 
@@ -229,7 +229,7 @@ func TestIsolatedLeaderFencesItself(t *testing.T) {
 func TestControllerFailoverDoesNotFenceLeaders(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2})
 	c.CreateTopic("steady", 1, 3, nil)
-	leader := c.Partition("steady", 0).GetLeader()
+	leader := c.Leader("steady", 0)
 
 	stop := make(chan struct{})
 	var acks []produced
@@ -272,7 +272,7 @@ func TestControllerFailoverDoesNotFenceLeaders(t *testing.T) {
 func TestPausedLeaderRefusesWritesWhenItResumes(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2})
 	c.CreateTopic("pause", 1, 3, nil)
-	old := c.Partition("pause", 0).GetLeader()
+	old := c.Leader("pause", 0)
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("pause", 0).GetIsr()) == 3 })
 	if _, err := c.Produce(context.Background(), "pause", 0, -1, "before"); err != nil {
 		t.Fatal(err)
@@ -318,7 +318,7 @@ func TestParkedWriteEndsWhenTheFencedLeadersFollowersLeave(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2, Adjust: func(cfg *broker.Config) { cfg.FaultInjection = true }})
 	c.CreateTopic("gone", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("gone", 0).GetIsr()) == 3 })
-	old := c.Partition("gone", 0).GetLeader()
+	old := c.Leader("gone", 0)
 	ctx := context.Background()
 	for id := int32(1); id <= 3; id++ {
 		if id == old {

@@ -130,7 +130,7 @@ func TestJaegerShowsHWAdvancingFetchesAndCommittedProduces(t *testing.T) {
 	otlp, api := startJaeger(t)
 	c := Start(t, Options{Adjust: func(cfg *broker.Config) { cfg.Telemetry.OTLPEndpoint = otlp }})
 	c.CreateTopic("traced", 1, 3, map[string]string{"min.insync.replicas": "2"})
-	leader := c.Partition("traced", 0).GetLeader()
+	leader := c.Leader("traced", 0)
 	for i := 0; i < 5; i++ {
 		if _, err := c.Produce(context.Background(), "traced", 0, -1, "r"+strconv.Itoa(i)); err != nil {
 			t.Fatal(err)

@@ -251,7 +251,7 @@ func TestKafkaMinInsyncRefusal(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	c.kafkaCreate(adm, "minisr", 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	produceSync(t, cl, "minisr", "before")
-	leader := c.Partition("minisr", 0).GetLeader()
+	leader := c.Leader("minisr", 0)
 	for id := int32(1); id <= 3; id++ {
 		if id != leader {
 			if err := c.StopBroker(id); err != nil {
@@ -340,7 +340,7 @@ func TestKafkaUncleanElectLeaders(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	c.kafkaCreate(adm, "uncl", 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("1")})
 	produceSync(t, cl, "uncl", "u0")
-	leader := c.Partition("uncl", 0).GetLeader()
+	leader := c.Leader("uncl", 0)
 	var others []int32
 	for id := int32(1); id <= 3; id++ {
 		if id != leader {

@@ -20,7 +20,7 @@ func TestKafkaDoorOneBatchAndHeaderLimit(t *testing.T) {
 		BrokerSettings: map[string]string{"produce.max.records.per.request": "1000"}})
 	cl := c.kafkaClient()
 	c.kafkaCreate(kadm.NewClient(cl), "rv", 1, 1, nil)
-	leader := c.Partition("rv", 0).GetLeader()
+	leader := c.Leader("rv", 0)
 	produce := func(records []byte) int16 {
 		pr := kmsg.NewPtrProduceRequest()
 		pr.SetVersion(9)

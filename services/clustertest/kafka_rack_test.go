@@ -17,7 +17,7 @@ func TestKafkaFetchFromFollowerInTheConsumersRack(t *testing.T) {
 	cl := c.kafkaClient()
 	c.kafkaCreate(kadm.NewClient(cl), "racks", 1, 3, nil)
 	produceSync(t, cl, "racks", "r0", "r1", "r2")
-	leader := c.Partition("racks", 0).GetLeader()
+	leader := c.Leader("racks", 0)
 	follower := leader%3 + 1
 	rack := []string{"rack-a", "rack-b", "rack-c"}[follower-1]
 
@@ -55,7 +55,7 @@ func TestKafkaLongPollAnsweredByTheNextAppend(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Kafka: true})
 	cl := c.kafkaClient()
 	c.kafkaCreate(kadm.NewClient(cl), "poll", 2, 3, nil)
-	leader := c.Partition("poll", 1).GetLeader()
+	leader := c.Leader("poll", 1)
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
 	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 60000, 1, 1<<20, -1

@@ -17,7 +17,7 @@ func TestControlledShutdownDuringControllerFreeze(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2, PausableControllers: true})
 	c.CreateTopic("cs", 1, 3, nil)
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("cs", 0).GetIsr()) == 3 })
-	leader := c.Partition("cs", 0).GetLeader()
+	leader := c.Leader("cs", 0)
 	active, epoch := c.ActiveController()
 	c.PauseController(active)
 	defer c.ResumeController(active)
@@ -43,7 +43,7 @@ func TestQuietReturnAfterLostLease(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Controllers: 2})
 	c.CreateTopic("quiet", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("quiet", 0).GetIsr()) == 3 })
-	old := c.Partition("quiet", 0).GetLeader()
+	old := c.Leader("quiet", 0)
 	for i := 0; i < 5; i++ {
 		if _, err := c.Produce(context.Background(), "quiet", 0, -1, "v"); err != nil {
 			t.Fatal(err)
@@ -110,7 +110,7 @@ func TestLeaderRestartedTwiceWithinTTL(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Adjust: func(cfg *broker.Config) { cfg.SessionTimeout = 4 * time.Second }})
 	c.CreateTopic("twice", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("twice", 0).GetIsr()) == 3 })
-	old := c.Partition("twice", 0).GetLeader()
+	old := c.Leader("twice", 0)
 	for i := 0; i < 5; i++ {
 		if _, err := c.Produce(context.Background(), "twice", 0, -1, "v"); err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func TestStopWhileCutOffFromEtcd(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
 	c.CreateTopic("cut", 1, 3, nil)
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("cut", 0).GetIsr()) == 3 })
-	leader := c.Partition("cut", 0).GetLeader()
+	leader := c.Leader("cut", 0)
 	c.EtcdLink(leader).Pause()
 	defer c.EtcdLink(leader).Resume()
 	b := c.Broker(leader)

@@ -23,7 +23,7 @@ func TestFollowerThatDroppedItsPagesLeadsWithEveryRecord(t *testing.T) {
 		Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
 	c.CreateTopic("drop", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	reps := c.Partition("drop", 0).GetReplicas()
-	leader := c.Partition("drop", 0).GetLeader()
+	leader := c.Leader("drop", 0)
 
 	// 12 MiB acknowledged by all: three times the tail each follower keeps.
 	cl := c.Client()

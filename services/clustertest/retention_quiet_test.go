@@ -105,7 +105,7 @@ func TestFollowerBackBelowTheLeadersLogStartRejoinsAnIdleTopic(t *testing.T) {
 	c := Start(t, Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
 	c.CreateTopic("behind", 1, 3, map[string]string{"min.insync.replicas": "2", "retention.ms": "2000", "segment.ms": "500"})
 	reps := c.Partition("behind", 0).GetReplicas()
-	leader := c.Partition("behind", 0).GetLeader()
+	leader := c.Leader("behind", 0)
 	for i := range 3 {
 		if _, err := c.Produce(context.Background(), "behind", 0, -1, fmt.Sprintf("seen%d", i)); err != nil {
 			t.Fatal(err)
