@@ -40,6 +40,10 @@ type conn struct {
 	// lastTurn is released when the last request read may let the next
 	// one start (readLoop only).
 	lastTurn chan struct{}
+	// closing is set once a request asked to close the connection
+	// (reqCtx.closeConn), before it lets the next one start: a request
+	// after it that has not started does not run.
+	closing atomic.Bool
 
 	backlogMu sync.Mutex
 	backlog   int64         // bytes of answers built and not yet written or dropped
@@ -61,6 +65,9 @@ type pending struct {
 	// flushed, when set, is closed once the writer is done with this
 	// answer and every one before it (flushAnswers).
 	flushed chan struct{}
+	// closeConn: the writer closes the connection here, after the answers
+	// before this one (reqCtx.closeConn).
+	closeConn bool
 }
 
 // reqCtx is what a handler knows about its request beyond the body.
@@ -74,10 +81,15 @@ type reqCtx struct {
 	// this one start; turn is this request's own, released by release.
 	after, turn chan struct{}
 	once        sync.Once
-	// closeConn, set by the handler, closes the connection once its
-	// answer (if any) is written: what Kafka does where the client must
-	// learn something an answer cannot tell it (an acks=0 write that
-	// failed; a broker that cannot describe the cluster).
+	// closeConn, set by the handler, closes the connection once the
+	// answers to the requests before this one are written, with no answer
+	// to it or to any request after it: what Kafka does where the client
+	// must learn something an answer cannot tell it (an acks=0 write that
+	// failed; a broker that cannot describe the cluster). Kafka reads a
+	// connection's next request only once it is done with the last, so
+	// nothing after it is answered, and the requests after it that have
+	// not started do not run (an acks=0 produce lets the next start only
+	// once it is done).
 	closeConn atomic.Bool
 }
 
@@ -261,6 +273,9 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	case <-c.ctx.Done():
 		return
 	}
+	if c.closing.Load() {
+		return // a request before this one closes the connection
+	}
 	// In request order: the next request waits on this one's release.
 	if c.waitBacklog() != nil {
 		return
@@ -287,9 +302,10 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	ctx = WithListenerName(ctx, rc.listener)
 	resp := c.s.table[rc.header.Key].handle(ctx, rc, req)
 	if rc.closeConn.Load() {
+		// Before the deferred release lets the next request start.
 		c.s.metrics.closed.WithLabelValues("handler").Inc()
-		p.frame = nil
-		c.close()
+		c.closing.Store(true)
+		p.frame, p.closeConn = nil, true
 		return
 	}
 	if resp == nil {
@@ -301,26 +317,38 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	c.hold(p)
 }
 
-// writeLoop sends answers in request order.
+// writeLoop sends answers in request order. Nothing is written once the
+// connection is closing, though its socket may not be closed yet: an
+// answer done by then belongs to a request after the one that closed it,
+// or to a client that is gone (the select below takes either of two
+// ready cases, so it is checked after).
 func (c *conn) writeLoop() {
 	for p := range c.queue {
 		select {
 		case <-p.done:
 		case <-c.ctx.Done():
-			c.inFlight.Add(-1)
-			c.unhold(p)
-			c.flushed(p)
-			continue
 		}
 		c.inFlight.Add(-1)
-		if p.frame != nil {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.Limits.IdleTimeout))
-			if _, err := c.nc.Write(p.frame); err != nil {
-				c.close()
-			}
+		if c.ctx.Err() == nil { // so p is done
+			c.send(p)
 		}
 		c.unhold(p)
 		c.flushed(p)
+	}
+}
+
+// send writes p's answer, if any, then closes the connection if its
+// request asked to.
+func (c *conn) send(p *pending) {
+	if p.frame != nil {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.Limits.IdleTimeout))
+		if _, err := c.nc.Write(p.frame); err != nil {
+			c.close()
+			return
+		}
+	}
+	if p.closeConn {
+		c.close()
 	}
 }
 

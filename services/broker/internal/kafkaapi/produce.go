@@ -67,15 +67,20 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 		}
 	}
 	// The next request on the connection may start once every partition
-	// has appended or failed.
+	// has appended or failed; after acks=0 only once this request is
+	// done (run releases it), as it may close the connection instead.
+	release := rc.release
+	if req.Acks == 0 {
+		release = func() {}
+	}
 	var left atomic.Int32
 	left.Store(int32(len(entries)))
 	if len(entries) == 0 {
-		rc.release()
+		release()
 	}
 	partDone := func() {
 		if left.Add(-1) == 0 {
-			rc.release()
+			release()
 		}
 	}
 	var (

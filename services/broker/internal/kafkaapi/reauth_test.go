@@ -64,7 +64,7 @@ func serveReauth(t *testing.T, maxReauth time.Duration, logs io.Writer) (*Server
 	u.set(t, "bob", "builder")
 	var logger *slog.Logger
 	if logs != nil {
-		logger = slog.New(slog.NewTextHandler(logs, nil))
+		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	o := SASLOptions{Mechanisms: []string{scram.SHA256, scram.SHA512, scram.Plain}, MaxReauth: maxReauth, Credentials: u.lookup}
 	s := New(Options{SASL: o, Registry: prometheus.NewRegistry(), Logger: logger})
