@@ -1,6 +1,7 @@
 package kafkaapi
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -133,5 +134,60 @@ func TestFailedAcksZeroProduceClosesTheConnectionAfterEarlierAnswers(t *testing.
 		if leo := r.Log().LogEndOffset(); leo != 1 {
 			t.Fatalf("attempt %d: log end %d, want 1: the write after the failed one was appended", i, leo)
 		}
+	}
+}
+
+// An all-topics Metadata that closes the connection (a fenced broker, or
+// one with no metadata yet) lets no request after it run: the next one
+// starts only once the Metadata is done, as Kafka reads a connection's
+// next request only then. Before, every request but a produce or fetch
+// let the next start at once, so an acks=0 write pipelined behind it was
+// appended while the connection closed.
+func TestRequestsAfterAClosingMetadataDoNotRun(t *testing.T) {
+	s := withLeader(t)
+	gate := make(chan struct{})
+	meta := s.table[int16(kmsg.Metadata)]
+	meta.handle = func(_ context.Context, rc *reqCtx, _ kmsg.Request) kmsg.Response {
+		<-gate // long enough for a request behind it to run, if it may
+		rc.closeConn.Store(true)
+		return nil
+	}
+	s.table[int16(kmsg.Metadata)] = meta
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Close)
+	write := kmsg.NewPtrProduceRequest()
+	write.SetVersion(7)
+	write.Acks, write.TimeoutMillis = 0, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	p := kmsg.NewProduceRequestTopicPartition()
+	p.Records = oneRecordBatch()
+	rt.Partitions = append(rt.Partitions, p)
+	write.Topics = append(write.Topics, rt)
+	all := kmsg.NewPtrMetadataRequest()
+	all.SetVersion(7)
+	r, _ := s.opts.RM.Replica(replica.TP{Topic: "t", Partition: 0})
+
+	c := dial(t, lis.Addr().String())
+	if _, err := c.Write(append(frame(all, 1), frame(write, 2)...)); err != nil {
+		t.Fatal(err)
+	}
+	// The old code appended the write within this second; the new one
+	// never does, so the second passes whole.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if leo := r.Log().LogEndOffset(); leo != 0 {
+			t.Fatalf("the write behind a Metadata still running was appended (log end %d)", leo)
+		}
+	}
+	close(gate)
+	if corr, _, err := readAnswer(t, c); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("answer %d after the closing Metadata (%v), want the connection closed", corr, err)
+	}
+	if leo := r.Log().LogEndOffset(); leo != 0 {
+		t.Fatalf("log end %d after the connection closed: the write behind the closing Metadata ran", leo)
 	}
 }

@@ -100,7 +100,9 @@ type reqCtx struct {
 // answer at a time and the backlog bound holds for fetches pipelined at
 // once (as Kafka, which reads a connection's next request only once it
 // has answered the last; consumers send one fetch per connection at a
-// time); every other request at once.
+// time); a Metadata once answered, as it may close the connection (a
+// fenced broker), and then nothing after it may run; every other request
+// at once.
 func (rc *reqCtx) release() { rc.once.Do(func() { close(rc.turn) }) }
 
 func (s *Server) newConn(nc net.Conn, l Listener) *conn {
@@ -283,6 +285,7 @@ func (c *conn) run(p *pending, rc *reqCtx, req kmsg.Request) {
 	switch rc.header.Key {
 	case int16(kmsg.Produce): // once appended (the handler)
 	case int16(kmsg.Fetch): // once answered (deferred)
+	case int16(kmsg.Metadata): // once answered: it may close the connection
 	default:
 		rc.release()
 	}
