@@ -109,7 +109,34 @@ func (l *Log) Cleanable(upperBound int64) (Cleanability, error) {
 	if err := l.loadCleanerStateLocked(); err != nil {
 		return Cleanability{}, err
 	}
+	if err := l.flushCleanableLocked(upperBound); err != nil {
+		return Cleanability{}, err
+	}
 	return l.cleanabilityLocked(upperBound), nil
+}
+
+// flushCleanableLocked (cleanMu held) makes the sealed segments below upper
+// durable when the recovery point lags them: only durable data is cleaned.
+// A roll flushes the segment it seals, but after an unclean restart the
+// recovery point is the checkpointed one, and on a log written no more no
+// roll ever moves it: its cleaner would wait for good, and the tombstones
+// and superseded values of that replica stay while the others' go.
+func (l *Log) flushCleanableLocked(upper int64) error {
+	if l.checkWritable() != nil {
+		return nil // a failed log is not cleaned (clean says why)
+	}
+	segs := l.segments()
+	end := int64(-1)
+	for i := len(segs) - 1; i > 0; i-- {
+		if segs[i].base <= upper {
+			end = segs[i].base
+			break
+		}
+	}
+	if end <= l.recoveryPoint.Load() {
+		return nil
+	}
+	return l.flushUpTo(end)
 }
 
 func (l *Log) cleanabilityLocked(upper int64) Cleanability {
@@ -188,6 +215,9 @@ func (l *Log) clean(opts CleanOptions) (CleanResult, error) {
 		return CleanResult{}, err
 	}
 	if err := l.loadCleanerStateLocked(); err != nil {
+		return CleanResult{}, err
+	}
+	if err := l.flushCleanableLocked(opts.UpperBound); err != nil {
 		return CleanResult{}, err
 	}
 	l.cleanStop = opts.Stop

@@ -796,3 +796,48 @@ func TestAFollowersCompactedCopyKeepsItsGapsThroughARestart(t *testing.T) {
 		})
 	}
 }
+
+// After an unclean restart the recovery point is the checkpointed one,
+// below segments that rolled after it was written, and on a log written no
+// more no roll flushes them again. The cleaner flushes the sealed segments
+// below its bound itself and cleans them: waiting for the recovery point,
+// it left that replica's superseded values and tombstones for good.
+func TestCleanAfterAnUncleanRestartFlushesTheSealedSegments(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	l := openLog(t, mem, cfg, clk)
+	leo := writeKeys(t, l, clk, 40, "a", "b")
+	flush(t, l)
+	if len(l.segments()) < 3 {
+		t.Fatalf("setup: %d segments, want several sealed", len(l.segments()))
+	}
+	l.Abandon()
+	l = openLogOpts(t, Options{FS: mem, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: 0})
+	if l.RecoveryPoint() != 0 || l.LogEndOffset() != leo {
+		t.Fatalf("setup: reopened with recovery point %d, LEO %d", l.RecoveryPoint(), l.LogEndOffset())
+	}
+	c, err := l.Cleanable(leo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DirtyBytes == 0 || !c.NeedsCleaning(cfg) {
+		t.Fatalf("after an unclean restart the sealed segments are not cleanable: %+v", c)
+	}
+	if rp, active := l.RecoveryPoint(), l.active().base; rp < active {
+		t.Fatalf("recovery point %d below the active segment's base %d", rp, active)
+	}
+	res, err := l.Clean(CleanOptions{UpperBound: leo, MapBytes: 1 << 20})
+	if err != nil || res.RecordsRemoved == 0 {
+		t.Fatalf("clean after an unclean restart: %+v, %v", res, err)
+	}
+	got := readRecords(t, l)
+	last := map[string]stored{}
+	for _, r := range got {
+		last[r.key] = r
+	}
+	for _, k := range []string{"a", "b"} {
+		if want := fmt.Sprintf("%s-39-", k); !strings.HasPrefix(last[k].value, want) {
+			t.Fatalf("key %s ends with %q after cleaning, want its latest value %s...", k, last[k].value, want)
+		}
+	}
+}
