@@ -26,7 +26,7 @@ func TestConcurrentAppendReadFlushTruncate(t *testing.T) {
 			l := openLogOpts(t, opts)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			var appends, reads atomic.Int64
+			var appends, reads, upkeep atomic.Int64
 			fail := make(chan error, 16)
 			report := func(err error) {
 				select {
@@ -108,9 +108,19 @@ func TestConcurrentAppendReadFlushTruncate(t *testing.T) {
 						report(err)
 						return
 					}
+					upkeep.Add(1)
 				}
 			})
-			time.Sleep(700 * time.Millisecond)
+			// At least 700 ms, and then until each kind of work has been done
+			// (every flush, truncation and deletion meeting appends and
+			// reads): on a loaded machine 700 ms once held fewer than 100
+			// appends, and a flush of the os log can take seconds there.
+			enough := func() bool { return appends.Load() >= 300 && reads.Load() >= 300 && upkeep.Load() >= 5 }
+			for start, end := time.Now(), time.Now().Add(60*time.Second); time.Since(start) < 700*time.Millisecond || !enough(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(end) || len(fail) > 0 {
+					break
+				}
+			}
 			close(stop)
 			wg.Wait()
 			select {
@@ -118,8 +128,8 @@ func TestConcurrentAppendReadFlushTruncate(t *testing.T) {
 				t.Fatal(err)
 			default:
 			}
-			if appends.Load() < 100 || reads.Load() < 100 {
-				t.Fatalf("too little work: %d appends, %d reads", appends.Load(), reads.Load())
+			if !enough() {
+				t.Fatalf("too little work in 60 s: %d appends, %d reads, %d flushes, truncations and deletions", appends.Load(), reads.Load(), upkeep.Load())
 			}
 			readAll(t, l, l.LogStartOffset(), l.LogEndOffset(), 1<<20)
 		})
