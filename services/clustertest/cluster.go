@@ -422,12 +422,18 @@ func (c *Cluster) CrashBroker(id int32) {
 
 // StopBroker stops broker id gracefully (controlled shutdown first).
 func (c *Cluster) StopBroker(id int32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.StopBrokerWithin(ctx, id)
+}
+
+// StopBrokerWithin stops broker id gracefully within ctx: an error when
+// the stop did not finish before ctx ended (a flush that waited it out).
+func (c *Cluster) StopBrokerWithin(ctx context.Context, id int32) error {
 	c.mu.Lock()
 	b := c.brokers[id]
 	delete(c.brokers, id)
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	return b.Stop(ctx)
 }
 

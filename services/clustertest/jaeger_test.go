@@ -30,38 +30,70 @@ func jaegerBinary(t *testing.T) string {
 // startJaeger runs a real Jaeger on free loopback ports with in-memory
 // storage, returning its OTLP gRPC address and its query API base URL.
 func startJaeger(t *testing.T) (otlp, api string) {
-	bin := jaegerBinary(t)
-	otlp, api, queryGRPC := freeAddr(t), freeAddr(t), freeAddr(t)
-	cfg := telemetry.LocalJaegerConfig(otlp, api, queryGRPC, nil)
-	path := filepath.Join(t.TempDir(), "jaeger.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+	j := newJaeger(t)
+	j.Start()
+	return j.OTLP, j.API
+}
+
+// jaeger is a Jaeger process that a test can stop and start again on the
+// same OTLP and query addresses (its storage is in memory: a start begins
+// with no traces).
+type jaeger struct {
+	t         *testing.T
+	bin, cfg  string
+	OTLP, API string // OTLP gRPC address, query API base URL
+	cmd       *exec.Cmd
+	logs      *strings.Builder
+}
+
+// newJaeger picks Jaeger's addresses and writes its configuration; it does
+// not start it.
+func newJaeger(t *testing.T) *jaeger {
+	j := &jaeger{t: t, bin: jaegerBinary(t), OTLP: freeAddr(t)}
+	api, queryGRPC := freeAddr(t), freeAddr(t)
+	j.API = "http://" + api
+	j.cfg = filepath.Join(t.TempDir(), "jaeger.yaml")
+	if err := os.WriteFile(j.cfg, []byte(telemetry.LocalJaegerConfig(j.OTLP, api, queryGRPC, nil)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs strings.Builder
-	cmd := exec.Command(bin, "--config", path)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	t.Cleanup(j.Stop)
+	return j
+}
+
+// Start runs Jaeger and waits until its query API answers.
+func (j *jaeger) Start() {
+	j.t.Helper()
+	j.logs = &strings.Builder{}
+	j.cmd = exec.Command(j.bin, "--config", j.cfg)
+	j.cmd.Stdout, j.cmd.Stderr = j.logs, j.logs
+	if err := j.cmd.Start(); err != nil {
+		j.t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	base := "http://" + api
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(base + "/api/services")
+		resp, err := http.Get(j.API + "/api/services")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return otlp, base
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jaeger did not answer on %s:\n%s", base, logs.String())
+			j.t.Fatalf("jaeger did not answer on %s:\n%s", j.API, j.logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Stop kills the Jaeger process (by its PID) and waits for it to exit;
+// its traces go with it.
+func (j *jaeger) Stop() {
+	if j.cmd == nil {
+		return
+	}
+	_ = j.cmd.Process.Kill()
+	_ = j.cmd.Wait()
+	j.cmd = nil
 }
 
 type jaegerTrace struct {

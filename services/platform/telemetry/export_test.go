@@ -99,7 +99,7 @@ func TestHTTPSEndpointNeedsTheProcessCertificate(t *testing.T) {
 func TestPlainEndpointsStayPlain(t *testing.T) {
 	for _, ep := range []string{"127.0.0.1:4317", "http://127.0.0.1:4317"} {
 		opts, err := Options{}.exporterOptions(ep)
-		if err != nil || len(opts) != 2 {
+		if err != nil || len(opts) != 4 {
 			t.Fatalf("%s: %d options, %v", ep, len(opts), err)
 		}
 	}

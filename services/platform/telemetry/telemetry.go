@@ -124,6 +124,7 @@ func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Tele
 				return nil, fmt.Errorf("otlp exporter for %s: %w", ep, err)
 			}
 		}
+		exp = newReportingExporter(exp, ep, t.Registry, t.log) // failures counted and logged here
 		attrs := append([]attribute.KeyValue{
 			semconv.ServiceName(id.Service),
 			semconv.ServiceNamespace("tidemark"),
