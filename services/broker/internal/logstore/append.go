@@ -157,6 +157,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 	}
 	leo := l.leo.Load()
 	txn := l.producers.begin()
+	nowMs := l.now().UnixMilli()
 	if leader {
 		if latest := l.epochs.LatestEpoch(); epoch < latest {
 			return info, flushTo, kerr.New(kerr.FencedLeaderEpoch, "leader epoch %d is older than epoch %d already in the log", epoch, latest)
@@ -177,7 +178,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 			b.SetBaseOffset(next)
 			b.SetPartitionLeaderEpoch(epoch)
 			next = b.NextOffset()
-			txn.update(b)
+			txn.update(b, nowMs)
 		}
 	} else {
 		next := leo
@@ -197,7 +198,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 				return info, flushTo, kerr.New(kerr.InvalidRecord, "batch %d at offset %d has no leader epoch", i, b.BaseOffset())
 			}
 			next = b.NextOffset()
-			txn.update(b)
+			txn.update(b, nowMs)
 		}
 	}
 

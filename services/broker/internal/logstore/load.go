@@ -574,7 +574,18 @@ func (l *Log) loadProducers(trusted int64) error {
 		ps, from = loaded, max(off, from)
 		break
 	}
-	if err := l.walkLog(from, leo, ps.apply); err != nil {
+	// A replayed batch's append time is not in the log; the load stands
+	// for it, so a producer whose records carry an old CreateTime is not
+	// forgotten at the first expiry pass after a crash (see update).
+	nowMs := l.now().UnixMilli()
+	replay := func(b recordbatch.Batch) {
+		ps.apply(b)
+		if b.HasProducerID() {
+			e := ps.producers[b.ProducerID()]
+			e.LastTimestamp = max(e.LastTimestamp, nowMs)
+		}
+	}
+	if err := l.walkLog(from, leo, replay); err != nil {
 		return err
 	}
 	// A producer none of whose batches is left in the log (retention kept

@@ -18,7 +18,9 @@ type producerBatch struct {
 	Timestamp               int64
 }
 
-// producerEntry is one producer's state: its epoch and last batches, oldest first.
+// producerEntry is one producer's state: its epoch and last batches, oldest
+// first. LastTimestamp, which expiry counts from, is the later of its last
+// batch's timestamp and when this replica appended that batch.
 type producerEntry struct {
 	Epoch         int16
 	Batches       []producerBatch
@@ -146,14 +148,21 @@ func (t *producerTxn) check(b recordbatch.Batch) (*producerBatch, error) {
 	return nil, nil
 }
 
-// update records b, whose offsets are final. It applies no checks: followers
-// and recovery replay what the leader accepted.
-func (t *producerTxn) update(b recordbatch.Batch) {
+// update records b, whose offsets are final, appended at nowMs. It applies
+// no checks: followers and recovery replay what the leader accepted.
+//
+// Expiry counts from nowMs when the batch's timestamp is older: a record
+// may carry any CreateTime (one replayed from yesterday), and counted from
+// that, the producer was forgotten at the next expiry pass, so the resend
+// of a batch whose answer was lost (a leader change, a broken connection)
+// was answered UNKNOWN_PRODUCER_ID and written again under a new epoch.
+func (t *producerTxn) update(b recordbatch.Batch, nowMs int64) {
 	if !b.HasProducerID() {
 		return
 	}
 	e := t.getForUpdate(b.ProducerID())
 	e.apply(b)
+	e.LastTimestamp = max(e.LastTimestamp, nowMs)
 }
 
 func (e *producerEntry) apply(b recordbatch.Batch) {

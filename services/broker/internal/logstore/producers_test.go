@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"testing"
@@ -210,9 +211,10 @@ func TestProducerExpiry(t *testing.T) {
 	cfg := smallConfig()
 	cfg.ProducerIDExpiration = time.Hour
 	l := openLog(t, newMem(t), cfg, clk)
-	now := clk.Now().UnixMilli()
-	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now - 2*time.Hour.Milliseconds(), pid: 1, epoch: 0, seq: 0}, 0)
-	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now, pid: 2, epoch: 0, seq: 0}, 0)
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: clk.Now().UnixMilli(), pid: 1, epoch: 0, seq: 0}, 0)
+	clk.Advance(40 * time.Minute)
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: clk.Now().UnixMilli(), pid: 2, epoch: 0, seq: 0}, 0)
+	clk.Advance(30 * time.Minute)
 	if n := l.ExpireProducers(); n != 1 {
 		t.Fatalf("expired %d", n)
 	}
@@ -228,6 +230,73 @@ func TestProducerExpiry(t *testing.T) {
 	wantCode(t, err, kerr.OutOfOrderSequenceNumber)
 }
 
+// A batch whose records carry an old CreateTime (replayed from yesterday)
+// keeps its producer for producer.id.expiration.ms from its append, on the
+// leader and on a follower: counted from the timestamp, the next expiry
+// pass forgot the producer, and the resend of that batch after a lost
+// answer was UNKNOWN_PRODUCER_ID, which the producer answers by writing it
+// again under a new epoch.
+func TestProducerExpiryCountsFromTheAppend(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.ProducerIDExpiration = time.Hour
+	leader, follower := openLog(t, newMem(t), cfg, clk), openLog(t, newMem(t), cfg, clk)
+	day := clk.Now().Add(-25 * time.Hour).UnixMilli()
+	appendLeader(t, leader, batchSpec{records: 1, valueSize: 1, ts: day, pid: 1, epoch: 0, seq: 0}, 0)
+	appendLeader(t, leader, batchSpec{records: 1, valueSize: 1, ts: day, pid: 1, epoch: 0, seq: 1}, 0)
+	res, err := leader.Read(0, 1<<20, leader.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follower.AppendAsFollower(bytes.Clone(res.Records)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(59 * time.Minute)
+	for name, l := range map[string]*Log{"leader": leader, "follower": follower} {
+		if n := l.ExpireProducers(); n != 0 {
+			t.Fatalf("%s: expired %d producers within producer.id.expiration.ms of their append", name, n)
+		}
+		info, err := l.AppendAsLeader(idem(1, 0, 1, 1).build(), 0)
+		if err != nil || !info.Duplicate || info.FirstOffset != 1 {
+			t.Fatalf("%s: resend of the last batch: %+v %v, want a duplicate at offset 1", name, info, err)
+		}
+	}
+	clk.Advance(2 * time.Minute)
+	if n := leader.ExpireProducers(); n != 1 {
+		t.Fatalf("expired %d producers an hour after their append, want 1", n)
+	}
+}
+
+// After a crash the batches since the newest snapshot are replayed, and
+// their append time is not in the log: the producer of a batch with an old
+// CreateTime is kept for producer.id.expiration.ms from the load.
+func TestReplayedProducerExpiryCountsFromTheLoad(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.ProducerIDExpiration = time.Hour
+	fsys := newMem(t)
+	l := openLog(t, fsys, cfg, clk)
+	day := clk.Now().Add(-25 * time.Hour).UnixMilli()
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: day, pid: 1, epoch: 0, seq: 0}, 0)
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: day, pid: 1, epoch: 0, seq: 1}, 0)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l.Abandon()
+	again := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg, Now: clk.Now})
+	if snaps, _ := listSnapshots(fsys, testDir); len(snaps) != 0 {
+		t.Fatalf("setup: snapshots %v, want none (the table comes from the replay)", snaps)
+	}
+	clk.Advance(59 * time.Minute)
+	if n := again.ExpireProducers(); n != 0 {
+		t.Fatalf("expired %d replayed producers within producer.id.expiration.ms of the load", n)
+	}
+	info, err := again.AppendAsLeader(idem(1, 0, 1, 1).build(), 0)
+	if err != nil || !info.Duplicate || info.FirstOffset != 1 {
+		t.Fatalf("resend of the last batch after the crash: %+v %v, want a duplicate at offset 1", info, err)
+	}
+}
+
 // A producer that had already expired when the log is opened is not
 // loaded from the snapshot (Kafka's loadFromSnapshot skips it): it is
 // unknown at once, not only after the next expiry pass.
@@ -237,9 +306,9 @@ func TestLoadingDropsExpiredProducers(t *testing.T) {
 	cfg.ProducerIDExpiration = time.Hour
 	fsys := newMem(t)
 	l := openLog(t, fsys, cfg, clk)
-	now := clk.Now().UnixMilli()
-	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now - 50*time.Minute.Milliseconds(), pid: 1, epoch: 0, seq: 0}, 0)
-	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: now, pid: 2, epoch: 0, seq: 0}, 0)
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: clk.Now().UnixMilli(), pid: 1, epoch: 0, seq: 0}, 0)
+	clk.Advance(50 * time.Minute)
+	appendLeader(t, l, batchSpec{records: 1, valueSize: 1, ts: clk.Now().UnixMilli(), pid: 2, epoch: 0, seq: 0}, 0)
 	leo := l.LogEndOffset()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
