@@ -323,9 +323,14 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 		return err
 	})
 	if err != nil {
+		ke := toKerr(err)
+		// From a read replica too: one that did not answer may be back on
+		// another address, which only metadata tells (the leader names it
+		// again by id, and its old address would fail every time);
+		// NETWORK_EXCEPTION marks the partition for a refresh, which
+		// brings the brokers' addresses.
+		cs.c.meta.noteError(o.Topic, o.Partition, ke)
 		if !follower {
-			ke := toKerr(err)
-			cs.c.meta.noteError(o.Topic, o.Partition, ke)
 			cs.noteSilenceLocked(ke.Code == kerr.RequestTimedOut, sent)
 			if ke.Code == kerr.OffsetOutOfRange {
 				// Perhaps outside the log because the topic is another

@@ -91,7 +91,9 @@
 // moves the position to the earliest or latest offset; so does a topic
 // deleted and created again, known by its new topic id (TopicRecreated).
 // With Rack set, the leader may name a replica in that rack (KIP-392); the
-// consumer fetches from it until it fails, then goes back to the leader.
+// consumer fetches from it until it fails, then goes back to the leader;
+// a replica that did not answer also has the metadata refreshed, which
+// gives its address anew should it have moved.
 //
 // # Group consumer
 //
