@@ -633,24 +633,7 @@ func TestCompactDeleteFollowerBackBelowTheLogStartOfAnIdleTopic(t *testing.T) {
 	})
 
 	c.StartBroker(away)
-	var seen string
-	defer func() {
-		if t.Failed() {
-			t.Logf("replicas last seen: %s", seen)
-		}
-	}()
-	c.WaitFor(30*time.Second, "every replica at log start = LEO = the leader's, with nothing produced", func() bool {
-		seen = ""
-		ok := true
-		for _, id := range reps {
-			v, hosted := c.view(id, "both", 0)
-			seen += fmt.Sprintf("broker %d: %v; ", id, v)
-			if !hosted || v.logStart != end || v.leo != end {
-				ok = false
-			}
-		}
-		return ok
-	})
+	c.waitReplicasAt(t, "both", 0, reps, end, "every replica at log start = LEO = the leader's, with nothing produced")
 	c.waitSettled(20*time.Second, "both", 0, reps)
 	w.judgeAll(reps...)
 	c.electPreferredAndWait("both")

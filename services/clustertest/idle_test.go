@@ -36,6 +36,31 @@ func (v replicaView) String() string {
 		v.leader, v.hw, v.leo, v.logStart, v.isr, v.followerLEO, v.epochs)
 }
 
+// waitReplicasAt waits until every replica of topic-p in reps holds
+// exactly [at, at): log start and LEO both at, as retention leaves a log it
+// emptied; it logs what each replica held if the test fails.
+func (c *Cluster) waitReplicasAt(t *testing.T, topic string, p int32, reps []int32, at int64, what string) {
+	t.Helper()
+	var seen string
+	defer func() {
+		if t.Failed() {
+			t.Logf("replicas last seen: %s", seen)
+		}
+	}()
+	c.WaitFor(30*time.Second, what, func() bool {
+		seen = ""
+		ok := true
+		for _, id := range reps {
+			v, hosted := c.view(id, topic, p)
+			seen += fmt.Sprintf("broker %d: %v; ", id, v)
+			if !hosted || v.logStart != at || v.leo != at {
+				ok = false
+			}
+		}
+		return ok
+	})
+}
+
 // view reads broker id's replica of topic-p; ok is false when the broker is
 // down or does not host it.
 func (c *Cluster) view(id int32, topic string, p int32) (replicaView, bool) {

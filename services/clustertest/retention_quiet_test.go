@@ -48,24 +48,7 @@ func TestRetentionOnAnIdleTopicAcrossQuickRestarts(t *testing.T) {
 	}
 	c.StartBroker(leader)
 
-	var seen string
-	defer func() {
-		if t.Failed() {
-			t.Logf("replicas last seen: %s", seen)
-		}
-	}()
-	c.WaitFor(30*time.Second, "every replica's log start at the end of what was written, with nothing produced", func() bool {
-		seen = ""
-		ok := true
-		for _, id := range reps {
-			v, hosted := c.view(id, "aging", 0)
-			seen += fmt.Sprintf("broker %d: %v; ", id, v)
-			if !hosted || v.logStart != n || v.leo != n {
-				ok = false
-			}
-		}
-		return ok
-	})
+	c.waitReplicasAt(t, "aging", 0, reps, n, "every replica's log start at the end of what was written, with nothing produced")
 	c.waitSettled(20*time.Second, "aging", 0, reps)
 
 	cl := c.kafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"aging": {0: kgo.NewOffset().At(1)}}),
