@@ -1,0 +1,553 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/client"
+	"tidemark.io/services/platform/testenv"
+	"tidemark.io/services/topicconfig"
+)
+
+// committedEach reports whether m's group committed want on every
+// partition of all, failing the test if a commit went backwards (below
+// floor).
+func committedEach(t *testing.T, m *member, all []client.TopicPartition, floor, want int64) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := m.gc.Committed(ctx)
+	if err != nil {
+		return false
+	}
+	ok := true
+	for _, tp := range all {
+		if got[tp] < floor {
+			t.Fatalf("%v committed %d, below the earlier commit %d", tp, got[tp], floor)
+		}
+		ok = ok && got[tp] == want
+	}
+	return ok
+}
+
+// waitOffsetsWhole waits until every partition of the offsets topic has a
+// leader serving it and its full ISR.
+func (c *Cluster) waitOffsetsWhole(partitions int32) {
+	c.T.Helper()
+	c.WaitFor(time.Minute, "every offsets partition led with its full ISR", func() bool {
+		for p := range partitions {
+			pd := c.Partition(topicconfig.OffsetsTopic, p)
+			if len(pd.GetIsr()) != 3 || !c.Leads(pd.GetLeader(), topicconfig.OffsetsTopic, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// An idle group whose members keep running while every broker of the
+// cluster is stopped and started again, then killed and started again,
+// then restarted one after the other in quick succession (each well within
+// a session timeout of the last):
+// the coordinators reload the commits from __consumer_offsets, the group
+// ends Stable with both members holding a partition each, its commits
+// never went backwards, and the records produced afterwards are read from
+// the commits on, each once, nothing skipped.
+func TestIdleGroupResumesAtItsCommitsAfterTheWholeClusterRestarts(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: restarts every broker of a cluster")
+	}
+	c := startConsumerCluster(t)
+	const parts, n = 2, 5
+	c.CreateTopic("dormant", parts, 3, nil)
+	c.produceEach("dormant", parts, 0, n)
+	o := groupOpts("dozers", "dormant")
+	o.SessionTimeout = 3 * time.Second
+	m1, m2 := c.startMember(o), c.startMember(o)
+	all := tps("dormant", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
+
+	whole := func(what string) {
+		t.Helper()
+		c.waitOffsetsWhole(3)
+		c.WaitFor(time.Minute, "the group stable with a partition each "+what, func() bool {
+			d := c.describe("dozers")
+			return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 2 && balanced(all, 1, 1, m1, m2)
+		})
+		c.WaitFor(time.Minute, "the commits "+what, func() bool { return committedEach(t, m1, all, n, n) })
+	}
+	for id := int32(1); id <= 3; id++ {
+		if err := c.StopBroker(id); err != nil {
+			t.Fatalf("graceful stop of broker %d: %v", id, err)
+		}
+	}
+	for id := int32(1); id <= 3; id++ {
+		c.StartBroker(id)
+	}
+	whole("after the whole cluster restarted")
+	for id := int32(1); id <= 3; id++ {
+		c.CrashBroker(id)
+	}
+	for id := int32(3); id >= 1; id-- {
+		c.StartBroker(id)
+	}
+	whole("after the whole cluster was killed")
+	for id := int32(1); id <= 3; id++ {
+		if err := c.StopBroker(id); err != nil {
+			t.Fatalf("graceful stop of broker %d: %v", id, err)
+		}
+		c.StartBroker(id)
+	}
+	whole("after restarts in quick succession")
+	for _, m := range []*member{m1, m2} {
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c.produceEach("dormant", parts, n, n)
+	c.WaitFor(time.Minute, "the new records read and committed", func() bool { return committedEach(t, m1, all, n, 2*n) })
+	for _, tp := range all {
+		got := append(m1.offsets(tp), m2.offsets(tp)...)
+		slices.Sort(got)
+		want := make([]int64, 2*n)
+		for i := range want {
+			want[i] = int64(i)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v: read %v, want each of 0..%d once", tp, got, 2*n-1)
+		}
+	}
+}
+
+// kgoMember is a franz-go group member polled on a goroutine that commits
+// every record it reads, recording each offset per partition.
+type kgoMember struct {
+	cl   *kgo.Client
+	done chan struct{}
+
+	mu  sync.Mutex
+	got map[int32][]int64
+}
+
+func (c *Cluster) startKgoMember(group, topic string, opts ...kgo.Opt) *kgoMember {
+	c.T.Helper()
+	base := []kgo.Opt{kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(30 * time.Second),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(), kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond),
+		kgo.Balancers(kgo.CooperativeStickyBalancer())}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	m := &kgoMember{cl: cl, done: make(chan struct{}), got: map[int32][]int64{}}
+	go func() {
+		defer close(m.done)
+		for {
+			fs := cl.PollRecords(context.Background(), 100)
+			if fs.IsClientClosed() {
+				return
+			}
+			recs := fs.Records()
+			m.mu.Lock()
+			for _, r := range recs {
+				m.got[r.Partition] = append(m.got[r.Partition], r.Offset)
+			}
+			m.mu.Unlock()
+			if len(recs) > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_ = cl.CommitRecords(ctx, recs...) // a failed commit is read again
+				cancel()
+			}
+		}
+	}()
+	c.T.Cleanup(m.close)
+	return m
+}
+
+// close closes the client (a static member does not leave the group).
+func (m *kgoMember) close() {
+	m.cl.Close()
+	<-m.done
+}
+
+func (m *kgoMember) offsets(p int32) []int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.got[p])
+}
+
+// freshAdmin is a kadm client of its own: kadm keeps sending a group's
+// requests to a coordinator it can no longer dial, so each wait after a
+// coordinator move looks the coordinator up anew.
+func (c *Cluster) freshAdmin() *kadm.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	return kadm.NewClient(cl)
+}
+
+// kgoGroupStable waits until group is Stable with the named instances as
+// its members, every partition of topic assigned once.
+func (c *Cluster) kgoGroupStable(group string, parts int32, instances ...string) {
+	c.T.Helper()
+	adm := c.freshAdmin()
+	defer adm.Close()
+	c.WaitFor(time.Minute, fmt.Sprintf("%s stable with members %v", group, instances), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ds, err := adm.DescribeGroups(ctx, group)
+		d := ds[group]
+		if err != nil || d.Err != nil || d.State != "Stable" || len(d.Members) != len(instances) {
+			return false
+		}
+		owned := map[int32]int{}
+		for _, m := range d.Members {
+			if m.InstanceID == nil || !slices.Contains(instances, *m.InstanceID) {
+				return false
+			}
+			a, ok := m.Assigned.AsConsumer()
+			if !ok {
+				return false
+			}
+			for _, tp := range a.Topics {
+				for _, p := range tp.Partitions {
+					owned[p]++
+				}
+			}
+		}
+		for p := range parts {
+			if owned[p] != 1 {
+				return false
+			}
+		}
+		return len(owned) == int(parts)
+	})
+}
+
+// kgoCommitted waits until group's commits are want on every partition of
+// topic, failing if one is below floor.
+func (c *Cluster) kgoCommitted(group, topic string, parts int32, floor, want int64) {
+	c.T.Helper()
+	adm := c.freshAdmin()
+	defer adm.Close()
+	c.WaitFor(time.Minute, fmt.Sprintf("%s committed %d on every partition", group, want), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := adm.FetchOffsets(ctx, group)
+		if err != nil || got.Error() != nil {
+			return false
+		}
+		ok := true
+		for p := range parts {
+			o, _ := got.Lookup(topic, p)
+			if o.At < floor {
+				c.T.Fatalf("%s-%d committed %d, below the earlier commit %d", topic, p, o.At, floor)
+			}
+			ok = ok && o.At == want
+		}
+		return ok
+	})
+}
+
+// franz-go static members with the cooperative-sticky balancer over the
+// Kafka listener, the group idle. One member's process is gone for longer
+// than its session (its client closed: a static member sends no
+// LeaveGroup): the coordinator removes it and gives its partitions to the
+// other, which starts them at their commits. It comes back with its
+// instance id and the group rebalances to both. Then the coordinator's
+// broker is killed, and later every broker, nothing produced: the group is
+// Stable again each time with both members, the commits never went backwards,
+// and the records produced after all this are read from the commits on,
+// each once, nothing skipped.
+func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: consumer group tests start a cluster")
+	}
+	c := Start(t, Options{Brokers: 3, Kafka: true, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
+	adm := kadm.NewClient(c.kafkaClient())
+	const parts, n = 4, 3
+	c.kafkaCreate(adm, "still", parts, 3, nil)
+	prod := c.kafkaClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produce := func(from int) {
+		t.Helper()
+		for p := range int32(parts) {
+			for i := from; i < from+n; i++ {
+				r := &kgo.Record{Topic: "still", Partition: p, Value: []byte(fmt.Sprintf("%d-%d", p, i))}
+				if err := prod.ProduceSync(ctxFor(t, 30*time.Second), r).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	produce(0)
+	a := c.startKgoMember("statics", "still", kgo.InstanceID("a"))
+	b := c.startKgoMember("statics", "still", kgo.InstanceID("b"))
+	c.kgoGroupStable("statics", parts, "a", "b")
+	c.kgoCommitted("statics", "still", parts, 0, n)
+
+	a.close()
+	c.kgoGroupStable("statics", parts, "b") // after a's session ran out
+	c.kgoCommitted("statics", "still", parts, n, n)
+	a2 := c.startKgoMember("statics", "still", kgo.InstanceID("a"))
+	c.kgoGroupStable("statics", parts, "a", "b")
+
+	coord, _ := c.coordinatorOf("statics")
+	c.CrashBroker(coord)
+	c.WaitFor(time.Minute, "another coordinator", func() bool {
+		id, _ := c.coordinatorOf("statics")
+		return id != coord
+	})
+	c.kgoGroupStable("statics", parts, "a", "b")
+	c.kgoCommitted("statics", "still", parts, n, n)
+	c.StartBroker(coord)
+	c.waitOffsetsWhole(3)
+	c.kgoGroupStable("statics", parts, "a", "b")
+	for id := int32(1); id <= 3; id++ {
+		c.CrashBroker(id)
+	}
+	for id := int32(1); id <= 3; id++ {
+		c.StartBroker(id)
+	}
+	c.waitOffsetsWhole(3)
+	c.kgoGroupStable("statics", parts, "a", "b")
+	c.kgoCommitted("statics", "still", parts, n, n)
+
+	produce(n)
+	c.kgoCommitted("statics", "still", parts, n, 2*n)
+	for p := range int32(parts) {
+		got := append(append(a.offsets(p), b.offsets(p)...), a2.offsets(p)...)
+		slices.Sort(got)
+		want := make([]int64, 2*n)
+		for i := range want {
+			want[i] = int64(i)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("still-%d: read %v, want each of 0..%d once", p, got, 2*n-1)
+		}
+	}
+}
+
+// A member of an idle group is cut off from every broker (it sends no
+// LeaveGroup) while the two others keep heartbeating and nothing is
+// produced: after its session the group rebalances, the survivors take its
+// partition and start it at its commit, and read what comes next once,
+// nothing skipped. When its network comes back it joins again, the group
+// is Stable with all three, and consumption goes on to the end.
+func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
+	c := startConsumerCluster(t)
+	const parts, n = 3, 4
+	c.CreateTopic("hushed", parts, 3, nil)
+	c.produceEach("hushed", parts, 0, n)
+	o := groupOpts("lookouts", "hushed")
+	o.SessionTimeout = 3 * time.Second
+	m1, m2 := c.startMember(o), c.startMember(o)
+	m3 := c.startMemberOn(c.groupClientVia("member-3"), o)
+	all := tps("hushed", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2, m3) })
+	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
+	gen, had := m1.gc.Generation(), m3.gc.Assignment()
+	// What the survivors read before (m1 alone, say, before the others
+	// joined) is no part of what they read after the cut.
+	before := map[*member]map[client.TopicPartition]int{m1: {}, m2: {}}
+	for m, at := range before {
+		for _, tp := range had {
+			at[tp] = len(m.offsets(tp))
+		}
+	}
+
+	c.Net.Isolate("member-3", BrokerName(1), BrokerName(2), BrokerName(3))
+	c.WaitFor(time.Minute, "the survivors holding every partition", func() bool {
+		return balanced(all, 1, 2, m1, m2) && m1.gc.Generation() > gen
+	})
+	c.WaitFor(time.Minute, "the commits kept", func() bool { return committedEach(t, m1, all, n, n) })
+	if d := c.describe("lookouts"); d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 {
+		t.Fatalf("without the cut-off member: %s with %d members, want Stable with 2", d.GetGroupState(), len(d.GetMembers()))
+	}
+	c.produceEach("hushed", parts, n, n)
+	c.WaitFor(time.Minute, "the survivors read and commit the new records", func() bool { return committedEach(t, m1, all, n, 2*n) })
+	for _, tp := range had {
+		got := append(m1.offsets(tp)[before[m1][tp]:], m2.offsets(tp)[before[m2][tp]:]...)
+		slices.Sort(got)
+		contiguous(t, fmt.Sprintf("%v read by the survivors", tp), got, n, 2*n)
+	}
+
+	c.Net.HealAll()
+	c.WaitFor(time.Minute, "the returned member in the group again", func() bool {
+		d := c.describe("lookouts")
+		return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 3 && balanced(all, 1, 1, m1, m2, m3)
+	})
+	c.waitOffsetsWhole(3)
+	c.produceEach("hushed", parts, 2*n, n)
+	c.WaitFor(time.Minute, "the last records read and committed", func() bool { return committedEach(t, m1, all, 2*n, 3*n) })
+	for _, tp := range all {
+		seen := map[int64]int{}
+		for _, m := range []*member{m1, m2, m3} {
+			for _, off := range m.offsets(tp) {
+				seen[off]++
+			}
+		}
+		for i := range int64(3 * n) {
+			if seen[i] == 0 {
+				t.Fatalf("%v: offset %d skipped", tp, i)
+			}
+		}
+	}
+	for _, m := range []*member{m1, m2, m3} {
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A commit acknowledged while one follower of its offsets partition is
+// down (the ISR shrunk to the coordinator and one follower) is there after
+// the coordinator's broker is killed right after, nothing else written:
+// the remaining follower, which had to hold it for the acknowledgment,
+// coordinates with it. Both killed brokers return, the partition is whole
+// again, and the commit is still there and the member still in the group.
+func TestCommitAckedWithAShrunkISRSurvivesTheCoordinatorsDeath(t *testing.T) {
+	c := startConsumerCluster(t)
+	c.CreateTopic("orders", 3, 3, nil)
+	g := groups{c}
+	j := g.join("tally", "", 30*time.Second)
+	g.syncAlone("tally", j, "")
+	coord, gs := c.coordinatorOf("tally")
+	fc, err := gs.FindCoordinator(ctxFor(t, 10*time.Second), &groupv1.FindCoordinatorRequest{Key: "tally"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := fc.GetPartition()
+	var follower int32 = -1
+	for _, r := range c.Partition(topicconfig.OffsetsTopic, op).GetReplicas() {
+		if r != coord {
+			follower = r
+			break
+		}
+	}
+	c.CrashBroker(follower)
+	c.WaitFor(time.Minute, "the offsets partition's ISR without the dead follower", func() bool {
+		pd := c.Partition(topicconfig.OffsetsTopic, op)
+		return len(pd.GetIsr()) == 2 && !slices.Contains(pd.GetIsr(), follower) && pd.GetLeader() == coord
+	})
+	want := map[int32]int64{0: 7, 1: 8, 2: 9}
+	if err := g.commit("tally", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	c.CrashBroker(coord)
+	if next := g.coordinator("tally"); next == coord || next == follower {
+		t.Fatalf("coordinator %d after the deaths of %d and %d", next, coord, follower)
+	}
+	if got := g.fetch("tally"); !sameOffsets(got, want) {
+		t.Fatalf("after the coordinator's death fetched %v, want %v", got, want)
+	}
+	c.StartBroker(follower)
+	c.StartBroker(coord)
+	c.waitOffsetsWhole(3)
+	if got := g.fetch("tally"); !sameOffsets(got, want) {
+		t.Fatalf("with every broker back fetched %v, want %v", got, want)
+	}
+	if err := g.heartbeat("tally", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
+		t.Fatalf("the member's heartbeat: %v", err)
+	}
+}
+
+// A group's members die silently (no LeaveGroup, no last commit) and the
+// whole cluster is killed and started again while nothing consumes; the
+// records produced after their last commit wait. The coordinators load
+// the dead members with the group and expire them a session later; two
+// new members then start every partition at its commit: what was
+// committed is not read again and nothing after it is skipped.
+func TestNewMembersResumeAtTheCommitsOfADeadGroupAfterTheWholeClusterRestarts(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: restarts every broker of a cluster")
+	}
+	c := startConsumerCluster(t)
+	const parts, n = 2, 5
+	c.CreateTopic("ledger", parts, 3, nil)
+	c.produceEach("ledger", parts, 0, n)
+	o := groupOpts("clerks", "ledger")
+	o.SessionTimeout = 3 * time.Second
+	m1, m2 := c.startMember(o), c.startMember(o)
+	all := tps("ledger", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
+	m1.kill()
+	m2.kill()
+	c.produceEach("ledger", parts, n, n)
+
+	for id := int32(1); id <= 3; id++ {
+		c.CrashBroker(id)
+	}
+	for id := int32(1); id <= 3; id++ {
+		c.StartBroker(id)
+	}
+	c.waitOffsetsWhole(3)
+	n1, n2 := c.startMember(o), c.startMember(o)
+	c.WaitFor(time.Minute, "the new members holding a partition each", func() bool { return balanced(all, 1, 1, n1, n2) })
+	c.WaitFor(time.Minute, "the waiting records read and committed", func() bool { return committedEach(t, n1, all, n, 2*n) })
+	for _, tp := range all {
+		got := append(n1.offsets(tp), n2.offsets(tp)...)
+		slices.Sort(got)
+		contiguous(t, fmt.Sprintf("%v read by the new members", tp), got, n, 2*n)
+	}
+	if d := c.describe("clerks"); d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 {
+		t.Fatalf("with the new members: %s with %d members, want Stable with 2", d.GetGroupState(), len(d.GetMembers()))
+	}
+}
+
+// Static members of an idle group, the whole cluster killed and started
+// again: the coordinators load the instance ids with the group, so the
+// members go on in their generation, and one of them restarted after the
+// reload gets its partitions back without a rebalance.
+func TestStaticMembersKeepTheirGenerationAcrossAWholeClusterKill(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: restarts every broker of a cluster")
+	}
+	c := startConsumerCluster(t)
+	c.CreateTopic("shelves", 4, 3, nil)
+	o := groupOpts("stockroom", "shelves")
+	o.SessionTimeout = 20 * time.Second
+	o.HeartbeatInterval = 500 * time.Millisecond
+	o1, o2 := o, o
+	o1.InstanceID, o2.InstanceID = "shelf-1", "shelf-2"
+	s1, s2 := c.startMember(o1), c.startMember(o2)
+	all := tps("shelves", 4)
+	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return balanced(all, 2, 2, s1, s2) })
+	gen, had := s2.gc.Generation(), s1.gc.Assignment()
+
+	for id := int32(1); id <= 3; id++ {
+		c.CrashBroker(id)
+	}
+	for id := int32(1); id <= 3; id++ {
+		c.StartBroker(id)
+	}
+	c.waitOffsetsWhole(3)
+	s1.kill()
+	back := c.startMember(o1)
+	c.WaitFor(time.Minute, "the restarted member to get its partitions", func() bool { return len(back.gc.Assignment()) == 2 })
+	if got := back.gc.Assignment(); !slices.Equal(got, had) {
+		t.Fatalf("restarted member got %v, had %v", got, had)
+	}
+	if back.gc.Generation() != gen || s2.gc.Generation() != gen {
+		t.Fatalf("generation moved from %d to %d / %d across the cluster's restart", gen, back.gc.Generation(), s2.gc.Generation())
+	}
+	if d := c.describe("stockroom"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+		t.Fatalf("group %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
+	}
+	for _, m := range []*member{back, s2} {
+		if err := m.failure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
