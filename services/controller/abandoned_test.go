@@ -115,6 +115,11 @@ func TestAnAlterPartitionItsSenderGaveUpOnStillCommitsOnce(t *testing.T) {
 	c.waitActive(c1, 5*time.Second)
 	c.startBrokers(c1, 3)
 	c.createTopic(c1, "a", [][]int32{{1, 2, 3}}, nil)
+	// Every session open before the stall: one still opening would queue
+	// behind it beside the AlterPartition.
+	eventually(t, 10*time.Second, "sessions open", func() bool {
+		return c.brokers[1].sessionOpen() && c.brokers[2].sessionOpen() && c.brokers[3].sessionOpen()
+	})
 	control := c.control(c1)
 	e1, e2 := c.brokers[1].brokerEpoch(), c.brokers[2].brokerEpoch()
 	shrink := &controlv1.AlterPartitionRequest{BrokerId: 1, BrokerEpoch: e1, Partitions: []*controlv1.AlterPartitionItem{{
