@@ -86,6 +86,7 @@ type Telemetry struct {
 	sdk            *sdktrace.TracerProvider
 	metricsSrv     *http.Server
 	metricsAddr    string
+	budget         *spanBudget // spans held for export; nil when tracing is off
 	log            *slog.Logger
 }
 
@@ -125,6 +126,9 @@ func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Tele
 			}
 		}
 		exp = newReportingExporter(exp, ep, t.Registry, t.log) // failures counted and logged here
+		t.budget = newSpanBudget(spansHeldLimit, t.Registry, t.log)
+		exp = budgetedExporter{SpanExporter: exp, budget: t.budget}
+		batcher := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithMaxQueueSize(spansHeldLimit+batchQueueSlack))
 		attrs := append([]attribute.KeyValue{
 			semconv.ServiceName(id.Service),
 			semconv.ServiceNamespace("tidemark"),
@@ -143,7 +147,7 @@ func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Tele
 			mode = FetchesAdvancing
 		}
 		t.sdk = sdktrace.NewTracerProvider(
-			sdktrace.WithSpanProcessor(fetchFilter{next: sdktrace.NewBatchSpanProcessor(exp), mode: mode}),
+			sdktrace.WithSpanProcessor(fetchFilter{next: budgetedProcessor{next: batcher, budget: t.budget}, mode: mode}),
 			sdktrace.WithResource(res))
 		t.TracerProvider = t.sdk
 		t.log.Info("tracing on", "otlp_endpoint", ep, "service_name", id.Service)
