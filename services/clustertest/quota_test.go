@@ -85,3 +85,55 @@ func TestProduceQuotaFollowsThePrincipal(t *testing.T) {
 		t.Fatalf("bob, over the quota set at run time: throttle_time_ms %d, want > 0", r.GetThrottleTimeMs())
 	}
 }
+
+// The cluster-wide quota.producer.default set, then removed, while a
+// broker is down: back, the broker throttles by the value in force from
+// its first produce, never by the one it had before it went (its dynamic
+// configs arrive, whole, before it is told to lead anything).
+func TestProducerDefaultChangedWhileTheBrokerIsDown(t *testing.T) {
+	c := Start(t, Options{Brokers: 2, Controllers: 1, BrokerSettings: map[string]string{
+		"quota.window.num": "2", "quota.window.size.seconds": "1"}})
+	createAssigned(t, c, "dq", [][]int32{{2}}, nil)
+	produce := func() int32 {
+		t.Helper()
+		var resp *brokerv1.ProduceResponse
+		c.WaitFor(20*time.Second, "a produce to broker 2", func() bool {
+			var err error
+			resp, err = c.BrokerClient(2).Produce(ctxFor(t, 10*time.Second), &brokerv1.ProduceRequest{Topic: "dq", Acks: 1,
+				Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: []*commonv1.Record{{Value: []byte(strings.Repeat("d", 1500))}}}}})
+			return err == nil
+		})
+		return resp.GetThrottleTimeMs()
+	}
+	alterDefault := func(op adminv1.ConfigOpType) {
+		t.Helper()
+		resp, err := c.Admin().AlterConfigs(ctxFor(t, 10*time.Second), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{{
+			Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER},
+			Ops:      []*adminv1.ConfigOp{{Name: "quota.producer.default", Value: "1000", Op: op}},
+		}}})
+		if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+			t.Fatalf("alter quota.producer.default: %v %v", resp, err)
+		}
+	}
+	restartWith := func(change func()) {
+		t.Helper()
+		if err := c.StopBroker(2); err != nil {
+			t.Fatal(err)
+		}
+		change()
+		c.StartBroker(2)
+		c.WaitBrokerAlive(2)
+		c.WaitFor(20*time.Second, "broker 2 leads dq-0 again", func() bool { return c.Leads(2, "dq", 0) })
+	}
+	if ms := produce(); ms != 0 {
+		t.Fatalf("without a quota: throttle_time_ms %d", ms)
+	}
+	restartWith(func() { alterDefault(adminv1.ConfigOpType_CONFIG_OP_TYPE_SET) })
+	if ms := produce(); ms <= 0 {
+		t.Fatalf("1.5 kB against a 1000 B/s default set while the broker was down: throttle_time_ms %d, want > 0", ms)
+	}
+	restartWith(func() { alterDefault(adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE) })
+	if ms := produce(); ms != 0 {
+		t.Fatalf("the default removed while the broker was down: throttle_time_ms %d, want 0", ms)
+	}
+}

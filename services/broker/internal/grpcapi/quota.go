@@ -10,9 +10,10 @@ import (
 
 // throttle records n bytes of kind (a produce) against the caller and, when
 // that puts it over its byte-rate quota, holds the answer back for the
-// throttle time (as Kafka delays a throttled client's response) and returns
-// it in ms for the answer's throttle_time_ms. The request itself has been
-// served: being over quota delays, it never fails.
+// throttle time (as Kafka delays a throttled client's response) unless the
+// client waits it out itself (ClientThrottles), and returns it in ms for
+// the answer's throttle_time_ms. The request itself has been served: being
+// over quota delays, it never fails.
 func (b *Broker) throttle(ctx context.Context, kind quota.Kind, n int) int32 {
 	if b.Quotas == nil || n == 0 {
 		return 0
@@ -22,8 +23,22 @@ func (b *Broker) throttle(ctx context.Context, kind quota.Kind, n int) int32 {
 	if d <= 0 {
 		return 0
 	}
-	wait(ctx, d)
+	if ctx.Value(clientThrottlesKey{}) == nil {
+		wait(ctx, d)
+	}
 	return quota.Millis(d)
+}
+
+type clientThrottlesKey struct{}
+
+// ClientThrottles marks a request whose client waits out its answer's
+// throttle_time_ms itself before its next request (Kafka's KIP-219, a
+// Produce from v6 on): its answer goes at once, as Kafka's does, and what
+// it owes holds the connection's next produce (WaitProduceThrottle), as
+// Kafka mutes the connection. Held back too, the answer cost such a client
+// each throttle twice.
+func ClientThrottles(ctx context.Context) context.Context {
+	return context.WithValue(ctx, clientThrottlesKey{}, true)
 }
 
 // fetchThrottle waits out what the caller owes for earlier fetches over its

@@ -39,7 +39,12 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 	maxWait := time.Duration(min(max(req.MaxWaitMillis, 0), 60000)) * time.Millisecond // the gRPC fetch's bound
 	minBytes := max(int(req.MinBytes), 1)
 	ctx, waited := s.opts.Broker.WaitFetchThrottle(ctx)
-	defer func() { resp.ThrottleMillis = max(resp.ThrottleMillis, waited) }()
+	if req.Version < 8 {
+		// From v8 on the client waits out throttle_time_ms itself after
+		// the answer (KIP-219): the answer tells only what is still owed,
+		// not the wait already served here, which it would wait again.
+		defer func() { resp.ThrottleMillis = max(resp.ThrottleMillis, waited) }()
+	}
 	total := s.fetchPass(ctx, req, resp)
 	if total >= minBytes || maxWait <= 0 || ctx.Err() != nil || hasNews(resp) {
 		return resp

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/broker/internal/grpcapi"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
@@ -45,6 +46,9 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqCtx, kreq kmsg.Reques
 	req.Topics, refused = distinctProduce(req.Version, req.Topics)
 	timeout := min(max(req.TimeoutMillis, 0), s.opts.RM.BrokerConfig().RequestTimeoutMaxMs)
 	s.opts.Broker.WaitProduceThrottle(ctx) // before anything is appended or the next request may start
+	if req.Version >= 6 {
+		ctx = grpcapi.ClientThrottles(ctx) // KIP-219: answered at once, the client waits out its throttle
+	}
 	// One deadline for the request, as Kafka's one DelayedProduce: an
 	// entry that starts late waits only for what is left of it.
 	deadline := time.Now().Add(time.Duration(timeout) * time.Millisecond)

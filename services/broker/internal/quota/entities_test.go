@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,5 +116,28 @@ func TestClientsOfOneEntityShareItsRate(t *testing.T) {
 	m.SetEntities(nil)
 	if d := m.Owed(Produce, c, Client{"bob", "app"}); d != 0 {
 		t.Fatalf("quota removed, still owed %v", d)
+	}
+}
+
+// The rates of client ids gone idle for a whole window of samples are
+// dropped as other clients go on: many short-lived client ids leave no
+// lasting memory behind, and one that comes back starts a fresh rate.
+func TestIdleClientIDsAreForgotten(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(nil, clk.now)
+	m.SetEntities(map[metastore.QuotaEntity]metastore.ClientQuotaValues{{DefaultClientID: true}: {ProducerByteRate: 1000}})
+	c := cfg(Unlimited, "")
+	for i := range 5000 {
+		m.Record(Produce, c, Client{"alice", fmt.Sprintf("app-%d", i)}, 20_000)
+	}
+	clk.t = clk.t.Add(12 * time.Second) // past the 11 samples of 1 s
+	for range 1024 {
+		m.Record(Produce, c, Client{"alice", "steady"}, 1)
+	}
+	if n := len(m.rates); n > 1 {
+		t.Fatalf("%d rates kept after 5,000 client ids went idle, want only the active one", n)
+	}
+	if d := m.Record(Produce, c, Client{"alice", "app-7"}, 100); d != 0 {
+		t.Fatalf("a client id back after the window is throttled %v for its old bytes", d)
 	}
 }

@@ -145,10 +145,15 @@ func (m *Manager) Record(kind Kind, c Config, who Client, n int) time.Duration {
 	return d
 }
 
-// Owed is the delay the client's kind is over quota by now, recording
+// Owed is what is left of the client's kind's last throttle, recording
 // nothing: a consumer fetch waits it out before reading, so a throttled
 // fetch holds no records while it waits (the bytes were counted, and the
-// throttle reported, by the fetch that went over).
+// throttle reported, by the fetch that went over). As Kafka's mute, it
+// ends with the throttle time given out: within the first window.num - 1
+// windows the rate is judged over that minimum however long the client
+// waited, so the rate alone would owe the excess again after the wait (or
+// an idle gap) that paid it. It is never more than the rate owes now, so
+// a quota raised or removed shortens it at once.
 func (m *Manager) Owed(kind Kind, c Config, who Client) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -173,16 +178,14 @@ func (m *Manager) recordLocked(kind Kind, c Config, who Client, n int) time.Dura
 		r.record(now, float64(n), c)
 		m.forgetIdleLocked(now, c)
 	}
-	value, window := r.measure(now, c)
-	if value <= limit {
-		return 0
+	d := r.throttle(now, c, limit)
+	if n == 0 {
+		return min(d, max(r.throttledUntil.Sub(now), 0))
 	}
-	// Capped in floating point: a huge excess would overflow a Duration.
-	capped := min(windows(c.samples(), c.Window), MaxThrottle)
-	if f := (value - limit) / limit * float64(window); f < float64(capped) {
-		return time.Duration(f)
+	if until := now.Add(d); until.After(r.throttledUntil) {
+		r.throttledUntil = until
 	}
-	return capped
+	return d
 }
 
 // forgetIdleLocked drops, now and then, the rates of clients silent for
@@ -201,12 +204,28 @@ func (m *Manager) forgetIdleLocked(now time.Time, c Config) {
 }
 
 // rate is one quota's samples: Samples windows of Window each, the
-// newest being filled.
+// newest being filled; and the end of the last throttle given out.
 type rate struct {
-	starts []time.Time
-	sums   []float64
-	cur    int
-	last   time.Time
+	starts         []time.Time
+	sums           []float64
+	cur            int
+	last           time.Time
+	throttledUntil time.Time
+}
+
+// throttle is Kafka's (rate - quota) / quota × measured window, at most
+// one full window of samples and at most MaxThrottle; zero within limit.
+func (r *rate) throttle(now time.Time, c Config, limit float64) time.Duration {
+	value, window := r.measure(now, c)
+	if value <= limit {
+		return 0
+	}
+	// Capped in floating point: a huge excess would overflow a Duration.
+	capped := min(windows(c.samples(), c.Window), MaxThrottle)
+	if f := (value - limit) / limit * float64(window); f < float64(capped) {
+		return time.Duration(f)
+	}
+	return capped
 }
 
 func (r *rate) record(now time.Time, v float64, c Config) {
@@ -224,8 +243,9 @@ func (r *rate) record(now time.Time, v float64, c Config) {
 }
 
 // measure is the rate over the live samples and the window it is measured
-// over: from the oldest live sample to now, but at least Samples-1 windows
-// so a first burst is not judged over a few milliseconds (as Kafka does).
+// over (Kafka's Rate.windowSize): from the oldest live sample to now, plus
+// the full windows that lacks of Samples-1, so a first burst is not judged
+// over a few milliseconds and the time into the current window still counts.
 func (r *rate) measure(now time.Time, c Config) (float64, time.Duration) {
 	span := windows(c.samples(), c.Window)
 	var total float64
@@ -239,8 +259,25 @@ func (r *rate) measure(now time.Time, c Config) (float64, time.Duration) {
 			oldest = s
 		}
 	}
-	window := max(now.Sub(oldest), windows(c.samples()-1, c.Window))
+	window := atLeastMinimum(now.Sub(oldest), c)
 	return total / window.Seconds(), window
+}
+
+// atLeastMinimum is elapsed plus the full windows it lacks of Samples-1,
+// saturating.
+func atLeastMinimum(elapsed time.Duration, c Config) time.Duration {
+	if c.Window <= 0 {
+		return elapsed
+	}
+	lacking := c.samples() - 1 - int(min(elapsed/c.Window, math.MaxInt32))
+	if lacking <= 0 {
+		return elapsed
+	}
+	add := windows(lacking, c.Window)
+	if add > math.MaxInt64-elapsed {
+		return math.MaxInt64
+	}
+	return elapsed + add
 }
 
 // windows is n windows of w, saturating: quota.window.size.seconds may be

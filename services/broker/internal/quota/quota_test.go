@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"tidemark.io/services/metastore"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -123,9 +124,9 @@ func TestOwedRecordsNothing(t *testing.T) {
 			t.Fatalf("owed = %v, want 10s (asking must not add bytes)", d)
 		}
 	}
-	clk.t = clk.t.Add(5 * time.Second) // 20,000 B over 10 s: still over
-	if d := m.Owed(Fetch, c, Client{Principal: "alice"}); d != 10*time.Second {
-		t.Fatalf("owed after 5 s = %v, want 10s", d)
+	clk.t = clk.t.Add(5 * time.Second) // what is left of the 10 s throttle
+	if d := m.Owed(Fetch, c, Client{Principal: "alice"}); d != 5*time.Second {
+		t.Fatalf("owed after 5 s = %v, want 5s", d)
 	}
 	clk.t = clk.t.Add(15 * time.Second) // the samples have expired
 	if d := m.Owed(Fetch, c, Client{Principal: "alice"}); d != 0 {
@@ -161,5 +162,86 @@ func TestSamplesAreBounded(t *testing.T) {
 	q := NewReplication(clk.now)
 	if n := allocated(func() { q.Set(1000, asked, time.Second); q.Record(10) }); n > 64<<10 {
 		t.Errorf("the replication throttle allocated %d bytes for %d samples asked", n, asked)
+	}
+}
+
+// A principal whose throttle has run out owes nothing, even while its rate
+// is still judged over the minimum window of window.num - 1 samples, as
+// Kafka mutes a throttled client's connection for the throttle time and
+// no longer: after a burst and an idle gap longer than its throttle, the
+// next request is served at once and its own bytes decide its throttle.
+// Before, the rate alone decided what was owed: the burst's excess was
+// owed again after the gap (all 5 s of it after an idle 8 s), on top of the
+// throttle the next request was then given.
+func TestIdleGapLongerThanTheThrottleOwesNothing(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(nil, clk.now)
+	c := cfg(Unlimited, "alice:1000")
+	alice := Client{Principal: "alice"}
+	// 15,000 bytes over the minimum 10 s window: 1,500 B/s, held 5 s.
+	if d := m.Record(Produce, c, alice, 15_000); d != 5*time.Second {
+		t.Fatalf("burst throttle = %v, want 5s", d)
+	}
+	clk.t = clk.t.Add(2 * time.Second) // a request pipelined behind the burst
+	if d := m.Owed(Produce, c, alice); d != 3*time.Second {
+		t.Fatalf("owed 2 s into a 5 s throttle = %v, want the 3s left", d)
+	}
+	clk.t = clk.t.Add(6 * time.Second) // idle past the throttle
+	if d := m.Owed(Produce, c, alice); d != 0 {
+		t.Fatalf("owed after an idle gap longer than the throttle = %v, want 0", d)
+	}
+	// The next request's own throttle counts the burst still in the
+	// window, as Kafka's does: 16,000 bytes over 10 s.
+	if d := m.Record(Produce, c, alice, 1000); d != 6*time.Second {
+		t.Fatalf("throttle after the gap = %v, want 6s", d)
+	}
+}
+
+// A quota raised while a principal is throttled shortens what it owes at
+// once, and one removed leaves nothing owed: the rate, not only the throttle
+// time given out before, bounds the wait.
+func TestRaisedQuotaShortensWhatIsOwed(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(nil, clk.now)
+	m.SetEntities(map[metastore.QuotaEntity]metastore.ClientQuotaValues{{User: "alice"}: {ProducerByteRate: 1000}})
+	c := cfg(Unlimited, "")
+	alice := Client{Principal: "alice"}
+	if d := m.Record(Produce, c, alice, 20_000); d != 10*time.Second {
+		t.Fatalf("burst throttle = %v, want 10s", d)
+	}
+	m.SetEntities(map[metastore.QuotaEntity]metastore.ClientQuotaValues{{User: "alice"}: {ProducerByteRate: 1600}})
+	if d := m.Owed(Produce, c, alice); d != 2500*time.Millisecond {
+		t.Fatalf("owed under the raised quota = %v, want 2.5s", d)
+	}
+	m.SetEntities(nil)
+	if d := m.Owed(Produce, c, alice); d != 0 {
+		t.Fatalf("owed with the quota removed = %v, want 0", d)
+	}
+}
+
+// While a rate has fewer than window.num - 1 full windows (its first
+// seconds, as after every idle gap longer than the samples), it is measured,
+// as Kafka's Rate.windowSize does, over the time since its oldest sample
+// plus the full windows it lacks: a client at its quota half a window into
+// a fresh rate is at its quota. Before, the window was the larger of the
+// two, so the time spent in the current window was left out and a client
+// exactly at its quota after an idle gap was throttled.
+func TestAFreshRateCountsTheTimeIntoItsCurrentWindow(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := New(nil, clk.now)
+	c := cfg(1000, "")
+	who := Client{Principal: "ANONYMOUS"}
+	if d := m.Record(Produce, c, who, 10_000); d != 0 { // 10,000 B over 10 s
+		t.Fatalf("at the rate: throttle %v", d)
+	}
+	clk.t = clk.t.Add(500 * time.Millisecond)
+	if d := m.Record(Produce, c, who, 500); d != 0 { // 10,500 B over 10.5 s
+		t.Fatalf("at the rate half a window on: throttle %v", d)
+	}
+	clk.t = clk.t.Add(2 * time.Second)
+	// 2.5 s since the oldest sample, two full windows of the ten needed:
+	// 21,000 B over 10.5 s is 2,000 B/s, held (2000-1000)/1000 × 10.5 s.
+	if d := m.Record(Produce, c, who, 10_500); d != 10500*time.Millisecond {
+		t.Fatalf("twice the rate: throttle %v, want 10.5s", d)
 	}
 }

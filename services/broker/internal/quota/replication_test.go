@@ -22,9 +22,9 @@ func TestReplicationThrottleMeasuresOverItsSamples(t *testing.T) {
 		t.Fatalf("750 B/s against 1000: exceeded (rate %v)", q.Rate())
 	}
 	now = now.Add(500 * time.Millisecond)
-	q.Record(1000) // 2500 B over 2 s
+	q.Record(1100) // 2600 B over 2.5 s: the time into the current window counts
 	if !q.Exceeded() {
-		t.Fatalf("1250 B/s against 1000: not exceeded (rate %v)", q.Rate())
+		t.Fatalf("1040 B/s against 1000: not exceeded (rate %v)", q.Rate())
 	}
 	now = now.Add(4 * time.Second) // every sample aged out
 	if q.Exceeded() {
