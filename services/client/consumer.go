@@ -29,8 +29,14 @@ type Consumer struct {
 	logStart    int64
 	preferred   int32 // the replica to fetch from (KIP-392), -1 for the leader
 	prefUntil   time.Time
-	readFrom    int32 // the broker the last fetch went to
-	closed      bool
+	// A read replica whose fetch failed is avoided until avoidUntil, for a
+	// time that grows with its consecutive failures (avoidFails), even as
+	// the leader keeps naming it.
+	avoided    int32
+	avoidUntil time.Time
+	avoidFails int
+	readFrom   int32 // the broker the last fetch went to
+	closed     bool
 	// topicID is the id of the topic the position is in (KIP-516): a topic
 	// deleted and created again under its name has another, and its
 	// offsets are not this position's. "" until a fetch learns it.
@@ -47,7 +53,7 @@ func NewConsumer(c *Client, opts ConsumerOptions) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{c: c, opts: opts, pos: opts.StartOffset, hw: -1, logStart: -1, preferred: -1, readFrom: -1, lastEpoch: -1}, nil
+	return &Consumer{c: c, opts: opts, pos: opts.StartOffset, hw: -1, logStart: -1, preferred: -1, readFrom: -1, lastEpoch: -1, avoided: -1}, nil
 }
 
 // Position is the offset of the next record Poll returns, or
@@ -165,8 +171,9 @@ func (cs *Consumer) Close() error {
 // returns them; none is not an error. Retriable errors are retried with
 // backoff until ctx ends (or the API timeout, without a deadline). A fetch
 // from a preferred read replica that fails falls back to the leader at
-// once. OFFSET_OUT_OF_RANGE and a topic created again (TopicRecreated)
-// follow the Reset policy. Keys, values and headers are the caller's; they
+// once, and that replica is avoided for a while (avoidReplicaLocked).
+// OFFSET_OUT_OF_RANGE and a topic created again (TopicRecreated) follow
+// the Reset policy. Keys, values and headers are the caller's; they
 // share one buffer per fetch.
 func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	cs.mu.Lock()
@@ -213,8 +220,7 @@ func (cs *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		last = lastOr(last, ke)
 		if follower {
 			// KIP-392: on any trouble with the read replica, go back to the leader.
-			cs.c.log.Debug("read replica failed; back to the leader", "replica", cs.preferred, "err", ke)
-			cs.preferred = -1
+			cs.avoidReplicaLocked(ke)
 			continue
 		}
 		if ke.Code == kerr.OffsetOutOfRange && cs.opts.Reset != ResetNone {
@@ -314,7 +320,7 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 		req := &brokerv1.FetchRequest{
 			Topic: o.Topic, Partition: o.Partition, Offset: cs.pos,
 			MaxBytes: o.MaxBytes, MaxWaitMs: int32(wait.Milliseconds()), MinBytes: o.MinBytes,
-			RackId: o.Rack, CurrentLeaderEpoch: r.leaderEpoch, RawBatches: true,
+			RackId: cs.rackLocked(), CurrentLeaderEpoch: r.leaderEpoch, RawBatches: true,
 		}
 		if cs.lastEpoch >= 0 {
 			req.LastFetchedEpoch = &cs.lastEpoch
@@ -342,7 +348,9 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 		}
 		return nil, follower, err
 	}
-	if !follower {
+	if follower {
+		cs.avoided, cs.avoidFails = -1, 0
+	} else {
 		cs.noteSilenceLocked(false, sent)
 	}
 	cs.hw, cs.logStart = resp.GetHighWatermark(), resp.GetLogStartOffset()
@@ -390,10 +398,13 @@ func (cs *Consumer) noteSilenceLocked(timedOut bool, sent time.Time) {
 }
 
 // notePreferredLocked follows a leader's preferred_read_replica (KIP-392),
-// for metadata.max.age, as Kafka's consumer does.
+// for metadata.max.age, as Kafka's consumer does; a replica avoided after
+// failing is not taken up again before its time.
 func (cs *Consumer) notePreferredLocked(pref, leader int32) {
 	switch {
 	case cs.opts.Rack == "" || pref < 0:
+	case pref == cs.avoided && time.Now().Before(cs.avoidUntil):
+		cs.preferred = -1
 	case pref == leader:
 		cs.preferred = -1
 	case pref != cs.preferred:
@@ -401,4 +412,35 @@ func (cs *Consumer) notePreferredLocked(pref, leader int32) {
 		cs.prefUntil = time.Now().Add(cs.c.opts.MetadataMaxAge)
 		cs.c.log.Debug("fetching from preferred read replica", "topic", cs.opts.Topic, "partition", cs.opts.Partition, "replica", pref)
 	}
+}
+
+// rackLocked is the rack a fetch names: none while a read replica is
+// avoided, or the leader would name it again and answer without records.
+func (cs *Consumer) rackLocked() string {
+	if cs.avoided >= 0 && time.Now().Before(cs.avoidUntil) {
+		return ""
+	}
+	return cs.opts.Rack
+}
+
+// avoidReplicaLocked goes back to the leader after a fetch from the read
+// replica failed, and avoids that replica for a while. The leader answers a
+// fetch naming the rack with the replica and no records; it named the
+// failed one again at once, so the consumer went from failure to failure
+// without a pause and read nothing until the replica answered or left the
+// ISR. Meanwhile fetches go to the leader without the rack, and it serves
+// them itself. The pause starts at retry.backoff.max.ms and doubles with
+// each consecutive failure, up to metadata.max.age; a fetch from the
+// replica that succeeds ends the count.
+func (cs *Consumer) avoidReplicaLocked(err *kerr.Error) {
+	if cs.avoided != cs.preferred {
+		cs.avoided, cs.avoidFails = cs.preferred, 0
+	}
+	cs.avoidFails++
+	o := cs.c.opts
+	d := backoff(o.RetryBackoffMax, max(o.MetadataMaxAge, o.RetryBackoffMax), cs.avoidFails)
+	cs.avoidUntil = time.Now().Add(d)
+	cs.c.log.Debug("read replica failed; fetching from the leader", "topic", cs.opts.Topic, "partition", cs.opts.Partition,
+		"replica", cs.preferred, "failures", cs.avoidFails, "avoided_for", d, "err", err)
+	cs.preferred = -1
 }

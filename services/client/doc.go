@@ -73,7 +73,12 @@
 // sequence, so only one batch is in flight until then. When a partition's
 // sequence is broken (the leader lost the producer's state, or a sent batch
 // failed for good) the partition restarts under a bumped epoch; see
-// partition_settle.go for the rules that keep this free of duplicates.
+// partition_settle.go for the rules that keep this free of duplicates. A
+// batch that may already be written is not resent under the new epoch
+// until the log shows it is not there (partition_written.go): found, it
+// is acknowledged at its offset; if the log cannot be read it fails with
+// the leader's code (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER),
+// saying it may or may not have been written.
 // Within those rules the log holds each record once, in the order produced.
 //
 // Without idempotence a retry after an ambiguous failure (a timeout after
@@ -93,7 +98,10 @@
 // With Rack set, the leader may name a replica in that rack (KIP-392); the
 // consumer fetches from it until it fails, then goes back to the leader;
 // a replica that did not answer also has the metadata refreshed, which
-// gives its address anew should it have moved.
+// gives its address anew should it have moved. A failed replica is avoided
+// for a pause from retry.backoff.max.ms, doubling with each consecutive
+// failure up to metadata.max.age; meanwhile fetches leave the rack out, so
+// the leader serves them rather than naming the replica again.
 //
 // # Group consumer
 //

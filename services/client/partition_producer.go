@@ -39,6 +39,11 @@ type partitionProducer struct {
 	nextSeq   int32
 	confirmed bool // a batch was acknowledged under id, so the leader knows the producer
 	resetting bool // a sequenced batch failed for good: wait for the in-flight ones, then restart
+	// lastAcked is the last offset acknowledged on the partition under any
+	// identity (-1 before one): where to look for a head batch that may be
+	// written (partition_written.go).
+	lastAcked int64
+	lookup    *headLookup // of the head batch, while resetting
 }
 
 func newPartitionProducer(p *Producer, topic string, partition int32) *partitionProducer {
@@ -46,7 +51,7 @@ func newPartitionProducer(p *Producer, topic string, partition int32) *partition
 		p: p, topic: topic, partition: partition,
 		wake: make(chan struct{}, 1),
 		wire: make(chan wireReq, p.opts.MaxInFlight),
-		id:   noIdentity, needID: p.idem,
+		id:   noIdentity, needID: p.idem, lastAcked: -1,
 	}
 }
 
@@ -185,7 +190,7 @@ func (pp *partitionProducer) step() (time.Duration, bool) {
 		pp.sequenceLocked()
 		pp.sendLocked(now)
 	}
-	exit := (pp.draining || aborted) && pp.open == nil && len(pp.queue) == 0 && pp.inflight == 0 && !pp.idBusy
+	exit := (pp.draining || aborted) && pp.open == nil && len(pp.queue) == 0 && pp.inflight == 0 && !pp.idBusy && !pp.lookupRunningLocked()
 	if exit {
 		pp.exited = true
 	}

@@ -27,6 +27,10 @@ import (
 // as Kafka's client does, the partition restarts its sequences under a
 // bumped epoch and resends.
 //
+// That resend is safe only if the head is certainly not in the log; when
+// an earlier attempt of it went unanswered, the log is looked at first
+// (partition_written.go).
+//
 // A final failure of a sequenced batch (not retriable, out of retries, or
 // past delivery.timeout.ms) leaves a hole in the sequence, so the partition
 // also restarts under a new epoch: it waits for its in-flight requests, fails
@@ -133,7 +137,7 @@ func (pp *partitionProducer) settleLocked(now time.Time, out []completion) []com
 			b.expired = true
 		}
 		if b.succeeded() {
-			out = append(out, success(b))
+			out = append(out, pp.successLocked(b))
 			pp.popLocked()
 			pp.confirmed = true
 			continue
@@ -148,10 +152,18 @@ func (pp *partitionProducer) settleLocked(now time.Time, out []completion) []com
 		}
 		pp.resetting = true
 	}
-	if pp.resetting && pp.inflight == 0 {
+	if pp.resetting && pp.inflight == 0 && !pp.lookingUpHeadLocked(now) {
 		out = pp.resetLocked(now, out)
 	}
 	return out
+}
+
+// successLocked completes an acknowledged batch, noting its last offset.
+func (pp *partitionProducer) successLocked(b *batch) completion {
+	if r := b.result.resp; r != nil && b.result.err == nil {
+		pp.lastAcked = max(pp.lastAcked, r.GetLastOffset())
+	}
+	return success(b)
 }
 
 func (pp *partitionProducer) popLocked() {
@@ -178,13 +190,24 @@ func (pp *partitionProducer) resetLocked(now time.Time, out []completion) []comp
 	if split {
 		head = pp.queue[0]
 	}
-	keepHead := split || !head.expired && head.result != nil && head.result.err != nil && lostState(head.result.err.Code) &&
-		now.Before(head.deadline)
+	keepHead, headErr := split, (*kerr.Error)(nil)
+	if !split && pp.lostStateLocked(head, now) {
+		var found *completion
+		keepHead, found, headErr = pp.resolveHeadLocked(head)
+		if found != nil {
+			// Written after all: complete it and settle the next batch
+			// on its own answer.
+			pp.lastAcked = max(pp.lastAcked, found.base+int64(len(head.recs))-1)
+			pp.popLocked()
+			pp.resetting, pp.lookup = false, nil
+			pp.poke()
+			return append(out, *found)
+		}
+	}
 	// If the head is certainly not in the log, no later batch can be either:
 	// the leader appends strictly in sequence.
 	headUnwritten := keepHead || !head.maybeWritten
-	var headErr *kerr.Error
-	if !keepHead {
+	if !keepHead && headErr == nil {
 		headErr = pp.finalErr(head, now)
 	}
 	keep := make([]*batch, 0, len(pp.queue))
@@ -198,7 +221,7 @@ func (pp *partitionProducer) resetLocked(now time.Time, out []completion) []comp
 		case i == 0:
 			out = append(out, failure(b, headErr))
 		case b.succeeded():
-			out = append(out, success(b))
+			out = append(out, pp.successLocked(b))
 		case !now.Before(b.deadline):
 			out = append(out, failure(b, pp.timeoutErr(b)))
 		case b.maybeWritten && !headUnwritten:
@@ -211,7 +234,7 @@ func (pp *partitionProducer) resetLocked(now time.Time, out []completion) []comp
 		}
 	}
 	pp.queue = keep
-	pp.resetting, pp.confirmed, pp.needID = false, false, true
+	pp.resetting, pp.confirmed, pp.needID, pp.lookup = false, false, true, nil
 	pp.p.c.log.Debug("producer sequence reset", "topic", pp.topic, "partition", pp.partition, "pid", pp.id.pid, "epoch", pp.id.epoch)
 	return out
 }

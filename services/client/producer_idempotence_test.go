@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,4 +358,87 @@ func TestProducerLeavesALeaderThatStopsAnswering(t *testing.T) {
 		t.Fatalf("produce after the leader stopped answering: %+v, %v", res, err)
 	}
 	checkLog(t, fc, "t", 0, values(2))
+}
+
+// lostStateAfterUnansweredAttempt makes the second produce request time out
+// (appended first when appended is set: its answer was lost) and the leader
+// answer the resend UNKNOWN_PRODUCER_ID, as a leader that forgot the
+// producer meanwhile does; fetchFault, when set, refuses every fetch.
+func lostStateAfterUnansweredAttempt(fc *fakebroker.Cluster, appended bool, fetchFault kerr.Code) {
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		switch {
+		case call.Method == "Produce" && call.N == 2:
+			return &fakebroker.Fault{Code: kerr.RequestTimedOut, AfterAppend: appended}
+		case call.Method == "Produce" && call.N == 3:
+			return &fakebroker.Fault{Code: kerr.UnknownProducerID}
+		case call.Method == "Fetch" && fetchFault != kerr.None:
+			return &fakebroker.Fault{Code: fetchFault}
+		}
+		return nil
+	})
+}
+
+func TestUnknownProducerAfterALostAnswerFindsTheBatchInTheLog(t *testing.T) {
+	// The batch was appended and its answer lost; the leader then refuses
+	// the resend as from an unknown producer. A new epoch would write it
+	// again: the producer finds it in the log and reports its offset.
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	p := newProducer(t, newClient(t, fc), client.ProducerOptions{Linger: -1})
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0)}); err != nil {
+		t.Fatal(err)
+	}
+	lostStateAfterUnansweredAttempt(fc, true, kerr.None)
+	if res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1)}); err != nil || res.Offset != 1 {
+		t.Fatalf("the write whose answer was lost: %+v %v; want offset 1", res, err)
+	}
+	if res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(2)}); err != nil || res.Offset != 2 {
+		t.Fatalf("the next write: %+v %v; want offset 2", res, err)
+	}
+	// The fake did not really forget the producer: its sequence goes on.
+	checkLog(t, fc, "t", 0, values(3))
+}
+
+func TestUnknownProducerAfterAnUnansweredAttemptResendsAnUnwrittenBatch(t *testing.T) {
+	// The same, but the first attempt timed out before the append: the
+	// log does not hold the batch, and it is resent under a new epoch
+	// (as before the log was searched).
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	p := newProducer(t, newClient(t, fc), client.ProducerOptions{Linger: -1})
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0)}); err != nil {
+		t.Fatal(err)
+	}
+	lostStateAfterUnansweredAttempt(fc, false, kerr.None)
+	if res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1)}); err != nil || res.Offset != 1 {
+		t.Fatalf("the write whose attempt went unanswered: %+v %v; want offset 1", res, err)
+	}
+	checkLog(t, fc, "t", 0, values(2))
+	checkEpochBump(t, fc, "t", 0)
+}
+
+func TestUnknownProducerAfterALostAnswerFailsWhenTheLogCannotBeRead(t *testing.T) {
+	// The log cannot be searched (fetches refused): the write fails with
+	// the leader's error, saying it may or may not have been written, and
+	// is not written again; the next write goes on under a new epoch.
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	p := newProducer(t, newClient(t, fc), client.ProducerOptions{Linger: -1})
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0)}); err != nil {
+		t.Fatal(err)
+	}
+	lostStateAfterUnansweredAttempt(fc, true, kerr.TopicAuthorizationFailed)
+	_, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1)})
+	if codeOf(err) != kerr.UnknownProducerID || !strings.Contains(err.Error(), "may or may not have been written") {
+		t.Fatalf("the write whose answer was lost: %v; want UNKNOWN_PRODUCER_ID saying it may have been written", err)
+	}
+	t.Log(err)
+	if res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(2)}); err != nil || res.Offset != 2 {
+		t.Fatalf("the next write: %+v %v; want offset 2", res, err)
+	}
+	checkLog(t, fc, "t", 0, values(3))
+	checkEpochBump(t, fc, "t", 0)
 }

@@ -593,3 +593,102 @@ func TestResendOfAnOldRecordWhoseAnswerWasLostIsNotWrittenTwice(t *testing.T) {
 		t.Fatalf("the log holds %q, want every write once", got)
 	}
 }
+
+// An idempotent producer's write reaches the leader and is appended, its
+// answer is lost, and the leader forgets the producer
+// (producer.id.expiration.ms) before the resend arrives: the resend is
+// UNKNOWN_PRODUCER_ID. The producer started a new epoch and sent the batch
+// again, which wrote it twice. The batch may be in the log and the log
+// still holds the producer's last acknowledged write, so it is looked for
+// there: found, it is acknowledged at its offset; the next write goes on
+// under a new epoch.
+func TestLostAnswerThenForgottenProducerIsNotWrittenTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds back a broker's answers past producer.id.expiration.ms")
+	}
+	c := Start(t, Options{Brokers: 1, BrokerSettings: quickExpiry})
+	const topic = "idem-lost-forgotten"
+	c.CreateTopic(topic, 1, 1, nil)
+	write, o := c.writeWithLostAnswer(topic, func() { c.awaitForgotten(topic, 20*time.Second) })
+	if o.err != nil || o.res.Offset != 1 {
+		t.Fatalf("the write whose answer was lost: offset %d, %v; want offset 1, where it is", o.res.Offset, o.err)
+	}
+	if res, err := write("next"); err != nil || res.Offset != 2 {
+		t.Fatalf("the next write: offset %d, %v; want offset 2", res.Offset, err)
+	}
+	if got := c.Values(1, topic, 0); !slices.Equal(got, []string{"first", "lost", "next"}) {
+		t.Fatalf("the log holds %q, want every write once", got)
+	}
+}
+
+// The same, but retention also deleted the producer's writes, the last
+// acknowledged one and the one whose answer was lost, before the resend:
+// the log starts past the last acknowledged offset, which is how Kafka's
+// client knows retention took the producer's state, and the write is
+// resent under a new epoch and acknowledged. (Kafka's rule; it held before
+// too.)
+func TestLostAnswerThenRetainedAwayProducerIsResent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds back a broker's answers past retention and producer.id.expiration.ms")
+	}
+	c := Start(t, Options{Brokers: 1, BrokerSettings: quickExpiry})
+	const topic = "idem-lost-retained"
+	c.CreateTopic(topic, 1, 1, map[string]string{"retention.ms": "1500", "segment.ms": "300"})
+	write, o := c.writeWithLostAnswer(topic, func() {
+		last := c.lastBatch(topic)
+		c.awaitEmptied(topic, []int32{1}, 2)
+		c.WaitFor(20*time.Second, "the leader to forget the idle producer", func() bool {
+			_, code := c.resend(topic, last)
+			return code == kerr.UnknownProducerID
+		})
+	})
+	if o.err != nil || o.res.Offset != 2 {
+		t.Fatalf("the write whose answer was lost: offset %d, %v; want it resent at offset 2", o.res.Offset, o.err)
+	}
+	if res, err := write("next"); err != nil || res.Offset != 3 {
+		t.Fatalf("the next write: offset %d, %v; want offset 3", res.Offset, err)
+	}
+}
+
+// lostAnswer is the outcome of a write whose first answer was lost.
+type lostAnswer struct {
+	res client.Result
+	err error
+}
+
+// writeWithLostAnswer makes an idempotent producer on partition 0 of topic
+// (on a one-broker cluster) and writes "first"; then writes "lost", holding
+// its answer back until it is appended and meanwhile has run, and returns
+// the producer's write and the outcome of "lost", which the producer resent
+// on a new connection.
+func (c *Cluster) writeWithLostAnswer(topic string, meanwhile func()) (func(string) (client.Result, error), lostAnswer) {
+	c.T.Helper()
+	var d answerDropper
+	p, err := client.NewProducer(c.ClientWith(client.Options{Dialer: d.dial}), client.ProducerOptions{Acks: client.AcksAll,
+		Idempotence: client.IdempotenceOn, DeliveryTimeout: time.Minute, RequestTimeout: 20 * time.Second})
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.T.Cleanup(func() { _ = p.Close(context.Background()) })
+	write := func(v string) (client.Result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		return p.Produce(ctx, client.Record{Topic: topic, Partition: 0, ManualPartition: true, Value: []byte(v)})
+	}
+	if _, err := write("first"); err != nil {
+		c.T.Fatal(err)
+	}
+	d.stall()
+	lost := make(chan lostAnswer, 1)
+	go func() {
+		res, err := write("lost")
+		lost <- lostAnswer{res, err}
+	}()
+	c.WaitFor(20*time.Second, "the write to be appended", func() bool {
+		v, ok := c.view(1, topic, 0)
+		return ok && v.leo == 2
+	})
+	meanwhile()
+	d.drop()
+	return write, <-lost
+}
