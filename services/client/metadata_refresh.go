@@ -139,12 +139,14 @@ func (m *metadata) candidatesLocked() []string {
 // noteAnswered records whether the broker at addr answered a call: err is
 // the call's outcome, attempt its own context and ctx the caller's. A call
 // whose own timeout ran out, or that found no connection, went unanswered;
-// any answer, an error code included, clears that.
+// any answer, an error code included, clears that. The server ends the call
+// at the same deadline (sent with it), and its reset (CANCEL) can arrive a
+// moment before the attempt's own timer fires: that is a timeout too.
 func (m *metadata) noteAnswered(addr string, ctx, attempt context.Context, err error) {
 	if ctx.Err() != nil {
 		return // the caller gave up: that says nothing of the broker
 	}
-	silent := err != nil && (errors.Is(attempt.Err(), context.DeadlineExceeded) || status.Code(err) == codes.Unavailable)
+	silent := err != nil && (errors.Is(attempt.Err(), context.DeadlineExceeded) || unanswered(status.Code(err)))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if silent {
@@ -152,6 +154,12 @@ func (m *metadata) noteAnswered(addr string, ctx, attempt context.Context, err e
 	} else {
 		delete(m.silent, addr)
 	}
+}
+
+// unanswered says a call ended with no answer from the broker: no
+// connection, or its deadline passed (seen by either end).
+func unanswered(c codes.Code) bool {
+	return c == codes.Unavailable || c == codes.DeadlineExceeded || c == codes.Canceled
 }
 
 // fetch tries each address in turn until one answers.
