@@ -9,6 +9,7 @@ import (
 
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	"tidemark.io/services/broker"
+	"tidemark.io/services/platform/kerr"
 )
 
 // leaderEpochOn is the leader epoch broker id's replica of topic-p is at.
@@ -93,5 +94,44 @@ func TestParkedProduceSurvivesISRRemovalByController(t *testing.T) {
 	}
 	if got := c.SameLogs("park", 0, leader, stay); fmt.Sprint(got) != "[v]" {
 		t.Fatalf("logs %v, want the record once", got)
+	}
+}
+
+// An acks=all write to an idle partition whose followers stop fetching
+// (cut off from the leader, alive to the controller, so only the leader's
+// own ISR expiration removes them). With one follower gone the write must
+// complete once the leader shrinks the ISR, which still meets
+// min.insync.replicas; with both gone it must fail as Kafka's does
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, or
+// NOT_ENOUGH_REPLICAS if the shrink came first), never succeed. Once the
+// links heal the ISR is full again and the replicas identical.
+func TestParkedProduceOnIdlePartitionAcrossLeaderISRShrinks(t *testing.T) {
+	c := Start(t, Options{Brokers: 3, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	createAssigned(t, c, "shrink", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	produceN(t, c, "shrink", 1)
+	c.WaitHWAtLEO("shrink", 0, 1, 2, 3)
+	time.Sleep(time.Second) // idle
+
+	c.Net.Partition(BrokerName(3), BrokerName(1))
+	if off, err := c.Produce(context.Background(), "shrink", 0, -1, "one-gone"); err != nil || off != 1 {
+		t.Fatalf("acks=all with follower 3 cut off: offset %d, %v; want 1 once the ISR shrinks to [1 2]", off, err)
+	}
+	c.Net.Partition(BrokerName(2), BrokerName(1))
+	_, err := c.Produce(context.Background(), "shrink", 0, -1, "both-gone")
+	t.Logf("acks=all with both followers cut off: %v", err)
+	switch kerr.CodeOf(err) {
+	case kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut, kerr.NotEnoughReplicas:
+	default:
+		t.Fatalf("acks=all with both followers cut off: %v; want NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS", err)
+	}
+
+	c.Net.HealAll()
+	c.WaitFor(30*time.Second, "the full ISR again", func() bool { return len(c.Partition("shrink", 0).GetIsr()) == 3 })
+	if _, err := c.Produce(context.Background(), "shrink", 0, -1, "healed"); err != nil {
+		t.Fatalf("acks=all after the links healed: %v", err)
+	}
+	c.WaitHWAtLEO("shrink", 0, 1, 2, 3)
+	if got := c.SameLogs("shrink", 0, 1, 2, 3); !slices.Contains(got, "one-gone") || got[len(got)-1] != "healed" {
+		t.Fatalf("logs %v: want the acknowledged writes", got)
 	}
 }

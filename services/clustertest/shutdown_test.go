@@ -122,8 +122,10 @@ func TestGracefulStopIsNotHeldByAFrozenPeer(t *testing.T) {
 // A rack-aware reader following a partition from a follower (KIP-392)
 // keeps its stream after the controlled shutdown moved everything else:
 // its parked fetch (up to 5 s) held the broker's graceful stop. The stream
-// must end as the stop drains, with a retriable answer that sends the
-// reader on to another replica.
+// must end by the time the stop drains, with a retriable answer that sends
+// the reader on to another replica: NOT_LEADER_OR_FOLLOWER naming the
+// leader when the controlled shutdown's StopReplica ended it, else
+// REPLICA_NOT_AVAILABLE from the drain.
 func TestGracefulStopEndsAFollowersReaders(t *testing.T) {
 	c := Start(t, Options{Racks: []string{"a", "b", "c"}})
 	createAssigned(t, c, "read", [][]int32{{1, 2, 3}}, nil)
@@ -154,10 +156,50 @@ func TestGracefulStopEndsAFollowersReaders(t *testing.T) {
 	took := time.Since(start)
 	err = <-ended
 	t.Logf("graceful stop of broker 3 with a reader following from it: %v; the stream ended with %v", took, err)
-	if e := kerr.FromStatus(err); e.Code != kerr.ReplicaNotAvailable || !e.Code.Retriable() {
-		t.Fatalf("the follow stream ended with %v, want REPLICA_NOT_AVAILABLE (retriable): the broker is shutting down", err)
+	switch e := kerr.FromStatus(err); {
+	case e.Code == kerr.NotLeaderOrFollower && e.Leader != nil && e.Leader.ID != 3:
+	case e.Code == kerr.ReplicaNotAvailable:
+	default:
+		t.Fatalf("the follow stream ended with %v, want NOT_LEADER_OR_FOLLOWER naming another leader, or REPLICA_NOT_AVAILABLE: the broker is shutting down", err)
 	}
 	if took > 3*time.Second {
 		t.Fatalf("graceful stop of broker 3 took %v: the reader's parked fetch held it", took)
+	}
+}
+
+// A consumer's fetch parked on an idle partition the stopping broker still
+// leads (its only replica: the controlled shutdown cannot move it) held the
+// graceful stop until the stop's deadline, as its max wait (60 s here) was
+// longer: the stop then closed it as a broken call. It must end as the
+// stop drains, with a retriable answer, and the stop must finish in time.
+func TestGracefulStopEndsAParkedFetch(t *testing.T) {
+	c := Start(t, Options{})
+	createAssigned(t, c, "idle", [][]int32{{3}}, nil)
+	produceN(t, c, "idle", 1)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := c.BrokerClient(3).Fetch(context.Background(), &brokerv1.FetchRequest{Topic: "idle", Partition: 0, Offset: 1,
+			MaxBytes: 1 << 20, MinBytes: 1, MaxWaitMs: 60000})
+		ended <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // parked: nothing arrives
+	select {
+	case err := <-ended:
+		t.Fatalf("the fetch was answered before the stop: %v", err)
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.StopBrokerWithin(ctx, 3); err != nil {
+		t.Fatalf("graceful stop of broker 3: %v", err)
+	}
+	var err error
+	select {
+	case err = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked fetch was not answered after the stop")
+	}
+	if e := kerr.FromStatus(err); e.Code != kerr.ReplicaNotAvailable || !e.Code.Retriable() {
+		t.Fatalf("the parked fetch ended with %v, want REPLICA_NOT_AVAILABLE (retriable): the broker is shutting down", err)
 	}
 }

@@ -183,6 +183,15 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 	if req.LastFetchedEpoch != nil && req.GetLastFetchedEpoch() < 0 {
 		return nil, kerr.BadField(kerr.InvalidRequest, "last_fetched_epoch", "must be >= 0 when set, got %d", req.GetLastFetchedEpoch())
 	}
+	if b.Draining != nil && req.GetMaxWaitMs() > 0 {
+		// A fetch parked on a partition the controlled shutdown could not
+		// move (its only replica, or a follower read) must not hold the
+		// stop for up to its max wait.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(b.Draining, cancel)()
+	}
 	waited := b.fetchThrottle(ctx)
 	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
 		TP: tp, Offset: req.GetOffset(), MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
@@ -191,6 +200,10 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 	})
 	if err != nil {
 		return nil, b.unready(err)
+	}
+	if ctx.Err() != nil && b.Draining != nil && b.Draining.Err() != nil {
+		res.Release()
+		return nil, errShuttingDown()
 	}
 	out, err := fetchResponse(res, req.GetOffset(), req.GetRawBatches())
 	if err != nil {

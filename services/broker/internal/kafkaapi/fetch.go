@@ -169,6 +169,10 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 			parts = append(parts, parked{tp: tp, offset: p.FetchOffset, max: int(max(p.PartitionMaxBytes, 1)), epoch: p.CurrentLeaderEpoch})
 		}
 	}
+	fetch := s.parkedFetch
+	if fetch == nil {
+		fetch = s.opts.Broker.RM.Fetch
+	}
 	arrived := make(chan int, len(parts))
 	news := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -178,7 +182,7 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 			defer wg.Done()
 			offset, counted := p.offset, 0
 			for counted < p.max && wctx.Err() == nil {
-				res, err := s.opts.Broker.RM.Fetch(wctx, replica.ConsumerFetch{TP: p.tp, Offset: offset, MaxBytes: p.max - counted,
+				res, err := fetch(wctx, replica.ConsumerFetch{TP: p.tp, Offset: offset, MaxBytes: p.max - counted,
 					MinBytes: 1, MaxWait: maxWait, Rack: req.Rack, CurrentLeaderEpoch: p.epoch})
 				if err != nil || res.PreferredReadReplica >= 0 || res.Diverging != nil {
 					res.Release()
@@ -195,7 +199,13 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 					continue // woken by a HW move that brought nothing readable
 				}
 				counted += n
-				arrived <- n
+				// The wait may have ended, and stopped reading, while
+				// this partition kept bringing bytes.
+				select {
+				case arrived <- n:
+				case <-wctx.Done():
+					return
+				}
 			}
 		}()
 	}

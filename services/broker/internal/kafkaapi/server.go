@@ -88,6 +88,10 @@ type Server struct {
 	counts *connlimit.Counts
 	closed bool
 	wg     sync.WaitGroup
+
+	// parkedFetch, when set, replaces the replica manager's Fetch for the
+	// long poll's parked partitions (tests).
+	parkedFetch func(context.Context, replica.ConsumerFetch) (replica.ConsumerFetchResult, error)
 }
 
 // New builds a server; Serve starts it.

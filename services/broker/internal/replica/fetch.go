@@ -72,6 +72,11 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 	defer r.hwWaiters.remove(w)
 	var deadline <-chan time.Time
 	for {
+		// Checked after every wake, and once watching, so a StopReplica
+		// between the look-up above and the watch is not missed either.
+		if err := m.stillHosted(r); err != nil {
+			return ConsumerFetchResult{}, err
+		}
 		res, err := m.readForConsumer(r, f)
 		if err != nil || res.PreferredReadReplica >= 0 || res.Diverging != nil || len(res.Records) >= max(f.MinBytes, 1) || f.MaxWait <= 0 {
 			return res, err
@@ -97,6 +102,17 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 			return res, nil
 		}
 	}
+}
+
+// stillHosted answers a parked fetch woken on a replica StopReplica took
+// away. Left a leaderless follower, the replica still passes a follower
+// read that names no leader epoch, and nothing wakes it any more.
+func (m *Manager) stillHosted(r *Replica) error {
+	if cur, err := m.hosted(r.tp); err != nil || cur == r {
+		return err
+	}
+	return m.withLeaderHint(r.tp, kerr.New(kerr.NotLeaderOrFollower,
+		"broker %d made %s-%d again while the fetch was parked", m.opts.BrokerID, r.tp.Topic, r.tp.Partition))
 }
 
 func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchResult, error) {

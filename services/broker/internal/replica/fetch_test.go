@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/platform/kerr"
 )
 
 const (
@@ -117,5 +120,34 @@ func TestFollowerFetchAnswersEmptyAtMaxWait(t *testing.T) {
 	a := recv(t, out)[0]
 	if a.Err != nil || len(a.Records) != 0 {
 		t.Fatalf("answer %+v", a)
+	}
+}
+
+// A consumer that sends a rack may read from a follower, and a gRPC reader
+// sends no leader epoch. StopReplica leaves the stopped replica a
+// leaderless follower, which such a read still passed: a fetch parked there
+// went back to sleep on a replica nothing wakes any more and answered only
+// at its max wait. It must end at once, sending the reader to the leader.
+func TestParkedRackFetchEndsWhenItsReplicaStops(t *testing.T) {
+	for _, del := range []bool{false, true} {
+		e := newEnv(t)
+		e.state(1, 1, 1, []int32{1}, nil)
+		out := make(chan consumerOutcome, 1)
+		before := e.clock.pending(consumerWait)
+		go func() {
+			res, err := e.m.Fetch(context.Background(), ConsumerFetch{TP: tp0, Offset: 0, MinBytes: 1,
+				MaxWait: consumerWait, Rack: "nowhere", CurrentLeaderEpoch: -1})
+			out <- consumerOutcome{res, err}
+		}()
+		e.clock.WaitTimer(t, consumerWait, before+1)
+		stop := &controlv1.StopReplicaRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[1],
+			Partitions: []*controlv1.StopReplicaPartition{{Topic: tp0.Topic, Partition: tp0.Partition, LeaderEpoch: 1, Delete: del}}}
+		if _, err := e.m.StopReplica(stop); err != nil {
+			t.Fatal(err)
+		}
+		o := recv(t, out)
+		if code := kerr.CodeOf(o.err); code != kerr.NotLeaderOrFollower && code != kerr.UnknownTopicOrPartition {
+			t.Fatalf("delete=%v: the parked fetch answered %+v, %v; want NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION", del, o.res, o.err)
+		}
 	}
 }
