@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -378,10 +379,10 @@ func lostStateAfterUnansweredAttempt(fc *fakebroker.Cluster, appended bool, fetc
 	})
 }
 
-func TestUnknownProducerAfterALostAnswerFindsTheBatchInTheLog(t *testing.T) {
-	// The batch was appended and its answer lost; the leader then refuses
-	// the resend as from an unknown producer. A new epoch would write it
-	// again: the producer finds it in the log and reports its offset.
+// producerAfterOneWrite is a producer of topic t on a fake cluster whose
+// first write (value 0, offset 0) is acknowledged.
+func producerAfterOneWrite(t *testing.T) (*fakebroker.Cluster, *client.Producer, context.Context) {
+	t.Helper()
 	fc := startCluster(t, fakebroker.Config{})
 	fc.CreateTopic("t", 1)
 	p := newProducer(t, newClient(t, fc), client.ProducerOptions{Linger: -1})
@@ -389,6 +390,14 @@ func TestUnknownProducerAfterALostAnswerFindsTheBatchInTheLog(t *testing.T) {
 	if _, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0)}); err != nil {
 		t.Fatal(err)
 	}
+	return fc, p, ctx
+}
+
+func TestUnknownProducerAfterALostAnswerFindsTheBatchInTheLog(t *testing.T) {
+	// The batch was appended and its answer lost; the leader then refuses
+	// the resend as from an unknown producer. A new epoch would write it
+	// again: the producer finds it in the log and reports its offset.
+	fc, p, ctx := producerAfterOneWrite(t)
 	lostStateAfterUnansweredAttempt(fc, true, kerr.None)
 	if res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1)}); err != nil || res.Offset != 1 {
 		t.Fatalf("the write whose answer was lost: %+v %v; want offset 1", res, err)
@@ -404,13 +413,7 @@ func TestUnknownProducerAfterAnUnansweredAttemptResendsAnUnwrittenBatch(t *testi
 	// The same, but the first attempt timed out before the append: the
 	// log does not hold the batch, and it is resent under a new epoch
 	// (as before the log was searched).
-	fc := startCluster(t, fakebroker.Config{})
-	fc.CreateTopic("t", 1)
-	p := newProducer(t, newClient(t, fc), client.ProducerOptions{Linger: -1})
-	ctx := testCtx(t, 10*time.Second)
-	if _, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0)}); err != nil {
-		t.Fatal(err)
-	}
+	fc, p, ctx := producerAfterOneWrite(t)
 	lostStateAfterUnansweredAttempt(fc, false, kerr.None)
 	if res, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1)}); err != nil || res.Offset != 1 {
 		t.Fatalf("the write whose attempt went unanswered: %+v %v; want offset 1", res, err)
@@ -423,13 +426,7 @@ func TestUnknownProducerAfterALostAnswerFailsWhenTheLogCannotBeRead(t *testing.T
 	// The log cannot be searched (fetches refused): the write fails with
 	// the leader's error, saying it may or may not have been written, and
 	// is not written again; the next write goes on under a new epoch.
-	fc := startCluster(t, fakebroker.Config{})
-	fc.CreateTopic("t", 1)
-	p := newProducer(t, newClient(t, fc), client.ProducerOptions{Linger: -1})
-	ctx := testCtx(t, 10*time.Second)
-	if _, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(0)}); err != nil {
-		t.Fatal(err)
-	}
+	fc, p, ctx := producerAfterOneWrite(t)
 	lostStateAfterUnansweredAttempt(fc, true, kerr.TopicAuthorizationFailed)
 	_, err := p.Produce(ctx, client.Record{Topic: "t", Value: value(1)})
 	if codeOf(err) != kerr.UnknownProducerID || !strings.Contains(err.Error(), "may or may not have been written") {
