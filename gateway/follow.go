@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -16,11 +17,13 @@ import (
 // breaks with an answer a new route may fix, it reopens on the current
 // leader from the next offset, within the retry budget.
 type followStream struct {
-	ctx   context.Context
-	r     *router
-	req   *brokerv1.FollowRequest // its offset advances with each answer
-	cur   brokerv1.BrokerService_FollowClient
-	first *brokerv1.FollowResponse
+	ctx context.Context
+	r   *router
+	req *brokerv1.FollowRequest // its offset advances with each answer
+	cur brokerv1.BrokerService_FollowClient
+	// cancel ends cur's call (its context is s.ctx's child).
+	cancel context.CancelFunc
+	first  *brokerv1.FollowResponse
 }
 
 var _ brokerv1.BrokerService_FollowClient = (*followStream)(nil)
@@ -53,11 +56,16 @@ func (s *followStream) Recv() (*brokerv1.FollowResponse, error) {
 		s.first = nil
 		return m, nil
 	}
-	p := newPacer(s.r.budget)
+	var p *pacer
 	for {
 		m, retry, err := s.attempt()
 		if err == nil {
 			return m, nil
+		}
+		if p == nil {
+			// The budget counts from the break: counted from the call, a
+			// stream quiet for longer than the budget gave up at once.
+			p = newPacer(s.r.budget)
 		}
 		if !retry || s.ctx.Err() != nil || !p.wait(s.ctx) {
 			return nil, err
@@ -68,23 +76,32 @@ func (s *followStream) Recv() (*brokerv1.FollowResponse, error) {
 // attempt reads the next answer, opening the stream on the leader first
 // when there is none, and says whether a failure may be retried.
 func (s *followStream) attempt() (*brokerv1.FollowResponse, bool, error) {
+	var first *firstAnswer
 	if s.cur == nil {
 		bc, err := s.r.leader(s.ctx, s.req.GetTopic(), s.req.GetPartition())
 		if err != nil {
 			ke := asKerr(err)
 			return nil, reroutable(ke.Code), ke
 		}
-		cur, err := bc.Follow(s.ctx, s.req)
+		ctx, cancel := context.WithCancel(s.ctx)
+		s.cancel = cancel
+		first = awaitFirstAnswer(s.r.requestTimeout, cancel)
+		cur, err := bc.Follow(ctx, s.req)
 		if err != nil {
-			retry, ke := s.broke(err)
+			retry, ke := s.brokeOpening(first, err)
 			return nil, retry, ke
 		}
 		s.cur = cur
 	}
 	m, err := s.cur.Recv()
 	if err != nil {
-		retry, ke := s.broke(err)
+		retry, ke := s.brokeOpening(first, err)
 		return nil, retry, ke
+	}
+	if first != nil && first.late() {
+		// The answer came as the timer cut the stream: keep the answer,
+		// open the stream again for the next.
+		s.drop()
 	}
 	f := m.GetFetch()
 	if e, ok := lastEpochRead(f, s.req.GetOffset()); ok {
@@ -95,6 +112,43 @@ func (s *followStream) attempt() (*brokerv1.FollowResponse, bool, error) {
 	}
 	s.req.Offset = f.GetNextOffset()
 	return m, false, nil
+}
+
+// firstAnswer bounds the wait for a new stream's first answer by the
+// request timeout: a broker answers a new Follow at once (its first read
+// does not wait for records), so one that has not is frozen or out of
+// reach, and the stream is cut. Without it a frozen leader held the
+// stream, and a new follow's headers, until the connection's keepalive or
+// connect timeout, beyond the retry budget.
+type firstAnswer struct{ timer *time.Timer }
+
+func awaitFirstAnswer(timeout time.Duration, cancel context.CancelFunc) *firstAnswer {
+	return &firstAnswer{timer: time.AfterFunc(timeout, cancel)}
+}
+
+// late stops the timer and reports whether it had fired (it cuts, or has
+// cut, the stream). Asked once per stream.
+func (a *firstAnswer) late() bool { return !a.timer.Stop() }
+
+// brokeOpening is broke for a stream that may still be waiting for its
+// first answer: one cut by the timer is a timeout on the leader, worth a
+// new look at the partition's leader (a read is safe to retry elsewhere).
+func (s *followStream) brokeOpening(first *firstAnswer, err error) (bool, error) {
+	if first == nil || !first.late() || s.ctx.Err() != nil {
+		return s.broke(err)
+	}
+	s.drop()
+	s.r.cl.NoteTimeout(s.req.GetTopic(), s.req.GetPartition())
+	return true, kerr.New(kerr.RequestTimedOut, "%s-%d: the leader did not answer the follow within %v",
+		s.req.GetTopic(), s.req.GetPartition(), s.r.requestTimeout)
+}
+
+// drop forgets the current stream and ends its call.
+func (s *followStream) drop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.cur, s.cancel = nil, nil
 }
 
 // lastEpochRead is the leader epoch of the last record at or after from in
@@ -109,7 +163,7 @@ func lastEpochRead(f *brokerv1.FetchResponse, from int64) (int32, bool) {
 // broke forgets the broken stream and judges its error. io.EOF (the
 // broker ended the stream) is passed on as it is: the REST stream ends too.
 func (s *followStream) broke(err error) (bool, error) {
-	s.cur = nil
+	s.drop()
 	if s.ctx.Err() != nil || isEOF(err) {
 		return false, err
 	}

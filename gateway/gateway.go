@@ -99,6 +99,7 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	copts := client.Options{TracerProvider: tp, Logger: g.log, Dialer: o.Dialer,
 		DialOptions:    append([]grpc.DialOption{tlsDial}, restauth.ForwardUser()...),
 		RequestTimeout: o.RequestTimeout, APITimeout: o.RetryTimeout + o.RequestTimeout}
+	copts.DiscoverBrokers = func(ctx context.Context) []string { return g.discoverBrokers(ctx, o.RequestTimeout) }
 	if g.client, err = client.New(o.Brokers, copts); err != nil {
 		return err
 	}
@@ -165,6 +166,32 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	// not required.
 	g.http.TLSConfig.ClientAuth = tls.VerifyClientCertIfGiven
 	return nil
+}
+
+// discoverBrokers names the live brokers' addresses as the active
+// controller knows them, for the broker clients when no broker they know
+// answers: with the gateway idle, every broker may have come back on
+// another port, and the brokers were never asked again. Asked as the
+// gateway itself (the addresses are not the REST user's to be refused),
+// within one request timeout.
+func (g *Gateway) discoverBrokers(ctx context.Context, timeout time.Duration) []string {
+	if g.admin == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(restauth.WithUser(ctx, ""), timeout)
+	defer cancel()
+	resp, err := g.admin.DescribeCluster(ctx)
+	if err != nil {
+		g.log.Debug("no broker answered, and the controller could not name them", "err", err)
+		return nil
+	}
+	var addrs []string
+	for _, b := range resp.GetBrokers() {
+		if b.GetAlive() && b.GetNode().GetAddress() != "" {
+			addrs = append(addrs, b.GetNode().GetAddress())
+		}
+	}
+	return addrs
 }
 
 // restSecurity makes the authenticator and the Host names of the HTTP side.

@@ -203,9 +203,14 @@ func followAsync(api *rest, path string) <-chan followed {
 		for {
 			var line struct {
 				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
 			}
 			if err := dec.Decode(&line); err != nil {
 				out <- followed{err: fmt.Errorf("status %d: %w", resp.StatusCode, err)}
+				return
+			}
+			if len(line.Result) == 0 {
+				out <- followed{err: fmt.Errorf("status %d: the stream ended with %s", resp.StatusCode, line.Error)}
 				return
 			}
 			f := &brokerv1.FollowResponse{}

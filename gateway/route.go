@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
@@ -18,7 +17,6 @@ import (
 // decisions (see reroutable).
 type router struct {
 	cl     *client.Client
-	next   atomic.Uint32 // spreads any-broker calls over the bootstrap brokers
 	budget time.Duration
 	// requestTimeout bounds one attempt beyond the time the broker may
 	// hold it on purpose (acks=all, a fetch's max wait).
@@ -70,6 +68,12 @@ func (r *router) leaderAttempt(ctx context.Context, topic string, partition int3
 	if ke == nil {
 		return false, nil
 	}
+	if ke.Code == kerr.RequestTimedOut && ctx.Err() == nil {
+		// The attempt's own timeout ran out: the leader may be frozen
+		// and replaced, which no answer will tell. Without this, calls
+		// went to it until the metadata aged out (metadata.max.age).
+		r.cl.NoteTimeout(topic, partition)
+	}
 	return r.noteError(topic, partition, ke), ke
 }
 
@@ -92,8 +96,8 @@ func (r *router) leader(ctx context.Context, topic string, partition int32) (bro
 	return bc, err
 }
 
-// onAny runs call against a broker, moving on to the next bootstrap
-// address while brokers cannot be reached, within the retry budget.
+// onAny runs call against a broker, moving on to the next address while
+// brokers cannot be reached, within the retry budget.
 func (r *router) onAny(ctx context.Context, call func(brokerv1.BrokerServiceClient) error) error {
 	return r.onAnyAddress(ctx, func(addr string) error {
 		bc, err := r.cl.Broker(addr)
@@ -104,26 +108,45 @@ func (r *router) onAny(ctx context.Context, call func(brokerv1.BrokerServiceClie
 	})
 }
 
-// onAnyAddress is onAny for any service: call gets a bootstrap address.
+// onAnyAddress is onAny for any service: call gets a broker's address, the
+// brokers the metadata knows first, then the bootstrap list (see
+// client.Client.AnyBrokerAddrs). The bootstrap list alone held a broker that
+// came back on another port at its old address for as long as the gateway
+// ran.
 func (r *router) onAnyAddress(ctx context.Context, call func(addr string) error) error {
 	p := newPacer(r.budget)
-	bootstrap := r.cl.Bootstrap()
-	start := int(r.next.Add(1))
-	for i := 0; ; i++ {
-		err := call(bootstrap[(start+i)%len(bootstrap)])
-		if errors.Is(err, client.ErrClosed) {
-			return errStopped
+	for {
+		var last *kerr.Error
+		for _, addr := range r.cl.AnyBrokerAddrs() {
+			err := call(addr)
+			if errors.Is(err, client.ErrClosed) {
+				return errStopped
+			}
+			ke := asKerr(err)
+			if ke == nil {
+				return nil
+			}
+			if ke.Code != kerr.NetworkException || ctx.Err() != nil {
+				return ke
+			}
+			last = ke
 		}
-		ke := asKerr(err)
-		if ke == nil {
-			return nil
+		if last == nil {
+			return kerr.New(kerr.NetworkException, "no broker address to try")
 		}
-		if ke.Code != kerr.NetworkException || ctx.Err() != nil {
-			return ke
+		// Pause only after every address has been tried, then look for
+		// brokers elsewhere: every one may have moved.
+		if !p.wait(ctx) {
+			return last
 		}
-		// Pause only after every address has been tried.
-		if (i+1)%len(bootstrap) == 0 && !p.wait(ctx) {
-			return ke
-		}
+		r.refreshBrokers(ctx)
 	}
+}
+
+// refreshBrokers asks where the brokers are now, within one request
+// timeout; what it learns goes into the client's metadata.
+func (r *router) refreshBrokers(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.requestTimeout)
+	defer cancel()
+	_ = r.cl.RefreshBrokers(ctx)
 }

@@ -24,7 +24,7 @@ func (c *Console) clientForLocked(user string) (*client.Client, error) {
 	var addrs []string
 	switch {
 	case c.cl != nil:
-		addrs = c.cl.Bootstrap()
+		addrs = c.cl.AnyBrokerAddrs() // a bootstrap broker may have moved since
 	case len(c.opts.Brokers) > 0:
 		addrs = c.opts.Brokers
 	default:

@@ -56,7 +56,7 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*brokerv1.Meta
 	if len(topics) > 0 {
 		want = topics
 	}
-	resp, err := c.meta.fetch(ctx, addrs, want)
+	resp, err := c.meta.fetchOrDiscover(ctx, addrs, want)
 	if err != nil {
 		return nil, err
 	}

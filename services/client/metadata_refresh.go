@@ -66,7 +66,7 @@ func (m *metadata) refreshCall(ctx context.Context, share bool, topics ...string
 	addrs := m.candidatesLocked()
 	m.mu.Unlock()
 
-	resp, err := m.fetch(ctx, addrs, want)
+	resp, err := m.fetchOrDiscover(ctx, addrs, want)
 	m.mu.Lock()
 	if err == nil {
 		call.refused = m.applyLocked(resp, want)
@@ -160,6 +160,27 @@ func (m *metadata) noteAnswered(addr string, ctx, attempt context.Context, err e
 // connection, or its deadline passed (seen by either end).
 func unanswered(c codes.Code) bool {
 	return c == codes.Unavailable || c == codes.DeadlineExceeded || c == codes.Canceled
+}
+
+// fetchOrDiscover is fetch, then, when no address answered, fetch from
+// the addresses Options.DiscoverBrokers names that were not tried.
+func (m *metadata) fetchOrDiscover(ctx context.Context, addrs []string, topics []string) (*brokerv1.MetadataResponse, error) {
+	resp, err := m.fetch(ctx, addrs, topics)
+	discover := m.c.opts.DiscoverBrokers
+	if err == nil || discover == nil || ctx.Err() != nil {
+		return resp, err
+	}
+	var more []string
+	for _, a := range discover(ctx) {
+		if a != "" && !slices.Contains(addrs, a) && !slices.Contains(more, a) {
+			more = append(more, a)
+		}
+	}
+	if len(more) == 0 {
+		return nil, err
+	}
+	m.c.log.Debug("no known broker answered; asking discovered ones", "addrs", more)
+	return m.fetch(ctx, more, topics)
 }
 
 // fetch tries each address in turn until one answers.

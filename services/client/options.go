@@ -58,6 +58,12 @@ type Options struct {
 
 	// Logger receives debug lines about retries and refreshes; nil is silent.
 	Logger *slog.Logger
+
+	// DiscoverBrokers, when set, names more broker addresses to ask for
+	// metadata once no broker the client knows and no bootstrap address
+	// answered: every broker may have come back on another port while the
+	// client was idle. The gateway asks the active controller.
+	DiscoverBrokers func(ctx context.Context) []string
 }
 
 func (o Options) withDefaults() Options {

@@ -35,6 +35,13 @@ func (c *Client) NoteError(topic string, partition int32, err error) {
 	}
 }
 
+// NoteTimeout marks topic-partition to be looked up again after a call to
+// its leader got no answer within its own timeout: a leader that stopped
+// answering may have been replaced, and no answer will say so.
+func (c *Client) NoteTimeout(topic string, partition int32) {
+	c.meta.noteTimeout(topic, partition)
+}
+
 // Broker returns a BrokerService client on the broker at addr, over the
 // client's pooled connection (made on first use, dialled lazily).
 func (c *Client) Broker(addr string) (brokerv1.BrokerServiceClient, error) {
@@ -44,6 +51,22 @@ func (c *Client) Broker(addr string) (brokerv1.BrokerServiceClient, error) {
 	}
 	return brokerv1.NewBrokerServiceClient(cc), nil
 }
+
+// AnyBrokerAddrs returns the addresses to try, in order, for a call any broker
+// may answer: the brokers the metadata knows (in random order, to spread
+// the load), then the bootstrap list, those whose last call went unanswered
+// last. A broker restarted on another port is reached at its new address
+// once the metadata knows it, even when every address the client was
+// given is gone.
+func (c *Client) AnyBrokerAddrs() []string {
+	c.meta.mu.Lock()
+	defer c.meta.mu.Unlock()
+	return c.meta.candidatesLocked()
+}
+
+// RefreshBrokers looks the brokers up again (Options.DiscoverBrokers
+// included), for a caller that found none of AnyBrokerAddrs answering.
+func (c *Client) RefreshBrokers(ctx context.Context) error { return c.meta.refresh(ctx) }
 
 // Bootstrap returns the broker addresses the client was given.
 func (c *Client) Bootstrap() []string { return slices.Clone(c.bootstrap) }

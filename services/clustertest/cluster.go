@@ -358,6 +358,18 @@ func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	return b
 }
 
+// MoveBroker gives stopped broker id a new listen address for its next
+// start, as a broker restarted on another port.
+func (c *Cluster) MoveBroker(id int32) string {
+	c.mu.Lock()
+	cfg := c.brokerCfg[id]
+	cfg.Listen = freeAddr(c.T)
+	c.brokerCfg[id] = cfg
+	c.mu.Unlock()
+	c.Net.Name(cfg.Listen, BrokerName(id))
+	return cfg.Listen
+}
+
 // startOnce starts a node: once on the listener held for its first start
 // (Start closes it when it fails, so it cannot be tried again), otherwise
 // retrying for a few seconds, as a crashed node's port may linger briefly

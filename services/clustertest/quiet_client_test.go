@@ -163,7 +163,7 @@ func TestQuietClientBrokerBackOnANewAddress(t *testing.T) {
 		func() { c.CrashBroker(1) },
 	} {
 		stop()
-		c.moveBroker(1)
+		c.MoveBroker(1)
 		c.StartBroker(1)
 		c.waitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3})
 		if err := c.electPreferred([]history.TP{{Topic: quietClientTopic, Partition: 0}}); err != nil {
@@ -172,17 +172,6 @@ func TestQuietClientBrokerBackOnANewAddress(t *testing.T) {
 		c.WaitFor(10*time.Second, "broker 1 leading", func() bool { return c.Leads(1, quietClientTopic, 0) })
 		q.check(20 * time.Second)
 	}
-}
-
-// moveBroker gives stopped broker id a new listen address for its next
-// start.
-func (c *Cluster) moveBroker(id int32) {
-	c.mu.Lock()
-	cfg := c.brokerCfg[id]
-	cfg.Listen = freeAddr(c.T)
-	c.brokerCfg[id] = cfg
-	c.mu.Unlock()
-	c.Net.Name(cfg.Listen, BrokerName(id))
 }
 
 // Every broker down for longer than the client's request timeout while it
@@ -283,7 +272,7 @@ func TestQuietClientReadReplicaRestarted(t *testing.T) {
 		t.Fatalf("consumer in rack c reads from broker %d, want its follower 3", r)
 	}
 	c.CrashBroker(3)
-	c.moveBroker(3)
+	c.MoveBroker(3)
 	c.StartBroker(3)
 	c.waitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3}) // the leader prefers it again
 	q.check(20 * time.Second)
