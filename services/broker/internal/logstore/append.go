@@ -257,14 +257,14 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 }
 
 // maybeRollLocked starts a new segment at the LEO when n bytes ending at
-// offset last do not fit the active one, or it is older than segment.ms. It
-// returns the new segment's base, or -1.
+// offset last do not fit the active one, or it is older than segment.ms
+// (Config.rollAfter). It returns the new segment's base, or -1.
 func (l *Log) maybeRollLocked(n, last int64, cfg Config) (int64, error) {
 	act := l.active()
 	if act.size.Load() == 0 {
 		return -1, nil
 	}
-	expired := !act.rollBase.IsZero() && l.now().Sub(act.rollBase) >= cfg.SegmentMs
+	expired := !act.rollBase.IsZero() && l.now().Sub(act.rollBase) >= cfg.rollAfter()
 	if !expired && act.fits(n, last, cfg.SegmentBytes) {
 		return -1, nil
 	}

@@ -841,3 +841,28 @@ func TestCleanAfterAnUncleanRestartFlushesTheSealedSegments(t *testing.T) {
 		}
 	}
 }
+
+// A compacted log's active segment rolls at max.compaction.lag.ms when
+// that is sooner than segment.ms (Kafka's
+// LogConfig.maxSegmentMs): the cleaner never touches the active segment.
+// A deleting log keeps segment.ms.
+func TestMaxCompactionLagBoundsTheActiveSegmentsAge(t *testing.T) {
+	for _, policy := range []string{"compact", "compact,delete", "delete"} {
+		clk := newClock()
+		cfg := compactConfig()
+		cfg.CleanupPolicy = policy
+		cfg.SegmentMs = time.Hour
+		cfg.MaxCompactionLag = time.Minute
+		l := openLog(t, newMem(t), cfg, clk)
+		writeKeys(t, l, clk, 1, "a")
+		clk.Advance(time.Minute)
+		writeKeys(t, l, clk, 1, "a")
+		want := 2
+		if policy == "delete" {
+			want = 1
+		}
+		if n := l.Stats().Segments; n != want {
+			t.Fatalf("%s: %d segments after a write past max.compaction.lag.ms, want %d", policy, n, want)
+		}
+	}
+}

@@ -16,7 +16,8 @@ type Config struct {
 	// SegmentBytes rolls a segment when the next append would exceed it
 	// (segment.bytes).
 	SegmentBytes int64
-	// SegmentMs rolls a segment this long after its first append (segment.ms).
+	// SegmentMs rolls a segment this long after its first append (segment.ms);
+	// a compacted log's rolls at MaxCompactionLag if that is sooner.
 	SegmentMs time.Duration
 	// IndexIntervalBytes is how many log bytes separate offset-index entries
 	// (index.interval.bytes); 0 indexes every batch.
@@ -89,6 +90,18 @@ type Config struct {
 
 // Compacted reports whether the log cleaner compacts this log.
 func (c Config) Compacted() bool { return strings.Contains(c.CleanupPolicy, "compact") }
+
+// rollAfter is how long the active segment takes appends before the next
+// one rolls it: segment.ms, and for a compacted log at most
+// max.compaction.lag.ms, as Kafka's LogConfig.maxSegmentMs. The cleaner never
+// cleans the active segment, so without it a superseded value or a deleted
+// key stayed up to segment.ms (7 days by default), whatever the lag.
+func (c Config) rollAfter() time.Duration {
+	if c.Compacted() && c.MaxCompactionLag > 0 {
+		return min(c.SegmentMs, c.MaxCompactionLag)
+	}
+	return c.SegmentMs
+}
 
 // RetentionDeletes reports whether retention.ms and retention.bytes apply.
 func (c Config) RetentionDeletes() bool {

@@ -64,7 +64,7 @@ func (l *Log) maybeTendSpareLocked(act *segment, size int64, cfg Config) {
 		if l.spareFailedAt.Load() == act.base {
 			return
 		}
-		half := size >= cfg.SegmentBytes/2 || (!act.rollBase.IsZero() && l.now().Sub(act.rollBase) >= cfg.SegmentMs/2)
+		half := size >= cfg.SegmentBytes/2 || (!act.rollBase.IsZero() && l.now().Sub(act.rollBase) >= cfg.rollAfter()/2)
 		if !half {
 			return
 		}
