@@ -44,6 +44,7 @@ type jaeger struct {
 	OTLP, API string // OTLP gRPC address, query API base URL
 	cmd       *exec.Cmd
 	logs      *strings.Builder
+	env       []string // added to this process's environment
 }
 
 // newJaeger picks Jaeger's addresses and writes its configuration; it does
@@ -66,6 +67,7 @@ func (j *jaeger) Start() {
 	j.logs = &strings.Builder{}
 	j.cmd = exec.Command(j.bin, "--config", j.cfg)
 	j.cmd.Stdout, j.cmd.Stderr = j.logs, j.logs
+	j.cmd.Env = append(os.Environ(), j.env...)
 	if err := j.cmd.Start(); err != nil {
 		j.t.Fatal(err)
 	}

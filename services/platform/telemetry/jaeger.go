@@ -10,7 +10,10 @@ type JaegerTLS struct{ Cert, Key, ClientCA string }
 // with outside Docker (`make run` with Jaeger, the trace tests): spans kept
 // in memory, OTLP over gRPC received on otlpGRPC (with mutual TLS when tls
 // is set), the query API and UI on queryHTTP, its gRPC query service on
-// queryGRPC. Use loopback addresses.
+// queryGRPC. Use loopback addresses. Jaeger's query service does not trace
+// itself (enable_tracing is on by default in v2): it would export to the
+// default OTLP endpoint, plaintext, which here is its own receiver, and
+// with TLS on log a failed connection every few seconds to minutes forever.
 func LocalJaegerConfig(otlpGRPC, queryHTTP, queryGRPC string, tls *JaegerTLS) string {
 	receiverTLS := ""
 	if tls != nil {
@@ -32,6 +35,7 @@ func LocalJaegerConfig(otlpGRPC, queryHTTP, queryGRPC string, tls *JaegerTLS) st
       level: none
 extensions:
   jaeger_query:
+    enable_tracing: false
     storage:
       traces: mem
     http:

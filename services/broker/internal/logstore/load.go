@@ -453,6 +453,7 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 			if b.ValidateStored() != nil {
 				return false, nil
 			}
+			h = b // whole may have read the window again under h
 		}
 		maxTS = max(maxTS, h.MaxTimestamp())
 		expect = h.NextOffset()

@@ -88,6 +88,7 @@ func (l *Log) scanRecordMax(segs []*segment, bound int64) (TimestampOffset, bool
 				if err != nil {
 					return TimestampOffset{}, false, tornAsStorage(err, s.logPath)
 				}
+				h = b // whole may have read the window again under h
 				for rec, err := range b.Records() {
 					if err != nil {
 						return TimestampOffset{}, false, storageErr(err, "decoding batch at %s position %d", s.logPath, pos)

@@ -170,6 +170,7 @@ func (l *Log) scanForTimestamp(s *segment, from, start, bound, ts int64) (Timest
 			if err != nil {
 				return TimestampOffset{}, false, tornAsStorage(err, s.logPath)
 			}
+			h = b // whole may have read the window again under h
 			for rec, err := range b.Records() {
 				if err != nil {
 					return TimestampOffset{}, false, storageErr(err, "decoding batch at %s position %d", s.logPath, pos)

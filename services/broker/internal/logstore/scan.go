@@ -62,6 +62,9 @@ func (r *batchReader) bytes(pos, n int64) ([]byte, error) {
 
 // header returns the fixed header of the batch at pos and the batch's size,
 // checking only that the length is possible and the batch fits before end.
+// The header lies in the reader's window: the next header or whole may read
+// the window again into the same buffer, under it, so read its fields
+// before, or from whole's batch (which starts with the same header) after.
 func (r *batchReader) header(pos int64) (recordbatch.Batch, int64, error) {
 	if r.end-pos < recordbatch.HeaderSize {
 		return nil, 0, fmt.Errorf("%w: %d bytes left at position %d", errTorn, r.end-pos, pos)

@@ -570,7 +570,11 @@ func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts 
 		resp, err := client.OffsetForLeaderEpoch(ctx, req)
 		cancel()
 		if err != nil {
-			f.m.log.Warn("OffsetForLeaderEpoch failed", "leader", f.key.leader, "err", kerr.FromStatus(err))
+			// A fetcher closing (a stop, the leader moving) cancels the
+			// call itself: that is no failure to report.
+			if f.ctx.Err() == nil {
+				f.m.log.Warn("OffsetForLeaderEpoch failed", "leader", f.key.leader, "err", kerr.FromStatus(err))
+			}
 			f.backoffAll(fetchBackoff)
 			return
 		}

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -49,6 +50,9 @@ type env struct {
 	fs vfs.FS
 	// tracer, when set, traces the managers (else they trace nothing).
 	tracer trace.Tracer
+	// logger, when set, is the log of the managers made next (else they
+	// log nothing).
+	logger *slog.Logger
 }
 
 func newEnv(t testing.TB) *env {
@@ -106,6 +110,7 @@ func (e *env) newManagerOver(id int32, wrap func(LogStore) LogStore, transport T
 		BrokerEpoch: func() int64 { return brokerEpochs[id] },
 		Static:      map[string]string{"replica.lag.time.max.ms": "10000"},
 		Tracer:      e.tracer,
+		Logger:      e.logger,
 	})
 	if err != nil {
 		e.t.Fatal(err)

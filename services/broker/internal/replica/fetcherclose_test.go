@@ -1,0 +1,97 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
+)
+
+// stallEpochNet is a network whose OffsetForLeaderEpoch answers only when
+// the caller gives up: asked is signalled when a call arrives.
+type stallEpochNet struct {
+	net   *memNet
+	asked chan struct{}
+}
+
+func (n *stallEpochNet) Replication(addr string) (replicationv1.ReplicationServiceClient, error) {
+	c, err := n.net.Replication(addr)
+	if err != nil {
+		return nil, err
+	}
+	return stallEpochClient{ReplicationServiceClient: c, n: n}, nil
+}
+
+func (n *stallEpochNet) AlterPartition(ctx context.Context, addr string, req *controlv1.AlterPartitionRequest) (*controlv1.AlterPartitionResponse, error) {
+	return n.net.AlterPartition(ctx, addr, req)
+}
+
+type stallEpochClient struct {
+	replicationv1.ReplicationServiceClient
+	n *stallEpochNet
+}
+
+func (c stallEpochClient) OffsetForLeaderEpoch(ctx context.Context, _ *replicationv1.OffsetForLeaderEpochRequest, _ ...grpc.CallOption) (*replicationv1.OffsetForLeaderEpochResponse, error) {
+	select {
+	case c.n.asked <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// lockedBuffer is a log sink safe for the fetchers' goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A broker that stops while a follower's OffsetForLeaderEpoch is in flight
+// cancels the call itself: nothing failed, so nothing is warned about. It
+// used to warn "OffsetForLeaderEpoch failed" with UNKNOWN_SERVER_ERROR:
+// context canceled on every controlled shutdown that caught a truncation,
+// as the fetch path never did.
+func TestStoppingDuringALeaderEpochLookupWarnsOfNothing(t *testing.T) {
+	e := newEnv(t)
+	logs := &lockedBuffer{}
+	e.logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n := &stallEpochNet{net: e.net, asked: make(chan struct{}, 1)}
+	m2, _ := e.newManagerOver(2, nil, n)
+	e.updateMetadataOn(m2)
+	// Broker 2 leads at epoch 1 and writes, so that as a follower it has
+	// an epoch to ask its new leader about.
+	e.stateOn(m2, tp0, 2, 1, 1, []int32{2}, nil)
+	if _, err := m2.Produce(context.Background(), tp0, 1, batch("a"), produceTimeout); err != nil {
+		t.Fatal(err)
+	}
+	e.stateOn(m2, tp0, 1, 2, 2, []int32{1, 2}, nil)
+	select {
+	case <-n.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower never asked its leader where its epoch ends")
+	}
+	m2.Close()
+	if out := logs.String(); strings.Contains(out, "OffsetForLeaderEpoch failed") {
+		t.Fatalf("stopping the broker was logged as a failure:\n%s", out)
+	}
+}
