@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -139,6 +140,149 @@ func TestFollowOnAFollowerTruncatedUnderTheStream(t *testing.T) {
 	m, err := stream.Recv()
 	if d := m.GetFetch().GetDivergingEpoch(); err != nil || d == nil || d.GetEndOffset() != 1 || len(m.GetFetch().GetRecords()) != 0 {
 		t.Fatalf("the stream on the truncated follower sent %v, %v; want the divergence at offset 1 and no records", m, err)
+	}
+	if _, err := stream.Recv(); kerr.FromStatus(err).Code != kerr.OffsetOutOfRange {
+		t.Fatalf("after the divergence the stream ended with %v, want OFFSET_OUT_OF_RANGE", err)
+	}
+}
+
+// idleFollowerAboutToBeTruncated is broker 2, rack r2, following broker 1
+// with a0..a5 (a0 in the first leader epoch) while broker 3, down, has
+// only a0; the partition "f" then stays idle. It answers the leader epoch
+// of a5. Brokers serve /metrics and Kafka's protocol too.
+func idleFollowerAboutToBeTruncated(t *testing.T) (*cluster, int32) {
+	c := newCluster(t, 3, nil)
+	racks := map[int32]string{1: "r1", 2: "r2", 3: "r3"}
+	for id, rack := range racks {
+		cfg := c.cfgs[id]
+		cfg.Rack = rack
+		cfg.Telemetry.MetricsListen = "127.0.0.1:0" // a parked fetch is seen there
+		cfg.KafkaListen = "127.0.0.1:0"
+		c.cfgs[id] = cfg
+		c.crash(id)
+		c.start(id)
+	}
+	c.ctrl.pushRacks(racks)
+	c.ctrl.createTopic("f", 1, 3, nil) // replicas [1 2 3], led by 1
+	if _, err := c.produce("f", 0, -1, "a0"); err != nil {
+		t.Fatal(err)
+	}
+	c.sameLogs("f", 0, 1, 2, 3)
+	c.crash(3)
+	c.ctrl.brokerDown(3)
+	for i := 1; i <= 5; i++ {
+		if _, err := c.produce("f", 0, -1, fmt.Sprintf("a%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "follower 2's HW at 6", func() bool { hw, _ := c.replicaState(2, "f", 0); return hw == 6 })
+	read, err := c.client(2).Fetch(context.Background(), &brokerv1.FetchRequest{Topic: "f", Offset: 0, RackId: "r2"})
+	if err != nil || len(read.GetRecords()) != 6 || read.GetNextOffset() != 6 {
+		t.Fatalf("reading broker 2 before the election: %v %v", read, err)
+	}
+	return c, read.GetRecords()[5].GetLeaderEpoch()
+}
+
+// electUncleanWhileAFetchIsParked waits for a consumer fetch parked on
+// broker 2, then elects broker 3, which has only a0, uncleanly: broker 2
+// truncates to 1. Nothing is written after.
+func electUncleanWhileAFetchIsParked(t *testing.T, c *cluster) {
+	waitFor(t, 5*time.Second, "the fetch parked on broker 2", func() bool {
+		return metricValue(t, scrape(t, c.brokers[2].MetricsAddr()), `tidemark_broker_purgatory_size{purgatory="fetch"}`) == 1
+	})
+	c.crash(1)
+	c.start(3)
+	c.ctrl.electUnclean("f", 0, 3)
+}
+
+// A rack's consumer parked on an idle follower (a long poll, nothing new)
+// while an unclean election truncates that follower below its offset. No
+// write follows, so only the truncation can wake it, and no record of the
+// new leader's epoch reaches the follower: once it has cut its log to the
+// new leader's answer, the fetch answers the divergence at once, not at
+// its max wait, so the consumer goes back to where the logs part rather
+// than reset by policy. The call's deadline is far below the max wait.
+func TestAParkedFetchOnAnIdleFollowerLearnsOfItsTruncation(t *testing.T) {
+	c, lastEpoch := idleFollowerAboutToBeTruncated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	type answer struct {
+		resp *brokerv1.FetchResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.client(2).Fetch(ctx, &brokerv1.FetchRequest{Topic: "f", Offset: 6, RackId: "r2", MinBytes: 1,
+			MaxWaitMs: 60000, LastFetchedEpoch: &lastEpoch})
+		done <- answer{resp, err}
+	}()
+	electUncleanWhileAFetchIsParked(t, c)
+	a := <-done
+	if d := a.resp.GetDivergingEpoch(); a.err != nil || d == nil || d.GetEndOffset() != 1 || len(a.resp.GetRecords()) != 0 {
+		t.Fatalf("the parked fetch on the truncated follower answered %v, %v; want the divergence at offset 1 and no records", a.resp, a.err)
+	}
+}
+
+// The same through the Kafka listener: a Fetch v12 naming its rack and
+// its last fetched epoch (KIP-320), with no current leader epoch.
+func TestAParkedKafkaFetchOnAnIdleFollowerLearnsOfItsTruncation(t *testing.T) {
+	c, lastEpoch := idleFollowerAboutToBeTruncated(t)
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch, req.Rack = -1, 60000, 1, 1<<20, -1, "r2"
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch, p.LastFetchedEpoch = 0, 6, 1<<20, -1, lastEpoch
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.Partitions = "f", []kmsg.FetchRequestTopicPartition{p}
+	req.Topics = []kmsg.FetchRequestTopic{rt}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	type answer struct {
+		resp kmsg.Response
+		err  error
+	}
+	done := make(chan answer, 1)
+	kb := c.kafka(2)
+	go func() {
+		resp, err := kb.Request(ctx, req)
+		done <- answer{resp, err}
+	}()
+	electUncleanWhileAFetchIsParked(t, c)
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("the parked Kafka fetch on the truncated follower: %v", a.err)
+	}
+	part := a.resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if part.ErrorCode != 0 || part.DivergingEpoch.EndOffset != 1 || len(part.RecordBatches) != 0 {
+		t.Fatalf("the parked Kafka fetch answered error %d, diverging %+v, %d bytes; want the divergence at offset 1 and no records",
+			part.ErrorCode, part.DivergingEpoch, len(part.RecordBatches))
+	}
+}
+
+// The same for a rack's Follow stream: it reads a0..a5 from the follower,
+// which an unclean election then truncates on a partition that stays
+// quiet. The stream answers the divergence, then OFFSET_OUT_OF_RANGE; it
+// used to end with a bare OFFSET_OUT_OF_RANGE (the epoch it read last
+// unknown to the follower's cut log), and the reader reset by policy.
+func TestFollowOnAnIdleFollowerTruncatedUnderTheStream(t *testing.T) {
+	c, _ := idleFollowerAboutToBeTruncated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := c.client(2).Follow(ctx, &brokerv1.FollowRequest{Topic: "f", Offset: 0, RackId: "r2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for read := 0; read < 6; {
+		m, err := stream.Recv()
+		if err != nil || m.GetFetch().GetPreferredReadReplica() >= 0 {
+			t.Fatalf("following broker 2 before the election: %v %v", m, err)
+		}
+		read += len(m.GetFetch().GetRecords())
+	}
+	electUncleanWhileAFetchIsParked(t, c)
+	m, err := stream.Recv()
+	if d := m.GetFetch().GetDivergingEpoch(); err != nil || d == nil || d.GetEndOffset() != 1 || len(m.GetFetch().GetRecords()) != 0 {
+		t.Fatalf("the stream on the truncated idle follower sent %v, %v; want the divergence at offset 1 and no records", m, err)
 	}
 	if _, err := stream.Recv(); kerr.FromStatus(err).Code != kerr.OffsetOutOfRange {
 		t.Fatalf("after the divergence the stream ended with %v, want OFFSET_OUT_OF_RANGE", err)

@@ -71,3 +71,45 @@ func TestDivergingFetchLeavesFollowerState(t *testing.T) {
 		t.Fatalf("follower state changed: %+v -> %+v", before.Followers[0], after.Followers[0])
 	}
 }
+
+// A follower truncated by an unclean election to the new leader's answer
+// for its latest epoch (epoch 1 unknown to the leader: epoch 0 ends at 1)
+// answers a consumer that read epoch 1 with that divergence, though its
+// own cache no longer knows epoch 1 and holds nothing newer; only while it
+// follows in the leader epoch the answer came in.
+func TestFollowerAnswersTheLeadersEpochEndForAnEpochItLost(t *testing.T) {
+	p := New(Config{LocalID: 2}, LogState{LogEndOffset: 6, HighWatermark: 6})
+	follow := func(epoch int32) {
+		t.Helper()
+		if _, err := p.MakeFollower(LeaderAndISR{Leader: 3, LeaderEpoch: epoch, PartitionEpoch: epoch, Replicas: []int32{1, 2, 3}, ISR: []int32{3}}, 1, timeAt(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow(2)
+	cut := newTestEpochs(1, "0@0") // was 0@0,1@1 up to 6
+	if _, _, err := p.CheckDivergence(1, 6, cut); kerr.CodeOf(err) != kerr.OffsetOutOfRange {
+		t.Fatalf("before the leader's answer: error %v, want OFFSET_OUT_OF_RANGE (epoch 1 unknown)", err)
+	}
+	p.OnLeaderEpochEnd(1, EpochEndOffset{Epoch: 0, EndOffset: 1})
+	for _, tt := range []struct {
+		epoch  int32
+		offset int64
+		want   EpochEndOffset
+		div    bool
+		err    kerr.Code
+	}{
+		{epoch: 1, offset: 6, want: EpochEndOffset{Epoch: 0, EndOffset: 1}, div: true},
+		{epoch: 1, offset: 1, want: EpochEndOffset{Epoch: 0, EndOffset: 1}, div: true}, // read on with epoch 0
+		{epoch: 0, offset: 1},
+		{epoch: 2, offset: 6, err: kerr.OffsetOutOfRange}, // newer than asked: the leader did not say
+	} {
+		got, div, err := p.CheckDivergence(tt.epoch, tt.offset, cut)
+		if kerr.CodeOf(err) != tt.err || div != tt.div || got != tt.want {
+			t.Errorf("epoch %d offset %d: (%v, %t, %v), want (%v, %t, %v)", tt.epoch, tt.offset, got, div, err, tt.want, tt.div, tt.err)
+		}
+	}
+	follow(3)
+	if _, _, err := p.CheckDivergence(1, 6, cut); kerr.CodeOf(err) != kerr.OffsetOutOfRange {
+		t.Fatalf("in the next leader epoch: error %v, want the answer forgotten", err)
+	}
+}

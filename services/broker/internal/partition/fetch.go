@@ -58,8 +58,12 @@ func (p *Partition) ValidateFetch(replicaID, currentLeaderEpoch int32) error {
 
 // CheckDivergence is F13 (KIP-595 truncation on fetch) on the leader, for a
 // fetch that sent LastFetchedEpoch; it uses this replica's log start offset.
-// See DivergingEpoch.
+// On a follower (a consumer's KIP-392 read) the epochs the leader told it
+// it does not have count too (OnLeaderEpochEnd). See DivergingEpoch.
 func (p *Partition) CheckDivergence(lastFetchedEpoch int32, fetchOffset int64, epochs EpochSource) (EpochEndOffset, bool, error) {
+	if p.role == RoleFollower && p.leaderEnd.known && p.leaderEnd.leaderEpoch == p.leaderEpoch {
+		epochs = withLeaderEnd{EpochSource: epochs, end: p.leaderEnd}
+	}
 	return DivergingEpoch(lastFetchedEpoch, fetchOffset, p.logStart, epochs)
 }
 

@@ -75,3 +75,42 @@ func (p *Partition) OnDivergingEpoch(leader EpochEndOffset, epochs EpochSource) 
 	}
 	return TruncationFor(leader, epochs, p.leo, p.hw)
 }
+
+// leaderEpochEnd is a leader's answer to where a follower's latest epoch
+// (asked) ends, when the leader holds no record of it: its largest epoch
+// below, and the offset where its next epoch, newer than asked, starts.
+type leaderEpochEnd struct {
+	known       bool
+	leaderEpoch int32 // the leader epoch it was answered in
+	asked       int32
+	end         EpochEndOffset
+}
+
+// OnLeaderEpochEnd records the leader's answer for asked once the
+// follower's truncation to it is settled. After an unclean election the
+// follower's log no longer holds the epochs it lost, and on a quiet
+// partition no record of the new leader's epoch follows: a consumer that
+// read them here would get OFFSET_OUT_OF_RANGE (its epoch unknown) and
+// reset by policy. The leader's answer tells where the logs part.
+func (p *Partition) OnLeaderEpochEnd(asked int32, leader EpochEndOffset) {
+	if p.role != RoleFollower || leader.Epoch == UndefinedEpoch || leader.EndOffset == UndefinedOffset || leader.Epoch >= asked {
+		return
+	}
+	p.leaderEnd = leaderEpochEnd{known: true, leaderEpoch: p.leaderEpoch, asked: asked, end: leader}
+}
+
+// withLeaderEnd answers, for an epoch the local cache does not know, from
+// the leader's answer: no epoch of the leader's lies between its answer's
+// epoch and the one asked.
+type withLeaderEnd struct {
+	EpochSource
+	end leaderEpochEnd
+}
+
+func (w withLeaderEnd) EndOffsetFor(epoch int32) (int32, int64) {
+	e, end := w.EpochSource.EndOffsetFor(epoch)
+	if e == UndefinedEpoch && w.end.end.Epoch <= epoch && epoch <= w.end.asked {
+		return w.end.end.Epoch, w.end.end.EndOffset
+	}
+	return e, end
+}

@@ -31,6 +31,10 @@ type Partition struct {
 
 	hw, leo, logStart int64
 	followers         map[int32]*follower
+
+	// leaderEnd is what a follower learned from its leader's settled
+	// truncation answer (OnLeaderEpochEnd), for consumers reading here.
+	leaderEnd leaderEpochEnd
 }
 
 // New returns a replica with no role yet, over a log in the given state.

@@ -160,10 +160,33 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 		if buf != nil {
 			putReadBuffer(buf)
 		}
+		if cut, ok := m.cutUnderRead(r, f, err); ok {
+			return cut, nil
+		}
 		return res, err
 	}
 	res.Records, res.NextOffset, res.buf = rr.Records, rr.NextOffset, buf
 	return res, nil
+}
+
+// cutUnderRead answers a read whose offset a follower's truncation took
+// away between the epoch check and the log read: checked again, the
+// consumer learns where the logs part (KIP-320) rather than get a bare
+// OFFSET_OUT_OF_RANGE and reset by policy.
+func (m *Manager) cutUnderRead(r *Replica, f ConsumerFetch, readErr error) (ConsumerFetchResult, bool) {
+	if !f.HasLastFetchedEpoch || kerr.CodeOf(readErr) != kerr.OffsetOutOfRange {
+		return ConsumerFetchResult{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	div, diverged, err := r.state.CheckDivergence(f.LastFetchedEpoch, f.Offset, r.epochs())
+	if err != nil || !diverged {
+		return ConsumerFetchResult{}, false
+	}
+	return ConsumerFetchResult{
+		HighWatermark: r.state.MaxReadableOffset(), LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset(),
+		NextOffset: f.Offset, PreferredReadReplica: partition.NoReplica, Diverging: &div,
+	}, true
 }
 
 func (m *Manager) rackOf(id int32) string {

@@ -117,6 +117,18 @@ type fetchState struct {
 	inSync, lagKnown bool
 }
 
+// takeCutLocked reports whether records were cut since the consumers
+// parked on st's replica were last woken, and forgets it: the caller wakes
+// them after unlocking. It is called once the truncation settles, when the
+// replica knows where the new leader's epochs end: woken earlier, a read
+// checks its last fetched epoch against a log that does not (a bare
+// OFFSET_OUT_OF_RANGE). r.mu held.
+func (st *fetchState) takeCutLocked() bool {
+	cut := st.r.cutUnseen
+	st.r.cutUnseen = false
+	return cut
+}
+
 // noProgress is an answer from the leader and the log state it left.
 type noProgress struct {
 	answer      string
@@ -553,12 +565,17 @@ func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts 
 		if fs.TruncateTo != partition.UndefinedOffset {
 			f.truncateLocked(st, fs.TruncateTo, "high watermark")
 		}
-		if fs.LastFetchedEpoch == partition.NoEpoch {
+		settled := fs.LastFetchedEpoch == partition.NoEpoch
+		if settled {
 			st.truncating = false
 		} else {
 			ask[tp] = fs.LastFetchedEpoch
 		}
+		wake := settled && st.takeCutLocked()
 		r.mu.Unlock()
+		if wake {
+			r.wakeHW() // consumers reading from this follower: the cut is settled
+		}
 	}
 	for round := 0; len(ask) > 0 && round < 8 && f.ctx.Err() == nil; round++ {
 		req := &replicationv1.OffsetForLeaderEpochRequest{ReplicaId: f.m.opts.BrokerID, BrokerEpoch: f.m.opts.BrokerEpoch()}
@@ -591,16 +608,23 @@ func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts 
 			}
 			r := st.r
 			r.mu.Lock()
+			wake := false
 			if stillFollowing(st) {
-				tr := r.state.OnDivergingEpoch(partition.EpochEndOffset{Epoch: res.GetLeaderEpoch(), EndOffset: res.GetEndOffset()}, r.epochs())
+				answer := partition.EpochEndOffset{Epoch: res.GetLeaderEpoch(), EndOffset: res.GetEndOffset()}
+				tr := r.state.OnDivergingEpoch(answer, r.epochs())
 				f.truncateLocked(st, tr.Offset, "leader epoch")
 				if tr.Done {
 					st.truncating = false
+					r.state.OnLeaderEpochEnd(ask[tp], answer)
+					wake = st.takeCutLocked()
 				} else {
 					next[tp] = r.log.LatestEpoch()
 				}
 			}
 			r.mu.Unlock()
+			if wake {
+				r.wakeHW() // consumers reading from this follower: the cut is settled
+			}
 		}
 		ask = next
 	}
@@ -638,6 +662,7 @@ func (f *fetcher) truncateLocked(st *fetchState, offset int64, why string) {
 		}
 		return
 	}
+	r.cutUnseen = true
 	hw := r.state.OnTruncated(newLEO)
 	// Below the log start the log starts again at the new end.
 	r.state.SetLogStartOffset(r.log.LogStartOffset())
@@ -823,7 +848,11 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 		tr := r.state.OnDivergingEpoch(div, r.epochs())
 		f.truncateLocked(st, tr.Offset, "diverging epoch")
 		stuck := f.checkProgress(st, "diverging "+div.String())
+		wake := tr.Done && st.takeCutLocked()
 		r.mu.Unlock()
+		if wake {
+			r.wakeHW() // consumers reading from this follower: the cut is settled
+		}
 		if stuck {
 			f.delay(r.tp, fetchBackoff)
 		}
@@ -854,8 +883,11 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 		}
 	}
 	upd := r.state.OnFetchResponse(a.GetHighWatermark(), r.log.LogEndOffset())
+	// An answer with no divergence: the log agrees with the leader's, so
+	// any cut before it is settled.
+	cut := st.takeCutLocked()
 	r.mu.Unlock()
-	if upd.Changed() || len(a.GetRecords()) > 0 {
+	if upd.Changed() || len(a.GetRecords()) > 0 || cut {
 		r.wakeHW() // consumers reading from this follower (KIP-392)
 	}
 }
@@ -872,6 +904,7 @@ func (f *fetcher) outOfRangeLocked(st *fetchState, a *replicationv1.ReplicaFetch
 			f.m.log.Error("full truncation failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
 			return
 		}
+		r.cutUnseen = true
 		r.state.OnTruncated(r.log.LogEndOffset())
 		r.state.SetLogStartOffset(r.log.LogStartOffset())
 		f.m.log.Info("Truncating fully and starting at offset "+itoa(act.Offset), "topic", r.tp.Topic, "partition", r.tp.Partition)

@@ -45,6 +45,10 @@ type Replica struct {
 	// yielded, when set, is the state at which this leader promised the
 	// controller to take no writes (guarded by mu; yield.go).
 	yielded *yieldMark
+	// cutUnseen: a follower truncation cut records and the consumer
+	// fetches parked here (KIP-392 reads) are not woken yet; they are once
+	// the truncation settles (guarded by mu; fetcher.go).
+	cutUnseen bool
 
 	// dataWaiters are parked follower fetches, woken by leader appends;
 	// hwWaiters are parked acks=all produces and consumer fetches, woken by
