@@ -19,6 +19,7 @@ import (
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/metastore"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/retry"
@@ -54,13 +55,18 @@ type registrar struct {
 }
 
 func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*registrar, error) {
-	cli, err := b.cfg.Etcd.Connect(ctx)
+	// The main client's connections are recorded, so that a registration
+	// lost over a dead one is made again on a new one (Options.Redial).
+	conns := etcdconn.NewConns()
+	opts := b.cfg.Etcd
+	opts.Dialer = conns.Dialer(opts.Dialer)
+	cli, err := opts.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", b.cfg.ID, err)
 	}
 	// Watches get a client of their own, which a silent watch may close
 	// and dial again without touching the lease's connection.
-	store, err := metastore.New(cli, metastore.Options{Prefix: b.cfg.Etcd.Prefix, Logger: b.log, WatchClient: b.cfg.Etcd.Client})
+	store, err := metastore.New(cli, metastore.Options{Prefix: b.cfg.Etcd.Prefix, Logger: b.log, WatchClient: b.cfg.Etcd.Client, Redial: conns.Close})
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -29,6 +29,7 @@ import (
 	"tidemark.io/services/etcdfollow"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/authz"
+	"tidemark.io/services/platform/etcdconn"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -80,14 +81,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Controller, er
 		_ = tel.Close(ctx)
 		return nil, err
 	}
-	cli, err := cfg.Etcd.Connect(ctx)
+	// The main client's connections are recorded, so that a session lost
+	// to silence campaigns again on a new one (Options.Redial).
+	conns := etcdconn.NewConns()
+	etcdOpts := cfg.Etcd
+	etcdOpts.Dialer = conns.Dialer(etcdOpts.Dialer)
+	cli, err := etcdOpts.Connect(ctx)
 	if err != nil {
 		_ = tel.Close(ctx)
 		return nil, err
 	}
 	// Watches get a client of their own, which a silent watch may close
 	// and dial again without touching the lease's connection.
-	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.Etcd.Prefix, Logger: log, WatchClient: cfg.Etcd.Client})
+	store, err := metastore.New(cli, metastore.Options{Prefix: cfg.Etcd.Prefix, Logger: log, WatchClient: cfg.Etcd.Client, Redial: conns.Close})
 	if err != nil {
 		_ = cli.Close()
 		_ = tel.Close(ctx)

@@ -226,6 +226,7 @@ func (r *Registration) hold(ctx context.Context, key string) {
 			}
 			for _, ev := range b.events {
 				if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(r.lease) {
+					r.redialIfSilent()
 					lost("registration key deleted (lease expired or revoked)")
 					return
 				}
@@ -242,6 +243,20 @@ func (r *Registration) hold(ctx context.Context, key string) {
 		}
 	}()
 	go renewer{cli: cli, lease: r.lease, ttl: r.TTL, confirm: r.confirm, lost: lost, broke: r.noteBreak}.run(ctx)
+}
+
+// redialIfSilent has the store dial etcd anew when the lease's renewals
+// went unanswered for a whole TTL before the watch, on a connection of its
+// own, saw the registration go: the main connection is presumed dead, and
+// registering again on it would wait for TCP to give it up.
+func (r *Registration) redialIfSilent() {
+	silent := time.Since(r.LeaseConfirmedAt())
+	if r.s.redial == nil || silent < r.TTL() {
+		return
+	}
+	n := r.s.redial()
+	r.s.log.Warn("registration lost while etcd answered no renewal: dialling etcd anew",
+		slog.Int("broker_id", int(r.broker.ID)), slog.Duration("unanswered_for", silent), slog.Int("connections_closed", n))
 }
 
 // Close deregisters the broker at once by revoking its lease.

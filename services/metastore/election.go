@@ -25,7 +25,7 @@ import (
 func (s *Store) Campaign(ctx context.Context, id int32, address string, leaseTTL time.Duration) (*Session, error) {
 	var gone time.Time // when this campaign saw a previous controller go
 	for {
-		cur, err := s.readController(ctx)
+		cur, err := s.readControllerHeard(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -44,6 +44,30 @@ func (s *Store) Campaign(ctx context.Context, id int32, address string, leaseTTL
 			return sess, err
 		}
 		// Another candidate won the race; wait for it in turn.
+	}
+}
+
+// readControllerHeard is readController bounded by the watch timeout per
+// attempt: a standby whose main connection went silent for good (its
+// address changed while it waited) hears the controller go on a watch
+// connection of its own, and must not then wait on the dead one for TCP's
+// 15 minutes. Unanswered, it dials etcd anew (Options.Redial) and reads
+// again; without Redial it waits as long as ctx allows.
+func (s *Store) readControllerHeard(ctx context.Context) (controllerView, error) {
+	if s.redial == nil {
+		return s.readController(ctx)
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, s.watchTimeout())
+		cur, err := s.readController(actx)
+		unanswered := actx.Err() == context.DeadlineExceeded
+		cancel()
+		if err == nil || ctx.Err() != nil || !unanswered {
+			return cur, err
+		}
+		n := s.redial()
+		s.log.Warn("etcd answered no read of the controller key: dialling etcd anew",
+			slog.Duration("waited", s.watchTimeout()), slog.Int("connections_closed", n))
 	}
 }
 

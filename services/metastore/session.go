@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,6 +112,7 @@ func (s *Session) hold(ctx context.Context, key string, rev int64) {
 			case <-silence.C:
 				left := s.silenceLeft(time.Now())
 				if left <= 0 {
+					s.redial()
 					return
 				}
 				silence.Reset(left)
@@ -133,6 +135,19 @@ func (s *Session) hold(ctx context.Context, key string, rev int64) {
 // a keepalive answer.
 func (s *Session) silenceLeft(now time.Time) time.Duration {
 	return time.Duration(s.answered.Load()+s.ttl.Load()) - now.Sub(s.base)
+}
+
+// redial has the store dial etcd anew once the term ended for a whole TTL
+// without a keepalive answer: a connection that silent is presumed dead,
+// and campaigning again (or revoking the lease once etcd answers) on it
+// would wait for TCP to give it up.
+func (s *Session) redial() {
+	if s.s.redial == nil {
+		return
+	}
+	n := s.s.redial()
+	s.s.log.Warn("controller session lost to silence: dialling etcd anew",
+		slog.Int("controller_id", int(s.info.ControllerID)), slog.Int("connections_closed", n))
 }
 
 // holdLease keeps lease alive and closes done when the hold is lost: the

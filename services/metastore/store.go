@@ -41,6 +41,17 @@ type Options struct {
 	// twice the longest lease TTL the store was granted is used when
 	// longer. 0 means DefaultWatchTimeout.
 	WatchTimeout time.Duration
+	// Redial, when set, cuts the main client's connections so that it dials
+	// etcd anew (etcdconn.Conns.Close). The store calls it when a
+	// registration is known lost, through a watch on a connection of its
+	// own, while its lease renewals went unanswered for a whole TTL, and
+	// when a controller session ends for such a silence: the lease the
+	// silent connection protected is gone, and that connection is
+	// presumed dead. Without it a broker whose address changed (a
+	// container moved to another IP while running) or whose route to etcd
+	// was lost without a reset kept sending its registrations into that
+	// connection for TCP's 15 minutes of retransmissions.
+	Redial func() int
 }
 
 // Store reads and writes tidemark's metadata in etcd. It is safe for
@@ -54,6 +65,7 @@ type Store struct {
 	now    func() time.Time
 
 	wc              *watchConn
+	redial          func() int
 	minWatchTimeout time.Duration
 	longestTTL      atomic.Int64 // the longest lease TTL granted, as a Duration
 }
@@ -93,7 +105,7 @@ func New(cli *clientv3.Client, opts Options) (*Store, error) {
 		wt = DefaultWatchTimeout
 	}
 	return &Store{cli: cli, k: keys{p: p}, maxOps: maxOps, log: log, now: now,
-		wc: &watchConn{main: cli, dial: opts.WatchClient, log: log}, minWatchTimeout: wt}, nil
+		wc: &watchConn{main: cli, dial: opts.WatchClient, log: log}, minWatchTimeout: wt, redial: opts.Redial}, nil
 }
 
 // Prefix is the root of the store's keys.

@@ -35,6 +35,12 @@
 // its network, bootstrapping kafka1:19092, is told the brokers' INTERNAL
 // addresses and produces and consumes through them.
 //
+// quiet_test.go restarts, pauses and moves containers while nothing is
+// produced. Docker gives a container its old address back when it is free,
+// so to move a broker to another one an idle container,
+// <project>-address-holder, takes the old one meanwhile; it is removed when
+// the test ends.
+//
 // Every test brings back what it broke (containers stopped or cut off) when
 // it ends, prints a timeline of what it saw, and bounds every wait.
 //

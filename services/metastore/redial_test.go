@@ -1,0 +1,185 @@
+package metastore
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/platform/etcdconn"
+)
+
+// TestRegisteringAgainAfterASilentLossDialsAnew: a broker's connection to
+// etcd goes silent for good (its container moved to another address while
+// running: packets on the old connection vanish, new connections flow).
+// The lease expires; the registration's watch, on a connection of its own,
+// sees the key go; registering again must work, on a new main connection,
+// instead of waiting on the dead one.
+func TestRegisteringAgainAfterASilentLossDialsAnew(t *testing.T) {
+	ctx := testCtx(t)
+	srv := etcdtest.Start(t)
+	br := srv.NewBridge(t)
+	conns := etcdconn.NewConns()
+	o := etcdconn.Defaults()
+	o.Endpoints = []string{br.Endpoint()}
+	o.Dialer = conns.Dialer(nil)
+	cli, err := o.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	d := &watchDialer{endpoint: br.Endpoint()}
+	logs := &logBuffer{}
+	s, err := New(cli, Options{WatchClient: d.dial, WatchTimeout: time.Second, Redial: conns.Close,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	info := BrokerInfo{ID: 2, Address: "127.0.0.1:1"}
+	reg, err := s.RegisterBroker(ctx, info, longTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the key watch is set up
+	br.Blackhole()
+	timeout := s.watchTimeout()
+	waitClosed(t, reg.Done(), longTTL+timeout+timeout/4+3*time.Second, "Done after the lease expired")
+
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	again, err := s.RegisterBroker(rctx, info, longTTL, WaitForExpiry())
+	if err != nil {
+		t.Fatalf("registering again after the silent loss: %v\n%s", err, logs)
+	}
+	defer again.Close(context.Background())
+	if again.Epoch() <= reg.Epoch() {
+		t.Errorf("new epoch %d, want more than %d", again.Epoch(), reg.Epoch())
+	}
+	if !strings.Contains(logs.String(), "dialling etcd anew") {
+		t.Errorf("no log of the redial:\n%s", logs)
+	}
+}
+
+// TestALiveLeaseLostKeepsTheConnection: a registration revoked while its
+// renewals are answered (the controller declared the broker dead) leaves
+// the main connection alone.
+func TestALiveLeaseLostKeepsTheConnection(t *testing.T) {
+	ctx := testCtx(t)
+	srv := etcdtest.Start(t)
+	conns := etcdconn.NewConns()
+	o := etcdconn.Defaults()
+	o.Endpoints = []string{srv.Endpoint()}
+	o.Dialer = conns.Dialer(nil)
+	cli, err := o.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	var redials atomic.Int32
+	s, err := New(cli, Options{Redial: func() int { redials.Add(1); return conns.Close() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := s.RegisterBroker(ctx, BrokerInfo{ID: 3, Address: "127.0.0.1:1"}, longTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the key watch is set up
+	if _, err := srv.Client(t).Revoke(ctx, reg.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, reg.Done(), 5*time.Second, "Done after the revoke")
+	if n := redials.Load(); n != 0 {
+		t.Errorf("the connection was cut %d times for a lease lost while etcd answered", n)
+	}
+}
+
+// TestCampaigningAgainAfterASilentLossDialsAnew: a controller's connection
+// to etcd goes silent for good. Its session ends after a TTL without a
+// keepalive answer; campaigning again must win on a new main connection
+// once the old key is gone, instead of waiting on the dead one.
+func TestCampaigningAgainAfterASilentLossDialsAnew(t *testing.T) {
+	ctx := testCtx(t)
+	srv := etcdtest.Start(t)
+	br := srv.NewBridge(t)
+	conns := etcdconn.NewConns()
+	o := etcdconn.Defaults()
+	o.Endpoints = []string{br.Endpoint()}
+	o.Dialer = conns.Dialer(nil)
+	cli, err := o.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	d := &watchDialer{endpoint: br.Endpoint()}
+	logs := &logBuffer{}
+	s, err := New(cli, Options{WatchClient: d.dial, WatchTimeout: time.Second, Redial: conns.Close,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	first := elect(t, ctx, s, 1, longTTL)
+	br.Blackhole()
+	waitClosed(t, first.Done(), 2*longTTL, "the session's end after a silent TTL")
+
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	again, err := s.Campaign(cctx, 1, "127.0.0.1:9001", longTTL)
+	if err != nil {
+		t.Fatalf("campaigning again after the silent loss: %v\n%s", err, logs)
+	}
+	defer again.Resign(context.Background())
+	if again.Info().Epoch <= first.Info().Epoch {
+		t.Errorf("new controller epoch %d, want more than %d", again.Info().Epoch, first.Info().Epoch)
+	}
+}
+
+// TestStandbyWinsOverADeadMainConnection: a standby's connections to etcd
+// go silent for good while it waits for the controller key. Once the
+// active resigns, its watch (moved to a new connection) hears it, and the
+// standby must win on a new main connection instead of reading the
+// controller key on the dead one.
+func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
+	ctx := testCtx(t)
+	srv := etcdtest.Start(t)
+	br := srv.NewBridge(t)
+	conns := etcdconn.NewConns()
+	o := etcdconn.Defaults()
+	o.Endpoints = []string{br.Endpoint()}
+	o.Dialer = conns.Dialer(nil)
+	cli, err := o.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	d := &watchDialer{endpoint: br.Endpoint()}
+	s, err := New(cli, Options{WatchClient: d.dial, WatchTimeout: 2 * time.Second, Redial: conns.Close})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := elect(t, ctx, newStore(t, srv.Client(t)), 1, longTTL)
+
+	won := make(chan *Session, 1)
+	go func() {
+		if sess, err := s.Campaign(ctx, 2, "127.0.0.1:9002", longTTL); err == nil {
+			won <- sess
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the standby watches the controller key
+	br.Blackhole()
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bound := 4*s.watchTimeout() + 3*time.Second
+	select {
+	case sess := <-won:
+		defer sess.Resign(context.Background())
+	case <-time.After(bound):
+		t.Fatalf("the standby did not win within %s of the controller resigning", bound)
+	}
+}
