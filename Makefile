@@ -87,7 +87,7 @@ lint: tools ## buf lint, go vet and gofmt on every module
 # (tools/internal/kafkascripts, whose test checks this list): the image
 # links each one in /opt/kafka/bin, `make build` each one in bin/, so
 # `PATH=$PWD/bin:$PATH kafka-topics.sh --bootstrap-server ...` runs on the host.
-KAFKA_SCRIPTS   := kafka-acls.sh kafka-broker-api-versions.sh kafka-configs.sh kafka-console-consumer.sh kafka-console-producer.sh kafka-consumer-groups.sh kafka-get-offsets.sh kafka-leader-election.sh kafka-reassign-partitions.sh kafka-topics.sh
+KAFKA_SCRIPTS   := kafka-acls.sh kafka-broker-api-versions.sh kafka-configs.sh kafka-console-consumer.sh kafka-console-producer.sh kafka-consumer-groups.sh kafka-delete-records.sh kafka-get-offsets.sh kafka-leader-election.sh kafka-reassign-partitions.sh kafka-topics.sh
 
 .PHONY: build
 build: ## static binaries into bin/: broker, controller, gateway, tidemark (and Kafka's script names linked to tidemark)

@@ -105,6 +105,27 @@ func (b brokerService) ListOffsets(ctx context.Context, req *brokerv1.ListOffset
 	return resp, nil
 }
 
+// DeleteRecords goes to the partition's leader, which answers once the
+// followers' log starts are there: the call may take its whole timeout.
+func (b brokerService) DeleteRecords(ctx context.Context, req *brokerv1.DeleteRecordsRequest, opts ...grpc.CallOption) (*brokerv1.DeleteRecordsResponse, error) {
+	wait := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if wait <= 0 {
+		wait = 30 * time.Second // the broker's default for timeout_ms 0
+	}
+	var resp *brokerv1.DeleteRecordsResponse
+	err := b.r.onLeader(ctx, req.GetTopic(), req.GetPartition(), func(bc brokerv1.BrokerServiceClient) error {
+		actx, cancel := context.WithTimeout(ctx, b.r.requestTimeout+wait)
+		defer cancel()
+		var err error
+		resp, err = bc.DeleteRecords(actx, req, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
 func (b brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataRequest, _ ...grpc.CallOption) (*brokerv1.MetadataResponse, error) {
 	return b.r.cl.Metadata(ctx, req.GetTopics()...)
 }

@@ -291,6 +291,10 @@ var policies = map[string]policy{
 			return r
 		},
 	},
+	// DeleteRecords: Delete on the topic (Kafka's).
+	brokerv1.BrokerService_DeleteRecords_FullMethodName: topicACL(Delete, func(m any) string {
+		return m.(*brokerv1.DeleteRecordsRequest).GetTopic()
+	}),
 	brokerv1.BrokerService_InitProducerId_FullMethodName: {
 		describe: "IdempotentWrite on Cluster, or Write on some Topic",
 		check: func(d decider, _ any) error {

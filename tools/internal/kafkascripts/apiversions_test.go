@@ -49,7 +49,7 @@ func TestBrokerAPIVersionsScript(t *testing.T) {
 			"\tLeaderAndIsr(4): UNSUPPORTED,\n",
 			"\tApiVersions(18): 0 to 3 [usable: 3],\n",
 			"\tInitProducerId(22): 0 to 4 [usable: 4],\n",
-			"\tDeleteRecords(21): UNSUPPORTED,\n",
+			"\tDeleteRecords(21): 0 to 2 [usable: 2],\n",
 			"\tElectLeaders(43): 0 to 2 [usable: 2],\n",
 			"\tDescribeCluster(60): 0 to 1 [usable: 1],\n",
 			"\tListClientMetricsResources(74): UNSUPPORTED\n)\n",

@@ -25,6 +25,7 @@ var scripts = map[string]script{
 	"kafka-acls.sh":                ACLs,
 	"kafka-consumer-groups.sh":     ConsumerGroups,
 	"kafka-configs.sh":             Configs,
+	"kafka-delete-records.sh":      DeleteRecords,
 	"kafka-console-consumer.sh":    consoleConsumerMain,
 	"kafka-console-producer.sh":    consoleProducerMain,
 	"kafka-get-offsets.sh":         GetOffsets,

@@ -380,6 +380,31 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	return status.FromContextError(stream.Context().Err()).Err()
 }
 
+// DefaultDeleteRecordsTimeout bounds a DeleteRecords wait when a gRPC
+// request gives none (timeout_ms 0).
+const DefaultDeleteRecordsTimeout = 30 * time.Second
+
+// DeleteRecords raises the partition's log start on its leader and waits
+// for the live followers' (the replica manager's DeleteRecords).
+func (b *Broker) DeleteRecords(ctx context.Context, req *brokerv1.DeleteRecordsRequest) (*brokerv1.DeleteRecordsResponse, error) {
+	tp, err := checkTP(req.GetTopic(), req.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	if topicconfig.IsInternal(tp.Topic) {
+		return nil, kerr.New(kerr.InvalidTopicException, "records of the internal topic %s cannot be deleted", tp.Topic)
+	}
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if timeout <= 0 {
+		timeout = DefaultDeleteRecordsTimeout
+	}
+	res := b.RM.DeleteRecords(ctx, []replica.DeleteRecordsPartition{{TP: tp, Offset: req.GetOffset()}}, timeout)[0]
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return &brokerv1.DeleteRecordsResponse{LowWatermark: res.LowWatermark}, nil
+}
+
 // ListOffsets answers earliest, latest, by-timestamp and max-timestamp lookups.
 func (b *Broker) ListOffsets(ctx context.Context, req *brokerv1.ListOffsetsRequest) (*brokerv1.ListOffsetsResponse, error) {
 	epoch := req.GetCurrentLeaderEpoch()

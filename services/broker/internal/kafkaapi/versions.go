@@ -36,6 +36,7 @@ func (s *Server) apis() map[int16]api {
 		int16(kmsg.CreateTopics):                 {VersionRange{2, 7}, s.handleCreateTopics},
 		int16(kmsg.DeleteTopics):                 {VersionRange{1, 5}, s.handleDeleteTopics},
 		int16(kmsg.CreatePartitions):             {VersionRange{0, 3}, s.handleCreatePartitions},
+		int16(kmsg.DeleteRecords):                {VersionRange{0, 2}, s.handleDeleteRecords},
 		int16(kmsg.DescribeConfigs):              {VersionRange{1, 4}, s.handleDescribeConfigs},
 		int16(kmsg.IncrementalAlterConfigs):      {VersionRange{0, 1}, s.handleIncrementalAlterConfigs},
 		int16(kmsg.AlterConfigs):                 {VersionRange{0, 2}, s.handleAlterConfigs},

@@ -427,6 +427,15 @@ func (ds *Dirs) KeepHighWatermark(tp TopicPartition, hw int64) {
 	}
 }
 
+// CheckpointLogStart writes the log-start checkpoint of the directory
+// holding tp's log (with its recovery points) now.
+func (ds *Dirs) CheckpointLogStart(tp TopicPartition) error {
+	if d := ds.holder(tp); d != nil {
+		return d.m.CheckpointRecoveryPoints()
+	}
+	return nil
+}
+
 // Delete removes tp's log from the directory that holds it.
 func (ds *Dirs) Delete(tp TopicPartition) error {
 	if err := ds.OfflinePartition(tp); err != nil {

@@ -110,6 +110,9 @@ type FetchOutcome struct {
 	HW HWUpdate
 	// Proposal is an ISR expansion to send as AlterPartition, nil if none.
 	Proposal *Proposal
+	// LogStartMoved: the follower's log start changed, which may raise the
+	// low watermark a DeleteRecords request waits for.
+	LogStartMoved bool
 }
 
 // UpdateFollowerFetch records a follower fetch on the leader: F8's
@@ -133,10 +136,10 @@ func (p *Partition) UpdateFollowerFetch(ff FollowerFetch, now time.Time) (FetchO
 		return FetchOutcome{}, err
 	}
 	nowMs := now.UnixMilli()
-	prevLEO := f.leo
+	prevLEO, prevStart := f.leo, f.logStart
 	f.recordFetch(ff.FetchOffset, ff.LogStartOffset, ff.LeaderLEO, nowMs, ff.BrokerEpoch)
 
-	out := FetchOutcome{Proposal: p.maybeExpand(f), HW: HWUpdate{Before: p.hw, After: p.hw}}
+	out := FetchOutcome{Proposal: p.maybeExpand(f), HW: HWUpdate{Before: p.hw, After: p.hw}, LogStartMoved: f.logStart != prevStart}
 	if f.leo != prevLEO {
 		out.HW = p.maybeIncrementHW(nowMs)
 	}

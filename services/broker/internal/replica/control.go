@@ -486,6 +486,9 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		m.broker.Store(&bc)
 	}
 	m.applyChangedConfigs()
+	if req.GetFull() || len(req.GetBrokers()) > 0 {
+		m.wakeDeleteRecords() // a broker gone no longer holds a low watermark
+	}
 	return nil
 }
 

@@ -876,10 +876,12 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 	if len(a.GetRecords()) > 0 || !st.lagKnown {
 		st.inSync, st.lagKnown = r.log.LogEndOffset() >= a.GetHighWatermark(), true
 	}
+	startMoved := false
 	if ls := a.GetLogStartOffset(); ls > r.log.LogStartOffset() && ls <= r.log.LogEndOffset() {
-		// Follow the leader's retention.
+		// Follow the leader's retention and DeleteRecords.
 		if err := r.log.AdvanceLogStartOffset(ls, min(a.GetHighWatermark(), r.log.LogEndOffset())); err == nil {
 			r.state.SetLogStartOffset(r.log.LogStartOffset())
+			startMoved = true
 		}
 	}
 	upd := r.state.OnFetchResponse(a.GetHighWatermark(), r.log.LogEndOffset())
@@ -887,6 +889,13 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 	// any cut before it is settled.
 	cut := st.takeCutLocked()
 	r.mu.Unlock()
+	if startMoved {
+		// On disk before the next fetch reports it: the leader's
+		// DeleteRecords answers on that report.
+		if err := f.m.persistLogStart(r.tp); err != nil {
+			f.m.log.Warn("log start not checkpointed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+		}
+	}
 	if upd.Changed() || len(a.GetRecords()) > 0 || cut {
 		r.wakeHW() // consumers reading from this follower (KIP-392)
 	}

@@ -261,6 +261,9 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 	if yielding {
 		r.wakeHW() // a yield waits for the next leader's fetch offset (yield.go)
 	}
+	if out.LogStartMoved {
+		r.lwWaiters.wakeAll() // DeleteRecords waits for the low watermark
+	}
 	if err != nil {
 		a.Err = m.withLeaderHint(p.TP, err)
 		a.recycle()

@@ -57,6 +57,9 @@ type Replica struct {
 	// follower fetch for nothing (and an append from waking produces).
 	dataWaiters watchers
 	hwWaiters   watchers
+	// lwWaiters are parked DeleteRecords requests, woken when a
+	// follower's log start moves (the low watermark may have risen).
+	lwWaiters watchers
 
 	// commits remembers the last few follower fetches that moved the HW
 	// (guarded by mu), so an acks=all produce can link its trace to the
@@ -112,6 +115,7 @@ func (r *Replica) Log() Log { return r.log }
 func (r *Replica) wake() {
 	r.dataWaiters.wakeAll()
 	r.hwWaiters.wakeAll()
+	r.lwWaiters.wakeAll()
 }
 
 // wakeData pokes parked follower fetches: new data to send.

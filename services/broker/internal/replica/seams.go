@@ -65,6 +65,10 @@ type LogStore interface {
 	LatestHighWatermark(tp TP) (int64, bool)
 	KeepHighWatermark(tp TP, hw int64)
 	Delete(tp TP) error
+	// PersistLogStart writes tp's log start to log-start-offset-checkpoint
+	// now, not at the next periodic checkpoint: a start DeleteRecords moved
+	// must not come back lower after a crash.
+	PersistLogStart(tp TP) error
 }
 
 // logManager adapts *logstore.Manager to LogStore.
@@ -90,6 +94,7 @@ func (l logManager) Has(tp TP) bool {
 func (l logManager) LatestHighWatermark(tp TP) (int64, bool) { return l.m.LatestHighWatermark(tp) }
 func (l logManager) KeepHighWatermark(tp TP, hw int64)       { l.m.KeepHighWatermark(tp, hw) }
 func (l logManager) Delete(tp TP) error                      { return l.m.Delete(tp) }
+func (l logManager) PersistLogStart(TP) error                { return l.m.CheckpointRecoveryPoints() }
 
 // NewDirsStore is the LogStore over a broker's log dirs.
 func NewDirsStore(d *logdirs.Dirs) LogStore { return logDirsStore{d} }
@@ -111,6 +116,7 @@ func (l logDirsStore) Has(tp TP) bool                          { return l.d.Has(
 func (l logDirsStore) LatestHighWatermark(tp TP) (int64, bool) { return l.d.LatestHighWatermark(tp) }
 func (l logDirsStore) KeepHighWatermark(tp TP, hw int64)       { l.d.KeepHighWatermark(tp, hw) }
 func (l logDirsStore) Delete(tp TP) error                      { return l.d.Delete(tp) }
+func (l logDirsStore) PersistLogStart(tp TP) error             { return l.d.CheckpointLogStart(tp) }
 
 // Transport carries the manager's calls to other brokers and to the active
 // controller. Addresses come from the metadata cache.

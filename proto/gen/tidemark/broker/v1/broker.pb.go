@@ -86,6 +86,124 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{0}
 }
 
+type DeleteRecordsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The new log start; -1 is the high watermark. Beyond the high watermark,
+	// or another negative value, is OFFSET_OUT_OF_RANGE.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// How long to wait for the followers' log starts (then
+	// REQUEST_TIMED_OUT); 0 means 30 s.
+	TimeoutMs     int32 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DeleteRecordsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DeleteRecordsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type DeleteRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The least log start among the leader and its live followers (Kafka's
+	// low watermark): at least offset.
+	LowWatermark  int64 `protobuf:"varint,1,opt,name=low_watermark,json=lowWatermark,proto3" json:"low_watermark,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeleteRecordsResponse) GetLowWatermark() int64 {
+	if x != nil {
+		return x.LowWatermark
+	}
+	return 0
+}
+
 type ProduceRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -113,7 +231,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[0]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -125,7 +243,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[0]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -138,7 +256,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{0}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -252,7 +370,7 @@ type ProduceStreamRequest struct {
 
 func (x *ProduceStreamRequest) Reset() {
 	*x = ProduceStreamRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +382,7 @@ func (x *ProduceStreamRequest) String() string {
 func (*ProduceStreamRequest) ProtoMessage() {}
 
 func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[1]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +395,7 @@ func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
 func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{1}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ProduceStreamRequest) GetCorrelationId() uint64 {
@@ -315,7 +433,7 @@ type ProduceStreamResponse struct {
 
 func (x *ProduceStreamResponse) Reset() {
 	*x = ProduceStreamResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +445,7 @@ func (x *ProduceStreamResponse) String() string {
 func (*ProduceStreamResponse) ProtoMessage() {}
 
 func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +458,7 @@ func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
 func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProduceStreamResponse) GetCorrelationId() uint64 {
@@ -374,7 +492,7 @@ type Records struct {
 
 func (x *Records) Reset() {
 	*x = Records{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +504,7 @@ func (x *Records) String() string {
 func (*Records) ProtoMessage() {}
 
 func (x *Records) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +517,7 @@ func (x *Records) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Records.ProtoReflect.Descriptor instead.
 func (*Records) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Records) GetRecords() []*v1.Record {
@@ -437,7 +555,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +567,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +580,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProduceResponse) GetBaseOffset() int64 {
@@ -551,7 +669,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +681,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +694,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -663,7 +781,7 @@ type DivergingEpoch struct {
 
 func (x *DivergingEpoch) Reset() {
 	*x = DivergingEpoch{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +793,7 @@ func (x *DivergingEpoch) String() string {
 func (*DivergingEpoch) ProtoMessage() {}
 
 func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +806,7 @@ func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
 func (*DivergingEpoch) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DivergingEpoch) GetEpoch() int32 {
@@ -732,7 +850,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +862,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +875,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchResponse) GetHighWatermark() int64 {
@@ -843,7 +961,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +973,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +986,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FollowRequest) GetTopic() string {
@@ -929,7 +1047,7 @@ type FollowResponse struct {
 
 func (x *FollowResponse) Reset() {
 	*x = FollowResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1059,7 @@ func (x *FollowResponse) String() string {
 func (*FollowResponse) ProtoMessage() {}
 
 func (x *FollowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1072,7 @@ func (x *FollowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowResponse.ProtoReflect.Descriptor instead.
 func (*FollowResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FollowResponse) GetFetch() *FetchResponse {
@@ -978,7 +1096,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1108,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1121,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -1053,7 +1171,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1183,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1196,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsResponse) GetOffset() int64 {
@@ -1112,7 +1230,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1242,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1255,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -1160,7 +1278,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1290,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1303,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataResponse) GetClusterId() string {
@@ -1236,7 +1354,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1366,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1379,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1318,7 +1436,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1448,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1461,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1409,7 +1527,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1539,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1552,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{16}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InitProducerIdRequest) GetProducerId() int64 {
@@ -1461,7 +1579,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[17]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1591,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[17]
+	mi := &file_tidemark_broker_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1604,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{17}
+	return file_tidemark_broker_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -1507,7 +1625,15 @@ var File_tidemark_broker_v1_broker_proto protoreflect.FileDescriptor
 
 const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftidemark/broker/v1/broker.proto\x12\x12tidemark.broker.v1\x1a\x1ftidemark/common/v1/common.proto\"\xcd\x02\n" +
+	"\x1ftidemark/broker/v1/broker.proto\x12\x12tidemark.broker.v1\x1a\x1ftidemark/common/v1/common.proto\"\x81\x01\n" +
+	"\x14DeleteRecordsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\"<\n" +
+	"\x15DeleteRecordsResponse\x12#\n" +
+	"\rlow_watermark\x18\x01 \x01(\x03R\flowWatermark\"\xcd\x02\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
@@ -1639,7 +1765,7 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
 	"\x15OFFSET_SPEC_TIMESTAMP\x10\x03\x12\x1d\n" +
-	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x042\x8e\x05\n" +
+	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x042\xf4\x05\n" +
 	"\rBrokerService\x12R\n" +
 	"\aProduce\x12\".tidemark.broker.v1.ProduceRequest\x1a#.tidemark.broker.v1.ProduceResponse\x12h\n" +
 	"\rProduceStream\x12(.tidemark.broker.v1.ProduceStreamRequest\x1a).tidemark.broker.v1.ProduceStreamResponse(\x010\x01\x12L\n" +
@@ -1647,7 +1773,8 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\x06Follow\x12!.tidemark.broker.v1.FollowRequest\x1a\".tidemark.broker.v1.FollowResponse0\x01\x12^\n" +
 	"\vListOffsets\x12&.tidemark.broker.v1.ListOffsetsRequest\x1a'.tidemark.broker.v1.ListOffsetsResponse\x12U\n" +
 	"\bMetadata\x12#.tidemark.broker.v1.MetadataRequest\x1a$.tidemark.broker.v1.MetadataResponse\x12g\n" +
-	"\x0eInitProducerId\x12).tidemark.broker.v1.InitProducerIdRequest\x1a*.tidemark.broker.v1.InitProducerIdResponseB3Z1tidemark.io/proto/gen/tidemark/broker/v1;brokerv1b\x06proto3"
+	"\x0eInitProducerId\x12).tidemark.broker.v1.InitProducerIdRequest\x1a*.tidemark.broker.v1.InitProducerIdResponse\x12d\n" +
+	"\rDeleteRecords\x12(.tidemark.broker.v1.DeleteRecordsRequest\x1a).tidemark.broker.v1.DeleteRecordsResponseB3Z1tidemark.io/proto/gen/tidemark/broker/v1;brokerv1b\x06proto3"
 
 var (
 	file_tidemark_broker_v1_broker_proto_rawDescOnce sync.Once
@@ -1662,67 +1789,71 @@ func file_tidemark_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tidemark_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_tidemark_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_tidemark_broker_v1_broker_proto_goTypes = []any{
 	(OffsetSpec)(0),                // 0: tidemark.broker.v1.OffsetSpec
-	(*ProduceRequest)(nil),         // 1: tidemark.broker.v1.ProduceRequest
-	(*ProduceStreamRequest)(nil),   // 2: tidemark.broker.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil),  // 3: tidemark.broker.v1.ProduceStreamResponse
-	(*Records)(nil),                // 4: tidemark.broker.v1.Records
-	(*ProduceResponse)(nil),        // 5: tidemark.broker.v1.ProduceResponse
-	(*FetchRequest)(nil),           // 6: tidemark.broker.v1.FetchRequest
-	(*DivergingEpoch)(nil),         // 7: tidemark.broker.v1.DivergingEpoch
-	(*FetchResponse)(nil),          // 8: tidemark.broker.v1.FetchResponse
-	(*FollowRequest)(nil),          // 9: tidemark.broker.v1.FollowRequest
-	(*FollowResponse)(nil),         // 10: tidemark.broker.v1.FollowResponse
-	(*ListOffsetsRequest)(nil),     // 11: tidemark.broker.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),    // 12: tidemark.broker.v1.ListOffsetsResponse
-	(*MetadataRequest)(nil),        // 13: tidemark.broker.v1.MetadataRequest
-	(*MetadataResponse)(nil),       // 14: tidemark.broker.v1.MetadataResponse
-	(*TopicMetadata)(nil),          // 15: tidemark.broker.v1.TopicMetadata
-	(*PartitionMetadata)(nil),      // 16: tidemark.broker.v1.PartitionMetadata
-	(*InitProducerIdRequest)(nil),  // 17: tidemark.broker.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil), // 18: tidemark.broker.v1.InitProducerIdResponse
-	nil,                            // 19: tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
-	(*v1.ErrorDetail)(nil),         // 20: tidemark.common.v1.ErrorDetail
-	(*v1.Record)(nil),              // 21: tidemark.common.v1.Record
-	(v1.ErrorCode)(0),              // 22: tidemark.common.v1.ErrorCode
-	(*v1.Node)(nil),                // 23: tidemark.common.v1.Node
+	(*DeleteRecordsRequest)(nil),   // 1: tidemark.broker.v1.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),  // 2: tidemark.broker.v1.DeleteRecordsResponse
+	(*ProduceRequest)(nil),         // 3: tidemark.broker.v1.ProduceRequest
+	(*ProduceStreamRequest)(nil),   // 4: tidemark.broker.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),  // 5: tidemark.broker.v1.ProduceStreamResponse
+	(*Records)(nil),                // 6: tidemark.broker.v1.Records
+	(*ProduceResponse)(nil),        // 7: tidemark.broker.v1.ProduceResponse
+	(*FetchRequest)(nil),           // 8: tidemark.broker.v1.FetchRequest
+	(*DivergingEpoch)(nil),         // 9: tidemark.broker.v1.DivergingEpoch
+	(*FetchResponse)(nil),          // 10: tidemark.broker.v1.FetchResponse
+	(*FollowRequest)(nil),          // 11: tidemark.broker.v1.FollowRequest
+	(*FollowResponse)(nil),         // 12: tidemark.broker.v1.FollowResponse
+	(*ListOffsetsRequest)(nil),     // 13: tidemark.broker.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),    // 14: tidemark.broker.v1.ListOffsetsResponse
+	(*MetadataRequest)(nil),        // 15: tidemark.broker.v1.MetadataRequest
+	(*MetadataResponse)(nil),       // 16: tidemark.broker.v1.MetadataResponse
+	(*TopicMetadata)(nil),          // 17: tidemark.broker.v1.TopicMetadata
+	(*PartitionMetadata)(nil),      // 18: tidemark.broker.v1.PartitionMetadata
+	(*InitProducerIdRequest)(nil),  // 19: tidemark.broker.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil), // 20: tidemark.broker.v1.InitProducerIdResponse
+	nil,                            // 21: tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
+	(*v1.ErrorDetail)(nil),         // 22: tidemark.common.v1.ErrorDetail
+	(*v1.Record)(nil),              // 23: tidemark.common.v1.Record
+	(v1.ErrorCode)(0),              // 24: tidemark.common.v1.ErrorCode
+	(*v1.Node)(nil),                // 25: tidemark.common.v1.Node
 }
 var file_tidemark_broker_v1_broker_proto_depIdxs = []int32{
-	4,  // 0: tidemark.broker.v1.ProduceRequest.records:type_name -> tidemark.broker.v1.Records
-	1,  // 1: tidemark.broker.v1.ProduceStreamRequest.request:type_name -> tidemark.broker.v1.ProduceRequest
-	19, // 2: tidemark.broker.v1.ProduceStreamRequest.trace_context:type_name -> tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
-	5,  // 3: tidemark.broker.v1.ProduceStreamResponse.response:type_name -> tidemark.broker.v1.ProduceResponse
-	20, // 4: tidemark.broker.v1.ProduceStreamResponse.error:type_name -> tidemark.common.v1.ErrorDetail
-	21, // 5: tidemark.broker.v1.Records.records:type_name -> tidemark.common.v1.Record
-	22, // 6: tidemark.broker.v1.ProduceResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
-	21, // 7: tidemark.broker.v1.FetchResponse.records:type_name -> tidemark.common.v1.Record
-	7,  // 8: tidemark.broker.v1.FetchResponse.diverging_epoch:type_name -> tidemark.broker.v1.DivergingEpoch
-	8,  // 9: tidemark.broker.v1.FollowResponse.fetch:type_name -> tidemark.broker.v1.FetchResponse
+	6,  // 0: tidemark.broker.v1.ProduceRequest.records:type_name -> tidemark.broker.v1.Records
+	3,  // 1: tidemark.broker.v1.ProduceStreamRequest.request:type_name -> tidemark.broker.v1.ProduceRequest
+	21, // 2: tidemark.broker.v1.ProduceStreamRequest.trace_context:type_name -> tidemark.broker.v1.ProduceStreamRequest.TraceContextEntry
+	7,  // 3: tidemark.broker.v1.ProduceStreamResponse.response:type_name -> tidemark.broker.v1.ProduceResponse
+	22, // 4: tidemark.broker.v1.ProduceStreamResponse.error:type_name -> tidemark.common.v1.ErrorDetail
+	23, // 5: tidemark.broker.v1.Records.records:type_name -> tidemark.common.v1.Record
+	24, // 6: tidemark.broker.v1.ProduceResponse.error_code:type_name -> tidemark.common.v1.ErrorCode
+	23, // 7: tidemark.broker.v1.FetchResponse.records:type_name -> tidemark.common.v1.Record
+	9,  // 8: tidemark.broker.v1.FetchResponse.diverging_epoch:type_name -> tidemark.broker.v1.DivergingEpoch
+	10, // 9: tidemark.broker.v1.FollowResponse.fetch:type_name -> tidemark.broker.v1.FetchResponse
 	0,  // 10: tidemark.broker.v1.ListOffsetsRequest.spec:type_name -> tidemark.broker.v1.OffsetSpec
-	23, // 11: tidemark.broker.v1.MetadataResponse.brokers:type_name -> tidemark.common.v1.Node
-	23, // 12: tidemark.broker.v1.MetadataResponse.controller:type_name -> tidemark.common.v1.Node
-	15, // 13: tidemark.broker.v1.MetadataResponse.topics:type_name -> tidemark.broker.v1.TopicMetadata
-	22, // 14: tidemark.broker.v1.TopicMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
-	16, // 15: tidemark.broker.v1.TopicMetadata.partitions:type_name -> tidemark.broker.v1.PartitionMetadata
-	22, // 16: tidemark.broker.v1.PartitionMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
-	1,  // 17: tidemark.broker.v1.BrokerService.Produce:input_type -> tidemark.broker.v1.ProduceRequest
-	2,  // 18: tidemark.broker.v1.BrokerService.ProduceStream:input_type -> tidemark.broker.v1.ProduceStreamRequest
-	6,  // 19: tidemark.broker.v1.BrokerService.Fetch:input_type -> tidemark.broker.v1.FetchRequest
-	9,  // 20: tidemark.broker.v1.BrokerService.Follow:input_type -> tidemark.broker.v1.FollowRequest
-	11, // 21: tidemark.broker.v1.BrokerService.ListOffsets:input_type -> tidemark.broker.v1.ListOffsetsRequest
-	13, // 22: tidemark.broker.v1.BrokerService.Metadata:input_type -> tidemark.broker.v1.MetadataRequest
-	17, // 23: tidemark.broker.v1.BrokerService.InitProducerId:input_type -> tidemark.broker.v1.InitProducerIdRequest
-	5,  // 24: tidemark.broker.v1.BrokerService.Produce:output_type -> tidemark.broker.v1.ProduceResponse
-	3,  // 25: tidemark.broker.v1.BrokerService.ProduceStream:output_type -> tidemark.broker.v1.ProduceStreamResponse
-	8,  // 26: tidemark.broker.v1.BrokerService.Fetch:output_type -> tidemark.broker.v1.FetchResponse
-	10, // 27: tidemark.broker.v1.BrokerService.Follow:output_type -> tidemark.broker.v1.FollowResponse
-	12, // 28: tidemark.broker.v1.BrokerService.ListOffsets:output_type -> tidemark.broker.v1.ListOffsetsResponse
-	14, // 29: tidemark.broker.v1.BrokerService.Metadata:output_type -> tidemark.broker.v1.MetadataResponse
-	18, // 30: tidemark.broker.v1.BrokerService.InitProducerId:output_type -> tidemark.broker.v1.InitProducerIdResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
+	25, // 11: tidemark.broker.v1.MetadataResponse.brokers:type_name -> tidemark.common.v1.Node
+	25, // 12: tidemark.broker.v1.MetadataResponse.controller:type_name -> tidemark.common.v1.Node
+	17, // 13: tidemark.broker.v1.MetadataResponse.topics:type_name -> tidemark.broker.v1.TopicMetadata
+	24, // 14: tidemark.broker.v1.TopicMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
+	18, // 15: tidemark.broker.v1.TopicMetadata.partitions:type_name -> tidemark.broker.v1.PartitionMetadata
+	24, // 16: tidemark.broker.v1.PartitionMetadata.error_code:type_name -> tidemark.common.v1.ErrorCode
+	3,  // 17: tidemark.broker.v1.BrokerService.Produce:input_type -> tidemark.broker.v1.ProduceRequest
+	4,  // 18: tidemark.broker.v1.BrokerService.ProduceStream:input_type -> tidemark.broker.v1.ProduceStreamRequest
+	8,  // 19: tidemark.broker.v1.BrokerService.Fetch:input_type -> tidemark.broker.v1.FetchRequest
+	11, // 20: tidemark.broker.v1.BrokerService.Follow:input_type -> tidemark.broker.v1.FollowRequest
+	13, // 21: tidemark.broker.v1.BrokerService.ListOffsets:input_type -> tidemark.broker.v1.ListOffsetsRequest
+	15, // 22: tidemark.broker.v1.BrokerService.Metadata:input_type -> tidemark.broker.v1.MetadataRequest
+	19, // 23: tidemark.broker.v1.BrokerService.InitProducerId:input_type -> tidemark.broker.v1.InitProducerIdRequest
+	1,  // 24: tidemark.broker.v1.BrokerService.DeleteRecords:input_type -> tidemark.broker.v1.DeleteRecordsRequest
+	7,  // 25: tidemark.broker.v1.BrokerService.Produce:output_type -> tidemark.broker.v1.ProduceResponse
+	5,  // 26: tidemark.broker.v1.BrokerService.ProduceStream:output_type -> tidemark.broker.v1.ProduceStreamResponse
+	10, // 27: tidemark.broker.v1.BrokerService.Fetch:output_type -> tidemark.broker.v1.FetchResponse
+	12, // 28: tidemark.broker.v1.BrokerService.Follow:output_type -> tidemark.broker.v1.FollowResponse
+	14, // 29: tidemark.broker.v1.BrokerService.ListOffsets:output_type -> tidemark.broker.v1.ListOffsetsResponse
+	16, // 30: tidemark.broker.v1.BrokerService.Metadata:output_type -> tidemark.broker.v1.MetadataResponse
+	20, // 31: tidemark.broker.v1.BrokerService.InitProducerId:output_type -> tidemark.broker.v1.InitProducerIdResponse
+	2,  // 32: tidemark.broker.v1.BrokerService.DeleteRecords:output_type -> tidemark.broker.v1.DeleteRecordsResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1733,19 +1864,19 @@ func file_tidemark_broker_v1_broker_proto_init() {
 	if File_tidemark_broker_v1_broker_proto != nil {
 		return
 	}
-	file_tidemark_broker_v1_broker_proto_msgTypes[0].OneofWrappers = []any{
+	file_tidemark_broker_v1_broker_proto_msgTypes[2].OneofWrappers = []any{
 		(*ProduceRequest_RecordBatch)(nil),
 		(*ProduceRequest_Records)(nil),
 	}
-	file_tidemark_broker_v1_broker_proto_msgTypes[5].OneofWrappers = []any{}
-	file_tidemark_broker_v1_broker_proto_msgTypes[8].OneofWrappers = []any{}
+	file_tidemark_broker_v1_broker_proto_msgTypes[7].OneofWrappers = []any{}
+	file_tidemark_broker_v1_broker_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_broker_v1_broker_proto_rawDesc), len(file_tidemark_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	BrokerService_ListOffsets_FullMethodName    = "/tidemark.broker.v1.BrokerService/ListOffsets"
 	BrokerService_Metadata_FullMethodName       = "/tidemark.broker.v1.BrokerService/Metadata"
 	BrokerService_InitProducerId_FullMethodName = "/tidemark.broker.v1.BrokerService/InitProducerId"
+	BrokerService_DeleteRecords_FullMethodName  = "/tidemark.broker.v1.BrokerService/DeleteRecords"
 )
 
 // BrokerServiceClient is the client API for BrokerService service.
@@ -63,6 +64,11 @@ type BrokerServiceClient interface {
 	Metadata(ctx context.Context, in *MetadataRequest, opts ...grpc.CallOption) (*MetadataResponse, error)
 	// InitProducerId hands out a producer id and epoch for idempotent producing.
 	InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error)
+	// DeleteRecords raises a partition's log start to an offset on its leader
+	// (Kafka's DeleteRecords, KIP-107): records below it can no longer be
+	// read, and the followers follow. It answers once every live replica's
+	// log start is there.
+	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 }
 
 type brokerServiceClient struct {
@@ -155,6 +161,16 @@ func (c *brokerServiceClient) InitProducerId(ctx context.Context, in *InitProduc
 	return out, nil
 }
 
+func (c *brokerServiceClient) DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRecordsResponse)
+	err := c.cc.Invoke(ctx, BrokerService_DeleteRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServiceServer is the server API for BrokerService service.
 // All implementations must embed UnimplementedBrokerServiceServer
 // for forward compatibility.
@@ -188,6 +204,11 @@ type BrokerServiceServer interface {
 	Metadata(context.Context, *MetadataRequest) (*MetadataResponse, error)
 	// InitProducerId hands out a producer id and epoch for idempotent producing.
 	InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error)
+	// DeleteRecords raises a partition's log start to an offset on its leader
+	// (Kafka's DeleteRecords, KIP-107): records below it can no longer be
+	// read, and the followers follow. It answers once every live replica's
+	// log start is there.
+	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	mustEmbedUnimplementedBrokerServiceServer()
 }
 
@@ -218,6 +239,9 @@ func (UnimplementedBrokerServiceServer) Metadata(context.Context, *MetadataReque
 }
 func (UnimplementedBrokerServiceServer) InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InitProducerId not implemented")
+}
+func (UnimplementedBrokerServiceServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
 }
 func (UnimplementedBrokerServiceServer) mustEmbedUnimplementedBrokerServiceServer() {}
 func (UnimplementedBrokerServiceServer) testEmbeddedByValue()                       {}
@@ -348,6 +372,24 @@ func _BrokerService_InitProducerId_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BrokerService_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).DeleteRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_DeleteRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).DeleteRecords(ctx, req.(*DeleteRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BrokerService_ServiceDesc is the grpc.ServiceDesc for BrokerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -374,6 +416,10 @@ var BrokerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InitProducerId",
 			Handler:    _BrokerService_InitProducerId_Handler,
+		},
+		{
+			MethodName: "DeleteRecords",
+			Handler:    _BrokerService_DeleteRecords_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,38 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+)
+
+// DeleteRecords over REST: the gateway takes it to the partition's leader,
+// which answers with the low watermark once every replica's log start is
+// there; the earliest offset is then that offset, and an offset past the
+// HW is OFFSET_OUT_OF_RANGE.
+func TestRESTDeleteRecords(t *testing.T) {
+	tc := startCluster(t)
+	g := startGateway(t, tc, nil)
+	e := &env{tc: tc, g: g, r: newREST(t, g)}
+	tc.CreateTopic("trim", 1, 3, nil)
+	const path = "/v1/topics/trim/partitions/0"
+	waitFor(t, 10*time.Second, "a leader of trim-0", func() bool {
+		a := e.r.do(http.MethodGet, path+"/offsets?spec=OFFSET_SPEC_LATEST", nil)
+		return a.status == http.StatusOK
+	})
+	var p brokerv1.ProduceResponse
+	e.call(http.MethodPost, path+"/records", produceBody(-1, "a", "b", "c"), &p)
+	e.r.fails(http.MethodPost, path+"/records:delete", `{"offset": 9}`, http.StatusBadRequest, "OFFSET_OUT_OF_RANGE")
+	var d brokerv1.DeleteRecordsResponse
+	e.call(http.MethodPost, path+"/records:delete", `{"offset": 2, "timeoutMs": 10000}`, &d)
+	if d.GetLowWatermark() != 2 {
+		t.Fatalf("delete records below 2: %v, want low watermark 2", &d)
+	}
+	var lo brokerv1.ListOffsetsResponse
+	e.call(http.MethodGet, path+"/offsets?spec=OFFSET_SPEC_EARLIEST", nil, &lo)
+	if lo.GetOffset() != 2 {
+		t.Fatalf("earliest offset %d after deleting below 2", lo.GetOffset())
+	}
+}
