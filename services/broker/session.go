@@ -19,7 +19,7 @@ import (
 	"tidemark.io/services/broker/internal/partition"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/metastore"
-	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/conntrack"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/retry"
@@ -57,7 +57,7 @@ type registrar struct {
 func startRegistrar(ctx context.Context, b *Broker, events *eventBuffer) (*registrar, error) {
 	// The main client's connections are recorded, so that a registration
 	// lost over a dead one is made again on a new one (Options.Redial).
-	conns := etcdconn.NewConns()
+	conns := conntrack.NewConns()
 	opts := b.cfg.Etcd
 	opts.Dialer = conns.Dialer(opts.Dialer)
 	cli, err := opts.Connect(ctx)

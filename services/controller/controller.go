@@ -29,7 +29,7 @@ import (
 	"tidemark.io/services/etcdfollow"
 	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/authz"
-	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/conntrack"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/lifecycle"
 	"tidemark.io/services/platform/logging"
@@ -83,7 +83,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Controller, er
 	}
 	// The main client's connections are recorded, so that a session lost
 	// to silence campaigns again on a new one (Options.Redial).
-	conns := etcdconn.NewConns()
+	conns := conntrack.NewConns()
 	etcdOpts := cfg.Etcd
 	etcdOpts.Dialer = conns.Dialer(etcdOpts.Dialer)
 	cli, err := etcdOpts.Connect(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tidemark.io/services/internal/etcdtest"
+	"tidemark.io/services/platform/conntrack"
 	"tidemark.io/services/platform/etcdconn"
 )
 
@@ -22,7 +23,7 @@ func TestRegisteringAgainAfterASilentLossDialsAnew(t *testing.T) {
 	ctx := testCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	conns := etcdconn.NewConns()
+	conns := conntrack.NewConns()
 	o := etcdconn.Defaults()
 	o.Endpoints = []string{br.Endpoint()}
 	o.Dialer = conns.Dialer(nil)
@@ -70,7 +71,7 @@ func TestRegisteringAgainAfterASilentLossDialsAnew(t *testing.T) {
 func TestALiveLeaseLostKeepsTheConnection(t *testing.T) {
 	ctx := testCtx(t)
 	srv := etcdtest.Start(t)
-	conns := etcdconn.NewConns()
+	conns := conntrack.NewConns()
 	o := etcdconn.Defaults()
 	o.Endpoints = []string{srv.Endpoint()}
 	o.Dialer = conns.Dialer(nil)
@@ -106,7 +107,7 @@ func TestCampaigningAgainAfterASilentLossDialsAnew(t *testing.T) {
 	ctx := testCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	conns := etcdconn.NewConns()
+	conns := conntrack.NewConns()
 	o := etcdconn.Defaults()
 	o.Endpoints = []string{br.Endpoint()}
 	o.Dialer = conns.Dialer(nil)
@@ -148,7 +149,7 @@ func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
 	ctx := testCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	conns := etcdconn.NewConns()
+	conns := conntrack.NewConns()
 	o := etcdconn.Defaults()
 	o.Endpoints = []string{br.Endpoint()}
 	o.Dialer = conns.Dialer(nil)

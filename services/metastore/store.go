@@ -42,7 +42,7 @@ type Options struct {
 	// longer. 0 means DefaultWatchTimeout.
 	WatchTimeout time.Duration
 	// Redial, when set, cuts the main client's connections so that it dials
-	// etcd anew (etcdconn.Conns.Close). The store calls it when a
+	// etcd anew (conntrack.Conns.Close). The store calls it when a
 	// registration is known lost, through a watch on a connection of its
 	// own, while its lease renewals went unanswered for a whole TTL, and
 	// when a controller session ends for such a silence: the lease the

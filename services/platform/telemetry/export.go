@@ -28,13 +28,18 @@ var collectorRedial = grpc.WithConnectParams(grpc.ConnectParams{
 // and were the ones dropped.
 var noRetry = otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})
 
-// exporterOptions turns an OTLP endpoint into the exporter's options. The
+// exporterOptions turns an OTLP endpoint into the exporter's options, with
+// dial added to its connection's dial options (connCutter's). The
 // scheme decides the link: https:// is mutual TLS with the process's own
 // certificate (o.TLS), so spans, which name topics, brokers and clients,
 // cross the network encrypted and only to a receiver the cluster's CA
 // vouches for; http:// or a bare host:port is plain text (a local Jaeger on
 // loopback).
-func (o Options) exporterOptions(ep string) ([]otlptracegrpc.Option, error) {
+func (o Options) exporterOptions(ep string, dial ...grpc.DialOption) ([]otlptracegrpc.Option, error) {
+	common := []otlptracegrpc.Option{otlptracegrpc.WithDialOption(append([]grpc.DialOption{collectorRedial}, dial...)...), noRetry}
+	if o.exportTimeout > 0 {
+		common = append(common, otlptracegrpc.WithTimeout(o.exportTimeout))
+	}
 	if host, ok := strings.CutPrefix(ep, "https://"); ok {
 		if o.TLS.Plaintext || o.TLS.CA == "" || o.TLS.Cert == "" || o.TLS.Key == "" {
 			return nil, fmt.Errorf("OTLP endpoint %s: https needs the process's certificate (--tls.ca, --tls.cert, --tls.key)", ep)
@@ -46,10 +51,9 @@ func (o Options) exporterOptions(ep string) ([]otlptracegrpc.Option, error) {
 		// The receiver is checked against its own host name, not the
 		// cluster's --tls.server.name override.
 		c.ServerName = ""
-		return []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(strings.TrimSuffix(host, "/")), otlptracegrpc.WithTLSCredentials(credentials.NewTLS(c)),
-			otlptracegrpc.WithDialOption(collectorRedial), noRetry}, nil
+		return append([]otlptracegrpc.Option{otlptracegrpc.WithEndpoint(strings.TrimSuffix(host, "/")),
+			otlptracegrpc.WithTLSCredentials(credentials.NewTLS(c))}, common...), nil
 	}
 	host := strings.TrimSuffix(strings.TrimPrefix(ep, "http://"), "/")
-	return []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(host), otlptracegrpc.WithInsecure(),
-		otlptracegrpc.WithDialOption(collectorRedial), noRetry}, nil
+	return append([]otlptracegrpc.Option{otlptracegrpc.WithEndpoint(host), otlptracegrpc.WithInsecure()}, common...), nil
 }

@@ -49,6 +49,9 @@ type Options struct {
 	// TLS is the process's own TLS settings, which an https:// endpoint is
 	// dialled with. Not a flag: each service sets it from its --tls.*.
 	TLS tlsconf.Options
+	// exportTimeout bounds each OTLP export; 0 is the exporter's default
+	// (10 s). Tests shorten it.
+	exportTimeout time.Duration
 }
 
 // AddFlags registers --otel.endpoint and --metrics.listen.
@@ -116,7 +119,7 @@ func Setup(ctx context.Context, o Options, id Identity, log *slog.Logger) (*Tele
 	if ep := o.endpoint(); ep != "" || o.Exporter != nil {
 		exp := o.Exporter
 		if exp == nil {
-			opts, err := o.exporterOptions(ep)
+			opts, err := o.exporterOptions(ep, newConnCutter(ep, t.log).dialOptions()...)
 			if err != nil {
 				return nil, err
 			}

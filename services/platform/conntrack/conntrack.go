@@ -1,4 +1,6 @@
-package etcdconn
+// Package conntrack records the connections a client dials, so that they
+// can be cut and the client dials anew.
+package conntrack
 
 import (
 	"context"
@@ -8,11 +10,12 @@ import (
 )
 
 // Conns records the connections a client dials (Dialer), so that Close can
-// cut them and the client dials etcd anew. gRPC calls a connection ready
-// until its socket fails, and a connection whose packets vanish (this end's
+// cut them and the client dials anew. gRPC calls a connection ready until
+// its socket fails, and a connection whose packets vanish (this end's
 // address changed, a NAT or firewall forgot the flow) fails only after
-// TCP's 15 minutes of retransmissions: the etcd clients have no gRPC
-// keepalive (see metastore's Options.Redial for who decides it is dead).
+// TCP's 15 minutes of retransmissions. The etcd clients and the trace
+// exporter have no gRPC keepalive; their users decide when a connection is
+// dead (metastore's Options.Redial, telemetry's connCutter).
 type Conns struct {
 	mu   sync.Mutex
 	open map[*trackedConn]struct{}
@@ -21,8 +24,8 @@ type Conns struct {
 // NewConns returns an empty set.
 func NewConns() *Conns { return &Conns{open: map[*trackedConn]struct{}{}} }
 
-// Dialer wraps next (nil: a plain TCP or Unix socket dial) so that every
-// connection it opens is recorded until it closes.
+// Dialer wraps next (nil: a plain TCP dial, or a Unix socket's for
+// unix:path) so that every connection it opens is recorded until it closes.
 func (c *Conns) Dialer(next func(ctx context.Context, addr string) (net.Conn, error)) func(ctx context.Context, addr string) (net.Conn, error) {
 	if next == nil {
 		next = dialEndpoint
@@ -55,8 +58,8 @@ func (c *Conns) Close() int {
 	return len(open)
 }
 
-// dialEndpoint dials an address as etcd's client resolves it: host:port,
-// or unix:path.
+// dialEndpoint dials host:port, or unix:path (as etcd's client resolves a
+// Unix socket endpoint).
 func dialEndpoint(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
