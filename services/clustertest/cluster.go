@@ -609,12 +609,32 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 		}
 		return true
 	})
-	// The followers apply the same LeaderAndIsr a little later; a test that
-	// looks at a follower next would race it. Best effort: a broker cut off
-	// on purpose never gets it, and the test goes on after a while.
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !c.followersHost(name, partitions); {
+	// The followers apply the same LeaderAndIsr a little later, and every
+	// broker learns the topic with the UpdateMetadata after it; a test that
+	// looks at a follower next, or calls a broker about the topic (a group
+	// coordinator refuses commits of a topic it does not know), would race
+	// them. Best effort: a broker cut off on purpose never gets them, and
+	// the test goes on after a while.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !(c.followersHost(name, partitions) && c.announced(name, partitions)); {
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// announced reports whether every running broker's metadata shows all of
+// the topic's partitions.
+func (c *Cluster) announced(name string, partitions int32) bool {
+	for id := range c.brokerCfg {
+		if c.Broker(id) == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := c.BrokerClient(id).Metadata(ctx, &brokerv1.MetadataRequest{Topics: []string{name}})
+		cancel()
+		if err != nil || len(resp.GetTopics()) != 1 || len(resp.GetTopics()[0].GetPartitions()) != int(partitions) {
+			return false
+		}
+	}
+	return true
 }
 
 // followersHost reports whether every running broker assigned a replica of

@@ -160,6 +160,30 @@ func (g groups) commit(group string, gen int32, member, instance string, offsets
 	return nil
 }
 
+// commitOffset commits topic's partition 0 for group from outside (no
+// member, generation -1) and fails the test unless it is stored. A
+// partition answered UNKNOWN_TOPIC_OR_PARTITION is committed again: the
+// coordinator's metadata learns a topic just created with the controller's
+// next UpdateMetadata, and refuses offsets of a topic it does not know.
+func (g groups) commitOffset(group, topic string, offset int64) {
+	g.c.T.Helper()
+	req := &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1,
+		Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}
+	g.c.WaitFor(15*time.Second, "the commit of "+topic+" stored", func() bool {
+		resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+			return api.OffsetCommit(ctx, req)
+		})
+		if err != nil {
+			g.c.T.Fatalf("commit of %s for %s: %v", topic, group, err)
+		}
+		code := kerr.Code(resp.GetTopics()[0].GetPartitions()[0].GetErrorCode())
+		if code != kerr.None && code != kerr.UnknownTopicOrPartition {
+			g.c.T.Fatalf("commit of %s for %s: %v", topic, group, code)
+		}
+		return code == kerr.None
+	})
+}
+
 func (g groups) fetch(group string) map[int32]int64 {
 	g.c.T.Helper()
 	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
@@ -688,10 +712,15 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 			return kerr.FromStatus(err)
 		}
 		api := groupv1.NewGroupServiceClient(c.conn(found.GetCoordinator().GetAddress()))
-		_, err = api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "steady", GenerationId: -1,
+		resp, err := api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "steady", GenerationId: -1,
 			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: off}}}}})
 		if err != nil {
 			return kerr.FromStatus(err)
+		}
+		// A partition refused (its topic not yet in the coordinator's
+		// metadata) stored nothing: not acknowledged.
+		if code := kerr.Code(resp.GetTopics()[0].GetPartitions()[0].GetErrorCode()); code != kerr.None {
+			return kerr.New(code, "commit of orders-0")
 		}
 		return nil
 	}
@@ -823,16 +852,7 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 	c := startGroupCluster(t)
 	g := groups{c}
 	c.CreateTopic("recreated", 1, 3, nil)
-	commit := func(topic string, offset int64) {
-		t.Helper()
-		_, err := call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
-			return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "reader", GenerationId: -1,
-				Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	commit := func(topic string, offset int64) { g.commitOffset("reader", topic, offset) }
 	commit("recreated", 5)
 	c.CreateTopic("kept", 1, 3, nil)
 	commit("kept", 7) // another topic: left alone
@@ -859,5 +879,53 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 	c.WaitFor(10*time.Second, "the deleted topic's offset gone", func() bool { _, ok := topics()["recreated"]; return !ok })
 	if got := topics(); got["kept"] != 7 {
 		t.Fatalf("offsets %v: the offset of a topic that was not deleted went too", got)
+	}
+}
+
+// A commit that reaches the coordinator before the controller's
+// UpdateMetadata of a topic just created is refused for that partition
+// (UNKNOWN_TOPIC_OR_PARTITION, which a client retries, as Kafka answers for
+// a topic its metadata cache does not hold) and stores nothing; committed
+// again once the metadata arrives, it is kept. A caller that took the
+// refusal for a stored commit saw its offset missing, as if an
+// acknowledged commit had been lost.
+func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) {
+	c := startGroupCluster(t)
+	g := groups{c}
+	coord := g.coordinator("reader")
+	ctrl, _ := c.ActiveController()
+	// The coordinator hears nothing of the new topic, which lives on the
+	// other two brokers, until the link heals.
+	c.Net.Cut(ControllerName(ctrl), BrokerName(coord))
+	var replicas []int32
+	for id := range c.brokerCfg {
+		if id != coord {
+			replicas = append(replicas, id)
+		}
+	}
+	resp, err := c.Admin().CreateTopics(context.Background(), &adminv1.CreateTopicsRequest{Topics: []*adminv1.TopicSpec{{Name: "kept",
+		Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: replicas}}}}})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("create: %v %v", resp, err)
+	}
+	c.WaitFor(10*time.Second, "a leader for kept", func() bool { return c.Leads(c.Partition("kept", 0).GetLeader(), "kept", 0) })
+	refused, err := call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "reader", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "kept", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7}}}}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := kerr.Code(refused.GetTopics()[0].GetPartitions()[0].GetErrorCode()); code != kerr.UnknownTopicOrPartition {
+		t.Fatalf("a commit of a topic the coordinator does not know yet: %v, want UNKNOWN_TOPIC_OR_PARTITION", code)
+	}
+	if got := g.fetch("reader"); len(got) != 0 {
+		t.Fatalf("offsets %v after a refused commit, want none", got)
+	}
+	heal := time.AfterFunc(300*time.Millisecond, func() { c.Net.Heal(ControllerName(ctrl), BrokerName(coord)) })
+	defer heal.Stop()
+	g.commitOffset("reader", "kept", 7)
+	if got := g.fetch("reader"); got[0] != 7 {
+		t.Fatalf("offsets %v, want kept's 7", got)
 	}
 }
