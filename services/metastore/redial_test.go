@@ -23,22 +23,7 @@ func TestRegisteringAgainAfterASilentLossDialsAnew(t *testing.T) {
 	ctx := testCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	conns := conntrack.NewConns()
-	o := etcdconn.Defaults()
-	o.Endpoints = []string{br.Endpoint()}
-	o.Dialer = conns.Dialer(nil)
-	cli, err := o.Client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	d := &watchDialer{endpoint: br.Endpoint()}
-	logs := &logBuffer{}
-	s, err := New(cli, Options{WatchClient: d.dial, WatchTimeout: time.Second, Redial: conns.Close,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, logs := storeBehind(t, ctx, br, time.Second)
 
 	info := BrokerInfo{ID: 2, Address: "127.0.0.1:1"}
 	reg, err := s.RegisterBroker(ctx, info, longTTL)
@@ -107,22 +92,7 @@ func TestCampaigningAgainAfterASilentLossDialsAnew(t *testing.T) {
 	ctx := testCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	conns := conntrack.NewConns()
-	o := etcdconn.Defaults()
-	o.Endpoints = []string{br.Endpoint()}
-	o.Dialer = conns.Dialer(nil)
-	cli, err := o.Client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	d := &watchDialer{endpoint: br.Endpoint()}
-	logs := &logBuffer{}
-	s, err := New(cli, Options{WatchClient: d.dial, WatchTimeout: time.Second, Redial: conns.Close,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, logs := storeBehind(t, ctx, br, time.Second)
 
 	first := elect(t, ctx, s, 1, longTTL)
 	br.Blackhole()
@@ -149,20 +119,7 @@ func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
 	ctx := testCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	conns := conntrack.NewConns()
-	o := etcdconn.Defaults()
-	o.Endpoints = []string{br.Endpoint()}
-	o.Dialer = conns.Dialer(nil)
-	cli, err := o.Client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	d := &watchDialer{endpoint: br.Endpoint()}
-	s, err := New(cli, Options{WatchClient: d.dial, WatchTimeout: 2 * time.Second, Redial: conns.Close})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeBehind(t, ctx, br, 2*time.Second)
 	first := elect(t, ctx, newStore(t, srv.Client(t)), 1, longTTL)
 
 	won := make(chan *Session, 1)
@@ -183,4 +140,27 @@ func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
 	case <-time.After(bound):
 		t.Fatalf("the standby did not win within %s of the controller resigning", bound)
 	}
+}
+
+// storeBehind is a store whose main etcd connections pass through br and
+// are cut by its Redial, with its watches on connections of their own.
+func storeBehind(t *testing.T, ctx context.Context, br *etcdtest.Bridge, watchTimeout time.Duration) (*Store, *logBuffer) {
+	t.Helper()
+	conns := conntrack.NewConns()
+	o := etcdconn.Defaults()
+	o.Endpoints = []string{br.Endpoint()}
+	o.Dialer = conns.Dialer(nil)
+	cli, err := o.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	d := &watchDialer{endpoint: br.Endpoint()}
+	logs := &logBuffer{}
+	s, err := New(cli, Options{WatchClient: d.dial, WatchTimeout: watchTimeout, Redial: conns.Close,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, logs
 }
