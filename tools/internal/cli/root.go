@@ -105,7 +105,7 @@ func newRoot(s Streams) *cobra.Command {
 	root.AddCommand(newVersionCmd(), newHealthCmd(g), newDevCmd(g), newPKICmd(),
 		newTopicsCmd(g), newGroupsCmd(g), newLeaderElectionCmd(g), newProduceCmd(g), newConsumeCmd(g),
 		newClusterCmd(g), newWatchCmd(g), newMetadataCmd(g), newEtcdCmd(g), newPerfCmd(g), newBenchCmd(), newChaosCmd(g), newScenarioCmd(g), newFaultCmd(g),
-		newReassignCmd(g), newBrokersCmd(g), newACLsCmd(g), newUsersCmd(g), newQuotasCmd(g))
+		newReassignCmd(g), newBrokersCmd(g), newACLsCmd(g), newUsersCmd(g), newQuotasCmd(g), newRecordsCmd(g))
 	strictArgs(root)
 	return root
 }
