@@ -340,7 +340,7 @@ func (c *Cluster) shutdown() {
 // StartBroker (re)starts broker id on its address and data directory.
 func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	c.T.Helper()
-	cfg := c.brokerCfg[id]
+	cfg, _ := c.brokerConfig(id)
 	cfg.Listener = c.takeHeld(BrokerName(id), cfg.Listen)
 	cfg.KafkaListener = c.takeHeld(kafkaName(id), cfg.KafkaListen)
 	held := cfg.Listener != nil || cfg.KafkaListener != nil || cfg.KafkaNamedListeners != nil
@@ -351,9 +351,10 @@ func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	c.brokers[id] = b
 	// Named Kafka listeners an Adjust bound serve the first start only: a
 	// restart binds the same addresses (--kafka.listeners) itself.
-	stored := c.brokerCfg[id]
-	stored.KafkaNamedListeners = nil
-	c.brokerCfg[id] = stored
+	if stored := c.brokerCfg[id]; stored.KafkaNamedListeners != nil {
+		stored.KafkaNamedListeners = nil
+		c.brokerCfg[id] = stored
+	}
 	c.mu.Unlock()
 	return b
 }
@@ -454,7 +455,7 @@ func (c *Cluster) StopBrokerWithin(ctx context.Context, id int32) error {
 func (c *Cluster) KafkaAddrs() []string {
 	var out []string
 	for id := int32(1); ; id++ {
-		cfg, ok := c.brokerCfg[id]
+		cfg, ok := c.brokerConfig(id)
 		if !ok {
 			return out
 		}
@@ -476,9 +477,11 @@ func (c *Cluster) Client() *client.Client {
 func (c *Cluster) ClientWith(o client.Options) *client.Client {
 	c.T.Helper()
 	var boot []string
+	c.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(c.brokerCfg)) {
 		boot = append(boot, c.brokerCfg[id].Listen)
 	}
+	c.mu.Unlock()
 	tc, err := c.tls.ClientOrNil()
 	if err != nil {
 		c.T.Fatal(err)
@@ -583,11 +586,25 @@ func (c *Cluster) Admin() adminv1.AdminServiceClient {
 
 // BrokerClient returns a BrokerService client on broker id.
 func (c *Cluster) BrokerClient(id int32) brokerv1.BrokerServiceClient {
-	return brokerv1.NewBrokerServiceClient(c.conn(c.brokerCfg[id].Listen))
+	cfg, _ := c.brokerConfig(id)
+	return brokerv1.NewBrokerServiceClient(c.conn(cfg.Listen))
 }
 
 // BrokerConfig returns the config broker id starts with.
-func (c *Cluster) BrokerConfig(id int32) broker.Config { return c.brokerCfg[id] }
+func (c *Cluster) BrokerConfig(id int32) broker.Config {
+	cfg, _ := c.brokerConfig(id)
+	return cfg
+}
+
+// brokerConfig reads broker id's config under the cluster's lock: a
+// restart writes it back (StartBroker, MoveBroker) while a test's
+// producers look brokers up.
+func (c *Cluster) brokerConfig(id int32) (broker.Config, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg, ok := c.brokerCfg[id]
+	return cfg, ok
+}
 
 // CreateTopic creates a topic through the active controller and waits until
 // every partition has a leader.
@@ -686,7 +703,7 @@ func (c *Cluster) Leader(topic string, p int32) int32 {
 	var leader int32 = -1
 	c.WaitFor(15*time.Second, fmt.Sprintf("a leader of %s-%d", topic, p), func() bool {
 		leader = c.Partition(topic, p).GetLeader()
-		_, known := c.brokerCfg[leader]
+		_, known := c.brokerConfig(leader)
 		return known
 	})
 	return leader
