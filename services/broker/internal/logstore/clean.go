@@ -495,8 +495,15 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 			var removed, tombs int64
 			var err error
 			buf, _, err = b.Retain(buf[:0], keepEmpty, func(r recordbatch.Record) bool {
-				if r.Offset >= mapEnd || r.Key == nil {
+				if r.Offset >= mapEnd {
 					return true
+				}
+				if r.Key == nil {
+					// Written before the topic was compacted (a compacted
+					// topic refuses them): no later record can supersede it,
+					// and Kafka's cleaner drops it too.
+					removed++
+					return false
 				}
 				if last, ok := om.m[hashKey(r.Key)]; ok && last > r.Offset {
 					removed++

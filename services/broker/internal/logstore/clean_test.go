@@ -866,3 +866,38 @@ func TestMaxCompactionLagBoundsTheActiveSegmentsAge(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanDropsRecordsWrittenWithoutKey: records without a key, written
+// while the topic was not compacted, are dropped by the first cleaning
+// after cleanup.policy turns to compact, as Kafka's cleaner drops them;
+// keyed records keep their latest value and the records above the
+// cleanable end stay.
+func TestCleanDropsRecordsWrittenWithoutKey(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	l := openLog(t, mem, smallConfig(), clk)
+	for i := range 30 {
+		var b recordbatch.Builder
+		b.Append(recordbatch.Record{Timestamp: clk.Now().UnixMilli(), Value: val(fmt.Sprintf("keyless-%d-%s", i, strings.Repeat("z", 40)))})
+		b.Append(recordbatch.Record{Timestamp: clk.Now().UnixMilli(), Key: []byte("k"), Value: val(fmt.Sprintf("k-%d", i))})
+		if _, err := l.AppendAsLeader(bytes.Clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.SetConfig(compactConfig()); err != nil {
+		t.Fatal(err)
+	}
+	leo := l.LogEndOffset()
+	res := mustClean(t, l, leo)
+	keyless, active := 0, l.active().base
+	for _, r := range readRecords(t, l) {
+		if r.key == "" && r.offset < active {
+			keyless++
+		}
+	}
+	if keyless != 0 || res.RecordsRemoved == 0 {
+		t.Fatalf("%d records without a key left below the active segment (%d removed in all)", keyless, res.RecordsRemoved)
+	}
+	if got := state(readRecords(t, l)); got["k"] != "k-29" {
+		t.Fatalf("key k reads %q after cleaning, want its latest value k-29", got["k"])
+	}
+}
