@@ -139,7 +139,8 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	g.handler = newHTTPHandler(mux, g.console, o.MaxBodyBytes, authn, hosts, tp, g.log)
+	metrics := newHTTPMetrics(g.tel.Registry, streams)
+	g.handler = newHTTPHandler(mux, g.console, o.MaxBodyBytes, authn, hosts, tp, metrics, g.log)
 
 	g.grpc = grpcserver.New(grpcserver.Options{Logger: g.log, TracerProvider: tp})
 	g.grpc.MarkAllServing()

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -24,7 +23,7 @@ import (
 // With tracing on (tp != nil) requests join the caller's W3C trace, which
 // the upstream gRPC calls carry on.
 func newHTTPHandler(api http.Handler, consoleUI http.Handler, maxBody int64, authn *restauth.Authenticator,
-	hosts *hostSet, tp trace.TracerProvider, log *slog.Logger) http.Handler {
+	hosts *hostSet, tp trace.TracerProvider, metrics *httpMetrics, log *slog.Logger) http.Handler {
 	root := http.NewServeMux()
 	root.Handle("/v1/", authn.Protect(limitBody(maxBody, api)))
 	// Login and logout are routed beside /v1/: their bodies are bounded
@@ -47,34 +46,30 @@ func newHTTPHandler(api http.Handler, consoleUI http.Handler, maxBody int64, aut
 	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, kerr.New(kerr.InvalidRequest, "no route for %s %s", r.Method, r.URL.Path))
 	})
-	var h http.Handler = guard(hosts, root)
+	var h http.Handler = guard(hosts, noteMuxRoute(root))
 	if tp != nil {
 		h = traced(h, tp)
 	}
-	return recoverPanics(h, log)
+	return metrics.measured(recoverPanics(h, log))
 }
-
-// routeKey holds, in a request's context, where nameSpan leaves the REST
-// route: only grpc-gateway's router knows it, and otelhttp names the span
-// after the handler has run.
-type routeKey struct{}
 
 // traced joins requests to the caller's W3C trace (otelhttp) and names
 // their spans after the route, not the path, which holds topic names.
 func traced(h http.Handler, tp trace.TracerProvider) http.Handler {
 	inner := otelhttp.NewHandler(h, "tidemark-gateway", otelhttp.WithTracerProvider(tp),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			if route, _ := r.Context().Value(routeKey{}).(*string); route != nil && *route != "" {
-				return r.Method + " " + *route
+			// Only grpc-gateway's router knows the REST route (see
+			// noteRESTRoute), and otelhttp names the span after the
+			// handler has run.
+			if note := noteOf(r); note != nil && strings.HasPrefix(note.route, "/v1/") {
+				return r.Method + " " + note.route
 			}
 			if _, p, ok := strings.Cut(r.Pattern, " "); ok {
 				return r.Method + " " + p
 			}
 			return strings.TrimSpace(r.Method + " " + r.Pattern)
 		}))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, new(string))))
-	})
+	return inner
 }
 
 // recoverPanics turns a panic in a handler into a logged 500 instead of a

@@ -40,7 +40,7 @@ func newRESTMux(ctx context.Context, s restServices, traced bool, maxObjects int
 		// grpc-gateway keeps the query parser process-wide; every gateway
 		// sets the same one.
 		runtime.SetQueryParameterParser(queryParser{}),
-		runtime.WithMiddlewares(bodyOnly),
+		runtime.WithMiddlewares(noteRESTRoute, bodyOnly),
 		// No HTTP header becomes gRPC metadata: Grpc-Metadata-* headers
 		// could otherwise name another user to the services (the
 		// on-behalf-of key). The user goes by restauth.ForwardUser.
@@ -88,11 +88,7 @@ func bodyOnly(next runtime.HandlerFunc) runtime.HandlerFunc {
 func nameSpan(next runtime.HandlerFunc) runtime.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 		if p, ok := runtime.HTTPPattern(r.Context()); ok {
-			route := p.String()
-			if holder, _ := r.Context().Value(routeKey{}).(*string); holder != nil {
-				*holder = route
-			}
-			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("http.route", route))
+			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("http.route", p.String()))
 		}
 		next(w, r, params)
 	}

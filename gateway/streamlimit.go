@@ -41,6 +41,7 @@ func (s *streamSlots) acquire(ctx context.Context, what string) error {
 	}
 	s.open[user]++
 	s.n++
+	markStream(ctx)
 	context.AfterFunc(ctx, func() { s.release(user) })
 	return nil
 }
@@ -52,4 +53,11 @@ func (s *streamSlots) release(user string) {
 	if s.open[user]--; s.open[user] <= 0 {
 		delete(s.open, user)
 	}
+}
+
+// openCount is the number of streams open now, for the metrics.
+func (s *streamSlots) openCount() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return float64(s.n)
 }

@@ -107,7 +107,7 @@ func (o Options) Span() int {
 
 // Ports are the addresses a planned cluster listens on.
 type Ports struct {
-	EtcdClient, Control, Gateway string
+	EtcdClient, Control, Gateway, GatewayMetrics string
 	// Jaeger's OTLP receiver, query API/UI and gRPC query service (used
 	// with Options.Jaeger).
 	JaegerOTLP, JaegerQuery, JaegerQueryGRPC string
@@ -126,9 +126,10 @@ type Ports struct {
 }
 
 // Ports lays out the cluster's addresses: the documented ones (brokers
-// 9092.., controllers 9190.., metrics 9292.. and 9390.., Kafka listeners
-// 29092.., gateway 8080), or, with a PortBase b: etcd b, control b+1,
-// gateway b+2, controllers b+10.., brokers b+20.., controller metrics
+// 9092.., controllers 9190.., metrics 9292.., 9390.. and 9490 (gateway),
+// Kafka listeners 29092.., gateway 8080), or, with a PortBase b: etcd b,
+// control b+1, gateway b+2, Jaeger b+3..b+5, gateway metrics b+6,
+// controllers b+10.., brokers b+20.., controller metrics
 // b+30.., broker metrics b+40.., Kafka listeners b+50...
 // With Links, the brokers listen on b+50.., the controllers on b+60.., the
 // brokers' and controllers' etcd proxies are b+70.. and b+80.., and the
@@ -136,7 +137,7 @@ type Ports struct {
 // move to b+90...
 func (o Options) Ports() Ports {
 	at := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
-	p := Ports{EtcdClient: o.EtcdClient, Control: o.ControlAddr, Gateway: at(8080),
+	p := Ports{EtcdClient: o.EtcdClient, Control: o.ControlAddr, Gateway: at(8080), GatewayMetrics: at(9490),
 		JaegerOTLP: JaegerOTLP, JaegerQuery: JaegerQuery, JaegerQueryGRPC: at(16685)}
 	ctl, ctlMetrics, brk, brkMetrics, kafka := 9190, 9390, 9092, 9292, 29092
 	linked := o.Links && o.PortBase > 0
@@ -144,6 +145,7 @@ func (o Options) Ports() Ports {
 		b := o.PortBase
 		p.EtcdClient, p.Control, p.Gateway = at(b), at(b+1), at(b+2)
 		p.JaegerOTLP, p.JaegerQuery, p.JaegerQueryGRPC = at(b+3), at(b+4), at(b+5)
+		p.GatewayMetrics = at(b + 6)
 		ctl, brk, ctlMetrics, brkMetrics, kafka = b+10, b+20, b+30, b+40, b+50
 		if linked {
 			kafka = b + 90
@@ -177,7 +179,7 @@ func (o Options) Ports() Ports {
 
 // all lists every address of the layout.
 func (p Ports) all() []string {
-	out := []string{p.EtcdClient, p.Control, p.Gateway, p.JaegerOTLP, p.JaegerQuery, p.JaegerQueryGRPC}
+	out := []string{p.EtcdClient, p.Control, p.Gateway, p.GatewayMetrics, p.JaegerOTLP, p.JaegerQuery, p.JaegerQueryGRPC}
 	for _, l := range [][]string{p.Controllers, p.ControllerMetrics, p.Brokers, p.BrokerMetrics, p.BrokerKafka,
 		p.ControllerListen, p.BrokerListen, p.ControllerEtcd, p.BrokerEtcd} {
 		out = append(out, l...)
@@ -341,7 +343,7 @@ func (o Options) plan() ([]*Node, error) {
 		})
 	}
 	// The dev console may act on the cluster: it is a playground.
-	gwArgs := []string{"--listen", ports.Gateway,
+	gwArgs := []string{"--listen", ports.Gateway, "--metrics.listen", ports.GatewayMetrics,
 		"--controllers", strings.Join(controllers, ","), "--brokers", strings.Join(brokers, ","),
 		"--console.actions", "--console.dev.control", o.ControlAddr}
 	gwArgs = append(gwArgs, o.gatewayTLSArgs()...)
@@ -352,7 +354,7 @@ func (o Options) plan() ([]*Node, error) {
 		gwArgs = append(gwArgs, "--otel.endpoint", o.OTLPEndpoint)
 	}
 	nodes = append(nodes, &Node{
-		Name: "gateway", Kind: "gateway", ID: 0, Addr: ports.Gateway,
+		Name: "gateway", Kind: "gateway", ID: 0, Addr: ports.Gateway, MetricsAddr: ports.GatewayMetrics,
 		Binary: filepath.Join(o.BinDir, "gateway"), Args: gwArgs,
 		LogPath: filepath.Join(logs, "gateway.log"),
 	})

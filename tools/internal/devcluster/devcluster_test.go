@@ -84,7 +84,7 @@ func TestPlanWithPortBase(t *testing.T) {
 	want := map[string][2]string{
 		"controller-1": {"127.0.0.1:31010", "127.0.0.1:31030"}, "controller-2": {"127.0.0.1:31011", "127.0.0.1:31031"},
 		"broker-1": {"127.0.0.1:31020", "127.0.0.1:31040"}, "broker-3": {"127.0.0.1:31022", "127.0.0.1:31042"},
-		"gateway": {"127.0.0.1:31002", ""},
+		"gateway": {"127.0.0.1:31002", "127.0.0.1:31006"},
 	}
 	for _, n := range nodes {
 		args := strings.Join(n.Args, " ")
@@ -96,6 +96,9 @@ func TestPlanWithPortBase(t *testing.T) {
 		}
 		if n.Kind == "gateway" && !strings.Contains(args, "--console.dev.control 127.0.0.1:31001") {
 			t.Errorf("gateway does not use the moved control address: %q", args)
+		}
+		if n.MetricsAddr != "" && !strings.Contains(args, "--metrics.listen "+n.MetricsAddr) {
+			t.Errorf("%s does not serve /metrics on %s: %q", n.Name, n.MetricsAddr, args)
 		}
 		w, ok := want[n.Name]
 		if !ok {

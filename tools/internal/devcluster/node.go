@@ -23,7 +23,7 @@ type Node struct {
 	Kind string // broker, controller, gateway
 	ID   int32
 	Addr string // its gRPC (or HTTP) address
-	// MetricsAddr serves /metrics (brokers and controllers).
+	// MetricsAddr serves /metrics.
 	MetricsAddr string
 	// ProfileAddr serves /debug/pprof/ (Options.Profiles), or "".
 	ProfileAddr string
