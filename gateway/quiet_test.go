@@ -94,8 +94,11 @@ func TestAbandonedIdleStreamsAreReleased(t *testing.T) {
 		for _, c := range closers {
 			c()
 		}
-		// A leak of one goroutine per stream would stay above this.
-		waitFor(t, 20*time.Second, "the abandoned streams' goroutines gone", func() bool {
+		// A leak of one goroutine per stream would stay above this. The
+		// wait is long: a stream's upstream may end only at its next
+		// heartbeat or long poll on a loaded machine; what is checked is
+		// that everything is released, not how soon.
+		waitFor(t, time.Minute, "the abandoned streams' goroutines gone", func() bool {
 			return runtime.NumGoroutine() <= base+15
 		})
 	}

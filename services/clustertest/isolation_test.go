@@ -285,6 +285,8 @@ func TestPartitionedLeaderStepsDownAndItsOrphansAreTruncated(t *testing.T) {
 			t.Fatalf("broker %d holds %s, which the partitioned leader alone took", o, orphans[0])
 		}
 	}
+	// The controller's choice is known before the new leader has applied it.
+	c.WaitFor(10*time.Second, "the new leader to lead", func() bool { return c.Leads(newLeader, "part", 0) })
 	if _, err := c.Produce(ctx, "part", 0, -1, "during"); err != nil {
 		t.Fatalf("acks=all produce to the new leader %d: %v", newLeader, err)
 	}
