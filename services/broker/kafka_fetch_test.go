@@ -61,3 +61,62 @@ func TestKafkaFetchMaxBytesIsLoweredToFetchMaxBytes(t *testing.T) {
 		t.Fatalf("answered %d bytes from %d partitions, want at most fetch.max.bytes %d and one batch", total, with, limit)
 	}
 }
+
+// Fetch sessions (KIP-227): tidemark keeps none and answers every full
+// fetch with session id 0, which tells a client to go on sessionless. A
+// full fetch (epoch 0, or -1 to close) naming a session id is answered as
+// Kafka's FetchManager does: the session is closed (there is none) and
+// the records come back; only an incremental fetch (epoch > 0), which
+// needs a session, gets FETCH_SESSION_ID_NOT_FOUND. Before, a full fetch
+// with a nonzero id was refused too, so a client that held a session from
+// another broker at the same address could not read until it reset.
+func TestKafkaFetchSessionIDsAreAnsweredAsKafkaDoes(t *testing.T) {
+	c := newClusterFn(t, 1, nil, func(cfg *broker.Config) { cfg.KafkaListen = "127.0.0.1:0" })
+	c.ctrl.createTopic("s", 1, 1, nil)
+	if _, err := c.produce("s", 0, 1, "v"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers[1].KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	fetch := func(sessionID, epoch int32) *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID, req.MaxBytes, req.SessionID, req.SessionEpoch = -1, 1<<20, sessionID, epoch
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "s"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 1<<20, -1
+		rt.Partitions = []kmsg.FetchRequestTopicPartition{fp}
+		req.Topics = []kmsg.FetchRequestTopic{rt}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.FetchResponse)
+	}
+	for _, tc := range []struct {
+		name             string
+		sessionID, epoch int32
+		wantCode         int16
+		wantRecords      bool
+	}{
+		{"sessionless", 0, -1, 0, true},
+		{"new session", 0, 0, 0, true},
+		{"full fetch naming a session", 42, 0, 0, true},
+		{"closing a session", 42, -1, 0, true},
+		{"incremental on an unknown session", 42, 3, 70, false},
+	} {
+		resp := fetch(tc.sessionID, tc.epoch)
+		got := len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 && len(resp.Topics[0].Partitions[0].RecordBatches) > 0
+		if resp.ErrorCode != tc.wantCode || got != tc.wantRecords || resp.SessionID != 0 {
+			t.Errorf("%s (session %d, epoch %d): code %d, records %v, session %d; want code %d, records %v, session 0",
+				tc.name, tc.sessionID, tc.epoch, resp.ErrorCode, got, resp.SessionID, tc.wantCode, tc.wantRecords)
+		}
+	}
+}

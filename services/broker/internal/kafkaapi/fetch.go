@@ -32,8 +32,12 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 	req.Topics = lastOfEach(req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic },
 		func(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions },
 		func(p *kmsg.FetchRequestTopicPartition) int32 { return p.Partition })
-	if req.SessionID != 0 || req.SessionEpoch > 0 {
-		resp.ErrorCode = int16(kerr.FetchSessionIDNotFound) // no sessions are kept: start again sessionless
+	// No fetch sessions are kept (KIP-227): every answer names session 0,
+	// so clients go on with full fetches. As in Kafka's FetchManager, a
+	// full fetch (epoch 0, or -1 to close) naming a session closes it, a
+	// no-op here, and is answered; only an incremental fetch needs one.
+	if req.SessionEpoch > 0 {
+		resp.ErrorCode = int16(kerr.FetchSessionIDNotFound)
 		return resp
 	}
 	maxWait := time.Duration(min(max(req.MaxWaitMillis, 0), 60000)) * time.Millisecond // the gRPC fetch's bound
