@@ -132,9 +132,7 @@ func (b brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataReque
 
 func (b brokerService) InitProducerId(ctx context.Context, req *brokerv1.InitProducerIdRequest, opts ...grpc.CallOption) (*brokerv1.InitProducerIdResponse, error) {
 	var resp *brokerv1.InitProducerIdResponse
-	err := b.r.onAny(ctx, func(bc brokerv1.BrokerServiceClient) error {
-		actx, cancel := context.WithTimeout(ctx, b.r.requestTimeout)
-		defer cancel()
+	err := b.r.onAny(ctx, func(actx context.Context, bc brokerv1.BrokerServiceClient) error {
 		var err error
 		resp, err = bc.InitProducerId(actx, req, opts...)
 		return err

@@ -26,14 +26,14 @@ type groupService struct{ r *router }
 var _ groupv1.GroupServiceClient = groupService{}
 
 // anyBroker runs call on a broker, moving on while brokers cannot be
-// reached.
-func (g groupService) anyBroker(ctx context.Context, call func(groupv1.GroupServiceClient) error) error {
-	return g.r.onAnyAddress(ctx, func(addr string) error {
+// reached or leave a call unanswered (see onAnyAddress).
+func (g groupService) anyBroker(ctx context.Context, call func(context.Context, groupv1.GroupServiceClient) error) error {
+	return g.r.onAnyAddress(ctx, func(actx context.Context, addr string) error {
 		gc, err := g.r.cl.GroupCoordinator(addr)
 		if err != nil {
 			return err
 		}
-		return call(gc)
+		return call(actx, gc)
 	})
 }
 
@@ -72,9 +72,7 @@ func (g groupService) coordinatorAttempt(ctx context.Context, group string, wait
 
 func (g groupService) FindCoordinator(ctx context.Context, req *groupv1.FindCoordinatorRequest, opts ...grpc.CallOption) (*groupv1.FindCoordinatorResponse, error) {
 	var resp *groupv1.FindCoordinatorResponse
-	err := g.anyBroker(ctx, func(gc groupv1.GroupServiceClient) error {
-		actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout)
-		defer cancel()
+	err := g.anyBroker(ctx, func(actx context.Context, gc groupv1.GroupServiceClient) error {
 		var err error
 		resp, err = gc.FindCoordinator(actx, req, opts...)
 		return err

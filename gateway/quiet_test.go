@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -245,4 +246,52 @@ func TestAFollowOnAFrozenLeaderAnswersAnError(t *testing.T) {
 		defer closeBody()
 		return resp.StatusCode == http.StatusOK
 	})
+}
+
+// A broker frozen (its connections stall) while its registration lives on,
+// so the metadata still lists it: the calls any broker may answer (a
+// group's coordinator lookup, a producer id) all succeed, the one that
+// meets the frozen broker moving on to another once its request timeout
+// runs out, and the frozen broker is then asked last. They went to it as
+// often as to any other broker, and each such call answered 504
+// REQUEST_TIMED_OUT after a whole request timeout.
+func TestAnyBrokerCallsAskAFrozenBrokerLast(t *testing.T) {
+	tc := startCluster(t)
+	tc.CreateTopic("quiet", 1, 3, nil)
+	g := startGateway(t, tc, func(o *Options) {
+		o.Dialer = tc.Net.Dialer("gateway")
+		o.RequestTimeout, o.RetryTimeout = 2*time.Second, 3*time.Second
+	})
+	api := newREST(t, g)
+	succeedsSoon(t, api, http.MethodGet, "/v1/groups/quiet-app/coordinator", "")
+	api.ok(http.MethodPost, "/v1/producer-ids", `{}`, nil)
+
+	// Broker 1 is first in --brokers, which is the order until a metadata
+	// answer names the brokers (then they are shuffled).
+	const frozen = 1
+	frozenAddr := tc.BrokerConfig(frozen).Listen
+	if !slices.Contains(g.client.AnyBrokerAddrs(), frozenAddr) {
+		t.Fatalf("broker %d (%s) is not among the gateway's brokers %v", frozen, frozenAddr, g.client.AnyBrokerAddrs())
+	}
+	tc.Net.Pause(clustertest.BrokerName(frozen))
+	defer tc.Net.Resume(clustertest.BrokerName(frozen))
+
+	for i := range 8 {
+		for _, call := range []struct{ method, path, body string }{
+			{http.MethodGet, "/v1/groups/quiet-app/coordinator", ""},
+			{http.MethodPost, "/v1/producer-ids", `{}`},
+		} {
+			var body any
+			if call.body != "" {
+				body = call.body
+			}
+			if a := api.do(call.method, call.path, body); a.status != http.StatusOK {
+				t.Fatalf("%s %s (%d) with broker %d frozen: %d %s", call.method, call.path, i, frozen, a.status, a.body)
+			}
+		}
+	}
+	addrs := g.client.AnyBrokerAddrs()
+	if len(addrs) < 2 || addrs[len(addrs)-1] != frozenAddr {
+		t.Fatalf("any-broker order with broker %d (%s) frozen: %v, want it last", frozen, frozenAddr, addrs)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
@@ -97,28 +99,35 @@ func (r *router) leader(ctx context.Context, topic string, partition int32) (bro
 }
 
 // onAny runs call against a broker, moving on to the next address while
-// brokers cannot be reached, within the retry budget.
-func (r *router) onAny(ctx context.Context, call func(brokerv1.BrokerServiceClient) error) error {
-	return r.onAnyAddress(ctx, func(addr string) error {
+// brokers cannot be reached or leave an attempt unanswered, within the
+// retry budget. call gets the attempt's context, bounded by the request
+// timeout.
+func (r *router) onAny(ctx context.Context, call func(context.Context, brokerv1.BrokerServiceClient) error) error {
+	return r.onAnyAddress(ctx, func(actx context.Context, addr string) error {
 		bc, err := r.cl.Broker(addr)
 		if err != nil {
 			return err
 		}
-		return call(bc)
+		return call(actx, bc)
 	})
 }
 
 // onAnyAddress is onAny for any service: call gets a broker's address, the
-// brokers the metadata knows first, then the bootstrap list (see
-// client.Client.AnyBrokerAddrs). The bootstrap list alone held a broker that
-// came back on another port at its old address for as long as the gateway
-// ran.
-func (r *router) onAnyAddress(ctx context.Context, call func(addr string) error) error {
+// brokers the metadata knows first, then the bootstrap list, those whose
+// last call went unanswered last (see client.Client.AnyBrokerAddrs). The
+// bootstrap list alone held a broker that came back on another port at its
+// old address for as long as the gateway ran. Each attempt's outcome is
+// reported to the client (NoteAnswered): a frozen broker the metadata still
+// lists was asked as often as any other, and each such REST call waited a
+// whole request timeout and answered 504; it is now asked last until it
+// answers, and a call it left unanswered moves on to the next address (the
+// calls made here, FindCoordinator and InitProducerId, may be asked again).
+func (r *router) onAnyAddress(ctx context.Context, call func(ctx context.Context, addr string) error) error {
 	p := newPacer(r.budget)
 	for {
 		var last *kerr.Error
 		for _, addr := range r.cl.AnyBrokerAddrs() {
-			err := call(addr)
+			unanswered, err := r.anyAttempt(ctx, addr, call)
 			if errors.Is(err, client.ErrClosed) {
 				return errStopped
 			}
@@ -126,7 +135,7 @@ func (r *router) onAnyAddress(ctx context.Context, call func(addr string) error)
 			if ke == nil {
 				return nil
 			}
-			if ke.Code != kerr.NetworkException || ctx.Err() != nil {
+			if ctx.Err() != nil || !(ke.Code == kerr.NetworkException || unanswered) {
 				return ke
 			}
 			last = ke
@@ -141,6 +150,21 @@ func (r *router) onAnyAddress(ctx context.Context, call func(addr string) error)
 		}
 		r.refreshBrokers(ctx)
 	}
+}
+
+// anyAttempt is one call to the broker at addr, bounded by the request
+// timeout, its outcome noted in the client's metadata; unanswered says the
+// attempt's own timeout ran out while the caller still waits.
+func (r *router) anyAttempt(ctx context.Context, addr string, call func(context.Context, string) error) (unanswered bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, r.requestTimeout)
+	defer cancel()
+	err = call(actx, addr)
+	if _, rpc := status.FromError(err); rpc {
+		// Only what the call itself met says anything of the broker (not
+		// a refusal before it was sent: the client closed, say).
+		r.cl.NoteAnswered(ctx, actx, addr, err)
+	}
+	return err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded), err
 }
 
 // refreshBrokers asks where the brokers are now, within one request

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -104,7 +105,8 @@ func (c *Client) partitionCall(ctx context.Context, what, topic string, partitio
 		if ctx.Err() != nil {
 			return ctxError(ctx, lastOr(last, ke), "%s %s-%d", what, topic, partition)
 		}
-		if !ke.Code.Retriable() {
+		var missing *noSuchPartition
+		if !ke.Code.Retriable() || errors.As(err, &missing) {
 			return wrap(ke, "%s %s-%d", what, topic, partition)
 		}
 		last = lastOr(last, ke)

@@ -20,6 +20,11 @@ const DeleteHighWatermark int64 = -1
 // other than DeleteHighWatermark, is OFFSET_OUT_OF_RANGE. Retriable answers
 // (a leader change, followers not there in time) are retried until ctx ends
 // (or the API timeout when ctx has no deadline): asking again is harmless.
+// A partition beyond the topic's partition count fails at once, as in
+// ListOffsets.
+// With an error, the low watermark returned is the one the last
+// REQUEST_TIMED_OUT answer reported its leader had reached (Kafka's answer
+// carries it beside the error), or -1 when no answer reported one.
 func (c *Client) DeleteRecords(ctx context.Context, topic string, partition int32, offset int64) (int64, error) {
 	if err := checkDeleteRecords(topic, partition, offset); err != nil {
 		return -1, err
@@ -32,6 +37,10 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, partition int3
 				TimeoutMs: c.followerWaitMs(ctx),
 			})
 			if err != nil {
+				// A timed-out wait still says how far the low watermark got.
+				if part, ok := kerr.FromCall(err).Partial.(*brokerv1.DeleteRecordsResponse); ok {
+					low = part.GetLowWatermark()
+				}
 				return err
 			}
 			low = resp.GetLowWatermark()

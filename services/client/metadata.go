@@ -76,9 +76,32 @@ func (m *metadata) leader(ctx context.Context, topic string, partition int32) (r
 	}
 	r, err = m.cachedLeader(topic, partition)
 	if err != nil {
+		if m.beyondPartitions(topic, partition) {
+			return route{}, &noSuchPartition{err}
+		}
 		return route{}, err
 	}
 	return r, nil
+}
+
+// noSuchPartition is UNKNOWN_TOPIC_OR_PARTITION from metadata fetched just
+// now that lists the topic with fewer partitions: the partition does not
+// exist, which asking again will not change (a partition call fails at
+// once, as Kafka's admin client does for a partition its metadata lacks).
+// A topic missing from the metadata is not this: right after CreateTopics
+// the broker asked may not know it yet.
+type noSuchPartition struct{ ke *kerr.Error }
+
+func (e *noSuchPartition) Error() string { return e.ke.Error() }
+func (e *noSuchPartition) Unwrap() error { return e.ke }
+
+// beyondPartitions reports whether the cache lists topic with partitions,
+// none of them partition.
+func (m *metadata) beyondPartitions(topic string, partition int32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parts, ok := m.topics[topic]
+	return ok && len(parts) > 0 && (partition < 0 || int(partition) >= len(parts))
 }
 
 // cachedLeader answers from the cache, or says why it cannot.

@@ -51,7 +51,9 @@ type ListedOffset struct {
 
 // ListOffsets looks up an offset of topic-partition on its leader, retrying
 // retriable answers until ctx ends (or the API timeout when ctx has no
-// deadline).
+// deadline). A partition beyond the topic's partition count, by metadata
+// fetched for the call, is UNKNOWN_TOPIC_OR_PARTITION at once; a topic the
+// metadata does not list (yet) is asked about again until the deadline.
 func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32, spec OffsetSpec) (ListedOffset, error) {
 	var out ListedOffset
 	err := c.partitionCall(ctx, "list offsets", topic, partition,

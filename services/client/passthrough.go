@@ -64,6 +64,16 @@ func (c *Client) AnyBrokerAddrs() []string {
 	return c.meta.candidatesLocked()
 }
 
+// NoteAnswered records whether the broker at addr answered a call made
+// over Broker or GroupCoordinator: err is the call's outcome as it came
+// back (not yet mapped to a *kerr.Error), attempt the call's own context
+// and ctx the caller's. A broker whose call went unanswered (its own
+// timeout ran out, or no connection) is put last in AnyBrokerAddrs until a
+// call to it is answered, as the client's own any-broker calls do.
+func (c *Client) NoteAnswered(ctx, attempt context.Context, addr string, err error) {
+	c.meta.noteAnswered(addr, ctx, attempt, err)
+}
+
 // RefreshBrokers looks the brokers up again (Options.DiscoverBrokers
 // included), for a caller that found none of AnyBrokerAddrs answering.
 func (c *Client) RefreshBrokers(ctx context.Context) error { return c.meta.refresh(ctx) }

@@ -35,12 +35,16 @@ func TestAMixedCallAnswersEachTopicOverMutualTLS(t *testing.T) {
 	c.CreateTopic("orders-1", 1, 3, nil)
 	c.CreateTopic("payroll", 1, 3, nil)
 	g := groups{c}
-	if _, err := call(g, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	resp, err := call(g, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "app", GenerationId: -1, Topics: []*groupv1.OffsetCommitTopic{
 			{Name: "orders-1", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 5, CommittedLeaderEpoch: -1}}},
 			{Name: "payroll", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7, CommittedLeaderEpoch: -1}}},
 		}})
-	}); err != nil {
+	})
+	if err == nil {
+		err = commitRefused(resp)
+	}
+	if err != nil {
 		t.Fatalf("commit as the cluster's admin: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -150,6 +150,13 @@ func (g groups) commit(group string, gen int32, member, instance string, offsets
 	if err != nil {
 		return err
 	}
+	return commitRefused(resp)
+}
+
+// commitRefused returns the first partition an OffsetCommit answer
+// refused, as an error with its code: a commit can fail partition by
+// partition with the call itself succeeding.
+func commitRefused(resp *groupv1.OffsetCommitResponse) error {
 	for _, rt := range resp.GetTopics() {
 		for _, p := range rt.GetPartitions() {
 			if code := kerr.Code(p.GetErrorCode()); code != kerr.None {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 )
 
 // Code is a Kafka protocol error code. The zero value means "no error".
@@ -320,6 +321,10 @@ type Error struct {
 	Coordinator *NodeHint
 	// MemberID is set on MEMBER_ID_REQUIRED: the id to join again with.
 	MemberID string
+	// Partial is what the call got done before it failed, travelling as a
+	// second status detail: a DeleteRecords that timed out carries the low
+	// watermark reached, as Kafka's answer carries it beside the error.
+	Partial proto.Message
 }
 
 // LeaderHint names the current leader of a partition as the answering node knows it.

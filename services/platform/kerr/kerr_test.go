@@ -198,3 +198,17 @@ func TestGroupHintsRoundTrip(t *testing.T) {
 		t.Fatalf("MEMBER_ID_REQUIRED round trip lost the member id: %+v", out)
 	}
 }
+
+// What a call got done before it failed (a DeleteRecords' low watermark)
+// travels with the error as a second status detail and comes back; an
+// error without one comes back without one.
+func TestPartialAnswerRoundTrip(t *testing.T) {
+	e := &Error{Code: RequestTimedOut, Message: "low watermark 4 has not reached 8", Partial: &commonv1.Node{Id: 4}}
+	out := FromStatus(ToStatus(e).Err())
+	if n, ok := out.Partial.(*commonv1.Node); out.Code != RequestTimedOut || !ok || n.GetId() != 4 {
+		t.Fatalf("REQUEST_TIMED_OUT round trip: %+v, want the partial answer back", out)
+	}
+	if out := FromStatus(ToStatus(New(RequestTimedOut, "no partial")).Err()); out.Partial != nil {
+		t.Fatalf("an error without a partial answer came back with %v", out.Partial)
+	}
+}

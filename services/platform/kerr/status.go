@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 )
@@ -31,7 +33,11 @@ func ToStatus(err error) *status.Status {
 	}
 	info := Lookup(e.Code)
 	st := status.New(info.GRPC, e.Error())
-	withDetail, derr := st.WithDetails(Detail(e))
+	details := []protoadapt.MessageV1{Detail(e)}
+	if e.Partial != nil {
+		details = append(details, protoadapt.MessageV1Of(e.Partial))
+	}
+	withDetail, derr := st.WithDetails(details...)
 	if derr != nil {
 		return st
 	}
@@ -97,10 +103,21 @@ func FromStatus(err error) *Error {
 	if !ok {
 		return As(err)
 	}
+	var e *Error
+	var partial proto.Message
 	for _, d := range st.Details() {
-		if ed, ok := d.(*commonv1.ErrorDetail); ok {
-			return FromDetail(ed)
+		switch d := d.(type) {
+		case *commonv1.ErrorDetail:
+			if e == nil {
+				e = FromDetail(d)
+			}
+		case proto.Message:
+			partial = d
 		}
+	}
+	if e != nil {
+		e.Partial = partial
+		return e
 	}
 	switch st.Code() {
 	case codes.Unavailable:

@@ -41,6 +41,9 @@ type fakeHost struct {
 	// absent are topics the metadata does not hold (every other topic
 	// has one partition).
 	absent map[string]bool
+	// noMetadata is a broker that has had no full UpdateMetadata yet (one
+	// just restarted): TopicID cannot tell.
+	noMetadata bool
 	// retentionMinutes overrides offsets.retention.minutes when set.
 	retentionMinutes int64
 	// maxSize overrides group.max.size when set.
@@ -91,6 +94,9 @@ func (h *fakeHost) PartitionCount(topic string) int32 {
 func (h *fakeHost) TopicID(topic string) (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.noMetadata {
+		return "", false
+	}
 	return h.topicIDs[topic], true
 }
 func (h *fakeHost) PartitionLeader(tp TP) (Node, bool) {
@@ -873,6 +879,67 @@ func TestOffsetsOfADeletedTopicGo(t *testing.T) {
 	c.dropOffsetsOfDeletedTopics()
 	if got := committed(); got["orders"] != 1 {
 		t.Fatalf("a commit to the new orders: %v", got)
+	}
+}
+
+// The coordinator's broker restarts and loads its offsets before its
+// first UpdateMetadata: sweeps then, when no topic id can be told from a
+// missing one, drop nothing, and once the metadata arrives the offsets of
+// the live topic stay (a topic created again still takes its own).
+func TestOffsetsSurviveSweepsBeforeTheFirstMetadata(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.topicIDs = map[string]string{"orders": "id-1", "payments": "id-p"}
+	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the sweeps
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	for topic, offset := range map[string]int64{"orders": 5, "payments": 7} {
+		if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.dropOffsetsOfDeletedTopics()
+	c.Close()
+
+	// Restarted: the same log, a metadata cache not filled yet.
+	h.set(func() { h.noMetadata, h.topicIDs = true, map[string]string{} })
+	c = New(Options{Host: h, Tick: time.Hour})
+	defer c.Close()
+	s = &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the reload", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	committed := func() map[string]int64 {
+		t.Helper()
+		r, code := fetchErr(s, "g")
+		if code != kerr.None {
+			t.Fatal(code)
+		}
+		out := map[string]int64{}
+		for _, tp := range r.GetTopics() {
+			for _, p := range tp.GetPartitions() {
+				out[tp.GetName()] = p.GetCommittedOffset()
+			}
+		}
+		return out
+	}
+	for range 3 {
+		c.dropOffsetsOfDeletedTopics()
+	}
+	if got := committed(); len(got) != 2 || got["orders"] != 5 || got["payments"] != 7 {
+		t.Fatalf("after sweeps with no metadata yet: %v, want orders 5 and payments 7", got)
+	}
+	// The first UpdateMetadata: orders as it was, payments created again.
+	h.set(func() { h.noMetadata, h.topicIDs = false, map[string]string{"orders": "id-1", "payments": "id-p2"} })
+	c.dropOffsetsOfDeletedTopics()
+	if got := committed(); len(got) != 2 {
+		t.Fatalf("after the first sweep with metadata: %v, want both offsets (loaded from the log, they take the ids they see)", got)
+	}
+	h.set(func() { h.topicIDs["payments"] = "id-p3" }) // created again once more
+	c.dropOffsetsOfDeletedTopics()
+	if got := committed(); len(got) != 1 || got["orders"] != 5 {
+		t.Fatalf("after payments was created again: %v, want orders 5 only", got)
 	}
 }
 

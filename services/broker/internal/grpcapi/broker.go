@@ -400,6 +400,15 @@ func (b *Broker) DeleteRecords(ctx context.Context, req *brokerv1.DeleteRecordsR
 	}
 	res := b.RM.DeleteRecords(ctx, []replica.DeleteRecordsPartition{{TP: tp, Offset: req.GetOffset()}}, timeout)[0]
 	if res.Err != nil {
+		// The low watermark reached so far goes with the error (a
+		// REQUEST_TIMED_OUT waiting for the followers), as it does beside
+		// the error code in Kafka's answer.
+		var e *kerr.Error
+		if res.LowWatermark >= 0 && errors.As(res.Err, &e) {
+			withLow := *e
+			withLow.Partial = &brokerv1.DeleteRecordsResponse{LowWatermark: res.LowWatermark}
+			return nil, &withLow
+		}
 		return nil, res.Err
 	}
 	return &brokerv1.DeleteRecordsResponse{LowWatermark: res.LowWatermark}, nil
