@@ -118,7 +118,8 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	g.console, err = console.New(console.Options{
 		Admin: g.admin, Client: g.client, ClientOptions: copts,
 		EnableActions: o.Console.Actions, DevControl: o.Console.DevControl, JaegerUI: o.Console.JaegerUI,
-		Logger: g.log,
+		Streams: streams.acquire, // the pages' event streams count and are bounded with the REST streams
+		Logger:  g.log,
 	})
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func newHTTPMetrics(reg prometheus.Registerer, streams *streamSlots) *httpMetric
 			[]string{"method", "route"}),
 	}
 	reg.MustRegister(m.requests, m.duration, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidemark_gateway_streams_open",
-		Help: "REST streams (records:follow, cluster:watch) open now."}, streams.openCount))
+		Help: "Streams open now: REST (records:follow, cluster:watch) and the console's event streams."}, streams.openCount))
 	return m
 }
 

@@ -27,8 +27,9 @@ type Options struct {
 	// memory, so a body of many tiny records ({},{},...) would otherwise
 	// cost far more than its size.
 	MaxJSONObjects int
-	// MaxStreamsPerUser and MaxStreams bound the REST streams
-	// (records:follow, cluster:watch) open at once, per user and in all.
+	// MaxStreamsPerUser and MaxStreams bound the streams (records:follow,
+	// cluster:watch, the console's event streams) open at once, per user
+	// and in all.
 	MaxStreamsPerUser int
 	MaxStreams        int
 	// RetryTimeout is how long a REST call keeps retrying when its
@@ -83,8 +84,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.MaxBodyBytes, "http.max.body.bytes", o.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&o.MaxJSONObjects, "http.max.json.objects", o.MaxJSONObjects, "most JSON objects and arrays in one request body (each record is one), counted before decoding")
 	fs.IntVar(&o.MaxStreamsPerUser, "http.max.streams.per.user", o.MaxStreamsPerUser,
-		"most REST streams (records:follow, cluster:watch) one user may have open at once; more are refused with 429")
-	fs.IntVar(&o.MaxStreams, "http.max.streams", o.MaxStreams, "most REST streams open at once in all; more are refused with 429")
+		"most streams (records:follow, cluster:watch, console event streams) one user may have open at once; more are refused with 429")
+	fs.IntVar(&o.MaxStreams, "http.max.streams", o.MaxStreams, "most streams (REST and console) open at once in all; more are refused with 429")
 	config.DurationMs(fs, &o.RetryTimeout, "retry.timeout.ms",
 		"how long a REST call keeps retrying when its partition's leader or the active controller moved or is unreachable (ms)")
 	config.DurationMs(fs, &o.RequestTimeout, "request.timeout.ms",

@@ -8,7 +8,8 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
-// streamSlots bounds the REST streams (records:follow, cluster:watch) open
+// streamSlots bounds the streams (records:follow, cluster:watch, the
+// console's event streams through console.Options.Streams) open
 // at once, per user and in all: each holds a goroutine, an upstream stream
 // and a share of a connection for as long as its caller keeps it open, so
 // one caller could otherwise hold them without bound. Callers without

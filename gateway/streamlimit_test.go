@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -74,5 +75,42 @@ func TestStreamSlotsCountPerUserAndInAll(t *testing.T) {
 			t.Fatal("an ended stream did not give its place back")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A console page's event stream is a stream like a follow or a watch: it
+// counts in tidemark_gateway_streams_open and takes a place under
+// --http.max.streams.per.user and --http.max.streams, given back when the
+// page goes.
+func TestConsoleEventStreamsCountWithRESTStreams(t *testing.T) {
+	tc := startCluster(t)
+	g := startGateway(t, tc, func(o *Options) {
+		o.MaxStreamsPerUser = 2
+		o.Telemetry.MetricsListen = "127.0.0.1:0"
+	})
+	api := newREST(t, g)
+	metricsURL := "http://" + g.tel.MetricsAddr() + "/metrics"
+	open := func() float64 { return sampleSum(scrape(t, metricsURL), "tidemark_gateway_streams_open", nil) }
+
+	var pages []func()
+	for i := range 2 {
+		resp, closePage := api.open(http.MethodGet, "/console/events", nil)
+		t.Cleanup(closePage)
+		pages = append(pages, closePage)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("console page %d: status %d", i, resp.StatusCode)
+		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("%d streams open on the gauge", i+1), func() bool { return open() == float64(i+1) })
+	}
+	api.fails(http.MethodGet, "/v1/cluster:watch", nil, http.StatusTooManyRequests, "THROTTLING_QUOTA_EXCEEDED")
+	if eb := api.fails(http.MethodGet, "/console/events", nil, http.StatusTooManyRequests, "THROTTLING_QUOTA_EXCEEDED"); eb.Field != "streams" {
+		t.Fatalf("a third page refused naming %q, want streams", eb.Field)
+	}
+	pages[0]()
+	waitFor(t, 10*time.Second, "the closed page's stream given back", func() bool { return open() == 1 })
+	resp, closeWatch := api.open(http.MethodGet, "/v1/cluster:watch", nil)
+	defer closeWatch()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a watch once a page closed: status %d", resp.StatusCode)
 	}
 }

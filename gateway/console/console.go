@@ -22,7 +22,7 @@
 //
 //	GET  /                       the page
 //	GET  /console/static/...     its scripts, styles and icon
-//	GET  /console/events         Server-Sent Events: hello, status, snapshot, events, scenario
+//	GET  /console/events         Server-Sent Events: hello, status, snapshot, patch, events, scenario, ping
 //	GET  /console/api/config     what the console offers (actions, node actions, Jaeger)
 //	GET  /console/api/state      the latest snapshot as JSON
 //	GET  /console/api/groups     the consumer groups: state, members, assignments, lag (groups.go)
@@ -98,11 +98,24 @@ type Options struct {
 	// links.
 	JaegerUI string
 
+	// Streams, when set, takes a place for each page's event stream, held
+	// while ctx (the request's) lives, or refuses it with the error the
+	// request is answered with. The gateway passes its REST stream slots,
+	// so that its limits and tidemark_gateway_streams_open count the pages
+	// too; the console's own bounds (16 per user, 256 in all) apply as well.
+	Streams func(ctx context.Context, what string) error
+
 	// WatchInterval is how often the controller sends a snapshot without
 	// changes (default 1s); StaleAfter is how long without one before the
 	// page says the cluster is unreachable (default 3s).
 	WatchInterval time.Duration
 	StaleAfter    time.Duration
+
+	// Heartbeat is how often an event stream sends a ping (default 15s):
+	// it keeps the connection open through proxies, and tells the page its
+	// stream still lives (a page that hears nothing for three heartbeats
+	// drops the stream and opens a new one).
+	Heartbeat time.Duration
 
 	Logger *slog.Logger
 }
@@ -137,6 +150,9 @@ func New(o Options) (*Console, error) {
 	}
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = 3 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
 	}
 	c := &Console{opts: o, log: log, conns: newConnSet(o.ClientOptions.DialOptions...),
 		userClients: map[string]*client.Client{}}
@@ -235,10 +251,13 @@ type features struct {
 	DevControl string `json:"devControl,omitempty"`
 	JaegerUI   string `json:"jaegerUI,omitempty"`
 	StaleAfter int64  `json:"staleAfterMs"`
+	// Heartbeat: the stream sends something at least this often.
+	Heartbeat int64 `json:"heartbeatMs"`
 }
 
 func (c *Console) features() features {
-	f := features{Actions: c.opts.EnableActions, JaegerUI: c.jaeger, StaleAfter: c.opts.StaleAfter.Milliseconds()}
+	f := features{Actions: c.opts.EnableActions, JaegerUI: c.jaeger, StaleAfter: c.opts.StaleAfter.Milliseconds(),
+		Heartbeat: c.opts.Heartbeat.Milliseconds()}
 	if c.opts.EnableActions && c.opts.DevControl != "" {
 		f.NodeActions, f.Scenarios, f.DevControl = true, true, c.opts.DevControl
 	}

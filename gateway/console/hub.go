@@ -108,9 +108,16 @@ const (
 	maxStreamsPerUser = 16
 )
 
-// subscribeStream opens a page's event stream, refused (429) past
-// maxStreamsPerUser streams of one user or maxStreams in all.
+// subscribeStream opens a page's event stream, refused (429
+// THROTTLING_QUOTA_EXCEEDED, retriable, as a REST stream past its limits)
+// past maxStreamsPerUser streams of one user, maxStreams in all, or when
+// Options.Streams refuses it.
 func (h *hub) subscribeStream(r *http.Request) (*sub, *apiError) {
+	if take := h.c.opts.Streams; take != nil {
+		if err := take(r.Context(), "console events"); err != nil {
+			return nil, toAPIError(err)
+		}
+	}
 	user, _ := restauth.UserFrom(r.Context())
 	h.mu.Lock()
 	if h.streams == nil {
@@ -123,11 +130,11 @@ func (h *hub) subscribeStream(r *http.Request) (*sub, *apiError) {
 	switch {
 	case total >= maxStreams:
 		h.mu.Unlock()
-		return nil, &apiError{status: http.StatusTooManyRequests, body: resterr.Of(kerr.BadField(kerr.PolicyViolation,
+		return nil, &apiError{status: http.StatusTooManyRequests, body: resterr.Of(kerr.BadField(kerr.ThrottlingQuotaExceeded,
 			"console.events", "%d console event streams are open, the most the gateway serves", total))}
 	case h.streams[user] >= maxStreamsPerUser:
 		h.mu.Unlock()
-		return nil, &apiError{status: http.StatusTooManyRequests, body: resterr.Of(kerr.BadField(kerr.PolicyViolation,
+		return nil, &apiError{status: http.StatusTooManyRequests, body: resterr.Of(kerr.BadField(kerr.ThrottlingQuotaExceeded,
 			"console.events", "this user has %d console event streams open, the most one user may hold", h.streams[user]))}
 	}
 	h.streams[user]++

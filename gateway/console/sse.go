@@ -6,9 +6,6 @@ import (
 	"time"
 )
 
-// heartbeat keeps idle event streams open through proxies.
-const heartbeat = 15 * time.Second
-
 // eventWriteTimeout bounds one write to a page: a page that stops reading
 // (a frozen tab, a hostile client) is dropped by the hub when its queue
 // fills, and its handler must not stay blocked in Write for ever.
@@ -16,15 +13,19 @@ var eventWriteTimeout = 10 * time.Second
 
 // serveEvents streams the cluster as Server-Sent Events:
 //
-//	hello     {actions, nodeActions, devControl, jaegerUI, staleAfterMs}
+//	hello     {actions, nodeActions, devControl, jaegerUI, staleAfterMs, heartbeatMs}
 //	status    {connected, message, since, lastSnapshot}
 //	snapshot  the whole cluster view (see snapshot in view.go), once, when the stream opens
 //	patch     what changed since the previous snapshot or patch (patch.go)
 //	events    new timeline entries, oldest first (the retained ones on connect)
 //	scenario  the scenario run started from the console, whole, at each step (scenarios.go)
+//	ping      {} every heartbeat (Options.Heartbeat)
 //
-// A stream that falls behind is closed; EventSource reconnects by itself
-// and gets a fresh snapshot.
+// A stream that falls behind is closed; the page reconnects and gets a
+// fresh snapshot. The ping is an event, not an SSE comment, because a page
+// sees only events: a stream silent for a few heartbeats is one whose
+// connection died without closing (a proxy or NAT that forgot it, a
+// suspended laptop), and the page replaces it.
 func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	s, refusal := c.hub.subscribeStream(r)
@@ -51,7 +52,7 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if !send() {
 		return
 	}
-	hb := time.NewTicker(heartbeat)
+	hb := time.NewTicker(c.opts.Heartbeat)
 	defer hb.Stop()
 	for {
 		select {
@@ -70,7 +71,7 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-hb.C:
-			_, _ = bw.WriteString(": keep-alive\n\n")
+			writeEvent(bw, message{"ping", []byte("{}")})
 			if !send() {
 				return
 			}

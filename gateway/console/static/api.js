@@ -4,36 +4,46 @@
 // {ok, status, data}: data is the JSON answer, for a refusal
 // {code, name, message}.
 
+// A call the gateway has not answered within its time is given up (the
+// gateway bounds its own work well within them): a connection that died
+// without closing (a proxy or NAT that forgot it, a laptop that slept)
+// held the call for ever, and with it a view that polls one call at a
+// time (Groups) or a button waiting for its answer.
+const VIEW_TIMEOUT_MS = 15000;
+const ACTION_TIMEOUT_MS = 90000;
+
 export async function post(path, body) {
   return call(path, {
     method: "POST",
     headers: { "Content-Type": "application/json", Accept: "application/json" },
     body: JSON.stringify(body ?? {}),
     credentials: "same-origin",
-  });
+  }, ACTION_TIMEOUT_MS);
 }
 
 export async function get(path) {
-  return call(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+  return call(path, { headers: { Accept: "application/json" }, credentials: "same-origin" }, VIEW_TIMEOUT_MS);
 }
 
-async function call(path, init) {
+async function call(path, init, timeoutMs) {
   let res;
   try {
-    res = await fetch(path, init);
+    res = await fetch(path, { ...init, signal: AbortSignal.timeout(timeoutMs) });
+    return { ok: res.ok, status: res.status, data: await answer(res) };
   } catch (err) {
     return networkError(err);
   }
-  return { ok: res.ok, status: res.status, data: await answer(res) };
 }
 
 const networkError = (err) =>
-  ({ ok: false, status: 0, data: { code: -1, name: "NETWORK_ERROR", message: `the gateway did not answer: ${err.message}` } });
+  ({ ok: false, status: 0, data: { code: -1, name: "NETWORK_ERROR", message: err.name === "TimeoutError"
+    ? "the gateway did not answer in time" : `the gateway did not answer: ${err.message}` } });
 
 async function answer(res) {
   try {
     return await res.json();
-  } catch {
+  } catch (err) {
+    if (err.name === "TimeoutError" || err.name === "AbortError") throw err; // the call's, not the body's
     return { code: -1, name: `HTTP_${res.status}`, message: res.statusText || "answer was not JSON" };
   }
 }
@@ -42,10 +52,11 @@ async function answer(res) {
 // when it answers 401 (authentication on, no session yet or an expired one).
 export async function signedIn() {
   try {
-    const res = await fetch("/console/api/config", { credentials: "same-origin", headers: { Accept: "application/json" } });
+    const res = await fetch("/console/api/config", { credentials: "same-origin", headers: { Accept: "application/json" },
+      signal: AbortSignal.timeout(VIEW_TIMEOUT_MS) });
     return res.status !== 401;
   } catch {
-    return true; // the server is down: the stream says so
+    return true; // the server is down or silent: the stream says so
   }
 }
 

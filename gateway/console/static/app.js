@@ -12,7 +12,7 @@ const SHOWN_EVENTS = 250;
 const MAX_OUTCOMES = 40;
 
 const state = {
-  features: { actions: false, nodeActions: false, staleAfterMs: 3000 },
+  features: { actions: false, nodeActions: false, staleAfterMs: 3000, heartbeatMs: 15000 },
   featureKey: "",
   status: { connected: false, message: "connecting to the console server" },
   streamOpen: false,
@@ -34,30 +34,54 @@ const $ = (id) => document.getElementById(id);
 
 // ---------------------------------------------------------------- stream
 
+// The event stream, and when it last said anything. The server sends at
+// least a ping every heartbeat; a stream silent for SILENT_BEATS of them is
+// dead though its connection never closed (a proxy or NAT that forgot it,
+// a laptop that slept), and EventSource would wait on it for ever: it is
+// replaced. Every reconnection the page makes waits a little longer than
+// the last (1 s doubling up to 30 s, jittered, so pages do not come back
+// together), from 1 s again once a stream says hello.
+const SILENT_BEATS = 3;
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30000;
+const stream = { es: null, heardAt: 0, retries: 0, timer: 0, retryAt: 0 };
+
 function connect() {
+  if (stream.es) stream.es.close(); // one stream per page (a login reconnects)
+  clearTimeout(stream.timer);
+  stream.timer = 0;
   const es = new EventSource("/console/events");
-  es.addEventListener("open", () => {
+  stream.es = es;
+  stream.heardAt = Date.now();
+  // Every handler below first checks that its stream is still the page's.
+  const mine = (fn) => (e) => {
+    if (stream.es !== es) return;
+    stream.heardAt = Date.now();
+    fn(e);
+  };
+  es.addEventListener("open", mine(() => {
     state.streamOpen = true;
     state.everOpen = true;
     schedule();
-  });
+  }));
   es.addEventListener("error", async () => {
+    if (stream.es !== es) return;
     state.streamOpen = false;
     schedule();
-    // EventSource gives up for good on a 401 (the session expired): ask
-    // for a token, then reconnect.
-    if (es.readyState !== EventSource.CLOSED) {
-      return; // EventSource reconnects by itself
-    }
+    // The page reconnects itself, with backoff, rather than let
+    // EventSource retry every second for ever.
+    es.close();
+    stream.es = null;
+    // EventSource cannot tell a 401 (the session expired) from any other
+    // refusal (429: too many streams open): ask.
     if (!(await signedIn())) {
       showLogin("The session ended. Log in again.");
       return;
     }
-    // Any other refusal (429: too many event streams open) also ends
-    // EventSource for good: try again a little later.
-    setTimeout(connect, 5000);
+    reconnectLater();
   });
-  es.addEventListener("hello", (e) => {
+  es.addEventListener("ping", mine(() => {}));
+  es.addEventListener("hello", mine((e) => {
     const f = JSON.parse(e.data);
     const key = JSON.stringify(f);
     if (key !== state.featureKey) {
@@ -67,36 +91,40 @@ function connect() {
       $("brokers").replaceChildren();
       $("topics").replaceChildren();
     }
+    stream.retries = 0;
     document.body.dataset.actions = f.actions ? "on" : "off";
     if (f.scenarios && !state.scenarios) loadScenarios();
     state.scenariosDirty = true;
-    // A new stream replays the retained timeline.
+    // A new stream replays the retained timeline, and the scenario run
+    // the server follows, if any: a run the page knew from before (from a
+    // gateway since restarted, which ended it) is not one.
+    state.run = null;
     state.events = [];
     state.seqs.clear();
     state.eventsDirty = true;
     schedule();
-  });
-  es.addEventListener("status", (e) => {
+  }));
+  es.addEventListener("status", mine((e) => {
     state.status = JSON.parse(e.data);
     schedule();
-  });
-  es.addEventListener("snapshot", (e) => {
+  }));
+  es.addEventListener("snapshot", mine((e) => {
     state.snap = JSON.parse(e.data);
     state.snapAt = Date.now();
     schedule();
-  });
+  }));
   // After the whole snapshot, only what changed (patch.go on the server).
-  es.addEventListener("patch", (e) => {
+  es.addEventListener("patch", mine((e) => {
     state.snap = applyPatch(state.snap, JSON.parse(e.data));
     state.snapAt = Date.now();
     schedule();
-  });
-  es.addEventListener("scenario", (e) => {
+  }));
+  es.addEventListener("scenario", mine((e) => {
     state.run = JSON.parse(e.data);
     state.scenariosDirty = true;
     schedule();
-  });
-  es.addEventListener("events", (e) => {
+  }));
+  es.addEventListener("events", mine((e) => {
     for (const ev of JSON.parse(e.data)) {
       if (state.seqs.has(ev.seq)) continue;
       state.seqs.add(ev.seq);
@@ -107,7 +135,29 @@ function connect() {
     }
     state.eventsDirty = true;
     schedule();
-  });
+  }));
+}
+
+// reconnectLater opens a new stream after the next backoff.
+function reconnectLater() {
+  if (stream.timer) return;
+  const base = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** stream.retries);
+  const wait = base / 2 + Math.random() * (base / 2);
+  stream.retries++;
+  stream.retryAt = Date.now() + wait;
+  stream.timer = setTimeout(connect, wait);
+}
+
+// checkStream replaces a stream that went silent (see SILENT_BEATS), also
+// one whose connection never opened.
+function checkStream() {
+  const es = stream.es;
+  if (!es || Date.now() - stream.heardAt <= SILENT_BEATS * (state.features.heartbeatMs || 15000)) return;
+  es.close();
+  stream.es = null;
+  state.streamOpen = false;
+  schedule();
+  reconnectLater();
 }
 
 let pending = false;
@@ -172,8 +222,8 @@ function renderConnection() {
   let msg = null;
   if (c === "offline") {
     msg = state.everOpen
-      ? "Lost the connection to the console server (the gateway). Retrying every second…"
-      : "Cannot reach the console server (the gateway). Retrying every second…";
+      ? "Lost the connection to the console server (the gateway). " + retryIn()
+      : "Cannot reach the console server (the gateway). " + retryIn();
   } else if (c === "unreachable") {
     msg = `${capital(state.status.message)}.`;
   } else if (c === "stale") {
@@ -184,6 +234,11 @@ function renderConnection() {
   banner.dataset.state = c;
   if (msg) fill(banner, h("strong", {}, c === "offline" ? "Console offline. " : c === "stale" ? "Stale. " : "Cluster unreachable. "), msg);
   document.body.classList.toggle("stale", c !== "live" && c !== "connecting");
+}
+
+function retryIn() {
+  const s = Math.ceil((stream.retryAt - Date.now()) / 1000);
+  return stream.timer && s > 0 ? `Retrying in ${s} s…` : "Retrying…";
 }
 
 function emptyMessage() {
@@ -592,8 +647,8 @@ function renderScenarios() {
       run.topic ? h("div", { class: "muted" }, "topic ", h("code", {}, run.topic), " (first in Partitions)") : null,
       run.rule ? h("p", { class: "sr-rule" }, run.rule) : null);
     head.dataset.scenario = run.scenario;
-    head.dataset.running = String(running);
   }
+  head.dataset.running = String(running);
 
   const steps = run ? run.steps.filter((st) => st.kind !== "started") : [];
   fill($("scenario-steps"), steps.map((st) => {
@@ -773,7 +828,10 @@ $("clear-outcomes").addEventListener("click", () => {
   $("outcomes").replaceChildren();
   $("outcomes-section").hidden = true;
 });
-setInterval(renderConnection, 1000);
+setInterval(() => {
+  checkStream();
+  renderConnection();
+}, 1000);
 render();
 signedIn().then((ok) => (ok ? connect() : showLogin("This gateway requires authentication.")));
 startGroups();
