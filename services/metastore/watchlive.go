@@ -174,6 +174,13 @@ type silenceError struct{ silent time.Duration }
 
 func (e silenceError) Error() string { return fmt.Sprintf("nothing heard for %s", e.silent) }
 
+// ErrRevisionWentBack ends a watch whose etcd answers from a revision
+// below one the watch had already seen: etcd was restored from an older
+// snapshot. Resumed as it was, the watch would wait in silence for etcd's
+// revision to climb back, missing every change made meanwhile; its owner
+// must read etcd again, as after a compaction.
+var ErrRevisionWentBack = errors.New("metastore: etcd's revision went back below one this watch had seen (etcd restored from an older snapshot?): read it again")
+
 // errStartAtNext restarts a stream at next: the revision before it is compacted.
 var errStartAtNext = errors.New("metastore: watch again from the first revision not handed on")
 
@@ -318,6 +325,15 @@ func (w *liveWatcher) stream(ctx context.Context, cli *clientv3.Client) error {
 			}
 			stream, heard = m.stream, time.Now()
 			resp := m.resp
+			// Every stream starts at a revision etcd had reached (or one
+			// past), so a header below it means etcd went back, or that
+			// the member serving the stream lags behind the one that
+			// answered before; a linearizable read tells which.
+			if rev := resp.GetHeader().GetRevision(); rev > 0 && rev < w.next-1 && w.wentBack(ctx, cli) {
+				w.s.log.Error("etcd's revision went back below one a watch had seen (etcd restored from an older snapshot?): the watch fails and its owner reads etcd again",
+					slog.String("key", w.r.key), slog.Int64("etcd_revision", rev), slog.Int64("seen_revision", w.next-1))
+				return ErrRevisionWentBack
+			}
 			switch {
 			case resp.Canceled:
 				return w.canceled(resp, start)
@@ -346,6 +362,15 @@ func (w *liveWatcher) stream(ctx context.Context, cli *clientv3.Client) error {
 			}
 		}
 	}
+}
+
+// wentBack reports whether etcd's revision, read linearizably, is below
+// one the watch has seen; a failed read says no (the stream goes on).
+func (w *liveWatcher) wentBack(ctx context.Context, cli *clientv3.Client) bool {
+	rctx, cancel := context.WithTimeout(ctx, w.s.watchTimeout()/4)
+	defer cancel()
+	resp, err := cli.Get(rctx, w.r.key, clientv3.WithCountOnly())
+	return err == nil && resp.Header.Revision < w.next-1
 }
 
 // canceled turns etcd's cancellation of the watch into its error.

@@ -6,6 +6,7 @@ package etcdtest
 
 import (
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,13 @@ func Start(tb testing.TB, opts ...Option) *Server {
 // up to its request timeout.
 func (s *Server) Restart(tb testing.TB, down time.Duration) {
 	tb.Helper()
+	s.stopAndStart(tb, down, nil)
+}
+
+// stopAndStart stops the server, runs stopped (if any) on its data while
+// it is down, and starts it again after down.
+func (s *Server) stopAndStart(tb testing.TB, down time.Duration, stopped func()) {
+	tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range s.bridges {
@@ -98,6 +106,9 @@ func (s *Server) Restart(tb testing.TB, down time.Duration) {
 	}
 	s.srv.Close()
 	s.stopped = time.Now()
+	if stopped != nil {
+		stopped()
+	}
 	time.Sleep(down)
 	srv, err := embedded.Start(s.cfg)
 	if err != nil {
@@ -171,4 +182,35 @@ func WithClientTLS(tb testing.TB, dir string, clientCertAuth bool) Option {
 // WithProgressNotify sets etcd's watch progress notification interval.
 func WithProgressNotify(d time.Duration) Option {
 	return func(c *embedded.Config) { c.WatchProgressNotifyInterval = d }
+}
+
+// Backup stops the server, copies its data directory (what an operator's
+// file-level backup or `etcdctl snapshot save` keeps: keys, revisions,
+// leases) and starts it again at once, as Restart does. It returns the
+// copy for RestoreBackup.
+func (s *Server) Backup(tb testing.TB) string {
+	tb.Helper()
+	dst := tb.TempDir()
+	s.stopAndStart(tb, 0, func() {
+		if err := os.CopyFS(dst, os.DirFS(s.cfg.Dir)); err != nil {
+			tb.Fatalf("etcdtest: backup: %v", err)
+		}
+	})
+	return dst
+}
+
+// RestoreBackup stops the server, replaces its data with a copy Backup
+// made and starts it again after down, on the same ports: etcd's state
+// goes back to the backup's, its revision, the epochs stored in its keys
+// and its leases included (an operator restoring an older snapshot).
+func (s *Server) RestoreBackup(tb testing.TB, backup string, down time.Duration) {
+	tb.Helper()
+	s.stopAndStart(tb, down, func() {
+		if err := os.RemoveAll(s.cfg.Dir); err != nil {
+			tb.Fatalf("etcdtest: restore: %v", err)
+		}
+		if err := os.CopyFS(s.cfg.Dir, os.DirFS(backup)); err != nil {
+			tb.Fatalf("etcdtest: restore: %v", err)
+		}
+	})
 }

@@ -14,6 +14,12 @@ type RoleChange struct {
 	// already has; Reason says why. Nothing changed.
 	Ignored bool
 	Reason  string
+	// Older is set on an ignored state that is not the current one sent
+	// again but an older one, or another decision under the same epochs.
+	// Every state a broker applies was written to etcd first, so a
+	// controller that loaded etcd can only send it older ones if etcd's
+	// metadata went backwards (restored from an older snapshot).
+	Older bool
 	// NewLeaderEpoch is set when the leader epoch advanced. A leader must
 	// then record (LeaderEpoch, EpochStartOffset) in the log's epoch cache
 	// before any append (F12, KAFKA-7415); a follower must restart fetching
@@ -42,8 +48,8 @@ func (p *Partition) MakeLeader(s LeaderAndISR, localLEO int64, now time.Time) (R
 	if err := p.checkAssigned(s); err != nil {
 		return RoleChange{}, err
 	}
-	if why := p.staleReason(s, RoleLeader); why != "" {
-		return RoleChange{Ignored: true, Reason: why, EpochStartOffset: UndefinedOffset}, nil
+	if why, older := p.staleReason(s, RoleLeader); why != "" {
+		return RoleChange{Ignored: true, Reason: why, Older: older, EpochStartOffset: UndefinedOffset}, nil
 	}
 	nowMs := now.UnixMilli()
 	wasLeader := p.role == RoleLeader
@@ -77,8 +83,8 @@ func (p *Partition) MakeFollower(s LeaderAndISR, localLEO int64, now time.Time) 
 	if err := p.checkAssigned(s); err != nil {
 		return RoleChange{}, err
 	}
-	if why := p.staleReason(s, RoleFollower); why != "" {
-		return RoleChange{Ignored: true, Reason: why, EpochStartOffset: UndefinedOffset}, nil
+	if why, older := p.staleReason(s, RoleFollower); why != "" {
+		return RoleChange{Ignored: true, Reason: why, Older: older, EpochStartOffset: UndefinedOffset}, nil
 	}
 	wasFollower := p.role == RoleFollower
 	newEpoch := s.LeaderEpoch > p.leaderEpoch
@@ -101,21 +107,28 @@ func (p *Partition) checkAssigned(s LeaderAndISR) error {
 	return nil
 }
 
-// staleReason says why s is not newer than the current state, or "".
-func (p *Partition) staleReason(s LeaderAndISR, role Role) string {
+// staleReason says why s is not newer than the current state, or "";
+// older is set when s is older than the current state, or names another
+// leader under the current epochs, rather than being the current state
+// again.
+func (p *Partition) staleReason(s LeaderAndISR, role Role) (why string, older bool) {
 	switch {
 	case s.PartitionEpoch < p.partitionEpoch:
-		return fmt.Sprintf("partition epoch %d is older than the current %d", s.PartitionEpoch, p.partitionEpoch)
+		return fmt.Sprintf("partition epoch %d is older than the current %d", s.PartitionEpoch, p.partitionEpoch), true
 	case s.LeaderEpoch < p.leaderEpoch:
-		return fmt.Sprintf("leader epoch %d is older than the current %d", s.LeaderEpoch, p.leaderEpoch)
+		return fmt.Sprintf("leader epoch %d is older than the current %d", s.LeaderEpoch, p.leaderEpoch), true
 	case s.LeaderEpoch > p.leaderEpoch:
-		return ""
+		return "", false
 	case s.PartitionEpoch == p.partitionEpoch:
-		return fmt.Sprintf("leader epoch %d and partition epoch %d are not newer than the current ones", s.LeaderEpoch, s.PartitionEpoch)
+		if s.Leader != p.leader && p.role != RoleNone {
+			return fmt.Sprintf("leader %d in leader epoch %d and partition epoch %d differs from the current leader %d under the same epochs",
+				s.Leader, s.LeaderEpoch, s.PartitionEpoch, p.leader), true
+		}
+		return fmt.Sprintf("leader epoch %d and partition epoch %d are not newer than the current ones", s.LeaderEpoch, s.PartitionEpoch), false
 	case p.role != role || s.Leader != p.leader:
-		return fmt.Sprintf("leader %d in leader epoch %d differs from the current leader %d without a new leader epoch", s.Leader, s.LeaderEpoch, p.leader)
+		return fmt.Sprintf("leader %d in leader epoch %d differs from the current leader %d without a new leader epoch", s.Leader, s.LeaderEpoch, p.leader), false
 	}
-	return ""
+	return "", false
 }
 
 // applyState installs assignment, ISR and epochs. Any AlterPartition in

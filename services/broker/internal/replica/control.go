@@ -268,6 +268,9 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 			return nil, err
 		}
 		if change.Ignored {
+			if change.Older {
+				return nil, m.refuseOlderState(r, s, change.Reason)
+			}
 			m.log.Debug("ignoring partition state", "topic", tp.Topic, "partition", tp.Partition, "reason", change.Reason)
 			return nil, nil
 		}
@@ -298,6 +301,9 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 		return nil, err
 	}
 	if change.Ignored {
+		if change.Older {
+			return nil, m.refuseOlderState(r, s, change.Reason)
+		}
 		return nil, nil
 	}
 	if change.NewLeaderEpoch || change.RoleChanged || r.fetchEpoch != s.LeaderEpoch {
@@ -310,6 +316,27 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 		return r, nil
 	}
 	return nil, nil
+}
+
+// refuseOlderState answers a partition state older than the one the
+// replica holds. Every state was written to etcd before it was sent, so a
+// controller that loaded etcd sends an older one only if etcd's metadata
+// went backwards (restored from an older snapshot): its leader epochs and
+// ISRs may name replicas that lack acknowledged records. The state is not
+// applied (the replica keeps its newer one, as for any stale state) and
+// the partition is answered STALE_CONTROLLER_EPOCH, as Kafka's brokers
+// answer a LeaderAndIsr whose leader epoch is not newer, so the controller
+// says so too.
+func (m *Manager) refuseOlderState(r *Replica, s partition.LeaderAndISR, reason string) error {
+	snap := r.state.Snapshot(m.now())
+	m.metrics.olderStates.Inc()
+	m.log.Error("Refusing a partition state older than the one this broker holds: the controller's metadata went backwards (etcd restored from an older snapshot?)",
+		"topic", r.tp.Topic, "partition", r.tp.Partition, "reason", reason,
+		"leader", s.Leader, "leader_epoch", s.LeaderEpoch, "partition_epoch", s.PartitionEpoch, "isr", partition.FormatIDs(s.ISR),
+		"held_leader", snap.Leader, "held_leader_epoch", snap.LeaderEpoch, "held_partition_epoch", snap.PartitionEpoch,
+		"held_isr", partition.FormatIDs(snap.ISR))
+	return kerr.New(kerr.StaleControllerEpoch, "%s-%d: state older than the one this broker holds (leader epoch %d, partition epoch %d): %s",
+		r.tp.Topic, r.tp.Partition, snap.LeaderEpoch, snap.PartitionEpoch, reason)
 }
 
 // getOrCreate returns the hosted replica, opening (or creating) its log.

@@ -46,6 +46,9 @@ type metrics struct {
 	parkedProd  atomic.Int64
 	parkedFetch atomic.Int64
 	refused     *prometheus.CounterVec
+	// olderStates counts partition states refused for being older than
+	// the one held (refuseOlderState).
+	olderStates prometheus.Counter
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -78,6 +81,8 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 			Help: "This broker's fetch rounds as a follower, by phase: round_trip (request sent to answer received, the leader's wait for data included), apply (the answers appended or acted on), between (the last round's end to this request: the fetcher's own delay).", Buckets: latencyBuckets}, []string{"phase"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
+		olderStates: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_older_partition_states_total",
+			Help: "Partition states from the controller refused because this broker holds a newer one: etcd's metadata went backwards (restored from an older snapshot?). Anything above 0 needs an operator."}),
 	}
 	mt.produceByAcks = map[int16]prometheus.Observer{}
 	for _, acks := range []int16{-1, 0, 1} {
@@ -91,7 +96,7 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 		return mt
 	}
 	reg.MustRegister(mt.isrShrinks, mt.isrExpands, mt.produceLat, mt.fetchLat, mt.appendToHW,
-		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.fetchInterrupts, mt.followerFetch, mt.refused, &stateCollector{m: m})
+		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.fetchInterrupts, mt.followerFetch, mt.refused, mt.olderStates, &stateCollector{m: m})
 	return mt
 }
 

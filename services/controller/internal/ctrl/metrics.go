@@ -20,6 +20,7 @@ type Metrics struct {
 	failover        prometheus.Gauge
 	fastFailovers   prometheus.Counter
 	yields          *prometheus.CounterVec
+	olderStates     prometheus.Counter
 
 	// The loop's own (Kafka's ControllerEventManager MBeans): how long
 	// events wait and run, how many wait, and how long the one running has
@@ -56,6 +57,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "leader_yields_total", Help: "YieldLeadership requests ahead of voluntary leadership moves, by outcome: " +
 				"yielded, refused (the leader is at another state), timed_out (no answer within the request timeout: cut off?), departed."},
 			[]string{"outcome"}),
+		olderStates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "older_partition_states_total", Help: "Partition states brokers refused because they hold newer ones: etcd's metadata is older than what the brokers have seen (restored from an older snapshot?). Anything above 0 needs an operator."}),
 		eventQueueSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "event_queue_seconds", Help: "Time an event (a request, a broker's report, a timer) waited for the controller's loop (Kafka's EventQueueTimeMs).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
@@ -82,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			return 0
 		})
 	if reg != nil {
-		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers, m.yields,
+		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers, m.yields, m.olderStates,
 			m.eventQueueSeconds, m.eventSeconds, m.queueSize, m.runningSeconds)
 	}
 	return m

@@ -28,6 +28,8 @@ type fakeClient struct {
 	// refuseYield, when set, is a partition a YieldLeadership answer
 	// lists with an error, after one it yielded.
 	refuseYield *controlv1.PartitionResult
+	// laiPartitions are put in LeaderAndIsr answers.
+	laiPartitions []*controlv1.PartitionResult
 }
 
 func (f *fakeClient) record(kind string) error {
@@ -56,7 +58,7 @@ func (f *fakeClient) LeaderAndIsr(ctx context.Context, in *controlv1.LeaderAndIs
 	if err := f.record("LeaderAndIsr"); err != nil {
 		return nil, err
 	}
-	return &controlv1.LeaderAndIsrResponse{}, nil
+	return &controlv1.LeaderAndIsrResponse{Partitions: f.laiPartitions}, nil
 }
 
 func (f *fakeClient) UpdateMetadata(ctx context.Context, in *controlv1.UpdateMetadataRequest, _ ...grpc.CallOption) (*controlv1.UpdateMetadataResponse, error) {
@@ -243,5 +245,39 @@ func TestYieldLeadershipFailsOnAnyPartitionNotYielded(t *testing.T) {
 	s.Enqueue(Request{YieldLeadership: &controlv1.YieldLeadershipRequest{}, Done: d})
 	if err := wait(t, d); err != nil {
 		t.Fatalf("yield answered NONE everywhere failed: %v", err)
+	}
+}
+
+// A partition a broker answers STALE_CONTROLLER_EPOCH holds a newer state
+// than the one sent (etcd went backwards): the sender reports it and goes
+// on, where a whole request answered so ends the sender (a newer
+// controller exists).
+func TestOlderPartitionStatesAreReportedNotStale(t *testing.T) {
+	c := &fakeClient{laiPartitions: []*controlv1.PartitionResult{
+		{Topic: "t", Partition: 0},
+		{Topic: "t", Partition: 1, ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH, ErrorMessage: "older"},
+		{Topic: "t", Partition: 2, ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH, ErrorMessage: "older"},
+	}}
+	older := make(chan int, 1)
+	s := Start(Options{Client: c, Target: Target{ID: 1, Epoch: 7}, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+		OnStale:      func(err error) { t.Errorf("OnStale(%v) for a partition's answer", err) },
+		OnOlderState: func(n int) { older <- n }})
+	t.Cleanup(func() { s.Stop(); s.Wait() })
+	d1, d2 := done(), done()
+	s.Enqueue(Request{LeaderAndIsr: &controlv1.LeaderAndIsrRequest{}, Done: d1})
+	s.Enqueue(Request{UpdateMetadata: &controlv1.UpdateMetadataRequest{}, Done: d2})
+	if err := wait(t, d1); err != nil {
+		t.Fatalf("LeaderAndIsr = %v", err)
+	}
+	if err := wait(t, d2); err != nil {
+		t.Fatalf("the request after it = %v, want delivered", err)
+	}
+	select {
+	case n := <-older:
+		if n != 2 {
+			t.Fatalf("OnOlderState(%d), want 2", n)
+		}
+	default:
+		t.Fatal("OnOlderState not called")
 	}
 }
