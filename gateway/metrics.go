@@ -61,13 +61,27 @@ func (m *httpMetrics) measured(next http.Handler) http.Handler {
 				route = "other"
 			}
 			stream := note.stream || strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream")
-			m.requests.WithLabelValues(r.Method, route, strconv.Itoa(rec.code())).Inc()
+			method := methodLabel(r.Method)
+			m.requests.WithLabelValues(method, route, strconv.Itoa(rec.code())).Inc()
 			if !stream {
-				m.duration.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+				m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 			}
 		}()
 		next.ServeHTTP(rec, r.WithContext(contextWithNote(r, note)))
 	})
+}
+
+// methodLabel is the method label of a request: HTTP's own methods as
+// they are, anything else "other". net/http takes any token as a method,
+// so the method as sent would give a client a new series per made-up
+// method, as the path would per name.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // noteMuxRoute records the pattern root matched when no REST route did:

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,6 +70,40 @@ func TestGatewayMetricsCountRequestsByRoute(t *testing.T) {
 		if strings.Contains(route, "metered") || strings.Contains(route, "nothing-here") || strings.Contains(route, "no/such") {
 			t.Errorf("a route label holds a path: %s %v", s.name, s.labels)
 		}
+	}
+}
+
+// The method label takes the request's method as sent, and net/http
+// accepts any token as a method: a client sending made-up methods made a
+// new series per method, for ever (a scan, a broken client). Methods
+// outside HTTP's own set count as "other", as the route of an unknown
+// path does.
+func TestGatewayMetricsMethodLabelIsBounded(t *testing.T) {
+	tc := startCluster(t)
+	g := startGateway(t, tc, func(o *Options) { o.Telemetry.MetricsListen = "127.0.0.1:0" })
+	api := newREST(t, g)
+	for i := range 20 {
+		api.do(fmt.Sprintf("PROBE%d", i), "/v1/topics", nil)
+		api.do(fmt.Sprintf("SCAN%d", i), "/nothing-here", nil)
+	}
+	api.do(http.MethodGet, "/v1/topics", nil)
+	m := scrape(t, "http://"+g.tel.MetricsAddr()+"/metrics")
+	methods := map[string]bool{}
+	for _, s := range m {
+		if strings.HasPrefix(s.name, "tidemark_gateway_http_request") {
+			methods[s.labels["method"]] = true
+		}
+	}
+	for meth := range methods {
+		if strings.HasPrefix(meth, "PROBE") || strings.HasPrefix(meth, "SCAN") {
+			t.Fatalf("made-up methods each got their own series: method label values %v", slices.Sorted(maps.Keys(methods)))
+		}
+	}
+	if got := sampleSum(m, "tidemark_gateway_http_requests_total", map[string]string{"method": "other"}); got != 40 {
+		t.Errorf("requests with made-up methods counted %v times under method=\"other\", want 40", got)
+	}
+	if got := sampleSum(m, "tidemark_gateway_http_requests_total", map[string]string{"method": "GET", "route": "/v1/topics"}); got != 1 {
+		t.Errorf("GET /v1/topics counted %v times, want 1", got)
 	}
 }
 

@@ -126,3 +126,59 @@ func TestFollowedBindingsShowInTheMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A controller whose loop is busy (a slow etcd write, a paused process)
+// when it loses its lease cannot step down until the loop takes the news,
+// yet from that moment it is no longer the active controller: it refuses
+// requests as a standby (office.current asks whether the lease is surely
+// held). Its ActiveControllerCount must say the same, or, once a standby
+// has taken over, the controllers report two active controllers, and both
+// their offline partition counts, for as long as the loop stays busy.
+func TestAControllerThatLostItsLeaseReportsItselfStandbyAtOnce(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c2 := c.startController(2)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "solo", [][]int32{{1}}, nil)
+	c.brokers[1].deregister()
+	c.waitState("solo", 0, 3*time.Second, "offline", func(s metastore.PartitionState) bool { return s.Leader == -1 })
+	eventually(t, 2*time.Second, "offline partition counted on controller 1", func() bool {
+		return metric(t, c1, "tidemark_controller_offline_partitions_count") == 1
+	})
+
+	// Controller 1's loop is held inside an event and its etcd link goes
+	// silent: its lease runs out and controller 2 is elected.
+	a1 := c1.office.current()
+	release, ok := a1.StallForTest()
+	if !ok {
+		t.Fatal("the term ended")
+	}
+	defer release()
+	c1.bridge.Pause()
+	defer c1.bridge.Resume()
+	if e := c.waitActive(c2, ctrlTTL+3*time.Second); e != 2 {
+		t.Fatalf("controller 2 epoch = %d, want 2", e)
+	}
+	eventually(t, 2*time.Second, "offline partition counted on controller 2", func() bool {
+		return metric(t, c2, "tidemark_controller_offline_partitions_count") == 1
+	})
+	if _, ok := c1.Active(); ok {
+		t.Fatal("controller 1 still answers as the active controller after controller 2 was elected")
+	}
+	if a1.Err() != nil {
+		t.Fatal("setup: controller 1's term ended although its loop is held")
+	}
+	active := metric(t, c1, "tidemark_controller_active_controller_count") + metric(t, c2, "tidemark_controller_active_controller_count")
+	offline := metric(t, c1, "tidemark_controller_offline_partitions_count") + metric(t, c2, "tidemark_controller_offline_partitions_count")
+	if active != 1 || offline != 1 {
+		t.Fatalf("summed over the controllers: active_controller_count=%v offline_partitions_count=%v, want 1 and 1 "+
+			"(controller 1, whose lease ran out, reports active=%v offline=%v)", active, offline,
+			metric(t, c1, "tidemark_controller_active_controller_count"), metric(t, c1, "tidemark_controller_offline_partitions_count"))
+	}
+	release()
+	eventually(t, 5*time.Second, "controller 1's term ended", func() bool { return a1.Err() != nil })
+	if v := metric(t, c1, "tidemark_controller_active_controller_count"); v != 0 {
+		t.Fatalf("controller 1 reports active_controller_count=%v after its term ended", v)
+	}
+}

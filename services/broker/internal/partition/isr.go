@@ -1,7 +1,9 @@
 package partition
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -37,6 +39,9 @@ func (p *Partition) maybeExpand(f *follower) *Proposal {
 		return nil
 	}
 	pr := p.propose(ExpandISR, []int32{f.id}, withID(p.isr, f.id))
+	pr.Reason = fmt.Sprintf("broker %d caught up: log end offset %d reached the HW %d and the leader epoch's start %d",
+		f.id, f.leo, p.hw, p.epochStart)
+	p.pending.Reason = pr.Reason
 	return &pr
 }
 
@@ -69,7 +74,34 @@ func (p *Partition) MaybeShrinkISR(now time.Time) ShrinkOutcome {
 		return ShrinkOutcome{}
 	}
 	pr := p.propose(ShrinkISR, out, withoutIDs(p.isr, out))
+	pr.Reason = p.outOfSyncReason(out, now.UnixMilli())
+	p.pending.Reason = pr.Reason
 	return ShrinkOutcome{OutOfSync: out, Proposal: &pr}
+}
+
+// outOfSyncReason names, for a shrink's log line, each replica found out
+// of sync with what made it so: where it stands against the leader's log
+// end and how long it has not caught up (or that it has not fetched in
+// this leadership).
+func (p *Partition) outOfSyncReason(out []int32, nowMs int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "not caught up within replica.lag.time.max.ms (%d ms) with the leader's log end offset %d (HW %d):", p.lagMs(), p.leo, p.hw)
+	for i, id := range out {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		f := p.followers[id]
+		switch {
+		case f == nil:
+			fmt.Fprintf(&b, " broker %d unknown to the leader", id)
+		case !f.hasFetched:
+			fmt.Fprintf(&b, " broker %d no fetch in %d ms of this leadership", id, f.caughtUpAgeMs(nowMs))
+		default:
+			fmt.Fprintf(&b, " broker %d at offset %d, last caught up %d ms ago, last fetch %d ms ago", id, f.leo,
+				f.caughtUpAgeMs(nowMs), nowMs-f.lastFetchMs)
+		}
+	}
+	return b.String()
 }
 
 func (p *Partition) outOfSync(nowMs int64) []int32 {

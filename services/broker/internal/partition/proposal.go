@@ -59,6 +59,9 @@ type Proposal struct {
 	// From is the committed ISR the change starts from; To the proposed one.
 	From, To []int32
 	Request  AlterPartitionRequest
+	// Reason says why, with the state behind it (Kafka's shrink line
+	// names each out-of-sync replica's end offset and last catch-up).
+	Reason string
 }
 
 // LogLine is Kafka's log line for the change, e.g. "Shrinking ISR from

@@ -9,6 +9,11 @@ type follower struct {
 	// lastCaughtUpMs is the largest time t such that the follower's last
 	// fetch offset was >= the leader's LEO at t (F8).
 	lastCaughtUpMs int64
+	// trackedSinceMs is when this leadership began to track the follower
+	// (the leader's election, or the follower's addition). Reports count
+	// the age of a follower not caught up since then from it: zero above
+	// would date it to 1970 (see Snapshot).
+	trackedSinceMs int64
 	// lastFetchLeaderLEO and lastFetchMs remember the previous fetch, for
 	// F8's "caught up with the previous fetch" rule (KAFKA-4485).
 	lastFetchLeaderLEO int64
@@ -19,8 +24,8 @@ type follower struct {
 	hasFetched  bool
 }
 
-func newFollower(id int32) *follower {
-	return &follower{id: id, leo: UndefinedOffset, logStart: UndefinedOffset, brokerEpoch: -1}
+func newFollower(id int32, nowMs int64) *follower {
+	return &follower{id: id, leo: UndefinedOffset, logStart: UndefinedOffset, brokerEpoch: -1, trackedSinceMs: nowMs}
 }
 
 // recordFetch applies F8 (Kafka's Replica.updateFetchStateOrThrow).
@@ -60,6 +65,7 @@ func (f *follower) reset(nowMs, leaderLEO int64, newLeader, inISR bool) {
 			logStart:           UndefinedOffset,
 			lastFetchLeaderLEO: UndefinedOffset,
 			lastCaughtUpMs:     caughtUp,
+			trackedSinceMs:     nowMs,
 			brokerEpoch:        -1,
 		}
 		return
@@ -67,6 +73,14 @@ func (f *follower) reset(nowMs, leaderLEO int64, newLeader, inISR bool) {
 	f.lastFetchLeaderLEO = leaderLEO
 	f.lastFetchMs = caughtUp
 	f.lastCaughtUpMs = caughtUp
+}
+
+// caughtUpAgeMs is how long ago the follower was last caught up, as
+// reported: for one not caught up since this leadership began to track it,
+// the time since then, a lower bound (the ISR rule itself still counts
+// from zero, as Kafka's).
+func (f *follower) caughtUpAgeMs(nowMs int64) int64 {
+	return nowMs - max(f.lastCaughtUpMs, f.trackedSinceMs)
 }
 
 // caughtUp is Kafka's ReplicaState.isCaughtUp: at the leader's LEO, or

@@ -57,7 +57,7 @@ func (p *Partition) MakeLeader(s LeaderAndISR, localLEO int64, now time.Time) (R
 
 	p.leo = localLEO
 	p.clampHW()
-	p.applyState(s, RoleLeader, !wasLeader)
+	p.applyState(s, RoleLeader, !wasLeader, nowMs)
 
 	rc := RoleChange{NewLeaderEpoch: newEpoch, RoleChanged: !wasLeader, EpochStartOffset: UndefinedOffset}
 	if newEpoch {
@@ -90,7 +90,7 @@ func (p *Partition) MakeFollower(s LeaderAndISR, localLEO int64, now time.Time) 
 	newEpoch := s.LeaderEpoch > p.leaderEpoch
 	p.leo = localLEO
 	p.clampHW()
-	p.applyState(s, RoleFollower, true)
+	p.applyState(s, RoleFollower, true, now.UnixMilli())
 	p.epochStart = UndefinedOffset
 	return RoleChange{
 		NewLeaderEpoch:   newEpoch,
@@ -134,7 +134,7 @@ func (p *Partition) staleReason(s LeaderAndISR, role Role) (why string, older bo
 // applyState installs assignment, ISR and epochs. Any AlterPartition in
 // flight is dropped: the new state supersedes it (Kafka overwrites its
 // partition state the same way), and a late answer is then ignored.
-func (p *Partition) applyState(s LeaderAndISR, role Role, freshFollowers bool) {
+func (p *Partition) applyState(s LeaderAndISR, role Role, freshFollowers bool, nowMs int64) {
 	p.role = role
 	p.leader = s.Leader
 	p.leaderEpoch = s.LeaderEpoch
@@ -159,7 +159,7 @@ func (p *Partition) applyState(s LeaderAndISR, role Role, freshFollowers bool) {
 	}
 	for _, id := range s.Replicas {
 		if id != p.cfg.LocalID && p.followers[id] == nil {
-			p.followers[id] = newFollower(id)
+			p.followers[id] = newFollower(id, nowMs)
 		}
 	}
 }

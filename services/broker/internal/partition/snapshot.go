@@ -18,7 +18,9 @@ type FollowerView struct {
 	// OffsetLag is the leader's LEO minus the follower's (Kafka's lag
 	// metric), UndefinedOffset when the follower's LEO is unknown.
 	OffsetLag int64
-	// CaughtUpAgeMs is how long ago the follower was last caught up.
+	// CaughtUpAgeMs is how long ago the follower was last caught up; for
+	// one not caught up since this leadership began to track it (elected,
+	// or the follower added), the time since then.
 	CaughtUpAgeMs int64
 	// CaughtUp is F7's test: not (yet) out of sync.
 	CaughtUp bool
@@ -93,7 +95,7 @@ func (p *Partition) Snapshot(now time.Time) Snapshot {
 			LastCaughtUpMs: f.lastCaughtUpMs,
 			LastFetchMs:    f.lastFetchMs,
 			OffsetLag:      lag,
-			CaughtUpAgeMs:  nowMs - f.lastCaughtUpMs,
+			CaughtUpAgeMs:  f.caughtUpAgeMs(nowMs),
 			CaughtUp:       f.caughtUp(p.leo, nowMs, p.lagMs()),
 		})
 	}

@@ -54,14 +54,15 @@ func (m *Manager) submitAlter(r *Replica, p partition.Proposal) {
 		kind = "isr-shrink"
 	}
 	m.log.Info(p.LogLine(), "topic", r.tp.Topic, "partition", r.tp.Partition,
-		"leader_epoch", p.Request.LeaderEpoch, "partition_epoch", p.Request.PartitionEpoch)
+		"leader_epoch", p.Request.LeaderEpoch, "partition_epoch", p.Request.PartitionEpoch, "reason", p.Reason)
 	m.emit(Event{Kind: kind, TP: r.tp, Reason: p.LogLine(), LeaderEpoch: p.Request.LeaderEpoch, ISR: p.To})
 	// The span lasts until the controller answers: a trace shows how long
 	// the ISR change took to commit, and how it ended.
 	_, span := m.tracer.Start(context.Background(), "broker."+strings.ReplaceAll(kind, "-", "_"), trace.WithAttributes(
 		attribute.String("tidemark.topic", r.tp.Topic), attribute.Int("tidemark.partition", int(r.tp.Partition)),
 		attribute.String("tidemark.isr.before", partition.FormatIDs(p.From)), attribute.String("tidemark.isr.after", partition.FormatIDs(p.To)),
-		attribute.Int("tidemark.leader_epoch", int(p.Request.LeaderEpoch)), attribute.String("tidemark.reason", p.LogLine())))
+		attribute.Int("tidemark.leader_epoch", int(p.Request.LeaderEpoch)), attribute.String("tidemark.reason", p.LogLine()),
+		attribute.String("tidemark.detail", p.Reason)))
 	m.alter.enqueue(r, p.Request, span)
 }
 
@@ -88,6 +89,61 @@ type alterSender struct {
 	// sent.
 	stopped bool
 	kick    chan struct{}
+	// failures is the run of failed sends, read and written by the
+	// sender's goroutine only (send).
+	failures alterFailures
+}
+
+// alterFailWarnEvery spaces the warnings of a run of failed AlterPartition
+// sends: while no controller answers (an etcd outage, every controller
+// down) the sender retries every alterBackoff, and a warning per attempt
+// was five a second for as long as the outage lasted.
+const alterFailWarnEvery = time.Minute
+
+// alterFailures is a run of AlterPartition sends that failed or were
+// refused as a whole: the first is a warning, later ones a warning at most
+// once per alterFailWarnEvery with the count since, and the first send
+// that gets through after them says so once.
+type alterFailures struct {
+	count           int
+	since, lastWarn time.Time
+}
+
+// failed logs a failed send, or counts it until the next warning is due.
+func (f *alterFailures) failed(m *Manager, msg string, attrs ...any) {
+	now := m.now()
+	if f.count == 0 {
+		f.since = now
+	}
+	f.count++
+	if f.count > 1 && now.Sub(f.lastWarn) < alterFailWarnEvery {
+		return
+	}
+	if f.count > 1 {
+		attrs = append(attrs, "failed_attempts", f.count, "failing_for", now.Sub(f.since).Round(time.Millisecond))
+	}
+	m.log.Warn(msg, attrs...)
+	f.lastWarn = now
+}
+
+// dropped ends a run of failures whose changes are no longer wanted.
+func (f *alterFailures) dropped(m *Manager) {
+	if f.count == 0 {
+		return
+	}
+	m.log.Info("AlterPartition no longer retried: new metadata replaced the ISR changes that waited", "failed_attempts", f.count,
+		"failing_for", m.now().Sub(f.since).Round(time.Millisecond))
+	*f = alterFailures{}
+}
+
+// delivered ends a run of failures.
+func (f *alterFailures) delivered(m *Manager, controller int32) {
+	if f.count == 0 {
+		return
+	}
+	m.log.Info("AlterPartition delivered again", "controller", controller, "failed_attempts", f.count,
+		"failing_for", m.now().Sub(f.since).Round(time.Millisecond))
+	*f = alterFailures{}
 }
 
 func newAlterSender(m *Manager) *alterSender {
@@ -219,6 +275,10 @@ func (s *alterSender) run(stop <-chan struct{}) {
 				}
 			}
 		}
+		// Drained with failures unresolved: new metadata replaced the
+		// changes that waited (a controller elected meanwhile decided
+		// their partitions' ISR itself).
+		s.failures.dropped(s.m)
 	}
 }
 
@@ -256,13 +316,14 @@ func (s *alterSender) send(items []alterItem, stop <-chan struct{}) []alterItem 
 	}()
 	resp, err := m.transport.AlterPartition(ctx, ctrl.GetAddress(), req)
 	if err != nil {
-		m.log.Warn("AlterPartition failed; will retry", "controller", ctrl.GetId(), "err", kerr.FromStatus(err))
+		s.failures.failed(m, "AlterPartition failed; will retry", "controller", ctrl.GetId(), "err", kerr.FromStatus(err))
 		return items
 	}
 	if code := kerr.Code(resp.GetErrorCode()); code != kerr.None {
-		m.log.Warn("AlterPartition refused; will retry", "code", code.String())
+		s.failures.failed(m, "AlterPartition refused; will retry", "controller", ctrl.GetId(), "code", code.String())
 		return items
 	}
+	s.failures.delivered(m, ctrl.GetId())
 	byTP := map[TP]*controlv1.AlterPartitionResult{}
 	for _, res := range resp.GetPartitions() {
 		byTP[TP{Topic: res.GetTopic(), Partition: res.GetPartition()}] = res

@@ -93,6 +93,10 @@ type Active struct {
 	// queuedCalls counts the calls queued for the loop whose callers
 	// still wait for them (StallForTest's view of who is stuck).
 	queuedCalls atomic.Int32
+	// loaded is set once load found this term's epoch in etcd: from then
+	// on, while its lease is held, it reports itself the active
+	// controller (Metrics.activeTerm).
+	loaded atomic.Bool
 
 	// Loop-owned state (see the package doc), besides the core's.
 	links       map[int32]*link
@@ -254,7 +258,7 @@ func (a *Active) stepDown(cause error) {
 // afterEvent refreshes gauges and wakes WatchCluster streams.
 func (a *Active) afterEvent() {
 	if a.stateDirty {
-		a.d.Metrics.offline.Set(float64(a.offlineCount()))
+		a.d.Metrics.offlineCount.Store(int64(a.offlineCount()))
 	}
 	if a.stateDirty || a.viewDirty {
 		for s := range a.subs {

@@ -31,7 +31,7 @@ func (a *Active) load() error {
 	if cl.ControllerEpoch != a.epoch {
 		return fmt.Errorf("load: controller epoch is %d in etcd, this term won %d: another controller was elected", cl.ControllerEpoch, a.epoch)
 	}
-	a.d.Metrics.active.Set(1)
+	a.loaded.Store(true) // active_controller_count
 	a.d.Metrics.epoch.Set(float64(a.epoch))
 	a.controllers = cl.Controllers
 	a.brokerConfigs = cl.BrokerConfigs

@@ -11,9 +11,9 @@ import (
 // kafka.controller:type=KafkaController and ControllerStats MBeans. One set
 // serves every term of a process.
 type Metrics struct {
-	active          prometheus.Gauge
+	active          prometheus.GaugeFunc
 	epoch           prometheus.Gauge
-	offline         prometheus.Gauge
+	offline         prometheus.GaugeFunc
 	elections       *prometheus.CounterVec
 	unclean         prometheus.Counter
 	electionSeconds prometheus.Histogram
@@ -31,17 +31,16 @@ type Metrics struct {
 	runningSeconds    prometheus.GaugeFunc
 	// term is the running term (nil on a standby), read by the gauges.
 	term atomic.Pointer[Active]
+	// offlineCount is the running term's last count of offline
+	// partitions, reported only while that term is the active controller.
+	offlineCount atomic.Int64
 }
 
 // NewMetrics registers the metrics on reg (nil: not registered, for tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
-			Name: "active_controller_count", Help: "1 on the active controller, 0 on standbys (Kafka's ActiveControllerCount)."}),
 		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "epoch", Help: "Controller epoch of the term this process holds or last held."}),
-		offline: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
-			Name: "offline_partitions_count", Help: "Partitions without a live leader, those of topics being deleted left out (Kafka's OfflinePartitionsCount)."}),
 		elections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "leader_elections_total", Help: "Leader changes written by the controller, by cause."}, []string{"cause"}),
 		unclean: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
@@ -66,6 +65,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "event_processing_seconds", Help: "Time the controller's loop took over one event, its etcd writes included (Kafka's EventQueueProcessingTimeMs).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 	}
+	// Read at scrape time, as the term's requests are answered: a term
+	// whose lease is not surely held any more (its loop busy when the
+	// lease ran out, so it has not stepped down yet) is already a
+	// standby to the cluster, and a standby's figures are 0.
+	m.active = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+		Name: "active_controller_count", Help: "1 on the active controller, 0 on standbys and on a term whose lease is not surely held (Kafka's ActiveControllerCount)."},
+		func() float64 {
+			if m.activeTerm() != nil {
+				return 1
+			}
+			return 0
+		})
+	m.offline = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
+		Name: "offline_partitions_count", Help: "Partitions without a live leader, those of topics being deleted left out (Kafka's OfflinePartitionsCount); 0 on standbys."},
+		func() float64 {
+			if m.activeTerm() != nil {
+				return float64(m.offlineCount.Load())
+			}
+			return 0
+		})
 	m.queueSize = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tidemark", Subsystem: "controller",
 		Name: "event_queue_size", Help: "Events waiting for the active controller's loop (Kafka's EventQueueSize); 0 on standbys."},
 		func() float64 {
@@ -96,6 +115,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // active controller's alone: a standby reports 0, so sums over the
 // controllers count each partition once.
 func (m *Metrics) SetStandby() {
-	m.active.Set(0)
-	m.offline.Set(0)
+	m.offlineCount.Store(0)
+}
+
+// activeTerm is the term this process serves as the active controller:
+// loaded, not ended, and its lease surely held now (Active.Held, which
+// office.current asks before answering as the active controller); nil
+// otherwise.
+func (m *Metrics) activeTerm() *Active {
+	a := m.term.Load()
+	if a == nil || !a.loaded.Load() || a.Err() != nil || !a.Held(time.Now()) {
+		return nil
+	}
+	return a
 }
