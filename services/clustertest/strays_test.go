@@ -237,3 +237,54 @@ func TestQuietClientFollowsATopicCreatedAgain(t *testing.T) {
 		t.Fatalf("read %v, want [new-0]", got)
 	}
 }
+
+// A topic whose log start DeleteRecords moved, deleted and created again at
+// once, is written (acks=all) and then every broker is killed in turn: the
+// new incarnation's records are all still there, from offset 0, on every
+// replica. Each broker checkpoints log starts and recovery points once a
+// minute (a DeleteRecords' start at once): before, the deleted log's
+// entries stayed in those files until then, and a broker killed meanwhile
+// opened the new log with the old log start, past its end, so its records
+// were hidden from readers, and from the leader's consumers when it led.
+func TestARecreatedTopicKeepsItsRecordsThroughACrash(t *testing.T) {
+	c := Start(t, Options{Brokers: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic = "again"
+	c.CreateTopic(topic, 1, 3, nil)
+	for i := range 6 {
+		if _, err := c.Produce(ctx, topic, 0, -1, fmt.Sprintf("old-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if low, err := c.Client().DeleteRecords(ctx, topic, 0, 6); err != nil || low != 6 {
+		t.Fatalf("delete records below 6: low watermark %d, %v", low, err)
+	}
+	resp, err := c.Admin().DeleteTopics(ctx, &adminv1.DeleteTopicsRequest{Topics: []string{topic}, TimeoutMs: 10000})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	c.CreateTopic(topic, 1, 3, nil)
+	want := []string{"new-0", "new-1", "new-2"}
+	for _, v := range want {
+		if _, err := c.Produce(ctx, topic, 0, -1, v); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+	}
+	for id := int32(1); id <= 3; id++ {
+		c.CrashBroker(id)
+		c.StartBroker(id)
+		c.WaitBrokerAlive(id)
+		c.WaitFor(20*time.Second, fmt.Sprintf("a full ISR after broker %d's restart", id), func() bool {
+			p := c.Partition(topic, 0)
+			return p.GetLeader() >= 0 && len(p.GetIsr()) == 3
+		})
+	}
+	if logs := c.SameLogs(topic, 0, 1, 2, 3); !slices.Equal(logs, want) {
+		t.Fatalf("the replicas hold %v, want %v", logs, want)
+	}
+	c.WaitHWAtLEO(topic, 0, 1, 2, 3)
+	if off, err := pollFirst(t, c.Client(), topic, client.ResetNone); err != nil || off != 0 {
+		t.Fatalf("a consumer from offset 0 read first offset %d, %v; want 0", off, err)
+	}
+}

@@ -280,18 +280,44 @@ func (l *Log) recoverSegments(segs []*segment, rebuild map[*segment]bool, opts O
 			}
 		}
 	}
+	// A segment wholly below the checkpointed log start holds nothing
+	// readable. A crash may bring one back damaged: its retirement's
+	// rename was not durable, and a segment DeleteRecords deleted right
+	// after its roll was never synced. So after a crash it is re-validated
+	// whatever the recovery point says, and damage there, or a gap after
+	// it, drops it with the segments before it, never the ones after:
+	// cutting the log there deleted every later segment, flushed records
+	// above the log start and all. Kafka's loader recovers such a segment
+	// alone too.
+	belowStart := func(i int) bool { return i+1 < len(segs) && segs[i+1].base <= opts.LogStartOffset }
+	first := 0 // segs[:first] were dropped so
 	for i, s := range segs {
 		// Compaction may leave a gap between segments, never an overlap.
-		if i > 0 && (segs[i-1].next > s.base || (segs[i-1].next != s.base && !l.gapOK(s.base))) {
-			l.truncated("segment does not follow on from the previous one", "segment", s.logPath,
-				"expected_base", segs[i-1].next)
-			return l.dropSegments(segs, i)
+		if i > first && (segs[i-1].next > s.base || (segs[i-1].next != s.base && !l.gapOK(s.base))) {
+			if belowStart(i - 1) {
+				if err := l.dropBelowStart(segs[first:i], "a gap follows it"); err != nil {
+					return segs[first:], err
+				}
+				first = i
+			} else {
+				l.truncated("segment does not follow on from the previous one", "segment", s.logPath,
+					"expected_base", segs[i-1].next)
+				kept, err := l.dropSegments(segs, i)
+				return kept[first:], err
+			}
 		}
-		full := i >= from || rebuild[s]
+		full := i >= from || rebuild[s] || (!opts.CleanShutdown && belowStart(i))
 		if !full {
 			ok, err := l.checkSegment(s, i == len(segs)-1)
 			if err != nil {
-				return segs, err
+				return segs[first:], err
+			}
+			if !ok && belowStart(i) {
+				if err := l.dropBelowStart(segs[first:i+1], "it failed its sanity check"); err != nil {
+					return segs[first:], err
+				}
+				first = i + 1
+				continue
 			}
 			if !ok {
 				l.stats.rebuiltIndexes.Add(1)
@@ -303,16 +329,47 @@ func (l *Log) recoverSegments(segs []*segment, rebuild map[*segment]bool, opts O
 			l.logger.Warn("rebuilding missing or malformed index", "segment", s.logPath)
 		}
 		if full {
-			cut, err := l.recoverSegment(s)
+			below := belowStart(i)
+			cut, err := l.recoverSegment(s, below)
 			if err != nil {
-				return segs, err
+				return segs[first:], err
+			}
+			if cut && below {
+				if err := l.dropBelowStart(segs[first:i+1], "it is damaged"); err != nil {
+					return segs[first:], err
+				}
+				first = i + 1
+				continue
 			}
 			if cut && i+1 < len(segs) {
-				return l.dropSegments(segs, i+1)
+				kept, err := l.dropSegments(segs, i+1)
+				return kept[first:], err
 			}
 		}
 	}
-	return segs, nil
+	return segs[first:], nil
+}
+
+// dropBelowStart retires segments lying wholly below the log start, the
+// oldest first, and syncs the directory: a crash part-way leaves the later
+// ones, still below the start, for the next load.
+func (l *Log) dropBelowStart(segs []*segment, why string) error {
+	l.logger.Warn("dropping segments wholly below the log start", "reason", "the last one: "+why,
+		"segments", len(segs), "first", segs[0].logPath, "last", segs[len(segs)-1].logPath)
+	var retired []string
+	defer func() { l.unlinkInBackgroundLocked(retired) }()
+	for _, s := range segs {
+		names, err := s.retire(l.fs)
+		retired = append(retired, names...)
+		if err != nil {
+			return err
+		}
+		l.stats.deletedSegments.Add(1)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return storageErr(err, "syncing %s", l.dir)
+	}
+	return nil
 }
 
 // truncated logs and counts one recovery truncation.
@@ -339,7 +396,8 @@ func (l *Log) dropSegments(segs []*segment, from int) ([]*segment, error) {
 // contiguous from the segment base, or only increasing where compaction may
 // have left gaps, a leader epoch), cuts the file at the first
 // bad or torn batch, and rebuilds both indexes. cut reports a truncation.
-func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
+// A segment belowStart is dropped when cut, so its cut is not the log's.
+func (l *Log) recoverSegment(s *segment, belowStart bool) (cut bool, err error) {
 	size, err := s.log.Size()
 	if err != nil {
 		return false, storageErr(err, "reading the size of %s", s.logPath)
@@ -388,6 +446,9 @@ func (l *Log) recoverSegment(s *segment) (cut bool, err error) {
 	}
 	s.size.Store(pos)
 	if pos < size {
+		if belowStart {
+			return true, nil
+		}
 		l.truncated(reason.Error(), "segment", s.logPath, "position", pos, "dropped_bytes", size-pos)
 		if err := s.log.Truncate(pos); err != nil {
 			return true, storageErr(err, "truncating %s", s.logPath)

@@ -75,9 +75,19 @@ type Manager struct {
 	logs        map[TopicPartition]*Log
 	offline     map[TopicPartition]error
 	recoveredHW map[TopicPartition]int64
-	// Checkpointed values kept for partitions that are not open, so a
-	// rewrite does not lose them.
+	// Checkpointed values kept for partitions that are not open (offline
+	// ones), so a rewrite does not lose them.
 	keptHW, keptRecovery, keptStart map[TopicPartition]int64
+	// Partitions the checkpoint files on disk may still name though their
+	// log is gone (deleted, or its directory missing at open): hwStale for
+	// the HW file, rpStale for the recovery-point and log-start files. A
+	// log created again under that name must not take the old log's
+	// entries after a crash, so creation rewrites the files first
+	// (dropStaleCheckpoints) unless a write since has dropped them. The
+	// value is staleGen at the deletion: a write that began before a later
+	// deletion of the same partition does not clear it.
+	hwStale, rpStale map[TopicPartition]uint64
+	staleGen         uint64
 	// lastHW is the latest HW of each open log: the one last checkpointed
 	// from the HighWatermark getter, or handed over by KeepHighWatermark
 	// when the getter stopped knowing the partition.
@@ -143,6 +153,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		opts: opts, logger: opts.Logger.With("data_dir", opts.Dir),
 		logs: map[TopicPartition]*Log{}, offline: map[TopicPartition]error{}, recoveredHW: map[TopicPartition]int64{},
 		lastHW: map[TopicPartition]int64{}, handedAt: map[TopicPartition]uint64{}, busy: map[TopicPartition]chan struct{}{},
+		hwStale: map[TopicPartition]uint64{}, rpStale: map[TopicPartition]uint64{},
 	}
 	fsys, dir := opts.FS, opts.Dir
 	if err := fsys.MkdirAll(dir); err != nil {
@@ -206,6 +217,21 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		}
 		m.logs[tp] = l
 		m.recoveredHW[tp] = min(max(hws[tp], l.LogStartOffset()), l.LogEndOffset())
+	}
+	// Entries of partitions with no directory belong to deleted logs (a
+	// crash before the checkpoints were rewritten): they are not carried
+	// over, and a log created under that name will not take them.
+	for _, f := range []struct {
+		kept  map[TopicPartition]int64
+		stale map[TopicPartition]uint64
+	}{{hws, m.hwStale}, {recovery, m.rpStale}, {starts, m.rpStale}} {
+		for tp := range f.kept {
+			_, open := m.logs[tp]
+			if _, off := m.offline[tp]; !open && !off {
+				delete(f.kept, tp)
+				f.stale[tp] = 0
+			}
+		}
 	}
 	if !opts.NoBackground {
 		m.stop, m.done = make(chan struct{}), make(chan struct{})
@@ -362,6 +388,9 @@ func (m *Manager) note(err error) error {
 
 // create opens a new partition log and makes its directory durable.
 func (m *Manager) create(tp TopicPartition, cfg Config) (*Log, error) {
+	if err := m.dropStaleCheckpoints(tp); err != nil {
+		return nil, m.note(err)
+	}
 	l, err := Open(Options{
 		FS: m.opts.FS, Files: m.opts.Files, Dir: m.opts.Dir + "/" + tp.String(), Config: cfg,
 		Logger: m.opts.Logger.With("partition", tp.String()), Now: m.opts.Now,
@@ -421,6 +450,8 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	delete(m.keptStart, tp)
 	delete(m.lastHW, tp)
 	delete(m.handedAt, tp)
+	m.staleGen++
+	m.hwStale[tp], m.rpStale[tp] = m.staleGen, m.staleGen
 	m.mu.Unlock()
 	if ok {
 		// The files go with the directory, so the log is abandoned, not
@@ -468,6 +499,43 @@ func (m *Manager) removeInBackground(doomed string, l *Log) {
 	}()
 }
 
+// dropStaleCheckpoints rewrites, before a log named tp is created, the
+// checkpoint files that may still hold a deleted tp log's entries. Opened
+// after a crash with them, the new log took the old log start (its
+// acknowledged records below it were gone for readers, and retention
+// deleted them), the old recovery point (unsynced data trusted) and the
+// old HW (records not yet committed served as committed). Kafka rewrites
+// the recovery-point and log-start files when it deletes a log; here the
+// rewrite waits for a creation that needs it, which a periodic write
+// usually makes unnecessary, so deleting many partitions costs no fsyncs.
+func (m *Manager) dropStaleCheckpoints(tp TopicPartition) error {
+	m.mu.Lock()
+	_, hw := m.hwStale[tp]
+	_, rp := m.rpStale[tp]
+	m.mu.Unlock()
+	var errs []error
+	if hw {
+		// Without the getter, which may take a partition lock the caller
+		// holds: the other logs' last written (or kept) HWs.
+		errs = append(errs, m.checkpointHighWatermarksAsked(false, false))
+	}
+	if rp {
+		errs = append(errs, m.checkpointRecoveryPoints(false))
+	}
+	return errors.Join(errs...)
+}
+
+// clearStale forgets the stale entries a checkpoint write covered: pending
+// is the stale set as it was when the written offsets were taken, which
+// named no deleted log (mu held).
+func clearStale(stale, pending map[TopicPartition]uint64) {
+	for tp, gen := range pending {
+		if stale[tp] == gen {
+			delete(stale, tp)
+		}
+	}
+}
+
 // CheckpointHighWatermarks writes replication-offset-checkpoint from the
 // HighWatermark getter (the Manager does so every 5 s, when a high
 // watermark moved, and at Close).
@@ -476,12 +544,18 @@ func (m *Manager) CheckpointHighWatermarks() error { return m.checkpointHighWate
 // checkpointHighWatermarks is CheckpointHighWatermarks; with ifMoved it
 // leaves the file alone when it already holds these offsets.
 func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
+	return m.checkpointHighWatermarksAsked(ifMoved, true)
+}
+
+// checkpointHighWatermarksAsked is checkpointHighWatermarks; without ask
+// it does not call the getter and writes each log's last known HW.
+func (m *Manager) checkpointHighWatermarksAsked(ifMoved, ask bool) error {
 	// The getter is the caller's code: call it without any Manager lock.
 	m.mu.Lock()
 	since := m.handovers
 	m.mu.Unlock()
 	fresh := map[TopicPartition]int64{}
-	if m.opts.HighWatermark != nil {
+	if m.opts.HighWatermark != nil && ask {
 		for tp := range m.openLogs() {
 			if hw, ok := m.opts.HighWatermark(tp); ok {
 				fresh[tp] = hw
@@ -495,7 +569,7 @@ func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
 		m.mu.Unlock()
 		return ErrClosed
 	}
-	out := maps.Clone(m.keptHW)
+	out, pending := maps.Clone(m.keptHW), maps.Clone(m.hwStale)
 	for tp := range m.logs {
 		hw, ok := fresh[tp]
 		if ok && m.handedAt[tp] > since {
@@ -514,7 +588,13 @@ func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
 		}
 	}
 	m.mu.Unlock()
-	return m.writeCheckpointOnce(hwCheckpointFile, out, &m.hwWritten, ifMoved)
+	if err := m.writeCheckpointOnce(hwCheckpointFile, out, &m.hwWritten, ifMoved); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	clearStale(m.hwStale, pending)
+	m.mu.Unlock()
+	return nil
 }
 
 // writeCheckpointOnce writes a checkpoint file and records what it wrote
@@ -557,15 +637,21 @@ func (m *Manager) checkpointRecoveryPoints(ifMoved bool) error {
 		m.mu.Unlock()
 		return ErrClosed
 	}
-	rps, starts := maps.Clone(m.keptRecovery), maps.Clone(m.keptStart)
+	rps, starts, pending := maps.Clone(m.keptRecovery), maps.Clone(m.keptStart), maps.Clone(m.rpStale)
 	for tp, l := range m.logs {
 		rps[tp], starts[tp] = l.RecoveryPoint(), l.LogStartOffset()
 	}
 	m.mu.Unlock()
-	return errors.Join(
+	if err := errors.Join(
 		m.writeCheckpointOnce(recoveryCheckpointFile, rps, &m.rpWritten, ifMoved),
 		m.writeCheckpointOnce(logStartCheckpointFile, starts, &m.startWritten, ifMoved),
-	)
+	); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	clearStale(m.rpStale, pending)
+	m.mu.Unlock()
+	return nil
 }
 
 // persistRecoveryPoints is each Log's RecoveryPointLowered hook.

@@ -1,0 +1,164 @@
+package logstore
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestManagerCrashSimulation runs random appends, flushes, checkpoints,
+// DeleteRecords, truncations (to an offset, and full ones), epoch changes,
+// retention and deletions with re-creation against a Manager on the
+// in-memory FS, loses power at the end (CrashClone) and reopens the data
+// dir. The partition must open; nothing flushed and checkpointed may be
+// lost; the log start may not rise past what the log had (hiding records),
+// nor fall below the checkpointed one; every batch read is the one last
+// written at its offset; the log takes appends. It found a recreated
+// partition taking the deleted one's log start, and a damaged segment below
+// the log start emptying the log.
+//
+// TIDEMARK_CRASH_RUNS=n runs n seeds (for a longer soak); by default a
+// time budget bounds the run.
+func TestManagerCrashSimulation(t *testing.T) {
+	seeds, budget := uint64(math.MaxUint64), 8*time.Second
+	if n, err := strconv.ParseUint(os.Getenv("TIDEMARK_CRASH_RUNS"), 10, 64); err == nil {
+		seeds, budget = n, time.Hour
+	}
+	deadline := time.Now().Add(budget)
+	runs := 0
+	for seed := uint64(1); seed <= seeds && time.Now().Before(deadline); seed++ {
+		managerCrashRun(t, seed)
+		runs++
+	}
+	if runs < 50 {
+		t.Fatalf("only %d runs", runs)
+	}
+	t.Logf("%d crash runs", runs)
+}
+
+func managerCrashRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	mem := newMem(t)
+	hw := &hwTable{m: map[TopicPartition]int64{}}
+	m := openManager(t, mem, hw)
+	cfg := smallConfig()
+	cfg.RetentionMs = -1
+	cfg.RetentionBytes = -1
+	l, err := m.GetOrCreate(tpA, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := map[int64][]byte{}
+	epoch := int32(0)
+	var durable int64 // the checkpointed recovery point: synced below it
+	var ckStart int64 // the checkpointed log start
+	for range 20 + rng.IntN(80) {
+		switch r := rng.IntN(100); {
+		case r < 50:
+			info, err := l.AppendAsLeader(plain(1+rng.IntN(4), rng.IntN(150), 1000).build(), epoch)
+			if err != nil {
+				t.Fatalf("seed %d: append: %v", seed, err)
+			}
+			res, _ := l.Read(info.FirstOffset, 1, l.LogEndOffset())
+			history[info.FirstOffset] = bytes.Clone(res.Records)
+		case r < 60:
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		case r < 68:
+			if err := m.CheckpointRecoveryPoints(); err != nil {
+				t.Fatal(err)
+			}
+			durable = l.RecoveryPoint()
+			ckStart = l.LogStartOffset()
+		case r < 76:
+			leo := l.LogEndOffset()
+			if leo > l.LogStartOffset() {
+				off := l.LogStartOffset() + rng.Int64N(leo-l.LogStartOffset()+1)
+				if err := l.AdvanceLogStartOffset(off, leo); err != nil {
+					t.Fatalf("seed %d: advance: %v", seed, err)
+				}
+				if err := m.CheckpointRecoveryPoints(); err != nil {
+					t.Fatal(err)
+				}
+				durable = l.RecoveryPoint()
+				ckStart = l.LogStartOffset()
+			}
+		case r < 82:
+			leo := l.LogEndOffset()
+			if leo > 0 {
+				off := rng.Int64N(leo + 1)
+				if _, err := l.TruncateTo(off); err != nil {
+					t.Fatalf("seed %d: truncate: %v", seed, err)
+				}
+				for k := range history {
+					if k >= l.LogEndOffset() {
+						delete(history, k)
+					}
+				}
+				durable = min(durable, l.LogEndOffset())
+				ckStart = min(ckStart, l.LogStartOffset())
+			}
+		case r < 88:
+			epoch++
+			if err := l.AssignEpochStartOffset(epoch); err != nil {
+				t.Fatal(err)
+			}
+		case r < 92:
+			if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
+				t.Fatal(err)
+			}
+		case r < 95:
+			at := l.LogEndOffset() + rng.Int64N(20)
+			if err := l.TruncateFullyAndStartAt(at); err != nil {
+				t.Fatal(err)
+			}
+			history = map[int64][]byte{}
+			durable, ckStart = at, at
+		case r < 97:
+			if err := m.Delete(tpA); err != nil {
+				t.Fatal(err)
+			}
+			if l, err = m.GetOrCreate(tpA, cfg); err != nil {
+				t.Fatal(err)
+			}
+			history = map[int64][]byte{}
+			durable, ckStart, epoch = 0, 0, 0
+		default:
+			hw.set(tpA, l.LogEndOffset())
+			if err := m.CheckpointHighWatermarks(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	memStart := l.LogStartOffset()
+	crashed := mem.CrashClone(seed)
+	m.Abandon()
+	m2 := openManager(t, crashed, &hwTable{m: map[TopicPartition]int64{}})
+	defer m2.Close()
+	r, ok := m2.Log(tpA)
+	if !ok {
+		t.Fatalf("seed %d: partition offline: %v", seed, m2.Offline())
+	}
+	if r.LogEndOffset() < durable {
+		t.Fatalf("seed %d: flushed records lost: LEO %d below the checkpointed recovery point %d (log start %d, checkpointed %d)", seed, r.LogEndOffset(), durable, r.LogStartOffset(), ckStart)
+	}
+	if r.LogStartOffset() > r.LogEndOffset() || (r.LogStartOffset() < ckStart && r.LogEndOffset() >= ckStart) {
+		t.Fatalf("seed %d: log start %d, LEO %d, checkpointed start %d", seed, r.LogStartOffset(), r.LogEndOffset(), ckStart)
+	}
+	// Above both the log's start and the checkpointed one only when
+	// clamped to a LEO that lost its tail.
+	if hi := max(memStart, ckStart); r.LogStartOffset() > hi && r.LogEndOffset() > hi {
+		t.Fatalf("seed %d: log start %d above %d and %d hides records up to LEO %d", seed, r.LogStartOffset(), memStart, ckStart, r.LogEndOffset())
+	}
+	for _, b := range readAll(t, r, r.LogStartOffset(), r.LogEndOffset(), 4000) {
+		if !bytes.Equal(b, history[b.BaseOffset()]) {
+			t.Fatalf("seed %d: batch at %d is not the one last written there", seed, b.BaseOffset())
+		}
+	}
+	appendLeader(t, r, plain(2, 10, 1), epoch+1)
+}
