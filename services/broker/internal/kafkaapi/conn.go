@@ -37,6 +37,9 @@ type conn struct {
 	session   saslSession // SASL listeners: the login (reader goroutine only)
 	queue     chan *pending
 	inFlight  atomic.Int32
+	// lastAnswer is when the last request stopped being in flight (its
+	// answer written), in Unix nanoseconds: the idle time counts from it.
+	lastAnswer atomic.Int64
 	// lastTurn is released when the last request read may let the next
 	// one start (readLoop only).
 	lastTurn chan struct{}
@@ -171,8 +174,9 @@ func (c *conn) readLoop() error {
 		}
 		// The size may arrive in pieces: what was read before a deadline
 		// passed (with requests in flight) is kept, not read again.
+		deadline := time.Now().Add(limits.IdleTimeout)
 		for got := 0; got < len(size); {
-			_ = c.nc.SetReadDeadline(time.Now().Add(limits.IdleTimeout))
+			_ = c.nc.SetReadDeadline(deadline)
 			k, err := io.ReadFull(c.nc, size[got:])
 			got += k
 			if err == nil {
@@ -180,7 +184,15 @@ func (c *conn) readLoop() error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && c.inFlight.Load() > 0 {
+				deadline = time.Now().Add(limits.IdleTimeout)
 				continue // waiting on its own answers is not idle
+			}
+			// Idle from the last answer on, as Kafka counts from the last
+			// bytes sent: a request in flight past the deadline left the
+			// client only what remained of it after its answer.
+			if last := time.Unix(0, c.lastAnswer.Load()); errors.As(err, &ne) && ne.Timeout() && time.Since(last) < limits.IdleTimeout {
+				deadline = last.Add(limits.IdleTimeout)
+				continue
 			}
 			if errors.As(err, &ne) && ne.Timeout() {
 				c.s.metrics.closed.WithLabelValues("idle").Inc()
@@ -331,10 +343,13 @@ func (c *conn) writeLoop() {
 		case <-p.done:
 		case <-c.ctx.Done():
 		}
-		c.inFlight.Add(-1)
 		if c.ctx.Err() == nil { // so p is done
 			c.send(p)
 		}
+		// Written, then no longer in flight: the reader never sees both
+		// no request in flight and an older last answer.
+		c.lastAnswer.Store(time.Now().UnixNano())
+		c.inFlight.Add(-1)
 		c.unhold(p)
 		c.flushed(p)
 	}

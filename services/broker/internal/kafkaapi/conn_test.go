@@ -212,6 +212,44 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 	}
 }
 
+// A connection's idle time counts from its last answer, as Kafka counts
+// it from the last bytes sent or received: a request in flight longer
+// than connections.max.idle (a long poll, a JoinGroup waiting for a
+// rebalance) leaves the client a whole idle period after its answer.
+// Before, the deadline ran from the last check made while the request was
+// in flight, so the connection could close a moment after the answer, and
+// the client's next request met a closed connection (librdkafka consumers
+// whose fetch.wait.max.ms was above it were cut after their long polls).
+func TestIdleTimeCountsFromTheLastAnswer(t *testing.T) {
+	s := New(Options{Extension: slowGroups{delay: 1500 * time.Millisecond},
+		Limits: Limits{IdleTimeout: time.Second, MaxRequestBytes: 1 << 20}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Close)
+	c := dial(t, lis.Addr().String())
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.SetVersion(2)
+	fc.CoordinatorKey = "g"
+	if _, err := c.Write(frame(fc, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// In flight 1.5 s: the deadline passed at 1 s and was moved on.
+	if corr, _, err := readAnswer(t, c); err != nil || corr != 1 {
+		t.Fatalf("FindCoordinator: correlation %d, %v", corr, err)
+	}
+	answered := time.Now()
+	time.Sleep(700 * time.Millisecond) // well within an idle period of the answer
+	if _, err := c.Write(frame(apiVersions(0), 2)); err != nil {
+		t.Fatalf("the connection closed %s after its answer: %v", time.Since(answered), err)
+	}
+	if corr, _, err := readAnswer(t, c); err != nil || corr != 2 {
+		t.Fatalf("ApiVersions sent %s after the last answer: correlation %d, %v; want it answered", time.Since(answered), corr, err)
+	}
+}
+
 // The decoder never panics, whatever the bytes: it answers, or refuses
 // with an error (which closes the connection).
 func FuzzDecodeRequest(f *testing.F) {

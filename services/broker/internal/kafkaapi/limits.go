@@ -24,7 +24,8 @@ type Limits struct {
 	// holds about this much plus one answer, not MaxInFlight answers.
 	MaxQueuedAnswerBytes int64
 	// IdleTimeout is connections.max.idle.ms: a connection with nothing in
-	// flight that sends nothing for this long is closed.
+	// flight that sends nothing for this long after its last answer is
+	// closed.
 	IdleTimeout time.Duration
 	// MaxConnectionsPerIP and its overrides are the gRPC listener's
 	// max.connections.per.ip settings, applied to this listener separately.

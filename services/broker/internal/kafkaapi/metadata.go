@@ -140,10 +140,16 @@ func (s *Server) describeTopics(ctx context.Context, rc *reqCtx, req *kmsg.Metad
 		rc.closeConn.Store(true)
 		return false
 	}
-	if err != nil { // no metadata yet: every topic retriable
+	if err != nil {
+		// No metadata yet, or fenced: every topic LEADER_NOT_AVAILABLE with
+		// no partitions, what Kafka answers for a topic whose partitions it
+		// does not know yet, which clients retry (librdkafka ignores it).
+		// The fence's BROKER_NOT_AVAILABLE with no partitions is a permanent
+		// topic error to librdkafka: it dropped the topic's partitions and
+		// told the application they were gone.
 		for _, t := range greq.Topics {
 			name := t
-			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: code(err), AuthorizedOperations: unaskedOperations})
+			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, ErrorCode: int16(kerr.LeaderNotAvailable), AuthorizedOperations: unaskedOperations})
 		}
 		return true
 	}
