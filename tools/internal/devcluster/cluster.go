@@ -223,7 +223,10 @@ type Cluster struct {
 	nodes  []*Node
 	ctl    *grpc.Server
 	links  *links.Net
-	mu     sync.Mutex
+	// actions runs one node action at a time and ends them at Down.
+	actions actionLock
+	// stopGrace bounds a node's graceful stop before SIGKILL (0: 30 s).
+	stopGrace time.Duration
 	// runs is the scenario running through the control API.
 	runs scenarioRuns
 }
@@ -555,16 +558,23 @@ func (c *Cluster) PrintTable(out io.Writer) {
 	}
 }
 
-// Down stops the gateway, brokers and controllers with SIGTERM (in that
-// order, so brokers can still reach a controller for a controlled
-// shutdown), then etcd.
+// Down waits for a node action in flight and refuses every later one, then
+// stops the gateway, brokers and controllers with SIGTERM (in that order,
+// so brokers can still reach a controller for a controlled shutdown), then
+// etcd.
 func (c *Cluster) Down(out io.Writer) {
+	// Wait for an action in flight and refuse every later one, so that a
+	// restart's new process is stopped below with the rest and a scenario
+	// healing meanwhile (or a console page) cannot start a node this loop
+	// has already passed: it would outlive the launcher's own shutdown and
+	// die by the parent-death SIGKILL instead.
+	c.actions.close()
 	for i := len(c.nodes) - 1; i >= 0; i-- {
 		n := c.nodes[i]
 		if _, _, err := n.running(); err != nil {
 			continue
 		}
-		if err := n.Stop(30 * time.Second); err != nil {
+		if err := n.Stop(c.stopTimeout()); err != nil {
 			fmt.Fprintf(out, "%s: %v\n", n.Name, err)
 		} else {
 			fmt.Fprintf(out, "stopped %s\n", n.Name)
@@ -582,6 +592,14 @@ func (c *Cluster) Down(out io.Writer) {
 	if c.StopEtcd() == nil {
 		fmt.Fprintln(out, "stopped etcd")
 	}
+}
+
+// stopTimeout is how long a node has to stop on SIGTERM before SIGKILL.
+func (c *Cluster) stopTimeout() time.Duration {
+	if c.stopGrace > 0 {
+		return c.stopGrace
+	}
+	return 30 * time.Second
 }
 
 // startLinks starts the proxies of Options.Links: one in front of each

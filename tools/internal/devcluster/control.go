@@ -3,7 +3,7 @@ package devcluster
 import (
 	"context"
 	"strings"
-	"time"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,7 +34,6 @@ func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeA
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	// One action at a time keeps start/stop races out of the launcher.
 	extra := req.GetExtraArgs()
 	if act := req.GetAction(); len(extra) > 0 && act != devclusterv1.Action_ACTION_START && act != devclusterv1.Action_ACTION_RESTART {
 		return nil, status.Errorf(codes.InvalidArgument, "extra_args: only a start or restart takes extra arguments, not %v", act)
@@ -44,11 +43,13 @@ func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeA
 			return nil, status.Errorf(codes.InvalidArgument, "extra_args[%d]: empty argument", i)
 		}
 	}
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
+	if err := s.c.actions.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.c.actions.unlock()
 	switch req.GetAction() {
 	case devclusterv1.Action_ACTION_STOP:
-		err = n.Stop(30 * time.Second)
+		err = n.Stop(s.c.stopTimeout())
 	case devclusterv1.Action_ACTION_KILL:
 		err = n.Kill()
 	case devclusterv1.Action_ACTION_PAUSE:
@@ -59,7 +60,7 @@ func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeA
 		err = n.StartWith(extra)
 	case devclusterv1.Action_ACTION_RESTART:
 		if _, _, rerr := n.running(); rerr == nil {
-			if err = n.Stop(30 * time.Second); err != nil {
+			if err = n.Stop(s.c.stopTimeout()); err != nil {
 				break
 			}
 		}
@@ -85,10 +86,63 @@ func (s *controlService) etcdAction(ctx context.Context, req *devclusterv1.NodeA
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "action: unknown action %v", req.GetAction())
 	}
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
+	if err := s.c.actions.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.c.actions.unlock()
 	if err := s.c.etcdAction(ctx, req.GetAction()); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	return &devclusterv1.NodeActionResponse{Node: s.c.etcdProto()}, nil
+}
+
+// actionLock lets one node action run at a time, which keeps start/stop
+// races out of the launcher. A caller waits for the lock only as long as
+// its call lasts: an action whose caller was already told DEADLINE_EXCEEDED
+// must not run later behind its back (a burst of clicks from two console
+// pages queued behind a stop that takes its whole timeout).
+type actionLock struct {
+	once sync.Once
+	sem  chan struct{}
+	// closing (under the lock): the launcher is shutting down (Cluster.Down)
+	// and takes no more actions.
+	closing bool
+}
+
+func (l *actionLock) ch() chan struct{} {
+	l.once.Do(func() { l.sem = make(chan struct{}, 1) })
+	return l.sem
+}
+
+// lock takes the lock before ctx ends, as a gRPC status otherwise.
+func (l *actionLock) lock(ctx context.Context) error {
+	select {
+	case l.ch() <- struct{}{}:
+		if ctx.Err() == nil {
+			break
+		}
+		l.unlock() // both were ready at once: the call has ended all the same
+		return notCarriedOut(ctx)
+	case <-ctx.Done():
+		return notCarriedOut(ctx)
+	}
+	if l.closing {
+		l.unlock()
+		return status.Error(codes.Unavailable, "the dev cluster is shutting down: it takes no more actions")
+	}
+	return nil
+}
+
+func notCarriedOut(ctx context.Context) error {
+	return status.Errorf(status.FromContextError(ctx.Err()).Code(),
+		"the call ended while another action on the dev cluster was still running; this one was not carried out")
+}
+
+func (l *actionLock) unlock() { <-l.ch() }
+
+// close waits for the action in flight, if any, and refuses every later one.
+func (l *actionLock) close() {
+	l.ch() <- struct{}{}
+	l.closing = true
+	l.unlock()
 }
