@@ -41,8 +41,8 @@ func restError(err error) *kerr.Error {
 	}
 	if st, ok := status.FromError(err); ok {
 		for _, d := range st.Details() {
-			if ed, ok := d.(*commonv1.ErrorDetail); ok {
-				return kerr.FromDetail(ed)
+			if _, ok := d.(*commonv1.ErrorDetail); ok {
+				return kerr.FromStatus(err) // with what the call got done (Partial), if it says
 			}
 		}
 		if st.Code() == codes.InvalidArgument {

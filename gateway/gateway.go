@@ -67,7 +67,10 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Gateway, error) {
 		g.closeUpstreams(ctx)
 		return nil, fmt.Errorf("--listen %s: %w", o.Listen, err)
 	}
-	g.lis = lis
+	g.lis = &peerTimeoutListener{Listener: lis, timeout: o.PeerTimeout, warn: func(err error) {
+		log.Warn("cannot bound how long a vanished caller holds its connection", "err", err)
+	}}
+	lis = g.lis
 	go func() {
 		var err error
 		if g.http.TLSConfig != nil {

@@ -3,10 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
@@ -58,7 +61,8 @@ func (g groupService) coordinatorAttempt(ctx context.Context, group string, wait
 	if err != nil {
 		return err
 	}
-	gc, err := g.r.cl.GroupCoordinator(found.GetCoordinator().GetAddress())
+	addr := found.GetCoordinator().GetAddress()
+	gc, err := g.r.cl.GroupCoordinator(addr)
 	if errors.Is(err, client.ErrClosed) {
 		return errStopped
 	}
@@ -67,7 +71,15 @@ func (g groupService) coordinatorAttempt(ctx context.Context, group string, wait
 	}
 	actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout+wait)
 	defer cancel()
-	return call(actx, gc)
+	err = call(actx, gc)
+	if _, rpc := status.FromError(err); rpc {
+		// A frozen coordinator leaves the call unanswered: noted, it is
+		// asked last by the next FindCoordinator (onAnyAddress), which then
+		// goes to a broker that answers and names the coordinator the
+		// cluster has now, instead of waiting out the frozen one first.
+		g.r.cl.NoteAnswered(ctx, actx, addr, err)
+	}
+	return err
 }
 
 func (g groupService) FindCoordinator(ctx context.Context, req *groupv1.FindCoordinatorRequest, opts ...grpc.CallOption) (*groupv1.FindCoordinatorResponse, error) {
@@ -132,7 +144,7 @@ func (g groupService) DescribeGroupLag(ctx context.Context, req *groupv1.Describ
 	return grouped(g, ctx, req.GetGroupId(), 5*time.Second, req, groupv1.GroupServiceClient.DescribeGroupLag, opts)
 }
 
-// DescribeGroups asks each group's coordinator; a group whose coordinator
+// DescribeGroups asks each group's coordinator (eachGroup); a group whose coordinator
 // cannot be found carries the error in its row. As with admin answers, when
 // every group failed the answer is the first one's error.
 func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
@@ -147,8 +159,7 @@ func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeG
 }
 
 func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
-	out := &groupv1.DescribeGroupsResponse{}
-	for _, id := range req.GetGroupIds() {
+	rows := eachGroup(req.GetGroupIds(), func(id string) []*groupv1.DescribedGroup {
 		one := &groupv1.DescribeGroupsRequest{GroupIds: []string{id}}
 		resp, err := grouped(g, ctx, id, 0, one, func(gc groupv1.GroupServiceClient, actx context.Context, r *groupv1.DescribeGroupsRequest, o ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
 			resp, err := gc.DescribeGroups(actx, r, o...)
@@ -159,15 +170,37 @@ func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeG
 			return resp, err
 		}, opts)
 		if err != nil {
-			out.Groups = append(out.Groups, &groupv1.DescribedGroup{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)})
-			continue
+			return []*groupv1.DescribedGroup{{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)}}
 		}
-		out.Groups = append(out.Groups, resp.GetGroups()...)
-	}
-	return out, nil
+		return resp.GetGroups()
+	})
+	return &groupv1.DescribeGroupsResponse{Groups: slices.Concat(rows...)}, nil
 }
 
-// DeleteGroups asks each group's coordinator; when every group failed the
+// groupsAtOnce bounds the groups of one call asked at the same time.
+const groupsAtOnce = 8
+
+// eachGroup runs call for each group, groupsAtOnce at a time, and returns
+// the answers in the order of ids. One after the other, every group a
+// frozen coordinator holds cost a whole request timeout, and a describe
+// of many ran out the caller's deadline before reaching the groups
+// whose coordinators answer.
+func eachGroup[T any](ids []string, call func(id string) T) []T {
+	out := make([]T, len(ids))
+	sem := make(chan struct{}, groupsAtOnce)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i] = call(id)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// DeleteGroups asks each group's coordinator (eachGroup); when every group failed the
 // answer is the first one's error (deleting one group that still has
 // members is 409 NON_EMPTY_GROUP), as with admin answers.
 func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
@@ -182,8 +215,7 @@ func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroup
 }
 
 func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
-	out := &groupv1.DeleteGroupsResponse{}
-	for _, id := range req.GetGroupIds() {
+	rows := eachGroup(req.GetGroupIds(), func(id string) []*groupv1.DeletableGroupResult {
 		one := &groupv1.DeleteGroupsRequest{GroupIds: []string{id}}
 		resp, err := grouped(g, ctx, id, 5*time.Second, one, func(gc groupv1.GroupServiceClient, actx context.Context, r *groupv1.DeleteGroupsRequest, o ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
 			resp, err := gc.DeleteGroups(actx, r, o...)
@@ -195,36 +227,77 @@ func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroup
 			return resp, err
 		}, opts)
 		if err != nil {
-			out.Results = append(out.Results, &groupv1.DeletableGroupResult{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)})
-			continue
+			return []*groupv1.DeletableGroupResult{{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)}}
 		}
-		out.Results = append(out.Results, resp.GetResults()...)
-	}
-	return out, nil
+		return resp.GetResults()
+	})
+	return &groupv1.DeleteGroupsResponse{Results: slices.Concat(rows...)}, nil
 }
 
-// ListGroups asks every live broker (each lists the groups it
-// coordinates) and merges; a broker that cannot answer fails the call, so
-// a list is never silently partial.
+// ListGroups asks every live broker at once (each lists the groups it
+// coordinates) and merges. A broker that does not answer within the request
+// timeout, or answers an error, is named in unanswered beside the groups
+// the others listed, as Kafka's admin client reports listConsumerGroups'
+// errors per broker: a list is never silently partial, and one frozen
+// broker no longer fails (504) the whole list. When no broker answers, the
+// call fails with the first one's error.
 func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest, opts ...grpc.CallOption) (*groupv1.ListGroupsResponse, error) {
 	md, err := g.r.cl.Metadata(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := &groupv1.ListGroupsResponse{}
-	for _, b := range md.GetBrokers() {
-		gc, err := g.r.cl.GroupCoordinator(b.GetAddress())
-		if err != nil {
-			return nil, err
-		}
-		actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout)
-		resp, err := gc.ListGroups(actx, req, opts...)
-		cancel()
-		if err != nil {
-			return nil, asKerr(err)
-		}
-		out.Groups = append(out.Groups, resp.GetGroups()...)
+	brokers := md.GetBrokers()
+	answers := make([]*groupv1.ListGroupsResponse, len(brokers))
+	errs := make([]error, len(brokers))
+	var wg sync.WaitGroup
+	for i, b := range brokers {
+		wg.Go(func() {
+			answers[i], errs[i] = g.listOn(ctx, b.GetAddress(), req, opts)
+		})
 	}
-	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].GetGroupId() < out.Groups[j].GetGroupId() })
+	wg.Wait()
+	out := &groupv1.ListGroupsResponse{}
+	var first error
+	for i, b := range brokers {
+		if errs[i] == nil {
+			out.Groups = append(out.Groups, answers[i].GetGroups()...)
+			continue
+		}
+		if errors.Is(errs[i], client.ErrClosed) {
+			return nil, errStopped
+		}
+		ke := asKerr(errs[i])
+		if first == nil {
+			first = ke
+		}
+		out.Unanswered = append(out.Unanswered, &groupv1.ListGroupsBrokerError{
+			BrokerId: b.GetId(), Address: b.GetAddress(), ErrorCode: commonv1.ErrorCode(ke.Code), Message: ke.Message})
+	}
+	if first != nil && len(out.Unanswered) == len(brokers) {
+		return nil, first
+	}
+	sort.SliceStable(out.Groups, func(i, j int) bool { return out.Groups[i].GetGroupId() < out.Groups[j].GetGroupId() })
+	// A group moving between coordinators may be listed by both.
+	out.Groups = slices.CompactFunc(out.Groups, func(a, b *groupv1.ListedGroup) bool { return a.GetGroupId() == b.GetGroupId() })
 	return out, nil
+}
+
+// listOn asks the broker at addr for its groups within the request timeout,
+// noting whether it answered (client.Client.NoteAnswered): a frozen broker
+// is then asked last by the calls that need any broker.
+func (g groupService) listOn(ctx context.Context, addr string, req *groupv1.ListGroupsRequest, opts []grpc.CallOption) (*groupv1.ListGroupsResponse, error) {
+	gc, err := g.r.cl.GroupCoordinator(addr)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout)
+	defer cancel()
+	resp, err := gc.ListGroups(actx, req, opts...)
+	if _, rpc := status.FromError(err); rpc {
+		g.r.cl.NoteAnswered(ctx, actx, addr, err)
+	}
+	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return nil, kerr.New(kerr.RequestTimedOut, "broker at %s did not answer within %v", addr, g.r.requestTimeout)
+	}
+	return resp, err
 }

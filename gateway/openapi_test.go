@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
 
 	"sigs.k8s.io/yaml"
+
+	"tidemark.io/gateway/internal/resterr"
 )
 
 // httpRule is one rule of gateway.yaml (google.api.HttpRule).
@@ -185,4 +188,37 @@ func TestOpenAPIMergeRefusesCollisions(t *testing.T) {
 		}
 	}()
 	mustMergeOpenAPI(generatedOpenAPI, []byte(`{"paths": {"/v1/cluster": {}}}`))
+}
+
+// TestOpenAPIErrorBodyIsTheBody: the document's restError has exactly the
+// keys an error body may have (resterr.Required and Hints), the required
+// ones marked so: a key added to the body and not to the document (a
+// hint, the low watermark of a failed records:delete) is caught here.
+func TestOpenAPIErrorBodyIsTheBody(t *testing.T) {
+	var doc struct {
+		Definitions map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	def, ok := doc.Definitions["restError"]
+	if !ok {
+		t.Fatal("/openapi.json has no restError definition")
+	}
+	want := slices.Concat(resterr.Required, resterr.Hints)
+	var got []string
+	for k := range def.Properties {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("restError describes %v, an error body has %v", got, want)
+	}
+	if req := slices.Sorted(slices.Values(def.Required)); !slices.Equal(req, slices.Sorted(slices.Values(resterr.Required))) {
+		t.Errorf("restError requires %v, every error body has %v", def.Required, resterr.Required)
+	}
 }

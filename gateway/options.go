@@ -43,6 +43,11 @@ type Options struct {
 	// connections open, so only a deadline tells). A whole call ends within
 	// RetryTimeout + RequestTimeout + that wait.
 	RequestTimeout time.Duration
+	// PeerTimeout bounds how long a caller's connection may leave what the
+	// gateway sent unacknowledged before it is closed (TCP_USER_TIMEOUT on
+	// Linux; 0 leaves the kernel's retransmission limit, about 15 minutes):
+	// it is how soon a stream whose caller vanished gives its slot back.
+	PeerTimeout time.Duration
 	// Console configures the web console served at /.
 	Console ConsoleOptions
 	// TLS is HTTPS on Listen and mutual TLS on every gRPC connection the
@@ -71,6 +76,7 @@ func DefaultOptions() Options {
 		MaxStreams:        1024,
 		RetryTimeout:      10 * time.Second,
 		RequestTimeout:    5 * time.Second,
+		PeerTimeout:       30 * time.Second,
 		Log:               logging.DefaultOptions(),
 		Auth:              AuthOptions{SessionTTL: 8 * time.Hour},
 	}
@@ -90,6 +96,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"how long a REST call keeps retrying when its partition's leader or the active controller moved or is unreachable (ms)")
 	config.DurationMs(fs, &o.RequestTimeout, "request.timeout.ms",
 		"bound on one call to a controller or broker, beyond the wait the request asks for (ms); a controller that does not answer within it is passed over")
+	config.DurationMs(fs, &o.PeerTimeout, "http.peer.timeout.ms",
+		"how long a caller's connection may leave what the gateway sent unacknowledged before it is closed (TCP_USER_TIMEOUT, Linux; 0: the kernel's default, about 15 minutes): bounds how long a vanished browser or client holds its stream (ms)")
 	fs.BoolVar(&o.Console.Actions, "console.actions", o.Console.Actions,
 		"show the console's buttons (produce, configs, elections, faults, node actions, scenarios) and serve the REST routes of fault injection and the dev launcher (/v1/brokers/{id}/faults, /v1/dev/...); off the console only watches and those routes answer 403")
 	fs.StringVar(&o.Console.DevControl, "console.dev.control", o.Console.DevControl,
@@ -160,6 +168,9 @@ func (o Options) Validate() error {
 	}
 	if o.RequestTimeout <= 0 {
 		return config.Invalid("request.timeout.ms", o.RequestTimeout.Milliseconds(), "must be > 0")
+	}
+	if o.PeerTimeout < 0 {
+		return config.Invalid("http.peer.timeout.ms", o.PeerTimeout.Milliseconds(), "must be >= 0")
 	}
 	if err := o.TLS.Validate(); err != nil {
 		return err

@@ -17,7 +17,8 @@ import (
 // are Kafka's; retriable is the kerr table's; field names the request field
 // that was wrong ("" when none); leader and controller say where to go
 // instead on NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH and
-// NOT_CONTROLLER when the answering node knew.
+// NOT_CONTROLLER when the answering node knew; lowWatermark is what a
+// DeleteRecords got done before it failed.
 type Body struct {
 	Code       int         `json:"code"`
 	Name       string      `json:"name"`
@@ -31,6 +32,11 @@ type Body struct {
 	// member id to join again with (KIP-394).
 	Coordinator *NodeHint `json:"coordinator,omitempty"`
 	MemberID    string    `json:"memberId,omitempty"`
+	// LowWatermark is set when a DeleteRecords failed (REQUEST_TIMED_OUT
+	// waiting for the followers) after the leader's low watermark moved:
+	// the low watermark reached, as Kafka's answer carries it beside the
+	// error code.
+	LowWatermark *int64 `json:"lowWatermark,omitempty"`
 }
 
 // LeaderHint is the partition leader the answering node knows.
@@ -63,16 +69,26 @@ func Of(e *kerr.Error) Body {
 		b.Coordinator = &NodeHint{ID: c.ID, Address: c.Address}
 	}
 	b.MemberID = e.MemberID
+	if p, ok := e.Partial.(lowWatermarked); ok {
+		low := p.GetLowWatermark()
+		b.LowWatermark = &low
+	}
 	return b
 }
+
+// lowWatermarked is a partial DeleteRecords answer (brokerv1's
+// DeleteRecordsResponse), named by its method so that every surface renders
+// it without knowing the broker API.
+type lowWatermarked interface{ GetLowWatermark() int64 }
 
 // Status is the HTTP status e answers with (the kerr table's column).
 func Status(e *kerr.Error) int { return e.Code.HTTPStatus() }
 
-// required are the keys every error body has; hints are the optional ones.
+// Required and Hints are the keys every error body has and the optional
+// ones (the OpenAPI document's restError describes exactly these).
 var (
-	required = []string{"code", "name", "message", "field", "retriable"}
-	hints    = []string{"leader", "controller", "coordinator", "memberId"}
+	Required = []string{"code", "name", "message", "field", "retriable"}
+	Hints    = []string{"leader", "controller", "coordinator", "memberId", "lowWatermark"}
 )
 
 // CheckShape reports how raw differs from a Body: a missing required key,
@@ -84,13 +100,13 @@ func CheckShape(raw []byte) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return fmt.Errorf("error body %q is not a JSON object: %w", raw, err)
 	}
-	for _, k := range required {
+	for _, k := range Required {
 		if _, ok := m[k]; !ok {
 			return fmt.Errorf("error body %s has no %q", raw, k)
 		}
 	}
 	for k := range m {
-		if !slices.Contains(required, k) && !slices.Contains(hints, k) {
+		if !slices.Contains(Required, k) && !slices.Contains(Hints, k) {
 			return fmt.Errorf("error body %s has an unexpected key %q", raw, k)
 		}
 	}

@@ -1908,8 +1908,14 @@ func (x *ListedGroup) GetCoordinatorId() int32 {
 }
 
 type ListGroupsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Groups        []*ListedGroup         `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Groups []*ListedGroup         `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The brokers whose list is missing from groups, with what they answered
+	// (REQUEST_TIMED_OUT for one that did not answer in time). A broker
+	// answers only for itself and leaves this empty; the REST gateway, which
+	// asks every broker, fills it, as Kafka's admin client reports
+	// listConsumerGroups' errors per broker beside the groups it did get.
+	Unanswered    []*ListGroupsBrokerError `protobuf:"bytes,2,rep,name=unanswered,proto3" json:"unanswered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1951,6 +1957,82 @@ func (x *ListGroupsResponse) GetGroups() []*ListedGroup {
 	return nil
 }
 
+func (x *ListGroupsResponse) GetUnanswered() []*ListGroupsBrokerError {
+	if x != nil {
+		return x.Unanswered
+	}
+	return nil
+}
+
+// ListGroupsBrokerError is one broker that did not list its groups.
+type ListGroupsBrokerError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	ErrorCode     v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsBrokerError) Reset() {
+	*x = ListGroupsBrokerError{}
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsBrokerError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsBrokerError) ProtoMessage() {}
+
+func (x *ListGroupsBrokerError) ProtoReflect() protoreflect.Message {
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsBrokerError.ProtoReflect.Descriptor instead.
+func (*ListGroupsBrokerError) Descriptor() ([]byte, []int) {
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListGroupsBrokerError) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *ListGroupsBrokerError) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ListGroupsBrokerError) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *ListGroupsBrokerError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type DescribeGroupsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GroupIds      []string               `protobuf:"bytes,1,rep,name=group_ids,json=groupIds,proto3" json:"group_ids,omitempty"`
@@ -1960,7 +2042,7 @@ type DescribeGroupsRequest struct {
 
 func (x *DescribeGroupsRequest) Reset() {
 	*x = DescribeGroupsRequest{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[29]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2054,7 @@ func (x *DescribeGroupsRequest) String() string {
 func (*DescribeGroupsRequest) ProtoMessage() {}
 
 func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[29]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2067,7 @@ func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DescribeGroupsRequest) GetGroupIds() []string {
@@ -2012,7 +2094,7 @@ type DescribedGroupMember struct {
 
 func (x *DescribedGroupMember) Reset() {
 	*x = DescribedGroupMember{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[30]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2106,7 @@ func (x *DescribedGroupMember) String() string {
 func (*DescribedGroupMember) ProtoMessage() {}
 
 func (x *DescribedGroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[30]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2119,7 @@ func (x *DescribedGroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribedGroupMember.ProtoReflect.Descriptor instead.
 func (*DescribedGroupMember) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DescribedGroupMember) GetMemberId() string {
@@ -2103,7 +2185,7 @@ type DescribedGroup struct {
 
 func (x *DescribedGroup) Reset() {
 	*x = DescribedGroup{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[31]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2197,7 @@ func (x *DescribedGroup) String() string {
 func (*DescribedGroup) ProtoMessage() {}
 
 func (x *DescribedGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[31]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2210,7 @@ func (x *DescribedGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribedGroup.ProtoReflect.Descriptor instead.
 func (*DescribedGroup) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{31}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DescribedGroup) GetGroupId() string {
@@ -2203,7 +2285,7 @@ type DescribeGroupsResponse struct {
 
 func (x *DescribeGroupsResponse) Reset() {
 	*x = DescribeGroupsResponse{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[32]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2297,7 @@ func (x *DescribeGroupsResponse) String() string {
 func (*DescribeGroupsResponse) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[32]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2310,7 @@ func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{32}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeGroupsResponse) GetGroups() []*DescribedGroup {
@@ -2247,7 +2329,7 @@ type DeleteGroupsRequest struct {
 
 func (x *DeleteGroupsRequest) Reset() {
 	*x = DeleteGroupsRequest{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[33]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2341,7 @@ func (x *DeleteGroupsRequest) String() string {
 func (*DeleteGroupsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[33]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2354,7 @@ func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{33}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteGroupsRequest) GetGroupIds() []string {
@@ -2293,7 +2375,7 @@ type DeletableGroupResult struct {
 
 func (x *DeletableGroupResult) Reset() {
 	*x = DeletableGroupResult{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[34]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2387,7 @@ func (x *DeletableGroupResult) String() string {
 func (*DeletableGroupResult) ProtoMessage() {}
 
 func (x *DeletableGroupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[34]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2400,7 @@ func (x *DeletableGroupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletableGroupResult.ProtoReflect.Descriptor instead.
 func (*DeletableGroupResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{34}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeletableGroupResult) GetGroupId() string {
@@ -2344,7 +2426,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[35]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2438,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[35]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2451,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{35}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteGroupsResponse) GetResults() []*DeletableGroupResult {
@@ -2389,7 +2471,7 @@ type OffsetDeleteTopic struct {
 
 func (x *OffsetDeleteTopic) Reset() {
 	*x = OffsetDeleteTopic{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2483,7 @@ func (x *OffsetDeleteTopic) String() string {
 func (*OffsetDeleteTopic) ProtoMessage() {}
 
 func (x *OffsetDeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[36]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2496,7 @@ func (x *OffsetDeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteTopic.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteTopic) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{36}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *OffsetDeleteTopic) GetName() string {
@@ -2441,7 +2523,7 @@ type OffsetDeleteRequest struct {
 
 func (x *OffsetDeleteRequest) Reset() {
 	*x = OffsetDeleteRequest{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2535,7 @@ func (x *OffsetDeleteRequest) String() string {
 func (*OffsetDeleteRequest) ProtoMessage() {}
 
 func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[37]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2548,7 @@ func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{37}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *OffsetDeleteRequest) GetGroupId() string {
@@ -2496,7 +2578,7 @@ type OffsetDeletePartitionResult struct {
 
 func (x *OffsetDeletePartitionResult) Reset() {
 	*x = OffsetDeletePartitionResult{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2590,7 @@ func (x *OffsetDeletePartitionResult) String() string {
 func (*OffsetDeletePartitionResult) ProtoMessage() {}
 
 func (x *OffsetDeletePartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[38]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2603,7 @@ func (x *OffsetDeletePartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeletePartitionResult.ProtoReflect.Descriptor instead.
 func (*OffsetDeletePartitionResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{38}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OffsetDeletePartitionResult) GetPartition() int32 {
@@ -2548,7 +2630,7 @@ type OffsetDeleteTopicResult struct {
 
 func (x *OffsetDeleteTopicResult) Reset() {
 	*x = OffsetDeleteTopicResult{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2642,7 @@ func (x *OffsetDeleteTopicResult) String() string {
 func (*OffsetDeleteTopicResult) ProtoMessage() {}
 
 func (x *OffsetDeleteTopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[39]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2655,7 @@ func (x *OffsetDeleteTopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteTopicResult.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteTopicResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{39}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OffsetDeleteTopicResult) GetName() string {
@@ -2599,7 +2681,7 @@ type OffsetDeleteResponse struct {
 
 func (x *OffsetDeleteResponse) Reset() {
 	*x = OffsetDeleteResponse{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2693,7 @@ func (x *OffsetDeleteResponse) String() string {
 func (*OffsetDeleteResponse) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[40]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2706,7 @@ func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{40}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *OffsetDeleteResponse) GetTopics() []*OffsetDeleteTopicResult {
@@ -2645,7 +2727,7 @@ type ResetGroupOffsetsTopic struct {
 
 func (x *ResetGroupOffsetsTopic) Reset() {
 	*x = ResetGroupOffsetsTopic{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +2739,7 @@ func (x *ResetGroupOffsetsTopic) String() string {
 func (*ResetGroupOffsetsTopic) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[41]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +2752,7 @@ func (x *ResetGroupOffsetsTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsTopic.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsTopic) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{41}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResetGroupOffsetsTopic) GetName() string {
@@ -2708,7 +2790,7 @@ type ResetGroupOffsetsRequest struct {
 
 func (x *ResetGroupOffsetsRequest) Reset() {
 	*x = ResetGroupOffsetsRequest{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2802,7 @@ func (x *ResetGroupOffsetsRequest) String() string {
 func (*ResetGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[42]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2815,7 @@ func (x *ResetGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{42}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResetGroupOffsetsRequest) GetGroupId() string {
@@ -2799,7 +2881,7 @@ type ResetPartitionResult struct {
 
 func (x *ResetPartitionResult) Reset() {
 	*x = ResetPartitionResult{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[43]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2893,7 @@ func (x *ResetPartitionResult) String() string {
 func (*ResetPartitionResult) ProtoMessage() {}
 
 func (x *ResetPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[43]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2906,7 @@ func (x *ResetPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetPartitionResult.ProtoReflect.Descriptor instead.
 func (*ResetPartitionResult) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{43}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResetPartitionResult) GetTopic() string {
@@ -2871,7 +2953,7 @@ type ResetGroupOffsetsResponse struct {
 
 func (x *ResetGroupOffsetsResponse) Reset() {
 	*x = ResetGroupOffsetsResponse{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[44]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +2965,7 @@ func (x *ResetGroupOffsetsResponse) String() string {
 func (*ResetGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[44]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +2978,7 @@ func (x *ResetGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{44}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResetGroupOffsetsResponse) GetPartitions() []*ResetPartitionResult {
@@ -2918,7 +3000,7 @@ type DescribeGroupLagRequest struct {
 
 func (x *DescribeGroupLagRequest) Reset() {
 	*x = DescribeGroupLagRequest{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[45]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3012,7 @@ func (x *DescribeGroupLagRequest) String() string {
 func (*DescribeGroupLagRequest) ProtoMessage() {}
 
 func (x *DescribeGroupLagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[45]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3025,7 @@ func (x *DescribeGroupLagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupLagRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupLagRequest) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{45}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DescribeGroupLagRequest) GetGroupId() string {
@@ -2988,7 +3070,7 @@ type PartitionLag struct {
 
 func (x *PartitionLag) Reset() {
 	*x = PartitionLag{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[46]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3082,7 @@ func (x *PartitionLag) String() string {
 func (*PartitionLag) ProtoMessage() {}
 
 func (x *PartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[46]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3095,7 @@ func (x *PartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLag.ProtoReflect.Descriptor instead.
 func (*PartitionLag) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{46}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PartitionLag) GetTopic() string {
@@ -3104,7 +3186,7 @@ type DescribeGroupLagResponse struct {
 
 func (x *DescribeGroupLagResponse) Reset() {
 	*x = DescribeGroupLagResponse{}
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[47]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3198,7 @@ func (x *DescribeGroupLagResponse) String() string {
 func (*DescribeGroupLagResponse) ProtoMessage() {}
 
 func (x *DescribeGroupLagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidemark_group_v1_group_proto_msgTypes[47]
+	mi := &file_tidemark_group_v1_group_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3211,7 @@ func (x *DescribeGroupLagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupLagResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupLagResponse) Descriptor() ([]byte, []int) {
-	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{47}
+	return file_tidemark_group_v1_group_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DescribeGroupLagResponse) GetGroupId() string {
@@ -3290,9 +3372,18 @@ const file_tidemark_group_v1_group_proto_rawDesc = "" +
 	"\rprotocol_type\x18\x02 \x01(\tR\fprotocolType\x12\x1f\n" +
 	"\vgroup_state\x18\x03 \x01(\tR\n" +
 	"groupState\x12%\n" +
-	"\x0ecoordinator_id\x18\x04 \x01(\x05R\rcoordinatorId\"L\n" +
+	"\x0ecoordinator_id\x18\x04 \x01(\x05R\rcoordinatorId\"\x96\x01\n" +
 	"\x12ListGroupsResponse\x126\n" +
-	"\x06groups\x18\x01 \x03(\v2\x1e.tidemark.group.v1.ListedGroupR\x06groups\"4\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1e.tidemark.group.v1.ListedGroupR\x06groups\x12H\n" +
+	"\n" +
+	"unanswered\x18\x02 \x03(\v2(.tidemark.group.v1.ListGroupsBrokerErrorR\n" +
+	"unanswered\"\xa6\x01\n" +
+	"\x15ListGroupsBrokerError\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12<\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"4\n" +
 	"\x15DescribeGroupsRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\"\xf3\x01\n" +
 	"\x14DescribedGroupMember\x12\x1b\n" +
@@ -3434,7 +3525,7 @@ func file_tidemark_group_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_tidemark_group_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tidemark_group_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_tidemark_group_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_tidemark_group_v1_group_proto_goTypes = []any{
 	(CoordinatorType)(0),                // 0: tidemark.group.v1.CoordinatorType
 	(OffsetResetSpec)(0),                // 1: tidemark.group.v1.OffsetResetSpec
@@ -3467,95 +3558,98 @@ var file_tidemark_group_v1_group_proto_goTypes = []any{
 	(*ListGroupsRequest)(nil),           // 28: tidemark.group.v1.ListGroupsRequest
 	(*ListedGroup)(nil),                 // 29: tidemark.group.v1.ListedGroup
 	(*ListGroupsResponse)(nil),          // 30: tidemark.group.v1.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),       // 31: tidemark.group.v1.DescribeGroupsRequest
-	(*DescribedGroupMember)(nil),        // 32: tidemark.group.v1.DescribedGroupMember
-	(*DescribedGroup)(nil),              // 33: tidemark.group.v1.DescribedGroup
-	(*DescribeGroupsResponse)(nil),      // 34: tidemark.group.v1.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),         // 35: tidemark.group.v1.DeleteGroupsRequest
-	(*DeletableGroupResult)(nil),        // 36: tidemark.group.v1.DeletableGroupResult
-	(*DeleteGroupsResponse)(nil),        // 37: tidemark.group.v1.DeleteGroupsResponse
-	(*OffsetDeleteTopic)(nil),           // 38: tidemark.group.v1.OffsetDeleteTopic
-	(*OffsetDeleteRequest)(nil),         // 39: tidemark.group.v1.OffsetDeleteRequest
-	(*OffsetDeletePartitionResult)(nil), // 40: tidemark.group.v1.OffsetDeletePartitionResult
-	(*OffsetDeleteTopicResult)(nil),     // 41: tidemark.group.v1.OffsetDeleteTopicResult
-	(*OffsetDeleteResponse)(nil),        // 42: tidemark.group.v1.OffsetDeleteResponse
-	(*ResetGroupOffsetsTopic)(nil),      // 43: tidemark.group.v1.ResetGroupOffsetsTopic
-	(*ResetGroupOffsetsRequest)(nil),    // 44: tidemark.group.v1.ResetGroupOffsetsRequest
-	(*ResetPartitionResult)(nil),        // 45: tidemark.group.v1.ResetPartitionResult
-	(*ResetGroupOffsetsResponse)(nil),   // 46: tidemark.group.v1.ResetGroupOffsetsResponse
-	(*DescribeGroupLagRequest)(nil),     // 47: tidemark.group.v1.DescribeGroupLagRequest
-	(*PartitionLag)(nil),                // 48: tidemark.group.v1.PartitionLag
-	(*DescribeGroupLagResponse)(nil),    // 49: tidemark.group.v1.DescribeGroupLagResponse
-	(*v1.Node)(nil),                     // 50: tidemark.common.v1.Node
-	(v1.ErrorCode)(0),                   // 51: tidemark.common.v1.ErrorCode
+	(*ListGroupsBrokerError)(nil),       // 31: tidemark.group.v1.ListGroupsBrokerError
+	(*DescribeGroupsRequest)(nil),       // 32: tidemark.group.v1.DescribeGroupsRequest
+	(*DescribedGroupMember)(nil),        // 33: tidemark.group.v1.DescribedGroupMember
+	(*DescribedGroup)(nil),              // 34: tidemark.group.v1.DescribedGroup
+	(*DescribeGroupsResponse)(nil),      // 35: tidemark.group.v1.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),         // 36: tidemark.group.v1.DeleteGroupsRequest
+	(*DeletableGroupResult)(nil),        // 37: tidemark.group.v1.DeletableGroupResult
+	(*DeleteGroupsResponse)(nil),        // 38: tidemark.group.v1.DeleteGroupsResponse
+	(*OffsetDeleteTopic)(nil),           // 39: tidemark.group.v1.OffsetDeleteTopic
+	(*OffsetDeleteRequest)(nil),         // 40: tidemark.group.v1.OffsetDeleteRequest
+	(*OffsetDeletePartitionResult)(nil), // 41: tidemark.group.v1.OffsetDeletePartitionResult
+	(*OffsetDeleteTopicResult)(nil),     // 42: tidemark.group.v1.OffsetDeleteTopicResult
+	(*OffsetDeleteResponse)(nil),        // 43: tidemark.group.v1.OffsetDeleteResponse
+	(*ResetGroupOffsetsTopic)(nil),      // 44: tidemark.group.v1.ResetGroupOffsetsTopic
+	(*ResetGroupOffsetsRequest)(nil),    // 45: tidemark.group.v1.ResetGroupOffsetsRequest
+	(*ResetPartitionResult)(nil),        // 46: tidemark.group.v1.ResetPartitionResult
+	(*ResetGroupOffsetsResponse)(nil),   // 47: tidemark.group.v1.ResetGroupOffsetsResponse
+	(*DescribeGroupLagRequest)(nil),     // 48: tidemark.group.v1.DescribeGroupLagRequest
+	(*PartitionLag)(nil),                // 49: tidemark.group.v1.PartitionLag
+	(*DescribeGroupLagResponse)(nil),    // 50: tidemark.group.v1.DescribeGroupLagResponse
+	(*v1.Node)(nil),                     // 51: tidemark.common.v1.Node
+	(v1.ErrorCode)(0),                   // 52: tidemark.common.v1.ErrorCode
 }
 var file_tidemark_group_v1_group_proto_depIdxs = []int32{
 	0,  // 0: tidemark.group.v1.FindCoordinatorRequest.key_type:type_name -> tidemark.group.v1.CoordinatorType
-	50, // 1: tidemark.group.v1.FindCoordinatorResponse.coordinator:type_name -> tidemark.common.v1.Node
+	51, // 1: tidemark.group.v1.FindCoordinatorResponse.coordinator:type_name -> tidemark.common.v1.Node
 	4,  // 2: tidemark.group.v1.JoinGroupRequest.protocols:type_name -> tidemark.group.v1.JoinGroupProtocol
 	6,  // 3: tidemark.group.v1.JoinGroupResponse.members:type_name -> tidemark.group.v1.JoinGroupMember
 	8,  // 4: tidemark.group.v1.SyncGroupRequest.assignments:type_name -> tidemark.group.v1.SyncGroupAssignment
 	13, // 5: tidemark.group.v1.LeaveGroupRequest.members:type_name -> tidemark.group.v1.MemberIdentity
-	51, // 6: tidemark.group.v1.LeaveGroupMemberResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 6: tidemark.group.v1.LeaveGroupMemberResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	15, // 7: tidemark.group.v1.LeaveGroupResponse.members:type_name -> tidemark.group.v1.LeaveGroupMemberResult
 	17, // 8: tidemark.group.v1.OffsetCommitTopic.partitions:type_name -> tidemark.group.v1.OffsetCommitPartition
 	18, // 9: tidemark.group.v1.OffsetCommitRequest.topics:type_name -> tidemark.group.v1.OffsetCommitTopic
-	51, // 10: tidemark.group.v1.OffsetCommitPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 10: tidemark.group.v1.OffsetCommitPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	20, // 11: tidemark.group.v1.OffsetCommitTopicResult.partitions:type_name -> tidemark.group.v1.OffsetCommitPartitionResult
 	21, // 12: tidemark.group.v1.OffsetCommitResponse.topics:type_name -> tidemark.group.v1.OffsetCommitTopicResult
 	23, // 13: tidemark.group.v1.OffsetFetchRequest.topics:type_name -> tidemark.group.v1.OffsetFetchTopic
-	51, // 14: tidemark.group.v1.OffsetFetchPartition.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 14: tidemark.group.v1.OffsetFetchPartition.error_code:type_name -> tidemark.common.v1.ErrorCode
 	25, // 15: tidemark.group.v1.OffsetFetchTopicResult.partitions:type_name -> tidemark.group.v1.OffsetFetchPartition
-	51, // 16: tidemark.group.v1.OffsetFetchTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 16: tidemark.group.v1.OffsetFetchTopicResult.error_code:type_name -> tidemark.common.v1.ErrorCode
 	26, // 17: tidemark.group.v1.OffsetFetchResponse.topics:type_name -> tidemark.group.v1.OffsetFetchTopicResult
 	29, // 18: tidemark.group.v1.ListGroupsResponse.groups:type_name -> tidemark.group.v1.ListedGroup
-	51, // 19: tidemark.group.v1.DescribedGroup.error_code:type_name -> tidemark.common.v1.ErrorCode
-	32, // 20: tidemark.group.v1.DescribedGroup.members:type_name -> tidemark.group.v1.DescribedGroupMember
-	50, // 21: tidemark.group.v1.DescribedGroup.coordinator:type_name -> tidemark.common.v1.Node
-	33, // 22: tidemark.group.v1.DescribeGroupsResponse.groups:type_name -> tidemark.group.v1.DescribedGroup
-	51, // 23: tidemark.group.v1.DeletableGroupResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	36, // 24: tidemark.group.v1.DeleteGroupsResponse.results:type_name -> tidemark.group.v1.DeletableGroupResult
-	38, // 25: tidemark.group.v1.OffsetDeleteRequest.topics:type_name -> tidemark.group.v1.OffsetDeleteTopic
-	51, // 26: tidemark.group.v1.OffsetDeletePartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	40, // 27: tidemark.group.v1.OffsetDeleteTopicResult.partitions:type_name -> tidemark.group.v1.OffsetDeletePartitionResult
-	41, // 28: tidemark.group.v1.OffsetDeleteResponse.topics:type_name -> tidemark.group.v1.OffsetDeleteTopicResult
-	43, // 29: tidemark.group.v1.ResetGroupOffsetsRequest.topics:type_name -> tidemark.group.v1.ResetGroupOffsetsTopic
-	1,  // 30: tidemark.group.v1.ResetGroupOffsetsRequest.spec:type_name -> tidemark.group.v1.OffsetResetSpec
-	51, // 31: tidemark.group.v1.ResetPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
-	45, // 32: tidemark.group.v1.ResetGroupOffsetsResponse.partitions:type_name -> tidemark.group.v1.ResetPartitionResult
-	51, // 33: tidemark.group.v1.PartitionLag.error_code:type_name -> tidemark.common.v1.ErrorCode
-	48, // 34: tidemark.group.v1.DescribeGroupLagResponse.partitions:type_name -> tidemark.group.v1.PartitionLag
-	2,  // 35: tidemark.group.v1.GroupService.FindCoordinator:input_type -> tidemark.group.v1.FindCoordinatorRequest
-	5,  // 36: tidemark.group.v1.GroupService.JoinGroup:input_type -> tidemark.group.v1.JoinGroupRequest
-	9,  // 37: tidemark.group.v1.GroupService.SyncGroup:input_type -> tidemark.group.v1.SyncGroupRequest
-	11, // 38: tidemark.group.v1.GroupService.Heartbeat:input_type -> tidemark.group.v1.HeartbeatRequest
-	14, // 39: tidemark.group.v1.GroupService.LeaveGroup:input_type -> tidemark.group.v1.LeaveGroupRequest
-	19, // 40: tidemark.group.v1.GroupService.OffsetCommit:input_type -> tidemark.group.v1.OffsetCommitRequest
-	24, // 41: tidemark.group.v1.GroupService.OffsetFetch:input_type -> tidemark.group.v1.OffsetFetchRequest
-	28, // 42: tidemark.group.v1.GroupService.ListGroups:input_type -> tidemark.group.v1.ListGroupsRequest
-	31, // 43: tidemark.group.v1.GroupService.DescribeGroups:input_type -> tidemark.group.v1.DescribeGroupsRequest
-	35, // 44: tidemark.group.v1.GroupService.DeleteGroups:input_type -> tidemark.group.v1.DeleteGroupsRequest
-	39, // 45: tidemark.group.v1.GroupService.OffsetDelete:input_type -> tidemark.group.v1.OffsetDeleteRequest
-	44, // 46: tidemark.group.v1.GroupService.ResetGroupOffsets:input_type -> tidemark.group.v1.ResetGroupOffsetsRequest
-	47, // 47: tidemark.group.v1.GroupService.DescribeGroupLag:input_type -> tidemark.group.v1.DescribeGroupLagRequest
-	3,  // 48: tidemark.group.v1.GroupService.FindCoordinator:output_type -> tidemark.group.v1.FindCoordinatorResponse
-	7,  // 49: tidemark.group.v1.GroupService.JoinGroup:output_type -> tidemark.group.v1.JoinGroupResponse
-	10, // 50: tidemark.group.v1.GroupService.SyncGroup:output_type -> tidemark.group.v1.SyncGroupResponse
-	12, // 51: tidemark.group.v1.GroupService.Heartbeat:output_type -> tidemark.group.v1.HeartbeatResponse
-	16, // 52: tidemark.group.v1.GroupService.LeaveGroup:output_type -> tidemark.group.v1.LeaveGroupResponse
-	22, // 53: tidemark.group.v1.GroupService.OffsetCommit:output_type -> tidemark.group.v1.OffsetCommitResponse
-	27, // 54: tidemark.group.v1.GroupService.OffsetFetch:output_type -> tidemark.group.v1.OffsetFetchResponse
-	30, // 55: tidemark.group.v1.GroupService.ListGroups:output_type -> tidemark.group.v1.ListGroupsResponse
-	34, // 56: tidemark.group.v1.GroupService.DescribeGroups:output_type -> tidemark.group.v1.DescribeGroupsResponse
-	37, // 57: tidemark.group.v1.GroupService.DeleteGroups:output_type -> tidemark.group.v1.DeleteGroupsResponse
-	42, // 58: tidemark.group.v1.GroupService.OffsetDelete:output_type -> tidemark.group.v1.OffsetDeleteResponse
-	46, // 59: tidemark.group.v1.GroupService.ResetGroupOffsets:output_type -> tidemark.group.v1.ResetGroupOffsetsResponse
-	49, // 60: tidemark.group.v1.GroupService.DescribeGroupLag:output_type -> tidemark.group.v1.DescribeGroupLagResponse
-	48, // [48:61] is the sub-list for method output_type
-	35, // [35:48] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	31, // 19: tidemark.group.v1.ListGroupsResponse.unanswered:type_name -> tidemark.group.v1.ListGroupsBrokerError
+	52, // 20: tidemark.group.v1.ListGroupsBrokerError.error_code:type_name -> tidemark.common.v1.ErrorCode
+	52, // 21: tidemark.group.v1.DescribedGroup.error_code:type_name -> tidemark.common.v1.ErrorCode
+	33, // 22: tidemark.group.v1.DescribedGroup.members:type_name -> tidemark.group.v1.DescribedGroupMember
+	51, // 23: tidemark.group.v1.DescribedGroup.coordinator:type_name -> tidemark.common.v1.Node
+	34, // 24: tidemark.group.v1.DescribeGroupsResponse.groups:type_name -> tidemark.group.v1.DescribedGroup
+	52, // 25: tidemark.group.v1.DeletableGroupResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	37, // 26: tidemark.group.v1.DeleteGroupsResponse.results:type_name -> tidemark.group.v1.DeletableGroupResult
+	39, // 27: tidemark.group.v1.OffsetDeleteRequest.topics:type_name -> tidemark.group.v1.OffsetDeleteTopic
+	52, // 28: tidemark.group.v1.OffsetDeletePartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	41, // 29: tidemark.group.v1.OffsetDeleteTopicResult.partitions:type_name -> tidemark.group.v1.OffsetDeletePartitionResult
+	42, // 30: tidemark.group.v1.OffsetDeleteResponse.topics:type_name -> tidemark.group.v1.OffsetDeleteTopicResult
+	44, // 31: tidemark.group.v1.ResetGroupOffsetsRequest.topics:type_name -> tidemark.group.v1.ResetGroupOffsetsTopic
+	1,  // 32: tidemark.group.v1.ResetGroupOffsetsRequest.spec:type_name -> tidemark.group.v1.OffsetResetSpec
+	52, // 33: tidemark.group.v1.ResetPartitionResult.error_code:type_name -> tidemark.common.v1.ErrorCode
+	46, // 34: tidemark.group.v1.ResetGroupOffsetsResponse.partitions:type_name -> tidemark.group.v1.ResetPartitionResult
+	52, // 35: tidemark.group.v1.PartitionLag.error_code:type_name -> tidemark.common.v1.ErrorCode
+	49, // 36: tidemark.group.v1.DescribeGroupLagResponse.partitions:type_name -> tidemark.group.v1.PartitionLag
+	2,  // 37: tidemark.group.v1.GroupService.FindCoordinator:input_type -> tidemark.group.v1.FindCoordinatorRequest
+	5,  // 38: tidemark.group.v1.GroupService.JoinGroup:input_type -> tidemark.group.v1.JoinGroupRequest
+	9,  // 39: tidemark.group.v1.GroupService.SyncGroup:input_type -> tidemark.group.v1.SyncGroupRequest
+	11, // 40: tidemark.group.v1.GroupService.Heartbeat:input_type -> tidemark.group.v1.HeartbeatRequest
+	14, // 41: tidemark.group.v1.GroupService.LeaveGroup:input_type -> tidemark.group.v1.LeaveGroupRequest
+	19, // 42: tidemark.group.v1.GroupService.OffsetCommit:input_type -> tidemark.group.v1.OffsetCommitRequest
+	24, // 43: tidemark.group.v1.GroupService.OffsetFetch:input_type -> tidemark.group.v1.OffsetFetchRequest
+	28, // 44: tidemark.group.v1.GroupService.ListGroups:input_type -> tidemark.group.v1.ListGroupsRequest
+	32, // 45: tidemark.group.v1.GroupService.DescribeGroups:input_type -> tidemark.group.v1.DescribeGroupsRequest
+	36, // 46: tidemark.group.v1.GroupService.DeleteGroups:input_type -> tidemark.group.v1.DeleteGroupsRequest
+	40, // 47: tidemark.group.v1.GroupService.OffsetDelete:input_type -> tidemark.group.v1.OffsetDeleteRequest
+	45, // 48: tidemark.group.v1.GroupService.ResetGroupOffsets:input_type -> tidemark.group.v1.ResetGroupOffsetsRequest
+	48, // 49: tidemark.group.v1.GroupService.DescribeGroupLag:input_type -> tidemark.group.v1.DescribeGroupLagRequest
+	3,  // 50: tidemark.group.v1.GroupService.FindCoordinator:output_type -> tidemark.group.v1.FindCoordinatorResponse
+	7,  // 51: tidemark.group.v1.GroupService.JoinGroup:output_type -> tidemark.group.v1.JoinGroupResponse
+	10, // 52: tidemark.group.v1.GroupService.SyncGroup:output_type -> tidemark.group.v1.SyncGroupResponse
+	12, // 53: tidemark.group.v1.GroupService.Heartbeat:output_type -> tidemark.group.v1.HeartbeatResponse
+	16, // 54: tidemark.group.v1.GroupService.LeaveGroup:output_type -> tidemark.group.v1.LeaveGroupResponse
+	22, // 55: tidemark.group.v1.GroupService.OffsetCommit:output_type -> tidemark.group.v1.OffsetCommitResponse
+	27, // 56: tidemark.group.v1.GroupService.OffsetFetch:output_type -> tidemark.group.v1.OffsetFetchResponse
+	30, // 57: tidemark.group.v1.GroupService.ListGroups:output_type -> tidemark.group.v1.ListGroupsResponse
+	35, // 58: tidemark.group.v1.GroupService.DescribeGroups:output_type -> tidemark.group.v1.DescribeGroupsResponse
+	38, // 59: tidemark.group.v1.GroupService.DeleteGroups:output_type -> tidemark.group.v1.DeleteGroupsResponse
+	43, // 60: tidemark.group.v1.GroupService.OffsetDelete:output_type -> tidemark.group.v1.OffsetDeleteResponse
+	47, // 61: tidemark.group.v1.GroupService.ResetGroupOffsets:output_type -> tidemark.group.v1.ResetGroupOffsetsResponse
+	50, // 62: tidemark.group.v1.GroupService.DescribeGroupLag:output_type -> tidemark.group.v1.DescribeGroupLagResponse
+	50, // [50:63] is the sub-list for method output_type
+	37, // [37:50] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_tidemark_group_v1_group_proto_init() }
@@ -3570,7 +3664,7 @@ func file_tidemark_group_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidemark_group_v1_group_proto_rawDesc), len(file_tidemark_group_v1_group_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
