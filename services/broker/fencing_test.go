@@ -88,8 +88,8 @@ func TestProduceBadInput(t *testing.T) {
 		{"acks 2", &brokerv1.ProduceRequest{Topic: "v", Acks: 2, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}}, kerr.InvalidRequiredAcks, "acks"},
 		{"no topic", &brokerv1.ProduceRequest{Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}}, kerr.InvalidTopicException, "topic"},
 		{"no payload", &brokerv1.ProduceRequest{Topic: "v", Acks: 1}, kerr.InvalidRequest, "payload"},
-		{"garbage batch", &brokerv1.ProduceRequest{Topic: "v", Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: []byte("not a batch at all, clearly")}}, kerr.CorruptMessage, ""},
-		{"too large", &brokerv1.ProduceRequest{Topic: "v", Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf(string(make([]byte, 4096)))}}, kerr.MessageTooLarge, ""},
+		{"garbage batch", &brokerv1.ProduceRequest{Topic: "v", Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: []byte("not a batch at all, clearly")}}, kerr.CorruptMessage, "record_batch"},
+		{"too large", &brokerv1.ProduceRequest{Topic: "v", Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf(string(make([]byte, 4096)))}}, kerr.MessageTooLarge, "record_batch"},
 		{"unknown partition", &brokerv1.ProduceRequest{Topic: "v", Partition: 9, Acks: 1, Payload: &brokerv1.ProduceRequest_RecordBatch{RecordBatch: batchOf("x")}}, kerr.UnknownTopicOrPartition, ""},
 	}
 	for _, tc := range cases {

@@ -266,6 +266,9 @@ func (b Binding) Proto() *adminv1.AclBinding {
 
 // FilterFromProto is the admin API's filter; an empty enum field is ANY.
 func FilterFromProto(p *adminv1.AclBindingFilter) Filter {
+	if p == nil {
+		p = &adminv1.AclBindingFilter{} // absent: every field any
+	}
 	anyIfEmpty := func(s string) string {
 		if s == "" {
 			return Any

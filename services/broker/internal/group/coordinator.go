@@ -571,6 +571,9 @@ func (c *Coordinator) lockShard(group string) (*shard, error) {
 	if group == "" {
 		return nil, kerr.BadField(kerr.InvalidGroupID, "group_id", "must not be empty")
 	}
+	if len(group) > maxStoredString {
+		return nil, kerr.BadField(kerr.InvalidGroupID, "group_id", "%d bytes; at most %d", len(group), maxStoredString)
+	}
 	n := c.host.PartitionCount(OffsetsTopic)
 	if n == 0 {
 		return nil, kerr.New(kerr.CoordinatorNotAvailable, "%s does not exist yet: call FindCoordinator first", OffsetsTopic)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // The records of __consumer_offsets use Kafka's own schemas (big-endian;
@@ -221,6 +222,13 @@ type writer struct{ b []byte }
 func (w *writer) i16(v int16) { w.b = binary.BigEndian.AppendUint16(w.b, uint16(v)) }
 func (w *writer) i32(v int32) { w.b = binary.BigEndian.AppendUint32(w.b, uint32(v)) }
 func (w *writer) i64(v int64) { w.b = binary.BigEndian.AppendUint64(w.b, uint64(v)) }
+
+// maxStoredString is the longest string the records hold: their strings
+// carry an int16 length, so a longer one would wrap it and leave a record
+// no coordinator reads back. Requests are refused before (lockShard,
+// checkJoinStrings), as Kafka's schemas refuse such a string.
+const maxStoredString = math.MaxInt16
+
 func (w *writer) str(s string) {
 	w.i16(int16(len(s)))
 	w.b = append(w.b, s...)

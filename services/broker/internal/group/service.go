@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/peer"
@@ -36,6 +37,14 @@ func code(err *kerr.Error) commonv1.ErrorCode {
 func (s *Service) FindCoordinator(ctx context.Context, req *groupv1.FindCoordinatorRequest) (*groupv1.FindCoordinatorResponse, error) {
 	if req.GetKey() == "" {
 		return nil, kerr.BadField(kerr.InvalidGroupID, "key", "must not be empty")
+	}
+	if len(req.GetKey()) > maxStoredString {
+		return nil, kerr.BadField(kerr.InvalidGroupID, "key", "%d bytes; at most %d", len(req.GetKey()), maxStoredString)
+	}
+	// Groups are the only coordinators tidemark has; Kafka answers an
+	// unknown type INVALID_REQUEST too.
+	if kt := req.GetKeyType(); kt != groupv1.CoordinatorType_COORDINATOR_TYPE_UNSPECIFIED && kt != groupv1.CoordinatorType_COORDINATOR_TYPE_GROUP {
+		return nil, kerr.BadField(kerr.InvalidRequest, "key_type", "must be COORDINATOR_TYPE_GROUP, got %d", kt)
 	}
 	c := s.C
 	n := c.host.PartitionCount(OffsetsTopic)
@@ -84,6 +93,9 @@ func clientHost(ctx context.Context) string {
 
 // JoinGroup joins the group and waits for the join phase to end.
 func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) (*groupv1.JoinGroupResponse, error) {
+	if err := checkJoinStrings(req); err != nil {
+		return nil, err
+	}
 	c := s.C
 	lim := c.limits()
 	jr := JoinRequest{MemberID: req.GetMemberId(), InstanceID: req.GetGroupInstanceId(), ClientID: req.GetClientId(), ClientHost: clientHost(ctx),
@@ -134,6 +146,34 @@ func (s *Service) JoinGroup(ctx context.Context, req *groupv1.JoinGroupRequest) 
 		out.Members = append(out.Members, &groupv1.JoinGroupMember{MemberId: m.MemberID, GroupInstanceId: m.InstanceID, Metadata: m.Metadata})
 	}
 	return out, nil
+}
+
+// checkJoinStrings refuses the strings of a join the group's metadata
+// record could not hold (maxStoredString; a member id is the client id and
+// 33 bytes more).
+func checkJoinStrings(req *groupv1.JoinGroupRequest) error {
+	check := func(field, value string, limit int) error {
+		if len(value) > limit {
+			return kerr.BadField(kerr.InvalidRequest, field, "%d bytes; at most %d", len(value), limit)
+		}
+		return nil
+	}
+	for _, err := range []error{
+		check("member_id", req.GetMemberId(), maxStoredString),
+		check("group_instance_id", req.GetGroupInstanceId(), maxStoredString),
+		check("client_id", req.GetClientId(), maxStoredString-33), // "-" and 32 hex digits follow it
+		check("protocol_type", req.GetProtocolType(), maxStoredString),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	for i, p := range req.GetProtocols() {
+		if err := check("protocols["+strconv.Itoa(i)+"].name", p.GetName(), maxStoredString); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // finishLocked ends a step on g: it answers the parked requests the step
@@ -243,7 +283,9 @@ type commitEntry struct {
 // they are acknowledged.
 func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
 	c := s.C
-	maxMeta := int(c.host.Config().OffsetMetadataMaxBytes)
+	// The record's metadata string holds at most maxStoredString bytes,
+	// whatever offset.metadata.max.bytes allows.
+	maxMeta := min(int(c.host.Config().OffsetMetadataMaxBytes), maxStoredString)
 	out := &groupv1.OffsetCommitResponse{}
 	var entries []commitEntry
 	now := c.now()
@@ -287,7 +329,13 @@ func expireTimestamp(retentionMs *int64, now time.Time) int64 {
 	if retentionMs == nil || *retentionMs == -1 {
 		return 0
 	}
-	return max(now.UnixMilli()+*retentionMs, 1)
+	at := now.UnixMilli()
+	if *retentionMs > math.MaxInt64-at {
+		// now + retention would wrap to the past and expire the offset at
+		// once; a retention that long keeps it for good.
+		return math.MaxInt64
+	}
+	return max(at+*retentionMs, 1)
 }
 
 // knownPartition reports whether the metadata holds tp, as Kafka checks

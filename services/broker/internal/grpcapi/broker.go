@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -72,7 +73,11 @@ func (b *Broker) Produce(ctx context.Context, req *brokerv1.ProduceRequest) (*br
 	if wait == 0 {
 		wait = replica.DefaultProduceTimeout // timeout_ms 0 is the default (broker.proto)
 	}
-	return b.ProduceWaiting(ctx, req, wait)
+	resp, err := b.ProduceWaiting(ctx, req, wait)
+	if _, raw := req.GetPayload().(*brokerv1.ProduceRequest_RecordBatch); raw && err != nil {
+		err = namedBatch(err)
+	}
+	return resp, err
 }
 
 // ProduceWaiting is Produce with the acks=-1 wait taken as given, 0 not
@@ -117,6 +122,11 @@ func (b *Broker) ProduceWaiting(ctx context.Context, req *brokerv1.ProduceReques
 		if len(recs) == 0 {
 			return nil, kerr.BadField(kerr.InvalidRecord, "records", "at least one record is needed")
 		}
+		// The batch header holds an int16 epoch: a larger one would wrap
+		// to another producer's epoch (65536 to 0) and pass the fencing.
+		if e := req.GetProducerEpoch(); req.GetProducerId() > 0 && e != int32(int16(e)) {
+			return nil, kerr.BadField(kerr.InvalidRequest, "producer_epoch", "must fit a batch's int16 epoch (at most %d), got %d", math.MaxInt16, e)
+		}
 		batch = encodeRecords(recs, req.GetProducerId(), req.GetProducerEpoch(), req.GetBaseSequence())
 	default:
 		return nil, kerr.BadField(kerr.InvalidRequest, "payload", "give record_batch or records")
@@ -136,6 +146,25 @@ func (b *Broker) ProduceWaiting(ctx context.Context, req *brokerv1.ProduceReques
 		out.ThrottleTimeMs = b.throttle(ctx, quota.Produce, len(batch))
 	}
 	return out, nil
+}
+
+// namedBatch names record_batch as the field of the log's refusal of a gRPC
+// caller's batch (its CRC, framing, counts, codec, timestamps, size): the
+// log's validation speaks of the batch, not of the request that carried it.
+// The Kafka listener's answers keep the log's words.
+func namedBatch(err error) error {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) || ke.Field != "" {
+		return err
+	}
+	switch ke.Code {
+	case kerr.CorruptMessage, kerr.InvalidRecord, kerr.InvalidTimestamp, kerr.MessageTooLarge, kerr.RecordListTooLarge:
+		named := *ke
+		named.Field = "record_batch"
+		named.Message = "record_batch: " + ke.Message
+		return &named
+	}
+	return err
 }
 
 // encodeRecords builds one batch from structured records (REST and grpcurl
@@ -394,8 +423,12 @@ func (b *Broker) DeleteRecords(ctx context.Context, req *brokerv1.DeleteRecordsR
 	if topicconfig.IsInternal(tp.Topic) {
 		return nil, kerr.New(kerr.InvalidTopicException, "records of the internal topic %s cannot be deleted", tp.Topic)
 	}
+	// A negative wait is a mistake, not "the default" (as Produce's).
+	if ms := req.GetTimeoutMs(); ms < 0 {
+		return nil, kerr.BadField(kerr.InvalidRequest, "timeout_ms", "must not be negative, got %d", ms)
+	}
 	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
-	if timeout <= 0 {
+	if timeout == 0 {
 		timeout = DefaultDeleteRecordsTimeout
 	}
 	res := b.RM.DeleteRecords(ctx, []replica.DeleteRecordsPartition{{TP: tp, Offset: req.GetOffset()}}, timeout)[0]
