@@ -194,6 +194,9 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 					return info, flushTo, err
 				}
 			}
+			if b.BaseOffset() > next {
+				l.newestGap.Store(b.BaseOffset())
+			}
 			if b.PartitionLeaderEpoch() < 0 {
 				return info, flushTo, kerr.New(kerr.InvalidRecord, "batch %d at offset %d has no leader epoch", i, b.BaseOffset())
 			}

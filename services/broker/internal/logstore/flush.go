@@ -67,6 +67,9 @@ func (l *Log) flushUpTo(target int64) error {
 			return l.fail(err)
 		}
 	}
+	if err := l.recordFlushed(covered); err != nil {
+		return l.fail(err)
+	}
 	if target > rp {
 		l.recoveryPoint.Store(target)
 		l.lastFlush.Store(l.now().UnixNano())

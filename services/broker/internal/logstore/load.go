@@ -47,9 +47,17 @@ func Open(opts Options) (*Log, error) {
 	} else if cfg.Compacted() {
 		l.gapsAllowed.Store(true)
 	}
+	flushed, err := readFlushedOffset(l.fs, l.dir)
+	if err != nil {
+		// Trusting less is safe: gaps above the recovery point end the log.
+		l.logger.Warn("flushed-offset checkpoint unreadable; ignoring it", "err", err)
+		flushed = -1
+	}
+	l.flushedOffset.Store(flushed)
+	l.newestGap.Store(-1)
 	l.gapsTrustedTo = math.MaxInt64
 	if !opts.CleanShutdown {
-		l.gapsTrustedTo = opts.RecoveryPoint
+		l.gapsTrustedTo = max(opts.RecoveryPoint, flushed)
 	}
 
 	segs, err := l.load(opts)
@@ -149,6 +157,11 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 
 	leo := act.next
 	l.leo.Store(leo)
+	// Recovery may have cut durable data (a batch failing its CRC): the
+	// flushed offset must not cover what is appended there next.
+	if err := l.lowerFlushedOffset(leo); err != nil {
+		return segs, err
+	}
 	start := max(opts.LogStartOffset, segs[0].base)
 	if start > leo {
 		l.logger.Warn("log start offset checkpoint is beyond the log end; using the log end", "log_start_offset", start, "log_end_offset", leo)
@@ -700,8 +713,9 @@ func (l *Log) walkLog(from, to int64, fn func(h recordbatch.Batch)) error {
 
 // gapOK says whether recovery may accept offsets skipping to off. Only on a
 // log that may have gaps (compacted, or holding cleaned data), and only
-// where the data was durable before the crash: below the recovery point (or
-// anywhere after a clean shutdown). Above it a gap is what a power loss
+// where the data was durable before the crash: below the checkpointed
+// recovery point or the flushed offset (flushedoffset.go), or anywhere
+// after a clean shutdown. Above it a gap is what a power loss
 // leaves when a segment's unsynced tail is lost but a later segment's data
 // survives, and the log must end there (a follower refetches what was cut,
 // gaps and all). The cleaner persists the recovery point before it commits

@@ -119,6 +119,13 @@ type Log struct {
 	// gapsTrustedTo: while loading, gaps are accepted only at offsets up to
 	// this (see gapOK).
 	gapsTrustedTo int64
+	// flushedOffset: the offset in the flushed-offset checkpoint (-1:
+	// none); newestGap: the base of the newest batch a follower appended
+	// after a gap (-1: none since loading). A flush that makes such a
+	// batch durable writes the checkpoint (flushedoffset.go). Written by
+	// flushes (flushMu) and truncations (syncMu exclusive).
+	flushedOffset atomic.Int64
+	newestGap     atomic.Int64
 	// truncations counts truncations (under mu): a cleaning pass whose key
 	// map saw records a truncation then removed must not swap anything in.
 	truncations atomic.Int64

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"tidemark.io/services/recordbatch"
 )
 
 // TestManagerCrashSimulation runs random appends, flushes, checkpoints,
@@ -31,7 +33,7 @@ func TestManagerCrashSimulation(t *testing.T) {
 	deadline := time.Now().Add(budget)
 	runs := 0
 	for seed := uint64(1); seed <= seeds && time.Now().Before(deadline); seed++ {
-		managerCrashRun(t, seed)
+		managerCrashRun(t, seed, false)
 		runs++
 	}
 	if runs < 50 {
@@ -40,7 +42,31 @@ func TestManagerCrashSimulation(t *testing.T) {
 	t.Logf("%d crash runs", runs)
 }
 
-func managerCrashRun(t *testing.T, seed uint64) {
+// TestManagerCrashSimulationOfAFollower is TestManagerCrashSimulation with
+// the log a follower's copying a compacted leader: batches fetched with gaps
+// between them. Nothing flushed may be lost either, though the checkpointed
+// recovery point lags the flush: before, loading cut the log at the first
+// gap above it, flushed records and all.
+func TestManagerCrashSimulationOfAFollower(t *testing.T) {
+	seeds, budget := uint64(math.MaxUint64), 8*time.Second
+	if n, err := strconv.ParseUint(os.Getenv("TIDEMARK_CRASH_RUNS"), 10, 64); err == nil {
+		seeds, budget = n, time.Hour
+	}
+	deadline := time.Now().Add(budget)
+	runs := 0
+	for seed := uint64(1); seed <= seeds && time.Now().Before(deadline); seed++ {
+		managerCrashRun(t, seed, true)
+		runs++
+	}
+	if runs < 50 {
+		t.Fatalf("only %d runs", runs)
+	}
+	t.Logf("%d crash runs", runs)
+}
+
+// managerCrashRun runs one simulation; follower appends fetched batches,
+// with gaps, where the log would otherwise lead.
+func managerCrashRun(t *testing.T, seed uint64, follower bool) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	mem := newMem(t)
 	hw := &hwTable{m: map[TopicPartition]int64{}}
@@ -56,8 +82,17 @@ func managerCrashRun(t *testing.T, seed uint64) {
 	epoch := int32(0)
 	var durable int64 // the checkpointed recovery point: synced below it
 	var ckStart int64 // the checkpointed log start
+	var flushed int64 // synced below it, checkpointed or not
 	for range 20 + rng.IntN(80) {
 		switch r := rng.IntN(100); {
+		case r < 50 && follower:
+			b := recordbatch.Batch(plain(1+rng.IntN(4), rng.IntN(150), 1000).build())
+			b.SetBaseOffset(l.LogEndOffset() + rng.Int64N(4)) // the leader's cleaner left a gap, or not
+			b.SetPartitionLeaderEpoch(epoch)
+			if _, err := l.AppendAsFollower(b); err != nil {
+				t.Fatalf("seed %d: append: %v", seed, err)
+			}
+			history[b.BaseOffset()] = bytes.Clone(b)
 		case r < 50:
 			info, err := l.AppendAsLeader(plain(1+rng.IntN(4), rng.IntN(150), 1000).build(), epoch)
 			if err != nil {
@@ -69,6 +104,7 @@ func managerCrashRun(t *testing.T, seed uint64) {
 			if err := l.Flush(); err != nil {
 				t.Fatal(err)
 			}
+			flushed = l.LogEndOffset()
 		case r < 68:
 			if err := m.CheckpointRecoveryPoints(); err != nil {
 				t.Fatal(err)
@@ -96,13 +132,17 @@ func managerCrashRun(t *testing.T, seed uint64) {
 					t.Fatalf("seed %d: truncate: %v", seed, err)
 				}
 				for k := range history {
-					if k >= l.LogEndOffset() {
+					// Below the first segment it restarted the log empty.
+					if k >= l.LogEndOffset() || l.LogEndOffset() == l.segments()[0].base {
 						delete(history, k)
 					}
 				}
 				durable = min(durable, l.LogEndOffset())
+				flushed = min(flushed, l.LogEndOffset())
 				ckStart = min(ckStart, l.LogStartOffset())
 			}
+		case r < 88 && follower:
+			epoch++ // the next fetched batches carry it
 		case r < 88:
 			epoch++
 			if err := l.AssignEpochStartOffset(epoch); err != nil {
@@ -118,7 +158,7 @@ func managerCrashRun(t *testing.T, seed uint64) {
 				t.Fatal(err)
 			}
 			history = map[int64][]byte{}
-			durable, ckStart = at, at
+			durable, ckStart, flushed = at, at, at
 		case r < 97:
 			if err := m.Delete(tpA); err != nil {
 				t.Fatal(err)
@@ -127,7 +167,7 @@ func managerCrashRun(t *testing.T, seed uint64) {
 				t.Fatal(err)
 			}
 			history = map[int64][]byte{}
-			durable, ckStart, epoch = 0, 0, 0
+			durable, ckStart, flushed, epoch = 0, 0, 0, 0
 		default:
 			hw.set(tpA, l.LogEndOffset())
 			if err := m.CheckpointHighWatermarks(); err != nil {
@@ -144,8 +184,22 @@ func managerCrashRun(t *testing.T, seed uint64) {
 	if !ok {
 		t.Fatalf("seed %d: partition offline: %v", seed, m2.Offline())
 	}
-	if r.LogEndOffset() < durable {
-		t.Fatalf("seed %d: flushed records lost: LEO %d below the checkpointed recovery point %d (log start %d, checkpointed %d)", seed, r.LogEndOffset(), durable, r.LogStartOffset(), ckStart)
+	if follower {
+		// A log cut in a gap ends with its last batch on disk, where
+		// loading finds its end: the records to keep are the batches
+		// ending at or below what was flushed.
+		want := int64(0)
+		for _, b := range history {
+			if end := recordbatch.Batch(b).NextOffset(); end <= max(durable, flushed) {
+				want = max(want, end)
+			}
+		}
+		if r.LogEndOffset() < want {
+			t.Fatalf("seed %d: flushed records lost: LEO %d below %d (last flush's end %d, checkpointed recovery point %d)", seed, r.LogEndOffset(), want, flushed, durable)
+		}
+	} else if r.LogEndOffset() < max(durable, flushed) {
+		t.Fatalf("seed %d: flushed records lost: LEO %d below the checkpointed recovery point %d or the last flush's %d (log start %d, checkpointed %d)",
+			seed, r.LogEndOffset(), durable, flushed, r.LogStartOffset(), ckStart)
 	}
 	if r.LogStartOffset() > r.LogEndOffset() || (r.LogStartOffset() < ckStart && r.LogEndOffset() >= ckStart) {
 		t.Fatalf("seed %d: log start %d, LEO %d, checkpointed start %d", seed, r.LogStartOffset(), r.LogEndOffset(), ckStart)
@@ -155,7 +209,11 @@ func managerCrashRun(t *testing.T, seed uint64) {
 	if hi := max(memStart, ckStart); r.LogStartOffset() > hi && r.LogEndOffset() > hi {
 		t.Fatalf("seed %d: log start %d above %d and %d hides records up to LEO %d", seed, r.LogStartOffset(), memStart, ckStart, r.LogEndOffset())
 	}
-	for _, b := range readAll(t, r, r.LogStartOffset(), r.LogEndOffset(), 4000) {
+	read := readAll
+	if follower {
+		read = readWithGaps
+	}
+	for _, b := range read(t, r, r.LogStartOffset(), r.LogEndOffset(), 4000) {
 		if !bytes.Equal(b, history[b.BaseOffset()]) {
 			t.Fatalf("seed %d: batch at %d is not the one last written there", seed, b.BaseOffset())
 		}

@@ -122,6 +122,9 @@ func (l *Log) truncateLocked(offset int64) (int64, error) {
 	if err := l.truncateCleanerCheckpointLocked(newLEO); err != nil {
 		return 0, err
 	}
+	if err := l.lowerFlushedOffset(newLEO); err != nil {
+		return 0, err
+	}
 	return newLEO, nil
 }
 
@@ -302,6 +305,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return l.fail(err)
 	}
 	if err := l.truncateCleanerCheckpointLocked(offset); err != nil {
+		return l.fail(err)
+	}
+	if err := l.lowerFlushedOffset(offset); err != nil {
 		return l.fail(err)
 	}
 	return nil

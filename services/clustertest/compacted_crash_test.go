@@ -1,0 +1,103 @@
+package clustertest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A compacted partition reassigned onto two brokers that fetched its
+// cleaned log, gaps and all, both flushed (flush.ms) but their recovery
+// points not yet checkpointed (once a minute, or by their own cleaner's
+// next pass), then both killed at once and
+// restarted with nothing produced: every acknowledged record Kafka keeps is
+// still there, on both replicas alike, with HW = LEO and a full ISR. Before,
+// each replica's recovery cut its log at the first gap above its
+// checkpointed recovery point, flushed records and all: acknowledged writes
+// were lost on every replica.
+func TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a compacted log to be cleaned and copied")
+	}
+	c := Start(t, Options{BrokerSettings: compactedSettings})
+	createAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
+		"segment.bytes": "4096", "min.insync.replicas": "1", "flush.ms": "100"}))
+	w := newKeyedLog(c, "moved")
+	pad := strings.Repeat("v", 200)
+	for i := range 120 {
+		w.put(fmt.Sprintf("k%d", i%10), fmt.Sprintf("%d-%s", i, pad))
+	}
+	// Broker 1's cleaner leaves gaps in its sealed segments.
+	c.WaitFor(20*time.Second, "broker 1's cleaner to compact moved-0", func() bool {
+		recs, _ := w.records(1)
+		s, _ := w.stale(recs)
+		return len(recs) > 0 && s < 60
+	})
+
+	// Their own cleaners do not run (as in the window before a pass comes
+	// round): a pass checkpoints the recovery points before its swap.
+	moved := []int32{2, 3}
+	for _, id := range moved {
+		c.CrashBroker(id)
+		cfg := c.brokerCfg[id]
+		cfg.Settings = maps.Clone(cfg.Settings)
+		cfg.Settings["log.cleaner.enable"] = "false"
+		c.brokerCfg[id] = cfg
+		c.StartBroker(id)
+	}
+	reassign(t, c, "moved", map[int32][]int32{0: moved})
+	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return settledOn(c, "moved", 0, moved) })
+	c.waitSettled(15*time.Second, "moved", 0, moved)
+	w.judgeAll(moved...)
+	leo := map[int32]int64{}
+	c.WaitFor(15*time.Second, "brokers 2 and 3 to flush what they fetched", func() bool {
+		for _, id := range moved {
+			for _, r := range c.Broker(id).Replicas().Replicas() {
+				if tp := r.TP(); tp.Topic == "moved" {
+					l, ok := r.Log().(interface {
+						RecoveryPoint() int64
+						LogEndOffset() int64
+					})
+					if !ok {
+						t.Fatalf("broker %d's log of moved-0 tells no recovery point", id)
+					}
+					leo[id] = l.LogEndOffset()
+					if l.RecoveryPoint() != l.LogEndOffset() {
+						return false
+					}
+				}
+			}
+		}
+		return len(leo) == len(moved)
+	})
+	before := map[int32][]keyed{}
+	for _, id := range moved {
+		before[id], _ = w.records(id)
+		if len(before[id]) == int(leo[id]) {
+			t.Fatalf("setup: broker %d's copy has no gap: %v", id, before[id])
+		}
+	}
+
+	for _, id := range moved {
+		c.CrashBroker(id)
+	}
+	for _, id := range moved {
+		c.StartBroker(id)
+	}
+	c.waitSettled(30*time.Second, "moved", 0, moved)
+	w.judgeAll(moved...)
+	for _, id := range moved {
+		after, _ := w.records(id)
+		if !slices.Equal(after, before[id]) {
+			t.Fatalf("broker %d holds %v after the restart, %v before", id, after, before[id])
+		}
+		hw, end, _ := c.Broker(id).ReplicaOffsets("moved", 0)
+		if end != leo[id] || hw != end {
+			t.Fatalf("broker %d: HW %d, LEO %d after the restart, LEO %d before", id, hw, end, leo[id])
+		}
+	}
+	w.judgeConsumer()
+}
