@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
@@ -202,6 +203,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		return fail(fmt.Errorf("log dirs %v: %w", cfg.logDirs(), err))
 	}
 	tel.Registry.MustRegister(cleanerCollector{logs: b.logs})
+	// Kafka's OfflineLogDirectoryCount: the alert on a failed disk, idle
+	// or not (an idle dir fails at its next checkpoint, within seconds).
+	tel.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidemark_log_offline_dirs",
+		Help: "Log dirs of this broker that are offline (a storage error, or unusable since startup); their partitions answer KAFKA_STORAGE_ERROR until the broker restarts."},
+		func() float64 { return float64(len(b.logs.OfflineDirs())) }))
 	tel.Registry.MustRegister(fileCacheCollector{files: segmentFiles, max: int(static.LogMaxOpenFiles)})
 	for tp, why := range b.logs.Offline() {
 		log.Error("partition log is offline", "topic", tp.Topic, "partition", tp.Partition, "err", why)

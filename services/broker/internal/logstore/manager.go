@@ -115,17 +115,11 @@ type Manager struct {
 	// Log's truncation hook takes rpMu while the caller may hold its own
 	// partition lock, and the HW getter (which may take that lock) runs
 	// before hwMu is taken, never under a Manager lock.
-	hwMu, rpMu lockorder.Mutex[lockorder.LogCheckpoint]
-	// What the last write of each checkpoint file put in it (hwWritten
-	// under hwMu, the other two under rpMu): the periodic writes skip a
-	// file whose offsets have not moved since, so an idle broker does not
-	// fsync every few seconds for nothing (each fsync flushes the device's
-	// cache, which the other tenants of the disk wait behind).
-	hwWritten, rpWritten, startWritten map[TopicPartition]int64
-	stop                               chan struct{}
-	done                               chan struct{}
-	cleanerDone                        chan struct{} // closed when the cleaner goroutine ends; nil when none runs
-	cleaner                            cleanerStats
+	hwMu, rpMu  lockorder.Mutex[lockorder.LogCheckpoint]
+	stop        chan struct{}
+	done        chan struct{}
+	cleanerDone chan struct{} // closed when the cleaner goroutine ends; nil when none runs
+	cleaner     cleanerStats
 }
 
 // OpenManager opens every partition log in opts.Dir. A partition that cannot
@@ -517,10 +511,10 @@ func (m *Manager) dropStaleCheckpoints(tp TopicPartition) error {
 	if hw {
 		// Without the getter, which may take a partition lock the caller
 		// holds: the other logs' last written (or kept) HWs.
-		errs = append(errs, m.checkpointHighWatermarksAsked(false, false))
+		errs = append(errs, m.checkpointHighWatermarksAsked(false))
 	}
 	if rp {
-		errs = append(errs, m.checkpointRecoveryPoints(false))
+		errs = append(errs, m.CheckpointRecoveryPoints())
 	}
 	return errors.Join(errs...)
 }
@@ -537,19 +531,16 @@ func clearStale(stale, pending map[TopicPartition]uint64) {
 }
 
 // CheckpointHighWatermarks writes replication-offset-checkpoint from the
-// HighWatermark getter (the Manager does so every 5 s, when a high
-// watermark moved, and at Close).
-func (m *Manager) CheckpointHighWatermarks() error { return m.checkpointHighWatermarks(false) }
+// HighWatermark getter. The Manager does so at Close and every 5 s whether
+// or not a high watermark moved, as Kafka does: on an idle dir it is the
+// write that finds a failed disk (one turned read-only, one whose writes
+// fail) within seconds, before the controller keeps the broker as a leader
+// or ISR member that a first write would find dead.
+func (m *Manager) CheckpointHighWatermarks() error { return m.checkpointHighWatermarksAsked(true) }
 
-// checkpointHighWatermarks is CheckpointHighWatermarks; with ifMoved it
-// leaves the file alone when it already holds these offsets.
-func (m *Manager) checkpointHighWatermarks(ifMoved bool) error {
-	return m.checkpointHighWatermarksAsked(ifMoved, true)
-}
-
-// checkpointHighWatermarksAsked is checkpointHighWatermarks; without ask
+// checkpointHighWatermarksAsked is CheckpointHighWatermarks; without ask
 // it does not call the getter and writes each log's last known HW.
-func (m *Manager) checkpointHighWatermarksAsked(ifMoved, ask bool) error {
+func (m *Manager) checkpointHighWatermarksAsked(ask bool) error {
 	// The getter is the caller's code: call it without any Manager lock.
 	m.mu.Lock()
 	since := m.handovers
@@ -588,27 +579,12 @@ func (m *Manager) checkpointHighWatermarksAsked(ifMoved, ask bool) error {
 		}
 	}
 	m.mu.Unlock()
-	if err := m.writeCheckpointOnce(hwCheckpointFile, out, &m.hwWritten, ifMoved); err != nil {
+	if err := m.writeCheckpoint(hwCheckpointFile, out); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	clearStale(m.hwStale, pending)
 	m.mu.Unlock()
-	return nil
-}
-
-// writeCheckpointOnce writes a checkpoint file and records what it wrote
-// in *written; with ifMoved, offsets equal to *written are not written
-// again. The caller holds the file's lock (hwMu or rpMu).
-func (m *Manager) writeCheckpointOnce(name string, offsets map[TopicPartition]int64, written *map[TopicPartition]int64, ifMoved bool) error {
-	if ifMoved && *written != nil && maps.Equal(offsets, *written) {
-		return nil
-	}
-	if err := m.writeCheckpoint(name, offsets); err != nil {
-		*written = nil // the file's contents are unknown: write it next time
-		return err
-	}
-	*written = offsets
 	return nil
 }
 
@@ -624,12 +600,9 @@ func (m *Manager) writeCheckpoint(name string, offsets map[TopicPartition]int64)
 }
 
 // CheckpointRecoveryPoints writes recovery-point-offset-checkpoint and
-// log-start-offset-checkpoint from the open logs.
-func (m *Manager) CheckpointRecoveryPoints() error { return m.checkpointRecoveryPoints(false) }
-
-// checkpointRecoveryPoints is CheckpointRecoveryPoints; with ifMoved each
-// file is left alone when it already holds these offsets.
-func (m *Manager) checkpointRecoveryPoints(ifMoved bool) error {
+// log-start-offset-checkpoint from the open logs (every minute whether or
+// not they moved, as Kafka does, at Close and after a truncation).
+func (m *Manager) CheckpointRecoveryPoints() error {
 	m.rpMu.Lock()
 	defer m.rpMu.Unlock()
 	m.mu.Lock()
@@ -643,8 +616,8 @@ func (m *Manager) checkpointRecoveryPoints(ifMoved bool) error {
 	}
 	m.mu.Unlock()
 	if err := errors.Join(
-		m.writeCheckpointOnce(recoveryCheckpointFile, rps, &m.rpWritten, ifMoved),
-		m.writeCheckpointOnce(logStartCheckpointFile, starts, &m.startWritten, ifMoved),
+		m.writeCheckpoint(recoveryCheckpointFile, rps),
+		m.writeCheckpoint(logStartCheckpointFile, starts),
 	); err != nil {
 		return err
 	}
@@ -804,15 +777,16 @@ func (m *Manager) background() {
 		case <-m.stop:
 			return
 		case <-hw.C:
-			if err := m.checkpointHighWatermarks(true); err != nil {
+			// Written whether or not anything moved, as Kafka does: on an
+			// idle dir this is the only I/O, and a dead disk must show up
+			// within seconds, not at the next write a leader election or a
+			// produce happens to make there (one small file and two fsyncs
+			// per dir and interval, Kafka's cost too).
+			if err := m.CheckpointHighWatermarks(); err != nil {
 				m.logger.Warn("high watermark checkpoint failed", "err", m.note(err))
 			}
 		case <-rp.C:
-			// Written whether or not anything moved, as Kafka does: on an
-			// idle dir this is the only I/O, and a dead disk must show up
-			// within the interval, not at the next write a leader election
-			// or a produce happens to make there.
-			if err := m.checkpointRecoveryPoints(false); err != nil {
+			if err := m.CheckpointRecoveryPoints(); err != nil {
 				m.logger.Warn("recovery point checkpoint failed", "err", m.note(err))
 			}
 		case <-ret.C:
