@@ -84,6 +84,9 @@ func (b brokerService) Follow(ctx context.Context, req *brokerv1.FollowRequest, 
 	if req.GetRackId() != "" {
 		return nil, errRackOverREST
 	}
+	if err := checkPartitionName(req.GetTopic(), req.GetPartition()); err != nil {
+		return nil, err // before a stream slot is taken
+	}
 	if err := b.streams.acquire(ctx, "records:follow"); err != nil {
 		return nil, err
 	}

@@ -58,3 +58,48 @@ func TestRESTBadInputNamesTheField(t *testing.T) {
 		t.Fatalf("the refused produce left records: %v", f.GetRecords())
 	}
 }
+
+// A partition that can never exist, a topic name Kafka's rule forbids or a
+// negative partition, is refused at once with 400 naming the field, before
+// any broker is asked. Both were asked about for the 2 s the gateway waits
+// for a topic just created, then answered 404 UNKNOWN_TOPIC_OR_PARTITION.
+func TestRESTIllegalPartitionIsRefusedNamingTheField(t *testing.T) {
+	tc := startCluster(t)
+	g := startGateway(t, tc, nil)
+	e := &env{tc: tc, g: g, r: newREST(t, g)}
+	tc.CreateTopic("legal", 1, 3, nil)
+	waitFor(t, 10*time.Second, "a leader of legal-0", func() bool {
+		return e.r.do(http.MethodGet, "/v1/topics/legal/partitions/0/offsets?spec=OFFSET_SPEC_LATEST", nil).status == http.StatusOK
+	})
+	cases := []struct {
+		topic, partition string
+		name, field      string
+	}{
+		{"a%00b", "0", "INVALID_TOPIC_EXCEPTION", "topic"},
+		{"a%20b", "0", "INVALID_TOPIC_EXCEPTION", "topic"},
+		{"caf%C3%A9", "0", "INVALID_TOPIC_EXCEPTION", "topic"},
+		{"%2E", "0", "INVALID_TOPIC_EXCEPTION", "topic"},
+		{strings.Repeat("x", 250), "0", "INVALID_TOPIC_EXCEPTION", "topic"},
+		{"legal", "-1", "INVALID_PARTITIONS", "partition"},
+	}
+	for _, c := range cases {
+		base := "/v1/topics/" + c.topic + "/partitions/" + c.partition
+		for _, call := range []struct{ method, path, body string }{
+			{http.MethodGet, base + "/records?offset=0", ""},
+			{http.MethodPost, base + "/records", produceBody(-1, "one")},
+			{http.MethodGet, base + "/offsets?spec=OFFSET_SPEC_LATEST", ""},
+			{http.MethodPost, base + "/records:delete", `{"offset": 0}`},
+			{http.MethodGet, base + "/records:follow?offset=0", ""},
+		} {
+			var body any
+			if call.body != "" {
+				body = call.body
+			}
+			got := e.r.fails(call.method, call.path, body, http.StatusBadRequest, c.name)
+			if got.Field != c.field || !strings.Contains(got.Message, c.field) || len(got.Message) > 1024 {
+				t.Errorf("%s %.80s: field %q (%.200s), want %q named", call.method, call.path, got.Field, got.Message, c.field)
+			}
+		}
+	}
+	e.call(http.MethodPost, "/v1/topics/legal/partitions/0/records", produceBody(-1, "one"), nil)
+}

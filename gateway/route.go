@@ -10,6 +10,7 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/topicconfig"
 )
 
 // router finds where a BrokerService call belongs: a partition's calls go
@@ -31,6 +32,9 @@ type router struct {
 // leader up again (or following the leader the answer named) and retrying
 // while the answer is one a new route may fix, within the retry budget.
 func (r *router) onLeader(ctx context.Context, topic string, partition int32, call func(brokerv1.BrokerServiceClient) error) error {
+	if err := checkPartitionName(topic, partition); err != nil {
+		return err
+	}
 	p := newPacer(r.budget)
 	settled := time.Now().Add(topicSettle)
 	for {
@@ -47,6 +51,20 @@ func (r *router) onLeader(ctx context.Context, topic string, partition int32, ca
 			return err
 		}
 	}
+}
+
+// checkPartitionName refuses, before any broker is asked, a topic name
+// Kafka's rule forbids and a negative partition: neither can ever exist,
+// and both used to be asked about for the whole of topicSettle before
+// failing UNKNOWN_TOPIC_OR_PARTITION.
+func checkPartitionName(topic string, partition int32) error {
+	if err := topicconfig.ValidateTopicName(topic); err != nil {
+		return kerr.BadField(kerr.InvalidTopicException, "topic", "%s", kerr.As(err).Message)
+	}
+	if partition < 0 {
+		return kerr.BadField(kerr.InvalidPartitions, "partition", "must be >= 0, got %d", partition)
+	}
+	return nil
 }
 
 // topicSettle is how long a partition's call is retried while the

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/kerr"
 )
@@ -23,9 +25,14 @@ func (c *Client) groupCoordinator(group string) (*coordinator, error) {
 }
 
 // ListGroups lists the groups of every broker (each lists the groups it
-// coordinates), sorted by id, filtered by state when states are given. A
-// broker that cannot be asked makes the list incomplete: its error is
-// returned beside what the others answered.
+// coordinates), sorted by id, filtered by state when states are given. The
+// brokers are asked at once (at most listGroupsParallel at a time): one
+// after the other, each frozen broker held the list for a whole request
+// timeout and the brokers after it went unasked once the call's deadline
+// passed. A broker that does not answer makes the list incomplete: the
+// groups the others listed come back with a *ListGroupsError naming the
+// brokers that did not (as Kafka's admin client reports
+// listConsumerGroups' errors per broker).
 func (c *Client) ListGroups(ctx context.Context, states ...string) ([]*groupv1.ListedGroup, error) {
 	ctx, cancel := c.opts.withAPITimeout(ctx)
 	defer cancel()
@@ -38,21 +45,43 @@ func (c *Client) ListGroups(ctx context.Context, states ...string) ([]*groupv1.L
 		addrs[id] = a
 	}
 	c.meta.mu.Unlock()
-	var out []*groupv1.ListedGroup
-	var errs []error
-	seen := map[string]bool{}
-	for _, id := range slices.Sorted(maps.Keys(addrs)) {
-		var resp *groupv1.ListGroupsResponse
-		err := c.groupCall(ctx, addrs[id], c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
-			var err error
-			resp, err = gs.ListGroups(ctx, &groupv1.ListGroupsRequest{StatesFilter: states})
-			return err
+	ids := slices.Sorted(maps.Keys(addrs))
+	answers := make([]*groupv1.ListGroupsResponse, len(ids))
+	errs := make([]error, len(ids))
+	slots := make(chan struct{}, listGroupsParallel)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				errs[i] = toKerr(ctx.Err())
+				return
+			}
+			errs[i] = c.groupCall(ctx, addrs[id], c.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+				var err error
+				answers[i], err = gs.ListGroups(ctx, &groupv1.ListGroupsRequest{StatesFilter: states})
+				return err
+			})
 		})
-		if err != nil {
-			errs = append(errs, wrap(err, "list groups on broker %d", id))
+	}
+	wg.Wait()
+	var out []*groupv1.ListedGroup
+	var lerr *ListGroupsError
+	seen := map[string]bool{}
+	for i, id := range ids {
+		if errs[i] != nil {
+			if lerr == nil {
+				lerr = &ListGroupsError{}
+			}
+			ke := kerr.As(errs[i])
+			lerr.Unanswered = append(lerr.Unanswered, &groupv1.ListGroupsBrokerError{
+				BrokerId: id, Address: addrs[id], ErrorCode: commonv1.ErrorCode(ke.Code), Message: ke.Message})
+			lerr.errs = append(lerr.errs, wrap(errs[i], "list groups on broker %d", id))
 			continue
 		}
-		for _, g := range resp.GetGroups() {
+		for _, g := range answers[i].GetGroups() {
 			if !seen[g.GetGroupId()] { // a group moving may be listed twice
 				seen[g.GetGroupId()] = true
 				out = append(out, g)
@@ -60,8 +89,28 @@ func (c *Client) ListGroups(ctx context.Context, states ...string) ([]*groupv1.L
 		}
 	}
 	slices.SortFunc(out, func(a, b *groupv1.ListedGroup) int { return cmp.Compare(a.GetGroupId(), b.GetGroupId()) })
-	return out, errors.Join(errs...)
+	if lerr != nil {
+		return out, lerr
+	}
+	return out, nil
 }
+
+// listGroupsParallel bounds the brokers ListGroups asks at once.
+const listGroupsParallel = 8
+
+// ListGroupsError is ListGroups' error when some brokers did not list
+// their groups: each with its address and what it answered
+// (REQUEST_TIMED_OUT for one that did not answer in time). The groups
+// returned beside it are those of the other brokers.
+type ListGroupsError struct {
+	Unanswered []*groupv1.ListGroupsBrokerError
+	errs       []error
+}
+
+func (e *ListGroupsError) Error() string { return errors.Join(e.errs...).Error() }
+
+// Unwrap gives each broker's error, so errors.Is and kerr.CodeOf see them.
+func (e *ListGroupsError) Unwrap() []error { return e.errs }
 
 // DescribeGroup describes one group: state, protocol, generation and
 // members with their assignments. An unknown group is Dead with no members.

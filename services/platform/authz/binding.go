@@ -2,6 +2,7 @@ package authz
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -74,12 +75,39 @@ func invalid(format string, args ...any) error {
 	return kerr.New(kerr.InvalidRequest, format, args...)
 }
 
+// maxString is the longest string Kafka's ACL requests carry (an int16
+// length): a longer resource name or principal could never be matched by a
+// Kafka client's request, and was stored and listed whole.
+const maxString = math.MaxInt16
+
+// checkLengths refuses a resource name or principal beyond maxString,
+// naming the field.
+func checkLengths(resourceName, principal string) error {
+	if len(resourceName) > maxString {
+		return kerr.BadField(kerr.InvalidRequest, "resource_name", "%d bytes; at most %d", len(resourceName), maxString)
+	}
+	if len(principal) > maxString {
+		return kerr.BadField(kerr.InvalidRequest, "principal", "%d bytes; at most %d", len(principal), maxString)
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // Validate refuses a binding that cannot be created, with Kafka's messages
 // in Kafka's order: the Kafka API's own checks (the cluster's name, an
 // empty name), then AclControlManager's, then tidemark's (a principal
 // type other than User, a host that is not an IP, an operation that does
 // not apply to the resource type).
 func (b Binding) Validate() error {
+	if err := checkLengths(b.ResourceName, b.Principal); err != nil {
+		return err
+	}
 	if b.ResourceType == "CLUSTER" && b.ResourceName != KafkaClusterName {
 		return invalid("The only valid name for the CLUSTER resource is %s", KafkaClusterName)
 	}
@@ -192,6 +220,9 @@ type Filter struct {
 
 // ValidateFilter refuses a filter with an UNKNOWN element, as Kafka does.
 func (f Filter) Validate() error {
+	if err := checkLengths(deref(f.ResourceName), deref(f.Principal)); err != nil {
+		return err
+	}
 	for _, v := range []struct{ what, val string }{{"resourceType", f.ResourceType}, {"patternType", f.PatternType},
 		{"operation", f.Operation}, {"permissionType", f.PermissionType}} {
 		if v.val == Unknown || v.val == "" {

@@ -290,9 +290,9 @@ func (s *Service) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitReq
 	var entries []commitEntry
 	now := c.now()
 	expire := expireTimestamp(req.RetentionTimeMs, now)
-	for _, t := range req.GetTopics() {
+	for i, t := range req.GetTopics() {
 		if t.GetName() == "" {
-			return nil, kerr.BadField(kerr.InvalidTopicException, "topics.name", "must not be empty")
+			return nil, kerr.BadField(kerr.InvalidTopicException, "topics["+strconv.Itoa(i)+"].name", "must not be empty")
 		}
 		tr := &groupv1.OffsetCommitTopicResult{Name: t.GetName()}
 		out.Topics = append(out.Topics, tr)
@@ -579,6 +579,9 @@ func (s *Service) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest
 
 // DescribeGroups describes groups this broker coordinates.
 func (s *Service) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest) (*groupv1.DescribeGroupsResponse, error) {
+	if err := checkGroupIDs(req.GetGroupIds()); err != nil {
+		return nil, err
+	}
 	c := s.C
 	out := &groupv1.DescribeGroupsResponse{}
 	me := c.host.Self()
@@ -612,9 +615,25 @@ func (s *Service) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroup
 	return out, nil
 }
 
+// checkGroupIDs refuses a list naming a group id no record could hold
+// (maxStoredString). Each id is repeated in the answer: a 5 MB one made an
+// answer beyond a client's 4 MB receive limit, which the caller saw as an
+// unreadable error rather than the group's INVALID_GROUP_ID.
+func checkGroupIDs(ids []string) error {
+	for i, id := range ids {
+		if len(id) > maxStoredString {
+			return kerr.BadField(kerr.InvalidRequest, "group_ids["+strconv.Itoa(i)+"]", "%d bytes; at most %d", len(id), maxStoredString)
+		}
+	}
+	return nil
+}
+
 // DeleteGroups deletes groups without members: tombstones for the group
 // and each of its offsets, written with acks=all.
 func (s *Service) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest) (*groupv1.DeleteGroupsResponse, error) {
+	if err := checkGroupIDs(req.GetGroupIds()); err != nil {
+		return nil, err
+	}
 	c := s.C
 	out := &groupv1.DeleteGroupsResponse{}
 	for _, gid := range req.GetGroupIds() {

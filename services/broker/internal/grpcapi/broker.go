@@ -209,6 +209,9 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), req.GetMaxWaitMs(), req.GetMinBytes()); err != nil {
 		return nil, err
 	}
+	if err := checkRack(req.GetRackId()); err != nil {
+		return nil, err
+	}
 	if req.LastFetchedEpoch != nil && req.GetLastFetchedEpoch() < 0 {
 		return nil, kerr.BadField(kerr.InvalidRequest, "last_fetched_epoch", "must be >= 0 when set, got %d", req.GetLastFetchedEpoch())
 	}
@@ -246,6 +249,19 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 	return out, nil
 }
 
+// maxKafkaString is the longest string Kafka's protocol carries (an int16
+// length); no longer name, id or rack means anything to a broker.
+const maxKafkaString = math.MaxInt16
+
+// checkRack refuses a rack_id no Kafka fetch could carry: it was kept with
+// the fetch and compared with every replica's rack.
+func checkRack(rack string) error {
+	if len(rack) > maxKafkaString {
+		return kerr.BadField(kerr.InvalidRequest, "rack_id", "%d bytes; at most %d", len(rack), maxKafkaString)
+	}
+	return nil
+}
+
 func checkFetchNumbers(offset int64, maxBytes, maxWait, minBytes int32) error {
 	switch {
 	case offset < 0:
@@ -254,8 +270,8 @@ func checkFetchNumbers(offset int64, maxBytes, maxWait, minBytes int32) error {
 		return kerr.BadField(kerr.InvalidRequest, "max_bytes", "must not be negative")
 	case maxWait < 0:
 		return kerr.BadField(kerr.InvalidRequest, "max_wait_ms", "must not be negative")
-	case maxWait > 60000:
-		return kerr.BadField(kerr.InvalidRequest, "max_wait_ms", "at most 60000, got %d", maxWait)
+	case maxWait > replica.MaxFetchWaitMs:
+		return kerr.BadField(kerr.InvalidRequest, "max_wait_ms", "at most %d, got %d", replica.MaxFetchWaitMs, maxWait)
 	case minBytes < 0:
 		return kerr.BadField(kerr.InvalidRequest, "min_bytes", "must not be negative")
 	}
@@ -317,6 +333,9 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		return err
 	}
 	if err := checkFetchNumbers(req.GetOffset(), req.GetMaxBytes(), 0, 0); err != nil {
+		return err
+	}
+	if err := checkRack(req.GetRackId()); err != nil {
 		return err
 	}
 	if req.LastFetchedEpoch != nil && req.GetLastFetchedEpoch() < 0 {

@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"io"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -106,6 +107,17 @@ func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_Repli
 func (s *Replication) fetchOnce(ctx context.Context, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, []replica.FollowerFetchAnswer, error) {
 	if req.GetReplicaId() < 0 {
 		return nil, nil, kerr.BadField(kerr.InvalidRequest, "replica_id", "must be a broker id >= 0")
+	}
+	// As a consumer's Fetch (checkFetchNumbers): a negative number is a
+	// mistake, and a wait beyond a minute held the leader's fetch (and
+	// the stream) for as long as the follower's deadline allowed.
+	if err := checkFetchNumbers(0, req.GetMaxBytes(), req.GetMaxWaitMs(), req.GetMinBytes()); err != nil {
+		return nil, nil, err
+	}
+	for i, p := range req.GetPartitions() {
+		if p.GetPartitionMaxBytes() < 0 {
+			return nil, nil, kerr.BadField(kerr.InvalidRequest, "partitions["+strconv.Itoa(i)+"].partition_max_bytes", "must not be negative")
+		}
 	}
 	if s.TracerProvider != nil {
 		if tc := req.GetTraceContext(); len(tc) > 0 {

@@ -695,7 +695,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 	mode := f.m.truncationMode()
 	req := &replicationv1.ReplicaFetchRequest{
 		ReplicaId: f.m.opts.BrokerID, BrokerEpoch: f.m.opts.BrokerEpoch(),
-		MaxWaitMs: cfg.ReplicaFetchWaitMaxMs, MinBytes: cfg.ReplicaFetchMinBytes, MaxBytes: cfg.ReplicaFetchResponseMaxBytes,
+		MaxWaitMs: min(cfg.ReplicaFetchWaitMaxMs, MaxFetchWaitMs), MinBytes: cfg.ReplicaFetchMinBytes, MaxBytes: cfg.ReplicaFetchResponseMaxBytes,
 	}
 	var delay time.Duration
 	held := 0

@@ -12,6 +12,11 @@ import (
 	"tidemark.io/services/platform/kerr"
 )
 
+// MaxFetchWaitMs is the longest max wait a fetch may ask, a consumer's or a
+// follower's (a leader refuses more); a follower whose
+// replica.fetch.wait.max.ms is longer asks this.
+const MaxFetchWaitMs = 60000
+
 // DefaultProduceTimeout bounds an acks=all wait when a gRPC request gives
 // none (timeout_ms 0).
 const DefaultProduceTimeout = 30 * time.Second
