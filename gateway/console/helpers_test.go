@@ -321,7 +321,10 @@ type devCluster struct {
 	c       *testCluster
 	mu      sync.Mutex
 	stopped map[int32]devclusterv1.NodeState
-	scen    *fakeScenarios
+	// stopping lists the brokers shown STOPPING: a graceful stop under
+	// way, their process alive.
+	stopping map[int32]bool
+	scen     *fakeScenarios
 }
 
 // fakeScenarios plays "walk": started, a step and a check, then it waits
@@ -400,20 +403,33 @@ func serveDevCluster(t *testing.T, tc *testCluster) string {
 // serveDevClusterWith is serveDevCluster with the given fake scenarios.
 func serveDevClusterWith(t *testing.T, tc *testCluster, scen *fakeScenarios) string {
 	t.Helper()
+	addr, _ := serveFakeLauncher(t, tc, scen)
+	return addr
+}
+
+// serveFakeLauncher is serveDevClusterWith that also returns the launcher,
+// for a test to set the states it reports.
+func serveFakeLauncher(t *testing.T, tc *testCluster, scen *fakeScenarios) (string, *devCluster) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	devclusterv1.RegisterDevClusterServiceServer(srv, &devCluster{c: tc, stopped: map[int32]devclusterv1.NodeState{}, scen: scen})
+	d := &devCluster{c: tc, stopped: map[int32]devclusterv1.NodeState{}, stopping: map[int32]bool{}, scen: scen}
+	devclusterv1.RegisterDevClusterServiceServer(srv, d)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return lis.Addr().String(), d
 }
 
 func (d *devCluster) node(id int32) *devclusterv1.DevNode {
 	n := &devclusterv1.DevNode{Name: clustertest.BrokerName(id), Kind: "broker", Id: id,
 		Address: d.c.BrokerConfig(id).Listen, State: devclusterv1.NodeState_NODE_STATE_RUNNING}
+	if d.stopping[id] {
+		n.State = devclusterv1.NodeState_NODE_STATE_STOPPING
+		return n
+	}
 	if d.c.Broker(id) == nil {
 		n.State = devclusterv1.NodeState_NODE_STATE_EXITED
 		if st, ok := d.stopped[id]; ok {

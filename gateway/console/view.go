@@ -57,8 +57,8 @@ type brokerView struct {
 	ReplicaCount int32  `json:"replicaCount"`
 	// Leads names the partitions it leads ("topic-0").
 	Leads []string `json:"leads"`
-	// Process is the dev launcher's view of the process (running, stopped,
-	// paused, exited), when a launcher is configured.
+	// Process is the dev launcher's view of the process (running, stopping,
+	// stopped, paused, exited), when a launcher is configured.
 	Process string      `json:"process,omitempty"`
 	Faults  []faultView `json:"faults"`
 	// CutLinks names the brokers this broker's requests cannot reach
@@ -371,6 +371,8 @@ func processState(s devclusterv1.NodeState) string {
 		return "paused"
 	case devclusterv1.NodeState_NODE_STATE_EXITED:
 		return "exited"
+	case devclusterv1.NodeState_NODE_STATE_STOPPING:
+		return "stopping"
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 )
 
 func TestEventViewLinksTraces(t *testing.T) {
@@ -88,5 +89,23 @@ func TestBuildSnapshotStatesAndFaults(t *testing.T) {
 	}
 	if len(s.Topics) != 1 || s.Topics[0].Unclean == nil || !*s.Topics[0].Unclean || s.Topics[0].ReplicationFactor != 3 || s.Topics[0].Partitions != 1 {
 		t.Errorf("topic view %+v", s.Topics)
+	}
+}
+
+// Every process state the dev launcher reports has a name on the page
+// (STOPPING included: a graceful stop under way, its process alive), so
+// the page never shows a broker's process as if it had none.
+func TestProcessStateNamesEveryNodeState(t *testing.T) {
+	for v, name := range devclusterv1.NodeState_name {
+		s := devclusterv1.NodeState(v)
+		if s == devclusterv1.NodeState_NODE_STATE_UNSPECIFIED {
+			continue
+		}
+		if processState(s) == "" {
+			t.Errorf("%s has no name on the page", name)
+		}
+	}
+	if got := processState(devclusterv1.NodeState_NODE_STATE_STOPPING); got != "stopping" {
+		t.Errorf("STOPPING is shown as %q, want stopping", got)
 	}
 }

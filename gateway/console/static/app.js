@@ -327,7 +327,7 @@ function updateBroker(el, b) {
     stop: p === "running",
     kill: p === "running" || p === "paused",
     start: p === "stopped" || p === "exited",
-    restart: p !== "paused",
+    restart: p !== "paused" && p !== "stopping", // a stopping process takes no action until it has ended
     pause: p === "running",
     resume: p === "paused",
   };

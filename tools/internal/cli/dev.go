@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -70,9 +68,14 @@ func newDevUpCmd(g *globals) *cobra.Command {
 			o.Plaintext = g.tlsFlags.Plaintext
 			// The console's Scenarios panel plays them through the launcher.
 			o.Scenarios = scenario.Launcher{}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			out := cmd.OutOrStdout()
+			// A closed terminal (SIGHUP) stops the cluster as Ctrl-C does;
+			// a second signal kills the nodes still stopping.
+			ctx, hurry, stop := devcluster.NotifyShutdown(cmd.Context(), out)
+			defer stop()
+			if w := devcluster.EphemeralOverlap(o); w != "" {
+				fmt.Fprintln(out, "warning:", w)
+			}
 			c, err := devcluster.Up(ctx, o, out)
 			if err != nil {
 				return err
@@ -89,11 +92,11 @@ func newDevUpCmd(g *globals) *cobra.Command {
 					}
 				}
 			}
-			fmt.Fprintf(out, "\ndata in %s, logs in %s. Try: tidemark dev kill broker-1 | tidemark dev start broker-1\nCtrl-C stops the cluster.\n",
+			fmt.Fprintf(out, "\ndata in %s, logs in %s. Try: tidemark dev kill broker-1 | tidemark dev start broker-1\nCtrl-C (or closing the terminal) stops the cluster; a second Ctrl-C kills the nodes still stopping.\n",
 				o.DataDir, filepath.Join(o.DataDir, "logs"))
 			<-ctx.Done()
-			fmt.Fprintln(out, "\nstopping the cluster")
-			c.Down(out)
+			fmt.Fprintln(out, "\nstopping the cluster (again to kill the nodes at once)")
+			c.DownOr(out, hurry)
 			return nil
 		},
 	}

@@ -229,6 +229,9 @@ type Cluster struct {
 	stopGrace time.Duration
 	// runs is the scenario running through the control API.
 	runs scenarioRuns
+	// hurry is closed by Hurry: stops in progress and to come kill at once.
+	hurryOnce, hurryClose sync.Once
+	hurry                 chan struct{}
 }
 
 func (o Options) plan() ([]*Node, error) {
@@ -574,7 +577,7 @@ func (c *Cluster) Down(out io.Writer) {
 		if _, _, err := n.running(); err != nil {
 			continue
 		}
-		if err := n.Stop(c.stopTimeout()); err != nil {
+		if err := c.stopNode(n); err != nil {
 			fmt.Fprintf(out, "%s: %v\n", n.Name, err)
 		} else {
 			fmt.Fprintf(out, "stopped %s\n", n.Name)
@@ -592,6 +595,33 @@ func (c *Cluster) Down(out io.Writer) {
 	if c.StopEtcd() == nil {
 		fmt.Fprintln(out, "stopped etcd")
 	}
+}
+
+// Hurry makes the stops in progress and every later one (Down's, an
+// action's) kill their node at once rather than wait for its graceful stop:
+// the launcher's answer to a second Ctrl-C during a slow shutdown.
+func (c *Cluster) Hurry() {
+	h := c.hurried()
+	c.hurryClose.Do(func() { close(h) })
+}
+
+func (c *Cluster) hurried() chan struct{} {
+	c.hurryOnce.Do(func() { c.hurry = make(chan struct{}) })
+	return c.hurry
+}
+
+// stopNode stops n gracefully, or kills it once Hurry is called.
+func (c *Cluster) stopNode(n *Node) error {
+	h := c.hurried()
+	select {
+	case <-h:
+		if err := n.Kill(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s killed without waiting for its graceful stop", n.Name)
+	default:
+	}
+	return n.StopOr(c.stopTimeout(), h)
 }
 
 // stopTimeout is how long a node has to stop on SIGTERM before SIGKILL.

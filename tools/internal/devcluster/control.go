@@ -49,7 +49,7 @@ func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeA
 	defer s.c.actions.unlock()
 	switch req.GetAction() {
 	case devclusterv1.Action_ACTION_STOP:
-		err = n.Stop(s.c.stopTimeout())
+		err = s.c.stopNode(n)
 	case devclusterv1.Action_ACTION_KILL:
 		err = n.Kill()
 	case devclusterv1.Action_ACTION_PAUSE:
@@ -60,7 +60,7 @@ func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeA
 		err = n.StartWith(extra)
 	case devclusterv1.Action_ACTION_RESTART:
 		if _, _, rerr := n.running(); rerr == nil {
-			if err = n.Stop(s.c.stopTimeout()); err != nil {
+			if err = s.c.stopNode(n); err != nil {
 				break
 			}
 		}

@@ -99,7 +99,7 @@ func TestDownStopsANodeRestartedDuringIt(t *testing.T) {
 		}
 		restarted <- resp
 	}()
-	waitState(t, slow, devclusterv1.NodeState_NODE_STATE_STOPPED) // the restart's stop is under way
+	waitState(t, slow, devclusterv1.NodeState_NODE_STATE_STOPPING) // the restart's stop is under way
 	c.Down(io.Discard)
 	select {
 	case resp := <-restarted:
@@ -145,7 +145,7 @@ func TestQueuedNodeActionGivesUpWithItsCall(t *testing.T) {
 		_, err := svc.NodeAction(context.Background(), &devclusterv1.NodeActionRequest{Name: "broker-1", Action: devclusterv1.Action_ACTION_STOP})
 		stopped <- err
 	}()
-	waitState(t, stubborn, devclusterv1.NodeState_NODE_STATE_STOPPED)
+	waitState(t, stubborn, devclusterv1.NodeState_NODE_STATE_STOPPING)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

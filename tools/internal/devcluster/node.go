@@ -78,6 +78,9 @@ func (n *Node) StartWith(extra []string) error {
 	if n.state == devclusterv1.NodeState_NODE_STATE_RUNNING || n.state == devclusterv1.NodeState_NODE_STATE_PAUSED {
 		return fmt.Errorf("%s is already running", n.Name)
 	}
+	if n.state == devclusterv1.NodeState_NODE_STATE_STOPPING {
+		return fmt.Errorf("%s is still stopping", n.Name)
+	}
 	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -108,8 +111,14 @@ func (n *Node) StartWith(extra []string) error {
 func (n *Node) wait(cmd *exec.Cmd, exited chan struct{}, f *os.File) {
 	_ = cmd.Wait()
 	n.mu.Lock()
-	if n.cmd == cmd && n.state != devclusterv1.NodeState_NODE_STATE_STOPPED {
-		n.state = devclusterv1.NodeState_NODE_STATE_EXITED
+	if n.cmd == cmd {
+		// A process ends STOPPED when the launcher stopped (or killed) it,
+		// EXITED when it ended on its own.
+		if n.state == devclusterv1.NodeState_NODE_STATE_STOPPING || n.state == devclusterv1.NodeState_NODE_STATE_STOPPED {
+			n.state = devclusterv1.NodeState_NODE_STATE_STOPPED
+		} else {
+			n.state = devclusterv1.NodeState_NODE_STATE_EXITED
+		}
 	}
 	n.mu.Unlock()
 	f.Close()
@@ -136,20 +145,31 @@ func (n *Node) running() (*exec.Cmd, chan struct{}, error) {
 
 // Stop sends SIGTERM (a graceful, controlled shutdown) and waits up to
 // timeout, then SIGKILL.
-func (n *Node) Stop(timeout time.Duration) error {
+func (n *Node) Stop(timeout time.Duration) error { return n.StopOr(timeout, nil) }
+
+// StopOr is Stop that also sends SIGKILL as soon as hurry is closed (the
+// launcher's second Ctrl-C); a nil hurry never is. The node is STOPPING,
+// with its pid, until its process has ended, then STOPPED.
+func (n *Node) StopOr(timeout time.Duration, hurry <-chan struct{}) error {
 	cmd, exited, err := n.running()
 	if err != nil {
 		return err
 	}
-	n.setState(devclusterv1.NodeState_NODE_STATE_STOPPED)
+	n.setState(devclusterv1.NodeState_NODE_STATE_STOPPING)
 	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot handle SIGTERM
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	select {
 	case <-exited:
 		return nil
-	case <-time.After(timeout):
+	case <-hurry:
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("%s killed without waiting for its graceful stop", n.Name)
+	case <-timer.C:
 		_ = cmd.Process.Kill()
 		<-exited
 		return fmt.Errorf("%s did not stop within %s; killed", n.Name, timeout)
@@ -175,7 +195,7 @@ func (n *Node) Quit(timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	n.setState(devclusterv1.NodeState_NODE_STATE_STOPPED)
+	n.setState(devclusterv1.NodeState_NODE_STATE_STOPPING)
 	_ = cmd.Process.Signal(syscall.SIGCONT)
 	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err

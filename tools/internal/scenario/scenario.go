@@ -742,6 +742,33 @@ func (r *run) nodeWith(action devclusterv1.Action, name string, extra ...string)
 	return nil
 }
 
+// waitStopped waits until node name is no longer STOPPING (its graceful
+// stop ends within 30 s, by SIGKILL at the latest) and returns it then.
+func (r *run) waitStopped(name string) (*devclusterv1.DevNode, error) {
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+		resp, err := r.dev.ListNodes(ctx, &devclusterv1.ListNodesRequest{})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		for _, n := range resp.GetNodes() {
+			if n.GetName() == name && n.GetState() != devclusterv1.NodeState_NODE_STATE_STOPPING {
+				return n, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s is still stopping after 40 s", name)
+		}
+		select {
+		case <-r.ctx.Done():
+			return nil, r.ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func brokerName(id int32) string { return fmt.Sprintf("broker-%d", id) }
 
 // brokerEpoch is broker id's registration epoch as the controller knows it
@@ -915,6 +942,15 @@ func (r *run) heal() error {
 	for _, n := range resp.GetNodes() {
 		if !r.touched.hasNode(n.GetName()) {
 			continue
+		}
+		if n.GetState() == devclusterv1.NodeState_NODE_STATE_STOPPING {
+			// A stop in flight (the launcher's, or a console page's) takes
+			// up to 30 s: heal what it leaves.
+			r.step("healing: wait for %s to finish stopping", n.GetName())
+			if n, err = r.waitStopped(n.GetName()); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		switch n.GetState() {
 		case devclusterv1.NodeState_NODE_STATE_PAUSED:

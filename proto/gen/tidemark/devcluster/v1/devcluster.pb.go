@@ -33,6 +33,9 @@ const (
 	NodeState_NODE_STATE_STOPPED     NodeState = 2
 	NodeState_NODE_STATE_PAUSED      NodeState = 3
 	NodeState_NODE_STATE_EXITED      NodeState = 4
+	// Sent SIGTERM and not yet ended (a graceful stop takes up to 30 s, then
+	// SIGKILL): the process is still alive, with its pid.
+	NodeState_NODE_STATE_STOPPING NodeState = 5
 )
 
 // Enum value maps for NodeState.
@@ -43,6 +46,7 @@ var (
 		2: "NODE_STATE_STOPPED",
 		3: "NODE_STATE_PAUSED",
 		4: "NODE_STATE_EXITED",
+		5: "NODE_STATE_STOPPING",
 	}
 	NodeState_value = map[string]int32{
 		"NODE_STATE_UNSPECIFIED": 0,
@@ -50,6 +54,7 @@ var (
 		"NODE_STATE_STOPPED":     2,
 		"NODE_STATE_PAUSED":      3,
 		"NODE_STATE_EXITED":      4,
+		"NODE_STATE_STOPPING":    5,
 	}
 )
 
@@ -982,13 +987,14 @@ const file_tidemark_devcluster_v1_devcluster_proto_rawDesc = "" +
 	"\x05error\x18\f \x01(\tR\x05error\")\n" +
 	"\x13HoldScenarioRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
-	"\x14HoldScenarioResponse*\x85\x01\n" +
+	"\x14HoldScenarioResponse*\x9e\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_RUNNING\x10\x01\x12\x16\n" +
 	"\x12NODE_STATE_STOPPED\x10\x02\x12\x15\n" +
 	"\x11NODE_STATE_PAUSED\x10\x03\x12\x15\n" +
-	"\x11NODE_STATE_EXITED\x10\x04*\x8d\x01\n" +
+	"\x11NODE_STATE_EXITED\x10\x04\x12\x17\n" +
+	"\x13NODE_STATE_STOPPING\x10\x05*\x8d\x01\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vACTION_STOP\x10\x01\x12\x0f\n" +
