@@ -42,12 +42,6 @@ type PartitionUpdate struct {
 	// is set to the session's epoch and PartitionEpoch to
 	// Current.State.PartitionEpoch+1 (0 when initialising).
 	Next PartitionState
-	// Adopt writes Next.PartitionEpoch as given instead, which must be
-	// newer than Current's: a state a broker holds, written by a
-	// controller before etcd went backwards (restored from an older
-	// snapshot), taken back into etcd under the epochs the brokers know
-	// it by.
-	Adopt bool
 }
 
 // PartitionConflict is an update refused because the state had changed.
@@ -112,10 +106,6 @@ func (s *Session) UpdatePartitionStates(ctx context.Context, updates []Partition
 		if u.Current.Partition < 0 {
 			return res, kerr.New(kerr.InvalidPartitions, "topic %q: partition %d", u.Current.Topic, u.Current.Partition)
 		}
-		if u.Adopt && (u.Current.ModRevision == 0 || u.Next.PartitionEpoch <= u.Current.State.PartitionEpoch) {
-			return res, kerr.New(kerr.InvalidRequest, "topic %q partition %d: adopted partition epoch %d is not newer than %d",
-				u.Current.Topic, u.Current.Partition, u.Next.PartitionEpoch, u.Current.State.PartitionEpoch)
-		}
 		key := s.s.k.partitionState(u.Current.Topic, u.Current.Partition)
 		if seen[key] {
 			return res, kerr.New(kerr.InvalidRequest, "topic %q partition %d is updated twice in one batch",
@@ -152,9 +142,7 @@ func (s *Session) updateChunk(ctx context.Context, pending []PartitionUpdate, re
 				st.PartitionEpoch = 0
 				cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 			} else {
-				if !u.Adopt {
-					st.PartitionEpoch = u.Current.State.PartitionEpoch + 1
-				}
+				st.PartitionEpoch = u.Current.State.PartitionEpoch + 1
 				cmps[i] = clientv3.Compare(clientv3.ModRevision(key), "=", u.Current.ModRevision)
 			}
 			next[i] = st

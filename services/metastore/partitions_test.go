@@ -50,41 +50,6 @@ func TestPartitionStateCompareAndSet(t *testing.T) {
 	}
 }
 
-// An adopted state (a broker's, after etcd went backwards) is written under
-// the partition epoch it was decided with, which must be newer than the
-// stored one; it is still compared and fenced like any update.
-func TestAnAdoptedStateKeepsItsPartitionEpoch(t *testing.T) {
-	_, s := startStore(t)
-	ctx := testCtx(t)
-	sess := elect(t, ctx, s, 1, longTTL)
-	if _, err := sess.CreateTopic(ctx, simpleTopic("orders", 1)); err != nil {
-		t.Fatal(err)
-	}
-	base, err := s.PartitionState(ctx, "orders", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := PartitionState{Leader: 2, LeaderEpoch: 4, PartitionEpoch: 9, ISR: []int32{2, 3}}
-	_, err = sess.UpdatePartitionState(ctx, PartitionUpdate{Current: base, Next: PartitionState{Leader: 2, LeaderEpoch: 4,
-		PartitionEpoch: base.State.PartitionEpoch, ISR: []int32{2}}, Adopt: true})
-	wantCode(t, err, kerr.InvalidRequest)
-	got, err := sess.UpdatePartitionState(ctx, PartitionUpdate{Current: base, Next: held, Adopt: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, err := s.PartitionState(ctx, "orders", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if now.ModRevision != got.ModRevision || now.State.PartitionEpoch != 9 || now.State.LeaderEpoch != 4 ||
-		now.State.Leader != 2 || len(now.State.ISR) != 2 || now.State.ControllerEpoch != 1 {
-		t.Fatalf("stored state = %+v, want the adopted %+v under controller epoch 1", now, held)
-	}
-	_, err = sess.UpdatePartitionState(ctx, PartitionUpdate{Current: base, Next: PartitionState{Leader: 2, LeaderEpoch: 5,
-		PartitionEpoch: 10, ISR: []int32{2}}, Adopt: true})
-	wantCode(t, err, kerr.InvalidUpdateVersion)
-}
-
 func TestLargeTopicAndBatchUpdatesSplitIntoTransactions(t *testing.T) {
 	_, s := startStore(t)
 	ctx := testCtx(t)

@@ -164,16 +164,10 @@ func cmdMinISR(h *harness, a *args) []string {
 
 func (h *harness) stateArg(a *args, leader int32) LeaderAndISR {
 	epoch := a.int32("epoch", 0)
-	pepoch := epoch
-	if epoch > h.p.LeaderEpoch() && epoch <= h.p.PartitionEpoch() {
-		// A controller writes a new leader epoch with a newer partition
-		// epoch than any before (AlterPartitions may have moved it past).
-		pepoch = h.p.PartitionEpoch() + 1
-	}
 	return LeaderAndISR{
 		Leader:         leader,
 		LeaderEpoch:    epoch,
-		PartitionEpoch: a.int32("pepoch", pepoch),
+		PartitionEpoch: a.int32("pepoch", epoch),
 		Replicas:       a.ids("replicas"),
 		ISR:            a.ids("isr"),
 	}

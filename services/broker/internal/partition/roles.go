@@ -117,28 +117,12 @@ func (p *Partition) staleReason(s LeaderAndISR, role Role) (why string, older bo
 		return fmt.Sprintf("partition epoch %d is older than the current %d", s.PartitionEpoch, p.partitionEpoch), true
 	case s.LeaderEpoch < p.leaderEpoch:
 		return fmt.Sprintf("leader epoch %d is older than the current %d", s.LeaderEpoch, p.leaderEpoch), true
-	case s.LeaderEpoch > p.leaderEpoch && s.PartitionEpoch == p.partitionEpoch && p.role != RoleNone:
-		// Every write bumps the partition epoch, so a new leader epoch
-		// comes with a newer one: this is another decision under the
-		// current partition epoch, written by a controller whose etcd went
-		// backwards, from an ISR older than the one held.
-		return fmt.Sprintf("leader epoch %d in partition epoch %d is another decision than the current leader epoch %d under the same partition epoch",
-			s.LeaderEpoch, s.PartitionEpoch, p.leaderEpoch), true
 	case s.LeaderEpoch > p.leaderEpoch:
 		return "", false
 	case s.PartitionEpoch == p.partitionEpoch:
 		if s.Leader != p.leader && p.role != RoleNone {
 			return fmt.Sprintf("leader %d in leader epoch %d and partition epoch %d differs from the current leader %d under the same epochs",
 				s.Leader, s.LeaderEpoch, s.PartitionEpoch, p.leader), true
-		}
-		// Every write bumps the partition epoch, so another ISR under the
-		// same epochs is another decision: a controller wrote past an etcd
-		// gone backwards. Applied silently, the controller would believe an
-		// ISR the leader does not hold and could elect a replica lacking
-		// acknowledged records.
-		if p.role != RoleNone && !sameIDs(distinctIDs(s.ISR), p.isr) {
-			return fmt.Sprintf("ISR %s in leader epoch %d and partition epoch %d differs from the current ISR %s under the same epochs",
-				FormatIDs(s.ISR), s.LeaderEpoch, s.PartitionEpoch, FormatIDs(p.isr)), true
 		}
 		return fmt.Sprintf("leader epoch %d and partition epoch %d are not newer than the current ones", s.LeaderEpoch, s.PartitionEpoch), false
 	case p.role != role || s.Leader != p.leader:
@@ -178,17 +162,4 @@ func (p *Partition) applyState(s LeaderAndISR, role Role, freshFollowers bool, n
 			p.followers[id] = newFollower(id, nowMs)
 		}
 	}
-}
-
-// sameIDs reports whether a and b hold the same ids, in any order.
-func sameIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, id := range a {
-		if !slices.Contains(b, id) {
-			return false
-		}
-	}
-	return true
 }

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -146,9 +145,6 @@ func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*contro
 		if err != nil {
 			e := kerr.As(err)
 			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
-			if held := (*heldNewerError)(nil); errors.As(err, &held) {
-				held.fill(res)
-			}
 		} else {
 			followers[i] = r
 		}
@@ -329,9 +325,8 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 // ISRs may name replicas that lack acknowledged records. The state is not
 // applied (the replica keeps its newer one, as for any stale state) and
 // the partition is answered STALE_CONTROLLER_EPOCH, as Kafka's brokers
-// answer a LeaderAndIsr whose leader epoch is not newer, with the held
-// state, so the controller says so too and adopts it (DESIGN.md, "etcd
-// going backwards").
+// answer a LeaderAndIsr whose leader epoch is not newer, so the controller
+// says so too.
 func (m *Manager) refuseOlderState(r *Replica, s partition.LeaderAndISR, reason string) error {
 	snap := r.state.Snapshot(m.now())
 	m.metrics.olderStates.Inc()
@@ -340,32 +335,8 @@ func (m *Manager) refuseOlderState(r *Replica, s partition.LeaderAndISR, reason 
 		"leader", s.Leader, "leader_epoch", s.LeaderEpoch, "partition_epoch", s.PartitionEpoch, "isr", partition.FormatIDs(s.ISR),
 		"held_leader", snap.Leader, "held_leader_epoch", snap.LeaderEpoch, "held_partition_epoch", snap.PartitionEpoch,
 		"held_isr", partition.FormatIDs(snap.ISR))
-	return &heldNewerError{
-		err: kerr.New(kerr.StaleControllerEpoch, "%s-%d: state older than the one this broker holds (leader epoch %d, partition epoch %d): %s",
-			r.tp.Topic, r.tp.Partition, snap.LeaderEpoch, snap.PartitionEpoch, reason),
-		leader: snap.Leader, leaderEpoch: snap.LeaderEpoch, partitionEpoch: snap.PartitionEpoch,
-		isr: slices.Clone(snap.ISR),
-	}
-}
-
-// heldNewerError is refuseOlderState's answer: STALE_CONTROLLER_EPOCH and
-// the state the replica holds instead, which the answer carries for the
-// controller to adopt (its etcd went backwards; the held state is a
-// decision a controller wrote before that).
-type heldNewerError struct {
-	err                         error
-	leader                      int32
-	leaderEpoch, partitionEpoch int32
-	isr                         []int32 // committed, not the maximal ISR
-}
-
-func (e *heldNewerError) Error() string { return e.err.Error() }
-func (e *heldNewerError) Unwrap() error { return e.err }
-
-// fill puts the held state into a partition's answer.
-func (e *heldNewerError) fill(res *controlv1.PartitionResult) {
-	res.HeldNewer, res.HeldLeader, res.HeldLeaderEpoch, res.HeldPartitionEpoch, res.HeldIsr =
-		true, e.leader, e.leaderEpoch, e.partitionEpoch, e.isr
+	return kerr.New(kerr.StaleControllerEpoch, "%s-%d: state older than the one this broker holds (leader epoch %d, partition epoch %d): %s",
+		r.tp.Topic, r.tp.Partition, snap.LeaderEpoch, snap.PartitionEpoch, reason)
 }
 
 // getOrCreate returns the hosted replica, opening (or creating) its log.

@@ -20,7 +20,6 @@ const (
 	causeShutdown     cause = "controlled_shutdown"
 	causeAlter        cause = "alter_partition"
 	causeConfigChange cause = "config_change"
-	causeAdopt        cause = "adopted" // a state a broker holds after etcd went backwards (adopt.go)
 )
 
 // change is one decision to write.
@@ -28,9 +27,6 @@ type change struct {
 	p     *partition
 	d     election.Decision
 	cause cause
-	// adopt writes d.State's partition epoch as it is (metastore's
-	// PartitionUpdate.Adopt) instead of the next one.
-	adopt bool
 }
 
 // commit writes changes with compare-and-set in fenced transactions
@@ -50,9 +46,6 @@ func (c *core) commit(changes []change, then func([]*partition, error)) {
 	for i, ch := range changes {
 		updates[i] = metastore.PartitionUpdate{Current: ch.p.rec, Next: metastore.PartitionState{
 			Leader: ch.d.State.Leader, LeaderEpoch: ch.d.State.LeaderEpoch, ISR: ch.d.State.ISR, EmptyLogLeader: ch.d.EmptyLog}}
-		if ch.adopt {
-			updates[i].Adopt, updates[i].Next.PartitionEpoch = true, ch.d.State.PartitionEpoch
-		}
 		byKey[ch.p.tp()] = ch
 	}
 	what := fmt.Sprintf("partition states (%d)", len(updates))
@@ -113,11 +106,6 @@ func (c *core) record(ch change, old metastore.PartitionState) {
 	switch {
 	case ch.cause == causeNew:
 		c.log.Info("Initialized partition state", attrs...)
-		return
-	case ch.cause == causeAdopt:
-		// adoption logged why; not an election: the brokers act on it already
-		// (or, under new epochs, on the same leader and ISR).
-		c.log.Info("Wrote a partition state a leader holds", attrs...)
 		return
 	case ch.d.EmptyLog:
 		// Every record of the partition is lost: name how many were known.

@@ -621,8 +621,6 @@ func (c *core) handle(ev event) {
 		c.probed(ev)
 	case evYielded:
 		c.yielded(ev.id, ev.err)
-	case evNewerStateHeld:
-		c.newerStateHeld(ev.broker, ev.epoch, ev.held)
 	default:
 		panic(fmt.Sprintf("ctrl: unknown event %T", ev))
 	}

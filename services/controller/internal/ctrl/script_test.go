@@ -280,12 +280,6 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 			epoch = h.intArg(d, "epoch")
 		}
 		c.handle(evBrokerDeparted{id: id, epoch: epoch, why: "lease expired"})
-	case "held":
-		held, err := heldStates(d)
-		if err != nil {
-			return nil, err
-		}
-		c.handle(evNewerStateHeld{broker: int32(h.intArg(d, "broker")), epoch: h.intArg(d, "epoch"), held: held})
 	case "alter":
 		req, err := alterReq(d, int32(h.intArg(d, "broker")), h.intArg(d, "epoch"))
 		if err != nil {
@@ -437,48 +431,6 @@ func (h *harness) partition(d *datadriven.TestData) error {
 	return nil
 }
 
-// heldStates reads the states a broker answers it holds (a LeaderAndIsr
-// partition refused as older), one a line: t/0 leader=1 le=4 pe=9 isr=(1,2).
-func heldStates(d *datadriven.TestData) ([]*controlv1.PartitionResult, error) {
-	var out []*controlv1.PartitionResult
-	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		tp, err := parseTP(f[0])
-		if err != nil {
-			return nil, err
-		}
-		r := &controlv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition,
-			ErrorCode: commonv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH, HeldNewer: true}
-		for _, kv := range f[1:] {
-			k, v, _ := strings.Cut(kv, "=")
-			v = strings.Trim(v, "()")
-			if k == "isr" {
-				r.HeldIsr = parseIDs([]string{v})
-				continue
-			}
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return nil, err
-			}
-			switch k {
-			case "leader":
-				r.HeldLeader = int32(n)
-			case "le":
-				r.HeldLeaderEpoch = int32(n)
-			case "pe":
-				r.HeldPartitionEpoch = int32(n)
-			default:
-				return nil, fmt.Errorf("held state: unknown %q", k)
-			}
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // alterReq reads AlterPartition items, one a line.
 func alterReq(d *datadriven.TestData, broker int32, epoch int64) (*controlv1.AlterPartitionRequest, error) {
 	req := &controlv1.AlterPartitionRequest{BrokerId: broker, BrokerEpoch: epoch}
@@ -612,9 +564,6 @@ func (h *harness) written(u metastore.PartitionUpdate) metastore.PartitionRecord
 		ISR: slices.Clone(u.Next.ISR), ControllerEpoch: h.c.epoch}
 	if u.Current.ModRevision != 0 {
 		st.PartitionEpoch = u.Current.State.PartitionEpoch + 1
-	}
-	if u.Adopt {
-		st.PartitionEpoch = u.Next.PartitionEpoch
 	}
 	return metastore.PartitionRecord{Topic: u.Current.Topic, Partition: u.Current.Partition, State: st, ModRevision: h.rev}
 }
@@ -775,13 +724,9 @@ func renderEffect(e effect) []string {
 		out := []string{"write " + e.what}
 		for _, u := range e.updates {
 			cur := u.Current
-			line := fmt.Sprintf("  %s/%d rev=%d: leader %d->%d le %d->%d isr %v->%v",
+			out = append(out, fmt.Sprintf("  %s/%d rev=%d: leader %d->%d le %d->%d isr %v->%v",
 				cur.Topic, cur.Partition, cur.ModRevision, cur.State.Leader, u.Next.Leader,
-				cur.State.LeaderEpoch, u.Next.LeaderEpoch, cur.State.ISR, u.Next.ISR)
-			if u.Adopt {
-				line += fmt.Sprintf(" pe %d->%d adopted", cur.State.PartitionEpoch, u.Next.PartitionEpoch)
-			}
-			out = append(out, line)
+				cur.State.LeaderEpoch, u.Next.LeaderEpoch, cur.State.ISR, u.Next.ISR))
 		}
 		return out
 	case effWriteAssignment:

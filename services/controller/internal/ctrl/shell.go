@@ -192,12 +192,9 @@ func (a *Active) startLink(info metastore.Broker) {
 		OnStale: func(err error) {
 			a.post(func() { a.stepDown(errors.Join(errStaleEpoch, err)) })
 		},
-		OnOlderState: func(held []*controlv1.PartitionResult) {
-			a.d.Metrics.olderStates.Add(float64(len(held)))
-			a.post(func() { a.step(evNewerStateHeld{broker: info.ID, epoch: info.Epoch, held: held}) })
-		},
-		Gate:   a.gate.wait,
-		Logger: a.log,
+		OnOlderState: func(n int) { a.d.Metrics.olderStates.Add(float64(n)) },
+		Gate:         a.gate.wait,
+		Logger:       a.log,
 	})
 	if old := a.links[info.ID]; old != nil {
 		a.closeLink(old)

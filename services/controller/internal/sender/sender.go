@@ -81,12 +81,11 @@ type Options struct {
 	// answers STALE_CONTROLLER_EPOCH: a newer controller exists (F22). The
 	// sender then stops.
 	OnStale func(error)
-	// OnOlderState, if set, is called from the sender's goroutine with the
-	// partitions a LeaderAndIsr answer refused as older than the broker's
-	// own state (STALE_CONTROLLER_EPOCH on a partition), each with the
-	// state the broker holds when it says so (HeldNewer): etcd holds older
-	// metadata than the brokers have seen.
-	OnOlderState func(held []*controlv1.PartitionResult)
+	// OnOlderState, if set, is called with the number of partitions a
+	// LeaderAndIsr answer refused as older than the broker's own state
+	// (STALE_CONTROLLER_EPOCH on a partition): etcd holds older metadata
+	// than the brokers have seen.
+	OnOlderState func(n int)
 	// Gate, if set, is called before every attempt and may block; a non-nil
 	// error stops the sender. Tests use it to hold requests in flight.
 	Gate   func(ctx context.Context) error
@@ -339,24 +338,22 @@ func yieldErr(resp *controlv1.YieldLeadershipResponse) error {
 }
 
 func (s *Sender) logPartitionErrors(kind string, parts []*controlv1.PartitionResult) {
-	var older []*controlv1.PartitionResult
+	older := 0
 	for _, p := range parts {
 		switch code := kerr.Code(p.GetErrorCode()); code {
 		case kerr.None:
 		case kerr.StaleControllerEpoch:
 			// The broker holds a newer state of this partition than the one
 			// loaded from etcd: etcd's metadata went backwards.
-			older = append(older, p)
+			older++
 			s.log.Error("Broker holds a newer state of a partition than etcd: etcd's metadata went backwards (restored from an older snapshot?); the broker keeps its own",
-				"request", kind, "topic", p.GetTopic(), "partition", p.GetPartition(), "err", p.GetErrorMessage(),
-				"held_leader", p.GetHeldLeader(), "held_leader_epoch", p.GetHeldLeaderEpoch(),
-				"held_partition_epoch", p.GetHeldPartitionEpoch(), "held_isr", p.GetHeldIsr())
+				"request", kind, "topic", p.GetTopic(), "partition", p.GetPartition(), "err", p.GetErrorMessage())
 		default:
 			s.log.Warn("broker reported a partition error", "request", kind, "topic", p.GetTopic(),
 				"partition", p.GetPartition(), "code", code.String(), "err", p.GetErrorMessage())
 		}
 	}
-	if len(older) > 0 && s.o.OnOlderState != nil {
+	if older > 0 && s.o.OnOlderState != nil {
 		s.o.OnOlderState(older)
 	}
 }

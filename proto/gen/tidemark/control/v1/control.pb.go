@@ -270,22 +270,13 @@ func (x *LeaderAndIsrResponse) GetPartitions() []*PartitionResult {
 
 // PartitionResult is a per-partition answer of a control request.
 type PartitionResult struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	ErrorCode    v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// held_newer is set on a LeaderAndIsr partition refused
-	// STALE_CONTROLLER_EPOCH because the broker holds a newer state of it
-	// than the one sent (etcd's metadata went backwards): the held_* fields
-	// are that state, for the controller to adopt.
-	HeldNewer          bool    `protobuf:"varint,5,opt,name=held_newer,json=heldNewer,proto3" json:"held_newer,omitempty"`
-	HeldLeader         int32   `protobuf:"varint,6,opt,name=held_leader,json=heldLeader,proto3" json:"held_leader,omitempty"`
-	HeldLeaderEpoch    int32   `protobuf:"varint,7,opt,name=held_leader_epoch,json=heldLeaderEpoch,proto3" json:"held_leader_epoch,omitempty"`
-	HeldPartitionEpoch int32   `protobuf:"varint,8,opt,name=held_partition_epoch,json=heldPartitionEpoch,proto3" json:"held_partition_epoch,omitempty"`
-	HeldIsr            []int32 `protobuf:"varint,9,rep,packed,name=held_isr,json=heldIsr,proto3" json:"held_isr,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode     v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionResult) Reset() {
@@ -344,41 +335,6 @@ func (x *PartitionResult) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
-}
-
-func (x *PartitionResult) GetHeldNewer() bool {
-	if x != nil {
-		return x.HeldNewer
-	}
-	return false
-}
-
-func (x *PartitionResult) GetHeldLeader() int32 {
-	if x != nil {
-		return x.HeldLeader
-	}
-	return 0
-}
-
-func (x *PartitionResult) GetHeldLeaderEpoch() int32 {
-	if x != nil {
-		return x.HeldLeaderEpoch
-	}
-	return 0
-}
-
-func (x *PartitionResult) GetHeldPartitionEpoch() int32 {
-	if x != nil {
-		return x.HeldPartitionEpoch
-	}
-	return 0
-}
-
-func (x *PartitionResult) GetHeldIsr() []int32 {
-	if x != nil {
-		return x.HeldIsr
-	}
-	return nil
 }
 
 // TopicConfig is a topic's effective configuration.
@@ -2327,20 +2283,13 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12D\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2$.tidemark.control.v1.PartitionResultR\n" +
-	"partitions\"\xe1\x02\n" +
+	"partitions\"\xa8\x01\n" +
 	"\x0fPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12<\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x1d\n" +
-	"\n" +
-	"held_newer\x18\x05 \x01(\bR\theldNewer\x12\x1f\n" +
-	"\vheld_leader\x18\x06 \x01(\x05R\n" +
-	"heldLeader\x12*\n" +
-	"\x11held_leader_epoch\x18\a \x01(\x05R\x0fheldLeaderEpoch\x120\n" +
-	"\x14held_partition_epoch\x18\b \x01(\x05R\x12heldPartitionEpoch\x12\x19\n" +
-	"\bheld_isr\x18\t \x03(\x05R\aheldIsr\"\xc3\x01\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xc3\x01\n" +
 	"\vTopicConfig\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12G\n" +
 	"\aconfigs\x18\x02 \x03(\v2-.tidemark.control.v1.TopicConfig.ConfigsEntryR\aconfigs\x12\x19\n" +
