@@ -147,8 +147,8 @@ func (g groupService) DescribeGroupLag(ctx context.Context, req *groupv1.Describ
 // DescribeGroups asks each group's coordinator (eachGroup); a group whose coordinator
 // cannot be found carries the error in its row. As with admin answers, when
 // every group failed the answer is the first one's error.
-func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
-	resp, err := g.describeGroups(ctx, req, opts...)
+func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, _ ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
+	resp, err := g.describeGroups(ctx, req)
 	return checked(resp, err, func(r *groupv1.DescribeGroupsResponse) []outcome {
 		var items []outcome
 		for _, d := range r.GetGroups() {
@@ -158,7 +158,7 @@ func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeG
 	})
 }
 
-func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest, opts ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
+func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest) (*groupv1.DescribeGroupsResponse, error) {
 	rows := eachGroup(req.GetGroupIds(), func(id string) []*groupv1.DescribedGroup {
 		one := &groupv1.DescribeGroupsRequest{GroupIds: []string{id}}
 		resp, err := grouped(g, ctx, id, 0, one, func(gc groupv1.GroupServiceClient, actx context.Context, r *groupv1.DescribeGroupsRequest, o ...grpc.CallOption) (*groupv1.DescribeGroupsResponse, error) {
@@ -168,7 +168,7 @@ func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeG
 				return resp, kerr.New(kerr.Code(resp.GetGroups()[0].GetErrorCode()), "describe %s", id)
 			}
 			return resp, err
-		}, opts)
+		}, nil)
 		if err != nil {
 			return []*groupv1.DescribedGroup{{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)}}
 		}
@@ -181,7 +181,10 @@ func (g groupService) describeGroups(ctx context.Context, req *groupv1.DescribeG
 const groupsAtOnce = 8
 
 // eachGroup runs call for each group, groupsAtOnce at a time, and returns
-// the answers in the order of ids. One after the other, every group a
+// the answers in the order of ids. The calls made at once do not take the
+// caller's call options: grpc.Header and grpc.Trailer (the REST handler's)
+// point at one place every call would write to, and a merged answer has
+// no one call's headers. One after the other, every group a
 // frozen coordinator holds cost a whole request timeout, and a describe
 // of many ran out the caller's deadline before reaching the groups
 // whose coordinators answer.
@@ -203,8 +206,8 @@ func eachGroup[T any](ids []string, call func(id string) T) []T {
 // DeleteGroups asks each group's coordinator (eachGroup); when every group failed the
 // answer is the first one's error (deleting one group that still has
 // members is 409 NON_EMPTY_GROUP), as with admin answers.
-func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
-	resp, err := g.deleteGroups(ctx, req, opts...)
+func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, _ ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
+	resp, err := g.deleteGroups(ctx, req)
 	return checked(resp, err, func(r *groupv1.DeleteGroupsResponse) []outcome {
 		var items []outcome
 		for _, d := range r.GetResults() {
@@ -214,7 +217,7 @@ func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroup
 	})
 }
 
-func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest, opts ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
+func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest) (*groupv1.DeleteGroupsResponse, error) {
 	rows := eachGroup(req.GetGroupIds(), func(id string) []*groupv1.DeletableGroupResult {
 		one := &groupv1.DeleteGroupsRequest{GroupIds: []string{id}}
 		resp, err := grouped(g, ctx, id, 5*time.Second, one, func(gc groupv1.GroupServiceClient, actx context.Context, r *groupv1.DeleteGroupsRequest, o ...grpc.CallOption) (*groupv1.DeleteGroupsResponse, error) {
@@ -225,7 +228,7 @@ func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroup
 				}
 			}
 			return resp, err
-		}, opts)
+		}, nil)
 		if err != nil {
 			return []*groupv1.DeletableGroupResult{{GroupId: id, ErrorCode: commonv1.ErrorCode(asKerr(err).Code)}}
 		}
@@ -241,7 +244,7 @@ func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroup
 // errors per broker: a list is never silently partial, and one frozen
 // broker no longer fails (504) the whole list. When no broker answers, the
 // call fails with the first one's error.
-func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest, opts ...grpc.CallOption) (*groupv1.ListGroupsResponse, error) {
+func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest, _ ...grpc.CallOption) (*groupv1.ListGroupsResponse, error) {
 	md, err := g.r.cl.Metadata(ctx)
 	if err != nil {
 		return nil, err
@@ -252,7 +255,7 @@ func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsReq
 	var wg sync.WaitGroup
 	for i, b := range brokers {
 		wg.Go(func() {
-			answers[i], errs[i] = g.listOn(ctx, b.GetAddress(), req, opts)
+			answers[i], errs[i] = g.listOn(ctx, b.GetAddress(), req)
 		})
 	}
 	wg.Wait()
@@ -285,14 +288,14 @@ func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsReq
 // listOn asks the broker at addr for its groups within the request timeout,
 // noting whether it answered (client.Client.NoteAnswered): a frozen broker
 // is then asked last by the calls that need any broker.
-func (g groupService) listOn(ctx context.Context, addr string, req *groupv1.ListGroupsRequest, opts []grpc.CallOption) (*groupv1.ListGroupsResponse, error) {
+func (g groupService) listOn(ctx context.Context, addr string, req *groupv1.ListGroupsRequest) (*groupv1.ListGroupsResponse, error) {
 	gc, err := g.r.cl.GroupCoordinator(addr)
 	if err != nil {
 		return nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, g.r.requestTimeout)
 	defer cancel()
-	resp, err := gc.ListGroups(actx, req, opts...)
+	resp, err := gc.ListGroups(actx, req)
 	if _, rpc := status.FromError(err); rpc {
 		g.r.cl.NoteAnswered(ctx, actx, addr, err)
 	}

@@ -181,7 +181,7 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 			txn.update(b, nowMs)
 		}
 	} else {
-		next := leo
+		next, newestGap := leo, int64(-1)
 		for i, b := range batches {
 			// A gap is legal: the leader's cleaner may have removed whole
 			// batches (Kafka accepts it too); an overlap never is.
@@ -195,13 +195,18 @@ func (l *Log) appendLocked(records []byte, batches []recordbatch.Batch, epoch in
 				}
 			}
 			if b.BaseOffset() > next {
-				l.newestGap.Store(b.BaseOffset())
+				newestGap = b.BaseOffset()
 			}
 			if b.PartitionLeaderEpoch() < 0 {
 				return info, flushTo, kerr.New(kerr.InvalidRecord, "batch %d at offset %d has no leader epoch", i, b.BaseOffset())
 			}
 			next = b.NextOffset()
 			txn.update(b, nowMs)
+		}
+		// Only once every batch passed: a refused append must not leave a
+		// gap above the log end for every later flush to write out.
+		if newestGap >= 0 {
+			l.newestGap.Store(newestGap)
 		}
 	}
 

@@ -122,8 +122,9 @@ type Log struct {
 	// flushedOffset: the offset in the flushed-offset checkpoint (-1:
 	// none); newestGap: the base of the newest batch a follower appended
 	// after a gap (-1: none since loading). A flush that makes such a
-	// batch durable writes the checkpoint (flushedoffset.go). Written by
-	// flushes (flushMu) and truncations (syncMu exclusive).
+	// batch durable writes the checkpoint (flushedoffset.go). flushedOffset
+	// is written by flushes (flushMu) and truncations (syncMu exclusive),
+	// newestGap by follower appends (mu) once their batches passed.
 	flushedOffset atomic.Int64
 	newestGap     atomic.Int64
 	// truncations counts truncations (under mu): a cleaning pass whose key

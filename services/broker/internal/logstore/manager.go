@@ -546,10 +546,11 @@ func (m *Manager) checkpointHighWatermarksAsked(ask bool) error {
 	since := m.handovers
 	m.mu.Unlock()
 	fresh := map[TopicPartition]int64{}
+	asked := map[TopicPartition]*Log{}
 	if m.opts.HighWatermark != nil && ask {
-		for tp := range m.openLogs() {
+		for tp, l := range m.openLogs() {
 			if hw, ok := m.opts.HighWatermark(tp); ok {
-				fresh[tp] = hw
+				fresh[tp], asked[tp] = hw, l
 			}
 		}
 	}
@@ -561,11 +562,13 @@ func (m *Manager) checkpointHighWatermarksAsked(ask bool) error {
 		return ErrClosed
 	}
 	out, pending := maps.Clone(m.keptHW), maps.Clone(m.hwStale)
-	for tp := range m.logs {
+	for tp, l := range m.logs {
 		hw, ok := fresh[tp]
-		if ok && m.handedAt[tp] > since {
+		if ok && (m.handedAt[tp] > since || asked[tp] != l) {
 			// Handed over after the getter was read (the replica was
-			// stopped meanwhile): what was read is older.
+			// stopped meanwhile), or the log asked about was deleted
+			// and created again meanwhile: what was read is older, or
+			// the deleted log's.
 			ok = false
 		}
 		if !ok {

@@ -203,3 +203,53 @@ func TestCrashWhileRecreatingAPartitionAtEveryStep(t *testing.T) {
 		}
 	}
 }
+
+// The HW checkpoint asks the getter for every open log without the
+// Manager's lock; a partition deleted and created again between that read
+// and the write must not be written with the deleted log's HW (after a
+// crash the new log would serve records not yet replicated as committed).
+// The getter here deletes and recreates the partition the moment it is
+// asked, the widest form of that window.
+func TestAHighWatermarkReadFromADeletedLogIsNotWrittenForItsSuccessor(t *testing.T) {
+	fsys := newMem(t)
+	var m *Manager
+	recreated := false
+	getter := func(tp TopicPartition) (int64, bool) {
+		if tp == tpA && !recreated {
+			recreated = true
+			if err := m.Delete(tpA); err != nil {
+				t.Error(err)
+			}
+			if _, err := m.GetOrCreate(tpA, smallConfig()); err != nil {
+				t.Error(err)
+			}
+			return 60, true // the deleted log's HW
+		}
+		return 0, false
+	}
+	var err error
+	m, err = OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: getter, NoBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := m.GetOrCreate(tpA, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, old, 20, 3, 40) // offsets [0, 60)
+	if err := m.CheckpointHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	l, ok := m.Log(tpA)
+	if !ok || l == old {
+		t.Fatal("the partition was not created again")
+	}
+	fill(t, l, 4, 3, 40) // offsets [0, 12), none committed
+	m.Abandon()
+
+	m2 := openManager(t, fsys, &hwTable{m: map[TopicPartition]int64{}})
+	defer m2.Close()
+	if h, _ := m2.RecoveredHighWatermark(tpA); h > 0 {
+		t.Fatalf("recovered HW %d for the new log: the deleted log's HW was written for it", h)
+	}
+}

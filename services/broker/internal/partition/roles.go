@@ -110,11 +110,17 @@ func (p *Partition) checkAssigned(s LeaderAndISR) error {
 // staleReason says why s is not newer than the current state, or "";
 // older is set when s is older than the current state, or names another
 // leader under the current epochs, rather than being the current state
-// again.
+// again or one an ISR change of this leader overtook.
 func (p *Partition) staleReason(s LeaderAndISR, role Role) (why string, older bool) {
 	switch {
 	case s.PartitionEpoch < p.partitionEpoch:
-		return fmt.Sprintf("partition epoch %d is older than the current %d", s.PartitionEpoch, p.partitionEpoch), true
+		// The same leader in the same leader epoch is a state sent before
+		// an ISR change the leader has since committed (AlterPartition's
+		// answer does not queue behind the controller's requests, so a
+		// full push after a failover can arrive after it): ignored, as
+		// Kafka does. Any other older state came from etcd going back.
+		overtaken := s.LeaderEpoch == p.leaderEpoch && s.Leader == p.leader
+		return fmt.Sprintf("partition epoch %d is older than the current %d", s.PartitionEpoch, p.partitionEpoch), !overtaken
 	case s.LeaderEpoch < p.leaderEpoch:
 		return fmt.Sprintf("leader epoch %d is older than the current %d", s.LeaderEpoch, p.leaderEpoch), true
 	case s.LeaderEpoch > p.leaderEpoch:

@@ -42,12 +42,22 @@ func TestAnOlderPartitionStateIsRefusedLoudly(t *testing.T) {
 		t.Fatalf("older states counted %v after the held state was sent again", n)
 	}
 
+	// The same leader in the same leader epoch with an older partition
+	// epoch: a state an ISR change of this leader overtook (its
+	// AlterPartition answer came before a controller's queued push), not
+	// etcd going back; ignored as before, as Kafka does.
+	if code, msg := e.sendState(partitionState(tp0, 1, 3, 4, []int32{1, 2})); code != kerr.None {
+		t.Fatalf("a state an ISR change overtook answered %v %s, want NONE", code, msg)
+	}
+	if n := older(); n != 0 {
+		t.Fatalf("older states counted %v after a state an ISR change overtook", n)
+	}
+
 	for _, c := range []struct {
 		what string
 		ps   *commonv1.PartitionState
 	}{
 		{"an older leader epoch electing another leader", partitionState(tp0, 2, 2, 6, []int32{2, 3})},
-		{"an older partition epoch of the same leader epoch", partitionState(tp0, 1, 3, 4, []int32{1, 2})},
 		{"another leader under the held epochs", partitionState(tp0, 2, 3, 5, []int32{2, 3})},
 	} {
 		before := older()
