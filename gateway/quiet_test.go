@@ -9,6 +9,7 @@ import (
 
 	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/config"
+	"tidemark.io/services/platform/testenv"
 )
 
 // The gateway idle while the one broker it was started with restarts on
@@ -69,6 +70,7 @@ func succeedsSoon(t *testing.T, api *rest, method, path, body string) {
 // released: their goroutines and upstream streams end, on the gateway's
 // side and the brokers', and the slots they held are given back.
 func TestAbandonedIdleStreamsAreReleased(t *testing.T) {
+	testenv.SkipIfShort(t, "counts the process's goroutines, which other packages' load and the race detector make slow to settle: the full tier runs it")
 	tc := startCluster(t)
 	tc.CreateTopic("idle", 1, 3, nil)
 	api := newREST(t, startGateway(t, tc, func(o *Options) { o.MaxStreamsPerUser = 40 }))

@@ -11,6 +11,7 @@ import (
 	"tidemark.io/services/internal/etcdtest"
 	"tidemark.io/services/platform/conntrack"
 	"tidemark.io/services/platform/etcdconn"
+	"tidemark.io/services/platform/testenv"
 )
 
 // TestRegisteringAgainAfterASilentLossDialsAnew: a broker's connection to
@@ -20,6 +21,7 @@ import (
 // sees the key go; registering again must work, on a new main connection,
 // instead of waiting on the dead one.
 func TestRegisteringAgainAfterASilentLossDialsAnew(t *testing.T) {
+	testenv.SkipIfShort(t, "waits out dead etcd connections (up to a minute): the full tier runs it")
 	ctx := silenceCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
@@ -89,6 +91,7 @@ func TestALiveLeaseLostKeepsTheConnection(t *testing.T) {
 // keepalive answer; campaigning again must win on a new main connection
 // once the old key is gone, instead of waiting on the dead one.
 func TestCampaigningAgainAfterASilentLossDialsAnew(t *testing.T) {
+	testenv.SkipIfShort(t, "waits out dead etcd connections (up to a minute): the full tier runs it")
 	ctx := silenceCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
@@ -116,6 +119,7 @@ func TestCampaigningAgainAfterASilentLossDialsAnew(t *testing.T) {
 // standby must win on a new main connection instead of reading the
 // controller key on the dead one.
 func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
+	testenv.SkipIfShort(t, "waits out dead etcd connections (up to a minute): the full tier runs it")
 	ctx := silenceCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
