@@ -8,7 +8,7 @@ SHELL        := /usr/bin/env bash
 MODULES      := proto services gateway tools
 BIN          := bin
 TOOLBIN      := .bin
-GO_TEST_FLAGS ?= -timeout 20m
+GO_TEST_FLAGS ?= -timeout 30m
 # `make test` runs the end-to-end tier (`make e2e`) when a Docker engine
 # answers; E2E=1 requires it (no engine is an error), E2E=0 skips it.
 E2E          ?= auto
