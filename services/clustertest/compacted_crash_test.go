@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 )
 
 // A compacted partition reassigned onto two brokers that fetched its
@@ -76,6 +78,78 @@ func TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled(t *testin
 	before := map[int32][]keyed{}
 	for _, id := range moved {
 		before[id], _ = w.records(id)
+		if len(before[id]) == int(leo[id]) {
+			t.Fatalf("setup: broker %d's copy has no gap: %v", id, before[id])
+		}
+	}
+
+	for _, id := range moved {
+		c.CrashBroker(id)
+	}
+	for _, id := range moved {
+		c.StartBroker(id)
+	}
+	c.waitSettled(30*time.Second, "moved", 0, moved)
+	w.judgeAll(moved...)
+	for _, id := range moved {
+		after, _ := w.records(id)
+		if !slices.Equal(after, before[id]) {
+			t.Fatalf("broker %d holds %v after the restart, %v before", id, after, before[id])
+		}
+		hw, end, _ := c.Broker(id).ReplicaOffsets("moved", 0)
+		if end != leo[id] || hw != end {
+			t.Fatalf("broker %d: HW %d, LEO %d after the restart, LEO %d before", id, hw, end, leo[id])
+		}
+	}
+	w.judgeConsumer()
+}
+
+// TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled with
+// Kafka's default flush settings (no flush.ms, no flush.messages) and
+// segments the copies never roll, so nothing but the follower's own flush
+// of data after a gap, before its next fetch, makes what it fetched
+// durable: both replicas are killed at once as soon as the partition has
+// settled on them. Every acknowledged record Kafka keeps is still there,
+// on both alike, with HW = LEO and a full ISR. Before, nothing flushed the
+// copies, and recovery cut each at its first gap: acknowledged writes were
+// lost on every replica.
+func TestCompactedReplicasKeepCleanedDataKilledWithoutAFlush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a compacted log to be cleaned and copied")
+	}
+	c := Start(t, Options{BrokerSettings: compactedSettings})
+	createAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
+		"segment.bytes": "4096", "min.insync.replicas": "1"}))
+	w := newKeyedLog(c, "moved")
+	pad := strings.Repeat("v", 200)
+	for i := range 120 {
+		w.put(fmt.Sprintf("k%d", i%10), fmt.Sprintf("%d-%s", i, pad))
+	}
+	c.WaitFor(20*time.Second, "broker 1's cleaner to compact moved-0", func() bool {
+		recs, _ := w.records(1)
+		s, _ := w.stale(recs)
+		return len(recs) > 0 && s < 60
+	})
+	// The copies take it all in one segment: no roll flushes it.
+	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "moved", "segment.bytes", "1048576")
+
+	moved := []int32{2, 3}
+	for _, id := range moved {
+		c.CrashBroker(id)
+		cfg := c.brokerCfg[id]
+		cfg.Settings = maps.Clone(cfg.Settings)
+		cfg.Settings["log.cleaner.enable"] = "false"
+		c.brokerCfg[id] = cfg
+		c.StartBroker(id)
+	}
+	reassign(t, c, "moved", map[int32][]int32{0: moved})
+	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return settledOn(c, "moved", 0, moved) })
+	c.waitSettled(15*time.Second, "moved", 0, moved)
+	w.judgeAll(moved...)
+	before, leo := map[int32][]keyed{}, map[int32]int64{}
+	for _, id := range moved {
+		before[id], _ = w.records(id)
+		_, leo[id], _ = c.Broker(id).ReplicaOffsets("moved", 0)
 		if len(before[id]) == int(leo[id]) {
 			t.Fatalf("setup: broker %d's copy has no gap: %v", id, before[id])
 		}

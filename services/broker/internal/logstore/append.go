@@ -68,9 +68,35 @@ func (l *Log) AppendAsLeaderWithin(records []byte, leaderEpoch int32, maxHeaders
 // fine); each is
 // validated, and its epoch recorded in the leader-epoch cache.
 // max.message.bytes is not applied: the leader already accepted the batch.
+// Batches after a gap are durable when it returns (FlushGaps).
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
+	info, err := l.AppendAsFollowerUnflushed(records)
+	if err != nil {
+		return info, err
+	}
+	return info, l.FlushGaps()
+}
+
+// AppendAsFollowerUnflushed is AppendAsFollower without its flush of
+// batches after a gap, for a caller holding a lock others need meanwhile
+// (the replica fetcher holds its partition's, which reads take): it must
+// call FlushGaps before it tells the leader the new log end.
+func (l *Log) AppendAsFollowerUnflushed(records []byte) (AppendInfo, error) {
 	info, err := l.append(records, -1, false, 0)
 	return info, l.note(err)
+}
+
+// FlushGaps flushes up to the log end when a follower appended a batch after
+// a gap above the flushed offset, so the flushed-offset checkpoint covers it
+// (flushedoffset.go); otherwise it does nothing. Recovery after a crash
+// trusts gaps only up to that checkpoint or the recovery point's, and
+// without it a follower's gapped records the leader counted as replicated
+// would be cut on every replica that crashed before its next flush.
+func (l *Log) FlushGaps() error {
+	if !l.gapsUnflushed() {
+		return nil
+	}
+	return l.note(l.flushUpTo(l.LogEndOffset()))
 }
 
 // splitBatches validates the batches of records; a leader's come with what

@@ -259,6 +259,65 @@ func BenchmarkFollowerAppendPageCache(b *testing.B) {
 	}
 }
 
+// BenchmarkFollowerCopyingCleanedLog is a follower catching up through a
+// leader's cleaned log, on real files, with no periodic flush: each op is
+// one fetch's append of batches of 16 KiB, each after a gap (128 KiB or
+// 1 MiB a fetch, replica.fetch.max.bytes), alternating a log left
+// unflushed (as before FlushGaps) with one whose fetcher flushes the
+// gapped data before its next fetch (AppendAsFollowerUnflushed, then
+// FlushGaps). It reports each side's MiB/s and fetches/s.
+func BenchmarkFollowerCopyingCleanedLog(b *testing.B) {
+	for _, perFetch := range []int{8, 64} {
+		b.Run(strconv.Itoa(perFetch*16)+"KiB", func(b *testing.B) { benchCopyingCleanedLog(b, perFetch) })
+	}
+}
+
+func benchCopyingCleanedLog(b *testing.B, perFetch int) {
+	dir := b.TempDir()
+	open := func(name string) *Log {
+		l, err := Open(Options{FS: vfs.OS, Dir: dir + "/" + name, Config: DefaultConfig()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		return l
+	}
+	unflushed, flushed := open("unflushed-0"), open("flushed-0")
+	batch := benchBatch()
+	fetch := func(l *Log, flush bool) func() {
+		return func() {
+			var recs []byte
+			next := l.LogEndOffset()
+			for range perFetch {
+				bb := recordbatch.Batch(bytes.Clone(batch))
+				bb.SetBaseOffset(next + 3)
+				bb.SetPartitionLeaderEpoch(0)
+				next = bb.NextOffset()
+				recs = append(recs, bb...)
+			}
+			if _, err := l.AppendAsFollowerUnflushed(recs); err != nil {
+				b.Fatal(err)
+			}
+			if !flush {
+				return
+			}
+			if err := l.FlushGaps(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var s side
+	b.ResetTimer()
+	s.run(b.N, 16, fetch(unflushed, false), fetch(flushed, true))
+	b.StopTimer()
+	s.report(b, perFetch*len(batch), "unflushed", "flush-gaps")
+	b.ReportMetric(float64(b.N)/s.a.Seconds(), "unflushed-fetches/s")
+	b.ReportMetric(float64(b.N)/s.b.Seconds(), "flush-gaps-fetches/s")
+	if got, _ := readFlushedOffset(vfs.OS, dir+"/flushed-0"); got != flushed.LogEndOffset() {
+		b.Fatalf("flushed offset %d, LEO %d", got, flushed.LogEndOffset())
+	}
+}
+
 // BenchmarkFollowerFlushWithGaps appends a follower's 16 KiB batch and
 // flushes it, on real files, alternating a log whose batches follow on and
 // one whose batches each come after a gap (a leader's cleaned log): the

@@ -471,7 +471,7 @@ func TestFollowerFetchesCompactedLeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := follower.AppendAsFollower(bytes.Clone(res.Records)); err != nil {
+		if _, err := follower.AppendAsFollowerUnflushed(bytes.Clone(res.Records)); err != nil {
 			t.Fatalf("follower append at %d: %v", next, err)
 		}
 		next = res.NextOffset
@@ -479,9 +479,10 @@ func TestFollowerFetchesCompactedLeader(t *testing.T) {
 	if got := readRecords(t, follower); !slicesEqual(got, want) || follower.LogEndOffset() != leo {
 		t.Fatalf("follower has %d records (leader %d), LEO %d", len(got), len(want), follower.LogEndOffset())
 	}
-	// A crash before the copy was flushed: a gap above the recovery point
-	// may be a lost unsynced tail, so recovery ends the log at the first
-	// one (the follower fetches the rest again); once flushed, gaps stand.
+	// A crash before the copy was flushed (appended as the fetcher does,
+	// before its FlushGaps): a gap above the recovery point may be a lost
+	// unsynced tail, so recovery ends the log at the first one (the
+	// follower fetches the rest again); once flushed, gaps stand.
 	follower.Abandon()
 	follower = openLogOpts(t, Options{FS: mem, Dir: "/data/f-0", Config: fcfg, Now: clk.Now})
 	firstGap := int64(0)

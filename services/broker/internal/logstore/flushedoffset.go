@@ -10,7 +10,10 @@ import (
 // which its data was fsynced: loading trusts gaps up to it, as up to the
 // recovery point (see gapOK). The recovery-point checkpoint is written once a
 // minute and would lag a flush by as much; this one is written by the flush
-// itself, and only when the flush made data after a gap durable.
+// itself, and only when the flush made data after a gap durable. Such data
+// is flushed before the follower reports its new log end to the leader
+// (FlushGaps), whatever flush.ms says: a kill -9 of every replica must not
+// cut records the leader counted as replicated.
 const flushedCheckpoint = "flushed-offset-checkpoint"
 
 // readFlushedOffset reads the flushed-offset checkpoint; -1 when there is
@@ -39,8 +42,7 @@ func readFlushedOffset(fsys vfs.FS, dir string) (int64, error) {
 // not reach it yet. Logs without such gaps never write it: the cost is one
 // small atomic write per flush of a follower copying cleaned data.
 func (l *Log) recordFlushed(target int64) error {
-	f := l.flushedOffset.Load()
-	if l.newestGap.Load() <= f || target <= f {
+	if !l.gapsUnflushed() || target <= l.flushedOffset.Load() {
 		return nil
 	}
 	if err := writeCheckpoint(l.fs, l.dir, flushedCheckpoint, []string{strconv.FormatInt(target, 10)}); err != nil {
@@ -50,12 +52,21 @@ func (l *Log) recordFlushed(target int64) error {
 	return nil
 }
 
+// gapsUnflushed says whether a batch a follower appended after a gap lies
+// above the flushed offset.
+func (l *Log) gapsUnflushed() bool { return l.newestGap.Load() > l.flushedOffset.Load() }
+
 // lowerFlushedOffset brings the flushed offset down to a new log end
 // (truncation, or a cut at loading) before anything is appended there:
 // data written later in the range it covered is not durable, and must not
 // have its gaps trusted. Called with syncMu held exclusively, or while
-// loading.
+// loading. A newest gap above to went with the truncation: it is lowered
+// to to, which still marks any older gap above the flushed offset, or every
+// fetch would flush until the log end passed the gone one again.
 func (l *Log) lowerFlushedOffset(to int64) error {
+	if l.newestGap.Load() > to {
+		l.newestGap.Store(to)
+	}
 	if l.flushedOffset.Load() <= to {
 		return nil
 	}

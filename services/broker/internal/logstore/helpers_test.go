@@ -144,7 +144,7 @@ func wantCode(t testing.TB, err error, code kerr.Code) {
 func newMem(t testing.TB) *vfs.MemFS {
 	t.Helper()
 	m := vfs.NewMem()
-	if err := m.MkdirAll("/data"); err != nil {
+	if err := vfs.MkdirAllDurable(m, "/data"); err != nil { // a data dir that was there
 		t.Fatal(err)
 	}
 	return m

@@ -82,7 +82,7 @@ func Open(opts Options) (*Log, error) {
 }
 
 func (l *Log) load(opts Options) ([]*segment, error) {
-	if err := l.fs.MkdirAll(l.dir); err != nil {
+	if err := vfs.MkdirAllDurable(l.fs, l.dir); err != nil {
 		return nil, storageErr(err, "creating partition directory %s", l.dir)
 	}
 	if err := l.finishSwaps(); err != nil {

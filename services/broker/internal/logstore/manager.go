@@ -150,7 +150,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		hwStale: map[TopicPartition]uint64{}, rpStale: map[TopicPartition]uint64{},
 	}
 	fsys, dir := opts.FS, opts.Dir
-	if err := fsys.MkdirAll(dir); err != nil {
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return nil, storageErr(err, "creating data directory %s", dir)
 	}
 	ents, err := fsys.ReadDir(dir)

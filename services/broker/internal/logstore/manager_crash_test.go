@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -87,10 +88,21 @@ func managerCrashRun(t *testing.T, seed uint64, follower bool) {
 		switch r := rng.IntN(100); {
 		case r < 50 && follower:
 			b := recordbatch.Batch(plain(1+rng.IntN(4), rng.IntN(150), 1000).build())
-			b.SetBaseOffset(l.LogEndOffset() + rng.Int64N(4)) // the leader's cleaner left a gap, or not
+			gap := rng.Int64N(4) // the leader's cleaner left a gap, or not
+			b.SetBaseOffset(l.LogEndOffset() + gap)
 			b.SetPartitionLeaderEpoch(epoch)
-			if _, err := l.AppendAsFollower(b); err != nil {
+			// The fetcher's way (the flush left to FlushGaps, done or not
+			// before the crash), or one that flushes a gap on return.
+			appendFn := l.AppendAsFollowerUnflushed
+			flushes := rng.IntN(2) == 0
+			if flushes {
+				appendFn = l.AppendAsFollower
+			}
+			if _, err := appendFn(b); err != nil {
 				t.Fatalf("seed %d: append: %v", seed, err)
+			}
+			if flushes && gap > 0 {
+				flushed = l.LogEndOffset()
 			}
 			history[b.BaseOffset()] = bytes.Clone(b)
 		case r < 50:
@@ -219,4 +231,41 @@ func managerCrashRun(t *testing.T, seed uint64, follower bool) {
 		}
 	}
 	appendLeader(t, r, plain(2, 10, 1), epoch+1)
+}
+
+// A data dir and a partition directory created on a fresh disk are durable
+// in their parents before anything is written in them: a power loss after
+// the log's records were flushed keeps them, the directories and all.
+// Before, nothing synced a new directory's parent, and on a file system
+// that does not order metadata the partition, or the whole data dir,
+// could vanish with its flushed files.
+func TestNewDirectoriesSurviveAPowerLoss(t *testing.T) {
+	for seed := range uint64(16) {
+		mem := vfs.NewMem()
+		open := func(fsys vfs.FS) *Manager {
+			m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/disks/d0/data", HighWatermark: (&hwTable{m: map[TopicPartition]int64{}}).get,
+				NoBackground: true, ConfigFor: func(string) Config { return smallConfig() }})
+			if err != nil {
+				t.Fatalf("seed %d: OpenManager: %v", seed, err)
+			}
+			return m
+		}
+		m := open(mem)
+		l, err := m.GetOrCreate(tpA, smallConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 5, 3, 50)
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		leo := l.LogEndOffset()
+		m2 := open(mem.CrashClone(seed))
+		l2, ok := m2.Log(tpA)
+		if !ok || l2.LogEndOffset() != leo {
+			t.Fatalf("seed %d: after a power loss the log of %v is there: %v, want LEO %d", seed, tpA, ok, leo)
+		}
+		m2.Close()
+		m.Close()
+	}
 }

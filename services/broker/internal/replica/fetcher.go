@@ -720,12 +720,22 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		if mode == partition.TruncateHighWatermark {
 			last = partition.NoEpoch // pre-0.11: no epoch checks
 		}
-		req.Partitions = append(req.Partitions, &replicationv1.ReplicaFetchPartition{
+		p := &replicationv1.ReplicaFetchPartition{
 			Topic: tp.Topic, Partition: tp.Partition, FetchOffset: r.log.LogEndOffset(),
 			CurrentLeaderEpoch: st.epoch, LastFetchedEpoch: last, LogStartOffset: r.log.LogStartOffset(),
 			PartitionMaxBytes: cfg.ReplicaFetchMaxBytes,
-		})
+		}
 		r.mu.Unlock()
+		// The fetch offset tells the leader these records are replicated;
+		// those after a compaction gap must be durable first, or a crash
+		// of every replica cuts them (logstore.Log.FlushGaps). Flushed with
+		// the partition's lock released: reads from this follower need it.
+		if err := r.log.FlushGaps(); err != nil {
+			f.m.log.Error("follower flush failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			f.delay(tp, fetchBackoff)
+			continue
+		}
+		req.Partitions = append(req.Partitions, p)
 	}
 	if len(req.Partitions) == 0 && held > 0 {
 		// Held back by the follower throttle: look again soon, so the rate
@@ -860,7 +870,8 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 	}
 	st.progressed()
 	if recs := a.GetRecords(); len(recs) > 0 {
-		if _, err := r.log.AppendAsFollower(recs); err != nil {
+		// Flushed, where needed, before the next fetch (see fetch).
+		if _, err := r.log.AppendAsFollowerUnflushed(recs); err != nil {
 			r.mu.Unlock()
 			f.m.log.Error("follower append failed", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
 			if errors.Is(err, logstore.ErrNonContiguous) {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/logstore/vfs"
+	"tidemark.io/services/recordbatch"
 )
 
 // hwOf returns m's HW of tp0.
@@ -98,5 +102,52 @@ func TestFencedFollowerWaitsForNewMetadata(t *testing.T) {
 	r2, _ := m2.Replica(tp0)
 	if leo := r2.Log().LogEndOffset(); leo != 1 {
 		t.Fatalf("follower LEO %d, want 1", leo)
+	}
+}
+
+// A follower copying a leader's cleaned log (gaps between batches), with no
+// periodic flush, has made the data after each gap durable before its
+// fetch tells the leader its new log end: once the leader's HW counts the
+// records, a power loss of the follower keeps them all. Before, nothing
+// flushed them, and recovery cut the copy at its first gap: with every
+// replica crashed, acknowledged records were lost.
+func TestFollowerFlushesGappedDataBeforeItsNextFetch(t *testing.T) {
+	e := newEnv(t)
+	leaderLog, err := e.m.opts.Store.GetOrCreate(tp0, logstore.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 { // as the leader's cleaner leaves it
+		b := recordbatch.Batch(batch("a", "b"))
+		b.SetBaseOffset(leaderLog.LogEndOffset() + int64(i%3))
+		b.SetPartitionLeaderEpoch(0)
+		if _, err := leaderLog.AppendAsFollowerUnflushed(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leo := leaderLog.LogEndOffset()
+	mem := vfs.NewMem()
+	e.fs = mem
+	m2, _ := e.newManager(2)
+	e.fs = nil
+	e.updateMetadataOn(m2)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, nil)
+	waitFor(t, "the leader's HW to count the follower's copy", func() bool { return hwOf(t, e.m) == leo })
+
+	for seed := range uint64(8) {
+		logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: mem.CrashClone(seed), Dir: "/data", NoBackground: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := logs.Log(logstore.TopicPartition{Topic: tp0.Topic, Partition: tp0.Partition})
+		if !ok || l.LogEndOffset() != leo {
+			var got int64 = -1
+			if ok {
+				got = l.LogEndOffset()
+			}
+			t.Fatalf("seed %d: the follower's log after a power loss: found %v, LEO %d, want %d", seed, ok, got, leo)
+		}
+		logs.Close()
 	}
 }

@@ -23,7 +23,10 @@ import (
 type Log interface {
 	// AppendAsLeaderWithin bounds the record headers of the batches too.
 	AppendAsLeaderWithin(records []byte, leaderEpoch int32, maxHeaders int64) (logstore.AppendInfo, error)
-	AppendAsFollower(records []byte) (logstore.AppendInfo, error)
+	// AppendAsFollowerUnflushed leaves batches after a gap to FlushGaps,
+	// which must run before the new log end goes to the leader.
+	AppendAsFollowerUnflushed(records []byte) (logstore.AppendInfo, error)
+	FlushGaps() error
 	Read(offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
 	// ReadInto is Read into buf when its capacity suffices (pooled buffers).
 	ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)

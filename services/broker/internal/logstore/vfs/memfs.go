@@ -14,7 +14,8 @@ import (
 // MemFS is an in-memory FS that remembers what was made durable: a file's
 // contents as of its last Sync, and a directory's entries as of its last
 // SyncDir. CrashClone returns the state a machine could come back up with
-// after losing power. Directories themselves are durable once created.
+// after losing power. A new directory's entry, like a file's, is durable
+// once its parent is synced; removing a directory is durable at once.
 // It is safe for concurrent use.
 type MemFS struct {
 	mu   sync.Mutex
@@ -189,7 +190,7 @@ func (m *MemFS) RemoveAll(name string) error {
 		return err
 	}
 	// A removed directory's durable entries go with it: directory removal is
-	// treated as durable, like creation.
+	// treated as durable.
 	delete(dir.children, base)
 	delete(dir.synced, base)
 	return nil
@@ -204,7 +205,6 @@ func (m *MemFS) MkdirAll(name string) error {
 		if !ok {
 			next = newDir()
 			dir.children[p] = next
-			dir.synced[p] = next
 		} else if !next.dir {
 			return &fs.PathError{Op: "mkdir", Path: name, Err: fs.ErrExist}
 		}

@@ -11,7 +11,8 @@ const sectorSize = 512
 // CrashClone returns the file system as it could be found after a power
 // loss now. What was synced survives. For everything else the seed decides:
 // each unsynced directory entry change is kept or lost (a rename as a whole:
-// the file keeps its old name or has its new one), and each file with
+// the file keeps its old name or has its new one; a new directory whose
+// entry is lost takes everything in it along), and each file with
 // unsynced changes comes back with none of them, all of them, or a torn mix
 // (a random length between the synced and live sizes, each 512-byte sector
 // taken from the live or the synced contents, zeros where neither exists).
@@ -58,7 +59,7 @@ func (c *crasher) dir(d *memNode) *memNode {
 			if !take {
 				pick = durable
 			}
-		} else if live != durable && (live == nil || !live.dir) && c.rng.IntN(2) == 0 {
+		} else if live != durable && c.rng.IntN(2) == 0 {
 			pick = durable
 		}
 		if pick == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -118,7 +119,7 @@ func TestMemFileClosedAndRemoved(t *testing.T) {
 func TestCrashKeepsSyncedData(t *testing.T) {
 	for seed := range uint64(50) {
 		m := NewMem()
-		m.MkdirAll("/d")
+		MkdirAllDurable(m, "/d")
 		f, _ := m.Create("/d/f")
 		f.WriteAt([]byte("durable-"), 0)
 		f.Sync()
@@ -148,7 +149,7 @@ func TestCrashOutcomesVary(t *testing.T) {
 	kept, lost, torn, entryLost := 0, 0, 0, 0
 	for seed := range uint64(200) {
 		m := NewMem()
-		m.MkdirAll("/d")
+		MkdirAllDurable(m, "/d")
 		f, _ := m.Create("/d/f")
 		m.SyncDir("/d")
 		f.WriteAt(bytes.Repeat([]byte("u"), 4096), 0)
@@ -175,7 +176,7 @@ func TestCrashOutcomesVary(t *testing.T) {
 func TestCrashAtomicWriteIsOldOrNew(t *testing.T) {
 	for seed := range uint64(100) {
 		m := NewMem()
-		m.MkdirAll("/d")
+		MkdirAllDurable(m, "/d")
 		if err := WriteFileAtomic(m, "/d", "cp", []byte("old")); err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +195,7 @@ func TestCrashUnsyncedTruncateMayRevert(t *testing.T) {
 	reverted := false
 	for seed := range uint64(50) {
 		m := NewMem()
-		m.MkdirAll("/d")
+		MkdirAllDurable(m, "/d")
 		f, _ := m.Create("/d/f")
 		f.WriteAt([]byte("abcdef"), 0)
 		f.Sync()
@@ -255,7 +256,7 @@ func TestCrashKeepsRenamesWhole(t *testing.T) {
 	before, after := 0, 0
 	for seed := range uint64(100) {
 		m := NewMem()
-		m.MkdirAll("/d")
+		MkdirAllDurable(m, "/d")
 		f, _ := m.Create("/d/a.swap")
 		f.WriteAt([]byte("data"), 0)
 		f.Sync()
@@ -277,5 +278,41 @@ func TestCrashKeepsRenamesWhole(t *testing.T) {
 	}
 	if before == 0 || after == 0 {
 		t.Fatalf("%d crashes kept the old name, %d the new: no variety", before, after)
+	}
+}
+
+// A new directory's entry is durable only once its parent is synced: a
+// power loss before may take the directory away, with the files synced in
+// it. MkdirAllDurable syncs the parents of every level it creates.
+func TestCrashMayLoseANewDirectoryUntilItsParentIsSynced(t *testing.T) {
+	write := func(m *MemFS, name string) {
+		f, err := m.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte("data"), 0)
+		f.Sync()
+		m.SyncDir(path.Dir(name))
+	}
+	lost := 0
+	for seed := range uint64(50) {
+		m := NewMem()
+		MkdirAllDurable(m, "/data")
+		if err := MkdirAllDurable(m, "/data/p-1/sub"); err != nil {
+			t.Fatal(err)
+		}
+		write(m, "/data/p-1/sub/f")
+		m.MkdirAll("/data/p-0") // after: syncing /data would keep it
+		write(m, "/data/p-0/f")
+		c := m.CrashClone(seed)
+		if _, err := c.Stat("/data/p-0/f"); err != nil {
+			lost++
+		}
+		if b, err := ReadFile(c, "/data/p-1/sub/f"); err != nil || string(b) != "data" {
+			t.Fatalf("seed %d: %q, %v under directories MkdirAllDurable made", seed, b, err)
+		}
+	}
+	if lost == 0 || lost == 50 {
+		t.Fatalf("the unsynced directory was lost after %d crashes of 50, want some", lost)
 	}
 }

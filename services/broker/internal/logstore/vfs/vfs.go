@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"path"
 )
 
 // File is an open file. Writes are positional: the log always knows where
@@ -46,6 +47,34 @@ type FS interface {
 	// durable.
 	SyncDir(dir string) error
 	Stat(name string) (fs.FileInfo, error)
+}
+
+// MkdirAllDurable is MkdirAll that also makes the directories it creates
+// durable: the parent of each is synced, so a power loss cannot take a new
+// directory away, with the files synced in it since. A directory that
+// already exists costs one Stat.
+func MkdirAllDurable(fsys FS, dir string) error {
+	var created []string // the missing ones, the deepest first
+	for d := path.Clean(dir); ; d = path.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !IsNotExist(err) {
+			return err
+		}
+		created = append(created, d)
+		if path.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := fsys.SyncDir(path.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReadFile reads a whole file.
