@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,6 +30,7 @@ import (
 	"tidemark.io/services/broker/internal/kafkaapi"
 	"tidemark.io/services/broker/internal/logdirs"
 	"tidemark.io/services/broker/internal/logstore"
+	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/broker/internal/netcut"
 	"tidemark.io/services/broker/internal/parkedfs"
@@ -109,7 +109,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 		return nil, err
 	}
 	log = logging.OrDiscard(log)
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(vfs.OS, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("--data.dir %s: %w", cfg.DataDir, err)
 	}
 	cfg.Telemetry.TLS = cfg.TLS // an https:// OTLP endpoint is dialled with the broker's certificate

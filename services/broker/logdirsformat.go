@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 
+	"tidemark.io/services/broker/internal/logstore/vfs"
 	"tidemark.io/services/broker/internal/metaprops"
 )
 
@@ -27,7 +28,7 @@ import (
 // created, checks and records their owner, and returns the dirs to keep
 // offline and the dirs whose logs may be lost (replaced or left out).
 func prepareLogDirs(cfg Config, log *slog.Logger) (lost map[string]error, replaced []string, err error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(vfs.OS, cfg.DataDir); err != nil {
 		return nil, nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	if err := checkBrokerID(cfg.DataDir, cfg.ID); err != nil {
@@ -82,7 +83,7 @@ func prepareLogDirs(cfg Config, log *slog.Logger) (lost map[string]error, replac
 		}
 	}
 	for _, d := range format {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := vfs.MkdirAllDurable(vfs.OS, d); err != nil {
 			return nil, nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 		if err := checkBrokerID(d, cfg.ID); err != nil {

@@ -263,6 +263,13 @@ func (m *Manager) applyStateLocked(r *Replica, ps *commonv1.PartitionState, cfg 
 		m.applyTopicConfigLocked(r, cfg.tc, cfg.err, m.opts.Meta.ConfigVersion(tp.Topic), now)
 	}
 	if ps.GetLeader() == m.opts.BrokerID {
+		// A follower's append after a compaction gap is flushed by its next
+		// fetch (logstore.Log.FlushGaps); made leader, it sends none, and its
+		// LEO counts toward the HW from here on. Nothing to do but two loads
+		// unless it was copying cleaned data.
+		if err := r.log.FlushGaps(); err != nil {
+			return nil, err
+		}
 		change, err := r.state.MakeLeader(s, r.log.LogEndOffset(), now)
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,19 +114,7 @@ func TestFencedFollowerWaitsForNewMetadata(t *testing.T) {
 // replica crashed, acknowledged records were lost.
 func TestFollowerFlushesGappedDataBeforeItsNextFetch(t *testing.T) {
 	e := newEnv(t)
-	leaderLog, err := e.m.opts.Store.GetOrCreate(tp0, logstore.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 { // as the leader's cleaner leaves it
-		b := recordbatch.Batch(batch("a", "b"))
-		b.SetBaseOffset(leaderLog.LogEndOffset() + int64(i%3))
-		b.SetPartitionLeaderEpoch(0)
-		if _, err := leaderLog.AppendAsFollowerUnflushed(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	leo := leaderLog.LogEndOffset()
+	leo := gappedLog(t, e, "a")
 	mem := vfs.NewMem()
 	e.fs = mem
 	m2, _ := e.newManager(2)
@@ -134,20 +123,95 @@ func TestFollowerFlushesGappedDataBeforeItsNextFetch(t *testing.T) {
 	e.state(1, 1, 1, []int32{1, 2}, nil)
 	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, nil)
 	waitFor(t, "the leader's HW to count the follower's copy", func() bool { return hwOf(t, e.m) == leo })
+	survivesPowerLoss(t, mem, "the follower's log", leo)
+}
 
+// gappedLog fills broker 1's log of tp0 with 20 batches of two records of
+// value, with gaps between them as the leader's cleaner leaves them, and
+// returns its log end.
+func gappedLog(t *testing.T, e *env, value string) int64 {
+	t.Helper()
+	l, err := e.m.opts.Store.GetOrCreate(tp0, logstore.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		b := recordbatch.Batch(batch(value, value))
+		b.SetBaseOffset(l.LogEndOffset() + int64(i%3))
+		b.SetPartitionLeaderEpoch(0)
+		if _, err := l.AppendAsFollowerUnflushed(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l.LogEndOffset()
+}
+
+// survivesPowerLoss checks that tp0's log in mem, as a power loss could
+// leave it (several ways), still ends at leo.
+func survivesPowerLoss(t *testing.T, mem *vfs.MemFS, what string, leo int64) {
+	t.Helper()
 	for seed := range uint64(8) {
 		logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: mem.CrashClone(seed), Dir: "/data", NoBackground: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		l, ok := logs.Log(logstore.TopicPartition{Topic: tp0.Topic, Partition: tp0.Partition})
-		if !ok || l.LogEndOffset() != leo {
-			var got int64 = -1
-			if ok {
-				got = l.LogEndOffset()
-			}
-			t.Fatalf("seed %d: the follower's log after a power loss: found %v, LEO %d, want %d", seed, ok, got, leo)
+		var got int64 = -1
+		if ok {
+			got = l.LogEndOffset()
 		}
 		logs.Close()
+		if got != leo {
+			t.Fatalf("seed %d: %s after a power loss: found %v, LEO %d, want %d", seed, what, ok, got, leo)
+		}
 	}
+}
+
+// A follower made leader sends no next fetch, which is where it flushes
+// the data it copied after a compaction gap (FlushGaps), yet its log end
+// counts toward the HW from then on: becoming leader flushes it. Broker 2's
+// first answer brings part of the leader's cleaned log, gaps included, and
+// leaves it behind the HW; over its follower throttle, its next fetch
+// leaves the partition out (as does a fetch that sees the new leader
+// epoch). Made sole leader, it commits what it has, and a power loss keeps
+// it. Before, nothing flushed it, and recovery cut the log at its first
+// gap: committed records were lost.
+func TestFollowerMadeLeaderFlushesItsGappedData(t *testing.T) {
+	e := newEnv(t)
+	leo := gappedLog(t, e, strings.Repeat("x", 100))
+	mem := vfs.NewMem()
+	e.fs = mem
+	n := newTapNet(e.net)
+	m2 := e.followerOver(n)
+	e.fs = nil
+	// replica.fetch.max.bytes 600: two batches a fetch, so the first
+	// answer leaves broker 2 behind the HW (not in sync).
+	e.throttleRates(m2, map[string]string{"follower.replication.throttled.rate": "100", "replica.fetch.max.bytes": "600",
+		"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1"})
+	throttled := map[string]string{"follower.replication.throttled.replicas": "*"}
+	e.state(1, 1, 1, []int32{1}, throttled)
+	if hw := hwOf(t, e.m); hw != leo {
+		t.Fatalf("leader HW %d, want %d", hw, leo)
+	}
+	e.stateOn(m2, tp0, 1, 1, 1, []int32{1}, throttled)
+	r2, _ := m2.Replica(tp0)
+	waitFor(t, "broker 2 to copy the first batches, over its throttled rate", func() bool {
+		_, follower := m2.ReplicationRates()
+		return r2.Log().LogEndOffset() > 0 && follower > 100
+	})
+
+	e.stateOn(m2, tp0, 2, 2, 2, []int32{2}, nil)
+	copied := r2.Log().LogEndOffset()
+	if copied <= 2 || copied >= leo {
+		t.Fatalf("broker 2 copied up to %d: want past the first gap (at 2) and short of %d", copied, leo)
+	}
+	for _, req := range n.requests() {
+		if off, ok := fetchesOf(req, tp0); ok && off > 0 {
+			t.Fatalf("broker 2 fetched t-0 at %d before it led: that fetch flushed, the test shows nothing", off)
+		}
+	}
+	if hw := hwOf(t, m2); hw != copied {
+		t.Fatalf("HW of broker 2 as sole leader %d, want its LEO %d", hw, copied)
+	}
+	survivesPowerLoss(t, mem, "the new leader's log", copied)
 }
