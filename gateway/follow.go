@@ -110,6 +110,12 @@ func (s *followStream) attempt() (*brokerv1.FollowResponse, bool, error) {
 		// the new leader may have replaced it.
 		s.req.LastFetchedEpoch = &e
 	}
+	if id := f.GetTopicId(); id != "" {
+		// A stream reopened after the topic was deleted and created
+		// again names the topic read, and ends with UNKNOWN_TOPIC_ID
+		// instead of going on in the new topic at the old offsets.
+		s.req.TopicId = id
+	}
 	s.req.Offset = f.GetNextOffset()
 	return m, false, nil
 }
@@ -168,7 +174,13 @@ func (s *followStream) broke(err error) (bool, error) {
 		return false, err
 	}
 	ke := asKerr(err)
-	return s.r.noteError(s.req.GetTopic(), s.req.GetPartition(), ke), ke
+	retry := s.r.noteError(s.req.GetTopic(), s.req.GetPartition(), ke)
+	if ke.Code == kerr.UnknownTopicID && s.req.GetTopicId() != "" {
+		// The topic followed is gone for good (a topic id is never
+		// used again): the REST stream ends with it.
+		return false, ke
+	}
+	return retry, ke
 }
 
 func (s *followStream) Header() (metadata.MD, error) { return nil, nil }

@@ -26,7 +26,7 @@ func TestKafkaFetchMaxBytesIsLoweredToFetchMaxBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers[1].KafkaAddr()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers[1].KafkaAddr()), fetchByName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestKafkaFetchSessionIDsAreAnsweredAsKafkaDoes(t *testing.T) {
 	if _, err := c.produce("s", 0, 1, "v"); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers[1].KafkaAddr()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers[1].KafkaAddr()), fetchByName())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -321,6 +321,7 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 			Topic: o.Topic, Partition: o.Partition, Offset: cs.pos,
 			MaxBytes: o.MaxBytes, MaxWaitMs: int32(wait.Milliseconds()), MinBytes: o.MinBytes,
 			RackId: cs.rackLocked(), CurrentLeaderEpoch: r.leaderEpoch, RawBatches: true,
+			TopicId: cs.topicID,
 		}
 		if cs.lastEpoch >= 0 {
 			req.LastFetchedEpoch = &cs.lastEpoch
@@ -338,9 +339,10 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 		cs.c.meta.noteError(o.Topic, o.Partition, ke)
 		if !follower {
 			cs.noteSilenceLocked(ke.Code == kerr.RequestTimedOut, sent)
-			if ke.Code == kerr.OffsetOutOfRange {
+			if ke.Code == kerr.OffsetOutOfRange || ke.Code == kerr.UnknownTopicID {
 				// Perhaps outside the log because the topic is another
-				// one now.
+				// one now; or the log says so, the fetch naming the
+				// topic id the position is in (KIP-516).
 				if err := cs.recreatedLocked(ctx); err != nil {
 					return nil, false, err
 				}
@@ -352,6 +354,9 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 		cs.avoided, cs.avoidFails = -1, 0
 	} else {
 		cs.noteSilenceLocked(false, sent)
+	}
+	if err := cs.checkTopicLocked(resp.GetTopicId()); err != nil {
+		return nil, follower, err
 	}
 	cs.hw, cs.logStart = resp.GetHighWatermark(), resp.GetLogStartOffset()
 	if d := resp.GetDivergingEpoch(); d != nil {

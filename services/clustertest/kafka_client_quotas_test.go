@@ -227,7 +227,7 @@ func TestKafkaConsumerQuotaOfUserAndClientEntity(t *testing.T) {
 	}
 	fetch := func(clientID string) int32 {
 		t.Helper()
-		cl := c.kafkaClient(kgo.ClientID(clientID))
+		cl := c.kafkaClient(kgo.ClientID(clientID), fetchByName())
 		req := kmsg.NewPtrFetchRequest()
 		req.SetVersion(12)
 		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 0, 1, 50<<20, -1

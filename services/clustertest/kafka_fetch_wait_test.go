@@ -35,7 +35,7 @@ func fetchOf(topic string, copies int, minBytes, maxWaitMs int32) *kmsg.FetchReq
 // (150 MiB of stacks for a 660 KB request).
 func TestKafkaFetchLongPollWaitsForMinBytesAndParksEachPartitionOnce(t *testing.T) {
 	c := Start(t, Options{Brokers: 1, Controllers: 1, Kafka: true})
-	cl := c.kafkaClient()
+	cl := c.kafkaClient(fetchByName())
 	adm := kadm.NewClient(cl)
 	c.kafkaCreate(adm, "minbytes", 1, 1, nil)
 	c.kafkaCreate(adm, "dup", 1, 1, nil)
@@ -88,7 +88,7 @@ func TestKafkaFetchLongPollWaitsForMinBytesAndParksEachPartitionOnce(t *testing.
 func TestKafkaLongPollCountsItsBytesOnceAgainstTheQuota(t *testing.T) {
 	c := Start(t, Options{Brokers: 1, Controllers: 1, Kafka: true, BrokerSettings: map[string]string{
 		"quota.consumer.default": "100000", "quota.window.num": "2", "quota.window.size.seconds": "1"}})
-	cl := c.kafkaClient()
+	cl := c.kafkaClient(fetchByName())
 	c.kafkaCreate(kadm.NewClient(cl), "quota", 1, 1, nil)
 	type answer struct {
 		resp kmsg.Response

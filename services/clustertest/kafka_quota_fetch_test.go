@@ -19,7 +19,7 @@ import (
 func TestKafkaMultiPartitionFetchThrottledOnce(t *testing.T) {
 	c := Start(t, Options{Brokers: 1, Controllers: 1, Kafka: true, BrokerSettings: map[string]string{
 		"quota.consumer.default": "1000", "quota.window.num": "2", "quota.window.size.seconds": "1"}})
-	cl := c.kafkaClient()
+	cl := c.kafkaClient(fetchByName())
 	c.kafkaCreate(kadm.NewClient(cl), "mq", 4, 1, nil)
 	prod := c.kafkaClient(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for p := range int32(4) {
@@ -61,7 +61,7 @@ func TestKafkaMultiPartitionFetchThrottledOnce(t *testing.T) {
 func TestKafkaFetchAfterItsThrottleIsNotHeldAgain(t *testing.T) {
 	c := Start(t, Options{Brokers: 1, Controllers: 1, Kafka: true, BrokerSettings: map[string]string{
 		"quota.consumer.default": "500", "quota.window.num": "11", "quota.window.size.seconds": "1"}})
-	cl := c.kafkaClient()
+	cl := c.kafkaClient(fetchByName())
 	createWQWithOneRecord(t, c, cl)
 	fetch := func(offset int64) *kmsg.FetchResponse { return kafkaFetchOne(t, cl, "wq", offset) }
 	// About 6,000 B judged over the minimum 10 s window against 500 B/s:
@@ -87,7 +87,7 @@ func TestKafkaFetchAfterItsThrottleIsNotHeldAgain(t *testing.T) {
 func TestKafkaFetchV8DoesNotReportAWaitAlreadyServed(t *testing.T) {
 	c := Start(t, Options{Brokers: 1, Controllers: 1, Kafka: true, BrokerSettings: map[string]string{
 		"quota.consumer.default": "500", "quota.window.num": "11", "quota.window.size.seconds": "1"}})
-	a, b := c.kafkaClient(), c.kafkaClient()
+	a, b := c.kafkaClient(fetchByName()), c.kafkaClient(fetchByName())
 	createWQWithOneRecord(t, c, a)
 	first := kafkaFetchOne(t, a, "wq", 0)
 	if n := len(first.Topics[0].Partitions[0].RecordBatches); n < 6000 || first.ThrottleMillis <= 0 {

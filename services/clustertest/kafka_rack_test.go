@@ -14,7 +14,7 @@ import (
 // following the answer, reads everything from there.
 func TestKafkaFetchFromFollowerInTheConsumersRack(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Kafka: true, Racks: []string{"rack-a", "rack-b", "rack-c"}})
-	cl := c.kafkaClient()
+	cl := c.kafkaClient(fetchByName())
 	c.kafkaCreate(kadm.NewClient(cl), "racks", 1, 3, nil)
 	produceSync(t, cl, "racks", "r0", "r1", "r2")
 	leader := c.Leader("racks", 0)
@@ -53,7 +53,7 @@ func TestKafkaFetchFromFollowerInTheConsumersRack(t *testing.T) {
 // request allows 60 s, its context 30 s.
 func TestKafkaLongPollAnsweredByTheNextAppend(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, Kafka: true})
-	cl := c.kafkaClient()
+	cl := c.kafkaClient(fetchByName())
 	c.kafkaCreate(kadm.NewClient(cl), "poll", 2, 3, nil)
 	leader := c.Leader("poll", 1)
 	req := kmsg.NewPtrFetchRequest()

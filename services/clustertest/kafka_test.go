@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"tidemark.io/services/broker"
 	"tidemark.io/services/recordbatch"
@@ -24,6 +26,16 @@ func (c *Cluster) kafkaClient(opts ...kgo.Opt) *kgo.Client {
 	}
 	c.T.Cleanup(cl.Close)
 	return cl
+}
+
+// fetchByName caps a client's Fetch at v12, whose topics are named by
+// name: franz-go sends a request at the highest version both sides speak,
+// and v13 names topics by id only, which the hand-built fetches of these
+// tests leave zero.
+func fetchByName() kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.Fetch), 12)
+	return kgo.MaxVersions(v)
 }
 
 // kafkaCreate creates a topic with kadm and waits until every partition's

@@ -11,56 +11,136 @@ import (
 	"tidemark.io/services/client"
 )
 
-// A consumer that read a topic before it was deleted and created again,
-// with fewer records this time than its position, reads the new topic
-// from its start as its reset policy says. The new log diverges from the
-// leader epoch the consumer read last (both incarnations begin at epoch
-// 0): taken for a truncation of the old log, it moved the position to the
-// new log's end, past records never returned.
-func TestConsumerReadsATopicCreatedAgainFromItsStart(t *testing.T) {
-	c := Start(t, Options{Brokers: 1, Controllers: 1})
-	ctx := context.Background()
-	produce := func(prefix string, n int) {
-		t.Helper()
-		for i := range n {
-			if _, err := c.Produce(ctx, "again", 0, -1, fmt.Sprintf("%s-%d", prefix, i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	cs, err := client.NewConsumer(c.Client(), client.ConsumerOptions{Topic: "again", Reset: client.ResetEarliest, MaxWait: 100 * time.Millisecond})
+// recreateCase is a consumer that read a topic's first incarnation up to
+// its end, then the topic deleted and created again.
+type recreateCase struct {
+	c     *Cluster
+	topic string
+	cs    *client.Consumer
+}
+
+func newRecreateCase(t *testing.T, c *Cluster, topic string) *recreateCase {
+	t.Helper()
+	// A client of its own: the cluster's produces and admin calls teach it
+	// nothing of the topic's new incarnation.
+	cs, err := client.NewConsumer(c.Client(), client.ConsumerOptions{Topic: topic, Reset: client.ResetEarliest, MaxWait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func(n int) []string {
-		t.Helper()
-		var got []string
-		for end := time.Now().Add(15 * time.Second); len(got) < n && time.Now().Before(end); {
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			recs, err := cs.Poll(pctx)
-			cancel()
-			if err != nil {
-				t.Logf("poll: %v", err)
-			}
-			for _, r := range recs {
-				got = append(got, string(r.Value))
-			}
-		}
-		return got
-	}
-	c.CreateTopic("again", 1, 1, nil)
-	produce("old", 6)
-	if got := read(6); len(got) != 6 {
-		t.Fatalf("read %v from the first topic", got)
-	}
+	return &recreateCase{c: c, topic: topic, cs: cs}
+}
 
-	resp, err := c.Admin().DeleteTopics(ctx, &adminv1.DeleteTopicsRequest{Topics: []string{"again"}, TimeoutMs: 10000})
+func (rc *recreateCase) produce(t *testing.T, prefix string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		if _, err := rc.c.Produce(context.Background(), rc.topic, 0, -1, fmt.Sprintf("%s-%d", prefix, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (rc *recreateCase) read(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	for end := time.Now().Add(15 * time.Second); len(got) < n && time.Now().Before(end); {
+		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		recs, err := rc.cs.Poll(pctx)
+		cancel()
+		if err != nil {
+			t.Logf("poll: %v", err)
+		}
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+	}
+	return got
+}
+
+func (rc *recreateCase) recreate(t *testing.T) {
+	t.Helper()
+	resp, err := rc.c.Admin().DeleteTopics(context.Background(), &adminv1.DeleteTopicsRequest{Topics: []string{rc.topic}, TimeoutMs: 10000})
 	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
-	c.CreateTopic("again", 1, 1, nil)
-	produce("new", 3)
-	if got, want := read(3), []string{"new-0", "new-1", "new-2"}; !slices.Equal(got, want) {
-		t.Fatalf("read %v from the topic created again, want %v (position %d)", got, want, cs.Position())
+	rc.c.CreateTopic(rc.topic, 1, 1, nil)
+}
+
+func values(prefix string, n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return out
+}
+
+// A consumer that read a topic before it was deleted and created again
+// reads the new topic from its start as its reset policy says, whatever
+// the new topic holds against its position. With fewer records, the new
+// log diverges from the leader epoch the consumer read last (both
+// incarnations begin at epoch 0): taken for a truncation of the old log,
+// it moved the position to the new log's end. With as many or more, the
+// log holds the position and its epoch: the consumer read on at its old
+// offset, skipping the new topic's first records, unless its fetch names
+// the topic id it read.
+func TestConsumerReadsATopicCreatedAgainFromItsStart(t *testing.T) {
+	c := Start(t, Options{Brokers: 1, Controllers: 1})
+	const old = 6
+	for _, tc := range []struct {
+		name string
+		n    int // records of the new topic before the consumer looks
+	}{{"fewer", 3}, {"as many", old}, {"more", old + 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := newRecreateCase(t, c, fmt.Sprintf("again-%d", tc.n))
+			c.CreateTopic(rc.topic, 1, 1, nil)
+			rc.produce(t, "old", 0, old)
+			if got := rc.read(t, old); len(got) != old {
+				t.Fatalf("read %v from the first topic", got)
+			}
+			rc.recreate(t)
+			rc.produce(t, "new", 0, tc.n)
+			rc.produce(t, "new", tc.n, 2) // after the consumer's position too
+			want := values("new", tc.n+2)
+			if got := rc.read(t, len(want)); !slices.Equal(got, want) {
+				t.Fatalf("read %v from the topic created again, want %v (position %d)", got, want, rc.cs.Position())
+			}
+		})
+	}
+}
+
+// A consumer polling while its topic is deleted and created again, and
+// written to, reads the new topic from its start.
+func TestConsumerPollingThroughATopicCreatedAgain(t *testing.T) {
+	c := Start(t, Options{Brokers: 1, Controllers: 1})
+	rc := newRecreateCase(t, c, "again-polled")
+	c.CreateTopic(rc.topic, 1, 1, nil)
+	rc.produce(t, "old", 0, 4)
+	if got := rc.read(t, 4); len(got) != 4 {
+		t.Fatalf("read %v from the first topic", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan []string, 1)
+	go func() {
+		var vals []string
+		for ctx.Err() == nil && len(vals) < 8 {
+			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+			recs, _ := rc.cs.Poll(pctx)
+			pcancel()
+			for _, r := range recs {
+				vals = append(vals, string(r.Value))
+			}
+		}
+		got <- vals
+	}()
+	rc.recreate(t)
+	rc.produce(t, "new", 0, 8)
+	select {
+	case vals := <-got:
+		if want := values("new", 8); !slices.Equal(vals, want) {
+			t.Fatalf("read %v while the topic was created again, want %v", vals, want)
+		}
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("read %v in 30 s, want 8 records of the new topic", <-got)
 	}
 }

@@ -229,6 +229,7 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 		TP: tp, Offset: req.GetOffset(), MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
 		LastFetchedEpoch: req.GetLastFetchedEpoch(), HasLastFetchedEpoch: req.LastFetchedEpoch != nil,
+		TopicID: req.GetTopicId(),
 	})
 	if err != nil {
 		return nil, b.unready(err)
@@ -281,7 +282,7 @@ func checkFetchNumbers(offset int64, maxBytes, maxWait, minBytes int32) error {
 func fetchResponse(res replica.ConsumerFetchResult, from int64, raw bool) (*brokerv1.FetchResponse, error) {
 	out := &brokerv1.FetchResponse{
 		HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, LogEndOffset: res.LogEndOffset,
-		PreferredReadReplica: res.PreferredReadReplica, NextOffset: res.NextOffset,
+		PreferredReadReplica: res.PreferredReadReplica, NextOffset: res.NextOffset, TopicId: res.TopicID,
 	}
 	if d := res.Diverging; d != nil {
 		out.DivergingEpoch = &brokerv1.DivergingEpoch{Epoch: d.Epoch, EndOffset: d.EndOffset}
@@ -355,6 +356,11 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	// and regain its leadership, or (a rack's follower) be truncated,
 	// between two reads.
 	lastEpoch, hasLastEpoch := req.GetLastFetchedEpoch(), req.LastFetchedEpoch != nil
+	// The topic the stream reads, from its first read on when the reader
+	// named none: a topic deleted and created again under its name while
+	// the stream waits ends it with UNKNOWN_TOPIC_ID, where the new topic's
+	// records at the old offsets were sent as if they followed the old.
+	topicID := req.GetTopicId()
 	var sentAt time.Time // zero until the first answer
 	keepAlive := cmp.Or(b.FollowKeepAlive, 15*time.Second)
 	for ctx.Err() == nil {
@@ -366,7 +372,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
 			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
 			MaxWait: maxWait, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
-			LastFetchedEpoch: lastEpoch, HasLastFetchedEpoch: hasLastEpoch,
+			LastFetchedEpoch: lastEpoch, HasLastFetchedEpoch: hasLastEpoch, TopicID: topicID,
 		})
 		if b.Draining != nil && b.Draining.Err() != nil {
 			if err == nil {
@@ -377,6 +383,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		if err != nil {
 			return b.unready(err)
 		}
+		topicID = cmp.Or(topicID, res.TopicID)
 		if d := res.Diverging; d != nil {
 			if d.EndOffset >= offset {
 				// The epoch read last is gone, but the log still holds
@@ -387,7 +394,7 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 			}
 			if err := stream.Send(&brokerv1.FollowResponse{Fetch: &brokerv1.FetchResponse{
 				HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, LogEndOffset: res.LogEndOffset,
-				PreferredReadReplica: -1, NextOffset: offset,
+				PreferredReadReplica: -1, NextOffset: offset, TopicId: res.TopicID,
 				DivergingEpoch: &brokerv1.DivergingEpoch{Epoch: d.Epoch, EndOffset: d.EndOffset},
 			}}); err != nil {
 				return err

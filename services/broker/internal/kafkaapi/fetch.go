@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"encoding/base64"
 	"sync"
 	"time"
 
@@ -29,7 +30,7 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	// A partition named twice is read and answered once, with its last
 	// entry, as Kafka's FetchRequest.fetchData map keeps it.
-	req.Topics = lastOfEach(req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic },
+	req.Topics = lastOfEach(req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic + "\x00" + string(t.TopicID[:]) },
 		func(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions },
 		func(p *kmsg.FetchRequestTopicPartition) int32 { return p.Partition })
 	// No fetch sessions are kept (KIP-227): every answer names session 0,
@@ -39,6 +40,9 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 	if req.SessionEpoch > 0 {
 		resp.ErrorCode = int16(kerr.FetchSessionIDNotFound)
 		return resp
+	}
+	if req.Version >= 13 {
+		s.nameFetchTopics(req)
 	}
 	maxWait := time.Duration(min(max(req.MaxWaitMillis, 0), 60000)) * time.Millisecond // the gRPC fetch's bound
 	minBytes := max(int(req.MinBytes), 1)
@@ -75,10 +79,37 @@ func hasNews(resp *kmsg.FetchResponse) bool {
 	return false
 }
 
+// nameFetchTopics gives each topic of a v13+ fetch, which names topics by
+// id (KIP-516), its name; one whose id this broker does not know keeps
+// none and is answered UNKNOWN_TOPIC_ID (fetchTopicID).
+func (s *Server) nameFetchTopics(req *kmsg.FetchRequest) {
+	byID := topicsByID(s.opts.RM.Meta())
+	for i := range req.Topics {
+		req.Topics[i].Topic = byID[req.Topics[i].TopicID]
+	}
+}
+
+// fetchTopicID is the topic id a fetch of topic t names, for the replica
+// to check against its log's ("" before v13, which names topics only).
+// A v13+ topic whose id is not the one its name has now, or is unknown,
+// is refused: the topic was deleted (and perhaps created again), and
+// reading the name's log would hand another topic's records.
+func (s *Server) fetchTopicID(version int16, t *kmsg.FetchRequestTopic) (string, error) {
+	if version < 13 {
+		return "", nil
+	}
+	id := s.opts.RM.Meta().TopicID(t.Topic)
+	if t.Topic == "" || id == "" || topicUUID(id) != t.TopicID {
+		return "", kerr.New(kerr.UnknownTopicID, "topic id %s is not known", base64.RawURLEncoding.EncodeToString(t.TopicID[:]))
+	}
+	return id, nil
+}
+
 // fetchRequest is the gRPC Fetch a Kafka partition fetch stands for.
-func fetchRequest(req *kmsg.FetchRequest, topic string, p kmsg.FetchRequestTopicPartition, maxBytes int32, wait time.Duration) *brokerv1.FetchRequest {
+func fetchRequest(req *kmsg.FetchRequest, topic, topicID string, p kmsg.FetchRequestTopicPartition, maxBytes int32, wait time.Duration) *brokerv1.FetchRequest {
 	out := &brokerv1.FetchRequest{Topic: topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: maxBytes,
-		MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, RackId: req.Rack, CurrentLeaderEpoch: p.CurrentLeaderEpoch, RawBatches: true}
+		MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, RackId: req.Rack, CurrentLeaderEpoch: p.CurrentLeaderEpoch, RawBatches: true,
+		TopicId: topicID}
 	if req.Version >= 12 && p.LastFetchedEpoch >= 0 {
 		// KIP-320 on fetch (v12): the consumer learns of a truncation
 		// under its position from the answer's DivergingEpoch.
@@ -100,7 +131,8 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 	var throttle int32
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		topicID, idErr := s.fetchTopicID(req.Version, &t)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
@@ -110,9 +142,12 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			if remaining := budget - total; remaining < int(pmax) {
 				pmax = int32(max(remaining, 1))
 			}
-			greq := fetchRequest(req, t.Topic, p, pmax, 0)
+			greq := fetchRequest(req, t.Topic, topicID, p, pmax, 0)
 			var gresp *brokerv1.FetchResponse
-			err := s.authorize(ctx, brokerv1.BrokerService_Fetch_FullMethodName, greq)
+			err := idErr
+			if err == nil {
+				err = s.authorize(ctx, brokerv1.BrokerService_Fetch_FullMethodName, greq)
+			}
 			if err == nil {
 				gresp, err = s.opts.Broker.FetchAtEpoch(ctx, greq, p.CurrentLeaderEpoch)
 			}
@@ -156,6 +191,7 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 	defer cancel()
 	type parked struct {
 		tp     replica.TP
+		id     string
 		offset int64
 		max    int
 		epoch  int32
@@ -163,6 +199,7 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 	seen := map[replica.TP]bool{}
 	var parts []parked
 	for i, t := range req.Topics {
+		id, _ := s.fetchTopicID(req.Version, &t) // refused ones answered with an error
 		for j, p := range t.Partitions {
 			rp := resp.Topics[i].Partitions[j]
 			tp := replica.TP{Topic: t.Topic, Partition: p.Partition}
@@ -170,7 +207,7 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 				continue
 			}
 			seen[tp] = true
-			parts = append(parts, parked{tp: tp, offset: p.FetchOffset, max: int(max(p.PartitionMaxBytes, 1)), epoch: p.CurrentLeaderEpoch})
+			parts = append(parts, parked{tp: tp, id: id, offset: p.FetchOffset, max: int(max(p.PartitionMaxBytes, 1)), epoch: p.CurrentLeaderEpoch})
 		}
 	}
 	fetch := s.parkedFetch
@@ -187,7 +224,7 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 			offset, counted := p.offset, 0
 			for counted < p.max && wctx.Err() == nil {
 				res, err := fetch(wctx, replica.ConsumerFetch{TP: p.tp, Offset: offset, MaxBytes: p.max - counted,
-					MinBytes: 1, MaxWait: maxWait, Rack: req.Rack, CurrentLeaderEpoch: p.epoch})
+					MinBytes: 1, MaxWait: maxWait, Rack: req.Rack, CurrentLeaderEpoch: p.epoch, TopicID: p.id})
 				if err != nil || res.PreferredReadReplica >= 0 || res.Diverging != nil {
 					res.Release()
 					select {

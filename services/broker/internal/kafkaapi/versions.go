@@ -21,7 +21,8 @@ type api struct {
 
 // apis is what the listener advertises in ApiVersions, and nothing else: an
 // API or version outside it is refused. The upper bounds stop where Kafka
-// moves to topic ids in requests (Produce 13, Fetch 13, DeleteTopics 6) or
+// moves to topic ids in requests (Produce 13, DeleteTopics 6; Fetch 13's
+// are served, KIP-516, so a fetch by a deleted topic's id is refused) or
 // adds semantics tidemark does not have (ListOffsets 9's timestamp
 // for tiered storage's pending uploads, InitProducerId 5's transactions v2, Metadata 13's top-level error).
 func (s *Server) apis() map[int16]api {
@@ -29,7 +30,7 @@ func (s *Server) apis() map[int16]api {
 		int16(kmsg.ApiVersions):                  {VersionRange{0, 3}, s.handleApiVersions},
 		int16(kmsg.Metadata):                     {VersionRange{1, 12}, s.handleMetadata},
 		int16(kmsg.Produce):                      {VersionRange{3, 11}, s.handleProduce},
-		int16(kmsg.Fetch):                        {VersionRange{4, 12}, s.handleFetch},
+		int16(kmsg.Fetch):                        {VersionRange{4, 13}, s.handleFetch},
 		int16(kmsg.ListOffsets):                  {VersionRange{1, 8}, s.handleListOffsets},
 		int16(kmsg.OffsetForLeaderEpoch):         {VersionRange{2, 4}, s.handleOffsetForLeaderEpoch},
 		int16(kmsg.InitProducerID):               {VersionRange{0, 4}, s.handleInitProducerID},

@@ -26,6 +26,10 @@ type ConsumerFetch struct {
 	// (KIP-320): a log that diverged answers Diverging and no records.
 	LastFetchedEpoch    int32
 	HasLastFetchedEpoch bool
+	// TopicID, when set, is the topic id the consumer's offset is in
+	// (KIP-516): a log of another id (the topic was deleted and created
+	// again) answers UNKNOWN_TOPIC_ID, not the new topic's records.
+	TopicID string
 }
 
 // ConsumerFetchResult is what a consumer fetch returns.
@@ -39,6 +43,8 @@ type ConsumerFetchResult struct {
 	// Diverging, when set, is where the log the consumer read from ends at
 	// or below its last fetched epoch: before the offset it asked for.
 	Diverging *partition.EpochEndOffset
+	// TopicID is the id of the topic the log belongs to ("" if none yet).
+	TopicID string
 	// buf is the pooled buffer Records aliases (Release).
 	buf *[]byte
 }
@@ -116,6 +122,11 @@ func (m *Manager) stillHosted(r *Replica) error {
 }
 
 func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchResult, error) {
+	id := r.log.TopicID()
+	if f.TopicID != "" && id != "" && f.TopicID != id {
+		return ConsumerFetchResult{}, kerr.New(kerr.UnknownTopicID,
+			"%s-%d is topic id %s now, not %s: the topic was deleted and created again", f.TP.Topic, f.TP.Partition, id, f.TopicID)
+	}
 	now := m.now()
 	r.mu.Lock()
 	if err := r.state.ValidateRead(f.CurrentLeaderEpoch, f.Rack == ""); err != nil {
@@ -134,6 +145,7 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 		LogEndOffset:         r.log.LogEndOffset(),
 		NextOffset:           f.Offset,
 		PreferredReadReplica: partition.NoReplica,
+		TopicID:              id,
 	}
 	if f.HasLastFetchedEpoch {
 		div, diverged, err := r.state.CheckDivergence(f.LastFetchedEpoch, f.Offset, r.epochs())

@@ -130,3 +130,34 @@ func TestFullMetadataDeletesAStrayOfAReusedTopicName(t *testing.T) {
 		t.Fatalf("topic id %q, want new-id", got)
 	}
 }
+
+// A consumer fetch naming the topic id its offset is in is refused
+// UNKNOWN_TOPIC_ID by a log of the topic created again under the same
+// name: at the same leader epoch and with the offset inside the new log,
+// nothing else tells the two apart, and the new topic's records were
+// served as if they followed the old ones (KIP-516).
+func TestConsumerFetchOfADeletedTopicIDIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.leaderAndIsrWithID("old-id", 1, 0)
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a", "b"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(id string) (ConsumerFetchResult, error) {
+		return e.m.Fetch(t.Context(), ConsumerFetch{TP: tp0, Offset: 2, CurrentLeaderEpoch: 0, TopicID: id})
+	}
+	if res, err := fetch("old-id"); err != nil || res.TopicID != "old-id" {
+		t.Fatalf("fetch of old-id from its own log: %+v %v", res, err)
+	}
+	e.leaderAndIsrWithID("new-id", 1, 0)
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a", "b", "c", "d"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetch("old-id"); kerr.CodeOf(err) != kerr.UnknownTopicID {
+		t.Fatalf("fetch of old-id from new-id's log: %v, want UNKNOWN_TOPIC_ID", err)
+	}
+	for _, id := range []string{"new-id", ""} {
+		if res, err := fetch(id); err != nil || res.TopicID != "new-id" {
+			t.Fatalf("fetch naming topic id %q: %+v %v", id, res, err)
+		}
+	}
+}

@@ -663,8 +663,13 @@ type FetchRequest struct {
 	// it (KIP-320; answered as a follower's fetch is, KIP-595). Unset when
 	// the consumer has read nothing since it last moved its position.
 	LastFetchedEpoch *int32 `protobuf:"varint,10,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3,oneof" json:"last_fetched_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The id of the topic the consumer's position is in (KIP-516, as Kafka's
+	// Fetch v13 names topics by id): a topic deleted and created again under
+	// its name has another, and its offsets are not the position's. A
+	// replica whose log has another id answers UNKNOWN_TOPIC_ID. Empty: any.
+	TopicId       string `protobuf:"bytes,11,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -767,6 +772,13 @@ func (x *FetchRequest) GetLastFetchedEpoch() int32 {
 	return 0
 }
 
+func (x *FetchRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
 // DivergingEpoch tells a consumer that the log no longer holds what it read:
 // the newest leader epoch at or below its last fetched epoch ends at
 // end_offset, before the offset it asked for. The records from end_offset up
@@ -844,8 +856,11 @@ type FetchResponse struct {
 	// Set, with no records, when last_fetched_epoch shows the log diverged
 	// from what the consumer read.
 	DivergingEpoch *DivergingEpoch `protobuf:"bytes,9,opt,name=diverging_epoch,json=divergingEpoch,proto3" json:"diverging_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The id of the topic whose log answered (empty when the log has none
+	// yet), for the reader to name in its next fetch.
+	TopicId       string `protobuf:"bytes,10,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -941,6 +956,13 @@ func (x *FetchResponse) GetDivergingEpoch() *DivergingEpoch {
 	return nil
 }
 
+func (x *FetchResponse) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
 type FollowRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -955,8 +977,13 @@ type FollowRequest struct {
 	// holds what the reader read, the stream sends one answer carrying
 	// diverging_epoch and ends with OFFSET_OUT_OF_RANGE.
 	LastFetchedEpoch *int32 `protobuf:"varint,7,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3,oneof" json:"last_fetched_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The topic id offset is in, as in FetchRequest. The stream keeps to the
+	// topic it first read: when the topic is deleted and created again, it
+	// ends with UNKNOWN_TOPIC_ID rather than read the new topic's records at
+	// the old offsets.
+	TopicId       string `protobuf:"bytes,8,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FollowRequest) Reset() {
@@ -1036,6 +1063,13 @@ func (x *FollowRequest) GetLastFetchedEpoch() int32 {
 		return *x.LastFetchedEpoch
 	}
 	return 0
+}
+
+func (x *FollowRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type FollowResponse struct {
@@ -1671,7 +1705,7 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"error_code\x18\x05 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12\x1c\n" +
 	"\tduplicate\x18\x06 \x01(\bR\tduplicate\x12!\n" +
 	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12(\n" +
-	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\xea\x02\n" +
+	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\x85\x03\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1684,12 +1718,13 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\vraw_batches\x18\t \x01(\bR\n" +
 	"rawBatches\x121\n" +
 	"\x12last_fetched_epoch\x18\n" +
-	" \x01(\x05H\x00R\x10lastFetchedEpoch\x88\x01\x01B\x15\n" +
+	" \x01(\x05H\x00R\x10lastFetchedEpoch\x88\x01\x01\x12\x19\n" +
+	"\btopic_id\x18\v \x01(\tR\atopicIdB\x15\n" +
 	"\x13_last_fetched_epoch\"E\n" +
 	"\x0eDivergingEpoch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x02 \x01(\x03R\tendOffset\"\xb1\x03\n" +
+	"end_offset\x18\x02 \x01(\x03R\tendOffset\"\xcc\x03\n" +
 	"\rFetchResponse\x12%\n" +
 	"\x0ehigh_watermark\x18\x01 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x124\n" +
@@ -1700,7 +1735,9 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"nextOffset\x12$\n" +
 	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\x12(\n" +
 	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\x12K\n" +
-	"\x0fdiverging_epoch\x18\t \x01(\v2\".tidemark.broker.v1.DivergingEpochR\x0edivergingEpoch\"\xfc\x01\n" +
+	"\x0fdiverging_epoch\x18\t \x01(\v2\".tidemark.broker.v1.DivergingEpochR\x0edivergingEpoch\x12\x19\n" +
+	"\btopic_id\x18\n" +
+	" \x01(\tR\atopicId\"\x97\x02\n" +
 	"\rFollowRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1709,7 +1746,8 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\arack_id\x18\x05 \x01(\tR\x06rackId\x12\x1f\n" +
 	"\vraw_batches\x18\x06 \x01(\bR\n" +
 	"rawBatches\x121\n" +
-	"\x12last_fetched_epoch\x18\a \x01(\x05H\x00R\x10lastFetchedEpoch\x88\x01\x01B\x15\n" +
+	"\x12last_fetched_epoch\x18\a \x01(\x05H\x00R\x10lastFetchedEpoch\x88\x01\x01\x12\x19\n" +
+	"\btopic_id\x18\b \x01(\tR\atopicIdB\x15\n" +
 	"\x13_last_fetched_epoch\"I\n" +
 	"\x0eFollowResponse\x127\n" +
 	"\x05fetch\x18\x01 \x01(\v2!.tidemark.broker.v1.FetchResponseR\x05fetch\"\xcc\x01\n" +
