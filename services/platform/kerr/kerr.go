@@ -98,6 +98,7 @@ const (
 	UnknownTopicID               Code = 100
 	DuplicateBrokerRegistration  Code = 101
 	BrokerIDNotRegistered        Code = 102
+	InconsistentTopicID          Code = 103
 	IneligibleReplica            Code = 107
 	NewLeaderElected             Code = 108
 )
@@ -241,6 +242,9 @@ var table = map[Code]Info{
 	UnknownTopicID:              row("UNKNOWN_TOPIC_ID", refresh, http.StatusNotFound, codes.NotFound), // an InvalidMetadataException in Kafka
 	DuplicateBrokerRegistration: row("DUPLICATE_BROKER_REGISTRATION", final, http.StatusConflict, codes.AlreadyExists),
 	BrokerIDNotRegistered:       row("BROKER_ID_NOT_REGISTERED", final, http.StatusConflict, codes.FailedPrecondition),
+	// The request names the topic id the metadata has, the replica's log
+	// another: a stray of the deleted topic not replaced yet. Retriable.
+	InconsistentTopicID: row("INCONSISTENT_TOPIC_ID", refresh, http.StatusServiceUnavailable, codes.Unavailable),
 	IneligibleReplica:           row("INELIGIBLE_REPLICA", final, http.StatusConflict, codes.FailedPrecondition),
 	NewLeaderElected:            row("NEW_LEADER_ELECTED", final, http.StatusConflict, codes.FailedPrecondition),
 

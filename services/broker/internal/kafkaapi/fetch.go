@@ -81,11 +81,17 @@ func hasNews(resp *kmsg.FetchResponse) bool {
 
 // nameFetchTopics gives each topic of a v13+ fetch, which names topics by
 // id (KIP-516), its name; one whose id this broker does not know keeps
-// none and is answered UNKNOWN_TOPIC_ID (fetchTopicID).
+// none and is answered UNKNOWN_TOPIC_ID (fetchTopicID). Ids are looked up
+// among every topic the cache knows, announced or not: a new topic's
+// leader learns its id from its LeaderAndIsr, and its UpdateMetadata may
+// wait behind a long one; fetches by id must reach it meanwhile (Kafka's
+// KAFKA-13102).
 func (s *Server) nameFetchTopics(req *kmsg.FetchRequest) {
-	byID := topicsByID(s.opts.RM.Meta())
+	meta := s.opts.RM.Meta()
 	for i := range req.Topics {
-		req.Topics[i].Topic = byID[req.Topics[i].TopicID]
+		if id := req.Topics[i].TopicID; id != ([16]byte{}) {
+			req.Topics[i].Topic = meta.TopicByID(base64.RawURLEncoding.EncodeToString(id[:]))
+		}
 	}
 }
 

@@ -56,6 +56,7 @@ type Cache struct {
 	announced     map[TP]bool
 	topicConfigs  map[string]map[string]string
 	topicIDs      map[string]string
+	topicsByID    map[string]string // topicIDs reversed (setTopicIDLocked)
 	brokerConfigs map[string]string
 	initialised   bool          // a full UpdateMetadata has arrived
 	ready         chan struct{} // closed when initialised is set
@@ -82,6 +83,7 @@ func New() *Cache {
 		announced:     map[TP]bool{},
 		topicConfigs:  map[string]map[string]string{},
 		topicIDs:      map[string]string{},
+		topicsByID:    map[string]string{},
 		brokerConfigs: map[string]string{},
 
 		topicCfgVersions: map[string]uint64{},
@@ -186,7 +188,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 				delete(c.topicCfgVersions, t)
 			}
 		}
-		c.topicIDs = map[string]string{}
+		c.topicIDs, c.topicsByID = map[string]string{}, map[string]string{}
 		if !c.initialised {
 			close(c.ready)
 		}
@@ -209,7 +211,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 		}
 		delete(c.topicConfigs, t)
 		delete(c.topicCfgVersions, t)
-		delete(c.topicIDs, t)
+		c.setTopicIDLocked(t, "")
 	}
 	for _, p := range req.GetPartitions() {
 		c.putPartitionLocked(p)
@@ -218,7 +220,7 @@ func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	for _, tc := range req.GetTopicConfigs() {
 		c.setTopicConfigLocked(tc.GetTopic(), tc.GetConfigs())
 		if tc.GetTopicId() != "" {
-			c.topicIDs[tc.GetTopic()] = tc.GetTopicId()
+			c.setTopicIDLocked(tc.GetTopic(), tc.GetTopicId())
 		}
 	}
 	// Every UpdateMetadata carries the whole dynamic broker config; an
@@ -311,8 +313,30 @@ func (c *Cache) PutTopicConfig(topic string, cfg map[string]string, id string) {
 	defer c.mu.Unlock()
 	c.setTopicConfigLocked(topic, cfg)
 	if id != "" {
-		c.topicIDs[topic] = id
+		c.setTopicIDLocked(topic, id)
 	}
+}
+
+// setTopicIDLocked records topic's id ("": forgets it), keeping the
+// reverse index in step.
+func (c *Cache) setTopicIDLocked(topic, id string) {
+	if old, ok := c.topicIDs[topic]; ok {
+		delete(c.topicsByID, old)
+		delete(c.topicIDs, topic)
+	}
+	if id != "" {
+		c.topicIDs[topic] = id
+		c.topicsByID[id] = topic
+	}
+}
+
+// TopicByID returns the topic whose id is id ("" when none is known),
+// announced or not: a leader knows a new topic's id from its LeaderAndIsr
+// before an UpdateMetadata announces it, and serves fetches by it.
+func (c *Cache) TopicByID(id string) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.topicsByID[id]
 }
 
 // TopicID returns a topic's id ("" when unknown).

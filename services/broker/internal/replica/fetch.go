@@ -121,17 +121,32 @@ func (m *Manager) stillHosted(r *Replica) error {
 		"broker %d made %s-%d again while the fetch was parked", m.opts.BrokerID, r.tp.Topic, r.tp.Partition))
 }
 
+// topicIDMismatch is the answer to a read naming topic id f.TopicID of a
+// log whose id is id. Where the metadata names the reader's id too, the
+// log is a stray of the deleted topic not replaced yet:
+// INCONSISTENT_TOPIC_ID, retriable, as Kafka answers. Otherwise the
+// reader's topic was deleted (and created again): UNKNOWN_TOPIC_ID.
+func (m *Manager) topicIDMismatch(f ConsumerFetch, id string) error {
+	if m.opts.Meta.TopicID(f.TP.Topic) == f.TopicID {
+		return kerr.New(kerr.InconsistentTopicID, "%s-%d: this broker's log is topic id %s, not %s yet", f.TP.Topic, f.TP.Partition, id, f.TopicID)
+	}
+	return kerr.New(kerr.UnknownTopicID,
+		"%s-%d is topic id %s now, not %s: the topic was deleted and created again", f.TP.Topic, f.TP.Partition, id, f.TopicID)
+}
+
 func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchResult, error) {
 	id := r.log.TopicID()
-	if f.TopicID != "" && id != "" && f.TopicID != id {
-		return ConsumerFetchResult{}, kerr.New(kerr.UnknownTopicID,
-			"%s-%d is topic id %s now, not %s: the topic was deleted and created again", f.TP.Topic, f.TP.Partition, id, f.TopicID)
-	}
 	now := m.now()
 	r.mu.Lock()
 	if err := r.state.ValidateRead(f.CurrentLeaderEpoch, f.Rack == ""); err != nil {
 		r.mu.Unlock()
 		return ConsumerFetchResult{}, m.withLeaderHint(f.TP, err)
+	}
+	// After the leadership check: a broker that no longer serves the
+	// partition says so, whatever log it still holds.
+	if f.TopicID != "" && id != "" && f.TopicID != id {
+		r.mu.Unlock()
+		return ConsumerFetchResult{}, m.topicIDMismatch(f, id)
 	}
 	if r.state.IsLeader() {
 		if err := m.fencedLocked(r, now); err != nil {

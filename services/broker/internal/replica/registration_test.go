@@ -161,3 +161,30 @@ func TestConsumerFetchOfADeletedTopicIDIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A read naming the topic id the metadata has, of a log that still holds
+// another (a stray of the deleted topic, between the new id's arrival and
+// the LeaderAndIsr that replaces it), is INCONSISTENT_TOPIC_ID, which a
+// reader retries, as Kafka answers, not UNKNOWN_TOPIC_ID, which tells it
+// its topic is gone. A broker that does not serve the partition says so
+// first, whatever log it holds.
+func TestReadOfAStrayLogByTheNewIDIsInconsistent(t *testing.T) {
+	e := newEnv(t)
+	e.leaderAndIsrWithID("old-id", 1, 0)
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a", "b"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.m.opts.Meta.PutTopicConfig(tp0.Topic, map[string]string{}, "new-id")
+	fetch := func(id string) error {
+		_, err := e.m.Fetch(t.Context(), ConsumerFetch{TP: tp0, Offset: 0, CurrentLeaderEpoch: -1, TopicID: id})
+		return err
+	}
+	if err := fetch("new-id"); kerr.CodeOf(err) != kerr.InconsistentTopicID {
+		t.Fatalf("fetch of new-id from the stray old-id log: %v, want INCONSISTENT_TOPIC_ID", err)
+	}
+	// Moved to broker 2 (the controller would stop this replica).
+	e.leaderAndIsrWithID("old-id", 2, 1)
+	if err := fetch("new-id"); kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
+		t.Fatalf("fetch from a broker that no longer leads: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+}

@@ -108,6 +108,7 @@ const (
 	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID                 ErrorCode = 100
 	ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION    ErrorCode = 101
 	ErrorCode_ERROR_CODE_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
+	ErrorCode_ERROR_CODE_INCONSISTENT_TOPIC_ID            ErrorCode = 103
 	ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA               ErrorCode = 107
 	ErrorCode_ERROR_CODE_NEW_LEADER_ELECTED               ErrorCode = 108
 )
@@ -191,6 +192,7 @@ var (
 		100: "ERROR_CODE_UNKNOWN_TOPIC_ID",
 		101: "ERROR_CODE_DUPLICATE_BROKER_REGISTRATION",
 		102: "ERROR_CODE_BROKER_ID_NOT_REGISTERED",
+		103: "ERROR_CODE_INCONSISTENT_TOPIC_ID",
 		107: "ERROR_CODE_INELIGIBLE_REPLICA",
 		108: "ERROR_CODE_NEW_LEADER_ELECTED",
 	}
@@ -271,6 +273,7 @@ var (
 		"ERROR_CODE_UNKNOWN_TOPIC_ID":                 100,
 		"ERROR_CODE_DUPLICATE_BROKER_REGISTRATION":    101,
 		"ERROR_CODE_BROKER_ID_NOT_REGISTERED":         102,
+		"ERROR_CODE_INCONSISTENT_TOPIC_ID":            103,
 		"ERROR_CODE_INELIGIBLE_REPLICA":               107,
 		"ERROR_CODE_NEW_LEADER_ELECTED":               108,
 	}
@@ -923,7 +926,7 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"\x10controller_epoch\x18\b \x01(\x05R\x0fcontrollerEpoch\x12'\n" +
 	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas\x12(\n" +
 	"\x10empty_log_leader\x18\n" +
-	" \x01(\bR\x0eemptyLogLeader*\xb2\x17\n" +
+	" \x01(\bR\x0eemptyLogLeader*\xd8\x17\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -1001,7 +1004,8 @@ const file_tidemark_common_v1_common_proto_rawDesc = "" +
 	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10_\x12\x1f\n" +
 	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10d\x12,\n" +
 	"(ERROR_CODE_DUPLICATE_BROKER_REGISTRATION\x10e\x12'\n" +
-	"#ERROR_CODE_BROKER_ID_NOT_REGISTERED\x10f\x12!\n" +
+	"#ERROR_CODE_BROKER_ID_NOT_REGISTERED\x10f\x12$\n" +
+	" ERROR_CODE_INCONSISTENT_TOPIC_ID\x10g\x12!\n" +
 	"\x1dERROR_CODE_INELIGIBLE_REPLICA\x10k\x12!\n" +
 	"\x1dERROR_CODE_NEW_LEADER_ELECTED\x10lB3Z1tidemark.io/proto/gen/tidemark/common/v1;commonv1b\x06proto3"
 
