@@ -93,7 +93,7 @@ func (l *Log) AppendAsFollowerUnflushed(records []byte) (AppendInfo, error) {
 // without it a follower's gapped records the leader counted as replicated
 // would be cut on every replica that crashed before its next flush.
 func (l *Log) FlushGaps() error {
-	if !l.gapsUnflushed() {
+	if !l.GapsUnflushed() {
 		return nil
 	}
 	return l.note(l.flushUpTo(l.LogEndOffset()))

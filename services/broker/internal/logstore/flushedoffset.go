@@ -42,7 +42,7 @@ func readFlushedOffset(fsys vfs.FS, dir string) (int64, error) {
 // not reach it yet. Logs without such gaps never write it: the cost is one
 // small atomic write per flush of a follower copying cleaned data.
 func (l *Log) recordFlushed(target int64) error {
-	if !l.gapsUnflushed() || target <= l.flushedOffset.Load() {
+	if !l.GapsUnflushed() || target <= l.flushedOffset.Load() {
 		return nil
 	}
 	if err := writeCheckpoint(l.fs, l.dir, flushedCheckpoint, []string{strconv.FormatInt(target, 10)}); err != nil {
@@ -52,9 +52,10 @@ func (l *Log) recordFlushed(target int64) error {
 	return nil
 }
 
-// gapsUnflushed says whether a batch a follower appended after a gap lies
-// above the flushed offset.
-func (l *Log) gapsUnflushed() bool { return l.newestGap.Load() > l.flushedOffset.Load() }
+// GapsUnflushed says whether a batch a follower appended after a gap lies
+// above the flushed offset: whether FlushGaps has work to do (two atomic
+// loads, for a caller that runs such flushes side by side).
+func (l *Log) GapsUnflushed() bool { return l.newestGap.Load() > l.flushedOffset.Load() }
 
 // lowerFlushedOffset brings the flushed offset down to a new log end
 // (truncation, or a cut at loading) before anything is appended there:

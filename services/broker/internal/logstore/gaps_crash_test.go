@@ -255,7 +255,7 @@ func TestATruncatedGapLeavesNothingToFlush(t *testing.T) {
 	if _, err := l.TruncateTo(bases[3]); err != nil {
 		t.Fatal(err)
 	}
-	if !l.gapsUnflushed() {
+	if !l.GapsUnflushed() {
 		t.Fatal("the gaps below the truncation point were never flushed, but FlushGaps would skip them")
 	}
 	if err := l.FlushGaps(); err != nil {
@@ -264,7 +264,7 @@ func TestATruncatedGapLeavesNothingToFlush(t *testing.T) {
 	if _, err := l.AppendAsFollowerUnflushed(followerBatch(l.LogEndOffset(), 3, 60)); err != nil {
 		t.Fatal(err)
 	}
-	if l.gapsUnflushed() {
+	if l.GapsUnflushed() {
 		t.Fatalf("FlushGaps would flush again after a contiguous append: newest gap %d, flushed offset %d",
 			l.newestGap.Load(), l.flushedOffset.Load())
 	}

@@ -272,6 +272,10 @@ type fetcher struct {
 	// a round that ended otherwise), for the "between" phase. Only the
 	// fetcher's goroutine touches it.
 	roundEnded time.Time
+	// flushes are the round's partitions with gaps to flush before they
+	// are fetched (gapflush.go), reused round after round. Only the
+	// fetcher's goroutine touches it.
+	flushes []gapFlush
 }
 
 func newFetcher(m *Manager, key fetcherKey) *fetcher {
@@ -729,14 +733,15 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		// The fetch offset tells the leader these records are replicated;
 		// those after a compaction gap must be durable first, or a crash
 		// of every replica cuts them (logstore.Log.FlushGaps). Flushed with
-		// the partition's lock released: reads from this follower need it.
-		if err := r.log.FlushGaps(); err != nil {
-			f.m.log.Error("follower flush failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
-			f.delay(tp, fetchBackoff)
+		// the partition's lock released (reads from this follower need
+		// it), side by side with the round's other such flushes.
+		if r.log.GapsUnflushed() {
+			f.flushes = append(f.flushes, gapFlush{tp: tp, log: r.log, p: p})
 			continue
 		}
 		req.Partitions = append(req.Partitions, p)
 	}
+	req.Partitions = f.flushGaps(req.Partitions)
 	if len(req.Partitions) == 0 && held > 0 {
 		// Held back by the follower throttle: look again soon, so the rate
 		// does not fall far below the limit while waiting (the stream

@@ -2,9 +2,13 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 
 	"tidemark.io/services/broker/internal/logstore"
 	"tidemark.io/services/broker/internal/logstore/vfs"
@@ -14,9 +18,15 @@ import (
 // hwOf returns m's HW of tp0.
 func hwOf(t *testing.T, m *Manager) int64 {
 	t.Helper()
-	r, ok := m.Replica(tp0)
+	return hwOfPartition(t, m, tp0)
+}
+
+// hwOfPartition returns m's HW of tp.
+func hwOfPartition(t *testing.T, m *Manager, tp TP) int64 {
+	t.Helper()
+	r, ok := m.Replica(tp)
 	if !ok {
-		t.Fatal("t-0 is not hosted")
+		t.Fatalf("%v is not hosted", tp)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,12 +136,104 @@ func TestFollowerFlushesGappedDataBeforeItsNextFetch(t *testing.T) {
 	survivesPowerLoss(t, mem, "the follower's log", leo)
 }
 
+// A follower fetcher whose partitions all copy a leader's cleaned log
+// flushes their data after the gaps side by side before its next fetch,
+// and each copy is durable once the leader's HW counts it. The follower's
+// segment syncs stall until every partition's is in flight: flushed one
+// after another, as before, the first one waited for the others for ever
+// (here: until the test's bound).
+func TestFollowerFlushesTheGapsOfItsPartitionsSideBySide(t *testing.T) {
+	e := newEnv(t)
+	tps := []TP{tp0, tp1, {Topic: "t", Partition: 2}}
+	leos := make([]int64, len(tps))
+	for i, tp := range tps {
+		leos[i] = gappedLogOf(t, e, tp, "a")
+		e.stateOf(tp, 1, 1, 1, []int32{1, 2}, nil)
+	}
+	mem := vfs.NewMem()
+	faults := vfs.NewFaultFS(mem)
+	stall := make(chan struct{})
+	faults.Inject(vfs.Fault{Ops: vfs.OpSync, Path: ".log", Stall: stall})
+	e.fs = faults
+	m2, _ := e.newManager(2)
+	e.fs = nil
+	var once sync.Once
+	release := func() { once.Do(func() { close(stall) }) }
+	t.Cleanup(release) // before m2 closes: its fetcher may be stalled in a sync
+	e.updateMetadataOn(m2)
+	// One LeaderAndIsr: the follower's first fetch asks for every
+	// partition, so its next one has all three to flush.
+	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[2]}
+	for _, tp := range tps {
+		req.Partitions = append(req.Partitions, partitionState(tp, 1, 1, 1, []int32{1, 2}))
+	}
+	if _, err := m2.LeaderAndIsr(req); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower's flushes of every partition to be in flight at once", func() bool { return faults.Fired() >= len(tps) })
+	release()
+	for i, tp := range tps {
+		waitFor(t, "the leader's HW to count the follower's copy of "+tp.String(), func() bool { return hwOfPartition(t, e.m, tp) == leos[i] })
+		survivesPowerLossOf(t, mem, tp, "the follower's log of "+tp.String(), leos[i])
+	}
+}
+
+// A partition whose gap flush fails is left out of the fetch and backed
+// off, and the partitions flushed beside it are fetched as usual: the
+// leader's HW counts their copies, not the one whose flush failed, until
+// its retry after the backoff flushes it.
+func TestFollowerLeavesOutAPartitionWhoseGapFlushFailed(t *testing.T) {
+	e := newEnv(t)
+	tps := []TP{tp0, tp1, {Topic: "t", Partition: 2}}
+	leos := make([]int64, len(tps))
+	for i, tp := range tps {
+		leos[i] = gappedLogOf(t, e, tp, "a")
+		e.stateOf(tp, 1, 1, 1, []int32{1, 2}, nil)
+	}
+	mem := vfs.NewMem()
+	faults := vfs.NewFaultFS(mem)
+	faults.Inject(vfs.Fault{Ops: vfs.OpSync, Path: "t-1/00000000000000000000.log", Count: 1, Err: errors.New("sync failed")})
+	e.fs = faults
+	m2, _ := e.newManager(2)
+	e.fs = nil
+	e.updateMetadataOn(m2)
+	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[2]}
+	for _, tp := range tps {
+		req.Partitions = append(req.Partitions, partitionState(tp, 1, 1, 1, []int32{1, 2}))
+	}
+	if _, err := m2.LeaderAndIsr(req); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		waitFor(t, "the leader's HW to count the follower's copy of "+tps[i].String(), func() bool { return hwOfPartition(t, e.m, tps[i]) == leos[i] })
+	}
+	if faults.Fired() != 1 {
+		t.Fatalf("%d failed syncs, want 1", faults.Fired())
+	}
+	if hw := hwOfPartition(t, e.m, tp1); hw != 0 {
+		t.Fatalf("leader HW of t-1 %d after the follower's flush failed, want 0", hw)
+	}
+	waitFor(t, "the follower's retry of t-1 after its backoff", func() bool {
+		e.clock.Advance(100 * time.Millisecond)
+		return hwOfPartition(t, e.m, tp1) == leos[1]
+	})
+	for i, tp := range tps {
+		survivesPowerLossOf(t, mem, tp, "the follower's log of "+tp.String(), leos[i])
+	}
+}
+
 // gappedLog fills broker 1's log of tp0 with 20 batches of two records of
 // value, with gaps between them as the leader's cleaner leaves them, and
 // returns its log end.
 func gappedLog(t *testing.T, e *env, value string) int64 {
 	t.Helper()
-	l, err := e.m.opts.Store.GetOrCreate(tp0, logstore.DefaultConfig())
+	return gappedLogOf(t, e, tp0, value)
+}
+
+// gappedLogOf is gappedLog for tp.
+func gappedLogOf(t *testing.T, e *env, tp TP, value string) int64 {
+	t.Helper()
+	l, err := e.m.opts.Store.GetOrCreate(tp, logstore.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +252,18 @@ func gappedLog(t *testing.T, e *env, value string) int64 {
 // leave it (several ways), still ends at leo.
 func survivesPowerLoss(t *testing.T, mem *vfs.MemFS, what string, leo int64) {
 	t.Helper()
+	survivesPowerLossOf(t, mem, tp0, what, leo)
+}
+
+// survivesPowerLossOf is survivesPowerLoss for tp's log.
+func survivesPowerLossOf(t *testing.T, mem *vfs.MemFS, tp TP, what string, leo int64) {
+	t.Helper()
 	for seed := range uint64(8) {
 		logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: mem.CrashClone(seed), Dir: "/data", NoBackground: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, ok := logs.Log(logstore.TopicPartition{Topic: tp0.Topic, Partition: tp0.Partition})
+		l, ok := logs.Log(logstore.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 		var got int64 = -1
 		if ok {
 			got = l.LogEndOffset()

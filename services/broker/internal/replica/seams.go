@@ -27,6 +27,8 @@ type Log interface {
 	// which must run before the new log end goes to the leader.
 	AppendAsFollowerUnflushed(records []byte) (logstore.AppendInfo, error)
 	FlushGaps() error
+	// GapsUnflushed says whether FlushGaps has anything to flush.
+	GapsUnflushed() bool
 	Read(offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
 	// ReadInto is Read into buf when its capacity suffices (pooled buffers).
 	ReadInto(buf []byte, offset int64, maxBytes int, upperBound int64) (logstore.ReadResult, error)
