@@ -41,6 +41,12 @@ type Consumer struct {
 	// deleted and created again under its name has another, and its
 	// offsets are not this position's. "" until a fetch learns it.
 	topicID string
+	// topicIDUnread: topicID came from the metadata cache for a position
+	// that was set, not read to (StartOffset, SetPosition), and no fetch
+	// has been answered under it yet. The cache may be older than the
+	// topic; the position is in the topic as the next fetch finds it, so a
+	// newer id then is taken, not a recreation under the position.
+	topicIDUnread bool
 	// silentSince is when the first of the fetches the leader has left
 	// unanswered since its last answer went out; zero when it answered.
 	silentSince time.Time
@@ -246,13 +252,18 @@ func (cs *Consumer) resetLocked() {
 }
 
 // checkTopicLocked compares the topic id the metadata gives (id) with the
-// one the position is in, taking it when none is known yet.
+// one the position is in, taking it when none is known yet, or when the
+// known one came from the cache for a position no fetch has answered yet
+// (topicIDUnread).
 func (cs *Consumer) checkTopicLocked(id string) error {
 	switch {
 	case id == "" || id == cs.topicID:
 		return nil
 	case cs.topicID == "":
-		cs.topicID = id
+		cs.topicID, cs.topicIDUnread = id, true
+		return nil
+	case cs.topicIDUnread:
+		cs.topicID = id // a newer id than the cache had: still no record read
 		return nil
 	}
 	return &TopicRecreated{Topic: cs.opts.Topic, Partition: cs.opts.Partition, Position: cs.pos, OldID: cs.topicID, NewID: id}
@@ -358,6 +369,7 @@ func (cs *Consumer) fetchLocked(ctx context.Context) ([]Record, bool, error) {
 	if err := cs.checkTopicLocked(resp.GetTopicId()); err != nil {
 		return nil, follower, err
 	}
+	cs.topicIDUnread = false
 	cs.hw, cs.logStart = resp.GetHighWatermark(), resp.GetLogStartOffset()
 	if d := resp.GetDivergingEpoch(); d != nil {
 		// A topic created again diverges from the old one's epochs too.

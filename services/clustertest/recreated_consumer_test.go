@@ -144,3 +144,37 @@ func TestConsumerPollingThroughATopicCreatedAgain(t *testing.T) {
 		t.Fatalf("read %v in 30 s, want 8 records of the new topic", <-got)
 	}
 }
+
+// A consumer started at an offset, on a client whose metadata still holds
+// the topic's old id, reads the topic created again from that offset: the
+// position is in the topic as the first fetch finds it. It took the cached
+// id, its first fetch was refused UNKNOWN_TOPIC_ID, and it reset by its
+// policy as if the topic had been created again under a position it read,
+// dropping the offset it was given.
+func TestConsumerStartedAtAnOffsetOnAStaleCacheKeepsIt(t *testing.T) {
+	c := Start(t, Options{Brokers: 1, Controllers: 1})
+	cl := c.Client()
+	first, err := client.NewConsumer(cl, client.ConsumerOptions{Topic: "stale", Reset: client.ResetEarliest, MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &recreateCase{c: c, topic: "stale", cs: first}
+	c.CreateTopic(rc.topic, 1, 1, nil)
+	rc.produce(t, "old", 0, 3)
+	if got := rc.read(t, 3); len(got) != 3 {
+		t.Fatalf("read %v from the first topic", got)
+	}
+	rc.recreate(t)
+	rc.produce(t, "new", 0, 6)
+	// The same client, whose cache knows the first topic's id.
+	cs, err := client.NewConsumer(cl, client.ConsumerOptions{Topic: rc.topic, StartOffset: 2,
+		Reset: client.ResetEarliest, MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.cs = cs
+	want := values("new", 6)[2:]
+	if got := rc.read(t, len(want)); !slices.Equal(got, want) {
+		t.Fatalf("read %v, want %v from offset 2 of the topic created again", got, want)
+	}
+}
