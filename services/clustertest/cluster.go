@@ -626,12 +626,19 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 		}
 		return true
 	})
-	// The followers apply the same LeaderAndIsr a little later, and every
-	// broker learns the topic with the UpdateMetadata after it; a test that
-	// looks at a follower next, or calls a broker about the topic (a group
-	// coordinator refuses commits of a topic it does not know), would race
-	// them. Best effort: a broker cut off on purpose never gets them, and
-	// the test goes on after a while.
+	c.WaitAnnounced(name, partitions)
+}
+
+// WaitAnnounced waits, best effort, until every running broker hosts its
+// replicas of a topic just created with partitions partitions and every
+// broker's metadata shows them all. The followers apply the same
+// LeaderAndIsr a little after the leaders, and every broker learns the
+// topic with the UpdateMetadata after it; a test that looks at a follower
+// next, or calls a broker about the topic (a group coordinator refuses
+// commits of a topic it does not know, a Kafka script's Metadata finds no
+// such topic), would race them. A broker cut off on purpose never gets
+// them, and the test goes on after a while.
+func (c *Cluster) WaitAnnounced(name string, partitions int32) {
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !(c.followersHost(name, partitions) && c.announced(name, partitions)); {
 		time.Sleep(10 * time.Millisecond)
 	}

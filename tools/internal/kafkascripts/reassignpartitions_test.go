@@ -58,6 +58,9 @@ func createWith(t *testing.T, c *clustertest.Cluster, name string, asg [][]int32
 	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
 		t.Fatalf("create %s: %v %v", name, err, resp)
 	}
+	// The controller answers once the topic is in etcd; the scripts' first
+	// Metadata may go to a broker that has not heard of it yet.
+	c.WaitAnnounced(name, int32(len(asg)))
 }
 
 // throttleConfigs is every throttle key set on topic rp and brokers 1-4,
