@@ -245,8 +245,8 @@ var table = map[Code]Info{
 	// The request names the topic id the metadata has, the replica's log
 	// another: a stray of the deleted topic not replaced yet. Retriable.
 	InconsistentTopicID: row("INCONSISTENT_TOPIC_ID", refresh, http.StatusServiceUnavailable, codes.Unavailable),
-	IneligibleReplica:           row("INELIGIBLE_REPLICA", final, http.StatusConflict, codes.FailedPrecondition),
-	NewLeaderElected:            row("NEW_LEADER_ELECTED", final, http.StatusConflict, codes.FailedPrecondition),
+	IneligibleReplica:   row("INELIGIBLE_REPLICA", final, http.StatusConflict, codes.FailedPrecondition),
+	NewLeaderElected:    row("NEW_LEADER_ELECTED", final, http.StatusConflict, codes.FailedPrecondition),
 
 	// Consumer groups. The coordinator codes are retriable: the group is
 	// moving with the leadership of its __consumer_offsets partition. On
