@@ -321,7 +321,9 @@ func (c *Cache) PutTopicConfig(topic string, cfg map[string]string, id string) {
 // reverse index in step.
 func (c *Cache) setTopicIDLocked(topic, id string) {
 	if old, ok := c.topicIDs[topic]; ok {
-		delete(c.topicsByID, old)
+		if c.topicsByID[old] == topic {
+			delete(c.topicsByID, old)
+		}
 		delete(c.topicIDs, topic)
 	}
 	if id != "" {

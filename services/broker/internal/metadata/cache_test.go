@@ -130,3 +130,24 @@ func TestPartitionsKnownOnlyFromLeaderAndIsrAreNotAnnounced(t *testing.T) {
 		t.Fatalf("%d partitions of a deleted and re-created t before its UpdateMetadata, want none", len(got))
 	}
 }
+
+// TopicByID answers every id the cache holds, announced or not, and
+// follows each topic's id as it is replaced or forgotten, including where
+// two names were given one id (never by the controller, whose ids are
+// random): forgetting one name's leaves the other's.
+func TestTopicByIDFollowsTheTopicsIDs(t *testing.T) {
+	c := New()
+	c.PutTopicConfig("a", nil, "X")
+	if got := c.TopicByID("X"); got != "a" {
+		t.Fatalf("TopicByID(X) = %q, want a (known from a LeaderAndIsr only)", got)
+	}
+	c.PutTopicConfig("a", nil, "Y")
+	if got, old := c.TopicByID("Y"), c.TopicByID("X"); got != "a" || old != "" {
+		t.Fatalf("after a's id became Y: TopicByID(Y) = %q, TopicByID(X) = %q", got, old)
+	}
+	c.PutTopicConfig("b", nil, "Y")
+	c.PutTopicConfig("a", nil, "Z")
+	if got := c.TopicByID("Y"); got != "b" {
+		t.Fatalf("TopicByID(Y) = %q after a moved on from the id b holds, want b", got)
+	}
+}
