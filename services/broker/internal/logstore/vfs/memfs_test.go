@@ -316,3 +316,36 @@ func TestCrashMayLoseANewDirectoryUntilItsParentIsSynced(t *testing.T) {
 		t.Fatalf("the unsynced directory was lost after %d crashes of 50, want some", lost)
 	}
 }
+
+// A parent sync that fails leaves no directory behind: the next call
+// creates it again and syncs its parent. The directory was left in place,
+// and the next call, finding it, returned at once with its entry never
+// made durable, so a power loss could take it and what was synced in it.
+func TestMkdirAllDurableRetriesAfterAFailedParentSync(t *testing.T) {
+	for seed := range uint64(20) {
+		m := NewMem()
+		MkdirAllDurable(m, "/data")
+		ffs := NewFaultFS(m)
+		remove := ffs.Inject(Fault{Ops: OpSyncDir, Count: 1, Err: syscall.EIO})
+		if err := MkdirAllDurable(ffs, "/data/p-1"); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("the first call with a failing sync: %v", err)
+		}
+		remove()
+		if _, err := m.Stat("/data/p-1"); err == nil {
+			t.Fatal("a directory whose parent could not be synced was left behind")
+		}
+		if err := MkdirAllDurable(ffs, "/data/p-1"); err != nil {
+			t.Fatal(err)
+		}
+		f, err := m.Create("/data/p-1/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte("data"), 0)
+		f.Sync()
+		m.SyncDir("/data/p-1")
+		if b, err := ReadFile(m.CrashClone(seed), "/data/p-1/f"); err != nil || string(b) != "data" {
+			t.Fatalf("seed %d: %q, %v after the retried call", seed, b, err)
+		}
+	}
+}

@@ -52,7 +52,10 @@ type FS interface {
 // MkdirAllDurable is MkdirAll that also makes the directories it creates
 // durable: the parent of each is synced, so a power loss cannot take a new
 // directory away, with the files synced in it since. A directory that
-// already exists costs one Stat.
+// already exists costs one Stat. When a sync fails the directories it
+// created are removed again (best effort), so that a later call, finding
+// them missing, creates and syncs them anew rather than trusting an entry
+// that may not survive a power loss.
 func MkdirAllDurable(fsys FS, dir string) error {
 	var created []string // the missing ones, the deepest first
 	for d := path.Clean(dir); ; d = path.Dir(d) {
@@ -71,6 +74,9 @@ func MkdirAllDurable(fsys FS, dir string) error {
 	}
 	for _, d := range created {
 		if err := fsys.SyncDir(path.Dir(d)); err != nil {
+			for _, c := range created { // the deepest first: each is empty when removed
+				fsys.Remove(c)
+			}
 			return err
 		}
 	}
