@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/partition"
+	"tidemark.io/services/platform/kerr"
 )
 
 // A rack's consumer read on a follower passes its last fetched epoch check,
@@ -21,7 +24,12 @@ func TestAConsumerReadOvertakenByATruncationAnswersTheDivergence(t *testing.T) {
 	e.m, e.meta = e.newManagerWith(1, func(s LogStore) LogStore { store.LogStore = s; return store })
 	e.updateMetadata()
 
-	e.state(1, 1, 1, []int32{1}, nil)
+	// Leader first, of a topic the controller names by its id.
+	if resp, err := e.m.LeaderAndIsr(&controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[1],
+		TopicConfigs: []*controlv1.TopicConfig{{Topic: tp0.Topic, TopicId: "cut-id", Configs: map[string]string{}}},
+		Partitions:   []*commonv1.PartitionState{partitionState(tp0, 1, 1, 1, []int32{1})}}); err != nil || kerr.Code(resp.GetPartitions()[0].GetErrorCode()) != kerr.None {
+		t.Fatalf("LeaderAndIsr: %v %v", resp, err)
+	}
 	for _, v := range []string{"a", "b", "c", "d", "e"} {
 		if _, err := e.m.Produce(context.Background(), tp0, 1, batch(v), 0); err != nil {
 			t.Fatal(err)
@@ -60,5 +68,10 @@ func TestAConsumerReadOvertakenByATruncationAnswersTheDivergence(t *testing.T) {
 	want := partition.EpochEndOffset{Epoch: 1, EndOffset: 2}
 	if a.err != nil || a.res.Diverging == nil || *a.res.Diverging != want {
 		t.Fatalf("the read overtaken by the truncation answered %+v, %v; want the divergence %v", a.res, a.err, want)
+	}
+	// Like every answer, it names the log's topic id: a reader that keeps
+	// the id of what it reads must not take it for no id at all.
+	if id := r.Log().TopicID(); id == "" || a.res.TopicID != id {
+		t.Fatalf("the divergence answered topic id %q, the log's is %q", a.res.TopicID, id)
 	}
 }

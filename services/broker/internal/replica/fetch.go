@@ -212,7 +212,7 @@ func (m *Manager) cutUnderRead(r *Replica, f ConsumerFetch, readErr error) (Cons
 	}
 	return ConsumerFetchResult{
 		HighWatermark: r.state.MaxReadableOffset(), LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset(),
-		NextOffset: f.Offset, PreferredReadReplica: partition.NoReplica, Diverging: &div,
+		NextOffset: f.Offset, PreferredReadReplica: partition.NoReplica, Diverging: &div, TopicID: r.log.TopicID(),
 	}, true
 }
 
