@@ -220,8 +220,8 @@ bench: ## benchmarks for regressions: in-process (brokers, controller and client
 	@echo "== scale on a dev cluster of separate processes: a 2,000-partition topic, RSS per idle replica, leader and controller failover at 10,000 partitions RF 3 (about 3 minutes)"
 	cd tools && TIDEMARK_BENCH_SCALE=1 go test -count=1 -run 'ScaleOnTheDevCluster' -v ./internal/scenario/ | grep -E 'scale:|ok|FAIL|not within|is offline'
 	@echo "== the Kafka front door against the gRPC one: franz-go vs the Go client, same shapes (kafka/grpc >= 0.8)"
-	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/sync' -benchtime 3000x ./clustertest/
-	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/batched' -benchtime 100000x ./clustertest/
+	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/sync' -benchtime 3000x ./clustertest/kafkaclients/
+	cd services && go test -run '^$$' -bench 'KafkaFrontDoor/batched' -benchtime 100000x ./clustertest/kafkaclients/
 	@echo "== replication throttle: a reassignment's copy rate against a 256 KiB/s throttle (follower and leader side)"
 	cd services && go test -run '^$$' -bench 'ReplicationThrottle' -benchtime 1x ./clustertest/ | grep -E 'B/s|ok|FAIL'
 	@echo "== an UpdateMetadata that changes no config, per hosted replica (resolved configs cached by version)"

@@ -2,8 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,37 +9,13 @@ import (
 	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"tidemark.io/services/broker"
-	"tidemark.io/services/controller"
 )
-
-// aclQuietCluster is a secure cluster whose ACL file lets alice describe
-// and write the acl-* topics, with acl-orders made (three replicas) and
-// known to alice's client.
-func aclQuietCluster(t *testing.T) (*Cluster, func(name string, opts ...kgo.Opt) *kgo.Client, *kadm.Client) {
-	acl := filepath.Join(t.TempDir(), "acl")
-	if err := os.WriteFile(acl, []byte("allow User:alice Describe Topic:acl-*\nallow User:alice Write Topic:acl-*\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := Start(t, Options{Secure: true, Kafka: true, Controllers: 2,
-		Adjust: func(cfg *broker.Config) {
-			cfg.Authz.ACLFile = acl
-			cfg.Telemetry.MetricsListen = "127.0.0.1:0"
-		},
-		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = acl },
-	})
-	as := c.kafkaClientsAs("alice")
-	admin := kadm.NewClient(as("admin"))
-	c.kafkaCreate(admin, "acl-orders", 1, 3, nil)
-	return c, as, admin
-}
 
 // denyAliceDescribe stores, through the active controller, a binding that
 // denies alice Describe on acl-orders.
 func denyAliceDescribe(t *testing.T, admin *kadm.Client) {
 	t.Helper()
-	res, err := admin.CreateACLs(ctxFor(t, 20*time.Second), kadm.NewACLs().Topics("acl-orders").Deny("User:alice").DenyHosts("*").Operations(kadm.OpDescribe))
+	res, err := admin.CreateACLs(CtxFor(t, 20*time.Second), kadm.NewACLs().Topics("acl-orders").Deny("User:alice").DenyHosts("*").Operations(kadm.OpDescribe))
 	if err != nil || len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("creating the deny: %v %+v", err, res)
 	}
@@ -57,7 +31,7 @@ func firstAnswerRefuses(t *testing.T, as func(string, ...kgo.Opt) *kgo.Client, a
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr("acl-orders")
 	req.Topics = append(req.Topics, rt)
-	resp, err := cl.Request(ctxFor(t, 30*time.Second), req)
+	resp, err := cl.Request(CtxFor(t, 30*time.Second), req)
 	if err != nil {
 		t.Fatalf("metadata from %s: %v", addr, err)
 	}
@@ -74,10 +48,10 @@ func TestACLChangeMissedByACompactedWatchIsLoadedAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cuts a broker off from etcd for a while")
 	}
-	c, as, admin := aclQuietCluster(t)
+	c, as, admin := ACLQuietCluster(t)
 	alice := as("alice")
-	produceSync(t, alice, "acl-orders", "a1")
-	if _, err := kadm.NewClient(alice).BrokerMetadata(ctxFor(t, 10*time.Second)); err != nil {
+	ProduceSync(t, alice, "acl-orders", "a1")
+	if _, err := kadm.NewClient(alice).BrokerMetadata(CtxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []int32{1, 2, 3} {
@@ -116,13 +90,13 @@ func TestACLChangeMissedByACompactedWatchIsLoadedAgain(t *testing.T) {
 	c.WaitFor(30*time.Second, "broker 3 to enforce the deny stored while it was cut off", func() bool {
 		return describeRefusedOn(t, alice, 3, "acl-orders")
 	})
-	if v := c.metric(3, `tidemark_etcd_follow_reloads_total{state="acls"}`); v < 1 {
+	if v := c.Metric(3, `tidemark_etcd_follow_reloads_total{state="acls"}`); v < 1 {
 		t.Fatalf("broker 3 counts %v reloads of the ACL bindings after a compacted watch", v)
 	}
-	if v := c.metric(3, `tidemark_etcd_follow_entries{state="acls"}`); v != 1 {
+	if v := c.Metric(3, `tidemark_etcd_follow_entries{state="acls"}`); v != 1 {
 		t.Fatalf("broker 3 holds %v stored bindings, want the deny alone", v)
 	}
-	if v := c.metric(3, `tidemark_etcd_follow_last_applied_timestamp_seconds{state="acls"}`); v < float64(resumed) {
+	if v := c.Metric(3, `tidemark_etcd_follow_last_applied_timestamp_seconds{state="acls"}`); v < float64(resumed) {
 		t.Fatalf("broker 3 last applied the bindings at %v, before its link came back (%d)", v, resumed)
 	}
 	c.WaitFor(30*time.Second, "broker 3 back in acl-orders' ISR", func() bool {
@@ -133,7 +107,7 @@ func TestACLChangeMissedByACompactedWatchIsLoadedAgain(t *testing.T) {
 		t.Fatalf("acl-orders holds %v, want [a1]", got)
 	}
 	// Write is still allowed: the reload kept the file's rules.
-	produceSync(t, alice, "acl-orders", "a2")
+	ProduceSync(t, alice, "acl-orders", "a2")
 }
 
 // A deny stored while a broker was down is in force on that broker from
@@ -143,7 +117,7 @@ func TestACLCreatedWhileABrokerWasDownIsEnforcedFromItsFirstAnswer(t *testing.T)
 	if testing.Short() {
 		t.Skip("restarts a broker")
 	}
-	c, as, admin := aclQuietCluster(t)
+	c, as, admin := ACLQuietCluster(t)
 	addr3 := c.KafkaAddrs()[2]
 	if firstAnswerRefuses(t, as, addr3) {
 		t.Fatal("broker 3 refuses alice before any deny")

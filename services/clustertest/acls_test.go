@@ -25,7 +25,7 @@ func describeRefusedOn(t *testing.T, cl *kgo.Client, id int32, topic string) boo
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
-	resp, err := cl.Broker(int(id)).Request(ctxFor(t, 10*time.Second), req)
+	resp, err := cl.Broker(int(id)).Request(CtxFor(t, 10*time.Second), req)
 	if err != nil {
 		t.Fatalf("metadata from broker %d: %v", id, err)
 	}
@@ -46,14 +46,14 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 		Adjust:           func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
 		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = acl },
 	})
-	as := c.kafkaClientsAs("alice", "carol")
+	as := c.KafkaClientsAs("alice", "carol")
 	adminCl := as("admin")
 	admin := kadm.NewClient(adminCl)
-	c.kafkaCreate(admin, "acl-orders", 1, 3, nil)
+	c.KafkaCreate(admin, "acl-orders", 1, 3, nil)
 	alice := as("alice")
 	aliceAdm := kadm.NewClient(alice)
 	brokers := []int32{1, 2, 3}
-	if _, err := aliceAdm.BrokerMetadata(ctxFor(t, 10*time.Second)); err != nil {
+	if _, err := aliceAdm.BrokerMetadata(CtxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range brokers {
@@ -62,7 +62,7 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 		}
 	}
 	// alice may not touch ACLs herself.
-	refused, err := aliceAdm.DescribeACLs(ctxFor(t, 10*time.Second), kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
+	refused, err := aliceAdm.DescribeACLs(CtxFor(t, 10*time.Second), kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
 	if err == nil && len(refused) == 1 {
 		err = refused[0].Err
 	}
@@ -78,10 +78,10 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 		cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:alice", "*", op, kmsg.ACLPermissionTypeAllow
 		create.Creations = append(create.Creations, cr)
 	}
-	if _, err := admin.BrokerMetadata(ctxFor(t, 10*time.Second)); err != nil {
+	if _, err := admin.BrokerMetadata(CtxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	cresp, err := adminCl.Broker(1).Request(ctxFor(t, 20*time.Second), create)
+	cresp, err := adminCl.Broker(1).Request(CtxFor(t, 20*time.Second), create)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 		}
 	}
 	// And with kadm: Describe on the cluster for alice.
-	res, err := admin.CreateACLs(ctxFor(t, 20*time.Second), kadm.NewACLs().Clusters().Allow("User:alice").Operations(kadm.OpDescribe))
+	res, err := admin.CreateACLs(CtxFor(t, 20*time.Second), kadm.NewACLs().Clusters().Allow("User:alice").Operations(kadm.OpDescribe))
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("kadm CreateACLs: %v %+v", err, res)
 	}
@@ -103,9 +103,9 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 		}
 		return true
 	})
-	produceSync(t, alice, "acl-orders", "a1")
+	ProduceSync(t, alice, "acl-orders", "a1")
 
-	described, err := admin.DescribeACLs(ctxFor(t, 10*time.Second), kadm.NewACLs().AnyResource().Allow("User:alice").AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
+	described, err := admin.DescribeACLs(CtxFor(t, 10*time.Second), kadm.NewACLs().AnyResource().Allow("User:alice").AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
 	if err != nil || len(described) != 1 || described[0].Err != nil || len(described[0].Described) != 3 {
 		t.Fatalf("kadm DescribeACLs: %v %+v, want alice's 3 bindings", err, described)
 	}
@@ -120,18 +120,18 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 	})
 	var seen kadm.DescribeACLsResults
 	c.WaitFor(20*time.Second, "alice to describe ACLs through the new controller", func() bool {
-		seen, err = aliceAdm.DescribeACLs(ctxFor(t, 10*time.Second), kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
+		seen, err = aliceAdm.DescribeACLs(CtxFor(t, 10*time.Second), kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
 		return err == nil && len(seen) == 1 && seen[0].Err == nil
 	})
 	if n := len(seen[0].Described); n != 3 {
 		t.Errorf("alice described %d bindings after the failover, want 3", n)
 	}
-	if r, err := aliceAdm.CreateTopic(ctxFor(t, 20*time.Second), 1, 3, nil, "acl-new"); err != nil || r.Err != nil {
+	if r, err := aliceAdm.CreateTopic(CtxFor(t, 20*time.Second), 1, 3, nil, "acl-new"); err != nil || r.Err != nil {
 		t.Fatalf("alice creating acl-new (Create by prefix) after the failover: %v %v", err, r.Err)
 	}
 	// carol's rule from the file still applies.
 	carol := as("carol")
-	if _, err := kadm.NewClient(carol).BrokerMetadata(ctxFor(t, 10*time.Second)); err != nil {
+	if _, err := kadm.NewClient(carol).BrokerMetadata(CtxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if describeRefusedOn(t, carol, 2, "acl-orders") {
@@ -139,7 +139,7 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 	}
 
 	// Deleting takes alice's access away on every broker.
-	deleted, err := admin.DeleteACLs(ctxFor(t, 20*time.Second), kadm.NewACLs().Topics("acl-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:alice").AllowHosts().Operations(kadm.OpAny))
+	deleted, err := admin.DeleteACLs(CtxFor(t, 20*time.Second), kadm.NewACLs().Topics("acl-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:alice").AllowHosts().Operations(kadm.OpAny))
 	if err != nil || len(deleted) != 1 || deleted[0].Err != nil || len(deleted[0].Deleted) != 2 {
 		t.Fatalf("kadm DeleteACLs: %v %+v, want the 2 prefixed bindings", err, deleted)
 	}
@@ -151,7 +151,7 @@ func TestACLsCreatedOverKafkaReachEveryBrokerAndSurviveFailover(t *testing.T) {
 		}
 		return true
 	})
-	err = alice.ProduceSync(ctxFor(t, 20*time.Second), &kgo.Record{Topic: "acl-orders", Value: []byte("no")}).FirstErr()
+	err = alice.ProduceSync(CtxFor(t, 20*time.Second), &kgo.Record{Topic: "acl-orders", Value: []byte("no")}).FirstErr()
 	if !errors.Is(err, fkerr.TopicAuthorizationFailed) {
 		t.Fatalf("alice writing after the delete: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}

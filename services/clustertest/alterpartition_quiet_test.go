@@ -27,7 +27,7 @@ func TestAnISRShrinkSaysWhyAndWithNoControllerToTakeItWarnsOnce(t *testing.T) {
 	}
 	c.StartBroker(1)
 	c.WaitBrokerAlive(1)
-	createAssigned(t, c, "t", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "1"})
+	CreateAssigned(t, c, "t", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "1"})
 	if _, err := c.Produce(context.Background(), "t", 0, -1, "v0"); err != nil {
 		t.Fatal(err)
 	}

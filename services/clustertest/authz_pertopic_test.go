@@ -27,15 +27,15 @@ func TestAMixedCallAnswersEachTopicOverMutualTLS(t *testing.T) {
 	}
 	c := Start(t, Options{
 		Secure:           true,
-		BrokerSettings:   groupSettings,
+		BrokerSettings:   GroupSettings,
 		Adjust:           func(cfg *broker.Config) { cfg.Authz.ACLFile = acl },
 		AdjustController: func(cfg *controller.Config) { cfg.Authz.ACLFile = acl; cfg.OffsetsTopicNumPartitions = 3 },
 	})
 	certs := &authztest.PKI{Dir: c.PKIDir}
 	c.CreateTopic("orders-1", 1, 3, nil)
 	c.CreateTopic("payroll", 1, 3, nil)
-	g := groups{c}
-	resp, err := call(g, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	g := Groups{c}
+	resp, err := Call(g, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "app", GenerationId: -1, Topics: []*groupv1.OffsetCommitTopic{
 			{Name: "orders-1", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 5, CommittedLeaderEpoch: -1}}},
 			{Name: "payroll", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7, CommittedLeaderEpoch: -1}}},

@@ -23,17 +23,17 @@ import (
 // was taken as given; and an OffsetCommit's unnamed topic was named
 // "topics.name" whatever its index.
 func TestLongStringsAndFollowerFetchNumbersAreRefusedNamingTheField(t *testing.T) {
-	c := Start(t, Options{Brokers: 2, Controllers: 1, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(1)})
+	c := Start(t, Options{Brokers: 2, Controllers: 1, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(1)})
 	c.CreateTopic("t", 1, 2, nil)
 	leaderID := c.Leader("t", 0)
 	leader := c.BrokerClient(leaderID)
-	if _, err := call(groups{c}, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	if _, err := Call(Groups{c}, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "app", GenerationId: -1,
 			Topics: []*groupv1.OffsetCommitTopic{{Name: "t", Partitions: []*groupv1.OffsetCommitPartition{{CommittedOffset: 0}}}}})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, coordinator := c.coordinatorOf("app")
+	_, coordinator := c.CoordinatorOf("app")
 	long := strings.Repeat("r", math.MaxInt16+1)
 	replicaFetch := func(req *replicationv1.ReplicaFetchRequest) func(ctx context.Context) error {
 		return func(ctx context.Context) error {

@@ -38,20 +38,20 @@ type badInputCall struct {
 // bytes were stored in __consumer_offsets records whose int16 length they
 // wrapped: no coordinator could read those records back).
 func TestBadInputIsRefusedNamingTheField(t *testing.T) {
-	settings := maps.Clone(groupSettings)
+	settings := maps.Clone(GroupSettings)
 	settings["offset.metadata.max.bytes"] = "65536" // above what a record's string holds
-	c := Start(t, Options{Brokers: 2, Controllers: 1, BrokerSettings: settings, AdjustController: offsetsPartitions(1)})
+	c := Start(t, Options{Brokers: 2, Controllers: 1, BrokerSettings: settings, AdjustController: OffsetsPartitions(1)})
 	c.CreateTopic("t", 1, 2, nil)
 	ctx := context.Background()
 	leader := c.BrokerClient(c.Leader("t", 0))
 	// A good commit first: the coordinator has loaded the group's shard.
-	if _, err := call(groups{c}, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	if _, err := Call(Groups{c}, "app", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "app", GenerationId: -1,
 			Topics: []*groupv1.OffsetCommitTopic{{Name: "t", Partitions: []*groupv1.OffsetCommitPartition{{CommittedOffset: 0}}}}})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, coordinator := c.coordinatorOf("app")
+	_, coordinator := c.CoordinatorOf("app")
 	admin := c.Admin()
 	pid, err := leader.InitProducerId(ctx, &brokerv1.InitProducerIdRequest{})
 	if err != nil {
@@ -218,13 +218,13 @@ func TestDescribeAclsWithoutAFilterListsEveryBinding(t *testing.T) {
 // next retention check dropped the offset at once. A commit with a 1 ms
 // retention, made after it, shows that a check ran.
 func TestCommitWithTheLongestRetentionIsKept(t *testing.T) {
-	settings := maps.Clone(groupSettings)
+	settings := maps.Clone(GroupSettings)
 	settings["offsets.retention.check.interval.ms"] = "100"
-	c := Start(t, Options{Brokers: 1, Controllers: 1, BrokerSettings: settings, AdjustController: offsetsPartitions(1)})
+	c := Start(t, Options{Brokers: 1, Controllers: 1, BrokerSettings: settings, AdjustController: OffsetsPartitions(1)})
 	c.CreateTopic("t", 1, 1, nil)
-	g := groups{c}
+	g := Groups{c}
 	commit := func(group string, retention int64) {
-		resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+		resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 			return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1, RetentionTimeMs: &retention,
 				Topics: []*groupv1.OffsetCommitTopic{{Name: "t", Partitions: []*groupv1.OffsetCommitPartition{{CommittedOffset: 7, CommittedLeaderEpoch: -1}}}}})
 		})
@@ -233,7 +233,7 @@ func TestCommitWithTheLongestRetentionIsKept(t *testing.T) {
 		}
 	}
 	committed := func(group string) int64 {
-		resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+		resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
 			return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group,
 				Topics: []*groupv1.OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
 		})

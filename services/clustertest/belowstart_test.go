@@ -35,7 +35,7 @@ func TestADamagedSegmentBelowTheLogStartLosesNoRecord(t *testing.T) {
 		}
 		want = append(want, v)
 	}
-	c.waitSettled(15*time.Second, topic, 0, reps)
+	c.WaitSettled(15*time.Second, topic, 0, reps)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const start = 8
@@ -69,7 +69,7 @@ func TestADamagedSegmentBelowTheLogStartLosesNoRecord(t *testing.T) {
 	for _, id := range reps {
 		c.StartBroker(id)
 	}
-	c.waitSettled(30*time.Second, topic, 0, reps)
+	c.WaitSettled(30*time.Second, topic, 0, reps)
 	if logs := c.SameLogs(topic, 0, reps...); !slices.Equal(logs, want) {
 		t.Fatalf("the replicas hold %d records %v, want %d from offset %d", len(logs), logs, len(want), start)
 	}

@@ -18,7 +18,7 @@ import (
 // follower stays away.
 func TestAFollowerNeverCaughtUpWithItsLeaderReportsAnAgeSinceTheElection(t *testing.T) {
 	c := Start(t, Options{Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
-	createAssigned(t, c, "away", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "away", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	if _, err := c.Produce(context.Background(), "away", 0, -1, "v"); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestAFollowerNeverCaughtUpWithItsLeaderReportsAnAgeSinceTheElection(t *test
 		return c.Partition("away", 0).GetLeader() == 2 && c.Leads(2, "away", 0)
 	})
 	age := func(follower string) float64 {
-		return c.metric(2, `tidemark_broker_follower_last_caught_up_seconds{follower="`+follower+`",partition="0",topic="away"}`)
+		return c.Metric(2, `tidemark_broker_follower_last_caught_up_seconds{follower="`+follower+`",partition="0",topic="away"}`)
 	}
 	time.Sleep(300 * time.Millisecond) // quiet: nothing produced
 	bound := time.Since(started).Seconds()

@@ -53,7 +53,7 @@ func TestClientDeleteRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.waitSettled(15*time.Second, topic, 0, reps)
+	c.WaitSettled(15*time.Second, topic, 0, reps)
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -62,7 +62,7 @@ func TestClientDeleteRecords(t *testing.T) {
 		t.Fatalf("delete below 4: low watermark %d, %v; want 4", low, err)
 	}
 	for _, id := range reps {
-		if v, ok := c.view(id, topic, 0); !ok || v.logStart != 4 {
+		if v, ok := c.View(id, topic, 0); !ok || v.LogStart != 4 {
 			t.Fatalf("broker %d after the answer: %v, want log start 4", id, v)
 		}
 	}
@@ -110,7 +110,7 @@ func TestDeleteRecordsTimeoutCarriesTheLowWatermark(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.waitSettled(15*time.Second, topic, 0, reps)
+	c.WaitSettled(15*time.Second, topic, 0, reps)
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -27,7 +27,7 @@ func TestClientListGroupsAnswersWithoutFrozenBrokers(t *testing.T) {
 	c.CreateTopic("t", 1, 1, nil)
 	for i := range 12 {
 		group := fmt.Sprintf("app-%d", i)
-		if _, err := call(groups{c}, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+		if _, err := Call(Groups{c}, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 			return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1,
 				Topics: []*groupv1.OffsetCommitTopic{{Name: "t", Partitions: []*groupv1.OffsetCommitPartition{{CommittedOffset: 0}}}}})
 		}); err != nil {

@@ -2,7 +2,8 @@
 // real embedded etcd, real controllers and real brokers over real gRPC on
 // loopback with real logs on disk, the brokers' links to each other going
 // through a network simulator. Tests crash, restart, partition and pause
-// nodes and check what the protocol promises.
+// nodes and check what the protocol promises. The Kafka listener's tests
+// against real Kafka clients are in kafkaclients, on the same cluster.
 package clustertest
 
 import (

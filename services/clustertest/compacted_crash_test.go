@@ -25,7 +25,7 @@ func TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled(t *testin
 		t.Skip("waits for a compacted log to be cleaned and copied")
 	}
 	c := Start(t, Options{BrokerSettings: compactedSettings})
-	createAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
+	CreateAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
 		"segment.bytes": "4096", "min.insync.replicas": "1", "flush.ms": "100"}))
 	w := newKeyedLog(c, "moved")
 	pad := strings.Repeat("v", 200)
@@ -51,8 +51,8 @@ func TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled(t *testin
 		c.StartBroker(id)
 	}
 	reassign(t, c, "moved", map[int32][]int32{0: moved})
-	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return settledOn(c, "moved", 0, moved) })
-	c.waitSettled(15*time.Second, "moved", 0, moved)
+	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return SettledOn(c, "moved", 0, moved) })
+	c.WaitSettled(15*time.Second, "moved", 0, moved)
 	w.judgeAll(moved...)
 	leo := map[int32]int64{}
 	c.WaitFor(15*time.Second, "brokers 2 and 3 to flush what they fetched", func() bool {
@@ -100,7 +100,7 @@ func TestCompactedReplicasKeepCleanedDataKilledWithoutAFlush(t *testing.T) {
 		t.Skip("waits for a compacted log to be cleaned and copied")
 	}
 	c := Start(t, Options{BrokerSettings: compactedSettings})
-	createAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
+	CreateAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
 		"segment.bytes": "4096", "min.insync.replicas": "1"}))
 	w := newKeyedLog(c, "moved")
 	pad := strings.Repeat("v", 200)
@@ -125,8 +125,8 @@ func TestCompactedReplicasKeepCleanedDataKilledWithoutAFlush(t *testing.T) {
 		c.StartBroker(id)
 	}
 	reassign(t, c, "moved", map[int32][]int32{0: moved})
-	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return settledOn(c, "moved", 0, moved) })
-	c.waitSettled(15*time.Second, "moved", 0, moved)
+	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return SettledOn(c, "moved", 0, moved) })
+	c.WaitSettled(15*time.Second, "moved", 0, moved)
 	w.judgeAll(moved...)
 	before, leo := map[int32][]keyed{}, map[int32]int64{}
 	for _, id := range moved {
@@ -151,7 +151,7 @@ func killAllAndCheckKept(t *testing.T, c *Cluster, w *keyedLog, moved []int32, b
 	for _, id := range moved {
 		c.StartBroker(id)
 	}
-	c.waitSettled(30*time.Second, "moved", 0, moved)
+	c.WaitSettled(30*time.Second, "moved", 0, moved)
 	w.judgeAll(moved...)
 	for _, id := range moved {
 		after, _ := w.records(id)

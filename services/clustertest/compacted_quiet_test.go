@@ -239,12 +239,12 @@ func (w *keyedLog) waitCleaned(timeout time.Duration, superseded, tombstones int
 func (w *keyedLog) consume() []keyed {
 	w.c.T.Helper()
 	leader := w.c.Partition(w.topic, 0).GetLeader()
-	v, ok := w.c.view(leader, w.topic, 0)
+	v, ok := w.c.View(leader, w.topic, 0)
 	if !ok {
 		w.c.T.Fatalf("broker %d does not host %s-0", leader, w.topic)
 	}
 	var out []keyed
-	for off := v.logStart; ; {
+	for off := v.LogStart; ; {
 		resp, err := w.c.BrokerClient(leader).Fetch(context.Background(), &brokerv1.FetchRequest{
 			Topic: w.topic, Partition: 0, Offset: off, CurrentLeaderEpoch: -1})
 		if err != nil {
@@ -314,7 +314,7 @@ func (c *Cluster) eachLeader(topic string, fn func(leader int32)) {
 	for _, id := range stopped {
 		c.StartBroker(id)
 	}
-	c.waitSettled(20*time.Second, topic, 0, reps)
+	c.WaitSettled(20*time.Second, topic, 0, reps)
 }
 
 // A compacted topic written, then left idle: its active segment holds
@@ -334,7 +334,7 @@ func TestCompactedTopicIdlePastSegmentMsThenOneWrite(t *testing.T) {
 	for _, kv := range [][2]string{{"k0", "a"}, {"k1", "a"}, {"k2", "a"}, {"k3", "a"}, {"k0", "b"}, {"k1", "b"}, {"k3", ""}, {"k2", "b"}} {
 		w.put(kv[0], kv[1])
 	}
-	c.waitSettled(15*time.Second, "idlecompact", 0, reps)
+	c.WaitSettled(15*time.Second, "idlecompact", 0, reps)
 	// Idle past segment.ms: nothing rolls, so nothing is cleanable.
 	time.Sleep(1500 * time.Millisecond)
 	for _, id := range reps {
@@ -346,18 +346,18 @@ func TestCompactedTopicIdlePastSegmentMsThenOneWrite(t *testing.T) {
 
 	w.put("k4", "a") // rolls the segment segment.ms made due
 	w.waitCleaned(20*time.Second, 0, 1, reps...)
-	c.waitSettled(15*time.Second, "idlecompact", 0, reps)
+	c.WaitSettled(15*time.Second, "idlecompact", 0, reps)
 	w.judgeAll(reps...)
 	w.judgeConsumer()
 	for _, id := range reps {
-		v, _ := c.view(id, "idlecompact", 0)
-		if v.logStart != 0 || v.leo != 9 {
-			t.Fatalf("broker %d: log start %d LEO %d, want 0 and 9 (compaction moves neither)", id, v.logStart, v.leo)
+		v, _ := c.View(id, "idlecompact", 0)
+		if v.LogStart != 0 || v.LEO != 9 {
+			t.Fatalf("broker %d: log start %d LEO %d, want 0 and 9 (compaction moves neither)", id, v.LogStart, v.LEO)
 		}
 	}
 	// Writes go on: acks=all with the whole ISR.
 	w.put("k0", "c")
-	c.waitSettled(15*time.Second, "idlecompact", 0, reps)
+	c.WaitSettled(15*time.Second, "idlecompact", 0, reps)
 	w.judgeAll(reps...)
 }
 
@@ -382,13 +382,13 @@ func TestCompactedTombstonesLeaveAnIdleTopicThenLeadershipMoves(t *testing.T) {
 	for _, kv := range [][2]string{{"a", "1"}, {"b", "1"}, {"c", "1"}, {"a", "2"}, {"b", ""}, {"c", "2"}, {"d", "1"}} {
 		w.put(kv[0], kv[1])
 	}
-	c.waitSettled(15*time.Second, "tombs", 0, reps)
+	c.WaitSettled(15*time.Second, "tombs", 0, reps)
 	time.Sleep(700 * time.Millisecond) // past segment.ms, idle
 	w.put("e", "1")
 	// First the superseded values go (the tombstone stays for
 	// delete.retention.ms), then, with nothing written, the tombstone.
 	w.waitCleaned(20*time.Second, 0, 0, reps...)
-	c.waitSettled(15*time.Second, "tombs", 0, reps)
+	c.WaitSettled(15*time.Second, "tombs", 0, reps)
 	w.judgeConsumer()
 
 	// Leadership moves while idle.
@@ -401,11 +401,11 @@ func TestCompactedTombstonesLeaveAnIdleTopicThenLeadershipMoves(t *testing.T) {
 	})
 	w.judgeConsumer()
 	c.StartBroker(leader)
-	c.waitSettled(20*time.Second, "tombs", 0, reps)
+	c.WaitSettled(20*time.Second, "tombs", 0, reps)
 	if c.Partition("tombs", 0).GetLeader() != reps[0] {
 		c.electPreferredAndWait("tombs")
 	}
-	c.waitSettled(20*time.Second, "tombs", 0, reps)
+	c.WaitSettled(20*time.Second, "tombs", 0, reps)
 	w.judgeAll(reps...)
 	w.judgeConsumer()
 
@@ -413,7 +413,7 @@ func TestCompactedTombstonesLeaveAnIdleTopicThenLeadershipMoves(t *testing.T) {
 	for _, kv := range [][2]string{{"b", "2"}, {"a", "3"}, {"f", "1"}} {
 		w.put(kv[0], kv[1])
 	}
-	c.waitSettled(15*time.Second, "tombs", 0, reps)
+	c.WaitSettled(15*time.Second, "tombs", 0, reps)
 	w.judgeAll(reps...)
 	// Every replica leads in turn: each serves the same content.
 	c.eachLeader("tombs", func(leader int32) {
@@ -439,7 +439,7 @@ func TestCompactedFollowerBackAfterTombstonesWentCatchesUpIdle(t *testing.T) {
 	w := newKeyedLog(c, "away")
 	w.put("a", "1")
 	w.put("b", "1")
-	c.waitSettled(15*time.Second, "away", 0, reps)
+	c.WaitSettled(15*time.Second, "away", 0, reps)
 	// The preferred replica goes down; another leads.
 	away := reps[0]
 	c.CrashBroker(away)
@@ -458,21 +458,21 @@ func TestCompactedFollowerBackAfterTombstonesWentCatchesUpIdle(t *testing.T) {
 	// Back, nothing written: it fetches from offset 2, which compaction
 	// removed (as it did 3) from the others' logs.
 	c.StartBroker(away)
-	c.waitSettled(20*time.Second, "away", 0, reps)
+	c.WaitSettled(20*time.Second, "away", 0, reps)
 	w.judgeAll(reps...)
 	// Killed again before anything flushed the copy it fetched: recovery
 	// takes a gap above the recovery point for a lost tail and ends the
 	// log there; it fetches the rest again, gaps and all.
 	c.CrashBroker(away)
 	c.StartBroker(away)
-	c.waitSettled(20*time.Second, "away", 0, reps)
+	c.WaitSettled(20*time.Second, "away", 0, reps)
 	w.judgeAll(reps...)
 	c.electPreferredAndWait("away")
-	c.waitSettled(20*time.Second, "away", 0, reps)
+	c.WaitSettled(20*time.Second, "away", 0, reps)
 	w.judgeConsumer()
 	w.put("a", "3")
 	w.put("w", "1")
-	c.waitSettled(15*time.Second, "away", 0, reps)
+	c.WaitSettled(15*time.Second, "away", 0, reps)
 	w.judgeAll(reps...)
 	w.judgeConsumer()
 }
@@ -500,7 +500,7 @@ func TestCompactedQuickCrashesWhileCleaning(t *testing.T) {
 		}
 		w.put(fmt.Sprintf("k%d", i%12), val)
 	}
-	c.waitSettled(15*time.Second, "churn", 0, reps)
+	c.WaitSettled(15*time.Second, "churn", 0, reps)
 	leader := c.Leader("churn", 0)
 	follower := reps[0]
 	if follower == leader {
@@ -512,18 +512,18 @@ func TestCompactedQuickCrashesWhileCleaning(t *testing.T) {
 		// Let its cleaner get going on the reloaded log before the next crash.
 		time.Sleep(time.Duration(100+i*150) * time.Millisecond)
 	}
-	c.waitSettled(30*time.Second, "churn", 0, reps)
+	c.WaitSettled(30*time.Second, "churn", 0, reps)
 	w.judgeAll(reps...)
 	c.CrashBroker(leader)
 	c.StartBroker(leader)
 	time.Sleep(200 * time.Millisecond)
 	c.CrashBroker(leader)
 	c.StartBroker(leader)
-	c.waitSettled(30*time.Second, "churn", 0, reps)
+	c.WaitSettled(30*time.Second, "churn", 0, reps)
 	w.judgeAll(reps...)
 	w.judgeConsumer()
 	w.put("k0", "last")
-	c.waitSettled(15*time.Second, "churn", 0, reps)
+	c.WaitSettled(15*time.Second, "churn", 0, reps)
 	w.judgeAll(reps...)
 	w.judgeConsumer()
 }
@@ -557,7 +557,7 @@ func TestCompactedIdleLogIsCleanedAfterAnUncleanRestart(t *testing.T) {
 	slow.Settings["log.cleaner.backoff.ms"] = "60000"
 	c.brokerCfg[sleeper] = slow
 	c.StartBroker(sleeper)
-	c.waitSettled(20*time.Second, "crashed", 0, reps)
+	c.WaitSettled(20*time.Second, "crashed", 0, reps)
 
 	w := newKeyedLog(c, "crashed")
 	for _, kv := range [][2]string{{"a", "1"}, {"b", "1"}, {"a", "2"}, {"b", ""}, {"c", "1"}} {
@@ -565,7 +565,7 @@ func TestCompactedIdleLogIsCleanedAfterAnUncleanRestart(t *testing.T) {
 	}
 	time.Sleep(700 * time.Millisecond) // past segment.ms, idle
 	w.put("d", "1")                    // rolls the segment on every replica
-	c.waitSettled(15*time.Second, "crashed", 0, reps)
+	c.WaitSettled(15*time.Second, "crashed", 0, reps)
 	var others []int32
 	for _, id := range reps {
 		if id != sleeper {
@@ -581,10 +581,10 @@ func TestCompactedIdleLogIsCleanedAfterAnUncleanRestart(t *testing.T) {
 	slow.Settings = fast
 	c.brokerCfg[sleeper] = slow
 	c.StartBroker(sleeper)
-	c.waitSettled(20*time.Second, "crashed", 0, reps)
+	c.WaitSettled(20*time.Second, "crashed", 0, reps)
 	// Nothing is written from here on.
 	w.waitCleaned(20*time.Second, 0, 0, sleeper)
-	c.waitSettled(15*time.Second, "crashed", 0, reps)
+	c.WaitSettled(15*time.Second, "crashed", 0, reps)
 	w.judgeAll(reps...)
 }
 
@@ -607,7 +607,7 @@ func TestCompactDeleteFollowerBackBelowTheLogStartOfAnIdleTopic(t *testing.T) {
 	w := newKeyedLog(c, "both")
 	w.put("a", "1")
 	w.put("b", "1")
-	c.waitSettled(15*time.Second, "both", 0, reps)
+	c.WaitSettled(15*time.Second, "both", 0, reps)
 	away := reps[0]
 	c.CrashBroker(away)
 	c.WaitFor(15*time.Second, "a new leader and the crashed broker out of the ISR", func() bool {
@@ -625,7 +625,7 @@ func TestCompactDeleteFollowerBackBelowTheLogStartOfAnIdleTopic(t *testing.T) {
 	w.retainedFrom = end
 	c.WaitFor(30*time.Second, "retention to empty the running replicas", func() bool {
 		for _, id := range up {
-			if v, ok := c.view(id, "both", 0); !ok || v.logStart != end || v.leo != end {
+			if v, ok := c.View(id, "both", 0); !ok || v.LogStart != end || v.LEO != end {
 				return false
 			}
 		}
@@ -634,13 +634,13 @@ func TestCompactDeleteFollowerBackBelowTheLogStartOfAnIdleTopic(t *testing.T) {
 
 	c.StartBroker(away)
 	c.waitReplicasAt(t, "both", 0, reps, end, "every replica at log start = LEO = the leader's, with nothing produced")
-	c.waitSettled(20*time.Second, "both", 0, reps)
+	c.WaitSettled(20*time.Second, "both", 0, reps)
 	w.judgeAll(reps...)
 	c.electPreferredAndWait("both")
-	c.waitSettled(20*time.Second, "both", 0, reps)
+	c.WaitSettled(20*time.Second, "both", 0, reps)
 	w.put("a", "3")
 	w.put("e", "1")
-	c.waitSettled(15*time.Second, "both", 0, reps)
+	c.WaitSettled(15*time.Second, "both", 0, reps)
 	w.judgeAll(reps...)
 	w.judgeConsumer()
 	for _, id := range reps {
@@ -669,12 +669,12 @@ func TestKafkaConsumerReadsPastAnEmptiedBatchOfAnIdleCompactedTopic(t *testing.T
 	time.Sleep(700 * time.Millisecond) // past segment.ms, idle
 	w.put("c", "1")
 	w.waitCleaned(20*time.Second, 0, 0, reps...)
-	c.waitSettled(15*time.Second, "emptied", 0, reps)
+	c.WaitSettled(15*time.Second, "emptied", 0, reps)
 
 	read := func(from kgo.Offset) []keyed {
 		t.Helper()
-		cl := c.kafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"emptied": {0: from}}))
-		ctx := ctxFor(t, 20*time.Second)
+		cl := c.KafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"emptied": {0: from}}))
+		ctx := CtxFor(t, 20*time.Second)
 		var got []keyed
 		for ctx.Err() == nil && (len(got) == 0 || got[len(got)-1].off < 3) {
 			fs := cl.PollFetches(ctx)

@@ -49,7 +49,7 @@ func TestGRPCProduceTakesCompressedBatches(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("structured fetch %q, want %q", got, want)
 	}
-	if codec := storedCodec(t, c.Broker(leader), "zgrpc"); codec != recordbatch.Gzip {
+	if codec := StoredCodec(t, c.Broker(leader), "zgrpc"); codec != recordbatch.Gzip {
 		t.Fatalf("first stored batch is %s, want gzip as sent", codec)
 	}
 }

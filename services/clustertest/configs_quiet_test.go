@@ -53,7 +53,7 @@ func TestRetentionLoweredOnIdleTopicsWhileAFollowerIsDown(t *testing.T) {
 	}
 	reps := c.Partition("override", 0).GetReplicas()
 	for _, name := range topics {
-		c.waitSettled(15*time.Second, name, 0, c.Partition(name, 0).GetReplicas())
+		c.WaitSettled(15*time.Second, name, 0, c.Partition(name, 0).GetReplicas())
 	}
 	var down int32 = -1
 	for _, id := range reps {
@@ -72,7 +72,7 @@ func TestRetentionLoweredOnIdleTopicsWhileAFollowerIsDown(t *testing.T) {
 	for _, name := range topics {
 		r := c.Partition(name, 0).GetReplicas()
 		c.waitReplicasAt(t, name, 0, r, n, "every replica of "+name+" emptied by retention, with nothing produced")
-		c.waitSettled(20*time.Second, name, 0, r)
+		c.WaitSettled(20*time.Second, name, 0, r)
 	}
 }
 
@@ -88,7 +88,7 @@ func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	reps := c.Partition("strict", 0).GetReplicas()
-	c.waitSettled(15*time.Second, "strict", 0, reps)
+	c.WaitSettled(15*time.Second, "strict", 0, reps)
 	leader := c.Leader("strict", 0)
 	var down int32
 	for _, id := range reps {
@@ -108,14 +108,14 @@ func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
 	if _, err := c.Produce(context.Background(), "strict", 0, 1, "held"); err != nil {
 		t.Fatalf("acks=1 under min.insync.replicas: %v", err)
 	}
-	if v, _ := c.view(leader, "strict", 0); v.leo != 2 || v.hw != 1 {
+	if v, _ := c.View(leader, "strict", 0); v.LEO != 2 || v.HW != 1 {
 		t.Fatalf("leader after an acks=1 write under min.insync.replicas: %v, want LEO 2 and HW 1", v)
 	}
 	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "strict", "min.insync.replicas", "")
 	up := slices.DeleteFunc(slices.Clone(reps), func(id int32) bool { return id == down })
 	c.WaitFor(15*time.Second, "HW = LEO = 2 on the running replicas, with nothing produced", func() bool {
 		for _, id := range up {
-			if v, ok := c.view(id, "strict", 0); !ok || v.hw != 2 || v.leo != 2 {
+			if v, ok := c.View(id, "strict", 0); !ok || v.HW != 2 || v.LEO != 2 {
 				return false
 			}
 		}
@@ -126,7 +126,7 @@ func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
 		t.Fatalf("acks=all once min.insync.replicas is lowered back: %v", err)
 	}
 	c.StartBroker(down)
-	c.waitSettled(20*time.Second, "strict", 0, reps)
+	c.WaitSettled(20*time.Second, "strict", 0, reps)
 	if logs := c.SameLogs("strict", 0, reps...); !slices.Equal(logs, []string{"first", "held", "second"}) {
 		t.Fatalf("replicas hold %v, want [first held second]", logs)
 	}
@@ -157,12 +157,12 @@ func TestMaxCompactionLagLoweredRollsAnIdleCompactedTopicOnTheNextWrite(t *testi
 	w := newKeyedLog(c, "lagged")
 	w.put("k", "old")
 	w.put("k", "new")
-	c.waitSettled(15*time.Second, "lagged", 0, reps)
+	c.WaitSettled(15*time.Second, "lagged", 0, reps)
 
 	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "lagged", "max.compaction.lag.ms", "500")
 	time.Sleep(700 * time.Millisecond) // the idle active segment is now older than the lag
 	w.put("other", "x")
 	w.waitCleaned(20*time.Second, 0, 0, reps...)
-	c.waitSettled(20*time.Second, "lagged", 0, reps)
+	c.WaitSettled(20*time.Second, "lagged", 0, reps)
 	w.judgeConsumer()
 }

@@ -17,7 +17,7 @@ import (
 // take them. Here no controller is active at all while it restarts.
 func TestARestartedBrokerRefusesADeposedController(t *testing.T) {
 	c := Start(t, Options{Brokers: 2, Controllers: 2})
-	createAssigned(t, c, "deposed", [][]int32{{1, 2}}, nil)
+	CreateAssigned(t, c, "deposed", [][]int32{{1, 2}}, nil)
 	first, firstEpoch := c.ActiveController()
 	c.StopController(first)
 	c.WaitFor(20*time.Second, "the standby in office", func() bool { id, e := c.ActiveController(); return id > 0 && id != first && e > firstEpoch })

@@ -88,7 +88,7 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 	c.produceEach(topic, partitions, 0, 5)
 	before := c.describeAll(topic, 10*time.Second)
 	for p, pd := range before {
-		c.waitSettled(10*time.Second, topic, p, pd.GetReplicas())
+		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
 	}
 	epochs := c.brokerEpochs()
 	if len(epochs) != 3 {
@@ -142,11 +142,11 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 	// A quiet moment, then writes and every replica whole.
 	time.Sleep(2 * ttl)
 	for p, pd := range after {
-		c.waitSettled(10*time.Second, topic, p, pd.GetReplicas())
+		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
 	}
 	c.produceEach(topic, partitions, 5, 5)
 	for p, pd := range after {
-		c.waitSettled(10*time.Second, topic, p, pd.GetReplicas())
+		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
 		if got := c.consume(topic, p, 0); len(got) != 10 {
 			t.Errorf("%s-%d holds %d records after the restart, want 10: %v", topic, p, len(got), got)
 		}
@@ -167,14 +167,14 @@ func TestEtcdUnreachableForEveryNodeThenBack(t *testing.T) {
 	epochs := c.brokerEpochs()
 
 	ttl := c.BrokerConfig(1).SessionTimeout
-	c.cutEtcdForAll(true)
+	c.CutEtcdForAll(true)
 	time.Sleep(3 * ttl)
 	for id := int32(1); id <= 3; id++ {
 		if !c.Broker(id).Fenced() {
 			t.Errorf("broker %d unheard by etcd for %s does not fence itself", id, 3*ttl)
 		}
 	}
-	c.cutEtcdForAll(false)
+	c.CutEtcdForAll(false)
 	back := time.Now()
 
 	c.WaitFor(ttl+10*time.Second, "every broker registered again", func() bool {
@@ -191,7 +191,7 @@ func TestEtcdUnreachableForEveryNodeThenBack(t *testing.T) {
 	})
 	after := c.describeAll(topic, 10*time.Second)
 	for p := range before {
-		c.waitSettled(15*time.Second, topic, p, after[p].GetReplicas())
+		c.WaitSettled(15*time.Second, topic, p, after[p].GetReplicas())
 	}
 	t.Logf("whole again %s after etcd was reachable", time.Since(back).Round(time.Millisecond))
 	for p := range before {
@@ -227,7 +227,7 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	c.produceEach(topic, partitions, 0, 5)
 	before := c.describeAll(topic, 10*time.Second)
 	for p, pd := range before {
-		c.waitSettled(10*time.Second, topic, p, pd.GetReplicas())
+		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
 	}
 
 	c.WaitFor(10*time.Second, "every broker holding producer ids fetched ahead", func() bool {
@@ -240,7 +240,7 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	})
 
 	ttl := c.BrokerConfig(1).SessionTimeout
-	c.cutEtcdForAll(true)
+	c.CutEtcdForAll(true)
 	cut := time.Now()
 	c.waitEveryBrokerFenced(2 * ttl)
 
@@ -287,11 +287,11 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	t.Logf("every write went through %s after the cut (session timeout %s)", time.Since(cut).Round(time.Millisecond), ttl)
 	time.Sleep(time.Until(cut.Add(3 * ttl)))
 
-	c.cutEtcdForAll(false)
+	c.CutEtcdForAll(false)
 	back := time.Now()
 	after := c.describeAll(topic, 15*time.Second)
 	for p := range before {
-		c.waitSettled(20*time.Second, topic, p, after[p].GetReplicas())
+		c.WaitSettled(20*time.Second, topic, p, after[p].GetReplicas())
 	}
 	t.Logf("whole again %s after etcd was reachable", time.Since(back).Round(time.Millisecond))
 	for p := range before {
@@ -326,9 +326,9 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: etcd stays unreachable for three session timeouts")
 	}
-	c := Start(t, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3), PausableControllers: true})
+	c := Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3), PausableControllers: true})
 	c.CreateTopic("orders", 3, 3, nil)
-	g := groups{c}
+	g := Groups{c}
 	j := g.join("ledger", "", 30*time.Second)
 	g.syncAlone("ledger", j, "")
 	want := map[int32]int64{0: 1, 1: 2, 2: 3}
@@ -337,7 +337,7 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	}
 
 	ttl := c.BrokerConfig(1).SessionTimeout
-	c.cutEtcdForAll(true)
+	c.CutEtcdForAll(true)
 	cut := time.Now()
 	c.waitEveryBrokerFenced(2 * ttl)
 	// Well past the fence, so the coordinators have looked again at what
@@ -355,28 +355,9 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	}
 	t.Logf("heartbeat, commit and fetch answered %s after the cut (session timeout %s)", time.Since(cut).Round(time.Millisecond), ttl)
 	time.Sleep(time.Until(cut.Add(3 * ttl)))
-	c.cutEtcdForAll(false)
+	c.CutEtcdForAll(false)
 	if got := g.fetch("ledger"); !sameOffsets(got, want) {
 		t.Fatalf("fetched %v once etcd was back, want the %v committed during the outage", got, want)
-	}
-}
-
-// cutEtcdForAll stalls (or, with cut false, resumes) every broker's and
-// controller's link to etcd; etcd itself runs on.
-func (c *Cluster) cutEtcdForAll(cut bool) {
-	for _, b := range c.etcdLinks {
-		if cut {
-			b.Pause()
-		} else {
-			b.Resume()
-		}
-	}
-	for _, b := range c.ctrlEtcd {
-		if cut {
-			b.Pause()
-		} else {
-			b.Resume()
-		}
 	}
 }
 

@@ -57,7 +57,7 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 	// Move the metadata on past the backup: a new controller term, a new
 	// leader for partition 0, ISR shrinks and expansions everywhere.
 	ctl, epoch := c.ActiveController()
-	_, epoch = c.killController(ctl, epoch)
+	_, epoch = c.KillController(ctl, epoch)
 	leader := c.Partition(quietTopic, 0).GetLeader()
 	c.CrashBroker(leader)
 	c.WaitFor(15*time.Second, "a new leader of partition 0", func() bool {
@@ -91,7 +91,7 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 	c.WaitFor(10*time.Second, "a broker refusing the restored states loudly", func() bool {
 		n := 0.0
 		for b := int32(1); b <= 3; b++ {
-			n += c.metric(b, "tidemark_broker_older_partition_states_total")
+			n += c.Metric(b, "tidemark_broker_older_partition_states_total")
 		}
 		return n > 0
 	})

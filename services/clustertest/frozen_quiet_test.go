@@ -32,7 +32,7 @@ func TestFrozenIdleBrokerRejoinsWithoutTraffic(t *testing.T) {
 				}
 				want = append(want, v)
 			}
-			c.waitSettled(15*time.Second, "frozen", 0, []int32{1, 2, 3})
+			c.WaitSettled(15*time.Second, "frozen", 0, []int32{1, 2, 3})
 			pd := c.Partition("frozen", 0)
 			victim := pd.GetLeader()
 			if role == "follower" {
@@ -69,7 +69,7 @@ func TestFrozenIdleBrokerRejoinsWithoutTraffic(t *testing.T) {
 				}
 				return c.Leads(leader, "frozen", 0)
 			})
-			c.waitSettled(15*time.Second, "frozen", 0, []int32{1, 2, 3})
+			c.WaitSettled(15*time.Second, "frozen", 0, []int32{1, 2, 3})
 			if got := c.SameLogs("frozen", 0, 1, 2, 3); !slices.Equal(got, want) {
 				t.Fatalf("replicas hold %v, want %v", got, want)
 			}

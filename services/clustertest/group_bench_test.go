@@ -19,12 +19,12 @@ import (
 // the commit latency percentiles; the target is 1,000 commits/s.
 func BenchmarkGroupConsumerCommits(b *testing.B) {
 	const members = 10
-	c := Start(b, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
+	c := Start(b, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
 	c.CreateTopic("bench-commits", members, 3, nil)
 	var gcs []*client.GroupConsumer
 	for i := range members {
 		cl := c.groupClient()
-		o := groupOpts("bench", "bench-commits")
+		o := GroupOpts("bench", "bench-commits")
 		o.DisableAutoCommit = true
 		o.ClientID = fmt.Sprintf("bench-%d", i)
 		gc, err := client.NewGroupConsumer(cl, o)

@@ -3,8 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -25,123 +23,11 @@ func startConsumerCluster(t *testing.T) *Cluster {
 	if testing.Short() {
 		testenv.Skip(t, "-short: consumer group tests start a cluster")
 	}
-	return Start(t, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
-}
-
-// groupClient is a client of its own (its connections die with it) that
-// retries fast.
-func (c *Cluster) groupClient() *client.Client {
-	c.T.Helper()
-	return c.groupClientVia("")
-}
-
-// groupClientVia is groupClient dialling through the network simulator
-// as node name (so that a paused broker stalls it too); "" dials directly.
-func (c *Cluster) groupClientVia(name string) *client.Client {
-	c.T.Helper()
-	o := client.Options{RequestTimeout: 3 * time.Second,
-		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond, APITimeout: 20 * time.Second}
-	if os.Getenv("TIDEMARK_CLIENT_DEBUG") != "" {
-		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	if name != "" {
-		o.Dialer = c.Net.Dialer(name)
-	}
-	return c.ClientWith(o)
-}
-
-// groupOpts are the options of the tests' members: short sessions, small
-// fetches (one produced batch each), earliest.
-func groupOpts(group string, topics ...string) client.GroupOptions {
-	return client.GroupOptions{
-		GroupID: group, Topics: topics, ClientID: "clustertest",
-		SessionTimeout: 1500 * time.Millisecond, HeartbeatInterval: 150 * time.Millisecond,
-		RebalanceTimeout: 4 * time.Second, AutoOffsetReset: "earliest",
-		MaxBytes: 1, MaxWait: 100 * time.Millisecond, AutoCommitInterval: 200 * time.Millisecond,
-	}
-}
-
-// member is a GroupConsumer polled on a goroutine, recording every offset
-// it is handed per partition.
-type member struct {
-	t    *testing.T
-	gc   *client.GroupConsumer
-	stop chan struct{}
-	done chan struct{}
-	// hold, while locked by a test, keeps the member from calling Poll (a
-	// stuck record handler).
-	hold sync.Mutex
-
-	mu   sync.Mutex
-	got  map[client.TopicPartition][]int64
-	lost int
-	err  error
-}
-
-func (c *Cluster) startMember(o client.GroupOptions) *member {
-	c.T.Helper()
-	return c.startMemberOn(c.groupClient(), o)
-}
-
-// startMemberOn is startMember on a client of the test's own.
-func (c *Cluster) startMemberOn(cl *client.Client, o client.GroupOptions) *member {
-	c.T.Helper()
-	m := &member{t: c.T.(*testing.T), stop: make(chan struct{}), done: make(chan struct{}), got: map[client.TopicPartition][]int64{}}
-	o.OnPartitionsLost = func(context.Context, []client.TopicPartition) {
-		m.mu.Lock()
-		m.lost++
-		m.mu.Unlock()
-	}
-	gc, err := client.NewGroupConsumer(cl, o)
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	m.gc = gc
-	go func() {
-		defer close(m.done)
-		for {
-			select {
-			case <-m.stop:
-				return
-			default:
-			}
-			m.hold.Lock()
-			m.hold.Unlock() //nolint:staticcheck // a gate, not a critical section
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			recs, err := gc.Poll(ctx)
-			cancel()
-			m.mu.Lock()
-			for _, r := range recs {
-				tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-				m.got[tp] = append(m.got[tp], r.Offset)
-			}
-			if err != nil {
-				m.err = err
-			}
-			m.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	c.T.Cleanup(m.kill)
-	return m
-}
-
-// kill stops the member as kill -9 would: no commit, no LeaveGroup.
-func (m *member) kill() {
-	select {
-	case <-m.stop:
-		return
-	default:
-	}
-	close(m.stop)
-	<-m.done
-	m.gc.Abandon()
+	return Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
 }
 
 // close stops polling and closes the member cleanly.
-func (m *member) close() {
+func (m *Member) close() {
 	close(m.stop)
 	<-m.done
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -151,13 +37,7 @@ func (m *member) close() {
 	}
 }
 
-func (m *member) offsets(tp client.TopicPartition) []int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.got[tp])
-}
-
-func (m *member) total() int {
+func (m *Member) total() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -165,12 +45,6 @@ func (m *member) total() int {
 		n += len(o)
 	}
 	return n
-}
-
-func (m *member) failure() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.err
 }
 
 // produceEach writes n records to every partition of topic, one batch each.
@@ -204,7 +78,7 @@ func tps(topic string, n int32) []client.TopicPartition {
 
 // balanced reports whether the members' assignments split all of want
 // between them, each holding between min and max partitions.
-func balanced(want []client.TopicPartition, lo, hi int, ms ...*member) bool {
+func balanced(want []client.TopicPartition, lo, hi int, ms ...*Member) bool {
 	seen := map[client.TopicPartition]int{}
 	for _, m := range ms {
 		a := m.gc.Assignment()
@@ -239,33 +113,12 @@ func contiguous(t *testing.T, what string, offsets []int64, from, to int64) {
 	}
 }
 
-// groupService is a GroupService client on the coordinator of group.
-func (c *Cluster) coordinatorOf(group string) (int32, groupv1.GroupServiceClient) {
-	c.T.Helper()
-	var id int32 = -1
-	c.WaitFor(20*time.Second, "the coordinator of "+group, func() bool {
-		for bid := range c.brokerCfg {
-			if c.Broker(bid) == nil {
-				continue
-			}
-			resp, err := groupv1.NewGroupServiceClient(c.conn(c.brokerCfg[bid].Listen)).FindCoordinator(context.Background(),
-				&groupv1.FindCoordinatorRequest{Key: group})
-			if err == nil && c.Broker(resp.GetCoordinator().GetId()) != nil {
-				id = resp.GetCoordinator().GetId()
-				return true
-			}
-		}
-		return false
-	})
-	return id, groupv1.NewGroupServiceClient(c.conn(c.brokerCfg[id].Listen))
-}
-
 // describe is the coordinator's DescribeGroups answer for group.
 func (c *Cluster) describe(group string) *groupv1.DescribedGroup {
 	c.T.Helper()
 	var out *groupv1.DescribedGroup
 	c.WaitFor(20*time.Second, "a description of "+group, func() bool {
-		_, gs := c.coordinatorOf(group)
+		_, gs := c.CoordinatorOf(group)
 		resp, err := gs.DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
 		if err != nil || len(resp.GetGroups()) != 1 || resp.GetGroups()[0].GetErrorCode() != 0 {
 			return false
@@ -286,7 +139,7 @@ func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
 	c.CreateTopic("orders", parts, 3, nil)
 	c.produceEach("orders", parts, 0, n)
 
-	o := groupOpts("billing", "orders")
+	o := GroupOpts("billing", "orders")
 	o.DisableAutoCommit = true
 	first, err := client.NewGroupConsumer(c.groupClient(), o)
 	if err != nil {
@@ -323,25 +176,25 @@ func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
 	for _, tp := range tps("orders", parts) {
 		contiguous(t, fmt.Sprintf("first member, %v", tp), got[tp][:committed[tp]], 0, committed[tp])
 	}
-	second := c.startMember(groupOpts("billing", "orders"))
+	second := c.StartMember(GroupOpts("billing", "orders"))
 	c.WaitFor(time.Minute, "the second member to read to the end", func() bool {
-		if err := second.failure(); err != nil {
+		if err := second.Failure(); err != nil {
 			t.Fatalf("second member: %v", err)
 		}
 		for _, tp := range tps("orders", parts) {
 			// A partition the first member read to the end before its
 			// commit has nothing left to read.
-			off := second.offsets(tp)
+			off := second.Offsets(tp)
 			if committed[tp] < n && (len(off) == 0 || off[len(off)-1] < n-1) {
 				return false
 			}
 		}
-		return second.failure() == nil
+		return second.Failure() == nil
 	})
 	for _, tp := range tps("orders", parts) {
-		contiguous(t, fmt.Sprintf("second member, %v", tp), second.offsets(tp), committed[tp], n)
+		contiguous(t, fmt.Sprintf("second member, %v", tp), second.Offsets(tp), committed[tp], n)
 	}
-	if err := second.failure(); err != nil {
+	if err := second.Failure(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -356,12 +209,12 @@ func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
 	c.CreateTopic("events", parts, 3, nil)
 	c.produceEach("events", parts, 0, n)
 	all := tps("events", parts)
-	o := groupOpts("audit", "events")
+	o := GroupOpts("audit", "events")
 	o.Assignors = []assign.Assignor{assign.CooperativeSticky{}}
 
-	m1, m2 := c.startMember(o), c.startMember(o)
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	c.WaitFor(time.Minute, "two members with 3 partitions each", func() bool { return balanced(all, 3, 3, m1, m2) })
-	m3 := c.startMember(o)
+	m3 := c.StartMember(o)
 	c.WaitFor(time.Minute, "three members with 2 partitions each", func() bool { return balanced(all, 2, 2, m1, m2, m3) })
 	gen := m1.gc.Generation()
 	m3.kill()
@@ -371,8 +224,8 @@ func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
 	c.WaitFor(time.Minute, "every record read", func() bool {
 		for _, tp := range all {
 			seen := map[int64]bool{}
-			for _, m := range []*member{m1, m2, m3} {
-				for _, off := range m.offsets(tp) {
+			for _, m := range []*Member{m1, m2, m3} {
+				for _, off := range m.Offsets(tp) {
 					seen[off] = true
 				}
 			}
@@ -384,8 +237,8 @@ func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
 		}
 		return true
 	})
-	for _, m := range []*member{m1, m2, m3} {
-		if err := m.failure(); err != nil {
+	for _, m := range []*Member{m1, m2, m3} {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -406,9 +259,9 @@ func TestGroupMemberThatStopsPollingLeavesAndRejoins(t *testing.T) {
 	c.CreateTopic("jobs", parts, 3, nil)
 	c.produceEach("jobs", parts, 0, n)
 	all := tps("jobs", parts)
-	o := groupOpts("workers", "jobs")
+	o := GroupOpts("workers", "jobs")
 	o.RebalanceTimeout = 1500 * time.Millisecond
-	m1, m2 := c.startMember(o), c.startMember(o)
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	c.WaitFor(time.Minute, "two members with 2 partitions each", func() bool { return balanced(all, 2, 2, m1, m2) })
 
 	m1.hold.Lock() // the first member's handler is stuck
@@ -430,14 +283,14 @@ func TestGroupMemberThatStopsPollingLeavesAndRejoins(t *testing.T) {
 	}
 	c.WaitFor(time.Minute, "every record read", func() bool {
 		for _, tp := range all {
-			if len(m1.offsets(tp))+len(m2.offsets(tp)) < n {
+			if len(m1.Offsets(tp))+len(m2.Offsets(tp)) < n {
 				return false
 			}
 		}
 		return true
 	})
-	for _, m := range []*member{m1, m2} {
-		if err := m.failure(); err != nil {
+	for _, m := range []*Member{m1, m2} {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -451,16 +304,16 @@ func TestGroupRebalanceCommitsOnRevoke(t *testing.T) {
 	const parts, n = 2, 20
 	c.CreateTopic("ledger", parts, 3, nil)
 	c.produceEach("ledger", parts, 0, n)
-	o := groupOpts("reconcile", "ledger")
+	o := GroupOpts("reconcile", "ledger")
 	o.AutoCommitInterval = time.Hour
 	var revoked sync.WaitGroup
 	revoked.Add(1)
 	var once sync.Once
 	o.OnPartitionsRevoked = func(context.Context, []client.TopicPartition) { once.Do(revoked.Done) }
-	m1 := c.startMember(o)
+	m1 := c.StartMember(o)
 	c.WaitFor(time.Minute, "the first member to read everything", func() bool { return m1.total() == parts*n })
 	o.OnPartitionsRevoked = nil
-	m2 := c.startMember(o)
+	m2 := c.StartMember(o)
 	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(tps("ledger", parts), 1, 1, m1, m2) })
 	revoked.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -490,8 +343,8 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 	const parts, n = 3, 20
 	c.CreateTopic("flow", parts, 3, nil)
 	c.produceEach("flow", parts, 0, n)
-	o := groupOpts("pipeline", "flow")
-	m1, m2 := c.startMember(o), c.startMember(o)
+	o := GroupOpts("pipeline", "flow")
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	all := tps("flow", parts)
 	c.WaitFor(time.Minute, "the first records read", func() bool { return m1.total()+m2.total() >= parts*n })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -510,13 +363,13 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 		}
 		return true
 	})
-	dead, _ := c.coordinatorOf("pipeline")
+	dead, _ := c.CoordinatorOf("pipeline")
 	c.CrashBroker(dead)
 	c.produceEach("flow", parts, n, n)
 	c.WaitFor(2*time.Minute, "every record read after the crash", func() bool {
 		for _, tp := range all {
 			seen := map[int64]bool{}
-			for _, off := range append(m1.offsets(tp), m2.offsets(tp)...) {
+			for _, off := range append(m1.Offsets(tp), m2.Offsets(tp)...) {
 				seen[off] = true
 			}
 			for i := range int64(2 * n) {
@@ -527,7 +380,7 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 		}
 		return true
 	})
-	now, _ := c.coordinatorOf("pipeline")
+	now, _ := c.CoordinatorOf("pipeline")
 	if now == dead {
 		t.Fatalf("broker %d still coordinates the group", dead)
 	}
@@ -540,8 +393,8 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 			t.Fatalf("%v: committed %d after the crash, %d before: a commit was lost", tp, after[tp], before[tp])
 		}
 	}
-	for _, m := range []*member{m1, m2} {
-		if err := m.failure(); err != nil {
+	for _, m := range []*Member{m1, m2} {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -552,17 +405,17 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
 	c := startConsumerCluster(t)
 	c.CreateTopic("stock", 4, 3, nil)
-	o := groupOpts("warehouse", "stock")
+	o := GroupOpts("warehouse", "stock")
 	o.SessionTimeout = 20 * time.Second
 	o.HeartbeatInterval = 500 * time.Millisecond
 	o1, o2 := o, o
 	o1.InstanceID, o2.InstanceID = "shelf-1", "shelf-2"
-	s1, s2 := c.startMember(o1), c.startMember(o2)
+	s1, s2 := c.StartMember(o1), c.StartMember(o2)
 	all := tps("stock", 4)
 	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return balanced(all, 2, 2, s1, s2) })
 	gen, had := s2.gc.Generation(), s1.gc.Assignment()
 	s1.kill()
-	back := c.startMember(o1)
+	back := c.StartMember(o1)
 	c.WaitFor(time.Minute, "the restarted member to get its partitions", func() bool { return len(back.gc.Assignment()) == 2 })
 	if got := back.gc.Assignment(); !slices.Equal(got, had) {
 		t.Fatalf("restarted member got %v, had %v", got, had)
@@ -580,15 +433,15 @@ func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
 func TestGroupStaticMemberIsFencedByItsReplacement(t *testing.T) {
 	c := startConsumerCluster(t)
 	c.CreateTopic("fence", 2, 3, nil)
-	o := groupOpts("fenced", "fence")
+	o := GroupOpts("fenced", "fence")
 	o.InstanceID = "only-one"
-	old := c.startMember(o)
+	old := c.StartMember(o)
 	c.WaitFor(time.Minute, "the first member's assignment", func() bool { return len(old.gc.Assignment()) == 2 })
-	replacement := c.startMember(o)
+	replacement := c.StartMember(o)
 	c.WaitFor(time.Minute, "the replacement's assignment", func() bool { return len(replacement.gc.Assignment()) == 2 })
-	c.WaitFor(time.Minute, "the old member fenced", func() bool { return old.failure() != nil })
-	if code := kerr.CodeOf(old.failure()); code != kerr.FencedInstanceID {
-		t.Fatalf("old member stopped with %v, want FENCED_INSTANCE_ID", old.failure())
+	c.WaitFor(time.Minute, "the old member fenced", func() bool { return old.Failure() != nil })
+	if code := kerr.CodeOf(old.Failure()); code != kerr.FencedInstanceID {
+		t.Fatalf("old member stopped with %v, want FENCED_INSTANCE_ID", old.Failure())
 	}
 	old.mu.Lock()
 	lost := old.lost
@@ -596,7 +449,7 @@ func TestGroupStaticMemberIsFencedByItsReplacement(t *testing.T) {
 	if lost == 0 {
 		t.Fatal("the fenced member was not told its partitions were lost")
 	}
-	if err := replacement.failure(); err != nil {
+	if err := replacement.Failure(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -606,10 +459,10 @@ func TestGroupStaticMemberIsFencedByItsReplacement(t *testing.T) {
 func TestGroupStaysStableThroughAQuietGap(t *testing.T) {
 	c := startConsumerCluster(t)
 	c.CreateTopic("quiet", 2, 3, nil)
-	o := groupOpts("idle", "quiet")
+	o := GroupOpts("idle", "quiet")
 	o.SessionTimeout = time.Second
 	o.HeartbeatInterval = 100 * time.Millisecond
-	m1, m2 := c.startMember(o), c.startMember(o)
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(tps("quiet", 2), 1, 1, m1, m2) })
 	gen := m1.gc.Generation()
 	time.Sleep(5 * o.SessionTimeout) // the quiet gap itself
@@ -619,8 +472,8 @@ func TestGroupStaysStableThroughAQuietGap(t *testing.T) {
 	if d := c.describe("idle"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
 		t.Fatalf("after the gap: %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
 	}
-	for _, m := range []*member{m1, m2} {
-		if err := m.failure(); err != nil {
+	for _, m := range []*Member{m1, m2} {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -641,9 +494,9 @@ func TestAutoCommitFollowsAMemberBackAfterAnOffsetReset(t *testing.T) {
 	c.CreateTopic("audit", 1, 3, nil)
 	c.produceEach("audit", 1, 0, n)
 	tp := client.TopicPartition{Topic: "audit", Partition: 0}
-	o := groupOpts("auditors", "audit")
+	o := GroupOpts("auditors", "audit")
 	o.RebalanceTimeout = 1500 * time.Millisecond
-	m := c.startMember(o)
+	m := c.StartMember(o)
 	committed := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -656,7 +509,7 @@ func TestAutoCommitFollowsAMemberBackAfterAnOffsetReset(t *testing.T) {
 		}
 		return -1
 	}
-	c.WaitFor(time.Minute, "everything read and committed", func() bool { return len(m.offsets(tp)) == n && committed() == n })
+	c.WaitFor(time.Minute, "everything read and committed", func() bool { return len(m.Offsets(tp)) == n && committed() == n })
 
 	m.hold.Lock() // the member stops polling and leaves on its poll timeout
 	c.WaitFor(time.Minute, "the group empty", func() bool {
@@ -674,9 +527,9 @@ func TestAutoCommitFollowsAMemberBackAfterAnOffsetReset(t *testing.T) {
 		t.Fatalf("committed %d after the reset to the earliest offset, want 0", got)
 	}
 	m.hold.Unlock()
-	c.WaitFor(time.Minute, "the records read again from the reset offset", func() bool { return len(m.offsets(tp)) == 2*n })
+	c.WaitFor(time.Minute, "the records read again from the reset offset", func() bool { return len(m.Offsets(tp)) == 2*n })
 	c.WaitFor(30*time.Second, "the rejoined member's commits following it to the end again", func() bool { return committed() == n })
-	if err := m.failure(); err != nil {
+	if err := m.Failure(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,9 +18,9 @@ import (
 // the commit latency percentiles.
 func BenchmarkGroupCommits(b *testing.B) {
 	const members = 10
-	c := Start(b, Options{Brokers: 3, AdjustController: offsetsPartitions(10), BrokerSettings: map[string]string{
+	c := Start(b, Options{Brokers: 3, AdjustController: OffsetsPartitions(10), BrokerSettings: map[string]string{
 		"group.min.session.timeout.ms": "100", "group.initial.rebalance.delay.ms": "1000"}})
-	g := groups{c}
+	g := Groups{c}
 	// The members commit offsets of a topic that exists (the coordinator
 	// refuses others, UNKNOWN_TOPIC_OR_PARTITION, which is no commit to
 	// time), once the coordinator has loaded its partition and knows the

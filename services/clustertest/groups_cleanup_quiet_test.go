@@ -16,22 +16,22 @@ import (
 // commitFromOutside commits orders-0 for group as a tool does (no member,
 // generation -1), kept for retention when it is set (OffsetCommit v2-v4's
 // retention time), for offsets.retention.minutes otherwise.
-func (g groups) commitFromOutside(group string, offset int64, retention time.Duration) {
-	g.c.T.Helper()
+func (g Groups) commitFromOutside(group string, offset int64, retention time.Duration) {
+	g.C.T.Helper()
 	req := &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1, Topics: []*groupv1.OffsetCommitTopic{{Name: "orders",
 		Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset, CommittedLeaderEpoch: -1}}}}}
 	if retention > 0 {
 		ms := retention.Milliseconds()
 		req.RetentionTimeMs = &ms
 	}
-	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, req)
 	})
 	if err != nil {
-		g.c.T.Fatalf("commit for %s: %v", group, err)
+		g.C.T.Fatalf("commit for %s: %v", group, err)
 	}
 	if code := kerr.Code(resp.GetTopics()[0].GetPartitions()[0].GetErrorCode()); code != kerr.None {
-		g.c.T.Fatalf("commit for %s: %v", group, code)
+		g.C.T.Fatalf("commit for %s: %v", group, code)
 	}
 }
 
@@ -46,11 +46,11 @@ func TestIdleGroupsOffsetsExpireOnScheduleAcrossACoordinatorMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for offsets to expire across a coordinator move")
 	}
-	settings := maps.Clone(groupSettings)
+	settings := maps.Clone(GroupSettings)
 	settings["offsets.retention.check.interval.ms"] = "200"
-	c := Start(t, Options{Brokers: 3, BrokerSettings: settings, AdjustController: offsetsPartitions(1)})
+	c := Start(t, Options{Brokers: 3, BrokerSettings: settings, AdjustController: OffsetsPartitions(1)})
 	c.CreateTopic("orders", 1, 3, nil)
-	g := groups{c}
+	g := Groups{c}
 	const retention = 10 * time.Second
 	committed := time.Now()
 	g.commitFromOutside("fleeting", 5, retention)

@@ -13,13 +13,13 @@ import (
 // ms the coordinator's cleanup forgets a group whose member left, without
 // offsets, by itself (with the 10-minute default it stays listed, Empty).
 func TestGroupCleanupIntervalSetting(t *testing.T) {
-	settings := maps.Clone(groupSettings)
+	settings := maps.Clone(GroupSettings)
 	settings["offsets.retention.check.interval.ms"] = "200"
-	c := Start(t, Options{Brokers: 3, BrokerSettings: settings, AdjustController: offsetsPartitions(3)})
-	g := groups{c}
+	c := Start(t, Options{Brokers: 3, BrokerSettings: settings, AdjustController: OffsetsPartitions(3)})
+	g := Groups{c}
 	j := g.join("brief", "", 10*time.Second)
 	g.syncAlone("brief", j, "")
-	if _, err := call(g, "brief", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
+	if _, err := Call(g, "brief", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
 		return api.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "brief", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId()}}})
 	}); err != nil {
 		t.Fatalf("leave: %v", err)

@@ -16,134 +16,59 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/broker"
-	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/topicconfig"
 )
 
-// groupSettings keep the group timings short for tests: sessions from
-// 100ms, no initial rebalance delay.
-var groupSettings = map[string]string{
-	"group.min.session.timeout.ms":     "100",
-	"group.initial.rebalance.delay.ms": "0",
-}
-
-// offsetsPartitions sets the controller's offsets.topic.num.partitions.
-func offsetsPartitions(n int32) func(*controller.Config) {
-	return func(cfg *controller.Config) { cfg.OffsetsTopicNumPartitions = n }
-}
-
 func startGroupCluster(t *testing.T) *Cluster {
 	t.Helper()
-	return Start(t, Options{Brokers: 3, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
-}
-
-// groups is a test's handle on the group API: it finds the coordinator
-// and goes to it, retrying while the coordinator moves or loads.
-type groups struct {
-	c *Cluster
-}
-
-func (g groups) on(id int32) groupv1.GroupServiceClient {
-	return groupv1.NewGroupServiceClient(g.c.conn(g.c.brokerCfg[id].Listen))
-}
-
-// any returns the group API on some running broker.
-func (g groups) any() groupv1.GroupServiceClient {
-	for id := range g.c.brokerCfg {
-		if g.c.Broker(id) != nil {
-			return g.on(id)
-		}
-	}
-	g.c.T.Fatal("no broker is running")
-	return nil
-}
-
-// coordinator finds the group's coordinator, retrying while there is none.
-func (g groups) coordinator(group string) int32 {
-	g.c.T.Helper()
-	var id int32 = -1
-	g.c.WaitFor(30*time.Second, "a coordinator for "+group, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		resp, err := g.any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: group})
-		if err != nil {
-			return false
-		}
-		id = resp.GetCoordinator().GetId()
-		return g.c.Broker(id) != nil
-	})
-	return id
-}
-
-// call runs fn against the group's coordinator until it answers something
-// other than a coordinator-moving error.
-func call[T any](g groups, group string, fn func(ctx context.Context, api groupv1.GroupServiceClient) (T, error)) (T, error) {
-	g.c.T.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		id := g.coordinator(group)
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		v, err := fn(ctx, g.on(id))
-		cancel()
-		if err == nil {
-			return v, nil
-		}
-		switch kerr.FromStatus(err).Code {
-		case kerr.NotCoordinator, kerr.CoordinatorLoadInProgress, kerr.CoordinatorNotAvailable, kerr.NetworkException:
-			if time.Now().Before(deadline) {
-				time.Sleep(25 * time.Millisecond)
-				continue
-			}
-		}
-		return v, kerr.FromStatus(err)
-	}
+	return Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
 }
 
 var rangeProtocol = []*groupv1.JoinGroupProtocol{{Name: "range", Metadata: []byte("sub")}}
 
 // join joins as a new member (both KIP-394 round trips) and returns the
 // join answer.
-func (g groups) join(group, instance string, session time.Duration) *groupv1.JoinGroupResponse {
-	g.c.T.Helper()
+func (g Groups) join(group, instance string, session time.Duration) *groupv1.JoinGroupResponse {
+	g.C.T.Helper()
 	req := &groupv1.JoinGroupRequest{GroupId: group, SessionTimeoutMs: int32(session.Milliseconds()), GroupInstanceId: instance,
 		ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"}
-	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
 		return api.JoinGroup(ctx, req)
 	})
 	if e := kerr.As(err); e != nil && e.Code == kerr.MemberIDRequired {
 		if e.MemberID == "" {
-			g.c.T.Fatal("MEMBER_ID_REQUIRED without a member id")
+			g.C.T.Fatal("MEMBER_ID_REQUIRED without a member id")
 		}
 		req.MemberId = e.MemberID
-		resp, err = call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
+		resp, err = Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
 			return api.JoinGroup(ctx, req)
 		})
 	}
 	if err != nil {
-		g.c.T.Fatalf("join %s: %v", group, err)
+		g.C.T.Fatalf("join %s: %v", group, err)
 	}
 	return resp
 }
 
 // syncAlone syncs a one-member group whose leader assigns itself.
-func (g groups) syncAlone(group string, j *groupv1.JoinGroupResponse, instance string) {
-	g.c.T.Helper()
-	_, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.SyncGroupResponse, error) {
+func (g Groups) syncAlone(group string, j *groupv1.JoinGroupResponse, instance string) {
+	g.C.T.Helper()
+	_, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.SyncGroupResponse, error) {
 		return api.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: group, GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(),
 			GroupInstanceId: instance, Assignments: []*groupv1.SyncGroupAssignment{{MemberId: j.GetMemberId(), Assignment: []byte("all")}}})
 	})
 	if err != nil {
-		g.c.T.Fatalf("sync %s: %v", group, err)
+		g.C.T.Fatalf("sync %s: %v", group, err)
 	}
 }
 
-func (g groups) commit(group string, gen int32, member, instance string, offsets map[int32]int64) error {
+func (g Groups) commit(group string, gen int32, member, instance string, offsets map[int32]int64) error {
 	t := &groupv1.OffsetCommitTopic{Name: "orders"}
 	for p, o := range offsets {
 		t.Partitions = append(t.Partitions, &groupv1.OffsetCommitPartition{Partition: p, CommittedOffset: o, CommittedLeaderEpoch: -1, Metadata: "m"})
 	}
-	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance,
 			Topics: []*groupv1.OffsetCommitTopic{t}})
 	})
@@ -172,32 +97,32 @@ func commitRefused(resp *groupv1.OffsetCommitResponse) error {
 // partition answered UNKNOWN_TOPIC_OR_PARTITION is committed again: the
 // coordinator's metadata learns a topic just created with the controller's
 // next UpdateMetadata, and refuses offsets of a topic it does not know.
-func (g groups) commitOffset(group, topic string, offset int64) {
-	g.c.T.Helper()
+func (g Groups) commitOffset(group, topic string, offset int64) {
+	g.C.T.Helper()
 	req := &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1,
 		Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}
-	g.c.WaitFor(15*time.Second, "the commit of "+topic+" stored", func() bool {
-		resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	g.C.WaitFor(15*time.Second, "the commit of "+topic+" stored", func() bool {
+		resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 			return api.OffsetCommit(ctx, req)
 		})
 		if err != nil {
-			g.c.T.Fatalf("commit of %s for %s: %v", topic, group, err)
+			g.C.T.Fatalf("commit of %s for %s: %v", topic, group, err)
 		}
 		code := kerr.Code(resp.GetTopics()[0].GetPartitions()[0].GetErrorCode())
 		if code != kerr.None && code != kerr.UnknownTopicOrPartition {
-			g.c.T.Fatalf("commit of %s for %s: %v", topic, group, code)
+			g.C.T.Fatalf("commit of %s for %s: %v", topic, group, code)
 		}
 		return code == kerr.None
 	})
 }
 
-func (g groups) fetch(group string) map[int32]int64 {
-	g.c.T.Helper()
-	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+func (g Groups) fetch(group string) map[int32]int64 {
+	g.C.T.Helper()
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
 		return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group})
 	})
 	if err != nil {
-		g.c.T.Fatalf("offset fetch %s: %v", group, err)
+		g.C.T.Fatalf("offset fetch %s: %v", group, err)
 	}
 	out := map[int32]int64{}
 	for _, t := range resp.GetTopics() {
@@ -210,16 +135,16 @@ func (g groups) fetch(group string) map[int32]int64 {
 	return out
 }
 
-func (g groups) heartbeat(group string, gen int32, member, instance string) error {
-	_, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.HeartbeatResponse, error) {
+func (g Groups) heartbeat(group string, gen int32, member, instance string) error {
+	_, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.HeartbeatResponse, error) {
 		return api.Heartbeat(ctx, &groupv1.HeartbeatRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance})
 	})
 	return err
 }
 
-func (g groups) describe(group string) *groupv1.DescribedGroup {
-	g.c.T.Helper()
-	resp, err := call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DescribeGroupsResponse, error) {
+func (g Groups) describe(group string) *groupv1.DescribedGroup {
+	g.C.T.Helper()
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DescribeGroupsResponse, error) {
 		r, err := api.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
 		if err == nil && r.GetGroups()[0].GetErrorCode() != 0 {
 			return r, kerr.New(kerr.Code(r.GetGroups()[0].GetErrorCode()), "describe")
@@ -227,7 +152,7 @@ func (g groups) describe(group string) *groupv1.DescribedGroup {
 		return r, err
 	})
 	if err != nil {
-		g.c.T.Fatalf("describe %s: %v", group, err)
+		g.C.T.Fatalf("describe %s: %v", group, err)
 	}
 	return resp.GetGroups()[0]
 }
@@ -260,7 +185,7 @@ func sameOffsets(a, b map[int32]int64) bool {
 func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 3, 3, nil)
-	g := groups{c}
+	g := Groups{c}
 	j := g.join("billing", "", 10*time.Second)
 	if j.GetGenerationId() != 1 || j.GetLeader() != j.GetMemberId() || len(j.GetMembers()) != 1 {
 		t.Fatalf("join answer %v", j)
@@ -322,7 +247,7 @@ func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 func TestGroupFencing(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 1, 3, nil)
-	g := groups{c}
+	g := Groups{c}
 	j := g.join("fenced", "i-1", 10*time.Second)
 	g.syncAlone("fenced", j, "i-1")
 	gen, member := j.GetGenerationId(), j.GetMemberId()
@@ -375,7 +300,7 @@ func TestGroupFencing(t *testing.T) {
 // quiet gap longer than its session, keeps its place.
 func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	c := startGroupCluster(t)
-	g := groups{c}
+	g := Groups{c}
 	const session = 1500 * time.Millisecond
 	req := func(member string) *groupv1.JoinGroupRequest {
 		return &groupv1.JoinGroupRequest{GroupId: "pair", SessionTimeoutMs: int32(session.Milliseconds()), MemberId: member,
@@ -477,7 +402,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 // create it.
 func TestOffsetsTopicIsProtected(t *testing.T) {
 	c := startGroupCluster(t)
-	g := groups{c}
+	g := Groups{c}
 	g.coordinator("any")
 	ctx := context.Background()
 	resp, err := c.Admin().DescribeConfigs(ctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{{
@@ -522,10 +447,10 @@ func TestOffsetsTopicIsProtected(t *testing.T) {
 // DeleteGroups refuses a group with members, then writes tombstones for
 // the group and its offsets; the cleaner removes them from the log.
 func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, AdjustController: offsetsPartitions(1), BrokerSettings: map[string]string{
+	c := Start(t, Options{Brokers: 3, AdjustController: OffsetsPartitions(1), BrokerSettings: map[string]string{
 		"group.min.session.timeout.ms": "100", "group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100"}})
 	c.CreateTopic("orders", 2, 3, nil)
-	g := groups{c}
+	g := Groups{c}
 	j := g.join("doomed", "", 10*time.Second)
 	g.syncAlone("doomed", j, "")
 	for i := int64(1); i <= 20; i++ {
@@ -534,7 +459,7 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 		}
 	}
 	del := func() kerr.Code {
-		r, err := call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DeleteGroupsResponse, error) {
+		r, err := Call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DeleteGroupsResponse, error) {
 			return api.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"doomed"}})
 		})
 		if err != nil {
@@ -545,7 +470,7 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 	if code := del(); code != kerr.NonEmptyGroup {
 		t.Fatalf("delete with a member: %s", code)
 	}
-	if _, err := call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
+	if _, err := Call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
 		return api.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "doomed", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId()}}})
 	}); err != nil {
 		t.Fatalf("leave: %v", err)
@@ -628,7 +553,7 @@ func containsGroup(key []byte, group string) bool {
 // The coordinator's /metrics shows each group's lag per partition (high
 // watermark minus committed offset), its members and the groups by state.
 func TestGroupMetrics(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, AdjustController: offsetsPartitions(3), BrokerSettings: groupSettings,
+	c := Start(t, Options{Brokers: 3, AdjustController: OffsetsPartitions(3), BrokerSettings: GroupSettings,
 		Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
 	c.CreateTopic("orders", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	for i := 0; i < 5; i++ {
@@ -636,7 +561,7 @@ func TestGroupMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g := groups{c}
+	g := Groups{c}
 	if err := g.commit("lagging", -1, "", "", map[int32]int64{0: 2}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
@@ -673,9 +598,9 @@ func TestGroupMetrics(t *testing.T) {
 // On a one-broker cluster __consumer_offsets gets one replica and
 // min.insync.replicas 1: commits still work.
 func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
-	c := Start(t, Options{Brokers: 1, AdjustController: offsetsPartitions(2), BrokerSettings: groupSettings})
+	c := Start(t, Options{Brokers: 1, AdjustController: OffsetsPartitions(2), BrokerSettings: GroupSettings})
 	c.CreateTopic("orders", 1, 1, nil)
-	g := groups{c}
+	g := Groups{c}
 	if err := g.commit("solo", -1, "", "", map[int32]int64{0: 1}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
@@ -704,7 +629,7 @@ func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
 func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 1, 3, nil)
-	g := groups{c}
+	g := Groups{c}
 	g.coordinator("steady")
 	var acked, attempted atomic.Int64
 	stop := make(chan struct{})
@@ -778,7 +703,7 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 // NOT_COORDINATOR and the group went back to its last written generation.
 func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 	c := startGroupCluster(t)
-	g := groups{c}
+	g := Groups{c}
 	const session = 20 * time.Second
 	first := g.join("busy", "", session)
 	g.syncAlone("busy", first, "")
@@ -857,7 +782,7 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 // have made its consumers skip the new topic's first records.
 func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 	c := startGroupCluster(t)
-	g := groups{c}
+	g := Groups{c}
 	c.CreateTopic("recreated", 1, 3, nil)
 	commit := func(topic string, offset int64) { g.commitOffset("reader", topic, offset) }
 	commit("recreated", 5)
@@ -869,7 +794,7 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 	}
 	c.CreateTopic("recreated", 1, 3, nil)
 	topics := func() map[string]int64 {
-		r, err := call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+		r, err := Call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
 			return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "reader"})
 		})
 		if err != nil {
@@ -898,7 +823,7 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 // acknowledged commit had been lost.
 func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) {
 	c := startGroupCluster(t)
-	g := groups{c}
+	g := Groups{c}
 	coord := g.coordinator("reader")
 	ctrl, _ := c.ActiveController()
 	// The coordinator hears nothing of the new topic, which lives on the
@@ -916,7 +841,7 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 		t.Fatalf("create: %v %v", resp, err)
 	}
 	c.WaitFor(10*time.Second, "a leader for kept", func() bool { return c.Leads(c.Partition("kept", 0).GetLeader(), "kept", 0) })
-	refused, err := call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	refused, err := Call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "reader", GenerationId: -1,
 			Topics: []*groupv1.OffsetCommitTopic{{Name: "kept", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7}}}}})
 	})

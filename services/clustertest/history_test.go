@@ -1,14 +1,11 @@
 package clustertest
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
-	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/clustertest/history"
 )
 
@@ -157,17 +154,4 @@ func TestCheckerFindsUncleanElectionLoss(t *testing.T) {
 			}
 		}
 	}
-}
-
-// electPreferred asks the active controller for a preferred election of
-// every given partition.
-func (c *Cluster) electPreferred(tps []history.TP) error {
-	req := &adminv1.ElectLeadersRequest{ElectionType: adminv1.ElectionType_ELECTION_TYPE_PREFERRED}
-	for _, tp := range tps {
-		req.Partitions = append(req.Partitions, &commonv1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := c.Admin().ElectLeaders(ctx, req)
-	return err
 }

@@ -28,9 +28,6 @@ import (
 // answered with its original offsets and not written again, and the
 // partition whole afterwards.
 
-// quickExpiry forgets an idle producer within about two seconds.
-var quickExpiry = map[string]string{"producer.id.expiration.ms": "1500", "log.retention.check.interval.ms": "200"}
-
 // idemWriter is an idempotent acks=all Go producer on partition 0 of topic
 // and what it was told.
 type idemWriter struct {
@@ -74,9 +71,9 @@ func (w *idemWriter) write(prefix string, n int) {
 func (c *Cluster) lastBatch(topic string) recordbatch.Batch {
 	c.T.Helper()
 	leader := c.Partition(topic, 0).GetLeader()
-	v, _ := c.view(leader, topic, 0)
+	v, _ := c.View(leader, topic, 0)
 	resp, err := c.BrokerClient(leader).Fetch(context.Background(), &brokerv1.FetchRequest{
-		Topic: topic, Partition: 0, Offset: v.logStart, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1, RawBatches: true})
+		Topic: topic, Partition: 0, Offset: v.LogStart, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1, RawBatches: true})
 	if err != nil {
 		c.T.Fatalf("raw fetch of %s-0 from broker %d: %v", topic, leader, err)
 	}
@@ -160,7 +157,7 @@ func (c *Cluster) awaitForgotten(topic string, within time.Duration) {
 func (c *Cluster) checkIdemLog(topic string, acked []string) {
 	c.T.Helper()
 	replicas := c.Partition(topic, 0).GetReplicas()
-	c.waitSettled(20*time.Second, topic, 0, replicas)
+	c.WaitSettled(20*time.Second, topic, 0, replicas)
 	if got := c.SameLogs(topic, 0, replicas...); !slices.Equal(got, acked) {
 		c.T.Fatalf("%s-0 holds %q, want %q", topic, got, acked)
 	}
@@ -193,7 +190,7 @@ func TestIdempotentProducerResumesAfterItsStateExpired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("idles past producer.id.expiration.ms")
 	}
-	c := Start(t, Options{BrokerSettings: quickExpiry})
+	c := Start(t, Options{BrokerSettings: QuickExpiry})
 	const topic = "idem-expired"
 	c.CreateTopic(topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 	w := c.idemWriter(topic)
@@ -227,7 +224,7 @@ func TestIdempotentProducerWhoseReplicasExpireItApart(t *testing.T) {
 		t.Skip("idles past producer.id.expiration.ms")
 	}
 	const keeper = 3
-	c := Start(t, Options{BrokerSettings: quickExpiry, Adjust: func(cfg *broker.Config) {
+	c := Start(t, Options{BrokerSettings: QuickExpiry, Adjust: func(cfg *broker.Config) {
 		if cfg.ID == keeper {
 			cfg.Settings["producer.id.expiration.ms"] = "3600000"
 		}
@@ -308,7 +305,7 @@ func TestIdempotentProducerPastItsDeletedBatches(t *testing.T) {
 	preferred := c.Leader(topic, 0)
 	c.moveLeader(topic)
 	c.checkResendIsDuplicate(topic, last)
-	c.waitSettled(20*time.Second, topic, 0, replicas)
+	c.WaitSettled(20*time.Second, topic, 0, replicas)
 	c.electPreferredAndWait(topic)
 	if l := c.Leader(topic, 0); l != preferred {
 		t.Fatalf("broker %d leads after the preferred election, want %d", l, preferred)
@@ -324,7 +321,7 @@ func (c *Cluster) awaitEmptied(topic string, replicas []int32, leo int64) {
 	c.T.Helper()
 	c.WaitFor(30*time.Second, "retention to empty every replica", func() bool {
 		for _, id := range replicas {
-			if v, ok := c.view(id, topic, 0); !ok || v.logStart != leo || v.leo != leo {
+			if v, ok := c.View(id, topic, 0); !ok || v.LogStart != leo || v.LEO != leo {
 				return false
 			}
 		}
@@ -337,9 +334,9 @@ func (c *Cluster) awaitEmptied(topic string, replicas []int32, leo int64) {
 // (retention may have deleted the rest).
 func (c *Cluster) checkRetainedTail(topic string, replicas []int32, acked []string) {
 	c.T.Helper()
-	c.waitSettled(20*time.Second, topic, 0, replicas)
-	if v, _ := c.view(c.Leader(topic, 0), topic, 0); v.leo != int64(len(acked)) {
-		c.T.Fatalf("%s-0 ends at %d, want %d: every write once", topic, v.leo, len(acked))
+	c.WaitSettled(20*time.Second, topic, 0, replicas)
+	if v, _ := c.View(c.Leader(topic, 0), topic, 0); v.LEO != int64(len(acked)) {
+		c.T.Fatalf("%s-0 ends at %d, want %d: every write once", topic, v.LEO, len(acked))
 	}
 	got := c.SameLogs(topic, 0, replicas...)
 	if len(got) > len(acked) || !slices.Equal(got, acked[len(acked)-len(got):]) {
@@ -378,7 +375,7 @@ func TestIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 			}
 			c.WaitBrokerAlive(leader)
 			c.checkRetryIsDuplicate(topic, w.acked)
-			c.waitSettled(20*time.Second, topic, 0, replicas)
+			c.WaitSettled(20*time.Second, topic, 0, replicas)
 			c.electPreferredAndWait(topic)
 			c.checkRetryIsDuplicate(topic, w.acked)
 			w.write("b", 3)
@@ -398,8 +395,8 @@ type kgoWriter struct {
 
 func (c *Cluster) kgoWriter(topic string) *kgoWriter {
 	c.T.Helper()
-	c.kafkaCreate(kadm.NewClient(c.kafkaClient()), topic, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
-	return &kgoWriter{c: c, topic: topic, cl: c.kafkaClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))}
+	c.KafkaCreate(kadm.NewClient(c.KafkaClient()), topic, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	return &kgoWriter{c: c, topic: topic, cl: c.KafkaClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))}
 }
 
 // write produces n records one at a time and checks that each is
@@ -429,7 +426,7 @@ func TestKafkaIdempotentProducerResumesAfterItsStateExpired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("idles past producer.id.expiration.ms")
 	}
-	c := Start(t, Options{Kafka: true, BrokerSettings: quickExpiry})
+	c := Start(t, Options{Kafka: true, BrokerSettings: QuickExpiry})
 	w := c.kgoWriter("kgo-idem-expired")
 	w.write("a", 4)
 	c.awaitForgotten(w.topic, 20*time.Second)
@@ -462,7 +459,7 @@ func TestKafkaIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 	c.WaitBrokerAlive(leader)
 	c.checkRetryIsDuplicate(w.topic, w.acked)
 	w.write("b", 2)
-	c.waitSettled(20*time.Second, w.topic, 0, replicas)
+	c.WaitSettled(20*time.Second, w.topic, 0, replicas)
 	c.electPreferredAndWait(w.topic)
 	c.checkRetryIsDuplicate(w.topic, w.acked)
 	w.write("c", 4)
@@ -570,8 +567,8 @@ func TestResendOfAnOldRecordWhoseAnswerWasLostIsNotWrittenTwice(t *testing.T) {
 		lost <- outcome{res, err}
 	}()
 	c.WaitFor(20*time.Second, "the write to be appended", func() bool {
-		v, ok := c.view(1, topic, 0)
-		return ok && v.leo == 2
+		v, ok := c.View(1, topic, 0)
+		return ok && v.LEO == 2
 	})
 	// The expiry pass, as every log.retention.check.interval.ms runs it.
 	for _, r := range c.Broker(1).Replicas().Replicas() {
@@ -606,7 +603,7 @@ func TestLostAnswerThenForgottenProducerIsNotWrittenTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds back a broker's answers past producer.id.expiration.ms")
 	}
-	c := Start(t, Options{Brokers: 1, BrokerSettings: quickExpiry})
+	c := Start(t, Options{Brokers: 1, BrokerSettings: QuickExpiry})
 	const topic = "idem-lost-forgotten"
 	c.CreateTopic(topic, 1, 1, nil)
 	write, o := c.writeWithLostAnswer(topic, func() { c.awaitForgotten(topic, 20*time.Second) })
@@ -631,7 +628,7 @@ func TestLostAnswerThenRetainedAwayProducerIsResent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds back a broker's answers past retention and producer.id.expiration.ms")
 	}
-	c := Start(t, Options{Brokers: 1, BrokerSettings: quickExpiry})
+	c := Start(t, Options{Brokers: 1, BrokerSettings: QuickExpiry})
 	const topic = "idem-lost-retained"
 	c.CreateTopic(topic, 1, 1, map[string]string{"retention.ms": "1500", "segment.ms": "300"})
 	write, o := c.writeWithLostAnswer(topic, func() {
@@ -685,8 +682,8 @@ func (c *Cluster) writeWithLostAnswer(topic string, meanwhile func()) (func(stri
 		lost <- lostAnswer{res, err}
 	}()
 	c.WaitFor(20*time.Second, "the write to be appended", func() bool {
-		v, ok := c.view(1, topic, 0)
-		return ok && v.leo == 2
+		v, ok := c.View(1, topic, 0)
+		return ok && v.LEO == 2
 	})
 	meanwhile()
 	d.drop()

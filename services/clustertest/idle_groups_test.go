@@ -23,9 +23,9 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 	const parts, n = 2, 5
 	c.CreateTopic("calm", parts, 3, nil)
 	c.produceEach("calm", parts, 0, n)
-	o := groupOpts("sleepers", "calm")
+	o := GroupOpts("sleepers", "calm")
 	o.SessionTimeout = 3 * time.Second
-	m1, m2 := c.startMember(o), c.startMember(o)
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	all := tps("calm", parts)
 	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -47,21 +47,21 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 	c.WaitFor(time.Minute, "every record read and committed", committedAll(n))
 	gen := m1.gc.Generation()
 
-	_, gs := c.coordinatorOf("sleepers")
+	_, gs := c.CoordinatorOf("sleepers")
 	fc, err := gs.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "sleepers"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	offsetsPartition := fc.GetPartition()
 	preferred := c.Partition(topicconfig.OffsetsTopic, offsetsPartition).GetReplicas()[0]
-	first, _ := c.coordinatorOf("sleepers")
+	first, _ := c.CoordinatorOf("sleepers")
 	if first != preferred {
 		t.Skipf("the preferred replica %d of %s-%d does not lead it (broker %d does)", preferred, topicconfig.OffsetsTopic, offsetsPartition, first)
 	}
 	// Quiet: the coordinator dies, another loads the group.
 	c.CrashBroker(first)
 	c.WaitFor(time.Minute, "another coordinator", func() bool {
-		id, _ := c.coordinatorOf("sleepers")
+		id, _ := c.CoordinatorOf("sleepers")
 		return id != first
 	})
 	time.Sleep(2 * o.SessionTimeout) // idle under the new coordinator
@@ -75,16 +75,16 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 		t.Fatalf("preferred election: %v %v", resp, err)
 	}
 	c.WaitFor(time.Minute, "the preferred replica to coordinate again", func() bool {
-		id, _ := c.coordinatorOf("sleepers")
+		id, _ := c.CoordinatorOf("sleepers")
 		return id == first && c.Leads(first, topicconfig.OffsetsTopic, offsetsPartition)
 	})
 	time.Sleep(2 * o.SessionTimeout) // idle under the returned coordinator
 
-	for _, m := range []*member{m1, m2} {
+	for _, m := range []*Member{m1, m2} {
 		if g := m.gc.Generation(); g != gen {
 			t.Fatalf("a member is in generation %d after the idle moves, was %d", g, gen)
 		}
-		if err := m.failure(); err != nil {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 	c.produceEach("calm", parts, n, n)
 	c.WaitFor(time.Minute, "the new records read and committed", committedAll(2*n))
 	for _, tp := range all {
-		got := append(m1.offsets(tp), m2.offsets(tp)...)
+		got := append(m1.Offsets(tp), m2.Offsets(tp)...)
 		slices.Sort(got)
 		want := make([]int64, 2*n)
 		for i := range want {
@@ -125,7 +125,7 @@ func TestFrozenCoordinatorOfAnIdleGroupChangesNothingWhenItResumes(t *testing.T)
 	const parts, n = 2, 5
 	c.CreateTopic("hush", parts, 3, nil)
 	c.produceEach("hush", parts, 0, n)
-	o := groupOpts("hushed", "hush")
+	o := GroupOpts("hushed", "hush")
 	o.SessionTimeout = 3 * time.Second
 	m1 := c.startMemberOn(c.groupClientVia("member-1"), o)
 	m2 := c.startMemberOn(c.groupClientVia("member-2"), o)
@@ -149,7 +149,7 @@ func TestFrozenCoordinatorOfAnIdleGroupChangesNothingWhenItResumes(t *testing.T)
 	}
 	c.WaitFor(time.Minute, "every record read and committed", committedAll(n))
 	gen := m1.gc.Generation()
-	first, gs := c.coordinatorOf("hushed")
+	first, gs := c.CoordinatorOf("hushed")
 	fc, err := gs.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "hushed"})
 	if err != nil {
 		t.Fatal(err)
@@ -170,11 +170,11 @@ func TestFrozenCoordinatorOfAnIdleGroupChangesNothingWhenItResumes(t *testing.T)
 	})
 	time.Sleep(2 * o.SessionTimeout) // idle again, every broker running
 
-	for _, m := range []*member{m1, m2} {
+	for _, m := range []*Member{m1, m2} {
 		if g := m.gc.Generation(); g != gen {
 			t.Fatalf("a member is in generation %d after the freeze, was %d", g, gen)
 		}
-		if err := m.failure(); err != nil {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,11 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,25 +12,6 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker"
 )
-
-// replicaView is what one broker's replica of a partition holds: its state
-// machine's view and its leader-epoch cache.
-type replicaView struct {
-	leader        bool
-	hw, leo       int64
-	logStart      int64
-	isr           []int32
-	followerLEO   map[int32]int64 // the leader's view; -1 until a follower fetched in this epoch
-	epochs        string
-	firstEpoch    int32
-	latestEpoch   int32
-	epochsPresent bool
-}
-
-func (v replicaView) String() string {
-	return fmt.Sprintf("leader %t hw %d leo %d log start %d isr %v followers %v epochs %s",
-		v.leader, v.hw, v.leo, v.logStart, v.isr, v.followerLEO, v.epochs)
-}
 
 // waitReplicasAt waits until every replica of topic-p in reps holds
 // exactly [at, at): log start and LEO both at, as retention leaves a log it
@@ -51,42 +28,14 @@ func (c *Cluster) waitReplicasAt(t *testing.T, topic string, p int32, reps []int
 		seen = ""
 		ok := true
 		for _, id := range reps {
-			v, hosted := c.view(id, topic, p)
+			v, hosted := c.View(id, topic, p)
 			seen += fmt.Sprintf("broker %d: %v; ", id, v)
-			if !hosted || v.logStart != at || v.leo != at {
+			if !hosted || v.LogStart != at || v.LEO != at {
 				ok = false
 			}
 		}
 		return ok
 	})
-}
-
-// view reads broker id's replica of topic-p; ok is false when the broker is
-// down or does not host it.
-func (c *Cluster) view(id int32, topic string, p int32) (replicaView, bool) {
-	b := c.Broker(id)
-	if b == nil {
-		return replicaView{}, false
-	}
-	for _, r := range b.Replicas().Replicas() {
-		if tp := r.TP(); tp.Topic != topic || tp.Partition != p {
-			continue
-		}
-		s := r.Snapshot(time.Now())
-		v := replicaView{leader: r.IsLeader(), hw: s.HighWatermark, leo: s.LogEndOffset, logStart: r.Log().LogStartOffset(),
-			isr: s.ISR, followerLEO: map[int32]int64{}, firstEpoch: -1, latestEpoch: -1}
-		for _, f := range s.Followers {
-			v.followerLEO[f.ID] = f.LogEndOffset
-		}
-		entries := r.Log().EpochEntries()
-		v.epochs = fmt.Sprint(entries)
-		if len(entries) > 0 {
-			v.epochsPresent = true
-			v.firstEpoch, v.latestEpoch = entries[0].Epoch, entries[len(entries)-1].Epoch
-		}
-		return v, true
-	}
-	return replicaView{}, false
 }
 
 // runRetention applies retention to broker id's replica of topic-p below
@@ -109,56 +58,6 @@ func (c *Cluster) runRetention(id int32, topic string, p int32) int {
 		}
 	}
 	return 0
-}
-
-// settled reports whether a quiet partition has caught up everywhere: the
-// leader's ISR holds every replica, the leader knows every follower's LEO,
-// every replica's LEO and HW equal the leader's LEO, and the leader is not
-// fenced from its clients. It returns what it saw for the failure message.
-func (c *Cluster) settled(topic string, p int32, replicas []int32) (bool, string) {
-	leader := c.Partition(topic, p).GetLeader()
-	lv, ok := c.view(leader, topic, p)
-	if !ok || !lv.leader {
-		return false, fmt.Sprintf("broker %d not acting as leader", leader)
-	}
-	seen := fmt.Sprintf("leader %d: %v", leader, lv)
-	done := len(lv.isr) == len(replicas)
-	// A leader fenced from its clients (for instance registered anew and
-	// waiting for the controller to confirm its roles) is not live yet.
-	if b := c.Broker(leader); b != nil && b.Fenced() {
-		seen += " (fenced)"
-		done = false
-	}
-	for _, id := range replicas {
-		v, ok := c.view(id, topic, p)
-		if id != leader {
-			seen += fmt.Sprintf("; broker %d: %v", id, v)
-			if lv.followerLEO[id] != lv.leo {
-				done = false
-			}
-		}
-		if !ok || v.leo != lv.leo || v.hw != lv.leo {
-			done = false
-		}
-	}
-	return done, seen
-}
-
-// waitSettled waits for settled without a single write to the partition:
-// the liveness of a quiet partition.
-func (c *Cluster) waitSettled(timeout time.Duration, topic string, p int32, replicas []int32) {
-	c.T.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, seen := c.settled(topic, p, replicas)
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.T.Fatalf("after %s without writes, %s-%d has not settled (full ISR, HW = LEO on every replica): %s", timeout, topic, p, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // consume reads the partition from the leader as a consumer does (up to the
@@ -214,9 +113,9 @@ func TestPreferredElectionOnIdlePartitionSettles(t *testing.T) {
 	})
 
 	// Nothing is produced from here on.
-	c.waitSettled(15*time.Second, "idle", 0, reps)
-	if v, _ := c.view(next, "idle", 0); v.latestEpoch == 1 {
-		t.Fatalf("broker %d still holds the empty epoch 1 it led: %s", next, v.epochs)
+	c.WaitSettled(15*time.Second, "idle", 0, reps)
+	if v, _ := c.View(next, "idle", 0); v.LatestEpoch == 1 {
+		t.Fatalf("broker %d still holds the empty epoch 1 it led: %s", next, v.Epochs)
 	}
 	if got := c.consume("idle", 0, 0); !slices.Equal(got, []string{"r0", "r1"}) {
 		t.Fatalf("consumer read %v, want [r0 r1]", got)
@@ -242,7 +141,7 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 			t.Fatalf("produce %s: %v", v, err)
 		}
 	}
-	c.waitSettled(10*time.Second, "ret", 0, reps)
+	c.WaitSettled(10*time.Second, "ret", 0, reps)
 	// A leadership change without writes: the leader's controlled shutdown.
 	if err := c.StopBroker(old); err != nil {
 		t.Fatalf("stop broker %d: %v", old, err)
@@ -252,7 +151,7 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 	})
 	// Retention deletes every segment once the records are older than
 	// retention.ms; the leader's cache keeps only its own epoch.
-	var lv replicaView
+	var lv ReplicaView
 	defer func() {
 		if t.Failed() {
 			t.Logf("leader %d's replica after retention: %v", leader, lv)
@@ -261,12 +160,12 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 	c.WaitFor(10*time.Second, "retention to delete the leader's records", func() bool {
 		c.runRetention(leader, "ret", 0)
 		c.runRetention(follower, "ret", 0)
-		lv, _ = c.view(leader, "ret", 0)
-		return lv.logStart == 2
+		lv, _ = c.View(leader, "ret", 0)
+		return lv.LogStart == 2
 	})
-	fv, _ := c.view(follower, "ret", 0)
-	if !lv.epochsPresent || !fv.epochsPresent || fv.latestEpoch >= lv.firstEpoch {
-		t.Fatalf("setup: want the follower's last epoch older than the leader's whole cache; leader %s, follower %s", lv.epochs, fv.epochs)
+	fv, _ := c.View(follower, "ret", 0)
+	if !lv.EpochsPresent || !fv.EpochsPresent || fv.LatestEpoch >= lv.FirstEpoch {
+		t.Fatalf("setup: want the follower's last epoch older than the leader's whole cache; leader %s, follower %s", lv.Epochs, fv.Epochs)
 	}
 
 	// Quiet: both followers restart with their old epoch and must rejoin.
@@ -275,7 +174,7 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 		t.Fatalf("stop broker %d: %v", follower, err)
 	}
 	c.StartBroker(follower)
-	c.waitSettled(20*time.Second, "ret", 0, reps)
+	c.WaitSettled(20*time.Second, "ret", 0, reps)
 	if _, err := c.Produce(context.Background(), "ret", 0, -1, "r2"); err != nil {
 		t.Fatalf("acks=all produce after retention: %v", err)
 	}
@@ -290,32 +189,7 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 // followerFetches reads, from broker id's /metrics, how many follower
 // fetches it has served as a leader.
 func (c *Cluster) followerFetches(id int32) int64 {
-	return int64(c.metric(id, `tidemark_broker_fetch_latency_seconds_count{kind="follower"}`))
-}
-
-// metric reads one sample from broker id's /metrics (its metrics listener
-// must be on), by its name and labels as printed; 0 when absent.
-func (c *Cluster) metric(id int32, name string) float64 {
-	c.T.Helper()
-	resp, err := http.Get("http://" + c.Broker(id).MetricsAddr() + "/metrics")
-	if err != nil {
-		c.T.Fatalf("metrics of broker %d: %v", id, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.T.Fatalf("metrics of broker %d: %v", id, err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				c.T.Fatalf("metrics of broker %d: %q: %v", id, line, err)
-			}
-			return n
-		}
-	}
-	return 0
+	return int64(c.Metric(id, `tidemark_broker_fetch_latency_seconds_count{kind="follower"}`))
 }
 
 // A follower whose truncation cannot make progress gets the same divergence

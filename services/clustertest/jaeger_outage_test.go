@@ -89,11 +89,11 @@ func TestJaegerOutageDoesNotHoldUpWritesAndTracingResumes(t *testing.T) {
 	c.WaitFor(35*time.Second, "the leader counting failed exports while Jaeger is down", func() bool {
 		produceAll(t, c, 10, "down-")
 		writes += 10
-		return writes >= 200 && c.metric(leader, exportFailures) > 0
+		return writes >= 200 && c.Metric(leader, exportFailures) > 0
 	})
 	produceAll(t, c, 300, "down-")
 	t.Logf("%d acks=all writes completed while Jaeger was down; the leader counted %v failed exports",
-		writes+300, c.metric(leader, exportFailures))
+		writes+300, c.Metric(leader, exportFailures))
 
 	j.Start()
 	time.Sleep(2 * time.Second) // a quiet moment: nothing is written

@@ -79,7 +79,7 @@ func TestQuietReturnAfterLostLease(t *testing.T) {
 // unfenced, with HW = LEO.
 func TestQuietReturnOfSoleReplica(t *testing.T) {
 	c := Start(t, Options{Brokers: 2, Controllers: 1})
-	createAssigned(t, c, "solo", [][]int32{{1}}, nil)
+	CreateAssigned(t, c, "solo", [][]int32{{1}}, nil)
 	for i := 0; i < 5; i++ {
 		if _, err := c.Produce(context.Background(), "solo", 0, -1, "v"); err != nil {
 			t.Fatal(err)

@@ -129,7 +129,7 @@ func TestAFullDiskTakesItsLogDirOffline(t *testing.T) {
 		return false
 	})
 	// Kafka's tools see it too (kafka-log-dirs.sh: DescribeLogDirs).
-	dirs, err := kadm.NewClient(c.kafkaClient()).DescribeBrokerLogDirs(ctx, 1, nil)
+	dirs, err := kadm.NewClient(c.KafkaClient()).DescribeBrokerLogDirs(ctx, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

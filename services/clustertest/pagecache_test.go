@@ -60,10 +60,10 @@ func TestFollowerThatDroppedItsPagesLeadsWithEveryRecord(t *testing.T) {
 			continue
 		}
 		c.WaitFor(10*time.Second, fmt.Sprintf("follower %d dropping pages behind its tail", id), func() bool {
-			return c.metric(id, "tidemark_log_follower_cache_dropped_bytes_total") >= 4<<20
+			return c.Metric(id, "tidemark_log_follower_cache_dropped_bytes_total") >= 4<<20
 		})
 	}
-	if got := c.metric(leader, "tidemark_log_follower_cache_dropped_bytes_total"); got != 0 {
+	if got := c.Metric(leader, "tidemark_log_follower_cache_dropped_bytes_total"); got != 0 {
 		t.Fatalf("the leader dropped %v bytes of its pages", got)
 	}
 

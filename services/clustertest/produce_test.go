@@ -107,7 +107,7 @@ func TestParkedProduceSurvivesISRRemovalByController(t *testing.T) {
 // links heal the ISR is full again and the replicas identical.
 func TestParkedProduceOnIdlePartitionAcrossLeaderISRShrinks(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
-	createAssigned(t, c, "shrink", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "shrink", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	produceN(t, c, "shrink", 1)
 	c.WaitHWAtLEO("shrink", 0, 1, 2, 3)
 	time.Sleep(time.Second) // idle

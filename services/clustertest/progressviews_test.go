@@ -86,7 +86,7 @@ func showsPositions(v *adminv1.PartitionView, replicas []int32, offset int64) bo
 func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, Controllers: 2})
 	views := watchViews(t, c, "views")
-	createAssigned(t, c, "views", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "views", [][]int32{{1, 2, 3}}, nil)
 	produce := func(n int) { t.Helper(); produceN(t, c, "views", n) }
 	produce(5)
 	c.WaitFor(10*time.Second, "every replica of views-0 at 5 in the console", func() bool {
@@ -111,7 +111,7 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 
 	reassign(t, c, "views", map[int32][]int32{0: {1, 2, 4}})
 	c.WaitFor(20*time.Second, "views-0 moved to 1, 2, 4 in the console", func() bool {
-		return settledOn(c, "views", 0, []int32{1, 2, 4}) && showsPositions(views.of("views", 0), []int32{1, 2, 4}, 8)
+		return SettledOn(c, "views", 0, []int32{1, 2, 4}) && showsPositions(views.of("views", 0), []int32{1, 2, 4}, 8)
 	})
 	produce(1)
 	c.WaitFor(10*time.Second, "the moved-in replica at 9 in the console", func() bool {
@@ -123,9 +123,9 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	for _, id := range []int32{1, 2, 4} {
-		gone(t, c, id, "views", 0)
+		Gone(t, c, id, "views", 0)
 	}
-	createAssigned(t, c, "views", [][]int32{{1, 2, 4}}, nil)
+	CreateAssigned(t, c, "views", [][]int32{{1, 2, 4}}, nil)
 	produce(2)
 	c.WaitFor(10*time.Second, "the recreated topic's replicas at 2 in the console", func() bool {
 		return showsPositions(views.of("views", 0), []int32{1, 2, 4}, 2)
@@ -158,7 +158,7 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 // only that a crash is then handled and shown.
 func TestSessionsLeaveAFrozenController(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, PausableControllers: true})
-	createAssigned(t, c, "frozen", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "frozen", [][]int32{{1, 2, 3}}, nil)
 	produce := func(n int) { t.Helper(); produceN(t, c, "frozen", n) }
 	produce(5)
 	views := watchViews(t, c, "frozen")

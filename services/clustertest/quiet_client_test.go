@@ -44,7 +44,7 @@ func startQuietClient(t *testing.T, c *Cluster, requestTimeout, deliveryTimeout 
 // startQuietClientIn is startQuietClient with a consumer in rack (KIP-392).
 func startQuietClientIn(t *testing.T, c *Cluster, requestTimeout, deliveryTimeout time.Duration, rack string) *quietClient {
 	t.Helper()
-	createAssigned(t, c, quietClientTopic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, quietClientTopic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	o := client.Options{RequestTimeout: requestTimeout, RetryBackoffMax: 500 * time.Millisecond, Dialer: c.Net.Dialer(quietClientApp)}
 	p, err := client.NewProducer(c.ClientWith(o), client.ProducerOptions{Linger: -1,
 		RequestTimeout: requestTimeout, DeliveryTimeout: deliveryTimeout})
@@ -112,7 +112,7 @@ func (q *quietClient) check(bound time.Duration) {
 	q.write(3, bound)
 	q.readAll(15 * time.Second)
 	replicas := q.c.Partition(quietClientTopic, 0).GetReplicas()
-	q.c.waitSettled(20*time.Second, quietClientTopic, 0, replicas)
+	q.c.WaitSettled(20*time.Second, quietClientTopic, 0, replicas)
 	logs := q.c.SameLogs(quietClientTopic, 0, replicas...)
 	if fmt.Sprint(logs) != fmt.Sprint(q.acked) {
 		q.c.T.Fatalf("log %v, acknowledged %v", logs, q.acked)
@@ -132,13 +132,13 @@ func TestQuietClientAcrossRollingRestartAndFailover(t *testing.T) {
 		c.CrashBroker(id)
 		c.StartBroker(id)
 	}
-	c.waitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3})
-	if err := c.electPreferred([]history.TP{{Topic: quietClientTopic, Partition: 0}}); err != nil {
+	c.WaitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3})
+	if err := c.ElectPreferred([]history.TP{{Topic: quietClientTopic, Partition: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitFor(10*time.Second, "broker 1 leading", func() bool { return c.Leads(1, quietClientTopic, 0) })
 	active, epoch := c.ActiveController()
-	c.killController(active, epoch)
+	c.KillController(active, epoch)
 	q.check(30 * time.Second)
 }
 
@@ -165,8 +165,8 @@ func TestQuietClientBrokerBackOnANewAddress(t *testing.T) {
 		stop()
 		c.MoveBroker(1)
 		c.StartBroker(1)
-		c.waitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3})
-		if err := c.electPreferred([]history.TP{{Topic: quietClientTopic, Partition: 0}}); err != nil {
+		c.WaitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3})
+		if err := c.ElectPreferred([]history.TP{{Topic: quietClientTopic, Partition: 0}}); err != nil {
 			t.Fatal(err)
 		}
 		c.WaitFor(10*time.Second, "broker 1 leading", func() bool { return c.Leads(1, quietClientTopic, 0) })
@@ -274,7 +274,7 @@ func TestQuietClientReadReplicaRestarted(t *testing.T) {
 	c.CrashBroker(3)
 	c.MoveBroker(3)
 	c.StartBroker(3)
-	c.waitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3}) // the leader prefers it again
+	c.WaitSettled(20*time.Second, quietClientTopic, 0, []int32{1, 2, 3}) // the leader prefers it again
 	q.check(20 * time.Second)
 	c.CrashBroker(1)
 	c.StartBroker(1)

@@ -17,7 +17,7 @@ import (
 // acknowledged (here: within 15 s, a bound only a stuck consumer misses).
 func TestQuietConsumerFollowsLeaderChanges(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
-	createAssigned(t, c, "idle", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "idle", [][]int32{{1, 2, 3}}, nil)
 	cl := c.ClientWith(client.Options{RequestTimeout: 5 * time.Second})
 	pcl := c.ClientWith(client.Options{RequestTimeout: 5 * time.Second})
 	p, err := client.NewProducer(pcl, client.ProducerOptions{Linger: -1, DeliveryTimeout: 30 * time.Second, RequestTimeout: 5 * time.Second})
@@ -102,7 +102,7 @@ func TestQuietConsumerFollowsLeaderChanges(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second)
 	produce(2)
-	if err := c.electPreferred([]history.TP{{Topic: "idle", Partition: 0}}); err != nil {
+	if err := c.ElectPreferred([]history.TP{{Topic: "idle", Partition: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitFor(10*time.Second, "broker 1 leading", func() bool { return c.Leads(1, "idle", 0) })

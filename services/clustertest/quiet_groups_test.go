@@ -20,7 +20,7 @@ import (
 // committedEach reports whether m's group committed want on every
 // partition of all, failing the test if a commit went backwards (below
 // floor).
-func committedEach(t *testing.T, m *member, all []client.TopicPartition, floor, want int64) bool {
+func committedEach(t *testing.T, m *Member, all []client.TopicPartition, floor, want int64) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -36,21 +36,6 @@ func committedEach(t *testing.T, m *member, all []client.TopicPartition, floor, 
 		ok = ok && got[tp] == want
 	}
 	return ok
-}
-
-// waitOffsetsWhole waits until every partition of the offsets topic has a
-// leader serving it and its full ISR.
-func (c *Cluster) waitOffsetsWhole(partitions int32) {
-	c.T.Helper()
-	c.WaitFor(time.Minute, "every offsets partition led with its full ISR", func() bool {
-		for p := range partitions {
-			pd := c.Partition(topicconfig.OffsetsTopic, p)
-			if len(pd.GetIsr()) != 3 || !c.Leads(pd.GetLeader(), topicconfig.OffsetsTopic, p) {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // An idle group whose members keep running while every broker of the
@@ -69,16 +54,16 @@ func TestIdleGroupResumesAtItsCommitsAfterTheWholeClusterRestarts(t *testing.T) 
 	const parts, n = 2, 5
 	c.CreateTopic("dormant", parts, 3, nil)
 	c.produceEach("dormant", parts, 0, n)
-	o := groupOpts("dozers", "dormant")
+	o := GroupOpts("dozers", "dormant")
 	o.SessionTimeout = 3 * time.Second
-	m1, m2 := c.startMember(o), c.startMember(o)
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	all := tps("dormant", parts)
 	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
 	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
 
 	whole := func(what string) {
 		t.Helper()
-		c.waitOffsetsWhole(3)
+		c.WaitOffsetsWhole(3)
 		c.WaitFor(time.Minute, "the group stable with a partition each "+what, func() bool {
 			d := c.describe("dozers")
 			return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 2 && balanced(all, 1, 1, m1, m2)
@@ -108,8 +93,8 @@ func TestIdleGroupResumesAtItsCommitsAfterTheWholeClusterRestarts(t *testing.T) 
 		c.StartBroker(id)
 	}
 	whole("after restarts in quick succession")
-	for _, m := range []*member{m1, m2} {
-		if err := m.failure(); err != nil {
+	for _, m := range []*Member{m1, m2} {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +102,7 @@ func TestIdleGroupResumesAtItsCommitsAfterTheWholeClusterRestarts(t *testing.T) 
 	c.produceEach("dormant", parts, n, n)
 	c.WaitFor(time.Minute, "the new records read and committed", func() bool { return committedEach(t, m1, all, n, 2*n) })
 	for _, tp := range all {
-		got := append(m1.offsets(tp), m2.offsets(tp)...)
+		got := append(m1.Offsets(tp), m2.Offsets(tp)...)
 		slices.Sort(got)
 		want := make([]int64, 2*n)
 		for i := range want {
@@ -186,22 +171,11 @@ func (m *kgoMember) offsets(p int32) []int64 {
 	return slices.Clone(m.got[p])
 }
 
-// freshAdmin is a kadm client of its own: kadm keeps sending a group's
-// requests to a coordinator it can no longer dial, so each wait after a
-// coordinator move looks the coordinator up anew.
-func (c *Cluster) freshAdmin() *kadm.Client {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(5*time.Second))
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	return kadm.NewClient(cl)
-}
-
 // kgoGroupStable waits until group is Stable with the named instances as
 // its members, every partition of topic assigned once.
 func (c *Cluster) kgoGroupStable(group string, parts int32, instances ...string) {
 	c.T.Helper()
-	adm := c.freshAdmin()
+	adm := c.FreshAdmin()
 	defer adm.Close()
 	c.WaitFor(time.Minute, fmt.Sprintf("%s stable with members %v", group, instances), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -235,31 +209,6 @@ func (c *Cluster) kgoGroupStable(group string, parts int32, instances ...string)
 	})
 }
 
-// kgoCommitted waits until group's commits are want on every partition of
-// topic, failing if one is below floor.
-func (c *Cluster) kgoCommitted(group, topic string, parts int32, floor, want int64) {
-	c.T.Helper()
-	adm := c.freshAdmin()
-	defer adm.Close()
-	c.WaitFor(time.Minute, fmt.Sprintf("%s committed %d on every partition", group, want), func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		got, err := adm.FetchOffsets(ctx, group)
-		if err != nil || got.Error() != nil {
-			return false
-		}
-		ok := true
-		for p := range parts {
-			o, _ := got.Lookup(topic, p)
-			if o.At < floor {
-				c.T.Fatalf("%s-%d committed %d, below the earlier commit %d", topic, p, o.At, floor)
-			}
-			ok = ok && o.At == want
-		}
-		return ok
-	})
-}
-
 // franz-go static members with the cooperative-sticky balancer over the
 // Kafka listener, the group idle. One member's process is gone for longer
 // than its session (its client closed: a static member sends no
@@ -274,17 +223,17 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 	if testing.Short() {
 		testenv.Skip(t, "-short: consumer group tests start a cluster")
 	}
-	c := Start(t, Options{Brokers: 3, Kafka: true, BrokerSettings: groupSettings, AdjustController: offsetsPartitions(3)})
-	adm := kadm.NewClient(c.kafkaClient())
+	c := Start(t, Options{Brokers: 3, Kafka: true, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
+	adm := kadm.NewClient(c.KafkaClient())
 	const parts, n = 4, 3
-	c.kafkaCreate(adm, "still", parts, 3, nil)
-	prod := c.kafkaClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	c.KafkaCreate(adm, "still", parts, 3, nil)
+	prod := c.KafkaClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produce := func(from int) {
 		t.Helper()
 		for p := range int32(parts) {
 			for i := from; i < from+n; i++ {
 				r := &kgo.Record{Topic: "still", Partition: p, Value: []byte(fmt.Sprintf("%d-%d", p, i))}
-				if err := prod.ProduceSync(ctxFor(t, 30*time.Second), r).FirstErr(); err != nil {
+				if err := prod.ProduceSync(CtxFor(t, 30*time.Second), r).FirstErr(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -294,24 +243,24 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 	a := c.startKgoMember("statics", "still", kgo.InstanceID("a"))
 	b := c.startKgoMember("statics", "still", kgo.InstanceID("b"))
 	c.kgoGroupStable("statics", parts, "a", "b")
-	c.kgoCommitted("statics", "still", parts, 0, n)
+	c.KgoCommitted("statics", "still", parts, 0, n)
 
 	a.close()
 	c.kgoGroupStable("statics", parts, "b") // after a's session ran out
-	c.kgoCommitted("statics", "still", parts, n, n)
+	c.KgoCommitted("statics", "still", parts, n, n)
 	a2 := c.startKgoMember("statics", "still", kgo.InstanceID("a"))
 	c.kgoGroupStable("statics", parts, "a", "b")
 
-	coord, _ := c.coordinatorOf("statics")
+	coord, _ := c.CoordinatorOf("statics")
 	c.CrashBroker(coord)
 	c.WaitFor(time.Minute, "another coordinator", func() bool {
-		id, _ := c.coordinatorOf("statics")
+		id, _ := c.CoordinatorOf("statics")
 		return id != coord
 	})
 	c.kgoGroupStable("statics", parts, "a", "b")
-	c.kgoCommitted("statics", "still", parts, n, n)
+	c.KgoCommitted("statics", "still", parts, n, n)
 	c.StartBroker(coord)
-	c.waitOffsetsWhole(3)
+	c.WaitOffsetsWhole(3)
 	c.kgoGroupStable("statics", parts, "a", "b")
 	for id := int32(1); id <= 3; id++ {
 		c.CrashBroker(id)
@@ -319,12 +268,12 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 	for id := int32(1); id <= 3; id++ {
 		c.StartBroker(id)
 	}
-	c.waitOffsetsWhole(3)
+	c.WaitOffsetsWhole(3)
 	c.kgoGroupStable("statics", parts, "a", "b")
-	c.kgoCommitted("statics", "still", parts, n, n)
+	c.KgoCommitted("statics", "still", parts, n, n)
 
 	produce(n)
-	c.kgoCommitted("statics", "still", parts, n, 2*n)
+	c.KgoCommitted("statics", "still", parts, n, 2*n)
 	for p := range int32(parts) {
 		got := append(append(a.offsets(p), b.offsets(p)...), a2.offsets(p)...)
 		slices.Sort(got)
@@ -349,9 +298,9 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 	const parts, n = 3, 4
 	c.CreateTopic("hushed", parts, 3, nil)
 	c.produceEach("hushed", parts, 0, n)
-	o := groupOpts("lookouts", "hushed")
+	o := GroupOpts("lookouts", "hushed")
 	o.SessionTimeout = 3 * time.Second
-	m1, m2 := c.startMember(o), c.startMember(o)
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	m3 := c.startMemberOn(c.groupClientVia("member-3"), o)
 	all := tps("hushed", parts)
 	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2, m3) })
@@ -359,10 +308,10 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 	gen, had := m1.gc.Generation(), m3.gc.Assignment()
 	// What the survivors read before (m1 alone, say, before the others
 	// joined) is no part of what they read after the cut.
-	before := map[*member]map[client.TopicPartition]int{m1: {}, m2: {}}
+	before := map[*Member]map[client.TopicPartition]int{m1: {}, m2: {}}
 	for m, at := range before {
 		for _, tp := range had {
-			at[tp] = len(m.offsets(tp))
+			at[tp] = len(m.Offsets(tp))
 		}
 	}
 
@@ -377,7 +326,7 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 	c.produceEach("hushed", parts, n, n)
 	c.WaitFor(time.Minute, "the survivors read and commit the new records", func() bool { return committedEach(t, m1, all, n, 2*n) })
 	for _, tp := range had {
-		got := append(m1.offsets(tp)[before[m1][tp]:], m2.offsets(tp)[before[m2][tp]:]...)
+		got := append(m1.Offsets(tp)[before[m1][tp]:], m2.Offsets(tp)[before[m2][tp]:]...)
 		slices.Sort(got)
 		contiguous(t, fmt.Sprintf("%v read by the survivors", tp), got, n, 2*n)
 	}
@@ -387,13 +336,13 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 		d := c.describe("lookouts")
 		return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 3 && balanced(all, 1, 1, m1, m2, m3)
 	})
-	c.waitOffsetsWhole(3)
+	c.WaitOffsetsWhole(3)
 	c.produceEach("hushed", parts, 2*n, n)
 	c.WaitFor(time.Minute, "the last records read and committed", func() bool { return committedEach(t, m1, all, 2*n, 3*n) })
 	for _, tp := range all {
 		seen := map[int64]int{}
-		for _, m := range []*member{m1, m2, m3} {
-			for _, off := range m.offsets(tp) {
+		for _, m := range []*Member{m1, m2, m3} {
+			for _, off := range m.Offsets(tp) {
 				seen[off]++
 			}
 		}
@@ -403,8 +352,8 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range []*member{m1, m2, m3} {
-		if err := m.failure(); err != nil {
+	for _, m := range []*Member{m1, m2, m3} {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -419,11 +368,11 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 func TestCommitAckedWithAShrunkISRSurvivesTheCoordinatorsDeath(t *testing.T) {
 	c := startConsumerCluster(t)
 	c.CreateTopic("orders", 3, 3, nil)
-	g := groups{c}
+	g := Groups{c}
 	j := g.join("tally", "", 30*time.Second)
 	g.syncAlone("tally", j, "")
-	coord, gs := c.coordinatorOf("tally")
-	fc, err := gs.FindCoordinator(ctxFor(t, 10*time.Second), &groupv1.FindCoordinatorRequest{Key: "tally"})
+	coord, gs := c.CoordinatorOf("tally")
+	fc, err := gs.FindCoordinator(CtxFor(t, 10*time.Second), &groupv1.FindCoordinatorRequest{Key: "tally"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +402,7 @@ func TestCommitAckedWithAShrunkISRSurvivesTheCoordinatorsDeath(t *testing.T) {
 	}
 	c.StartBroker(follower)
 	c.StartBroker(coord)
-	c.waitOffsetsWhole(3)
+	c.WaitOffsetsWhole(3)
 	if got := g.fetch("tally"); !sameOffsets(got, want) {
 		t.Fatalf("with every broker back fetched %v, want %v", got, want)
 	}
@@ -476,9 +425,9 @@ func TestNewMembersResumeAtTheCommitsOfADeadGroupAfterTheWholeClusterRestarts(t 
 	const parts, n = 2, 5
 	c.CreateTopic("ledger", parts, 3, nil)
 	c.produceEach("ledger", parts, 0, n)
-	o := groupOpts("clerks", "ledger")
+	o := GroupOpts("clerks", "ledger")
 	o.SessionTimeout = 3 * time.Second
-	m1, m2 := c.startMember(o), c.startMember(o)
+	m1, m2 := c.StartMember(o), c.StartMember(o)
 	all := tps("ledger", parts)
 	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
 	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
@@ -492,12 +441,12 @@ func TestNewMembersResumeAtTheCommitsOfADeadGroupAfterTheWholeClusterRestarts(t 
 	for id := int32(1); id <= 3; id++ {
 		c.StartBroker(id)
 	}
-	c.waitOffsetsWhole(3)
-	n1, n2 := c.startMember(o), c.startMember(o)
+	c.WaitOffsetsWhole(3)
+	n1, n2 := c.StartMember(o), c.StartMember(o)
 	c.WaitFor(time.Minute, "the new members holding a partition each", func() bool { return balanced(all, 1, 1, n1, n2) })
 	c.WaitFor(time.Minute, "the waiting records read and committed", func() bool { return committedEach(t, n1, all, n, 2*n) })
 	for _, tp := range all {
-		got := append(n1.offsets(tp), n2.offsets(tp)...)
+		got := append(n1.Offsets(tp), n2.Offsets(tp)...)
 		slices.Sort(got)
 		contiguous(t, fmt.Sprintf("%v read by the new members", tp), got, n, 2*n)
 	}
@@ -516,12 +465,12 @@ func TestStaticMembersKeepTheirGenerationAcrossAWholeClusterKill(t *testing.T) {
 	}
 	c := startConsumerCluster(t)
 	c.CreateTopic("shelves", 4, 3, nil)
-	o := groupOpts("stockroom", "shelves")
+	o := GroupOpts("stockroom", "shelves")
 	o.SessionTimeout = 20 * time.Second
 	o.HeartbeatInterval = 500 * time.Millisecond
 	o1, o2 := o, o
 	o1.InstanceID, o2.InstanceID = "shelf-1", "shelf-2"
-	s1, s2 := c.startMember(o1), c.startMember(o2)
+	s1, s2 := c.StartMember(o1), c.StartMember(o2)
 	all := tps("shelves", 4)
 	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return balanced(all, 2, 2, s1, s2) })
 	gen, had := s2.gc.Generation(), s1.gc.Assignment()
@@ -532,9 +481,9 @@ func TestStaticMembersKeepTheirGenerationAcrossAWholeClusterKill(t *testing.T) {
 	for id := int32(1); id <= 3; id++ {
 		c.StartBroker(id)
 	}
-	c.waitOffsetsWhole(3)
+	c.WaitOffsetsWhole(3)
 	s1.kill()
-	back := c.startMember(o1)
+	back := c.StartMember(o1)
 	c.WaitFor(time.Minute, "the restarted member to get its partitions", func() bool { return len(back.gc.Assignment()) == 2 })
 	if got := back.gc.Assignment(); !slices.Equal(got, had) {
 		t.Fatalf("restarted member got %v, had %v", got, had)
@@ -545,8 +494,8 @@ func TestStaticMembersKeepTheirGenerationAcrossAWholeClusterKill(t *testing.T) {
 	if d := c.describe("stockroom"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
 		t.Fatalf("group %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
 	}
-	for _, m := range []*member{back, s2} {
-		if err := m.failure(); err != nil {
+	for _, m := range []*Member{back, s2} {
+		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -302,7 +302,7 @@ func (n *quietNemesis) inject() {
 			n.impair(healthy[n.rng.IntN(len(healthy))])
 		}
 	case 4:
-		err := n.c.electPreferred(n.tps)
+		err := n.c.ElectPreferred(n.tps)
 		n.event(history.Fault, "preferred election of every partition (err %v)", err)
 	case 5:
 		if n.ctrlDown == 0 && n.ctrlFrozen == 0 {
@@ -585,7 +585,7 @@ func TestQuietScheduleAfterFailover(t *testing.T) {
 	})
 	rec.Event(history.Note, "idle")
 	time.Sleep(2 * time.Second)
-	err := c.electPreferred(tps)
+	err := c.ElectPreferred(tps)
 	rec.Event(history.Fault, "preferred election of every partition while idle (err %v)", err)
 	stopped := rec.Event(history.Heal, "faults over")
 	p.close(t)

@@ -33,7 +33,7 @@ func startQuiet(t *testing.T, o Options, n int) (*Cluster, map[int32][]string) {
 		for i := range n {
 			acked[p] = append(acked[p], fmt.Sprintf("%s-%d-%d", quietTopic, p, i))
 		}
-		c.waitSettled(10*time.Second, quietTopic, p, c.Partition(quietTopic, p).GetReplicas())
+		c.WaitSettled(10*time.Second, quietTopic, p, c.Partition(quietTopic, p).GetReplicas())
 	}
 	return c, acked
 }
@@ -48,7 +48,7 @@ func (c *Cluster) checkQuietWhole(acked map[int32][]string, bound time.Duration)
 	described := c.describeAll(quietTopic, bound) // once a controller is in office
 	for p := range int32(quietPartitions) {
 		replicas := described[p].GetReplicas()
-		c.waitSettled(bound, quietTopic, p, replicas)
+		c.WaitSettled(bound, quietTopic, p, replicas)
 		logs := c.SameLogs(quietTopic, p, replicas...)
 		assertAllPresent(c.T, acked[p], logs)
 		hw := int64(len(logs))
@@ -71,7 +71,7 @@ func (c *Cluster) checkQuietWhole(acked map[int32][]string, bound time.Duration)
 			got := c.consume(quietTopic, p, hw)
 			return len(got) >= 1 && got[0] == v
 		})
-		c.waitSettled(bound, quietTopic, p, replicas)
+		c.WaitSettled(bound, quietTopic, p, replicas)
 	}
 }
 
@@ -161,39 +161,6 @@ func TestQuietRollingRestartInQuickSuccession(t *testing.T) {
 	c.checkQuietWhole(acked, 20*time.Second)
 }
 
-// killController ends controller id's term as kill -9 would (its lease
-// runs out unreleased, its links stall) and returns the standby that took
-// office with a newer epoch; then it starts id again at once.
-func (c *Cluster) killController(id, epoch int32) (int32, int32) {
-	c.T.Helper()
-	c.PauseController(id)
-	var next, nextEpoch int32
-	c.WaitFor(15*time.Second, "a standby in office after controller "+fmt.Sprint(id), func() bool {
-		next, nextEpoch = c.activeOtherThan(id)
-		return next >= 0
-	})
-	if nextEpoch <= epoch {
-		c.T.Fatalf("controller %d took office with epoch %d after epoch %d", next, nextEpoch, epoch)
-	}
-	c.ResumeController(id) // only to let the old process exit
-	c.StopController(id)
-	c.StartController(id)
-	return next, nextEpoch
-}
-
-// activeOtherThan is the controller other than id that holds office, and
-// its epoch; -1 when none does.
-func (c *Cluster) activeOtherThan(id int32) (int32, int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for other, ct := range c.controllers {
-		if e, ok := ct.Active(); ok && other != id {
-			return other, e
-		}
-	}
-	return -1, 0
-}
-
 // The active controller killed, the standby taking office and the first
 // started again at once; then the new active killed too; nothing written.
 // controller_epoch only rises, every broker names the newest controller,
@@ -204,8 +171,8 @@ func TestQuietControllerKilledTwiceInARow(t *testing.T) {
 	}
 	c, acked := startQuiet(t, Options{Controllers: 3, PausableControllers: true}, 3)
 	first, epoch := c.ActiveController()
-	second, secondEpoch := c.killController(first, epoch)
-	third, thirdEpoch := c.killController(second, secondEpoch)
+	second, secondEpoch := c.KillController(first, epoch)
+	third, thirdEpoch := c.KillController(second, secondEpoch)
 	t.Logf("controller %d (epoch %d), then %d (epoch %d), then %d (epoch %d)", first, epoch, second, secondEpoch, third, thirdEpoch)
 	c.WaitFor(15*time.Second, "every broker naming the newest controller", func() bool {
 		id, e := c.ActiveController()

@@ -93,13 +93,13 @@ func TestProduceQuotaFollowsThePrincipal(t *testing.T) {
 func TestProducerDefaultChangedWhileTheBrokerIsDown(t *testing.T) {
 	c := Start(t, Options{Brokers: 2, Controllers: 1, BrokerSettings: map[string]string{
 		"quota.window.num": "2", "quota.window.size.seconds": "1"}})
-	createAssigned(t, c, "dq", [][]int32{{2}}, nil)
+	CreateAssigned(t, c, "dq", [][]int32{{2}}, nil)
 	produce := func() int32 {
 		t.Helper()
 		var resp *brokerv1.ProduceResponse
 		c.WaitFor(20*time.Second, "a produce to broker 2", func() bool {
 			var err error
-			resp, err = c.BrokerClient(2).Produce(ctxFor(t, 10*time.Second), &brokerv1.ProduceRequest{Topic: "dq", Acks: 1,
+			resp, err = c.BrokerClient(2).Produce(CtxFor(t, 10*time.Second), &brokerv1.ProduceRequest{Topic: "dq", Acks: 1,
 				Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: []*commonv1.Record{{Value: []byte(strings.Repeat("d", 1500))}}}}})
 			return err == nil
 		})
@@ -107,7 +107,7 @@ func TestProducerDefaultChangedWhileTheBrokerIsDown(t *testing.T) {
 	}
 	alterDefault := func(op adminv1.ConfigOpType) {
 		t.Helper()
-		resp, err := c.Admin().AlterConfigs(ctxFor(t, 10*time.Second), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{{
+		resp, err := c.Admin().AlterConfigs(CtxFor(t, 10*time.Second), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{{
 			Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER},
 			Ops:      []*adminv1.ConfigOp{{Name: "quota.producer.default", Value: "1000", Op: op}},
 		}}})

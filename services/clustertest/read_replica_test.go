@@ -28,7 +28,7 @@ func TestFailingReadReplicaIsAvoidedForAWhile(t *testing.T) {
 	}
 	c := Start(t, Options{Racks: []string{"a", "b", "c"}})
 	const topic, replica = "rr-avoided", int32(3)
-	createAssigned(t, c, topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	c.mu.Lock()
 	replicaAddr := c.brokerCfg[replica].Listen
 	c.mu.Unlock()

@@ -260,7 +260,7 @@ func TestAnIdleDiskTurnedReadOnlyGoesOffline(t *testing.T) {
 		return true
 	})
 	t.Logf("broker 2's disk offline and its replicas out of the ISRs %v after the error", time.Since(failed).Round(10*time.Millisecond))
-	if n := c.metric(2, "tidemark_log_offline_dirs"); n != 1 {
+	if n := c.Metric(2, "tidemark_log_offline_dirs"); n != 1 {
 		t.Fatalf("broker 2 reports %v offline log dirs, want 1", n)
 	}
 	for p := int32(0); p < parts; p++ {
@@ -284,7 +284,7 @@ func TestAnIdleDiskTurnedReadOnlyGoesOffline(t *testing.T) {
 		return true
 	})
 	t.Logf("broker 1's disk offline and its leaderships moved %v after the error", time.Since(failed).Round(10*time.Millisecond))
-	if n := c.metric(1, "tidemark_log_offline_dirs"); n != 1 {
+	if n := c.Metric(1, "tidemark_log_offline_dirs"); n != 1 {
 		t.Fatalf("broker 1 reports %v offline log dirs, want 1", n)
 	}
 	for p := int32(0); p < parts; p++ {
@@ -333,7 +333,7 @@ func TestAnIdleDiskTurnedReadOnlyGoesOffline(t *testing.T) {
 		}
 	}
 	for _, id := range []int32{1, 2} {
-		if n := c.metric(id, "tidemark_log_offline_dirs"); n != 0 {
+		if n := c.Metric(id, "tidemark_log_offline_dirs"); n != 0 {
 			t.Fatalf("broker %d reports %v offline log dirs after the repair", id, n)
 		}
 	}

@@ -29,7 +29,7 @@ func benchThrottle(b *testing.B, limit int, brokerID, rateKey, listKey, list str
 	for i := 0; i < b.N; i++ {
 		c := Start(b, Options{Brokers: 3, BrokerSettings: map[string]string{
 			"replica.fetch.max.bytes": "16384", "replication.quota.window.num": "3", "replication.quota.window.size.seconds": "1"}})
-		createAssigned(b, c, "thr", [][]int32{{1, 2}}, nil)
+		CreateAssigned(b, c, "thr", [][]int32{{1, 2}}, nil)
 		p, err := client.NewProducer(c.Client(), client.ProducerOptions{BatchSize: 64 << 10, Acks: client.AcksAll})
 		if err != nil {
 			b.Fatal(err)
@@ -41,7 +41,7 @@ func benchThrottle(b *testing.B, limit int, brokerID, rateKey, listKey, list str
 		if err := p.Close(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		throttle(b, c, "thr", brokerID, rateKey, strconv.Itoa(limit), listKey, list)
+		Throttle(b, c, "thr", brokerID, rateKey, strconv.Itoa(limit), listKey, list)
 		reassign(b, c, "thr", map[int32][]int32{0: {1, 2, 3}})
 		size := func() int64 {
 			n, _ := c.Broker(3).ReplicaSizeBytes("thr", 0)

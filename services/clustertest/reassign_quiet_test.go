@@ -27,7 +27,7 @@ func TestIdleReassignmentWhoseNewReplicaWasDownAWhileCompletes(t *testing.T) {
 
 func idleReassignmentWithTargetAway(t *testing.T, how string) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024", "replica.lag.time.max.ms": "1000"}})
-	createAssigned(t, c, "stalled", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "stalled", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := map[int64]string{}
 	for i := range 200 {
 		v := fmt.Sprintf("value-%04d", i)
@@ -37,7 +37,7 @@ func idleReassignmentWithTargetAway(t *testing.T, how string) {
 		}
 		acked[off] = v
 	}
-	throttle(t, c, "stalled", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
+	Throttle(t, c, "stalled", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
 	reassign(t, c, "stalled", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("stalled", 0)
@@ -66,9 +66,9 @@ func idleReassignmentWithTargetAway(t *testing.T, how string) {
 		c.Net.Resume(BrokerName(4))
 		c.EtcdLink(4).Resume()
 	}
-	c.WaitFor(30*time.Second, "stalled-0 on 2,3,4 with nothing produced", func() bool { return settledOn(c, "stalled", 0, []int32{2, 3, 4}) })
-	checkWholeAndLive(t, c, "stalled", 0, []int32{2, 3, 4}, acked)
-	gone(t, c, 1, "stalled", 0)
+	c.WaitFor(30*time.Second, "stalled-0 on 2,3,4 with nothing produced", func() bool { return SettledOn(c, "stalled", 0, []int32{2, 3, 4}) })
+	CheckWholeAndLive(t, c, "stalled", 0, []int32{2, 3, 4}, acked)
+	Gone(t, c, 1, "stalled", 0)
 	if _, err := c.Produce(context.Background(), "stalled", 0, -1, "after"); err != nil {
 		t.Fatalf("acks=all produce after the move: %v", err)
 	}
@@ -85,17 +85,17 @@ func TestReassignmentsOfANeverWrittenPartitionComplete(t *testing.T) {
 		t.Skip("moves a partition twice")
 	}
 	c := Start(t, Options{Brokers: 6, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
-	createAssigned(t, c, "blank", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "blank", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	for _, move := range []struct{ from, to []int32 }{{[]int32{1, 2, 3}, []int32{4, 5, 6}}, {[]int32{4, 5, 6}, []int32{3, 1, 2}}} {
 		reassign(t, c, "blank", map[int32][]int32{0: move.to})
-		c.WaitFor(30*time.Second, fmt.Sprintf("blank-0 on %v with nothing written", move.to), func() bool { return settledOn(c, "blank", 0, move.to) })
-		c.waitSettled(15*time.Second, "blank", 0, move.to)
+		c.WaitFor(30*time.Second, fmt.Sprintf("blank-0 on %v with nothing written", move.to), func() bool { return SettledOn(c, "blank", 0, move.to) })
+		c.WaitSettled(15*time.Second, "blank", 0, move.to)
 		for _, id := range move.from {
 			if !slices.Contains(move.to, id) {
-				gone(t, c, id, "blank", 0)
+				Gone(t, c, id, "blank", 0)
 			}
 		}
 	}
 	acked := produceAcked(t, c, "blank", 3)
-	checkWholeAndLive(t, c, "blank", 0, []int32{3, 1, 2}, acked)
+	CheckWholeAndLive(t, c, "blank", 0, []int32{3, 1, 2}, acked)
 }

@@ -96,31 +96,6 @@ func (w *moveWriter) finish(t *testing.T) map[int32]map[int64]string {
 	return w.acked
 }
 
-// createAssigned creates a topic with an explicit assignment and waits for
-// its leaders.
-func createAssigned(t testing.TB, c *Cluster, name string, asg [][]int32, configs map[string]string) {
-	t.Helper()
-	spec := &adminv1.TopicSpec{Name: name, Configs: configs}
-	for p, reps := range asg {
-		spec.Assignments = append(spec.Assignments, &adminv1.ReplicaAssignment{Partition: int32(p), Replicas: reps})
-	}
-	resp, err := c.Admin().CreateTopics(context.Background(), &adminv1.CreateTopicsRequest{Topics: []*adminv1.TopicSpec{spec}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := resp.GetResults()[0]; r.GetErrorCode() != 0 {
-		t.Fatalf("create %s: %s", name, r.GetErrorMessage())
-	}
-	c.WaitFor(10*time.Second, "leaders of "+name, func() bool {
-		for p := range asg {
-			if !c.Leads(c.Partition(name, int32(p)).GetLeader(), name, int32(p)) {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 // reassign asks for targets (nil: cancel) and fails on any refusal.
 func reassign(t testing.TB, c *Cluster, topic string, targets map[int32][]int32) {
 	t.Helper()
@@ -155,78 +130,6 @@ func produceAcked(t *testing.T, c *Cluster, topic string, n int) map[int64]strin
 	return acked
 }
 
-// settledWhy reports whether a partition's replicas and ISR are exactly
-// want (ISR in any order), with no move in flight and its leader acting,
-// and what it saw.
-func settledWhy(c *Cluster, topic string, p int32, want []int32) (bool, string) {
-	resp, err := c.Admin().DescribeTopics(context.Background(), &adminv1.DescribeTopicsRequest{Topics: []string{topic}})
-	if err != nil || len(resp.GetTopics()) != 1 {
-		return false, fmt.Sprintf("describing %s: %v", topic, err)
-	}
-	pd := &adminv1.PartitionDescription{Leader: -1}
-	for _, d := range resp.GetTopics()[0].GetPartitions() {
-		if d.GetPartition() == p {
-			pd = d
-		}
-	}
-	isr := slices.Sorted(slices.Values(pd.GetIsr()))
-	sorted := slices.Sorted(slices.Values(want))
-	leads := c.Leads(pd.GetLeader(), topic, p)
-	ok := slices.Equal(pd.GetReplicas(), want) && slices.Equal(isr, sorted) && len(pd.GetAddingReplicas()) == 0 &&
-		len(pd.GetRemovingReplicas()) == 0 && leads
-	return ok, fmt.Sprintf("controller's view %v; broker %d leads it in its own view: %v", pd, pd.GetLeader(), leads)
-}
-
-// settledOn is settledWhy's verdict.
-func settledOn(c *Cluster, topic string, p int32, want []int32) bool {
-	ok, _ := settledWhy(c, topic, p, want)
-	return ok
-}
-
-// checkWholeAndLive checks that every replica of the partition holds the
-// same log, with each acknowledged value at its offset, and has HW = LEO.
-func checkWholeAndLive(t *testing.T, c *Cluster, topic string, p int32, replicas []int32, acked map[int64]string) {
-	t.Helper()
-	c.WaitFor(15*time.Second, fmt.Sprintf("HW = LEO on %v of %s-%d", replicas, topic, p), func() bool {
-		for _, id := range replicas {
-			hw, leo, ok := c.Broker(id).ReplicaOffsets(topic, p)
-			if !ok || hw != leo {
-				return false
-			}
-		}
-		return true
-	})
-	log := c.SameLogs(topic, p, replicas...)
-	for off, v := range acked {
-		if off >= int64(len(log)) || log[off] != v {
-			got := "nothing"
-			if off < int64(len(log)) {
-				got = log[off]
-			}
-			t.Errorf("%s-%d: acknowledged %q at offset %d, the log holds %s", topic, p, v, off, got)
-		}
-	}
-	seen := map[string]bool{}
-	for _, v := range log {
-		if seen[v] {
-			t.Errorf("%s-%d: %q is in the log twice", topic, p, v)
-		}
-		seen[v] = true
-	}
-}
-
-// gone checks that broker id no longer hosts the partition and that its
-// directory left the broker's data dir.
-func gone(t *testing.T, c *Cluster, id int32, topic string, p int32) {
-	t.Helper()
-	dir := filepath.Join(c.BrokerConfig(id).DataDir, fmt.Sprintf("%s-%d", topic, p))
-	c.WaitFor(10*time.Second, fmt.Sprintf("broker %d to delete %s-%d", id, topic, p), func() bool {
-		_, _, hosted := c.Broker(id).ReplicaOffsets(topic, p)
-		_, err := os.Stat(dir)
-		return !hosted && os.IsNotExist(err)
-	})
-}
-
 // A 3-partition RF 3 topic moves from brokers 1,2,3 to 2,3,4 under an
 // idempotent acks=all producer: nothing fails or is lost, replicas and ISR
 // end as the target (partition 0's leader, broker 1, has to move), broker
@@ -236,13 +139,13 @@ func TestReassignWhileProducing(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
 	from := [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}
 	to := map[int32][]int32{0: {2, 3, 4}, 1: {3, 4, 2}, 2: {4, 2, 3}}
-	createAssigned(t, c, "move", from, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "move", from, map[string]string{"min.insync.replicas": "2"})
 
 	w := startMoveWriter(t, c, "move", 3)
 	c.WaitFor(20*time.Second, "writes before the move", func() bool { return w.count() >= 300 })
 	reassign(t, c, "move", to)
 	for p, want := range to {
-		c.WaitFor(30*time.Second, fmt.Sprintf("move-%d on %v", p, want), func() bool { return settledOn(c, "move", p, want) })
+		c.WaitFor(30*time.Second, fmt.Sprintf("move-%d on %v", p, want), func() bool { return SettledOn(c, "move", p, want) })
 	}
 	before := w.count()
 	c.WaitFor(20*time.Second, "writes after the move", func() bool { return w.count() >= before+300 })
@@ -252,8 +155,8 @@ func TestReassignWhileProducing(t *testing.T) {
 		t.Errorf("move-0 is still led by broker 1")
 	}
 	for p, want := range to {
-		checkWholeAndLive(t, c, "move", p, want, acked[p])
-		gone(t, c, 1, "move", p)
+		CheckWholeAndLive(t, c, "move", p, want, acked[p])
+		Gone(t, c, 1, "move", p)
 	}
 	list, err := c.Admin().ListPartitionReassignments(context.Background(), &adminv1.ListPartitionReassignmentsRequest{})
 	if err != nil {
@@ -270,10 +173,10 @@ func TestReassignWhileProducing(t *testing.T) {
 	}
 	time.Sleep(2500 * time.Millisecond)
 	for p, want := range to {
-		if !settledOn(c, "move", p, want) || c.Partition("move", p).GetLeader() != leaders[p] {
+		if !SettledOn(c, "move", p, want) || c.Partition("move", p).GetLeader() != leaders[p] {
 			t.Errorf("move-%d after a quiet gap: %v", p, c.Partition("move", p))
 		}
-		checkWholeAndLive(t, c, "move", p, want, acked[p])
+		CheckWholeAndLive(t, c, "move", p, want, acked[p])
 	}
 }
 
@@ -282,7 +185,7 @@ func TestReassignWhileProducing(t *testing.T) {
 // in etcd and finishes it once the links heal.
 func TestReassignmentFinishesAfterControllerFailover(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
-	createAssigned(t, c, "fo", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "fo", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	for i := range 50 {
 		if _, err := c.Produce(context.Background(), "fo", 0, -1, fmt.Sprintf("v%d", i)); err != nil {
 			t.Fatal(err)
@@ -310,13 +213,13 @@ func TestReassignmentFinishesAfterControllerFailover(t *testing.T) {
 		t.Fatalf("the new controller lost the move: %v", pd)
 	}
 	c.Net.HealAll()
-	c.WaitFor(30*time.Second, "fo-0 on 2,3,4", func() bool { return settledOn(c, "fo", 0, []int32{2, 3, 4}) })
+	c.WaitFor(30*time.Second, "fo-0 on 2,3,4", func() bool { return SettledOn(c, "fo", 0, []int32{2, 3, 4}) })
 	acked := map[int64]string{}
 	for i := range 50 {
 		acked[int64(i)] = fmt.Sprintf("v%d", i)
 	}
-	checkWholeAndLive(t, c, "fo", 0, []int32{2, 3, 4}, acked)
-	gone(t, c, 1, "fo", 0)
+	CheckWholeAndLive(t, c, "fo", 0, []int32{2, 3, 4}, acked)
+	Gone(t, c, 1, "fo", 0)
 }
 
 // A cancel while the new replica is catching up (held back by the
@@ -325,14 +228,14 @@ func TestReassignmentFinishesAfterControllerFailover(t *testing.T) {
 // bad targets are refused.
 func TestCancelReassignmentDuringCatchUp(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024"}})
-	createAssigned(t, c, "cx", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "cx", [][]int32{{1, 2, 3}}, nil)
 	for i := range 400 {
 		if _, err := c.Produce(context.Background(), "cx", 0, -1, fmt.Sprintf("value-%04d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// 200 bytes/s into broker 4 for cx-0: the copy takes minutes.
-	throttle(t, c, "cx", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
+	Throttle(t, c, "cx", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
 	reassign(t, c, "cx", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("cx", 0)
@@ -354,8 +257,8 @@ func TestCancelReassignmentDuringCatchUp(t *testing.T) {
 	reassign(t, c, "cx", map[int32][]int32{0: nil})
 	// As in Kafka, the original replicas come back in the order they had
 	// in the moving replica set (target first): RS 2,3,4,1 less 4.
-	c.WaitFor(10*time.Second, "cx-0 back on 2,3,1", func() bool { return settledOn(c, "cx", 0, []int32{2, 3, 1}) })
-	gone(t, c, 4, "cx", 0)
+	c.WaitFor(10*time.Second, "cx-0 back on 2,3,1", func() bool { return SettledOn(c, "cx", 0, []int32{2, 3, 1}) })
+	Gone(t, c, 4, "cx", 0)
 	c.Net.HealAll()
 
 	resp, err := c.Admin().AlterPartitionReassignments(context.Background(), &adminv1.AlterPartitionReassignmentsRequest{
@@ -388,7 +291,7 @@ func TestCancelReassignmentDuringCatchUp(t *testing.T) {
 		Partitions: []*commonv1.TopicPartition{{Topic: "ghost", Partition: 0}}}); kerr.CodeOf(kerr.FromStatus(err)) != kerr.UnknownTopicOrPartition {
 		t.Errorf("listing an unknown topic: %v", err)
 	}
-	if !settledOn(c, "cx", 0, []int32{2, 3, 1}) {
+	if !SettledOn(c, "cx", 0, []int32{2, 3, 1}) {
 		t.Errorf("refused requests changed cx-0: %v", c.Partition("cx", 0))
 	}
 }
@@ -437,32 +340,13 @@ func TestCreatePartitionsThenProduce(t *testing.T) {
 	}
 }
 
-// throttle sets a broker's throttle rate and a topic's throttled replicas.
-func throttle(t testing.TB, c *Cluster, topic, brokerID, rateKey, rate, listKey, list string) {
-	t.Helper()
-	resp, err := c.Admin().AlterConfigs(context.Background(), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{
-		{Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, Name: brokerID},
-			Ops: []*adminv1.ConfigOp{{Name: rateKey, Value: rate, Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET}}},
-		{Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: topic},
-			Ops: []*adminv1.ConfigOp{{Name: listKey, Value: list, Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resp.GetResults() {
-		if r.GetErrorCode() != 0 {
-			t.Fatalf("alter configs: %s", r.GetErrorMessage())
-		}
-	}
-}
-
 // The active controller freezes (as under SIGSTOP) while the new replica's
 // copy is held back by a throttle; the standby takes office, the throttle
 // is lifted through it and the move finishes; the old controller, resumed,
 // is fenced and changes nothing.
 func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, PausableControllers: true, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024"}})
-	createAssigned(t, c, "pz", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "pz", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := map[int64]string{}
 	for i := range 300 {
 		v := fmt.Sprintf("value-%04d", i)
@@ -472,7 +356,7 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 		}
 		acked[off] = v
 	}
-	throttle(t, c, "pz", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
+	Throttle(t, c, "pz", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
 	reassign(t, c, "pz", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("pz", 0)
@@ -498,10 +382,10 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 				Ops: []*adminv1.ConfigOp{{Name: "follower.replication.throttled.rate", Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_DELETE}}}}})
 		return err == nil && resp.GetResults()[0].GetErrorCode() == 0
 	})
-	c.WaitFor(30*time.Second, "pz-0 on 2,3,4", func() bool { return settledOn(c, "pz", 0, []int32{2, 3, 4}) })
+	c.WaitFor(30*time.Second, "pz-0 on 2,3,4", func() bool { return SettledOn(c, "pz", 0, []int32{2, 3, 4}) })
 	c.ResumeController(old)
-	checkWholeAndLive(t, c, "pz", 0, []int32{2, 3, 4}, acked)
-	gone(t, c, 1, "pz", 0)
+	CheckWholeAndLive(t, c, "pz", 0, []int32{2, 3, 4}, acked)
+	Gone(t, c, 1, "pz", 0)
 	if ok, why := settledWhy(c, "pz", 0, []int32{2, 3, 4}); !ok {
 		t.Errorf("after the old controller resumed: %s", why)
 	}
@@ -515,18 +399,18 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 // again.
 func TestReassignmentOffALeaderThatCouldNotYieldCompletesWhileIdle(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
-	createAssigned(t, c, "still", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "still", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := produceAcked(t, c, "still", 20)
 	c.SameLogs("still", 0, 1, 2, 3)
 	c.Net.Pause(BrokerName(1))
 	c.EtcdLink(1).Pause()
 	reassign(t, c, "still", map[int32][]int32{0: {3, 2}})
 	// Nothing is produced from here on, and broker 1 stays away.
-	c.WaitFor(20*time.Second, "still-0 on 3,2 with broker 1 still away", func() bool { return settledOn(c, "still", 0, []int32{3, 2}) })
-	checkWholeAndLive(t, c, "still", 0, []int32{3, 2}, acked)
+	c.WaitFor(20*time.Second, "still-0 on 3,2 with broker 1 still away", func() bool { return SettledOn(c, "still", 0, []int32{3, 2}) })
+	CheckWholeAndLive(t, c, "still", 0, []int32{3, 2}, acked)
 	c.EtcdLink(1).Resume()
 	c.Net.Resume(BrokerName(1))
-	gone(t, c, 1, "still", 0)
+	Gone(t, c, 1, "still", 0)
 	if ok, why := settledWhy(c, "still", 0, []int32{3, 2}); !ok {
 		t.Errorf("after broker 1 came back: %s", why)
 	}
@@ -538,7 +422,7 @@ func TestReassignmentOffALeaderThatCouldNotYieldCompletesWhileIdle(t *testing.T)
 // could never be delivered).
 func TestReassignAwayFromADeadBroker(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
-	createAssigned(t, c, "dead", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "dead", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := produceAcked(t, c, "dead", 50)
 	c.SameLogs("dead", 0, 1, 2, 3)
 	c.CrashBroker(3)
@@ -546,8 +430,8 @@ func TestReassignAwayFromADeadBroker(t *testing.T) {
 		return !slices.Contains(c.Partition("dead", 0).GetIsr(), 3)
 	})
 	reassign(t, c, "dead", map[int32][]int32{0: {1, 2, 4}})
-	c.WaitFor(20*time.Second, "dead-0 on 1,2,4", func() bool { return settledOn(c, "dead", 0, []int32{1, 2, 4}) })
-	checkWholeAndLive(t, c, "dead", 0, []int32{1, 2, 4}, acked)
+	c.WaitFor(20*time.Second, "dead-0 on 1,2,4", func() bool { return SettledOn(c, "dead", 0, []int32{1, 2, 4}) })
+	CheckWholeAndLive(t, c, "dead", 0, []int32{1, 2, 4}, acked)
 	c.WaitFor(10*time.Second, "broker 3 no longer listed", func() bool {
 		cl, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
 		if err != nil {
@@ -565,8 +449,8 @@ func TestReassignAwayFromADeadBroker(t *testing.T) {
 		t.Fatalf("the dead broker's log should still be on its disk: %v", err)
 	}
 	c.StartBroker(3)
-	gone(t, c, 3, "dead", 0)
-	if !settledOn(c, "dead", 0, []int32{1, 2, 4}) {
+	Gone(t, c, 3, "dead", 0)
+	if !SettledOn(c, "dead", 0, []int32{1, 2, 4}) {
 		t.Errorf("after broker 3 returned: %v", c.Partition("dead", 0))
 	}
 }
@@ -575,13 +459,13 @@ func TestReassignAwayFromADeadBroker(t *testing.T) {
 // whole: the adding replica's partial log too, and no move is left listed.
 func TestDeleteTopicDuringReassignment(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024"}})
-	createAssigned(t, c, "del", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "del", [][]int32{{1, 2, 3}}, nil)
 	for i := range 200 {
 		if _, err := c.Produce(context.Background(), "del", 0, -1, fmt.Sprintf("value-%04d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	throttle(t, c, "del", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
+	Throttle(t, c, "del", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
 	reassign(t, c, "del", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("del", 0)
@@ -592,7 +476,7 @@ func TestDeleteTopicDuringReassignment(t *testing.T) {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	for _, id := range []int32{1, 2, 3, 4} {
-		gone(t, c, id, "del", 0)
+		Gone(t, c, id, "del", 0)
 	}
 	list, err := c.Admin().ListPartitionReassignments(context.Background(), &adminv1.ListPartitionReassignmentsRequest{})
 	if err != nil || len(list.GetReassignments()) != 0 {

@@ -19,7 +19,7 @@ func TestThrottledIdleMoveWhoseTargetWasFrozenCompletes(t *testing.T) {
 	}
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024",
 		"replica.lag.time.max.ms": "1000", "replication.quota.window.num": "3", "replication.quota.window.size.seconds": "1"}})
-	createAssigned(t, c, "frozenmove", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "frozenmove", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := map[int64]string{}
 	for i := range 100 {
 		v := fmt.Sprintf("value-%04d", i)
@@ -30,7 +30,7 @@ func TestThrottledIdleMoveWhoseTargetWasFrozenCompletes(t *testing.T) {
 		acked[off] = v
 	}
 	leader := c.Partition("frozenmove", 0).GetLeader()
-	throttle(t, c, "frozenmove", fmt.Sprint(leader), "leader.replication.throttled.rate", "1000",
+	Throttle(t, c, "frozenmove", fmt.Sprint(leader), "leader.replication.throttled.rate", "1000",
 		"leader.replication.throttled.replicas", fmt.Sprintf("0:%d", leader))
 	reassign(t, c, "frozenmove", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
@@ -43,8 +43,8 @@ func TestThrottledIdleMoveWhoseTargetWasFrozenCompletes(t *testing.T) {
 	c.Net.Resume(BrokerName(4))
 	c.EtcdLink(4).Resume()
 	c.WaitFor(45*time.Second, "frozenmove-0 on 2,3,4 with the throttle on and nothing produced",
-		func() bool { return settledOn(c, "frozenmove", 0, []int32{2, 3, 4}) })
-	checkWholeAndLive(t, c, "frozenmove", 0, []int32{2, 3, 4}, acked)
+		func() bool { return SettledOn(c, "frozenmove", 0, []int32{2, 3, 4}) })
+	CheckWholeAndLive(t, c, "frozenmove", 0, []int32{2, 3, 4}, acked)
 	if _, err := c.Produce(context.Background(), "frozenmove", 0, -1, "after"); err != nil {
 		t.Fatalf("acks=all produce after the move: %v", err)
 	}

@@ -65,14 +65,6 @@ func (rc *recreateCase) recreate(t *testing.T) {
 	rc.c.CreateTopic(rc.topic, 1, 1, nil)
 }
 
-func values(prefix string, n int) []string {
-	var out []string
-	for i := range n {
-		out = append(out, fmt.Sprintf("%s-%d", prefix, i))
-	}
-	return out
-}
-
 // A consumer that read a topic before it was deleted and created again
 // reads the new topic from its start as its reset policy says, whatever
 // the new topic holds against its position. With fewer records, the new
@@ -99,7 +91,7 @@ func TestConsumerReadsATopicCreatedAgainFromItsStart(t *testing.T) {
 			rc.recreate(t)
 			rc.produce(t, "new", 0, tc.n)
 			rc.produce(t, "new", tc.n, 2) // after the consumer's position too
-			want := values("new", tc.n+2)
+			want := Values("new", tc.n+2)
 			if got := rc.read(t, len(want)); !slices.Equal(got, want) {
 				t.Fatalf("read %v from the topic created again, want %v (position %d)", got, want, rc.cs.Position())
 			}
@@ -136,7 +128,7 @@ func TestConsumerPollingThroughATopicCreatedAgain(t *testing.T) {
 	rc.produce(t, "new", 0, 8)
 	select {
 	case vals := <-got:
-		if want := values("new", 8); !slices.Equal(vals, want) {
+		if want := Values("new", 8); !slices.Equal(vals, want) {
 			t.Fatalf("read %v while the topic was created again, want %v", vals, want)
 		}
 	case <-time.After(30 * time.Second):
@@ -173,7 +165,7 @@ func TestConsumerStartedAtAnOffsetOnAStaleCacheKeepsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.cs = cs
-	want := values("new", 6)[2:]
+	want := Values("new", 6)[2:]
 	if got := rc.read(t, len(want)); !slices.Equal(got, want) {
 		t.Fatalf("read %v, want %v from offset 2 of the topic created again", got, want)
 	}

@@ -122,7 +122,7 @@ func TestBrokerKeepsTheRegistrationItsLeaseOutlived(t *testing.T) {
 // more, must stop fencing itself: clients bootstrap through it again.
 func TestBrokerWhosePartitionsMovedAwayWhileItWasOutIsNotLeftFenced(t *testing.T) {
 	c := Start(t, Options{Brokers: 4})
-	createAssigned(t, c, "left", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "left", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := produceAcked(t, c, "left", 10)
 	c.SameLogs("left", 0, 1, 2, 3)
 	c.EtcdLink(1).Pause()
@@ -131,15 +131,15 @@ func TestBrokerWhosePartitionsMovedAwayWhileItWasOutIsNotLeftFenced(t *testing.T
 		return l > 0 && l != 1
 	})
 	reassign(t, c, "left", map[int32][]int32{0: {2, 3, 4}})
-	c.WaitFor(20*time.Second, "left-0 on 2,3,4", func() bool { return settledOn(c, "left", 0, []int32{2, 3, 4}) })
+	c.WaitFor(20*time.Second, "left-0 on 2,3,4", func() bool { return SettledOn(c, "left", 0, []int32{2, 3, 4}) })
 	if !c.Broker(1).Fenced() {
 		t.Fatal("broker 1, unheard by etcd for over its lease, is not fenced")
 	}
 	c.EtcdLink(1).Resume()
-	gone(t, c, 1, "left", 0)
+	Gone(t, c, 1, "left", 0)
 	c.WaitFor(10*time.Second, "broker 1 no longer fenced", func() bool { return !c.Broker(1).Fenced() })
 	if _, err := c.BrokerClient(1).Metadata(context.Background(), &brokerv1.MetadataRequest{Topics: []string{"left"}}); err != nil {
 		t.Fatalf("metadata through broker 1: %v", err)
 	}
-	checkWholeAndLive(t, c, "left", 0, []int32{2, 3, 4}, acked)
+	CheckWholeAndLive(t, c, "left", 0, []int32{2, 3, 4}, acked)
 }

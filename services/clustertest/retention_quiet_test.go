@@ -29,7 +29,7 @@ func TestRetentionOnAnIdleTopicAcrossQuickRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.waitSettled(15*time.Second, "aging", 0, reps)
+	c.WaitSettled(15*time.Second, "aging", 0, reps)
 
 	// Restarts in quick succession while retention comes due.
 	leader := c.Partition("aging", 0).GetLeader()
@@ -49,14 +49,14 @@ func TestRetentionOnAnIdleTopicAcrossQuickRestarts(t *testing.T) {
 	c.StartBroker(leader)
 
 	c.waitReplicasAt(t, "aging", 0, reps, n, "every replica's log start at the end of what was written, with nothing produced")
-	c.waitSettled(20*time.Second, "aging", 0, reps)
+	c.WaitSettled(20*time.Second, "aging", 0, reps)
 
-	cl := c.kafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"aging": {0: kgo.NewOffset().At(1)}}),
+	cl := c.KafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"aging": {0: kgo.NewOffset().At(1)}}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if _, err := c.Produce(context.Background(), "aging", 0, -1, "new"); err != nil {
 		t.Fatalf("acks=all produce after retention: %v", err)
 	}
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := CtxFor(t, 30*time.Second)
 	var got []string
 	var offsets []int64
 	for len(got) == 0 && ctx.Err() == nil {
@@ -94,7 +94,7 @@ func TestFollowerBackBelowTheLeadersLogStartRejoinsAnIdleTopic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.waitSettled(15*time.Second, "behind", 0, reps)
+	c.WaitSettled(15*time.Second, "behind", 0, reps)
 	var follower int32
 	for _, id := range reps {
 		if id != leader {
@@ -117,7 +117,7 @@ func TestFollowerBackBelowTheLeadersLogStartRejoinsAnIdleTopic(t *testing.T) {
 			if id == follower {
 				continue
 			}
-			if v, ok := c.view(id, "behind", 0); !ok || v.logStart != n {
+			if v, ok := c.View(id, "behind", 0); !ok || v.LogStart != n {
 				return false
 			}
 		}
@@ -136,15 +136,15 @@ func TestFollowerBackBelowTheLeadersLogStartRejoinsAnIdleTopic(t *testing.T) {
 		seen = ""
 		ok := true
 		for _, id := range reps {
-			v, hosted := c.view(id, "behind", 0)
+			v, hosted := c.View(id, "behind", 0)
 			seen += fmt.Sprintf("broker %d: %v; ", id, v)
-			if !hosted || v.logStart != n || v.leo != n {
+			if !hosted || v.LogStart != n || v.LEO != n {
 				ok = false
 			}
 		}
 		return ok
 	})
-	c.waitSettled(20*time.Second, "behind", 0, reps)
+	c.WaitSettled(20*time.Second, "behind", 0, reps)
 	if _, err := c.Produce(context.Background(), "behind", 0, -1, "new"); err != nil {
 		t.Fatalf("acks=all produce after the follower's return: %v", err)
 	}

@@ -31,7 +31,7 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 		}
 		written = append(written, v)
 	}
-	c.waitSettled(10*time.Second, "gone", 0, reps)
+	c.WaitSettled(10*time.Second, "gone", 0, reps)
 	for _, id := range reps {
 		c.runRetention(id, "gone", 0)
 	}
@@ -47,12 +47,12 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 	c.StartBroker(other)
 
 	// Quiet: nothing is produced.
-	c.waitSettled(20*time.Second, "gone", 0, reps)
+	c.WaitSettled(20*time.Second, "gone", 0, reps)
 	c.WaitFor(15*time.Second, "retention to leave no retired file and no segment below the log start", func() bool {
 		for _, id := range reps {
 			c.runRetention(id, "gone", 0)
-			v, ok := c.view(id, "gone", 0)
-			if !ok || !c.dirHoldsOnlyTheLog(id, "gone-0", v.logStart) {
+			v, ok := c.View(id, "gone", 0)
+			if !ok || !c.dirHoldsOnlyTheLog(id, "gone-0", v.LogStart) {
 				return false
 			}
 		}
@@ -62,9 +62,9 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 		t.Fatalf("acks=all produce after the crashes: %v", err)
 	}
 	written = append(written, "last")
-	lv, _ := c.view(c.Partition("gone", 0).GetLeader(), "gone", 0)
+	lv, _ := c.View(c.Partition("gone", 0).GetLeader(), "gone", 0)
 	var got []string
-	for off := lv.logStart; off < int64(len(written)); { // a fetch answer ends at a segment's end
+	for off := lv.LogStart; off < int64(len(written)); { // a fetch answer ends at a segment's end
 		more := c.consume("gone", 0, off)
 		if len(more) == 0 {
 			break
@@ -72,8 +72,8 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 		got = append(got, more...)
 		off += int64(len(more))
 	}
-	if len(got) == 0 || int64(len(got)) != int64(len(written))-lv.logStart || !slices.Equal(got, written[lv.logStart:]) {
-		t.Fatalf("consumer read %d records from the log start %d, not the last ones written: %v", len(got), lv.logStart, got)
+	if len(got) == 0 || int64(len(got)) != int64(len(written))-lv.LogStart || !slices.Equal(got, written[lv.LogStart:]) {
+		t.Fatalf("consumer read %d records from the log start %d, not the last ones written: %v", len(got), lv.LogStart, got)
 	}
 }
 

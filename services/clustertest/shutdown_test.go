@@ -101,7 +101,7 @@ func TestShuttingDownBrokerIsNotProposedIntoISR(t *testing.T) {
 // deregister the broker.
 func TestGracefulStopIsNotHeldByAFrozenPeer(t *testing.T) {
 	c := Start(t, Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
-	createAssigned(t, c, "held", [][]int32{{2, 3, 1}, {1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	CreateAssigned(t, c, "held", [][]int32{{2, 3, 1}, {1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	produceN(t, c, "held", 10)
 	c.Net.Pause(BrokerName(3))
 	defer c.Net.Resume(BrokerName(3))
@@ -128,7 +128,7 @@ func TestGracefulStopIsNotHeldByAFrozenPeer(t *testing.T) {
 // REPLICA_NOT_AVAILABLE from the drain.
 func TestGracefulStopEndsAFollowersReaders(t *testing.T) {
 	c := Start(t, Options{Racks: []string{"a", "b", "c"}})
-	createAssigned(t, c, "read", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "read", [][]int32{{1, 2, 3}}, nil)
 	produceN(t, c, "read", 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -174,7 +174,7 @@ func TestGracefulStopEndsAFollowersReaders(t *testing.T) {
 // stop drains, with a retriable answer, and the stop must finish in time.
 func TestGracefulStopEndsAParkedFetch(t *testing.T) {
 	c := Start(t, Options{})
-	createAssigned(t, c, "idle", [][]int32{{3}}, nil)
+	CreateAssigned(t, c, "idle", [][]int32{{3}}, nil)
 	produceN(t, c, "idle", 1)
 	ended := make(chan error, 1)
 	go func() {

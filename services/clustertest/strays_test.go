@@ -173,7 +173,7 @@ func TestTopicDeletedAndRecreatedInQuickSuccession(t *testing.T) {
 func TestQuietClientFollowsATopicCreatedAgain(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
 	ctx := context.Background()
-	createAssigned(t, c, "reborn", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "reborn", [][]int32{{1, 2, 3}}, nil)
 	cl := c.Client()
 	p, err := client.NewProducer(cl, client.ProducerOptions{Acks: client.AcksAll, DeliveryTimeout: 15 * time.Second, RequestTimeout: 5 * time.Second})
 	if err != nil {
@@ -192,7 +192,7 @@ func TestQuietClientFollowsATopicCreatedAgain(t *testing.T) {
 	// its cache holds the newest epoch.
 	for i, order := range [][]int32{{2, 3, 1}, {3, 1, 2}} {
 		reassign(t, c, "reborn", map[int32][]int32{0: order})
-		if err := c.electPreferred([]history.TP{{Topic: "reborn", Partition: 0}}); err != nil {
+		if err := c.ElectPreferred([]history.TP{{Topic: "reborn", Partition: 0}}); err != nil {
 			t.Fatal(err)
 		}
 		c.WaitFor(10*time.Second, fmt.Sprintf("broker %d leading", order[0]), func() bool {
@@ -211,7 +211,7 @@ func TestQuietClientFollowsATopicCreatedAgain(t *testing.T) {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	// Created again, led elsewhere, at leader epoch 0.
-	createAssigned(t, c, "reborn", [][]int32{{1, 2, 3}}, nil)
+	CreateAssigned(t, c, "reborn", [][]int32{{1, 2, 3}}, nil)
 	c.WaitFor(10*time.Second, "the new reborn-0 led by broker 1", func() bool { return c.Leads(1, "reborn", 0) })
 	if err := produce("new-0"); err != nil {
 		t.Fatalf("writing to the topic created again: %v", err)

@@ -60,7 +60,7 @@ func (c *Cluster) isolateLeader(topic string) (int32, []int32, []string) {
 	c.T.Helper()
 	c.produceAll(topic, -1, "a0")
 	reps := c.Partition(topic, 0).GetReplicas()
-	c.waitSettled(15*time.Second, topic, 0, reps)
+	c.WaitSettled(15*time.Second, topic, 0, reps)
 	leader := c.Leader(topic, 0)
 	var followers []int32
 	for _, id := range reps {
@@ -107,7 +107,7 @@ func (c *Cluster) waitBrokerGone(id int32) {
 func (c *Cluster) checkWhole(topic string) []string {
 	c.T.Helper()
 	reps := c.Partition(topic, 0).GetReplicas()
-	c.waitSettled(20*time.Second, topic, 0, reps)
+	c.WaitSettled(20*time.Second, topic, 0, reps)
 	logs := c.SameLogs(topic, 0, reps...)
 	c.WaitHWAtLEO(topic, 0, reps...)
 	return logs
@@ -184,7 +184,7 @@ func TestQuietUncleanElectionOnReturnAfterALongGap(t *testing.T) {
 	c.CreateTopic("qr2", 1, 3, map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
 	c.produceAll("qr2", -1, "a0")
 	reps := c.Partition("qr2", 0).GetReplicas()
-	c.waitSettled(15*time.Second, "qr2", 0, reps)
+	c.WaitSettled(15*time.Second, "qr2", 0, reps)
 	leader := c.Leader("qr2", 0)
 	var followers []int32
 	for _, id := range reps {
@@ -300,7 +300,7 @@ func TestQuietISRShrinksAndExpandsUnderMinISR(t *testing.T) {
 			want := []string{"a0", "a1"}
 			c.produceAll("qm", -1, want...)
 			reps := c.Partition("qm", 0).GetReplicas()
-			c.waitSettled(15*time.Second, "qm", 0, reps)
+			c.WaitSettled(15*time.Second, "qm", 0, reps)
 			leader := c.Leader("qm", 0)
 
 			// Idle and healthy: nobody leaves the ISR over four lag times.
@@ -345,7 +345,7 @@ func TestQuietISRShrinksAndExpandsUnderMinISR(t *testing.T) {
 				c.EtcdLink(id).Resume()
 			}
 			c.Net.HealAll()
-			c.waitSettled(30*time.Second, "qm", 0, reps)
+			c.WaitSettled(30*time.Second, "qm", 0, reps)
 			c.WaitFor(10*time.Second, "the controller's ISR full", func() bool { return len(c.Partition("qm", 0).GetIsr()) == 3 })
 			if logs := c.checkWhole("qm"); !slices.Equal(logs, want) {
 				t.Fatalf("replicas hold %v, want %v", logs, want)

@@ -184,7 +184,7 @@ func TestConsumerLearnsOfATruncationUnderIt(t *testing.T) {
 
 	// A Kafka consumer's Fetch (v12) names its last fetched epoch too, and
 	// gets the DivergingEpoch.
-	kc := c.kafkaClient(fetchByName())
+	kc := c.KafkaClient(FetchByName())
 	req := kmsg.NewPtrFetchRequest()
 	req.Version, req.MaxWaitMillis, req.MaxBytes = 12, 100, 1<<20
 	rt := kmsg.NewFetchRequestTopic()
