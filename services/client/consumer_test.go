@@ -1,11 +1,16 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/client/internal/fakebroker"
 	"tidemark.io/services/platform/kerr"
@@ -322,6 +327,111 @@ func TestConsumerResetsWhenTheTopicIsCreatedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRecords(t, recs, 0, 9)
+}
+
+// Once the client has seen a topic created again (its id replaced), a
+// refresh answered by a broker whose metadata lags, naming the old id and
+// its leaders, is ignored for that topic: consumers in the new topic keep
+// their position and read on. Before, the cache took the old id back, and
+// a consumer took it for the topic created once more: ResetNone returned
+// TopicRecreated, ResetEarliest read the new topic again from its start.
+func TestConsumerIgnoresALaggingBrokersOldTopicID(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2})
+	fc.CreateTopic("t", 1, 2)
+	var (
+		mu     sync.Mutex
+		oldT   *brokerv1.TopicMetadata // t as the first topic's answers gave it
+		lagged bool                    // the next answer is a lagging broker's
+		served int                     // lagging answers served
+	)
+	o := testOptions()
+	o.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			r, ok := reply.(*brokerv1.MetadataResponse)
+			if !ok || err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, tm := range r.Topics {
+				switch {
+				case tm.GetName() != "t":
+				case oldT == nil:
+					oldT = tm
+				case lagged:
+					r.Topics[i] = oldT
+					lagged = false
+					served++
+				}
+			}
+			return err
+		})}
+	c, err := client.New(fc.BrokerAddrs()[:1], o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	appendValues(fc, 0, 6)
+	strict := newConsumer(t, c, client.ConsumerOptions{})
+	earliest := newConsumer(t, c, client.ConsumerOptions{Reset: client.ResetEarliest})
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, recs, 0, 6)
+	}
+	oldID := fc.TopicID("t")
+
+	fc.DeleteTopic("t")
+	fc.CreateTopic("t", 1, 1) // another leader, so the old one's route is wrong too
+	appendValues(fc, 0, 3)
+	var rc *client.TopicRecreated
+	if _, err := strict.Poll(ctx); !errors.As(err, &rc) || rc.OldID != oldID {
+		t.Fatalf("poll of the topic created again: %v", err)
+	}
+	strict.SetPosition(client.OffsetEarliest)
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, recs, 0, 3)
+	}
+
+	// The leader says it no longer leads (no hint), so the consumer asks the
+	// metadata again, and a broker that still names the old topic answers.
+	mu.Lock()
+	lagged = true
+	mu.Unlock()
+	failed := false
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if call.Method == "Fetch" && !failed {
+			failed = true
+			return &fakebroker.Fault{Code: kerr.NotLeaderOrFollower, NoHint: true}
+		}
+		return nil
+	})
+	appendValues(fc, 3, 5)
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatalf("poll after a lagging broker's answer: %v", err)
+		}
+		checkRecords(t, recs, 3, 5)
+		if cs.Position() != 5 {
+			t.Fatalf("position %d, want 5", cs.Position())
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if served != 1 {
+		t.Fatalf("%d lagging answers served, want 1", served)
+	}
 }
 
 // A leader whose fetches stop being answered (its connection stays up, so

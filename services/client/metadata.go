@@ -34,6 +34,15 @@ type metadata struct {
 	// topicIDs are the ids metadata gave the topics (KIP-516): a topic
 	// created again under its name gets a new one.
 	topicIDs map[string]string
+	// idHistory lists the ids the metadata gave each topic name, oldest
+	// first (the last maxIDHistory), and outlives the topic's entry. Ids
+	// are never used again, so an answer naming one before the last comes
+	// from a broker whose metadata lags and is ignored for that topic
+	// (takeTopicIDLocked).
+	idHistory map[string][]string
+	// staleIDAnswers counts, per topic, the answers in a row that named an
+	// id before the last.
+	staleIDAnswers map[string]int
 	// fetchedAt is when each topic was last described: a refresh may ask
 	// for some topics only, which says nothing of the others' age.
 	fetchedAt map[string]time.Time
@@ -61,7 +70,7 @@ type refreshCall struct {
 
 func newMetadata(c *Client) *metadata {
 	return &metadata{c: c, brokers: map[int32]string{}, silent: map[string]bool{}, topics: map[string][]partMeta{}, topicIDs: map[string]string{},
-		fetchedAt: map[string]time.Time{}}
+		idHistory: map[string][]string{}, staleIDAnswers: map[string]int{}, fetchedAt: map[string]time.Time{}}
 }
 
 // leader returns where to send requests for topic-partition, refreshing the

@@ -238,6 +238,9 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) 
 		}
 		old := m.topics[name]
 		if id := t.GetTopicId(); id != "" {
+			if !m.takeTopicIDLocked(name, id) {
+				continue // a lagging broker's view of an older topic: keep ours
+			}
 			if known := m.topicIDs[name]; known != "" && known != id {
 				// Deleted and created again while this client was not
 				// looking: the old partitions' leader epochs, however
@@ -260,6 +263,73 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) 
 	return refused
 }
 
+// maxIDHistory bounds idHistory per topic: a broker lagging behind more
+// than a few creations of one topic is not expected.
+const maxIDHistory = 4
+
+// staleIDAnswersToTrust is how many answers in a row must name an id
+// before the last for the cache to take it after all. A client that
+// first heard of a topic from a lagging broker's answer after a newer
+// one took the older id for the newer; every answer then names the id it
+// holds as replaced, and ignoring them all would keep it on the old
+// topic for good. A broker that truly lags is seldom the one asked so
+// many times in a row, nor for long.
+const staleIDAnswersToTrust = 3
+
+// takeTopicIDLocked records that an answer names topic with id and
+// reports whether the answer's view of topic is to be taken: not when id
+// is one this client saw replaced by a newer one, which only a broker
+// whose metadata lags still names (a topic deleted and created again has
+// another id, and ids are never used again). The first id heard, and any
+// id not heard before, is taken.
+func (m *metadata) takeTopicIDLocked(topic, id string) bool {
+	h := m.idHistory[topic]
+	i := slices.Index(h, id)
+	if i >= 0 && i < len(h)-1 {
+		m.staleIDAnswers[topic]++
+		if m.staleIDAnswers[topic] < staleIDAnswersToTrust {
+			return false
+		}
+		// Every broker asked names it: the id after it was the stale one.
+		h = slices.Delete(h, i, i+1)
+		i = -1
+	}
+	delete(m.staleIDAnswers, topic)
+	if i < 0 {
+		if h == nil {
+			m.trimIDHistoryLocked()
+		}
+		h = append(h, id)
+		if len(h) > maxIDHistory {
+			h = slices.Clone(h[len(h)-maxIDHistory:])
+		}
+		m.idHistory[topic] = h
+	}
+	return true
+}
+
+// maxIDHistoryTopics bounds how many topic names idHistory holds: a client
+// that sees many short-lived topics must not keep each one's ids forever.
+const maxIDHistoryTopics = 4096
+
+// trimIDHistoryLocked makes room for one more name in idHistory, dropping
+// one of a topic no longer cached when it is full.
+func (m *metadata) trimIDHistoryLocked() {
+	if len(m.idHistory) < maxIDHistoryTopics {
+		return
+	}
+	for name := range m.idHistory {
+		if _, cached := m.topics[name]; !cached {
+			delete(m.idHistory, name)
+			delete(m.staleIDAnswers, name)
+			return
+		}
+	}
+}
+
+// forgetLocked drops what the cache knows of topic, but for the ids it
+// was given (idHistory): a broker lagging behind its deletion may still
+// name one.
 func (m *metadata) forgetLocked(topic string) {
 	delete(m.topics, topic)
 	delete(m.topicIDs, topic)

@@ -16,6 +16,8 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/broker"
+	"tidemark.io/services/client"
+	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/topicconfig"
 )
@@ -811,6 +813,83 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 	c.WaitFor(10*time.Second, "the deleted topic's offset gone", func() bool { _, ok := topics()["recreated"]; return !ok })
 	if got := topics(); got["kept"] != 7 {
 		t.Fatalf("offsets %v: the offset of a topic that was not deleted went too", got)
+	}
+}
+
+// A topic deleted and created again while the coordinator of a group's
+// offsets was down: the restarted coordinator loads the group's offset of
+// the old topic, whose record names the old topic's id, and drops it; a
+// member of the group then reads the new topic from its start, as its
+// reset policy says. The loaded offset had no id, the first sweep gave it
+// the new topic's, and the member resumed at it, skipping the new topic's
+// first records.
+func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T) {
+	c := Start(t, Options{Brokers: 2, BrokerSettings: GroupSettings, AdjustController: func(cfg *controller.Config) {
+		cfg.OffsetsTopicNumPartitions, cfg.OffsetsTopicReplicationFactor = 1, 1 // nobody else can load it
+	}})
+	g := Groups{c}
+	coord := g.coordinator("reader")
+	other := int32(3) - coord
+	// The topics live on the other broker, which stays up.
+	create := func(name string) {
+		t.Helper()
+		resp, err := c.Admin().CreateTopics(context.Background(), &adminv1.CreateTopicsRequest{Topics: []*adminv1.TopicSpec{{Name: name,
+			Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: []int32{other}}}}}})
+		if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+			t.Fatalf("create %s: %v %v", name, resp, err)
+		}
+		c.WaitFor(10*time.Second, "a leader for "+name, func() bool { return c.Leads(other, name, 0) })
+		c.WaitAnnounced(name, 1)
+	}
+	produce := func(prefix string, n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := c.Produce(context.Background(), "reborn", 0, -1, prefix+"-"+strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	create("reborn")
+	create("kept")
+	produce("old", 6)
+	g.commitOffset("reader", "reborn", 5)
+	g.commitOffset("reader", "kept", 7)
+
+	if err := c.StopBroker(coord); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Admin().DeleteTopics(context.Background(), &adminv1.DeleteTopicsRequest{Topics: []string{"reborn"}, TimeoutMs: 10000})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != 0 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	create("reborn")
+	produce("new", 8)
+	c.StartBroker(coord)
+
+	offsets := func() map[string]int64 {
+		r, err := Call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+			return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "reader"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, tp := range r.GetTopics() {
+			for _, p := range tp.GetPartitions() {
+				out[tp.GetName()] = p.GetCommittedOffset()
+			}
+		}
+		return out
+	}
+	c.WaitFor(15*time.Second, "the old topic's offset gone", func() bool { _, ok := offsets()["reborn"]; return !ok })
+	if got := offsets(); got["kept"] != 7 {
+		t.Fatalf("offsets %v: the offset of a topic that was not deleted went too", got)
+	}
+	m := c.StartMember(GroupOpts("reader", "reborn"))
+	tp := client.TopicPartition{Topic: "reborn", Partition: 0}
+	c.WaitFor(30*time.Second, "the member reading the new topic", func() bool { return len(m.Offsets(tp)) > 0 || m.Failure() != nil })
+	if got := m.Offsets(tp); len(got) == 0 || got[0] != 0 {
+		t.Fatalf("the member read offsets %v (failure %v), want the new topic from 0", got, m.Failure())
 	}
 }
 

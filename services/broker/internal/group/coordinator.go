@@ -107,10 +107,14 @@ type shard struct {
 type committed struct {
 	OffsetValue
 	logOffset int64
-	// topicID is the id its topic had when it was committed (or when the
-	// sweep first saw it, for an offset loaded from the log); "" when
-	// unknown. A topic deleted, or deleted and created again, takes its
-	// offsets with it (dropOffsetsOfDeletedTopics).
+	// topicID is the id its topic had when it was committed, kept in
+	// the commit's record too (its topic_id header), so a reload knows
+	// it: a topic deleted and created again while the coordinator was
+	// down or moving still takes the old offsets. "" when unknown (a
+	// record written without the header, or a commit before this broker
+	// had metadata): the sweep then stamps it with the id it first sees.
+	// A topic deleted, or deleted and created again, takes its offsets
+	// with it (dropOffsetsOfDeletedTopics).
 	topicID string
 }
 
@@ -191,44 +195,62 @@ func (c *Coordinator) dropOffsetsOfDeletedTopics() {
 		}
 	}
 	c.mu.Unlock()
-	for t := range topics {
-		id, ok := c.host.TopicID(t)
-		if !ok {
-			return // no metadata yet: nothing can be told
-		}
-		topics[t] = id
+	if !c.readTopicIDs(topics) {
+		return // no metadata yet: nothing can be told
 	}
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.shards {
-		if s.loading {
-			continue
+		if !s.loading {
+			c.dropStaleOffsetsLocked(s, s.offsets, topics, now)
 		}
-		for group, offs := range s.offsets {
-			var b recordbatch.Builder
-			var drops []groupTP
-			for tp, o := range offs {
-				id, seen := topics[tp.Topic]
-				switch {
-				case !seen || s.inflight[group][tp] > 0:
-				case o.topicID == "":
-					o.topicID = id
-					offs[tp] = o
-				case id != o.topicID:
-					c.log.Info("dropping the offset of a deleted topic", "group", group, "topic", tp.Topic, "partition", tp.Partition,
-						"offset", o.Offset, "topic_id", o.topicID, "now", id)
-					b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(group, tp.Topic, tp.Partition)})
-					drops = append(drops, groupTP{group, tp})
-					delete(offs, tp)
-				}
+	}
+}
+
+// readTopicIDs fills in the metadata's id of every topic in topics; false
+// while this broker has no metadata yet. No lock of the coordinator's is
+// held.
+func (c *Coordinator) readTopicIDs(topics map[string]string) bool {
+	for t := range topics {
+		id, ok := c.host.TopicID(t)
+		if !ok {
+			return false
+		}
+		topics[t] = id
+	}
+	return true
+}
+
+// dropStaleOffsetsLocked drops from offsets, shard s's, with tombstones,
+// those whose topic now has another id than the one they were committed
+// under (none: deleted), and gives those with no id yet the one topics
+// names. Topics missing from topics and offsets with a commit in flight
+// are left for a later sweep. c.mu held.
+func (c *Coordinator) dropStaleOffsetsLocked(s *shard, offsets map[string]map[TP]committed, topics map[string]string, now time.Time) {
+	for group, offs := range offsets {
+		var b recordbatch.Builder
+		var drops []groupTP
+		for tp, o := range offs {
+			id, seen := topics[tp.Topic]
+			switch {
+			case !seen || s.inflight[group][tp] > 0:
+			case o.topicID == "":
+				o.topicID = id
+				offs[tp] = o
+			case id != o.topicID:
+				c.log.Info("dropping the offset of a deleted topic", "group", group, "topic", tp.Topic, "partition", tp.Partition,
+					"offset", o.Offset, "topic_id", o.topicID, "now", id)
+				b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(group, tp.Topic, tp.Partition)})
+				drops = append(drops, groupTP{group, tp})
+				delete(offs, tp)
 			}
-			if b.Count() > 0 {
-				c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
-			}
-			if len(offs) == 0 {
-				delete(s.offsets, group)
-			}
+		}
+		if b.Count() > 0 {
+			c.writeLocked(s, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)), drops...)
+		}
+		if len(offs) == 0 {
+			delete(offsets, group)
 		}
 	}
 }
@@ -346,6 +368,18 @@ func (c *Coordinator) load(s *shard) {
 		}
 		off = next
 	}
+	// The loaded offsets' topics as the metadata has them now: an offset
+	// whose topic was deleted (and perhaps created again) while no
+	// coordinator held the partition goes before any member can fetch it,
+	// not at the next sweep.
+	topics := map[string]string{}
+	for _, offs := range offsets {
+		for tp := range offs {
+			topics[tp.Topic] = ""
+		}
+	}
+	known := c.readTopicIDs(topics)
+
 	// Members could not heartbeat while the load ran: their sessions
 	// start now (Kafka starts them when the group is loaded). A group
 	// with more members than group.max.size allows (lowered since they
@@ -369,6 +403,9 @@ func (c *Coordinator) load(s *shard) {
 	// Commits written while loading (none: writes wait for the load) and
 	// groups created by requests answered LOAD_IN_PROGRESS do not exist.
 	s.groups, s.offsets, s.loading = groups, offsets, false
+	if known {
+		c.dropStaleOffsetsLocked(s, offsets, topics, loaded)
+	}
 	c.log.Info("loaded groups", "partition", s.partition, "leader_epoch", s.epoch, "groups", len(groups), "records", records,
 		"skipped", skipped, "took", c.now().Sub(start).Round(time.Millisecond).String())
 }
@@ -409,7 +446,7 @@ func applyRecord(groups map[string]*Group, offsets map[string]map[TP]committed, 
 		if offsets[k.Group] == nil {
 			offsets[k.Group] = map[TP]committed{}
 		}
-		offsets[k.Group][tp] = committed{OffsetValue: v, logOffset: rec.Offset}
+		offsets[k.Group][tp] = committed{OffsetValue: v, logOffset: rec.Offset, topicID: offsetTopicID(rec.Headers)}
 		return nil
 	}
 	if rec.Value == nil {

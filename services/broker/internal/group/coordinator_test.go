@@ -161,7 +161,7 @@ func (h *fakeHost) Append(_ context.Context, tp TP, since int32, batch []byte) (
 		if err != nil {
 			return 0, err
 		}
-		h.logs[tp.Partition] = append(h.logs[tp.Partition], recordbatch.Record{Timestamp: rec.Timestamp, Key: rec.Key, Value: rec.Value})
+		h.logs[tp.Partition] = append(h.logs[tp.Partition], recordbatch.Record{Timestamp: rec.Timestamp, Key: rec.Key, Value: rec.Value, Headers: rec.Headers})
 	}
 	h.appends++
 	if !h.holdHW {
@@ -930,16 +930,95 @@ func TestOffsetsSurviveSweepsBeforeTheFirstMetadata(t *testing.T) {
 	if got := committed(); len(got) != 2 || got["orders"] != 5 || got["payments"] != 7 {
 		t.Fatalf("after sweeps with no metadata yet: %v, want orders 5 and payments 7", got)
 	}
-	// The first UpdateMetadata: orders as it was, payments created again.
+	// The first UpdateMetadata: orders as it was, payments created again
+	// (its commit's record names the id it was committed under).
 	h.set(func() { h.noMetadata, h.topicIDs = false, map[string]string{"orders": "id-1", "payments": "id-p2"} })
 	c.dropOffsetsOfDeletedTopics()
-	if got := committed(); len(got) != 2 {
-		t.Fatalf("after the first sweep with metadata: %v, want both offsets (loaded from the log, they take the ids they see)", got)
-	}
-	h.set(func() { h.topicIDs["payments"] = "id-p3" }) // created again once more
-	c.dropOffsetsOfDeletedTopics()
 	if got := committed(); len(got) != 1 || got["orders"] != 5 {
-		t.Fatalf("after payments was created again: %v, want orders 5 only", got)
+		t.Fatalf("after the first sweep with metadata: %v, want orders 5 only", got)
+	}
+}
+
+// A topic deleted and created again while its offsets' coordinator was
+// down, or while they moved to another coordinator: the reloaded offset
+// knows the id its topic had when it was committed (its record says), so
+// it goes as it is loaded (with a tombstone), before any member can fetch
+// it, rather than being stamped by the next sweep with the new topic's id
+// and kept: the consumers of the new topic resumed at the old offset and
+// skipped its first records. The offset of a topic that is still the one
+// committed to stays, and so does one whose record has no id (written
+// before records carried it): nothing tells its incarnation.
+func TestAnOffsetReloadedAfterItsTopicWasCreatedAgainGoes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reload func(h *fakeHost, c *Coordinator) *Coordinator
+	}{
+		{"restart", func(h *fakeHost, c *Coordinator) *Coordinator {
+			c.Close()
+			h.set(func() { h.topicIDs["orders"] = "id-2" })
+			c = New(Options{Host: h, Tick: time.Hour})
+			c.reconcile()
+			return c
+		}},
+		{"move", func(h *fakeHost, c *Coordinator) *Coordinator {
+			h.set(func() { delete(h.leads, 0) }) // moved away
+			c.reconcile()
+			h.set(func() { h.topicIDs["orders"], h.leads[0] = "id-2", 2 }) // and back in a new leadership
+			c.reconcile()
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFakeHost(1)
+			h.leads[0] = 1
+			h.topicIDs = map[string]string{"orders": "id-1", "payments": "id-p"}
+			c := New(Options{Host: h, Tick: time.Hour}) // the test runs the sweeps
+			s := &Service{C: c}
+			c.reconcile()
+			waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+			for topic, offset := range map[string]int64{"orders": 5, "payments": 7} {
+				if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+					Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.set(func() {
+				h.logs[0] = append(h.logs[0], recordbatch.Record{Key: OffsetKey("old", "orders", 0),
+					Value: EncodeOffset(OffsetValue{Offset: 3, LeaderEpoch: -1})})
+			})
+			c = tc.reload(h, c)
+			defer c.Close()
+			s = &Service{C: c}
+			waitUntil(t, "the reload", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+			for _, sweep := range []string{"before any sweep", "after a sweep"} {
+				if sweep == "after a sweep" {
+					c.dropOffsetsOfDeletedTopics()
+				}
+				r, _ := fetchErr(s, "g")
+				got := map[string]int64{}
+				for _, tp := range r.GetTopics() {
+					for _, p := range tp.GetPartitions() {
+						got[tp.GetName()] = p.GetCommittedOffset()
+					}
+				}
+				if len(got) != 1 || got["payments"] != 7 {
+					t.Fatalf("reloaded, %s: %v, want payments 7 only (orders was created again)", sweep, got)
+				}
+				if r, _ := fetchErr(s, "old"); len(r.GetTopics()) != 1 || r.GetTopics()[0].GetPartitions()[0].GetCommittedOffset() != 3 {
+					t.Fatalf("reloaded, %s: the offset whose record has no topic id: %v, want orders 3 kept", sweep, r)
+				}
+			}
+			waitUntil(t, "the tombstone of orders", func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				for _, rec := range h.logs[0] {
+					if k, err := DecodeKey(rec.Key); err == nil && k.IsOffset && k.Group == "g" && k.Topic == "orders" && rec.Value == nil {
+						return true
+					}
+				}
+				return false
+			})
+		})
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"tidemark.io/services/recordbatch"
 )
 
 // The records of __consumer_offsets use Kafka's own schemas (big-endian;
@@ -32,6 +34,13 @@ import (
 //
 // A record with a null value is a tombstone: the group or the offset is
 // gone, and compaction removes the key after delete.retention.ms.
+//
+// An offset commit record also carries, in a record header topic_id, the
+// id its topic had when it was committed (none when the metadata could
+// not tell). Kafka's schemas have no place for it and Kafka's readers of
+// the topic ignore headers, so the records stay Kafka's; a coordinator
+// that loads them can tell an offset of a topic since deleted and created
+// again under its name from one of the live topic.
 const (
 	offsetKeyVersion   = 1
 	offsetValueVersion = 3
@@ -94,6 +103,33 @@ func OffsetKey(group, topic string, partition int32) []byte {
 	w.str(topic)
 	w.i32(partition)
 	return w.b
+}
+
+// topicIDHeader is the record header of an offset commit naming its
+// topic's id.
+const topicIDHeader = "topic_id"
+
+// appendOffset appends the record of group's committed offset of tp to b,
+// with topicID in its header when known.
+func appendOffset(b *recordbatch.Builder, group string, tp TP, v OffsetValue, topicID string) {
+	rec := recordbatch.Record{Timestamp: v.CommitTimestamp, Key: OffsetKey(group, tp.Topic, tp.Partition), Value: EncodeOffset(v)}
+	var h [1]recordbatch.Header // Append copies it, so it stays on the stack
+	if topicID != "" {
+		h[0] = recordbatch.Header{Key: topicIDHeader, Value: []byte(topicID)}
+		rec.Headers = h[:]
+	}
+	b.Append(rec)
+}
+
+// offsetTopicID is the topic id an offset commit record carries, "" when
+// it has none (written before tidemark kept it, or by Kafka).
+func offsetTopicID(headers []recordbatch.Header) string {
+	for _, h := range headers {
+		if h.Key == topicIDHeader {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // GroupKey encodes the key of a group's metadata.

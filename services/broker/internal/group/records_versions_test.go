@@ -137,3 +137,28 @@ func TestALoadReadsEveryOffsetVersionAndSkipsAnUnknownOne(t *testing.T) {
 		t.Errorf("the skipped record was not logged with its version and offset:\n%s", out)
 	}
 }
+
+// An offset commit record carries its topic's id in a topic_id header
+// only; its key and value stay Kafka's, and one without a known id has no
+// header at all, as Kafka writes it.
+func TestAnOffsetRecordCarriesItsTopicIDInAHeader(t *testing.T) {
+	v := OffsetValue{Offset: 42, LeaderEpoch: 7, Metadata: "meta", CommitTimestamp: 1_700_000_000_000}
+	for _, id := range []string{"id-1", ""} {
+		var b recordbatch.Builder
+		appendOffset(&b, "g", TP{"orders", 3}, v, id)
+		for rec, err := range b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence).Records() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(rec.Key, OffsetKey("g", "orders", 3)) || !bytes.Equal(rec.Value, offsetValueV(3, v, 0)) {
+				t.Errorf("id %q: key %x value %x, not Kafka's", id, rec.Key, rec.Value)
+			}
+			if got := offsetTopicID(rec.Headers); got != id {
+				t.Errorf("topic id read back %q, want %q", got, id)
+			}
+			if id == "" && len(rec.Headers) != 0 {
+				t.Errorf("a record without a known id has headers %v", rec.Headers)
+			}
+		}
+	}
+}

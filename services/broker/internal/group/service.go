@@ -381,7 +381,7 @@ func (c *Coordinator) commit(ctx context.Context, group, member, instance string
 	for i, e := range entries {
 		sh.inflight[group][e.tp]++
 		tps[i] = e.tp
-		b.Append(recordbatch.Record{Timestamp: e.v.CommitTimestamp, Key: OffsetKey(group, e.tp.Topic, e.tp.Partition), Value: EncodeOffset(e.v)})
+		appendOffset(&b, group, e.tp, e.v, e.topicID)
 	}
 	batch := clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
 	// A tombstone of one of these offsets still queued (expired, deleted)
