@@ -795,21 +795,7 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	c.CreateTopic("recreated", 1, 3, nil)
-	topics := func() map[string]int64 {
-		r, err := Call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
-			return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "reader"})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int64{}
-		for _, tp := range r.GetTopics() {
-			for _, p := range tp.GetPartitions() {
-				out[tp.GetName()] = p.GetCommittedOffset()
-			}
-		}
-		return out
-	}
+	topics := func() map[string]int64 { return committedOffsets(t, g, "reader") }
 	c.WaitFor(10*time.Second, "the deleted topic's offset gone", func() bool { _, ok := topics()["recreated"]; return !ok })
 	if got := topics(); got["kept"] != 7 {
 		t.Fatalf("offsets %v: the offset of a topic that was not deleted went too", got)
@@ -866,21 +852,7 @@ func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T
 	produce("new", 8)
 	c.StartBroker(coord)
 
-	offsets := func() map[string]int64 {
-		r, err := Call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
-			return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "reader"})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int64{}
-		for _, tp := range r.GetTopics() {
-			for _, p := range tp.GetPartitions() {
-				out[tp.GetName()] = p.GetCommittedOffset()
-			}
-		}
-		return out
-	}
+	offsets := func() map[string]int64 { return committedOffsets(t, g, "reader") }
 	c.WaitFor(15*time.Second, "the old topic's offset gone", func() bool { _, ok := offsets()["reborn"]; return !ok })
 	if got := offsets(); got["kept"] != 7 {
 		t.Fatalf("offsets %v: the offset of a topic that was not deleted went too", got)
@@ -939,4 +911,23 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 	if got := g.fetch("reader"); got[0] != 7 {
 		t.Fatalf("offsets %v, want kept's 7", got)
 	}
+}
+
+// committedOffsets is group's committed offset of each topic's partitions
+// (the last partition's, for a topic of several), as OffsetFetch answers.
+func committedOffsets(t *testing.T, g Groups, group string) map[string]int64 {
+	t.Helper()
+	r, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+		return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, tp := range r.GetTopics() {
+		for _, p := range tp.GetPartitions() {
+			out[tp.GetName()] = p.GetCommittedOffset()
+		}
+	}
+	return out
 }

@@ -887,19 +887,7 @@ func TestOffsetsOfADeletedTopicGo(t *testing.T) {
 // missing one, drop nothing, and once the metadata arrives the offsets of
 // the live topic stay (a topic created again still takes its own).
 func TestOffsetsSurviveSweepsBeforeTheFirstMetadata(t *testing.T) {
-	h := newFakeHost(1)
-	h.leads[0] = 1
-	h.topicIDs = map[string]string{"orders": "id-1", "payments": "id-p"}
-	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the sweeps
-	s := &Service{C: c}
-	c.reconcile()
-	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
-	for topic, offset := range map[string]int64{"orders": 5, "payments": 7} {
-		if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
-			Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h, c, s := withOrdersAndPaymentsCommitted(t)
 	c.dropOffsetsOfDeletedTopics()
 	c.Close()
 
@@ -969,19 +957,7 @@ func TestAnOffsetReloadedAfterItsTopicWasCreatedAgainGoes(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newFakeHost(1)
-			h.leads[0] = 1
-			h.topicIDs = map[string]string{"orders": "id-1", "payments": "id-p"}
-			c := New(Options{Host: h, Tick: time.Hour}) // the test runs the sweeps
-			s := &Service{C: c}
-			c.reconcile()
-			waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
-			for topic, offset := range map[string]int64{"orders": 5, "payments": 7} {
-				if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
-					Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			h, c, s := withOrdersAndPaymentsCommitted(t)
 			h.set(func() {
 				h.logs[0] = append(h.logs[0], recordbatch.Record{Key: OffsetKey("old", "orders", 0),
 					Value: EncodeOffset(OffsetValue{Offset: 3, LeaderEpoch: -1})})
@@ -1354,4 +1330,25 @@ func TestAnOldLeadershipNeitherAnswersNorWrites(t *testing.T) {
 	if n := appends(); n != 0 {
 		t.Fatalf("%d appends from an old leadership", n)
 	}
+}
+
+// withOrdersAndPaymentsCommitted is a coordinator leading offsets
+// partition 0, loaded, whose group g has committed offset 5 of orders
+// (topic id id-1) and 7 of payments; the test runs the sweeps.
+func withOrdersAndPaymentsCommitted(t *testing.T) (*fakeHost, *Coordinator, *Service) {
+	t.Helper()
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.topicIDs = map[string]string{"orders": "id-1", "payments": "id-p"}
+	c := New(Options{Host: h, Tick: time.Hour})
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	for topic, offset := range map[string]int64{"orders": 5, "payments": 7} {
+		if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h, c, s
 }
