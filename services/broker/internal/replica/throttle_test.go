@@ -185,7 +185,12 @@ func TestFollowerThrottleHoldsOnlyReplicasBehindTheHW(t *testing.T) {
 	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, throttled)
 	e.stateOn(m2, tp1, 1, 1, 1, []int32{1}, throttled)
 	r1, _ := m2.Replica(tp1)
-	waitFor(t, "broker 2 to copy t-1's first records", func() bool { return r1.Log().LogEndOffset() > 0 })
+	// The fetcher counts a fetch's bytes against its rate after appending
+	// them: wait for both.
+	waitFor(t, "broker 2 to copy t-1's first records and count them", func() bool {
+		_, follower := m2.ReplicationRates()
+		return r1.Log().LogEndOffset() > 0 && follower > 100
+	})
 	if _, follower := m2.ReplicationRates(); follower <= 100 {
 		t.Fatalf("broker 2's throttled rate %.0f B/s: not over the limit, the test shows nothing", follower)
 	}
