@@ -875,6 +875,9 @@ func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T
 func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) {
 	c := startGroupCluster(t)
 	g := Groups{c}
+	// The coordinator must have loaded its __consumer_offsets partition
+	// before its controller link is cut, or it never learns it leads one.
+	g.fetch("reader")
 	coord := g.coordinator("reader")
 	ctrl, _ := c.ActiveController()
 	// The coordinator hears nothing of the new topic, which lives on the
