@@ -89,6 +89,12 @@ func (c *core) brokerStarted(info metastore.Broker) {
 	}
 	c.addBroker(info)
 	delete(c.offlineDirs, info.ID) // a new incarnation reports its own
+	if closed, ok := c.closedAhead[info.ID]; ok && closed <= info.Epoch {
+		delete(c.closedAhead, info.ID)
+		if closed == info.Epoch && c.sessions[info.ID] == nil {
+			c.armFailCheck(c.brokers[info.ID], "Broker registered after its session broke; declaring it dead unless it reconnects or answers a health check", nil)
+		}
+	}
 	c.log.Info("Broker registered", "broker_id", info.ID, "broker_epoch", info.Epoch,
 		"address", info.Address, "rack", info.Rack, "live_brokers", c.sortedBrokerIDs())
 	c.emitEvent(controlv1.EventKind_EVENT_KIND_BROKER_UP, func(ev *controlv1.ClusterEvent) {

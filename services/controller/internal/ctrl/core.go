@@ -49,6 +49,10 @@ type core struct {
 	sessions map[int32]*session
 	failing  map[int32]*failCheck
 	failGen  uint64
+	// closedAhead is, per broker, the epoch of a session that broke before
+	// the controller had seen that incarnation's registration: the check
+	// its break should have armed is armed when the registration arrives.
+	closedAhead map[int32]int64
 	// handoffs are the voluntary moves waiting for their leader to yield
 	// (handoff.go), by id.
 	handoffs   map[uint64]*handoff
@@ -146,6 +150,7 @@ func newCore(self *commonv1.Node, epoch int32, log *slog.Logger, pol policy, rng
 		leaderEnd:     map[election.TopicPartition]reportedEnd{},
 		sessions:      map[int32]*session{},
 		failing:       map[int32]*failCheck{},
+		closedAhead:   map[int32]int64{},
 		handoffs:      map[uint64]*handoff{},
 		completing:    map[*partition]bool{},
 		progress:      map[progressKey]*controlv1.ReplicaProgress{},

@@ -264,8 +264,10 @@ func (c *core) brokerConfigsOf(id int32) map[string]string {
 	return c.pol.brokerConfigs(id)
 }
 
-// brokenClient stands in for a broker whose address could not be dialled:
-// every request fails without being retried.
+// brokenClient stands in for a broker whose address could not be dialled
+// (only a malformed one cannot): every request fails with
+// BROKER_NOT_AVAILABLE, which the sender retries with its backoff until the
+// incarnation departs, as it does for a broker it cannot reach.
 type brokenClient struct{}
 
 func (brokenClient) err() error {

@@ -129,6 +129,7 @@ func (c *core) openSession(first *controlv1.BrokerSessionRequest, reply replyFun
 	}
 	s := &session{brokerID: id, epoch: epoch, kick: make(chan struct{})}
 	c.sessions[id] = s
+	delete(c.closedAhead, id)
 	if fc := c.failing[id]; fc != nil && fc.epoch == epoch {
 		c.cancelFailCheck(id)
 		c.log.Info("Broker reopened its session; not declaring it dead", "broker_id", id, "broker_epoch", epoch)
@@ -209,17 +210,34 @@ func (c *core) sessionClosed(s *session, cause error) {
 	}
 	delete(c.sessions, s.brokerID)
 	b := c.brokers[s.brokerID]
-	if b == nil || b.info.Epoch != s.epoch || c.pol.grace <= 0 {
+	if b == nil || b.info.Epoch < s.epoch {
+		// A restarted broker's session may open, and break (it restarted
+		// again), before its registration comes through the watch: the
+		// check waits for the registration, or that incarnation would be
+		// left to its lease, its partitions offline all that time.
+		c.closedAhead[s.brokerID] = s.epoch
 		return
 	}
+	if b.info.Epoch != s.epoch {
+		return
+	}
+	c.armFailCheck(b, "Broker session broke; declaring the broker dead unless it reconnects or answers a health check", cause)
+}
+
+// armFailCheck starts broker b's fast-failover check: a grace timer and a
+// health probe of its incarnation.
+func (c *core) armFailCheck(b *broker, why string, cause error) {
 	grace := c.pol.grace
-	c.log.Info("Broker session broke; declaring the broker dead unless it reconnects or answers a health check",
-		"broker_id", s.brokerID, "broker_epoch", s.epoch, "grace", grace, "cause", errText(cause))
+	if grace <= 0 {
+		return
+	}
+	id, epoch := b.info.ID, b.info.Epoch
+	c.log.Info(why, "broker_id", id, "broker_epoch", epoch, "grace", grace, "cause", errText(cause))
 	c.failGen++
-	fc := &failCheck{epoch: s.epoch, gen: c.failGen}
-	c.failing[s.brokerID] = fc
-	c.emit(effArmTimer{key: timerKey{kind: timerGrace, broker: s.brokerID}, after: grace, gen: fc.gen})
-	c.emit(effProbe{id: s.brokerID, epoch: s.epoch, addr: b.info.Address, timeout: grace, gen: fc.gen})
+	fc := &failCheck{epoch: epoch, gen: c.failGen}
+	c.failing[id] = fc
+	c.emit(effArmTimer{key: timerKey{kind: timerGrace, broker: id}, after: grace, gen: fc.gen})
+	c.emit(effProbe{id: id, epoch: epoch, addr: b.info.Address, timeout: grace, gen: fc.gen})
 }
 
 // cancelFailCheck drops broker id's pending fast-failover check.
