@@ -57,12 +57,12 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*brokerv1.Meta
 	if len(topics) > 0 {
 		want = topics
 	}
-	resp, err := c.meta.fetchOrDiscover(ctx, addrs, want)
+	resp, from, err := c.meta.fetchOrDiscover(ctx, addrs, want)
 	if err != nil {
 		return nil, err
 	}
 	c.meta.mu.Lock()
-	c.meta.applyLocked(resp, want)
+	c.meta.applyLocked(resp, want, c.meta.answererLocked(resp, from))
 	c.meta.mu.Unlock()
 	return resp, nil
 }

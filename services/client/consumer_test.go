@@ -434,6 +434,201 @@ func TestConsumerIgnoresALaggingBrokersOldTopicID(t *testing.T) {
 	}
 }
 
+// One broker whose metadata lags, answering every refresh while the other
+// refuses them, never sends the client back to the topic's old id: a
+// replaced id is taken back only when two brokers name it. Before, three
+// such answers in a row were enough, and the consumers reset a second
+// time: ResetNone returned TopicRecreated, ResetEarliest read the new
+// topic again from its start.
+func TestConsumerIgnoresOneLaggingBrokerAnsweringAlone(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2})
+	fc.CreateTopic("t", 1, 2)
+	lagger := "passthrough:///" + fc.BrokerAddr(2)
+	var (
+		mu      sync.Mutex
+		oldT    *brokerv1.TopicMetadata // t as the first topic's answers gave it
+		lagging bool                    // broker 2 answers with oldT
+		served  int                     // lagging answers served
+	)
+	o := testOptions()
+	o.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			r, ok := reply.(*brokerv1.MetadataResponse)
+			if !ok || err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, tm := range r.Topics {
+				switch {
+				case tm.GetName() != "t":
+				case oldT == nil:
+					oldT = tm
+				case lagging && cc.Target() == lagger:
+					r.Topics[i] = oldT
+					served++
+				}
+			}
+			return err
+		})}
+	c, err := client.New(fc.BrokerAddrs(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	appendValues(fc, 0, 6)
+	strict := newConsumer(t, c, client.ConsumerOptions{})
+	earliest := newConsumer(t, c, client.ConsumerOptions{Reset: client.ResetEarliest})
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, recs, 0, 6)
+	}
+
+	fc.DeleteTopic("t")
+	fc.CreateTopic("t", 1, 1) // another leader, so the old one's route is wrong too
+	appendValues(fc, 0, 3)
+	var rc *client.TopicRecreated
+	if _, err := strict.Poll(ctx); !errors.As(err, &rc) {
+		t.Fatalf("poll of the topic created again: %v", err)
+	}
+	strict.SetPosition(client.OffsetEarliest)
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, recs, 0, 3)
+	}
+
+	// Broker 1 refuses every Metadata call, so the lagging broker 2
+	// answers each refresh, many more than three in a row.
+	mu.Lock()
+	lagging = true
+	mu.Unlock()
+	fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+		if call.Method == "Metadata" && call.Node == 1 {
+			return &fakebroker.Fault{Code: kerr.BrokerNotAvailable}
+		}
+		return nil
+	})
+	const refreshes = 10
+	for range refreshes {
+		if _, err := c.Metadata(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendValues(fc, 3, 5)
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatalf("poll after one lagging broker's answers: %v", err)
+		}
+		checkRecords(t, recs, 3, 5)
+		if cs.Position() != 5 {
+			t.Fatalf("position %d, want 5", cs.Position())
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if served < refreshes {
+		t.Fatalf("%d lagging answers served, want at least %d", served, refreshes)
+	}
+}
+
+// A client whose first answer named the topic's new id and whose second,
+// from a broker whose metadata lags, the old one took the old id (it had
+// not seen it replaced). Answers of one broker naming the new id do not
+// move it back; once a second broker names it too, the cache takes it and
+// the consumer reads on in the new topic.
+func TestConsumerTakesTheNewTopicIDTwoBrokersName(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{Brokers: 2})
+	fc.CreateTopic("t", 1, 2)
+	oldT := &brokerv1.TopicMetadata{Name: "t", TopicId: fc.TopicID("t"),
+		Partitions: []*brokerv1.PartitionMetadata{{Partition: 0, Leader: 2, Replicas: []int32{2}, Isr: []int32{2}}}}
+	fc.DeleteTopic("t")
+	fc.CreateTopic("t", 1, 1)
+	newID := fc.TopicID("t")
+	lagger := "passthrough:///" + fc.BrokerAddr(2)
+	var (
+		mu      sync.Mutex
+		lagging bool // broker 2 answers with oldT
+	)
+	o := testOptions()
+	o.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			r, ok := reply.(*brokerv1.MetadataResponse)
+			if !ok || err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, tm := range r.Topics {
+				if tm.GetName() == "t" && lagging && cc.Target() == lagger {
+					r.Topics[i] = oldT
+				}
+			}
+			return err
+		})}
+	c, err := client.New(fc.BrokerAddrs()[:1], o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	appendValues(fc, 0, 3)
+	strict := newConsumer(t, c, client.ConsumerOptions{})
+	recs, err := strict.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, recs, 0, 3)
+
+	// answeredBy makes broker `by` answer a refresh, the other refusing it.
+	answeredBy := func(by int32) {
+		t.Helper()
+		fc.SetControl(func(call fakebroker.Call) *fakebroker.Fault {
+			if call.Method == "Metadata" && call.Node != by {
+				return &fakebroker.Fault{Code: kerr.BrokerNotAvailable}
+			}
+			return nil
+		})
+		if _, err := c.Metadata(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	lagging = true
+	mu.Unlock()
+	answeredBy(2) // an id not seen before: taken
+	mu.Lock()
+	lagging = false
+	mu.Unlock()
+	var rc *client.TopicRecreated
+	if _, err := strict.Poll(ctx); !errors.As(err, &rc) || rc.OldID != newID {
+		t.Fatalf("poll after the lagging broker's answer: %v", err)
+	}
+	for range 10 {
+		answeredBy(1)
+	}
+	if _, err := strict.Poll(ctx); !errors.As(err, &rc) || rc.OldID != newID {
+		t.Fatalf("poll after answers of one broker naming the replaced id: %v", err)
+	}
+	answeredBy(2)
+	fc.SetControl(nil)
+	appendValues(fc, 3, 5)
+	recs, err = strict.Poll(ctx)
+	if err != nil {
+		t.Fatalf("poll after two brokers named the new id: %v", err)
+	}
+	checkRecords(t, recs, 3, 5)
+}
+
 // A leader whose fetches stop being answered (its connection stays up, so
 // no transport error says anything) is looked up again once it has been
 // silent for the request timeout, even when each poll's deadline is

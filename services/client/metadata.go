@@ -40,9 +40,10 @@ type metadata struct {
 	// from a broker whose metadata lags and is ignored for that topic
 	// (takeTopicIDLocked).
 	idHistory map[string][]string
-	// staleIDAnswers counts, per topic, the answers in a row that named an
-	// id before the last.
-	staleIDAnswers map[string]int
+	// replacedIDNames lists, per topic, who named each of its replaced ids
+	// (before the last in idHistory) since an answer last named the last
+	// one (trustReplacedIDLocked).
+	replacedIDNames map[string][]replacedIDNamers
 	// fetchedAt is when each topic was last described: a refresh may ask
 	// for some topics only, which says nothing of the others' age.
 	fetchedAt map[string]time.Time
@@ -70,7 +71,7 @@ type refreshCall struct {
 
 func newMetadata(c *Client) *metadata {
 	return &metadata{c: c, brokers: map[int32]string{}, silent: map[string]bool{}, topics: map[string][]partMeta{}, topicIDs: map[string]string{},
-		idHistory: map[string][]string{}, staleIDAnswers: map[string]int{}, fetchedAt: map[string]time.Time{}}
+		idHistory: map[string][]string{}, replacedIDNames: map[string][]replacedIDNamers{}, fetchedAt: map[string]time.Time{}}
 }
 
 // leader returns where to send requests for topic-partition, refreshing the

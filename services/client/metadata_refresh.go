@@ -66,10 +66,10 @@ func (m *metadata) refreshCall(ctx context.Context, share bool, topics ...string
 	addrs := m.candidatesLocked()
 	m.mu.Unlock()
 
-	resp, err := m.fetchOrDiscover(ctx, addrs, want)
+	resp, addr, err := m.fetchOrDiscover(ctx, addrs, want)
 	m.mu.Lock()
 	if err == nil {
-		call.refused = m.applyLocked(resp, want)
+		call.refused = m.applyLocked(resp, want, m.answererLocked(resp, addr))
 	}
 	if m.inflight == call {
 		m.inflight = nil
@@ -164,11 +164,11 @@ func unanswered(c codes.Code) bool {
 
 // fetchOrDiscover is fetch, then, when no address answered, fetch from
 // the addresses Options.DiscoverBrokers names that were not tried.
-func (m *metadata) fetchOrDiscover(ctx context.Context, addrs []string, topics []string) (*brokerv1.MetadataResponse, error) {
-	resp, err := m.fetch(ctx, addrs, topics)
+func (m *metadata) fetchOrDiscover(ctx context.Context, addrs []string, topics []string) (resp *brokerv1.MetadataResponse, from string, err error) {
+	resp, from, err = m.fetch(ctx, addrs, topics)
 	discover := m.c.opts.DiscoverBrokers
 	if err == nil || discover == nil || ctx.Err() != nil {
-		return resp, err
+		return resp, from, err
 	}
 	var more []string
 	for _, a := range discover(ctx) {
@@ -177,14 +177,15 @@ func (m *metadata) fetchOrDiscover(ctx context.Context, addrs []string, topics [
 		}
 	}
 	if len(more) == 0 {
-		return nil, err
+		return nil, "", err
 	}
 	m.c.log.Debug("no known broker answered; asking discovered ones", "addrs", more)
 	return m.fetch(ctx, more, topics)
 }
 
-// fetch tries each address in turn until one answers.
-func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (*brokerv1.MetadataResponse, error) {
+// fetch tries each address in turn until one answers, and returns the
+// answer with the address that gave it.
+func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (*brokerv1.MetadataResponse, string, error) {
 	var last error
 	for _, addr := range addrs {
 		var resp *brokerv1.MetadataResponse
@@ -194,12 +195,12 @@ func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (
 			return err
 		})
 		if err == nil {
-			return resp, nil
+			return resp, addr, nil
 		}
 		last = err
 		m.c.log.Debug("metadata request failed", "addr", addr, "err", err)
 		if ctx.Err() != nil {
-			return nil, ctxError(ctx, err, "metadata")
+			return nil, "", ctxError(ctx, err, "metadata")
 		}
 	}
 	if last == nil {
@@ -210,16 +211,39 @@ func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (
 		// out of reach) or is stopping. BROKER_NOT_AVAILABLE is final, as in
 		// Kafka, but the cluster answers again once etcd does: retriable,
 		// like a cluster no connection reaches.
-		return nil, kerr.New(kerr.LeaderNotAvailable, "metadata from %d brokers: none would answer: %s", len(addrs), ke.Message)
+		return nil, "", kerr.New(kerr.LeaderNotAvailable, "metadata from %d brokers: none would answer: %s", len(addrs), ke.Message)
 	}
-	return nil, wrap(last, "metadata from %d brokers", len(addrs))
+	return nil, "", wrap(last, "metadata from %d brokers", len(addrs))
 }
 
-// applyLocked merges an answer into the cache and returns the topics it
-// refused. A partition entry is only replaced by one at least as new (by
-// leader epoch), so a lagging broker cannot undo a newer hint.
-func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) (refused map[string]string) {
+// noBroker is answererLocked's id for an address no broker is known by.
+const noBroker = -1
+
+// answererLocked names the broker at addr, which gave resp, by its id: the
+// answer lists the live brokers, the answering one among them, and the
+// cache those an earlier answer listed. An address neither lists (one of
+// the bootstrap addresses, which need not be a broker's own) is noBroker.
+func (m *metadata) answererLocked(resp *brokerv1.MetadataResponse, addr string) int32 {
+	for _, b := range resp.GetBrokers() {
+		if b.GetAddress() == addr {
+			return b.GetId()
+		}
+	}
+	for id, a := range m.brokers {
+		if a == addr {
+			return id
+		}
+	}
+	return noBroker
+}
+
+// applyLocked merges an answer from broker from (noBroker: not known) into
+// the cache and returns the topics it refused. A partition entry is only
+// replaced by one at least as new (by leader epoch), so a lagging broker
+// cannot undo a newer hint.
+func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string, from int32) (refused map[string]string) {
 	now := time.Now()
+	src := answerer{broker: from, alone: m.oneBrokerLocked(resp)}
 	seen := map[string]bool{}
 	for _, t := range resp.GetTopics() {
 		name := t.GetName()
@@ -238,7 +262,7 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) 
 		}
 		old := m.topics[name]
 		if id := t.GetTopicId(); id != "" {
-			if !m.takeTopicIDLocked(name, id) {
+			if !m.takeTopicIDLocked(name, id, src) {
 				continue // a lagging broker's view of an older topic: keep ours
 			}
 			if known := m.topicIDs[name]; known != "" && known != id {
@@ -267,34 +291,66 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string) 
 // than a few creations of one topic is not expected.
 const maxIDHistory = 4
 
-// staleIDAnswersToTrust is how many answers in a row must name an id
-// before the last for the cache to take it after all. A client that
-// first heard of a topic from a lagging broker's answer after a newer
-// one took the older id for the newer; every answer then names the id it
-// holds as replaced, and ignoring them all would keep it on the old
-// topic for good. A broker that truly lags is seldom the one asked so
-// many times in a row, nor for long.
-const staleIDAnswersToTrust = 3
+// A client that first heard of a topic from a broker that knew the newer
+// topic, and then from a lagging one, took the older id for the newer:
+// every up-to-date answer then names the id it holds as replaced, and
+// ignoring them all would keep it on the old topic for good. So a replaced
+// id is taken back after all once replacedIDBrokersToTrust different
+// brokers named it since an answer last named the id held: one broker
+// whose metadata lags, however often it alone is asked (it may be the only
+// one answering: the others refuse, or are out of reach), cannot send the
+// client back to the old topic. In a cluster of one broker no second
+// broker will ever answer; there replacedIDAnswersToTrust answers of the
+// one broker naming the id take it, a broker that truly lags being seldom
+// asked so many times before it catches up.
+const (
+	replacedIDBrokersToTrust = 2
+	replacedIDAnswersToTrust = 3
+)
 
-// takeTopicIDLocked records that an answer names topic with id and
+// answerer is who gave a Metadata answer, as far as the client can tell.
+type answerer struct {
+	broker int32 // noBroker: an address no broker is known by
+	alone  bool  // the cluster has no other broker (oneBrokerLocked)
+}
+
+// replacedIDNamers is who named one replaced id of a topic since an answer
+// last named the id the cache holds.
+type replacedIDNamers struct {
+	id      string
+	brokers []int32 // distinct, fewer than replacedIDBrokersToTrust
+	answers int     // from any broker (what counts in a one-broker cluster)
+}
+
+// oneBrokerLocked reports whether resp comes from a cluster of one broker:
+// it lists one (the live ones), or, listing none, the cache knew at most
+// one, when no second broker can be told apart to confirm anything.
+func (m *metadata) oneBrokerLocked(resp *brokerv1.MetadataResponse) bool {
+	if n := len(resp.GetBrokers()); n > 0 {
+		return n == 1
+	}
+	return len(m.brokers) <= 1
+}
+
+// takeTopicIDLocked records that src's answer names topic with id and
 // reports whether the answer's view of topic is to be taken: not when id
 // is one this client saw replaced by a newer one, which only a broker
 // whose metadata lags still names (a topic deleted and created again has
-// another id, and ids are never used again). The first id heard, and any
-// id not heard before, is taken.
-func (m *metadata) takeTopicIDLocked(topic, id string) bool {
+// another id, and ids are never used again), unless enough brokers name
+// it (replacedIDBrokersToTrust). The first id heard, and any id not heard
+// before, is taken.
+func (m *metadata) takeTopicIDLocked(topic, id string, src answerer) bool {
 	h := m.idHistory[topic]
 	i := slices.Index(h, id)
 	if i >= 0 && i < len(h)-1 {
-		m.staleIDAnswers[topic]++
-		if m.staleIDAnswers[topic] < staleIDAnswersToTrust {
+		if !m.trustReplacedIDLocked(topic, id, src) {
 			return false
 		}
-		// Every broker asked names it: the id after it was the stale one.
+		// Enough brokers name it: the id after it was the stale one.
 		h = slices.Delete(h, i, i+1)
 		i = -1
 	}
-	delete(m.staleIDAnswers, topic)
+	delete(m.replacedIDNames, topic)
 	if i < 0 {
 		if h == nil {
 			m.trimIDHistoryLocked()
@@ -306,6 +362,28 @@ func (m *metadata) takeTopicIDLocked(topic, id string) bool {
 		m.idHistory[topic] = h
 	}
 	return true
+}
+
+// trustReplacedIDLocked records that src named topic's replaced id and
+// reports whether enough brokers have now named it to take it back.
+func (m *metadata) trustReplacedIDLocked(topic, id string, src answerer) bool {
+	names := m.replacedIDNames[topic]
+	k := slices.IndexFunc(names, func(n replacedIDNamers) bool { return n.id == id })
+	if k < 0 {
+		// At most one entry per id of idHistory: bounded by maxIDHistory.
+		names = append(names, replacedIDNamers{id: id})
+		k = len(names) - 1
+	}
+	n := &names[k]
+	n.answers++
+	if src.broker != noBroker && !slices.Contains(n.brokers, src.broker) {
+		n.brokers = append(n.brokers, src.broker)
+	}
+	if len(n.brokers) >= replacedIDBrokersToTrust || (src.alone && n.answers >= replacedIDAnswersToTrust) {
+		return true
+	}
+	m.replacedIDNames[topic] = names
+	return false
 }
 
 // maxIDHistoryTopics bounds how many topic names idHistory holds: a client
@@ -321,7 +399,7 @@ func (m *metadata) trimIDHistoryLocked() {
 	for name := range m.idHistory {
 		if _, cached := m.topics[name]; !cached {
 			delete(m.idHistory, name)
-			delete(m.staleIDAnswers, name)
+			delete(m.replacedIDNames, name)
 			return
 		}
 	}
