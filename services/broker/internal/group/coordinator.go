@@ -70,6 +70,10 @@ type Coordinator struct {
 	// remote are the high watermarks of committed partitions this broker
 	// does not host, for tidemark_group_lag.
 	remote remoteHWs
+	// applied counts the offsets put in place (a commit applied, a load
+	// installed), numbering each (committed.applied): a sweep judges only
+	// those applied before it read the metadata.
+	applied uint64
 
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -116,6 +120,8 @@ type committed struct {
 	// A topic deleted, or deleted and created again, takes its offsets
 	// with it (dropOffsetsOfDeletedTopics).
 	topicID string
+	// applied numbers when it was put in place (Coordinator.applied).
+	applied uint64
 }
 
 // New starts a coordinator.
@@ -183,9 +189,13 @@ const sweepEvery = 20
 // auto.offset.reset, not at offsets of the records it no longer has. An
 // offset's topic id is compared with the metadata's; one of a topic that
 // did not exist when it was committed is left alone. The metadata is read
-// with no lock of the coordinator's held.
+// with no lock of the coordinator's held, so it may be older than an
+// offset applied meanwhile, whose commit read a newer id (the topic was
+// created again in between): only offsets applied before the read are
+// judged, the rest wait for the next sweep.
 func (c *Coordinator) dropOffsetsOfDeletedTopics() {
 	c.mu.Lock()
+	before := c.applied
 	topics := map[string]string{}
 	for _, s := range c.shards {
 		for _, offs := range s.offsets {
@@ -203,9 +213,16 @@ func (c *Coordinator) dropOffsetsOfDeletedTopics() {
 	defer c.mu.Unlock()
 	for _, s := range c.shards {
 		if !s.loading {
-			c.dropStaleOffsetsLocked(s, s.offsets, topics, now)
+			c.dropStaleOffsetsLocked(s, s.offsets, topics, before, now)
 		}
 	}
+}
+
+// applyLocked numbers an offset as put in place now. c.mu held.
+func (c *Coordinator) applyLocked(o committed) committed {
+	c.applied++
+	o.applied = c.applied
+	return o
 }
 
 // readTopicIDs fills in the metadata's id of every topic in topics; false
@@ -225,16 +242,17 @@ func (c *Coordinator) readTopicIDs(topics map[string]string) bool {
 // dropStaleOffsetsLocked drops from offsets, shard s's, with tombstones,
 // those whose topic now has another id than the one they were committed
 // under (none: deleted), and gives those with no id yet the one topics
-// names. Topics missing from topics and offsets with a commit in flight
-// are left for a later sweep. c.mu held.
-func (c *Coordinator) dropStaleOffsetsLocked(s *shard, offsets map[string]map[TP]committed, topics map[string]string, now time.Time) {
+// names. Topics missing from topics, offsets with a commit in flight and
+// offsets applied after before (their ids may be newer than topics') are
+// left for a later sweep. c.mu held.
+func (c *Coordinator) dropStaleOffsetsLocked(s *shard, offsets map[string]map[TP]committed, topics map[string]string, before uint64, now time.Time) {
 	for group, offs := range offsets {
 		var b recordbatch.Builder
 		var drops []groupTP
 		for tp, o := range offs {
 			id, seen := topics[tp.Topic]
 			switch {
-			case !seen || s.inflight[group][tp] > 0:
+			case !seen || s.inflight[group][tp] > 0 || o.applied > before:
 			case o.topicID == "":
 				o.topicID = id
 				offs[tp] = o
@@ -402,9 +420,16 @@ func (c *Coordinator) load(s *shard) {
 	}
 	// Commits written while loading (none: writes wait for the load) and
 	// groups created by requests answered LOAD_IN_PROGRESS do not exist.
+	// Installed now: a sweep that read the metadata before this load did
+	// leaves them alone.
+	for _, offs := range offsets {
+		for tp, o := range offs {
+			offs[tp] = c.applyLocked(o)
+		}
+	}
 	s.groups, s.offsets, s.loading = groups, offsets, false
 	if known {
-		c.dropStaleOffsetsLocked(s, offsets, topics, loaded)
+		c.dropStaleOffsetsLocked(s, offsets, topics, c.applied, loaded)
 	}
 	c.log.Info("loaded groups", "partition", s.partition, "leader_epoch", s.epoch, "groups", len(groups), "records", records,
 		"skipped", skipped, "took", c.now().Sub(start).Round(time.Millisecond).String())

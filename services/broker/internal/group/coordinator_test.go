@@ -44,6 +44,10 @@ type fakeHost struct {
 	// noMetadata is a broker that has had no full UpdateMetadata yet (one
 	// just restarted): TopicID cannot tell.
 	noMetadata bool
+	// afterTopicID, when set, runs once, after the next TopicID has read
+	// its answer and before it returns it (the metadata moves on while a
+	// reader holds what it read).
+	afterTopicID func()
 	// retentionMinutes overrides offsets.retention.minutes when set.
 	retentionMinutes int64
 	// maxSize overrides group.max.size when set.
@@ -93,11 +97,17 @@ func (h *fakeHost) PartitionCount(topic string) int32 {
 }
 func (h *fakeHost) TopicID(topic string) (string, bool) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.noMetadata {
+	id, ok := h.topicIDs[topic], !h.noMetadata
+	after := h.afterTopicID
+	h.afterTopicID = nil
+	h.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	if !ok {
 		return "", false
 	}
-	return h.topicIDs[topic], true
+	return id, true
 }
 func (h *fakeHost) PartitionLeader(tp TP) (Node, bool) {
 	h.mu.Lock()
@@ -879,6 +889,140 @@ func TestOffsetsOfADeletedTopicGo(t *testing.T) {
 	c.dropOffsetsOfDeletedTopics()
 	if got := committed(); got["orders"] != 1 {
 		t.Fatalf("a commit to the new orders: %v", got)
+	}
+}
+
+// A sweep reads the metadata with the coordinator's lock released: a topic
+// created again, and committed to under its new id, between that read and
+// the sweep taking the lock, keeps its new offset. The sweep compared it
+// with the old id it had read and dropped it as the offset of a deleted
+// topic; it judges only offsets applied before its read, and the next
+// sweep, reading the new id, keeps it.
+func TestACommitUnderANewerIDDuringASweepIsKept(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.topicIDs = map[string]string{"orders": "id-1"}
+	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the sweeps
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	commit := func(offset int64) {
+		t.Helper()
+		if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orders := func() (int64, bool) {
+		t.Helper()
+		r, code := fetchErr(s, "g")
+		if code != kerr.None {
+			t.Fatal(code)
+		}
+		for _, tp := range r.GetTopics() {
+			if tp.GetName() == "orders" && len(tp.GetPartitions()) == 1 {
+				return tp.GetPartitions()[0].GetCommittedOffset(), true
+			}
+		}
+		return 0, false
+	}
+	commit(5)
+	// The sweep reads id-1; before it locks, orders is deleted, created
+	// again as id-2 and committed to.
+	h.set(func() {
+		h.afterTopicID = func() {
+			h.set(func() { h.topicIDs["orders"] = "id-2" })
+			commit(1)
+		}
+	})
+	c.dropOffsetsOfDeletedTopics()
+	if off, ok := orders(); !ok || off != 1 {
+		t.Fatalf("after the sweep that read the old id: orders %d (committed %v), want the new commit, 1", off, ok)
+	}
+	c.dropOffsetsOfDeletedTopics()
+	if off, ok := orders(); !ok || off != 1 {
+		t.Fatalf("after a sweep that read the new id: orders %d (committed %v), want 1", off, ok)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, rec := range h.logs[0] {
+		if k, err := DecodeKey(rec.Key); err == nil && k.IsOffset && rec.Value == nil {
+			t.Fatalf("a tombstone of %s-%d was written: the new commit goes at the next load", k.Topic, k.Partition)
+		}
+	}
+}
+
+// The same race with a load: an offsets partition whose load ends between
+// a sweep's read of the metadata and its lock was checked by the load
+// against newer metadata than the sweep's; its offset of a topic created
+// again, under the new id, was dropped by the sweep as stale.
+func TestAnOffsetLoadedDuringASweepUnderANewerIDIsKept(t *testing.T) {
+	h := newFakeHost(2)
+	h.leads[0] = 1
+	h.topicIDs = map[string]string{"orders": "id-1"}
+	c := New(Options{Host: h, Tick: time.Hour}) // the test runs the sweeps
+	defer c.Close()
+	s := &Service{C: c}
+	groupOf := func(p int32) string {
+		for i := 0; ; i++ {
+			if g := fmt.Sprintf("g%d", i); PartitionFor(g, 2) == p {
+				return g
+			}
+		}
+	}
+	old, loaded := groupOf(0), groupOf(1)
+	c.reconcile()
+	waitUntil(t, "the load of partition 0", func() bool { _, code := fetchErr(s, old); return code == kerr.None })
+	if _, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: old, GenerationId: -1,
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 5}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 1 holds a commit to orders created again (id-2), written
+	// by its previous coordinator; its load waits on a slow disk.
+	h.set(func() {
+		var b recordbatch.Builder
+		appendOffset(&b, loaded, TP{"orders", 0}, OffsetValue{Offset: 1, LeaderEpoch: -1}, "id-2")
+		for rec, err := range recordbatch.Batch(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)).Records() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.logs[1] = append(h.logs[1], recordbatch.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers})
+		}
+		h.readGate, h.leads[1] = make(chan struct{}), 1
+	})
+	c.reconcile()
+	// The sweep reads id-1; before it locks, this broker learns of id-2
+	// and the load ends.
+	h.set(func() {
+		h.afterTopicID = func() {
+			h.set(func() { h.topicIDs["orders"] = "id-2"; close(h.readGate); h.readGate = nil })
+			waitUntil(t, "the load of partition 1", func() bool { _, code := fetchErr(s, loaded); return code == kerr.None })
+		}
+	})
+	committed := func(group string) (int64, bool) {
+		t.Helper()
+		r, code := fetchErr(s, group)
+		if code != kerr.None {
+			t.Fatal(code)
+		}
+		for _, tp := range r.GetTopics() {
+			if tp.GetName() == "orders" && len(tp.GetPartitions()) == 1 {
+				return tp.GetPartitions()[0].GetCommittedOffset(), true
+			}
+		}
+		return 0, false
+	}
+	c.dropOffsetsOfDeletedTopics()
+	if off, ok := committed(loaded); !ok || off != 1 {
+		t.Fatalf("after the sweep that read the old id: the loaded offset %d (kept %v), want 1", off, ok)
+	}
+	c.dropOffsetsOfDeletedTopics()
+	if off, ok := committed(loaded); !ok || off != 1 {
+		t.Fatalf("after a sweep that read the new id: the loaded offset %d (kept %v), want 1", off, ok)
+	}
+	if off, ok := committed(old); ok {
+		t.Fatalf("after a sweep that read the new id: the offset committed under id-1 is still there (%d)", off)
 	}
 }
 

@@ -424,7 +424,7 @@ func (c *Coordinator) commit(ctx context.Context, group, member, instance string
 	for i, e := range entries {
 		at := first + int64(i)
 		if cur, ok := sh.offsets[group][e.tp]; !ok || cur.logOffset < at {
-			sh.offsets[group][e.tp] = committed{OffsetValue: e.v, logOffset: at, topicID: e.topicID}
+			sh.offsets[group][e.tp] = c.applyLocked(committed{OffsetValue: e.v, logOffset: at, topicID: e.topicID})
 		}
 	}
 	return nil
