@@ -24,6 +24,7 @@ func keepRegistered(ctx context.Context, store *metastore.Store, node metastore.
 		}
 		select {
 		case <-reg.Done():
+			// A lost registration no longer renews its lease: nothing to close.
 		case <-ctx.Done():
 			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = reg.Close(cctx)

@@ -115,3 +115,26 @@ func TestRevokeBrokerRemovesItAtOnceAndWatchReportsIt(t *testing.T) {
 		t.Fatalf("leave event = %+v", leave)
 	}
 }
+
+// A broker registration whose key was deleted stops renewing its lease, so
+// registering again leaves no lease behind renewed for nothing.
+func TestLostBrokerRegistrationStopsRenewingItsLease(t *testing.T) {
+	srv, s := startStore(t)
+	ctx := testCtx(t)
+	direct := srv.Client(t)
+	first, err := s.RegisterBroker(ctx, BrokerInfo{ID: 1, Address: "127.0.0.1:9101"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close(context.Background())
+	if _, err := direct.Delete(ctx, s.k.broker(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, first.Done(), 3*time.Second, "registration noticing its key was deleted")
+	again, err := s.RegisterBroker(ctx, BrokerInfo{ID: 1, Address: "127.0.0.1:9101"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(context.Background())
+	waitLeaseGone(t, direct, first.Lease(), shortTTL+5*time.Second)
+}

@@ -65,7 +65,9 @@ func (s *Store) RegisterController(ctx context.Context, node ControllerNode, ttl
 func (r *ControllerRegistration) Node() ControllerNode { return r.node }
 
 // Done is closed when the registration is lost (lease expired or revoked,
-// key replaced) or closed; register again to reappear.
+// key deleted or replaced) or closed; register again to reappear. By then
+// its lease is no longer renewed (and, if the key went, revoked), so a lost
+// registration needs no Close.
 func (r *ControllerRegistration) Done() <-chan struct{} { return r.done }
 
 // Close removes the registration at once by revoking its lease.

@@ -2,8 +2,12 @@ package metastore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestControllerNodesRegisterListWatchAndExpire(t *testing.T) {
@@ -99,5 +103,68 @@ func TestEnsureClusterIDIsStable(t *testing.T) {
 	snap, err := s.Dump(ctx)
 	if err != nil || len(snap.Entries) != 1 || snap.Entries[0].Kind != KindClusterID {
 		t.Fatalf("dump = %+v, %v", snap, err)
+	}
+}
+
+// A controller registration whose key went away (deleted by hand, or taken
+// by another process with the same id) holds nothing, so its lease must not
+// outlive it: the controller registers again with a new lease, and a lease
+// renewed on and on would pile up one per lost registration.
+func TestLostControllerRegistrationStopsRenewingItsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, ctx context.Context, s *Store, direct *clientv3.Client)
+	}{
+		{"key deleted", func(t *testing.T, ctx context.Context, s *Store, direct *clientv3.Client) {
+			if _, err := direct.Delete(ctx, s.k.controllerNode(1)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"key replaced", func(t *testing.T, ctx context.Context, _ *Store, direct *clientv3.Client) {
+			other, err := newStore(t, direct).RegisterController(ctx, ControllerNode{ID: 1, Address: "c1-other"}, shortTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = other.Close(context.Background()) })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, s := startStore(t)
+			ctx := testCtx(t)
+			direct := srv.Client(t)
+			first, err := s.RegisterController(ctx, ControllerNode{ID: 1, Address: "c1"}, shortTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Close(context.Background())
+			tc.lose(t, ctx, s, direct)
+			waitClosed(t, first.Done(), 3*time.Second, "registration noticing its key went")
+			again, err := s.RegisterController(ctx, ControllerNode{ID: 1, Address: "c1"}, shortTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Close(context.Background())
+			waitLeaseGone(t, direct, first.lease, shortTTL+5*time.Second)
+		})
+	}
+}
+
+// waitLeaseGone fails the test unless etcd no longer knows lease (revoked,
+// or expired unrenewed) within d.
+func waitLeaseGone(t *testing.T, cli *clientv3.Client, lease clientv3.LeaseID, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := cli.TimeToLive(testCtx(t), lease)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL == -1) {
+			return
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				t.Fatalf("lease %x still alive %s after its registration was lost (%d s to live)", lease, d, resp.TTL)
+			}
+			t.Fatalf("lease %x: %v", lease, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

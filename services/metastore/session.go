@@ -154,17 +154,25 @@ func (s *Session) redial() {
 // lease expires or is revoked, etcd stops answering for a whole TTL, the
 // client closes, or ctx ends. It also watches key (written at revision rev)
 // so a revoke is noticed at once rather than at the next keepalive reply.
+//
+// However the hold ends, its keepalive stops: the client renews a lease
+// while any KeepAlive context lives, and the owner registers again with a
+// new lease, so a lost hold left renewing would keep one lease alive for
+// the life of the process per loss. A key deleted or taken by another
+// lease leaves the lease holding nothing, so it is revoked too, before done
+// closes.
 func (s *Store) holdLease(ctx context.Context, lease clientv3.LeaseID, key string, rev int64, done chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
 	ka, err := s.cli.KeepAlive(ctx, lease)
 	if err != nil {
+		cancel()
 		close(done)
 		return
 	}
-	wctx, cancelWatch := context.WithCancel(ctx)
-	wch := s.liveWatch(wctx, watchRange{key: key}, rev+1)
+	wch := s.liveWatch(ctx, watchRange{key: key}, rev+1)
 	go func() {
 		defer close(done)
-		defer cancelWatch()
+		defer cancel()
 		for {
 			select {
 			case _, ok := <-ka:
@@ -176,14 +184,25 @@ func (s *Store) holdLease(ctx context.Context, lease clientv3.LeaseID, key strin
 					wch = nil // keep relying on the keepalive alone
 					continue
 				}
-				for _, ev := range b.events {
-					if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(lease) {
-						return
-					}
+				if keyLeftLease(b.events, lease) {
+					cancel()
+					s.revoke(lease)
+					return
 				}
 			}
 		}
 	}()
+}
+
+// keyLeftLease reports whether events delete the watched key or put it
+// under a lease other than lease.
+func keyLeftLease(events []*mvccpb.Event, lease clientv3.LeaseID) bool {
+	for _, ev := range events {
+		if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(lease) {
+			return true
+		}
+	}
+	return false
 }
 
 // Info is the controller record this session wrote.
