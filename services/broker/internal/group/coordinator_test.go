@@ -36,6 +36,11 @@ type fakeHost struct {
 	// appendGate, when set, holds the next Append until it is closed (a
 	// slow write); appendHeld is closed once that Append is held.
 	appendGate, appendHeld chan struct{}
+	// appendErr, when set, refuses the next Append, writing nothing;
+	// appendTimesOut has the next Append written but not acknowledged in
+	// time (REQUEST_TIMED_OUT: a follower is dead and still in the ISR).
+	appendErr      error
+	appendTimesOut bool
 	// topicIDs are the topics' ids in the metadata ("" for any other).
 	topicIDs map[string]string
 	// absent are topics the metadata does not hold (every other topic
@@ -155,9 +160,12 @@ func (h *fakeHost) Read(tp TP, offset, upTo int64) ([]byte, int64, error) {
 }
 func (h *fakeHost) Append(_ context.Context, tp TP, since int32, batch []byte) (int64, error) {
 	h.mu.Lock()
-	gate, held := h.appendGate, h.appendHeld
-	h.appendGate, h.appendHeld = nil, nil
+	gate, held, refuse, timesOut := h.appendGate, h.appendHeld, h.appendErr, h.appendTimesOut
+	h.appendGate, h.appendHeld, h.appendErr, h.appendTimesOut = nil, nil, nil, false
 	h.mu.Unlock()
+	if refuse != nil {
+		return 0, refuse
+	}
 	if gate != nil {
 		close(held)
 		<-gate
@@ -174,6 +182,9 @@ func (h *fakeHost) Append(_ context.Context, tp TP, since int32, batch []byte) (
 		h.logs[tp.Partition] = append(h.logs[tp.Partition], recordbatch.Record{Timestamp: rec.Timestamp, Key: rec.Key, Value: rec.Value, Headers: rec.Headers})
 	}
 	h.appends++
+	if timesOut {
+		return 0, kerr.New(kerr.RequestTimedOut, "the high watermark did not reach the write in time")
+	}
 	if !h.holdHW {
 		h.hw[tp.Partition] = int64(len(h.logs[tp.Partition]))
 	}
@@ -1187,6 +1198,193 @@ func TestACommitWhileTheGroupIsDeletedIsRefused(t *testing.T) {
 	})
 	if r, _ := fetchErr(s, "g"); len(r.GetTopics()) != 0 {
 		t.Fatalf("the deleted group came back at the load with %v", r.GetTopics())
+	}
+}
+
+// A DeleteGroups whose caller stops waiting while the tombstones are
+// written still takes effect once they are: the outcome follows the
+// write, not the caller's wait. Reverting when the caller gave up left
+// the tombstones queued; a commit acknowledged meanwhile landed ahead of
+// them and was gone at the next load, and memory kept serving offsets
+// the log had deleted.
+func TestADeleteWhoseCallerStopsWaitingFollowsItsWrite(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	commit := func(offset int64) error {
+		_, err := s.OffsetCommit(context.Background(), &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}})
+		return err
+	}
+	if err := commit(7); err != nil {
+		t.Fatal(err)
+	}
+	gate, held := make(chan struct{}), make(chan struct{})
+	h.set(func() { h.appendGate, h.appendHeld = gate, held })
+	ctx, cancel := context.WithCancel(context.Background())
+	deleted := make(chan *groupv1.DeleteGroupsResponse, 1)
+	go func() {
+		r, _ := s.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"g"}})
+		deleted <- r
+	}()
+	<-held // the tombstones' acks=all write is slow
+	cancel()
+	if code := kerr.Code((<-deleted).GetResults()[0].GetErrorCode()); code == kerr.None {
+		t.Fatal("DeleteGroups answered success before its tombstones were written")
+	}
+	// An offset reset meanwhile: refused (retriable), or acknowledged
+	// and then kept for good.
+	err := commit(9)
+	acked := err == nil
+	if !acked && kerr.CodeOf(err) != kerr.CoordinatorNotAvailable {
+		t.Fatalf("a commit while the delete's write was pending: %v, want success or COORDINATOR_NOT_AVAILABLE", err)
+	}
+	close(gate)
+	waitUntil(t, "the tombstones' write", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.shards[0].writes) == 0
+	})
+	want := []int64(nil)
+	if acked {
+		want = []int64{9}
+	}
+	offsets := func() []int64 {
+		t.Helper()
+		var got []int64
+		waitUntil(t, "an OffsetFetch", func() bool {
+			r, code := fetchErr(s, "g")
+			got = nil
+			for _, tr := range r.GetTopics() {
+				for _, p := range tr.GetPartitions() {
+					got = append(got, p.GetCommittedOffset())
+				}
+			}
+			return code == kerr.None
+		})
+		return got
+	}
+	if got := offsets(); !slices.Equal(got, want) {
+		t.Fatalf("offsets once the tombstones were written: %v, want %v", got, want)
+	}
+	if !acked {
+		// The caller's retry finds the group gone, as Kafka answers it.
+		r, _ := s.DeleteGroups(context.Background(), &groupv1.DeleteGroupsRequest{GroupIds: []string{"g"}})
+		if code := kerr.Code(r.GetResults()[0].GetErrorCode()); code != kerr.GroupIDNotFound {
+			t.Fatalf("the retried delete: %s, want GROUP_ID_NOT_FOUND", code)
+		}
+	}
+	h.set(func() { h.leads[0] = 2 }) // a new leadership: the next coordinator loads the log
+	waitUntil(t, "the reload", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		sh := c.shards[0]
+		return sh != nil && sh.epoch == 2 && !sh.loading
+	})
+	if got := offsets(); !slices.Equal(got, want) {
+		t.Fatalf("offsets after the reload: %v, want %v (what the coordinator served before it)", got, want)
+	}
+}
+
+// A delete whose tombstones reach the log but are not acknowledged in
+// time (a dead follower still in the ISR) is done all the same, as in
+// Kafka's coordinator: the tombstones commit once the ISR shrinks, so the
+// group put back served offsets the next load no longer had.
+func TestADeleteWrittenButNotAcknowledgedIsDone(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	c := New(Options{Host: h, Tick: 2 * time.Millisecond})
+	defer c.Close()
+	s := &Service{C: c}
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	if _, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: -1,
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.set(func() { h.appendTimesOut = true })
+	r, _ := s.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"g"}})
+	if code := kerr.Code(r.GetResults()[0].GetErrorCode()); code != kerr.CoordinatorNotAvailable {
+		t.Fatalf("a delete not acknowledged in time: %s, want COORDINATOR_NOT_AVAILABLE (retriable)", code)
+	}
+	if f, code := fetchErr(s, "g"); code != kerr.None || len(f.GetTopics()) != 0 {
+		t.Fatalf("offsets served after tombstones reached the log: %v %s", f.GetTopics(), code)
+	}
+	r, _ = s.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"g"}})
+	if code := kerr.Code(r.GetResults()[0].GetErrorCode()); code != kerr.GroupIDNotFound {
+		t.Fatalf("the retried delete: %s, want GROUP_ID_NOT_FOUND", code)
+	}
+	h.set(func() { h.leads[0] = 2 })
+	waitUntil(t, "the reload", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		sh := c.shards[0]
+		return sh != nil && sh.epoch == 2 && !sh.loading
+	})
+	if f, _ := fetchErr(s, "g"); len(f.GetTopics()) != 0 {
+		t.Fatalf("the deleted group came back at the load with %v", f.GetTopics())
+	}
+}
+
+// A delete whose write fails puts the group back as it was, in its state
+// since the moment it entered it: an Empty group's offsets still expire
+// offsets.retention.minutes after it became Empty, not after the failed
+// delete.
+func TestAFailedDeleteKeepsWhenTheGroupBecameEmpty(t *testing.T) {
+	h := newFakeHost(1)
+	h.leads[0] = 1
+	h.retentionMinutes = 10
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	c := New(Options{Host: h, Tick: time.Hour, Now: clock.Now})
+	defer c.Close()
+	s := &Service{C: c}
+	c.reconcile()
+	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
+	ctx := context.Background()
+	_, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
+	gen, member := d.GetGroups()[0].GetGenerationId(), d.GetGroups()[0].GetMembers()[0].GetMemberId()
+	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i",
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "g", Members: []*groupv1.MemberIdentity{{GroupInstanceId: "i"}}}); err != nil {
+		t.Fatal(err)
+	}
+	has := func() bool {
+		r, code := fetchErr(s, "g")
+		return code == kerr.None && len(r.GetTopics()) == 1
+	}
+
+	waitUntil(t, "the Empty group written", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.shards[0].writes) == 0
+	})
+	clock.advance(9 * time.Minute)
+	h.set(func() { h.appendErr = kerr.New(kerr.NotEnoughReplicas, "the ISR is below min.insync.replicas") })
+	r, _ := s.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"g"}})
+	if code := kerr.Code(r.GetResults()[0].GetErrorCode()); code != kerr.CoordinatorNotAvailable {
+		t.Fatalf("a delete whose write failed: %s, want COORDINATOR_NOT_AVAILABLE", code)
+	}
+	d, _ = s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
+	if st := d.GetGroups()[0].GetGroupState(); st != Empty.String() || !has() {
+		t.Fatalf("after the failed delete: state %s, offsets kept %v; want Empty with its offsets", st, has())
+	}
+	clock.advance(2 * time.Minute)
+	c.expire()
+	if has() {
+		t.Fatal("the offsets outlived retention counted from when the group became Empty: the failed delete restarted the count")
 	}
 }
 

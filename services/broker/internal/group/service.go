@@ -646,59 +646,132 @@ func (s *Service) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsReq
 	return out, nil
 }
 
+// deleteGroup deletes an Empty group and its offsets. As in Kafka, the
+// group is Dead and its offsets are gone from the moment its tombstones
+// are queued (a commit to it is refused COORDINATOR_NOT_AVAILABLE, a
+// delete retried meanwhile too); the tombstones' write, not the caller's
+// wait, settles it (settleDeleteLocked). A caller that stops waiting
+// first is answered COORDINATOR_NOT_AVAILABLE (Kafka's answer to a timed
+// out write) and the delete goes on: its retry finds the group gone
+// (GROUP_ID_NOT_FOUND), or finds it back if the write failed.
 func (c *Coordinator) deleteGroup(ctx context.Context, gid string) error {
 	sh, err := c.lockShard(gid)
 	if err != nil {
 		return err
 	}
-	g := sh.groups[gid]
-	offs := sh.offsets[gid]
-	switch {
-	case g != nil && g.Size() > 0:
+	if err := checkDeletable(sh, gid); err != nil {
 		c.mu.Unlock()
-		return kerr.New(kerr.NonEmptyGroup, "group %q has %d members", gid, g.Size())
-	case (g == nil || g.State == Dead) && len(offs) == 0:
-		c.mu.Unlock()
-		return kerr.New(kerr.GroupIDNotFound, "group %q does not exist", gid)
-	case len(sh.inflight[gid]) > 0:
-		c.mu.Unlock()
-		return kerr.New(kerr.NonEmptyGroup, "group %q has commits being written", gid)
+		return err
 	}
-	now := c.now()
-	if g == nil {
-		g = NewGroup(gid, now)
-		sh.groups[gid] = g
-	}
-	g.Kill(now, nil)
-	var b recordbatch.Builder
-	b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(gid)})
-	for _, tp := range sortedTPs(offs) {
-		b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(gid, tp.Topic, tp.Partition)})
-	}
-	// Queued behind the group's earlier records, so none lands after
-	// its tombstone.
-	done := c.writeLocked(sh, clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence)))
+	done := c.startDeleteLocked(sh, gid)
 	c.mu.Unlock()
-	var werr error
 	select {
-	case werr = <-done:
-	case <-ctx.Done():
-		werr = kerr.New(kerr.RequestTimedOut, "deleting group %q: %v", gid, ctx.Err())
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shards[sh.partition] != sh {
+	case werr := <-done:
 		if werr != nil {
 			return commitError(werr)
 		}
 		return nil
+	case <-ctx.Done():
+		return commitError(kerr.New(kerr.RequestTimedOut, "deleting group %q: %v; the delete goes on", gid, ctx.Err()))
 	}
-	if werr != nil {
-		g.transition(Empty, c.now())
-		return commitError(werr)
+}
+
+// checkDeletable refuses to delete a group with members or commits being
+// written (NON_EMPTY_GROUP), one that does not exist, and one being
+// deleted: only a delete makes a loaded group Dead, and until its write is
+// done whether the group is gone is not known. c.mu held.
+func checkDeletable(sh *shard, gid string) error {
+	g := sh.groups[gid]
+	switch {
+	case g != nil && g.State == Dead:
+		return kerr.New(kerr.CoordinatorNotAvailable, "group %q is being deleted", gid)
+	case g != nil && g.Size() > 0:
+		return kerr.New(kerr.NonEmptyGroup, "group %q has %d members", gid, g.Size())
+	case g == nil && len(sh.offsets[gid]) == 0:
+		return kerr.New(kerr.GroupIDNotFound, "group %q does not exist", gid)
+	case len(sh.inflight[gid]) > 0:
+		return kerr.New(kerr.NonEmptyGroup, "group %q has commits being written", gid)
 	}
-	delete(sh.groups, gid)
-	delete(sh.offsets, gid)
-	c.log.Info("deleted group", "group", gid, "offsets", len(offs))
 	return nil
+}
+
+// pendingDelete is what a delete takes away until its write is done: the
+// group as it was (created for offsets without a group record) and its
+// offsets.
+type pendingDelete struct {
+	g       *Group
+	created bool
+	state   State
+	since   time.Time
+	offsets map[TP]committed
+}
+
+// startDeleteLocked marks gid Dead, stops serving its offsets and queues
+// the tombstones of the group and each offset; the returned channel gets
+// the write's outcome. The offsets are the batch's drops, so a commit of
+// one orders after the tombstones. c.mu held.
+func (c *Coordinator) startDeleteLocked(sh *shard, gid string) <-chan error {
+	now := c.now()
+	d := pendingDelete{g: sh.groups[gid], offsets: sh.offsets[gid]}
+	if d.g == nil {
+		d.g, d.created = NewGroup(gid, now), true
+		sh.groups[gid] = d.g
+	}
+	d.state, d.since = d.g.State, d.g.StateSince
+	d.g.Kill(now, nil)
+	delete(sh.offsets, gid)
+	var b recordbatch.Builder
+	b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: GroupKey(gid)})
+	drops := make([]groupTP, 0, len(d.offsets))
+	for _, tp := range sortedTPs(d.offsets) {
+		b.Append(recordbatch.Record{Timestamp: now.UnixMilli(), Key: OffsetKey(gid, tp.Topic, tp.Partition)})
+		drops = append(drops, groupTP{gid, tp})
+	}
+	// Queued behind the group's earlier records, so none lands after
+	// its tombstone.
+	batch := clone(b.Build(recordbatch.NoProducerID, recordbatch.NoProducerEpoch, recordbatch.NoSequence))
+	return c.writeThenLocked(sh, batch, func(err error) { c.settleDeleteLocked(sh, d, err) }, drops...)
+}
+
+// settleDeleteLocked ends a delete with its write's outcome: tombstones in
+// the log forget the group; a write refused before reaching the log puts
+// the group back as it was, in its state since the moment it entered it
+// (an Empty group's offsets still expire retention after it became
+// Empty). A write that reached the log but was not acknowledged in time
+// counts as done, as in Kafka's coordinator: its tombstones commit once
+// the ISR shrinks past the dead follower, and a group put back would
+// serve offsets the next load no longer has. A shard unloaded meanwhile
+// has nothing to settle: the next load reads the outcome from the log.
+// c.mu held.
+func (c *Coordinator) settleDeleteLocked(sh *shard, d pendingDelete, err error) {
+	gid := d.g.ID
+	if c.shards[sh.partition] != sh || sh.groups[gid] != d.g {
+		return
+	}
+	if err == nil || reachedTheLog(err) {
+		delete(sh.groups, gid)
+		c.log.Info("deleted group", "group", gid, "offsets", len(d.offsets), "acknowledged", err == nil)
+		return
+	}
+	if d.created {
+		delete(sh.groups, gid)
+	} else {
+		d.g.transition(d.state, d.since)
+	}
+	if len(d.offsets) > 0 {
+		// Nothing committed meanwhile: a commit to a Dead group is refused.
+		sh.offsets[gid] = d.offsets
+	}
+	c.log.Warn("deleting group failed; it is kept", "group", gid, "err", err)
+}
+
+// reachedTheLog reports whether a failed acks=all write is in the leader's
+// log all the same: it timed out waiting for the followers, or committed
+// with the ISR below min.insync.replicas.
+func reachedTheLog(err error) bool {
+	switch kerr.CodeOf(err) {
+	case kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend:
+		return true
+	}
+	return false
 }

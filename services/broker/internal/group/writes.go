@@ -27,6 +27,9 @@ type queuedWrite struct {
 	// closed once the writer is done with the batch.
 	drops    map[groupTP]bool
 	appended chan struct{}
+	// then, when set, settles the change the batch records from the
+	// append's outcome (writeThenLocked).
+	then func(err error)
 }
 
 // groupTP names one committed offset of a group.
@@ -40,8 +43,17 @@ type groupTP struct {
 // returned channel gets the append's outcome (a shard unloaded first
 // answers NOT_COORDINATOR).
 func (c *Coordinator) writeLocked(s *shard, batch []byte, drops ...groupTP) <-chan error {
+	return c.writeThenLocked(s, batch, nil, drops...)
+}
+
+// writeThenLocked is writeLocked with then, which the writer runs under
+// c.mu with the append's outcome, before anything queued behind the batch
+// is appended and before a commit waiting for its tombstones writes: a
+// change that stands or falls with its write (DeleteGroups) is settled by
+// the write, whoever still waits for it. c.mu held.
+func (c *Coordinator) writeThenLocked(s *shard, batch []byte, then func(error), drops ...groupTP) <-chan error {
 	done := make(chan error, 1)
-	w := queuedWrite{batch: batch, done: done, appended: make(chan struct{})}
+	w := queuedWrite{batch: batch, done: done, appended: make(chan struct{}), then: then}
 	if len(drops) > 0 {
 		w.drops = make(map[groupTP]bool, len(drops))
 		for _, d := range drops {
@@ -101,6 +113,9 @@ func (c *Coordinator) writeQueued(s *shard) {
 		c.mu.Lock()
 		s.writes[0] = queuedWrite{}
 		s.writes = s.writes[1:]
+		if w.then != nil {
+			w.then(err)
+		}
 		c.mu.Unlock()
 		close(w.appended)
 		w.done <- err
