@@ -124,18 +124,23 @@ define go-test
 	@go test -json $(1) $(3) $(foreach m,$(MODULES),./$(m)/...) 2>&1 | tee $(TEST_LOGS)/$(2).json | $(TESTREPORT)
 endef
 
-# The full tier's slowest packages (measured: the cluster tests about 950 s
-# and 450 s, the scenarios 230 s, the CLI 145 s, the gateway and its
-# console about 100 s each), started first: go test schedules packages in
-# the order named, and the tier used to end on the scenarios alone, started
-# last. It runs FULL_TIER_P test binaries at once: the cluster tests mostly
-# wait (sessions, idle gaps, timeouts), so two cores take three.
-SLOW_TEST_PACKAGES := ./services/clustertest/ ./services/clustertest/kafkaclients/ ./tools/internal/scenario/ ./tools/internal/cli/ ./gateway/ ./gateway/console/ ./tools/internal/smoke/ ./tools/internal/chaos/
+# The full tier's slowest packages (measured: the cluster tests about 950 s,
+# since split between clustertest and clustertest/quiet to take about half
+# each, and kafkaclients 450 s, the scenarios 230 s, the CLI 145 s, the
+# gateway and its console about 100 s each), started first: go test
+# schedules packages in the order named, and the tier used to end on the
+# scenarios alone, started last. It runs FULL_TIER_P test binaries at once:
+# the cluster tests mostly wait (sessions, idle gaps, timeouts), so two
+# cores take three.
+SLOW_TEST_PACKAGES := ./services/clustertest/ ./services/clustertest/quiet/ ./services/clustertest/kafkaclients/ ./tools/internal/scenario/ ./tools/internal/cli/ ./gateway/ ./gateway/console/ ./tools/internal/smoke/ ./tools/internal/chaos/
 FULL_TIER_P ?= 3
+# The race tier's test binaries at once (go test's default is one per core):
+# its cluster tests wait on timeouts as the full tier's do.
+RACE_TIER_P ?= 3
 
 .PHONY: test-unit
 test-unit: testreport ## the fast tier: every module with -race -short (no etcd/Jaeger/grpcurl builds, no Docker)
-	$(call go-test,-race -short $(GO_TEST_FLAGS),unit)
+	$(call go-test,-p $(RACE_TIER_P) -race -short $(GO_TEST_FLAGS),unit)
 
 # The lock-order invariant mode (services/broker/LOCKORDER.md): the broker's
 # mutexes check every acquisition against the ones their goroutine holds.

@@ -42,7 +42,7 @@ func TestAMixedCallAnswersEachTopicOverMutualTLS(t *testing.T) {
 		}})
 	})
 	if err == nil {
-		err = commitRefused(resp)
+		err = CommitRefused(resp)
 	}
 	if err != nil {
 		t.Fatalf("commit as the cluster's admin: %v", err)
@@ -77,7 +77,7 @@ func TestAMixedCallAnswersEachTopicOverMutualTLS(t *testing.T) {
 	})
 
 	t.Run("OffsetFetch", func(t *testing.T) {
-		alice := groupv1.NewGroupServiceClient(certs.Dial(t, c.brokerAddr(g.coordinator("app")), "alice"))
+		alice := groupv1.NewGroupServiceClient(certs.Dial(t, c.brokerAddr(g.Coordinator("app")), "alice"))
 		resp, err := alice.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "app", Topics: []*groupv1.OffsetFetchTopic{
 			{Name: "orders-1", Partitions: []int32{0}}, {Name: "payroll", Partitions: []int32{0}}}})
 		if err != nil {

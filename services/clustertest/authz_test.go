@@ -229,7 +229,7 @@ func TestRefusalCatalogueOverMutualTLS(t *testing.T) {
 		produce := func(topic string) error {
 			leader := c.Leader(topic, 0)
 			_, err := brokerv1.NewBrokerServiceClient(certs.Dial(t, c.brokerAddr(leader), "alice")).Produce(ctx, &brokerv1.ProduceRequest{
-				Topic: topic, Acks: -1, TimeoutMs: 5000, Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("v")}}})
+				Topic: topic, Acks: -1, TimeoutMs: 5000, Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record("v")}}})
 			return err
 		}
 		if err := produce("orders-1"); err != nil {
@@ -302,7 +302,7 @@ func TestRefusalCatalogueOverMutualTLS(t *testing.T) {
 		produced := make(chan error, 1)
 		go func() {
 			_, err := c.BrokerClient(leader).Produce(ctx, &brokerv1.ProduceRequest{Topic: "acked", Acks: -1, TimeoutMs: 3000,
-				Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("held")}}})
+				Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record("held")}}})
 			produced <- err
 		}()
 		var leo int64

@@ -57,7 +57,7 @@ func TestBadInputIsRefusedNamingTheField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	records := &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("v")}}
+	records := &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record("v")}}
 	long := strings.Repeat("g", math.MaxInt16+1)
 	join := func(mod func(*groupv1.JoinGroupRequest)) func(ctx context.Context) error {
 		return func(ctx context.Context) error {

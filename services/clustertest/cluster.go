@@ -40,7 +40,8 @@ import (
 	"tidemark.io/services/platform/tlsconf"
 )
 
-func record(v string) []*commonv1.Record {
+// Record is one record holding v, as a Produce request carries it.
+func Record(v string) []*commonv1.Record {
 	return []*commonv1.Record{{Value: []byte(v)}}
 }
 
@@ -260,6 +261,11 @@ func (c *Cluster) ResumeController(id int32) {
 		c.Net.Resume(ControllerName(id))
 	}
 }
+
+// ControllerEtcdLink is controller id's connection to etcd (it needs
+// PausableControllers): Pause holds its etcd traffic alone, where
+// PauseController also stalls the connections dialled to it.
+func (c *Cluster) ControllerEtcdLink(id int32) *etcdtest.Bridge { return c.ctrlEtcd[id] }
 
 // EtcdLink is broker id's connection to etcd: Pause holds its traffic (a
 // partition from etcd), Resume lets it through again.
@@ -597,6 +603,28 @@ func (c *Cluster) BrokerConfig(id int32) broker.Config {
 	return cfg
 }
 
+// SetBrokerConfig replaces the config broker id starts with on its next
+// StartBroker (a crashed broker brought back with other settings).
+func (c *Cluster) SetBrokerConfig(id int32, cfg broker.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.brokerCfg[id] = cfg
+}
+
+// TakeBroker takes running broker id out of the cluster's hands and
+// returns it, for a test that stops it itself (as lifecycle.WaitAndStop
+// does on SIGTERM): the cluster no longer stops or crashes it.
+func (c *Cluster) TakeBroker(id int32) *broker.Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.brokers[id]
+	delete(c.brokers, id)
+	return b
+}
+
+// SetLog sends the logs of the nodes started from now on to l.
+func (c *Cluster) SetLog(l *slog.Logger) { c.log = l }
+
 // brokerConfig reads broker id's config under the cluster's lock: a
 // restart writes it back (StartBroker, MoveBroker) while a test's
 // producers look brokers up.
@@ -737,7 +765,7 @@ func (c *Cluster) Produce(ctx context.Context, topic string, p int32, acks int32
 		return 0, kerr.New(kerr.LeaderNotAvailable, "%s-%d has no leader", topic, p)
 	}
 	resp, err := c.BrokerClient(leader).Produce(ctx, &brokerv1.ProduceRequest{Topic: topic, Partition: p, Acks: acks, TimeoutMs: 5000,
-		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record(value)}}})
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record(value)}}})
 	if err != nil {
 		return 0, kerr.FromStatus(err)
 	}

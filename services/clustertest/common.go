@@ -1,8 +1,11 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
@@ -52,7 +55,7 @@ func (c *Cluster) KillController(id, epoch int32) (int32, int32) {
 	c.PauseController(id)
 	var next, nextEpoch int32
 	c.WaitFor(15*time.Second, "a standby in office after controller "+fmt.Sprint(id), func() bool {
-		next, nextEpoch = c.activeOtherThan(id)
+		next, nextEpoch = c.ActiveOtherThan(id)
 		return next >= 0
 	})
 	if nextEpoch <= epoch {
@@ -64,9 +67,9 @@ func (c *Cluster) KillController(id, epoch int32) (int32, int32) {
 	return next, nextEpoch
 }
 
-// activeOtherThan is the controller other than id that holds office, and
+// ActiveOtherThan is the controller other than id that holds office, and
 // its epoch; -1 when none does.
-func (c *Cluster) activeOtherThan(id int32) (int32, int32) {
+func (c *Cluster) ActiveOtherThan(id int32) (int32, int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for other, ct := range c.controllers {
@@ -88,4 +91,34 @@ func (c *Cluster) ElectPreferred(tps []history.TP) error {
 	defer cancel()
 	_, err := c.Admin().ElectLeaders(ctx, req)
 	return err
+}
+
+// LogBuf collects a cluster's logs (Cluster.SetLog) for a test to read.
+type LogBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write takes a log line; LogBuf is an io.Writer for slog's handlers.
+func (l *LogBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// Lines are the log lines holding every one of parts.
+func (l *LogBuf) Lines(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		ok := line != ""
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
 }

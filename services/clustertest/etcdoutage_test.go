@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/client"
@@ -25,40 +24,6 @@ import (
 // their leases lived, so past the session timeout every leader fences
 // itself (DESIGN.md, "The leader fence"); what matters is what happens once
 // etcd is back.
-
-// describeAll waits for the active controller to describe topic and
-// returns its partitions by number.
-func (c *Cluster) describeAll(topic string, timeout time.Duration) map[int32]*adminv1.PartitionDescription {
-	c.T.Helper()
-	var out map[int32]*adminv1.PartitionDescription
-	c.WaitFor(timeout, "the active controller to describe "+topic, func() bool {
-		resp, err := c.Admin().DescribeTopics(context.Background(), &adminv1.DescribeTopicsRequest{Topics: []string{topic}})
-		if err != nil || len(resp.GetTopics()) == 0 {
-			return false
-		}
-		out = map[int32]*adminv1.PartitionDescription{}
-		for _, pd := range resp.GetTopics()[0].GetPartitions() {
-			out[pd.GetPartition()] = pd
-		}
-		return true
-	})
-	return out
-}
-
-// brokerEpochs are the live brokers' epochs as the active controller has them.
-func (c *Cluster) brokerEpochs() map[int32]int64 {
-	resp, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
-	if err != nil {
-		return nil
-	}
-	out := map[int32]int64{}
-	for _, b := range resp.GetBrokers() {
-		if b.GetAlive() {
-			out[b.GetNode().GetId()] = b.GetBrokerEpoch()
-		}
-	}
-	return out
-}
 
 // An etcd restart much longer than the brokers' session timeout (half a
 // minute). Every broker keeps its registration (same lease, same epoch),
@@ -85,12 +50,12 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 		AdjustController: func(cfg *controller.Config) { cfg.SessionTTL = ctrlTTL }})
 	const topic, partitions = "er", 3
 	c.CreateTopic(topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
-	c.produceEach(topic, partitions, 0, 5)
-	before := c.describeAll(topic, 10*time.Second)
+	c.ProduceEach(topic, partitions, 0, 5)
+	before := c.DescribeAll(topic, 10*time.Second)
 	for p, pd := range before {
 		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
 	}
-	epochs := c.brokerEpochs()
+	epochs := c.BrokerEpochs()
 	if len(epochs) != 3 {
 		t.Fatalf("live brokers before the restart: %v", epochs)
 	}
@@ -116,7 +81,7 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 		return true
 	})
 	t.Logf("every broker unfenced %s after etcd was back", time.Since(back).Round(time.Millisecond))
-	c.WaitFor(10*time.Second, "an active controller that knows every broker", func() bool { return len(c.brokerEpochs()) == 3 })
+	c.WaitFor(10*time.Second, "an active controller that knows every broker", func() bool { return len(c.BrokerEpochs()) == 3 })
 	if id, e := c.ActiveController(); id < 0 || e <= oldEpoch {
 		t.Fatalf("active controller %d epoch %d after the restart, want a new term after epoch %d", id, e, oldEpoch)
 	}
@@ -125,17 +90,17 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 	if elected > ctrlTTL*4/5 {
 		t.Errorf("a controller was elected %s after etcd was back: the ended term's lease (TTL %s) was waited out", elected, ctrlTTL)
 	}
-	if now := c.brokerEpochs(); !maps.Equal(now, epochs) {
+	if now := c.BrokerEpochs(); !maps.Equal(now, epochs) {
 		t.Errorf("broker epochs after the restart %v, want the same registrations %v", now, epochs)
 	}
-	after := c.describeAll(topic, 10*time.Second)
+	after := c.DescribeAll(topic, 10*time.Second)
 	for p, pd := range before {
 		got := after[p]
 		if got.GetLeader() != pd.GetLeader() || got.GetLeaderEpoch() != pd.GetLeaderEpoch() {
 			t.Errorf("%s-%d after the restart: leader %d epoch %d, want leader %d epoch %d (nothing elected)",
 				topic, p, got.GetLeader(), got.GetLeaderEpoch(), pd.GetLeader(), pd.GetLeaderEpoch())
 		}
-		if !slices.Equal(sorted(got.GetIsr()), sorted(pd.GetIsr())) {
+		if !slices.Equal(SortedIDs(got.GetIsr()), SortedIDs(pd.GetIsr())) {
 			t.Errorf("%s-%d ISR after the restart %v, want %v", topic, p, got.GetIsr(), pd.GetIsr())
 		}
 	}
@@ -144,10 +109,10 @@ func TestEtcdRestartLeavesTheClusterAsItWas(t *testing.T) {
 	for p, pd := range after {
 		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
 	}
-	c.produceEach(topic, partitions, 5, 5)
+	c.ProduceEach(topic, partitions, 5, 5)
 	for p, pd := range after {
 		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
-		if got := c.consume(topic, p, 0); len(got) != 10 {
+		if got := c.Consume(topic, p, 0); len(got) != 10 {
 			t.Errorf("%s-%d holds %d records after the restart, want 10: %v", topic, p, len(got), got)
 		}
 	}
@@ -162,9 +127,9 @@ func TestEtcdUnreachableForEveryNodeThenBack(t *testing.T) {
 	c := Start(t, Options{PausableControllers: true})
 	const topic, partitions = "eu", 3
 	c.CreateTopic(topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
-	c.produceEach(topic, partitions, 0, 5)
-	before := c.describeAll(topic, 10*time.Second)
-	epochs := c.brokerEpochs()
+	c.ProduceEach(topic, partitions, 0, 5)
+	before := c.DescribeAll(topic, 10*time.Second)
+	epochs := c.BrokerEpochs()
 
 	ttl := c.BrokerConfig(1).SessionTimeout
 	c.CutEtcdForAll(true)
@@ -178,7 +143,7 @@ func TestEtcdUnreachableForEveryNodeThenBack(t *testing.T) {
 	back := time.Now()
 
 	c.WaitFor(ttl+10*time.Second, "every broker registered again", func() bool {
-		now := c.brokerEpochs()
+		now := c.BrokerEpochs()
 		if len(now) != 3 {
 			return false
 		}
@@ -189,23 +154,17 @@ func TestEtcdUnreachableForEveryNodeThenBack(t *testing.T) {
 		}
 		return true
 	})
-	after := c.describeAll(topic, 10*time.Second)
+	after := c.DescribeAll(topic, 10*time.Second)
 	for p := range before {
 		c.WaitSettled(15*time.Second, topic, p, after[p].GetReplicas())
 	}
 	t.Logf("whole again %s after etcd was reachable", time.Since(back).Round(time.Millisecond))
 	for p := range before {
-		if got := c.consume(topic, p, 0); len(got) != 5 {
+		if got := c.Consume(topic, p, 0); len(got) != 5 {
 			t.Errorf("%s-%d holds %d records, want the 5 acknowledged before the outage: %v", topic, p, len(got), got)
 		}
 	}
-	c.produceEach(topic, partitions, 5, 1)
-}
-
-func sorted(ids []int32) []int32 {
-	out := slices.Clone(ids)
-	slices.Sort(out)
-	return out
+	c.ProduceEach(topic, partitions, 5, 1)
 }
 
 // etcd unreachable for every node, longer than the session timeout. As in
@@ -224,8 +183,8 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	c := Start(t, Options{PausableControllers: true})
 	const topic, partitions = "ea", 3
 	c.CreateTopic(topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
-	c.produceEach(topic, partitions, 0, 5)
-	before := c.describeAll(topic, 10*time.Second)
+	c.ProduceEach(topic, partitions, 0, 5)
+	before := c.DescribeAll(topic, 10*time.Second)
 	for p, pd := range before {
 		c.WaitSettled(10*time.Second, topic, p, pd.GetReplicas())
 	}
@@ -289,20 +248,20 @@ func TestAcksAllWritesGoOnWhileEtcdIsUnreachable(t *testing.T) {
 
 	c.CutEtcdForAll(false)
 	back := time.Now()
-	after := c.describeAll(topic, 15*time.Second)
+	after := c.DescribeAll(topic, 15*time.Second)
 	for p := range before {
 		c.WaitSettled(20*time.Second, topic, p, after[p].GetReplicas())
 	}
 	t.Logf("whole again %s after etcd was reachable", time.Since(back).Round(time.Millisecond))
 	for p := range before {
-		after = c.describeAll(topic, 10*time.Second)
+		after = c.DescribeAll(topic, 10*time.Second)
 		for _, id := range after[p].GetReplicas() {
 			if got := c.Values(id, topic, p); !slices.Equal(got, want[p]) {
 				t.Errorf("%s-%d replica %d holds %v, want %v", topic, p, id, got, want[p])
 			}
 		}
 	}
-	c.produceEach(topic, partitions, 5, 1)
+	c.ProduceEach(topic, partitions, 5, 1)
 }
 
 // produceTo sends one record straight to broker id.
@@ -310,7 +269,7 @@ func (c *Cluster) produceTo(id int32, topic string, p int32, acks int32, value s
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.BrokerClient(id).Produce(ctx, &brokerv1.ProduceRequest{Topic: topic, Partition: p, Acks: acks, TimeoutMs: 5000,
-		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record(value)}}})
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record(value)}}})
 	if err != nil {
 		return 0, kerr.FromStatus(err)
 	}
@@ -329,10 +288,10 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	c := Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3), PausableControllers: true})
 	c.CreateTopic("orders", 3, 3, nil)
 	g := Groups{c}
-	j := g.join("ledger", "", 30*time.Second)
-	g.syncAlone("ledger", j, "")
+	j := g.Join("ledger", "", 30*time.Second)
+	g.SyncAlone("ledger", j, "")
 	want := map[int32]int64{0: 1, 1: 2, 2: 3}
-	if err := g.commit("ledger", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+	if err := g.Commit("ledger", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 
@@ -343,20 +302,20 @@ func TestGroupCommitsGoOnWhileEtcdIsUnreachable(t *testing.T) {
 	// Well past the fence, so the coordinators have looked again at what
 	// they may lead.
 	time.Sleep(time.Until(cut.Add(2 * ttl)))
-	if err := g.heartbeat("ledger", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
+	if err := g.Heartbeat("ledger", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
 		t.Fatalf("heartbeat with etcd unreachable: %v", err)
 	}
 	want = map[int32]int64{0: 11, 1: 12, 2: 13}
-	if err := g.commit("ledger", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+	if err := g.Commit("ledger", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
 		t.Fatalf("commit with etcd unreachable: %v", err)
 	}
-	if got := g.fetch("ledger"); !sameOffsets(got, want) {
+	if got := g.Fetch("ledger"); !SameOffsets(got, want) {
 		t.Fatalf("fetched %v with etcd unreachable, want %v", got, want)
 	}
 	t.Logf("heartbeat, commit and fetch answered %s after the cut (session timeout %s)", time.Since(cut).Round(time.Millisecond), ttl)
 	time.Sleep(time.Until(cut.Add(3 * ttl)))
 	c.CutEtcdForAll(false)
-	if got := g.fetch("ledger"); !sameOffsets(got, want) {
+	if got := g.Fetch("ledger"); !SameOffsets(got, want) {
 		t.Fatalf("fetched %v once etcd was back, want the %v committed during the outage", got, want)
 	}
 }

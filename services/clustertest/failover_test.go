@@ -79,19 +79,6 @@ func (p *producer) finish(t testing.TB) []string {
 	return p.acked
 }
 
-func assertAllPresent(t testing.TB, acked, log []string) {
-	t.Helper()
-	have := map[string]bool{}
-	for _, v := range log {
-		have[v] = true
-	}
-	for _, v := range acked {
-		if !have[v] {
-			t.Fatalf("acknowledged record %s is missing from the log", v)
-		}
-	}
-}
-
 // Playbook 1 with the real controller: kill -9 the leader; a new leader from
 // the ISR, in assignment order, within a bounded time; no acknowledged
 // record lost; the old leader returns, truncates if needed, rejoins the
@@ -148,7 +135,7 @@ func leaderCrashFailoverAndPreferredElection(t *testing.T, o Options) {
 	c.WaitFor(10*time.Second, "writes after the preferred election", func() bool { return p.count() >= before+100 })
 	acked := p.finish(t)
 	log := c.SameLogs("orders", 0, replicas...)
-	assertAllPresent(t, acked, log)
+	AssertAllPresent(t, acked, log)
 	t.Logf("%d acknowledged writes, %d records in every replica", len(acked), len(log))
 }
 
@@ -174,7 +161,7 @@ func TestRollingRestartLosesNoWrite(t *testing.T) {
 		})
 	}
 	acked := p.finish(t)
-	assertAllPresent(t, acked, c.SameLogs("roll", 0, 1, 2, 3))
+	AssertAllPresent(t, acked, c.SameLogs("roll", 0, 1, 2, 3))
 }
 
 // Controller failover: killing the active controller hands office to the

@@ -59,7 +59,7 @@ func produceLoop(c *Cluster, id int32, topic, prefix string, stop <-chan struct{
 		a := produced{value: fmt.Sprintf("%s-%d", prefix, i), sent: time.Now()}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		resp, err := cl.Produce(ctx, &brokerv1.ProduceRequest{Topic: topic, Partition: 0, Acks: 1, TimeoutMs: 1000,
-			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record(a.value)}}})
+			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record(a.value)}}})
 		cancel()
 		a.done = time.Now()
 		if err != nil {
@@ -333,7 +333,7 @@ func TestParkedWriteEndsWhenTheFencedLeadersFollowersLeave(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.BrokerClient(old).Produce(ctx, &brokerv1.ProduceRequest{Topic: "gone", Partition: 0, Acks: -1, TimeoutMs: 20000,
-			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("parked")}}})
+			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record("parked")}}})
 		done <- err
 	}()
 	c.WaitFor(5*time.Second, "the write in the leader's log", func() bool { return len(c.Values(old, "gone", 0)) == 1 })

@@ -12,19 +12,7 @@ import (
 	"tidemark.io/services/client"
 	"tidemark.io/services/client/assign"
 	"tidemark.io/services/platform/kerr"
-	"tidemark.io/services/platform/testenv"
 )
-
-// startConsumerCluster starts a cluster whose coordinators accept the
-// short sessions these tests use and start a group's first rebalance at
-// once.
-func startConsumerCluster(t *testing.T) *Cluster {
-	t.Helper()
-	if testing.Short() {
-		testenv.Skip(t, "-short: consumer group tests start a cluster")
-	}
-	return Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
-}
 
 // close stops polling and closes the member cleanly.
 func (m *Member) close() {
@@ -47,97 +35,15 @@ func (m *Member) total() int {
 	return n
 }
 
-// produceEach writes n records to every partition of topic, one batch each.
-func (c *Cluster) produceEach(topic string, partitions int32, from, n int) {
-	c.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for p := range partitions {
-		for i := from; i < from+n; i++ {
-			for {
-				_, err := c.Produce(ctx, topic, p, -1, fmt.Sprintf("%s-%d-%d", topic, p, i))
-				if err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					c.T.Fatalf("produce to %s-%d: %v", topic, p, err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-	}
-}
-
-func tps(topic string, n int32) []client.TopicPartition {
-	var out []client.TopicPartition
-	for p := range n {
-		out = append(out, client.TopicPartition{Topic: topic, Partition: p})
-	}
-	return out
-}
-
-// balanced reports whether the members' assignments split all of want
-// between them, each holding between min and max partitions.
-func balanced(want []client.TopicPartition, lo, hi int, ms ...*Member) bool {
-	seen := map[client.TopicPartition]int{}
-	for _, m := range ms {
-		a := m.gc.Assignment()
-		if len(a) < lo || len(a) > hi {
-			return false
-		}
-		for _, tp := range a {
-			seen[tp]++
-		}
-	}
-	if len(seen) != len(want) {
-		return false
-	}
-	for _, tp := range want {
-		if seen[tp] != 1 {
-			return false
-		}
-	}
-	return true
-}
-
-// contiguous checks offsets are exactly from, from+1, ..., to-1.
-func contiguous(t *testing.T, what string, offsets []int64, from, to int64) {
-	t.Helper()
-	if int64(len(offsets)) != to-from {
-		t.Fatalf("%s: got %d offsets %v, want %d..%d", what, len(offsets), offsets, from, to-1)
-	}
-	for i, o := range offsets {
-		if o != from+int64(i) {
-			t.Fatalf("%s: offset %d at position %d, want %d..%d in order: %v", what, o, i, from, to-1, offsets)
-		}
-	}
-}
-
-// describe is the coordinator's DescribeGroups answer for group.
-func (c *Cluster) describe(group string) *groupv1.DescribedGroup {
-	c.T.Helper()
-	var out *groupv1.DescribedGroup
-	c.WaitFor(20*time.Second, "a description of "+group, func() bool {
-		_, gs := c.CoordinatorOf(group)
-		resp, err := gs.DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
-		if err != nil || len(resp.GetGroups()) != 1 || resp.GetGroups()[0].GetErrorCode() != 0 {
-			return false
-		}
-		out = resp.GetGroups()[0]
-		return true
-	})
-	return out
-}
-
 // A member reads half a topic, commits, reads on without committing and
 // dies (no LeaveGroup, no final commit). A new member of the group starts
 // every partition exactly at the committed offset: nothing is skipped, and
 // only what came after the commit is read twice.
 func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	const parts, n = 4, 50
 	c.CreateTopic("orders", parts, 3, nil)
-	c.produceEach("orders", parts, 0, n)
+	c.ProduceEach("orders", parts, 0, n)
 
 	o := GroupOpts("billing", "orders")
 	o.DisableAutoCommit = true
@@ -173,15 +79,15 @@ func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
 	poll(parts*n/2 + 20) // read on past the commit
 	first.Abandon()
 
-	for _, tp := range tps("orders", parts) {
-		contiguous(t, fmt.Sprintf("first member, %v", tp), got[tp][:committed[tp]], 0, committed[tp])
+	for _, tp := range TopicPartitions("orders", parts) {
+		Contiguous(t, fmt.Sprintf("first member, %v", tp), got[tp][:committed[tp]], 0, committed[tp])
 	}
 	second := c.StartMember(GroupOpts("billing", "orders"))
 	c.WaitFor(time.Minute, "the second member to read to the end", func() bool {
 		if err := second.Failure(); err != nil {
 			t.Fatalf("second member: %v", err)
 		}
-		for _, tp := range tps("orders", parts) {
+		for _, tp := range TopicPartitions("orders", parts) {
 			// A partition the first member read to the end before its
 			// commit has nothing left to read.
 			off := second.Offsets(tp)
@@ -191,8 +97,8 @@ func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
 		}
 		return second.Failure() == nil
 	})
-	for _, tp := range tps("orders", parts) {
-		contiguous(t, fmt.Sprintf("second member, %v", tp), second.Offsets(tp), committed[tp], n)
+	for _, tp := range TopicPartitions("orders", parts) {
+		Contiguous(t, fmt.Sprintf("second member, %v", tp), second.Offsets(tp), committed[tp], n)
 	}
 	if err := second.Failure(); err != nil {
 		t.Fatal(err)
@@ -204,22 +110,22 @@ func TestGroupMemberResumesAtTheCommittedOffsetAfterACrash(t *testing.T) {
 // to the others; every record is read. Cooperative-sticky, so the real
 // coordinator carries KIP-429's two-step handover.
 func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	const parts, n = 6, 10
 	c.CreateTopic("events", parts, 3, nil)
-	c.produceEach("events", parts, 0, n)
-	all := tps("events", parts)
+	c.ProduceEach("events", parts, 0, n)
+	all := TopicPartitions("events", parts)
 	o := GroupOpts("audit", "events")
 	o.Assignors = []assign.Assignor{assign.CooperativeSticky{}}
 
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	c.WaitFor(time.Minute, "two members with 3 partitions each", func() bool { return balanced(all, 3, 3, m1, m2) })
+	c.WaitFor(time.Minute, "two members with 3 partitions each", func() bool { return Balanced(all, 3, 3, m1, m2) })
 	m3 := c.StartMember(o)
-	c.WaitFor(time.Minute, "three members with 2 partitions each", func() bool { return balanced(all, 2, 2, m1, m2, m3) })
+	c.WaitFor(time.Minute, "three members with 2 partitions each", func() bool { return Balanced(all, 2, 2, m1, m2, m3) })
 	gen := m1.gc.Generation()
-	m3.kill()
+	m3.Kill()
 	c.WaitFor(time.Minute, "the silent member's partitions to move", func() bool {
-		return balanced(all, 3, 3, m1, m2) && m1.gc.Generation() > gen
+		return Balanced(all, 3, 3, m1, m2) && m1.gc.Generation() > gen
 	})
 	c.WaitFor(time.Minute, "every record read", func() bool {
 		for _, tp := range all {
@@ -242,7 +148,7 @@ func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := c.describe("audit")
+	d := c.DescribeGroup("audit")
 	if d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 || d.GetProtocolName() != assign.CooperativeStickyName {
 		t.Fatalf("group after the member left: state %s, %d members, protocol %s", d.GetGroupState(), len(d.GetMembers()), d.GetProtocolName())
 	}
@@ -254,27 +160,27 @@ func TestGroupBalancesMembersAndMovesASilentMembersPartitions(t *testing.T) {
 // still be kept alive by heartbeats), it is told they were lost, and it
 // joins again and gets its share back at its next Poll.
 func TestGroupMemberThatStopsPollingLeavesAndRejoins(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	const parts, n = 4, 5
 	c.CreateTopic("jobs", parts, 3, nil)
-	c.produceEach("jobs", parts, 0, n)
-	all := tps("jobs", parts)
+	c.ProduceEach("jobs", parts, 0, n)
+	all := TopicPartitions("jobs", parts)
 	o := GroupOpts("workers", "jobs")
 	o.RebalanceTimeout = 1500 * time.Millisecond
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	c.WaitFor(time.Minute, "two members with 2 partitions each", func() bool { return balanced(all, 2, 2, m1, m2) })
+	c.WaitFor(time.Minute, "two members with 2 partitions each", func() bool { return Balanced(all, 2, 2, m1, m2) })
 
 	m1.hold.Lock() // the first member's handler is stuck
 	c.WaitFor(time.Minute, "the stuck member to leave and the other to take everything", func() bool {
-		d := c.describe("workers")
+		d := c.DescribeGroup("workers")
 		return len(d.GetMembers()) == 1 && d.GetGroupState() == "Stable" && m1.gc.Generation() == -1 &&
 			len(m2.gc.Assignment()) == parts
 	})
-	if d := c.describe("workers"); d.GetMembers()[0].GetMemberId() != m2.gc.MemberID() {
+	if d := c.DescribeGroup("workers"); d.GetMembers()[0].GetMemberId() != m2.gc.MemberID() {
 		t.Fatalf("the member left in the group is %s, want the polling one %s", d.GetMembers()[0].GetMemberId(), m2.gc.MemberID())
 	}
 	m1.hold.Unlock()
-	c.WaitFor(time.Minute, "the member to rejoin at its next Poll", func() bool { return balanced(all, 2, 2, m1, m2) })
+	c.WaitFor(time.Minute, "the member to rejoin at its next Poll", func() bool { return Balanced(all, 2, 2, m1, m2) })
 	m1.mu.Lock()
 	lost := m1.lost
 	m1.mu.Unlock()
@@ -300,10 +206,10 @@ func TestGroupMemberThatStopsPollingLeavesAndRejoins(t *testing.T) {
 // joins: it commits before revoking (auto-commit, whose interval never
 // comes), so the new owner starts at the end, reading nothing twice.
 func TestGroupRebalanceCommitsOnRevoke(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	const parts, n = 2, 20
 	c.CreateTopic("ledger", parts, 3, nil)
-	c.produceEach("ledger", parts, 0, n)
+	c.ProduceEach("ledger", parts, 0, n)
 	o := GroupOpts("reconcile", "ledger")
 	o.AutoCommitInterval = time.Hour
 	var revoked sync.WaitGroup
@@ -314,7 +220,7 @@ func TestGroupRebalanceCommitsOnRevoke(t *testing.T) {
 	c.WaitFor(time.Minute, "the first member to read everything", func() bool { return m1.total() == parts*n })
 	o.OnPartitionsRevoked = nil
 	m2 := c.StartMember(o)
-	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(tps("ledger", parts), 1, 1, m1, m2) })
+	c.WaitFor(time.Minute, "one partition each", func() bool { return Balanced(TopicPartitions("ledger", parts), 1, 1, m1, m2) })
 	revoked.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -322,12 +228,12 @@ func TestGroupRebalanceCommitsOnRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tp := range tps("ledger", parts) {
+	for _, tp := range TopicPartitions("ledger", parts) {
 		if got[tp] != n {
 			t.Fatalf("committed %v, want %d for every partition", got, n)
 		}
 	}
-	c.produceEach("ledger", parts, n, 1)
+	c.ProduceEach("ledger", parts, n, 1)
 	c.WaitFor(time.Minute, "the new records", func() bool { return m1.total()+m2.total() == parts*(n+1) })
 	if m2.total() != 1 {
 		t.Fatalf("the new owner read %d records, want only the one written after the rebalance", m2.total())
@@ -339,13 +245,13 @@ func TestGroupRebalanceCommitsOnRevoke(t *testing.T) {
 // partition), which has every offset committed before (acks=all), and
 // consumption goes on with nothing skipped.
 func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	const parts, n = 3, 20
 	c.CreateTopic("flow", parts, 3, nil)
-	c.produceEach("flow", parts, 0, n)
+	c.ProduceEach("flow", parts, 0, n)
 	o := GroupOpts("pipeline", "flow")
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	all := tps("flow", parts)
+	all := TopicPartitions("flow", parts)
 	c.WaitFor(time.Minute, "the first records read", func() bool { return m1.total()+m2.total() >= parts*n })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -365,7 +271,7 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 	})
 	dead, _ := c.CoordinatorOf("pipeline")
 	c.CrashBroker(dead)
-	c.produceEach("flow", parts, n, n)
+	c.ProduceEach("flow", parts, n, n)
 	c.WaitFor(2*time.Minute, "every record read after the crash", func() bool {
 		for _, tp := range all {
 			seen := map[int64]bool{}
@@ -403,7 +309,7 @@ func TestGroupFollowsTheCoordinatorWhenItsBrokerDies(t *testing.T) {
 // A static member restarted within its session timeout takes its place
 // back: same partitions, no new generation for anyone (KIP-345).
 func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	c.CreateTopic("stock", 4, 3, nil)
 	o := GroupOpts("warehouse", "stock")
 	o.SessionTimeout = 20 * time.Second
@@ -411,10 +317,10 @@ func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
 	o1, o2 := o, o
 	o1.InstanceID, o2.InstanceID = "shelf-1", "shelf-2"
 	s1, s2 := c.StartMember(o1), c.StartMember(o2)
-	all := tps("stock", 4)
-	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return balanced(all, 2, 2, s1, s2) })
+	all := TopicPartitions("stock", 4)
+	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return Balanced(all, 2, 2, s1, s2) })
 	gen, had := s2.gc.Generation(), s1.gc.Assignment()
-	s1.kill()
+	s1.Kill()
 	back := c.StartMember(o1)
 	c.WaitFor(time.Minute, "the restarted member to get its partitions", func() bool { return len(back.gc.Assignment()) == 2 })
 	if got := back.gc.Assignment(); !slices.Equal(got, had) {
@@ -423,7 +329,7 @@ func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
 	if back.gc.Generation() != gen || s2.gc.Generation() != gen {
 		t.Fatalf("generation moved from %d to %d / %d: the restart rebalanced", gen, back.gc.Generation(), s2.gc.Generation())
 	}
-	if d := c.describe("warehouse"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen {
+	if d := c.DescribeGroup("warehouse"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen {
 		t.Fatalf("group %s generation %d, want Stable %d", d.GetGroupState(), d.GetGenerationId(), gen)
 	}
 }
@@ -431,7 +337,7 @@ func TestGroupStaticMemberRestartsWithoutARebalance(t *testing.T) {
 // A second consumer with a static member's instance id fences the first,
 // which stops with FENCED_INSTANCE_ID and is told its partitions are lost.
 func TestGroupStaticMemberIsFencedByItsReplacement(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	c.CreateTopic("fence", 2, 3, nil)
 	o := GroupOpts("fenced", "fence")
 	o.InstanceID = "only-one"
@@ -457,19 +363,19 @@ func TestGroupStaticMemberIsFencedByItsReplacement(t *testing.T) {
 // An idle group (no records for several session timeouts, heartbeats
 // only) stays Stable in the same generation.
 func TestGroupStaysStableThroughAQuietGap(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	c.CreateTopic("quiet", 2, 3, nil)
 	o := GroupOpts("idle", "quiet")
 	o.SessionTimeout = time.Second
 	o.HeartbeatInterval = 100 * time.Millisecond
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(tps("quiet", 2), 1, 1, m1, m2) })
+	c.WaitFor(time.Minute, "one partition each", func() bool { return Balanced(TopicPartitions("quiet", 2), 1, 1, m1, m2) })
 	gen := m1.gc.Generation()
 	time.Sleep(5 * o.SessionTimeout) // the quiet gap itself
 	if m1.gc.Generation() != gen || m2.gc.Generation() != gen {
 		t.Fatalf("generation moved from %d to %d / %d during the quiet gap", gen, m1.gc.Generation(), m2.gc.Generation())
 	}
-	if d := c.describe("idle"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+	if d := c.DescribeGroup("idle"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
 		t.Fatalf("after the gap: %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
 	}
 	for _, m := range []*Member{m1, m2} {
@@ -489,10 +395,10 @@ func TestGroupStaysStableThroughAQuietGap(t *testing.T) {
 // reset offset after everything had been read again, and the next member
 // would read it all a third time.
 func TestAutoCommitFollowsAMemberBackAfterAnOffsetReset(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := StartConsumerCluster(t)
 	const n = 6
 	c.CreateTopic("audit", 1, 3, nil)
-	c.produceEach("audit", 1, 0, n)
+	c.ProduceEach("audit", 1, 0, n)
 	tp := client.TopicPartition{Topic: "audit", Partition: 0}
 	o := GroupOpts("auditors", "audit")
 	o.RebalanceTimeout = 1500 * time.Millisecond
@@ -513,7 +419,7 @@ func TestAutoCommitFollowsAMemberBackAfterAnOffsetReset(t *testing.T) {
 
 	m.hold.Lock() // the member stops polling and leaves on its poll timeout
 	c.WaitFor(time.Minute, "the group empty", func() bool {
-		d := c.describe("auditors")
+		d := c.DescribeGroup("auditors")
 		return len(d.GetMembers()) == 0 && m.gc.Generation() == -1
 	})
 	admin := c.groupClient()

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"tidemark.io/services/client"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/testenv"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -52,8 +54,8 @@ func (g Groups) any() groupv1.GroupServiceClient {
 	return nil
 }
 
-// coordinator finds the group's coordinator, retrying while there is none.
-func (g Groups) coordinator(group string) int32 {
+// Coordinator finds the group's coordinator, retrying while there is none.
+func (g Groups) Coordinator(group string) int32 {
 	g.C.T.Helper()
 	var id int32 = -1
 	g.C.WaitFor(30*time.Second, "a coordinator for "+group, func() bool {
@@ -75,7 +77,7 @@ func Call[T any](g Groups, group string, fn func(ctx context.Context, api groupv
 	g.C.T.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		id := g.coordinator(group)
+		id := g.Coordinator(group)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		v, err := fn(ctx, g.on(id))
 		cancel()
@@ -97,12 +99,12 @@ func Call[T any](g Groups, group string, fn func(ctx context.Context, api groupv
 // retries fast.
 func (c *Cluster) groupClient() *client.Client {
 	c.T.Helper()
-	return c.groupClientVia("")
+	return c.GroupClientVia("")
 }
 
-// groupClientVia is groupClient dialling through the network simulator
+// GroupClientVia is groupClient dialling through the network simulator
 // as node name (so that a paused broker stalls it too); "" dials directly.
-func (c *Cluster) groupClientVia(name string) *client.Client {
+func (c *Cluster) GroupClientVia(name string) *client.Client {
 	c.T.Helper()
 	o := client.Options{RequestTimeout: 3 * time.Second,
 		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond, APITimeout: 20 * time.Second}
@@ -147,11 +149,11 @@ type Member struct {
 // own; it is killed when the test ends.
 func (c *Cluster) StartMember(o client.GroupOptions) *Member {
 	c.T.Helper()
-	return c.startMemberOn(c.groupClient(), o)
+	return c.StartMemberOn(c.groupClient(), o)
 }
 
-// startMemberOn is StartMember on a client of the test's own.
-func (c *Cluster) startMemberOn(cl *client.Client, o client.GroupOptions) *Member {
+// StartMemberOn is StartMember on a client of the test's own.
+func (c *Cluster) StartMemberOn(cl *client.Client, o client.GroupOptions) *Member {
 	c.T.Helper()
 	m := &Member{t: c.T.(*testing.T), stop: make(chan struct{}), done: make(chan struct{}), got: map[client.TopicPartition][]int64{}}
 	o.OnPartitionsLost = func(context.Context, []client.TopicPartition) {
@@ -191,12 +193,15 @@ func (c *Cluster) startMemberOn(cl *client.Client, o client.GroupOptions) *Membe
 			}
 		}
 	}()
-	c.T.Cleanup(m.kill)
+	c.T.Cleanup(m.Kill)
 	return m
 }
 
-// kill stops the member as kill -9 would: no commit, no LeaveGroup.
-func (m *Member) kill() {
+// Consumer is the member's group consumer.
+func (m *Member) Consumer() *client.GroupConsumer { return m.gc }
+
+// Kill stops the member as kill -9 would: no commit, no LeaveGroup.
+func (m *Member) Kill() {
 	select {
 	case <-m.stop:
 		return
@@ -255,4 +260,226 @@ func (c *Cluster) WaitOffsetsWhole(partitions int32) {
 		}
 		return true
 	})
+}
+
+// StartConsumerCluster starts a cluster whose coordinators accept the
+// short sessions these tests use and start a group's first rebalance at
+// once.
+func StartConsumerCluster(t *testing.T) *Cluster {
+	t.Helper()
+	if testing.Short() {
+		testenv.Skip(t, "-short: consumer group tests start a cluster")
+	}
+	return Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
+}
+
+// ProduceEach writes n records to every partition of topic, one batch each.
+func (c *Cluster) ProduceEach(topic string, partitions int32, from, n int) {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for p := range partitions {
+		for i := from; i < from+n; i++ {
+			for {
+				_, err := c.Produce(ctx, topic, p, -1, fmt.Sprintf("%s-%d-%d", topic, p, i))
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					c.T.Fatalf("produce to %s-%d: %v", topic, p, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// TopicPartitions lists topic's partitions 0..n-1.
+func TopicPartitions(topic string, n int32) []client.TopicPartition {
+	var out []client.TopicPartition
+	for p := range n {
+		out = append(out, client.TopicPartition{Topic: topic, Partition: p})
+	}
+	return out
+}
+
+// Balanced reports whether the members' assignments split all of want
+// between them, each holding between min and max partitions.
+func Balanced(want []client.TopicPartition, lo, hi int, ms ...*Member) bool {
+	seen := map[client.TopicPartition]int{}
+	for _, m := range ms {
+		a := m.gc.Assignment()
+		if len(a) < lo || len(a) > hi {
+			return false
+		}
+		for _, tp := range a {
+			seen[tp]++
+		}
+	}
+	if len(seen) != len(want) {
+		return false
+	}
+	for _, tp := range want {
+		if seen[tp] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Contiguous checks offsets are exactly from, from+1, ..., to-1.
+func Contiguous(t *testing.T, what string, offsets []int64, from, to int64) {
+	t.Helper()
+	if int64(len(offsets)) != to-from {
+		t.Fatalf("%s: got %d offsets %v, want %d..%d", what, len(offsets), offsets, from, to-1)
+	}
+	for i, o := range offsets {
+		if o != from+int64(i) {
+			t.Fatalf("%s: offset %d at position %d, want %d..%d in order: %v", what, o, i, from, to-1, offsets)
+		}
+	}
+}
+
+// DescribeGroup is the coordinator's DescribeGroups answer for group.
+func (c *Cluster) DescribeGroup(group string) *groupv1.DescribedGroup {
+	c.T.Helper()
+	var out *groupv1.DescribedGroup
+	c.WaitFor(20*time.Second, "a description of "+group, func() bool {
+		_, gs := c.CoordinatorOf(group)
+		resp, err := gs.DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
+		if err != nil || len(resp.GetGroups()) != 1 || resp.GetGroups()[0].GetErrorCode() != 0 {
+			return false
+		}
+		out = resp.GetGroups()[0]
+		return true
+	})
+	return out
+}
+
+// RangeProtocol is the one assignment protocol the hand-built joins offer.
+var RangeProtocol = []*groupv1.JoinGroupProtocol{{Name: "range", Metadata: []byte("sub")}}
+
+// Join joins as a new member (both KIP-394 round trips) and returns the
+// join answer.
+func (g Groups) Join(group, instance string, session time.Duration) *groupv1.JoinGroupResponse {
+	g.C.T.Helper()
+	req := &groupv1.JoinGroupRequest{GroupId: group, SessionTimeoutMs: int32(session.Milliseconds()), GroupInstanceId: instance,
+		ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "test"}
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
+		return api.JoinGroup(ctx, req)
+	})
+	if e := kerr.As(err); e != nil && e.Code == kerr.MemberIDRequired {
+		if e.MemberID == "" {
+			g.C.T.Fatal("MEMBER_ID_REQUIRED without a member id")
+		}
+		req.MemberId = e.MemberID
+		resp, err = Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
+			return api.JoinGroup(ctx, req)
+		})
+	}
+	if err != nil {
+		g.C.T.Fatalf("join %s: %v", group, err)
+	}
+	return resp
+}
+
+// SyncAlone syncs a one-member group whose leader assigns itself.
+func (g Groups) SyncAlone(group string, j *groupv1.JoinGroupResponse, instance string) {
+	g.C.T.Helper()
+	_, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.SyncGroupResponse, error) {
+		return api.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: group, GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(),
+			GroupInstanceId: instance, Assignments: []*groupv1.SyncGroupAssignment{{MemberId: j.GetMemberId(), Assignment: []byte("all")}}})
+	})
+	if err != nil {
+		g.C.T.Fatalf("sync %s: %v", group, err)
+	}
+}
+
+// Commit commits offsets of topic "orders" for a member of group in
+// generation gen, returning the call's error or the first partition refused.
+func (g Groups) Commit(group string, gen int32, member, instance string, offsets map[int32]int64) error {
+	t := &groupv1.OffsetCommitTopic{Name: "orders"}
+	for p, o := range offsets {
+		t.Partitions = append(t.Partitions, &groupv1.OffsetCommitPartition{Partition: p, CommittedOffset: o, CommittedLeaderEpoch: -1, Metadata: "m"})
+	}
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance,
+			Topics: []*groupv1.OffsetCommitTopic{t}})
+	})
+	if err != nil {
+		return err
+	}
+	return CommitRefused(resp)
+}
+
+// CommitRefused returns the first partition an OffsetCommit answer
+// refused, as an error with its code: a commit can fail partition by
+// partition with the call itself succeeding.
+func CommitRefused(resp *groupv1.OffsetCommitResponse) error {
+	for _, rt := range resp.GetTopics() {
+		for _, p := range rt.GetPartitions() {
+			if code := kerr.Code(p.GetErrorCode()); code != kerr.None {
+				return kerr.New(code, "commit of %s-%d", rt.GetName(), p.GetPartition())
+			}
+		}
+	}
+	return nil
+}
+
+// Fetch is group's committed offsets by partition (OffsetFetch).
+func (g Groups) Fetch(group string) map[int32]int64 {
+	g.C.T.Helper()
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+		return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group})
+	})
+	if err != nil {
+		g.C.T.Fatalf("offset fetch %s: %v", group, err)
+	}
+	out := map[int32]int64{}
+	for _, t := range resp.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			if p.GetCommittedOffset() >= 0 {
+				out[p.GetPartition()] = p.GetCommittedOffset()
+			}
+		}
+	}
+	return out
+}
+
+// Heartbeat sends one heartbeat of member in generation gen.
+func (g Groups) Heartbeat(group string, gen int32, member, instance string) error {
+	_, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.HeartbeatResponse, error) {
+		return api.Heartbeat(ctx, &groupv1.HeartbeatRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance})
+	})
+	return err
+}
+
+// Describe is the coordinator's DescribeGroups answer for group; it
+// fails the test on an error.
+func (g Groups) Describe(group string) *groupv1.DescribedGroup {
+	g.C.T.Helper()
+	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DescribeGroupsResponse, error) {
+		r, err := api.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
+		if err == nil && r.GetGroups()[0].GetErrorCode() != 0 {
+			return r, kerr.New(kerr.Code(r.GetGroups()[0].GetErrorCode()), "describe")
+		}
+		return r, err
+	})
+	if err != nil {
+		g.C.T.Fatalf("describe %s: %v", group, err)
+	}
+	return resp.GetGroups()[0]
+}
+
+// SameOffsets reports whether two committed-offset maps are equal.
+func SameOffsets(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }

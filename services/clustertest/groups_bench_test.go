@@ -27,7 +27,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 	// topic: the joins below are sent once.
 	c.CreateTopic("orders", members, 3, map[string]string{"min.insync.replicas": "2"})
 	g.commitOffset("bench", "orders", 0)
-	api := g.on(g.coordinator("bench"))
+	api := g.on(g.Coordinator("bench"))
 	joined := make([]*groupv1.JoinGroupResponse, members)
 	var wg sync.WaitGroup
 	for i := range members {
@@ -35,7 +35,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			r, err := api.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: "bench", SessionTimeoutMs: 30000,
-				GroupInstanceId: fmt.Sprintf("member-%d", i), ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "bench"})
+				GroupInstanceId: fmt.Sprintf("member-%d", i), ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "bench"})
 			if err != nil {
 				b.Error(err)
 				return
@@ -83,7 +83,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 					MemberId: j.GetMemberId(), GroupInstanceId: fmt.Sprintf("member-%d", i),
 					Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: int32(i), CommittedOffset: int64(k)}}}}})
 				if err == nil {
-					err = commitRefused(resp) // a refused partition is no commit to time
+					err = CommitRefused(resp) // a refused partition is no commit to time
 				}
 				if err != nil {
 					b.Error(err)

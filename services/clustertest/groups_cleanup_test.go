@@ -17,14 +17,14 @@ func TestGroupCleanupIntervalSetting(t *testing.T) {
 	settings["offsets.retention.check.interval.ms"] = "200"
 	c := Start(t, Options{Brokers: 3, BrokerSettings: settings, AdjustController: OffsetsPartitions(3)})
 	g := Groups{c}
-	j := g.join("brief", "", 10*time.Second)
-	g.syncAlone("brief", j, "")
+	j := g.Join("brief", "", 10*time.Second)
+	g.SyncAlone("brief", j, "")
 	if _, err := Call(g, "brief", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
 		return api.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "brief", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId()}}})
 	}); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
 	c.WaitFor(20*time.Second, "the cleanup to forget the emptied group", func() bool {
-		return g.describe("brief").GetGroupState() == "Dead"
+		return g.Describe("brief").GetGroupState() == "Dead"
 	})
 }

@@ -27,73 +27,6 @@ func startGroupCluster(t *testing.T) *Cluster {
 	return Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
 }
 
-var rangeProtocol = []*groupv1.JoinGroupProtocol{{Name: "range", Metadata: []byte("sub")}}
-
-// join joins as a new member (both KIP-394 round trips) and returns the
-// join answer.
-func (g Groups) join(group, instance string, session time.Duration) *groupv1.JoinGroupResponse {
-	g.C.T.Helper()
-	req := &groupv1.JoinGroupRequest{GroupId: group, SessionTimeoutMs: int32(session.Milliseconds()), GroupInstanceId: instance,
-		ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"}
-	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
-		return api.JoinGroup(ctx, req)
-	})
-	if e := kerr.As(err); e != nil && e.Code == kerr.MemberIDRequired {
-		if e.MemberID == "" {
-			g.C.T.Fatal("MEMBER_ID_REQUIRED without a member id")
-		}
-		req.MemberId = e.MemberID
-		resp, err = Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.JoinGroupResponse, error) {
-			return api.JoinGroup(ctx, req)
-		})
-	}
-	if err != nil {
-		g.C.T.Fatalf("join %s: %v", group, err)
-	}
-	return resp
-}
-
-// syncAlone syncs a one-member group whose leader assigns itself.
-func (g Groups) syncAlone(group string, j *groupv1.JoinGroupResponse, instance string) {
-	g.C.T.Helper()
-	_, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.SyncGroupResponse, error) {
-		return api.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: group, GenerationId: j.GetGenerationId(), MemberId: j.GetMemberId(),
-			GroupInstanceId: instance, Assignments: []*groupv1.SyncGroupAssignment{{MemberId: j.GetMemberId(), Assignment: []byte("all")}}})
-	})
-	if err != nil {
-		g.C.T.Fatalf("sync %s: %v", group, err)
-	}
-}
-
-func (g Groups) commit(group string, gen int32, member, instance string, offsets map[int32]int64) error {
-	t := &groupv1.OffsetCommitTopic{Name: "orders"}
-	for p, o := range offsets {
-		t.Partitions = append(t.Partitions, &groupv1.OffsetCommitPartition{Partition: p, CommittedOffset: o, CommittedLeaderEpoch: -1, Metadata: "m"})
-	}
-	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
-		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance,
-			Topics: []*groupv1.OffsetCommitTopic{t}})
-	})
-	if err != nil {
-		return err
-	}
-	return commitRefused(resp)
-}
-
-// commitRefused returns the first partition an OffsetCommit answer
-// refused, as an error with its code: a commit can fail partition by
-// partition with the call itself succeeding.
-func commitRefused(resp *groupv1.OffsetCommitResponse) error {
-	for _, rt := range resp.GetTopics() {
-		for _, p := range rt.GetPartitions() {
-			if code := kerr.Code(p.GetErrorCode()); code != kerr.None {
-				return kerr.New(code, "commit of %s-%d", rt.GetName(), p.GetPartition())
-			}
-		}
-	}
-	return nil
-}
-
 // commitOffset commits topic's partition 0 for group from outside (no
 // member, generation -1) and fails the test unless it is stored. A
 // partition answered UNKNOWN_TOPIC_OR_PARTITION is committed again: the
@@ -118,64 +51,11 @@ func (g Groups) commitOffset(group, topic string, offset int64) {
 	})
 }
 
-func (g Groups) fetch(group string) map[int32]int64 {
-	g.C.T.Helper()
-	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
-		return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group})
-	})
-	if err != nil {
-		g.C.T.Fatalf("offset fetch %s: %v", group, err)
-	}
-	out := map[int32]int64{}
-	for _, t := range resp.GetTopics() {
-		for _, p := range t.GetPartitions() {
-			if p.GetCommittedOffset() >= 0 {
-				out[p.GetPartition()] = p.GetCommittedOffset()
-			}
-		}
-	}
-	return out
-}
-
-func (g Groups) heartbeat(group string, gen int32, member, instance string) error {
-	_, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.HeartbeatResponse, error) {
-		return api.Heartbeat(ctx, &groupv1.HeartbeatRequest{GroupId: group, GenerationId: gen, MemberId: member, GroupInstanceId: instance})
-	})
-	return err
-}
-
-func (g Groups) describe(group string) *groupv1.DescribedGroup {
-	g.C.T.Helper()
-	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DescribeGroupsResponse, error) {
-		r, err := api.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
-		if err == nil && r.GetGroups()[0].GetErrorCode() != 0 {
-			return r, kerr.New(kerr.Code(r.GetGroups()[0].GetErrorCode()), "describe")
-		}
-		return r, err
-	})
-	if err != nil {
-		g.C.T.Fatalf("describe %s: %v", group, err)
-	}
-	return resp.GetGroups()[0]
-}
-
 func wantCode(t *testing.T, what string, err error, want kerr.Code) {
 	t.Helper()
 	if got := kerr.CodeOf(err); got != want {
 		t.Fatalf("%s: got %v, want %s", what, err, want)
 	}
-}
-
-func sameOffsets(a, b map[int32]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // A commit is written with acks=all to the group's __consumer_offsets
@@ -188,44 +68,44 @@ func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 3, 3, nil)
 	g := Groups{c}
-	j := g.join("billing", "", 10*time.Second)
+	j := g.Join("billing", "", 10*time.Second)
 	if j.GetGenerationId() != 1 || j.GetLeader() != j.GetMemberId() || len(j.GetMembers()) != 1 {
 		t.Fatalf("join answer %v", j)
 	}
-	g.syncAlone("billing", j, "")
+	g.SyncAlone("billing", j, "")
 	want := map[int32]int64{0: 10, 1: 20, 2: 30}
-	if err := g.commit("billing", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+	if err := g.Commit("billing", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	if got := g.fetch("billing"); !sameOffsets(got, want) {
+	if got := g.Fetch("billing"); !SameOffsets(got, want) {
 		t.Fatalf("fetched %v, want %v", got, want)
 	}
 
-	old := g.coordinator("billing")
+	old := g.Coordinator("billing")
 	c.CrashBroker(old)
-	next := g.coordinator("billing")
+	next := g.Coordinator("billing")
 	if next == old {
 		t.Fatalf("coordinator still %d after its crash", old)
 	}
-	if got := g.fetch("billing"); !sameOffsets(got, want) {
+	if got := g.Fetch("billing"); !SameOffsets(got, want) {
 		t.Fatalf("after the coordinator's crash fetched %v, want %v", got, want)
 	}
-	if err := g.heartbeat("billing", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
+	if err := g.Heartbeat("billing", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
 		t.Fatalf("the member's heartbeat on the new coordinator: %v", err)
 	}
 	want[1] = 21
-	if err := g.commit("billing", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+	if err := g.Commit("billing", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
 		t.Fatalf("commit on the new coordinator: %v", err)
 	}
 	c.StartBroker(old)
 
 	// Two restarts of the coordinator in quick succession.
 	for i := 0; i < 2; i++ {
-		id := g.coordinator("billing")
+		id := g.Coordinator("billing")
 		c.CrashBroker(id)
 		c.StartBroker(id)
 	}
-	if got := g.fetch("billing"); !sameOffsets(got, want) {
+	if got := g.Fetch("billing"); !SameOffsets(got, want) {
 		t.Fatalf("after two quick restarts fetched %v, want %v", got, want)
 	}
 	// The cluster is whole again: every offsets partition has a leader and
@@ -250,24 +130,24 @@ func TestGroupFencing(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 1, 3, nil)
 	g := Groups{c}
-	j := g.join("fenced", "i-1", 10*time.Second)
-	g.syncAlone("fenced", j, "i-1")
+	j := g.Join("fenced", "i-1", 10*time.Second)
+	g.SyncAlone("fenced", j, "i-1")
 	gen, member := j.GetGenerationId(), j.GetMemberId()
 
-	wantCode(t, "commit with a stale generation", g.commit("fenced", gen-1, member, "i-1", map[int32]int64{0: 1}), kerr.IllegalGeneration)
-	wantCode(t, "commit from an unknown member", g.commit("fenced", gen, "nobody", "", map[int32]int64{0: 1}), kerr.UnknownMemberID)
-	wantCode(t, "commit from outside the group while it has members", g.commit("fenced", -1, "", "", map[int32]int64{0: 1}), kerr.UnknownMemberID)
-	wantCode(t, "heartbeat with a stale generation", g.heartbeat("fenced", gen+1, member, "i-1"), kerr.IllegalGeneration)
+	wantCode(t, "commit with a stale generation", g.Commit("fenced", gen-1, member, "i-1", map[int32]int64{0: 1}), kerr.IllegalGeneration)
+	wantCode(t, "commit from an unknown member", g.Commit("fenced", gen, "nobody", "", map[int32]int64{0: 1}), kerr.UnknownMemberID)
+	wantCode(t, "commit from outside the group while it has members", g.Commit("fenced", -1, "", "", map[int32]int64{0: 1}), kerr.UnknownMemberID)
+	wantCode(t, "heartbeat with a stale generation", g.Heartbeat("fenced", gen+1, member, "i-1"), kerr.IllegalGeneration)
 
 	// The same instance restarts: no member id, same protocols.
-	again := g.join("fenced", "i-1", 10*time.Second)
+	again := g.Join("fenced", "i-1", 10*time.Second)
 	if again.GetMemberId() == member || again.GetGenerationId() != gen {
 		t.Fatalf("static rejoin: member %q generation %d, want a new member id in generation %d", again.GetMemberId(), again.GetGenerationId(), gen)
 	}
 	if !again.GetSkipAssignment() {
 		t.Fatal("the static leader rejoining a stable group must be told to skip the assignment")
 	}
-	d := g.describe("fenced")
+	d := g.Describe("fenced")
 	if d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 1 {
 		t.Fatalf("after the static rejoin: %v", d)
 	}
@@ -275,15 +155,15 @@ func TestGroupFencing(t *testing.T) {
 		m.GetClientHost() != "/127.0.0.1" || string(m.GetMemberAssignment()) != "all" || d.GetCoordinator().GetAddress() == "" {
 		t.Fatalf("described member %v of %v", m, d)
 	}
-	wantCode(t, "the replaced member's commit", g.commit("fenced", gen, member, "i-1", map[int32]int64{0: 1}), kerr.FencedInstanceID)
-	wantCode(t, "the replaced member's heartbeat", g.heartbeat("fenced", gen, member, "i-1"), kerr.FencedInstanceID)
-	if err := g.commit("fenced", gen, again.GetMemberId(), "i-1", map[int32]int64{0: 7}); err != nil {
+	wantCode(t, "the replaced member's commit", g.Commit("fenced", gen, member, "i-1", map[int32]int64{0: 1}), kerr.FencedInstanceID)
+	wantCode(t, "the replaced member's heartbeat", g.Heartbeat("fenced", gen, member, "i-1"), kerr.FencedInstanceID)
+	if err := g.Commit("fenced", gen, again.GetMemberId(), "i-1", map[int32]int64{0: 7}); err != nil {
 		t.Fatalf("the new member's commit: %v", err)
 	}
 
 	// A broker that does not coordinate the group says so and names the
 	// coordinator.
-	coord := g.coordinator("fenced")
+	coord := g.Coordinator("fenced")
 	for id := int32(1); id <= 3; id++ {
 		if id == coord {
 			continue
@@ -306,10 +186,10 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	const session = 1500 * time.Millisecond
 	req := func(member string) *groupv1.JoinGroupRequest {
 		return &groupv1.JoinGroupRequest{GroupId: "pair", SessionTimeoutMs: int32(session.Milliseconds()), MemberId: member,
-			ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"}
+			ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "test"}
 	}
-	first := g.join("pair", "", session)
-	g.syncAlone("pair", first, "")
+	first := g.Join("pair", "", session)
+	g.SyncAlone("pair", first, "")
 
 	// A second member joins: the first learns of the rebalance from its
 	// heartbeat and rejoins; both get generation 2.
@@ -319,7 +199,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	}
 	secondCh := make(chan joined, 1)
 	go func() {
-		api := g.on(g.coordinator("pair"))
+		api := g.on(g.Coordinator("pair"))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_, err := api.JoinGroup(ctx, req(""))
@@ -332,9 +212,9 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 		secondCh <- joined{r, err}
 	}()
 	c.WaitFor(10*time.Second, "the first member to see the rebalance", func() bool {
-		return kerr.CodeOf(g.heartbeat("pair", first.GetGenerationId(), first.GetMemberId(), "")) == kerr.RebalanceInProgress
+		return kerr.CodeOf(g.Heartbeat("pair", first.GetGenerationId(), first.GetMemberId(), "")) == kerr.RebalanceInProgress
 	})
-	rejoin, err := g.on(g.coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
+	rejoin, err := g.on(g.Coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
 	if err != nil {
 		t.Fatalf("first member's rejoin: %v", err)
 	}
@@ -353,7 +233,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	for _, m := range leader.GetMembers() {
 		assign = append(assign, &groupv1.SyncGroupAssignment{MemberId: m.GetMemberId(), Assignment: []byte(m.GetMemberId())})
 	}
-	if _, err := g.on(g.coordinator("pair")).SyncGroup(context.Background(), &groupv1.SyncGroupRequest{GroupId: "pair", GenerationId: 2,
+	if _, err := g.on(g.Coordinator("pair")).SyncGroup(context.Background(), &groupv1.SyncGroupRequest{GroupId: "pair", GenerationId: 2,
 		MemberId: leader.GetMemberId(), Assignments: assign}); err != nil {
 		t.Fatalf("leader sync: %v", err)
 	}
@@ -363,7 +243,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	gapEnd := time.Now().Add(3 * session)
 	sawRebalance := false
 	for time.Now().Before(gapEnd) && !sawRebalance {
-		err := g.heartbeat("pair", 2, first.GetMemberId(), "")
+		err := g.Heartbeat("pair", 2, first.GetMemberId(), "")
 		switch kerr.CodeOf(err) {
 		case kerr.None:
 		case kerr.RebalanceInProgress:
@@ -376,25 +256,25 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	if !sawRebalance {
 		t.Fatal("the silent member's session ended without a rebalance")
 	}
-	alone, err := g.on(g.coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
+	alone, err := g.on(g.Coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
 	if err != nil {
 		t.Fatalf("rejoin after the silent member left: %v", err)
 	}
 	if alone.GetGenerationId() != 3 || len(alone.GetMembers()) != 1 || alone.GetMembers()[0].GetMemberId() != first.GetMemberId() {
 		t.Fatalf("generation 3: %v", alone)
 	}
-	g.syncAlone("pair", alone, "")
+	g.SyncAlone("pair", alone, "")
 
 	// Quiet: heartbeats only, for several sessions. Nothing expires, no
 	// rebalance.
 	quietEnd := time.Now().Add(3 * session)
 	for time.Now().Before(quietEnd) {
-		if err := g.heartbeat("pair", 3, first.GetMemberId(), ""); err != nil {
+		if err := g.Heartbeat("pair", 3, first.GetMemberId(), ""); err != nil {
 			t.Fatalf("heartbeat in a quiet group: %v", err)
 		}
 		time.Sleep(session / 5)
 	}
-	if d := g.describe("pair"); d.GetGroupState() != "Stable" || d.GetGenerationId() != 3 || len(d.GetMembers()) != 1 {
+	if d := g.Describe("pair"); d.GetGroupState() != "Stable" || d.GetGenerationId() != 3 || len(d.GetMembers()) != 1 {
 		t.Fatalf("after the quiet gap: %v", d)
 	}
 }
@@ -405,7 +285,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 func TestOffsetsTopicIsProtected(t *testing.T) {
 	c := startGroupCluster(t)
 	g := Groups{c}
-	g.coordinator("any")
+	g.Coordinator("any")
 	ctx := context.Background()
 	resp, err := c.Admin().DescribeConfigs(ctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{{
 		Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, Name: topicconfig.OffsetsTopic}}})
@@ -453,10 +333,10 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 		"group.min.session.timeout.ms": "100", "group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100"}})
 	c.CreateTopic("orders", 2, 3, nil)
 	g := Groups{c}
-	j := g.join("doomed", "", 10*time.Second)
-	g.syncAlone("doomed", j, "")
+	j := g.Join("doomed", "", 10*time.Second)
+	g.SyncAlone("doomed", j, "")
 	for i := int64(1); i <= 20; i++ {
-		if err := g.commit("doomed", j.GetGenerationId(), j.GetMemberId(), "", map[int32]int64{0: i, 1: i}); err != nil {
+		if err := g.Commit("doomed", j.GetGenerationId(), j.GetMemberId(), "", map[int32]int64{0: i, 1: i}); err != nil {
 			t.Fatalf("commit: %v", err)
 		}
 	}
@@ -483,11 +363,11 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 	if code := del(); code != kerr.GroupIDNotFound {
 		t.Fatalf("second delete: %s", code)
 	}
-	if got := g.fetch("doomed"); len(got) != 0 {
+	if got := g.Fetch("doomed"); len(got) != 0 {
 		t.Fatalf("offsets after delete: %v", got)
 	}
 
-	coord := g.coordinator("doomed")
+	coord := g.Coordinator("doomed")
 	if n := countGroupRecords(t, c, coord, "doomed"); n < 40+3 {
 		t.Fatalf("the log holds %d records of the deleted group, want its 40 commits and 3 tombstones", n)
 	}
@@ -510,10 +390,10 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 	}
 	// Roll the active segment past the tombstones with another group's
 	// commits (the cleaner never touches the active segment).
-	other := g.join("filler", "", 10*time.Second)
-	g.syncAlone("filler", other, "")
+	other := g.Join("filler", "", 10*time.Second)
+	g.SyncAlone("filler", other, "")
 	c.WaitFor(60*time.Second, "the cleaner to remove the deleted group's records", func() bool {
-		_ = g.commit("filler", other.GetGenerationId(), other.GetMemberId(), "", map[int32]int64{0: time.Now().UnixNano()})
+		_ = g.Commit("filler", other.GetGenerationId(), other.GetMemberId(), "", map[int32]int64{0: time.Now().UnixNano()})
 		for _, id := range []int32{coord} {
 			if n := countGroupRecords(t, c, id, "doomed"); n != 0 {
 				return false
@@ -564,11 +444,11 @@ func TestGroupMetrics(t *testing.T) {
 		}
 	}
 	g := Groups{c}
-	if err := g.commit("lagging", -1, "", "", map[int32]int64{0: 2}); err != nil {
+	if err := g.Commit("lagging", -1, "", "", map[int32]int64{0: 2}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	j := g.join("busy", "", 10*time.Second)
-	g.syncAlone("busy", j, "")
+	j := g.Join("busy", "", 10*time.Second)
+	g.SyncAlone("busy", j, "")
 	metric := func(id int32, series string) (float64, bool) {
 		resp, err := http.Get("http://" + c.Broker(id).MetricsAddr() + "/metrics")
 		if err != nil {
@@ -584,12 +464,12 @@ func TestGroupMetrics(t *testing.T) {
 		}
 		return 0, false
 	}
-	lagging := g.coordinator("lagging")
+	lagging := g.Coordinator("lagging")
 	c.WaitFor(10*time.Second, "the lag metric", func() bool {
 		v, ok := metric(lagging, `tidemark_group_lag{group="lagging",partition="0",topic="orders"}`)
 		return ok && v == 3
 	})
-	if v, ok := metric(g.coordinator("busy"), `tidemark_group_members{group="busy"}`); !ok || v != 1 {
+	if v, ok := metric(g.Coordinator("busy"), `tidemark_group_members{group="busy"}`); !ok || v != 1 {
 		t.Fatalf("members of busy: %v %v", v, ok)
 	}
 	if v, ok := metric(lagging, `tidemark_groups{state="Empty"}`); !ok || v < 1 {
@@ -603,10 +483,10 @@ func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
 	c := Start(t, Options{Brokers: 1, AdjustController: OffsetsPartitions(2), BrokerSettings: GroupSettings})
 	c.CreateTopic("orders", 1, 1, nil)
 	g := Groups{c}
-	if err := g.commit("solo", -1, "", "", map[int32]int64{0: 1}); err != nil {
+	if err := g.Commit("solo", -1, "", "", map[int32]int64{0: 1}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	if got := g.fetch("solo"); !sameOffsets(got, map[int32]int64{0: 1}) {
+	if got := g.Fetch("solo"); !SameOffsets(got, map[int32]int64{0: 1}) {
 		t.Fatalf("fetched %v", got)
 	}
 	resp, err := c.Admin().DescribeConfigs(context.Background(), &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{{
@@ -632,7 +512,7 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 1, 3, nil)
 	g := Groups{c}
-	g.coordinator("steady")
+	g.Coordinator("steady")
 	var acked, attempted atomic.Int64
 	stop := make(chan struct{})
 	done := make(chan error, 1)
@@ -679,7 +559,7 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 		}
 	}()
 	c.WaitFor(10*time.Second, "some commits", func() bool { return acked.Load() >= 20 })
-	victim := g.coordinator("steady")
+	victim := g.Coordinator("steady")
 	c.CrashBroker(victim)
 	before := acked.Load()
 	c.WaitFor(30*time.Second, "commits at the new coordinator", func() bool { return acked.Load() >= before+20 })
@@ -687,11 +567,11 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("committer: %v", err)
 	}
-	got := g.fetch("steady")[0]
+	got := g.Fetch("steady")[0]
 	if got < acked.Load() || got > attempted.Load() {
 		t.Fatalf("fetched offset %d; acknowledged up to %d, attempted up to %d", got, acked.Load(), attempted.Load())
 	}
-	if next := g.coordinator("steady"); next == victim {
+	if next := g.Coordinator("steady"); next == victim {
 		t.Fatalf("the crashed broker %d still coordinates", victim)
 	}
 	c.StartBroker(victim)
@@ -707,9 +587,9 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 	c := startGroupCluster(t)
 	g := Groups{c}
 	const session = 20 * time.Second
-	first := g.join("busy", "", session)
-	g.syncAlone("busy", first, "")
-	coord := g.coordinator("busy")
+	first := g.Join("busy", "", session)
+	g.SyncAlone("busy", first, "")
+	coord := g.Coordinator("busy")
 	api := g.on(coord)
 	type joined struct {
 		r   *groupv1.JoinGroupResponse
@@ -720,7 +600,7 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		req := &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: int32(session.Milliseconds()), RebalanceTimeoutMs: 30000,
-			ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"}
+			ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "test"}
 		_, err := api.JoinGroup(ctx, req)
 		if e := kerr.FromStatus(err); e == nil || e.Code != kerr.MemberIDRequired {
 			second <- joined{nil, err}
@@ -731,7 +611,7 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 		second <- joined{r, err}
 	}()
 	c.WaitFor(10*time.Second, "the first member to see the rebalance", func() bool {
-		return kerr.CodeOf(g.heartbeat("busy", first.GetGenerationId(), first.GetMemberId(), "")) == kerr.RebalanceInProgress
+		return kerr.CodeOf(g.Heartbeat("busy", first.GetGenerationId(), first.GetMemberId(), "")) == kerr.RebalanceInProgress
 	})
 
 	// Every offsets partition has three replicas: the coordinator's lose a
@@ -766,11 +646,11 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 		t.Fatalf("the parked join ended after the ISR shrink: %v, %v", j.r, j.err)
 	default:
 	}
-	if err := g.heartbeat("busy", first.GetGenerationId(), first.GetMemberId(), ""); kerr.CodeOf(err) != kerr.RebalanceInProgress {
+	if err := g.Heartbeat("busy", first.GetGenerationId(), first.GetMemberId(), ""); kerr.CodeOf(err) != kerr.RebalanceInProgress {
 		t.Fatalf("the first member's heartbeat after the ISR shrink: %v, want REBALANCE_IN_PROGRESS (the rebalance goes on)", err)
 	}
 	rejoin, err := api.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: int32(session.Milliseconds()),
-		MemberId: first.GetMemberId(), ProtocolType: "consumer", Protocols: rangeProtocol, ClientId: "test"})
+		MemberId: first.GetMemberId(), ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "test"})
 	if err != nil || rejoin.GetGenerationId() != 2 {
 		t.Fatalf("the first member's rejoin: %v, %v; want generation 2", rejoin, err)
 	}
@@ -814,7 +694,7 @@ func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T
 		cfg.OffsetsTopicNumPartitions, cfg.OffsetsTopicReplicationFactor = 1, 1 // nobody else can load it
 	}})
 	g := Groups{c}
-	coord := g.coordinator("reader")
+	coord := g.Coordinator("reader")
 	other := int32(3) - coord
 	// The topics live on the other broker, which stays up.
 	create := func(name string) {
@@ -877,8 +757,8 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 	g := Groups{c}
 	// The coordinator must have loaded its __consumer_offsets partition
 	// before its controller link is cut, or it never learns it leads one.
-	g.fetch("reader")
-	coord := g.coordinator("reader")
+	g.Fetch("reader")
+	coord := g.Coordinator("reader")
 	ctrl, _ := c.ActiveController()
 	// The coordinator hears nothing of the new topic, which lives on the
 	// other two brokers, until the link heals.
@@ -905,13 +785,13 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 	if code := kerr.Code(refused.GetTopics()[0].GetPartitions()[0].GetErrorCode()); code != kerr.UnknownTopicOrPartition {
 		t.Fatalf("a commit of a topic the coordinator does not know yet: %v, want UNKNOWN_TOPIC_OR_PARTITION", code)
 	}
-	if got := g.fetch("reader"); len(got) != 0 {
+	if got := g.Fetch("reader"); len(got) != 0 {
 		t.Fatalf("offsets %v after a refused commit, want none", got)
 	}
 	heal := time.AfterFunc(300*time.Millisecond, func() { c.Net.Heal(ControllerName(ctrl), BrokerName(coord)) })
 	defer heal.Stop()
 	g.commitOffset("reader", "kept", 7)
-	if got := g.fetch("reader"); got[0] != 7 {
+	if got := g.Fetch("reader"); got[0] != 7 {
 		t.Fatalf("offsets %v, want kept's 7", got)
 	}
 }

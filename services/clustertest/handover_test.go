@@ -29,7 +29,7 @@ func TestPreferredElectionsLoseNoAcks1Write(t *testing.T) {
 	for k := range moves {
 		reps := c.Partition("handover", 0).GetReplicas()
 		next := append(slices.Clone(reps[1:]), reps[0])
-		reassign(t, c, "handover", map[int32][]int32{0: next})
+		Reassign(t, c, "handover", map[int32][]int32{0: next})
 		c.WaitFor(10*time.Second, "the new replica order", func() bool {
 			return slices.Equal(c.Partition("handover", 0).GetReplicas(), next)
 		})
@@ -174,7 +174,7 @@ func TestReassignmentOffTheLeaderLosesNoAcks1Write(t *testing.T) {
 				target = append(target, id)
 			}
 		}
-		reassign(t, c, "moving-off", map[int32][]int32{0: target})
+		Reassign(t, c, "moving-off", map[int32][]int32{0: target})
 		c.WaitFor(20*time.Second, fmt.Sprintf("move %d: off broker %d", k, leader), func() bool {
 			p := c.Partition("moving-off", 0)
 			return slices.Equal(p.GetReplicas(), target) && p.GetLeader() != leader && p.GetLeader() > 0

@@ -1,43 +1,14 @@
 package clustertest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-type obsLogBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *obsLogBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *obsLogBuf) lines(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		ok := line != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // A replica that comes back after an unclean election truncates records
 // it had as committed (below its high watermark): acknowledged data is
@@ -80,21 +51,21 @@ func TestTruncationBelowTheHWIsAWarning(t *testing.T) {
 	if _, err := c.Produce(ctx, "cut", 0, -1, "b1"); err != nil {
 		t.Fatal(err)
 	}
-	logs := &obsLogBuf{}
+	logs := &LogBuf{}
 	c.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c.StartBroker(other)
 	deadline := time.Now().Add(15 * time.Second)
 	for !slices.Equal(c.Values(other, "cut", 0), []string{"a0", "b1"}) {
 		if time.Now().After(deadline) {
 			pd := c.Partition("cut", 0)
-			t.Fatalf("returning replica's log %v (leader's %v); partition %v; logs:\n%s", c.Values(other, "cut", 0), c.Values(lagging, "cut", 0), pd, strings.Join(logs.lines(), "\n"))
+			t.Fatalf("returning replica's log %v (leader's %v); partition %v; logs:\n%s", c.Values(other, "cut", 0), c.Values(lagging, "cut", 0), pd, strings.Join(logs.Lines(), "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, l := range logs.lines("Truncat") {
+	for _, l := range logs.Lines("Truncat") {
 		t.Logf("log: %s", l)
 	}
-	if len(logs.lines("level=WARN", "Truncat", "high watermark")) == 0 && len(logs.lines("level=ERROR", "Truncat", "high watermark")) == 0 {
+	if len(logs.Lines("level=WARN", "Truncat", "high watermark")) == 0 && len(logs.Lines("level=ERROR", "Truncat", "high watermark")) == 0 {
 		t.Fatalf("broker %d truncated committed records (offsets 1-5, below its HW 6) with no warning naming the high watermark", other)
 	}
 }

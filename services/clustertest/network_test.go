@@ -35,5 +35,5 @@ func TestFollowerLossyThenPartitionedThenHealed(t *testing.T) {
 		return slices.Contains(c.Partition("net", 0).GetIsr(), follower)
 	})
 	acked := p.finish(t)
-	assertAllPresent(t, acked, c.SameLogs("net", 0, pd.GetReplicas()...))
+	AssertAllPresent(t, acked, c.SameLogs("net", 0, pd.GetReplicas()...))
 }

@@ -95,7 +95,7 @@ func TestFollowerThatDroppedItsPagesLeadsWithEveryRecord(t *testing.T) {
 	if !whole() {
 		t.Fatalf("after a quiet spell: ISR %v, or a replica's HW is not its LEO", c.Partition("drop", 0).GetIsr())
 	}
-	assertAllPresent(t, acked, c.SameLogs("drop", 0, reps...))
+	AssertAllPresent(t, acked, c.SameLogs("drop", 0, reps...))
 }
 
 // consumeAll reads the partition from offset 0 to its high watermark from

@@ -171,7 +171,7 @@ func TestProduceStreamRefusesStructuredRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := st.Send(&brokerv1.ProduceStreamRequest{CorrelationId: 1, Request: &brokerv1.ProduceRequest{Topic: "t", Acks: 1,
-		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("v")}}}}); err != nil {
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record("v")}}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = st.Recv()

@@ -109,7 +109,7 @@ func TestConsoleViewsFollowDeltaReports(t *testing.T) {
 		return showsPositions(views.of("views", 0), []int32{1, 2, 3}, 8)
 	})
 
-	reassign(t, c, "views", map[int32][]int32{0: {1, 2, 4}})
+	Reassign(t, c, "views", map[int32][]int32{0: {1, 2, 4}})
 	c.WaitFor(20*time.Second, "views-0 moved to 1, 2, 4 in the console", func() bool {
 		return SettledOn(c, "views", 0, []int32{1, 2, 4}) && showsPositions(views.of("views", 0), []int32{1, 2, 4}, 8)
 	})

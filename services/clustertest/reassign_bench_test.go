@@ -42,7 +42,7 @@ func benchThrottle(b *testing.B, limit int, brokerID, rateKey, listKey, list str
 			b.Fatal(err)
 		}
 		Throttle(b, c, "thr", brokerID, rateKey, strconv.Itoa(limit), listKey, list)
-		reassign(b, c, "thr", map[int32][]int32{0: {1, 2, 3}})
+		Reassign(b, c, "thr", map[int32][]int32{0: {1, 2, 3}})
 		size := func() int64 {
 			n, _ := c.Broker(3).ReplicaSizeBytes("thr", 0)
 			return n

@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -96,40 +95,6 @@ func (w *moveWriter) finish(t *testing.T) map[int32]map[int64]string {
 	return w.acked
 }
 
-// reassign asks for targets (nil: cancel) and fails on any refusal.
-func reassign(t testing.TB, c *Cluster, topic string, targets map[int32][]int32) {
-	t.Helper()
-	req := &adminv1.AlterPartitionReassignmentsRequest{}
-	for _, p := range slices.Sorted(maps.Keys(targets)) {
-		req.Partitions = append(req.Partitions, &adminv1.ReassignablePartition{Topic: topic, Partition: p, Replicas: targets[p]})
-	}
-	resp, err := c.Admin().AlterPartitionReassignments(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resp.GetResults() {
-		if r.GetErrorCode() != 0 {
-			t.Fatalf("reassign %s-%d: %s %s", r.GetTopic(), r.GetPartition(), r.GetErrorCode(), r.GetErrorMessage())
-		}
-	}
-}
-
-// produceAcked writes n values v0, v1, ... to partition 0 of topic with
-// acks=all, one at a time, and returns them by offset.
-func produceAcked(t *testing.T, c *Cluster, topic string, n int) map[int64]string {
-	t.Helper()
-	acked := map[int64]string{}
-	for i := range n {
-		v := fmt.Sprintf("v%d", i)
-		off, err := c.Produce(context.Background(), topic, 0, -1, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked[off] = v
-	}
-	return acked
-}
-
 // A 3-partition RF 3 topic moves from brokers 1,2,3 to 2,3,4 under an
 // idempotent acks=all producer: nothing fails or is lost, replicas and ISR
 // end as the target (partition 0's leader, broker 1, has to move), broker
@@ -143,7 +108,7 @@ func TestReassignWhileProducing(t *testing.T) {
 
 	w := startMoveWriter(t, c, "move", 3)
 	c.WaitFor(20*time.Second, "writes before the move", func() bool { return w.count() >= 300 })
-	reassign(t, c, "move", to)
+	Reassign(t, c, "move", to)
 	for p, want := range to {
 		c.WaitFor(30*time.Second, fmt.Sprintf("move-%d on %v", p, want), func() bool { return SettledOn(c, "move", p, want) })
 	}
@@ -194,7 +159,7 @@ func TestReassignmentFinishesAfterControllerFailover(t *testing.T) {
 	for _, id := range []int32{1, 2, 3} {
 		c.Net.Partition(BrokerName(4), BrokerName(id))
 	}
-	reassign(t, c, "fo", map[int32][]int32{0: {2, 3, 4}})
+	Reassign(t, c, "fo", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(10*time.Second, "broker 4 to host fo-0", func() bool {
 		_, _, ok := c.Broker(4).ReplicaOffsets("fo", 0)
 		return ok
@@ -236,7 +201,7 @@ func TestCancelReassignmentDuringCatchUp(t *testing.T) {
 	}
 	// 200 bytes/s into broker 4 for cx-0: the copy takes minutes.
 	Throttle(t, c, "cx", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
-	reassign(t, c, "cx", map[int32][]int32{0: {2, 3, 4}})
+	Reassign(t, c, "cx", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("cx", 0)
 		return ok && leo > 0
@@ -254,7 +219,7 @@ func TestCancelReassignmentDuringCatchUp(t *testing.T) {
 	if _, leo, _ := c.Broker(4).ReplicaOffsets("cx", 0); leo >= 400 {
 		t.Fatalf("broker 4 caught up before the cancel (LEO %d)", leo)
 	}
-	reassign(t, c, "cx", map[int32][]int32{0: nil})
+	Reassign(t, c, "cx", map[int32][]int32{0: nil})
 	// As in Kafka, the original replicas come back in the order they had
 	// in the moving replica set (target first): RS 2,3,4,1 less 4.
 	c.WaitFor(10*time.Second, "cx-0 back on 2,3,1", func() bool { return SettledOn(c, "cx", 0, []int32{2, 3, 1}) })
@@ -357,7 +322,7 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 		acked[off] = v
 	}
 	Throttle(t, c, "pz", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
-	reassign(t, c, "pz", map[int32][]int32{0: {2, 3, 4}})
+	Reassign(t, c, "pz", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("pz", 0)
 		return ok && leo > 0
@@ -400,11 +365,11 @@ func TestReassignmentFinishesAfterControllerPause(t *testing.T) {
 func TestReassignmentOffALeaderThatCouldNotYieldCompletesWhileIdle(t *testing.T) {
 	c := Start(t, Options{Brokers: 3})
 	CreateAssigned(t, c, "still", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
-	acked := produceAcked(t, c, "still", 20)
+	acked := ProduceAcked(t, c, "still", 20)
 	c.SameLogs("still", 0, 1, 2, 3)
 	c.Net.Pause(BrokerName(1))
 	c.EtcdLink(1).Pause()
-	reassign(t, c, "still", map[int32][]int32{0: {3, 2}})
+	Reassign(t, c, "still", map[int32][]int32{0: {3, 2}})
 	// Nothing is produced from here on, and broker 1 stays away.
 	c.WaitFor(20*time.Second, "still-0 on 3,2 with broker 1 still away", func() bool { return SettledOn(c, "still", 0, []int32{3, 2}) })
 	CheckWholeAndLive(t, c, "still", 0, []int32{3, 2}, acked)
@@ -423,13 +388,13 @@ func TestReassignmentOffALeaderThatCouldNotYieldCompletesWhileIdle(t *testing.T)
 func TestReassignAwayFromADeadBroker(t *testing.T) {
 	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
 	CreateAssigned(t, c, "dead", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
-	acked := produceAcked(t, c, "dead", 50)
+	acked := ProduceAcked(t, c, "dead", 50)
 	c.SameLogs("dead", 0, 1, 2, 3)
 	c.CrashBroker(3)
 	c.WaitFor(15*time.Second, "broker 3 out of the ISR", func() bool {
 		return !slices.Contains(c.Partition("dead", 0).GetIsr(), 3)
 	})
-	reassign(t, c, "dead", map[int32][]int32{0: {1, 2, 4}})
+	Reassign(t, c, "dead", map[int32][]int32{0: {1, 2, 4}})
 	c.WaitFor(20*time.Second, "dead-0 on 1,2,4", func() bool { return SettledOn(c, "dead", 0, []int32{1, 2, 4}) })
 	CheckWholeAndLive(t, c, "dead", 0, []int32{1, 2, 4}, acked)
 	c.WaitFor(10*time.Second, "broker 3 no longer listed", func() bool {
@@ -466,7 +431,7 @@ func TestDeleteTopicDuringReassignment(t *testing.T) {
 		}
 	}
 	Throttle(t, c, "del", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
-	reassign(t, c, "del", map[int32][]int32{0: {2, 3, 4}})
+	Reassign(t, c, "del", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("del", 0)
 		return ok && leo > 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 )
 
 // Replicas in tests: what each broker's replica of a partition holds, and
@@ -256,4 +258,111 @@ func Throttle(t testing.TB, c *Cluster, topic, brokerID, rateKey, rate, listKey,
 			t.Fatalf("alter configs: %s", r.GetErrorMessage())
 		}
 	}
+}
+
+// AssertAllPresent fails the test unless every acknowledged value is in
+// log.
+func AssertAllPresent(t testing.TB, acked, log []string) {
+	t.Helper()
+	have := map[string]bool{}
+	for _, v := range log {
+		have[v] = true
+	}
+	for _, v := range acked {
+		if !have[v] {
+			t.Fatalf("acknowledged record %s is missing from the log", v)
+		}
+	}
+}
+
+// Reassign asks for targets (nil: cancel) and fails on any refusal.
+func Reassign(t testing.TB, c *Cluster, topic string, targets map[int32][]int32) {
+	t.Helper()
+	req := &adminv1.AlterPartitionReassignmentsRequest{}
+	for _, p := range slices.Sorted(maps.Keys(targets)) {
+		req.Partitions = append(req.Partitions, &adminv1.ReassignablePartition{Topic: topic, Partition: p, Replicas: targets[p]})
+	}
+	resp, err := c.Admin().AlterPartitionReassignments(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.GetResults() {
+		if r.GetErrorCode() != 0 {
+			t.Fatalf("reassign %s-%d: %s %s", r.GetTopic(), r.GetPartition(), r.GetErrorCode(), r.GetErrorMessage())
+		}
+	}
+}
+
+// ProduceAcked writes n values v0, v1, ... to partition 0 of topic with
+// acks=all, one at a time, and returns them by offset.
+func ProduceAcked(t *testing.T, c *Cluster, topic string, n int) map[int64]string {
+	t.Helper()
+	acked := map[int64]string{}
+	for i := range n {
+		v := fmt.Sprintf("v%d", i)
+		off, err := c.Produce(context.Background(), topic, 0, -1, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[off] = v
+	}
+	return acked
+}
+
+// DescribeAll waits for the active controller to describe topic and
+// returns its partitions by number.
+func (c *Cluster) DescribeAll(topic string, timeout time.Duration) map[int32]*adminv1.PartitionDescription {
+	c.T.Helper()
+	var out map[int32]*adminv1.PartitionDescription
+	c.WaitFor(timeout, "the active controller to describe "+topic, func() bool {
+		resp, err := c.Admin().DescribeTopics(context.Background(), &adminv1.DescribeTopicsRequest{Topics: []string{topic}})
+		if err != nil || len(resp.GetTopics()) == 0 {
+			return false
+		}
+		out = map[int32]*adminv1.PartitionDescription{}
+		for _, pd := range resp.GetTopics()[0].GetPartitions() {
+			out[pd.GetPartition()] = pd
+		}
+		return true
+	})
+	return out
+}
+
+// BrokerEpochs are the live brokers' epochs as the active controller has them.
+func (c *Cluster) BrokerEpochs() map[int32]int64 {
+	resp, err := c.Admin().DescribeCluster(context.Background(), &adminv1.DescribeClusterRequest{})
+	if err != nil {
+		return nil
+	}
+	out := map[int32]int64{}
+	for _, b := range resp.GetBrokers() {
+		if b.GetAlive() {
+			out[b.GetNode().GetId()] = b.GetBrokerEpoch()
+		}
+	}
+	return out
+}
+
+// SortedIDs is a sorted copy of ids.
+func SortedIDs(ids []int32) []int32 {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
+}
+
+// Consume reads the partition from the leader as a consumer does (up to the
+// HW), from offset.
+func (c *Cluster) Consume(topic string, p int32, offset int64) []string {
+	c.T.Helper()
+	leader := c.Partition(topic, p).GetLeader()
+	resp, err := c.BrokerClient(leader).Fetch(context.Background(), &brokerv1.FetchRequest{
+		Topic: topic, Partition: p, Offset: offset, CurrentLeaderEpoch: -1})
+	if err != nil {
+		c.T.Fatalf("consumer fetch from broker %d: %v", leader, err)
+	}
+	var out []string
+	for _, r := range resp.GetRecords() {
+		out = append(out, string(r.GetValue()))
+	}
+	return out
 }

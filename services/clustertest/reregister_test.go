@@ -123,14 +123,14 @@ func TestBrokerKeepsTheRegistrationItsLeaseOutlived(t *testing.T) {
 func TestBrokerWhosePartitionsMovedAwayWhileItWasOutIsNotLeftFenced(t *testing.T) {
 	c := Start(t, Options{Brokers: 4})
 	CreateAssigned(t, c, "left", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
-	acked := produceAcked(t, c, "left", 10)
+	acked := ProduceAcked(t, c, "left", 10)
 	c.SameLogs("left", 0, 1, 2, 3)
 	c.EtcdLink(1).Pause()
 	c.WaitFor(15*time.Second, "broker 1's partition led by another", func() bool {
 		l := c.Partition("left", 0).GetLeader()
 		return l > 0 && l != 1
 	})
-	reassign(t, c, "left", map[int32][]int32{0: {2, 3, 4}})
+	Reassign(t, c, "left", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "left-0 on 2,3,4", func() bool { return SettledOn(c, "left", 0, []int32{2, 3, 4}) })
 	if !c.Broker(1).Fenced() {
 		t.Fatal("broker 1, unheard by etcd for over its lease, is not fenced")

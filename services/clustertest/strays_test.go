@@ -191,7 +191,7 @@ func TestQuietClientFollowsATopicCreatedAgain(t *testing.T) {
 	// election moves the leader), writing through the client each time so
 	// its cache holds the newest epoch.
 	for i, order := range [][]int32{{2, 3, 1}, {3, 1, 2}} {
-		reassign(t, c, "reborn", map[int32][]int32{0: order})
+		Reassign(t, c, "reborn", map[int32][]int32{0: order})
 		if err := c.ElectPreferred([]history.TP{{Topic: "reborn", Partition: 0}}); err != nil {
 			t.Fatal(err)
 		}

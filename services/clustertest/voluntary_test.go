@@ -162,7 +162,7 @@ func TestLeaderTakesWritesAgainWhenTheControllerDiesMidHandoff(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := c.BrokerClient(leader).Produce(ctx, &brokerv1.ProduceRequest{Topic: "stranded", Partition: 0, Acks: acks, TimeoutMs: 1000,
-			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record(v)}}})
+			Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: Record(v)}}})
 		if err != nil {
 			return kerr.FromStatus(err)
 		}

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -26,12 +27,10 @@ func TestFailingReadReplicaIsAvoidedForAWhile(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: cuts a read replica off")
 	}
-	c := Start(t, Options{Racks: []string{"a", "b", "c"}})
+	c := clustertest.Start(t, clustertest.Options{Racks: []string{"a", "b", "c"}})
 	const topic, replica = "rr-avoided", int32(3)
-	CreateAssigned(t, c, topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
-	c.mu.Lock()
-	replicaAddr := c.brokerCfg[replica].Listen
-	c.mu.Unlock()
+	clustertest.CreateAssigned(t, c, topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	replicaAddr := c.BrokerConfig(replica).Listen
 	var replicaFetches atomic.Int64
 	countReplicaFetches := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -96,7 +95,7 @@ func TestFailingReadReplicaIsAvoidedForAWhile(t *testing.T) {
 	}
 	readsFromReplica(15 * time.Second)
 
-	c.Net.Cut(quietClientApp, BrokerName(replica))
+	c.Net.Cut(quietClientApp, clustertest.BrokerName(replica))
 	replicaFetches.Store(0)
 	const period = 3 * time.Second
 	start, polls := time.Now(), 0
@@ -113,7 +112,7 @@ func TestFailingReadReplicaIsAvoidedForAWhile(t *testing.T) {
 		t.Logf("%d fetches to the cut-off read replica in %v, %d records read from the leader", n, period, polls)
 	}
 
-	c.Net.Heal(quietClientApp, BrokerName(replica))
+	c.Net.Heal(quietClientApp, clustertest.BrokerName(replica))
 	readsFromReplica(30 * time.Second)
 	writeAndRead()
 }

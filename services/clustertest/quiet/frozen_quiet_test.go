@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"tidemark.io/services/clustertest"
 )
 
 // A broker frozen (as by SIGSTOP: every link of it stalls, etcd's too)
@@ -22,7 +24,7 @@ func TestFrozenIdleBrokerRejoinsWithoutTraffic(t *testing.T) {
 	}
 	for _, role := range []string{"leader", "follower"} {
 		t.Run(role, func(t *testing.T) {
-			c := Start(t, Options{Brokers: 3, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+			c := clustertest.Start(t, clustertest.Options{Brokers: 3, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
 			c.CreateTopic("frozen", 1, 3, map[string]string{"min.insync.replicas": "2"})
 			var want []string
 			for i := range 3 {
@@ -44,13 +46,13 @@ func TestFrozenIdleBrokerRejoinsWithoutTraffic(t *testing.T) {
 			epoch := pd.GetLeaderEpoch()
 
 			c.EtcdLink(victim).Pause()
-			c.Net.Pause(BrokerName(victim))
+			c.Net.Pause(clustertest.BrokerName(victim))
 			c.WaitFor(4*c.BrokerConfig(victim).SessionTimeout, "the frozen broker out of the ISR", func() bool {
 				pd := c.Partition("frozen", 0)
 				return pd.GetLeader() > 0 && pd.GetLeader() != victim && !slices.Contains(pd.GetIsr(), victim)
 			})
 			time.Sleep(2 * time.Second) // frozen a while longer, nothing produced
-			c.Net.Resume(BrokerName(victim))
+			c.Net.Resume(clustertest.BrokerName(victim))
 			c.EtcdLink(victim).Resume()
 
 			c.WaitFor(30*time.Second, "the resumed broker back in the ISR with nothing produced", func() bool {

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/clustertest"
 )
 
 // A move's new replica goes away part way through its copy (killed, or
@@ -26,8 +27,8 @@ func TestIdleReassignmentWhoseNewReplicaWasDownAWhileCompletes(t *testing.T) {
 }
 
 func idleReassignmentWithTargetAway(t *testing.T, how string) {
-	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024", "replica.lag.time.max.ms": "1000"}})
-	CreateAssigned(t, c, "stalled", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024", "replica.lag.time.max.ms": "1000"}})
+	clustertest.CreateAssigned(t, c, "stalled", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := map[int64]string{}
 	for i := range 200 {
 		v := fmt.Sprintf("value-%04d", i)
@@ -37,8 +38,8 @@ func idleReassignmentWithTargetAway(t *testing.T, how string) {
 		}
 		acked[off] = v
 	}
-	Throttle(t, c, "stalled", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
-	reassign(t, c, "stalled", map[int32][]int32{0: {2, 3, 4}})
+	clustertest.Throttle(t, c, "stalled", "4", "follower.replication.throttled.rate", "200", "follower.replication.throttled.replicas", "0:4")
+	clustertest.Reassign(t, c, "stalled", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("stalled", 0)
 		return ok && leo > 0
@@ -47,7 +48,7 @@ func idleReassignmentWithTargetAway(t *testing.T, how string) {
 		c.CrashBroker(4)
 	} else {
 		c.EtcdLink(4).Pause()
-		c.Net.Pause(BrokerName(4))
+		c.Net.Pause(clustertest.BrokerName(4))
 	}
 	resp, err := c.Admin().AlterConfigs(context.Background(), &adminv1.AlterConfigsRequest{Resources: []*adminv1.AlterConfigsResource{
 		{Resource: &adminv1.ConfigResource{Type: adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, Name: "4"},
@@ -63,12 +64,12 @@ func idleReassignmentWithTargetAway(t *testing.T, how string) {
 	if how == "killed" {
 		c.StartBroker(4)
 	} else {
-		c.Net.Resume(BrokerName(4))
+		c.Net.Resume(clustertest.BrokerName(4))
 		c.EtcdLink(4).Resume()
 	}
-	c.WaitFor(30*time.Second, "stalled-0 on 2,3,4 with nothing produced", func() bool { return SettledOn(c, "stalled", 0, []int32{2, 3, 4}) })
-	CheckWholeAndLive(t, c, "stalled", 0, []int32{2, 3, 4}, acked)
-	Gone(t, c, 1, "stalled", 0)
+	c.WaitFor(30*time.Second, "stalled-0 on 2,3,4 with nothing produced", func() bool { return clustertest.SettledOn(c, "stalled", 0, []int32{2, 3, 4}) })
+	clustertest.CheckWholeAndLive(t, c, "stalled", 0, []int32{2, 3, 4}, acked)
+	clustertest.Gone(t, c, 1, "stalled", 0)
 	if _, err := c.Produce(context.Background(), "stalled", 0, -1, "after"); err != nil {
 		t.Fatalf("acks=all produce after the move: %v", err)
 	}
@@ -84,18 +85,18 @@ func TestReassignmentsOfANeverWrittenPartitionComplete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves a partition twice")
 	}
-	c := Start(t, Options{Brokers: 6, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
-	CreateAssigned(t, c, "blank", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 6, BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	clustertest.CreateAssigned(t, c, "blank", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	for _, move := range []struct{ from, to []int32 }{{[]int32{1, 2, 3}, []int32{4, 5, 6}}, {[]int32{4, 5, 6}, []int32{3, 1, 2}}} {
-		reassign(t, c, "blank", map[int32][]int32{0: move.to})
-		c.WaitFor(30*time.Second, fmt.Sprintf("blank-0 on %v with nothing written", move.to), func() bool { return SettledOn(c, "blank", 0, move.to) })
+		clustertest.Reassign(t, c, "blank", map[int32][]int32{0: move.to})
+		c.WaitFor(30*time.Second, fmt.Sprintf("blank-0 on %v with nothing written", move.to), func() bool { return clustertest.SettledOn(c, "blank", 0, move.to) })
 		c.WaitSettled(15*time.Second, "blank", 0, move.to)
 		for _, id := range move.from {
 			if !slices.Contains(move.to, id) {
-				Gone(t, c, id, "blank", 0)
+				clustertest.Gone(t, c, id, "blank", 0)
 			}
 		}
 	}
-	acked := produceAcked(t, c, "blank", 3)
-	CheckWholeAndLive(t, c, "blank", 0, []int32{3, 1, 2}, acked)
+	acked := clustertest.ProduceAcked(t, c, "blank", 3)
+	clustertest.CheckWholeAndLive(t, c, "blank", 0, []int32{3, 1, 2}, acked)
 }

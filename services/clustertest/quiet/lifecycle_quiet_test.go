@@ -1,10 +1,12 @@
-package clustertest
+package quiet
 
 import (
 	"context"
 	"testing"
-	"tidemark.io/services/broker"
 	"time"
+
+	"tidemark.io/services/broker"
+	"tidemark.io/services/clustertest"
 )
 
 // A SIGTERM while the active controller is frozen (SIGSTOP: its
@@ -14,7 +16,7 @@ import (
 // stops cleanly, deregistered, within the process's 15 s. Before, the one
 // call held the whole budget and the stop failed.
 func TestControlledShutdownDuringControllerFreeze(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, Controllers: 2, PausableControllers: true})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, Controllers: 2, PausableControllers: true})
 	c.CreateTopic("cs", 1, 3, nil)
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("cs", 0).GetIsr()) == 3 })
 	leader := c.Leader("cs", 0)
@@ -23,10 +25,7 @@ func TestControlledShutdownDuringControllerFreeze(t *testing.T) {
 	defer c.ResumeController(active)
 
 	// As lifecycle.WaitAndStop does on SIGTERM: 15 s for the whole stop.
-	b := c.Broker(leader)
-	c.mu.Lock()
-	delete(c.brokers, leader)
-	c.mu.Unlock()
+	b := c.TakeBroker(leader)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := b.Stop(ctx); err != nil {
@@ -40,7 +39,7 @@ func TestControlledShutdownDuringControllerFreeze(t *testing.T) {
 // again, follow, rejoin the ISR, be unfenced, and every replica must reach
 // HW = LEO without new traffic.
 func TestQuietReturnAfterLostLease(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, Controllers: 2})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, Controllers: 2})
 	c.CreateTopic("quiet", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("quiet", 0).GetIsr()) == 3 })
 	old := c.Leader("quiet", 0)
@@ -78,8 +77,8 @@ func TestQuietReturnAfterLostLease(t *testing.T) {
 // TTL) and returns; nothing is produced afterwards. It must lead again,
 // unfenced, with HW = LEO.
 func TestQuietReturnOfSoleReplica(t *testing.T) {
-	c := Start(t, Options{Brokers: 2, Controllers: 1})
-	CreateAssigned(t, c, "solo", [][]int32{{1}}, nil)
+	c := clustertest.Start(t, clustertest.Options{Brokers: 2, Controllers: 1})
+	clustertest.CreateAssigned(t, c, "solo", [][]int32{{1}}, nil)
 	for i := 0; i < 5; i++ {
 		if _, err := c.Produce(context.Background(), "solo", 0, -1, "v"); err != nil {
 			t.Fatal(err)
@@ -107,7 +106,7 @@ func TestQuietReturnOfSoleReplica(t *testing.T) {
 // nothing is produced: the ISR becomes whole again, the broker unfenced and
 // every replica's HW reaches the LEO without new traffic.
 func TestLeaderRestartedTwiceWithinTTL(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, Adjust: func(cfg *broker.Config) { cfg.SessionTimeout = 4 * time.Second }})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, Adjust: func(cfg *broker.Config) { cfg.SessionTimeout = 4 * time.Second }})
 	c.CreateTopic("twice", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("twice", 0).GetIsr()) == 3 })
 	old := c.Leader("twice", 0)
@@ -142,16 +141,13 @@ func TestLeaderRestartedTwiceWithinTTL(t *testing.T) {
 // deregistration etcd cannot hear is bounded (the lease expires by itself),
 // so the stop succeeds. Before, it waited out its whole deadline and failed.
 func TestStopWhileCutOffFromEtcd(t *testing.T) {
-	c := Start(t, Options{Brokers: 3})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3})
 	c.CreateTopic("cut", 1, 3, nil)
 	c.WaitFor(10*time.Second, "full ISR", func() bool { return len(c.Partition("cut", 0).GetIsr()) == 3 })
 	leader := c.Leader("cut", 0)
 	c.EtcdLink(leader).Pause()
 	defer c.EtcdLink(leader).Resume()
-	b := c.Broker(leader)
-	c.mu.Lock()
-	delete(c.brokers, leader)
-	c.mu.Unlock()
+	b := c.TakeBroker(leader)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := b.Stop(ctx); err != nil {

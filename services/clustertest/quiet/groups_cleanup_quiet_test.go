@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/topicconfig"
 )
@@ -16,7 +17,7 @@ import (
 // commitFromOutside commits orders-0 for group as a tool does (no member,
 // generation -1), kept for retention when it is set (OffsetCommit v2-v4's
 // retention time), for offsets.retention.minutes otherwise.
-func (g Groups) commitFromOutside(group string, offset int64, retention time.Duration) {
+func commitFromOutside(g clustertest.Groups, group string, offset int64, retention time.Duration) {
 	g.C.T.Helper()
 	req := &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1, Topics: []*groupv1.OffsetCommitTopic{{Name: "orders",
 		Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset, CommittedLeaderEpoch: -1}}}}}
@@ -24,7 +25,7 @@ func (g Groups) commitFromOutside(group string, offset int64, retention time.Dur
 		ms := retention.Milliseconds()
 		req.RetentionTimeMs = &ms
 	}
-	resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	resp, err := clustertest.Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, req)
 	})
 	if err != nil {
@@ -46,37 +47,37 @@ func TestIdleGroupsOffsetsExpireOnScheduleAcrossACoordinatorMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for offsets to expire across a coordinator move")
 	}
-	settings := maps.Clone(GroupSettings)
+	settings := maps.Clone(clustertest.GroupSettings)
 	settings["offsets.retention.check.interval.ms"] = "200"
-	c := Start(t, Options{Brokers: 3, BrokerSettings: settings, AdjustController: OffsetsPartitions(1)})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, BrokerSettings: settings, AdjustController: clustertest.OffsetsPartitions(1)})
 	c.CreateTopic("orders", 1, 3, nil)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	const retention = 10 * time.Second
 	committed := time.Now()
-	g.commitFromOutside("fleeting", 5, retention)
-	g.commitFromOutside("keeper", 7, 0)
-	if got := g.fetch("fleeting"); got[0] != 5 {
+	commitFromOutside(g, "fleeting", 5, retention)
+	commitFromOutside(g, "keeper", 7, 0)
+	if got := g.Fetch("fleeting"); got[0] != 5 {
 		t.Fatalf("fleeting's offsets right after the commit: %v, want 0:5", got)
 	}
 
-	first := g.coordinator("fleeting")
+	first := g.Coordinator("fleeting")
 	preferred := c.Partition(topicconfig.OffsetsTopic, 0).GetReplicas()[0]
 	if first != preferred {
 		t.Skipf("the preferred replica %d of %s-0 does not coordinate (broker %d does)", preferred, topicconfig.OffsetsTopic, first)
 	}
 	c.CrashBroker(first)
-	c.WaitFor(30*time.Second, "another coordinator", func() bool { return g.coordinator("fleeting") != first })
+	c.WaitFor(30*time.Second, "another coordinator", func() bool { return g.Coordinator("fleeting") != first })
 	if time.Since(committed) < retention {
-		if got := g.fetch("fleeting"); got[0] != 5 {
+		if got := g.Fetch("fleeting"); got[0] != 5 {
 			t.Fatalf("fleeting's offsets gone before their retention ran out: %v", got)
 		}
 	}
 	// Quiet: nothing but the new coordinator's cleanup happens.
 	c.WaitFor(retention+30*time.Second, "fleeting's offsets to expire under the new coordinator", func() bool {
-		return len(g.fetch("fleeting")) == 0
+		return len(g.Fetch("fleeting")) == 0
 	})
 	c.WaitFor(10*time.Second, "the cleanup to forget fleeting", func() bool {
-		return g.describe("fleeting").GetGroupState() == "Dead"
+		return g.Describe("fleeting").GetGroupState() == "Dead"
 	})
 
 	c.StartBroker(first)
@@ -90,16 +91,16 @@ func TestIdleGroupsOffsetsExpireOnScheduleAcrossACoordinatorMove(t *testing.T) {
 		t.Fatalf("preferred election: %v %v", resp, err)
 	}
 	c.WaitFor(30*time.Second, "the old coordinator to coordinate again", func() bool {
-		return g.coordinator("fleeting") == first && c.Leads(first, topicconfig.OffsetsTopic, 0)
+		return g.Coordinator("fleeting") == first && c.Leads(first, topicconfig.OffsetsTopic, 0)
 	})
 	time.Sleep(time.Second) // idle under the returned coordinator, a few cleanups
-	if got := g.fetch("fleeting"); len(got) != 0 {
+	if got := g.Fetch("fleeting"); len(got) != 0 {
 		t.Fatalf("fleeting's expired offsets came back with the old coordinator: %v", got)
 	}
-	if s := g.describe("fleeting").GetGroupState(); s != "Dead" {
+	if s := g.Describe("fleeting").GetGroupState(); s != "Dead" {
 		t.Fatalf("fleeting is %s under the old coordinator, want Dead", s)
 	}
-	if got := g.fetch("keeper"); got[0] != 7 {
+	if got := g.Fetch("keeper"); got[0] != 7 {
 		t.Fatalf("keeper's offsets after the moves: %v, want 0:7", got)
 	}
 	c.WaitHWAtLEO(topicconfig.OffsetsTopic, 0, 1, 2, 3)

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 )
@@ -56,7 +57,7 @@ func (r keyed) String() string {
 // keyedLog writes keyed records to one partition and remembers what each
 // offset was given, to judge what a replica holds after compaction.
 type keyedLog struct {
-	c       *Cluster
+	c       *clustertest.Cluster
 	topic   string
 	written map[int64]keyed
 	latest  map[string]keyed
@@ -65,7 +66,7 @@ type keyedLog struct {
 	retainedFrom int64
 }
 
-func newKeyedLog(c *Cluster, topic string) *keyedLog {
+func newKeyedLog(c *clustertest.Cluster, topic string) *keyedLog {
 	return &keyedLog{c: c, topic: topic, written: map[int64]keyed{}, latest: map[string]keyed{}}
 }
 
@@ -273,7 +274,7 @@ func (w *keyedLog) judgeConsumer() {
 
 // electPreferredAndWait moves a partition's leadership back to its
 // preferred replica.
-func (c *Cluster) electPreferredAndWait(topic string) int32 {
+func electPreferredAndWait(c *clustertest.Cluster, topic string) int32 {
 	c.T.Helper()
 	preferred := c.Partition(topic, 0).GetReplicas()[0]
 	resp, err := c.Admin().ElectLeaders(context.Background(), &adminv1.ElectLeadersRequest{
@@ -292,7 +293,7 @@ func (c *Cluster) electPreferredAndWait(topic string) int32 {
 // nothing written: it stops the leader (a controlled shutdown) after each
 // call and keeps it down, so that the next one is another replica, then
 // starts them all again and waits until the partition has settled.
-func (c *Cluster) eachLeader(topic string, fn func(leader int32)) {
+func eachLeader(c *clustertest.Cluster, topic string, fn func(leader int32)) {
 	c.T.Helper()
 	reps := c.Partition(topic, 0).GetReplicas()
 	var stopped []int32
@@ -327,7 +328,7 @@ func TestCompactedTopicIdlePastSegmentMsThenOneWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for segment.ms and the cleaners of an idle compacted topic")
 	}
-	c := Start(t, Options{BrokerSettings: compactedSettings})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
 	c.CreateTopic("idlecompact", 1, 3, compactedTopic(map[string]string{"segment.ms": "1000"}))
 	reps := c.Partition("idlecompact", 0).GetReplicas()
 	w := newKeyedLog(c, "idlecompact")
@@ -374,7 +375,7 @@ func TestCompactedTombstonesLeaveAnIdleTopicThenLeadershipMoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for delete.retention.ms on an idle compacted topic")
 	}
-	c := Start(t, Options{BrokerSettings: compactedSettings})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
 	c.CreateTopic("tombs", 1, 3, compactedTopic(map[string]string{"segment.ms": "500", "delete.retention.ms": "1000"}))
 	reps := c.Partition("tombs", 0).GetReplicas()
 	leader := c.Leader("tombs", 0)
@@ -403,7 +404,7 @@ func TestCompactedTombstonesLeaveAnIdleTopicThenLeadershipMoves(t *testing.T) {
 	c.StartBroker(leader)
 	c.WaitSettled(20*time.Second, "tombs", 0, reps)
 	if c.Partition("tombs", 0).GetLeader() != reps[0] {
-		c.electPreferredAndWait("tombs")
+		electPreferredAndWait(c, "tombs")
 	}
 	c.WaitSettled(20*time.Second, "tombs", 0, reps)
 	w.judgeAll(reps...)
@@ -416,7 +417,7 @@ func TestCompactedTombstonesLeaveAnIdleTopicThenLeadershipMoves(t *testing.T) {
 	c.WaitSettled(15*time.Second, "tombs", 0, reps)
 	w.judgeAll(reps...)
 	// Every replica leads in turn: each serves the same content.
-	c.eachLeader("tombs", func(leader int32) {
+	eachLeader(c, "tombs", func(leader int32) {
 		w.judgeAll(leader)
 		w.judgeConsumer()
 	})
@@ -433,7 +434,7 @@ func TestCompactedFollowerBackAfterTombstonesWentCatchesUpIdle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for delete.retention.ms while a follower is down")
 	}
-	c := Start(t, Options{BrokerSettings: compactedSettings})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
 	c.CreateTopic("away", 1, 3, compactedTopic(map[string]string{"segment.ms": "500", "delete.retention.ms": "1000"}))
 	reps := c.Partition("away", 0).GetReplicas()
 	w := newKeyedLog(c, "away")
@@ -467,7 +468,7 @@ func TestCompactedFollowerBackAfterTombstonesWentCatchesUpIdle(t *testing.T) {
 	c.StartBroker(away)
 	c.WaitSettled(20*time.Second, "away", 0, reps)
 	w.judgeAll(reps...)
-	c.electPreferredAndWait("away")
+	electPreferredAndWait(c, "away")
 	c.WaitSettled(20*time.Second, "away", 0, reps)
 	w.judgeConsumer()
 	w.put("a", "3")
@@ -488,7 +489,7 @@ func TestCompactedQuickCrashesWhileCleaning(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crashes brokers while their cleaners run")
 	}
-	c := Start(t, Options{BrokerSettings: compactedSettings})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
 	c.CreateTopic("churn", 1, 3, compactedTopic(map[string]string{"segment.bytes": "4096", "delete.retention.ms": "500"}))
 	reps := c.Partition("churn", 0).GetReplicas()
 	w := newKeyedLog(c, "churn")
@@ -539,7 +540,7 @@ func TestCompactedIdleLogIsCleanedAfterAnUncleanRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for segment.ms and delete.retention.ms on an idle compacted topic")
 	}
-	c := Start(t, Options{BrokerSettings: compactedSettings})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
 	c.CreateTopic("crashed", 1, 3, compactedTopic(map[string]string{"segment.ms": "500", "delete.retention.ms": "1000"}))
 	reps := c.Partition("crashed", 0).GetReplicas()
 	leader := c.Leader("crashed", 0)
@@ -551,11 +552,11 @@ func TestCompactedIdleLogIsCleanedAfterAnUncleanRestart(t *testing.T) {
 	}
 	// The sleeper's cleaner looks once at start, then sleeps a minute.
 	c.CrashBroker(sleeper)
-	slow := c.brokerCfg[sleeper]
+	slow := c.BrokerConfig(sleeper)
 	fast := slow.Settings
 	slow.Settings = maps.Clone(fast)
 	slow.Settings["log.cleaner.backoff.ms"] = "60000"
-	c.brokerCfg[sleeper] = slow
+	c.SetBrokerConfig(sleeper, slow)
 	c.StartBroker(sleeper)
 	c.WaitSettled(20*time.Second, "crashed", 0, reps)
 
@@ -579,7 +580,7 @@ func TestCompactedIdleLogIsCleanedAfterAnUncleanRestart(t *testing.T) {
 
 	c.CrashBroker(sleeper)
 	slow.Settings = fast
-	c.brokerCfg[sleeper] = slow
+	c.SetBrokerConfig(sleeper, slow)
 	c.StartBroker(sleeper)
 	c.WaitSettled(20*time.Second, "crashed", 0, reps)
 	// Nothing is written from here on.
@@ -600,7 +601,7 @@ func TestCompactDeleteFollowerBackBelowTheLogStartOfAnIdleTopic(t *testing.T) {
 	}
 	settings := maps.Clone(compactedSettings)
 	settings["log.retention.check.interval.ms"] = "200"
-	c := Start(t, Options{BrokerSettings: settings})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: settings})
 	c.CreateTopic("both", 1, 3, compactedTopic(map[string]string{"cleanup.policy": "compact,delete",
 		"retention.ms": "2500", "segment.ms": "500", "delete.retention.ms": "1000"}))
 	reps := c.Partition("both", 0).GetReplicas()
@@ -633,10 +634,10 @@ func TestCompactDeleteFollowerBackBelowTheLogStartOfAnIdleTopic(t *testing.T) {
 	})
 
 	c.StartBroker(away)
-	c.waitReplicasAt(t, "both", 0, reps, end, "every replica at log start = LEO = the leader's, with nothing produced")
+	waitReplicasAt(c, t, "both", 0, reps, end, "every replica at log start = LEO = the leader's, with nothing produced")
 	c.WaitSettled(20*time.Second, "both", 0, reps)
 	w.judgeAll(reps...)
-	c.electPreferredAndWait("both")
+	electPreferredAndWait(c, "both")
 	c.WaitSettled(20*time.Second, "both", 0, reps)
 	w.put("a", "3")
 	w.put("e", "1")
@@ -659,7 +660,7 @@ func TestKafkaConsumerReadsPastAnEmptiedBatchOfAnIdleCompactedTopic(t *testing.T
 	if testing.Short() {
 		t.Skip("waits for delete.retention.ms on an idle compacted topic")
 	}
-	c := Start(t, Options{Kafka: true, BrokerSettings: compactedSettings})
+	c := clustertest.Start(t, clustertest.Options{Kafka: true, BrokerSettings: compactedSettings})
 	c.CreateTopic("emptied", 1, 3, compactedTopic(map[string]string{"segment.ms": "500", "delete.retention.ms": "1000"}))
 	reps := c.Partition("emptied", 0).GetReplicas()
 	w := newKeyedLog(c, "emptied")
@@ -674,7 +675,7 @@ func TestKafkaConsumerReadsPastAnEmptiedBatchOfAnIdleCompactedTopic(t *testing.T
 	read := func(from kgo.Offset) []keyed {
 		t.Helper()
 		cl := c.KafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"emptied": {0: from}}))
-		ctx := CtxFor(t, 20*time.Second)
+		ctx := clustertest.CtxFor(t, 20*time.Second)
 		var got []keyed
 		for ctx.Err() == nil && (len(got) == 0 || got[len(got)-1].off < 3) {
 			fs := cl.PollFetches(ctx)
@@ -685,7 +686,7 @@ func TestKafkaConsumerReadsPastAnEmptiedBatchOfAnIdleCompactedTopic(t *testing.T
 		cl.Close()
 		return got
 	}
-	c.eachLeader("emptied", func(leader int32) {
+	eachLeader(c, "emptied", func(leader int32) {
 		if got := read(kgo.NewOffset().AtStart()); fmt.Sprint(got) != "[0:a=1 3:c=1]" {
 			t.Fatalf("a Kafka consumer from the log start on broker %d read %v, want [0:a=1 3:c=1]", leader, got)
 		}

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/clustertest/history"
 )
 
@@ -16,8 +17,8 @@ import (
 // reads every record written afterwards exactly once, soon after it is
 // acknowledged (here: within 15 s, a bound only a stuck consumer misses).
 func TestQuietConsumerFollowsLeaderChanges(t *testing.T) {
-	c := Start(t, Options{Brokers: 3})
-	CreateAssigned(t, c, "idle", [][]int32{{1, 2, 3}}, nil)
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3})
+	clustertest.CreateAssigned(t, c, "idle", [][]int32{{1, 2, 3}}, nil)
 	cl := c.ClientWith(client.Options{RequestTimeout: 5 * time.Second})
 	pcl := c.ClientWith(client.Options{RequestTimeout: 5 * time.Second})
 	p, err := client.NewProducer(pcl, client.ProducerOptions{Linger: -1, DeliveryTimeout: 30 * time.Second, RequestTimeout: 5 * time.Second})

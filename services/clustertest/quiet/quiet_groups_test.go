@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/testenv"
 	"tidemark.io/services/topicconfig"
 )
@@ -20,11 +21,11 @@ import (
 // committedEach reports whether m's group committed want on every
 // partition of all, failing the test if a commit went backwards (below
 // floor).
-func committedEach(t *testing.T, m *Member, all []client.TopicPartition, floor, want int64) bool {
+func committedEach(t *testing.T, m *clustertest.Member, all []client.TopicPartition, floor, want int64) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	got, err := m.gc.Committed(ctx)
+	got, err := m.Consumer().Committed(ctx)
 	if err != nil {
 		return false
 	}
@@ -50,23 +51,23 @@ func TestIdleGroupResumesAtItsCommitsAfterTheWholeClusterRestarts(t *testing.T) 
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker of a cluster")
 	}
-	c := startConsumerCluster(t)
+	c := clustertest.StartConsumerCluster(t)
 	const parts, n = 2, 5
 	c.CreateTopic("dormant", parts, 3, nil)
-	c.produceEach("dormant", parts, 0, n)
-	o := GroupOpts("dozers", "dormant")
+	c.ProduceEach("dormant", parts, 0, n)
+	o := clustertest.GroupOpts("dozers", "dormant")
 	o.SessionTimeout = 3 * time.Second
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	all := tps("dormant", parts)
-	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	all := clustertest.TopicPartitions("dormant", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return clustertest.Balanced(all, 1, 1, m1, m2) })
 	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
 
 	whole := func(what string) {
 		t.Helper()
 		c.WaitOffsetsWhole(3)
 		c.WaitFor(time.Minute, "the group stable with a partition each "+what, func() bool {
-			d := c.describe("dozers")
-			return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 2 && balanced(all, 1, 1, m1, m2)
+			d := c.DescribeGroup("dozers")
+			return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 2 && clustertest.Balanced(all, 1, 1, m1, m2)
 		})
 		c.WaitFor(time.Minute, "the commits "+what, func() bool { return committedEach(t, m1, all, n, n) })
 	}
@@ -93,13 +94,13 @@ func TestIdleGroupResumesAtItsCommitsAfterTheWholeClusterRestarts(t *testing.T) 
 		c.StartBroker(id)
 	}
 	whole("after restarts in quick succession")
-	for _, m := range []*Member{m1, m2} {
+	for _, m := range []*clustertest.Member{m1, m2} {
 		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	c.produceEach("dormant", parts, n, n)
+	c.ProduceEach("dormant", parts, n, n)
 	c.WaitFor(time.Minute, "the new records read and committed", func() bool { return committedEach(t, m1, all, n, 2*n) })
 	for _, tp := range all {
 		got := append(m1.Offsets(tp), m2.Offsets(tp)...)
@@ -124,7 +125,7 @@ type kgoMember struct {
 	got map[int32][]int64
 }
 
-func (c *Cluster) startKgoMember(group, topic string, opts ...kgo.Opt) *kgoMember {
+func startKgoMember(c *clustertest.Cluster, group, topic string, opts ...kgo.Opt) *kgoMember {
 	c.T.Helper()
 	base := []kgo.Opt{kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(30 * time.Second),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -173,7 +174,7 @@ func (m *kgoMember) offsets(p int32) []int64 {
 
 // kgoGroupStable waits until group is Stable with the named instances as
 // its members, every partition of topic assigned once.
-func (c *Cluster) kgoGroupStable(group string, parts int32, instances ...string) {
+func kgoGroupStable(c *clustertest.Cluster, group string, parts int32, instances ...string) {
 	c.T.Helper()
 	adm := c.FreshAdmin()
 	defer adm.Close()
@@ -223,7 +224,7 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 	if testing.Short() {
 		testenv.Skip(t, "-short: consumer group tests start a cluster")
 	}
-	c := Start(t, Options{Brokers: 3, Kafka: true, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, Kafka: true, BrokerSettings: clustertest.GroupSettings, AdjustController: clustertest.OffsetsPartitions(3)})
 	adm := kadm.NewClient(c.KafkaClient())
 	const parts, n = 4, 3
 	c.KafkaCreate(adm, "still", parts, 3, nil)
@@ -233,23 +234,23 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 		for p := range int32(parts) {
 			for i := from; i < from+n; i++ {
 				r := &kgo.Record{Topic: "still", Partition: p, Value: []byte(fmt.Sprintf("%d-%d", p, i))}
-				if err := prod.ProduceSync(CtxFor(t, 30*time.Second), r).FirstErr(); err != nil {
+				if err := prod.ProduceSync(clustertest.CtxFor(t, 30*time.Second), r).FirstErr(); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 	}
 	produce(0)
-	a := c.startKgoMember("statics", "still", kgo.InstanceID("a"))
-	b := c.startKgoMember("statics", "still", kgo.InstanceID("b"))
-	c.kgoGroupStable("statics", parts, "a", "b")
+	a := startKgoMember(c, "statics", "still", kgo.InstanceID("a"))
+	b := startKgoMember(c, "statics", "still", kgo.InstanceID("b"))
+	kgoGroupStable(c, "statics", parts, "a", "b")
 	c.KgoCommitted("statics", "still", parts, 0, n)
 
 	a.close()
-	c.kgoGroupStable("statics", parts, "b") // after a's session ran out
+	kgoGroupStable(c, "statics", parts, "b") // after a's session ran out
 	c.KgoCommitted("statics", "still", parts, n, n)
-	a2 := c.startKgoMember("statics", "still", kgo.InstanceID("a"))
-	c.kgoGroupStable("statics", parts, "a", "b")
+	a2 := startKgoMember(c, "statics", "still", kgo.InstanceID("a"))
+	kgoGroupStable(c, "statics", parts, "a", "b")
 
 	coord, _ := c.CoordinatorOf("statics")
 	c.CrashBroker(coord)
@@ -257,11 +258,11 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 		id, _ := c.CoordinatorOf("statics")
 		return id != coord
 	})
-	c.kgoGroupStable("statics", parts, "a", "b")
+	kgoGroupStable(c, "statics", parts, "a", "b")
 	c.KgoCommitted("statics", "still", parts, n, n)
 	c.StartBroker(coord)
 	c.WaitOffsetsWhole(3)
-	c.kgoGroupStable("statics", parts, "a", "b")
+	kgoGroupStable(c, "statics", parts, "a", "b")
 	for id := int32(1); id <= 3; id++ {
 		c.CrashBroker(id)
 	}
@@ -269,7 +270,7 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 		c.StartBroker(id)
 	}
 	c.WaitOffsetsWhole(3)
-	c.kgoGroupStable("statics", parts, "a", "b")
+	kgoGroupStable(c, "statics", parts, "a", "b")
 	c.KgoCommitted("statics", "still", parts, n, n)
 
 	produce(n)
@@ -294,54 +295,54 @@ func TestKafkaStaticCooperativeMembersAcrossAnIdleAbsenceAndACoordinatorMove(t *
 // nothing skipped. When its network comes back it joins again, the group
 // is Stable with all three, and consumption goes on to the end.
 func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := clustertest.StartConsumerCluster(t)
 	const parts, n = 3, 4
 	c.CreateTopic("hushed", parts, 3, nil)
-	c.produceEach("hushed", parts, 0, n)
-	o := GroupOpts("lookouts", "hushed")
+	c.ProduceEach("hushed", parts, 0, n)
+	o := clustertest.GroupOpts("lookouts", "hushed")
 	o.SessionTimeout = 3 * time.Second
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	m3 := c.startMemberOn(c.groupClientVia("member-3"), o)
-	all := tps("hushed", parts)
-	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2, m3) })
+	m3 := c.StartMemberOn(c.GroupClientVia("member-3"), o)
+	all := clustertest.TopicPartitions("hushed", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return clustertest.Balanced(all, 1, 1, m1, m2, m3) })
 	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
-	gen, had := m1.gc.Generation(), m3.gc.Assignment()
+	gen, had := m1.Consumer().Generation(), m3.Consumer().Assignment()
 	// What the survivors read before (m1 alone, say, before the others
 	// joined) is no part of what they read after the cut.
-	before := map[*Member]map[client.TopicPartition]int{m1: {}, m2: {}}
+	before := map[*clustertest.Member]map[client.TopicPartition]int{m1: {}, m2: {}}
 	for m, at := range before {
 		for _, tp := range had {
 			at[tp] = len(m.Offsets(tp))
 		}
 	}
 
-	c.Net.Isolate("member-3", BrokerName(1), BrokerName(2), BrokerName(3))
+	c.Net.Isolate("member-3", clustertest.BrokerName(1), clustertest.BrokerName(2), clustertest.BrokerName(3))
 	c.WaitFor(time.Minute, "the survivors holding every partition", func() bool {
-		return balanced(all, 1, 2, m1, m2) && m1.gc.Generation() > gen
+		return clustertest.Balanced(all, 1, 2, m1, m2) && m1.Consumer().Generation() > gen
 	})
 	c.WaitFor(time.Minute, "the commits kept", func() bool { return committedEach(t, m1, all, n, n) })
-	if d := c.describe("lookouts"); d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 {
+	if d := c.DescribeGroup("lookouts"); d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 {
 		t.Fatalf("without the cut-off member: %s with %d members, want Stable with 2", d.GetGroupState(), len(d.GetMembers()))
 	}
-	c.produceEach("hushed", parts, n, n)
+	c.ProduceEach("hushed", parts, n, n)
 	c.WaitFor(time.Minute, "the survivors read and commit the new records", func() bool { return committedEach(t, m1, all, n, 2*n) })
 	for _, tp := range had {
 		got := append(m1.Offsets(tp)[before[m1][tp]:], m2.Offsets(tp)[before[m2][tp]:]...)
 		slices.Sort(got)
-		contiguous(t, fmt.Sprintf("%v read by the survivors", tp), got, n, 2*n)
+		clustertest.Contiguous(t, fmt.Sprintf("%v read by the survivors", tp), got, n, 2*n)
 	}
 
 	c.Net.HealAll()
 	c.WaitFor(time.Minute, "the returned member in the group again", func() bool {
-		d := c.describe("lookouts")
-		return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 3 && balanced(all, 1, 1, m1, m2, m3)
+		d := c.DescribeGroup("lookouts")
+		return d.GetGroupState() == "Stable" && len(d.GetMembers()) == 3 && clustertest.Balanced(all, 1, 1, m1, m2, m3)
 	})
 	c.WaitOffsetsWhole(3)
-	c.produceEach("hushed", parts, 2*n, n)
+	c.ProduceEach("hushed", parts, 2*n, n)
 	c.WaitFor(time.Minute, "the last records read and committed", func() bool { return committedEach(t, m1, all, 2*n, 3*n) })
 	for _, tp := range all {
 		seen := map[int64]int{}
-		for _, m := range []*Member{m1, m2, m3} {
+		for _, m := range []*clustertest.Member{m1, m2, m3} {
 			for _, off := range m.Offsets(tp) {
 				seen[off]++
 			}
@@ -352,7 +353,7 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range []*Member{m1, m2, m3} {
+	for _, m := range []*clustertest.Member{m1, m2, m3} {
 		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
@@ -366,13 +367,13 @@ func TestIdleGroupMovesACutOffMembersPartitionFromItsCommit(t *testing.T) {
 // coordinates with it. Both killed brokers return, the partition is whole
 // again, and the commit is still there and the member still in the group.
 func TestCommitAckedWithAShrunkISRSurvivesTheCoordinatorsDeath(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := clustertest.StartConsumerCluster(t)
 	c.CreateTopic("orders", 3, 3, nil)
-	g := Groups{c}
-	j := g.join("tally", "", 30*time.Second)
-	g.syncAlone("tally", j, "")
+	g := clustertest.Groups{C: c}
+	j := g.Join("tally", "", 30*time.Second)
+	g.SyncAlone("tally", j, "")
 	coord, gs := c.CoordinatorOf("tally")
-	fc, err := gs.FindCoordinator(CtxFor(t, 10*time.Second), &groupv1.FindCoordinatorRequest{Key: "tally"})
+	fc, err := gs.FindCoordinator(clustertest.CtxFor(t, 10*time.Second), &groupv1.FindCoordinatorRequest{Key: "tally"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,23 +391,23 @@ func TestCommitAckedWithAShrunkISRSurvivesTheCoordinatorsDeath(t *testing.T) {
 		return len(pd.GetIsr()) == 2 && !slices.Contains(pd.GetIsr(), follower) && pd.GetLeader() == coord
 	})
 	want := map[int32]int64{0: 7, 1: 8, 2: 9}
-	if err := g.commit("tally", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
+	if err := g.Commit("tally", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 	c.CrashBroker(coord)
-	if next := g.coordinator("tally"); next == coord || next == follower {
+	if next := g.Coordinator("tally"); next == coord || next == follower {
 		t.Fatalf("coordinator %d after the deaths of %d and %d", next, coord, follower)
 	}
-	if got := g.fetch("tally"); !sameOffsets(got, want) {
+	if got := g.Fetch("tally"); !clustertest.SameOffsets(got, want) {
 		t.Fatalf("after the coordinator's death fetched %v, want %v", got, want)
 	}
 	c.StartBroker(follower)
 	c.StartBroker(coord)
 	c.WaitOffsetsWhole(3)
-	if got := g.fetch("tally"); !sameOffsets(got, want) {
+	if got := g.Fetch("tally"); !clustertest.SameOffsets(got, want) {
 		t.Fatalf("with every broker back fetched %v, want %v", got, want)
 	}
-	if err := g.heartbeat("tally", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
+	if err := g.Heartbeat("tally", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
 		t.Fatalf("the member's heartbeat: %v", err)
 	}
 }
@@ -421,19 +422,19 @@ func TestNewMembersResumeAtTheCommitsOfADeadGroupAfterTheWholeClusterRestarts(t 
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker of a cluster")
 	}
-	c := startConsumerCluster(t)
+	c := clustertest.StartConsumerCluster(t)
 	const parts, n = 2, 5
 	c.CreateTopic("ledger", parts, 3, nil)
-	c.produceEach("ledger", parts, 0, n)
-	o := GroupOpts("clerks", "ledger")
+	c.ProduceEach("ledger", parts, 0, n)
+	o := clustertest.GroupOpts("clerks", "ledger")
 	o.SessionTimeout = 3 * time.Second
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	all := tps("ledger", parts)
-	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	all := clustertest.TopicPartitions("ledger", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return clustertest.Balanced(all, 1, 1, m1, m2) })
 	c.WaitFor(time.Minute, "every record read and committed", func() bool { return committedEach(t, m1, all, 0, n) })
-	m1.kill()
-	m2.kill()
-	c.produceEach("ledger", parts, n, n)
+	m1.Kill()
+	m2.Kill()
+	c.ProduceEach("ledger", parts, n, n)
 
 	for id := int32(1); id <= 3; id++ {
 		c.CrashBroker(id)
@@ -443,14 +444,14 @@ func TestNewMembersResumeAtTheCommitsOfADeadGroupAfterTheWholeClusterRestarts(t 
 	}
 	c.WaitOffsetsWhole(3)
 	n1, n2 := c.StartMember(o), c.StartMember(o)
-	c.WaitFor(time.Minute, "the new members holding a partition each", func() bool { return balanced(all, 1, 1, n1, n2) })
+	c.WaitFor(time.Minute, "the new members holding a partition each", func() bool { return clustertest.Balanced(all, 1, 1, n1, n2) })
 	c.WaitFor(time.Minute, "the waiting records read and committed", func() bool { return committedEach(t, n1, all, n, 2*n) })
 	for _, tp := range all {
 		got := append(n1.Offsets(tp), n2.Offsets(tp)...)
 		slices.Sort(got)
-		contiguous(t, fmt.Sprintf("%v read by the new members", tp), got, n, 2*n)
+		clustertest.Contiguous(t, fmt.Sprintf("%v read by the new members", tp), got, n, 2*n)
 	}
-	if d := c.describe("clerks"); d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 {
+	if d := c.DescribeGroup("clerks"); d.GetGroupState() != "Stable" || len(d.GetMembers()) != 2 {
 		t.Fatalf("with the new members: %s with %d members, want Stable with 2", d.GetGroupState(), len(d.GetMembers()))
 	}
 }
@@ -463,17 +464,17 @@ func TestStaticMembersKeepTheirGenerationAcrossAWholeClusterKill(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker of a cluster")
 	}
-	c := startConsumerCluster(t)
+	c := clustertest.StartConsumerCluster(t)
 	c.CreateTopic("shelves", 4, 3, nil)
-	o := GroupOpts("stockroom", "shelves")
+	o := clustertest.GroupOpts("stockroom", "shelves")
 	o.SessionTimeout = 20 * time.Second
 	o.HeartbeatInterval = 500 * time.Millisecond
 	o1, o2 := o, o
 	o1.InstanceID, o2.InstanceID = "shelf-1", "shelf-2"
 	s1, s2 := c.StartMember(o1), c.StartMember(o2)
-	all := tps("shelves", 4)
-	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return balanced(all, 2, 2, s1, s2) })
-	gen, had := s2.gc.Generation(), s1.gc.Assignment()
+	all := clustertest.TopicPartitions("shelves", 4)
+	c.WaitFor(time.Minute, "two static members with 2 partitions each", func() bool { return clustertest.Balanced(all, 2, 2, s1, s2) })
+	gen, had := s2.Consumer().Generation(), s1.Consumer().Assignment()
 
 	for id := int32(1); id <= 3; id++ {
 		c.CrashBroker(id)
@@ -482,19 +483,19 @@ func TestStaticMembersKeepTheirGenerationAcrossAWholeClusterKill(t *testing.T) {
 		c.StartBroker(id)
 	}
 	c.WaitOffsetsWhole(3)
-	s1.kill()
+	s1.Kill()
 	back := c.StartMember(o1)
-	c.WaitFor(time.Minute, "the restarted member to get its partitions", func() bool { return len(back.gc.Assignment()) == 2 })
-	if got := back.gc.Assignment(); !slices.Equal(got, had) {
+	c.WaitFor(time.Minute, "the restarted member to get its partitions", func() bool { return len(back.Consumer().Assignment()) == 2 })
+	if got := back.Consumer().Assignment(); !slices.Equal(got, had) {
 		t.Fatalf("restarted member got %v, had %v", got, had)
 	}
-	if back.gc.Generation() != gen || s2.gc.Generation() != gen {
-		t.Fatalf("generation moved from %d to %d / %d across the cluster's restart", gen, back.gc.Generation(), s2.gc.Generation())
+	if back.Consumer().Generation() != gen || s2.Consumer().Generation() != gen {
+		t.Fatalf("generation moved from %d to %d / %d across the cluster's restart", gen, back.Consumer().Generation(), s2.Consumer().Generation())
 	}
-	if d := c.describe("stockroom"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+	if d := c.DescribeGroup("stockroom"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
 		t.Fatalf("group %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
 	}
-	for _, m := range []*Member{back, s2} {
+	for _, m := range []*clustertest.Member{back, s2} {
 		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tidemark.io/services/broker"
+	"tidemark.io/services/clustertest"
 )
 
 // A leader dates each follower's last catch-up (the ISR rule's clock) and
@@ -17,8 +18,8 @@ import (
 // leader began to track the follower, a lower bound that grows while the
 // follower stays away.
 func TestAFollowerNeverCaughtUpWithItsLeaderReportsAnAgeSinceTheElection(t *testing.T) {
-	c := Start(t, Options{Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
-	CreateAssigned(t, c, "away", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	c := clustertest.Start(t, clustertest.Options{Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
+	clustertest.CreateAssigned(t, c, "away", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	if _, err := c.Produce(context.Background(), "away", 0, -1, "v"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
-	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/broker"
+	"tidemark.io/services/clustertest"
 )
 
 // waitReplicasAt waits until every replica of topic-p in reps holds
 // exactly [at, at): log start and LEO both at, as retention leaves a log it
 // emptied; it logs what each replica held if the test fails.
-func (c *Cluster) waitReplicasAt(t *testing.T, topic string, p int32, reps []int32, at int64, what string) {
+func waitReplicasAt(c *clustertest.Cluster, t *testing.T, topic string, p int32, reps []int32, at int64, what string) {
 	t.Helper()
 	var seen string
 	defer func() {
@@ -41,7 +41,7 @@ func (c *Cluster) waitReplicasAt(t *testing.T, topic string, p int32, reps []int
 // runRetention applies retention to broker id's replica of topic-p below
 // its HW, as the log manager's periodic check does (every 5 minutes, too
 // slow for a test).
-func (c *Cluster) runRetention(id int32, topic string, p int32) int {
+func runRetention(c *clustertest.Cluster, id int32, topic string, p int32) int {
 	c.T.Helper()
 	b := c.Broker(id)
 	if b == nil {
@@ -60,23 +60,6 @@ func (c *Cluster) runRetention(id int32, topic string, p int32) int {
 	return 0
 }
 
-// consume reads the partition from the leader as a consumer does (up to the
-// HW), from offset.
-func (c *Cluster) consume(topic string, p int32, offset int64) []string {
-	c.T.Helper()
-	leader := c.Partition(topic, p).GetLeader()
-	resp, err := c.BrokerClient(leader).Fetch(context.Background(), &brokerv1.FetchRequest{
-		Topic: topic, Partition: p, Offset: offset, CurrentLeaderEpoch: -1})
-	if err != nil {
-		c.T.Fatalf("consumer fetch from broker %d: %v", leader, err)
-	}
-	var out []string
-	for _, r := range resp.GetRecords() {
-		out = append(out, string(r.GetValue()))
-	}
-	return out
-}
-
 // A preferred election on an idle partition. Broker 2 leads epoch 1 after
 // the leader's crash and writes nothing in it, so its epoch cache ends with
 // (1, LEO). When the preferred replica takes over (epoch 2), broker 2's
@@ -85,7 +68,7 @@ func (c *Cluster) consume(topic string, p int32, offset int64) []string {
 // asks again for ever, never fetches, and the new leader's HW waits for it
 // while nothing is produced: consumers see nothing.
 func TestPreferredElectionOnIdlePartitionSettles(t *testing.T) {
-	c := Start(t, Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	c.CreateTopic("idle", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	reps := c.Partition("idle", 0).GetReplicas()
 	preferred, next := reps[0], reps[1]
@@ -117,7 +100,7 @@ func TestPreferredElectionOnIdlePartitionSettles(t *testing.T) {
 	if v, _ := c.View(next, "idle", 0); v.LatestEpoch == 1 {
 		t.Fatalf("broker %d still holds the empty epoch 1 it led: %s", next, v.Epochs)
 	}
-	if got := c.consume("idle", 0, 0); !slices.Equal(got, []string{"r0", "r1"}) {
+	if got := c.Consume("idle", 0, 0); !slices.Equal(got, []string{"r0", "r1"}) {
 		t.Fatalf("consumer read %v, want [r0 r1]", got)
 	}
 }
@@ -132,7 +115,7 @@ func TestPreferredElectionOnIdlePartitionSettles(t *testing.T) {
 // falling back to the HW cuts nothing) never rejoined the ISR, and with min
 // ISR 2 every acks=all write was refused.
 func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
-	c := Start(t, Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	c.CreateTopic("ret", 1, 3, map[string]string{"min.insync.replicas": "2", "retention.ms": "1000"})
 	reps := c.Partition("ret", 0).GetReplicas()
 	old, leader, follower := reps[0], reps[1], reps[2]
@@ -151,15 +134,15 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 	})
 	// Retention deletes every segment once the records are older than
 	// retention.ms; the leader's cache keeps only its own epoch.
-	var lv ReplicaView
+	var lv clustertest.ReplicaView
 	defer func() {
 		if t.Failed() {
 			t.Logf("leader %d's replica after retention: %v", leader, lv)
 		}
 	}()
 	c.WaitFor(10*time.Second, "retention to delete the leader's records", func() bool {
-		c.runRetention(leader, "ret", 0)
-		c.runRetention(follower, "ret", 0)
+		runRetention(c, leader, "ret", 0)
+		runRetention(c, follower, "ret", 0)
 		lv, _ = c.View(leader, "ret", 0)
 		return lv.LogStart == 2
 	})
@@ -181,14 +164,14 @@ func TestRetentionOnIdleTopicKeepsFollowersInSync(t *testing.T) {
 	if got := c.SameLogs("ret", 0, reps...); !slices.Equal(got, []string{"r2"}) {
 		t.Fatalf("replicas hold %v, want [r2] (r0, r1 deleted by retention)", got)
 	}
-	if got := c.consume("ret", 0, 2); !slices.Equal(got, []string{"r2"}) {
+	if got := c.Consume("ret", 0, 2); !slices.Equal(got, []string{"r2"}) {
 		t.Fatalf("consumer read %v, want [r2]", got)
 	}
 }
 
 // followerFetches reads, from broker id's /metrics, how many follower
 // fetches it has served as a leader.
-func (c *Cluster) followerFetches(id int32) int64 {
+func followerFetches(c *clustertest.Cluster, id int32) int64 {
 	return int64(c.Metric(id, `tidemark_broker_fetch_latency_seconds_count{kind="follower"}`))
 }
 
@@ -199,7 +182,7 @@ func (c *Cluster) followerFetches(id int32) int64 {
 // leads epoch 1 without writing, then its log fails (no truncation can
 // succeed) before the preferred replica takes over.
 func TestFollowerWithoutTruncationProgressBacksOff(t *testing.T) {
-	c := Start(t, Options{Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
+	c := clustertest.Start(t, clustertest.Options{Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
 	c.CreateTopic("stuck", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	reps := c.Partition("stuck", 0).GetReplicas()
 	preferred, next := reps[0], reps[1]
@@ -232,9 +215,9 @@ func TestFollowerWithoutTruncationProgressBacksOff(t *testing.T) {
 	})
 	time.Sleep(time.Second) // past the first answers, which come at once
 	const window = 3 * time.Second
-	before := c.followerFetches(preferred)
+	before := followerFetches(c, preferred)
 	time.Sleep(window)
-	n := c.followerFetches(preferred) - before
+	n := followerFetches(c, preferred) - before
 	// The healthy follower long-polls (500 ms), the stuck one waits a
 	// backoff (1 s) between answers: about ten fetches. A spinning
 	// follower makes thousands.

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/kerr"
 )
 
 // alterConfig sets (value non-empty) or deletes (value "") one config key
 // of a topic (kind TOPIC) or of the cluster-wide broker default (kind
 // BROKER, name "").
-func (c *Cluster) alterConfig(kind adminv1.ConfigResourceType, name, key, value string) {
+func alterConfig(c *clustertest.Cluster, kind adminv1.ConfigResourceType, name, key, value string) {
 	c.T.Helper()
 	op := &adminv1.ConfigOp{Name: key, Value: value, Op: adminv1.ConfigOpType_CONFIG_OP_TYPE_SET}
 	if value == "" {
@@ -40,7 +41,7 @@ func TestRetentionLoweredOnIdleTopicsWhileAFollowerIsDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for time retention")
 	}
-	c := Start(t, Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
 	topics := []string{"override", "bydefault"}
 	const n = 4
 	for _, name := range topics {
@@ -66,12 +67,12 @@ func TestRetentionLoweredOnIdleTopicsWhileAFollowerIsDown(t *testing.T) {
 	}
 	c.CrashBroker(down)
 	time.Sleep(1500 * time.Millisecond) // the records are older than the retention set below
-	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "override", "retention.ms", "1000")
-	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "log.retention.ms", "1000")
+	alterConfig(c, adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "override", "retention.ms", "1000")
+	alterConfig(c, adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_BROKER, "", "log.retention.ms", "1000")
 	c.StartBroker(down)
 	for _, name := range topics {
 		r := c.Partition(name, 0).GetReplicas()
-		c.waitReplicasAt(t, name, 0, r, n, "every replica of "+name+" emptied by retention, with nothing produced")
+		waitReplicasAt(c, t, name, 0, r, n, "every replica of "+name+" emptied by retention, with nothing produced")
 		c.WaitSettled(20*time.Second, name, 0, r)
 	}
 }
@@ -82,7 +83,7 @@ func TestRetentionLoweredOnIdleTopicsWhileAFollowerIsDown(t *testing.T) {
 // commits it with nothing produced; the next acks=all write succeeds, and
 // the partition settles once the follower is back.
 func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
-	c := Start(t, Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
 	c.CreateTopic("strict", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	if _, err := c.Produce(context.Background(), "strict", 0, -1, "first"); err != nil {
 		t.Fatal(err)
@@ -99,8 +100,8 @@ func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
 	}
 	c.CrashBroker(down)
 	c.WaitFor(15*time.Second, "the follower out of the ISR", func() bool { return len(c.Partition("strict", 0).GetIsr()) == 2 })
-	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "strict", "min.insync.replicas", "3")
-	c.WaitFor(15*time.Second, "the leader at min.insync.replicas 3", func() bool { return c.minISR(leader, "strict", 0) == 3 })
+	alterConfig(c, adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "strict", "min.insync.replicas", "3")
+	c.WaitFor(15*time.Second, "the leader at min.insync.replicas 3", func() bool { return minISR(c, leader, "strict", 0) == 3 })
 	if _, err := c.Produce(context.Background(), "strict", 0, -1, "refused"); kerr.CodeOf(err) != kerr.NotEnoughReplicas {
 		t.Fatalf("acks=all with 2 of min.insync.replicas 3 in sync: %v, want NOT_ENOUGH_REPLICAS", err)
 	}
@@ -111,7 +112,7 @@ func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
 	if v, _ := c.View(leader, "strict", 0); v.LEO != 2 || v.HW != 1 {
 		t.Fatalf("leader after an acks=1 write under min.insync.replicas: %v, want LEO 2 and HW 1", v)
 	}
-	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "strict", "min.insync.replicas", "")
+	alterConfig(c, adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "strict", "min.insync.replicas", "")
 	up := slices.DeleteFunc(slices.Clone(reps), func(id int32) bool { return id == down })
 	c.WaitFor(15*time.Second, "HW = LEO = 2 on the running replicas, with nothing produced", func() bool {
 		for _, id := range up {
@@ -121,7 +122,7 @@ func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
 		}
 		return true
 	})
-	c.WaitFor(15*time.Second, "the leader back at min.insync.replicas 1", func() bool { return c.minISR(leader, "strict", 0) == 1 })
+	c.WaitFor(15*time.Second, "the leader back at min.insync.replicas 1", func() bool { return minISR(c, leader, "strict", 0) == 1 })
 	if _, err := c.Produce(context.Background(), "strict", 0, -1, "second"); err != nil {
 		t.Fatalf("acks=all once min.insync.replicas is lowered back: %v", err)
 	}
@@ -133,7 +134,7 @@ func TestMinInsyncReplicasChangedOnAnIdleTopic(t *testing.T) {
 }
 
 // minISR is broker id's min.insync.replicas for topic-p (-1: not hosted).
-func (c *Cluster) minISR(id int32, topic string, p int32) int {
+func minISR(c *clustertest.Cluster, id int32, topic string, p int32) int {
 	if b := c.Broker(id); b != nil {
 		for _, r := range b.Replicas().Replicas() {
 			if tp := r.TP(); tp.Topic == topic && tp.Partition == p {
@@ -151,7 +152,7 @@ func (c *Cluster) minISR(id int32, topic string, p int32) int {
 // replica's cleaner then removes the superseded value. Before, the segment
 // waited for segment.ms or segment.bytes, and the lag bounded nothing.
 func TestMaxCompactionLagLoweredRollsAnIdleCompactedTopicOnTheNextWrite(t *testing.T) {
-	c := Start(t, Options{BrokerSettings: compactedSettings})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
 	c.CreateTopic("lagged", 1, 3, compactedTopic(nil))
 	reps := c.Partition("lagged", 0).GetReplicas()
 	w := newKeyedLog(c, "lagged")
@@ -159,7 +160,7 @@ func TestMaxCompactionLagLoweredRollsAnIdleCompactedTopicOnTheNextWrite(t *testi
 	w.put("k", "new")
 	c.WaitSettled(15*time.Second, "lagged", 0, reps)
 
-	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "lagged", "max.compaction.lag.ms", "500")
+	alterConfig(c, adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "lagged", "max.compaction.lag.ms", "500")
 	time.Sleep(700 * time.Millisecond) // the idle active segment is now older than the lag
 	w.put("other", "x")
 	w.waitCleaned(20*time.Second, 0, 0, reps...)

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tidemark.io/services/clustertest"
 )
 
 // Retention renames a deleted segment's files and unlinks them in the
@@ -20,7 +22,7 @@ import (
 // dir, no segment wholly below a replica's log start, and the records
 // above the log start are the ones written, in order.
 func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
-	c := Start(t, Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "300"}})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "300"}})
 	c.CreateTopic("gone", 1, 3, map[string]string{"min.insync.replicas": "2", "segment.bytes": "1024", "retention.bytes": "2048"})
 	reps := c.Partition("gone", 0).GetReplicas()
 	var written []string
@@ -33,7 +35,7 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 	}
 	c.WaitSettled(10*time.Second, "gone", 0, reps)
 	for _, id := range reps {
-		c.runRetention(id, "gone", 0)
+		runRetention(c, id, "gone", 0)
 	}
 	// Crashes in quick succession, while the renames and unlinks run.
 	leader := c.Partition("gone", 0).GetLeader()
@@ -50,9 +52,9 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 	c.WaitSettled(20*time.Second, "gone", 0, reps)
 	c.WaitFor(15*time.Second, "retention to leave no retired file and no segment below the log start", func() bool {
 		for _, id := range reps {
-			c.runRetention(id, "gone", 0)
+			runRetention(c, id, "gone", 0)
 			v, ok := c.View(id, "gone", 0)
-			if !ok || !c.dirHoldsOnlyTheLog(id, "gone-0", v.LogStart) {
+			if !ok || !dirHoldsOnlyTheLog(c, id, "gone-0", v.LogStart) {
 				return false
 			}
 		}
@@ -65,7 +67,7 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 	lv, _ := c.View(c.Partition("gone", 0).GetLeader(), "gone", 0)
 	var got []string
 	for off := lv.LogStart; off < int64(len(written)); { // a fetch answer ends at a segment's end
-		more := c.consume("gone", 0, off)
+		more := c.Consume("gone", 0, off)
 		if len(more) == 0 {
 			break
 		}
@@ -80,9 +82,9 @@ func TestRetentionThroughQuickCrashesLeavesNoRetiredFiles(t *testing.T) {
 // dirHoldsOnlyTheLog reports whether broker id's directory of a partition
 // holds no retired (.deleted) file and no segment wholly below logStart,
 // logging what it found otherwise.
-func (c *Cluster) dirHoldsOnlyTheLog(id int32, part string, logStart int64) bool {
+func dirHoldsOnlyTheLog(c *clustertest.Cluster, id int32, part string, logStart int64) bool {
 	c.T.Helper()
-	ents, err := os.ReadDir(filepath.Join(c.brokerCfg[id].DataDir, part))
+	ents, err := os.ReadDir(filepath.Join(c.BrokerConfig(id).DataDir, part))
 	if err != nil {
 		c.T.Logf("broker %d: %v", id, err)
 		return false

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/topicconfig"
 )
 
@@ -19,20 +20,20 @@ import (
 // generation (no rebalance), and when records come again each member
 // reads on from where it was, and its commits land.
 func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := clustertest.StartConsumerCluster(t)
 	const parts, n = 2, 5
 	c.CreateTopic("calm", parts, 3, nil)
-	c.produceEach("calm", parts, 0, n)
-	o := GroupOpts("sleepers", "calm")
+	c.ProduceEach("calm", parts, 0, n)
+	o := clustertest.GroupOpts("sleepers", "calm")
 	o.SessionTimeout = 3 * time.Second
 	m1, m2 := c.StartMember(o), c.StartMember(o)
-	all := tps("calm", parts)
-	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	all := clustertest.TopicPartitions("calm", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return clustertest.Balanced(all, 1, 1, m1, m2) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	committedAll := func(want int64) func() bool {
 		return func() bool {
-			got, err := m1.gc.Committed(ctx)
+			got, err := m1.Consumer().Committed(ctx)
 			if err != nil {
 				return false
 			}
@@ -45,7 +46,7 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 		}
 	}
 	c.WaitFor(time.Minute, "every record read and committed", committedAll(n))
-	gen := m1.gc.Generation()
+	gen := m1.Consumer().Generation()
 
 	_, gs := c.CoordinatorOf("sleepers")
 	fc, err := gs.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "sleepers"})
@@ -80,23 +81,23 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 	})
 	time.Sleep(2 * o.SessionTimeout) // idle under the returned coordinator
 
-	for _, m := range []*Member{m1, m2} {
-		if g := m.gc.Generation(); g != gen {
+	for _, m := range []*clustertest.Member{m1, m2} {
+		if g := m.Consumer().Generation(); g != gen {
 			t.Fatalf("a member is in generation %d after the idle moves, was %d", g, gen)
 		}
 		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if d := c.describe("sleepers"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+	if d := c.DescribeGroup("sleepers"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
 		t.Fatalf("after the moves: %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
 	}
 	if !committedAll(n)() {
-		got, err := m1.gc.Committed(ctx)
+		got, err := m1.Consumer().Committed(ctx)
 		t.Fatalf("committed after the moves: %v %v, want %d each", got, err, n)
 	}
 
-	c.produceEach("calm", parts, n, n)
+	c.ProduceEach("calm", parts, n, n)
 	c.WaitFor(time.Minute, "the new records read and committed", committedAll(2*n))
 	for _, tp := range all {
 		got := append(m1.Offsets(tp), m2.Offsets(tp)...)
@@ -121,21 +122,21 @@ func TestIdleGroupKeepsItsGenerationAndCommitsAcrossCoordinatorMoves(t *testing.
 // both members and its commits, the offsets partition is whole, and
 // records produced afterwards are read and committed.
 func TestFrozenCoordinatorOfAnIdleGroupChangesNothingWhenItResumes(t *testing.T) {
-	c := startConsumerCluster(t)
+	c := clustertest.StartConsumerCluster(t)
 	const parts, n = 2, 5
 	c.CreateTopic("hush", parts, 3, nil)
-	c.produceEach("hush", parts, 0, n)
-	o := GroupOpts("hushed", "hush")
+	c.ProduceEach("hush", parts, 0, n)
+	o := clustertest.GroupOpts("hushed", "hush")
 	o.SessionTimeout = 3 * time.Second
-	m1 := c.startMemberOn(c.groupClientVia("member-1"), o)
-	m2 := c.startMemberOn(c.groupClientVia("member-2"), o)
-	all := tps("hush", parts)
-	c.WaitFor(time.Minute, "one partition each", func() bool { return balanced(all, 1, 1, m1, m2) })
+	m1 := c.StartMemberOn(c.GroupClientVia("member-1"), o)
+	m2 := c.StartMemberOn(c.GroupClientVia("member-2"), o)
+	all := clustertest.TopicPartitions("hush", parts)
+	c.WaitFor(time.Minute, "one partition each", func() bool { return clustertest.Balanced(all, 1, 1, m1, m2) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	committedAll := func(want int64) func() bool {
 		return func() bool {
-			got, err := m1.gc.Committed(ctx)
+			got, err := m1.Consumer().Committed(ctx)
 			if err != nil {
 				return false
 			}
@@ -148,7 +149,7 @@ func TestFrozenCoordinatorOfAnIdleGroupChangesNothingWhenItResumes(t *testing.T)
 		}
 	}
 	c.WaitFor(time.Minute, "every record read and committed", committedAll(n))
-	gen := m1.gc.Generation()
+	gen := m1.Consumer().Generation()
 	first, gs := c.CoordinatorOf("hushed")
 	fc, err := gs.FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "hushed"})
 	if err != nil {
@@ -157,37 +158,37 @@ func TestFrozenCoordinatorOfAnIdleGroupChangesNothingWhenItResumes(t *testing.T)
 	op := fc.GetPartition()
 
 	c.EtcdLink(first).Pause()
-	c.Net.Pause(BrokerName(first))
+	c.Net.Pause(clustertest.BrokerName(first))
 	c.WaitFor(time.Minute, "another leader of the offsets partition", func() bool {
 		l := c.Partition(topicconfig.OffsetsTopic, op).GetLeader()
 		return l > 0 && l != first && c.Leads(l, topicconfig.OffsetsTopic, op)
 	})
 	time.Sleep(2 * o.SessionTimeout) // idle, the old coordinator still frozen
-	c.Net.Resume(BrokerName(first))
+	c.Net.Resume(clustertest.BrokerName(first))
 	c.EtcdLink(first).Resume()
 	c.WaitFor(time.Minute, "the resumed broker back in the offsets partition's ISR", func() bool {
 		return len(c.Partition(topicconfig.OffsetsTopic, op).GetIsr()) == 3
 	})
 	time.Sleep(2 * o.SessionTimeout) // idle again, every broker running
 
-	for _, m := range []*Member{m1, m2} {
-		if g := m.gc.Generation(); g != gen {
+	for _, m := range []*clustertest.Member{m1, m2} {
+		if g := m.Consumer().Generation(); g != gen {
 			t.Fatalf("a member is in generation %d after the freeze, was %d", g, gen)
 		}
 		if err := m.Failure(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if d := c.describe("hushed"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
+	if d := c.DescribeGroup("hushed"); d.GetGroupState() != "Stable" || d.GetGenerationId() != gen || len(d.GetMembers()) != 2 {
 		t.Fatalf("after the freeze: %s generation %d with %d members, want Stable %d with 2", d.GetGroupState(), d.GetGenerationId(), len(d.GetMembers()), gen)
 	}
 	if !committedAll(n)() {
-		got, err := m1.gc.Committed(ctx)
+		got, err := m1.Consumer().Committed(ctx)
 		t.Fatalf("committed after the freeze: %v %v, want %d each", got, err, n)
 	}
 	c.WaitHWAtLEO(topicconfig.OffsetsTopic, op, 1, 2, 3)
 	c.SameLogs(topicconfig.OffsetsTopic, op, 1, 2, 3)
 
-	c.produceEach("hush", parts, n, n)
+	c.ProduceEach("hush", parts, n, n)
 	c.WaitFor(time.Minute, "the new records read and committed", committedAll(2*n))
 }

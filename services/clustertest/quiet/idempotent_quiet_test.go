@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 )
@@ -31,13 +32,13 @@ import (
 // idemWriter is an idempotent acks=all Go producer on partition 0 of topic
 // and what it was told.
 type idemWriter struct {
-	c     *Cluster
+	c     *clustertest.Cluster
 	topic string
 	p     *client.Producer
 	acked []string
 }
 
-func (c *Cluster) idemWriter(topic string) *idemWriter {
+func newIdemWriter(c *clustertest.Cluster, topic string) *idemWriter {
 	c.T.Helper()
 	p, err := client.NewProducer(c.Client(), client.ProducerOptions{Acks: client.AcksAll, Idempotence: client.IdempotenceOn,
 		DeliveryTimeout: time.Minute})
@@ -68,7 +69,7 @@ func (w *idemWriter) write(prefix string, n int) {
 }
 
 // lastBatch is the partition's last batch as its leader stores it.
-func (c *Cluster) lastBatch(topic string) recordbatch.Batch {
+func lastBatch(c *clustertest.Cluster, topic string) recordbatch.Batch {
 	c.T.Helper()
 	leader := c.Partition(topic, 0).GetLeader()
 	v, _ := c.View(leader, topic, 0)
@@ -93,7 +94,7 @@ func (c *Cluster) lastBatch(topic string) recordbatch.Batch {
 // resend sends b again to the partition's leader, as a producer resends a
 // batch whose answer it lost, and returns the offset it was acknowledged at
 // or the leader's refusal.
-func (c *Cluster) resend(topic string, b recordbatch.Batch) (int64, kerr.Code) {
+func resend(c *clustertest.Cluster, topic string, b recordbatch.Batch) (int64, kerr.Code) {
 	c.T.Helper()
 	leader := c.Partition(topic, 0).GetLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -108,19 +109,19 @@ func (c *Cluster) resend(topic string, b recordbatch.Batch) (int64, kerr.Code) {
 
 // checkRetryIsDuplicate resends the partition's last batch: the leader must
 // answer with its original offset and write nothing.
-func (c *Cluster) checkRetryIsDuplicate(topic string, acked []string) {
+func checkRetryIsDuplicate(c *clustertest.Cluster, topic string, acked []string) {
 	c.T.Helper()
-	c.checkResendIsDuplicate(topic, c.lastBatch(topic))
-	c.checkIdemLog(topic, acked)
+	checkResendIsDuplicate(c, topic, lastBatch(c, topic))
+	checkIdemLog(c, topic, acked)
 }
 
 // checkResendIsDuplicate resends last, a batch the partition holds or held
 // (retention may have deleted it since): the leader must answer with its
 // original offset and write nothing.
-func (c *Cluster) checkResendIsDuplicate(topic string, last recordbatch.Batch) {
+func checkResendIsDuplicate(c *clustertest.Cluster, topic string, last recordbatch.Batch) {
 	c.T.Helper()
 	c.WaitFor(20*time.Second, "the leader to answer the resent batch", func() bool {
-		off, code := c.resend(topic, last)
+		off, code := resend(c, topic, last)
 		switch {
 		case code == kerr.None && off != last.BaseOffset():
 			c.T.Fatalf("the resent last batch (producer %d, sequence %d) was written again at %d; first at %d",
@@ -140,11 +141,11 @@ func (c *Cluster) checkResendIsDuplicate(topic string, last recordbatch.Batch) {
 // partition's last batch (its state expired): a resend of that batch, which
 // the leader otherwise answers as a duplicate, is UNKNOWN_PRODUCER_ID. It
 // writes nothing either way.
-func (c *Cluster) awaitForgotten(topic string, within time.Duration) {
+func awaitForgotten(c *clustertest.Cluster, topic string, within time.Duration) {
 	c.T.Helper()
-	last := c.lastBatch(topic)
+	last := lastBatch(c, topic)
 	c.WaitFor(within, "the leader to forget the idle producer", func() bool {
-		off, code := c.resend(topic, last)
+		off, code := resend(c, topic, last)
 		if code == kerr.None && off != last.BaseOffset() {
 			c.T.Fatalf("the resent last batch was written again at %d; first at %d", off, last.BaseOffset())
 		}
@@ -154,7 +155,7 @@ func (c *Cluster) awaitForgotten(topic string, within time.Duration) {
 
 // checkIdemLog wants the partition settled on every replica, each holding
 // exactly acked.
-func (c *Cluster) checkIdemLog(topic string, acked []string) {
+func checkIdemLog(c *clustertest.Cluster, topic string, acked []string) {
 	c.T.Helper()
 	replicas := c.Partition(topic, 0).GetReplicas()
 	c.WaitSettled(20*time.Second, topic, 0, replicas)
@@ -165,7 +166,7 @@ func (c *Cluster) checkIdemLog(topic string, acked []string) {
 
 // moveLeader stops the partition's leader (a controlled shutdown) and
 // starts it again; it returns the new leader.
-func (c *Cluster) moveLeader(topic string) int32 {
+func moveLeader(c *clustertest.Cluster, topic string) int32 {
 	c.T.Helper()
 	old := c.Leader(topic, 0)
 	if err := c.StopBroker(old); err != nil {
@@ -190,27 +191,27 @@ func TestIdempotentProducerResumesAfterItsStateExpired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("idles past producer.id.expiration.ms")
 	}
-	c := Start(t, Options{BrokerSettings: QuickExpiry})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: clustertest.QuickExpiry})
 	const topic = "idem-expired"
 	c.CreateTopic(topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
-	w := c.idemWriter(topic)
+	w := newIdemWriter(c, topic)
 	w.write("a", 4)
 
-	c.awaitForgotten(topic, 20*time.Second)
+	awaitForgotten(c, topic, 20*time.Second)
 	w.write("b", 4)
-	c.checkRetryIsDuplicate(topic, w.acked)
+	checkRetryIsDuplicate(c, topic, w.acked)
 
 	// The leader moves while the producer idles past its expiry.
-	c.moveLeader(topic)
-	c.awaitForgotten(topic, 20*time.Second)
+	moveLeader(c, topic)
+	awaitForgotten(c, topic, 20*time.Second)
 	w.write("c", 4)
-	c.checkRetryIsDuplicate(topic, w.acked)
+	checkRetryIsDuplicate(c, topic, w.acked)
 
-	c.awaitForgotten(topic, 20*time.Second)
-	c.electPreferredAndWait(topic)
-	c.awaitForgotten(topic, 20*time.Second)
+	awaitForgotten(c, topic, 20*time.Second)
+	electPreferredAndWait(c, topic)
+	awaitForgotten(c, topic, 20*time.Second)
 	w.write("d", 4)
-	c.checkRetryIsDuplicate(topic, w.acked)
+	checkRetryIsDuplicate(c, topic, w.acked)
 }
 
 // Replicas forget an idle producer at different moments: broker 3 keeps
@@ -224,24 +225,24 @@ func TestIdempotentProducerWhoseReplicasExpireItApart(t *testing.T) {
 		t.Skip("idles past producer.id.expiration.ms")
 	}
 	const keeper = 3
-	c := Start(t, Options{BrokerSettings: QuickExpiry, Adjust: func(cfg *broker.Config) {
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: clustertest.QuickExpiry, Adjust: func(cfg *broker.Config) {
 		if cfg.ID == keeper {
 			cfg.Settings["producer.id.expiration.ms"] = "3600000"
 		}
 	}})
 	const topic = "idem-apart"
 	c.CreateTopic(topic, 1, 3, map[string]string{"min.insync.replicas": "1"})
-	w := c.idemWriter(topic)
+	w := newIdemWriter(c, topic)
 	w.write("a", 3)
 	if c.Leader(topic, 0) == keeper {
-		c.moveLeader(topic)
+		moveLeader(c, topic)
 	}
-	c.awaitForgotten(topic, 20*time.Second)
+	awaitForgotten(c, topic, 20*time.Second)
 	w.write("b", 3)
-	c.checkRetryIsDuplicate(topic, w.acked)
+	checkRetryIsDuplicate(c, topic, w.acked)
 
 	// Idle again; then only the keeper is left to lead.
-	c.awaitForgotten(topic, 20*time.Second)
+	awaitForgotten(c, topic, 20*time.Second)
 	var stopped []int32
 	for c.Leader(topic, 0) != keeper {
 		old := c.Leader(topic, 0)
@@ -259,7 +260,7 @@ func TestIdempotentProducerWhoseReplicasExpireItApart(t *testing.T) {
 		c.StartBroker(id)
 		c.WaitBrokerAlive(id)
 	}
-	c.checkIdemLog(topic, w.acked)
+	checkIdemLog(c, topic, w.acked)
 	if err := c.StopBroker(keeper); err != nil {
 		t.Fatal(err)
 	}
@@ -267,15 +268,15 @@ func TestIdempotentProducerWhoseReplicasExpireItApart(t *testing.T) {
 		l := c.Partition(topic, 0).GetLeader()
 		return l >= 0 && l != keeper && c.Leads(l, topic, 0)
 	})
-	last := c.lastBatch(topic)
-	if off, code := c.resend(topic, last); code != kerr.None || off != last.BaseOffset() {
+	last := lastBatch(c, topic)
+	if off, code := resend(c, topic, last); code != kerr.None || off != last.BaseOffset() {
 		t.Fatalf("the last batch resent to broker %d: offset %d, %s; want its original offset %d",
 			c.Leader(topic, 0), off, code, last.BaseOffset())
 	}
 	w.write("d", 3)
 	c.StartBroker(keeper)
 	c.WaitBrokerAlive(keeper)
-	c.checkRetryIsDuplicate(topic, w.acked)
+	checkRetryIsDuplicate(c, topic, w.acked)
 }
 
 // The segments holding an idle producer's last batches are deleted by
@@ -289,35 +290,35 @@ func TestIdempotentProducerPastItsDeletedBatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for time retention")
 	}
-	c := Start(t, Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
 	const topic = "idem-retained"
 	c.CreateTopic(topic, 1, 3, map[string]string{"min.insync.replicas": "2", "retention.ms": "1500", "segment.ms": "300"})
 	replicas := c.Partition(topic, 0).GetReplicas()
-	w := c.idemWriter(topic)
+	w := newIdemWriter(c, topic)
 	w.write("a", 3)
-	last := c.lastBatch(topic)
-	c.awaitEmptied(topic, replicas, int64(len(w.acked)))
-	c.checkResendIsDuplicate(topic, last)
+	last := lastBatch(c, topic)
+	awaitEmptied(c, topic, replicas, int64(len(w.acked)))
+	checkResendIsDuplicate(c, topic, last)
 	w.write("b", 3)
-	last = c.lastBatch(topic)
-	c.awaitEmptied(topic, replicas, int64(len(w.acked)))
+	last = lastBatch(c, topic)
+	awaitEmptied(c, topic, replicas, int64(len(w.acked)))
 
 	preferred := c.Leader(topic, 0)
-	c.moveLeader(topic)
-	c.checkResendIsDuplicate(topic, last)
+	moveLeader(c, topic)
+	checkResendIsDuplicate(c, topic, last)
 	c.WaitSettled(20*time.Second, topic, 0, replicas)
-	c.electPreferredAndWait(topic)
+	electPreferredAndWait(c, topic)
 	if l := c.Leader(topic, 0); l != preferred {
 		t.Fatalf("broker %d leads after the preferred election, want %d", l, preferred)
 	}
-	c.checkResendIsDuplicate(topic, last)
+	checkResendIsDuplicate(c, topic, last)
 	w.write("c", 3)
-	c.checkRetainedTail(topic, replicas, w.acked)
+	checkRetainedTail(c, topic, replicas, w.acked)
 }
 
 // awaitEmptied waits until retention has emptied every replica: the log
 // starts at leo.
-func (c *Cluster) awaitEmptied(topic string, replicas []int32, leo int64) {
+func awaitEmptied(c *clustertest.Cluster, topic string, replicas []int32, leo int64) {
 	c.T.Helper()
 	c.WaitFor(30*time.Second, "retention to empty every replica", func() bool {
 		for _, id := range replicas {
@@ -332,7 +333,7 @@ func (c *Cluster) awaitEmptied(topic string, replicas []int32, leo int64) {
 // checkRetainedTail wants the partition settled with its LEO at the last
 // acknowledged write, and every replica holding the same tail of acked
 // (retention may have deleted the rest).
-func (c *Cluster) checkRetainedTail(topic string, replicas []int32, acked []string) {
+func checkRetainedTail(c *clustertest.Cluster, topic string, replicas []int32, acked []string) {
 	c.T.Helper()
 	c.WaitSettled(20*time.Second, topic, 0, replicas)
 	if v, _ := c.View(c.Leader(topic, 0), topic, 0); v.LEO != int64(len(acked)) {
@@ -354,7 +355,7 @@ func TestIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a leader twice")
 	}
-	c := Start(t, Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	for _, kill := range []bool{true, false} {
 		name := map[bool]string{true: "killed", false: "stopped"}[kill]
 		t.Run(name, func(t *testing.T) {
@@ -362,7 +363,7 @@ func TestIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 			topic := "idem-restarts-" + name
 			c.CreateTopic(topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 			replicas := c.Partition(topic, 0).GetReplicas()
-			w := c.idemWriter(topic)
+			w := newIdemWriter(c, topic)
 			w.write("a", 5)
 			leader := c.Leader(topic, 0)
 			for range 2 {
@@ -374,12 +375,12 @@ func TestIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 				c.StartBroker(leader)
 			}
 			c.WaitBrokerAlive(leader)
-			c.checkRetryIsDuplicate(topic, w.acked)
+			checkRetryIsDuplicate(c, topic, w.acked)
 			c.WaitSettled(20*time.Second, topic, 0, replicas)
-			c.electPreferredAndWait(topic)
-			c.checkRetryIsDuplicate(topic, w.acked)
+			electPreferredAndWait(c, topic)
+			checkRetryIsDuplicate(c, topic, w.acked)
 			w.write("b", 3)
-			c.checkRetryIsDuplicate(topic, w.acked)
+			checkRetryIsDuplicate(c, topic, w.acked)
 		})
 	}
 }
@@ -387,13 +388,13 @@ func TestIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 // kgoWriter is a franz-go idempotent acks=all producer (kgo's default) on
 // partition 0 of topic, through the Kafka listener, and what it was told.
 type kgoWriter struct {
-	c     *Cluster
+	c     *clustertest.Cluster
 	topic string
 	cl    *kgo.Client
 	acked []string
 }
 
-func (c *Cluster) kgoWriter(topic string) *kgoWriter {
+func newKgoWriter(c *clustertest.Cluster, topic string) *kgoWriter {
 	c.T.Helper()
 	c.KafkaCreate(kadm.NewClient(c.KafkaClient()), topic, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	return &kgoWriter{c: c, topic: topic, cl: c.KafkaClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))}
@@ -426,17 +427,17 @@ func TestKafkaIdempotentProducerResumesAfterItsStateExpired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("idles past producer.id.expiration.ms")
 	}
-	c := Start(t, Options{Kafka: true, BrokerSettings: QuickExpiry})
-	w := c.kgoWriter("kgo-idem-expired")
+	c := clustertest.Start(t, clustertest.Options{Kafka: true, BrokerSettings: clustertest.QuickExpiry})
+	w := newKgoWriter(c, "kgo-idem-expired")
 	w.write("a", 4)
-	c.awaitForgotten(w.topic, 20*time.Second)
+	awaitForgotten(c, w.topic, 20*time.Second)
 	w.write("b", 4)
-	c.checkRetryIsDuplicate(w.topic, w.acked)
+	checkRetryIsDuplicate(c, w.topic, w.acked)
 
-	c.moveLeader(w.topic)
-	c.awaitForgotten(w.topic, 20*time.Second)
+	moveLeader(c, w.topic)
+	awaitForgotten(c, w.topic, 20*time.Second)
 	w.write("c", 4)
-	c.checkRetryIsDuplicate(w.topic, w.acked)
+	checkRetryIsDuplicate(c, w.topic, w.acked)
 }
 
 // A franz-go idempotent producer's leader is killed twice in quick
@@ -447,8 +448,8 @@ func TestKafkaIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a leader twice")
 	}
-	c := Start(t, Options{Kafka: true})
-	w := c.kgoWriter("kgo-idem-restarts")
+	c := clustertest.Start(t, clustertest.Options{Kafka: true})
+	w := newKgoWriter(c, "kgo-idem-restarts")
 	replicas := c.Partition(w.topic, 0).GetReplicas()
 	w.write("a", 4)
 	leader := c.Leader(w.topic, 0)
@@ -457,13 +458,13 @@ func TestKafkaIdempotentProducerAcrossQuickLeaderRestarts(t *testing.T) {
 		c.StartBroker(leader)
 	}
 	c.WaitBrokerAlive(leader)
-	c.checkRetryIsDuplicate(w.topic, w.acked)
+	checkRetryIsDuplicate(c, w.topic, w.acked)
 	w.write("b", 2)
 	c.WaitSettled(20*time.Second, w.topic, 0, replicas)
-	c.electPreferredAndWait(w.topic)
-	c.checkRetryIsDuplicate(w.topic, w.acked)
+	electPreferredAndWait(c, w.topic)
+	checkRetryIsDuplicate(c, w.topic, w.acked)
 	w.write("c", 4)
-	c.checkRetryIsDuplicate(w.topic, w.acked)
+	checkRetryIsDuplicate(c, w.topic, w.acked)
 }
 
 // answerDropper is a Go client's dialer whose connections, while stalled,
@@ -538,7 +539,7 @@ func TestResendOfAnOldRecordWhoseAnswerWasLostIsNotWrittenTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds back a broker's answers")
 	}
-	c := Start(t, Options{Brokers: 1})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 1})
 	const topic = "idem-lost-answer"
 	c.CreateTopic(topic, 1, 1, nil)
 	var d answerDropper
@@ -603,10 +604,10 @@ func TestLostAnswerThenForgottenProducerIsNotWrittenTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds back a broker's answers past producer.id.expiration.ms")
 	}
-	c := Start(t, Options{Brokers: 1, BrokerSettings: QuickExpiry})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 1, BrokerSettings: clustertest.QuickExpiry})
 	const topic = "idem-lost-forgotten"
 	c.CreateTopic(topic, 1, 1, nil)
-	write, o := c.writeWithLostAnswer(topic, func() { c.awaitForgotten(topic, 20*time.Second) })
+	write, o := writeWithLostAnswer(c, topic, func() { awaitForgotten(c, topic, 20*time.Second) })
 	if o.err != nil || o.res.Offset != 1 {
 		t.Fatalf("the write whose answer was lost: offset %d, %v; want offset 1, where it is", o.res.Offset, o.err)
 	}
@@ -628,14 +629,14 @@ func TestLostAnswerThenRetainedAwayProducerIsResent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds back a broker's answers past retention and producer.id.expiration.ms")
 	}
-	c := Start(t, Options{Brokers: 1, BrokerSettings: QuickExpiry})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 1, BrokerSettings: clustertest.QuickExpiry})
 	const topic = "idem-lost-retained"
 	c.CreateTopic(topic, 1, 1, map[string]string{"retention.ms": "1500", "segment.ms": "300"})
-	write, o := c.writeWithLostAnswer(topic, func() {
-		last := c.lastBatch(topic)
-		c.awaitEmptied(topic, []int32{1}, 2)
+	write, o := writeWithLostAnswer(c, topic, func() {
+		last := lastBatch(c, topic)
+		awaitEmptied(c, topic, []int32{1}, 2)
 		c.WaitFor(20*time.Second, "the leader to forget the idle producer", func() bool {
-			_, code := c.resend(topic, last)
+			_, code := resend(c, topic, last)
 			return code == kerr.UnknownProducerID
 		})
 	})
@@ -658,7 +659,7 @@ type lostAnswer struct {
 // its answer back until it is appended and meanwhile has run, and returns
 // the producer's write and the outcome of "lost", which the producer resent
 // on a new connection.
-func (c *Cluster) writeWithLostAnswer(topic string, meanwhile func()) (func(string) (client.Result, error), lostAnswer) {
+func writeWithLostAnswer(c *clustertest.Cluster, topic string, meanwhile func()) (func(string) (client.Result, error), lostAnswer) {
 	c.T.Helper()
 	var d answerDropper
 	p, err := client.NewProducer(c.ClientWith(client.Options{Dialer: d.dial}), client.ProducerOptions{Acks: client.AcksAll,

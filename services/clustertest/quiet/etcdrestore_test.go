@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/testenv"
 )
 
 // heldEpochs are the leader epoch and partition epoch each running broker's
 // replica of quietTopic holds, by broker and partition.
-func (c *Cluster) heldEpochs() map[int32]map[int32][2]int32 {
+func heldEpochs(c *clustertest.Cluster) map[int32]map[int32][2]int32 {
 	out := map[int32]map[int32][2]int32{}
 	for id := int32(1); id <= 3; id++ {
 		b := c.Broker(id)
@@ -49,10 +50,10 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts etcd twice and fails a controller and a broker over")
 	}
-	c, acked := startQuiet(t, Options{PausableControllers: true,
+	c, acked := startQuiet(t, clustertest.Options{PausableControllers: true,
 		Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }}, 3)
 	backup := c.Etcd.Backup(t)
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 
 	// Move the metadata on past the backup: a new controller term, a new
 	// leader for partition 0, ISR shrinks and expansions everywhere.
@@ -65,8 +66,8 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 		return l >= 0 && l != leader && c.Leads(l, quietTopic, 0)
 	})
 	c.StartBroker(leader)
-	c.checkQuietWhole(acked, 20*time.Second)
-	held := c.heldEpochs()
+	checkQuietWhole(c, acked, 20*time.Second)
+	held := heldEpochs(c)
 	t.Logf("before the restore: controller epoch %d, brokers hold %v", epoch, held)
 
 	c.Etcd.RestoreBackup(t, backup, time.Second)
@@ -95,7 +96,7 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 		}
 		return n > 0
 	})
-	for b, parts := range c.heldEpochs() {
+	for b, parts := range heldEpochs(c) {
 		for p, now := range parts {
 			was := held[b][p]
 			if now[0] < was[0] || now[1] < was[1] {
@@ -104,7 +105,7 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 			}
 		}
 	}
-	c.checkQuietWhole(acked, 30*time.Second)
+	checkQuietWhole(c, acked, 30*time.Second)
 
 	// The standby waited for the controller key to go with a watch from a
 	// revision the restore took etcd back below: it must still take office
@@ -117,5 +118,5 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 		return id >= 0 && id != active && e > activeEpoch
 	})
 	c.StartController(active)
-	c.checkQuietWhole(acked, 30*time.Second)
+	checkQuietWhole(c, acked, 30*time.Second)
 }

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
+	"tidemark.io/services/clustertest"
 )
 
 // A compacted partition reassigned onto two brokers that fetched its
@@ -24,8 +25,8 @@ func TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled(t *testin
 	if testing.Short() {
 		t.Skip("waits for a compacted log to be cleaned and copied")
 	}
-	c := Start(t, Options{BrokerSettings: compactedSettings})
-	CreateAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
+	clustertest.CreateAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
 		"segment.bytes": "4096", "min.insync.replicas": "1", "flush.ms": "100"}))
 	w := newKeyedLog(c, "moved")
 	pad := strings.Repeat("v", 200)
@@ -44,14 +45,14 @@ func TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled(t *testin
 	moved := []int32{2, 3}
 	for _, id := range moved {
 		c.CrashBroker(id)
-		cfg := c.brokerCfg[id]
+		cfg := c.BrokerConfig(id)
 		cfg.Settings = maps.Clone(cfg.Settings)
 		cfg.Settings["log.cleaner.enable"] = "false"
-		c.brokerCfg[id] = cfg
+		c.SetBrokerConfig(id, cfg)
 		c.StartBroker(id)
 	}
-	reassign(t, c, "moved", map[int32][]int32{0: moved})
-	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return SettledOn(c, "moved", 0, moved) })
+	clustertest.Reassign(t, c, "moved", map[int32][]int32{0: moved})
+	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return clustertest.SettledOn(c, "moved", 0, moved) })
 	c.WaitSettled(15*time.Second, "moved", 0, moved)
 	w.judgeAll(moved...)
 	leo := map[int32]int64{}
@@ -99,8 +100,8 @@ func TestCompactedReplicasKeepCleanedDataKilledWithoutAFlush(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a compacted log to be cleaned and copied")
 	}
-	c := Start(t, Options{BrokerSettings: compactedSettings})
-	CreateAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: compactedSettings})
+	clustertest.CreateAssigned(t, c, "moved", [][]int32{{1}}, compactedTopic(map[string]string{
 		"segment.bytes": "4096", "min.insync.replicas": "1"}))
 	w := newKeyedLog(c, "moved")
 	pad := strings.Repeat("v", 200)
@@ -113,19 +114,19 @@ func TestCompactedReplicasKeepCleanedDataKilledWithoutAFlush(t *testing.T) {
 		return len(recs) > 0 && s < 60
 	})
 	// The copies take it all in one segment: no roll flushes it.
-	c.alterConfig(adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "moved", "segment.bytes", "1048576")
+	alterConfig(c, adminv1.ConfigResourceType_CONFIG_RESOURCE_TYPE_TOPIC, "moved", "segment.bytes", "1048576")
 
 	moved := []int32{2, 3}
 	for _, id := range moved {
 		c.CrashBroker(id)
-		cfg := c.brokerCfg[id]
+		cfg := c.BrokerConfig(id)
 		cfg.Settings = maps.Clone(cfg.Settings)
 		cfg.Settings["log.cleaner.enable"] = "false"
-		c.brokerCfg[id] = cfg
+		c.SetBrokerConfig(id, cfg)
 		c.StartBroker(id)
 	}
-	reassign(t, c, "moved", map[int32][]int32{0: moved})
-	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return SettledOn(c, "moved", 0, moved) })
+	clustertest.Reassign(t, c, "moved", map[int32][]int32{0: moved})
+	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return clustertest.SettledOn(c, "moved", 0, moved) })
 	c.WaitSettled(15*time.Second, "moved", 0, moved)
 	w.judgeAll(moved...)
 	before, leo := map[int32][]keyed{}, map[int32]int64{}
@@ -143,7 +144,7 @@ func TestCompactedReplicasKeepCleanedDataKilledWithoutAFlush(t *testing.T) {
 // killAllAndCheckKept kills every replica of moved-0 at once, restarts them
 // and checks each holds what it held before (before, leo), with HW = LEO
 // and a full ISR, and that no acknowledged record Kafka keeps was lost.
-func killAllAndCheckKept(t *testing.T, c *Cluster, w *keyedLog, moved []int32, before map[int32][]keyed, leo map[int32]int64) {
+func killAllAndCheckKept(t *testing.T, c *clustertest.Cluster, w *keyedLog, moved []int32, before map[int32][]keyed, leo map[int32]int64) {
 	t.Helper()
 	for _, id := range moved {
 		c.CrashBroker(id)

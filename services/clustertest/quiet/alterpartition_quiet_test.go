@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/clustertest"
 )
 
 // A leader's ISR shrink is logged with its reason, and a leader whose
@@ -19,15 +20,15 @@ import (
 // once, then at most once a minute with the attempts so far, and says
 // once when the change got through or new metadata replaced it.
 func TestAnISRShrinkSaysWhyAndWithNoControllerToTakeItWarnsOnce(t *testing.T) {
-	c := Start(t, Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
-	logs := &obsLogBuf{}
-	c.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: map[string]string{"replica.lag.time.max.ms": "1000"}})
+	logs := &clustertest.LogBuf{}
+	c.SetLog(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err := c.StopBroker(1); err != nil {
 		t.Fatal(err)
 	}
 	c.StartBroker(1)
 	c.WaitBrokerAlive(1)
-	CreateAssigned(t, c, "t", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "1"})
+	clustertest.CreateAssigned(t, c, "t", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "1"})
 	if _, err := c.Produce(context.Background(), "t", 0, -1, "v0"); err != nil {
 		t.Fatal(err)
 	}
@@ -37,20 +38,20 @@ func TestAnISRShrinkSaysWhyAndWithNoControllerToTakeItWarnsOnce(t *testing.T) {
 	// A write broker 3 never fetches: the leader shrinks the ISR once
 	// replica.lag.time.max.ms has passed.
 	if _, err := c.BrokerClient(1).Produce(context.Background(), &brokerv1.ProduceRequest{Topic: "t", Partition: 0, Acks: 1, TimeoutMs: 5000,
-		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: record("v1")}}}); err != nil {
+		Payload: &brokerv1.ProduceRequest_Records{Records: &brokerv1.Records{Records: clustertest.Record("v1")}}}); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitFor(10*time.Second, "the leader to propose the shrink", func() bool {
-		return len(logs.lines("Shrinking ISR from 1,2,3 to 1,2")) == 1
+		return len(logs.Lines("Shrinking ISR from 1,2,3 to 1,2")) == 1
 	})
 	// The line says why, as Kafka's names each out-of-sync replica's end
 	// offset and last catch-up: broker 3 stopped at offset 1, the
 	// leader's log ends at 2.
-	if l := logs.lines("Shrinking ISR from 1,2,3 to 1,2", "log end offset 2", "broker 3 at offset 1, last caught up"); len(l) != 1 {
-		t.Fatalf("the shrink's line does not say which replica fell behind and how: %s", logs.lines("Shrinking ISR"))
+	if l := logs.Lines("Shrinking ISR from 1,2,3 to 1,2", "log end offset 2", "broker 3 at offset 1, last caught up"); len(l) != 1 {
+		t.Fatalf("the shrink's line does not say which replica fell behind and how: %s", logs.Lines("Shrinking ISR"))
 	}
 	time.Sleep(3 * time.Second) // no controller: the sender retries every 200 ms
-	if w := logs.lines("AlterPartition", "will retry"); len(w) != 1 {
+	if w := logs.Lines("AlterPartition", "will retry"); len(w) != 1 {
 		t.Fatalf("%d warnings in 3 s without a controller, want 1:\n%s", len(w), w)
 	}
 
@@ -60,13 +61,13 @@ func TestAnISRShrinkSaysWhyAndWithNoControllerToTakeItWarnsOnce(t *testing.T) {
 	})
 	defer func() {
 		if t.Failed() {
-			t.Logf("broker 1's log:\n%s", strings.Join(logs.lines("node=broker-1"), "\n"))
+			t.Logf("broker 1's log:\n%s", strings.Join(logs.Lines("node=broker-1"), "\n"))
 		}
 	}()
 	c.WaitFor(10*time.Second, "the leader to say its change got through", func() bool {
-		return len(logs.lines("level=INFO", "AlterPartition", "failed_attempts=")) == 1
+		return len(logs.Lines("level=INFO", "AlterPartition", "failed_attempts=")) == 1
 	})
-	if w := logs.lines("AlterPartition", "will retry"); len(w) != 1 {
+	if w := logs.Lines("AlterPartition", "will retry"); len(w) != 1 {
 		t.Fatalf("%d warnings over the outage, want 1:\n%s", len(w), w)
 	}
 }

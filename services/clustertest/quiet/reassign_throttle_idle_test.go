@@ -1,10 +1,12 @@
-package clustertest
+package quiet
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"tidemark.io/services/clustertest"
 )
 
 // A move under a leader replication throttle that stays on: its new
@@ -17,9 +19,9 @@ func TestThrottledIdleMoveWhoseTargetWasFrozenCompletes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("keeps a reassignment's target away for a while")
 	}
-	c := Start(t, Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024",
+	c := clustertest.Start(t, clustertest.Options{Brokers: 4, BrokerSettings: map[string]string{"replica.fetch.max.bytes": "1024",
 		"replica.lag.time.max.ms": "1000", "replication.quota.window.num": "3", "replication.quota.window.size.seconds": "1"}})
-	CreateAssigned(t, c, "frozenmove", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	clustertest.CreateAssigned(t, c, "frozenmove", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	acked := map[int64]string{}
 	for i := range 100 {
 		v := fmt.Sprintf("value-%04d", i)
@@ -30,21 +32,21 @@ func TestThrottledIdleMoveWhoseTargetWasFrozenCompletes(t *testing.T) {
 		acked[off] = v
 	}
 	leader := c.Partition("frozenmove", 0).GetLeader()
-	Throttle(t, c, "frozenmove", fmt.Sprint(leader), "leader.replication.throttled.rate", "1000",
+	clustertest.Throttle(t, c, "frozenmove", fmt.Sprint(leader), "leader.replication.throttled.rate", "1000",
 		"leader.replication.throttled.replicas", fmt.Sprintf("0:%d", leader))
-	reassign(t, c, "frozenmove", map[int32][]int32{0: {2, 3, 4}})
+	clustertest.Reassign(t, c, "frozenmove", map[int32][]int32{0: {2, 3, 4}})
 	c.WaitFor(20*time.Second, "broker 4 part way through its copy", func() bool {
 		_, leo, ok := c.Broker(4).ReplicaOffsets("frozenmove", 0)
 		return ok && leo > 0
 	})
 	c.EtcdLink(4).Pause()
-	c.Net.Pause(BrokerName(4))
+	c.Net.Pause(clustertest.BrokerName(4))
 	time.Sleep(4 * time.Second) // quiet, longer than the 3 s of samples, its lease and the lag time
-	c.Net.Resume(BrokerName(4))
+	c.Net.Resume(clustertest.BrokerName(4))
 	c.EtcdLink(4).Resume()
 	c.WaitFor(45*time.Second, "frozenmove-0 on 2,3,4 with the throttle on and nothing produced",
-		func() bool { return SettledOn(c, "frozenmove", 0, []int32{2, 3, 4}) })
-	CheckWholeAndLive(t, c, "frozenmove", 0, []int32{2, 3, 4}, acked)
+		func() bool { return clustertest.SettledOn(c, "frozenmove", 0, []int32{2, 3, 4}) })
+	clustertest.CheckWholeAndLive(t, c, "frozenmove", 0, []int32{2, 3, 4}, acked)
 	if _, err := c.Produce(context.Background(), "frozenmove", 0, -1, "after"); err != nil {
 		t.Fatalf("acks=all produce after the move: %v", err)
 	}

@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"tidemark.io/services/clustertest"
 )
 
 // Time retention and segment.ms rolls empty an idle topic while its
@@ -20,7 +22,7 @@ func TestRetentionOnAnIdleTopicAcrossQuickRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for time retention across restarts")
 	}
-	c := Start(t, Options{Kafka: true, BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
+	c := clustertest.Start(t, clustertest.Options{Kafka: true, BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
 	c.CreateTopic("aging", 1, 3, map[string]string{"min.insync.replicas": "2", "retention.ms": "2000", "segment.ms": "500"})
 	reps := c.Partition("aging", 0).GetReplicas()
 	const n = 5
@@ -48,7 +50,7 @@ func TestRetentionOnAnIdleTopicAcrossQuickRestarts(t *testing.T) {
 	}
 	c.StartBroker(leader)
 
-	c.waitReplicasAt(t, "aging", 0, reps, n, "every replica's log start at the end of what was written, with nothing produced")
+	waitReplicasAt(c, t, "aging", 0, reps, n, "every replica's log start at the end of what was written, with nothing produced")
 	c.WaitSettled(20*time.Second, "aging", 0, reps)
 
 	cl := c.KafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"aging": {0: kgo.NewOffset().At(1)}}),
@@ -56,7 +58,7 @@ func TestRetentionOnAnIdleTopicAcrossQuickRestarts(t *testing.T) {
 	if _, err := c.Produce(context.Background(), "aging", 0, -1, "new"); err != nil {
 		t.Fatalf("acks=all produce after retention: %v", err)
 	}
-	ctx := CtxFor(t, 30*time.Second)
+	ctx := clustertest.CtxFor(t, 30*time.Second)
 	var got []string
 	var offsets []int64
 	for len(got) == 0 && ctx.Err() == nil {
@@ -85,7 +87,7 @@ func TestFollowerBackBelowTheLeadersLogStartRejoinsAnIdleTopic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for time retention while a follower is down")
 	}
-	c := Start(t, Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
+	c := clustertest.Start(t, clustertest.Options{BrokerSettings: map[string]string{"log.retention.check.interval.ms": "200", "replica.lag.time.max.ms": "1000"}})
 	c.CreateTopic("behind", 1, 3, map[string]string{"min.insync.replicas": "2", "retention.ms": "2000", "segment.ms": "500"})
 	reps := c.Partition("behind", 0).GetReplicas()
 	leader := c.Leader("behind", 0)

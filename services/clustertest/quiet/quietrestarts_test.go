@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/testenv"
 )
@@ -23,11 +24,11 @@ const quietTopic, quietPartitions = "qr", 3
 
 // startQuiet starts a cluster with quietTopic and writes n acks=all records
 // to each partition; it returns the records by partition.
-func startQuiet(t *testing.T, o Options, n int) (*Cluster, map[int32][]string) {
+func startQuiet(t *testing.T, o clustertest.Options, n int) (*clustertest.Cluster, map[int32][]string) {
 	t.Helper()
-	c := Start(t, o)
+	c := clustertest.Start(t, o)
 	c.CreateTopic(quietTopic, quietPartitions, 3, map[string]string{"min.insync.replicas": "2"})
-	c.produceEach(quietTopic, quietPartitions, 0, n)
+	c.ProduceEach(quietTopic, quietPartitions, 0, n)
 	acked := map[int32][]string{}
 	for p := range int32(quietPartitions) {
 		for i := range n {
@@ -43,14 +44,14 @@ func startQuiet(t *testing.T, o Options, n int) (*Cluster, map[int32][]string) {
 // acknowledged record; then that a new acks=all write to each is
 // acknowledged and readable from the HW it found. It adds the new writes
 // to acked.
-func (c *Cluster) checkQuietWhole(acked map[int32][]string, bound time.Duration) {
+func checkQuietWhole(c *clustertest.Cluster, acked map[int32][]string, bound time.Duration) {
 	c.T.Helper()
-	described := c.describeAll(quietTopic, bound) // once a controller is in office
+	described := c.DescribeAll(quietTopic, bound) // once a controller is in office
 	for p := range int32(quietPartitions) {
 		replicas := described[p].GetReplicas()
 		c.WaitSettled(bound, quietTopic, p, replicas)
 		logs := c.SameLogs(quietTopic, p, replicas...)
-		assertAllPresent(c.T, acked[p], logs)
+		clustertest.AssertAllPresent(c.T, acked[p], logs)
 		hw := int64(len(logs))
 		v := fmt.Sprintf("%s-%d-after-%d", quietTopic, p, hw)
 		var err error
@@ -68,7 +69,7 @@ func (c *Cluster) checkQuietWhole(acked map[int32][]string, bound time.Duration)
 		}
 		acked[p] = append(acked[p], v)
 		c.WaitFor(10*time.Second, fmt.Sprintf("the new write readable from %s-%d's HW", quietTopic, p), func() bool {
-			got := c.consume(quietTopic, p, hw)
+			got := c.Consume(quietTopic, p, hw)
 			return len(got) >= 1 && got[0] == v
 		})
 		c.WaitSettled(bound, quietTopic, p, replicas)
@@ -82,7 +83,7 @@ func TestQuietGracefulRestartsInARow(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts three brokers' worth of a cluster")
 	}
-	c, acked := startQuiet(t, Options{}, 3)
+	c, acked := startQuiet(t, clustertest.Options{}, 3)
 	leader := c.Partition(quietTopic, 0).GetLeader()
 	for range 2 {
 		if err := c.StopBroker(leader); err != nil {
@@ -90,7 +91,7 @@ func TestQuietGracefulRestartsInARow(t *testing.T) {
 		}
 		c.StartBroker(leader)
 	}
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 }
 
 // A leader of idle partitions killed and started again twice while the
@@ -103,21 +104,21 @@ func TestQuietCrashRestartsUnseenByTheController(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: waits out broker leases")
 	}
-	c, acked := startQuiet(t, Options{PausableControllers: true,
+	c, acked := startQuiet(t, clustertest.Options{PausableControllers: true,
 		AdjustController: func(cfg *controller.Config) {
 			cfg.SessionTTL = 15 * time.Second // outlives the stalled link
 			cfg.LeaderImbalanceCheckInterval = time.Second
 		}}, 3)
 	active, epoch := c.ActiveController()
 	leader := c.Partition(quietTopic, 0).GetLeader()
-	c.ctrlEtcd[active].Pause()
+	c.ControllerEtcdLink(active).Pause()
 	for range 2 {
 		c.CrashBroker(leader)
 		c.StartBroker(leader) // returns once registered anew
 	}
-	c.ctrlEtcd[active].Resume()
-	c.checkQuietWhole(acked, 20*time.Second)
-	c.waitPreferredLeaders(20 * time.Second)
+	c.ControllerEtcdLink(active).Resume()
+	checkQuietWhole(c, acked, 20*time.Second)
+	waitPreferredLeaders(c, 20*time.Second)
 	if id, e := c.ActiveController(); id != active || e != epoch {
 		t.Errorf("controller %d epoch %d after the stall, want %d epoch %d still in office", id, e, active, epoch)
 	}
@@ -125,7 +126,7 @@ func TestQuietCrashRestartsUnseenByTheController(t *testing.T) {
 
 // waitPreferredLeaders waits until every partition of quietTopic is led by
 // its preferred replica, acting as leader.
-func (c *Cluster) waitPreferredLeaders(timeout time.Duration) {
+func waitPreferredLeaders(c *clustertest.Cluster, timeout time.Duration) {
 	c.T.Helper()
 	c.WaitFor(timeout, "every partition led by its preferred replica", func() bool {
 		for p := range int32(quietPartitions) {
@@ -147,7 +148,7 @@ func TestQuietRollingRestartInQuickSuccession(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker of a cluster")
 	}
-	c, acked := startQuiet(t, Options{
+	c, acked := startQuiet(t, clustertest.Options{
 		AdjustController: func(cfg *controller.Config) { cfg.LeaderImbalanceCheckInterval = time.Second },
 	}, 3)
 	for id := int32(1); id <= 3; id++ {
@@ -156,9 +157,9 @@ func TestQuietRollingRestartInQuickSuccession(t *testing.T) {
 		}
 		c.StartBroker(id)
 	}
-	c.checkQuietWhole(acked, 20*time.Second)
-	c.waitPreferredLeaders(20 * time.Second)
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
+	waitPreferredLeaders(c, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 }
 
 // The active controller killed, the standby taking office and the first
@@ -169,7 +170,7 @@ func TestQuietControllerKilledTwiceInARow(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: waits out two controller leases")
 	}
-	c, acked := startQuiet(t, Options{Controllers: 3, PausableControllers: true}, 3)
+	c, acked := startQuiet(t, clustertest.Options{Controllers: 3, PausableControllers: true}, 3)
 	first, epoch := c.ActiveController()
 	second, secondEpoch := c.KillController(first, epoch)
 	third, thirdEpoch := c.KillController(second, secondEpoch)
@@ -192,7 +193,7 @@ func TestQuietControllerKilledTwiceInARow(t *testing.T) {
 	if id, e := c.ActiveController(); e < thirdEpoch {
 		t.Fatalf("controller %d in office with epoch %d, below %d", id, e, thirdEpoch)
 	}
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 	// The newest controller still elects: a leader's crash moves it.
 	leader := c.Partition(quietTopic, 0).GetLeader()
 	c.CrashBroker(leader)
@@ -201,7 +202,7 @@ func TestQuietControllerKilledTwiceInARow(t *testing.T) {
 		return l >= 0 && l != leader && c.Leads(l, quietTopic, 0)
 	})
 	c.StartBroker(leader)
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 }
 
 // etcd stopped for a few seconds (longer than the brokers' session
@@ -212,15 +213,15 @@ func TestQuietEtcdStoppedTwiceInARow(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: etcd stays down for seconds")
 	}
-	c, acked := startQuiet(t, Options{}, 3)
-	before := c.describeAll(quietTopic, 10*time.Second)
+	c, acked := startQuiet(t, clustertest.Options{}, 3)
+	before := c.DescribeAll(quietTopic, 10*time.Second)
 	c.Etcd.Restart(t, 3*time.Second)
 	c.Etcd.Restart(t, time.Second) // again before anyone has settled
-	c.WaitFor(15*time.Second, "an active controller that knows every broker", func() bool { return len(c.brokerEpochs()) == 3 })
-	c.checkQuietWhole(acked, 20*time.Second)
-	after := c.describeAll(quietTopic, 10*time.Second)
+	c.WaitFor(15*time.Second, "an active controller that knows every broker", func() bool { return len(c.BrokerEpochs()) == 3 })
+	checkQuietWhole(c, acked, 20*time.Second)
+	after := c.DescribeAll(quietTopic, 10*time.Second)
 	for p, pd := range before {
-		if !slices.Equal(sorted(after[p].GetIsr()), sorted(pd.GetIsr())) {
+		if !slices.Equal(clustertest.SortedIDs(after[p].GetIsr()), clustertest.SortedIDs(pd.GetIsr())) {
 			t.Errorf("%s-%d ISR %v after the etcd stop, want %v", quietTopic, p, after[p].GetIsr(), pd.GetIsr())
 		}
 	}
@@ -234,7 +235,7 @@ func TestQuietWholeClusterStopLastISRMemberBackLast(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker of a cluster")
 	}
-	c, acked := startQuiet(t, Options{}, 3)
+	c, acked := startQuiet(t, clustertest.Options{}, 3)
 	for id := int32(1); id <= 3; id++ {
 		if err := c.StopBroker(id); err != nil {
 			t.Fatalf("graceful stop of broker %d: %v", id, err)
@@ -269,7 +270,7 @@ func TestQuietWholeClusterStopLastISRMemberBackLast(t *testing.T) {
 		}
 	}
 	c.StartBroker(3)
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 }
 
 // Brokers killed and started again twice while no controller runs, then
@@ -279,7 +280,7 @@ func TestQuietBrokerRestartsWithoutAController(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: waits out broker leases")
 	}
-	c, acked := startQuiet(t, Options{}, 3)
+	c, acked := startQuiet(t, clustertest.Options{}, 3)
 	leader := c.Partition(quietTopic, 0).GetLeader()
 	c.StopController(2)
 	c.StopController(1)
@@ -289,7 +290,7 @@ func TestQuietBrokerRestartsWithoutAController(t *testing.T) {
 	}
 	c.StartController(1)
 	c.StartController(2)
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 }
 
 // A leader killed and the active controller killed right after, while it
@@ -299,7 +300,7 @@ func TestQuietLeaderAndControllerKilledTogether(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: waits out broker and controller leases")
 	}
-	c, acked := startQuiet(t, Options{PausableControllers: true}, 3)
+	c, acked := startQuiet(t, clustertest.Options{PausableControllers: true}, 3)
 	active, epoch := c.ActiveController()
 	leader := c.Partition(quietTopic, 0).GetLeader()
 	c.CrashBroker(leader)
@@ -307,7 +308,7 @@ func TestQuietLeaderAndControllerKilledTogether(t *testing.T) {
 	c.StartBroker(leader)
 	var next, nextEpoch int32
 	c.WaitFor(15*time.Second, "a standby in office", func() bool {
-		next, nextEpoch = c.activeOtherThan(active)
+		next, nextEpoch = c.ActiveOtherThan(active)
 		return next >= 0
 	})
 	if nextEpoch <= epoch {
@@ -316,5 +317,5 @@ func TestQuietLeaderAndControllerKilledTogether(t *testing.T) {
 	c.ResumeController(active)
 	c.StopController(active)
 	c.StartController(active)
-	c.checkQuietWhole(acked, 20*time.Second)
+	checkQuietWhole(c, acked, 20*time.Second)
 }

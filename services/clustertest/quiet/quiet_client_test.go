@@ -1,4 +1,4 @@
-package clustertest
+package quiet
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/clustertest/history"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/testenv"
@@ -26,7 +27,7 @@ const quietClientTopic, quietClientApp = "qc", "app"
 // quietClient is a producer and a consumer of quietClientTopic-0 with what
 // the producer had acknowledged and the consumer read.
 type quietClient struct {
-	c     *Cluster
+	c     *clustertest.Cluster
 	p     *client.Producer
 	cs    *client.Consumer
 	acked []string // by offset
@@ -36,15 +37,15 @@ type quietClient struct {
 // startQuietClient creates quietClientTopic (one partition on every
 // broker, preferred leader 1, acks=all writes that need two replicas) and a
 // producer and consumer with short request timeouts.
-func startQuietClient(t *testing.T, c *Cluster, requestTimeout, deliveryTimeout time.Duration) *quietClient {
+func startQuietClient(t *testing.T, c *clustertest.Cluster, requestTimeout, deliveryTimeout time.Duration) *quietClient {
 	t.Helper()
 	return startQuietClientIn(t, c, requestTimeout, deliveryTimeout, "")
 }
 
 // startQuietClientIn is startQuietClient with a consumer in rack (KIP-392).
-func startQuietClientIn(t *testing.T, c *Cluster, requestTimeout, deliveryTimeout time.Duration, rack string) *quietClient {
+func startQuietClientIn(t *testing.T, c *clustertest.Cluster, requestTimeout, deliveryTimeout time.Duration, rack string) *quietClient {
 	t.Helper()
-	CreateAssigned(t, c, quietClientTopic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	clustertest.CreateAssigned(t, c, quietClientTopic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	o := client.Options{RequestTimeout: requestTimeout, RetryBackoffMax: 500 * time.Millisecond, Dialer: c.Net.Dialer(quietClientApp)}
 	p, err := client.NewProducer(c.ClientWith(o), client.ProducerOptions{Linger: -1,
 		RequestTimeout: requestTimeout, DeliveryTimeout: deliveryTimeout})
@@ -126,7 +127,7 @@ func TestQuietClientAcrossRollingRestartAndFailover(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker and a controller")
 	}
-	c := Start(t, Options{PausableControllers: true})
+	c := clustertest.Start(t, clustertest.Options{PausableControllers: true})
 	q := startQuietClient(t, c, 3*time.Second, 30*time.Second)
 	for id := int32(1); id <= 3; id++ { // no wait for the ISR in between
 		c.CrashBroker(id)
@@ -150,7 +151,7 @@ func TestQuietClientBrokerBackOnANewAddress(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts a broker")
 	}
-	c := Start(t, Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	q := startQuietClient(t, c, 3*time.Second, 30*time.Second)
 	// Stopped gracefully (the leadership moves away and is elected back),
 	// then killed and started again at once.
@@ -182,7 +183,7 @@ func TestQuietClientAllBrokersDownAWhile(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker")
 	}
-	c := Start(t, Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	q := startQuietClient(t, c, 2*time.Second, 40*time.Second)
 	for id := int32(1); id <= 3; id++ {
 		c.CrashBroker(id)
@@ -221,10 +222,10 @@ func TestQuietClientConnectionsClosedWhileIdle(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: starts a cluster")
 	}
-	c := Start(t, Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	q := startQuietClient(t, c, 3*time.Second, 30*time.Second)
 	for id := int32(1); id <= 3; id++ {
-		c.Net.Partition(quietClientApp, BrokerName(id))
+		c.Net.Partition(quietClientApp, clustertest.BrokerName(id))
 	}
 	c.Net.HealAll()
 	q.check(20 * time.Second)
@@ -239,7 +240,7 @@ func TestQuietClientAllBrokersDownPastTheDeliveryTimeout(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts every broker")
 	}
-	c := Start(t, Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	q := startQuietClient(t, c, time.Second, 4*time.Second)
 	for id := int32(1); id <= 3; id++ {
 		c.CrashBroker(id)
@@ -264,7 +265,7 @@ func TestQuietClientReadReplicaRestarted(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "-short: restarts brokers")
 	}
-	c := Start(t, Options{Racks: []string{"a", "b", "c"}})
+	c := clustertest.Start(t, clustertest.Options{Racks: []string{"a", "b", "c"}})
 	q := startQuietClientIn(t, c, 3*time.Second, 30*time.Second, "c")
 	q.write(2, 10*time.Second)
 	q.readAll(15 * time.Second)
