@@ -345,28 +345,19 @@ func TestConsumerIgnoresALaggingBrokersOldTopicID(t *testing.T) {
 		served int                     // lagging answers served
 	)
 	o := testOptions()
-	o.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			r, ok := reply.(*brokerv1.MetadataResponse)
-			if !ok || err != nil {
-				return err
+	o.DialOptions = []grpc.DialOption{rewriteMetadata(&mu, func(target string, r *brokerv1.MetadataResponse) {
+		for i, tm := range r.Topics {
+			switch {
+			case tm.GetName() != "t":
+			case oldT == nil:
+				oldT = tm
+			case lagged:
+				r.Topics[i] = oldT
+				lagged = false
+				served++
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, tm := range r.Topics {
-				switch {
-				case tm.GetName() != "t":
-				case oldT == nil:
-					oldT = tm
-				case lagged:
-					r.Topics[i] = oldT
-					lagged = false
-					served++
-				}
-			}
-			return err
-		})}
+		}
+	})}
 	c, err := client.New(fc.BrokerAddrs()[:1], o)
 	if err != nil {
 		t.Fatal(err)
@@ -451,27 +442,18 @@ func TestConsumerIgnoresOneLaggingBrokerAnsweringAlone(t *testing.T) {
 		served  int                     // lagging answers served
 	)
 	o := testOptions()
-	o.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			r, ok := reply.(*brokerv1.MetadataResponse)
-			if !ok || err != nil {
-				return err
+	o.DialOptions = []grpc.DialOption{rewriteMetadata(&mu, func(target string, r *brokerv1.MetadataResponse) {
+		for i, tm := range r.Topics {
+			switch {
+			case tm.GetName() != "t":
+			case oldT == nil:
+				oldT = tm
+			case lagging && target == lagger:
+				r.Topics[i] = oldT
+				served++
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, tm := range r.Topics {
-				switch {
-				case tm.GetName() != "t":
-				case oldT == nil:
-					oldT = tm
-				case lagging && cc.Target() == lagger:
-					r.Topics[i] = oldT
-					served++
-				}
-			}
-			return err
-		})}
+		}
+	})}
 	c, err := client.New(fc.BrokerAddrs(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -559,22 +541,13 @@ func TestConsumerTakesTheNewTopicIDTwoBrokersName(t *testing.T) {
 		lagging bool // broker 2 answers with oldT
 	)
 	o := testOptions()
-	o.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			r, ok := reply.(*brokerv1.MetadataResponse)
-			if !ok || err != nil {
-				return err
+	o.DialOptions = []grpc.DialOption{rewriteMetadata(&mu, func(target string, r *brokerv1.MetadataResponse) {
+		for i, tm := range r.Topics {
+			if tm.GetName() == "t" && lagging && target == lagger {
+				r.Topics[i] = oldT
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, tm := range r.Topics {
-				if tm.GetName() == "t" && lagging && cc.Target() == lagger {
-					r.Topics[i] = oldT
-				}
-			}
-			return err
-		})}
+		}
+	})}
 	c, err := client.New(fc.BrokerAddrs()[:1], o)
 	if err != nil {
 		t.Fatal(err)
@@ -665,4 +638,20 @@ func TestConsumerLeavesALeaderThatStopsAnswering(t *testing.T) {
 	if cs.ReadReplica() != 2 {
 		t.Fatalf("read from broker %d, want 2", cs.ReadReplica())
 	}
+}
+
+// rewriteMetadata is a dial option under which rewrite, holding mu, may
+// change every Metadata answer the client gets from the broker at target
+// (as a broker whose metadata lags would answer).
+func rewriteMetadata(mu *sync.Mutex, rewrite func(target string, r *brokerv1.MetadataResponse)) grpc.DialOption {
+	return grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if r, ok := reply.(*brokerv1.MetadataResponse); ok && err == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				rewrite(cc.Target(), r)
+			}
+			return err
+		})
 }

@@ -351,13 +351,7 @@ func TestCoordinatorCommitsThroughTheLog(t *testing.T) {
 		t.Fatal("a fenced commit was written")
 	}
 	// New leader epoch: the coordinator reloads from the log.
-	h.set(func() { h.leads[0] = 2 })
-	waitUntil(t, "the reload", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		sh := c.shards[0]
-		return sh != nil && sh.epoch == 2 && !sh.loading
-	})
+	reloadAt(t, h, c, 2)
 	resp, code := fetchErr(s, "g")
 	if code != kerr.None || resp.GetTopics()[0].GetPartitions()[0].GetCommittedOffset() != 7 {
 		t.Fatalf("after reload: %v %s", resp, code)
@@ -1189,13 +1183,7 @@ func TestACommitWhileTheGroupIsDeletedIsRefused(t *testing.T) {
 	if kerr.CodeOf(err) != kerr.CoordinatorNotAvailable {
 		t.Fatalf("a commit while the group was being deleted: %v, want COORDINATOR_NOT_AVAILABLE", err)
 	}
-	h.set(func() { h.leads[0] = 2 }) // a new leadership: the next coordinator loads the log
-	waitUntil(t, "the reload", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		sh := c.shards[0]
-		return sh != nil && sh.epoch == 2 && !sh.loading
-	})
+	reloadAt(t, h, c, 2) // a new leadership: the next coordinator loads the log
 	if r, _ := fetchErr(s, "g"); len(r.GetTopics()) != 0 {
 		t.Fatalf("the deleted group came back at the load with %v", r.GetTopics())
 	}
@@ -1277,13 +1265,7 @@ func TestADeleteWhoseCallerStopsWaitingFollowsItsWrite(t *testing.T) {
 			t.Fatalf("the retried delete: %s, want GROUP_ID_NOT_FOUND", code)
 		}
 	}
-	h.set(func() { h.leads[0] = 2 }) // a new leadership: the next coordinator loads the log
-	waitUntil(t, "the reload", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		sh := c.shards[0]
-		return sh != nil && sh.epoch == 2 && !sh.loading
-	})
+	reloadAt(t, h, c, 2) // a new leadership: the next coordinator loads the log
 	if got := offsets(); !slices.Equal(got, want) {
 		t.Fatalf("offsets after the reload: %v, want %v (what the coordinator served before it)", got, want)
 	}
@@ -1317,13 +1299,7 @@ func TestADeleteWrittenButNotAcknowledgedIsDone(t *testing.T) {
 	if code := kerr.Code(r.GetResults()[0].GetErrorCode()); code != kerr.GroupIDNotFound {
 		t.Fatalf("the retried delete: %s, want GROUP_ID_NOT_FOUND", code)
 	}
-	h.set(func() { h.leads[0] = 2 })
-	waitUntil(t, "the reload", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		sh := c.shards[0]
-		return sh != nil && sh.epoch == 2 && !sh.loading
-	})
+	reloadAt(t, h, c, 2)
 	if f, _ := fetchErr(s, "g"); len(f.GetTopics()) != 0 {
 		t.Fatalf("the deleted group came back at the load with %v", f.GetTopics())
 	}
@@ -1693,4 +1669,18 @@ func withOrdersAndPaymentsCommitted(t *testing.T) (*fakeHost, *Coordinator, *Ser
 		}
 	}
 	return h, c, s
+}
+
+// reloadAt gives the fake host's broker a new leadership of offsets
+// partition 0 at epoch and waits for the coordinator to load it from the
+// log.
+func reloadAt(t *testing.T, h *fakeHost, c *Coordinator, epoch int32) {
+	t.Helper()
+	h.set(func() { h.leads[0] = epoch })
+	waitUntil(t, "the reload", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		sh := c.shards[0]
+		return sh != nil && sh.epoch == epoch && !sh.loading
+	})
 }
