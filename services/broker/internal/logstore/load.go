@@ -663,14 +663,19 @@ func (l *Log) loadProducers(trusted int64) error {
 	if err := l.walkLog(from, leo, replay); err != nil {
 		return err
 	}
-	// A producer none of whose batches is left in the log (retention kept
-	// it) is untouched by a truncation, which never cuts below the first
-	// segment; rebuilt from there, below every snapshot left (the two
-	// newest), the table would forget it. At loading the table is empty.
+	// A producer whose batches below the first segment are gone (retention
+	// kept it) keeps them through a truncation, which never cuts below the
+	// first segment: rebuilt from there, below every snapshot left (the
+	// two newest), the table would forget it, or, had it a batch in the
+	// cut tail too, keep none of it, and a retry of a batch retention
+	// took would be written again. At loading the table is empty.
 	first := l.segments()[0].base
 	for pid, e := range l.producers.producers {
-		if _, ok := ps.producers[pid]; !ok && e.lastOffset() < first {
-			ps.producers[pid] = e
+		if _, ok := ps.producers[pid]; ok {
+			continue
+		}
+		if kept := e.below(first); kept != nil {
+			ps.producers[pid] = kept
 		}
 	}
 	l.producers = ps

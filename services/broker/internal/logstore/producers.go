@@ -33,6 +33,21 @@ func (e *producerEntry) clone() *producerEntry {
 	return &c
 }
 
+// below is e with only its batches that end before offset, or nil if none
+// does. The batches share e's epoch (a new epoch starts them afresh).
+func (e *producerEntry) below(offset int64) *producerEntry {
+	n := 0
+	for n < len(e.Batches) && e.Batches[n].LastOffset < offset {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	c := e.clone()
+	c.Batches = c.Batches[:n]
+	return c
+}
+
 func (e *producerEntry) lastOffset() int64 {
 	if len(e.Batches) == 0 {
 		return -1

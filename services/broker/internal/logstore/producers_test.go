@@ -565,6 +565,58 @@ func TestTruncationBelowEverySnapshotKeepsProducersRetentionKept(t *testing.T) {
 	}
 }
 
+// As above, with the producer's next batch in the cut tail: the
+// truncation takes that batch, not the one retention took, whose retry is
+// still a duplicate; the cut batch, sent again, is appended anew. The
+// producer was forgotten whole, and the retry written a second time.
+func TestTruncationBelowEverySnapshotKeepsWhatRetentionTookOfAProducer(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	l := openLog(t, newMem(t), cfg, clk)
+	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	now := clk.Now().UnixMilli()
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
+	}
+	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() <= first.LastOffset {
+		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
+	}
+	next := appendLeader(t, l, idem(7, 0, 2, 2), 0)
+	for n := len(l.segments()); len(l.segments()) < n+3; {
+		appendLeader(t, l, plain(3, 40, now+100), 0)
+	}
+	l.bg.Wait()
+	snaps, _ := listSnapshots(l.fs, testDir)
+	if snaps[0] <= next.FirstOffset {
+		t.Fatalf("setup: snapshots %v, the producer's second batch at %d", snaps, next.FirstOffset)
+	}
+	leo, err := l.TruncateTo(next.FirstOffset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.AppendAsLeader(idem(7, 0, 0, 2).build(), 1)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !info.Duplicate || l.LogEndOffset() != leo {
+		t.Fatalf("after a truncation to %d (snapshots %v) the retry of a batch retention took was written again at %d", next.FirstOffset, snaps, info.FirstOffset)
+	}
+	again, err := l.AppendAsLeader(idem(7, 0, 2, 2).build(), 1)
+	if err != nil {
+		t.Fatalf("the cut batch sent again: %v", err)
+	}
+	if again.Duplicate || again.FirstOffset != leo {
+		t.Fatalf("the cut batch sent again: %+v, want appended at %d", again, leo)
+	}
+}
+
 // Two rolls before the first one's background flush runs: that flush moves
 // the recovery point to the first roll's offset, past its snapshot, so that
 // snapshot must be durable by then, not only the newer one. A power loss
