@@ -170,6 +170,7 @@ func (h *harness) stateArg(a *args, leader int32) LeaderAndISR {
 		PartitionEpoch: a.int32("pepoch", epoch),
 		Replicas:       a.ids("replicas"),
 		ISR:            a.ids("isr"),
+		Adding:         a.ids("adding"),
 	}
 }
 

@@ -6,9 +6,13 @@ import (
 )
 
 // EffectiveMinISR is min(min.insync.replicas, replication factor): a topic
-// may set a min ISR its assignment can never reach (F16).
+// may set a min ISR its assignment can never reach (F16). The replicas a
+// reassignment is adding do not count: a one-replica topic with a min ISR
+// of 2, moved to another broker, would otherwise hold its HW (and refuse
+// acks=all writes) for the whole copy, or as long as the new replica's
+// broker is down.
 func (p *Partition) EffectiveMinISR() int {
-	return min(p.cfg.MinInsyncReplicas, len(p.replicas))
+	return min(p.cfg.MinInsyncReplicas, p.ReplicationFactor())
 }
 
 // UnderMinISR reports whether this leader's committed ISR is smaller than
