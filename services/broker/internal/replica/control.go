@@ -465,45 +465,7 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 	m.opts.Meta.ApplyUpdate(req)
 	if req.GetFull() {
 		m.noteFullView(req.GetPartitions())
-		// A full update lists every topic: a hosted replica of a topic it
-		// does not list belongs to a topic deleted while we were away.
-		live := map[string]bool{}
-		assigned := map[TP][]int32{}
-		for _, p := range req.GetPartitions() {
-			live[p.GetTopic()] = true
-			assigned[TP{Topic: p.GetTopic(), Partition: p.GetPartition()}] = p.GetReplicas()
-		}
-		for _, tp := range m.localPartitions() {
-			if !live[tp.Topic] {
-				m.log.Info("deleting replica of a topic that no longer exists", "topic", tp.Topic, "partition", tp.Partition)
-				if err := m.stopReplica(tp, -1, true); err != nil {
-					m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
-				}
-				continue
-			}
-			// A log of a deleted topic whose name was reused while this
-			// broker was gone: its recorded topic id is not the topic's.
-			if r, ok := m.Replica(tp); ok {
-				if have, want := r.log.TopicID(), m.opts.Meta.TopicID(tp.Topic); have != "" && want != "" && have != want {
-					m.log.Info("deleting stray replica: its log belongs to a deleted topic of the same name", "topic", tp.Topic,
-						"partition", tp.Partition, "stray_topic_id", have, "topic_id", want)
-					if err := m.stopReplica(tp, -1, true); err != nil {
-						m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
-					}
-					continue
-				}
-			}
-			// A replica reassigned away while this broker was gone (its
-			// StopReplica never arrived) is a stray: the full view no
-			// longer lists this broker among the partition's replicas.
-			if reps, ok := assigned[tp]; ok && len(reps) > 0 && !slices.Contains(reps, m.opts.BrokerID) {
-				m.log.Info("deleting stray replica: this broker is no longer assigned", "topic", tp.Topic,
-					"partition", tp.Partition, "replicas", partition.FormatIDs(reps))
-				if err := m.stopReplica(tp, -1, true); err != nil {
-					m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
-				}
-			}
-		}
+		m.deleteStrays(req.GetPartitions())
 	}
 	for _, t := range req.GetDeletedTopics() {
 		for _, r := range m.Replicas() {
@@ -560,6 +522,78 @@ func (m *Manager) applyChangedConfigs() {
 		m.applyTopicConfigLocked(r, rt.tc, rt.err, rt.ver, now)
 		r.mu.Unlock()
 	}
+}
+
+// deleteStrays deletes the replicas and logs on disk that a full
+// UpdateMetadata shows to be strays: left by a topic deleted (and perhaps
+// created again), or a replica moved away, while this broker was gone,
+// whose StopReplica never came. The full view lists every partition of
+// every topic with a state, and a broker gets the controller's requests in
+// order, so a partition it leaves out is not one a LeaderAndIsr already
+// made here.
+func (m *Manager) deleteStrays(parts []*commonv1.PartitionState) {
+	live := map[string]bool{}
+	assigned := map[TP][]int32{}
+	for _, p := range parts {
+		live[p.GetTopic()] = true
+		assigned[TP{Topic: p.GetTopic(), Partition: p.GetPartition()}] = p.GetReplicas()
+	}
+	for _, tp := range m.localPartitions() {
+		why, attrs := m.strayReason(tp, live, assigned)
+		if why == "" {
+			continue
+		}
+		m.log.Info("deleting stray replica: "+why, append([]any{"topic", tp.Topic, "partition", tp.Partition}, attrs...)...)
+		if err := m.stopReplica(tp, -1, true); err != nil {
+			m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		}
+	}
+}
+
+// strayReason says why tp's replica or log is a stray, with what shows it,
+// given the topics a full view lists and its assignment; "" when it is not
+// one.
+func (m *Manager) strayReason(tp TP, live map[string]bool, assigned map[TP][]int32) (string, []any) {
+	if !live[tp.Topic] {
+		return "its topic no longer exists", nil
+	}
+	// A topic id is never used again: a log recording another is of a
+	// deleted topic of the same name, whatever the view says of tp.
+	have, want := m.logTopicID(tp), m.opts.Meta.TopicID(tp.Topic)
+	if have != "" && want != "" && have != want {
+		return "its log belongs to a deleted topic of the same name", []any{"stray_topic_id", have, "topic_id", want}
+	}
+	reps, listed := assigned[tp]
+	switch {
+	case !listed && have != "" && have == want:
+		// The topic's own log: it was never deleted and its partitions
+		// only grow, so the view is older than the log. Kept: deleting it
+		// could lose a live replica's records.
+		m.log.Warn("keeping a log of a partition the full metadata does not list: it records the topic's own id",
+			"topic", tp.Topic, "partition", tp.Partition, "topic_id", have)
+		return "", nil
+	case !listed:
+		// The topic was created again with fewer partitions (the ids
+		// differ when both are known; nothing says this log is the new
+		// topic's).
+		return "its topic has no such partition", []any{"stray_topic_id", have, "topic_id", want}
+	case len(reps) > 0 && !slices.Contains(reps, m.opts.BrokerID):
+		// Reassigned away while this broker was gone.
+		return "this broker is no longer assigned", []any{"replicas", partition.FormatIDs(reps)}
+	}
+	return "", nil
+}
+
+// logTopicID is the topic id tp's log records: the served replica's, or
+// the log's on disk; "" when none is recorded or known.
+func (m *Manager) logTopicID(tp TP) string {
+	if r, ok := m.Replica(tp); ok {
+		return r.log.TopicID()
+	}
+	if s, ok := m.logs.(interface{ TopicID(TP) string }); ok {
+		return s.TopicID(tp)
+	}
+	return ""
 }
 
 // localPartitions lists the hosted replicas and the logs on disk that no

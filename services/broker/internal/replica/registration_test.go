@@ -188,3 +188,94 @@ func TestReadOfAStrayLogByTheNewIDIsInconsistent(t *testing.T) {
 		t.Fatalf("fetch from a broker that no longer leads: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
 }
+
+// logOnDisk leaves broker 1 a log of tp recording topic id id (none for
+// ""), with a record in it, that it no longer serves: what a broker finds
+// on disk when it starts again.
+func (e *env) logOnDisk(tp TP, id string) {
+	e.t.Helper()
+	req := &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[1],
+		Partitions: []*commonv1.PartitionState{partitionState(tp, 1, 0, 0, []int32{1})}}
+	if id != "" {
+		req.TopicConfigs = []*controlv1.TopicConfig{{Topic: tp.Topic, TopicId: id, Configs: map[string]string{}}}
+	}
+	if resp, err := e.m.LeaderAndIsr(req); err != nil || kerr.Code(resp.GetPartitions()[0].GetErrorCode()) != kerr.None {
+		e.t.Fatalf("LeaderAndIsr for %v: %v %v", tp, resp, err)
+	}
+	if _, err := e.m.Produce(e.t.Context(), tp, 1, batch("old"), 0); err != nil {
+		e.t.Fatal(err)
+	}
+	stop := &controlv1.StopReplicaRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, BrokerEpoch: brokerEpochs[1],
+		Partitions: []*controlv1.StopReplicaPartition{{Topic: tp.Topic, Partition: tp.Partition, LeaderEpoch: -1}}}
+	if _, err := e.m.StopReplica(stop); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, served := e.m.Replica(tp); served || !e.m.logs.Has(tp) {
+		e.t.Fatalf("%v: served %v, log on disk %v; want a log on disk only", tp, served, e.m.logs.Has(tp))
+	}
+}
+
+// fullMetadataOf sends broker 1 a full UpdateMetadata listing topic
+// "t" under id with the partitions given, each on brokers 1-3.
+func (e *env) fullMetadataOf(id string, partitions ...int32) {
+	e.t.Helper()
+	full := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, Full: true,
+		Controller:   &commonv1.Node{Id: 100, Address: ctrlAddr},
+		TopicConfigs: []*controlv1.TopicConfig{{Topic: "t", TopicId: id}}}
+	for _, p := range partitions {
+		full.Partitions = append(full.Partitions, partitionState(TP{Topic: "t", Partition: p}, 2, 0, 0, []int32{1, 2, 3}))
+	}
+	for _, b := range []int32{1, 2, 3} {
+		full.Brokers = append(full.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: b, Address: brokerAddr(b)}, BrokerEpoch: brokerEpochs[b]})
+	}
+	if err := e.m.UpdateMetadata(full); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// A topic deleted and created again with fewer partitions while this
+// broker was gone leaves it logs of the old topic: the full metadata it
+// gets when it registers finds them on disk, before any LeaderAndIsr
+// serves them. A log of a partition number the topic has again but under
+// another id, and one of a partition number it no longer has (with the old
+// id, or none recorded), are strays, and deleted. Before, only served
+// replicas had their id compared, and a partition missing from the view
+// passed every check: the old segments stayed for good.
+func TestFullMetadataDeletesLogsOnDiskOfATopicCreatedAgainSmaller(t *testing.T) {
+	e := newEnv(t)
+	tp1, tp2 := TP{Topic: "t", Partition: 1}, TP{Topic: "t", Partition: 2}
+	e.logOnDisk(tp0, "old-id")
+	e.logOnDisk(tp1, "old-id")
+	e.logOnDisk(tp2, "")
+
+	e.fullMetadataOf("new-id", 0)
+	for _, tp := range []TP{tp0, tp1, tp2} {
+		if e.m.logs.Has(tp) {
+			t.Errorf("the stray log of %v is still on disk", tp)
+		}
+	}
+	// The new topic's LeaderAndIsr then starts its partition afresh.
+	e.leaderAndIsrWithID("new-id", 2, 0)
+	if r := e.replica(); r.Log().TopicID() != "new-id" || r.Log().LogEndOffset() != 0 {
+		t.Fatalf("t-0: topic id %q, LEO %d; want an empty log of new-id", r.Log().TopicID(), r.Log().LogEndOffset())
+	}
+}
+
+// A log recording the listed topic's own id is of that topic, which was
+// never deleted, and a topic's partitions are never taken away: a full
+// view that does not list its partition is older than the log (each
+// broker gets the controller's requests in order, so it should not
+// happen). It is kept: deleting it could lose a live replica's records.
+func TestFullMetadataKeepsALogOfTheListedTopicsID(t *testing.T) {
+	e := newEnv(t)
+	tp1 := TP{Topic: "t", Partition: 1}
+	e.logOnDisk(tp0, "same-id")
+	e.logOnDisk(tp1, "same-id")
+
+	e.fullMetadataOf("same-id", 0)
+	for _, tp := range []TP{tp0, tp1} {
+		if !e.m.logs.Has(tp) {
+			t.Errorf("the log of %v, of the listed topic id, was deleted", tp)
+		}
+	}
+}

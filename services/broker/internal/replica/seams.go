@@ -82,6 +82,14 @@ type logManager struct{ m *logstore.Manager }
 // Partitions lists the logs on disk, hosted as replicas or not.
 func (l logManager) Partitions() []TP { return l.m.Partitions() }
 
+// TopicID is the topic id tp's log records, open as a replica or not.
+func (l logManager) TopicID(tp TP) string {
+	if lg, ok := l.m.Log(tp); ok {
+		return lg.TopicID()
+	}
+	return ""
+}
+
 func (l logManager) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
 	lg, err := l.m.GetOrCreate(tp, cfg)
 	if err != nil {
@@ -109,6 +117,14 @@ type logDirsStore struct{ d *logdirs.Dirs }
 
 // Partitions lists the logs of the online dirs, hosted as replicas or not.
 func (l logDirsStore) Partitions() []TP { return l.d.Partitions() }
+
+// TopicID is the topic id tp's log records, open as a replica or not.
+func (l logDirsStore) TopicID(tp TP) string {
+	if lg, ok := l.d.Log(tp); ok {
+		return lg.TopicID()
+	}
+	return ""
+}
 
 func (l logDirsStore) GetOrCreate(tp TP, cfg logstore.Config) (Log, error) {
 	lg, err := l.d.GetOrCreate(tp, cfg)

@@ -19,7 +19,9 @@ import (
 //   - start (phase A): RS = TRS+ORS, AR and RR recorded, the leader epoch
 //     bumped; LeaderAndIsr to RS, so the adding replicas create their logs
 //     and follow. They join the ISR through the leader's usual expansion
-//     (AlterPartition).
+//     (AlterPartition). A new target during a move replaces it; the
+//     replicas the old move was adding that the new one drops leave RS and
+//     get StopReplica (delete), and a leader among them yields first.
 //   - complete (phase B), once TRS is in the ISR: the leader moves into TRS
 //     if it is outside it, the ISR and RS shrink to TRS; LeaderAndIsr to TRS,
 //     StopReplica (delete) to RR.
@@ -60,8 +62,9 @@ func (t *topic) assignmentWith(id int32, r election.Reassignment) metastore.Topi
 
 // AlterPartitionReassignments starts, replaces or cancels reassignments.
 //
-// A cancel that takes the leadership back from an adding replica waits for
-// it to yield (handoff.go), so the answer may come from a later step.
+// A cancel that takes the leadership back from an adding replica, or a new
+// target that drops the adding replica that leads, waits for it to yield
+// (handoff.go), so the answer may come from a later step.
 func (a *Active) AlterPartitionReassignments(ctx context.Context, req *adminv1.AlterPartitionReassignmentsRequest) (*adminv1.AlterPartitionReassignmentsResponse, error) {
 	var resp *adminv1.AlterPartitionReassignmentsResponse
 	var answerErr error
@@ -123,8 +126,7 @@ func (c *core) alterReassignments(req *adminv1.AlterPartitionReassignmentsReques
 // startReassignment is phase A. A target equal to the current replicas
 // changes nothing; a new target during a move replaces it (ORS stays).
 func (c *core) startReassignment(p *partition, target []int32, done func(error)) {
-	view := c.view()
-	if err := election.ValidateTarget(target, view); err != nil {
+	if err := election.ValidateTarget(target, c.view()); err != nil {
 		done(err)
 		return
 	}
@@ -136,19 +138,33 @@ func (c *core) startReassignment(p *partition, target []int32, done func(error))
 		c.maybeCompleteReassignments([]*partition{p}, func() { done(nil) })
 		return
 	}
-	d, err := election.ReassignStart(p.state(), next.Replicas, c.viewFor(p, view))
+	d, err := c.reassignStart(p, next)
 	if err != nil {
 		done(err)
 		return
 	}
-	// Replicas a replaced reassignment was adding that the new one drops.
-	var dropped []int32
-	for _, id := range cur.Replicas {
-		if !slices.Contains(next.Replicas, id) {
-			dropped = append(dropped, id)
+	write := func(then func(error)) {
+		c.writeReassignStep(p, next, d, then)
+	}
+	if c.movesLeaderOff(p, d) {
+		// A replaced move drops the adding replica that leads, whose log is
+		// deleted right after: a voluntary move, so the next leader has
+		// every record it took (acks=1 included) before it goes.
+		write = func(then func(error)) {
+			c.stepAfterYield(p, func(p *partition) (election.Reassignment, election.Decision, error) {
+				if err := election.ValidateTarget(target, c.view()); err != nil {
+					return election.Reassignment{}, election.Decision{}, err
+				}
+				// The replica set as the step that is written was
+				// computed from: its dropped replicas are the ones deleted.
+				cur = p.reassignment()
+				next = election.StartReassignment(cur, target)
+				d, err := c.reassignStart(p, next)
+				return next, d, err
+			}, then)
 		}
 	}
-	c.writeReassignStep(p, next, d, func(err error) {
+	write(func(err error) {
 		if err != nil {
 			done(err)
 			return
@@ -156,11 +172,28 @@ func (c *core) startReassignment(p *partition, target []int32, done func(error))
 		c.log.Info("Reassignment started", "partition", p.tp().String(), "replicas", next.Replicas,
 			"adding", next.Adding, "removing", next.Removing, "target", target, "leader_epoch", p.rec.State.LeaderEpoch)
 		c.pushChanges([]*partition{p})
-		for _, id := range dropped {
+		for _, id := range droppedReplicas(cur, next) {
 			c.pushStopReplica(id, []*partition{p}, true)
 		}
 		c.maybeCompleteReassignments([]*partition{p}, func() { done(nil) })
 	})
+}
+
+// reassignStart is phase A's decision for the replica set next.
+func (c *core) reassignStart(p *partition, next election.Reassignment) (election.Decision, error) {
+	return election.ReassignStart(p.state(), next.Replicas, c.viewFor(p, c.view()))
+}
+
+// droppedReplicas are the replicas a replaced reassignment was adding that
+// the new one drops.
+func droppedReplicas(cur, next election.Reassignment) []int32 {
+	var dropped []int32
+	for _, id := range cur.Replicas {
+		if !slices.Contains(next.Replicas, id) {
+			dropped = append(dropped, id)
+		}
+	}
+	return dropped
 }
 
 // maybeCompleteReassignments runs phase B for each partition whose whole
