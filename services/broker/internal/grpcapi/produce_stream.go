@@ -23,12 +23,23 @@ import (
 // answered, so a client cannot park unbounded work on the broker.
 const produceStreamInFlight = 256
 
+// maxUnsentProduceAnswers bounds the answers of one produce stream that are
+// ready and not yet sent: past it the stream's next request is not read
+// until one goes out. A client that stops reading its answers blocks the
+// Send in progress; without this bound every later request, even an empty
+// one answered at once with its error, parked a worker on the send lock (up
+// to produceStreamInFlight of them per stream). Not reading leaves the
+// requests to HTTP/2 flow control, which holds the client's sends instead.
+const maxUnsentProduceAnswers = 16
+
 // ProduceStream serves many Produce requests on one stream. Each request is
 // appended before the next is read (WithAppended), so one stream's batches
 // reach a partition in the order they were sent, as on one Kafka
 // connection, while their acks=-1 waits overlap; answers go out as they are
 // ready, each naming its request. A request refused or failed is answered
 // with its error; only a broken stream or a stopping broker ends the stream.
+// A stream whose client does not read its answers is not read either
+// (maxUnsentProduceAnswers).
 func (b *Broker) ProduceStream(stream brokerv1.BrokerService_ProduceStreamServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
@@ -36,13 +47,16 @@ func (b *Broker) ProduceStream(stream brokerv1.BrokerService_ProduceStreamServer
 		defer context.AfterFunc(b.Draining, cancel)()
 	}
 	s := &produceStreamState{b: b, stream: stream, cancel: cancel,
-		work: make(chan *brokerv1.ProduceStreamRequest), appended: make(chan struct{}, 1),
+		work: make(chan *brokerv1.ProduceStreamRequest), appended: make(chan struct{}, 1), sent: make(chan struct{}, 1),
 		slots: make(chan struct{}, produceStreamInFlight)}
 	defer func() {
 		s.wg.Wait()
 		close(s.work) // the idle workers leave
 	}()
 	for {
+		if !s.waitForSends(ctx) {
+			return s.endShuttingDownOrBroken()
+		}
 		req, err := stream.Recv()
 		if err == io.EOF {
 			return nil // the client is done sending; answer what is in flight
@@ -68,11 +82,7 @@ func (b *Broker) ProduceStream(stream brokerv1.BrokerService_ProduceStreamServer
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			s.wg.Wait()
-			if err := s.sendError(); err != nil {
-				return err
-			}
-			return kerr.New(kerr.BrokerNotAvailable, "the broker is shutting down")
+			return s.endShuttingDownOrBroken()
 		}
 	}
 }
@@ -89,6 +99,9 @@ type produceStreamState struct {
 	wg       sync.WaitGroup                      // requests in flight
 	idle     atomic.Int32                        // workers waiting on work
 
+	unsent atomic.Int32  // answers ready and not yet sent
+	sent   chan struct{} // capacity 1: an answer went out (wakes a reader waiting in waitForSends)
+
 	sendMu  sync.Mutex // gRPC allows one sender at a time
 	sendErr error
 }
@@ -97,6 +110,40 @@ func (s *produceStreamState) sendError() error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	return s.sendErr
+}
+
+// waitForSends holds the reader while more than maxUnsentProduceAnswers
+// answers wait to be sent; false when the stream's context ended first.
+func (s *produceStreamState) waitForSends(ctx context.Context) bool {
+	for s.unsent.Load() > maxUnsentProduceAnswers {
+		select {
+		case <-s.sent:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// answerSent wakes the reader if it waits for sends. The signal may be
+// stale when taken; waitForSends then looks at the count again.
+func (s *produceStreamState) answerSent() {
+	s.unsent.Add(-1)
+	select {
+	case s.sent <- struct{}{}:
+	default:
+	}
+}
+
+// endShuttingDownOrBroken ends a stream whose context ended: once the
+// requests in flight are answered, with the error that broke the stream,
+// else as a stopping broker.
+func (s *produceStreamState) endShuttingDownOrBroken() error {
+	s.wg.Wait()
+	if err := s.sendError(); err != nil {
+		return err
+	}
+	return kerr.New(kerr.BrokerNotAvailable, "the broker is shutting down")
 }
 
 // maxIdleProduceWorkers is how many workers a stream keeps waiting for its
@@ -136,9 +183,11 @@ func (w *produceWorker) handle(req *brokerv1.ProduceStreamRequest) {
 	defer func() { <-s.slots }()
 	w.pending.Store(true)
 	resp := s.b.produceOnStream(w.ctx, req)
+	s.unsent.Add(1)    // counted before the reader may go on: waitForSends sees it
 	w.signalAppended() // refused before its append: read the next one now
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	defer s.answerSent()
 	if s.sendErr == nil {
 		if s.sendErr = s.stream.Send(resp); s.sendErr != nil {
 			s.cancel() // the stream is broken: stop reading it
