@@ -72,8 +72,13 @@ func TestRESTFollowAcrossATopicCreatedAgainEnds(t *testing.T) {
 				t.Fatal("the follow stream ended without saying why")
 			}
 			if l.Error != nil {
-				if l.Error.Name != "UNKNOWN_TOPIC_ID" {
-					t.Fatalf("the follow stream ended with %+v, want UNKNOWN_TOPIC_ID", l.Error)
+				// UNKNOWN_TOPIC_ID from a leader of the new topic; on a
+				// loaded machine the follow's lookups may all fall between
+				// the deletion and the creation reaching the brokers, past
+				// the gateway's settle time, and it ends naming the topic
+				// gone. Either way it does not go on in the new topic.
+				if l.Error.Name != "UNKNOWN_TOPIC_ID" && l.Error.Name != "UNKNOWN_TOPIC_OR_PARTITION" {
+					t.Fatalf("the follow stream ended with %+v, want UNKNOWN_TOPIC_ID (or UNKNOWN_TOPIC_OR_PARTITION)", l.Error)
 				}
 				return
 			}

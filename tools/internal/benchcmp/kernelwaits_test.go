@@ -80,6 +80,7 @@ func TestWriteKernelWaitsSaysTheLongest(t *testing.T) {
 // the fsync in its kernel stack where the stack is readable (root).
 func TestSamplerSeesAThreadInAnFsync(t *testing.T) {
 	dir := t.TempDir()
+	var longest time.Duration // of the fsyncs long enough to be seen
 	for attempt, size := 1, 64<<20; attempt <= 3; attempt, size = attempt+1, size*2 {
 		f, err := os.Create(filepath.Join(dir, "dirty"))
 		if err != nil {
@@ -108,10 +109,15 @@ func TestSamplerSeesAThreadInAnFsync(t *testing.T) {
 			}
 			return
 		}
-		if took < 5*minKernelWait {
-			continue // the device was quick: more data
+		// The device was quick (more data), or, on a loaded machine, the
+		// thread spent the fsync waiting for a CPU rather than the disk
+		// (runnable, not in uninterruptible sleep): try a longer one.
+		if took >= 5*minKernelWait {
+			longest = max(longest, took)
 		}
-		t.Fatalf("a %v fsync was not seen as a kernel wait", took)
+	}
+	if longest > 0 {
+		t.Fatalf("no fsync was seen as a kernel wait, the longest %v", longest)
 	}
 	t.Fatal("every fsync was too quick to be seen; this test needs a file system on a device (TMPDIR)")
 }
