@@ -202,6 +202,15 @@ func (b *Broker) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (*broker
 // given, -1 skipping the check: Kafka's clients send 0 as a real epoch,
 // where protobuf cannot tell 0 from unset.
 func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, epoch int32) (*brokerv1.FetchResponse, error) {
+	return b.FetchWithin(ctx, req, epoch, b.fetchMaxBytes(req.GetMaxBytes()), false)
+}
+
+// FetchWithin is FetchAtEpoch reading at most maxBytes, which the caller
+// has already bounded by fetch.max.bytes (a Kafka fetch shares one budget
+// among its partitions); fitOnly leaves out a first batch larger than
+// that (replica.ConsumerFetch.FitOnly). Only what is read is charged, and
+// all of it is answered.
+func (b *Broker) FetchWithin(ctx context.Context, req *brokerv1.FetchRequest, epoch int32, maxBytes int, fitOnly bool) (*brokerv1.FetchResponse, error) {
 	tp, err := checkTP(req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
@@ -226,10 +235,10 @@ func (b *Broker) FetchAtEpoch(ctx context.Context, req *brokerv1.FetchRequest, e
 	}
 	waited := b.fetchThrottle(ctx)
 	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
-		TP: tp, Offset: req.GetOffset(), MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: int(req.GetMinBytes()),
+		TP: tp, Offset: req.GetOffset(), MaxBytes: maxBytes, MinBytes: int(req.GetMinBytes()),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
 		LastFetchedEpoch: req.GetLastFetchedEpoch(), HasLastFetchedEpoch: req.LastFetchedEpoch != nil,
-		TopicID: req.GetTopicId(),
+		TopicID: req.GetTopicId(), FitOnly: fitOnly,
 	})
 	if err != nil {
 		return nil, b.unready(err)

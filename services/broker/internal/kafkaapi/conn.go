@@ -30,9 +30,13 @@ import (
 // the bound the reader stops reading and the next request waits to start,
 // until the client reads.
 type conn struct {
-	s         *Server
-	listener  Listener
-	nc        net.Conn
+	s        *Server
+	listener Listener
+	nc       net.Conn
+	// closer is what close closes: nc, the TLS connection once the
+	// handshake made it. Server.Close closes from its own goroutine
+	// while serve may be replacing nc.
+	closer    atomic.Pointer[net.Conn]
 	principal identity.Principal
 	session   saslSession // SASL listeners: the login (reader goroutine only)
 	queue     chan *pending
@@ -112,6 +116,7 @@ func (s *Server) newConn(nc net.Conn, l Listener) *conn {
 	c := &conn{s: s, listener: l, nc: nc, principal: identity.Anon, queue: make(chan *pending, s.opts.Limits.MaxInFlight), lastTurn: make(chan struct{}),
 		drained: make(chan struct{})}
 	close(c.lastTurn)
+	c.closer.Store(&nc)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -119,7 +124,7 @@ func (s *Server) newConn(nc net.Conn, l Listener) *conn {
 func (c *conn) close() {
 	c.once.Do(func() {
 		c.cancel()
-		_ = c.nc.Close()
+		_ = (*c.closer.Load()).Close()
 	})
 }
 
@@ -136,6 +141,8 @@ func (c *conn) serve() {
 		cs := tc.ConnectionState()
 		c.principal = identity.FromTLS(&cs)
 		c.nc = tc
+		var nc net.Conn = tc
+		c.closer.Store(&nc)
 	}
 	if c.listener.SASL {
 		if err := c.authenticate(); err != nil {

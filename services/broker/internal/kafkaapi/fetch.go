@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,7 +25,8 @@ import (
 // per partition) until min_bytes have arrived across them, one of them
 // has news (an error, a divergence, a preferred replica) or max_wait ends,
 // and a second pass builds the answer. Only the two passes count against
-// the consumer's byte-rate quota.
+// the consumer's byte-rate quota. min_bytes above the answer's budget is
+// waited for only up to the budget: more could not be sent.
 func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -45,7 +47,8 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 		s.nameFetchTopics(req)
 	}
 	maxWait := time.Duration(min(max(req.MaxWaitMillis, 0), 60000)) * time.Millisecond // the gRPC fetch's bound
-	minBytes := max(int(req.MinBytes), 1)
+	budget := s.fetchBudget(req)
+	minBytes := min(max(int(req.MinBytes), 1), max(budget, 1))
 	ctx, waited := s.opts.Broker.WaitFetchThrottle(ctx)
 	if req.Version < 8 {
 		// From v8 on the client waits out throttle_time_ms itself after
@@ -53,16 +56,26 @@ func (s *Server) handleFetch(ctx context.Context, _ *reqCtx, kreq kmsg.Request) 
 		// not the wait already served here, which it would wait again.
 		defer func() { resp.ThrottleMillis = max(resp.ThrottleMillis, waited) }()
 	}
-	total := s.fetchPass(ctx, req, resp)
+	total := s.fetchPass(ctx, req, resp, budget)
 	if total >= minBytes || maxWait <= 0 || ctx.Err() != nil || hasNews(resp) {
 		return resp
 	}
-	if !s.waitForBytes(ctx, req, resp, minBytes-total, maxWait) {
+	// The parked reads count from the offsets asked for, as the second
+	// pass reads: what the first pass found counts again there.
+	if !s.waitForBytes(ctx, req, resp, minBytes, budget, maxWait) {
 		return resp
 	}
 	resp.Topics = nil
-	s.fetchPass(ctx, req, resp)
+	s.fetchPass(ctx, req, resp, budget)
 	return resp
+}
+
+// fetchBudget is what a fetch's answer may carry: the request's max_bytes
+// lowered to fetch.max.bytes. The smaller applies, as in Kafka: each
+// partition was held to fetch.max.bytes, but a fetch of many partitions
+// asking 2 GiB was answered with up to that much.
+func (s *Server) fetchBudget(req *kmsg.FetchRequest) int {
+	return max(int(min(req.MaxBytes, s.opts.RM.BrokerConfig().FetchMaxBytes)), 0)
 }
 
 // hasNews reports whether a first pass found something the consumer must
@@ -124,15 +137,16 @@ func fetchRequest(req *kmsg.FetchRequest, topic, topicID string, p kmsg.FetchReq
 	return out
 }
 
-// fetchPass reads every partition once without waiting, within the
-// request's max_bytes lowered to fetch.max.bytes (the first partition with
-// data always gets its first batch, as in Kafka), and returns the bytes
-// read.
-func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse) int {
-	// The smaller applies, as in Kafka: each partition was held to
-	// fetch.max.bytes, but a fetch of many partitions asking 2 GiB was
-	// answered with up to that much.
-	budget := max(int(min(req.MaxBytes, s.opts.RM.BrokerConfig().FetchMaxBytes)), 0)
+// fetchPass reads every partition once without waiting, within budget,
+// and returns the bytes read. As Kafka's ReplicaManager.readFromLog: each
+// partition reads at most its partition_max_bytes and what is left of the
+// budget; until one brings records, a first batch larger than that still
+// comes whole (KIP-74), after that only batches that fit are read, and
+// once the budget is spent the later partitions read nothing, answered
+// with their offsets only. They were read with a budget of 1 byte, which
+// still read a whole first batch, charged it to the consumer's quota and
+// left it out of the answer.
+func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, budget int) int {
 	total := 0
 	var throttle int32
 	for _, t := range req.Topics {
@@ -144,18 +158,19 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			rp.Partition = p.Partition
 			rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
-			pmax := p.PartitionMaxBytes
-			if remaining := budget - total; remaining < int(pmax) {
-				pmax = int32(max(remaining, 1))
+			fitOnly := total > 0
+			maxBytes := max(min(int(p.PartitionMaxBytes), budget-total), 0)
+			if !fitOnly {
+				maxBytes = max(maxBytes, 1) // 0 would be the gRPC fetch's default
 			}
-			greq := fetchRequest(req, t.Topic, topicID, p, pmax, 0)
+			greq := fetchRequest(req, t.Topic, topicID, p, int32(maxBytes), 0)
 			var gresp *brokerv1.FetchResponse
 			err := idErr
 			if err == nil {
 				err = s.authorize(ctx, brokerv1.BrokerService_Fetch_FullMethodName, greq)
 			}
 			if err == nil {
-				gresp, err = s.opts.Broker.FetchAtEpoch(ctx, greq, p.CurrentLeaderEpoch)
+				gresp, err = s.opts.Broker.FetchWithin(ctx, greq, p.CurrentLeaderEpoch, maxBytes, fitOnly)
 			}
 			if err != nil {
 				rp.ErrorCode = code(err)
@@ -171,7 +186,7 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 				if d := gresp.GetDivergingEpoch(); d != nil {
 					rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = d.GetEpoch(), d.GetEndOffset()
 				}
-				if recs := gresp.GetRecordBatches(); len(recs) > 0 && (total < budget || total == 0) {
+				if recs := gresp.GetRecordBatches(); len(recs) > 0 {
 					rp.RecordBatches = recs
 					total += len(recs)
 				}
@@ -185,14 +200,22 @@ func (s *Server) fetchPass(ctx context.Context, req *kmsg.FetchRequest, resp *km
 	return total
 }
 
+// parkedReadMaxBytes bounds each read of a parked partition: it reads
+// only to count what arrived, and every parked partition may read at
+// once. Each read took what was left of its partition_max_bytes, up to
+// the rest of a segment: k partitions parked by a fetch asking 2 GiB
+// each held k such buffers at once.
+const parkedReadMaxBytes = 64 << 10
+
 // waitForBytes parks each distinct partition that answered cleanly in the
-// first pass, from the offset that pass asked for, until need more bytes
-// have arrived across them (each counted up to its partition's max bytes),
-// one of them has news, or maxWait ends. It reports whether the answer
-// should be read again. A partition named many times parks once: one
-// goroutine each for 20,000 copies of one partition took 150 MiB of
-// stacks.
-func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, need int, maxWait time.Duration) bool {
+// first pass, from the offset that pass asked for, until need bytes have
+// arrived across them (each counted up to its partition's max bytes and
+// the budget), one of them has news, or maxWait ends. It reports whether
+// the answer should be read again. A partition named many times parks
+// once: one goroutine each for 20,000 copies of one partition took 150 MiB
+// of stacks. Each read is bounded by what is still needed and by
+// parkedReadMaxBytes (a first batch over that comes whole, as in a pass).
+func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, need, budget int, maxWait time.Duration) bool {
 	wctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
 	type parked struct {
@@ -213,7 +236,7 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 				continue
 			}
 			seen[tp] = true
-			parts = append(parts, parked{tp: tp, id: id, offset: p.FetchOffset, max: int(max(p.PartitionMaxBytes, 1)), epoch: p.CurrentLeaderEpoch})
+			parts = append(parts, parked{tp: tp, id: id, offset: p.FetchOffset, max: max(min(int(p.PartitionMaxBytes), budget), 1), epoch: p.CurrentLeaderEpoch})
 		}
 	}
 	fetch := s.parkedFetch
@@ -221,15 +244,17 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 		fetch = s.opts.Broker.RM.Fetch
 	}
 	arrived := make(chan int, len(parts))
+	var counted atomic.Int64 // across partitions, for the reads' bound
 	news := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			offset, counted := p.offset, 0
-			for counted < p.max && wctx.Err() == nil {
-				res, err := fetch(wctx, replica.ConsumerFetch{TP: p.tp, Offset: offset, MaxBytes: p.max - counted,
+			offset, mine := p.offset, 0
+			for mine < p.max && wctx.Err() == nil {
+				limit := max(min(p.max-mine, need-int(counted.Load()), parkedReadMaxBytes), 1)
+				res, err := fetch(wctx, replica.ConsumerFetch{TP: p.tp, Offset: offset, MaxBytes: limit,
 					MinBytes: 1, MaxWait: maxWait, Rack: req.Rack, CurrentLeaderEpoch: p.epoch, TopicID: p.id})
 				if err != nil || res.PreferredReadReplica >= 0 || res.Diverging != nil {
 					res.Release()
@@ -239,13 +264,14 @@ func (s *Server) waitForBytes(ctx context.Context, req *kmsg.FetchRequest, resp 
 					}
 					return
 				}
-				n := min(len(res.Records), p.max-counted)
+				n := min(len(res.Records), p.max-mine)
 				offset = max(offset, res.NextOffset)
 				res.Release()
 				if n == 0 {
 					continue // woken by a HW move that brought nothing readable
 				}
-				counted += n
+				mine += n
+				counted.Add(int64(n))
 				// The wait may have ended, and stopped reading, while
 				// this partition kept bringing bytes.
 				select {

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/grpcapi"
@@ -45,6 +47,13 @@ func withLeaderConfigured(t *testing.T, partitions int32, static map[string]stri
 // leads t (t with testTopicID, another with an id made of its name).
 func withLeaderOfTopics(t *testing.T, partitions int32, static map[string]string, topics ...string) *Server {
 	t.Helper()
+	return withLeaderRegistered(t, partitions, static, nil, topics...)
+}
+
+// withLeaderRegistered is withLeaderOfTopics with the replica manager's
+// metrics in reg (nil: none).
+func withLeaderRegistered(t *testing.T, partitions int32, static map[string]string, reg prometheus.Registerer, topics ...string) *Server {
+	t.Helper()
 	logs, err := logstore.OpenManager(logstore.ManagerOptions{FS: vfs.NewMem(), Dir: "/data", NoBackground: true})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +61,7 @@ func withLeaderOfTopics(t *testing.T, partitions int32, static map[string]string
 	meta := metadata.New()
 	settings := map[string]string{"replica.lag.time.max.ms": "600000"}
 	maps.Copy(settings, static)
-	rm, err := replica.New(replica.Options{BrokerID: 1, Logs: logs, Meta: meta, Static: settings})
+	rm, err := replica.New(replica.Options{BrokerID: 1, Logs: logs, Meta: meta, Static: settings, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestLongPollEndsWhileAParkedPartitionStillBringsBytes(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.waitForBytes(context.Background(), req, resp, 1, time.Minute) // the first byte is enough
+		s.waitForBytes(context.Background(), req, resp, 1, 1<<20, time.Minute) // the first byte is enough
 	}()
 	select {
 	case <-done:

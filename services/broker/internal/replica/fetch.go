@@ -30,6 +30,12 @@ type ConsumerFetch struct {
 	// (KIP-516): a log of another id (the topic was deleted and created
 	// again) answers UNKNOWN_TOPIC_ID, not the new topic's records.
 	TopicID string
+	// FitOnly reads only whole batches that fit in MaxBytes: none when the
+	// first is larger, and none at all for MaxBytes 0 (Kafka's
+	// minOneMessage false, for a Kafka fetch's partitions after the first
+	// that brought records). Without it the first batch comes whole
+	// whatever its size (KIP-74) and MaxBytes 0 is the default.
+	FitOnly bool
 }
 
 // ConsumerFetchResult is what a consumer fetch returns.
@@ -68,7 +74,7 @@ func (m *Manager) fetch(ctx context.Context, f ConsumerFetch) (ConsumerFetchResu
 	if err != nil {
 		return ConsumerFetchResult{}, err
 	}
-	if f.MaxBytes <= 0 {
+	if f.MaxBytes <= 0 && !f.FitOnly {
 		f.MaxBytes = DefaultFetchMaxBytes
 	}
 	// Watch before reading so no HW move between the read and parking is missed.
@@ -182,6 +188,9 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 	if res.PreferredReadReplica >= 0 {
 		return res, nil
 	}
+	if f.FitOnly && f.MaxBytes <= 0 {
+		return m.offsetsOnly(r, f, res)
+	}
 	rr, buf, err := readPooled(r.log, f.Offset, f.MaxBytes, res.HighWatermark)
 	if err != nil {
 		if buf != nil {
@@ -193,7 +202,27 @@ func (m *Manager) readForConsumer(r *Replica, f ConsumerFetch) (ConsumerFetchRes
 		return res, err
 	}
 	res.Records, res.NextOffset, res.buf = rr.Records, rr.NextOffset, buf
+	if f.FitOnly && len(res.Records) > f.MaxBytes {
+		// Only a first batch larger than MaxBytes goes over it: the
+		// read is answered with no records, as Kafka's.
+		res.Release()
+		res.Records, res.NextOffset = nil, f.Offset
+	}
 	return res, nil
+}
+
+// offsetsOnly answers a read given no bytes (FitOnly, MaxBytes 0) as
+// Kafka's log read of 0 bytes: no records, only the offsets, or
+// OFFSET_OUT_OF_RANGE for an offset outside the log.
+func (m *Manager) offsetsOnly(r *Replica, f ConsumerFetch, res ConsumerFetchResult) (ConsumerFetchResult, error) {
+	if f.Offset >= res.LogStartOffset && f.Offset <= res.LogEndOffset {
+		return res, nil
+	}
+	err := kerr.New(kerr.OffsetOutOfRange, "offset %d is outside the log [%d, %d]", f.Offset, res.LogStartOffset, res.LogEndOffset)
+	if cut, ok := m.cutUnderRead(r, f, err); ok {
+		return cut, nil
+	}
+	return res, err
 }
 
 // cutUnderRead answers a read whose offset a follower's truncation took
