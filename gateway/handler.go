@@ -14,7 +14,7 @@ import (
 )
 
 // newHTTPHandler lays out the gateway's HTTP side: the REST API under /v1
-// (bodies limited), login and logout, the OpenAPI document, /healthz, and /
+// (bodies limited, each write of an answer bounded in time), login and logout, the OpenAPI document, /healthz, and /
 // for the console. Every request passes the guard (Host, Origin, JSON
 // writes) first; the REST API (which the console's buttons call too) and
 // the console's data (events, state, groups, scenarios) then need an
@@ -25,7 +25,9 @@ import (
 func newHTTPHandler(api http.Handler, consoleUI http.Handler, maxBody int64, authn *restauth.Authenticator,
 	hosts *hostSet, tp trace.TracerProvider, metrics *httpMetrics, log *slog.Logger) http.Handler {
 	root := http.NewServeMux()
-	root.Handle("/v1/", authn.Protect(limitBody(maxBody, api)))
+	// Each write of a REST answer is bounded in time (boundWrites): a
+	// stream whose caller stopped reading held its slot for ever.
+	root.Handle("/v1/", authn.Protect(limitBody(maxBody, boundWrites(api))))
 	// Login and logout are routed beside /v1/: their bodies are bounded
 	// in time like every other (limitBody), or a login whose body never
 	// came held its goroutine and a graceful stop for ever.

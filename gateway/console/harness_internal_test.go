@@ -110,17 +110,26 @@ type rawEvent struct {
 // openEvents reads /console/events into a channel.
 func openEvents(t *testing.T, base string) <-chan rawEvent {
 	t.Helper()
+	out, _ := openEventsVia(t, http.DefaultClient, base)
+	return out
+}
+
+// openEventsVia reads /console/events through cl into a channel, closed
+// when the stream ends; streamErr then says why (nil: a clean end).
+func openEventsVia(t *testing.T, cl *http.Client, base string) (out <-chan rawEvent, streamErr func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/console/events", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make(chan rawEvent, 4096)
+	ch := make(chan rawEvent, 4096)
+	var readErr error
 	go func() {
 		defer resp.Body.Close()
-		defer close(out)
+		defer close(ch)
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 		var ev rawEvent
@@ -129,7 +138,7 @@ func openEvents(t *testing.T, base string) <-chan rawEvent {
 			switch {
 			case line == "":
 				if ev.name != "" {
-					out <- ev
+					ch <- ev
 				}
 				ev = rawEvent{}
 			case strings.HasPrefix(line, "event: "):
@@ -138,6 +147,7 @@ func openEvents(t *testing.T, base string) <-chan rawEvent {
 				ev.data = strings.TrimPrefix(line, "data: ")
 			}
 		}
+		readErr = sc.Err() // before close(ch), which publishes it
 	}()
-	return out
+	return ch, func() error { return readErr }
 }

@@ -8,7 +8,9 @@ import (
 
 // eventWriteTimeout bounds one write to a page: a page that stops reading
 // (a frozen tab, a hostile client) is dropped by the hub when its queue
-// fills, and its handler must not stay blocked in Write for ever.
+// fills, and its handler must not stay blocked in Write for ever. It bounds
+// the writes only, never the silence between them (a variable for the
+// tests).
 var eventWriteTimeout = 10 * time.Second
 
 // serveEvents streams the cluster as Server-Sent Events:
@@ -42,14 +44,19 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 
 	bw := bufio.NewWriterSize(w, 32<<10)
-	if _, err := bw.WriteString("retry: 1000\n\n"); err != nil {
-		return
-	}
-	send := func() bool {
+	send := func(write func()) bool {
+		// The deadline is set before the first byte (an event larger
+		// than bw is written through at once) and cleared after the
+		// flush. Left set, it fired on a quiet stream: HTTP/2 resets a
+		// stream when its write deadline passes, write pending or not,
+		// so every page lost its stream 10 s into a silent controller;
+		// over HTTP/1 the next large event was written past it and failed.
 		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+		write()
 		return bw.Flush() == nil && rc.Flush() == nil
 	}
-	if !send() {
+	if !send(func() { _, _ = bw.WriteString("retry: 1000\n\n") }) {
 		return
 	}
 	hb := time.NewTicker(c.opts.Heartbeat)
@@ -57,22 +64,23 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case m := <-s.ch:
-			writeEvent(bw, m)
-			// Write whatever else is queued before flushing once.
-			for more := true; more; {
-				select {
-				case m := <-s.ch:
-					writeEvent(bw, m)
-				default:
-					more = false
+			ok := send(func() {
+				writeEvent(bw, m)
+				// Write whatever else is queued before flushing once.
+				for more := true; more; {
+					select {
+					case m := <-s.ch:
+						writeEvent(bw, m)
+					default:
+						more = false
+					}
 				}
-			}
-			if !send() {
+			})
+			if !ok {
 				return
 			}
 		case <-hb.C:
-			writeEvent(bw, message{"ping", []byte("{}")})
-			if !send() {
+			if !send(func() { writeEvent(bw, message{"ping", []byte("{}")}) }) {
 				return
 			}
 		case <-s.gone:
