@@ -162,6 +162,25 @@ func (c *Cache) ControllerEpoch() int32 {
 func (c *Cache) ApplyUpdate(req *controlv1.UpdateMetadataRequest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.applyUpdateLocked(req)
+}
+
+// ApplyUpdateOfNewest is ApplyUpdate for a request whose controller epoch is
+// still the newest seen; it applies nothing and answers
+// STALE_CONTROLLER_EPOCH when a newer one was admitted since (checked under
+// the lock the update takes, so no newer controller's view is overwritten
+// by an older one).
+func (c *Cache) ApplyUpdateOfNewest(req *controlv1.UpdateMetadataRequest) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := req.GetControllerEpoch(); e < c.controllerEpoch {
+		return kerr.New(kerr.StaleControllerEpoch, "controller epoch %d was succeeded by %d before its update was applied", e, c.controllerEpoch)
+	}
+	c.applyUpdateLocked(req)
+	return nil
+}
+
+func (c *Cache) applyUpdateLocked(req *controlv1.UpdateMetadataRequest) {
 	if c.updated != nil {
 		close(c.updated)
 		c.updated = nil

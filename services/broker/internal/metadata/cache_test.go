@@ -24,6 +24,26 @@ func TestStaleControllerEpochIsFenced(t *testing.T) {
 	}
 }
 
+// An update admitted at one controller epoch and applied after a newer
+// epoch was admitted leaves the cache as the newer controller made it.
+func TestAnUpdateOfASucceededControllerIsNotApplied(t *testing.T) {
+	c := New()
+	if err := c.CheckControllerEpoch(4); err != nil {
+		t.Fatal(err)
+	}
+	newer := &controlv1.UpdateMetadataRequest{ControllerEpoch: 4, Controller: &commonv1.Node{Id: 4}}
+	if err := c.ApplyUpdateOfNewest(newer); err != nil {
+		t.Fatal(err)
+	}
+	older := &controlv1.UpdateMetadataRequest{ControllerEpoch: 3, Controller: &commonv1.Node{Id: 3}}
+	if err := c.ApplyUpdateOfNewest(older); kerr.CodeOf(err) != kerr.StaleControllerEpoch {
+		t.Fatalf("the older controller's update: %v, want STALE_CONTROLLER_EPOCH", err)
+	}
+	if got := c.Controller().GetId(); got != 4 {
+		t.Fatalf("controller %d in the cache, want 4", got)
+	}
+}
+
 func ps(topic string, p, leader, epoch, pe int32) *commonv1.PartitionState {
 	return &commonv1.PartitionState{Topic: topic, Partition: p, Leader: leader, LeaderEpoch: epoch, PartitionEpoch: pe, Isr: []int32{leader}}
 }

@@ -46,6 +46,29 @@ func (m *Manager) checkControlRequest(controllerEpoch int32, brokerEpoch int64) 
 	return nil
 }
 
+// noteAdmitted marks the point between a control request's fences and its
+// application, for tests that let a newer controller overtake it there.
+func (m *Manager) noteAdmitted(kind string) {
+	if m.admitted != nil {
+		m.admitted(kind)
+	}
+}
+
+// succeededController is the answer to a request of controllerEpoch, which
+// passed the fences, when a newer controller's request was admitted since:
+// gRPC handlers run side by side, so the newer one may have been applied
+// first, and applying the older one now would undo it (Kafka checks and
+// applies under one lock, replicaStateChangeLock). nil while controllerEpoch
+// is still the newest seen.
+func (m *Manager) succeededController(controllerEpoch int32) error {
+	newest := m.opts.Meta.ControllerEpoch()
+	if controllerEpoch >= newest {
+		return nil
+	}
+	return kerr.New(kerr.StaleControllerEpoch, "controller epoch %d was succeeded by %d before its request was applied",
+		controllerEpoch, newest)
+}
+
 // LeaderAndIsr applies the controller's leadership decisions for this
 // broker's replicas: creating logs as needed, becoming leader or follower,
 // recording new leader epochs, and (re)starting fetchers.
@@ -456,18 +479,29 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return err
 	}
+	m.noteAdmitted("UpdateMetadata")
 	m.forgetAppliedLeaderAndIsr()
 	defer m.fetchers.batch()()
 	start := m.now()
 	defer func() {
 		m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start)
 	}()
-	m.opts.Meta.ApplyUpdate(req)
+	// The epoch is checked again with the cache's lock held for the
+	// update: one admitted before a newer controller's would otherwise put
+	// the older view over the newer one.
+	if err := m.opts.Meta.ApplyUpdateOfNewest(req); err != nil {
+		m.log.Warn("refusing an UpdateMetadata overtaken by a newer controller's request", "err", err)
+		return err
+	}
+	epoch := req.GetControllerEpoch()
 	if req.GetFull() {
 		m.noteFullView(req.GetPartitions())
-		m.deleteStrays(req.GetPartitions())
+		m.deleteStrays(epoch, req.GetPartitions())
 	}
 	for _, t := range req.GetDeletedTopics() {
+		if !m.stillNewestController(epoch, "deleting the replicas of a deleted topic") {
+			break
+		}
 		for _, r := range m.Replicas() {
 			if r.tp.Topic == t {
 				_ = m.stopReplica(r.tp, -1, true)
@@ -531,7 +565,11 @@ func (m *Manager) applyChangedConfigs() {
 // every topic with a state, and a broker gets the controller's requests in
 // order, so a partition it leaves out is not one a LeaderAndIsr already
 // made here.
-func (m *Manager) deleteStrays(parts []*commonv1.PartitionState) {
+//
+// A newer controller's request admitted meanwhile ends the sweep: its
+// LeaderAndIsr may have made here a replica this older view does not list
+// (a topic created since).
+func (m *Manager) deleteStrays(controllerEpoch int32, parts []*commonv1.PartitionState) {
 	live := map[string]bool{}
 	assigned := map[TP][]int32{}
 	for _, p := range parts {
@@ -543,11 +581,24 @@ func (m *Manager) deleteStrays(parts []*commonv1.PartitionState) {
 		if why == "" {
 			continue
 		}
+		if !m.stillNewestController(controllerEpoch, "deleting stray replicas") {
+			return
+		}
 		m.log.Info("deleting stray replica: "+why, append([]any{"topic", tp.Topic, "partition", tp.Partition}, attrs...)...)
 		if err := m.stopReplica(tp, -1, true); err != nil {
 			m.log.Warn("deleting replica failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		}
 	}
+}
+
+// stillNewestController reports whether controllerEpoch is still the newest
+// seen, logging that the step named is given up when it is not.
+func (m *Manager) stillNewestController(controllerEpoch int32, step string) bool {
+	err := m.succeededController(controllerEpoch)
+	if err != nil {
+		m.log.Warn("Giving up "+step+": a newer controller's request was admitted", "err", err)
+	}
+	return err == nil
 }
 
 // strayReason says why tp's replica or log is a stray, with what shows it,

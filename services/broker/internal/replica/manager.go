@@ -161,6 +161,11 @@ type Manager struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+
+	// admitted, when set (by tests only), runs once a YieldLeadership or
+	// UpdateMetadata has passed the fences and before it is applied: the
+	// gap in which a newer controller's requests may overtake it.
+	admitted func(kind string)
 }
 
 // New builds a Manager and starts its background goroutines.

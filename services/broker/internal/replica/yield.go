@@ -43,6 +43,7 @@ func (m *Manager) YieldLeadership(req *controlv1.YieldLeadershipRequest) (*contr
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
+	m.noteAdmitted("YieldLeadership")
 	resp := &controlv1.YieldLeadershipResponse{}
 	yielded := 0
 	var catchUps []catchUp
@@ -55,6 +56,17 @@ func (m *Manager) YieldLeadership(req *controlv1.YieldLeadershipRequest) (*contr
 			continue
 		}
 		r.mu.Lock()
+		if err := m.succeededController(req.GetControllerEpoch()); err != nil {
+			// Checked under r.mu: a newer controller's LeaderAndIsr admits
+			// its epoch before it ends older yields under this lock, so a
+			// mark set here is one it ends. Set after it, the mark stood
+			// until the partition's state changed (an idle partition's:
+			// never), and an older resume would end the newer one's yield.
+			e := kerr.As(err)
+			res.ErrorCode, res.ErrorMessage = commonv1.ErrorCode(e.Code), e.Error()
+			r.mu.Unlock()
+			continue
+		}
 		leads := r.state.IsLeader()
 		le, pe := r.state.LeaderEpoch(), r.state.PartitionEpoch()
 		atState := le == p.GetLeaderEpoch() && pe <= p.GetPartitionEpoch()
