@@ -48,8 +48,11 @@ type GroupConsumer struct {
 
 	pollMu sync.Mutex // serializes Poll and Close
 
-	commitMu      sync.Mutex                    // one commit at a time, so they reach the coordinator in order
-	lastCommitted map[TopicPartition]commitMark // guarded by commitMu
+	// commitSlot (one slot) is held by the commit being sent: one at a
+	// time, so they reach the coordinator in order. A channel, not a
+	// mutex, so that a caller waits for it only as long as its ctx allows.
+	commitSlot    chan struct{}
+	lastCommitted map[TopicPartition]commitMark // guarded by commitSlot
 
 	mu             sync.Mutex // guards everything below; never held across a call or callback
 	member         memberState
@@ -107,6 +110,7 @@ func NewGroupConsumer(c *Client, opts GroupOptions) (*GroupConsumer, error) {
 		wake:          make(chan struct{}, 1),
 		polled:        make(chan struct{}, 1),
 		loopDone:      make(chan struct{}),
+		commitSlot:    make(chan struct{}, 1),
 		lastCommitted: map[TopicPartition]commitMark{},
 		member:        memberState{generation: -1},
 		parts:         map[TopicPartition]*partState{},
@@ -537,9 +541,15 @@ func (gc *GroupConsumer) CommitAsync(offsets map[TopicPartition]int64, done func
 }
 
 func (gc *GroupConsumer) commitAsync(offsets map[TopicPartition]int64, auto bool, done func(map[TopicPartition]int64, error)) {
-	gc.commitMu.Lock() // taken here so that commits keep the callers' order
+	_ = gc.lockCommits(context.Background()) // taken here so that commits keep the callers' order
+	gc.sendLocked(offsets, auto, done)
+}
+
+// sendLocked sends a commit on a goroutine of its own, which releases the
+// commit slot the caller holds.
+func (gc *GroupConsumer) sendLocked(offsets map[TopicPartition]int64, auto bool, done func(map[TopicPartition]int64, error)) {
 	go func() {
-		defer gc.commitMu.Unlock()
+		defer gc.unlockCommits()
 		err := gc.commitLocked(context.Background(), offsets, auto)
 		if done != nil {
 			done(offsets, err)
@@ -547,32 +557,69 @@ func (gc *GroupConsumer) commitAsync(offsets map[TopicPartition]int64, auto bool
 	}()
 }
 
-// maybeAutoCommit starts the auto-commit of every position when one is due.
+// maybeAutoCommit starts the auto-commit of every position when one is
+// due. One still in flight (a stalled coordinator holds it up to the API
+// timeout) is not waited for: Poll would stall past its ctx while the
+// leaders' records wait. The commit stays due, and the next Poll's carries
+// the newer positions.
 func (gc *GroupConsumer) maybeAutoCommit() {
 	if gc.opts.DisableAutoCommit {
 		return
 	}
 	gc.mu.Lock()
 	due := time.Since(gc.lastAutoCommit) >= gc.opts.AutoCommitInterval
-	if due {
-		gc.lastAutoCommit = time.Now()
-	}
 	offs := gc.positionsLocked(nil)
 	gc.mu.Unlock()
-	if due && len(offs) > 0 {
-		gc.commitAsync(offs, true, func(_ map[TopicPartition]int64, err error) {
+	if !due {
+		return
+	}
+	if len(offs) > 0 {
+		if !gc.tryLockCommits() {
+			return
+		}
+		gc.sendLocked(offs, true, func(_ map[TopicPartition]int64, err error) {
 			if err != nil {
 				gc.c.log.Debug("auto-commit failed", "group", gc.opts.GroupID, "err", err)
 			}
 		})
 	}
+	gc.mu.Lock()
+	gc.lastAutoCommit = time.Now()
+	gc.mu.Unlock()
 }
 
 func (gc *GroupConsumer) commit(ctx context.Context, offsets map[TopicPartition]int64, auto bool) error {
-	gc.commitMu.Lock()
-	defer gc.commitMu.Unlock()
+	if err := gc.lockCommits(ctx); err != nil {
+		return err
+	}
+	defer gc.unlockCommits()
 	return gc.commitLocked(ctx, offsets, auto)
 }
+
+// lockCommits takes the commit slot, waiting for the commit in flight at
+// most until ctx ends.
+func (gc *GroupConsumer) lockCommits(ctx context.Context) error {
+	if gc.tryLockCommits() { // a free slot is taken even when ctx has ended (select picks at random)
+		return nil
+	}
+	select {
+	case gc.commitSlot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctxError(ctx, nil, "offset commit (group %s): the one before is still in flight", gc.opts.GroupID)
+	}
+}
+
+func (gc *GroupConsumer) tryLockCommits() bool {
+	select {
+	case gc.commitSlot <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (gc *GroupConsumer) unlockCommits() { <-gc.commitSlot }
 
 // commitMark is the last offset this consumer committed for a partition,
 // during which assignment of it (ps).

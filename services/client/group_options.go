@@ -68,7 +68,8 @@ type GroupOptions struct {
 	// DisableAutoCommit is enable.auto.commit=false: positions are
 	// committed only by CommitSync and CommitAsync.
 	DisableAutoCommit bool
-	// AutoCommitInterval is auto.commit.interval.ms.
+	// AutoCommitInterval is auto.commit.interval.ms. An auto-commit due
+	// while the last one is still in flight is left to a later Poll.
 	AutoCommitInterval time.Duration
 
 	// Assignors is partition.assignment.strategy, most preferred first
