@@ -22,7 +22,8 @@ type Consumer struct {
 	pos int64      // the next offset to read; < 0 means OffsetEarliest/OffsetLatest, to resolve
 	// lastEpoch is the leader epoch of the last batch read up to pos, sent
 	// so the broker can say whether the log was truncated under it
-	// (KIP-320); -1 when the position was set rather than read to.
+	// (KIP-320); StartLeaderEpoch at first; -1 when the position was set
+	// rather than read to.
 	lastEpoch   int32
 	truncations int64
 	hw          int64
@@ -59,7 +60,15 @@ func NewConsumer(c *Client, opts ConsumerOptions) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{c: c, opts: opts, pos: opts.StartOffset, hw: -1, logStart: -1, preferred: -1, readFrom: -1, lastEpoch: -1, avoided: -1}, nil
+	return &Consumer{c: c, opts: opts, pos: opts.StartOffset, hw: -1, logStart: -1, preferred: -1, readFrom: -1, lastEpoch: opts.startEpoch(), avoided: -1}, nil
+}
+
+// positionAndEpoch is Position with the leader epoch of the record before
+// it, as far as known (-1 when not), which a commit of the position names.
+func (cs *Consumer) positionAndEpoch() (int64, int32) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.pos, cs.lastEpoch
 }
 
 // Position is the offset of the next record Poll returns, or

@@ -34,6 +34,12 @@ type ConsumerOptions struct {
 	// StartOffset is where to start: an offset, OffsetEarliest or
 	// OffsetLatest. The zero value starts at offset 0.
 	StartOffset int64
+	// StartLeaderEpoch, when set (not nil, not negative), is the leader
+	// epoch of the record before StartOffset as it was read (a group's
+	// committed leader epoch). The first fetch names it, so that a log
+	// truncated under StartOffset since is found (KIP-320) as it is under
+	// a running consumer (LogTruncation). Only with an offset.
+	StartLeaderEpoch *int32
 	// MaxBytes caps the record bytes of one fetch (the first batch comes
 	// whole even when larger, KIP-74).
 	MaxBytes int32
@@ -58,6 +64,9 @@ func (o ConsumerOptions) resolve(c *Client) (ConsumerOptions, error) {
 	if o.StartOffset < OffsetEarliest {
 		return o, kerr.BadField(kerr.InvalidConfig, "start.offset", "%d is neither an offset nor OffsetEarliest/OffsetLatest", o.StartOffset)
 	}
+	if o.StartLeaderEpoch != nil && *o.StartLeaderEpoch >= 0 && o.StartOffset < 0 {
+		return o, kerr.BadField(kerr.InvalidConfig, "start.leader.epoch", "given with OffsetEarliest/OffsetLatest, which have no epoch")
+	}
 	if o.Reset < ResetNone || o.Reset > ResetLatest {
 		return o, kerr.BadField(kerr.InvalidConfig, "auto.offset.reset", "unknown value %d", o.Reset)
 	}
@@ -74,4 +83,12 @@ func (o ConsumerOptions) resolve(c *Client) (ConsumerOptions, error) {
 		o.RequestTimeout = c.opts.RequestTimeout
 	}
 	return o, nil
+}
+
+// startEpoch is the leader epoch the position starts with: -1 for none.
+func (o ConsumerOptions) startEpoch() int32 {
+	if o.StartLeaderEpoch == nil || *o.StartLeaderEpoch < 0 {
+		return -1
+	}
+	return *o.StartLeaderEpoch
 }

@@ -158,6 +158,36 @@ func TestConsumerOffsetOutOfRange(t *testing.T) {
 	}
 }
 
+// A consumer started at an offset with the leader epoch read up to it
+// (StartLeaderEpoch, as a group's commit gives) finds, on its first fetch,
+// a log an unclean election truncated under it since; without the epoch
+// it cannot tell, and reads on in the new log.
+func TestConsumerStartLeaderEpochFindsATruncation(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	for i := range 6 {
+		appendValues(fc, i, i+1)
+	}
+	fc.UncleanElection("t", 0, 1)
+	appendValues(fc, 1, 8)
+	epoch := int32(0)
+	strict := newConsumer(t, c, client.ConsumerOptions{StartOffset: 6, StartLeaderEpoch: &epoch})
+	_, err := strict.Poll(ctx)
+	var lt *client.LogTruncation
+	if !errors.As(err, &lt) || lt.DivergentOffset != 1 || lt.Position != 6 || lt.Epoch != 0 {
+		t.Fatalf("first poll at 6, epoch 0: %v; want a LogTruncation from offset 1", err)
+	}
+	blind := newConsumer(t, c, client.ConsumerOptions{StartOffset: 6})
+	if recs, err := blind.Poll(ctx); err != nil || len(recs) == 0 || recs[0].Offset != 6 {
+		t.Fatalf("without the epoch: %d records, %v; want them from 6", len(recs), err)
+	}
+	if _, err := client.NewConsumer(c, client.ConsumerOptions{Topic: "t", StartOffset: client.OffsetEarliest, StartLeaderEpoch: &epoch}); kerr.CodeOf(err) != kerr.InvalidConfig {
+		t.Fatalf("an epoch with OffsetEarliest: %v, want INVALID_CONFIG", err)
+	}
+}
+
 func TestConsumerFollowsLeaderMove(t *testing.T) {
 	fc := startCluster(t, fakebroker.Config{Brokers: 2})
 	fc.CreateTopic("t", 1, 1, 2)

@@ -76,15 +76,19 @@ type partState struct {
 	tp       TopicPartition
 	stop     context.CancelFunc
 	consumed int64 // the next offset after what Poll returned; -1 before it is known
-	epoch    int32 // the leader epoch of the last record returned
+	// epoch is the leader epoch of the record before consumed (-1 when not
+	// known), committed with it: the last one returned, else the one
+	// committed with the offset the partition started at.
+	epoch int32
 }
 
 // fetched is what a partition fetcher hands to Poll.
 type fetched struct {
-	ps   *partState
-	recs []Record
-	next int64
-	err  error
+	ps    *partState
+	recs  []Record
+	next  int64
+	epoch int32 // of the record before next
+	err   error
 }
 
 // rebalanceEvent is a change of assignment the membership goroutine asks
@@ -275,10 +279,7 @@ func (gc *GroupConsumer) take(f fetched, out *[]Record) error {
 		return f.err // the next Poll declares the partitions lost
 	}
 	*out = append(*out, f.recs...)
-	f.ps.consumed = f.next
-	if n := len(f.recs); n > 0 {
-		f.ps.epoch = f.recs[n-1].LeaderEpoch
-	}
+	f.ps.consumed, f.ps.epoch = f.next, f.epoch
 	return nil
 }
 
@@ -394,7 +395,8 @@ func (gc *GroupConsumer) drop(tps []TopicPartition) {
 }
 
 // fetch is one assigned partition's fetcher: it starts at the group's
-// committed offset (or auto.offset.reset) and hands each fetch to Poll.
+// committed offset, with the leader epoch committed with it (or
+// auto.offset.reset), and hands each fetch to Poll.
 func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
 	send := func(f fetched) bool {
 		select {
@@ -405,7 +407,7 @@ func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
 		}
 	}
 	start, err := gc.startOffset(ctx, ps.tp)
-	gc.c.log.Debug("fetcher starts", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "offset", start, "err", err)
+	gc.c.log.Debug("fetcher starts", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "offset", start.offset, "epoch", start.epoch, "err", err)
 	if err != nil {
 		if ctx.Err() == nil {
 			send(fetched{ps: ps, err: err})
@@ -413,7 +415,7 @@ func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
 		return
 	}
 	cs, err := NewConsumer(gc.c, ConsumerOptions{
-		Topic: ps.tp.Topic, Partition: ps.tp.Partition, StartOffset: start, Reset: gc.reset,
+		Topic: ps.tp.Topic, Partition: ps.tp.Partition, StartOffset: start.offset, StartLeaderEpoch: &start.epoch, Reset: gc.reset,
 		MaxBytes: gc.opts.MaxBytes, MaxWait: gc.opts.MaxWait, MinBytes: gc.opts.MinBytes,
 		Rack: gc.opts.Rack, RequestTimeout: gc.opts.RequestTimeout,
 	})
@@ -439,36 +441,46 @@ func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
 			continue
 		}
 		attempt = 1
-		if pos := cs.Position(); len(recs) > 0 || (!known && pos >= 0) {
+		if pos, epoch := cs.positionAndEpoch(); len(recs) > 0 || (!known && pos >= 0) {
 			// The first resolved position is reported even without
 			// records, so that a reset to latest is committed too.
 			known = true
-			if !send(fetched{ps: ps, recs: recs, next: pos}) {
+			if !send(fetched{ps: ps, recs: recs, next: pos, epoch: epoch}) {
 				return
 			}
 		}
 	}
 }
 
+// committedOffset is a group's commit of one partition: the next offset
+// to read and the leader epoch of the record before it (-1 when unknown).
+type committedOffset struct {
+	offset int64
+	epoch  int32
+}
+
 // startOffset is where a newly assigned partition starts: the group's
-// committed offset, else what auto.offset.reset says.
-func (gc *GroupConsumer) startOffset(ctx context.Context, tp TopicPartition) (int64, error) {
+// committed offset, with its leader epoch (KIP-320: a log truncated under
+// it since is found by the first fetch, which would otherwise read on at
+// that offset in the new log, skipping the records written there), else
+// what auto.offset.reset says.
+func (gc *GroupConsumer) startOffset(ctx context.Context, tp TopicPartition) (committedOffset, error) {
 	for {
-		got, err := gc.committed(ctx, []TopicPartition{tp}, true)
+		got, err := gc.committedWithEpochs(ctx, []TopicPartition{tp}, true)
 		if err == nil {
-			if off, ok := got[tp]; ok && off >= 0 {
-				return off, nil
+			if c, ok := got[tp]; ok {
+				return c, nil
 			}
 			switch gc.reset {
 			case ResetEarliest:
-				return OffsetEarliest, nil
+				return committedOffset{OffsetEarliest, -1}, nil
 			case ResetLatest:
-				return OffsetLatest, nil
+				return committedOffset{OffsetLatest, -1}, nil
 			}
-			return 0, kerr.New(kerr.OffsetOutOfRange, "group %s has no committed offset for %s-%d and auto.offset.reset is none", gc.opts.GroupID, tp.Topic, tp.Partition)
+			return committedOffset{}, kerr.New(kerr.OffsetOutOfRange, "group %s has no committed offset for %s-%d and auto.offset.reset is none", gc.opts.GroupID, tp.Topic, tp.Partition)
 		}
 		if ctx.Err() != nil || !kerr.CodeOf(err).Retriable() {
-			return 0, err
+			return committedOffset{}, err
 		}
 		// The API timeout passed (the coordinator is moving): keep trying
 		// while the partition is ours.
@@ -483,11 +495,20 @@ func (gc *GroupConsumer) Committed(ctx context.Context, tps ...TopicPartition) (
 }
 
 func (gc *GroupConsumer) committed(ctx context.Context, tps []TopicPartition, stable bool) (map[TopicPartition]int64, error) {
+	got, err := gc.committedWithEpochs(ctx, tps, stable)
+	out := make(map[TopicPartition]int64, len(got))
+	for tp, c := range got {
+		out[tp] = c.offset
+	}
+	return out, err
+}
+
+func (gc *GroupConsumer) committedWithEpochs(ctx context.Context, tps []TopicPartition, stable bool) (map[TopicPartition]committedOffset, error) {
 	req := &groupv1.OffsetFetchRequest{GroupId: gc.opts.GroupID, RequireStable: stable}
 	for _, t := range groupTPs(tps) {
 		req.Topics = append(req.Topics, &groupv1.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
 	}
-	out := map[TopicPartition]int64{}
+	out := map[TopicPartition]committedOffset{}
 	err := gc.coord.call(ctx, "offset fetch", gc.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
 		resp, err := gs.OffsetFetch(ctx, req)
 		if err != nil {
@@ -500,7 +521,7 @@ func (gc *GroupConsumer) committed(ctx context.Context, tps []TopicPartition, st
 					return kerr.New(code, "offset of %s-%d", t.GetName(), p.GetPartition())
 				}
 				if p.GetCommittedOffset() >= 0 {
-					out[TopicPartition{t.GetName(), p.GetPartition()}] = p.GetCommittedOffset()
+					out[TopicPartition{t.GetName(), p.GetPartition()}] = committedOffset{p.GetCommittedOffset(), p.GetCommittedLeaderEpoch()}
 				}
 			}
 		}

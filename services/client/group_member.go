@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -21,8 +22,10 @@ type membership struct {
 	memberID   string
 	generation int32
 	owned      []TopicPartition // the assignment Poll was last told to read
-	// counts are the partition counts the leader last assigned from (nil
-	// when this member does not lead): a change means a new assignment.
+	// counts are the partition counts the leader last assigned from, of
+	// every topic the group subscribes to, 0 for one that did not exist
+	// (nil when this member does not lead): a change means a new
+	// assignment.
 	counts map[string]int32
 }
 
@@ -319,12 +322,9 @@ func (m *membership) assign(ctx context.Context, join *groupv1.JoinGroupResponse
 			}
 		}
 	}
-	for t, n := range partitions {
-		if n == 0 {
-			delete(partitions, t) // unknown topics are not assigned
-		}
-	}
-	m.counts = partitions
+	// Missing topics stay in counts at 0, so that their creation is noticed.
+	m.counts = maps.Clone(partitions)
+	maps.DeleteFunc(partitions, func(_ string, n int32) bool { return n == 0 }) // unknown topics are not assigned
 	result := asg.Assign(members, partitions)
 	var out []*groupv1.SyncGroupAssignment
 	for _, mem := range members {
@@ -371,17 +371,22 @@ func (m *membership) heartbeat(ctx context.Context) error {
 	}
 }
 
-// partitionsChanged reports, on the leader, whether a subscribed topic's
-// partition count moved since the last assignment (Kafka's leader rejoins
-// then, so that new partitions are read).
+// partitionsChanged reports, on the leader, whether the partition count of
+// a topic the group subscribes to moved since the last assignment, a topic
+// created (from 0) or deleted (to 0) included: Kafka's leader rejoins when
+// the subscribed topics' metadata no longer matches its assignment, so
+// that new partitions are read and a deleted topic's are let go. Before,
+// only topics with partitions assigned were looked at. A refresh that
+// fails tells nothing.
 func (m *membership) partitionsChanged(ctx context.Context) bool {
 	c := m.gc.c
-	for t, n := range m.counts {
-		if err := c.meta.refresh(ctx, t); err != nil {
-			continue
-		}
-		if now, err := c.meta.numPartitions(ctx, t); err == nil && int32(now) != n {
-			c.log.Info("partition count changed; rebalancing", "group", m.gc.opts.GroupID, "topic", t, "was", n, "now", now)
+	topics := slices.Sorted(maps.Keys(m.counts))
+	if err := c.meta.refresh(ctx, topics...); err != nil {
+		return false
+	}
+	for _, t := range topics {
+		if now := c.meta.cachedCount(t); int32(now) != m.counts[t] {
+			c.log.Info("partition count changed; rebalancing", "group", m.gc.opts.GroupID, "topic", t, "was", m.counts[t], "now", now)
 			return true
 		}
 	}

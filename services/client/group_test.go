@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -390,6 +391,106 @@ func TestGroupConsumerRebalancesWhenPartitionsAreAdded(t *testing.T) {
 	eventually(t, "four partitions", func() bool { return len(m.gc.Assignment()) == 4 })
 	if m.gc.Generation() <= gen {
 		t.Fatalf("generation %d, was %d", m.gc.Generation(), gen)
+	}
+}
+
+// A subscribed topic that did not exist when the leader assigned is
+// assigned once it is created, and one deleted is taken away: the leader
+// compares every subscribed topic's partition count, 0 for a missing one,
+// with what it assigned from. Before, it compared only the topics it had
+// assigned partitions of, so it never noticed either change.
+func TestGroupConsumerRebalancesWhenASubscribedTopicComesOrGoes(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 2)
+	o := testOptions()
+	o.MetadataMaxAge = 100 * time.Millisecond
+	c, err := client.New(fc.BrokerAddrs()[:1], o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	g := groupOptions("g")
+	g.Topics = []string{"t", "u"}
+	m := startPolling(t, c, g)
+	eventually(t, "t's two partitions", func() bool { return len(m.gc.Assignment()) == 2 })
+	fc.CreateTopic("u", 3)
+	eventually(t, "u's three partitions too", func() bool { return len(m.gc.Assignment()) == 5 })
+	fc.DeleteTopic("u")
+	eventually(t, "u's partitions taken away", func() bool {
+		return slices.Equal(m.gc.Assignment(), []client.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}})
+	})
+	if err := m.failure(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A member starts at the group's commit with the leader epoch committed
+// with it (KIP-320), so its first fetch finds a log truncated under the
+// commit by an unclean election: with a reset policy it reads from where
+// the logs part, with none it gets a LogTruncation. Before, the epoch was
+// dropped (and a member that read nothing committed -1 over it): the next
+// owner started at the committed offset in the new log and silently
+// skipped the records written there since.
+func TestGroupConsumerChecksTheCommittedLeaderEpoch(t *testing.T) {
+	for _, reset := range []string{"earliest", "none"} {
+		t.Run(reset, func(t *testing.T) {
+			fc := startCluster(t, fakebroker.Config{})
+			fc.CreateTopic("t", 1)
+			for i := range 6 {
+				fc.Append("t", 0, recordbatch.Record{Value: fmt.Appendf(nil, "a%d", i)})
+			}
+			c := newClient(t, fc)
+			o := groupOptions("g")
+			tp := client.TopicPartition{Topic: "t", Partition: 0}
+			first := startPolling(t, c, o)
+			eventually(t, "the first member to read a0..a5", func() bool { return len(first.offsets(0)) == 6 })
+			first.halt()
+			if err := first.gc.Close(testCtx(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			// One that reads nothing new commits the epoch it started from.
+			idle := startPolling(t, c, o)
+			eventually(t, "the idle member's position", func() bool { _, ok := idle.gc.Positions()[tp]; return ok })
+			idle.halt()
+			if err := idle.gc.Close(testCtx(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if off, epoch := fc.CommittedWithEpoch("g", "t", 0); off != 6 || epoch != 0 {
+				t.Fatalf("committed offset %d at leader epoch %d, want 6 at 0", off, epoch)
+			}
+
+			fc.UncleanElection("t", 0, 1) // the new leader has a0 only
+			for i := 1; i <= 7; i++ {
+				fc.Append("t", 0, recordbatch.Record{Value: fmt.Appendf(nil, "b%d", i)})
+			}
+			o.AutoOffsetReset = reset
+			next := startPolling(t, c, o)
+			if reset == "none" {
+				eventually(t, "the next member to fail", func() bool { return next.failure() != nil })
+				var lt *client.LogTruncation
+				if err := next.failure(); !errors.As(err, &lt) || lt.DivergentOffset != 1 || lt.Position != 6 {
+					t.Fatalf("the next member with auto.offset.reset=none: %v, want a LogTruncation from offset 1 at position 6", err)
+				}
+				if got := next.offsets(0); len(got) > 0 {
+					t.Fatalf("it read %v", got)
+				}
+				return
+			}
+			eventually(t, "the next member to read to offset 7", func() bool {
+				got := next.offsets(0)
+				return len(got) > 0 && got[len(got)-1] == 7
+			})
+			if got, want := next.offsets(0), []int64{1, 2, 3, 4, 5, 6, 7}; !slices.Equal(got, want) {
+				t.Fatalf("the next member read offsets %v, want %v: from where the logs part", got, want)
+			}
+			next.halt()
+			if err := next.gc.Close(testCtx(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if off, epoch := fc.CommittedWithEpoch("g", "t", 0); off != 8 || epoch != 1 {
+				t.Fatalf("committed offset %d at leader epoch %d, want 8 at 1", off, epoch)
+			}
+		})
 	}
 }
 

@@ -194,6 +194,13 @@ func (s *brokerService) Fetch(ctx context.Context, req *brokerv1.FetchRequest) (
 			return nil, e
 		}
 		off := req.GetOffset()
+		if req.LastFetchedEpoch != nil {
+			if d := p.divergingLocked(off, req.GetLastFetchedEpoch()); d != nil {
+				resp := &brokerv1.FetchResponse{HighWatermark: p.hw, LogStartOffset: p.logStart, LogEndOffset: p.leo, NextOffset: off, DivergingEpoch: d}
+				c.mu.Unlock()
+				return resp, nil
+			}
+		}
 		if off < p.logStart || off > p.leo {
 			e := kerr.New(kerr.OffsetOutOfRange, "offset %d is outside [%d, %d]", off, p.logStart, p.leo)
 			c.mu.Unlock()

@@ -45,11 +45,17 @@ type group struct {
 	protocol   string
 	leader     string
 	members    map[string]*gmember
-	static     map[string]string // instance id → member id
-	pending    map[string]bool   // ids handed out with MEMBER_ID_REQUIRED
-	deadline   time.Time         // of the join phase
-	offsets    map[string]int64  // "topic/partition" → offset
+	static     map[string]string    // instance id → member id
+	pending    map[string]bool      // ids handed out with MEMBER_ID_REQUIRED
+	deadline   time.Time            // of the join phase
+	offsets    map[string]committed // "topic/partition" → its commit
 	rebalances int
+}
+
+// committed is a group's commit of one partition.
+type committed struct {
+	offset int64
+	epoch  int32 // the leader epoch of the last consumed record; -1 unknown
 }
 
 type gmember struct {
@@ -134,7 +140,7 @@ func (gs *groups) groupLocked(id string) *group {
 	g := gs.byID[id]
 	if g == nil {
 		g = &group{id: id, state: stateEmpty, members: map[string]*gmember{}, static: map[string]string{},
-			pending: map[string]bool{}, offsets: map[string]int64{}}
+			pending: map[string]bool{}, offsets: map[string]committed{}}
 		gs.byID[id] = g
 	}
 	return g
@@ -504,7 +510,7 @@ func (s *groupService) OffsetCommit(ctx context.Context, req *groupv1.OffsetComm
 	for _, t := range req.GetTopics() {
 		rt := &groupv1.OffsetCommitTopicResult{Name: t.GetName()}
 		for _, p := range t.GetPartitions() {
-			g.offsets[fmt.Sprintf("%s/%d", t.GetName(), p.GetPartition())] = p.GetCommittedOffset()
+			g.offsets[fmt.Sprintf("%s/%d", t.GetName(), p.GetPartition())] = committed{p.GetCommittedOffset(), p.GetCommittedLeaderEpoch()}
 			rt.Partitions = append(rt.Partitions, &groupv1.OffsetCommitPartitionResult{Partition: p.GetPartition()})
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -526,9 +532,9 @@ func (s *groupService) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetch
 		for _, p := range t.GetPartitions() {
 			off, ok := g.offsets[fmt.Sprintf("%s/%d", t.GetName(), p)]
 			if !ok {
-				off = -1
+				off = committed{-1, -1}
 			}
-			rt.Partitions = append(rt.Partitions, &groupv1.OffsetFetchPartition{Partition: p, CommittedOffset: off, CommittedLeaderEpoch: -1})
+			rt.Partitions = append(rt.Partitions, &groupv1.OffsetFetchPartition{Partition: p, CommittedOffset: off.offset, CommittedLeaderEpoch: off.epoch})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -554,13 +560,20 @@ func (c *Cluster) GroupState(group string) (state string, generation int32, memb
 
 // Committed returns a group's committed offset of topic-partition (-1 when none).
 func (c *Cluster) Committed(group, topic string, partition int32) int64 {
+	off, _ := c.CommittedWithEpoch(group, topic, partition)
+	return off
+}
+
+// CommittedWithEpoch returns a group's committed offset of topic-partition
+// and the leader epoch committed with it (-1, -1 when none).
+func (c *Cluster) CommittedWithEpoch(group, topic string, partition int32) (int64, int32) {
 	c.groups.mu.Lock()
 	defer c.groups.mu.Unlock()
 	off, ok := c.groups.groupLocked(group).offsets[fmt.Sprintf("%s/%d", topic, partition)]
 	if !ok {
-		return -1
+		return -1, -1
 	}
-	return off
+	return off.offset, off.epoch
 }
 
 func or(s, def string) string {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
 )
@@ -191,6 +192,42 @@ func (c *Cluster) DeleteBefore(topicName string, partition int32, offset int64) 
 	p := c.mustPart(topicName, partition)
 	p.batches = slices.DeleteFunc(p.batches, func(b recordbatch.Batch) bool { return b.NextOffset() <= offset })
 	p.logStart = offset
+}
+
+// UncleanElection replaces the log of topic-partition from offset on, as
+// an out-of-sync replica elected leader does: the batches at and above
+// offset are gone (offset must be a batch boundary) and the leader epoch
+// is bumped, so what is appended next is written under the new one.
+func (c *Cluster) UncleanElection(topicName string, partition int32, offset int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.mustPart(topicName, partition)
+	p.batches = slices.DeleteFunc(p.batches, func(b recordbatch.Batch) bool { return b.BaseOffset() >= offset })
+	p.leo, p.hw = offset, offset
+	p.epoch++
+	p.notifyLocked()
+}
+
+// divergingLocked is KIP-320's check of a fetch at offset whose reader
+// last read leader epoch last: the newest epoch in the log at or below it
+// and where that epoch ends (where the next one starts, else the log end),
+// when that is not the epoch read or ends before offset; nil when the log
+// still holds what the reader read.
+func (p *partition) divergingLocked(offset int64, last int32) *brokerv1.DivergingEpoch {
+	epoch, end := int32(-1), p.leo
+	for _, b := range p.batches {
+		if b.PartitionLeaderEpoch() > last {
+			if epoch >= 0 {
+				end = b.BaseOffset()
+			}
+			break
+		}
+		epoch = b.PartitionLeaderEpoch()
+	}
+	if epoch < 0 || (epoch == last && end >= offset) {
+		return nil
+	}
+	return &brokerv1.DivergingEpoch{Epoch: epoch, EndOffset: end}
 }
 
 // Records returns copies of the committed records of topic-partition.
