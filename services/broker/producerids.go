@@ -28,6 +28,13 @@ type producerIDs struct {
 	spare, spareEnd int64
 	block           int64
 	fetching        bool
+	// heldEnd is the largest end of any block this process has held, told
+	// to the controller with each request and session message: an etcd
+	// restored from an older snapshot has a counter below it, and would
+	// hand the block out again.
+	// It is not kept across restarts (see DESIGN.md, "etcd going
+	// backwards").
+	heldEnd int64
 	// kick asks the prefetcher (runPrefetch) to fetch ahead.
 	kick chan struct{}
 }
@@ -55,7 +62,7 @@ func (p *producerIDs) Next(ctx context.Context) (int64, error) {
 			}
 			continue
 		}
-		first, end, err := p.allocate(ctx)
+		first, end, err := p.allocate(ctx, p.heldEnd)
 		if err != nil {
 			return 0, err
 		}
@@ -80,6 +87,7 @@ func (p *producerIDs) askPrefetch() {
 // up, else as the spare.
 func (p *producerIDs) installLocked(first, end int64) {
 	p.block = end - first
+	p.heldEnd = max(p.heldEnd, end)
 	if p.next >= p.end {
 		p.next, p.end = first, end
 		return
@@ -108,9 +116,10 @@ func (p *producerIDs) prefetch(ctx context.Context) {
 		return
 	}
 	p.fetching = true
+	heldEnd := p.heldEnd
 	p.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	first, end, err := p.allocate(actx)
+	first, end, err := p.allocate(actx, heldEnd)
 	cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -123,8 +132,9 @@ func (p *producerIDs) prefetch(ctx context.Context) {
 	p.b.log.Debug("fetched a producer id block ahead", "first", first, "count", end-first)
 }
 
-// allocate asks the active controller for a block: [first, end).
-func (p *producerIDs) allocate(ctx context.Context) (first, end int64, err error) {
+// allocate asks the active controller for a block, [first, end), starting
+// no lower than heldEnd.
+func (p *producerIDs) allocate(ctx context.Context, heldEnd int64) (first, end int64, err error) {
 	ctrl := p.b.meta.Controller()
 	if ctrl == nil || ctrl.GetAddress() == "" {
 		return 0, 0, kerr.New(kerr.NotController, "no active controller known to allocate producer ids")
@@ -134,7 +144,7 @@ func (p *producerIDs) allocate(ctx context.Context) (first, end int64, err error
 		return 0, 0, err
 	}
 	resp, err := controlv1.NewControllerServiceClient(conn).AllocateProducerIds(ctx,
-		&controlv1.AllocateProducerIdsRequest{BrokerId: p.b.cfg.ID, BrokerEpoch: p.b.epoch.Load()})
+		&controlv1.AllocateProducerIdsRequest{BrokerId: p.b.cfg.ID, BrokerEpoch: p.b.epoch.Load(), HeldBlockEnd: heldEnd})
 	if err != nil {
 		return 0, 0, kerr.FromStatus(err)
 	}
@@ -149,4 +159,12 @@ func (p *producerIDs) held() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return max(p.end-p.next, 0) + max(p.spareEnd-p.spare, 0)
+}
+
+// heldBlockEnd is the largest end of any block this process has held (0 for
+// none), reported in every controller session message.
+func (p *producerIDs) heldBlockEnd() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heldEnd
 }

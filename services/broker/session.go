@@ -274,7 +274,8 @@ func (r *registrar) runSession() error {
 		return fmt.Errorf("opening a session to controller %s: %w", addr, err)
 	}
 	epoch := r.b.epoch.Load()
-	if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch}); err != nil {
+	if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch,
+		HeldProducerIdBlockEnd: r.b.producerIDs.heldBlockEnd()}); err != nil {
 		return err
 	}
 	recvErr := make(chan error, 1)
@@ -331,7 +332,7 @@ func (r *registrar) runSession() error {
 		rep := reporter.next(time.Now(), r.b.progress())
 		msg := &controlv1.BrokerSessionRequest{BrokerId: r.b.cfg.ID, BrokerEpoch: epoch,
 			Replicas: rep.replicas, FullReport: rep.full, Removed: rep.removed, Events: r.events.drain(),
-			OfflineLogDirs: r.b.offlineLogDirs()}
+			OfflineLogDirs: r.b.offlineLogDirs(), HeldProducerIdBlockEnd: r.b.producerIDs.heldBlockEnd()}
 		if err := stream.Send(msg); err != nil {
 			return err
 		}

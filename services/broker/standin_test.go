@@ -256,11 +256,20 @@ func (s *standin) AlterPartition(_ context.Context, req *controlv1.AlterPartitio
 	return resp, nil
 }
 
-// AllocateProducerIds hands out blocks of 100.
-func (s *standin) AllocateProducerIds(context.Context, *controlv1.AllocateProducerIdsRequest) (*controlv1.AllocateProducerIdsResponse, error) {
+// AllocateProducerIds hands out blocks of 100, none below the end of the
+// newest block the broker held, as the controller does.
+func (s *standin) AllocateProducerIds(_ context.Context, req *controlv1.AllocateProducerIdsRequest) (*controlv1.AllocateProducerIdsResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	first := s.nextPID
-	s.nextPID += 100
+	first := max(s.nextPID, req.GetHeldBlockEnd())
+	s.nextPID = first + 100
 	return &controlv1.AllocateProducerIdsResponse{FirstProducerId: first, Count: 100}, nil
+}
+
+// rewindProducerIDs puts the producer id counter back to its start, as an
+// etcd restored from an older snapshot does.
+func (s *standin) rewindProducerIDs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextPID = 1
 }

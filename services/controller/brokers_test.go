@@ -301,3 +301,47 @@ func TestBrokerFailurePushesElectionsBeforeISRShrinks(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocateProducerIdsSkipsBlocksABrokerHeld: after etcd went back to an
+// older snapshot its counter is behind blocks brokers still hand ids from;
+// a broker naming the end of the newest block it held never gets an id
+// below it, and the counter moves past the block handed out.
+func TestAllocateProducerIdsSkipsBlocksABrokerHeld(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 1)
+	ctl := c.control(c1)
+	epoch := c.brokers[1].brokerEpoch()
+
+	const heldEnd = 6 * metastore.ProducerIDBlockSize // etcd's counter is at 0
+	resp, err := ctl.AllocateProducerIds(ctx(t), &controlv1.AllocateProducerIdsRequest{BrokerId: 1, BrokerEpoch: epoch, HeldBlockEnd: heldEnd})
+	if err != nil || resp.GetFirstProducerId() != heldEnd || resp.GetCount() != metastore.ProducerIDBlockSize {
+		t.Fatalf("AllocateProducerIds naming a held block ending at %d = %v, %v; want a full block from it", heldEnd, resp, err)
+	}
+	resp, err = ctl.AllocateProducerIds(ctx(t), &controlv1.AllocateProducerIdsRequest{BrokerId: 1, BrokerEpoch: epoch})
+	if err != nil || resp.GetFirstProducerId() != heldEnd+metastore.ProducerIDBlockSize {
+		t.Fatalf("next block without a held end = %v, %v; want it after the one above", resp, err)
+	}
+}
+
+// TestAllocateProducerIdsSkipsBlocksAnotherBrokerHolds: a broker's session
+// reports the end of the newest block it holds; after etcd's counter went
+// back, another broker asking first must not get that block either.
+func TestAllocateProducerIdsSkipsBlocksAnotherBrokerHolds(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 2)
+	const heldEnd = 6 * metastore.ProducerIDBlockSize // etcd's counter is at 0
+	b1 := c.brokers[1]
+	b1.closeSession()
+	b1.heldPIDEnd.Store(heldEnd)
+	b1.openSession() // its hello carries the held end
+	eventually(t, 5*time.Second, "broker 1's session open again", b1.sessionOpen)
+
+	resp, err := c.control(c1).AllocateProducerIds(ctx(t), &controlv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: c.brokers[2].brokerEpoch()})
+	if err != nil || resp.GetFirstProducerId() < heldEnd {
+		t.Fatalf("broker 2's block = %v, %v; want one from %d on, past broker 1's", resp, err, heldEnd)
+	}
+}

@@ -56,10 +56,12 @@ type fakeBroker struct {
 	parts     map[string]*commonv1.PartitionState
 	sessEpoch int64 // the broker epoch of the open session, 0 if none
 
-	silent   atomic.Bool
-	stalled  atomic.Bool // LeaderAndIsr hangs until the caller gives up
-	stopSess context.CancelFunc
-	sessDone chan struct{}
+	silent  atomic.Bool
+	stalled atomic.Bool // LeaderAndIsr hangs until the caller gives up
+	// heldPIDEnd is the producer id block end its session messages report.
+	heldPIDEnd atomic.Int64
+	stopSess   context.CancelFunc
+	sessDone   chan struct{}
 }
 
 func tpKey(topic string, p int32) string { return topic + "/" + strconv.Itoa(int(p)) }
@@ -219,7 +221,8 @@ func (b *fakeBroker) runSession(ctx context.Context) {
 		return
 	}
 	hello := &controlv1.BrokerSessionRequest{BrokerId: b.id, BrokerEpoch: epoch, Events: []*controlv1.ClusterEvent{{
-		Kind: controlv1.EventKind_EVENT_KIND_HW_ADVANCE, Topic: "any", Reason: "session opened"}}}
+		Kind: controlv1.EventKind_EVENT_KIND_HW_ADVANCE, Topic: "any", Reason: "session opened"}},
+		HeldProducerIdBlockEnd: b.heldPIDEnd.Load()}
 	if err := stream.Send(hello); err != nil {
 		return
 	}
@@ -261,7 +264,8 @@ func (b *fakeBroker) runSession(ctx context.Context) {
 		if err == nil && (!ok || cur.Epoch != info.Epoch) {
 			return // a new controller: follow it
 		}
-		if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: b.id, BrokerEpoch: epoch, FullReport: true, Replicas: b.progress()}); err != nil {
+		if err := stream.Send(&controlv1.BrokerSessionRequest{BrokerId: b.id, BrokerEpoch: epoch, FullReport: true, Replicas: b.progress(),
+			HeldProducerIdBlockEnd: b.heldPIDEnd.Load()}); err != nil {
 			return
 		}
 	}

@@ -64,11 +64,11 @@ const restoreBatch = 50
 // running controller: it is for an etcd that was lost, not for rewinding a
 // live cluster. Every epoch is raised by bump (controller_epoch, and each
 // partition state's leader, partition and controller epochs), and the
-// producer id block by bump blocks, so that the restored metadata is newer
-// than anything the brokers saw after the backup was taken (a broker
-// ignores a leader epoch it has passed, and refuses a controller epoch
-// older than one it obeyed) and no producer id is handed out twice. It
-// returns the number of keys written.
+// producer id block by bump blocks (from 0 when the backup has none), so
+// that the restored metadata is newer than anything the brokers saw after
+// the backup was taken (a broker ignores a leader epoch it has passed, and
+// refuses a controller epoch older than one it obeyed) and no producer id
+// is handed out twice. It returns the number of keys written.
 func (s *Store) Restore(ctx context.Context, b Backup, bump int32) (int, error) {
 	if b.Format != BackupFormat || b.Version != 1 {
 		return 0, fmt.Errorf("not a tidemark metadata backup (format %q version %d)", b.Format, b.Version)
@@ -87,17 +87,28 @@ func (s *Store) Restore(ctx context.Context, b Backup, bump int32) (int, error) 
 	}
 	var ops []clientv3.Op
 	var cmps []clientv3.Cmp
+	put := func(key string, v []byte) {
+		ops = append(ops, clientv3.OpPut(key, string(v)))
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+	}
+	hasBlock := false
 	for _, e := range b.Entries {
 		if !strings.HasPrefix(e.Key, "/") || strings.Contains(e.Key, "/../") {
 			return 0, fmt.Errorf("backup key %q is not a key below a prefix", e.Key)
 		}
 		key := s.k.p + e.Key
-		v, err := bumped(s.k.parse(key).Kind, key, e.Value, bump)
+		kind := s.k.parse(key).Kind
+		v, err := bumped(kind, key, e.Value, bump)
 		if err != nil {
 			return 0, err
 		}
-		ops = append(ops, clientv3.OpPut(key, string(v)))
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		put(key, v)
+		hasBlock = hasBlock || kind == KindProducerIDBlock
+	}
+	if !hasBlock && bump > 0 {
+		// A backup taken before the first producer id block has no block
+		// key, yet blocks may have been handed out after it: bump from 0.
+		put(s.k.producerIDBlock(), []byte(encode(producerIDBlock{Next: bumpedBlockNext(0, bump)})))
 	}
 	written := 0
 	for i := 0; i < len(ops); i += restoreBatch {
@@ -147,8 +158,15 @@ func bumped(kind Kind, key string, v []byte, bump int32) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		blk.Next += int64(bump) * ProducerIDBlockSize
+		blk.Next = bumpedBlockNext(blk.Next, bump)
 		return []byte(encode(blk)), nil
 	}
 	return v, nil
+}
+
+// bumpedBlockNext moves the producer id counter past bump blocks, the most
+// a cluster can have handed out since the backup without being refused
+// ids again.
+func bumpedBlockNext(next int64, bump int32) int64 {
+	return next + int64(bump)*ProducerIDBlockSize
 }

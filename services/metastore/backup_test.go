@@ -109,3 +109,37 @@ func TestBackupRestoreIntoAnEmptyPrefix(t *testing.T) {
 		t.Fatal("restoring a file that is not a backup succeeded")
 	}
 }
+
+// A backup taken before the first producer id block has no block key; the
+// restored cluster must still start past the blocks the bump covers, or the
+// ids handed out after the backup come again.
+func TestRestoreWithoutProducerIDBlockBumpsFromZero(t *testing.T) {
+	ctx := testCtx(t)
+	srv, s := startStore(t)
+	if _, err := s.EnsureClusterID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Backup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := s.AllocateProducerIDBlock(ctx) // after the backup
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := New(srv.Client(t), Options{Prefix: "/restored"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bump = 1000
+	if _, err := restored.Restore(ctx, b, bump); err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := restored.AllocateProducerIDBlock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again <= first || again != bump*ProducerIDBlockSize {
+		t.Fatalf("restored cluster hands out block %d (first after the backup %d), want %d", again, first, bump*ProducerIDBlockSize)
+	}
+}

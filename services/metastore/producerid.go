@@ -25,6 +25,14 @@ var allocBackoff = retry.Backoff{Base: time.Millisecond, Max: 20 * time.Millisec
 // so concurrent callers never receive overlapping blocks. It is not fenced:
 // any broker may allocate.
 func (s *Store) AllocateProducerIDBlock(ctx context.Context) (first, count int64, err error) {
+	return s.AllocateProducerIDBlockFrom(ctx, 0)
+}
+
+// AllocateProducerIDBlockFrom is AllocateProducerIDBlock handing out no id
+// below floor: a broker names the end of the newest block it has held, so
+// an etcd restored from an older snapshot (its counter behind blocks the
+// brokers still hand ids from) never hands such a block out again.
+func (s *Store) AllocateProducerIDBlockFrom(ctx context.Context, floor int64) (first, count int64, err error) {
 	key := s.k.producerIDBlock()
 	for attempt := range maxAllocAttempts {
 		resp, err := s.cli.Get(ctx, key)
@@ -41,6 +49,7 @@ func (s *Store) AllocateProducerIDBlock(ctx context.Context) (first, count int64
 			next = cur.Next
 			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)
 		}
+		next = max(next, floor)
 		if next < 0 || next > (1<<63-1)-ProducerIDBlockSize {
 			return 0, 0, errors.New("metastore: producer ids exhausted")
 		}

@@ -9,6 +9,7 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/clustertest"
+	"tidemark.io/services/metastore"
 	"tidemark.io/services/platform/testenv"
 )
 
@@ -119,4 +120,60 @@ func TestEtcdRestoredFromAnOlderSnapshotIsRefusedLoudly(t *testing.T) {
 	})
 	c.StartController(active)
 	checkQuietWhole(c, acked, 30*time.Second)
+}
+
+// etcd restored from an older snapshot while brokers hold producer id
+// blocks fetched after it: its counter goes back below them. A broker
+// restarted after the restore asks for a block and must not get one another
+// broker still hands ids from (before, both handed out the same ids, and a
+// new producer's first batch could be taken for the other's and dropped as
+// a duplicate). The controller hands out no block below one it handed out
+// in its term, nor below the end any broker's session reports holding.
+func TestEtcdRestoredFromAnOlderSnapshotHandsNoProducerIDTwice(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "-short: restarts etcd and two brokers")
+	}
+	c := clustertest.Start(t, clustertest.Options{})
+	c.WaitFor(30*time.Second, "every broker holding a producer id block", func() bool {
+		for id := int32(1); id <= 3; id++ {
+			if b := c.Broker(id); b == nil || b.ProducerIDsHeld() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	backup := c.Etcd.Backup(t)
+
+	// Broker 1's new process fetches its block after the backup.
+	if err := c.StopBroker(1); err != nil {
+		t.Fatal(err)
+	}
+	c.StartBroker(1)
+	first := initProducerID(c, 1)
+
+	c.Etcd.RestoreBackup(t, backup, time.Second)
+	if err := c.StopBroker(2); err != nil {
+		t.Fatal(err)
+	}
+	c.StartBroker(2)
+	second := initProducerID(c, 2)
+	t.Logf("producer id through broker 1 before the restore %d, through broker 2 after it %d", first, second)
+	if block := int64(metastore.ProducerIDBlockSize); second/block == first/block {
+		t.Fatalf("broker 2 hands ids from broker 1's block after the restore: %d and %d", first, second)
+	}
+}
+
+// initProducerID is a new producer id through broker id, retried until a
+// controller answers.
+func initProducerID(c *clustertest.Cluster, id int32) int64 {
+	c.T.Helper()
+	var pid int64
+	c.WaitFor(30*time.Second, fmt.Sprintf("a producer id through broker %d", id), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := c.BrokerClient(id).InitProducerId(ctx, &brokerv1.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1})
+		pid = resp.GetProducerId()
+		return err == nil && pid > 0
+	})
+	return pid
 }

@@ -97,6 +97,11 @@ type Active struct {
 	// on, while its lease is held, it reports itself the active
 	// controller (Metrics.activeTerm).
 	loaded atomic.Bool
+	// producerIDFloor is the largest end of a producer id block this term
+	// handed out or a broker's session reported holding: no block starts
+	// below it, though etcd's counter went back (restored from an older
+	// snapshot).
+	producerIDFloor atomic.Int64
 
 	// Loop-owned state (see the package doc), besides the core's.
 	links       map[int32]*link

@@ -49,6 +49,7 @@ func (a *Active) BrokerSession(ctx context.Context,
 	reported := func(m *controlv1.BrokerSessionRequest) {
 		a.post(func() { a.step(evSessionReport{s: s, m: m, now: time.Now().UnixMilli()}) })
 	}
+	a.raiseProducerIDFloor(first.GetHeldProducerIdBlockEnd())
 	if err := send(&controlv1.BrokerSessionResponse{ControllerId: a.self.Id, ControllerEpoch: a.epoch}); err != nil {
 		closed(err)
 		return err
@@ -94,6 +95,7 @@ func (a *Active) BrokerSession(ctx context.Context,
 				closed(err)
 				return err
 			}
+			a.raiseProducerIDFloor(r.m.GetHeldProducerIdBlockEnd())
 			reported(r.m)
 		case <-s.kick:
 			return kerr.New(kerr.StaleBrokerEpoch, "a newer session of broker %d replaced this one", s.brokerID)

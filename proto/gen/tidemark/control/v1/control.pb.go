@@ -1532,8 +1532,13 @@ type BrokerSessionRequest struct {
 	// held: the whole current list in every message (a state, not a change),
 	// so the controller moves leadership and ISR membership away from them.
 	OfflineLogDirs []*OfflineLogDir `protobuf:"bytes,10,rep,name=offline_log_dirs,json=offlineLogDirs,proto3" json:"offline_log_dirs,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The end (exclusive) of the newest producer id block this broker has
+	// held, 0 for none, in every message (a state): the controller hands out
+	// no block below it, though etcd's counter went back (restored from an
+	// older snapshot) and another broker asks first.
+	HeldProducerIdBlockEnd int64 `protobuf:"varint,11,opt,name=held_producer_id_block_end,json=heldProducerIdBlockEnd,proto3" json:"held_producer_id_block_end,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *BrokerSessionRequest) Reset() {
@@ -1613,6 +1618,13 @@ func (x *BrokerSessionRequest) GetOfflineLogDirs() []*OfflineLogDir {
 		return x.OfflineLogDirs
 	}
 	return nil
+}
+
+func (x *BrokerSessionRequest) GetHeldProducerIdBlockEnd() int64 {
+	if x != nil {
+		return x.HeldProducerIdBlockEnd
+	}
+	return 0
 }
 
 // OfflineLogDir is a broker log dir taken offline by a storage error.
@@ -2047,9 +2059,14 @@ func (x *ClusterEvent) GetIsr() []int32 {
 }
 
 type AllocateProducerIdsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// The end (exclusive) of the newest block this broker has held, 0 for
+	// none. The controller hands out no block below it: after etcd was
+	// restored from an older snapshot its counter may be behind blocks the
+	// brokers still hand ids from.
+	HeldBlockEnd  int64 `protobuf:"varint,3,opt,name=held_block_end,json=heldBlockEnd,proto3" json:"held_block_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2094,6 +2111,13 @@ func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
 func (x *AllocateProducerIdsRequest) GetBrokerEpoch() int64 {
 	if x != nil {
 		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *AllocateProducerIdsRequest) GetHeldBlockEnd() int64 {
+	if x != nil {
+		return x.HeldBlockEnd
 	}
 	return 0
 }
@@ -2406,7 +2430,7 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x1aControlledShutdownResponse\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12U\n" +
-	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\x80\x03\n" +
+	"\x14remaining_partitions\x18\x02 \x03(\v2\".tidemark.common.v1.TopicPartitionR\x13remainingPartitions\"\xbc\x03\n" +
 	"\x14BrokerSessionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12@\n" +
@@ -2416,7 +2440,8 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"fullReport\x12<\n" +
 	"\aremoved\x18\x06 \x03(\v2\".tidemark.common.v1.TopicPartitionR\aremoved\x12L\n" +
 	"\x10offline_log_dirs\x18\n" +
-	" \x03(\v2\".tidemark.control.v1.OfflineLogDirR\x0eofflineLogDirs\"\x9a\x01\n" +
+	" \x03(\v2\".tidemark.control.v1.OfflineLogDirR\x0eofflineLogDirs\x12:\n" +
+	"\x1aheld_producer_id_block_end\x18\v \x01(\x03R\x16heldProducerIdBlockEnd\"\x9a\x01\n" +
 	"\rOfflineLogDir\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12B\n" +
@@ -2455,10 +2480,11 @@ const file_tidemark_control_v1_control_proto_rawDesc = "" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x19\n" +
 	"\btrace_id\x18\a \x01(\tR\atraceId\x12!\n" +
 	"\fleader_epoch\x18\b \x01(\x05R\vleaderEpoch\x12\x10\n" +
-	"\x03isr\x18\t \x03(\x05R\x03isr\"\\\n" +
+	"\x03isr\x18\t \x03(\x05R\x03isr\"\x82\x01\n" +
 	"\x1aAllocateProducerIdsRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
-	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"_\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12$\n" +
+	"\x0eheld_block_end\x18\x03 \x01(\x03R\fheldBlockEnd\"_\n" +
 	"\x1bAllocateProducerIdsResponse\x12*\n" +
 	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\"[\n" +
