@@ -210,3 +210,27 @@ func TestCreateDescribeDeleteACLsOverKafka(t *testing.T) {
 		t.Errorf("left after the delete: %+v, want * (bob) and bar (alice)", d.Resources)
 	}
 }
+
+// An anonymous client (a PLAINTEXT listener) is refused any request the
+// broker forwards to the controller while authorization is on. Before,
+// the call was forwarded with no principal to speak for, and the
+// controller authorized it as the forwarding broker: super.users listing
+// the brokers, or an ACL granting one, let anyone on that port create
+// topics, rewrite ACLs and set passwords.
+func TestAnAnonymousClientsAdminRequestIsNotForwarded(t *testing.T) {
+	s, f := withACLAdmin(t)
+	fa := &fakeAdmin{}
+	s.opts.Admin = func(context.Context) (adminv1.AdminServiceClient, error) { return fa, nil }
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "anon", 1, 1
+	req.Topics = append(req.Topics, rt)
+	resp := s.handleCreateTopics(context.Background(), &reqCtx{}, req).(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 || kerr.Code(resp.Topics[0].ErrorCode) != kerr.ClusterAuthorizationFailed {
+		t.Fatalf("an anonymous CreateTopics answered %+v, want CLUSTER_AUTHORIZATION_FAILED", resp.Topics)
+	}
+	if len(fa.created) != 0 || len(f.bs) != 0 {
+		t.Fatalf("an anonymous CreateTopics was forwarded: %v", fa.created)
+	}
+}

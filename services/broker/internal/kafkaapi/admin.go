@@ -32,9 +32,17 @@ func (s *Server) admin(ctx context.Context, askedMs int32) (adminv1.AdminService
 	return s.adminFor(ctx, forwardTimeout(askedMs))
 }
 
-// adminFor is admin with the forwarded call bounded by d.
+// adminFor is admin with the forwarded call bounded by d. A client with no
+// identity (a PLAINTEXT listener) is refused while authorization is on:
+// forwarded without a principal to speak for, its call would reach the
+// controller as this broker's own, which super.users or an ACL may allow.
 func (s *Server) adminFor(ctx context.Context, d time.Duration) (adminv1.AdminServiceClient, context.Context, context.CancelFunc, error) {
-	if p := identity.FromContext(ctx); p.Role != identity.Anonymous {
+	p := identity.FromContext(ctx)
+	if p.Role == identity.Anonymous && s.opts.Authorizer != nil && s.opts.Authorizer.Enabled() {
+		return nil, nil, nil, kerr.New(kerr.ClusterAuthorizationFailed,
+			"a client with no identity (a PLAINTEXT listener) may not change the cluster while authorization is on: connect with SASL or TLS")
+	}
+	if p.Role != identity.Anonymous {
 		ctx = identity.ForwardFrom(ctx, p.Name, authz.ClientHost(ctx))
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
