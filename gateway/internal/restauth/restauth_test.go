@@ -85,6 +85,30 @@ func TestSessionsExpire(t *testing.T) {
 	}
 }
 
+// One token's holder logging in again and again ends only its own oldest
+// sessions, never another user's. Before, past maxSessions logins of one
+// token the others' sessions were dropped.
+func TestOneTokensLoginsEndOnlyItsOwnSessions(t *testing.T) {
+	s := newSessions(time.Hour)
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	other, _ := s.open(digestOf("another-token-of-bob"), "bob")
+	first, _ := s.open(digestOf(token), "alice")
+	for range maxSessions {
+		now = now.Add(time.Millisecond)
+		s.open(digestOf(token), "alice")
+	}
+	if _, ok := s.get(other); !ok {
+		t.Fatal("another user's session was ended by one token's logins")
+	}
+	if _, ok := s.get(first); ok {
+		t.Fatal("the token's oldest session outlived its per-token bound")
+	}
+	if len(s.byID) != maxSessionsPerToken+1 {
+		t.Fatalf("%d sessions kept, want %d of the token and the other user's", len(s.byID), maxSessionsPerToken)
+	}
+}
+
 func TestProtectStripsCredentialsEvenWhenOff(t *testing.T) {
 	var seen http.Header
 	h := New(Options{}).Protect(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() }))

@@ -12,6 +12,11 @@ import (
 // to expiry is dropped.
 const maxSessions = 10000
 
+// maxSessionsPerToken bounds one token's sessions; past it that token's
+// own session closest to expiry is dropped. Without it one token's holder
+// logging in maxSessions times ended every other user's session.
+const maxSessionsPerToken = 64
+
 // sessions are the console's logins: a random id in an HttpOnly cookie
 // stands for the token it was opened with, until it expires. Only the id's
 // digest is kept. A session ends early when its token leaves the tokens
@@ -43,9 +48,7 @@ func (s *sessions) open(token digest, user string) (string, time.Time) {
 	exp := now.Add(s.ttl)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.byID) >= maxSessions {
-		s.pruneLocked(now)
-	}
+	s.pruneLocked(now, token)
 	s.byID[sha256.Sum256([]byte(id))] = session{token: token, user: user, expires: exp}
 	return id, exp
 }
@@ -75,21 +78,39 @@ func (s *sessions) close(id string) {
 	delete(s.byID, sha256.Sum256([]byte(id)))
 }
 
-// pruneLocked drops expired sessions, and the one nearest expiry if that
-// freed nothing.
-func (s *sessions) pruneLocked(now time.Time) {
-	var oldest digest
-	var oldestExp time.Time
+// pruneLocked makes room for one more session of token: it drops expired
+// sessions, then token's own nearest expiry if it has maxSessionsPerToken,
+// then, if all are still too many, the one nearest expiry.
+func (s *sessions) pruneLocked(now time.Time, token digest) {
+	var oldest, oldestOwn oldestSession
+	own := 0
 	for k, ss := range s.byID {
 		if !now.Before(ss.expires) {
 			delete(s.byID, k)
 			continue
 		}
-		if oldestExp.IsZero() || ss.expires.Before(oldestExp) {
-			oldest, oldestExp = k, ss.expires
+		oldest.consider(k, ss)
+		if ss.token == token {
+			own++
+			oldestOwn.consider(k, ss)
 		}
 	}
+	if own >= maxSessionsPerToken {
+		delete(s.byID, oldestOwn.id)
+	}
 	if len(s.byID) >= maxSessions {
-		delete(s.byID, oldest)
+		delete(s.byID, oldest.id)
+	}
+}
+
+// oldestSession finds the session nearest expiry among those considered.
+type oldestSession struct {
+	id      digest
+	expires time.Time
+}
+
+func (o *oldestSession) consider(id digest, ss session) {
+	if o.expires.IsZero() || ss.expires.Before(o.expires) {
+		o.id, o.expires = id, ss.expires
 	}
 }
