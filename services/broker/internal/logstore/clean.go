@@ -22,7 +22,9 @@ import (
 // with its indexes, and swaps the group in:
 //
 //	1. write and fsync <base>.{log,index,timeindex}.cleaned; have the owner
-//	   checkpoint the recovery points (loading trusts gaps only below it)
+//	   checkpoint the recovery points (loading trusts gaps only below it);
+//	   write the cleaner checkpoint with the group's cleaning time (a crash
+//	   after the commit must not leave the merged segment an older one)
 //	2. rename the indexes to .swap, sync the directory, rename the log to
 //	   .swap, sync the directory: the swap is now committed
 //	3. delete the group's old segments, sync the directory
@@ -259,11 +261,11 @@ func (l *Log) clean(opts CleanOptions) (CleanResult, error) {
 	for n < len(segs) && segs[n].base < mapEnd {
 		n++
 	}
-	lastOfProducer := l.lastBatchOfProducers()
-	now := l.now()
+	pass := &cleanPass{om: om, firstDirty: c.FirstDirty, mapEnd: mapEnd, lastOfProducer: l.lastBatchOfProducers(),
+		cfg: cfg, now: l.now(), truncations: truncations}
 	for _, group := range groupSegments(segs[:n], cfg.SegmentBytes) {
 		var g CleanResult
-		out, err := l.cleanGroup(group, om, mapEnd, lastOfProducer, cfg, now, truncations, &g)
+		out, err := l.cleanGroup(group, pass, &g)
 		res.BytesRead += g.BytesRead
 		if out {
 			res.BytesWritten += g.BytesWritten
@@ -440,11 +442,41 @@ func (l *Log) buildOffsetMap(segs []*segment, firstDirty int64, om *offsetMap) (
 	return end, read, nil
 }
 
+// cleanPass is what every group of one pass is cleaned with.
+type cleanPass struct {
+	om                 *offsetMap
+	firstDirty, mapEnd int64 // the dirty section the map covers
+	lastOfProducer     map[int64]int64
+	cfg                Config
+	now                time.Time
+	truncations        int64 // the log's count when the map was built
+}
+
+// dropsTombstone reports whether the pass removes a tombstone at offset off
+// of a segment whose cleaning state is cs (wasCleaned false: never
+// cleaned). Only a tombstone an earlier pass deduplicated goes, once
+// delete.retention.ms has passed since: one at or after the first dirty
+// offset (left past the map's end of the pass that cleaned its segment) is
+// being deduplicated for the first time, as Kafka never drops it then.
+func (p *cleanPass) dropsTombstone(off int64, cs cleanedSegment, wasCleaned bool) bool {
+	return wasCleaned && off < p.firstDirty && p.now.Sub(time.UnixMilli(cs.at)) >= p.cfg.DeleteRetention
+}
+
+// cleanedAt is the cleaning time a rewritten part gives its group: now for
+// a part cleaned for the first time or holding records this pass is the
+// first to deduplicate (dirty ones), its previous cleaning time otherwise.
+func (p *cleanPass) cleanedAt(cs cleanedSegment, wasCleaned, dedupedDirty bool) int64 {
+	if !wasCleaned || dedupedDirty {
+		return p.now.UnixMilli()
+	}
+	return cs.at
+}
+
 // cleanGroup rewrites one group of segments and swaps the result in. out
 // reports whether the swap happened (false: nothing to gain, or the group
 // holds no batch).
-func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfProducer map[int64]int64,
-	cfg Config, now time.Time, truncations int64, res *CleanResult) (out bool, err error) {
+func (l *Log) cleanGroup(group []*segment, pass *cleanPass, res *CleanResult) (out bool, err error) {
+	om, mapEnd, lastOfProducer, cfg := pass.om, pass.mapEnd, pass.lastOfProducer, pass.cfg
 	base := group[0].base
 	lp, ip, tp := segmentPaths(l.dir, base)
 	ns, err := createSegmentFiles(l.files, l.fs, l.dir, base, lp+cleanedSuffix, ip+cleanedSuffix, tp+cleanedSuffix)
@@ -473,19 +505,14 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 		return discard(nil)
 	}
 	// The cleaned segment's clock for delete.retention.ms: the latest
-	// cleaning of its parts, now for a part cleaned for the first time.
+	// cleaning of its parts (see cleanPass.cleanedAt).
 	cleanedAt := int64(math.MinInt64)
 	var buf []byte
 	var pos, oldSize, keptTombstones int64
 	for _, s := range group {
 		oldSize += s.size.Load()
 		cs, wasCleaned := l.cleaner.cleaned[s.base]
-		dropTombstones := wasCleaned && now.Sub(time.UnixMilli(cs.at)) >= cfg.DeleteRetention
-		if wasCleaned {
-			cleanedAt = max(cleanedAt, cs.at)
-		} else {
-			cleanedAt = max(cleanedAt, now.UnixMilli())
-		}
+		dedupedDirty := false
 		n, err := l.forEachBatch(s, func(b recordbatch.Batch) error {
 			if err := b.ValidateStored(); err != nil {
 				return storageErr(err, "cleaning %s at offset %d", s.logPath, b.BaseOffset())
@@ -498,6 +525,7 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 				if r.Offset >= mapEnd {
 					return true
 				}
+				dedupedDirty = dedupedDirty || r.Offset >= pass.firstDirty
 				if r.Key == nil {
 					// Written before the topic was compacted (a compacted
 					// topic refuses them): no later record can supersede it,
@@ -510,7 +538,7 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 					return false
 				}
 				if r.Value == nil {
-					if dropTombstones {
+					if pass.dropsTombstone(r.Offset, cs, wasCleaned) {
 						tombs++
 						return false
 					}
@@ -538,12 +566,14 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 		if err != nil {
 			return discard(err)
 		}
+		cleanedAt = max(cleanedAt, pass.cleanedAt(cs, wasCleaned, dedupedDirty))
 	}
+	cleaned := cleanedSegment{at: cleanedAt, tombstones: keptTombstones}
 	if len(group) == 1 && pos == oldSize {
 		// Nothing removed: the segment is its own cleaned form. It counts
 		// as cleaned from now (if it was not already), so the tombstones
 		// it holds start their delete.retention.ms.
-		l.cleaner.cleaned[base] = cleanedSegment{at: cleanedAt, tombstones: keptTombstones}
+		l.cleaner.cleaned[base] = cleaned
 		return discard(nil)
 	}
 	if err := ns.seal(); err != nil {
@@ -565,6 +595,16 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 			return discard(err)
 		}
 	}
+	// The merged segment's cleaning time must be durable before it exists.
+	restore, err := l.checkpointCleanedBeforeSwap(base, cleaned)
+	if err != nil {
+		return discard(err)
+	}
+	defer func() {
+		if !out {
+			restore()
+		}
+	}()
 	// Commit: indexes to .swap, then the log; each step durable before the next.
 	for _, p := range []string{ip, tp} {
 		if err := l.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
@@ -578,16 +618,15 @@ func (l *Log) cleanGroup(group []*segment, om *offsetMap, mapEnd int64, lastOfPr
 	// checking no truncation happened, so that no truncation can come
 	// between a commit and its swap (loading would complete the swap and
 	// bring truncated records back).
-	if err := l.swapIn(group, ns, pos, truncations); err != nil {
+	if err := l.swapIn(group, ns, pos, pass.truncations); err != nil {
 		if errors.Is(err, ErrCleanAborted) {
 			return discard(err)
 		}
 		return false, err
 	}
-	for _, s := range group {
+	for _, s := range group[1:] {
 		delete(l.cleaner.cleaned, s.base)
 	}
-	l.cleaner.cleaned[base] = cleanedSegment{at: cleanedAt, tombstones: keptTombstones}
 	res.BytesWritten += pos
 	l.stats.cleanedSegments.Add(int64(len(group)))
 	return true, nil

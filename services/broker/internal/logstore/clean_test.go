@@ -902,3 +902,126 @@ func TestCleanDropsRecordsWrittenWithoutKey(t *testing.T) {
 		t.Fatalf("key k reads %q after cleaning, want its latest value k-29", got["k"])
 	}
 }
+
+// appendKeyed appends one batch of recs at the clock's time and returns the
+// LEO.
+func appendKeyed(t testing.TB, l *Log, clk *clock, recs ...kv) int64 {
+	t.Helper()
+	info, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), recs...), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.LogEndOffset
+}
+
+// tombstoneAt reports whether the log still holds a tombstone for key at off.
+func tombstoneAt(t testing.TB, l *Log, key string, off int64) bool {
+	t.Helper()
+	for _, r := range readRecords(t, l) {
+		if r.offset == off {
+			return r.tomb && r.key == key
+		}
+	}
+	return false
+}
+
+// When the key map fills inside a segment, the records after the map's end
+// stay as they are, tombstones included, and the segment counts as cleaned.
+// The next pass is the first to deduplicate such a tombstone: however late
+// it comes, the tombstone stays delete.retention.ms from then (Kafka never
+// drops a tombstone in its first deduplicating pass). Before, a pass coming
+// delete.retention.ms after the first dropped it at once, and a follower
+// that had the key's older value but not yet the tombstone kept that value
+// for good.
+func TestCleanKeepsATombstoneThroughThePassThatFirstDeduplicatesIt(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	l := openLog(t, mem, cfg, clk)
+	appendKeyed(t, l, clk, kv{"gone", val("old")})
+	for i := range 4 {
+		appendKeyed(t, l, clk, kv{fmt.Sprint("u", i), val("v")})
+	}
+	tomb := appendKeyed(t, l, clk, kv{"gone", nil}) - 1
+	clk.Advance(cfg.SegmentMs)
+	leo := appendKeyed(t, l, clk, kv{"x", val("v")}) // rolls: all of the above is sealed
+	flush(t, l)
+	// Four keys fit: the map ends at u3, inside the segment, before the tombstone.
+	res, err := l.Clean(CleanOptions{UpperBound: leo, MapBytes: 4 * offsetMapEntrySize})
+	if err != nil || res.MapEnd != tomb-1 {
+		t.Fatalf("first pass: %+v, %v; want the map to end at %d", res, err, tomb-1)
+	}
+	clk.Advance(2 * cfg.DeleteRetention) // the next pass comes late
+	if res := mustClean(t, l, leo); res.RecordsRemoved == 0 || !tombstoneAt(t, l, "gone", tomb) {
+		t.Fatalf("the pass that first deduplicated the tombstone removed it: %+v", res)
+	}
+	clk.Advance(time.Minute)
+	if res := mustClean(t, l, leo); !tombstoneAt(t, l, "gone", tomb) {
+		t.Fatalf("tombstone removed a minute after its first deduplicating pass: %+v", res)
+	}
+	clk.Advance(cfg.DeleteRetention)
+	if res := mustClean(t, l, leo); res.TombstonesRemoved != 1 || tombstoneAt(t, l, "gone", tomb) {
+		t.Fatalf("tombstone kept past delete.retention.ms: %+v", res)
+	}
+}
+
+// A pass that merges a segment cleaned long ago with one cleaned recently
+// gives the merged segment the later cleaning time, and a crash after the
+// swap must not lose it: the checkpoint still naming the merged segment's
+// base with its old time would let the next pass, minutes later, drop the
+// tombstones of the recent part. The time is checkpointed before the swap
+// is committed.
+func TestCleanCrashAfterAMergingSwapKeepsTheMergedTombstones(t *testing.T) {
+	mem, clk := newMem(t), newClock()
+	cfg := compactConfig()
+	big := kvBatch(clk.Now().UnixMilli(), kv{"k1", val(strings.Repeat("v", 1000))})
+	pad := kvBatch(clk.Now().UnixMilli(), kv{"pad", val("v")})
+	cfg.SegmentBytes = int64(len(big) + len(pad)) // the first segment is full
+	l, err := Open(Options{FS: mem, Dir: testDir, Config: cfg, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendKeyed(t, l, clk, kv{"k1", val(strings.Repeat("v", 1000))})
+	appendKeyed(t, l, clk, kv{"pad", val("v")})
+	leo := appendKeyed(t, l, clk, kv{"x", val("v")}) // rolls by size
+	mustClean(t, l, leo)                             // T0: the first segment is cleaned
+
+	clk.Advance(2 * cfg.DeleteRetention)
+	tomb := appendKeyed(t, l, clk, kv{"k1", nil}) - 1
+	filler := strings.Repeat("y", int(cfg.SegmentBytes)-100)
+	leo = appendKeyed(t, l, clk, kv{"y", val(filler)}) // rolls by size: the tombstone is sealed
+	// T1: the first segment loses k1's value but is too large to merge with
+	// the tombstone's segment, which is cleaned for the first time.
+	if res := mustClean(t, l, leo); res.SegmentsAfter != 2 || !tombstoneAt(t, l, "k1", tomb) {
+		t.Fatalf("second pass: %+v", res)
+	}
+
+	clk.Advance(time.Minute)
+	leo = appendKeyed(t, l, clk, kv{"z", val("v")}) // rolls by size: y is dirty and sealed
+	flush(t, l)
+	var crashed *vfs.MemFS
+	swapped := func(CleanResult) {
+		if crashed == nil {
+			crashed = mem.CrashClone(1) // the power goes right after the first swap
+		}
+	}
+	res, err := l.Clean(CleanOptions{UpperBound: leo, MapBytes: 1 << 20, Swapped: swapped})
+	if err != nil || crashed == nil || res.SegmentsBefore < 2 || len(l.segments()) != 3 {
+		t.Fatalf("third pass did not merge the two cleaned segments: %+v, %v, %d segments", res, err, len(l.segments()))
+	}
+	rp := l.RecoveryPoint()
+	l.Abandon()
+
+	r, err := Open(Options{FS: crashed, Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	clk.Advance(time.Minute)
+	if res := mustClean(t, r, leo); !tombstoneAt(t, r, "k1", tomb) {
+		t.Fatalf("tombstone removed minutes after its first cleaning, by the pass after a crash: %+v", res)
+	}
+	if _, ok := state(readRecords(t, r))["k1"]; ok {
+		t.Fatal("key k1 is back")
+	}
+}

@@ -88,6 +88,31 @@ func (l *Log) saveCleanerStateLocked() error {
 	return writeCheckpoint(l.fs, l.dir, cleanerCheckpoint, rows)
 }
 
+// checkpointCleanedBeforeSwap records, in memory and in the checkpoint,
+// that the segment at base is cleaned as cs, before the swap that makes it
+// so is committed. After a crash past the commit, loading finds the merged
+// segment under base: a checkpoint still giving it the older time of its
+// first part would let the next pass drop the tombstones of the newer parts
+// at once. If the swap does not happen, restore puts the old entry back in
+// memory; the checkpoint keeps the later time until the next save, which
+// only delays tombstones.
+func (l *Log) checkpointCleanedBeforeSwap(base int64, cs cleanedSegment) (restore func(), err error) {
+	prev, had := l.cleaner.cleaned[base]
+	restore = func() {
+		if had {
+			l.cleaner.cleaned[base] = prev
+		} else {
+			delete(l.cleaner.cleaned, base)
+		}
+	}
+	l.cleaner.cleaned[base] = cs
+	if err := l.saveCleanerStateLocked(); err != nil {
+		restore()
+		return nil, err
+	}
+	return restore, nil
+}
+
 // allowGapsLocked records, before a follower stores the first batch that
 // skips offsets (its leader's log was compacted), that this log may have
 // gaps: an empty cleaner checkpoint, which loading looks for.
