@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,5 +150,41 @@ func TestParkedRackFetchEndsWhenItsReplicaStops(t *testing.T) {
 		if code := kerr.CodeOf(o.err); code != kerr.NotLeaderOrFollower && code != kerr.UnknownTopicOrPartition {
 			t.Fatalf("delete=%v: the parked fetch answered %+v, %v; want NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION", del, o.res, o.err)
 		}
+	}
+}
+
+// A follower fetch's answer keeps within its response budget but for one
+// first batch, as Kafka's readFromLog: once a partition has brought
+// records, later ones read only whole batches that fit, or none. Before,
+// every partition past the budget still brought a whole batch, and an
+// answer over gRPC's message limit failed every round: the fetcher stalled
+// for good.
+func TestFollowerFetchKeepsWithinItsBudgetButForOneBatch(t *testing.T) {
+	e := newEnv(t)
+	big := strings.Repeat("x", 3000)
+	var parts []FollowerFetchPartition
+	batchSize := 0
+	for p := range int32(4) {
+		tp := TP{Topic: "t", Partition: p}
+		e.stateOf(tp, 1, 1, 1, []int32{1, 2}, nil)
+		if _, err := e.m.Produce(t.Context(), tp, 1, batch(big), 0); err != nil {
+			t.Fatal(err)
+		}
+		batchSize = len(batch(big))
+		parts = append(parts, FollowerFetchPartition{TP: tp, FetchOffset: 0, CurrentLeaderEpoch: 1, LastFetchedEpoch: -1, MaxBytes: 10000})
+	}
+	answers := e.m.ReplicaFetch(t.Context(), FollowerFetch{ReplicaID: 2, BrokerEpoch: brokerEpochs[2], MaxBytes: 4000, Partitions: parts})
+	total, withRecords := 0, 0
+	for _, a := range answers {
+		if a.Err != nil {
+			t.Fatalf("%v: %v", a.TP, a.Err)
+		}
+		total += len(a.Records)
+		if len(a.Records) > 0 {
+			withRecords++
+		}
+	}
+	if total > 4000+batchSize || withRecords != 1 {
+		t.Fatalf("the answer carries %d bytes in %d partitions, want at most the 4000-byte budget and one %d-byte batch", total, withRecords, batchSize)
 	}
 }

@@ -127,7 +127,11 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 			budget = 10 << 20
 		}
 		for i, p := range f.Partitions {
-			a := m.readForFollower(ctx, f, p, budget-total)
+			// Only the first partition to bring records may go over the
+			// budget with one whole batch (KIP-74), as Kafka's
+			// readFromLog: later ones read whole batches that fit, or
+			// none.
+			a := m.readForFollower(ctx, f, p, budget-total, total > 0)
 			answers[i].recycle() // an earlier pass's read, replaced
 			answers[i] = a
 			if a.HWAfter > a.HWBefore {
@@ -169,7 +173,10 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 	}
 }
 
-func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p FollowerFetchPartition, budget int) FollowerFetchAnswer {
+// readForFollower reads p for follower fetch f within budget; fitOnly
+// leaves out a first batch larger than what is left (none at all once it is
+// spent).
+func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p FollowerFetchPartition, budget int, fitOnly bool) FollowerFetchAnswer {
 	a := FollowerFetchAnswer{TP: p.TP}
 	r, err := m.hosted(p.TP)
 	if err != nil {
@@ -220,7 +227,7 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 		maxBytes = max(budget, 1)
 	}
 	a.Held = hold
-	if !hold {
+	if !hold && !(fitOnly && budget <= 0) {
 		rr, buf, err := readPooled(r.log, p.FetchOffset, maxBytes, leaderLEO)
 		a.buf = buf
 		if err != nil {
@@ -229,8 +236,16 @@ func (m *Manager) readForFollower(ctx context.Context, f FollowerFetch, p Follow
 			return a
 		}
 		a.Records = rr.Records
+		if fitOnly && len(a.Records) > budget {
+			// Its first batch alone is over what is left: the answer
+			// would pass the budget by a batch per partition (past
+			// gRPC's message limit every round failed, and the fetcher
+			// stalled for good).
+			a.recycle()
+			a.Records = nil
+		}
 		if throttled {
-			m.leaderQuota().Record(len(rr.Records))
+			m.leaderQuota().Record(len(a.Records))
 		}
 	}
 
