@@ -406,21 +406,7 @@ func TestConsumerIgnoresALaggingBrokersOldTopicID(t *testing.T) {
 	}
 	oldID := fc.TopicID("t")
 
-	fc.DeleteTopic("t")
-	fc.CreateTopic("t", 1, 1) // another leader, so the old one's route is wrong too
-	appendValues(fc, 0, 3)
-	var rc *client.TopicRecreated
-	if _, err := strict.Poll(ctx); !errors.As(err, &rc) || rc.OldID != oldID {
-		t.Fatalf("poll of the topic created again: %v", err)
-	}
-	strict.SetPosition(client.OffsetEarliest)
-	for _, cs := range []*client.Consumer{strict, earliest} {
-		recs, err := cs.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkRecords(t, recs, 0, 3)
-	}
+	recreateAndReadAgain(ctx, t, fc, strict, earliest, oldID)
 
 	// The leader says it no longer leads (no hint), so the consumer asks the
 	// metadata again, and a broker that still names the old topic answers.
@@ -501,21 +487,7 @@ func TestConsumerIgnoresOneLaggingBrokerAnsweringAlone(t *testing.T) {
 		checkRecords(t, recs, 0, 6)
 	}
 
-	fc.DeleteTopic("t")
-	fc.CreateTopic("t", 1, 1) // another leader, so the old one's route is wrong too
-	appendValues(fc, 0, 3)
-	var rc *client.TopicRecreated
-	if _, err := strict.Poll(ctx); !errors.As(err, &rc) {
-		t.Fatalf("poll of the topic created again: %v", err)
-	}
-	strict.SetPosition(client.OffsetEarliest)
-	for _, cs := range []*client.Consumer{strict, earliest} {
-		recs, err := cs.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkRecords(t, recs, 0, 3)
-	}
+	recreateAndReadAgain(ctx, t, fc, strict, earliest, "")
 
 	// Broker 1 refuses every Metadata call, so the lagging broker 2
 	// answers each refresh, many more than three in a row.
@@ -684,4 +656,34 @@ func rewriteMetadata(mu *sync.Mutex, rewrite func(target string, r *brokerv1.Met
 			}
 			return err
 		})
+}
+
+// recreateAndReadAgain deletes t and creates it again with three records:
+// strict (ResetNone) must report the re-creation (of the topic oldID, if
+// given), and both consumers then read the new topic from its start.
+func recreateAndReadAgain(ctx context.Context, t *testing.T, fc *fakebroker.Cluster, strict, earliest *client.Consumer, oldID string) {
+	t.Helper()
+	fc.DeleteTopic("t")
+	fc.CreateTopic("t", 1, 1) // another leader, so the old one's route is wrong too
+	appendValues(fc, 0, 3)
+	var rc *client.TopicRecreated
+	if _, err := strict.Poll(ctx); !errors.As(err, &rc) || (oldID != "" && rc.OldID != oldID) {
+		t.Fatalf("poll of the topic created again: %v", err)
+	}
+	strict.SetPosition(client.OffsetEarliest)
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, recs, 0, 3)
+	}
+	strict.SetPosition(client.OffsetEarliest)
+	for _, cs := range []*client.Consumer{strict, earliest} {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, recs, 0, 3)
+	}
 }

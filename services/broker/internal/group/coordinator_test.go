@@ -452,20 +452,7 @@ func TestOffsetsExpireRetentionAfterTheGroupBecameEmpty(t *testing.T) {
 	s := &Service{C: c}
 	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
 	ctx := context.Background()
-	_, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
-		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
-	gen, member := d.GetGroups()[0].GetGenerationId(), d.GetGroups()[0].GetMembers()[0].GetMemberId()
-	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i",
-		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}}}}); err != nil {
-		t.Fatal(err)
-	}
+	gen, member := joinAloneAndCommit(t, s, 9)
 	// The topic is idle: the member heartbeats for 11 minutes and
 	// commits nothing new.
 	for range 11 {
@@ -1320,20 +1307,7 @@ func TestAFailedDeleteKeepsWhenTheGroupBecameEmpty(t *testing.T) {
 	c.reconcile()
 	waitUntil(t, "the load", func() bool { _, code := fetchErr(s, "g"); return code == kerr.None })
 	ctx := context.Background()
-	_, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
-		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
-	gen, member := d.GetGroups()[0].GetGenerationId(), d.GetGroups()[0].GetMembers()[0].GetMemberId()
-	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i",
-		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 9}}}}}); err != nil {
-		t.Fatal(err)
-	}
+	joinAloneAndCommit(t, s, 9)
 	if _, err := s.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "g", Members: []*groupv1.MemberIdentity{{GroupInstanceId: "i"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -1353,7 +1327,7 @@ func TestAFailedDeleteKeepsWhenTheGroupBecameEmpty(t *testing.T) {
 	if code := kerr.Code(r.GetResults()[0].GetErrorCode()); code != kerr.CoordinatorNotAvailable {
 		t.Fatalf("a delete whose write failed: %s, want COORDINATOR_NOT_AVAILABLE", code)
 	}
-	d, _ = s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
+	d, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
 	if st := d.GetGroups()[0].GetGroupState(); st != Empty.String() || !has() {
 		t.Fatalf("after the failed delete: state %s, offsets kept %v; want Empty with its offsets", st, has())
 	}
@@ -1683,4 +1657,27 @@ func reloadAt(t *testing.T, h *fakeHost, c *Coordinator, epoch int32) {
 		sh := c.shards[0]
 		return sh != nil && sh.epoch == epoch && !sh.loading
 	})
+}
+
+// joinAloneAndCommit makes static member "i" the only member of group "g"
+// (a session of 30 minutes) and commits offset of orders-0 in its
+// generation, which it returns with the member id.
+func joinAloneAndCommit(t *testing.T, s *Service, offset int64) (int32, string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.JoinGroup(ctx, &groupv1.JoinGroupRequest{GroupId: "g", SessionTimeoutMs: 1_800_000, GroupInstanceId: "i",
+		ProtocolType: "consumer", Protocols: []*groupv1.JoinGroupProtocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"g"}})
+	gen, member := d.GetGroups()[0].GetGenerationId(), d.GetGroups()[0].GetMembers()[0].GetMemberId()
+	if _, err := s.SyncGroup(ctx, &groupv1.SyncGroupRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "g", GenerationId: gen, MemberId: member, GroupInstanceId: "i",
+		Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	return gen, member
 }

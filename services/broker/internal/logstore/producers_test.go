@@ -525,24 +525,7 @@ func TestRetentionKeptProducersSurviveACrashSoonAfterRolls(t *testing.T) {
 // truncation can remove its state: it stays, and a retry of its last batch
 // on this replica, leader after the failover, is still a duplicate.
 func TestTruncationBelowEverySnapshotKeepsProducersRetentionKept(t *testing.T) {
-	clk := newClock()
-	cfg := smallConfig()
-	cfg.RetentionMs = time.Hour
-	l := openLog(t, newMem(t), cfg, clk)
-	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
-	for i := range 20 {
-		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
-	}
-	now := clk.Now().UnixMilli()
-	for i := range 20 {
-		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
-	}
-	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
-		t.Fatal(err)
-	}
-	if l.LogStartOffset() <= first.LastOffset {
-		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
-	}
+	l, now := logWithAProducerRetentionTook(t)
 	for n := len(l.segments()); len(l.segments()) < n+3; {
 		appendLeader(t, l, plain(3, 40, now+100), 0)
 	}
@@ -570,24 +553,7 @@ func TestTruncationBelowEverySnapshotKeepsProducersRetentionKept(t *testing.T) {
 // still a duplicate; the cut batch, sent again, is appended anew. The
 // producer was forgotten whole, and the retry written a second time.
 func TestTruncationBelowEverySnapshotKeepsWhatRetentionTookOfAProducer(t *testing.T) {
-	clk := newClock()
-	cfg := smallConfig()
-	cfg.RetentionMs = time.Hour
-	l := openLog(t, newMem(t), cfg, clk)
-	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
-	for i := range 20 {
-		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
-	}
-	now := clk.Now().UnixMilli()
-	for i := range 20 {
-		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
-	}
-	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
-		t.Fatal(err)
-	}
-	if l.LogStartOffset() <= first.LastOffset {
-		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
-	}
+	l, now := logWithAProducerRetentionTook(t)
 	next := appendLeader(t, l, idem(7, 0, 2, 2), 0)
 	for n := len(l.segments()); len(l.segments()) < n+3; {
 		appendLeader(t, l, plain(3, 40, now+100), 0)
@@ -712,4 +678,29 @@ func TestEverySnapshotTheRecoveryPointPassesIsDurable(t *testing.T) {
 		}
 		again.Abandon()
 	}
+}
+
+// logWithAProducerRetentionTook is a log whose producer 7's only batch
+// (sequences 0-1) retention has deleted, and now, the clock's time in ms.
+func logWithAProducerRetentionTook(t *testing.T) (*Log, int64) {
+	t.Helper()
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	l := openLog(t, newMem(t), cfg, clk)
+	first := appendLeader(t, l, idem(7, 0, 0, 2).at(hoursAgo(clk, 2)), 0)
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	now := clk.Now().UnixMilli()
+	for i := range 20 {
+		appendLeader(t, l, plain(3, 40, now+int64(i)), 0)
+	}
+	if _, err := l.DeleteOldSegments(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() <= first.LastOffset {
+		t.Fatalf("setup: log start %d, the producer's batch ends at %d", l.LogStartOffset(), first.LastOffset)
+	}
+	return l, now
 }
