@@ -678,12 +678,4 @@ func recreateAndReadAgain(ctx context.Context, t *testing.T, fc *fakebroker.Clus
 		}
 		checkRecords(t, recs, 0, 3)
 	}
-	strict.SetPosition(client.OffsetEarliest)
-	for _, cs := range []*client.Consumer{strict, earliest} {
-		recs, err := cs.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkRecords(t, recs, 0, 3)
-	}
 }
