@@ -424,7 +424,7 @@ func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
 		return
 	}
 	defer cs.Close()
-	known := false
+	reported := int64(-1) // the position last sent
 	for attempt := 1; ctx.Err() == nil; {
 		recs, err := cs.Poll(ctx)
 		if err != nil {
@@ -441,10 +441,13 @@ func (gc *GroupConsumer) fetch(ctx context.Context, ps *partState) {
 			continue
 		}
 		attempt = 1
-		if pos, epoch := cs.positionAndEpoch(); len(recs) > 0 || (!known && pos >= 0) {
-			// The first resolved position is reported even without
-			// records, so that a reset to latest is committed too.
-			known = true
+		if pos, epoch := cs.positionAndEpoch(); len(recs) > 0 || (pos >= 0 && pos != reported) {
+			// A position that moved without records is reported too, so
+			// that it is committed: the first one resolved (a reset to
+			// latest), and one reset later on an idle partition (retention
+			// emptied it, or a truncation moved it back). Uncommitted, the
+			// partition's next owner started at the stale offset.
+			reported = pos
 			if !send(fetched{ps: ps, recs: recs, next: pos, epoch: epoch}) {
 				return
 			}

@@ -523,3 +523,31 @@ func TestGroupConsumerThatStoppedPollingLeavesInsteadOfRejoining(t *testing.T) {
 		t.Fatalf("%d LeaveGroup calls, want 1", n)
 	}
 }
+
+// A member whose position moves back without records (a truncation under
+// it on an idle partition, auto.offset.reset=earliest) commits the new
+// position: the partition's next owner starts where the log now goes on.
+// Before, only a member's first position was committed without records,
+// and the commit stayed at the offset the log no longer has.
+func TestGroupConsumerCommitsAPositionMovedWithoutRecords(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	for i := range 6 {
+		fc.Append("t", 0, recordbatch.Record{Value: fmt.Appendf(nil, "a%d", i)})
+	}
+	c := newClient(t, fc)
+	o := groupOptions("g")
+	o.AutoOffsetReset = "earliest"
+	m := startPolling(t, c, o)
+	eventually(t, "the member to read a0..a5", func() bool { return len(m.offsets(0)) == 6 })
+	eventually(t, "offset 6 committed", func() bool { off, _ := fc.CommittedWithEpoch("g", "t", 0); return off == 6 })
+	fc.UncleanElection("t", 0, 1) // the new leader has a0 only; nothing is written after
+	eventually(t, "the position moved back to 1 committed", func() bool {
+		off, epoch := fc.CommittedWithEpoch("g", "t", 0)
+		return off == 1 && epoch == 0
+	})
+	m.halt()
+	if err := m.gc.Close(testCtx(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
