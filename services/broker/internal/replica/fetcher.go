@@ -607,7 +607,7 @@ func (f *fetcher) truncate(client replicationv1.ReplicationServiceClient, parts 
 				continue
 			}
 			if code := kerr.Code(res.GetErrorCode()); code != kerr.None {
-				f.delay(tp, epochBackoff)
+				f.partitionFailed(st, code)
 				continue
 			}
 			r := st.r
@@ -813,6 +813,28 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 // apply handles one partition's answer on the follower. An answer to a
 // fetch made for an older leader epoch is dropped: the replica has moved on
 // (and its new fetch state must not be touched by the old answer).
+// partitionFailed is the follower's reaction to a partition's error in
+// its leader's answer, a fetch's or an OffsetForLeaderEpoch's alike (the
+// latter retried every error at once, FENCED_LEADER_EPOCH included, and
+// cut the other partitions' long polls short each time).
+func (f *fetcher) partitionFailed(st *fetchState, code kerr.Code) {
+	tp := st.r.tp
+	switch code {
+	case kerr.FencedLeaderEpoch:
+		// F3: our epoch is stale; stop until the controller tells us more.
+		f.m.log.Warn("fetch fenced: waiting for new metadata", "topic", tp.Topic, "partition", tp.Partition, "leader_epoch", st.epoch)
+		f.m.emit(Event{Kind: "fenced", TP: tp, Reason: "follower fetch fenced at leader epoch " + itoa(int64(st.epoch)), LeaderEpoch: st.epoch})
+		f.removeIf(tp, st)
+	case kerr.UnknownLeaderEpoch, kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition:
+		// Usually a leadership change in flight: the controller's next
+		// message settles it soon, so retry quickly.
+		f.delay(tp, epochBackoff)
+	default:
+		f.m.log.Debug("fetch error", "topic", tp.Topic, "partition", tp.Partition, "code", code.String())
+		f.delay(tp, fetchBackoff)
+	}
+}
+
 func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionResponse) {
 	r := st.r
 	r.mu.Lock()
@@ -833,23 +855,8 @@ func (f *fetcher) apply(st *fetchState, a *replicationv1.ReplicaFetchPartitionRe
 		}
 		r.mu.Unlock()
 		return
-	case kerr.FencedLeaderEpoch:
-		// F3: our epoch is stale; stop until the controller tells us more.
-		f.m.log.Warn("fetch fenced: waiting for new metadata", "topic", r.tp.Topic, "partition", r.tp.Partition, "leader_epoch", st.epoch)
-		f.m.emit(Event{Kind: "fenced", TP: r.tp, Reason: "follower fetch fenced at leader epoch " + itoa(int64(st.epoch)), LeaderEpoch: st.epoch})
-		f.removeIf(r.tp, st)
-		return
-	case kerr.UnknownLeaderEpoch:
-		f.delay(r.tp, epochBackoff)
-		return
-	case kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition:
-		// Usually a leadership change in flight: the controller's next
-		// message settles it soon, so retry quickly.
-		f.delay(r.tp, epochBackoff)
-		return
 	default:
-		f.m.log.Debug("fetch error", "topic", r.tp.Topic, "partition", r.tp.Partition, "code", code.String())
-		f.delay(r.tp, fetchBackoff)
+		f.partitionFailed(st, code)
 		return
 	}
 

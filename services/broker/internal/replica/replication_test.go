@@ -116,6 +116,31 @@ func TestFencedFollowerWaitsForNewMetadata(t *testing.T) {
 	}
 }
 
+// A follower fenced by its leader's OffsetForLeaderEpoch answer (its epoch
+// is stale) stops until the controller tells it more, as a fenced fetch
+// does. Before, it asked again every 50 ms, cutting its other partitions'
+// long polls short each time, until new metadata came.
+func TestFollowerFencedAskingWhereItsEpochEndsWaitsForNewMetadata(t *testing.T) {
+	e := newEnv(t)
+	m2, _ := e.newManager(2)
+	e.updateMetadataOn(m2)
+	// Broker 2 led at epoch 1 and wrote, so as a follower it asks its
+	// leader where that epoch ends.
+	e.stateOn(m2, tp0, 2, 1, 1, []int32{2}, nil)
+	if _, err := m2.Produce(t.Context(), tp0, 1, batch("a"), produceTimeout); err != nil {
+		t.Fatal(err)
+	}
+	e.state(1, 3, 3, []int32{1, 2}, nil)
+	e.stateOn(m2, tp0, 1, 2, 2, []int32{1, 2}, nil) // it missed epoch 3
+	waitFor(t, "the fenced follower to stop fetching", func() bool { return !fetching(m2) })
+
+	e.stateOn(m2, tp0, 1, 3, 3, []int32{1, 2}, nil)
+	waitFor(t, "the follower to truncate to its leader and follow", func() bool {
+		r2, _ := m2.Replica(tp0)
+		return fetching(m2) && r2.Log().LogEndOffset() == 0
+	})
+}
+
 // A follower copying a leader's cleaned log (gaps between batches), with no
 // periodic flush, has made the data after each gap durable before its
 // fetch tells the leader its new log end: once the leader's HW counts the
