@@ -353,6 +353,28 @@ func (b *fakeBroker) hosted(asg []*adminv1.ReplicaAssignment) int {
 	return n
 }
 
+// Every topic of a request whose leaders do not confirm within timeout_ms
+// is answered REQUEST_TIMED_OUT at that deadline. The deadline was a timer,
+// whose one tick went to the first topic's wait: the second waited for
+// its caller's own deadline (10 s here), which failed the whole call.
+func TestCreateTopicsTimeoutHoldsForEveryTopic(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	for _, b := range c.brokers {
+		b.stalled.Store(true)
+	}
+	resp, err := c.admin(c1).CreateTopics(ctx(t), &adminv1.CreateTopicsRequest{TimeoutMs: 300,
+		Topics: []*adminv1.TopicSpec{{Name: "slow1", NumPartitions: 1, ReplicationFactor: 3}, {Name: "slow2", NumPartitions: 1, ReplicationFactor: 3}}})
+	if err != nil {
+		t.Fatalf("a create of two topics whose leaders are silent: %v, want each answered REQUEST_TIMED_OUT", err)
+	}
+	for _, r := range resp.GetResults() {
+		wantCode(t, r.GetErrorCode(), kerr.RequestTimedOut, r.GetName()+"'s leaders silent")
+	}
+}
+
 // TestCreateTopicsTimeout: with timeout_ms, a topic whose leaders do not
 // confirm in time is answered REQUEST_TIMED_OUT; the topic is created all
 // the same (Kafka's semantics), and a second create finds it.
@@ -380,4 +402,34 @@ func TestCreateTopicsTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCode(t, resp.GetResults()[0].GetErrorCode(), kerr.TopicAlreadyExists, "the timed-out create stood")
+}
+
+// A topic named twice in one CreatePartitions is refused in every copy and
+// not grown, as Kafka does. The first copy grew it while the second was
+// refused.
+func TestCreatePartitionsOfATopicNamedTwiceChangesNothing(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	admin := c.admin(c1)
+	if _, err := admin.CreateTopics(ctx(t), &adminv1.CreateTopicsRequest{
+		Topics: []*adminv1.TopicSpec{{Name: "twice", NumPartitions: 1, ReplicationFactor: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := admin.CreatePartitions(ctx(t), &adminv1.CreatePartitionsRequest{
+		Topics: []*adminv1.CreatePartitionsTopic{{Name: "twice", Count: 3}, {Name: "twice", Count: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.GetResults() {
+		wantCode(t, r.GetErrorCode(), kerr.InvalidRequest, "a topic named twice")
+	}
+	d, err := admin.DescribeTopics(ctx(t), &adminv1.DescribeTopicsRequest{Topics: []string{"twice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.GetTopics()[0].GetPartitions()); n != 1 {
+		t.Fatalf("the topic has %d partitions after the refused request, want 1", n)
+	}
 }

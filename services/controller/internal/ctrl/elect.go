@@ -45,11 +45,14 @@ func (a *Active) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequ
 		return nil, err
 	}
 	if req.GetTimeoutMs() > 0 {
-		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)
-		defer deadline.Stop()
+		// A context, not a timer: its Done stays closed for every wait
+		// after the first that times out (a timer fires once, and the
+		// next topics' waits had no deadline left).
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.GetTimeoutMs())*time.Millisecond)
+		defer cancel()
 		for _, id := range slices.Sorted(maps.Keys(confirm)) {
 			c := confirm[id]
-			if !waitAll(ctx, deadline.C, c.acks) {
+			if !waitAll(wctx, c.acks) {
 				for _, r := range c.results {
 					r.ErrorCode = commonv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT
 					r.ErrorMessage = fmt.Sprintf("broker %d was elected, but did not confirm its leadership within timeout_ms", id)

@@ -3,7 +3,6 @@ package ctrl
 import (
 	"context"
 	"strconv"
-	"time"
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -36,9 +35,9 @@ func (a *Active) CreateOffsetsTopic(ctx context.Context, req *controlv1.CreateOf
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.NewTimer(a.d.Settings.RequestTimeout)
-	defer deadline.Stop()
-	waitAll(ctx, deadline.C, acks)
+	wctx, cancel := context.WithTimeout(ctx, a.d.Settings.RequestTimeout)
+	defer cancel()
+	waitAll(wctx, acks)
 	return ans.resp, nil
 }
 

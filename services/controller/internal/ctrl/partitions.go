@@ -36,10 +36,13 @@ func (a *Active) CreatePartitions(ctx context.Context, req *adminv1.CreatePartit
 	}
 	resp := ans.resp
 	if req.GetTimeoutMs() > 0 && !req.GetValidateOnly() {
-		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)
-		defer deadline.Stop()
+		// A context, not a timer: its Done stays closed for every wait
+		// after the first that times out (a timer fires once, and the
+		// next topics' waits had no deadline left).
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.GetTimeoutMs())*time.Millisecond)
+		defer cancel()
 		for i, acks := range waits {
-			if !waitAll(ctx, deadline.C, acks) {
+			if !waitAll(wctx, acks) {
 				r := resp.Results[i]
 				r.ErrorCode = commonv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT
 				r.ErrorMessage = "partitions added, but their leaders did not confirm within timeout_ms"
@@ -62,7 +65,10 @@ func (c *core) createPartitions(req *adminv1.CreatePartitionsRequest, reply repl
 	resp := &adminv1.CreatePartitionsResponse{}
 	specs := req.GetTopics()
 	groups := make([]uint64, len(specs))
-	seen := map[string]bool{}
+	count := map[string]int{}
+	for _, s := range specs {
+		count[s.GetName()]++
+	}
 	var next func(i int)
 	next = func(i int) {
 		if i == len(specs) {
@@ -84,9 +90,9 @@ func (c *core) createPartitions(req *adminv1.CreatePartitionsRequest, reply repl
 			groups[i] = group
 			next(i + 1)
 		}
-		dup := seen[spec.GetName()]
-		seen[spec.GetName()] = true
-		if dup {
+		if count[spec.GetName()] > 1 {
+			// Every copy is refused, as Kafka does: the first one grew the
+			// topic while the others were refused.
 			done(0, kerr.BadField(kerr.InvalidRequest, "topics", "topic %q appears more than once in the request", spec.GetName()))
 			return
 		}

@@ -1,6 +1,7 @@
 package ctrl
 
 import (
+	"context"
 	"errors"
 	"math"
 	"time"
@@ -257,9 +258,9 @@ func (a *Active) awaitAcks(e effAwaitAcks) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		deadline := time.NewTimer(2 * a.d.Settings.RequestTimeout)
-		defer deadline.Stop()
-		waitAll(a.ctx, deadline.C, acks)
+		wctx, cancel := context.WithTimeout(a.ctx, 2*a.d.Settings.RequestTimeout)
+		defer cancel()
+		waitAll(wctx, acks)
 		a.post(func() { a.step(e.then) })
 	}()
 }

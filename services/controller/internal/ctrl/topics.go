@@ -34,10 +34,13 @@ func (a *Active) CreateTopics(ctx context.Context, req *adminv1.CreateTopicsRequ
 	}
 	resp := ans.resp
 	if req.GetTimeoutMs() > 0 && !req.GetValidateOnly() {
-		deadline := time.NewTimer(time.Duration(req.GetTimeoutMs()) * time.Millisecond)
-		defer deadline.Stop()
+		// A context, not a timer: its Done stays closed for every wait
+		// after the first that times out (a timer fires once, and the
+		// next topics' waits had no deadline left).
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.GetTimeoutMs())*time.Millisecond)
+		defer cancel()
 		for i, acks := range waits {
-			if !waitAll(ctx, deadline.C, acks) {
+			if !waitAll(wctx, acks) {
 				r := resp.Results[i]
 				r.ErrorCode = commonv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT
 				r.ErrorMessage = "topic created, but its leaders did not confirm within timeout_ms"
@@ -67,16 +70,15 @@ type createAnswer struct {
 	groups []uint64
 }
 
-// waitAll waits for every ack; false on timeout or cancellation.
-func waitAll(ctx context.Context, deadline <-chan time.Time, acks []<-chan error) bool {
+// waitAll waits for every ack; false when one failed or ctx ended first
+// (its deadline is the request's timeout_ms).
+func waitAll(ctx context.Context, acks []<-chan error) bool {
 	for _, ch := range acks {
 		select {
 		case err := <-ch:
 			if err != nil {
 				return false
 			}
-		case <-deadline:
-			return false
 		case <-ctx.Done():
 			return false
 		}
