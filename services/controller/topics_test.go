@@ -433,3 +433,23 @@ func TestCreatePartitionsOfATopicNamedTwiceChangesNothing(t *testing.T) {
 		t.Fatalf("the topic has %d partitions after the refused request, want 1", n)
 	}
 }
+
+// A CreateTopics naming both counts and an assignment is refused, as
+// Kafka refuses it, and creates nothing. The counts were silently ignored:
+// three partitions asked, one assigned, a topic of one partition created.
+func TestCreateTopicsWithCountsAndAnAssignmentIsRefused(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	resp, err := c.admin(c1).CreateTopics(ctx(t), &adminv1.CreateTopicsRequest{Topics: []*adminv1.TopicSpec{{Name: "both", NumPartitions: 3,
+		Assignments: []*adminv1.ReplicaAssignment{{Partition: 0, Replicas: []int32{1}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, resp.GetResults()[0].GetErrorCode(), kerr.InvalidRequest, "counts and an assignment")
+	d, err := c.admin(c1).DescribeTopics(ctx(t), &adminv1.DescribeTopicsRequest{Topics: []string{"both"}})
+	if err == nil && len(d.GetTopics()) > 0 && len(d.GetTopics()[0].GetPartitions()) > 0 {
+		t.Fatalf("the refused topic was created: %v", d.GetTopics()[0])
+	}
+}

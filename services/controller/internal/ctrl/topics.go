@@ -238,6 +238,12 @@ func (c *core) assign(spec *adminv1.TopicSpec) ([][]int32, error) {
 		}
 	}
 	if len(spec.GetAssignments()) > 0 {
+		if spec.GetNumPartitions() != 0 || spec.GetReplicationFactor() != 0 {
+			// Kafka's answer: the counts would be silently ignored.
+			return nil, kerr.BadField(kerr.InvalidRequest, "num_partitions",
+				"both num_partitions or replication_factor (%d, %d) and assignments were given: give one or the other",
+				spec.GetNumPartitions(), spec.GetReplicationFactor())
+		}
 		m := map[int32][]int32{}
 		for _, ra := range spec.GetAssignments() {
 			if _, dup := m[ra.GetPartition()]; dup {
