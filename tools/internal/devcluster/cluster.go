@@ -232,6 +232,9 @@ type Cluster struct {
 	// hurry is closed by Hurry: stops in progress and to come kill at once.
 	hurryOnce, hurryClose sync.Once
 	hurry                 chan struct{}
+	// dirLock holds the data dir (launcher.lock) until Down or the
+	// process ends.
+	dirLock *os.File
 }
 
 func (o Options) plan() ([]*Node, error) {
@@ -384,23 +387,21 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(o.DataDir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	if !o.Plaintext {
-		issued, err := o.ensurePKI()
-		if err != nil {
-			return nil, fmt.Errorf("certificates in %s: %w", o.PKIDir(), err)
-		}
-		if len(issued) > 0 {
-			fmt.Fprintf(out, "issued certificates in %s: %s\n", o.PKIDir(), strings.Join(issued, ", "))
-		}
-	}
-	etcd, err := o.startEtcd(ctx)
+	// The data dir first: a second launcher on it must refuse before it
+	// touches the certificates or blocks in etcd's database lock.
+	dirLock, err := lockDataDir(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, etcd: etcd, nodes: nodes}
+	etcd, err := o.prepareAndStartEtcd(ctx, out)
+	if err != nil {
+		dirLock.Close()
+		return nil, err
+	}
+	c := &Cluster{opts: o, etcd: etcd, nodes: nodes, dirLock: dirLock}
 	if o.Links {
 		if err := c.startLinks(); err != nil {
 			c.Down(out)
@@ -427,7 +428,7 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 			return nil, err
 		}
 		if err := c.waitActiveController(ctx, nodes[first], 20*time.Second); err != nil {
-			fmt.Fprintf(out, "warning: %s: %v (see %s)\n", nodes[first].Name, err, nodes[first].LogPath)
+			warnStart(out, nodes[first], err)
 		}
 	}
 	for i, n := range nodes {
@@ -441,10 +442,79 @@ func Up(ctx context.Context, o Options, out io.Writer) (*Cluster, error) {
 	}
 	for _, n := range nodes {
 		if err := c.waitHealthy(ctx, n, 20*time.Second); err != nil {
-			fmt.Fprintf(out, "warning: %s: %v (see %s)\n", n.Name, err, n.LogPath)
+			warnStart(out, n, err)
 		}
 	}
 	return c, nil
+}
+
+// prepareAndStartEtcd makes the logs dir and the certificates, then starts
+// the embedded etcd.
+func (o Options) prepareAndStartEtcd(ctx context.Context, out io.Writer) (*embedded.Server, error) {
+	if err := os.MkdirAll(filepath.Join(o.DataDir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	if !o.Plaintext {
+		issued, err := o.ensurePKI()
+		if err != nil {
+			return nil, fmt.Errorf("certificates in %s: %w", o.PKIDir(), err)
+		}
+		if len(issued) > 0 {
+			fmt.Fprintf(out, "issued certificates in %s: %s\n", o.PKIDir(), strings.Join(issued, ", "))
+		}
+	}
+	return o.startEtcd(ctx)
+}
+
+// errExitedDuringStart is a node whose process ended before it was healthy.
+var errExitedDuringStart = errors.New("exited during start")
+
+// startLogLines is how much of a node's log a failed start prints.
+const startLogLines = 10
+
+// warnStart reports a node that did not come up. One that exited shows
+// the end of its log too: its reason (a bad flag, a port in use) is
+// there, and the warning alone only says that it exited.
+func warnStart(out io.Writer, n *Node, err error) {
+	fmt.Fprintf(out, "warning: %s: %v (see %s)\n", n.Name, err, n.LogPath)
+	if !errors.Is(err, errExitedDuringStart) {
+		return
+	}
+	for _, line := range logTail(n.LogPath, startLogLines) {
+		fmt.Fprintf(out, "  %s| %s\n", n.Name, line)
+	}
+}
+
+// logTail returns the last (at most) lines non-empty lines the current
+// process wrote to the log at path (after the launcher's last "started"
+// line, as the log keeps earlier runs), read from its last 16 KiB.
+func logTail(path string, lines int) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	const window = 16 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > window {
+		_, _ = f.Seek(st.Size()-window, io.SeekStart)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.Contains(l, startedMark):
+			out = out[:0]
+		case strings.TrimSpace(l) != "":
+			out = append(out, l)
+		}
+	}
+	if len(out) > lines {
+		out = out[len(out)-lines:]
+	}
+	return out
 }
 
 func (c *Cluster) waitHealthy(ctx context.Context, n *Node, timeout time.Duration) error {
@@ -469,7 +539,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, n *Node, timeout time.Duratio
 			return nil
 		}
 		if n.State() == devclusterv1.NodeState_NODE_STATE_EXITED {
-			return errors.New("exited during start")
+			return errExitedDuringStart
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("not healthy after %s", timeout)
@@ -503,7 +573,7 @@ func (c *Cluster) waitActiveController(ctx context.Context, n *Node, timeout tim
 		}
 		last = err
 		if n.State() == devclusterv1.NodeState_NODE_STATE_EXITED {
-			return errors.New("exited during start")
+			return errExitedDuringStart
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("not the active controller after %s: %v", timeout, last)
@@ -594,6 +664,12 @@ func (c *Cluster) Down(out io.Writer) {
 	}
 	if c.StopEtcd() == nil {
 		fmt.Fprintln(out, "stopped etcd")
+	}
+	// Last, once etcd has closed its database: the data dir is free for
+	// the next launcher.
+	if c.dirLock != nil {
+		c.dirLock.Close()
+		c.dirLock = nil
 	}
 }
 
@@ -710,7 +786,7 @@ func waitHTTP(ctx context.Context, n *Node, url string, timeout time.Duration) e
 			}
 		}
 		if n.State() == devclusterv1.NodeState_NODE_STATE_EXITED {
-			return errors.New("exited during start")
+			return errExitedDuringStart
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("not answering %s after %s", url, timeout)

@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 
@@ -59,12 +60,7 @@ func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeA
 	case devclusterv1.Action_ACTION_START:
 		err = n.StartWith(extra)
 	case devclusterv1.Action_ACTION_RESTART:
-		if _, _, rerr := n.running(); rerr == nil {
-			if err = s.c.stopNode(n); err != nil {
-				break
-			}
-		}
-		err = n.StartWith(extra)
+		err = s.restart(n, extra)
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "action: unknown action %v", req.GetAction())
 	}
@@ -72,6 +68,24 @@ func (s *controlService) NodeAction(ctx context.Context, req *devclusterv1.NodeA
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	return &devclusterv1.NodeActionResponse{Node: n.Proto()}, nil
+}
+
+// restart stops n if it runs, then starts it. A node that ignored SIGTERM
+// for the whole grace was killed: its process is gone, so the restart
+// starts it all the same (the kill is noted in its log) rather than leave
+// it STOPPED after a restart was asked. A stop hurried by the launcher's
+// shutdown still ends the restart.
+func (s *controlService) restart(n *Node, extra []string) error {
+	if _, _, err := n.running(); err == nil {
+		var killed *KilledAfterGraceError
+		switch err := s.c.stopNode(n); {
+		case errors.As(err, &killed):
+			n.Note("restart: %v", killed)
+		case err != nil:
+			return err
+		}
+	}
+	return n.StartWith(extra)
 }
 
 func (s *controlService) etcdAction(ctx context.Context, req *devclusterv1.NodeActionRequest) (*devclusterv1.NodeActionResponse, error) {

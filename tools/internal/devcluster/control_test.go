@@ -168,3 +168,37 @@ func TestQueuedNodeActionGivesUpWithItsCall(t *testing.T) {
 		t.Errorf("broker-1 is %v after its stop", stubborn.State())
 	}
 }
+
+// A restart of a node that ignores SIGTERM kills it after the grace and
+// starts it again: RUNNING with a new pid, the kill noted in its log. It
+// used to answer FAILED_PRECONDITION ("did not stop within ...; killed")
+// and leave the node STOPPED although its process was gone and a restart
+// was asked.
+func TestRestartStartsANodeKilledAfterItsGrace(t *testing.T) {
+	stubborn := scriptNode(t, "broker-1", "") // ignores SIGTERM
+	c := &Cluster{nodes: []*Node{stubborn}, stopGrace: 500 * time.Millisecond}
+	svc := &controlService{c: c}
+	startScript(t, stubborn)
+	old := stubborn.PID()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := svc.NodeAction(ctx, &devclusterv1.NodeActionRequest{Name: "broker-1", Action: devclusterv1.Action_ACTION_RESTART})
+	if err != nil {
+		t.Fatalf("restart of a node ignoring SIGTERM: %v, want it killed and started again", err)
+	}
+	n := resp.GetNode()
+	if n.GetState() != devclusterv1.NodeState_NODE_STATE_RUNNING || n.GetPid() == 0 || int(n.GetPid()) == old {
+		t.Errorf("after the restart broker-1 is %v with pid %d (old pid %d), want RUNNING with a new pid", n.GetState(), n.GetPid(), old)
+	}
+	if alive(old) {
+		t.Errorf("the old process %d is still running", old)
+	}
+	log, err := os.ReadFile(stubborn.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "did not stop within 500ms; killed") {
+		t.Errorf("broker-1's log does not note the kill:\n%s", log)
+	}
+}

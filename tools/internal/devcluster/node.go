@@ -17,6 +17,10 @@ import (
 	devclusterv1 "tidemark.io/proto/gen/tidemark/devcluster/v1"
 )
 
+// startedMark is in the line the launcher writes to a node's log at each
+// start (logTail finds the current process's output after it).
+const startedMark = "started by tidemark dev"
+
 // Node is one launched process.
 type Node struct {
 	Name string // broker-1, controller-2, gateway
@@ -85,7 +89,7 @@ func (n *Node) StartWith(extra []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f, "\n==== %s started by tidemark dev at %s ====\n", n.Name, time.Now().Format(time.RFC3339))
+	fmt.Fprintf(f, "\n==== %s %s at %s ====\n", n.Name, startedMark, time.Now().Format(time.RFC3339))
 	if len(extra) > 0 {
 		fmt.Fprintf(f, "==== extra arguments for this start: %s ====\n", strings.Join(extra, " "))
 	}
@@ -172,8 +176,32 @@ func (n *Node) StopOr(timeout time.Duration, hurry <-chan struct{}) error {
 	case <-timer.C:
 		_ = cmd.Process.Kill()
 		<-exited
-		return fmt.Errorf("%s did not stop within %s; killed", n.Name, timeout)
+		return &KilledAfterGraceError{Node: n.Name, Grace: timeout}
 	}
+}
+
+// KilledAfterGraceError is a stop that ended in SIGKILL because the node
+// ignored SIGTERM for its whole grace: a failure for a stop that asked for
+// a graceful shutdown, but the process is gone all the same, so a restart
+// goes on to its start.
+type KilledAfterGraceError struct {
+	Node  string
+	Grace time.Duration
+}
+
+func (e *KilledAfterGraceError) Error() string {
+	return fmt.Sprintf("%s did not stop within %s; killed", e.Node, e.Grace)
+}
+
+// Note appends a line of the launcher's to the node's log, where its
+// operator looks for what became of it.
+func (n *Node) Note(format string, args ...any) {
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "\n==== "+format+" ====\n", args...)
 }
 
 // Kill sends SIGKILL: a crash, with no chance to hand anything off.
