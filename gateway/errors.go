@@ -53,7 +53,7 @@ func restError(err error) *kerr.Error {
 }
 
 // errorHandler renders errors as JSON with the Kafka-style code name and
-// an HTTP status that fits; 503s carry Retry-After.
+// an HTTP status that fits; 503s and 429s carry Retry-After.
 func errorHandler(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if limit, ok := bodyTooLarge(r); ok {
 		writeError(w, http.StatusRequestEntityTooLarge, tooLarge(limit))
@@ -103,9 +103,7 @@ func writeError(w http.ResponseWriter, status int, e *kerr.Error) { writeBody(w,
 func writeBody(w http.ResponseWriter, status int, body errorBody) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
-	}
+	resterr.SetRetryAfter(h, status)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body) // fails only when the caller is gone
 }

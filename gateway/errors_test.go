@@ -52,6 +52,7 @@ func TestErrorHandler(t *testing.T) {
 		{kerr.ToStatus(kerr.New(kerr.NotEnoughReplicas, "isr 1 < 2")).Err(), 503, "NOT_ENOUGH_REPLICAS", ""},
 		{fmt.Errorf("create topics: %w", kerr.New(kerr.TopicAlreadyExists, "exists")), 409, "TOPIC_ALREADY_EXISTS", ""},
 		{status.Error(codes.Unavailable, "connection refused"), 503, "NETWORK_EXCEPTION", ""},
+		{kerr.BadField(kerr.ThrottlingQuotaExceeded, "streams", "2 streams open"), 429, "THROTTLING_QUOTA_EXCEEDED", "streams"},
 		{status.Error(codes.DeadlineExceeded, "late"), 504, "REQUEST_TIMED_OUT", ""},
 		{context.DeadlineExceeded, 504, "REQUEST_TIMED_OUT", ""},
 		{status.Errorf(codes.InvalidArgument, "%v", &inputError{field: "offset", msg: "bad"}), 400, "INVALID_REQUEST", "offset"},
@@ -68,7 +69,7 @@ func TestErrorHandler(t *testing.T) {
 		if w.Code != c.status || body.Name != c.name || body.Field != c.field || body.Code != int(kerr.CodeOf(restError(c.err))) {
 			t.Errorf("%v: %d %+v; want %d %s field %q", c.err, w.Code, body, c.status, c.name, c.field)
 		}
-		if (w.Code == 503) != (w.Header().Get("Retry-After") != "") {
+		if (w.Code == 503 || w.Code == 429) != (w.Header().Get("Retry-After") != "") {
 			t.Errorf("%v: status %d with Retry-After %q", c.err, w.Code, w.Header().Get("Retry-After"))
 		}
 	}

@@ -195,8 +195,8 @@ func expectError(t testing.TB, a answer, what string, status int, name string) e
 	if e.Name != name {
 		t.Fatalf("%s: error %s (%s), want %s", what, e.Name, e.Message, name)
 	}
-	if status == http.StatusServiceUnavailable && a.header.Get("Retry-After") == "" {
-		t.Fatalf("%s: 503 without Retry-After", what)
+	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && a.header.Get("Retry-After") == "" {
+		t.Fatalf("%s: %d without Retry-After", what, status)
 	}
 	return e
 }

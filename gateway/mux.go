@@ -37,6 +37,12 @@ func newRESTMux(ctx context.Context, s restServices, traced bool, maxObjects int
 		runtime.WithErrorHandler(errorHandler),
 		runtime.WithStreamErrorHandler(streamErrorHandler),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		// Split the path as sent at its "/" only, then unescape each
+		// parameter whole: a group id may hold "/" (team/app, sent as
+		// team%2Fapp), which the legacy mode decoded before splitting, so
+		// no route matched. (AllCharacters splits at %2F too; the rest of
+		// this mode only concerns "**" parameters, which no route has.)
+		runtime.WithUnescapingMode(runtime.UnescapingModeAllExceptReserved),
 		// grpc-gateway keeps the query parser process-wide; every gateway
 		// sets the same one.
 		runtime.SetQueryParameterParser(queryParser{}),

@@ -12,8 +12,9 @@ import (
 )
 
 // REST streams are bounded per caller: past the limit a follow or a watch
-// is refused with 429 THROTTLING_QUOTA_EXCEEDED naming the streams, and a
-// stream that ends gives its place back.
+// is refused with 429 THROTTLING_QUOTA_EXCEEDED naming the streams, with
+// Retry-After (expectError checks it), and a stream that ends gives its
+// place back.
 func TestRESTStreamsAreBoundedPerCaller(t *testing.T) {
 	tc := startCluster(t)
 	tc.CreateTopic("capped", 1, 3, nil)

@@ -72,9 +72,7 @@ func writeRefusal(w http.ResponseWriter, status int, e *kerr.Error) {
 }
 
 func writeError(w http.ResponseWriter, status int, body errorBody) {
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
+	resterr.SetRetryAfter(w.Header(), status)
 	writeJSON(w, status, body)
 }
 

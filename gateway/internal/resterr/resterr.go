@@ -125,14 +125,21 @@ func CheckShape(raw []byte) error {
 	return nil
 }
 
-// Write answers e as a Body at status (503s with Retry-After).
+// Write answers e as a Body at status (503s and 429s with Retry-After).
 func Write(w http.ResponseWriter, status int, e *kerr.Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	if status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
-	}
+	SetRetryAfter(h, status)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(Of(e)) // fails only when the caller is gone
+}
+
+// SetRetryAfter tells the caller of an answer a retry may fix when to come
+// back: a 503 (a leader moving, a coordinator loading) or a 429 (a stream
+// limit full). One second: none of them says how long it will last.
+func SetRetryAfter(h http.Header, status int) {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		h.Set("Retry-After", "1")
+	}
 }
