@@ -125,14 +125,14 @@ define go-test
 endef
 
 # The full tier's slowest packages (measured: the cluster tests about 950 s,
-# since split between clustertest and clustertest/quiet to take about half
-# each, and kafkaclients 450 s, the scenarios 230 s, the CLI 145 s, the
+# since split among clustertest, clustertest/quiet and clustertest/groups to
+# run side by side, and kafkaclients 450 s, the scenarios 230 s, the CLI 145 s, the
 # gateway and its console about 100 s each), started first: go test
 # schedules packages in the order named, and the tier used to end on the
 # scenarios alone, started last. It runs FULL_TIER_P test binaries at once:
 # the cluster tests mostly wait (sessions, idle gaps, timeouts), so two
 # cores take three.
-SLOW_TEST_PACKAGES := ./services/clustertest/ ./services/clustertest/quiet/ ./services/clustertest/kafkaclients/ ./tools/internal/scenario/ ./tools/internal/cli/ ./gateway/ ./gateway/console/ ./tools/internal/smoke/ ./tools/internal/chaos/
+SLOW_TEST_PACKAGES := ./services/clustertest/ ./services/clustertest/quiet/ ./services/clustertest/kafkaclients/ ./services/clustertest/groups/ ./tools/internal/scenario/ ./tools/internal/cli/ ./gateway/ ./gateway/console/ ./tools/internal/smoke/ ./tools/internal/chaos/
 FULL_TIER_P ?= 3
 # The race tier's test binaries at once (go test's default is one per core):
 # its cluster tests wait on timeouts as the full tier's do.
@@ -224,6 +224,8 @@ bench: ## benchmarks for regressions: in-process (brokers, controller and client
 	cd services && go test -run '^$$' -bench 'OthersDuringRemove' -benchtime 20x ./broker/internal/parkedfs/
 	@echo "== wire codec: encoding and decoding fetch answers on reused buffers against gRPC's own codec"
 	cd services && go test -run '^$$' -bench 'Marshal|Unmarshal' -benchtime 20000x ./platform/wirecodec/
+	@echo "== gRPC answer budget: one charged call over loopback with no budget and with the default (max.queued.answer.bytes.per.connection)"
+	cd services && go test -run '^$$' -bench 'AnswerBudget' -benchtime 3s ./platform/grpcserver/
 	@echo "== replication: 3 brokers, RF 3, min.insync.replicas 2, acks=all (Go client)"
 	cd services && go test -run '^$$' -bench 'SyncProducer' -benchtime 5000x ./clustertest/
 	cd services && go test -run '^$$' -bench 'BatchingProducer|TracingOverhead' -benchtime 200000x ./clustertest/

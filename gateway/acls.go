@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
 
@@ -15,7 +16,7 @@ func (s adminService) CreateAcls(ctx context.Context, req *adminv1.CreateAclsReq
 	return checked(resp, err, func(r *adminv1.CreateAclsResponse) []outcome {
 		var out []outcome
 		for i, c := range r.GetResults() {
-			out = append(out, outcome{c.GetErrorCode(), c.GetErrorMessage(), "ACL binding " + bindingSubject(req.GetCreations(), i)})
+			out = append(out, outcome{c.GetErrorCode(), c.GetErrorMessage(), "ACL binding " + bindingSubject(req.GetCreations(), i), fmt.Sprintf("creations[%d]", i)})
 		}
 		return out
 	})
@@ -33,8 +34,8 @@ func (s adminService) DeleteAcls(ctx context.Context, req *adminv1.DeleteAclsReq
 	resp, err := s.a.DeleteAcls(ctx, req)
 	return checked(resp, err, func(r *adminv1.DeleteAclsResponse) []outcome {
 		var out []outcome
-		for _, f := range r.GetResults() {
-			out = append(out, outcome{f.GetErrorCode(), f.GetErrorMessage(), "ACL filter"})
+		for i, f := range r.GetResults() {
+			out = append(out, outcome{f.GetErrorCode(), f.GetErrorMessage(), "ACL filter", fmt.Sprintf("filters[%d]", i)})
 		}
 		return out
 	})

@@ -36,21 +36,27 @@ func (s adminService) CreateTopics(ctx context.Context, req *adminv1.CreateTopic
 	ctx, cancel := s.bound(ctx, req.GetTimeoutMs())
 	defer cancel()
 	resp, err := s.a.CreateTopics(ctx, req)
-	return checked(resp, err, createOutcomes)
+	return checked(resp, err, createOutcomes(req))
 }
 
 func (s adminService) DeleteTopics(ctx context.Context, req *adminv1.DeleteTopicsRequest, _ ...grpc.CallOption) (*adminv1.DeleteTopicsResponse, error) {
 	ctx, cancel := s.bound(ctx, req.GetTimeoutMs())
 	defer cancel()
 	resp, err := s.a.DeleteTopics(ctx, req)
-	return checked(resp, err, deleteOutcomes)
+	return checked(resp, err, deleteOutcomes(req))
 }
 
+// DescribeTopics lists all topics a page at a time (restPageSize).
 func (s adminService) DescribeTopics(ctx context.Context, req *adminv1.DescribeTopicsRequest, _ ...grpc.CallOption) (*adminv1.DescribeTopicsResponse, error) {
+	pg, err := restPage(len(req.GetTopics()) > 0, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	req.PageSize = int32(pg.Size)
 	ctx, cancel := s.bound(ctx, 0)
 	defer cancel()
 	resp, err := s.a.DescribeTopics(ctx, req)
-	return checked(resp, err, describeOutcomes)
+	return checked(resp, err, describeOutcomes(req))
 }
 
 func (s adminService) DescribeCluster(ctx context.Context, _ *adminv1.DescribeClusterRequest, _ ...grpc.CallOption) (*adminv1.DescribeClusterResponse, error) {
@@ -63,21 +69,21 @@ func (s adminService) DescribeConfigs(ctx context.Context, req *adminv1.Describe
 	ctx, cancel := s.bound(ctx, 0)
 	defer cancel()
 	resp, err := s.a.DescribeConfigs(ctx, req)
-	return checked(resp, err, describeConfigOutcomes)
+	return checked(resp, err, describeConfigOutcomes(req))
 }
 
 func (s adminService) AlterConfigs(ctx context.Context, req *adminv1.AlterConfigsRequest, _ ...grpc.CallOption) (*adminv1.AlterConfigsResponse, error) {
 	ctx, cancel := s.bound(ctx, 0)
 	defer cancel()
 	resp, err := s.a.AlterConfigs(ctx, req)
-	return checked(resp, err, alterConfigOutcomes)
+	return checked(resp, err, alterConfigOutcomes(req))
 }
 
 func (s adminService) ElectLeaders(ctx context.Context, req *adminv1.ElectLeadersRequest, _ ...grpc.CallOption) (*adminv1.ElectLeadersResponse, error) {
 	ctx, cancel := s.bound(ctx, req.GetTimeoutMs())
 	defer cancel()
 	resp, err := s.a.ElectLeaders(ctx, req)
-	return checked(resp, err, electOutcomes)
+	return checked(resp, err, electOutcomes(req))
 }
 
 func (s adminService) WatchCluster(ctx context.Context, req *adminv1.WatchClusterRequest, _ ...grpc.CallOption) (adminv1.AdminService_WatchClusterClient, error) {

@@ -40,7 +40,7 @@ func locateIn(md protoreflect.MessageDescriptor, data []byte, path string) (stri
 		p := joinPath(path, m.key)
 		fd := fieldByKey(md, m.key)
 		if fd == nil {
-			return p, "unknown field", true
+			return p, "unknown field" + knownFields(md), true
 		}
 		// Fine alone but not with the earlier members: a oneof set twice,
 		// or a field given under both its names.
@@ -144,4 +144,19 @@ func orBody(path string) string {
 		return "body"
 	}
 	return path
+}
+
+// knownFields names the JSON fields md takes, for an unknown field's error:
+// the caller sees what it may have meant ("; the fields here are topics,
+// validateOnly, timeoutMs").
+func knownFields(md protoreflect.MessageDescriptor) string {
+	fields := md.Fields()
+	if fields.Len() == 0 {
+		return "; this body takes no fields"
+	}
+	names := make([]string, 0, fields.Len())
+	for i := range fields.Len() {
+		names = append(names, fields.Get(i).JSONName())
+	}
+	return "; the fields here are " + strings.Join(names, ", ")
 }

@@ -129,8 +129,18 @@ func (b brokerService) DeleteRecords(ctx context.Context, req *brokerv1.DeleteRe
 	return resp, nil
 }
 
+// Metadata of all topics comes a page at a time (restPageSize); named
+// topics are all answered.
 func (b brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataRequest, _ ...grpc.CallOption) (*brokerv1.MetadataResponse, error) {
-	return b.r.cl.Metadata(ctx, req.GetTopics()...)
+	named := len(req.GetTopics()) > 0
+	pg, err := restPage(named, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	if named {
+		return b.r.cl.Metadata(ctx, req.GetTopics()...)
+	}
+	return b.r.cl.MetadataPage(ctx, int32(pg.Size), req.GetPageToken())
 }
 
 func (b brokerService) InitProducerId(ctx context.Context, req *brokerv1.InitProducerIdRequest, opts ...grpc.CallOption) (*brokerv1.InitProducerIdResponse, error) {

@@ -15,6 +15,7 @@ import (
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/client"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/paging"
 )
 
 // groupService is the GroupServiceClient behind the REST group routes: a
@@ -152,7 +153,7 @@ func (g groupService) DescribeGroups(ctx context.Context, req *groupv1.DescribeG
 	return checked(resp, err, func(r *groupv1.DescribeGroupsResponse) []outcome {
 		var items []outcome
 		for _, d := range r.GetGroups() {
-			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId()})
+			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId(), itemField("group_ids", req.GetGroupIds(), d.GetGroupId())})
 		}
 		return items
 	})
@@ -211,7 +212,7 @@ func (g groupService) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroup
 	return checked(resp, err, func(r *groupv1.DeleteGroupsResponse) []outcome {
 		var items []outcome
 		for _, d := range r.GetResults() {
-			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId()})
+			items = append(items, outcome{d.GetErrorCode(), "", "group " + d.GetGroupId(), itemField("group_ids", req.GetGroupIds(), d.GetGroupId())})
 		}
 		return items
 	})
@@ -244,8 +245,20 @@ func (g groupService) deleteGroups(ctx context.Context, req *groupv1.DeleteGroup
 // errors per broker: a list is never silently partial, and one frozen
 // broker no longer fails (504) the whole list. When no broker answers, the
 // call fails with the first one's error.
+//
+// The list comes a page at a time (restPageSize), in group id order: each
+// broker is asked for the page after the token, and the page answered is
+// the first page_size of their merged lists, which are among those pages.
 func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest, _ ...grpc.CallOption) (*groupv1.ListGroupsResponse, error) {
-	md, err := g.r.cl.Metadata(ctx)
+	pg, err := restPage(false, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	req.PageSize = int32(pg.Size)
+	// Only the brokers are wanted: a page of one topic names them all,
+	// where every topic's metadata, read as a caller who may see few,
+	// would also drop the others from the shared client's cache.
+	md, err := g.r.cl.MetadataPage(ctx, 1, "")
 	if err != nil {
 		return nil, err
 	}
@@ -261,9 +274,11 @@ func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsReq
 	wg.Wait()
 	out := &groupv1.ListGroupsResponse{}
 	var first error
+	brokerHasMore := false
 	for i, b := range brokers {
 		if errs[i] == nil {
 			out.Groups = append(out.Groups, answers[i].GetGroups()...)
+			brokerHasMore = brokerHasMore || answers[i].GetNextPageToken() != ""
 			continue
 		}
 		if errors.Is(errs[i], client.ErrClosed) {
@@ -282,7 +297,28 @@ func (g groupService) ListGroups(ctx context.Context, req *groupv1.ListGroupsReq
 	sort.SliceStable(out.Groups, func(i, j int) bool { return out.Groups[i].GetGroupId() < out.Groups[j].GetGroupId() })
 	// A group moving between coordinators may be listed by both.
 	out.Groups = slices.CompactFunc(out.Groups, func(a, b *groupv1.ListedGroup) bool { return a.GetGroupId() == b.GetGroupId() })
+	out.Groups, out.NextPageToken = pageOf(out.Groups, pg, brokerHasMore)
 	return out, nil
+}
+
+// pageOf cuts the page pg out of groups merged from the brokers' pages (in
+// id order, each id once). brokerHasMore: a broker's page was not its last.
+func pageOf(groups []*groupv1.ListedGroup, pg paging.Request, brokerHasMore bool) ([]*groupv1.ListedGroup, string) {
+	cur := paging.NewCursor(context.Background(), pg)
+	page := groups[:0]
+	for _, gr := range groups {
+		if cur.Skip(gr.GetGroupId()) {
+			continue
+		}
+		if !cur.Take(gr.GetGroupId()) {
+			break
+		}
+		page = append(page, gr)
+	}
+	if brokerHasMore {
+		cur.MoreFollow()
+	}
+	return page, cur.Next()
 }
 
 // listOn asks the broker at addr for its groups within the request timeout,

@@ -169,5 +169,5 @@ func notJSON(r *http.Request) *kerr.Error {
 		return nil
 	}
 	return kerr.BadField(kerr.InvalidRequest, "Content-Type",
-		"Content-Type %q is not accepted on %s: send the body as JSON with Content-Type: application/json", ct, r.Method)
+		"%q is not accepted on %s: send the body as JSON with Content-Type: application/json", ct, r.Method)
 }

@@ -39,16 +39,47 @@ var (
 func inputErrorOf(text string) *kerr.Error {
 	if m := ownInputText.FindStringSubmatch(text); m != nil {
 		if field, err := strconv.Unquote(m[1]); err == nil {
-			return &kerr.Error{Code: kerr.InvalidRequest, Field: field, Message: field + ": " + m[2]}
+			return &kerr.Error{Code: kerr.InvalidRequest, Field: field, Message: field + ": " + plainReason(m[2])}
 		}
 	}
 	if m := pathTypeText.FindStringSubmatch(text); m != nil {
-		return &kerr.Error{Code: kerr.InvalidRequest, Field: m[1], Message: fmt.Sprintf("%s: %s", m[1], m[2])}
+		return &kerr.Error{Code: kerr.InvalidRequest, Field: m[1], Message: fmt.Sprintf("%s: %s", m[1], plainReason(m[2]))}
 	}
 	if m := pathMissingText.FindStringSubmatch(text); m != nil {
 		return &kerr.Error{Code: kerr.InvalidRequest, Field: m[1], Message: m[1] + ": missing"}
 	}
 	return kerr.New(kerr.InvalidRequest, "%s", text)
+}
+
+var (
+	// The query parser's own prefix, which repeats the field's name.
+	parsingFieldText = regexp.MustCompile(`^parsing field "[^"]*": `)
+	// Go's number and bool parse errors, which say how Go failed rather
+	// than what the caller sent wrong.
+	strconvText = regexp.MustCompile(`^strconv\.Parse(Int|Uint|Float|Bool): parsing ("(?:[^"\\]|\\.)*"): (invalid syntax|value out of range)$`)
+)
+
+// plainReason says a parameter's fault in the caller's terms: `"abc" is
+// not a whole number`, not `parsing field "offset": strconv.ParseInt:
+// parsing "abc": invalid syntax`.
+func plainReason(reason string) string {
+	reason = parsingFieldText.ReplaceAllString(reason, "")
+	m := strconvText.FindStringSubmatch(reason)
+	if m == nil {
+		return reason
+	}
+	if m[3] == "value out of range" {
+		return m[2] + " is out of range"
+	}
+	switch m[1] {
+	case "Int":
+		return m[2] + " is not a whole number"
+	case "Uint":
+		return m[2] + " is not a whole number of 0 or more"
+	case "Float":
+		return m[2] + " is not a number"
+	}
+	return m[2] + " is not true or false"
 }
 
 var protojsonNoise = regexp.MustCompile(`^proto:\s*|\(line \d+:\d+\):\s*`)

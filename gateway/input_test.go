@@ -37,6 +37,9 @@ func TestDecodeBodyNamesTheBadField(t *testing.T) {
 		{&adminv1.CreateTopicsRequest{}, `{"topics": [{"name": "t", "configs": {"a": 1}}]}`, "topics[0].configs", "string"},
 		{&adminv1.ElectLeadersRequest{}, `{"electionType": "SOMETIMES"}`, "electionType", "enum"},
 		{&adminv1.CreateTopicsRequest{}, `"topics"`, "body", "object"},
+		// An unknown field's error says which fields the body takes: a
+		// topic's fields at the top level are a wrapper forgotten.
+		{&adminv1.CreateTopicsRequest{}, `{"name": "t", "numPartitions": 1}`, "name", "unknown field; the fields here are topics, validateOnly, timeoutMs"},
 	}
 	m := newJSONMarshaler()
 	for _, c := range cases {
@@ -115,6 +118,23 @@ func TestInputErrorOfGeneratedText(t *testing.T) {
 		e := inputErrorOf(text)
 		if e.Code != kerr.InvalidRequest || e.Field != field {
 			t.Errorf("%q: %v field %q, want %q", text, e, e.Field, field)
+		}
+	}
+}
+
+// A parameter that does not parse is named with what was sent and what it
+// should be, not with Go's parse error: before, a caller read
+// `offset: parsing field "offset": strconv.ParseInt: parsing "abc": invalid syntax`.
+func TestParameterParseErrorsAreSaidPlainly(t *testing.T) {
+	for text, want := range map[string]string{
+		`type mismatch, parameter: partition, error: strconv.ParseInt: parsing "abc": invalid syntax`:                   `partition: "abc" is not a whole number`,
+		`type mismatch, parameter: partition, error: strconv.ParseInt: parsing "99999999999": value out of range`:       `partition: "99999999999" is out of range`,
+		`invalid field "offset": parsing field "offset": strconv.ParseInt: parsing "abc": invalid syntax`:               `offset: "abc" is not a whole number`,
+		`invalid field "validateOnly": parsing field "validate_only": strconv.ParseBool: parsing "yes": invalid syntax`: `validateOnly: "yes" is not true or false`,
+		`invalid field "spec": parsing field "spec": "bogus" is not a valid value`:                                      `spec: "bogus" is not a valid value`,
+	} {
+		if got := inputErrorOf(text).Message; got != want {
+			t.Errorf("%q: %q, want %q", text, got, want)
 		}
 	}
 }

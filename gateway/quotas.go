@@ -17,7 +17,7 @@ func (s adminService) DescribeClientQuotas(ctx context.Context, req *adminv1.Des
 	defer cancel()
 	resp, err := s.a.DescribeClientQuotas(ctx, req)
 	return checked(resp, err, func(r *adminv1.DescribeClientQuotasResponse) []outcome {
-		return []outcome{{r.GetErrorCode(), r.GetErrorMessage(), "client quota filter"}}
+		return []outcome{{r.GetErrorCode(), r.GetErrorMessage(), "client quota filter", ""}}
 	})
 }
 
@@ -25,13 +25,19 @@ func (s adminService) AlterClientQuotas(ctx context.Context, req *adminv1.AlterC
 	ctx, cancel := s.bound(ctx, 0)
 	defer cancel()
 	resp, err := s.a.AlterClientQuotas(ctx, req)
-	return checked(resp, err, func(r *adminv1.AlterClientQuotasResponse) []outcome {
+	return checked(resp, err, alterQuotaOutcomes(req))
+}
+
+func alterQuotaOutcomes(req *adminv1.AlterClientQuotasRequest) func(*adminv1.AlterClientQuotasResponse) []outcome {
+	keyOf := func(a *adminv1.ClientQuotaAlteration) string { return entityString(a.GetEntity()) }
+	return func(r *adminv1.AlterClientQuotasResponse) []outcome {
 		var out []outcome
 		for _, e := range r.GetResults() {
-			out = append(out, outcome{e.GetErrorCode(), e.GetErrorMessage(), "client quota entity " + entityString(e.GetEntity())})
+			entity := entityString(e.GetEntity())
+			out = append(out, outcome{e.GetErrorCode(), e.GetErrorMessage(), "client quota entity " + entity, itemFieldBy("entries", req.GetEntries(), keyOf, entity)})
 		}
 		return out
-	})
+	}
 }
 
 // entityString is an entity as Kafka's tools print it.

@@ -37,3 +37,42 @@ func testACLs(t *testing.T, e *env) {
 		t.Fatalf("left after the delete: %v", &d)
 	}
 }
+
+// An ACL filter with an element none of Kafka's enums names (a misspelt
+// type or operation) is refused naming it. It matched nothing: a describe
+// answered no bindings and a delete deleted none, both 200, while the
+// binding the caller meant stayed.
+func TestRESTMisspeltACLFilterIsRefusedNamingTheField(t *testing.T) {
+	tc := startCluster(t)
+	e := &env{tc: tc, r: newREST(t, startGateway(t, tc, nil))}
+	var cr adminv1.CreateAclsResponse
+	e.call(http.MethodPost, "/v1/acls", `{"creations": [{"resourceType": "TOPIC", "resourceName": "kept", "patternType": "LITERAL",
+		"principal": "User:alice", "host": "*", "operation": "READ", "permissionType": "ALLOW"}]}`, &cr)
+	cases := []struct{ filter, field string }{
+		{`{"resourceType": "TOPICS"}`, "resource_type"},
+		{`{"patternType": "EXACT"}`, "pattern_type"},
+		{`{"principal": "User:alice", "operation": "read"}`, "operation"},
+		{`{"permissionType": "PERMIT"}`, "permission_type"},
+	}
+	for _, c := range cases {
+		eb := e.r.fails(http.MethodPost, "/v1/acls:describe", `{"filter": `+c.filter+`}`, http.StatusBadRequest, "INVALID_REQUEST")
+		if eb.Field != c.field {
+			t.Errorf("describe %s: field %q (%s), want %q", c.filter, eb.Field, eb.Message, c.field)
+		}
+		eb = e.r.fails(http.MethodPost, "/v1/acls:delete", `{"filters": [`+c.filter+`]}`, http.StatusBadRequest, "INVALID_REQUEST")
+		if !strings.Contains(eb.Message, c.field) {
+			t.Errorf("delete %s: %s, want %q named", c.filter, eb.Message, c.field)
+		}
+	}
+	// Kafka's names for what tidemark has none of match nothing, refused
+	// by no one.
+	var d adminv1.DescribeAclsResponse
+	e.call(http.MethodPost, "/v1/acls:describe", `{"filter": {"resourceType": "TRANSACTIONAL_ID", "operation": "CLUSTER_ACTION"}}`, &d)
+	if len(d.GetBindings()) != 0 {
+		t.Fatalf("a transactional id filter matched %v", &d)
+	}
+	e.call(http.MethodPost, "/v1/acls:describe", `{"filter": {"resourceType": "TOPIC", "operation": "READ", "permissionType": "ALLOW", "patternType": "MATCH"}}`, &d)
+	if b := d.GetBindings(); len(b) != 1 || b[0].GetResourceName() != "kept" {
+		t.Fatalf("the binding is not listed: %v", &d)
+	}
+}

@@ -103,3 +103,35 @@ func TestRESTIllegalPartitionIsRefusedNamingTheField(t *testing.T) {
 	}
 	e.call(http.MethodPost, "/v1/topics/legal/partitions/0/records", produceBody(-1, "one"), nil)
 }
+
+// A batched call whose every item was refused answers the item's error
+// naming the item, as a bad input names its field: the answer named none,
+// and a caller of several topics could not tell which one was wrong but by
+// parsing the message.
+func TestRESTBatchedRefusalsNameTheItem(t *testing.T) {
+	tc := startCluster(t)
+	e := &env{tc: tc, r: newREST(t, startGateway(t, tc, nil))}
+	cases := []struct {
+		path, body  string
+		status      int
+		name, field string
+	}{
+		{"/v1/topics", `{"topics": [{"name": "", "numPartitions": 1, "replicationFactor": 1}]}`,
+			http.StatusBadRequest, "INVALID_TOPIC_EXCEPTION", "topics[0]"},
+		{"/v1/topics", `{"topics": [{"name": "one", "numPartitions": -1, "replicationFactor": 1}, {"name": "two", "numPartitions": 1, "replicationFactor": -1}]}`,
+			http.StatusBadRequest, "INVALID_PARTITIONS", "topics[0]"},
+		{"/v1/topics:describe", `{"topics": ["ghost"]}`, http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION", "topics[0]"},
+		{"/v1/topics:delete", `{"topics": ["ghost", "phantom"]}`, http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION", "topics[0]"},
+		{"/v1/partitions", `{"topics": [{"name": "ghost", "count": 2}]}`, http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION", "topics[0]"},
+		{"/v1/groups:describe", `{"groupIds": [""]}`, http.StatusBadRequest, "INVALID_GROUP_ID", "group_ids[0]"},
+		{"/v1/acls", `{"creations": [{"resourceType": "TOPIC", "resourceName": "", "patternType": "LITERAL",
+			"principal": "User:alice", "host": "*", "operation": "READ", "permissionType": "ALLOW"}]}`,
+			http.StatusBadRequest, "INVALID_REQUEST", "creations[0]"},
+	}
+	for _, c := range cases {
+		got := e.r.fails(http.MethodPost, c.path, c.body, c.status, c.name)
+		if got.Field != c.field {
+			t.Errorf("POST %s %s: field %q (%s), want %q", c.path, c.body, got.Field, got.Message, c.field)
+		}
+	}
+}

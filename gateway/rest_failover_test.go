@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -330,6 +331,49 @@ func TestClusterWatchWithoutAControllerAnswersAnError(t *testing.T) {
 	tc.StopController(2)
 	api.fails(http.MethodGet, "/v1/cluster", nil, http.StatusServiceUnavailable, "NETWORK_EXCEPTION")
 	api.fails(http.MethodGet, "/v1/cluster:watch", nil, http.StatusServiceUnavailable, "NETWORK_EXCEPTION")
+}
+
+// A cluster:watch open while every controller goes away ends with a
+// NETWORK_EXCEPTION line once no message came for its interval and the
+// retry budget, as a new watch is refused then and a follow ends once its
+// budget is spent; it stayed open and silent for as long as the
+// controllers were gone. A new watch works once a controller is back.
+func TestAnOpenClusterWatchEndsWhenNoControllerAnswers(t *testing.T) {
+	tc := startClusterWith(t, clustertest.Options{})
+	api := newREST(t, startGateway(t, tc, func(o *Options) { o.RetryTimeout, o.RequestTimeout = 2*time.Second, time.Second }))
+	const path = "/v1/cluster:watch?intervalMs=200"
+	resp, closeBody := api.open(http.MethodGet, path, nil) // open bounds the read by a deadline
+	defer closeBody()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d", path, resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 16<<20)
+	if !sc.Scan() {
+		t.Fatalf("no first message: %v", sc.Err())
+	}
+	tc.StopController(1)
+	tc.StopController(2)
+	var last struct {
+		Error *errorBody `json:"error"`
+	}
+	for last.Error == nil {
+		if !sc.Scan() {
+			t.Fatalf("the watch ended without an error line (%v)", sc.Err())
+		}
+		if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
+			t.Fatalf("line %s: %v", sc.Bytes(), err)
+		}
+	}
+	if last.Error.Name != "NETWORK_EXCEPTION" {
+		t.Fatalf("the watch ended with %+v, want NETWORK_EXCEPTION", last.Error)
+	}
+	tc.StartController(1)
+	waitFor(t, 30*time.Second, "a new watch", func() bool {
+		resp, closeBody := api.open(http.MethodGet, path, nil)
+		defer closeBody()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // Idle records:follow streams do not hold up the gateway's other calls to

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -43,4 +46,45 @@ func TestRESTDescribeAnswersARefusedTopicAlone(t *testing.T) {
 	}
 	expectError(t, s.req(t, hc, "GET", "/v1/topics?topics=payroll", "", bearer(aliceToken)...), "describe payroll alone",
 		http.StatusForbidden, "TOPIC_AUTHORIZATION_FAILED")
+}
+
+// Listed in pages, all topics show only those the user may Describe, and
+// every page but the last is full of them: the topics she may not see take
+// no place in a page and no page token names one (a token holds the last
+// name served). When the answers were trimmed after the page was cut, a
+// page ending on a hidden topic came back short or empty, its token
+// naming that topic.
+func TestRESTPagesHoldOnlyTheTopicsTheUserMaySee(t *testing.T) {
+	acl := "allow User:alice Describe Topic:pg-a\nallow User:alice Describe Topic:pg-c\nallow User:alice Describe Topic:pg-e\n"
+	tc, g := startSecureCluster(t, acl, aliceToken+" alice\n", nil)
+	for _, name := range []string{"pg-a", "pg-b", "pg-c", "pg-d", "pg-e"} {
+		tc.CreateTopic(name, 1, 1, nil)
+	}
+	s := &secureSetup{dir: tc.PKIDir, base: "https://" + g.Addr()}
+	hc := s.client(t, "", "")
+	for _, path := range []string{"/v1/topics", "/v1/metadata"} {
+		var pages [][]string
+		token := ""
+		for len(pages) < 10 {
+			q := path + "?pageSize=1"
+			if token != "" {
+				q += "&pageToken=" + token
+			}
+			a := s.req(t, hc, "GET", q, "", bearer(aliceToken)...)
+			var p page
+			if err := json.Unmarshal(a.body, &p); a.status != http.StatusOK || err != nil {
+				t.Fatalf("%s: %d %s", q, a.status, a.body)
+			}
+			pages = append(pages, p.names())
+			if token = p.NextPageToken; token == "" {
+				break
+			}
+			if raw, _ := base64.RawURLEncoding.DecodeString(token); strings.Contains(string(raw), "pg-b") || strings.Contains(string(raw), "pg-d") {
+				t.Fatalf("%s: the token %q names a topic alice may not see", q, raw)
+			}
+		}
+		if want := [][]string{{"pg-a"}, {"pg-c"}, {"pg-e"}}; !slices.EqualFunc(pages, want, slices.Equal) {
+			t.Errorf("%s in pages of 1: %v, want %v", path, pages, want)
+		}
+	}
 }

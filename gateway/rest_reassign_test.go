@@ -46,3 +46,42 @@ func testReassign(t *testing.T, e *env) {
 	var del adminv1.DeleteTopicsResponse
 	e.call(http.MethodPost, "/v1/topics:delete", `{"topics": ["moving"], "timeoutMs": 5000}`, &del)
 }
+
+// Listing the reassignments of a partition that does not exist answers at
+// once: a name that can never exist is 400 naming its field, a topic the
+// controller does not know 404. The controller's answer for the whole
+// list, UNKNOWN_TOPIC_OR_PARTITION, was retried for the whole retry
+// budget (15 s by default) before the 404, and named no field.
+func TestRESTListingReassignmentsOfAnUnknownPartitionAnswersAtOnce(t *testing.T) {
+	tc := startCluster(t)
+	// A budget far beyond the caller's deadline below: an answer within
+	// the deadline was not waited out.
+	g := startGateway(t, tc, func(o *Options) { o.RetryTimeout = 2 * time.Minute })
+	api := newREST(t, g)
+	api.hc.Timeout = 30 * time.Second
+	tc.CreateTopic("listed", 1, 3, nil)
+	api.ok(http.MethodGet, "/v1/reassignments", nil, nil)
+	cases := []struct {
+		body        string
+		status      int
+		name, field string
+	}{
+		{`{"partitions": [{"topic": "listed", "partition": 0}, {"topic": "", "partition": 0}]}`,
+			http.StatusBadRequest, "INVALID_TOPIC_EXCEPTION", "partitions[1].topic"},
+		{`{"partitions": [{"topic": "listed", "partition": -1}]}`,
+			http.StatusBadRequest, "INVALID_PARTITIONS", "partitions[0].partition"},
+		{`{"partitions": [{"topic": "no-such-topic", "partition": 0}]}`,
+			http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION", ""},
+	}
+	for _, c := range cases {
+		got := api.fails(http.MethodPost, "/v1/reassignments:list", c.body, c.status, c.name)
+		if got.Field != c.field {
+			t.Errorf("%s: field %q (%s), want %q", c.body, got.Field, got.Message, c.field)
+		}
+	}
+	var list adminv1.ListPartitionReassignmentsResponse
+	api.ok(http.MethodPost, "/v1/reassignments:list", `{"partitions": [{"topic": "listed", "partition": 0}]}`, &list)
+	if len(list.GetReassignments()) != 0 {
+		t.Fatalf("listed-0 is not being moved: %v", &list)
+	}
+}

@@ -58,11 +58,17 @@ func (r *router) onLeader(ctx context.Context, topic string, partition int32, ca
 // and both used to be asked about for the whole of topicSettle before
 // failing UNKNOWN_TOPIC_OR_PARTITION.
 func checkPartitionName(topic string, partition int32) error {
+	return checkPartitionNameAt("", topic, partition)
+}
+
+// checkPartitionNameAt is checkPartitionName for a partition named inside
+// a request's body: the fields named start with at ("partitions[2].").
+func checkPartitionNameAt(at, topic string, partition int32) error {
 	if err := topicconfig.ValidateTopicName(topic); err != nil {
-		return kerr.BadField(kerr.InvalidTopicException, "topic", "%s", kerr.As(err).Message)
+		return kerr.BadField(kerr.InvalidTopicException, at+"topic", "%s", kerr.As(err).Message)
 	}
 	if partition < 0 {
-		return kerr.BadField(kerr.InvalidPartitions, "partition", "must be >= 0, got %d", partition)
+		return kerr.BadField(kerr.InvalidPartitions, at+"partition", "must be >= 0, got %d", partition)
 	}
 	return nil
 }

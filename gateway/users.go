@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 
 	"google.golang.org/grpc"
@@ -19,7 +20,7 @@ func (s adminService) DescribeUserScramCredentials(ctx context.Context, req *adm
 	return checked(resp, err, func(r *adminv1.DescribeUserScramCredentialsResponse) []outcome {
 		var out []outcome
 		for _, e := range r.GetResults() {
-			out = append(out, outcome{e.GetErrorCode(), e.GetErrorMessage(), "user " + e.GetUser()})
+			out = append(out, outcome{e.GetErrorCode(), e.GetErrorMessage(), "user " + e.GetUser(), ""})
 		}
 		return out
 	})
@@ -29,11 +30,22 @@ func (s adminService) AlterUserScramCredentials(ctx context.Context, req *adminv
 	ctx, cancel := s.bound(ctx, 0)
 	defer cancel()
 	resp, err := s.a.AlterUserScramCredentials(ctx, req)
-	return checked(resp, err, func(r *adminv1.AlterUserScramCredentialsResponse) []outcome {
+	return checked(resp, err, alterScramOutcomes(req))
+}
+
+// alterScramOutcomes names each user's refusal by the first item of the
+// request about that user, its deletions before its upsertions: the answer
+// has one result per user.
+func alterScramOutcomes(req *adminv1.AlterUserScramCredentialsRequest) func(*adminv1.AlterUserScramCredentialsResponse) []outcome {
+	deleted := func(d *adminv1.ScramCredentialDeletion) string { return d.GetUser() }
+	upserted := func(u *adminv1.ScramCredentialUpsertion) string { return u.GetUser() }
+	return func(r *adminv1.AlterUserScramCredentialsResponse) []outcome {
 		var out []outcome
 		for _, e := range r.GetResults() {
-			out = append(out, outcome{e.GetErrorCode(), e.GetErrorMessage(), "user " + e.GetUser()})
+			field := cmp.Or(itemFieldBy("deletions", req.GetDeletions(), deleted, e.GetUser()),
+				itemFieldBy("upsertions", req.GetUpsertions(), upserted, e.GetUser()))
+			out = append(out, outcome{e.GetErrorCode(), e.GetErrorMessage(), "user " + e.GetUser(), field})
 		}
 		return out
-	})
+	}
 }

@@ -21,6 +21,10 @@ type watchStream struct {
 	cancel context.CancelFunc // ends the watch; the request's end does too
 	items  <-chan watchItem
 	first  *adminv1.WatchClusterResponse
+	// silence is how long the stream waits for its next message: the
+	// controller sends one at least every interval, and the client finds
+	// the next active controller within the budget.
+	silence time.Duration
 }
 
 type watchItem struct {
@@ -53,7 +57,7 @@ func watch(ctx context.Context, a *client.Admin, req *adminv1.WatchClusterReques
 			}
 		}
 	}()
-	s := &watchStream{ctx: ctx, items: items, cancel: cancel}
+	s := &watchStream{ctx: ctx, items: items, cancel: cancel, silence: watchInterval(req) + budget}
 	timer := time.NewTimer(budget)
 	defer timer.Stop()
 	select {
@@ -77,20 +81,38 @@ func watch(ctx context.Context, a *client.Admin, req *adminv1.WatchClusterReques
 	}
 }
 
+// Recv returns the next message. A stream with no message for its
+// silence ends with NETWORK_EXCEPTION, as a new watch is refused then: with
+// every controller gone, it stayed open and silent for as long as they
+// were, where a follow ends once its retry budget is spent.
 func (s *watchStream) Recv() (*adminv1.WatchClusterResponse, error) {
 	if m := s.first; m != nil {
 		s.first = nil
 		return m, nil
 	}
+	timer := time.NewTimer(s.silence)
+	defer timer.Stop()
 	select {
 	case it, ok := <-s.items:
 		if !ok {
 			return nil, s.ended()
 		}
 		return it.resp, it.err
+	case <-timer.C:
+		s.cancel()
+		return nil, kerr.New(kerr.NetworkException, "no message from an active controller for %s: the watch ends; open it again", s.silence)
 	case <-s.ctx.Done():
 		return nil, s.ctx.Err()
 	}
+}
+
+// watchInterval is the longest a controller leaves a watch without a
+// message: the request's interval_ms, as the controller reads it.
+func watchInterval(req *adminv1.WatchClusterRequest) time.Duration {
+	if ms := req.GetIntervalMs(); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return time.Second
 }
 
 func (s *watchStream) ended() error {

@@ -276,7 +276,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Broker, err er
 	b.follow = etcdfollow.NewMetrics(tel.Registry)
 	api := &grpcapi.Broker{RM: b.rm, ProducerIDs: b.producerIDs, Quotas: b.quotas, ClientID: kafkaapi.ClientID}
 	b.srv = grpcserver.New(grpcserver.Options{Logger: log, TracerProvider: tel.Tracing(), Authorizer: az, Credentials: serverCreds,
-		Limits: cfg.Limits, Registerer: tel.Registry, Admit: api.Admit, Unary: isolation,
+		Limits: cfg.Limits, AnswerBytesPerConnection: cfg.MaxQueuedAnswerBytes, Registerer: tel.Registry, Admit: api.Admit, Unary: isolation,
 		// The fetch stream lives for many round trips; grpcapi traces each
 		// round trip itself instead of one span for the whole stream.
 		// So does the produce stream, per request.
@@ -351,6 +351,10 @@ func (b *Broker) Advertised() string {
 	}
 	return b.Addr()
 }
+
+// AnswerBytesReserved is what fetch answers hold of the gRPC connections'
+// answer budgets: in all, and on the connection holding most.
+func (b *Broker) AnswerBytesReserved() (total, largest int64) { return b.srv.AnswerBytesReserved() }
 
 // ID is the broker id.
 func (b *Broker) ID() int32 { return b.cfg.ID }

@@ -109,6 +109,10 @@ type Config struct {
 	// Limits bound streams per connection and connections per client
 	// address on the gRPC listener.
 	Limits grpcserver.Limits
+	// MaxQueuedAnswerBytes is max.queued.answer.bytes.per.connection: the
+	// bytes of fetch answers one gRPC connection may hold queued and not
+	// yet written (grpcserver.Options.AnswerBytesPerConnection).
+	MaxQueuedAnswerBytes int
 
 	// Authz is the ACL file and super users (--acl.file, --super.users).
 	Authz authz.Config
@@ -128,17 +132,18 @@ const DefaultGCPercent = 400
 
 func DefaultConfig() Config {
 	return Config{
-		ID:             1,
-		Listen:         "127.0.0.1:9092",
-		DataDir:        ".data/broker-1",
-		Etcd:           etcdconn.Defaults(),
-		SessionTimeout: 6 * time.Second,
-		Settings:       map[string]string{},
-		Authz:          authz.DefaultConfig(),
-		Limits:         grpcserver.DefaultLimits(),
-		KafkaLimits:    kafkaapi.DefaultLimits(),
-		SASLTimeout:    kafkaapi.DefaultSASLTimeout,
-		Log:            logging.DefaultOptions(),
+		ID:                   1,
+		Listen:               "127.0.0.1:9092",
+		DataDir:              ".data/broker-1",
+		Etcd:                 etcdconn.Defaults(),
+		SessionTimeout:       6 * time.Second,
+		Settings:             map[string]string{},
+		Authz:                authz.DefaultConfig(),
+		Limits:               grpcserver.DefaultLimits(),
+		MaxQueuedAnswerBytes: grpcserver.DefaultAnswerBytesPerConnection,
+		KafkaLimits:          kafkaapi.DefaultLimits(),
+		SASLTimeout:          kafkaapi.DefaultSASLTimeout,
+		Log:                  logging.DefaultOptions(),
 	}
 }
 
@@ -179,6 +184,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.TLS.AddFlags(fs)
 	c.Authz.AddFlags(fs)
 	c.Limits.AddFlags(fs)
+	fs.IntVar(&c.MaxQueuedAnswerBytes, "max.queued.answer.bytes.per.connection", c.MaxQueuedAnswerBytes, "bytes of fetch answers one gRPC connection may hold queued and not yet read by its client; a fetch over it waits for its client to read, then answers what fits")
 	c.Log.AddFlags(fs)
 	c.Telemetry.AddFlags(fs)
 }
@@ -237,6 +243,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Authz.Validate(); err != nil {
 		return err
+	}
+	if c.MaxQueuedAnswerBytes < 1024 {
+		return config.Invalid("max.queued.answer.bytes.per.connection", c.MaxQueuedAnswerBytes, "must be at least 1024")
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err

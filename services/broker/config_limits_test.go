@@ -19,19 +19,24 @@ func TestLimitFlagsParseAndBadOnesAreNamed(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	cfg.AddFlags(fs)
 	err := config.Parse(fs, []string{"--plaintext", "--max.connections.per.ip=7", "--max.connections.per.ip.overrides=::1:3",
-		"--max.concurrent.streams.per.connection=50", "--config=quota.producer.overrides=alice:1024"}, func(string) string { return "" })
+		"--max.concurrent.streams.per.connection=50", "--max.queued.answer.bytes.per.connection=1048576",
+		"--config=quota.producer.overrides=alice:1024"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l := cfg.Limits; l.MaxConnectionsPerIP != 7 || l.MaxConnectionsPerIPOverrides != "::1:3" || l.MaxConcurrentStreams != 50 {
 		t.Fatalf("parsed limits %+v", l)
 	}
+	if cfg.MaxQueuedAnswerBytes != 1<<20 {
+		t.Fatalf("parsed max.queued.answer.bytes.per.connection %d", cfg.MaxQueuedAnswerBytes)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for flagName, mod := range map[string]func(*broker.Config){
-		"max.connections.per.ip.overrides": func(c *broker.Config) { c.Limits.MaxConnectionsPerIPOverrides = "10.0.0.1" },
-		"config":                           func(c *broker.Config) { c.Settings["quota.consumer.overrides"] = "bob:-1" },
+		"max.connections.per.ip.overrides":       func(c *broker.Config) { c.Limits.MaxConnectionsPerIPOverrides = "10.0.0.1" },
+		"config":                                 func(c *broker.Config) { c.Settings["quota.consumer.overrides"] = "bob:-1" },
+		"max.queued.answer.bytes.per.connection": func(c *broker.Config) { c.MaxQueuedAnswerBytes = 100 },
 	} {
 		c := broker.DefaultConfig()
 		c.TLS = tlsconf.Plain()

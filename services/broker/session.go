@@ -145,6 +145,7 @@ func (r *registrar) register(ctx context.Context) error {
 		r.mu.Lock()
 		r.reg = reg
 		r.mu.Unlock()
+		r.fenceOlderControllers(reg)
 		old := r.b.epoch.Swap(reg.Epoch())
 		if old != 0 {
 			r.b.srv.SetServing(grpcserver.IncarnationService(old), false)
@@ -152,20 +153,25 @@ func (r *registrar) register(ctx context.Context) error {
 		r.b.srv.SetServing(grpcserver.IncarnationService(reg.Epoch()), true)
 	})
 	r.b.log.Info("registered", "broker_epoch", reg.Epoch(), "session_timeout", r.b.cfg.SessionTimeout)
-	r.learnControllerEpoch(ctx)
+	if afterRegisterHook != nil {
+		afterRegisterHook(r.b, reg.Epoch())
+	}
 	return nil
 }
 
-// learnControllerEpoch fences controllers older than the newest epoch in
-// etcd. A new process starts at controller epoch 0, so until the active
-// controller's first push reached it, a deposed controller that resumed (a
-// frozen process) could still tell it roles from its stale view. Best
-// effort: the active controller's first push fences them too.
-func (r *registrar) learnControllerEpoch(ctx context.Context) {
-	lookup, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if epoch, err := r.store.ControllerEpoch(lookup); err == nil && epoch > 0 {
-		_ = r.b.meta.CheckControllerEpoch(epoch) // an older answer than what it saw changes nothing
+// afterRegisterHook, when set (by tests), runs once a new broker epoch is
+// visible to the control requests' checks.
+var afterRegisterHook func(b *Broker, brokerEpoch int64)
+
+// fenceOlderControllers raises the newest controller epoch seen to the one
+// etcd held at the registration, before the new broker epoch is stored. A
+// new process starts at controller epoch 0, and a deposed controller that
+// resumed (a frozen process) learns the new broker epoch from etcd: were it
+// stored first, that controller could tell the broker roles from its stale
+// view until the active controller's first push.
+func (r *registrar) fenceOlderControllers(reg *metastore.Registration) {
+	if epoch := reg.ControllerEpoch(); epoch > 0 {
+		_ = r.b.meta.CheckControllerEpoch(epoch) // an older one than already seen changes nothing
 	}
 }
 

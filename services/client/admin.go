@@ -129,7 +129,10 @@ func (a *Admin) redirect(s *search, addr string, ke *kerr.Error, timedOut bool) 
 		// Narrower than the table's Reroute: a controller's other answers
 		// (a partition's LEADER_NOT_AVAILABLE, say) are about the cluster,
 		// not about this node, so another controller would say the same.
-		return ke.Code.Retriable(), true
+		// A topic the active controller does not know does not exist: its
+		// answer is final, where waiting it out held a mistyped name's
+		// answer for the whole API timeout.
+		return ke.Code.Retriable() && ke.Code != kerr.UnknownTopicOrPartition, true
 	}
 	if h := ke.Controller; !timedOut && h != nil && h.Address != "" && h.Address != addr && !a.isSilent(h.Address) {
 		a.setActive(h.Address)

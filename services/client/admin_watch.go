@@ -68,7 +68,13 @@ func (a *Admin) watchOnce(ctx context.Context, addr string, req *adminv1.WatchCl
 		return false, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The silence watch ends with sctx; the iteration goes on (or ends)
+	// only once it has.
+	watchDone := make(chan struct{})
+	defer func() {
+		cancel()
+		<-watchDone
+	}()
 	interval := time.Duration(req.GetIntervalMs()) * time.Millisecond
 	if interval <= 0 {
 		interval = time.Second // the controller's default
@@ -80,6 +86,7 @@ func (a *Admin) watchOnce(ctx context.Context, addr string, req *adminv1.WatchCl
 	var quiet atomic.Bool
 	last.Store(time.Now().UnixNano())
 	go func() {
+		defer close(watchDone)
 		tick := time.NewTicker(idle / 4)
 		defer tick.Stop()
 		for {

@@ -9,6 +9,7 @@ import (
 
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/paging"
 )
 
 // Client talks to tidemark brokers: it keeps one connection per broker and a
@@ -38,8 +39,9 @@ func New(bootstrap []string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close closes every connection. Producers and Consumers built on the
-// client must be closed first.
+// Close closes every connection, and returns once the goroutines the
+// client runs for them (each produce stream's receiver) have ended.
+// Producers and Consumers built on the client must be closed first.
 func (c *Client) Close() error {
 	c.produce.close()
 	return c.pool.close()
@@ -57,12 +59,43 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*brokerv1.Meta
 	if len(topics) > 0 {
 		want = topics
 	}
-	resp, from, err := c.meta.fetchOrDiscover(ctx, addrs, want)
+	resp, from, err := c.meta.fetchOrDiscover(ctx, addrs, &brokerv1.MetadataRequest{Topics: want})
 	if err != nil {
 		return nil, err
 	}
 	c.meta.mu.Lock()
 	c.meta.applyLocked(resp, want, c.meta.answererLocked(resp, from))
+	c.meta.mu.Unlock()
+	return resp, nil
+}
+
+// MetadataPage asks a broker for one page of the metadata of all topics
+// (pageSize topics at most, in name order, after pageToken: a
+// next_page_token of an earlier page), for callers that relay a list in
+// pages (the REST gateway). The cache takes the page's topics and brokers;
+// a topic it holds that is missing from the page is not taken as deleted,
+// since the page is not the whole list.
+func (c *Client) MetadataPage(ctx context.Context, pageSize int32, pageToken string) (*brokerv1.MetadataResponse, error) {
+	// Every broker refuses a bad page, and a refusal sends the request on
+	// to the next broker, then to those the controller names: refused here.
+	if _, err := paging.Parse(pageSize, pageToken); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.opts.withAPITimeout(ctx)
+	defer cancel()
+	c.meta.mu.Lock()
+	addrs := c.meta.candidatesLocked()
+	c.meta.mu.Unlock()
+	resp, from, err := c.meta.fetchOrDiscover(ctx, addrs, &brokerv1.MetadataRequest{PageSize: pageSize, PageToken: pageToken})
+	if err != nil {
+		return nil, err
+	}
+	served := make([]string, 0, len(resp.GetTopics()))
+	for _, t := range resp.GetTopics() {
+		served = append(served, t.GetName())
+	}
+	c.meta.mu.Lock()
+	c.meta.applyLocked(resp, served, c.meta.answererLocked(resp, from))
 	c.meta.mu.Unlock()
 	return resp, nil
 }

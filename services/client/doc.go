@@ -125,15 +125,31 @@
 // Client, Producer and Admin are safe for concurrent use. A Consumer
 // serializes its methods with its own lock; Poll holds it throughout.
 //
-// Goroutines: a Producer runs one goroutine per partition it has written
-// to (partitionProducer.run), which makes every sending decision and runs
-// the callbacks of that partition in order; one goroutine per produce
-// request in flight (at most MaxInFlight per partition); and, while it
-// runs, one per InitProducerId request. They all end in Close. A
-// GroupConsumer runs its membership goroutine, one fetcher per assigned
-// partition and one per CommitAsync, all ended by Close. Consumer
-// and Admin start none (WatchCluster runs in the caller's loop); gRPC runs
-// its own.
+// Goroutines: a Producer runs two per partition it has written to:
+// partitionProducer.run, which makes every sending decision and runs the
+// callbacks of that partition in order, and its writer (writeLoop), which
+// puts the partition's requests on its leader's produce stream; while
+// they run, one per InitProducerId request and per log lookup
+// (partition_written.go); and one per request whose context ends before
+// its answer (the watch that answers it). The Client runs one receiver per
+// produce stream, one per broker written to. A GroupConsumer runs its
+// membership goroutine, one fetcher per assigned partition and one per
+// commit in flight (CommitAsync, the auto-commit; at most one at a time,
+// later CommitAsync calls queue), which then runs that commit's CommitAsync
+// callbacks. Consumer starts none; WatchCluster runs in the caller's loop,
+// with one goroutine per stream that watches it for silence. gRPC runs its
+// own, which closing a connection ends.
+//
+// Close (Producer, GroupConsumer and its Abandon, Client, Admin) returns
+// only once every goroutine the closed value started has ended, and so
+// does a WatchCluster iteration: a program that looks for leaked
+// goroutines, or stops its cluster, right after finds none of the
+// client's. What Close gives up on (its ctx ended) it cancels first, and a
+// canceled call returns without waiting for the broker, so a stalled
+// broker does not hold Close past that bound; only a callback that does
+// not return does. GroupConsumer.Close and Abandon wait for the CommitAsync
+// callbacks too, but for the one they are called from: a callback may
+// close its own consumer (callbacks.go).
 //
 // Locks: Producer.mu guards the partition map and the sticky partitions;
 // partitionProducer.mu guards one partition's batches and sequence state;

@@ -53,6 +53,23 @@ type GroupConsumer struct {
 	// mutex, so that a caller waits for it only as long as its ctx allows.
 	commitSlot    chan struct{}
 	lastCommitted map[TopicPartition]commitMark // guarded by commitSlot
+	// asyncBase bounds the commits sent on goroutines of their own
+	// (CommitAsync, the auto-commit): Close, when its ctx ends or it
+	// returns, and Abandon cancel it with ErrClosed as the cause.
+	asyncBase context.Context
+	stopAsync context.CancelCauseFunc
+	// workers are the partition fetchers and the goroutines that send
+	// commits: the consumer's own work. Each starts under mu while stopped
+	// is false, so Close and Abandon, which set stopped before they wait,
+	// never race an Add from zero.
+	workers sync.WaitGroup
+	// callbacks are the goroutines running CommitAsync's done: the
+	// application's code. A sender starts its callbacks before it leaves
+	// workers, and a refused commit's report starts under mu while
+	// stopped is false. Close and Abandon wait for them but for the one
+	// they are called from (a done may close its consumer), Close no
+	// longer holding pollMu.
+	callbacks callbackGoroutines
 
 	mu             sync.Mutex // guards everything below; never held across a call or callback
 	member         memberState
@@ -61,7 +78,11 @@ type GroupConsumer struct {
 	fatal          error
 	closed         bool // Poll refuses
 	finished       bool // Close is over: commits refuse too
+	stopped        bool // Close or Abandon waits for the workers: none starts
 	lastAutoCommit time.Time
+	// queued is the CommitAsync waiting for the commit slot (only while
+	// the slot is held): whoever releases the slot sends it instead.
+	queued *asyncCommit
 }
 
 // memberState is who the member is in which generation, as commits need it.
@@ -121,6 +142,7 @@ func NewGroupConsumer(c *Client, opts GroupOptions) (*GroupConsumer, error) {
 	}
 	gc.lastPoll.Store(time.Now().UnixNano())
 	gc.fetchBase, gc.stopFetch = context.WithCancel(context.Background())
+	gc.asyncBase, gc.stopAsync = context.WithCancelCause(context.Background())
 	var loopCtx context.Context
 	loopCtx, gc.loopStop = context.WithCancel(context.Background())
 	m := &membership{gc: gc, generation: -1}
@@ -340,7 +362,9 @@ func (gc *GroupConsumer) runEvent(ctx context.Context, ev *rebalanceEvent) {
 			fctx, stop := context.WithCancel(gc.fetchBase)
 			ps := &partState{tp: tp, stop: stop, consumed: -1, epoch: -1}
 			gc.parts[tp] = ps
-			go gc.fetch(fctx, ps)
+			if !gc.stopped { // else Abandon runs alongside Poll: nothing reads it
+				gc.workers.Go(func() { gc.fetch(fctx, ps) })
+			}
 		}
 		gc.mu.Unlock()
 		if gc.opts.OnPartitionsAssigned != nil {
@@ -540,13 +564,10 @@ func (gc *GroupConsumer) committedWithEpochs(ctx context.Context, tps []TopicPar
 // should let the rebalance finish (keep polling) before committing again.
 func (gc *GroupConsumer) CommitSync(ctx context.Context, offsets map[TopicPartition]int64) error {
 	gc.mu.Lock()
-	finished, fatal := gc.finished, gc.fatal
+	err := gc.commitRefusedLocked()
 	gc.mu.Unlock()
-	if finished {
-		return fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
-	}
-	if fatal != nil {
-		return fatal
+	if err != nil {
+		return err
 	}
 	if offsets == nil {
 		offsets = gc.Positions()
@@ -555,30 +576,102 @@ func (gc *GroupConsumer) CommitSync(ctx context.Context, offsets map[TopicPartit
 }
 
 // CommitAsync commits offsets as CommitSync does, on a goroutine of its
-// own, and calls done (when not nil) with the outcome. Commits reach the
-// coordinator in the order they were made.
+// own, and calls done (when not nil, on another goroutine) with the
+// outcome. It never waits: one made while a commit is in flight is queued,
+// and later ones fold into the queued one (the newest offset of each
+// partition wins, which is what sending them in turn would leave), so
+// commits reach the coordinator in the order they were made and the queue
+// never grows; each done hears the outcome of the commit that carried its
+// offsets. After Close done gets ErrClosed (after a fatal error, that
+// error) and nothing is sent; one still in flight when Close ends gets
+// ErrClosed too. Close and Abandon return only once the done callbacks of
+// the commits made before them have (a done may call them: they do not
+// wait for the callback they are called from).
 func (gc *GroupConsumer) CommitAsync(offsets map[TopicPartition]int64, done func(map[TopicPartition]int64, error)) {
 	if offsets == nil {
 		offsets = gc.Positions()
 	}
-	gc.commitAsync(offsets, false, done)
+	offsets = maps.Clone(offsets)
+	var dones []func(error)
+	if done != nil {
+		dones = []func(error){func(err error) { done(offsets, err) }}
+	}
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	err := gc.commitRefusedLocked()
+	switch {
+	case err != nil && done == nil:
+	case err != nil && gc.stopped:
+		go done(offsets, err) // made after Close or Abandon: nothing waits for it
+	case err != nil:
+		gc.callbacks.start(func() { done(offsets, err) })
+	case gc.queued != nil:
+		maps.Copy(gc.queued.offsets, offsets)
+		gc.queued.dones = append(gc.queued.dones, dones...)
+	case gc.tryLockCommits():
+		gc.sendLocked(&asyncCommit{offsets: maps.Clone(offsets), dones: dones})
+	default:
+		gc.queued = &asyncCommit{offsets: maps.Clone(offsets), dones: dones}
+	}
 }
 
-func (gc *GroupConsumer) commitAsync(offsets map[TopicPartition]int64, auto bool, done func(map[TopicPartition]int64, error)) {
-	_ = gc.lockCommits(context.Background()) // taken here so that commits keep the callers' order
-	gc.sendLocked(offsets, auto, done)
+// commitRefusedLocked is why a commit may not start: Close is over, or a
+// fatal error.
+func (gc *GroupConsumer) commitRefusedLocked() error {
+	if gc.finished {
+		return fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	}
+	return gc.fatal
 }
 
-// sendLocked sends a commit on a goroutine of its own, which releases the
-// commit slot the caller holds.
-func (gc *GroupConsumer) sendLocked(offsets map[TopicPartition]int64, auto bool, done func(map[TopicPartition]int64, error)) {
-	go func() {
-		defer gc.unlockCommits()
-		err := gc.commitLocked(context.Background(), offsets, auto)
-		if done != nil {
-			done(offsets, err)
+// asyncCommit is one OffsetCommit sent on a goroutine of its own: the
+// offsets of one or more CommitAsync calls, or of one auto-commit, and
+// the CommitAsync callbacks to tell the outcome.
+type asyncCommit struct {
+	offsets map[TopicPartition]int64
+	auto    bool
+	dones   []func(error)
+}
+
+// sendLocked sends c on a goroutine of its own (a worker), under
+// asyncBase, and passes on the commit slot the caller holds when it is
+// done. It reports false, starting nothing, once the workers are being
+// waited for: the caller sends c itself (asyncBase has ended, so at once).
+func (gc *GroupConsumer) sendLocked(c *asyncCommit) bool {
+	if gc.stopped {
+		return false
+	}
+	gc.workers.Go(func() {
+		err := gc.commitAsync(c)
+		if len(c.dones) > 0 {
+			// The application's code, on a goroutine counted apart,
+			// started before this worker ends.
+			gc.callbacks.start(func() {
+				for _, done := range c.dones {
+					done(err)
+				}
+			})
 		}
-	}()
+	})
+	return true
+}
+
+// sendAsync sends c on the caller's goroutine and tells its callbacks.
+func (gc *GroupConsumer) sendAsync(c *asyncCommit) {
+	err := gc.commitAsync(c)
+	for _, done := range c.dones {
+		done(err)
+	}
+}
+
+// commitAsync sends c's commit and passes on the commit slot.
+func (gc *GroupConsumer) commitAsync(c *asyncCommit) error {
+	err := gc.commitLocked(gc.asyncBase, c.offsets, c.auto)
+	if err != nil && c.auto {
+		gc.c.log.Debug("auto-commit failed", "group", gc.opts.GroupID, "err", err)
+	}
+	gc.unlockCommits()
+	return err
 }
 
 // maybeAutoCommit starts the auto-commit of every position when one is
@@ -591,25 +684,17 @@ func (gc *GroupConsumer) maybeAutoCommit() {
 		return
 	}
 	gc.mu.Lock()
-	due := time.Since(gc.lastAutoCommit) >= gc.opts.AutoCommitInterval
-	offs := gc.positionsLocked(nil)
-	gc.mu.Unlock()
-	if !due {
+	defer gc.mu.Unlock()
+	if gc.stopped || time.Since(gc.lastAutoCommit) < gc.opts.AutoCommitInterval {
 		return
 	}
-	if len(offs) > 0 {
+	if offs := gc.positionsLocked(nil); len(offs) > 0 {
 		if !gc.tryLockCommits() {
 			return
 		}
-		gc.sendLocked(offs, true, func(_ map[TopicPartition]int64, err error) {
-			if err != nil {
-				gc.c.log.Debug("auto-commit failed", "group", gc.opts.GroupID, "err", err)
-			}
-		})
+		gc.sendLocked(&asyncCommit{offsets: offs, auto: true})
 	}
-	gc.mu.Lock()
 	gc.lastAutoCommit = time.Now()
-	gc.mu.Unlock()
 }
 
 func (gc *GroupConsumer) commit(ctx context.Context, offsets map[TopicPartition]int64, auto bool) error {
@@ -643,7 +728,21 @@ func (gc *GroupConsumer) tryLockCommits() bool {
 	}
 }
 
-func (gc *GroupConsumer) unlockCommits() { <-gc.commitSlot }
+// unlockCommits hands the commit slot to the queued CommitAsync, if any,
+// else frees it.
+func (gc *GroupConsumer) unlockCommits() {
+	gc.mu.Lock()
+	next := gc.queued
+	gc.queued = nil
+	if next == nil {
+		<-gc.commitSlot
+	}
+	sent := next == nil || gc.sendLocked(next)
+	gc.mu.Unlock()
+	if !sent {
+		gc.sendAsync(next)
+	}
+}
 
 // commitMark is the last offset this consumer committed for a partition,
 // during which assignment of it (ps).
@@ -735,19 +834,50 @@ func (gc *GroupConsumer) setFatal(err error) {
 
 // Close leaves the group cleanly: it stops the membership goroutine,
 // commits every position (with auto-commit), calls OnPartitionsRevoked,
+// waits for the commits still in flight (CommitAsync's, the auto-commit),
 // and sends LeaveGroup so the group rebalances at once (a static member
 // does not leave: its instance id keeps its place until the session
-// timeout). It does not close the Client.
+// timeout). All of it within ctx (the API timeout when ctx has no
+// deadline): a commit still in flight when ctx ends or Close returns is
+// abandoned, its callback told ErrClosed, and every commit asked for after
+// Close is refused with ErrClosed. It returns once every goroutine the
+// consumer started has ended (see stopWorkers). It does not close the
+// Client.
 func (gc *GroupConsumer) Close(ctx context.Context) error {
 	gc.pollMu.Lock()
-	defer gc.pollMu.Unlock()
 	gc.mu.Lock()
 	if gc.closed {
 		gc.mu.Unlock()
+		gc.pollMu.Unlock()
 		return nil
 	}
 	gc.closed = true
 	gc.mu.Unlock()
+	ctx, cancel := gc.c.opts.withAPITimeout(ctx)
+	defer cancel()
+	closed := fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed)
+	// The commits in flight end with ctx. The watch's goroutine, once
+	// started, is waited for like the others.
+	watchDone := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() {
+		defer close(watchDone)
+		gc.stopAsync(closed)
+	})
+	err := gc.leave(ctx)
+	if !stopWatch() {
+		<-watchDone
+	}
+	// Poll is refused from here on; a CommitAsync callback waited for
+	// below may call Close (it returns at once) or Poll.
+	gc.pollMu.Unlock()
+	gc.stopWorkers(closed)
+	gc.callbacks.waitOthers()
+	return err
+}
+
+// leave is Close's work within ctx: the last events, commit and
+// revocation, the commits in flight and LeaveGroup.
+func (gc *GroupConsumer) leave(ctx context.Context) error {
 	gc.loopStop()
 	<-gc.loopDone
 	gc.runEvents(ctx)
@@ -772,6 +902,7 @@ func (gc *GroupConsumer) Close(ctx context.Context) error {
 	gc.mu.Lock()
 	gc.finished = true
 	gc.mu.Unlock()
+	gc.awaitCommits(ctx)
 	if m.id != "" && gc.opts.InstanceID == "" && fatal == nil {
 		err := gc.coord.call(ctx, "leave group", gc.opts.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
 			_, err := gs.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: gc.opts.GroupID,
@@ -785,16 +916,41 @@ func (gc *GroupConsumer) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// awaitCommits waits, while ctx lasts, for the commits in flight to end:
+// sent after them, LeaveGroup would have them refused.
+func (gc *GroupConsumer) awaitCommits(ctx context.Context) {
+	if gc.lockCommits(ctx) == nil {
+		gc.unlockCommits()
+	}
+}
+
 // Abandon stops the consumer at once, as if its process had died: no
-// commit, no callback, no LeaveGroup. The coordinator removes the member
-// when its session times out; until then its partitions stay with it.
+// commit, no callback, no LeaveGroup (commits in flight are abandoned,
+// their CommitAsync callbacks told ErrClosed). The coordinator removes the
+// member when its session times out; until then its partitions stay with
+// it. It returns once every goroutine the consumer started has ended,
+// but for the CommitAsync callback it is called from, if any.
 func (gc *GroupConsumer) Abandon() {
 	gc.mu.Lock()
 	gc.closed, gc.finished = true, true
 	gc.mu.Unlock()
+	gc.stopWorkers(fmt.Errorf("group %s: %w", gc.opts.GroupID, ErrClosed))
+	gc.callbacks.waitOthers()
+}
+
+// stopWorkers ends the membership goroutine, the fetchers and the commits
+// in flight, and waits for them (the CommitAsync callbacks apart). Once
+// canceled, none waits for a broker (a canceled call returns at once), so
+// a stalled coordinator or leader holds nothing up.
+func (gc *GroupConsumer) stopWorkers(cause error) {
+	gc.stopAsync(cause)
 	gc.loopStop()
 	gc.stopFetch()
+	gc.mu.Lock()
+	gc.stopped = true
+	gc.mu.Unlock()
 	<-gc.loopDone
+	gc.workers.Wait()
 }
 
 // groupTPs groups partitions by topic, sorted.

@@ -211,7 +211,7 @@ func (m *membership) joinAndSync(ctx context.Context) error {
 			s.UserData = a.UserData(m.generation)
 			req.Protocols = append(req.Protocols, &groupv1.JoinGroupProtocol{Name: a.Name(), Metadata: s.Encode()})
 		}
-		err := gc.coord.call(ctx, "join group", o.RebalanceTimeout+o.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+		err := m.rebalanceCall(ctx, "join group", func(ctx context.Context, gs groupv1.GroupServiceClient) error {
 			var err error
 			join, err = gs.JoinGroup(ctx, req)
 			return err
@@ -244,7 +244,7 @@ func (m *membership) joinAndSync(ctx context.Context) error {
 		}
 	}
 	var sync *groupv1.SyncGroupResponse
-	err := gc.coord.call(ctx, "sync group", o.RebalanceTimeout+o.RequestTimeout, func(ctx context.Context, gs groupv1.GroupServiceClient) error {
+	err := m.rebalanceCall(ctx, "sync group", func(ctx context.Context, gs groupv1.GroupServiceClient) error {
 		var err error
 		sync, err = gs.SyncGroup(ctx, &groupv1.SyncGroupRequest{
 			GroupId: o.GroupID, GenerationId: m.generation, MemberId: m.memberID, GroupInstanceId: o.InstanceID,
@@ -287,6 +287,21 @@ func (m *membership) joinAndSync(ctx context.Context) error {
 		return errRejoin
 	}
 	return nil
+}
+
+// rebalanceCall runs a JoinGroup or SyncGroup. The coordinator may hold
+// either until every member has joined, up to the rebalance timeout, so
+// both an attempt and the call, retries included, get
+// max(API timeout, rebalance timeout + request timeout), as Kafka's
+// JoinGroup waits the rebalance timeout and a margin. Bounded by the API
+// timeout alone, a member gave up on a group that was still forming
+// around a member joining late, and joined again.
+func (m *membership) rebalanceCall(ctx context.Context, what string, fn func(context.Context, groupv1.GroupServiceClient) error) error {
+	o := m.gc.opts
+	limit := max(m.gc.c.opts.APITimeout, o.RebalanceTimeout+o.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	return m.gc.coord.call(ctx, what, limit, fn)
 }
 
 // assign computes the group's assignment on the leader.

@@ -120,7 +120,7 @@ func (m *metadata) cachedLeader(topic string, partition int32) (route, *kerr.Err
 	defer m.mu.Unlock()
 	parts, ok := m.topics[topic]
 	if !ok {
-		return route{}, kerr.BadField(kerr.UnknownTopicOrPartition, "topic", "topic %q does not exist", topic)
+		return route{}, kerr.BadField(kerr.UnknownTopicOrPartition, "topic", "%q does not exist", topic)
 	}
 	if time.Since(m.fetchedAt[topic]) > m.c.opts.MetadataMaxAge {
 		return route{}, kerr.New(kerr.LeaderNotAvailable, "metadata of %q is older than %v", topic, m.c.opts.MetadataMaxAge)

@@ -66,7 +66,7 @@ func (m *metadata) refreshCall(ctx context.Context, share bool, topics ...string
 	addrs := m.candidatesLocked()
 	m.mu.Unlock()
 
-	resp, addr, err := m.fetchOrDiscover(ctx, addrs, want)
+	resp, addr, err := m.fetchOrDiscover(ctx, addrs, &brokerv1.MetadataRequest{Topics: want})
 	m.mu.Lock()
 	if err == nil {
 		call.refused = m.applyLocked(resp, want, m.answererLocked(resp, addr))
@@ -164,8 +164,8 @@ func unanswered(c codes.Code) bool {
 
 // fetchOrDiscover is fetch, then, when no address answered, fetch from
 // the addresses Options.DiscoverBrokers names that were not tried.
-func (m *metadata) fetchOrDiscover(ctx context.Context, addrs []string, topics []string) (resp *brokerv1.MetadataResponse, from string, err error) {
-	resp, from, err = m.fetch(ctx, addrs, topics)
+func (m *metadata) fetchOrDiscover(ctx context.Context, addrs []string, req *brokerv1.MetadataRequest) (resp *brokerv1.MetadataResponse, from string, err error) {
+	resp, from, err = m.fetch(ctx, addrs, req)
 	discover := m.c.opts.DiscoverBrokers
 	if err == nil || discover == nil || ctx.Err() != nil {
 		return resp, from, err
@@ -180,18 +180,18 @@ func (m *metadata) fetchOrDiscover(ctx context.Context, addrs []string, topics [
 		return nil, "", err
 	}
 	m.c.log.Debug("no known broker answered; asking discovered ones", "addrs", more)
-	return m.fetch(ctx, more, topics)
+	return m.fetch(ctx, more, req)
 }
 
 // fetch tries each address in turn until one answers, and returns the
 // answer with the address that gave it.
-func (m *metadata) fetch(ctx context.Context, addrs []string, topics []string) (*brokerv1.MetadataResponse, string, error) {
+func (m *metadata) fetch(ctx context.Context, addrs []string, req *brokerv1.MetadataRequest) (*brokerv1.MetadataResponse, string, error) {
 	var last error
 	for _, addr := range addrs {
 		var resp *brokerv1.MetadataResponse
 		err := m.c.brokerCall(ctx, addr, func(ctx context.Context, bc brokerv1.BrokerServiceClient) error {
 			var err error
-			resp, err = bc.Metadata(ctx, &brokerv1.MetadataRequest{Topics: topics})
+			resp, err = bc.Metadata(ctx, req)
 			return err
 		})
 		if err == nil {
@@ -249,7 +249,7 @@ func (m *metadata) applyLocked(resp *brokerv1.MetadataResponse, asked []string, 
 		name := t.GetName()
 		seen[name] = true
 		switch kerr.Code(t.GetErrorCode()) {
-		case kerr.UnknownTopicOrPartition:
+		case kerr.UnknownTopicOrPartition, kerr.InvalidTopicException:
 			m.forgetLocked(name)
 			continue
 		case kerr.TopicAuthorizationFailed:

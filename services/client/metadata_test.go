@@ -168,3 +168,15 @@ func TestMetadataNamesTheAnsweringBroker(t *testing.T) {
 		t.Fatalf("an address no broker is known by named %d", id)
 	}
 }
+
+// A name Kafka's rule forbids is answered INVALID_TOPIC_EXCEPTION: such a
+// topic does not exist, and the cache keeps no entry for it (it would hold
+// a topic of no partitions).
+func TestMetadataKeepsNoForbiddenTopicName(t *testing.T) {
+	m := newMetadata(nil)
+	m.applyLocked(&brokerv1.MetadataResponse{Topics: []*brokerv1.TopicMetadata{{Name: "bad name!",
+		ErrorCode: commonv1.ErrorCode_ERROR_CODE_INVALID_TOPIC_EXCEPTION}}}, []string{"bad name!"}, 1)
+	if _, ok := m.topics["bad name!"]; ok {
+		t.Fatal("the cache holds a topic the broker said cannot exist")
+	}
+}

@@ -19,6 +19,7 @@ type partitionProducer struct {
 	partition int32
 	wake      chan struct{} // capacity 1: "look again"
 	wire      chan wireReq  // requests for the writer, in sending order
+	exit      chan struct{} // closed when run returns
 
 	mu        sync.Mutex // guards everything below and the sending fields of the batches
 	open      *batch     // accepting records
@@ -51,6 +52,7 @@ func newPartitionProducer(p *Producer, topic string, partition int32) *partition
 		p: p, topic: topic, partition: partition,
 		wake: make(chan struct{}, 1),
 		wire: make(chan wireReq, p.opts.MaxInFlight),
+		exit: make(chan struct{}),
 		id:   noIdentity, needID: p.idem, lastAcked: -1,
 	}
 }
@@ -150,7 +152,7 @@ func (pp *partitionProducer) drain() {
 // run is the partition's goroutine. It exits once the producer is closing
 // and nothing is left, and stops the writer.
 func (pp *partitionProducer) run() {
-	defer pp.p.wg.Done()
+	defer close(pp.exit)
 	defer close(pp.wire)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()

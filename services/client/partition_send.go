@@ -76,7 +76,6 @@ type wireReq struct {
 // several goroutines would reach the broker in random order, and every batch
 // that overtakes an earlier one is refused and resent.
 func (pp *partitionProducer) writeLoop() {
-	defer pp.p.wg.Done()
 	for w := range pp.wire {
 		pp.transmit(w.b, w.data)
 	}
@@ -108,7 +107,7 @@ func (pp *partitionProducer) transmit(b *batch, data []byte) {
 	req.Acks = p.opts.Acks.wire()
 	req.TimeoutMs = int32(p.opts.RequestTimeout.Milliseconds())
 	req.Payload = &call.payload
-	_ = link.send(ctx, cancel, req, func(resp *brokerv1.ProduceResponse, err error) {
+	_ = link.send(ctx, cancel, req, &p.wg, func(resp *brokerv1.ProduceResponse, err error) {
 		if err == nil && resp == nil {
 			err = kerr.New(kerr.UnknownServerError, "the broker answered a produce with neither a response nor an error")
 		}

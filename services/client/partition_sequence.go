@@ -16,7 +16,9 @@ func (pp *partitionProducer) identityLocked(now time.Time) {
 	}
 	pp.idBusy = true
 	old := pp.id
-	go func() {
+	// Started from the partition's goroutine, so the producer's count of
+	// goroutines is above zero: Close waits for this one too.
+	pp.p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(pp.p.ctx, pp.p.opts.RequestTimeout)
 		id, err := pp.p.ids.next(ctx, old)
 		cancel()
@@ -32,7 +34,7 @@ func (pp *partitionProducer) identityLocked(now time.Time) {
 		}
 		pp.mu.Unlock()
 		pp.poke()
-	}()
+	})
 }
 
 // sequenceLocked moves batches into the window of at most MaxInFlight

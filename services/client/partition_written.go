@@ -60,7 +60,7 @@ func (pp *partitionProducer) lookingUpHeadLocked(now time.Time) bool {
 	pp.lookup = l
 	id, seq, lastAcked := pp.id, head.baseSeq, pp.lastAcked
 	timeout := min(pp.p.opts.RequestTimeout, time.Until(head.deadline))
-	go func() {
+	pp.p.wg.Go(func() { // Close waits for it, as for every producer goroutine
 		ctx, cancel := context.WithTimeout(pp.p.ctx, timeout)
 		logStart, found, err := pp.findInLog(ctx, id, seq, lastAcked)
 		cancel()
@@ -71,7 +71,7 @@ func (pp *partitionProducer) lookingUpHeadLocked(now time.Time) bool {
 		}
 		pp.mu.Unlock()
 		pp.poke()
-	}()
+	})
 	return true
 }
 

@@ -27,6 +27,9 @@ type produceLinks struct {
 	mu     sync.Mutex
 	links  map[string]*linkSlot
 	closed bool
+	// receivers are the streams' receive goroutines, started under mu
+	// while closed is false, so close waits for every one.
+	receivers sync.WaitGroup
 }
 
 // linkSlot is one address's stream. Its own lock is held while a stream to
@@ -69,11 +72,16 @@ func (ls *produceLinks) get(ctx context.Context, addr string) (*produceLink, err
 		return nil, err
 	}
 	streamCtx, cancel := context.WithCancel(context.Background())
-	stopWatch := context.AfterFunc(ctx, cancel)
+	watchDone := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() {
+		defer close(watchDone)
+		cancel()
+	})
 	st, err := brokerv1.NewBrokerServiceClient(cc).ProduceStream(streamCtx)
 	if !stopWatch() {
-		// ctx ended while the stream opened: it was cancelled with it.
-		cancel()
+		// ctx ended while the stream opened: it was cancelled with it
+		// (on a goroutine of the watch's, waited for).
+		<-watchDone
 		return nil, context.Cause(ctx)
 	}
 	if err != nil {
@@ -84,17 +92,21 @@ func (ls *produceLinks) get(ctx context.Context, addr string) (*produceLink, err
 	l.lastRecv.Store(time.Now().UnixNano())
 	ls.mu.Lock()
 	closed := ls.closed
+	if !closed {
+		ls.receivers.Go(l.receive)
+	}
 	ls.mu.Unlock()
 	if closed {
 		l.fail(ErrClosed)
 		return nil, ErrClosed
 	}
 	slot.link = l
-	go l.receive()
 	return l, nil
 }
 
-// close ends every stream; requests still waiting fail with ErrClosed.
+// close ends every stream, requests still waiting failing with ErrClosed,
+// and returns once their receive goroutines have: a cut stream's Recv
+// returns without the broker, so a stalled one does not hold it up.
 func (ls *produceLinks) close() {
 	ls.mu.Lock()
 	ls.closed = true
@@ -108,6 +120,7 @@ func (ls *produceLinks) close() {
 		}
 		s.mu.Unlock()
 	}
+	ls.receivers.Wait()
 }
 
 // produceLink is one produce stream. Partition writers send on it (one at a
@@ -139,10 +152,14 @@ type outgoingProduce struct {
 }
 
 type pendingProduce struct {
-	done   func(*brokerv1.ProduceResponse, error)
-	stop   func() bool // unregisters the context watch
-	cancel context.CancelFunc
-	span   trace.Span
+	done func(*brokerv1.ProduceResponse, error)
+	stop func() bool // unregisters the context watch
+	// watches counts the watch until it is unregistered or has run (its
+	// goroutine, which the context's end starts, has returned): the
+	// sender's owner waits for it.
+	watches *sync.WaitGroup
+	cancel  context.CancelFunc
+	span    trace.Span
 	// sending is set until its stream.Send returned: a request whose
 	// context ends while it is still being written (the broker reads
 	// nothing, its flow-control window is full) has a stuck stream, which
@@ -158,13 +175,15 @@ func (l *produceLink) isBroken() bool {
 
 // send puts req on the stream and calls done exactly once with its answer,
 // from another goroutine: the answer, ctx's end, or the stream's failure.
-// cancel (ctx's) is called once done has been decided.
-func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *brokerv1.ProduceRequest, done func(*brokerv1.ProduceResponse, error)) error {
+// cancel (ctx's) is called once done has been decided. watches counts the
+// watch on ctx until it is unregistered or its goroutine has returned.
+func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *brokerv1.ProduceRequest, watches *sync.WaitGroup,
+	done func(*brokerv1.ProduceResponse, error)) error {
 	// The stream message and the pending entry are one allocation.
 	out := &outgoingProduce{}
 	msg, p := &out.msg, &out.pending
 	msg.Request = req
-	p.done, p.cancel = done, cancel
+	p.done, p.cancel, p.watches = done, cancel, watches
 	if l.tracer != nil {
 		var spanCtx context.Context
 		spanCtx, p.span = l.tracer.Tracer("tidemark.io/services/client").Start(ctx, "tidemark.broker.v1.BrokerService/Produce",
@@ -182,12 +201,16 @@ func (l *produceLink) send(ctx context.Context, cancel context.CancelFunc, req *
 	// Watched before it is registered, so that whoever takes it from
 	// pending finds stop set; a context already ended is handled below.
 	p.sending.Store(true)
-	p.stop = context.AfterFunc(ctx, func() { l.expire(id, p, ctx, sentAt) })
+	watches.Add(1)
+	p.stop = context.AfterFunc(ctx, func() {
+		defer watches.Done()
+		l.expire(id, p, ctx, sentAt)
+	})
 	l.mu.Lock()
 	if l.broken != nil {
 		err := l.broken
 		l.mu.Unlock()
-		p.stop()
+		p.unwatch()
 		p.end(nil, err)
 		return err
 	}
@@ -238,7 +261,7 @@ func (l *produceLink) take(id uint64) *pendingProduce {
 
 func (l *produceLink) finish(id uint64, resp *brokerv1.ProduceResponse, err error) {
 	if p := l.take(id); p != nil {
-		p.stop()
+		p.unwatch()
 		p.end(resp, err)
 	}
 }
@@ -273,8 +296,16 @@ func (l *produceLink) fail(err error) {
 	l.mu.Unlock()
 	l.cancel()
 	for _, p := range pending {
-		p.stop()
+		p.unwatch()
 		p.end(nil, err)
+	}
+}
+
+// unwatch unregisters the request's context watch; one that has started
+// counts itself out when it returns.
+func (p *pendingProduce) unwatch() {
+	if p.stop() {
+		p.watches.Done()
 	}
 }
 

@@ -44,7 +44,12 @@ type Producer struct {
 	parts  map[topicPartition]*partitionProducer
 	sticky map[string]int32
 	closed bool
-	wg     sync.WaitGroup // the partition goroutines
+	// wg counts every goroutine the producer starts: each partition's two,
+	// its InitProducerId and log lookups, and the watches on its requests'
+	// contexts (produce_link.go). The first are started under mu while
+	// closed is false, the rest from the partition goroutines, so Close's
+	// Wait never races an Add from zero.
+	wg sync.WaitGroup
 }
 
 type topicPartition struct {
@@ -323,9 +328,8 @@ func (p *Producer) partitionFor(topic string, partition int32) (*partitionProduc
 	}
 	pp := newPartitionProducer(p, topic, partition)
 	p.parts[key] = pp
-	p.wg.Add(2)
-	go pp.run()
-	go pp.writeLoop()
+	p.wg.Go(pp.run)
+	p.wg.Go(pp.writeLoop)
 	return pp, nil
 }
 
@@ -359,31 +363,32 @@ func (p *Producer) Flush(ctx context.Context) error {
 // Close stops accepting records, sends what is buffered and waits for
 // every outcome until ctx ends. Then it gives up: in-flight requests are
 // canceled and every record still pending fails (it may or may not have
-// been written). Close does not close the Client.
+// been written). It returns once every goroutine the producer started has
+// ended; given up, they end without waiting for any broker. Close does not
+// close the Client.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	already := p.closed
 	p.closed = true
 	p.mu.Unlock()
+	parts := p.partitionList()
 	if !already {
-		for _, pp := range p.partitionList() {
+		for _, pp := range parts {
 			pp.drain()
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		p.wg.Wait()
-		close(done)
-	}()
 	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctxError(ctx, nil, "close producer")
-		p.abort()
-		<-done
+	for _, pp := range parts {
+		select {
+		case <-pp.exit:
+			continue
+		case <-ctx.Done():
+			err = ctxError(ctx, nil, "close producer")
+		}
+		break
 	}
 	p.abort()
+	p.wg.Wait()
 	return err
 }
 

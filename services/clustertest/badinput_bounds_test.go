@@ -37,7 +37,7 @@ func TestLongStringsAndFollowerFetchNumbersAreRefusedNamingTheField(t *testing.T
 	long := strings.Repeat("r", math.MaxInt16+1)
 	replicaFetch := func(req *replicationv1.ReplicaFetchRequest) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			s, err := replicationv1.NewReplicationServiceClient(c.conn(c.brokerAddr(leaderID))).ReplicaFetch(ctx)
+			s, err := replicationv1.NewReplicationServiceClient(c.Conn(c.brokerAddr(leaderID))).ReplicaFetch(ctx)
 			if err != nil {
 				return err
 			}

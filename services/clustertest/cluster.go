@@ -366,6 +366,13 @@ func (c *Cluster) StartBroker(id int32) *broker.Broker {
 	return b
 }
 
+// BrokerIDs are the ids of the cluster's brokers, running or not, in order.
+func (c *Cluster) BrokerIDs() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.brokerCfg))
+}
+
 // MoveBroker gives stopped broker id a new listen address for its next
 // start, as a broker restarted on another port.
 func (c *Cluster) MoveBroker(id int32) string {
@@ -563,7 +570,8 @@ func (c *Cluster) ActiveController() (int32, int32) {
 	return -1, 0
 }
 
-func (c *Cluster) conn(addr string) *grpc.ClientConn {
+// Conn is the cluster's shared connection to addr.
+func (c *Cluster) Conn(addr string) *grpc.ClientConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if conn, ok := c.conns[addr]; ok {
@@ -588,13 +596,13 @@ func (c *Cluster) Admin() adminv1.AdminServiceClient {
 	if id < 0 {
 		id = 1
 	}
-	return adminv1.NewAdminServiceClient(c.conn(c.ctrlCfg[id].Listen))
+	return adminv1.NewAdminServiceClient(c.Conn(c.ctrlCfg[id].Listen))
 }
 
 // BrokerClient returns a BrokerService client on broker id.
 func (c *Cluster) BrokerClient(id int32) brokerv1.BrokerServiceClient {
 	cfg, _ := c.brokerConfig(id)
-	return brokerv1.NewBrokerServiceClient(c.conn(cfg.Listen))
+	return brokerv1.NewBrokerServiceClient(c.Conn(cfg.Listen))
 }
 
 // BrokerConfig returns the config broker id starts with.

@@ -26,7 +26,7 @@ func TestARestartedBrokerRefusesADeposedController(t *testing.T) {
 
 	c.CrashBroker(2)
 	c.StartBroker(2)
-	bc := controlv1.NewBrokerControlServiceClient(c.conn(c.BrokerConfig(2).Listen))
+	bc := controlv1.NewBrokerControlServiceClient(c.Conn(c.BrokerConfig(2).Listen))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := bc.LeaderAndIsr(ctx, &controlv1.LeaderAndIsrRequest{ControllerId: first, ControllerEpoch: firstEpoch,

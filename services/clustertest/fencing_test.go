@@ -324,7 +324,7 @@ func TestParkedWriteEndsWhenTheFencedLeadersFollowersLeave(t *testing.T) {
 		if id == old {
 			continue
 		}
-		fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+		fc := faultv1.NewFaultInjectionServiceClient(c.Conn(c.Broker(id).Addr()))
 		if _, err := fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "gone", Partition: -1, Stall: true}}); err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func BenchmarkGroupConsumerCommits(b *testing.B) {
 	c.CreateTopic("bench-commits", members, 3, nil)
 	var gcs []*client.GroupConsumer
 	for i := range members {
-		cl := c.groupClient()
+		cl := c.GroupClient()
 		o := GroupOpts("bench", "bench-commits")
 		o.DisableAutoCommit = true
 		o.ClientID = fmt.Sprintf("bench-%d", i)

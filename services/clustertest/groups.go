@@ -39,15 +39,16 @@ type Groups struct {
 	C *Cluster
 }
 
-func (g Groups) on(id int32) groupv1.GroupServiceClient {
-	return groupv1.NewGroupServiceClient(g.C.conn(g.C.brokerCfg[id].Listen))
+// On is the group API on broker id.
+func (g Groups) On(id int32) groupv1.GroupServiceClient {
+	return groupv1.NewGroupServiceClient(g.C.Conn(g.C.brokerCfg[id].Listen))
 }
 
-// any returns the group API on some running broker.
-func (g Groups) any() groupv1.GroupServiceClient {
+// Any returns the group API on some running broker.
+func (g Groups) Any() groupv1.GroupServiceClient {
 	for id := range g.C.brokerCfg {
 		if g.C.Broker(id) != nil {
-			return g.on(id)
+			return g.On(id)
 		}
 	}
 	g.C.T.Fatal("no broker is running")
@@ -61,7 +62,7 @@ func (g Groups) Coordinator(group string) int32 {
 	g.C.WaitFor(30*time.Second, "a coordinator for "+group, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		resp, err := g.any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: group})
+		resp, err := g.Any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: group})
 		if err != nil {
 			return false
 		}
@@ -79,7 +80,7 @@ func Call[T any](g Groups, group string, fn func(ctx context.Context, api groupv
 	for {
 		id := g.Coordinator(group)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		v, err := fn(ctx, g.on(id))
+		v, err := fn(ctx, g.On(id))
 		cancel()
 		if err == nil {
 			return v, nil
@@ -95,14 +96,14 @@ func Call[T any](g Groups, group string, fn func(ctx context.Context, api groupv
 	}
 }
 
-// groupClient is a client of its own (its connections die with it) that
+// GroupClient is a client of its own (its connections die with it) that
 // retries fast.
-func (c *Cluster) groupClient() *client.Client {
+func (c *Cluster) GroupClient() *client.Client {
 	c.T.Helper()
 	return c.GroupClientVia("")
 }
 
-// GroupClientVia is groupClient dialling through the network simulator
+// GroupClientVia is GroupClient dialling through the network simulator
 // as node name (so that a paused broker stalls it too); "" dials directly.
 func (c *Cluster) GroupClientVia(name string) *client.Client {
 	c.T.Helper()
@@ -149,7 +150,7 @@ type Member struct {
 // own; it is killed when the test ends.
 func (c *Cluster) StartMember(o client.GroupOptions) *Member {
 	c.T.Helper()
-	return c.StartMemberOn(c.groupClient(), o)
+	return c.StartMemberOn(c.GroupClient(), o)
 }
 
 // StartMemberOn is StartMember on a client of the test's own.
@@ -219,6 +220,43 @@ func (m *Member) Offsets(tp client.TopicPartition) []int64 {
 	return slices.Clone(m.got[tp])
 }
 
+// Close stops polling and closes the member cleanly (its final commit
+// and LeaveGroup).
+func (m *Member) Close() {
+	close(m.stop)
+	<-m.done
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.gc.Close(ctx); err != nil {
+		m.t.Errorf("close: %v", err)
+	}
+}
+
+// Total is how many records the member was handed.
+func (m *Member) Total() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, o := range m.got {
+		n += len(o)
+	}
+	return n
+}
+
+// Hold keeps the member from calling Poll (a stuck record handler) until
+// Release.
+func (m *Member) Hold() { m.hold.Lock() }
+
+// Release lets a held member poll again.
+func (m *Member) Release() { m.hold.Unlock() }
+
+// Lost is how many times the member was told it lost its partitions.
+func (m *Member) Lost() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lost
+}
+
 // Failure is the error that ended the member's polling, if any.
 func (m *Member) Failure() error {
 	m.mu.Lock()
@@ -235,7 +273,7 @@ func (c *Cluster) CoordinatorOf(group string) (int32, groupv1.GroupServiceClient
 			if c.Broker(bid) == nil {
 				continue
 			}
-			resp, err := groupv1.NewGroupServiceClient(c.conn(c.brokerCfg[bid].Listen)).FindCoordinator(context.Background(),
+			resp, err := groupv1.NewGroupServiceClient(c.Conn(c.brokerCfg[bid].Listen)).FindCoordinator(context.Background(),
 				&groupv1.FindCoordinatorRequest{Key: group})
 			if err == nil && c.Broker(resp.GetCoordinator().GetId()) != nil {
 				id = resp.GetCoordinator().GetId()
@@ -244,7 +282,7 @@ func (c *Cluster) CoordinatorOf(group string) (int32, groupv1.GroupServiceClient
 		}
 		return false
 	})
-	return id, groupv1.NewGroupServiceClient(c.conn(c.brokerCfg[id].Listen))
+	return id, groupv1.NewGroupServiceClient(c.Conn(c.brokerCfg[id].Listen))
 }
 
 // WaitOffsetsWhole waits until every partition of the offsets topic has a
@@ -482,4 +520,28 @@ func SameOffsets(a, b map[int32]int64) bool {
 		}
 	}
 	return true
+}
+
+// CommitOffset commits topic's partition 0 for group from outside (no
+// member, generation -1) and fails the test unless it is stored. A
+// partition answered UNKNOWN_TOPIC_OR_PARTITION is committed again: the
+// coordinator's metadata learns a topic just created with the controller's
+// next UpdateMetadata, and refuses offsets of a topic it does not know.
+func (g Groups) CommitOffset(group, topic string, offset int64) {
+	g.C.T.Helper()
+	req := &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1,
+		Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}
+	g.C.WaitFor(15*time.Second, "the commit of "+topic+" stored", func() bool {
+		resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+			return api.OffsetCommit(ctx, req)
+		})
+		if err != nil {
+			g.C.T.Fatalf("commit of %s for %s: %v", topic, group, err)
+		}
+		code := kerr.Code(resp.GetTopics()[0].GetPartitions()[0].GetErrorCode())
+		if code != kerr.None && code != kerr.UnknownTopicOrPartition {
+			g.C.T.Fatalf("commit of %s for %s: %v", topic, group, code)
+		}
+		return code == kerr.None
+	})
 }

@@ -26,8 +26,8 @@ func BenchmarkGroupCommits(b *testing.B) {
 	// time), once the coordinator has loaded its partition and knows the
 	// topic: the joins below are sent once.
 	c.CreateTopic("orders", members, 3, map[string]string{"min.insync.replicas": "2"})
-	g.commitOffset("bench", "orders", 0)
-	api := g.on(g.Coordinator("bench"))
+	g.CommitOffset("bench", "orders", 0)
+	api := g.On(g.Coordinator("bench"))
 	joined := make([]*groupv1.JoinGroupResponse, members)
 	var wg sync.WaitGroup
 	for i := range members {

@@ -17,7 +17,7 @@ import (
 
 // faultsOn is broker id's fault-injection API.
 func (c *Cluster) faultsOn(id int32) faultv1.FaultInjectionServiceClient {
-	return faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+	return faultv1.NewFaultInjectionServiceClient(c.Conn(c.Broker(id).Addr()))
 }
 
 // isolatedElection isolates topic's partition 0's leader with the fault
@@ -260,7 +260,7 @@ func TestPartitionedLeaderStepsDownAndItsOrphansAreTruncated(t *testing.T) {
 	lookup := &replicationv1.OffsetForLeaderEpochRequest{ReplicaId: others[0], Partitions: []*replicationv1.OffsetForLeaderEpochPartition{
 		{Topic: "part", Partition: 0, CurrentLeaderEpoch: before.GetLeaderEpoch(), LeaderEpoch: before.GetLeaderEpoch()}}}
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
-	resp, err := replicationv1.NewReplicationServiceClient(c.conn(c.Broker(old).Addr())).OffsetForLeaderEpoch(lctx, lookup)
+	resp, err := replicationv1.NewReplicationServiceClient(c.Conn(c.Broker(old).Addr())).OffsetForLeaderEpoch(lctx, lookup)
 	cancel()
 	if err == nil {
 		t.Errorf("a leader epoch lookup from broker %d reached the partitioned broker %d: %v", others[0], old, resp)

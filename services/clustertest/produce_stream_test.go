@@ -74,7 +74,7 @@ func TestProduceStreamAnswersEachRequestOnItsOwn(t *testing.T) {
 		if id == leader {
 			continue
 		}
-		fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+		fc := faultv1.NewFaultInjectionServiceClient(c.Conn(c.Broker(id).Addr()))
 		if _, err := fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "park", Partition: -1, Stall: true}}); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestProduceStreamAnswersEachRequestOnItsOwn(t *testing.T) {
 		t.Fatalf("acks=1 after a refused request on the same stream: %v, want offset 2", a)
 	}
 	for id := int32(1); id <= 3; id++ {
-		fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+		fc := faultv1.NewFaultInjectionServiceClient(c.Conn(c.Broker(id).Addr()))
 		if _, err := fc.ClearFaults(ctx, &faultv1.ClearFaultsRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestProduceStreamKeepsFewWorkersAfterABurst(t *testing.T) {
 			if id == leader {
 				continue
 			}
-			fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+			fc := faultv1.NewFaultInjectionServiceClient(c.Conn(c.Broker(id).Addr()))
 			var err error
 			if stall {
 				_, err = fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "burst", Partition: -1, Stall: true}})

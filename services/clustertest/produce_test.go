@@ -49,7 +49,7 @@ func TestParkedProduceSurvivesISRRemovalByController(t *testing.T) {
 	stay, crash := followers[0], followers[1]
 	ctx := context.Background()
 	for _, id := range followers {
-		fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(id).Addr()))
+		fc := faultv1.NewFaultInjectionServiceClient(c.Conn(c.Broker(id).Addr()))
 		if _, err := fc.SetFetchFault(ctx, &faultv1.SetFetchFaultRequest{Fault: &faultv1.FetchFault{Topic: "park", Partition: -1, Stall: true}}); err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestParkedProduceSurvivesISRRemovalByController(t *testing.T) {
 	default:
 	}
 
-	fc := faultv1.NewFaultInjectionServiceClient(c.conn(c.Broker(stay).Addr()))
+	fc := faultv1.NewFaultInjectionServiceClient(c.Conn(c.Broker(stay).Addr()))
 	if _, err := fc.ClearFaults(ctx, &faultv1.ClearFaultsRequest{}); err != nil {
 		t.Fatal(err)
 	}

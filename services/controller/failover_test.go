@@ -77,6 +77,11 @@ func TestFailoverToStandby(t *testing.T) {
 	if c.logs.count("Controller failover complete") == 0 {
 		t.Error("no failover log line")
 	}
+	// The standby says whose term ended, and in which epoch.
+	eventually(t, 5*time.Second, "the old controller's end logged", func() bool {
+		return c.logs.count("The active controller is gone; a new one is being elected") > 0 &&
+			c.logs.count("previous_controller=1 previous_epoch=1") > 0
+	})
 	if v := metric(t, c2, "tidemark_controller_active_controller_count"); v != 1 {
 		t.Errorf("active controller count on the new controller = %v", v)
 	}

@@ -147,6 +147,19 @@ func (o *office) lastLoss() time.Time {
 	return o.lostAt
 }
 
+// logGone says which controller's term ended (the deleted key's last
+// value; nil when etcd no longer had it): with the new term's "Won the
+// controller election" and "Controller failover complete", an operator
+// sees who handed over to whom, in which epochs, and how long it took.
+func (o *office) logGone(prev *metastore.ControllerInfo) {
+	if prev == nil {
+		o.log.Info("The active controller is gone; a new one is being elected")
+		return
+	}
+	o.log.Info("The active controller is gone; a new one is being elected", "previous_controller", prev.ControllerID,
+		"previous_epoch", prev.Epoch, "previous_address", prev.Address)
+}
+
 // watchKey records when the controller key disappears, so a new term can
 // report its failover time from that moment.
 func (o *office) watchKey(ctx context.Context) {
@@ -157,6 +170,7 @@ func (o *office) watchKey(ctx context.Context) {
 					o.mu.Lock()
 					o.lostAt = time.Now()
 					o.mu.Unlock()
+					o.logGone(ev.Controller)
 				}
 			}
 		}

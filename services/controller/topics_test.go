@@ -453,3 +453,18 @@ func TestCreateTopicsWithCountsAndAnAssignmentIsRefused(t *testing.T) {
 		t.Fatalf("the refused topic was created: %v", d.GetTopics()[0])
 	}
 }
+
+// A negative interval_ms is refused INVALID_REQUEST naming the field; it
+// was taken as the default, so a caller's sign error went unnoticed.
+func TestWatchClusterRefusesANegativeInterval(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1)
+	c.waitActive(c1, 5*time.Second)
+	watch, err := c.admin(c1).WatchCluster(ctx(t), &adminv1.WatchClusterRequest{IntervalMs: -5})
+	if err == nil {
+		_, err = watch.Recv()
+	}
+	if e := kerr.FromStatus(err); e.Code != kerr.InvalidRequest || !strings.Contains(e.Message, "interval_ms") {
+		t.Fatalf("watch with interval_ms -5: %v; want INVALID_REQUEST naming interval_ms", err)
+	}
+}

@@ -42,7 +42,7 @@ func Roles(prefix string) []Role {
 	return []Role{
 		{Name: BrokerRole, Permissions: []Permission{
 			{Key: k.controller(), Why: "find the active controller to open its session with"},
-			{Key: k.controllerEpoch(), Why: "read with the controller key in one transaction"},
+			{Key: k.controllerEpoch(), Why: "read with the controller key in one transaction, and in its registration's (older controllers are refused from its first moment)"},
 			{Key: k.clusterID(), Why: "check that its data dir belongs to this cluster (meta.properties)"},
 			{Key: k.aclsDir(), Prefix: true, Why: "read and watch the ACL bindings its authorizer decides by"},
 			{Key: k.quotasDir(), Prefix: true, Why: "read and watch the client quota entities it throttles by"},

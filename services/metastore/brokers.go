@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -39,6 +38,9 @@ type Registration struct {
 	lease  clientv3.LeaseID
 	stop   context.CancelFunc
 	done   chan struct{}
+	// controllerEpoch is the controller epoch etcd held when the key was
+	// created, read in the same transaction.
+	controllerEpoch int32
 
 	// base anchors the two durations below on this process's monotonic
 	// clock; confirmed is when (after base) the newest keepalive that etcd
@@ -60,6 +62,9 @@ type Registration struct {
 // registration exists (another broker with this id, or this broker's previous
 // incarnation whose lease has not yet expired) it fails with
 // DUPLICATE_BROKER_REGISTRATION, unless WaitForExpiry is given.
+//
+// The same transaction reads the controller epoch (ControllerEpoch), so the
+// broker can refuse every older controller before it acts on its new epoch.
 func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTimeout time.Duration, opts ...RegisterOption) (*Registration, error) {
 	var o registerOptions
 	for _, opt := range opts {
@@ -81,12 +86,17 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTime
 		s.noteTTL(lease.TTL)
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, encode(info), clientv3.WithLease(lease.ID))).
+			Then(clientv3.OpPut(key, encode(info), clientv3.WithLease(lease.ID)), clientv3.OpGet(s.k.controllerEpoch())).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if err == nil && resp.Succeeded {
+			ctlEpoch, err := s.controllerEpochFrom(resp.Responses[1])
+			if err != nil {
+				s.revoke(lease.ID)
+				return nil, err
+			}
 			r := &Registration{s: s, broker: Broker{BrokerInfo: info, Epoch: resp.Header.Revision},
-				lease: lease.ID, done: make(chan struct{}), base: sent}
+				controllerEpoch: ctlEpoch, lease: lease.ID, done: make(chan struct{}), base: sent}
 			r.ttl.Store(int64(time.Duration(lease.TTL) * time.Second))
 			kctx, stop := context.WithCancel(context.Background())
 			r.stop = stop
@@ -123,11 +133,26 @@ func (s *Store) duplicateRegistration(ctx context.Context, id int32, get *pbResp
 		id, held.Address, kvs[0].CreateRevision, remaining)
 }
 
+// controllerEpochFrom decodes the answer of OpGet(controller_epoch): 0
+// before the first election.
+func (s *Store) controllerEpochFrom(get *pbResponseOp) (int32, error) {
+	kvs := get.GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return 0, nil
+	}
+	return decodeEpoch(s.k.controllerEpoch(), kvs[0].Value)
+}
+
 // Broker is the registration as written, with its epoch.
 func (r *Registration) Broker() Broker { return r.broker }
 
 // Epoch is the broker epoch of this registration.
 func (r *Registration) Epoch() int64 { return r.broker.Epoch }
+
+// ControllerEpoch is the controller epoch etcd held at the revision this
+// registration was created (0 before the first election): a controller of
+// an older epoch had been deposed by then.
+func (r *Registration) ControllerEpoch() int32 { return r.controllerEpoch }
 
 // Lease is the lease that holds the registration key.
 func (r *Registration) Lease() clientv3.LeaseID { return r.lease }
@@ -218,19 +243,13 @@ func (r *Registration) hold(ctx context.Context, key string) {
 		r.lose(why)
 		cancel()
 	}
-	wch := r.s.liveWatch(ctx, watchRange{key: key}, r.broker.Epoch+1)
+	gone := r.s.keyGone(ctx, key, r.lease, r.broker.Epoch)
 	go func() {
-		for b := range wch {
-			if b.err != nil {
-				return // keep relying on the keepalives alone
-			}
-			for _, ev := range b.events {
-				if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(r.lease) {
-					r.redialIfSilent()
-					lost("registration key deleted (lease expired or revoked)")
-					return
-				}
-			}
+		select {
+		case <-gone:
+			r.redialIfSilent()
+			lost("registration key deleted (lease expired or revoked)")
+		case <-ctx.Done():
 		}
 	}()
 	go func() {

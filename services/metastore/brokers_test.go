@@ -138,3 +138,34 @@ func TestLostBrokerRegistrationStopsRenewingItsLease(t *testing.T) {
 	defer again.Close(context.Background())
 	waitLeaseGone(t, direct, first.Lease(), shortTTL+5*time.Second)
 }
+
+// A registration carries the controller epoch etcd held when it was made,
+// read in its own transaction: 0 before the first election, then the
+// newest, whether or not its controller is still in office.
+func TestRegistrationCarriesTheControllerEpochOfItsRevision(t *testing.T) {
+	_, s := startStore(t)
+	ctx := testCtx(t)
+	first, err := s.RegisterBroker(ctx, BrokerInfo{ID: 1, Address: "127.0.0.1:9101"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := first.ControllerEpoch(); e != 0 {
+		t.Fatalf("registered before any election: controller epoch %d, want 0", e)
+	}
+	for id := int32(1); id <= 2; id++ { // two terms, both over
+		if err := elect(t, ctx, s, id, shortTTL).Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newest, err := s.ControllerEpoch(ctx)
+	if err != nil || newest < 2 {
+		t.Fatalf("controller epoch after two terms: %d, %v", newest, err)
+	}
+	second, err := s.RegisterBroker(ctx, BrokerInfo{ID: 2, Address: "127.0.0.1:9102"}, shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := second.ControllerEpoch(); e != newest {
+		t.Fatalf("registered after two terms: controller epoch %d, want %d", e, newest)
+	}
+}

@@ -48,12 +48,23 @@ func (s *Store) LoadCluster(ctx context.Context) (*Cluster, error) {
 
 // load scans the given prefixes at one revision into a Cluster. Topics
 // without an assignment (which tidemark's own writes never leave) are
-// dropped with a warning.
+// dropped with a warning. A revision compacted away before the last page is
+// read again from the start at the newest (readAgain).
 func (s *Store) load(ctx context.Context, prefixes ...string) (*Cluster, error) {
+	var c *Cluster
+	err := s.readAgain(ctx, prefixes[0], func() (err error) {
+		c, err = s.loadAt(ctx, prefixes...)
+		return err
+	})
+	return c, err
+}
+
+// loadAt is load at the revision of its first page.
+func (s *Store) loadAt(ctx context.Context, prefixes ...string) (*Cluster, error) {
 	c := newCluster()
 	var rev int64
 	for _, p := range prefixes {
-		kvs, r, err := s.scan(ctx, p, rev)
+		kvs, r, err := s.scanAt(ctx, p, rev)
 		if err != nil {
 			return nil, err
 		}

@@ -98,7 +98,7 @@ func (s *Session) hold(ctx context.Context, key string, rev int64) {
 		cancel()
 	}
 	go renewer{cli: cli, lease: s.lease, ttl: s.leaseTTL, confirm: s.confirm, lost: end}.run(ctx)
-	wch := s.s.liveWatch(ctx, watchRange{key: key}, rev+1)
+	gone := s.s.keyGone(ctx, key, s.lease, rev)
 	go func() {
 		defer end("")
 		silence := time.NewTimer(s.silenceLeft(time.Now()))
@@ -116,16 +116,8 @@ func (s *Session) hold(ctx context.Context, key string, rev int64) {
 					return
 				}
 				silence.Reset(left)
-			case b, ok := <-wch:
-				if !ok || b.err != nil {
-					wch = nil // keep relying on the keepalive alone
-					continue
-				}
-				for _, ev := range b.events {
-					if ev.Type == mvccpb.DELETE || ev.Kv.Lease != int64(s.lease) {
-						return
-					}
-				}
+			case <-gone:
+				return
 			}
 		}
 	}()
@@ -169,7 +161,7 @@ func (s *Store) holdLease(ctx context.Context, lease clientv3.LeaseID, key strin
 		close(done)
 		return
 	}
-	wch := s.liveWatch(ctx, watchRange{key: key}, rev+1)
+	gone := s.keyGone(ctx, key, lease, rev)
 	go func() {
 		defer close(done)
 		defer cancel()
@@ -179,19 +171,94 @@ func (s *Store) holdLease(ctx context.Context, lease clientv3.LeaseID, key strin
 				if !ok {
 					return
 				}
-			case b, ok := <-wch:
-				if !ok || b.err != nil {
-					wch = nil // keep relying on the keepalive alone
-					continue
-				}
-				if keyLeftLease(b.events, lease) {
-					cancel()
-					s.revoke(lease)
-					return
-				}
+			case <-gone:
+				cancel()
+				s.revoke(lease)
+				return
 			}
 		}
 	}()
+}
+
+// keyReadRetry spaces out reads of a lease-held key whose watch failed,
+// while etcd does not answer them.
+const keyReadRetry = time.Second
+
+// keyGone returns a channel closed once key, written at revision rev under
+// lease, is deleted or put under another lease. A watch that fails (the
+// history compacted while it was cut off, etcd restored from an older
+// snapshot) does not end the look-out: the key is read again, and watched
+// from that read. Left to the keepalive alone, a key deleted while its
+// lease lived on (an operator's delete, a revoke of the lease that failed
+// after the key's deletion) went unnoticed for good: the owner renewed a
+// lease that held nothing and believed itself registered. Nothing closes
+// it once ctx ends or the client closes.
+func (s *Store) keyGone(ctx context.Context, key string, lease clientv3.LeaseID, rev int64) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		from := rev + 1
+		for {
+			left, err := s.watchUntilLeft(ctx, key, lease, from)
+			if left {
+				close(gone)
+				return
+			}
+			if err == nil || ctx.Err() != nil {
+				return // ctx ended or the client closed
+			}
+			s.log.Warn("the watch on a lease-held key failed: reading the key again",
+				slog.String("key", key), slog.Any("err", err))
+			held, at, ok := s.readHeld(ctx, key, lease)
+			if !ok {
+				return
+			}
+			if !held {
+				close(gone)
+				return
+			}
+			from = at + 1
+		}
+	}()
+	return gone
+}
+
+// watchUntilLeft watches key from revision from until it leaves lease
+// (true), the watch fails (its error), or ctx ends or the client closes
+// (false, nil).
+func (s *Store) watchUntilLeft(ctx context.Context, key string, lease clientv3.LeaseID, from int64) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for b := range s.liveWatch(ctx, watchRange{key: key}, from) {
+		if b.err != nil {
+			return false, b.err
+		}
+		if keyLeftLease(b.events, lease) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// readHeld reads whether key is still held by lease, and the revision read
+// at, trying until etcd answers; ok is false once ctx ends or the client
+// closes.
+func (s *Store) readHeld(ctx context.Context, key string, lease clientv3.LeaseID) (held bool, rev int64, ok bool) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.watchTimeout())
+		resp, err := s.cli.Get(rctx, key)
+		cancel()
+		if err == nil {
+			return len(resp.Kvs) == 1 && resp.Kvs[0].Lease == int64(lease), resp.Header.Revision, true
+		}
+		s.log.Debug("read a lease-held key", slog.String("key", key), slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			return false, 0, false
+		case <-s.cli.Ctx().Done():
+			return false, 0, false
+		case <-time.After(keyReadRetry):
+		}
+	}
 }
 
 // keyLeftLease reports whether events delete the watched key or put it

@@ -2,6 +2,7 @@ package metastore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -127,8 +129,43 @@ func (s *Store) ReadPrefix(ctx context.Context, prefix string) ([]*mvccpb.KeyVal
 
 // scan reads every key under prefix at revision rev (0: the latest) in pages
 // and returns them with the revision read. All pages come from that one
-// revision, so the result is a consistent snapshot.
+// revision, so the result is a consistent snapshot. A latest revision
+// compacted away between pages is read again from the start (readAgain).
 func (s *Store) scan(ctx context.Context, prefix string, rev int64) ([]*mvccpb.KeyValue, int64, error) {
+	if rev > 0 {
+		return s.scanAt(ctx, prefix, rev)
+	}
+	var kvs []*mvccpb.KeyValue
+	err := s.readAgain(ctx, prefix, func() (err error) {
+		kvs, rev, err = s.scanAt(ctx, prefix, 0)
+		return err
+	})
+	return kvs, rev, err
+}
+
+// maxReadAttempts bounds the reads of one snapshot that compactions cut short.
+const maxReadAttempts = 5
+
+// readAgain runs read, which reads pages at one revision it picks, again
+// while that revision is compacted away before its last page: a large
+// prefix read page by page takes many round trips, and etcd compacting by
+// revision on a busy etcd (--auto-compaction-mode=revision), or an
+// operator's compact, could remove the revision in between. Before, the
+// read failed: a new controller's load ended its term, and the next one's
+// load, as large, could fail again.
+func (s *Store) readAgain(ctx context.Context, what string, read func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := read()
+		if attempt == maxReadAttempts || !errors.Is(err, rpctypes.ErrCompacted) || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("etcd compacted the revision being read page by page: reading again at the newest",
+			slog.String("prefix", what), slog.Int("attempt", attempt))
+	}
+}
+
+// scanAt is scan at rev, or at the revision of its first page when rev is 0.
+func (s *Store) scanAt(ctx context.Context, prefix string, rev int64) ([]*mvccpb.KeyValue, int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	var out []*mvccpb.KeyValue

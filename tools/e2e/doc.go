@@ -9,7 +9,7 @@
 //
 // TestMain removes whatever an earlier run left behind (`down -v
 // --remove-orphans`), starts the stack with its own host ports (brokers on
-// 19092-19094, their Kafka listeners on 39092-39094 (SSL) and 39192-39194
+// 19092-19094, their Kafka listeners on 28092-28094 (SSL) and 28192-28194
 // (SASL_SSL), controllers on 19190-19191, the gateway on 18080, Jaeger on
 // 26686 and 14317) and a short replica.lag.time.max.ms, waits until it is
 // healthy, runs the tests in order and takes the stack down again, also when
@@ -29,7 +29,7 @@
 //
 // TestNoteLabPythonDemos starts a second project beside it, the learning
 // note's lab (deploy/note, project tidemark-e2e-note, Kafka ports
-// 49092/49094/49096), runs testdata/note_lab_demos.py against it with
+// 27092/27094/27096), runs testdata/note_lab_demos.py against it with
 // Debian's python3-confluent-kafka and removes it again;
 // TestNoteLabInNetworkClient starts it too and checks that a client inside
 // its network, bootstrapping kafka1:19092, is told the brokers' INTERNAL

@@ -196,7 +196,7 @@ func TestNoteLabKafkaScripts(t *testing.T) {
 
 	// From the host, as the note writes it: the script names make build
 	// links in bin/ (what PATH=$PWD/bin:$PATH finds), the published ports
-	// (the lab's 9094 is 49094 here).
+	// (the lab's 9094 is 27094 here).
 	host := func(name string, args ...string) func() (string, error) {
 		return func() (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -212,13 +212,13 @@ func TestNoteLabKafkaScripts(t *testing.T) {
 			return string(out), err
 		}
 	}
-	describe("bin/kafka-topics.sh --describe --under-replicated-partitions via localhost:49094", all,
-		host("kafka-topics.sh", "--bootstrap-server", "localhost:49094", "--describe", "--under-replicated-partitions"))
-	out, err = host("kafka-broker-api-versions.sh", "--bootstrap-server", "localhost:49094")()
+	describe("bin/kafka-topics.sh --describe --under-replicated-partitions via localhost:27094", all,
+		host("kafka-topics.sh", "--bootstrap-server", "localhost:27094", "--describe", "--under-replicated-partitions"))
+	out, err = host("kafka-broker-api-versions.sh", "--bootstrap-server", "localhost:27094")()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"localhost:49094 (id: 2 rack: null) -> (\n\tProduce(0): 3 to 11 [usable: 11],\n", "localhost:49096 (id: 3 rack: null) -> (\n"} {
+	for _, want := range []string{"localhost:27094 (id: 2 rack: null) -> (\n\tProduce(0): 3 to 11 [usable: 11],\n", "localhost:27096 (id: 3 rack: null) -> (\n"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("kafka-broker-api-versions.sh lacks %q:\n%s", want, out)
 		}

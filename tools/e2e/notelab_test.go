@@ -22,11 +22,13 @@ import (
 
 // The learning note's lab (deploy/note) is a compose project of its own
 // beside the stack: the e2e project's name with -note, its Kafka ports
-// moved from 9092/9094/9096 to 49092/49094/49096 (the advertised addresses
-// follow), so that it runs beside `make note-lab` as well.
+// moved from 9092/9094/9096 to 27092/27094/27096 (the advertised addresses
+// follow), so that it runs beside `make note-lab` as well; below the
+// kernel's ephemeral port range, where a connection's local port could
+// hold one as the lab started.
 var (
 	noteLabProject = project + "-note"
-	noteLabPorts   = map[string]string{"KAFKA1_PORT": "49092", "KAFKA2_PORT": "49094", "KAFKA3_PORT": "49096"}
+	noteLabPorts   = map[string]string{"KAFKA1_PORT": "27092", "KAFKA2_PORT": "27094", "KAFKA3_PORT": "27096"}
 	// noteLabServices are the lab's long-running services, each with a
 	// health check.
 	noteLabServices = []string{"etcd", "controller-1", "controller-2", "kafka1", "kafka2", "kafka3"}
@@ -58,7 +60,7 @@ func TestNoteLabPythonDemos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pythonWithKafka, "-u", script,
-		"--bootstrap", "localhost:49092,localhost:49094,localhost:49096",
+		"--bootstrap", "localhost:27092,localhost:27094,localhost:27096",
 		"--compose", strings.Join(s.compose, " "), "--project", noteLabProject, "--compose-dir", dir)
 	cmd.Env, cmd.WaitDelay = env, 10*time.Second
 	out, err := cmd.StdoutPipe()

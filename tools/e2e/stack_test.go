@@ -29,7 +29,11 @@ import (
 var project = cmp.Or(os.Getenv("TIDEMARK_E2E_PROJECT"), "tidemark-e2e")
 
 // Host ports of the stack under test: each is the default plus 10000 (Jaeger's
-// UI 16686 becomes 26686), so the tier runs beside `make up` and `make run`.
+// UI 16686 becomes 26686), so the tier runs beside `make up` and `make run`,
+// but the Kafka listeners' (29092.., 29192..), which move down 1000 instead:
+// up 10000 they lay in the kernel's ephemeral port range (32768-60999),
+// where any connection's local port could hold one as the stack started
+// ("bind: address already in use").
 // Brokers and controllers listen on these ports inside their containers as
 // well, since the port is part of the address they advertise.
 var stackPorts = map[string]string{
@@ -37,8 +41,8 @@ var stackPorts = map[string]string{
 	"CONTROLLER_1_PORT": "19190", "CONTROLLER_2_PORT": "19191",
 	"BROKER_1_METRICS_PORT": "19292", "BROKER_2_METRICS_PORT": "19293", "BROKER_3_METRICS_PORT": "19294",
 	"CONTROLLER_1_METRICS_PORT": "19390", "CONTROLLER_2_METRICS_PORT": "19391",
-	"BROKER_1_KAFKA_PORT": "39092", "BROKER_2_KAFKA_PORT": "39093", "BROKER_3_KAFKA_PORT": "39094",
-	"BROKER_1_KAFKA_SASL_PORT": "39192", "BROKER_2_KAFKA_SASL_PORT": "39193", "BROKER_3_KAFKA_SASL_PORT": "39194",
+	"BROKER_1_KAFKA_PORT": "28092", "BROKER_2_KAFKA_PORT": "28093", "BROKER_3_KAFKA_PORT": "28094",
+	"BROKER_1_KAFKA_SASL_PORT": "28192", "BROKER_2_KAFKA_SASL_PORT": "28193", "BROKER_3_KAFKA_SASL_PORT": "28194",
 	"GATEWAY_PORT": "18080", "GATEWAY_METRICS_PORT": "19490", "ETCD_PORT": "12379",
 	"JAEGER_UI_PORT": "26686", "JAEGER_OTLP_PORT": "14317",
 }

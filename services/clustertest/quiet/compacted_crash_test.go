@@ -51,6 +51,11 @@ func TestCompactedReplicasThatFetchedCleanedDataKeepItWhenAllAreKilled(t *testin
 		c.SetBrokerConfig(id, cfg)
 		c.StartBroker(id)
 	}
+	// A restarted broker registers once its old lease is gone; until then
+	// the controller refuses a target naming it.
+	for _, id := range moved {
+		c.WaitBrokerAlive(id)
+	}
 	clustertest.Reassign(t, c, "moved", map[int32][]int32{0: moved})
 	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return clustertest.SettledOn(c, "moved", 0, moved) })
 	c.WaitSettled(15*time.Second, "moved", 0, moved)
@@ -124,6 +129,11 @@ func TestCompactedReplicasKeepCleanedDataKilledWithoutAFlush(t *testing.T) {
 		cfg.Settings["log.cleaner.enable"] = "false"
 		c.SetBrokerConfig(id, cfg)
 		c.StartBroker(id)
+	}
+	// A restarted broker registers once its old lease is gone; until then
+	// the controller refuses a target naming it.
+	for _, id := range moved {
+		c.WaitBrokerAlive(id)
 	}
 	clustertest.Reassign(t, c, "moved", map[int32][]int32{0: moved})
 	c.WaitFor(30*time.Second, "moved-0 to move to brokers 2 and 3", func() bool { return clustertest.SettledOn(c, "moved", 0, moved) })

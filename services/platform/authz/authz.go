@@ -31,6 +31,7 @@ import (
 	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/logging"
+	"tidemark.io/services/platform/paging"
 )
 
 // Config is what an operator sets: the ACL file and the super users.
@@ -85,10 +86,14 @@ type Options struct {
 	Registry prometheus.Registerer
 	// StoredBindings: ACL bindings kept in etcd are in force besides the
 	// file's, given by SetStored. Until the first SetStored a user's
-	// request waits for it (storedWait at most, then it is refused; super
-	// users do not wait): a deny kept there must not be missed while they
-	// load, as Kafka's authorizer loads its ACLs before the broker serves.
+	// request waits for it, up to storedWait after the authorizer was made
+	// and not beyond, then it is refused (super users do not wait): a deny
+	// kept there must not be missed while they load, as Kafka's authorizer
+	// loads its ACLs before the broker serves.
 	StoredBindings bool
+	// StoredWait is how long after New a request may wait for the stored
+	// bindings' first load (5 s when 0).
+	StoredWait time.Duration
 }
 
 // Authorizer is one server's authorization.
@@ -104,9 +109,15 @@ type Authorizer struct {
 	// closed by the first SetStored.
 	storedPending atomic.Bool
 	storedLoaded  chan struct{}
-	storedWait    time.Duration
-	denied        *prometheus.CounterVec
-	logged        *denialLog
+	// The first load is waited for until storedSince+storedWait, one
+	// deadline for every request: a request deciding many names (a
+	// Metadata naming a hundred topics) or one coming once etcd has been
+	// out of reach for a while is then refused at once, never held up to
+	// storedWait per name.
+	storedSince time.Time
+	storedWait  time.Duration
+	denied      *prometheus.CounterVec
+	logged      *denialLog
 }
 
 // New reads the ACL file (an error names its bad line) and, over
@@ -120,7 +131,10 @@ func New(o Options) (*Authorizer, error) {
 	}
 	a := &Authorizer{opts: o, log: logging.OrDiscard(o.Logger), super: map[string]bool{}, logged: newDenialLog(10 * time.Second)}
 	a.storedPending.Store(o.StoredBindings)
-	a.storedLoaded, a.storedWait = make(chan struct{}), 5*time.Second
+	a.storedLoaded, a.storedSince, a.storedWait = make(chan struct{}), time.Now(), o.StoredWait
+	if a.storedWait <= 0 {
+		a.storedWait = 5 * time.Second
+	}
 	for _, u := range o.SuperUsers {
 		a.super[u] = true
 	}
@@ -181,18 +195,23 @@ func (a *Authorizer) SetStored(acl *ACL) {
 }
 
 // awaitStored reports whether the stored bindings are in force, waiting
-// for their first load (storedWait at most) when they are not yet.
+// for their first load when they are not yet, until storedSince+storedWait
+// at most.
 func (a *Authorizer) awaitStored() bool {
 	if !a.storedPending.Load() {
 		return true
 	}
-	t := time.NewTimer(a.storedWait)
+	left := time.Until(a.storedSince.Add(a.storedWait))
+	if left <= 0 {
+		return !a.storedPending.Load()
+	}
+	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
 	case <-a.storedLoaded:
 		return true
 	case <-t.C:
-		return false
+		return !a.storedPending.Load()
 	}
 }
 
@@ -268,6 +287,30 @@ func (a *Authorizer) Authorize(ctx context.Context, method string, req any) (ide
 	return p, nil
 }
 
+// Shown gives the pages of a list served under ctx (req of method, by the
+// principal in ctx, already authorized) the names that principal may see
+// (paging.WithVisible), as Unary does for gRPC calls: other front doors
+// list exactly as much. An error refuses the list: which names it may see
+// cannot be decided yet (the stored ACL bindings have not loaded).
+func (a *Authorizer) Shown(ctx context.Context, method string, req any) (context.Context, error) {
+	if a == nil || !a.opts.TLS {
+		return ctx, nil
+	}
+	pol, ok := policies[method]
+	if !ok || pol.shown == nil {
+		return ctx, nil
+	}
+	p := identity.FromContext(ctx)
+	shown, err := pol.shown(decider{a: a, p: p, host: clientHost(ctx)}, req)
+	if err != nil {
+		return ctx, a.deny(method, p, err)
+	}
+	if shown != nil {
+		ctx = paging.WithVisible(ctx, shown)
+	}
+	return ctx, nil
+}
+
 // Filter trims resp, the answer to req of method for the principal in ctx,
 // as Unary does for gRPC answers: other front doors show exactly as much.
 func (a *Authorizer) Filter(ctx context.Context, method string, req, resp any) any {
@@ -313,6 +356,10 @@ func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 			return nil, kerr.ToStatus(err).Err()
 		}
 		ctx = identity.With(ctx, p)
+		ctx, err = a.Shown(ctx, info.FullMethod, req)
+		if err != nil {
+			return nil, kerr.ToStatus(err).Err()
+		}
 		resp, err := h(ctx, req)
 		if err == nil && a.opts.TLS {
 			if pol, ok := policies[info.FullMethod]; ok && pol.filter != nil {

@@ -218,19 +218,43 @@ type Filter struct {
 	PermissionType string
 }
 
-// ValidateFilter refuses a filter with an UNKNOWN element, as Kafka does.
+// ValidateFilter refuses a filter with an UNKNOWN element, as Kafka does,
+// and one with a name none of Kafka's enums has (Kafka's clients cannot
+// send one): a misspelt element matched nothing, so a describe answered
+// no bindings and a delete deleted none, both as successes.
 func (f Filter) Validate() error {
 	if err := checkLengths(deref(f.ResourceName), deref(f.Principal)); err != nil {
 		return err
 	}
-	for _, v := range []struct{ what, val string }{{"resourceType", f.ResourceType}, {"patternType", f.PatternType},
-		{"operation", f.Operation}, {"permissionType", f.PermissionType}} {
+	for _, v := range []struct {
+		what, field, val string
+		known            []string
+	}{
+		{"resourceType", "resource_type", f.ResourceType, filterResourceTypes},
+		{"patternType", "pattern_type", f.PatternType, filterPatternTypes},
+		{"operation", "operation", f.Operation, filterOperations},
+		{"permissionType", "permission_type", f.PermissionType, filterPermissionTypes},
+	} {
 		if v.val == Unknown || v.val == "" {
 			return invalid("Filter contains UNKNOWN elements: %s is %s", v.what, orUnknown(v.val))
+		}
+		if !slices.Contains(v.known, v.val) {
+			return kerr.BadField(kerr.InvalidRequest, v.field, "%s is not one of %s", v.val, strings.Join(v.known, ", "))
 		}
 	}
 	return nil
 }
+
+// The names a filter's elements may have: Kafka's enums' (a filter may
+// name a resource type or an operation tidemark has nothing of; it
+// matches no binding).
+var (
+	filterResourceTypes   = []string{Any, "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "DELEGATION_TOKEN", "USER"}
+	filterPatternTypes    = []string{Any, Match, Literal, Prefixed}
+	filterPermissionTypes = []string{Any, DenyPT, AllowPT}
+	filterOperations      = []string{Any, "ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
+		"DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "CREATE_TOKENS", "DESCRIBE_TOKENS", "INJECT_FAULT"}
+)
 
 // Matches is Kafka's AclBindingFilter.matches.
 func (f Filter) Matches(b Binding) bool {

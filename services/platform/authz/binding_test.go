@@ -154,6 +154,12 @@ func TestFilterMatchesAsKafkaAclBindingFilter(t *testing.T) {
 	if err := (Filter{ResourceType: "UNKNOWN", PatternType: Any, Operation: Any, PermissionType: Any}).Validate(); kerr.CodeOf(err) != kerr.InvalidRequest {
 		t.Errorf("UNKNOWN in a filter: %v", err)
 	}
+	if err := (Filter{ResourceType: "TOPICS", PatternType: Any, Operation: Any, PermissionType: Any}).Validate(); err == nil || kerr.As(err).Field != "resource_type" {
+		t.Errorf("a misspelt resource type in a filter: %v", err)
+	}
+	if err := (Filter{ResourceType: "DELEGATION_TOKEN", PatternType: Match, Operation: "DESCRIBE_TOKENS", PermissionType: DenyPT}).Validate(); err != nil {
+		t.Errorf("Kafka's names tidemark has nothing of, in a filter: %v", err)
+	}
 }
 
 func TestACLFileRulesWithHostsAndPrefixes(t *testing.T) {

@@ -26,6 +26,15 @@ type policy struct {
 	// filter, when set, trims a unary answer to req to what the caller may
 	// see (listing every topic shows only those it may describe).
 	filter func(d decider, req, resp any) any
+	// shown, for a list answered in pages, is the names the caller sees
+	// when req lists everything (nil: all, or req names what it wants), so
+	// that a page is full of them and its token names none it may not
+	// see (paging.WithVisible). filter still trims the answer. The
+	// function it returns is called inside the handler, so it must not
+	// wait: decide with settled. An error refuses the list: the names the
+	// caller may see cannot be decided (the stored bindings did not load),
+	// and an empty list would say there are none.
+	shown func(d decider, req any) (func(name string) bool, error)
 }
 
 // openPrefixes are the services every caller may use: health checks (load
@@ -154,6 +163,9 @@ var policies = map[string]policy{
 	adminv1.AdminService_DescribeTopics_FullMethodName: {
 		describe: "any authenticated caller; a named Topic it may not Describe is answered TOPIC_AUTHORIZATION_FAILED alone, and listing all shows only the topics it may Describe",
 		check:    func(d decider, _ any) error { return d.authenticated() },
+		shown: func(d decider, req any) (func(string) bool, error) {
+			return topicsShown(d, len(req.(*adminv1.DescribeTopicsRequest).GetTopics()) > 0)
+		},
 		filter: func(d decider, req, resp any) any {
 			r := resp.(*adminv1.DescribeTopicsResponse)
 			named := req.(*adminv1.DescribeTopicsRequest).GetTopics()
@@ -273,6 +285,9 @@ var policies = map[string]policy{
 	brokerv1.BrokerService_Metadata_FullMethodName: {
 		describe: "any authenticated caller; all topics show only those it may Describe, a named one it may not is TOPIC_AUTHORIZATION_FAILED",
 		check:    func(d decider, _ any) error { return d.authenticated() },
+		shown: func(d decider, req any) (func(string) bool, error) {
+			return topicsShown(d, len(req.(*brokerv1.MetadataRequest).GetTopics()) > 0)
+		},
 		filter: func(d decider, req, resp any) any {
 			r := resp.(*brokerv1.MetadataResponse)
 			all := len(req.(*brokerv1.MetadataRequest).GetTopics()) == 0
@@ -354,6 +369,13 @@ var policies = map[string]policy{
 	groupv1.GroupService_ListGroups_FullMethodName: {
 		describe: "any authenticated caller; shows only the groups it may Describe (or all with Describe on Cluster)",
 		check:    func(d decider, _ any) error { return d.authenticated() },
+		shown: func(d decider, _ any) (func(string) bool, error) {
+			may, err := d.settled("groups")
+			if err != nil || may(Describe, TheCluster) {
+				return nil, err
+			}
+			return func(id string) bool { return may(Describe, GroupNamed(id)) }, nil
+		},
 		filter: func(d decider, _, resp any) any {
 			r := resp.(*groupv1.ListGroupsResponse)
 			if d.allowed(Describe, TheCluster) {
@@ -594,6 +616,25 @@ func (d decider) allowed(op Operation, res Resource) bool {
 	return d.a.isSuper(d.p) || d.a.awaitStored() && allows(d.a.ruleSets(), d.p, d.host, op, res)
 }
 
+// settled decides as allowed does, for the many names of one list (of
+// what): the stored bindings' first load is waited for here, once, and the
+// rules in force taken now, so each name is then decided at once, without
+// a wait or a look at the ACL file: the names of a page are decided inside
+// the handler, DescribeTopics' in the controller's event loop. When the
+// stored bindings did not load, the list cannot be decided: an error
+// (REQUEST_TIMED_OUT, which a client retries) rather than a list showing
+// nothing.
+func (d decider) settled(what string) (func(op Operation, res Resource) bool, error) {
+	if d.a.isSuper(d.p) {
+		return func(Operation, Resource) bool { return true }, nil
+	}
+	if !d.a.awaitStored() {
+		return nil, kerr.New(kerr.RequestTimedOut, "the ACL bindings kept in etcd have not loaded yet: which %s %s may see cannot be decided", what, d.p)
+	}
+	rules := d.a.ruleSets()
+	return func(op Operation, res Resource) bool { return allows(rules, d.p, d.host, op, res) }, nil
+}
+
 func (d decider) allowedAny(op Operation, t ResourceType) bool {
 	return d.a.isSuper(d.p) || d.a.awaitStored() && allowsAny(d.a.ruleSets(), d.p, d.host, op, t)
 }
@@ -655,4 +696,18 @@ func Policies() map[string]string {
 		out[m] = p.describe
 	}
 	return out
+}
+
+// topicsShown is the topics a caller listing every topic is shown: those
+// it may Describe. nil when the request names topics (each is answered,
+// refused or not).
+func topicsShown(d decider, named bool) (func(string) bool, error) {
+	if named {
+		return nil, nil
+	}
+	may, err := d.settled("topics")
+	if err != nil {
+		return nil, err
+	}
+	return func(name string) bool { return may(Describe, TopicNamed(name)) }, nil
 }

@@ -10,7 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
+
+// RefusedWarnEvery is how often the servers warn of the connections
+// refused to one address: a client reconnecting in a loop would write a
+// line each time (they count every one).
+const RefusedWarnEvery = 10 * time.Second
 
 // Options configures a Listener.
 type Options struct {

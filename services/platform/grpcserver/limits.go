@@ -10,6 +10,7 @@ import (
 
 	"tidemark.io/services/platform/config"
 	"tidemark.io/services/platform/connlimit"
+	"tidemark.io/services/platform/logging"
 )
 
 // Limits bound what one client may hold open on a server.
@@ -59,16 +60,20 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-// limitListener applies the connection limits to lis, logging and counting
-// each refusal.
+// limitListener applies the connection limits to lis, counting each
+// refusal and logging it, at most once per connlimit.RefusedWarnEvery an
+// address.
 func limitListener(lis net.Listener, l Limits, log *slog.Logger, refused *prometheus.CounterVec) net.Listener {
 	ov, err := connlimit.ParseOverrides(l.MaxConnectionsPerIPOverrides)
 	if err != nil { // Validate refuses this before a server starts
 		log.Error("ignoring max.connections.per.ip.overrides", "err", err)
 	}
+	warned := logging.NewLimiter(connlimit.RefusedWarnEvery)
 	return connlimit.Wrap(lis, connlimit.Options{PerIP: l.MaxConnectionsPerIP, Overrides: ov,
 		Refused: func(ip string, limit int) {
-			log.Warn("connection refused: max.connections.per.ip reached", "client", ip, "limit", limit)
+			if n, ok := warned.Allow(ip); ok {
+				log.Warn("connection refused: max.connections.per.ip reached", "client", ip, "limit", limit, "unlogged_since_last_warning", n)
+			}
 			if refused != nil {
 				refused.WithLabelValues("max.connections.per.ip").Inc()
 			}

@@ -1,11 +1,14 @@
 package grpcserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"tidemark.io/services/platform/connlimit"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -145,4 +149,56 @@ func TestLimitsValidate(t *testing.T) {
 	if err := DefaultLimits().Validate(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A client reconnecting in a loop past max.connections.per.ip is counted
+// each time but warned about once per connlimit.RefusedWarnEvery: it cannot flood
+// the log.
+func TestRefusedConnectionsAreWarnedOncePerAddress(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	s, addr := start(t, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Limits: Limits{MaxConcurrentStreams: 10, MaxConnectionsPerIP: 1}})
+	c := client(t, addr)
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	const attempts = 5
+	for range attempts {
+		extra, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = extra.Read(make([]byte, 1))
+		extra.Close()
+		var ne net.Error
+		if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+			t.Fatalf("connection over the limit read %v, want it closed", err)
+		}
+	}
+	if n := testutil.ToFloat64(s.refused.WithLabelValues("max.connections.per.ip")); n != attempts {
+		t.Fatalf("tidemark_connections_refused_total = %v, want %d", n, attempts)
+	}
+	if n := strings.Count(logs.String(), "connection refused"); n != 1 {
+		t.Fatalf("%d warnings for %d refusals within %v, want 1:\n%s", n, attempts, connlimit.RefusedWarnEvery, logs)
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -65,8 +65,14 @@ type Options struct {
 	Limits Limits
 	// Admit, when set, sees every request's bytes before they are decoded.
 	Admit Admit
-	// Registerer, when set, gets tidemark_connections_refused_total.
+	// Registerer, when set, gets tidemark_connections_refused_total (and,
+	// with an answer budget, tidemark_answer_bytes_reserved*).
 	Registerer prometheus.Registerer
+	// AnswerBytesPerConnection, when positive, gives every connection an
+	// answer budget of that many bytes (max.queued.answer.bytes.per.connection):
+	// the handlers that charge their answers (ReserveAnswer) hold at most
+	// about that much queued for a client that does not read. 0: none.
+	AnswerBytesPerConnection int
 }
 
 // Server wraps a *grpc.Server with its health service.
@@ -78,6 +84,8 @@ type Server struct {
 	limits  Limits
 	refused *prometheus.CounterVec
 	serving *serving
+	answers *answerBudgets // nil without an answer budget
+	tls     bool           // connections are tracked by the credentials, after their handshake
 }
 
 // KeepaliveEnforcement is the keepalive policy of every tidemark server,
@@ -126,13 +134,20 @@ func New(o Options) *Server {
 	} else {
 		opts = append(opts, grpc.ForceServerCodecV2(replyCodec{proto: protoCodec}))
 	}
+	var answers *answerBudgets
+	if o.AnswerBytesPerConnection > 0 {
+		answers = newAnswerBudgets(o.AnswerBytesPerConnection)
+		unary, stream = append(unary, answers.unary()), append(stream, answers.stream())
+	}
 	if o.Authorizer != nil {
 		unary = append(unary, o.Authorizer.Unary())
 		stream = append(stream, o.Authorizer.Stream())
 	}
 	unary = append(unary, o.Unary...)
 	stream = append(stream, o.Stream...)
-	if o.Credentials != nil {
+	if o.Credentials != nil && answers != nil {
+		opts = append(opts, grpc.Creds(answerCreds{TransportCredentials: o.Credentials, budgets: answers}))
+	} else if o.Credentials != nil {
 		opts = append(opts, grpc.Creds(o.Credentials))
 	}
 	if o.Limits.MaxConcurrentStreams > 0 {
@@ -156,7 +171,10 @@ func New(o Options) *Server {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	srv := &Server{Server: gs, health: hs, log: log, authz: o.Authorizer, limits: o.Limits, serving: calls}
+	srv := &Server{Server: gs, health: hs, log: log, authz: o.Authorizer, limits: o.Limits, serving: calls, answers: answers, tls: o.Credentials != nil}
+	if o.Registerer != nil && answers != nil {
+		registerAnswerGauges(o.Registerer, answers)
+	}
 	if o.Registerer != nil {
 		srv.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tidemark_connections_refused_total",
@@ -205,7 +223,11 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 	}
-	err := s.Server.Serve(limitListener(lis, s.limits, s.log, s.refused))
+	lis = limitListener(lis, s.limits, s.log, s.refused)
+	if s.answers != nil && !s.tls {
+		lis = answerListener{Listener: lis, budgets: s.answers}
+	}
+	err := s.Server.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"time"
 
@@ -93,29 +93,23 @@ func decommission(ctx context.Context, a *client.Admin, out io.Writer, id int32,
 		}
 		return nil
 	}
+	start := time.Now()
+	left, moving := -1, -1 // not counted yet
 	for {
-		moving, err := a.ListPartitionReassignments(ctx, &adminv1.ListPartitionReassignmentsRequest{})
+		l, m, err := replicasLeft(ctx, a, id)
 		if err != nil {
-			return err
-		}
-		now, err := currentAssignment(ctx, a, nil)
-		if err != nil {
-			return err
-		}
-		left := 0
-		for _, t := range slices.Sorted(maps.Keys(now)) {
-			for _, reps := range now[t] {
-				if slices.Contains(reps, id) {
-					left++
-				}
+			if ctx.Err() != nil { // an interrupt or the timeout cut the call short
+				return stillHolding(ctx, time.Since(start), id, left, moving)
 			}
+			return err
 		}
-		if len(moving.GetReassignments()) == 0 && left == 0 {
+		left, moving = l, m
+		if moving == 0 && left == 0 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return kerr.New(kerr.RequestTimedOut, "broker %d still holds %d replicas (%d moves in progress)", id, left, len(moving.GetReassignments()))
+			return stillHolding(ctx, time.Since(start), id, left, moving)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -126,6 +120,44 @@ func decommission(ctx context.Context, a *client.Admin, out io.Writer, id int32,
 	}
 	fmt.Fprintf(out, "Broker %d holds no replica; it can be stopped.\n", id)
 	return nil
+}
+
+// replicasLeft counts the replicas broker id still holds and the
+// reassignments in progress.
+func replicasLeft(ctx context.Context, a *client.Admin, id int32) (left, moving int, err error) {
+	inProgress, err := a.ListPartitionReassignments(ctx, &adminv1.ListPartitionReassignmentsRequest{})
+	if err != nil {
+		return 0, 0, err
+	}
+	now, err := currentAssignment(ctx, a, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, parts := range now {
+		for _, reps := range parts {
+			if slices.Contains(reps, id) {
+				left++
+			}
+		}
+	}
+	return left, len(inProgress.GetReassignments()), nil
+}
+
+// stillHolding is why decommission --wait stopped following a broker that
+// still holds replicas (left < 0: not counted yet). An interrupt (ctx,
+// derived from the command's own context, canceled), while waiting or
+// during a call, says so, as a perf run cut short does, rather than
+// REQUEST_TIMED_OUT, which is for --command-timeout running out. Either
+// way the moves started go on.
+func stillHolding(ctx context.Context, waited time.Duration, id int32, left, moving int) error {
+	holds := fmt.Sprintf("broker %d still holds %d replicas (%d moves in progress; they go on)", id, left, moving)
+	if left < 0 {
+		holds = fmt.Sprintf("broker %d: its replicas were not counted yet (the moves started go on)", id)
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("interrupted after %v: %s", waited.Round(time.Millisecond), holds)
+	}
+	return kerr.New(kerr.RequestTimedOut, "%s", holds)
 }
 
 // knownBroker tells whether id is a registered broker or in some replica

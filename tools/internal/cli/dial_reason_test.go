@@ -14,11 +14,11 @@ func TestDialReasonNamesPlaintextOnATLSNode(t *testing.T) {
 	reset := status.Error(codes.Unavailable, "connection error: desc = \"error reading server preface: read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer\"")
 	preface := status.Error(codes.Unavailable, "connection error: desc = \"error reading server preface: http2: frame too large\"")
 	for _, err := range []error{reset, preface} {
-		if got := dialReason(err, true); !strings.Contains(got, "drop --plaintext") {
+		if got := dialReason(err, true, "3s"); !strings.Contains(got, "drop --plaintext") {
 			t.Errorf("plaintext, %v: %q, want the TLS hint", err, got)
 		}
 	}
-	if got := dialReason(reset, false); got != "connection reset" {
+	if got := dialReason(reset, false, "3s"); got != "connection reset" {
 		t.Errorf("TLS dial reset: %q, want just the reset", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -153,6 +154,9 @@ func reach(ctx context.Context, what, flag string, addrs []string, dial grpc.Dia
 	if len(addrs) == 0 {
 		return usagef("%s: no address given", flag)
 	}
+	if err := checkAddrs(flag, addrs); err != nil {
+		return err
+	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
 	defer cancel()
@@ -173,16 +177,36 @@ func reach(ctx context.Context, what, flag string, addrs []string, dial grpc.Dia
 		if a.err == nil {
 			return nil
 		}
-		why[a.addr] = dialReason(a.err, plaintext)
+		why[a.addr] = dialReason(a.err, plaintext, reachTimeout.String())
 	}
-	if err := parent.Err(); err != nil {
-		return err
+	// The command's own end came first: say which, not "context canceled".
+	switch err := parent.Err(); {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no %s answered within --command-timeout (%s %s): %w", what, flag, strings.Join(addrs, ","), err)
+	case err != nil:
+		return fmt.Errorf("interrupted while reaching a %s (%s %s): %w", what, flag, strings.Join(addrs, ","), err)
 	}
 	var parts []string
 	for _, a := range addrs {
 		parts = append(parts, a+": "+why[a])
 	}
 	return fmt.Errorf("cannot reach any %s (%s %s): %s", what, flag, strings.Join(addrs, ","), strings.Join(parts, "; "))
+}
+
+// checkAddrs refuses an address that is not host:port before any dial:
+// the resolver's answer to one ("produced zero addresses") names neither
+// the mistake nor the flag.
+func checkAddrs(flag string, addrs []string) error {
+	for _, a := range addrs {
+		_, port, err := net.SplitHostPort(hostPort(a))
+		if err == nil && (port == "" || port == "0") {
+			err = errors.New("no port")
+		}
+		if err != nil {
+			return usagef("%s: %q is not a host:port address (%v)", flag, a, err)
+		}
+	}
+	return nil
 }
 
 const noPlaintextAnswer = "no plaintext answer: the node may require TLS (drop --plaintext)"
@@ -196,8 +220,9 @@ func hostPort(addr string) string {
 }
 
 // dialReason shortens a failed dial to what an operator needs to read;
-// plaintext says the dial was without TLS.
-func dialReason(err error, plaintext bool) string {
+// plaintext says the dial was without TLS, and wait is how long it waited
+// for an answer, named as the operator knows it.
+func dialReason(err error, plaintext bool, wait string) string {
 	msg := status.Convert(err).Message()
 	// A TLS server given a plaintext HTTP/2 preface closes the connection:
 	// the client reads either that (no server preface) or, when the close
@@ -226,7 +251,7 @@ func dialReason(err error, plaintext bool) string {
 	}
 	switch status.Code(err) {
 	case codes.DeadlineExceeded:
-		return fmt.Sprintf("no answer within %v", reachTimeout)
+		return "no answer within " + wait
 	case codes.Unimplemented:
 		return "answers, but not as a tidemark node (" + msg + ")"
 	}

@@ -20,6 +20,12 @@ func newHealthCmd(g *globals) *cobra.Command {
 		Short: "Check that a broker, controller or gateway answers its gRPC health check",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return usagef("--timeout must be positive, got %v", timeout)
+			}
+			if err := checkAddrs("--addr", []string{addr}); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			dial, err := g.dialOption()
@@ -28,7 +34,7 @@ func newHealthCmd(g *globals) *cobra.Command {
 			}
 			st, err := checkHealth(ctx, addr, service, dial)
 			if err != nil {
-				return fmt.Errorf("%s: %s", addr, dialReason(err, g.tlsFlags.Plaintext))
+				return fmt.Errorf("%s: %s", addr, dialReason(err, g.tlsFlags.Plaintext, fmt.Sprintf("--timeout %v", timeout)))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", addr, st)
 			if st != healthpb.HealthCheckResponse_SERVING {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
@@ -183,8 +184,8 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 			"when the record was due, so a late send counts for the records behind it): a progress line every\n" +
 			"--reporting-interval, then a summary. --sync waits for each record before sending the\n" +
 			"next. --producers runs several producers side by side, each with its share of the records.\n" +
-			"The run ends after N records or --timeout, whichever comes first; the exit code\n" +
-			"is 1 when a record failed or the timeout cut the run short.",
+			"The run ends after N records, --timeout or Ctrl-C, whichever comes first; the exit\n" +
+			"code is 1 when a record failed or the timeout or Ctrl-C cut the run short.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -196,6 +197,9 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 				return usagef("--num-records must be positive, got %d", numRecords)
 			case recordSize <= 0:
 				return usagef("--record-size must be positive, got %d", recordSize)
+			case throughput == 0 || math.IsNaN(throughput):
+				// Kafka's tool stalls for ever at 0; no cap is -1.
+				return usagef("--throughput must be positive records/s, or -1 for no cap, got %v", throughput)
 			case timeout <= 0:
 				return usagef("--timeout must be positive, got %v", timeout)
 			case report <= 0:
@@ -286,11 +290,15 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 			stop()
 			sum := rec.Summary(time.Now())
 			fmt.Fprintln(out, sum.Line("sent", "latency"))
+			// Ctrl-C fails what was in flight: name the interrupt first.
+			if ctx.Err() != nil && sum.Records < numRecords {
+				return cutShort(ctx, sum, numRecords, "records acknowledged")
+			}
 			if n := sum.FailedCount(); n > 0 {
 				return fmt.Errorf("%d of %d records failed", n, numRecords)
 			}
 			if sum.Records < numRecords {
-				return fmt.Errorf("stopped after %v with %d of %d records acknowledged (--timeout)", timeout, sum.Records, numRecords)
+				return cutShort(ctx, sum, numRecords, "records acknowledged")
 			}
 			return nil
 		},
@@ -300,7 +308,7 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 	f.Int32Var(&partition, "partition", -1, "write to this partition only; -1 spreads the records over all")
 	f.Int64Var(&numRecords, "num-records", 0, "how many records to send")
 	f.IntVar(&recordSize, "record-size", 0, "each record's size in bytes")
-	f.Float64Var(&throughput, "throughput", -1, "cap on records per second (-1: none)")
+	f.Float64Var(&throughput, "throughput", -1, "cap on records per second (-1: none; 0 is refused)")
 	f.BoolVar(&syncSend, "sync", false, "wait for each record's acknowledgement before sending the next")
 	f.IntVar(&producers, "producers", 1, "producers sending side by side, each its share of the records (one client, a producer id each)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "stop the run after this long")
@@ -323,8 +331,8 @@ func newPerfConsumeCmd(g *globals) *cobra.Command {
 		Short: "Consume N records from the beginning and report records/s, MB/s and fetch latency",
 		Long: "Consume N records from the start of the topic's partitions (waiting for more when\n" +
 			"fewer are there) and report throughput and fetch latency: how long the poll that\n" +
-			"returned each record took. The run ends after N records or --timeout; the exit code\n" +
-			"is 1 when the timeout cut it short.",
+			"returned each record took. The run ends after N records, --timeout or Ctrl-C; the exit\n" +
+			"code is 1 when the timeout or Ctrl-C cut it short.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -366,12 +374,13 @@ func newPerfConsumeCmd(g *globals) *cobra.Command {
 				return true
 			})
 			stop()
-			fmt.Fprintln(out, rec.Summary(time.Now()).Line("consumed", "fetch latency"))
+			sum := rec.Summary(time.Now())
+			fmt.Fprintln(out, sum.Line("consumed", "fetch latency"))
 			if err != nil {
 				return err
 			}
 			if n < messages {
-				return fmt.Errorf("stopped after %v with %d of %d records consumed (--timeout)", timeout, n, messages)
+				return cutShort(ctx, sum, messages, "records consumed")
 			}
 			return nil
 		},
@@ -384,6 +393,22 @@ func newPerfConsumeCmd(g *globals) *cobra.Command {
 	f.DurationVar(&report, "reporting-interval", 5*time.Second, "how often to print a progress line")
 	f.StringVar(&rack, "rack", "", "client.rack: read from an in-sync replica in this rack (KIP-392)")
 	return cmd
+}
+
+// cutShort says why a perf run ended before its records were done: an
+// interrupt (ctx, the command's own context, ended) or --timeout, after
+// how long, and with how many of want done ("records acknowledged",
+// "commits made") and failed.
+func cutShort(ctx context.Context, sum perfstat.Report, want int64, done string) error {
+	why := "--timeout ran out"
+	if ctx.Err() != nil {
+		why = "interrupted"
+	}
+	msg := fmt.Sprintf("%s after %v: %d of %d %s", why, sum.Elapsed.Round(time.Millisecond), sum.Records, want, done)
+	if n := sum.FailedCount(); n > 0 {
+		msg += fmt.Sprintf(", %d failed", n)
+	}
+	return errors.New(msg)
 }
 
 // sleepCtx sleeps for d unless ctx ends first; it reports whether it slept.

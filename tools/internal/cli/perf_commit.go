@@ -123,11 +123,14 @@ func newPerfCommitCmd(g *globals) *cobra.Command {
 			sum := rec.Summary(time.Now())
 			fmt.Fprintf(out, "%d commits by %d members, %.1f commits/s, latency %s avg, %s p50, %s p95, %s p99, %s p99.9, %s max\n",
 				sum.Records, members, sum.RecordsPerSec(), msText(sum.Avg), msText(sum.P50), msText(sum.P95), msText(sum.P99), msText(sum.P999), msText(sum.Max))
+			if ctx.Err() != nil && sum.Records < numCommits {
+				return cutShort(ctx, sum, numCommits, "commits made")
+			}
 			if n := sum.FailedCount(); n > 0 {
 				return fmt.Errorf("%d of %d commits failed: %v", n, numCommits, sum.Failed)
 			}
 			if sum.Records < numCommits {
-				return fmt.Errorf("stopped after %v with %d of %d commits (--timeout)", timeout, sum.Records, numCommits)
+				return cutShort(ctx, sum, numCommits, "commits made")
 			}
 			return nil
 		},

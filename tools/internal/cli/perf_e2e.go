@@ -79,7 +79,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 				return usagef("--num-records must be positive, got %d", numRecords)
 			case recordSize < e2eStampSize:
 				return usagef("--record-size must be at least %d (the send time each record carries), got %d", e2eStampSize, recordSize)
-			case throughput <= 0:
+			case !(throughput > 0): // NaN too
 				return usagef("--throughput must be positive (records/s; end-to-end latency means something only below the peak rate), got %v", throughput)
 			case timeout <= 0:
 				return usagef("--timeout must be positive, got %v", timeout)
@@ -215,11 +215,14 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			fmt.Fprintln(out, seen.Summary(now).Line("consumed", "end-to-end latency"))
 			fmt.Fprintln(out, handed.Summary(now).Line("handed to the producer", "delay past schedule"))
 			fmt.Fprintln(out, batchesLine(p.Stats(), atWarm, opts.MaxInFlight))
+			if ctx.Err() != nil && sum.Records < numRecords {
+				return cutShort(ctx, sum, numRecords, "records acknowledged")
+			}
 			if n := sum.FailedCount(); n > 0 {
 				return fmt.Errorf("%d of %d records failed", n, numRecords)
 			}
 			if sum.Records < numRecords {
-				return fmt.Errorf("stopped after %v with %d of %d records acknowledged (--timeout)", timeout, sum.Records, numRecords)
+				return cutShort(ctx, sum, numRecords, "records acknowledged")
 			}
 			if readErr != nil && !errors.Is(readErr, context.Canceled) {
 				return readErr

@@ -155,8 +155,9 @@ func (t *tally) add(err error) {
 	t.fails[name]++
 }
 
-// summary is "N acknowledged, M failed" plus one line per error name.
-func (t *tally) summary() (string, int) {
+// summary is "N acknowledged, M failed" plus one line per error name;
+// acks says whether the successes were acknowledged (acks 0 has none).
+func (t *tally) summary(acks client.Acks) (string, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	failed := 0
@@ -165,7 +166,11 @@ func (t *tally) summary() (string, int) {
 		failed += t.fails[name]
 		fmt.Fprintf(&b, "\n  %s x%d (first: %s)", name, t.fails[name], t.first[name])
 	}
-	return fmt.Sprintf("%d acknowledged, %d failed", t.acked, failed) + b.String(), failed
+	done := "acknowledged"
+	if acks == client.AcksNone {
+		done = "written without acknowledgement (--acks 0)"
+	}
+	return fmt.Sprintf("%d %s, %d failed", t.acked, done, failed) + b.String(), failed
 }
 
 func newProduceCmd(g *globals) *cobra.Command {
@@ -180,8 +185,8 @@ func newProduceCmd(g *globals) *cobra.Command {
 		Use:   "produce --topic T [--partition P] [--acks all|1|0|-1] [--key K]",
 		Short: "Send each line of standard input as a record (kafka-console-producer)",
 		Long: "Send each line of standard input as a record. The producer is idempotent with acks=all\n" +
-			"by default. A summary of acknowledged and failed records goes to standard error;\n" +
-			"the exit code is 1 when any record failed.",
+			"by default. A summary of acknowledged (--acks 0: written) and failed records goes to\n" +
+			"standard error; the exit code is 1 when any record failed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needTopic(topic); err != nil {
@@ -227,7 +232,7 @@ func newProduceCmd(g *globals) *cobra.Command {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.DeliveryTimeout+5*time.Second)
 			defer cancel()
 			_ = p.Close(cctx)
-			sum, failed := t.summary()
+			sum, failed := t.summary(opts.Acks)
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d records sent to %s: %s\n", sent, topic, sum)
 			if failed > 0 {
 				return fmt.Errorf("%d of %d records failed", failed, sent)

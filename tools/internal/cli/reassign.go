@@ -93,19 +93,30 @@ The files use Kafka's format: {"version":1,"partitions":[{"topic":"t","partition
 			if o.throttle != 0 && (!o.execute || o.throttle < 1) {
 				return usagef("--throttle goes with --execute and must be at least 1 byte/s, got %d", o.throttle)
 			}
+			// The files and the broker list are read before dialling: their
+			// mistakes are usage errors whether or not the cluster answers.
+			var (
+				plan   reassignmentFile
+				topics []string
+				ids    []int32
+				err    error
+			)
+			switch {
+			case o.generate:
+				topics, ids, err = generateInput(o)
+			case o.execute || o.verify || o.cancel:
+				plan, err = readPlan(o.planFile)
+			}
+			if err != nil {
+				return err
+			}
 			return g.withAdmin(cmd, func(ctx context.Context, a *client.Admin) error {
 				out := cmd.OutOrStdout()
 				switch {
 				case o.generate:
-					return reassignGenerate(ctx, a, out, o)
+					return reassignGenerate(ctx, a, out, o, topics, ids)
 				case o.list:
 					return reassignList(ctx, a, out)
-				}
-				plan, err := readPlan(o.planFile)
-				if err != nil {
-					return err
-				}
-				switch {
 				case o.execute:
 					return reassignExecute(ctx, a, out, plan, o.throttle)
 				case o.verify:
@@ -198,30 +209,34 @@ func jsonLine(v any) string {
 	return string(b)
 }
 
-func reassignGenerate(ctx context.Context, a *client.Admin, out io.Writer, o reassignOpts) error {
+// generateInput reads --generate's topics file and broker list, before
+// the cluster is asked anything.
+func generateInput(o reassignOpts) (topics []string, ids []int32, err error) {
 	if o.topicsFile == "" || o.brokerList == "" {
-		return usagef("--generate needs --topics-to-move-json-file and --broker-list")
+		return nil, nil, usagef("--generate needs --topics-to-move-json-file and --broker-list")
 	}
 	raw, err := os.ReadFile(o.topicsFile)
 	if err != nil {
-		return usagef("--topics-to-move-json-file: %v", err)
+		return nil, nil, usagef("--topics-to-move-json-file: %v", err)
 	}
 	var tf topicsToMoveFile
 	if err := json.Unmarshal(raw, &tf); err != nil || len(tf.Topics) == 0 {
-		return usagef("--topics-to-move-json-file %s: want {\"version\":1,\"topics\":[{\"topic\":\"t\"}]} (%v)", o.topicsFile, err)
+		return nil, nil, usagef("--topics-to-move-json-file %s: want {\"version\":1,\"topics\":[{\"topic\":\"t\"}]} (%v)", o.topicsFile, err)
 	}
-	var ids []int32
 	for _, s := range strings.Split(o.brokerList, ",") {
 		id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
 		if err != nil || id < 0 || slices.Contains(ids, int32(id)) {
-			return usagef("--broker-list: %q is not a list of distinct broker ids", o.brokerList)
+			return nil, nil, usagef("--broker-list: %q is not a list of distinct broker ids", o.brokerList)
 		}
 		ids = append(ids, int32(id))
 	}
-	var topics []string
 	for _, t := range tf.Topics {
 		topics = append(topics, t.Topic)
 	}
+	return topics, ids, nil
+}
+
+func reassignGenerate(ctx context.Context, a *client.Admin, out io.Writer, o reassignOpts, topics []string, ids []int32) error {
 	cur, err := currentAssignment(ctx, a, topics)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -125,6 +126,12 @@ func strictArgs(c *cobra.Command) {
 				if errors.As(err, &ue) {
 					return err
 				}
+				if !cmd.HasSubCommands() && len(args) > 0 && strings.HasPrefix(err.Error(), "unknown command") {
+					// cobra.NoArgs on a command with nothing under it:
+					// the word was not a command but most likely what a
+					// flag should carry ("topics create orders").
+					return usagef("%s takes no arguments, got %q%s", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), args[0], flagHint(cmd, args[0]))
+				}
 				return usageError{err}
 			}
 			return nil
@@ -133,6 +140,18 @@ func strictArgs(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		strictArgs(sub)
 	}
+}
+
+// flagHint suggests the flag an argument given to a command that takes
+// none most likely belongs to: the first of --topic, --group, --user the
+// command has and was not given.
+func flagHint(cmd *cobra.Command, arg string) string {
+	for _, name := range []string{"topic", "group", "user"} {
+		if f := cmd.Flags().Lookup(name); f != nil && !f.Changed {
+			return fmt.Sprintf(": name the %s with --%s %s", name, name, arg)
+		}
+	}
+	return ""
 }
 
 func newVersionCmd() *cobra.Command {

@@ -57,11 +57,13 @@ func newTopicsCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			spec := &adminv1.TopicSpec{Name: topic, NumPartitions: partitions, ReplicationFactor: rf}
-			if partitions < 0 {
-				return usagef("--partitions must not be negative, got %d", partitions)
+			// 0 asks for the cluster's default only when the flag is left out:
+			// given, it is a mistake (kafka-topics refuses it too).
+			if cmd.Flags().Changed("partitions") && partitions < 1 {
+				return usagef("--partitions must be at least 1, got %d", partitions)
 			}
-			if rf < 0 {
-				return usagef("--replication-factor must not be negative, got %d", rf)
+			if cmd.Flags().Changed("replication-factor") && rf < 1 {
+				return usagef("--replication-factor must be at least 1, got %d", rf)
 			}
 			if assignment != "" {
 				if cmd.Flags().Changed("partitions") || cmd.Flags().Changed("replication-factor") {

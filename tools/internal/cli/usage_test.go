@@ -21,10 +21,21 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"topics", "create", "--topic", "t", "--replica-assignment", "1:a"}, "--replica-assignment"},
 		{[]string{"topics", "create", "--topic", "t", "--replica-assignment", "1:2,3"}, "--replica-assignment"},
 		{[]string{"topics", "create", "--topic", "t", "--config", "nokey"}, "--config"},
+		{[]string{"topics", "create", "--topic", "t", "--partitions", "0"}, "--partitions must be at least 1"},
+		{[]string{"topics", "create", "--topic", "t", "--replication-factor", "0"}, "--replication-factor must be at least 1"},
+		{[]string{"topics", "list", "--plaintext", "--controller", "ctrl-1"}, `--controller: "ctrl-1" is not a host:port`},
+		{[]string{"topics", "list", "--plaintext", "--controller", "ctrl-1:"}, `--controller: "ctrl-1:" is not a host:port`},
+		{[]string{"produce", "--topic", "t", "--plaintext", "--bootstrap-server", "broker-1:9092,broker-2"}, `--bootstrap-server: "broker-2" is not a host:port`},
 		{[]string{"topics", "alter-config", "--add-config", "a=b"}, "--topic"},
 		{[]string{"topics", "alter-config", "--topic", "t"}, "--add-config"},
 		{[]string{"topics", "nosuch"}, `unknown command "nosuch"`},
 		{[]string{"nosuch"}, `unknown command "nosuch"`},
+		// A word after a command that takes none is most likely what a
+		// flag should carry: said so, where cobra answered `unknown
+		// command "orders" for "tidemark topics create"`.
+		{[]string{"topics", "create", "orders"}, `topics create takes no arguments, got "orders": name the topic with --topic orders`},
+		{[]string{"topics", "create", "--topic", "t", "extra"}, `topics create takes no arguments, got "extra"`},
+		{[]string{"version", "now"}, `version takes no arguments, got "now"`},
 		{[]string{"leader-election", "--topic", "t", "--partition", "0"}, "--election-type"},
 		{[]string{"leader-election", "--election-type", "sideways", "--all-topic-partitions"}, "--election-type"},
 		{[]string{"leader-election", "--election-type", "preferred", "--topic", "t"}, "--partition"},
@@ -38,6 +49,7 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"consume", "--topic", "t", "--offset", "3"}, "--partition"},
 		{[]string{"consume", "--topic", "t", "--partition", "0", "--offset", "3", "--from-beginning"}, "--from-beginning"},
 		{[]string{"watch", "--interval", "0s"}, "--interval"},
+		{[]string{"watch", "--interval", "1000h"}, "--interval"},
 		{[]string{"consume", "--topic", "t", "--group", "g", "--partition", "0"}, "--group"},
 		{[]string{"consume", "--topic", "t", "--timeout-ms", "100"}, "--timeout-ms"},
 		{[]string{"groups", "describe"}, "accepts 1 arg"},
@@ -63,6 +75,13 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"records", "delete", "--topic", "t", "--partition", "0", "--offset", "-2"}, "--offset"},
 		{[]string{"perf", "produce", "--topic", "t", "--record-size", "10"}, "--num-records"},
 		{[]string{"perf", "consume", "--topic", "t"}, "--messages"},
+		{[]string{"reassign", "--execute"}, "--reassignment-json-file is required"},
+		{[]string{"reassign", "--generate", "--broker-list", "1,2"}, "--topics-to-move-json-file"},
+		{[]string{"reassign", "--verify", "--reassignment-json-file", "no-such-plan.json"}, "--reassignment-json-file"},
+		{[]string{"health", "--plaintext", "--timeout", "0s"}, "--timeout must be positive"},
+		{[]string{"health", "--plaintext", "--addr", "broker-1"}, `--addr: "broker-1" is not a host:port`},
+		{[]string{"perf", "produce", "--topic", "t", "--num-records", "4", "--record-size", "10", "--throughput", "0"}, "--throughput"},
+		{[]string{"perf", "e2e", "--topic", "t", "--num-records", "4", "--record-size", "10", "--throughput", "NaN"}, "--throughput"},
 		{[]string{"perf", "produce", "--topic", "t", "--num-records", "4", "--record-size", "10", "--producers", "0"}, "--producers"},
 		{[]string{"perf", "produce", "--topic", "t", "--num-records", "4", "--record-size", "10", "--producers", "5"}, "--producers"},
 		{[]string{"cluster", "describe", "--command-timeout", "-1s"}, "--command-timeout"},
@@ -155,6 +174,24 @@ func TestUnreachableClusterFailsFastNamingTheAddress(t *testing.T) {
 			t.Errorf("%v: took %v to fail", args, r.took)
 		}
 	}
+}
+
+// A health check of a node that never answers names the wait it was
+// given, not another one; so does a command that runs out of time.
+func TestHealthNamesItsOwnTimeout(t *testing.T) {
+	// Connections wait in the listen queue: accepted by the kernel, never
+	// answered.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	runCLI(t, "", "health", "--plaintext", "--addr", l.Addr().String(), "--timeout", "700ms").
+		fails(t, cli.ExitFailed, "no answer within --timeout 700ms")
+	// The same for a command whose --command-timeout ends before the check
+	// that the cluster answers.
+	runCLI(t, "", "topics", "list", "--plaintext", "--controller", l.Addr().String(), "--command-timeout", "700ms").
+		fails(t, cli.ExitFailed, "no controller answered within --command-timeout").fails(t, cli.ExitFailed, l.Addr().String())
 }
 
 func TestEnvironmentTwins(t *testing.T) {

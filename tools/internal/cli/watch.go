@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,11 +32,13 @@ func newWatchCmd(g *globals) *cobra.Command {
 			"in yellow, in-sync replicas in green and out-of-sync ones in red, each replica's log end\n" +
 			"offset and high watermark, warnings for under-replicated and leaderless partitions, and\n" +
 			"the recent ISR changes and elections. When standard output is not a terminal the output\n" +
-			"is plain: no colours and no screen clearing.",
+			"is plain: no colours and no screen clearing. When the controllers stop answering it\n" +
+			"keeps trying, and says on standard error that the table is stale.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if interval <= 0 {
-				return usagef("--interval must be positive, got %v", interval)
+			// The request carries milliseconds in an int32.
+			if interval <= 0 || interval.Milliseconds() > math.MaxInt32 {
+				return usagef("--interval must be positive and under 24 days, got %v", interval)
 			}
 			out := cmd.OutOrStdout()
 			tty := isTerminal(out)
@@ -67,6 +72,12 @@ func newWatchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			req := &adminv1.WatchClusterRequest{Topics: names, IntervalMs: int32(interval.Milliseconds())}
+			seen := func() {}
+			if !once {
+				var stop func()
+				seen, stop = warnWhenStale(cmd.ErrOrStderr(), interval, time.Now())
+				defer stop()
+			}
 			for msg, err := range a.WatchCluster(ctx, req) {
 				if err != nil {
 					if ctx.Err() != nil && !once {
@@ -74,6 +85,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 					}
 					return err
 				}
+				seen()
 				v.addEvents(msg.GetEvents())
 				v.render(out, msg)
 				if once {
@@ -116,4 +128,41 @@ func checkTopics(ctx context.Context, g *globals, a *client.Admin, names []strin
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// warnWhenStale says on w when the watch has had no update for a while:
+// the client keeps trying the controllers for as long as the watch runs,
+// and without a word the last table would pass for the current one. seen
+// notes an update; stop ends the check and waits for it.
+func warnWhenStale(w io.Writer, interval time.Duration, now time.Time) (seen, stop func()) {
+	after := 2*interval + reachTimeout
+	var mu sync.Mutex
+	last, warned := now, false
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(min(interval, time.Second))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				mu.Lock()
+				if !warned && now.Sub(last) > after {
+					warned = true
+					fmt.Fprintf(w, "no update from the controllers since %s: the table is stale; still trying (Ctrl-C stops)\n", last.Format("15:04:05"))
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	seen = func() {
+		mu.Lock()
+		last, warned = time.Now(), false
+		mu.Unlock()
+	}
+	return seen, func() { close(done); wg.Wait() }
 }

@@ -125,8 +125,11 @@ func (r *Recorder) Summary(now time.Time) Report {
 	return rep
 }
 
-// Percentile returns the p-th quantile (0..1) of sorted latencies, the
-// nearest-rank value; zero for none.
+// Percentile returns the p-th quantile (0..1) of sorted latencies by the
+// index rule of Kafka's perf tools, sorted[int(p*n)] (the last for p = 1),
+// so figures compare with kafka-producer-perf-test's. It is not the nearest
+// rank: where p*n is whole it takes the sample after, so p99 of 100 samples
+// is the maximum. Zero for none.
 func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0

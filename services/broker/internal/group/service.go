@@ -14,6 +14,7 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/paging"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -531,8 +532,13 @@ func sortTPs(tps []TP) {
 	})
 }
 
-// ListGroups lists the groups of every loaded offsets partition.
+// ListGroups lists the groups of every loaded offsets partition, in group
+// id order, a page at a time when the request asks for one.
 func (s *Service) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest) (*groupv1.ListGroupsResponse, error) {
+	pg, err := paging.Parse(req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
 	c := s.C
 	var states []State
 	for _, f := range req.GetStatesFilter() {
@@ -542,8 +548,32 @@ func (s *Service) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest
 		}
 		states = append(states, st)
 	}
-	id := c.host.BrokerID()
+	groups, err := c.listGroups(states, req.GetTypesFilter())
+	if err != nil {
+		return nil, err
+	}
+	// The page is cut with c.mu released: the caller's view of it asks
+	// the authorizer.
+	cur := paging.NewCursor(ctx, pg)
 	out := &groupv1.ListGroupsResponse{}
+	for _, g := range groups {
+		if cur.Skip(g.GroupId) {
+			continue
+		}
+		if !cur.Take(g.GroupId) {
+			break
+		}
+		out.Groups = append(out.Groups, g)
+	}
+	out.NextPageToken = cur.Next()
+	return out, nil
+}
+
+// listGroups is every group of the loaded offsets partitions in the given
+// states and of the given protocol types (none: any), in id order.
+func (c *Coordinator) listGroups(states []State, types []string) ([]*groupv1.ListedGroup, error) {
+	id := c.host.BrokerID()
+	var out []*groupv1.ListedGroup
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := map[string]bool{}
@@ -555,10 +585,10 @@ func (s *Service) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest
 		if len(states) > 0 && !slices.Contains(states, st) {
 			return
 		}
-		if len(req.GetTypesFilter()) > 0 && !slices.Contains(req.GetTypesFilter(), ptype) {
+		if len(types) > 0 && !slices.Contains(types, ptype) {
 			return
 		}
-		out.Groups = append(out.Groups, &groupv1.ListedGroup{GroupId: gid, ProtocolType: ptype, GroupState: st.String(), CoordinatorId: id})
+		out = append(out, &groupv1.ListedGroup{GroupId: gid, ProtocolType: ptype, GroupState: st.String(), CoordinatorId: id})
 	}
 	for _, sh := range c.shards {
 		if sh.loading {
@@ -573,7 +603,7 @@ func (s *Service) ListGroups(ctx context.Context, req *groupv1.ListGroupsRequest
 			add(gid, "", Empty)
 		}
 	}
-	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].GroupId < out.Groups[j].GroupId })
+	sort.Slice(out, func(i, j int) bool { return out[i].GroupId < out[j].GroupId })
 	return out, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/paging"
 	"tidemark.io/services/recordbatch"
 	"tidemark.io/services/topicconfig"
 )
@@ -234,29 +235,72 @@ func (b *Broker) FetchWithin(ctx context.Context, req *brokerv1.FetchRequest, ep
 		defer context.AfterFunc(b.Draining, cancel)()
 	}
 	waited := b.fetchThrottle(ctx)
-	res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
+	f := replica.ConsumerFetch{
 		TP: tp, Offset: req.GetOffset(), MaxBytes: maxBytes, MinBytes: int(req.GetMinBytes()),
 		MaxWait: time.Duration(req.GetMaxWaitMs()) * time.Millisecond, Rack: req.GetRackId(), CurrentLeaderEpoch: epoch,
 		LastFetchedEpoch: req.GetLastFetchedEpoch(), HasLastFetchedEpoch: req.LastFetchedEpoch != nil,
 		TopicID: req.GetTopicId(), FitOnly: fitOnly,
-	})
-	if err != nil {
-		return nil, b.unready(err)
 	}
-	if ctx.Err() != nil && b.Draining != nil && b.Draining.Err() != nil {
-		res.Release()
-		return nil, errShuttingDown()
-	}
-	out, err := fetchResponse(res, req.GetOffset(), req.GetRawBatches())
+	waitEnds := time.Now().Add(f.MaxWait)
+	res, out, err := b.consumerRead(ctx, f, req)
 	if err != nil {
-		res.Release()
 		return nil, err
 	}
+	size := grpcserver.AnswerSize(out)
+	charge, ok := grpcserver.TryReserveAnswer(ctx, size)
+	if !ok {
+		res.Release()
+		if res, out, charge, err = b.readWithinBudget(ctx, f, req, size, waitEnds); err != nil {
+			return nil, err
+		}
+	}
+	charge.Queue(grpcserver.AnswerSize(out))
 	out.ThrottleTimeMs = max(waited, b.fetchRecorded(ctx, len(res.Records)))
 	// The reply aliases the read buffer (raw batches, or decoded keys and
 	// values): it goes back to the pool once gRPC has encoded the reply.
 	grpcserver.ReleaseAfterSend(ctx, res.Release)
 	return out, nil
+}
+
+// consumerRead reads f and builds its answer; on an error nothing is kept.
+func (b *Broker) consumerRead(ctx context.Context, f replica.ConsumerFetch, req *brokerv1.FetchRequest) (replica.ConsumerFetchResult, *brokerv1.FetchResponse, error) {
+	res, err := b.RM.Fetch(ctx, f)
+	if err != nil {
+		return res, nil, b.unready(err)
+	}
+	if ctx.Err() != nil && b.Draining != nil && b.Draining.Err() != nil {
+		res.Release()
+		return res, nil, errShuttingDown()
+	}
+	out, err := fetchResponse(res, req.GetOffset(), req.GetRawBatches())
+	if err != nil {
+		res.Release()
+		return res, nil, err
+	}
+	return res, out, nil
+}
+
+// answerEnvelope is room charged for a fetch answer's fields around its
+// records.
+const answerEnvelope = 512
+
+// readWithinBudget reads f again once the connection's answer budget
+// (max.queued.answer.bytes.per.connection) has room, its client having
+// left that much unread: it waits for the client to read, until the
+// fetch's max wait ends, then reads what fits in the room it got (nothing
+// when none: the answer then carries the offsets only). wanted is the
+// size of the answer that did not fit.
+func (b *Broker) readWithinBudget(ctx context.Context, f replica.ConsumerFetch, req *brokerv1.FetchRequest, wanted int, waitEnds time.Time) (replica.ConsumerFetchResult, *brokerv1.FetchResponse, *grpcserver.AnswerReservation, error) {
+	wait, cancel := context.WithDeadline(ctx, waitEnds)
+	defer cancel()
+	charge := grpcserver.ReserveAnswer(ctx, wait, wanted)
+	f.MaxBytes, f.MaxWait, f.FitOnly = max(charge.Bytes()-answerEnvelope, 0), 0, true
+	res, out, err := b.consumerRead(ctx, f, req)
+	if err != nil {
+		charge.Cancel()
+		return res, nil, nil, err
+	}
+	return res, out, charge, nil
 }
 
 // maxKafkaString is the longest string Kafka's protocol carries (an int16
@@ -372,14 +416,23 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 	topicID := req.GetTopicId()
 	var sentAt time.Time // zero until the first answer
 	keepAlive := cmp.Or(b.FollowKeepAlive, 15*time.Second)
+	// room is charged to the connection's answer budget for the next read,
+	// after an answer that did not fit: that read is at once and within it.
+	var room *grpcserver.AnswerReservation
+	defer func() { room.Cancel() }()
+	budget := grpcserver.CallBudgetOf(ctx) // found once: every answer of the stream is charged to it
 	for ctx.Err() == nil {
 		waited := b.fetchThrottle(ctx)
 		maxWait := min(5*time.Second, keepAlive)
 		if sentAt.IsZero() {
 			maxWait = 0
 		}
+		maxBytes := b.fetchMaxBytes(req.GetMaxBytes())
+		if room != nil {
+			maxWait, maxBytes = 0, max(min(maxBytes, room.Bytes()-answerEnvelope), 1)
+		}
 		res, err := b.RM.Fetch(ctx, replica.ConsumerFetch{
-			TP: tp, Offset: offset, MaxBytes: b.fetchMaxBytes(req.GetMaxBytes()), MinBytes: 1,
+			TP: tp, Offset: offset, MaxBytes: maxBytes, MinBytes: 1,
 			MaxWait: maxWait, Rack: req.GetRackId(), CurrentLeaderEpoch: -1,
 			LastFetchedEpoch: lastEpoch, HasLastFetchedEpoch: hasLastEpoch, TopicID: topicID,
 		})
@@ -413,6 +466,8 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 		}
 		if len(res.Records) == 0 && res.PreferredReadReplica < 0 && !sentAt.IsZero() && time.Since(sentAt) < keepAlive {
 			res.Release()
+			room.Cancel()
+			room = nil
 			continue
 		}
 		out, err := fetchResponse(res, offset, req.GetRawBatches())
@@ -420,11 +475,26 @@ func (b *Broker) Follow(req *brokerv1.FollowRequest, stream brokerv1.BrokerServi
 			res.Release()
 			return err
 		}
+		charge := room
+		room = nil
+		if charge == nil {
+			var fits bool
+			size := grpcserver.AnswerSize(out)
+			if charge, fits = budget.TryReserve(size); !fits {
+				// Its client has not read what it has: wait for room,
+				// then read again what fits.
+				res.Release()
+				room = budget.Reserve(ctx, size)
+				continue
+			}
+		}
 		if e, ok := recordbatch.LastEpochFrom(res.Records, offset); ok {
 			lastEpoch, hasLastEpoch = e, true
 		}
 		out.ThrottleTimeMs = max(waited, b.fetchRecorded(ctx, len(res.Records)))
-		err = stream.Send(&brokerv1.FollowResponse{Fetch: out})
+		resp := &brokerv1.FollowResponse{Fetch: out}
+		charge.Queue(grpcserver.AnswerSize(resp))
+		err = stream.Send(resp)
 		res.Release() // Send has encoded the records
 		if err != nil {
 			return err
@@ -548,7 +618,11 @@ func (b *Broker) unready(err error) error {
 // still name it leader of partitions the controller has moved, and a
 // client that believed it would send every write back to it. Refused, the
 // client asks the next broker on its list.
-func (b *Broker) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*brokerv1.MetadataResponse, error) {
+func (b *Broker) Metadata(ctx context.Context, req *brokerv1.MetadataRequest) (*brokerv1.MetadataResponse, error) {
+	pg, err := paging.ParseUnlessNamed(len(req.GetTopics()) > 0, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
 	meta := b.RM.Meta()
 	if !meta.Initialised() {
 		return nil, errNoMetadata("")
@@ -566,14 +640,21 @@ func (b *Broker) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*br
 		out.Brokers = append(out.Brokers, &commonv1.Node{Id: br.ID, Address: br.Address, Rack: br.Rack})
 	}
 	topics := req.GetTopics()
+	cur := paging.NewCursor(ctx, pg)
 	if len(topics) == 0 {
-		topics = meta.Topics()
+		topics = pg.From(meta.Topics()) // in name order
 	}
 	for _, t := range topics {
+		if cur.Skip(t) {
+			continue
+		}
+		if !cur.Take(t) {
+			break
+		}
 		tm := &brokerv1.TopicMetadata{Name: t, TopicId: meta.TopicID(t)}
 		parts := meta.TopicPartitions(t)
 		if len(parts) == 0 {
-			tm.ErrorCode = commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+			tm.ErrorCode, tm.ErrorMessage = missingTopicError(t)
 		}
 		for _, p := range parts {
 			pm := partitionMetadata(p, live)
@@ -581,7 +662,18 @@ func (b *Broker) Metadata(_ context.Context, req *brokerv1.MetadataRequest) (*br
 		}
 		out.Topics = append(out.Topics, tm)
 	}
+	out.NextPageToken = cur.Next()
 	return out, nil
+}
+
+// missingTopicError is why a topic asked for is not answered: a name Kafka's
+// rule forbids can never exist, and Kafka says INVALID_TOPIC_EXCEPTION for
+// it (as the Kafka listener does) rather than UNKNOWN_TOPIC_OR_PARTITION.
+func missingTopicError(name string) (commonv1.ErrorCode, string) {
+	if err := topicconfig.ValidateTopicName(name); err != nil {
+		return commonv1.ErrorCode_ERROR_CODE_INVALID_TOPIC_EXCEPTION, kerr.As(err).Message
+	}
+	return commonv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, ""
 }
 
 func partitionMetadata(p *commonv1.PartitionState, live map[int32]bool) *brokerv1.PartitionMetadata {

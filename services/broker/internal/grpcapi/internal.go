@@ -10,12 +10,14 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	faultv1 "tidemark.io/proto/gen/tidemark/fault/v1"
 	replicationv1 "tidemark.io/proto/gen/tidemark/replication/v1"
 	"tidemark.io/services/broker/internal/replica"
+	"tidemark.io/services/platform/grpcserver"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/platform/telemetry"
 )
@@ -81,14 +83,16 @@ func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_Repli
 		if err := s.awaitArrival(ctx); err != nil {
 			return err
 		}
-		resp, answers, err := s.fetchOnce(ctx, req)
+		resp, answers, charge, err := s.fetchCharged(ctx, req)
 		if err != nil {
 			return err
 		}
 		if err := s.awaitLink(ctx, req.GetReplicaId()); err != nil {
+			charge.Cancel()
 			s.RM.RecycleFetch(answers)
 			return err
 		}
+		charge.Queue(grpcserver.AnswerSize(resp))
 		err = stream.Send(resp)
 		// Send has marshalled the records: their read buffers are free.
 		s.RM.RecycleFetch(answers)
@@ -99,6 +103,44 @@ func (s *Replication) ReplicaFetch(stream replicationv1.ReplicationService_Repli
 			return kerr.New(kerr.BrokerNotAvailable, "the leader is shutting down")
 		}
 	}
+}
+
+// fetchCharged serves one request of a fetch stream within the
+// connection's answer budget (max.queued.answer.bytes.per.connection).
+// When the answer does not fit, the client having left that much unread,
+// it waits for room and reads again, without waiting for records, as much
+// as the room it got.
+func (s *Replication) fetchCharged(ctx context.Context, req *replicationv1.ReplicaFetchRequest) (*replicationv1.ReplicaFetchResponse, []replica.FollowerFetchAnswer, *grpcserver.AnswerReservation, error) {
+	resp, answers, err := s.fetchOnce(ctx, req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	size := grpcserver.AnswerSize(resp)
+	if charge, ok := grpcserver.TryReserveAnswer(ctx, size); ok {
+		return resp, answers, charge, nil
+	}
+	s.RM.RecycleFetch(answers)
+	charge := grpcserver.ReserveAnswer(ctx, ctx, size)
+	if charge.Bytes() == 0 { // the stream ended while waiting
+		return nil, nil, nil, kerr.New(kerr.BrokerNotAvailable, "the fetch stream ended: %v", ctx.Err())
+	}
+	if resp, answers, err = s.fetchOnce(ctx, readingAtMost(req, max(charge.Bytes()-answerEnvelope, 1))); err != nil {
+		charge.Cancel()
+		return nil, nil, nil, err
+	}
+	return resp, answers, charge, nil
+}
+
+// readingAtMost is req asking for at most maxBytes, at once.
+func readingAtMost(req *replicationv1.ReplicaFetchRequest, maxBytes int) *replicationv1.ReplicaFetchRequest {
+	limited := proto.CloneOf(req)
+	limited.MaxBytes, limited.MaxWaitMs, limited.MinBytes = int32(maxBytes), 0, 0
+	for _, p := range limited.Partitions {
+		if p.GetPartitionMaxBytes() <= 0 || p.GetPartitionMaxBytes() > int32(maxBytes) {
+			p.PartitionMaxBytes = int32(maxBytes)
+		}
+	}
+	return limited
 }
 
 // fetchOnce serves one request of a fetch stream inside its server span.

@@ -28,7 +28,8 @@ import (
 // requests: when it is full the reader stops reading. The answers built
 // and not yet written are bounded in bytes too (MaxQueuedAnswerBytes): at
 // the bound the reader stops reading and the next request waits to start,
-// until the client reads.
+// until the client reads. So are the requests read and not yet answered
+// (MaxRequestBytes): at the bound the reader stops until one is answered.
 type conn struct {
 	s        *Server
 	listener Listener
@@ -53,8 +54,11 @@ type conn struct {
 	closing atomic.Bool
 
 	backlogMu sync.Mutex
-	backlog   int64         // bytes of answers built and not yet written or dropped
-	drained   chan struct{} // closed (and replaced) when backlog goes down
+	backlog   int64 // bytes of answers built and not yet written or dropped
+	// readAhead is the bytes of the requests read whose answers are not
+	// yet written or dropped: their bodies are still held.
+	readAhead int64
+	drained   chan struct{} // closed (and replaced) when backlog or readAhead goes down
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -69,6 +73,9 @@ type pending struct {
 	// gone is set once the writer is done with it (both under backlogMu).
 	held int64
 	gone bool
+	// body is the bytes of its request counted in the connection's
+	// readAhead (under backlogMu).
+	body int64
 	// flushed, when set, is closed once the writer is done with this
 	// answer and every one before it (flushAnswers).
 	flushed chan struct{}
@@ -147,7 +154,9 @@ func (c *conn) serve() {
 	if c.listener.SASL {
 		if err := c.authenticate(); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthLogged) {
-				c.s.log.Info("closing kafka connection", "remote", c.remote(), "err", err)
+				if n, ok := c.clientLine("close"); ok {
+					c.s.log.Info("closing kafka connection", "remote", c.remote(), "err", err, "unlogged_since_last", n)
+				}
 			}
 			return
 		}
@@ -159,7 +168,10 @@ func (c *conn) serve() {
 	}()
 	err := c.readLoop()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, errAuthLogged) {
-		c.s.log.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "principal", c.principal.String(), "err", err)
+		if n, ok := c.clientLine("close"); ok {
+			c.s.log.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "principal", c.principal.String(), "err", err,
+				"unlogged_since_last", n)
+		}
 	}
 	// A client that left or broke the protocol gets no more answers: end
 	// its parked requests (long polls, acks=all waits) now.
@@ -175,8 +187,9 @@ func (c *conn) readLoop() error {
 	limits := c.s.opts.Limits
 	var size [4]byte
 	for {
-		// Muted while the client leaves its answers unread.
-		if err := c.waitBacklog(); err != nil {
+		// Muted while the client leaves its answers unread, or while the
+		// requests read ahead hold socket.request.max.bytes.
+		if err := c.waitReadable(); err != nil {
 			return err
 		}
 		// The size may arrive in pieces: what was read before a deadline
@@ -213,8 +226,8 @@ func (c *conn) readLoop() error {
 			return fmt.Errorf("request size %d is outside [10, %d] (socket.request.max.bytes)", n, limits.MaxRequestBytes)
 		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(limits.IdleTimeout))
-		body := make([]byte, n)
-		if _, err := io.ReadFull(c.nc, body); err != nil {
+		body, err := readBody(c.nc, int(n))
+		if err != nil {
 			return err
 		}
 		reauthenticated, err := c.sessionGate(body)
@@ -229,6 +242,7 @@ func (c *conn) readLoop() error {
 			c.s.metrics.closed.WithLabelValues("protocol").Inc()
 			return err
 		}
+		c.holdRequest(p, len(body))
 		c.inFlight.Add(1)
 		select {
 		case c.queue <- p:
@@ -244,6 +258,32 @@ func (c *conn) readLoop() error {
 		c.lastTurn = rc.turn
 		go c.run(p, rc, req)
 	}
+}
+
+// firstBodyChunk is what a request's buffer starts at: most requests fit,
+// and a larger one grows it as its bytes arrive.
+const firstBodyChunk = 64 << 10
+
+// readBody reads a frame's n bytes into a buffer that grows with the bytes
+// read, at most doubling, not with the size the client claims: a size of
+// socket.request.max.bytes and then nothing (or a disconnect) held that
+// much memory per connection, 100 MiB for 14 bytes sent.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	body := make([]byte, 0, min(n, firstBodyChunk))
+	for len(body) < n {
+		if len(body) == cap(body) {
+			body = append(make([]byte, 0, min(n, 2*cap(body))), body...)
+		}
+		k, err := io.ReadFull(r, body[len(body):cap(body)])
+		body = body[:len(body)+k]
+		if errors.Is(err, io.EOF) && len(body) > 0 {
+			err = io.ErrUnexpectedEOF // as one ReadFull of the frame says it
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
 }
 
 // decode parses a request. An ApiVersions of a version this listener does
@@ -399,17 +439,28 @@ func (c *conn) hold(p *pending) {
 	c.s.metrics.queued.Add(float64(p.held))
 }
 
-// unhold ends p's place in the backlog, written or dropped.
+// holdRequest counts p's request, size bytes, in the connection's
+// readAhead until the writer is done with its answer.
+func (c *conn) holdRequest(p *pending, size int) {
+	c.backlogMu.Lock()
+	defer c.backlogMu.Unlock()
+	p.body = int64(size)
+	c.readAhead += p.body
+}
+
+// unhold ends p's place in the backlog and its request's in readAhead,
+// written or dropped.
 func (c *conn) unhold(p *pending) {
 	c.backlogMu.Lock()
 	defer c.backlogMu.Unlock()
 	p.gone = true
-	if p.held == 0 {
+	if p.held == 0 && p.body == 0 {
 		return
 	}
 	c.backlog -= p.held
 	c.s.metrics.queued.Sub(float64(p.held))
-	p.held = 0
+	c.readAhead -= p.body
+	p.held, p.body = 0, 0
 	close(c.drained)
 	c.drained = make(chan struct{})
 }
@@ -418,9 +469,25 @@ func (c *conn) unhold(p *pending) {
 // MaxQueuedAnswerBytes: the client is not reading them, and reading or
 // starting more requests would only pile more up.
 func (c *conn) waitBacklog() error {
+	return c.waitUntil(func() bool { return c.backlog < c.s.opts.Limits.MaxQueuedAnswerBytes })
+}
+
+// waitReadable is waitBacklog for the reader, which also waits while the
+// requests read ahead of their answers hold MaxRequestBytes: a client
+// pipelining requests that wait (their turn, a quota, a long poll) held
+// MaxInFlight bodies of up to MaxRequestBytes each (32 × 100 MiB by
+// default), where Kafka holds one request.
+func (c *conn) waitReadable() error {
+	return c.waitUntil(func() bool {
+		return c.backlog < c.s.opts.Limits.MaxQueuedAnswerBytes && c.readAhead < int64(c.s.opts.Limits.MaxRequestBytes)
+	})
+}
+
+// waitUntil waits until ready, called under backlogMu, holds.
+func (c *conn) waitUntil(ready func() bool) error {
 	for {
 		c.backlogMu.Lock()
-		if c.backlog < c.s.opts.Limits.MaxQueuedAnswerBytes {
+		if ready() {
 			c.backlogMu.Unlock()
 			return nil
 		}

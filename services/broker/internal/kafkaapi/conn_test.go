@@ -2,17 +2,24 @@ package kafkaapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"runtime"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"tidemark.io/services/platform/connlimit"
+	"tidemark.io/services/platform/identity"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -250,17 +257,32 @@ func TestIdleTimeCountsFromTheLastAnswer(t *testing.T) {
 	}
 }
 
+// fuzzGroups advertises the group coordinator's APIs (kafkagroups'), so
+// the decoder is fuzzed over them too; it answers nothing.
+type fuzzGroups struct{}
+
+func (fuzzGroups) APIs() map[int16]VersionRange {
+	return map[int16]VersionRange{int16(kmsg.FindCoordinator): {0, 4}, int16(kmsg.JoinGroup): {4, 9}, int16(kmsg.SyncGroup): {0, 5},
+		int16(kmsg.Heartbeat): {0, 4}, int16(kmsg.LeaveGroup): {0, 5}, int16(kmsg.OffsetCommit): {2, 8}, int16(kmsg.OffsetFetch): {1, 8},
+		int16(kmsg.ListGroups): {0, 4}, int16(kmsg.DescribeGroups): {0, 5}, int16(kmsg.DeleteGroups): {0, 2}, int16(kmsg.OffsetDelete): {0, 0}}
+}
+
+func (fuzzGroups) Handle(context.Context, identity.Principal, kmsg.Request) kmsg.Response { return nil }
+
 // The decoder never panics, whatever the bytes: it answers, or refuses
-// with an error (which closes the connection).
+// with an error (which closes the connection). The seeds are every served
+// API at its lowest and highest version, as a client encodes them.
 func FuzzDecodeRequest(f *testing.F) {
-	for _, r := range []kmsg.Request{apiVersions(0), apiVersions(3), kmsg.NewPtrMetadataRequest(), kmsg.NewPtrProduceRequest(), kmsg.NewPtrFetchRequest(), kmsg.NewPtrCreateTopicsRequest()} {
-		if r.GetVersion() == 0 && r.Key() != int16(kmsg.ApiVersions) {
-			r.SetVersion(r.MaxVersion())
+	s := New(Options{LogDirs: func() []LogDir { return nil }, Extension: fuzzGroups{}})
+	for key, a := range s.table {
+		for _, v := range []int16{a.versions.Min, a.versions.Max} {
+			r := kmsg.RequestForKey(key)
+			r.SetVersion(v)
+			f.Add(frame(r, 1)[4:])
 		}
-		f.Add(frame(r, 1)[4:])
 	}
+	f.Add(frame(apiVersions(9), 1)[4:]) // too new: answered at v0
 	f.Add(bytes.Repeat([]byte{0xff}, 40))
-	s := New(Options{})
 	c := s.newConn(nil, Listener{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, _, req, err := c.decode(body)
@@ -288,6 +310,44 @@ func TestConnectionsPerIPAreLimited(t *testing.T) {
 	_, _ = second.Write(frame(apiVersions(3), 2))
 	if _, _, err := readAnswer(t, second); !errors.Is(err, io.EOF) && !isReset(err) {
 		t.Fatalf("second connection from one address: %v, want it closed", err)
+	}
+}
+
+// A client reconnecting in a loop past max.connections.per.ip is counted
+// each time but warned about once per connlimit.RefusedWarnEvery: it cannot
+// flood the log.
+func TestRefusedConnectionsAreWarnedOncePerAddress(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	s := New(Options{Registry: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)), Limits: Limits{MaxConnectionsPerIP: 1}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Close)
+	addr := lis.Addr().String()
+	first := dial(t, addr)
+	if _, err := first.Write(frame(apiVersions(3), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAnswer(t, first); err != nil {
+		t.Fatal(err)
+	}
+	const attempts = 5
+	for i := range attempts {
+		extra := dial(t, addr)
+		_, _ = extra.Write(frame(apiVersions(3), int32(i+2)))
+		if _, _, err := readAnswer(t, extra); !errors.Is(err, io.EOF) && !isReset(err) {
+			t.Fatalf("connection over the limit: %v, want it closed", err)
+		}
+		extra.Close()
+	}
+	if n := testutil.ToFloat64(s.metrics.closed.WithLabelValues("refused")); n != attempts {
+		t.Fatalf("refused connections counted %v, want %d", n, attempts)
+	}
+	if n := strings.Count(logs.String(), "connection refused"); n != 1 {
+		t.Fatalf("%d warnings for %d refusals within %v, want 1:\n%s", n, attempts, connlimit.RefusedWarnEvery, logs)
 	}
 }
 
@@ -345,5 +405,48 @@ func TestTransactionalInitProducerIDIsRefused(t *testing.T) {
 	}
 	if resp.ErrorCode != int16(kerr.InvalidRequest) || resp.ProducerID != -1 {
 		t.Fatalf("error %d, producer id %d; want INVALID_REQUEST and none", resp.ErrorCode, resp.ProducerID)
+	}
+}
+
+// A request's buffer grows with the bytes that arrive, not with its size
+// field: a client that claims the largest request and sends a header
+// only, then leaves, costs the broker what it sent. The buffer was the
+// claimed size at once (100 MiB per connection at the default limit).
+func TestAClaimedSizeIsNotAllocatedBeforeItsBytesArrive(t *testing.T) {
+	const claimed = 64 << 20
+	_, addr := serve(t, Limits{MaxRequestBytes: claimed})
+	c := dial(t, addr)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	head := frame(apiVersions(3), 1)[:14] // the size field and a header's start
+	binary.BigEndian.PutUint32(head, claimed)
+	if _, err := c.Write(head); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAnswer(t, c); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("got %v, want the truncated request to close the connection", err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got >= claimed/4 {
+		t.Fatalf("the broker allocated %d bytes for a request of %d bytes claiming %d", got, len(head)-4, claimed)
+	}
+}
+
+// readBody returns exactly the frame's bytes, however they arrive, and
+// tells a frame cut short from one never begun.
+func TestReadBodyAcrossChunks(t *testing.T) {
+	want := bytes.Repeat([]byte("tidemark"), 3*firstBodyChunk/8+5)
+	got, err := readBody(iotest.OneByteReader(bytes.NewReader(want)), len(want))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, %v; want the %d sent", len(got), err, len(want))
+	}
+	if _, err := readBody(bytes.NewReader(want[:firstBodyChunk]), len(want)); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a frame cut at a chunk's end: %v, want unexpected EOF", err)
+	}
+	if _, err := readBody(bytes.NewReader(nil), len(want)); !errors.Is(err, io.EOF) {
+		t.Fatalf("no bytes: %v, want EOF", err)
 	}
 }

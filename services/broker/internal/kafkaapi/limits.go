@@ -12,7 +12,10 @@ import (
 // are Kafka's broker settings.
 type Limits struct {
 	// MaxRequestBytes is socket.request.max.bytes: a larger size field
-	// closes the connection before the body is read.
+	// closes the connection before the body is read. It also bounds the
+	// requests one connection has read and not yet answered: while they
+	// hold it, the connection is read no further (Kafka reads the next
+	// request only once the last is answered).
 	MaxRequestBytes int32
 	// MaxInFlight is how many requests of one connection may be read ahead
 	// of their answers (pipelining); reading stops while it is reached.
@@ -60,7 +63,7 @@ func (l Limits) withDefaults() Limits {
 
 // AddFlags registers the Kafka listener's limits.
 func (l *Limits) AddFlags(fs *flag.FlagSet) {
-	fs.Func("kafka.socket.request.max.bytes", "largest Kafka request accepted (socket.request.max.bytes; default 104857600)", func(s string) error {
+	fs.Func("kafka.socket.request.max.bytes", "largest Kafka request accepted, and the most a connection's unanswered requests may hold before it is read further (socket.request.max.bytes; default 104857600)", func(s string) error {
 		return config.ParseInt32(s, &l.MaxRequestBytes)
 	})
 	fs.IntVar(&l.MaxInFlight, "kafka.max.in.flight.requests.per.connection", l.MaxInFlight, "Kafka requests one connection may pipeline before the broker stops reading it")

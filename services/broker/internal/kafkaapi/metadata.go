@@ -3,6 +3,7 @@ package kafkaapi
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -43,7 +44,8 @@ func topicUUID(id string) [16]byte {
 // cache. The
 // controller Kafka clients are told of is this broker: it forwards the
 // controller's requests (admin.go). A named topic that does not exist may
-// be created (answerMissing, auto.create.topics.enable).
+// be created (answerMissing, auto.create.topics.enable). Topics are named
+// by id from v12 on; v10 and v11 doing so are refused (refuseIDsBeforeV12).
 //
 // Topics are authorized as Kafka's handleTopicMetadataRequest does: all
 // topics shows only those the caller may Describe; a named one it may not
@@ -62,6 +64,9 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 		if host, port, ok := Endpoint(b, rc.listener); ok {
 			resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: host, Port: port, Rack: rackOf(b)})
 		}
+	}
+	if refuseIDsBeforeV12(req, resp) {
+		return resp
 	}
 	all := req.Topics == nil
 	type named struct {
@@ -121,6 +126,27 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqCtx, kreq kmsg.Reque
 	return resp
 }
 
+// refuseIDsBeforeV12 answers INVALID_REQUEST for every topic of a v10 or
+// v11 request naming one by id or with a null name, as Kafka does (the
+// request has the fields, but looking topics up by id came with v12), and
+// says whether it did. An empty name is answered for a null one.
+func refuseIDsBeforeV12(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) bool {
+	if req.Version >= 12 || !slices.ContainsFunc(req.Topics, func(t kmsg.MetadataRequestTopic) bool {
+		return t.Topic == nil || t.TopicID != [16]byte{}
+	}) {
+		return false
+	}
+	for _, t := range req.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: &name, TopicID: t.TopicID,
+			ErrorCode: int16(kerr.InvalidRequest), AuthorizedOperations: unaskedOperations})
+	}
+	return true
+}
+
 // describeTopics answers the topics of greq (all: every topic the caller
 // may Describe) into resp, false when the connection is to be closed.
 func (s *Server) describeTopics(ctx context.Context, rc *reqCtx, req *kmsg.MetadataRequest, greq *brokerv1.MetadataRequest, resp *kmsg.MetadataResponse) bool {
@@ -159,7 +185,10 @@ func (s *Server) describeTopics(ctx context.Context, rc *reqCtx, req *kmsg.Metad
 	if !all {
 		var names []string
 		for _, t := range gresp.GetTopics() {
-			if kerr.Code(protoCode(t.GetErrorCode())) == kerr.UnknownTopicOrPartition {
+			// A forbidden name too: a caller that may not create it is
+			// told TOPIC_AUTHORIZATION_FAILED first, as Kafka does.
+			switch kerr.Code(protoCode(t.GetErrorCode())) {
+			case kerr.UnknownTopicOrPartition, kerr.InvalidTopicException:
 				names = append(names, t.GetName())
 			}
 		}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
+	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/broker/internal/replica"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/recordbatch"
@@ -186,4 +188,52 @@ func TestProduceOfAPartitionNamedTwiceWithAnInvalidCopy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A write refused while the leadership moves answers, as other
+// NOT_LEADER_OR_FOLLOWER answers do (KIP-951, Produce v10+), the leader to
+// go to and its endpoint: the broker the controller means to elect, and,
+// once the election is in this broker's metadata, that leader at its new
+// epoch, which a client taking only newer epochs acts on.
+func TestProduceToAYieldedLeaderNamesTheNextLeader(t *testing.T) {
+	s := withLeader(t)
+	endpoints := map[int32]map[string]string{1: {"kafka": "kafka1:19092"}, 2: {"kafka": "kafka2:19092"}}
+	registerEndpoints(t, s, endpoints)
+	yr, err := s.opts.RM.YieldLeadership(&controlv1.YieldLeadershipRequest{ControllerId: 100, ControllerEpoch: 1,
+		Partitions: []*controlv1.YieldPartition{{Topic: "t", Partition: 0, LeaderEpoch: 1, PartitionEpoch: 1, NextLeader: 2}}})
+	if err != nil || kerr.Code(yr.GetPartitions()[0].GetErrorCode()) != kerr.None {
+		t.Fatalf("yield: %v %v", yr, err)
+	}
+	produce := func(what string, wantEpoch int32) {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(10)
+		req.Acks, req.TimeoutMillis = 1, 1000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		p := kmsg.NewProduceRequestTopicPartition()
+		p.Records = oneRecordBatch()
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+		resp := s.handleProduce(context.Background(), &reqCtx{turn: make(chan struct{})}, req).(*kmsg.ProduceResponse)
+		rp := resp.Topics[0].Partitions[0]
+		if kerr.Code(rp.ErrorCode) != kerr.NotLeaderOrFollower || rp.CurrentLeader.LeaderID != 2 || rp.CurrentLeader.LeaderEpoch != wantEpoch {
+			t.Fatalf("%s: %s, current leader %d at epoch %d, want NOT_LEADER_OR_FOLLOWER naming broker 2 at epoch %d",
+				what, kerr.Code(rp.ErrorCode), rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch, wantEpoch)
+		}
+		if len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != 2 || resp.Brokers[0].Host != "kafka2" || resp.Brokers[0].Port != 19092 {
+			t.Fatalf("%s: leader endpoints %+v, want broker 2's", what, resp.Brokers)
+		}
+	}
+	produce("while yielded", 1)
+	um := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: 1, ClusterId: "c",
+		Partitions: []*commonv1.PartitionState{{Topic: "t", Partition: 0, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 1,
+			Replicas: []int32{1, 2}, Isr: []int32{1, 2}}}}
+	for id, eps := range endpoints {
+		um.Brokers = append(um.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: id, Address: "b"}, Endpoints: eps})
+	}
+	if err := s.opts.RM.UpdateMetadata(um); err != nil {
+		t.Fatal(err)
+	}
+	produce("once the election is in the metadata", 2)
 }

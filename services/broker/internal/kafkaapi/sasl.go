@@ -284,8 +284,21 @@ func (c *conn) authFailed(re bool, mech, user string, err error) error {
 	if re && user == "" {
 		user = c.session.user
 	}
-	c.s.log.Warn("kafka SASL "+authText(re)+" failed", "remote", c.remote(), "mechanism", mech, "user", user, "reason", err.Error())
+	if n, ok := c.clientLine("auth"); ok {
+		c.s.log.Warn("kafka SASL "+authText(re)+" failed", "remote", c.remote(), "mechanism", mech, "user", user, "reason", err.Error(),
+			"unlogged_since_last", n)
+	}
 	return errAuthLogged
+}
+
+// clientLine reports whether a line of kind about this connection's client
+// may be written now (Server.clientLines), and how many were held back.
+func (c *conn) clientLine(kind string) (int, bool) {
+	host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
+	if err != nil {
+		host = c.nc.RemoteAddr().String()
+	}
+	return c.s.clientLines.Allow(kind + " " + host)
 }
 
 // authenticated starts the connection's session as user and returns its
@@ -333,9 +346,7 @@ func (c *conn) readAuthFrame(raw bool) ([]byte, error) {
 		c.s.metrics.closed.WithLabelValues("protocol").Inc()
 		return nil, fmt.Errorf("frame size %d before SASL authentication is outside [%d, %d] (sasl.server.max.receive.size)", n, least, limit)
 	}
-	body := make([]byte, n)
-	_, err := io.ReadFull(c.nc, body)
-	return body, err
+	return readBody(c.nc, int(n))
 }
 
 // answer writes resp at once (the exchange is one request at a time).

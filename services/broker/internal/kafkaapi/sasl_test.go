@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"tidemark.io/services/platform/connlimit"
 	"tidemark.io/services/platform/scram"
 )
 
@@ -303,6 +304,29 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// A client failing to log in over and over, each time on a new
+// connection, is counted every time but warned about once per
+// connlimit.RefusedWarnEvery: it cannot flood the log.
+func TestFailedLoginsFromOneAddressAreWarnedOnce(t *testing.T) {
+	var logs syncBuffer
+	s, addr := serveSASLLogging(t, SASLOptions{Mechanisms: []string{scram.SHA256, scram.Plain}}, slog.New(slog.NewTextHandler(&logs, nil)))
+	const attempts = 5
+	for range attempts {
+		c := dial(t, addr)
+		handshake(t, c, 1, scram.Plain)
+		if resp := login(t, c, 1, plain.Auth{User: "alice", Pass: "guess"}.AsMechanism()); resp.ErrorCode != 58 {
+			t.Fatalf("answer %d", resp.ErrorCode)
+		}
+		expectClosed(t, c)
+	}
+	if n := testutil.ToFloat64(s.metrics.sasl.WithLabelValues(scram.Plain, "failure")); n != attempts {
+		t.Fatalf("failed logins counted %v, want %d", n, attempts)
+	}
+	if n := strings.Count(logs.String(), "kafka SASL authentication failed"); n != 1 {
+		t.Fatalf("%d warnings for %d failed logins within %v, want 1:\n%s", n, attempts, connlimit.RefusedWarnEvery, logs.String())
+	}
 }
 
 // A failed login is logged with the user and the client's address, never

@@ -86,8 +86,13 @@ type Server struct {
 	// counts are the connections per client address on all the listeners:
 	// max.connections.per.ip is one limit across them, as in Kafka.
 	counts *connlimit.Counts
-	closed bool
-	wg     sync.WaitGroup
+	// clientLines spaces the lines a client's own doings write (failed
+	// logins, broken connections): one per kind and client address per
+	// connlimit.RefusedWarnEvery, so reconnecting in a loop cannot flood
+	// the log; the metrics count every one.
+	clientLines *logging.Limiter
+	closed      bool
+	wg          sync.WaitGroup
 
 	// parkedFetch, when set, replaces the replica manager's Fetch for the
 	// long poll's parked partitions (tests).
@@ -98,7 +103,7 @@ type Server struct {
 func New(o Options) *Server {
 	o.Limits = o.Limits.withDefaults()
 	s := &Server{opts: o, log: logging.OrDiscard(o.Logger).With("listener", "kafka"), conns: map[*conn]struct{}{}, metrics: newMetrics(o.Registry),
-		counts: connlimit.NewCounts()}
+		counts: connlimit.NewCounts(), clientLines: logging.NewLimiter(connlimit.RefusedWarnEvery)}
 	s.sasl = o.SASL.withDefaults()
 	s.table = s.apis()
 	return s
@@ -119,10 +124,16 @@ func (s *Server) ServeListener(l Listener, lis net.Listener) error {
 	if err != nil {
 		return err
 	}
+	// A client reconnecting in a loop is counted each time, and warned
+	// about once per connlimit.RefusedWarnEvery.
+	warned := logging.NewLimiter(connlimit.RefusedWarnEvery)
 	lis = connlimit.Wrap(lis, connlimit.Options{PerIP: s.opts.Limits.MaxConnectionsPerIP, Overrides: overrides, Counts: s.counts,
 		Refused: func(ip string, limit int) {
 			s.metrics.closed.WithLabelValues("refused").Inc()
-			s.log.Warn("connection refused: too many from one address", "ip", ip, "max_connections_per_ip", limit)
+			if n, ok := warned.Allow(ip); ok {
+				s.log.Warn("connection refused: too many from one address", "ip", ip, "max_connections_per_ip", limit,
+					"unlogged_since_last_warning", n)
+			}
 		}})
 	s.mu.Lock()
 	if s.closed {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -188,5 +189,34 @@ func TestOffsetFetchRefusesTopicsPerPartition(t *testing.T) {
 	check("v8 app-1", r8.Groups[0].ErrorCode, got, map[string]kerr.Code{"orders": kerr.None, "payroll": kerr.TopicAuthorizationFailed})
 	if kerr.Code(r8.Groups[1].ErrorCode) != kerr.GroupAuthorizationFailed {
 		t.Errorf("v8 billing: %s, want GROUP_AUTHORIZATION_FAILED", kerr.Code(r8.Groups[1].ErrorCode))
+	}
+}
+
+// A Kafka ListGroups by a user while the ACL bindings kept in etcd have not
+// loaded is answered REQUEST_TIMED_OUT (an admin client asks again), as the
+// gRPC listing is, not with an empty list: which groups the user may see
+// cannot be decided yet. Before, the list came back empty and without an
+// error. Once they load, the user sees the groups it may Describe.
+func TestAKafkaGroupListingBeforeTheStoredBindingsLoadIsRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(file, []byte(aliceDescribes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := authz.New(authz.Options{Config: authz.Config{ACLFile: file}, TLS: true, StoredBindings: true, StoredWait: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, alice := &Groups{Service: committed{}, Authorizer: a}, identity.With(context.Background(), identity.ForUser("alice"))
+	list := func() *kmsg.ListGroupsResponse {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.SetVersion(4)
+		return g.Handle(alice, identity.Anon, req).(*kmsg.ListGroupsResponse)
+	}
+	if r := list(); r.ErrorCode != int16(kerr.RequestTimedOut) {
+		t.Errorf("listing before the stored bindings loaded: error code %d, groups %v; want REQUEST_TIMED_OUT", r.ErrorCode, r.Groups)
+	}
+	a.SetStored(authz.RulesOf(nil, nil))
+	if r := list(); r.ErrorCode != 0 || len(r.Groups) != 1 || r.Groups[0].Group != "app-1" {
+		t.Errorf("listing once the stored bindings loaded: error code %d, groups %v; want app-1 only", r.ErrorCode, r.Groups)
 	}
 }

@@ -77,11 +77,16 @@ func (g *Groups) Handle(ctx context.Context, _ identity.Principal, req kmsg.Requ
 }
 
 // call runs one gRPC handler as the gRPC server would: authorize the
-// request, call, trim the answer as the method's policy trims it.
+// request, decide what a list may show, call, trim the answer as the
+// method's policy trims it.
 func call[Req, Resp any](ctx context.Context, az *authz.Authorizer, method string, req Req, h func(context.Context, Req) (Resp, error)) (Resp, error) {
 	var zero Resp
 	if az != nil {
 		if _, err := az.Authorize(ctx, method, req); err != nil {
+			return zero, err
+		}
+		var err error
+		if ctx, err = az.Shown(ctx, method, req); err != nil {
 			return zero, err
 		}
 	}

@@ -31,6 +31,11 @@ type (
 	// Registrar is the registrar's mu (the current registration); taken
 	// by the fence's callback.
 	Registrar struct{}
+	// ControlRequests is replica.Manager.ctrlMu: the controller's
+	// LeaderAndIsr, UpdateMetadata and StopReplica are applied under it,
+	// one at a time, and checked against the newest controller epoch
+	// again once it is held.
+	ControlRequests struct{}
 	// ReplicaManager is replica.Manager.mu (the partition map).
 	ReplicaManager struct{}
 	// Replica is replica.Replica.mu (a partition's state machine and
@@ -71,22 +76,23 @@ type (
 	FileCache struct{}
 )
 
-func (ProducerIDs) info() class    { return class{5, "producer ids"} }
-func (Fence) info() class          { return class{10, "broker fence"} }
-func (Registrar) info() class      { return class{15, "broker registrar"} }
-func (ReplicaManager) info() class { return class{20, "replica manager"} }
-func (Replica) info() class        { return class{30, "replica"} }
-func (LogWriter) info() class      { return class{40, "log writer"} }
-func (LogFlush) info() class       { return class{40, "log flush"} }
-func (LogSyncs) info() class       { return class{45, "log syncs"} }
-func (LogFiles) info() class       { return class{50, "log files"} }
-func (LogCheckpoint) info() class  { return class{60, "log checkpoint"} }
-func (LogDirs) info() class        { return class{65, "log dirs"} }
-func (LogManager) info() class     { return class{70, "log manager"} }
-func (FetcherManager) info() class { return class{80, "fetcher manager"} }
-func (Fetcher) info() class        { return class{90, "fetcher"} }
-func (Leaf) info() class           { return class{100, "leaf"} }
-func (FileCache) info() class      { return class{110, "file cache"} }
+func (ProducerIDs) info() class     { return class{5, "producer ids"} }
+func (Fence) info() class           { return class{10, "broker fence"} }
+func (Registrar) info() class       { return class{15, "broker registrar"} }
+func (ControlRequests) info() class { return class{18, "control requests"} }
+func (ReplicaManager) info() class  { return class{20, "replica manager"} }
+func (Replica) info() class         { return class{30, "replica"} }
+func (LogWriter) info() class       { return class{40, "log writer"} }
+func (LogFlush) info() class        { return class{40, "log flush"} }
+func (LogSyncs) info() class        { return class{45, "log syncs"} }
+func (LogFiles) info() class        { return class{50, "log files"} }
+func (LogCheckpoint) info() class   { return class{60, "log checkpoint"} }
+func (LogDirs) info() class         { return class{65, "log dirs"} }
+func (LogManager) info() class      { return class{70, "log manager"} }
+func (FetcherManager) info() class  { return class{80, "fetcher manager"} }
+func (Fetcher) info() class         { return class{90, "fetcher"} }
+func (Leaf) info() class            { return class{100, "leaf"} }
+func (FileCache) info() class       { return class{110, "file cache"} }
 
 // Ranks lists every class's name and rank, in order, for the document's
 // test.
@@ -94,7 +100,7 @@ func Ranks() []struct {
 	Name string
 	Rank int
 } {
-	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogSyncs{}, LogFiles{}, LogCheckpoint{}, LogDirs{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}, FileCache{}}
+	cs := []Class{ProducerIDs{}, Fence{}, Registrar{}, ControlRequests{}, ReplicaManager{}, Replica{}, LogWriter{}, LogFlush{}, LogSyncs{}, LogFiles{}, LogCheckpoint{}, LogDirs{}, LogManager{}, FetcherManager{}, Fetcher{}, Leaf{}, FileCache{}}
 	out := make([]struct {
 		Name string
 		Rank int

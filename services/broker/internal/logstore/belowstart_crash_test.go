@@ -3,7 +3,14 @@ package logstore
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"tidemark.io/services/broker/internal/logstore/vfs"
 )
 
 // A segment wholly below the log start that a crash brought back (its
@@ -127,5 +134,158 @@ func TestDeleteRecordsRightAfterARollSurvivesAPowerLoss(t *testing.T) {
 			t.Fatal(fmt.Sprintf("seed %d: HW %d, want %d", seed, h, leo))
 		}
 		m2.Close()
+	}
+}
+
+// DeleteRecords moves the log start to the log end, and the power fails
+// before the records' tail was flushed: the tail is lost and the log
+// start checkpoint lies beyond every record left. The log comes back
+// empty at that log start, as Kafka's loader restarts it: the records
+// below it are deleted, and its next offset does not go back below
+// offsets already handed out (new records took them again).
+func TestALogStartBeyondTheRecoveredEndRestartsTheLogThere(t *testing.T) {
+	dir := t.TempDir() + "/t-0"
+	cfg := smallConfig()
+	l, err := Open(Options{FS: vfs.OS, Dir: dir, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendLeader(t, l, plain(3, 40, 1), 4)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	flushed := l.active().size.Load()
+	for range 3 {
+		appendLeader(t, l, plain(3, 40, 1), 4)
+	}
+	leo := l.LogEndOffset()
+	if err := l.AdvanceLogStartOffset(leo, leo); err != nil {
+		t.Fatal(err)
+	}
+	rp := l.RecoveryPoint()
+	l.Abandon()
+	// The power loss: the unflushed tail is gone.
+	seg := dir + "/" + offsetName(0, logSuffix)
+	if err := os.Truncate(seg, flushed); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // and again after a clean close
+		r, err := Open(Options{FS: vfs.OS, Dir: dir, Config: cfg, RecoveryPoint: rp, LogStartOffset: leo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LogStartOffset() != leo || r.LogEndOffset() != leo {
+			t.Fatalf("reopened [%d, %d), want [%d, %d)", r.LogStartOffset(), r.LogEndOffset(), leo, leo)
+		}
+		if res, err := r.Read(leo, 1<<20, leo); err != nil || len(res.Records) != 0 {
+			t.Fatalf("read at the log end: %d bytes, %v", len(res.Records), err)
+		}
+		if _, err := os.Stat(seg); !os.IsNotExist(err) {
+			t.Fatalf("the segment below the log start is still there: %v", err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Open(Options{FS: vfs.OS, Dir: dir, Config: cfg, CleanShutdown: true, LogStartOffset: leo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if info := appendLeader(t, r, plain(2, 10, 1), 5); info.FirstOffset != leo {
+		t.Fatalf("the next record got offset %d, want %d", info.FirstOffset, leo)
+	}
+	readAll(t, r, leo, r.LogEndOffset(), 1<<20)
+}
+
+// A power loss while retention or DeleteRecords retires the first segment
+// may keep its rename and, the file system not ordering directory entries,
+// lose the entry of the segment after it (rolled since the last flush) but
+// keep a later one's. Loading then found that later segment first and took
+// its base for the log start: records the log had, between the log start
+// and that base, were gone for good, and a replica that came back so and
+// led moved every follower's log start up past records they had
+// acknowledged. The retirement now makes the directory's entries durable
+// before its first rename, so a kept rename implies kept entries after it.
+func TestARetirementsRenameOutlivesNoEntryOfTheSegmentsAfterIt(t *testing.T) {
+	fsys := &cloneAtRetireFS{MemFS: newMem(t), cloned: make(chan struct{})}
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20 // the test rolls
+	cfg.Preallocate = false
+	l := openLogOpts(t, Options{FS: fsys, Dir: testDir, Config: cfg})
+	roll := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err := l.rollLocked(l.LogEndOffset(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(t, l, 5, 2, 40) // segment 0, flushed with its entry
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	durable := l.LogEndOffset()
+	roll()
+	second := l.LogEndOffset()
+	fill(t, l, 5, 2, 40)
+	roll()
+	third := l.LogEndOffset()
+	fill(t, l, 2, 2, 40)
+	start := second + 2 // inside the second segment: only the first goes
+	fsys.armed.Store(true)
+	if err := l.AdvanceLogStartOffset(start, l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fsys.cloned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first segment's files were not renamed for retirement within 10 s")
+	}
+	rose := 0
+	for seed, crashed := range fsys.clones {
+		r := openLogOpts(t, Options{FS: crashed, Dir: testDir, Config: cfg, LogStartOffset: start, RecoveryPoint: durable})
+		if r.LogStartOffset() > start {
+			rose++
+			t.Errorf("crash seed %d: log start %d (LEO %d) above the checkpointed %d: records %d..%d the log had are gone (third segment at %d)",
+				seed, r.LogStartOffset(), r.LogEndOffset(), start, start, r.LogStartOffset()-1, third)
+		}
+	}
+	t.Logf("%d of %d power losses raised the log start", rose, len(fsys.clones))
+}
+
+// cloneAtRetireFS takes CrashClones, once armed, right after the first
+// rename of a segment file to .deleted, and holds back writes of the leader
+// epoch checkpoint (whose directory sync would make every entry durable)
+// until it has.
+type cloneAtRetireFS struct {
+	*vfs.MemFS
+	armed  atomic.Bool
+	once   sync.Once
+	clones []*vfs.MemFS
+	cloned chan struct{}
+}
+
+func (f *cloneAtRetireFS) Rename(oldname, newname string) error {
+	f.holdEpochCheckpoint(newname)
+	err := f.MemFS.Rename(oldname, newname)
+	if err == nil && f.armed.Load() && strings.HasSuffix(newname, logSuffix+deletedSuffix) {
+		f.once.Do(func() {
+			for seed := range uint64(64) {
+				f.clones = append(f.clones, f.MemFS.CrashClone(seed))
+			}
+			close(f.cloned)
+		})
+	}
+	return err
+}
+
+func (f *cloneAtRetireFS) Create(name string) (vfs.File, error) {
+	f.holdEpochCheckpoint(name)
+	return f.MemFS.Create(name)
+}
+
+func (f *cloneAtRetireFS) holdEpochCheckpoint(name string) {
+	if f.armed.Load() && strings.Contains(name, epochCheckpointFile) {
+		<-f.cloned
 	}
 }

@@ -69,6 +69,24 @@ type CleanOptions struct {
 	// (it syncs every group), and counters that moved only at its end
 	// would lag the log they describe.
 	Swapped func(group CleanResult)
+	// Truncations, if set, is the log's TruncationMark taken before
+	// UpperBound was read. A truncation since then may have cut below
+	// UpperBound and put records not yet committed there, which the pass
+	// must not clean over: it is abandoned (ErrCleanAborted).
+	Truncations TruncationMark
+}
+
+// TruncationMark is a log's count of truncations at one moment.
+type TruncationMark struct {
+	count int64
+	set   bool
+}
+
+// TruncationMark returns the log's truncation count now. Taken before
+// reading the high watermark that bounds a pass (CleanOptions.Truncations),
+// it lets the pass see a truncation that raced that read.
+func (l *Log) TruncationMark() TruncationMark {
+	return TruncationMark{count: l.truncations.Load(), set: true}
 }
 
 // CleanResult says what a pass did.
@@ -216,6 +234,12 @@ func (l *Log) clean(opts CleanOptions) (CleanResult, error) {
 	if err := l.checkWritable(); err != nil {
 		return CleanResult{}, err
 	}
+	// Truncations count from before the bound was read when the caller
+	// says when that was: any since then aborts the pass, now or at a swap.
+	truncations := l.truncations.Load()
+	if opts.Truncations.set && opts.Truncations.count != truncations {
+		return CleanResult{}, ErrCleanAborted
+	}
 	if err := l.loadCleanerStateLocked(); err != nil {
 		return CleanResult{}, err
 	}
@@ -242,7 +266,6 @@ func (l *Log) clean(opts CleanOptions) (CleanResult, error) {
 	// The list the figures were computed on: retention may have removed
 	// leading segments since, which would shift indexes into a newer list.
 	segs := c.segs[:c.cleanableCount]
-	truncations := l.truncations.Load()
 	om := &offsetMap{m: map[keyHash]int64{}, cap: int(max(opts.MapBytes/offsetMapEntrySize, 1))}
 	mapEnd, read, err := l.buildOffsetMap(segs[c.firstDirtyIndex:], c.FirstDirty, om)
 	res.BytesRead += read

@@ -88,6 +88,7 @@ func (m *Manager) RunCleaner() bool {
 		best      *Log
 		bestTP    TopicPartition
 		bestHW    int64
+		bestMark  TruncationMark
 		bestRatio = -1.0
 		maxRatio  float64
 	)
@@ -96,6 +97,9 @@ func (m *Manager) RunCleaner() bool {
 		if !cfg.Compacted() {
 			continue
 		}
+		// Before the HW: a truncation below it after this read must
+		// abort the pass, not be cleaned over.
+		mark := l.TruncationMark()
 		hw, ok := m.opts.HighWatermark(tp)
 		if !ok {
 			continue
@@ -106,7 +110,7 @@ func (m *Manager) RunCleaner() bool {
 		}
 		maxRatio = max(maxRatio, c.Ratio)
 		if c.NeedsCleaning(cfg) && c.Ratio > bestRatio {
-			best, bestTP, bestHW, bestRatio = l, tp, hw, c.Ratio
+			best, bestTP, bestHW, bestMark, bestRatio = l, tp, hw, mark, c.Ratio
 		}
 	}
 	m.cleaner.maxDirtyRatio.Store(math.Float64bits(maxRatio))
@@ -118,7 +122,7 @@ func (m *Manager) RunCleaner() bool {
 		mapBytes = 128 << 20
 	}
 	st := &m.cleaner
-	res, err := best.Clean(CleanOptions{UpperBound: bestHW, MapBytes: mapBytes, Stop: m.stop,
+	res, err := best.Clean(CleanOptions{UpperBound: bestHW, Truncations: bestMark, MapBytes: mapBytes, Stop: m.stop,
 		Swapped: func(g CleanResult) {
 			st.bytesWritten.Add(g.BytesWritten)
 			st.recordsRemoved.Add(g.RecordsRemoved)

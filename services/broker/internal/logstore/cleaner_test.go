@@ -278,3 +278,52 @@ func logShape(l *Log) [5]int64 {
 	st := l.Stats()
 	return [5]int64{int64(st.Segments), st.SizeBytes, st.LogStartOffset, st.LogEndOffset, st.CleanedSegments}
 }
+
+// A truncation below the HW that lands after the cleaner read the HW, and
+// records appended in its place, are not cleaned over: the pass is
+// abandoned and the log is left as the truncation made it.
+func TestManagerCleanerSeesTruncationAfterHWRead(t *testing.T) {
+	fsys, clk := newMem(t), newClock()
+	var l *Log
+	var oldHW int64
+	var want []stored
+	truncated := false
+	hwAfterTruncating := func(tp TopicPartition) (int64, bool) {
+		if tp != tpA || l == nil {
+			return 0, false
+		}
+		if !truncated {
+			// The HW is read, then the log is truncated below it and
+			// gets new, uncommitted values for the same keys.
+			truncated = true
+			if _, err := l.TruncateTo(l.segments()[1].base); err != nil {
+				t.Errorf("TruncateTo: %v", err)
+			}
+			writeKeys(t, l, clk, 20, "a", "b", "c")
+			if err := l.Flush(); err != nil {
+				t.Error(err)
+			}
+			want = readRecords(t, l)
+		}
+		return oldHW, true
+	}
+	m, err := OpenManager(ManagerOptions{FS: fsys, Dir: "/data", HighWatermark: hwAfterTruncating, NoBackground: true, Now: clk.Now,
+		CleanerDedupeBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, _ = m.GetOrCreate(tpA, compactConfig())
+	oldHW = writeKeys(t, l, clk, 40, "a", "b", "c")
+	flush(t, l)
+	m.RunCleaner()
+	if !truncated {
+		t.Fatal("the HW was never read")
+	}
+	if got := readRecords(t, l); !slicesEqual(got, want) {
+		t.Fatalf("the pass cleaned over records truncated and replaced after its HW read: %d records, want %d", len(got), len(want))
+	}
+	if st := m.CleanerStats(); st.Aborted != 1 || st.Passes != 0 {
+		t.Fatalf("stats %+v, want one aborted pass", st)
+	}
+}

@@ -110,6 +110,19 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 	if segs, err = l.recoverSegments(segs, rebuild, opts); err != nil {
 		return segs, err
 	}
+	if n := len(segs); n > 0 && opts.LogStartOffset > segs[n-1].next {
+		// Every record left lies below the checkpointed log start: a
+		// power loss took the unflushed tail the log start had passed.
+		// The log restarts empty there, as Kafka's loader restarts it:
+		// cut back to its last record, its next offset went below
+		// offsets already handed out.
+		l.logger.Warn("log start offset checkpoint is beyond the log end; restarting the log empty at the log start",
+			"log_start_offset", opts.LogStartOffset, "log_end_offset", segs[n-1].next)
+		if err := l.retireSegments(segs); err != nil {
+			return segs, err
+		}
+		segs = nil
+	}
 	if len(segs) == 0 {
 		s, err := createSegment(l.files, l.fs, l.dir, max(opts.LogStartOffset, 0))
 		if err != nil {
@@ -162,12 +175,14 @@ func (l *Log) load(opts Options) ([]*segment, error) {
 	if err := l.lowerFlushedOffset(leo); err != nil {
 		return segs, err
 	}
-	start := max(opts.LogStartOffset, segs[0].base)
-	if start > leo {
-		l.logger.Warn("log start offset checkpoint is beyond the log end; using the log end", "log_start_offset", start, "log_end_offset", leo)
-		start = leo
+	// The cleaner checkpoint follows the log end too: a crash between a
+	// truncation's cut and the checkpoint's rewrite left it beyond. It is
+	// rewritten now, before the log grows past the old first dirty offset
+	// and the cut can no longer be told.
+	if err := l.truncateCleanerCheckpointLocked(leo); err != nil {
+		return segs, err
 	}
-	l.logStart.Store(start)
+	l.logStart.Store(max(opts.LogStartOffset, segs[0].base)) // at most leo: see above
 	if opts.CleanShutdown {
 		l.recoveryPoint.Store(leo)
 	} else {
@@ -369,6 +384,11 @@ func (l *Log) recoverSegments(segs []*segment, rebuild map[*segment]bool, opts O
 func (l *Log) dropBelowStart(segs []*segment, why string) error {
 	l.logger.Warn("dropping segments wholly below the log start", "reason", "the last one: "+why,
 		"segments", len(segs), "first", segs[0].logPath, "last", segs[len(segs)-1].logPath)
+	return l.retireSegments(segs)
+}
+
+// retireSegments retires segs, the oldest first, and syncs the directory.
+func (l *Log) retireSegments(segs []*segment) error {
 	var retired []string
 	defer func() { l.unlinkInBackgroundLocked(retired) }()
 	for _, s := range segs {

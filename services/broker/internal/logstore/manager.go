@@ -227,6 +227,10 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			}
 		}
 	}
+	if err := m.checkpointLoweredRecoveryPoints(recovery); err != nil {
+		closeLogs(m.logs)
+		return nil, err
+	}
 	if !opts.NoBackground {
 		m.stop, m.done = make(chan struct{}), make(chan struct{})
 		go m.background()
@@ -236,6 +240,30 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkpointLoweredRecoveryPoints writes the recovery points (synced)
+// before any log is served when loading lowered one below its checkpoint:
+// a crash mid-truncation, after the cut and before the checkpoint's
+// rewrite. Left to the next periodic write, a second power loss in between
+// would have the stale point trust the segments below it, written after
+// the cut and perhaps never synced, with only a sanity check.
+func (m *Manager) checkpointLoweredRecoveryPoints(checkpointed map[TopicPartition]int64) error {
+	lowered := false
+	for tp, l := range m.logs {
+		if rp, ok := checkpointed[tp]; ok && l.RecoveryPoint() < rp {
+			m.logger.Warn("loading lowered the recovery point; checkpointing it before serving the log",
+				"partition", tp.String(), "checkpointed", rp, "recovery_point", l.RecoveryPoint())
+			lowered = true
+		}
+	}
+	if !lowered {
+		return nil
+	}
+	if err := m.CheckpointRecoveryPoints(); err != nil {
+		return storageErr(err, "checkpointing the recovery points lowered at loading")
+	}
+	return nil
 }
 
 // HadCleanShutdown reports whether the directory was shut down cleanly last time.

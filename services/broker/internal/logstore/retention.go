@@ -61,6 +61,13 @@ func (l *Log) deleteOldSegments(hw int64) (int, error) {
 	if n == len(segs) {
 		// Every segment goes: the new one's entry is synced before the
 		// old ones are deleted, so a crash cannot leave no segment at all.
+		// Their unflushed tail is synced before it: a power loss before
+		// their renames are durable brings them back, and a tail lost
+		// then left a gap below the new segment, where loading cut the
+		// log, its next offset back below offsets already handed out.
+		if err := l.syncUnflushedLocked(segs, end); err != nil {
+			return 0, err
+		}
 		if err := l.rollLocked(leo, true); err != nil {
 			return 0, err
 		}
@@ -72,6 +79,24 @@ func (l *Log) deleteOldSegments(hw int64) (int, error) {
 		l.flushAndCheckpointInBackgroundLocked(leo)
 	}
 	return n, l.deleteLeadingLocked(n)
+}
+
+// syncUnflushedLocked fsyncs the log files of the segments holding data
+// above the recovery point (end(i) is where segs[i] ends). It runs under
+// mu: only retention emptying the log calls it, on a log idle for
+// retention.ms as a rule, whose pages the kernel has written back long
+// since. A failed fsync fails the log, as a flush's does.
+func (l *Log) syncUnflushedLocked(segs []*segment, end func(int) int64) error {
+	rp := l.recoveryPoint.Load()
+	for i, s := range segs {
+		if end(i) <= rp || s.size.Load() == 0 {
+			continue
+		}
+		if err := s.syncLog(); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
 }
 
 // segmentTime is what retention.ms compares with: the newest record's
@@ -174,8 +199,32 @@ func (l *Log) retireInBackgroundLocked(segs []*segment) {
 // after each segment's, and returns the new names. It stops at the first
 // failure, which fails the log, and when the log's files are closed by
 // Abandon: the directory is then the next Open's.
+//
+// The directory is synced before the first rename too: the entries of
+// segments rolled since the last flush are not durable yet, and a power
+// loss that kept a rename but lost the entry of the segment after it, while
+// keeping a later one's, left that later segment first, and loading took
+// its base for the log start, past records the log had.
 func (l *Log) renameRetiring(segs []*segment) []string {
 	var retired []string
+	l.syncMu.RLock()
+	closed := l.filesClosed
+	var err error
+	if !closed {
+		if err = l.fs.SyncDir(l.dir); err != nil {
+			err = storageErr(err, "syncing %s", l.dir)
+		}
+	}
+	l.syncMu.RUnlock()
+	if closed {
+		return nil
+	}
+	if err != nil {
+		if !l.abandoned() {
+			_ = l.fail(err)
+		}
+		return nil
+	}
 	for _, s := range segs {
 		l.syncMu.RLock()
 		if l.filesClosed {

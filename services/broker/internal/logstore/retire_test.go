@@ -438,3 +438,50 @@ func TestTruncationDoesNotWaitToFreeDeletedSegments(t *testing.T) {
 		t.Fatalf("left after the background unlinks: %v", got)
 	}
 }
+
+// Retention that empties a log whose newest records are not flushed yet
+// (an idle log's active segment is flushed by no roll) rolls a new, empty
+// segment at the log end and retires the old ones in the background. A
+// power loss before their renames are durable brings the old segments
+// back: their tail must be whole, or the gap below the new segment made
+// loading cut the log there, its next offset back below offsets already
+// handed out (and reused for new records).
+func TestRetentionEmptyingALogKeepsItsNextOffsetThroughAPowerLoss(t *testing.T) {
+	clk := newClock()
+	cfg := smallConfig()
+	cfg.RetentionMs = time.Hour
+	mem := newMem(t)
+	ffs := vfs.NewFaultFS(mem)
+	l := openLogOpts(t, Options{FS: ffs, Dir: testDir, Config: cfg, Now: clk.Now})
+	for i := range 30 {
+		appendLeader(t, l, plain(3, 40, 2000+int64(i)), 0) // 1970: past retention
+	}
+	l.bg.Wait() // the rolls' flushes
+	for i := range 3 {
+		appendLeader(t, l, plain(3, 40, 3000+int64(i)), 0)
+	}
+	rp, leo := l.RecoveryPoint(), l.LogEndOffset()
+	if len(l.segments()) < 2 || rp >= leo || l.active().base > rp {
+		t.Fatalf("setup: %d segments, recovery point %d, active base %d, LEO %d", len(l.segments()), rp, l.active().base, leo)
+	}
+	// The retired segments' renames wait: the power fails before any.
+	stall := make(chan struct{})
+	defer ffs.Inject(vfs.Fault{Ops: vfs.OpRename, Path: logSuffix + deletedSuffix, Stall: stall})()
+	defer close(stall)
+	if n, err := l.DeleteOldSegments(leo); err != nil || l.LogStartOffset() != leo {
+		t.Fatalf("retention: %d segments, %v; log start %d, LEO %d", n, err, l.LogStartOffset(), leo)
+	}
+	for seed := range uint64(64) {
+		r, err := Open(Options{FS: mem.CrashClone(seed), Dir: testDir, Config: cfg, Now: clk.Now, RecoveryPoint: rp})
+		if err != nil {
+			t.Fatalf("seed %d: reopening after the crash: %v", seed, err)
+		}
+		if r.LogEndOffset() != leo {
+			t.Fatalf("seed %d: the log ends at %d after the crash (log start %d); it ended at %d", seed, r.LogEndOffset(), r.LogStartOffset(), leo)
+		}
+		readAll(t, r, r.LogStartOffset(), leo, 1<<20)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

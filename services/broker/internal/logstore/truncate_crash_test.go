@@ -1,7 +1,9 @@
 package logstore
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +130,50 @@ func TestATruncationReachesTheCleanerCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := openLogOpts(t, Options{FS: mem, Dir: testDir, Config: cfg, Now: clk.Now, CleanShutdown: true})
+	clk.Advance(cfg.DeleteRetention + time.Second)
+	mustClean(t, r, leo)
+	if v, ok := state(readRecords(t, r))["x"]; ok {
+		t.Fatalf("key x is back (%q) after its tombstone, appended after the truncation, was dropped at its first cleaning", v)
+	}
+}
+
+// The same when the process dies during the truncation, after the cut and
+// before the cleaner checkpoint was rewritten: loading brings the
+// checkpoint in line with the log it finds (the first dirty offset at most
+// the log end, the cut segment no longer cleaned), before the log grows
+// past the old first dirty offset and the truncation can no longer be
+// told. Before, the tombstone appended after the restart lay below the
+// stale first dirty offset in a segment counted as cleaned long ago, and
+// its first cleaning dropped it at once, the older value with it kept.
+func TestATruncationCutShortOfTheCleanerCheckpointIsCaughtAtLoading(t *testing.T) {
+	dir := t.TempDir() + "/t-0"
+	clk := newClock()
+	cfg := compactConfig()
+	l := openLogOpts(t, Options{FS: vfs.OS, Dir: dir, Config: cfg, Now: clk.Now})
+	if _, err := l.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{"x", val("x-old")}), 0); err != nil {
+		t.Fatal(err)
+	}
+	leo := writeKeys(t, l, clk, 40, "a", "b")
+	mustClean(t, l, leo)
+	c, _ := l.Cleanable(leo)
+	ckpt, err := os.ReadFile(dir + "/" + cleanerCheckpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TruncateTo(c.FirstDirty - 10); err != nil {
+		t.Fatal(err)
+	}
+	rp := l.RecoveryPoint()
+	l.Abandon()
+	// The crash: the checkpoint's rewrite never happened.
+	if err := os.WriteFile(dir+"/"+cleanerCheckpoint, ckpt, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := openLogOpts(t, Options{FS: vfs.OS, Dir: dir, Config: cfg, Now: clk.Now, RecoveryPoint: rp})
+	if _, err := r.AppendAsLeader(kvBatch(clk.Now().UnixMilli(), kv{"x", nil}), 0); err != nil {
+		t.Fatal(err)
+	}
+	leo = writeKeys(t, r, clk, 40, "b")
 	clk.Advance(cfg.DeleteRetention + time.Second)
 	mustClean(t, r, leo)
 	if v, ok := state(readRecords(t, r))["x"]; ok {
@@ -374,5 +420,59 @@ func TestATruncationThatCannotCheckpointItsRecoveryPointFails(t *testing.T) {
 			t.Fatalf("after the crash (recovery point checkpoint %d, truncated to %d) Read(%d) serves a torn batch: %v", ckpt[tpA], newLEO, off, err)
 		}
 		off = res.NextOffset
+	}
+}
+
+// A power loss during a truncation, after the cut and before the recovery
+// point checkpoint's rewrite, leaves the checkpoint above the log end.
+// Loading lowers the recovery point and checkpoints it before the log is
+// served, synced: a second power loss right after the restart finds it at
+// most the log end. Before, it stayed stale until the next periodic write
+// (up to a minute), and the segments below it, written after the cut and
+// perhaps never synced, would have been trusted with a sanity check only.
+func TestARecoveryPointLoweredAtLoadingIsCheckpointedAtOnce(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		mem := newMem(t)
+		hfs := &hookFS{FS: mem, renameSuffix: recoveryCheckpointFile + ".tmp"}
+		m := openManager(t, hfs, &hwTable{m: map[TopicPartition]int64{}})
+		l, err := m.GetOrCreate(tpA, smallConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leo := fill(t, l, 20, 3, 40)
+		if err := errors.Join(l.Flush(), m.CheckpointRecoveryPoints()); err != nil {
+			t.Fatal(err)
+		}
+		var crashed *vfs.MemFS
+		hfs.onRename = func() { crashed = mem.CrashClone(seed) } // the truncation's checkpoint: power lost
+		if _, err := l.TruncateTo(leo / 2); err != nil {
+			t.Fatal(err)
+		}
+		m.Abandon()
+		if crashed == nil {
+			t.Fatal("the truncation never checkpointed its recovery point")
+		}
+		if rps, err := ReadOffsetCheckpoint(crashed, "/data", recoveryCheckpointFile); err != nil || rps[tpA] != leo {
+			t.Fatalf("seed %d: checkpoint after the first power loss %v (%v), want the stale %d", seed, rps, err, leo)
+		}
+
+		m2 := openManager(t, crashed, &hwTable{m: map[TopicPartition]int64{}})
+		r, ok := m2.Log(tpA)
+		if !ok {
+			t.Fatalf("seed %d: offline: %v", seed, m2.Offline())
+		}
+		end := r.LogEndOffset()
+		if end >= leo {
+			t.Fatalf("seed %d: reloaded LEO %d, want the cut below %d", seed, end, leo)
+		}
+		again := crashed.CrashClone(seed + 1000) // the second power loss, before any periodic write
+		m2.Abandon()
+		rps, err := ReadOffsetCheckpoint(again, "/data", recoveryCheckpointFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rps[tpA] > end {
+			t.Fatalf("seed %d: recovery point checkpoint %d after a second power loss, above the reloaded log end %d", seed, rps[tpA], end)
+		}
 	}
 }

@@ -33,6 +33,16 @@ func (p *Partition) OnLocalAppend(newLEO int64, now time.Time) HWUpdate {
 	return p.maybeIncrementHW(now.UnixMilli())
 }
 
+// ReevaluateHW is F5 on time alone, run with the ISR expiration (every
+// replica.lag.time.max.ms / 2): a follower outside the ISR holds the HW back
+// only while it is caught up, and once it has not been for
+// replica.lag.time.max.ms (it stopped fetching) it no longer counts. On a
+// quiet partition no fetch or append re-evaluates the HW after that, and
+// it stayed below the LEO with the acks=all writes it held.
+func (p *Partition) ReevaluateHW(now time.Time) HWUpdate {
+	return p.maybeIncrementHW(now.UnixMilli())
+}
+
 // maybeIncrementHW is F5 (Kafka's maybeIncrementLeaderHW). The HW is the
 // smallest LEO among the leader and
 //   - every member of the maximal ISR, and

@@ -23,7 +23,7 @@ const alterBackoff = 200 * time.Millisecond
 const alterAttemptTimeout = 10 * time.Second
 
 // isrExpirationLoop runs F7 every replica.lag.time.max.ms / 2 on every
-// partition this broker leads.
+// partition this broker leads, and re-evaluates its HW (ReevaluateHW).
 func (m *Manager) isrExpirationLoop() {
 	for {
 		lag := time.Duration(m.BrokerConfig().ReplicaLagTimeMaxMs) * time.Millisecond
@@ -35,10 +35,15 @@ func (m *Manager) isrExpirationLoop() {
 			r.mu.Lock()
 			if !r.state.IsLeader() {
 				r.mu.Unlock()
+				m.checkHW(r, now, lag) // a stall ends with the leadership
 				continue
 			}
 			out := r.state.MaybeShrinkISR(now)
+			if upd := r.state.ReevaluateHW(now); upd.Advanced() {
+				m.tracedAdvanceLocked(r, "broker.hw_reevaluated", upd, "a follower outside the ISR stopped holding it back")
+			}
 			r.mu.Unlock()
+			m.checkHW(r, now, lag)
 			if out.Proposal != nil {
 				m.submitAlter(r, *out.Proposal)
 			}

@@ -384,3 +384,39 @@ func TestISRChangeMetricsCountCommittedChangesOnly(t *testing.T) {
 		t.Fatalf("isr_expands_total = %v after one committed expansion, want 1", n)
 	}
 }
+
+// A follower outside the ISR that caught up holds the HW back while it is
+// caught up (it may join the ISR any moment); once it stops fetching, the
+// ISR expiration releases the HW after replica.lag.time.max.ms, with no
+// write or fetch to do it. The HW stayed below the LEO on a quiet
+// partition, and an acks=all write waiting on it timed out.
+func TestHWHeldByAFollowerOutsideTheISRIsReleasedWhenItStops(t *testing.T) {
+	e := newEnv(t)
+	e.ctrl.setAnswer(answerEach(kerr.IneligibleReplica)) // follower 2 stays out
+	e.state(1, 1, 1, []int32{1}, nil)
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.followerFetch(2, 1, 1) // caught up: it asks to join, and is refused
+	e.ctrl.call(t)
+	waitFor(t, "the refused expansion to be reverted", func() bool {
+		_, pending, _ := e.isr(tp0)
+		return !pending
+	})
+	if _, err := e.m.Produce(t.Context(), tp0, 1, batch("b"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if hw := hwOf(t, e.m); hw != 1 {
+		t.Fatalf("HW %d, want 1: held by the caught-up follower at 1", hw)
+	}
+	// Follower 2 fetches no more.
+	e.expire() // 5 s
+	e.expire() // 10 s: exactly lag time max, still caught up
+	if hw := hwOf(t, e.m); hw != 1 {
+		t.Fatalf("HW %d within replica.lag.time.max.ms, want 1", hw)
+	}
+	e.expire() // 15 s
+	if hw := hwOf(t, e.m); hw != 2 {
+		t.Fatalf("HW %d once the follower outside the ISR stopped being caught up, want the LEO, 2", hw)
+	}
+}

@@ -38,6 +38,7 @@ func (m *Manager) checkControlRequest(controllerEpoch int32, brokerEpoch int64) 
 		return kerr.New(kerr.StaleBrokerEpoch, "request for broker epoch %d, this broker is at epoch %d", brokerEpoch, mine)
 	}
 	if err := m.opts.Meta.CheckControllerEpoch(controllerEpoch); err != nil {
+		m.metrics.staleController.Inc()
 		m.log.Warn("refusing a request from a stale controller", "controller_epoch", controllerEpoch,
 			"latest", m.opts.Meta.ControllerEpoch())
 		m.emit(Event{Kind: "fenced", Reason: err.Error()})
@@ -52,6 +53,26 @@ func (m *Manager) noteAdmitted(kind string) {
 	if m.admitted != nil {
 		m.admitted(kind)
 	}
+}
+
+// lockControl takes the lock under which control requests are applied and
+// checks the fences again under it. The first check, before it, records a
+// newer controller's epoch at once (a call to a succeeded one is given up:
+// NewerController) and refuses a stale request without waiting behind
+// another's application. But gRPC handlers run side by side: a request
+// that passed it may still be overtaken, before the lock, by a newer
+// controller's, and applied after it would undo it (its configs, a
+// deletion of what it created). Checked again under the lock, it is
+// refused instead; once the lock is held, no newer controller's request is
+// applied until it is done (Kafka checks and applies under one lock,
+// replicaStateChangeLock).
+func (m *Manager) lockControl(controllerEpoch int32, brokerEpoch int64) (unlock func(), err error) {
+	m.ctrlMu.Lock()
+	if err := m.checkControlRequest(controllerEpoch, brokerEpoch); err != nil {
+		m.ctrlMu.Unlock()
+		return nil, err
+	}
+	return m.ctrlMu.Unlock, nil
 }
 
 // succeededController is the answer to a request of controllerEpoch, which
@@ -76,6 +97,7 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
+	m.noteAdmitted("LeaderAndIsr")
 	m.laiMu.Lock()
 	last := m.lastLAI
 	if last != nil && proto.Equal(last.req, req) {
@@ -94,9 +116,20 @@ func (m *Manager) LeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.L
 	if last != nil {
 		<-last.done // one application at a time, in arrival order
 	}
-	cur.resp, cur.err = m.applyLeaderAndIsr(req)
+	cur.resp, cur.err = m.applyLeaderAndIsrOfNewest(req)
 	close(cur.done)
 	return cur.resp, cur.err
+}
+
+// applyLeaderAndIsrOfNewest applies req under the control requests' lock,
+// unless a newer controller's request was admitted since its fences.
+func (m *Manager) applyLeaderAndIsrOfNewest(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
+	unlock, err := m.lockControl(req.GetControllerEpoch(), req.GetBrokerEpoch())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return m.applyLeaderAndIsr(req)
 }
 
 // leaderAndIsrCall is one LeaderAndIsr being applied, or the last applied:
@@ -126,7 +159,7 @@ func (m *Manager) forgetAppliedLeaderAndIsr() {
 }
 
 // applyLeaderAndIsr is LeaderAndIsr's work on a request that passed the
-// fences.
+// fences, under ctrlMu.
 func (m *Manager) applyLeaderAndIsr(req *controlv1.LeaderAndIsrRequest) (*controlv1.LeaderAndIsrResponse, error) {
 	start := m.now()
 	defer m.fetchers.batch()()
@@ -376,9 +409,9 @@ func (m *Manager) getOrCreate(tp TP, overrides map[string]string) (*Replica, err
 	}
 	// Made without the manager's lock: creating a log syncs directories,
 	// and every produce, fetch and metadata answer looks replicas up under
-	// that lock. Control requests arrive one at a time, so nothing deletes
-	// tp meanwhile; a concurrent creator gets the same log and the first
-	// replica inserted wins.
+	// that lock. Control requests are applied one at a time (ctrlMu), so
+	// nothing deletes tp meanwhile; a concurrent creator gets the same log
+	// and the first replica inserted wins.
 	tc, err := m.topicConfig(overrides)
 	if err != nil {
 		return nil, err
@@ -480,6 +513,11 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		return err
 	}
 	m.noteAdmitted("UpdateMetadata")
+	unlock, err := m.lockControl(req.GetControllerEpoch(), req.GetBrokerEpoch())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	m.forgetAppliedLeaderAndIsr()
 	defer m.fetchers.batch()()
 	start := m.now()
@@ -487,8 +525,8 @@ func (m *Manager) UpdateMetadata(req *controlv1.UpdateMetadataRequest) error {
 		m.logApplied("UpdateMetadata", req.GetControllerEpoch(), len(req.GetPartitions()), req.GetFull(), start)
 	}()
 	// The epoch is checked again with the cache's lock held for the
-	// update: one admitted before a newer controller's would otherwise put
-	// the older view over the newer one.
+	// update: a newer controller's request admitted since lockControl
+	// (waiting for ctrlMu) makes this view an older one.
 	if err := m.opts.Meta.ApplyUpdateOfNewest(req); err != nil {
 		m.log.Warn("refusing an UpdateMetadata overtaken by a newer controller's request", "err", err)
 		return err
@@ -566,9 +604,11 @@ func (m *Manager) applyChangedConfigs() {
 // order, so a partition it leaves out is not one a LeaderAndIsr already
 // made here.
 //
-// A newer controller's request admitted meanwhile ends the sweep: its
-// LeaderAndIsr may have made here a replica this older view does not list
-// (a topic created since).
+// It runs under ctrlMu, so no other control request is applied during
+// it: a newer controller's LeaderAndIsr, which may make here a replica
+// this older view does not list (a topic created since), is applied only
+// after it. One admitted meanwhile (it then waits for ctrlMu) still ends
+// the sweep: the view is an older one.
 func (m *Manager) deleteStrays(controllerEpoch int32, parts []*commonv1.PartitionState) {
 	live := map[string]bool{}
 	assigned := map[TP][]int32{}
@@ -583,6 +623,9 @@ func (m *Manager) deleteStrays(controllerEpoch int32, parts []*commonv1.Partitio
 		}
 		if !m.stillNewestController(controllerEpoch, "deleting stray replicas") {
 			return
+		}
+		if m.deletingStray != nil {
+			m.deletingStray(tp)
 		}
 		m.log.Info("deleting stray replica: "+why, append([]any{"topic", tp.Topic, "partition", tp.Partition}, attrs...)...)
 		if err := m.stopReplica(tp, -1, true); err != nil {
@@ -671,6 +714,14 @@ func (m *Manager) StopReplica(req *controlv1.StopReplicaRequest) (*controlv1.Sto
 	if err := m.checkControlRequest(req.GetControllerEpoch(), req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
+	m.noteAdmitted("StopReplica")
+	// Applied after a newer controller's LeaderAndIsr, it would stop (or
+	// delete) a replica that request made or kept here.
+	unlock, err := m.lockControl(req.GetControllerEpoch(), req.GetBrokerEpoch())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	m.forgetAppliedLeaderAndIsr()
 	defer m.fetchers.batch()()
 	resp := &controlv1.StopReplicaResponse{}
@@ -729,6 +780,7 @@ func (m *Manager) stopReplica(tp TP, leaderEpoch int32, del bool) error {
 		}
 		m.log.Info("deleted replica", "topic", tp.Topic, "partition", tp.Partition)
 	}
+	m.forgetTopicMetrics(tp.Topic)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,9 @@ type fetcherManager struct {
 	// are cut once when the last one ends.
 	batching int
 	changed  map[*fetcher]bool
+	// running counts the fetchers' goroutines, retired ones included, so
+	// close waits for every one.
+	running sync.WaitGroup
 }
 
 func newFetcherManager(m *Manager) *fetcherManager {
@@ -200,9 +204,13 @@ func (fm *fetcherManager) addAll(rs []*Replica) {
 	for _, key := range keys {
 		f, ok := fm.fetchers[key]
 		if !ok {
-			f = newFetcher(fm.m, key)
+			f = newFetcher(fm.m, fm, key)
 			fm.fetchers[key] = f
-			go f.run()
+			fm.running.Add(1)
+			go func() {
+				defer fm.running.Done()
+				f.run()
+			}()
 		}
 		parts := map[TP]*fetchState{}
 		for _, a := range byKey[key] {
@@ -241,12 +249,45 @@ func (fm *fetcherManager) close() {
 	for _, f := range fs {
 		f.close()
 	}
+	fm.running.Wait()
+}
+
+// retire drops f once it has no partitions left: its goroutine ends and
+// closes its stream. Idle fetchers used to stay for good, one goroutine
+// per leader and fetcher index ever followed, which reassignments and
+// elections kept adding to. Every add runs under fm.mu too, so no partition
+// is handed to a fetcher that is leaving: the next add for its key starts a
+// new one. It reports whether f was retired.
+func (fm *fetcherManager) retire(f *fetcher) bool {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if fm.fetchers[f.key] != f || !f.empty() {
+		return false
+	}
+	delete(fm.fetchers, f.key)
+	delete(fm.changed, f)
+	// A partition f dropped by itself (fenced) is still assigned to it.
+	for tp, key := range fm.assigned {
+		if key == f.key {
+			delete(fm.assigned, tp)
+		}
+	}
+	f.stop()
+	return true
+}
+
+// count is the number of fetchers.
+func (fm *fetcherManager) count() int {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	return len(fm.fetchers)
 }
 
 // fetcher is one ReplicaFetcherThread: a goroutine pulling every partition
 // it owns from one leader in one batched request per round.
 type fetcher struct {
 	m    *Manager
+	fm   *fetcherManager
 	key  fetcherKey
 	mu   lockorder.Mutex[lockorder.Fetcher]
 	part map[TP]*fetchState
@@ -278,9 +319,9 @@ type fetcher struct {
 	flushes []gapFlush
 }
 
-func newFetcher(m *Manager, key fetcherKey) *fetcher {
+func newFetcher(m *Manager, fm *fetcherManager, key fetcherKey) *fetcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &fetcher{m: m, key: key, part: map[TP]*fetchState{}, kick: make(chan struct{}, 1),
+	return &fetcher{m: m, fm: fm, key: key, part: map[TP]*fetchState{}, kick: make(chan struct{}, 1),
 		ctx: ctx, stop: cancel, done: make(chan struct{}), prevHW: map[TP]int64{}, stream: fetchStream{clock: m.clock}}
 }
 
@@ -331,20 +372,31 @@ func (f *fetcher) add(parts map[TP]*fetchState) {
 	maps.Copy(f.part, parts)
 	f.changedLocked()
 	f.mu.Unlock()
-	select {
-	case f.kick <- struct{}{}:
-	default:
-	}
+	f.wake()
 }
 
+// remove drops tp, waking the fetcher: one waiting out a partition's
+// backoff may have nothing left to wait for, and goes (fetcherManager.retire).
 func (f *fetcher) remove(tp TP) {
 	f.mu.Lock()
-	if _, ok := f.part[tp]; ok {
+	_, ok := f.part[tp]
+	if ok {
 		delete(f.part, tp)
 		delete(f.prevHW, tp)
 		f.changedLocked()
 	}
 	f.mu.Unlock()
+	if ok {
+		f.wake()
+	}
+}
+
+// wake has an idle fetcher look at its partitions again.
+func (f *fetcher) wake() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
 }
 
 // changedLocked notes a change of the fetcher's partitions: a round trip
@@ -394,6 +446,13 @@ func (f *fetcher) endTrip() {
 	f.mu.Lock()
 	f.trip = nil
 	f.mu.Unlock()
+}
+
+// empty reports whether the fetcher has no partitions.
+func (f *fetcher) empty() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.part) == 0
 }
 
 // owns reports whether st is still the fetcher's state for tp.
@@ -475,9 +534,13 @@ func (f *fetcher) run() {
 			var wait <-chan time.Time
 			var t Timer
 			if next.IsZero() {
-				// Nothing left to fetch from this leader: end the stream,
-				// or the leader's handler would wait on it for good (and
-				// hold up that broker's graceful stop).
+				// Nothing left to fetch from this leader (no partition is
+				// delayed either): the fetcher goes, and its stream with
+				// it, or the leader's handler would wait on it for good
+				// (and hold up that broker's graceful stop).
+				if f.fm.retire(f) {
+					return
+				}
 				f.stream.close()
 			} else {
 				t = f.m.clock.NewTimer(next.Sub(f.m.now()))

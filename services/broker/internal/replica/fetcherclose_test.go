@@ -95,3 +95,58 @@ func TestStoppingDuringALeaderEpochLookupWarnsOfNothing(t *testing.T) {
 		t.Fatalf("stopping the broker was logged as a failure:\n%s", out)
 	}
 }
+
+// onlyFetcher returns m's one fetcher.
+func onlyFetcher(t *testing.T, m *Manager) *fetcher {
+	t.Helper()
+	m.fetchers.mu.Lock()
+	defer m.fetchers.mu.Unlock()
+	if len(m.fetchers.fetchers) != 1 {
+		t.Fatalf("%d fetchers, want 1", len(m.fetchers.fetchers))
+	}
+	for _, f := range m.fetchers.fetchers {
+		return f
+	}
+	return nil
+}
+
+// A fetcher left with no partitions goes: its goroutine ends, closing its
+// stream, and the fetcher manager forgets it. Idle fetchers used to stay
+// for good, one per leader and fetcher index ever followed, piling up over
+// reassignments and elections. A partition handed back to the same leader
+// gets a new fetcher and replicates.
+func TestAFetcherLeftWithoutPartitionsGoes(t *testing.T) {
+	e := newEnv(t)
+	m2, _ := e.newManager(2)
+	e.updateMetadataOn(m2)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, nil)
+	if _, err := e.m.Produce(t.Context(), tp0, -1, batch("a"), produceTimeout); err != nil {
+		t.Fatalf("acks=all produce: %v", err)
+	}
+	first := onlyFetcher(t, m2)
+
+	// Broker 2 leads now: it follows nothing of broker 1's.
+	e.state(2, 2, 2, []int32{1, 2}, nil)
+	e.stateOn(m2, tp0, 2, 2, 2, []int32{1, 2}, nil)
+	select {
+	case <-first.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fetcher left without partitions is still running")
+	}
+	if n := m2.fetchers.count(); n != 0 {
+		t.Fatalf("%d fetchers on the leader of every partition, want 0", n)
+	}
+
+	// Broker 1 leads again: broker 2 follows it with a new fetcher, and
+	// broker 1's fetcher of broker 2 goes in turn.
+	e.state(1, 3, 3, []int32{1, 2}, nil)
+	e.stateOn(m2, tp0, 1, 3, 3, []int32{1, 2}, nil)
+	if _, err := e.m.Produce(t.Context(), tp0, -1, batch("b"), produceTimeout); err != nil {
+		t.Fatalf("acks=all produce with the partition handed back: %v", err)
+	}
+	if f := onlyFetcher(t, m2); f == first {
+		t.Fatal("the partition went back to the fetcher that had gone")
+	}
+	waitFor(t, "broker 1's idle fetcher to go", func() bool { return e.m.fetchers.count() == 0 })
+}

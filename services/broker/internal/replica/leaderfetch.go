@@ -164,12 +164,38 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 		select {
 		case <-w.ch:
 		case <-deadline:
+			m.refreshHighWatermarks(f, answers)
 			return answers
 		case <-ctx.Done():
 			return answers
 		case <-m.stop:
 			return answers
 		}
+	}
+}
+
+// refreshHighWatermarks gives the answers of a fetch that waited out its
+// max wait the HW as it is now, as Kafka's DelayedFetch reads again when it
+// completes. The HW read with the records is a max wait old, and on a quiet
+// partition it is usually the one this very fetch moved (a fetch reads the
+// HW before recording its offset) or another follower's fetch moved since:
+// the follower learned it only at the next max wait, so its HW, a consumer
+// reading from it and its HW as a new leader lagged by two.
+func (m *Manager) refreshHighWatermarks(f FollowerFetch, answers []FollowerFetchAnswer) {
+	for i, p := range f.Partitions {
+		a := &answers[i]
+		if a.Err != nil || a.Diverging != nil {
+			continue
+		}
+		r, ok := m.Replica(p.TP)
+		if !ok {
+			continue
+		}
+		r.mu.Lock()
+		if r.state.ValidateFetch(f.ReplicaID, p.CurrentLeaderEpoch) == nil {
+			a.HighWatermark = max(a.HighWatermark, r.state.HighWatermark())
+		}
+		r.mu.Unlock()
 	}
 }
 

@@ -136,6 +136,9 @@ type Manager struct {
 	logs      LogStore
 	transport Transport
 	tracer    trace.Tracer
+	// underMinISRLog spaces the warnings of writes refused for want of
+	// in-sync replicas (underminisr.go).
+	underMinISRLog underMinISRLog
 
 	mu       lockorder.RWMutex[lockorder.ReplicaManager]
 	replicas map[TP]*Replica
@@ -144,6 +147,11 @@ type Manager struct {
 	offline map[TP]error
 	// lost: see lostlogs.go (guarded by mu).
 	lost lostLogs
+
+	// ctrlMu is held while a LeaderAndIsr, UpdateMetadata or StopReplica
+	// is applied: one at a time, each checked against the newest
+	// controller epoch again under it (control.go, lockControl).
+	ctrlMu lockorder.Mutex[lockorder.ControlRequests]
 
 	// laiMu guards lastLAI, the LeaderAndIsr applied last or being
 	// applied: a new one waits for it, an identical one (a resend) gets
@@ -162,10 +170,13 @@ type Manager struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
-	// admitted, when set (by tests only), runs once a YieldLeadership or
-	// UpdateMetadata has passed the fences and before it is applied: the
+	// admitted, when set (by tests only), runs once a control request
+	// has passed the fences and before it is applied: the
 	// gap in which a newer controller's requests may overtake it.
 	admitted func(kind string)
+	// deletingStray, when set (by tests only), runs between the stray
+	// sweep's last look at the controller epoch and a stray's deletion.
+	deletingStray func(tp TP)
 }
 
 // New builds a Manager and starts its background goroutines.

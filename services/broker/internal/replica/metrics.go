@@ -46,9 +46,16 @@ type metrics struct {
 	parkedProd  atomic.Int64
 	parkedFetch atomic.Int64
 	refused     *prometheus.CounterVec
+	// underMinISR counts writes refused because the ISR is below
+	// min.insync.replicas, by topic: only a partition led here refuses
+	// so, so the topics are real ones, not whatever a client named.
+	underMinISR *prometheus.CounterVec
 	// olderStates counts partition states refused for being older than
 	// the one held (refuseOlderState).
 	olderStates prometheus.Counter
+	// staleController counts controller requests refused for an older
+	// controller epoch than one already seen (F22).
+	staleController prometheus.Counter
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -81,6 +88,11 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 			Help: "This broker's fetch rounds as a follower, by phase: round_trip (request sent to answer received, the leader's wait for data included), apply (the answers appended or acted on), between (the last round's end to this request: the fetcher's own delay).", Buckets: latencyBuckets}, []string{"phase"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
+		underMinISR: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_under_min_isr_total",
+			Help: "Writes refused because the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND after it), by topic and code."},
+			[]string{"topic", "code"}),
+		staleController: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_stale_controller_requests_total",
+			Help: "Controller requests refused because a controller of a newer epoch was already heard from: a deposed controller still sending (Kafka's STALE_CONTROLLER_EPOCH)."}),
 		olderStates: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_older_partition_states_total",
 			Help: "Partition states from the controller refused because this broker holds a newer one: etcd's metadata went backwards (restored from an older snapshot?). Anything above 0 needs an operator."}),
 	}
@@ -96,7 +108,7 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 		return mt
 	}
 	reg.MustRegister(mt.isrShrinks, mt.isrExpands, mt.produceLat, mt.fetchLat, mt.appendToHW,
-		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.fetchInterrupts, mt.followerFetch, mt.refused, mt.olderStates, &stateCollector{m: m})
+		mt.bytesIn, mt.bytesOut, mt.truncations, mt.configResolutions, mt.leaderAndIsrResends, mt.fetchInterrupts, mt.followerFetch, mt.refused, mt.underMinISR, mt.olderStates, mt.staleController, &stateCollector{m: m})
 	return mt
 }
 
@@ -123,6 +135,8 @@ var (
 		"Seconds since a follower was last caught up with this leader (the ISR rule's clock).", []string{"topic", "partition", "follower"}, nil)
 	descPurgatory = prometheus.NewDesc("tidemark_broker_purgatory_size",
 		"Requests parked waiting: acks=all produces for the HW, fetches for data.", []string{"purgatory"}, nil)
+	descHWStalled = prometheus.NewDesc("tidemark_broker_hw_stalled_partitions",
+		"Partitions led here whose high watermark has not moved for twice replica.lag.time.max.ms while below the log end offset, the ISR not below min.insync.replicas: an ISR shrink that cannot commit, or a stuck HW.", nil, nil)
 	descHW = prometheus.NewDesc("tidemark_broker_high_watermark",
 		"High watermark of each hosted replica.", []string{"topic", "partition"}, nil)
 	descLEO = prometheus.NewDesc("tidemark_broker_log_end_offset",
@@ -131,18 +145,21 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descAtMinISR, descLeaders, descReplicas,
-		descMaxLag, descFollowerLag, descFollowerCaughtUp, descPurgatory, descHW, descLEO} {
+		descMaxLag, descFollowerLag, descFollowerCaughtUp, descPurgatory, descHWStalled, descHW, descLEO} {
 		ch <- d
 	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.m.now()
-	var under, underMin, atMin, leaders, replicas int
+	var under, underMin, atMin, leaders, replicas, stalled int
 	var maxLag int64
 	for _, r := range c.m.Replicas() {
 		s := r.Snapshot(now)
 		replicas++
+		if r.hwStalled.Load() {
+			stalled++
+		}
 		part := strconv.Itoa(int(r.tp.Partition))
 		ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(s.HighWatermark), r.tp.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(s.LogEndOffset), r.tp.Topic, part)
@@ -177,6 +194,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAtMinISR, prometheus.GaugeValue, float64(atMin))
 	ch <- prometheus.MustNewConstMetric(descLeaders, prometheus.GaugeValue, float64(leaders))
 	ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(replicas))
+	ch <- prometheus.MustNewConstMetric(descHWStalled, prometheus.GaugeValue, float64(stalled))
 	ch <- prometheus.MustNewConstMetric(descMaxLag, prometheus.GaugeValue, float64(maxLag))
 	ch <- prometheus.MustNewConstMetric(descPurgatory, prometheus.GaugeValue, float64(c.m.metrics.parkedProd.Load()), "produce")
 	ch <- prometheus.MustNewConstMetric(descPurgatory, prometheus.GaugeValue, float64(c.m.metrics.parkedFetch.Load()), "fetch")

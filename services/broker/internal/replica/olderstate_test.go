@@ -75,3 +75,24 @@ func TestAnOlderPartitionStateIsRefusedLoudly(t *testing.T) {
 		}
 	}
 }
+
+// A request from a controller deposed by a newer one is refused
+// STALE_CONTROLLER_EPOCH and counted, so a zombie controller still
+// sending shows on the broker it tries to steer.
+func TestARequestFromAStaleControllerIsCounted(t *testing.T) {
+	e := newEnv(t)
+	e.ctrlEpoch = 2
+	e.updateMetadata() // the newer controller is heard from
+	stale := func() float64 { return testutil.ToFloat64(e.m.metrics.staleController) }
+	if n := stale(); n != 0 {
+		t.Fatalf("stale controller requests counted %v before any", n)
+	}
+	_, err := e.m.LeaderAndIsr(&controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: 1,
+		BrokerEpoch: brokerEpochs[1], Partitions: []*commonv1.PartitionState{partitionState(tp0, 1, 1, 1, []int32{1, 2, 3})}})
+	if kerr.CodeOf(err) != kerr.StaleControllerEpoch {
+		t.Fatalf("a request of controller epoch 1 after epoch 2: %v, want STALE_CONTROLLER_EPOCH", err)
+	}
+	if n := stale(); n != 1 {
+		t.Fatalf("stale controller requests counted %v, want 1", n)
+	}
+}

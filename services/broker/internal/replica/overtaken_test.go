@@ -126,3 +126,161 @@ func TestAFullUpdateMetadataOvertakenByANewerControllerIsRefused(t *testing.T) {
 		t.Fatalf("produce to the new topic: %v", err)
 	}
 }
+
+// leaderAndIsrOfTopic is controller epoch ctrlEpoch's LeaderAndIsr making
+// broker 1 lead tp0, of topic id, at leaderEpoch, with the topic's configs.
+func leaderAndIsrOfTopic(ctrlEpoch int32, id string, leaderEpoch int32, configs map[string]string) *controlv1.LeaderAndIsrRequest {
+	return &controlv1.LeaderAndIsrRequest{ControllerId: 100, ControllerEpoch: ctrlEpoch, BrokerEpoch: brokerEpochs[1],
+		TopicConfigs: []*controlv1.TopicConfig{{Topic: tp0.Topic, TopicId: id, Configs: configs}},
+		Partitions:   []*commonv1.PartitionState{partitionState(tp0, 1, leaderEpoch, leaderEpoch, []int32{1, 2, 3})}}
+}
+
+// wantLeaderAndIsrApplied fails t unless a LeaderAndIsr of tp0 answered
+// NONE.
+func wantLeaderAndIsrApplied(t *testing.T, resp *controlv1.LeaderAndIsrResponse, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("LeaderAndIsr: %v", err)
+	}
+	if p := resp.GetPartitions()[0]; kerr.Code(p.GetErrorCode()) != kerr.None {
+		t.Fatalf("LeaderAndIsr answered %v: %s", p.GetErrorCode(), p.GetErrorMessage())
+	}
+}
+
+// A full UpdateMetadata whose view no longer lists a topic sweeps its log
+// on disk away as a stray. A newer controller's LeaderAndIsr arriving
+// between the sweep's last look at the controller epoch and the deletion
+// (the topic created again, on this broker) is applied only after the
+// sweep: before, it was applied in that window and the sweep then deleted
+// the replica it had just made, with its log.
+func TestAStraySweepNeverDeletesWhatANewerControllerJustAssigned(t *testing.T) {
+	e := newEnv(t)
+	e.logOnDisk(tp0, "old-id")
+	full := &controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch, Full: true,
+		Controller: &commonv1.Node{Id: 100, Address: ctrlAddr}}
+	for _, id := range []int32{1, 2, 3} {
+		full.Brokers = append(full.Brokers, &controlv1.BrokerRegistration{Node: &commonv1.Node{Id: id, Address: brokerAddr(id)}, BrokerEpoch: brokerEpochs[id]})
+	}
+	newer := leaderAndIsrOfTopic(e.ctrlEpoch+1, "new-id", 1, map[string]string{})
+	var resp *controlv1.LeaderAndIsrResponse
+	var err error
+	admitted, finished := make(chan struct{}), make(chan struct{})
+	e.m.admitted = func(kind string) {
+		if kind == "LeaderAndIsr" {
+			close(admitted)
+		}
+	}
+	e.m.deletingStray = func(tp TP) {
+		e.m.deletingStray = nil
+		go func() {
+			defer close(finished)
+			resp, err = e.m.LeaderAndIsr(newer)
+		}()
+		// Until the newer request is applied, or past its fences and
+		// waiting to be.
+		select {
+		case <-admitted:
+		case <-finished:
+		case <-time.After(10 * time.Second):
+			t.Error("the newer LeaderAndIsr neither passed its fences nor finished")
+		}
+	}
+	if err := e.m.UpdateMetadata(full); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the newer LeaderAndIsr did not finish once the sweep was done")
+	}
+	wantLeaderAndIsrApplied(t, resp, err)
+	r, ok := e.m.Replica(tp0)
+	if !ok {
+		t.Fatal("the replica the newer controller assigned was deleted as a stray")
+	}
+	if got := r.Log().TopicID(); got != "new-id" {
+		t.Fatalf("the replica's log records topic id %q, want new-id", got)
+	}
+	if err := e.produceOne("after the sweep"); err != nil {
+		t.Fatalf("produce to the leader the newer controller named: %v", err)
+	}
+}
+
+// A LeaderAndIsr of a controller then succeeded, admitted before the new
+// controller's requests and applied after them, is refused: before, the
+// topic configs it carried replaced the newer ones the new controller had
+// set, in the metadata cache and in the replica's effective config, until
+// the topic's configs next changed.
+func TestALeaderAndIsrOvertakenByANewerControllerKeepsItsConfigs(t *testing.T) {
+	for _, overtaker := range []string{"LeaderAndIsr", "UpdateMetadata"} {
+		t.Run(overtaker, func(t *testing.T) {
+			e := newEnv(t)
+			resp, err := e.m.LeaderAndIsr(leaderAndIsrOfTopic(e.ctrlEpoch, "id", 0, map[string]string{"retention.ms": "1000"}))
+			wantLeaderAndIsrApplied(t, resp, err)
+			old := e.ctrlEpoch
+			release := pauseAdmitted(t, e.m, "LeaderAndIsr", func() error {
+				_, err := e.m.LeaderAndIsr(leaderAndIsrOfTopic(old, "id", 0, map[string]string{"retention.ms": "2000"}))
+				return err
+			})
+			e.ctrlEpoch++
+			newer := map[string]string{"retention.ms": "3000"}
+			switch overtaker {
+			case "LeaderAndIsr":
+				resp, err := e.m.LeaderAndIsr(leaderAndIsrOfTopic(e.ctrlEpoch, "id", 1, newer))
+				wantLeaderAndIsrApplied(t, resp, err)
+			case "UpdateMetadata":
+				if err := e.m.UpdateMetadata(&controlv1.UpdateMetadataRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch,
+					Controller:   &commonv1.Node{Id: 100, Address: ctrlAddr},
+					TopicConfigs: []*controlv1.TopicConfig{{Topic: tp0.Topic, TopicId: "id", Configs: newer}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			overtaken := release()
+			if got := e.meta.TopicConfig(tp0.Topic)["retention.ms"]; got != "3000" {
+				t.Errorf("metadata cache: retention.ms=%s, want the newer controller's 3000", got)
+			}
+			r := e.replica()
+			r.mu.Lock()
+			got := r.cfg.RetentionMs
+			r.mu.Unlock()
+			if got != 3000 {
+				t.Errorf("the replica's retention.ms is %d, want the newer controller's 3000", got)
+			}
+			if kerr.CodeOf(overtaken) != kerr.StaleControllerEpoch {
+				t.Errorf("the overtaken LeaderAndIsr answered %v, want STALE_CONTROLLER_EPOCH", overtaken)
+			}
+		})
+	}
+}
+
+// A StopReplica deleting a topic, of a controller then succeeded, admitted
+// before the new controller's LeaderAndIsr and applied after it, is
+// refused: before, it deleted the replica that LeaderAndIsr had just made
+// here (the topic created again under its name), and its log.
+func TestAStopReplicaOvertakenByANewerControllerDeletesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.leaderAndIsrWithID("old-id", 1, 0)
+	old := e.ctrlEpoch
+	release := pauseAdmitted(t, e.m, "StopReplica", func() error {
+		_, err := e.m.StopReplica(&controlv1.StopReplicaRequest{ControllerId: 100, ControllerEpoch: old, BrokerEpoch: brokerEpochs[1],
+			Partitions: []*controlv1.StopReplicaPartition{{Topic: tp0.Topic, Partition: tp0.Partition, LeaderEpoch: -1, Delete: true}}})
+		return err
+	})
+	e.ctrlEpoch++
+	resp, err := e.m.LeaderAndIsr(leaderAndIsrOfTopic(e.ctrlEpoch, "new-id", 0, map[string]string{}))
+	wantLeaderAndIsrApplied(t, resp, err)
+	overtaken := release()
+	r, ok := e.m.Replica(tp0)
+	if !ok {
+		t.Fatal("the replica the newer controller made was deleted by the older controller's StopReplica")
+	}
+	if got := r.Log().TopicID(); got != "new-id" {
+		t.Fatalf("the replica's log records topic id %q, want new-id", got)
+	}
+	if err := e.produceOne("after the old StopReplica"); err != nil {
+		t.Fatalf("produce to the leader the newer controller named: %v", err)
+	}
+	if kerr.CodeOf(overtaken) != kerr.StaleControllerEpoch {
+		t.Fatalf("the overtaken StopReplica answered %v, want STALE_CONTROLLER_EPOCH", overtaken)
+	}
+}

@@ -55,7 +55,11 @@ func (m *Manager) timedProduce(ctx context.Context, tp TP, acks int16, since int
 			o.Observe(m.now().Sub(start).Seconds())
 		}
 		if err != nil {
-			m.metrics.refused.WithLabelValues(kerr.CodeOf(err).String()).Inc()
+			code := kerr.CodeOf(err)
+			m.metrics.refused.WithLabelValues(code.String()).Inc()
+			if refusedForISR(code) {
+				m.noteUnderMinISR(tp, code, err)
+			}
 		}
 	}()
 	return m.produce(ctx, tp, acks, since, batch, timeout)
@@ -136,9 +140,9 @@ func (m *Manager) appendAsLeader(ctx context.Context, r *Replica, tp TP, acks in
 			"broker %d is not the leader of %s-%d", m.opts.BrokerID, tp.Topic, tp.Partition))
 	}
 	if r.yieldingLocked() {
-		epoch := r.state.LeaderEpoch()
+		y := *r.yielded
 		r.mu.Unlock()
-		return ProduceResult{}, m.errYielding(tp, epoch)
+		return ProduceResult{}, m.errYielding(tp, y)
 	}
 	fenced := m.fence().Err
 	if acks == -1 {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -66,6 +67,11 @@ type Replica struct {
 	// fetch that committed it.
 	commits  [8]commitMark
 	nextMark int
+
+	// hwWatch is the ISR pass's last sample of the HW (guarded by mu);
+	// hwStalled its verdict, read by the metrics (hwwatch.go).
+	hwWatch   hwWatch
+	hwStalled atomic.Bool
 }
 
 // commitMark is one HW advance and the fetch span that caused it.

@@ -6,6 +6,7 @@ import (
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
+	"tidemark.io/services/broker/internal/metadata"
 	"tidemark.io/services/platform/kerr"
 )
 
@@ -19,6 +20,9 @@ import (
 type yieldMark struct {
 	leaderEpoch, partitionEpoch int32
 	controllerEpoch             int32
+	// nextLeader is the broker the controller means to elect (-1: not
+	// named), for the leader hint of the writes refused meanwhile.
+	nextLeader int32
 }
 
 // yieldingLocked reports whether the replica promised not to take writes
@@ -76,11 +80,13 @@ func (m *Manager) YieldLeadership(req *controlv1.YieldLeadershipRequest) (*contr
 				r.yielded = nil
 			}
 		case atState && leads:
-			r.yielded = &yieldMark{leaderEpoch: le, partitionEpoch: p.GetPartitionEpoch(), controllerEpoch: req.GetControllerEpoch()}
+			y := &yieldMark{leaderEpoch: le, partitionEpoch: p.GetPartitionEpoch(), controllerEpoch: req.GetControllerEpoch(), nextLeader: -1}
 			yielded++
 			if next := p.GetNextLeader(); next != m.opts.BrokerID {
+				y.nextLeader = next
 				catchUps = append(catchUps, catchUp{r: r, next: next})
 			}
+			r.yielded = y
 		case leads:
 			e := kerr.New(kerr.FencedLeaderEpoch, "broker %d leads %s at leader epoch %d partition epoch %d, not %d/%d",
 				m.opts.BrokerID, tpKey(tp), le, pe, p.GetLeaderEpoch(), p.GetPartitionEpoch())
@@ -169,9 +175,27 @@ func (m *Manager) endYieldsOfOlderControllers(controllerEpoch int32, states []*c
 }
 
 // errYielding is the produce answer of a partition whose leadership is
-// moving: retriable, the client finds the new leader in fresh metadata.
-func (m *Manager) errYielding(tp TP, leaderEpoch int32) error {
-	return kerr.New(kerr.NotLeaderOrFollower,
+// moving: retriable, and naming where the writes go next. Once this
+// broker's metadata holds the election (a newer leader epoch: its
+// LeaderAndIsr is being applied, or its UpdateMetadata came first), that
+// leader and epoch, so a KIP-951 client, which takes only a newer epoch,
+// goes there at once. Before, the broker the controller means to elect, at
+// the current epoch: tidemark's client takes a hint at the epoch it has and
+// finds that broker leading as soon as it is elected, while a client
+// taking only newer epochs refreshes its metadata as before. The epoch
+// that broker will lead at is not named before the controller writes it:
+// the move may be given up, and a client holding the newer epoch would
+// ignore every answer naming this leader at its own epoch.
+func (m *Manager) errYielding(tp TP, y yieldMark) error {
+	e := kerr.New(kerr.NotLeaderOrFollower,
 		"broker %d is handing the leadership of %s over (leader epoch %d): the controller is electing another leader",
-		m.opts.BrokerID, tpKey(tp), leaderEpoch)
+		m.opts.BrokerID, tpKey(tp), y.leaderEpoch)
+	if h := m.opts.Meta.LeaderHint(metadata.TP(tp)); h != nil && h.LeaderEpoch > y.leaderEpoch && h.ID != m.opts.BrokerID {
+		e.Leader = h
+		return e
+	}
+	if b, ok := m.opts.Meta.Broker(y.nextLeader); y.nextLeader >= 0 && ok {
+		e.Leader = &kerr.LeaderHint{ID: y.nextLeader, Address: b.Address, LeaderEpoch: y.leaderEpoch}
+	}
+	return e
 }

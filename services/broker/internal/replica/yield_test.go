@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/platform/kerr"
 )
@@ -193,4 +194,36 @@ func TestYieldAnswersOnceTheNextLeaderHasEveryRecord(t *testing.T) {
 	if err := e.produceOne("after the timeout"); kerr.CodeOf(err) != kerr.NotLeaderOrFollower {
 		t.Fatalf("produce after the catch-up timeout: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
+}
+
+// A write refused while the leadership moves names where it goes next, as
+// other NOT_LEADER_OR_FOLLOWER answers name the leader: the broker the
+// controller means to elect, at the epoch known, and once this broker's
+// metadata holds the election (before its replica applies it), the new
+// leader at its new epoch.
+func TestYieldedLeaderNamesTheNextLeader(t *testing.T) {
+	e := newEnv(t)
+	e.updateMetadata()
+	e.state(1, 3, 5, []int32{1, 2, 3}, nil)
+	resp, err := e.m.YieldLeadership(&controlv1.YieldLeadershipRequest{ControllerId: 100, ControllerEpoch: e.ctrlEpoch,
+		BrokerEpoch: brokerEpochs[1], Partitions: []*controlv1.YieldPartition{
+			{Topic: tp0.Topic, Partition: tp0.Partition, LeaderEpoch: 3, PartitionEpoch: 5, NextLeader: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantYieldCode(t, resp, kerr.None)
+	wantHint := func(what string, epoch int32) {
+		t.Helper()
+		err := e.produceOne(what)
+		ke := kerr.As(err)
+		if ke == nil || ke.Code != kerr.NotLeaderOrFollower {
+			t.Fatalf("%s: %v, want NOT_LEADER_OR_FOLLOWER", what, err)
+		}
+		if h := ke.Leader; h == nil || h.ID != 2 || h.Address != brokerAddr(2) || h.LeaderEpoch != epoch {
+			t.Fatalf("%s: leader hint %+v, want broker 2 at %s, leader epoch %d", what, h, brokerAddr(2), epoch)
+		}
+	}
+	wantHint("while yielded", 3)
+	e.m.opts.Meta.PutPartitions([]*commonv1.PartitionState{partitionState(tp0, 2, 4, 6, []int32{1, 2, 3})})
+	wantHint("once the metadata holds the election", 4)
 }

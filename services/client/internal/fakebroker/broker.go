@@ -9,6 +9,7 @@ import (
 	brokerv1 "tidemark.io/proto/gen/tidemark/broker/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/paging"
 	"tidemark.io/services/recordbatch"
 )
 
@@ -306,6 +307,11 @@ func (s *brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataRequ
 	if f := c.intercept(ctx, s.n, "Metadata", "", -1); f != nil {
 		return nil, s.faultErr(f, "", -1)
 	}
+	// All topics come in pages, as a broker serves them.
+	pg, err := paging.ParseUnlessNamed(len(req.GetTopics()) > 0, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	resp := &brokerv1.MetadataResponse{ClusterId: "fake", Controller: &commonv1.Node{Id: -1}}
@@ -320,8 +326,13 @@ func (s *brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataRequ
 			names = append(names, n)
 		}
 		slices.Sort(names)
+		names = pg.From(names)
 	}
+	cur := paging.NewCursor(ctx, pg)
 	for _, name := range names {
+		if !cur.Take(name) {
+			break
+		}
 		tm := &brokerv1.TopicMetadata{Name: name}
 		t, ok := c.topics[name]
 		if !ok {
@@ -337,6 +348,7 @@ func (s *brokerService) Metadata(ctx context.Context, req *brokerv1.MetadataRequ
 		}
 		resp.Topics = append(resp.Topics, tm)
 	}
+	resp.NextPageToken = cur.Next()
 	return resp, nil
 }
 

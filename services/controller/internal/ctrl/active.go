@@ -109,6 +109,9 @@ type Active struct {
 	ring        *ring
 	subs        map[*subscriber]struct{}
 	timers      map[timerKey]*time.Timer // the core's (effArmTimer)
+	// alterRefusals spaces the lines of refused AlterPartition requests:
+	// a broker retries one every 200 ms (alter.go).
+	alterRefusals *logging.Limiter
 	// tracked holds the outcomes of the pushes the current step asked to
 	// keep (effPush.track).
 	tracked map[int32][]<-chan error
@@ -161,6 +164,8 @@ func Start(ctx context.Context, d Deps) *Active {
 		subs:        map[*subscriber]struct{}{},
 		timers:      map[timerKey]*time.Timer{},
 		groups:      map[uint64][]<-chan error{},
+
+		alterRefusals: logging.NewLimiter(alterRefusalWarnEvery),
 	}
 	a.core.staticBroker = d.Settings.StaticBroker
 	a.core.pol = policy{unclean: a.uncleanConfigured, topicConfigs: a.topicConfigMap, brokerConfigs: a.brokerConfigsFor,

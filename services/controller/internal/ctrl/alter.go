@@ -2,7 +2,10 @@ package ctrl
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strconv"
+	"time"
 
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
@@ -22,9 +25,43 @@ func (a *Active) AlterPartition(ctx context.Context, req *controlv1.AlterPartiti
 		return err
 	})
 	if err != nil {
-		return nil, err // the loop may still be writing resp (call's ctx ended)
+		a.noteAlterRefused(req, "", err) // the loop may still be writing resp (call's ctx ended)
+		return nil, err
+	}
+	for _, res := range resp.GetPartitions() {
+		if res.GetErrorCode() != 0 {
+			a.noteAlterRefused(req, res.GetTopic()+"-"+strconv.Itoa(int(res.GetPartition())),
+				kerr.New(kerr.Code(res.GetErrorCode()), "%s", res.GetErrorMessage()))
+		}
 	}
 	return resp, nil
+}
+
+// alterRefusalWarnEvery spaces the lines of AlterPartition refusals of one
+// broker and code.
+const alterRefusalWarnEvery = 10 * time.Second
+
+// noteAlterRefused counts an ISR change refused (a stale leader's
+// FENCED_LEADER_EPOCH, a zombie broker's STALE_BROKER_EPOCH, an
+// INVALID_UPDATE_VERSION a newer state overtook) by code, and logs it at
+// most once per alterRefusalWarnEvery for each broker and code. partition
+// is "" when the whole request was refused. A call that ended before its
+// answer (the caller gone, the term ending) is no refusal.
+func (a *Active) noteAlterRefused(req *controlv1.AlterPartitionRequest, partition string, err error) {
+	code := kerr.CodeOf(err)
+	if code == kerr.None || code == kerr.NotController || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	a.d.Metrics.alterRefused.WithLabelValues(code.String()).Inc()
+	n, ok := a.alterRefusals.Allow(strconv.Itoa(int(req.GetBrokerId())) + " " + code.String())
+	if !ok {
+		return
+	}
+	if partition == "" {
+		partition = strconv.Itoa(len(req.GetPartitions())) + " partitions"
+	}
+	a.log.Info("Refused an ISR change", "broker", req.GetBrokerId(), "broker_epoch", req.GetBrokerEpoch(), "partition", partition,
+		"code", code.String(), "err", err, "unlogged_since_last", n)
 }
 
 func (c *core) alterPartition(req *controlv1.AlterPartitionRequest, reply replyFunc) {

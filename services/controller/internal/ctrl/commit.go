@@ -2,6 +2,7 @@ package ctrl
 
 import (
 	"fmt"
+	"slices"
 
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
@@ -92,6 +93,35 @@ func (c *core) writeDone(r evWriteResult, what string, byKey map[election.TopicP
 	then(written, nil)
 }
 
+// uncleanLoss names, for an unclean election, how far the new leader's log
+// is behind the high watermark the last leader reported: the committed
+// offsets it does not have, as far as this controller was told. Both
+// figures are the brokers' last reports, so the count is an estimate
+// (the new leader may have fetched a little more since).
+func (c *core) uncleanLoss(p *partition, s metastore.PartitionState) []any {
+	last, ok := c.leaderEnd[p.tp()]
+	if !ok {
+		return []any{"committed_offsets_lost", "unknown: no leader reported its high watermark to this controller"}
+	}
+	attrs := []any{"last_leader_high_watermark", last.hw, "last_leader_reporting", last.broker, "last_leader_epoch_reported", last.epoch}
+	mine, ok := c.progress[progressKey{tp: p.tp(), broker: s.Leader}]
+	if !ok {
+		return append(attrs, "committed_offsets_lost", "unknown: the new leader has not reported its log end offset")
+	}
+	return append(attrs, "new_leader_log_end_offset", mine.GetLogEndOffset(),
+		"committed_offsets_lost", max(0, last.hw-mine.GetLogEndOffset()))
+}
+
+// leftISR reports whether a member of from is not in to.
+func leftISR(from, to []int32) bool {
+	for _, id := range from {
+		if !slices.Contains(to, id) {
+			return true
+		}
+	}
+	return false
+}
+
 // record logs a written change in Kafka's terms and emits it as an
 // effDecision (counted, traced, added to the event ring) unless it is a
 // new partition's first state or a leader's own ISR change.
@@ -117,7 +147,7 @@ func (c *core) record(ch change, old metastore.PartitionState) {
 	case ch.d.Unclean:
 		// F20: acknowledged records that only the old ISR had are lost.
 		c.log.Error("Unclean leader election: an out-of-sync replica was elected leader; "+
-			"records acknowledged by the previous ISR may be lost", attrs...)
+			"records acknowledged by the previous ISR may be lost", append(attrs, c.uncleanLoss(p, s)...)...)
 		dec.unclean, dec.label = true, causeUnclean
 		dec.kind = controlv1.EventKind_EVENT_KIND_UNCLEAN_LEADER_ELECTION
 	case leaderChanged && s.Leader == election.NoLeader:
@@ -135,6 +165,11 @@ func (c *core) record(ch change, old metastore.PartitionState) {
 	default:
 		c.log.Info("Removed replicas from ISR", append(attrs, "cause", string(ch.cause))...)
 		dec.kind = controlv1.EventKind_EVENT_KIND_ISR_SHRINK
+	}
+	// New partitions and a leader's own changes returned above; an
+	// unclean election replaces the ISR and counts as one.
+	if !dec.unclean && leftISR(old.ISR, s.ISR) {
+		dec.shrunk = ch.cause
 	}
 	ev := &controlv1.ClusterEvent{Kind: dec.kind, NodeId: c.self.Id, Topic: p.t.name, Partition: p.id,
 		LeaderEpoch: s.LeaderEpoch, Isr: append([]int32(nil), s.ISR...), Reason: ch.d.Reason}

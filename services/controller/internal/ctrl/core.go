@@ -516,6 +516,10 @@ type effDecision struct {
 	// label is the elections metric's cause, "" when not an election.
 	label   cause
 	unclean bool
+	// shrunk is the ISR shrinks metric's cause when the controller took
+	// members out of the ISR (a broker gone, a controlled shutdown),
+	// "" otherwise: a leader's own shrinks are counted on the leader.
+	shrunk cause
 	// elected says a live leader was elected (the election time metric).
 	elected bool
 	ev      *controlv1.ClusterEvent

@@ -8,29 +8,41 @@ import (
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	"tidemark.io/services/platform/kerr"
+	"tidemark.io/services/platform/paging"
 )
 
 // DescribeTopics lists topics and their partitions. With health filters set
 // only the partitions matching any of them are listed, and topics without
 // such partitions are left out (kafka-topics --describe
 // --under-replicated-partitions and friends).
+//
+// Listing all topics answers them in name order, a page at a time when the
+// request asks for one (page_size, page_token).
 func (a *Active) DescribeTopics(ctx context.Context, req *adminv1.DescribeTopicsRequest) (*adminv1.DescribeTopicsResponse, error) {
+	pg, err := paging.ParseUnlessNamed(len(req.GetTopics()) > 0, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	cur := paging.NewCursor(ctx, pg)
 	resp := &adminv1.DescribeTopicsResponse{}
-	err := a.call(ctx, func() error { resp = a.describeTopics(req); return nil })
+	err = a.call(ctx, func() error { resp = a.describeTopics(req, pg, cur); return nil })
 	if err != nil {
 		return nil, err // the loop may still be writing resp (call's ctx ended)
 	}
 	return resp, nil
 }
 
-func (a *Active) describeTopics(req *adminv1.DescribeTopicsRequest) *adminv1.DescribeTopicsResponse {
+func (a *Active) describeTopics(req *adminv1.DescribeTopicsRequest, pg paging.Request, cur *paging.Cursor) *adminv1.DescribeTopicsResponse {
 	filtered := req.GetUnderReplicated() || req.GetAtMinIsr() || req.GetUnderMinIsr() || req.GetUnavailable()
 	names := req.GetTopics()
 	if len(names) == 0 {
-		names = slices.Sorted(maps.Keys(a.topics))
+		names = pg.From(slices.Sorted(maps.Keys(a.topics)))
 	}
 	resp := &adminv1.DescribeTopicsResponse{}
 	for _, name := range names {
+		if cur.Skip(name) {
+			continue
+		}
 		t := a.topics[name]
 		if t == nil {
 			resp.Topics = append(resp.Topics, &adminv1.TopicDescription{Name: name,
@@ -55,11 +67,15 @@ func (a *Active) describeTopics(req *adminv1.DescribeTopicsRequest) *adminv1.Des
 		if filtered && len(td.Partitions) == 0 {
 			continue
 		}
+		if !cur.Take(name) {
+			break
+		}
 		if req.GetIncludeConfigs() {
 			td.Configs = a.topicConfigMap(t, -1)
 		}
 		resp.Topics = append(resp.Topics, td)
 	}
+	resp.NextPageToken = cur.Next()
 	return resp
 }
 

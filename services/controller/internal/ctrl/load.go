@@ -229,12 +229,8 @@ func (c *core) initStates(parts []*partition, then func([]*partition, error)) {
 		if p.hasState() {
 			continue
 		}
-		var live []int32
-		for _, r := range p.replicas {
-			if c.registered(r) {
-				live = append(live, r)
-			}
-		}
+		// As at creation: a broker shutting down neither leads nor joins.
+		live := c.liveReplicas(p.replicas)
 		if len(live) == 0 {
 			c.log.Warn("partition has no live replica to initialise it with", "partition", p.tp().String(),
 				"replicas", []int32(p.replicas))

@@ -141,9 +141,11 @@ func (c *core) leaderHasLog(p *partition) bool {
 	return ok && e.broker == s.Leader && e.epoch >= s.LeaderEpoch
 }
 
-// reportedEnd is a leader's last reported log end offset.
+// reportedEnd is a leader's last reported log end offset and high
+// watermark.
 type reportedEnd struct {
 	leo    int64
+	hw     int64
 	broker int32
 	epoch  int32
 }

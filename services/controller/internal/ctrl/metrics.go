@@ -16,6 +16,8 @@ type Metrics struct {
 	offline         prometheus.GaugeFunc
 	elections       *prometheus.CounterVec
 	unclean         prometheus.Counter
+	isrShrinks      *prometheus.CounterVec
+	alterRefused    *prometheus.CounterVec
 	electionSeconds prometheus.Histogram
 	failover        prometheus.Gauge
 	fastFailovers   prometheus.Counter
@@ -45,6 +47,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "leader_elections_total", Help: "Leader changes written by the controller, by cause."}, []string{"cause"}),
 		unclean: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "unclean_leader_elections_total", Help: "Leaders elected from outside the ISR (Kafka's UncleanLeaderElectionsPerSec)."}),
+		isrShrinks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "isr_shrinks_total", Help: "ISR members the controller removed itself, by cause (offline: their broker is gone; controlled_shutdown; " +
+				"reassignment; unclean, preferred, config_change: an election's); a leader's own shrinks count in tidemark_broker_isr_shrinks_total."},
+			[]string{"cause"}),
+		alterRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tidemark", Subsystem: "controller",
+			Name: "alter_partition_refused_total", Help: "ISR changes refused, by code: FENCED_LEADER_EPOCH a stale leader's, STALE_BROKER_EPOCH a broker incarnation's " +
+				"that is not the live one (the whole request), INVALID_UPDATE_VERSION one a newer partition state overtook."},
+			[]string{"code"}),
 		electionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tidemark", Subsystem: "controller",
 			Name: "leader_election_seconds", Help: "Time to decide and write a batch of leader elections (Kafka's LeaderElectionRateAndTimeMs).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
@@ -104,7 +114,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			return 0
 		})
 	if reg != nil {
-		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.electionSeconds, m.failover, m.fastFailovers, m.yields, m.olderStates,
+		reg.MustRegister(m.active, m.epoch, m.offline, m.elections, m.unclean, m.isrShrinks, m.alterRefused, m.electionSeconds, m.failover, m.fastFailovers, m.yields, m.olderStates,
 			m.eventQueueSeconds, m.eventSeconds, m.queueSize, m.runningSeconds)
 	}
 	return m

@@ -110,6 +110,18 @@ func (c *core) view() election.Brokers {
 // registered reports whether id has a live registration.
 func (c *core) registered(id int32) bool { return c.brokers[id] != nil }
 
+// liveReplicas lists, in assignment order, those of reps that may lead or
+// join an ISR: registered and not shutting down.
+func (c *core) liveReplicas(reps []int32) []int32 {
+	var live []int32
+	for _, r := range reps {
+		if b := c.brokers[r]; b != nil && !b.shuttingDown {
+			live = append(live, r)
+		}
+	}
+	return live
+}
+
 // sortedTopics lists the topics by name.
 func (c *core) sortedTopics() []*topic {
 	out := make([]*topic, 0, len(c.topics))

@@ -189,18 +189,17 @@ func (c *core) addPartitions(spec *adminv1.CreatePartitionsTopic, validateOnly b
 }
 
 // placeNewPartitions is the new partitions' replicas: the request's, checked
-// like a reassignment target with the topic's replication factor, or
-// Kafka's round robin over the live brokers.
+// as CreateTopics checks an assignment, with the topic's replication factor,
+// or Kafka's round robin over the live brokers.
 func (c *core) placeNewPartitions(t *topic, spec *adminv1.CreatePartitionsTopic, n, rf int) ([][]int32, error) {
 	if len(spec.GetAssignments()) > 0 {
 		if len(spec.GetAssignments()) != n {
 			return nil, kerr.BadField(kerr.InvalidReplicaAssignment, "assignments",
 				"%d assignments given for %d new partitions", len(spec.GetAssignments()), n)
 		}
-		view := c.view()
 		out := make([][]int32, n)
 		for i, ra := range spec.GetAssignments() {
-			if err := election.ValidateTarget(ra.GetReplicas(), view); err != nil {
+			if err := c.checkNewReplicas(int32(len(t.parts)+i), ra.GetReplicas()); err != nil {
 				return nil, err
 			}
 			if len(ra.GetReplicas()) != rf {
@@ -230,4 +229,26 @@ func (c *core) placeNewPartitions(t *topic, spec *adminv1.CreatePartitionsTopic,
 		}
 	}
 	return placement.AssignReplicas(live, n, rf, opts)
+}
+
+// checkNewReplicas checks a new partition's requested replicas as
+// CreateTopics does: registered brokers, none twice, and at least one that
+// may lead. Like Kafka, a replica shutting down is accepted beside a live
+// one: it is left out of the first ISR and catches up once it is back.
+func (c *core) checkNewReplicas(p int32, reps []int32) error {
+	if len(reps) == 0 {
+		return kerr.New(kerr.InvalidReplicaAssignment, "partition %d has no replicas", p)
+	}
+	for i, id := range reps {
+		if slices.Contains(reps[:i], id) {
+			return kerr.New(kerr.InvalidReplicaAssignment, "partition %d lists broker %d twice in %v", p, id, reps)
+		}
+		if !c.registered(id) {
+			return kerr.New(kerr.InvalidReplicaAssignment, "partition %d names unknown broker %d in %v", p, id, reps)
+		}
+	}
+	if len(c.liveReplicas(reps)) == 0 {
+		return kerr.New(kerr.InvalidReplicaAssignment, "partition %d: none of %v is live", p, reps)
+	}
+	return nil
 }

@@ -60,7 +60,7 @@ import (
 //	                                     topic as the controller has it, at a newer revision)
 //	open id=1 epoch=10                   a BrokerSession opening
 //	report id=1 [full] [replaced]        a session message (of the session it replaced);
-//	                                       one line each: t/0 leo=10 | removed t/0 |
+//	                                       one line each: t/0 leo=10 [hw=8 le=4 leader] | removed t/0 |
 //	                                       offline /dir t/0 t/1 | event <reason>
 //	close id=1                           the session's stream breaks
 //	yielded broker=2 ok|timeout|refused  the oldest YieldLeadership to broker 2 answered
@@ -805,6 +805,9 @@ func renderEffect(e effect) []string {
 		if e.unclean {
 			s += " unclean"
 		}
+		if e.shrunk != "" {
+			s += " isr_shrink=" + string(e.shrunk)
+		}
 		return []string{s}
 	case effAnswer:
 		return renderAnswer(e)
@@ -827,7 +830,7 @@ func timerName(k timerKey) string {
 }
 
 // reportMsg reads a session message: "full" for a full report, then
-// one line a replica ("t/0 leo=10"), "removed t/1", "offline /d1 t/0 t/1",
+// one line a replica ("t/0 leo=10", with "hw=8 le=4 leader" on a leader), "removed t/1", "offline /d1 t/0 t/1",
 // "event <reason>".
 func reportMsg(d *datadriven.TestData, s *session) (*controlv1.BrokerSessionRequest, error) {
 	m := &controlv1.BrokerSessionRequest{BrokerId: s.brokerID, BrokerEpoch: s.epoch, FullReport: d.HasArg("full")}
@@ -862,12 +865,24 @@ func reportMsg(d *datadriven.TestData, s *session) (*controlv1.BrokerSessionRequ
 			}
 			rp := &controlv1.ReplicaProgress{Topic: tp.Topic, Partition: tp.Partition}
 			for _, kv := range f[1:] {
+				if kv == "leader" {
+					rp.Leader = true
+					continue
+				}
 				k, v, _ := strings.Cut(kv, "=")
 				n, err := strconv.ParseInt(v, 10, 64)
-				if k != "leo" || err != nil {
+				switch {
+				case err != nil:
+					return nil, fmt.Errorf("replica progress: %q", kv)
+				case k == "leo":
+					rp.LogEndOffset = n
+				case k == "hw":
+					rp.HighWatermark = n
+				case k == "le":
+					rp.LeaderEpoch = int32(n)
+				default:
 					return nil, fmt.Errorf("replica progress: %q", kv)
 				}
-				rp.LogEndOffset = n
 			}
 			m.Replicas = append(m.Replicas, rp)
 		}

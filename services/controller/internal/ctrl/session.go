@@ -165,7 +165,7 @@ func (c *core) report(s *session, m *controlv1.BrokerSessionRequest, now int64) 
 		}
 		c.progress[progressKey{tp: tp, broker: bid}] = rp
 		if rp.GetLeader() {
-			c.leaderEnd[tp] = reportedEnd{leo: rp.GetLogEndOffset(), broker: bid, epoch: rp.GetLeaderEpoch()}
+			c.leaderEnd[tp] = reportedEnd{leo: rp.GetLogEndOffset(), hw: rp.GetHighWatermark(), broker: bid, epoch: rp.GetLeaderEpoch()}
 		}
 	}
 	c.noteOfflineDirs(s.brokerID, m.GetOfflineLogDirs(), func() {

@@ -159,6 +159,9 @@ func (a *Active) decided(e effDecision) {
 	if e.label != "" {
 		a.d.Metrics.elections.WithLabelValues(string(e.label)).Inc()
 	}
+	if e.shrunk != "" {
+		a.d.Metrics.isrShrinks.WithLabelValues(string(e.shrunk)).Inc()
+	}
 	a.traceDecision(e.kind, e.c, e.old, e.now)
 	a.addEvent(e.ev)
 }

@@ -6,6 +6,7 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	controlv1 "tidemark.io/proto/gen/tidemark/control/v1"
 	"tidemark.io/services/controller/internal/election"
+	"tidemark.io/services/platform/kerr"
 )
 
 // ControlledShutdown is Kafka's doControlledShutdown: the broker is marked
@@ -33,9 +34,25 @@ func (a *Active) ControlledShutdown(ctx context.Context, req *controlv1.Controll
 	return resp, nil
 }
 
+// checkShutdownEpoch is checkBrokerEpoch for a controlled shutdown, except
+// that an incarnation newer than any the controller has seen is asked to
+// retry (BROKER_NOT_AVAILABLE, as Kafka answers a broker it does not know):
+// its registration is still on its way through the watch. The broker takes
+// STALE_BROKER_EPOCH to mean its leaderships were moved already and stops
+// without a controlled shutdown, so a broker stopped right after it
+// registered again must not get it.
+func (c *core) checkShutdownEpoch(id int32, epoch int64) error {
+	b := c.brokers[id]
+	if epoch > c.departedEpoch[id] && (b == nil || epoch > b.info.Epoch) {
+		return kerr.New(kerr.BrokerNotAvailable,
+			"broker %d epoch %d: its registration has not reached the controller yet; retry", id, epoch)
+	}
+	return c.checkBrokerEpoch(id, epoch)
+}
+
 func (c *core) controlledShutdown(req *controlv1.ControlledShutdownRequest, reply replyFunc) {
 	id := req.GetBrokerId()
-	if err := c.checkBrokerEpoch(id, req.GetBrokerEpoch()); err != nil {
+	if err := c.checkShutdownEpoch(id, req.GetBrokerEpoch()); err != nil {
 		c.answer(reply, nil, err)
 		return
 	}

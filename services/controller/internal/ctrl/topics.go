@@ -180,12 +180,7 @@ func (c *core) createTopic(spec *adminv1.TopicSpec, validateOnly bool, res *admi
 		// leader epoch 0 (Kafka's NewPartition -> OnlinePartition).
 		// Checked before validate_only answers, so it answers as the
 		// creation would.
-		var live []int32
-		for _, r := range reps {
-			if b := c.brokers[r]; b != nil && !b.shuttingDown {
-				live = append(live, r)
-			}
-		}
+		live := c.liveReplicas(reps)
 		if len(live) == 0 {
 			fail(kerr.New(kerr.InvalidReplicaAssignment, "partition %d: none of %v is live", p, reps))
 			return

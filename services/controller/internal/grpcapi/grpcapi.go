@@ -153,6 +153,9 @@ func (s *AdminServer) ElectLeaders(ctx context.Context, req *adminv1.ElectLeader
 }
 
 func (s *AdminServer) WatchCluster(req *adminv1.WatchClusterRequest, stream adminv1.AdminService_WatchClusterServer) error {
+	if ms := req.GetIntervalMs(); ms < 0 {
+		return kerr.BadField(kerr.InvalidRequest, "interval_ms", "must not be negative, got %d (0 means 1000)", ms)
+	}
 	b, err := s.office.Active(stream.Context())
 	if err != nil {
 		return err

@@ -1316,8 +1316,16 @@ type DescribeTopicsRequest struct {
 	// Only partitions without a live leader.
 	Unavailable    bool `protobuf:"varint,5,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
 	IncludeConfigs bool `protobuf:"varint,6,opt,name=include_configs,json=includeConfigs,proto3" json:"include_configs,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The most topics to answer when listing all, in name order (AIP-158).
+	// Over gRPC 0 answers every one; over REST 0 answers at most 1000, and a
+	// larger size is taken down to 1000. Not used when topics are named:
+	// those are all answered.
+	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to go on: a next_page_token from the answer to the same request.
+	// Only when listing all topics.
+	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeTopicsRequest) Reset() {
@@ -1392,9 +1400,25 @@ func (x *DescribeTopicsRequest) GetIncludeConfigs() bool {
 	return false
 }
 
+func (x *DescribeTopicsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *DescribeTopicsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type DescribeTopicsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topics        []*TopicDescription    `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Topics []*TopicDescription    `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Ask again with this page_token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1434,6 +1458,13 @@ func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *DescribeTopicsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type TopicDescription struct {
@@ -5146,7 +5177,7 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\xe7\x01\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\xa3\x02\n" +
 	"\x15DescribeTopicsRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x12)\n" +
 	"\x10under_replicated\x18\x02 \x01(\bR\x0funderReplicated\x12\x1c\n" +
@@ -5154,9 +5185,13 @@ const file_tidemark_admin_v1_admin_proto_rawDesc = "" +
 	"at_min_isr\x18\x03 \x01(\bR\batMinIsr\x12\"\n" +
 	"\runder_min_isr\x18\x04 \x01(\bR\vunderMinIsr\x12 \n" +
 	"\vunavailable\x18\x05 \x01(\bR\vunavailable\x12'\n" +
-	"\x0finclude_configs\x18\x06 \x01(\bR\x0eincludeConfigs\"U\n" +
+	"\x0finclude_configs\x18\x06 \x01(\bR\x0eincludeConfigs\x12\x1b\n" +
+	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\"}\n" +
 	"\x16DescribeTopicsResponse\x12;\n" +
-	"\x06topics\x18\x01 \x03(\v2#.tidemark.admin.v1.TopicDescriptionR\x06topics\"\xa4\x03\n" +
+	"\x06topics\x18\x01 \x03(\v2#.tidemark.admin.v1.TopicDescriptionR\x06topics\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa4\x03\n" +
 	"\x10TopicDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12<\n" +

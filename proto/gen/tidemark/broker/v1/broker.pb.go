@@ -1257,7 +1257,15 @@ func (x *ListOffsetsResponse) GetLeaderEpoch() int32 {
 type MetadataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topics to describe; empty means all.
-	Topics        []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	Topics []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The most topics to answer when listing all, in name order (AIP-158).
+	// Over gRPC 0 answers every one; over REST 0 answers at most 1000, and a
+	// larger size is taken down to 1000. Not used when topics are named:
+	// those are all answered.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to go on: a next_page_token from the answer to the same request.
+	// Only when listing all topics.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1299,13 +1307,30 @@ func (x *MetadataRequest) GetTopics() []string {
 	return nil
 }
 
+func (x *MetadataRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *MetadataRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type MetadataResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	Brokers   []*v1.Node             `protobuf:"bytes,2,rep,name=brokers,proto3" json:"brokers,omitempty"`
 	// The active controller; id -1 when unknown.
-	Controller    *v1.Node         `protobuf:"bytes,3,opt,name=controller,proto3" json:"controller,omitempty"`
-	Topics        []*TopicMetadata `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	Controller *v1.Node         `protobuf:"bytes,3,opt,name=controller,proto3" json:"controller,omitempty"`
+	Topics     []*TopicMetadata `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Ask again with this page_token for the next page of topics; empty on
+	// the last. Every page carries the brokers and the controller.
+	NextPageToken string `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1368,10 +1393,18 @@ func (x *MetadataResponse) GetTopics() []*TopicMetadata {
 	return nil
 }
 
+func (x *MetadataResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type TopicMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// UNKNOWN_TOPIC_OR_PARTITION for a topic asked for that does not exist;
+	// INVALID_TOPIC_EXCEPTION for a name Kafka's rule forbids (it never can);
 	// TOPIC_AUTHORIZATION_FAILED for one the caller may not Describe, whether
 	// it exists or not (nothing else is answered of it).
 	ErrorCode  v1.ErrorCode         `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=tidemark.common.v1.ErrorCode" json:"error_code,omitempty"`
@@ -1760,9 +1793,12 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\x13ListOffsetsResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x03R\ttimestamp\x12!\n" +
-	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\")\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\"e\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xda\x01\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x82\x02\n" +
 	"\x10MetadataResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x122\n" +
@@ -1770,7 +1806,8 @@ const file_tidemark_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"controller\x18\x03 \x01(\v2\x18.tidemark.common.v1.NodeR\n" +
 	"controller\x129\n" +
-	"\x06topics\x18\x04 \x03(\v2!.tidemark.broker.v1.TopicMetadataR\x06topics\"\xe8\x01\n" +
+	"\x06topics\x18\x04 \x03(\v2!.tidemark.broker.v1.TopicMetadataR\x06topics\x12&\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"\xe8\x01\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\n" +

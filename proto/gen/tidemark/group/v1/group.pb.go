@@ -1788,7 +1788,13 @@ type ListGroupsRequest struct {
 	// CompletingRebalance, Stable, Dead; any case); empty means all.
 	StatesFilter []string `protobuf:"bytes,1,rep,name=states_filter,json=statesFilter,proto3" json:"states_filter,omitempty"`
 	// Only groups of these protocol types; empty means all.
-	TypesFilter   []string `protobuf:"bytes,2,rep,name=types_filter,json=typesFilter,proto3" json:"types_filter,omitempty"`
+	TypesFilter []string `protobuf:"bytes,2,rep,name=types_filter,json=typesFilter,proto3" json:"types_filter,omitempty"`
+	// The most groups to answer, in group id order (AIP-158). Over gRPC 0
+	// answers every one; over REST 0 answers at most 1000, and a larger size
+	// is taken down to 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to go on: a next_page_token from the answer to the same request.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1835,6 +1841,20 @@ func (x *ListGroupsRequest) GetTypesFilter() []string {
 		return x.TypesFilter
 	}
 	return nil
+}
+
+func (x *ListGroupsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGroupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 type ListedGroup struct {
@@ -1915,7 +1935,9 @@ type ListGroupsResponse struct {
 	// answers only for itself and leaves this empty; the REST gateway, which
 	// asks every broker, fills it, as Kafka's admin client reports
 	// listConsumerGroups' errors per broker beside the groups it did get.
-	Unanswered    []*ListGroupsBrokerError `protobuf:"bytes,2,rep,name=unanswered,proto3" json:"unanswered,omitempty"`
+	Unanswered []*ListGroupsBrokerError `protobuf:"bytes,2,rep,name=unanswered,proto3" json:"unanswered,omitempty"`
+	// Ask again with this page_token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1962,6 +1984,13 @@ func (x *ListGroupsResponse) GetUnanswered() []*ListGroupsBrokerError {
 		return x.Unanswered
 	}
 	return nil
+}
+
+func (x *ListGroupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ListGroupsBrokerError is one broker that did not list its groups.
@@ -3363,21 +3392,25 @@ const file_tidemark_group_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x1d.tidemark.common.v1.ErrorCodeR\terrorCode\"X\n" +
 	"\x13OffsetFetchResponse\x12A\n" +
-	"\x06topics\x18\x01 \x03(\v2).tidemark.group.v1.OffsetFetchTopicResultR\x06topics\"[\n" +
+	"\x06topics\x18\x01 \x03(\v2).tidemark.group.v1.OffsetFetchTopicResultR\x06topics\"\x97\x01\n" +
 	"\x11ListGroupsRequest\x12#\n" +
 	"\rstates_filter\x18\x01 \x03(\tR\fstatesFilter\x12!\n" +
-	"\ftypes_filter\x18\x02 \x03(\tR\vtypesFilter\"\x95\x01\n" +
+	"\ftypes_filter\x18\x02 \x03(\tR\vtypesFilter\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x95\x01\n" +
 	"\vListedGroup\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rprotocol_type\x18\x02 \x01(\tR\fprotocolType\x12\x1f\n" +
 	"\vgroup_state\x18\x03 \x01(\tR\n" +
 	"groupState\x12%\n" +
-	"\x0ecoordinator_id\x18\x04 \x01(\x05R\rcoordinatorId\"\x96\x01\n" +
+	"\x0ecoordinator_id\x18\x04 \x01(\x05R\rcoordinatorId\"\xbe\x01\n" +
 	"\x12ListGroupsResponse\x126\n" +
 	"\x06groups\x18\x01 \x03(\v2\x1e.tidemark.group.v1.ListedGroupR\x06groups\x12H\n" +
 	"\n" +
 	"unanswered\x18\x02 \x03(\v2(.tidemark.group.v1.ListGroupsBrokerErrorR\n" +
-	"unanswered\"\xa6\x01\n" +
+	"unanswered\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xa6\x01\n" +
 	"\x15ListGroupsBrokerError\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12<\n" +

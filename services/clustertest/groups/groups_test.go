@@ -1,4 +1,4 @@
-package clustertest
+package groups
 
 import (
 	"context"
@@ -17,38 +17,15 @@ import (
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/broker"
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 	"tidemark.io/services/controller"
 	"tidemark.io/services/platform/kerr"
 	"tidemark.io/services/topicconfig"
 )
 
-func startGroupCluster(t *testing.T) *Cluster {
+func startGroupCluster(t *testing.T) *clustertest.Cluster {
 	t.Helper()
-	return Start(t, Options{Brokers: 3, BrokerSettings: GroupSettings, AdjustController: OffsetsPartitions(3)})
-}
-
-// commitOffset commits topic's partition 0 for group from outside (no
-// member, generation -1) and fails the test unless it is stored. A
-// partition answered UNKNOWN_TOPIC_OR_PARTITION is committed again: the
-// coordinator's metadata learns a topic just created with the controller's
-// next UpdateMetadata, and refuses offsets of a topic it does not know.
-func (g Groups) commitOffset(group, topic string, offset int64) {
-	g.C.T.Helper()
-	req := &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1,
-		Topics: []*groupv1.OffsetCommitTopic{{Name: topic, Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: offset}}}}}
-	g.C.WaitFor(15*time.Second, "the commit of "+topic+" stored", func() bool {
-		resp, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
-			return api.OffsetCommit(ctx, req)
-		})
-		if err != nil {
-			g.C.T.Fatalf("commit of %s for %s: %v", topic, group, err)
-		}
-		code := kerr.Code(resp.GetTopics()[0].GetPartitions()[0].GetErrorCode())
-		if code != kerr.None && code != kerr.UnknownTopicOrPartition {
-			g.C.T.Fatalf("commit of %s for %s: %v", topic, group, code)
-		}
-		return code == kerr.None
-	})
+	return clustertest.Start(t, clustertest.Options{Brokers: 3, BrokerSettings: clustertest.GroupSettings, AdjustController: clustertest.OffsetsPartitions(3)})
 }
 
 func wantCode(t *testing.T, what string, err error, want kerr.Code) {
@@ -67,7 +44,7 @@ func wantCode(t *testing.T, what string, err error, want kerr.Code) {
 func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 3, 3, nil)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	j := g.Join("billing", "", 10*time.Second)
 	if j.GetGenerationId() != 1 || j.GetLeader() != j.GetMemberId() || len(j.GetMembers()) != 1 {
 		t.Fatalf("join answer %v", j)
@@ -77,7 +54,7 @@ func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 	if err := g.Commit("billing", j.GetGenerationId(), j.GetMemberId(), "", want); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	if got := g.Fetch("billing"); !SameOffsets(got, want) {
+	if got := g.Fetch("billing"); !clustertest.SameOffsets(got, want) {
 		t.Fatalf("fetched %v, want %v", got, want)
 	}
 
@@ -87,7 +64,7 @@ func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 	if next == old {
 		t.Fatalf("coordinator still %d after its crash", old)
 	}
-	if got := g.Fetch("billing"); !SameOffsets(got, want) {
+	if got := g.Fetch("billing"); !clustertest.SameOffsets(got, want) {
 		t.Fatalf("after the coordinator's crash fetched %v, want %v", got, want)
 	}
 	if err := g.Heartbeat("billing", j.GetGenerationId(), j.GetMemberId(), ""); err != nil {
@@ -105,7 +82,7 @@ func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 		c.CrashBroker(id)
 		c.StartBroker(id)
 	}
-	if got := g.Fetch("billing"); !SameOffsets(got, want) {
+	if got := g.Fetch("billing"); !clustertest.SameOffsets(got, want) {
 		t.Fatalf("after two quick restarts fetched %v, want %v", got, want)
 	}
 	// The cluster is whole again: every offsets partition has a leader and
@@ -129,7 +106,7 @@ func TestGroupCommitSurvivesCoordinatorCrash(t *testing.T) {
 func TestGroupFencing(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 1, 3, nil)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	j := g.Join("fenced", "i-1", 10*time.Second)
 	g.SyncAlone("fenced", j, "i-1")
 	gen, member := j.GetGenerationId(), j.GetMemberId()
@@ -168,7 +145,7 @@ func TestGroupFencing(t *testing.T) {
 		if id == coord {
 			continue
 		}
-		_, err := g.on(id).OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: "fenced"})
+		_, err := g.On(id).OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: "fenced"})
 		e := kerr.FromStatus(err)
 		if e.Code != kerr.NotCoordinator || e.Coordinator == nil || e.Coordinator.ID != coord {
 			t.Fatalf("broker %d: %v (coordinator hint %+v), want NOT_COORDINATOR naming %d", id, err, e.Coordinator, coord)
@@ -182,11 +159,11 @@ func TestGroupFencing(t *testing.T) {
 // quiet gap longer than its session, keeps its place.
 func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	c := startGroupCluster(t)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	const session = 1500 * time.Millisecond
 	req := func(member string) *groupv1.JoinGroupRequest {
 		return &groupv1.JoinGroupRequest{GroupId: "pair", SessionTimeoutMs: int32(session.Milliseconds()), MemberId: member,
-			ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "test"}
+			ProtocolType: "consumer", Protocols: clustertest.RangeProtocol, ClientId: "test"}
 	}
 	first := g.Join("pair", "", session)
 	g.SyncAlone("pair", first, "")
@@ -199,7 +176,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	}
 	secondCh := make(chan joined, 1)
 	go func() {
-		api := g.on(g.Coordinator("pair"))
+		api := g.On(g.Coordinator("pair"))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_, err := api.JoinGroup(ctx, req(""))
@@ -214,7 +191,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	c.WaitFor(10*time.Second, "the first member to see the rebalance", func() bool {
 		return kerr.CodeOf(g.Heartbeat("pair", first.GetGenerationId(), first.GetMemberId(), "")) == kerr.RebalanceInProgress
 	})
-	rejoin, err := g.on(g.Coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
+	rejoin, err := g.On(g.Coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
 	if err != nil {
 		t.Fatalf("first member's rejoin: %v", err)
 	}
@@ -233,7 +210,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	for _, m := range leader.GetMembers() {
 		assign = append(assign, &groupv1.SyncGroupAssignment{MemberId: m.GetMemberId(), Assignment: []byte(m.GetMemberId())})
 	}
-	if _, err := g.on(g.Coordinator("pair")).SyncGroup(context.Background(), &groupv1.SyncGroupRequest{GroupId: "pair", GenerationId: 2,
+	if _, err := g.On(g.Coordinator("pair")).SyncGroup(context.Background(), &groupv1.SyncGroupRequest{GroupId: "pair", GenerationId: 2,
 		MemberId: leader.GetMemberId(), Assignments: assign}); err != nil {
 		t.Fatalf("leader sync: %v", err)
 	}
@@ -256,7 +233,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 	if !sawRebalance {
 		t.Fatal("the silent member's session ended without a rebalance")
 	}
-	alone, err := g.on(g.Coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
+	alone, err := g.On(g.Coordinator("pair")).JoinGroup(context.Background(), req(first.GetMemberId()))
 	if err != nil {
 		t.Fatalf("rejoin after the silent member left: %v", err)
 	}
@@ -284,7 +261,7 @@ func TestGroupSessionTimeoutRebalances(t *testing.T) {
 // create it.
 func TestOffsetsTopicIsProtected(t *testing.T) {
 	c := startGroupCluster(t)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	g.Coordinator("any")
 	ctx := context.Background()
 	resp, err := c.Admin().DescribeConfigs(ctx, &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{{
@@ -329,10 +306,10 @@ func TestOffsetsTopicIsProtected(t *testing.T) {
 // DeleteGroups refuses a group with members, then writes tombstones for
 // the group and its offsets; the cleaner removes them from the log.
 func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, AdjustController: OffsetsPartitions(1), BrokerSettings: map[string]string{
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, AdjustController: clustertest.OffsetsPartitions(1), BrokerSettings: map[string]string{
 		"group.min.session.timeout.ms": "100", "group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100"}})
 	c.CreateTopic("orders", 2, 3, nil)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	j := g.Join("doomed", "", 10*time.Second)
 	g.SyncAlone("doomed", j, "")
 	for i := int64(1); i <= 20; i++ {
@@ -341,7 +318,7 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 		}
 	}
 	del := func() kerr.Code {
-		r, err := Call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DeleteGroupsResponse, error) {
+		r, err := clustertest.Call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.DeleteGroupsResponse, error) {
 			return api.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"doomed"}})
 		})
 		if err != nil {
@@ -352,7 +329,7 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 	if code := del(); code != kerr.NonEmptyGroup {
 		t.Fatalf("delete with a member: %s", code)
 	}
-	if _, err := Call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
+	if _, err := clustertest.Call(g, "doomed", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.LeaveGroupResponse, error) {
 		return api.LeaveGroup(ctx, &groupv1.LeaveGroupRequest{GroupId: "doomed", Members: []*groupv1.MemberIdentity{{MemberId: j.GetMemberId()}}})
 	}); err != nil {
 		t.Fatalf("leave: %v", err)
@@ -408,7 +385,7 @@ func TestDeleteGroupTombstonesAreCompacted(t *testing.T) {
 
 // countGroupRecords counts the records of a group in broker id's replica
 // of __consumer_offsets-0, tombstones included.
-func countGroupRecords(t *testing.T, c *Cluster, id int32, group string) int {
+func countGroupRecords(t *testing.T, c *clustertest.Cluster, id int32, group string) int {
 	keys, err := c.Broker(id).ReadLogKeys(topicconfig.OffsetsTopic, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +412,7 @@ func containsGroup(key []byte, group string) bool {
 // The coordinator's /metrics shows each group's lag per partition (high
 // watermark minus committed offset), its members and the groups by state.
 func TestGroupMetrics(t *testing.T) {
-	c := Start(t, Options{Brokers: 3, AdjustController: OffsetsPartitions(3), BrokerSettings: GroupSettings,
+	c := clustertest.Start(t, clustertest.Options{Brokers: 3, AdjustController: clustertest.OffsetsPartitions(3), BrokerSettings: clustertest.GroupSettings,
 		Adjust: func(cfg *broker.Config) { cfg.Telemetry.MetricsListen = "127.0.0.1:0" }})
 	c.CreateTopic("orders", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	for i := 0; i < 5; i++ {
@@ -443,7 +420,7 @@ func TestGroupMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	if err := g.Commit("lagging", -1, "", "", map[int32]int64{0: 2}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
@@ -480,13 +457,13 @@ func TestGroupMetrics(t *testing.T) {
 // On a one-broker cluster __consumer_offsets gets one replica and
 // min.insync.replicas 1: commits still work.
 func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
-	c := Start(t, Options{Brokers: 1, AdjustController: OffsetsPartitions(2), BrokerSettings: GroupSettings})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 1, AdjustController: clustertest.OffsetsPartitions(2), BrokerSettings: clustertest.GroupSettings})
 	c.CreateTopic("orders", 1, 1, nil)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	if err := g.Commit("solo", -1, "", "", map[int32]int64{0: 1}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	if got := g.Fetch("solo"); !SameOffsets(got, map[int32]int64{0: 1}) {
+	if got := g.Fetch("solo"); !clustertest.SameOffsets(got, map[int32]int64{0: 1}) {
 		t.Fatalf("fetched %v", got)
 	}
 	resp, err := c.Admin().DescribeConfigs(context.Background(), &adminv1.DescribeConfigsRequest{Resources: []*adminv1.ConfigResource{{
@@ -511,7 +488,7 @@ func TestOffsetsTopicReplicationIsCappedAtLiveBrokers(t *testing.T) {
 func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 	c := startGroupCluster(t)
 	c.CreateTopic("orders", 1, 3, nil)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	g.Coordinator("steady")
 	var acked, attempted atomic.Int64
 	stop := make(chan struct{})
@@ -521,11 +498,11 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 	commitOnce := func(off int64) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		found, err := g.any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "steady"})
+		found, err := g.Any().FindCoordinator(ctx, &groupv1.FindCoordinatorRequest{Key: "steady"})
 		if err != nil {
 			return kerr.FromStatus(err)
 		}
-		api := groupv1.NewGroupServiceClient(c.conn(found.GetCoordinator().GetAddress()))
+		api := groupv1.NewGroupServiceClient(c.Conn(found.GetCoordinator().GetAddress()))
 		resp, err := api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "steady", GenerationId: -1,
 			Topics: []*groupv1.OffsetCommitTopic{{Name: "orders", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: off}}}}})
 		if err != nil {
@@ -585,12 +562,12 @@ func TestAcknowledgedCommitsSurviveCoordinatorCrashUnderLoad(t *testing.T) {
 // NOT_COORDINATOR and the group went back to its last written generation.
 func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 	c := startGroupCluster(t)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	const session = 20 * time.Second
 	first := g.Join("busy", "", session)
 	g.SyncAlone("busy", first, "")
 	coord := g.Coordinator("busy")
-	api := g.on(coord)
+	api := g.On(coord)
 	type joined struct {
 		r   *groupv1.JoinGroupResponse
 		err error
@@ -600,7 +577,7 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		req := &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: int32(session.Milliseconds()), RebalanceTimeoutMs: 30000,
-			ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "test"}
+			ProtocolType: "consumer", Protocols: clustertest.RangeProtocol, ClientId: "test"}
 		_, err := api.JoinGroup(ctx, req)
 		if e := kerr.FromStatus(err); e == nil || e.Code != kerr.MemberIDRequired {
 			second <- joined{nil, err}
@@ -650,7 +627,7 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 		t.Fatalf("the first member's heartbeat after the ISR shrink: %v, want REBALANCE_IN_PROGRESS (the rebalance goes on)", err)
 	}
 	rejoin, err := api.JoinGroup(context.Background(), &groupv1.JoinGroupRequest{GroupId: "busy", SessionTimeoutMs: int32(session.Milliseconds()),
-		MemberId: first.GetMemberId(), ProtocolType: "consumer", Protocols: RangeProtocol, ClientId: "test"})
+		MemberId: first.GetMemberId(), ProtocolType: "consumer", Protocols: clustertest.RangeProtocol, ClientId: "test"})
 	if err != nil || rejoin.GetGenerationId() != 2 {
 		t.Fatalf("the first member's rejoin: %v, %v; want generation 2", rejoin, err)
 	}
@@ -664,9 +641,9 @@ func TestARebalanceSurvivesAnIsrShrinkOfItsOffsetsPartition(t *testing.T) {
 // have made its consumers skip the new topic's first records.
 func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 	c := startGroupCluster(t)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	c.CreateTopic("recreated", 1, 3, nil)
-	commit := func(topic string, offset int64) { g.commitOffset("reader", topic, offset) }
+	commit := func(topic string, offset int64) { g.CommitOffset("reader", topic, offset) }
 	commit("recreated", 5)
 	c.CreateTopic("kept", 1, 3, nil)
 	commit("kept", 7) // another topic: left alone
@@ -690,10 +667,10 @@ func TestOffsetsOfADeletedTopicGoWithIt(t *testing.T) {
 // the new topic's, and the member resumed at it, skipping the new topic's
 // first records.
 func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T) {
-	c := Start(t, Options{Brokers: 2, BrokerSettings: GroupSettings, AdjustController: func(cfg *controller.Config) {
+	c := clustertest.Start(t, clustertest.Options{Brokers: 2, BrokerSettings: clustertest.GroupSettings, AdjustController: func(cfg *controller.Config) {
 		cfg.OffsetsTopicNumPartitions, cfg.OffsetsTopicReplicationFactor = 1, 1 // nobody else can load it
 	}})
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	coord := g.Coordinator("reader")
 	other := int32(3) - coord
 	// The topics live on the other broker, which stays up.
@@ -718,8 +695,8 @@ func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T
 	create("reborn")
 	create("kept")
 	produce("old", 6)
-	g.commitOffset("reader", "reborn", 5)
-	g.commitOffset("reader", "kept", 7)
+	g.CommitOffset("reader", "reborn", 5)
+	g.CommitOffset("reader", "kept", 7)
 
 	if err := c.StopBroker(coord); err != nil {
 		t.Fatal(err)
@@ -737,7 +714,7 @@ func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T
 	if got := offsets(); got["kept"] != 7 {
 		t.Fatalf("offsets %v: the offset of a topic that was not deleted went too", got)
 	}
-	m := c.StartMember(GroupOpts("reader", "reborn"))
+	m := c.StartMember(clustertest.GroupOpts("reader", "reborn"))
 	tp := client.TopicPartition{Topic: "reborn", Partition: 0}
 	c.WaitFor(30*time.Second, "the member reading the new topic", func() bool { return len(m.Offsets(tp)) > 0 || m.Failure() != nil })
 	if got := m.Offsets(tp); len(got) == 0 || got[0] != 0 {
@@ -754,7 +731,7 @@ func TestAnOffsetOfATopicCreatedAgainWhileItsCoordinatorWasDownGoes(t *testing.T
 // acknowledged commit had been lost.
 func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) {
 	c := startGroupCluster(t)
-	g := Groups{c}
+	g := clustertest.Groups{C: c}
 	// The coordinator must have loaded its __consumer_offsets partition
 	// before its controller link is cut, or it never learns it leads one.
 	g.Fetch("reader")
@@ -762,9 +739,9 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 	ctrl, _ := c.ActiveController()
 	// The coordinator hears nothing of the new topic, which lives on the
 	// other two brokers, until the link heals.
-	c.Net.Cut(ControllerName(ctrl), BrokerName(coord))
+	c.Net.Cut(clustertest.ControllerName(ctrl), clustertest.BrokerName(coord))
 	var replicas []int32
-	for id := range c.brokerCfg {
+	for _, id := range c.BrokerIDs() {
 		if id != coord {
 			replicas = append(replicas, id)
 		}
@@ -775,7 +752,7 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 		t.Fatalf("create: %v %v", resp, err)
 	}
 	c.WaitFor(10*time.Second, "a leader for kept", func() bool { return c.Leads(c.Partition("kept", 0).GetLeader(), "kept", 0) })
-	refused, err := Call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+	refused, err := clustertest.Call(g, "reader", func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 		return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "reader", GenerationId: -1,
 			Topics: []*groupv1.OffsetCommitTopic{{Name: "kept", Partitions: []*groupv1.OffsetCommitPartition{{Partition: 0, CommittedOffset: 7}}}}})
 	})
@@ -788,9 +765,9 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 	if got := g.Fetch("reader"); len(got) != 0 {
 		t.Fatalf("offsets %v after a refused commit, want none", got)
 	}
-	heal := time.AfterFunc(300*time.Millisecond, func() { c.Net.Heal(ControllerName(ctrl), BrokerName(coord)) })
+	heal := time.AfterFunc(300*time.Millisecond, func() { c.Net.Heal(clustertest.ControllerName(ctrl), clustertest.BrokerName(coord)) })
 	defer heal.Stop()
-	g.commitOffset("reader", "kept", 7)
+	g.CommitOffset("reader", "kept", 7)
 	if got := g.Fetch("reader"); got[0] != 7 {
 		t.Fatalf("offsets %v, want kept's 7", got)
 	}
@@ -798,9 +775,9 @@ func TestACommitAheadOfTheCoordinatorsMetadataIsRefusedThenStored(t *testing.T) 
 
 // committedOffsets is group's committed offset of each topic's partitions
 // (the last partition's, for a topic of several), as OffsetFetch answers.
-func committedOffsets(t *testing.T, g Groups, group string) map[string]int64 {
+func committedOffsets(t *testing.T, g clustertest.Groups, group string) map[string]int64 {
 	t.Helper()
-	r, err := Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
+	r, err := clustertest.Call(g, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetFetchResponse, error) {
 		return api.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group})
 	})
 	if err != nil {

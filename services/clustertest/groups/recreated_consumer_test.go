@@ -1,4 +1,4 @@
-package clustertest
+package groups
 
 import (
 	"context"
@@ -9,17 +9,18 @@ import (
 
 	adminv1 "tidemark.io/proto/gen/tidemark/admin/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 )
 
 // recreateCase is a consumer that read a topic's first incarnation up to
 // its end, then the topic deleted and created again.
 type recreateCase struct {
-	c     *Cluster
+	c     *clustertest.Cluster
 	topic string
 	cs    *client.Consumer
 }
 
-func newRecreateCase(t *testing.T, c *Cluster, topic string) *recreateCase {
+func newRecreateCase(t *testing.T, c *clustertest.Cluster, topic string) *recreateCase {
 	t.Helper()
 	// A client of its own: the cluster's produces and admin calls teach it
 	// nothing of the topic's new incarnation.
@@ -75,7 +76,7 @@ func (rc *recreateCase) recreate(t *testing.T) {
 // offset, skipping the new topic's first records, unless its fetch names
 // the topic id it read.
 func TestConsumerReadsATopicCreatedAgainFromItsStart(t *testing.T) {
-	c := Start(t, Options{Brokers: 1, Controllers: 1})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 1, Controllers: 1})
 	const old = 6
 	for _, tc := range []struct {
 		name string
@@ -91,7 +92,7 @@ func TestConsumerReadsATopicCreatedAgainFromItsStart(t *testing.T) {
 			rc.recreate(t)
 			rc.produce(t, "new", 0, tc.n)
 			rc.produce(t, "new", tc.n, 2) // after the consumer's position too
-			want := Values("new", tc.n+2)
+			want := clustertest.Values("new", tc.n+2)
 			if got := rc.read(t, len(want)); !slices.Equal(got, want) {
 				t.Fatalf("read %v from the topic created again, want %v (position %d)", got, want, rc.cs.Position())
 			}
@@ -102,7 +103,7 @@ func TestConsumerReadsATopicCreatedAgainFromItsStart(t *testing.T) {
 // A consumer polling while its topic is deleted and created again, and
 // written to, reads the new topic from its start.
 func TestConsumerPollingThroughATopicCreatedAgain(t *testing.T) {
-	c := Start(t, Options{Brokers: 1, Controllers: 1})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 1, Controllers: 1})
 	rc := newRecreateCase(t, c, "again-polled")
 	c.CreateTopic(rc.topic, 1, 1, nil)
 	rc.produce(t, "old", 0, 4)
@@ -128,7 +129,7 @@ func TestConsumerPollingThroughATopicCreatedAgain(t *testing.T) {
 	rc.produce(t, "new", 0, 8)
 	select {
 	case vals := <-got:
-		if want := Values("new", 8); !slices.Equal(vals, want) {
+		if want := clustertest.Values("new", 8); !slices.Equal(vals, want) {
 			t.Fatalf("read %v while the topic was created again, want %v", vals, want)
 		}
 	case <-time.After(30 * time.Second):
@@ -144,7 +145,7 @@ func TestConsumerPollingThroughATopicCreatedAgain(t *testing.T) {
 // policy as if the topic had been created again under a position it read,
 // dropping the offset it was given.
 func TestConsumerStartedAtAnOffsetOnAStaleCacheKeepsIt(t *testing.T) {
-	c := Start(t, Options{Brokers: 1, Controllers: 1})
+	c := clustertest.Start(t, clustertest.Options{Brokers: 1, Controllers: 1})
 	cl := c.Client()
 	first, err := client.NewConsumer(cl, client.ConsumerOptions{Topic: "stale", Reset: client.ResetEarliest, MaxWait: 100 * time.Millisecond})
 	if err != nil {
@@ -165,7 +166,7 @@ func TestConsumerStartedAtAnOffsetOnAStaleCacheKeepsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.cs = cs
-	want := Values("new", 6)[2:]
+	want := clustertest.Values("new", 6)[2:]
 	if got := rc.read(t, len(want)); !slices.Equal(got, want) {
 		t.Fatalf("read %v, want %v from offset 2 of the topic created again", got, want)
 	}

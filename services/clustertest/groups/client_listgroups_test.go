@@ -1,4 +1,4 @@
-package clustertest
+package groups
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	commonv1 "tidemark.io/proto/gen/tidemark/common/v1"
 	groupv1 "tidemark.io/proto/gen/tidemark/group/v1"
 	"tidemark.io/services/client"
+	"tidemark.io/services/clustertest"
 )
 
 // The Go client's ListGroups (the console's Groups view, the CLI's groups
@@ -27,7 +28,7 @@ func TestClientListGroupsAnswersWithoutFrozenBrokers(t *testing.T) {
 	c.CreateTopic("t", 1, 1, nil)
 	for i := range 12 {
 		group := fmt.Sprintf("app-%d", i)
-		if _, err := Call(Groups{c}, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
+		if _, err := clustertest.Call(clustertest.Groups{C: c}, group, func(ctx context.Context, api groupv1.GroupServiceClient) (*groupv1.OffsetCommitResponse, error) {
 			return api.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: group, GenerationId: -1,
 				Topics: []*groupv1.OffsetCommitTopic{{Name: "t", Partitions: []*groupv1.OffsetCommitPartition{{CommittedOffset: 0}}}}})
 		}); err != nil {
@@ -49,11 +50,11 @@ func TestClientListGroupsAnswersWithoutFrozenBrokers(t *testing.T) {
 	// in id order, it came after the frozen ones.
 	live := slices.Max(slices.Collect(maps.Keys(byBroker)))
 	var frozen []int32
-	for id := range c.brokerCfg {
+	for _, id := range c.BrokerIDs() {
 		if id != live {
 			frozen = append(frozen, id)
-			c.Net.Pause(BrokerName(id))
-			defer c.Net.Resume(BrokerName(id))
+			c.Net.Pause(clustertest.BrokerName(id))
+			defer c.Net.Resume(clustertest.BrokerName(id))
 		}
 	}
 	slices.Sort(frozen)
