@@ -41,6 +41,7 @@ type Gateway struct {
 	console *console.Console
 	demo    *connpool.Pool     // connections to the brokers' fault injection and the dev launcher
 	stopAll context.CancelFunc // ends the streams
+	streams *streamSlots       // the streams open, bounded
 	done    chan error
 	log     *slog.Logger
 	handler http.Handler // the HTTP side, for in-process tests
@@ -117,6 +118,7 @@ func (g *Gateway) build(ctx context.Context, o Options) error {
 	r := &router{cl: g.client, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
 	follows := &router{cl: g.follows, budget: o.RetryTimeout, requestTimeout: o.RequestTimeout, stopping: stopping}
 	streams := newStreamSlots(o.MaxStreamsPerUser, o.MaxStreams)
+	g.streams = streams
 	admin := adminService{a: g.admin, stopping: stopping, budget: o.RetryTimeout + o.RequestTimeout, streams: streams}
 	g.console, err = console.New(console.Options{
 		Admin: g.admin, Client: g.client, ClientOptions: copts,

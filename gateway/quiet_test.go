@@ -1,15 +1,16 @@
 package gateway
 
 import (
+	"maps"
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"tidemark.io/services/clustertest"
 	"tidemark.io/services/platform/config"
-	"tidemark.io/services/platform/testenv"
 )
 
 // The gateway idle while the one broker it was started with restarts on
@@ -68,21 +69,23 @@ func succeedsSoon(t *testing.T, api *rest, method, path, body string) {
 
 // Idle follows and watches whose callers go away while nothing flows are
 // released: their goroutines and upstream streams end, on the gateway's
-// side and the brokers', and the slots they held are given back.
+// side and the brokers' and controllers', and the slots they held are
+// given back.
 func TestAbandonedIdleStreamsAreReleased(t *testing.T) {
-	testenv.SkipIfShort(t, "counts the process's goroutines, which other packages' load and the race detector make slow to settle: the full tier runs it")
 	tc := startCluster(t)
 	tc.CreateTopic("idle", 1, 3, nil)
-	api := newREST(t, startGateway(t, tc, func(o *Options) { o.MaxStreamsPerUser = 40 }))
+	g := startGateway(t, tc, func(o *Options) { o.MaxStreamsPerUser = 40 })
+	api := newREST(t, g)
 	api.ok(http.MethodPost, "/v1/topics/idle/partitions/0/records", produceBody(-1, "only"), nil)
 	// Warm every connection the streams use before counting.
 	_, closeWarm := api.open(http.MethodGet, "/v1/topics/idle/partitions/0/records:follow?offset=1", nil)
 	closeWarm()
-	time.Sleep(time.Second)
-	base := runtime.NumGoroutine()
+	waitFor(t, time.Minute, "the warming stream released", func() bool { return streamGoroutines().total() == 0 })
+	before := goroutinesByStart()
+	const streams = 20
 	for round := range 2 {
 		var closers []func()
-		for i := range 20 {
+		for i := range streams {
 			path := "/v1/topics/idle/partitions/0/records:follow?offset=1"
 			if i%4 == 0 {
 				path = "/v1/cluster:watch"
@@ -93,17 +96,115 @@ func TestAbandonedIdleStreamsAreReleased(t *testing.T) {
 				t.Fatalf("round %d stream %d: status %d", round, i, resp.StatusCode)
 			}
 		}
-		t.Logf("round %d: %d goroutines with 20 streams open, %d before", round, runtime.NumGoroutine(), base)
+		open := streamGoroutines()
+		t.Logf("round %d: %v with %d streams open", round, open, streams)
+		follows, watches := 3*streams/4, streams/4
+		want := streamSides{"gateway handler": streams, "gateway watch reader": watches,
+			"broker Follow": follows, "controller WatchCluster": watches}
+		if !maps.Equal(open, want) {
+			t.Fatalf("round %d: %v serving %d follows and %d watches, want %v", round, open, follows, watches, want)
+		}
+		if n := g.streams.openCount(); n != streams {
+			t.Fatalf("round %d: %v stream slots taken, want %d", round, n, streams)
+		}
 		for _, c := range closers {
 			c()
 		}
-		// A leak of one goroutine per stream would stay above this. The
-		// wait is long: a stream's upstream may end only at its next
-		// heartbeat or long poll on a loaded machine; what is checked is
-		// that everything is released, not how soon.
-		waitFor(t, time.Minute, "the abandoned streams' goroutines gone", func() bool {
-			return runtime.NumGoroutine() <= base+15
+		// Released means: no goroutine serves a stream anywhere and every
+		// slot is back. The wait is long: a loaded machine may be slow,
+		// what is checked is that everything is released, not how soon.
+		waitFor(t, time.Minute, "the abandoned streams released", func() bool {
+			return streamGoroutines().total() == 0 && g.streams.openCount() == 0
 		})
+	}
+	// And nothing they started stays behind: a leak of one goroutine per
+	// stream, whatever it runs, shows as a start site with at least one
+	// more goroutine per watch (the fewer kind) than before. Other start
+	// sites come and go with the idle cluster's own work, a few at a time.
+	var grown map[string]int
+	waitFor(t, time.Minute, "no start site grown by one goroutine per stream", func() bool {
+		now := goroutinesByStart().grownSince(before, 2*streams/4)
+		if len(now) > 0 && !maps.Equal(now, grown) {
+			t.Logf("grown since before the streams: %v", now)
+		}
+		grown = now
+		return len(grown) == 0
+	})
+}
+
+// The goroutines a REST stream holds for as long as it is open, all in
+// this process: the gateway's handler forwarding it (and, for a watch, the
+// one reading the controller's stream into it), the broker's Follow and
+// the controller's WatchCluster.
+var streamHolders = []struct{ side, frame string }{
+	{"gateway handler", "github.com/grpc-ecosystem/grpc-gateway/v2/runtime.ForwardResponseStream("},
+	{"gateway watch reader", "tidemark.io/gateway.watch.func1("},
+	{"broker Follow", "tidemark.io/services/broker/internal/grpcapi.(*Broker).Follow("},
+	{"controller WatchCluster", "tidemark.io/services/controller/internal/grpcapi.(*AdminServer).WatchCluster("},
+}
+
+// streamSides counts the goroutines serving REST streams, by side.
+type streamSides map[string]int
+
+func (s streamSides) total() int {
+	n := 0
+	for _, c := range s {
+		n += c
+	}
+	return n
+}
+
+// streamGoroutines reads every goroutine's stack for the functions that
+// serve a stream for as long as it is open.
+func streamGoroutines() streamSides {
+	sides := streamSides{}
+	for _, g := range goroutineStacks() {
+		for _, h := range streamHolders {
+			if strings.Contains(g, h.frame) {
+				sides[h.side]++
+				break
+			}
+		}
+	}
+	return sides
+}
+
+// startSites counts goroutines by the function that started them.
+type startSites map[string]int
+
+func goroutinesByStart() startSites {
+	sites := startSites{}
+	for _, g := range goroutineStacks() {
+		site := "main"
+		if i := strings.LastIndex(g, "\ncreated by "); i >= 0 {
+			site, _, _ = strings.Cut(g[i+len("\ncreated by "):], " in goroutine")
+			site, _, _ = strings.Cut(site, "\n")
+		}
+		sites[site]++
+	}
+	return sites
+}
+
+// grownSince names the start sites with at least by more goroutines than
+// in before.
+func (s startSites) grownSince(before startSites, by int) map[string]int {
+	grown := map[string]int{}
+	for site, n := range s {
+		if n-before[site] >= by {
+			grown[site] = n - before[site]
+		}
+	}
+	return grown
+}
+
+func goroutineStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 
