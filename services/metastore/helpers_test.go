@@ -112,3 +112,16 @@ func newClientOn(t *testing.T, endpoint string) *clientv3.Client {
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
 }
+
+// waitUntil polls cond every 10 ms, failing the test unless it holds
+// within d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

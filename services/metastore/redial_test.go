@@ -25,7 +25,7 @@ func TestRegisteringAgainAfterASilentLossDialsAnew(t *testing.T) {
 	ctx := silenceCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	s, logs := storeBehind(t, ctx, br, time.Second)
+	s, logs, _ := storeBehind(t, ctx, br, time.Second)
 
 	info := BrokerInfo{ID: 2, Address: "127.0.0.1:1"}
 	reg, err := s.RegisterBroker(ctx, info, longTTL)
@@ -95,7 +95,7 @@ func TestCampaigningAgainAfterASilentLossDialsAnew(t *testing.T) {
 	ctx := silenceCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	s, logs := storeBehind(t, ctx, br, time.Second)
+	s, logs, _ := storeBehind(t, ctx, br, time.Second)
 
 	first := elect(t, ctx, s, 1, longTTL)
 	br.Blackhole()
@@ -123,7 +123,7 @@ func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
 	ctx := silenceCtx(t)
 	srv := etcdtest.Start(t)
 	br := srv.NewBridge(t)
-	s, _ := storeBehind(t, ctx, br, 2*time.Second)
+	s, _, watches := storeBehind(t, ctx, br, 2*time.Second)
 	first := elect(t, ctx, newStore(t, srv.Client(t)), 1, longTTL)
 
 	won := make(chan *Session, 1)
@@ -132,7 +132,10 @@ func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
 			won <- sess
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // the standby watches the controller key
+	// The standby has read the controller key on its main connection
+	// once it dials the connection its wait for the key's deletion runs
+	// on: only then are its connections cut.
+	waitUntil(t, silenceBound, "the standby waiting for the controller key", func() bool { return watches.dials.Load() > 0 })
 	br.Blackhole()
 	if err := first.Resign(ctx); err != nil {
 		t.Fatal(err)
@@ -148,7 +151,7 @@ func TestStandbyWinsOverADeadMainConnection(t *testing.T) {
 
 // storeBehind is a store whose main etcd connections pass through br and
 // are cut by its Redial, with its watches on connections of their own.
-func storeBehind(t *testing.T, ctx context.Context, br *etcdtest.Bridge, watchTimeout time.Duration) (*Store, *logBuffer) {
+func storeBehind(t *testing.T, ctx context.Context, br *etcdtest.Bridge, watchTimeout time.Duration) (*Store, *logBuffer, *watchDialer) {
 	t.Helper()
 	conns := conntrack.NewConns()
 	o := etcdconn.Defaults()
@@ -166,7 +169,7 @@ func storeBehind(t *testing.T, ctx context.Context, br *etcdtest.Bridge, watchTi
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, logs
+	return s, logs, d
 }
 
 // silenceBound is how long the tests here wait for the store to get past a
