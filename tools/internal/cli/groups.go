@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -70,23 +71,30 @@ func newGroupsListCmd(g *globals) *cobra.Command {
 
 func newGroupsDescribeCmd(g *globals) *cobra.Command {
 	var members, state, verbose bool
+	var named []string
 	cmd := &cobra.Command{
-		Use:   "describe GROUP [--members [--verbose] | --state]",
+		Use:   "describe (GROUP | --group GROUP) [--members [--verbose] | --state]",
 		Short: "Describe a group: its partitions' offsets and lag (default), its members, or its state",
 		Long: "Describe a consumer group as kafka-consumer-groups --describe does. The default view has a\n" +
 			"row per partition: GROUP, TOPIC, PARTITION, CURRENT-OFFSET (committed), LOG-END-OFFSET\n" +
 			"(the high watermark, what consumers can read), LAG (the difference), CONSUMER-ID, HOST and\n" +
 			"CLIENT-ID of the member that owns it. --members has a row per member, --state one row with\n" +
 			"the coordinator, the assignment strategy, the state and the member count.",
-		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			groups, err := groupsNamed(args, named)
+			if err != nil {
+				return err
+			}
+			if len(groups) != 1 {
+				return usagef("describe takes one group, got %d: %s", len(groups), strings.Join(groups, ", "))
+			}
 			if members && state {
 				return usagef("--members and --state exclude each other")
 			}
 			if verbose && !members {
 				return usagef("--verbose goes with --members")
 			}
-			group := args[0]
+			group := groups[0]
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				w := cmd.OutOrStdout()
 				d, err := describeExisting(ctx, c, group)
@@ -116,6 +124,7 @@ func newGroupsDescribeCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVar(&members, "members", false, "a row per member: CONSUMER-ID, HOST, CLIENT-ID, #PARTITIONS")
+	f.StringArrayVar(&named, "group", nil, "the group to describe, as kafka-consumer-groups --describe --group takes it; or name it as the argument")
 	f.BoolVar(&verbose, "verbose", false, "with --members: the instance id and the assignment too")
 	f.BoolVar(&state, "state", false, "the group's coordinator, assignment strategy, state and member count")
 	return cmd
@@ -363,22 +372,42 @@ func parseDatetime(s string) (time.Time, error) {
 }
 
 func newGroupsDeleteCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete GROUP...",
+	var named []string
+	cmd := &cobra.Command{
+		Use:   "delete (GROUP... | --group GROUP...)",
 		Short: "Delete groups that have no members, and their committed offsets",
-		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			groups, err := groupsNamed(args, named)
+			if err != nil {
+				return err
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				for _, group := range args {
+				for _, group := range groups {
 					if err := c.DeleteGroup(ctx, group); err != nil {
 						return err
 					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Deletion of requested consumer groups ('%s') was successful.\n", strings.Join(args, "', '"))
+				fmt.Fprintf(cmd.OutOrStdout(), "Deletion of requested consumer groups ('%s') was successful.\n", strings.Join(groups, "', '"))
 				return nil
 			})
 		},
 	}
+	cmd.Flags().StringArrayVar(&named, "group", nil, "a group to delete (repeatable), as kafka-consumer-groups --delete --group takes it; or name the groups as arguments")
+	return cmd
+}
+
+// groupsNamed is the groups a command was given, as arguments or with
+// --group (kafka-consumer-groups names them so), in that order; at least
+// one, none empty.
+func groupsNamed(args, flagged []string) ([]string, error) {
+	groups := append(slices.Clone(args), flagged...)
+	if len(groups) == 0 {
+		return nil, usagef("name a group: as an argument or with --group")
+	}
+	if i := slices.Index(groups, ""); i >= 0 {
+		return nil, usagef("group %d of %d is empty: a group id has at least one character", i+1, len(groups))
+	}
+	return groups, nil
 }
 
 func newGroupsDeleteOffsetsCmd(g *globals) *cobra.Command {

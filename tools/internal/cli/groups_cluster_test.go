@@ -52,7 +52,8 @@ func TestConsumerGroupsFromTheCLI(t *testing.T) {
 			t.Fatalf("after reading everything: %q (want CURRENT-OFFSET = LOG-END-OFFSET, LAG 0, no consumer)", row[0])
 		}
 	}
-	r = c.run(t, "", "groups", "describe", "pay", "--state").ok(t)
+	// Named with --group, as kafka-consumer-groups takes it.
+	r = c.run(t, "", "groups", "describe", "--group", "pay", "--state").ok(t)
 	if !regexp.MustCompile(`(?m)^pay\s+\S+ \(\d\)\s+\S+\s+Empty\s+0\s*$`).MatchString(r.out) {
 		t.Fatalf("describe --state:\n%s", r.out)
 	}
@@ -100,7 +101,7 @@ func TestConsumerGroupsFromTheCLI(t *testing.T) {
 	if r := c.run(t, "", "groups", "list").ok(t); strings.Contains(r.out, "pay\n") {
 		t.Fatalf("deleted group still listed:\n%s", r.out)
 	}
-	c.run(t, "", "groups", "delete", "pay").fails(t, cli.ExitFailed, "GROUP_ID_NOT_FOUND")
+	c.run(t, "", "groups", "delete", "--group", "pay").fails(t, cli.ExitFailed, "GROUP_ID_NOT_FOUND")
 
 	r = c.run(t, "", "perf", "commit", "--topic", "payments", "--members", "2", "--num-commits", "40").ok(t)
 	if !regexp.MustCompile(`(?m)^40 commits by 2 members, [\d.]+ commits/s, latency .* p99`).MatchString(r.out) {

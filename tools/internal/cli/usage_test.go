@@ -36,6 +36,12 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"topics", "create", "orders"}, `topics create takes no arguments, got "orders": name the topic with --topic orders`},
 		{[]string{"topics", "create", "--topic", "t", "extra"}, `topics create takes no arguments, got "extra"`},
 		{[]string{"version", "now"}, `version takes no arguments, got "now"`},
+		// A group is named as an argument or with --group (as
+		// kafka-consumer-groups names it); --group was an unknown flag.
+		{[]string{"groups", "describe"}, "name a group: as an argument or with --group"},
+		{[]string{"groups", "describe", "a", "--group", "b"}, "describe takes one group, got 2: a, b"},
+		{[]string{"groups", "delete"}, "name a group"},
+		{[]string{"groups", "delete", "a", "--group", ""}, "group 2 of 2 is empty"},
 		{[]string{"leader-election", "--topic", "t", "--partition", "0"}, "--election-type"},
 		{[]string{"leader-election", "--election-type", "sideways", "--all-topic-partitions"}, "--election-type"},
 		{[]string{"leader-election", "--election-type", "preferred", "--topic", "t"}, "--partition"},
@@ -52,7 +58,6 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{[]string{"watch", "--interval", "1000h"}, "--interval"},
 		{[]string{"consume", "--topic", "t", "--group", "g", "--partition", "0"}, "--group"},
 		{[]string{"consume", "--topic", "t", "--timeout-ms", "100"}, "--timeout-ms"},
-		{[]string{"groups", "describe"}, "accepts 1 arg"},
 		{[]string{"perf", "commit"}, "--topic"},
 		{[]string{"perf", "e2e", "--topic", "t", "--num-records", "10", "--record-size", "4", "--throughput", "10"}, "--record-size"},
 		{[]string{"perf", "e2e", "--topic", "t", "--num-records", "10", "--record-size", "100"}, "--throughput"},
