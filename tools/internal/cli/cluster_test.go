@@ -168,9 +168,15 @@ func TestCLIAgainstCluster(t *testing.T) {
 			t.Fatalf("--offset 1 = %q", r.out)
 		}
 
-		c.run(t, "a\n", "produce", "--topic", "ghost").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
+		// A producer is told how to make the topic (gRPC produce creates
+		// none, where kafka-console-producer's Metadata would).
+		c.run(t, "a\n", "produce", "--topic", "ghost").fails(t, cli.ExitFailed,
+			`UNKNOWN_TOPIC_OR_PARTITION: topic "ghost" does not exist: create it first with tidemark topics create --topic ghost`)
 		c.run(t, "", "consume", "--topic", "ghost").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
-		c.run(t, "a\n", "produce", "--topic", "orders", "--partition", "7").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
+		r = c.run(t, "a\n", "produce", "--topic", "orders", "--partition", "7").fails(t, cli.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
+		if strings.Contains(r.err, "create it") {
+			t.Fatalf("a missing partition of a topic that exists is told to create the topic: %s", r.err)
+		}
 	})
 
 	t.Run("consume --follow waits for the high watermark", func(t *testing.T) {

@@ -292,6 +292,20 @@ func (g *globals) topicClient(ctx context.Context, topic string, partition int32
 	return c, info, nil
 }
 
+// createHint adds to a producing command's "topic does not exist" how to
+// create it: the gRPC produce path creates no topic (a Kafka client's
+// Metadata does, with auto.create.topics.enable), so someone used to
+// kafka-console-producer creating topics on first use is told the step.
+func createHint(err error, topic string) error {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) || ke.Code != kerr.UnknownTopicOrPartition || !strings.HasSuffix(ke.Message, "does not exist") {
+		return err
+	}
+	hinted := *ke
+	hinted.Message = fmt.Sprintf("%s: create it first with tidemark topics create --topic %s", ke.Message, topic)
+	return &hinted
+}
+
 // topicSettle is how long checkTopic keeps asking about a topic the
 // broker asked does not know: a topic created a moment ago reaches each
 // broker with the controller's next UpdateMetadata, which a loaded machine

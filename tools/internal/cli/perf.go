@@ -219,7 +219,7 @@ func newPerfProduceCmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			c, _, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
-				return err
+				return createHint(err, topic)
 			}
 			defer c.Close()
 			opts.MaxBlock = min(timeout, client.DefaultMaxBlock)

@@ -95,7 +95,7 @@ func newPerfE2ECmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			c, _, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
-				return err
+				return createHint(err, topic)
 			}
 			defer c.Close()
 			rctx, cancel := context.WithTimeout(ctx, timeout)

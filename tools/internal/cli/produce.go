@@ -205,7 +205,7 @@ func newProduceCmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			c, _, err := g.topicClient(ctx, topic, partition)
 			if err != nil {
-				return err
+				return createHint(err, topic)
 			}
 			defer c.Close()
 			p, err := newProducer(c, opts)
