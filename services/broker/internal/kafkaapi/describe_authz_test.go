@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -127,6 +128,42 @@ func TestMetadataAnswersOnlyTopicsTheCallerMayDescribe(t *testing.T) {
 	if len(resp.Topics) != 1 || kerr.Code(resp.Topics[0].ErrorCode) != kerr.TopicAuthorizationFailed || resp.Topics[0].Topic != nil ||
 		resp.Topics[0].TopicID != byID.Topics[0].TopicID {
 		t.Errorf("payroll by id as alice: %+v, want TOPIC_AUTHORIZATION_FAILED with the id and no name", resp.Topics)
+	}
+}
+
+// A Kafka Metadata of every topic by a user while the ACL bindings kept in
+// etcd have not loaded closes the connection, as a broker without metadata
+// does: Metadata has no top-level error code, and the empty answer it got
+// told a pattern subscriber every topic was gone. A named topic is refused
+// on its own meanwhile; once the bindings load, the user sees what it may.
+func TestAKafkaMetadataOfEveryTopicBeforeTheStoredBindingsLoadClosesTheConnection(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(file, []byte("allow User:alice Describe Topic:orders\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := authz.New(authz.Options{Config: authz.Config{ACLFile: file}, TLS: true, StoredBindings: true, StoredWait: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := withLeaderOfTopics(t, 1, nil, "orders", "payroll")
+	s.opts.Authorizer = a
+	alice := as("alice")
+
+	rc := &reqCtx{}
+	if resp := s.handleMetadata(alice, rc, metadataRequest(12)); resp != nil || !rc.closeConn.Load() {
+		t.Errorf("every topic before the stored bindings loaded: answered %+v, connection closed %t; want no answer and the connection closed", resp, rc.closeConn.Load())
+	}
+	rc = &reqCtx{}
+	named := s.handleMetadata(alice, rc, metadataRequest(12, "orders")).(*kmsg.MetadataResponse)
+	if len(named.Topics) != 1 || named.Topics[0].ErrorCode == 0 || rc.closeConn.Load() {
+		t.Errorf("orders named before the stored bindings loaded: %+v, connection closed %t; want it refused on its own", named.Topics, rc.closeConn.Load())
+	}
+
+	a.SetStored(authz.RulesOf(nil, nil))
+	rc = &reqCtx{}
+	resp, ok := s.handleMetadata(alice, rc, metadataRequest(12)).(*kmsg.MetadataResponse)
+	if !ok || rc.closeConn.Load() || !slices.Equal(topicNamesOf(resp), []string{"orders"}) {
+		t.Errorf("every topic once the stored bindings loaded: %v, connection closed %t; want orders only", resp, rc.closeConn.Load())
 	}
 }
 

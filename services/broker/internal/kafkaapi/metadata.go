@@ -179,6 +179,17 @@ func (s *Server) describeTopics(ctx context.Context, rc *reqCtx, req *kmsg.Metad
 		}
 		return true
 	}
+	if all {
+		// Which topics the caller may see cannot be told yet (the ACL
+		// bindings kept in etcd have not loaded): an answer with none
+		// would tell a pattern subscriber every topic is gone, and
+		// Metadata has no top-level error code. Closed, as above.
+		if _, err := s.opts.Authorizer.Shown(ctx, brokerv1.BrokerService_Metadata_FullMethodName, greq); err != nil {
+			s.log.Debug("closing a connection: cannot tell which topics it may see", "err", err)
+			rc.closeConn.Store(true)
+			return false
+		}
+	}
 	// All topics: only those the caller may Describe, as over gRPC.
 	gresp = s.opts.Authorizer.Filter(ctx, brokerv1.BrokerService_Metadata_FullMethodName, greq, gresp).(*brokerv1.MetadataResponse)
 	var missing map[string]int16 // the error of each named topic that does not exist
