@@ -160,7 +160,10 @@ func Start(t testing.TB, o Options) *Cluster {
 		cfg.Etcd = c.EtcdAs(ControllerName(id), ep)
 		cfg.SessionTTL = time.Second
 		cfg.BrokerSessionGrace = 300 * time.Millisecond
-		cfg.LeaderImbalanceCheckInterval = time.Hour
+		// Tests move leaderships on purpose and check where they went; a
+		// test of the automatic rebalance turns it on (a term's first check
+		// runs 5 s after it starts, whatever the interval).
+		cfg.AutoLeaderRebalance = false
 		cfg.Dialer = c.Net.Dialer(ControllerName(id))
 		if o.PausableControllers {
 			br := c.Etcd.NewBridge(t)

@@ -257,6 +257,37 @@ func TestAutoLeaderRebalance(t *testing.T) {
 	}
 }
 
+// TestANewControllerChecksTheLeaderBalanceSoonAfterItTakesOver: a
+// controller that takes over runs its first auto leader rebalance check 5 s
+// later, as Kafka's onControllerFailover schedules it, not a whole
+// leader.imbalance.check.interval.seconds (300 s) later: a cluster restarted
+// whole came back led by the broker that registered first and stayed so for
+// 5 minutes.
+func TestANewControllerChecksTheLeaderBalanceSoonAfterItTakesOver(t *testing.T) {
+	c := newCluster(t)
+	c1 := c.startController(1, func(cfg *Config) { cfg.AutoLeaderRebalance = false })
+	c.waitActive(c1, 5*time.Second)
+	c.startBrokers(c1, 3)
+	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, nil)
+	c.brokers[1].deregister()
+	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
+	c.brokers[1].register()
+	eventually(t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
+	c.alterISR(c1, "t", 0, kerr.None, 2, 3, 1)
+
+	// Controller 2 has Kafka's default interval, 300 s.
+	c2 := c.startController(2)
+	c1.kill()
+	c.waitActive(c2, ctrlTTL+3*time.Second)
+	took := time.Now()
+	s := c.waitState("t", 0, 15*time.Second, "rebalanced to the preferred replica by the new controller",
+		func(s metastore.PartitionState) bool { return s.Leader == 1 })
+	t.Logf("the new controller's first check moved t-0 back to broker 1 %s after it took over", time.Since(took).Round(time.Millisecond))
+	if s.ControllerEpoch != 2 {
+		t.Fatalf("t-0 after the rebalance = %+v, want written by controller epoch 2", s)
+	}
+}
+
 // TestControlledShutdown moves a stopping broker's leaderships to other ISR
 // members, takes it out of the ISRs it follows in (with StopReplica), keeps
 // it from rejoining, and reports what it still leads.

@@ -107,7 +107,7 @@ func TestQuietCrashRestartsUnseenByTheController(t *testing.T) {
 	c, acked := startQuiet(t, clustertest.Options{PausableControllers: true,
 		AdjustController: func(cfg *controller.Config) {
 			cfg.SessionTTL = 15 * time.Second // outlives the stalled link
-			cfg.LeaderImbalanceCheckInterval = time.Second
+			cfg.AutoLeaderRebalance, cfg.LeaderImbalanceCheckInterval = true, time.Second
 		}}, 3)
 	active, epoch := c.ActiveController()
 	leader := c.Partition(quietTopic, 0).GetLeader()
@@ -149,7 +149,9 @@ func TestQuietRollingRestartInQuickSuccession(t *testing.T) {
 		testenv.Skip(t, "-short: restarts every broker of a cluster")
 	}
 	c, acked := startQuiet(t, clustertest.Options{
-		AdjustController: func(cfg *controller.Config) { cfg.LeaderImbalanceCheckInterval = time.Second },
+		AdjustController: func(cfg *controller.Config) {
+			cfg.AutoLeaderRebalance, cfg.LeaderImbalanceCheckInterval = true, time.Second
+		},
 	}, 3)
 	for id := int32(1); id <= 3; id++ {
 		if err := c.StopBroker(id); err != nil {

@@ -179,6 +179,18 @@ func (c *core) armRebalance() {
 	c.emit(effArmTimer{key: timerKey{kind: timerRebalance}, after: c.rebalancePolicy().every})
 }
 
+// firstRebalanceDelay is how soon after taking over a controller runs its
+// first auto leader rebalance check, as Kafka's onControllerFailover
+// schedules it 5 s after failover; the interval applies from then on. A
+// cluster restarted whole comes back led by the brokers that registered
+// first: armed at the full interval, it stayed so for 5 minutes.
+const firstRebalanceDelay = 5 * time.Second
+
+// armFirstRebalance schedules a new term's first rebalance check.
+func (c *core) armFirstRebalance() {
+	c.emit(effArmTimer{key: timerKey{kind: timerRebalance}, after: min(firstRebalanceDelay, c.rebalancePolicy().every)})
+}
+
 func (c *core) rebalancePolicy() rebalancePolicy {
 	if c.pol.rebalance == nil {
 		return rebalancePolicy{every: 300 * time.Second}

@@ -60,7 +60,7 @@ func (a *Active) load() error {
 		}
 	}
 	a.resumeReassignments()
-	a.armRebalance()
+	a.armFirstRebalance()
 	a.stateDirty = true
 	return nil
 }

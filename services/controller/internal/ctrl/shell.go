@@ -318,9 +318,9 @@ func (a *Active) armTimer(e effArmTimer) {
 	a.timers[e.key] = time.AfterFunc(e.after, func() { a.post(func() { a.step(evTimer{key: e.key, gen: e.gen}) }) })
 }
 
-// armRebalance is core.armRebalance with the timer armed.
-func (a *Active) armRebalance() {
-	a.core.armRebalance()
+// armFirstRebalance is core.armFirstRebalance with the timer armed.
+func (a *Active) armFirstRebalance() {
+	a.core.armFirstRebalance()
 	a.flush()
 }
 
