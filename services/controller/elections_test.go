@@ -235,19 +235,27 @@ func TestElectLeadersTimeout(t *testing.T) {
 	wantCode(t, resp.GetResults()[0].GetErrorCode(), kerr.None, "confirmed election")
 }
 
+// leaderOffItsPreferredReplica starts 3 brokers and leaves topic t's
+// partition 0 led by broker 2 with broker 1, its preferred replica, back in
+// the ISR: imbalanced, as a broker's restart leaves it.
+func (c *cluster) leaderOffItsPreferredReplica(ctl *testController) {
+	c.t.Helper()
+	c.startBrokers(ctl, 3)
+	c.createTopic(ctl, "t", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, nil)
+	c.brokers[1].deregister()
+	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
+	c.brokers[1].register()
+	eventually(c.t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
+	c.alterISR(ctl, "t", 0, kerr.None, 2, 3, 1)
+}
+
 // TestAutoLeaderRebalance: leadership returns to the preferred replica on
 // its own once the imbalance check runs (F21).
 func TestAutoLeaderRebalance(t *testing.T) {
 	c := newCluster(t)
 	c1 := c.startController(1, func(cfg *Config) { cfg.LeaderImbalanceCheckInterval = time.Second })
 	c.waitActive(c1, 5*time.Second)
-	c.startBrokers(c1, 3)
-	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, nil)
-	c.brokers[1].deregister()
-	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
-	c.brokers[1].register()
-	eventually(t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
-	c.alterISR(c1, "t", 0, kerr.None, 2, 3, 1)
+	c.leaderOffItsPreferredReplica(c1)
 	s := c.waitState("t", 0, 3*time.Second, "rebalanced to the preferred replica", func(s metastore.PartitionState) bool { return s.Leader == 1 })
 	if s.LeaderEpoch != 2 {
 		t.Fatalf("t-0 after rebalance = %+v", s)
@@ -267,13 +275,7 @@ func TestANewControllerChecksTheLeaderBalanceSoonAfterItTakesOver(t *testing.T) 
 	c := newCluster(t)
 	c1 := c.startController(1, func(cfg *Config) { cfg.AutoLeaderRebalance = false })
 	c.waitActive(c1, 5*time.Second)
-	c.startBrokers(c1, 3)
-	c.createTopic(c1, "t", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, nil)
-	c.brokers[1].deregister()
-	c.waitState("t", 0, 3*time.Second, "leader 2", func(s metastore.PartitionState) bool { return s.Leader == 2 })
-	c.brokers[1].register()
-	eventually(t, 10*time.Second, "broker 1 back", func() bool { return c.brokers[1].fullUpdates(1) > 1 })
-	c.alterISR(c1, "t", 0, kerr.None, 2, 3, 1)
+	c.leaderOffItsPreferredReplica(c1)
 
 	// Controller 2 has Kafka's default interval, 300 s.
 	c2 := c.startController(2)
