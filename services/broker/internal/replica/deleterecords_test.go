@@ -21,6 +21,9 @@ type deleteOutcome struct {
 // first check: only a wake-up ends the wait then).
 func (e *env) deleteAsync(offset int64, timeout time.Duration) <-chan deleteOutcome {
 	e.t.Helper()
+	if timeout == tick {
+		e.t.Fatalf("a DeleteRecords timeout of %s cannot be told from the ISR expiration timer", timeout)
+	}
 	before := e.clock.pending(timeout)
 	out := make(chan deleteOutcome, 1)
 	go func() {
@@ -109,9 +112,14 @@ func parkedDelete(out <-chan deleteOutcome) (deleteOutcome, bool) {
 // leader's log start moved all the same.
 func TestDeleteRecordsTimesOutOnALaggingFollower(t *testing.T) {
 	e := leaderWithTen(t)
-	out := e.deleteAsync(-1, 5*time.Second) // -1: the HW, 10
+	// Not lagMax/2: deleteAsync tells its timer from the others by its
+	// duration, and the ISR expiration loop's first one, armed late on a
+	// loaded machine, was taken for it; time then moved before the
+	// request's timer was armed, and that one never fired.
+	const timeout = 4 * time.Second
+	out := e.deleteAsync(-1, timeout) // -1: the HW, 10
 	e.fetchWithLogStart(2, 10, 10)
-	e.clock.Advance(5 * time.Second)
+	e.clock.Advance(timeout)
 	o := deleteResult(t, out)
 	if kerr.CodeOf(o.err) != kerr.RequestTimedOut || o.low != 0 {
 		t.Fatalf("got %d, %v; want REQUEST_TIMED_OUT at low watermark 0", o.low, o.err)
