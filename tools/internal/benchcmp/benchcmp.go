@@ -104,6 +104,16 @@ type Result struct {
 	DropsPageCache bool `json:"drops_page_cache,omitempty"`
 	// OneCPU is the synchronous shapes again on one CPU; nil when not run.
 	OneCPU *OneCPU `json:"one_cpu,omitempty"`
+	// Interleaved: both systems ran side by side, their runs of each shape
+	// alternating (measure); false in reports written before that, whose
+	// systems ran one after the other, every shape of one before the other's.
+	Interleaved bool `json:"interleaved,omitempty"`
+	// EachRun: the page cache was written back (and dropped) before each
+	// run, not only before each shape (reports written before it).
+	EachRun bool `json:"each_run,omitempty"`
+	// IdleCPU is, per system, the share of one core its server processes
+	// used while the other system's runs were measured (Interleaved).
+	IdleCPU map[string]float64 `json:"idle_cpu,omitempty"`
 	// Preallocate: tidemark's topics had preallocate=true.
 	Preallocate bool `json:"preallocate,omitempty"`
 	// TopicConfigs: Options.TopicConfigs.
@@ -182,24 +192,25 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Result, error) {
 	if o.Kills > 0 {
 		res.Failover = &Failover{}
 	}
+	var systems []*system
 	if o.Only != "jetstream" {
-		if err := measure(ctx, out, "tidemark", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
+		systems = append(systems, &system{name: "tidemark", mk: func(dir string, log *os.File) (side, error) {
 			ts := &tidemarkSide{binDir: o.BinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext, preallocate: o.Preallocate, topicConfigsExtra: o.TopicConfigs,
 				brokerConfigs: o.BrokerConfigs}
 			if o.ExecTrace || o.KernelWaits {
 				ts.traceDir, ts.execTrace, ts.kernelWaits = logDir, o.ExecTrace, o.KernelWaits
 			}
 			return ts, nil
-		}, func(r *Row) *Figure { return &r.Tidemark }, func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }, &res.PeakRSS.Tidemark); err != nil {
-			return nil, err
-		}
+		}, figure: func(r *Row) *Figure { return &r.Tidemark }, setFailover: func(fo *Failover, f FailoverFigure) { fo.Tidemark = f }, peakRSS: &res.PeakRSS.Tidemark})
 	}
 	if o.Only != "tidemark" {
-		if err := measure(ctx, out, "jetstream", logDir, res, o.Kills, func(dir string, log *os.File) (side, error) {
+		systems = append(systems, &system{name: "jetstream", mk: func(dir string, log *os.File) (side, error) {
 			return &jetStreamSide{binDir: o.NatsBinDir, dir: dir, log: log, procs: o.Procs, plaintext: o.Plaintext}, nil
-		}, func(r *Row) *Figure { return &r.JetStream }, func(fo *Failover, f FailoverFigure) { fo.JetStream = f }, &res.PeakRSS.JetStream); err != nil {
-			return nil, err
-		}
+		}, figure: func(r *Row) *Figure { return &r.JetStream }, setFailover: func(fo *Failover, f FailoverFigure) { fo.JetStream = f }, peakRSS: &res.PeakRSS.JetStream})
+	}
+	res.Interleaved, res.EachRun = len(systems) > 1, true
+	if err := measure(ctx, out, logDir, res, o.Kills, systems); err != nil {
+		return nil, err
 	}
 	if o.OneCPU && runtime.NumCPU() > 1 && len(oneCPUShapes(o.Shapes)) > 0 {
 		oc, err := measureOneCPU(ctx, o, stamp, out)
@@ -267,86 +278,246 @@ type side interface {
 	stop()
 }
 
-// measure starts one system in a temporary directory, runs every shape
-// and then the failover run (kills > 0), stops every process it started
-// and removes the directory.
-func measure(ctx context.Context, out io.Writer, name, logDir string, res *Result, kills int,
-	mk func(dir string, log *os.File) (side, error), figure func(*Row) *Figure, setFailover func(*Failover, FailoverFigure), peakRSS *int64) error {
-	dir, err := os.MkdirTemp("", "tidemark-benchcmp-"+name+"-")
-	if err != nil {
-		return err
+// system is one of the systems compared: how to make its side, and where
+// its figures go.
+type system struct {
+	name        string
+	mk          func(dir string, log *os.File) (side, error)
+	figure      func(*Row) *Figure
+	setFailover func(*Failover, FailoverFigure)
+	peakRSS     *int64
+
+	sd side // once started
+
+	// While the other systems ran: its server processes' CPU, and the
+	// time they ran for.
+	idleCPU, idleWall time.Duration
+}
+
+// idleUsage reads what the server processes of every system but the one
+// about to run are using, and returns a function that adds what they used
+// since to their idle account.
+func idleUsage(systems []*system, running *system) (done func()) {
+	type reading struct {
+		m    *system
+		pids []int
+		u    usage
 	}
-	defer os.RemoveAll(dir)
-	log, err := os.Create(filepath.Join(logDir, name+".log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	sd, err := mk(dir, log)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "== %s: starting (log %s)\n", name, log.Name())
-	defer sd.stop()
-	if err := sd.start(ctx); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	// A short unrecorded run first: connections, leaders and stream or
-	// topic creation settle before the first figure.
-	warm := Shape{Name: "warmup", Mode: Sync, Size: 128, Producers: 1, Records: 200}
-	for attempt := 1; ; attempt++ {
-		f := sd.run(ctx, warm)
-		if f.Err == "" {
-			break
+	var rs []reading
+	for _, m := range systems {
+		sp, ok := m.sd.(serverProcesses)
+		if m == running || !ok {
+			continue
 		}
-		if attempt == 3 || ctx.Err() != nil {
-			return fmt.Errorf("%s: warm-up run: %s", name, f.Err)
+		pids := sp.serverPIDs()
+		if u, err := usageOfAll(pids); err == nil && len(pids) > 0 {
+			rs = append(rs, reading{m, pids, u})
 		}
-		fmt.Fprintf(out, "%s  warm-up failed (%s), again\n", name, f.Err)
 	}
-	for i := range res.Rows {
-		s := res.Rows[i].Shape
-		writeBack(out, name)
-		if res.DropsPageCache && dropsBefore(res.Rows, i) {
-			if err := dropPageCache(dropCachesPath); err != nil {
-				fmt.Fprintf(out, "%s  page cache not dropped: %v\n", name, err)
+	began := time.Now()
+	return func() {
+		wall := time.Since(began)
+		for _, r := range rs {
+			if u, err := usageOfAll(r.pids); err == nil {
+				r.m.idleCPU += u.cpu - r.u.cpu
+				r.m.idleWall += wall
 			}
 		}
-		mem, memErr := readMemory()
-		began := time.Now()
-		var f Figure
+	}
+}
+
+// measure starts every system, each in a temporary directory, and runs
+// every shape on them, the runs of a shape alternating between the
+// systems (the first system first in odd rounds, last in even ones), so
+// that each system's runs of a shape lie within seconds of the other's.
+// This machine's speed moves by half within minutes; one system's shapes
+// all run before the other's started them, a row's two figures were
+// minutes apart and its ratio carried that drift. Only one system runs at
+// a time; the other sits idle meanwhile. Then the profiles and the
+// failover runs (kills > 0) of each system, one system after the other.
+// Every process started is stopped and the directories removed.
+func measure(ctx context.Context, out io.Writer, logDir string, res *Result, kills int, systems []*system) error {
+	for _, m := range systems {
+		dir, err := os.MkdirTemp("", "tidemark-benchcmp-"+m.name+"-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		log, err := os.Create(filepath.Join(logDir, m.name+".log"))
+		if err != nil {
+			return err
+		}
+		defer log.Close()
+		sd, err := m.mk(dir, log)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "== %s: starting (log %s)\n", m.name, log.Name())
+		defer sd.stop()
+		if err := sd.start(ctx); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		m.sd = sd
+		if err := warmUp(ctx, out, m); err != nil {
+			return err
+		}
+	}
+	for i := range res.Rows {
+		if err := measureShape(ctx, out, res, i, systems); err != nil {
+			return err
+		}
+	}
+	for _, m := range systems {
+		if m.idleWall > 0 {
+			if res.IdleCPU == nil {
+				res.IdleCPU = map[string]float64{}
+			}
+			res.IdleCPU[m.name] = float64(m.idleCPU) / float64(m.idleWall)
+		}
+	}
+	for _, m := range systems {
+		if err := finish(ctx, out, logDir, res, kills, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmUp is a short unrecorded run: connections, leaders and stream or
+// topic creation settle before the first figure.
+func warmUp(ctx context.Context, out io.Writer, m *system) error {
+	warm := Shape{Name: "warmup", Mode: Sync, Size: 128, Producers: 1, Records: 200}
+	for attempt := 1; ; attempt++ {
+		f := m.sd.run(ctx, warm)
+		if f.Err == "" {
+			return nil
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			return fmt.Errorf("%s: warm-up run: %s", m.name, f.Err)
+		}
+		fmt.Fprintf(out, "%s  warm-up failed (%s), again\n", m.name, f.Err)
+	}
+}
+
+// shapeRuns is one system's runs of one shape.
+type shapeRuns struct {
+	shape  Shape
+	figs   []Figure
+	failed *Figure // a run that failed ends the system's runs of the shape
+	mem    *Memory // before its first run
+	redone int
+	paused time.Duration
+	began  time.Time
+	took   time.Duration
+}
+
+func (r *shapeRuns) done() bool {
+	return r.failed != nil || len(r.figs) >= max(1, r.shape.Runs)
+}
+
+// measureShape runs row i on every system, alternating, and files each
+// system's median.
+func measureShape(ctx context.Context, out io.Writer, res *Result, i int, systems []*system) error {
+	runs := make([]*shapeRuns, len(systems))
+	for k, m := range systems {
+		s := res.Rows[i].Shape
+		r := &shapeRuns{shape: s}
+		runs[k] = r
 		if s.paced() {
 			// Each system is paced from its own peak, measured earlier in
 			// this run.
-			peak := paceFrom(res, s.PaceOf, figure)
+			peak := paceFrom(res, s.PaceOf, m.figure)
 			if peak <= 0 {
-				f = Figure{Err: fmt.Sprintf("no rate of shape %s to pace from", s.PaceOf)}
-			} else {
-				s.Rate = s.Fraction * peak
-				s.Records = max(8, int64(s.Rate*s.Seconds))
-				f = runMedian(ctx, sd, s)
-				f.Rate = s.Rate
+				r.failed = &Figure{Err: fmt.Sprintf("no rate of shape %s to pace from", s.PaceOf)}
+				continue
 			}
-		} else {
-			f = runMedian(ctx, sd, s)
-		}
-		if memErr == nil {
-			f.Memory = &mem
-		}
-		*figure(&res.Rows[i]) = f
-		fmt.Fprintf(out, "%s  %-30s %s  (%.1fs)\n", name, s.Label(), f.brief(), time.Since(began).Seconds())
-		if ctx.Err() != nil {
-			return ctx.Err()
+			r.shape.Rate = s.Fraction * peak
+			r.shape.Records = max(8, int64(r.shape.Rate*s.Seconds))
 		}
 	}
+	for round := 0; ; round++ {
+		ran := false
+		for j := range systems {
+			k := j
+			if round%2 == 1 {
+				k = len(systems) - 1 - j
+			}
+			r := runs[k]
+			if r.done() {
+				continue
+			}
+			ran = true
+			idle := idleUsage(systems, systems[k])
+			runOnce(ctx, out, res, i, systems[k], r)
+			idle()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		if !ran {
+			break
+		}
+	}
+	for k, m := range systems {
+		r := runs[k]
+		f := r.median()
+		if r.shape.Rate > 0 {
+			f.Rate = r.shape.Rate
+		}
+		if r.mem != nil {
+			f.Memory = r.mem
+		}
+		*m.figure(&res.Rows[i]) = f
+		fmt.Fprintf(out, "%s  %-30s %s  (%.1fs)\n", m.name, r.shape.Label(), f.brief(), r.took.Seconds())
+	}
+	return nil
+}
+
+// runOnce makes one run of r's shape on m, each run after the page cache
+// was written back (and dropped, where row i allows): the run before it,
+// of either system, otherwise left its writeback to this one. A run during
+// which the machine paused (watchPauses) is done again, at most pauseRedos
+// times for the shape; the figure counts them and the longest such pause.
+func runOnce(ctx context.Context, out io.Writer, res *Result, i int, m *system, r *shapeRuns) {
+	writeBack(out, m.name)
+	if res.DropsPageCache && dropsBefore(res.Rows, i) {
+		if err := dropPageCache(dropCachesPath); err != nil {
+			fmt.Fprintf(out, "%s  page cache not dropped: %v\n", m.name, err)
+		}
+	}
+	if r.mem == nil && r.figs == nil && r.redone == 0 {
+		if mem, err := readMemory(); err == nil {
+			r.mem = &mem
+		}
+	}
+	began := time.Now()
+	stop := watchPauses()
+	f := runMeasured(ctx, m.sd, r.shape)
+	late := stop()
+	r.took += time.Since(began)
+	switch {
+	case f.Err != "" || ctx.Err() != nil:
+		r.failed = &f
+	case late > machinePauseLimit && r.redone < pauseRedos:
+		r.redone++
+		r.paused = max(r.paused, late)
+	default:
+		r.figs = append(r.figs, f)
+	}
+}
+
+// finish reads m's peak memory, profiles its profiled shapes and runs its
+// failover measurement.
+func finish(ctx context.Context, out io.Writer, logDir string, res *Result, kills int, m *system) error {
+	name, sd := m.name, m.sd
 	// Before the profiles and the failover run: those restart processes.
 	if sp, ok := sd.(serverProcesses); ok {
 		for _, pid := range sp.serverPIDs() {
 			if hwm, err := peakRSSOf(pid); err == nil {
-				*peakRSS = max(*peakRSS, hwm)
+				*m.peakRSS = max(*m.peakRSS, hwm)
 			}
 		}
-		fmt.Fprintf(out, "%s  peak RSS of one server process over the shapes: %.0f MB\n", name, float64(*peakRSS)/1e6)
+		fmt.Fprintf(out, "%s  peak RSS of one server process over the shapes: %.0f MB\n", name, float64(*m.peakRSS)/1e6)
 	}
 	if p, ok := sd.(profiler); ok {
 		for _, s := range res.Rows {
@@ -355,7 +526,7 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 			}
 			shape := s.Shape
 			if shape.paced() { // again at the rate it ran at
-				f := figure(&s)
+				f := m.figure(&s)
 				if f.Rate <= 0 {
 					continue
 				}
@@ -373,7 +544,7 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	if fo, ok := sd.(failoverer); ok && kills > 0 {
 		began := time.Now()
 		f := fo.failover(ctx, out, kills)
-		setFailover(res.Failover, f)
+		m.setFailover(res.Failover, f)
 		fmt.Fprintf(out, "%s  failover: %s  (%.1fs)\n", name, f.brief(), time.Since(began).Seconds())
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -384,39 +555,23 @@ func measure(ctx context.Context, out io.Writer, name, logDir string, res *Resul
 	return nil
 }
 
-// runMedian runs s s.Runs times (at least once) and returns the median run
-// by throughput (a paced shape's throughput is its pace: by p99 instead),
-// with the spread of throughput; a run that failed is returned as it is.
-//
-// A run during which the machine paused (watchPauses) is done again, at
-// most pauseRedos times for the shape; the figure counts them and the
-// longest such pause.
-func runMedian(ctx context.Context, sd side, s Shape) Figure {
-	runs := max(1, s.Runs)
-	var figs []Figure
-	redone, paused := 0, time.Duration(0)
-	for len(figs) < runs {
-		stop := watchPauses()
-		f := runMeasured(ctx, sd, s)
-		late := stop()
-		if f.Err != "" || ctx.Err() != nil {
-			return f
-		}
-		if late > machinePauseLimit && redone < pauseRedos {
-			redone++
-			paused = max(paused, late)
-			continue
-		}
-		figs = append(figs, f)
+// median is the median run by throughput (a paced shape's throughput is
+// its pace: by p99 instead), with the spread of throughput; a run that
+// failed is returned as it is.
+func (r *shapeRuns) median() Figure {
+	if r.failed != nil {
+		return *r.failed
 	}
+	figs := r.figs
+	runs := len(figs)
 	if runs == 1 {
 		f := figs[0]
-		f.Redone, f.MachinePause = redone, paused
+		f.Redone, f.MachinePause = r.redone, r.paused
 		return f
 	}
 	slices.SortFunc(figs, func(a, b Figure) int { return cmp.Compare(a.MsgsPerSec, b.MsgsPerSec) })
 	lo, hi := figs[0].MsgsPerSec, figs[runs-1].MsgsPerSec
-	if s.paced() {
+	if r.shape.paced() {
 		slices.SortFunc(figs, func(a, b Figure) int { return cmp.Compare(a.P99, b.P99) })
 	}
 	f := figs[runs/2]
@@ -424,7 +579,7 @@ func runMedian(ctx context.Context, sd side, s Shape) Figure {
 	for _, g := range figs {
 		f.MaxStealPct = max(f.MaxStealPct, g.StealPct)
 	}
-	f.Redone, f.MachinePause = redone, paused
+	f.Redone, f.MachinePause = r.redone, r.paused
 	return f
 }
 

@@ -15,9 +15,9 @@ func (f *fakeSide) serverPIDs() []int { return []int{os.Getpid()} }
 func measureTidemark(t *testing.T, res *Result, sd side) int64 {
 	t.Helper()
 	var rss int64
-	err := measure(context.Background(), io.Discard, "fake", t.TempDir(), res, 0,
-		func(string, *os.File) (side, error) { return sd, nil },
-		func(r *Row) *Figure { return &r.Tidemark }, nil, &rss)
+	err := measure(context.Background(), io.Discard, t.TempDir(), res, 0, []*system{{name: "fake",
+		mk:     func(string, *os.File) (side, error) { return sd, nil },
+		figure: func(r *Row) *Figure { return &r.Tidemark }, peakRSS: &rss}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,10 +30,10 @@ func (r *Result) Markdown() string {
 - JetStream: 3 nats-server nodes on loopback (` + r.security("mutual TLS on client connections and routes, certificates from a CA like tidemark's") + `), R3 file-store stream, ` + "`nats bench js pub sync|async`" + ` (8 producers: ` + "`--clients 8`" + `, one process, 8 connections; async publishes a batch of the same bytes as tidemark's window, ` + "`--batch`" + ` ` + r.window() + ` / record size, and waits for all its acks; its latency is per batch, tidemark's per record), consumer: ` + "`nats bench js ordered`" + `.
 - Paced rows: each system sends at half the rate it reached in its own batching row of that size (so the rates differ), with a consumer reading at the same time, after a warm-up of ` + r.warmup() + ` at the same rate that is not measured (a new client's first records pay for its connections and producer id); "ack latency" is from a message's send (when it was due at the pace: a send that waited counts for those behind it) to acknowledgement, "produce → consumer" until the consumer has it (tidemark: ` + "`tidemark perf e2e`" + `, the consumer fetching below the high watermark; JetStream: nats.go in the harness, PublishAsync and an ordered consumer, per message).
 - Ratio is tidemark / JetStream (above 1: tidemark has more throughput, or a longer p99). Only ratios from one run mean anything: the machine's speed drifts.
-- Before each shape of either system the harness writes the page cache back (` + "`sync`" + `): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated).
+` + r.order() + `
 `)
 	if r.DropsPageCache {
-		b.WriteString("- Then it drops the clean page cache (`/proc/sys/vm/drop_caches`) before every shape but those between a consumer and the shape it reads (which it reads from the cache, as users' consumers read what was just written): writing into page-cache pages here costs several times more CPU once gigabytes are cached, so each shape would otherwise pay for what the shapes before it had written.\n")
+		b.WriteString("- Then it drops the clean page cache (`/proc/sys/vm/drop_caches`) before every " + r.unit() + " but those between a consumer and the shape it reads (which it reads from the cache, as users' consumers read what was just written): writing into page-cache pages here costs several times more CPU once gigabytes are cached, so each " + r.unit() + " would otherwise pay for what the ones before it had written.\n")
 	}
 	b.WriteString(r.medians())
 	b.WriteString(r.pauses())
@@ -225,7 +225,41 @@ func (r *Result) medians() string {
 	if len(rows) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("- Every row but the consumer's is the median of %d runs of each system, one after the other: by throughput, or for the paced rows by p99 (the other figures are that run's); the synchronous and batching runs' msgs/s ranged: %s.\n", runs, strings.Join(rows, "; "))
+	how := "one after the other"
+	if r.Interleaved {
+		how = "alternating with the other system's"
+	}
+	return fmt.Sprintf("- Every row but the consumer's is the median of %d runs of each system, %s: by throughput, or for the paced rows by p99 (the other figures are that run's); the synchronous and batching runs' msgs/s ranged: %s.\n", runs, how, strings.Join(rows, "; "))
+}
+
+// order says how the two systems' runs were ordered, and what the harness
+// does before each.
+func (r *Result) order() string {
+	if !r.EachRun {
+		return "- Before each shape of either system the harness writes the page cache back (`sync`): all replicas share one disk here, and the writeback of a shape's hundreds of megabytes otherwise landed in the next shape's figures (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated)."
+	}
+	alternate := ""
+	if r.Interleaved {
+		alternate = "- Both systems' clusters are up side by side, and the runs of each shape alternate between them (tidemark, JetStream, then JetStream, tidemark, and so on), one system running at a time while the other sits idle: this machine's speed moves by half within minutes, and with every shape of one system run before the other's, a row's two figures were minutes apart and its ratio carried that drift."
+		if t, ok := r.IdleCPU["tidemark"]; ok {
+			alternate += fmt.Sprintf(" Idle, tidemark's 3 brokers used %.1f%% of one core while JetStream ran", 100*t)
+			if j, ok := r.IdleCPU["jetstream"]; ok {
+				alternate += fmt.Sprintf(", and JetStream's 3 nats-servers %.1f%% while tidemark ran", 100*j)
+			}
+			alternate += "."
+		}
+		alternate += "\n"
+	}
+	return alternate + "- Before each run of either system the harness writes the page cache back (`sync`): all replicas share one disk here, and the writeback of a run's hundreds of megabytes otherwise landed in the next run's figures, the other system's too (a paced run after a batching one: p95 32–134 ms without, 17–61 ms with, alternated)."
+}
+
+// unit is what the harness drops the page cache before: each run, or in
+// reports written before EachRun, each shape.
+func (r *Result) unit() string {
+	if r.EachRun {
+		return "run"
+	}
+	return "shape"
 }
 
 // pauses says which shapes had runs done again because the machine itself
