@@ -261,7 +261,7 @@ BENCH_SCALE ?= 1
 BENCH_KILLS ?= 20
 
 .PHONY: bench-compare
-bench-compare: build ## tidemark's dev cluster, then a 3-node NATS JetStream cluster, same shapes: figures and ratios into .data/bench/ and README
+bench-compare: build ## tidemark's dev cluster and a 3-node NATS JetStream cluster side by side, each shape's runs alternating between them: figures and ratios into .data/bench/ and README
 	@if [ ! -x $(TOOLBIN)/nats-server ] || [ ! -x $(TOOLBIN)/nats ]; then $(MAKE) --no-print-directory thirdparty-nats; fi
 	$(BIN)/tidemark bench compare --bin-dir $(BIN) --nats-bin-dir $(TOOLBIN) --out-dir .data/bench --scale $(BENCH_SCALE) --kills $(BENCH_KILLS) $(if $(and $(filter 1,$(BENCH_SCALE)),$(filter 20,$(BENCH_KILLS))),--readme README.md,)
 
