@@ -588,6 +588,29 @@ func (r *shapeRuns) median() Figure {
 // Both systems are measured alike; on this machine's two cores the two
 // together bound the throughput of a shape that keeps them busy.
 func runMeasured(ctx context.Context, sd side, s Shape) Figure {
+	// Read before the CPU time and after it: a scrape costs the brokers
+	// CPU that is not the run's.
+	var split func() *SyncSplit
+	if sl, ok := sd.(syncSplitter); ok && s.Mode == Sync {
+		split = sl.splitAround(ctx)
+	}
+	f := runCounted(ctx, sd, s)
+	if split != nil && f.Err == "" {
+		f.Split = split()
+	}
+	return f
+}
+
+// syncSplitter is a side that can say where a synchronous run's time went
+// (tidemark's: its brokers' histograms).
+type syncSplitter interface {
+	// splitAround starts a split of what happens from now until the
+	// returned func is called; nil when it cannot be had.
+	splitAround(ctx context.Context) func() *SyncSplit
+}
+
+// runCounted is runMeasured's run with its CPU time and context switches.
+func runCounted(ctx context.Context, sd side, s Shape) Figure {
 	var pids []int
 	var before usage
 	sp, ok := sd.(serverProcesses)

@@ -51,6 +51,13 @@ type Figure struct {
 	StealPct      float64 `json:"steal_pct,omitempty"`
 	MaxStealPct   float64 `json:"max_steal_pct,omitempty"`
 	StealMeasured bool    `json:"steal_measured,omitempty"`
+	// Mean is the client's mean latency, as `tidemark perf` prints it
+	// ("avg latency"); zero for JetStream.
+	Mean time.Duration `json:"mean_ns,omitempty"`
+	// Split is where a tidemark synchronous run's time went, as means of
+	// the brokers' histograms over the run; nil for other shapes and for
+	// JetStream.
+	Split *SyncSplit `json:"split,omitempty"`
 	// Tail is where a tidemark paced run's latency went, from the
 	// brokers' histograms over the run (its warm-up included); nil for
 	// other shapes and for JetStream.
@@ -75,6 +82,9 @@ type Figure struct {
 // tidemarkSummary matches the summary line of `tidemark perf produce` and
 // `tidemark perf consume` (perfstat.Report.Line with percentiles).
 var tidemarkSummary = regexp.MustCompile(`^(\d+) records (?:sent|consumed|handed to the producer), ([\d.]+) records/s \([\d.]+ MB/s\), .* ([\d.]+) ms p50, .* ([\d.]+) ms p99, [\d.]+ ms p99\.9(?:; (\d+) failed)?`)
+
+// tidemarkMean finds the mean latency in that summary line.
+var tidemarkMean = regexp.MustCompile(`, ([\d.]+) ms avg latency,`)
 
 // ParseTidemark reads the summary line out of a `tidemark perf` run's
 // output (the last one, when there are several).
@@ -101,6 +111,9 @@ func parseTidemark(out, what string) (Figure, error) {
 		f.MsgsPerSec, _ = strconv.ParseFloat(m[2], 64)
 		f.P50 = msDuration(m[3])
 		f.P99 = msDuration(m[4])
+		if a := tidemarkMean.FindStringSubmatch(line); a != nil {
+			f.Mean = msDuration(a[1])
+		}
 		if m[5] != "" {
 			f.Failed, _ = strconv.ParseInt(m[5], 10, 64)
 		}

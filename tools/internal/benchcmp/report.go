@@ -43,6 +43,7 @@ func (r *Result) Markdown() string {
 	b.WriteString(r.oneCPUNote())
 	b.WriteString(r.cpuTable())
 	b.WriteString(r.cpuUseTables())
+	b.WriteString(r.splitTable())
 	b.WriteString(r.tailTable())
 	b.WriteString(r.memoryNote())
 	if all, one := r.figure("batch-1k"), r.figure("batch-1k-acks1"); all.MsgsPerSec > 0 && one.MsgsPerSec > 0 {

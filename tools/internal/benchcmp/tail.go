@@ -59,13 +59,14 @@ const maxMetricsBytes = 16 << 20
 // write takes microseconds, and 10 ms is half the paced rows' goal.
 const slowAppend = 10e-3
 
-// The brokers' histograms a Tail is read from.
+// The brokers' histograms a Tail (and a SyncSplit) is read from.
 const (
 	produceLatency  = "tidemark_broker_produce_latency_seconds"
 	appendToHW      = "tidemark_broker_append_to_hw_seconds"
 	appendWrite     = "tidemark_log_append_write_seconds"
 	checkpointWrite = "tidemark_log_checkpoint_write_seconds"
 	replicaFetch    = "tidemark_broker_replica_fetch_seconds"
+	fetchLatency    = "tidemark_broker_fetch_latency_seconds"
 )
 
 // brokerHistograms are the histograms a Tail needs, summed over brokers.
@@ -73,6 +74,18 @@ type brokerHistograms struct {
 	produce, toHW, appends, checkpoints histogram
 	// apply and gap: the followers' fetch rounds (replicaFetch).
 	apply, gap histogram
+}
+
+// plus is h and o summed histogram by histogram.
+func (h brokerHistograms) plus(o brokerHistograms) brokerHistograms {
+	return brokerHistograms{produce: h.produce.plus(o.produce), toHW: h.toHW.plus(o.toHW), appends: h.appends.plus(o.appends),
+		checkpoints: h.checkpoints.plus(o.checkpoints), apply: h.apply.plus(o.apply), gap: h.gap.plus(o.gap)}
+}
+
+// minus is h less an earlier reading of the same brokers.
+func (h brokerHistograms) minus(before brokerHistograms) brokerHistograms {
+	return brokerHistograms{produce: h.produce.minus(before.produce), toHW: h.toHW.minus(before.toHW), appends: h.appends.minus(before.appends),
+		checkpoints: h.checkpoints.minus(before.checkpoints), apply: h.apply.minus(before.apply), gap: h.gap.minus(before.gap)}
 }
 
 // scrapeBrokers reads every broker's /metrics (plain HTTP on loopback, as
@@ -84,34 +97,38 @@ func scrapeBrokers(ctx context.Context, addrs []string) (brokerHistograms, error
 		if err != nil {
 			return brokerHistograms{}, err
 		}
-		sum.produce = sum.produce.plus(h.produce)
-		sum.toHW = sum.toHW.plus(h.toHW)
-		sum.appends = sum.appends.plus(h.appends)
-		sum.checkpoints = sum.checkpoints.plus(h.checkpoints)
-		sum.apply = sum.apply.plus(h.apply)
-		sum.gap = sum.gap.plus(h.gap)
+		sum = sum.plus(h)
 	}
 	return sum, nil
 }
 
-func scrapeBroker(ctx context.Context, addr string) (brokerHistograms, error) {
+// metricsBody is a broker's /metrics, at most maxMetricsBytes of it.
+func metricsBody(ctx context.Context, addr string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return brokerHistograms{}, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return brokerHistograms{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return brokerHistograms{}, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
+		return nil, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes))
 	if err != nil {
-		return brokerHistograms{}, fmt.Errorf("metrics of %s: %w", addr, err)
+		return nil, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	return body, nil
+}
+
+func scrapeBroker(ctx context.Context, addr string) (brokerHistograms, error) {
+	body, err := metricsBody(ctx, addr)
+	if err != nil {
+		return brokerHistograms{}, err
 	}
 	hs, err := parseHistograms(bytes.NewReader(body), map[string]map[string]string{
 		produceLatency: {"acks": "-1"}, appendToHW: nil, appendWrite: nil, checkpointWrite: nil, replicaFetch: {"phase": "apply"},
@@ -130,18 +147,13 @@ func scrapeBroker(ctx context.Context, addr string) (brokerHistograms, error) {
 
 // tailOf is the run's Tail: the histograms after it minus those before.
 func tailOf(before, after brokerHistograms) *Tail {
-	produce := after.produce.minus(before.produce)
-	toHW := after.toHW.minus(before.toHW)
-	appends := after.appends.minus(before.appends)
-	checkpoints := after.checkpoints.minus(before.checkpoints)
-	apply := after.apply.minus(before.apply)
-	gap := after.gap.minus(before.gap)
+	d := after.minus(before)
 	return &Tail{
-		Produces: produce.count(), ProduceP99: produce.quantile(0.99), ProduceMax: produce.max(),
-		AppendToHWP99: toHW.quantile(0.99), AppendToHWMax: toHW.max(),
-		Appends: appends.count(), SlowAppends: appends.over(slowAppend), AppendMax: appends.max(),
-		Checkpoints: checkpoints.count(), CheckpointMax: checkpoints.max(),
-		FollowerApplyP99: apply.quantile(0.99), FollowerApplyMax: apply.max(), FollowerGapMax: gap.max(),
+		Produces: d.produce.count(), ProduceP99: d.produce.quantile(0.99), ProduceMax: d.produce.max(),
+		AppendToHWP99: d.toHW.quantile(0.99), AppendToHWMax: d.toHW.max(),
+		Appends: d.appends.count(), SlowAppends: d.appends.over(slowAppend), AppendMax: d.appends.max(),
+		Checkpoints: d.checkpoints.count(), CheckpointMax: d.checkpoints.max(),
+		FollowerApplyP99: d.apply.quantile(0.99), FollowerApplyMax: d.apply.max(), FollowerGapMax: d.gap.max(),
 	}
 }
 
@@ -150,6 +162,8 @@ func tailOf(before, after brokerHistograms) *Tail {
 type histogram struct {
 	bounds []float64
 	counts []float64
+	// sum is the observations' total (the series' _sum), for means.
+	sum float64
 }
 
 // parseHistograms reads, from Prometheus text exposition, each named
@@ -160,10 +174,20 @@ func parseHistograms(r io.Reader, want map[string]map[string]string) (map[string
 	byBound := map[string]map[float64]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sums := map[string]float64{}
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if name, v, ok, err := sumLine(line, want); err != nil {
+			return nil, err
+		} else if ok {
+			sums[name] += v
+			continue
+		}
 		name, rest, ok := strings.Cut(line, "_bucket{")
-		if !ok || strings.HasPrefix(line, "#") {
+		if !ok {
 			continue
 		}
 		match, ok := want[name]
@@ -211,9 +235,48 @@ func parseHistograms(r io.Reader, want map[string]map[string]string) (map[string
 		for _, le := range h.bounds {
 			h.counts = append(h.counts, m[le])
 		}
+		h.sum = sums[name]
 		out[name] = h
 	}
 	return out, nil
+}
+
+// sumLine reads a `<name>_sum{labels} v` (or unlabelled) line of one of
+// the wanted histograms whose labels match; ok is false for other lines.
+func sumLine(line string, want map[string]map[string]string) (name string, v float64, ok bool, err error) {
+	metric, value, found := strings.Cut(line, " ")
+	if !found {
+		return "", 0, false, nil
+	}
+	labelText := ""
+	if i := strings.IndexByte(metric, '{'); i >= 0 {
+		// A label value may hold a space: the value follows the last '}'.
+		end := strings.LastIndexByte(line, '}')
+		if end < i {
+			return "", 0, false, fmt.Errorf("malformed line %q", line)
+		}
+		metric, labelText, value = line[:i], line[i+1:end], line[end+1:]
+	}
+	name, isSum := strings.CutSuffix(metric, "_sum")
+	match, wanted := want[name]
+	if !isSum || !wanted {
+		return "", 0, false, nil
+	}
+	labels, err := parseLabels(labelText)
+	if err != nil {
+		return "", 0, false, fmt.Errorf("%w in %q", err, line)
+	}
+	if !labelsMatch(labels, match) {
+		return "", 0, false, nil
+	}
+	fields := strings.Fields(value)
+	if len(fields) == 0 {
+		return "", 0, false, fmt.Errorf("no value in %q", line)
+	}
+	if v, err = strconv.ParseFloat(fields[0], 64); err != nil {
+		return "", 0, false, fmt.Errorf("value in %q: %w", line, err)
+	}
+	return name, v, true, nil
 }
 
 // parseLabels reads `k="v",k2="v2"` with the exposition format's escapes.
@@ -275,7 +338,7 @@ func (h histogram) minus(before histogram) histogram {
 }
 
 func (h histogram) combine(o histogram, sign float64) histogram {
-	out := histogram{bounds: slices.Clone(h.bounds), counts: slices.Clone(h.counts)}
+	out := histogram{bounds: slices.Clone(h.bounds), counts: slices.Clone(h.counts), sum: h.sum + sign*o.sum}
 	for i, le := range o.bounds {
 		if j, ok := slices.BinarySearch(out.bounds, le); ok {
 			out.counts[j] += sign * o.counts[i]
@@ -305,6 +368,14 @@ func (h histogram) quantile(q float64) float64 {
 		}
 	}
 	return math.Inf(1)
+}
+
+// mean is the observations' average, 0 when h is empty.
+func (h histogram) mean() float64 {
+	if n := h.count(); n > 0 {
+		return h.sum / float64(n)
+	}
+	return 0
 }
 
 // max is the upper bound of the highest bucket with an observation.

@@ -300,6 +300,17 @@ func withTail(ctx context.Context, addrs []string, log io.Writer, run func() Fig
 	return f
 }
 
+// splitAround: syncSplitter, from the brokers' /metrics.
+func (t *tidemarkSide) splitAround(ctx context.Context) func() *SyncSplit {
+	var addrs, ids []string
+	for _, n := range t.cl.Nodes() {
+		if n.Kind == "broker" && n.MetricsAddr != "" {
+			addrs, ids = append(addrs, n.MetricsAddr), append(ids, strconv.Itoa(int(n.ID)))
+		}
+	}
+	return splitAround(ctx, addrs, ids, t.log)
+}
+
 // withClientCPU is f with what the tool process used.
 func withClientCPU(f Figure, u usage) Figure {
 	f.clientUsage = u

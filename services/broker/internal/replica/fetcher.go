@@ -286,11 +286,13 @@ func (fm *fetcherManager) count() int {
 // fetcher is one ReplicaFetcherThread: a goroutine pulling every partition
 // it owns from one leader in one batched request per round.
 type fetcher struct {
-	m    *Manager
-	fm   *fetcherManager
-	key  fetcherKey
-	mu   lockorder.Mutex[lockorder.Fetcher]
-	part map[TP]*fetchState
+	m   *Manager
+	fm  *fetcherManager
+	key fetcherKey
+	// phases times its rounds (tidemark_broker_replica_fetch_seconds).
+	phases fetchPhases
+	mu     lockorder.Mutex[lockorder.Fetcher]
+	part   map[TP]*fetchState
 	// gen counts changes of part (under mu). trip is the fetch round trip
 	// in flight (nil between round trips): the gen its request was built
 	// from and how to cut it short when part changes under it.
@@ -321,7 +323,7 @@ type fetcher struct {
 
 func newFetcher(m *Manager, fm *fetcherManager, key fetcherKey) *fetcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &fetcher{m: m, fm: fm, key: key, part: map[TP]*fetchState{}, kick: make(chan struct{}, 1),
+	return &fetcher{m: m, fm: fm, key: key, phases: m.metrics.fetchPhases(key.leader), part: map[TP]*fetchState{}, kick: make(chan struct{}, 1),
 		ctx: ctx, stop: cancel, done: make(chan struct{}), prevHW: map[TP]int64{}, stream: fetchStream{clock: m.clock}}
 }
 
@@ -836,12 +838,12 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 	}
 	sent := f.m.now()
 	if !prevEnded.IsZero() {
-		f.m.metrics.fetchBetween.Observe(sent.Sub(prevEnded).Seconds())
+		f.phases.between.Observe(sent.Sub(prevEnded).Seconds())
 	}
 	resp, err := f.roundTrip(trip, client, req, time.Duration(req.MaxWaitMs)*time.Millisecond+fetchRPCTimeout)
 	f.endTrip()
 	answered := f.m.now()
-	f.m.metrics.fetchRoundTrip.Observe(answered.Sub(sent).Seconds())
+	f.phases.roundTrip.Observe(answered.Sub(sent).Seconds())
 	if errors.Is(err, errFetchInterrupted) {
 		// Cut short by a change of the partitions: nothing of it is
 		// applied, no offset moves; the next request asks again from the
@@ -870,7 +872,7 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		}
 	}
 	f.roundEnded = f.m.now()
-	f.m.metrics.fetchApply.Observe(f.roundEnded.Sub(answered).Seconds())
+	f.phases.apply.Observe(f.roundEnded.Sub(answered).Seconds())
 }
 
 // apply handles one partition's answer on the follower. An answer to a

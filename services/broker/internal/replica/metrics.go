@@ -31,12 +31,12 @@ type metrics struct {
 	// fetchInterrupts counts follower fetch round trips cut short because
 	// the fetcher's partitions changed (their answers discarded).
 	fetchInterrupts prometheus.Counter
-	// followerFetch times a follower's fetch rounds by phase, so a stall
-	// of acks=all writes can be placed: in the leader's answer (its own
-	// fetch latency), on the way (round_trip above that), in the
-	// follower's appends (apply) or in its loop (between).
-	followerFetch                            *prometheus.HistogramVec
-	fetchRoundTrip, fetchApply, fetchBetween prometheus.Observer
+	// followerFetch times a follower's fetch rounds by phase and leader,
+	// so a stall of acks=all writes can be placed: in the leader's answer
+	// (its own fetch latency), on the way (round_trip above that), in the
+	// follower's appends (apply) or in its loop (between). A fetcher looks
+	// its leader's children up once (fetchPhases).
+	followerFetch *prometheus.HistogramVec
 	// Children looked up once: the produce and fetch paths observe them on
 	// every request.
 	produceByAcks                 map[int16]prometheus.Observer
@@ -85,7 +85,7 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 		fetchInterrupts: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_broker_replica_fetch_interrupts_total",
 			Help: "Follower fetch round trips cut short because partitions were added to or removed from the fetcher; their answers are discarded."}),
 		followerFetch: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_broker_replica_fetch_seconds",
-			Help: "This broker's fetch rounds as a follower, by phase: round_trip (request sent to answer received, the leader's wait for data included), apply (the answers appended or acted on), between (the last round's end to this request: the fetcher's own delay).", Buckets: latencyBuckets}, []string{"phase"}),
+			Help: "This broker's fetch rounds as a follower, by phase and leader (the broker fetched from): round_trip (request sent to answer received, the leader's wait for data included), apply (the answers appended or acted on), between (the last round's end to this request: the fetcher's own delay).", Buckets: latencyBuckets}, []string{"phase", "leader"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_refused_total",
 			Help: "Produce requests refused, by error code."}, []string{"code"}),
 		underMinISR: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_broker_produce_under_min_isr_total",
@@ -102,8 +102,6 @@ func newMetrics(m *Manager, reg prometheus.Registerer) *metrics {
 	}
 	mt.consumerFetchLat, mt.followerLat = mt.fetchLat.WithLabelValues("consumer"), mt.fetchLat.WithLabelValues("follower")
 	mt.consumerOut, mt.followerOut = mt.bytesOut.WithLabelValues("consumer"), mt.bytesOut.WithLabelValues("follower")
-	mt.fetchRoundTrip, mt.fetchApply, mt.fetchBetween = mt.followerFetch.WithLabelValues("round_trip"),
-		mt.followerFetch.WithLabelValues("apply"), mt.followerFetch.WithLabelValues("between")
 	if reg == nil {
 		return mt
 	}
@@ -198,4 +196,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descMaxLag, prometheus.GaugeValue, float64(maxLag))
 	ch <- prometheus.MustNewConstMetric(descPurgatory, prometheus.GaugeValue, float64(c.m.metrics.parkedProd.Load()), "produce")
 	ch <- prometheus.MustNewConstMetric(descPurgatory, prometheus.GaugeValue, float64(c.m.metrics.parkedFetch.Load()), "fetch")
+}
+
+// fetchPhases is a fetcher's observers of its rounds' phases.
+type fetchPhases struct{ roundTrip, apply, between prometheus.Observer }
+
+// fetchPhases looks up the children of followerFetch for rounds against
+// leader: the leader's label tells the place of a slow round (one link, one
+// leader) and lets the leader's own fetch latency be taken out of it.
+func (mt *metrics) fetchPhases(leader int32) fetchPhases {
+	l := strconv.Itoa(int(leader))
+	return fetchPhases{roundTrip: mt.followerFetch.WithLabelValues("round_trip", l),
+		apply: mt.followerFetch.WithLabelValues("apply", l), between: mt.followerFetch.WithLabelValues("between", l)}
 }
