@@ -181,3 +181,34 @@ func TestSplitTableSplitsTheClientsMean(t *testing.T) {
 		t.Fatal("a table without synchronous rows")
 	}
 }
+
+// splittingSide is a side whose runs a split is taken around, recording
+// the order of events.
+type splittingSide struct{ events []string }
+
+func (s *splittingSide) start(context.Context) error { return nil }
+func (s *splittingSide) stop()                       {}
+func (s *splittingSide) run(context.Context, Shape) Figure {
+	s.events = append(s.events, "run")
+	return Figure{Records: 10, MsgsPerSec: 10}
+}
+func (s *splittingSide) splitAround(context.Context) func() *SyncSplit {
+	s.events = append(s.events, "before")
+	return func() *SyncSplit {
+		s.events = append(s.events, "after")
+		return &SyncSplit{Produces: 10}
+	}
+}
+
+// Only synchronous runs are split, read before the run and after it.
+func TestOnlySynchronousRunsAreSplit(t *testing.T) {
+	sd := &splittingSide{}
+	f := runMeasured(context.Background(), sd, Shape{Mode: Sync, Records: 10})
+	if f.Split == nil || f.Split.Produces != 10 || strings.Join(sd.events, ",") != "before,run,after" {
+		t.Fatalf("split %+v, events %v", f.Split, sd.events)
+	}
+	sd.events = nil
+	if f := runMeasured(context.Background(), sd, Shape{Mode: Batch, Records: 10}); f.Split != nil || strings.Join(sd.events, ",") != "run" {
+		t.Fatalf("a batching run split: %+v, events %v", f.Split, sd.events)
+	}
+}
