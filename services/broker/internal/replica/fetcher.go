@@ -602,7 +602,26 @@ func arrivedSince(now, before map[TP]*fetchState) bool {
 	return false
 }
 
+// backoffAll idles the fetcher for d, or until its partitions change (add
+// and remove kick it), as Kafka's fetcher thread waits out fetch.backoff.ms
+// on its partition map's condition. A partition removed while the fetcher
+// backs off may have been its last (it then goes at once, retire), and one
+// added has nothing to wait for: a leader that failed the others may serve
+// it. Each change ends at most one backoff early, so a failing leader is not
+// asked in a loop.
 func (f *fetcher) backoffAll(d time.Duration) {
+	t := f.m.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-f.kick:
+	case <-f.ctx.Done():
+	}
+}
+
+// pause idles the fetcher for d whatever changes meanwhile: an injected link
+// delay is not cut short.
+func (f *fetcher) pause(d time.Duration) {
 	t := f.m.clock.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -815,14 +834,16 @@ func (f *fetcher) fetch(client replicationv1.ReplicationServiceClient, parts map
 		return
 	}
 	if len(req.Partitions) == 0 {
-		// Everything is stalled by fault injection: idle a wait period,
-		// without a stream the leader would wait on meanwhile.
+		// Everything is stalled by fault injection, or no longer followed
+		// (a leadership change the fetcher manager is about to remove):
+		// idle a wait period, or until the partitions change, without a
+		// stream the leader would wait on meanwhile.
 		f.stream.close()
 		f.backoffAll(time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond)
 		return
 	}
 	if delay > 0 {
-		f.backoffAll(delay)
+		f.pause(delay)
 	}
 	if !next.IsZero() {
 		// A partition backing off briefly (UNKNOWN_LEADER_EPOCH: the leader

@@ -150,3 +150,73 @@ func TestAFetcherLeftWithoutPartitionsGoes(t *testing.T) {
 	}
 	waitFor(t, "broker 1's idle fetcher to go", func() bool { return e.m.fetchers.count() == 0 })
 }
+
+// stalledFollower starts broker 2 following broker 1's tp0 with its fetches
+// of tp0 stalled by fault injection: its fetcher has nothing to send and
+// idles a max wait on the test's clock, which only the test moves. It
+// returns once the fetcher idles.
+func stalledFollower(t *testing.T, e *env) *Manager {
+	t.Helper()
+	e.faults = NewFaults(true)
+	if _, err := e.faults.Set(Fault{Topic: tp0.Topic, Partition: tp0.Partition, Stall: true}); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := e.newManager(2)
+	e.faults = nil
+	e.updateMetadataOn(m2)
+	e.state(1, 1, 1, []int32{1, 2}, nil)
+	before := e.clock.pending(e.maxWait())
+	e.stateOn(m2, tp0, 1, 1, 1, []int32{1, 2}, nil)
+	e.clock.WaitTimer(t, e.maxWait(), before+1)
+	return m2
+}
+
+// A fetcher idling with nothing to send (its partitions stalled, or no
+// longer followed while the leadership change reaches the fetcher manager)
+// goes as soon as its last partition does, not after its wait. It used to
+// wait the whole max wait first, deaf to the change, so its goroutine and
+// stream outlived the partition by up to that long (and a fetcher caught
+// idling by TestAFetcherLeftWithoutPartitionsGoes never went on its clock).
+func TestAnIdlingFetcherGoesWithItsLastPartition(t *testing.T) {
+	e := newEnv(t)
+	m2 := stalledFollower(t, e)
+	f := onlyFetcher(t, m2)
+
+	e.stateOn(m2, tp0, 2, 2, 2, []int32{1, 2}, nil) // broker 2 leads
+	select {
+	case <-f.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idling fetcher outlived its last partition")
+	}
+	if n := m2.fetchers.count(); n != 0 {
+		t.Fatalf("%d fetchers, want 0", n)
+	}
+}
+
+// A partition handed to a fetcher idling with nothing to send is fetched at
+// once: an acks=all write to it commits with the test's clock standing
+// still.
+func TestAPartitionAddedToAnIdlingFetcherIsFetchedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	m2 := stalledFollower(t, e)
+	tp1 := TP{Topic: tp0.Topic, Partition: 1}
+	e.stateOf(tp1, 1, 1, 1, []int32{1, 2}, nil)
+	e.stateOn(m2, tp1, 1, 1, 1, []int32{1, 2}, nil)
+	if f := onlyFetcher(t, m2); f.empty() {
+		t.Fatal("broker 2's fetcher of broker 1 has no partitions")
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.Produce(context.Background(), tp1, -1, batch("a"), produceTimeout)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("acks=all produce to the added partition: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the added partition waited out the idling fetcher's wait")
+	}
+}

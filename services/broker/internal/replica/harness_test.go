@@ -53,6 +53,9 @@ type env struct {
 	// logger, when set, is the log of the managers made next (else they
 	// log nothing).
 	logger *slog.Logger
+	// faults, when set, is the fault registry of the managers made next
+	// (else theirs refuse every fault).
+	faults *Faults
 }
 
 func newEnv(t testing.TB) *env {
@@ -111,6 +114,7 @@ func (e *env) newManagerOver(id int32, wrap func(LogStore) LogStore, transport T
 		Static:      map[string]string{"replica.lag.time.max.ms": "10000"},
 		Tracer:      e.tracer,
 		Logger:      e.logger,
+		Faults:      e.faults,
 	})
 	if err != nil {
 		e.t.Fatal(err)
