@@ -194,3 +194,24 @@ func TestDeleteRecordsAnswersEachPartition(t *testing.T) {
 		t.Errorf("t-0 past the HW: %+v", res[2])
 	}
 }
+
+// On an idle partition a follower's fetch is parked at the leader when
+// DeleteRecords moves the log start. The answer at its max wait carries the
+// log start as it is then, as Kafka's delayed fetch reads again when it
+// completes: it carried the one read before parking, so the follower
+// learned of the deletion, and the request heard back from it, only a
+// whole max wait later.
+func TestAParkedFollowerFetchLearnsADeletionAtItsMaxWait(t *testing.T) {
+	e := leaderWithTen(t)
+	fetched := e.followerFetchAsync(2, 10)
+	out := e.deleteAsync(6, 30*time.Second)
+	e.clock.Advance(followerWait)
+	if a := recv(t, fetched)[0]; a.Err != nil || a.LogStartOffset != 6 || a.HighWatermark != 10 {
+		t.Fatalf("parked fetch answered log start %d, HW %d (%v); want 6 and 10", a.LogStartOffset, a.HighWatermark, a.Err)
+	}
+	e.fetchWithLogStart(2, 10, 6)
+	e.fetchWithLogStart(3, 10, 6)
+	if o := deleteResult(t, out); o.err != nil || o.low != 6 {
+		t.Fatalf("got %d, %v; want low watermark 6", o.low, o.err)
+	}
+}

@@ -180,7 +180,10 @@ func (m *Manager) ReplicaFetch(ctx context.Context, f FollowerFetch) []FollowerF
 // partition it is usually the one this very fetch moved (a fetch reads the
 // HW before recording its offset) or another follower's fetch moved since:
 // the follower learned it only at the next max wait, so its HW, a consumer
-// reading from it and its HW as a new leader lagged by two.
+// reading from it and its HW as a new leader lagged by two. The log start
+// is read again too: a DeleteRecords made meanwhile waits for the follower
+// to report the new start, and learned only at its next fetch's max wait,
+// it held that request a whole max wait longer.
 func (m *Manager) refreshHighWatermarks(f FollowerFetch, answers []FollowerFetchAnswer) {
 	for i, p := range f.Partitions {
 		a := &answers[i]
@@ -194,6 +197,8 @@ func (m *Manager) refreshHighWatermarks(f FollowerFetch, answers []FollowerFetch
 		r.mu.Lock()
 		if r.state.ValidateFetch(f.ReplicaID, p.CurrentLeaderEpoch) == nil {
 			a.HighWatermark = max(a.HighWatermark, r.state.HighWatermark())
+			// Never above the HW just read: only records below it are deleted.
+			a.LogStartOffset = max(a.LogStartOffset, r.log.LogStartOffset())
 		}
 		r.mu.Unlock()
 	}
