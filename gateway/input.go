@@ -87,5 +87,15 @@ var protojsonNoise = regexp.MustCompile(`^proto:\s*|\(line \d+:\d+\):\s*`)
 // protojsonReason strips protojson's prefix and the position within a
 // fragment (which would mislead: it is not the caller's position).
 func protojsonReason(err error) string {
-	return strings.TrimSpace(protojsonNoise.ReplaceAllString(err.Error(), ""))
+	reason := strings.TrimSpace(protojsonNoise.ReplaceAllString(err.Error(), ""))
+	if surrogateText.MatchString(reason) {
+		return "a \\u escape in a string is half of a UTF-16 surrogate pair, which is not text"
+	}
+	return reason
 }
+
+// surrogateText is how protojson refuses a string whose \u escape is a lone
+// surrogate. Every caller has checked that the body is valid JSON, which
+// leaves no other cause for either: the text named a truncated body, or
+// quoted the bytes after the escape as an escape code.
+var surrogateText = regexp.MustCompile(`^(unexpected EOF|syntax error invalid escape code .*)$`)

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/otel/attribute"
@@ -46,7 +49,7 @@ func newRESTMux(ctx context.Context, s restServices, traced bool, maxObjects int
 		// grpc-gateway keeps the query parser process-wide; every gateway
 		// sets the same one.
 		runtime.SetQueryParameterParser(queryParser{}),
-		runtime.WithMiddlewares(noteRESTRoute, bodyOnly),
+		runtime.WithMiddlewares(noteRESTRoute, bodyOnly, utf8Only),
 		// No HTTP header becomes gRPC metadata: Grpc-Metadata-* headers
 		// could otherwise name another user to the services (the
 		// on-behalf-of key). The user goes by restauth.ForwardUser.
@@ -88,6 +91,37 @@ func bodyOnly(next runtime.HandlerFunc) runtime.HandlerFunc {
 		}
 		next(w, r, params)
 	}
+}
+
+// utf8Only refuses path parameters and query values that are not UTF-8
+// (%FF, an escaped surrogate). Proto strings must be UTF-8: the request
+// failed to marshal on its way to the service, answered 500.
+func utf8Only(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
+		if field, ok := notUTF8(params, r.URL.Query()); ok {
+			writeError(w, http.StatusBadRequest, kerr.BadField(kerr.InvalidRequest, field, "is not UTF-8 text"))
+			return
+		}
+		next(w, r, params)
+	}
+}
+
+// notUTF8 names the first parameter, in name order, whose value is not
+// UTF-8.
+func notUTF8(params map[string]string, query url.Values) (string, bool) {
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		if !utf8.ValidString(params[name]) {
+			return name, true
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(query)) {
+		for _, v := range query[key] {
+			if !utf8.ValidString(v) {
+				return key, true
+			}
+		}
+	}
+	return "", false
 }
 
 // nameSpan tells the HTTP span which route matched (see traced).

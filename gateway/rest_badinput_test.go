@@ -135,3 +135,54 @@ func TestRESTBatchedRefusalsNameTheItem(t *testing.T) {
 		}
 	}
 }
+
+// Text that is not UTF-8 in a path segment or a query value (%FF, or an
+// escaped surrogate) is refused with 400 naming the parameter. Proto
+// strings must be UTF-8, so the gateway's own gRPC call failed to marshal
+// the request and the caller got 500 UNKNOWN_SERVER_ERROR.
+func TestRESTTextThatIsNotUTF8IsRefusedNamingTheField(t *testing.T) {
+	tc := startCluster(t)
+	e := &env{tc: tc, r: newREST(t, startGateway(t, tc, nil))}
+	cases := []struct{ method, path, body, field string }{
+		{http.MethodGet, "/v1/groups/ok%FF/coordinator", "", "key"},
+		{http.MethodGet, "/v1/groups/%FF/lag", "", "group_id"},
+		{http.MethodGet, "/v1/groups/%ED%A0%80/offsets", "", "group_id"},
+		{http.MethodPost, "/v1/groups/g%FF/members:join",
+			`{"sessionTimeoutMs": 10000, "protocolType": "consumer", "protocols": [{"name": "range"}]}`, "group_id"},
+		{http.MethodGet, "/v1/metadata?topics=%FF", "", "topics"},
+		{http.MethodGet, "/v1/topics?topics=ok&topics=%ED%A0%80", "", "topics"},
+		{http.MethodGet, "/v1/groups?statesFilter=%FF", "", "statesFilter"},
+	}
+	for _, c := range cases {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		got := e.r.fails(c.method, c.path, body, http.StatusBadRequest, "INVALID_REQUEST")
+		if got.Field != c.field || !strings.Contains(got.Message, "UTF-8") {
+			t.Errorf("%s %s: field %q (%s), want %q named as not UTF-8", c.method, c.path, got.Field, got.Message, c.field)
+		}
+	}
+	e.call(http.MethodGet, "/v1/groups/ok/coordinator", nil, nil)
+}
+
+// A JSON string whose \u escape is half of a UTF-16 pair (a lone
+// surrogate: valid JSON, but no text) is refused naming the field and
+// saying so. The answer said "unexpected EOF", or "invalid escape code"
+// quoting the bytes after it, which sent the caller looking for a
+// truncated body.
+func TestRESTLoneSurrogateEscapeIsRefusedSayingSo(t *testing.T) {
+	tc := startCluster(t)
+	e := &env{tc: tc, r: newREST(t, startGateway(t, tc, nil))}
+	cases := []struct{ path, body, field string }{
+		{"/v1/groups:describe", `{"groupIds": ["\udc00"]}`, "groupIds[0]"},
+		{"/v1/topics:describe", `{"topics": ["ok", "a\ud800b"]}`, "topics[1]"},
+		{"/v1/topics", `{"topics": [{"name": "q", "numPartitions": 1, "replicationFactor": 1, "configs": {"\udc00": "1"}}]}`, "topics[0].configs"},
+	}
+	for _, c := range cases {
+		got := e.r.fails(http.MethodPost, c.path, c.body, http.StatusBadRequest, "INVALID_REQUEST")
+		if got.Field != c.field || !strings.Contains(got.Message, "surrogate") {
+			t.Errorf("POST %s %s: field %q (%s), want %q named as a lone surrogate", c.path, c.body, got.Field, got.Message, c.field)
+		}
+	}
+}
