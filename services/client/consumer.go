@@ -56,6 +56,9 @@ type Consumer struct {
 // NewConsumer returns a consumer of one partition. It makes no request
 // until the first Poll.
 func NewConsumer(c *Client, opts ConsumerOptions) (*Consumer, error) {
+	if c == nil {
+		return nil, noClient()
+	}
 	opts, err := opts.resolve(c)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,10 @@ import (
 // Consumer or Admin.
 var ErrClosed = kerr.New(kerr.InvalidRequest, "client is closed")
 
+// noClient is a constructor's error for a nil *Client, which reading the
+// options would otherwise dereference.
+func noClient() error { return kerr.BadField(kerr.InvalidConfig, "client", "no client given") }
+
 // toKerr turns any error from a call into the *kerr.Error the server meant:
 // the ErrorDetail when there is one, else the nearest code for the
 // transport failure. The caller's own context ending is REQUEST_TIMED_OUT.

@@ -124,6 +124,9 @@ type rebalanceEvent struct {
 // NewGroupConsumer joins the group in the background and returns at once;
 // Poll returns records once partitions are assigned.
 func NewGroupConsumer(c *Client, opts GroupOptions) (*GroupConsumer, error) {
+	if c == nil {
+		return nil, noClient()
+	}
 	opts, reset, err := opts.resolve(c)
 	if err != nil {
 		return nil, err
@@ -562,6 +565,8 @@ func (gc *GroupConsumer) committedWithEpochs(ctx context.Context, tps []TopicPar
 // written them with acks=all. A member whose generation is over gets
 // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS and
 // should let the rebalance finish (keep polling) before committing again.
+// A negative offset or partition, or no topic, is INVALID_REQUEST, and
+// nothing is sent.
 func (gc *GroupConsumer) CommitSync(ctx context.Context, offsets map[TopicPartition]int64) error {
 	gc.mu.Lock()
 	err := gc.commitRefusedLocked()
@@ -571,8 +576,28 @@ func (gc *GroupConsumer) CommitSync(ctx context.Context, offsets map[TopicPartit
 	}
 	if offsets == nil {
 		offsets = gc.Positions()
+	} else if err := checkCommitOffsets(offsets); err != nil {
+		return err
 	}
 	return gc.commit(ctx, offsets, false)
+}
+
+// checkCommitOffsets refuses offsets no commit may hold. A consumer reads
+// a committed offset below 0 as no commit at all, so a negative one sent
+// on would erase the group's position.
+func checkCommitOffsets(offsets map[TopicPartition]int64) error {
+	for _, tp := range sortedTPs(slices.Collect(maps.Keys(offsets))) {
+		field := fmt.Sprintf("offsets[%s-%d]", tp.Topic, tp.Partition)
+		switch off := offsets[tp]; {
+		case tp.Topic == "":
+			return kerr.BadField(kerr.InvalidRequest, field, "names no topic")
+		case tp.Partition < 0:
+			return kerr.BadField(kerr.InvalidRequest, field, "partition must not be negative")
+		case off < 0:
+			return kerr.BadField(kerr.InvalidRequest, field, "offset must not be negative, got %d", off)
+		}
+	}
+	return nil
 }
 
 // CommitAsync commits offsets as CommitSync does, on a goroutine of its
@@ -596,9 +621,13 @@ func (gc *GroupConsumer) CommitAsync(offsets map[TopicPartition]int64, done func
 	if done != nil {
 		dones = []func(error){func(err error) { done(offsets, err) }}
 	}
+	check := checkCommitOffsets(offsets)
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
 	err := gc.commitRefusedLocked()
+	if err == nil {
+		err = check
+	}
 	switch {
 	case err != nil && done == nil:
 	case err != nil && gc.stopped:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"tidemark.io/services/client/assign"
 	"tidemark.io/services/platform/kerr"
@@ -104,6 +105,9 @@ func (o GroupOptions) resolve(c *Client) (GroupOptions, ResetPolicy, error) {
 	if len(o.Topics) == 0 || o.Topics[0] == "" {
 		return o, 0, kerr.BadField(kerr.InvalidConfig, "topics", "no topic to subscribe to")
 	}
+	if err := o.checkUTF8(); err != nil {
+		return o, 0, err
+	}
 	var reset ResetPolicy
 	switch o.AutoOffsetReset {
 	case "", "latest":
@@ -147,6 +151,28 @@ func (o GroupOptions) resolve(c *Client) (GroupOptions, ResetPolicy, error) {
 		o.RequestTimeout = c.opts.RequestTimeout
 	}
 	return o, reset, nil
+}
+
+// checkUTF8 refuses names no request can carry (proto strings are UTF-8):
+// the consumer would join and fetch in the background for ever, every
+// request failing to marshal, and Poll would say nothing.
+func (o GroupOptions) checkUTF8() error {
+	if !utf8.ValidString(o.GroupID) {
+		return kerr.BadField(kerr.InvalidGroupID, "group.id", "%q is not UTF-8", o.GroupID)
+	}
+	for _, f := range []struct{ name, value string }{
+		{"group.instance.id", o.InstanceID}, {"client.id", o.ClientID}, {"client.rack", o.Rack},
+	} {
+		if !utf8.ValidString(f.value) {
+			return kerr.BadField(kerr.InvalidConfig, f.name, "%q is not UTF-8", f.value)
+		}
+	}
+	for _, t := range o.Topics {
+		if !utf8.ValidString(t) {
+			return kerr.BadField(kerr.InvalidConfig, "topics", "%q is not UTF-8", t)
+		}
+	}
+	return nil
 }
 
 // rebalanceProtocol is the protocol every assignor supports: cooperative

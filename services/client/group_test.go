@@ -126,6 +126,38 @@ func TestGroupOptionsAreChecked(t *testing.T) {
 	}
 }
 
+// A group id, topic, instance id, client id or rack that is not UTF-8 is
+// refused when the consumer is made, naming the option. No request
+// carrying it can be sent (proto strings are UTF-8), and the consumer
+// joined in the background for ever, Poll answering no records and no
+// error.
+func TestGroupOptionsThatAreNotUTF8AreRefused(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	for _, c2 := range []struct {
+		field string
+		set   func(*client.GroupOptions)
+	}{
+		{"group.id", func(o *client.GroupOptions) { o.GroupID = "g\xff" }},
+		{"topics", func(o *client.GroupOptions) { o.Topics = []string{"t", "\xed\xa0\x80"} }},
+		{"group.instance.id", func(o *client.GroupOptions) { o.InstanceID = "\xff" }},
+		{"client.id", func(o *client.GroupOptions) { o.ClientID = "\xff" }},
+		{"client.rack", func(o *client.GroupOptions) { o.Rack = "\xff" }},
+	} {
+		o := groupOptions("g")
+		c2.set(&o)
+		gc, err := client.NewGroupConsumer(c, o)
+		if err == nil {
+			gc.Abandon()
+		}
+		var ke *kerr.Error
+		if !errors.As(err, &ke) || ke.Field != c2.field {
+			t.Errorf("%s not UTF-8: %v, want an error naming it", c2.field, err)
+		}
+	}
+}
+
 // Eager and cooperative: a member reads, commits, dies; the next member
 // starts at the commit.
 func TestGroupConsumerResumesFromTheCommit(t *testing.T) {
@@ -549,5 +581,57 @@ func TestGroupConsumerCommitsAPositionMovedWithoutRecords(t *testing.T) {
 	m.halt()
 	if err := m.gc.Close(testCtx(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A commit of a negative offset, a negative partition or no topic is
+// refused at once naming the partition, and nothing is sent: every offset
+// a consumer reads back below 0 means "no commit", so a commit of -7 was
+// accepted and erased the group's position, the next member starting over
+// at auto.offset.reset (Kafka's client refuses such an offset too).
+func TestGroupCommitOfANegativeOffsetIsRefused(t *testing.T) {
+	fc := startCluster(t, fakebroker.Config{})
+	fc.CreateTopic("t", 1)
+	c := newClient(t, fc)
+	gc, err := client.NewGroupConsumer(c, groupOptions("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gc.Abandon)
+	for deadline := time.Now().Add(10 * time.Second); len(gc.Assignment()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no assignment within 10s")
+		}
+		if _, err := gc.Poll(testCtx(t, 100*time.Millisecond)); err != nil && codeOf(err) != kerr.RequestTimedOut {
+			t.Logf("poll: %v", err)
+		}
+	}
+	if err := gc.CommitSync(testCtx(t, 5*time.Second), map[client.TopicPartition]int64{{Topic: "t", Partition: 0}: 5}); err != nil {
+		t.Fatalf("commit of 5: %v", err)
+	}
+	calls := fc.Calls("OffsetCommit")
+	bad := []map[client.TopicPartition]int64{
+		{{Topic: "t", Partition: 0}: -7},
+		{{Topic: "t", Partition: 0}: 6, {Topic: "t", Partition: -1}: 3},
+		{{Topic: "", Partition: 0}: 3},
+	}
+	for _, offsets := range bad {
+		err := gc.CommitSync(testCtx(t, 5*time.Second), offsets)
+		if codeOf(err) != kerr.InvalidRequest {
+			t.Errorf("CommitSync(%v): %v (code %v), want INVALID_REQUEST", offsets, err, codeOf(err))
+		}
+		async := make(chan error, 1)
+		gc.CommitAsync(offsets, func(_ map[client.TopicPartition]int64, err error) { async <- err })
+		select {
+		case err := <-async:
+			if codeOf(err) != kerr.InvalidRequest {
+				t.Errorf("CommitAsync(%v): %v (code %v), want INVALID_REQUEST", offsets, err, codeOf(err))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("CommitAsync(%v): no answer within 5s", offsets)
+		}
+	}
+	if n := fc.Calls("OffsetCommit") - calls; n != 0 || fc.Committed("g", "t", 0) != 5 {
+		t.Fatalf("after the refused commits: %d more OffsetCommit calls, committed %d; want none and 5", n, fc.Committed("g", "t", 0))
 	}
 }

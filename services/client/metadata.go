@@ -67,6 +67,11 @@ type refreshCall struct {
 	// not kept in the cache: one client may speak for several principals
 	// (the gateway's users), and what one may not see another may.
 	refused map[string]string
+	// invalid are the topics the answer said cannot exist
+	// (INVALID_TOPIC_EXCEPTION: a name Kafka's rule forbids), with the
+	// broker's message. Taken for topics not created yet, calls naming
+	// them waited out their deadlines.
+	invalid map[string]string
 }
 
 func newMetadata(c *Client) *metadata {

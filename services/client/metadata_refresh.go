@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,25 @@ func (m *metadata) refreshTopic(ctx context.Context, topic string) error {
 		}
 		return kerr.New(kerr.TopicAuthorizationFailed, "%s", msg)
 	}
+	if msg, ok := call.invalid[topic]; ok {
+		return kerr.BadField(kerr.InvalidTopicException, "topic", "%s", cmp.Or(msg, fmt.Sprintf("%q is not a legal topic name", topic)))
+	}
 	return nil
+}
+
+// invalidTopics are the topics an answer says cannot exist, with their
+// messages.
+func invalidTopics(resp *brokerv1.MetadataResponse) map[string]string {
+	var out map[string]string
+	for _, t := range resp.GetTopics() {
+		if kerr.Code(t.GetErrorCode()) == kerr.InvalidTopicException {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[t.GetName()] = t.GetErrorMessage()
+		}
+	}
+	return out
 }
 
 // refreshCall runs a refresh, or with share joins a running one that
@@ -70,6 +89,7 @@ func (m *metadata) refreshCall(ctx context.Context, share bool, topics ...string
 	m.mu.Lock()
 	if err == nil {
 		call.refused = m.applyLocked(resp, want, m.answererLocked(resp, addr))
+		call.invalid = invalidTopics(resp)
 	}
 	if m.inflight == call {
 		m.inflight = nil

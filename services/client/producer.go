@@ -60,6 +60,9 @@ type topicPartition struct {
 // NewProducer returns a producer on c. Invalid options give INVALID_CONFIG
 // naming the option, as Kafka's ConfigException does.
 func NewProducer(c *Client, opts ProducerOptions) (*Producer, error) {
+	if c == nil {
+		return nil, noClient()
+	}
 	opts, idem, err := opts.resolve(c)
 	if err != nil {
 		return nil, err
