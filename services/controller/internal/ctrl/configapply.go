@@ -50,11 +50,13 @@ func (c *core) topicConfigChanged(name string, cfg map[string]string, then func(
 
 // brokerConfigChanged makes a broker entity's new dynamic configs
 // effective: every live broker gets a full UpdateMetadata (topic defaults
-// may have changed), the rebalance timer is re-armed, and offline
-// partitions get a chance at an election. The core keeps the layers (the
-// policy reads them); then runs once the elections are written.
+// may have changed), the rebalance timer is re-armed if its interval
+// changed, and offline partitions get a chance at an election. The core
+// keeps the layers (the policy reads them); then runs once the elections
+// are written.
 func (c *core) brokerConfigChanged(entity string, cfg map[string]string, then func()) {
 	old := c.brokerConfigs[entity]
+	every := c.rebalancePolicy().every
 	if len(cfg) == 0 {
 		delete(c.brokerConfigs, entity)
 	} else {
@@ -69,7 +71,12 @@ func (c *core) brokerConfigChanged(entity string, cfg map[string]string, then fu
 		ev.Reason = fmt.Sprintf("broker config %s now %v", entity, cfg)
 	})
 	c.pushUpdateMetadata(nil, nil, true, nil)
-	c.armRebalance()
+	// Only a new interval moves the check (Kafka's schedule does not move
+	// with configs): re-armed on every change, the check was put off by a
+	// whole interval each time, the first one after a failover included.
+	if c.rebalancePolicy().every != every {
+		c.armRebalance()
+	}
 	c.electOfflineAfterConfigChange(c.allPartitions(), then)
 }
 

@@ -50,7 +50,8 @@ import (
 //	resume                               a new term's look at reassignments in flight
 //	rebalance [enabled] [percent=10]     the auto leader rebalance configuration (setup)
 //	topic-config topic=t [unclean]       t's overrides changed (unclean election on or off)
-//	broker-config [rebalance]            the cluster-wide dynamic broker config changed
+//	broker-config [rebalance] [every=60] the cluster-wide dynamic broker config changed
+//	                                       (every: leader.imbalance.check.interval.seconds)
 //	timer rebalance                      the rebalance timer fires
 //	elect type=preferred|unclean [all]   ElectLeaders; partitions one a line
 //	write ok|moved|unknown|resigning [conflict=(t/0,...)]
@@ -145,7 +146,7 @@ func newHarness() *harness {
 		awaiting: map[string]*topic{}}
 	h.c = newCore(&commonv1.Node{Id: 100, Address: "ctrl:1"}, 7, slog.New(slog.DiscardHandler),
 		policy{unclean: func(t *topic) bool { return h.unclean[t.name] || t.config["unclean.leader.election.enable"] == "true" },
-			rebalance: func() rebalancePolicy { return h.rebalance }, grace: 3 * time.Second},
+			rebalance: h.rebalancePolicy, grace: 3 * time.Second},
 		rand.New(rand.NewPCG(1, 2)))
 	return h
 }
@@ -175,8 +176,11 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		c.handle(evTopicConfig{topic: name, cfg: cfg})
 	case "broker-config":
 		h.rebalance.enabled = d.HasArg("rebalance")
-		c.handle(evBrokerConfig{entity: "<default>",
-			cfg: map[string]string{"auto.leader.rebalance.enable": strconv.FormatBool(h.rebalance.enabled)}})
+		cfg := map[string]string{"auto.leader.rebalance.enable": strconv.FormatBool(h.rebalance.enabled)}
+		if d.HasArg("every") {
+			cfg[intervalKey] = strconv.FormatInt(h.intArg(d, "every"), 10)
+		}
+		c.handle(evBrokerConfig{entity: "<default>", cfg: cfg})
 	case "rebalance":
 		h.rebalance.enabled = d.HasArg("enabled")
 		if d.HasArg("percent") {
@@ -346,6 +350,23 @@ func (h *harness) run(d *datadriven.TestData) ([]string, error) {
 		return nil, fmt.Errorf("unknown command %q", d.Cmd)
 	}
 	return h.effects(), nil
+}
+
+// intervalKey is the rebalance interval a script's broker-config sets.
+const intervalKey = "leader.imbalance.check.interval.seconds"
+
+// rebalancePolicy is the script's policy, with the interval the dynamic
+// cluster default sets, if any (broker-config every=<s>).
+func (h *harness) rebalancePolicy() rebalancePolicy {
+	p := h.rebalance
+	if s := h.c.brokerConfigs["<default>"][intervalKey]; s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			h.t.Fatalf("%s=%q: %v", intervalKey, s, err)
+		}
+		p.every = time.Duration(n) * time.Second
+	}
+	return p
 }
 
 func (h *harness) intArg(d *datadriven.TestData, key string) int64 {
