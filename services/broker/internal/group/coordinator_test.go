@@ -1500,6 +1500,22 @@ func TestAResetNamingAPartitionThatDoesNotExistSaysSo(t *testing.T) {
 	}
 }
 
+// An OffsetDelete's unnamed topic is refused naming its index, as an
+// OffsetCommit's is: it was "topics.name" whatever the index, and nothing
+// is deleted.
+func TestAnOffsetDeleteOfAnUnnamedTopicNamesItsIndex(t *testing.T) {
+	_, c, s := withOrdersAndPaymentsCommitted(t)
+	defer c.Close()
+	_, err := s.OffsetDelete(context.Background(), &groupv1.OffsetDeleteRequest{GroupId: "g",
+		Topics: []*groupv1.OffsetDeleteTopic{{Name: "orders", Partitions: []int32{0}}, {Partitions: []int32{0}}}})
+	if e := kerr.As(err); e == nil || e.Code != kerr.InvalidTopicException || e.Field != "topics[1].name" {
+		t.Fatalf("an OffsetDelete naming no topic at index 1: %+v, want INVALID_TOPIC_EXCEPTION naming topics[1].name", e)
+	}
+	if r, _ := fetchErr(s, "g"); len(r.GetTopics()) != 2 {
+		t.Fatalf("offsets after the refused delete: %v, want orders and payments kept", r)
+	}
+}
+
 // A group whose last member left and that has no offsets is forgotten by
 // the next cleanup with a tombstone for its metadata record, so a reload
 // does not bring it back.

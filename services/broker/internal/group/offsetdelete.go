@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -21,7 +22,7 @@ func (s *Service) OffsetDelete(ctx context.Context, req *groupv1.OffsetDeleteReq
 	c := s.C
 	for i, t := range req.GetTopics() {
 		if t.GetName() == "" {
-			return nil, kerr.BadField(kerr.InvalidTopicException, "topics.name", "topic %d has no name", i)
+			return nil, kerr.BadField(kerr.InvalidTopicException, "topics["+strconv.Itoa(i)+"].name", "must not be empty")
 		}
 	}
 	gid := req.GetGroupId()
