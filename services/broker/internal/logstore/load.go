@@ -510,9 +510,6 @@ func (l *Log) recoverSegment(s *segment, belowStart bool) (cut bool, err error) 
 // means the segment must be recovered in full.
 func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 	size := s.size.Load()
-	if size > 0 && s.timeIndex.count == 0 {
-		return false, nil
-	}
 	from, expect := int64(0), s.base
 	indexed := false // the walk starts at an index entry, which names its batch's offset exactly
 	if e, found, err := s.index.last(); err != nil {
@@ -554,6 +551,16 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 		pos += bsize
 	}
 	s.next = expect
+	if size > 0 && s.timeIndex.count == 0 {
+		// Whole only when no batch has a timestamp (all -1, Kafka's
+		// NO_TIMESTAMP): no time-index entry is written for those.
+		if maxTS >= 0 {
+			return false, nil
+		}
+		if ok, err := untimedBefore(s, from); !ok || err != nil {
+			return false, err
+		}
+	}
 	if s.timeIndex.count > 0 {
 		e, _, err := s.timeIndex.last()
 		if err != nil {
@@ -572,8 +579,22 @@ func (l *Log) checkSegment(s *segment, last bool) (ok bool, err error) {
 	return true, nil
 }
 
+// untimedBefore reports whether no batch in s before position to carries a
+// timestamp; a torn walk is not whole either.
+func untimedBefore(s *segment, to int64) (bool, error) {
+	untimed := true
+	err := walkHeaders(s, 0, to, func(h recordbatch.Batch, _, _ int64) bool {
+		untimed = h.MaxTimestamp() < 0
+		return untimed
+	})
+	if errors.Is(err, errTorn) {
+		return false, nil
+	}
+	return untimed, err
+}
+
 // initRollBase starts the active segment's segment.ms clock: the first
-// batch's timestamp if that is earlier than now (Kafka's rule), else now.
+// batch's timestamp if it has one earlier than now (Kafka's rule), else now.
 func (l *Log) initRollBase(s *segment) {
 	if s.size.Load() == 0 {
 		return
@@ -582,8 +603,11 @@ func (l *Log) initRollBase(s *segment) {
 	s.rollBase = now
 	r := newBatchReader(s.log, s.logPath, s.size.Load(), recordbatch.HeaderSize)
 	if h, _, err := r.header(0); err == nil {
-		if t := time.UnixMilli(h.MaxTimestamp()); t.Before(now) {
-			s.rollBase = t
+		// A batch without a timestamp (-1) counts from now, as Kafka
+		// counts from the segment's creation at load: read as a time it
+		// is 1970, and every restart rolled at the next append.
+		if ts := h.MaxTimestamp(); ts >= 0 && time.UnixMilli(ts).Before(now) {
+			s.rollBase = time.UnixMilli(ts)
 		}
 	}
 }
