@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -68,6 +70,13 @@ func (e *env) with(t *testing.T) *env {
 func (e *env) call(method, path string, body any, out proto.Message) {
 	e.r.t.Helper()
 	a := e.r.do(method, path, body)
+	// A fresh cluster's group coordinator answers so while it loads its
+	// partition of __consumer_offsets (retriable; the README says to retry).
+	for deadline := time.Now().Add(15 * time.Second); a.status == http.StatusServiceUnavailable &&
+		strings.Contains(string(a.body), `"COORDINATOR_LOAD_IN_PROGRESS"`) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		a = e.r.do(method, path, body)
+	}
 	if a.status != http.StatusOK {
 		e.r.t.Fatalf("%s %s: status %d: %s", method, path, a.status, a.body)
 	}
