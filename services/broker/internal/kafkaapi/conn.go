@@ -76,6 +76,9 @@ type pending struct {
 	// body is the bytes of its request counted in the connection's
 	// readAhead (under backlogMu).
 	body int64
+	// cost bounds what its decoding allocated (decodeCost), counted in
+	// readAhead with its body: the decoded request lives as long.
+	cost int64
 	// flushed, when set, is closed once the writer is done with this
 	// answer and every one before it (flushAnswers).
 	flushed chan struct{}
@@ -182,7 +185,7 @@ func (c *conn) serve() {
 
 // readLoop reads requests until the connection fails or a request is one
 // Kafka would close the connection for (bad size, unknown API or version,
-// undecodable body).
+// undecodable body), or one too costly to decode (decodeCost).
 func (c *conn) readLoop() error {
 	limits := c.s.opts.Limits
 	var size [4]byte
@@ -242,7 +245,7 @@ func (c *conn) readLoop() error {
 			c.s.metrics.closed.WithLabelValues("protocol").Inc()
 			return err
 		}
-		c.holdRequest(p, len(body))
+		c.holdRequest(p, len(body)+int(p.cost))
 		c.inFlight.Add(1)
 		select {
 		case c.queue <- p:
@@ -316,6 +319,9 @@ func (c *conn) decode(body []byte) (*pending, *reqCtx, kmsg.Request, error) {
 		if rest, err = skipTags(rest); err != nil {
 			return nil, nil, nil, fmt.Errorf("%s header: %w", kmsg.NameForKey(h.Key), err)
 		}
+	}
+	if p.cost, err = decodeCost(h.Key, h.Version, rest, c.s.opts.Limits.MaxRequestBytes); err != nil {
+		return nil, nil, nil, err
 	}
 	if err := req.ReadFrom(rest); err != nil {
 		return nil, nil, nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)

@@ -13,9 +13,10 @@ import (
 type Limits struct {
 	// MaxRequestBytes is socket.request.max.bytes: a larger size field
 	// closes the connection before the body is read. It also bounds the
-	// requests one connection has read and not yet answered: while they
-	// hold it, the connection is read no further (Kafka reads the next
-	// request only once the last is answered).
+	// requests one connection has read and not yet answered, their bodies
+	// and what decoding them may allocate (decodeCost): while they hold
+	// it, the connection is read no further (Kafka reads the next request
+	// only once the last is answered).
 	MaxRequestBytes int32
 	// MaxInFlight is how many requests of one connection may be read ahead
 	// of their answers (pipelining); reading stops while it is reached.

@@ -35,7 +35,7 @@ func (g gatedGroups) Handle(ctx context.Context, _ identity.Principal, req kmsg.
 // order. Before, it read up to max.in.flight requests of up to
 // socket.request.max.bytes each while they waited.
 func TestRequestsReadAheadAreBoundedPerConnection(t *testing.T) {
-	const maxRequest = 4096
+	const maxRequest = 1 << 20
 	g := gatedGroups{gate: make(chan struct{})}
 	s := New(Options{Extension: g, Limits: Limits{MaxRequestBytes: maxRequest}})
 	server, client := net.Pipe() // a write ends only once the broker has read it
@@ -46,7 +46,9 @@ func TestRequestsReadAheadAreBoundedPerConnection(t *testing.T) {
 
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.SetVersion(2)
-	fc.CoordinatorKey = strings.Repeat("g", maxRequest*3/4) // two are over the bound, one is not
+	// Two are over the bound, one is not: each counts its body and what
+	// decoding it may allocate.
+	fc.CoordinatorKey = strings.Repeat("g", maxRequest*3/4/(decodeAmplification+1))
 	frames := [][]byte{frame(fc, 1), frame(fc, 2), frame(fc, 3)}
 	_ = client.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	for _, f := range frames[:2] {
@@ -56,7 +58,7 @@ func TestRequestsReadAheadAreBoundedPerConnection(t *testing.T) {
 	}
 	_ = client.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
 	if _, err := client.Write(frames[2]); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("third request: %v; want it unread while the two before it hold %d bytes", err, 2*len(frames[0]))
+		t.Fatalf("third request: %v; want it unread while the two before it hold %d bytes", err, 2*(decodeAmplification+1)*len(frames[0]))
 	}
 
 	close(g.gate)

@@ -159,6 +159,14 @@ func (c *conn) exchange(first []byte) error {
 			}
 			continue
 		}
+		// Closed before its body is decoded, as Kafka's authenticator
+		// does: decoding costs up to decodeAmplification times its size.
+		if h, _, err := parseHeaderStart(body); err == nil && !servedBeforeLogin(h.Key) {
+			if _, served := c.s.table[h.Key]; served {
+				c.s.metrics.closed.WithLabelValues(closeReason(re)).Inc()
+				return fmt.Errorf("%s v%d before SASL %s finished", kmsg.NameForKey(h.Key), h.Version, authText(re))
+			}
+		}
 		p, rc, req, err := c.decode(body)
 		if err != nil {
 			c.s.metrics.closed.WithLabelValues("protocol").Inc()
@@ -328,6 +336,11 @@ func (c *conn) illegalState(re bool, rc *reqCtx) error {
 		return fmt.Errorf("ApiVersions during SASL %s", authText(re))
 	}
 	return fmt.Errorf("%s v%d before SASL %s finished", kmsg.NameForKey(rc.header.Key), rc.header.Version, authText(re))
+}
+
+// servedBeforeLogin is what the SASL exchange reads.
+func servedBeforeLogin(key int16) bool {
+	return key == int16(kmsg.ApiVersions) || key == int16(kmsg.SASLHandshake) || key == int16(kmsg.SASLAuthenticate)
 }
 
 // readAuthFrame reads one size-prefixed frame: a request, or a raw token.
